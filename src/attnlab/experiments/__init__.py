@@ -1,0 +1,39 @@
+"""Named experiments, one module per paper; importing this package registers them all.
+
+Run one with ``attnlab run <name>`` or :func:`run_experiment`; list them with ``attnlab list``.
+"""
+
+from attnlab.experiments.base import (
+    Check,
+    Experiment,
+    ExperimentResult,
+    RunContext,
+    RunRecord,
+    check_close,
+    check_less,
+    get_experiment,
+    list_experiments,
+    make_config,
+    parse_overrides,
+    register,
+    run_experiment,
+)
+
+
+__all__ = [
+    "Check",
+    "Experiment",
+    "ExperimentResult",
+    "RunContext",
+    "RunRecord",
+    "check_close",
+    "check_less",
+    "get_experiment",
+    "list_experiments",
+    "make_config",
+    "parse_overrides",
+    "register",
+    "run_experiment",
+]
+
+# One import per paper module below; each registers its experiments on import.

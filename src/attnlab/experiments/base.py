@@ -1,0 +1,407 @@
+"""What an experiment is, how it is registered, configured and run, and what it writes.
+
+An experiment is a frozen dataclass config (plain-typed fields, defaults from the spec), a ``run`` function
+``run(config, context) -> ExperimentResult``, and its theory checks. :func:`run_experiment` writes, atomically,
+into one run directory:
+
+- ``trajectory.parquet``: tidy table, one row per recorded (run, step);
+- ``checks.csv``: one row per claim (claim, predicted, measured, tolerance, passed, source);
+- ``record.json``: config, seed, versions, timings, which defaults are ours rather than the paper's;
+- one PNG and one PDF per figure, plus any extra tidy tables as Parquet.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import platform
+import sys
+import time
+import typing
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+import pandas as pd
+
+from attnlab._validation import ValidationError
+from attnlab.runner.store import config_hash, save_figure, write_csv, write_json, write_parquet
+
+__all__ = [
+    "Check",
+    "Experiment",
+    "ExperimentResult",
+    "RunContext",
+    "RunRecord",
+    "check_close",
+    "check_less",
+    "get_experiment",
+    "list_experiments",
+    "make_config",
+    "parse_overrides",
+    "register",
+    "run_experiment",
+]
+
+C = TypeVar("C")
+
+
+@dataclass(frozen=True)
+class Check:
+    """One theory claim measured in a run.
+
+    Parameters
+    ----------
+    claim : str
+        The claim in words, e.g. ``"||W_t|| / (eta t) -> 1 (Lemma 7)"``.
+    predicted : str or float
+        What the theory predicts (a number, a bound or a trend).
+    measured : str or float
+        What the run measured.
+    tolerance : str or float
+        How far ``measured`` may be from ``predicted`` and still pass.
+    passed : bool
+    source : str
+        Spec section that states the claim, e.g. ``"implicit-bias-ngd §8.1"``.
+    """
+
+    claim: str
+    predicted: Any
+    measured: Any
+    tolerance: Any
+    passed: bool
+    source: str = ""
+
+    def as_row(self) -> dict[str, Any]:
+        row = dataclasses.asdict(self)
+        for key in ("predicted", "measured", "tolerance"):
+            row[key] = _format_value(row[key])
+        row["passed"] = bool(row["passed"])
+        return row
+
+
+def _format_value(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def check_close(claim: str, predicted: float, measured: float, rtol: float, source: str = "") -> Check:
+    """A :class:`Check` that passes when ``|measured - predicted| <= rtol * |predicted|``."""
+    passed = abs(measured - predicted) <= rtol * abs(predicted)
+    return Check(claim, float(predicted), float(measured), f"rel {rtol:g}", bool(passed), source)
+
+
+def check_less(claim: str, measured: float, bound: float, source: str = "", *, strict: bool = False) -> Check:
+    """A :class:`Check` that passes when ``measured <= bound`` (``<`` if ``strict``)."""
+    passed = measured < bound if strict else measured <= bound
+    op = "<" if strict else "<="
+    return Check(claim, f"{op} {bound:.6g}", float(measured), "bound", bool(passed), source)
+
+
+@dataclass
+class ExperimentResult:
+    """What ``Experiment.run`` returns: tables, checks and figures, all drawn from the tables.
+
+    Attributes
+    ----------
+    frame : pandas.DataFrame
+        Tidy trajectory, one row per recorded (run, step), snake_case columns.
+    checks : list of Check
+    figures : dict of str to matplotlib Figure
+        Saved as ``<name>.png`` and ``<name>.pdf``.
+    tables : dict of str to pandas.DataFrame
+        Extra tidy tables, saved as ``<name>.parquet``.
+    notes : list of str
+        Free-text remarks written to ``record.json`` (e.g. where a measurement disagrees with a paper).
+    """
+
+    frame: pd.DataFrame
+    checks: list[Check] = field(default_factory=list)
+    figures: dict[str, Any] = field(default_factory=dict)
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RunContext:
+    """Passed to ``Experiment.run``: where outputs go and whether to show progress.
+
+    Attributes
+    ----------
+    out : pathlib.Path
+        The run directory (exists). Experiments may write checkpoints here.
+    progress : bool
+        Show tqdm progress bars (they also switch themselves off when stderr is not a terminal).
+    quick : bool
+        Whether the ``--quick`` settings are in use.
+    """
+
+    out: Path
+    progress: bool = True
+    quick: bool = False
+
+    def bar(self, iterable: Iterable[Any] | None = None, *, total: int | None = None, desc: str = "") -> Any:
+        """A tqdm progress bar, off when ``progress`` is False or stderr is not a terminal."""
+        from tqdm.auto import tqdm
+
+        disable = None if self.progress else True
+        return tqdm(iterable, total=total, desc=desc, disable=disable, leave=False, dynamic_ncols=True)
+
+
+@dataclass(frozen=True)
+class Experiment(Generic[C]):
+    """A named, declarative experiment.
+
+    Parameters
+    ----------
+    name : str
+        Dotted name, ``"<paper>.<figure or check>"``, e.g. ``"implicit-bias.fig2"``.
+    paper : str
+        Spec file stem the experiment reproduces, e.g. ``"implicit-bias-ngd"``.
+    summary : str
+        One line for ``attnlab list``.
+    config_type : type
+        A frozen dataclass with plain-typed fields. A class attribute ``OURS`` (tuple of field names) lists
+        defaults that are our proposals because the paper's numbers were lost; they are labelled in outputs.
+    run : callable
+        ``run(config, context) -> ExperimentResult``.
+    quick : mapping
+        Field overrides for ``--quick`` (CI-sized).
+    """
+
+    name: str
+    paper: str
+    summary: str
+    config_type: type[C]
+    run: Callable[[C, RunContext], ExperimentResult]
+    quick: Mapping[str, Any] = field(default_factory=dict)
+
+
+_REGISTRY: dict[str, Experiment[Any]] = {}
+
+
+def register(experiment: Experiment[Any]) -> Experiment[Any]:
+    """Add ``experiment`` to the registry (names are unique) and return it."""
+    if experiment.name in _REGISTRY:
+        raise ValueError(f"experiment {experiment.name!r} is registered twice")
+    if not dataclasses.is_dataclass(experiment.config_type):
+        raise TypeError(f"config_type of {experiment.name!r} must be a dataclass")
+    unknown = set(experiment.quick) - {f.name for f in dataclasses.fields(experiment.config_type)}
+    if unknown:
+        raise ValueError(f"quick overrides of {experiment.name!r} name unknown fields {sorted(unknown)}")
+    _REGISTRY[experiment.name] = experiment
+    return experiment
+
+
+def list_experiments(paper: str | None = None) -> list[Experiment[Any]]:
+    """All registered experiments, sorted by name; ``paper`` filters by paper or by name prefix."""
+    _load_all()
+    exps = sorted(_REGISTRY.values(), key=lambda e: e.name)
+    if paper is not None and paper != "all":
+        exps = [e for e in exps if e.paper == paper or e.name.split(".")[0] == paper]
+    return exps
+
+
+def get_experiment(name: str) -> Experiment[Any]:
+    """The experiment called ``name``; the error lists the names that exist."""
+    _load_all()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        known = ", ".join(sorted(_REGISTRY))
+        raise ValidationError(f"unknown experiment {name!r}; known experiments: {known}") from None
+
+
+def _load_all() -> None:
+    import attnlab.experiments  # noqa: F401  (importing the package registers every experiment)
+
+
+def _parse_value(key: str, text: str, annotation: Any) -> Any:
+    origin = typing.get_origin(annotation)
+    if annotation is bool:
+        low = text.strip().lower()
+        if low in ("1", "true", "yes", "on"):
+            return True
+        if low in ("0", "false", "no", "off"):
+            return False
+        raise ValidationError(f"--set {key}={text}: expected a boolean (true/false)")
+    if annotation in (int, float, str):
+        try:
+            if annotation is int and not text.strip().lstrip("+-").isdigit():
+                as_float = float(text)  # accept 1e4 for an int field when it is a whole number
+                if not as_float.is_integer():
+                    raise ValueError(text)
+                return int(as_float)
+            return annotation(text)
+        except ValueError:
+            raise ValidationError(f"--set {key}={text}: expected {annotation.__name__}") from None
+    if origin is tuple:
+        args = typing.get_args(annotation)
+        inner = args[0] if args else str
+        parts = [p for p in text.replace(";", ",").split(",") if p.strip()]
+        return tuple(_parse_value(key, p.strip(), inner) for p in parts)
+    if origin is typing.Union or str(origin) == "types.UnionType":
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if text.strip().lower() == "none":
+            return None
+        errors = []
+        for arg in args:
+            try:
+                return _parse_value(key, text, arg)
+            except ValidationError as err:
+                errors.append(str(err))
+        raise ValidationError("; ".join(errors))
+    if origin is typing.Literal:
+        allowed = typing.get_args(annotation)
+        for a in allowed:
+            if str(a) == text:
+                return a
+        raise ValidationError(f"--set {key}={text}: must be one of {', '.join(map(str, allowed))}")
+    return text
+
+
+def parse_overrides(config_type: type, items: Sequence[str] | Mapping[str, Any]) -> dict[str, Any]:
+    """Turn ``["n=8", "lr=0.1"]`` (or a mapping) into typed field values of ``config_type``.
+
+    Strings are parsed by the field's type annotation; non-strings in a mapping pass through. An unknown key
+    raises a :class:`ValidationError` listing the keys that exist.
+    """
+    hints = typing.get_type_hints(config_type)
+    names = [f.name for f in dataclasses.fields(config_type)]
+    pairs: list[tuple[str, Any]] = []
+    if isinstance(items, Mapping):
+        pairs = list(items.items())
+    else:
+        for item in items:
+            if "=" not in item:
+                raise ValidationError(f"--set {item!r}: expected key=value")
+            key, value = item.split("=", 1)
+            pairs.append((key.strip(), value))
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key not in names:
+            raise ValidationError(f"unknown key {key!r} for {config_type.__name__}; keys: {', '.join(names)}")
+        out[key] = _parse_value(key, value, hints[key]) if isinstance(value, str) else value
+    return out
+
+
+def make_config(experiment: Experiment[C], overrides: Sequence[str] | Mapping[str, Any] = (), quick: bool = False) -> C:
+    """Default config of ``experiment``, then its quick overrides (if ``quick``), then ``overrides``."""
+    base = experiment.config_type()
+    if quick:
+        base = dataclasses.replace(base, **experiment.quick)
+    return dataclasses.replace(base, **parse_overrides(experiment.config_type, overrides))
+
+
+def _versions() -> dict[str, str]:
+    import numpy
+    import scipy
+    import torch
+
+    import attnlab
+
+    out = {
+        "attnlab": attnlab.__version__,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "torch": torch.__version__,
+        "numpy": numpy.__version__,
+        "scipy": scipy.__version__,
+        "pandas": pd.__version__,
+    }
+    try:
+        import cvxpy
+
+        out["cvxpy"] = cvxpy.__version__
+    except ImportError:  # pragma: no cover - cvxpy is a hard dependency
+        pass
+    return out
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """Where a finished run wrote its outputs, and its check table."""
+
+    name: str
+    out: Path
+    checks: pd.DataFrame
+    seconds: float
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.checks["passed"].all()) if len(self.checks) else True
+
+
+def run_experiment(
+    name: str,
+    overrides: Sequence[str] | Mapping[str, Any] = (),
+    *,
+    quick: bool = False,
+    out: str | Path | None = None,
+    progress: bool = True,
+) -> RunRecord:
+    """Build the config of experiment ``name``, run it, and write its outputs.
+
+    Parameters
+    ----------
+    name : str
+        A registered experiment (see ``attnlab list``).
+    overrides : list of "key=value" or mapping
+        Config changes; unknown keys raise and list the known ones.
+    quick : bool, default=False
+        Use the CI-sized settings.
+    out : path, optional
+        Run directory; default ``runs/<name>-<config hash>``.
+    progress : bool, default=True
+        Show progress bars on a terminal.
+    """
+    experiment = get_experiment(name)
+    config = make_config(experiment, overrides, quick)
+    config_dict = dataclasses.asdict(config)
+    digest = config_hash({"experiment": name, "config": config_dict})
+    run_dir = Path(out) if out is not None else Path("runs") / f"{name}-{digest}"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    result = experiment.run(config, RunContext(out=run_dir, progress=progress, quick=quick))
+    seconds = time.perf_counter() - start
+
+    write_parquet(run_dir / "trajectory.parquet", result.frame)
+    checks = pd.DataFrame(
+        [c.as_row() for c in result.checks],
+        columns=["claim", "predicted", "measured", "tolerance", "passed", "source"],
+    )
+    write_csv(run_dir / "checks.csv", checks)
+    for table_name, table in result.tables.items():
+        write_parquet(run_dir / f"{table_name}.parquet", table)
+    figure_files = []
+    for fig_name, figure in result.figures.items():
+        figure_files += [p.name for p in save_figure(figure, run_dir / fig_name)]
+        import matplotlib.pyplot as plt
+
+        plt.close(figure)
+    ours = tuple(getattr(experiment.config_type, "OURS", ()))
+    record = {
+        "experiment": name,
+        "paper": experiment.paper,
+        "summary": experiment.summary,
+        "quick": quick,
+        "config": config_dict,
+        "config_hash": digest,
+        "seed": config_dict.get("seed"),
+        "defaults_ours": {k: config_dict[k] for k in ours if k in config_dict},
+        "versions": _versions(),
+        "timings": {"run_seconds": seconds},
+        "figures": figure_files,
+        "tables": sorted(result.tables),
+        "checks": {"total": len(checks), "passed": int(checks["passed"].sum()) if len(checks) else 0},
+        "notes": result.notes,
+    }
+    write_json(run_dir / "record.json", record)
+    return RunRecord(name=name, out=run_dir, checks=checks, seconds=seconds)
+
+
+def read_record(run_dir: str | Path) -> dict[str, Any]:
+    """Load ``record.json`` of a run directory."""
+    return json.loads((Path(run_dir) / "record.json").read_text())
