@@ -8,33 +8,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from attnlab._io import atomic_write
+
 __all__ = ["atomic_write", "config_hash", "write_json", "write_parquet", "write_csv", "save_figure"]
-
-
-def atomic_write(path: str | os.PathLike[str], write: Callable[[Path], None]) -> Path:
-    """Call ``write(tmp_path)`` then rename ``tmp_path`` onto ``path`` atomically.
-
-    ``write`` receives a path in the destination folder (same file system, so the rename is atomic).
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp" + path.suffix, dir=path.parent)
-    os.close(fd)
-    tmp_path = Path(tmp)
-    try:
-        write(tmp_path)
-        os.replace(tmp_path, path)
-    finally:
-        if tmp_path.exists():
-            tmp_path.unlink()
-    return path
 
 
 def _json_default(obj: Any) -> Any:

@@ -1,0 +1,137 @@
+"""The token-selection data set: sequences of tokens, a query per sequence, labels, and an optional head.
+
+Spec: implicit-bias-ngd §1, mirror-descent-lp §1, kq-nuclear-norm §1 (one notation for all three papers).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from attnlab._io import atomic_write
+from attnlab._validation import ValidationError, check_tensor
+
+__all__ = ["TokenSelectionData"]
+
+_NPZ_KEYS = ("X", "Z", "y", "v", "select")
+
+
+@dataclass(frozen=True, init=False)
+class TokenSelectionData:
+    """Tokens, queries, labels and an optional linear head, validated and stored as float64 tensors.
+
+    Spec: implicit-bias-ngd §1-2 (model ``f(X) = v^T X^T softmax(X W z)``).
+
+    Parameters
+    ----------
+    X : array-like, shape (n, T, d)
+        Token matrices; row ``t`` of ``X[i]`` is token ``x_{i,t}``.
+    Z : array-like, shape (n, d), optional
+        Query vectors; default the first token of each sequence, ``Z = X[:, 0]``.
+    y : array-like, shape (n,)
+        Labels in {-1, +1}.
+    v : array-like, shape (d,), optional
+        Linear head (the papers' ``u`` or ``v``); needed for token scores and the fixed-head models.
+    select : array-like of int, shape (n,), optional
+        One selected token index per sequence (e.g. for an SVM over a chosen selection).
+
+    Attributes
+    ----------
+    n, T, d : int
+        Number of sequences, tokens per sequence, token dimension.
+
+    Raises
+    ------
+    ValidationError
+        On wrong shapes, non-finite values, labels outside {-1, +1}, T < 2, or out-of-range ``select``.
+
+    Examples
+    --------
+    >>> data = TokenSelectionData(torch.randn(3, 4, 2), y=[1, -1, 1], v=[1.0, 0.0])
+    >>> (data.n, data.T, data.d)
+    (3, 4, 2)
+    """
+
+    X: torch.Tensor
+    Z: torch.Tensor
+    y: torch.Tensor
+    v: torch.Tensor | None
+    select: torch.Tensor | None
+
+    def __init__(self, X, Z=None, y=None, v=None, select=None) -> None:  # noqa: D107 (documented on the class)
+        sizes: dict[str, int] = {}
+        X_t = check_tensor("X", X, "nTd", sizes, min_size={"T": 2, "n": 1})
+        Z_t = X_t[:, 0].clone() if Z is None else check_tensor("Z", Z, "nd", sizes)
+        if y is None:
+            raise ValidationError("y is required: pass labels of shape (n,) with values in {-1, +1}")
+        y_t = check_tensor("y", y, "n", sizes)
+        if not bool(((y_t == 1) | (y_t == -1)).all()):
+            bad = sorted({float(a) for a in y_t[(y_t != 1) & (y_t != -1)].tolist()})[:5]
+            raise ValidationError(f"y must hold only -1 and +1, found {bad}; map labels with y = 2*label - 1 for 0/1 labels")
+        v_t = None if v is None else check_tensor("v", v, "d", sizes)
+        sel_t = None
+        if select is not None:
+            arr = np.asarray(select)
+            if arr.shape != (sizes["n"],) or not np.issubdtype(arr.dtype, np.integer) and not np.all(np.mod(arr, 1) == 0):
+                raise ValidationError(f"select must be {sizes['n']} integer token indices, got shape {arr.shape}")
+            sel_t = torch.as_tensor(arr.astype(np.int64))
+            if bool(((sel_t < 0) | (sel_t >= sizes["T"])).any()):
+                raise ValidationError(f"select holds indices outside [0, {sizes['T'] - 1}]")
+        object.__setattr__(self, "X", X_t)
+        object.__setattr__(self, "Z", Z_t)
+        object.__setattr__(self, "y", y_t)
+        object.__setattr__(self, "v", v_t)
+        object.__setattr__(self, "select", sel_t)
+
+    @property
+    def n(self) -> int:
+        return int(self.X.shape[0])
+
+    @property
+    def T(self) -> int:  # noqa: N802 (the spec's symbol)
+        return int(self.X.shape[1])
+
+    @property
+    def d(self) -> int:
+        return int(self.X.shape[2])
+
+    def require_head(self) -> torch.Tensor:
+        """The head ``v``; raises a clear error when the data set has none."""
+        if self.v is None:
+            raise ValidationError("this data set has no head v; pass v=(d,) array or use a model with a trainable head")
+        return self.v
+
+    def token_scores(self) -> torch.Tensor:
+        """Token scores ``gamma_{i,t} = y_i v^T x_{i,t}``, shape (n, T). Spec: implicit-bias-ngd §1 (Def. 1)."""
+        return self.y[:, None] * (self.X @ self.require_head())  # spec §1: gamma = y v^T x
+
+    def optimal_tokens(self) -> torch.Tensor:
+        """``opt_i = argmax_t gamma_{i,t}``, shape (n,), int64. Spec: implicit-bias-ngd §1."""
+        return self.token_scores().argmax(dim=1)
+
+    def with_(self, **changes) -> "TokenSelectionData":
+        """A copy with some fields replaced (validated again)."""
+        fields = {"X": self.X, "Z": self.Z, "y": self.y, "v": self.v, "select": self.select}
+        fields.update(changes)
+        return TokenSelectionData(**fields)
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write an ``.npz`` with keys ``X, Z, y`` and, when present, ``v, select`` (no pickle), atomically."""
+        arrays = {k: getattr(self, k).numpy() for k in _NPZ_KEYS if getattr(self, k) is not None}
+        return atomic_write(path, lambda p: np.savez(p, **arrays))
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> "TokenSelectionData":
+        """Read an ``.npz`` written by :meth:`save` or by the user (keys ``X``, ``y`` required; ``Z, v, select`` optional)."""
+        path = Path(path)
+        if not path.exists():
+            raise ValidationError(f"data file {str(path)!r} does not exist")
+        with np.load(path, allow_pickle=False) as f:
+            missing = [k for k in ("X", "y") if k not in f.files]
+            if missing:
+                raise ValidationError(f"{path} lacks keys {missing}; an attnlab data file has X (n,T,d), y (n,) and optionally Z, v, select")
+            return cls(**{k: f[k] for k in _NPZ_KEYS if k in f.files})
