@@ -1,0 +1,64 @@
+"""Margin losses of the token-selection papers, computed in the log domain.
+
+Spec: implicit-bias-ngd §3 (exponential loss in theory, logistic allowed), mirror-descent-lp §2 (Assumption A:
+logistic and exponential), kq-nuclear-norm §2 (exponential).
+
+All functions act elementwise on margins ``z = y f(X)`` of any shape, so a leading runs axis needs nothing special.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from attnlab._validation import check_in
+
+__all__ = ["LOSSES", "log_loss", "log_abs_loss_derivative", "loss", "mean_loss", "log_mean_loss"]
+
+LOSSES = ("exp", "logistic")
+
+# Below this value of u = e^{-z}, log1p(u)/u is 1 - u/2 to double precision (the next term is u^2/3).
+_SERIES_CUTOFF = 1e-8
+
+
+def _check(name: str) -> str:
+    return str(check_in("loss", name, LOSSES))
+
+
+def log_loss(z: torch.Tensor, name: str = "exp") -> torch.Tensor:
+    """``log l(z)`` for margins ``z`` (any shape), exact for large ``z`` where ``l(z)`` underflows.
+
+    exp: ``log e^{-z} = -z``; logistic: ``log softplus(-z)``, written as ``-z + log(log1p(u)/u)`` with
+    ``u = e^{-z}`` for ``z > 0`` so that it never becomes ``log 0``.
+    """
+    _check(name)
+    if name == "exp":
+        return -z  # spec ngd §3: l(z) = e^{-z}
+    u = torch.exp(-z.clamp(min=0.0))
+    ratio = torch.where(u < _SERIES_CUTOFF, 1.0 - u / 2.0, torch.log1p(u) / torch.where(u > 0, u, 1.0))
+    positive = -z + torch.log(ratio)  # spec ngd §3: log(1 + e^{-z}) for z > 0
+    return torch.where(z > 0, positive, torch.log(F.softplus(-z)))
+
+
+def loss(z: torch.Tensor, name: str = "exp") -> torch.Tensor:
+    """``l(z)`` elementwise: ``e^{-z}`` (exp) or ``log(1 + e^{-z})`` (logistic)."""
+    _check(name)
+    return torch.exp(-z) if name == "exp" else F.softplus(-z)
+
+
+def log_abs_loss_derivative(z: torch.Tensor, name: str = "exp") -> torch.Tensor:
+    """``log |l'(z)|``: ``-z`` (exp, ``l' = -e^{-z}``) or ``-softplus(z)`` (logistic, ``l' = -1/(1+e^z)``)."""
+    _check(name)
+    return -z if name == "exp" else -F.softplus(z)
+
+
+def log_mean_loss(z: torch.Tensor, name: str = "exp") -> torch.Tensor:
+    """``log((1/n) sum_i l(z_i))`` over the last axis by log-sum-exp; shape ``z.shape[:-1]``."""
+    return torch.logsumexp(log_loss(z, name), dim=-1) - math.log(z.shape[-1])
+
+
+def mean_loss(z: torch.Tensor, name: str = "exp") -> torch.Tensor:
+    """Empirical risk ``(1/n) sum_i l(z_i)`` over the last axis; shape ``z.shape[:-1]``."""
+    return loss(z, name).mean(dim=-1)

@@ -1,0 +1,183 @@
+"""Diagnostics of token selection: alignment, margins, softmax saturation, norms, Bregman divergences.
+
+Spec: implicit-bias-ngd §5 (alignment ``corr``), §8.4 (softmax saturation), kq-nuclear-norm §4 (margin ``mu(W)``
+and margin-normalised direction), mirror-descent-lp §3 (Bregman and directional Bregman divergence).
+
+Pure functions take tensors with an optional leading runs axis and return one value per run. The metric objects
+at the bottom (``alignment(W_ref)``, ``opt_softmax()``, ...) are what :func:`attnlab.train` records: each is called
+as ``metric(model, data)`` and returns a float or a dict of floats.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from attnlab._validation import ValidationError, check_in, check_scalar
+from attnlab.models.functional import attention_logits
+
+__all__ = [
+    "Metric",
+    "alignment",
+    "attention_margin",
+    "bregman_divergence",
+    "cosine",
+    "directional_bregman",
+    "entrywise_norm",
+    "head_alignment",
+    "log_one_minus_selected",
+    "margin",
+    "margin_normalized",
+    "matrix_norm",
+    "norm",
+    "opt_softmax",
+    "selected_probability",
+    "bregman",
+]
+
+
+def cosine(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
+    """``<A, B> / (||A||_F ||B||_F)`` over the last two axes (or last axis for vectors); shape ``([R,])``.
+
+    Spec: implicit-bias-ngd §5 (``corr(W_t, W_mm)``).
+    """
+    dims = (-2, -1) if A.dim() >= 2 and B.dim() >= 2 else (-1,)
+    inner = (A * B).sum(dim=dims)
+    return inner / (torch.linalg.vector_norm(A, dim=dims) * torch.linalg.vector_norm(B, dim=dims))
+
+
+def _selected(select: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    return select.reshape(select.shape + (1,)).expand(shape[:-1] + (1,))
+
+
+def attention_margin(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor, select: torch.Tensor) -> torch.Tensor:
+    """``mu(W) = min_{i, t != sel_i} (x_{i,sel_i} - x_{it})^T W z_i``, shape ``([R,])``. Spec: kq-nuclear-norm §4 Def. 4.1."""
+    s = attention_logits(X, W, Z)
+    idx = _selected(select, s.shape)
+    gaps = torch.gather(s, -1, idx) - s  # spec kq §4: (x_sel - x_t)^T W z
+    gaps = gaps.scatter(-1, idx, math.inf)
+    return gaps.flatten(-2).amin(dim=-1)
+
+
+def margin_normalized(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor, select: torch.Tensor) -> torch.Tensor:
+    """``W / mu(W)`` (spec kq-nuclear-norm §4); ``nan`` for runs whose margin is not yet positive (§8)."""
+    mu = attention_margin(X, Z, W, select)
+    mu = torch.where(mu > 0, mu, torch.nan)
+    return W / mu[..., None, None]
+
+
+def log_one_minus_selected(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor, select: torch.Tensor) -> torch.Tensor:
+    """``log(1 - phi_{i,sel_i})`` per sequence from the log-softmax of the other tokens (no ``1 - phi``), ``([R,] n)``.
+
+    Spec: implicit-bias-ngd §8.4 (Lemma 1 slope).
+    """
+    log_phi = torch.log_softmax(attention_logits(X, W, Z), dim=-1)
+    idx = _selected(select, log_phi.shape)
+    others = log_phi.scatter(-1, idx, -math.inf)
+    return torch.logsumexp(others, dim=-1)
+
+
+def selected_probability(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor, select: torch.Tensor) -> torch.Tensor:
+    """Mean softmax probability of the selected tokens, shape ``([R,])``. Spec: implicit-bias-ngd §9 fig. 2."""
+    s = torch.softmax(attention_logits(X, W, Z), dim=-1)
+    return torch.gather(s, -1, _selected(select, s.shape)).squeeze(-1).mean(dim=-1)
+
+
+def entrywise_norm(W: torch.Tensor, p: float) -> torch.Tensor:
+    """Entrywise ``l_p`` norm over the last two axes, shape ``([R,])``. Spec: mirror-descent-lp §1."""
+    return torch.linalg.vector_norm(W, ord=p, dim=(-2, -1))
+
+
+def matrix_norm(W: torch.Tensor, kind: str | float = "fro") -> torch.Tensor:
+    """``"fro"``, ``"nuc"``, ``"op"`` or an entrywise ``p`` norm of ``W``, shape ``([R,])``."""
+    if kind == "fro":
+        return torch.linalg.matrix_norm(W, "fro")
+    if kind == "nuc":
+        return torch.linalg.matrix_norm(W, "nuc")
+    if kind == "op":
+        return torch.linalg.matrix_norm(W, 2)
+    if isinstance(kind, (int, float)):
+        return entrywise_norm(W, float(kind))
+    raise ValidationError(f"kind == {kind!r}, must be 'fro', 'nuc', 'op' or a number p >= 1")
+
+
+def bregman_divergence(A: torch.Tensor, B: torch.Tensor, p: float) -> torch.Tensor:
+    """``D_psi(A, B)`` for ``psi = (1/p) ||.||_p^p`` (entrywise), shape ``([R,])``.
+
+    Spec: mirror-descent-lp §3 Def. 1: ``(1/p)||A||_p^p + ((p-1)/p)||B||_p^p - <grad psi(B), A>``.
+    """
+    check_scalar("p", p, low=1.0, low_inclusive=False)
+    dims = (-2, -1)
+    grad_b = torch.sign(B) * B.abs() ** (p - 1)  # spec md §3: grad psi(B)
+    return (A.abs() ** p).sum(dims) / p + (p - 1) / p * (B.abs() ** p).sum(dims) - (grad_b * A).sum(dims)
+
+
+def directional_bregman(W_ref: torch.Tensor, W: torch.Tensor, p: float) -> torch.Tensor:
+    """``D_psi(W_ref/||W_ref||_p, W/||W||_p)``, shape ``([R,])``. Spec: mirror-descent-lp §3 (convergence metric)."""
+    a = W_ref / entrywise_norm(W_ref, p)[..., None, None]
+    b = W / entrywise_norm(W, p)[..., None, None]
+    return bregman_divergence(a, b, p)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Metric objects recorded by the training loop: metric(model, data) -> float or dict of floats.
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A named diagnostic ``fn(model, data) -> tensor of shape ([R,])`` recorded by :func:`attnlab.train`."""
+
+    name: str
+    fn: Callable[[Any, Any], torch.Tensor]
+
+    def __call__(self, model: Any, data: Any) -> torch.Tensor:
+        with torch.no_grad():
+            return self.fn(model, data)
+
+
+def _select_of(data: Any, select: Any) -> torch.Tensor:
+    if select is not None:
+        return torch.as_tensor(select)
+    if getattr(data, "select", None) is not None:
+        return data.select
+    return data.optimal_tokens()
+
+
+def alignment(W_ref: Any, name: str = "alignment") -> Metric:
+    """``corr(W_t, W_ref)``, e.g. with ``W_ref = attention_svm(data).W``. Spec: implicit-bias-ngd §5."""
+    ref = torch.as_tensor(W_ref, dtype=torch.float64)
+    return Metric(name, lambda model, data: cosine(model.W, ref))
+
+
+def head_alignment(v_ref: Any, name: str = "head_alignment") -> Metric:
+    """``corr(v_t, v_ref)`` for a trained head, e.g. ``v_ref = head_svm(data).v``. Spec: implicit-bias-ngd §8.11."""
+    ref = torch.as_tensor(v_ref, dtype=torch.float64)
+    return Metric(name, lambda model, data: cosine(model.v, ref))
+
+
+def opt_softmax(select: Any = None, name: str = "opt_softmax") -> Metric:
+    """Mean softmax probability of the selected (default: optimal) tokens. Spec: implicit-bias-ngd §9."""
+    return Metric(name, lambda model, data: selected_probability(data.X, data.Z, model.W, _select_of(data, select)))
+
+
+def margin(select: Any = None, name: str = "margin") -> Metric:
+    """Attention margin ``mu(W_t)`` of the selected tokens. Spec: kq-nuclear-norm §4."""
+    return Metric(name, lambda model, data: attention_margin(data.X, data.Z, model.W, _select_of(data, select)))
+
+
+def norm(kind: str | float = "fro", name: str | None = None) -> Metric:
+    """A norm of ``W_t`` (``"fro"``, ``"nuc"``, ``"op"`` or entrywise ``p``)."""
+    if not isinstance(kind, (int, float)):
+        check_in("kind", kind, ("fro", "nuc", "op"))
+    return Metric(name or f"norm_{kind}", lambda model, data: matrix_norm(model.W, kind))
+
+
+def bregman(W_ref: Any, p: float, name: str | None = None) -> Metric:
+    """Directional Bregman divergence ``dB_p(W_ref, W_t)``. Spec: mirror-descent-lp §3."""
+    check_scalar("p", p, low=1.0, low_inclusive=False)
+    ref = torch.as_tensor(W_ref, dtype=torch.float64)
+    return Metric(name or f"bregman_p{p:g}", lambda model, data: directional_bregman(ref, model.W, p))

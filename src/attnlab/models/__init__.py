@@ -1,0 +1,30 @@
+"""Softmax token-selection attention: pure functions and thin modules (combined W, factored K Q, diagonal)."""
+
+from attnlab.models.attention import Combined, Diagonal, Factored, TokenSelectionModel
+from attnlab.models.functional import (
+    LogScaled,
+    attention_logits,
+    attention_loss,
+    attention_probabilities,
+    centred_scores,
+    loss_gradients,
+    margins,
+    outputs,
+    token_scores,
+)
+
+__all__ = [
+    "Combined",
+    "Diagonal",
+    "Factored",
+    "TokenSelectionModel",
+    "LogScaled",
+    "attention_logits",
+    "attention_loss",
+    "attention_probabilities",
+    "centred_scores",
+    "loss_gradients",
+    "margins",
+    "outputs",
+    "token_scores",
+]

@@ -1,0 +1,208 @@
+"""Thin ``nn.Module`` wrappers: the three key-query parametrisations with a fixed or trainable head.
+
+Spec: implicit-bias-ngd §2 (combined ``W``), kq-nuclear-norm §1-3 (``W = K Q^T``; diagonal
+``W = diag(xi_k * xi_q)`` with the zero-padded ``K = [Diag(xi_k) 0]``), mirror-descent-lp §4 (joint ``(W, v)``).
+
+Each model exposes ``.W``, the combined matrix (``([R,] d, d)``), and computes its loss and gradients through the
+pure functions of :mod:`attnlab.models.functional`; the math is never repeated here. Parameters may carry a leading
+runs axis ``R`` (independent runs trained together).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from attnlab._validation import ValidationError, check_scalar, check_tensor
+from attnlab.models.functional import LogScaled, attention_loss, loss_gradients, outputs
+
+__all__ = ["Combined", "Diagonal", "Factored", "TokenSelectionModel"]
+
+
+class TokenSelectionModel(nn.Module):
+    """Base class: ``f(X) = v^T X^T softmax(X W z)`` with ``W`` built from the subclass's parameters.
+
+    Parameters
+    ----------
+    v0 : array-like, shape ([R,] d), optional
+        Head. ``None`` means the head comes from the data (``data.v``) unless ``train_head``.
+    train_head : bool, default=False
+        Train ``v`` jointly (spec implicit-bias-ngd §4 A5-A6, mirror-descent-lp §4 JointGD); starts at ``v0``
+        or at zero (the papers' zero initialisation).
+    """
+
+    def __init__(self, d: int, v0=None, train_head: bool = False) -> None:
+        super().__init__()
+        check_scalar("d", d, kind=int, low=1)
+        self.d = d
+        head = None if v0 is None else check_tensor("v0", v0)
+        if head is not None and head.shape[-1] != d:
+            raise ValidationError(f"v0 has shape {tuple(head.shape)}, expected ([R,] {d})")
+        if train_head:
+            self.v = nn.Parameter(torch.zeros(d, dtype=torch.float64) if head is None else head.clone())
+        else:
+            self.register_buffer("v", head)
+
+    @property
+    def W(self) -> torch.Tensor:  # noqa: N802 (the spec's symbol)
+        """Combined key-query matrix, shape ``([R,] d, d)``."""
+        raise NotImplementedError
+
+    @property
+    def train_head(self) -> bool:
+        return isinstance(self.v, nn.Parameter)
+
+    def head(self, data_v: torch.Tensor | None) -> torch.Tensor:
+        """The head in use: the model's ``v`` if it has one, else the data's."""
+        if self.v is not None:
+            return self.v
+        if data_v is None:
+            raise ValidationError("no head: the data has no v and the model was built without v0 or train_head=True")
+        return data_v
+
+    def forward(self, X: torch.Tensor, Z: torch.Tensor, data_v: torch.Tensor | None = None) -> torch.Tensor:
+        """Outputs ``f(X_i)``, shape ``([R,] n)``."""
+        return outputs(X, self.W, Z, self.head(data_v))
+
+    def loss(self, data, loss: str = "exp") -> torch.Tensor:
+        """Empirical risk per run, shape ``([R,])``, with the exact backward pass (see ``attention_loss``).
+
+        ``data`` is a :class:`attnlab.data.TokenSelectionData` (or anything with ``X, Z, y, v``).
+        """
+        return attention_loss(data.X, data.Z, data.y, self.head(data.v), self.W, loss)
+
+    def gradients(self, data, loss: str = "exp") -> tuple[dict[str, LogScaled], torch.Tensor]:
+        """Log-scaled gradients of every trainable parameter (one scale per run) and ``log L`` per run.
+
+        Returns
+        -------
+        grads : dict of str to LogScaled
+            Keyed by parameter name; ``grad = mantissa * exp(log_scale)``.
+        log_risk : torch.Tensor, shape ([R,])
+        """
+        with torch.no_grad():
+            gW, gv, log_risk = loss_gradients(
+                data.X, data.Z, data.y, self.head(data.v), self.W, loss, head=self.train_head
+            )
+            grads = {name: LogScaled(m, gW.log_scale) for name, m in self._chain(gW.mantissa).items()}
+            if gv is not None:
+                grads["v"] = gv
+        return grads, log_risk
+
+    def _chain(self, grad_W: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Map a gradient in ``W`` to gradients in the parametrisation (linear, so mantissas map exactly)."""
+        raise NotImplementedError
+
+
+class Combined(TokenSelectionModel):
+    """Combined key-query matrix ``W`` trained directly. Spec: implicit-bias-ngd §2.
+
+    Parameters
+    ----------
+    d : int
+    W0 : array-like, shape ([R,] d, d), optional
+        Initial matrix; default zeros.
+    v0, train_head : see :class:`TokenSelectionModel`.
+
+    Examples
+    --------
+    >>> Combined(3).W.shape
+    torch.Size([3, 3])
+    """
+
+    def __init__(self, d: int, W0=None, v0=None, train_head: bool = False) -> None:
+        super().__init__(d, v0, train_head)
+        init = torch.zeros(d, d, dtype=torch.float64) if W0 is None else check_tensor("W0", W0)
+        if tuple(init.shape[-2:]) != (d, d):
+            raise ValidationError(f"W0 has shape {tuple(init.shape)}, expected ([R,] {d}, {d})")
+        self.weight = nn.Parameter(init.clone())
+
+    @property
+    def W(self) -> torch.Tensor:  # noqa: N802
+        return self.weight
+
+    def _chain(self, grad_W: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {"weight": grad_W}
+
+
+class Factored(TokenSelectionModel):
+    """Separate key and query matrices, ``W = K Q^T``. Spec: kq-nuclear-norm §1-3.
+
+    Parameters
+    ----------
+    d, d_e : int
+        Token dimension and key/query width (the theory needs ``d_e >= d``).
+    K0, Q0 : array-like, shape ([R,] d, d_e), optional
+        Initial matrices; default i.i.d. ``N(0, init_scale^2)`` from ``seed`` (``K = Q = 0`` is a saddle).
+    init_scale : float, default=0.01
+        Ours (the paper leaves the scale free; it only asks for a small initialisation).
+    seed : int, default=0
+    v0, train_head : see :class:`TokenSelectionModel`.
+    """
+
+    def __init__(
+        self, d: int, d_e: int, K0=None, Q0=None, v0=None, train_head: bool = False, init_scale: float = 0.01, seed: int = 0
+    ) -> None:
+        super().__init__(d, v0, train_head)
+        check_scalar("d_e", d_e, kind=int, low=1)
+        check_scalar("init_scale", init_scale, low=0.0)
+        gen = torch.Generator().manual_seed(seed)
+        mats = []
+        for name, value in (("K0", K0), ("Q0", Q0)):
+            if value is None:
+                mat = init_scale * torch.randn(d, d_e, generator=gen, dtype=torch.float64)
+            else:
+                mat = check_tensor(name, value)
+                if tuple(mat.shape[-2:]) != (d, d_e):
+                    raise ValidationError(f"{name} has shape {tuple(mat.shape)}, expected ([R,] {d}, {d_e})")
+            mats.append(mat.clone())
+        self.d_e = d_e
+        self.K = nn.Parameter(mats[0])
+        self.Q = nn.Parameter(mats[1])
+
+    @property
+    def W(self) -> torch.Tensor:  # noqa: N802
+        return self.K @ self.Q.transpose(-1, -2)  # spec kq §1: W = K Q^T
+
+    def _chain(self, grad_W: torch.Tensor) -> dict[str, torch.Tensor]:
+        # spec kq §2: grad_K = grad_W Q, grad_Q = grad_W^T K
+        return {"K": grad_W @ self.Q, "Q": grad_W.transpose(-1, -2) @ self.K}
+
+
+class Diagonal(TokenSelectionModel):
+    """Diagonal key and query weights, ``W = diag(xi_k * xi_q)``. Spec: kq-nuclear-norm §3.1.
+
+    Parameters
+    ----------
+    d : int
+    xi_k0, xi_q0 : array-like, shape ([R,] d), optional
+        Initial diagonals. Default: the paper's initialisation (5), ``xi_k = sqrt(2) omega_0``, ``xi_q = 0`` with
+        ``omega_0 = omega * 1`` (so ``beta(0) = 0``).
+    omega : float, default=0.1
+        Scale of the default initialisation (ours; spec §9 X2 sweeps 1e-3, 1e-1, 1).
+    v0, train_head : see :class:`TokenSelectionModel`.
+    """
+
+    def __init__(self, d: int, xi_k0=None, xi_q0=None, v0=None, train_head: bool = False, omega: float = 0.1) -> None:
+        super().__init__(d, v0, train_head)
+        check_scalar("omega", omega, low=0.0, low_inclusive=False)
+        k0 = (2.0**0.5) * omega * torch.ones(d, dtype=torch.float64) if xi_k0 is None else check_tensor("xi_k0", xi_k0)
+        q0 = torch.zeros(d, dtype=torch.float64) if xi_q0 is None else check_tensor("xi_q0", xi_q0)
+        for name, value in (("xi_k0", k0), ("xi_q0", q0)):
+            if value.shape[-1] != d:
+                raise ValidationError(f"{name} has shape {tuple(value.shape)}, expected ([R,] {d})")
+        self.xi_k = nn.Parameter(k0.clone())
+        self.xi_q = nn.Parameter(q0.clone())
+
+    @property
+    def beta(self) -> torch.Tensor:
+        """``beta = xi_k * xi_q``, shape ``([R,] d)``. Spec: kq-nuclear-norm §3.1."""
+        return self.xi_k * self.xi_q
+
+    @property
+    def W(self) -> torch.Tensor:  # noqa: N802
+        return torch.diag_embed(self.beta)  # spec kq §3.1: W = Diag(beta)
+
+    def _chain(self, grad_W: torch.Tensor) -> dict[str, torch.Tensor]:
+        g = torch.diagonal(grad_W, dim1=-2, dim2=-1)  # spec kq §3.1: grad_xi_k = diag(G) * xi_q
+        return {"xi_k": g * self.xi_q, "xi_q": g * self.xi_k}
