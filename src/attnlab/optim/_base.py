@@ -1,0 +1,140 @@
+"""What every attnlab optimizer shares: a thin ``torch.optim.Optimizer`` shell around one pure functional update.
+
+The shell collects, over all parameter groups, the tensors that have a gradient together with their group's
+hyperparameters, runs the closure when one is given, calls the rule's functional, and copies the new values into
+the parameters. Norms over blocks of tensors (all tensors, one group, one tensor) live here because normalized
+GD, the Polyak step and the joint adaptive rule all divide by them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+
+import torch
+from torch.optim import Optimizer
+
+from attnlab._validation import ValidationError
+
+Closure = Callable[[], torch.Tensor]
+
+
+def per_tensor(value: object, n: int) -> list:
+    """Broadcast a hyperparameter given once (a scalar) or per tensor (a sequence) to a list of length ``n``."""
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        if len(value) != n:
+            raise ValidationError(f"a per-tensor hyperparameter has {len(value)} entries for {n} tensors")
+        return list(value)
+    return [value] * n
+
+
+def block_norms(tensors: Sequence[torch.Tensor], blocks: Sequence[Hashable] | None = None) -> list[torch.Tensor]:
+    """Euclidean norm of the block each tensor belongs to, one 0-dim float64 tensor per tensor.
+
+    Parameters
+    ----------
+    tensors : sequence of torch.Tensor, any shapes
+    blocks : sequence of hashable, one per tensor, optional
+        Block label of each tensor; tensors with equal labels share one norm
+        :math:`\\sqrt{\\sum_{i \\in b} \\|t_i\\|_F^2}`. ``None`` puts all tensors in one block (the global norm).
+
+    Returns
+    -------
+    list of torch.Tensor, shape (), float64
+    """
+    labels = [0] * len(tensors) if blocks is None else list(blocks)
+    if len(labels) != len(tensors):
+        raise ValidationError(f"blocks has {len(labels)} labels for {len(tensors)} tensors; pass one per tensor")
+    members: dict[Hashable, list[torch.Tensor]] = {}
+    for label, tensor in zip(labels, tensors):
+        members.setdefault(label, []).append(torch.linalg.vector_norm(tensor).to(torch.float64))
+    norms = {label: torch.linalg.vector_norm(torch.stack(parts)) for label, parts in members.items()}
+    return [norms[label] for label in labels]
+
+
+def capped_step_size(numerator: object, denominator: torch.Tensor, max_step: float | None) -> torch.Tensor:
+    """``min(numerator / denominator, max_step)``, and 0 where ``denominator`` is 0 (no direction to step along).
+
+    ``max_step=None`` means no cap. Used as η_t = min(η/‖g‖, η_max) (implicit-bias-ngd A2) and
+    η_t = min((L − L*)/(c‖g‖²), η_max) (A3, A8).
+    """
+    cap = math.inf if max_step is None else max_step
+    ratio = torch.as_tensor(numerator, dtype=denominator.dtype) / denominator
+    return torch.where(denominator > 0, ratio.clamp(max=cap), torch.zeros_like(ratio))
+
+
+def loss_value(closure: Closure | None, optimizer: str, needs_loss: bool) -> torch.Tensor | None:
+    """Run ``closure`` with gradients enabled and return its loss; refuse a missing closure when the rule needs it."""
+    if closure is None:
+        if needs_loss:
+            raise ValidationError(
+                f"closure is None, but {optimizer} needs the loss value at every step; call "
+                f"optimizer.step(closure) with a closure that zeroes the gradients, computes the loss, calls "
+                f"loss.backward() and returns the loss"
+            )
+        return None
+    with torch.enable_grad():
+        return closure()
+
+
+@dataclass
+class GatheredTensors:
+    """The parameters that have a gradient, flattened over groups, with each one's group and group index."""
+
+    params: list[torch.Tensor]
+    grads: list[torch.Tensor]
+    groups: list[dict]
+    group_ids: list[int]
+
+    def hyper(self, name: str) -> list:
+        """The hyperparameter ``name`` of each tensor's group."""
+        return [group[name] for group in self.groups]
+
+
+class FunctionalOptimizer(Optimizer):
+    """Base of attnlab's optimizers: validates every parameter group and keeps ``scale_invariant`` up to date.
+
+    Subclasses set the class attribute ``scale_invariant`` (its value for the default hyperparameters) and
+    implement ``_check_group(group)`` (raise :class:`~attnlab._validation.ValidationError` naming the bad
+    hyperparameter) and ``_group_is_scale_invariant(group)``. After construction the instance attribute
+    ``scale_invariant`` is True only if every group's rule is unchanged when each step's gradients are all
+    multiplied by one positive constant (the constant may change from step to step).
+    """
+
+    scale_invariant: bool = False
+
+    def add_param_group(self, param_group: dict) -> None:
+        super().add_param_group(param_group)
+        try:
+            self._check_group(self.param_groups[-1])
+        except ValidationError:
+            self.param_groups.pop()  # leave the optimizer as it was before the bad group
+            raise
+        self.scale_invariant = all(self._group_is_scale_invariant(group) for group in self.param_groups)
+
+    def _check_group(self, group: dict) -> None:
+        raise NotImplementedError
+
+    def _group_is_scale_invariant(self, group: dict) -> bool:
+        raise NotImplementedError
+
+    def _gather(self) -> GatheredTensors:
+        """Collect the parameters with a gradient (others are skipped, as in ``torch.optim.SGD``)."""
+        gathered = GatheredTensors([], [], [], [])
+        for index, group in enumerate(self.param_groups):
+            for param in group["params"]:
+                if param.grad is None:
+                    continue
+                if param.grad.is_sparse:
+                    raise TypeError(f"{type(self).__name__} does not support sparse gradients; use dense ones")
+                gathered.params.append(param)
+                gathered.grads.append(param.grad)
+                gathered.groups.append(group)
+                gathered.group_ids.append(index)
+        return gathered
+
+    @staticmethod
+    def _write(params: Sequence[torch.Tensor], new_params: Sequence[torch.Tensor]) -> None:
+        for param, new in zip(params, new_params):
+            param.copy_(new)

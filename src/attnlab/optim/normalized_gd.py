@@ -1,0 +1,215 @@
+"""Normalized gradient descent with an optional step-size cap and momentum (NGD, NGD-mom, SNGD, per-block NGD).
+
+Spec: implicit-bias-ngd §4 A2 (NGD), A4 (NGD-mom), A7 (per-block NGD), A8 (SNGD).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+
+import torch
+
+from attnlab._validation import check_in, check_scalar
+from attnlab.optim._base import (
+    Closure,
+    FunctionalOptimizer,
+    block_norms,
+    capped_step_size,
+    loss_value,
+    per_tensor,
+)
+
+__all__ = ["NormalizedGD", "normalized_gd"]
+
+MOMENTUM_VARIANTS = ("heavy_ball", "normalized_buffer")
+NORMALIZATIONS = ("global", "group", "tensor")
+
+
+def normalized_gd(
+    params: Sequence[torch.Tensor],
+    grads: Sequence[torch.Tensor],
+    momentum_buffers: Sequence[torch.Tensor | None] | None = None,
+    *,
+    lr: float | Sequence[float],
+    max_step: float | None | Sequence[float | None] = None,
+    momentum: float | Sequence[float] = 0.0,
+    momentum_variant: str | Sequence[str] = "heavy_ball",
+    blocks: Sequence[Hashable] | None = None,
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    r"""One normalized-GD step on a list of tensors; returns new tensors, the inputs are left unchanged.
+
+    Spec: implicit-bias-ngd §4 A2 (step size), A4 (momentum, both variants).
+
+    Parameters
+    ----------
+    params, grads : sequence of torch.Tensor, matching shapes
+        Current parameters :math:`\theta_i` and their gradients :math:`g_i`.
+    momentum_buffers : sequence of torch.Tensor or None, optional
+        Buffers :math:`m_i` from the previous step; ``None`` (or a ``None`` entry) is the zero buffer.
+    lr : float or sequence of float
+        Base step :math:`\eta > 0` (one value, or one per tensor).
+    max_step : float or None, or a sequence of them, default=None
+        Cap :math:`\eta_{\max}` on the step size; ``None`` means no cap.
+    momentum : float or sequence of float, default=0.0
+        :math:`\beta \in [0, 1)`.
+    momentum_variant : {"heavy_ball", "normalized_buffer"} or a sequence of them, default="heavy_ball"
+        Which vector sets the step size: the gradient (heavy ball) or the buffer itself.
+    blocks : sequence of hashable, one per tensor, optional
+        Tensors with the same label share one norm; ``None`` is one global norm over all tensors.
+
+    Returns
+    -------
+    new_params : list of torch.Tensor
+    new_momentum_buffers : list of torch.Tensor
+        :math:`m_i` after this step (equal to :math:`g_i` when :math:`\beta = 0`).
+
+    Notes
+    -----
+    With :math:`b(i)` the block of tensor :math:`i` and :math:`\|v\|_{b} = (\sum_{j \in b}\|v_j\|_F^2)^{1/2}`:
+
+    .. math::
+
+        m_i &\leftarrow \beta\, m_i + g_i \\
+        \eta_i &= \min\big(\eta / \|n\|_{b(i)},\ \eta_{\max}\big),\qquad
+            n = g \text{ (heavy ball)},\ n = m \text{ (normalized buffer)} \\
+        \theta_i &\leftarrow \theta_i - \eta_i\, m_i
+
+    A block whose normalizing vector is zero takes no step. Uncapped and without momentum, the step of each block
+    has Frobenius length exactly :math:`\eta`. The heavy-ball variant is PyTorch's SGD with momentum whose
+    learning rate is reset every step to the NGD value (spec A4 default); the normalized-buffer variant is
+    :math:`\theta \leftarrow \theta - \eta\, m/\|m\|`.
+    """
+    n = len(params)
+    lrs, caps, betas, variants = (per_tensor(v, n) for v in (lr, max_step, momentum, momentum_variant))
+    old_buffers = per_tensor(None, n) if momentum_buffers is None else list(momentum_buffers)
+    # spec A4: m ← β m + g, with m = 0 before the first step
+    buffers = [g.clone() if m is None else torch.mul(m, beta).add_(g) for g, m, beta in zip(grads, old_buffers, betas)]
+    normalizers = [g if variant == "heavy_ball" else m for g, m, variant in zip(grads, buffers, variants)]
+    norms = block_norms(normalizers, blocks)
+    # spec A2: η_t = min(η / ‖n‖, η_max)
+    step_sizes = [capped_step_size(lr_i, norm, cap) for lr_i, norm, cap in zip(lrs, norms, caps)]
+    new_params = [param - step * m for param, step, m in zip(params, step_sizes, buffers)]
+    return new_params, buffers
+
+
+class NormalizedGD(FunctionalOptimizer):
+    r"""Normalized gradient descent: every step has length ``lr`` (unless capped), optionally with momentum.
+
+    Spec: implicit-bias-ngd §4 A2 (NGD, cap), A4 (NGD-mom), A7 (per-block NGD), A8 (SNGD).
+
+    .. math::
+
+        &\textbf{input}: \theta_0,\ \eta > 0,\ \eta_{\max} \in (0, \infty],\ \beta \in [0, 1) \\
+        &m_0 = 0 \\
+        &\textbf{for } t = 0, 1, \dots: \\
+        &\quad g_t = \nabla \mathcal L(\theta_t) \\
+        &\quad m_{t+1} = \beta\, m_t + g_t \\
+        &\quad \eta_t = \min(\eta / \|n_t\|, \eta_{\max}),\quad n_t = g_t \text{ (heavy ball) or } m_{t+1}
+            \text{ (normalized buffer)} \\
+        &\quad \theta_{t+1} = \theta_t - \eta_t\, m_{t+1}
+
+    Parameters
+    ----------
+    params : iterable of torch.Tensor or of dict
+        Parameters or parameter groups (any shapes and floating dtypes); every hyperparameter below may be
+        overridden per group.
+    lr : float
+        Base step :math:`\eta > 0`: the Frobenius length of every uncapped step without momentum.
+    max_step : float or None, default=None
+        Cap :math:`\eta_{\max} > 0` on the step size :math:`\eta_t` (not on the step length); ``None`` means no cap
+        (the theory, spec A2); the paper's experiments use a cap.
+    momentum : float, default=0.0
+        :math:`\beta \in [0, 1)`; spec A4 proposes 0.9 [L] for NGD-mom.
+    momentum_variant : {"heavy_ball", "normalized_buffer"}, default="heavy_ball"
+        "heavy_ball": step size from the gradient norm, applied to the buffer (spec A4 default).
+        "normalized_buffer": :math:`\theta \leftarrow \theta - \eta\, m/\|m\|` (spec A4 alternative).
+    normalization : {"global", "group", "tensor"}, default="global"
+        Over which tensors the norm is taken: all parameters of all groups (one global norm; NGD on
+        :math:`\theta`, joint NGD A5 and SNGD A8), each parameter group, or each tensor (per-block NGD, A7).
+
+    Attributes
+    ----------
+    scale_invariant : bool
+        True when every group is uncapped and without momentum: the update is then unchanged if each step's
+        gradients are all multiplied by one positive constant. The class attribute gives the default's value.
+
+    Raises
+    ------
+    ValidationError
+        If ``lr <= 0``, ``max_step <= 0``, ``momentum`` is outside [0, 1), or a choice is unknown; the message
+        names the argument.
+
+    Notes
+    -----
+    ``step(closure)`` runs the closure (if given) to get fresh gradients and returns its loss; for SNGD let the
+    closure compute a mini-batch loss. Parameters without a gradient are skipped and do not enter the norm.
+    The cap makes the rule plain GD with step :math:`\eta_{\max}` once :math:`\|g\| < \eta/\eta_{\max}`.
+
+    Examples
+    --------
+    >>> W = torch.nn.Parameter(torch.zeros(2, 2, dtype=torch.float64))
+    >>> opt = NormalizedGD([W], lr=0.5)
+    >>> W.grad = torch.tensor([[3.0, 0.0], [0.0, 4.0]], dtype=torch.float64)
+    >>> opt.step()
+    >>> W.data
+    tensor([[-0.3000,  0.0000],
+            [ 0.0000, -0.4000]], dtype=torch.float64)
+    """
+
+    scale_invariant = True
+
+    def __init__(
+        self,
+        params,
+        lr: float,
+        max_step: float | None = None,
+        momentum: float = 0.0,
+        momentum_variant: str = "heavy_ball",
+        normalization: str = "global",
+    ) -> None:
+        defaults = dict(
+            lr=lr,
+            max_step=max_step,
+            momentum=momentum,
+            momentum_variant=momentum_variant,
+            normalization=normalization,
+        )
+        super().__init__(params, defaults)
+
+    def _check_group(self, group: dict) -> None:
+        check_scalar("lr", group["lr"], low=0.0, low_inclusive=False)
+        if group["max_step"] is not None:
+            check_scalar("max_step", group["max_step"], low=0.0, low_inclusive=False, allow_inf=True)
+        check_scalar("momentum", group["momentum"], low=0.0, high=1.0, high_inclusive=False)
+        check_in("momentum_variant", group["momentum_variant"], MOMENTUM_VARIANTS)
+        check_in("normalization", group["normalization"], NORMALIZATIONS)
+
+    def _group_is_scale_invariant(self, group: dict) -> bool:
+        uncapped = group["max_step"] is None or group["max_step"] == float("inf")
+        return uncapped and group["momentum"] == 0.0
+
+    @torch.no_grad()
+    def step(self, closure: Closure | None = None) -> torch.Tensor | None:
+        """Take one step; ``closure`` (optional) recomputes the loss and gradients and its loss is returned."""
+        loss = loss_value(closure, "NormalizedGD", needs_loss=False)
+        tensors = self._gather()
+        blocks = [
+            {"global": "global", "group": ("group", index), "tensor": ("tensor", position)}[group["normalization"]]
+            for position, (group, index) in enumerate(zip(tensors.groups, tensors.group_ids))
+        ]
+        buffers = [self.state[p].get("momentum_buffer") for p in tensors.params]
+        new_params, new_buffers = normalized_gd(
+            tensors.params,
+            tensors.grads,
+            buffers,
+            lr=tensors.hyper("lr"),
+            max_step=tensors.hyper("max_step"),
+            momentum=tensors.hyper("momentum"),
+            momentum_variant=tensors.hyper("momentum_variant"),
+            blocks=blocks,
+        )
+        self._write(tensors.params, new_params)
+        for param, buffer, group in zip(tensors.params, new_buffers, tensors.groups):
+            if group["momentum"] != 0.0:
+                self.state[param]["momentum_buffer"] = buffer
+        return loss

@@ -1,0 +1,120 @@
+"""The contract every attnlab optimizer keeps: a real torch.optim.Optimizer that resumes, keeps dtypes, trains a
+transformer, handles the closure, and tells the truth about ``scale_invariant``."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from attnlab._validation import ValidationError
+from attnlab.optim import NormalizedGD
+
+# name -> (factory taking parameter groups, whether step() needs a closure)
+OPTIMIZERS = {
+    "ngd": (lambda groups: NormalizedGD(groups, lr=0.1), False),
+    "ngd_capped_heavy_ball": (lambda groups: NormalizedGD(groups, lr=0.1, max_step=0.5, momentum=0.9), False),
+    "ngd_normalized_buffer": (
+        lambda groups: NormalizedGD(groups, lr=0.1, momentum=0.5, momentum_variant="normalized_buffer"),
+        False,
+    ),
+    "ngd_per_tensor": (lambda groups: NormalizedGD(groups, lr=0.1, normalization="tensor"), False),
+}
+
+
+def two_groups(params):
+    """W and u in separate parameter groups, so that group handling is exercised."""
+    return [{"params": [params[0]]}, {"params": [params[1]]}]
+
+
+def run_steps(problem, optimizer, params, steps, grad_scale=1.0):
+    for _ in range(steps):
+        optimizer.step(problem.closure(optimizer, params, grad_scale))
+
+
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_state_dict_round_trip_resumes_bit_identically(problem, name):
+    factory, _ = OPTIMIZERS[name]
+    params = problem.params()
+    optimizer = factory(two_groups(params))
+    run_steps(problem, optimizer, params, 3)
+    saved_params = [p.detach().clone() for p in params]
+    saved_state = copy.deepcopy(optimizer.state_dict())
+    run_steps(problem, optimizer, params, 3)
+
+    resumed = [torch.nn.Parameter(p.clone()) for p in saved_params]
+    resumed_optimizer = factory(two_groups(resumed))
+    resumed_optimizer.load_state_dict(saved_state)
+    run_steps(problem, resumed_optimizer, resumed, 3)
+    for original, copy_ in zip(params, resumed):
+        assert torch.equal(original, copy_)  # bit-identical: the same float operations in the same order
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_step_keeps_parameter_and_state_dtype(problem, name, dtype):
+    factory, _ = OPTIMIZERS[name]
+    params = problem.params(dtype)
+    optimizer = factory(two_groups(params))
+    run_steps(problem, optimizer, params, 2)
+    for param in params:
+        assert param.dtype == dtype
+        assert torch.isfinite(param).all()
+        for value in optimizer.state[param].values():
+            if isinstance(value, torch.Tensor) and value.is_floating_point():
+                assert value.dtype == dtype
+
+
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_trains_a_tiny_transformer_encoder_one_step(name):
+    factory, _ = OPTIMIZERS[name]
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(d_model=8, nhead=2, dim_feedforward=16, dropout=0.0, batch_first=True)
+    encoder = torch.nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False)
+    tokens = torch.randn(3, 4, 8, generator=torch.Generator().manual_seed(0))
+    before = [p.detach().clone() for p in encoder.parameters()]
+    optimizer = factory(encoder.parameters())
+
+    def closure():
+        optimizer.zero_grad()
+        loss = encoder(tokens).pow(2).mean()
+        loss.backward()
+        return loss
+
+    loss = optimizer.step(closure)
+    assert torch.isfinite(loss)
+    after = list(encoder.parameters())
+    assert all(torch.isfinite(p).all() for p in after)
+    assert any(not torch.equal(b, a) for b, a in zip(before, after))
+
+
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_step_returns_the_closure_loss_and_refuses_a_missing_one_only_when_needed(problem, name):
+    factory, needs_closure = OPTIMIZERS[name]
+    params = problem.params()
+    optimizer = factory(two_groups(params))
+    closure = problem.closure(optimizer, params)
+    with torch.no_grad():
+        loss_before = problem.loss(params)
+    assert torch.equal(optimizer.step(closure), loss_before)  # same operations, so bit-identical
+    closure()  # fresh gradients, then a step without closure
+    if needs_closure:
+        with pytest.raises(ValidationError, match="closure"):
+            optimizer.step()
+    else:
+        assert optimizer.step() is None
+
+
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_scale_invariant_says_whether_rescaled_gradients_change_the_step(problem, name):
+    factory, _ = OPTIMIZERS[name]
+    results = []
+    for scale in (1.0, 1e3):
+        params = problem.params()
+        optimizer = factory(two_groups(params))
+        run_steps(problem, optimizer, params, 1)
+        run_steps(problem, optimizer, params, 1, grad_scale=scale)  # only the second step is rescaled
+        results.append([p.detach().clone() for p in params])
+    unchanged = all(torch.allclose(a, b, rtol=1e-12, atol=0) for a, b in zip(*results))  # rounding only
+    assert unchanged == optimizer.scale_invariant
