@@ -3,6 +3,18 @@
 Spec: implicit-bias-ngd §6-7, mirror-descent-lp §6-7, kq-nuclear-norm §5-6.
 """
 
+from attnlab.data.assumptions import (
+    ASSUMPTIONS,
+    AssumptionReport,
+    assumption4_geometry,
+    check_assumptions,
+    condition1,
+    equal_nonopt_scores,
+    near_orthogonal,
+    small_init,
+    small_initial_loss,
+    unique_optimal_token,
+)
 from attnlab.data.batch import StackedData, stack
 from attnlab.data.dataset import TokenSelectionData
 from attnlab.data.implicit_bias import dm, example1
@@ -11,15 +23,25 @@ from attnlab.data.mirror_descent import joint_toy, unit_gaussian
 from attnlab.data.registry import GENERATORS
 
 __all__ = [
+    "ASSUMPTIONS",
     "GENERATORS",
     "AlignedPairs",
+    "AssumptionReport",
     "StackedData",
     "TokenSelectionData",
     "aligned_pairs",
+    "assumption4_geometry",
+    "check_assumptions",
+    "condition1",
     "dm",
+    "equal_nonopt_scores",
     "example1",
     "joint_toy",
+    "near_orthogonal",
     "scores_equal",
+    "small_init",
+    "small_initial_loss",
     "stack",
+    "unique_optimal_token",
     "unit_gaussian",
 ]

@@ -108,6 +108,7 @@ def aligned_pairs(
     d: int = 8,
     radii: float | tuple[float, ...] = 1.0,
     c: float | tuple[float, ...] = 0.0,
+    score: float = 1.0,
     *,
     seed: int = 0,
 ) -> AlignedPairs:
@@ -126,7 +127,11 @@ def aligned_pairs(
     radii : float or tuple of n floats, default=1.0
         Norms ``r_i > 0`` of the optimal tokens.
     c : float or tuple of n floats, default=0.0
-        Pair centres ``c_i`` in [-1, 1): ``x_{2k-1} + x_{2k} = 2 c_i x_{i,opt}``; all non-optimal scores are ``c_i``.
+        Pair centres ``c_i`` in [-1, 1): ``x_{2k-1} + x_{2k} = 2 c_i x_{i,opt}``; the non-optimal scores are
+        ``c_i * score``.
+    score : float, default=1.0
+        The optimal tokens' score ``gamma_{i,opt}`` (a scale on the head; ours, not in the spec's signature). With
+        ``W0 = 0`` Assumption 3 needs a gap ``score (1 - c)`` of roughly ``L log n`` or more.
     seed : int, default=0
         Seed of the ``torch.Generator``.
 
@@ -144,8 +149,8 @@ def aligned_pairs(
     Notes
     -----
     ``U`` Haar-random orthogonal; ``x_{i,opt} = r_i U[:, i]``; for each pair ``w ~ N(0, I / (d - n))`` in the span
-    of ``U[:, n:]`` and tokens ``c_i x_{i,opt} ± w``; head ``v = sum_i y_i x_{i,opt} / r_i^2``. Then
-    ``gamma_{i,opt} = 1`` and ``gamma_{i,l} = c_i`` for every non-optimal ``l``.
+    of ``U[:, n:]`` and tokens ``c_i x_{i,opt} ± w``; head ``v = score * sum_i y_i x_{i,opt} / r_i^2``. Then
+    ``gamma_{i,opt} = score`` and ``gamma_{i,l} = c_i score`` for every non-optimal ``l``.
 
     Examples
     --------
@@ -165,6 +170,7 @@ def aligned_pairs(
     c_t = _per_sequence("c", c, n)
     if bool(((c_t < -1) | (c_t >= 1)).any()):
         raise ValidationError(f"c must lie in [-1, 1) (Assumption 4 (iii)), got {c_t.tolist()}")
+    check_scalar("score", score, low=0.0, low_inclusive=False)
     gen = generator(seed)
     U = random_orthogonal(d, gen)  # spec §6: U random orthogonal (d, d); pi(i) = i
     y = random_labels(n, gen)
@@ -176,7 +182,7 @@ def aligned_pairs(
     centre = (c_t[:, None] * x_opt)[:, None, :]  # (n, 1, d)
     pairs = torch.stack([centre + w, centre - w], dim=2).reshape(n, 2 * m_pairs, d)  # spec §6: c_i x_opt ± w_k
     X = torch.cat([x_opt[:, None, :], pairs], dim=1)  # (n, 1 + 2 m_pairs, d)
-    v = U[:, :n] @ (y / r)  # spec §6: v = sum_i y_i x_{i,opt} / r_i^2
+    v = score * (U[:, :n] @ (y / r))  # spec §6: v = sum_i y_i x_{i,opt} / r_i^2, scaled so gamma_opt = score
     U_Q = U.clone()
     U_Q[:, :n] = U[:, :n] * s  # spec §3.2: z_i / ||z_i|| = U_Q[:, pi(i)]
     data = TokenSelectionData(X, Z=Z, y=y, v=v, select=torch.zeros(n, dtype=torch.int64))
