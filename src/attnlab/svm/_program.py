@@ -1,0 +1,305 @@
+"""Named pieces shared by every max-margin program: selection, constraint matrices, norm objectives, one solve.
+
+Spec: implicit-bias-ngd §5, mirror-descent-lp §5, kq-nuclear-norm §4.
+
+Every program here has the form ``min ||x|| s.t. M x >= 1`` for a flattened variable ``x`` (a matrix ``W``, a
+diagonal ``beta`` or a head ``v``), so one solve routine serves them all; the public functions only build ``M``.
+Flattening is row-major (C order) throughout: ``M[k] = A_k.reshape(-1)`` and ``<A_k, W> = M[k] @ W.reshape(-1)``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import cvxpy as cp
+import numpy as np
+import torch
+
+from attnlab._validation import ValidationError, check_scalar
+from attnlab.data.dataset import TokenSelectionData
+from attnlab.svm.errors import InfeasibleProgramError, SolverAccuracyWarning
+
+SOLVERS = ("CLARABEL", "SCS")
+# spec mirror-descent-lp §5: a constraint is active when its slack is below 1e-6 (relative to the margin 1).
+SUPPORT_TOL = 1e-6
+# At the tolerances below, solves of small programs reach KKT residuals of 1e-12 to 1e-6 (the power-cone form of
+# l_p norms is the least accurate); 1e-5 leaves a margin and is far below any error that changes a support set.
+KKT_TOL = 1e-5
+# Clarabel's default gap tolerance 1e-8 leaves KKT residuals near 1e-5 on power-cone (l_p) programs and SCS stops
+# at eps 1e-4 by default; these programs are small, so ask both for more.
+_CLARABEL_OPTIONS = {"tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-10, "tol_ktratio": 1e-8}
+_SCS_OPTIONS = {"eps_abs": 1e-9, "eps_rel": 1e-9, "max_iters": 200_000}
+# Entries of a solution below this fraction of its largest entry count as zero in the l1 subgradient test.
+_ZERO_TOL = 1e-6
+
+Norm = str | float
+
+
+@dataclass(frozen=True, eq=False)
+class ProgramSolution:
+    """Raw output of :func:`solve_margin_program` (NumPy, float64); the public result classes wrap it."""
+
+    x: np.ndarray  # shape of the variable, e.g. (d, d) or (d,)
+    constraint_values: np.ndarray  # (m,): M @ x.reshape(-1)
+    duals: np.ndarray  # (m,) >= 0, normalised so that the stationarity test of `kkt_residual` applies
+    status: str
+    solver: str
+    norm_value: float
+    kkt_residual: float
+
+
+def check_norm(norm: object) -> Norm:
+    """Return ``"fro"``, ``"nuc"``, ``"l1-diag"`` or a float ``p >= 1``; refuse anything else with the fix."""
+    if isinstance(norm, str):
+        if norm in ("fro", "nuc", "l1-diag"):
+            return norm
+        raise ValidationError(
+            f'norm must be "fro", "nuc", "l1-diag" or a float p >= 1, got {norm!r}; pass "fro" for Frobenius '
+            f'or a number such as 1.5 for the entrywise l_p norm'
+        )
+    return check_p(norm)
+
+
+def check_p(p: object) -> float:
+    """Return ``float(p)`` for a finite ``p >= 1`` (the entrywise l_p norm is not a norm below 1)."""
+    check_scalar("p", p, low=1.0)
+    return float(p)
+
+
+def check_solver(solver: object) -> str:
+    """Return the upper-case solver name; ``None`` means Clarabel."""
+    if solver is None:
+        return "CLARABEL"
+    name = str(solver).upper()
+    if name not in SOLVERS:
+        raise ValidationError(f"solver == {solver!r}, must be one of {', '.join(SOLVERS)} (or None for CLARABEL)")
+    return name
+
+
+def resolve_select(data: TokenSelectionData, select: object) -> torch.Tensor:
+    """The selected token per sequence, shape (n,), int64: ``select``, else ``data.select``, else the optimal tokens."""
+    if select is not None:
+        return data.with_(select=select).select  # validated by TokenSelectionData
+    if data.select is not None:
+        return data.select
+    if data.v is None:
+        raise ValidationError(
+            "no token selection: pass select=(n,) token indices, store one in data.select, or give the data a "
+            "head v so that the optimal tokens argmax_t y_i v^T x_it can be used"
+        )
+    return data.optimal_tokens()
+
+
+def constraint_pairs(T: int, select: torch.Tensor) -> np.ndarray:
+    """All pairs ``(i, t)`` with ``t != select_i``, shape (n(T-1), 2), ordered by ``i`` then ``t``."""
+    n = select.shape[0]
+    i, t = np.meshgrid(np.arange(n), np.arange(T), indexing="ij")  # (n, T) each
+    keep = t != select.numpy()[:, None]
+    return np.stack([i[keep], t[keep]], axis=1)
+
+
+def attention_constraint_matrices(data: TokenSelectionData, select: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+    """Constraint matrices ``A_{i,t} = (x_{i,sel_i} - x_{i,t}) z_i^T`` of the attention SVM.
+
+    Returns ``pairs (m, 2)`` and ``A (m, d, d)`` float64, ``m = n (T - 1)``; the constraint is ``<A_{i,t}, W> >= 1``.
+    """
+    X, Z = data.X.numpy(), data.Z.numpy()
+    pairs = constraint_pairs(data.T, select)
+    i, t = pairs[:, 0], pairs[:, 1]
+    diff = X[i, select.numpy()[i]] - X[i, t]  # (m, d)
+    A = diff[:, :, None] * Z[i][:, None, :]  # spec implicit-bias-ngd §5: A_it = (x_opt - x_t) z^T, (m, d, d)
+    return pairs, A
+
+
+def refuse_empty_constraints(M: np.ndarray, labels: list[str], cause: str) -> None:
+    """Raise when a constraint row is zero: ``0 >= 1`` can never hold, and the solver would only say "infeasible"."""
+    scale = max(float(np.abs(M).max(initial=0.0)), 1.0)
+    empty = np.flatnonzero(np.abs(M).max(axis=1) <= 1e-12 * scale)
+    if empty.size:
+        shown = ", ".join(labels[k] for k in empty[:5])
+        more = f" and {empty.size - 5} more" if empty.size > 5 else ""
+        raise InfeasibleProgramError(
+            f"the program is infeasible: constraint(s) {shown}{more} read 0 >= 1 ({cause}); "
+            f"drop or perturb those tokens, or select a different token"
+        )
+
+
+def margins(x: cp.Variable, M: np.ndarray) -> cp.Expression:
+    """The constraint values ``M @ vec(x)``, shape (m,): margins ``<A_k, W>`` of every constraint."""
+    return M @ cp.vec(x, order="C")
+
+
+def margin_constraints(x: cp.Variable, M: np.ndarray) -> list[cp.Constraint]:
+    """Every margin at least one: ``<A_k, W> >= 1``."""
+    return [margins(x, M) >= 1]  # spec implicit-bias-ngd §5 / mirror-descent-lp §5: (x_sel - x_t)^T W z >= 1
+
+
+def norm_objective(x: cp.Variable, norm: Norm) -> cp.Minimize:
+    """The objective: ``1/2 ||x||_F^2`` for ``"fro"`` (a QP), ``||x||_*`` for ``"nuc"`` (an SDP), ``||vec x||_p``."""
+    if norm == "fro":
+        return cp.Minimize(0.5 * cp.sum_squares(x))  # spec implicit-bias-ngd §5: QP form of min ||W||_F
+    if norm == "nuc":
+        return cp.Minimize(cp.normNuc(x))  # spec kq-nuclear-norm §4: (W*-SVM), cvxpy builds the SDP epigraph
+    return cp.Minimize(cp.pnorm(cp.vec(x, order="C"), norm))  # spec mirror-descent-lp §5: entrywise l_p
+
+
+def norm_value(x: np.ndarray, norm: Norm) -> float:
+    """``||x||_F``, ``||x||_*`` or the entrywise ``||x||_p`` of a solution."""
+    if norm == "fro":
+        return float(np.linalg.norm(x))
+    if norm == "nuc":
+        return float(np.linalg.svd(x, compute_uv=False).sum())
+    return float(np.linalg.norm(x.reshape(-1), ord=norm))
+
+
+def grad_psi(x: np.ndarray, p: float) -> np.ndarray:
+    """``grad psi(x) = sign(x) |x|^(p-1)`` entrywise, ``psi = 1/p ||x||_p^p``. Spec: mirror-descent-lp §3."""
+    return np.sign(x) * np.abs(x) ** (p - 1)  # spec mirror-descent-lp §3: grad psi
+
+
+def inverse_grad_psi(g: np.ndarray, p: float) -> np.ndarray:
+    """``(grad psi)^{-1}(g) = sign(g) |g|^(1/(p-1))`` entrywise, ``p > 1``. Spec: mirror-descent-lp §3."""
+    return np.sign(g) * np.abs(g) ** (1.0 / (p - 1))  # spec mirror-descent-lp §3: inverse mirror map
+
+
+def l1_subgradient_gap(x: np.ndarray, g: np.ndarray) -> float:
+    """How far ``g`` is from ``partial ||x||_1``: ``|g_j - sign x_j|`` on the support, ``(|g_j| - 1)_+`` off it.
+
+    Spec: kq-nuclear-norm §4, KKT (b) (Clarke subdifferential of the l1 norm).
+    """
+    on = np.abs(x) > _ZERO_TOL * max(float(np.abs(x).max(initial=0.0)), 1e-300)
+    gap_on = np.abs(g[on] - np.sign(x[on]))  # spec kq-nuclear-norm §4 (b): g_j = sign(beta_j) where beta_j != 0
+    gap_off = np.maximum(np.abs(g[~on]) - 1.0, 0.0)  # spec kq-nuclear-norm §4 (b): |g_j| <= 1 where beta_j = 0
+    return float(max(gap_on.max(initial=0.0), gap_off.max(initial=0.0)))
+
+
+def stationarity_residual(x: np.ndarray, g: np.ndarray, norm: Norm) -> float:
+    """Relative distance of ``g = sum_k lambda_k A_k`` from the optimality condition of the norm at ``x``.
+
+    ``"fro"`` and ``p``: ``grad psi(x) = g`` (mirror-descent-lp §5), measured on the well-conditioned side:
+    ``||x - (grad psi)^{-1}(g)||_p / ||x||_p`` for ``p <= 2``, ``||grad psi(x) - g||_q / ||grad psi(x)||_q`` for
+    ``p > 2``. ``p = 1``: the l1 subgradient gap. ``"nuc"``: ``g`` is a subgradient of ``||.||_*`` at ``x`` iff
+    ``||g||_op <= 1`` and ``<g, x> = ||x||_*``; the residual adds both defects (the second relative).
+    """
+    if norm == "nuc":
+        nuclear = norm_value(x, "nuc")
+        op_excess = max(float(np.linalg.norm(g, ord=2)) - 1.0, 0.0)  # spec kq-nuclear-norm §4: ||g||_op <= 1
+        pairing = abs(float(np.sum(g * x)) - nuclear) / max(nuclear, 1e-300)  # <g, W> = ||W||_*
+        return op_excess + pairing
+    p = 2.0 if norm == "fro" else float(norm)
+    if p == 1.0:
+        return l1_subgradient_gap(x, g)
+    if p <= 2.0:
+        scale = max(norm_value(x, p), 1e-300)
+        return norm_value(x - inverse_grad_psi(g, p), p) / scale  # spec mirror-descent-lp §5: x = grad psi^-1(g)
+    q = p / (p - 1.0)
+    grad = grad_psi(x, p)
+    return norm_value(grad - g, q) / max(norm_value(grad, q), 1e-300)  # spec mirror-descent-lp §5: grad psi(x) = g
+
+
+def kkt_residual(x: np.ndarray, M: np.ndarray, duals: np.ndarray, norm: Norm) -> float:
+    """Largest KKT defect of ``min ||x|| s.t. M vec(x) >= 1`` at ``(x, duals)``, primal feasibility excluded.
+
+    The maximum of the stationarity residual, the complementarity ``max_k lambda_k |M_k x - 1| / max(1,
+    max lambda)`` and the dual infeasibility ``max_k (-lambda_k)_+``. Primal feasibility is reported apart, as
+    ``max_violation``.
+    """
+    g = (M.T @ duals).reshape(x.shape)  # sum_k lambda_k A_k
+    stationarity = stationarity_residual(x, g, norm)
+    slack = M @ x.reshape(-1) - 1.0
+    complementarity = float(np.max(np.abs(duals * slack), initial=0.0)) / max(1.0, float(duals.max(initial=0.0)))
+    dual_infeasibility = float(np.max(-duals, initial=0.0))
+    return max(stationarity, complementarity, dual_infeasibility)
+
+
+def _psi_duals(mu: np.ndarray, x: np.ndarray, norm: Norm) -> np.ndarray:
+    """Rescale multipliers of ``min ||x||_p`` to those of ``min 1/p ||x||_p^p`` (same minimiser).
+
+    Spec: mirror-descent-lp §5: ``grad psi(W) = ||W||_p^{p-1} grad ||W||_p``, so ``lambda = mu ||W||_p^{p-1}``.
+    """
+    if isinstance(norm, float):
+        return mu * norm_value(x, norm) ** (norm - 1.0)  # spec mirror-descent-lp §5: lambda = mu ||W||_p^(p-1)
+    return mu
+
+
+def describe_sizes(M: np.ndarray, shape: tuple[int, ...]) -> str:
+    """``"m constraints on a (d, d) variable"`` for error messages."""
+    return f"{M.shape[0]} constraints on a {shape} variable"
+
+
+def solve_margin_program(
+    M: np.ndarray, shape: tuple[int, ...], norm: Norm, solver: str, *, what: str, cause: str
+) -> ProgramSolution:
+    """Solve ``min ||x|| s.t. M vec(x) >= 1`` with cvxpy, check the status, read values and duals, self-check KKT.
+
+    Parameters
+    ----------
+    M : np.ndarray, shape (m, prod(shape)), float64
+        One flattened constraint matrix per row.
+    shape : tuple of int
+        Shape of the variable, ``(d, d)`` or ``(d,)``.
+    norm : "fro", "nuc" or float
+        Objective (see :func:`norm_objective`); ``"fro"`` duals satisfy ``x = sum lambda A``, a float ``p``'s duals
+        ``grad psi(x) = sum lambda A``, ``"nuc"`` and ``p = 1`` duals give a subgradient.
+    solver : "CLARABEL" or "SCS"
+    what, cause : str
+        Name of the program and the likely cause of infeasibility, for error messages.
+
+    Raises
+    ------
+    InfeasibleProgramError
+        On any status other than ``optimal`` / ``optimal_inaccurate``, or a solver failure.
+    """
+    x = cp.Variable(shape)
+    constraints = margin_constraints(x, M)
+    problem = cp.Problem(norm_objective(x, norm), constraints)
+    options = _SCS_OPTIONS if solver == "SCS" else _CLARABEL_OPTIONS
+    try:
+        problem.solve(solver=solver, **options)
+    except cp.error.SolverError as err:
+        raise InfeasibleProgramError(
+            f"{what}: solver {solver} failed ({describe_sizes(M, shape)}): {err}; try solver="
+            f"{'SCS' if solver == 'CLARABEL' else 'CLARABEL'}, or rescale the tokens to order-one norms"
+        ) from err
+    status = problem.status
+    if status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):  # values are None here: never read them
+        raise InfeasibleProgramError(
+            f"{what} is {status} ({describe_sizes(M, shape)}, solver {solver}); likely cause: {cause}"
+        )
+    value = np.asarray(x.value, dtype=np.float64).reshape(shape)
+    duals = _psi_duals(np.asarray(constraints[0].dual_value, dtype=np.float64).reshape(-1), value, norm)
+    solution = ProgramSolution(
+        x=value,
+        constraint_values=M @ value.reshape(-1),
+        duals=np.maximum(duals, 0.0),
+        status=status,
+        solver=solver,
+        norm_value=norm_value(value, norm),
+        kkt_residual=kkt_residual(value, M, duals, norm),
+    )
+    warn_if_inaccurate(solution, what)
+    return solution
+
+
+def warn_if_inaccurate(solution: ProgramSolution, what: str) -> None:
+    """Warn (:class:`SolverAccuracyWarning`) when the status is inaccurate or the KKT residual exceeds ``KKT_TOL``."""
+    if solution.status == cp.OPTIMAL_INACCURATE or solution.kkt_residual > KKT_TOL:
+        warnings.warn(
+            f"{what}: solver {solution.solver} returned status {solution.status} with KKT residual "
+            f"{solution.kkt_residual:.2e} (tolerance {KKT_TOL:.0e}); treat the solution as approximate or try "
+            f"the other solver",
+            SolverAccuracyWarning,
+            stacklevel=4,
+        )
+
+
+def active(constraint_values: np.ndarray, tol: float = SUPPORT_TOL) -> np.ndarray:
+    """Boolean mask of active constraints: slack ``value - 1 <= tol`` (margin 1, so relative = absolute)."""
+    return constraint_values - 1.0 <= tol  # spec mirror-descent-lp §5: support tokens have margin exactly 1
+
+
+def max_violation(constraint_values: np.ndarray) -> float:
+    """Worst constraint violation ``max_k (1 - value_k)_+`` (0 for a feasible point)."""
+    return float(np.max(1.0 - constraint_values, initial=0.0))
+

@@ -1,0 +1,23 @@
+"""The failure classes of the max-margin programs.
+
+Spec: mirror-descent-lp §7 and kq-nuclear-norm §5 ("SVM feasible": the solver status must be optimal).
+"""
+
+from __future__ import annotations
+
+from attnlab._validation import ValidationError
+
+__all__ = ["InfeasibleProgramError", "SolverAccuracyWarning"]
+
+
+class InfeasibleProgramError(ValidationError):
+    """A max-margin program has no solution (or the solver failed); the message names the status, sizes and cause.
+
+    A subclass of :class:`~attnlab._validation.ValidationError`, because in practice the cause is the input data
+    (a selected token equal to another token, contradictory constraints), so the command line reports it as bad
+    input.
+    """
+
+
+class SolverAccuracyWarning(UserWarning):
+    """A solve finished but its KKT residual (or its status, ``optimal_inaccurate``) says it is not accurate."""

@@ -1,0 +1,304 @@
+"""The attention SVM against independent truths: KKT conditions written out here from the specs, the Frobenius
+dual in closed form, an explicit LP (scipy linprog), a second solver and SLSQP, and norm comparisons.
+
+Spec: implicit-bias-ngd §5, mirror-descent-lp §5, kq-nuclear-norm §4.
+"""
+
+import numpy as np
+import pytest
+import torch
+from scipy.optimize import linprog, minimize
+
+import attnlab.svm._program as program
+from attnlab._validation import ValidationError
+from attnlab.data import TokenSelectionData
+from attnlab.svm import InfeasibleProgramError, SolverAccuracyWarning, attention_svm
+
+# Clarabel runs at gap 1e-10; solutions and multipliers of these well-conditioned small programs agree to ~1e-7,
+# so 1e-6 separates solver noise from any real error (a wrong sign or a wrong constraint moves things by O(1)).
+TOL = 1e-6
+
+
+def multipliers(sol, pairs):
+    """The duals of the result in the order of ``pairs``."""
+    return np.array([float(sol.duals[i, t]) for i, t in pairs])
+
+
+def assert_primal_feasible_and_complementary(sol, A, lam):
+    margins = np.einsum("kab,ab->k", A, sol.W.numpy())  # <A_it, W>, computed here, not read from the result
+    assert margins.min() >= 1 - TOL  # spec §5: (x_sel - x_t)^T W z >= 1
+    assert np.all(lam >= 0)
+    assert np.max(lam * np.abs(margins - 1)) <= TOL * max(1.0, lam.max())  # complementary slackness
+    assert sol.margin == pytest.approx(margins.min(), abs=1e-12)
+
+
+# --- the Frobenius program --------------------------------------------------------------------------------------
+
+
+def test_frobenius_kkt_w_equals_sum_of_multipliers_times_constraints(any_data, constraints):
+    sol = attention_svm(any_data, "fro")
+    pairs, A = constraints(any_data, any_data.optimal_tokens())
+    lam = multipliers(sol, pairs)
+    assert_primal_feasible_and_complementary(sol, A, lam)
+    assert np.abs(sol.W.numpy() - np.einsum("k,kab->ab", lam, A)).max() <= TOL  # spec §5: W = sum lambda A
+    assert sol.norm_value**2 == pytest.approx(lam.sum(), rel=TOL)  # strong duality: ||W||^2 = <W, sum lambda A>
+
+
+def test_frobenius_primal_equals_closed_form_on_its_support(any_data, constraints):
+    """Given the active set S, the dual optimum is lambda_S = G_SS^{-1} 1 (G = Gram of the A's): a closed form."""
+    sol = attention_svm(any_data, "fro")
+    pairs, A = constraints(any_data, any_data.optimal_tokens())
+    S = [k for k, pair in enumerate(pairs) if pair in sol.support]
+    flat = A.reshape(len(pairs), -1)
+    gram = flat[S] @ flat[S].T
+    lam_S = np.linalg.solve(gram, np.ones(len(S)))  # spec §5 dual: stationarity with all support margins = 1
+    W_closed = (lam_S @ flat[S]).reshape(A.shape[1:])
+    assert np.all(lam_S >= -TOL)  # a true optimum: the multipliers of its support are non-negative
+    assert np.einsum("kab,ab->k", A, W_closed).min() >= 1 - TOL  # and the closed form is feasible
+    np.testing.assert_allclose(sol.W.numpy(), W_closed, atol=TOL)
+
+
+def test_frobenius_dual_method_matches_cvxpy_primal(any_data):
+    primal = attention_svm(any_data, "fro")
+    dual = attention_svm(any_data, "fro", method="dual")
+    assert dual.solver == "NNLS" and dual.status == "optimal"
+    np.testing.assert_allclose(dual.W.numpy(), primal.W.numpy(), atol=TOL)
+    np.testing.assert_allclose(dual.duals.numpy(), primal.duals.numpy(), atol=1e-5)  # multipliers: less accurate
+    assert dual.support == primal.support
+    assert dual.kkt_residual <= 1e-10  # NNLS is exact up to round-off
+
+
+def test_entrywise_p2_equals_frobenius(data):
+    np.testing.assert_allclose(attention_svm(data, 2.0).W.numpy(), attention_svm(data, "fro").W.numpy(), atol=TOL)
+
+
+# --- nuclear norm --------------------------------------------------------------------------------------------------
+
+
+def test_nuclear_kkt_sum_of_multipliers_is_a_subgradient(any_data, constraints):
+    sol = attention_svm(any_data, "nuc")
+    pairs, A = constraints(any_data, any_data.optimal_tokens())
+    lam = multipliers(sol, pairs)
+    assert_primal_feasible_and_complementary(sol, A, lam)
+    G = np.einsum("k,kab->ab", lam, A)
+    nuclear = np.linalg.svd(sol.W.numpy(), compute_uv=False).sum()
+    assert np.linalg.norm(G, 2) <= 1 + TOL  # G in the dual-norm unit ball
+    assert np.sum(G * sol.W.numpy()) == pytest.approx(nuclear, rel=TOL)  # <G, W> = ||W||_*
+    assert nuclear == pytest.approx(lam.sum(), rel=TOL)  # strong duality
+    assert sol.norm_value == pytest.approx(nuclear, rel=1e-12)
+
+
+def test_nuclear_and_frobenius_solutions_each_win_their_own_norm(any_data):
+    nuc, fro = attention_svm(any_data, "nuc").W.numpy(), attention_svm(any_data, "fro").W.numpy()
+
+    def nuclear(W):
+        return np.linalg.svd(W, compute_uv=False).sum()
+
+    assert nuclear(nuc) <= nuclear(fro) + TOL
+    assert np.linalg.norm(fro) <= np.linalg.norm(nuc) + TOL
+
+
+def test_nuclear_scs_agrees_with_clarabel(data):
+    a, b = attention_svm(data, "nuc"), attention_svm(data, "nuc", solver="SCS")
+    assert b.solver == "SCS"
+    assert a.norm_value == pytest.approx(b.norm_value, rel=1e-6)  # the SDP optimum; SCS at eps 1e-9
+
+
+# --- entrywise l_p ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("p", [1.5, 3.0])
+def test_lp_kkt_grad_psi_equals_sum_of_multipliers(any_data, constraints, p):
+    sol = attention_svm(any_data, p)
+    pairs, A = constraints(any_data, any_data.optimal_tokens())
+    lam = multipliers(sol, pairs)
+    assert_primal_feasible_and_complementary(sol, A, lam)
+    W = sol.W.numpy()
+    G = np.einsum("k,kab->ab", lam, A)
+    # mirror-descent-lp §5 KKT grad psi(W) = G, compared where the map is Lipschitz: |W|^(p-1) has an infinite slope
+    # at 0 for p < 2, so there we compare W with grad psi^{-1}(G) = sign(G) |G|^(1/(p-1)) instead. 1e-5 relative:
+    # the power-cone form is the least accurate program (residuals ~1e-6 at Clarabel's tolerances).
+    if p < 2:
+        assert np.abs(W - np.sign(G) * np.abs(G) ** (1 / (p - 1))).max() <= 1e-5 * np.abs(W).max()
+    else:
+        grad_psi = np.sign(W) * np.abs(W) ** (p - 1)  # mirror-descent-lp §3
+        assert np.abs(grad_psi - G).max() <= 1e-5 * np.abs(grad_psi).max()
+    assert np.sum(np.abs(W) ** p) == pytest.approx(lam.sum(), rel=1e-5)  # <grad psi(W), W> = ||W||_p^p
+
+
+@pytest.mark.parametrize("p", [1.5, 3.0])
+def test_lp_scs_agrees_with_clarabel(data, p):
+    a, b = attention_svm(data, p), attention_svm(data, p, solver="SCS")
+    np.testing.assert_allclose(a.W.numpy(), b.W.numpy(), atol=1e-5)  # unique minimiser for 1 < p < inf
+
+
+def test_lp_agrees_with_slsqp_on_psi(data, constraints):
+    """mirror-descent-lp §5 fallback: SLSQP on 1/p ||W||_p^p (smooth for p = 3), from the Frobenius solution."""
+    p = 3.0
+    pairs, A = constraints(data, data.optimal_tokens())
+    flat = A.reshape(len(pairs), -1)
+    start = attention_svm(data, "fro").W.numpy().reshape(-1)
+    res = minimize(
+        lambda w: np.sum(np.abs(w) ** p) / p,
+        start,
+        jac=lambda w: np.sign(w) * np.abs(w) ** (p - 1),
+        constraints=[{"type": "ineq", "fun": lambda w: flat @ w - 1, "jac": lambda w: flat}],
+        method="SLSQP",
+        options={"ftol": 1e-14, "maxiter": 1000},
+    )
+    assert res.success
+    # SLSQP stops on a relative objective change; 1e-5 on entries of order 0.1-1 is what it reaches
+    np.testing.assert_allclose(attention_svm(data, p).W.numpy(), res.x.reshape(A.shape[1:]), atol=1e-5)
+
+
+def test_l1_program_agrees_with_explicit_lp(any_data, constraints):
+    """kq-nuclear-norm §4: the LP with W = W+ - W-, min 1^T (W+ + W-), solved by HiGHS, has cvxpy's optimum."""
+    pairs, A = constraints(any_data, any_data.optimal_tokens())
+    flat = A.reshape(len(pairs), -1)
+    k = flat.shape[1]
+    lp = linprog(np.ones(2 * k), A_ub=-np.hstack([flat, -flat]), b_ub=-np.ones(len(pairs)), bounds=(0, None))
+    assert lp.status == 0
+    sol = attention_svm(any_data, 1.0)
+    assert sol.norm_value == pytest.approx(lp.fun, rel=TOL)
+    assert np.abs(sol.W.numpy()).sum() == pytest.approx(lp.fun, rel=TOL)
+
+
+def test_l1_kkt_subgradient(any_data, constraints):
+    sol = attention_svm(any_data, 1.0)
+    pairs, A = constraints(any_data, any_data.optimal_tokens())
+    lam = multipliers(sol, pairs)
+    assert_primal_feasible_and_complementary(sol, A, lam)
+    W, G = sol.W.numpy(), np.einsum("k,kab->ab", lam, A)
+    on = np.abs(W) > 1e-6 * np.abs(W).max()  # interior-point zeros are ~1e-10
+    assert np.abs(G[on] - np.sign(W[on])).max() <= TOL  # G_jk = sign W_jk on the support
+    assert np.abs(G[~on]).max(initial=0) <= 1 + TOL  # |G_jk| <= 1 off it
+
+
+# --- diagonal l1 program -----------------------------------------------------------------------------------------
+
+
+def diagonal_data(seed):
+    """kq-nuclear-norm §6 style: d > n (L - 1) so that the diagonal program is feasible and l1 != l2."""
+    g = torch.Generator().manual_seed(seed)
+    n, T, d = 2, 3, 6
+    return TokenSelectionData(torch.randn(n, T, d, generator=g), torch.randn(n, d, generator=g), [1, -1], select=[0, 0])
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_l1_diag_kkt_a_b_c(seed):
+    data = diagonal_data(seed)
+    sol = attention_svm(data, "l1-diag")
+    X, Z = data.X.numpy(), data.Z.numpy()
+    B = np.array([Z[i] * (X[i, 0] - X[i, t]) for i in range(2) for t in (1, 2)])  # kq-nuclear-norm §1: B_il
+    lam = np.array([float(sol.duals[i, t]) for i in range(2) for t in (1, 2)])
+    beta = sol.beta.numpy()
+    np.testing.assert_array_equal(sol.W.numpy(), np.diag(beta))
+    assert (B @ beta).min() >= 1 - TOL  # (a)
+    g = B.T @ lam
+    on = np.abs(beta) > 1e-6 * np.abs(beta).max()
+    assert np.abs(g[on] - np.sign(beta[on])).max() <= TOL  # (b) on the support
+    assert np.abs(g[~on]).max(initial=0) <= 1 + TOL  # (b) off the support
+    assert np.max(lam * np.abs(1 - B @ beta)) <= TOL  # (c)
+    assert np.abs(beta).sum() == pytest.approx(lam.sum(), rel=TOL)  # strong duality
+
+
+def test_l1_diag_agrees_with_explicit_lp():
+    data = diagonal_data(0)
+    X, Z = data.X.numpy(), data.Z.numpy()
+    B = np.array([Z[i] * (X[i, 0] - X[i, t]) for i in range(2) for t in (1, 2)])
+    d = B.shape[1]
+    # kq-nuclear-norm §4: beta = beta+ - beta-, min 1^T (beta+ + beta-), B^T (beta+ - beta-) >= 1, beta+- >= 0
+    lp = linprog(np.ones(2 * d), A_ub=-np.hstack([B, -B]), b_ub=-np.ones(len(B)), bounds=(0, None))
+    assert lp.status == 0
+    sol = attention_svm(data, "l1-diag")
+    assert sol.norm_value == pytest.approx(lp.fun, rel=TOL)
+    if lp.x is not None:  # compare the vertex when the LP optimum is unique (checked by the value match above)
+        np.testing.assert_allclose(np.abs(sol.beta.numpy()).sum(), np.abs(lp.x[:d] - lp.x[d:]).sum(), rtol=TOL)
+
+
+# --- result contract ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("norm", ["fro", "nuc", 1.0, 1.5, "l1-diag"])
+def test_result_fields(norm):
+    data = diagonal_data(0)
+    sol = attention_svm(data, norm)
+    assert sol.W.shape == (data.d, data.d) and sol.W.dtype == torch.float64
+    assert sol.duals.shape == (data.n, data.T) and bool((sol.duals >= 0).all())
+    assert bool((sol.duals[torch.arange(data.n), sol.select] == 0).all())  # zero on the selected tokens
+    assert sol.status == "optimal" and sol.solver == "CLARABEL"
+    assert sol.margin == pytest.approx(1.0, abs=TOL)
+    assert sol.max_violation <= TOL and sol.kkt_residual <= program.KKT_TOL
+    assert len(sol.support) >= 1 and all(t != int(sol.select[i]) for i, t in sol.support)
+    assert (sol.beta is not None) == (norm == "l1-diag")
+
+
+def test_select_defaults_to_data_select_then_optimal_tokens(data):
+    assert torch.equal(attention_svm(data).select, data.optimal_tokens())
+    chosen = (data.optimal_tokens() + 1) % data.T
+    assert torch.equal(attention_svm(data.with_(select=chosen)).select, chosen)
+    assert torch.equal(attention_svm(data, select=chosen.tolist()).select, chosen)
+
+
+def test_accuracy_warning_when_kkt_residual_exceeds_tolerance(data, monkeypatch):
+    monkeypatch.setattr(program, "KKT_TOL", 0.0)  # any real residual is now "too large"
+    with pytest.warns(SolverAccuracyWarning, match="KKT residual"):
+        attention_svm(data, "nuc")
+
+
+# --- bad input ----------------------------------------------------------------------------------------------------
+
+
+def test_selected_token_equal_to_another_is_refused_with_its_position(data):
+    X = data.X.clone()
+    X[2, 1] = X[2, 0]
+    with pytest.raises(InfeasibleProgramError, match=r"infeasible.*\(i=2, t=1\).*selected token equals"):
+        attention_svm(data.with_(X=X), "fro", select=[0, 0, 0, 0])
+
+
+def test_contradictory_constraints_name_status_and_sizes():
+    X = torch.tensor([[[1.0, 0.0], [0.0, 1.0]], [[1.0, 0.0], [0.0, 1.0]]])
+    data = TokenSelectionData(X, Z=[[1.0, 1.0], [1.0, 1.0]], y=[1, 1], select=[0, 1])  # same pair, both ways
+    for norm in ("fro", "nuc", 1.5, "l1-diag"):
+        with pytest.raises(InfeasibleProgramError, match=r"is infeasible \(2 constraints.*not separable"):
+            attention_svm(data, norm)
+
+
+def test_dual_method_refuses_dependent_constraints():
+    X = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [-1.0, 2.0]]])
+    data = TokenSelectionData(X, Z=[[1.0, 1.0]], y=[1], select=[0])  # A_2 = 2 A_1 with right-hand sides 1, 1
+    with pytest.raises(ValidationError, match='dependent.*method="primal"'):
+        attention_svm(data, "fro", method="dual")
+    assert attention_svm(data, "fro").margin == pytest.approx(1.0, abs=TOL)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"norm": 0.5}, r"p == 0.5, must be >= 1"),
+        ({"norm": "l2"}, r'norm must be "fro", "nuc", "l1-diag" or a float p >= 1, got \'l2\''),
+        ({"norm": "nuc", "method": "dual"}, r'method="dual" solves only norm="fro"'),
+        ({"solver": "MOSEK"}, r"solver == 'MOSEK', must be one of CLARABEL, SCS"),
+        ({"select": [0, 0, 0, 5]}, r"select holds indices outside \[0, 2\]"),
+    ],
+)
+def test_bad_arguments_are_named(data, kwargs, match):
+    with pytest.raises(ValidationError, match=match):
+        attention_svm(data, **kwargs)
+
+
+def test_missing_selection_and_head_is_explained(data):
+    with pytest.raises(ValidationError, match="no token selection"):
+        attention_svm(data.with_(v=None))
+
+
+def test_nan_tokens_are_caught_by_the_data_class(data):
+    X = data.X.clone()
+    X[0, 0, 0] = float("nan")
+    with pytest.raises(ValidationError, match="non-finite"):
+        attention_svm(TokenSelectionData(X, y=data.y, v=data.v))
+
+
+def test_non_data_argument_is_a_type_error():
+    with pytest.raises(TypeError, match="TokenSelectionData"):
+        attention_svm(np.zeros((2, 2, 2)))
