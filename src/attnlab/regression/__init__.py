@@ -1,0 +1,74 @@
+"""In-context linear regression with one softmax-attention layer: data, closed-form and empirical losses, the
+regularizer, the geometry of the minima, integrability diagnostics, the spectral start and Algorithm 1.
+
+Spec: ../shared/spec/preconditioned-regression.md (Goel, Soltanolkotabi, Bartlett 2026). Notation: ``V`` value
+(k, p), ``Q`` key-query (p, d), tokens of width p = d (covariates, default) or d + k (``tokens="joint"``); an
+optional leading runs axis R batches independent runs.
+"""
+
+from attnlab.regression.algorithm import Fit, fit
+from attnlab.regression.data import (
+    AssumptionReport,
+    RegressionProblem,
+    assumptions,
+    make_problem,
+    sample,
+    token_covariance,
+    token_matrix,
+)
+from attnlab.regression.empirical import empirical_loss, empirical_loss_and_gradient
+from attnlab.regression.integrability import cross_logit_mgf, self_logit_mgf
+from attnlab.regression.linalg import empirical_covariance, sym_inv_sqrt, sym_sqrt
+from attnlab.regression.manifold import (
+    Projection,
+    extended_inner,
+    manifold_point,
+    project,
+    random_rotation,
+    target_svd,
+    unwhiten,
+    whiten,
+)
+from attnlab.regression.oracles import MinibatchOracle, MonteCarloOracle, PopulationOracle
+from attnlab.regression.population import population_excess_loss, population_gradient, population_loss
+from attnlab.regression.regularizer import empirical_regularizer, regularizer, regularizer_gradient
+from attnlab.regression.renormalization import renormalize
+from attnlab.regression.spectral import spectral_init
+
+__all__ = [
+    "AssumptionReport",
+    "Fit",
+    "MinibatchOracle",
+    "MonteCarloOracle",
+    "PopulationOracle",
+    "Projection",
+    "RegressionProblem",
+    "assumptions",
+    "cross_logit_mgf",
+    "empirical_covariance",
+    "empirical_loss",
+    "empirical_loss_and_gradient",
+    "empirical_regularizer",
+    "extended_inner",
+    "fit",
+    "make_problem",
+    "manifold_point",
+    "population_excess_loss",
+    "population_gradient",
+    "population_loss",
+    "project",
+    "random_rotation",
+    "regularizer",
+    "regularizer_gradient",
+    "renormalize",
+    "sample",
+    "self_logit_mgf",
+    "spectral_init",
+    "sym_inv_sqrt",
+    "sym_sqrt",
+    "target_svd",
+    "token_covariance",
+    "token_matrix",
+    "unwhiten",
+    "whiten",
+]

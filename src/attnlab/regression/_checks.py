@@ -1,0 +1,42 @@
+"""Input checks shared by the public functions of :mod:`attnlab.regression` (batched shapes, SPD matrices)."""
+
+from __future__ import annotations
+
+import torch
+
+from attnlab._validation import ValidationError, check_in, check_tensor
+
+__all__ = ["TOKENS", "check_batched", "check_spd", "check_tokens"]
+
+TOKENS = ("covariates", "joint")
+"""Token readings of spec §0 / §10.1: covariates only (default) or ``z_j = (x_j; y_j)``."""
+
+
+def check_tokens(tokens: object) -> str:
+    """Check the token reading; the message lists both readings."""
+    return str(check_in("tokens", tokens, TOKENS))
+
+
+def check_batched(name: str, value: object, axes: str, sizes: dict[str, int]) -> torch.Tensor:
+    """A float64 tensor with axes ``axes``, optionally preceded by a runs axis ``R`` (``([R,] *axes)``)."""
+    tensor = torch.as_tensor(value) if not isinstance(value, torch.Tensor) else value
+    batched = tensor.dim() == len(axes) + 1
+    return check_tensor(name, value, ("R" + axes) if batched else axes, sizes)
+
+
+def check_spd(name: str, value: object, sizes: dict[str, int], letter: str = "d") -> torch.Tensor:
+    """A symmetric positive definite ``([R,] d, d)`` matrix; names the failing property and the fix (spec §7 A1)."""
+    matrix = check_batched(name, value, letter + letter, sizes)
+    scale = matrix.abs().amax().clamp_min(1.0)
+    if not torch.allclose(matrix, matrix.transpose(-1, -2), rtol=0.0, atol=1e-10 * float(scale)):
+        defect = float((matrix - matrix.transpose(-1, -2)).abs().amax())
+        raise ValidationError(
+            f"{name} is not symmetric (max |{name} - {name}^T| = {defect:.3g}); pass (S + S^T) / 2 of a covariance"
+        )
+    smallest = float(torch.linalg.eigvalsh(matrix).amin())
+    if smallest <= 0.0:
+        raise ValidationError(
+            f"{name} is not positive definite (smallest eigenvalue {smallest:.3g}, must be > 0, assumption A1); "
+            f"use a full-rank covariance, e.g. with more samples than dimensions or a small ridge"
+        )
+    return matrix

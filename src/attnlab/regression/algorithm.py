@@ -1,0 +1,167 @@
+"""Algorithm 1 (and its baselines) as one loop: oracle gradient + regularizer, any torch optimizer, renormalization.
+
+Spec: preconditioned-regression §6.2 (Algorithm 1), §6.3 (minibatch variant), §6.4 (renormalization), §6.5
+(baselines and ablations: a baseline is the same loop with another optimizer, start or regularizer weight).
+A run that blows up (non-finite or huge iterate) is stopped cleanly: it keeps its last good iterate and its rows
+stop at the step before the blow-up, so tables and figures never hold NaN.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+import pandas as pd
+import torch
+
+from attnlab._validation import ValidationError, check_in, check_scalar, check_tensor
+from attnlab.regression import regularizer
+from attnlab.regression.renormalization import RENORMALIZATIONS, renormalize
+
+__all__ = ["Fit", "fit"]
+
+Oracle = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+Metric = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+@dataclass
+class Fit:
+    """Result of :func:`fit`.
+
+    Attributes
+    ----------
+    V : torch.Tensor, shape (R, k, p), float64
+        Last good value matrices.
+    Q : torch.Tensor, shape (R, p, d), float64
+        Last good key-query matrices.
+    frame : pandas.DataFrame
+        Tidy table: ``run``, ``step`` and one column per metric, one row per recorded (run, step).
+    diverged_at : torch.Tensor, shape (R,), int64
+        Step at which each run blew up (-1: never); its iterate is the one before that step.
+    """
+
+    V: torch.Tensor
+    Q: torch.Tensor
+    frame: pd.DataFrame
+    diverged_at: torch.Tensor
+
+    @property
+    def diverged(self) -> torch.Tensor:
+        """Which runs blew up, shape (R,), bool."""
+        return self.diverged_at >= 0
+
+
+def fit(
+    V0: object,
+    Q0: object,
+    oracle: Oracle,
+    make_optimizer: Callable[[list[torch.Tensor]], torch.optim.Optimizer],
+    *,
+    steps: int,
+    metrics: Mapping[str, Metric],
+    record_every: int = 1,
+    regularizer_weight: float = 0.0,
+    covariance: torch.Tensor | None = None,
+    token_covariance: torch.Tensor | None = None,
+    renormalization: str = "none",
+    tau_Q: float = 1.0,
+    max_norm: float = 1e6,
+    bar: Callable[[Iterable[int]], Iterable[int]] | None = None,
+) -> Fit:
+    """Run ``steps`` iterations of ``theta <- optimizer step on oracle(theta) + mu grad R_hat(theta)`` for R runs at once.
+
+    Spec: preconditioned-regression §6.2-6.5. With ``PreconditionedGD.for_attention``, the spectral start and
+    ``regularizer_weight = 1/4`` this is Algorithm 1; with ``torch.optim.SGD``, a random start and weight 0 it is the
+    SGD baseline; mixing the parts gives the ablations of §6.5.
+
+    Parameters
+    ----------
+    V0 : array-like, shape (R, k, p), float64
+        Start value matrices, one per run (use R = 1 for a single run).
+    Q0 : array-like, shape (R, p, d), float64
+    oracle : callable
+        ``oracle(V, Q) -> (grad_V, grad_Q)``, e.g. :class:`~attnlab.regression.MinibatchOracle`.
+    make_optimizer : callable
+        Builds a ``torch.optim.Optimizer`` over ``[V, Q]`` (the iterates are updated in place).
+    steps : int
+        Number of iterations T.
+    metrics : mapping of str to callable
+        ``metric(V, Q) -> (R,)`` tensors recorded every ``record_every`` steps (and at 0 and T).
+    record_every : int, default=1
+    regularizer_weight : float, default=0.0
+        mu >= 0 (spec §3.4 default 1/4 for Algorithm 1).
+    covariance : torch.Tensor, shape ([R,] d, d), optional
+        ``Sigma_hat`` for the empirical regularizer and the renormalization (needed when either is on).
+    token_covariance : torch.Tensor, shape ([R,] p, p), optional
+        ``Sigma_z_hat``; default ``covariance`` (covariate tokens).
+    renormalization : {"none", "balance", "cap"}, default="none"
+        Rule of spec §6.4 applied after each step.
+    tau_Q : float, default=1.0
+        Bound of the "cap" rule.
+    max_norm : float, default=1e6
+        A run whose ``||V||_F`` or ``||Q||_F`` exceeds this (or turns non-finite) has blown up and is stopped.
+    bar : callable, optional
+        Wraps the step range, e.g. a progress bar (``RunContext.bar``).
+
+    Returns
+    -------
+    Fit
+
+    Raises
+    ------
+    ValidationError
+        Bad shapes or settings; a regularizer or renormalization without ``covariance``.
+    """
+    sizes: dict[str, int] = {}
+    V = check_tensor("V0", V0, "Rkp", sizes).clone()
+    Q = check_tensor("Q0", Q0, "Rpd", sizes).clone()
+    check_scalar("steps", steps, kind=int, low=0)
+    check_scalar("record_every", record_every, kind=int, low=1)
+    check_scalar("regularizer_weight", regularizer_weight, low=0.0)
+    check_scalar("max_norm", max_norm, low=0.0, low_inclusive=False)
+    check_in("renormalization", renormalization, RENORMALIZATIONS)
+    if (regularizer_weight > 0 or renormalization != "none") and covariance is None:
+        raise ValidationError(
+            "covariance is None, but the regularizer or the renormalization needs Sigma_hat; pass covariance="
+            "X^T X / n of the training sample"
+        )
+    token_covariance = covariance if token_covariance is None else token_covariance
+    optimizer = make_optimizer([V, Q])
+    runs = V.shape[0]
+    alive = torch.ones(runs, dtype=torch.bool)
+    diverged_at = torch.full((runs,), -1, dtype=torch.int64)
+    rows: list[pd.DataFrame] = []
+
+    def record(step: int) -> None:
+        values = {name: metric(V, Q).detach() for name, metric in metrics.items()}
+        index = torch.nonzero(alive).flatten()
+        rows.append(
+            pd.DataFrame({"run": index.numpy(), "step": step, **{k: v[index].numpy() for k, v in values.items()}})
+        )
+
+    record(0)
+    for step in (bar or iter)(range(1, steps + 1)):
+        grad_V, grad_Q = oracle(V, Q)  # spec §6.2 step a
+        if regularizer_weight > 0:
+            reg_V, reg_Q = regularizer.gradient(V, Q, covariance, token_covariance)  # spec §6.2 step b
+            grad_V, grad_Q = grad_V + regularizer_weight * reg_V, grad_Q + regularizer_weight * reg_Q
+        dead = ~alive[:, None, None]
+        V.grad, Q.grad = grad_V.masked_fill(dead, 0.0), grad_Q.masked_fill(dead, 0.0)
+        last_V, last_Q = V.detach().clone(), Q.detach().clone()
+        optimizer.step()  # spec §6.2 step c
+        with torch.no_grad():
+            new_V, new_Q = renormalize(V, Q, covariance, token_covariance, renormalization, tau_Q)  # spec §6.2 step d
+            V.copy_(new_V)
+            Q.copy_(new_Q)
+            norms = torch.maximum(torch.linalg.matrix_norm(V), torch.linalg.matrix_norm(Q))
+            blown = ~torch.isfinite(norms) | (norms > max_norm)
+            diverged_at[blown & alive] = step
+            alive &= ~blown
+            V.copy_(torch.where(alive[:, None, None], V, last_V))  # a blown-up run keeps its last good iterate
+            Q.copy_(torch.where(alive[:, None, None], Q, last_Q))
+        if not bool(alive.any()):
+            break
+        if step % record_every == 0 or step == steps:
+            record(step)
+    frame = pd.concat(rows, ignore_index=True)
+    return Fit(V=V.detach(), Q=Q.detach(), frame=frame, diverged_at=diverged_at)

@@ -1,0 +1,286 @@
+"""Gaussian in-context regression data: the problem (Sigma, W_star, noise), samples, tokens, assumptions A1-A3.
+
+Spec: preconditioned-regression §2 (model), §7 (assumptions), §9.2 (default generator), §10.1 (token readings).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from attnlab._validation import ValidationError, check_scalar, check_tensor
+from attnlab.regression._checks import check_spd, check_tokens
+from attnlab.regression.linalg import sym_sqrt
+
+__all__ = [
+    "AssumptionReport",
+    "RegressionProblem",
+    "assumptions",
+    "make_problem",
+    "sample",
+    "token_covariance",
+    "token_matrix",
+]
+
+
+@dataclass(frozen=True)
+class AssumptionReport:
+    """Measured quantities behind assumptions A1-A3 (spec §7) and whether each holds.
+
+    Attributes
+    ----------
+    lambda_min : float
+        Smallest eigenvalue of Sigma (A1 needs > 0).
+    k, d : int
+        Response and covariate dimensions (A2 needs k >= d).
+    sigma_min : float
+        sigma_d(W_star Sigma^{1/2}) (A2 needs > 0; enters every rate).
+    sigma_max : float
+        ||W_star Sigma^{1/2}||_op (A3 needs <= c3).
+    c3 : float
+        The A3 constant used (spec §7 default 1/4).
+    """
+
+    lambda_min: float
+    k: int
+    d: int
+    sigma_min: float
+    sigma_max: float
+    c3: float
+
+    @property
+    def a1(self) -> bool:
+        return self.lambda_min > 0.0
+
+    @property
+    def a2(self) -> bool:
+        return self.k >= self.d and self.sigma_min > 0.0
+
+    @property
+    def a3(self) -> bool:
+        return self.sigma_max <= self.c3 * (1.0 + 1e-12)  # round-off of the normalisation in make_problem
+
+    @property
+    def holds(self) -> bool:
+        return self.a1 and self.a2 and self.a3
+
+    def describe(self) -> str:
+        """One line per assumption, with the measured number."""
+        return "\n".join(
+            [
+                f"A1 lambda_min(Sigma) = {self.lambda_min:.4g} > 0: {self.a1}",
+                f"A2 k = {self.k} >= d = {self.d} and sigma_d(W* Sigma^1/2) = {self.sigma_min:.4g} > 0: {self.a2}",
+                f"A3 ||W* Sigma^1/2||_op = {self.sigma_max:.4g} <= c3 = {self.c3:g}: {self.a3}",
+            ]
+        )
+
+
+def assumptions(Sigma: object, W_star: object, *, c3: float = 0.25) -> AssumptionReport:
+    """Measure assumptions A1-A3 of spec §7 for ``(Sigma, W_star)``.
+
+    Parameters
+    ----------
+    Sigma : array-like, shape (d, d), float64
+        Covariance of the covariates (must be symmetric; positivity is measured, not required).
+    W_star : array-like, shape (k, d), float64
+        True regression matrix.
+    c3 : float, default=0.25
+        A3 constant (spec §7; the paper's value is lost).
+
+    Returns
+    -------
+    AssumptionReport
+    """
+    sizes: dict[str, int] = {}
+    Sigma = check_tensor("Sigma", Sigma, "dd", sizes)
+    W_star = check_tensor("W_star", W_star, "kd", sizes)
+    check_scalar("c3", c3, low=0.0, low_inclusive=False)
+    eig = torch.linalg.eigvalsh((Sigma + Sigma.T) / 2)
+    lam = float(eig.min())
+    if lam > 0:
+        sv = torch.linalg.svdvals(W_star @ sym_sqrt(Sigma))  # spec §1: M* = W* Sigma^{1/2}
+        smin, smax = float(sv[-1]) if sizes["k"] >= sizes["d"] else 0.0, float(sv[0])
+    else:
+        smin = smax = float("nan")
+    return AssumptionReport(lam, sizes["k"], sizes["d"], smin, smax, float(c3))
+
+
+@dataclass(frozen=True)
+class RegressionProblem:
+    """A linear-regression law ``x ~ N(0, Sigma)``, ``y = W_star x + eps``, ``eps ~ N(0, noise_std^2 I_k)``.
+
+    Spec: preconditioned-regression §2, §9.2.
+
+    Attributes
+    ----------
+    Sigma : torch.Tensor, shape (d, d), float64
+    W_star : torch.Tensor, shape (k, d), float64
+    noise_std : float
+    """
+
+    Sigma: torch.Tensor
+    W_star: torch.Tensor
+    noise_std: float
+
+    def __post_init__(self) -> None:
+        sizes: dict[str, int] = {}
+        object.__setattr__(self, "Sigma", check_spd("Sigma", self.Sigma, sizes))
+        object.__setattr__(self, "W_star", check_tensor("W_star", self.W_star, "kd", sizes))
+        check_scalar("noise_std", self.noise_std, low=0.0)
+
+    @property
+    def d(self) -> int:
+        return int(self.Sigma.shape[0])
+
+    @property
+    def k(self) -> int:
+        return int(self.W_star.shape[0])
+
+    @property
+    def irreducible_loss(self) -> float:
+        """``k sigma^2`` (spec §1)."""
+        return self.k * float(self.noise_std) ** 2  # spec §1: L_irr = k sigma^2
+
+    @property
+    def target(self) -> torch.Tensor:
+        """``M* = W* Sigma^{1/2}``, shape (k, d) (spec §1)."""
+        return self.W_star @ sym_sqrt(self.Sigma)  # spec §1: M* = W* Sigma^{1/2}
+
+    def assumptions(self, c3: float = 0.25) -> AssumptionReport:
+        """A1-A3 measured on this problem (spec §7)."""
+        return assumptions(self.Sigma, self.W_star, c3=c3)
+
+    def token_covariance(self, tokens: str = "covariates") -> torch.Tensor:
+        """Covariance of one token (spec §10.1), shape (p, p)."""
+        return token_covariance(self.Sigma, self.W_star, self.noise_std, tokens=tokens)
+
+
+def make_problem(
+    d: int = 4,
+    k: int = 8,
+    *,
+    noise_std: float = 0.1,
+    c3: float = 0.25,
+    singular_values: tuple[float, ...] | None = None,
+    seed: int = 0,
+) -> RegressionProblem:
+    """Draw ``Sigma`` and ``W_star`` that satisfy A1-A3 (spec §9.2 defaults).
+
+    ``Sigma = G1 G1^T / d + I_d`` and ``W_star = c3 G2 / ||G2 Sigma^{1/2}||_op`` with Gaussian ``G1`` (d, d),
+    ``G2`` (k, d). With ``singular_values`` the target ``M* = W* Sigma^{1/2}`` gets exactly those singular values
+    (random singular vectors), which fixes its conditioning (used by the theory checks).
+
+    Parameters
+    ----------
+    d, k : int
+        Covariate and response dimensions, ``k >= d`` (A2).
+    noise_std : float, default=0.1
+    c3 : float, default=0.25
+        Operator norm given to ``M*`` (A3).
+    singular_values : tuple of d floats, optional
+        Prescribed singular values of ``M*`` (then ``c3`` is not used).
+    seed : int, default=0
+        Pass an int to get the same problem every time.
+
+    Returns
+    -------
+    RegressionProblem
+
+    Raises
+    ------
+    ValidationError
+        ``k < d`` (A2 needs ``k >= d``), a bad ``noise_std``/``c3``, or ``singular_values`` of the wrong length.
+    """
+    check_scalar("d", d, kind=int, low=1)
+    check_scalar("k", k, kind=int, low=1)
+    if k < d:
+        raise ValidationError(
+            f"k == {k} < d == {d}: assumption A2 (covariate tokens) needs k >= d; raise k to at least {d}"
+        )
+    check_scalar("noise_std", noise_std, low=0.0)
+    check_scalar("c3", c3, low=0.0, low_inclusive=False)
+    gen = torch.Generator().manual_seed(seed)
+    G1 = torch.randn(d, d, generator=gen, dtype=torch.float64)
+    G2 = torch.randn(k, d, generator=gen, dtype=torch.float64)
+    Sigma = G1 @ G1.T / d + torch.eye(d, dtype=torch.float64)  # spec §9.2
+    root = sym_sqrt(Sigma)
+    if singular_values is None:
+        W_star = c3 * G2 / torch.linalg.matrix_norm(G2 @ root, ord=2)  # spec §9.2: ||W* Sigma^1/2||_op = c3
+    else:
+        s = check_tensor("singular_values", list(singular_values), "d", {"d": d})
+        if bool((s <= 0).any()):
+            raise ValidationError(f"singular_values == {tuple(singular_values)}, must all be > 0 (A2)")
+        U, _, Vh = torch.linalg.svd(G2, full_matrices=False)  # random orthonormal U (k, d), Vh (d, d)
+        W_star = (U * s) @ Vh @ torch.linalg.inv(root)  # M* = U diag(s) Vh, W* = M* Sigma^{-1/2}
+    return RegressionProblem(Sigma=Sigma, W_star=W_star, noise_std=float(noise_std))
+
+
+def sample(
+    problem: RegressionProblem,
+    n: int,
+    *,
+    runs: int | None = None,
+    generator: torch.Generator | None = None,
+    seed: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Draw ``n`` samples ``(x_i, y_i)`` (spec §2), optionally for ``runs`` independent runs.
+
+    Parameters
+    ----------
+    problem : RegressionProblem
+    n : int
+        Number of samples.
+    runs : int, optional
+        Leading runs axis R; None gives unbatched tensors.
+    generator : torch.Generator, optional
+        Source of randomness; exactly one of ``generator`` and ``seed``.
+    seed : int, optional
+        Pass an int to get the same sample every time.
+
+    Returns
+    -------
+    X : torch.Tensor, shape ([R,] n, d), float64
+    Y : torch.Tensor, shape ([R,] n, k), float64
+    """
+    check_scalar("n", n, kind=int, low=1)
+    if runs is not None:
+        check_scalar("runs", runs, kind=int, low=1)
+    if (generator is None) == (seed is None):
+        raise ValidationError("pass exactly one of generator= and seed= (an int seed gives the same sample every time)")
+    gen = generator if generator is not None else torch.Generator().manual_seed(int(seed))  # type: ignore[arg-type]
+    lead = () if runs is None else (runs,)
+    root = sym_sqrt(problem.Sigma)
+    X = torch.randn(*lead, n, problem.d, generator=gen, dtype=torch.float64) @ root  # x ~ N(0, Sigma)
+    noise = problem.noise_std * torch.randn(*lead, n, problem.k, generator=gen, dtype=torch.float64)
+    Y = X @ problem.W_star.T + noise  # spec §2: y = W* x + eps
+    return X, Y
+
+
+def token_matrix(X: torch.Tensor, Y: torch.Tensor, tokens: str = "covariates") -> torch.Tensor:
+    """The context tokens: ``X`` (covariate reading) or ``[X, Y]`` (joint reading), shape ([R,] n, p).
+
+    Spec: preconditioned-regression §0, §10.1.
+    """
+    check_tokens(tokens)
+    return X if tokens == "covariates" else torch.cat([X, Y], dim=-1)
+
+
+def token_covariance(Sigma: object, W_star: object, noise_std: float, *, tokens: str = "covariates") -> torch.Tensor:
+    """Covariance ``Sigma_z`` of one token, shape ([R,] p, p), with p = d or d + k.
+
+    Spec: preconditioned-regression §10.1:
+    ``Sigma_z = [[Sigma, Sigma W*^T], [W* Sigma, W* Sigma W*^T + sigma^2 I_k]]`` for joint tokens, ``Sigma`` otherwise.
+    """
+    check_tokens(tokens)
+    sizes: dict[str, int] = {}
+    Sigma = check_spd("Sigma", Sigma, sizes)
+    if tokens == "covariates":
+        return Sigma
+    W_star = check_tensor("W_star", W_star, "kd", sizes)
+    check_scalar("noise_std", noise_std, low=0.0, low_inclusive=False)
+    cross = W_star @ Sigma  # (..., k, d)
+    eye = torch.eye(sizes["k"], dtype=torch.float64)
+    top = torch.cat([Sigma, cross.transpose(-1, -2)], dim=-1)
+    bottom = torch.cat([cross, cross @ W_star.T + noise_std**2 * eye], dim=-1)
+    return torch.cat([top, bottom], dim=-2)  # spec §10.1

@@ -1,0 +1,116 @@
+"""In-sample empirical loss of softmax attention on linear regression, with its closed-form batched gradient.
+
+Spec: preconditioned-regression §2 (predictor), §3.1 (loss, self-term), §5.3 (gradient), §6.3 (context option).
+Query ``x_i`` attends to the context tokens ``z_l`` with logits ``z_l^T Q x_i``; the prediction is
+``V sum_l s_il z_l`` and the loss is ``(1/B) sum_i ||y_i - y_hat_i||^2``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from attnlab._validation import ValidationError, check_tensor
+from attnlab.regression._checks import check_batched, check_tokens
+from attnlab.regression.data import token_matrix
+
+__all__ = ["empirical_loss", "empirical_loss_and_gradient"]
+
+
+def loss_and_gradient(
+    V: torch.Tensor,
+    Q: torch.Tensor,
+    X: torch.Tensor,
+    Y: torch.Tensor,
+    Z: torch.Tensor,
+    include_self: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Loss and gradient of the empirical loss without checks (spec §5.3).
+
+    ``X`` (..., B, d) and ``Y`` (..., B, k) are the queries and their responses, ``Z`` (..., m, p) the context
+    tokens. ``include_self=False`` masks the diagonal (needs the context to be the queries' own tokens, m = B).
+    Returns ``loss`` (...), ``grad_V`` (..., k, p), ``grad_Q`` (..., p, d).
+    """
+    B = X.shape[-2]
+    logits = X @ Q.transpose(-1, -2) @ Z.transpose(-1, -2)  # spec §5.3 step 1: L_il = z_l^T Q x_i, (..., B, m)
+    if not include_self:
+        logits = logits.masked_fill(torch.eye(B, dtype=torch.bool), float("-inf"))  # spec §3.1 option
+    S = torch.softmax(logits, dim=-1)  # spec §5.3 step 2 (max-subtracted inside softmax)
+    M = S @ Z  # spec §5.3 step 3: context means, (..., B, p)
+    R = M @ V.transpose(-1, -2) - Y  # spec §5.3 step 4: residuals, (..., B, k)
+    loss = (R * R).sum((-2, -1)) / B  # spec §3.1: (1/B) sum_i ||r_i||^2
+    U = R @ V  # spec §5.3 step 5: u_i = V^T r_i, (..., B, p)
+    G = S * (U @ Z.transpose(-1, -2) - (U * M).sum(-1, keepdim=True))  # spec §5.3 step 6, (..., B, m)
+    grad_V = 2 / B * R.transpose(-1, -2) @ M  # spec §5.3 step 7: (2/B) R^T M
+    grad_Q = 2 / B * Z.transpose(-1, -2) @ G.transpose(-1, -2) @ X  # spec §5.3 step 7: (2/B) Z^T G^T X
+    return loss, grad_V, grad_Q
+
+
+def empirical_loss_and_gradient(
+    V: object,
+    Q: object,
+    X: object,
+    Y: object,
+    *,
+    tokens: str = "covariates",
+    include_self: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """In-sample empirical loss (every sample is a query, the whole sample its context) and its gradient.
+
+    Spec: preconditioned-regression §3.1, §5.3.
+
+    Parameters
+    ----------
+    V : array-like, shape ([R,] k, p), float64
+        Value matrix; p = d (covariate tokens) or d + k (joint tokens).
+    Q : array-like, shape ([R,] p, d), float64
+        Key-query matrix; logits ``z_l^T Q x_i``.
+    X : array-like, shape ([R,] n, d), float64
+    Y : array-like, shape ([R,] n, k), float64
+    tokens : {"covariates", "joint"}, default="covariates"
+        Context tokens ``x_l`` (spec §0) or ``(x_l; y_l)`` (spec §10.1).
+    include_self : bool, default=True
+        Whether query ``x_i`` is part of its own context (spec §3.1 default: yes).
+
+    Returns
+    -------
+    loss : torch.Tensor, shape ([R]), float64
+    grad_V : torch.Tensor, shape ([R,] k, p), float64
+    grad_Q : torch.Tensor, shape ([R,] p, d), float64
+
+    Raises
+    ------
+    ValidationError
+        Mismatched shapes, non-finite entries, fewer than 2 samples without the self-term.
+    """
+    check_tokens(tokens)
+    sizes: dict[str, int] = {}
+    X = check_batched("X", X, "nd", sizes)
+    Y = check_batched("Y", Y, "nk", sizes)
+    sizes["p"] = sizes["d"] + (sizes["k"] if tokens == "joint" else 0)
+    V = check_batched("V", V, "kp", sizes)
+    Q = check_batched("Q", Q, "pd", sizes)
+    if not include_self and sizes["n"] < 2:
+        raise ValidationError("include_self=False needs n >= 2 samples (each query needs another context token)")
+    return loss_and_gradient(V, Q, X, Y, token_matrix(X, Y, tokens), include_self)
+
+
+def empirical_loss(
+    V: object, Q: object, X: object, Y: object, *, tokens: str = "covariates", include_self: bool = True
+) -> torch.Tensor:
+    """In-sample empirical loss ``(1/n) sum_i ||y_i - V sum_j s_j(x_i) z_j||^2``.
+
+    Spec: preconditioned-regression §3.1 (prefactor 1/n, self-term included by default).
+    Arguments as in :func:`empirical_loss_and_gradient`.
+
+    Returns
+    -------
+    torch.Tensor, shape ([R]), float64
+
+    Examples
+    --------
+    >>> import torch
+    >>> X = torch.eye(2, dtype=torch.float64); Q = torch.zeros(2, 2, dtype=torch.float64)
+    >>> float(empirical_loss(torch.eye(2, dtype=torch.float64), Q, X, X))  # prediction = mean token (1/2, 1/2)
+    0.5
+    """
+    return empirical_loss_and_gradient(V, Q, X, Y, tokens=tokens, include_self=include_self)[0]

@@ -1,0 +1,166 @@
+"""Extended-covariance geometry, the manifold of global minima and the Procrustes projection onto it.
+
+Spec: preconditioned-regression §4.1 (metric: the Frobenius norm of the whitened pair ``A = V Sigma_z^{1/2}``,
+``C = Sigma_z^{1/2} Q Sigma^{1/2}``), §4.2 (manifold ``theta_R``), §4.3 (projection, Lemma 1), §10.1 (joint tokens:
+``R`` has orthonormal columns).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from attnlab.regression._checks import check_batched, check_spd
+from attnlab.regression.linalg import sym_inv_sqrt, sym_sqrt
+
+__all__ = [
+    "Projection",
+    "extended_inner",
+    "manifold_point",
+    "project",
+    "projection",
+    "random_rotation",
+    "target_svd",
+    "unwhiten",
+    "whiten",
+]
+
+
+def whiten(V: torch.Tensor, Q: torch.Tensor, Sigma: torch.Tensor, Sigma_z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Whitened factors ``A = V Sigma_z^{1/2}`` (k, p), ``C = Sigma_z^{1/2} Q Sigma^{1/2}`` (p, d) (spec §1, §4.1)."""
+    root_z = sym_sqrt(Sigma_z)
+    return V @ root_z, root_z @ Q @ sym_sqrt(Sigma)  # spec §1: A = V Sigma^{1/2}, C = Sigma^{1/2} Q Sigma^{1/2}
+
+
+def unwhiten(A: torch.Tensor, C: torch.Tensor, Sigma: torch.Tensor, Sigma_z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Inverse of :func:`whiten`: ``V = A Sigma_z^{-1/2}``, ``Q = Sigma_z^{-1/2} C Sigma^{-1/2}``."""
+    inv_z = sym_inv_sqrt(Sigma_z)
+    return A @ inv_z, inv_z @ C @ sym_inv_sqrt(Sigma)
+
+
+def extended_inner(
+    V1: torch.Tensor, Q1: torch.Tensor, V2: torch.Tensor, Q2: torch.Tensor, Sigma: torch.Tensor, Sigma_z: torch.Tensor
+) -> torch.Tensor:
+    """``<theta1, theta2>_Sigma~ = tr(V1 Sigma_z V2^T) + tr(Sigma_z Q1 Sigma Q2^T)``, shape ([R]) (spec §4.1)."""
+    return (V1 @ Sigma_z * V2).sum((-2, -1)) + (Sigma_z @ Q1 @ Sigma * Q2).sum((-2, -1))  # spec §4.1
+
+
+def target_svd(W: torch.Tensor, Sigma: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Thin SVD of ``M = W Sigma^{1/2}``: ``U`` (k, d), ``S`` (d), ``V_M`` (d, d) with ``M = U diag(S) V_M^T``."""
+    U, S, Vh = torch.linalg.svd(W @ sym_sqrt(Sigma), full_matrices=False)  # spec §1: M* = U S V_M^T
+    return U, S, Vh.transpose(-1, -2)
+
+
+def manifold_point(
+    R: object, W: object, Sigma: object, Sigma_z: object | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The point ``theta_R`` of the manifold of minima built from ``(W, Sigma)``.
+
+    Spec: preconditioned-regression §4.2:
+    ``V_R = U S^{1/2} R^T Sigma_z^{-1/2}``, ``Q_R = Sigma_z^{-1/2} R S^{1/2} V_M^T Sigma^{-1/2}``.
+
+    Parameters
+    ----------
+    R : array-like, shape ([R,] p, d), float64
+        Orthonormal columns (``R^T R = I_d``); square orthogonal for covariate tokens.
+    W : array-like, shape ([R,] k, d), float64
+        Regression matrix (``W*``, or the OLS estimate for the spectral start).
+    Sigma : array-like, shape ([R,] d, d), float64
+        SPD covariance.
+    Sigma_z : array-like, shape ([R,] p, p), float64, optional
+        Token covariance; default ``Sigma``.
+
+    Returns
+    -------
+    V : torch.Tensor, shape ([R,] k, p), float64
+    Q : torch.Tensor, shape ([R,] p, d), float64
+    """
+    sizes: dict[str, int] = {}
+    Sigma = check_spd("Sigma", Sigma, sizes)
+    Sigma_z = Sigma if Sigma_z is None else check_spd("Sigma_z", Sigma_z, sizes, letter="p")
+    sizes.setdefault("p", sizes["d"])
+    W = check_batched("W", W, "kd", sizes)
+    R = check_batched("R", R, "pd", sizes)
+    return _point(R, W, Sigma, Sigma_z)
+
+
+def _point(R: torch.Tensor, W: torch.Tensor, Sigma: torch.Tensor, Sigma_z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    U, S, V_M = target_svd(W, Sigma)
+    root_S = S.sqrt().unsqueeze(-2)  # (..., 1, d)
+    A = (U * root_S) @ R.transpose(-1, -2)  # spec §4.2: A_R = U S^{1/2} R^T
+    C = (R * root_S) @ V_M.transpose(-1, -2)  # spec §4.2: C_R = R S^{1/2} V_M^T
+    return unwhiten(A, C, Sigma, Sigma_z)
+
+
+@dataclass(frozen=True)
+class Projection:
+    """The Sigma~-projection of ``theta`` onto the manifold of minima (spec §4.3).
+
+    Attributes
+    ----------
+    V, Q : torch.Tensor, shapes ([R,] k, p), ([R,] p, d)
+        The projected point ``theta_bar``.
+    R : torch.Tensor, shape ([R,] p, d)
+        The optimal rotation ``R* = P O^T``.
+    distance : torch.Tensor, shape ([R])
+        ``dist(theta, M)`` in the Sigma~ norm.
+    """
+
+    V: torch.Tensor
+    Q: torch.Tensor
+    R: torch.Tensor
+    distance: torch.Tensor
+
+
+def project(V: object, Q: object, W_star: object, Sigma: object, Sigma_z: object | None = None) -> Projection:
+    """Project ``theta = (V, Q)`` onto the manifold of minima in the Sigma~ norm (orthogonal Procrustes).
+
+    Spec: preconditioned-regression §4.3: ``N = A^T U S^{1/2} + C V_M S^{1/2}``, ``N = P Lambda O^T``,
+    ``R* = P O^T``.
+
+    Parameters
+    ----------
+    V : array-like, shape ([R,] k, p), float64
+    Q : array-like, shape ([R,] p, d), float64
+    W_star : array-like, shape ([R,] k, d), float64
+    Sigma : array-like, shape ([R,] d, d), float64
+    Sigma_z : array-like, shape ([R,] p, p), float64, optional
+        Default ``Sigma`` (covariate tokens).
+
+    Returns
+    -------
+    Projection
+    """
+    sizes: dict[str, int] = {}
+    Sigma = check_spd("Sigma", Sigma, sizes)
+    Sigma_z = Sigma if Sigma_z is None else check_spd("Sigma_z", Sigma_z, sizes, letter="p")
+    sizes.setdefault("p", sizes["d"])
+    W_star = check_batched("W_star", W_star, "kd", sizes)
+    V = check_batched("V", V, "kp", sizes)
+    Q = check_batched("Q", Q, "pd", sizes)
+    return projection(V, Q, W_star, Sigma, Sigma_z)
+
+
+def projection(V: torch.Tensor, Q: torch.Tensor, W_star: torch.Tensor, Sigma: torch.Tensor, Sigma_z: torch.Tensor) -> Projection:
+    """:func:`project` without checks."""
+    A, C = whiten(V, Q, Sigma, Sigma_z)
+    U, S, V_M = target_svd(W_star, Sigma)
+    root_S = S.sqrt().unsqueeze(-2)
+    N = A.transpose(-1, -2) @ (U * root_S) + C @ (V_M * root_S)  # spec §4.3: N = A^T U S^1/2 + C V_M S^1/2, (p, d)
+    P, _, Oh = torch.linalg.svd(N, full_matrices=False)
+    R = P @ Oh  # spec §4.3: R* = P O^T
+    V_bar, Q_bar = _point(R, W_star, Sigma, Sigma_z)
+    A_bar, C_bar = whiten(V_bar, Q_bar, Sigma, Sigma_z)
+    dist2 = ((A - A_bar) ** 2).sum((-2, -1)) + ((C - C_bar) ** 2).sum((-2, -1))  # spec §4.3: dist^2
+    return Projection(V_bar, Q_bar, R, dist2.sqrt())
+
+
+def random_rotation(d: int, p: int | None = None, *, runs: int | None = None, seed: int = 0) -> torch.Tensor:
+    """Haar-random matrix with orthonormal columns, shape ([R,] p, d) (p = d: a random element of O(d))."""
+    gen = torch.Generator().manual_seed(seed)
+    lead = () if runs is None else (runs,)
+    G = torch.randn(*lead, p or d, d, generator=gen, dtype=torch.float64)
+    Qf, Rf = torch.linalg.qr(G)
+    return Qf * torch.sign(torch.diagonal(Rf, dim1=-2, dim2=-1)).unsqueeze(-2)  # sign fix makes it Haar
+

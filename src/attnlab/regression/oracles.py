@@ -1,0 +1,135 @@
+"""Gradient oracles of Algorithm 1: population (exact), Monte-Carlo (fresh batches), minibatch (Algorithm 1-S).
+
+Spec: preconditioned-regression §6.2 (oracle form and its implementable substitutes), §6.3 (minibatch, context option).
+Each oracle is called as ``oracle(V, Q) -> (grad_V, grad_Q)`` on batched iterates ``V`` (R, k, p), ``Q`` (R, p, d)
+and returns the gradient of the (expected) loss only; the regularizer is added by :func:`attnlab.regression.fit`.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from attnlab._validation import check_in, check_scalar, check_tensor
+from attnlab.regression import empirical, population
+from attnlab.regression._checks import check_tokens
+from attnlab.regression.data import RegressionProblem, sample, token_matrix
+
+__all__ = ["CONTEXTS", "MinibatchOracle", "MonteCarloOracle", "PopulationOracle"]
+
+CONTEXTS = ("minibatch", "all")
+"""Context of a minibatch query (spec §6.3 [R]): the minibatch itself (default) or all n training tokens."""
+
+
+class PopulationOracle:
+    """Exact gradient of the closed-form population loss (spec §5.1): the ``n -> infinity`` idealisation.
+
+    Parameters
+    ----------
+    problem : RegressionProblem
+    tokens : {"covariates", "joint"}, default="covariates"
+    """
+
+    def __init__(self, problem: RegressionProblem, *, tokens: str = "covariates") -> None:
+        check_tokens(tokens)
+        self.problem = problem
+        self.Sigma_z = problem.token_covariance(tokens)
+
+    def __call__(self, V: torch.Tensor, Q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        p = self.problem
+        return population.gradient(V, Q, p.Sigma, self.Sigma_z, p.W_star)  # spec §6.2 (i)
+
+
+class MonteCarloOracle:
+    """Average of the in-sample gradient over ``batches`` freshly simulated samples of size ``n`` (spec §6.2 (ii)).
+
+    Bias O(1/n), variance O(1/(n batches)).
+
+    Parameters
+    ----------
+    problem : RegressionProblem
+    n : int
+        Size of each simulated sample (context length).
+    batches : int
+        Number of fresh samples averaged per call.
+    tokens : {"covariates", "joint"}, default="covariates"
+    include_self : bool, default=True
+    seed : int, default=0
+        Pass an int to get the same sequence of samples every time.
+    """
+
+    def __init__(
+        self,
+        problem: RegressionProblem,
+        n: int,
+        batches: int,
+        *,
+        tokens: str = "covariates",
+        include_self: bool = True,
+        seed: int = 0,
+    ) -> None:
+        check_scalar("n", n, kind=int, low=2)
+        check_scalar("batches", batches, kind=int, low=1)
+        self.tokens = check_tokens(tokens)
+        self.problem, self.n, self.batches, self.include_self = problem, n, batches, include_self
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def __call__(self, V: torch.Tensor, Q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        grad_V, grad_Q = torch.zeros_like(V), torch.zeros_like(Q)
+        for _ in range(self.batches):
+            X, Y = sample(self.problem, self.n, runs=V.shape[0], generator=self.generator)
+            Z = token_matrix(X, Y, self.tokens)
+            _, gV, gQ = empirical.loss_and_gradient(V, Q, X, Y, Z, self.include_self)  # spec §5.3
+            grad_V += gV / self.batches
+            grad_Q += gQ / self.batches
+        return grad_V, grad_Q
+
+
+class MinibatchOracle:
+    """In-sample gradient on ``batch_size`` samples drawn without replacement from the training set (spec §6.3).
+
+    Parameters
+    ----------
+    X : array-like, shape (R, n, d), float64
+        Training covariates, one sample per run.
+    Y : array-like, shape (R, n, k), float64
+    batch_size : int
+        Minibatch size b <= n.
+    context : {"minibatch", "all"}, default="minibatch"
+        Context of each query: the minibatch (the literal in-sample loss of a size-b sample) or all n tokens.
+    tokens : {"covariates", "joint"}, default="covariates"
+    include_self : bool, default=True
+    seed : int, default=0
+        Seeds the minibatch draws; two oracles with the same seed draw the same minibatches.
+    """
+
+    def __init__(
+        self,
+        X: object,
+        Y: object,
+        batch_size: int,
+        *,
+        context: str = "minibatch",
+        tokens: str = "covariates",
+        include_self: bool = True,
+        seed: int = 0,
+    ) -> None:
+        sizes: dict[str, int] = {}
+        self.X = check_tensor("X", X, "Rnd", sizes)
+        self.Y = check_tensor("Y", Y, "Rnk", sizes)
+        check_scalar("batch_size", batch_size, kind=int, low=1, high=sizes["n"])
+        self.context = str(check_in("context", context, CONTEXTS))
+        self.tokens = check_tokens(tokens)
+        self.batch_size, self.include_self = batch_size, include_self
+        self.Z = token_matrix(self.X, self.Y, tokens)
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def __call__(self, V: torch.Tensor, Q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        R, n = self.X.shape[:2]
+        idx = torch.rand(R, n, generator=self.generator).argsort(-1)[:, : self.batch_size]  # without replacement
+        Xb = self.X.gather(1, idx.unsqueeze(-1).expand(-1, -1, self.X.shape[-1]))  # (R, b, d)
+        Yb = self.Y.gather(1, idx.unsqueeze(-1).expand(-1, -1, self.Y.shape[-1]))  # (R, b, k)
+        if self.context == "minibatch":
+            _, gV, gQ = empirical.loss_and_gradient(V, Q, Xb, Yb, token_matrix(Xb, Yb, self.tokens), self.include_self)
+        else:
+            _, gV, gQ = empirical.loss_and_gradient(V, Q, Xb, Yb, self.Z)  # spec §6.3 option: context = all n
+        return gV, gQ
