@@ -1,0 +1,187 @@
+"""Executors: run a task over jobs in this process (batched), in a local process pool, or on a Ray cluster.
+
+Every executor calls the same :func:`~attnlab.runner.task.execute` on each job (or
+:func:`~attnlab.runner.task.execute_batch` on a group), so results are the same whichever runs them; they
+differ only in where the work happens. ``map`` yields one :class:`Outcome` per job as jobs finish.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import multiprocessing
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from attnlab._validation import ValidationError, check_in, check_scalar
+from attnlab.runner.spec import Job
+from attnlab.runner.task import Outcome, Task, execute, execute_batch
+
+__all__ = ["EXECUTORS", "InProcessExecutor", "PoolExecutor", "RayExecutor", "make_executor"]
+
+EXECUTORS = ("inprocess", "pool", "ray")
+RAY_HINT = "pip install 'attnlab[ray]'"
+
+
+class InProcessExecutor:
+    """Run jobs in this process; jobs whose task gives them one ``batch_key`` run as one batched call.
+
+    Parameters
+    ----------
+    batch_size : int, default=256
+        Most runs in one batched call (bounds memory; progress advances once per batch).
+    """
+
+    def __init__(self, batch_size: int = 256) -> None:
+        self.batch_size = check_scalar("batch_size", batch_size, kind=int, low=1)
+
+    def map(self, task: Task, jobs: Sequence[Job], run_dirs: Sequence[Path]) -> Iterator[Outcome]:
+        groups: dict[Any, list[int]] = {}
+        for i, job in enumerate(jobs):
+            key = task.batch_key(job.params)
+            groups.setdefault(("single", i) if key is None else ("batch", key), []).append(i)
+        for (kind, _), members in groups.items():
+            if kind == "single":
+                (i,) = members
+                yield execute(task, jobs[i].key, jobs[i].params, run_dirs[i])
+                continue
+            for start in range(0, len(members), self.batch_size):
+                chunk = members[start : start + self.batch_size]
+                yield from execute_batch(
+                    task, [jobs[i].key for i in chunk], [jobs[i].params for i in chunk], [run_dirs[i] for i in chunk]
+                )
+
+
+def _limit_threads(threads: int) -> None:
+    # Pool workers share the cores: one BLAS/OpenMP pool per core avoids oversubscription.
+    import torch
+
+    torch.set_num_threads(threads)
+
+
+class PoolExecutor:
+    """Run jobs one at a time in a pool of local worker processes (forked from a fork server, safe with torch).
+
+    A worker that dies (killed, out of memory) breaks the pool; the jobs it left unfinished are resubmitted to a
+    fresh pool, at most ``retries`` times, after which they are reported failed.
+
+    Parameters
+    ----------
+    workers : int, optional
+        Number of processes; default the number of CPU cores.
+    retries : int, default=2
+        Fresh pools to try after a worker dies.
+    """
+
+    def __init__(self, workers: int | None = None, retries: int = 2) -> None:
+        self.workers = check_scalar("workers", workers if workers is not None else os.cpu_count() or 1, kind=int, low=1)
+        self.retries = check_scalar("retries", retries, kind=int, low=0)
+
+    def map(self, task: Task, jobs: Sequence[Job], run_dirs: Sequence[Path]) -> Iterator[Outcome]:
+        todo = list(range(len(jobs)))
+        threads = max(1, (os.cpu_count() or 1) // self.workers)
+        context = multiprocessing.get_context("forkserver")
+        # The fork server imports torch and the runner once; each worker forks from it, clean of threads.
+        context.set_forkserver_preload(["torch", "attnlab.runner.task"])
+        for attempt in range(self.retries + 1):
+            broken: list[int] = []
+            with cf.ProcessPoolExecutor(self.workers, mp_context=context, initializer=_limit_threads, initargs=(threads,)) as pool:
+                futures = {pool.submit(execute, task, jobs[i].key, jobs[i].params, run_dirs[i]): i for i in todo}
+                try:
+                    for future in cf.as_completed(futures):
+                        try:
+                            yield future.result()
+                        except cf.process.BrokenProcessPool:
+                            broken.append(futures[future])
+                except BaseException:
+                    pool.shutdown(wait=False, cancel_futures=True)
+                    raise
+            if not broken:
+                return
+            todo = sorted(broken)
+            if attempt == self.retries:
+                for i in todo:
+                    yield Outcome(jobs[i].key, "failed", 0.0, f"a pool worker died {self.retries + 1} times running this job")
+
+
+def _import_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise ValidationError(f"--executor ray needs Ray, which is not installed; run: {RAY_HINT}") from None
+    return ray
+
+
+class RayExecutor:
+    """Run jobs as Ray tasks, one job each, on a running cluster or on a local one started here.
+
+    A task whose worker dies (killed, node lost) is retried by Ray up to ``retries`` times; since
+    :func:`~attnlab.runner.task.execute` skips finished runs and rewrites unfinished ones from scratch, a retry
+    neither loses nor duplicates a result. Exceptions raised by the job itself are not retried (they are
+    recorded as failed runs).
+
+    Parameters
+    ----------
+    address : str, optional
+        Cluster address (``"127.0.0.1:6379"``, ``"ray://host:10001"`` or ``"auto"``); ``None`` starts a local
+        cluster for the sweep and stops it afterwards. A cluster that is already connected is used as it is.
+    retries : int, default=3
+        Ray's ``max_retries`` per task.
+    num_cpus : float, default=1
+        CPUs reserved by each task.
+
+    Raises
+    ------
+    ValidationError
+        If Ray is not installed (the message says ``pip install 'attnlab[ray]'``).
+    """
+
+    def __init__(self, address: str | None = None, retries: int = 3, num_cpus: float = 1) -> None:
+        _import_ray()
+        self.address = address
+        self.retries = check_scalar("retries", retries, kind=int, low=0)
+        self.num_cpus = check_scalar("num_cpus", num_cpus, low=0, low_inclusive=False)
+
+    def map(self, task: Task, jobs: Sequence[Job], run_dirs: Sequence[Path]) -> Iterator[Outcome]:
+        ray = _import_ray()
+        started_here = not ray.is_initialized()
+        if started_here:
+            ray.init(address=self.address, include_dashboard=False, log_to_driver=False)
+        try:
+            remote = ray.remote(max_retries=self.retries, retry_exceptions=False, num_cpus=self.num_cpus)(execute)
+            task_ref = ray.put(task)
+            pending = {remote.remote(task_ref, job.key, job.params, str(run_dir)): i for i, (job, run_dir) in enumerate(zip(jobs, run_dirs))}
+            while pending:
+                ready, _ = ray.wait(list(pending), num_returns=1)
+                i = pending.pop(ready[0])
+                try:
+                    yield ray.get(ready[0])
+                except (ray.exceptions.WorkerCrashedError, ray.exceptions.RayTaskError, ray.exceptions.NodeDiedError) as err:
+                    yield Outcome(jobs[i].key, "failed", 0.0, f"Ray gave up on this job after {self.retries} retries: {err}")
+        finally:
+            if started_here:
+                ray.shutdown()
+
+
+def make_executor(
+    name: str, *, workers: int | None = None, address: str | None = None, batch_size: int = 256
+) -> InProcessExecutor | PoolExecutor | RayExecutor:
+    """The executor called ``name`` (``"inprocess"``, ``"pool"`` or ``"ray"``).
+
+    Parameters
+    ----------
+    name : {"inprocess", "pool", "ray"}
+    workers : int, optional
+        Pool size (``"pool"`` only).
+    address : str, optional
+        Ray cluster address (``"ray"`` only); ``None`` starts a local cluster.
+    batch_size : int, default=256
+        Most runs per batched call (``"inprocess"`` only).
+    """
+    check_in("executor", name, EXECUTORS)
+    if name == "pool":
+        return PoolExecutor(workers)
+    if name == "ray":
+        return RayExecutor(address)
+    return InProcessExecutor(batch_size)

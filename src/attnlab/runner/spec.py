@@ -1,0 +1,195 @@
+"""A sweep: a YAML grid and/or list of run parameters, expanded into jobs named by a hash of their config.
+
+A sweep file reads::
+
+    task: batched-train          # which task runs each job ("experiment" runs a named experiment)
+    base: {n: 8, T: 6, d: 64}    # parameters shared by every run
+    grid:                        # cartesian product, in the order written
+      lr: [0.05, 0.1]
+      data_seed: [0, 1, 2]
+    list:                        # explicit points; each is combined with every grid point
+      - {optimizer: ngd}
+      - {optimizer: gd}
+    repeats: 4                   # each point 4 times, seed derived from (base seed, repeat index)
+
+A run's parameters are ``{**base, **list entry, **grid point}`` (later keys win), then ``seed`` when
+``repeats`` is given. Every run is a :class:`Job` whose ``key`` hashes its task and parameters, so the same
+run always lands in the same directory, whichever sweep asked for it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from attnlab._validation import ValidationError, check_scalar
+from attnlab.runner.store import config_hash
+
+__all__ = ["Job", "SweepSpec", "derive_seed", "expand", "load_sweep"]
+
+_SPEC_KEYS = ("task", "base", "grid", "list", "repeats")
+
+
+@dataclass(frozen=True)
+class Job:
+    """One run of a sweep.
+
+    Parameters
+    ----------
+    task : str
+        Name of the task that runs it (``"batched-train"``, ``"experiment"``, ...).
+    params : dict
+        Plain-valued parameters (JSON-serialisable), passed to the task.
+    index : int
+        Position in the expanded sweep (0-based).
+
+    Attributes
+    ----------
+    key : str
+        12 hex digits, ``config_hash({"task": task, "params": params})``: names the run directory.
+    """
+
+    task: str
+    params: dict[str, Any]
+    index: int = 0
+    key: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", config_hash({"task": self.task, "params": self.params}))
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """A parsed sweep file (see the module docstring for the format).
+
+    Parameters
+    ----------
+    task : str
+        Task name.
+    base : dict
+        Parameters shared by every run.
+    grid : dict of str to list
+        Each key takes every value in its list; the runs are the cartesian product, in key order.
+    points : list of dict
+        Explicit parameter sets (the file's ``list``); each is combined with every grid point.
+    repeats : int or None
+        Run every point this many times, with ``seed = derive_seed(base seed, repeat)``.
+    """
+
+    task: str
+    base: dict[str, Any] = field(default_factory=dict)
+    grid: dict[str, list[Any]] = field(default_factory=dict)
+    points: list[dict[str, Any]] = field(default_factory=list)
+    repeats: int | None = None
+
+    @classmethod
+    def from_mapping(cls, raw: Mapping[str, Any], source: str = "sweep") -> SweepSpec:
+        """Build a spec from the mapping a YAML file holds; errors name ``source`` and the bad key."""
+        if not isinstance(raw, Mapping):
+            raise ValidationError(f"{source}: expected a mapping with keys {', '.join(_SPEC_KEYS)}, got {type(raw).__name__}")
+        unknown = sorted(set(raw) - set(_SPEC_KEYS))
+        if unknown:
+            raise ValidationError(f"{source}: unknown keys {unknown}; a sweep has the keys {', '.join(_SPEC_KEYS)}")
+        task = raw.get("task")
+        if not isinstance(task, str) or not task:
+            raise ValidationError(f"{source}: task must be a task name such as 'batched-train' or 'experiment', got {task!r}")
+        base = _mapping(raw.get("base") or {}, f"{source}: base")
+        grid = _mapping(raw.get("grid") or {}, f"{source}: grid")
+        for key, values in grid.items():
+            if not isinstance(values, list) or not values:
+                raise ValidationError(f"{source}: grid.{key} must be a non-empty list of values, got {values!r}")
+        points_raw = raw.get("list") or []
+        if not isinstance(points_raw, list):
+            raise ValidationError(f"{source}: list must be a list of mappings, got {type(points_raw).__name__}")
+        points = [_mapping(p, f"{source}: list[{i}]") for i, p in enumerate(points_raw)]
+        repeats = raw.get("repeats")
+        if repeats is not None:
+            check_scalar(f"{source}: repeats", repeats, kind=int, low=1)
+        return cls(task=task, base=dict(base), grid={k: list(v) for k, v in grid.items()}, points=points, repeats=repeats)
+
+
+def _mapping(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise ValidationError(f"{where} must be a mapping of parameter names to values, got {value!r}")
+    return dict(value)
+
+
+def load_sweep(path: str | os.PathLike[str]) -> SweepSpec:
+    """Read a sweep YAML file.
+
+    Parameters
+    ----------
+    path : path
+        The ``.yaml`` file.
+
+    Returns
+    -------
+    SweepSpec
+
+    Raises
+    ------
+    ValidationError
+        If the file is missing, is not YAML, or has unknown keys or malformed values.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ValidationError(f"sweep file {str(path)!r} does not exist; pass the path of a .yaml sweep file")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        raise ValidationError(f"sweep file {str(path)!r} is not valid YAML: {err}") from err
+    return SweepSpec.from_mapping(raw, source=str(path))
+
+
+def derive_seed(seed: int, index: int) -> int:
+    """The seed of repeat ``index`` of a run whose config seed is ``seed``, in ``[0, 2**31)``.
+
+    Uses NumPy's ``SeedSequence(seed, spawn_key=(index,))``, so streams of different repeats are independent
+    and the mapping never changes between versions or machines.
+
+    Examples
+    --------
+    >>> derive_seed(0, 3) == derive_seed(0, 3) != derive_seed(0, 4)
+    True
+    """
+    check_scalar("seed", seed, kind=(int, np.integer), low=0)
+    check_scalar("index", index, kind=(int, np.integer), low=0)
+    return int(np.random.SeedSequence(int(seed), spawn_key=(int(index),)).generate_state(1)[0] % 2**31)
+
+
+def expand(spec: SweepSpec) -> list[Job]:
+    """All runs of ``spec``, in order: list entries, then grid points (last key fastest), then repeats.
+
+    Raises
+    ------
+    ValidationError
+        If two runs have the same parameters (they would share a run directory); vary a parameter or the seed.
+    """
+    points = spec.points or [{}]
+    keys = list(spec.grid)
+    combos = [dict(zip(keys, values)) for values in itertools.product(*(spec.grid[k] for k in keys))]
+    repeats: Sequence[int | None] = range(spec.repeats) if spec.repeats is not None else [None]
+    jobs: list[Job] = []
+    seen: dict[str, int] = {}
+    for point in points:
+        for combo in combos:
+            for repeat in repeats:
+                params = {**spec.base, **point, **combo}
+                if repeat is not None:
+                    params["seed"] = derive_seed(int(params.get("seed", 0)), repeat)
+                job = Job(task=spec.task, params=params, index=len(jobs))
+                if job.key in seen:
+                    raise ValidationError(
+                        f"runs {seen[job.key]} and {job.index} of the sweep have the same parameters {params}; "
+                        "vary a parameter between them or use repeats to vary the seed"
+                    )
+                seen[job.key] = job.index
+                jobs.append(job)
+    return jobs

@@ -1,0 +1,109 @@
+"""Stand-in sweep tasks for the runner tests: small, deterministic, batched over a runs axis.
+
+``ToyTrain`` runs R independent gradient-descent problems as one tensor program (the shape of a real batched
+training task), so the tests can compare a batch of R runs with R runs of one. ``SlowToy`` logs each start
+and sleeps, for the kill-and-restart test; ``KillOnce`` kills its own worker the first time it runs.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from attnlab._validation import check_scalar
+from attnlab.runner import Task, write_json, write_parquet
+
+
+def toy_problem(seed: int, d: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A random SPD matrix A (d, d) with eigenvalues in [0.5, 1.5] and a target B (d, d), from ``seed``."""
+    gen = torch.Generator().manual_seed(seed)
+    Q, _ = torch.linalg.qr(torch.randn(d, d, generator=gen, dtype=torch.float64))
+    eig = 0.5 + torch.rand(d, generator=gen, dtype=torch.float64)
+    return Q @ torch.diag(eig) @ Q.T, torch.randn(d, d, generator=gen, dtype=torch.float64)
+
+
+class ToyTrain(Task):
+    """Gradient descent on 0.5 <W, A W> - <B, W>, R runs at once; params d, steps, lr, seed."""
+
+    name = "toy-train"
+
+    def check(self, params):
+        check_scalar("lr", params["lr"], low=0, low_inclusive=False)
+
+    def batch_key(self, params):
+        return (params["d"], params["steps"])
+
+    def run(self, params, run_dir):
+        return self.run_batch([params], [run_dir])[0]
+
+    def run_batch(self, params, run_dirs):
+        d, steps = params[0]["d"], params[0]["steps"]
+        problems = [toy_problem(p["seed"], d) for p in params]
+        A = torch.stack([a for a, _ in problems])  # (R, d, d)
+        B = torch.stack([b for _, b in problems])  # (R, d, d)
+        lr = torch.tensor([p["lr"] for p in params], dtype=torch.float64)[:, None, None]  # (R, 1, 1)
+        W = torch.zeros_like(B)
+        losses = []
+        for _ in range(steps):
+            W = W - lr * (A @ W - B)
+            losses.append(0.5 * (W * (A @ W)).sum((1, 2)) - (B * W).sum((1, 2)))  # (R,)
+        losses = torch.stack(losses, 1)  # (R, steps)
+        out = []
+        for r, (p, run_dir) in enumerate(zip(params, run_dirs)):
+            frame = pd.DataFrame({"step": np.arange(1, steps + 1), "loss": losses[r].numpy()})
+            write_parquet(run_dir / "trajectory.parquet", frame)
+            np.save(run_dir / "W.npy", W[r].numpy())
+            write_json(run_dir / "record.json", {"params": p, "final_loss": float(losses[r, -1])})
+            out.append({"final_loss": float(losses[r, -1])})
+        return out
+
+
+class SlowToy(ToyTrain):
+    """ToyTrain one run at a time, logging each start to ``<log>`` and sleeping ``sleep`` seconds first."""
+
+    name = "slow-toy"
+
+    def batch_key(self, params):
+        return None
+
+    def run(self, params, run_dir):
+        with open(params["log"], "a") as log:
+            log.write(f"{run_dir.name}\n")
+        time.sleep(params["sleep"])
+        return super().run_batch([params], [run_dir])[0]
+
+
+class KillOnce(ToyTrain):
+    """ToyTrain one run at a time; the run with ``kill: true`` SIGKILLs its worker the first time it runs."""
+
+    name = "kill-once"
+
+    def batch_key(self, params):
+        return None
+
+    def run(self, params, run_dir):
+        marker = Path(params["marker"])
+        if params.get("kill") and not marker.exists():
+            marker.write_text(str(os.getpid()))
+            os.kill(os.getpid(), signal.SIGKILL)
+        return super().run_batch([params], [run_dir])[0]
+
+
+class Explodes(ToyTrain):
+    """ToyTrain that raises for params with ``explode: true``."""
+
+    name = "explodes"
+
+    def batch_key(self, params):
+        return None
+
+    def run(self, params, run_dir):
+        if params.get("explode"):
+            raise RuntimeError("boom")
+        return super().run_batch([params], [run_dir])[0]

@@ -1,0 +1,76 @@
+"""Sweep files: parsing, expansion order, seeds derived per repeat, duplicate and malformed sweeps refused."""
+
+import pytest
+
+from attnlab._validation import ValidationError
+from attnlab.runner.spec import Job, SweepSpec, derive_seed, expand, load_sweep
+
+
+def write(tmp_path, text):
+    path = tmp_path / "sweep.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_grid_times_list_expands_in_written_order(tmp_path):
+    spec = load_sweep(
+        write(
+            tmp_path,
+            "task: toy\nbase: {d: 3}\nlist:\n  - {opt: a}\n  - {opt: b, d: 4}\ngrid:\n  lr: [0.1, 0.2]\n  seed: [0, 1]\n",
+        )
+    )
+    jobs = expand(spec)
+    got = [(j.params["opt"], j.params["d"], j.params["lr"], j.params["seed"]) for j in jobs]
+    expected = [(o, d, lr, s) for o, d in (("a", 3), ("b", 4)) for lr in (0.1, 0.2) for s in (0, 1)]
+    assert got == expected
+    assert [j.index for j in jobs] == list(range(8))
+
+
+def test_job_key_depends_on_task_and_params_only():
+    a = Job("toy", {"lr": 0.1, "d": 3}, index=0)
+    b = Job("toy", {"d": 3, "lr": 0.1}, index=5)
+    assert a.key == b.key  # key order and position do not matter
+    assert Job("other", {"lr": 0.1, "d": 3}).key != a.key
+    assert Job("toy", {"lr": 0.2, "d": 3}).key != a.key
+
+
+def test_repeats_derive_distinct_seeds_from_base_seed():
+    jobs = expand(SweepSpec(task="toy", base={"seed": 7}, repeats=4))
+    seeds = [j.params["seed"] for j in jobs]
+    assert seeds == [derive_seed(7, r) for r in range(4)]
+    assert len(set(seeds)) == 4
+
+
+def test_derive_seed_matches_numpy_seed_sequence():
+    import numpy as np
+
+    # independent truth: NumPy's SeedSequence spawned child for the repeat index
+    child = np.random.SeedSequence(3).spawn(6)[5]
+    assert derive_seed(3, 5) == int(child.generate_state(1)[0] % 2**31)
+
+
+def test_duplicate_runs_are_refused():
+    with pytest.raises(ValidationError, match="same parameters"):
+        expand(SweepSpec(task="toy", points=[{"lr": 1}, {"lr": 1}]))
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("task: toy\ngrids: {}\n", "unknown keys"),
+        ("grid: {lr: [1]}\n", "task must be"),
+        ("task: toy\ngrid: {lr: 1}\n", "grid.lr must be a non-empty list"),
+        ("task: toy\nlist: {lr: 1}\n", "list must be a list"),
+        ("task: toy\nrepeats: 0\n", "repeats == 0, must be >= 1"),
+        ("task: toy\nbase: [1]\n", "base must be a mapping"),
+        ("task: [\n", "not valid YAML"),
+    ],
+)
+def test_malformed_sweeps_name_the_problem(tmp_path, text, match):
+    with pytest.raises(ValidationError, match=match):
+        load_sweep(write(tmp_path, text))
+
+
+def test_missing_file_is_named(tmp_path):
+    with pytest.raises(ValidationError, match="does not exist"):
+        load_sweep(tmp_path / "nope.yaml")
