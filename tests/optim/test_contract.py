@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from attnlab._validation import ValidationError
-from attnlab.optim import NormalizedGD
+from attnlab.optim import JointAdaptive, MirrorDescent, NormalizedGD, PolyakStep
 
 # name -> (factory taking parameter groups, whether step() needs a closure)
 OPTIMIZERS = {
@@ -20,6 +20,15 @@ OPTIMIZERS = {
         False,
     ),
     "ngd_per_tensor": (lambda groups: NormalizedGD(groups, lr=0.1, normalization="tensor"), False),
+    "polyak": (lambda groups: PolyakStep(groups), True),
+    "sps_capped": (lambda groups: PolyakStep(groups, max_lr=0.5, optimal_loss=lambda: 0.0, c=0.5), True),
+    "joint_adaptive": (lambda groups: JointAdaptive(groups, lr=0.1), True),
+    "joint_adaptive_block_norm": (
+        lambda groups: JointAdaptive(groups, lr=0.1, alpha=0.0, normalizer="block_grad_norm"),
+        False,
+    ),
+    "mirror_descent": (lambda groups: MirrorDescent(groups, lr=0.1, p=3.0), False),
+    "mirror_descent_normalized": (lambda groups: MirrorDescent(groups, lr=0.1, p=1.5, normalized=True), False),
 }
 
 

@@ -2,8 +2,25 @@
 
 Spec: implicit-bias-ngd §4 (NGD, NGD-mom, Polyak step, joint adaptive rule, SNGD/SPS), mirror-descent-lp §4
 (l_p mirror descent).
+
+Every class works on any list of parameters (a real transformer too), keeps ``defaults``/``param_groups``/
+``state`` like ``torch.optim.SGD``, takes ``step(closure=None)``, and says in ``scale_invariant`` whether its update
+ignores a positive rescaling of each step's gradients. The functionals (``normalized_gd``, ``polyak_step``,
+``joint_adaptive``, ``mirror_descent``) hold the math, act on lists of tensors, and accept a leading runs axis.
 """
 
+from attnlab.optim.joint_adaptive import JointAdaptive, joint_adaptive
+from attnlab.optim.mirror_descent import MirrorDescent, mirror_descent
 from attnlab.optim.normalized_gd import NormalizedGD, normalized_gd
+from attnlab.optim.polyak import PolyakStep, polyak_step
 
-__all__ = ["NormalizedGD", "normalized_gd"]
+__all__ = [
+    "JointAdaptive",
+    "MirrorDescent",
+    "NormalizedGD",
+    "PolyakStep",
+    "joint_adaptive",
+    "mirror_descent",
+    "normalized_gd",
+    "polyak_step",
+]

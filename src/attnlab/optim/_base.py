@@ -29,35 +29,54 @@ def per_tensor(value: object, n: int) -> list:
     return [value] * n
 
 
-def block_norms(tensors: Sequence[torch.Tensor], blocks: Sequence[Hashable] | None = None) -> list[torch.Tensor]:
-    """Euclidean norm of the block each tensor belongs to, one 0-dim float64 tensor per tensor.
+def run_norms(tensor: torch.Tensor, run_dims: int = 0, ord: float = 2.0) -> torch.Tensor:
+    """Entrywise l_ord norm of ``tensor`` over all but its leading ``run_dims`` (runs) axes, shape ``tensor.shape[:run_dims]``."""
+    if tensor.dim() == run_dims:
+        return tensor.abs()
+    return torch.linalg.vector_norm(tensor, ord, dim=tuple(range(run_dims, tensor.dim())))
+
+
+def block_norms(
+    tensors: Sequence[torch.Tensor], blocks: Sequence[Hashable] | None = None, run_dims: int = 0
+) -> list[torch.Tensor]:
+    """Euclidean norm of the block each tensor belongs to, per run; one float64 tensor per tensor.
 
     Parameters
     ----------
-    tensors : sequence of torch.Tensor, any shapes
+    tensors : sequence of torch.Tensor, shapes ([R,] ...)
     blocks : sequence of hashable, one per tensor, optional
         Block label of each tensor; tensors with equal labels share one norm
         :math:`\\sqrt{\\sum_{i \\in b} \\|t_i\\|_F^2}`. ``None`` puts all tensors in one block (the global norm).
+    run_dims : int, default=0
+        Number of leading axes that index independent runs (``R``); each run gets its own norm.
 
     Returns
     -------
-    list of torch.Tensor, shape (), float64
+    list of torch.Tensor, shape ([R,]), float64
     """
     labels = [0] * len(tensors) if blocks is None else list(blocks)
     if len(labels) != len(tensors):
         raise ValidationError(f"blocks has {len(labels)} labels for {len(tensors)} tensors; pass one per tensor")
     members: dict[Hashable, list[torch.Tensor]] = {}
     for label, tensor in zip(labels, tensors):
-        members.setdefault(label, []).append(torch.linalg.vector_norm(tensor).to(torch.float64))
-    norms = {label: torch.linalg.vector_norm(torch.stack(parts)) for label, parts in members.items()}
+        members.setdefault(label, []).append(run_norms(tensor, run_dims).to(torch.float64))
+    norms = {label: torch.linalg.vector_norm(torch.stack(parts), dim=0) for label, parts in members.items()}
     return [norms[label] for label in labels]
 
 
-def capped_step_size(numerator: object, denominator: torch.Tensor, max_step: float | None) -> torch.Tensor:
+def per_run(coefficient: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """Reshape a per-run coefficient of shape ``([R,])`` to multiply ``like`` (shape ``([R,] ...)``), in its dtype."""
+    trailing = like.dim() - coefficient.dim()
+    return coefficient.to(like.dtype).reshape(coefficient.shape + (1,) * trailing)
+
+
+def capped_step_size(
+    numerator: float | torch.Tensor, denominator: torch.Tensor, max_step: float | None
+) -> torch.Tensor:
     """``min(numerator / denominator, max_step)``, and 0 where ``denominator`` is 0 (no direction to step along).
 
     ``max_step=None`` means no cap. Used as η_t = min(η/‖g‖, η_max) (implicit-bias-ngd A2) and
-    η_t = min((L − L*)/(c‖g‖²), η_max) (A3, A8).
+    η_t = min((L − L*)/(c‖g‖²), η_max) (A3, A8). Elementwise, so it works per run.
     """
     cap = math.inf if max_step is None else max_step
     ratio = torch.as_tensor(numerator, dtype=denominator.dtype) / denominator

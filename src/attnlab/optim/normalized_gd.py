@@ -16,6 +16,7 @@ from attnlab.optim._base import (
     block_norms,
     capped_step_size,
     loss_value,
+    per_run,
     per_tensor,
 )
 
@@ -35,6 +36,7 @@ def normalized_gd(
     momentum: float | Sequence[float] = 0.0,
     momentum_variant: str | Sequence[str] = "heavy_ball",
     blocks: Sequence[Hashable] | None = None,
+    run_dims: int = 0,
 ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     r"""One normalized-GD step on a list of tensors; returns new tensors, the inputs are left unchanged.
 
@@ -56,6 +58,8 @@ def normalized_gd(
         Which vector sets the step size: the gradient (heavy ball) or the buffer itself.
     blocks : sequence of hashable, one per tensor, optional
         Tensors with the same label share one norm; ``None`` is one global norm over all tensors.
+    run_dims : int, default=0
+        Leading axes that index independent runs (shapes ``([R,] ...)``): norms and step sizes are per run.
 
     Returns
     -------
@@ -85,10 +89,10 @@ def normalized_gd(
     # spec A4: m ← β m + g, with m = 0 before the first step
     buffers = [g.clone() if m is None else torch.mul(m, beta).add_(g) for g, m, beta in zip(grads, old_buffers, betas)]
     normalizers = [g if variant == "heavy_ball" else m for g, m, variant in zip(grads, buffers, variants)]
-    norms = block_norms(normalizers, blocks)
+    norms = block_norms(normalizers, blocks, run_dims)
     # spec A2: η_t = min(η / ‖n‖, η_max)
     step_sizes = [capped_step_size(lr_i, norm, cap) for lr_i, norm, cap in zip(lrs, norms, caps)]
-    new_params = [param - step * m for param, step, m in zip(params, step_sizes, buffers)]
+    new_params = [param - per_run(step, m) * m for param, step, m in zip(params, step_sizes, buffers)]
     return new_params, buffers
 
 

@@ -1,0 +1,209 @@
+"""The per-block adaptive rule for joint training of the head and the attention weights (eq. 13, and its NGD form).
+
+Spec: implicit-bias-ngd §4 A6 (adaptive rule, knobs), A7 (alpha = 0: per-block NGD), §10 item 1 (the normaliser
+is the main open point, hence the choice).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+
+import torch
+
+from attnlab._validation import ValidationError, check_in, check_scalar
+from attnlab.optim._base import (
+    Closure,
+    FunctionalOptimizer,
+    block_norms,
+    loss_value,
+    per_run,
+    per_tensor,
+)
+
+__all__ = ["JointAdaptive", "joint_adaptive"]
+
+NORMALIZERS = ("loss", "block_grad_norm", "joint_grad_norm")
+
+
+def joint_adaptive(
+    params: Sequence[torch.Tensor],
+    grads: Sequence[torch.Tensor],
+    steps: Sequence[int],
+    *,
+    lr: float | Sequence[float],
+    alpha: float | Sequence[float] = 2.0 / 3.0,
+    normalizer: str | Sequence[str] = "loss",
+    adaptive: bool | Sequence[bool] = True,
+    loss: float | torch.Tensor | None = None,
+    blocks: Sequence[Hashable] | None = None,
+    run_dims: int = 0,
+) -> tuple[list[torch.Tensor], list[int]]:
+    r"""One step of the joint adaptive rule on a list of tensors; returns new tensors and step counts.
+
+    Spec: implicit-bias-ngd §4 A6 (eq. 13 as reconstructed), A7 (``alpha=0``, block norm: per-block NGD).
+
+    Parameters
+    ----------
+    params, grads : sequence of torch.Tensor, matching shapes ([R,] ...)
+    steps : sequence of int
+        :math:`t`, the number of steps each tensor has taken (the state).
+    lr : float or sequence of float
+        Base step :math:`\eta > 0` (one value, or one per tensor).
+    alpha : float or sequence of float, default=2/3
+        Decay exponent :math:`\alpha \ge 0` of :math:`(t+1)^{-\alpha}`.
+    normalizer : {"loss", "block_grad_norm", "joint_grad_norm"} or a sequence of them, default="loss"
+        :math:`N_t`: the loss, the gradient norm of the tensor's block, or the gradient norm over all tensors.
+    adaptive : bool or sequence of bool, default=True
+        Whether the tensor's step is divided by :math:`N_t` (False: :math:`N_t = 1`).
+    loss : float or torch.Tensor, shape ([R,]), optional
+        :math:`\mathcal L(\theta_t) > 0`; required where ``normalizer == "loss"`` and ``adaptive``.
+    blocks : sequence of hashable, one per tensor, optional
+        Block labels for "block_grad_norm"; ``None`` makes all tensors one block.
+    run_dims : int, default=0
+        Leading axes that index independent runs: loss, norms and step sizes are per run.
+
+    Returns
+    -------
+    new_params : list of torch.Tensor
+    new_steps : list of int
+        ``t + 1`` for each tensor.
+
+    Raises
+    ------
+    ValidationError
+        If the loss normaliser is used without a positive loss.
+
+    Notes
+    -----
+    For each block :math:`b` (``u`` and ``W`` in the paper):
+
+    .. math::
+
+        \eta_{t,b} = \frac{\eta}{N_{t,b}\,(t+1)^{\alpha}},\qquad
+        N_{t,b} \in \big\{\mathcal L(\theta_t),\ \|\nabla_b \mathcal L\|,\ \|\nabla_\theta \mathcal L\|\big\},
+        \qquad \theta_{b,t+1} = \theta_{b,t} - \eta_{t,b}\, \nabla_b \mathcal L(\theta_t).
+
+    A zero gradient norm normaliser takes no step.
+    """
+    n = len(params)
+    lrs, alphas, normalizers, adaptives = (per_tensor(v, n) for v in (lr, alpha, normalizer, adaptive))
+    uses_loss = [a and name == "loss" for a, name in zip(adaptives, normalizers)]
+    if any(uses_loss) and (loss is None or not bool((torch.as_tensor(loss) > 0).all())):
+        raise ValidationError(
+            f"loss == {loss if loss is None else torch.as_tensor(loss).tolist()}, must be a positive number for "
+            f'normalizer="loss"; pass the current loss (exp or logistic losses are positive)'
+        )
+    block_norm = block_norms(grads, blocks, run_dims)
+    joint_norm = block_norms(grads, None, run_dims)
+    new_params = []
+    for i, (param, grad, t) in enumerate(zip(params, grads, steps)):
+        scale = torch.ones_like(joint_norm[i])
+        if uses_loss[i]:
+            scale = torch.as_tensor(loss, dtype=torch.float64) * scale
+        elif adaptives[i]:
+            scale = {"block_grad_norm": block_norm[i], "joint_grad_norm": joint_norm[i]}[normalizers[i]]
+        # spec A6: η_t = η / (N_t (t+1)^α); a zero norm takes no step
+        step = torch.where(scale > 0, lrs[i] / (scale * (t + 1) ** alphas[i]), torch.zeros_like(scale))
+        new_params.append(param - per_run(step, grad) * grad)
+    return new_params, [t + 1 for t in steps]
+
+
+class JointAdaptive(FunctionalOptimizer):
+    r"""Joint training with a per-block adaptive step :math:`\eta / (N_t (t+1)^\alpha)` (eq. 13; per-block NGD).
+
+    Spec: implicit-bias-ngd §4 A6 (rule and knobs), A7 (``alpha=0`` with ``normalizer="block_grad_norm"`` is the
+    per-block NGD of the joint experiment), §10 item 1 (the normaliser is reconstructed: choose it here).
+
+    .. math::
+
+        &\textbf{input}: \theta_0 = (u_0, W_0) = 0,\ \eta > 0,\ \alpha \ge 0 \\
+        &\textbf{for } t = 0, 1, \dots \textbf{ and each block } b \text{ (parameter group)}: \\
+        &\quad N_{t,b} = \mathcal L(\theta_t)\ \text{or}\ \|\nabla_b \mathcal L(\theta_t)\|\
+            \text{or}\ \|\nabla_\theta \mathcal L(\theta_t)\|\quad (1 \text{ if the block is not adaptive}) \\
+        &\quad \theta_{b,t+1} = \theta_{b,t} - \frac{\eta}{N_{t,b}\,(t+1)^\alpha}\,\nabla_b \mathcal L(\theta_t)
+
+    Parameters
+    ----------
+    params : iterable of torch.Tensor or of dict
+        Parameters or parameter groups; **each group is one block** (pass ``[{"params": [u]}, {"params": [W]}]``
+        for the paper's blocks). Every hyperparameter below may be overridden per group.
+    lr : float
+        Base step :math:`\eta > 0`.
+    alpha : float, default=2/3
+        Decay exponent :math:`\alpha \ge 0`; spec A6 default 2/3 (the theory needs :math:`\alpha \in [2/3, 1)`),
+        0 for A7.
+    normalizer : {"loss", "block_grad_norm", "joint_grad_norm"}, default="loss"
+        :math:`N_t`: the loss (spec A6 default, exponential loss), the block's gradient norm, or one gradient norm
+        over all parameters of all groups.
+    adaptive : bool, default=True
+        Per-block on/off of the adaptive factor: False gives the block the step :math:`\eta (t+1)^{-\alpha}`.
+
+    Attributes
+    ----------
+    scale_invariant : bool
+        True when every group is adaptive with a gradient-norm normaliser. The class attribute gives the
+        default's value (False: the loss normaliser does not rescale with the gradient).
+
+    Raises
+    ------
+    ValidationError
+        If ``lr <= 0``, ``alpha < 0``, or ``normalizer``/``adaptive`` is not an allowed value; at ``step``, if the
+        loss normaliser is used without a closure or the loss is not positive.
+
+    Notes
+    -----
+    The step count :math:`t` is kept per parameter in ``state[p]["step"]`` (saved by ``state_dict``). ``step``
+    needs a closure when a group uses ``normalizer="loss"``.
+
+    Examples
+    --------
+    >>> u = torch.nn.Parameter(torch.zeros(2, dtype=torch.float64))
+    >>> opt = JointAdaptive([u], lr=1.0, alpha=0.0, normalizer="block_grad_norm")
+    >>> u.grad = torch.tensor([3.0, 4.0], dtype=torch.float64)
+    >>> opt.step()
+    >>> u.data
+    tensor([-0.6000, -0.8000], dtype=torch.float64)
+    """
+
+    scale_invariant = False
+
+    def __init__(
+        self,
+        params,
+        lr: float,
+        alpha: float = 2.0 / 3.0,
+        normalizer: str = "loss",
+        adaptive: bool = True,
+    ) -> None:
+        super().__init__(params, dict(lr=lr, alpha=alpha, normalizer=normalizer, adaptive=adaptive))
+
+    def _check_group(self, group: dict) -> None:
+        check_scalar("lr", group["lr"], low=0.0, low_inclusive=False)
+        check_scalar("alpha", group["alpha"], low=0.0)
+        check_in("normalizer", group["normalizer"], NORMALIZERS)
+        check_in("adaptive", group["adaptive"], (False, True))
+
+    def _group_is_scale_invariant(self, group: dict) -> bool:
+        return group["adaptive"] and group["normalizer"] != "loss"
+
+    @torch.no_grad()
+    def step(self, closure: Closure | None = None) -> torch.Tensor | None:
+        """Take one step; ``closure`` recomputes the loss and gradients (required for the loss normaliser)."""
+        needs_loss = any(g["adaptive"] and g["normalizer"] == "loss" for g in self.param_groups)
+        loss = loss_value(closure, "JointAdaptive with normalizer='loss'", needs_loss=needs_loss)
+        tensors = self._gather()
+        new_params, new_steps = joint_adaptive(
+            tensors.params,
+            tensors.grads,
+            [self.state[p].get("step", 0) for p in tensors.params],
+            lr=tensors.hyper("lr"),
+            alpha=tensors.hyper("alpha"),
+            normalizer=tensors.hyper("normalizer"),
+            adaptive=tensors.hyper("adaptive"),
+            loss=None if loss is None else loss.detach(),
+            blocks=tensors.group_ids,
+        )
+        self._write(tensors.params, new_params)
+        for param, t in zip(tensors.params, new_steps):
+            self.state[param]["step"] = t
+        return loss

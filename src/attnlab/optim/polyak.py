@@ -1,0 +1,205 @@
+"""The Polyak step size with a cap, an optimal loss given or computed, and the SPS constant ``c`` (Polyak, SPS_max).
+
+Spec: implicit-bias-ngd §4 A3 (Polyak step, cap), A8 (SPS_max on mini-batches, constant c).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import torch
+
+from attnlab._validation import ValidationError, check_scalar
+from attnlab.optim._base import (
+    Closure,
+    FunctionalOptimizer,
+    block_norms,
+    capped_step_size,
+    loss_value,
+    per_run,
+    per_tensor,
+)
+
+__all__ = ["PolyakStep", "polyak_step"]
+
+# Two losses that agree to this many units in the last place count as equal: a converged run whose loss rounds
+# to just below the optimal loss then takes no step instead of stopping with an error.
+_ROUNDING_ULPS = 4
+
+
+def _loss_gap(loss: float | torch.Tensor, optimal_loss: float | torch.Tensor) -> torch.Tensor:
+    """``L − L*`` in float64, per run; refuses an optimal loss above the current loss (beyond rounding).
+
+    Raises
+    ------
+    ValidationError
+        If ``optimal_loss > loss`` by more than a few rounding units of the loss's dtype.
+    """
+    loss = torch.as_tensor(loss)
+    optimal = torch.as_tensor(optimal_loss, dtype=torch.float64)
+    eps = torch.finfo(loss.dtype).eps if loss.is_floating_point() else torch.finfo(torch.float64).eps
+    gap = loss.to(torch.float64) - optimal
+    slack = _ROUNDING_ULPS * eps * torch.maximum(loss.to(torch.float64).abs(), optimal.abs())
+    if bool((gap < -slack).any()):
+        raise ValidationError(
+            f"optimal_loss == {optimal.tolist()} is above the current loss {loss.tolist()}; the Polyak step needs "
+            f"L* <= L: pass a smaller optimal_loss (0 is a lower bound for the exp, logistic and cross-entropy losses)"
+        )
+    return gap.clamp(min=0.0)
+
+
+def polyak_step(
+    params: Sequence[torch.Tensor],
+    grads: Sequence[torch.Tensor],
+    *,
+    loss: float | torch.Tensor,
+    optimal_loss: float | torch.Tensor = 0.0,
+    max_lr: float | Sequence[float] = math.inf,
+    c: float | Sequence[float] = 1.0,
+    run_dims: int = 0,
+) -> list[torch.Tensor]:
+    r"""One Polyak step on a list of tensors; returns new tensors, the inputs are left unchanged.
+
+    Spec: implicit-bias-ngd §4 A3 (step size and cap), A8 (constant c).
+
+    Parameters
+    ----------
+    params, grads : sequence of torch.Tensor, matching shapes ([R,] ...)
+        Current parameters and the gradients of ``loss`` at them.
+    loss : float or torch.Tensor, shape ([R,])
+        :math:`\mathcal L(\theta_t)`, the loss whose gradients are ``grads`` (per run if ``run_dims``).
+    optimal_loss : float or torch.Tensor, shape ([R,]), default=0.0
+        :math:`\mathcal L^* \le \mathcal L(\theta_t)`.
+    max_lr : float or sequence of float, default=inf
+        Cap :math:`\eta_{\max}` on the step size (one value, or one per tensor).
+    c : float or sequence of float, default=1.0
+        SPS constant :math:`c > 0`.
+    run_dims : int, default=0
+        Leading axes that index independent runs: loss, gap, norm and step size are per run.
+
+    Returns
+    -------
+    list of torch.Tensor
+
+    Raises
+    ------
+    ValidationError
+        If ``optimal_loss`` is above ``loss``.
+
+    Notes
+    -----
+    With one gradient norm over all tensors,
+
+    .. math::
+
+        \eta_t = \min\Big(\frac{\mathcal L(\theta_t) - \mathcal L^*}{c\,\|g_t\|^2},\ \eta_{\max}\Big),\qquad
+        \theta_{t+1} = \theta_t - \eta_t\, g_t .
+
+    A zero gradient takes no step.
+    """
+    n = len(params)
+    caps, cs = per_tensor(max_lr, n), per_tensor(c, n)
+    gap = _loss_gap(loss, optimal_loss)
+    norm = block_norms(grads, None, run_dims)[0]
+    # spec A3/A8: η_t = min((L − L*) / (c ‖g‖²), η_max)
+    step_sizes = [capped_step_size(gap, c_i * norm**2, cap) for c_i, cap in zip(cs, caps)]
+    return [param - per_run(step, grad) * grad for param, step, grad in zip(params, step_sizes, grads)]
+
+
+class PolyakStep(FunctionalOptimizer):
+    r"""Gradient descent with the Polyak step size, capped (Polyak step, SPS_max); ``step`` needs a closure.
+
+    Spec: implicit-bias-ngd §4 A3 (Polyak step with cap), A8 (SPS_max with constant c).
+
+    .. math::
+
+        &\textbf{input}: \theta_0,\ \mathcal L^*,\ \eta_{\max} \in (0, \infty],\ c > 0 \\
+        &\textbf{for } t = 0, 1, \dots: \\
+        &\quad L_t = \text{closure}(),\quad g_t = \nabla \mathcal L(\theta_t) \\
+        &\quad \eta_t = \min\big((L_t - \mathcal L^*)/(c\,\|g_t\|^2),\ \eta_{\max}\big) \\
+        &\quad \theta_{t+1} = \theta_t - \eta_t\, g_t
+
+    Parameters
+    ----------
+    params : iterable of torch.Tensor or of dict
+        Parameters or parameter groups; ``max_lr`` and ``c`` may be overridden per group. The gradient norm is one
+        global norm over all parameters of all groups.
+    max_lr : float, default=inf
+        Cap :math:`\eta_{\max} > 0` on the step size (the paper's "threshold"); once the uncapped value exceeds it
+        the method is GD with step ``max_lr``.
+    optimal_loss : float or callable, default=0.0
+        :math:`\mathcal L^*`, or a function of no arguments called once per step (after the closure) that returns
+        it, e.g. the mini-batch optimum for SPS. For the fixed-decoder problem of spec A3 pass
+        :math:`\mathcal L_* = \frac1n\sum_i \ell(\gamma_{i,\mathrm{opt}_i})`; 0 is right for SPS with cross-entropy.
+    c : float, default=1.0
+        Constant :math:`c > 0`. The default 1 is the theory form of A3 (no constant); SPS uses :math:`c = 0.5`
+        (spec A8, value [L]: proposed, not from the paper).
+
+    Attributes
+    ----------
+    scale_invariant : bool
+        Always False: the step size scales like the inverse of the gradient.
+
+    Raises
+    ------
+    ValidationError
+        If ``max_lr <= 0``, ``c <= 0`` or ``optimal_loss`` is not a finite number or a callable; at ``step``, if
+        no closure is given or ``optimal_loss`` is above the loss.
+
+    Notes
+    -----
+    A loss that rounds to within a few units in the last place below :math:`\mathcal L^*` counts as converged
+    (no step) rather than as an error.
+
+    Examples
+    --------
+    >>> w = torch.nn.Parameter(torch.tensor([2.0], dtype=torch.float64))
+    >>> opt = PolyakStep([w])
+    >>> def closure():
+    ...     opt.zero_grad()
+    ...     loss = (w**2).sum()  # minimum 0, so the Polyak step from w is w/2
+    ...     loss.backward()
+    ...     return loss
+    >>> _ = opt.step(closure)
+    >>> w.data
+    tensor([1.], dtype=torch.float64)
+    """
+
+    scale_invariant = False
+
+    def __init__(
+        self,
+        params,
+        max_lr: float = math.inf,
+        optimal_loss: float | Callable[[], float] = 0.0,
+        c: float = 1.0,
+    ) -> None:
+        if not callable(optimal_loss):
+            check_scalar("optimal_loss", optimal_loss)
+        self.optimal_loss = optimal_loss
+        super().__init__(params, dict(max_lr=max_lr, c=c))
+
+    def _check_group(self, group: dict) -> None:
+        check_scalar("max_lr", group["max_lr"], low=0.0, low_inclusive=False, allow_inf=True)
+        check_scalar("c", group["c"], low=0.0, low_inclusive=False)
+
+    def _group_is_scale_invariant(self, group: dict) -> bool:
+        return False
+
+    @torch.no_grad()
+    def step(self, closure: Closure | None = None) -> torch.Tensor:
+        """Take one step; ``closure`` recomputes the loss and gradients and must be given. Returns the loss."""
+        loss = loss_value(closure, "PolyakStep", needs_loss=True)
+        optimal = self.optimal_loss() if callable(self.optimal_loss) else self.optimal_loss
+        tensors = self._gather()
+        new_params = polyak_step(
+            tensors.params,
+            tensors.grads,
+            loss=loss.detach(),
+            optimal_loss=optimal,
+            max_lr=tensors.hyper("max_lr"),
+            c=tensors.hyper("c"),
+        )
+        self._write(tensors.params, new_params)
+        return loss

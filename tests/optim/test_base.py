@@ -1,0 +1,76 @@
+"""The shared pieces of the optimizers (optim/_base.py) and the runs axis of every functional."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from attnlab._validation import ValidationError
+from attnlab.optim import joint_adaptive, mirror_descent, normalized_gd, polyak_step
+from attnlab.optim._base import block_norms, capped_step_size, per_tensor
+
+
+def random_tensors(seed, shapes):
+    generator = torch.Generator().manual_seed(seed)
+    return [torch.randn(shape, generator=generator, dtype=torch.float64) for shape in shapes]
+
+
+def test_block_norms_equal_the_norm_of_the_concatenated_block():
+    tensors = random_tensors(0, [(2, 3), (4,), (), (3, 1)])
+    norms = block_norms(tensors, ["a", "b", "a", "b"])
+    a = torch.cat([tensors[0].reshape(-1), tensors[2].reshape(-1)]).norm()
+    b = torch.cat([tensors[1].reshape(-1), tensors[3].reshape(-1)]).norm()
+    torch.testing.assert_close(torch.stack(norms), torch.stack([a, b, a, b]), rtol=1e-15, atol=0)  # rounding
+    glob = torch.cat([t.reshape(-1) for t in tensors]).norm()
+    assert all(torch.allclose(n, glob, rtol=1e-15, atol=0) for n in block_norms(tensors))
+
+
+def test_block_norms_with_a_runs_axis_equal_each_run_alone():
+    tensors = random_tensors(1, [(5, 2, 3), (5, 4)])
+    norms = block_norms(tensors, None, run_dims=1)[0]
+    for r in range(5):
+        torch.testing.assert_close(norms[r], block_norms([t[r] for t in tensors])[0], rtol=1e-15, atol=0)
+
+
+def test_capped_step_size_is_min_of_ratio_and_cap_and_zero_for_a_zero_denominator():
+    denominators = torch.tensor([2.0, 0.1, 0.0], dtype=torch.float64)
+    sizes = capped_step_size(1.0, denominators, max_step=5.0)
+    assert sizes.tolist() == [0.5, 5.0, 0.0]
+    assert capped_step_size(1.0, denominators, max_step=None)[:2].tolist() == [0.5, 10.0]
+
+
+def test_per_tensor_broadcasts_a_scalar_and_refuses_a_wrong_length():
+    assert per_tensor(0.1, 3) == [0.1, 0.1, 0.1]
+    assert per_tensor([1, 2], 2) == [1, 2]
+    with pytest.raises(ValidationError, match="2 entries for 3 tensors"):
+        per_tensor([1, 2], 3)
+
+
+R = 4
+FUNCTIONALS = {
+    "normalized_gd": lambda ps, gs, run_dims, loss: normalized_gd(
+        ps, gs, lr=0.1, max_step=0.3, momentum=0.5, run_dims=run_dims
+    )[0],
+    "polyak_step": lambda ps, gs, run_dims, loss: polyak_step(
+        ps, gs, loss=loss, optimal_loss=0.1, max_lr=2.0, c=0.5, run_dims=run_dims
+    ),
+    "mirror_descent": lambda ps, gs, run_dims, loss: mirror_descent(
+        ps, gs, lr=0.1, p=1.5, normalized=True, run_dims=run_dims
+    ),
+    "joint_adaptive": lambda ps, gs, run_dims, loss: joint_adaptive(
+        ps, gs, [2, 2], lr=0.1, loss=loss, adaptive=[True, False], blocks=[0, 1], run_dims=run_dims
+    )[0],
+}
+
+
+@pytest.mark.parametrize("name", FUNCTIONALS)
+def test_a_batch_of_runs_equals_the_runs_one_at_a_time(name):
+    update = FUNCTIONALS[name]
+    params = random_tensors(2, [(R, 3, 3), (R, 3)])
+    grads = random_tensors(3, [(R, 3, 3), (R, 3)])
+    losses = torch.rand(R, generator=torch.Generator().manual_seed(4), dtype=torch.float64) + 0.5
+    batched = update(params, grads, 1, losses)
+    for r in range(R):
+        single = update([p[r] for p in params], [g[r] for g in grads], 0, losses[r])
+        for b, s in zip(batched, single):
+            torch.testing.assert_close(b[r], s, rtol=1e-14, atol=1e-16)  # same math, reduction order may differ

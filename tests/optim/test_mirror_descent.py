@@ -1,0 +1,105 @@
+"""MirrorDescent and its functional ``mirror_descent`` against the spec (mirror-descent-lp §3-4)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.optimize
+import torch
+
+from attnlab._validation import ValidationError
+from attnlab.optim import MirrorDescent, NormalizedGD, mirror_descent
+
+
+def random_tensors(seed, shapes=((3, 3), (3,))):
+    generator = torch.Generator().manual_seed(seed)
+    return [torch.randn(shape, generator=generator, dtype=torch.float64) for shape in shapes]
+
+
+def lp_norm(t, p):
+    return t.abs().pow(p).sum() ** (1.0 / p)
+
+
+def test_p2_mirror_descent_equals_torch_sgd_bit_for_bit(problem):
+    params, sgd_params = problem.params(), problem.params()
+    optimizer = MirrorDescent(params, lr=0.3, p=2.0)
+    sgd = torch.optim.SGD(sgd_params, lr=0.3)
+    for _ in range(20):
+        optimizer.step(problem.closure(optimizer, params))
+        sgd.step(problem.closure(sgd, sgd_params))
+    for a, b in zip(params, sgd_params):
+        assert torch.equal(a, b)
+
+
+def test_normalized_p2_mirror_descent_equals_per_tensor_ngd(problem):
+    params, ngd_params = problem.params(), problem.params()
+    optimizer = MirrorDescent(params, lr=0.1, p=2.0, normalized=True)
+    ngd = NormalizedGD(ngd_params, lr=0.1, normalization="tensor")
+    for _ in range(20):
+        optimizer.step(problem.closure(optimizer, params))
+        ngd.step(problem.closure(ngd, ngd_params))
+    for a, b in zip(params, ngd_params):
+        # differ only by eps = 2.2e-16 added to norms of order 0.1-1, and rounding, over 20 steps
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("p", [1.5, 3.0])
+def test_step_solves_the_bregman_proximal_problem(p):
+    # spec §4: W_{k+1} = argmin_W eta <G, W> + D_psi(W, W_k), solved here by a generic quasi-Newton method
+    W, G = random_tensors(0, shapes=((3, 3),))[0], random_tensors(1, shapes=((3, 3),))[0]
+    eta = 0.4
+    new = mirror_descent([W], [G], lr=eta, p=p)[0]
+
+    Wk, Gk = W.numpy().ravel(), G.numpy().ravel()
+
+    def objective(w):
+        psi = lambda v: (np.abs(v) ** p).sum() / p  # noqa: E731
+        grad_psi_k = np.sign(Wk) * np.abs(Wk) ** (p - 1)
+        return eta * Gk @ w + psi(w) - psi(Wk) - grad_psi_k @ (w - Wk)
+
+    solution = scipy.optimize.minimize(objective, Wk, method="BFGS", options={"gtol": 1e-12})
+    np.testing.assert_allclose(new.numpy().ravel(), solution.x, atol=1e-5)  # BFGS on a non-smooth-at-0 objective
+
+
+@pytest.mark.parametrize("p", [1.5, 2.0, 3.0])
+def test_plain_md_norm_growth_stays_within_the_spec_bounds(problem, p):
+    # spec §4 (Lemma 22 and Hölder): ‖W_k‖^{p-1} + η<−∇L, W>/‖W‖ <= ‖W_{k+1}‖^{p-1} <= ‖W_k‖^{p-1} + η‖∇L‖_q
+    params = problem.params()
+    W = params[0]
+    optimizer = MirrorDescent([W], lr=0.2, p=p)
+    q = p / (p - 1)
+    for _ in range(15):
+        closure = problem.closure(optimizer, params)
+        closure()
+        before, grad = W.detach().clone(), W.grad.clone()
+        optimizer.step(closure)
+        lower = lp_norm(before, p) ** (p - 1) + 0.2 * (-grad * before).sum() / lp_norm(before, p)
+        upper = lp_norm(before, p) ** (p - 1) + 0.2 * lp_norm(grad, q)
+        middle = lp_norm(W.detach(), p) ** (p - 1)
+        assert lower - 1e-12 <= middle <= upper + 1e-12  # slack: rounding of norms of order 1
+
+
+@pytest.mark.parametrize("p", [1.5, 3.0])
+def test_normalized_step_moves_the_mirror_point_by_exactly_lr_in_the_dual_norm(p):
+    W, G = random_tensors(2, shapes=((4, 2),))[0], random_tensors(3, shapes=((4, 2),))[0]
+    new = mirror_descent([W], [G], lr=0.3, p=p, normalized=True)[0]
+    mirror = lambda t: torch.sign(t) * t.abs().pow(p - 1)  # noqa: E731  spec §3: ∇ψ
+    q = p / (p - 1)
+    torch.testing.assert_close(
+        lp_norm(mirror(new) - mirror(W), q), torch.tensor(0.3, dtype=torch.float64), rtol=1e-12, atol=0
+    )  # pow and its inverse round-trip to ~1e-15 per entry
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(lr=0.1, p=1.0), "p == 1.0, must be > 1"),
+        (dict(lr=0.1, p=0.5), "p == 0.5, must be > 1"),
+        (dict(lr=0.0, p=2.0), "lr == 0.0, must be > 0"),
+        (dict(lr=0.1, p=2.0, eps=-1e-3), "eps == -0.001, must be >= 0"),
+        (dict(lr=0.1, p=2.0, normalized="yes"), "normalized == 'yes', must be one of"),
+    ],
+)
+def test_bad_arguments_raise_errors_naming_the_argument(kwargs, match):
+    with pytest.raises(ValidationError, match=match):
+        MirrorDescent([torch.nn.Parameter(torch.zeros(2))], **kwargs)

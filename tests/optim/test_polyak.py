@@ -1,0 +1,123 @@
+"""PolyakStep and its functional ``polyak_step`` against the spec (implicit-bias-ngd §4 A3, A8)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from attnlab._validation import ValidationError
+from attnlab.optim import PolyakStep, polyak_step
+
+
+def random_tensors(seed, shapes=((3, 3), (3,))):
+    generator = torch.Generator().manual_seed(seed)
+    return [torch.randn(shape, generator=generator, dtype=torch.float64) for shape in shapes]
+
+
+def flat(tensors):
+    return torch.cat([t.reshape(-1) for t in tensors])
+
+
+@pytest.mark.parametrize("c", [1.0, 0.5, 3.0])
+def test_polyak_step_equals_loss_gap_over_c_grad_norm_sq(c):
+    params, grads = random_tensors(0), random_tensors(1)
+    new = polyak_step(params, grads, loss=2.5, optimal_loss=0.3, c=c)
+    g = flat(grads)
+    eta = (2.5 - 0.3) / (c * torch.dot(g, g))  # spec A3/A8, written out over the flattened parameters
+    torch.testing.assert_close(flat(new), flat(params) - eta * g, rtol=1e-14, atol=1e-15)  # rounding only
+
+
+def test_polyak_step_is_capped_at_max_lr():
+    params, grads = random_tensors(2), [1e-4 * g for g in random_tensors(3)]  # gap/||g||^2 is about 1e7
+    new = polyak_step(params, grads, loss=1.0, max_lr=0.25)
+    torch.testing.assert_close(flat(new), flat(params) - 0.25 * flat(grads), rtol=1e-15, atol=0)  # one rounding
+
+
+def test_sps_with_c_one_half_reaches_the_minimum_of_an_isotropic_quadratic_in_one_step():
+    w = torch.nn.Parameter(torch.tensor([1.5, -2.0, 0.25], dtype=torch.float64))
+    optimizer = PolyakStep([w], c=0.5)
+
+    def closure():
+        optimizer.zero_grad()
+        loss = (w**2).sum()  # L* = 0, g = 2w, so eta = |w|^2 / (0.5 * 4 |w|^2) = 1/2 and w - g/2 = 0
+        loss.backward()
+        return loss
+
+    optimizer.step(closure)
+    assert torch.equal(w.detach(), torch.zeros(3, dtype=torch.float64))
+
+
+def test_optimizer_step_on_attention_matches_the_formula_with_autograd_gradients(problem):
+    params = problem.params()
+    reference = [p.detach().clone().requires_grad_(True) for p in params]
+    loss = problem.loss(reference)
+    grads = torch.autograd.grad(loss, reference)
+    optimal = 0.05
+    optimizer = PolyakStep([{"params": [params[0]]}, {"params": [params[1]]}], optimal_loss=optimal, c=0.5)
+    optimizer.step(problem.closure(optimizer, params))
+    g = flat(grads)
+    eta = (loss.detach() - optimal) / (0.5 * torch.dot(g, g))  # one global norm over both groups
+    torch.testing.assert_close(
+        flat(params).detach(), flat(reference).detach() - eta * g, rtol=1e-13, atol=1e-15
+    )  # autograd vs autograd: same gradients, so only rounding of the update
+
+
+def test_callable_optimal_loss_is_read_once_per_step(problem):
+    calls = []
+
+    def optimal_loss():
+        calls.append(1)
+        return 0.0
+
+    params = problem.params()
+    optimizer = PolyakStep(params, optimal_loss=optimal_loss)
+    for _ in range(3):
+        optimizer.step(problem.closure(optimizer, params))
+    assert len(calls) == 3
+
+
+def test_a_loss_equal_to_the_optimal_loss_or_a_zero_gradient_takes_no_step():
+    params, grads = random_tensors(4), random_tensors(5)
+    for new in (
+        polyak_step(params, grads, loss=0.7, optimal_loss=0.7),
+        polyak_step(params, [torch.zeros_like(g) for g in grads], loss=1.0),
+    ):
+        assert all(torch.equal(a, b) for a, b in zip(new, params))
+
+
+def test_a_loss_rounding_just_below_the_optimal_loss_counts_as_converged():
+    params, grads = random_tensors(6), random_tensors(7)
+    below = math.nextafter(0.7, 0.0)  # one unit in the last place below L*
+    new = polyak_step(params, grads, loss=below, optimal_loss=0.7)
+    assert all(torch.equal(a, b) for a, b in zip(new, params))
+
+
+def test_an_optimal_loss_above_the_current_loss_is_refused_naming_optimal_loss(problem):
+    params = problem.params()
+    optimizer = PolyakStep(params, optimal_loss=5.0)  # the loss at the start is about 1
+    with pytest.raises(ValidationError, match=r"optimal_loss == 5.0 is above the current loss"):
+        optimizer.step(problem.closure(optimizer, params))
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(max_lr=0.0), "max_lr == 0.0, must be > 0"),
+        (dict(max_lr=-1.0), "max_lr"),
+        (dict(c=0.0), "c == 0.0, must be > 0"),
+        (dict(optimal_loss=float("nan")), "optimal_loss == nan, must be a finite number"),
+        (dict(optimal_loss="zero"), "optimal_loss must be a Real"),
+    ],
+)
+def test_bad_arguments_raise_errors_naming_the_argument(kwargs, match):
+    with pytest.raises(ValidationError, match=match):
+        PolyakStep([torch.nn.Parameter(torch.zeros(2))], **kwargs)
+
+
+def test_step_without_closure_says_a_closure_is_needed():
+    w = torch.nn.Parameter(torch.ones(2))
+    w.grad = torch.ones(2)
+    with pytest.raises(ValidationError, match="closure is None, but PolyakStep needs the loss"):
+        PolyakStep([w]).step()
