@@ -1,0 +1,156 @@
+"""Structure-aware preconditioned gradient descent: the gradient step in the extended-covariance geometry.
+
+Spec: preconditioned-regression §4.1 (metric), §5.4 (preconditioned directions), §6.2 step c (Algorithm 1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from attnlab._validation import ValidationError, check_scalar
+from attnlab.optim._base import Closure, FunctionalOptimizer, loss_value, per_tensor
+
+__all__ = ["PreconditionedGD", "preconditioned_gd"]
+
+
+def preconditioned_gd(
+    params: Sequence[torch.Tensor],
+    grads: Sequence[torch.Tensor],
+    *,
+    lr: float | Sequence[float],
+    left_inverses: Sequence[torch.Tensor | None],
+    right_inverses: Sequence[torch.Tensor | None],
+) -> list[torch.Tensor]:
+    r"""One preconditioned step ``theta <- theta - lr * L^{-1} g R^{-1}`` per tensor; returns new tensors.
+
+    Spec: preconditioned-regression §5.4.
+
+    Parameters
+    ----------
+    params, grads : sequence of torch.Tensor, shape ([R,] a, b)
+    lr : float or sequence of float
+    left_inverses : sequence of torch.Tensor of shape ([R,] a, a), or None (identity)
+    right_inverses : sequence of torch.Tensor of shape ([R,] b, b), or None (identity)
+
+    Returns
+    -------
+    list of torch.Tensor
+        New parameters, same shapes and dtypes; the inputs are unchanged.
+    """
+    new = []
+    for param, grad, step, left, right in zip(params, grads, per_tensor(lr, len(params)), left_inverses, right_inverses):
+        direction = grad.to(torch.float64)
+        if left is not None:
+            direction = left @ direction  # spec §5.4: Sigma_z_hat^{-1} grad_Q
+        if right is not None:
+            direction = direction @ right  # spec §5.4: grad_V Sigma_z_hat^{-1}, grad_Q Sigma_hat^{-1}
+        new.append(param - step * direction.to(param.dtype))
+    return new
+
+
+class PreconditionedGD(FunctionalOptimizer):
+    r"""Gradient descent preconditioned on both sides by inverse covariance estimates (Algorithm 1, step c).
+
+    Spec: preconditioned-regression §5.4, §6.2.
+
+    .. math::
+
+        &\textbf{input}: \theta_0,\ \eta > 0,\ \text{per group } \hat\Sigma_L, \hat\Sigma_R \succ 0
+            \text{ (either may be the identity)} \\
+        &\textbf{for } t = 0, 1, \dots: \quad
+            \theta_{t+1} = \theta_t - \eta\, \hat\Sigma_L^{-1}\, \nabla f(\theta_t)\, \hat\Sigma_R^{-1}
+
+    For attention on regression (see :meth:`for_attention`) the value matrix ``V`` takes ``right = Sigma_z_hat`` and
+    the key-query matrix ``Q`` takes ``left = Sigma_z_hat``, ``right = Sigma_hat``; the step is then plain gradient
+    descent on the whitened pair ``(A, C)`` (spec §5.4).
+
+    Parameters
+    ----------
+    params : iterable of torch.Tensor or of dict
+        Matrices (or batches of matrices with a leading runs axis), or parameter groups.
+    lr : float
+        Step size :math:`\eta > 0`.
+    left, right : torch.Tensor, shape ([R,] a, a) / ([R,] b, b), float64, optional
+        Covariance estimates whose inverses multiply the gradient from the left / right (``None``: identity).
+        Inverted once, through a Cholesky factorization, when the group is added.
+
+    Raises
+    ------
+    ValidationError
+        ``lr <= 0``, a covariance that is not symmetric positive definite, or one whose size does not match the
+        parameter; the message names the group and the argument.
+
+    Examples
+    --------
+    >>> V = torch.zeros(1, 2, dtype=torch.float64)
+    >>> opt = PreconditionedGD([V], lr=1.0, right=torch.diag(torch.tensor([2.0, 4.0], dtype=torch.float64)))
+    >>> V.grad = torch.ones(1, 2, dtype=torch.float64)
+    >>> opt.step()
+    >>> V
+    tensor([[-0.5000, -0.2500]], dtype=torch.float64)
+    """
+
+    scale_invariant = False
+
+    def __init__(self, params, lr: float, left: torch.Tensor | None = None, right: torch.Tensor | None = None) -> None:
+        super().__init__(params, dict(lr=lr, left=left, right=right))
+
+    @classmethod
+    def for_attention(
+        cls, V: torch.Tensor, Q: torch.Tensor, covariance: torch.Tensor, lr: float, token_covariance: torch.Tensor | None = None
+    ) -> PreconditionedGD:
+        """The optimizer of Algorithm 1 for value ``V`` (([R,] k, p)) and key-query ``Q`` (([R,] p, d)).
+
+        ``covariance`` is ``Sigma_hat`` (([R,] d, d)); ``token_covariance`` is ``Sigma_z_hat`` (([R,] p, p)),
+        default ``covariance`` (covariate tokens). Spec: preconditioned-regression §5.4, §10.1.
+        """
+        token_covariance = covariance if token_covariance is None else token_covariance
+        return cls(
+            [{"params": [V], "right": token_covariance}, {"params": [Q], "left": token_covariance, "right": covariance}],
+            lr=lr,
+        )
+
+    def _check_group(self, group: dict) -> None:
+        check_scalar("lr", group["lr"], low=0.0, low_inclusive=False)
+        index = len(self.param_groups) - 1
+        for side, axis in (("left", -2), ("right", -1)):
+            cov = group[side]
+            if cov is None:
+                group[side + "_inverse"] = None
+                continue
+            for param in group["params"]:
+                if param.dim() < 2 or param.shape[axis] != cov.shape[-1] or cov.shape[-1] != cov.shape[-2]:
+                    raise ValidationError(
+                        f"{side} covariance of parameter group {index} has shape {tuple(cov.shape)}, but the "
+                        f"parameter has shape {tuple(param.shape)}; pass a square matrix of size "
+                        f"{param.shape[axis] if param.dim() >= 2 else '?'} (the parameter's {side} dimension)"
+                    )
+            cov = cov.detach().to(torch.float64)
+            factor, info = torch.linalg.cholesky_ex(cov)
+            asym = float((cov - cov.transpose(-1, -2)).abs().amax())
+            if bool((info != 0).any()) or asym > 1e-10 * max(1.0, float(cov.abs().amax())):
+                raise ValidationError(
+                    f"{side} covariance of parameter group {index} is not symmetric positive definite; pass a "
+                    f"sample covariance X^T X / n of at least as many samples as dimensions"
+                )
+            group[side + "_inverse"] = torch.cholesky_inverse(factor)
+
+    def _group_is_scale_invariant(self, group: dict) -> bool:
+        return False
+
+    @torch.no_grad()
+    def step(self, closure: Closure | None = None) -> torch.Tensor | None:
+        """Take one step; ``closure`` (optional) recomputes the loss and gradients and its loss is returned."""
+        loss = loss_value(closure, "PreconditionedGD", needs_loss=False)
+        tensors = self._gather()
+        new_params = preconditioned_gd(
+            tensors.params,
+            tensors.grads,
+            lr=tensors.hyper("lr"),
+            left_inverses=tensors.hyper("left_inverse"),
+            right_inverses=tensors.hyper("right_inverse"),
+        )
+        self._write(tensors.params, new_params)
+        return loss

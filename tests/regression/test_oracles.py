@@ -1,0 +1,62 @@
+"""Gradient oracles of Algorithm 1 (spec §6.2-6.3)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from attnlab._validation import ValidationError
+from attnlab.regression import (
+    MinibatchOracle,
+    MonteCarloOracle,
+    PopulationOracle,
+    empirical_loss_and_gradient,
+    population_gradient,
+    sample,
+)
+
+
+def test_population_oracle_is_the_closed_form_gradient(problem, params):
+    V, Q = params(k=problem.k, runs=2)
+    for got, want in zip(PopulationOracle(problem)(V, Q), population_gradient(V, Q, problem.Sigma, problem.W_star)):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+def test_full_minibatch_is_the_in_sample_gradient(problem, params):
+    """b = n: every permutation of the sample gives the same in-sample loss (both context options agree)."""
+    X, Y = sample(problem, 30, runs=2, seed=1)
+    V, Q = params(k=problem.k, runs=2)
+    _, gV, gQ = empirical_loss_and_gradient(V, Q, X, Y)
+    for context in ("minibatch", "all"):
+        oV, oQ = MinibatchOracle(X, Y, 30, context=context)(V, Q)
+        torch.testing.assert_close(oV, gV, rtol=1e-12, atol=1e-14)  # sums in another order
+        torch.testing.assert_close(oQ, gQ, rtol=1e-12, atol=1e-14)
+
+
+def test_same_seed_draws_the_same_minibatches(problem, params):
+    X, Y = sample(problem, 50, runs=2, seed=2)
+    V, Q = params(k=problem.k, runs=2)
+    a, b = MinibatchOracle(X, Y, 8, seed=3), MinibatchOracle(X, Y, 8, seed=3)
+    for _ in range(3):
+        for ga, gb in zip(a(V, Q), b(V, Q)):
+            assert torch.equal(ga, gb)
+
+
+def test_monte_carlo_oracle_approaches_population_gradient_near_the_minimum(problem, params):
+    """spec §6.2 (ii): bias O(1/n) + noise O((n batches)^-1/2); with Q small the bias is small too."""
+    V, Q = params(k=problem.k, runs=1, scale=0.2)
+    gV, gQ = MonteCarloOracle(problem, 200, 30, seed=0)(V, Q)
+    pV, pQ = population_gradient(V, Q, problem.Sigma, problem.W_star)
+    rel = float(torch.linalg.vector_norm(torch.cat([(gV - pV).flatten(), (gQ - pQ).flatten()])))
+    rel /= float(torch.linalg.vector_norm(torch.cat([pV.flatten(), pQ.flatten()])))
+    assert rel < 0.1  # 6000 samples; a wrong formula gives O(1)
+
+
+def test_bad_settings_are_refused(problem):
+    X, Y = sample(problem, 10, runs=1, seed=0)
+    with pytest.raises(ValidationError, match="batch_size == 11, must be <= 10"):
+        MinibatchOracle(X, Y, 11)
+    with pytest.raises(ValidationError, match="context == 'train'"):
+        MinibatchOracle(X, Y, 5, context="train")
+    with pytest.raises(ValidationError, match="X has shape"):
+        MinibatchOracle(X[0], Y[0], 5)
