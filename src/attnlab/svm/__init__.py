@@ -3,12 +3,31 @@
 Spec: implicit-bias-ngd §5, mirror-descent-lp §5 and §7, kq-nuclear-norm §4 and §5.
 """
 
+from attnlab.svm.aligned_svm import aligned_l1_svm
 from attnlab.svm.attention_svm import AttentionSVMResult, attention_svm
 from attnlab.svm.errors import InfeasibleProgramError, SolverAccuracyWarning
+from attnlab.svm.head_svm import HeadSVMResult, head_svm
+from attnlab.svm.selection import (
+    SelectionReport,
+    is_globally_optimal,
+    is_locally_optimal,
+    is_separable,
+    locally_optimal_selections,
+    support_tokens,
+)
 
 __all__ = [
     "AttentionSVMResult",
+    "HeadSVMResult",
     "InfeasibleProgramError",
+    "SelectionReport",
     "SolverAccuracyWarning",
+    "aligned_l1_svm",
     "attention_svm",
+    "head_svm",
+    "is_globally_optimal",
+    "is_locally_optimal",
+    "is_separable",
+    "locally_optimal_selections",
+    "support_tokens",
 ]

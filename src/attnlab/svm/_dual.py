@@ -63,5 +63,5 @@ def solve_frobenius_dual(M: np.ndarray, shape: tuple[int, ...], *, what: str) ->
         norm_value=norm_value(W, "fro"),
         kkt_residual=kkt_residual(W, M, duals, "fro"),
     )
-    warn_if_inaccurate(solution, what)
+    warn_if_inaccurate(solution, "fro", what)
     return solution

@@ -127,7 +127,8 @@ def attention_svm(
     Warns
     -----
     SolverAccuracyWarning
-        When the solve is ``optimal_inaccurate`` or its KKT residual exceeds 1e-5.
+        When the KKT residual or the constraint violation exceeds 1e-5 (1e-4 for a float ``p > 1``, whose
+        power-cone form is less accurate). An ``optimal_inaccurate`` status that passes is only recorded.
 
     Notes
     -----
@@ -168,10 +169,10 @@ def attention_svm(
         else:
             solution = solve_margin_program(M, (d, d), norm, solver, what=what, cause=_INFEASIBLE_CAUSE)
         W, beta = solution.x, None
-    return _result(solution, W, beta, pairs, data, select_t, norm)
+    return svm_result(solution, W, beta, pairs, data, select_t, norm)
 
 
-def _result(
+def svm_result(
     solution: ProgramSolution,
     W: np.ndarray,
     beta: torch.Tensor | None,

@@ -1,0 +1,241 @@
+"""Token selections: support tokens, local and global optimality, their enumeration, and separability.
+
+Spec: mirror-descent-lp §5 (Definition 3) and §7, kq-nuclear-norm §5 (A1 separability).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from attnlab._validation import check_scalar
+from attnlab.data.assumptions import AssumptionReport
+from attnlab.data.dataset import TokenSelectionData
+from attnlab.svm._program import (
+    Norm,
+    attention_constraint_matrices,
+    check_solver,
+    max_unit_margin,
+    resolve_select,
+)
+from attnlab.svm.attention_svm import AttentionSVMResult, attention_svm
+from attnlab.svm.errors import InfeasibleProgramError
+
+__all__ = [
+    "SelectionReport",
+    "is_globally_optimal",
+    "is_locally_optimal",
+    "is_separable",
+    "locally_optimal_selections",
+    "support_tokens",
+]
+
+# Unit-norm margins at or below this count as "not separable": solver round-off on a zero optimum is ~1e-10.
+_SEPARABLE_TOL = 1e-8
+
+
+@dataclass(frozen=True)
+class SelectionReport(AssumptionReport):
+    """An :class:`~attnlab.data.AssumptionReport` for a token selection, with the selection and its SVM.
+
+    Attributes
+    ----------
+    select : torch.Tensor, shape (n,), int64
+        The selection ``alpha``.
+    svm : AttentionSVMResult
+        The attention SVM of ``alpha`` (its ``support`` are the support tokens ``T_i``).
+    """
+
+    select: torch.Tensor
+    svm: AttentionSVMResult
+
+
+def support_tokens(
+    data: TokenSelectionData, select: object = None, p: Norm = 2.0, solver: str | None = None
+) -> tuple[tuple[int, int], ...]:
+    """Support tokens ``T_i``: pairs ``(i, t)`` whose margin under the selection's SVM solution is 1.
+
+    Spec: mirror-descent-lp §5 (``T_i = {t != alpha_i : (x_{i alpha_i} - x_it)^T W_alpha z_i = 1}``).
+
+    Parameters
+    ----------
+    data : TokenSelectionData
+    select : array-like of int, shape (n,), optional
+        The selection ``alpha``; default ``data.select``, else the optimal tokens.
+    p : float or {"fro", "nuc", "l1-diag"}, default=2.0
+        The norm of the SVM (any ``norm`` of :func:`attention_svm`).
+    solver : {"CLARABEL", "SCS"}, optional
+
+    Returns
+    -------
+    tuple of (int, int)
+        Active constraints, slack at most 1e-6.
+    """
+    return attention_svm(data, p, select=select, solver=solver).support
+
+
+def is_locally_optimal(
+    data: TokenSelectionData, select: object = None, p: Norm = 2.0, solver: str | None = None
+) -> SelectionReport:
+    """Whether every support token scores strictly below the selected token of its sequence.
+
+    Spec: mirror-descent-lp §5, Definition 3 (``gamma_{it} < gamma_{i alpha_i}`` for all ``t`` in ``T_i``).
+
+    Parameters
+    ----------
+    data : TokenSelectionData
+        With a head ``v`` (token scores ``gamma_it = y_i v^T x_it``).
+    select : array-like of int, shape (n,), optional
+        The selection ``alpha``; default ``data.select``, else the optimal tokens.
+    p : float or {"fro", "nuc", "l1-diag"}, default=2.0
+    solver : {"CLARABEL", "SCS"}, optional
+
+    Returns
+    -------
+    SelectionReport
+        ``measured = min_{i, t in T_i} (gamma_{i alpha_i} - gamma_it)``, ``threshold = 0``; holds when positive.
+
+    Raises
+    ------
+    InfeasibleProgramError
+        When the selection's SVM is infeasible (Definition 3 needs ``W_alpha``).
+    """
+    scores = data.token_scores()  # (n, T); needs the head
+    svm = attention_svm(data, p, select=select, solver=solver)
+    gaps = {(i, t): float(scores[i, svm.select[i]] - scores[i, t]) for i, t in svm.support}  # spec §5 Def. 3
+    worst = min(gaps, key=gaps.get)
+    bad = [pair for pair, gap in gaps.items() if gap <= 0]
+    return SelectionReport(
+        name=f"locally optimal selection (l_p-AttSVM, p={p!r})",
+        holds=not bad,
+        measured=gaps[worst],
+        threshold=0.0,
+        detail=(
+            f"smallest score gap gamma_(i,alpha_i) - gamma_(i,t) over the {len(gaps)} support tokens (worst {worst}); "
+            f"must be > threshold" + (f"; support tokens scoring at least the selected one: {bad}" if bad else "")
+        ),
+        select=svm.select,
+        svm=svm,
+    )
+
+
+def is_globally_optimal(data: TokenSelectionData, select: object = None) -> AssumptionReport:
+    """Whether each selected token has the highest score of its sequence (``alpha_i = opt_i``).
+
+    Spec: mirror-descent-lp §5 (globally optimal) and §7.
+
+    Parameters
+    ----------
+    data : TokenSelectionData
+        With a head ``v``.
+    select : array-like of int, shape (n,), optional
+        Default ``data.select``, else the optimal tokens (which hold trivially).
+
+    Returns
+    -------
+    AssumptionReport
+        ``measured = min_i (gamma_{i alpha_i} - max_t gamma_it)`` (0 when globally optimal, ties included),
+        ``threshold = 0``.
+    """
+    scores = data.token_scores()  # (n, T)
+    select_t = resolve_select(data, select)
+    gaps = scores[torch.arange(data.n), select_t] - scores.max(dim=1).values  # spec §5: alpha_i in argmax gamma
+    worst = int(gaps.argmin())
+    return AssumptionReport(
+        name="globally optimal selection",
+        holds=bool((gaps >= 0).all()),
+        measured=float(gaps[worst]),
+        threshold=0.0,
+        detail=f"smallest gamma_(i,alpha_i) - max_t gamma_(i,t) (sequence {worst}); must be >= threshold",
+    )
+
+
+def locally_optimal_selections(
+    data: TokenSelectionData, p: Norm = 2.0, max_candidates: int = 256, solver: str | None = None
+) -> list[SelectionReport]:
+    """All feasible, locally optimal selections among the candidates, globally optimal first.
+
+    Spec: mirror-descent-lp §5 (Definition 3), §7.
+
+    Parameters
+    ----------
+    data : TokenSelectionData
+        With a head ``v``.
+    p : float or {"fro", "nuc", "l1-diag"}, default=2.0
+    max_candidates : int, default=256
+        When ``T^n <= max_candidates`` every selection is tried; otherwise the optimal selection and the
+        selections that change it in one sequence, in order of increasing score loss, up to this many.
+    solver : {"CLARABEL", "SCS"}, optional
+
+    Returns
+    -------
+    list of SelectionReport
+        One per candidate whose SVM is feasible and which is locally optimal, sorted by decreasing total score
+        ``sum_i gamma_{i alpha_i}``.
+    """
+    check_scalar("max_candidates", max_candidates, kind=int, low=1)
+    solver = check_solver(solver)
+    scores = data.token_scores()  # (n, T)
+    found = []
+    for candidate in _candidates(scores, max_candidates):
+        try:
+            report = is_locally_optimal(data, candidate, p, solver)
+        except InfeasibleProgramError:
+            continue  # spec §5: Definition 3 applies only where the selection's SVM is feasible
+        if report.holds:
+            found.append(report)
+    total = [float(scores[torch.arange(data.n), r.select].sum()) for r in found]
+    return [found[k] for k in np.argsort(total, kind="stable")[::-1]]
+
+
+def _candidates(scores: torch.Tensor, max_candidates: int) -> list[list[int]]:
+    """Every selection when ``T^n <= max_candidates``, else the optimal one and its one-sequence neighbours."""
+    n, T = scores.shape
+    if T**n <= max_candidates:
+        return [list(c) for c in itertools.product(range(T), repeat=n)]
+    opt = scores.argmax(dim=1).tolist()
+    loss = scores.max(dim=1, keepdim=True).values - scores  # (n, T): score given up by switching token
+    moves = sorted((float(loss[i, t]), i, t) for i in range(n) for t in range(T) if t != opt[i])
+    neighbours = [opt[:i] + [t] + opt[i + 1 :] for _, i, t in moves]
+    return ([opt] + neighbours)[:max_candidates]
+
+
+def is_separable(data: TokenSelectionData, select: object = None, solver: str | None = None) -> AssumptionReport:
+    """Whether some ``W`` gives every selected token a margin of at least one over the others of its sequence.
+
+    Spec: kq-nuclear-norm §5 (A1: unique optimal tokens and (W_F-SVM) feasible), implicit-bias-ngd §7
+    ("W-SVM feasible"), mirror-descent-lp §7 ("SVM feasible").
+
+    Parameters
+    ----------
+    data : TokenSelectionData
+    select : array-like of int, shape (n,), optional
+        Default ``data.select``, else the optimal tokens; then A1 also needs those to be unique.
+    solver : {"CLARABEL", "SCS"}, optional
+
+    Returns
+    -------
+    AssumptionReport
+        ``measured = max_{||W||_F <= 1} min_{i, t != sel_i} (x_{i,sel_i} - x_it)^T W z_i``, the unit-norm
+        margin (``1 / ||W_fro||_F`` when separable, ``<= 0`` otherwise); holds when above ``1e-8``.
+    """
+    solver = check_solver(solver)
+    select_t = resolve_select(data, select)
+    _, A = attention_constraint_matrices(data, select_t)
+    margin = max_unit_margin(A.reshape(A.shape[0], -1), solver, what=f"separability (n={data.n}, T={data.T}, d={data.d})")
+    holds, detail = margin > _SEPARABLE_TOL, "largest margin of a unit-Frobenius-norm W; must be > threshold"
+    if select is None and data.select is None:
+        top2 = data.token_scores().topk(2, dim=1).values  # spec kq-nuclear-norm §5 A1: opt unique
+        ties = torch.nonzero(top2[:, 0] == top2[:, 1]).flatten().tolist()
+        if ties:
+            holds, detail = False, detail + f"; optimal token not unique in sequences {ties[:5]}"
+    return AssumptionReport(
+        name="separability (A1, W-SVM feasible)",
+        holds=holds,
+        measured=margin,
+        threshold=_SEPARABLE_TOL,
+        detail=detail,
+    )

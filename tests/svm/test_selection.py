@@ -1,0 +1,113 @@
+"""Support tokens, local and global optimality (Definition 3) on hand-made cases, their enumeration, separability.
+
+Spec: mirror-descent-lp §5 (Definition 3), §7; kq-nuclear-norm §5 (A1).
+"""
+
+import numpy as np
+import pytest
+import torch
+
+from attnlab._validation import ValidationError
+from attnlab.data import TokenSelectionData
+from attnlab.svm import (
+    InfeasibleProgramError,
+    attention_svm,
+    is_globally_optimal,
+    is_locally_optimal,
+    is_separable,
+    locally_optimal_selections,
+    support_tokens,
+)
+
+
+@pytest.fixture
+def trap():
+    """One sequence, z = e_1: margins (x_0 - x_t)^T u with u = W z. Scores gamma = (0, -1, 2) with v = (1, 5).
+
+    Selecting token 0: the SVM is u = (1, 0); token 1 is its only support token (margin 1), token 2 sits at
+    margin 3. Token 1 scores below token 0, so alpha = (0) is locally optimal, yet token 2 is the optimal token.
+    Selecting token 1: both constraints are active (u = (-1, -3)) and token 0 scores above token 1: not locally
+    optimal.
+    """
+    X = torch.tensor([[[0.0, 0.0], [-1.0, 0.0], [-3.0, 1.0]]])
+    return TokenSelectionData(X, Z=[[1.0, 0.0]], y=[1], v=[1.0, 5.0])
+
+
+def test_support_tokens_of_the_hand_made_case(trap):
+    assert support_tokens(trap, [0]) == ((0, 1),)
+    assert support_tokens(trap, [1]) == ((0, 0), (0, 2))
+    np.testing.assert_allclose(attention_svm(trap, select=[0]).W.numpy(), [[1.0, 0.0], [0.0, 0.0]], atol=1e-7)
+
+
+def test_locally_but_not_globally_optimal_selection(trap):
+    local = is_locally_optimal(trap, [0])
+    assert local.holds and local.measured == pytest.approx(1.0)  # gamma_0 - gamma_1 = 0 - (-1)
+    assert local.svm.support == ((0, 1),) and local.select.tolist() == [0]
+    glob = is_globally_optimal(trap, [0])
+    assert not glob.holds and glob.measured == pytest.approx(-2.0)  # gamma_0 - gamma_2
+    assert is_globally_optimal(trap).holds  # default: the optimal tokens
+
+
+def test_selection_with_a_better_support_token_is_not_locally_optimal(trap):
+    report = is_locally_optimal(trap, [1])
+    assert not report.holds and report.measured == pytest.approx(-3.0)  # gamma_1 - gamma_2 = -1 - 2
+    assert "[(0, 0), (0, 2)]" in report.detail  # both support tokens score above the selected one
+
+
+def test_enumeration_finds_the_global_and_the_local_selection(trap):
+    found = locally_optimal_selections(trap, p=2.0)
+    assert [r.select.tolist() for r in found] == [[2], [0]]  # sorted by total score, globally optimal first
+    assert all(r.holds for r in found)
+
+
+def test_enumeration_skips_infeasible_selections(trap):
+    X = trap.X.clone()
+    X[0, 1] = X[0, 0]  # tokens 0 and 1 equal: neither can be selected
+    found = locally_optimal_selections(trap.with_(X=X))
+    assert [r.select.tolist() for r in found] == [[2]]
+
+
+def test_neighbourhood_when_exhaustive_search_is_too_large(make_data):
+    data = make_data(3, n=5, T=3, d=4)  # 3^5 = 243 selections
+    found = locally_optimal_selections(data, max_candidates=4)
+    opt = data.optimal_tokens().tolist()
+    assert found and found[0].select.tolist() == opt  # the optimal selection is always a candidate
+    assert all(sum(a != b for a, b in zip(r.select.tolist(), opt)) <= 1 for r in found)  # one-sequence changes
+
+
+def test_globally_optimal_selection_is_locally_optimal(any_data):
+    """Definition 3: at alpha = opt every support token scores below the optimal one (unique opt)."""
+    assert is_locally_optimal(any_data).holds
+    assert is_locally_optimal(any_data, p=1.5).holds
+
+
+def test_is_locally_optimal_raises_on_infeasible_selection(trap):
+    X = trap.X.clone()
+    X[0, 1] = X[0, 0]
+    with pytest.raises(InfeasibleProgramError, match="infeasible"):
+        is_locally_optimal(trap.with_(X=X), [0])
+
+
+def test_separable_margin_is_inverse_frobenius_norm(any_data):
+    report = is_separable(any_data)
+    assert report.holds and report.threshold == 1e-8
+    assert report.measured == pytest.approx(1 / attention_svm(any_data, "fro").norm_value, rel=1e-6)
+
+
+def test_contradictory_data_are_not_separable():
+    X = torch.tensor([[[1.0, 0.0], [0.0, 1.0]], [[1.0, 0.0], [0.0, 1.0]]])
+    data = TokenSelectionData(X, Z=[[1.0, 1.0], [1.0, 1.0]], y=[1, 1], select=[0, 1])
+    report = is_separable(data)
+    assert not report.holds and report.measured <= 1e-8  # best unit-norm margin is 0
+
+
+def test_separability_needs_a_unique_optimal_token():
+    X = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [0.0, -1.0]]])
+    data = TokenSelectionData(X, Z=[[1.0, 1.0]], y=[1], v=[1.0, 1.0])  # gamma = (1, 1, -1): a tie
+    report = is_separable(data)
+    assert not report.holds and "not unique in sequences [0]" in report.detail
+
+
+def test_bad_max_candidates_is_named(trap):
+    with pytest.raises(ValidationError, match="max_candidates == 0, must be >= 1"):
+        locally_optimal_selections(trap, max_candidates=0)
