@@ -87,8 +87,8 @@ def resolve_select(data: TokenSelectionData, select: object) -> torch.Tensor:
         return data.select
     if data.v is None:
         raise ValidationError(
-            "no token selection: pass select=(n,) token indices, store one in data.select, or give the data a "
-            "head v so that the optimal tokens argmax_t y_i v^T x_it can be used"
+            "no token selection: pass select=(n,) token indices (--select on the command line), store one in "
+            "data.select, or give the data a head v so that the optimal tokens argmax_t y_i v^T x_it can be used"
         )
     return data.optimal_tokens()
 

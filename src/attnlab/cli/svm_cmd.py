@@ -1,0 +1,94 @@
+"""``attnlab svm``: a max-margin program on the user's own tokens.
+
+Spec: implicit-bias-ngd §5, mirror-descent-lp §5, kq-nuclear-norm §4 (the programs); DESIGN.md (file layouts).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import click
+
+from attnlab._validation import ValidationError
+from attnlab.cli.main import main, user_errors
+
+_NORM_HELP = "fro, nuc, l1 (entrywise, an LP), l1-diag (diagonal W) or a number p >= 1 (entrywise l_p)."
+
+
+def parse_norm(text: str) -> str | float:
+    """``"fro"``, ``"nuc"``, ``"l1-diag"`` as given; ``"l1"`` as ``1.0``; anything else as a float ``p``."""
+    if text in ("fro", "nuc", "l1-diag"):
+        return text
+    if text == "l1":
+        return 1.0
+    try:
+        return float(text)
+    except ValueError:
+        raise ValidationError(f"--norm must be one of {_NORM_HELP[:-1]}; got {text!r}") from None
+
+
+def parse_select(text: str) -> list[int]:
+    """``"0,2,1"`` as ``[0, 2, 1]``."""
+    try:
+        return [int(part) for part in text.split(",")]
+    except ValueError:
+        raise ValidationError(f"--select must be comma-separated token indices such as 0,2,1, got {text!r}") from None
+
+
+def read_select_key(path: str, key: str) -> object:
+    """The array stored under ``key`` in the ``.npz`` at ``path``."""
+    import numpy as np
+
+    with np.load(path, allow_pickle=False) as f:
+        if key not in f.files:
+            raise ValidationError(f"--select-key {key!r} is not in {path}; its keys are {', '.join(f.files)}")
+        return f[key]
+
+
+@main.command("svm")
+@click.argument("path", type=click.Path(dir_okay=False))
+@click.option("--norm", "norm_text", default="fro", show_default=True, help=_NORM_HELP)
+@click.option("--select", "select_text", default=None, help="Selected token per sequence, e.g. 0,2,1 (default: the file's 'select', else the optimal tokens).")
+@click.option("--select-key", default=None, metavar="KEY", help="Read the selection from this key of the data file.")
+@click.option("--solver", type=click.Choice(["CLARABEL", "SCS"], case_sensitive=False), default="CLARABEL", show_default=True)
+@click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write W, margin, status (and more) to this .npz.")
+@user_errors
+def svm_cmd(path: str, norm_text: str, select_text: str | None, select_key: str | None, solver: str, out: str | None) -> None:
+    """Solve the attention SVM on the tokens in PATH (an .npz with X, y and optionally Z, v, select)."""
+    import numpy as np
+
+    from attnlab._io import atomic_write
+    from attnlab.data import TokenSelectionData
+    from attnlab.svm import attention_svm
+
+    if select_text is not None and select_key is not None:
+        raise ValidationError("pass either --select or --select-key, not both")
+    norm = parse_norm(norm_text)
+    data = TokenSelectionData.load(path)
+    select = parse_select(select_text) if select_text is not None else None
+    if select_key is not None:
+        select = read_select_key(path, select_key)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sol = attention_svm(data, norm, select=select, solver=solver)
+    for warning in caught:
+        click.echo(f"warning: {warning.message}", err=True)
+    support = " ".join(f"{i}:{t}" for i, t in sol.support)
+    click.echo(f"status        {sol.status} ({sol.solver})")
+    click.echo(f"norm          {norm_text} = {sol.norm_value:.10g}")
+    click.echo(f"margin        {sol.margin:.10g} (max violation {sol.max_violation:.2e}, KKT residual {sol.kkt_residual:.2e})")
+    click.echo(f"selected      {','.join(str(t) for t in sol.select.tolist())}")
+    click.echo(f"support (i:t) {support}")
+    if out is not None:
+        arrays = {
+            "W": sol.W.numpy(),
+            "margin": np.float64(sol.margin),
+            "status": np.str_(sol.status),
+            "norm": np.str_(norm_text),
+            "norm_value": np.float64(sol.norm_value),
+            "support": np.array(sol.support, dtype=np.int64).reshape(-1, 2),
+            "duals": sol.duals.numpy(),
+            "select": sol.select.numpy(),
+        }
+        written = atomic_write(out, lambda p: np.savez(p, **arrays))
+        click.echo(f"wrote {written}")

@@ -1,0 +1,77 @@
+"""``attnlab svm``: prints and writes the solution of the library call, and refuses bad input with a message."""
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+
+from attnlab.cli import main
+from attnlab.data import TokenSelectionData
+from attnlab.svm import attention_svm
+
+
+@pytest.fixture
+def data():
+    g = torch.Generator().manual_seed(0)
+    return TokenSelectionData(torch.randn(4, 3, 4, generator=g), y=[1, -1, 1, -1], v=torch.randn(4, generator=g))
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+@pytest.mark.parametrize(("norm_text", "norm"), [("fro", "fro"), ("nuc", "nuc"), ("l1", 1.0), ("1.5", 1.5), ("l1-diag", "l1-diag")])
+def test_writes_the_library_solution(tmp_path, data, norm_text, norm):
+    if norm == "l1-diag":  # d > n (T - 1), so that the diagonal program is feasible (kq-nuclear-norm §6)
+        g = torch.Generator().manual_seed(0)
+        data = TokenSelectionData(torch.randn(2, 3, 6, generator=g), torch.randn(2, 6, generator=g), [1, -1], select=[0, 0])
+    src, out = tmp_path / "d.npz", tmp_path / "sol.npz"
+    data.save(src)
+    result = invoke("svm", src, "--norm", norm_text, "--out", out)
+    assert result.exit_code == 0, result.output
+    sol = attention_svm(data, norm)
+    with np.load(out) as f:
+        np.testing.assert_allclose(f["W"], sol.W.numpy(), atol=1e-12)  # same solver, same program: same numbers
+        assert float(f["margin"]) == pytest.approx(sol.margin, abs=1e-12)
+        assert str(f["status"]) == "optimal"
+        assert [tuple(r) for r in f["support"].tolist()] == list(sol.support)
+    assert "status        optimal" in result.output
+    assert "support (i:t) " + " ".join(f"{i}:{t}" for i, t in sol.support) in result.output
+    assert not list(tmp_path.glob(".*tmp*"))  # the atomic writer left no temporary file
+
+
+def test_select_from_option_and_from_key(tmp_path, data):
+    src = tmp_path / "d.npz"
+    np.savez(src, X=data.X.numpy(), y=data.y.numpy(), v=data.v.numpy(), alpha=np.array([1, 0, 2, 1]))
+    by_option = invoke("svm", src, "--select", "1,0,2,1")
+    by_key = invoke("svm", src, "--select-key", "alpha")
+    assert by_option.exit_code == 0 and by_key.exit_code == 0, by_option.output + by_key.output
+    assert "selected      1,0,2,1" in by_option.output
+    assert by_option.output == by_key.output
+
+
+def test_infeasible_data_exit_non_zero_with_a_message(tmp_path):
+    X = np.array([[[1.0, 0.0], [0.0, 1.0]], [[1.0, 0.0], [0.0, 1.0]]])
+    src = tmp_path / "d.npz"
+    np.savez(src, X=X, Z=np.ones((2, 2)), y=np.array([1.0, 1.0]), select=np.array([0, 1]))
+    result = invoke("svm", src, "--out", tmp_path / "sol.npz")
+    assert result.exit_code == 2
+    assert "error: attention SVM (norm='fro', n=2, T=2, d=2) is infeasible" in result.output
+    assert not (tmp_path / "sol.npz").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        (["--norm", "l2"], "--norm must be one of fro, nuc, l1"),
+        (["--norm", "0.5"], "p == 0.5, must be >= 1"),
+        (["--select", "0,a"], "--select must be comma-separated token indices"),
+        (["--select-key", "nope"], "--select-key 'nope' is not in"),
+        (["--select", "0,0,0,0", "--select-key", "X"], "either --select or --select-key"),
+    ],
+)
+def test_bad_options_are_named(tmp_path, data, args, match):
+    src = tmp_path / "d.npz"
+    data.save(src)
+    result = invoke("svm", src, *args)
+    assert result.exit_code == 2 and match in result.output
