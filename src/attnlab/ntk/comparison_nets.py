@@ -1,0 +1,73 @@
+"""ReLU (coupled initialization) and exp networks, the baselines of Table 1.
+
+Spec: softmax-ntk-diffusion §5.1 (reference models), §4.2 (their infinite-width kernels, derived the same way).
+
+Both read ``F(x) = sigma(W^T x) a^T / sqrt(m)`` with the symmetric pairs of Algorithm A, so ``F(W(0), .) = 0``
+like the softmax network; the Gram ``H = J J^T`` is O(1) (``kernel_scale = 1``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from attnlab._validation import check_tensor
+from attnlab.ntk.network import TwoLayerNet
+
+__all__ = ["ExpMLP", "ReluMLP"]
+
+
+class ReluMLP(TwoLayerNet):
+    """``F(x) = relu(W^T x) a^T / sqrt(m)`` with coupled pairs ``(w, a), (w, -a)`` ([97] in spec §5.1).
+
+    Parameters are those of :class:`attnlab.ntk.SoftmaxMLP`.
+    """
+
+    @property
+    def kernel_scale(self) -> float:
+        return 1.0
+
+    def output_from_logits(self, Z: torch.Tensor) -> torch.Tensor:
+        return torch.relu(Z) @ self.a.T / math.sqrt(self.width)  # spec §5.1: (1/sqrt m) sum_r a_r max(w_r^T x, 0)
+
+    def jacobian_factors(self, Z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        phi = (Z > 0).to(Z.dtype) / math.sqrt(self.width)  # d relu / dz
+        return phi, Z.new_zeros(Z.shape[0], self.d_out)
+
+    def limit_kernel(self, X: torch.Tensor) -> torch.Tensor:
+        """``K_ij = <x_i, x_j> (pi - theta_ij) / (2 pi)``, theta the angle between ``x_i`` and ``x_j``."""
+        X = check_tensor("X", X, "nk", {"k": self.d_in})
+        G = X @ X.T
+        norms = X.norm(dim=1)
+        cos = (G / (norms[:, None] * norms[None, :])).clamp(-1.0, 1.0)
+        return G * (math.pi - torch.arccos(cos)) / (2 * math.pi)  # E[1{w.x_i>0} 1{w.x_j>0}] for Gaussian w
+
+
+class ExpMLP(TwoLayerNet):
+    """``F(x) = exp(W^T x) a^T / sqrt(m)`` ([48] in spec §5.1, with the 1/sqrt(m) of an O(1) kernel).
+
+    Parameters are those of :class:`attnlab.ntk.SoftmaxMLP`.
+
+    Notes
+    -----
+    The spec draws the signs of ``a`` independently; we use the symmetric pairs of Algorithm A for all three
+    activations so that every network starts from ``F = 0`` and the iteration counts compare like with like.
+    """
+
+    @property
+    def kernel_scale(self) -> float:
+        return 1.0
+
+    def output_from_logits(self, Z: torch.Tensor) -> torch.Tensor:
+        return torch.exp(Z) @ self.a.T / math.sqrt(self.width)  # spec §5.1: sum_r a_r exp(w_r^T x) / sqrt m
+
+    def jacobian_factors(self, Z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.exp(Z) / math.sqrt(self.width), Z.new_zeros(Z.shape[0], self.d_out)
+
+    def limit_kernel(self, X: torch.Tensor) -> torch.Tensor:
+        """``K_ij = <x_i, x_j> exp(sigma_w^2 ||x_i + x_j||^2 / 2)`` (Gaussian moment generating function)."""
+        X = check_tensor("X", X, "nk", {"k": self.d_in})
+        G = X @ X.T
+        sq = X.pow(2).sum(dim=1)
+        return G * torch.exp(self.sigma_w**2 * (sq[:, None] + sq[None, :] + 2 * G) / 2)  # E[e^{w.(x_i+x_j)}]

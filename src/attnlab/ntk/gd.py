@@ -1,0 +1,192 @@
+"""Full-batch gradient descent on the first layer, ``a`` fixed (Algorithm C), with optional early stopping.
+
+Spec: softmax-ntk-diffusion §3.3 (Definition 3.5), §8 (Algorithm C and its practical step).
+
+One loop serves every :class:`~attnlab.ntk.network.TwoLayerNet` (softmax, ReLU, exp): it needs only the
+network's output and Jacobian factors.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pandas as pd
+import torch
+
+from attnlab._validation import ValidationError, check_scalar, check_tensor
+from attnlab.ntk.tangent_kernel import lambda_max
+from attnlab.ntk.network import TwoLayerNet, weight_gradient
+from attnlab.ntk.unit_ball import to_unit_ball
+
+__all__ = ["GDResult", "gradient_descent", "practical_step", "stability_limit"]
+
+RecordHook = Callable[[int, torch.Tensor], dict[str, float]]
+
+
+def stability_limit(net: TwoLayerNet, X: torch.Tensor) -> float:
+    """``2 / (s lambda_max(H))``: the largest step for which the linearized dynamics do not diverge.
+
+    Spec: §4.1 (``F(t+1) - F(t) ~ -lr s H (F - Y)``), §8 step 3. ``s = net.kernel_scale``.
+    """
+    return 2.0 / (net.kernel_scale * lambda_max(net, X))  # spec §4.1: |1 - lr s lambda_max| < 1
+
+
+def practical_step(net: TwoLayerNet, X: torch.Tensor, c: float = 0.5) -> float:
+    """The practical step ``lr = c / (s lambda_max(H*))``, ``0 < c <= 1`` (spec §8, Algorithm C step 3).
+
+    Parameters
+    ----------
+    net : TwoLayerNet
+        At initialization, so that ``H = H*``.
+    X : torch.Tensor, shape (n, d_in)
+    c : float, default=0.5
+
+    Returns
+    -------
+    float
+    """
+    check_scalar("c", c, low=0.0, high=1.0, low_inclusive=False)
+    return c * stability_limit(net, X) / 2  # spec §8: eta = c / (m lambda_max(H*))
+
+
+@dataclass
+class GDResult:
+    """What :func:`gradient_descent` returns; the network's ``W`` holds the final (or best) weights.
+
+    Attributes
+    ----------
+    frame : pandas.DataFrame
+        One row per recorded step: ``step``, ``sq_error`` (``||F - Y||_F^2``), ``weight_movement``
+        (``max_r ||w_r - w_r(0)||``), ``val_error`` (mean squared error per held-out point, when validating),
+        and the hook's columns.
+    W0 : torch.Tensor, shape (d_in, m)
+        Weights at the start.
+    lr : float
+    steps : int
+        Steps taken.
+    best_step : int
+        Step whose weights the network holds (the last one without validation).
+    input_scale : float
+        Divisor applied to ``X`` to put it in the unit ball (1.0 if none).
+    """
+
+    frame: pd.DataFrame
+    W0: torch.Tensor
+    lr: float
+    steps: int
+    best_step: int
+    input_scale: float
+
+
+def gradient_descent(
+    net: TwoLayerNet,
+    X: torch.Tensor,
+    Y: torch.Tensor,
+    *,
+    lr: float,
+    steps: int,
+    record_every: int = 1,
+    tol: float = 0.0,
+    record: RecordHook | None = None,
+    validation: tuple[torch.Tensor, torch.Tensor] | None = None,
+    patience: int | None = None,
+) -> GDResult:
+    """Train ``net.W`` by ``W <- W - lr * dL/dW`` on ``L = 0.5 ||F(X) - Y||_F^2``; ``a`` stays fixed.
+
+    Spec: softmax-ntk-diffusion §3.3 (Definition 3.5), Algorithm C.
+
+    Parameters
+    ----------
+    net : TwoLayerNet
+        Trained in place.
+    X : torch.Tensor, shape (n, d_in)
+        Rows outside the unit ball trigger a warning and a rescaling of all rows (Assumption 6.1).
+    Y : torch.Tensor, shape (n, d_out)
+    lr : float
+        Step size, ``0 < lr < 2 / (s lambda_max(H*))``; see :func:`practical_step`.
+    steps : int
+        Maximum number of steps.
+    record_every : int, default=1
+        Record a row every this many steps (step 0 and the last step are always recorded).
+    tol : float, default=0.0
+        Stop once ``||F - Y||_F^2 <= tol``.
+    record : callable, optional
+        ``record(step, W) -> dict`` of extra columns, called at each recorded step with the current weights.
+    validation : (X_val, Y_val), optional
+        Held-out set, shapes (n_val, d_in), (n_val, d_out); its error is recorded and the weights of the step
+        with the lowest held-out error are restored at the end (early stopping).
+    patience : int, optional
+        With ``validation``: stop after this many records without a new best held-out error.
+
+    Returns
+    -------
+    GDResult
+
+    Raises
+    ------
+    ValidationError
+        Bad shapes, ``lr`` past the stability limit, ``patience`` without ``validation``.
+    FloatingPointError
+        If the loss becomes non-finite.
+    """
+    sizes = {"k": net.d_in, "L": net.d_out}
+    X = check_tensor("X", X, "nk", sizes)
+    Y = check_tensor("Y", Y, "nL", sizes)
+    check_scalar("steps", steps, kind=int, low=0)
+    check_scalar("record_every", record_every, kind=int, low=1)
+    check_scalar("tol", tol, low=0.0)
+    X, scale = to_unit_ball(X, "X")
+    if patience is not None:
+        check_scalar("patience", patience, kind=int, low=1)
+        if validation is None:
+            raise ValidationError("patience is set but validation is None; pass validation=(X_val, Y_val)")
+    if validation is not None:
+        X_val = check_tensor("validation[0]", validation[0], "vk", sizes) / scale
+        Y_val = check_tensor("validation[1]", validation[1], "vL", sizes)
+    check_scalar("lr", lr, low=0.0, low_inclusive=False)
+    limit = stability_limit(net, X)
+    if lr >= limit:
+        raise ValidationError(
+            f"lr == {lr:.6g}, must be < 2 / (s lambda_max(H*)) = {limit:.6g}: past this stability limit the "
+            f"linearized dynamics diverge (spec §8); pass lr=practical_step(net, X), here {limit / 4:.6g}"
+        )
+
+    a = net.a.detach()
+    W = net.W.detach().clone()
+    W0 = W.clone()
+    rows: list[dict[str, float]] = []
+    best = (math.inf, 0, W.clone())
+    since_best = 0
+    step = 0
+    for step in range(steps + 1):
+        Z = X @ W
+        R = net.output_from_logits(Z) - Y
+        sq_error = float(R.pow(2).sum())  # spec §3.1: 2 L = ||F - Y||_F^2
+        if not math.isfinite(sq_error):
+            raise FloatingPointError(f"loss became non-finite at step {step}; lower lr (now {lr:.6g})")
+        last = step == steps or sq_error <= tol
+        if step % record_every == 0 or last:
+            row = {"step": step, "sq_error": sq_error, "weight_movement": float((W - W0).norm(dim=0).max())}
+            if validation is not None:
+                val_error = float((net.output_from_logits(X_val @ W) - Y_val).pow(2).sum(dim=1).mean())
+                row["val_error"] = val_error
+                if val_error < best[0]:
+                    best, since_best = (val_error, step, W.clone()), 0
+                else:
+                    since_best += 1
+                    last = last or (patience is not None and since_best >= patience)
+            if record is not None:
+                row.update(record(step, W))
+            rows.append(row)
+        if last:
+            break
+        phi, b = net.jacobian_factors(Z)
+        W = W - lr * weight_gradient(X, R, phi, b, a)  # spec §3.3: W(t+1) = W(t) - eta Delta W(t)
+    best_step = step
+    if validation is not None:
+        best_step, W = best[1], best[2]
+    with torch.no_grad():
+        net.W.copy_(W)
+    return GDResult(pd.DataFrame(rows), W0, float(lr), step, best_step, scale)

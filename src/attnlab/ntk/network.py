@@ -1,0 +1,173 @@
+"""Two-layer networks trained in the first layer only: the shared structure of softmax, ReLU and exp.
+
+Spec: softmax-ntk-diffusion §3.2 (gradient), §4.1 (Gram), §5.1 (comparison networks).
+
+Every network here has ``F(x) = f(W^T x, a)`` with ``a`` fixed, and its Jacobian factors as
+
+    dF_l(x_i) / dw_r = C[i, l, r] x_i,    C[i, l, r] = phi[i, r] * (a[l, r] - b[i, l]),
+
+with ``phi`` of shape (n, m) and ``b`` of shape (n, d_out) depending on the activation: softmax has
+``phi = m S`` and ``b = S a^T`` (spec §3.2), ReLU and exp have ``phi = sigma'(W^T x) / sqrt(m)`` and ``b = 0``.
+The gradient, the Jacobian-vector product and the Gram matrix are written once, in terms of ``(phi, b)``; a
+network only supplies its output and its factors. Axis letters: ``n`` samples, ``m`` hidden units,
+``L`` outputs (``d_out``), ``k`` input coordinates (``d_in``).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from attnlab._validation import check_tensor
+from attnlab.ntk.init import symmetric_init
+
+__all__ = ["TwoLayerNet", "jacobian_coefficients", "output_tangent", "weight_gradient"]
+
+
+def jacobian_coefficients(phi: torch.Tensor, b: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
+    """The scalar factors ``C`` with ``dF_l(x_i)/dw_r = C[i, l, r] x_i``.
+
+    Parameters
+    ----------
+    phi : torch.Tensor, shape (n, m)
+    b : torch.Tensor, shape (n, L)
+    a : torch.Tensor, shape (L, m)
+
+    Returns
+    -------
+    torch.Tensor, shape (n, L, m)
+    """
+    return phi[:, None, :] * (a[None, :, :] - b[:, :, None])  # spec §3.2: m S_r <v_{l,r}, S> for softmax
+
+
+def weight_gradient(X: torch.Tensor, R: torch.Tensor, phi: torch.Tensor, b: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
+    """``J^T R``: the gradient of ``0.5 ||F - Y||_F^2`` with respect to ``W`` when ``R = F - Y``.
+
+    Parameters
+    ----------
+    X : torch.Tensor, shape (n, d_in)
+    R : torch.Tensor, shape (n, L)
+        Residuals ``F - Y`` (or any output-space vector).
+    phi, b, a : Jacobian factors, see :func:`jacobian_coefficients`.
+
+    Returns
+    -------
+    torch.Tensor, shape (d_in, m)
+    """
+    coef = phi * (R @ a - (R * b).sum(dim=1, keepdim=True))  # spec §3.2: coef = m S o (R a - rowsum(R o S a^T))
+    return X.T @ coef  # spec §3.2: Delta W = X coef
+
+
+def output_tangent(X: torch.Tensor, U: torch.Tensor, phi: torch.Tensor, b: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
+    """``J U``: the change of the outputs along a weight direction ``U`` (a Jacobian-vector product).
+
+    Parameters
+    ----------
+    X : torch.Tensor, shape (n, d_in)
+    U : torch.Tensor, shape (d_in, m)
+    phi, b, a : Jacobian factors, see :func:`jacobian_coefficients`.
+
+    Returns
+    -------
+    torch.Tensor, shape (n, L)
+    """
+    pq = phi * (X @ U)  # (n, m): phi[i, r] <x_i, u_r>
+    return pq @ a.T - b * pq.sum(dim=1, keepdim=True)  # spec §3.2: sum_r C[i, l, r] <x_i, u_r>
+
+
+class TwoLayerNet(nn.Module):
+    """Base class: ``F(x) = f(W^T x, a)`` with trainable ``W`` and a fixed second layer ``a``.
+
+    Subclasses define :meth:`output_from_logits`, :meth:`jacobian_factors`, :meth:`limit_kernel` and
+    :attr:`kernel_scale`; the gradient, tangent and Gram follow from the factors.
+
+    Parameters
+    ----------
+    d_in : int
+        Input dimension.
+    d_out : int
+        Output dimension.
+    width : int
+        Hidden neurons ``m`` (even: symmetric initialization, spec §2.1).
+    sigma_w : float, default=1.0
+        Standard deviation of the entries of ``W`` at initialization.
+    seed : int, default=0
+        Seed of the initialization.
+
+    Attributes
+    ----------
+    W : torch.nn.Parameter, shape (d_in, width), float64
+    a : torch.Tensor, shape (d_out, width), float64
+        Entries in {-1, +1}; a buffer, never trained.
+    """
+
+    W: nn.Parameter
+    a: torch.Tensor
+
+    def __init__(self, d_in: int, d_out: int, width: int, sigma_w: float = 1.0, seed: int = 0) -> None:
+        super().__init__()
+        W, a = symmetric_init(d_in, d_out, width, sigma_w, seed)
+        self.W = nn.Parameter(W)
+        self.register_buffer("a", a)
+        self.sigma_w = float(sigma_w)
+
+    @property
+    def d_in(self) -> int:
+        return self.W.shape[0]
+
+    @property
+    def d_out(self) -> int:
+        return self.a.shape[0]
+
+    @property
+    def width(self) -> int:
+        return self.W.shape[1]
+
+    @property
+    def kernel_scale(self) -> float:
+        """``s`` with ``H = J J^T / s`` of order one; one GD step moves the outputs by ``-lr s H R``."""
+        raise NotImplementedError
+
+    def output_from_logits(self, Z: torch.Tensor) -> torch.Tensor:
+        """Outputs from the logits ``Z = X W``: (n, m) -> (n, d_out)."""
+        raise NotImplementedError
+
+    def jacobian_factors(self, Z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(phi, b)`` of shapes (n, m) and (n, d_out) at the logits ``Z``; see the module docstring."""
+        raise NotImplementedError
+
+    def limit_kernel(self, X: torch.Tensor) -> torch.Tensor:
+        """Infinite-width kernel ``K`` (n, n) with ``H* -> I_{d_out} (x) K`` under this initialization."""
+        raise NotImplementedError
+
+    def _inputs(self, X: object, name: str = "X") -> torch.Tensor:
+        return check_tensor(name, X, "nk", {"k": self.d_in})
+
+    def forward(self, X: torch.Tensor) -> torch.Tensor:
+        """Network output.
+
+        Parameters
+        ----------
+        X : torch.Tensor, shape (n, d_in)
+
+        Returns
+        -------
+        torch.Tensor, shape (n, d_out), float64
+        """
+        return self.output_from_logits(self._inputs(X) @ self.W)  # spec §8 Alg. B: Z = X^T W
+
+    def jacobian(self, X: torch.Tensor) -> torch.Tensor:
+        """Closed-form factors ``C`` (n, d_out, m) with ``dF_l(x_i)/dw_r = C[i, l, r] x_i``."""
+        X = self._inputs(X)
+        with torch.no_grad():
+            phi, b = self.jacobian_factors(X @ self.W)
+            return jacobian_coefficients(phi, b, self.a)
+
+    def loss_gradient(self, X: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
+        """Closed-form gradient of ``0.5 ||F(X) - Y||_F^2`` in ``W``, shape (d_in, m) (spec §3.2)."""
+        X = self._inputs(X)
+        Y = check_tensor("Y", Y, "nL", {"n": X.shape[0], "L": self.d_out})
+        with torch.no_grad():
+            Z = X @ self.W
+            phi, b = self.jacobian_factors(Z)
+            return weight_gradient(X, self.output_from_logits(Z) - Y, phi, b, self.a)

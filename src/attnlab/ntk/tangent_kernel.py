@@ -1,0 +1,163 @@
+"""The empirical neural tangent kernel: Gram matrix, test-vs-train kernel, eigenvalues, infinite-width limit.
+
+Spec: softmax-ntk-diffusion §4.1 (Gram, Definition 3.6), §4.2 (infinite width), §6.1 (test kernel).
+
+Index convention: row ``(l, i)`` of a Gram matrix sits at ``l * n + i`` (output-major blocks ``H_{l1, l2}``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from scipy.sparse.linalg import LinearOperator, eigsh
+from torch.func import functional_call, jacrev
+
+from attnlab._validation import check_tensor
+from attnlab.ntk.network import TwoLayerNet, output_tangent, weight_gradient
+
+__all__ = [
+    "cross_kernel",
+    "extreme_eigenvalues",
+    "gram",
+    "gram_jacobian",
+    "infinite_width_gram",
+    "kernel_drift",
+    "lambda_max",
+]
+
+_DENSE_MAX = 3000  # Gram sizes n * d_out up to this are formed densely; beyond, lambda_max is matrix-free
+
+
+def cross_kernel(net: TwoLayerNet, X_test: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
+    """Test-vs-train kernel ``K(X_test, X)`` in closed form at the current weights.
+
+    Spec: softmax-ntk-diffusion §6.1 (Definition F.1); ``cross_kernel(net, X, X) == gram(net, X)``.
+
+    Parameters
+    ----------
+    net : TwoLayerNet
+    X_test : torch.Tensor, shape (n_test, d_in)
+    X : torch.Tensor, shape (n, d_in)
+
+    Returns
+    -------
+    torch.Tensor, shape (n_test * d_out, n * d_out), float64
+        Entry ``[(l1, p), (l2, j)] = (1/s) <x_p, x_j> sum_r C[p, l1, r] C[j, l2, r]`` at ``l1*n_test + p,
+        l2*n + j``, with ``s = net.kernel_scale`` (``m`` for softmax).
+    """
+    sizes = {"k": net.d_in}
+    X_test = check_tensor("X_test", X_test, "pk", sizes)
+    X = check_tensor("X", X, "nk", sizes)
+    C_test = net.jacobian(X_test).transpose(0, 1)  # (L, n_test, m)
+    C = net.jacobian(X).transpose(0, 1)  # (L, n, m)
+    L, n_test, m = C_test.shape
+    n = C.shape[1]
+    feature = C_test.reshape(L * n_test, m) @ C.reshape(L * n, m).T  # sum_r C C
+    inputs = (X_test @ X.T).repeat(L, L)  # <x_p, x_j> on every (l1, l2) block
+    return feature * inputs / net.kernel_scale  # spec §4.1: (1/m) <x_i,x_j> sum_r (m S <v,S>)(m S <v,S>)
+
+
+def gram(net: TwoLayerNet, X: torch.Tensor) -> torch.Tensor:
+    """NTK Gram matrix ``H(W)`` in closed form (spec §4.1, normalization ``1/m`` for softmax).
+
+    Parameters
+    ----------
+    net : TwoLayerNet
+        E.g. a :class:`attnlab.ntk.SoftmaxMLP`.
+    X : torch.Tensor, shape (n, d_in)
+
+    Returns
+    -------
+    torch.Tensor, shape (n * d_out, n * d_out), float64
+        Symmetric PSD; row ``(l, i)`` at ``l * n + i``.
+
+    Examples
+    --------
+    >>> from attnlab.ntk import SoftmaxMLP
+    >>> gram(SoftmaxMLP(3, 2, 8), torch.eye(3)).shape
+    torch.Size([6, 6])
+    """
+    X = check_tensor("X", X, "nk", {"k": net.d_in})
+    return cross_kernel(net, X, X)
+
+
+def gram_jacobian(net: TwoLayerNet, X: torch.Tensor) -> torch.Tensor:
+    """The same Gram matrix through ``torch.func`` Jacobians of the outputs (an independent second method).
+
+    ``H = J J^T / s`` with ``J = dF/dW`` flattened to shape (d_out * n, d_in * m), ``s = net.kernel_scale``.
+
+    Parameters
+    ----------
+    net : TwoLayerNet
+    X : torch.Tensor, shape (n, d_in)
+
+    Returns
+    -------
+    torch.Tensor, shape (n * d_out, n * d_out), float64
+    """
+    X = check_tensor("X", X, "nk", {"k": net.d_in})
+    params = {"W": net.W.detach()}
+
+    def outputs(p: dict[str, torch.Tensor]) -> torch.Tensor:
+        return functional_call(net, p, (X,)).T.reshape(-1)  # (L * n,), index l * n + i
+
+    J = jacrev(outputs)(params)["W"].reshape(net.d_out * X.shape[0], -1)
+    return J @ J.T / net.kernel_scale
+
+
+def infinite_width_gram(net: TwoLayerNet, X: torch.Tensor) -> torch.Tensor:
+    """``I_{d_out} (x) K``, the limit of ``H*`` as the width grows (spec §4.2).
+
+    Parameters
+    ----------
+    net : TwoLayerNet
+        Supplies the activation's kernel ``K`` and ``sigma_w``.
+    X : torch.Tensor, shape (n, d_in)
+
+    Returns
+    -------
+    torch.Tensor, shape (n * d_out, n * d_out), float64
+    """
+    K = net.limit_kernel(X)
+    return torch.kron(torch.eye(net.d_out, dtype=K.dtype), K)  # spec §4.2: H^inf = I_d (x) K
+
+
+def extreme_eigenvalues(H: torch.Tensor) -> tuple[float, float]:
+    """``(lambda_min, lambda_max)`` of a symmetric matrix ``H`` (N, N)."""
+    H = check_tensor("H", H, "NM")
+    evals = torch.linalg.eigvalsh((H + H.T) / 2)
+    return float(evals[0]), float(evals[-1])
+
+
+def lambda_max(net: TwoLayerNet, X: torch.Tensor) -> float:
+    """Largest eigenvalue of ``gram(net, X)``; matrix-free (Lanczos on ``J J^T v / s``) for large ``n * d_out``.
+
+    Parameters
+    ----------
+    net : TwoLayerNet
+    X : torch.Tensor, shape (n, d_in)
+
+    Returns
+    -------
+    float
+    """
+    X = check_tensor("X", X, "nk", {"k": net.d_in})
+    n, L = X.shape[0], net.d_out
+    if n * L <= _DENSE_MAX:
+        return extreme_eigenvalues(gram(net, X))[1]
+    with torch.no_grad():
+        phi, b = net.jacobian_factors(X @ net.W)
+    a = net.a.detach()
+
+    def matvec(v: np.ndarray) -> np.ndarray:
+        V = torch.from_numpy(np.ascontiguousarray(v.reshape(L, n))).T  # (n, L): entry (i, l) = v[l * n + i]
+        out = output_tangent(X, weight_gradient(X, V, phi, b, a), phi, b, a)  # J (J^T v)
+        return (out.T.reshape(-1) / net.kernel_scale).numpy()
+
+    operator = LinearOperator((n * L, n * L), matvec=matvec, dtype=np.float64)
+    return float(eigsh(operator, k=1, which="LA", return_eigenvectors=False, tol=1e-8)[0])
+
+
+def kernel_drift(H: torch.Tensor, H0: torch.Tensor) -> float:
+    """``||H - H0||_F``, the kernel's movement along training (spec §4.3, P4)."""
+    return float(torch.linalg.matrix_norm(H - H0))

@@ -1,0 +1,48 @@
+"""Assumption 6.1 (inputs in the unit ball): detect rows outside it and rescale, saying how.
+
+Spec: softmax-ntk-diffusion §1 (``||x_i|| <= 1``), §7.6 (Assumption 6.1).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+
+__all__ = ["to_unit_ball"]
+
+
+def to_unit_ball(X: torch.Tensor, name: str = "X") -> tuple[torch.Tensor, float]:
+    """Divide all rows of ``X`` by their largest norm when some row lies outside the unit ball.
+
+    Parameters
+    ----------
+    X : torch.Tensor, shape (n, d)
+    name : str, default="X"
+        Argument name used in the warning.
+
+    Returns
+    -------
+    X_scaled : torch.Tensor, shape (n, d)
+        ``X / scale``; ``X`` itself when every row has norm at most 1.
+    scale : float
+        The divisor (1.0 when nothing changed); divide test inputs by it too.
+
+    Warns
+    -----
+    UserWarning
+        When rows were rescaled: how many, the largest norm, and the divisor.
+    """
+    norms = X.norm(dim=-1)
+    largest = float(norms.max()) if norms.numel() else 0.0
+    if largest <= 1.0:
+        return X, 1.0
+    outside = int((norms > 1.0).sum())
+    warnings.warn(
+        f"{name}: {outside} of {X.shape[0]} rows lie outside the unit ball (largest norm {largest:.4g}); the theory "
+        f"assumes ||x_i|| <= 1 (Assumption 6.1), so all rows were divided by {largest:.4g}. Divide test inputs by "
+        f"the same factor, or rescale {name} yourself to silence this warning.",
+        UserWarning,
+        stacklevel=3,
+    )
+    return X / largest, largest

@@ -1,0 +1,43 @@
+"""NTK regression (Algorithm D) against the linearized network and its closed-form limit (spec §6.1)."""
+
+import torch
+
+from attnlab.ntk import SoftmaxMLP, cross_kernel, gram, kernel_regression_limit, kernel_regression_path, practical_step
+
+
+def _setup():
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(6, 3, generator=g, dtype=torch.float64)
+    X = X / X.norm(dim=1, keepdim=True)
+    Xt = torch.randn(4, 3, generator=g, dtype=torch.float64)
+    Xt = Xt / Xt.norm(dim=1, keepdim=True)
+    Y = torch.randn(6, 2, generator=g, dtype=torch.float64)
+    net = SoftmaxMLP(3, 2, 400, seed=0)
+    return net, X, Xt, Y
+
+
+def test_path_on_training_inputs_is_the_linearized_network():
+    net, X, _, Y = _setup()
+    H = gram(net, X)
+    lr = practical_step(net, X)
+    m = net.width
+    path = kernel_regression_path(H, H, Y, lr=lr, scale=m, steps=[0, 1, 5])
+    F = torch.zeros(12, dtype=torch.float64)
+    y = Y.T.reshape(-1)
+    linear = {0: F.clone()}
+    for step in range(1, 6):
+        F = F - lr * m * (H @ (F - y))  # spec §6.1: F_ker(t+1) = F_ker(t) - eta m H* (F_ker(t) - Y)
+        linear[step] = F.clone()
+    for k, step in enumerate([0, 1, 5]):
+        assert torch.allclose(path[k].T.reshape(-1), linear[step], rtol=0, atol=1e-12)
+
+
+def test_path_converges_to_the_closed_form_limit():
+    net, X, Xt, Y = _setup()
+    H, K = gram(net, X), cross_kernel(net, Xt, X)
+    lam_rate = practical_step(net, X) * net.width * float(torch.linalg.eigvalsh(H)[0])
+    steps = int(40 / lam_rate)  # e^{-40}: converged to round-off
+    path = kernel_regression_path(H, K, Y, lr=practical_step(net, X), scale=net.width, steps=[steps])
+    limit = kernel_regression_limit(H, K, Y)
+    assert torch.allclose(path[-1], limit, rtol=0, atol=1e-8 * float(limit.abs().max()))
+    assert torch.allclose(kernel_regression_limit(H, H, Y), Y, atol=1e-8)  # interpolates the training labels
