@@ -203,15 +203,16 @@ def stationarity_residual(x: np.ndarray, g: np.ndarray, norm: Norm) -> float:
 def kkt_residual(x: np.ndarray, M: np.ndarray, duals: np.ndarray, norm: Norm) -> float:
     """Largest KKT defect of ``min ||x|| s.t. M vec(x) >= 1`` at ``(x, duals)``, primal feasibility excluded.
 
-    The maximum of the stationarity residual, the complementarity ``max_k lambda_k |M_k x - 1| / max(1,
-    max lambda)`` and the dual infeasibility ``max_k (-lambda_k)_+``. Primal feasibility is reported apart, as
-    ``max_violation``.
+    The maximum of the stationarity residual, the complementarity ``max_k lambda_k |M_k x - 1| / max lambda``
+    (scale-free, since the slack is relative to the margin 1) and the dual infeasibility
+    ``max_k (-lambda_k)_+ / max |lambda|``.
+    Primal feasibility is reported apart, as ``max_violation``.
     """
     g = (M.T @ duals).reshape(x.shape)  # sum_k lambda_k A_k
     stationarity = stationarity_residual(x, g, norm)
     slack = M @ x.reshape(-1) - 1.0
-    complementarity = float(np.max(np.abs(duals * slack), initial=0.0)) / max(1.0, float(duals.max(initial=0.0)))
-    dual_infeasibility = float(np.max(-duals, initial=0.0))
+    complementarity = float(np.max(np.abs(duals * slack), initial=0.0)) / max(float(duals.max(initial=0.0)), 1e-300)
+    dual_infeasibility = float(np.max(-duals, initial=0.0)) / max(float(np.abs(duals).max(initial=0.0)), 1e-300)
     return max(stationarity, complementarity, dual_infeasibility)
 
 
