@@ -127,3 +127,25 @@ def test_scale_invariant_says_whether_rescaled_gradients_change_the_step(problem
         results.append([p.detach().clone() for p in params])
     unchanged = all(torch.allclose(a, b, rtol=1e-12, atol=0) for a, b in zip(*results))  # rounding only
     assert unchanged == optimizer.scale_invariant
+
+
+@pytest.mark.parametrize(
+    "cls, required",
+    [
+        (NormalizedGD, dict(lr=0.1)),
+        (PolyakStep, dict()),
+        (JointAdaptive, dict(lr=0.1)),
+        (MirrorDescent, dict(lr=0.1, p=2.0)),
+    ],
+)
+def test_scale_invariant_on_the_class_is_a_bool_for_the_defaults_and_live_on_an_instance(cls, required):
+    optimizer = cls([torch.nn.Parameter(torch.zeros(2))], **required)
+    assert isinstance(cls.scale_invariant, bool)
+    assert optimizer.scale_invariant == cls.scale_invariant
+
+
+def test_scale_invariant_follows_a_group_edited_after_construction():
+    optimizer = NormalizedGD([torch.nn.Parameter(torch.zeros(2))], lr=0.1)
+    assert optimizer.scale_invariant
+    optimizer.param_groups[0]["max_step"] = 1.0  # a cap makes the step depend on the gradient's scale
+    assert not optimizer.scale_invariant

@@ -63,7 +63,8 @@ def test_step_solves_the_bregman_proximal_problem(p):
 
 @pytest.mark.parametrize("p", [1.5, 2.0, 3.0])
 def test_plain_md_norm_growth_stays_within_the_spec_bounds(problem, p):
-    # spec §4 (Lemma 22 and Hölder): ‖W_k‖^{p-1} + η<−∇L, W>/‖W‖ <= ‖W_{k+1}‖^{p-1} <= ‖W_k‖^{p-1} + η‖∇L‖_q
+    # spec §4 (Lemma 22 and Hölder):
+    # ‖W_k‖^{p-1} + η<−∇L, W>/‖W‖ <= ‖W_{k+1}‖^{p-1} <= ‖W_k‖^{p-1} + η‖∇L‖_q
     params = problem.params()
     W = params[0]
     optimizer = MirrorDescent([W], lr=0.2, p=p)

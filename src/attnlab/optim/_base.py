@@ -30,7 +30,10 @@ def per_tensor(value: object, n: int) -> list:
 
 
 def run_norms(tensor: torch.Tensor, run_dims: int = 0, ord: float = 2.0) -> torch.Tensor:
-    """Entrywise l_ord norm of ``tensor`` over all but its leading ``run_dims`` (runs) axes, shape ``tensor.shape[:run_dims]``."""
+    """Entrywise l_ord norm of ``tensor`` over all but its leading ``run_dims`` (runs) axes.
+
+    Returns a tensor of shape ``tensor.shape[:run_dims]``.
+    """
     if tensor.dim() == run_dims:
         return tensor.abs()
     return torch.linalg.vector_norm(tensor, ord, dim=tuple(range(run_dims, tensor.dim())))
@@ -39,14 +42,14 @@ def run_norms(tensor: torch.Tensor, run_dims: int = 0, ord: float = 2.0) -> torc
 def block_norms(
     tensors: Sequence[torch.Tensor], blocks: Sequence[Hashable] | None = None, run_dims: int = 0
 ) -> list[torch.Tensor]:
-    """Euclidean norm of the block each tensor belongs to, per run; one float64 tensor per tensor.
+    r"""Euclidean norm of the block each tensor belongs to, per run; one float64 tensor per tensor.
 
     Parameters
     ----------
     tensors : sequence of torch.Tensor, shapes ([R,] ...)
     blocks : sequence of hashable, one per tensor, optional
         Block label of each tensor; tensors with equal labels share one norm
-        :math:`\\sqrt{\\sum_{i \\in b} \\|t_i\\|_F^2}`. ``None`` puts all tensors in one block (the global norm).
+        :math:`\sqrt{\sum_{i \in b} \|t_i\|_F^2}`. ``None`` puts all tensors in one block (the global norm).
     run_dims : int, default=0
         Number of leading axes that index independent runs (``R``); each run gets its own norm.
 
@@ -111,17 +114,31 @@ class GatheredTensors:
         return [group[name] for group in self.groups]
 
 
-class FunctionalOptimizer(Optimizer):
-    """Base of attnlab's optimizers: validates every parameter group and keeps ``scale_invariant`` up to date.
+class ScaleInvariance:
+    """The ``scale_invariant`` attribute of an optimizer class: a bool on the class, read live on an instance.
 
-    Subclasses set the class attribute ``scale_invariant`` (its value for the default hyperparameters) and
-    implement ``_check_group(group)`` (raise :class:`~attnlab._validation.ValidationError` naming the bad
-    hyperparameter) and ``_group_is_scale_invariant(group)``. After construction the instance attribute
-    ``scale_invariant`` is True only if every group's rule is unchanged when each step's gradients are all
-    multiplied by one positive constant (the constant may change from step to step).
+    On the class it is ``default``, the value for the default hyperparameters. On an instance it is True only if
+    every parameter group's rule (``_group_is_scale_invariant``) is unchanged when each step's gradients are all
+    multiplied by one positive constant (the constant may change from step to step), so it follows groups added,
+    edited or loaded later.
     """
 
-    scale_invariant: bool = False
+    def __init__(self, default: bool) -> None:
+        self.default = default
+
+    def __get__(self, optimizer: FunctionalOptimizer | None, owner: type) -> bool:
+        if optimizer is None:
+            return self.default
+        return all(optimizer._group_is_scale_invariant(group) for group in optimizer.param_groups)
+
+
+class FunctionalOptimizer(Optimizer):
+    """Base of attnlab's optimizers: validates every parameter group, collects tensors, writes results back.
+
+    Subclasses set ``scale_invariant = ScaleInvariance(default)`` and implement ``_check_group(group)`` (raise
+    :class:`~attnlab._validation.ValidationError` naming the bad hyperparameter) and
+    ``_group_is_scale_invariant(group)``.
+    """
 
     def add_param_group(self, param_group: dict) -> None:
         super().add_param_group(param_group)
@@ -130,7 +147,6 @@ class FunctionalOptimizer(Optimizer):
         except ValidationError:
             self.param_groups.pop()  # leave the optimizer as it was before the bad group
             raise
-        self.scale_invariant = all(self._group_is_scale_invariant(group) for group in self.param_groups)
 
     def _check_group(self, group: dict) -> None:
         raise NotImplementedError

@@ -14,6 +14,7 @@ from attnlab._validation import ValidationError, check_in, check_scalar
 from attnlab.optim._base import (
     Closure,
     FunctionalOptimizer,
+    ScaleInvariance,
     block_norms,
     loss_value,
     per_run,
@@ -165,7 +166,7 @@ class JointAdaptive(FunctionalOptimizer):
     tensor([-0.6000, -0.8000], dtype=torch.float64)
     """
 
-    scale_invariant = False
+    scale_invariant = ScaleInvariance(default=False)
 
     def __init__(
         self,

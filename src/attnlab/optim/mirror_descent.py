@@ -1,4 +1,4 @@
-"""Mirror descent with the l_p potential ψ(W) = ‖W‖_p^p / p, plain and dual-norm normalized (l_p-AttGD, l_p-JointGD).
+"""Mirror descent with the l_p potential ψ(W) = ‖W‖_p^p / p, plain and dual-norm normalized (l_p-AttGD/JointGD).
 
 Spec: mirror-descent-lp §3 (mirror map), §4 (algorithms).
 """
@@ -10,7 +10,15 @@ from collections.abc import Sequence
 import torch
 
 from attnlab._validation import check_in, check_scalar
-from attnlab.optim._base import Closure, FunctionalOptimizer, loss_value, per_run, per_tensor, run_norms
+from attnlab.optim._base import (
+    Closure,
+    FunctionalOptimizer,
+    ScaleInvariance,
+    loss_value,
+    per_run,
+    per_tensor,
+    run_norms,
+)
 
 __all__ = ["FLOAT64_EPS", "MirrorDescent", "mirror_descent"]
 
@@ -130,7 +138,7 @@ class MirrorDescent(FunctionalOptimizer):
     tensor([[ 0.7071, -1.2247]], dtype=torch.float64)
     """
 
-    scale_invariant = False
+    scale_invariant = ScaleInvariance(default=False)
 
     def __init__(self, params, lr: float, p: float, normalized: bool = False, eps: float = FLOAT64_EPS) -> None:
         super().__init__(params, dict(lr=lr, p=p, normalized=normalized, eps=eps))

@@ -13,6 +13,7 @@ from attnlab._validation import check_in, check_scalar
 from attnlab.optim._base import (
     Closure,
     FunctionalOptimizer,
+    ScaleInvariance,
     block_norms,
     capped_step_size,
     loss_value,
@@ -160,7 +161,7 @@ class NormalizedGD(FunctionalOptimizer):
             [ 0.0000, -0.4000]], dtype=torch.float64)
     """
 
-    scale_invariant = True
+    scale_invariant = ScaleInvariance(default=True)
 
     def __init__(
         self,

@@ -14,6 +14,7 @@ from attnlab._validation import ValidationError, check_scalar
 from attnlab.optim._base import (
     Closure,
     FunctionalOptimizer,
+    ScaleInvariance,
     block_norms,
     capped_step_size,
     loss_value,
@@ -166,7 +167,7 @@ class PolyakStep(FunctionalOptimizer):
     tensor([1.], dtype=torch.float64)
     """
 
-    scale_invariant = False
+    scale_invariant = ScaleInvariance(default=False)
 
     def __init__(
         self,
