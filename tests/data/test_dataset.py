@@ -1,0 +1,96 @@
+"""TokenSelectionData: validation messages, float64 storage, token scores, and the npz round trip."""
+
+import numpy as np
+import pytest
+import torch
+
+from attnlab._validation import ValidationError
+from attnlab.data import TokenSelectionData
+
+
+@pytest.fixture
+def parts():
+    gen = torch.Generator().manual_seed(0)
+    X = torch.randn(3, 4, 2, generator=gen)
+    return {"X": X, "y": torch.tensor([1.0, -1.0, 1.0]), "v": torch.tensor([1.0, -0.5])}
+
+
+def test_stores_float64_and_defaults_queries_to_first_token(parts):
+    data = TokenSelectionData(parts["X"].float(), y=[1, -1, 1], v=np.array([1, 0]))
+    assert (data.n, data.T, data.d) == (3, 4, 2)
+    assert data.X.dtype == data.Z.dtype == data.y.dtype == data.v.dtype == torch.float64
+    assert torch.equal(data.Z, data.X[:, 0])
+
+
+def test_token_scores_match_a_plain_loop(parts):
+    data = TokenSelectionData(**parts)
+    loop = torch.tensor([[float(parts["y"][i] * parts["v"] @ parts["X"][i, t]) for t in range(4)] for i in range(3)])
+    assert torch.allclose(data.token_scores(), loop, rtol=0, atol=1e-15)  # same products, rounding only
+    assert torch.equal(data.optimal_tokens(), loop.argmax(dim=1))
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        ({"X": torch.zeros(3, 4)}, "X has shape \\(3, 4\\), expected 3 axes"),
+        ({"Z": torch.zeros(2, 2)}, "Z has shape \\(2, 2\\): axis 'n' has size 2"),
+        ({"y": torch.ones(4)}, "y has shape \\(4,\\): axis 'n' has size 4"),
+        ({"v": torch.ones(3)}, "v has shape \\(3,\\): axis 'd' has size 3"),
+        ({"X": torch.zeros(3, 1, 2)}, "X has 1 entries along axis 'T', needs at least 2"),
+        ({"y": torch.tensor([1.0, 0.0, 2.0])}, "y must hold only -1 and \\+1, found \\[0.0, 2.0\\]"),
+        ({"y": None}, "y is required"),
+        ({"select": [0, 1]}, "select must be 3 integer token indices"),
+        ({"select": [0.5, 1, 0]}, "select must be 3 integer token indices"),
+        ({"select": [0, 4, 1]}, "select holds indices outside \\[0, 3\\]"),
+        ({"select": [-1, 0, 1]}, "select holds indices outside"),
+    ],
+)
+def test_bad_input_names_the_field(parts, change, match):
+    with pytest.raises(ValidationError, match=match):
+        TokenSelectionData(**{**parts, **change})
+
+
+@pytest.mark.parametrize("field", ["X", "v"])
+def test_non_finite_values_are_refused(parts, field):
+    bad = parts[field].clone()
+    bad.view(-1)[0] = float("nan")
+    with pytest.raises(ValidationError, match=f"{field} has 1 non-finite"):
+        TokenSelectionData(**{**parts, field: bad})
+
+
+def test_scores_need_a_head(parts):
+    with pytest.raises(ValidationError, match="no head v"):
+        TokenSelectionData(parts["X"], y=parts["y"]).token_scores()
+
+
+def test_with_revalidates(parts):
+    data = TokenSelectionData(**parts)
+    assert torch.equal(data.with_(select=[1, 2, 3]).select, torch.tensor([1, 2, 3]))
+    with pytest.raises(ValidationError, match="select holds indices outside"):
+        data.with_(select=[0, 0, 9])
+
+
+def test_npz_round_trip_is_exact_and_pickle_free(parts, tmp_path):
+    data = TokenSelectionData(**parts, Z=torch.randn(3, 2, generator=torch.Generator().manual_seed(1)), select=[0, 3, 1])
+    path = data.save(tmp_path / "sub" / "d.npz")
+    with np.load(path, allow_pickle=False) as f:  # raises if anything needed pickle
+        assert sorted(f.files) == ["X", "Z", "select", "v", "y"]
+    back = TokenSelectionData.load(path)
+    for key in ("X", "Z", "y", "v", "select"):
+        assert torch.equal(getattr(back, key), getattr(data, key)), key
+
+
+def test_npz_without_optional_keys(parts, tmp_path):
+    path = TokenSelectionData(parts["X"], y=parts["y"]).save(tmp_path / "d.npz")
+    with np.load(path) as f:
+        assert sorted(f.files) == ["X", "Z", "y"]
+    back = TokenSelectionData.load(path)
+    assert back.v is None and back.select is None
+
+
+def test_load_errors_name_the_file_and_keys(tmp_path):
+    with pytest.raises(ValidationError, match="does not exist"):
+        TokenSelectionData.load(tmp_path / "missing.npz")
+    np.savez(tmp_path / "bad.npz", X=np.zeros((2, 2, 2)))
+    with pytest.raises(ValidationError, match="lacks keys \\['y'\\]"):
+        TokenSelectionData.load(tmp_path / "bad.npz")
