@@ -20,11 +20,14 @@ def invoke(*args):
     return CliRunner().invoke(main, [str(a) for a in args])
 
 
-@pytest.mark.parametrize(("norm_text", "norm"), [("fro", "fro"), ("nuc", "nuc"), ("l1", 1.0), ("1.5", 1.5), ("l1-diag", "l1-diag")])
+@pytest.mark.parametrize(
+    ("norm_text", "norm"), [("fro", "fro"), ("nuc", "nuc"), ("l1", 1.0), ("1.5", 1.5), ("l1-diag", "l1-diag")]
+)
 def test_writes_the_library_solution(tmp_path, data, norm_text, norm):
     if norm == "l1-diag":  # d > n (T - 1), so that the diagonal program is feasible (kq-nuclear-norm §6)
         g = torch.Generator().manual_seed(0)
-        data = TokenSelectionData(torch.randn(2, 3, 6, generator=g), torch.randn(2, 6, generator=g), [1, -1], select=[0, 0])
+        X, Z = torch.randn(2, 3, 6, generator=g), torch.randn(2, 6, generator=g)
+        data = TokenSelectionData(X, Z, [1, -1], select=[0, 0])
     src, out = tmp_path / "d.npz", tmp_path / "sol.npz"
     data.save(src)
     result = invoke("svm", src, "--norm", norm_text, "--out", out)

@@ -19,13 +19,15 @@ def one_constraint():
 
 def test_single_constraint_frobenius_closed_form_by_nnls_and_by_cvxpy():
     M, A = one_constraint()
-    for solution in (solve_frobenius_dual(M, (2, 2), what="test"), program.solve_margin_program(M, (2, 2), "fro", "CLARABEL", what="test", cause="")):
+    by_nnls = solve_frobenius_dual(M, (2, 2), what="test")
+    by_cvxpy = program.solve_margin_program(M, (2, 2), "fro", "CLARABEL", what="test", cause="")
+    for solution in (by_nnls, by_cvxpy):
         np.testing.assert_allclose(solution.x, A / 9, atol=1e-9)
         np.testing.assert_allclose(solution.duals, [1 / 9], atol=1e-9)
 
 
 def test_single_constraint_nuclear_closed_form():
-    """||W||_* >= <G, W> / ||G||_op: the optimum is W = u v^T / sigma_1(A) on A's top singular pair, lambda = 1/sigma_1."""
+    """||W||_* >= <A, W> / ||A||_op: the optimum is W = u v^T / sigma_1 (A's top singular pair), lambda = 1/sigma_1."""
     M, A = one_constraint()
     U, s, Vt = np.linalg.svd(A)
     solution = program.solve_margin_program(M, (2, 2), "nuc", "CLARABEL", what="test", cause="")

@@ -48,12 +48,21 @@ def read_select_key(path: str, key: str) -> object:
 @main.command("svm")
 @click.argument("path", type=click.Path(dir_okay=False))
 @click.option("--norm", "norm_text", default="fro", show_default=True, help=_NORM_HELP)
-@click.option("--select", "select_text", default=None, help="Selected token per sequence, e.g. 0,2,1 (default: the file's 'select', else the optimal tokens).")
+@click.option(
+    "--select",
+    "select_text",
+    default=None,
+    help="Selected token per sequence, e.g. 0,2,1 (default: the file's 'select', else the optimal tokens).",
+)
 @click.option("--select-key", default=None, metavar="KEY", help="Read the selection from this key of the data file.")
-@click.option("--solver", type=click.Choice(["CLARABEL", "SCS"], case_sensitive=False), default="CLARABEL", show_default=True)
-@click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write W, margin, status (and more) to this .npz.")
+@click.option(
+    "--solver", type=click.Choice(["CLARABEL", "SCS"], case_sensitive=False), default="CLARABEL", show_default=True
+)
+@click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write W, margin, status, ... to this .npz.")
 @user_errors
-def svm_cmd(path: str, norm_text: str, select_text: str | None, select_key: str | None, solver: str, out: str | None) -> None:
+def svm_cmd(
+    path: str, norm_text: str, select_text: str | None, select_key: str | None, solver: str, out: str | None
+) -> None:
     """Solve the attention SVM on the tokens in PATH (an .npz with X, y and optionally Z, v, select)."""
     import numpy as np
 
@@ -76,7 +85,9 @@ def svm_cmd(path: str, norm_text: str, select_text: str | None, select_key: str 
     support = " ".join(f"{i}:{t}" for i, t in sol.support)
     click.echo(f"status        {sol.status} ({sol.solver})")
     click.echo(f"norm          {norm_text} = {sol.norm_value:.10g}")
-    click.echo(f"margin        {sol.margin:.10g} (max violation {sol.max_violation:.2e}, KKT residual {sol.kkt_residual:.2e})")
+    click.echo(
+        f"margin        {sol.margin:.10g} (max violation {sol.max_violation:.2e}, KKT residual {sol.kkt_residual:.2e})"
+    )
     click.echo(f"selected      {','.join(str(t) for t in sol.select.tolist())}")
     click.echo(f"support (i:t) {support}")
     if out is not None:

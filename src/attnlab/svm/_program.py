@@ -51,6 +51,16 @@ class ProgramSolution:
     kkt_residual: float
 
 
+def check_data(data: object) -> TokenSelectionData:
+    """Refuse anything but a :class:`TokenSelectionData` with the fix."""
+    if not isinstance(data, TokenSelectionData):
+        raise TypeError(
+            f"data must be a TokenSelectionData, got {type(data).__name__}; "
+            f"wrap arrays with TokenSelectionData(X, Z, y)"
+        )
+    return data
+
+
 def check_norm(norm: object) -> Norm:
     """Return ``"fro"``, ``"nuc"``, ``"l1-diag"`` or a float ``p >= 1``; refuse anything else with the fix."""
     if isinstance(norm, str):
@@ -297,7 +307,7 @@ def solve_margin_program(
 
 
 def kkt_tolerance(norm: Norm) -> float:
-    """The KKT residual a solve of this norm must reach: ``KKT_TOL_POWER_CONE`` for a float ``p > 1``, else ``KKT_TOL``."""
+    """The KKT residual a solve must reach: ``KKT_TOL_POWER_CONE`` for a float ``p > 1``, else ``KKT_TOL``."""
     return KKT_TOL_POWER_CONE if isinstance(norm, float) and norm > 1.0 else KKT_TOL
 
 
@@ -329,7 +339,8 @@ def max_unit_margin(M: np.ndarray, solver: str, *, what: str) -> float:
     problem = cp.Problem(cp.Maximize(t), [margins(w, M) >= t, cp.norm(w, 2) <= 1])  # unit-norm margin
     run_solver(problem, solver, what=what)
     if problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):  # cannot happen for this bounded feasible program
-        raise InfeasibleProgramError(f"{what} is {problem.status} ({describe_sizes(M, (M.shape[1],))}, solver {solver})")
+        sizes = describe_sizes(M, (M.shape[1],))
+        raise InfeasibleProgramError(f"{what} is {problem.status} ({sizes}, solver {solver})")
     return float(t.value)
 
 

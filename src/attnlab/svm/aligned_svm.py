@@ -11,6 +11,7 @@ import torch
 from attnlab._validation import ValidationError, check_tensor
 from attnlab.data.dataset import TokenSelectionData
 from attnlab.svm._program import (
+    check_data,
     check_solver,
     constraint_pairs,
     refuse_empty_constraints,
@@ -69,14 +70,16 @@ def aligned_l1_svm(
     margins of ``W`` equal ``beta^T b_il`` and ``||W||_* = ||beta||_1``; otherwise ``W`` need not be feasible
     for the W*-SVM.
     """
-    if not isinstance(data, TokenSelectionData):
-        raise TypeError(f"data must be a TokenSelectionData, got {type(data).__name__}")
+    data = check_data(data)
     sizes = {"d": data.d}
     bases = {name: check_tensor(name, U, "dd", sizes).numpy() for name, U in (("U_K", U_K), ("U_Q", U_Q))}
     for name, U in bases.items():
         defect = float(np.abs(U.T @ U - np.eye(data.d)).max())
         if defect > _ORTHOGONAL_TOL:
-            raise ValidationError(f"{name} is not orthogonal: max |U^T U - I| = {defect:.2e}; pass an orthonormal basis (e.g. from numpy.linalg.qr)")
+            raise ValidationError(
+                f"{name} is not orthogonal: max |U^T U - I| = {defect:.2e}; pass an orthonormal basis "
+                f"(e.g. from numpy.linalg.qr)"
+            )
     pi_arr = _check_pi(pi, data.n, data.d)
     solver = check_solver(solver)
     select_t = resolve_select(data, select)
@@ -101,7 +104,9 @@ def _check_pi(pi: object, n: int, d: int) -> np.ndarray:
     """``pi`` as an int array of ``n`` distinct indices in ``[0, d)``."""
     arr = np.asarray(pi)
     if arr.shape != (n,) or not np.issubdtype(arr.dtype, np.integer):
-        raise ValidationError(f"pi must be {n} integer basis indices (one per sequence), got shape {arr.shape}, dtype {arr.dtype}")
+        raise ValidationError(
+            f"pi must be {n} integer basis indices (one per sequence), got shape {arr.shape}, dtype {arr.dtype}"
+        )
     if arr.min() < 0 or arr.max() >= d or len(set(arr.tolist())) != n:
         raise ValidationError(f"pi must map the {n} sequences to distinct indices in [0, {d - 1}], got {arr.tolist()}")
     return arr.astype(np.int64)

@@ -15,6 +15,7 @@ from attnlab._validation import ValidationError, check_in
 from attnlab.data.dataset import TokenSelectionData
 from attnlab.svm._dual import solve_frobenius_dual
 from attnlab.svm._program import (
+    check_data,
     Norm,
     ProgramSolution,
     active,
@@ -143,8 +144,7 @@ def attention_svm(
     >>> round(attention_svm(data).margin, 6)
     1.0
     """
-    if not isinstance(data, TokenSelectionData):
-        raise TypeError(f"data must be a TokenSelectionData, got {type(data).__name__}; wrap arrays with TokenSelectionData(X, Z, y)")
+    data = check_data(data)
     norm = check_norm(norm)
     solver = check_solver(solver)
     check_in("method", method, ("primal", "dual"))

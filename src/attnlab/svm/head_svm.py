@@ -12,6 +12,7 @@ import torch
 
 from attnlab.data.dataset import TokenSelectionData
 from attnlab.svm._program import (
+    check_data,
     active,
     check_p,
     check_solver,
@@ -100,8 +101,7 @@ def head_svm(
     >>> sol.support, round(sol.norm_value, 6)
     ((1,), 1.0)
     """
-    if not isinstance(data, TokenSelectionData):
-        raise TypeError(f"data must be a TokenSelectionData, got {type(data).__name__}; wrap arrays with TokenSelectionData(X, Z, y)")
+    data = check_data(data)
     p = check_p(p)
     solver = check_solver(solver)
     select_t = resolve_select(data, select)

@@ -17,6 +17,7 @@ from attnlab.data.dataset import TokenSelectionData
 from attnlab.svm._program import (
     Norm,
     attention_constraint_matrices,
+    check_data,
     check_solver,
     max_unit_margin,
     resolve_select,
@@ -37,7 +38,7 @@ __all__ = [
 _SEPARABLE_TOL = 1e-8
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared by identity: it holds tensors
 class SelectionReport(AssumptionReport):
     """An :class:`~attnlab.data.AssumptionReport` for a token selection, with the selection and its SVM.
 
@@ -103,7 +104,7 @@ def is_locally_optimal(
     InfeasibleProgramError
         When the selection's SVM is infeasible (Definition 3 needs ``W_alpha``).
     """
-    scores = data.token_scores()  # (n, T); needs the head
+    scores = check_data(data).token_scores()  # (n, T); needs the head
     svm = attention_svm(data, p, select=select, solver=solver)
     gaps = {(i, t): float(scores[i, svm.select[i]] - scores[i, t]) for i, t in svm.support}  # spec §5 Def. 3
     worst = min(gaps, key=gaps.get)
@@ -140,7 +141,7 @@ def is_globally_optimal(data: TokenSelectionData, select: object = None) -> Assu
         ``measured = min_i (gamma_{i alpha_i} - max_t gamma_it)`` (0 when globally optimal, ties included),
         ``threshold = 0``.
     """
-    scores = data.token_scores()  # (n, T)
+    scores = check_data(data).token_scores()  # (n, T)
     select_t = resolve_select(data, select)
     gaps = scores[torch.arange(data.n), select_t] - scores.max(dim=1).values  # spec §5: alpha_i in argmax gamma
     worst = int(gaps.argmin())
@@ -178,7 +179,7 @@ def locally_optimal_selections(
     """
     check_scalar("max_candidates", max_candidates, kind=int, low=1)
     solver = check_solver(solver)
-    scores = data.token_scores()  # (n, T)
+    scores = check_data(data).token_scores()  # (n, T)
     found = []
     for candidate in _candidates(scores, max_candidates):
         try:
@@ -223,9 +224,10 @@ def is_separable(data: TokenSelectionData, select: object = None, solver: str | 
         margin (``1 / ||W_fro||_F`` when separable, ``<= 0`` otherwise); holds when above ``1e-8``.
     """
     solver = check_solver(solver)
-    select_t = resolve_select(data, select)
+    select_t = resolve_select(check_data(data), select)
     _, A = attention_constraint_matrices(data, select_t)
-    margin = max_unit_margin(A.reshape(A.shape[0], -1), solver, what=f"separability (n={data.n}, T={data.T}, d={data.d})")
+    what = f"separability (n={data.n}, T={data.T}, d={data.d})"
+    margin = max_unit_margin(A.reshape(A.shape[0], -1), solver, what=what)
     holds, detail = margin > _SEPARABLE_TOL, "largest margin of a unit-Frobenius-norm W; must be > threshold"
     if select is None and data.select is None:
         top2 = data.token_scores().topk(2, dim=1).values  # spec kq-nuclear-norm §5 A1: opt unique
