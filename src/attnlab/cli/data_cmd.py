@@ -23,7 +23,7 @@ def _parseable(annotation: Any) -> Any:
     return annotation
 
 
-def generator_overrides(func: Callable[..., Any], sets: Sequence[str]) -> dict[str, Any]:
+def _generator_overrides(func: Callable[..., Any], sets: Sequence[str]) -> dict[str, Any]:
     """Typed keyword arguments for ``func`` from ``["key=value", ...]``, read from its signature (``seed`` aside).
 
     An unknown key raises a :class:`ValidationError` that lists the valid keys.
@@ -55,7 +55,7 @@ def make_cmd(generator: str, out: str, sets: tuple[str, ...], seed: int | None) 
     if generator not in GENERATORS:
         raise ValidationError(f"unknown generator {generator!r}; known generators: {', '.join(GENERATORS)}")
     func = GENERATORS[generator]
-    kwargs = generator_overrides(func, sets)
+    kwargs = _generator_overrides(func, sets)
     if seed is not None:
         if "seed" not in inspect.signature(func).parameters:
             raise ValidationError(f"generator {generator!r} is deterministic and takes no --seed; drop it")

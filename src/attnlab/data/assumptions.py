@@ -161,6 +161,7 @@ def near_orthogonal(data: TokenSelectionData, C: float = 1.0, exclude_opt_pairs:
     -----
     Worst-case bound: the defaults of Example 1 give ``kappa n T ~ 27`` yet NGD converges there, so treat A1 as a
     diagnostic rather than a gate (§7).
+    The Gram matrix of all ``n T`` tokens is formed, so memory grows as ``(n T)^2``: meant for theory-sized data.
     """
     data = _check_data(data)
     check_scalar("C", C, low=0.0, low_inclusive=False)
