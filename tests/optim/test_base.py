@@ -42,8 +42,8 @@ def test_capped_step_size_is_min_of_ratio_and_cap_and_zero_for_a_zero_denominato
 def test_per_tensor_broadcasts_a_scalar_and_refuses_a_wrong_length():
     assert per_tensor(0.1, 3) == [0.1, 0.1, 0.1]
     assert per_tensor([1, 2], 2) == [1, 2]
-    with pytest.raises(ValidationError, match="2 entries for 3 tensors"):
-        per_tensor([1, 2], 3)
+    with pytest.raises(ValidationError, match="lr has 2 entries for 3 tensors"):
+        per_tensor([1, 2], 3, "lr")
 
 
 R = 4

@@ -49,6 +49,20 @@ def test_sps_with_c_one_half_reaches_the_minimum_of_an_isotropic_quadratic_in_on
     assert torch.equal(w.detach(), torch.zeros(3, dtype=torch.float64))
 
 
+def test_a_closure_returning_a_python_float_is_accepted():
+    w = torch.nn.Parameter(torch.tensor([2.0], dtype=torch.float64))
+    optimizer = PolyakStep([w])
+
+    def closure():
+        optimizer.zero_grad()
+        loss = (w**2).sum()
+        loss.backward()
+        return float(loss.detach())
+
+    assert optimizer.step(closure) == 4.0
+    assert w.item() == 1.0  # eta = 4 / 16, w - eta * 4 = 1
+
+
 def test_optimizer_step_on_attention_matches_the_formula_with_autograd_gradients(problem):
     params = problem.params()
     reference = [p.detach().clone().requires_grad_(True) for p in params]

@@ -20,11 +20,11 @@ from attnlab._validation import ValidationError
 Closure = Callable[[], torch.Tensor]
 
 
-def per_tensor(value: object, n: int) -> list:
+def per_tensor(value: object, n: int, name: str = "a per-tensor hyperparameter") -> list:
     """Broadcast a hyperparameter given once (a scalar) or per tensor (a sequence) to a list of length ``n``."""
     if isinstance(value, Sequence) and not isinstance(value, str):
         if len(value) != n:
-            raise ValidationError(f"a per-tensor hyperparameter has {len(value)} entries for {n} tensors")
+            raise ValidationError(f"{name} has {len(value)} entries for {n} tensors; pass one value or one per tensor")
         return list(value)
     return [value] * n
 

@@ -87,7 +87,10 @@ def joint_adaptive(
     A zero gradient norm normaliser takes no step.
     """
     n = len(params)
-    lrs, alphas, normalizers, adaptives = (per_tensor(v, n) for v in (lr, alpha, normalizer, adaptive))
+    lrs, alphas, normalizers, adaptives = (
+        per_tensor(value, n, name)
+        for name, value in dict(lr=lr, alpha=alpha, normalizer=normalizer, adaptive=adaptive).items()
+    )
     uses_loss = [a and name == "loss" for a, name in zip(adaptives, normalizers)]
     if any(uses_loss) and (loss is None or not bool((torch.as_tensor(loss) > 0).all())):
         raise ValidationError(
@@ -201,7 +204,7 @@ class JointAdaptive(FunctionalOptimizer):
             alpha=tensors.hyper("alpha"),
             normalizer=tensors.hyper("normalizer"),
             adaptive=tensors.hyper("adaptive"),
-            loss=None if loss is None else loss.detach(),
+            loss=loss,
             blocks=tensors.group_ids,
         )
         self._write(tensors.params, new_params)

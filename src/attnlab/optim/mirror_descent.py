@@ -72,7 +72,9 @@ def mirror_descent(
     Frobenius norm per tensor.
     """
     n = len(params)
-    lrs, ps, normalize, epss = (per_tensor(v, n) for v in (lr, p, normalized, eps))
+    lrs, ps, normalize, epss = (
+        per_tensor(value, n, name) for name, value in dict(lr=lr, p=p, normalized=normalized, eps=eps).items()
+    )
     new_params = []
     for W, G, lr_i, p_i, normalize_i, eps_i in zip(params, grads, lrs, ps, normalize, epss):
         if normalize_i:

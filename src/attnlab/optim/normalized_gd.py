@@ -85,7 +85,8 @@ def normalized_gd(
     :math:`\theta \leftarrow \theta - \eta\, m/\|m\|`.
     """
     n = len(params)
-    lrs, caps, betas, variants = (per_tensor(v, n) for v in (lr, max_step, momentum, momentum_variant))
+    hyperparameters = dict(lr=lr, max_step=max_step, momentum=momentum, momentum_variant=momentum_variant)
+    lrs, caps, betas, variants = (per_tensor(value, n, name) for name, value in hyperparameters.items())
     old_buffers = per_tensor(None, n) if momentum_buffers is None else list(momentum_buffers)
     # spec A4: m ← β m + g, with m = 0 before the first step
     buffers = [g.clone() if m is None else torch.mul(m, beta).add_(g) for g, m, beta in zip(grads, old_buffers, betas)]

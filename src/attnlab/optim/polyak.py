@@ -100,7 +100,7 @@ def polyak_step(
     A zero gradient takes no step.
     """
     n = len(params)
-    caps, cs = per_tensor(max_lr, n), per_tensor(c, n)
+    caps, cs = per_tensor(max_lr, n, "max_lr"), per_tensor(c, n, "c")
     gap = _loss_gap(loss, optimal_loss)
     norm = block_norms(grads, None, run_dims)[0]
     # spec A3/A8: η_t = min((L − L*) / (c ‖g‖²), η_max)
@@ -197,7 +197,7 @@ class PolyakStep(FunctionalOptimizer):
         new_params = polyak_step(
             tensors.params,
             tensors.grads,
-            loss=loss.detach(),
+            loss=loss,
             optimal_loss=optimal,
             max_lr=tensors.hyper("max_lr"),
             c=tensors.hyper("c"),
