@@ -29,6 +29,19 @@ def test_polyak_step_equals_loss_gap_over_c_grad_norm_sq(c):
     torch.testing.assert_close(flat(new), flat(params) - eta * g, rtol=1e-14, atol=1e-15)  # rounding only
 
 
+def test_python_float_losses_keep_float64_precision_whatever_the_default_dtype():
+    params, grads = random_tensors(8), random_tensors(9)
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float32)  # the library default outside these tests
+    try:
+        new = polyak_step(params, grads, loss=1.1, optimal_loss=0.3)
+    finally:
+        torch.set_default_dtype(previous)
+    g = flat(grads)
+    eta = (1.1 - 0.3) / torch.dot(g, g)  # float64 throughout: a float32 round of 1.1 would show at 1e-8
+    torch.testing.assert_close(flat(new), flat(params) - eta * g, rtol=1e-14, atol=1e-15)
+
+
 def test_polyak_step_is_capped_at_max_lr():
     params, grads = random_tensors(2), [1e-4 * g for g in random_tensors(3)]  # gap/||g||^2 is about 1e7
     new = polyak_step(params, grads, loss=1.0, max_lr=0.25)

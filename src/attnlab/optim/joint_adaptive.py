@@ -16,6 +16,7 @@ from attnlab.optim._base import (
     FunctionalOptimizer,
     ScaleInvariance,
     block_norms,
+    capped_step_size,
     loss_value,
     per_run,
     per_tensor,
@@ -101,13 +102,13 @@ def joint_adaptive(
     joint_norm = block_norms(grads, None, run_dims)
     new_params = []
     for i, (param, grad, t) in enumerate(zip(params, grads, steps)):
-        scale = torch.ones_like(joint_norm[i])
+        N = torch.ones_like(joint_norm[i])
         if uses_loss[i]:
-            scale = torch.as_tensor(loss, dtype=torch.float64) * scale
+            N = torch.as_tensor(loss, dtype=torch.float64) * N
         elif adaptives[i]:
-            scale = {"block_grad_norm": block_norm[i], "joint_grad_norm": joint_norm[i]}[normalizers[i]]
+            N = {"block_grad_norm": block_norm[i], "joint_grad_norm": joint_norm[i]}[normalizers[i]]
         # spec A6: η_t = η / (N_t (t+1)^α); a zero norm takes no step
-        step = torch.where(scale > 0, lrs[i] / (scale * (t + 1) ** alphas[i]), torch.zeros_like(scale))
+        step = capped_step_size(lrs[i] / (t + 1) ** alphas[i], N, max_step=None)
         new_params.append(param - per_run(step, grad) * grad)
     return new_params, [t + 1 for t in steps]
 

@@ -37,9 +37,9 @@ def _loss_gap(loss: float | torch.Tensor, optimal_loss: float | torch.Tensor) ->
     ValidationError
         If ``optimal_loss > loss`` by more than a few rounding units of the loss's dtype.
     """
-    loss = torch.as_tensor(loss)
+    loss = loss if isinstance(loss, torch.Tensor) else torch.tensor(loss, dtype=torch.float64)
     optimal = torch.as_tensor(optimal_loss, dtype=torch.float64)
-    eps = torch.finfo(loss.dtype).eps if loss.is_floating_point() else torch.finfo(torch.float64).eps
+    eps = torch.finfo(loss.dtype).eps
     gap = loss.to(torch.float64) - optimal
     slack = _ROUNDING_ULPS * eps * torch.maximum(loss.to(torch.float64).abs(), optimal.abs())
     if bool((gap < -slack).any()):
