@@ -33,6 +33,7 @@ def test_uncapped_step_has_frobenius_length_lr_over_all_parameters_of_all_groups
     torch.testing.assert_close(length, torch.tensor(0.37, dtype=torch.float64), rtol=1e-14, atol=0)  # rounding
     # and the step points along -g: the update equals -lr g/||g|| with one global norm
     for param, old, grad in zip(params, before, grads):
+        # rounding, plus the cancellation in param - old for entries much larger than the step
         torch.testing.assert_close(param - old, -0.37 * grad / frobenius(grads), rtol=1e-13, atol=1e-16)
 
 
