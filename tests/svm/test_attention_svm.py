@@ -302,3 +302,23 @@ def test_nan_tokens_are_caught_by_the_data_class(data):
 def test_non_data_argument_is_a_type_error():
     with pytest.raises(TypeError, match="TokenSelectionData"):
         attention_svm(np.zeros((2, 2, 2)))
+
+
+@pytest.mark.parametrize("norm", ["fro", "nuc"])
+def test_solve_on_the_constraint_spans_equals_the_full_program(norm):
+    """d > n (T - 1): the library solves for U^T W V on the spans; the spec's plain cvxpy program on all of W agrees."""
+    import cvxpy as cp
+
+    g = torch.Generator().manual_seed(5)
+    data = TokenSelectionData(torch.randn(2, 3, 7, generator=g), torch.randn(2, 7, generator=g), [1, -1], select=[0, 2])
+    X, Z, sel = data.X.numpy(), data.Z.numpy(), [0, 2]
+    W = cp.Variable((7, 7))
+    cons = [(X[i, sel[i]] - X[i, t]) @ W @ Z[i] >= 1 for i in range(2) for t in range(3) if t != sel[i]]
+    full = cp.Problem(cp.Minimize(cp.norm(W, "fro") if norm == "fro" else cp.normNuc(W)), cons)
+    full.solve(solver="CLARABEL")
+    assert full.status == "optimal"
+    sol = attention_svm(data, norm)
+    assert sol.norm_value == pytest.approx(full.value, rel=1e-6)  # Clarabel's default accuracy on the full program
+    if norm == "fro":  # unique minimiser
+        np.testing.assert_allclose(sol.W.numpy(), W.value, atol=1e-6)
+    assert np.linalg.matrix_rank(sol.W.numpy(), tol=1e-8) <= 2  # rank <= number of distinct queries

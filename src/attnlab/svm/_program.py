@@ -32,6 +32,8 @@ KKT_TOL_POWER_CONE = 1e-4
 # at eps 1e-4 by default; these programs are small, so ask both for more.
 _CLARABEL_OPTIONS = {"tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-10, "tol_ktratio": 1e-8}
 _SCS_OPTIONS = {"eps_abs": 1e-9, "eps_rel": 1e-9, "max_iters": 200_000}
+# Singular values below this fraction of the largest count as zero when finding the span of the constraint vectors.
+_RANK_TOL = 1e-12
 # Entries of a solution below this fraction of its largest entry count as zero in the l1 subgradient test.
 _ZERO_TOL = 1e-6
 
@@ -111,23 +113,43 @@ def constraint_pairs(T: int, select: torch.Tensor) -> np.ndarray:
     return np.stack([i[keep], t[keep]], axis=1)
 
 
-def attention_constraint_matrices(data: TokenSelectionData, select: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
-    """Constraint matrices ``A_{i,t} = (x_{i,sel_i} - x_{i,t}) z_i^T`` of the attention SVM.
+def attention_constraint_vectors(
+    data: TokenSelectionData, select: torch.Tensor
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The two factors of each attention-SVM constraint ``(x_{i,sel_i} - x_{i,t})^T W z_i >= 1``.
 
-    Returns ``pairs (m, 2)`` and ``A (m, d, d)`` float64, ``m = n (T - 1)``; the constraint is ``<A_{i,t}, W> >= 1``.
+    Returns ``pairs (m, 2)``, ``diff (m, d)`` with rows ``x_{i,sel_i} - x_{i,t}`` and ``queries (m, d)`` with rows
+    ``z_i``, float64, ``m = n (T - 1)``.
     """
     X, Z = data.X.numpy(), data.Z.numpy()
     pairs = constraint_pairs(data.T, select)
     i, t = pairs[:, 0], pairs[:, 1]
-    diff = X[i, select.numpy()[i]] - X[i, t]  # (m, d)
-    A = diff[:, :, None] * Z[i][:, None, :]  # spec implicit-bias-ngd §5: A_it = (x_opt - x_t) z^T, (m, d, d)
-    return pairs, A
+    return pairs, X[i, select.numpy()[i]] - X[i, t], Z[i]
+
+
+def constraint_matrices(diff: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """``A_k = diff_k queries_k^T``, shape (m, a, b), so that ``<A_k, W> = diff_k^T W queries_k``."""
+    return diff[:, :, None] * queries[:, None, :]  # spec implicit-bias-ngd §5: A_it = (x_opt - x_t) z^T
+
+
+def range_bases(diff: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Orthonormal bases ``U (d, r1)`` of the span of the rows of ``diff`` and ``V (d, r2)`` of those of ``queries``.
+
+    For a unitarily invariant norm (Frobenius, nuclear) the optimum lies in ``U What V^T``: projecting any ``W``
+    onto these spans keeps every margin ``diff_k^T W z_k`` and does not increase the norm. Solving for ``What``
+    (r1, r2) instead of ``W`` (d, d) is exact, and keeps the nuclear-norm SDP small when ``d > n (T - 1)``.
+    """
+    bases = []
+    for rows in (diff, queries):
+        _, s, Vt = np.linalg.svd(rows, full_matrices=False)
+        bases.append(Vt[s > _RANK_TOL * s.max(initial=0.0)].T)  # directions the rows actually use
+    return bases[0], bases[1]
 
 
 def refuse_empty_constraints(M: np.ndarray, labels: list[str], cause: str) -> None:
     """Raise when a constraint row is zero: ``0 >= 1`` can never hold, and the solver would only say "infeasible"."""
     scale = max(float(np.abs(M).max(initial=0.0)), 1.0)
-    empty = np.flatnonzero(np.abs(M).max(axis=1) <= 1e-12 * scale)
+    empty = np.flatnonzero(np.abs(M).max(axis=1, initial=0.0) <= 1e-12 * scale)
     if empty.size:
         shown = ", ".join(labels[k] for k in empty[:5])
         more = f" and {empty.size - 5} more" if empty.size > 5 else ""

@@ -12,8 +12,8 @@ import torch
 
 from attnlab.data.dataset import TokenSelectionData
 from attnlab.svm._program import (
-    check_data,
     active,
+    check_data,
     check_p,
     check_solver,
     max_violation,

@@ -16,10 +16,12 @@ from attnlab.data.assumptions import AssumptionReport
 from attnlab.data.dataset import TokenSelectionData
 from attnlab.svm._program import (
     Norm,
-    attention_constraint_matrices,
+    attention_constraint_vectors,
     check_data,
     check_solver,
+    constraint_matrices,
     max_unit_margin,
+    range_bases,
     resolve_select,
 )
 from attnlab.svm.attention_svm import AttentionSVMResult, attention_svm
@@ -225,9 +227,11 @@ def is_separable(data: TokenSelectionData, select: object = None, solver: str | 
     """
     solver = check_solver(solver)
     select_t = resolve_select(check_data(data), select)
-    _, A = attention_constraint_matrices(data, select_t)
+    pairs, diff, queries = attention_constraint_vectors(data, select_t)
+    U, V = range_bases(diff, queries)  # the Frobenius norm is unitarily invariant: solve for U^T W V (exact)
+    M = constraint_matrices(diff @ U, queries @ V).reshape(len(pairs), -1)
     what = f"separability (n={data.n}, T={data.T}, d={data.d})"
-    margin = max_unit_margin(A.reshape(A.shape[0], -1), solver, what=what)
+    margin = max_unit_margin(M, solver, what=what)
     holds, detail = margin > _SEPARABLE_TOL, "largest margin of a unit-Frobenius-norm W; must be > threshold"
     if select is None and data.select is None:
         top2 = data.token_scores().topk(2, dim=1).values  # spec kq-nuclear-norm §5 A1: opt unique
