@@ -1,26 +1,30 @@
 """Optimizers for softmax-attention training, each a ``torch.optim.Optimizer`` around one pure functional update.
 
 Spec: implicit-bias-ngd §4 (NGD, NGD-mom, Polyak step, joint adaptive rule, SNGD/SPS), mirror-descent-lp §4
-(l_p mirror descent).
+(l_p mirror descent), preconditioned-regression §5.4 (structure-aware preconditioned GD).
 
 Every class works on any list of parameters (a real transformer too), keeps ``defaults``/``param_groups``/
 ``state`` like ``torch.optim.SGD``, takes ``step(closure=None)``, and says in ``scale_invariant`` whether its update
 ignores a positive rescaling of each step's gradients. The functionals (``normalized_gd``, ``polyak_step``,
-``joint_adaptive``, ``mirror_descent``) hold the math, act on lists of tensors, and accept a leading runs axis.
+``joint_adaptive``, ``mirror_descent``, ``preconditioned_gd``) hold the math and act on lists of tensors; the first
+four take ``run_dims`` so that a batch of independent runs (leading axis ``R``) is the same code as one run.
 """
 
 from attnlab.optim.joint_adaptive import JointAdaptive, joint_adaptive
 from attnlab.optim.mirror_descent import MirrorDescent, mirror_descent
 from attnlab.optim.normalized_gd import NormalizedGD, normalized_gd
 from attnlab.optim.polyak import PolyakStep, polyak_step
+from attnlab.optim.preconditioned import PreconditionedGD, preconditioned_gd
 
 __all__ = [
     "JointAdaptive",
     "MirrorDescent",
     "NormalizedGD",
     "PolyakStep",
+    "PreconditionedGD",
     "joint_adaptive",
     "mirror_descent",
     "normalized_gd",
     "polyak_step",
+    "preconditioned_gd",
 ]
