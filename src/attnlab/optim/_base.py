@@ -133,12 +133,31 @@ class ScaleInvariance:
 
 
 class FunctionalOptimizer(Optimizer):
-    """Base of attnlab's optimizers: validates every parameter group, collects tensors, writes results back.
+    """Base of attnlab's optimizers: validates every parameter group and does the bookkeeping of ``step``.
 
     Subclasses set ``scale_invariant = ScaleInvariance(default)`` and implement ``_check_group(group)`` (raise
-    :class:`~attnlab._validation.ValidationError` naming the bad hyperparameter) and
-    ``_group_is_scale_invariant(group)``.
+    :class:`~attnlab._validation.ValidationError` naming the bad hyperparameter),
+    ``_group_is_scale_invariant(group)`` and ``_update(tensors, loss) -> new_params`` (call the rule's functional
+    and keep its buffers in ``self.state``); ``_needs_loss()`` says whether ``step`` must be given a closure.
     """
+
+    @torch.no_grad()
+    def step(self, closure: Closure | None = None) -> torch.Tensor | None:
+        """Take one step and return the loss; ``closure`` recomputes the loss and the gradients.
+
+        The closure is optional unless the rule needs the loss value (Polyak step, the loss normaliser of the
+        joint adaptive rule); parameters without a gradient are skipped.
+        """
+        loss = loss_value(closure, type(self).__name__, needs_loss=self._needs_loss())
+        tensors = self._gather()
+        self._write(tensors.params, self._update(tensors, loss))
+        return loss
+
+    def _needs_loss(self) -> bool:
+        return False
+
+    def _update(self, tensors: GatheredTensors, loss: torch.Tensor | None) -> list[torch.Tensor]:
+        raise NotImplementedError
 
     def add_param_group(self, param_group: dict) -> None:
         super().add_param_group(param_group)

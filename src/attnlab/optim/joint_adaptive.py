@@ -12,12 +12,11 @@ import torch
 
 from attnlab._validation import ValidationError, check_in, check_scalar
 from attnlab.optim._base import (
-    Closure,
     FunctionalOptimizer,
+    GatheredTensors,
     ScaleInvariance,
     block_norms,
     capped_step_size,
-    loss_value,
     per_run,
     per_tensor,
 )
@@ -191,12 +190,10 @@ class JointAdaptive(FunctionalOptimizer):
     def _group_is_scale_invariant(self, group: dict) -> bool:
         return group["adaptive"] and group["normalizer"] != "loss"
 
-    @torch.no_grad()
-    def step(self, closure: Closure | None = None) -> torch.Tensor | None:
-        """Take one step; ``closure`` recomputes the loss and gradients (required for the loss normaliser)."""
-        needs_loss = any(g["adaptive"] and g["normalizer"] == "loss" for g in self.param_groups)
-        loss = loss_value(closure, "JointAdaptive with normalizer='loss'", needs_loss=needs_loss)
-        tensors = self._gather()
+    def _needs_loss(self) -> bool:
+        return any(group["adaptive"] and group["normalizer"] == "loss" for group in self.param_groups)
+
+    def _update(self, tensors: GatheredTensors, loss: torch.Tensor | None) -> list[torch.Tensor]:
         new_params, new_steps = joint_adaptive(
             tensors.params,
             tensors.grads,
@@ -208,7 +205,6 @@ class JointAdaptive(FunctionalOptimizer):
             loss=loss,
             blocks=tensors.group_ids,
         )
-        self._write(tensors.params, new_params)
         for param, t in zip(tensors.params, new_steps):
             self.state[param]["step"] = t
-        return loss
+        return new_params

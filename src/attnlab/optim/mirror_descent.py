@@ -11,10 +11,9 @@ import torch
 
 from attnlab._validation import check_in, check_scalar
 from attnlab.optim._base import (
-    Closure,
     FunctionalOptimizer,
+    GatheredTensors,
     ScaleInvariance,
-    loss_value,
     per_run,
     per_tensor,
     run_norms,
@@ -154,12 +153,8 @@ class MirrorDescent(FunctionalOptimizer):
     def _group_is_scale_invariant(self, group: dict) -> bool:
         return group["normalized"]
 
-    @torch.no_grad()
-    def step(self, closure: Closure | None = None) -> torch.Tensor | None:
-        """Take one step; ``closure`` (optional) recomputes the loss and gradients and its loss is returned."""
-        loss = loss_value(closure, "MirrorDescent", needs_loss=False)
-        tensors = self._gather()
-        new_params = mirror_descent(
+    def _update(self, tensors: GatheredTensors, loss: torch.Tensor | None) -> list[torch.Tensor]:
+        return mirror_descent(
             tensors.params,
             tensors.grads,
             lr=tensors.hyper("lr"),
@@ -167,5 +162,3 @@ class MirrorDescent(FunctionalOptimizer):
             normalized=tensors.hyper("normalized"),
             eps=tensors.hyper("eps"),
         )
-        self._write(tensors.params, new_params)
-        return loss

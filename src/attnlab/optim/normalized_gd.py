@@ -11,12 +11,11 @@ import torch
 
 from attnlab._validation import check_in, check_scalar
 from attnlab.optim._base import (
-    Closure,
     FunctionalOptimizer,
+    GatheredTensors,
     ScaleInvariance,
     block_norms,
     capped_step_size,
-    loss_value,
     per_run,
     per_tensor,
 )
@@ -194,28 +193,22 @@ class NormalizedGD(FunctionalOptimizer):
         uncapped = group["max_step"] is None or group["max_step"] == float("inf")
         return uncapped and group["momentum"] == 0.0
 
-    @torch.no_grad()
-    def step(self, closure: Closure | None = None) -> torch.Tensor | None:
-        """Take one step; ``closure`` (optional) recomputes the loss and gradients and its loss is returned."""
-        loss = loss_value(closure, "NormalizedGD", needs_loss=False)
-        tensors = self._gather()
+    def _update(self, tensors: GatheredTensors, loss: torch.Tensor | None) -> list[torch.Tensor]:
         blocks = [
             {"global": "global", "group": ("group", index), "tensor": ("tensor", position)}[group["normalization"]]
             for position, (group, index) in enumerate(zip(tensors.groups, tensors.group_ids))
         ]
-        buffers = [self.state[p].get("momentum_buffer") for p in tensors.params]
         new_params, new_buffers = normalized_gd(
             tensors.params,
             tensors.grads,
-            buffers,
+            [self.state[p].get("momentum_buffer") for p in tensors.params],
             lr=tensors.hyper("lr"),
             max_step=tensors.hyper("max_step"),
             momentum=tensors.hyper("momentum"),
             momentum_variant=tensors.hyper("momentum_variant"),
             blocks=blocks,
         )
-        self._write(tensors.params, new_params)
         for param, buffer, group in zip(tensors.params, new_buffers, tensors.groups):
             if group["momentum"] != 0.0:
                 self.state[param]["momentum_buffer"] = buffer
-        return loss
+        return new_params

@@ -12,12 +12,11 @@ import torch
 
 from attnlab._validation import ValidationError, check_scalar
 from attnlab.optim._base import (
-    Closure,
     FunctionalOptimizer,
+    GatheredTensors,
     ScaleInvariance,
     block_norms,
     capped_step_size,
-    loss_value,
     per_run,
     per_tensor,
 )
@@ -188,19 +187,15 @@ class PolyakStep(FunctionalOptimizer):
     def _group_is_scale_invariant(self, group: dict) -> bool:
         return False
 
-    @torch.no_grad()
-    def step(self, closure: Closure | None = None) -> torch.Tensor:
-        """Take one step; ``closure`` recomputes the loss and gradients and must be given. Returns the loss."""
-        loss = loss_value(closure, "PolyakStep", needs_loss=True)
-        optimal = self.optimal_loss() if callable(self.optimal_loss) else self.optimal_loss
-        tensors = self._gather()
-        new_params = polyak_step(
+    def _needs_loss(self) -> bool:
+        return True
+
+    def _update(self, tensors: GatheredTensors, loss: torch.Tensor | None) -> list[torch.Tensor]:
+        return polyak_step(
             tensors.params,
             tensors.grads,
             loss=loss,
-            optimal_loss=optimal,
+            optimal_loss=self.optimal_loss() if callable(self.optimal_loss) else self.optimal_loss,
             max_lr=tensors.hyper("max_lr"),
             c=tensors.hyper("c"),
         )
-        self._write(tensors.params, new_params)
-        return loss
