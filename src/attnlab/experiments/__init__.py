@@ -37,3 +37,4 @@ __all__ = [
 ]
 
 # One import per paper module below; each registers its experiments on import.
+from attnlab.experiments import real  # noqa: E402,F401

@@ -1,0 +1,149 @@
+"""A small transformer encoder whose attention weights can be read: the shared body of our ViT and text model.
+
+Spec: mirror-descent-lp §9 E4 (post-LayerNorm blocks, no biases, attention scaled by 1/sqrt(d_head), padding
+mask), implicit-bias-ngd §9 fig. 6-7 (ViT for small data sets). The query, key and value projections are
+separate ``nn.Linear`` layers named ``q``, ``k``, ``v`` so that their weight entries can be histogrammed.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+__all__ = ["Encoder", "EncoderBlock", "SelfAttention", "attention_weights", "init_weights"]
+
+
+def attention_weights(q: torch.Tensor, k: torch.Tensor, key_mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Softmax attention weights of scaled dot products, with padded keys given zero weight.
+
+    Spec: mirror-descent-lp §9 E4 (attention scaled by 1/sqrt(d_head), padding mask).
+
+    Parameters
+    ----------
+    q, k : torch.Tensor, shape (n, h, T, e)
+        Queries and keys per head (``h`` heads of width ``e``).
+    key_mask : torch.Tensor of bool, shape (n, T), optional
+        True where a key is a real token, False where it is padding. Every row needs at least one True.
+
+    Returns
+    -------
+    torch.Tensor, shape (n, h, T, T)
+        ``A[b, h, s, t]``: weight query token ``s`` puts on key token ``t``; rows sum to 1.
+    """
+    logits = torch.einsum("nhse,nhte->nhst", q, k) / math.sqrt(q.shape[-1])  # spec E4: q k^T / sqrt(d_head)
+    if key_mask is not None:
+        logits = logits.masked_fill(~key_mask[:, None, None, :], float("-inf"))
+    return torch.softmax(logits, dim=-1)
+
+
+class SelfAttention(nn.Module):
+    """Multi-head self-attention without biases; returns its output and its attention weights.
+
+    Parameters
+    ----------
+    dim : int
+        Token width ``d``; must be divisible by ``heads``.
+    heads : int
+        Number of heads ``h``; each has width ``d / h``.
+    """
+
+    def __init__(self, dim: int, heads: int) -> None:
+        super().__init__()
+        if dim % heads:
+            raise ValueError(f"dim == {dim} is not divisible by heads == {heads}; pick dim = heads * head width")
+        self.heads = heads
+        self.q = nn.Linear(dim, dim, bias=False)
+        self.k = nn.Linear(dim, dim, bias=False)
+        self.v = nn.Linear(dim, dim, bias=False)
+        self.out = nn.Linear(dim, dim, bias=False)
+
+    def _split(self, x: torch.Tensor) -> torch.Tensor:
+        n, T, d = x.shape
+        return x.view(n, T, self.heads, d // self.heads).transpose(1, 2)  # (n, h, T, e)
+
+    def forward(self, x: torch.Tensor, key_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """``x: (n, T, d)`` -> output ``(n, T, d)`` and weights ``(n, h, T, T)``."""
+        n, T, d = x.shape
+        weights = attention_weights(self._split(self.q(x)), self._split(self.k(x)), key_mask)
+        mixed = weights @ self._split(self.v(x))  # (n, h, T, e)
+        return self.out(mixed.transpose(1, 2).reshape(n, T, d)), weights
+
+
+class EncoderBlock(nn.Module):
+    """Attention and a GELU MLP, each in a residual branch with LayerNorm (no biases anywhere).
+
+    Parameters
+    ----------
+    dim, heads : int
+        Token width and number of heads.
+    mlp_dim : int
+        Hidden width of the MLP.
+    dropout : float
+        Dropout on both residual branches and inside the MLP.
+    norm_first : bool
+        True: pre-LayerNorm (``x + f(LN(x))``, the usual ViT); False: post-LayerNorm (``LN(x + f(x))``, E4).
+    """
+
+    def __init__(self, dim: int, heads: int, mlp_dim: int, dropout: float, norm_first: bool) -> None:
+        super().__init__()
+        self.norm_first = norm_first
+        self.attn = SelfAttention(dim, heads)
+        self.norm1 = nn.LayerNorm(dim, bias=False)
+        self.norm2 = nn.LayerNorm(dim, bias=False)
+        self.mlp = nn.Sequential(
+            nn.Linear(dim, mlp_dim, bias=False), nn.GELU(), nn.Dropout(dropout), nn.Linear(mlp_dim, dim, bias=False)
+        )
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, key_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """``x: (n, T, d)`` -> ``(n, T, d)`` and the attention weights ``(n, h, T, T)``."""
+        if self.norm_first:
+            mixed, weights = self.attn(self.norm1(x), key_mask)
+            x = x + self.drop(mixed)
+            return x + self.drop(self.mlp(self.norm2(x))), weights
+        mixed, weights = self.attn(x, key_mask)
+        x = self.norm1(x + self.drop(mixed))
+        return self.norm2(x + self.drop(self.mlp(x))), weights
+
+
+class Encoder(nn.Module):
+    """A stack of :class:`EncoderBlock` s that also returns every layer's attention weights.
+
+    Parameters
+    ----------
+    dim, heads, mlp_dim, dropout, norm_first
+        As in :class:`EncoderBlock`.
+    depth : int
+        Number of blocks.
+    """
+
+    def __init__(self, dim: int, depth: int, heads: int, mlp_dim: int, dropout: float, norm_first: bool) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(EncoderBlock(dim, heads, mlp_dim, dropout, norm_first) for _ in range(depth))
+
+    def forward(
+        self, x: torch.Tensor, key_mask: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """``x: (n, T, d)`` -> ``(n, T, d)`` and a list of ``depth`` weight tensors ``(n, h, T, T)``."""
+        attentions = []
+        for block in self.blocks:
+            x, weights = block(x, key_mask)
+            attentions.append(weights)
+        return x, attentions
+
+
+def init_weights(module: nn.Module, generator: torch.Generator, std: float = 0.02) -> None:
+    """Initialise every Linear/Embedding weight and every bare Parameter of ``module`` from ``generator``.
+
+    Linear and embedding weights and free parameters (position embeddings, class token) are drawn from a normal
+    distribution with standard deviation ``std`` truncated at two standard deviations (the ViT/BERT convention);
+    LayerNorm weights are set to 1. The draw depends only on ``generator``, never on the global RNG.
+    """
+    for sub in module.modules():
+        if isinstance(sub, nn.LayerNorm):
+            nn.init.ones_(sub.weight)
+            continue
+        for param in sub.parameters(recurse=False):
+            nn.init.trunc_normal_(param, std=std, a=-2 * std, b=2 * std, generator=generator)

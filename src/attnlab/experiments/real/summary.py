@@ -1,0 +1,113 @@
+"""One row per optimizer, and the papers' real-data claims checked against a :class:`Comparison`.
+
+Spec: implicit-bias-ngd §9 (fig. 6-7: on ViTs SNGD trains slower than SGD and layer norms grow; fig. 1, 4: on
+language data SNGD trains faster); mirror-descent-lp §4 (l_2-MD is GD), §8.6 (smaller p gives sparser weights,
+l_1.1-MD generalises better than GD on IMDb).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import torch
+
+from attnlab.experiments.base import Check
+from attnlab.experiments.real.compare import Comparison
+from attnlab.experiments.real.probes import hoyer_sparsity
+
+__all__ = ["paper_checks", "summary_table"]
+
+
+def _total_norm_growth(norms: pd.DataFrame) -> pd.Series:
+    totals = norms.groupby(["optimizer", "seed", "epoch"])["norm"].apply(lambda s: float((s**2).sum() ** 0.5))
+    totals = totals.reset_index().sort_values("epoch")
+    ends = totals.groupby(["optimizer", "seed"])["norm"].agg(["first", "last"])
+    return (ends["last"] / ends["first"]).groupby("optimizer").mean()
+
+
+def summary_table(comparison: Comparison) -> pd.DataFrame:
+    """Per optimizer: final and best accuracy and final loss (mean and std over seeds), norm growth, sparsity.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``optimizer``, ``lr``, ``seeds``, ``diverged`` (runs that hit a non-finite loss),
+        ``test_accuracy_mean``, ``test_accuracy_std``, ``best_test_accuracy_mean``, ``train_loss_mean``,
+        ``train_loss_std``, ``norm_growth`` (seed mean of total parameter norm, last epoch / epoch 0),
+        ``qkv_hoyer`` (Hoyer sparsity of all key/query/value entries of the first seed, see
+        :func:`hoyer_sparsity`) and ``seconds_mean`` (training time per run).
+    """
+    frame = comparison.frame
+    last = frame.sort_values("epoch").groupby(["optimizer", "seed"]).tail(1)
+    best = frame.groupby(["optimizer", "seed"])["test_accuracy"].max().groupby("optimizer").mean()
+    growth = _total_norm_growth(comparison.norms)
+    rows = []
+    for name in dict.fromkeys(frame["optimizer"]):
+        runs = last[last["optimizer"] == name]
+        entries = comparison.entries[comparison.entries["optimizer"] == name]["value"]
+        rows.append({
+            "optimizer": name,
+            "lr": float(runs["lr"].iloc[0]),
+            "seeds": len(runs),
+            "diverged": int(runs["diverged"].sum()),
+            "test_accuracy_mean": runs["test_accuracy"].mean(),
+            "test_accuracy_std": runs["test_accuracy"].std(ddof=0),
+            "best_test_accuracy_mean": best[name],
+            "train_loss_mean": runs["train_loss"].mean(),
+            "train_loss_std": runs["train_loss"].std(ddof=0),
+            "norm_growth": growth[name],
+            "qkv_hoyer": hoyer_sparsity(torch.tensor(entries.to_numpy())) if len(entries) else float("nan"),
+            "seconds_mean": runs["seconds"].mean(),
+        })
+    return pd.DataFrame(rows)
+
+
+def paper_checks(comparison: Comparison, summary: pd.DataFrame, *, chance: float, language: bool) -> list[Check]:
+    """The papers' claims about real data, each as a :class:`Check` (a failed check is a finding, not a bug).
+
+    Parameters
+    ----------
+    comparison : Comparison
+    summary : pandas.DataFrame
+        From :func:`summary_table`.
+    chance : float
+        Accuracy of always predicting the most frequent class of the test set.
+    language : bool
+        True for text tasks: the NGD paper reports SNGD faster than SGD on language data (fig. 1, 4) and slower
+        on ViTs (fig. 6, 7).
+    """
+    by = summary.set_index("optimizer")
+    checks = [
+        Check(f"{name} learns: mean final test accuracy above the majority-class rate", f"> {chance:.4g}",
+              float(row["test_accuracy_mean"]), "bound", bool(row["test_accuracy_mean"] > chance),
+              "implicit-bias-ngd §9; mirror-descent-lp §9")
+        for name, row in by.iterrows()
+    ]
+    frame = comparison.frame
+    if {"sgd", "md-2"} <= set(by.index) and by.loc["sgd", "lr"] == by.loc["md-2", "lr"]:
+        pivot = frame.pivot_table(index=["seed", "epoch"], columns="optimizer", values="train_loss")
+        gap = float(((pivot["md-2"] - pivot["sgd"]).abs() / pivot["sgd"].abs()).max())
+        checks.append(Check("l_2 mirror descent is SGD: same training loss at the same lr (max relative gap)",
+                            0.0, gap, "1e-3 (float32 rounding)", bool(gap <= 1e-3), "mirror-descent-lp §4"))
+    if {"md-1.1", "md-2"} <= set(by.index):
+        sparse, dense = float(by.loc["md-1.1", "qkv_hoyer"]), float(by.loc["md-2", "qkv_hoyer"])
+        checks.append(Check("p = 1.1 gives sparser key/query/value weights than p = 2 (Hoyer sparsity)",
+                            f"> {dense:.4g} (p = 2)", sparse, "bound", bool(sparse > dense), "mirror-descent-lp §8.6"))
+    if "sgd" in by.index:
+        norms = comparison.norms[comparison.norms["optimizer"] == "sgd"]
+        ends = norms.sort_values("epoch").groupby(["seed", "layer"])["norm"].agg(["first", "last"])
+        growth = (ends["last"] / ends["first"]).groupby("layer").mean()
+        checks.append(Check("every layer's parameter norm grows under SGD (min over layers of last/initial)",
+                            "> 1", float(growth.min()), "bound", bool(growth.min() > 1), "implicit-bias-ngd §9 fig. 7"))
+    if {"sgd", "sngd"} <= set(by.index):
+        ratio = float(by.loc["sngd", "train_loss_mean"] / by.loc["sgd", "train_loss_mean"])
+        if language:
+            checks.append(Check("on language data SNGD trains faster than SGD (final train loss SNGD / SGD)", "< 1",
+                                ratio, "bound", bool(ratio < 1), "implicit-bias-ngd §9 fig. 1, 4"))
+        else:
+            checks.append(Check("on a ViT SNGD trains slower than SGD (final train loss SNGD / SGD)", "> 1", ratio,
+                                "bound", bool(ratio > 1), "implicit-bias-ngd §9 fig. 6, 7"))
+    if language and {"md-1.1", "md-2"} <= set(by.index):
+        better, base = float(by.loc["md-1.1", "test_accuracy_mean"]), float(by.loc["md-2", "test_accuracy_mean"])
+        checks.append(Check("l_1.1-MD generalises at least as well as l_2-MD (GD): mean final test accuracy",
+                            f">= {base:.4g} (p = 2)", better, "bound", bool(better >= base), "mirror-descent-lp §8.6"))
+    return checks

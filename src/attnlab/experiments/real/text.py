@@ -1,0 +1,187 @@
+"""Experiment ``real.text``: the optimizers train the E4 text encoder on the keyword task or on ``aclImdb``.
+
+Spec: mirror-descent-lp §9 E4 (IMDb encoder, l_p-MD with p = 1.1, 2, 3: test accuracy, K/Q/V histograms,
+first-token attention) and implicit-bias-ngd §9 fig. 1, 4 (SGD, SNGD, SPS, Adam on language data). The default
+data is the keyword task that the project generates (see :mod:`attnlab.experiments.real.keywords`); set
+``dataset=aclimdb`` and ``imdb_root`` to a local ``aclImdb`` folder to train on real reviews.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from attnlab._validation import ValidationError, check_in, check_scalar
+from attnlab.experiments.base import Check, Experiment, ExperimentResult, RunContext, register
+from attnlab.experiments.plotting import label_ours
+from attnlab.experiments.real.aclimdb import load_aclimdb
+from attnlab.experiments.real.compare import Setup, compare_optimizers
+from attnlab.experiments.real.figures import attention_figure, curves_figure, histogram_figure, norms_figure
+from attnlab.experiments.real.keywords import keyword_task
+from attnlab.experiments.real.optimizers import parse_optimizer
+from attnlab.experiments.real.probes import first_token_attention
+from attnlab.experiments.real.split import Split
+from attnlab.experiments.real.summary import paper_checks, summary_table
+from attnlab.experiments.real.text_encoder import TextEncoder
+
+__all__ = ["TextConfig", "build_text", "run_text"]
+
+DATASETS = ("keywords", "aclimdb")
+
+
+@dataclass(frozen=True)
+class TextConfig:
+    """Settings of ``real.text``; the model sizes are E4's scaled down to two CPU cores (ours).
+
+    Parameters
+    ----------
+    dataset : {"keywords", "aclimdb"}
+        The generated keyword task, or reviews read from ``imdb_root``.
+    imdb_root : str
+        The ``aclImdb`` folder (only for ``dataset="aclimdb"``).
+    optimizers, lrs, sngd_cap, sps_c, seeds, seed, epochs, batch_size, workers, probes
+        As in ``real.digits-vit``.
+    n_train, n_test, length, vocab_size, keywords : int
+        Keyword task sizes (see :func:`keyword_task`).
+    max_len, imdb_vocab, max_per_split : int
+        ``aclImdb`` encoding: tokens kept per review ([CLS] included), vocabulary size, reviews per split.
+    dim, depth, heads, mlp_dim : int
+        Encoder sizes (E4: 384, 3-6, 3-6, 1536).
+    dropout : float
+        E4 uses 0.2; 0 keeps the small runs deterministic in what they measure.
+    """
+
+    OURS = ("optimizers", "lrs", "sngd_cap", "epochs", "batch_size", "n_train", "n_test", "length", "vocab_size",
+            "keywords", "max_len", "max_per_split", "dim", "depth", "heads", "mlp_dim", "dropout")
+
+    dataset: str = "keywords"
+    imdb_root: str = ""
+    optimizers: tuple[str, ...] = ("sgd", "sngd", "sps", "adam", "md-1.1", "md-2", "md-3")
+    lrs: tuple[float, ...] = (0.3, 0.2, 1.0, 3e-3, 0.2, 0.3, 1e-2)
+    sngd_cap: float = 1.0
+    sps_c: float = 0.5
+    seeds: int = 5
+    seed: int = 0
+    epochs: int = 20
+    batch_size: int = 32
+    n_train: int = 1000
+    n_test: int = 500
+    length: int = 16
+    vocab_size: int = 64
+    keywords: int = 4
+    max_len: int = 128
+    imdb_vocab: int = 5000
+    max_per_split: int = 2000
+    dim: int = 32
+    depth: int = 2
+    heads: int = 2
+    mlp_dim: int = 64
+    dropout: float = 0.0
+    workers: int = 2
+    probes: int = 4
+
+    def __post_init__(self) -> None:
+        check_in("dataset", self.dataset, DATASETS)
+        if self.dataset == "aclimdb" and not self.imdb_root:
+            raise ValidationError('dataset == "aclimdb" needs imdb_root, the path of an aclImdb folder; '
+                                  "pass --set imdb_root=/path/to/aclImdb")
+        if len(self.optimizers) != len(self.lrs) or not self.optimizers:
+            raise ValidationError(
+                f"optimizers has {len(self.optimizers)} names and lrs {len(self.lrs)}; give one lr per optimizer"
+            )
+        for name in self.optimizers:
+            parse_optimizer(name)
+        for lr in self.lrs:
+            check_scalar("lrs", lr, low=0.0, low_inclusive=False)
+        check_scalar("sngd_cap", self.sngd_cap, low=0.0, low_inclusive=False)
+        check_scalar("sps_c", self.sps_c, low=0.0, low_inclusive=False)
+        for name in ("seeds", "epochs", "batch_size", "n_train", "n_test", "length", "keywords", "dim", "depth",
+                     "heads", "mlp_dim", "workers", "probes", "max_per_split"):
+            check_scalar(name, getattr(self, name), kind=int, low=1)
+        check_scalar("max_len", self.max_len, kind=int, low=2)
+        check_scalar("imdb_vocab", self.imdb_vocab, kind=int, low=4)
+        check_scalar("seed", self.seed, kind=int, low=0)
+        check_scalar("dropout", self.dropout, low=0.0, high=1.0, high_inclusive=False)
+
+
+def _keyword_attention(inputs: torch.Tensor, positions: torch.Tensor):
+    rows = torch.arange(len(positions))
+
+    def metric(model: torch.nn.Module) -> float:
+        return float(first_token_attention(model, inputs)[rows, positions].mean())
+
+    return metric
+
+
+def _data(config: TextConfig) -> tuple[Split, int, dict]:
+    if config.dataset == "aclimdb":
+        text = load_aclimdb(config.imdb_root, max_len=config.max_len, vocab_size=config.imdb_vocab,
+                            max_per_split=config.max_per_split, seed=config.seed)
+        return text.split, len(text.vocabulary), {}
+    task = keyword_task(n_train=config.n_train, n_test=config.n_test, length=config.length,
+                        vocab_size=config.vocab_size, keywords=config.keywords, seed=config.seed)
+    metric = _keyword_attention(task.split.x_test, task.keyword_position_test)
+    return task.split, task.vocab_size, {"keyword_attention": metric}
+
+
+def build_text(config: TextConfig, seed: int) -> Setup:
+    """The data (fixed by ``config.seed``) and a :class:`TextEncoder` initialised from ``seed``, in float32.
+
+    On the keyword task the per-epoch metric ``keyword_attention`` is the mean last-layer first-token attention
+    on the decisive keyword over the test set (uniform attention gives ``1 / (length + 1)``).
+    """
+    data, vocab_size, metrics = _data(config)
+    model = TextEncoder(vocab_size, data.x_train.shape[1], num_classes=2, dim=config.dim, depth=config.depth,
+                        heads=config.heads, mlp_dim=config.mlp_dim, dropout=config.dropout, seed=seed)
+    return Setup(model, data, metrics, probe_inputs=data.x_test[: config.probes])
+
+
+def _selection_checks(frame, length: int) -> list[Check]:
+    uniform = 1.0 / (length + 1)
+    last = frame.sort_values("epoch").groupby(["optimizer", "seed"]).tail(1)
+    means = last.groupby("optimizer", sort=False)["keyword_attention"].mean()
+    return [Check(f"{name}: the first token attends to the deciding keyword more than uniformly", f"> {uniform:.4g}",
+                  float(value), "bound", bool(value > uniform), "implicit-bias-ngd §6; mirror-descent-lp §6")
+            for name, value in means.items()]
+
+
+def run_text(config: TextConfig, ctx: RunContext) -> ExperimentResult:
+    """Train every optimizer for every seed on the chosen text data; tables, paper checks and figures."""
+    seeds = [config.seed + i for i in range(config.seeds)]
+    comparison = compare_optimizers(
+        build_text, config, config.optimizers, config.lrs, seeds, epochs=config.epochs,
+        batch_size=config.batch_size, sngd_cap=config.sngd_cap, sps_c=config.sps_c, workers=config.workers,
+        checkpoint_dir=ctx.out / "checkpoints", bar=ctx.bar,
+    )
+    summary = summary_table(comparison)
+    y_test = _data(config)[0].y_test
+    chance = float(torch.bincount(y_test).max()) / len(y_test)
+    checks = paper_checks(comparison, summary, chance=chance, language=True)
+    if config.dataset == "keywords":
+        checks += _selection_checks(comparison.frame, config.length)
+    figures = {"curves": curves_figure(comparison.frame), "norms": norms_figure(comparison.norms),
+               "qkv_histograms": histogram_figure(comparison.entries),
+               "attention": attention_figure(comparison.attention)}
+    for figure in figures.values():
+        label_ours(figure, config)
+    return ExperimentResult(
+        frame=comparison.frame,
+        checks=checks,
+        figures=figures,
+        tables={"summary": summary, "layer_norms": comparison.norms, "qkv_entries": comparison.entries,
+                "attention": comparison.attention},
+        notes=["float32 models; two-class cross-entropy (mean over the batch) in place of E4's summed sigmoid BCE",
+               "one CPU thread per run; runs spread over config.workers processes"],
+    )
+
+
+register(Experiment(
+    name="real.text",
+    paper="mirror-descent-lp",
+    summary="SGD, SNGD, SPS, Adam, l_p-MD (p=1.1,2,3) train the E4 text encoder on a keyword task or aclImdb",
+    config_type=TextConfig,
+    run=run_text,
+    quick={"seeds": 2, "epochs": 2, "workers": 1, "n_train": 200, "n_test": 100, "dim": 16, "mlp_dim": 32,
+           "depth": 1, "max_per_split": 200},
+))

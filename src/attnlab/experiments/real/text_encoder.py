@@ -1,0 +1,99 @@
+"""The IMDb-style text encoder of mirror-descent-lp E4, with every size a parameter so it fits two CPU cores.
+
+Spec: mirror-descent-lp §9 E4: token + learned positional embedding, post-LayerNorm blocks with GELU MLPs, no
+biases, attention scaled by 1/sqrt(d_head) with a padding mask, prediction from the first token ([CLS]).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from attnlab._validation import check_scalar
+from attnlab.experiments.real.encoder import Encoder, init_weights
+
+__all__ = ["TextEncoder"]
+
+
+class TextEncoder(nn.Module):
+    """Transformer encoder over token ids; classifies from the state of the first token.
+
+    Spec: mirror-descent-lp §9 E4 (paper sizes: dim 384, MLP 1536, 3/4/6 blocks and heads, max length 512,
+    dropout 0.2).
+
+    Parameters
+    ----------
+    vocab_size : int
+        Number of token ids, padding included.
+    max_len : int
+        Longest sequence (the [CLS] token included).
+    num_classes : int, default=2
+    dim : int, default=32
+    depth : int, default=2
+    heads : int, default=2
+    mlp_dim : int, default=64
+    dropout : float, default=0.0
+    pad_id : int, default=0
+        Id of the padding token; keys with this id get no attention.
+    seed : int, default=0
+        Seeds the initial weights (through a private ``torch.Generator``).
+    dtype : torch.dtype, default=torch.float32
+
+    Notes
+    -----
+    E4 puts a single logit through a sigmoid and sums the binary cross-entropy over the batch; we use
+    ``num_classes`` logits and the mean cross-entropy so that one harness serves every task. With two classes
+    this is the same model (the logit difference is E4's logit); the mean instead of the sum divides the
+    gradient by the batch size, so E4's learning rates correspond to ours divided by the batch size.
+
+    Examples
+    --------
+    >>> model = TextEncoder(vocab_size=20, max_len=6, seed=0)
+    >>> model(torch.tensor([[1, 5, 6, 0, 0, 0]])).shape
+    torch.Size([1, 2])
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        max_len: int,
+        *,
+        num_classes: int = 2,
+        dim: int = 32,
+        depth: int = 2,
+        heads: int = 2,
+        mlp_dim: int = 64,
+        dropout: float = 0.0,
+        pad_id: int = 0,
+        seed: int = 0,
+        dtype: torch.dtype = torch.float32,
+    ) -> None:
+        super().__init__()
+        for name, value in (("vocab_size", vocab_size), ("max_len", max_len), ("num_classes", num_classes),
+                            ("dim", dim), ("depth", depth), ("heads", heads), ("mlp_dim", mlp_dim)):
+            check_scalar(name, value, kind=int, low=1)
+        check_scalar("dropout", dropout, low=0.0, high=1.0, high_inclusive=False)
+        check_scalar("pad_id", pad_id, kind=int, low=0, high=vocab_size - 1)
+        self.pad_id = pad_id
+        self.tokens = nn.Embedding(vocab_size, dim)
+        self.positions = nn.Parameter(torch.empty(1, max_len, dim))
+        self.drop = nn.Dropout(dropout)
+        self.encoder = Encoder(dim, depth, heads, mlp_dim, dropout, norm_first=False)  # spec E4: post-LN
+        self.head = nn.Linear(dim, num_classes, bias=False)
+        self.to(dtype)
+        init_weights(self, torch.Generator().manual_seed(seed))
+
+    def encode(self, ids: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """``ids: (n, L)`` int64 -> token states ``(n, L, dim)`` and each layer's attention ``(n, heads, L, L)``."""
+        mask = ids != self.pad_id  # (n, L), True on real tokens
+        x = self.tokens(ids) + self.positions[:, : ids.shape[1]]  # (n, L, dim)
+        return self.encoder(self.drop(x), mask)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        """``ids: (n, L)`` -> class logits ``(n, num_classes)`` from the first token's state."""
+        x, _ = self.encode(ids)
+        return self.head(x[:, 0])  # spec E4: prediction from the first token
+
+    def attention(self, ids: torch.Tensor) -> list[torch.Tensor]:
+        """Attention weights of every layer, ``depth`` tensors ``(n, heads, L, L)``; token 0 is [CLS]."""
+        return self.encode(ids)[1]
