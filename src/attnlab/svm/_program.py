@@ -23,13 +23,16 @@ from attnlab.svm.errors import InfeasibleProgramError, SolverAccuracyWarning
 SOLVERS = ("CLARABEL", "SCS")
 # spec mirror-descent-lp §5: a constraint is active when its slack is below 1e-6 (relative to the margin 1).
 SUPPORT_TOL = 1e-6
-# At the tolerances below, QP, SDP and LP solves reach KKT residuals of 1e-12 to 1e-7 (n (T-1) = 40, d = 16); the
-# power-cone form of l_p norms (1 < p, cvxpy pnorm) only 1e-6 to 7e-5. The tolerances leave a margin above that
-# and are far below any error that changes a support set or a norm comparison.
+# At the solver tolerances below, QP, SDP and LP solves reach KKT residuals of 1e-12 to 1e-7 (up to n (T-1) = 40,
+# d = 16); the power-cone form of l_p norms (1 < p, cvxpy pnorm) only 1e-6 to 1e-5. The tolerances leave a margin
+# above that and are far below any error that changes a support set or a norm comparison.
 KKT_TOL = 1e-5
 KKT_TOL_POWER_CONE = 1e-4
-# Clarabel's default gap tolerance 1e-8 leaves KKT residuals near 1e-5 on power-cone (l_p) programs and SCS stops
-# at eps 1e-4 by default; these programs are small, so ask both for more.
+# Clarabel's default gap tolerance 1e-8 leaves KKT residuals up to 7e-5 on power-cone (l_p) programs and SCS stops
+# at eps 1e-4 by default; these programs are small, so ask both for more. At 1e-10 Clarabel often stops a digit
+# short on round-off and reports "optimal_inaccurate" (about one solve in five) with KKT residuals still below
+# 1e-5; at 1e-9 it says "optimal" more often but l_p residuals double. Accuracy wins: the KKT certificate, not the
+# status, decides whether a solve is trusted (see warn_if_inaccurate).
 _CLARABEL_OPTIONS = {"tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-10, "tol_ktratio": 1e-8}
 _SCS_OPTIONS = {"eps_abs": 1e-9, "eps_rel": 1e-9, "max_iters": 200_000}
 # Singular values below this fraction of the largest count as zero when finding the span of the constraint vectors.

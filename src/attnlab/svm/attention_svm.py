@@ -49,7 +49,9 @@ class AttentionSVMResult:
     W : torch.Tensor, shape (d, d), float64
         The max-margin matrix (``diag(beta)`` for ``"l1-diag"``).
     status : str
-        cvxpy status, ``"optimal"`` or ``"optimal_inaccurate"`` (the dual method reports ``"optimal"``).
+        cvxpy status, ``"optimal"`` or ``"optimal_inaccurate"`` (the dual method reports ``"optimal"``). We ask
+        Clarabel for a 1e-10 gap, which it often misses by a digit on round-off ("optimal_inaccurate"); trust
+        ``kkt_residual`` and ``max_violation``, which are checked (a warning is raised when they are too large).
     margin : float
         Smallest constraint value ``min_{i, t != sel_i} (x_{i,sel_i} - x_{i,t})^T W z_i`` (1 at the optimum).
     norm_value : float

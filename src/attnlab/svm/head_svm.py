@@ -34,7 +34,8 @@ class HeadSVMResult:
     v : torch.Tensor, shape (d,), float64
         The max-margin head.
     status : str
-        cvxpy status, ``"optimal"`` or ``"optimal_inaccurate"``.
+        cvxpy status, ``"optimal"`` or ``"optimal_inaccurate"`` (see :class:`AttentionSVMResult`; trust
+        ``kkt_residual``).
     margin : float
         ``min_i y_i x_{i,sel_i}^T v`` (1 at the optimum).
     norm_value : float
