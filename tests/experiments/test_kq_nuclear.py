@@ -1,0 +1,40 @@
+"""Each kq-nuclear experiment runs in its --quick form and its theory checks pass; configs validate their keys."""
+
+import pandas as pd
+import pytest
+
+from attnlab._validation import ValidationError
+from attnlab.experiments import get_experiment, make_config, run_experiment
+from attnlab.experiments.kq_nuclear import X1Config, X4Config
+
+NAMES = ["kq-nuclear.x1", "kq-nuclear.x2", "kq-nuclear.x3", "kq-nuclear.x4", "kq-nuclear.x5"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_quick_run_writes_outputs_and_passes_its_checks(name, tmp_path):
+    record = run_experiment(name, quick=True, out=tmp_path, progress=False)
+    failed = record.checks[~record.checks["passed"]]
+    assert failed.empty, failed[["claim", "predicted", "measured", "tolerance"]].to_string()
+    assert len(record.checks) >= 2
+    frame = pd.read_parquet(tmp_path / "trajectory.parquet")
+    assert {"run", "step"} <= set(frame.columns)
+    assert list(tmp_path.glob("*.png")) and list(tmp_path.glob("*.pdf"))
+
+
+def test_unknown_set_key_lists_the_valid_keys():
+    with pytest.raises(ValidationError, match=r"unknown key 'omega0'.*keys: n, L, d, gap, omegas"):
+        make_config(get_experiment("kq-nuclear.x1"), ["omega0=1"])
+
+
+def test_tuple_fields_parse_from_the_command_line():
+    config = make_config(get_experiment("kq-nuclear.x1"), ["omegas=0.2,0.4"])
+    assert config.omegas == (0.2, 0.4)
+
+
+def test_configs_refuse_bad_values_by_name():
+    with pytest.raises(ValidationError, match="omegas"):
+        X1Config(omegas=(0.1, -1.0))
+    with pytest.raises(ValidationError, match="dt"):
+        X1Config(dt=0.0)
+    with pytest.raises(ValidationError, match="radii"):
+        X4Config(radii=(1.0,))
