@@ -7,7 +7,7 @@ from attnlab._validation import ValidationError
 from attnlab.experiments import get_experiment, make_config, run_experiment
 from attnlab.experiments.implicit_bias import Fig2Config, Fig3Config
 
-NAMES = ["implicit-bias.fig2", "implicit-bias.fig3", "implicit-bias.fig5"]
+NAMES = ["implicit-bias.fig2", "implicit-bias.fig3", "implicit-bias.fig5", "implicit-bias.rates"]
 
 
 @pytest.mark.parametrize("name", NAMES)

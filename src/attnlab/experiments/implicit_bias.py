@@ -9,7 +9,6 @@ lost), a ``run(config, ctx)`` and its checks; register by importing this module.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,12 +25,12 @@ from attnlab.flow import gradient_flow
 from attnlab.losses import LOSSES, mean_loss
 from attnlab.metrics import Metric, alignment, cosine, head_alignment, log_one_minus_selected, opt_softmax
 from attnlab.models import Combined
-from attnlab.models.functional import attention_probabilities, loss_gradients, margins, token_scores
+from attnlab.models.functional import attention_logits, attention_probabilities, loss_gradients, margins, token_scores
 from attnlab.optim import JointAdaptive, NormalizedGD, PolyakStep
 from attnlab.svm import attention_svm, head_svm
 from attnlab.train import train
 
-__all__ = ["Fig2Config", "Fig3Config", "Fig5Config"]
+__all__ = ["Fig2Config", "Fig3Config", "Fig5Config", "RatesConfig"]
 
 SOURCE = "implicit-bias-ngd"
 
@@ -354,4 +353,353 @@ register(Experiment(
     name="implicit-bias.fig5", paper=SOURCE, config_type=Fig5Config, run=run_fixed_decoder,
     summary="Fig. 5: as Fig. 2 with antipodal optimal tokens",
     quick={"n": 4, "T": 4, "d": 32, "steps": 800, "record_every": 10},
+))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The rate predictions of §8, items 1-12
+
+
+@dataclass(frozen=True)
+class RatesConfig:
+    """The predictions of spec §8 as measured checks, each drawn next to its measurement.
+
+    Spec: implicit-bias-ngd §8 items 1-8 (fixed decoder, NGD/GD/Polyak on Example 1) and 9-12 (joint A6 on DM).
+    Every value is ours; ``directions >= 20`` follows the spec's test of globality (§8.3).
+    """
+
+    n: int = 4
+    T: int = 4
+    d: int = 64
+    rho: float = 1.0
+    sigma: float = 2.0
+    init_scale: float = 0.01
+    eta: float = 0.1
+    gd_lr: float = 1.0
+    steps: int = 2000
+    directions: int = 24
+    direction_norm: float = 1.0
+    record_every: int = 20
+    random_W: int = 200
+    n_joint: int = 8
+    d_joint: int = 200
+    sigma_opt: float = 2.0
+    sigma_oth: float = 1.0
+    joint_lr: float = 0.5
+    alpha: float = 2.0 / 3.0
+    joint_steps: int = 20_000
+    joint_record_every: int = 20
+    loss: str = "exp"
+    seed: int = 0
+
+    OURS = ("n", "T", "d", "rho", "sigma", "init_scale", "eta", "gd_lr", "steps", "directions", "direction_norm",
+            "random_W", "n_joint", "d_joint", "sigma_opt", "sigma_oth", "joint_lr", "alpha", "joint_steps")
+
+    def __post_init__(self) -> None:
+        _check_common(self)
+        for name in ("directions", "random_W", "n_joint", "d_joint", "joint_steps", "joint_record_every"):
+            check_scalar(name, getattr(self, name), kind=int, low=1)
+        for name in ("rho", "sigma", "eta", "gd_lr", "direction_norm", "sigma_opt", "sigma_oth", "joint_lr"):
+            check_scalar(name, getattr(self, name), low=0.0, low_inclusive=False)
+        check_scalar("alpha", self.alpha, low=0.0)
+        check_scalar("init_scale", self.init_scale, low=0.0)
+
+
+def _grad_direction(data, W: torch.Tensor, loss: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``-grad L / ||grad L||`` (exact after saturation), ``log ||grad L||`` and ``log L`` for a stack of ``W``."""
+    grad, _, log_risk = loss_gradients(data.X, data.Z, data.y, data.v, W, loss)
+    norm = torch.linalg.matrix_norm(grad.mantissa)
+    return -grad.mantissa / norm[..., None, None], torch.log(norm) + grad.log_scale, log_risk
+
+
+def _opt_probabilities(data, W: torch.Tensor) -> torch.Tensor:
+    """``phi_{i,opt}(W)``, shape ``([S,] n)``."""
+    probs = attention_probabilities(data.X, W, data.Z)
+    return probs.gather(-1, data.select.expand(probs.shape[:-1])[..., None]).squeeze(-1)
+
+
+def _fixed_decoder_rates(config: RatesConfig, ctx: RunContext, data, sol) -> tuple[pd.DataFrame, list[Check], dict]:
+    W_mm = sol.W
+    W_bar = W_mm / W_mm.norm()
+    B = _token_bound(data.X)
+    d = config.d
+    gen = torch.Generator().manual_seed(config.seed + 1)
+    W0 = config.init_scale * torch.randn(d, d, generator=gen, dtype=torch.float64)  # small init (Lemma 4)
+    single = gradient_flow(Combined(d, W0=W0), data, step=config.eta, steps=config.steps, record_every=1,
+                           loss=config.loss, progress=ctx.progress)  # spec A2 uncapped: NGD steps of length eta
+    W = single.path["W"]  # (S, d, d), S = steps + 1
+    t = single.path["step"].to(torch.float64)
+    norms = torch.linalg.matrix_norm(W)
+    upper = float(W0.norm()) + config.eta * t  # spec §8.1: ||W_t|| <= ||W_0|| + eta t
+    lower = float((W0 * W_bar).sum()) + config.eta * t / (2 * B**2 * float(W_mm.norm()))  # spec §8.1 [D]
+    direction, _, _ = _grad_direction(data, W, config.loss)
+    corr_mm = (direction * W_bar).sum((-2, -1))  # <-grad L, W_mm_bar> / ||grad L||
+    lemma6 = corr_mm * 2 * B**2 * float(W_mm.norm())  # spec §8.2: >= 1
+    W_unit = W / norms[:, None, None]
+    lemma2 = corr_mm / (direction * W_unit).sum((-2, -1))  # spec §8.6: -> >= 1 - eps as ||W|| grows
+    log_gap = log_one_minus_selected(data.X, data.Z, W, data.select).amax(-1)  # (S,)
+    phi_opt = _opt_probabilities(data, W)  # (S, n)
+    A_margins = _sample_margins(data, W)  # (S, n): min_t <A_it, W_t>
+    violated = A_margins[:-1] < 1  # spec §8.5: samples whose W-SVM constraints are violated at W_t
+    decreased = phi_opt[1:] < phi_opt[:-1] - 1e-15  # round-off guard at phi ~ 1
+    lemma5_failures = int((violated & decreased).sum())
+    half = t >= config.steps // 2
+    slope, _ = _slope(t[half].numpy(), log_gap[half].numpy())
+    predicted_slope = -config.eta / float(W_mm.norm())  # spec §8.4: -eta min <A, W_mm> / ||W_mm||, min = 1
+    late = norms >= norms[-1] / 2
+    checks = [
+        check_less("norm growth upper bound ||W_t|| <= ||W_0|| + eta t (Lemma 7): max excess over all t",
+                   float((norms - upper).max()), 1e-9, f"{SOURCE} §8.1"),
+        Check("norm growth lower bound <W_0, W_mm_bar> + eta t / (2 B^2 ||W_mm||) <= ||W_t|| (Lemma 7)", ">= 0",
+              float((norms - lower).min()), "bound", bool((norms >= lower - 1e-9).all()), f"{SOURCE} §8.1"),
+        Check("||W_T|| / (eta T) -> 1 (NGD steps align)", 1.0, float(norms[-1] / (config.eta * config.steps)),
+              "rel 0.05", abs(float(norms[-1] / (config.eta * config.steps)) - 1) <= 0.05, f"{SOURCE} §8.1"),
+        Check("gradient correlation (Lemma 6): <-grad L, W_mm_bar> 2 B^2 ||W_mm|| / ||grad L|| >= 1 along the run",
+              ">= 1", float(lemma6.min()), "bound", bool((lemma6 >= 1).all()), f"{SOURCE} §8.2"),
+        Check("key correlation (Lemma 2): <-grad L, W_mm_bar> / <-grad L, W_bar> >= 1 - eps once ||W|| is large "
+              "(min over the second half of ||W||)", ">= 0.99", float(lemma2[late].min()), "eps = 0.01",
+              bool(lemma2[late].min() >= 0.99), f"{SOURCE} §8.6"),
+        Check("softmax saturation (Lemma 1): per-step slope of max_i log(1 - phi_opt) (second half)", predicted_slope,
+              slope, "rel 0.01", abs(slope - predicted_slope) <= 0.01 * abs(predicted_slope), f"{SOURCE} §8.4"),
+        Check("monotone opt score (Lemma 5): steps where a violated sample's phi_opt decreased", 0, lemma5_failures,
+              "exact", lemma5_failures == 0, f"{SOURCE} §8.5"),
+    ]
+    frame = pd.DataFrame({"part": "ngd_single", "run": 0, "step": t.numpy(), "norm": norms.numpy(),
+                          "norm_upper": upper.numpy(), "norm_lower": lower.numpy(), "lemma6": lemma6.numpy(),
+                          "lemma2": lemma2.numpy(), "log_one_minus_opt": log_gap.numpy(),
+                          "alignment": cosine(W, W_mm).numpy()})
+    figure_data = {"predicted_slope": predicted_slope}
+    return frame, checks, figure_data
+
+
+def _sample_margins(data, W: torch.Tensor) -> torch.Tensor:
+    """``min_{t != opt_i} <A_it, W>`` per sequence, shape ``([S,] n)`` (spec §5: ``A_it = (x_opt - x_t) x_1^T``)."""
+    logits = attention_logits(data.X, W, data.Z)
+    idx = data.select.expand(logits.shape[:-1])[..., None]
+    gaps = logits.gather(-1, idx) - logits  # spec §5: (x_opt - x_t)^T W x_1
+    return gaps.scatter(-1, idx, math.inf).amin(-1)
+
+
+def _directions_rates(config: RatesConfig, ctx: RunContext, data, sol) -> tuple[pd.DataFrame, list[Check]]:
+    """Items 3 and 8: NGD and GD from ``directions`` random initial directions (one batched flow each)."""
+    gen = torch.Generator().manual_seed(config.seed + 2)
+    G = torch.randn(config.directions, config.d, config.d, generator=gen, dtype=torch.float64)
+    W0 = config.direction_norm * G / torch.linalg.matrix_norm(G)[:, None, None]  # random directions, (R, d, d)
+    frames = []
+    for method, step in (("ngd", config.eta), ("gd", config.gd_lr)):
+        flow = gradient_flow(Combined(config.d, W0=W0), data, step=step, steps=config.steps, method=method,
+                             record_every=config.record_every, loss=config.loss, progress=ctx.progress)
+        corr = cosine(flow.path["W"], sol.W)  # (S, R)
+        frames.append(flow.frame().assign(part=f"{method}_directions", alignment=corr.reshape(-1).numpy()))
+    frame = pd.concat(frames, ignore_index=True)
+    end = frame[frame["step"] == config.steps]
+    ngd_end = end[end["part"] == "ngd_directions"]["alignment"]
+    gd_end = end[end["part"] == "gd_directions"]["alignment"]
+    ngd = frame[(frame["part"] == "ngd_directions") & (frame["step"] >= config.steps // 2)]
+    rates = [_slope(np.log(g["step"].to_numpy(float)), np.log(1 - g["alignment"].to_numpy()))[0]
+             for _, g in ngd.groupby("run")]
+    gd = frame[(frame["part"] == "gd_directions") & (frame["step"] >= 100)]
+    gd_median = gd.groupby("step")["norm"].median()
+    gd_slope, gd_r2 = _slope(np.log(gd_median.index.to_numpy(float)), gd_median.to_numpy())
+    checks = [
+        Check(f"global directional convergence (Thm 1): min over {config.directions} random initial directions of "
+              "corr(W_T, W_mm) (NGD)", ">= 0.99", float(ngd_end.min()), "bound", bool(ngd_end.min() >= 0.99),
+              f"{SOURCE} §8.3"),
+        Check("directional rate (Thm 1): worst slope of log(1 - corr) vs log t over the directions (2nd half)",
+              "<= -1 (O~(1/t)); -2 observed in the spec", float(max(rates)), "bound, +0.1 for the log factor",
+              max(rates) <= -0.9, f"{SOURCE} §8.3"),
+        Check("GD also converges in direction (Thm 6) but NGD is ahead: median 1 - corr, NGD < GD",
+              f"< {1 - float(gd_end.median()):.4g} (GD)", 1 - float(ngd_end.median()), "ordering",
+              bool(ngd_end.median() > gd_end.median()), f"{SOURCE} §8.8"),
+        Check("plain GD: ||W_t|| = Theta(log t) (median run, t >= 100): R^2 of ||W_t|| on log t", ">= 0.95",
+              gd_r2, f"slope {gd_slope:.3g} > 0", gd_r2 >= 0.95 and gd_slope > 0, f"{SOURCE} §8.8"),
+    ]
+    return frame, checks
+
+
+def _polyak_bounds(config: RatesConfig, data, sol) -> tuple[pd.DataFrame, list[Check]]:
+    """Item 7: ``e^{-Delta_max}/(2B^2) <= (L - L_*)/||grad L|| <= ||W_mm|| / min_i phi_opt`` at random ``W``."""
+    gen = torch.Generator().manual_seed(config.seed + 3)
+    G = torch.randn(config.random_W, config.d, config.d, generator=gen, dtype=torch.float64)
+    scales = torch.logspace(-1, 1, config.random_W, dtype=torch.float64)  # ||W|| from 0.1 to 10
+    W = scales[:, None, None] * G / torch.linalg.matrix_norm(G)[:, None, None]
+    _, log_grad, log_risk = _grad_direction(data, W, config.loss)
+    L_star = _optimal_loss(data, config.loss)
+    ratio = (log_risk.exp() - L_star) / log_grad.exp()  # spec §8.7: uncapped Polyak step length
+    gamma = data.token_scores()
+    delta_max = float((gamma.gather(1, data.select[:, None]).squeeze(1) - gamma.scatter(1, data.select[:, None], -math.inf).amax(1)).max())
+    B = _token_bound(data.X)
+    low = math.exp(-delta_max) / (2 * B**2)  # spec §8.7 [D]
+    high = float(sol.W.norm()) / _opt_probabilities(data, W).amin(-1)  # spec §8.7 [D]
+    frame = pd.DataFrame({"part": "polyak_random_W", "run": np.arange(config.random_W), "step": 0,
+                          "norm": scales.numpy(), "polyak_length": ratio.numpy(), "polyak_upper": high.numpy(),
+                          "polyak_lower": low})
+    checks = [
+        Check(f"Polyak step length (L - L_*)/||grad L|| >= e^(-Delta_max)/(2 B^2) at {config.random_W} random W",
+              f">= {low:.4g}", float(ratio.min()), "bound", bool((ratio >= low).all()), f"{SOURCE} §8.7"),
+        Check(f"Polyak step length <= ||W_mm|| / min_i phi_opt at {config.random_W} random W (max of ratio/bound)",
+              "<= 1", float((ratio / high).max()), "bound", bool((ratio <= high).all()), f"{SOURCE} §8.7"),
+    ]
+    return frame, checks
+
+
+def _joint_metrics(data, u_mm: torch.Tensor) -> list[Metric]:
+    """Per-run summaries recorded along joint training (spec §8.11-12): margins, gaps, loss ratio."""
+
+    def scores(model):
+        return token_scores(data.X, data.y, model.v)  # (n, 2), with the current head
+
+    def min_gap(model, _):
+        g = scores(model)
+        return (g[:, 0] - g[:, 1]).min()  # spec §8.12 (ii): gamma_i1 - gamma_i2
+
+    def min_phi(model, _):
+        return _opt_probabilities(data, model.W).min()  # spec §8.12 (iii)
+
+    def log_loss_ratio(model, _):
+        z = margins(data.X, data.Z, data.y, model.v, model.W)  # y_i f(X_i); exp loss: log l_i = -z_i
+        return z.max() - z.min()  # spec §8.12 (i): log max_ij l_i / l_j
+
+    def u_margin(model, _):
+        x_opt = data.X[torch.arange(data.n), data.select]
+        u = model.v
+        return (data.y * (x_opt @ u)).min() / u.norm() * u_mm.norm()  # spec §8.11: fraction of 1/||u_mm||
+
+    return [Metric("min_score_gap", min_gap), Metric("min_opt_softmax", min_phi),
+            Metric("log_loss_ratio", log_loss_ratio), Metric("u_margin_fraction", u_margin),
+            Metric("head_norm", lambda model, _: model.v.norm())]
+
+
+def _joint_rates(config: RatesConfig, ctx: RunContext) -> tuple[pd.DataFrame, list[Check]]:
+    """Items 9-12: the joint adaptive rule A6 from zero on DM."""
+    data = dm(config.n_joint, config.d_joint, config.sigma_opt, config.sigma_oth, seed=config.seed)
+    W_mm = attention_svm(data, norm="fro").W
+    u_mm = head_svm(data, p=2.0).v
+    model = Combined(config.d_joint, train_head=True)  # Condition 1: u_0 = 0, W_0 = 0
+    optimizer = JointAdaptive([{"params": [model.v]}, {"params": [model.weight]}], lr=config.joint_lr,
+                              alpha=config.alpha, normalizer="loss")  # spec A6
+    metrics = [alignment(W_mm), head_alignment(u_mm), *_joint_metrics(data, u_mm)]
+    traj = train(model, optimizer, data, config.loss, config.joint_steps, config.joint_record_every, metrics,
+                 progress=ctx.progress)
+    frame = traj.frame.assign(part="joint")
+    fit = frame[frame["step"] >= min(100, config.joint_steps // 10)]
+    t = fit["step"].to_numpy(float)
+    c_loss, r2_loss = _slope(t ** (1 - config.alpha), -fit["log_loss"].to_numpy())  # spec §8.9
+    c_norm, r2_norm = _slope(np.log(t), fit["norm"].to_numpy())  # spec §8.10
+    after = frame[frame["step"] >= config.joint_record_every]
+    gaps_drop = int((after["min_score_gap"].diff() < -1e-12).sum())
+    phi_drop = int((after["min_opt_softmax"].diff() < -1e-12).sum())
+    last = frame.iloc[-1]
+    checks = [
+        Check(f"joint loss (Thm 2): -log L(theta_t) linear in t^(1-alpha) (R^2), alpha = {config.alpha:.3g}",
+              ">= 0.98; spec slope 0.55-0.68", r2_loss, f"slope c = {c_loss:.3g} > 0", r2_loss >= 0.98 and c_loss > 0,
+              f"{SOURCE} §8.9"),
+        Check("joint W (Thm 3): ||W_t|| = Theta(log t): R^2 of ||W_t|| on log t", ">= 0.95", r2_norm,
+              f"slope {c_norm:.3g} > 0", r2_norm >= 0.95 and c_norm > 0, f"{SOURCE} §8.10"),
+        Check("joint W (Thm 3): corr(W_T, W_mm) -> 1", ">= 0.99", float(last["alignment"]), "bound",
+              float(last["alignment"]) >= 0.99, f"{SOURCE} §8.10"),
+        Check("joint u (Thm 4): corr(u_T, u_mm) -> 1", ">= 0.99", float(last["head_alignment"]), "bound",
+              float(last["head_alignment"]) >= 0.99, f"{SOURCE} §8.11"),
+        Check("joint u (Thm 4): normalised opt-token margin of u_T, as a fraction of 1/||u_mm||", "a constant > 0",
+              float(last["u_margin_fraction"]), "> 0.5 (fraction lost in the paper)",
+              float(last["u_margin_fraction"]) > 0.5, f"{SOURCE} §8.11"),
+        Check("Lemma 13 (ii): min_i score gap gamma_i1 - gamma_i2 positive and non-decreasing (recorded drops)",
+              0, gaps_drop, f"min gap {float(after['min_score_gap'].min()):.3g} > 0",
+              gaps_drop == 0 and bool((after["min_score_gap"] > 0).all()), f"{SOURCE} §8.12"),
+        Check("Lemma 13 (iii): min_i phi_opt >= 1/2 and non-decreasing (recorded drops)", 0, phi_drop,
+              f"min {float(frame['min_opt_softmax'].min()):.4g} >= 0.5",
+              phi_drop == 0 and bool((frame["min_opt_softmax"] >= 0.5).all()), f"{SOURCE} §8.12"),
+        Check("Lemma 13 (i): loss ratios stay bounded: max_t log max_ij l_i/l_j", "bounded (C lost)",
+              float(frame["log_loss_ratio"].max()), "finite and <= log 1e6",
+              bool(frame["log_loss_ratio"].max() <= math.log(1e6)), f"{SOURCE} §8.12"),
+    ]
+    return frame.assign(loss_rate_slope=c_loss), checks
+
+
+def run_rates(config: RatesConfig, ctx: RunContext) -> ExperimentResult:
+    """Spec §8 items 1-12 on one Example-1 data set (fixed decoder) and one DM data set (joint)."""
+    data = example1(config.n, config.T, config.d, config.rho, config.sigma, seed=config.seed)
+    sol = attention_svm(data, norm="fro")
+    single, checks, extra = _fixed_decoder_rates(config, ctx, data, sol)
+    directions, more = _directions_rates(config, ctx, data, sol)
+    checks += more
+    polyak, more = _polyak_bounds(config, data, sol)
+    checks += more
+    joint, more = _joint_rates(config, ctx)
+    checks += more
+    frame = pd.concat([single, directions, polyak, joint], ignore_index=True)
+    figure = _rates_figure(config, frame, float(sol.W.norm()), extra["predicted_slope"])
+    return ExperimentResult(frame=frame, checks=checks, figures={"rates": figure})
+
+
+def _rates_figure(config: RatesConfig, frame: pd.DataFrame, W_mm_norm: float, predicted_slope: float):
+    fig, axes = new_figure(4, 2, width=3.6)
+    single = frame[frame["part"] == "ngd_single"]
+    ax = axes[0]
+    ax.plot(single["step"], single["norm"], label="||W_t|| (NGD)")
+    ax.plot(single["step"], single["norm_upper"], "k--", lw=0.8, label="||W_0|| + eta t")
+    ax.plot(single["step"], single["norm_lower"], "k:", lw=0.8, label="Lemma 7 lower bound")
+    ax.set_title("1. norm growth", fontsize=9)
+    ax.legend(fontsize=6)
+    ax = axes[1]
+    ax.plot(single["step"], single["lemma6"], label="Lemma 6 ratio (>= 1)")
+    ax.plot(single["step"], single["lemma2"], label="Lemma 2 ratio (-> >= 1)")
+    ax.axhline(1.0, color="k", lw=0.8)
+    ax.set_yscale("log")
+    ax.set_title("2, 6. gradient correlations", fontsize=9)
+    ax.legend(fontsize=6)
+    ax = axes[2]
+    for part, label in (("ngd_directions", "NGD"), ("gd_directions", "GD")):
+        rows = frame[(frame["part"] == part) & (frame["step"] > 0)].assign(gap=lambda f: 1 - f["alignment"])
+        plot_band(ax, rows, "step", "gap", label=f"{label}, {config.directions} directions", logy=True)
+    ngd = frame[(frame["part"] == "ngd_directions") & (frame["step"] > 0)].groupby("step")["alignment"].median()
+    t_ref = ngd.index.to_numpy(float)
+    mid = len(t_ref) // 2
+    ax.plot(t_ref, (1 - ngd.iloc[mid]) * t_ref[mid] / t_ref, "k--", lw=0.8, label="Thm 1 bound ~ 1/t")
+    ax.set_xscale("log")
+    ax.set_title("3, 8. 1 - corr(W_t, W_mm)", fontsize=9)
+    ax.legend(fontsize=6)
+    ax = axes[3]
+    ax.plot(single["step"], single["log_one_minus_opt"], label="measured (NGD)")
+    t_end, y_end = float(single["step"].iloc[-1]), float(single["log_one_minus_opt"].iloc[-1])
+    t_line = np.array([config.steps / 2, t_end])
+    ax.plot(t_line, y_end + predicted_slope * (t_line - t_end), "k--", label=f"Lemma 1 slope {predicted_slope:.4g}")
+    ax.set_title("4. max_i log(1 - phi_opt)", fontsize=9)
+    ax.legend(fontsize=6)
+    ax = axes[4]
+    polyak = frame[frame["part"] == "polyak_random_W"]
+    ax.loglog(polyak["norm"], polyak["polyak_length"], ".", ms=3, label="(L - L*)/||grad L||")
+    ax.loglog(polyak["norm"], polyak["polyak_upper"], "k--", lw=0.8, label="upper bound")
+    ax.axhline(float(polyak["polyak_lower"].iloc[0]), color="k", ls=":", lw=0.8, label="lower bound")
+    ax.set_xlabel("||W|| (random W)")
+    ax.set_title("7. Polyak step length", fontsize=9)
+    ax.legend(fontsize=6)
+    joint = frame[(frame["part"] == "joint") & (frame["step"] > 0)]
+    ax = axes[5]
+    ax.plot(joint["step"] ** (1 - config.alpha), -joint["log_loss"], label="joint A6")
+    ax.set_xlabel(f"t^{1 - config.alpha:.3g}")
+    ax.set_title("9. -log L(theta_t) (linear = Thm 2 rate)", fontsize=9)
+    ax = axes[6]
+    ax.semilogx(joint["step"], joint["norm"], label="||W_t||")
+    ax.semilogx(joint["step"], joint["head_norm"], label="||u_t||")
+    ax.set_title("10. log growth of ||W_t|| (straight on log t)", fontsize=9)
+    ax.legend(fontsize=6)
+    ax = axes[7]
+    ax.semilogx(joint["step"], 1 - joint["alignment"], label="1 - corr(W, W_mm)")
+    ax.semilogx(joint["step"], 1 - joint["head_alignment"], label="1 - corr(u, u_mm)")
+    ax.semilogx(joint["step"], 1 - joint["min_opt_softmax"], label="1 - min phi_opt")
+    ax.set_yscale("log")
+    ax.set_title("10-12. joint alignment, saturation", fontsize=9)
+    ax.legend(fontsize=6)
+    fig.tight_layout()
+    label_ours(fig, config)
+    return fig
+
+
+register(Experiment(
+    name="implicit-bias.rates", paper=SOURCE, config_type=RatesConfig, run=run_rates,
+    summary="Spec §8 items 1-12: norm growth, gradient correlation, global directional convergence, Lemma 1 slope, "
+            "Lemma 5, Polyak bounds, GD vs NGD, joint t^(1/3) loss rate, log norm growth, u-alignment",
+    quick={"n": 3, "T": 3, "d": 24, "steps": 400, "directions": 20, "record_every": 20, "random_W": 50,
+           "n_joint": 4, "d_joint": 40, "joint_steps": 1000},
 ))
