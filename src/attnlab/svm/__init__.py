@@ -4,9 +4,11 @@ Spec: implicit-bias-ngd §5, mirror-descent-lp §5 and §7, kq-nuclear-norm §4 
 """
 
 from attnlab.svm.aligned_svm import aligned_l1_svm
-from attnlab.svm.attention_svm import AttentionSVMResult, attention_svm
+from attnlab.svm.attention_svm import attention_svm
+from attnlab.svm.diagonal_svm import diagonal_svm
 from attnlab.svm.errors import InfeasibleProgramError, SolverAccuracyWarning
 from attnlab.svm.head_svm import HeadSVMResult, head_svm
+from attnlab.svm.result import AttentionSVMResult
 from attnlab.svm.selection import (
     SelectionReport,
     is_globally_optimal,
@@ -24,6 +26,7 @@ __all__ = [
     "SolverAccuracyWarning",
     "aligned_l1_svm",
     "attention_svm",
+    "diagonal_svm",
     "head_svm",
     "is_globally_optimal",
     "is_locally_optimal",

@@ -18,7 +18,7 @@ from attnlab.svm._program import (
     resolve_select,
     solve_margin_program,
 )
-from attnlab.svm.attention_svm import AttentionSVMResult, svm_result
+from attnlab.svm.result import AttentionSVMResult, svm_result
 
 __all__ = ["aligned_l1_svm"]
 

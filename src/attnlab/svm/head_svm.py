@@ -97,6 +97,8 @@ def head_svm(
 
     Examples
     --------
+    >>> import torch
+    >>> from attnlab.data import TokenSelectionData
     >>> X = torch.tensor([[[2.0, 0.0], [0.0, 1.0]], [[0.0, 1.0], [-1.0, 0.0]]])
     >>> sol = head_svm(TokenSelectionData(X, y=[1, -1]), select=[0, 1])
     >>> sol.support, round(sol.norm_value, 6)

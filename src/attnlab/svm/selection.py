@@ -24,7 +24,8 @@ from attnlab.svm._program import (
     range_bases,
     resolve_select,
 )
-from attnlab.svm.attention_svm import AttentionSVMResult, attention_svm
+from attnlab.svm.attention_svm import attention_svm
+from attnlab.svm.result import AttentionSVMResult
 from attnlab.svm.errors import InfeasibleProgramError
 
 __all__ = [
