@@ -30,7 +30,7 @@ class AttentionSVMResult:
     Attributes
     ----------
     W : torch.Tensor, shape (d, d), float64
-        The max-margin matrix (``diag(beta)`` for ``"l1-diag"``).
+        The max-margin matrix (``diag(beta)`` for the diagonal programs).
     status : str
         cvxpy status, ``"optimal"`` or ``"optimal_inaccurate"`` (the dual method reports ``"optimal"``). We ask
         Clarabel for a 1e-10 gap, which it often misses by a digit on round-off ("optimal_inaccurate"); trust
@@ -38,13 +38,14 @@ class AttentionSVMResult:
     margin : float
         Smallest constraint value ``min_{i, t != sel_i} (x_{i,sel_i} - x_{i,t})^T W z_i`` (1 at the optimum).
     norm_value : float
-        Value of the program's norm at ``W`` (``||beta||_1`` for ``"l1-diag"``).
+        Value of the program's norm at ``W`` (``||beta||_p`` for the diagonal and aligned programs).
     support : tuple of (int, int)
         Active constraints ``(i, t)``: slack at most 1e-6 (spec mirror-descent-lp §5).
     duals : torch.Tensor, shape (n, T), float64
         Multipliers ``lambda_{i,t} >= 0``, zero on the selected tokens, normalised so that ``sum lambda A`` is
         ``W`` (``"fro"``), ``grad psi(W) = sign(W)|W|^{p-1}`` (float ``p``), a subgradient of ``||W||_*``
-        (``"nuc"``) or, for ``"l1-diag"``, ``sum lambda B`` is a subgradient of ``||beta||_1``.
+        (``"nuc"``) or, for the diagonal and aligned programs, ``sum lambda B`` is a subgradient of
+        ``||beta||_1`` (``grad psi(beta)`` for ``p > 1``).
     kkt_residual : float
         Largest KKT defect (stationarity, complementarity, dual feasibility) at ``(W, duals)``.
     solver : str
@@ -52,11 +53,12 @@ class AttentionSVMResult:
     max_violation : float
         Worst primal constraint violation ``max (1 - margin_{i,t})_+``.
     norm : str or float
-        The program solved.
+        The program solved: ``"fro"``, ``"nuc"``, a float ``p``, ``"l1-diag"`` / ``"l{p}-diag"``
+        (:func:`~attnlab.svm.diagonal_svm`) or ``"l1-aligned"`` (:func:`~attnlab.svm.aligned_l1_svm`).
     select : torch.Tensor, shape (n,), int64
         The selected token of each sequence.
     beta : torch.Tensor, shape (d,), float64, or None
-        The diagonal of ``W`` for ``"l1-diag"``, else None.
+        The solution of a diagonal or aligned program (``W = diag(beta)`` or ``U_K diag(beta) U_Q^T``), else None.
     """
 
     W: torch.Tensor
