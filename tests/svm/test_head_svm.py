@@ -79,3 +79,14 @@ def test_zero_selected_token_is_named():
 def test_p_below_one_is_refused(data):
     with pytest.raises(ValidationError, match=r"p == 0.9, must be >= 1"):
         head_svm(data, p=0.9)
+
+
+def test_l1_head_svm_kkt_subgradient(any_data):
+    sol = head_svm(any_data, p=1)
+    M = head_constraints(any_data, any_data.optimal_tokens())
+    v, g = sol.v.numpy(), M.T @ sol.duals.numpy()
+    on = np.abs(v) > 1e-6 * np.abs(v).max()  # interior-point zeros are ~1e-10
+    assert (M @ v).min() >= 1 - TOL
+    assert np.abs(g[on] - np.sign(v[on])).max() <= TOL  # g_j = sign v_j on the support
+    assert np.abs(g[~on]).max(initial=0) <= 1 + TOL  # |g_j| <= 1 off it
+    assert np.abs(v).sum() == pytest.approx(sol.duals.sum().item(), rel=TOL)  # strong duality
