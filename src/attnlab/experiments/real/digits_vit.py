@@ -58,7 +58,7 @@ class DigitsViTConfig:
             "mlp_dim", "dropout")
 
     optimizers: tuple[str, ...] = ("sgd", "sngd", "sps", "adam", "md-1.1", "md-2", "md-3")
-    lrs: tuple[float, ...] = (0.3, 0.2, 1.0, 3e-3, 0.2, 0.3, 1e-2)
+    lrs: tuple[float, ...] = (0.3, 0.2, 1.0, 1e-3, 0.05, 0.3, 1e-2)
     sngd_cap: float = 1.0
     sps_c: float = 0.5
     seeds: int = 5
@@ -139,5 +139,6 @@ register(Experiment(
     summary="SGD, SNGD, SPS, Adam, l_p-MD (p=1.1,2,3) train a small ViT on sklearn's 8x8 digits, 5 seeds",
     config_type=DigitsViTConfig,
     run=run_digits_vit,
-    quick={"seeds": 2, "epochs": 2, "workers": 1, "dim": 16, "mlp_dim": 32, "depth": 1},
+    quick={"seeds": 2, "epochs": 2, "workers": 1, "dim": 16, "mlp_dim": 32, "depth": 1, "batch_size": 64,
+           "probes": 2},
 ))

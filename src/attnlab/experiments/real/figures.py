@@ -82,17 +82,19 @@ def attention_figure(attention: pd.DataFrame, grid: tuple[int, int] | None = Non
     samples = sorted(attention["sample"].unique())
     fig, axes = new_figure(len(samples), len(names), width=1.6 if grid else 2.6, height=1.5 if grid else 0.7)
     axes = axes.reshape(len(names), len(samples))
+    top = float(attention["weight"].max())  # one colour scale for every map, so sharpness compares
     for r, name in enumerate(names):
         for c, sample in enumerate(samples):
             rows = attention[(attention["optimizer"] == name) & (attention["sample"] == sample)]
             weights = rows.sort_values("token")["weight"].to_numpy()
             image = weights[1:].reshape(grid) if grid else weights[None, :]
             ax = axes[r, c]
-            ax.imshow(image, cmap="viridis", aspect="auto" if grid is None else "equal")
+            ax.imshow(image, cmap="viridis", vmin=0.0, vmax=top, aspect="auto" if grid is None else "equal")
             ax.set_xticks([])
             ax.set_yticks([])
             if c == 0:
                 ax.set_ylabel(name, fontsize=7, rotation=0, ha="right", va="center")
-    fig.suptitle("attention of the first token, last layer, mean over heads", fontsize=8)
+    fig.suptitle(f"attention of the first token, last layer, mean over heads (colour scale 0 to {top:.2f})",
+                 fontsize=8)
     fig.tight_layout()
     return fig

@@ -58,7 +58,7 @@ class TextConfig:
     dataset: str = "keywords"
     imdb_root: str = ""
     optimizers: tuple[str, ...] = ("sgd", "sngd", "sps", "adam", "md-1.1", "md-2", "md-3")
-    lrs: tuple[float, ...] = (0.3, 0.2, 1.0, 3e-3, 0.2, 0.3, 1e-2)
+    lrs: tuple[float, ...] = (0.3, 0.2, 1.0, 1e-3, 0.05, 0.3, 1e-2)
     sngd_cap: float = 1.0
     sps_c: float = 0.5
     seeds: int = 5
@@ -183,5 +183,5 @@ register(Experiment(
     config_type=TextConfig,
     run=run_text,
     quick={"seeds": 2, "epochs": 2, "workers": 1, "n_train": 200, "n_test": 100, "dim": 16, "mlp_dim": 32,
-           "depth": 1, "max_per_split": 200},
+           "depth": 1, "max_per_split": 200, "probes": 2},
 ))

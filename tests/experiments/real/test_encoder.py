@@ -1,0 +1,58 @@
+"""Tests of the encoder: attention weights against a plain loop and against PyTorch's fused attention."""
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from attnlab.experiments.real.encoder import Encoder, SelfAttention, attention_weights, init_weights
+
+
+def _reference_weights(q, k, key_mask):
+    """Slow loop from the formula: softmax over real keys of q_s . k_t / sqrt(e), zero on padded keys."""
+    n, h, T, e = q.shape
+    out = torch.zeros(n, h, T, T, dtype=q.dtype)
+    for b in range(n):
+        real = [t for t in range(T) if key_mask[b, t]]
+        for head in range(h):
+            for s in range(T):
+                scores = torch.tensor([float(q[b, head, s] @ k[b, head, t]) / math.sqrt(e) for t in real])
+                out[b, head, s, real] = torch.softmax(scores, dim=0).to(q.dtype)
+    return out
+
+
+def test_attention_weights_match_a_plain_loop_and_ignore_padded_keys():
+    g = torch.Generator().manual_seed(0)
+    q, k = torch.randn(2, 3, 5, 4, generator=g), torch.randn(2, 3, 5, 4, generator=g)
+    key_mask = torch.tensor([[True] * 5, [True, True, True, False, False]])
+    weights = attention_weights(q, k, key_mask)
+    torch.testing.assert_close(weights, _reference_weights(q, k, key_mask), rtol=1e-12, atol=1e-12)  # float64
+    assert torch.all(weights[1, :, :, 3:] == 0)
+
+
+def test_self_attention_equals_torch_scaled_dot_product_attention():
+    attention = SelfAttention(dim=8, heads=2).double()
+    init_weights(attention, torch.Generator().manual_seed(1), std=0.5)
+    x = torch.randn(3, 6, 8, generator=torch.Generator().manual_seed(2))
+    key_mask = torch.tensor([[True] * 6, [True] * 4 + [False] * 2, [True] * 2 + [False] * 4])
+    out, weights = attention(x, key_mask)
+
+    def heads(t):
+        return t.view(3, 6, 2, 4).transpose(1, 2)
+
+    fused = F.scaled_dot_product_attention(heads(attention.q(x)), heads(attention.k(x)), heads(attention.v(x)),
+                                           attn_mask=key_mask[:, None, None, :])
+    expected = attention.out(fused.transpose(1, 2).reshape(3, 6, 8))
+    torch.testing.assert_close(out, expected, rtol=1e-10, atol=1e-12)  # float64, two summation orders
+    torch.testing.assert_close(weights.sum(-1), torch.ones(3, 2, 6, dtype=torch.float64))
+
+
+def test_init_weights_depends_only_on_the_generator_and_leaves_the_global_rng_alone():
+    first, second = Encoder(8, 2, 2, 16, 0.0, True), Encoder(8, 2, 2, 16, 0.0, True)
+    state = torch.get_rng_state()
+    init_weights(first, torch.Generator().manual_seed(5))
+    init_weights(second, torch.Generator().manual_seed(5))
+    assert torch.equal(torch.get_rng_state(), state)
+    for a, b in zip(first.parameters(), second.parameters()):
+        assert torch.equal(a, b)
+    assert all(torch.all(block.norm1.weight == 1) for block in first.blocks)

@@ -1,0 +1,123 @@
+"""Tests of the training harness: metrics against direct computation, layer norms, resume, divergence."""
+
+import pandas as pd
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attnlab._validation import ValidationError
+from attnlab.experiments.real.harness import evaluate, fit, layer_norms
+from attnlab.experiments.real.optimizers import make_optimizer
+from attnlab.experiments.real.split import Split, train_test_split
+from attnlab.experiments.real.vit import ViT
+
+
+def _blobs(n=120, seed=0):
+    """Two Gaussian blobs in 2-D (float64), linearly separable with high probability."""
+    g = torch.Generator().manual_seed(seed)
+    y = torch.randint(0, 2, (n,), generator=g)
+    x = torch.randn(n, 2, generator=g, dtype=torch.float64) * 0.5 + (2.0 * y[:, None] - 1.0) * 2.0
+    return train_test_split(x, y, test_fraction=0.25, seed=seed)
+
+
+def _tiny_model(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    model = nn.Sequential(nn.Linear(2, 8), nn.Tanh(), nn.Dropout(0.1), nn.Linear(8, 2)).double()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=g, dtype=torch.float64) * 0.3)
+    return model
+
+
+def _digits_subset():
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(96, 1, 8, 8, generator=g, dtype=torch.float32)  # the ViT is float32
+    y = torch.randint(0, 10, (96,), generator=g)
+    return train_test_split(x, y, test_fraction=0.25, seed=0)
+
+
+def test_fit_trains_a_tiny_model_and_records_every_epoch():
+    data = _blobs()
+    model = _tiny_model()
+    history = fit(model, torch.optim.SGD(model.parameters(), lr=0.5), data, epochs=5, batch_size=16, seed=0)
+    frame = history.frame
+    assert frame["epoch"].tolist() == list(range(6))
+    assert frame["step"].tolist() == [0, 6, 12, 18, 24, 30]  # 90 training samples / 16 = 6 batches per epoch
+    assert frame["train_loss"].iloc[-1] < 0.5 * frame["train_loss"].iloc[0]
+    assert frame["test_accuracy"].iloc[-1] >= 0.9  # separable blobs, 2.0 apart in units of 0.5
+    assert not frame["diverged"].any()
+    assert set(history.norms["layer"]) == {"0", "3"}
+
+
+def test_evaluate_matches_full_batch_cross_entropy_and_accuracy():
+    data = _blobs()
+    model = _tiny_model().eval()
+    loss, accuracy = evaluate(model, data.x_test, data.y_test, batch_size=7)
+    with torch.no_grad():
+        logits = model(data.x_test)
+    assert loss == pytest.approx(float(F.cross_entropy(logits, data.y_test)), rel=1e-12)  # float64 sums
+    assert accuracy == float((logits.argmax(1) == data.y_test).double().mean())
+
+
+def test_layer_norms_split_the_total_norm_by_block():
+    model = ViT(depth=2, seed=0)
+    norms = layer_norms(model)
+    assert {"encoder.blocks.0", "encoder.blocks.1", "patch_embed", "cls_token", "pos_embed", "norm", "head"} == set(norms)
+    total = sum(float(p.detach().double().square().sum()) for p in model.parameters())
+    assert sum(v**2 for v in norms.values()) == pytest.approx(total, rel=1e-12)
+    block = sum(float(p.detach().double().square().sum()) for p in model.encoder.blocks[1].parameters())
+    assert norms["encoder.blocks.1"] ** 2 == pytest.approx(block, rel=1e-12)
+
+
+@pytest.mark.parametrize("name, lr", [("adam", 1e-2), ("sps", 0.5), ("md-1.1", 0.05)])
+def test_resumed_run_ends_bit_identical_to_an_uninterrupted_one(tmp_path, name, lr):
+    data = _digits_subset()
+
+    def run(epochs, checkpoint):
+        model = ViT(dim=8, depth=1, heads=2, mlp_dim=8, dropout=0.1, seed=0)  # dropout draws from the global RNG
+        optimizer = make_optimizer(name, model.parameters(), lr, sngd_cap=1.0)
+        return model, fit(model, optimizer, data, epochs=epochs, batch_size=16, seed=3, checkpoint=checkpoint)
+
+    straight_model, straight = run(4, tmp_path / "straight.pt")
+    run(2, tmp_path / "resumed.pt")  # "interrupted" after epoch 2, checkpoint on disk
+    resumed_model, resumed = run(4, tmp_path / "resumed.pt")
+    for (key, a), b in zip(straight_model.state_dict().items(), resumed_model.state_dict().values()):
+        assert torch.equal(a, b), key
+    columns = [c for c in straight.frame.columns if c != "seconds"]
+    pd.testing.assert_frame_equal(straight.frame[columns], resumed.frame[columns], check_exact=True)
+    pd.testing.assert_frame_equal(straight.norms, resumed.norms, check_exact=True)
+
+
+def test_fit_leaves_the_callers_global_rng_alone():
+    data = _blobs()
+    model = _tiny_model()
+    state = torch.get_rng_state()
+    fit(model, torch.optim.SGD(model.parameters(), lr=0.1), data, epochs=1, batch_size=16, seed=0)
+    assert torch.equal(torch.get_rng_state(), state)
+
+
+def test_fit_stops_and_flags_a_non_finite_loss():
+    data = _blobs()
+    poisoned = Split(data.x_train.clone(), data.y_train, data.x_test, data.y_test)
+    poisoned.x_train[:] = float("nan")
+    model = _tiny_model()
+    history = fit(model, torch.optim.SGD(model.parameters(), lr=0.1), poisoned, epochs=3, batch_size=16, seed=0)
+    assert history.frame["diverged"].tolist() == [False, True]
+    assert history.frame["step"].iloc[-1] == 1
+
+
+def test_fit_refuses_a_checkpoint_of_another_seed(tmp_path):
+    data = _blobs()
+    model = _tiny_model()
+    fit(model, torch.optim.SGD(model.parameters(), lr=0.1), data, epochs=1, batch_size=16, seed=0,
+        checkpoint=tmp_path / "c.pt")
+    with pytest.raises(ValidationError, match="written with seed=0, batch_size=16"):
+        fit(model, torch.optim.SGD(model.parameters(), lr=0.1), data, epochs=2, batch_size=16, seed=1,
+            checkpoint=tmp_path / "c.pt")
+
+
+def test_fit_refuses_zero_epochs():
+    model = _tiny_model()
+    with pytest.raises(ValidationError, match="epochs == 0, must be >= 1"):
+        fit(model, torch.optim.SGD(model.parameters(), lr=0.1), _blobs(), epochs=0, batch_size=4, seed=0)
