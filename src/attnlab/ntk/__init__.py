@@ -13,36 +13,56 @@ from attnlab.ntk.tangent_kernel import (
     kernel_drift,
     lambda_max,
 )
+from attnlab.ntk.forward_process import ForwardProcess
+from attnlab.ntk.gaussian_mixture import GaussianMixture, circle_mixture
 from attnlab.ntk.gd import GDResult, gradient_descent, practical_step, stability_limit
 from attnlab.ntk.init import symmetric_init
 from attnlab.ntk.kernel_regression import kernel_regression_limit, kernel_regression_path
 from attnlab.ntk.network import TwoLayerNet
+from attnlab.ntk.sample_metrics import energy_distance, mode_coverage
+from attnlab.ntk.sampling import euler_maruyama, reverse_sde_sample
+from attnlab.ntk.score_data import DenoisingSet, InputMap, denoising_set, fit_input_map
+from attnlab.ntk.score_model import ScoreModel, train_score_model, weighted_score_error
 from attnlab.ntk.softmax_mlp import SoftmaxMLP
 from attnlab.ntk.theory import contraction_bound, coupling_bound, theorem_B, theorem_step
 from attnlab.ntk.unit_ball import to_unit_ball
 
 __all__ = [
+    "DenoisingSet",
     "ExpMLP",
+    "ForwardProcess",
     "GDResult",
+    "GaussianMixture",
+    "InputMap",
     "ReluMLP",
+    "ScoreModel",
     "SoftmaxMLP",
     "TwoLayerNet",
+    "circle_mixture",
     "contraction_bound",
     "coupling_bound",
     "cross_kernel",
+    "denoising_set",
+    "energy_distance",
+    "euler_maruyama",
     "extreme_eigenvalues",
-    "gram",
+    "fit_input_map",
     "gradient_descent",
+    "gram",
     "gram_jacobian",
     "infinite_width_gram",
     "kernel_drift",
     "kernel_regression_limit",
     "kernel_regression_path",
     "lambda_max",
+    "mode_coverage",
     "practical_step",
+    "reverse_sde_sample",
     "stability_limit",
     "symmetric_init",
     "theorem_B",
     "theorem_step",
     "to_unit_ball",
+    "train_score_model",
+    "weighted_score_error",
 ]

@@ -1,0 +1,98 @@
+"""Isotropic Gaussian-mixture target ``p_0`` with its closed-form noisy density, denoiser and score.
+
+Spec: softmax-ntk-diffusion §9 (diffusion experiment, ground-truth denoiser), §7.4 (Tweedie's formula).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from attnlab._validation import ValidationError, check_scalar, check_tensor
+from attnlab.ntk.forward_process import ForwardProcess
+
+__all__ = ["GaussianMixture", "circle_mixture"]
+
+
+class GaussianMixture:
+    """``p_0 = sum_k pi_k N(mu_k, s_k^2 I)``; under the forward process ``p_t = sum_k pi_k N(alpha mu_k, v_k I)``
+    with ``v_k = alpha^2 s_k^2 + h``.
+
+    Parameters
+    ----------
+    means : array-like, shape (K, d)
+    stds : array-like, shape (K,)
+        Positive.
+    weights : array-like, shape (K,)
+        Nonnegative, summing to 1.
+    """
+
+    def __init__(self, means: object, stds: object, weights: object) -> None:
+        sizes: dict[str, int] = {}
+        self.means = check_tensor("means", means, "Kd", sizes)
+        self.stds = check_tensor("stds", stds, "K", sizes)
+        self.weights = check_tensor("weights", weights, "K", sizes)
+        if not bool((self.stds > 0).all()):
+            raise ValidationError(f"stds must be positive, got {self.stds.tolist()}")
+        if bool((self.weights < 0).any()) or abs(float(self.weights.sum()) - 1.0) > 1e-9:
+            raise ValidationError(f"weights must be nonnegative and sum to 1, got {self.weights.tolist()}; normalize them")
+
+    @property
+    def dim(self) -> int:
+        return self.means.shape[1]
+
+    def sample(self, n: int, generator: torch.Generator, max_norm: float | None = None) -> torch.Tensor:
+        """Draw ``n`` points of ``p_0``, shape (n, d); with ``max_norm``, redraw points of larger norm (spec §9)."""
+        check_scalar("n", n, kind=int, low=1)
+        comp = torch.multinomial(self.weights, n, replacement=True, generator=generator)
+        x = self.means[comp] + self.stds[comp, None] * torch.randn(n, self.dim, generator=generator, dtype=torch.float64)
+        if max_norm is not None:
+            outside = x.norm(dim=1) > max_norm
+            if bool(outside.any()):
+                x[outside] = self.sample(int(outside.sum()), generator, max_norm)
+        return x
+
+    def _posterior(self, x: torch.Tensor, t: torch.Tensor, process: ForwardProcess):
+        x = check_tensor("x", x, "nd", {"d": self.dim})
+        t = torch.as_tensor(t, dtype=torch.float64).expand(x.shape[0])
+        alpha, h = process.alpha(t)[:, None], process.h(t)[:, None]  # (n, 1)
+        var = alpha**2 * self.stds**2 + h  # (n, K): spec §9: alpha^2 s_k^2 + h
+        centred = x[:, None, :] - alpha[:, :, None] * self.means  # (n, K, d): x - alpha mu_k
+        log_joint = (
+            torch.log(self.weights)
+            - 0.5 * centred.pow(2).sum(-1) / var
+            - 0.5 * self.dim * torch.log(2 * math.pi * var)
+        )  # (n, K): log pi_k N(x; alpha mu_k, v_k I)
+        return x, alpha, var, centred, log_joint
+
+    def log_density(self, x: torch.Tensor, t: torch.Tensor, process: ForwardProcess) -> torch.Tensor:
+        """``log p_t(x)``, shape (n,); ``t`` a float or shape (n,)."""
+        *_, log_joint = self._posterior(x, t, process)
+        return torch.logsumexp(log_joint, dim=1)
+
+    def denoiser(self, x: torch.Tensor, t: torch.Tensor, process: ForwardProcess) -> torch.Tensor:
+        """``E[X_0 | X_t = x]``, shape (n, d) (spec §9).
+
+        ``sum_k w_k(x) [mu_k + alpha s_k^2 / v_k (x - alpha mu_k)]`` with posterior weights ``w_k(x)``.
+        """
+        x, alpha, var, centred, log_joint = self._posterior(x, t, process)
+        w = torch.softmax(log_joint, dim=1)  # (n, K): spec §9 w_k(x)
+        gain = alpha * self.stds**2 / var  # (n, K)
+        return (w[:, :, None] * (self.means + gain[:, :, None] * centred)).sum(1)  # spec §9
+
+    def score(self, x: torch.Tensor, t: torch.Tensor, process: ForwardProcess) -> torch.Tensor:
+        """``grad_x log p_t(x) = -sum_k w_k(x) (x - alpha mu_k) / v_k``, shape (n, d); finite at ``t = 0``."""
+        x, alpha, var, centred, log_joint = self._posterior(x, t, process)
+        w = torch.softmax(log_joint, dim=1)
+        return -(w[:, :, None] * centred / var[:, :, None]).sum(1)
+
+
+def circle_mixture(modes: int = 4, radius: float = 0.5, std: float = 0.05) -> GaussianMixture:
+    """Equal-weight mixture of ``modes`` Gaussians with means on a circle of ``radius`` in the plane (spec §9)."""
+    check_scalar("modes", modes, kind=int, low=1)
+    check_scalar("radius", radius, low=0.0)
+    check_scalar("std", std, low=0.0, low_inclusive=False)
+    angles = 2 * math.pi * torch.arange(modes, dtype=torch.float64) / modes
+    means = radius * torch.stack([torch.cos(angles), torch.sin(angles)], dim=1)
+    return GaussianMixture(means, torch.full((modes,), std, dtype=torch.float64), torch.full((modes,), 1.0 / modes))

@@ -1,0 +1,92 @@
+"""Reverse-SDE sampling with an Euler-Maruyama integrator.
+
+Spec: softmax-ntk-diffusion §7.2 (backward process), §8 Algorithm E step 4.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from attnlab._validation import check_scalar, check_tensor
+from attnlab.ntk.forward_process import ForwardProcess
+
+__all__ = ["euler_maruyama", "reverse_sde_sample"]
+
+Drift = Callable[[torch.Tensor, float], torch.Tensor]
+
+
+def euler_maruyama(
+    drift: Drift, diffusion: Callable[[float], float], y0: torch.Tensor, times: torch.Tensor, seed: int
+) -> torch.Tensor:
+    """Integrate ``dY = drift(Y, s) ds + diffusion(s) dB`` on the grid ``times``.
+
+    Parameters
+    ----------
+    drift : callable
+        ``drift(y, s)``: (n, d), float -> (n, d).
+    diffusion : callable
+        ``diffusion(s)``: scalar noise amplitude.
+    y0 : torch.Tensor, shape (n, d)
+    times : torch.Tensor, shape (K + 1,)
+        Increasing grid, ``times[0]`` the start.
+    seed : int
+
+    Returns
+    -------
+    torch.Tensor, shape (n, d)
+        ``Y`` at ``times[-1]``.
+    """
+    y = check_tensor("y0", y0, "nd").clone()
+    times = check_tensor("times", times, "K", min_size={"K": 2})
+    gen = torch.Generator().manual_seed(seed)
+    for s, s_next in zip(times[:-1].tolist(), times[1:].tolist()):
+        ds = s_next - s
+        noise = torch.randn(y.shape, generator=gen, dtype=torch.float64)
+        y = y + drift(y, s) * ds + diffusion(s) * ds**0.5 * noise  # Euler-Maruyama step
+    return y
+
+
+def reverse_sde_sample(
+    score: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    process: ForwardProcess,
+    y0: torch.Tensor,
+    T0: float,
+    T: float,
+    steps: int,
+    seed: int,
+) -> torch.Tensor:
+    """Run the backward SDE of spec §7.2 from ``t = T`` down to ``t = T0`` with a given score.
+
+    ``dY = (g(T - s) Y + 2 g(T - s) score(Y, T - s)) ds + sqrt(2 g(T - s)) dB``, ``s`` from 0 to ``T - T0``.
+
+    Parameters
+    ----------
+    score : callable
+        ``score(x, t)`` with ``x`` (n, d), ``t`` a float -> (n, d).
+    process : ForwardProcess
+    y0 : torch.Tensor, shape (n, d)
+        Start; usually ``N(0, I)`` draws (the ``p_T`` stand-in of §7.2).
+    T0, T : float
+    steps : int
+        Number of uniform Euler-Maruyama steps.
+    seed : int
+
+    Returns
+    -------
+    torch.Tensor, shape (n, d)
+        Samples approximately from ``p_{T0}``.
+    """
+    check_scalar("steps", steps, kind=int, low=1)
+    check_scalar("T0", T0, low=0.0)
+    check_scalar("T", T, low=T0, low_inclusive=False)
+
+    def g(s: float) -> float:
+        return float(process.g(torch.tensor(T - s, dtype=torch.float64)))
+
+    def drift(y: torch.Tensor, s: float) -> torch.Tensor:
+        return g(s) * y + 2 * g(s) * score(y, T - s)  # spec §7.2: g Y + 2 g grad log p_{T-s}
+
+    times = torch.linspace(0.0, T - T0, steps + 1, dtype=torch.float64)
+    return euler_maruyama(drift, lambda s: (2 * g(s)) ** 0.5, y0, times, seed)  # spec §7.2: sqrt(2 g)

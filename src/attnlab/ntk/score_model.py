@@ -1,0 +1,131 @@
+"""A softmax network as a diffusion score estimator: parametrization, training, weighted score error.
+
+Spec: softmax-ntk-diffusion §7.3-7.5 (score matching, parametrization of [59], training set), §9 (metric),
+§8 Algorithm E.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from attnlab._validation import check_scalar
+from attnlab.ntk.forward_process import ForwardProcess
+from attnlab.ntk.gaussian_mixture import GaussianMixture
+from attnlab.ntk.gd import GDResult, gradient_descent, practical_step
+from attnlab.ntk.network import TwoLayerNet
+from attnlab.ntk.score_data import DenoisingSet, InputMap, denoising_set, fit_input_map
+
+__all__ = ["ScoreModel", "train_score_model", "weighted_score_error"]
+
+
+@dataclass
+class ScoreModel:
+    """``s_W(x, t) = (alpha(t) D(x, t) - x) / h(t)`` with the denoiser ``D = k(t) x + F(W, u(t, x))``.
+
+    Spec: softmax-ntk-diffusion §7.4 (``k = 0`` there; ``k(t)`` is the optional linear skip of
+    :class:`~attnlab.ntk.score_data.InputMap`).
+
+    Attributes
+    ----------
+    net : TwoLayerNet
+        ``d_in = d + 1``, ``d_out = d``.
+    process : ForwardProcess
+    inputs : InputMap
+    """
+
+    net: TwoLayerNet
+    process: ForwardProcess
+    inputs: InputMap
+
+    def denoiser(self, x: torch.Tensor, t: torch.Tensor | float) -> torch.Tensor:
+        """Estimated ``E[X_0 | X_t = x]``, shape (n, d), for ``x`` (n, d) and ``t`` a float or (n,)."""
+        t = torch.as_tensor(t, dtype=torch.float64).expand(x.shape[0])
+        with torch.no_grad():
+            F = self.net.output_from_logits(self.inputs(t, x) @ self.net.W)
+        return self.inputs.skip_gain(t)[:, None] * x + F
+
+    def score(self, x: torch.Tensor, t: torch.Tensor | float) -> torch.Tensor:
+        """Estimated ``grad log p_t(x)``, shape (n, d) (spec §7.4)."""
+        t = torch.as_tensor(t, dtype=torch.float64).expand(x.shape[0])
+        alpha, h = self.process.alpha(t)[:, None], self.process.h(t)[:, None]
+        return (alpha * self.denoiser(x, t) - x) / h  # spec §7.4: s_W = (alpha F - x) / h
+
+
+def train_score_model(
+    net: TwoLayerNet,
+    train: DenoisingSet,
+    held_out: DenoisingSet,
+    process: ForwardProcess,
+    T: float,
+    *,
+    c: float = 0.5,
+    steps: int = 10_000,
+    record_every: int = 10,
+    patience: int = 20,
+    skip: bool = True,
+) -> tuple[ScoreModel, GDResult]:
+    """Fit the denoiser by GD on the squared loss to the noisy labels ``x_0`` (Algorithm E), early-stopped on the
+    held-out denoising loss.
+
+    Spec: softmax-ntk-diffusion §7.4 (with ``lambda(t) = h^2 / alpha^2`` the DSM loss is this squared loss),
+    §8 Algorithm E.
+
+    Parameters
+    ----------
+    net : TwoLayerNet
+        At initialization; ``d_in = d + 1``, ``d_out = d``. Trained in place.
+    train, held_out : DenoisingSet
+        Training and held-out triples (spec §7.5).
+    process : ForwardProcess
+    T : float
+        Final diffusion time (sets the input map).
+    c : float, default=0.5
+        Step ``lr = c / (m lambda_max(H*))``.
+    steps, record_every, patience : int
+        Maximum steps; held-out loss checked every ``record_every`` steps; stop after ``patience`` checks
+        without improvement.
+    skip : bool, default=True
+        Learn the residual over the linear (Gaussian) denoiser (ours; ``False`` is spec §7.4 as written).
+
+    Returns
+    -------
+    model : ScoreModel
+        Holds the weights of the best held-out step.
+    result : GDResult
+    """
+    inputs = fit_input_map(train, process, T, skip)
+    U = inputs(train.t, train.x_t)  # (n, d + 1), in the unit ball by construction of rho
+    U_val = inputs(held_out.t, held_out.x_t)
+    labels = train.x0 - inputs.skip_gain(train.t)[:, None] * train.x_t  # residual labels (= x0 without skip)
+    val_labels = held_out.x0 - inputs.skip_gain(held_out.t)[:, None] * held_out.x_t
+    result = gradient_descent(
+        net,
+        U,
+        labels,
+        lr=practical_step(net, U, c),
+        steps=steps,
+        record_every=record_every,
+        validation=(U_val, val_labels),
+        patience=patience,
+    )
+    return ScoreModel(net, process, inputs), result
+
+
+def weighted_score_error(
+    model: ScoreModel, target: GaussianMixture, T0: float, T: float, n: int = 10_000, seed: int = 0
+) -> float:
+    """``(1 / (T - T0)) int_{T0}^T E ||F(W, u(t, X_t)) - E[X_0 | X_t]||^2 dt`` by Monte-Carlo on ``n`` fresh draws.
+
+    Spec: softmax-ntk-diffusion §9 (= Theorem 6.6's weighted score error with ``lambda(t) = h^2 / alpha^2``).
+
+    Returns
+    -------
+    float
+    """
+    check_scalar("n", n, kind=int, low=1)
+    gen = torch.Generator().manual_seed(seed)
+    fresh = denoising_set(target.sample(n, gen), model.process, T0, T, seed + 1)
+    truth = target.denoiser(fresh.x_t, fresh.t, model.process)  # spec §9: closed-form E[X0 | Xt]
+    return float((model.denoiser(fresh.x_t, fresh.t) - truth).pow(2).sum(dim=1).mean())
