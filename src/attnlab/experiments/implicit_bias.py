@@ -85,7 +85,9 @@ class Fig2Config:
     Spec: implicit-bias-ngd §9 fig. 2 (all settings [L]), §6.1 (Example 1), §4 A1-A4.
 
     ``ngd_cap=None`` (uncapped NGD, the theory of A2) is ours: with the proposed cap 10 NGD turns into GD with
-    step 10 once ``||grad L|| < 0.01`` and reaches only corr 0.972 in 2000 steps (docs/experiments).
+    step 10 once ``||grad L|| < 0.01`` and reaches only corr 0.972 in 2000 steps (docs/experiments). NGD-mom keeps
+    the proposed cap (``mom_cap=10``): uncapped, its heavy-ball step ``eta m / ||g||`` grows without bound once
+    ``||g||`` shrinks faster than ``momentum`` per step (``||W_t|| ~ 1e72`` after 2000 steps).
     """
 
     n: int = 8
@@ -99,6 +101,7 @@ class Fig2Config:
     ngd_lr: float = 0.1
     ngd_cap: float | None = None
     momentum: float = 0.9
+    mom_cap: float | None = 10.0
     polyak_cap: float = 10.0
     gd_lr: float = 1.0
     steps: int = 2000
@@ -106,8 +109,8 @@ class Fig2Config:
     loss: str = "exp"
     seed: int = 0
 
-    OURS = ("n", "T", "d", "rho", "sigma", "opt_pos", "init_scale", "ngd_lr", "ngd_cap", "momentum", "polyak_cap",
-            "gd_lr", "steps")
+    OURS = ("n", "T", "d", "rho", "sigma", "opt_pos", "init_scale", "ngd_lr", "ngd_cap", "momentum", "mom_cap",
+            "polyak_cap", "gd_lr", "steps")
 
     def __post_init__(self) -> None:
         _check_common(self)
@@ -116,8 +119,9 @@ class Fig2Config:
             check_scalar(name, getattr(self, name), low=0.0, low_inclusive=False)
         check_scalar("init_scale", self.init_scale, low=0.0)
         check_scalar("momentum", self.momentum, low=0.0, high=1.0, high_inclusive=False)
-        if self.ngd_cap is not None:
-            check_scalar("ngd_cap", self.ngd_cap, low=0.0, low_inclusive=False)
+        for name in ("ngd_cap", "mom_cap"):
+            if getattr(self, name) is not None:
+                check_scalar(name, getattr(self, name), low=0.0, low_inclusive=False)
 
 
 @dataclass(frozen=True)
@@ -136,7 +140,7 @@ def _fixed_decoder_optimizers(config: Fig2Config, L_star: float) -> dict[str, Ca
     return {
         "GD": lambda p: torch.optim.SGD(p, lr=config.gd_lr),  # A1
         "NGD": lambda p: NormalizedGD(p, lr=config.ngd_lr, max_step=config.ngd_cap),  # A2
-        "NGD-mom": lambda p: NormalizedGD(p, lr=config.ngd_lr, max_step=config.ngd_cap, momentum=config.momentum),
+        "NGD-mom": lambda p: NormalizedGD(p, lr=config.ngd_lr, max_step=config.mom_cap, momentum=config.momentum),
         "Polyak": lambda p: PolyakStep(p, max_lr=config.polyak_cap, optimal_loss=L_star),  # A3
     }
 

@@ -121,6 +121,7 @@ class X1Config:
 
 
 def run_x1(config: X1Config, ctx: RunContext) -> ExperimentResult:
+    """X1: one RK4 flow per omega_0 (runs axis), phi tracked; closed-form error and conserved quantity over time."""
     data = scores_equal(config.n, config.L, config.d, config.gap, seed=config.seed)
     omega0, xi_k0, xi_q0 = _diagonal_init(config.omegas, config.d)
     model = Diagonal(config.d, xi_k0=xi_k0, xi_q0=xi_q0)
@@ -206,6 +207,7 @@ def _l2_diagonal_svm(B: torch.Tensor, select: torch.Tensor) -> torch.Tensor:
 
 
 def run_x2(config: X2Config, ctx: RunContext) -> ExperimentResult:
+    """X2: NGD paths of diagonal K,Q (one run per omega_0, phi tracked) and of beta directly, against l1/l2 SVMs."""
     data = scores_equal(config.n, config.L, config.d, config.gap, seed=config.seed)
     B = constraint_vectors(data.X, data.Z, data.select)
     l1 = attention_svm(data, norm="l1-diag")
@@ -320,6 +322,7 @@ class X3Config:
 
 
 def run_x3(config: X3Config, ctx: RunContext) -> ExperimentResult:
+    """X3: for each d, NGD paths of full K,Q and of W from ``runs`` random inits, against the nuc and fro SVMs."""
     frames, spectra, checks = [], [], []
     for d in ctx.bar(config.ds, desc="d"):
         data = scores_equal(config.n, config.L, d, config.gap, seed=config.seed)
@@ -439,6 +442,7 @@ def _off_diagonal_mass(M: torch.Tensor) -> torch.Tensor:
 
 
 def run_x4(config: X4Config, ctx: RunContext) -> ExperimentResult:
+    """X4: aligned init on Assumption-4 data; off-diagonal mass in the aligned frames and the final spectrum."""
     ap = aligned_pairs(config.n, config.m_pairs, config.d, config.radii, config.c, config.score, seed=config.seed)
     data = ap.data
     gen = torch.Generator().manual_seed(config.seed + 1)
@@ -534,6 +538,7 @@ class X5Config:
 
 
 def run_x5(config: X5Config, ctx: RunContext) -> ExperimentResult:
+    """X5: one diagonal NGD path per gap (data stacked on the runs axis); A3 and the reached l1 ratio per gap."""
     datasets = [scores_equal(config.n, config.L, config.d, gap, seed=config.seed) for gap in config.gaps]
     batch = stack(datasets)  # one run per gap, (R, n, L, d)
     R = len(config.gaps)
