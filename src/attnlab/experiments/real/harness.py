@@ -11,6 +11,7 @@ Polyak/SPS step needs one for the loss value.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -223,7 +224,7 @@ def fit(
                     break
             seconds += time.perf_counter() - started
             row = _epoch_row(model, data, epoch, step, metrics, eval_batch_size)
-            row["diverged"] = diverged or not torch.isfinite(torch.tensor(row["train_loss"])).item()
+            row["diverged"] = diverged or not math.isfinite(row["train_loss"])
             rows.append(row | {"seconds": seconds})
             norms += [{"epoch": epoch, "layer": k, "norm": v} for k, v in layer_norms(model).items()]
             bar.set_postfix(loss=f"{row['train_loss']:.3g}", acc=f"{row['test_accuracy']:.3f}")

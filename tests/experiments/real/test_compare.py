@@ -1,0 +1,42 @@
+"""Tests of the comparison driver: table shapes, probes of the first seed, and workers giving the same runs."""
+
+import pandas as pd
+import pytest
+
+from attnlab._validation import ValidationError
+from attnlab.experiments.real.compare import compare_optimizers
+from attnlab.experiments.real.digits_vit import DigitsViTConfig, build_digits_vit
+
+CONFIG = DigitsViTConfig(dim=8, depth=1, heads=2, mlp_dim=8, probes=2)
+
+
+def _run(workers, checkpoint_dir=None):
+    return compare_optimizers(build_digits_vit, CONFIG, ("sgd", "md-1.1"), (0.3, 0.05), (0, 1), epochs=1,
+                              batch_size=256, workers=workers, checkpoint_dir=checkpoint_dir)
+
+
+def test_comparison_tables_cover_every_optimizer_and_seed(tmp_path):
+    result = _run(1, tmp_path)
+    assert len(result.frame) == 2 * 2 * 2  # optimizers x seeds x (epoch 0, epoch 1)
+    assert set(result.entries["optimizer"]) == {"init", "sgd", "md-1.1"}
+    assert len(result.entries) == 3 * 3 * 8 * 8  # (init + 2 optimizers) x (k, q, v) x dim x dim
+    assert set(result.attention["sample"]) == {0, 1}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["md-1.1-seed0.pt", "md-1.1-seed1.pt", "sgd-seed0.pt",
+                                                         "sgd-seed1.pt"]
+    again = _run(1, tmp_path)  # every checkpoint is finished: nothing retrains, the tables come back
+    columns = [c for c in result.frame.columns if c != "seconds"]
+    pd.testing.assert_frame_equal(result.frame[columns], again.frame[columns])
+
+
+@pytest.mark.slow
+def test_two_worker_processes_give_the_same_runs_as_one():
+    one, two = _run(1), _run(2)
+    columns = [c for c in one.frame.columns if c != "seconds"]
+    pd.testing.assert_frame_equal(one.frame[columns], two.frame[columns], check_exact=True)
+    pd.testing.assert_frame_equal(one.entries, two.entries, check_exact=True)
+
+
+def test_compare_needs_one_lr_per_optimizer():
+    with pytest.raises(ValidationError, match="give one learning rate per optimizer"):
+        compare_optimizers(build_digits_vit, CONFIG, ("sgd",), (), (0,), epochs=1,
+                           batch_size=8)

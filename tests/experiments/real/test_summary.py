@@ -1,0 +1,49 @@
+"""Tests of the per-optimizer summary and the paper checks on a hand-made comparison."""
+
+import pandas as pd
+import pytest
+
+from attnlab.experiments.real.compare import Comparison
+from attnlab.experiments.real.summary import paper_checks, summary_table
+
+
+def _comparison():
+    rows, norms = [], []
+    for name, lr, losses, accs, grow in (("sgd", 0.1, (1.0, 0.2), (0.5, 0.9), 2.0),
+                                         ("sngd", 0.2, (1.0, 0.4), (0.5, 0.7), 1.5),
+                                         ("md-2", 0.1, (1.0, 0.2), (0.5, 0.9), 2.0),
+                                         ("md-1.1", 0.05, (1.0, 0.3), (0.5, 0.8), 1.0)):
+        for seed in (0, 1):
+            for epoch in (0, 1):
+                rows.append({"optimizer": name, "lr": lr, "seed": seed, "epoch": epoch, "train_loss": losses[epoch],
+                             "test_accuracy": accs[epoch] + 0.02 * seed, "diverged": False, "seconds": 1.0 * epoch})
+                for layer in ("a", "b"):  # two layers of norm 3 and 4: total 5 at epoch 0
+                    base = 3.0 if layer == "a" else 4.0
+                    norms.append({"optimizer": name, "seed": seed, "epoch": epoch, "layer": layer,
+                                  "norm": base * (grow if epoch else 1.0)})
+    entries = pd.DataFrame({"optimizer": ["md-1.1"] * 4 + ["md-2"] * 4, "layer": 0, "projection": "key",
+                            "value": [1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0]})
+    return Comparison(pd.DataFrame(rows), pd.DataFrame(norms), entries, pd.DataFrame())
+
+
+def test_summary_table_averages_the_last_epoch_over_seeds():
+    summary = summary_table(_comparison()).set_index("optimizer")
+    assert summary.loc["sgd", "test_accuracy_mean"] == pytest.approx(0.91)  # (0.90 + 0.92) / 2
+    assert summary.loc["sgd", "test_accuracy_std"] == pytest.approx(0.01)
+    assert summary.loc["sngd", "train_loss_mean"] == pytest.approx(0.4)
+    assert summary.loc["sngd", "norm_growth"] == pytest.approx(1.5)  # both layers x1.5: total 7.5 / 5
+    assert summary.loc["md-1.1", "qkv_hoyer"] == pytest.approx(1.0) and summary.loc["md-2", "qkv_hoyer"] == 0.0
+
+
+def test_paper_checks_state_each_claim_with_its_outcome():
+    comparison = _comparison()
+    checks = {c.claim: c for c in paper_checks(comparison, summary_table(comparison), chance=0.75, language=False)}
+    assert not checks["sngd learns: mean final test accuracy above the majority-class rate"].passed  # 0.71
+    assert checks["l_2 mirror descent is SGD: same training loss at the same lr (max relative gap)"].passed
+    assert checks["p = 1.1 gives sparser key/query/value weights than p = 2 (Hoyer sparsity)"].passed
+    slower = checks["on a ViT SNGD trains slower than SGD (final train loss SNGD / SGD)"]
+    assert slower.passed and slower.measured == pytest.approx(2.0)
+    assert checks["every layer's parameter norm grows under SGD (min over layers of last/initial)"].measured == 2.0
+    language = paper_checks(comparison, summary_table(comparison), chance=0.75, language=True)
+    faster = next(c for c in language if c.claim.startswith("on language data"))
+    assert not faster.passed
