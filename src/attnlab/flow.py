@@ -272,7 +272,7 @@ def gradient_flow(
         raise ValidationError("model has no trainable parameters; nothing flows")
 
     def velocity(state: State) -> tuple[State, torch.Tensor]:
-        """Log-scaled ``-grad L`` (and ``-2 dL/ds`` for phi): mantissas and one log scale per run."""
+        """Log-scaled ``-grad L`` (and ``2 dL/ds`` for phi): mantissas and one log scale per run."""
         with torch.no_grad():
             for name, value in state.items():
                 if name in params:
@@ -283,7 +283,7 @@ def gradient_flow(
             if track_phi:
                 log_w, sign = logit_weights(data.X, data.Z, data.y, model.head(data.v), model.W, loss)
                 exponent = log_w - _expand(scale, log_w)
-                out["phi"] = 2.0 * sign * torch.exp(exponent)  # spec kq §3.1: phi' = -(2/n) e^{..} (Sigma gamma)_l = 2 dL/ds
+                out["phi"] = 2.0 * sign * torch.exp(exponent)  # spec kq §3.1: phi' = -(2/n) e^{..} (Sigma gamma)_l
         return out, scale
 
     def rates(state: State) -> tuple[State, torch.Tensor]:

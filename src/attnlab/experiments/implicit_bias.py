@@ -151,7 +151,7 @@ def run_fixed_decoder(config: Fig2Config, ctx: RunContext) -> ExperimentResult:
                     seed=config.seed)
     sol = attention_svm(data, norm="fro")
     gen = torch.Generator().manual_seed(config.seed + 1)
-    W0 = config.init_scale * torch.randn(config.d, config.d, generator=gen, dtype=torch.float64)  # spec §9: W0 ~ N(0, s^2)
+    W0 = config.init_scale * torch.randn(config.d, config.d, generator=gen, dtype=torch.float64)  # spec §9: N(0, s^2)
     L_star = _optimal_loss(data, config.loss)
     metrics = [alignment(sol.W), opt_softmax(), _worst_log_one_minus_opt()]
     frames = []
@@ -218,7 +218,8 @@ def _fixed_decoder_figure(config: Fig2Config, frame: pd.DataFrame, W_mm_norm: fl
     n_line = np.interp(t_line, ngd["step"], ngd["norm"])
     axes[3].plot(t_line, y_end - (n_line - n_end) / W_mm_norm, "k--", label="Lemma 1: slope -||W||/||W_mm||")
     positive = ngd[ngd["step"] > 0]
-    anchor_t, anchor_y = float(positive["step"].iloc[len(positive) // 2]), float(1 - positive["alignment"].iloc[len(positive) // 2])
+    middle = positive.iloc[len(positive) // 2]
+    anchor_t, anchor_y = float(middle["step"]), float(1 - middle["alignment"])
     t_ref = positive["step"].to_numpy(dtype=float)
     axes[4].plot(t_ref, anchor_y * anchor_t / t_ref, "k--", label="Thm 1 bound ~ 1/t")
     axes[0].axhline(L_star, color="k", ls="--", lw=0.8, label="L_*")
@@ -231,7 +232,8 @@ def _fixed_decoder_figure(config: Fig2Config, frame: pd.DataFrame, W_mm_norm: fl
     axes[4].set_xscale("log")
     axes[3].legend(fontsize=6)
     axes[4].legend(fontsize=6)
-    fig.suptitle(f"Example 1 ({'antipodal' if config.antipodal else 'orthogonal'} opt tokens), fixed decoder", fontsize=10)
+    kind = "antipodal" if config.antipodal else "orthogonal"
+    fig.suptitle(f"Example 1 ({kind} opt tokens), fixed decoder", fontsize=10)
     fig.tight_layout()
     label_ours(fig, config)
     return fig
@@ -287,8 +289,8 @@ def run_fig3(config: Fig3Config, ctx: RunContext) -> ExperimentResult:
         "GD": lambda m: torch.optim.SGD(m.parameters(), lr=config.gd_lr),  # A1 on theta
         "NGD": lambda m: JointAdaptive([{"params": [m.v]}, {"params": [m.weight]}], lr=config.lr, alpha=0.0,
                                        normalizer="block_grad_norm"),  # A7: per-block NGD
-        "Polyak": lambda m: PolyakStep(
-            m.parameters(), max_lr=math.inf if config.polyak_cap is None else config.polyak_cap, optimal_loss=0.0),  # A3, L_* = 0
+        "Polyak": lambda m: PolyakStep(  # A3 with L_* = 0
+            m.parameters(), max_lr=math.inf if config.polyak_cap is None else config.polyak_cap, optimal_loss=0.0),
         "NGD-joint": lambda m: NormalizedGD(m.parameters(), lr=config.lr),  # A5: one norm over (u, W)
     }
     metrics = [alignment(W_mm), head_alignment(u_mm), opt_softmax(), _head_norm()]
@@ -531,7 +533,8 @@ def _polyak_bounds(config: RatesConfig, data, sol) -> tuple[pd.DataFrame, list[C
     L_star = _optimal_loss(data, config.loss)
     ratio = (log_risk.exp() - L_star) / log_grad.exp()  # spec §8.7: uncapped Polyak step length
     gamma = data.token_scores()
-    delta_max = float((gamma.gather(1, data.select[:, None]).squeeze(1) - gamma.scatter(1, data.select[:, None], -math.inf).amax(1)).max())
+    opt = gamma.gather(1, data.select[:, None]).squeeze(1)
+    delta_max = float((opt - gamma.scatter(1, data.select[:, None], -math.inf).amax(1)).max())  # spec §1: Delta_i
     B = _token_bound(data.X)
     low = math.exp(-delta_max) / (2 * B**2)  # spec §8.7 [D]
     high = float(sol.W.norm()) / _opt_probabilities(data, W).amin(-1)  # spec §8.7 [D]

@@ -59,7 +59,9 @@ def _diagonal_init(omegas: tuple[float, ...], d: int) -> tuple[torch.Tensor, tor
     return omega0, math.sqrt(2.0) * omega0, torch.zeros_like(omega0)  # spec kq §3.1 (5)
 
 
-def _normalized(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor, select: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _normalized(
+    X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor, select: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Margin ``mu(W)`` and ``W / mu(W)`` (``nan`` while ``mu <= 0``), spec kq §4 Def. 4.1, §8."""
     mu = attention_margin(X, Z, W, select)
     safe = torch.where(mu > 0, mu, torch.nan)
@@ -140,8 +142,8 @@ def run_x1(config: X1Config, ctx: RunContext) -> ExperimentResult:
     checks = [
         check_less("max_t |beta_flow - omega0^2 sinh(B phi)| / max(1, |beta|) (Lemma A.1, RK4)", float(error.max()),
                    config.tolerance, f"{SOURCE} §3.1, §9 X1"),
-        check_less("conservation of xi_k^2 - xi_q^2 along the flow (max drift / max(1, xi_k^2 + xi_q^2))", float(drift.max()),
-                   config.tolerance, f"{SOURCE} §3.1"),
+        check_less("conservation of xi_k^2 - xi_q^2 along the flow (max drift / max(1, xi_k^2 + xi_q^2))",
+                   float(drift.max()), config.tolerance, f"{SOURCE} §3.1"),
     ]
     diffs = frame.sort_values("step").groupby("run")["loss"].diff().dropna()
     checks.append(check_less("the loss decreases monotonically along the flow (Lemma 4.2): max increase",
@@ -249,19 +251,19 @@ def run_x2(config: X2Config, ctx: RunContext) -> ExperimentResult:
                             l1_value, float(row["l1_norm"]), f"rel {config.l1_rtol:g}",
                             abs(row["l1_norm"] - l1_value) <= config.l1_rtol * l1_value, f"{SOURCE} §7.2, §9 X2"))
         checks.append(Check(f"diagonal K,Q (omega0={row['omega']:g}) is closer to the l1 than to the l2 solution",
-                            f"< dist to l2 = {row['dist_l2']:.4g}", float(row["dist_l1"]), "ordering (max-entry distance)",
+                            f"< dist to l2 = {row['dist_l2']:.4g}", float(row["dist_l1"]), "ordering (max-entry)",
                             bool(row["dist_l1"] < row["dist_l2"]), f"{SOURCE} §7.2"))
     row = beta_end.iloc[0]
     checks.append(Check("beta trained directly: ||beta_hat||_2 -> diagonal l2-SVM optimum", l2_value,
                         float(row["l2_norm"]), f"rel {config.l2_rtol:g}",
                         abs(row["l2_norm"] - l2_value) <= config.l2_rtol * l2_value, f"{SOURCE} §7.2, §7.4"))
     checks.append(Check("beta trained directly is closer to the l2 than to the l1 solution",
-                        f"< dist to l1 = {row['dist_l1']:.4g}", float(row["dist_l2"]), "ordering (max-entry distance)",
+                        f"< dist to l1 = {row['dist_l1']:.4g}", float(row["dist_l2"]), "ordering (max-entry)",
                         bool(row["dist_l2"] < row["dist_l1"]), f"{SOURCE} §7.2"))
     kq_all = frame[(frame["param"] == "KQ") & frame["kkt_residual"].notna()].sort_values("step")
     for omega, rows in kq_all.groupby("omega"):
         first, last = float(rows["kkt_residual"].iloc[0]), float(rows["kkt_residual"].iloc[-1])
-        checks.append(Check(f"approximate KKT (omega0={omega:g}): stationarity residual of lambda = phi / ln mu decreases",
+        checks.append(Check(f"approx. KKT (omega0={omega:g}): stationarity residual of lambda = phi / ln mu decreases",
                             f"< {first:.4g} (first recorded with mu > 1)", last, "decrease; -> 0 like 1/ln mu",
                             last < first, f"{SOURCE} §7.5"))
     fig, axes = new_figure(3, width=3.8)
@@ -344,7 +346,8 @@ def run_x3(config: X3Config, ctx: RunContext) -> ExperimentResult:
                 "nuc_ratio": torch.where(mu > 0, torch.linalg.matrix_norm(W_hat, "nuc") / refs["nuc"].norm_value, nan),
                 "fro_ratio": torch.where(mu > 0, torch.linalg.matrix_norm(W_hat, "fro") / refs["fro"].norm_value, nan),
             }
-            frames.append(flow.frame().assign(d=d, param=name, **{k: v.reshape(-1).numpy() for k, v in columns.items()}))
+            flat = {k: v.reshape(-1).numpy() for k, v in columns.items()}
+            frames.append(flow.frame().assign(d=d, param=name, **flat))
             sv = torch.linalg.svdvals(W_hat[-1])  # (R, d)
             for r in range(config.runs):
                 spectra.append(pd.DataFrame({"d": d, "param": name, "run": r, "index": np.arange(d),
@@ -394,7 +397,8 @@ def _x3_checks(config: X3Config, d: int, frames: list[pd.DataFrame], corr_refs: 
         Check(f"d={d}: K,Q closer to the nuc-SVM, W closer to the fro-SVM (min over runs of the corr gap)",
               f"> 0 (SVMs differ: corr(nuc, fro) = {corr_refs:.4g})" if distinct else "n/a: the two SVMs coincide",
               float(min((kq["corr_nuc"] - kq["corr_fro"]).min(), (w["corr_fro"] - w["corr_nuc"]).min())),
-              "sign", (not distinct) or bool((kq["corr_nuc"] > kq["corr_fro"]).all() and (w["corr_fro"] > w["corr_nuc"]).all()),
+              "sign",
+              (not distinct) or bool((kq["corr_nuc"] > kq["corr_fro"]).all() and (w["corr_fro"] > w["corr_nuc"]).all()),
               f"{SOURCE} §7.4"),
     ]
 
@@ -432,7 +436,8 @@ class X4Config:
         _check_ints(self, ("n", "m_pairs", "d", "steps", "record_every", "seed"))
         _check_positive(self, ("score", "init_scale", "step", "spectrum_rtol"))
         if len(self.radii) != self.n:
-            raise ValidationError(f"radii has {len(self.radii)} entries for n == {self.n}; pass one radius per sequence")
+            raise ValidationError(
+                f"radii has {len(self.radii)} entries for n == {self.n}; pass one radius per sequence")
 
 
 def _off_diagonal_mass(M: torch.Tensor) -> torch.Tensor:
@@ -483,7 +488,8 @@ def run_x4(config: X4Config, ctx: RunContext) -> ExperimentResult:
               bool(((top - beta9[: config.n]).abs() <= config.spectrum_rtol * beta9[: config.n]).all()),
               f"{SOURCE} §7.3, §9 X4"),
         check_less("rank of the limit <= n: sigma_{n+1}(W/mu) / sigma_1(W/mu) at the end",
-                   float(sv_hat[-1, config.n] / sv_hat[-1, 0]) if config.n < config.d else 0.0, 0.05, f"{SOURCE} §7.3"),
+                   float(sv_hat[-1, config.n] / sv_hat[-1, 0]) if config.n < config.d else 0.0, 0.05,
+                   f"{SOURCE} §7.3"),
     ]
     spectrum = pd.DataFrame({"index": np.arange(config.d), "flow": sv_hat[-1].numpy(), "program9": beta9.numpy()})
     fig, axes = new_figure(3, width=3.8)
@@ -570,12 +576,14 @@ def run_x5(config: X5Config, ctx: RunContext) -> ExperimentResult:
               bool(holds["reached"].all()) and len(holds) > 0, f"{SOURCE} §7.2, §9 X5"),
     ]
     notes = [f"A3 violated at gaps {violated['gap'].tolist()}; of those, reached the l1 limit: "
-             f"{violated.loc[violated['reached'], 'gap'].tolist()} (A3 is sufficient in the theorem, not shown necessary)"]
+             f"{violated.loc[violated['reached'], 'gap'].tolist()} "
+             "(A3 is sufficient in the theorem, not shown necessary)"]
     fig, axes = new_figure(2, width=4.0)
     for r, gap in enumerate(config.gaps):
         part = frame[(frame["run"] == r) & (frame["mu"] > 1)]
         style = "-" if bool(table.loc[r, "a3_holds"]) else ":"
-        axes[0].plot(np.log(part["mu"]), part["l1_ratio"], style, label=f"gap {gap:g}{'' if style == '-' else ' (A3 fails)'}")
+        suffix = "" if style == "-" else " (A3 fails)"
+        axes[0].plot(np.log(part["mu"]), part["l1_ratio"], style, label=f"gap {gap:g}{suffix}")
     axes[0].axhline(1.0, color="k", lw=0.8)
     axes[0].set_xlabel("ln mu(t)")
     axes[0].set_title("||beta_hat||_1 / l1-SVM optimum", fontsize=9)
