@@ -81,7 +81,7 @@ def as_float64_tensor(name: str, value: object) -> torch.Tensor:
         arr = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError) as err:
         raise ValidationError(f"{name} could not be converted to a float64 array: {err}") from err
-    return torch.from_numpy(np.ascontiguousarray(arr))
+    return torch.from_numpy(arr.copy())  # copy: contiguous, writable, keeps 0-d arrays 0-d
 
 
 def check_shape(name: str, tensor: torch.Tensor, axes: str, sizes: dict[str, int] | None = None) -> dict[str, int]:

@@ -1,0 +1,78 @@
+"""Diagnostics against direct computations and textbook identities."""
+
+import math
+
+import pytest
+import torch
+
+from attnlab._validation import ValidationError
+from attnlab.metrics import (
+    attention_margin,
+    bregman_divergence,
+    cosine,
+    directional_bregman,
+    log_one_minus_selected,
+    matrix_norm,
+    selected_probability,
+)
+
+
+def _tokens(seed=0, n=3, T=4, d=3):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(n, T, d, generator=g), torch.randn(n, d, generator=g), torch.randn(d, d, generator=g)
+
+
+def test_margin_is_min_over_constraints():
+    X, Z, W = _tokens()
+    sel = torch.tensor([0, 2, 1])
+    expected = min(
+        float((X[i, sel[i]] - X[i, t]) @ W @ Z[i]) for i in range(3) for t in range(4) if t != sel[i]
+    )
+    assert math.isclose(float(attention_margin(X, Z, W, sel)), expected, rel_tol=1e-12)
+
+
+def test_log_one_minus_selected_matches_direct_and_survives_saturation():
+    X, Z, W = _tokens(1)
+    sel = torch.tensor([1, 0, 3])
+    phi = torch.softmax(torch.einsum("ntd,de,ne->nt", X, W, Z), -1)
+    direct = torch.log(1 - phi[torch.arange(3), sel])
+    torch.testing.assert_close(log_one_minus_selected(X, Z, W, sel), direct, rtol=1e-10, atol=1e-12)
+    assert torch.isfinite(log_one_minus_selected(X, Z, 1e4 * W, sel)).all()
+
+
+def test_selected_probability_and_runs_axis():
+    X, Z, W = _tokens(2)
+    Wr = torch.stack([W, 2 * W])
+    sel = torch.tensor([0, 1, 2])
+    batch = selected_probability(X, Z, Wr, sel)
+    assert batch.shape == (2,)
+    torch.testing.assert_close(batch[1], selected_probability(X, Z, 2 * W, sel))
+
+
+@pytest.mark.parametrize("p", [1.5, 2.0, 3.0])
+def test_bregman_is_nonnegative_zero_at_equality_and_obeys_three_point_identity(p):
+    g = torch.Generator().manual_seed(3)
+    A, B, C = (torch.randn(3, 3, generator=g) for _ in range(3))
+    assert float(bregman_divergence(A, B, p)) > 0
+    assert abs(float(bregman_divergence(A, A, p))) < 1e-12
+    grad = lambda M: torch.sign(M) * M.abs() ** (p - 1)  # noqa: E731
+    lhs = bregman_divergence(A, B, p) + bregman_divergence(B, C, p) - bregman_divergence(A, C, p)
+    rhs = ((grad(C) - grad(B)) * (A - B)).sum()
+    torch.testing.assert_close(lhs, rhs, rtol=1e-10, atol=1e-10)
+
+
+def test_bregman_p2_is_half_squared_distance_and_directional_is_scale_free():
+    A, B = torch.randn(2, 2), torch.randn(2, 2)
+    torch.testing.assert_close(bregman_divergence(A, B, 2.0), 0.5 * ((A - B) ** 2).sum())
+    torch.testing.assert_close(directional_bregman(A, 5 * B, 1.7), directional_bregman(3 * A, B, 1.7))
+
+
+def test_norms_and_cosine():
+    W = torch.diag(torch.tensor([3.0, -4.0]))
+    assert float(matrix_norm(W, "nuc")) == 7.0 and float(matrix_norm(W, "fro")) == 5.0
+    assert float(matrix_norm(W, 1.0)) == 7.0
+    assert math.isclose(float(cosine(W, 2 * W)), 1.0)
+    with pytest.raises(ValidationError, match="kind"):
+        matrix_norm(W, "max")
+    with pytest.raises(ValidationError, match="p =="):
+        bregman_divergence(W, W, 0.5)
