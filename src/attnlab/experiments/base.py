@@ -17,6 +17,7 @@ import json
 import platform
 import sys
 import time
+import types
 import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -242,7 +243,7 @@ def _parse_value(key: str, text: str, annotation: Any) -> Any:
         inner = args[0] if args else str
         parts = [p for p in text.replace(";", ",").split(",") if p.strip()]
         return tuple(_parse_value(key, p.strip(), inner) for p in parts)
-    if origin is typing.Union or str(origin) == "types.UnionType":
+    if origin is typing.Union or origin is types.UnionType:
         args = [a for a in typing.get_args(annotation) if a is not type(None)]
         if text.strip().lower() == "none":
             return None
