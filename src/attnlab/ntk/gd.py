@@ -92,6 +92,7 @@ def gradient_descent(
     record: RecordHook | None = None,
     validation: tuple[torch.Tensor, torch.Tensor] | None = None,
     patience: int | None = None,
+    stop: Callable[[dict[str, float]], bool] | None = None,
 ) -> GDResult:
     """Train ``net.W`` by ``W <- W - lr * dL/dW`` on ``L = 0.5 ||F(X) - Y||_F^2``; ``a`` stays fixed.
 
@@ -119,6 +120,8 @@ def gradient_descent(
         with the lowest held-out error are restored at the end (early stopping).
     patience : int, optional
         With ``validation``: stop after this many records without a new best held-out error.
+    stop : callable, optional
+        ``stop(row) -> bool`` on each recorded row (after the hook's columns are added); True ends the run.
 
     Returns
     -------
@@ -180,6 +183,7 @@ def gradient_descent(
             if record is not None:
                 row.update(record(step, W))
             rows.append(row)
+            last = last or (stop is not None and stop(row))
         if last:
             break
         phi, b = net.jacobian_factors(Z)
