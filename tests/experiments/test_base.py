@@ -1,0 +1,71 @@
+"""The experiment contract: typed --set overrides, registry errors, and the files a run writes."""
+
+import json
+from dataclasses import dataclass
+
+import pandas as pd
+import pytest
+
+from attnlab._validation import ValidationError
+from attnlab.experiments import base
+from attnlab.experiments.base import Check, Experiment, ExperimentResult, parse_overrides, run_experiment
+
+
+@dataclass(frozen=True)
+class _Config:
+    n: int = 3
+    lr: float = 0.1
+    name: str = "x"
+    flag: bool = False
+    sizes: tuple[int, ...] = (1, 2)
+    cap: float | None = None
+    OURS = ("lr",)
+
+
+def test_overrides_are_typed_by_annotation():
+    got = parse_overrides(_Config, ["n=1e3", "lr=0.5", "flag=true", "sizes=4,8", "cap=none", "name=abc"])
+    assert got == {"n": 1000, "lr": 0.5, "flag": True, "sizes": (4, 8), "cap": None, "name": "abc"}
+    assert parse_overrides(_Config, ["cap=2.5"]) == {"cap": 2.5}
+
+
+def test_unknown_key_lists_the_keys():
+    with pytest.raises(ValidationError, match="unknown key 'm'.*keys: n, lr, name, flag, sizes, cap"):
+        parse_overrides(_Config, ["m=1"])
+    with pytest.raises(ValidationError, match="expected int"):
+        parse_overrides(_Config, ["n=2.5"])
+    with pytest.raises(ValidationError, match="key=value"):
+        parse_overrides(_Config, ["n"])
+
+
+def test_unknown_experiment_lists_known_ones():
+    with pytest.raises(ValidationError, match="unknown experiment 'nope'.*flagship"):
+        base.get_experiment("nope")
+
+
+def test_run_writes_every_output(tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    def run(config, ctx):
+        fig = plt.figure()
+        frame = pd.DataFrame({"run": [0, 0], "step": [0, 1], "loss": [1.0, 0.5]})
+        return ExperimentResult(frame, [Check("loss falls", "< 1", 0.5, "bound", True, "spec §0")], {"fig": fig},
+                                {"extra": frame}, ["a note"])
+
+    exp = Experiment("test.tmp", "none", "a test experiment", _Config, run, quick={"n": 1})
+    monkeypatch.setitem(base._REGISTRY, "test.tmp", exp)
+    record = run_experiment("test.tmp", ["lr=0.2"], quick=True, out=tmp_path, progress=False)
+    assert record.passed
+    names = {p.name for p in tmp_path.iterdir()}
+    assert {"trajectory.parquet", "checks.csv", "record.json", "fig.png", "fig.pdf", "extra.parquet"} <= names
+    assert not [n for n in names if n.endswith(".tmp") or n.startswith(".")]  # no temp files left behind
+    rec = json.loads((tmp_path / "record.json").read_text())
+    assert rec["config"]["n"] == 1 and rec["config"]["lr"] == 0.2 and rec["defaults_ours"] == {"lr": 0.2}
+    assert rec["checks"] == {"total": 1, "passed": 1} and "torch" in rec["versions"]
+    assert pd.read_csv(tmp_path / "checks.csv")["passed"].tolist() == [True]
+
+
+def test_flagship_quick_passes(tmp_path):
+    record = run_experiment("flagship", quick=True, out=tmp_path, progress=False)
+    assert record.passed, record.checks.to_string()
+    frame = pd.read_parquet(tmp_path / "trajectory.parquet")
+    assert set(frame["method"]) == {"gd", "ngd"} and (tmp_path / "trajectory.csv").exists()
