@@ -65,9 +65,9 @@ class TextConfig:
     seed: int = 0
     epochs: int = 20
     batch_size: int = 32
-    n_train: int = 1000
+    n_train: int = 200
     n_test: int = 500
-    length: int = 16
+    length: int = 32
     vocab_size: int = 64
     keywords: int = 4
     max_len: int = 128
