@@ -87,7 +87,7 @@ def _chain(param: str, params: dict[str, torch.Tensor], gW: torch.Tensor) -> dic
 
 
 def _per_run_sq(t: torch.Tensor) -> torch.Tensor:
-    return t.pow(2).flatten(1).sum(dim=1)
+    return torch.linalg.vector_norm(t.flatten(1), dim=1).square()  # one pass over t (pow then sum takes two)
 
 
 def _expand(coef: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
@@ -201,14 +201,25 @@ def train(
         if step == steps:
             break
         params = update(params, grads, gW.log_scale, log_norm, log_risk)
-        bad = ~torch.stack([torch.isfinite(t).flatten(1).all(dim=1) for t in params.values()]).all(dim=0)
-        if bool(bad.any()):
-            runs = bad.nonzero().flatten().tolist()[:10]
-            raise ValidationError(
-                f"runs {runs} became non-finite at step {step + 1} with optimizer {optimizer!r}; lower lr or set max_step"
-            )
+        if not bool(torch.isfinite(sum(t.flatten(1).sum(dim=1) for t in params.values())).all()):
+            bad = _non_finite_runs(params)
+            if bool(bad.any()):
+                runs = bad.nonzero().flatten().tolist()[:10]
+                raise ValidationError(
+                    f"runs {runs} became non-finite at step {step + 1} with optimizer {optimizer!r}; "
+                    "lower lr or set max_step"
+                )
     frame = pd.concat(records, ignore_index=True) if records else None
     return BatchedRun(W=_combine(param, params), frame=frame, params=params)
+
+
+def _non_finite_runs(params: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Runs with a non-finite entry, shape (R,) bool.
+
+    The caller first checks one sum per run (one pass over the parameters): a sum with an inf or nan term is never
+    finite, so only a non-finite sum, which may also be an overflow of finite terms, needs this entrywise check.
+    """
+    return ~torch.stack([torch.isfinite(t).flatten(1).all(dim=1) for t in params.values()]).all(dim=0)
 
 
 def _infer_runs(W0: Any, options: dict[str, Any], param: str) -> int | None:
@@ -252,8 +263,8 @@ def _make_update(
                 log_coef = torch.log(lr) - (log_norm - log_scale)  # spec ngd A2: eta / ||g|| (on mantissas)
                 if log_cap is not None:
                     log_coef = torch.minimum(log_coef, log_cap + log_scale)  # spec ngd A2: min(eta/||g||, cap)
-            if beta == 0.0:
-                return {k: p - _expand(torch.exp(log_coef), p) * grads[k] for k, p in params.items()}
+            if beta == 0.0:  # p - coef g in one pass
+                return {k: torch.addcmul(p, _expand(-torch.exp(log_coef), p), grads[k]) for k, p in params.items()}
             # spec ngd A4: m <- beta m + g (true gradient), W <- W - eta_t m  (or eta m/||m||)
             true = {k: _expand(torch.exp(log_scale), g) * g for k, g in grads.items()}
             m = state.setdefault("m", {k: torch.zeros_like(g) for k, g in true.items()})
