@@ -17,7 +17,8 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/attnlab demo --out runs/demo
+	$(BIN)/attnlab reproduce --quick --out report
+	@echo "figures, tables and checks: report/index.html (one folder per experiment under report/)"
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -m "not slow" -q
