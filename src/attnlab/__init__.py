@@ -16,6 +16,7 @@ _SUBMODULES = (
     "batched",
     "data",
     "experiments",
+    "flow",
     "losses",
     "metrics",
     "models",

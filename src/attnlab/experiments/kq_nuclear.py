@@ -26,8 +26,7 @@ from attnlab.experiments.plotting import label_ours, new_figure
 from attnlab.flow import closed_form_beta, constraint_vectors, gradient_flow, kkt_multipliers
 from attnlab.metrics import attention_margin, cosine
 from attnlab.models import Combined, Diagonal, Factored, TokenSelectionModel
-from attnlab.svm import aligned_l1_svm, attention_svm
-from attnlab.svm._dual import solve_frobenius_dual
+from attnlab.svm import aligned_l1_svm, attention_svm, diagonal_svm
 
 __all__ = ["X1Config", "X2Config", "X3Config", "X4Config", "X5Config"]
 
@@ -200,20 +199,12 @@ class X2Config:
         _check_omegas(self.omegas)
 
 
-def _l2_diagonal_svm(B: torch.Tensor, select: torch.Tensor) -> torch.Tensor:
-    """``min ||beta||_2 s.t. beta^T B_il >= 1``: the diagonal W_F-SVM, by its exact NNLS dual (spec kq §4)."""
-    mask = torch.ones(B.shape[:-1], dtype=torch.bool)
-    mask[torch.arange(B.shape[0]), select] = False
-    M = B[mask].numpy()  # (n (L-1), d)
-    return torch.from_numpy(solve_frobenius_dual(M, (B.shape[-1],), what="diagonal l2 attention SVM").x)
-
-
 def run_x2(config: X2Config, ctx: RunContext) -> ExperimentResult:
     """X2: NGD paths of diagonal K,Q (one run per omega_0, phi tracked) and of beta directly, against l1/l2 SVMs."""
     data = scores_equal(config.n, config.L, config.d, config.gap, seed=config.seed)
     B = constraint_vectors(data.X, data.Z, data.select)
     l1 = attention_svm(data, norm="l1-diag")
-    beta_l1, beta_l2 = l1.beta, _l2_diagonal_svm(B, data.select)
+    beta_l1, beta_l2 = l1.beta, diagonal_svm(data, p=2.0).beta
     l1_value, l2_value = float(beta_l1.abs().sum()), float(beta_l2.norm())
     omega0, xi_k0, xi_q0 = _diagonal_init(config.omegas, config.d)
     runs = {
