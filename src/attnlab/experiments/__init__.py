@@ -38,6 +38,6 @@ __all__ = [
 
 # One import per paper module below; each registers its experiments on import.
 from attnlab.experiments import flagship  # noqa: E402,F401
-from attnlab.experiments import implicit_bias, kq_nuclear  # noqa: E402,F401
+from attnlab.experiments import implicit_bias, kq_nuclear, mirror_descent  # noqa: E402,F401
 from attnlab.experiments import ntk  # noqa: E402,F401
 from attnlab.experiments import real  # noqa: E402,F401

@@ -1,0 +1,311 @@
+"""Experiments of the l_p mirror-descent paper: E1 (the q x p grid over 100 data sets), E2 (one path), E3 (joint).
+
+Spec: mirror-descent-lp §9 E1-E3 (settings of the official code), §8 (predictions 1-5), §4 (l_p-AttGD,
+l_p-JointGD and the norm-growth inequality), §5 (l_p-AttSVM, l_p head SVM), §6 (data generators).
+
+The fixed-head runs are :func:`attnlab.batched.train` programs with the data sets on the runs axis. Mirror descent
+keeps no state, so a run cut into chunks continues exactly; :func:`_md_path` uses that to keep the iterates at
+the recorded steps, because the SVM directions are known only after training (the selected tokens are the argmax
+of the final softmax, as in the official code).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from attnlab._validation import ValidationError, check_in, check_scalar
+from attnlab.batched import train as batched_train
+from attnlab.data import StackedData, TokenSelectionData, joint_toy, stack, unit_gaussian
+from attnlab.experiments.base import Check, Experiment, ExperimentResult, RunContext, check_less, register
+from attnlab.experiments.plotting import label_ours, new_figure
+from attnlab.losses import LOSSES, mean_loss
+from attnlab.metrics import Metric, directional_bregman, entrywise_norm
+from attnlab.models import Combined
+from attnlab.models.functional import attention_probabilities, loss_gradients, margins, token_scores
+from attnlab.optim import MirrorDescent
+from attnlab.svm import attention_svm, head_svm
+from attnlab.train import train
+
+__all__ = ["E1Config", "E2Config", "E3Config"]
+
+SOURCE = "mirror-descent-lp"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# shared pieces
+
+
+def _check_config(config, ints: tuple[str, ...], positives: tuple[str, ...]) -> None:
+    """Integers >= 1 (``seed`` and ``first_seed`` >= 0), positive floats, exponents ``p > 1`` with one epoch count each."""
+    for name in ints:
+        check_scalar(name, getattr(config, name), kind=int, low=0 if name.endswith("seed") else 1)
+    for name in positives:
+        check_scalar(name, getattr(config, name), low=0.0, low_inclusive=False)
+    if hasattr(config, "loss"):
+        check_in("loss", config.loss, LOSSES)
+    if not config.ps or any(p <= 1 for p in config.ps):
+        raise ValidationError(f"ps must be a non-empty tuple of exponents p > 1, got {config.ps}")
+    if len(config.epochs) != len(config.ps) or any(e < 1 for e in config.epochs):
+        raise ValidationError(
+            f"epochs must give one positive step count per p: {len(config.ps)} values for ps={config.ps}, "
+            f"got {config.epochs}"
+        )
+
+
+def _svm_norm(q: float) -> str | float:
+    """The attention-SVM ``norm`` for exponent ``q``: the exact QP ``"fro"`` at ``q = 2``, else the entrywise ``q``."""
+    return "fro" if q == 2.0 else float(q)
+
+
+def _md_path(
+    batch: StackedData, W0: torch.Tensor, p: float, lr: float, normalized: bool, steps: int, every: int, loss: str,
+    ctx: RunContext, desc: str,
+) -> tuple[np.ndarray, torch.Tensor]:
+    """l_p-AttGD iterates at steps ``0, every, 2 every, ..., steps`` of R fixed-head runs.
+
+    Spec: mirror-descent-lp §4 (l_p-AttGD, plain or dual-norm normalised). Each chunk is one batched program; MD
+    has no state, so chunk ``k`` started from the last iterate of chunk ``k - 1`` continues the run exactly.
+
+    Returns
+    -------
+    steps : numpy.ndarray of int, shape (S,)
+    path : torch.Tensor, shape (S, R, d, d), float64
+    """
+    marks = sorted(set(range(0, steps, every)) | {steps})
+    path = [W0]
+    for start, stop in ctx.bar(list(zip(marks[:-1], marks[1:])), desc=desc):
+        run = batched_train(batch.X, batch.Z, batch.y, batch.v, path[-1], param="W", optimizer="md", lr=lr,
+                            loss=loss, steps=stop - start, p=p, normalized=normalized)
+        path.append(run.W)
+    return np.asarray(marks), torch.stack(path)
+
+
+def _selected(batch: StackedData, W: torch.Tensor) -> torch.Tensor:
+    """The token of largest attention in each sequence, shape ``([S,] R, n)`` (the official code's selection)."""
+    return attention_probabilities(batch.X, W, batch.Z).argmax(dim=-1)  # spec §6: argmax of the softmax
+
+
+def _svm_directions(datasets: list[TokenSelectionData], select: torch.Tensor, q: float, cache: dict) -> torch.Tensor:
+    """``W^mm_{alpha, q}`` of every data set for its selection ``select[r]``, shape ``(R, d, d)``; solved once each."""
+    out = []
+    for r, data in enumerate(datasets):
+        key = (r, tuple(select[r].tolist()), q)
+        if key not in cache:
+            cache[key] = attention_svm(data, _svm_norm(q), select=select[r]).W  # spec §5: l_q-AttSVM
+        out.append(cache[key])
+    return torch.stack(out)
+
+
+def _path_metrics(batch: StackedData, path: torch.Tensor, p: float, loss: str) -> dict[str, torch.Tensor]:
+    """Per (step, run) loss, ``||W_k||_p``, mean max-softmax probability and logistic probability, each ``(S, R)``.
+
+    Spec: mirror-descent-lp §9 E1 ("metrics also stored per step").
+    """
+    probs = attention_probabilities(batch.X, path, batch.Z)  # (S, R, n, T)
+    top, chosen = probs.max(dim=-1)
+    gamma = token_scores(batch.X, batch.y, batch.v).expand(probs.shape)  # (S, R, n, T): gamma = Y v^T x
+    gamma_hat = gamma.gather(-1, chosen[..., None]).squeeze(-1)
+    return {
+        "loss": mean_loss(margins(batch.X, batch.Z, batch.y, batch.v, path), loss),  # spec §2: (1/n) sum l(Y f)
+        "norm_p": entrywise_norm(path, p),
+        "max_softmax": top.mean(dim=-1),
+        "logistic_prob": torch.sigmoid(gamma_hat).mean(dim=-1),  # spec §9: (1/n) sum (1 + e^{-Y x_hat^T v})^{-1}
+    }
+
+
+def _tidy(columns: dict[str, torch.Tensor], steps: np.ndarray, **constants) -> pd.DataFrame:
+    """One row per (step, run) from ``(S, R)`` tensors, with constant columns in front."""
+    S, R = next(iter(columns.values())).shape
+    frame = pd.DataFrame({k: v.detach().reshape(-1).numpy() for k, v in columns.items()})
+    frame.insert(0, "step", np.repeat(steps, R))
+    frame.insert(0, "run", np.tile(np.arange(R), S))
+    for position, (name, value) in enumerate(constants.items()):
+        frame.insert(position, name, value)
+    return frame
+
+
+def _r_squared(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """Least-squares slope of ``y`` on ``x`` and the coefficient of determination."""
+    coef = np.polyfit(x, y, 1)
+    resid = y - np.polyval(coef, x)
+    total = float(((y - y.mean()) ** 2).sum())
+    return float(coef[0]), 1.0 - float((resid**2).sum()) / total if total > 0 else 1.0
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# E1: the 3 x 3 grid over 100 data sets, selectivity, monotone dB, norm growth
+
+
+@dataclass(frozen=True)
+class E1Config:
+    """E1: normalised l_p-AttGD on 100 synthetic data sets; ``dB_p(W^mm_q, W_k)`` for every (q, p).
+
+    Spec: mirror-descent-lp §9 E1 (sizes, ``ps``, ``epochs``, ``lr``, 100 data sets with seeds 1-100, ``W_0 ~
+    N(0, 1)``, logistic loss), §8.3-8.4 (selectivity, monotone decrease, log growth of ``||W_k||_p``), §4 (norm
+    growth inequality). Ours: ``records`` (recorded points per run), ``seed`` (the generator of ``W_0``; the
+    official draw order is not reproduced), and the unnormalised run of the rate checks (``rate_*``: the theory
+    is for plain MD, the figure for normalised MD).
+    """
+
+    n: int = 6
+    T: int = 8
+    d: int = 10
+    ps: tuple[float, ...] = (1.75, 2.0, 3.0)
+    epochs: tuple[int, ...] = (1500, 2000, 20000)
+    lr: float = 0.1
+    datasets: int = 100
+    first_seed: int = 1
+    init_std: float = 1.0
+    records: int = 200
+    rate_datasets: int = 4
+    rate_lr: float = 10.0
+    rate_steps: int = 2000
+    loss: str = "logistic"
+    seed: int = 0
+
+    OURS = ("records", "rate_datasets", "rate_lr", "rate_steps", "seed")
+
+    def __post_init__(self) -> None:
+        _check_config(self, ("n", "T", "d", "datasets", "first_seed", "records", "rate_datasets", "rate_steps", "seed"),
+                      ("lr", "rate_lr"))
+        check_scalar("init_std", self.init_std, low=0.0, low_inclusive=False)
+        if self.rate_datasets > self.datasets:
+            raise ValidationError(f"rate_datasets == {self.rate_datasets}, must be <= datasets == {self.datasets}")
+
+
+def _e1_data(config: E1Config) -> tuple[list[TokenSelectionData], StackedData, torch.Tensor]:
+    """The data sets of seeds ``first_seed, ...`` stacked on the runs axis, and ``W_0 ~ N(0, init_std^2)``, (R, d, d)."""
+    datasets = [unit_gaussian(config.n, config.T, config.d, seed=config.first_seed + r) for r in range(config.datasets)]
+    gen = torch.Generator().manual_seed(config.seed)
+    W0 = config.init_std * torch.randn(config.datasets, config.d, config.d, generator=gen, dtype=torch.float64)
+    return datasets, stack(datasets), W0  # spec §9 E1: --std 1
+
+
+def _grid_runs(config: E1Config, ctx: RunContext, datasets, batch, W0) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Normalised MD for each p (one batched program over the data sets); dB_p against every q-SVM along the path."""
+    cache: dict = {}
+    bregman_frames, metric_frames = [], []
+    for p, epochs in zip(config.ps, config.epochs):
+        steps, path = _md_path(batch, W0, p, config.lr, True, epochs, max(1, epochs // config.records), config.loss,
+                               ctx, f"E1 p={p:g}")
+        select = _selected(batch, path[-1])  # spec §6: SVM tokens = argmax of the final softmax
+        for q in config.ps:
+            W_mm = _svm_directions(datasets, select, q, cache)
+            dB = directional_bregman(W_mm, path, p)  # spec §3: D_psi_p(W^mm_q/||.||_p, W_k/||W_k||_p), (S, R)
+            bregman_frames.append(_tidy({"bregman": dB}, steps, p=p, q=q))
+        metric_frames.append(_tidy(_path_metrics(batch, path, p, config.loss), steps, p=p))
+    return pd.concat(bregman_frames, ignore_index=True), pd.concat(metric_frames, ignore_index=True)
+
+
+def _norm_growth(config: E1Config, ctx: RunContext, batch: StackedData, W0: torch.Tensor) -> pd.DataFrame:
+    """Plain l_p-AttGD on the first ``rate_datasets`` data sets, every step: ``||W_k||_p`` and the §4 bounds.
+
+    Spec: mirror-descent-lp §4: ``||W_k||^{p-1} + eta <-grad L, W_k>/||W_k|| <= ||W_{k+1}||^{p-1} <=
+    ||W_k||^{p-1} + eta ||grad L||_q`` (norms ``l_p``, ``q = p/(p-1)``).
+    """
+    R = config.rate_datasets
+    sub = StackedData(batch.X[:R], batch.Z[:R], batch.y[:R], batch.v[:R], None)
+    frames = []
+    for p in config.ps:
+        q = p / (p - 1.0)
+        steps, path = _md_path(sub, W0[:R], p, config.rate_lr, False, config.rate_steps, 1, config.loss, ctx,
+                               f"plain MD p={p:g}")
+        grad, _, _ = loss_gradients(sub.X, sub.Z, sub.y, sub.v, path, config.loss)
+        G = grad.value()  # (S, R, d, d)
+        norm = entrywise_norm(path, p)
+        power = norm ** (p - 1)
+        lower = power + config.rate_lr * (-G * path).sum((-2, -1)) / norm  # spec §4 (Lemma 22)
+        upper = power + config.rate_lr * entrywise_norm(G, q)  # spec §4 (Hoelder)
+        nxt = torch.cat([power[1:], torch.full_like(power[:1], math.nan)])  # ||W_{k+1}||^{p-1}; none after the last
+        frames.append(_tidy({"norm_p": norm, "power_next": nxt, "lower": lower, "upper": upper}, steps, p=p))
+    return pd.concat(frames, ignore_index=True)
+
+
+def _e1_checks(config: E1Config, bregman: pd.DataFrame, growth: pd.DataFrame) -> tuple[list[Check], pd.DataFrame]:
+    final = bregman[bregman["step"] == bregman.groupby("p")["step"].transform("max")]
+    grid = final.groupby(["p", "q"])["bregman"].agg(["mean", "std", "median"]).reset_index()
+    checks = []
+    for p in config.ps:
+        row = grid[grid["p"] == p].set_index("q")["mean"]
+        per_run = final[final["p"] == p].pivot(index="run", columns="q", values="bregman")
+        share = float((per_run.idxmin(axis=1) == p).mean())
+        values = ", ".join(f"q={q:g}: {v:.3g}" for q, v in row.items())
+        checks.append(Check(f"selectivity (p={p:g}): mean over data sets of dB_p(W^mm_q, W_K) is smallest at q = p",
+                            f"argmin q = {p:g}", values, "ordering", bool(row.idxmin() == p), f"{SOURCE} §8.4"))
+        checks.append(Check(f"selectivity (p={p:g}): share of data sets whose smallest dB_p(W^mm_q, W_K) is at q = p",
+                            ">= 0.9", share, "bound (ours)", share >= 0.9, f"{SOURCE} §8.4"))
+        mean = bregman[(bregman["p"] == p) & (bregman["q"] == p)].groupby("step")["bregman"].mean()
+        rises = np.diff(mean.to_numpy())
+        worst = float(rises.max() / mean.iloc[0])
+        checks.append(Check(f"monotone decrease (p={p:g}): largest rise of the mean dB_p(W^mm_p, W_k) between records,"
+                            " relative to its start", "<= 0 (non-increasing)", worst, "1e-3 of the start (ours)",
+                            worst <= 1e-3, f"{SOURCE} §8.2-8.3"))
+        rows = growth[growth["p"] == p]
+        median = rows.groupby("step")["norm_p"].median()
+        late = median[median.index >= max(1, config.rate_steps // 10)]
+        slope, r2 = _r_squared(np.log(late.index.to_numpy(float)), late.to_numpy())
+        checks.append(Check(f"log growth (p={p:g}, plain MD): R^2 of the median ||W_k||_p on log k (k >= steps/10)",
+                            ">= 0.95", r2, f"slope {slope:.3g} > 0", r2 >= 0.95 and slope > 0, f"{SOURCE} §8.3"))
+    pairs = growth.dropna(subset=["power_next"])
+    scale = pairs["power_next"].abs()
+    below = float(((pairs["lower"] - pairs["power_next"]) / scale).max())
+    above = float(((pairs["power_next"] - pairs["upper"]) / scale).max())
+    checks.append(check_less("norm growth lower bound ||W_k||^(p-1) + eta <-grad L, W_k>/||W_k|| <= ||W_(k+1)||^(p-1):"
+                             " worst relative excess over steps, runs and p", below, 1e-10, f"{SOURCE} §4"))
+    checks.append(check_less("norm growth upper bound ||W_(k+1)||^(p-1) <= ||W_k||^(p-1) + eta ||grad L||_q: worst "
+                             "relative excess over steps, runs and p", above, 1e-10, f"{SOURCE} §4"))
+    return checks, grid
+
+
+def _e1_figure(config: E1Config, bregman: pd.DataFrame, growth: pd.DataFrame):
+    fig, axes = new_figure(len(config.ps) + 1, width=3.4)
+    for ax, p in zip(axes, config.ps):
+        for q in config.ps:
+            stats = bregman[(bregman["p"] == p) & (bregman["q"] == q)].groupby("step")["bregman"].agg(["mean", "std"])
+            (line,) = ax.plot(stats.index, stats["mean"], label=f"q = {q:g}")
+            ax.fill_between(stats.index, (stats["mean"] - stats["std"]).clip(lower=1e-12), stats["mean"] + stats["std"],
+                            alpha=0.15, color=line.get_color())
+        ax.set_yscale("log")
+        ax.set_xlabel("iteration k")
+        ax.set_title(f"l_p-AttGD p = {p:g}: dB_p(W^mm_q, W_k)", fontsize=9)
+        ax.legend(fontsize=7)
+    ax = axes[-1]
+    for p in config.ps:
+        median = growth[(growth["p"] == p) & (growth["step"] > 0)].groupby("step")["norm_p"].median()
+        ax.semilogx(median.index, median, label=f"p = {p:g}")
+    ax.set_xlabel("k (plain MD, log scale)")
+    ax.set_title("||W_k||_p: straight on log k (§8.3)", fontsize=9)
+    ax.legend(fontsize=7)
+    fig.suptitle(f"E1: mean over {config.datasets} data sets, band +-1 std", fontsize=10)
+    fig.tight_layout()
+    label_ours(fig, config)
+    return fig
+
+
+def run_e1(config: E1Config, ctx: RunContext) -> ExperimentResult:
+    """E1: the q x p grid of directional Bregman divergences, selectivity, monotone decrease and norm growth."""
+    datasets, batch, W0 = _e1_data(config)
+    bregman, metrics = _grid_runs(config, ctx, datasets, batch, W0)
+    growth = _norm_growth(config, ctx, batch, W0)
+    checks, grid = _e1_checks(config, bregman, growth)
+    last = metrics[metrics["step"] == metrics.groupby("p")["step"].transform("max")].groupby("p")[
+        ["max_softmax", "logistic_prob"]].mean()
+    notes = ["final mean dB_p(W^mm_q, W_K), rows p, columns q:\n"
+             + grid.pivot(index="p", columns="q", values="mean").to_string(float_format="%.3g"),
+             f"final mean max-softmax / logistic probability per p: {last.round(4).to_dict('index')}"]
+    return ExperimentResult(frame=bregman, checks=checks, figures={"e1": _e1_figure(config, bregman, growth)},
+                            tables={"grid": grid, "metrics": metrics, "norm_growth": growth}, notes=notes)
+
+
+register(Experiment(
+    name="mirror-descent.e1", paper=SOURCE, config_type=E1Config, run=run_e1,
+    summary="E1: normalised l_p-AttGD on 100 data sets, the q x p grid of dB_p(W^mm_q, W_k), selectivity, "
+            "monotone dB, log norm growth and the per-step norm bounds of plain MD",
+    quick={"datasets": 6, "epochs": (200, 200, 400), "lr": 1.0, "records": 40, "rate_datasets": 2,
+           "rate_steps": 300},
+))

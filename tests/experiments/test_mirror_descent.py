@@ -1,0 +1,43 @@
+"""Each mirror-descent experiment runs in its --quick form and its theory checks pass; configs validate their keys."""
+
+import pandas as pd
+import pytest
+
+from attnlab._validation import ValidationError
+from attnlab.experiments import get_experiment, make_config, run_experiment
+from attnlab.experiments.mirror_descent import E1Config
+
+NAMES = ["mirror-descent.e1"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_quick_run_writes_outputs_and_passes_its_checks(name, tmp_path):
+    record = run_experiment(name, quick=True, out=tmp_path, progress=False)
+    failed = record.checks[~record.checks["passed"]]
+    assert failed.empty, failed[["claim", "predicted", "measured", "tolerance"]].to_string()
+    assert len(record.checks) >= 3
+    frame = pd.read_parquet(tmp_path / "trajectory.parquet")
+    assert {"run", "step"} <= set(frame.columns)
+    assert list(tmp_path.glob("*.png")) and list(tmp_path.glob("*.pdf"))
+
+
+def test_e1_grid_table_holds_every_q_p_pair(tmp_path):
+    run_experiment("mirror-descent.e1", {"datasets": 2, "epochs": (20, 20, 20), "lr": 1.0, "records": 5,
+                                         "rate_datasets": 1, "rate_steps": 5}, out=tmp_path, progress=False)
+    grid = pd.read_parquet(tmp_path / "grid.parquet")
+    assert len(grid) == 9  # 3 iterate exponents p x 3 SVM exponents q
+    assert set(grid["q"]) == set(grid["p"]) == {1.75, 2.0, 3.0}
+
+
+def test_unknown_set_key_lists_the_valid_keys():
+    with pytest.raises(ValidationError, match=r"unknown key 'p'.*keys: n, T, d, ps, epochs, lr"):
+        make_config(get_experiment("mirror-descent.e1"), ["p=2"])
+
+
+def test_configs_refuse_bad_values_by_name():
+    with pytest.raises(ValidationError, match="epochs"):
+        E1Config(epochs=(10, 10))
+    with pytest.raises(ValidationError, match="ps"):
+        E1Config(ps=(1.0, 2.0, 3.0))
+    with pytest.raises(ValidationError, match="rate_datasets"):
+        E1Config(datasets=2, rate_datasets=3)
