@@ -21,7 +21,7 @@ import torch
 from attnlab._validation import ValidationError, check_in, check_scalar, check_tensor
 from attnlab.losses import LOSSES, log_mean_loss
 from attnlab.metrics import attention_margin, cosine, directional_bregman, selected_probability
-from attnlab.models.functional import loss_gradients, token_scores
+from attnlab.models.functional import loss_gradients, score_gaps, token_scores
 
 __all__ = ["BatchedRun", "train", "PARAMETRIZATIONS", "OPTIMIZERS"]
 
@@ -187,13 +187,14 @@ def train(
     W_ref = options.get("W_ref")
     W_ref_t = None if W_ref is None else _runs_tensor("W_ref", W_ref, "de", R, {"d": d, "e": d})
 
+    gaps = score_gaps(token_scores(Xr, yr, vr))  # fixed data: the W-independent part of every gradient, once
     records: list[pd.DataFrame] = []
     from tqdm.auto import tqdm
 
     progress = options.get("progress")
     for step in tqdm(range(steps + 1), desc=f"batched {optimizer}", disable=None if progress else True, leave=False):
         W = _combine(param, params)
-        gW, _, log_risk = loss_gradients(Xr, Zr, yr, vr, W, loss)
+        gW, _, log_risk = loss_gradients(Xr, Zr, yr, vr, W, loss, gaps=gaps)
         grads = _chain(param, params, gW.mantissa)
         log_norm = 0.5 * torch.log(sum(_per_run_sq(g) for g in grads.values())) + gW.log_scale
         if record_every is not None and (step % record_every == 0 or step == steps):
@@ -263,8 +264,8 @@ def _make_update(
                 log_coef = torch.log(lr) - (log_norm - log_scale)  # spec ngd A2: eta / ||g|| (on mantissas)
                 if log_cap is not None:
                     log_coef = torch.minimum(log_coef, log_cap + log_scale)  # spec ngd A2: min(eta/||g||, cap)
-            if beta == 0.0:  # p - coef g in one pass
-                return {k: torch.addcmul(p, _expand(-torch.exp(log_coef), p), grads[k]) for k, p in params.items()}
+            if beta == 0.0:  # p - coef g in one pass, in place: train owns params (cloned from the inputs)
+                return {k: p.addcmul_(_expand(-torch.exp(log_coef), p), grads[k]) for k, p in params.items()}
             # spec ngd A4: m <- beta m + g (true gradient), W <- W - eta_t m  (or eta m/||m||)
             true = {k: _expand(torch.exp(log_scale), g) * g for k, g in grads.items()}
             m = state.setdefault("m", {k: torch.zeros_like(g) for k, g in true.items()})

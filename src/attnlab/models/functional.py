@@ -24,6 +24,7 @@ from attnlab.losses import log_abs_loss_derivative, log_mean_loss
 
 __all__ = [
     "LogScaled",
+    "ScoreGaps",
     "attention_logits",
     "attention_probabilities",
     "attention_loss",
@@ -31,6 +32,7 @@ __all__ = [
     "loss_gradients",
     "margins",
     "outputs",
+    "score_gaps",
     "token_scores",
 ]
 
@@ -91,7 +93,43 @@ def margins(X: torch.Tensor, Z: torch.Tensor, y: torch.Tensor, v: torch.Tensor, 
     return (attention_probabilities(X, W, Z) * token_scores(X, y, v)).sum(dim=-1)
 
 
-def centred_scores(log_phi: torch.Tensor, gamma: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+class ScoreGaps(NamedTuple):
+    """Token scores and the logs of their pairwise gaps; they depend on ``X, y, v`` only, not on ``W``.
+
+    Attributes
+    ----------
+    gamma : torch.Tensor, shape ([R,] n, T)
+        Token scores.
+    log_above, log_below : torch.Tensor, shape ([R,] n, T, T)
+        ``log(gamma_t - gamma_tau)`` where ``gamma_t > gamma_tau`` and ``log(gamma_tau - gamma_t)`` where
+        ``gamma_t < gamma_tau``; ``-inf`` elsewhere.
+    """
+
+    gamma: torch.Tensor
+    log_above: torch.Tensor
+    log_below: torch.Tensor
+
+
+def score_gaps(gamma: torch.Tensor) -> ScoreGaps:
+    """The ``W``-independent part of :func:`centred_scores`, to compute once per data set rather than per step.
+
+    Parameters
+    ----------
+    gamma : torch.Tensor, shape ([R,] n, T)
+        Token scores (:func:`token_scores`).
+
+    Returns
+    -------
+    ScoreGaps
+    """
+    diff = gamma[..., :, None] - gamma[..., None, :]  # (…, n, t, tau): gamma_t - gamma_tau
+    neg_inf = torch.tensor(-math.inf, dtype=diff.dtype)
+    log_above = torch.where(diff > 0, torch.log(diff.clamp(min=1e-300)), neg_inf)
+    log_below = torch.where(diff < 0, torch.log((-diff).clamp(min=1e-300)), neg_inf)
+    return ScoreGaps(gamma, log_above, log_below)
+
+
+def centred_scores(log_phi: torch.Tensor, gamma: torch.Tensor | ScoreGaps) -> tuple[torch.Tensor, torch.Tensor]:
     """``log |c_{it}|`` and ``sign(c_{it})`` for ``c_{it} = sum_tau phi_{i tau} (gamma_{it} - gamma_{i tau})``.
 
     Spec: implicit-bias-ngd §3.1 (cancellation-free form), kq-nuclear-norm §2 (numerics).
@@ -100,24 +138,27 @@ def centred_scores(log_phi: torch.Tensor, gamma: torch.Tensor) -> tuple[torch.Te
 
     Parameters
     ----------
-    log_phi, gamma : torch.Tensor, shape ([R,] n, T)
+    log_phi : torch.Tensor, shape ([R,] n, T)
+    gamma : torch.Tensor, shape ([R,] n, T), or ScoreGaps
+        Token scores, or their :func:`score_gaps` computed beforehand (same result, less work per call).
 
     Returns
     -------
     log_abs, sign : torch.Tensor, shape ([R,] n, T)
         ``log |c|`` (``-inf`` where ``c = 0``) and ``sign(c)`` in {-1, 0, +1}.
     """
-    diff = gamma[..., :, None] - gamma[..., None, :]  # (…, n, t, tau): gamma_t - gamma_tau
+    gaps = gamma if isinstance(gamma, ScoreGaps) else score_gaps(gamma)
     log_w = log_phi[..., None, :]  # broadcasts over t (and over a runs axis that only W carries)
-    neg_inf = torch.tensor(-math.inf, dtype=diff.dtype)
-    log_pos = torch.logsumexp(torch.where(diff > 0, log_w + torch.log(diff.clamp(min=1e-300)), neg_inf), dim=-1)
-    log_neg = torch.logsumexp(torch.where(diff < 0, log_w + torch.log((-diff).clamp(min=1e-300)), neg_inf), dim=-1)
+    neg_inf = torch.tensor(-math.inf, dtype=log_phi.dtype)
+    # log_phi <= 0, so adding -inf where a gap is absent gives -inf, as masking the sum would
+    log_pos = torch.logsumexp(log_w + gaps.log_above, dim=-1)
+    log_neg = torch.logsumexp(log_w + gaps.log_below, dim=-1)
     big = torch.maximum(log_pos, log_neg)
     small = torch.minimum(log_pos, log_neg)
     finite = torch.isfinite(big)
     gap = torch.where(finite, small - torch.where(finite, big, 0.0), neg_inf)
     log_abs = torch.where(finite, big + torch.log1p(-torch.exp(gap)), neg_inf)  # c = e^P - e^N, exactly
-    sign = torch.where(log_pos > log_neg, 1.0, torch.where(log_pos < log_neg, -1.0, 0.0)).to(diff.dtype)
+    sign = torch.where(log_pos > log_neg, 1.0, torch.where(log_pos < log_neg, -1.0, 0.0)).to(log_phi.dtype)
     return log_abs, sign
 
 
@@ -130,6 +171,7 @@ def loss_gradients(
     loss: str = "exp",
     *,
     head: bool = False,
+    gaps: ScoreGaps | None = None,
 ) -> tuple[LogScaled, LogScaled | None, torch.Tensor]:
     """Gradients of the empirical risk in ``W`` (and ``v``), exact after softmax saturation.
 
@@ -146,6 +188,9 @@ def loss_gradients(
     loss : {"exp", "logistic"}
     head : bool, default=False
         Also return the gradient in ``v``.
+    gaps : ScoreGaps, optional
+        ``score_gaps(token_scores(X, y, v))`` computed beforehand; a training loop with fixed ``X, y, v`` passes it
+        to skip that work at every step (same result).
 
     Returns
     -------
@@ -158,11 +203,12 @@ def loss_gradients(
     """
     logits = attention_logits(X, W, Z)
     log_phi = torch.log_softmax(logits, dim=-1)
-    gamma = token_scores(X, y, v)
+    gaps = score_gaps(token_scores(X, y, v)) if gaps is None else gaps
+    gamma = gaps.gamma
     z = (log_phi.exp() * gamma).sum(dim=-1)  # margins y_i f_i, a convex combination of scores
     n = logits.shape[-2]
     log_dl = log_abs_loss_derivative(z, loss) - math.log(n)  # log |l'_i| / n
-    log_c, sign_c = centred_scores(log_phi, gamma)
+    log_c, sign_c = centred_scores(log_phi, gaps)
     log_w = log_dl[..., None] + log_phi + log_c  # spec ngd §3.1: w_it = l_i phi_it c_it (log domain)
     shift = log_w.flatten(-2).amax(dim=-1)
     log_wv = None
