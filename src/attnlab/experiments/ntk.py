@@ -238,7 +238,7 @@ def _lazy_figure(frame: pd.DataFrame, table: pd.DataFrame, config: LazyConfig):
 
 register(Experiment(name="ntk.lazy", paper=SPEC, summary="P1-P6: lazy training of the softmax network across widths",
                     config_type=LazyConfig, run=run_lazy,
-                    quick={"widths": (250, 1000, 4000), "steps": 1500, "record_every": 25, "kernel_seeds": 2}))
+                    quick={"widths": (250, 1000, 4000), "steps": 1000, "record_every": 50, "kernel_seeds": 2}))
 
 
 # -------------------------------------------------------------------------------------------------- ntk.table1
@@ -507,5 +507,5 @@ def _gmm_figure(table: pd.DataFrame, learned, exact, linear, target, config: GMM
 
 register(Experiment(name="diffusion.gmm", paper=SPEC, summary="P8: softmax-NTK score estimation for a Gaussian mixture",
                     config_type=GMMConfig, run=run_gmm,
-                    quick={"ns": (128, 512), "widths": (256, 1024), "max_steps": 3000, "n_val": 512, "n_eval": 4000,
-                           "n_samples": 1000, "sde_steps": 100}))
+                    quick={"ns": (64, 256), "widths": (128, 512), "max_steps": 1000, "patience": 10, "n_val": 256,
+                           "n_eval": 2000, "n_samples": 500, "sde_steps": 50}))

@@ -1,0 +1,66 @@
+"""The ntk experiments end to end on their quick settings: outputs written, theory checks measured."""
+
+import pandas as pd
+import pytest
+import torch
+
+from attnlab._validation import ValidationError
+from attnlab.experiments import run_experiment
+from attnlab.experiments.ntk import GMMConfig, LazyConfig, Table1Config
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)  # small tensors: a second thread only adds synchronization cost
+    yield
+    torch.set_num_threads(before)
+
+
+def test_lazy_quick_shows_geometric_decay_lazy_weights_stable_kernel_and_coupling(tmp_path):
+    record = run_experiment("ntk.lazy", quick=True, out=tmp_path, progress=False)
+    for name in ("trajectory.parquet", "checks.csv", "record.json", "summary.parquet", "lazy.png", "lazy.pdf"):
+        assert (tmp_path / name).exists()
+    assert record.passed, record.checks[~record.checks["passed"]].to_string()
+    table = pd.read_parquet(tmp_path / "summary.parquet").sort_values("width")
+    assert (table["max_abs_output_at_init"] == 0.0).all()  # P1
+    assert (table["factor"] < table["factor_bound"]).all()  # P2: measured factor below 1 - m eta lambda / 2
+    movement = table["m_times_movement"]
+    assert movement.max() / movement.min() < 4  # P3: m x movement roughly constant over a 16x width range
+    assert table["sup_kernel_drift"].is_monotonic_decreasing  # P4
+    assert (table["max_coupling_gap"] <= table["coupling_bound"]).all()  # P5
+    assert table["max_coupling_gap"].is_monotonic_decreasing
+
+
+def test_gmm_quick_error_decreases_with_n_and_the_sampler_recovers_the_modes_with_the_exact_score(tmp_path):
+    run_experiment("diffusion.gmm", quick=True, out=tmp_path, progress=False)
+    table = pd.read_parquet(tmp_path / "summary.parquet")
+    for _, part in table.groupby("width"):
+        part = part.sort_values("n")
+        assert part["weighted_error"].iloc[-1] < part["weighted_error"].iloc[0]  # P8: error falls with n
+    baselines = pd.read_parquet(tmp_path / "baselines.parquet").set_index("sampler")
+    assert baselines.loc["exact score", "coverage"] > 0.8  # our Euler-Maruyama sampler with the true score
+    assert (tmp_path / "gmm.png").exists()
+    checks = pd.read_csv(tmp_path / "checks.csv")
+    assert checks["claim"].str.contains("within 3 std of a mode").any()
+
+
+@pytest.mark.slow
+def test_table1_quick_finds_widths_growing_with_n(tmp_path):
+    run_experiment("ntk.table1", quick=True, out=tmp_path, progress=False)
+    slopes = pd.read_parquet(tmp_path / "slopes.parquet").set_index("activation")
+    assert (slopes["width_slope"] > 0).all() and (slopes["steps_slope"] > 0).all()
+
+
+@pytest.mark.parametrize(
+    "build, match",
+    [
+        (lambda: LazyConfig(widths=()), "widths is empty"),
+        (lambda: LazyConfig(c=1.5), "c == 1.5, must be <= 1.0"),
+        (lambda: Table1Config(activations=("tanh",)), "activations entry == 'tanh', must be one of"),
+        (lambda: GMMConfig(radius=0.9), "radius == 0.9, must be <= 0.5"),
+    ],
+)
+def test_bad_configs_are_refused(build, match):
+    with pytest.raises(ValidationError, match=match):
+        build()
