@@ -5,9 +5,9 @@ import pytest
 
 from attnlab._validation import ValidationError
 from attnlab.experiments import get_experiment, make_config, run_experiment
-from attnlab.experiments.mirror_descent import E1Config
+from attnlab.experiments.mirror_descent import E1Config, E2Config
 
-NAMES = ["mirror-descent.e1"]
+NAMES = ["mirror-descent.e1", "mirror-descent.e2", "mirror-descent.e3"]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -41,3 +41,7 @@ def test_configs_refuse_bad_values_by_name():
         E1Config(ps=(1.0, 2.0, 3.0))
     with pytest.raises(ValidationError, match="rate_datasets"):
         E1Config(datasets=2, rate_datasets=3)
+    with pytest.raises(ValidationError, match="arrows"):
+        E2Config(arrows=(1, 2, 3))
+    with pytest.raises(ValidationError, match="arrows"):
+        E2Config(epochs=(100, 100, 100))  # the default arrows lie beyond 100 steps

@@ -309,3 +309,206 @@ register(Experiment(
     quick={"datasets": 6, "epochs": (200, 200, 400), "lr": 1.0, "records": 40, "rate_datasets": 2,
            "rate_steps": 300},
 ))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# E2: one instance, the 2-D path of two entries against the l_p-AttSVM ray
+
+ENTRIES = ((1, 2), (3, 4))  # spec §9 E2: the plotted entries W_{1,2}, W_{3,4} (0-based)
+
+
+@dataclass(frozen=True)
+class E2Config:
+    """E2: normalised l_p-AttGD from ``W_0 = 0`` on one data set; the path of ``(W_{1,2}, W_{3,4})`` and the SVM ray.
+
+    Spec: mirror-descent-lp §9 E2 (seed 1, ``--std 0``, ``ps``, ``epochs``, ``lr`` and the arrow iterations, four
+    per p in the order of ``ps``). Ours: ``record_every`` and the tolerance ``bregman_tol`` of the final check.
+    """
+
+    n: int = 6
+    T: int = 8
+    d: int = 10
+    ps: tuple[float, ...] = (1.75, 2.0, 3.0)
+    epochs: tuple[int, ...] = (1500, 2000, 20000)
+    lr: float = 0.1
+    arrows: tuple[int, ...] = (140, 225, 310, 425, 300, 500, 700, 900, 1500, 4000, 8000, 13000)
+    record_every: int = 5
+    bregman_tol: float = 0.05
+    loss: str = "logistic"
+    seed: int = 1
+
+    OURS = ("record_every", "bregman_tol")
+
+    def __post_init__(self) -> None:
+        _check_config(self, ("n", "T", "d", "record_every", "seed"), ("lr", "bregman_tol"))
+        if self.d < 5:
+            raise ValidationError(f"d == {self.d}, must be >= 5 to hold the plotted entries W[1, 2] and W[3, 4]")
+        per_p = [self.arrows[4 * k: 4 * k + 4] for k in range(len(self.ps))]
+        if len(self.arrows) != 4 * len(self.ps) or any(max(a) > e for a, e in zip(per_p, self.epochs)):
+            raise ValidationError(f"arrows must hold 4 iterations per p, each <= its epochs {self.epochs}, "
+                                  f"got {self.arrows}")
+
+
+def run_e2(config: E2Config, ctx: RunContext) -> ExperimentResult:
+    """E2: one path per p, the l_p-AttSVM of the final selection, and the directional divergence along the path."""
+    data = unit_gaussian(config.n, config.T, config.d, seed=config.seed)
+    batch = stack([data])
+    W0 = torch.zeros(1, config.d, config.d, dtype=torch.float64)  # spec §9 E2: --std 0
+    frames, rays, checks = [], {}, []
+    for p, epochs in zip(config.ps, config.epochs):
+        steps, path = _md_path(batch, W0, p, config.lr, True, epochs, config.record_every, config.loss, ctx,
+                               f"E2 p={p:g}")
+        W_mm = _svm_directions([data], _selected(batch, path[-1]), p, {})  # (1, d, d)
+        dB = directional_bregman(W_mm, path[1:], p)  # spec §3; W_0 = 0 has no direction
+        columns = {f"w_{i}{j}": path[:, :, i, j] for i, j in ENTRIES}
+        columns["bregman"] = torch.cat([torch.full((1, 1), math.nan, dtype=torch.float64), dB])
+        columns["norm_p"] = entrywise_norm(path, p)
+        frames.append(_tidy(columns, steps, p=p))
+        rays[p] = (W_mm[0] / entrywise_norm(W_mm[0], p)).numpy()  # unit l_p direction of W^mm_p
+        checks.append(check_less(f"p={p:g}: the path reaches the l_p-AttSVM direction, dB_p(W^mm_p, W_K)",
+                                 float(dB[-1, 0]), config.bregman_tol, f"{SOURCE} §8.2, §9 E2"))
+    frame = pd.concat(frames, ignore_index=True)
+    ray_table = pd.DataFrame([{"p": p, **{f"w_{i}{j}": float(ray[i, j]) for i, j in ENTRIES}}
+                              for p, ray in rays.items()])
+    return ExperimentResult(frame=frame, checks=checks, figures={"e2": _e2_figure(config, frame, ray_table)},
+                            tables={"svm_rays": ray_table})
+
+
+def _e2_figure(config: E2Config, frame: pd.DataFrame, rays: pd.DataFrame):
+    (a, b), (c, e) = ENTRIES
+    x, y = f"w_{a}{b}", f"w_{c}{e}"
+    fig, axes = new_figure(len(config.ps), width=3.4, height=3.2)
+    for k, (ax, p) in enumerate(zip(axes, config.ps)):
+        rows = frame[frame["p"] == p].set_index("step")
+        ax.plot(rows[x], rows[y], lw=1.2, label=f"l_{p:g}-AttGD path")
+        ray = rays[rays["p"] == p].iloc[0]
+        scale = float(rows["norm_p"].iloc[-1])  # rescaled to the final ||W_K||_p
+        ax.plot([0, scale * ray[x]], [0, scale * ray[y]], "k--", lw=0.9, label=f"l_{p:g}-AttSVM ray")
+        for it in config.arrows[4 * k: 4 * k + 4]:
+            at = rows.index[np.abs(rows.index - it).argmin()]
+            nxt = rows.index[min(rows.index.get_loc(at) + 1, len(rows) - 1)]
+            ax.annotate("", xy=(rows.at[nxt, x], rows.at[nxt, y]), xytext=(rows.at[at, x], rows.at[at, y]),
+                        arrowprops={"arrowstyle": "->", "color": "C3"})
+        ax.set_xlabel(f"W[{a},{b}]")
+        ax.set_ylabel(f"W[{c},{e}]")
+        ax.set_title(f"p = {p:g} (arrows at {', '.join(map(str, config.arrows[4 * k: 4 * k + 4]))})", fontsize=8)
+        ax.legend(fontsize=7)
+    fig.suptitle(f"E2: one data set (seed {config.seed}), W_0 = 0", fontsize=10)
+    fig.tight_layout()
+    label_ours(fig, config)
+    return fig
+
+
+register(Experiment(
+    name="mirror-descent.e2", paper=SOURCE, config_type=E2Config, run=run_e2,
+    summary="E2: one path of (W[1,2], W[3,4]) under normalised l_p-AttGD from 0 against the l_p-AttSVM ray",
+    quick={"epochs": (200, 200, 400), "lr": 1.0,
+           "arrows": (20, 40, 60, 80, 20, 40, 60, 80, 50, 100, 200, 300)},
+))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# E3: l_p-JointGD on the toy set
+
+
+@dataclass(frozen=True)
+class E3Config:
+    """E3: normalised l_p-JointGD of ``(W, v)`` from zero on the 2x3x2 toy set.
+
+    Spec: mirror-descent-lp §9 E3 (``ps``, ``epochs``, ``lr``, first 100 epochs plotted, paths of ``(W_{0,0},
+    W_{0,1})`` and ``(v_0, v_1)``), §8.5 (both probabilities -> 1). Ours: ``prob_tol`` and ``bregman_tol``.
+    """
+
+    ps: tuple[float, ...] = (1.75, 2.0, 3.0)
+    epochs: tuple[int, ...] = (1500, 2000, 20000)
+    lr: float = 0.1
+    first_epochs: int = 100
+    prob_tol: float = 0.01
+    bregman_tol: float = 0.05
+    loss: str = "logistic"
+
+    OURS = ("prob_tol", "bregman_tol")
+
+    def __post_init__(self) -> None:
+        _check_config(self, ("first_epochs",), ("lr", "prob_tol", "bregman_tol"))
+
+
+def _joint_metrics() -> list[Metric]:
+    """Entries of ``W`` (2, 2) and ``v`` (2,), mean max-softmax probability and logistic probability (spec §9 E3)."""
+
+    def softmax_prob(model, data):
+        return attention_probabilities(data.X, model.W, data.Z).amax(dim=-1).mean(dim=-1)
+
+    def logistic_prob(model, data):
+        chosen = attention_probabilities(data.X, model.W, data.Z).argmax(dim=-1, keepdim=True)
+        gamma = token_scores(data.X, data.y, model.v).gather(-1, chosen).squeeze(-1)
+        return torch.sigmoid(gamma).mean(dim=-1)  # spec §9: (1/n) sum (1 + e^{-Y x_hat^T v})^{-1}
+
+    entries = [Metric(f"w_{i}{j}", lambda model, data, i=i, j=j: model.W[..., i, j]) for i in range(2) for j in range(2)]
+    heads = [Metric(f"v_{i}", lambda model, data, i=i: model.v[..., i]) for i in range(2)]
+    return entries + heads + [Metric("softmax_prob", softmax_prob), Metric("logistic_prob", logistic_prob)]
+
+
+def run_e3(config: E3Config, ctx: RunContext) -> ExperimentResult:
+    """E3: l_p-JointGD for each p; the final W and v against the l_p-AttSVM and the l_p head SVM of the selection."""
+    data = joint_toy()
+    frames, svms, checks = [], [], []
+    for p, epochs in ctx.bar(list(zip(config.ps, config.epochs)), desc="E3 p"):
+        model = Combined(2, train_head=True)  # spec §9 E3: W_0 = 0, v_0 = 0
+        optimizer = MirrorDescent(model.parameters(), lr=config.lr, p=p, normalized=True)  # spec §4 l_p-JointGD
+        traj = train(model, optimizer, data, config.loss, epochs, 1, _joint_metrics(), progress=ctx.progress)
+        frames.append(traj.frame.assign(p=p))
+        W, v = model.W.detach(), model.v.detach()
+        select = attention_probabilities(data.X, W, data.Z).argmax(dim=-1)  # spec §6: final softmax argmax
+        W_mm = attention_svm(data, _svm_norm(p), select=select).W  # spec §5: l_p-AttSVM
+        v_mm = head_svm(data, p, select=select).v  # spec §5: l_p head SVM
+        dB_W = float(directional_bregman(W_mm, W, p))
+        dB_v = float(directional_bregman(v_mm[None], v[None], p))  # a vector as a 1 x d matrix
+        svms.append({"p": p, **{f"w_{i}{j}": float(W_mm[i, j]) for i in range(2) for j in range(2)},
+                     "v_0": float(v_mm[0]), "v_1": float(v_mm[1]), "bregman_W": dB_W, "bregman_v": dB_v})
+        last = traj.frame.iloc[-1]
+        for column, what in (("softmax_prob", "mean softmax probability of the selected token"),
+                             ("logistic_prob", "logistic probability of the selected token")):
+            checks.append(Check(f"p={p:g}: {what} -> 1", f">= {1 - config.prob_tol:g}", float(last[column]),
+                                "prob_tol (ours)", float(last[column]) >= 1 - config.prob_tol, f"{SOURCE} §8.5"))
+        checks.append(check_less(f"p={p:g}: W turns toward the l_p-AttSVM: dB_p(W^mm, W_K)", dB_W, config.bregman_tol,
+                                 f"{SOURCE} §8.5"))
+        checks.append(check_less(f"p={p:g}: v turns toward the l_p head SVM: dB_p(v^mm, v_K)", dB_v,
+                                 config.bregman_tol, f"{SOURCE} §8.5"))
+    frame = pd.concat(frames, ignore_index=True)
+    svm_table = pd.DataFrame(svms)
+    return ExperimentResult(frame=frame, checks=checks, figures={"e3": _e3_figure(config, frame, svm_table)},
+                            tables={"svms": svm_table})
+
+
+def _e3_figure(config: E3Config, frame: pd.DataFrame, svms: pd.DataFrame):
+    fig, axes = new_figure(4, width=3.3)
+    early = frame[frame["step"] <= config.first_epochs]
+    for p, rows in frame.groupby("p", sort=False):
+        first = early[early["p"] == p]
+        axes[0].plot(first["step"], first["softmax_prob"], label=f"p = {p:g}")
+        axes[1].plot(first["step"], first["logistic_prob"], label=f"p = {p:g}")
+        svm = svms[svms["p"] == p].iloc[0]
+        for ax, (x, y) in ((axes[2], ("w_00", "w_01")), (axes[3], ("v_0", "v_1"))):
+            (line,) = ax.plot(rows[x], rows[y], label=f"p = {p:g}")
+            end = float(np.hypot(rows[x].iloc[-1], rows[y].iloc[-1]))
+            scale = end / float(np.hypot(svm[x], svm[y]))  # the SVM ray drawn out to the path's final length
+            ax.plot([0, scale * svm[x]], [0, scale * svm[y]], "--", color=line.get_color(), lw=0.9)
+    titles = [f"softmax probability (first {config.first_epochs})", f"logistic probability (first {config.first_epochs})",
+              "(W[0,0], W[0,1]); dashed: l_p-AttSVM", "(v_0, v_1); dashed: l_p head SVM"]
+    for ax, title in zip(axes, titles):
+        ax.set_title(title, fontsize=8)
+        ax.legend(fontsize=7)
+    for ax in axes[:2]:
+        ax.set_xlabel("epoch")
+    fig.suptitle("E3: l_p-JointGD on the toy set from (W, v) = 0", fontsize=10)
+    fig.tight_layout()
+    label_ours(fig, config)
+    return fig
+
+
+register(Experiment(
+    name="mirror-descent.e3", paper=SOURCE, config_type=E3Config, run=run_e3,
+    summary="E3: l_p-JointGD of (W, v) on the toy set: softmax and logistic probability, paths against both SVM rays",
+    quick={"epochs": (150, 150, 300), "lr": 1.0},
+))
