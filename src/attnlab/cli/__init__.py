@@ -4,5 +4,6 @@ from attnlab.cli.main import main
 from attnlab.cli import run_cmd  # noqa: F401  (registers `list` and `run`)
 from attnlab.cli import data_cmd  # noqa: F401
 from attnlab.cli import svm_cmd  # noqa: F401
+from attnlab.cli import explain_cmd  # noqa: F401  (registers `explain`)
 
 __all__ = ["main"]

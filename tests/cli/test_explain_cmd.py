@@ -1,0 +1,40 @@
+"""``attnlab explain``: trains, names the closest SVM, writes the table and figure, refuses a bad --opt."""
+
+import pandas as pd
+from click.testing import CliRunner
+
+from attnlab.cli import main
+from attnlab.data import example1, scores_equal
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def test_names_the_frobenius_svm_for_W_with_ngd_and_writes_its_outputs(tmp_path):
+    src, out = tmp_path / "d.npz", tmp_path / "out"
+    example1(n=3, T=3, d=8, seed=0).save(src)
+    result = invoke("explain", src, "--param", "W", "--opt", "ngd", "--steps", 300, "--lr", 0.3, "--out", out)
+    assert result.exit_code == 0, result.output
+    assert "closest: fro" in result.output
+    table = pd.read_parquet(out / "explain.parquet")
+    assert table.loc[table["closest"], "candidate"].tolist() == ["fro"]
+    assert pd.read_csv(out / "explain.csv")["candidate"].tolist() == table["candidate"].tolist()
+    assert (out / "trajectory.parquet").exists() and (out / "explain.png").exists() and (out / "explain.pdf").exists()
+
+
+def test_names_l1_diag_for_the_diagonal_parametrisation(tmp_path):
+    src = tmp_path / "d.npz"
+    scores_equal(n=2, L=3, d=8, seed=0).save(src)
+    result = invoke("explain", src, "--param", "diag", "--steps", 800, "--lr", 0.3, "--out", tmp_path / "out")
+    assert result.exit_code == 0, result.output
+    assert "closest: l1-diag" in result.output
+
+
+def test_bad_opt_gives_a_clear_error_and_exit_status_2(tmp_path):
+    src = tmp_path / "d.npz"
+    example1(n=3, T=3, d=8, seed=0).save(src)
+    result = invoke("explain", src, "--opt", "md:0.5")
+    assert result.exit_code == 2
+    assert 'error: opt must be "gd", "ngd", "polyak" or "md:<p>"' in result.output
+    assert "md:0.5" in result.output
