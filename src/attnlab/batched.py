@@ -188,13 +188,15 @@ def train(
     W_ref_t = None if W_ref is None else _runs_tensor("W_ref", W_ref, "de", R, {"d": d, "e": d})
 
     gaps = score_gaps(token_scores(Xr, yr, vr))  # fixed data: the W-independent part of every gradient, once
+    grad_buffer = None  # each step's gradient is used up within the step, so the next one reuses its memory
     records: list[pd.DataFrame] = []
     from tqdm.auto import tqdm
 
     progress = options.get("progress")
     for step in tqdm(range(steps + 1), desc=f"batched {optimizer}", disable=None if progress else True, leave=False):
         W = _combine(param, params)
-        gW, _, log_risk = loss_gradients(Xr, Zr, yr, vr, W, loss, gaps=gaps)
+        gW, _, log_risk = loss_gradients(Xr, Zr, yr, vr, W, loss, gaps=gaps, out=grad_buffer)
+        grad_buffer = gW.mantissa
         grads = _chain(param, params, gW.mantissa)
         log_norm = 0.5 * torch.log(sum(_per_run_sq(g) for g in grads.values())) + gW.log_scale
         if record_every is not None and (step % record_every == 0 or step == steps):

@@ -172,6 +172,7 @@ def loss_gradients(
     *,
     head: bool = False,
     gaps: ScoreGaps | None = None,
+    out: torch.Tensor | None = None,
 ) -> tuple[LogScaled, LogScaled | None, torch.Tensor]:
     """Gradients of the empirical risk in ``W`` (and ``v``), exact after softmax saturation.
 
@@ -191,6 +192,9 @@ def loss_gradients(
     gaps : ScoreGaps, optional
         ``score_gaps(token_scores(X, y, v))`` computed beforehand; a training loop with fixed ``X, y, v`` passes it
         to skip that work at every step (same result).
+    out : torch.Tensor, shape ([R,] d, d), optional
+        Written with ``grad_W``'s mantissa and returned in it; a loop that reuses one buffer saves a fresh
+        ``(R, d, d)`` allocation (and its page faults) per step.
 
     Returns
     -------
@@ -218,7 +222,7 @@ def loss_gradients(
     shift = torch.where(torch.isfinite(shift), shift, torch.zeros_like(shift))
     weights = sign_c * torch.exp(log_w - shift[..., None, None])
     # -grad = sum_i a_i z_i^T with a_i = sum_t w_it x_it; the sign goes on the (n, d) factor, not on the (d, d) result
-    grad_W = -(weights[..., None] * X).sum(dim=-2).transpose(-1, -2) @ Z
+    grad_W = torch.matmul(-(weights[..., None] * X).sum(dim=-2).transpose(-1, -2), Z, out=out)
     grad_v = None
     if head:
         weights_v = y[..., None] * torch.exp(log_wv - shift[..., None, None])
