@@ -312,7 +312,8 @@ def run_table1(config: Table1Config, ctx: RunContext) -> ExperimentResult:
     rows = [_needed(config, act, n, seed) for act, n, seed in ctx.bar(jobs, desc="ntk.table1 runs")]
     frame = pd.DataFrame(rows)
     columns = ["width_needed", "steps_needed", "lambda_inf"]
-    medians = frame.groupby(["activation", "n"], as_index=False)[columns].median()
+    censored = frame.fillna({"width_needed": math.inf, "steps_needed": math.inf})  # no width in the grid: > max
+    medians = censored.groupby(["activation", "n"], as_index=False)[columns].median()  # slopes use finite medians
     slopes = []
     for act, part in medians.groupby("activation"):
         slopes.append({"activation": act,
