@@ -221,8 +221,10 @@ def loss_gradients(
         shift = torch.maximum(shift, log_wv.flatten(-2).amax(dim=-1))
     shift = torch.where(torch.isfinite(shift), shift, torch.zeros_like(shift))
     weights = sign_c * torch.exp(log_w - shift[..., None, None])
-    # -grad = sum_i a_i z_i^T with a_i = sum_t w_it x_it; the sign goes on the (n, d) factor, not on the (d, d) result
-    grad_W = torch.matmul(-(weights[..., None] * X).sum(dim=-2).transpose(-1, -2), Z, out=out)
+    # -grad = sum_i a_i z_i^T with a_i = sum_t w_it x_it; the sign goes on the (n, d) factor, not on the (d, d) result.
+    # a_i as a (1, T) @ (T, d) product: no ([R,] n, T, d) temporary per step
+    a = (weights[..., None, :] @ X).squeeze(-2)  # ([R,] n, d)
+    grad_W = torch.matmul(-a.transpose(-1, -2), Z, out=out)
     grad_v = None
     if head:
         weights_v = y[..., None] * torch.exp(log_wv - shift[..., None, None])
