@@ -80,3 +80,14 @@ def test_bad_param_and_sizes_name_the_argument(example):
         explain(example, "W", "ngd", steps=0)
     with pytest.raises(ValidationError, match="lr"):
         explain(example, "W", "ngd", lr=-1.0)
+
+
+def test_infeasible_candidates_are_skipped_with_the_reason():
+    # d = 2 < n (T - 1) = 6: no diagonal W separates the tokens, a full W does (seed chosen so)
+    g = torch.Generator().manual_seed(2)
+    X, v = torch.randn(3, 3, 2, generator=g, dtype=torch.float64), torch.randn(2, generator=g, dtype=torch.float64)
+    data = TokenSelectionData(X, y=[1, -1, 1], v=v)
+    result = explain(data, "W", "ngd", steps=50, lr=0.3, max_selections=4)
+    assert "l1-diag" not in set(result.table["candidate"])
+    assert any(reason.startswith("l1-diag: infeasible") for reason in result.skipped)
+    assert result.closest in set(result.table["candidate"])

@@ -114,12 +114,12 @@ def _candidates(data: TokenSelectionData, p: float | None, max_selections: int, 
         try:
             found[name] = solve()
         except InfeasibleProgramError as err:
-            skipped.append(f"{name}: infeasible ({str(err).splitlines()[0]})")
+            skipped.append(f"{name}: infeasible ({str(err).split(';')[0]})")
     if data.v is None:
         skipped.append("locally optimal selections: the data has no head v")
         return found, skipped
     default = tuple(found["fro"].select.tolist()) if "fro" in found else None
-    for report in locally_optimal_selections(data, 2.0, max_candidates=max_selections, solver=solver):
+    for report in locally_optimal_selections(data, "fro", max_candidates=max_selections, solver=solver):
         select = tuple(report.select.tolist())
         if select != default:
             found["fro[" + ",".join(map(str, select)) + "]"] = report.svm  # mirror-descent-lp §5 Def. 3
@@ -193,7 +193,7 @@ def explain(
     Raises
     ------
     ValidationError
-        On a bad ``param``, ``opt``, ``loss`` or size, or data without a head.
+        On a bad ``param``, ``opt``, ``loss`` or size, data without a head, or when no candidate is feasible.
 
     Notes
     -----
@@ -217,6 +217,9 @@ def explain(
     check_scalar("d_e", d_e, kind=int, low=1)
 
     svms, skipped = _candidates(data, p, max_selections, solver)
+    if not svms:
+        raise ValidationError(f"no candidate SVM is feasible on this data ({'; '.join(skipped)}); the selected tokens "
+                              "cannot be separated, check attnlab.svm.is_separable(data)")
     names = list(svms)
     W_ref = torch.stack([svms[c].W for c in names])  # (R, d, d): one identical run per candidate
     options: dict[str, Any] = {"max_step": lr} if name == "polyak" else {}
