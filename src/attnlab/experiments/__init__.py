@@ -41,3 +41,4 @@ from attnlab.experiments import flagship  # noqa: E402,F401
 from attnlab.experiments import implicit_bias, kq_nuclear, mirror_descent  # noqa: E402,F401
 from attnlab.experiments import ntk  # noqa: E402,F401
 from attnlab.experiments import real  # noqa: E402,F401
+from attnlab.experiments import regression  # noqa: E402,F401

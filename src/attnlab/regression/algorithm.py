@@ -8,7 +8,7 @@ stop at the step before the blow-up, so tables and figures never hold NaN.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 import pandas as pd
@@ -60,6 +60,7 @@ def fit(
     steps: int,
     metrics: Mapping[str, Metric],
     record_every: int = 1,
+    record_steps: Collection[int] = (),
     regularizer_weight: float = 0.0,
     covariance: torch.Tensor | None = None,
     token_covariance: torch.Tensor | None = None,
@@ -88,6 +89,8 @@ def fit(
     metrics : mapping of str to callable
         ``metric(V, Q) -> (R,)`` tensors recorded every ``record_every`` steps (and at 0 and T).
     record_every : int, default=1
+    record_steps : collection of int, optional
+        Extra steps to record (e.g. the steps of a reference table).
     regularizer_weight : float, default=0.0
         mu >= 0 (spec §3.4 default 1/4 for Algorithm 1).
     covariance : torch.Tensor, shape ([R,] d, d), optional
@@ -161,7 +164,7 @@ def fit(
             Q.copy_(torch.where(alive[:, None, None], Q, last_Q))
         if not bool(alive.any()):
             break
-        if step % record_every == 0 or step == steps:
+        if step % record_every == 0 or step == steps or step in record_steps:
             record(step)
     frame = pd.concat(rows, ignore_index=True)
     return Fit(V=V.detach(), Q=Q.detach(), frame=frame, diverged_at=diverged_at)
