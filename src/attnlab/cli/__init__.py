@@ -5,5 +5,7 @@ from attnlab.cli import run_cmd  # noqa: F401  (registers `list` and `run`)
 from attnlab.cli import data_cmd  # noqa: F401
 from attnlab.cli import svm_cmd  # noqa: F401
 from attnlab.cli import explain_cmd  # noqa: F401  (registers `explain`)
+from attnlab.cli import sweep_cmd  # noqa: F401  (registers `sweep`)
+from attnlab.cli import reproduce_cmd  # noqa: F401  (registers `reproduce`)
 
 __all__ = ["main"]

@@ -5,6 +5,7 @@ into its run directory; an executor (:mod:`~attnlab.runner.executors`) runs task
 in a process pool or on Ray; :func:`run_sweep` skips finished runs and keeps ``index.parquet`` current.
 """
 
+from attnlab.runner.batched_train import BatchedTrain
 from attnlab.runner.checkpoint import Checkpoint
 from attnlab.runner.executors import EXECUTORS, InProcessExecutor, PoolExecutor, RayExecutor, make_executor
 from attnlab.runner.results import ResultsStore, read_index
@@ -13,8 +14,11 @@ from attnlab.runner.store import atomic_write, config_hash, save_figure, write_c
 from attnlab.runner.sweep import SweepResult, run_sweep
 from attnlab.runner.task import Outcome, Task, execute, execute_batch, get_task, is_finished, register_task
 
+register_task(BatchedTrain())
+
 __all__ = [
     "EXECUTORS",
+    "BatchedTrain",
     "Checkpoint",
     "InProcessExecutor",
     "Job",

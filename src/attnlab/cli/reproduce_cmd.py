@@ -1,0 +1,53 @@
+"""``attnlab reproduce``: every named experiment (or one paper's), then a static HTML report."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from attnlab.cli.main import main, user_errors
+
+
+@main.command("reproduce")
+@click.option("--paper", default="all", show_default=True, help="Spec stem or name prefix of one paper, or 'all'.")
+@click.option("--quick", is_flag=True, help="CI-sized settings.")
+@click.option("--out", type=click.Path(file_okay=False), default="report", show_default=True, help="Report folder.")
+@click.option("--executor", type=click.Choice(["inprocess", "pool", "ray"]), default="inprocess", show_default=True)
+@click.option("--workers", type=int, default=None, help="Pool size (default: CPU cores).")
+@click.option("--address", default=None, help="Ray cluster address (default: start a local cluster).")
+@click.option("--fresh", is_flag=True, help="Rerun experiments that already finished in OUT.")
+@click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
+@user_errors
+def reproduce_cmd(
+    paper: str, quick: bool, out: str, executor: str, workers: int | None, address: str | None, fresh: bool, no_progress: bool
+) -> None:
+    """Run the experiments and write OUT/index.html: figures next to theory checks, configs and versions.
+
+    An experiment that raises is shown in the report with its traceback; the others still run. Exit status 1
+    when a check failed or an experiment raised.
+    """
+    from attnlab.report import reproduce
+    from attnlab.runner import make_executor
+
+    summary = reproduce(
+        out,
+        paper=paper,
+        quick=quick,
+        executor=make_executor(executor, workers=workers, address=address),
+        fresh=fresh,
+        progress=not no_progress,
+    )
+    for entry in summary.entries:
+        if entry.status != "done":
+            click.echo(f"  [ERROR] {entry.name}: did not finish (traceback in the report)")
+        else:
+            mark = "PASS" if entry.passed == len(entry.checks) else "FAIL"
+            click.echo(f"  [{mark}] {entry.name}: {entry.passed}/{len(entry.checks)} checks")
+    failed = summary.checks_total - summary.checks_passed
+    click.echo(
+        f"{summary.checks_passed}/{summary.checks_total} checks passed, {failed} failed; "
+        f"{len(summary.errors)} of {len(summary.entries)} experiments raised; report: {summary.path}"
+    )
+    if not summary.ok:
+        sys.exit(1)

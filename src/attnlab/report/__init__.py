@@ -1,0 +1,13 @@
+"""The reproduction report: run the named experiments through the runner and write a static ``index.html``.
+
+Importing this package also registers the ``experiment`` sweep task.
+"""
+
+from attnlab.report.experiment_task import ExperimentTask
+from attnlab.report.html import ExperimentEntry, ReportSummary, build_report
+from attnlab.report.reproduce import reproduce
+from attnlab.runner import register_task
+
+register_task(ExperimentTask())
+
+__all__ = ["ExperimentEntry", "ExperimentTask", "ReportSummary", "build_report", "reproduce"]

@@ -1,0 +1,49 @@
+"""The ``experiment`` sweep task: one named experiment per run, so sweeps and ``attnlab reproduce`` share the runner.
+
+A run's parameters are ``experiment`` (a registered name), optionally ``quick`` (bool), and any config field
+of that experiment as an override, e.g. ``{experiment: implicit-bias.fig2, n: 8, seed: 3}``. The run directory
+gets what :func:`attnlab.experiments.run_experiment` writes (``record.json`` last).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from attnlab._validation import ValidationError
+from attnlab.experiments import get_experiment, make_config, run_experiment
+from attnlab.runner import Task
+
+__all__ = ["ExperimentTask"]
+
+
+def _split(params: dict[str, Any]) -> tuple[str, bool, dict[str, Any]]:
+    name = params.get("experiment")
+    if not isinstance(name, str):
+        raise ValidationError(f"experiment runs need experiment: <name> (see `attnlab list`), got {name!r}")
+    quick = params.get("quick", False)
+    if not isinstance(quick, bool):
+        raise ValidationError(f"quick must be true or false, got {quick!r}")
+    # YAML lists become the tuples that config fields hold
+    overrides = {k: tuple(v) if isinstance(v, list) else v for k, v in params.items() if k not in ("experiment", "quick")}
+    return name, quick, overrides
+
+
+class ExperimentTask(Task):
+    """Sweep task ``experiment``: run a registered experiment with config overrides."""
+
+    name = "experiment"
+
+    def check(self, params: dict[str, Any]) -> None:
+        """Refuse an unknown experiment or config field (the message lists the known ones)."""
+        name, quick, overrides = _split(params)
+        make_config(get_experiment(name), overrides, quick)
+
+    def label(self, params: dict[str, Any]) -> str:
+        return str(params.get("experiment", self.name))
+
+    def run(self, params: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+        name, quick, overrides = _split(params)
+        record = run_experiment(name, overrides, quick=quick, out=run_dir, progress=False)
+        passed = int(record.checks["passed"].sum()) if len(record.checks) else 0
+        return {"checks_passed": passed, "checks_total": len(record.checks)}

@@ -1,0 +1,203 @@
+"""The ``batched-train`` sweep task: token-selection training runs, many per call of :func:`attnlab.batched.train`.
+
+A run's parameters (all plain values, so a sweep file can grid over any of them)::
+
+    data: example1          # a generator of attnlab.data.GENERATORS
+    n: 8                    # n, T, d (when given) and data_args go to the generator
+    T: 6
+    d: 64
+    data_args: {rho: 1.0}
+    data_seed: 0            # seed of the data set
+    param: W                # "W", "KQ" (with d_e) or "diag"
+    d_e: 64
+    init_scale: 0.0         # initial entries ~ N(0, init_scale^2 / d) from seed; 0 gives W0 = 0 (W, diag: 0 is
+    seed: 0                 #   only allowed for "W": K = Q = 0 is a stationary point)
+    optimizer: ngd          # "gd", "ngd", "polyak", "md"
+    lr: 0.1
+    loss: exp
+    steps: 1000
+    record_every: 100       # rows of trajectory.parquet (default: first and last step)
+    options: {momentum: 0.9}   # any further keyword of attnlab.batched.train
+
+Runs that differ only in ``seed``, ``data_seed`` and ``lr`` share a batch key, so the in-process executor
+trains them as one batched tensor program; every run writes ``trajectory.parquet``, ``W.npy`` (its final
+combined matrix, float64, shape (d, d)) and ``record.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import platform
+from collections.abc import Hashable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from attnlab._validation import ValidationError, check_in, check_scalar
+from attnlab.runner.store import atomic_write, write_json, write_parquet
+from attnlab.runner.task import Task
+
+__all__ = ["BatchedTrain", "DEFAULTS"]
+
+#: Defaults of a ``batched-train`` run (Example 1 with NGD, the flagship workload of implicit-bias-ngd §9).
+DEFAULTS: dict[str, Any] = {
+    "data": "example1",
+    "data_args": {},
+    "data_seed": 0,
+    "param": "W",
+    "d_e": None,
+    "init_scale": 0.0,
+    "seed": 0,
+    "optimizer": "ngd",
+    "lr": 0.1,
+    "loss": "exp",
+    "steps": 1000,
+    "record_every": None,
+    "options": {},
+}
+_SIZES = ("n", "T", "d")
+_PER_RUN = ("seed", "data_seed", "lr")  # free to differ inside one batch
+
+
+def _full(params: dict[str, Any]) -> dict[str, Any]:
+    return {**DEFAULTS, **params}
+
+
+def _data(p: dict[str, Any]) -> Any:
+    from attnlab.data import GENERATORS
+
+    sizes = {k: p[k] for k in _SIZES if k in p}
+    data = GENERATORS[p["data"]](**sizes, **p["data_args"], seed=p["data_seed"])
+    return getattr(data, "data", data)  # aligned_pairs returns an AlignedPairs holding the data set
+
+
+def _initial(p: dict[str, Any], d: int) -> dict[str, torch.Tensor]:
+    """Initial parameters of one run, ``init_scale * N(0, 1/d)`` entries drawn from ``seed``."""
+    gen = torch.Generator().manual_seed(int(p["seed"]))
+    scale = p["init_scale"] / math.sqrt(d)
+    if p["param"] == "W":
+        return {"W0": scale * torch.randn(d, d, generator=gen, dtype=torch.float64)}  # (d, d)
+    if p["param"] == "KQ":
+        d_e = p["d_e"] or d
+        return {
+            "K0": scale * torch.randn(d, d_e, generator=gen, dtype=torch.float64),  # (d, d_e)
+            "Q0": scale * torch.randn(d, d_e, generator=gen, dtype=torch.float64),  # (d, d_e)
+        }
+    return {
+        "xi_k0": scale * torch.randn(d, generator=gen, dtype=torch.float64),  # (d,)
+        "xi_q0": scale * torch.randn(d, generator=gen, dtype=torch.float64),  # (d,)
+    }
+
+
+def _versions() -> dict[str, str]:
+    import attnlab
+
+    return {"attnlab": attnlab.__version__, "python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__}
+
+
+class BatchedTrain(Task):
+    """Sweep task ``batched-train``: token-selection training through :func:`attnlab.batched.train`.
+
+    Parameters of a run are listed in the module docstring; missing ones take :data:`DEFAULTS`.
+    """
+
+    name = "batched-train"
+
+    def check(self, params: dict[str, Any]) -> None:
+        """Refuse unknown keys and bad values before the sweep starts (the message names the key)."""
+        from attnlab.batched import OPTIMIZERS, PARAMETRIZATIONS
+        from attnlab.data import GENERATORS
+        from attnlab.losses import LOSSES
+
+        unknown = sorted(set(params) - set(DEFAULTS) - set(_SIZES))
+        if unknown:
+            raise ValidationError(
+                f"unknown batched-train parameters {unknown}; known: {sorted(set(DEFAULTS) | set(_SIZES))} "
+                "(optimizer keywords go under options)"
+            )
+        p = _full(params)
+        check_in("data", p["data"], sorted(GENERATORS))
+        check_in("param", p["param"], PARAMETRIZATIONS)
+        check_in("optimizer", p["optimizer"], OPTIMIZERS)
+        check_in("loss", p["loss"], LOSSES)
+        check_scalar("lr", p["lr"], low=0.0, low_inclusive=False)
+        check_scalar("steps", p["steps"], kind=int, low=0)
+        check_scalar("init_scale", p["init_scale"], low=0.0)
+        for key in ("seed", "data_seed"):
+            check_scalar(key, p[key], kind=int, low=0)
+        if p["record_every"] is not None:
+            check_scalar("record_every", p["record_every"], kind=int, low=1)
+        if p["param"] != "W" and p["init_scale"] == 0:
+            raise ValidationError(f"init_scale == 0 with param == {p['param']!r} starts at a stationary point; pass init_scale > 0")
+        for key in ("data_args", "options"):
+            if not isinstance(p[key], dict):
+                raise ValidationError(f"{key} must be a mapping of keyword arguments, got {p[key]!r}")
+
+    def label(self, params: dict[str, Any]) -> str:
+        p = _full(params)
+        return f"{p['data']}-{p['param']}-{p['optimizer']}"
+
+    def batch_key(self, params: dict[str, Any]) -> Hashable:
+        shared = {k: v for k, v in _full(params).items() if k not in _PER_RUN}
+        return json.dumps(shared, sort_keys=True)
+
+    def run(self, params: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+        """One run: the batch of one."""
+        return self.run_batch([params], [run_dir])[0]
+
+    def run_batch(self, params: Sequence[dict[str, Any]], run_dirs: Sequence[Path]) -> list[dict[str, Any]]:
+        """Train the runs as one call of :func:`attnlab.batched.train`, then write each run's files."""
+        import time
+
+        from attnlab.batched import train
+        from attnlab.data import stack
+
+        full = [_full(p) for p in params]
+        first = full[0]
+        start = time.perf_counter()
+        data = stack([_data(p) for p in full])  # X (R, n, T, d)
+        d = int(data.X.shape[-1])
+        inits = [_initial(p, d) for p in full]
+        init = {k: torch.stack([i[k] for i in inits]) for k in inits[0]}  # each ([R,] ...)
+        steps = first["steps"]
+        result = train(
+            data.X,
+            data.Z,
+            data.y,
+            data.v,
+            init.pop("W0", None),
+            param=first["param"],
+            optimizer=first["optimizer"],
+            lr=torch.tensor([p["lr"] for p in full], dtype=torch.float64),  # (R,)
+            loss=first["loss"],
+            steps=steps,
+            record_every=first["record_every"] or max(steps, 1),
+            **init,
+            **first["options"],
+        )
+        seconds = (time.perf_counter() - start) / len(full)
+        summaries = []
+        for r, (p, raw, run_dir) in enumerate(zip(full, params, run_dirs)):
+            frame = result.frame[result.frame["run"] == r].drop(columns="run").reset_index(drop=True)
+            frame.insert(0, "seed", p["seed"])
+            write_parquet(run_dir / "trajectory.parquet", frame)
+            W = result.W[r].detach().numpy()  # (d, d)
+            atomic_write(run_dir / "W.npy", lambda path, W=W: np.save(path, W))
+            last = frame.iloc[-1]
+            summary = {"final_loss": float(last["loss"]), "final_norm": float(last["norm"])}
+            record = {
+                "task": self.name,
+                "params": raw,
+                "resolved": p,
+                "seed": p["seed"],
+                "batch_runs": len(full),
+                "versions": _versions(),
+                "timings": {"run_seconds": seconds},
+                "final": summary,
+            }
+            write_json(run_dir / "record.json", record)
+            summaries.append(summary)
+        return summaries
