@@ -8,10 +8,11 @@ these contractions (a multiply-add counts 2 flops):
 - gradient norm ``2 d^2``, update ``W - c g`` ``2 d^2``, finiteness guard (one sum) ``d^2``.
 
 so ``F = R (4 n d^2 + 4 n T d + 5 d^2)`` per step (the token scores are computed once per call, not per step);
-the O(n T^2) softmax and centred-score work is not counted, which makes the figure a slight underestimate. ``train(steps=S)`` evaluates the gradient ``S + 1`` times and
-updates ``S`` times; the count uses exactly that. The peak is the best rate of ``torch.matmul`` on two square
-float64 matrices of size ``--peak-size``. Each step timing is paired with a peak timing taken right after it, and
-the reported value is the median over ``--repeats`` pairs, so both see the same machine load.
+the O(n T^2) softmax and centred-score work is not counted, which makes the figure a slight underestimate.
+``train(steps=S)`` evaluates the gradient ``S + 1`` times and updates ``S`` times; the count uses exactly that.
+The peak is the rate of one ``torch.matmul`` of two square float64 matrices of side ``--peak-size``. Each step
+timing is paired with a peak timing taken right after it, and both are medians over ``--repeats`` pairs, so
+they see the same machine load.
 
 With ``n`` rows in ``Z`` the two ``d x d`` contractions do ``2 n`` flops per ``W`` entry read or written, so at
 Example 1's ``n = 8`` the step is bound by memory bandwidth, not arithmetic; larger ``n`` raises the intensity.
