@@ -17,7 +17,7 @@ import pandas as pd
 import torch
 
 from attnlab._validation import check_scalar
-from attnlab.runner import Task, write_json, write_parquet
+from attnlab.runner import BatchedTrain, Task, write_json, write_parquet
 
 
 def toy_problem(seed: int, d: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -107,3 +107,21 @@ class Explodes(ToyTrain):
         if params.get("explode"):
             raise RuntimeError("boom")
         return super().run_batch([params], [run_dir])[0]
+
+
+class SlowTrain(BatchedTrain):
+    """The real batched-train task one run at a time, logging each start to ``log`` and sleeping ``sleep`` s first."""
+
+    name = "slow-train"
+
+    def check(self, params):
+        super().check({k: v for k, v in params.items() if k not in ("log", "sleep")})
+
+    def batch_key(self, params):
+        return None
+
+    def run(self, params, run_dir):
+        with open(params["log"], "a") as log:
+            log.write(f"{run_dir.name}\n")
+        time.sleep(params["sleep"])
+        return super().run({k: v for k, v in params.items() if k not in ("log", "sleep")}, run_dir)
