@@ -1,0 +1,131 @@
+"""The reproduction report: figures beside check tables, errors recorded, and no broken image or link in Chromium."""
+
+import dataclasses
+import os
+import shutil
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import pytest
+
+from attnlab._validation import ValidationError
+from attnlab.experiments import Check, Experiment, ExperimentResult, base
+from attnlab.report import build_report, reproduce
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+
+
+@dataclasses.dataclass(frozen=True)
+class ToyConfig:
+    steps: int = 50
+    lr: float = 0.1
+    OURS = ("lr",)
+
+
+def toy_run(config, ctx):
+    frame = pd.DataFrame({"step": range(config.steps), "loss": [1.0 / (1 + s) for s in range(config.steps)]})
+    fig, ax = plt.subplots()
+    ax.plot(frame["step"], frame["loss"])
+    checks = [
+        Check("loss decreases", "< 1", float(frame["loss"].iloc[-1]), "bound", True, "spec §1"),
+        Check("loss <b>vanishes</b>", 0.0, float(frame["loss"].iloc[-1]), "abs 1e-9", False, "spec §2"),
+    ]
+    return ExperimentResult(frame=frame, checks=checks, figures={"curve": fig}, notes=["a note"])
+
+
+def broken_run(config, ctx):
+    raise RuntimeError("this experiment is broken")
+
+
+@pytest.fixture
+def fake_paper(monkeypatch):
+    """Two experiments of a paper 'fake-paper': one that runs (one failing check), one that raises."""
+    base._load_all()
+    for name, run in (("fake.ok", toy_run), ("fake.broken", broken_run)):
+        exp = Experiment(name=name, paper="fake-paper", summary=f"summary of {name}", config_type=ToyConfig, run=run, quick={"steps": 5})
+        monkeypatch.setitem(base._REGISTRY, name, exp)
+
+
+def test_reproduce_records_the_error_and_runs_the_others(fake_paper, tmp_path):
+    summary = reproduce(tmp_path, paper="fake-paper", quick=True, progress=False)
+    assert (summary.checks_passed, summary.checks_total) == (1, 2)
+    assert [e.name for e in summary.errors] == ["fake.broken"]
+    assert not summary.ok
+    page = summary.path.read_text()
+    assert "1 of 2 theory checks passed, 1 failed" in page
+    assert "RuntimeError: this experiment is broken" in page
+    assert "loss &lt;b&gt;vanishes&lt;/b&gt;" in page  # text is escaped, never markup
+    assert "lr=0.1" in page  # the defaults that are ours
+    ok = next(e for e in summary.entries if e.name == "fake.ok")
+    assert ok.record["config"] == {"steps": 5, "lr": 0.1}  # quick settings used
+
+
+def test_reproduce_resumes_and_fresh_reruns(fake_paper, tmp_path):
+    reproduce(tmp_path, paper="fake-paper", quick=True, progress=False)
+    record = next(tmp_path.glob("runs/fake.ok-*/record.json"))
+    mtime = record.stat().st_mtime_ns
+    reproduce(tmp_path, paper="fake-paper", quick=True, progress=False)
+    assert record.stat().st_mtime_ns == mtime
+    reproduce(tmp_path, paper="fake-paper", quick=True, progress=False, fresh=True)
+    assert record.stat().st_mtime_ns != mtime
+
+
+def test_unknown_paper_lists_the_papers(tmp_path):
+    with pytest.raises(ValidationError, match="matches no experiment; papers:"):
+        reproduce(tmp_path, paper="no-such-paper", progress=False)
+
+
+def test_build_report_needs_a_sweep_folder(tmp_path):
+    with pytest.raises(ValidationError, match="holds no index.parquet"):
+        build_report(tmp_path)
+
+
+def chrome(profile: Path):
+    """Selenium driving Debian's chromium + chromedriver; skips only outside CI when one of them is missing."""
+    missing = [n for n, p in (("chromium", CHROMIUM), ("chromedriver", CHROMEDRIVER)) if not p]
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        missing.append("selenium")
+    if missing:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"CI must have the browser stack, missing {missing}: apt-get install chromium chromium-driver; pip install selenium")
+        pytest.skip(f"no headless browser here: missing {missing}")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (
+        "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+        "--disable-dev-shm-usage", f"--user-data-dir={profile}",
+    ):
+        options.add_argument(flag)
+    # An explicit chromedriver path: Selenium Manager never runs, nothing is downloaded.
+    return webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+
+
+def test_report_in_headless_chromium_has_no_broken_images_or_links(fake_paper, tmp_path):
+    driver = chrome(tmp_path / "profile")
+    try:
+        summary = reproduce(tmp_path / "report", paper="fake-paper", quick=True, progress=False)
+        driver.get(summary.path.resolve().as_uri())
+        assert driver.title == "attnlab reproduction report"
+        images = driver.execute_script("return Array.from(document.images).map(i => [i.src, i.complete && i.naturalWidth > 0])")
+        assert images, "the report shows no figure"
+        assert not [src for src, ok in images if not ok], f"broken images: {images}"
+        page = driver.current_url.partition("#")[0]
+        links = driver.execute_script("return Array.from(document.links).map(a => a.href)")
+        assert links
+        for href in links:
+            target, _, fragment = href.partition("#")
+            if target == page:
+                assert driver.execute_script("return document.getElementById(arguments[0]) !== null", fragment), href
+            else:
+                assert target.startswith("file://"), f"the report links outside itself: {href}"
+                assert Path(target.removeprefix("file://")).is_file(), f"broken link: {href}"
+        rows = driver.execute_script("return document.querySelectorAll('table.check-table tr').length")
+        assert rows == 3  # header + the two checks of fake.ok
+    finally:
+        driver.quit()
