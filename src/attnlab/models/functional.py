@@ -222,8 +222,11 @@ def loss_gradients(
     shift = torch.where(torch.isfinite(shift), shift, torch.zeros_like(shift))
     weights = sign_c * torch.exp(log_w - shift[..., None, None])
     # -grad = sum_i a_i z_i^T with a_i = sum_t w_it x_it; the sign goes on the (n, d) factor, not on the (d, d) result.
-    # a_i as a (1, T) @ (T, d) product: no ([R,] n, T, d) temporary per step
-    a = (weights[..., None, :] @ X).squeeze(-2)  # ([R,] n, d)
+    # a_i accumulated over the few tokens in place: no ([R,] n, T, d) temporary per step, and none of the slow
+    # one-row batched products that (1, T) @ (T, d) per (run, i) would be
+    a = weights[..., 0, None] * X[..., 0, :]  # ([R,] n, d)
+    for t in range(1, X.shape[-2]):
+        a.addcmul_(weights[..., t, None], X[..., t, :])
     grad_W = torch.matmul(-a.transpose(-1, -2), Z, out=out)
     grad_v = None
     if head:
