@@ -314,8 +314,8 @@ register(Experiment(
     name="mirror-descent.e1", paper=SOURCE, config_type=E1Config, run=run_e1,
     summary="E1: normalised l_p-AttGD on 100 data sets, the q x p grid of dB_p(W^mm_q, W_k), selectivity, "
             "monotone dB, log norm growth and the per-step norm bounds of plain MD",
-    quick={"datasets": 6, "epochs": (200, 200, 400), "lr": 1.0, "records": 40, "rate_datasets": 2,
-           "rate_steps": 300},
+    quick={"datasets": 6, "epochs": (150, 150, 300), "lr": 1.0, "records": 40, "rate_datasets": 2,
+           "rate_steps": 200},
 ))
 
 
@@ -518,5 +518,5 @@ def _e3_figure(config: E3Config, frame: pd.DataFrame, svms: pd.DataFrame):
 register(Experiment(
     name="mirror-descent.e3", paper=SOURCE, config_type=E3Config, run=run_e3,
     summary="E3: l_p-JointGD of (W, v) on the toy set: softmax and logistic probability, paths against both SVM rays",
-    quick={"epochs": (150, 150, 300), "lr": 1.0},
+    quick={"epochs": (100, 100, 200), "lr": 1.0},
 ))
