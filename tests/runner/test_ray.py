@@ -8,7 +8,8 @@ import sweep_fixtures
 from sweep_fixtures import KillOnce, ToyTrain
 
 from attnlab.runner import register_task
-from attnlab.runner.executors import InProcessExecutor, RayExecutor
+from attnlab.runner.executors import InProcessExecutor, PoolExecutor, RayExecutor
+from attnlab.runner.results import read_index
 from attnlab.runner.spec import SweepSpec, expand
 from attnlab.runner.sweep import run_sweep
 
@@ -35,20 +36,41 @@ def local_cluster():
     ray.shutdown()
 
 
-def final_weights(root, jobs):
-    return {j.key: np.load(root / "runs" / f"{j.task}-{j.key}" / "W.npy") for j in jobs}
+def final_weights(root):
+    index = read_index(root)
+    assert list(index["status"]) == ["done"] * len(index)
+    return {k: np.load(root / d / "W.npy") for k, d in zip(index["key"], index["run_dir"])}
+
+
+def assert_same(a, b):
+    assert a.keys() == b.keys()
+    for key in a:
+        # 1e-12: identical float64 programs; only batched-matmul blocking may change the last bits
+        np.testing.assert_allclose(a[key], b[key], rtol=0, atol=1e-12)
 
 
 def test_ray_sweep_equals_the_in_process_batched_sweep(local_cluster, tmp_path):
-    spec = SweepSpec(task="toy-train", base={"d": 4, "steps": 20}, grid={"lr": [0.1, 0.3]}, repeats=16)
-    jobs = expand(spec)
-    on_ray = run_sweep(spec, tmp_path / "ray", RayExecutor(), progress=False)
-    batched = run_sweep(spec, tmp_path / "batched", InProcessExecutor(), progress=False)
-    assert list(on_ray.index["status"]) == ["done"] * len(jobs)
-    W_ray, W_batched = final_weights(tmp_path / "ray", jobs), final_weights(tmp_path / "batched", jobs)
-    for key in W_batched:
-        # 1e-12: identical float64 programs; only batched-matmul blocking may change the last bits
-        np.testing.assert_allclose(W_ray[key], W_batched[key], rtol=0, atol=1e-12)
+    spec = SweepSpec(task="batched-train", base={"n": 4, "T": 3, "d": 8, "steps": 20}, grid={"lr": [0.1, 0.3]}, repeats=8)
+    run_sweep(spec, tmp_path / "ray", RayExecutor(), progress=False)
+    run_sweep(spec, tmp_path / "batched", InProcessExecutor(), progress=False)
+    assert_same(final_weights(tmp_path / "ray"), final_weights(tmp_path / "batched"))
+
+
+@pytest.mark.slow
+def test_256_runs_agree_batched_in_a_pool_and_on_ray(local_cluster, tmp_path):
+    spec = SweepSpec(
+        task="batched-train",
+        base={"n": 8, "T": 6, "d": 64, "steps": 100, "init_scale": 0.01},
+        grid={"lr": [0.05, 0.1, 0.2, 0.4]},
+        repeats=64,
+    )
+    assert len(expand(spec)) == 256
+    run_sweep(spec, tmp_path / "batched", InProcessExecutor(), progress=False)
+    run_sweep(spec, tmp_path / "pool", PoolExecutor(workers=2), progress=False)
+    run_sweep(spec, tmp_path / "ray", RayExecutor(), progress=False)
+    batched = final_weights(tmp_path / "batched")
+    assert_same(final_weights(tmp_path / "pool"), batched)
+    assert_same(final_weights(tmp_path / "ray"), batched)
 
 
 def test_a_worker_killed_mid_task_is_retried_without_loss_or_duplicates(local_cluster, tmp_path):
