@@ -36,7 +36,8 @@ def explain_cmd(path: str, param: str, opt: str, steps: int, lr: float, loss: st
     parse_opt(opt)  # refuse a bad --opt before loading anything
     data = TokenSelectionData.load(path)
     result = explain(data, param, opt, steps, lr, loss=loss)
-    folder = Path(out) if out is not None else Path("runs") / f"explain-{Path(path).stem}-{param}-{opt.replace(':', '')}"
+    default = Path("runs") / f"explain-{Path(path).stem}-{param}-{opt.replace(':', '')}"
+    folder = Path(out) if out is not None else default
     folder.mkdir(parents=True, exist_ok=True)
     write_parquet(folder / "explain.parquet", result.table)
     write_csv(folder / "explain.csv", result.table)

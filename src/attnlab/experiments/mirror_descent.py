@@ -41,7 +41,7 @@ SOURCE = "mirror-descent-lp"
 
 
 def _check_config(config, ints: tuple[str, ...], positives: tuple[str, ...]) -> None:
-    """Integers >= 1 (``seed`` and ``first_seed`` >= 0), positive floats, exponents ``p > 1`` with one epoch count each."""
+    """Check integers >= 1 (``seed``, ``first_seed`` >= 0), positive floats, and ``p > 1`` with one epoch count each."""
     for name in ints:
         check_scalar(name, getattr(config, name), kind=int, low=0 if name.endswith("seed") else 1)
     for name in positives:
@@ -179,7 +179,7 @@ class E1Config:
 
 
 def _e1_data(config: E1Config) -> tuple[list[TokenSelectionData], StackedData, torch.Tensor]:
-    """The data sets of seeds ``first_seed, ...`` stacked on the runs axis, and ``W_0 ~ N(0, init_std^2)``, (R, d, d)."""
+    """Data sets of seeds ``first_seed, ...`` stacked on the runs axis, and ``W_0 ~ N(0, init_std^2)`` (R, d, d)."""
     datasets = [unit_gaussian(config.n, config.T, config.d, seed=config.first_seed + r) for r in range(config.datasets)]
     gen = torch.Generator().manual_seed(config.seed)
     W0 = config.init_std * torch.randn(config.datasets, config.d, config.d, generator=gen, dtype=torch.float64)
@@ -452,7 +452,8 @@ def _joint_metrics() -> list[Metric]:
         gamma = token_scores(data.X, data.y, model.v).gather(-1, chosen).squeeze(-1)
         return torch.sigmoid(gamma).mean(dim=-1)  # spec §9: (1/n) sum (1 + e^{-Y x_hat^T v})^{-1}
 
-    entries = [Metric(f"w_{i}{j}", lambda model, data, i=i, j=j: model.W[..., i, j]) for i in range(2) for j in range(2)]
+    entries = [Metric(f"w_{i}{j}", lambda model, data, i=i, j=j: model.W[..., i, j])
+               for i in range(2) for j in range(2)]
     heads = [Metric(f"v_{i}", lambda model, data, i=i: model.v[..., i]) for i in range(2)]
     return entries + heads + [Metric("softmax_prob", softmax_prob), Metric("logistic_prob", logistic_prob)]
 
@@ -502,7 +503,8 @@ def _e3_figure(config: E3Config, frame: pd.DataFrame, svms: pd.DataFrame):
             end = float(np.hypot(rows[x].iloc[-1], rows[y].iloc[-1]))
             scale = end / float(np.hypot(svm[x], svm[y]))  # the SVM ray drawn out to the path's final length
             ax.plot([0, scale * svm[x]], [0, scale * svm[y]], "--", color=line.get_color(), lw=0.9)
-    titles = [f"softmax probability (first {config.first_epochs})", f"logistic probability (first {config.first_epochs})",
+    titles = [f"softmax probability (first {config.first_epochs})",
+              f"logistic probability (first {config.first_epochs})",
               "(W[0,0], W[0,1]); dashed: l_p-AttSVM", "(v_0, v_1); dashed: l_p head SVM"]
     for ax, title in zip(axes, titles):
         ax.set_title(title, fontsize=8)
