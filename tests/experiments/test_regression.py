@@ -45,3 +45,9 @@ def test_bad_config_is_refused():
         make_config(get_experiment("regression.fig1"), ["k=2"])
     with pytest.raises(ValidationError, match="methods"):
         make_config(get_experiment("regression.fig2"), ["methods=newton"])
+
+
+@pytest.mark.slow
+def test_quick_scaling_experiment_runs_and_its_checks_pass(tmp_path):
+    record = run_experiment("regression.scaling", quick=True, out=tmp_path, progress=False)
+    assert record.checks.passed.all(), record.checks.to_string()
