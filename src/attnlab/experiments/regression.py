@@ -28,15 +28,28 @@ from attnlab.experiments.plotting import label_ours, new_figure, plot_band
 from attnlab.optim.preconditioned import PreconditionedGD
 from attnlab.regression import (
     MinibatchOracle,
+    MonteCarloOracle,
+    PopulationOracle,
     RegressionProblem,
+    cross_logit_mgf,
+    empirical,
     empirical_covariance,
     fit,
     make_problem,
+    manifold_point,
     population_excess_loss,
+    population_gradient,
     project,
+    random_rotation,
+    regularizer,
+    regularizer_gradient,
     sample,
+    self_logit_mgf,
     spectral_init,
+    sym_inv_sqrt,
     token_matrix,
+    unwhiten,
+    whiten,
 )
 from attnlab.regression._checks import TOKENS
 from attnlab.regression.oracles import CONTEXTS
@@ -369,8 +382,6 @@ def _slope(x, y) -> float:
 
 def _perturbed(problem: RegressionProblem, runs: int, scale: float, seed: int):
     """theta_R for random R in O(d) plus a Gaussian perturbation of entry size ``scale``."""
-    from attnlab.regression import manifold_point, random_rotation
-
     V, Q = manifold_point(random_rotation(problem.d, runs=runs, seed=seed), problem.W_star, problem.Sigma)
     gen = torch.Generator().manual_seed(seed + 1)
     return V + scale * torch.randn(V.shape, generator=gen), Q + scale * torch.randn(Q.shape, generator=gen)
@@ -379,8 +390,6 @@ def _perturbed(problem: RegressionProblem, runs: int, scale: float, seed: int):
 def _empirical_bias(problem, V, Q, n, samples, seed):
     """Mean over fresh samples of (L_n - L_n^lin, grad L_n - grad L_n^lin): the control variate L_n^lin (linear
     predictor V Sigma Q x, spec §3.3) has expectation exactly L and grad L, so the differences estimate the biases."""
-    from attnlab.regression import empirical
-
     X, Y = sample(problem, n, runs=samples, seed=seed)
     loss, gV, gQ = empirical.loss_and_gradient(V, Q, X, Y, X)
     P = V @ problem.Sigma @ Q  # spec §3.3: infinite-context predictor
@@ -395,18 +404,6 @@ def _empirical_bias(problem, V, Q, n, samples, seed):
 
 def run_theory(config: TheoryConfig, ctx: RunContext) -> ExperimentResult:
     """Every row of the table of spec §8 as a measured check."""
-    from attnlab.regression import (
-        PopulationOracle,
-        MonteCarloOracle,
-        cross_logit_mgf,
-        population_gradient,
-        regularizer,
-        regularizer_gradient,
-        self_logit_mgf,
-        whiten,
-    )
-    from attnlab.regression.linalg import sym_inv_sqrt
-
     problem = make_problem(config.d, config.k, noise_std=config.noise_std, singular_values=config.singular_values,
                            seed=config.problem_seed)
     S, W, mu = problem.Sigma, problem.W_star, config.mu
@@ -449,8 +446,6 @@ def run_theory(config: TheoryConfig, ctx: RunContext) -> ExperimentResult:
                              gslope, -0.75, src))
 
     # T1.2: manifold points are global minima
-    from attnlab.regression import manifold_point, random_rotation
-
     Rs = random_rotation(config.d, runs=6, seed=config.seed)
     Rs[::2, :, 0] *= -1  # both components of O(d)
     Vm, Qm = manifold_point(Rs, W, S)
@@ -467,8 +462,6 @@ def run_theory(config: TheoryConfig, ctx: RunContext) -> ExperimentResult:
         gen = torch.Generator().manual_seed(config.seed + int(1e4 * r))
         dA, dC = torch.randn(A0.shape, generator=gen), torch.randn(C0.shape, generator=gen)
         scale = r * s_min**0.5 / (dA.square().sum((-2, -1)) + dC.square().sum((-2, -1))).sqrt()[:, None, None]
-        from attnlab.regression import unwhiten
-
         V, Q = unwhiten(A0 + scale * dA, C0 + scale * dC, S, S)
         proj = project(V, Q, W, S)
         A, C = whiten(V, Q, S, S)
@@ -603,8 +596,6 @@ class ScalingConfig:
 
 def run_scaling(config: ScalingConfig, ctx: RunContext) -> ExperimentResult:
     """Population excess loss L(theta_T) - L_irr over a grid of n and T; floor ~ 1/n, rate independent of n."""
-    from attnlab.regression import MonteCarloOracle
-
     problem = make_problem(config.d, config.k, noise_std=config.noise_std, singular_values=config.singular_values,
                            seed=config.problem_seed)
     V0, Q0 = _perturbed(problem, config.seeds, config.start_scale, config.seed)

@@ -15,7 +15,7 @@ import pandas as pd
 import torch
 
 from attnlab._validation import ValidationError, check_in, check_scalar, check_tensor
-from attnlab.regression import regularizer
+from attnlab.regression.regularizer import gradient as regularizer_gradient
 from attnlab.regression.renormalization import RENORMALIZATIONS, renormalize
 
 __all__ = ["Fit", "fit"]
@@ -146,7 +146,7 @@ def fit(
     for step in (bar or iter)(range(1, steps + 1)):
         grad_V, grad_Q = oracle(V, Q)  # spec §6.2 step a
         if regularizer_weight > 0:
-            reg_V, reg_Q = regularizer.gradient(V, Q, covariance, token_covariance)  # spec §6.2 step b
+            reg_V, reg_Q = regularizer_gradient(V, Q, covariance, token_covariance)  # spec §6.2 step b
             grad_V, grad_Q = grad_V + regularizer_weight * reg_V, grad_Q + regularizer_weight * reg_Q
         dead = ~alive[:, None, None]
         V.grad, Q.grad = grad_V.masked_fill(dead, 0.0), grad_Q.masked_fill(dead, 0.0)
