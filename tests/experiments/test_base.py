@@ -60,8 +60,25 @@ def test_run_writes_every_output(tmp_path, monkeypatch):
     assert not [n for n in names if n.endswith(".tmp") or n.startswith(".")]  # no temp files left behind
     rec = json.loads((tmp_path / "record.json").read_text())
     assert rec["config"]["n"] == 1 and rec["config"]["lr"] == 0.2 and rec["defaults_ours"] == {"lr": 0.2}
-    assert rec["checks"] == {"total": 1, "passed": 1} and "torch" in rec["versions"]
+    assert rec["checks"] == {"passed": 1, "total": 1, "agree": 0, "observations": 0} and "torch" in rec["versions"]
     assert pd.read_csv(tmp_path / "checks.csv")["passed"].tolist() == [True]
+
+
+def test_a_disagreeing_observation_is_recorded_but_does_not_fail_the_run(tmp_path, monkeypatch):
+    def run(config, ctx):
+        checks = [Check("loss falls", "< 1", 0.5, "bound", True, "spec §0"),
+                  Check("faster than SGD", "< 1", 1.3, "bound", False, "paper fig. 1", kind="observation")]
+        return ExperimentResult(pd.DataFrame({"step": [0]}), checks)
+
+    monkeypatch.setitem(base._REGISTRY, "test.obs", Experiment("test.obs", "none", "obs", _Config, run))
+    record = run_experiment("test.obs", out=tmp_path, progress=False)
+    assert record.passed and record.counts.describe() == "1/1 checks passed; 0/1 observations agree with the paper"
+    assert pd.read_csv(tmp_path / "checks.csv")["kind"].tolist() == ["theory", "observation"]
+
+
+def test_check_kind_is_validated():
+    with pytest.raises(ValidationError, match="Check.kind must be one of"):
+        Check("c", 1, 1, 0, True, kind="opinion")
 
 
 def test_flagship_quick_passes(tmp_path):

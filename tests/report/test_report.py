@@ -31,6 +31,7 @@ def toy_run(config, ctx):
     checks = [
         Check("loss decreases", "< 1", float(frame["loss"].iloc[-1]), "bound", True, "spec §1"),
         Check("loss <b>vanishes</b>", 0.0, float(frame["loss"].iloc[-1]), "abs 1e-9", False, "spec §2"),
+        Check("trains faster than SGD", "< 1", 1.2, "bound", False, "paper fig. 1", kind="observation"),
     ]
     return ExperimentResult(frame=frame, checks=checks, figures={"curve": fig}, notes=["a note"])
 
@@ -50,11 +51,13 @@ def fake_paper(monkeypatch):
 
 def test_reproduce_records_the_error_and_runs_the_others(fake_paper, tmp_path):
     summary = reproduce(tmp_path, paper="fake-paper", quick=True, progress=False)
-    assert (summary.checks_passed, summary.checks_total) == (1, 2)
+    assert (summary.counts.passed, summary.counts.total) == (1, 2)
+    assert (summary.counts.agree, summary.counts.observations) == (0, 1)
     assert [e.name for e in summary.errors] == ["fake.broken"]
     assert not summary.ok
     page = summary.path.read_text()
-    assert "1 of 2 theory checks passed, 1 failed" in page
+    assert "1 of 2 theory checks passed, 1 failed; 0 of 1 observations" in page
+    assert '<span class="disagree">disagrees</span>' in page  # shown, never hidden
     assert "RuntimeError: this experiment is broken" in page
     assert "loss &lt;b&gt;vanishes&lt;/b&gt;" in page  # text is escaped, never markup
     assert "lr=0.1" in page  # the defaults that are ours
@@ -126,6 +129,6 @@ def test_report_in_headless_chromium_has_no_broken_images_or_links(fake_paper, t
                 assert target.startswith("file://"), f"the report links outside itself: {href}"
                 assert Path(target.removeprefix("file://")).is_file(), f"broken link: {href}"
         rows = driver.execute_script("return document.querySelectorAll('table.check-table tr').length")
-        assert rows == 3  # header + the two checks of fake.ok
+        assert rows == 4  # header + the two checks and the observation of fake.ok
     finally:
         driver.quit()

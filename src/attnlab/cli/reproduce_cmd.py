@@ -25,7 +25,8 @@ def reproduce_cmd(
     """Run the experiments and write OUT/index.html: figures next to theory checks, configs and versions.
 
     An experiment that raises is shown in the report with its traceback; the others still run. Exit status 1
-    when a check failed or an experiment raised.
+    when a theory check failed or an experiment raised (observations that disagree with a paper are reported,
+    not failures).
     """
     from attnlab.report import reproduce
     from attnlab.runner import make_executor
@@ -42,11 +43,11 @@ def reproduce_cmd(
         if entry.status != "done":
             click.echo(f"  [ERROR] {entry.name}: did not finish (traceback in the report)")
         else:
-            mark = "PASS" if entry.passed == len(entry.checks) else "FAIL"
-            click.echo(f"  [{mark}] {entry.name}: {entry.passed}/{len(entry.checks)} checks")
-    failed = summary.checks_total - summary.checks_passed
+            mark = "PASS" if entry.counts.ok else "FAIL"
+            click.echo(f"  [{mark}] {entry.name}: {entry.counts.describe()}")
+    counts = summary.counts
     click.echo(
-        f"{summary.checks_passed}/{summary.checks_total} checks passed, {failed} failed; "
+        f"{counts.describe()}, {counts.total - counts.passed} failed; "
         f"{len(summary.errors)} of {len(summary.entries)} experiments raised; report: {summary.path}"
     )
     if not summary.ok:

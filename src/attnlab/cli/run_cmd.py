@@ -31,11 +31,14 @@ def run_cmd(name: str, sets: tuple[str, ...], out: str | None, quick: bool, no_p
     from attnlab.experiments import run_experiment
 
     record = run_experiment(name, sets, quick=quick, out=out, progress=not no_progress)
-    passed = int(record.checks["passed"].sum()) if len(record.checks) else 0
     for row in record.checks.itertuples():
-        mark = "PASS" if row.passed else "FAIL"
-        click.echo(f"  [{mark}] {row.claim}: measured {row.measured} (predicted {row.predicted}, tol {row.tolerance})")
-    click.echo(f"{name}: {passed}/{len(record.checks)} checks passed in {record.seconds:.1f}s")
+        if row.kind == "observation":
+            mark = "AGREES" if row.passed else "DISAGREES"
+            click.echo(f"  [{mark}] paper: {row.claim}: measured {row.measured} (paper {row.predicted})")
+        else:
+            mark = "PASS" if row.passed else "FAIL"
+            click.echo(f"  [{mark}] {row.claim}: measured {row.measured} (predicted {row.predicted}, tol {row.tolerance})")
+    click.echo(f"{name}: {record.counts.describe()} in {record.seconds:.1f}s")
     click.echo(f"outputs in {record.out}")
     if not record.passed:
         sys.exit(1)

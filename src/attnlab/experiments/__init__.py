@@ -5,12 +5,14 @@ Run one with ``attnlab run <name>`` or :func:`run_experiment`; list them with ``
 
 from attnlab.experiments.base import (
     Check,
+    CheckCounts,
     Experiment,
     ExperimentResult,
     RunContext,
     RunRecord,
     check_close,
     check_less,
+    count_checks,
     get_experiment,
     list_experiments,
     make_config,
@@ -22,12 +24,14 @@ from attnlab.experiments.base import (
 
 __all__ = [
     "Check",
+    "CheckCounts",
     "Experiment",
     "ExperimentResult",
     "RunContext",
     "RunRecord",
     "check_close",
     "check_less",
+    "count_checks",
     "get_experiment",
     "list_experiments",
     "make_config",

@@ -5,7 +5,7 @@ An experiment is a frozen dataclass config (plain-typed fields, defaults from th
 into one run directory:
 
 - ``trajectory.parquet``: tidy table, one row per recorded (run, step);
-- ``checks.csv``: one row per claim (claim, predicted, measured, tolerance, passed, source);
+- ``checks.csv``: one row per claim (claim, predicted, measured, tolerance, passed, source, kind);
 - ``record.json``: config, seed, versions, timings, which defaults are ours rather than the paper's;
 - one PNG and one PDF per figure, plus any extra tidy tables as Parquet.
 """
@@ -65,6 +65,12 @@ class Check:
     passed : bool
     source : str
         Spec section that states the claim, e.g. ``"implicit-bias-ngd §8.1"``.
+    kind : {"theory", "observation"}, default="theory"
+        ``"theory"``: a claim the run must reproduce (a theorem, or a sanity property of our code); a failure
+        means something is wrong and fails the run. ``"observation"``: a paper's *empirical* report about real
+        models (faster than SGD, sparser weights, ...) set against what we measured; ``passed`` then reads
+        "agrees with the paper", and a disagreement is a finding that is shown, never hidden, but does not fail
+        the run.
     """
 
     claim: str
@@ -73,6 +79,11 @@ class Check:
     tolerance: Any
     passed: bool
     source: str = ""
+    kind: str = "theory"
+
+    def __post_init__(self) -> None:
+        if self.kind not in CHECK_KINDS:
+            raise ValidationError(f"Check.kind must be one of {CHECK_KINDS}, got {self.kind!r}")
 
     def as_row(self) -> dict[str, Any]:
         row = dataclasses.asdict(self)
@@ -80,6 +91,49 @@ class Check:
             row[key] = _format_value(row[key])
         row["passed"] = bool(row["passed"])
         return row
+
+
+CHECK_KINDS = ("theory", "observation")
+CHECK_COLUMNS = ["claim", "predicted", "measured", "tolerance", "passed", "source", "kind"]
+
+
+@dataclass(frozen=True)
+class CheckCounts:
+    """Totals of a check table: theory checks (must pass) and observations (agree or disagree with a paper)."""
+
+    passed: int
+    total: int
+    agree: int
+    observations: int
+
+    @property
+    def ok(self) -> bool:
+        """Every theory check passed (observations never fail a run)."""
+        return self.passed == self.total
+
+    def describe(self) -> str:
+        """``"12/12 checks passed"``, plus ``"; 2/5 observations agree with the paper"`` when there are any."""
+        text = f"{self.passed}/{self.total} checks passed"
+        if self.observations:
+            text += f"; {self.agree}/{self.observations} observations agree with the paper"
+        return text
+
+    def __add__(self, other: CheckCounts) -> CheckCounts:
+        return CheckCounts(*(a + b for a, b in zip(dataclasses.astuple(self), dataclasses.astuple(other))))
+
+
+def count_checks(checks: pd.DataFrame) -> CheckCounts:
+    """Count a ``checks.csv`` table (boolean ``passed``); tables written before ``kind`` existed are all theory."""
+    if not len(checks):
+        return CheckCounts(0, 0, 0, 0)
+    passed = checks["passed"].astype(bool)
+    observation = checks["kind"] == "observation" if "kind" in checks else pd.Series(False, index=checks.index)
+    return CheckCounts(
+        passed=int((passed & ~observation).sum()),
+        total=int((~observation).sum()),
+        agree=int((passed & observation).sum()),
+        observations=int(observation.sum()),
+    )
 
 
 def _format_value(value: Any) -> str:
@@ -331,8 +385,13 @@ class RunRecord:
     seconds: float
 
     @property
+    def counts(self) -> CheckCounts:
+        return count_checks(self.checks)
+
+    @property
     def passed(self) -> bool:
-        return bool(self.checks["passed"].all()) if len(self.checks) else True
+        """Every theory check passed (observations that disagree with a paper do not fail a run)."""
+        return self.counts.ok
 
 
 def run_experiment(
@@ -371,7 +430,7 @@ def run_experiment(
     write_parquet(run_dir / "trajectory.parquet", result.frame)
     checks = pd.DataFrame(
         [c.as_row() for c in result.checks],
-        columns=["claim", "predicted", "measured", "tolerance", "passed", "source"],
+        columns=CHECK_COLUMNS,
     )
     write_csv(run_dir / "checks.csv", checks)
     for table_name, table in result.tables.items():
@@ -396,7 +455,7 @@ def run_experiment(
         "timings": {"run_seconds": seconds},
         "figures": figure_files,
         "tables": sorted(result.tables),
-        "checks": {"total": len(checks), "passed": int(checks["passed"].sum()) if len(checks) else 0},
+        "checks": dataclasses.asdict(count_checks(checks)),
         "notes": result.notes,
     }
     write_json(run_dir / "record.json", record)

@@ -45,5 +45,5 @@ class ExperimentTask(Task):
     def run(self, params: dict[str, Any], run_dir: Path) -> dict[str, Any]:
         name, quick, overrides = _split(params)
         record = run_experiment(name, overrides, quick=quick, out=run_dir, progress=False)
-        passed = int(record.checks["passed"].sum()) if len(record.checks) else 0
-        return {"checks_passed": passed, "checks_total": len(record.checks)}
+        counts = record.counts
+        return {"checks_passed": counts.passed, "checks_total": counts.total}

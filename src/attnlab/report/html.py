@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 from attnlab._validation import ValidationError
-from attnlab.experiments import get_experiment
+from attnlab.experiments import CheckCounts, count_checks, get_experiment
 from attnlab.runner import read_index, write_json
 from attnlab.runner.store import atomic_write
 
@@ -35,6 +35,7 @@ th, td { border: 1px solid #ddd; padding: 0.25rem 0.5rem; text-align: left; vert
 th { background: #f4f4f4; }
 .pass { color: #176f2c; font-weight: 600; } .fail { color: #b00020; font-weight: 600; }
 tr.fail-row td { background: #fdecee; }
+.disagree { color: #8a5a00; font-weight: 600; } tr.observation td { background: #f6f4ee; }
 .card { border: 1px solid #ddd; border-radius: 6px; padding: 0.8rem 1rem; margin: 1rem 0; }
 .card.error { border-color: #b00020; }
 .row { display: flex; flex-wrap: wrap; gap: 1.2rem; align-items: flex-start; }
@@ -75,8 +76,8 @@ class ExperimentEntry:
     error: str = ""
 
     @property
-    def passed(self) -> int:
-        return int(self.checks["passed"].sum()) if len(self.checks) else 0
+    def counts(self) -> CheckCounts:
+        return count_checks(self.checks)
 
 
 @dataclass(frozen=True)
@@ -94,12 +95,9 @@ class ReportSummary:
     entries: list[ExperimentEntry]
 
     @property
-    def checks_passed(self) -> int:
-        return sum(e.passed for e in self.entries)
-
-    @property
-    def checks_total(self) -> int:
-        return sum(len(e.checks) for e in self.entries)
+    def counts(self) -> CheckCounts:
+        """Theory checks and observations over every experiment."""
+        return sum((e.counts for e in self.entries), CheckCounts(0, 0, 0, 0))
 
     @property
     def errors(self) -> list[ExperimentEntry]:
@@ -109,7 +107,7 @@ class ReportSummary:
     @property
     def ok(self) -> bool:
         """Every experiment finished and every check passed."""
-        return not self.errors and self.checks_passed == self.checks_total
+        return not self.errors and self.counts.ok
 
 
 def _read_entry(root: Path, row: Any, describe: Any) -> ExperimentEntry:
@@ -142,8 +140,12 @@ def _checks_table(entry: ExperimentEntry) -> str:
         return "<p>No theory checks.</p>"
     rows = []
     for c in entry.checks.itertuples():
-        mark = '<span class="pass">pass</span>' if c.passed else '<span class="fail">FAIL</span>'
-        cls = "" if c.passed else ' class="fail-row"'
+        if getattr(c, "kind", "theory") == "observation":
+            mark = '<span class="pass">agrees</span>' if c.passed else '<span class="disagree">disagrees</span>'
+            cls = ' class="observation"'
+        else:
+            mark = '<span class="pass">pass</span>' if c.passed else '<span class="fail">FAIL</span>'
+            cls = "" if c.passed else ' class="fail-row"'
         rows.append(
             f"<tr{cls}><td>{_e(c.claim)}</td><td>{_e(c.predicted)}</td><td>{_e(c.measured)}</td>"
             f"<td>{_e(c.tolerance)}</td><td>{mark}</td><td>{_e(c.source)}</td></tr>"
@@ -188,7 +190,7 @@ def _entry_html(entry: ExperimentEntry) -> str:
             f"<pre>{_e(error)}</pre></div>"
         )
     rec = entry.record
-    verdict = "pass" if entry.passed == len(entry.checks) else "fail"
+    verdict = "pass" if entry.counts.ok else "fail"
     ours = rec.get("defaults_ours", {})
     ours_text = ", ".join(f"{k}={v}" for k, v in ours.items()) or "none"
     notes = "".join(f"<li>{_e(n)}</li>" for n in rec.get("notes", []))
@@ -196,7 +198,7 @@ def _entry_html(entry: ExperimentEntry) -> str:
     seconds = rec.get("timings", {}).get("run_seconds", float("nan"))
     return (
         f'<div class="card" id="{anchor}"><h3>{_e(entry.name)} '
-        f'<span class="{verdict}">{entry.passed}/{len(entry.checks)} checks passed</span></h3>'
+        f'<span class="{verdict}">{_e(entry.counts.describe())}</span></h3>'
         f"<p>{_e(entry.summary)}</p>"
         f'<div class="row"><div class="figures">{_figures(entry)}</div>'
         f'<div class="checks">{_checks_table(entry)}'
@@ -218,29 +220,31 @@ def _page(entries: list[ExperimentEntry], title: str, subtitle: str, summary: Re
         papers.setdefault(entry.paper, []).append(entry)
     overview = []
     for paper, items in papers.items():
-        passed = sum(e.passed for e in items)
-        total = sum(len(e.checks) for e in items)
+        counts = sum((e.counts for e in items), CheckCounts(0, 0, 0, 0))
         errors = sum(e.status != "done" for e in items)
-        cls = "pass" if passed == total and not errors else "fail"
+        cls = "pass" if counts.ok and not errors else "fail"
         overview.append(
             f'<tr><td><a href="#{_anchor("paper-" + paper)}">{_e(paper)}</a></td><td>{len(items)}</td>'
-            f'<td class="{cls}">{passed}/{total}</td><td>{errors}</td></tr>'
+            f'<td class="{cls}">{counts.passed}/{counts.total}</td><td>{counts.agree}/{counts.observations}</td>'
+            f"<td>{errors}</td></tr>"
         )
     sections = []
     for paper, items in papers.items():
         links = " · ".join(f'<a href="#{_anchor(e.name)}">{_e(e.name)}</a>' for e in items)
         body = "".join(_entry_html(e) for e in items)
         sections.append(f'<section id="{_anchor("paper-" + paper)}"><h2>{_e(paper)}</h2><p>{links}</p>{body}</section>')
-    failed_checks = summary.checks_total - summary.checks_passed
+    counts = summary.counts
     cls = "pass" if summary.ok else "fail"
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>"
         f"<h1>{_e(title)}</h1><p class=\"meta\">{_e(subtitle)}</p>"
-        f'<p id="summary" class="{cls}">{summary.checks_passed} of {summary.checks_total} theory checks passed, '
-        f"{failed_checks} failed; {len(summary.entries) - len(summary.errors)} of {len(summary.entries)} "
+        f'<p id="summary" class="{cls}">{counts.passed} of {counts.total} theory checks passed, '
+        f"{counts.total - counts.passed} failed; {counts.agree} of {counts.observations} observations of real "
+        f"models agree with the paper; {len(summary.entries) - len(summary.errors)} of {len(summary.entries)} "
         f"experiments finished, {len(summary.errors)} raised an error.</p>"
-        "<table><tr><th>paper</th><th>experiments</th><th>checks passed</th><th>errors</th></tr>"
+        "<table><tr><th>paper</th><th>experiments</th><th>checks passed</th><th>observations agreeing</th>"
+        "<th>errors</th></tr>"
         f"{''.join(overview)}</table>{''.join(sections)}</body></html>\n"
     )
 
@@ -287,11 +291,18 @@ def build_report(
     write_json(
         root / "summary.json",
         {
-            "checks_passed": summary.checks_passed,
-            "checks_total": summary.checks_total,
+            "checks_passed": summary.counts.passed,
+            "checks_total": summary.counts.total,
+            "observations_agree": summary.counts.agree,
+            "observations_total": summary.counts.observations,
             "experiments": len(entries),
             "errors": [e.name for e in summary.errors],
-            "failed_checks": [f"{e.name}: {c.claim}" for e in entries for c in e.checks.itertuples() if not c.passed],
+            "failed_checks": [
+                f"{e.name}: {c.claim}"
+                for e in entries
+                for c in e.checks.itertuples()
+                if not c.passed and getattr(c, "kind", "theory") != "observation"
+            ],
         },
     )
     return summary
