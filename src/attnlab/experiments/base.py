@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import platform
-import sys
 import time
 import types
 import typing
@@ -27,7 +25,7 @@ from typing import Any, Generic, TypeVar
 import pandas as pd
 
 from attnlab._validation import ValidationError
-from attnlab.runner.store import config_hash, save_figure, write_csv, write_json, write_parquet
+from attnlab.runner.store import config_hash, save_figure, versions, write_csv, write_json, write_parquet
 
 __all__ = [
     "Check",
@@ -350,31 +348,6 @@ def make_config(experiment: Experiment[C], overrides: Sequence[str] | Mapping[st
     return dataclasses.replace(base, **parse_overrides(experiment.config_type, overrides))
 
 
-def _versions() -> dict[str, str]:
-    import numpy
-    import scipy
-    import torch
-
-    import attnlab
-
-    out = {
-        "attnlab": attnlab.__version__,
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "torch": torch.__version__,
-        "numpy": numpy.__version__,
-        "scipy": scipy.__version__,
-        "pandas": pd.__version__,
-    }
-    try:
-        import cvxpy
-
-        out["cvxpy"] = cvxpy.__version__
-    except ImportError:  # pragma: no cover - cvxpy is a hard dependency
-        pass
-    return out
-
-
 @dataclass(frozen=True)
 class RunRecord:
     """Where a finished run wrote its outputs, and its check table."""
@@ -451,7 +424,7 @@ def run_experiment(
         "config_hash": digest,
         "seed": config_dict.get("seed"),
         "defaults_ours": {k: config_dict[k] for k in ours if k in config_dict},
-        "versions": _versions(),
+        "versions": versions(),
         "timings": {"run_seconds": seconds},
         "figures": figure_files,
         "tables": sorted(result.tables),

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import math
-import platform
 from collections.abc import Hashable, Sequence
 from pathlib import Path
 from typing import Any
@@ -37,7 +36,7 @@ import numpy as np
 import torch
 
 from attnlab._validation import ValidationError, check_in, check_scalar
-from attnlab.runner.store import atomic_write, write_json, write_parquet
+from attnlab.runner.store import atomic_write, versions, write_json, write_parquet
 from attnlab.runner.task import Task
 
 __all__ = ["BatchedTrain", "DEFAULTS"]
@@ -90,12 +89,6 @@ def _initial(p: dict[str, Any], d: int) -> dict[str, torch.Tensor]:
         "xi_k0": scale * torch.randn(d, generator=gen, dtype=torch.float64),  # (d,)
         "xi_q0": scale * torch.randn(d, generator=gen, dtype=torch.float64),  # (d,)
     }
-
-
-def _versions() -> dict[str, str]:
-    import attnlab
-
-    return {"attnlab": attnlab.__version__, "python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__}
 
 
 class BatchedTrain(Task):
@@ -194,7 +187,7 @@ class BatchedTrain(Task):
                 "resolved": p,
                 "seed": p["seed"],
                 "batch_runs": len(full),
-                "versions": _versions(),
+                "versions": versions(),
                 "timings": {"run_seconds": seconds},
                 "final": summary,
             }

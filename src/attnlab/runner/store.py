@@ -8,6 +8,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import platform
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,7 @@ import pandas as pd
 
 from attnlab._io import atomic_write
 
-__all__ = ["atomic_write", "config_hash", "write_json", "write_parquet", "write_csv", "save_figure"]
+__all__ = ["atomic_write", "config_hash", "write_json", "write_parquet", "write_csv", "save_figure", "versions"]
 
 
 def _json_default(obj: Any) -> Any:
@@ -59,3 +61,24 @@ def config_hash(payload: Mapping[str, Any], length: int = 12) -> str:
     """A short, stable hash of a JSON-serialisable config (keys sorted), used to name run directories."""
     text = json.dumps(payload, sort_keys=True, default=_json_default)
     return hashlib.sha256(text.encode()).hexdigest()[:length]
+
+
+def versions() -> dict[str, str]:
+    """Versions of Python, the platform and the numerical stack, for the ``record.json`` of every run."""
+    import cvxpy
+    import numpy
+    import scipy
+    import torch
+
+    import attnlab
+
+    return {
+        "attnlab": attnlab.__version__,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "torch": torch.__version__,
+        "numpy": numpy.__version__,
+        "scipy": scipy.__version__,
+        "pandas": pd.__version__,
+        "cvxpy": cvxpy.__version__,
+    }
