@@ -2,32 +2,50 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
+# demo needs the package; tests add the test and ray extras on top.
+RUN_STAMP  := $(VENV)/.installed-run
+TEST_STAMP := $(VENV)/.installed-test
+# timm imports torchvision, whose wheels load only beside the CUDA build of torch: a venv of its own (DEVELOPERS.md).
+TIMM_VENV  := .venv-timm
+TIMM_STAMP := $(TIMM_VENV)/.installed
 
-.PHONY: demo test test-slow bench install clean
+.PHONY: demo test test-slow test-timm bench install clean
 
-$(STAMP): pyproject.toml
+$(RUN_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	# The CPU build of torch lies on local disk; pin it so pip never pulls a multi-GB CUDA build.
 	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+$(TEST_STAMP): $(RUN_STAMP)
 	$(BIN)/pip install --quiet -e '.[test,ray]'
-	touch $(STAMP)
+	touch $@
 
-install: $(STAMP)
+install: $(TEST_STAMP)
 
-demo: $(STAMP)
-	$(BIN)/attnlab reproduce --quick --out report
-	@echo "figures, tables and checks: report/index.html (one folder per experiment under report/)"
+demo: $(RUN_STAMP)
+	$(BIN)/attnlab reproduce --quick --executor pool --out report
+	@echo "figures, tables and checks: report/index.html (one folder per experiment under report/runs/)"
 
-test: $(STAMP)
-	$(BIN)/python -m pytest -m "not slow" -q
+test: $(TEST_STAMP)
+	$(BIN)/python -m pytest -m "not slow and not timm" -q
 
-test-slow: $(STAMP)
-	$(BIN)/python -m pytest -m slow -q
+test-slow: $(TEST_STAMP)
+	$(BIN)/python -m pytest -m "slow and not timm" -q
 
-bench: $(STAMP)
+$(TIMM_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(TIMM_VENV)
+	$(TIMM_VENV)/bin/pip install --quiet torch==2.14.1 torchvision==0.29.1 timm==1.0.29
+	$(TIMM_VENV)/bin/pip install --quiet -e '.[test]'
+	touch $@
+
+test-timm: $(TIMM_STAMP)
+	$(TIMM_VENV)/bin/python -m pytest -m timm -q
+
+bench: $(TEST_STAMP)
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) runs report .pytest_cache
+	rm -rf $(VENV) $(TIMM_VENV) runs report .pytest_cache

@@ -1,9 +1,10 @@
 """A ViT that timm builds from a config (random init) trains one epoch under every optimizer, unchanged.
 
 timm imports torchvision when it is imported. PyPI's torchvision wheels are built against CUDA PyTorch and fail
-to load beside the CPU wheel torch==2.13.0 that `make` installs (``RuntimeError: operator torchvision::nms does
-not exist``, after ``libc10_cuda.so: cannot open shared object file``), so on that set-up this test is skipped;
-it runs wherever ``import timm`` works.
+to load beside the CPU wheel torch==2.13.0 of `.venv` (``RuntimeError: operator torchvision::nms does not exist``,
+after ``libc10_cuda.so: cannot open shared object file``). So these tests carry the ``timm`` marker: `make test`
+deselects them and `make test-timm` (run by CI) runs them in `.venv-timm`, with torch 2.14.1 + torchvision 0.29.1,
+where a missing timm is an error, never a skip.
 """
 
 import pytest
@@ -13,7 +14,7 @@ from attnlab.experiments.real.harness import fit
 from attnlab.experiments.real.optimizers import make_optimizer
 from attnlab.experiments.real.split import train_test_split
 
-vision_transformer = pytest.importorskip("timm.models.vision_transformer", exc_type=ImportError)
+pytestmark = pytest.mark.timm
 
 OPTIMIZERS = [("sgd", 0.1), ("sngd", 0.1), ("sps", 0.5), ("adam", 1e-3), ("md-1.1", 0.05), ("md-2", 0.1),
               ("md-3", 1e-2)]
@@ -21,6 +22,8 @@ OPTIMIZERS = [("sgd", 0.1), ("sngd", 0.1), ("sps", 0.5), ("adam", 1e-3), ("md-1.
 
 @pytest.mark.parametrize("name, lr", OPTIMIZERS)
 def test_timm_vit_trains_one_epoch_under_each_optimizer(name, lr):
+    from timm.models import vision_transformer  # imported here: `make test` collects this file without timm
+
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)  # timm initialises from the global RNG; fork_rng restores it afterwards
         model = vision_transformer.VisionTransformer(img_size=8, patch_size=2, in_chans=1, num_classes=10,
