@@ -42,7 +42,7 @@ $(TIMM_STAMP): pyproject.toml
 	touch $@
 
 test-timm: $(TIMM_STAMP)
-	$(TIMM_VENV)/bin/python -m pytest -m timm -q
+	$(TIMM_VENV)/bin/python -m pytest -m timm -q tests/experiments/real/test_timm.py
 
 bench: $(TEST_STAMP)
 	$(BIN)/python benchmarks/run_all.py
