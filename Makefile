@@ -13,14 +13,15 @@ TIMM_STAMP := $(TIMM_VENV)/.installed
 
 $(RUN_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet --no-compile --upgrade pip
 	# The CPU build of torch lies on local disk; pin it so pip never pulls a multi-GB CUDA build.
-	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e .
+	# --no-compile: Python compiles what it imports on first use; precompiling all of torch costs a minute.
+	$(BIN)/pip install --quiet --no-compile torch==2.13.0
+	$(BIN)/pip install --quiet --no-compile -e .
 	touch $@
 
 $(TEST_STAMP): $(RUN_STAMP)
-	$(BIN)/pip install --quiet -e '.[test,ray]'
+	$(BIN)/pip install --quiet --no-compile -e '.[test,ray]'
 	touch $@
 
 install: $(TEST_STAMP)
@@ -37,8 +38,8 @@ test-slow: $(TEST_STAMP)
 
 $(TIMM_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(TIMM_VENV)
-	$(TIMM_VENV)/bin/pip install --quiet torch==2.14.1 torchvision==0.29.1 timm==1.0.29
-	$(TIMM_VENV)/bin/pip install --quiet -e '.[test]'
+	$(TIMM_VENV)/bin/pip install --quiet --no-compile torch==2.14.1 torchvision==0.29.1 timm==1.0.29
+	$(TIMM_VENV)/bin/pip install --quiet --no-compile -e '.[test]'
 	touch $@
 
 test-timm: $(TIMM_STAMP)
