@@ -1,5 +1,7 @@
 """Tests of the comparison driver: table shapes, probes of the first seed, and workers giving the same runs."""
 
+import dataclasses
+
 import pandas as pd
 import pytest
 
@@ -10,8 +12,8 @@ from attnlab.experiments.real.digits_vit import DigitsViTConfig, build_digits_vi
 CONFIG = DigitsViTConfig(dim=8, depth=1, heads=2, mlp_dim=8, probes=2)
 
 
-def _run(workers, checkpoint_dir=None):
-    return compare_optimizers(build_digits_vit, CONFIG, ("sgd", "md-1.1"), (0.3, 0.05), (0, 1), epochs=1,
+def _run(workers, checkpoint_dir=None, config=CONFIG):
+    return compare_optimizers(build_digits_vit, config, ("sgd", "md-1.1"), (0.3, 0.05), (0, 1), epochs=1,
                               batch_size=256, workers=workers, checkpoint_dir=checkpoint_dir)
 
 
@@ -21,11 +23,21 @@ def test_comparison_tables_cover_every_optimizer_and_seed(tmp_path):
     assert set(result.entries["optimizer"]) == {"init", "sgd", "md-1.1"}
     assert len(result.entries) == 3 * 3 * 8 * 8  # (init + 2 optimizers) x (k, q, v) x dim x dim
     assert set(result.attention["sample"]) == {0, 1}
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["md-1.1-seed0.pt", "md-1.1-seed1.pt", "sgd-seed0.pt",
-                                                         "sgd-seed1.pt"]
+    names = sorted(p.name.rsplit("-", 1)[0] for p in tmp_path.iterdir())  # <optimizer>-seed<seed>-<config hash>.pt
+    assert names == ["md-1.1-seed0", "md-1.1-seed1", "sgd-seed0", "sgd-seed1"]
     again = _run(1, tmp_path)  # every checkpoint is finished: nothing retrains, the tables come back
     columns = [c for c in result.frame.columns if c != "seconds"]
     pd.testing.assert_frame_equal(result.frame[columns], again.frame[columns])
+    assert len(list(tmp_path.iterdir())) == 4
+
+
+def test_a_changed_config_does_not_resume_another_configs_checkpoints(tmp_path):
+    first = _run(1, tmp_path)
+    other = _run(1, tmp_path, config=dataclasses.replace(CONFIG, dim=12))
+    assert len(list(tmp_path.iterdir())) == 8  # new trials, new checkpoints
+    fresh = _run(1, None, config=dataclasses.replace(CONFIG, dim=12))
+    columns = [c for c in first.frame.columns if c != "seconds"]
+    pd.testing.assert_frame_equal(other.frame[columns], fresh.frame[columns])
 
 
 @pytest.mark.slow

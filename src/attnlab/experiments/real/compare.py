@@ -10,6 +10,7 @@ checkpoints every epoch, so an interrupted comparison resumes where it stopped.
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -27,6 +28,7 @@ from attnlab.experiments.real.harness import Metric, fit
 from attnlab.experiments.real.optimizers import make_optimizer, parse_optimizer
 from attnlab.experiments.real.probes import first_token_attention, projection_entries
 from attnlab.experiments.real.split import Split
+from attnlab.runner.store import config_hash
 
 __all__ = ["Comparison", "Setup", "Trial", "compare_optimizers"]
 
@@ -104,7 +106,9 @@ def _run_trial(build: Callable[[Any, int], Setup], config: Any, trial: Trial, pr
             out["init_attention"] = _attention_rows(setup.model, setup.probe_inputs, "init")
         optimizer = make_optimizer(trial.optimizer, setup.model.parameters(), trial.lr,
                                    sngd_cap=options["sngd_cap"], sps_c=options["sps_c"])
-        checkpoint = None if checkpoint_dir is None else checkpoint_dir / f"{trial.optimizer}-seed{trial.seed}.pt"
+        # the name carries a hash of everything that shapes the trial: a checkpoint of another config is never resumed
+        key = config_hash({"config": dataclasses.asdict(config), "trial": dataclasses.asdict(trial), **options})
+        checkpoint = None if checkpoint_dir is None else checkpoint_dir / f"{trial.optimizer}-seed{trial.seed}-{key}.pt"
         history = fit(setup.model, optimizer, setup.data, epochs=options["epochs"], batch_size=options["batch_size"],
                       seed=trial.seed, checkpoint=checkpoint, metrics=setup.metrics)
         labels = {"optimizer": trial.optimizer, "lr": trial.lr, "seed": trial.seed}
@@ -153,7 +157,8 @@ def compare_optimizers(
     workers : int, default=1
         1 trains in this process; more trains in that many spawned processes, one CPU thread each.
     checkpoint_dir : path, optional
-        Folder of per-trial checkpoints (``<optimizer>-seed<seed>.pt``); existing ones are resumed.
+        Folder of per-trial checkpoints (``<optimizer>-seed<seed>-<hash of config, lr and options>.pt``); existing
+        ones are resumed, and a changed config starts afresh instead of resuming another config's trial.
     bar : callable, optional
         ``bar(iterable, total=..., desc=...)`` progress bar over trials (``RunContext.bar``).
 
