@@ -34,7 +34,7 @@ def run_cmd(name: str, sets: tuple[str, ...], out: str | None, quick: bool, no_p
     for row in record.checks.itertuples():
         if row.kind == "observation":
             mark = "AGREES" if row.passed else "DISAGREES"
-            click.echo(f"  [{mark}] paper: {row.claim}: measured {row.measured} (paper {row.predicted})")
+            click.echo(f"  [{mark}] {row.claim}: measured {row.measured} (paper {row.predicted})")
         else:
             mark = "PASS" if row.passed else "FAIL"
             click.echo(f"  [{mark}] {row.claim}: measured {row.measured} (predicted {row.predicted}, tol {row.tolerance})")

@@ -22,8 +22,8 @@ def test_quick_digits_vit_writes_tables_checks_and_figures(tmp_path):
     assert attention.groupby(["optimizer", "sample"])["weight"].sum().round(6).eq(1).all()
     claims = " ".join(record.checks["claim"])
     assert "l_2 mirror descent is SGD" in claims and "SNGD trains slower" in claims
-    gap = record.checks[record.checks["claim"].str.startswith("l_2 mirror descent")]
-    assert bool(gap["passed"].iloc[0])  # same lr for sgd and md-2: the two must agree
+    assert record.passed, record.checks.to_string()  # the pipeline learns; same lr for sgd and md-2: they agree
+    assert (record.checks["kind"] == "observation").sum() == len(config.optimizers) + 3
 
 
 def test_digits_vit_config_needs_one_lr_per_optimizer():

@@ -141,8 +141,9 @@ def _selection_checks(frame, length: int) -> list[Check]:
     uniform = 1.0 / (length + 1)
     last = frame.sort_values("epoch").groupby(["optimizer", "seed"]).tail(1)
     means = last.groupby("optimizer", sort=False)["keyword_attention"].mean()
-    return [Check(f"{name}: the first token attends to the deciding keyword more than uniformly", f"> {uniform:.4g}",
-                  float(value), "bound", bool(value > uniform), "implicit-bias-ngd §6; mirror-descent-lp §6")
+    return [Check(f"paper: under {name} the first token attends to the deciding keyword more than uniformly "
+                  "(token selection)", f"> {uniform:.4g}", float(value), "bound", bool(value > uniform),
+                  "implicit-bias-ngd §6; mirror-descent-lp §6", kind="observation")
             for name, value in means.items()]
 
 
@@ -182,6 +183,6 @@ register(Experiment(
     summary="SGD, SNGD, SPS, Adam, l_p-MD (p=1.1,2,3) train the E4 text encoder on a keyword task or aclImdb",
     config_type=TextConfig,
     run=run_text,
-    quick={"seeds": 2, "epochs": 2, "workers": 1, "n_train": 200, "n_test": 100, "dim": 16, "mlp_dim": 32,
-           "depth": 1, "max_per_split": 200, "probes": 2},
+    quick={"seeds": 2, "epochs": 6, "workers": 1, "n_train": 200, "n_test": 100, "length": 8, "dim": 16,
+           "mlp_dim": 32, "depth": 1, "max_per_split": 200, "probes": 2},
 ))
