@@ -1,7 +1,9 @@
 """Training sets for score estimation (spec §7.5) and the input map."""
 
+import pytest
 import torch
 
+from attnlab._validation import ValidationError
 from attnlab.ntk import ForwardProcess, GaussianMixture, circle_mixture, denoising_set, fit_input_map
 
 PROCESS = ForwardProcess(1.0)
@@ -39,3 +41,17 @@ def test_skip_gain_is_the_exact_denoiser_of_a_centred_gaussian():
     assert torch.allclose(inputs.skip_gain(t)[:, None] * x, exact, rtol=1e-2, atol=1e-3)
     no_skip = fit_input_map(data, PROCESS, 2.0, skip=False)
     assert torch.equal(no_skip.skip_gain(t), torch.zeros(10, dtype=torch.float64))
+
+
+def test_log_uniform_times_put_as_many_draws_in_each_decade():
+    x0 = torch.zeros(40_000, 2, dtype=torch.float64)
+    t = denoising_set(x0, PROCESS, 0.01, 1.0, seed=0, times="log-uniform").t
+    assert t.min() >= 0.01 and t.max() <= 1.0
+    share = float((t < 0.1).double().mean())
+    assert abs(share - 0.5) < 0.01  # two decades, half the draws in each (binomial std 0.0025)
+    assert float((denoising_set(x0, PROCESS, 0.01, 1.0, seed=0).t < 0.1).double().mean()) < 0.1  # uniform: ~9%
+
+
+def test_unknown_time_distribution_is_refused():
+    with pytest.raises(ValidationError, match="times"):
+        denoising_set(torch.zeros(4, 2, dtype=torch.float64), PROCESS, 0.01, 1.0, seed=0, times="geometric")

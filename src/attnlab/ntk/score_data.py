@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import torch
 
-from attnlab._validation import check_scalar, check_tensor
+from attnlab._validation import check_in, check_scalar, check_tensor
 from attnlab.ntk.forward_process import ForwardProcess
 
 __all__ = ["DenoisingSet", "InputMap", "denoising_set", "fit_input_map"]
@@ -31,8 +31,13 @@ class DenoisingSet:
     x_t: torch.Tensor
 
 
-def denoising_set(x0: torch.Tensor, process: ForwardProcess, T0: float, T: float, seed: int) -> DenoisingSet:
-    """Draw ``t_j ~ Unif[T0, T]`` and ``x_{t_j} = alpha x_{0,j} + sqrt(h) xi_j`` for each clean sample (spec §7.5).
+TIMES = ("uniform", "log-uniform")
+
+
+def denoising_set(
+    x0: torch.Tensor, process: ForwardProcess, T0: float, T: float, seed: int, times: str = "uniform"
+) -> DenoisingSet:
+    """Draw a time ``t_j`` and ``x_{t_j} = alpha x_{0,j} + sqrt(h) xi_j`` for each clean sample (spec §7.5).
 
     Parameters
     ----------
@@ -42,16 +47,21 @@ def denoising_set(x0: torch.Tensor, process: ForwardProcess, T0: float, T: float
     T0, T : float
         Early-stopping and final diffusion times, ``0 < T0 < T``.
     seed : int
+    times : {"uniform", "log-uniform"}, default="uniform"
+        ``t_j ~ Unif[T0, T]`` (spec §7.5), or ``log t_j ~ Unif[log T0, log T]`` (ours: as many draws per decade
+        of ``t``, so that the small times where the mixture's modes live are not ~5% of the set).
 
     Returns
     -------
     DenoisingSet
     """
     x0 = check_tensor("x0", x0, "nd")
+    check_in("times", times, TIMES)
     check_scalar("T0", T0, low=0.0, low_inclusive=False)
     check_scalar("T", T, low=T0, low_inclusive=False)
     gen = torch.Generator().manual_seed(seed)
-    t = T0 + (T - T0) * torch.rand(x0.shape[0], generator=gen, dtype=torch.float64)  # spec §7.5: t_j ~ U[T0, T]
+    u = torch.rand(x0.shape[0], generator=gen, dtype=torch.float64)
+    t = T0 + (T - T0) * u if times == "uniform" else T0 * (T / T0) ** u  # spec §7.5: t_j ~ U[T0, T]; or log-uniform
     x_t, _ = process.sample(x0, t, gen)  # spec §7.5: x_t = alpha x0 + sqrt(h) xi
     return DenoisingSet(t, x0, x_t)
 
