@@ -27,8 +27,10 @@ $(TEST_STAMP): $(RUN_STAMP)
 install: $(TEST_STAMP)
 
 demo: $(RUN_STAMP)
-	$(BIN)/attnlab reproduce --quick --executor pool --out report
-	@echo "figures, tables and checks: report/index.html (one folder per experiment under report/runs/)"
+	@# The report is written even when a check fails; say where it is, then pass on the exit status.
+	@$(BIN)/attnlab reproduce --quick --executor pool --out report; status=$$?; \
+	echo "figures, tables and checks: report/index.html (one folder per experiment under report/runs/)"; \
+	exit $$status
 
 test: $(TEST_STAMP)
 	$(BIN)/python -m pytest -m "not slow and not timm" -q
