@@ -46,8 +46,9 @@ def reproduce_cmd(
             mark = "PASS" if entry.counts.ok else "FAIL"
             click.echo(f"  [{mark}] {entry.name}: {entry.counts.describe()}")
     counts = summary.counts
+    observations = f"; {counts.agree}/{counts.observations} observations agree with the paper" if counts.observations else ""
     click.echo(
-        f"{counts.describe()}, {counts.total - counts.passed} failed; "
+        f"{counts.passed}/{counts.total} checks passed, {counts.total - counts.passed} failed{observations}; "
         f"{len(summary.errors)} of {len(summary.entries)} experiments raised; report: {summary.path}"
     )
     if not summary.ok:
