@@ -13,11 +13,10 @@ import torch
 
 from attnlab._validation import ValidationError, check_scalar
 from attnlab.experiments.base import Experiment, ExperimentResult, RunContext, register
-from attnlab.experiments.plotting import label_ours
-from attnlab.experiments.real.compare import Setup, compare_optimizers
+from attnlab.experiments.real.compare import Setup
 from attnlab.experiments.real.digits import load_digits_split
-from attnlab.experiments.real.figures import attention_figure, curves_figure, histogram_figure, norms_figure
 from attnlab.experiments.real.optimizers import parse_optimizer
+from attnlab.experiments.real.result import comparison_result, train_config
 from attnlab.experiments.real.summary import paper_checks, summary_table
 from attnlab.experiments.real.vit import ViT
 
@@ -107,30 +106,12 @@ def build_digits_vit(config: DigitsViTConfig, seed: int) -> Setup:
 
 def run_digits_vit(config: DigitsViTConfig, ctx: RunContext) -> ExperimentResult:
     """Train every optimizer for every seed; tables, paper checks and figures."""
-    seeds = [config.seed + i for i in range(config.seeds)]
-    comparison = compare_optimizers(
-        build_digits_vit, config, config.optimizers, config.lrs, seeds, epochs=config.epochs,
-        batch_size=config.batch_size, sngd_cap=config.sngd_cap, sps_c=config.sps_c, workers=config.workers,
-        checkpoint_dir=ctx.out / "checkpoints", bar=ctx.bar,
-    )
-    summary = summary_table(comparison)
+    comparison = train_config(build_digits_vit, config, ctx)
     y_test = load_digits_split(test_fraction=config.test_fraction, seed=config.seed).y_test
     chance = float(torch.bincount(y_test).max()) / len(y_test)
-    grid = (8 // config.patch_size,) * 2
-    figures = {"curves": curves_figure(comparison.frame), "norms": norms_figure(comparison.norms),
-               "qkv_histograms": histogram_figure(comparison.entries),
-               "attention": attention_figure(comparison.attention, grid)}
-    for figure in figures.values():
-        label_ours(figure, config)
-    return ExperimentResult(
-        frame=comparison.frame,
-        checks=paper_checks(comparison, summary, chance=chance, language=False),
-        figures=figures,
-        tables={"summary": summary, "layer_norms": comparison.norms, "qkv_entries": comparison.entries,
-                "attention": comparison.attention},
-        notes=["float32 models (a ViT on real images; no saturation-sensitive theory quantity is measured here)",
-               "one CPU thread per run; runs spread over config.workers processes"],
-    )
+    checks = paper_checks(comparison, summary_table(comparison), chance=chance, language=False)
+    notes = ["float32 models (a ViT on real images; no saturation-sensitive theory quantity is measured here)"]
+    return comparison_result(comparison, config, checks, notes, grid=(8 // config.patch_size,) * 2)
 
 
 register(Experiment(

@@ -14,14 +14,13 @@ import torch
 
 from attnlab._validation import ValidationError, check_in, check_scalar
 from attnlab.experiments.base import Check, Experiment, ExperimentResult, RunContext, register
-from attnlab.experiments.plotting import label_ours
 from attnlab.experiments.real.aclimdb import load_aclimdb
-from attnlab.experiments.real.compare import Setup, compare_optimizers
-from attnlab.experiments.real.figures import attention_figure, curves_figure, histogram_figure, norms_figure
+from attnlab.experiments.real.compare import Setup
 from attnlab.experiments.real.keywords import keyword_task
 from attnlab.experiments.real.optimizers import parse_optimizer
 from attnlab.experiments.real.probes import first_token_attention
 from attnlab.experiments.real.split import Split
+from attnlab.experiments.real.result import comparison_result, train_config
 from attnlab.experiments.real.summary import paper_checks, summary_table
 from attnlab.experiments.real.text_encoder import TextEncoder
 
@@ -149,32 +148,14 @@ def _selection_checks(frame, length: int) -> list[Check]:
 
 def run_text(config: TextConfig, ctx: RunContext) -> ExperimentResult:
     """Train every optimizer for every seed on the chosen text data; tables, paper checks and figures."""
-    seeds = [config.seed + i for i in range(config.seeds)]
-    comparison = compare_optimizers(
-        build_text, config, config.optimizers, config.lrs, seeds, epochs=config.epochs,
-        batch_size=config.batch_size, sngd_cap=config.sngd_cap, sps_c=config.sps_c, workers=config.workers,
-        checkpoint_dir=ctx.out / "checkpoints", bar=ctx.bar,
-    )
-    summary = summary_table(comparison)
+    comparison = train_config(build_text, config, ctx)
     y_test = _data(config)[0].y_test
     chance = float(torch.bincount(y_test).max()) / len(y_test)
-    checks = paper_checks(comparison, summary, chance=chance, language=True)
+    checks = paper_checks(comparison, summary_table(comparison), chance=chance, language=True)
     if config.dataset == "keywords":
         checks += _selection_checks(comparison.frame, config.length)
-    figures = {"curves": curves_figure(comparison.frame), "norms": norms_figure(comparison.norms),
-               "qkv_histograms": histogram_figure(comparison.entries),
-               "attention": attention_figure(comparison.attention)}
-    for figure in figures.values():
-        label_ours(figure, config)
-    return ExperimentResult(
-        frame=comparison.frame,
-        checks=checks,
-        figures=figures,
-        tables={"summary": summary, "layer_norms": comparison.norms, "qkv_entries": comparison.entries,
-                "attention": comparison.attention},
-        notes=["float32 models; two-class cross-entropy (mean over the batch) in place of E4's summed sigmoid BCE",
-               "one CPU thread per run; runs spread over config.workers processes"],
-    )
+    notes = ["float32 models; two-class cross-entropy (mean over the batch) in place of E4's summed sigmoid BCE"]
+    return comparison_result(comparison, config, checks, notes)
 
 
 register(Experiment(

@@ -1,0 +1,49 @@
+"""What ``real.digits-vit`` and ``real.text`` share: train every (optimizer, seed) of a config, then the tables and
+figures of the comparison as an :class:`ExperimentResult`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from attnlab.experiments.base import Check, ExperimentResult, RunContext
+from attnlab.experiments.plotting import label_ours
+from attnlab.experiments.real.compare import Comparison, Setup, compare_optimizers
+from attnlab.experiments.real.figures import attention_figure, curves_figure, histogram_figure, norms_figure
+from attnlab.experiments.real.summary import summary_table
+
+__all__ = ["comparison_result", "train_config"]
+
+
+def train_config(build: Callable[[Any, int], Setup], config: Any, ctx: RunContext) -> Comparison:
+    """Every optimizer of ``config`` (with its lr) for ``config.seeds`` seeds from ``config.seed``, checkpointed
+    under ``ctx.out / "checkpoints"``.
+
+    ``config`` carries ``optimizers``, ``lrs``, ``seeds``, ``seed``, ``epochs``, ``batch_size``, ``sngd_cap``,
+    ``sps_c`` and ``workers``; ``build`` is a module-level function (it is sent to worker processes).
+    """
+    seeds = [config.seed + i for i in range(config.seeds)]
+    return compare_optimizers(
+        build, config, config.optimizers, config.lrs, seeds, epochs=config.epochs, batch_size=config.batch_size,
+        sngd_cap=config.sngd_cap, sps_c=config.sps_c, workers=config.workers,
+        checkpoint_dir=ctx.out / "checkpoints", bar=ctx.bar,
+    )
+
+
+def comparison_result(comparison: Comparison, config: Any, checks: list[Check], notes: list[str],
+                      grid: tuple[int, int] | None = None) -> ExperimentResult:
+    """The tables (trajectory, summary, layer norms, K/Q/V entries, attention) and the four figures, each labelled
+    with the defaults that are ours; ``grid`` lays image attention out as patches."""
+    figures = {"curves": curves_figure(comparison.frame), "norms": norms_figure(comparison.norms),
+               "qkv_histograms": histogram_figure(comparison.entries),
+               "attention": attention_figure(comparison.attention, grid)}
+    for figure in figures.values():
+        label_ours(figure, config)
+    return ExperimentResult(
+        frame=comparison.frame,
+        checks=checks,
+        figures=figures,
+        tables={"summary": summary_table(comparison), "layer_norms": comparison.norms,
+                "qkv_entries": comparison.entries, "attention": comparison.attention},
+        notes=notes + ["one CPU thread per run; runs spread over config.workers processes"],
+    )
