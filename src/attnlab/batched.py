@@ -21,7 +21,16 @@ import torch
 from attnlab._validation import ValidationError, check_in, check_scalar, check_tensor
 from attnlab.losses import LOSSES, log_mean_loss
 from attnlab.metrics import attention_margin, cosine, directional_bregman, selected_probability
-from attnlab.models.functional import loss_gradients, score_gaps, token_scores
+from attnlab.models.functional import (
+    attention_logits,
+    logit_derivatives,
+    logit_kernel,
+    loss_gradients,
+    outer_sum,
+    score_gaps,
+    token_scores,
+)
+from attnlab.optim import mirror_descent, normalized_step_size, polyak_step_size
 
 __all__ = ["BatchedRun", "train", "PARAMETRIZATIONS", "OPTIMIZERS"]
 
@@ -188,24 +197,25 @@ def train(
     W_ref_t = None if W_ref is None else _runs_tensor("W_ref", W_ref, "de", R, {"d": d, "e": d})
 
     gaps = score_gaps(token_scores(Xr, yr, vr))  # fixed data: the W-independent part of every gradient, once
-    grad_buffer = None  # each step's gradient is used up within the step, so the next one reuses its memory
+    n, T = sizes["n"], sizes["t"]
+    if param == "W" and optimizer != "md" and n * T * T <= d * d:
+        space: _Space = _KernelSpace(Xr, Zr, params["W"], gaps, loss)
+    else:
+        space = _ParamSpace(param, params, Xr, Zr, yr, vr, gaps, loss)
     records: list[pd.DataFrame] = []
     from tqdm.auto import tqdm
 
     progress = options.get("progress")
     for step in tqdm(range(steps + 1), desc=f"batched {optimizer}", disable=None if progress else True, leave=False):
-        W = _combine(param, params)
-        gW, _, log_risk = loss_gradients(Xr, Zr, yr, vr, W, loss, gaps=gaps, out=grad_buffer)
-        grad_buffer = gW.mantissa
-        grads = _chain(param, params, gW.mantissa)
-        log_norm = 0.5 * torch.log(sum(_per_run_sq(g) for g in grads.values())) + gW.log_scale
+        grads, log_scale, log_norm, log_risk = space.gradient()
         if record_every is not None and (step % record_every == 0 or step == steps):
+            W = space.W()
             records.append(_record(step, W, log_risk, log_norm, Xr, Zr, select_t, W_ref_t, options.get("bregman_p")))
         if step == steps:
             break
-        params = update(params, grads, gW.log_scale, log_norm, log_risk)
-        if not bool(torch.isfinite(sum(t.flatten(1).sum(dim=1) for t in params.values())).all()):
-            bad = _non_finite_runs(params)
+        update(space, grads, log_scale, log_norm, log_risk)
+        if not bool(torch.isfinite(sum(t.flatten(1).sum(dim=1) for t in space.state().values())).all()):
+            bad = _non_finite_runs(space.state())
             if bool(bad.any()):
                 runs = bad.nonzero().flatten().tolist()[:10]
                 raise ValidationError(
@@ -213,7 +223,130 @@ def train(
                     "lower lr or set max_step"
                 )
     frame = pd.concat(records, ignore_index=True) if records else None
-    return BatchedRun(W=_combine(param, params), frame=frame, params=params)
+    return BatchedRun(W=space.W(), frame=frame, params=space.params())
+
+
+class _Space:
+    """Where the parameters of R runs live, how their gradients and norms are computed, and how they move.
+
+    Every update rule of :func:`train` except mirror descent moves the parameters by ``-coef * direction`` with a
+    per-run ``coef`` and a direction that is a gradient mantissa or a momentum buffer, so a space only needs
+    :meth:`step`; mirror descent (primal parameters only) replaces them through :meth:`assign`.
+    """
+
+    def gradient(self) -> tuple[dict[str, torch.Tensor], torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(mantissas, log_scale, log ||grad||, log L)`` at the current parameters."""
+        raise NotImplementedError
+
+    def norm(self, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Per-run Frobenius norm, in ``W``'s parameter space, of tensors laid out like the gradients."""
+        raise NotImplementedError
+
+    def step(self, coef: torch.Tensor, directions: dict[str, torch.Tensor]) -> None:
+        """``theta <- theta - coef * direction`` per run, in place."""
+        raise NotImplementedError
+
+    def state(self) -> dict[str, torch.Tensor]:
+        """The tensors the finiteness guard watches, each with the runs axis first."""
+        raise NotImplementedError
+
+    def W(self) -> torch.Tensor:  # noqa: N802 (the spec's symbol)
+        raise NotImplementedError
+
+    def params(self) -> dict[str, torch.Tensor]:
+        return {"W": self.W()}
+
+
+class _ParamSpace(_Space):
+    """The parameters themselves (``W``; ``K, Q``; ``xi_k, xi_q``), one ``loss_gradients`` per step."""
+
+    def __init__(self, param, params, X, Z, y, v, gaps, loss) -> None:
+        self.param, self.theta, self.gaps, self.loss = param, params, gaps, loss
+        self.data = (X, Z, y, v)
+        self.buffer: torch.Tensor | None = None  # each gradient is used up within its step: reuse its memory
+
+    def gradient(self):
+        W = _combine(self.param, self.theta)
+        gW, _, log_risk = loss_gradients(*self.data, W, self.loss, gaps=self.gaps, out=self.buffer)
+        self.buffer = gW.mantissa
+        grads = _chain(self.param, self.theta, gW.mantissa)
+        return grads, gW.log_scale, torch.log(self.norm(grads)) + gW.log_scale, log_risk
+
+    def norm(self, tensors):
+        return torch.sqrt(sum(_per_run_sq(t) for t in tensors.values()))
+
+    def step(self, coef, directions):
+        for k, p in self.theta.items():  # in place, in one pass: train owns the parameters (cloned from the inputs)
+            p.addcmul_(_expand(-coef, p), directions[k])
+
+    def assign(self, new: dict[str, torch.Tensor]) -> None:
+        self.theta = new
+
+    def state(self):
+        return self.theta
+
+    def W(self):  # noqa: N802
+        return _combine(self.param, self.theta)
+
+    def params(self):
+        return self.theta
+
+
+class _KernelSpace(_Space):
+    """``W = W_0 + sum_it omega_it x_it z_i^T``, trained through the ``nT`` coefficients ``omega`` of each run.
+
+    Spec: implicit-bias-ngd §2-3.1. Gradient rules keep ``W - W_0`` in the span of the ``x_it z_i^T``, since every
+    gradient is ``outer_sum(X, Z, dL/ds)``. With the logit kernel ``K`` (:func:`logit_kernel`), a step
+    ``omega <- omega - c u`` moves the logits by ``-c K u`` and ``||outer_sum(X, Z, u)||_F^2 = u^T K u``, so a step
+    costs one ``(nT) x (nT)`` product per run instead of the two ``d x d`` contractions on ``W`` (chosen when
+    ``n T^2 <= d^2``); ``W`` is formed only when recorded and at the end. Same iterates as on ``W`` itself, up to
+    rounding (the logits are updated, not recomputed from ``W``).
+    """
+
+    def __init__(self, X, Z, W0, gaps, loss) -> None:
+        R, n, T = X.shape[0], X.shape[-3], X.shape[-2]
+        shared = X.stride(0) == 0 and Z.stride(0) == 0  # one data set for every run: one kernel for all
+        self.kernel = logit_kernel(X[0], Z[0]) if shared else logit_kernel(X, Z)  # ([R,] nT, nT), symmetric
+        self.X, self.Z, self.W0, self.gaps, self.loss = X, Z, W0, gaps, loss
+        self.logits = attention_logits(X, W0, Z).reshape(R, n * T)  # spec ngd §2: s = x^T W_0 z, then moved by K
+        self.omega = torch.zeros(R, n * T, dtype=W0.dtype)
+        self.moved: tuple[torch.Tensor, torch.Tensor] | None = None  # (u, K u) of the last gradient
+
+    def _apply_kernel(self, u: torch.Tensor) -> torch.Tensor:
+        """``K u`` per run, shape (R, nT): ``u^T K`` as one (1, nT) x (nT, nT) row product per run (K is symmetric;
+        the row form is ~3x faster than the column one in MKL), or one GEMM when the runs share K."""
+        if self.kernel.dim() == 2:
+            return u @ self.kernel
+        return torch.bmm(u[:, None, :], self.kernel)[:, 0]
+
+    def gradient(self):
+        R = self.omega.shape[0]
+        shape = self.gaps.gamma.shape[-2:]
+        derivatives = logit_derivatives(self.logits.view((R,) + shape), self.gaps, self.loss)
+        weights = derivatives.scaled()  # spec ngd §3.1: dL/ds = mantissa e^{log_scale}
+        u = weights.mantissa.reshape(R, -1)
+        Ku = self._apply_kernel(u)
+        self.moved = (u, Ku)
+        sq = (u * Ku).sum(dim=-1).clamp_(min=0.0)  # ||grad||_F^2 = u^T K u (>= 0 up to rounding)
+        return {"omega": u}, weights.log_scale, 0.5 * torch.log(sq) + weights.log_scale, derivatives.log_risk
+
+    def norm(self, tensors):
+        u = tensors["omega"]
+        return torch.sqrt((u * self._apply_kernel(u)).sum(dim=-1).clamp_(min=0.0))
+
+    def step(self, coef, directions):
+        u = directions["omega"]
+        Ku = self.moved[1] if self.moved is not None and u is self.moved[0] else self._apply_kernel(u)
+        c = -coef[:, None]
+        self.omega.addcmul_(c, u)
+        self.logits.addcmul_(c, Ku)  # spec ngd §2: the logits of W - c outer_sum(u) are s - c K u
+
+    def state(self):
+        return {"omega": self.omega, "logits": self.logits}
+
+    def W(self):  # noqa: N802
+        R = self.omega.shape[0]
+        return self.W0 + outer_sum(self.X, self.Z, self.omega.view((R,) + self.gaps.gamma.shape[-2:]))
 
 
 def _non_finite_runs(params: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -250,34 +383,42 @@ def _initial_params(param: str, W0: Any, options: dict[str, Any], R: int, d: int
 
 def _make_update(
     optimizer: str, options: dict[str, Any], X: torch.Tensor, y: torch.Tensor, v: torch.Tensor, loss: str, lr: torch.Tensor
-) -> Callable[..., dict[str, torch.Tensor]]:
-    """The per-step update ``(params, grad mantissas, log_scale, log ||grad||, log L) -> params``."""
-    state: dict[str, Any] = {}
+) -> Callable[..., None]:
+    """The per-step update ``(space, grad mantissas, log_scale, log ||grad||, log L) -> None`` (moves ``space``).
+
+    The step sizes are those of :mod:`attnlab.optim` (``normalized_step_size``, ``polyak_step_size``,
+    ``mirror_descent``), applied to log-scaled gradients: a coefficient on the mantissa stays exact after the
+    gradient itself underflows.
+    """
     if optimizer in ("gd", "ngd"):
         beta = float(check_scalar("momentum", options.get("momentum", 0.0), low=0.0, high=1.0, high_inclusive=False))
         variant = check_in("momentum_variant", options.get("momentum_variant", "heavy_ball"), ("heavy_ball", "normalized_buffer"))
         cap = options.get("max_step")
-        log_cap = None if cap is None else math.log(check_scalar("max_step", cap, low=0.0, low_inclusive=False))
+        cap = None if cap is None else float(check_scalar("max_step", cap, low=0.0, low_inclusive=False))
+        buffers: dict[str, torch.Tensor] = {}
 
-        def step(params, grads, log_scale, log_norm, log_risk):
+        def step(space, grads, log_scale, log_norm, log_risk):
+            if beta == 0.0:  # coefficients of the mantissas: e^{log_scale} enters only through the cap
+                if optimizer == "gd":
+                    coef = lr * torch.exp(log_scale)  # spec ngd A1: W <- W - eta g
+                else:  # spec ngd A2: min(eta / ||g||, cap) g = min(eta / ||m||, cap e^s) m
+                    scaled_cap = None if cap is None else cap * torch.exp(log_scale)
+                    coef = normalized_step_size(lr, torch.exp(log_norm - log_scale), scaled_cap)
+                space.step(coef, grads)
+                return
+            # spec ngd A4: m <- beta m + g (true gradient), W <- W - eta_t m  (eta_t from ||g||, or from ||m||)
+            scale = torch.exp(log_scale)
+            for k, g in grads.items():
+                m = buffers.get(k)
+                buffers[k] = _expand(scale, g) * g if m is None else m.mul_(beta).addcmul_(_expand(scale, g), g)
             if optimizer == "gd":
-                log_coef = torch.log(lr) + log_scale  # spec ngd A1: W <- W - eta g
+                coef = lr
             else:
-                log_coef = torch.log(lr) - (log_norm - log_scale)  # spec ngd A2: eta / ||g|| (on mantissas)
-                if log_cap is not None:
-                    log_coef = torch.minimum(log_coef, log_cap + log_scale)  # spec ngd A2: min(eta/||g||, cap)
-            if beta == 0.0:  # p - coef g in one pass, in place: train owns params (cloned from the inputs)
-                return {k: p.addcmul_(_expand(-torch.exp(log_coef), p), grads[k]) for k, p in params.items()}
-            # spec ngd A4: m <- beta m + g (true gradient), W <- W - eta_t m  (or eta m/||m||)
-            true = {k: _expand(torch.exp(log_scale), g) * g for k, g in grads.items()}
-            m = state.setdefault("m", {k: torch.zeros_like(g) for k, g in true.items()})
-            for k in m:
-                m[k] = beta * m[k] + true[k]
-            if variant == "normalized_buffer":
-                coef = lr / torch.sqrt(sum(_per_run_sq(b) for b in m.values()))
-            else:
-                coef = torch.exp(log_coef - log_scale)
-            return {k: p - _expand(coef, p) * m[k] for k, p in params.items()}
+                if variant == "heavy_ball":  # eta / ||g|| = eta e^{-s} / ||m||: finite where ||g|| underflows
+                    coef = normalized_step_size(lr * torch.exp(-log_scale), torch.exp(log_norm - log_scale), cap)
+                else:
+                    coef = normalized_step_size(lr, space.norm(buffers), cap)
+            space.step(coef, buffers)
 
         return step
 
@@ -291,31 +432,21 @@ def _make_update(
         else:
             l_star = check_tensor("optimal_loss", options["optimal_loss"]).expand(X.shape[0])
 
-        def step(params, grads, log_scale, log_norm, log_risk):
-            gap = log_risk.exp() - l_star
-            if bool((gap < 0).any()):
-                raise ValidationError("optimal_loss is above the current loss for some run; pass a smaller optimal_loss")
-            eta = torch.minimum(gap / (c * torch.exp(2 * log_norm)), torch.tensor(cap_t, dtype=gap.dtype))  # spec ngd A3
-            coef = eta * torch.exp(log_scale)
-            return {k: p - _expand(coef, p) * grads[k] for k, p in params.items()}
+        def step(space, grads, log_scale, log_norm, log_risk):
+            sq = torch.exp(2 * (log_norm - log_scale))  # ||mantissa||^2
+            space.step(polyak_step_size(log_risk.exp(), l_star, sq, max_lr=cap_t, c=c, log_scale=log_scale), grads)
 
         return step
 
     p = float(check_scalar("p", options.get("p", 2.0), low=1.0, low_inclusive=False))
     normalized = bool(options.get("normalized", True))
-    q = p / (p - 1.0)
 
-    def step(params, grads, log_scale, log_norm, log_risk):
-        out = {}
-        for k, w in params.items():
-            g = grads[k]
-            if normalized:  # spec md §4: G / (||G||_q + eps), per tensor, scale-free on mantissas
-                g = g / (_expand(torch.linalg.vector_norm(g.flatten(1), ord=q, dim=1), g) + torch.finfo(g.dtype).eps)
-            else:
-                g = g * _expand(torch.exp(log_scale), g)
-            dual = torch.sign(w) * w.abs() ** (p - 1) - _expand(lr, w) * g  # spec md §4: grad psi(W) - eta G
-            out[k] = torch.sign(dual) * dual.abs() ** (1.0 / (p - 1))  # spec md §4: (grad psi)^{-1}
-        return out
+    def step(space, grads, log_scale, log_norm, log_risk):
+        names = list(grads)
+        # spec md §4: normalised on the mantissas (scale-free), plain on the true gradient
+        G = [grads[k] if normalized else _expand(torch.exp(log_scale), grads[k]) * grads[k] for k in names]
+        new = mirror_descent([space.theta[k] for k in names], G, lr=lr, p=p, normalized=normalized, run_dims=1)
+        space.assign(dict(zip(names, new)))
 
     return step
 

@@ -20,8 +20,8 @@ import pandas as pd
 import torch
 
 from attnlab._validation import ValidationError, check_in, check_scalar
-from attnlab.losses import LOSSES, log_abs_loss_derivative
-from attnlab.models.functional import attention_logits, centred_scores, token_scores
+from attnlab.losses import LOSSES
+from attnlab.models.functional import attention_logits, logit_derivatives, score_gaps, token_scores
 
 __all__ = [
     "METHODS",
@@ -129,16 +129,12 @@ def logit_weights(
     -----
     ``dL/ds_il = (l'_i / n) sigma_il c_il`` with ``c_il = sum_tau sigma_i tau (gamma_il - gamma_i tau)``, so
     ``grad_W L = sum_il (dL/ds_il) x_il z_i^T`` -- the same weights as in
-    :func:`attnlab.models.functional.loss_gradients`. Under Assumption 2 the weight is positive on every
+    :func:`attnlab.models.functional.loss_gradients` (both come from
+    :func:`attnlab.models.functional.logit_derivatives`). Under Assumption 2 the weight is positive on every
     non-selected token (raising a wrong token's logit raises the loss), hence ``phi >= 0`` there.
     """
-    log_phi = torch.log_softmax(attention_logits(X, W, Z), dim=-1)
-    gamma = token_scores(X, y, v)
-    margin = (log_phi.exp() * gamma).sum(dim=-1)  # y_i f(X_i)
-    log_c, sign_c = centred_scores(log_phi, gamma)
-    log_dl = log_abs_loss_derivative(margin, loss) - math.log(X.shape[-3])  # log |l'_i| / n
-    log_abs = log_dl[..., None] + log_phi + log_c  # spec kq §3.1: |(1/n) l_i sigma_il c_il|
-    return log_abs, -sign_c  # l' < 0 for both losses: dL/ds = -(|l'|/n) sigma c
+    derivatives = logit_derivatives(attention_logits(X, W, Z), score_gaps(token_scores(X, y, v)), loss)
+    return derivatives.log_abs, derivatives.sign  # spec kq §3.1: dL/ds = -(|l'|/n) sigma c
 
 
 def closed_form_beta(omega0: torch.Tensor, B: torch.Tensor, phi: torch.Tensor) -> torch.Tensor:

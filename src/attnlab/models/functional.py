@@ -24,13 +24,17 @@ from attnlab.losses import log_abs_loss_derivative, log_mean_loss
 
 __all__ = [
     "LogScaled",
+    "LogitDerivatives",
     "ScoreGaps",
     "attention_logits",
     "attention_probabilities",
     "attention_loss",
     "centred_scores",
+    "logit_derivatives",
+    "logit_kernel",
     "loss_gradients",
     "margins",
+    "outer_sum",
     "outputs",
     "score_gaps",
     "token_scores",
@@ -94,20 +98,24 @@ def margins(X: torch.Tensor, Z: torch.Tensor, y: torch.Tensor, v: torch.Tensor, 
 
 
 class ScoreGaps(NamedTuple):
-    """Token scores and the logs of their pairwise gaps; they depend on ``X, y, v`` only, not on ``W``.
+    """Token scores and their pairwise gaps in the log domain; they depend on ``X, y, v`` only, not on ``W``.
+
+    The gaps carry the summed-over token ``tau`` on their *first* axis, so the sums over ``tau`` in
+    :func:`centred_scores` add ``T`` contiguous slabs (vectorised) instead of reducing rows of length ``T``.
 
     Attributes
     ----------
     gamma : torch.Tensor, shape ([R,] n, T)
         Token scores.
-    log_above, log_below : torch.Tensor, shape ([R,] n, T, T)
-        ``log(gamma_t - gamma_tau)`` where ``gamma_t > gamma_tau`` and ``log(gamma_tau - gamma_t)`` where
-        ``gamma_t < gamma_tau``; ``-inf`` elsewhere.
+    log_gap : torch.Tensor, shape (T, [R,] n, T)
+        ``log |gamma_t - gamma_tau|`` at ``[tau, ..., i, t]``; ``-inf`` where the scores are equal.
+    sign : torch.Tensor, shape (T, [R,] n, T)
+        ``sign(gamma_t - gamma_tau)`` in {-1, 0, +1}.
     """
 
     gamma: torch.Tensor
-    log_above: torch.Tensor
-    log_below: torch.Tensor
+    log_gap: torch.Tensor
+    sign: torch.Tensor
 
 
 def score_gaps(gamma: torch.Tensor) -> ScoreGaps:
@@ -122,11 +130,13 @@ def score_gaps(gamma: torch.Tensor) -> ScoreGaps:
     -------
     ScoreGaps
     """
-    diff = gamma[..., :, None] - gamma[..., None, :]  # (…, n, t, tau): gamma_t - gamma_tau
-    neg_inf = torch.tensor(-math.inf, dtype=diff.dtype)
-    log_above = torch.where(diff > 0, torch.log(diff.clamp(min=1e-300)), neg_inf)
-    log_below = torch.where(diff < 0, torch.log((-diff).clamp(min=1e-300)), neg_inf)
-    return ScoreGaps(gamma, log_above, log_below)
+    diff = gamma[None] - gamma.movedim(-1, 0)[..., None]  # (tau, …, n, t): gamma_t - gamma_tau
+    return ScoreGaps(gamma, torch.log(diff.abs()), torch.sign(diff))  # log 0 = -inf where the scores tie
+
+
+# exp(x) for x below this is < 1e-304, nothing next to the largest term (exp(0) = 1) of the same sum; clamping there
+# keeps exp off its slow subnormal path without changing any sum
+_EXP_FLOOR = -700.0
 
 
 def centred_scores(log_phi: torch.Tensor, gamma: torch.Tensor | ScoreGaps) -> tuple[torch.Tensor, torch.Tensor]:
@@ -134,7 +144,8 @@ def centred_scores(log_phi: torch.Tensor, gamma: torch.Tensor | ScoreGaps) -> tu
 
     Spec: implicit-bias-ngd §3.1 (cancellation-free form), kq-nuclear-norm §2 (numerics).
 
-    The positive and negative parts of the sum are each a log-sum-exp over ``tau``; no ``1 - phi`` is formed.
+    Each term ``phi_tau |gamma_t - gamma_tau|`` is formed in the log domain and the signed sum is taken after a
+    shift by its largest term (one log-sum-exp with signs); no ``1 - phi`` is formed.
 
     Parameters
     ----------
@@ -148,18 +159,122 @@ def centred_scores(log_phi: torch.Tensor, gamma: torch.Tensor | ScoreGaps) -> tu
         ``log |c|`` (``-inf`` where ``c = 0``) and ``sign(c)`` in {-1, 0, +1}.
     """
     gaps = gamma if isinstance(gamma, ScoreGaps) else score_gaps(gamma)
-    log_w = log_phi[..., None, :]  # broadcasts over t (and over a runs axis that only W carries)
-    neg_inf = torch.tensor(-math.inf, dtype=log_phi.dtype)
-    # log_phi <= 0, so adding -inf where a gap is absent gives -inf, as masking the sum would
-    log_pos = torch.logsumexp(log_w + gaps.log_above, dim=-1)
-    log_neg = torch.logsumexp(log_w + gaps.log_below, dim=-1)
-    big = torch.maximum(log_pos, log_neg)
-    small = torch.minimum(log_pos, log_neg)
-    finite = torch.isfinite(big)
-    gap = torch.where(finite, small - torch.where(finite, big, 0.0), neg_inf)
-    log_abs = torch.where(finite, big + torch.log1p(-torch.exp(gap)), neg_inf)  # c = e^P - e^N, exactly
-    sign = torch.where(log_pos > log_neg, 1.0, torch.where(log_pos < log_neg, -1.0, 0.0)).to(log_phi.dtype)
-    return log_abs, sign
+    log_gap, sign = gaps.log_gap, gaps.sign
+    extra = log_phi.dim() - gaps.gamma.dim()  # a runs axis that only W carries: the gaps broadcast over it
+    if extra > 0:
+        shape = log_gap.shape[:1] + (1,) * extra + log_gap.shape[1:]
+        log_gap, sign = log_gap.reshape(shape), sign.reshape(shape)
+    terms = log_gap + log_phi.movedim(-1, 0)[..., None]  # (tau, …, n, t): log(phi_tau |gamma_t - gamma_tau|)
+    top = terms.amax(dim=0)
+    top = torch.where(torch.isfinite(top), top, 0.0)  # no term at all (every score equal): c = 0
+    total = terms.sub_(top).clamp_(min=_EXP_FLOOR).exp_().mul_(sign).sum(dim=0)  # spec ngd §3.1: c e^{-top}
+    return top + torch.log(total.abs()), torch.sign(total)
+
+
+class LogitDerivatives(NamedTuple):
+    """``dL/ds_{it}``, the derivative of the empirical risk in each logit, in the log domain; see
+    :func:`logit_derivatives`.
+
+    Attributes
+    ----------
+    log_abs : torch.Tensor, shape ([R,] n, T)
+        ``log |dL/ds_it|`` (``-inf`` where it is 0).
+    sign : torch.Tensor, shape ([R,] n, T)
+        ``sign(dL/ds_it)``.
+    log_phi : torch.Tensor, shape ([R,] n, T)
+        Log-softmax of the logits.
+    log_dl : torch.Tensor, shape ([R,] n)
+        ``log |l'(y_i f_i)| - log n``.
+    log_risk : torch.Tensor, shape ([R,])
+        ``log L``.
+    """
+
+    log_abs: torch.Tensor
+    sign: torch.Tensor
+    log_phi: torch.Tensor
+    log_dl: torch.Tensor
+    log_risk: torch.Tensor
+
+    def scaled(self, floor: torch.Tensor | None = None) -> LogScaled:
+        """``dL/ds`` as mantissa (largest entry 1 in size) times ``exp(log_scale)``, one scale per run.
+
+        ``floor`` (shape ``([R,])``) raises the scale to at least that log value, so other quantities of one run
+        can share it (the head's gradient in :func:`loss_gradients`).
+        """
+        shift = self.log_abs.flatten(-2).amax(dim=-1)
+        shift = shift if floor is None else torch.maximum(shift, floor)
+        shift = torch.where(torch.isfinite(shift), shift, 0.0)  # every weight 0 (all scores equal): no step
+        return LogScaled(self.sign * torch.exp(self.log_abs - shift[..., None, None]), shift)
+
+
+def logit_derivatives(logits: torch.Tensor, gaps: ScoreGaps, loss: str = "exp") -> LogitDerivatives:
+    """Derivative of the empirical risk in every logit, ``dL/ds_it = -(|l'_i| / n) phi_it c_it``, in the log domain.
+
+    Spec: implicit-bias-ngd §3.1 (``w_it = l_i phi_it c_it`` with cancellation-free ``c``), kq-nuclear-norm §3.1
+    (the integrand of ``phi``).
+
+    Parameters
+    ----------
+    logits : torch.Tensor, shape ([R,] n, T)
+        :func:`attention_logits`.
+    gaps : ScoreGaps
+        :func:`score_gaps` of the token scores.
+    loss : {"exp", "logistic"}
+
+    Returns
+    -------
+    LogitDerivatives
+
+    Notes
+    -----
+    ``grad_W L = sum_it (dL/ds_it) x_it z_i^T`` (:func:`outer_sum`); both losses have ``l' < 0``.
+    """
+    log_phi = torch.log_softmax(logits, dim=-1)
+    z = (log_phi.exp() * gaps.gamma).sum(dim=-1)  # margins y_i f_i, a convex combination of scores
+    log_dl = log_abs_loss_derivative(z, loss) - math.log(logits.shape[-2])  # log |l'_i| / n
+    log_c, sign_c = centred_scores(log_phi, gaps)
+    log_abs = log_dl[..., None] + log_phi + log_c  # spec ngd §3.1: |w_it| = (|l'_i| / n) phi_it |c_it| (log domain)
+    return LogitDerivatives(log_abs, -sign_c, log_phi, log_dl, log_mean_loss(z, loss))
+
+
+def outer_sum(X: torch.Tensor, Z: torch.Tensor, weights: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """``sum_it w_it x_it z_i^T``, shape ``([R,] d, d)``: the matrix whose logits change by ``K w`` (:func:`logit_kernel`).
+
+    With ``w = dL/ds`` it is ``grad_W L`` (spec implicit-bias-ngd §3.1).
+
+    Parameters
+    ----------
+    X : torch.Tensor, shape ([R,] n, T, d)
+    Z : torch.Tensor, shape ([R,] n, d)
+    weights : torch.Tensor, shape ([R,] n, T)
+    out : torch.Tensor, shape ([R,] d, d), optional
+        Written and returned; a loop that reuses one buffer saves an allocation per call.
+    """
+    # a_i = sum_t w_it x_it accumulated over the few tokens in place: no ([R,] n, T, d) temporary, and none of the
+    # slow one-row batched products that (1, T) @ (T, d) per (run, i) would be
+    a = weights[..., 0, None] * X[..., 0, :]  # ([R,] n, d)
+    for t in range(1, X.shape[-2]):
+        a.addcmul_(weights[..., t, None], X[..., t, :])
+    return torch.matmul(a.transpose(-1, -2), Z, out=out)
+
+
+def logit_kernel(X: torch.Tensor, Z: torch.Tensor) -> torch.Tensor:
+    """``K[(i,t), (j,u)] = (x_it . x_ju)(z_i . z_j)``, shape ``([R,] nT, nT)``, rows and columns ordered ``(i, t)``.
+
+    Spec: implicit-bias-ngd §2 (logits linear in ``W``). Adding ``outer_sum(X, Z, w)`` to ``W`` adds ``K w`` to the
+    logits, and ``||outer_sum(X, Z, w)||_F^2 = w^T K w``: every ``W`` of the form ``W_0 + sum_it w_it x_it z_i^T``
+    (the span gradient methods move in) can be trained through its ``nT`` coefficients.
+
+    Parameters
+    ----------
+    X : torch.Tensor, shape ([R,] n, T, d)
+    Z : torch.Tensor, shape ([R,] n, d)
+    """
+    n, T = X.shape[-3], X.shape[-2]
+    tokens = X.flatten(-3, -2)  # ([R,] nT, d)
+    gram = (tokens @ tokens.transpose(-1, -2)).unflatten(-1, (n, T)).unflatten(-3, (n, T))  # ([R,] n, T, n, T)
+    queries = Z @ Z.transpose(-1, -2)  # ([R,] n, n)
+    return (gram * queries[..., :, None, :, None]).flatten(-2, -1).flatten(-3, -2)
 
 
 def loss_gradients(
@@ -205,34 +320,17 @@ def loss_gradients(
     log_risk : torch.Tensor, shape ([R,])
         ``log L(W)``.
     """
-    logits = attention_logits(X, W, Z)
-    log_phi = torch.log_softmax(logits, dim=-1)
     gaps = score_gaps(token_scores(X, y, v)) if gaps is None else gaps
-    gamma = gaps.gamma
-    z = (log_phi.exp() * gamma).sum(dim=-1)  # margins y_i f_i, a convex combination of scores
-    n = logits.shape[-2]
-    log_dl = log_abs_loss_derivative(z, loss) - math.log(n)  # log |l'_i| / n
-    log_c, sign_c = centred_scores(log_phi, gaps)
-    log_w = log_dl[..., None] + log_phi + log_c  # spec ngd §3.1: w_it = l_i phi_it c_it (log domain)
-    shift = log_w.flatten(-2).amax(dim=-1)
-    log_wv = None
-    if head:
-        log_wv = log_dl[..., None] + log_phi
-        shift = torch.maximum(shift, log_wv.flatten(-2).amax(dim=-1))
-    shift = torch.where(torch.isfinite(shift), shift, torch.zeros_like(shift))
-    weights = sign_c * torch.exp(log_w - shift[..., None, None])
-    # -grad = sum_i a_i z_i^T with a_i = sum_t w_it x_it; the sign goes on the (n, d) factor, not on the (d, d) result.
-    # a_i accumulated over the few tokens in place: no ([R,] n, T, d) temporary per step, and none of the slow
-    # one-row batched products that (1, T) @ (T, d) per (run, i) would be
-    a = weights[..., 0, None] * X[..., 0, :]  # ([R,] n, d)
-    for t in range(1, X.shape[-2]):
-        a.addcmul_(weights[..., t, None], X[..., t, :])
-    grad_W = torch.matmul(-a.transpose(-1, -2), Z, out=out)
+    derivatives = logit_derivatives(attention_logits(X, W, Z), gaps, loss)
+    log_wv = derivatives.log_dl[..., None] + derivatives.log_phi if head else None
+    weights = derivatives.scaled(None if log_wv is None else log_wv.flatten(-2).amax(dim=-1))
+    shift = weights.log_scale
+    grad_W = outer_sum(X, Z, weights.mantissa, out=out)  # spec ngd §3.1: grad = sum_it (dL/ds_it) x_it z_i^T
     grad_v = None
     if head:
         weights_v = y[..., None] * torch.exp(log_wv - shift[..., None, None])
         grad_v = LogScaled(-torch.einsum("...nt,...ntd->...d", weights_v, X), shift)  # spec ngd A5
-    return LogScaled(grad_W, shift), grad_v, log_mean_loss(z, loss)
+    return LogScaled(grad_W, shift), grad_v, derivatives.log_risk
 
 
 class _AttentionLoss(torch.autograd.Function):

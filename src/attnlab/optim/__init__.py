@@ -8,12 +8,14 @@ Every class works on any list of parameters (a real transformer too), keeps ``de
 ignores a positive rescaling of each step's gradients. The functionals (``normalized_gd``, ``polyak_step``,
 ``joint_adaptive``, ``mirror_descent``, ``preconditioned_gd``) hold the math and act on lists of tensors; the first
 four take ``run_dims`` so that a batch of independent runs (leading axis ``R``) is the same code as one run.
+The step-size rules on their own (``normalized_step_size``, ``polyak_step_size``) serve callers that keep their
+parameters in another form, such as :func:`attnlab.batched.train` (log-scaled gradients, kernel coefficients).
 """
 
 from attnlab.optim.joint_adaptive import JointAdaptive, joint_adaptive
 from attnlab.optim.mirror_descent import MirrorDescent, mirror_descent
-from attnlab.optim.normalized_gd import NormalizedGD, normalized_gd
-from attnlab.optim.polyak import PolyakStep, polyak_step
+from attnlab.optim.normalized_gd import NormalizedGD, normalized_gd, normalized_step_size
+from attnlab.optim.polyak import PolyakStep, polyak_step, polyak_step_size
 from attnlab.optim.preconditioned import PreconditionedGD, preconditioned_gd
 
 __all__ = [
@@ -25,6 +27,8 @@ __all__ = [
     "joint_adaptive",
     "mirror_descent",
     "normalized_gd",
+    "normalized_step_size",
     "polyak_step",
+    "polyak_step_size",
     "preconditioned_gd",
 ]

@@ -41,8 +41,8 @@ def mirror_descent(
     Parameters
     ----------
     params, grads : sequence of torch.Tensor, matching shapes ([R,] ...)
-    lr : float or sequence of float
-        Step :math:`\eta > 0` (one value, or one per tensor).
+    lr : float, torch.Tensor of shape ([R,]), or a sequence of them
+        Step :math:`\eta > 0` (one value, one per run, or one per tensor).
     p : float or sequence of float
         Potential exponent :math:`p > 1`.
     normalized : bool or sequence of bool, default=False
@@ -80,7 +80,10 @@ def mirror_descent(
             q = p_i / (p_i - 1.0)
             G = G / per_run(run_norms(G, run_dims, ord=q) + eps_i, G)  # spec §4: G / (‖G‖_q + eps)
         dual = torch.sign(W) * W.abs().pow(p_i - 1.0)  # spec §3: ∇ψ(W) = sign(W) ⊙ |W|^(p−1)
-        M = torch.add(dual, G, alpha=-lr_i)  # spec §4: dual step M = ∇ψ(W) − η G
+        if isinstance(lr_i, torch.Tensor):  # one step per run
+            M = dual - per_run(lr_i, G) * G  # spec §4: dual step M = ∇ψ(W) − η G
+        else:
+            M = torch.add(dual, G, alpha=-lr_i)  # spec §4: dual step M = ∇ψ(W) − η G
         new_params.append(torch.sign(M) * M.abs().pow(1.0 / (p_i - 1.0)))  # spec §3: (∇ψ)⁻¹(M)
     return new_params
 

@@ -20,10 +20,39 @@ from attnlab.optim._base import (
     per_tensor,
 )
 
-__all__ = ["NormalizedGD", "normalized_gd"]
+__all__ = ["NormalizedGD", "normalized_gd", "normalized_step_size"]
 
 MOMENTUM_VARIANTS = ("heavy_ball", "normalized_buffer")
 NORMALIZATIONS = ("global", "group", "tensor")
+
+
+def normalized_step_size(
+    lr: float | torch.Tensor, norm: torch.Tensor, max_step: float | torch.Tensor | None = None
+) -> torch.Tensor:
+    r"""The NGD step size :math:`\eta_t = \min(\eta / \|n\|, \eta_{\max})`, per run; 0 where :math:`\|n\| = 0`.
+
+    Spec: implicit-bias-ngd §4 A2.
+
+    Parameters
+    ----------
+    lr : float or torch.Tensor, shape ([R,])
+        :math:`\eta > 0`, one value or one per run.
+    norm : torch.Tensor, shape ([R,])
+        Norm of the normalizing vector (the gradient, or the momentum buffer).
+    max_step : float, torch.Tensor of shape ([R,]), or None, default=None
+        Cap :math:`\eta_{\max}`; ``None`` means no cap.
+
+    Returns
+    -------
+    torch.Tensor, shape ([R,])
+
+    Notes
+    -----
+    A caller holding log-scaled gradients :math:`g = m\,e^{s}` (:class:`attnlab.models.LogScaled`) passes
+    :math:`\|m\|` and :math:`\eta_{\max} e^{s}` and gets the coefficient of :math:`m`, which stays exact when
+    :math:`g` itself underflows.
+    """
+    return capped_step_size(lr, norm, max_step)  # spec A2: η_t = min(η / ‖n‖, η_max)
 
 
 def normalized_gd(
@@ -91,8 +120,7 @@ def normalized_gd(
     buffers = [g.clone() if m is None else torch.mul(m, beta).add_(g) for g, m, beta in zip(grads, old_buffers, betas)]
     normalizers = [g if variant == "heavy_ball" else m for g, m, variant in zip(grads, buffers, variants)]
     norms = block_norms(normalizers, blocks, run_dims)
-    # spec A2: η_t = min(η / ‖n‖, η_max)
-    step_sizes = [capped_step_size(lr_i, norm, cap) for lr_i, norm, cap in zip(lrs, norms, caps)]
+    step_sizes = [normalized_step_size(lr_i, norm, cap) for lr_i, norm, cap in zip(lrs, norms, caps)]
     new_params = [param - per_run(step, m) * m for param, step, m in zip(params, step_sizes, buffers)]
     return new_params, buffers
 

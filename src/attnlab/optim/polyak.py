@@ -21,7 +21,7 @@ from attnlab.optim._base import (
     per_tensor,
 )
 
-__all__ = ["PolyakStep", "polyak_step"]
+__all__ = ["PolyakStep", "polyak_step", "polyak_step_size"]
 
 # Two losses that agree to this many units in the last place count as equal: a converged run whose loss rounds
 # to just below the optimal loss then takes no step instead of stopping with an error.
@@ -47,6 +47,51 @@ def _loss_gap(loss: float | torch.Tensor, optimal_loss: float | torch.Tensor) ->
             f"L* <= L: pass a smaller optimal_loss (0 is a lower bound for the exp, logistic and cross-entropy losses)"
         )
     return gap.clamp(min=0.0)
+
+
+def polyak_step_size(
+    loss: float | torch.Tensor,
+    optimal_loss: float | torch.Tensor,
+    grad_sq_norm: torch.Tensor,
+    *,
+    max_lr: float = math.inf,
+    c: float = 1.0,
+    log_scale: torch.Tensor | None = None,
+) -> torch.Tensor:
+    r"""The Polyak step size :math:`\eta_t = \min((L - L^*) / (c\|g\|^2), \eta_{\max})`, per run; 0 where g = 0.
+
+    Spec: implicit-bias-ngd §4 A3 (step size and cap), A8 (constant c).
+
+    Parameters
+    ----------
+    loss, optimal_loss : float or torch.Tensor, shape ([R,])
+        :math:`\mathcal L(\theta_t)` and :math:`\mathcal L^* \le \mathcal L(\theta_t)`.
+    grad_sq_norm : torch.Tensor, shape ([R,])
+        :math:`\|g_t\|^2` over all parameters.
+    max_lr : float, default=inf
+        Cap :math:`\eta_{\max}`.
+    c : float, default=1.0
+    log_scale : torch.Tensor, shape ([R,]), optional
+        For log-scaled gradients :math:`g = m\,e^{s}`: ``grad_sq_norm`` is :math:`\|m\|^2` and the result is the
+        coefficient of :math:`m`, :math:`\eta_t e^{s}`, formed in the log domain so that it stays exact where
+        :math:`\|g\|^2` underflows.
+
+    Returns
+    -------
+    torch.Tensor, shape ([R,]), float64
+
+    Raises
+    ------
+    ValidationError
+        If ``optimal_loss`` is above ``loss``.
+    """
+    gap = _loss_gap(loss, optimal_loss)
+    if log_scale is None:
+        return capped_step_size(gap, c * grad_sq_norm, max_lr)  # spec A3/A8: η_t = min((L − L*) / (c ‖g‖²), η_max)
+    # spec A3/A8 on g = m e^s: η_t e^s = min((L − L*) e^{-s} / (c ‖m‖²), η_max e^s)
+    log_step = torch.log(gap) - math.log(c) - torch.log(grad_sq_norm) - log_scale
+    coef = torch.exp(torch.minimum(log_step, math.log(max_lr) + log_scale))
+    return torch.where(grad_sq_norm > 0, coef, torch.zeros_like(coef))
 
 
 def polyak_step(
@@ -100,10 +145,8 @@ def polyak_step(
     """
     n = len(params)
     caps, cs = per_tensor(max_lr, n, "max_lr"), per_tensor(c, n, "c")
-    gap = _loss_gap(loss, optimal_loss)
-    norm = block_norms(grads, None, run_dims)[0]
-    # spec A3/A8: η_t = min((L − L*) / (c ‖g‖²), η_max)
-    step_sizes = [capped_step_size(gap, c_i * norm**2, cap) for c_i, cap in zip(cs, caps)]
+    sq_norm = block_norms(grads, None, run_dims)[0] ** 2
+    step_sizes = [polyak_step_size(loss, optimal_loss, sq_norm, max_lr=cap, c=c_i) for c_i, cap in zip(cs, caps)]
     return [param - per_run(step, grad) * grad for param, step, grad in zip(params, step_sizes, grads)]
 
 
