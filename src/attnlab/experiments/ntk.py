@@ -26,6 +26,7 @@ from attnlab.ntk import (
     contraction_bound,
     coupling_bound,
     cross_kernel,
+    denoised_reverse_sample,
     denoising_set,
     energy_distance,
     extreme_eigenvalues,
@@ -36,7 +37,6 @@ from attnlab.ntk import (
     kernel_regression_path,
     mode_coverage,
     practical_step,
-    reverse_sde_sample,
     theorem_B,
     theorem_step,
     train_score_model,
@@ -426,9 +426,9 @@ def run_gmm(config: GMMConfig, ctx: RunContext) -> ExperimentResult:
     reference = target.sample(config.n_samples, gen)  # target draws for the energy distance
     y0 = torch.randn(config.n_samples, 2, generator=gen, dtype=torch.float64)  # Y_0 ~ N(0, I), spec §7.2
 
-    def sample(score, denoise) -> torch.Tensor:
-        y = reverse_sde_sample(score, process, y0, config.T0, config.T, config.sde_steps, config.seed + 3)
-        return denoise(y, config.T0)  # final denoising step E[X_0 | X_T0]
+    def sample(score, denoise) -> torch.Tensor:  # the exact-score test samples through the same function
+        return denoised_reverse_sample(score, denoise, process, y0, config.T0, config.T, config.sde_steps,
+                                       config.seed + 3)
 
     frames, summary, samples = [], [], {}
     jobs = [(m, n) for m in config.widths for n in config.ns]

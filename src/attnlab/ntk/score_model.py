@@ -17,7 +17,26 @@ from attnlab.ntk.gd import GDResult, gradient_descent, practical_step
 from attnlab.ntk.network import TwoLayerNet
 from attnlab.ntk.score_data import DenoisingSet, InputMap, denoising_set, fit_input_map
 
-__all__ = ["ScoreModel", "train_score_model", "weighted_score_error"]
+__all__ = ["ScoreModel", "score_from_denoiser", "train_score_model", "weighted_score_error"]
+
+
+def score_from_denoiser(process: ForwardProcess, x: torch.Tensor, t: torch.Tensor, denoised: torch.Tensor) -> torch.Tensor:
+    """Tweedie's formula ``grad log p_t(x) = (alpha(t) E[X_0 | X_t = x] - x) / h(t)`` (spec §7.4).
+
+    Parameters
+    ----------
+    process : ForwardProcess
+    x : torch.Tensor, shape (n, d)
+    t : torch.Tensor, shape (n,)
+    denoised : torch.Tensor, shape (n, d)
+        ``E[X_0 | X_t = x]`` or an estimate of it.
+
+    Returns
+    -------
+    torch.Tensor, shape (n, d)
+    """
+    alpha, h = process.alpha(t)[:, None], process.h(t)[:, None]
+    return (alpha * denoised - x) / h  # spec §7.4: s_W = (alpha F - x) / h
 
 
 @dataclass
@@ -49,8 +68,7 @@ class ScoreModel:
     def score(self, x: torch.Tensor, t: torch.Tensor | float) -> torch.Tensor:
         """Estimated ``grad log p_t(x)``, shape (n, d) (spec §7.4)."""
         t = torch.as_tensor(t, dtype=torch.float64).expand(x.shape[0])
-        alpha, h = self.process.alpha(t)[:, None], self.process.h(t)[:, None]
-        return (alpha * self.denoiser(x, t) - x) / h  # spec §7.4: s_W = (alpha F - x) / h
+        return score_from_denoiser(self.process, x, t, self.denoiser(x, t))
 
 
 def train_score_model(
