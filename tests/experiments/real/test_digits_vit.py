@@ -20,10 +20,14 @@ def test_quick_digits_vit_writes_tables_checks_and_figures(tmp_path):
         assert (tmp_path / f"{name}.png").exists() and (tmp_path / f"{name}.pdf").exists()
     attention = pd.read_parquet(tmp_path / "attention.parquet")
     assert attention.groupby(["optimizer", "sample"])["weight"].sum().round(6).eq(1).all()
-    claims = " ".join(record.checks["claim"])
-    assert "l_2 mirror descent is SGD" in claims and "SNGD trains slower" in claims
-    assert record.passed, record.checks.to_string()  # the pipeline learns; same lr for sgd and md-2: they agree
-    assert (record.checks["kind"] == "observation").sum() == len(config.optimizers) + 3
+    checks = record.checks
+    assert record.passed, checks.to_string()  # every optimizer learns, no run diverges, l_2-MD is SGD
+    theory = checks[checks["kind"] == "theory"]
+    assert len(theory) == len(config.optimizers) + 2 and "l_2 mirror descent is SGD" in " ".join(theory["claim"])
+    assert (summary["test_accuracy_mean"] >= 0.4).all(), summary  # a clear margin over the majority rate (~0.12)
+    observations = checks[checks["kind"] == "observation"]
+    assert len(observations) == 3 and observations["claim"].str.startswith("paper: ").all()
+    assert "SNGD trains slower than SGD on a ViT" in " ".join(observations["claim"])
 
 
 def test_digits_vit_config_needs_one_lr_per_optimizer():
