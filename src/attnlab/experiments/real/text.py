@@ -13,13 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from attnlab._validation import ValidationError, check_in, check_scalar
-from attnlab.experiments.base import (
-    Check,
-    Experiment,
-    ExperimentResult,
-    RunContext,
-    register,
-)
+from attnlab.experiments.base import Check, Experiment, ExperimentResult, RunContext, register
 from attnlab.experiments.real.aclimdb import load_aclimdb
 from attnlab.experiments.real.compare import Setup
 from attnlab.experiments.real.keywords import keyword_task
