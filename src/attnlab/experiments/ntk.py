@@ -26,7 +26,6 @@ from attnlab.ntk import (
     contraction_bound,
     coupling_bound,
     cross_kernel,
-    denoised_reverse_sample,
     denoising_set,
     energy_distance,
     extreme_eigenvalues,
@@ -37,6 +36,7 @@ from attnlab.ntk import (
     kernel_regression_path,
     mode_coverage,
     practical_step,
+    reverse_sde_sample,
     theorem_B,
     theorem_step,
     train_score_model,
@@ -427,8 +427,8 @@ def run_gmm(config: GMMConfig, ctx: RunContext) -> ExperimentResult:
     y0 = torch.randn(config.n_samples, 2, generator=gen, dtype=torch.float64)  # Y_0 ~ N(0, I), spec §7.2
 
     def sample(score, denoise) -> torch.Tensor:  # the exact-score test samples through the same function
-        return denoised_reverse_sample(score, denoise, process, y0, config.T0, config.T, config.sde_steps,
-                                       config.seed + 3)
+        return reverse_sde_sample(score, process, y0, config.T0, config.T, config.sde_steps, config.seed + 3,
+                                  denoiser=denoise)
 
     frames, summary, samples = [], [], {}
     jobs = [(m, n) for m in config.widths for n in config.ns]

@@ -20,7 +20,7 @@ from attnlab.ntk.init import symmetric_init
 from attnlab.ntk.kernel_regression import kernel_regression_limit, kernel_regression_path
 from attnlab.ntk.network import TwoLayerNet
 from attnlab.ntk.sample_metrics import energy_distance, mode_coverage
-from attnlab.ntk.sampling import denoised_reverse_sample, euler_maruyama, reverse_sde_sample
+from attnlab.ntk.sampling import euler_maruyama, reverse_sde_sample
 from attnlab.ntk.score_data import DenoisingSet, InputMap, denoising_set, fit_input_map
 from attnlab.ntk.score_model import ScoreModel, score_from_denoiser, train_score_model, weighted_score_error
 from attnlab.ntk.softmax_mlp import SoftmaxMLP
@@ -42,7 +42,6 @@ __all__ = [
     "contraction_bound",
     "coupling_bound",
     "cross_kernel",
-    "denoised_reverse_sample",
     "denoising_set",
     "energy_distance",
     "euler_maruyama",

@@ -12,7 +12,7 @@ import torch
 from attnlab._validation import check_scalar, check_tensor
 from attnlab.ntk.forward_process import ForwardProcess
 
-__all__ = ["denoised_reverse_sample", "euler_maruyama", "reverse_sde_sample"]
+__all__ = ["euler_maruyama", "reverse_sde_sample"]
 
 Drift = Callable[[torch.Tensor, float], torch.Tensor]
 
@@ -56,6 +56,7 @@ def reverse_sde_sample(
     T: float,
     steps: int,
     seed: int,
+    denoiser: Callable[[torch.Tensor, float], torch.Tensor] | None = None,
 ) -> torch.Tensor:
     """Run the backward SDE of spec §7.2 from ``t = T`` down to ``t = T0`` with a given score.
 
@@ -72,11 +73,15 @@ def reverse_sde_sample(
     steps : int
         Number of uniform Euler-Maruyama steps.
     seed : int
+    denoiser : callable, optional
+        ``denoiser(x, t)`` -> (n, d), the estimate of ``E[X_0 | X_t = x]`` belonging to ``score``; when given, the
+        final denoising step maps each sample at ``T0`` to it. At ``T0 = 0.01`` the marginal ``p_T0`` still carries
+        noise of std ``sqrt(h(T0)) ~ 0.14`` per coordinate, about three times a mode's std in spec §9's mixture.
 
     Returns
     -------
     torch.Tensor, shape (n, d)
-        Samples approximately from ``p_{T0}``.
+        Samples approximately from ``p_{T0}`` (from ``p_0`` with ``denoiser``).
     """
     check_scalar("steps", steps, kind=int, low=1)
     check_scalar("T0", T0, low=0.0)
@@ -89,37 +94,6 @@ def reverse_sde_sample(
         return g(s) * y + 2 * g(s) * score(y, T - s)  # spec §7.2: g Y + 2 g grad log p_{T-s}
 
     times = torch.linspace(0.0, T - T0, steps + 1, dtype=torch.float64)
-    return euler_maruyama(drift, lambda s: (2 * g(s)) ** 0.5, y0, times, seed)  # spec §7.2: sqrt(2 g)
+    y = euler_maruyama(drift, lambda s: (2 * g(s)) ** 0.5, y0, times, seed)  # spec §7.2: sqrt(2 g)
+    return y if denoiser is None else denoiser(y, T0)  # final denoising step E[X_0 | X_T0]
 
-
-def denoised_reverse_sample(
-    score: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-    denoiser: Callable[[torch.Tensor, float], torch.Tensor],
-    process: ForwardProcess,
-    y0: torch.Tensor,
-    T0: float,
-    T: float,
-    steps: int,
-    seed: int,
-) -> torch.Tensor:
-    """:func:`reverse_sde_sample` down to ``T0``, then the final denoising step ``E[X_0 | X_T0 = y]``.
-
-    At ``T0 = 0.01`` the marginal ``p_T0`` still carries noise of std ``sqrt(h(T0)) ~ 0.14`` per coordinate, about
-    three times a mode's std in spec §9's mixture; the last step maps each sample to the (estimated) posterior
-    mean, as diffusion samplers usually do. The experiment and the exact-score test both sample through here.
-
-    Parameters
-    ----------
-    score : callable
-        ``score(x, t)`` -> (n, d).
-    denoiser : callable
-        ``denoiser(x, t)`` -> (n, d), the estimate of ``E[X_0 | X_t = x]`` belonging to ``score``.
-    process, y0, T0, T, steps, seed
-        As for :func:`reverse_sde_sample`.
-
-    Returns
-    -------
-    torch.Tensor, shape (n, d)
-    """
-    y = reverse_sde_sample(score, process, y0, T0, T, steps, seed)
-    return denoiser(y, T0)  # final denoising step E[X_0 | X_T0]
