@@ -122,6 +122,8 @@ def _read_entry(root: Path, row: Any, describe: Any) -> ExperimentEntry:
         entry.summary = entry.record.get("summary", summary)
         entry.checks = pd.read_csv(run_dir / "checks.csv", dtype=str, keep_default_na=False)
         entry.checks["passed"] = entry.checks["passed"].str.lower() == "true"
+        if "kind" not in entry.checks:  # written before checks had a kind: every row is a theory check
+            entry.checks["kind"] = "theory"
     elif not entry.error and (run_dir / "error.txt").is_file():
         entry.error = (run_dir / "error.txt").read_text()
     return entry
@@ -140,7 +142,7 @@ def _checks_table(entry: ExperimentEntry) -> str:
         return "<p>No theory checks.</p>"
     rows = []
     for c in entry.checks.itertuples():
-        if getattr(c, "kind", "theory") == "observation":
+        if c.kind == "observation":
             mark = '<span class="pass">agrees</span>' if c.passed else '<span class="disagree">disagrees</span>'
             cls = ' class="observation"'
         else:
@@ -301,7 +303,7 @@ def build_report(
                 f"{e.name}: {c.claim}"
                 for e in entries
                 for c in e.checks.itertuples()
-                if not c.passed and getattr(c, "kind", "theory") != "observation"
+                if not c.passed and c.kind != "observation"
             ],
         },
     )
