@@ -109,9 +109,10 @@ def run_digits_vit(config: DigitsViTConfig, ctx: RunContext) -> ExperimentResult
     comparison = train_config(build_digits_vit, config, ctx)
     y_test = load_digits_split(test_fraction=config.test_fraction, seed=config.seed).y_test
     chance = float(torch.bincount(y_test).max()) / len(y_test)
-    checks = paper_checks(comparison, summary_table(comparison), chance=chance, language=False)
+    summary = summary_table(comparison)
+    checks = paper_checks(comparison, summary, chance=chance, language=False)
     notes = ["float32 models (a ViT on real images; no saturation-sensitive theory quantity is measured here)"]
-    return comparison_result(comparison, config, checks, notes, grid=(8 // config.patch_size,) * 2)
+    return comparison_result(comparison, summary, config, checks, notes, grid=(8 // config.patch_size,) * 2)
 
 
 register(Experiment(

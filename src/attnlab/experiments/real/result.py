@@ -6,11 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pandas as pd
+
 from attnlab.experiments.base import Check, ExperimentResult, RunContext
 from attnlab.experiments.plotting import label_ours
 from attnlab.experiments.real.compare import Comparison, Setup, compare_optimizers
 from attnlab.experiments.real.figures import attention_figure, curves_figure, histogram_figure, norms_figure
-from attnlab.experiments.real.summary import summary_table
 
 __all__ = ["comparison_result", "train_config"]
 
@@ -30,10 +31,10 @@ def train_config(build: Callable[[Any, int], Setup], config: Any, ctx: RunContex
     )
 
 
-def comparison_result(comparison: Comparison, config: Any, checks: list[Check], notes: list[str],
-                      grid: tuple[int, int] | None = None) -> ExperimentResult:
-    """The tables (trajectory, summary, layer norms, K/Q/V entries, attention) and the four figures, each labelled
-    with the defaults that are ours; ``grid`` lays image attention out as patches."""
+def comparison_result(comparison: Comparison, summary: pd.DataFrame, config: Any, checks: list[Check],
+                      notes: list[str], grid: tuple[int, int] | None = None) -> ExperimentResult:
+    """The tables (trajectory, ``summary`` from :func:`summary_table`, layer norms, K/Q/V entries, attention) and
+    the four figures, each labelled with the defaults that are ours; ``grid`` lays image attention out as patches."""
     figures = {"curves": curves_figure(comparison.frame), "norms": norms_figure(comparison.norms),
                "qkv_histograms": histogram_figure(comparison.entries),
                "attention": attention_figure(comparison.attention, grid)}
@@ -43,7 +44,7 @@ def comparison_result(comparison: Comparison, config: Any, checks: list[Check], 
         frame=comparison.frame,
         checks=checks,
         figures=figures,
-        tables={"summary": summary_table(comparison), "layer_norms": comparison.norms,
+        tables={"summary": summary, "layer_norms": comparison.norms,
                 "qkv_entries": comparison.entries, "attention": comparison.attention},
         notes=notes + ["one CPU thread per run; runs spread over config.workers processes"],
     )

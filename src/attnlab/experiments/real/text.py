@@ -152,11 +152,12 @@ def run_text(config: TextConfig, ctx: RunContext) -> ExperimentResult:
     comparison = train_config(build_text, config, ctx)
     y_test = _data(config)[0].y_test
     chance = float(torch.bincount(y_test).max()) / len(y_test)
-    checks = paper_checks(comparison, summary_table(comparison), chance=chance, language=True)
+    summary = summary_table(comparison)
+    checks = paper_checks(comparison, summary, chance=chance, language=True)
     if config.dataset == "keywords":
         checks += _selection_checks(comparison.frame, config.length)
     notes = ["float32 models; two-class cross-entropy (mean over the batch) in place of E4's summed sigmoid BCE"]
-    return comparison_result(comparison, config, checks, notes)
+    return comparison_result(comparison, summary, config, checks, notes)
 
 
 register(Experiment(
