@@ -41,9 +41,10 @@ def test_plain_parametrization_starts_from_a_zero_denoiser():
 
 def test_training_lowers_the_weighted_error_below_the_untrained_model():
     target, train, held_out = _sets(256)
-    untrained, _ = train_score_model(SoftmaxMLP(3, 2, 256), train, held_out, PROCESS, T, steps=0, skip=False)
+    options = {"skip": False, "input_map": "sphere", "T0": T0}
+    untrained, _ = train_score_model(SoftmaxMLP(3, 2, 256, 2.0), train, held_out, PROCESS, T, steps=0, **options)
     trained, result = train_score_model(
-        SoftmaxMLP(3, 2, 256), train, held_out, PROCESS, T, steps=400, record_every=10, patience=10, skip=False
+        SoftmaxMLP(3, 2, 256, 2.0), train, held_out, PROCESS, T, steps=400, record_every=10, patience=10, **options
     )
     before = weighted_score_error(untrained, target, T0, T, n=2000, seed=7)
     after = weighted_score_error(trained, target, T0, T, n=2000, seed=7)

@@ -164,8 +164,8 @@ def gradient_descent(
     since_best = 0
     step = 0
     for step in range(steps + 1):
-        Z = X @ W
-        R = net.output_from_logits(Z) - Y
+        F, phi, b = net.output_and_factors(X @ W)
+        R = F - Y
         sq_error = float(R.pow(2).sum())  # spec §3.1: 2 L = ||F - Y||_F^2
         if not math.isfinite(sq_error):
             raise FloatingPointError(f"loss became non-finite at step {step}; lower lr (now {lr:.6g})")
@@ -186,7 +186,6 @@ def gradient_descent(
             last = last or (stop is not None and stop(row))
         if last:
             break
-        phi, b = net.jacobian_factors(Z)
         W = W - lr * weight_gradient(X, R, phi, b, a)  # spec §3.3: W(t+1) = W(t) - eta Delta W(t)
     best_step = step
     if validation is not None:

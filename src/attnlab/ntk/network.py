@@ -136,6 +136,11 @@ class TwoLayerNet(nn.Module):
         """``(phi, b)`` of shapes (n, m) and (n, d_out) at the logits ``Z``; see the module docstring."""
         raise NotImplementedError
 
+    def output_and_factors(self, Z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Outputs (n, d_out) and Jacobian factors ``(phi, b)`` at the logits ``Z`` in one pass (a GD step needs all
+        three; a subclass overrides this when they share work)."""
+        return (self.output_from_logits(Z), *self.jacobian_factors(Z))
+
     def limit_kernel(self, X: torch.Tensor) -> torch.Tensor:
         """Infinite-width kernel ``K`` (n, n) with ``H* -> I_{d_out} (x) K`` under this initialization."""
         raise NotImplementedError
@@ -168,6 +173,5 @@ class TwoLayerNet(nn.Module):
         X = self._inputs(X)
         Y = check_tensor("Y", Y, "nL", {"n": X.shape[0], "L": self.d_out})
         with torch.no_grad():
-            Z = X @ self.W
-            phi, b = self.jacobian_factors(Z)
-            return weight_gradient(X, self.output_from_logits(Z) - Y, phi, b, self.a)
+            F, phi, b = self.output_and_factors(X @ self.W)
+            return weight_gradient(X, F - Y, phi, b, self.a)

@@ -1,4 +1,4 @@
-"""Denoising training sets for score estimation, and the input map ``u = (t / T, x_t) / rho``.
+"""Denoising training sets for score estimation, and the network's input map ``u(t, x)``.
 
 Spec: softmax-ntk-diffusion §7.5 (training set, normalization default), §7.4 (noisy vs true labels).
 """
@@ -7,12 +7,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import math
+
 import torch
 
-from attnlab._validation import check_in, check_scalar, check_tensor
+from attnlab._validation import ValidationError, check_in, check_scalar, check_tensor
 from attnlab.ntk.forward_process import ForwardProcess
 
-__all__ = ["DenoisingSet", "InputMap", "denoising_set", "fit_input_map"]
+__all__ = ["INPUT_MAPS", "DenoisingSet", "InputMap", "denoising_set", "fit_input_map"]
 
 
 @dataclass(frozen=True)
@@ -35,7 +37,13 @@ TIMES = ("uniform", "log-uniform")
 
 
 def denoising_set(
-    x0: torch.Tensor, process: ForwardProcess, T0: float, T: float, seed: int, times: str = "uniform"
+    x0: torch.Tensor,
+    process: ForwardProcess,
+    T0: float,
+    T: float,
+    seed: int,
+    times: str = "uniform",
+    power: float = 1.0,
 ) -> DenoisingSet:
     """Draw a time ``t_j`` and ``x_{t_j} = alpha x_{0,j} + sqrt(h) xi_j`` for each clean sample (spec §7.5).
 
@@ -50,6 +58,10 @@ def denoising_set(
     times : {"uniform", "log-uniform"}, default="uniform"
         ``t_j ~ Unif[T0, T]`` (spec §7.5), or ``log t_j ~ Unif[log T0, log T]`` (ours: as many draws per decade
         of ``t``, so that the small times where the mixture's modes live are not ~5% of the set).
+    power : float, default=1.0
+        With ``times="log-uniform"``: ``t_j = T0 (T / T0)^(U^power)``, ``U ~ Unif[0, 1]``; ``power > 1`` puts more
+        draws at small ``t`` (ours; with ``T / T0 = 200``, ``power = 3`` puts 59% of them in ``[T0, 3 T0]``
+        against 21% for ``power = 1``). Ignored for uniform times.
 
     Returns
     -------
@@ -59,29 +71,42 @@ def denoising_set(
     check_in("times", times, TIMES)
     check_scalar("T0", T0, low=0.0, low_inclusive=False)
     check_scalar("T", T, low=T0, low_inclusive=False)
+    check_scalar("power", power, low=0.0, low_inclusive=False)
     gen = torch.Generator().manual_seed(seed)
     u = torch.rand(x0.shape[0], generator=gen, dtype=torch.float64)
-    t = T0 + (T - T0) * u if times == "uniform" else T0 * (T / T0) ** u  # spec §7.5: t_j ~ U[T0, T]; or log-uniform
+    t = T0 + (T - T0) * u if times == "uniform" else T0 * (T / T0) ** u**power  # spec §7.5: U[T0, T]; or ours
     x_t, _ = process.sample(x0, t, gen)  # spec §7.5: x_t = alpha x0 + sqrt(h) xi
     return DenoisingSet(t, x0, x_t)
 
 
+INPUT_MAPS = ("spec", "scaled", "sphere")
+
+
 @dataclass(frozen=True)
 class InputMap:
-    """``u(t, x) = (t / T, x / c(t)) / rho`` in R^{d+1}: the network input, fixed on the training set.
+    """The network input ``u(t, x)`` in the unit ball of ``R^{d+1}``, fixed on the training set (spec §7.5).
 
-    ``c(t) = sqrt(alpha(t)^2 v0 + h(t))`` is the per-coordinate scale of ``X_t`` (``v0`` the mean squared
-    coordinate of ``X_0``), so that small-``t`` inputs are not crushed by the heavy noise of large ``t`` when
-    everything is divided by ``rho``.
+    Three maps (``kind``); ``c(t) = sqrt(alpha(t)^2 v0 + h(t))`` is the per-coordinate scale of ``X_t`` (``v0``
+    the mean squared coordinate of ``X_0``):
+
+    - ``"spec"``: ``u = (t / T, x) / rho``, the default proposed by spec §7.5.
+    - ``"scaled"`` (ours): ``u = (t / T, x / c(t)) / rho``, the noise-level scaling of EDM (Karras et al. 2022), so
+      that small-``t`` inputs are not crushed by the heavy noise of large ``t`` when everything is divided by ``rho``.
+    - ``"sphere"`` (ours): ``u = r(t) P(x / c(t))`` with ``P`` the inverse stereographic projection of ``R^d`` onto
+      the unit sphere of ``R^{d+1}`` and the radius ``r(t) = 1 - decay * log(t / T0) / log(T / T0)``, which falls
+      from 1 at ``T0`` to ``1 - decay`` at ``T``. Every input, training or test, lies in the unit ball without a
+      fitted divisor (``rho = 1``), closing the gap that unbounded Gaussian noise leaves in Assumption 6.1.
 
     Notes
     -----
-    Spec §7.5 leaves the normalization open [U] and proposes ``u = (t / T, x_t) / rho``. With it, the inputs at
-    small ``t`` (where the denoiser has its structure) have norm ~ ``0.14`` after division by ``rho ~ 3.5``, the
-    kernel is nearly linear there, and the learned sampler covered no mode in our runs; the noise-level scale
-    ``1 / c(t)`` (as in the EDM preconditioning of Karras et al. 2022) is our change.
+    Why ``"sphere"``: the limit kernel ``<u, u'> exp(sigma_w^2 <u, u'>)`` (spec §4.2) resolves directions to an
+    angle of about ``1 / (sigma_w |u|)``. With ``"spec"`` and ``"scaled"`` the small-``t`` inputs, where the mixture's
+    modes live, have norm 0.14-0.4, so the kernel is nearly linear there and cannot separate four modes; on the
+    sphere they have norm 1 and four modes on a circle sit about 85 degrees apart. The radius ``r(t)`` makes the
+    kernel smooth at large ``t``, where the denoiser is nearly linear and the labels ``x_0`` are nearly pure noise,
+    so that fitting those labels does not disturb the small-``t`` fit.
 
-    With ``skip=True`` (also ours) the denoiser is ``k(t) x + F(W, u)`` with the Gaussian (linear) denoiser gain
+    With ``skip=True`` (ours) the denoiser is ``k(t) x + F(W, u)`` with the Gaussian (linear) denoiser gain
     ``k(t) = alpha v0 / (alpha^2 v0 + h)``, so the network learns the residual ``E[X_0 | X_t] - k(t) X_t``:
     regression on the shifted labels ``x_0 - k(t) x_t``, which leaves the theory unchanged (a known function of
     the input is subtracted from the target). ``skip=False`` is the plain parametrization of spec §7.4.
@@ -94,9 +119,15 @@ class InputMap:
     v0 : float
         Mean squared coordinate of ``X_0`` on the training set.
     rho : float
-        Divisor; ``max_j ||(t_j / T, x_{t_j} / c(t_j))||`` on the training set (training inputs in the unit ball).
+        Divisor of ``"spec"`` and ``"scaled"``: ``max_j`` of the raw input norm on the training set (training
+        inputs in the unit ball); 1 for ``"sphere"``.
     skip : bool
         Whether the denoiser adds the linear part ``k(t) x``.
+    kind : {"spec", "scaled", "sphere"}
+    T0 : float
+        Smallest diffusion time (``"sphere"``: where ``r = 1``).
+    decay : float
+        ``"sphere"``: ``1 - r(T)``, in ``[0, 1)``.
     """
 
     process: ForwardProcess
@@ -104,6 +135,9 @@ class InputMap:
     v0: float
     rho: float
     skip: bool = True
+    kind: str = "spec"
+    T0: float = 0.0
+    decay: float = 0.9
 
     def skip_gain(self, t: torch.Tensor) -> torch.Tensor:
         """``k(t) = alpha v0 / (alpha^2 v0 + h)`` (zero without ``skip``), same shape as ``t``."""
@@ -112,16 +146,63 @@ class InputMap:
         alpha = self.process.alpha(t)
         return alpha * self.v0 / (alpha**2 * self.v0 + self.process.h(t))  # E[X0|Xt] for X0 ~ N(0, v0 I)
 
+    def radius(self, t: torch.Tensor) -> torch.Tensor:
+        """``"sphere"``: ``r(t) = 1 - decay * log(t / T0) / log(T / T0)``, clamped to ``[1 - decay, 1]``; shape of ``t``."""
+        frac = (torch.log(t / self.T0) / math.log(self.T / self.T0)).clamp(0.0, 1.0)
+        return 1.0 - self.decay * frac
+
     def __call__(self, t: torch.Tensor | float, x: torch.Tensor) -> torch.Tensor:
         """``u``, shape (n, d + 1), from ``t`` (n,) or a float and ``x`` (n, d)."""
         t = torch.as_tensor(t, dtype=torch.float64).expand(x.shape[0])
-        c = (self.process.alpha(t) ** 2 * self.v0 + self.process.h(t)).sqrt()  # per-coordinate std of X_t
-        return torch.cat([t[:, None] / self.T, x / c[:, None]], dim=1) / self.rho  # spec §7.5 (scaled, ours)
+        if self.kind == "spec":
+            return torch.cat([t[:, None] / self.T, x], dim=1) / self.rho  # spec §7.5: u = (t/T, x_t) / rho_u
+        z = x / (self.process.alpha(t) ** 2 * self.v0 + self.process.h(t)).sqrt()[:, None]  # x / c(t)
+        if self.kind == "scaled":
+            return torch.cat([t[:, None] / self.T, z], dim=1) / self.rho  # spec §7.5, scaled (ours)
+        sq = z.pow(2).sum(dim=1, keepdim=True)
+        on_sphere = torch.cat([2 * z, 1 - sq], dim=1) / (1 + sq)  # inverse stereographic projection R^d -> S^d
+        return self.radius(t)[:, None] * on_sphere  # ours: |u| = r(t) <= 1
 
 
-def fit_input_map(data: DenoisingSet, process: ForwardProcess, T: float, skip: bool = True) -> InputMap:
-    """The :class:`InputMap` fitted on ``data``: ``v0`` from its clean samples, ``rho`` its largest raw norm."""
+def fit_input_map(
+    data: DenoisingSet,
+    process: ForwardProcess,
+    T: float,
+    skip: bool = True,
+    kind: str = "spec",
+    T0: float | None = None,
+    decay: float = 0.9,
+) -> InputMap:
+    """The :class:`InputMap` fitted on ``data``: ``v0`` from its clean samples, ``rho`` its largest raw norm.
+
+    Parameters
+    ----------
+    data : DenoisingSet
+        Training triples.
+    process : ForwardProcess
+    T : float
+        Final diffusion time.
+    skip : bool, default=True
+        Learn the residual over the linear denoiser (ours).
+    kind : {"spec", "scaled", "sphere"}, default="spec"
+        See :class:`InputMap`; ``"spec"`` is spec §7.5's proposal.
+    T0 : float, optional
+        Smallest diffusion time; required for ``kind="sphere"``.
+    decay : float, default=0.9
+        ``"sphere"`` only: the radius falls from 1 at ``T0`` to ``1 - decay`` at ``T`` (ours).
+
+    Returns
+    -------
+    InputMap
+    """
     check_scalar("T", T, low=0.0, low_inclusive=False)
+    check_in("kind", kind, INPUT_MAPS)
     v0 = float(data.x0.pow(2).mean())
-    raw = InputMap(process, float(T), v0, 1.0, skip)(data.t, data.x_t)
-    return InputMap(process, float(T), v0, float(raw.norm(dim=1).max()), skip)  # spec §7.5: rho >= max ||u_j||
+    if kind == "sphere":
+        if T0 is None:
+            raise ValidationError('kind="sphere" needs T0, the smallest diffusion time (e.g. T0=0.01); pass T0=')
+        check_scalar("T0", T0, low=0.0, high=T, low_inclusive=False, high_inclusive=False)
+        check_scalar("decay", decay, low=0.0, high=1.0, high_inclusive=False)
+        return InputMap(process, float(T), v0, 1.0, skip, kind, float(T0), float(decay))
+    raw = InputMap(process, float(T), v0, 1.0, skip, kind)(data.t, data.x_t)
+    return InputMap(process, float(T), v0, float(raw.norm(dim=1).max()), skip, kind)  # spec §7.5: rho >= max ||u_j||

@@ -83,6 +83,9 @@ def train_score_model(
     record_every: int = 10,
     patience: int = 20,
     skip: bool = True,
+    input_map: str = "spec",
+    T0: float | None = None,
+    decay: float = 0.9,
 ) -> tuple[ScoreModel, GDResult]:
     """Fit the denoiser by GD on the squared loss to the noisy labels ``x_0`` (Algorithm E), early-stopped on the
     held-out denoising loss.
@@ -106,6 +109,12 @@ def train_score_model(
         without improvement.
     skip : bool, default=True
         Learn the residual over the linear (Gaussian) denoiser (ours; ``False`` is spec §7.4 as written).
+    input_map : {"spec", "scaled", "sphere"}, default="spec"
+        The network input ``u(t, x)``; see :class:`~attnlab.ntk.score_data.InputMap` (``"spec"`` is spec §7.5).
+    T0 : float, optional
+        Smallest diffusion time; required by ``input_map="sphere"``.
+    decay : float, default=0.9
+        ``input_map="sphere"``: the input radius falls from 1 at ``T0`` to ``1 - decay`` at ``T``.
 
     Returns
     -------
@@ -113,7 +122,7 @@ def train_score_model(
         Holds the weights of the best held-out step.
     result : GDResult
     """
-    inputs = fit_input_map(train, process, T, skip)
+    inputs = fit_input_map(train, process, T, skip, input_map, T0, decay)
     U = inputs(train.t, train.x_t)  # (n, d + 1), in the unit ball by construction of rho
     U_val = inputs(held_out.t, held_out.x_t)
     labels = train.x0 - inputs.skip_gain(train.t)[:, None] * train.x_t  # residual labels (= x0 without skip)

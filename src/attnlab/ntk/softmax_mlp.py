@@ -90,5 +90,9 @@ class SoftmaxMLP(TwoLayerNet):
     def jacobian_factors(self, Z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return softmax_factors(Z, self.a)
 
+    def output_and_factors(self, Z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        phi, b = softmax_factors(Z, self.a)
+        return Z.shape[-1] * b, phi, b  # spec §2: F = m S a^T = m b, one softmax for the output and the factors
+
     def limit_kernel(self, X: torch.Tensor) -> torch.Tensor:
         return softmax_limit_kernel(check_tensor("X", X, "nk", {"k": self.d_in}), self.sigma_w)

@@ -25,7 +25,7 @@ __all__ = [
     "lambda_max",
 ]
 
-_DENSE_MAX = 3000  # Gram sizes n * d_out up to this are formed densely; beyond, lambda_max is matrix-free
+_DENSE_MAX = 512  # Gram sizes n * d_out up to this are formed densely; beyond, Lanczos is faster (lambda_max only)
 
 
 def cross_kernel(net: TwoLayerNet, X_test: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
