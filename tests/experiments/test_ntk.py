@@ -46,7 +46,8 @@ def test_gmm_quick_learns_a_score_whose_samples_land_on_every_mode(tmp_path):
     assert checks["passed"].all(), checks.loc[~checks["passed"], "claim"].tolist()
     learned = table[(table["n"] == table["n"].max()) & (table["width"] == table["width"].max())].iloc[0]
     assert learned["coverage"] >= 0.5  # the learned score's samples sit on the modes (issue #5)
-    assert learned["min_mode_share"] >= 0.125 * learned["coverage"]  # and on all four of them
+    assert learned["mode_balance"] >= 0.125  # and on all four of them
+    assert learned["mode_balance"] == pytest.approx(learned["min_mode_share"] / learned["coverage"], rel=1e-12)
 
 
 @pytest.mark.slow
