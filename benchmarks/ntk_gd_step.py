@@ -1,0 +1,103 @@
+"""One GD step of the two-layer softmax network, and its step size's lambda_max, as n and m grow.
+
+A step (Algorithm C) needs the outputs ``F = m S a^T`` and the Jacobian factors ``(m S, S a^T)``. The baseline
+calls ``output_from_logits`` and ``jacobian_factors`` (two softmaxes, as ``gradient_descent`` did before);
+``output_and_factors`` shares one softmax (``F = m b``). ``lambda_max(H*)`` for the practical step is timed
+dense (``eigvalsh`` of the ``n d x n d`` Gram) against Lanczos on ``J J^T v``. Both variants run in one process,
+so the ratios are measured in the same run. Prints a Markdown section for ``BENCHMARKS.md``.
+
+Run ``python benchmarks/ntk_gd_step.py [--repeats 20]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+
+from attnlab.ntk import SoftmaxMLP, extreme_eigenvalues, gram, lambda_max
+from attnlab.ntk import tangent_kernel
+from attnlab.ntk.network import weight_gradient
+
+SIZES = [(256, 128), (1024, 512), (4096, 512), (4096, 2048)]  # (n, m); d_in = 3, d_out = 2 as in diffusion.gmm
+EIG_SIZES = [256, 1024, 2048]  # n for the lambda_max timing (Gram of size 2n)
+
+
+def seconds(fn: Callable[[], object], repeats: int) -> float:
+    """Median wall time of ``repeats`` calls (one warm-up call first)."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def problem(n: int, m: int) -> tuple[SoftmaxMLP, torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(0)
+    X = torch.randn(n, 3, generator=gen, dtype=torch.float64)
+    X = X / X.norm(dim=1, keepdim=True)
+    Y = torch.randn(n, 2, generator=gen, dtype=torch.float64) / 2
+    return SoftmaxMLP(3, 2, m, 2.0, seed=0), X, Y
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Time both step variants and both eigenvalue paths, print the Markdown section."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=20, help="steps per measurement (the median is kept)")
+    parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    step_rows = []
+    for n, m in SIZES:
+        net, X, Y = problem(n, m)
+        W, a = net.W.detach(), net.a
+
+        def two_pass() -> torch.Tensor:
+            Z = X @ W
+            phi, b = net.jacobian_factors(Z)
+            return weight_gradient(X, net.output_from_logits(Z) - Y, phi, b, a)
+
+        def one_pass() -> torch.Tensor:
+            F, phi, b = net.output_and_factors(X @ W)
+            return weight_gradient(X, F - Y, phi, b, a)
+
+        assert torch.allclose(two_pass(), one_pass(), rtol=1e-12, atol=1e-12)  # same step
+        step_rows.append((n, m, seconds(two_pass, args.repeats), seconds(one_pass, args.repeats)))
+    eig_rows = []
+    for n in EIG_SIZES:
+        net, X, _ = problem(n, 512)
+        dense = seconds(lambda: extreme_eigenvalues(gram(net, X))[1], max(1, args.repeats // 10))
+        tangent_kernel._DENSE_MAX, saved = 0, tangent_kernel._DENSE_MAX  # force the matrix-free path
+        try:
+            lanczos = seconds(lambda: lambda_max(net, X), max(1, args.repeats // 10))
+            gap = abs(lambda_max(net, X) - extreme_eigenvalues(gram(net, X))[1]) / extreme_eigenvalues(gram(net, X))[1]
+        finally:
+            tangent_kernel._DENSE_MAX = saved
+        eig_rows.append((n, dense, lanczos, gap))
+    load = os.getloadavg()[0]
+    print("<!-- section: ntk-gd-step -->")
+    print("## Softmax-NTK GD step and lambda_max(H*)\n")
+    print(f"Command: `.venv/bin/python benchmarks/ntk_gd_step.py --repeats {args.repeats}` (d_in = 3, d_out = 2, "
+          f"sigma_w = 2, float64, {args.threads} torch thread; median of {args.repeats} steps).\n")
+    print(f"Machine: `nproc` = {os.cpu_count()}, {platform.processor() or platform.machine()}, load average {load:.1f} "
+          "at the end (shared machine: absolute times are noisy, ratios were measured in the same run).\n")
+    print("| n | m | two softmaxes (ms) | one softmax (ms) | speed-up |")
+    print("|---|---|---|---|---|")
+    for n, m, two, one in step_rows:
+        print(f"| {n} | {m} | {1e3 * two:.2f} | {1e3 * one:.2f} | {two / one:.2f}x |")
+    print("\n| n (Gram 2n x 2n) | dense eigvalsh (ms) | Lanczos (ms) | speed-up | relative difference |")
+    print("|---|---|---|---|---|")
+    for n, dense, lanczos, gap in eig_rows:
+        print(f"| {n} | {1e3 * dense:.1f} | {1e3 * lanczos:.1f} | {dense / lanczos:.1f}x | {gap:.1e} |")
+    print("<!-- end section: ntk-gd-step -->")
+
+
+if __name__ == "__main__":
+    main()
