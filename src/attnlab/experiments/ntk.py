@@ -26,6 +26,7 @@ from attnlab.ntk import (
     contraction_bound,
     coupling_bound,
     cross_kernel,
+    denoiser_error_at,
     denoising_set,
     energy_distance,
     extreme_eigenvalues,
@@ -423,6 +424,16 @@ def _sample_stats(samples: torch.Tensor, target, reference: torch.Tensor, config
             "energy_distance": energy_distance(samples, reference)}
 
 
+ERROR_TIMES = (0.1, 1.0)  # besides T0: where the reverse SDE separates the modes, and the nearly linear regime
+
+
+def _errors_by_time(model, target, config: GMMConfig) -> dict[str, float]:
+    """The denoiser's error at T0 (the final denoising step) and at ``ERROR_TIMES``, common random numbers."""
+    times = {"T0": config.T0, **{f"{t:g}": t for t in ERROR_TIMES if config.T0 < t <= config.T}}
+    return {f"error_t={name}": denoiser_error_at(model, target, t, config.n_eval, config.seed + 5)
+            for name, t in times.items()}
+
+
 def run_gmm(config: GMMConfig, ctx: RunContext) -> ExperimentResult:
     process = ForwardProcess(1.0)  # spec §9: g = 1 (Ornstein-Uhlenbeck)
     target = circle_mixture(config.modes, config.radius, config.std)
@@ -454,6 +465,7 @@ def run_gmm(config: GMMConfig, ctx: RunContext) -> ExperimentResult:
         summary.append({"n": n, "width": width, "best_step": result.best_step, "steps": result.steps,
                         "weighted_error": weighted_score_error(model, target, config.T0, config.T, config.n_eval,
                                                                config.seed + 4),
+                        **_errors_by_time(model, target, config),
                         **_sample_stats(drawn, target, reference, config)})
     table = pd.DataFrame(summary)
     exact = sample(lambda x, t: target.score(x, t, process), lambda x, t: target.denoiser(x, t, process))
@@ -464,7 +476,7 @@ def run_gmm(config: GMMConfig, ctx: RunContext) -> ExperimentResult:
         {"sampler": "exact score", **_sample_stats(exact, target, reference, config)},
         {"sampler": "network at init (F = 0)", "weighted_error": weighted_score_error(
             untrained, target, config.T0, config.T, config.n_eval, config.seed + 4),
-         **_sample_stats(linear, target, reference, config)},
+         **_errors_by_time(untrained, target, config), **_sample_stats(linear, target, reference, config)},
     ])
     best = (max(config.ns), max(config.widths))
     figure = _gmm_figure(table, samples[best], exact, linear, target, config)

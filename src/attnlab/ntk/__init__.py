@@ -22,7 +22,13 @@ from attnlab.ntk.network import TwoLayerNet
 from attnlab.ntk.sample_metrics import energy_distance, mode_coverage
 from attnlab.ntk.sampling import euler_maruyama, reverse_sde_sample
 from attnlab.ntk.score_data import DenoisingSet, InputMap, denoising_set, fit_input_map
-from attnlab.ntk.score_model import ScoreModel, score_from_denoiser, train_score_model, weighted_score_error
+from attnlab.ntk.score_model import (
+    ScoreModel,
+    denoiser_error_at,
+    score_from_denoiser,
+    train_score_model,
+    weighted_score_error,
+)
 from attnlab.ntk.softmax_mlp import SoftmaxMLP
 from attnlab.ntk.theory import contraction_bound, coupling_bound, theorem_B, theorem_step
 from attnlab.ntk.unit_ball import to_unit_ball
@@ -42,6 +48,7 @@ __all__ = [
     "contraction_bound",
     "coupling_bound",
     "cross_kernel",
+    "denoiser_error_at",
     "denoising_set",
     "energy_distance",
     "euler_maruyama",

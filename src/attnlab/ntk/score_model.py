@@ -17,7 +17,7 @@ from attnlab.ntk.gd import GDResult, gradient_descent, practical_step
 from attnlab.ntk.network import TwoLayerNet
 from attnlab.ntk.score_data import DenoisingSet, InputMap, denoising_set, fit_input_map
 
-__all__ = ["ScoreModel", "score_from_denoiser", "train_score_model", "weighted_score_error"]
+__all__ = ["ScoreModel", "denoiser_error_at", "score_from_denoiser", "train_score_model", "weighted_score_error"]
 
 
 def score_from_denoiser(process: ForwardProcess, x: torch.Tensor, t: torch.Tensor, denoised: torch.Tensor) -> torch.Tensor:
@@ -140,6 +140,12 @@ def train_score_model(
     return ScoreModel(net, process, inputs), result
 
 
+def _denoiser_error(model: ScoreModel, target: GaussianMixture, x_t: torch.Tensor, t: torch.Tensor) -> float:
+    """Mean of ``||D_W(x_t, t) - E[X_0 | X_t = x_t]||^2`` over the rows of ``x_t`` (n, d), ``t`` (n,)."""
+    truth = target.denoiser(x_t, t, model.process)  # spec §9: closed-form E[X0 | Xt]
+    return float((model.denoiser(x_t, t) - truth).pow(2).sum(dim=1).mean())
+
+
 def weighted_score_error(
     model: ScoreModel, target: GaussianMixture, T0: float, T: float, n: int = 10_000, seed: int = 0
 ) -> float:
@@ -154,5 +160,23 @@ def weighted_score_error(
     check_scalar("n", n, kind=int, low=1)
     gen = torch.Generator().manual_seed(seed)
     fresh = denoising_set(target.sample(n, gen), model.process, T0, T, seed + 1)
-    truth = target.denoiser(fresh.x_t, fresh.t, model.process)  # spec §9: closed-form E[X0 | Xt]
-    return float((model.denoiser(fresh.x_t, fresh.t) - truth).pow(2).sum(dim=1).mean())
+    return _denoiser_error(model, target, fresh.x_t, fresh.t)
+
+
+def denoiser_error_at(model: ScoreModel, target: GaussianMixture, t: float, n: int = 10_000, seed: int = 0) -> float:
+    """``E ||D_W(X_t, t) - E[X_0 | X_t]||^2`` at one diffusion time ``t``, by Monte-Carlo on ``n`` fresh draws.
+
+    The integrand of :func:`weighted_score_error` at ``t`` (spec §9); at ``t = T0`` it is the error of the final
+    denoising step that maps reverse-SDE samples to ``p_0``.
+
+    Returns
+    -------
+    float
+    """
+    check_scalar("n", n, kind=int, low=1)
+    check_scalar("t", t, low=0.0, low_inclusive=False)
+    gen = torch.Generator().manual_seed(seed)
+    x0 = target.sample(n, gen)
+    times = torch.full((n,), float(t), dtype=torch.float64)
+    x_t, _ = model.process.sample(x0, times, gen)  # spec §7.1
+    return _denoiser_error(model, target, x_t, times)
