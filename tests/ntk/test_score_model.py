@@ -1,7 +1,9 @@
 """Score model (spec §7.4): parametrization, training with early stopping, weighted score error (spec §9)."""
 
+import pytest
 import torch
 
+from attnlab._validation import ValidationError
 from attnlab.ntk import (
     ForwardProcess,
     SoftmaxMLP,
@@ -66,3 +68,11 @@ def test_error_at_a_time_is_the_integrand_of_the_weighted_error():
     average = float(torch.trapezoid(values, grid)) / (T - T0)
     weighted = weighted_score_error(model, target, T0, T, n=40_000, seed=3)
     assert abs(average - weighted) < 0.1 * weighted  # weighted over seeds 3-7: +-3%; 401 times move the average 0.4%
+
+
+def test_bad_input_map_arguments_name_the_argument_and_the_fix():
+    _, train, held_out = _sets(32)
+    with pytest.raises(ValidationError, match="input_map == 'cube'"):
+        train_score_model(SoftmaxMLP(3, 2, 8), train, held_out, PROCESS, T, steps=0, input_map="cube")
+    with pytest.raises(ValidationError, match="pass T0="):
+        train_score_model(SoftmaxMLP(3, 2, 8), train, held_out, PROCESS, T, steps=0, input_map="sphere")

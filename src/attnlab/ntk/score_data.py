@@ -200,7 +200,8 @@ def fit_input_map(
     v0 = float(data.x0.pow(2).mean())
     if kind == "sphere":
         if T0 is None:
-            raise ValidationError('kind="sphere" needs T0, the smallest diffusion time (e.g. T0=0.01); pass T0=')
+            raise ValidationError("the sphere input map needs T0, the smallest diffusion time, where its radius is 1; "
+                                  "pass T0= (e.g. T0=0.01)")
         check_scalar("T0", T0, low=0.0, high=T, low_inclusive=False, high_inclusive=False)
         check_scalar("decay", decay, low=0.0, high=1.0, high_inclusive=False)
         return InputMap(process, float(T), v0, 1.0, skip, kind, float(T0), float(decay))

@@ -10,12 +10,12 @@ from dataclasses import dataclass
 
 import torch
 
-from attnlab._validation import check_scalar
+from attnlab._validation import check_in, check_scalar
 from attnlab.ntk.forward_process import ForwardProcess
 from attnlab.ntk.gaussian_mixture import GaussianMixture
 from attnlab.ntk.gd import GDResult, gradient_descent, practical_step
 from attnlab.ntk.network import TwoLayerNet
-from attnlab.ntk.score_data import DenoisingSet, InputMap, denoising_set, fit_input_map
+from attnlab.ntk.score_data import INPUT_MAPS, DenoisingSet, InputMap, denoising_set, fit_input_map
 
 __all__ = ["ScoreModel", "denoiser_error_at", "score_from_denoiser", "train_score_model", "weighted_score_error"]
 
@@ -122,6 +122,7 @@ def train_score_model(
         Holds the weights of the best held-out step.
     result : GDResult
     """
+    check_in("input_map", input_map, INPUT_MAPS)
     inputs = fit_input_map(train, process, T, skip, input_map, T0, decay)
     U = inputs(train.t, train.x_t)  # (n, d + 1), in the unit ball by construction of rho
     U_val = inputs(held_out.t, held_out.x_t)
