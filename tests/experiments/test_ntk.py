@@ -64,6 +64,9 @@ def test_table1_quick_finds_widths_growing_with_n(tmp_path):
         (lambda: LazyConfig(c=1.5), "c == 1.5, must be <= 1.0"),
         (lambda: Table1Config(activations=("tanh",)), "activations entry == 'tanh', must be one of"),
         (lambda: GMMConfig(radius=0.9), "radius == 0.9, must be <= 0.5"),
+        (lambda: GMMConfig(input_map="polar"), "input_map == 'polar', must be one of 'spec', 'scaled', 'sphere'"),
+        (lambda: GMMConfig(decay=1.0), "decay == 1"),
+        (lambda: GMMConfig(time_power=0.0), "time_power == 0"),
     ],
 )
 def test_bad_configs_are_refused(build, match):
