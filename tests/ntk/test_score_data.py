@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from attnlab._validation import ValidationError
-from attnlab.ntk import ForwardProcess, GaussianMixture, circle_mixture, denoising_set, fit_input_map
+from attnlab.ntk import ForwardProcess, GaussianMixture, InputMap, circle_mixture, denoising_set, fit_input_map
 
 PROCESS = ForwardProcess(1.0)
 
@@ -58,6 +58,8 @@ def test_sphere_map_needs_T0_and_a_decay_below_one():
         fit_input_map(data, PROCESS, 2.0, kind="sphere", T0=0.01, decay=1.0)
     with pytest.raises(ValidationError, match="kind"):
         fit_input_map(data, PROCESS, 2.0, kind="cube")
+    with pytest.raises(ValidationError, match="pass T0="):  # built directly, too: no silent log(t / 0)
+        InputMap(PROCESS, 2.0, 0.25, 1.0, kind="sphere")
 
 
 def test_skip_gain_is_the_exact_denoiser_of_a_centred_gaussian():

@@ -5,9 +5,8 @@ Spec: softmax-ntk-diffusion §7.5 (training set, normalization default), §7.4 (
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import math
+from dataclasses import dataclass
 
 import torch
 
@@ -124,10 +123,15 @@ class InputMap:
     skip : bool
         Whether the denoiser adds the linear part ``k(t) x``.
     kind : {"spec", "scaled", "sphere"}
-    T0 : float
-        Smallest diffusion time (``"sphere"``: where ``r = 1``).
+    T0 : float, optional
+        Smallest diffusion time, where ``r = 1``; required by ``"sphere"``, in ``(0, T)``.
     decay : float
         ``"sphere"``: ``1 - r(T)``, in ``[0, 1)``.
+
+    Raises
+    ------
+    ValidationError
+        Unknown ``kind``; ``"sphere"`` without ``T0`` or with ``T0`` or ``decay`` out of range.
     """
 
     process: ForwardProcess
@@ -136,8 +140,18 @@ class InputMap:
     rho: float
     skip: bool = True
     kind: str = "spec"
-    T0: float = 0.0
+    T0: float | None = None
     decay: float = 0.9
+
+    def __post_init__(self) -> None:
+        check_in("kind", self.kind, INPUT_MAPS)
+        if self.kind != "sphere":
+            return
+        if self.T0 is None:
+            raise ValidationError("the sphere input map needs T0, the smallest diffusion time, where its radius is 1; "
+                                  "pass T0= (e.g. T0=0.01)")
+        check_scalar("T0", self.T0, low=0.0, high=self.T, low_inclusive=False, high_inclusive=False)
+        check_scalar("decay", self.decay, low=0.0, high=1.0, high_inclusive=False)
 
     def skip_gain(self, t: torch.Tensor) -> torch.Tensor:
         """``k(t) = alpha v0 / (alpha^2 v0 + h)`` (zero without ``skip``), same shape as ``t``."""
@@ -147,7 +161,7 @@ class InputMap:
         return alpha * self.v0 / (alpha**2 * self.v0 + self.process.h(t))  # E[X0|Xt] for X0 ~ N(0, v0 I)
 
     def radius(self, t: torch.Tensor) -> torch.Tensor:
-        """``"sphere"``: ``r(t) = 1 - decay * log(t / T0) / log(T / T0)``, clamped to ``[1 - decay, 1]``; shape of ``t``."""
+        """``"sphere"``: ``r(t) = 1 - decay * log(t / T0) / log(T / T0)`` in ``[1 - decay, 1]``; shape of ``t``."""
         frac = (torch.log(t / self.T0) / math.log(self.T / self.T0)).clamp(0.0, 1.0)
         return 1.0 - self.decay * frac
 
@@ -196,14 +210,9 @@ def fit_input_map(
     InputMap
     """
     check_scalar("T", T, low=0.0, low_inclusive=False)
-    check_in("kind", kind, INPUT_MAPS)
     v0 = float(data.x0.pow(2).mean())
+    unscaled = InputMap(process, float(T), v0, 1.0, skip, kind, T0, decay)  # validates kind, T0 and decay
     if kind == "sphere":
-        if T0 is None:
-            raise ValidationError("the sphere input map needs T0, the smallest diffusion time, where its radius is 1; "
-                                  "pass T0= (e.g. T0=0.01)")
-        check_scalar("T0", T0, low=0.0, high=T, low_inclusive=False, high_inclusive=False)
-        check_scalar("decay", decay, low=0.0, high=1.0, high_inclusive=False)
-        return InputMap(process, float(T), v0, 1.0, skip, kind, float(T0), float(decay))
-    raw = InputMap(process, float(T), v0, 1.0, skip, kind)(data.t, data.x_t)
-    return InputMap(process, float(T), v0, float(raw.norm(dim=1).max()), skip, kind)  # spec §7.5: rho >= max ||u_j||
+        return unscaled  # |u| = r(t) <= 1 for every input: no divisor
+    rho = float(unscaled(data.t, data.x_t).norm(dim=1).max())  # spec §7.5: rho >= max ||u_j||
+    return InputMap(process, float(T), v0, rho, skip, kind)

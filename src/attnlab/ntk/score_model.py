@@ -124,7 +124,7 @@ def train_score_model(
     """
     check_in("input_map", input_map, INPUT_MAPS)
     inputs = fit_input_map(train, process, T, skip, input_map, T0, decay)
-    U = inputs(train.t, train.x_t)  # (n, d + 1), in the unit ball by construction of rho
+    U = inputs(train.t, train.x_t)  # (n, d + 1), in the unit ball by construction (rho, or the sphere's r <= 1)
     U_val = inputs(held_out.t, held_out.x_t)
     labels = train.x0 - inputs.skip_gain(train.t)[:, None] * train.x_t  # residual labels (= x0 without skip)
     val_labels = held_out.x0 - inputs.skip_gain(held_out.t)[:, None] * held_out.x_t
