@@ -21,12 +21,10 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import statistics
-import time
-from collections.abc import Callable
 
 import torch
 
+from _timing import median_seconds
 from attnlab import batched
 from attnlab.data import example1, stack
 
@@ -75,17 +73,6 @@ def reference_run(
             W.grad /= W.grad.norm()
         opt.step()
     return W.detach()
-
-
-def median_seconds(fn: Callable[[], object], repeats: int) -> float:
-    """Median wall time of ``repeats`` calls of ``fn`` (after one untimed warm-up call)."""
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def measure(R: int, steps: int, loop_runs: int, loop_steps: int, repeats: int) -> dict[str, float]:

@@ -14,29 +14,16 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import statistics
-import time
-from collections.abc import Callable
 
 import torch
 
+from _timing import median_seconds
 from attnlab.ntk import SoftmaxMLP, extreme_eigenvalues, gram, lambda_max
 from attnlab.ntk import tangent_kernel
 from attnlab.ntk.network import weight_gradient
 
 SIZES = [(256, 128), (1024, 512), (4096, 512), (4096, 2048)]  # (n, m); d_in = 3, d_out = 2 as in diffusion.gmm
 EIG_SIZES = [256, 1024, 2048]  # n for the lambda_max timing (Gram of size 2n)
-
-
-def seconds(fn: Callable[[], object], repeats: int) -> float:
-    """Median wall time of ``repeats`` calls (one warm-up call first)."""
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def problem(n: int, m: int) -> tuple[SoftmaxMLP, torch.Tensor, torch.Tensor]:
@@ -69,15 +56,16 @@ def main(argv: list[str] | None = None) -> None:
             return weight_gradient(X, F - Y, phi, b, a)
 
         assert torch.allclose(two_pass(), one_pass(), rtol=1e-12, atol=1e-12)  # same step
-        step_rows.append((n, m, seconds(two_pass, args.repeats), seconds(one_pass, args.repeats)))
+        step_rows.append((n, m, median_seconds(two_pass, args.repeats), median_seconds(one_pass, args.repeats)))
     eig_rows = []
     for n in EIG_SIZES:
         net, X, _ = problem(n, 512)
-        dense = seconds(lambda: extreme_eigenvalues(gram(net, X))[1], max(1, args.repeats // 10))
+        exact = extreme_eigenvalues(gram(net, X))[1]
+        dense = median_seconds(lambda: extreme_eigenvalues(gram(net, X))[1], max(1, args.repeats // 10))
         tangent_kernel._DENSE_MAX, saved = 0, tangent_kernel._DENSE_MAX  # force the matrix-free path
         try:
-            lanczos = seconds(lambda: lambda_max(net, X), max(1, args.repeats // 10))
-            gap = abs(lambda_max(net, X) - extreme_eigenvalues(gram(net, X))[1]) / extreme_eigenvalues(gram(net, X))[1]
+            lanczos = median_seconds(lambda: lambda_max(net, X), max(1, args.repeats // 10))
+            gap = abs(lambda_max(net, X) - exact) / exact
         finally:
             tangent_kernel._DENSE_MAX = saved
         eig_rows.append((n, dense, lanczos, gap))
