@@ -22,8 +22,8 @@ from attnlab._validation import ValidationError, check_in, check_scalar
 from attnlab.data import dm, example1
 from attnlab.experiments.base import Check, Experiment, ExperimentResult, RunContext, check_less, register
 from attnlab.experiments.plotting import (
-    CORR_GAP, EPS, STEP, house_figure, label_axes, label_ours, log_gap_axis, new_figure, plot_band, rounding_floor, theory_hline,
-    theory_line,
+    CORR_GAP, EPS, STEP, house_figure, label_axes, label_ours, log_gap_axis, new_figure, plot_band, rounding_floor,
+    theory_hline, theory_line,
 )
 from attnlab.flow import gradient_flow
 from attnlab.losses import LOSSES, mean_loss
@@ -683,7 +683,7 @@ def _rates_figure(config: RatesConfig, frame: pd.DataFrame, W_mm_norm: float, pr
     mid = len(t_ref) // 2
     theory_line(ax, t_ref, (1 - ngd.iloc[mid]) * t_ref[mid] / t_ref, r"Thm 1 bound $\propto 1/t$")
     log_gap_axis(ax, CORR_GAP, logx=True)
-    label_axes(ax, STEP, CORR_GAP, "3, 8. directional convergence")
+    ax.set(xlabel=STEP, title="3, 8. directional convergence")
     ax.legend()
     ax = axes[3]
     ax.plot(single["step"], single["log_one_minus_opt"], label="measured (NGD)")
@@ -713,7 +713,7 @@ def _rates_figure(config: RatesConfig, frame: pd.DataFrame, W_mm_norm: float, pr
     ax.semilogx(joint["step"], 1 - joint["head_alignment"], label=r"$1 - \mathrm{corr}(u_t, u_{mm})$")
     ax.semilogx(joint["step"], 1 - joint["min_opt_softmax"], label=r"$1 - \min_i \varphi_{opt}$")
     log_gap_axis(ax, "gap to the limit")
-    label_axes(ax, STEP, "gap to the limit", "10-12. joint alignment, saturation")
+    ax.set(xlabel=STEP, title="10-12. joint alignment, saturation")
     ax.legend()
     label_ours(fig, config)
     return fig

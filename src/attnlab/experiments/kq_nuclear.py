@@ -400,7 +400,7 @@ def _x3_figure(config: X3Config, frame: pd.DataFrame, spectrum: pd.DataFrame):
                 axes[k].plot(np.log(part["mu"]), (1 - part[column]).clip(lower=EPS), style, color=color, lw=1,
                              label=f"{who}: to the {svm}-SVM" if run == 0 else None)
         log_gap_axis(axes[k], r"$1 - \mathrm{corr}(W_t, W_{svm})$")
-        label_axes(axes[k], r"$\ln \mu(t)$", r"$1 - \mathrm{corr}(W_t, W_{svm})$", f"$d = {d}$")
+        axes[k].set(xlabel=r"$\ln \mu(t)$", title=f"$d = {d}$")
         sv = spectrum[(spectrum["d"] == d) & (spectrum["run"] == 0)]
         for name, part in sv.groupby("param"):
             axes[len(config.ds) + k].semilogy(part["index"], part["singular_value"].clip(lower=1e-12), "o-", ms=3,
