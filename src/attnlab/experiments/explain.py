@@ -22,7 +22,7 @@ from attnlab._validation import ValidationError, check_in, check_scalar
 from attnlab.batched import PARAMETRIZATIONS
 from attnlab.batched import train as batched_train
 from attnlab.data import TokenSelectionData
-from attnlab.experiments.plotting import new_figure
+from attnlab.experiments.plotting import STEP, house_figure, label_axes, log_gap_axis, new_figure
 from attnlab.losses import LOSSES
 from attnlab.svm import InfeasibleProgramError, attention_svm, diagonal_svm, locally_optimal_selections
 
@@ -247,19 +247,18 @@ def explain(
                        W=run.W[0])
 
 
+@house_figure
 def _figure(trajectory: pd.DataFrame, table: pd.DataFrame, param: str, opt: str):
     fig, axes = new_figure(2, width=4.2)
     for candidate, rows in trajectory.groupby("candidate", sort=False):
         rows = rows[rows["step"] > 0]
         axes[0].plot(rows["step"], rows["one_minus_cos"].clip(lower=1e-16), label=candidate)
-    axes[0].set_yscale("log")
-    axes[0].set_xlabel("step")
-    axes[0].set_title("1 - cos(W_t, W_svm)", fontsize=9)
-    axes[0].legend(fontsize=7)
+    log_gap_axis(axes[0], r"$1 - \cos(W_t, W_{svm})$")
+    axes[0].set_xlabel(STEP)
+    axes[0].legend()
     colors = ["C3" if c else "C0" for c in table["closest"]]
     axes[1].barh(table["candidate"], table["one_minus_cos"].clip(lower=1e-16), color=colors)
     axes[1].set_xscale("log")
-    axes[1].set_title("final 1 - cos (closest in red)", fontsize=9)
-    fig.suptitle(f"param={param}, opt={opt}", fontsize=10)
-    fig.tight_layout()
+    label_axes(axes[1], r"final $1 - \cos(W_T, W_{svm})$", "candidate SVM", "closest in red")
+    fig.suptitle(f"param={param}, opt={opt}")
     return fig

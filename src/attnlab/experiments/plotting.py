@@ -108,25 +108,31 @@ def house_figure(draw: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _thin_log_labels(ax: Any) -> None:
-    """On a log axis over a decade or more, label the decades, plus 2 and 5 where fewer than two decades show.
+    """On a log axis, label only the decades, or 1, 2 and 5 times them where fewer than two decades show.
 
-    Matplotlib labels every minor tick (``2x10^1, 3x10^1, ...``) on such axes, and on a narrow panel they collide.
+    Matplotlib labels every minor tick (``2x10^1, 3x10^1, ...``) of a short log axis, and on a narrow panel they
+    collide.
     """
     for axis, limits in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
         low, high = sorted(limits)
-        if axis.get_scale() != "log" or low <= 0 or np.log10(high / low) < 1.0:
+        if axis.get_scale() != "log" or low <= 0:
             continue
-        decades = np.floor(np.log10(high)) - np.ceil(np.log10(low)) + 1
-        axis.set_minor_formatter(NullFormatter() if decades >= 2 else FuncFormatter(_two_and_five))
+        if np.floor(np.log10(high)) - np.ceil(np.log10(low)) + 1 >= 2:  # two or more decades in view
+            axis.set_minor_formatter(NullFormatter())
+        else:
+            axis.set_major_formatter(FuncFormatter(_one_two_five))
+            axis.set_minor_formatter(FuncFormatter(_one_two_five))
 
 
-def _two_and_five(value: float, _position: Any) -> str:
-    """Label a minor log tick only at 2 and 5 times a power of ten."""
-    exponent = int(np.floor(np.log10(value)))
+def _one_two_five(value: float, _position: Any) -> str:
+    """Label a log tick only at 1, 2 and 5 times a power of ten; plain numbers between 0.001 and 9999."""
+    exponent = int(np.floor(np.log10(value) + 1e-9))  # 1000 is 1e3, not 10e2, despite rounding in log10
     mantissa = round(value / 10.0**exponent)
-    if mantissa not in (2, 5):
+    if mantissa not in (1, 2, 5):
         return ""
-    return f"{value:g}" if -3 <= exponent < 4 else f"${mantissa}\\times10^{{{exponent}}}$"
+    if -3 <= exponent < 4:
+        return f"{value:g}"
+    return f"$10^{{{exponent}}}$" if mantissa == 1 else f"${mantissa}\\times10^{{{exponent}}}$"
 
 
 def new_figure(ncols: int, nrows: int = 1, *, width: float = 3.6, height: float = 3.0) -> tuple[Any, Any]:
@@ -225,8 +231,9 @@ def plot_band(ax: Any, frame: pd.DataFrame, x: str, y: str, *, label: str, color
 # figure_problems: the house rules as a check
 
 _MATH = re.compile(r"\$[^$]*\$")
-_ASCII_MATH = re.compile(
-    r"\|\||\^|[A-Za-z0-9]_[A-Za-z0-9{]"
+_ASCII_MATH = re.compile(  # ||x||, x^2, a short subscript (W_t, W_mm, L_irr, x_1, W_{mm}), a Greek letter
+    # spelled out; a code name such as pos_embed or cls_token (a word of four letters or more after _) is not math
+    r"\|\||\^|_\{|\b[A-Za-z]{1,3}_[A-Za-z0-9]{1,3}\b|\b\w+_[A-Za-z0-9]\b"
     r"|\b(alpha|beta|gamma|delta|eta|theta|lambda|mu|rho|sigma|tau|phi|psi|omega|omega0)\b"
 )
 
