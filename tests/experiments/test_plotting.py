@@ -21,6 +21,7 @@ from attnlab.experiments.plotting import (
     label_ours,
     log_gap_axis,
     new_figure,
+    panel_grid,
     theory_hline,
     theory_line,
 )
@@ -153,3 +154,11 @@ def test_eps_is_the_float64_resolution_of_one():
 def test_the_explain_figure_follows_the_house_style():
     result = explain(example1(n=3, T=3, d=8, seed=0), "W", "ngd", steps=40, lr=0.3)
     assert figure_problems(result.figure) == []
+
+
+def test_panel_grid_lays_many_panels_in_rows_and_drops_the_unused_places():
+    fig, axes = panel_grid(5, columns=3, width=2.0, height=1.5)
+    assert len(axes) == 5 and len(fig.axes) == 5  # the sixth place of the 3 x 2 grid is gone
+    assert tuple(fig.get_size_inches()) == (6.0, 3.0)
+    rows = {round(ax.get_position().y0, 3) for ax in axes}
+    assert len(rows) == 2

@@ -22,8 +22,8 @@ from attnlab._validation import ValidationError, check_in, check_scalar
 from attnlab.data import dm, example1
 from attnlab.experiments.base import Check, Experiment, ExperimentResult, RunContext, check_less, register
 from attnlab.experiments.plotting import (
-    CORR_GAP, EPS, STEP, house_figure, label_axes, label_ours, log_gap_axis, new_figure, plot_band, rounding_floor,
-    theory_hline, theory_line,
+    CORR_GAP, EPS, STEP, house_figure, label_axes, label_ours, log_gap_axis, new_figure, panel_grid, plot_band,
+    rounding_floor, theory_hline, theory_line,
 )
 from attnlab.flow import gradient_flow
 from attnlab.losses import LOSSES, mean_loss
@@ -207,7 +207,7 @@ def _fixed_decoder_checks(config: Fig2Config, frame: pd.DataFrame, W_mm_norm: fl
 
 @house_figure
 def _fixed_decoder_figure(config: Fig2Config, frame: pd.DataFrame, W_mm_norm: float, L_star: float):
-    fig, axes = new_figure(5, width=3.3)
+    fig, axes = panel_grid(5)
     for method, rows in frame.groupby("method", sort=False):
         rows = rows.sort_values("step")
         axes[0].plot(rows["step"], (rows["loss"] - L_star).clip(lower=EPS * L_star), label=method)
@@ -338,7 +338,7 @@ def run_fig3(config: Fig3Config, ctx: RunContext) -> ExperimentResult:
 
 @house_figure
 def _joint_figure(config: Fig3Config, frame: pd.DataFrame):
-    fig, axes = new_figure(6, width=3.0)
+    fig, axes = panel_grid(6)
     # (quantity drawn, y-label, gap on a log axis)
     columns = [(lambda f: f["loss"], r"training loss $L(u_t, W_t)$", True),
                (lambda f: f["head_norm"], r"$\|u_t\|$", False),

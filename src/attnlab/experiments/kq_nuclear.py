@@ -390,24 +390,24 @@ def _x3_checks(config: X3Config, d: int, frames: list[pd.DataFrame], corr_refs: 
 
 @house_figure
 def _x3_figure(config: X3Config, frame: pd.DataFrame, spectrum: pd.DataFrame):
-    fig, axes = new_figure(len(config.ds), 2, width=3.6)
+    fig, axes = new_figure(2, len(config.ds), width=3.6)  # one row per d: correlations, then the spectrum
+    corr, spec = axes[0::2], axes[1::2]
     for k, d in enumerate(config.ds):
         rows = frame[(frame["d"] == d) & (frame["mu"] > 1)]
         for (name, run), part in rows.groupby(["param", "run"]):
             style = "-" if name == "KQ" else "--"
             who = "$K,Q$" if name == "KQ" else "$W$"
             for column, svm, color in (("corr_nuc", "nuc", "C0"), ("corr_fro", "fro", "C1")):
-                axes[k].plot(np.log(part["mu"]), (1 - part[column]).clip(lower=EPS), style, color=color, lw=1,
+                corr[k].plot(np.log(part["mu"]), (1 - part[column]).clip(lower=EPS), style, color=color, lw=1,
                              label=f"{who}: to the {svm}-SVM" if run == 0 else None)
-        log_gap_axis(axes[k], r"$1 - \mathrm{corr}(W_t, W_{svm})$")
-        axes[k].set(xlabel=r"$\ln \mu(t)$", title=f"$d = {d}$")
+        log_gap_axis(corr[k], r"$1 - \mathrm{corr}(W_t, W_{svm})$")
+        corr[k].set(xlabel=r"$\ln \mu(t)$", title=f"$d = {d}$")
         sv = spectrum[(spectrum["d"] == d) & (spectrum["run"] == 0)]
         for name, part in sv.groupby("param"):
-            axes[len(config.ds) + k].semilogy(part["index"], part["singular_value"].clip(lower=1e-12), "o-", ms=3,
-                                              label=name)
-        label_axes(axes[len(config.ds) + k], "index $i$", r"$\sigma_i(W / \mu)$ at the end", f"spectrum, $d = {d}$")
-    axes[0].legend()
-    axes[len(config.ds)].legend()
+            spec[k].semilogy(part["index"], part["singular_value"].clip(lower=1e-12), "o-", ms=3, label=name)
+        label_axes(spec[k], "index $i$", r"$\sigma_i(W / \mu)$ at the end", f"spectrum, $d = {d}$")
+    corr[0].legend()
+    spec[0].legend()
     label_ours(fig, config)
     return fig
 

@@ -42,6 +42,7 @@ __all__ = [
     "label_ours",
     "log_gap_axis",
     "new_figure",
+    "panel_grid",
     "plot_band",
     "rounding_floor",
     "theory_hline",
@@ -155,6 +156,22 @@ def new_figure(ncols: int, nrows: int = 1, *, width: float = 3.6, height: float 
             nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False, layout="constrained"
         )
     return fig, axes.ravel()
+
+
+def panel_grid(count: int, *, columns: int = 3, width: float = 3.6, height: float = 3.0) -> tuple[Any, Any]:
+    """``count`` panels in rows of ``columns``, so that a figure of many panels stays near the report's width.
+
+    Returns
+    -------
+    figure : matplotlib.figure.Figure
+    axes : numpy.ndarray of Axes, shape (count,)
+        Row by row; the unused places of the last row are removed.
+    """
+    ncols = min(count, columns)
+    fig, axes = new_figure(ncols, -(-count // ncols), width=width, height=height)
+    for ax in axes[count:]:
+        fig.delaxes(ax)
+    return fig, axes[:count]
 
 
 def label_axes(ax: Any, xlabel: str, ylabel: str, title: str | None = None) -> None:

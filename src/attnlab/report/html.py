@@ -49,7 +49,8 @@ table.check-table { width: 100%; table-layout: fixed; }
 table.check-table td { overflow-wrap: anywhere; }
 table.check-table td.value { font-family: ui-monospace, monospace; font-size: 0.78rem; }
 table.check-table col.claim { width: 36%; } table.check-table col.value { width: 13%; }
-table.check-table col.result { width: 7%; } table.check-table col.source { width: 18%; }
+table.check-table col.result { width: 8%; } table.check-table col.source { width: 17%; }
+table.check-table td.result { white-space: nowrap; }
 td.missing { color: #b00020; }
 .notes li { white-space: pre-line; margin: 0.2rem 0; }
 .note-pre, .note-table { font-size: 0.78rem; }
@@ -164,8 +165,9 @@ def _checks_table(entry: ExperimentEntry) -> str:
             else '<td class="value missing">none stated</td>'
         )
         rows.append(
-            f"<tr{cls}><td>{math_html(c.claim)}</td><td class=\"value\">{math_html(c.predicted)}</td>"
-            f"<td class=\"value\">{math_html(c.measured)}</td>{tolerance}<td>{mark}</td><td>{_e(c.source)}</td></tr>"
+            f'<tr{cls}><td>{math_html(c.claim)}</td><td class="value">{math_html(c.predicted)}</td>'
+            f'<td class="value">{math_html(c.measured)}</td>{tolerance}<td class="result">{mark}</td>'
+            f"<td>{_e(c.source)}</td></tr>"
         )
     columns = (
         '<colgroup><col class="claim"><col class="value"><col class="value"><col class="value">'

@@ -19,7 +19,8 @@ _SYMBOLS = {"||": "‖", "<=": "≤", ">=": "≥", "!=": "≠", "->": "→", "+-
 _GREEK = {
     "alpha": "α", "beta": "β", "gamma": "γ", "delta": "δ", "epsilon": "ε", "eps": "ε", "eta": "η", "theta": "θ",
     "lambda": "λ", "mu": "μ", "nabla": "∇", "xi": "ξ", "rho": "ρ", "sigma": "σ", "Sigma": "Σ", "tau": "τ",
-    "phi": "φ", "psi": "ψ", "omega": "ω",
+    "phi": "φ", "psi": "ψ", "omega": "ω", "Gamma": "Γ", "Delta": "Δ", "Theta": "Θ", "Lambda": "Λ", "Phi": "Φ",
+    "Omega": "Ω",
 }
 _SYMBOL = re.compile("|".join(re.escape(s) for s in _SYMBOLS))
 _GREEK_WORD = re.compile(  # omega0 is omega with subscript 0
@@ -28,14 +29,17 @@ _GREEK_WORD = re.compile(  # omega0 is omega with subscript 0
 # one pattern, read left to right: a braced or parenthesised superscript, a plain one, a braced subscript, a short
 # subscript (W_mm, L_*, phi_opt; never a code name such as patch_embed)
 _SCRIPT = re.compile(
-    r"\^\{(?P<sup_brace>[^{}]*)\}|\^\((?P<sup_paren>[^()]*)\)|\^(?P<sup>-?[0-9.]+(?:/[0-9]+)?|[A-Za-z]+)"
-    r"|_\{(?P<sub_brace>[^{}]*)\}|(?<=[A-Za-z0-9α-ωΣ∇‖)*])_(?P<sub>[A-Za-z0-9*]{1,4})(?![A-Za-z0-9])"
+    r"\^\{(?P<sup_brace>[^{}]*)\}|\^\((?P<sup_paren>[^()]*)\)|\^(?P<sup>-?[0-9.]+(?:/[0-9]+)?|-[A-Za-zα-ωΓ-Ω]+(?:_[A-Za-z0-9]{1,4})?|[A-Za-zα-ωΓ-Ω]+)"
+    r"|_\{(?P<sub_brace>[^{}]*)\}|(?<=[A-Za-z0-9α-ωΓ-Ω∇ℓ‖)*])_(?P<sub>[0-9]+\.[0-9]+|[A-Za-z0-9*]{1,4})(?![A-Za-z0-9])"
 )
 _LONGEST_BASE = 3  # letters before "_": W_t, phi_opt (phi is one Greek letter by then), but not svm_margin
 
 
+_ELL = re.compile(r"(?<![A-Za-z])l(?=_)")  # l_p, l_1: the norm's script l
+
+
 def _unicode(text: str) -> str:
-    text = _SYMBOL.sub(lambda m: _SYMBOLS[m.group(0)], text)
+    text = _ELL.sub("ℓ", _SYMBOL.sub(lambda m: _SYMBOLS[m.group(0)], text))
     return _GREEK_WORD.sub(lambda m: _GREEK[m.group(1)] + (f"_{m.group(2)}" if m.group(2) else ""), text)
 
 
@@ -74,7 +78,8 @@ def math_html(text: Any) -> str:
             continue
         out.append(html.escape(text[last:match.start()]))
         tag = "sup" if kind.startswith("sup") else "sub"
-        out.append(f"<{tag}>{html.escape(match.group(kind))}</{tag}>")
+        inner = match.group(kind)  # an exponent may carry its own subscript: e^-Delta_max (but W^mm_q is W^{mm}_q)
+        out.append(f"<{tag}>{math_html(inner) if tag == 'sup' else html.escape(inner)}</{tag}>")
         last = match.end()
     out.append(html.escape(text[last:]))
     return "".join(out)

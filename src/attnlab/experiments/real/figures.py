@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from attnlab.experiments.plotting import house_figure, new_figure
+from attnlab.experiments.plotting import house_figure, new_figure, panel_grid
 
 __all__ = ["attention_figure", "curves_figure", "histogram_figure", "norms_figure"]
 
@@ -41,7 +41,7 @@ def curves_figure(frame: pd.DataFrame) -> Any:
 def norms_figure(norms: pd.DataFrame) -> Any:
     """Per-layer parameter norm divided by its initial value, against epoch; one panel per optimizer."""
     names = list(dict.fromkeys(norms["optimizer"]))
-    fig, axes = new_figure(len(names), width=3.0, height=2.8)
+    fig, axes = panel_grid(len(names), columns=4, width=3.0, height=2.8)
     initial = norms[norms["epoch"] == 0].set_index(["optimizer", "seed", "layer"])["norm"]
     growth = norms.join(initial.rename("initial"), on=["optimizer", "seed", "layer"])
     growth = growth.assign(growth=growth["norm"] / growth["initial"])
@@ -74,28 +74,36 @@ def histogram_figure(entries: pd.DataFrame) -> Any:
 
 @house_figure
 def attention_figure(attention: pd.DataFrame, grid: tuple[int, int] | None = None) -> Any:
-    """First-token attention maps: one row per optimizer, one column per probe sample.
+    """First-token attention maps, one panel per optimizer and probe sample.
 
-    ``grid``: reshape tokens 1.. (everything but the first token) into an image of this shape (ViT patches);
-    ``None`` draws the weights over all tokens as a strip (text).
+    ``grid``: reshape tokens 1.. (everything but the first token) into an image of this shape (ViT patches), one
+    column per optimizer and one row per sample, so that the figure is wide; ``None`` draws the weights over all
+    tokens as a strip (text), one row per optimizer and one column per sample.
     """
     names = list(dict.fromkeys(attention["optimizer"]))
     samples = sorted(attention["sample"].unique())
-    fig, axes = new_figure(len(samples), len(names), width=1.6 if grid else 2.6, height=1.5 if grid else 0.7)
-    axes = axes.reshape(len(names), len(samples))
+    if grid is None:
+        fig, axes = new_figure(len(samples), len(names), width=2.6, height=0.7)
+        panels = axes.reshape(len(names), len(samples))
+    else:
+        fig, axes = new_figure(len(names), len(samples), width=1.6, height=1.6)
+        panels = axes.reshape(len(samples), len(names)).T  # panels[optimizer, sample] either way
     top = float(attention["weight"].max())  # one colour scale for every map, so sharpness compares
     for r, name in enumerate(names):
         for c, sample in enumerate(samples):
             rows = attention[(attention["optimizer"] == name) & (attention["sample"] == sample)]
             weights = rows.sort_values("token")["weight"].to_numpy()
             image = weights[1:].reshape(grid) if grid else weights[None, :]
-            ax = axes[r, c]
+            ax = panels[r, c]
             ax.imshow(image, cmap="viridis", vmin=0.0, vmax=top, aspect="auto" if grid is None else "equal")
             ax.set_xticks([])
             ax.set_yticks([])
             ax.spines[:].set_visible(False)  # an image needs no frame
-            if c == 0:
+            if grid is None and c == 0:
                 ax.set_ylabel(name, fontsize=7, rotation=0, ha="right", va="center")
-    fig.suptitle(f"attention of the first token, last layer, mean over heads (colour scale 0 to {top:.2f})",
-                 fontsize=8)
+            if grid is not None and c == 0:
+                ax.set_title(name)
+            if grid is not None and r == 0:
+                ax.set_ylabel(f"sample {sample}", fontsize=7)
+    fig.suptitle(f"attention of the first token, last layer, mean over heads (colour scale 0 to {top:.2f})")
     return fig
