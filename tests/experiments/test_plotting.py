@@ -139,7 +139,7 @@ def test_house_figure_draws_in_the_style_and_restores_rcparams():
 
 
 def test_theory_lines_share_one_look():
-    fig, axes = new_figure(1)
+    _, axes = new_figure(1)
     line = theory_line(axes[0], [0, 1], [0, 1], "bound")
     level = theory_hline(axes[0], 0.5, "limit")
     for artist in (line, level):

@@ -27,9 +27,9 @@ class ToyConfig:
 
 def toy_run(config, ctx):
     frame = pd.DataFrame({"step": range(config.steps), "loss": [1.0 / (1 + s) for s in range(config.steps)]})
-    fig, ax = plt.subplots(1, 2, figsize=(8.4, 3.0))  # as wide as a two-panel figure, the narrowest we draw
-    wide, axes = plt.subplots(1, 5, figsize=(16.5, 3.0))  # and as the five-panel ones
-    for ax in (*ax, *axes):
+    fig, pair = plt.subplots(1, 2, figsize=(8.4, 3.0))  # as wide as a two-panel figure, the narrowest we draw
+    wide, five = plt.subplots(1, 5, figsize=(16.5, 3.0))  # and as the five-panel ones
+    for ax in (*pair, *five):
         ax.plot(frame["step"], frame["loss"])
     checks = [
         Check("loss decreases", "< 1", float(frame["loss"].iloc[-1]), "bound", True, "spec §1"),

@@ -235,7 +235,9 @@ def label_ours(figure: Any, config: Any) -> None:
                 linespacing=_LINE_HEIGHT, gid=_FOOTNOTE_GID)
 
 
-def plot_band(ax: Any, frame: pd.DataFrame, x: str, y: str, *, label: str, color: Any = None, logy: bool = False) -> None:
+def plot_band(
+    ax: Any, frame: pd.DataFrame, x: str, y: str, *, label: str, color: Any = None, logy: bool = False
+) -> None:
     """Median line with a min-max band of ``y`` over runs, grouped by ``x``."""
     stats = frame.groupby(x)[y].agg(["median", "min", "max"]).reset_index()
     (line,) = ax.plot(stats[x], stats["median"], label=label, color=color)
@@ -269,7 +271,7 @@ def _shown_ticklabels(axis: Any) -> list[Any]:
     for minor in (False, True):
         locs = axis.get_minorticklocs() if minor else axis.get_majorticklocs()
         labels = axis.get_ticklabels(minor=minor)
-        shown += [t for loc, t in zip(locs, labels) if low - slack <= loc <= high + slack and t.get_text()]
+        shown += [t for loc, t in zip(locs, labels, strict=True) if low - slack <= loc <= high + slack and t.get_text()]
     return [t for t in shown if t.get_visible()]
 
 
