@@ -40,6 +40,7 @@ def _tags(fragment: str) -> set[str]:
         ("max_i log(1 - phi_opt) -> -inf", "max<sub>i</sub> log(1 - φ<sub>opt</sub>) → -inf"),
         ("KKT (omega0=0.1), lambda_max, L_* +- 1", "KKT (ω<sub>0</sub>=0.1), λ<sub>max</sub>, L<sub>*</sub> ± 1"),
         ("W^mm_q", "W<sup>mm</sup><sub>q</sub>"),
+        ("||W_(k+1)||^{p-1}", "‖W<sub>k+1</sub>‖<sup>p-1</sup>"),
         ("l_1.1-MD vs l_p-AttGD, e^-Delta_max, Theta(log t)",
          "ℓ<sub>1.1</sub>-MD vs ℓ<sub>p</sub>-AttGD, e<sup>-Δ<sub>max</sub></sup>, Θ(log t)"),
     ],

@@ -26,11 +26,15 @@ _SYMBOL = re.compile("|".join(re.escape(s) for s in _SYMBOLS))
 _GREEK_WORD = re.compile(  # omega0 is omega with subscript 0
     r"(?<![A-Za-z])(" + "|".join(sorted(_GREEK, key=len, reverse=True)) + r")([0-9]*)(?![A-Za-z0-9])"
 )
-# one pattern, read left to right: a braced or parenthesised superscript, a plain one, a braced subscript, a short
-# subscript (W_mm, L_*, phi_opt; never a code name such as patch_embed)
+# one pattern, read left to right: a braced or parenthesised superscript, a plain one, a braced or parenthesised
+# subscript, a short subscript (W_mm, L_*, phi_opt; never a code name such as patch_embed)
 _SCRIPT = re.compile(
-    r"\^\{(?P<sup_brace>[^{}]*)\}|\^\((?P<sup_paren>[^()]*)\)|\^(?P<sup>-?[0-9.]+(?:/[0-9]+)?|-[A-Za-zα-ωΓ-Ω]+(?:_[A-Za-z0-9]{1,4})?|[A-Za-zα-ωΓ-Ω]+)"
-    r"|_\{(?P<sub_brace>[^{}]*)\}|(?<=[A-Za-z0-9α-ωΓ-Ω∇ℓ‖)*])_(?P<sub>[0-9]+\.[0-9]+|[A-Za-z0-9*]{1,4})(?![A-Za-z0-9])"
+    r"\^\{(?P<sup_brace>[^{}]*)\}"
+    r"|\^\((?P<sup_paren>[^()]*)\)"
+    r"|\^(?P<sup>-?[0-9.]+(?:/[0-9]+)?|-[A-Za-zα-ωΓ-Ω]+(?:_[A-Za-z0-9]{1,4})?|[A-Za-zα-ωΓ-Ω]+)"
+    r"|_\{(?P<sub_brace>[^{}]*)\}"
+    r"|_\((?P<sub_paren>[^()]*)\)"
+    r"|(?<=[A-Za-z0-9α-ωΓ-Ω∇ℓ‖)*])_(?P<sub>[0-9]+\.[0-9]+|[A-Za-z0-9*]{1,4})(?![A-Za-z0-9])"
 )
 _LONGEST_BASE = 3  # letters before "_": W_t, phi_opt (phi is one Greek letter by then), but not svm_margin
 

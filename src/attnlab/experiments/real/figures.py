@@ -74,36 +74,29 @@ def histogram_figure(entries: pd.DataFrame) -> Any:
 
 @house_figure
 def attention_figure(attention: pd.DataFrame, grid: tuple[int, int] | None = None) -> Any:
-    """First-token attention maps, one panel per optimizer and probe sample.
+    """First-token attention maps: one column per optimizer, one row per probe sample (a wide figure).
 
-    ``grid``: reshape tokens 1.. (everything but the first token) into an image of this shape (ViT patches), one
-    column per optimizer and one row per sample, so that the figure is wide; ``None`` draws the weights over all
-    tokens as a strip (text), one row per optimizer and one column per sample.
+    ``grid``: reshape tokens 1.. (everything but the first token) into an image of this shape (ViT patches);
+    ``None`` draws the weights over all tokens as a strip (text).
     """
     names = list(dict.fromkeys(attention["optimizer"]))
     samples = sorted(attention["sample"].unique())
-    if grid is None:
-        fig, axes = new_figure(len(samples), len(names), width=2.6, height=0.7)
-        panels = axes.reshape(len(names), len(samples))
-    else:
-        fig, axes = new_figure(len(names), len(samples), width=1.6, height=1.6)
-        panels = axes.reshape(len(samples), len(names)).T  # panels[optimizer, sample] either way
+    fig, axes = new_figure(len(names), len(samples), width=1.6, height=1.6 if grid else 0.6)
+    axes = axes.reshape(len(samples), len(names))
     top = float(attention["weight"].max())  # one colour scale for every map, so sharpness compares
-    for r, name in enumerate(names):
-        for c, sample in enumerate(samples):
+    for c, name in enumerate(names):
+        for r, sample in enumerate(samples):
             rows = attention[(attention["optimizer"] == name) & (attention["sample"] == sample)]
             weights = rows.sort_values("token")["weight"].to_numpy()
             image = weights[1:].reshape(grid) if grid else weights[None, :]
-            ax = panels[r, c]
+            ax = axes[r, c]
             ax.imshow(image, cmap="viridis", vmin=0.0, vmax=top, aspect="auto" if grid is None else "equal")
             ax.set_xticks([])
             ax.set_yticks([])
             ax.spines[:].set_visible(False)  # an image needs no frame
-            if grid is None and c == 0:
-                ax.set_ylabel(name, fontsize=7, rotation=0, ha="right", va="center")
-            if grid is not None and c == 0:
+            if r == 0:
                 ax.set_title(name)
-            if grid is not None and r == 0:
-                ax.set_ylabel(f"sample {sample}", fontsize=7)
+            if c == 0:
+                ax.set_ylabel(f"sample {sample}", fontsize=7, rotation=0, ha="right", va="center")
     fig.suptitle(f"attention of the first token, last layer, mean over heads (colour scale 0 to {top:.2f})")
     return fig
