@@ -113,6 +113,7 @@ def test_label_ours_keeps_a_wrapped_footnote_clear_of_the_axes_at_any_width(widt
     box = footnote.get_window_extent(renderer)
     assert box.x1 <= fig.bbox.x1 + 1  # wrapped to the figure's width (1 px of rounding)
     assert "another_long_field_name=a value" in footnote.get_text().replace("\n", " ")  # wrapped, nothing lost
+    assert fig.get_size_inches()[1] > 3.0  # the strip is added under the 3-inch panels, not taken from them
     assert ("\n" in footnote.get_text()) == (width < 8.0)  # 16 inches hold it on one line
 
 

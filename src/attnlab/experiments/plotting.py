@@ -213,8 +213,8 @@ def rounding_floor(ax: Any, level: float = EPS) -> Any:
 def label_ours(figure: Any, config: Any) -> None:
     """Write, under the figure, which defaults are ours (the paper's numbers were lost): the ``OURS`` fields.
 
-    The text is wrapped to the figure's width and gets a strip of its own: the constrained layout is told to keep
-    the axes above it, so it never overlaps an axis label.
+    The text is wrapped to the figure's width and gets a strip of its own, added under the figure: the
+    constrained layout is told to keep the axes above it, so it never overlaps an axis label.
     """
     names = tuple(getattr(type(config), "OURS", ()))
     if not names:
@@ -224,7 +224,9 @@ def label_ours(figure: Any, config: Any) -> None:
     width_in, height_in = figure.get_size_inches()
     per_line = max(20, int(width_in * 72 / (FOOTNOTE_SIZE * _CHAR_WIDTH)))
     lines = textwrap.wrap(text, per_line, break_on_hyphens=False)
-    strip = (len(lines) * _LINE_HEIGHT + 0.8) * FOOTNOTE_SIZE / 72 / height_in  # fraction of the height
+    strip_in = (len(lines) * _LINE_HEIGHT + 0.8) * FOOTNOTE_SIZE / 72
+    figure.set_size_inches(width_in, height_in + strip_in)  # the strip is added, never taken from the panels
+    strip = strip_in / (height_in + strip_in)  # fraction of the new height
     engine = figure.get_layout_engine()
     if engine is None or not hasattr(engine, "set") or "rect" not in engine.get():
         figure.set_layout_engine("constrained")
