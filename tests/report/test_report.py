@@ -34,7 +34,7 @@ def toy_run(config, ctx):
     checks = [
         Check("loss decreases", "< 1", float(frame["loss"].iloc[-1]), "bound", True, "spec §1"),
         Check("loss <b>vanishes</b>", 0.0, float(frame["loss"].iloc[-1]), "abs 1e-9", False, "spec §2"),
-        Check("trains faster than SGD", "< 1", 1.2, "bound", False, "paper fig. 1", kind="observation"),
+        Check("trains faster than SGD", "< 1", 1.2, "", False, "paper fig. 1", kind="observation"),  # no tolerance
         Check(LONG_CLAIM, "<= -1 (O~(1/t)); -2 observed in the spec", "q=1.75: 0.00152, q=2: 0.00958, q=3: 0.0756",
               "bound, +0.1 for the log factor", True, "implicit-bias-ngd §8.3"),
     ]
@@ -71,6 +71,7 @@ def test_reproduce_records_the_error_and_runs_the_others(fake_paper, tmp_path):
     papers = json.loads((tmp_path / "summary.json").read_text())["papers"]
     assert papers == {"fake-paper": {"theory": 3, "theory_passed": 2, "observations": 1, "observations_agree": 0}}
     assert '<span class="disagree">disagrees</span>' in page  # shown, never hidden
+    assert '<td class="value missing">none stated</td>' in page  # a check without a tolerance says so
     assert "RuntimeError: this experiment is broken" in page
     assert "loss &lt;b&gt;vanishes&lt;/b&gt;" in page  # text is escaped, never markup
     assert "lr=0.1" in page  # the defaults that are ours
