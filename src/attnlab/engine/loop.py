@@ -26,6 +26,7 @@ from attnlab._validation import ValidationError
 from attnlab.callbacks import CallbackList, ProgressBar, Record
 from attnlab.engine.recording import Recorder
 from attnlab.engine.spaces import Gradient, KernelSpace, ParamSpace, Problem
+from attnlab.models import Parametrization
 from attnlab.optim.transforms import Context, Rule
 
 __all__ = ["EngineResult", "fit"]
@@ -70,16 +71,16 @@ class EngineResult:
         return [r for r, s in enumerate(self.status) if s == DIVERGED]
 
 
-def kernel_applies(param: str, params: Mapping[str, torch.Tensor], problem: Problem, rule: Rule | None) -> bool:
+def kernel_applies(param: Any, params: Mapping[str, torch.Tensor], problem: Problem, rule: Rule | None) -> bool:
     """Whether the kernel-coefficient space serves this run: combined ``W``, fixed head, a rule that only rescales
     gradients, and ``n T^2 <= d^2`` (spec implicit-bias-ngd §2-3.1)."""
     n, T, d = problem.X.shape[-3:]
-    return param == "W" and "v" not in params and rule is not None and rule.coefficient_only and n * T * T <= d * d
+    return getattr(param, "kind", param) == "W" and "v" not in params and rule is not None and rule.coefficient_only and n * T * T <= d * d
 
 
 def fit(
     problem: Problem,
-    param: str,
+    param: str | Parametrization,
     params: dict[str, torch.Tensor],
     steps: int,
     rule: Rule | None = None,
@@ -100,7 +101,8 @@ def fit(
     ----------
     problem : Problem
         Data of the R runs.
-    param : {"W", "KQ", "diag"}
+    param : {"W", "KQ", "diag"} or Parametrization
+        A model's own parametrisation (``model.parametrization``) is accepted too.
     params : dict of str to torch.Tensor
         Initial tensors, runs axis first (``"v"`` too when the head is trained). Owned (moved) by the engine.
     steps : int
@@ -108,7 +110,8 @@ def fit(
         The update rule; runs per run on log-scaled gradients.
     optimizer : torch.optim.Optimizer, optional
         Instead of ``rule``: any optimizer over ``optimizer_params`` (the same tensors as ``params``, moved in place
-        by the optimizer); it receives true gradients in ``.grad``.
+        by the optimizer); it receives true gradients in ``.grad``, or the gradients' mantissas if it declares
+        ``scale_invariant = True`` (its step is unchanged by a positive rescaling of each step's gradients).
     rule_state : list, optional
         The rule's state to start from (default ``rule.init``).
     record_every : int, optional
@@ -207,9 +210,12 @@ def _torch_step(
     put a run back.
     """
     space.spare = {k: t.detach().clone() for k, t in space.theta.items()}
+    mantissas = bool(getattr(optimizer, "scale_invariant", False))
 
     def load(g: Gradient) -> torch.Tensor:
-        scale = torch.exp(g.log_scale)
+        # an optimizer that declares scale_invariant = True gets the mantissas (its step ignores a positive
+        # rescaling of the gradients), so it stays exact after the gradient underflows
+        scale = torch.ones_like(g.log_scale) if mantissas else torch.exp(g.log_scale)
         for name, m in zip(space.names, g.mantissas):
             p = params[name]
             p.grad = (m * scale.reshape((-1,) + (1,) * (m.dim() - 1))).reshape(p.shape).to(p.dtype)

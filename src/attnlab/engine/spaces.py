@@ -23,7 +23,7 @@ from typing import NamedTuple
 import torch
 
 from attnlab._validation import ValidationError
-from attnlab.models import PARAMETRIZATIONS
+from attnlab.models import PARAMETRIZATIONS, Parametrization
 from attnlab.models.functional import (
     ScoreGaps,
     attention_logits,
@@ -72,15 +72,15 @@ class ParamSpace:
 
     Parameters
     ----------
-    param : {"W", "KQ", "diag"}
+    param : {"W", "KQ", "diag"} or Parametrization
     params : dict of str to torch.Tensor
         The tensors of :data:`attnlab.models.PARAMETRIZATIONS` ``[param].names``, plus ``"v"`` (shape (R, d)) when
         the head is trained. Owned by the space from here on (moved in place).
     problem : Problem
     """
 
-    def __init__(self, param: str, params: dict[str, torch.Tensor], problem: Problem) -> None:
-        self.parametrization = PARAMETRIZATIONS[param]
+    def __init__(self, param: str | Parametrization, params: dict[str, torch.Tensor], problem: Problem) -> None:
+        self.parametrization = PARAMETRIZATIONS[param] if isinstance(param, str) else param
         self.names = list(self.parametrization.names) + (["v"] if "v" in params else [])
         self.theta = {k: params[k] for k in self.names}
         self.problem = problem
