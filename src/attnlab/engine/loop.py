@@ -15,6 +15,7 @@ on. No row of a non-finite state is recorded.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -133,6 +134,13 @@ def fit(
     """
     if (rule is None) == (optimizer is None):
         raise ValidationError("pass exactly one of rule= (a transforms Rule) and optimizer= (a torch optimizer)")
+    with torch.no_grad():  # gradients are formed explicitly (log-scaled): no autograd graph, ever
+        return _fit(problem, param, params, steps, rule, optimizer, optimizer_params, rule_state, record_every,
+                    recorder, callbacks, progress, desc, sync)
+
+
+def _fit(problem, param, params, steps, rule, optimizer, optimizer_params, rule_state, record_every, recorder,
+         callbacks, progress, desc, sync) -> EngineResult:
     R = problem.X.shape[0]
     bad = [k for k, t in params.items() if not bool(torch.isfinite(t).all())]
     if bad:
@@ -152,10 +160,13 @@ def fit(
     stop_requested = False
 
     calls.start(steps)
+    ctx = Context(params=[], run_dims=1, norms=space.norms)
+    running = R  # runs still active (kept in Python: no device sync per step)
     step = 0
     for step in range(steps + 1):
         gradient = space.gradient()
-        if not bool(torch.isfinite(gradient.log_risk).all()):  # spec: one divergence policy, per run
+        if not math.isfinite(float(gradient.log_risk.sum())):  # one divergence policy, per run (a sum of finite
+            # logs cannot overflow, so a non-finite sum means some run's loss is not finite)
             newly = ~torch.isfinite(gradient.log_risk) & active
             if step == 0:
                 raise ValidationError(
@@ -166,26 +177,28 @@ def fit(
             active &= ~newly
             for r in newly.nonzero().flatten().tolist():
                 status[r], last_step[r] = DIVERGED, step - 1
+                running -= 1
             frozen = True
             gradient = space.gradient()
-        if recorder.due(step, steps, record_every):
+        if step == 0 or step == steps or (record_every is not None and step % record_every == 0):
             current = space.params()
             if sync is not None:
                 sync(current)
             rows = recorder.record(step, space, gradient, active, current)
             if calls.callbacks and calls.record(Record(step, steps, rows(), {"status": status, **current})):
                 stop_requested = True
-        if step == steps or stop_requested or not bool(active.any()):
+        if step == steps or stop_requested or running == 0:
             break
         if optimizer is None:
-            ctx = Context(params=_tensors(space), run_dims=1, log_risk=gradient.log_risk, norms=space.norms)
+            ctx.params, ctx.log_risk = _tensors(space), gradient.log_risk
             update, state = rule.step(gradient.mantissas, gradient.log_scale, state, ctx)
             space.apply(rule, update)
         else:
             _torch_step(optimizer, optimizer_params, space, gradient)
         if frozen:
             space.keep(~active)
-        calls.step(step + 1)
+        if calls.wants_steps:
+            calls.step(step + 1)
     if stop_requested:
         for r in range(R):
             if status[r] == COMPLETED:

@@ -80,11 +80,6 @@ class Recorder:
         self.parts: list[dict[str, np.ndarray]] = []
         self.path: dict[str, list[torch.Tensor]] = {}
 
-    @staticmethod
-    def due(step: int, steps: int, every: int | None) -> bool:
-        """Steps 0, k, 2k, ... and the last (only the first and last when ``every`` is None)."""
-        return step == 0 or step == steps or (every is not None and step % every == 0)
-
     def record(
         self, step: int, space: Any, gradient: Any, active: torch.Tensor, current: Mapping[str, torch.Tensor]
     ) -> Callable[[], pd.DataFrame]:

@@ -106,7 +106,7 @@ def block_norms(
     for label, tensor in zip(labels, tensors):
         dims = tuple(range(run_dims, tensor.dim()))
         part = torch.linalg.vector_norm(tensor, ord, dim=dims) if dims else tensor.abs()
-        members.setdefault(label, []).append(part.to(torch.float64))
+        members.setdefault(label, []).append(part if part.dtype == torch.float64 else part.to(torch.float64))
     norms = {
         label: parts[0] if len(parts) == 1 else torch.linalg.vector_norm(torch.stack(parts), ord, dim=0)
         for label, parts in members.items()
@@ -182,7 +182,7 @@ def _log(value: float | torch.Tensor, like: torch.Tensor) -> float | torch.Tenso
 
 def _divide_by(log_coef: torch.Tensor, norm: torch.Tensor, log_scale: torch.Tensor | float = 0.0) -> torch.Tensor:
     """``log_coef - log(norm * e^log_scale)``, and ``-inf`` (no step) where ``norm`` is 0."""
-    return torch.where(norm > 0, log_coef - torch.log(norm) - log_scale, -math.inf)
+    return log_coef - torch.log(norm).nan_to_num_(neginf=math.inf) - log_scale
 
 
 def scale_by_lr(lr: float | torch.Tensor | Sequence[float | torch.Tensor]) -> Transform:
@@ -223,21 +223,31 @@ def normalize(
         Tensors left unnormalised keep their coefficient (per-block on/off of the joint rule).
     """
 
-    def update(step: Step, state: None, ctx: Context) -> tuple[Step, None]:
-        n = len(step.direction)
+    plans: dict[tuple[int, tuple], list] = {}  # per (tensor count, group labels): the norms to take, worked out once
+
+    def plan(n: int, ctx: Context) -> list:
         orders, epss, on = _per_tensor(ord, n, "ord"), _per_tensor(eps, n, "eps"), _per_tensor(enabled, n, "enabled")
         labels = _block_labels(blocks, n, ctx)
-        coefs = list(step.log_coef)
+        out = []
         for order in sorted(set(o for o, e in zip(orders, on) if e)):
             members = [i for i in range(n) if orders[i] == order]  # a block's norm covers all its tensors
-            norms = ctx.block_norms([step.direction[i] for i in members], [labels[i] for i in members], order)
-            for i, norm in zip(members, norms):
-                if not on[i]:
-                    continue
-                if epss[i] == 0:
-                    coefs[i] = _divide_by(coefs[i], norm, step.log_scale)  # spec A2: g / ||g||
+            targets = [(k, i, epss[i]) for k, i in enumerate(members) if on[i]]
+            out.append((order, members, [labels[i] for i in members], targets))
+        return out
+
+    def update(step: Step, state: None, ctx: Context) -> tuple[Step, None]:
+        n = len(step.direction)
+        key = (n, tuple(ctx.groups))
+        if key not in plans:
+            plans[key] = plan(n, ctx)
+        coefs = list(step.log_coef)
+        for order, members, labels, targets in plans[key]:
+            norms = ctx.block_norms([step.direction[i] for i in members], labels, order)
+            for k, i, eps_i in targets:
+                if eps_i == 0:
+                    coefs[i] = _divide_by(coefs[i], norms[k], step.log_scale)  # spec A2: g / ||g||
                 else:  # spec md §4: G / (||G||_q + eps), with ||G|| = ||m|| e^s
-                    log_den = torch.logaddexp(torch.log(norm) + step.log_scale, torch.full_like(norm, math.log(epss[i])))
+                    log_den = torch.logaddexp(torch.log(norms[k]) + step.log_scale, torch.full_like(norms[k], math.log(eps_i)))
                     coefs[i] = coefs[i] - log_den
         return step._replace(log_coef=coefs), None
 
@@ -427,7 +437,8 @@ def precondition(
 
 def _expand(value: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     """A per-run value ``([R,])`` shaped to broadcast against ``like`` (``([R,] ...)``), in its dtype."""
-    return value.to(like.dtype).reshape(value.shape + (1,) * (like.dim() - value.dim()))
+    value = value if value.dtype == like.dtype else value.to(like.dtype)
+    return value.view(value.shape + (1,) * (like.dim() - value.dim()))
 
 
 @dataclass(frozen=True)
