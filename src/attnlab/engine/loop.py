@@ -149,6 +149,7 @@ def _fit(problem, param, params, steps, rule, optimizer, optimizer_params, rule_
         space: Any = KernelSpace(problem, params["W"])
     else:
         space = ParamSpace(param, params, problem)
+        space.want_weights = rule is not None and rule.needs_weights
     recorder = recorder or Recorder()
     state = rule.init([space.theta[k] for k in space.names] if isinstance(space, ParamSpace) else [space.omega]) \
         if rule is not None and rule_state is None else rule_state
@@ -160,7 +161,7 @@ def _fit(problem, param, params, steps, rule, optimizer, optimizer_params, rule_
     stop_requested = False
 
     calls.start(steps)
-    ctx = Context(params=[], run_dims=1, norms=space.norms)
+    ctx = Context(params=[], run_dims=1, norms=space.norms, gradient_at=getattr(space, "gradient_at", None))
     running = R  # runs still active (kept in Python: no device sync per step)
     step = 0
     for step in range(steps + 1):
@@ -185,12 +186,14 @@ def _fit(problem, param, params, steps, rule, optimizer, optimizer_params, rule_
             if sync is not None:
                 sync(current)
             rows = recorder.record(step, space, gradient, active, current)
-            if calls.callbacks and calls.record(Record(step, steps, rows(), {"status": status, **current})):
+            if calls.callbacks and calls.record(
+                Record(step, steps, rows(), {"status": status, "rule_state": state, **current})
+            ):
                 stop_requested = True
         if step == steps or stop_requested or running == 0:
             break
         if optimizer is None:
-            ctx.params, ctx.log_risk = _tensors(space), gradient.log_risk
+            ctx.params, ctx.log_risk, ctx.weights = _tensors(space), gradient.log_risk, gradient.weights
             update, state = rule.step(gradient.mantissas, gradient.log_scale, state, ctx)
             space.apply(rule, update)
         else:

@@ -60,11 +60,15 @@ class Problem(NamedTuple):
 
 
 class Gradient(NamedTuple):
-    """Log-scaled gradients of R runs: ``grad_i = mantissas[i] * exp(log_scale)``, one scale per run."""
+    """Log-scaled gradients of R runs: ``grad_i = mantissas[i] * exp(log_scale)``, one scale per run.
+
+    ``weights`` is ``dL/ds`` (shape (R, n, T), same scale) when the space was asked for it (gradient flow's phi).
+    """
 
     mantissas: list[torch.Tensor]
     log_scale: torch.Tensor
     log_risk: torch.Tensor
+    weights: torch.Tensor | None = None
 
 
 class ParamSpace:
@@ -89,6 +93,7 @@ class ParamSpace:
         self.gaps: ScoreGaps | None = None if self.head else score_gaps(token_scores(problem.X, problem.y, problem.v))
         self.spare: dict[str, torch.Tensor] | None = None  # the state before the last step, once one was taken
         self.buffer: torch.Tensor | None = None  # each gradient's W mantissa is used up within its step: reuse it
+        self.want_weights = False  # also return dL/ds (set by the engine for rules that integrate it)
 
     def W(self) -> torch.Tensor:  # noqa: N802 (the spec's symbol)
         """Combined matrices, shape (R, d, d)."""
@@ -98,14 +103,23 @@ class ParamSpace:
         return dict(self.theta)
 
     def gradient(self) -> Gradient:
+        return self.gradient_at([self.theta[k] for k in self.names], out=self.buffer)
+
+    def gradient_at(self, tensors: Sequence[torch.Tensor], out: torch.Tensor | None = None) -> Gradient:
+        """The gradient at other values of the tensors (in :attr:`names` order), e.g. a Runge-Kutta stage."""
+        theta = dict(zip(self.names, tensors))
         X, Z, y, v, loss = self.problem
-        head = self.theta["v"] if self.head else v
-        gW, gv, log_risk = loss_gradients(X, Z, y, head, self.W(), loss, head=self.head, gaps=self.gaps, out=self.buffer)
-        self.buffer = gW.mantissa
-        grads = self.parametrization.chain(self.theta, gW.mantissa)  # spec kq §2: linear, so mantissas map exactly
+        head = theta["v"] if self.head else v
+        gaps = self.gaps if not self.head else None
+        gW, gv, log_risk, *weights = loss_gradients(X, Z, y, head, self.parametrization.combine(theta), loss,
+                                                    head=self.head, gaps=gaps, out=out, return_weights=self.want_weights)
+        if out is not None:
+            self.buffer = gW.mantissa
+        grads = self.parametrization.chain(theta, gW.mantissa)  # spec kq §2: linear, so mantissas map exactly
         if self.head:
             grads["v"] = gv.mantissa
-        return Gradient([grads[k] for k in self.names], gW.log_scale, log_risk)
+        return Gradient([grads[k] for k in self.names], gW.log_scale, log_risk,
+                        weights[0].mantissa if weights else None)
 
     def norms(self, tensors: Sequence[torch.Tensor], blocks: Sequence[Hashable] | None, ord: float) -> list[torch.Tensor]:
         return block_norms(tensors, blocks, 1, ord)

@@ -308,7 +308,8 @@ def loss_gradients(
     head: bool = False,
     gaps: ScoreGaps | None = None,
     out: torch.Tensor | None = None,
-) -> tuple[LogScaled, LogScaled | None, torch.Tensor]:
+    return_weights: bool = False,
+) -> tuple[LogScaled, LogScaled | None, torch.Tensor] | tuple[LogScaled, LogScaled | None, torch.Tensor, LogScaled]:
     """Gradients of the empirical risk in ``W`` (and ``v``), exact after softmax saturation.
 
     Spec: implicit-bias-ngd §3.1 (``grad_W L = (1/n) sum_i l'_i X_i^T phi'(s_i) X_i v y_i z_i^T`` in the
@@ -330,6 +331,9 @@ def loss_gradients(
     out : torch.Tensor, shape ([R,] d, d), optional
         Written with ``grad_W``'s mantissa and returned in it; a loop that reuses one buffer saves a fresh
         ``(R, d, d)`` allocation (and its page faults) per step.
+    return_weights : bool, default=False
+        Also return ``dL/ds`` (the logit weights, :func:`logit_derivatives`) with the same ``log_scale``: the
+        integrand of the gradient flow's ``phi`` (kq-nuclear-norm §3.1).
 
     Returns
     -------
@@ -339,6 +343,8 @@ def loss_gradients(
         Same ``log_scale`` as ``grad_W`` (one scale per run, so joint norms are exact).
     log_risk : torch.Tensor, shape ([R,])
         ``log L(W)``.
+    weights : LogScaled, only with ``return_weights``
+        ``dL/ds``: mantissa shape ([R,] n, T), the same ``log_scale`` as ``grad_W``.
     """
     gaps = score_gaps(token_scores(X, y, v)) if gaps is None else gaps
     derivatives = logit_derivatives(attention_logits(X, W, Z), gaps, loss)
@@ -350,6 +356,8 @@ def loss_gradients(
     if head:
         weights_v = y[..., None] * torch.exp(log_wv - shift[..., None, None])
         grad_v = LogScaled(-torch.einsum("...nt,...ntd->...d", weights_v, X), shift)  # spec ngd A5
+    if return_weights:
+        return LogScaled(grad_W, shift), grad_v, derivatives.log_risk, weights
     return LogScaled(grad_W, shift), grad_v, derivatives.log_risk
 
 

@@ -131,6 +131,11 @@ class Context:
     norms : callable, optional
         ``norms(tensors, blocks, ord) -> list of ([R,])``: norms in the geometry of the parameters. Default
         :func:`block_norms`; the engine's kernel space passes norms computed through the logit kernel.
+    weights : torch.Tensor, optional
+        Mantissa of ``dL/ds`` at the current parameters (same ``log_scale`` as the gradient), for rules that
+        integrate it (gradient flow's ``phi``).
+    gradient_at : callable, optional
+        ``gradient_at(tensors) -> Gradient`` at other parameter values (multi-stage integrators).
     """
 
     params: list[torch.Tensor]
@@ -138,6 +143,8 @@ class Context:
     log_risk: torch.Tensor | None = None
     groups: list[Hashable] = field(default_factory=list)
     norms: Norms | None = None
+    weights: torch.Tensor | None = None
+    gradient_at: Callable[[Sequence[torch.Tensor]], Any] | None = None
 
     def block_norms(self, tensors: Sequence[torch.Tensor], blocks: Sequence[Hashable] | None, ord: float = 2.0):
         if self.norms is not None:
@@ -463,6 +470,11 @@ class Rule:
     @property
     def scale_invariant(self) -> bool:
         return all(t.scale_invariant for t in self.transforms)
+
+    @property
+    def needs_weights(self) -> bool:
+        """Whether a transform reads ``dL/ds`` (:attr:`Context.weights`)."""
+        return any(t.name.startswith("flow") for t in self.transforms)
 
     @property
     def needs_loss(self) -> bool:
