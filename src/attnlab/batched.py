@@ -143,7 +143,7 @@ def train(
     unknown = set(options) - allowed
     if unknown:
         raise ValidationError(f"unknown option(s) {sorted(unknown)} for optimizer {optimizer!r}; valid: {sorted(allowed)}")
-    device = torch.device(options["device"]) if options.get("device") is not None else None
+    device = None if options.get("device") is None else _device(options["device"])
 
     sizes: dict[str, int] = {}
     R = _infer_runs(W0, options, param)
@@ -191,6 +191,17 @@ def train(
     )
     frame = result.frame if record_every is not None else None
     return BatchedRun(result.W, frame, result.params, result.status, result.last_step, result.iterates)
+
+
+def _device(value: Any) -> torch.device:
+    """A torch device that exists here; CUDA asked for on a machine without it is refused by name."""
+    try:
+        device = torch.device(value)
+    except (RuntimeError, TypeError) as err:
+        raise ValidationError(f"device == {value!r} is not a torch device; pass 'cpu' or 'cuda'") from err
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValidationError(f"device == {value!r}, but CUDA is not available on this machine; pass device='cpu'")
+    return device
 
 
 def _refs(options: dict[str, Any], R: int, d: int) -> dict[str, torch.Tensor]:

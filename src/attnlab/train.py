@@ -174,7 +174,10 @@ def train(
 def _problem(model: Any, data: Any, R: int, loss: str) -> Problem:
     """The data on a runs axis of R (shared data sets are stride-0 views, so one kernel serves every run)."""
 
+    device = model.W.device  # the data follows the model (CPU, or CUDA when the model is there)
+
     def runs(t: torch.Tensor, axes: int) -> torch.Tensor:
+        t = t.to(device)
         return t if t.dim() == axes + 1 else t.expand((R,) + tuple(t.shape))
 
     v = None if model.train_head else runs(model.head(data.v), 1)

@@ -19,30 +19,14 @@ import numpy as np
 import pandas as pd
 import torch
 
+from attnlab.callbacks import tidy_frame
 from attnlab.metrics import attention_margin, cosine, directional_bregman, matrix_norm, selected_probability
 
-__all__ = ["Metric", "Recorder", "tidy_frame"]
+__all__ = ["Metric", "Recorder"]
 
 #: A metric of the engine: ``fn(state) -> tensor of shape (R,)``, ``state`` holding ``"W"`` (R, d, d), the
 #: parametrisation's tensors and the data ``"X", "Z", "y", "v"``.
 Metric = Callable[[Mapping[str, torch.Tensor]], torch.Tensor]
-
-
-def tidy_frame(columns: Mapping[str, Any], **constants: Any) -> pd.DataFrame:
-    """One tidy frame from equal-length columns (arrays, tensors or lists) plus constant columns placed first.
-
-    The frame builder every loop of attnlab uses: ``run`` and ``step`` come first, snake_case columns after.
-
-    Examples
-    --------
-    >>> tidy_frame({"run": [0, 1], "loss": torch.tensor([0.5, 0.25])}, step=3).columns.tolist()
-    ['run', 'step', 'loss']
-    """
-    data = {k: v.detach().cpu().numpy() if isinstance(v, torch.Tensor) else np.asarray(v) for k, v in columns.items()}
-    size = len(next(iter(data.values()))) if data else 0
-    data.update({k: np.full(size, v) for k, v in constants.items()})
-    order = [k for k in ("run", "step") if k in data] + [k for k in data if k not in ("run", "step")]
-    return pd.DataFrame({k: data[k] for k in order})
 
 
 class Recorder:
