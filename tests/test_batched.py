@@ -195,3 +195,15 @@ def test_kernel_path_ngd_step_has_the_asked_length_and_records():
     torch.testing.assert_close(torch.linalg.matrix_norm(one - W0), lr, rtol=1e-12, atol=0.0)
     res = batched.train(X, Z, y, v, W0, optimizer="ngd", lr=0.1, steps=10, record_every=5, W_ref=W0)
     assert len(res.frame) == 4 * 3 and bool((res.frame["loss"].diff().dropna() != 0).any())
+
+
+def test_normalized_md_on_kq_normalises_each_tensor_by_its_own_dual_norm():
+    # documented: K and Q are normalised separately (the official code's per-tensor ||G||_q + eps), so with p = 2 each
+    # of K and Q moves by exactly lr in Frobenius norm (a joint normalisation would move (K, Q) by lr together)
+    X, Z, y, v, _ = (t.double() for t in _runs(R=1))
+    g = torch.Generator().manual_seed(3)
+    K0, Q0 = torch.randn(6, 4, generator=g, dtype=torch.float64), torch.randn(6, 4, generator=g, dtype=torch.float64)
+    one = batched.train(X, Z, y, v, param="KQ", optimizer="md", lr=0.1, steps=1, p=2.0, K0=K0, Q0=Q0, eps=0.0)
+    for name, start in (("K", K0), ("Q", Q0)):
+        moved = torch.linalg.matrix_norm(one.params[name][0] - start)
+        torch.testing.assert_close(moved, torch.tensor(0.1, dtype=torch.float64), rtol=1e-12, atol=0.0)
