@@ -128,7 +128,9 @@ def ngd_rule(
     chain = [tx.normalize(blocks, enabled=heavy)]
     if any(b != 0.0 for b in momentum):
         chain += [tx.momentum(momentum), tx.normalize(blocks, enabled=[not h for h in heavy])]
-    chain += [tx.scale_by_lr(lr), tx.cap(max_step)]
+    chain.append(tx.scale_by_lr(lr))
+    if any(m is not None and m != float("inf") for m in max_step):
+        chain.append(tx.cap(max_step))
     return tx.Rule(tuple(chain))
 
 

@@ -200,7 +200,7 @@ def scale_by_lr(lr: float | torch.Tensor | Sequence[float | torch.Tensor]) -> Tr
 
     def update(step: Step, state: None, ctx: Context) -> tuple[Step, None]:
         lrs = _per_tensor(lr, len(step.direction), "lr")
-        return step._replace(factor=[f * r for f, r in zip(step.factor, lrs)]), None  # spec A1: eta g
+        return Step(step.direction, step.log_scale, step.log_coef, [f * r for f, r in zip(step.factor, lrs)]), None  # spec A1: eta g
 
     return Transform("scale_by_lr", _stateless, update, scale_invariant=False)
 
@@ -256,7 +256,7 @@ def normalize(
                 else:  # spec md §4: G / (||G||_q + eps), with ||G|| = ||m|| e^s
                     log_den = torch.logaddexp(torch.log(norms[k]) + step.log_scale, torch.full_like(norms[k], math.log(eps_i)))
                     coefs[i] = coefs[i] - log_den
-        return step._replace(log_coef=coefs), None
+        return Step(step.direction, step.log_scale, coefs, step.factor), None
 
     return Transform("normalize", _stateless, update)
 
@@ -291,7 +291,7 @@ def normalize_by_loss(enabled: bool | Sequence[bool] = True) -> Transform:
                 "pass the current loss (exp or logistic losses are positive)"
             )
         coefs = [c - ctx.log_risk if e else c for c, e in zip(step.log_coef, on)]  # spec A6: eta_t = eta / L
-        return step._replace(log_coef=coefs), None
+        return Step(step.direction, step.log_scale, coefs, step.factor), None
 
     return Transform("normalize_by_loss", _stateless, update, scale_invariant=False)
 
@@ -343,7 +343,7 @@ def polyak(
         log_eta = torch.log(gap) - 2.0 * torch.log(norm) - 2.0 * step.log_scale
         cs = _per_tensor(c, len(step.direction), "c")
         coefs = [torch.where(norm > 0, lc + log_eta - math.log(c_i), -math.inf) for lc, c_i in zip(step.log_coef, cs)]
-        return step._replace(log_coef=coefs), None
+        return Step(step.direction, step.log_scale, coefs, step.factor), None
 
     return Transform("polyak", _stateless, update, scale_invariant=False)
 
@@ -363,7 +363,7 @@ def cap(max_step: float | None | Sequence[float | None]) -> Transform:
                 bound = math.log(m) + step.log_scale  # spec A2: eta_t <- min(eta_t, eta_max) on the true direction
                 total = step.log_total(i)
                 coefs[i] = torch.where(total > bound, bound - (total - coefs[i]), coefs[i])
-        return step._replace(log_coef=coefs), None
+        return Step(step.direction, step.log_scale, coefs, step.factor), None
 
     uncapped = max_step is None or (not isinstance(max_step, (list, tuple)) and max_step == math.inf)
     return Transform("cap", _stateless, update, scale_invariant=uncapped)
@@ -415,7 +415,7 @@ def decay(alpha: float | Sequence[float]) -> Transform:
     def update(step: Step, state: dict[str, list], ctx: Context) -> tuple[Step, dict[str, list]]:
         alphas = _per_tensor(alpha, len(step.direction), "alpha")
         coefs = [lc - a * math.log(t + 1) for lc, a, t in zip(step.log_coef, alphas, state["step"])]  # spec A6
-        return step._replace(log_coef=coefs), {"step": [t + 1 for t in state["step"]]}
+        return Step(step.direction, step.log_scale, coefs, step.factor), {"step": [t + 1 for t in state["step"]]}
 
     return Transform("decay", init, update)
 
@@ -437,7 +437,7 @@ def precondition(
             if right is not None:
                 out = out @ right  # spec §5.4: grad_V Sigma_z_hat^{-1}, grad_Q Sigma_hat^{-1}
             directions.append(out.to(d.dtype))
-        return step._replace(direction=directions), None
+        return Step(directions, step.log_scale, step.log_coef, step.factor), None
 
     return Transform("precondition", _stateless, update, coefficient_only=False)
 
