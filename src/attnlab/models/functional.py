@@ -209,7 +209,7 @@ class LogitDerivatives(NamedTuple):
         ``floor`` (shape ``([R,])``) raises the scale to at least that log value, so other quantities of one run
         can share it (the head's gradient in :func:`loss_gradients`).
         """
-        shift = self.log_abs.flatten(-2).amax(dim=-1)
+        shift = self.log_abs.amax(dim=(-2, -1))
         shift = shift if floor is None else torch.maximum(shift, floor)
         shift = shift.nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)  # every weight 0 (all scores equal): no step
         return LogScaled((self.log_abs - shift[..., None, None]).exp_().mul_(self.sign), shift)
@@ -238,7 +238,7 @@ def logit_derivatives(logits: torch.Tensor, gaps: ScoreGaps, loss: str = "exp") 
     ``grad_W L = sum_it (dL/ds_it) x_it z_i^T`` (:func:`outer_sum`); both losses have ``l' < 0``.
     """
     log_phi = torch.log_softmax(logits, dim=-1)
-    z = (log_phi.exp() * gaps.gamma).sum(dim=-1)  # margins y_i f_i, a convex combination of scores
+    z = torch.linalg.vecdot(log_phi.exp(), gaps.gamma)  # margins y_i f_i, a convex combination of scores
     log_n = math.log(logits.shape[-2])
     if loss == "exp":  # l' = -l: log |l'_i| / n = -z_i - log n, and log L = logsumexp of the same terms
         log_dl = torch.sub(-log_n, z)
@@ -251,9 +251,8 @@ def logit_derivatives(logits: torch.Tensor, gaps: ScoreGaps, loss: str = "exp") 
     return LogitDerivatives(log_abs, sign_c.neg_(), log_phi, log_dl, log_risk)
 
 
-# outer_sum's kernel choice by the number of sequences R n (benchmarks/README: 1 thread; at (R, n, T, d) = (1, 6, 8, 10)
-# the product takes 20 us, the sum 45 us, the loop 107 us; at (256, 8, 6, 64) the loop 6.8 ms, the sum 9.1 ms)
-_FEW_SEQUENCES = 16
+# outer_sum's kernel choice by the number of sequences R n (1 thread: at (R, n, T, d) = (1, 6, 8, 10) the broadcast sum
+# takes ~3 tensor calls against the loop's 16; at (256, 8, 6, 64) the loop 6.8 ms, the sum 9.1 ms)
 _SOME_SEQUENCES = 512
 
 
@@ -270,15 +269,12 @@ def outer_sum(X: torch.Tensor, Z: torch.Tensor, weights: torch.Tensor, out: torc
     out : torch.Tensor, shape ([R,] d, d), optional
         Written and returned; a loop that reuses one buffer saves an allocation per call.
     """
-    # a_i = sum_t w_it x_it, by the kernel that is fastest at this size (same sum; measured with one thread):
-    # few sequences: one (1, T) x (T, d) product per sequence (1 op); up to a few hundred: one broadcast product and
-    # a sum over t; many: accumulate over the few tokens in place, with no ([R,] n, T, d) temporary (the batched
-    # one-row products are slow there)
+    # a_i = sum_t w_it x_it, by the kernel that is fastest at this size (same sum; measured with one thread): up to a
+    # few hundred sequences one broadcast product and a sum over t; beyond, accumulate over the few tokens in place,
+    # with no ([R,] n, T, d) temporary
     sequences = weights.shape[:-1].numel()
-    if sequences <= _FEW_SEQUENCES:
-        a = torch.matmul(weights.unsqueeze(-2), X).squeeze(-2)  # ([R,] n, d)
-    elif sequences <= _SOME_SEQUENCES:
-        a = (X * weights.unsqueeze(-1)).sum(dim=-2)
+    if sequences <= _SOME_SEQUENCES:
+        a = (X * weights.unsqueeze(-1)).sum(dim=-2)  # ([R,] n, d)
     else:
         a = weights[..., 0, None] * X[..., 0, :]
         for t in range(1, X.shape[-2]):
