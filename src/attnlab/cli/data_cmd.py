@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from attnlab._validation import ValidationError
+from attnlab._errors import ValidationError  # not attnlab._validation, which loads torch
 from attnlab.cli.main import main, user_errors
 
 

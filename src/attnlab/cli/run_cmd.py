@@ -13,9 +13,9 @@ from attnlab.cli.main import main, user_errors
 @click.option("--paper", default=None, help="Only experiments of this paper (spec stem or name prefix).")
 def list_cmd(paper: str | None) -> None:
     """List every named experiment, one line each, with its paper."""
-    from attnlab.experiments import list_experiments
+    from attnlab.cli.catalog import list_entries  # a static table: importing the experiments takes seconds
 
-    for exp in list_experiments(paper):
+    for exp in list_entries(paper):
         click.echo(f"{exp.name:<28} {exp.paper:<26} {exp.summary}")
 
 
