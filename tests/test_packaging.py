@@ -38,7 +38,8 @@ def _metadata(wheel: zipfile.ZipFile) -> email.message.Message:
 
 def test_the_version_is_written_once():
     pyproject = (ROOT / "pyproject.toml").read_text()
-    assert re.search(r'^dynamic = \["version"\]', pyproject, re.M) and not re.search(r"^version *=", pyproject, re.M)
+    project = pyproject.split("\n[project]\n")[1].split("\n[")[0]  # the [project] table's own lines
+    assert re.search(r'^dynamic = \["version"\]', project, re.M) and not re.search(r"^version *=", project, re.M)
     assert 'version = { attr = "attnlab.__version__" }' in pyproject
     assert importlib.metadata.version("attnlab") == attnlab.__version__
 
