@@ -15,6 +15,7 @@ from typing import Any
 from attnlab._validation import ValidationError
 from attnlab.experiments.base import RunRecord, get_experiment, make_config, parse_overrides, run_experiment
 from attnlab.runner.provenance import git_state
+from attnlab.runner.read import tuples_from_lists
 from attnlab.runner.store import config_hash
 
 __all__ = ["load_record", "rerun"]
@@ -37,11 +38,6 @@ def load_record(path: str | Path) -> dict[str, Any]:
     if missing:
         raise ValidationError(f"--config {file}: a run record needs keys {', '.join(_KEYS)}; missing {', '.join(missing)}")
     return record
-
-
-def _from_json(value: Any) -> Any:
-    """JSON lists back to the tuples a frozen config holds."""
-    return tuple(_from_json(v) for v in value) if isinstance(value, list) else value
 
 
 def rerun(
@@ -73,7 +69,7 @@ def rerun(
     record = load_record(path)
     name = record["experiment"]
     experiment = get_experiment(name)
-    config = {key: _from_json(value) for key, value in record["config"].items()}
+    config = {key: tuples_from_lists(value) for key, value in record["config"].items()}
     rebuilt = dataclasses.asdict(make_config(experiment, config, record["quick"]))
     if "config_hash" in record and config_hash({"experiment": name, "config": rebuilt}) != record["config_hash"]:
         warnings.warn(
