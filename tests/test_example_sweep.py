@@ -24,16 +24,20 @@ def test_every_example_sweep_file_expands_and_passes_its_tasks_checks(path):
 
 def test_the_sweep_example_runs_and_its_table_is_every_runs_rows(tmp_path):
     out = tmp_path / "sweep"
-    done = subprocess.run([sys.executable, str(EXAMPLES / "05_sweep.py"), "--quick", "--out", str(out)],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / "05_sweep.py"), "--quick", "--out", str(out)], capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("18 runs in")  # 2 optimizers x 3 lr x 3 data seeds
     frame = read_sweep(out)
     # independent of read_sweep: each run directory's own record and trajectory
     for run_dir in (out / "runs").iterdir():
         params = json.loads((run_dir / "record.json").read_text())["params"]
-        rows = frame[(frame["optimizer"] == params["optimizer"]) & (frame["lr"] == params["lr"])
-                     & (frame["data_seed"] == params["data_seed"])]
+        rows = frame[
+            (frame["optimizer"] == params["optimizer"])
+            & (frame["lr"] == params["lr"])
+            & (frame["data_seed"] == params["data_seed"])
+        ]
         own = pd.read_parquet(run_dir / "trajectory.parquet")
         assert rows["loss"].tolist() == own["loss"].tolist()
     # NGD takes steps of length lr from W = 0, so ||W_t|| <= lr * t (triangle inequality); 1e-12 for rounding

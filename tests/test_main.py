@@ -28,7 +28,8 @@ def test_python_m_attnlab_passes_the_exit_status_on():
 def test_help_version_and_list_load_no_heavy_library(args):
     probe = (
         "import sys\nfrom attnlab.cli import main\n"
-        f"try:\n    main({args!r}, prog_name='attnlab')\nexcept SystemExit as stop:\n    assert stop.code == 0, stop.code\n"
+        f"try:\n    main({args!r}, prog_name='attnlab')\n"
+        "except SystemExit as stop:\n    assert stop.code == 0, stop.code\n"
         f"print('LOADED', [m for m in {HEAVY!r} if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout

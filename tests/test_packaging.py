@@ -25,7 +25,9 @@ def wheel(tmp_path_factory) -> zipfile.ZipFile:
     shutil.copytree(ROOT / "src", tree / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", "dist", "."],
-        cwd=tree, check=True, capture_output=True,
+        cwd=tree,
+        check=True,
+        capture_output=True,
     )
     (path,) = (tree / "dist").glob("attnlab-*.whl")
     return zipfile.ZipFile(path)

@@ -19,14 +19,16 @@ def _records(steps=(0, 5, 10), runs=(0, 1)):
     """Rows as a loop records them: losses that differ by run and step, a bool, a text column."""
     out = []
     for step in steps:
-        rows = pd.DataFrame({
-            "run": list(runs),
-            "step": [step] * len(runs),
-            "loss": [np.exp(-0.1 * step) / (1 + r) for r in runs],
-            "alignment": [1 - 1 / (2 + step + r) for r in runs],
-            "stopped": [step >= 10 and r == 1 for r in runs],
-            "status": ["ok"] * len(runs),
-        })
+        rows = pd.DataFrame(
+            {
+                "run": list(runs),
+                "step": [step] * len(runs),
+                "loss": [np.exp(-0.1 * step) / (1 + r) for r in runs],
+                "alignment": [1 - 1 / (2 + step + r) for r in runs],
+                "stopped": [step >= 10 and r == 1 for r in runs],
+                "status": ["ok"] * len(runs),
+            }
+        )
         out.append(Record(step=step, steps=max(steps), rows=rows))
     return out
 

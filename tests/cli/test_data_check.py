@@ -1,4 +1,4 @@
-"""`attnlab data check`: what each generator is meant to satisfy is true of its data, and --strict sets the exit code."""
+"""`attnlab data check`: what each generator is meant to satisfy holds for its data; --strict sets the exit code."""
 
 import pytest
 from click.testing import CliRunner
@@ -34,13 +34,16 @@ def test_what_a_generator_is_built_to_satisfy_holds_for_its_data(name, seed):
         assert all(r.holds for r in reports), [str(r) for r in reports if not r.holds]
 
 
-@pytest.mark.parametrize(("name", "assumption", "fails", "holds"), [
-    # the conditional claims, each failing and holding where its text says: A1 needs d >> (n T)^2 and rho^2 << sigma^2
-    ("example1", "A1", {}, {"n": 2, "T": 2, "d": 20000, "rho": 0.5}),
-    ("dm", "A1", {}, {"n": 2, "d": 20000}),
-    ("scores_equal", "A3", {"n": 8}, {}),  # a gap of about L log n: gap 3 covers n = 2, not n = 8
-    ("aligned_pairs", "A3", {}, {"score": 10.0}),  # raise score until it holds
-])
+@pytest.mark.parametrize(
+    ("name", "assumption", "fails", "holds"),
+    [
+        # the conditional claims fail and hold where their text says; A1: d >> (n T)^2 and rho^2 << sigma^2
+        ("example1", "A1", {}, {"n": 2, "T": 2, "d": 20000, "rho": 0.5}),
+        ("dm", "A1", {}, {"n": 2, "d": 20000}),
+        ("scores_equal", "A3", {"n": 8}, {}),  # a gap of about L log n: gap 3 covers n = 2, not n = 8
+        ("aligned_pairs", "A3", {}, {"score": 10.0}),  # raise score until it holds
+    ],
+)
 def test_a_conditional_assumption_fails_and_holds_as_its_text_says(name, assumption, fails, holds):
     assert assumption in INTENTS[name].conditional
     (bad,) = check_assumptions(_data(name, **fails), which=[assumption])

@@ -56,7 +56,11 @@ def test_a_replay_repeats_the_run_exactly(tmp_path):
     pd.testing.assert_frame_equal(_table(first.out), _table(again.out))
     old, new = (json.loads((tmp_path / d / "record.json").read_text()) for d in ("a", "b"))
     assert (new["config"], new["config_hash"], new["seed"], new["quick"]) == (
-        old["config"], old["config_hash"], 7, True)
+        old["config"],
+        old["config_hash"],
+        7,
+        True,
+    )
     # the replay is not vacuous: another seed draws another table
     other = run_experiment("test.replay", ["seed=8", "sizes=3,4"], quick=True, out=tmp_path / "c", progress=False)
     assert not np.allclose(_table(other.out)["loss"], _table(first.out)["loss"])
@@ -96,11 +100,13 @@ def test_a_bad_record_is_refused_by_name(tmp_path):
 
 def test_the_cli_replays_with_run_config(tmp_path):
     cli = CliRunner()
-    first = cli.invoke(main, ["run", "test.replay", "--set", "seed=3", "--quick", "--out", str(tmp_path / "a"),
-                              "--no-progress"])
+    first = cli.invoke(
+        main, ["run", "test.replay", "--set", "seed=3", "--quick", "--out", str(tmp_path / "a"), "--no-progress"]
+    )
     assert first.exit_code == 0, first.output
-    again = cli.invoke(main, ["run", "--config", str(tmp_path / "a" / "record.json"), "--out", str(tmp_path / "b"),
-                              "--no-progress"])
+    again = cli.invoke(
+        main, ["run", "--config", str(tmp_path / "a" / "record.json"), "--out", str(tmp_path / "b"), "--no-progress"]
+    )
     assert again.exit_code == 0, again.output
     assert "test.replay: 1/1 checks passed" in again.output
     pd.testing.assert_frame_equal(_table(tmp_path / "a"), _table(tmp_path / "b"))

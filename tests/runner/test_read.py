@@ -21,8 +21,12 @@ class _Rows(Task):
             raise RuntimeError("asked to fail")
         steps = np.arange(3)
         seed_column = params["seed"] + params.get("seed_offset", 0)  # the task's own seed, maybe not the param's
-        write_parquet(run_dir / "trajectory.parquet", pd.DataFrame(
-            {"step": steps, "loss": params["lr"] * 100 + params["seed"] + steps / 10, "seed": seed_column}))
+        write_parquet(
+            run_dir / "trajectory.parquet",
+            pd.DataFrame(
+                {"step": steps, "loss": params["lr"] * 100 + params["seed"] + steps / 10, "seed": seed_column}
+            ),
+        )
         write_parquet(run_dir / "final.parquet", pd.DataFrame({"norm": [params["lr"]]}))
         write_json(run_dir / "record.json", {"params": params})
         return {}
@@ -32,8 +36,11 @@ register_task(_Rows())
 
 
 def _sweep(tmp_path, **extra):
-    raw = {"task": "read-rows", "base": {"data_args": {"rho": 2.0}, "radii": [1, 2], **extra},
-           "grid": {"lr": [0.1, 0.2], "seed": [0, 1]}}
+    raw = {
+        "task": "read-rows",
+        "base": {"data_args": {"rho": 2.0}, "radii": [1, 2], **extra},
+        "grid": {"lr": [0.1, 0.2], "seed": [0, 1]},
+    }
     run_sweep(SweepSpec.from_mapping(raw), tmp_path, progress=False)
     return tmp_path
 
@@ -47,8 +54,9 @@ def test_each_runs_rows_carry_its_own_parameters(tmp_path):
         params = json.loads((run_dir / "record.json").read_text())["params"]
         key = run_dir.name.rsplit("-", 1)[1]
         mine = frame[frame["run_key"] == key]
-        pd.testing.assert_frame_equal(mine[["step", "loss", "seed"]].reset_index(drop=True),
-                                      pd.read_parquet(run_dir / "trajectory.parquet"))
+        pd.testing.assert_frame_equal(
+            mine[["step", "loss", "seed"]].reset_index(drop=True), pd.read_parquet(run_dir / "trajectory.parquet")
+        )
         assert (mine["lr"] == params["lr"]).all() and (mine["data_args.rho"] == 2.0).all()
         assert all(r == (1, 2) for r in mine["radii"])
     # tidy: group by a parameter directly

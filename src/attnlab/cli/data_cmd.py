@@ -107,7 +107,7 @@ INTENTS = {
         "the paper's fixed toy set; its paper assumes nothing of the tokens (`attnlab explain` checks the SVMs)"),
     "scores_equal": _Intent(
         "kq-nuclear-norm §6", ("unique_opt", "A2"),
-        {"A3": "needs a score gap of about L log n (the defaults gap 3, n 2, L 3 satisfy it); raise gap until it holds"}),
+        {"A3": "needs a score gap of about L log n (the defaults gap 3, n 2, L 3 have it); raise gap until it holds"}),
     "aligned_pairs": _Intent(
         "kq-nuclear-norm §6", ("unique_opt", "A2", "A4"),
         {"A3": "needs a large enough gap score - c between optimal and other tokens; raise score until it holds"}),
@@ -135,9 +135,9 @@ def _role(name: str, intent: _Intent | None, generator: str | None) -> str:
 @data_group.command("check")
 @click.argument("path", type=click.Path(dir_okay=False))
 @click.option("--generator", type=click.Choice(sorted(INTENTS)), default=None,
-              help="The generator that made PATH: check what it is meant to satisfy, and say which hold by construction.")
+              help="The generator that made PATH: check what it is meant to satisfy, say what holds by construction.")
 @click.option("--which", multiple=True, metavar="NAME", help="An assumption to check (repeatable); default: all that apply.")
-@click.option("--strict", is_flag=True, help="Exit with status 1 when an assumption fails.")
+@click.option("--strict", is_flag=True, help="Exit with status 1 when an assumption (of --generator's) fails.")
 @user_errors
 def check_cmd(path: str, generator: str | None, which: tuple[str, ...], strict: bool) -> None:
     """Print the assumption reports of the data set in PATH (an attnlab .npz), each with the paper that states it.
@@ -160,12 +160,14 @@ def check_cmd(path: str, generator: str | None, which: tuple[str, ...], strict: 
         click.echo(str(report))
         click.echo(f"        {_role(name, intent, generator)}")
     # with --generator (and no --which), only the assumptions of its paper count; the others are shown for information
-    counted = [r for n, r in zip(names, reports) if intent is None or which or n in (*intent.built, *intent.conditional)]
+    own = names if intent is None or which else [*intent.built, *intent.conditional]
+    counted = [r for n, r in zip(names, reports) if n in own]
     failed = sum(not r.holds for r in counted)
     if intent is not None and not counted:
         click.echo(f"{path}: {generator}'s paper ({intent.paper}) states no assumption that these checks cover")
     else:
-        click.echo(f"{path}: {len(counted) - failed}/{len(counted)} assumptions {'of ' + generator + ' ' if intent else ''}hold")
+        whose = f"of {generator} " if intent is not None else ""
+        click.echo(f"{path}: {len(counted) - failed}/{len(counted)} assumptions {whose}hold")
     if intent is not None and intent.note:
         click.echo(f"{generator}: {intent.note}")
     click.echo(_SUFFICIENT + (" --strict exits 1 when one fails." if not strict else ""))

@@ -36,7 +36,9 @@ def load_record(path: str | Path) -> dict[str, Any]:
         raise ValidationError(f"--config {file}: not JSON ({err}); pass the record.json a run wrote") from None
     missing = [key for key in _KEYS if key not in record] if isinstance(record, dict) else list(_KEYS)
     if missing:
-        raise ValidationError(f"--config {file}: a run record needs keys {', '.join(_KEYS)}; missing {', '.join(missing)}")
+        raise ValidationError(
+            f"--config {file}: a run record needs keys {', '.join(_KEYS)}; missing {', '.join(missing)}"
+        )
     return record
 
 

@@ -54,4 +54,3 @@ def git_state(source: str | os.PathLike[str] | None = None) -> dict[str, Any] | 
     if commit is None or status is None:
         return None
     return {"commit": commit, "dirty": bool(status)}
-

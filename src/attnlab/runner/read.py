@@ -94,7 +94,9 @@ def read_sweep(root: str | os.PathLike[str], table: str = "trajectory") -> pd.Da
             raise ValidationError(f"run {run_dir} has no table {table!r}; its tables are {tables}; pass one of them")
         runs.append((key, flatten_params(json.loads(params_json)), pd.read_parquet(path).reset_index(drop=True)))
     # a parameter the task also wrote as a column: one column where they agree in every run, else params.<name>
-    clashes = {name for _, params, rows in runs for name in params if name in rows and not _agrees(rows[name], params[name])}
+    clashes = {
+        name for _, params, rows in runs for name in params if name in rows and not _agrees(rows[name], params[name])
+    }
     frames = []
     for key, params, rows in runs:
         head = pd.DataFrame({"run_key": [key] * len(rows)})
