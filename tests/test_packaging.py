@@ -18,7 +18,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> zipfile.ZipFile:
-    """A wheel built from a copy of the project (the build writes egg-info next to the sources)."""
+    """A wheel built from a copy of the project (the build writes egg-info next to the sources).
+
+    No build isolation: the venv's setuptools builds it (torch itself requires setuptools >= 77, as pyproject does).
+    """
     tree = tmp_path_factory.mktemp("project")
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, tree / name)
