@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
 from attnlab._errors import ValidationError
 from attnlab.cli.main import main, user_errors
+
+if TYPE_CHECKING:
+    from attnlab.experiments import RunRecord
 
 
 @main.command("list")
@@ -57,7 +60,7 @@ def run_cmd(
 
 def _replay(
     name: str | None, record_path: str, sets: tuple[str, ...], out: str | None, quick: bool, progress: bool
-) -> tuple[Any, str]:
+) -> tuple[RunRecord, str]:
     """Rerun the recorded run of ``--config``; a NAME, when given, must be the recorded experiment."""
     from attnlab.experiments.replay import load_record, rerun
 
