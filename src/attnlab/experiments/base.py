@@ -6,7 +6,8 @@ into one run directory:
 
 - ``trajectory.parquet``: tidy table, one row per recorded (run, step);
 - ``checks.csv``: one row per claim (claim, predicted, measured, tolerance, passed, source, kind);
-- ``record.json``: config, seed, versions, timings, which defaults are ours rather than the paper's;
+- ``record.json``: config, seed, versions, timings, which defaults are ours rather than the paper's, the command
+  line and the git commit of the code (``attnlab run --config record.json`` replays the run);
 - one PNG and one PDF per figure, plus any extra tidy tables as Parquet.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 import time
 import types
 import typing
@@ -26,6 +28,7 @@ import pandas as pd
 
 from attnlab._validation import ValidationError
 from attnlab.callbacks import progress_bar
+from attnlab.runner.provenance import git_state
 from attnlab.runner.store import config_hash, save_figure, versions, write_csv, write_json, write_parquet
 
 __all__ = [
@@ -430,7 +433,11 @@ def run_experiment(
         "tables": sorted(result.tables),
         "checks": dataclasses.asdict(count_checks(checks)),
         "notes": result.notes,
+        "command": list(sys.argv),  # what started the run; `attnlab run --config record.json` replays it
     }
+    git = git_state()
+    if git is not None:  # absent when attnlab does not run from a git checkout (an installed wheel)
+        record["git"] = git
     write_json(run_dir / "record.json", record)
     return RunRecord(name=name, out=run_dir, checks=checks, seconds=seconds)
 
