@@ -27,7 +27,7 @@ from attnlab.experiments.plotting import (
 )
 from attnlab.flow import closed_form_beta, constraint_vectors, gradient_flow, kkt_multipliers
 from attnlab.metrics import attention_margin, cosine
-from attnlab.models import Combined, Diagonal, Factored, TokenSelectionModel
+from attnlab.models import Combined, Diagonal, Factored, Parametrization, TokenSelectionModel
 from attnlab.svm import aligned_l1_svm, attention_svm, diagonal_svm
 
 __all__ = ["X1Config", "X2Config", "X3Config", "X4Config", "X5Config"]
@@ -42,16 +42,15 @@ class _DiagonalW(TokenSelectionModel):
     :mod:`attnlab.models`; kept private here until it is.
     """
 
+    # spec kq §3.1: W = Diag(beta), grad_beta = diag(grad_W)
+    parametrization = Parametrization(
+        "beta", ("beta",), lambda p: torch.diag_embed(p["beta"]),
+        lambda p, g: {"beta": torch.diagonal(g, dim1=-2, dim2=-1)},
+    )
+
     def __init__(self, beta0: torch.Tensor) -> None:
         super().__init__(int(beta0.shape[-1]))
         self.beta = nn.Parameter(beta0.clone())
-
-    @property
-    def W(self) -> torch.Tensor:  # noqa: N802 (the spec's symbol)
-        return torch.diag_embed(self.beta)  # spec kq §3.1: W = Diag(beta)
-
-    def _chain(self, grad_W: torch.Tensor) -> dict[str, torch.Tensor]:
-        return {"beta": torch.diagonal(grad_W, dim1=-2, dim2=-1)}  # spec kq §3.1: grad_beta = diag(grad_W)
 
 
 def _diagonal_init(omegas: tuple[float, ...], d: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

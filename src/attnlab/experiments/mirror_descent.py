@@ -70,21 +70,21 @@ def _md_path(
 ) -> tuple[np.ndarray, torch.Tensor]:
     """l_p-AttGD iterates at steps ``0, every, 2 every, ..., steps`` of R fixed-head runs.
 
-    Spec: mirror-descent-lp §4 (l_p-AttGD, plain or dual-norm normalised). Each chunk is one batched program; MD
-    has no state, so chunk ``k`` started from the last iterate of chunk ``k - 1`` continues the run exactly.
+    Spec: mirror-descent-lp §4 (l_p-AttGD, plain or dual-norm normalised): one batched program that keeps its
+    iterates at the recorded steps.
 
     Returns
     -------
     steps : numpy.ndarray of int, shape (S,)
     path : torch.Tensor, shape (S, R, d, d), float64
     """
-    marks = sorted(set(range(0, steps, every)) | {steps})
-    path = [W0]
-    for start, stop in ctx.bar(list(zip(marks[:-1], marks[1:])), desc=desc):
-        run = batched_train(batch.X, batch.Z, batch.y, batch.v, path[-1], param="W", optimizer="md", lr=lr,
-                            loss=loss, steps=stop - start, p=p, normalized=normalized)
-        path.append(run.W)
-    return np.asarray(marks), torch.stack(path)
+    run = batched_train(batch.X, batch.Z, batch.y, batch.v, W0, param="W", optimizer="md", lr=lr, loss=loss,
+                        steps=steps, p=p, normalized=normalized, record_every=every, keep_iterates=True,
+                        progress=ctx.progress)
+    bad = [r for r, status in enumerate(run.status) if status != "completed"]
+    if bad:
+        raise ValidationError(f"{desc}: runs {bad} diverged (non-finite loss); lower lr")
+    return run.iterates["step"].numpy(), run.iterates["W"]
 
 
 def _selected(batch: StackedData, W: torch.Tensor) -> torch.Tensor:
