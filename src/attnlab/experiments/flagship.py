@@ -16,12 +16,19 @@ import torch
 from attnlab.data import example1
 from attnlab.experiments.base import Check, Experiment, ExperimentResult, RunContext, check_less, register
 from attnlab.experiments.plotting import (
-    CORR_GAP, EPS, STEP, house_figure, label_ours, log_gap_axis, new_figure, rounding_floor,
+    CORR_GAP,
+    EPS,
+    STEP,
+    house_figure,
+    label_ours,
+    log_gap_axis,
+    new_figure,
+    rounding_floor,
 )
-from attnlab.runner.store import write_csv
 from attnlab.metrics import alignment, opt_softmax
 from attnlab.models import Combined
 from attnlab.optim import NormalizedGD
+from attnlab.runner.store import write_csv
 from attnlab.svm import attention_svm
 from attnlab.train import train
 

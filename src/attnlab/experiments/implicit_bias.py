@@ -22,8 +22,19 @@ from attnlab._validation import ValidationError, check_in, check_scalar
 from attnlab.data import dm, example1
 from attnlab.experiments.base import Check, Experiment, ExperimentResult, RunContext, check_less, register
 from attnlab.experiments.plotting import (
-    CORR_GAP, EPS, STEP, house_figure, label_axes, label_ours, log_gap_axis, new_figure, panel_grid, plot_band,
-    rounding_floor, theory_hline, theory_line,
+    CORR_GAP,
+    EPS,
+    STEP,
+    house_figure,
+    label_axes,
+    label_ours,
+    log_gap_axis,
+    new_figure,
+    panel_grid,
+    plot_band,
+    rounding_floor,
+    theory_hline,
+    theory_line,
 )
 from attnlab.flow import gradient_flow
 from attnlab.losses import LOSSES, mean_loss

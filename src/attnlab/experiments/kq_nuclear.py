@@ -23,7 +23,15 @@ from attnlab.data import aligned_pairs, scores_equal, stack
 from attnlab.data.assumptions import small_initial_loss
 from attnlab.experiments.base import Check, Experiment, ExperimentResult, RunContext, check_less, register
 from attnlab.experiments.plotting import (
-    EPS, STEP, house_figure, label_axes, label_ours, log_gap_axis, new_figure, theory_hline, theory_line,
+    EPS,
+    STEP,
+    house_figure,
+    label_axes,
+    label_ours,
+    log_gap_axis,
+    new_figure,
+    theory_hline,
+    theory_line,
 )
 from attnlab.flow import closed_form_beta, constraint_vectors, gradient_flow, kkt_multipliers
 from attnlab.metrics import attention_margin, cosine

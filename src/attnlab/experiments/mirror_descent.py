@@ -23,7 +23,14 @@ from attnlab.batched import train as batched_train
 from attnlab.data import StackedData, TokenSelectionData, joint_toy, stack, unit_gaussian
 from attnlab.experiments.base import Check, Experiment, ExperimentResult, RunContext, check_less, register
 from attnlab.experiments.plotting import (
-    EPS, house_figure, label_axes, label_ours, log_gap_axis, new_figure, rounding_floor, theory_line,
+    EPS,
+    house_figure,
+    label_axes,
+    label_ours,
+    log_gap_axis,
+    new_figure,
+    rounding_floor,
+    theory_line,
 )
 from attnlab.losses import LOSSES, mean_loss
 from attnlab.metrics import Metric, directional_bregman, entrywise_norm
