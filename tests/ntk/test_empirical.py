@@ -11,8 +11,9 @@ TOL = 1e-10  # float64, the same products summed in another order: round-off onl
 
 
 def _mlp(seed=0):
+    """Two hidden layers and a tanh output: Theta[a, b, o, p] != Theta[a, b, p, o], so swapped axes show."""
     torch.manual_seed(seed)  # nn.Linear initialises from the global RNG; fixed for reproducible tests
-    return nn.Sequential(nn.Linear(3, 5), nn.Tanh(), nn.Linear(5, 2)).double()
+    return nn.Sequential(nn.Linear(3, 5), nn.Tanh(), nn.Linear(5, 4), nn.Tanh(), nn.Linear(4, 2), nn.Tanh()).double()
 
 
 def _batch(n, seed):
@@ -44,6 +45,7 @@ def test_full_kernel_equals_per_sample_jacobian_contraction():
     net, x1, x2 = _mlp(), _batch(4, 1), _batch(3, 2)
     K = empirical_ntk(net, x1, x2)
     assert K.shape == (4, 3, 2, 2)
+    assert (K - K.transpose(-1, -2)).abs().max() > 1e-3  # the test can see a transposed output pair
     torch.testing.assert_close(K, _reference_ntk(net, x1, x2), rtol=0, atol=TOL)
 
 
@@ -62,7 +64,7 @@ def test_chunks_give_the_same_kernel(mode):
 
 def test_default_second_batch_is_the_first_and_the_gram_is_symmetric_psd():
     net, x = _mlp(), _batch(5, 3)
-    K = empirical_ntk(net, x).permute(0, 2, 1, 3).reshape(10, 10)
+    K = empirical_ntk(net, x).permute(0, 2, 1, 3).reshape(10, 10)  # rows (sample, output)
     torch.testing.assert_close(K, K.T, rtol=0, atol=TOL)
     assert torch.linalg.eigvalsh(K).min() > -TOL
 
