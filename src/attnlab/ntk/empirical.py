@@ -149,7 +149,8 @@ def empirical_ntk(
     buffers = {name: b.detach() for name, b in module.named_buffers()}
     f = _per_sample_function(module, buffers)
     if chunk_size is None:
-        return _contract(_jacobians(f, params, x1), _jacobians(f, params, x2), mode)
+        jac_1 = _jacobians(f, params, x1)
+        return _contract(jac_1, jac_1 if x2 is x1 else _jacobians(f, params, x2), mode)
     rows = []
     for block_1 in x1.split(chunk_size):
         jac_1 = _jacobians(f, params, block_1)
