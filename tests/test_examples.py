@@ -10,7 +10,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = {  # script -> a word its output must contain
     "01_token_selection.py": "alignment",
-    "02_your_tokens.py": "closest SVM",
+    "02_your_tokens.py": "round trip exact: True",
     "03_digits_vit_head_probe.py": "wrote",
     "04_empirical_ntk_lazy_training.py": "kernel_drift",
 }
