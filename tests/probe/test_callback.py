@@ -84,6 +84,8 @@ def test_bad_arguments_are_refused_before_training():
         HeadProbe(model, model.encoder.blocks[0].attn, None)
     with pytest.raises(ValidationError, match=r"head == 2, must be in \[0, 1\]"):
         HeadProbe(model, {"b": model.encoder.blocks[0].attn}, None, heads=(2,))
+    with pytest.raises(ValidationError, match='select == \'first\', must be "attended" or an array'):
+        HeadProbe(model, {"b": model.encoder.blocks[0].attn}, None, select="first")
     with pytest.raises(ValidationError, match="every == 0, must be >= 1"):
         HeadProbe(model, {"b": model.encoder.blocks[0].attn}, None, every=0)
 

@@ -86,6 +86,8 @@ class HeadProbe(Callback):
             )
         if every is not None:
             check_scalar("every", every, kind=int, low=1)
+        if isinstance(select, str) and select != "attended":
+            raise ValidationError(f'select == {select!r}, must be "attended" or an array of n token positions')
         self.model, self.modules, self.inputs = model, dict(modules), inputs
         self.heads, self.query, self.keys, self.select, self.every = tuple(heads), query, keys, select, every
         self.homogeneous = {name: resolve_homogeneous(m, None) for name, m in self.modules.items()}
@@ -120,10 +122,9 @@ class HeadProbe(Callback):
         rows = []
         for (name, module), (queries, keys) in zip(self.modules.items(), tokens):
             homogeneous = self.homogeneous[name]
+            data = capture_from_tokens(queries, keys, query=self.query, keys=self.keys, homogeneous=homogeneous)
             for head in self.heads:
                 W = head_W(module, head, homogeneous=homogeneous)
-                data = capture_from_tokens(queries, keys, query=self.query, keys=self.keys,
-                                           homogeneous=homogeneous)
                 select = attended_tokens(data.X, data.Z, W) if isinstance(self.select, str) else self.select
                 rows.append({"step": step, "module": name, "head": head, **self._measure(data.with_(select=select),
                                                                                         W, homogeneous)})
