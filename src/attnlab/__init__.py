@@ -27,6 +27,7 @@ _SUBMODULES = (
     "models",
     "ntk",
     "optim",
+    "probe",
     "regression",
     "report",
     "runner",
