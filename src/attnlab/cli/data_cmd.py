@@ -28,7 +28,7 @@ def _generator_overrides(func: Callable[..., Any], sets: Sequence[str]) -> dict[
 
     An unknown key raises a :class:`ValidationError` that lists the valid keys.
     """
-    from attnlab.experiments.base import parse_overrides
+    from attnlab._overrides import parse_overrides
 
     hints = typing.get_type_hints(func)
     params = [p for p in inspect.signature(func).parameters.values() if p.name != "seed"]
