@@ -90,6 +90,7 @@ def test_killed_sweep_restarted_completes_without_recomputing_or_corrupt_files(t
     index = pd.read_parquet(out / "index.parquet")
     assert list(index["status"]) == ["done"] * 10 and index["key"].is_unique
     for run_dir in out.glob("runs/*"):
-        assert sorted(p.name for p in run_dir.iterdir()) == ["W.npy", "record.json", "trajectory.parquet"]  # no temp files
+        names = sorted(p.name for p in run_dir.iterdir())
+        assert names == [".lock", "W.npy", "job.json", "outcome.json", "record.json", "trajectory.parquet"]  # no temp files
         json.loads((run_dir / "record.json").read_text())
         assert len(pd.read_parquet(run_dir / "trajectory.parquet")) == 2
