@@ -12,7 +12,6 @@ import multiprocessing
 import os
 import socket
 import threading
-import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -56,17 +55,19 @@ class InProcessExecutor:
                 )
 
 
-# A pool worker checks this often whether its parent still lives; an orphan ends itself (it would otherwise go
-# on running jobs nobody waits for). The parent is the fork server, which exits as soon as the sweep dies.
-_PARENT_POLL_SECONDS = 0.2
-
-
 def _exit_with_parent() -> None:
-    parent = os.getppid()
+    """End this pool worker as soon as the sweep process dies, however it dies (``kill -9`` included).
+
+    The worker's parent is the fork server, which outlives the sweep while workers live; but multiprocessing
+    gives each worker a sentinel of the process that asked for it, which turns ready when that process exits.
+    Without this watch, the orphans of a killed sweep go on running jobs nobody waits for.
+    """
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
 
     def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(_PARENT_POLL_SECONDS)
+        parent.join()
         os._exit(1)  # orphaned: the run it held is unfinished, its claim is released, the next sweep reruns it
 
     threading.Thread(target=watch, name="attnlab-parent-watchdog", daemon=True).start()
@@ -82,8 +83,11 @@ def _init_worker(threads: int) -> None:
 
 def _stop(pool: cf.ProcessPoolExecutor) -> None:
     """End the pool's workers now: ``shutdown`` alone would let each finish its current job (tens of seconds)."""
-    for process in list((getattr(pool, "_processes", None) or {}).values()):
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    for process in processes:
         process.terminate()
+    for process in processes:
+        process.join()  # dead before the caller rebuilds the index: no claim is still held
     pool.shutdown(wait=False, cancel_futures=True)
 
 
