@@ -94,3 +94,12 @@ def test_killed_sweep_restarted_completes_without_recomputing_or_corrupt_files(t
         assert names == [".lock", "W.npy", "job.json", "outcome.json", "record.json", "trajectory.parquet"]  # no temp files
         json.loads((run_dir / "record.json").read_text())
         assert len(pd.read_parquet(run_dir / "trajectory.parquet")) == 2
+
+
+def test_an_impossible_out_is_one_line(tmp_path):
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text("task: batched-train\nbase: {n: 4, T: 3, d: 6, steps: 5}\n")
+    (tmp_path / "blocker").write_text("")
+    result = CliRunner().invoke(main, ["sweep", str(sweep), "--out", str(tmp_path / "blocker" / "o"), "--no-progress"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "a file is in the way" in result.output

@@ -23,14 +23,15 @@ def list_cmd(paper: str | None) -> None:
 @click.argument("name")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a config field (repeatable).")
 @click.option("--out", type=click.Path(file_okay=False), default=None, help="Run directory (default runs/<name>-<hash>).")
+@click.option("--overwrite", is_flag=True, help="Replace the outputs of another run in --out (refused without it).")
 @click.option("--quick", is_flag=True, help="CI-sized settings.")
 @click.option("--no-progress", is_flag=True, help="Hide progress bars.")
 @user_errors
-def run_cmd(name: str, sets: tuple[str, ...], out: str | None, quick: bool, no_progress: bool) -> None:
+def run_cmd(name: str, sets: tuple[str, ...], out: str | None, overwrite: bool, quick: bool, no_progress: bool) -> None:
     """Run the experiment NAME; write its table, checks, record and figures."""
     from attnlab.experiments import run_experiment
 
-    record = run_experiment(name, sets, quick=quick, out=out, progress=not no_progress)
+    record = run_experiment(name, sets, quick=quick, out=out, progress=not no_progress, overwrite=overwrite)
     for row in record.checks.itertuples():
         if row.kind == "observation":
             mark = "AGREES" if row.passed else "DISAGREES"

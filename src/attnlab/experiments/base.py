@@ -24,8 +24,17 @@ from typing import Any, Generic, TypeVar
 
 import pandas as pd
 
+from attnlab._io import make_dir
 from attnlab._validation import ValidationError
-from attnlab.runner.store import config_hash, save_figure, versions, write_csv, write_json, write_parquet
+from attnlab.runner.store import (
+    config_hash,
+    prepare_out,
+    save_figure,
+    versions,
+    write_csv,
+    write_json,
+    write_parquet,
+)
 
 __all__ = [
     "Check",
@@ -374,6 +383,7 @@ def run_experiment(
     quick: bool = False,
     out: str | Path | None = None,
     progress: bool = True,
+    overwrite: bool | None = None,
 ) -> RunRecord:
     """Build the config of experiment ``name``, run it, and write its outputs.
 
@@ -389,13 +399,19 @@ def run_experiment(
         Run directory; default ``runs/<name>-<config hash>``.
     progress : bool, default=True
         Show progress bars on a terminal.
+    overwrite : bool, optional
+        ``False``: refuse an ``out`` that holds another run; ``True``: empty it first (see
+        :func:`attnlab.runner.store.prepare_out`); ``None`` (a sweep's own run directory): use ``out`` as it is.
     """
     experiment = get_experiment(name)
     config = make_config(experiment, overrides, quick)
     config_dict = dataclasses.asdict(config)
     digest = config_hash({"experiment": name, "config": config_dict})
     run_dir = Path(out) if out is not None else Path("runs") / f"{name}-{digest}"
-    run_dir.mkdir(parents=True, exist_ok=True)
+    if overwrite is None:
+        make_dir(run_dir)
+    else:
+        prepare_out(run_dir, {"experiment": name, "config_hash": digest}, overwrite=overwrite)
     start = time.perf_counter()
     result = experiment.run(config, RunContext(out=run_dir, progress=progress, quick=quick))
     seconds = time.perf_counter() - start

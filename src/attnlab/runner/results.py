@@ -26,6 +26,7 @@ from typing import Any
 
 import pandas as pd
 
+from attnlab._io import make_dir
 from attnlab._validation import ValidationError
 from attnlab.runner.claim import is_claimed
 from attnlab.runner.spec import Job
@@ -62,8 +63,7 @@ class ResultsStore:
     """
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
-        self.root = Path(root)
-        self.root.mkdir(parents=True, exist_ok=True)
+        self.root = make_dir(root)
         self._final: dict[str, dict[str, Any]] = {}  # rows of finished runs, which never change: read once
 
     def run_dir(self, job: Job, label: str) -> Path:
