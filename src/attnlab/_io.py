@@ -1,4 +1,4 @@
-"""Atomic file writes, the lowest layer so that data sets and run outputs share one crash-safe writer.
+"""Atomic file writes and safe ``.npz`` reads, the lowest layer so that data sets and run outputs share them.
 
 Files are created with mode ``0o666`` minus the umask (``0644`` under the usual ``022``), like any file a
 program writes, so collaborators can read results. A file-system failure (no permission, a file in the way, a
@@ -10,12 +10,15 @@ from __future__ import annotations
 import errno
 import os
 import secrets
+import zipfile
+import zlib
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from attnlab._validation import ValidationError
 
-__all__ = ["OutputError", "atomic_write", "make_dir"]
+__all__ = ["OutputError", "atomic_write", "make_dir", "read_npz"]
 
 _FIXES = {
     errno.EACCES: "check the folder's permissions or choose another path",
@@ -94,3 +97,56 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[Path], None]) ->
         if tmp_path.exists():
             tmp_path.unlink()
     return path
+
+
+def read_npz(path: str | os.PathLike[str], what: str = "data file") -> dict[str, Any]:
+    """Every array of the ``.npz`` archive at ``path``, read without unpickling anything.
+
+    Parameters
+    ----------
+    path : path
+        An archive written by ``numpy.savez`` (or :meth:`attnlab.data.TokenSelectionData.save`).
+    what : str, default="data file"
+        How messages name the file.
+
+    Returns
+    -------
+    dict of str to numpy.ndarray
+
+    Raises
+    ------
+    ValidationError
+        One line naming the file and what is wrong with it: missing, a folder, not an ``.npz`` archive (text, a
+        pickle, a single ``.npy`` array), empty, truncated or corrupt, or holding Python objects (``dtype=object``,
+        which would need pickle, a way to run arbitrary code).
+    """
+    import numpy as np
+
+    path = Path(path)
+    name = f"{what} {str(path)!r}"
+    if not path.exists():
+        raise ValidationError(f"{name} does not exist; check the path")
+    if path.is_dir():
+        raise ValidationError(f"{name} is a folder; pass an .npz file")
+    if path.stat().st_size == 0:
+        raise ValidationError(f"{name} is empty; write it again with numpy.savez")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(6)
+    except OSError as err:
+        raise ValidationError(f"{name} cannot be read: {err.strerror}") from None
+    if head.startswith(b"\x93NUMPY"):
+        raise ValidationError(f"{name} is a single .npy array, not an .npz archive of named arrays; save with numpy.savez")
+    if not head.startswith(b"PK"):
+        raise ValidationError(f"{name} is not an .npz archive (a zip of .npy arrays); save the arrays with numpy.savez")
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            return {key: archive[key] for key in archive.files}
+    except ValueError as err:
+        if "allow_pickle" in str(err) or "Object arrays" in str(err):
+            raise ValidationError(
+                f"{name} holds Python objects (dtype=object), which attnlab does not unpickle; store numeric arrays"
+            ) from None
+        raise ValidationError(f"{name} is corrupt ({err}); write it again") from None
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, KeyError) as err:
+        raise ValidationError(f"{name} is truncated or corrupt ({type(err).__name__}: {err}); write it again") from None
