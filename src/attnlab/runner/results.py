@@ -65,6 +65,7 @@ class ResultsStore:
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = make_dir(root)
         self._final: dict[str, dict[str, Any]] = {}  # rows of finished runs, which never change: read once
+        self._jobs: dict[str, dict[str, Any]] = {}  # job.json of each run directory, which never changes
 
     def run_dir(self, job: Job, label: str) -> Path:
         """``root/runs/<label>-<key>``: the same config always maps to the same directory."""
@@ -96,9 +97,10 @@ class ResultsStore:
         return frame.sort_values(["index", "key"], kind="stable").reset_index(drop=True)
 
     def _row(self, run_dir: Path) -> dict[str, Any] | None:
-        job = _read_json(run_dir / JOB)
+        job = self._jobs.get(run_dir.name) or _read_json(run_dir / JOB)
         if job is None or not {"task", "key", "params"} <= set(job):
             return None
+        self._jobs[run_dir.name] = job
         status = _status(run_dir)
         outcome = _read_json(run_dir / OUTCOME) or {}
         error = ""
