@@ -2,6 +2,8 @@
 
 import os
 import socket
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -38,6 +40,28 @@ def test_an_unreachable_address_is_a_clear_error_not_a_ten_minute_hang(address, 
     with pytest.raises(ValidationError, match=rf"cannot reach a Ray cluster at '{address}' \(.*\); check the address"):
         run_sweep(spec, tmp_path, RayExecutor(address, connect_timeout=2.0), progress=False)
     assert not ray.is_initialized()
+
+
+def test_an_address_that_accepts_tcp_but_is_no_ray_cluster_fails_in_bounded_time(tmp_path):
+    # In a child process: the abandoned connection attempt must not share this process with the module's cluster.
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(8)  # accepts connections (the kernel completes the handshake), never answers
+        address = f"127.0.0.1:{server.getsockname()[1]}"
+        code = (
+            "import sys; from attnlab.runner import RayExecutor, SweepSpec, run_sweep\n"
+            "from attnlab._validation import ValidationError\n"
+            "spec = SweepSpec(task='batched-train', base={'n': 4, 'T': 3, 'd': 4, 'steps': 1})\n"
+            "try:\n"
+            f"    run_sweep(spec, sys.argv[1], RayExecutor({address!r}, connect_timeout=2), progress=False)\n"
+            "except ValidationError as err:\n"
+            "    print(err); sys.exit(2)\n"
+        )
+        env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+        # 120 s: a hang guard (Ray alone would retry for minutes), not a timing claim
+        done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert f"the Ray cluster at '{address}' accepted a connection but did not answer within 2 s" in done.stdout
 
 
 def test_a_malformed_address_says_the_form_to_use(tmp_path):

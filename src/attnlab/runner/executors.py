@@ -169,6 +169,34 @@ def _check_reachable(address: str, timeout: float) -> None:
         ) from None
 
 
+def _connect(ray: Any, address: str, timeout: float) -> None:
+    """``ray.init(address)``, given up after ``timeout`` seconds with a clear error.
+
+    Ray retries a cluster that accepts TCP connections but does not answer as one (a proxy, a wrong port) for
+    up to minutes, inside C++ calls that hold back signals; run in a daemon thread, the wait stays bounded and
+    SIGTERM / Ctrl-C act at once. A connection given up on is abandoned with its thread.
+    """
+    outcome: dict[str, BaseException | None] = {}
+
+    def connect() -> None:
+        try:
+            ray.init(address=address, include_dashboard=False, log_to_driver=False)
+            outcome["error"] = None
+        except BaseException as err:  # noqa: BLE001 - handed to the caller's thread below
+            outcome["error"] = err
+
+    thread = threading.Thread(target=connect, name="attnlab-ray-connect", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if "error" not in outcome:
+        raise ValidationError(
+            f"the Ray cluster at {address!r} accepted a connection but did not answer within {timeout:g} s; check "
+            "the address (the GCS port of `ray start --head`, 6379 by default), or drop --address to start a local cluster"
+        )
+    if outcome["error"] is not None:
+        raise ValidationError(f"cannot connect to the Ray cluster at {address!r}: {outcome['error']}") from None
+
+
 class RayExecutor:
     """Run jobs as Ray tasks, one job each, on a running cluster or on a local one started here.
 
@@ -186,8 +214,9 @@ class RayExecutor:
         Ray's ``max_retries`` per task.
     num_cpus : float, default=1
         CPUs reserved by each task.
-    connect_timeout : float, default=10
-        Seconds to wait for ``address`` to answer before giving up with a clear error.
+    connect_timeout : float, default=30
+        Seconds to wait for ``address`` to accept a connection, and again for Ray to connect, before giving up
+        with a clear error.
 
     Raises
     ------
@@ -197,7 +226,7 @@ class RayExecutor:
     """
 
     def __init__(
-        self, address: str | None = None, retries: int = 3, num_cpus: float = 1, connect_timeout: float = 10.0
+        self, address: str | None = None, retries: int = 3, num_cpus: float = 1, connect_timeout: float = 30.0
     ) -> None:
         _import_ray()
         self.address = address
@@ -208,10 +237,11 @@ class RayExecutor:
     def map(self, task: Task, jobs: Sequence[Job], run_dirs: Sequence[Path]) -> Iterator[Outcome]:
         ray = _import_ray()
         started_here = not ray.is_initialized()
-        if started_here:
-            if self.address is not None:
-                _check_reachable(self.address, self.connect_timeout)
-            ray.init(address=self.address, include_dashboard=False, log_to_driver=False)
+        if started_here and self.address is None:
+            ray.init(include_dashboard=False, log_to_driver=False)
+        elif started_here:
+            _check_reachable(self.address, self.connect_timeout)
+            _connect(ray, self.address, self.connect_timeout)
         try:
             remote = ray.remote(max_retries=self.retries, retry_exceptions=False, num_cpus=self.num_cpus)(execute)
             task_ref = ray.put(task)
