@@ -103,3 +103,12 @@ def test_an_impossible_out_is_one_line(tmp_path):
     result = CliRunner().invoke(main, ["sweep", str(sweep), "--out", str(tmp_path / "blocker" / "o"), "--no-progress"])
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert "a file is in the way" in result.output
+
+
+def test_the_summary_counts_diverged_runs(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(FIXTURES))
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text("task: sweep_fixtures:Diverges\nbase: {d: 3, steps: 5, lr: 0.1, seed: 0}\ngrid:\n  diverge: [true, false]\n")
+    result = CliRunner().invoke(main, ["sweep", str(sweep), "--out", str(tmp_path / "o"), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert "2 runs: 1 done (0 were already), 0 failed, 1 diverged" in result.output
