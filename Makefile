@@ -9,7 +9,7 @@ TEST_STAMP := $(VENV)/.installed-test
 TIMM_VENV  := .venv-timm
 TIMM_STAMP := $(TIMM_VENV)/.installed
 
-.PHONY: demo test test-slow test-timm bench install clean
+.PHONY: demo test test-slow test-timm bench lint install clean
 
 $(RUN_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,11 @@ $(TIMM_STAMP): pyproject.toml
 
 test-timm: $(TIMM_STAMP)
 	$(TIMM_VENV)/bin/python -m pytest -m timm -q tests/experiments/real/test_timm.py
+
+# ruff (in the test extra) with the rules of pyproject.toml [tool.ruff]: lint, then the formatter as a check.
+lint: $(TEST_STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 bench: $(TEST_STAMP)
 	$(BIN)/python benchmarks/run_all.py

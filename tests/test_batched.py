@@ -27,12 +27,18 @@ CASES = [
 ]
 
 
+def _lr(optimizer, lr=0.1):
+    """Polyak takes no lr (its step is (L - L*)/||g||^2); every other rule takes one."""
+    return None if optimizer == "polyak" else lr
+
+
 @pytest.mark.parametrize("optimizer,options", CASES)
 def test_batch_of_R_equals_R_single_runs(optimizer, options):
     X, Z, y, v, W0 = _runs()
-    batch = batched.train(X, Z, y, v, W0, optimizer=optimizer, lr=0.1, steps=100, **options).W
+    lr = _lr(optimizer)
+    batch = batched.train(X, Z, y, v, W0, optimizer=optimizer, lr=lr, steps=100, **options).W
     for r in range(4):
-        single = batched.train(X[r], Z[r], y[r], v[r], W0[r], optimizer=optimizer, lr=0.1, steps=100, **options).W[0]
+        single = batched.train(X[r], Z[r], y[r], v[r], W0[r], optimizer=optimizer, lr=lr, steps=100, **options).W[0]
         # 1e-12: the issue's bar; reductions over a batch may sum in a different order than over one run
         torch.testing.assert_close(batch[r], single, rtol=1e-12, atol=1e-12)
 
@@ -103,10 +109,33 @@ def test_bad_arguments_name_the_problem(kwargs, match):
         batched.train(X, Z, y, v, W0, **args)
 
 
-def test_divergence_is_reported_not_silent():
+def test_polyak_refuses_an_lr_it_would_ignore():
     X, Z, y, v, W0 = _runs()
-    with pytest.raises(ValidationError, match="non-finite"):
-        batched.train(X, Z, y, v, W0, optimizer="polyak", lr=0.1, steps=300)
+    with pytest.raises(ValidationError, match="polyak' takes no lr.*max_step"):
+        batched.train(X, Z, y, v, W0, optimizer="polyak", lr=1e-3, steps=2)
+
+
+def test_a_diverging_run_stops_alone_with_its_last_finite_iterate():
+    from attnlab.models.functional import attention_loss
+
+    X, Z, y, v, W0 = (t.double() for t in _runs())
+    # run 1 overflows: its first step puts W near 1e307, the logits at inf (an lr of 1e306 does not diverge: the
+    # log-domain loss stays finite and the gradient underflows)
+    lr = torch.tensor([0.1, 1.7e308, 0.1, 0.1], dtype=torch.float64)
+    res = batched.train(X, Z, y, v, W0, optimizer="gd", lr=lr, steps=50, record_every=1)
+    assert res.status == ["completed", "diverged", "completed", "completed"]
+    stop = res.last_step[1]
+    assert stop < 50
+    # the returned iterate of the diverged run has a finite loss, and it is the iterate of its last step
+    assert bool(torch.isfinite(attention_loss(X[1], Z[1], y[1], v[1], res.W[1])).all())
+    again = batched.train(X[1], Z[1], y[1], v[1], W0[1], optimizer="gd", lr=lr[1], steps=stop).W[0]
+    torch.testing.assert_close(res.W[1], again, rtol=0, atol=0)
+    # the other runs are exactly the runs trained without it
+    alone = batched.train(X[[0, 2, 3]], Z[[0, 2, 3]], y[[0, 2, 3]], v[[0, 2, 3]], W0[[0, 2, 3]], optimizer="gd",
+                          lr=lr[[0, 2, 3]], steps=50).W
+    torch.testing.assert_close(res.W[[0, 2, 3]], alone, rtol=1e-12, atol=1e-14)
+    rows = res.frame[res.frame["run"] == 1]
+    assert rows["step"].max() == stop and bool(rows["loss"].notna().all()) and bool((rows["loss"] < float("inf")).all())
 
 
 def _reference_W_loop(X, Z, y, v, W0, optimizer, lr, steps, momentum=0.0, max_step=None):
@@ -138,7 +167,7 @@ def _reference_W_loop(X, Z, y, v, W0, optimizer, lr, steps, momentum=0.0, max_st
 def test_kernel_coefficients_path_equals_steps_on_W(optimizer, options):
     # d = 12 >= sqrt(n) T: train moves the nT kernel coefficients, not W; it must follow the same iterates
     X, Z, y, v, W0 = _runs(R=3, n=5, T=3, d=12, seed=7)
-    res = batched.train(X, Z, y, v, W0, optimizer=optimizer, lr=0.1, steps=60, **options)
+    res = batched.train(X, Z, y, v, W0, optimizer=optimizer, lr=_lr(optimizer), steps=60, **options)
     for r in range(3):
         ref = _reference_W_loop(X[r], Z[r], y[r], v[r], W0[r], optimizer, 0.1, 60, **options)
         # 1e-11: 60 steps of rounding, logits updated rather than recomputed; a wrong step is off by ~1e-2
@@ -166,3 +195,15 @@ def test_kernel_path_ngd_step_has_the_asked_length_and_records():
     torch.testing.assert_close(torch.linalg.matrix_norm(one - W0), lr, rtol=1e-12, atol=0.0)
     res = batched.train(X, Z, y, v, W0, optimizer="ngd", lr=0.1, steps=10, record_every=5, W_ref=W0)
     assert len(res.frame) == 4 * 3 and bool((res.frame["loss"].diff().dropna() != 0).any())
+
+
+def test_normalized_md_on_kq_normalises_each_tensor_by_its_own_dual_norm():
+    # documented: K and Q are normalised separately (the official code's per-tensor ||G||_q + eps), so with p = 2 each
+    # of K and Q moves by exactly lr in Frobenius norm (a joint normalisation would move (K, Q) by lr together)
+    X, Z, y, v, _ = (t.double() for t in _runs(R=1))
+    g = torch.Generator().manual_seed(3)
+    K0, Q0 = torch.randn(6, 4, generator=g, dtype=torch.float64), torch.randn(6, 4, generator=g, dtype=torch.float64)
+    one = batched.train(X, Z, y, v, param="KQ", optimizer="md", lr=0.1, steps=1, p=2.0, K0=K0, Q0=Q0, eps=0.0)
+    for name, start in (("K", K0), ("Q", Q0)):
+        moved = torch.linalg.matrix_norm(one.params[name][0] - start)
+        torch.testing.assert_close(moved, torch.tensor(0.1, dtype=torch.float64), rtol=1e-12, atol=0.0)

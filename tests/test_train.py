@@ -97,3 +97,15 @@ def test_bad_arguments():
         al.train(model, opt, _data(), steps=-1)
     with pytest.raises(ValidationError, match="loss"):
         al.train(model, opt, _data(), loss="mse")
+
+
+@pytest.mark.parametrize("make", [lambda p: al.optim.NormalizedGD(p, lr=1.7e308), lambda p: torch.optim.SGD(p, lr=1.7e308)],
+                         ids=["engine-rule", "torch-optimizer"])
+def test_the_returned_model_of_a_diverged_run_has_a_finite_loss(make):
+    data = _data()
+    model = Combined(2)
+    with pytest.warns(RuntimeWarning, match="non-finite loss at step"):
+        traj = al.train(model, make(model.parameters()), data, steps=20, record_every=1)
+    assert traj.status == "diverged" and traj.extra["status"] == ["diverged"]
+    assert bool(torch.isfinite(model.loss(data)).all())
+    assert traj.frame["step"].max() == traj.extra["last_step"][0]

@@ -14,6 +14,8 @@ from numbers import Real
 import numpy as np
 import torch
 
+from attnlab._errors import ValidationError
+
 __all__ = [
     "ValidationError",
     "as_float64_tensor",
@@ -22,10 +24,6 @@ __all__ = [
     "check_shape",
     "check_tensor",
 ]
-
-
-class ValidationError(ValueError):
-    """Raised when an argument of a public function is invalid; the message names the argument and the fix."""
 
 
 def check_scalar(

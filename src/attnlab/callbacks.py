@@ -11,7 +11,8 @@ the loop to stop) or a :class:`Callback` that overrides any of ``on_start``, ``o
 
 Examples
 --------
->>> import pandas as pd
+>>> import numpy as np
+import pandas as pd
 >>> seen = []
 >>> calls = CallbackList([lambda record: seen.append(record.step)])
 >>> calls.start(steps=2)
@@ -28,9 +29,19 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
-__all__ = ["Callback", "CallbackList", "EarlyStop", "ProgressBar", "Record", "default_progress", "progress_bar"]
+__all__ = [
+    "Callback",
+    "CallbackList",
+    "EarlyStop",
+    "ProgressBar",
+    "Record",
+    "default_progress",
+    "progress_bar",
+    "tidy_frame",
+]
 
 
 @dataclass(frozen=True)
@@ -210,3 +221,20 @@ class EarlyStop(Callback):
             )
         values = record.rows[self.column]
         return bool((values < self.threshold).all() if self.mode == "below" else (values > self.threshold).all())
+
+
+def tidy_frame(columns: Mapping[str, Any], **constants: Any) -> pd.DataFrame:
+    """One tidy frame from equal-length columns (arrays, tensors or lists) plus constant columns placed first.
+
+    The frame builder every loop of attnlab uses: ``run`` and ``step`` come first, snake_case columns after.
+
+    Examples
+    --------
+    >>> tidy_frame({"run": [0, 1], "loss": [0.5, 0.25]}, step=3).columns.tolist()
+    ['run', 'step', 'loss']
+    """
+    data = {k: v.detach().cpu().numpy() if hasattr(v, "detach") else np.asarray(v) for k, v in columns.items()}
+    size = len(next(iter(data.values()))) if data else 0
+    data.update({k: np.full(size, v) for k, v in constants.items()})
+    order = [k for k in ("run", "step") if k in data] + [k for k in data if k not in ("run", "step")]
+    return pd.DataFrame({k: data[k] for k in order})

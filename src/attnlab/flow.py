@@ -5,21 +5,24 @@ default, same path at unit speed -- and (c) RK4), §3.1 (integrated weights ``ph
 §4 (KKT multipliers ``lambda(t) = phi(t) / ln mu(t)``), §8 (keep ``phi`` as tracked state).
 
 The flow moves every trainable parameter of a :class:`attnlab.models.TokenSelectionModel` (``Factored`` ``(K, Q)``,
-``Diagonal`` ``(xi_k, xi_q)``, or ``Combined`` ``W``) along ``-grad L``. Gradients come from
-:meth:`TokenSelectionModel.gradients` (log-scaled, cancellation-free), so the normalised path stays exact after
-the softmax saturates. Parameters may carry a leading runs axis ``R``; each run is normalised by its own joint
-gradient norm, so runs are independent.
+``Diagonal`` ``(xi_k, xi_q)``, or ``Combined`` ``W``) along ``-grad L``. It is a front door to the training engine
+(:func:`attnlab.engine.fit`, rules of :mod:`attnlab.engine.integrators`): log-scaled, cancellation-free gradients,
+so the normalised path stays exact after the softmax saturates. Parameters may carry a leading runs axis ``R``;
+each run is normalised by its own joint gradient norm, so runs are independent.
 """
 
 from __future__ import annotations
 
-import math
+from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 import pandas as pd
 import torch
 
 from attnlab._validation import ValidationError, check_in, check_scalar
+from attnlab.callbacks import Record
+from attnlab.engine import Problem, Recorder, fit
+from attnlab.engine.integrators import METHODS, flow_rule
 from attnlab.losses import LOSSES
 from attnlab.models.functional import attention_logits, logit_derivatives, score_gaps, token_scores
 
@@ -33,9 +36,6 @@ __all__ = [
     "logit_weights",
 ]
 
-METHODS = ("ngd", "gd", "rk4")
-
-State = dict[str, torch.Tensor]
 
 
 class Flow(NamedTuple):
@@ -170,17 +170,6 @@ def kkt_multipliers(phi: torch.Tensor, mu: torch.Tensor) -> torch.Tensor:
     return phi / log_mu[..., None, None]  # spec kq §4: lambda = phi / ln mu
 
 
-def _runs_sq(tensor: torch.Tensor, runs: int) -> torch.Tensor:
-    """Sum of squares over every axis after the first ``runs`` ones, shape ``tensor.shape[:runs]``."""
-    dims = tuple(range(runs, tensor.dim()))
-    return tensor.pow(2).sum(dim=dims) if dims else tensor.pow(2)
-
-
-def _expand(value: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
-    """Reshape a per-run ``value`` ([R,]) to broadcast against ``like`` ([R,] ...)."""
-    return value.reshape(value.shape + (1,) * (like.dim() - value.dim()))
-
-
 def gradient_flow(
     model: Any,
     data: Any,
@@ -192,6 +181,7 @@ def gradient_flow(
     track_phi: bool = False,
     loss: str = "exp",
     progress: bool | None = None,
+    callbacks: Iterable[Any] = (),
 ) -> Flow:
     """Follow the gradient flow ``d theta/dt = -grad L(theta)`` of ``model`` on ``data``.
 
@@ -200,8 +190,8 @@ def gradient_flow(
     Parameters
     ----------
     model : TokenSelectionModel
-        ``Factored`` (flow on ``(K, Q)``), ``Diagonal`` (on ``(xi_k, xi_q)``) or ``Combined``; parameters may carry
-        a runs axis ``R``. It is moved in place.
+        ``Factored`` (flow on ``(K, Q)``), ``Diagonal`` (on ``(xi_k, xi_q)``), ``Combined``, or any subclass with a
+        ``parametrization``; parameters may carry a runs axis ``R``. It is moved in place.
     data : TokenSelectionData or StackedData
         ``X`` ([R,] n, T, d), ``Z``, ``y``, ``v`` (the head is needed unless the model trains its own).
     step : float
@@ -221,6 +211,8 @@ def gradient_flow(
         The papers' theory uses ``"exp"``.
     progress : bool, optional
         Progress bar; default only on a terminal.
+    callbacks : iterable of Callback or callable
+        See :mod:`attnlab.callbacks`.
 
     Returns
     -------
@@ -233,7 +225,9 @@ def gradient_flow(
 
     Notes
     -----
-    With ``g = grad L(theta)`` (all trainable parameters) and ``w_il = dL/ds_il`` (:func:`logit_weights`):
+    A front door to :func:`attnlab.engine.fit` with the rules of :mod:`attnlab.engine.integrators`; a run whose
+    loss turns non-finite stops alone at its last finite state. With ``g = grad L(theta)`` and
+    ``w_il = dL/ds_il`` (:func:`logit_weights`):
 
     - ngd: ``theta <- theta - eta g / ||g||``, ``phi <- phi + 2 eta w / ||g||``, ``t <- t + eta / ||g||``;
     - gd: ``theta <- theta - dt g``, ``phi <- phi + 2 dt w``, ``t <- t + dt``;
@@ -259,81 +253,53 @@ def gradient_flow(
     check_scalar("steps", steps, kind=int, low=0)
     if record_every is not None:
         check_scalar("record_every", record_every, kind=int, low=1)
-    if not callable(getattr(model, "gradients", None)):
+    if getattr(model, "parametrization", None) is None or not callable(getattr(model, "tensors", None)):
         raise ValidationError(
             f"model must be a TokenSelectionModel (Combined, Factored or Diagonal), got {type(model).__name__}"
         )
-    params = dict(model.named_parameters())
-    if not params:
+    names = {id(p): n for n, p in model.named_parameters()}
+    tensors = dict(model.tensors())
+    if model.train_head:
+        tensors["v"] = model.v
+    if not any(id(t) in names for t in tensors.values()):
         raise ValidationError("model has no trainable parameters; nothing flows")
+    batched = model.W.dim() == 3
+    if not batched and data.X.dim() == 4:
+        raise ValidationError(
+            f"data has a runs axis of {data.X.shape[0]} runs but the model has none; give the model's parameters a "
+            "leading runs axis of the same size"
+        )
+    R = model.W.shape[0] if batched else 1
+    runs = (lambda t: t.detach().clone()) if batched else (lambda t: t.detach().unsqueeze(0).clone())
 
-    def velocity(state: State) -> tuple[State, torch.Tensor]:
-        """Log-scaled ``-grad L`` (and ``2 dL/ds`` for phi): mantissas and one log scale per run."""
-        with torch.no_grad():
-            for name, value in state.items():
-                if name in params:
-                    params[name].copy_(value)
-            grads, _ = model.gradients(data, loss)
-            scale = next(iter(grads.values())).log_scale
-            out = {name: -g.mantissa for name, g in grads.items()}  # spec kq §3 (1): theta' = -grad L
-            if track_phi:
-                log_w, sign = logit_weights(data.X, data.Z, data.y, model.head(data.v), model.W, loss)
-                exponent = log_w - _expand(scale, log_w)
-                out["phi"] = 2.0 * sign * torch.exp(exponent)  # spec kq §3.1: phi' = -(2/n) e^{..} (Sigma gamma)_l
-        return out, scale
+    def expand(t: torch.Tensor, axes: int) -> torch.Tensor:
+        return t if t.dim() == axes + 1 else t.expand((R,) + tuple(t.shape))
 
-    def rates(state: State) -> tuple[State, torch.Tensor]:
-        """The time derivative (gd, rk4) or the unit-speed direction (ngd), and ``log dt`` per unit ``step``."""
-        mant, scale = velocity(state)
-        runs = scale.dim()
-        norm = torch.sqrt(sum(_runs_sq(m, runs) for name, m in mant.items() if name in params))
-        if method == "ngd":
-            safe = torch.where(norm > 0, norm, torch.ones_like(norm))
-            direction = {k: torch.where(_expand(norm, m) > 0, m / _expand(safe, m), 0.0) for k, m in mant.items()}
-            return direction, -torch.log(norm) - scale  # spec kq §3 (b): dt = eta / ||grad L||
-        return {k: m * torch.exp(_expand(scale, m)) for k, m in mant.items()}, torch.zeros_like(scale)
+    head = None if model.train_head else expand(model.head(data.v), 1)
+    problem = Problem(expand(data.X, 3), expand(data.Z, 2), expand(data.y, 1), head, loss)
+    clock: dict[str, list[torch.Tensor]] = {}
 
-    def advance(state: State) -> tuple[State, torch.Tensor]:
-        if method != "rk4":
-            rate, log_dt = rates(state)
-            return {k: state[k] + step * rate[k] for k in state}, log_dt
-        k1, log_dt = rates(state)  # rk4: classical tableau (1/2, 1/2, 1; weights 1/6, 1/3, 1/3, 1/6)
-        k2, _ = rates({k: state[k] + 0.5 * step * k1[k] for k in state})
-        k3, _ = rates({k: state[k] + 0.5 * step * k2[k] for k in state})
-        k4, _ = rates({k: state[k] + step * k3[k] for k in state})
-        new = {k: state[k] + step / 6.0 * (k1[k] + 2 * k2[k] + 2 * k3[k] + k4[k]) for k in state}
-        return new, log_dt
+    def snapshot(record: Record) -> None:
+        state = record.state["rule_state"][0]
+        for key, value in state.items():
+            clock.setdefault(key, []).append(value.clone())
 
+    rule = flow_rule(method, step, track_phi, R, tuple(data.X.shape[-3:-1]))
+    result = fit(problem, model.parametrization, {k: runs(t) for k, t in tensors.items()}, steps, rule,
+                 record_every=record_every, recorder=Recorder(keep_iterates=True), callbacks=[snapshot, *callbacks],
+                 progress=progress, desc=f"flow ({method})")
     with torch.no_grad():
-        state: State = {name: p.detach().clone() for name, p in params.items()}
-        runs_shape = model.gradients(data, loss)[1].shape
-        if track_phi:
-            state["phi"] = torch.zeros(runs_shape + tuple(data.X.shape[-3:-1]), dtype=torch.float64)
-        log_time = torch.full(runs_shape, -math.inf, dtype=torch.float64)
-        records: dict[str, list[torch.Tensor]] = {}
-
-        def record(k: int) -> None:
-            for name, value in state.items():
-                if name in params:
-                    params[name].copy_(value)
-            _, log_risk = model.gradients(data, loss)
-            snapshot = {"step": torch.tensor(k), "log_time": log_time, "log_loss": log_risk, "W": model.W.detach()}
-            snapshot.update(state)
-            for name, value in snapshot.items():
-                records.setdefault(name, []).append(value.clone())
-
-        from tqdm.auto import tqdm
-
-        record(0)
-        disable = None if progress is None else not progress
-        for k in tqdm(range(1, steps + 1), desc=f"flow ({method})", disable=disable, leave=False):
-            state, log_dt = advance(state)
-            log_time = torch.logaddexp(log_time, math.log(step) + log_dt)
-            if (record_every is not None and k % record_every == 0) or k == steps:
-                record(k)
-        for name, value in state.items():
-            if name in params:
-                params[name].copy_(value)
-    path = {name: torch.stack(values) for name, values in records.items()}
-    return Flow(model=model, phi=state.get("phi"), log_time=log_time, path=path)
-
+        for k, t in tensors.items():
+            t.copy_(result.params[k] if batched else result.params[k][0])
+    iterates = result.iterates
+    squeeze = (lambda t: t) if batched else (lambda t: t[:, 0])  # no runs axis in, none out
+    log_loss = result.frame.pivot(index="step", columns="run", values="log_loss").reindex(
+        index=iterates["step"].tolist(), columns=range(R))  # NaN after a run diverged
+    path = {"step": iterates["step"], "log_loss": squeeze(torch.tensor(log_loss.to_numpy())), "W": squeeze(iterates["W"])}
+    path["log_time"] = squeeze(torch.stack(clock["log_time"]))
+    for k in tensors:
+        path[names.get(id(tensors[k]), k)] = squeeze(iterates[k])
+    if track_phi:
+        path["phi"] = squeeze(torch.stack(clock["phi"]))
+    final = {k: v if batched else v[0] for k, v in result.rule_state[0].items()}
+    return Flow(model=model, phi=final.get("phi"), log_time=final["log_time"], path=path)

@@ -91,3 +91,31 @@ def test_infeasible_candidates_are_skipped_with_the_reason():
     assert "l1-diag" not in set(result.table["candidate"])
     assert any(reason.startswith("l1-diag: infeasible") for reason in result.skipped)
     assert result.closest in set(result.table["candidate"])
+
+
+def test_a_diverged_run_names_no_svm(example):
+    # gd with lr = 1.7e308 overflows W at its first step: the loss is no longer finite and nothing may be named
+    with pytest.raises(ValidationError, match="diverged.*no SVM is named"):
+        explain(example, "W", "gd", steps=5, lr=1.7e308)
+
+
+def test_a_head_that_ties_every_token_is_refused(example):
+    tied = TokenSelectionData(example.X, example.Z, example.y, torch.zeros_like(example.v))
+    with pytest.raises(ValidationError, match="every token ties"):
+        explain(tied, "W", "ngd", steps=5)
+
+
+def test_training_is_one_run_recording_every_candidate(example, monkeypatch):
+    import attnlab.experiments.explain as module
+
+    calls = []
+    real = module.batched_train
+
+    def spy(X, *args, **kwargs):
+        calls.append(kwargs.get("refs"))
+        return real(X, *args, **kwargs)
+
+    monkeypatch.setattr(module, "batched_train", spy)
+    result = explain(example, "W", "ngd", steps=20, lr=0.3)
+    assert len(calls) == 1 and set(calls[0]) == set(result.table["candidate"])
+    assert result.W.shape == (example.d, example.d)

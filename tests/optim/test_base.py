@@ -7,7 +7,8 @@ import torch
 
 from attnlab._validation import ValidationError
 from attnlab.optim import joint_adaptive, mirror_descent, normalized_gd, polyak_step
-from attnlab.optim._base import block_norms, capped_step_size, per_tensor
+from attnlab.optim._base import capped_step_size, per_tensor
+from attnlab.optim.transforms import block_norms
 
 
 def random_tensors(seed, shapes):

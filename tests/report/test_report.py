@@ -1,6 +1,7 @@
 """The reproduction report: figures beside check tables, errors recorded, and no broken image or link in Chromium."""
 
 import dataclasses
+import json
 import os
 import shutil
 from pathlib import Path
@@ -26,14 +27,23 @@ class ToyConfig:
 
 def toy_run(config, ctx):
     frame = pd.DataFrame({"step": range(config.steps), "loss": [1.0 / (1 + s) for s in range(config.steps)]})
-    fig, ax = plt.subplots()
-    ax.plot(frame["step"], frame["loss"])
+    fig, pair = plt.subplots(1, 2, figsize=(8.4, 3.0))  # as wide as a two-panel figure, the narrowest we draw
+    wide, five = plt.subplots(1, 5, figsize=(16.5, 3.0))  # and as the five-panel ones
+    for ax in (*pair, *five):
+        ax.plot(frame["step"], frame["loss"])
     checks = [
         Check("loss decreases", "< 1", float(frame["loss"].iloc[-1]), "bound", True, "spec §1"),
         Check("loss <b>vanishes</b>", 0.0, float(frame["loss"].iloc[-1]), "abs 1e-9", False, "spec §2"),
-        Check("trains faster than SGD", "< 1", 1.2, "bound", False, "paper fig. 1", kind="observation"),
+        Check("trains faster than SGD", "< 1", 1.2, "", False, "paper fig. 1", kind="observation"),  # no tolerance
+        Check(LONG_CLAIM, "<= -1 (O~(1/t)); -2 observed in the spec", "q=1.75: 0.00152, q=2: 0.00958, q=3: 0.0756",
+              "bound, +0.1 for the log factor", True, "implicit-bias-ngd §8.3"),
     ]
-    return ExperimentResult(frame=frame, checks=checks, figures={"curve": fig}, notes=["a note"])
+    notes = ["a note", "final log L per method: {'GD': -4.178435037946123, 'NGD': -70.71039426549262}"]
+    return ExperimentResult(frame=frame, checks=checks, figures={"curve": fig, "panels": wide}, notes=notes)
+
+
+LONG_CLAIM = ("L7 E exp(0.8 x'^T Q x) and E exp(0.8 x^T Q x) finite within rho of M (needs 1.6 lambda_max(sym C) < 1); "
+              "NGD ||W_T|| <= eta T (Lemma 7 upper bound)")
 
 
 def broken_run(config, ctx):
@@ -51,13 +61,17 @@ def fake_paper(monkeypatch):
 
 def test_reproduce_records_the_error_and_runs_the_others(fake_paper, tmp_path):
     summary = reproduce(tmp_path, paper="fake-paper", quick=True, progress=False)
-    assert (summary.counts.passed, summary.counts.total) == (1, 2)
+    assert (summary.counts.passed, summary.counts.total) == (2, 3)
     assert (summary.counts.agree, summary.counts.observations) == (0, 1)
     assert [e.name for e in summary.errors] == ["fake.broken"]
     assert not summary.ok
     page = summary.path.read_text()
-    assert "1 of 2 theory checks passed, 1 failed; 0 of 1 observations" in page
+    assert "2 of 3 theory checks passed, 1 failed; 0 of 1 observations" in page
+    assert "3 theorem predictions (kind theory), 2 passed; 1 observations of real models" in page  # per paper
+    papers = json.loads((tmp_path / "summary.json").read_text())["papers"]
+    assert papers == {"fake-paper": {"theory": 3, "theory_passed": 2, "observations": 1, "observations_agree": 0}}
     assert '<span class="disagree">disagrees</span>' in page  # shown, never hidden
+    assert '<td class="value missing">none stated</td>' in page  # a check without a tolerance says so
     assert "RuntimeError: this experiment is broken" in page
     assert "loss &lt;b&gt;vanishes&lt;/b&gt;" in page  # text is escaped, never markup
     assert "lr=0.1" in page  # the defaults that are ours
@@ -129,6 +143,57 @@ def test_report_in_headless_chromium_has_no_broken_images_or_links(fake_paper, t
                 assert target.startswith("file://"), f"the report links outside itself: {href}"
                 assert Path(target.removeprefix("file://")).is_file(), f"broken link: {href}"
         rows = driver.execute_script("return document.querySelectorAll('table.check-table tr').length")
-        assert rows == 4  # header + the two checks and the observation of fake.ok
+        assert rows == 5  # header + the three checks and the observation of fake.ok
     finally:
         driver.quit()
+
+
+WIDTH = 1400  # px: a laptop browser window
+
+
+def test_report_at_1400px_fits_the_width_shows_figures_full_width_and_readable_checks(fake_paper, tmp_path):
+    driver = chrome(tmp_path / "profile")
+    try:
+        summary = reproduce(tmp_path / "report", paper="fake-paper", quick=True, progress=False)
+        driver.set_window_size(WIDTH, 900)
+        driver.get(summary.path.resolve().as_uri())
+        inner = driver.execute_script("return window.innerWidth")
+        assert inner >= WIDTH - 20, inner  # the window is what we asked for (less a scrollbar, if drawn)
+        scroll, client = driver.execute_script(
+            "return [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+        assert scroll <= client, f"the page scrolls sideways: {scroll} px wide in a {client} px window"
+        widths = driver.execute_script(
+            "return Array.from(document.querySelectorAll('.figures img')).map(i => i.getBoundingClientRect().width)")
+        assert len(widths) == 2 and min(widths) > 1000, widths  # both figures of fake.ok, full width
+        links = driver.execute_script(
+            "return Array.from(document.querySelectorAll('figcaption a')).map(a => a.textContent + ' ' + a.href)")
+        assert sorted(link.split()[-1].rsplit(".", 1)[-1] for link in links) == ["pdf", "pdf", "png", "png"]
+        # every check row shows a tolerance, and no row of the table wraps into a tall block
+        cells = driver.execute_script(
+            "return Array.from(document.querySelectorAll('table.check-table tr')).slice(1).map(r => {"
+            "  const c = r.cells[3], s = getComputedStyle(r.cells[0]);"
+            "  return [c.textContent.trim(), r.getBoundingClientRect().height, parseFloat(s.fontSize)]; })")
+        assert all(tolerance for tolerance, _, _ in cells), cells
+        lines = max(height / (1.25 * size) for _, height, size in cells)  # 1.25 em: line height of the font
+        assert lines <= 4.0, f"a check row wraps into {lines:.1f} lines"
+        # math is drawn (Unicode and sub/superscripts), notes are prose, not a printed dict
+        claim = driver.execute_script(
+            "return Array.from(document.querySelectorAll('table.check-table td')).find("
+            "  td => td.textContent.startsWith('L7')).innerHTML")
+        assert "λ<sub>max</sub>" in claim and "‖W<sub>T</sub>‖ ≤ η T" in claim and "x'<sup>T</sup>" in claim
+        notes = driver.execute_script("return document.querySelector('ul.notes').textContent")
+        assert "GD = -4.178, NGD = -70.71" in notes and "{" not in notes
+        _save_full_page(driver, tmp_path / "report-1400.png")
+    finally:
+        driver.quit()
+
+
+def _save_full_page(driver, path: Path) -> None:
+    """Screenshot of the whole page at the current width (also under $ATTNLAB_SCREENSHOTS, for a person to look)."""
+    height = driver.execute_script("return document.documentElement.scrollHeight")
+    driver.set_window_size(WIDTH, min(height + 100, 8000))
+    driver.save_screenshot(str(path))
+    folder = os.environ.get("ATTNLAB_SCREENSHOTS")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, Path(folder) / path.name)

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 import attnlab
-from attnlab._validation import ValidationError
+from attnlab._errors import ValidationError  # not attnlab._validation, which loads torch
 
 __all__ = ["main", "user_errors"]
 

@@ -3,35 +3,55 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
+from attnlab._errors import ValidationError
 from attnlab.cli.main import main, user_errors
+
+if TYPE_CHECKING:
+    from attnlab.experiments import RunRecord
 
 
 @main.command("list")
 @click.option("--paper", default=None, help="Only experiments of this paper (spec stem or name prefix).")
 def list_cmd(paper: str | None) -> None:
     """List every named experiment, one line each, with its paper."""
-    from attnlab.experiments import list_experiments
+    from attnlab.cli.catalog import list_entries  # a static table: importing the experiments takes seconds
 
-    for exp in list_experiments(paper):
+    for exp in list_entries(paper):
         click.echo(f"{exp.name:<28} {exp.paper:<26} {exp.summary}")
 
 
 @main.command("run")
-@click.argument("name")
+@click.argument("name", required=False)
+@click.option("--config", "record_path", type=click.Path(), default=None, metavar="RECORD",
+              help="Replay a run: the experiment, config, seed and --quick of its record.json (or run directory).")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a config field (repeatable).")
 @click.option("--out", type=click.Path(file_okay=False), default=None, help="Run directory (default runs/<name>-<hash>).")
 @click.option("--overwrite", is_flag=True, help="Replace the outputs of another run in --out (refused without it).")
 @click.option("--quick", is_flag=True, help="CI-sized settings.")
 @click.option("--no-progress", is_flag=True, help="Hide progress bars.")
 @user_errors
-def run_cmd(name: str, sets: tuple[str, ...], out: str | None, overwrite: bool, quick: bool, no_progress: bool) -> None:
-    """Run the experiment NAME; write its table, checks, record and figures."""
+def run_cmd(
+    name: str | None,
+    record_path: str | None,
+    sets: tuple[str, ...],
+    out: str | None,
+    overwrite: bool,
+    quick: bool,
+    no_progress: bool,
+) -> None:
+    """Run the experiment NAME (or replay the run of --config); write its table, checks, record and figures."""
     from attnlab.experiments import run_experiment
 
-    record = run_experiment(name, sets, quick=quick, out=out, progress=not no_progress, overwrite=overwrite)
+    if record_path is not None:
+        record, name = _replay(name, record_path, sets, out, quick, not no_progress)
+    elif name is None:
+        raise ValidationError("attnlab run needs an experiment NAME (see attnlab list) or --config RECORD")
+    else:
+        record = run_experiment(name, sets, quick=quick, out=out, progress=not no_progress, overwrite=overwrite)
     for row in record.checks.itertuples():
         if row.kind == "observation":
             mark = "AGREES" if row.passed else "DISAGREES"
@@ -43,3 +63,17 @@ def run_cmd(name: str, sets: tuple[str, ...], out: str | None, overwrite: bool, 
     click.echo(f"outputs in {record.out}")
     if not record.passed:
         sys.exit(1)
+
+
+def _replay(
+    name: str | None, record_path: str, sets: tuple[str, ...], out: str | None, quick: bool, progress: bool
+) -> tuple[RunRecord, str]:
+    """Rerun the recorded run of ``--config``; a NAME, when given, must be the recorded experiment."""
+    from attnlab.experiments.replay import load_record, rerun
+
+    recorded = load_record(record_path)["experiment"]
+    if name is not None and name != recorded:
+        raise ValidationError(f"--config {record_path} records experiment {recorded!r}, not {name!r}; drop NAME")
+    if quick:
+        raise ValidationError("--quick does not apply with --config: the record says whether the run was quick")
+    return rerun(record_path, sets, out=out, progress=progress), recorded

@@ -9,7 +9,7 @@ import warnings
 
 import click
 
-from attnlab._validation import ValidationError
+from attnlab._errors import ValidationError  # not attnlab._validation, which loads torch
 from attnlab.cli.main import main, user_errors
 
 _NORM_HELP = "fro, nuc, l1 (entrywise, an LP), l1-diag (diagonal W) or a number p >= 1 (entrywise l_p)."

@@ -6,7 +6,8 @@ into one run directory:
 
 - ``trajectory.parquet``: tidy table, one row per recorded (run, step);
 - ``checks.csv``: one row per claim (claim, predicted, measured, tolerance, passed, source, kind);
-- ``record.json``: config, seed, versions, timings, which defaults are ours rather than the paper's;
+- ``record.json``: config, seed, versions, timings, which defaults are ours rather than the paper's, the command
+  line and the git commit of the code (``attnlab run --config record.json`` replays the run);
 - one PNG and one PDF per figure, plus any extra tidy tables as Parquet.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 import time
 import types
 import typing
@@ -26,6 +28,8 @@ import pandas as pd
 
 from attnlab._io import make_dir
 from attnlab._validation import ValidationError
+from attnlab.callbacks import progress_bar
+from attnlab.runner.provenance import git_state
 from attnlab.runner.store import (
     config_hash,
     prepare_out,
@@ -194,22 +198,20 @@ class RunContext:
     ----------
     out : pathlib.Path
         The run directory (exists). Experiments may write checkpoints here.
-    progress : bool
-        Show tqdm progress bars (they also switch themselves off when stderr is not a terminal).
+    progress : bool or None
+        Progress bars: None shows them only when stderr is a terminal (the default), False hides them, True
+        forces them. Pass it on as the ``progress=`` of attnlab's loops.
     quick : bool
         Whether the ``--quick`` settings are in use.
     """
 
     out: Path
-    progress: bool = True
+    progress: bool | None = None
     quick: bool = False
 
     def bar(self, iterable: Iterable[Any] | None = None, *, total: int | None = None, desc: str = "") -> Any:
-        """A tqdm progress bar, off when ``progress`` is False or stderr is not a terminal."""
-        from tqdm.auto import tqdm
-
-        disable = None if self.progress else True
-        return tqdm(iterable, total=total, desc=desc, disable=disable, leave=False, dynamic_ncols=True)
+        """A progress bar (:func:`attnlab.callbacks.progress_bar`), shown as ``progress`` says."""
+        return progress_bar(iterable, total=total, desc=desc, show=self.progress)
 
 
 @dataclass(frozen=True)
@@ -413,7 +415,8 @@ def run_experiment(
     else:
         prepare_out(run_dir, {"experiment": name, "config_hash": digest}, overwrite=overwrite)
     start = time.perf_counter()
-    result = experiment.run(config, RunContext(out=run_dir, progress=progress, quick=quick))
+    # progress=True asks for bars where they can be seen: on a terminal (never forced into a piped log)
+    result = experiment.run(config, RunContext(out=run_dir, progress=None if progress else False, quick=quick))
     seconds = time.perf_counter() - start
 
     write_parquet(run_dir / "trajectory.parquet", result.frame)
@@ -446,7 +449,11 @@ def run_experiment(
         "tables": sorted(result.tables),
         "checks": dataclasses.asdict(count_checks(checks)),
         "notes": result.notes,
+        "command": list(sys.argv),  # what started the run; `attnlab run --config record.json` replays it
     }
+    git = git_state()
+    if git is not None:  # absent when attnlab does not run from a git checkout (an installed wheel)
+        record["git"] = git
     write_json(run_dir / "record.json", record)
     return RunRecord(name=name, out=run_dir, checks=checks, seconds=seconds)
 

@@ -5,8 +5,8 @@ Spec: implicit-bias-ngd §5 (W-SVM, Frobenius) and §8.3 (NGD -> W_mm), kq-nucle
 
 The candidates are every SVM the three papers name: Frobenius, nuclear, l1-diagonal and l2-diagonal for the default
 selection (``data.select``, else the optimal tokens), the entrywise l_p SVM for ``opt="md:<p>"``, and the Frobenius
-SVM of each other locally optimal selection. Training is one :func:`attnlab.batched.train` program whose runs are
-identical copies, one per candidate, so the alignment with every candidate is recorded along the same trajectory.
+SVM of each other locally optimal selection. Training is one run of :func:`attnlab.batched.train` that records the
+alignment with every candidate in one pass along the same trajectory.
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ from attnlab._validation import ValidationError, check_in, check_scalar
 from attnlab.batched import PARAMETRIZATIONS
 from attnlab.batched import train as batched_train
 from attnlab.data import TokenSelectionData
-from attnlab.experiments.plotting import new_figure
+from attnlab.experiments.plotting import STEP, house_figure, label_axes, log_gap_axis, new_figure
 from attnlab.losses import LOSSES
+from attnlab.models.functional import token_scores
 from attnlab.svm import InfeasibleProgramError, attention_svm, diagonal_svm, locally_optimal_selections
 
 __all__ = ["Explanation", "explain", "parse_opt"]
@@ -126,19 +127,19 @@ def _candidates(data: TokenSelectionData, p: float | None, max_selections: int, 
     return found, skipped
 
 
-def _initial(param: str, d: int, d_e: int, runs: int, init_scale: float, seed: int) -> dict[str, torch.Tensor]:
-    """Initial parameters, repeated over ``runs`` identical runs: small Gaussian ``W`` or ``(K, Q)``; for the diagonal
-    the kq-nuclear-norm initialisation (5), ``xi_k = sqrt(2) init_scale``, ``xi_q = 0``."""
+def _initial(param: str, d: int, d_e: int, init_scale: float, seed: int) -> dict[str, torch.Tensor]:
+    """Initial parameters of the one run: small Gaussian ``W`` or ``(K, Q)``; for the diagonal the kq-nuclear-norm
+    initialisation (5), ``xi_k = sqrt(2) init_scale``, ``xi_q = 0``."""
     gen = torch.Generator().manual_seed(seed)
 
     def gaussian(*shape: int) -> torch.Tensor:
-        return (init_scale * torch.randn(*shape, generator=gen, dtype=torch.float64)).expand(runs, *shape)
+        return init_scale * torch.randn(*shape, generator=gen, dtype=torch.float64)
 
     if param == "W":
         return {"W0": gaussian(d, d)}
     if param == "KQ":
         return {"K0": gaussian(d, d_e), "Q0": gaussian(d, d_e)}
-    ones = torch.ones(runs, d, dtype=torch.float64)
+    ones = torch.ones(d, dtype=torch.float64)
     return {"xi_k0": math.sqrt(2.0) * init_scale * ones, "xi_q0": torch.zeros_like(ones)}  # spec kq §3.1 (5)
 
 
@@ -193,7 +194,8 @@ def explain(
     Raises
     ------
     ValidationError
-        On a bad ``param``, ``opt``, ``loss`` or size, data without a head, or when no candidate is feasible.
+        On a bad ``param``, ``opt``, ``loss`` or size, data without a head, when no candidate is feasible, when
+        training diverged (non-finite loss), or when the gradient is zero throughout (every token ties).
 
     Notes
     -----
@@ -216,22 +218,42 @@ def explain(
     d_e = data.d if d_e is None else d_e
     check_scalar("d_e", d_e, kind=int, low=1)
 
+    gamma = token_scores(data.X, data.y, data.v)
+    if bool((gamma.amax(dim=-1) == gamma.amin(dim=-1)).all()):
+        raise ValidationError(
+            "every token ties in every sequence (the head v gives all tokens one score, e.g. v = 0): the gradient is "
+            "zero, training cannot move and no SVM can be named; pass data whose head separates the tokens"
+        )
     svms, skipped = _candidates(data, p, max_selections, solver)
     if not svms:
         raise ValidationError(f"no candidate SVM is feasible on this data ({'; '.join(skipped)}); the selected tokens "
                               "cannot be separated, check attnlab.svm.is_separable(data)")
     names = list(svms)
-    W_ref = torch.stack([svms[c].W for c in names])  # (R, d, d): one identical run per candidate
     options: dict[str, Any] = {"max_step": lr} if name == "polyak" else {}
     if name == "md":
         options.update(p=p, normalized=True, bregman_p=p)
-    init = _initial(param, data.d, d_e, len(names), init_scale, seed)
+    init = _initial(param, data.d, d_e, init_scale, seed)
     run = batched_train(data.X, data.Z, data.y, data.v, init.pop("W0", None), param=param, optimizer=name,
-                        lr=lr, loss=loss, steps=steps, record_every=record_every,
-                        W_ref=W_ref, **init, **options)
-    trajectory = run.frame.assign(candidate=[names[r] for r in run.frame["run"]])
+                        lr=None if name == "polyak" else lr, loss=loss, steps=steps, record_every=record_every,
+                        refs={c: svms[c].W for c in names}, **init, **options)
+    if run.status[0] != "completed":
+        raise ValidationError(
+            f"training diverged: the loss became non-finite after step {run.last_step[0]} with opt={opt!r}, "
+            f"lr={lr}; no SVM is named for a diverged run. Lower lr (or use ngd or a capped polyak)"
+        )
+    frame = run.frame
+    if not bool((frame["grad_norm"] > 0).any()):
+        raise ValidationError(
+            "the gradient is zero at every recorded step (every token ties: the head v scores all tokens alike, "
+            "e.g. v = 0), so training cannot move and no SVM is named; pass data whose head separates the tokens"
+        )
+    trajectory = pd.concat(
+        [frame[["step", "loss", "norm"]].assign(candidate=c, alignment=frame[f"alignment_{c}"],
+                                                **({"bregman": frame[f"bregman_{c}"]} if p is not None else {}))
+         for c in names],
+        ignore_index=True,
+    )
     trajectory["one_minus_cos"] = 1.0 - trajectory["alignment"]
-    trajectory = trajectory.drop(columns=["run"])
     final = trajectory[trajectory["step"] == steps].set_index("candidate")
     table = pd.DataFrame({
         "candidate": names,
@@ -247,19 +269,18 @@ def explain(
                        W=run.W[0])
 
 
+@house_figure
 def _figure(trajectory: pd.DataFrame, table: pd.DataFrame, param: str, opt: str):
     fig, axes = new_figure(2, width=4.2)
     for candidate, rows in trajectory.groupby("candidate", sort=False):
         rows = rows[rows["step"] > 0]
         axes[0].plot(rows["step"], rows["one_minus_cos"].clip(lower=1e-16), label=candidate)
-    axes[0].set_yscale("log")
-    axes[0].set_xlabel("step")
-    axes[0].set_title("1 - cos(W_t, W_svm)", fontsize=9)
-    axes[0].legend(fontsize=7)
+    log_gap_axis(axes[0], r"$1 - \cos(W_t, W_{svm})$")
+    axes[0].set_xlabel(STEP)
+    axes[0].legend()
     colors = ["C3" if c else "C0" for c in table["closest"]]
     axes[1].barh(table["candidate"], table["one_minus_cos"].clip(lower=1e-16), color=colors)
     axes[1].set_xscale("log")
-    axes[1].set_title("final 1 - cos (closest in red)", fontsize=9)
-    fig.suptitle(f"param={param}, opt={opt}", fontsize=10)
-    fig.tight_layout()
+    label_axes(axes[1], r"final $1 - \cos(W_T, W_{svm})$", "candidate SVM", "closest in red")
+    fig.suptitle(f"param={param}, opt={opt}")
     return fig

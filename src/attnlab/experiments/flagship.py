@@ -15,11 +15,20 @@ import torch
 
 from attnlab.data import example1
 from attnlab.experiments.base import Check, Experiment, ExperimentResult, RunContext, check_less, register
-from attnlab.experiments.plotting import label_ours, new_figure
-from attnlab.runner.store import write_csv
+from attnlab.experiments.plotting import (
+    CORR_GAP,
+    EPS,
+    STEP,
+    house_figure,
+    label_ours,
+    log_gap_axis,
+    new_figure,
+    rounding_floor,
+)
 from attnlab.metrics import alignment, opt_softmax
 from attnlab.models import Combined
 from attnlab.optim import NormalizedGD
+from attnlab.runner.store import write_csv
 from attnlab.svm import attention_svm
 from attnlab.train import train
 
@@ -81,23 +90,31 @@ def run(config: FlagshipConfig, ctx: RunContext) -> ExperimentResult:
                    10.0, "implicit-bias-ngd §8.8"),
     ]
 
-    fig, axes = new_figure(3)
-    for method, part in frame.groupby("method"):
-        axes[0].plot(part["step"], part["alignment"], label=method.upper())
-        axes[1].plot(part["step"], part["norm"], label=method.upper())
-        axes[2].plot(part["step"], part["opt_softmax"], label=method.upper())
-    axes[0].set_ylabel(r"corr$(W_t, W_{mm})$")
-    axes[1].set_ylabel(r"$\|W_t\|_F$")
-    axes[2].set_ylabel(r"mean $\varphi_{opt}$")
-    for ax in axes:
-        ax.set_xlabel("step")
-        ax.legend()
-    fig.suptitle(f"Example 1 (n={config.n}, T={config.T}, d={config.d}): GD and NGD vs the W-SVM")
-    label_ours(fig, config)
+    fig = _figure(config, frame)
     summary = pd.DataFrame(
         {"quantity": ["svm_margin", "svm_norm", "svm_status"], "value": [sol.margin, sol.norm_value, sol.status]}
     ).astype({"value": str})
     return ExperimentResult(frame=frame, checks=checks, figures={"flagship": fig}, tables={"svm": summary})
+
+
+@house_figure
+def _figure(config: FlagshipConfig, frame: pd.DataFrame):
+    fig, axes = new_figure(3)
+    for method, part in frame.groupby("method"):
+        axes[1].plot(part["step"], part["norm"], label=method.upper())
+        part = part[part["step"] > 0]  # W_0 = 0: no direction yet
+        axes[0].plot(part["step"], 1 - part["alignment"], label=method.upper())
+        axes[2].plot(part["step"], (1 - part["opt_softmax"]).clip(lower=EPS), label=method.upper())
+    log_gap_axis(axes[0], CORR_GAP)
+    axes[1].set_ylabel(r"$\|W_t\|_F$")
+    log_gap_axis(axes[2], r"$1 - \mathrm{mean}\ \varphi_{opt}$")
+    rounding_floor(axes[2])
+    for ax in axes:
+        ax.set_xlabel(STEP)
+        ax.legend()
+    fig.suptitle(f"Example 1 ($n={config.n}$, $T={config.T}$, $d={config.d}$): GD and NGD against the W-SVM")
+    label_ours(fig, config)
+    return fig
 
 
 register(

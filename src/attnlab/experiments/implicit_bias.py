@@ -21,7 +21,21 @@ import attnlab.batched as batched
 from attnlab._validation import ValidationError, check_in, check_scalar
 from attnlab.data import dm, example1
 from attnlab.experiments.base import Check, Experiment, ExperimentResult, RunContext, check_less, register
-from attnlab.experiments.plotting import label_ours, new_figure, plot_band
+from attnlab.experiments.plotting import (
+    CORR_GAP,
+    EPS,
+    STEP,
+    house_figure,
+    label_axes,
+    label_ours,
+    log_gap_axis,
+    new_figure,
+    panel_grid,
+    plot_band,
+    rounding_floor,
+    theory_hline,
+    theory_line,
+)
 from attnlab.flow import gradient_flow
 from attnlab.losses import LOSSES, mean_loss
 from attnlab.metrics import Metric, alignment, cosine, head_alignment, log_one_minus_selected, opt_softmax
@@ -202,13 +216,14 @@ def _fixed_decoder_checks(config: Fig2Config, frame: pd.DataFrame, W_mm_norm: fl
     return checks
 
 
+@house_figure
 def _fixed_decoder_figure(config: Fig2Config, frame: pd.DataFrame, W_mm_norm: float, L_star: float):
-    fig, axes = new_figure(5, width=3.3)
+    fig, axes = panel_grid(5)
     for method, rows in frame.groupby("method", sort=False):
         rows = rows.sort_values("step")
-        axes[0].plot(rows["step"], rows["loss"], label=method)
+        axes[0].plot(rows["step"], (rows["loss"] - L_star).clip(lower=EPS * L_star), label=method)
         axes[1].plot(rows["step"], rows["norm"], label=method)
-        axes[2].plot(rows["step"], rows["opt_softmax"], label=method)
+        axes[2].plot(rows["step"], (1 - rows["opt_softmax"]).clip(lower=EPS), label=method)
         axes[3].plot(rows["step"], rows["log_one_minus_opt"], label=method)
         positive = rows[rows["step"] > 0]
         axes[4].plot(positive["step"], 1 - positive["alignment"], label=method)
@@ -217,25 +232,27 @@ def _fixed_decoder_figure(config: Fig2Config, frame: pd.DataFrame, W_mm_norm: fl
     n_end = float(ngd["norm"].iloc[-1])
     t_line = np.linspace(config.steps / 2, t_end, 20)
     n_line = np.interp(t_line, ngd["step"], ngd["norm"])
-    axes[3].plot(t_line, y_end - (n_line - n_end) / W_mm_norm, "k--", label="Lemma 1: slope -||W||/||W_mm||")
+    theory_line(axes[3], t_line, y_end - (n_line - n_end) / W_mm_norm,
+                r"Lemma 1: slope $-\|W_t\| / \|W_{mm}\|$")
     positive = ngd[ngd["step"] > 0]
     middle = positive.iloc[len(positive) // 2]
     anchor_t, anchor_y = float(middle["step"]), float(1 - middle["alignment"])
     t_ref = positive["step"].to_numpy(dtype=float)
-    axes[4].plot(t_ref, anchor_y * anchor_t / t_ref, "k--", label="Thm 1 bound ~ 1/t")
-    axes[0].axhline(L_star, color="k", ls="--", lw=0.8, label="L_*")
-    titles = ["L(W_t)", "||W_t||_F", "mean softmax of opt token", "max_i log(1 - phi_opt)", "1 - corr(W_t, W_mm)"]
-    for ax, title in zip(axes, titles):
-        ax.set_title(title, fontsize=9)
-        ax.set_xlabel("step")
-    for ax in (axes[0], axes[4]):
-        ax.set_yscale("log")
-    axes[4].set_xscale("log")
-    axes[3].legend(fontsize=6)
-    axes[4].legend(fontsize=6)
+    theory_line(axes[4], t_ref, anchor_y * anchor_t / t_ref, r"Thm 1 bound $\propto 1/t$")
+    log_gap_axis(axes[0], r"$L(W_t) - L_*$")
+    rounding_floor(axes[0], EPS * L_star)
+    axes[1].set_ylabel(r"$\|W_t\|_F$")
+    log_gap_axis(axes[2], r"$1 - \mathrm{mean}\ \varphi_{opt}$")
+    rounding_floor(axes[2])
+    axes[3].set_ylabel(r"$\max_i\ \log(1 - \varphi_{opt})$")
+    log_gap_axis(axes[4], CORR_GAP, logx=True)
+    for ax in axes:
+        ax.set_xlabel(STEP)
+    axes[0].legend()
+    for ax in axes[2:]:
+        ax.legend()
     kind = "antipodal" if config.antipodal else "orthogonal"
-    fig.suptitle(f"Example 1 ({kind} opt tokens), fixed decoder", fontsize=10)
-    fig.tight_layout()
+    fig.suptitle(f"Example 1 ({kind} opt tokens), fixed decoder")
     label_ours(fig, config)
     return fig
 
@@ -321,29 +338,41 @@ def run_fig3(config: Fig3Config, ctx: RunContext) -> ExperimentResult:
               all(float(final[m]["head_alignment"]) >= 0.9 for m in ("NGD", "NGD-joint", "Polyak")),
               f"{SOURCE} §8.11"),
     ]
-    fig, axes = new_figure(6, width=3.0)
-    columns = [("loss", "training loss", True), ("head_norm", "||u_t||", False), ("norm", "||W_t||_F", False),
-               ("opt_softmax", "mean softmax of opt token", False), ("alignment", "corr(W_t, W_mm)", False),
-               ("head_alignment", "corr(u_t, u_mm)", False)]
-    for method, rows in frame.groupby("method", sort=False):
-        rows = rows.sort_values("step")
-        for ax, (column, _, _) in zip(axes, columns):
-            ax.plot(rows["step"], rows[column], label=method)
-    for ax, (_, title, logy) in zip(axes, columns):
-        ax.set_title(title, fontsize=9)
-        ax.set_xlabel("step")
-        if logy:
-            ax.set_yscale("log")
-    axes[0].legend(fontsize=7)
-    fig.suptitle("DM, joint training of (u, W) from zero", fontsize=10)
-    fig.tight_layout()
-    label_ours(fig, config)
+    fig = _joint_figure(config, frame)
     table = frame.pivot_table(index="step", columns="method", values="log_loss")
     overtaken = table.index[table["NGD"] < table["Polyak"]]
     notes = [f"final log L per method: {losses}",
              "NGD's loss falls below Polyak's from step "
              + (f"{int(overtaken[0])} on" if len(overtaken) else "never (Polyak stays fastest)")]
     return ExperimentResult(frame=frame, checks=checks, figures={"fig": fig}, notes=notes)
+
+
+@house_figure
+def _joint_figure(config: Fig3Config, frame: pd.DataFrame):
+    fig, axes = panel_grid(6)
+    # (quantity drawn, y-label, gap on a log axis)
+    columns = [(lambda f: f["loss"], r"training loss $L(u_t, W_t)$", True),
+               (lambda f: f["head_norm"], r"$\|u_t\|$", False),
+               (lambda f: f["norm"], r"$\|W_t\|_F$", False),
+               (lambda f: (1 - f["opt_softmax"]).clip(lower=EPS), r"$1 - \mathrm{mean}\ \varphi_{opt}$", True),
+               (lambda f: 1 - f["alignment"], CORR_GAP, True),
+               (lambda f: 1 - f["head_alignment"], r"$1 - \mathrm{corr}(u_t, u_{mm})$", True)]
+    for method, rows in frame.groupby("method", sort=False):
+        rows = rows[rows["step"] > 0].sort_values("step")  # (u_0, W_0) = 0: no direction yet
+        for ax, (quantity, _, _) in zip(axes, columns):
+            ax.plot(rows["step"], quantity(rows), label=method)
+    for ax, (_, ylabel, gap) in zip(axes, columns):
+        if gap:
+            log_gap_axis(ax, ylabel)
+        else:
+            ax.set_ylabel(ylabel)
+        ax.set_xlabel(STEP)
+    rounding_floor(axes[3])
+    axes[0].legend()
+    axes[3].legend()
+    fig.suptitle("DM, joint training of $(u, W)$ from zero")
+    label_ours(fig, config)
+    return fig
 
 
 register(Experiment(
@@ -639,66 +668,64 @@ def run_rates(config: RatesConfig, ctx: RunContext) -> ExperimentResult:
     return ExperimentResult(frame=frame, checks=checks, figures={"rates": figure})
 
 
+@house_figure
 def _rates_figure(config: RatesConfig, frame: pd.DataFrame, W_mm_norm: float, predicted_slope: float):
     fig, axes = new_figure(4, 2, width=3.6)
     single = frame[frame["part"] == "ngd_single"]
     ax = axes[0]
-    ax.plot(single["step"], single["norm"], label="||W_t|| (NGD)")
-    ax.plot(single["step"], single["norm_upper"], "k--", lw=0.8, label="||W_0|| + eta t")
-    ax.plot(single["step"], single["norm_lower"], "k:", lw=0.8, label="Lemma 7 lower bound")
-    ax.set_title("1. norm growth", fontsize=9)
-    ax.legend(fontsize=6)
+    ax.plot(single["step"], single["norm"], label=r"$\|W_t\|_F$ (NGD)")
+    theory_line(ax, single["step"], single["norm_upper"], r"$\|W_0\| + \eta t$")
+    theory_line(ax, single["step"], single["norm_lower"], "Lemma 7 lower bound", ls=":")
+    label_axes(ax, STEP, r"$\|W_t\|_F$", "1. norm growth")
+    ax.legend()
     ax = axes[1]
-    ax.plot(single["step"], single["lemma6"], label="Lemma 6 ratio (>= 1)")
-    ax.plot(single["step"], single["lemma2"], label="Lemma 2 ratio (-> >= 1)")
-    ax.axhline(1.0, color="k", lw=0.8)
+    ax.plot(single["step"], single["lemma6"], label=r"Lemma 6 ratio ($\geq 1$)")
+    ax.plot(single["step"], single["lemma2"], label=r"Lemma 2 ratio ($\to\ \geq 1$)")
+    theory_hline(ax, 1.0, "bound: 1", lw=0.8)
     ax.set_yscale("log")
-    ax.set_title("2, 6. gradient correlations", fontsize=9)
-    ax.legend(fontsize=6)
+    label_axes(ax, STEP, "gradient correlation ratio", "2, 6. gradient correlations")
+    ax.legend()
     ax = axes[2]
     for part, label in (("ngd_directions", "NGD"), ("gd_directions", "GD")):
         rows = frame[(frame["part"] == part) & (frame["step"] > 0)].assign(gap=lambda f: 1 - f["alignment"])
-        plot_band(ax, rows, "step", "gap", label=f"{label}, {config.directions} directions", logy=True)
+        plot_band(ax, rows, "step", "gap", label=f"{label}, {config.directions} directions")
     ngd = frame[(frame["part"] == "ngd_directions") & (frame["step"] > 0)].groupby("step")["alignment"].median()
     t_ref = ngd.index.to_numpy(float)
     mid = len(t_ref) // 2
-    ax.plot(t_ref, (1 - ngd.iloc[mid]) * t_ref[mid] / t_ref, "k--", lw=0.8, label="Thm 1 bound ~ 1/t")
-    ax.set_xscale("log")
-    ax.set_title("3, 8. 1 - corr(W_t, W_mm)", fontsize=9)
-    ax.legend(fontsize=6)
+    theory_line(ax, t_ref, (1 - ngd.iloc[mid]) * t_ref[mid] / t_ref, r"Thm 1 bound $\propto 1/t$")
+    log_gap_axis(ax, CORR_GAP, logx=True)
+    ax.set(xlabel=STEP, title="3, 8. directional convergence")
+    ax.legend()
     ax = axes[3]
     ax.plot(single["step"], single["log_one_minus_opt"], label="measured (NGD)")
     t_end, y_end = float(single["step"].iloc[-1]), float(single["log_one_minus_opt"].iloc[-1])
     t_line = np.array([config.steps / 2, t_end])
-    ax.plot(t_line, y_end + predicted_slope * (t_line - t_end), "k--", label=f"Lemma 1 slope {predicted_slope:.4g}")
-    ax.set_title("4. max_i log(1 - phi_opt)", fontsize=9)
-    ax.legend(fontsize=6)
+    theory_line(ax, t_line, y_end + predicted_slope * (t_line - t_end), f"Lemma 1 slope {predicted_slope:.4g}")
+    label_axes(ax, STEP, r"$\max_i\ \log(1 - \varphi_{opt})$", "4. softmax saturation")
+    ax.legend()
     ax = axes[4]
     polyak = frame[frame["part"] == "polyak_random_W"]
-    ax.loglog(polyak["norm"], polyak["polyak_length"], ".", ms=3, label="(L - L*)/||grad L||")
-    ax.loglog(polyak["norm"], polyak["polyak_upper"], "k--", lw=0.8, label="upper bound")
-    ax.axhline(float(polyak["polyak_lower"].iloc[0]), color="k", ls=":", lw=0.8, label="lower bound")
-    ax.set_xlabel("||W|| (random W)")
-    ax.set_title("7. Polyak step length", fontsize=9)
-    ax.legend(fontsize=6)
+    ax.loglog(polyak["norm"], polyak["polyak_length"], ".", ms=3, label=r"$(L - L_*) / \|\nabla L\|$")
+    theory_line(ax, polyak["norm"], polyak["polyak_upper"], "upper bound")
+    theory_hline(ax, float(polyak["polyak_lower"].iloc[0]), "lower bound", ls=":")
+    label_axes(ax, r"$\|W\|_F$ (random $W$)", "Polyak step length", "7. Polyak step length")
+    ax.legend()
     joint = frame[(frame["part"] == "joint") & (frame["step"] > 0)]
     ax = axes[5]
-    ax.plot(joint["step"] ** (1 - config.alpha), -joint["log_loss"], label="joint A6")
-    ax.set_xlabel(f"t^{1 - config.alpha:.3g}")
-    ax.set_title("9. -log L(theta_t) (linear = Thm 2 rate)", fontsize=9)
+    ax.plot(joint["step"] ** (1 - config.alpha), -joint["log_loss"])
+    label_axes(ax, f"$t^{{{1 - config.alpha:.3g}}}$", r"$-\log L(\theta_t)$", "9. joint loss rate (linear = Thm 2)")
     ax = axes[6]
-    ax.semilogx(joint["step"], joint["norm"], label="||W_t||")
-    ax.semilogx(joint["step"], joint["head_norm"], label="||u_t||")
-    ax.set_title("10. log growth of ||W_t|| (straight on log t)", fontsize=9)
-    ax.legend(fontsize=6)
+    ax.semilogx(joint["step"], joint["norm"], label=r"$\|W_t\|_F$")
+    ax.semilogx(joint["step"], joint["head_norm"], label=r"$\|u_t\|$")
+    label_axes(ax, STEP, "norm", "10. norm growth (straight on log t)")
+    ax.legend()
     ax = axes[7]
-    ax.semilogx(joint["step"], 1 - joint["alignment"], label="1 - corr(W, W_mm)")
-    ax.semilogx(joint["step"], 1 - joint["head_alignment"], label="1 - corr(u, u_mm)")
-    ax.semilogx(joint["step"], 1 - joint["min_opt_softmax"], label="1 - min phi_opt")
-    ax.set_yscale("log")
-    ax.set_title("10-12. joint alignment, saturation", fontsize=9)
-    ax.legend(fontsize=6)
-    fig.tight_layout()
+    ax.semilogx(joint["step"], 1 - joint["alignment"], label=r"$1 - \mathrm{corr}(W_t, W_{mm})$")
+    ax.semilogx(joint["step"], 1 - joint["head_alignment"], label=r"$1 - \mathrm{corr}(u_t, u_{mm})$")
+    ax.semilogx(joint["step"], 1 - joint["min_opt_softmax"], label=r"$1 - \min_i \varphi_{opt}$")
+    log_gap_axis(ax, "gap to the limit")
+    ax.set(xlabel=STEP, title="10-12. joint alignment, saturation")
+    ax.legend()
     label_ours(fig, config)
     return fig
 

@@ -22,10 +22,20 @@ from attnlab._validation import ValidationError, check_scalar
 from attnlab.data import aligned_pairs, scores_equal, stack
 from attnlab.data.assumptions import small_initial_loss
 from attnlab.experiments.base import Check, Experiment, ExperimentResult, RunContext, check_less, register
-from attnlab.experiments.plotting import label_ours, new_figure
+from attnlab.experiments.plotting import (
+    EPS,
+    STEP,
+    house_figure,
+    label_axes,
+    label_ours,
+    log_gap_axis,
+    new_figure,
+    theory_hline,
+    theory_line,
+)
 from attnlab.flow import closed_form_beta, constraint_vectors, gradient_flow, kkt_multipliers
 from attnlab.metrics import attention_margin, cosine
-from attnlab.models import Combined, Diagonal, Factored, TokenSelectionModel
+from attnlab.models import Combined, Diagonal, Factored, Parametrization, TokenSelectionModel
 from attnlab.svm import aligned_l1_svm, attention_svm, diagonal_svm
 
 __all__ = ["X1Config", "X2Config", "X3Config", "X4Config", "X5Config"]
@@ -40,16 +50,15 @@ class _DiagonalW(TokenSelectionModel):
     :mod:`attnlab.models`; kept private here until it is.
     """
 
+    # spec kq §3.1: W = Diag(beta), grad_beta = diag(grad_W)
+    parametrization = Parametrization(
+        "beta", ("beta",), lambda p: torch.diag_embed(p["beta"]),
+        lambda p, g: {"beta": torch.diagonal(g, dim1=-2, dim2=-1)},
+    )
+
     def __init__(self, beta0: torch.Tensor) -> None:
         super().__init__(int(beta0.shape[-1]))
         self.beta = nn.Parameter(beta0.clone())
-
-    @property
-    def W(self) -> torch.Tensor:  # noqa: N802 (the spec's symbol)
-        return torch.diag_embed(self.beta)  # spec kq §3.1: W = Diag(beta)
-
-    def _chain(self, grad_W: torch.Tensor) -> dict[str, torch.Tensor]:
-        return {"beta": torch.diagonal(grad_W, dim1=-2, dim2=-1)}  # spec kq §3.1: grad_beta = diag(grad_W)
 
 
 def _diagonal_init(omegas: tuple[float, ...], d: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -147,23 +156,29 @@ def run_x1(config: X1Config, ctx: RunContext) -> ExperimentResult:
     diffs = frame.sort_values("step").groupby("run")["loss"].diff().dropna()
     checks.append(check_less("the loss decreases monotonically along the flow (Lemma 4.2): max increase",
                              float(diffs.max()), 0.0, f"{SOURCE} §3.1, §7.1"))
+    fig = _x1_figure(config, path, beta, closed, error)
+    return ExperimentResult(frame=frame, checks=checks, figures={"closed_form": fig})
+
+
+@house_figure
+def _x1_figure(config: X1Config, path: dict, beta: torch.Tensor, closed: torch.Tensor, error: torch.Tensor):
     fig, axes = new_figure(2, width=4.2)
     times = path["log_time"].exp()[:, 0].numpy()
     for r, omega in enumerate(config.omegas):
         for j in range(min(config.d, 3)):
             (line,) = axes[0].plot(times, beta[:, r, j].numpy(), lw=1)
             axes[0].plot(times[::4], closed[::4, r, j].numpy(), "o", ms=3, mfc="none", color=line.get_color())
-        axes[1].plot(times[1:], error[1:, r].numpy(), label=f"omega0={omega:g}")
-    axes[0].set_title("beta_j(t): RK4 (lines) vs omega0^2 sinh(B phi) (circles)", fontsize=9)
-    axes[1].set_title("relative error of the closed form", fontsize=9)
-    axes[1].axhline(config.tolerance, color="k", ls="--", lw=0.8, label="tolerance")
-    axes[1].set_yscale("log")
-    axes[1].legend(fontsize=7)
+        axes[1].plot(times[1:], error[1:, r].numpy(), label=f"$\\omega_0={omega:g}$")
+    axes[0].plot([], [], color="0.4", lw=1, label="RK4 flow")
+    axes[0].plot([], [], "o", ms=3, mfc="none", color="0.4", label=r"closed form $\omega_0^2 \sinh(B\varphi)$")
+    label_axes(axes[0], "flow time $t$", r"$\beta_j(t)$", "RK4 flow against the closed form (Lemma A.1)")
+    theory_hline(axes[1], config.tolerance, "tolerance")
+    log_gap_axis(axes[1], "relative error of the closed form")
+    axes[1].set_xlabel("flow time $t$")
     for ax in axes:
-        ax.set_xlabel("flow time t")
-    fig.tight_layout()
+        ax.legend()
     label_ours(fig, config)
-    return ExperimentResult(frame=frame, checks=checks, figures={"closed_form": fig})
+    return fig
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -257,27 +272,32 @@ def run_x2(config: X2Config, ctx: RunContext) -> ExperimentResult:
         checks.append(Check(f"approx. KKT (omega0={omega:g}): stationarity residual of lambda = phi / ln mu decreases",
                             f"< {first:.4g} (first recorded with mu > 1)", last, "decrease; -> 0 like 1/ln mu",
                             last < first, f"{SOURCE} §7.5"))
+    fig = _x2_figure(config, frame, l1_value, float(beta_l2.abs().sum()))
+    notes = [f"l1-SVM optimum {l1_value:.6g} (beta {beta_l1.tolist()}); l2-SVM optimum {l2_value:.6g}"]
+    return ExperimentResult(frame=frame, checks=checks, figures={"l1_vs_l2": fig}, notes=notes)
+
+
+@house_figure
+def _x2_figure(config: X2Config, frame: pd.DataFrame, l1_value: float, beta_l2_l1_norm: float):
     fig, axes = new_figure(3, width=3.8)
     for (name, omega), rows in frame.groupby(["param", "omega"], dropna=False):
         rows = rows[rows["mu"] > 1].sort_values("step")
-        label = "beta directly" if name == "beta" else f"K,Q omega0={omega:g}"
+        label = r"$\beta$ directly" if name == "beta" else f"$K,Q$, $\\omega_0={omega:g}$"
         axes[0].plot(np.log(rows["mu"]), rows["l1_norm"], label=label)
         axes[1].plot(np.log(rows["mu"]), rows["dist_l1"] if name == "KQ" else rows["dist_l2"], label=label)
         if name == "KQ":
             axes[2].plot(np.log(rows["mu"]), rows["kkt_residual"], label=label)
-    axes[0].axhline(l1_value, color="k", ls="--", lw=0.8, label="l1-SVM optimum")
-    axes[0].axhline(float(beta_l2.abs().sum()), color="gray", ls=":", lw=0.8, label="||beta_l2||_1 (margin 1)")
-    axes[0].set_title("||beta_hat||_1", fontsize=9)
-    axes[1].set_title("max-entry distance to own SVM (K,Q: l1, beta: l2)", fontsize=9)
-    axes[2].set_title("KKT stationarity residual", fontsize=9)
+    theory_hline(axes[0], l1_value, r"$\ell_1$-SVM optimum")
+    theory_hline(axes[0], beta_l2_l1_norm, r"$\|\beta_{\ell_2}\|_1$ (margin 1)", color="0.5", ls=":")
+    axes[0].set_ylabel(r"$\|\hat\beta\|_1$")
+    log_gap_axis(axes[1], "max-entry distance to own SVM")
+    axes[1].set_title(r"$K,Q$: to the $\ell_1$-SVM; $\beta$: to the $\ell_2$-SVM")
+    log_gap_axis(axes[2], "KKT stationarity residual")
     for ax in axes:
-        ax.set_xlabel("ln mu(t)")
-    axes[1].set_yscale("log")
-    axes[0].legend(fontsize=6)
-    fig.tight_layout()
+        ax.set_xlabel(r"$\ln \mu(t)$")
+        ax.legend()
     label_ours(fig, config)
-    notes = [f"l1-SVM optimum {l1_value:.6g} (beta {beta_l1.tolist()}); l2-SVM optimum {l2_value:.6g}"]
-    return ExperimentResult(frame=frame, checks=checks, figures={"l1_vs_l2": fig}, notes=notes)
+    return fig
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -350,26 +370,7 @@ def run_x3(config: X3Config, ctx: RunContext) -> ExperimentResult:
         checks += _x3_checks(config, d, frames, float(cosine(refs["nuc"].W, refs["fro"].W)))
     frame = pd.concat(frames, ignore_index=True)
     spectrum = pd.concat(spectra, ignore_index=True)
-    fig, axes = new_figure(len(config.ds), 2, width=3.6)
-    for k, d in enumerate(config.ds):
-        rows = frame[(frame["d"] == d) & (frame["mu"] > 1)]
-        for (name, run), part in rows.groupby(["param", "run"]):
-            style = "-" if name == "KQ" else "--"
-            axes[k].plot(np.log(part["mu"]), part["corr_nuc"], style, color="C0", lw=1,
-                         label=f"{name}: corr with nuc-SVM" if run == 0 else None)
-            axes[k].plot(np.log(part["mu"]), part["corr_fro"], style, color="C1", lw=1,
-                         label=f"{name}: corr with fro-SVM" if run == 0 else None)
-        axes[k].set_title(f"d = {d} (solid K,Q; dashed W)", fontsize=9)
-        axes[k].set_xlabel("ln mu(t)")
-        sv = spectrum[(spectrum["d"] == d) & (spectrum["run"] == 0)]
-        for name, part in sv.groupby("param"):
-            axes[len(config.ds) + k].semilogy(part["index"], part["singular_value"].clip(lower=1e-12), "o-", ms=3,
-                                              label=name)
-        axes[len(config.ds) + k].set_title(f"spectrum of W/mu at the end, d = {d}", fontsize=9)
-    axes[0].legend(fontsize=6)
-    axes[len(config.ds)].legend(fontsize=6)
-    fig.tight_layout()
-    label_ours(fig, config)
+    fig = _x3_figure(config, frame, spectrum)
     return ExperimentResult(frame=frame, checks=checks, figures={"nuclear_vs_frobenius": fig},
                             tables={"spectra": spectrum})
 
@@ -392,6 +393,30 @@ def _x3_checks(config: X3Config, d: int, frames: list[pd.DataFrame], corr_refs: 
               (not distinct) or bool((kq["corr_nuc"] > kq["corr_fro"]).all() and (w["corr_fro"] > w["corr_nuc"]).all()),
               f"{SOURCE} §7.4"),
     ]
+
+
+@house_figure
+def _x3_figure(config: X3Config, frame: pd.DataFrame, spectrum: pd.DataFrame):
+    fig, axes = new_figure(2, len(config.ds), width=3.6)  # one row per d: correlations, then the spectrum
+    corr, spec = axes[0::2], axes[1::2]
+    for k, d in enumerate(config.ds):
+        rows = frame[(frame["d"] == d) & (frame["mu"] > 1)]
+        for (name, run), part in rows.groupby(["param", "run"]):
+            style = "-" if name == "KQ" else "--"
+            who = "$K,Q$" if name == "KQ" else "$W$"
+            for column, svm, color in (("corr_nuc", "nuc", "C0"), ("corr_fro", "fro", "C1")):
+                corr[k].plot(np.log(part["mu"]), (1 - part[column]).clip(lower=EPS), style, color=color, lw=1,
+                             label=f"{who}: to the {svm}-SVM" if run == 0 else None)
+        log_gap_axis(corr[k], r"$1 - \mathrm{corr}(W_t, W_{svm})$")
+        corr[k].set(xlabel=r"$\ln \mu(t)$", title=f"$d = {d}$")
+        sv = spectrum[(spectrum["d"] == d) & (spectrum["run"] == 0)]
+        for name, part in sv.groupby("param"):
+            spec[k].semilogy(part["index"], part["singular_value"].clip(lower=1e-12), "o-", ms=3, label=name)
+        label_axes(spec[k], "index $i$", r"$\sigma_i(W / \mu)$ at the end", f"spectrum, $d = {d}$")
+    corr[0].legend()
+    spec[0].legend()
+    label_ours(fig, config)
+    return fig
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -483,25 +508,31 @@ def run_x4(config: X4Config, ctx: RunContext) -> ExperimentResult:
                    f"{SOURCE} §7.3"),
     ]
     spectrum = pd.DataFrame({"index": np.arange(config.d), "flow": sv_hat[-1].numpy(), "program9": beta9.numpy()})
-    fig, axes = new_figure(3, width=3.8)
-    axes[0].semilogy(frame["step"], frame["off_diagonal_K"].clip(lower=1e-18), label="U_K^T K V")
-    axes[0].semilogy(frame["step"], frame["off_diagonal_Q"].clip(lower=1e-18), label="U_Q^T Q V")
-    axes[0].set_title("off-diagonal mass", fontsize=9)
-    axes[0].legend(fontsize=7)
-    axes[0].set_xlabel("step")
-    positive = frame[frame["mu"] > 1]
-    axes[1].plot(np.log(positive["mu"]), positive["nuc_ratio"], label="||W/mu||_* / value of (9)")
-    axes[1].plot(np.log(positive["mu"]), positive["corr_program9"], label="corr(W/mu, W of (9))")
-    axes[1].set_xlabel("ln mu(t)")
-    axes[1].legend(fontsize=7)
-    axes[2].semilogy(spectrum["index"], spectrum["flow"].clip(lower=1e-12), "o-", label="W/mu at the end")
-    axes[2].semilogy(spectrum["index"], spectrum["program9"].clip(lower=1e-12), "x", label="|beta| of (9)")
-    axes[2].set_title("spectrum", fontsize=9)
-    axes[2].legend(fontsize=7)
-    fig.tight_layout()
-    label_ours(fig, config)
+    fig = _x4_figure(config, frame, spectrum)
     return ExperimentResult(frame=frame, checks=checks, figures={"alignment": fig}, tables={"spectrum": spectrum})
 
+
+@house_figure
+def _x4_figure(config: X4Config, frame: pd.DataFrame, spectrum: pd.DataFrame):
+    fig, axes = new_figure(3, width=3.8)
+    axes[0].plot(frame["step"], frame["off_diagonal_K"].clip(lower=1e-18), label=r"$U_K^\top K V$")
+    axes[0].plot(frame["step"], frame["off_diagonal_Q"].clip(lower=1e-18), label=r"$U_Q^\top Q V$")
+    log_gap_axis(axes[0], "off-diagonal mass")
+    axes[0].set_xlabel(STEP)
+    positive = frame[frame["mu"] > 1]
+    axes[1].plot(np.log(positive["mu"]), (1 - positive["nuc_ratio"]).abs().clip(lower=EPS),
+                 label=r"$|1 - \|W/\mu\|_* \,/\, \mathrm{value\ of\ (9)}|$")
+    axes[1].plot(np.log(positive["mu"]), (1 - positive["corr_program9"]).clip(lower=EPS),
+                 label=r"$1 - \mathrm{corr}(W/\mu, W_{(9)})$")
+    log_gap_axis(axes[1], "gap to program (9)")
+    axes[1].set_xlabel(r"$\ln \mu(t)$")
+    axes[2].semilogy(spectrum["index"], spectrum["flow"].clip(lower=1e-12), "o-", label=r"$W/\mu$ at the end")
+    axes[2].semilogy(spectrum["index"], spectrum["program9"].clip(lower=1e-12), "x", label=r"$|\beta|$ of (9)")
+    label_axes(axes[2], "index $i$", "singular value", "spectrum")
+    for ax in axes:
+        ax.legend()
+    label_ours(fig, config)
+    return fig
 
 # ---------------------------------------------------------------------------------------------------------------
 # X5: Assumption 3 sweep
@@ -569,25 +600,31 @@ def run_x5(config: X5Config, ctx: RunContext) -> ExperimentResult:
     notes = [f"A3 violated at gaps {violated['gap'].tolist()}; of those, reached the l1 limit: "
              f"{violated.loc[violated['reached'], 'gap'].tolist()} "
              "(A3 is sufficient in the theorem, not shown necessary)"]
+    fig = _x5_figure(config, frame, table)
+    return ExperimentResult(frame=frame, checks=checks, figures={"assumption3": fig}, tables={"sweep": table},
+                            notes=notes)
+
+
+@house_figure
+def _x5_figure(config: X5Config, frame: pd.DataFrame, table: pd.DataFrame):
     fig, axes = new_figure(2, width=4.0)
     for r, gap in enumerate(config.gaps):
         part = frame[(frame["run"] == r) & (frame["mu"] > 1)]
         style = "-" if bool(table.loc[r, "a3_holds"]) else ":"
         suffix = "" if style == "-" else " (A3 fails)"
-        axes[0].plot(np.log(part["mu"]), part["l1_ratio"], style, label=f"gap {gap:g}{suffix}")
-    axes[0].axhline(1.0, color="k", lw=0.8)
-    axes[0].set_xlabel("ln mu(t)")
-    axes[0].set_title("||beta_hat||_1 / l1-SVM optimum", fontsize=9)
-    axes[0].legend(fontsize=6)
-    axes[1].plot(table["gap"], table["initial_loss"], "o-", label="L(theta(0))")
-    axes[1].plot(table["gap"], table["a3_bound"], "s--", label="A3 bound")
-    axes[1].set_xlabel("score gap")
+        axes[0].plot(np.log(part["mu"]), (1 - part["l1_ratio"]).abs().clip(lower=EPS), style,
+                     label=f"gap {gap:g}{suffix}")
+    theory_hline(axes[0], config.l1_rtol, "tolerance")
+    log_gap_axis(axes[0], r"$|1 - \|\hat\beta\|_1 \,/\, \ell_1\mathrm{-SVM\ optimum}|$")
+    axes[0].set_xlabel(r"$\ln \mu(t)$")
+    axes[1].plot(table["gap"], table["initial_loss"], "o-", label=r"$L(\theta(0))$")
+    theory_line(axes[1], table["gap"], table["a3_bound"], "A3 bound", marker="s")
     axes[1].set_yscale("log")
-    axes[1].legend(fontsize=7)
-    fig.tight_layout()
+    label_axes(axes[1], "score gap", "loss at initialisation")
+    for ax in axes:
+        ax.legend()
     label_ours(fig, config)
-    return ExperimentResult(frame=frame, checks=checks, figures={"assumption3": fig}, tables={"sweep": table},
-                            notes=notes)
+    return fig
 
 
 register(Experiment(

@@ -22,7 +22,16 @@ from attnlab._validation import ValidationError, check_in, check_scalar
 from attnlab.batched import train as batched_train
 from attnlab.data import StackedData, TokenSelectionData, joint_toy, stack, unit_gaussian
 from attnlab.experiments.base import Check, Experiment, ExperimentResult, RunContext, check_less, register
-from attnlab.experiments.plotting import label_ours, new_figure
+from attnlab.experiments.plotting import (
+    EPS,
+    house_figure,
+    label_axes,
+    label_ours,
+    log_gap_axis,
+    new_figure,
+    rounding_floor,
+    theory_line,
+)
 from attnlab.losses import LOSSES, mean_loss
 from attnlab.metrics import Metric, directional_bregman, entrywise_norm
 from attnlab.models import Combined
@@ -68,21 +77,21 @@ def _md_path(
 ) -> tuple[np.ndarray, torch.Tensor]:
     """l_p-AttGD iterates at steps ``0, every, 2 every, ..., steps`` of R fixed-head runs.
 
-    Spec: mirror-descent-lp §4 (l_p-AttGD, plain or dual-norm normalised). Each chunk is one batched program; MD
-    has no state, so chunk ``k`` started from the last iterate of chunk ``k - 1`` continues the run exactly.
+    Spec: mirror-descent-lp §4 (l_p-AttGD, plain or dual-norm normalised): one batched program that keeps its
+    iterates at the recorded steps.
 
     Returns
     -------
     steps : numpy.ndarray of int, shape (S,)
     path : torch.Tensor, shape (S, R, d, d), float64
     """
-    marks = sorted(set(range(0, steps, every)) | {steps})
-    path = [W0]
-    for start, stop in ctx.bar(list(zip(marks[:-1], marks[1:])), desc=desc):
-        run = batched_train(batch.X, batch.Z, batch.y, batch.v, path[-1], param="W", optimizer="md", lr=lr,
-                            loss=loss, steps=stop - start, p=p, normalized=normalized)
-        path.append(run.W)
-    return np.asarray(marks), torch.stack(path)
+    run = batched_train(batch.X, batch.Z, batch.y, batch.v, W0, param="W", optimizer="md", lr=lr, loss=loss,
+                        steps=steps, p=p, normalized=normalized, record_every=every, keep_iterates=True,
+                        progress=ctx.progress)
+    bad = [r for r, status in enumerate(run.status) if status != "completed"]
+    if bad:
+        raise ValidationError(f"{desc}: runs {bad} diverged (non-finite loss); lower lr")
+    return run.iterates["step"].numpy(), run.iterates["W"]
 
 
 def _selected(batch: StackedData, W: torch.Tensor) -> torch.Tensor:
@@ -266,30 +275,29 @@ def _e1_checks(config: E1Config, bregman: pd.DataFrame, growth: pd.DataFrame) ->
     return checks, grid
 
 
+@house_figure
 def _e1_figure(config: E1Config, bregman: pd.DataFrame, growth: pd.DataFrame):
     fig, axes = new_figure(len(config.ps) + 1, width=3.4)
     for ax, p in zip(axes, config.ps):
         for q in config.ps:
             stats = bregman[(bregman["p"] == p) & (bregman["q"] == q)].groupby("step")["bregman"].agg(
                 ["mean", "std", "min"])
-            (line,) = ax.plot(stats.index, stats["mean"], label=f"q = {q:g}")
+            (line,) = ax.plot(stats.index, stats["mean"], label=f"$q = {q:g}$")
             if q == p:  # the paper shows the band for one curve; mean - std < 0 on a log axis, so clip at the min
                 low = np.maximum(stats["mean"] - stats["std"], stats["min"])
                 ax.fill_between(stats.index, low, stats["mean"] + stats["std"], alpha=0.2, color=line.get_color())
-        ax.set_yscale("log")
-        ax.set_xlabel("iteration k")
-        ax.set_title(f"l_p-AttGD p = {p:g}: dB_p(W^mm_q, W_k)", fontsize=9)
-        ax.legend(fontsize=7)
+        log_gap_axis(ax, r"$D_{\psi_p}(W^{mm}_q, W_k)$")
+        ax.set_xlabel("iteration $k$")
+        ax.set_title(f"$\\ell_p$-AttGD, $p = {p:g}$")
+        ax.legend()
     ax = axes[-1]
     for p in config.ps:
         median = growth[(growth["p"] == p) & (growth["step"] > 0)].groupby("step")["norm_p"].median()
-        ax.semilogx(median.index, median, label=f"p = {p:g}")
-    ax.set_xlabel("k (plain MD, log scale)")
-    ax.set_title("||W_k||_p: straight on log k (§8.3)", fontsize=9)
-    ax.legend(fontsize=7)
-    fig.suptitle(f"E1: mean over {config.datasets} data sets; band (q = p): +-1 std, clipped at the smallest data set",
-                 fontsize=10)
-    fig.tight_layout()
+        ax.semilogx(median.index, median, label=f"$p = {p:g}$")
+    label_axes(ax, "iteration $k$ (plain MD)", r"$\|W_k\|_p$", r"straight on $\log k$ (§8.3)")
+    ax.legend()
+    fig.suptitle(f"E1: mean over {config.datasets} data sets; band ($q = p$): ±1 std, clipped at the smallest "
+                 "data set")
     label_ours(fig, config)
     return fig
 
@@ -382,27 +390,26 @@ def run_e2(config: E2Config, ctx: RunContext) -> ExperimentResult:
                             tables={"svm_rays": ray_table})
 
 
+@house_figure
 def _e2_figure(config: E2Config, frame: pd.DataFrame, rays: pd.DataFrame):
     (a, b), (c, e) = ENTRIES
     x, y = f"w_{a}{b}", f"w_{c}{e}"
     fig, axes = new_figure(len(config.ps), width=3.4, height=3.2)
     for k, (ax, p) in enumerate(zip(axes, config.ps)):
         rows = frame[frame["p"] == p].set_index("step")
-        ax.plot(rows[x], rows[y], lw=1.2, label=f"l_{p:g}-AttGD path")
+        ax.plot(rows[x], rows[y], lw=1.2, label=f"$\\ell_{{{p:g}}}$-AttGD path")
         ray = rays[rays["p"] == p].iloc[0]
         scale = float(rows["norm_p"].iloc[-1])  # rescaled to the final ||W_K||_p
-        ax.plot([0, scale * ray[x]], [0, scale * ray[y]], "k--", lw=0.9, label=f"l_{p:g}-AttSVM ray")
+        theory_line(ax, [0, scale * ray[x]], [0, scale * ray[y]], f"$\\ell_{{{p:g}}}$-AttSVM ray")
         for it in config.arrows[4 * k: 4 * k + 4]:
             at = rows.index[np.abs(rows.index - it).argmin()]
             nxt = rows.index[min(rows.index.get_loc(at) + 1, len(rows) - 1)]
             ax.annotate("", xy=(rows.at[nxt, x], rows.at[nxt, y]), xytext=(rows.at[at, x], rows.at[at, y]),
                         arrowprops={"arrowstyle": "->", "color": "C3"})
-        ax.set_xlabel(f"W[{a},{b}]")
-        ax.set_ylabel(f"W[{c},{e}]")
-        ax.set_title(f"p = {p:g} (arrows at {', '.join(map(str, config.arrows[4 * k: 4 * k + 4]))})", fontsize=8)
-        ax.legend(fontsize=7)
-    fig.suptitle(f"E2: one data set (seed {config.seed}), W_0 = 0", fontsize=10)
-    fig.tight_layout()
+        label_axes(ax, f"$W_{{{a}{b}}}$", f"$W_{{{c}{e}}}$",
+                   f"$p = {p:g}$ (arrows at {', '.join(map(str, config.arrows[4 * k: 4 * k + 4]))})")
+        ax.legend()
+    fig.suptitle(f"E2: one data set (seed {config.seed}), $W_0 = 0$")
     label_ours(fig, config)
     return fig
 
@@ -490,29 +497,31 @@ def run_e3(config: E3Config, ctx: RunContext) -> ExperimentResult:
                             tables={"svms": svm_table})
 
 
+@house_figure
 def _e3_figure(config: E3Config, frame: pd.DataFrame, svms: pd.DataFrame):
     fig, axes = new_figure(4, width=3.3)
     early = frame[frame["step"] <= config.first_epochs]
     for p, rows in frame.groupby("p", sort=False):
         first = early[early["p"] == p]
-        axes[0].plot(first["step"], first["softmax_prob"], label=f"p = {p:g}")
-        axes[1].plot(first["step"], first["logistic_prob"], label=f"p = {p:g}")
+        axes[0].plot(first["step"], (1 - first["softmax_prob"]).clip(lower=EPS), label=f"$p = {p:g}$")
+        axes[1].plot(first["step"], (1 - first["logistic_prob"]).clip(lower=EPS), label=f"$p = {p:g}$")
         svm = svms[svms["p"] == p].iloc[0]
         for ax, (x, y) in ((axes[2], ("w_00", "w_01")), (axes[3], ("v_0", "v_1"))):
-            (line,) = ax.plot(rows[x], rows[y], label=f"p = {p:g}")
+            (line,) = ax.plot(rows[x], rows[y], label=f"$p = {p:g}$")
             end = float(np.hypot(rows[x].iloc[-1], rows[y].iloc[-1]))
             scale = end / float(np.hypot(svm[x], svm[y]))  # the SVM ray drawn out to the path's final length
             ax.plot([0, scale * svm[x]], [0, scale * svm[y]], "--", color=line.get_color(), lw=0.9)
-    titles = [f"softmax probability (first {config.first_epochs})",
-              f"logistic probability (first {config.first_epochs})",
-              "(W[0,0], W[0,1]); dashed: l_p-AttSVM", "(v_0, v_1); dashed: l_p head SVM"]
-    for ax, title in zip(axes, titles):
-        ax.set_title(title, fontsize=8)
-        ax.legend(fontsize=7)
-    for ax in axes[:2]:
-        ax.set_xlabel("epoch")
-    fig.suptitle("E3: l_p-JointGD on the toy set from (W, v) = 0", fontsize=10)
-    fig.tight_layout()
+    for ax, ray in ((axes[2], r"$\ell_p$-AttSVM ray"), (axes[3], r"$\ell_p$ head-SVM ray")):
+        ax.plot([], [], "--", color="0.4", lw=0.9, label=f"dashed: {ray}")  # one legend entry for every ray
+    for ax, name in ((axes[0], "softmax"), (axes[1], "logistic")):
+        log_gap_axis(ax, f"1 - {name} probability")
+        ax.set(xlabel="epoch", title=f"first {config.first_epochs} epochs")
+        rounding_floor(ax)
+    label_axes(axes[2], r"$W_{00}$", r"$W_{01}$", r"path of $W$")
+    label_axes(axes[3], r"$v_0$", r"$v_1$", r"path of $v$")
+    for ax in axes:
+        ax.legend()
+    fig.suptitle(r"E3: $\ell_p$-JointGD on the toy set from $(W, v) = 0$")
     label_ours(fig, config)
     return fig
 

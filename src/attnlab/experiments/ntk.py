@@ -16,7 +16,7 @@ import torch
 
 from attnlab._validation import ValidationError, check_in, check_scalar
 from attnlab.experiments.base import Check, Experiment, ExperimentResult, RunContext, check_less, register
-from attnlab.experiments.plotting import label_ours, new_figure
+from attnlab.experiments.plotting import STEP, house_figure, label_ours, new_figure, theory_line
 from attnlab.ntk import (
     ExpMLP,
     ReluMLP,
@@ -218,25 +218,27 @@ def _lazy_notes(table: pd.DataFrame) -> list[str]:
     ]
 
 
+@house_figure
 def _lazy_figure(frame: pd.DataFrame, table: pd.DataFrame, config: LazyConfig):
     fig, axes = new_figure(4, width=3.4)
     for width, part in frame.groupby("width"):
-        (line,) = axes[0].semilogy(part["step"], part["sq_error"], label=f"m={width}")
+        (line,) = axes[0].semilogy(part["step"], part["sq_error"], label=f"$m={width}$")
         axes[0].semilogy(part["step"], part["envelope"], ls="--", color=line.get_color(), lw=0.8)
-        axes[3].semilogy(part["step"], part["coupling_gap"].clip(lower=1e-18), color=line.get_color(), label=f"m={width}")
-    axes[0].set(xlabel="step", ylabel="||F - Y||^2 (dashed: bound)", ylim=(1e-24, None))
-    axes[0].legend(fontsize=7)
-    axes[1].loglog(table["width"], table["m_times_movement"], "o-", label="m max_r ||w_r - w_r(0)||")
-    axes[1].loglog(table["width"], table["m_times_drift"], "s-", label="m sup ||H(t) - H*||_F")
-    axes[1].set(xlabel="width m")
-    axes[1].legend(fontsize=7)
+        axes[3].semilogy(part["step"], part["coupling_gap"].clip(lower=1e-18), color=line.get_color(),
+                         label=f"$m={width}$")
+    axes[0].plot([], [], "--", color="0.4", lw=0.8, label="dashed: the bound")  # one entry for every width
+    axes[0].set(xlabel=STEP, ylabel=r"$\|F_t - Y\|^2$", ylim=(1e-24, None))
+    axes[0].legend()
+    axes[1].loglog(table["width"], table["m_times_movement"], "o-", label=r"$m \max_r \|w_r - w_r(0)\|$")
+    axes[1].loglog(table["width"], table["m_times_drift"], "s-", label=r"$m \sup_t \|H(t) - H^*\|_F$")
+    axes[1].set(xlabel="width $m$", ylabel="movement times width")
+    axes[1].legend()
     axes[2].loglog(table["width"], table["hinf_rel_error"], "o-", label="measured")
     ref = table["hinf_rel_error"].iloc[0] * (table["width"] / table["width"].iloc[0]) ** -0.5
-    axes[2].loglog(table["width"], ref, "k--", lw=0.8, label="m^-1/2")
-    axes[2].set(xlabel="width m", ylabel="||H* - I(x)K|| / ||I(x)K||")
-    axes[2].legend(fontsize=7)
-    axes[3].set(xlabel="step", ylabel="max |F_nn - F_ker| at test points")
-    fig.tight_layout()
+    theory_line(axes[2], table["width"], ref, r"$\propto m^{-1/2}$", lw=0.8)
+    axes[2].set(xlabel="width $m$", ylabel=r"$\|H^* - I \otimes K\| \,/\, \|I \otimes K\|$")
+    axes[2].legend()
+    axes[3].set(xlabel=STEP, ylabel=r"$\max |F_{nn} - F_{ker}|$ at test points")
     label_ours(fig, config)
     return fig
 
@@ -349,17 +351,17 @@ def run_table1(config: Table1Config, ctx: RunContext) -> ExperimentResult:
                             {"medians": medians, "slopes": slope_table}, notes)
 
 
+@house_figure
 def _table1_figure(medians: pd.DataFrame, config: Table1Config):
     fig, axes = new_figure(3, width=3.4)
     for act, part in medians.groupby("activation"):
         axes[0].loglog(part["n"], part["width_needed"], "o-", label=act)
         axes[1].loglog(part["n"], part["steps_needed"], "o-", label=act)
         axes[2].loglog(part["n"], part["lambda_inf"], "o-", label=act)
-    axes[0].set(xlabel="n", ylabel="width needed (median)")
-    axes[1].set(xlabel="n", ylabel="iterations to eps (median)")
-    axes[2].set(xlabel="n", ylabel="lambda_min of the limit kernel")
-    axes[0].legend(fontsize=7)
-    fig.tight_layout()
+    axes[0].set(xlabel="$n$", ylabel="width needed (median)")
+    axes[1].set(xlabel="$n$", ylabel=r"iterations to $\epsilon$ (median)")
+    axes[2].set(xlabel="$n$", ylabel=r"$\lambda_{min}$ of the limit kernel")
+    axes[0].legend()
     label_ours(fig, config)
     return fig
 
@@ -529,26 +531,28 @@ def _gmm_notes(config: GMMConfig) -> list[str]:
     ]
 
 
+@house_figure
 def _gmm_figure(table: pd.DataFrame, learned, exact, linear, target, config: GMMConfig):
     fig, axes = new_figure(4, width=3.4)
     for width, part in table.groupby("width"):
         part = part.sort_values("n")
-        axes[0].loglog(part["n"], part["weighted_error"], "o-", label=f"m={width}")
-    axes[0].set(xlabel="n", ylabel="weighted score error")
+        axes[0].loglog(part["n"], part["weighted_error"], "o-", label=f"$m={width}$")
+    axes[0].set(xlabel="$n$", ylabel="weighted score error")
     axes[0].set_xticks(list(config.ns), [str(n) for n in config.ns])
     axes[0].set_xticks([], minor=True)
-    axes[0].legend(fontsize=7)
+    axes[0].legend()
     grid = torch.linspace(-1.0, 1.0, 161, dtype=torch.float64)
     gx, gy = torch.meshgrid(grid, grid, indexing="xy")
     dens = target.log_density(torch.stack([gx.reshape(-1), gy.reshape(-1)], 1), 0.0, ForwardProcess(1.0)).exp()
     peak = float(dens.max())
-    for ax, pts, title in ((axes[1], learned, f"learned (n={max(config.ns)}, m={max(config.widths)})"),
-                           (axes[2], exact, "exact score"), (axes[3], linear, "network at init (F = 0)")):
+    for ax, pts, title in ((axes[1], learned, f"learned ($n={max(config.ns)}$, $m={max(config.widths)}$)"),
+                           (axes[2], exact, "exact score"), (axes[3], linear, "network at init ($F = 0$)")):
         ax.contour(gx.numpy(), gy.numpy(), dens.reshape(gx.shape).numpy(), levels=[peak * 0.011, peak * 0.6],
                    colors="0.5", linewidths=0.7)  # p_0 at 3 std and 1 std of each mode
-        ax.scatter(pts[:, 0].numpy(), pts[:, 1].numpy(), s=3, alpha=0.5, color="C3", zorder=3)
-        ax.set(xlim=(-1, 1), ylim=(-1, 1), title=title, aspect="equal")
-    fig.tight_layout()
+        ax.scatter(pts[:, 0].numpy(), pts[:, 1].numpy(), s=3, alpha=0.5, color="C3", zorder=3, label="samples")
+        ax.plot([], [], color="0.5", lw=0.7, label="$p_0$ at 1 and 3 std")
+        ax.set(xlim=(-1, 1), ylim=(-1, 1), title=title, aspect="equal", xlabel="$x_1$", ylabel="$x_2$")
+    axes[1].legend(loc="lower left")
     label_ours(fig, config)
     return fig
 

@@ -1,39 +1,362 @@
-"""Small shared helpers for experiment figures (drawn from tidy tables, never from live objects)."""
+"""The house style of every experiment figure, and the helpers that keep figures to it.
+
+Figures are drawn from tidy tables, never from live objects. The rules, which :func:`figure_problems` checks:
+
+- every axis with ticks has a label, and symbols are mathtext (``r"$\\|W_t\\|_F$"``), never ASCII such as
+  ``||W_t||`` or ``phi_opt``;
+- a quantity that decays to 0 is plotted as a gap on a log axis (``1 - corr``, ``L - L*``; :func:`log_gap_axis`);
+- theory lines (:func:`theory_line`, :func:`theory_hline`) are black, dashed and named in the legend;
+- nothing overlaps: figures use constrained layout, and :func:`label_ours` reserves its own strip at the bottom.
+
+A figure function is decorated with :func:`house_figure`, which draws it under :data:`HOUSE_STYLE` (font sizes,
+grid, spines) and thins crowded log-axis labels.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
+import re
+import textwrap
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import matplotlib
 
 matplotlib.use("Agg")  # headless: figures are files
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
 
-__all__ = ["label_ours", "new_figure", "plot_band"]
+__all__ = [
+    "CORR_GAP",
+    "EPS",
+    "HOUSE_STYLE",
+    "STEP",
+    "figure_problems",
+    "house_figure",
+    "house_style",
+    "label_axes",
+    "label_ours",
+    "log_gap_axis",
+    "new_figure",
+    "panel_grid",
+    "plot_band",
+    "rounding_floor",
+    "theory_hline",
+    "theory_line",
+]
+
+#: rcParams of every figure: small, even type (figures are shown full width in the report), a light grid, no
+#: top/right spines, and mathtext in the body font.
+HOUSE_STYLE: dict[str, Any] = {
+    "font.size": 9,
+    "axes.titlesize": 9,
+    "axes.labelsize": 9,
+    "figure.titlesize": 10,
+    "xtick.labelsize": 8,
+    "ytick.labelsize": 8,
+    "legend.fontsize": 7,
+    "legend.framealpha": 0.85,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "grid.linewidth": 0.5,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "lines.linewidth": 1.4,
+    "lines.markersize": 4,
+    "mathtext.fontset": "dejavusans",
+}
+
+STEP = "step $t$"  # the x-label of every training curve
+CORR_GAP = r"$1 - \mathrm{corr}(W_t, W_{mm})$"  # directional gap to the max-margin solution
+EPS = float(np.finfo(np.float64).eps)  # floor of a gap ``1 - x`` drawn on a log axis: below it is rounding
+
+THEORY_STYLE: dict[str, Any] = {"color": "k", "ls": "--", "lw": 0.9}  # every theory line looks the same
+
+FOOTNOTE_SIZE = 7  # points: the defaults-that-are-ours strip under a figure
+_FOOTNOTE_GID = "attnlab-ours"
+_CHAR_WIDTH = 0.6  # DejaVu Sans: a character is at most ~0.6 em wide on average, so wrapped lines never overflow
+_LINE_HEIGHT = 1.35  # line spacing of wrapped text, in em
+
+
+@contextlib.contextmanager
+def house_style() -> Iterator[None]:
+    """Context in which new figures, axes, labels and legends take :data:`HOUSE_STYLE`."""
+    with plt.rc_context(HOUSE_STYLE):
+        yield
+
+
+def house_figure(draw: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorate a function returning a figure: draw it in the house style, then thin crowded log-axis labels.
+
+    Labels, ticks and legends take their sizes from rcParams when they are made (axes keep their tick sizes from
+    then on, even for ticks drawn later), so the whole function runs inside :func:`house_style`.
+    """
+
+    @functools.wraps(draw)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with house_style():
+            figure = draw(*args, **kwargs)
+            for ax in figure.axes:
+                _thin_log_labels(ax)
+        return figure
+
+    return wrapper
+
+
+def _thin_log_labels(ax: Any) -> None:
+    """On a log axis, label only the decades, or 1, 2 and 5 times them where fewer than two decades show.
+
+    Matplotlib labels every minor tick (``2x10^1, 3x10^1, ...``) of a short log axis, and on a narrow panel they
+    collide.
+    """
+    for axis, limits in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+        low, high = sorted(limits)
+        if axis.get_scale() != "log" or low <= 0:
+            continue
+        if np.floor(np.log10(high)) - np.ceil(np.log10(low)) + 1 >= 2:  # two or more decades in view
+            axis.set_minor_formatter(NullFormatter())
+        else:
+            axis.set_major_formatter(FuncFormatter(_one_two_five))
+            axis.set_minor_formatter(FuncFormatter(_one_two_five))
+
+
+def _one_two_five(value: float, _position: Any) -> str:
+    """Label a log tick only at 1, 2 and 5 times a power of ten; plain numbers between 0.001 and 9999."""
+    exponent = int(np.floor(np.log10(value) + 1e-9))  # 1000 is 1e3, not 10e2, despite rounding in log10
+    mantissa = round(value / 10.0**exponent)
+    if mantissa not in (1, 2, 5):
+        return ""
+    if -3 <= exponent < 4:
+        return f"{value:g}"
+    return f"$10^{{{exponent}}}$" if mantissa == 1 else f"${mantissa}\\times10^{{{exponent}}}$"
 
 
 def new_figure(ncols: int, nrows: int = 1, *, width: float = 3.6, height: float = 3.0) -> tuple[Any, Any]:
-    """A figure with ``nrows x ncols`` axes (always a 2-D array flattened to 1-D)."""
-    fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False)
+    """A figure with ``nrows x ncols`` axes (always a 2-D array flattened to 1-D), in constrained layout.
+
+    Parameters
+    ----------
+    ncols, nrows : int
+        Panels across and down.
+    width, height : float
+        Inches per panel.
+
+    Returns
+    -------
+    figure : matplotlib.figure.Figure
+    axes : numpy.ndarray of Axes, shape (nrows * ncols,)
+    """
+    with house_style():
+        fig, axes = plt.subplots(
+            nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False, layout="constrained"
+        )
     return fig, axes.ravel()
 
 
+def panel_grid(count: int, *, columns: int = 3, width: float = 3.6, height: float = 3.0) -> tuple[Any, Any]:
+    """``count`` panels in rows of ``columns``, so that a figure of many panels stays near the report's width.
+
+    Returns
+    -------
+    figure : matplotlib.figure.Figure
+    axes : numpy.ndarray of Axes, shape (count,)
+        Row by row; the unused places of the last row are removed.
+    """
+    ncols = min(count, columns)
+    fig, axes = new_figure(ncols, -(-count // ncols), width=width, height=height)
+    for ax in axes[count:]:
+        fig.delaxes(ax)
+    return fig, axes[:count]
+
+
+def label_axes(ax: Any, xlabel: str, ylabel: str, title: str | None = None) -> None:
+    """Label both axes (and optionally title) one panel; use mathtext for symbols."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title is not None:
+        ax.set_title(title)
+
+
+def log_gap_axis(ax: Any, ylabel: str, *, logx: bool = False) -> None:
+    """A log y-axis for a quantity that decays to 0 (``1 - corr``, ``L - L*``), labelled ``ylabel``.
+
+    Plot the gap itself, never the quantity that tends to its limit: on a linear axis ``corr`` looks flat at 1
+    long before ``1 - corr`` stops falling by decades.
+    """
+    ax.set_yscale("log")
+    if logx:
+        ax.set_xscale("log")
+    ax.set_ylabel(ylabel)
+
+
+def theory_line(ax: Any, x: Any, y: Any, label: str, **style: Any) -> Any:
+    """Draw a theory prediction (black dashed unless ``style`` says otherwise), named ``label`` in the legend."""
+    (line,) = ax.plot(x, y, label=label, **{**THEORY_STYLE, **style})
+    return line
+
+
+def theory_hline(ax: Any, y: float, label: str, **style: Any) -> Any:
+    """A horizontal theory level (a limit, a bound, a tolerance), named ``label`` in the legend."""
+    return ax.axhline(y, label=label, **{**THEORY_STYLE, **style})
+
+
+def rounding_floor(ax: Any, level: float = EPS) -> Any:
+    """Mark ``level`` on a log gap axis: a gap ``1 - x`` (or ``L - L*``, ``level = EPS L*``) computed in float64
+    cannot fall below it, so a curve that flattens there has reached rounding, not a limit."""
+    return ax.axhline(level, color="0.6", ls=":", lw=0.9, label="float64 resolution")
+
+
 def label_ours(figure: Any, config: Any) -> None:
-    """Write, under the figure, which defaults are ours (the paper's numbers were lost): the ``OURS`` fields."""
+    """Write, under the figure, which defaults are ours (the paper's numbers were lost): the ``OURS`` fields.
+
+    The text is wrapped to the figure's width and gets a strip of its own, added under the figure: the
+    constrained layout is told to keep the axes above it, so it never overlaps an axis label.
+    """
     names = tuple(getattr(type(config), "OURS", ()))
     if not names:
         return
     values = dataclasses.asdict(config)
     text = "defaults ours, not the paper's: " + ", ".join(f"{k}={values[k]}" for k in names if k in values)
-    figure.text(0.01, -0.02, text, fontsize=7, ha="left", va="top", wrap=True)
+    width_in, height_in = figure.get_size_inches()
+    per_line = max(20, int(width_in * 72 / (FOOTNOTE_SIZE * _CHAR_WIDTH)))
+    lines = textwrap.wrap(text, per_line, break_on_hyphens=False)
+    strip_in = (len(lines) * _LINE_HEIGHT + 0.8) * FOOTNOTE_SIZE / 72
+    figure.set_size_inches(width_in, height_in + strip_in)  # the strip is added, never taken from the panels
+    strip = strip_in / (height_in + strip_in)  # fraction of the new height
+    engine = figure.get_layout_engine()
+    if engine is None or not hasattr(engine, "set") or "rect" not in engine.get():
+        figure.set_layout_engine("constrained")
+        engine = figure.get_layout_engine()
+    engine.set(rect=(0.0, strip, 1.0, 1.0 - strip))
+    figure.text(0.01, strip / 2, "\n".join(lines), fontsize=FOOTNOTE_SIZE, ha="left", va="center",
+                linespacing=_LINE_HEIGHT, gid=_FOOTNOTE_GID)
 
 
-def plot_band(ax: Any, frame: pd.DataFrame, x: str, y: str, *, label: str, color: Any = None, logy: bool = False) -> None:
+def plot_band(
+    ax: Any, frame: pd.DataFrame, x: str, y: str, *, label: str, color: Any = None, logy: bool = False
+) -> None:
     """Median line with a min-max band of ``y`` over runs, grouped by ``x``."""
     stats = frame.groupby(x)[y].agg(["median", "min", "max"]).reset_index()
     (line,) = ax.plot(stats[x], stats["median"], label=label, color=color)
     ax.fill_between(stats[x], stats["min"], stats["max"], alpha=0.2, color=line.get_color())
     if logy:
         ax.set_yscale("log")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# figure_problems: the house rules as a check
+
+_MATH = re.compile(r"\$[^$]*\$")
+_ASCII_MATH = re.compile(  # ||x||, x^2, a short subscript (W_t, W_mm, L_irr, x_1, W_{mm}), a Greek letter
+    # spelled out; a code name such as pos_embed or cls_token (a word of four letters or more after _) is not math
+    r"\|\||\^|_\{|\b[A-Za-z]{1,3}_[A-Za-z0-9]{1,3}\b|\b\w+_[A-Za-z0-9]\b"
+    r"|\b(alpha|beta|gamma|delta|eta|theta|lambda|mu|rho|sigma|tau|phi|psi|omega|omega0)\b"
+)
+
+
+def _ascii_math(text: str) -> str | None:
+    """The first stretch of ``text`` outside ``$...$`` that spells a symbol in ASCII, or None."""
+    found = _ASCII_MATH.search(_MATH.sub(" ", text))
+    return found.group(0) if found else None
+
+
+def _shown_ticklabels(axis: Any) -> list[Any]:
+    """The tick labels drawn on ``axis``: major and minor, inside the view limits, with text."""
+    low, high = sorted(axis.get_view_interval())
+    slack = 1e-9 * (high - low)  # a tick exactly at a limit is drawn
+    shown = []
+    for minor in (False, True):
+        locs = axis.get_minorticklocs() if minor else axis.get_majorticklocs()
+        labels = axis.get_ticklabels(minor=minor)
+        shown += [t for loc, t in zip(locs, labels, strict=True) if low - slack <= loc <= high + slack and t.get_text()]
+    return [t for t in shown if t.get_visible()]
+
+
+def _has_ticks(axis: Any) -> bool:
+    return bool(_shown_ticklabels(axis))
+
+
+def _texts(figure: Any) -> list[tuple[str, Any]]:
+    """Every visible, non-empty text of the figure (and each legend as one box), named for messages."""
+    out: list[tuple[str, Any]] = []
+    for text in figure.texts:  # the suptitle is one of them
+        kind = "footnote" if text.get_gid() == _FOOTNOTE_GID else "figure text"
+        out.append(("suptitle" if text is figure._suptitle else kind, text))
+    for i, ax in enumerate(figure.axes):
+        name = f"panel {i + 1}"
+        for title in (ax.title, ax._left_title, ax._right_title):
+            out.append((f"{name} title", title))
+        out.append((f"{name} x-label", ax.xaxis.label))
+        out.append((f"{name} y-label", ax.yaxis.label))
+        for axis, letter in ((ax.xaxis, "x"), (ax.yaxis, "y")):
+            out += [(f"{name} {letter} tick {t.get_text()!r}", t) for t in _shown_ticklabels(axis)]
+        if ax.get_legend() is not None:
+            out.append((f"{name} legend", ax.get_legend()))
+    out += [("figure legend", legend) for legend in figure.legends]
+    return [(n, t) for n, t in out if t.get_visible() and (not hasattr(t, "get_text") or t.get_text().strip())]
+
+
+def figure_problems(figure: Any) -> list[str]:
+    """Where ``figure`` breaks the house rules: unlabelled axes, ASCII math, unnamed theory lines, overlaps.
+
+    Parameters
+    ----------
+    figure : matplotlib.figure.Figure
+        Drawn once here, so that layout and tick labels are final.
+
+    Returns
+    -------
+    list of str
+        One line per problem, naming the panel (1-based, row by row) and what is wrong; empty when it follows
+        the rules.
+    """
+    figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()
+    problems = []
+    legends = [ax.get_legend() for ax in figure.axes if ax.get_legend() is not None] + list(figure.legends)
+    shown = {text.get_text() for legend in legends for text in legend.get_texts()}
+    for i, ax in enumerate(figure.axes):
+        if not ax.get_visible() or not ax.axison:
+            continue
+        name = f"panel {i + 1}" + (f" ({ax.get_title()!r})" if ax.get_title() else "")
+        colorbar = hasattr(ax, "_colorbar")
+        for axis, letter in ((ax.xaxis, "x"), (ax.yaxis, "y")):
+            if _has_ticks(axis) and not axis.label.get_text().strip() and not (colorbar and letter == "x"):
+                problems.append(f"{name}: the {letter}-axis has no label")
+        for artist in (*ax.lines, *ax.collections, *ax.patches):
+            label = artist.get_label()
+            if not label.startswith("_") and label not in shown:
+                problems.append(f"{name}: {label!r} is in no legend")
+        for line in ax.lines:
+            level = line.get_transform() is not ax.transData  # axhline / axvline: a level, not data
+            theory = line.get_color() in ("k", "black", "#000000") and line.get_linestyle() in ("--", ":")
+            if (level or theory) and line.get_label().startswith("_"):
+                problems.append(f"{name}: a reference or theory line has no legend label")
+    for where, text in _texts(figure):
+        if where == "footnote" or " tick " in where or not hasattr(text, "get_text"):
+            continue
+        bad = _ascii_math(text.get_text())
+        if bad:
+            problems.append(f"{where}: {text.get_text()!r} spells {bad!r} in ASCII; use mathtext")
+    for legend_name, legend in [(w, t) for w, t in _texts(figure) if w.endswith("legend")]:
+        for text in legend.get_texts():
+            bad = _ascii_math(text.get_text())
+            if bad:
+                problems.append(f"{legend_name}: {text.get_text()!r} spells {bad!r} in ASCII; use mathtext")
+    problems += _overlaps(_texts(figure), renderer)
+    return problems
+
+
+def _overlaps(texts: list[tuple[str, Any]], renderer: Any) -> list[str]:
+    """Pairs of text boxes that overlap by more than a pixel each way."""
+    boxes = np.array([[*t.get_window_extent(renderer).extents] for _, t in texts]).reshape(-1, 4)
+    slack = 1.0  # pixels: glyph boxes of neighbouring tick labels touch without overlapping
+    x0, y0, x1, y1 = (boxes[:, k] for k in range(4))
+    wide = np.minimum(x1[:, None], x1[None, :]) - np.maximum(x0[:, None], x0[None, :]) > slack
+    tall = np.minimum(y1[:, None], y1[None, :]) - np.maximum(y0[:, None], y0[None, :]) > slack
+    hits = np.argwhere(np.triu(wide & tall, k=1))
+    return [f"{texts[a][0]} overlaps {texts[b][0]}" for a, b in hits]

@@ -24,7 +24,9 @@ import torch
 
 from attnlab._validation import ValidationError, check_in, check_scalar
 from attnlab.experiments.base import Check, Experiment, ExperimentResult, RunContext, check_less, register
-from attnlab.experiments.plotting import label_ours, new_figure, plot_band
+from attnlab.experiments.plotting import (
+    house_figure, label_axes, label_ours, log_gap_axis, new_figure, plot_band, theory_hline,
+)
 from attnlab.optim.preconditioned import PreconditionedGD
 from attnlab.regression import (
     MinibatchOracle,
@@ -237,19 +239,20 @@ def _reference_table(frame: pd.DataFrame, methods: tuple[str, ...]) -> pd.DataFr
     return pd.DataFrame(rows)
 
 
+@house_figure
 def _figure(frame: pd.DataFrame, config: _FigureConfig, problem: RegressionProblem, title: str):
     fig, axes = new_figure(2, width=4.4, height=3.4)
     for name in config.methods:
         rows = frame[frame.method == name]
         plot_band(axes[0], rows, "step", "loss", label=METHODS[name].label, logy=True)
-        plot_band(axes[1], rows, "step", "gap", label=METHODS[name].label, logy=True)
-    axes[0].axhline(problem.irreducible_loss, color="k", linestyle="--", linewidth=0.8, label="$L_{irr}$")
-    axes[0].set_ylabel("population loss $L(\\theta_t)$")
-    axes[1].set_ylabel("$L(\\theta_t) - L_{irr}$")
+        plot_band(axes[1], rows, "step", "gap", label=METHODS[name].label)
+    theory_hline(axes[0], problem.irreducible_loss, "$L_{irr}$", lw=0.8)
+    axes[0].set_ylabel(r"population loss $L(\theta_t)$")
+    log_gap_axis(axes[1], r"$L(\theta_t) - L_{irr}$")
     for ax in axes:
-        ax.set_xlabel("iteration t")
-    axes[0].legend(fontsize=7)
-    fig.suptitle(f"{title} (median and range over {config.seeds} seeds)", fontsize=9)
+        ax.set_xlabel("iteration $t$")
+    axes[0].legend()
+    fig.suptitle(f"{title} (median and range over {config.seeds} seeds)")
     label_ours(fig, config)
     return fig
 
@@ -537,23 +540,32 @@ def run_theory(config: TheoryConfig, ctx: RunContext) -> ExperimentResult:
 
     frame = pd.concat([pf.assign(oracle="population")], ignore_index=True)
     table = pd.DataFrame(rows)
+    fig = _theory_figure(config, table, pf)
+    return ExperimentResult(frame=frame, checks=checks, figures={"theory": fig}, tables={"measurements": table},
+                            notes=[problem.assumptions().describe()])
+
+
+@house_figure
+def _theory_figure(config: TheoryConfig, table: pd.DataFrame, pf: pd.DataFrame):
     fig, axes = new_figure(3, width=3.8)
     bias_rows = table[table.check == "bias"]
-    axes[0].loglog(bias_rows.n, bias_rows.loss_bias.abs(), "o-", label="|E L_n - L|")
-    axes[0].loglog(bias_rows.n, bias_rows.grad_bias_sq, "s-", label="||E grad L_n - grad L||^2")
-    axes[0].set_xlabel("n"); axes[0].legend(fontsize=7); axes[0].set_title("T1.1 / T3 bias", fontsize=9)
+    axes[0].loglog(bias_rows.n, bias_rows.loss_bias.abs(), "o-", label=r"$|\mathbb{E} L_n - L|$")
+    axes[0].loglog(bias_rows.n, bias_rows.grad_bias_sq, "s-", label=r"$\|\mathbb{E} \nabla L_n - \nabla L\|^2$")
+    label_axes(axes[0], "$n$", "bias of the empirical loss", "T1.1 / T3 bias")
     sp = table[table.check == "spectral"]
-    axes[1].loglog(sp.n, sp.dist, "o-", label="dist(theta_0, M)")
-    axes[1].loglog(sp.n, sp.gap, "s-", label="L(theta_0) - L_irr")
-    axes[1].set_xlabel("n"); axes[1].legend(fontsize=7); axes[1].set_title("L3 spectral start", fontsize=9)
+    axes[1].loglog(sp.n, sp.dist, "o-", label=r"$\mathrm{dist}(\theta_0, M)$")
+    axes[1].loglog(sp.n, sp.gap, "s-", label=r"$L(\theta_0) - L_{irr}$")
+    label_axes(axes[1], "$n$", "at the spectral start", "L3 spectral start")
     plot_band(axes[2], pf, "step", "gap", label="population oracle", logy=True)
     for n in config.mc_ns:
         tr = table[(table.check == "mc_trajectory") & (table.n == n)]
-        axes[2].plot(tr.step, tr.gap, label=f"Monte-Carlo oracle n={n}")
-    axes[2].set_xlabel("iteration t"); axes[2].legend(fontsize=7); axes[2].set_title("T2 L - L_irr", fontsize=9)
+        axes[2].plot(tr.step, tr.gap, label=f"Monte-Carlo oracle $n={n}$")
+    log_gap_axis(axes[2], r"$L(\theta_t) - L_{irr}$")
+    axes[2].set(xlabel="iteration $t$", title=r"T2: $L - L_{irr}$")
+    for ax in axes:
+        ax.legend()
     label_ours(fig, config)
-    return ExperimentResult(frame=frame, checks=checks, figures={"theory": fig}, tables={"measurements": table},
-                            notes=[problem.assumptions().describe()])
+    return fig
 
 
 register(
@@ -620,20 +632,29 @@ def run_scaling(config: ScalingConfig, ctx: RunContext) -> ExperimentResult:
     spread = float(rates.max() - rates.min())
     checks.append(check_less(f"geometric phase: per-step contraction of dist independent of n for n >= 200 (spread "
                              f"of {', '.join(f'{r:.3f}' for r in rates)})", spread, 0.1, src))
+    fig = _scaling_figure(config, frame)
+    table = pd.DataFrame({"n": floors.index, "floor": floors.values, "n_times_floor": floors.index * floors.values})
+    return ExperimentResult(frame=frame, checks=checks, figures={"scaling": fig}, tables={"floors": table},
+                            notes=[problem.assumptions().describe()])
+
+
+@house_figure
+def _scaling_figure(config: ScalingConfig, frame: pd.DataFrame):
     fig, axes = new_figure(2, width=4.4, height=3.4)
     for n in config.ns:
-        plot_band(axes[0], frame[frame.n == n], "step", "gap", label=f"n = {n}", logy=True)
-    axes[0].set_xlabel("iteration T"); axes[0].set_ylabel("$L(\\theta_T) - L_{irr}$"); axes[0].legend(fontsize=7)
+        plot_band(axes[0], frame[frame.n == n], "step", "gap", label=f"$n = {n}$")
+    log_gap_axis(axes[0], r"$L(\theta_T) - L_{irr}$")
+    axes[0].set_xlabel("iteration $T$")
+    axes[0].legend()
     grid = frame.groupby(["n", "step"]).gap.median().unstack("step")
     image = axes[1].imshow(np.log10(grid.values), aspect="auto", origin="lower", cmap="viridis",
                            extent=(0, config.steps, -0.5, len(config.ns) - 0.5))
     axes[1].set_yticks(range(len(config.ns)), [str(n) for n in config.ns])
-    axes[1].set_xlabel("iteration T"); axes[1].set_ylabel("n")
-    fig.colorbar(image, ax=axes[1], label="log10 median gap")
+    axes[1].set(xlabel="iteration $T$", ylabel="$n$")
+    axes[1].grid(False)
+    fig.colorbar(image, ax=axes[1], label=r"$\log_{10}$ median $(L - L_{irr})$")
     label_ours(fig, config)
-    table = pd.DataFrame({"n": floors.index, "floor": floors.values, "n_times_floor": floors.index * floors.values})
-    return ExperimentResult(frame=frame, checks=checks, figures={"scaling": fig}, tables={"floors": table},
-                            notes=[problem.assumptions().describe()])
+    return fig
 
 
 register(

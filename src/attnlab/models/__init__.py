@@ -1,6 +1,13 @@
 """Softmax token-selection attention: pure functions and thin modules (combined W, factored K Q, diagonal)."""
 
-from attnlab.models.attention import Combined, Diagonal, Factored, TokenSelectionModel
+from attnlab.models.attention import (
+    PARAMETRIZATIONS,
+    Combined,
+    Diagonal,
+    Factored,
+    Parametrization,
+    TokenSelectionModel,
+)
 from attnlab.models.functional import (
     LogScaled,
     attention_logits,
@@ -14,6 +21,8 @@ from attnlab.models.functional import (
 )
 
 __all__ = [
+    "PARAMETRIZATIONS",
+    "Parametrization",
     "Combined",
     "Diagonal",
     "Factored",

@@ -10,13 +10,58 @@ runs axis ``R`` (independent runs trained together).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import NamedTuple
+
 import torch
 from torch import nn
 
 from attnlab._validation import ValidationError, check_scalar, check_tensor
 from attnlab.models.functional import LogScaled, attention_loss, loss_gradients, outputs
 
-__all__ = ["Combined", "Diagonal", "Factored", "TokenSelectionModel"]
+__all__ = ["PARAMETRIZATIONS", "Combined", "Diagonal", "Factored", "Parametrization", "TokenSelectionModel"]
+
+
+class Parametrization(NamedTuple):
+    """How the combined matrix ``W`` is built from a parametrisation's tensors, and the chain rule back.
+
+    Pure functions of plain tensors (each with an optional leading runs axis), shared by the modules below and by
+    the training engine, so each chain rule is written once.
+
+    Attributes
+    ----------
+    kind : str
+        ``"W"``, ``"KQ"`` or ``"diag"``.
+    names : tuple of str
+        The tensors, in order (``("W",)``, ``("K", "Q")``, ``("xi_k", "xi_q")``).
+    combine : callable
+        ``combine(params) -> W`` of shape ``([R,] d, d)``.
+    chain : callable
+        ``chain(params, grad_W) -> {name: grad}``; linear in ``grad_W``, so gradient mantissas map exactly.
+    """
+
+    kind: str
+    names: tuple[str, ...]
+    combine: Callable[[dict[str, torch.Tensor]], torch.Tensor]
+    chain: Callable[[dict[str, torch.Tensor], torch.Tensor], dict[str, torch.Tensor]]
+
+
+def _factored_chain(p: dict[str, torch.Tensor], g: torch.Tensor) -> dict[str, torch.Tensor]:
+    return {"K": g @ p["Q"], "Q": g.transpose(-1, -2) @ p["K"]}  # spec kq §2: grad_K = G Q, grad_Q = G^T K
+
+
+def _diagonal_chain(p: dict[str, torch.Tensor], g: torch.Tensor) -> dict[str, torch.Tensor]:
+    diag = torch.diagonal(g, dim1=-2, dim2=-1)  # spec kq §3.1: grad_xi_k = diag(G) * xi_q
+    return {"xi_k": diag * p["xi_q"], "xi_q": diag * p["xi_k"]}
+
+
+#: The three parametrisations of the papers: implicit-bias-ngd §2 (W), kq-nuclear-norm §1-2 (W = K Q^T) and §3.1
+#: (W = Diag(xi_k * xi_q)).
+PARAMETRIZATIONS: dict[str, Parametrization] = {
+    "W": Parametrization("W", ("W",), lambda p: p["W"], lambda p, g: {"W": g}),
+    "KQ": Parametrization("KQ", ("K", "Q"), lambda p: p["K"] @ p["Q"].transpose(-1, -2), _factored_chain),
+    "diag": Parametrization("diag", ("xi_k", "xi_q"), lambda p: torch.diag_embed(p["xi_k"] * p["xi_q"]), _diagonal_chain),
+}
 
 
 class TokenSelectionModel(nn.Module):
@@ -43,10 +88,17 @@ class TokenSelectionModel(nn.Module):
         else:
             self.register_buffer("v", head)
 
+    #: The parametrisation (None for a subclass that defines ``W`` and ``_chain`` itself).
+    parametrization: Parametrization | None = None
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        """The parametrisation's tensors by their names in :attr:`parametrization` (``{"W": self.weight}``...)."""
+        return {name: getattr(self, name) for name in self.parametrization.names}
+
     @property
     def W(self) -> torch.Tensor:  # noqa: N802 (the spec's symbol)
         """Combined key-query matrix, shape ``([R,] d, d)``."""
-        raise NotImplementedError
+        return self.parametrization.combine(self.tensors())
 
     @property
     def train_head(self) -> bool:
@@ -90,8 +142,10 @@ class TokenSelectionModel(nn.Module):
         return grads, log_risk
 
     def _chain(self, grad_W: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Map a gradient in ``W`` to gradients in the parametrisation (linear, so mantissas map exactly)."""
-        raise NotImplementedError
+        """Map a gradient in ``W`` to gradients of the module's parameters (linear, so mantissas map exactly)."""
+        names = {id(p): n for n, p in self.named_parameters()}
+        grads = self.parametrization.chain(self.tensors(), grad_W)
+        return {names[id(t)]: grads[k] for k, t in self.tensors().items() if id(t) in names}
 
 
 class Combined(TokenSelectionModel):
@@ -117,12 +171,10 @@ class Combined(TokenSelectionModel):
             raise ValidationError(f"W0 has shape {tuple(init.shape)}, expected ([R,] {d}, {d})")
         self.weight = nn.Parameter(init.clone())
 
-    @property
-    def W(self) -> torch.Tensor:  # noqa: N802
-        return self.weight
+    parametrization = PARAMETRIZATIONS["W"]
 
-    def _chain(self, grad_W: torch.Tensor) -> dict[str, torch.Tensor]:
-        return {"weight": grad_W}
+    def tensors(self) -> dict[str, torch.Tensor]:
+        return {"W": self.weight}
 
 
 class Factored(TokenSelectionModel):
@@ -160,13 +212,7 @@ class Factored(TokenSelectionModel):
         self.K = nn.Parameter(mats[0])
         self.Q = nn.Parameter(mats[1])
 
-    @property
-    def W(self) -> torch.Tensor:  # noqa: N802
-        return self.K @ self.Q.transpose(-1, -2)  # spec kq §1: W = K Q^T
-
-    def _chain(self, grad_W: torch.Tensor) -> dict[str, torch.Tensor]:
-        # spec kq §2: grad_K = grad_W Q, grad_Q = grad_W^T K
-        return {"K": grad_W @ self.Q, "Q": grad_W.transpose(-1, -2) @ self.K}
+    parametrization = PARAMETRIZATIONS["KQ"]  # spec kq §1: W = K Q^T
 
 
 class Diagonal(TokenSelectionModel):
@@ -199,10 +245,4 @@ class Diagonal(TokenSelectionModel):
         """``beta = xi_k * xi_q``, shape ``([R,] d)``. Spec: kq-nuclear-norm §3.1."""
         return self.xi_k * self.xi_q
 
-    @property
-    def W(self) -> torch.Tensor:  # noqa: N802
-        return torch.diag_embed(self.beta)  # spec kq §3.1: W = Diag(beta)
-
-    def _chain(self, grad_W: torch.Tensor) -> dict[str, torch.Tensor]:
-        g = torch.diagonal(grad_W, dim1=-2, dim2=-1)  # spec kq §3.1: grad_xi_k = diag(G) * xi_q
-        return {"xi_k": g * self.xi_q, "xi_q": g * self.xi_k}
+    parametrization = PARAMETRIZATIONS["diag"]  # spec kq §3.1: W = Diag(xi_k * xi_q)

@@ -4,6 +4,7 @@ Spec: ../shared/spec/softmax-ntk-diffusion.md.
 """
 
 from attnlab.ntk.comparison_nets import ExpMLP, ReluMLP
+from attnlab.ntk.empirical import empirical_ntk
 from attnlab.ntk.tangent_kernel import (
     cross_kernel,
     extreme_eigenvalues,
@@ -50,6 +51,7 @@ __all__ = [
     "cross_kernel",
     "denoiser_error_at",
     "denoising_set",
+    "empirical_ntk",
     "energy_distance",
     "euler_maruyama",
     "extreme_eigenvalues",

@@ -1,21 +1,22 @@
 """What every attnlab optimizer shares: a thin ``torch.optim.Optimizer`` shell around one pure functional update.
 
 The shell collects, over all parameter groups, the tensors that have a gradient together with their group's
-hyperparameters, runs the closure when one is given, calls the rule's functional, and copies the new values into
-the parameters. Norms over blocks of tensors (all tensors, one group, one tensor) live here because normalized
-GD, the Polyak step and the joint adaptive rule all divide by them.
+hyperparameters, runs the closure when one is given, builds the rule (:class:`attnlab.optim.transforms.Rule`) from
+the groups' hyperparameters, runs it, keeps the rule's state in ``self.state[p]`` and copies the new values into the
+parameters. The training engine asks the same optimizer for the same rule (:meth:`FunctionalOptimizer.rule`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
 from torch.optim import Optimizer
 
 from attnlab._validation import ValidationError
+from attnlab.optim.transforms import Context, Rule
 
 Closure = Callable[[], torch.Tensor]
 
@@ -37,34 +38,6 @@ def run_norms(tensor: torch.Tensor, run_dims: int = 0, ord: float = 2.0) -> torc
     if tensor.dim() == run_dims:
         return tensor.abs()
     return torch.linalg.vector_norm(tensor, ord, dim=tuple(range(run_dims, tensor.dim())))
-
-
-def block_norms(
-    tensors: Sequence[torch.Tensor], blocks: Sequence[Hashable] | None = None, run_dims: int = 0
-) -> list[torch.Tensor]:
-    r"""Euclidean norm of the block each tensor belongs to, per run; one float64 tensor per tensor.
-
-    Parameters
-    ----------
-    tensors : sequence of torch.Tensor, shapes ([R,] ...)
-    blocks : sequence of hashable, one per tensor, optional
-        Block label of each tensor; tensors with equal labels share one norm
-        :math:`\sqrt{\sum_{i \in b} \|t_i\|_F^2}`. ``None`` puts all tensors in one block (the global norm).
-    run_dims : int, default=0
-        Number of leading axes that index independent runs (``R``); each run gets its own norm.
-
-    Returns
-    -------
-    list of torch.Tensor, shape ([R,]), float64
-    """
-    labels = [0] * len(tensors) if blocks is None else list(blocks)
-    if len(labels) != len(tensors):
-        raise ValidationError(f"blocks has {len(labels)} labels for {len(tensors)} tensors; pass one per tensor")
-    members: dict[Hashable, list[torch.Tensor]] = {}
-    for label, tensor in zip(labels, tensors):
-        members.setdefault(label, []).append(run_norms(tensor, run_dims).to(torch.float64))
-    norms = {label: torch.linalg.vector_norm(torch.stack(parts), dim=0) for label, parts in members.items()}
-    return [norms[label] for label in labels]
 
 
 def per_run(coefficient: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
@@ -133,12 +106,12 @@ class ScaleInvariance:
 
 
 class FunctionalOptimizer(Optimizer):
-    """Base of attnlab's optimizers: validates every parameter group and does the bookkeeping of ``step``.
+    """Base of attnlab's optimizers: validates every parameter group and runs the group's rule at ``step``.
 
     Subclasses set ``scale_invariant = ScaleInvariance(default)`` and implement ``_check_group(group)`` (raise
-    :class:`~attnlab._validation.ValidationError` naming the bad hyperparameter),
-    ``_group_is_scale_invariant(group)`` and ``_update(tensors, loss) -> new_params`` (call the rule's functional
-    and keep its buffers in ``self.state``); ``_needs_loss()`` says whether ``step`` must be given a closure.
+    :class:`~attnlab._validation.ValidationError` naming the bad hyperparameter), ``_group_is_scale_invariant(group)``
+    and ``_rule(groups, group_ids) -> Rule`` (the chain of transforms for tensors in those groups); ``_needs_loss()``
+    says whether ``step`` must be given a closure.
     """
 
     @torch.no_grad()
@@ -150,14 +123,54 @@ class FunctionalOptimizer(Optimizer):
         """
         loss = loss_value(closure, type(self).__name__, needs_loss=self._needs_loss())
         tensors = self._gather()
-        self._write(tensors.params, self._update(tensors, loss))
+        if not tensors.params:
+            return loss
+        rule = self._rule(tensors.groups, tensors.group_ids)
+        log_risk = None if loss is None else torch.log(torch.as_tensor(loss).detach().to(torch.float64))
+        ctx = Context(params=tensors.params, run_dims=0, log_risk=log_risk, groups=tensors.group_ids)
+        state = self.load_rule_state(rule, tensors.params)
+        step, state = rule.step(tensors.grads, torch.zeros((), dtype=torch.float64), state, ctx)
+        self._write(tensors.params, rule.apply(tensors.params, step))
+        self.save_rule_state(rule, tensors.params, state)
         return loss
+
+    def rule(self, params: Sequence[torch.Tensor]) -> Rule:
+        """The rule this optimizer applies to ``params`` (each must be in one of its groups), for the engine."""
+        where = {id(p): (group, index) for index, group in enumerate(self.param_groups) for p in group["params"]}
+        missing = [i for i, p in enumerate(params) if id(p) not in where]
+        if missing:
+            raise ValidationError(
+                f"parameters at positions {missing} are not in any group of this {type(self).__name__}; build the "
+                "optimizer on the model's parameters (model.parameters())"
+            )
+        groups, ids = zip(*(where[id(p)] for p in params))
+        return self._rule(list(groups), list(ids))
+
+    def load_rule_state(self, rule: Rule, params: Sequence[torch.Tensor]) -> list:
+        """The rule's state for ``params``, read from ``self.state[p]`` (fresh where a tensor has none)."""
+        state = rule.init(params)
+        for s in state:
+            if isinstance(s, dict):
+                for key, values in s.items():
+                    for i, p in enumerate(params):
+                        if key in self.state[p]:
+                            values[i] = self.state[p][key]
+        return state
+
+    def save_rule_state(self, rule: Rule, params: Sequence[torch.Tensor], state: list) -> None:
+        """Write the rule's per-tensor state into ``self.state[p]`` (``state_dict`` saves it)."""
+        for s in state:
+            if isinstance(s, dict):
+                for key, values in s.items():
+                    for p, value in zip(params, values):
+                        if value is not None:
+                            self.state[p][key] = value
+
+    def _rule(self, groups: list[dict], group_ids: list[int]) -> Rule:
+        raise NotImplementedError
 
     def _needs_loss(self) -> bool:
         return False
-
-    def _update(self, tensors: GatheredTensors, loss: torch.Tensor | None) -> list[torch.Tensor]:
-        raise NotImplementedError
 
     def add_param_group(self, param_group: dict) -> None:
         super().add_param_group(param_group)

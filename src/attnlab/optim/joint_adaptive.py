@@ -11,17 +11,10 @@ from collections.abc import Hashable, Sequence
 import torch
 
 from attnlab._validation import ValidationError, check_in, check_scalar
-from attnlab.optim._base import (
-    FunctionalOptimizer,
-    GatheredTensors,
-    ScaleInvariance,
-    block_norms,
-    capped_step_size,
-    per_run,
-    per_tensor,
-)
+from attnlab.optim import transforms as tx
+from attnlab.optim._base import FunctionalOptimizer, ScaleInvariance, per_tensor
 
-__all__ = ["JointAdaptive", "joint_adaptive"]
+__all__ = ["JointAdaptive", "joint_adaptive", "joint_rule"]
 
 NORMALIZERS = ("loss", "block_grad_norm", "joint_grad_norm")
 
@@ -97,19 +90,28 @@ def joint_adaptive(
             f"loss == {loss if loss is None else torch.as_tensor(loss).tolist()}, must be a positive number for "
             f'normalizer="loss"; pass the current loss (exp or logistic losses are positive)'
         )
-    block_norm = block_norms(grads, blocks, run_dims)
-    joint_norm = block_norms(grads, None, run_dims)
-    new_params = []
-    for i, (param, grad, t) in enumerate(zip(params, grads, steps)):
-        N = torch.ones_like(joint_norm[i])
-        if uses_loss[i]:
-            N = torch.as_tensor(loss, dtype=torch.float64) * N
-        elif adaptives[i]:
-            N = {"block_grad_norm": block_norm[i], "joint_grad_norm": joint_norm[i]}[normalizers[i]]
-        # spec A6: η_t = η / (N_t (t+1)^α); a zero norm takes no step
-        step = capped_step_size(lrs[i] / (t + 1) ** alphas[i], N, max_step=None)
-        new_params.append(param - per_run(step, grad) * grad)
+    rule = joint_rule(lrs, alphas, normalizers, adaptives, blocks)
+    state = [{"step": list(steps)} if t.name == "decay" else None for t in rule.transforms]
+    log_risk = None if loss is None else torch.log(torch.as_tensor(loss, dtype=torch.float64))
+    new_params, _ = tx.run_rule(rule, params, grads, state, run_dims=run_dims, log_risk=log_risk)
     return new_params, [t + 1 for t in steps]
+
+
+def joint_rule(
+    lr: list, alpha: list, normalizer: list, adaptive: list, blocks: Sequence[Hashable] | None = None
+) -> tx.Rule:
+    """The chain of the joint adaptive rule: divide by ``N_t`` where adaptive, by ``(t+1)^alpha``, scale by ``eta``.
+
+    Spec: implicit-bias-ngd §4 A6 (``eta / (N_t (t+1)^alpha)``), A7 (per-block NGD: ``alpha = 0``, block norm).
+    """
+    by = [a and name for a, name in zip(adaptive, normalizer)]  # the normaliser in use, False where not adaptive
+    return tx.Rule((
+        tx.normalize_by_loss(enabled=[b == "loss" for b in by]),
+        tx.normalize("global" if blocks is None else list(blocks), enabled=[b == "block_grad_norm" for b in by]),
+        tx.normalize("global", enabled=[b == "joint_grad_norm" for b in by]),
+        tx.decay(alpha),
+        tx.scale_by_lr(lr),
+    ))
 
 
 class JointAdaptive(FunctionalOptimizer):
@@ -193,18 +195,6 @@ class JointAdaptive(FunctionalOptimizer):
     def _needs_loss(self) -> bool:
         return any(group["adaptive"] and group["normalizer"] == "loss" for group in self.param_groups)
 
-    def _update(self, tensors: GatheredTensors, loss: torch.Tensor | None) -> list[torch.Tensor]:
-        new_params, new_steps = joint_adaptive(
-            tensors.params,
-            tensors.grads,
-            [self.state[p].get("step", 0) for p in tensors.params],
-            lr=tensors.hyper("lr"),
-            alpha=tensors.hyper("alpha"),
-            normalizer=tensors.hyper("normalizer"),
-            adaptive=tensors.hyper("adaptive"),
-            loss=loss,
-            blocks=tensors.group_ids,
-        )
-        for param, t in zip(tensors.params, new_steps):
-            self.state[param]["step"] = t
-        return new_params
+    def _rule(self, groups: list[dict], group_ids: list[int]) -> tx.Rule:
+        hyper = [[g[k] for g in groups] for k in ("lr", "alpha", "normalizer", "adaptive")]
+        return joint_rule(*hyper, blocks=group_ids)

@@ -10,16 +10,10 @@ from collections.abc import Sequence
 import torch
 
 from attnlab._validation import check_in, check_scalar
-from attnlab.optim._base import (
-    FunctionalOptimizer,
-    GatheredTensors,
-    ScaleInvariance,
-    per_run,
-    per_tensor,
-    run_norms,
-)
+from attnlab.optim import transforms as tx
+from attnlab.optim._base import FunctionalOptimizer, ScaleInvariance, per_tensor
 
-__all__ = ["FLOAT64_EPS", "MirrorDescent", "mirror_descent"]
+__all__ = ["FLOAT64_EPS", "MirrorDescent", "md_rule", "mirror_descent"]
 
 FLOAT64_EPS = torch.finfo(torch.float64).eps  # spec mirror-descent-lp §4: the official code's eps in ‖G‖_q + eps
 
@@ -74,18 +68,16 @@ def mirror_descent(
     lrs, ps, normalize, epss = (
         per_tensor(value, n, name) for name, value in dict(lr=lr, p=p, normalized=normalized, eps=eps).items()
     )
-    new_params = []
-    for W, G, lr_i, p_i, normalize_i, eps_i in zip(params, grads, lrs, ps, normalize, epss):
-        if normalize_i:
-            q = p_i / (p_i - 1.0)
-            G = G / per_run(run_norms(G, run_dims, ord=q) + eps_i, G)  # spec §4: G / (‖G‖_q + eps)
-        dual = torch.sign(W) * W.abs().pow(p_i - 1.0)  # spec §3: ∇ψ(W) = sign(W) ⊙ |W|^(p−1)
-        if isinstance(lr_i, torch.Tensor):  # one step per run
-            M = dual - per_run(lr_i, G) * G  # spec §4: dual step M = ∇ψ(W) − η G
-        else:
-            M = torch.add(dual, G, alpha=-lr_i)  # spec §4: dual step M = ∇ψ(W) − η G
-        new_params.append(torch.sign(M) * M.abs().pow(1.0 / (p_i - 1.0)))  # spec §3: (∇ψ)⁻¹(M)
-    return new_params
+    return tx.run_rule(md_rule(lrs, ps, normalize, epss), params, grads, run_dims=run_dims)[0]
+
+
+def md_rule(lr: list, p: list, normalized: list, eps: list) -> tx.Rule:
+    """The chain of l_p mirror descent: dual-norm normalisation per tensor (optional), ``eta``, the mirror map.
+
+    Spec: mirror-descent-lp §4 (``G / (||G||_q + eps)``, ``q = p / (p - 1)``), §3 (mirror map).
+    """
+    q = [p_i / (p_i - 1.0) for p_i in p]
+    return tx.Rule((tx.normalize("tensor", ord=q, eps=eps, enabled=normalized), tx.scale_by_lr(lr)), mirror_p=p)
 
 
 class MirrorDescent(FunctionalOptimizer):
@@ -156,12 +148,5 @@ class MirrorDescent(FunctionalOptimizer):
     def _group_is_scale_invariant(self, group: dict) -> bool:
         return group["normalized"]
 
-    def _update(self, tensors: GatheredTensors, loss: torch.Tensor | None) -> list[torch.Tensor]:
-        return mirror_descent(
-            tensors.params,
-            tensors.grads,
-            lr=tensors.hyper("lr"),
-            p=tensors.hyper("p"),
-            normalized=tensors.hyper("normalized"),
-            eps=tensors.hyper("eps"),
-        )
+    def _rule(self, groups: list[dict], group_ids: list[int]) -> tx.Rule:
+        return md_rule(*([g[k] for g in groups] for k in ("lr", "p", "normalized", "eps")))

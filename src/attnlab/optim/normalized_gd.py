@@ -10,17 +10,10 @@ from collections.abc import Hashable, Sequence
 import torch
 
 from attnlab._validation import check_in, check_scalar
-from attnlab.optim._base import (
-    FunctionalOptimizer,
-    GatheredTensors,
-    ScaleInvariance,
-    block_norms,
-    capped_step_size,
-    per_run,
-    per_tensor,
-)
+from attnlab.optim import transforms as tx
+from attnlab.optim._base import FunctionalOptimizer, ScaleInvariance, capped_step_size, per_tensor
 
-__all__ = ["NormalizedGD", "normalized_gd", "normalized_step_size"]
+__all__ = ["NormalizedGD", "ngd_rule", "normalized_gd", "normalized_step_size"]
 
 MOMENTUM_VARIANTS = ("heavy_ball", "normalized_buffer")
 NORMALIZATIONS = ("global", "group", "tensor")
@@ -115,14 +108,30 @@ def normalized_gd(
     n = len(params)
     hyperparameters = dict(lr=lr, max_step=max_step, momentum=momentum, momentum_variant=momentum_variant)
     lrs, caps, betas, variants = (per_tensor(value, n, name) for name, value in hyperparameters.items())
-    old_buffers = per_tensor(None, n) if momentum_buffers is None else list(momentum_buffers)
-    # spec A4: m ← β m + g, with m = 0 before the first step
-    buffers = [g.clone() if m is None else torch.mul(m, beta).add_(g) for g, m, beta in zip(grads, old_buffers, betas)]
-    normalizers = [g if variant == "heavy_ball" else m for g, m, variant in zip(grads, buffers, variants)]
-    norms = block_norms(normalizers, blocks, run_dims)
-    step_sizes = [normalized_step_size(lr_i, norm, cap) for lr_i, norm, cap in zip(lrs, norms, caps)]
-    new_params = [param - per_run(step, m) * m for param, step, m in zip(params, step_sizes, buffers)]
-    return new_params, buffers
+    rule = ngd_rule(lrs, caps, betas, variants, blocks)
+    buffers = per_tensor(None, n) if momentum_buffers is None else list(momentum_buffers)
+    state = [{"momentum_buffer": buffers} if t.name == "momentum" else None for t in rule.transforms]
+    new_params, state = tx.run_rule(rule, params, grads, state, run_dims=run_dims)
+    kept = next((s["momentum_buffer"] for s in state if s is not None), per_tensor(None, n))
+    return new_params, [g.clone() if m is None else m for g, m in zip(grads, kept)]
+
+
+def ngd_rule(
+    lr: list, max_step: list, momentum: list, momentum_variant: list, blocks: str | Sequence[Hashable] | None = None
+) -> tx.Rule:
+    """The chain of transforms of normalised GD, one hyperparameter per tensor.
+
+    Spec: implicit-bias-ngd §4 A2 (normalise, scale by ``eta``, cap), A4 (momentum: heavy ball normalises by the
+    gradient *before* the buffer, the normalised-buffer variant by the buffer *after* it).
+    """
+    heavy = [v == "heavy_ball" or b == 0.0 for v, b in zip(momentum_variant, momentum)]  # beta = 0: buffer = g
+    chain = [tx.normalize(blocks, enabled=heavy)]
+    if any(b != 0.0 for b in momentum):
+        chain += [tx.momentum(momentum), tx.normalize(blocks, enabled=[not h for h in heavy])]
+    chain.append(tx.scale_by_lr(lr))
+    if any(m is not None and m != float("inf") for m in max_step):
+        chain.append(tx.cap(max_step))
+    return tx.Rule(tuple(chain))
 
 
 class NormalizedGD(FunctionalOptimizer):
@@ -221,22 +230,10 @@ class NormalizedGD(FunctionalOptimizer):
         uncapped = group["max_step"] is None or group["max_step"] == float("inf")
         return uncapped and group["momentum"] == 0.0
 
-    def _update(self, tensors: GatheredTensors, loss: torch.Tensor | None) -> list[torch.Tensor]:
+    def _rule(self, groups: list[dict], group_ids: list[int]) -> tx.Rule:
         blocks = [
             {"global": "global", "group": ("group", index), "tensor": ("tensor", position)}[group["normalization"]]
-            for position, (group, index) in enumerate(zip(tensors.groups, tensors.group_ids))
+            for position, (group, index) in enumerate(zip(groups, group_ids))
         ]
-        new_params, new_buffers = normalized_gd(
-            tensors.params,
-            tensors.grads,
-            [self.state[p].get("momentum_buffer") for p in tensors.params],
-            lr=tensors.hyper("lr"),
-            max_step=tensors.hyper("max_step"),
-            momentum=tensors.hyper("momentum"),
-            momentum_variant=tensors.hyper("momentum_variant"),
-            blocks=blocks,
-        )
-        for param, buffer, group in zip(tensors.params, new_buffers, tensors.groups):
-            if group["momentum"] != 0.0:
-                self.state[param]["momentum_buffer"] = buffer
-        return new_params
+        hyper = [[group[k] for group in groups] for k in ("lr", "max_step", "momentum", "momentum_variant")]
+        return ngd_rule(*hyper, blocks=blocks)

@@ -10,44 +10,11 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from attnlab._validation import ValidationError, check_scalar
-from attnlab.optim._base import (
-    FunctionalOptimizer,
-    GatheredTensors,
-    ScaleInvariance,
-    block_norms,
-    capped_step_size,
-    per_run,
-    per_tensor,
-)
+from attnlab._validation import check_scalar
+from attnlab.optim import transforms as tx
+from attnlab.optim._base import FunctionalOptimizer, ScaleInvariance, capped_step_size, per_tensor
 
-__all__ = ["PolyakStep", "polyak_step", "polyak_step_size"]
-
-# Two losses that agree to this many units in the last place count as equal: a converged run whose loss rounds
-# to just below the optimal loss then takes no step instead of stopping with an error.
-_ROUNDING_ULPS = 4
-
-
-def _loss_gap(loss: float | torch.Tensor, optimal_loss: float | torch.Tensor) -> torch.Tensor:
-    """``L − L*`` in float64, per run; refuses an optimal loss above the current loss (beyond rounding).
-
-    Raises
-    ------
-    ValidationError
-        If ``optimal_loss > loss`` by more than a few rounding units of the loss's dtype.
-    """
-    loss = loss if isinstance(loss, torch.Tensor) else torch.tensor(loss, dtype=torch.float64)
-    optimal = torch.as_tensor(optimal_loss, dtype=torch.float64)
-    eps = torch.finfo(loss.dtype).eps
-    gap = loss.to(torch.float64) - optimal
-    slack = _ROUNDING_ULPS * eps * torch.maximum(loss.to(torch.float64).abs(), optimal.abs())
-    if bool((gap < -slack).any()):
-        raise ValidationError(
-            f"optimal_loss == {optimal.tolist()} is above the current loss {loss.tolist()}; the Polyak step needs "
-            f"L* <= L: pass a smaller optimal_loss (0 is a lower bound for the exp, logistic and cross-entropy losses)"
-        )
-    return gap.clamp(min=0.0)
-
+__all__ = ["PolyakStep", "polyak_rule", "polyak_step", "polyak_step_size"]
 
 def polyak_step_size(
     loss: float | torch.Tensor,
@@ -85,7 +52,8 @@ def polyak_step_size(
     ValidationError
         If ``optimal_loss`` is above ``loss``.
     """
-    gap = _loss_gap(loss, optimal_loss)
+    loss = torch.as_tensor(loss, dtype=torch.float64)
+    gap = tx.loss_gap(torch.log(loss), optimal_loss)
     if log_scale is None:
         return capped_step_size(gap, c * grad_sq_norm, max_lr)  # spec A3/A8: η_t = min((L − L*) / (c ‖g‖²), η_max)
     # spec A3/A8 on g = m e^s: η_t e^s = min((L − L*) e^{-s} / (c ‖m‖²), η_max e^s)
@@ -144,10 +112,14 @@ def polyak_step(
     A zero gradient takes no step.
     """
     n = len(params)
-    caps, cs = per_tensor(max_lr, n, "max_lr"), per_tensor(c, n, "c")
-    sq_norm = block_norms(grads, None, run_dims)[0] ** 2
-    step_sizes = [polyak_step_size(loss, optimal_loss, sq_norm, max_lr=cap, c=c_i) for c_i, cap in zip(cs, caps)]
-    return [param - per_run(step, grad) * grad for param, step, grad in zip(params, step_sizes, grads)]
+    rule = polyak_rule(optimal_loss, per_tensor(c, n, "c"), per_tensor(max_lr, n, "max_lr"))
+    log_risk = torch.log(torch.as_tensor(loss, dtype=torch.float64))
+    return tx.run_rule(rule, params, grads, run_dims=run_dims, log_risk=log_risk)[0]
+
+
+def polyak_rule(optimal_loss: float | torch.Tensor | Callable[[], float], c: list, max_lr: list) -> tx.Rule:
+    """The chain of the Polyak step: step size ``(L - L*) / (c ||g||^2)``, then the cap. Spec: implicit-bias-ngd A3, A8."""
+    return tx.Rule((tx.polyak(optimal_loss, c), tx.cap(max_lr)))
 
 
 class PolyakStep(FunctionalOptimizer):
@@ -233,12 +205,5 @@ class PolyakStep(FunctionalOptimizer):
     def _needs_loss(self) -> bool:
         return True
 
-    def _update(self, tensors: GatheredTensors, loss: torch.Tensor | None) -> list[torch.Tensor]:
-        return polyak_step(
-            tensors.params,
-            tensors.grads,
-            loss=loss,
-            optimal_loss=self.optimal_loss() if callable(self.optimal_loss) else self.optimal_loss,
-            max_lr=tensors.hyper("max_lr"),
-            c=tensors.hyper("c"),
-        )
+    def _rule(self, groups: list[dict], group_ids: list[int]) -> tx.Rule:
+        return polyak_rule(self.optimal_loss, [g["c"] for g in groups], [g["max_lr"] for g in groups])

@@ -10,9 +10,10 @@ from collections.abc import Sequence
 import torch
 
 from attnlab._validation import ValidationError, check_scalar
-from attnlab.optim._base import Closure, FunctionalOptimizer, loss_value, per_tensor
+from attnlab.optim import transforms as tx
+from attnlab.optim._base import FunctionalOptimizer, per_tensor
 
-__all__ = ["PreconditionedGD", "preconditioned_gd"]
+__all__ = ["PreconditionedGD", "preconditioned_gd", "preconditioned_rule"]
 
 
 def preconditioned_gd(
@@ -39,15 +40,13 @@ def preconditioned_gd(
     list of torch.Tensor
         New parameters, same shapes and dtypes; the inputs are unchanged.
     """
-    new = []
-    for param, grad, step, left, right in zip(params, grads, per_tensor(lr, len(params)), left_inverses, right_inverses):
-        direction = grad.to(torch.float64)
-        if left is not None:
-            direction = left @ direction  # spec §5.4: Sigma_z_hat^{-1} grad_Q
-        if right is not None:
-            direction = direction @ right  # spec §5.4: grad_V Sigma_z_hat^{-1}, grad_Q Sigma_hat^{-1}
-        new.append(param - step * direction.to(param.dtype))
-    return new
+    rule = preconditioned_rule(per_tensor(lr, len(params)), list(left_inverses), list(right_inverses))
+    return tx.run_rule(rule, params, grads)[0]
+
+
+def preconditioned_rule(lr: list, left_inverses: list, right_inverses: list) -> tx.Rule:
+    """The chain of preconditioned GD: ``L^{-1} g R^{-1}``, then ``eta``. Spec: preconditioned-regression §5.4."""
+    return tx.Rule((tx.precondition(left_inverses, right_inverses), tx.scale_by_lr(lr)))
 
 
 class PreconditionedGD(FunctionalOptimizer):
@@ -140,17 +139,5 @@ class PreconditionedGD(FunctionalOptimizer):
     def _group_is_scale_invariant(self, group: dict) -> bool:
         return False
 
-    @torch.no_grad()
-    def step(self, closure: Closure | None = None) -> torch.Tensor | None:
-        """Take one step; ``closure`` (optional) recomputes the loss and gradients and its loss is returned."""
-        loss = loss_value(closure, "PreconditionedGD", needs_loss=False)
-        tensors = self._gather()
-        new_params = preconditioned_gd(
-            tensors.params,
-            tensors.grads,
-            lr=tensors.hyper("lr"),
-            left_inverses=tensors.hyper("left_inverse"),
-            right_inverses=tensors.hyper("right_inverse"),
-        )
-        self._write(tensors.params, new_params)
-        return loss
+    def _rule(self, groups: list[dict], group_ids: list[int]) -> tx.Rule:
+        return preconditioned_rule(*([g[k] for g in groups] for k in ("lr", "left_inverse", "right_inverse")))

@@ -15,6 +15,7 @@ import pandas as pd
 import torch
 
 from attnlab._validation import ValidationError, check_in, check_scalar, check_tensor
+from attnlab.callbacks import tidy_frame
 from attnlab.regression.regularizer import gradient as regularizer_gradient
 from attnlab.regression.renormalization import RENORMALIZATIONS, renormalize
 
@@ -138,9 +139,7 @@ def fit(
     def record(step: int) -> None:
         values = {name: metric(V, Q).detach() for name, metric in metrics.items()}
         index = torch.nonzero(alive).flatten()
-        rows.append(
-            pd.DataFrame({"run": index.numpy(), "step": step, **{k: v[index].numpy() for k, v in values.items()}})
-        )
+        rows.append(tidy_frame({"run": index, **{k: v[index] for k, v in values.items()}}, step=step))
 
     record(0)
     for step in (bar or iter)(range(1, steps + 1)):

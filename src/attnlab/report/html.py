@@ -1,9 +1,12 @@
 """The static reproduction report: ``index.html`` drawn from the run directories of a reproduce sweep.
 
-One section per paper, one card per experiment: its figures next to its theory-check table (claim, predicted,
-measured, tolerance, pass/fail), then its config (our defaults marked), notes, timings and versions. A run
-that raised shows its traceback instead. Every image and link is relative to the report folder, so the folder
-can be copied or served as it is.
+One section per paper, headed by how many of its checks are theorem predictions (``kind="theory"``) and how many
+are observations of real models (``kind="observation"``), counted from each run's ``checks.csv``. One card per
+experiment: its figures, each full width and linked to the full-size PNG and the PDF, then its check table
+(claim, predicted, measured, tolerance, result, source), its config (our defaults marked), notes, timings and
+versions. Claims and notes are ASCII in ``checks.csv``; the page shows them with Unicode symbols and HTML sub- and
+superscripts (:mod:`attnlab.report.text`), which need no network. A run that raised shows its traceback instead.
+Every image and link is relative to the report folder, so the folder can be copied or served as it is.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import pandas as pd
 
 from attnlab._validation import ValidationError
 from attnlab.experiments import CheckCounts, count_checks, get_experiment
+from attnlab.report.text import math_html, note_html
 from attnlab.runner import read_index, write_json
 from attnlab.runner.store import atomic_write
 
@@ -38,10 +42,18 @@ tr.fail-row td { background: #fdecee; }
 .disagree { color: #8a5a00; font-weight: 600; } tr.observation td { background: #f6f4ee; }
 .card { border: 1px solid #ddd; border-radius: 6px; padding: 0.8rem 1rem; margin: 1rem 0; }
 .card.error { border-color: #b00020; }
-.row { display: flex; flex-wrap: wrap; gap: 1.2rem; align-items: flex-start; }
-.figures { flex: 1 1 28rem; } .figures figure { margin: 0 0 0.8rem 0; }
-.figures img { max-width: 100%; border: 1px solid #eee; }
-.checks { flex: 1 1 28rem; overflow-x: auto; }
+.figures figure { margin: 0 0 1rem 0; }
+.figures img { display: block; width: 100%; height: auto; border: 1px solid #eee; }
+.figures figcaption { font-size: 0.85rem; color: #555; }
+table.check-table { width: 100%; table-layout: fixed; }
+table.check-table td { overflow-wrap: anywhere; }
+table.check-table td.value { font-family: ui-monospace, monospace; font-size: 0.78rem; }
+table.check-table col.claim { width: 36%; } table.check-table col.value { width: 13%; }
+table.check-table col.result { width: 8%; } table.check-table col.source { width: 17%; }
+table.check-table td.result { white-space: nowrap; }
+td.missing { color: #b00020; }
+.notes li { white-space: pre-line; margin: 0.2rem 0; }
+.note-pre, .note-table { font-size: 0.78rem; }
 .ours { background: #fff6d5; }
 pre { background: #f7f7f7; padding: 0.6rem; overflow-x: auto; font-size: 0.8rem; }
 details { margin: 0.4rem 0; }
@@ -148,15 +160,25 @@ def _checks_table(entry: ExperimentEntry) -> str:
         else:
             mark = '<span class="pass">pass</span>' if c.passed else '<span class="fail">FAIL</span>'
             cls = "" if c.passed else ' class="fail-row"'
-        rows.append(
-            f"<tr{cls}><td>{_e(c.claim)}</td><td>{_e(c.predicted)}</td><td>{_e(c.measured)}</td>"
-            f"<td>{_e(c.tolerance)}</td><td>{mark}</td><td>{_e(c.source)}</td></tr>"
+        tolerance = (
+            f'<td class="value">{math_html(c.tolerance)}</td>' if str(c.tolerance).strip()
+            else '<td class="value missing">none stated</td>'
         )
+        rows.append(
+            f'<tr{cls}><td>{math_html(c.claim)}</td><td class="value">{math_html(c.predicted)}</td>'
+            f'<td class="value">{math_html(c.measured)}</td>{tolerance}<td class="result">{mark}</td>'
+            f"<td>{_e(c.source)}</td></tr>"
+        )
+    columns = (
+        '<colgroup><col class="claim"><col class="value"><col class="value"><col class="value">'
+        '<col class="result"><col class="source"></colgroup>'
+    )
     head = "<tr><th>claim</th><th>predicted</th><th>measured</th><th>tolerance</th><th>result</th><th>source</th></tr>"
-    return f'<table class="check-table">{head}{"".join(rows)}</table>'
+    return f'<table class="check-table">{columns}{head}{"".join(rows)}</table>'
 
 
 def _figures(entry: ExperimentEntry) -> str:
+    """Each figure full width, linked to its full-size PNG and, when saved, its PDF."""
     names = entry.record.get("figures", [])
     pngs = [n for n in names if n.endswith(".png")]
     if not pngs:
@@ -164,10 +186,15 @@ def _figures(entry: ExperimentEntry) -> str:
     out = []
     for png in pngs:
         stem = png[: -len(".png")]
-        src = f"{entry.run_dir}/{png}"
+        src = f"{_e(entry.run_dir)}/{_e(png)}"
         pdf = f"{stem}.pdf"
-        link = f' (<a href="{_e(entry.run_dir)}/{_e(pdf)}">PDF</a>)' if pdf in names else ""
-        out.append(f'<figure><img src="{_e(src)}" alt="{_e(entry.name)}: {_e(stem)}"><figcaption>{_e(stem)}{link}</figcaption></figure>')
+        links = f'<a href="{src}">full-size PNG</a>'
+        if pdf in names:
+            links += f' · <a href="{_e(entry.run_dir)}/{_e(pdf)}">PDF</a>'
+        out.append(
+            f'<figure><a href="{src}"><img src="{src}" alt="{_e(entry.name)}: {_e(stem)}"></a>'
+            f"<figcaption>{_e(stem)}: {links}</figcaption></figure>"
+        )
     return "".join(out)
 
 
@@ -195,58 +222,78 @@ def _entry_html(entry: ExperimentEntry) -> str:
     verdict = "pass" if entry.counts.ok else "fail"
     ours = rec.get("defaults_ours", {})
     ours_text = ", ".join(f"{k}={v}" for k, v in ours.items()) or "none"
-    notes = "".join(f"<li>{_e(n)}</li>" for n in rec.get("notes", []))
+    notes = "".join(f"<li>{note_html(n)}</li>" for n in rec.get("notes", []))
     versions = "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in rec.get("versions", {}).items())
     seconds = rec.get("timings", {}).get("run_seconds", float("nan"))
     return (
         f'<div class="card" id="{anchor}"><h3>{_e(entry.name)} '
         f'<span class="{verdict}">{_e(entry.counts.describe())}</span></h3>'
-        f"<p>{_e(entry.summary)}</p>"
-        f'<div class="row"><div class="figures">{_figures(entry)}</div>'
+        f"<p>{math_html(entry.summary)}</p>"
+        f'<div class="figures">{_figures(entry)}</div>'
         f'<div class="checks">{_checks_table(entry)}'
         f'<p><b>Defaults that are ours</b> (the paper\'s numbers were lost): {_e(ours_text)}</p>'
-        + (f"<p><b>Notes</b></p><ul>{notes}</ul>" if notes else "")
+        + (f'<p><b>Notes</b></p><ul class="notes">{notes}</ul>' if notes else "")
         + f"<details><summary>config (seed {_e(rec.get('seed'))}, hash {_e(rec.get('config_hash', ''))}, "
         f"quick={_e(rec.get('quick'))}, {seconds:.1f} s)</summary>{_config_table(entry)}</details>"
         f"<details><summary>versions</summary><table>{versions}</table></details>"
         f'<p class="meta">outputs: <a href="{_e(entry.run_dir)}/record.json">record.json</a>, '
         f'<a href="{_e(entry.run_dir)}/checks.csv">checks.csv</a>, '
         f'<a href="{_e(entry.run_dir)}/trajectory.parquet">trajectory.parquet</a></p>'
-        "</div></div></div>"
+        "</div></div>"
     )
 
 
-def _page(entries: list[ExperimentEntry], title: str, subtitle: str, summary: ReportSummary) -> str:
+def _by_paper(entries: list[ExperimentEntry]) -> dict[str, list[ExperimentEntry]]:
     papers: dict[str, list[ExperimentEntry]] = {}
     for entry in entries:
         papers.setdefault(entry.paper, []).append(entry)
+    return papers
+
+
+def _paper_counts(items: list[ExperimentEntry]) -> CheckCounts:
+    """Theorem predictions (``kind="theory"``) and observations (``kind="observation"``) over the ``checks.csv``
+    of each run of a paper."""
+    return sum((e.counts for e in items), CheckCounts(0, 0, 0, 0))
+
+
+def _page(entries: list[ExperimentEntry], title: str, subtitle: str, summary: ReportSummary) -> str:
+    papers = _by_paper(entries)
     overview = []
     for paper, items in papers.items():
-        counts = sum((e.counts for e in items), CheckCounts(0, 0, 0, 0))
+        counts = _paper_counts(items)
         errors = sum(e.status != "done" for e in items)
         cls = "pass" if counts.ok and not errors else "fail"
         overview.append(
             f'<tr><td><a href="#{_anchor("paper-" + paper)}">{_e(paper)}</a></td><td>{len(items)}</td>'
-            f'<td class="{cls}">{counts.passed}/{counts.total}</td><td>{counts.agree}/{counts.observations}</td>'
-            f"<td>{errors}</td></tr>"
+            f'<td>{counts.total}</td><td class="{cls}">{counts.passed}</td>'
+            f"<td>{counts.observations}</td><td>{counts.agree}</td><td>{errors}</td></tr>"
         )
     sections = []
     for paper, items in papers.items():
+        counts = _paper_counts(items)
         links = " · ".join(f'<a href="#{_anchor(e.name)}">{_e(e.name)}</a>' for e in items)
+        kinds = (
+            f'<p class="kinds">{counts.total} theorem predictions (kind theory), {counts.passed} passed; '
+            f"{counts.observations} observations of real models (kind observation), {counts.agree} agree with "
+            "the paper.</p>"
+        )
         body = "".join(_entry_html(e) for e in items)
-        sections.append(f'<section id="{_anchor("paper-" + paper)}"><h2>{_e(paper)}</h2><p>{links}</p>{body}</section>')
+        sections.append(
+            f'<section id="{_anchor("paper-" + paper)}"><h2>{_e(paper)}</h2>{kinds}<p>{links}</p>{body}</section>'
+        )
     counts = summary.counts
     cls = "pass" if summary.ok else "fail"
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>"
         f"<h1>{_e(title)}</h1><p class=\"meta\">{_e(subtitle)}</p>"
         f'<p id="summary" class="{cls}">{counts.passed} of {counts.total} theory checks passed, '
         f"{counts.total - counts.passed} failed; {counts.agree} of {counts.observations} observations of real "
         f"models agree with the paper; {len(summary.entries) - len(summary.errors)} of {len(summary.entries)} "
         f"experiments finished, {len(summary.errors)} raised an error.</p>"
-        "<table><tr><th>paper</th><th>experiments</th><th>checks passed</th><th>observations agreeing</th>"
-        "<th>errors</th></tr>"
+        '<table id="overview"><tr><th>paper</th><th>experiments</th><th>theorem predictions</th><th>passed</th>'
+        "<th>observations of real models</th><th>agree with the paper</th><th>errors</th></tr>"
         f"{''.join(overview)}</table>{''.join(sections)}</body></html>\n"
     )
 
@@ -298,6 +345,11 @@ def build_report(
             "observations_agree": summary.counts.agree,
             "observations_total": summary.counts.observations,
             "experiments": len(entries),
+            "papers": {
+                paper: {"theory": c.total, "theory_passed": c.passed, "observations": c.observations,
+                        "observations_agree": c.agree}
+                for paper, c in ((p, _paper_counts(items)) for p, items in _by_paper(entries).items())
+            },
             "errors": [e.name for e in summary.errors],
             "failed_checks": [
                 f"{e.name}: {c.claim}"

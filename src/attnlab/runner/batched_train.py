@@ -12,8 +12,8 @@ A run's parameters (all plain values, so a sweep file can grid over any of them)
     d_e: 64
     init_scale: 0.0         # initial entries ~ N(0, init_scale^2 / d) from seed; 0 gives W0 = 0 (W, diag: 0 is
     seed: 0                 #   only allowed for "W": K = Q = 0 is a stationary point)
-    optimizer: ngd          # "gd", "ngd", "polyak", "md"
-    lr: 0.1
+    optimizer: ngd          # "gd", "ngd", "polyak", "md", "joint"
+    lr: 0.1                 # default 0.1; Polyak takes none (its step is (L - L*)/||g||^2)
     loss: exp
     steps: 1000
     record_every: 100       # rows of trajectory.parquet (default: first and last step)
@@ -21,7 +21,9 @@ A run's parameters (all plain values, so a sweep file can grid over any of them)
 
 Runs that differ only in ``seed``, ``data_seed`` and ``lr`` share a batch key, so the in-process executor
 trains them as one batched tensor program; every run writes ``trajectory.parquet``, ``W.npy`` (its final
-combined matrix, float64, shape (d, d)) and ``record.json``.
+combined matrix, float64, shape (d, d)) and ``record.json``. A run whose loss turns non-finite stops alone: its
+files hold its last finite iterate and its summary says ``status: diverged`` with the step; the other runs of its
+batch are unaffected.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ DEFAULTS: dict[str, Any] = {
     "init_scale": 0.0,
     "seed": 0,
     "optimizer": "ngd",
-    "lr": 0.1,
+    "lr": None,
     "loss": "exp",
     "steps": 1000,
     "record_every": None,
@@ -91,6 +93,13 @@ def _initial(p: dict[str, Any], d: int) -> dict[str, torch.Tensor]:
     }
 
 
+def _lrs(full: list[dict[str, Any]]) -> torch.Tensor:
+    """Each run's step size (the engine's default where a run gives none), shape (R,)."""
+    from attnlab.engine import DEFAULT_LR
+
+    return torch.tensor([DEFAULT_LR if p["lr"] is None else p["lr"] for p in full], dtype=torch.float64)
+
+
 class BatchedTrain(Task):
     """Sweep task ``batched-train``: token-selection training through :func:`attnlab.batched.train`.
 
@@ -116,7 +125,13 @@ class BatchedTrain(Task):
         check_in("param", p["param"], PARAMETRIZATIONS)
         check_in("optimizer", p["optimizer"], OPTIMIZERS)
         check_in("loss", p["loss"], LOSSES)
-        check_scalar("lr", p["lr"], low=0.0, low_inclusive=False)
+        if p["lr"] is not None:
+            if p["optimizer"] == "polyak":
+                raise ValidationError(
+                    "lr is set for optimizer polyak, whose step is (L - L*) / ||g||^2: drop lr (cap the step with "
+                    "options: {max_step: ...})"
+                )
+            check_scalar("lr", p["lr"], low=0.0, low_inclusive=False)
         check_scalar("steps", p["steps"], kind=int, low=0)
         check_scalar("init_scale", p["init_scale"], low=0.0)
         for key in ("seed", "data_seed"):
@@ -164,7 +179,7 @@ class BatchedTrain(Task):
             init.pop("W0", None),
             param=first["param"],
             optimizer=first["optimizer"],
-            lr=torch.tensor([p["lr"] for p in full], dtype=torch.float64),  # (R,)
+            lr=None if first["optimizer"] == "polyak" else _lrs(full),  # (R,)
             loss=first["loss"],
             steps=steps,
             record_every=first["record_every"] or max(steps, 1),
@@ -180,7 +195,8 @@ class BatchedTrain(Task):
             W = result.W[r].detach().numpy()  # (d, d)
             atomic_write(run_dir / "W.npy", lambda path, W=W: np.save(path, W))
             last = frame.iloc[-1]
-            summary = {"final_loss": float(last["loss"]), "final_norm": float(last["norm"])}
+            summary = {"final_loss": float(last["loss"]), "final_norm": float(last["norm"]),
+                       "status": result.status[r], "last_step": result.last_step[r]}
             record = {
                 "task": self.name,
                 "params": raw,

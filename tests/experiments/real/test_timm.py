@@ -36,3 +36,46 @@ def test_timm_vit_trains_one_epoch_under_each_optimizer(name, lr):
                   batch_size=16, seed=0)
     assert history.frame["step"].iloc[-1] == 3 and not history.frame["diverged"].any()
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
+
+
+def _timm_attention(qkv_bias, qk_norm=False):
+    from timm.layers.attention import Attention
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)  # timm initialises from the global RNG; fork_rng restores it afterwards
+        module = Attention(6, num_heads=3, qkv_bias=qkv_bias, qk_norm=qk_norm,
+                           norm_layer=torch.nn.LayerNorm if qk_norm else None).double().eval()
+        if qkv_bias:
+            torch.nn.init.normal_(module.qkv.bias)  # timm starts biases at 0: make them matter
+    module.fused_attn = False  # the explicit softmax, whose weights attn_drop receives
+    return module
+
+
+@pytest.mark.parametrize("qkv_bias", [False, True])
+def test_timm_head_W_reproduces_its_attention_weights(qkv_bias):
+    """attnlab.probe.head_W against timm's own softmax weights (read at attn_drop's input), float64."""
+    from attnlab.probe import capture, head_W
+
+    module = _timm_attention(qkv_bias)
+    x = torch.randn(3, 5, 6, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    seen = []
+    handle = module.attn_drop.register_forward_hook(lambda m, args, out: seen.append(args[0].detach()))
+    with torch.no_grad():
+        module(x)
+    handle.remove()
+    own = seen[0]  # (n, heads, L, T)
+    for head in range(3):
+        for query in range(5):
+            data = capture(module, module, x, query=query)
+            logits = torch.einsum("ntk,kq,nq->nt", data.X, head_W(module, head), data.Z)
+            torch.testing.assert_close(torch.softmax(logits, -1), own[:, head, query], rtol=0,
+                                       atol=1e-10)  # float64 round-off
+    assert head_W(module, 0).shape == ((7, 7) if qkv_bias else (6, 6))
+
+
+def test_timm_qk_norm_is_refused():
+    from attnlab._validation import ValidationError
+    from attnlab.probe import head_W
+
+    with pytest.raises(ValidationError, match="qk_norm=True normalises q and k"):
+        head_W(_timm_attention(False, qk_norm=True), 0)

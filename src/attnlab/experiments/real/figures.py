@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from attnlab.experiments.plotting import new_figure
+from attnlab.experiments.plotting import house_figure, new_figure, panel_grid
 
 __all__ = ["attention_figure", "curves_figure", "histogram_figure", "norms_figure"]
 
@@ -22,6 +22,7 @@ def _mean_band(ax: Any, frame: pd.DataFrame, x: str, y: str, label: str) -> None
     ax.fill_between(stats[x], stats["min"], stats["max"], alpha=0.2, color=line.get_color())
 
 
+@house_figure
 def curves_figure(frame: pd.DataFrame) -> Any:
     """Training loss (log scale) and test accuracy against epoch: mean over seeds, min-max band."""
     fig, axes = new_figure(2, width=4.2, height=3.2)
@@ -31,16 +32,16 @@ def curves_figure(frame: pd.DataFrame) -> Any:
     axes[0].set(yscale="log", xlabel="epoch", ylabel="training loss (cross-entropy)")
     axes[1].set(xlabel="epoch", ylabel="test accuracy")
     seeds = frame["seed"].nunique()
-    axes[0].set_title(f"mean over {seeds} seeds, band min-max", fontsize=8)
-    axes[1].legend(fontsize=7)
-    fig.tight_layout()
+    axes[0].set_title(f"mean over {seeds} seeds, band min-max")
+    axes[1].legend()
     return fig
 
 
+@house_figure
 def norms_figure(norms: pd.DataFrame) -> Any:
     """Per-layer parameter norm divided by its initial value, against epoch; one panel per optimizer."""
     names = list(dict.fromkeys(norms["optimizer"]))
-    fig, axes = new_figure(len(names), width=3.0, height=2.8)
+    fig, axes = panel_grid(len(names), columns=4, width=3.0, height=2.8)
     initial = norms[norms["epoch"] == 0].set_index(["optimizer", "seed", "layer"])["norm"]
     growth = norms.join(initial.rename("initial"), on=["optimizer", "seed", "layer"])
     growth = growth.assign(growth=growth["norm"] / growth["initial"])
@@ -48,14 +49,13 @@ def norms_figure(norms: pd.DataFrame) -> Any:
         mean = growth[growth["optimizer"] == name].groupby(["layer", "epoch"])["growth"].mean().reset_index()
         for layer, rows in mean.groupby("layer", sort=False):
             ax.plot(rows["epoch"], rows["growth"], label=layer)
-        ax.set(title=name, xlabel="epoch", yscale="log")
+        ax.set(title=name, xlabel="epoch", ylabel="layer norm / initial norm", yscale="log")
         ax.minorticks_off()  # log-axis minor tick labels cost ~0.5 s per saved figure
-    axes[0].set_ylabel("layer norm / initial norm (seed mean)")
-    axes[-1].legend(fontsize=6)
-    fig.tight_layout()
+    axes[-1].legend(title="layer (seed mean)")
     return fig
 
 
+@house_figure
 def histogram_figure(entries: pd.DataFrame) -> Any:
     """Histograms of |entry| of the key, query and value weights (all layers, first seed), per optimizer."""
     fig, axes = new_figure(3, width=3.8, height=3.0)
@@ -66,27 +66,26 @@ def histogram_figure(entries: pd.DataFrame) -> Any:
         rows = entries[entries["projection"] == projection]
         for name, part in rows.groupby("optimizer", sort=False):
             ax.hist(part["value"].abs().clip(lower=bins[0]), bins=bins, histtype="step", label=name)
-        ax.set(xscale="log", yscale="log", title=f"{projection} weights", xlabel="|entry|")
+        ax.set(xscale="log", yscale="log", title=f"{projection} weights", xlabel="$|$entry$|$", ylabel="count")
         ax.minorticks_off()
-    axes[0].set_ylabel("count")
-    axes[-1].legend(fontsize=7)
-    fig.tight_layout()
+    axes[-1].legend()
     return fig
 
 
+@house_figure
 def attention_figure(attention: pd.DataFrame, grid: tuple[int, int] | None = None) -> Any:
-    """First-token attention maps: one row per optimizer, one column per probe sample.
+    """First-token attention maps: one column per optimizer, one row per probe sample (a wide figure).
 
     ``grid``: reshape tokens 1.. (everything but the first token) into an image of this shape (ViT patches);
     ``None`` draws the weights over all tokens as a strip (text).
     """
     names = list(dict.fromkeys(attention["optimizer"]))
     samples = sorted(attention["sample"].unique())
-    fig, axes = new_figure(len(samples), len(names), width=1.6 if grid else 2.6, height=1.5 if grid else 0.7)
-    axes = axes.reshape(len(names), len(samples))
+    fig, axes = new_figure(len(names), len(samples), width=1.6, height=1.6 if grid else 0.6)
+    axes = axes.reshape(len(samples), len(names))
     top = float(attention["weight"].max())  # one colour scale for every map, so sharpness compares
-    for r, name in enumerate(names):
-        for c, sample in enumerate(samples):
+    for c, name in enumerate(names):
+        for r, sample in enumerate(samples):
             rows = attention[(attention["optimizer"] == name) & (attention["sample"] == sample)]
             weights = rows.sort_values("token")["weight"].to_numpy()
             image = weights[1:].reshape(grid) if grid else weights[None, :]
@@ -94,9 +93,10 @@ def attention_figure(attention: pd.DataFrame, grid: tuple[int, int] | None = Non
             ax.imshow(image, cmap="viridis", vmin=0.0, vmax=top, aspect="auto" if grid is None else "equal")
             ax.set_xticks([])
             ax.set_yticks([])
+            ax.spines[:].set_visible(False)  # an image needs no frame
+            if r == 0:
+                ax.set_title(name)
             if c == 0:
-                ax.set_ylabel(name, fontsize=7, rotation=0, ha="right", va="center")
-    fig.suptitle(f"attention of the first token, last layer, mean over heads (colour scale 0 to {top:.2f})",
-                 fontsize=8)
-    fig.tight_layout()
+                ax.set_ylabel(f"sample {sample}", fontsize=7, rotation=0, ha="right", va="center")
+    fig.suptitle(f"attention of the first token, last layer, mean over heads (colour scale 0 to {top:.2f})")
     return fig

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from attnlab._validation import ValidationError, check_scalar
+from attnlab.callbacks import CallbackList, Record
 from attnlab.experiments.real.split import Split
 from attnlab.runner.checkpoint import read_checkpoint
 from attnlab.runner.store import atomic_write
@@ -116,6 +117,14 @@ def _epoch_row(model: nn.Module, data: Split, epoch: int, step: int, metrics: Ma
     return row
 
 
+def _report(calls: CallbackList, row: dict[str, Any], steps: int, model: nn.Module,
+            optimizer: torch.optim.Optimizer) -> bool:
+    """Hand one epoch's row to the callbacks; True when one asks to stop."""
+    record = Record(step=row["step"], steps=steps, rows=pd.DataFrame([{"run": 0} | row]),
+                    state={"model": model, "optimizer": optimizer, "epoch": row["epoch"]})
+    return calls.record(record)
+
+
 def _save(path: Path, state: dict[str, Any]) -> None:
     atomic_write(path, lambda tmp: torch.save(state, tmp))
 
@@ -133,6 +142,7 @@ def fit(
     eval_batch_size: int = 512,
     progress: bool = False,
     desc: str = "",
+    callbacks: Sequence[Any] | None = None,
 ) -> History:
     """Train ``model`` with ``optimizer`` on mini-batches of ``data`` for ``epochs`` epochs of cross-entropy.
 
@@ -163,6 +173,11 @@ def fit(
         Show a tqdm bar over epochs.
     desc : str, default=""
         Label of the progress bar.
+    callbacks : sequence of attnlab.callbacks.Callback or callable, optional
+        Called through :class:`attnlab.callbacks.CallbackList`: ``on_start(steps)`` with the planned number of
+        optimizer steps, ``on_step(step)`` after each step, ``on_record`` with each epoch's row (``run`` 0,
+        ``state = {"model", "optimizer", "epoch"}``; epoch 0 before training, or the last finished epoch when
+        resuming), ``on_end``. A callback returning True from ``on_record`` stops training after that epoch.
 
     Returns
     -------
@@ -202,9 +217,12 @@ def fit(
             generator.set_state(state["generator"])
             rows, norms = state["rows"], state["norms"]
             start_epoch, step, seconds = state["epoch"] + 1, rows[-1]["step"], rows[-1]["seconds"]
+        calls, planned = CallbackList(callbacks), epochs * math.ceil(len(data.y_train) / batch_size)
+        calls.start(planned)
+        stop = _report(calls, rows[-1], planned, model, optimizer)
         bar = tqdm(range(start_epoch, epochs + 1), desc=desc, disable=not progress, leave=False)
         for epoch in bar:
-            if rows[-1]["diverged"]:
+            if rows[-1]["diverged"] or stop:
                 break
             model.train()
             started = time.perf_counter()
@@ -220,6 +238,7 @@ def fit(
 
                 loss = optimizer.step(closure)
                 step += 1
+                calls.step(step)
                 if loss is not None and not torch.isfinite(loss):
                     diverged = True
                     break
@@ -229,8 +248,10 @@ def fit(
             rows.append(row | {"seconds": seconds})
             norms += [{"epoch": epoch, "layer": k, "norm": v} for k, v in layer_norms(model).items()]
             bar.set_postfix(loss=f"{row['train_loss']:.3g}", acc=f"{row['test_accuracy']:.3f}")
+            stop = _report(calls, rows[-1], planned, model, optimizer)
             if path is not None:
                 _save(path, {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                              "torch_rng": torch.get_rng_state(), "generator": generator.get_state(),
                              "epoch": epoch, "seed": seed, "batch_size": batch_size, "rows": rows, "norms": norms})
+        calls.end()
     return History(pd.DataFrame(rows), pd.DataFrame(norms))

@@ -1,0 +1,252 @@
+"""The one training loop of token-selection attention: R runs on a runs axis, any parametrisation, any rule.
+
+Spec: implicit-bias-ngd §4 (the algorithms), mirror-descent-lp §4, kq-nuclear-norm §3 (the same rules on ``(K, Q)``
+and on the diagonal).
+
+Each step computes the log-scaled gradients of every run (:mod:`attnlab.engine.spaces`), records at the recorded
+steps (:mod:`attnlab.engine.recording`), runs the rule (a chain of :mod:`attnlab.optim.transforms`, or any other
+``torch.optim.Optimizer`` through its ``step``) and moves the runs. Runs never interact: norms, step sizes and the
+divergence policy are per run.
+
+Divergence: a run whose loss at the current iterate is not finite stops alone. It is put back to its previous
+iterate (whose loss was finite), marked ``"diverged"`` at that step, and takes no further step; the other runs go
+on. No row of a non-finite state is recorded.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+import torch
+
+from attnlab._validation import ValidationError
+from attnlab.callbacks import CallbackList, ProgressBar, Record
+from attnlab.engine.recording import Recorder
+from attnlab.engine.spaces import Gradient, KernelSpace, ParamSpace, Problem
+from attnlab.models import Parametrization
+from attnlab.optim.transforms import Context, Rule
+
+__all__ = ["EngineResult", "fit"]
+
+COMPLETED, DIVERGED, STOPPED = "completed", "diverged", "stopped"
+
+
+@dataclass
+class EngineResult:
+    """What :func:`fit` returns.
+
+    Attributes
+    ----------
+    params : dict of str to torch.Tensor
+        Final tensors of the parametrisation, runs axis first (a diverged run's last finite iterate).
+    W : torch.Tensor, shape (R, d, d)
+        Final combined matrices.
+    frame : pandas.DataFrame or None
+        Tidy rows, one per recorded (run, step) (None when nothing was recorded).
+    status : list of str
+        Per run: ``"completed"``, ``"diverged"`` or ``"stopped"`` (a callback asked to stop).
+    last_step : list of int
+        Per run, the step of the returned iterate.
+    iterates : dict of str to torch.Tensor, optional
+        With ``keep_iterates``: ``"step"`` (S,), ``"W"`` (S, R, d, d) and each tensor (S, R, ...) at the
+        recorded steps.
+    rule_state : list
+        The rule's final state (momentum buffers, step counts).
+    """
+
+    params: dict[str, torch.Tensor]
+    W: torch.Tensor
+    frame: pd.DataFrame | None
+    status: list[str]
+    last_step: list[int]
+    iterates: dict[str, torch.Tensor] | None = None
+    rule_state: list[Any] = field(default_factory=list)
+
+    @property
+    def diverged(self) -> list[int]:
+        """Indices of the runs that diverged."""
+        return [r for r, s in enumerate(self.status) if s == DIVERGED]
+
+
+def kernel_applies(param: Any, params: Mapping[str, torch.Tensor], problem: Problem, rule: Rule | None) -> bool:
+    """Whether the kernel-coefficient space serves this run: combined ``W``, fixed head, a rule that only rescales
+    gradients, and ``n T^2 <= d^2`` (spec implicit-bias-ngd §2-3.1)."""
+    n, T, d = problem.X.shape[-3:]
+    return getattr(param, "kind", param) == "W" and "v" not in params and rule is not None and rule.coefficient_only and n * T * T <= d * d
+
+
+def fit(
+    problem: Problem,
+    param: str | Parametrization,
+    params: dict[str, torch.Tensor],
+    steps: int,
+    rule: Rule | None = None,
+    *,
+    optimizer: torch.optim.Optimizer | None = None,
+    optimizer_params: Mapping[str, torch.Tensor] | None = None,
+    rule_state: list[Any] | None = None,
+    record_every: int | None = None,
+    recorder: Recorder | None = None,
+    callbacks: Iterable[Any] = (),
+    progress: bool | None = None,
+    desc: str = "train",
+    sync: Callable[[dict[str, torch.Tensor]], None] | None = None,
+) -> EngineResult:
+    """Train R runs for ``steps`` steps with ``rule`` (or a ``torch.optim`` ``optimizer``) and record them.
+
+    Parameters
+    ----------
+    problem : Problem
+        Data of the R runs.
+    param : {"W", "KQ", "diag"} or Parametrization
+        A model's own parametrisation (``model.parametrization``) is accepted too.
+    params : dict of str to torch.Tensor
+        Initial tensors, runs axis first (``"v"`` too when the head is trained). Owned (moved) by the engine.
+    steps : int
+    rule : Rule, optional
+        The update rule; runs per run on log-scaled gradients.
+    optimizer : torch.optim.Optimizer, optional
+        Instead of ``rule``: any optimizer over ``optimizer_params`` (the same tensors as ``params``, moved in place
+        by the optimizer); it receives true gradients in ``.grad``, or the gradients' mantissas if it declares
+        ``scale_invariant = True`` (its step is unchanged by a positive rescaling of each step's gradients).
+    rule_state : list, optional
+        The rule's state to start from (default ``rule.init``).
+    record_every : int, optional
+        Record steps 0, k, 2k, ... and the last; None records the first and the last.
+    recorder : Recorder, optional
+        What to record (columns, references, iterates); default loss, gradient norm and ``||W||``.
+    callbacks : iterable of Callback or callable
+        See :mod:`attnlab.callbacks`; a progress bar is added unless ``progress`` is False.
+    progress : bool, optional
+        Default: a bar only when stderr is a terminal.
+    desc : str
+        Progress-bar label.
+    sync : callable, optional
+        Called with the current tensors before each record (e.g. to copy them into a module for its metrics).
+
+    Returns
+    -------
+    EngineResult
+    """
+    if (rule is None) == (optimizer is None):
+        raise ValidationError("pass exactly one of rule= (a transforms Rule) and optimizer= (a torch optimizer)")
+    with torch.no_grad():  # gradients are formed explicitly (log-scaled): no autograd graph, ever
+        return _fit(problem, param, params, steps, rule, optimizer, optimizer_params, rule_state, record_every,
+                    recorder, callbacks, progress, desc, sync)
+
+
+def _fit(problem, param, params, steps, rule, optimizer, optimizer_params, rule_state, record_every, recorder,
+         callbacks, progress, desc, sync) -> EngineResult:
+    R = problem.X.shape[0]
+    bad = [k for k, t in params.items() if not bool(torch.isfinite(t).all())]
+    if bad:
+        raise ValidationError(f"initial parameters {bad} are not finite; pass finite initial values")
+    if optimizer is None and kernel_applies(param, params, problem, rule):
+        space: Any = KernelSpace(problem, params["W"])
+    else:
+        space = ParamSpace(param, params, problem)
+        space.want_weights = rule is not None and rule.needs_weights
+    recorder = recorder or Recorder()
+    state = rule.init([space.theta[k] for k in space.names] if isinstance(space, ParamSpace) else [space.omega]) \
+        if rule is not None and rule_state is None else rule_state
+    calls = CallbackList(list(callbacks) + ([] if progress is False else [ProgressBar(desc, show=progress)]))
+    active = torch.ones(R, dtype=torch.bool, device=problem.X.device)
+    status = [COMPLETED] * R
+    last_step = [steps] * R
+    frozen = False
+    stop_requested = False
+
+    calls.start(steps)
+    ctx = Context(params=[], run_dims=1, norms=space.norms, gradient_at=getattr(space, "gradient_at", None))
+    running = R  # runs still active (kept in Python: no device sync per step)
+    step = 0
+    for step in range(steps + 1):
+        gradient = space.gradient()
+        if not math.isfinite(float(gradient.log_risk.sum())):  # one divergence policy, per run (a sum of finite
+            # logs cannot overflow, so a non-finite sum means some run's loss is not finite)
+            newly = ~torch.isfinite(gradient.log_risk) & active
+            if step == 0:
+                raise ValidationError(
+                    f"the loss is not finite at the initial parameters of runs {newly.nonzero().flatten().tolist()}; "
+                    "check the data and the initialisation for overflow"
+                )
+            space.keep(newly)
+            active &= ~newly
+            for r in newly.nonzero().flatten().tolist():
+                status[r], last_step[r] = DIVERGED, step - 1
+                running -= 1
+            frozen = True
+            gradient = space.gradient()
+        if step == 0 or step == steps or (record_every is not None and step % record_every == 0):
+            current = space.params()
+            if sync is not None:
+                sync(current)
+            rows = recorder.record(step, space, gradient, active, current)
+            if calls.callbacks and calls.record(
+                Record(step, steps, rows(), {"status": status, "rule_state": state, **current})
+            ):
+                stop_requested = True
+        if step == steps or stop_requested or running == 0:
+            break
+        if optimizer is None:
+            ctx.params, ctx.log_risk, ctx.weights = _tensors(space), gradient.log_risk, gradient.weights
+            update, state = rule.step(gradient.mantissas, gradient.log_scale, state, ctx)
+            space.apply(rule, update)
+        else:
+            _torch_step(optimizer, optimizer_params, space, gradient)
+        if frozen:
+            space.keep(~active)
+        if calls.wants_steps:
+            calls.step(step + 1)
+    if stop_requested:
+        for r in range(R):
+            if status[r] == COMPLETED:
+                status[r], last_step[r] = STOPPED, step
+    calls.end()
+    return EngineResult(
+        params=space.params(), W=space.W(), frame=recorder.frame(), status=status, last_step=last_step,
+        iterates=recorder.iterates(), rule_state=state or [],
+    )
+
+
+def _tensors(space: Any) -> list[torch.Tensor]:
+    return [space.theta[k] for k in space.names] if isinstance(space, ParamSpace) else [space.omega]
+
+
+def _torch_step(
+    optimizer: torch.optim.Optimizer, params: Mapping[str, torch.Tensor], space: ParamSpace, gradient: Gradient
+) -> None:
+    """One step of a ``torch.optim`` optimizer over ``params``, which alias ``space``'s tensors.
+
+    The previous iterate is copied first (the optimizer moves the tensors in place), so the divergence policy can
+    put a run back.
+    """
+    space.spare = {k: t.detach().clone() for k, t in space.theta.items()}
+    mantissas = bool(getattr(optimizer, "scale_invariant", False))
+
+    def load(g: Gradient) -> torch.Tensor:
+        # an optimizer that declares scale_invariant = True gets the mantissas (its step ignores a positive
+        # rescaling of the gradients), so it stays exact after the gradient underflows
+        scale = torch.ones_like(g.log_scale) if mantissas else torch.exp(g.log_scale)
+        for name, m in zip(space.names, g.mantissas):
+            p = params[name]
+            p.grad = (m * scale.reshape((-1,) + (1,) * (m.dim() - 1))).reshape(p.shape).to(p.dtype)
+        return torch.exp(g.log_risk).sum()
+
+    loaded = load(gradient)
+    calls = [0]
+
+    def closure() -> torch.Tensor:
+        # the first call is this step's gradient, already loaded; later calls (line searches) recompute it at the
+        # optimizer's trial point
+        calls[0] += 1
+        if calls[0] == 1:
+            return loaded
+        with torch.no_grad():
+            return load(space.gradient())
+
+    optimizer.step(closure)

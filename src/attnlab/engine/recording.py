@@ -1,0 +1,112 @@
+"""What the engine records on the runs axis, and the one tidy frame builder of the library.
+
+Spec: implicit-bias-ngd §5 (alignment ``corr(W_t, W_ref)``), §9 fig. 2 (softmax on the selected tokens),
+kq-nuclear-norm §4 (margin ``mu(W)``), mirror-descent-lp §3 (directional Bregman divergence).
+
+Every recorded step gives one row per active run: ``run, step, loss, log_loss, grad_norm, norm`` and, when asked,
+``opt_softmax`` and ``margin`` of the selected tokens, the alignment with any number of reference directions per
+run (``alignment`` for one unnamed reference, ``alignment_<name>`` for named ones), their directional Bregman
+divergences, and any metric given as a plain function of the state. Columns are gathered as arrays and turned into
+one frame at the end (:func:`tidy_frame`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from attnlab.callbacks import tidy_frame
+from attnlab.metrics import attention_margin, cosine, directional_bregman, matrix_norm, selected_probability
+
+__all__ = ["Metric", "Recorder"]
+
+#: A metric of the engine: ``fn(state) -> tensor of shape (R,)``, ``state`` holding ``"W"`` (R, d, d), the
+#: parametrisation's tensors and the data ``"X", "Z", "y", "v"``.
+Metric = Callable[[Mapping[str, torch.Tensor]], torch.Tensor]
+
+
+class Recorder:
+    """What to record, and the rows recorded so far.
+
+    Parameters
+    ----------
+    refs : mapping of str to torch.Tensor of shape (R, d, d), optional
+        Reference directions per run; the key ``""`` names the column ``alignment``, others ``alignment_<key>``.
+    select : torch.Tensor, shape (R, n), int64, optional
+        Selected tokens: adds ``opt_softmax`` and ``margin``.
+    bregman_p : float, optional
+        Adds the directional Bregman divergence to each reference (``bregman`` / ``bregman_<key>``).
+    metrics : mapping of str to Metric, optional
+    keep_iterates : bool, default=False
+        Keep ``W`` and the tensors at every recorded step.
+    columns : mapping of str to sequence, optional
+        Constant per-run columns added to every row (e.g. ``seed``), each of length R.
+    """
+
+    def __init__(
+        self,
+        refs: Mapping[str, torch.Tensor] | None = None,
+        select: torch.Tensor | None = None,
+        bregman_p: float | None = None,
+        metrics: Mapping[str, Metric] | None = None,
+        keep_iterates: bool = False,
+        columns: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.refs = dict(refs or {})
+        self.select, self.bregman_p = select, bregman_p
+        self.metrics = dict(metrics or {})
+        self.keep = keep_iterates
+        self.columns = {k: np.asarray(v) for k, v in (columns or {}).items()}
+        self.parts: list[dict[str, np.ndarray]] = []
+        self.path: dict[str, list[torch.Tensor]] = {}
+
+    def record(
+        self, step: int, space: Any, gradient: Any, active: torch.Tensor, current: Mapping[str, torch.Tensor]
+    ) -> Callable[[], pd.DataFrame]:
+        """Record the active runs at ``step``; returns a function that builds this step's rows as a frame."""
+        W = current["W"] if "W" in current else space.W()
+        X, Z, y, v, _ = space.problem
+        log_norm = torch.log(space.norms(gradient.mantissas, None, 2.0)[0]) + gradient.log_scale
+        cols: dict[str, torch.Tensor] = {
+            "loss": gradient.log_risk.exp(),
+            "log_loss": gradient.log_risk,
+            "grad_norm": log_norm.exp(),
+            "norm": matrix_norm(W, "fro"),
+        }
+        if self.select is not None:
+            cols["opt_softmax"] = selected_probability(X, Z, W, self.select)  # spec ngd §9 fig. 2
+            cols["margin"] = attention_margin(X, Z, W, self.select)  # spec kq §4: mu(W)
+        for name, ref in self.refs.items():
+            suffix = f"_{name}" if name else ""
+            cols["alignment" + suffix] = cosine(W, ref)  # spec ngd §5: corr(W_t, W_ref)
+            if self.bregman_p is not None:
+                cols["bregman" + suffix] = directional_bregman(ref, W, float(self.bregman_p))  # spec md §3
+        if self.metrics:
+            state = {"W": W, **current, "X": X, "Z": Z, "y": y, "v": v if v is not None else current.get("v")}
+            for name, fn in self.metrics.items():
+                cols[name] = torch.as_tensor(fn(state)).reshape(-1).expand(W.shape[0])
+        keep = active.cpu().numpy()
+        runs = np.arange(W.shape[0])[keep]
+        part = {"run": runs, "step": np.full(len(runs), step)}
+        part.update({k: v[keep] for k, v in self.columns.items()})
+        part.update({k: t.detach().cpu().numpy()[keep] for k, t in cols.items()})
+        self.parts.append(part)
+        if self.keep:
+            for k, t in {"W": W, **current}.items():
+                self.path.setdefault(k, []).append(t.detach().clone())
+            self.path.setdefault("step", []).append(torch.tensor(step))
+        return lambda: tidy_frame(part)
+
+    def frame(self) -> pd.DataFrame | None:
+        """Every row recorded, one frame (None when nothing was recorded)."""
+        if not self.parts:
+            return None
+        return tidy_frame({k: np.concatenate([p[k] for p in self.parts]) for k in self.parts[0]})
+
+    def iterates(self) -> dict[str, torch.Tensor] | None:
+        """``{"step": (S,), "W": (S, R, d, d), name: (S, R, ...)}`` when iterates were kept."""
+        return {k: torch.stack(v) for k, v in self.path.items()} if self.keep and self.path else None

@@ -1,0 +1,214 @@
+"""Where the parameters of R runs live, how their gradients and norms are computed, and how a rule moves them.
+
+Spec: implicit-bias-ngd §2-3.1 (model, cancellation-free log-scaled gradient, the logit kernel), kq-nuclear-norm
+§2-3.1 (chain rule of ``(K, Q)`` and of the diagonal), mirror-descent-lp §4 (the mirror map acts on the parameters).
+
+Two spaces serve every rule of :mod:`attnlab.optim.transforms`:
+
+- :class:`ParamSpace`: the parametrisation's own tensors (``W``; ``K, Q``; ``xi_k, xi_q``; and ``v`` when the head
+  is trained), one :func:`~attnlab.models.functional.loss_gradients` per step and the parametrisation's chain rule;
+- :class:`KernelSpace`: ``W = W_0 + sum_it omega_it x_it z_i^T`` trained through its ``nT`` coefficients, for a
+  combined ``W`` with a fixed head under a rule that only rescales gradients, when ``n T^2 <= d^2``: a step costs one
+  ``(nT) x (nT)`` product per run instead of two ``d x d`` contractions.
+
+Both keep the state before the last step (the update is written into a spare buffer and the two are swapped), so
+a run whose loss turns non-finite can be put back to its last finite state without a copy per step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from typing import NamedTuple
+
+import torch
+
+from attnlab._validation import ValidationError
+from attnlab.models import PARAMETRIZATIONS, Parametrization
+from attnlab.models.functional import (
+    ScoreGaps,
+    attention_logits,
+    logit_derivatives,
+    logit_kernel,
+    loss_gradients,
+    outer_sum,
+    score_gaps,
+    token_scores,
+)
+from attnlab.optim.transforms import Rule, Step, block_norms
+
+__all__ = ["Gradient", "KernelSpace", "ParamSpace", "Problem"]
+
+
+class Problem(NamedTuple):
+    """Token-selection data of R runs (runs axis first; runs that share a data set may be stride-0 views).
+
+    Attributes
+    ----------
+    X : torch.Tensor, shape (R, n, T, d)
+    Z : torch.Tensor, shape (R, n, d)
+    y : torch.Tensor, shape (R, n)
+    v : torch.Tensor, shape (R, d), or None
+        The fixed head; None when the head is trained (it is then a parameter, ``"v"``).
+    loss : {"exp", "logistic"}
+    """
+
+    X: torch.Tensor
+    Z: torch.Tensor
+    y: torch.Tensor
+    v: torch.Tensor | None
+    loss: str
+
+
+class Gradient(NamedTuple):
+    """Log-scaled gradients of R runs: ``grad_i = mantissas[i] * exp(log_scale)``, one scale per run.
+
+    ``weights`` is ``dL/ds`` (shape (R, n, T), same scale) when the space was asked for it (gradient flow's phi).
+    """
+
+    mantissas: list[torch.Tensor]
+    log_scale: torch.Tensor
+    log_risk: torch.Tensor
+    weights: torch.Tensor | None = None
+
+
+class ParamSpace:
+    """The parametrisation's tensors of R runs, each with the runs axis first.
+
+    Parameters
+    ----------
+    param : {"W", "KQ", "diag"} or Parametrization
+    params : dict of str to torch.Tensor
+        The tensors of :data:`attnlab.models.PARAMETRIZATIONS` ``[param].names``, plus ``"v"`` (shape (R, d)) when
+        the head is trained. Owned by the space from here on (moved in place).
+    problem : Problem
+    """
+
+    def __init__(self, param: str | Parametrization, params: dict[str, torch.Tensor], problem: Problem) -> None:
+        self.parametrization = PARAMETRIZATIONS[param] if isinstance(param, str) else param
+        self.names = list(self.parametrization.names) + (["v"] if "v" in params else [])
+        self.theta = {k: params[k] for k in self.names}
+        self.problem = problem
+        self.head = "v" in params
+        # fixed data and head: the W-independent part of every gradient, once
+        self.gaps: ScoreGaps | None = None if self.head else score_gaps(token_scores(problem.X, problem.y, problem.v))
+        self.spare: dict[str, torch.Tensor] | None = None  # the state before the last step, once one was taken
+        self.buffer: torch.Tensor | None = None  # each gradient's W mantissa is used up within its step: reuse it
+        self.want_weights = False  # also return dL/ds (set by the engine for rules that integrate it)
+
+    def W(self) -> torch.Tensor:  # noqa: N802 (the spec's symbol)
+        """Combined matrices, shape (R, d, d)."""
+        return self.parametrization.combine(self.theta)
+
+    def params(self) -> dict[str, torch.Tensor]:
+        return dict(self.theta)
+
+    def gradient(self) -> Gradient:
+        return self.gradient_at([self.theta[k] for k in self.names], out=self.buffer)
+
+    def gradient_at(self, tensors: Sequence[torch.Tensor], out: torch.Tensor | None = None) -> Gradient:
+        """The gradient at other values of the tensors (in :attr:`names` order), e.g. a Runge-Kutta stage."""
+        theta = dict(zip(self.names, tensors))
+        X, Z, y, v, loss = self.problem
+        head = theta["v"] if self.head else v
+        gaps = self.gaps if not self.head else None
+        gW, gv, log_risk, *weights = loss_gradients(X, Z, y, head, self.parametrization.combine(theta), loss,
+                                                    head=self.head, gaps=gaps, out=out, return_weights=self.want_weights)
+        if out is not None:
+            self.buffer = gW.mantissa
+        grads = self.parametrization.chain(theta, gW.mantissa)  # spec kq §2: linear, so mantissas map exactly
+        if self.head:
+            grads["v"] = gv.mantissa
+        return Gradient([grads[k] for k in self.names], gW.log_scale, log_risk,
+                        weights[0].mantissa if weights else None)
+
+    def norms(self, tensors: Sequence[torch.Tensor], blocks: Sequence[Hashable] | None, ord: float) -> list[torch.Tensor]:
+        return block_norms(tensors, blocks, 1, ord)
+
+    def apply(self, rule: Rule, step: Step) -> None:
+        """Move every run by ``step`` (written into the spare buffers, then swapped)."""
+        old = [self.theta[k] for k in self.names]
+        out = None if self.spare is None or rule.mirror_p is not None else [self.spare[k] for k in self.names]
+        new = rule.apply(old, step, out=out)
+        self.spare, self.theta = self.theta, dict(zip(self.names, new))
+
+    def keep(self, runs: torch.Tensor) -> None:
+        """Put ``runs`` (bool, shape (R,)) back to their state before the last step."""
+        for k in self.names:
+            self.theta[k][runs] = self.spare[k][runs]
+
+    def state(self) -> dict[str, torch.Tensor]:
+        return self.theta
+
+
+class KernelSpace:
+    """``W = W_0 + sum_it omega_it x_it z_i^T`` of R runs, trained through the ``nT`` coefficients ``omega``.
+
+    Spec: implicit-bias-ngd §2-3.1. Gradient rules keep ``W - W_0`` in the span of the ``x_it z_i^T``, since every
+    gradient is ``outer_sum(X, Z, dL/ds)``. With the logit kernel ``K`` (:func:`logit_kernel`), a step
+    ``omega <- omega - c u`` moves the logits by ``-c K u`` and ``||outer_sum(X, Z, u)||_F^2 = u^T K u``. Same
+    iterates as on ``W`` itself, up to rounding (the logits are updated, not recomputed from ``W``).
+
+    Parameters
+    ----------
+    problem : Problem
+        With a fixed head.
+    W0 : torch.Tensor, shape (R, d, d)
+    """
+
+    def __init__(self, problem: Problem, W0: torch.Tensor) -> None:
+        X, Z = problem.X, problem.Z
+        R, n, T = X.shape[0], X.shape[-3], X.shape[-2]
+        shared = X.stride(0) == 0 and Z.stride(0) == 0  # one data set for every run: one kernel for all
+        self.kernel = logit_kernel(X[0], Z[0]) if shared else logit_kernel(X, Z)  # ([R,] nT, nT), symmetric
+        self.problem, self.W0, self.shape = problem, W0, (R, n, T)
+        self.gaps = score_gaps(token_scores(X, problem.y, problem.v))
+        self.logits = attention_logits(X, W0, Z).reshape(R, n * T)  # spec ngd §2: s = x^T W_0 z, then moved by K
+        self.omega = torch.zeros(R, n * T, dtype=W0.dtype, device=W0.device)
+        self.spare: tuple[torch.Tensor, torch.Tensor] | None = None
+        self.moved: tuple[torch.Tensor, torch.Tensor] | None = None  # (u, K u) of the last gradient
+
+    def _apply_kernel(self, u: torch.Tensor) -> torch.Tensor:
+        """``K u`` per run, shape (R, nT): one (1, nT) x (nT, nT) row product per run (K is symmetric; the row form
+        is ~3x faster than the column one in MKL), or one GEMM when the runs share K."""
+        if self.kernel.dim() == 2:
+            return u @ self.kernel
+        return torch.bmm(u[:, None, :], self.kernel)[:, 0]
+
+    def W(self) -> torch.Tensor:  # noqa: N802
+        R, n, T = self.shape
+        return self.W0 + outer_sum(self.problem.X, self.problem.Z, self.omega.view(R, n, T))
+
+    def params(self) -> dict[str, torch.Tensor]:
+        return {"W": self.W()}
+
+    def gradient(self) -> Gradient:
+        derivatives = logit_derivatives(self.logits.view(self.shape), self.gaps, self.problem.loss)
+        weights = derivatives.scaled()  # spec ngd §3.1: dL/ds = mantissa e^{log_scale}
+        u = weights.mantissa.reshape(self.shape[0], -1)
+        self.moved = (u, self._apply_kernel(u))
+        return Gradient([u], weights.log_scale, derivatives.log_risk)
+
+    def norms(self, tensors: Sequence[torch.Tensor], blocks: Sequence[Hashable] | None, ord: float) -> list[torch.Tensor]:
+        if ord != 2.0:
+            raise ValidationError(f"the kernel space has Frobenius norms only, got ord={ord}")
+        (u,) = tensors
+        Ku = self.moved[1] if self.moved is not None and u is self.moved[0] else self._apply_kernel(u)
+        return [torch.sqrt((u * Ku).sum(dim=-1).clamp_(min=0.0))]  # ||outer_sum(u)||_F^2 = u^T K u (>= 0 up to rounding)
+
+    def apply(self, rule: Rule, step: Step) -> None:
+        (u,) = step.direction
+        Ku = self.moved[1] if self.moved is not None and u is self.moved[0] else self._apply_kernel(u)
+        coef = -(torch.exp(step.log_coef[0]) * step.factor[0])[:, None]
+        if self.spare is None:
+            new = (torch.addcmul(self.omega, coef, u), torch.addcmul(self.logits, coef, Ku))
+        else:
+            new = (torch.addcmul(self.omega, coef, u, out=self.spare[0]),
+                   torch.addcmul(self.logits, coef, Ku, out=self.spare[1]))  # spec ngd §2: logits move by -c K u
+        self.spare, (self.omega, self.logits) = (self.omega, self.logits), new
+
+    def keep(self, runs: torch.Tensor) -> None:
+        self.omega[runs] = self.spare[0][runs]
+        self.logits[runs] = self.spare[1][runs]
+
+    def state(self) -> dict[str, torch.Tensor]:
+        return {"omega": self.omega, "logits": self.logits}

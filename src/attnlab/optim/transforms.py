@@ -1,0 +1,564 @@
+"""Update rules as small composable pure transforms, each written once beside its spec formula.
+
+Spec: implicit-bias-ngd §4 (A1 GD, A2 NGD and its cap, A3 Polyak, A4 momentum, A6 joint adaptive rule, A7 per-block
+NGD, A8 SPS), mirror-descent-lp §3-4 (l_p mirror map, dual-norm normalisation), preconditioned-regression §5.4
+(preconditioner).
+
+An update is built as a :class:`Step`: per tensor, a *direction* and a per-run *log coefficient*, the update being
+``theta <- theta - exp(log_coef) * direction`` (or its mirror-map form). The direction starts as the gradient's
+mantissa ``m`` with ``grad = m * exp(log_scale)`` (one ``log_scale`` per run; 0 for plain gradients) and the
+coefficient as ``log_scale``, so the untouched chain is plain GD. Every transform changes coefficients in the log
+domain and leaves mantissas alone, so a normalised rule stays exact after the true gradient underflows.
+
+A :class:`Transform` is a pair of pure functions (``init(params) -> state``, ``update(step, state, context) ->
+(step, state)``); state is plain data (lists with one entry per tensor), passed in and out, never hidden. A
+:class:`Rule` is a chain of transforms plus how the update is applied (added, or through the l_p mirror map). The
+``torch.optim`` classes of :mod:`attnlab.optim` and the training engine (:mod:`attnlab.engine`) run the same rules,
+so ``NormalizedGD`` handed to :func:`attnlab.train` and ``optimizer="ngd"`` in :func:`attnlab.batched.train` are
+one code path.
+
+Hyperparameters are given once (a scalar, or a per-run tensor of shape ``(R,)``) or per tensor (a list), which is
+how parameter groups map onto a rule.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import torch
+
+from attnlab._validation import ValidationError
+
+__all__ = [
+    "Context",
+    "loss_gap",
+    "mirror_step",
+    "run_rule",
+    "Rule",
+    "Step",
+    "Transform",
+    "block_norms",
+    "cap",
+    "decay",
+    "momentum",
+    "normalize",
+    "normalize_by_loss",
+    "polyak",
+    "precondition",
+    "scale_by_lr",
+]
+
+Norms = Callable[[Sequence[torch.Tensor], Sequence[Hashable] | None, float], list[torch.Tensor]]
+
+
+class Step(NamedTuple):
+    """An update under construction: ``theta_i <- theta_i - factor_i * exp(log_coef_i) * direction_i``.
+
+    Attributes
+    ----------
+    direction : list of torch.Tensor, shapes ([R,] ...)
+        Mantissas of the base direction (the gradient, or a momentum buffer).
+    log_scale : torch.Tensor, shape ([R,])
+        The base direction's true value is ``direction * exp(log_scale)``.
+    log_coef : list of torch.Tensor, shape ([R,]) each
+        Log coefficient of each tensor's mantissa (``-inf``: no step).
+    factor : list of float or torch.Tensor of shape ([R,])
+        Learning rates, kept as plain multipliers so that ``exp(0) * eta`` is ``eta`` to the bit (GD through a rule
+        equals ``torch.optim.SGD`` exactly).
+    """
+
+    direction: list[torch.Tensor]
+    log_scale: torch.Tensor
+    log_coef: list[torch.Tensor]
+    factor: list[float | torch.Tensor]
+
+    def log_total(self, i: int) -> torch.Tensor:
+        """Log of tensor ``i``'s full coefficient, ``log_coef + log factor``."""
+        return self.log_coef[i] + _log(self.factor[i], self.log_coef[i])
+
+
+def block_norms(
+    tensors: Sequence[torch.Tensor], blocks: Sequence[Hashable] | None = None, run_dims: int = 0, ord: float = 2.0
+) -> list[torch.Tensor]:
+    r"""Entrywise l_ord norm of the block each tensor belongs to, per run; one float64 tensor per tensor.
+
+    Parameters
+    ----------
+    tensors : sequence of torch.Tensor, shapes ([R,] ...)
+    blocks : sequence of hashable, one per tensor, optional
+        Tensors with equal labels share one norm :math:`(\sum_{i \in b} \|t_i\|_{ord}^{ord})^{1/ord}`; ``None``
+        puts every tensor in one block (the global norm).
+    run_dims : int, default=0
+        Leading axes that index independent runs; each run gets its own norm.
+    ord : float, default=2
+
+    Returns
+    -------
+    list of torch.Tensor, shape ([R,]), float64
+    """
+    labels = [0] * len(tensors) if blocks is None else list(blocks)
+    if len(labels) != len(tensors):
+        raise ValidationError(f"blocks has {len(labels)} labels for {len(tensors)} tensors; pass one per tensor")
+    members: dict[Hashable, list[torch.Tensor]] = {}
+    for label, tensor in zip(labels, tensors):
+        dims = tuple(range(run_dims, tensor.dim()))
+        part = torch.linalg.vector_norm(tensor, ord, dim=dims) if dims else tensor.abs()
+        members.setdefault(label, []).append(part if part.dtype == torch.float64 else part.to(torch.float64))
+    norms = {
+        label: parts[0] if len(parts) == 1 else torch.linalg.vector_norm(torch.stack(parts), ord, dim=0)
+        for label, parts in members.items()
+    }
+    return [norms[label] for label in labels]
+
+
+@dataclass
+class Context:
+    """What a transform may read besides the step: current parameters, loss, blocks and how norms are taken.
+
+    Attributes
+    ----------
+    params : list of torch.Tensor
+        Current parameters (``([R,] ...)``), in the order of the step's tensors.
+    run_dims : int
+        Leading runs axes (0 for a ``torch.optim`` step, 1 in the engine).
+    log_risk : torch.Tensor, shape ([R,]), optional
+        ``log L`` at the current parameters (Polyak step, loss normaliser).
+    groups : list of hashable
+        Parameter-group label of each tensor (``normalize(blocks="group")``).
+    norms : callable, optional
+        ``norms(tensors, blocks, ord) -> list of ([R,])``: norms in the geometry of the parameters. Default
+        :func:`block_norms`; the engine's kernel space passes norms computed through the logit kernel.
+    weights : torch.Tensor, optional
+        Mantissa of ``dL/ds`` at the current parameters (same ``log_scale`` as the gradient), for rules that
+        integrate it (gradient flow's ``phi``).
+    gradient_at : callable, optional
+        ``gradient_at(tensors) -> Gradient`` at other parameter values (multi-stage integrators).
+    """
+
+    params: list[torch.Tensor]
+    run_dims: int = 0
+    log_risk: torch.Tensor | None = None
+    groups: list[Hashable] = field(default_factory=list)
+    norms: Norms | None = None
+    weights: torch.Tensor | None = None
+    gradient_at: Callable[[Sequence[torch.Tensor]], Any] | None = None
+
+    def block_norms(self, tensors: Sequence[torch.Tensor], blocks: Sequence[Hashable] | None, ord: float = 2.0):
+        if self.norms is not None:
+            return self.norms(tensors, blocks, ord)
+        return block_norms(tensors, blocks, self.run_dims, ord)
+
+
+class Transform(NamedTuple):
+    """A pure update transform: ``init(params) -> state`` and ``update(step, state, context) -> (step, state)``.
+
+    ``coefficient_only`` says the transform touches coefficients, never directions, so it can run on any
+    representation of the direction (the engine's kernel coefficients); ``scale_invariant`` that the update is
+    unchanged when every gradient of a step is multiplied by one positive constant.
+    """
+
+    name: str
+    init: Callable[[Sequence[torch.Tensor]], Any]
+    update: Callable[[Step, Any, Context], tuple[Step, Any]]
+    coefficient_only: bool = True
+    scale_invariant: bool = True
+
+
+def _stateless(params: Sequence[torch.Tensor]) -> None:
+    return None
+
+
+def _per_tensor(value: Any, n: int, name: str) -> list:
+    """A hyperparameter given once or per tensor (a list or tuple), as a list of length ``n``."""
+    if isinstance(value, (list, tuple)):
+        if len(value) != n:
+            raise ValidationError(f"{name} has {len(value)} entries for {n} tensors; pass one value or one per tensor")
+        return list(value)
+    return [value] * n
+
+
+def _log(value: float | torch.Tensor, like: torch.Tensor) -> float | torch.Tensor:
+    """``log(value)``: a float for a number, a float64 tensor for a per-run value of shape ``(R,)``."""
+    if isinstance(value, torch.Tensor):
+        return torch.log(value.to(dtype=torch.float64, device=like.device))
+    return math.log(value) if value > 0 else -math.inf
+
+
+def _divide_by(log_coef: torch.Tensor, norm: torch.Tensor, log_scale: torch.Tensor | float = 0.0) -> torch.Tensor:
+    """``log_coef - log(norm * e^log_scale)``, and ``-inf`` (no step) where ``norm`` is 0."""
+    return log_coef - torch.log(norm).nan_to_num_(neginf=math.inf) - log_scale
+
+
+def scale_by_lr(lr: float | torch.Tensor | Sequence[float | torch.Tensor]) -> Transform:
+    """Multiply each tensor's step by its learning rate ``eta`` (a float, a per-run ``(R,)`` tensor, or per tensor).
+
+    Spec: implicit-bias-ngd §4 A1 (``W <- W - eta g``).
+    """
+
+    def update(step: Step, state: None, ctx: Context) -> tuple[Step, None]:
+        lrs = _per_tensor(lr, len(step.direction), "lr")
+        return Step(step.direction, step.log_scale, step.log_coef, [f * r for f, r in zip(step.factor, lrs)]), None  # spec A1: eta g
+
+    return Transform("scale_by_lr", _stateless, update, scale_invariant=False)
+
+
+def normalize(
+    blocks: str | Sequence[Hashable] | None = "global",
+    ord: float | Sequence[float] = 2.0,
+    eps: float | Sequence[float] = 0.0,
+    enabled: bool | Sequence[bool] = True,
+) -> Transform:
+    r"""Divide each tensor's step by the norm of the base direction over its block: :math:`g / (\|g\|_b + \epsilon)`.
+
+    Spec: implicit-bias-ngd §4 A2 (global norm), A5 (joint norm over ``(u, W)``), A7 (per block);
+    mirror-descent-lp §4 (dual norm ``q`` per tensor with the official code's ``+ eps``).
+
+    Parameters
+    ----------
+    blocks : {"global", "group", "tensor"} or a sequence of labels, default="global"
+        One norm over all tensors of a run, one per parameter group (``Context.groups``), one per tensor, or
+        explicit labels (tensors with equal labels share a norm).
+    ord : float or per-tensor sequence, default=2
+        Entrywise norm order (``q = p/(p-1)`` for the dual norm of l_p mirror descent; only with per-tensor blocks
+        where it differs from 2).
+    eps : float or per-tensor sequence, default=0
+        Added to the *true* norm (``||G|| + eps``, the Transformers-as-SVMs / mirror-descent code's convention).
+    enabled : bool or per-tensor sequence, default=True
+        Tensors left unnormalised keep their coefficient (per-block on/off of the joint rule).
+    """
+
+    plans: dict[tuple[int, tuple], list] = {}  # per (tensor count, group labels): the norms to take, worked out once
+
+    def plan(n: int, ctx: Context) -> list:
+        orders, epss, on = _per_tensor(ord, n, "ord"), _per_tensor(eps, n, "eps"), _per_tensor(enabled, n, "enabled")
+        labels = _block_labels(blocks, n, ctx)
+        out = []
+        for order in sorted(set(o for o, e in zip(orders, on) if e)):
+            members = [i for i in range(n) if orders[i] == order]  # a block's norm covers all its tensors
+            targets = [(k, i, epss[i]) for k, i in enumerate(members) if on[i]]
+            out.append((order, members, [labels[i] for i in members], targets))
+        return out
+
+    def update(step: Step, state: None, ctx: Context) -> tuple[Step, None]:
+        n = len(step.direction)
+        key = (n, tuple(ctx.groups))
+        if key not in plans:
+            plans[key] = plan(n, ctx)
+        coefs = list(step.log_coef)
+        for order, members, labels, targets in plans[key]:
+            norms = ctx.block_norms([step.direction[i] for i in members], labels, order)
+            for k, i, eps_i in targets:
+                if eps_i == 0:
+                    coefs[i] = _divide_by(coefs[i], norms[k], step.log_scale)  # spec A2: g / ||g||
+                else:  # spec md §4: G / (||G||_q + eps), with ||G|| = ||m|| e^s
+                    log_den = torch.logaddexp(torch.log(norms[k]) + step.log_scale, torch.full_like(norms[k], math.log(eps_i)))
+                    coefs[i] = coefs[i] - log_den
+        return Step(step.direction, step.log_scale, coefs, step.factor), None
+
+    return Transform("normalize", _stateless, update)
+
+
+def _block_labels(blocks: str | Sequence[Hashable] | None, n: int, ctx: Context) -> list[Hashable]:
+    if blocks is None or blocks == "global":
+        return [0] * n
+    if blocks == "group":
+        return list(ctx.groups) if ctx.groups else [0] * n
+    if blocks == "tensor":
+        return list(range(n))
+    return list(blocks)
+
+
+def normalize_by_loss(enabled: bool | Sequence[bool] = True) -> Transform:
+    """Divide each (enabled) tensor's step by the loss ``L(theta_t)``.
+
+    Spec: implicit-bias-ngd §4 A6 (normaliser ``N_t = L(theta_t)``, exponential loss).
+    """
+
+    def update(step: Step, state: None, ctx: Context) -> tuple[Step, None]:
+        on = _per_tensor(enabled, len(step.direction), "enabled")
+        if not any(on):
+            return step, None
+        if ctx.log_risk is None:
+            raise ValidationError(
+                'the loss normaliser needs the loss at every step; pass a closure to step() (normalizer="loss")'
+            )
+        if not bool(torch.isfinite(ctx.log_risk).all()):
+            raise ValidationError(
+                f"loss == {torch.exp(ctx.log_risk).tolist()}, must be a positive number for normalizer=\"loss\"; "
+                "pass the current loss (exp or logistic losses are positive)"
+            )
+        coefs = [c - ctx.log_risk if e else c for c, e in zip(step.log_coef, on)]  # spec A6: eta_t = eta / L
+        return Step(step.direction, step.log_scale, coefs, step.factor), None
+
+    return Transform("normalize_by_loss", _stateless, update, scale_invariant=False)
+
+
+# Two losses that agree to this many units in the last place count as equal: a converged run whose loss rounds to
+# just below the optimal loss then takes no step instead of stopping with an error.
+_ROUNDING_ULPS = 4
+
+
+def loss_gap(log_risk: torch.Tensor, optimal_loss: float | torch.Tensor) -> torch.Tensor:
+    """``L - L*`` in float64 per run; refuses an optimal loss above the current loss (beyond rounding).
+
+    Raises
+    ------
+    ValidationError
+        If ``optimal_loss > L`` by more than a few rounding units.
+    """
+    loss = torch.exp(log_risk.to(torch.float64))
+    optimal = torch.as_tensor(optimal_loss, dtype=torch.float64, device=loss.device)
+    gap = loss - optimal
+    slack = _ROUNDING_ULPS * torch.finfo(torch.float64).eps * torch.maximum(loss.abs(), optimal.abs())
+    if bool((gap < -slack).any()):
+        raise ValidationError(
+            f"optimal_loss == {optimal.tolist()} is above the current loss {loss.tolist()}; the Polyak step needs "
+            f"L* <= L: pass a smaller optimal_loss (0 is a lower bound for the exp, logistic and cross-entropy losses)"
+        )
+    return gap.clamp(min=0.0)
+
+
+def polyak(
+    optimal_loss: float | torch.Tensor | Callable[[], float] = 0.0, c: float | Sequence[float] = 1.0
+) -> Transform:
+    r"""The Polyak step size :math:`\eta_t = (L - L^*) / (c \|g\|^2)`, one global gradient norm per run.
+
+    Spec: implicit-bias-ngd §4 A3 (Polyak step), A8 (SPS constant ``c``). ``optimal_loss`` may be a function of no
+    arguments called once per step (the mini-batch optimum of SPS). A zero gradient takes no step.
+    """
+
+    def update(step: Step, state: None, ctx: Context) -> tuple[Step, None]:
+        if ctx.log_risk is None:
+            raise ValidationError(
+                "the Polyak step needs the loss value at every step; call optimizer.step(closure) with a closure "
+                "that zeroes the gradients, computes the loss, calls loss.backward() and returns the loss"
+            )
+        target = optimal_loss() if callable(optimal_loss) else optimal_loss
+        gap = loss_gap(ctx.log_risk, target)
+        norm = ctx.block_norms(step.direction, None, 2.0)[0]
+        # spec A3/A8 on g = m e^s: eta_t e^s = (L - L*) e^{-s} / (c ||m||^2), the coefficient of m
+        log_eta = torch.log(gap) - 2.0 * torch.log(norm) - 2.0 * step.log_scale
+        cs = _per_tensor(c, len(step.direction), "c")
+        coefs = [torch.where(norm > 0, lc + log_eta - math.log(c_i), -math.inf) for lc, c_i in zip(step.log_coef, cs)]
+        return Step(step.direction, step.log_scale, coefs, step.factor), None
+
+    return Transform("polyak", _stateless, update, scale_invariant=False)
+
+
+def cap(max_step: float | None | Sequence[float | None]) -> Transform:
+    r"""Cap the step size: :math:`\eta_t \leftarrow \min(\eta_t, \eta_{\max})` on the true base direction.
+
+    Spec: implicit-bias-ngd §4 A2 (``min(eta / ||g||, eta_max)``), A3 (Polyak's threshold). ``None`` or ``inf``
+    leaves a tensor uncapped.
+    """
+
+    def update(step: Step, state: None, ctx: Context) -> tuple[Step, None]:
+        caps = _per_tensor(max_step, len(step.direction), "max_step")
+        coefs = list(step.log_coef)
+        for i, m in enumerate(caps):
+            if m is not None and m != math.inf:
+                bound = math.log(m) + step.log_scale  # spec A2: eta_t <- min(eta_t, eta_max) on the true direction
+                total = step.log_total(i)
+                coefs[i] = torch.where(total > bound, bound - (total - coefs[i]), coefs[i])
+        return Step(step.direction, step.log_scale, coefs, step.factor), None
+
+    uncapped = max_step is None or (not isinstance(max_step, (list, tuple)) and max_step == math.inf)
+    return Transform("cap", _stateless, update, scale_invariant=uncapped)
+
+
+MOMENTUM_VARIANTS = ("heavy_ball", "normalized_buffer")
+
+
+def momentum(beta: float | Sequence[float], variant: str = "heavy_ball") -> Transform:
+    r"""Momentum buffer :math:`m \leftarrow \beta m + g` becomes the direction; the coefficient so far is kept.
+
+    Spec: implicit-bias-ngd §4 A4. In a chain, ``normalize`` *before* ``momentum`` gives the heavy-ball variant
+    (step size from :math:`\|g\|`, applied to the buffer), ``normalize`` *after* it the normalised-buffer variant
+    (:math:`\theta \leftarrow \theta - \eta\, m / \|m\|`). Tensors with :math:`\beta = 0` keep their gradient.
+    State: ``{"momentum_buffer": [tensor or None per tensor]}``, buffers in true (not log-scaled) units.
+    """
+
+    def init(params: Sequence[torch.Tensor]) -> dict[str, list]:
+        return {"momentum_buffer": [None] * len(params)}
+
+    def update(step: Step, state: dict[str, list], ctx: Context) -> tuple[Step, dict[str, list]]:
+        betas = _per_tensor(beta, len(step.direction), "momentum")
+        scale = torch.exp(step.log_scale)
+        buffers, directions, coefs = [], [], []
+        for d, m, b, lc in zip(step.direction, state["momentum_buffer"], betas, step.log_coef):
+            if b == 0.0:
+                buffers.append(m)
+                directions.append(d * _expand(scale, d))
+            else:
+                g = d * _expand(scale, d)  # true gradient (may underflow: momentum needs true units across steps)
+                buffers.append(g if m is None else torch.mul(m, b).add_(g))  # spec A4: m <- beta m + g
+                directions.append(buffers[-1])
+            coefs.append(lc - step.log_scale)  # coefficient of the true direction
+        zero = torch.zeros_like(step.log_scale)
+        return Step(directions, zero, coefs, step.factor), {"momentum_buffer": buffers}
+
+    return Transform("momentum", init, update, scale_invariant=False)
+
+
+def decay(alpha: float | Sequence[float]) -> Transform:
+    r"""Multiply the step by :math:`(t + 1)^{-\alpha}`, ``t`` the steps taken so far (per tensor, in the state).
+
+    Spec: implicit-bias-ngd §4 A6 (``eta / (N_t (t+1)^alpha)``). State: ``{"step": [int per tensor]}``.
+    """
+
+    def init(params: Sequence[torch.Tensor]) -> dict[str, list]:
+        return {"step": [0] * len(params)}
+
+    def update(step: Step, state: dict[str, list], ctx: Context) -> tuple[Step, dict[str, list]]:
+        alphas = _per_tensor(alpha, len(step.direction), "alpha")
+        coefs = [lc - a * math.log(t + 1) for lc, a, t in zip(step.log_coef, alphas, state["step"])]  # spec A6
+        return Step(step.direction, step.log_scale, coefs, step.factor), {"step": [t + 1 for t in state["step"]]}
+
+    return Transform("decay", init, update)
+
+
+def precondition(
+    left_inverses: Sequence[torch.Tensor | None], right_inverses: Sequence[torch.Tensor | None]
+) -> Transform:
+    r"""Precondition each matrix direction on both sides: :math:`d \leftarrow L^{-1} d R^{-1}` (``None``: identity).
+
+    Spec: preconditioned-regression §5.4 (``Sigma_z^{-1} grad_Q Sigma^{-1}``, ``grad_V Sigma_z^{-1}``).
+    """
+
+    def update(step: Step, state: None, ctx: Context) -> tuple[Step, None]:
+        directions = []
+        for d, left, right in zip(step.direction, left_inverses, right_inverses):
+            out = d.to(torch.float64)
+            if left is not None:
+                out = left @ out  # spec §5.4: Sigma_z_hat^{-1} grad_Q
+            if right is not None:
+                out = out @ right  # spec §5.4: grad_V Sigma_z_hat^{-1}, grad_Q Sigma_hat^{-1}
+            directions.append(out.to(d.dtype))
+        return Step(directions, step.log_scale, step.log_coef, step.factor), None
+
+    return Transform("precondition", _stateless, update, coefficient_only=False)
+
+
+def _expand(value: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """A per-run value ``([R,])`` shaped to broadcast against ``like`` (``([R,] ...)``), in its dtype."""
+    value = value if value.dtype == like.dtype else value.to(like.dtype)
+    return value.view(value.shape + (1,) * (like.dim() - value.dim()))
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A chain of transforms and how the finished step is applied.
+
+    Attributes
+    ----------
+    transforms : tuple of Transform
+    mirror_p : float or per-tensor sequence, optional
+        ``None``: additive update ``theta - c d``. A number ``p > 1``: the l_p mirror-descent update
+        ``(grad psi)^{-1}(grad psi(theta) - c d)`` with ``psi = ||.||_p^p / p`` (mirror-descent-lp §3-4).
+    """
+
+    transforms: tuple[Transform, ...]
+    mirror_p: float | Sequence[float] | None = None
+
+    @property
+    def coefficient_only(self) -> bool:
+        return self.mirror_p is None and all(t.coefficient_only for t in self.transforms)
+
+    @property
+    def scale_invariant(self) -> bool:
+        return all(t.scale_invariant for t in self.transforms)
+
+    @property
+    def needs_weights(self) -> bool:
+        """Whether a transform reads ``dL/ds`` (:attr:`Context.weights`)."""
+        return any(t.name.startswith("flow") for t in self.transforms)
+
+    @property
+    def needs_loss(self) -> bool:
+        return any(t.name in ("polyak", "normalize_by_loss") for t in self.transforms)
+
+    def init(self, params: Sequence[torch.Tensor]) -> list[Any]:
+        """The state of every transform for ``params``."""
+        return [t.init(params) for t in self.transforms]
+
+    def step(self, grads: Sequence[torch.Tensor], log_scale: torch.Tensor, state: list[Any], ctx: Context) -> tuple[Step, list[Any]]:
+        """Run the chain on gradient mantissas ``grads`` (true gradient ``grads * e^log_scale``)."""
+        n = len(grads)
+        step = Step(list(grads), log_scale, [log_scale] * n, [1.0] * n)  # untouched: the true gradient, plain GD
+        new_state = []
+        for transform, s in zip(self.transforms, state):
+            step, s = transform.update(step, s, ctx)
+            new_state.append(s)
+        return step, new_state
+
+    def apply(
+        self, params: Sequence[torch.Tensor], step: Step, out: Sequence[torch.Tensor] | None = None
+    ) -> list[torch.Tensor]:
+        """New parameters from a finished step; the inputs are left unchanged (``out``: write there instead)."""
+        coefs = [torch.exp(lc) * f for lc, f in zip(step.log_coef, step.factor)]
+        if self.mirror_p is None:
+            outs = [None] * len(params) if out is None else out
+            return [_descend(p, d, c, out=o) for p, c, d, o in zip(params, coefs, step.direction, outs)]
+        return [
+            mirror_step(p, d, c, float(q)) for p, d, c, q in zip(params, step.direction, coefs, _per_tensor(self.mirror_p, len(params), "p"))
+        ]
+
+
+def _descend(x: torch.Tensor, d: torch.Tensor, coef: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """``x - coef * d`` with a per-run ``coef``; one coefficient is applied as ``torch.optim.SGD`` applies ``lr``
+    (``x + (-coef) d`` in one rounding), so a plain GD rule equals SGD to the bit."""
+    if coef.dim() == 0:
+        return torch.add(x, d, alpha=-float(coef), out=out)
+    return torch.addcmul(x, _expand(coef, d), d, value=-1.0, out=out)
+
+
+def run_rule(
+    rule: Rule,
+    params: Sequence[torch.Tensor],
+    grads: Sequence[torch.Tensor],
+    state: list[Any] | None = None,
+    *,
+    run_dims: int = 0,
+    log_risk: torch.Tensor | None = None,
+    groups: Sequence[Hashable] | None = None,
+) -> tuple[list[torch.Tensor], list[Any]]:
+    """One step of ``rule`` on plain gradients: ``(new_params, new_state)``; the inputs are left unchanged.
+
+    Parameters
+    ----------
+    params, grads : sequence of torch.Tensor, matching shapes ([R,] ...)
+    state : list, optional
+        The rule's state (``rule.init(params)`` when omitted).
+    run_dims : int, default=0
+        Leading axes that index independent runs (norms and step sizes per run).
+    log_risk : torch.Tensor, shape ([R,]), optional
+        ``log L`` (rules with a Polyak step or a loss normaliser).
+    groups : sequence of hashable, optional
+        Parameter-group label of each tensor.
+    """
+    params = list(params)
+    state = rule.init(params) if state is None else state
+    log_scale = torch.zeros(params[0].shape[:run_dims], dtype=torch.float64, device=params[0].device)
+    ctx = Context(params=params, run_dims=run_dims, log_risk=log_risk, groups=list(groups or []))
+    step, state = rule.step(grads, log_scale, state, ctx)
+    return rule.apply(params, step), state
+
+
+def mirror_step(W: torch.Tensor, direction: torch.Tensor, coef: torch.Tensor, p: float) -> torch.Tensor:
+    r"""One l_p mirror-descent update :math:`(\nabla\psi)^{-1}(\nabla\psi(W) - c\, d)`, ``psi = ||.||_p^p / p``.
+
+    Spec: mirror-descent-lp §3 (``grad psi(W) = sign(W) |W|^{p-1}`` and its inverse), §4 (dual step).
+
+    Parameters
+    ----------
+    W, direction : torch.Tensor, shape ([R,] ...)
+    coef : torch.Tensor, shape ([R,]) or ()
+    p : float
+        ``p > 1``; ``p = 2`` is the additive update.
+    """
+    dual = torch.sign(W) * W.abs().pow(p - 1.0)  # spec md §3: grad psi(W) = sign(W) |W|^(p-1)
+    M = _descend(dual, direction, coef)  # spec md §4: M = grad psi(W) - eta G
+    return torch.sign(M) * M.abs().pow(1.0 / (p - 1.0))  # spec md §3: (grad psi)^{-1}(M)

@@ -1,0 +1,256 @@
+"""How attnlab reads an attention module: one adapter per module type, in a registry users can extend.
+
+Spec: implicit-bias-ngd §2 (logits ``s_t = x_t^T W z``); a real head computes ``scale * (W_K x + b_K)^T (W_Q z + b_Q)``.
+
+An :class:`Adapter` answers three questions about a module type:
+
+- ``heads(module)``: how many heads it has;
+- ``projection(module, head)``: that head's query and key maps and its logit scale, as a :class:`HeadProjection`
+  (raise :class:`~attnlab._validation.ValidationError` when the module is configured so that its logits are
+  not a bilinear form of the tokens, e.g. with a normalisation of q and k);
+- ``tokens(module, args, kwargs)``: from the arguments of one call of ``module.forward``, the query-side and the
+  key-side tokens, both batch-first, ``(n, L, d_q)`` and ``(n, T, d_k)``.
+
+Register an adapter under the module's class, or under the class's dotted name
+(``"package.module.ClassName"``) so that the package need not be imported; a module is matched by its own class
+first, then by its base classes.
+
+Examples
+--------
+>>> import torch
+>>> from torch import nn
+>>> class MyAttention(nn.Module):
+...     def __init__(self, d, heads):
+...         super().__init__()
+...         self.heads, self.q, self.k = heads, nn.Linear(d, d), nn.Linear(d, d)
+>>> register_adapter(MyAttention, Adapter(
+...     heads=lambda m: m.heads,
+...     projection=lambda m, h: linear_projection(m.q, m.k, h, m.heads),
+...     tokens=lambda m, args, kwargs: (args[0], args[0]),
+... ))
+>>> adapter_for(MyAttention(4, 2)).heads(MyAttention(4, 2))
+2
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from attnlab._validation import ValidationError
+
+__all__ = ["Adapter", "HeadProjection", "adapter_for", "linear_projection", "register_adapter", "registered"]
+
+
+@dataclass(frozen=True)
+class HeadProjection:
+    """One head's query and key maps: ``q = W_q z + b_q``, ``k = W_k x + b_k``, logit ``scale * k^T q``.
+
+    Attributes
+    ----------
+    W_q : torch.Tensor, shape (e, d_q)
+        Rows of the query projection that belong to the head (``e`` is the head width).
+    W_k : torch.Tensor, shape (e, d_k)
+    b_q, b_k : torch.Tensor, shape (e,), or None
+        Biases (None: the projection has none).
+    scale : float
+        The factor on ``k^T q``, usually ``1 / sqrt(e)``.
+    """
+
+    W_q: torch.Tensor
+    W_k: torch.Tensor
+    b_q: torch.Tensor | None
+    b_k: torch.Tensor | None
+    scale: float
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """How to read one module type; see the module docstring for the three functions.
+
+    Attributes
+    ----------
+    heads : callable ``module -> int``
+    projection : callable ``(module, head) -> HeadProjection``
+    tokens : callable ``(module, args, kwargs) -> (queries (n, L, d_q), keys (n, T, d_k))``
+    """
+
+    heads: Callable[[nn.Module], int]
+    projection: Callable[[nn.Module, int], HeadProjection]
+    tokens: Callable[[nn.Module, tuple, dict], tuple[torch.Tensor, torch.Tensor]]
+
+
+_REGISTRY: dict[type | str, Adapter] = {}
+
+
+def register_adapter(module_type: type | str, adapter: Adapter) -> None:
+    """Teach :func:`~attnlab.probe.head_W` and :func:`~attnlab.probe.capture` a module type.
+
+    Parameters
+    ----------
+    module_type : type or str
+        The module class, or its dotted name ``"package.module.ClassName"`` (matched without importing it).
+        Registering a type again replaces its adapter.
+    adapter : Adapter
+    """
+    if not isinstance(adapter, Adapter):
+        raise TypeError(f"adapter must be an attnlab.probe.Adapter, got {type(adapter).__name__}")
+    if not isinstance(module_type, (type, str)):
+        raise TypeError(f"module_type must be a class or a dotted class name, got {type(module_type).__name__}")
+    _REGISTRY[module_type] = adapter
+
+
+def registered() -> list[str]:
+    """Dotted names of the module types that have an adapter, sorted."""
+    return sorted(key if isinstance(key, str) else _dotted(key) for key in _REGISTRY)
+
+
+def _dotted(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def adapter_for(module: nn.Module) -> Adapter:
+    """The adapter of ``module``'s class or of its nearest base class that has one.
+
+    Raises
+    ------
+    TypeError
+        When no adapter is registered; the message lists the known types and shows how to add one.
+    """
+    if not isinstance(module, nn.Module):
+        raise TypeError(f"module must be a torch.nn.Module (an attention layer), got {type(module).__name__}")
+    for cls in type(module).__mro__:
+        for key in (cls, _dotted(cls)):
+            if key in _REGISTRY:
+                return _REGISTRY[key]
+    name = _dotted(type(module))
+    raise TypeError(
+        f"attnlab.probe has no adapter for {name}; known types: {', '.join(registered())}. Pass the attention "
+        f"module itself (e.g. model.encoder.layers[0].self_attn, not the layer around it), or add an adapter: "
+        f"attnlab.probe.register_adapter({type(module).__name__}, attnlab.probe.Adapter(heads=..., "
+        f"projection=..., tokens=...)) (see docs/tutorial/your-model.md, 'Adding an adapter')"
+    )
+
+
+def linear_projection(query: nn.Linear, key: nn.Linear, head: int, heads: int, scale: float | None = None
+                      ) -> HeadProjection:
+    """The :class:`HeadProjection` of a head whose q and k are rows ``[head * e, (head + 1) * e)`` of two Linears.
+
+    Parameters
+    ----------
+    query, key : nn.Linear
+        Projections of width ``heads * e`` (``out_features``).
+    head, heads : int
+    scale : float, optional
+        Default ``1 / sqrt(e)``.
+    """
+    e = query.out_features // heads
+    rows = slice(head * e, (head + 1) * e)
+    return HeadProjection(query.weight.detach()[rows], key.weight.detach()[rows], _bias_rows(query, rows),
+                          _bias_rows(key, rows), 1 / math.sqrt(e) if scale is None else float(scale))
+
+
+def _bias_rows(linear: nn.Linear, rows: slice) -> torch.Tensor | None:
+    return None if linear.bias is None else linear.bias.detach()[rows]
+
+
+def _argument(args: tuple, kwargs: dict, index: int, name: str) -> Any:
+    return args[index] if len(args) > index else kwargs.get(name)
+
+
+def _batch_first(name: str, x: Any, width: int, batch_first: bool = True) -> torch.Tensor:
+    """``x`` as ``(n, L, width)``: a 2-D ``(L, width)`` input is one sequence; ``batch_first=False`` is ``(L, n, width)``."""
+    if not isinstance(x, torch.Tensor) or x.dim() not in (2, 3) or x.shape[-1] != width:
+        shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+        layout = "(n, L, d)" if batch_first else "(L, n, d)"
+        raise ValidationError(
+            f"{name} entering the attention module has shape {shape}, expected {layout} with d = {width} (or "
+            f"(L, d) for one sequence); check that the module is called on the tokens you think it is"
+        )
+    if x.dim() == 2:
+        return x[None]
+    return x if batch_first else x.transpose(0, 1)
+
+
+# --- torch.nn.MultiheadAttention -------------------------------------------------------------------------------
+
+def _mha_projection(module: nn.MultiheadAttention, head: int) -> HeadProjection:
+    if module.bias_k is not None or module.add_zero_attn:
+        raise ValidationError(
+            "nn.MultiheadAttention with add_bias_kv=True or add_zero_attn=True appends key tokens that are not "
+            "projections of the input, so no single W gives its weights; build it without these options"
+        )
+    E, e = module.embed_dim, module.head_dim
+    rows = slice(head * e, (head + 1) * e)
+    if module._qkv_same_embed_dim:
+        W_q, W_k = module.in_proj_weight[:E][rows], module.in_proj_weight[E : 2 * E][rows]
+    else:
+        W_q, W_k = module.q_proj_weight[rows], module.k_proj_weight[rows]
+    b = module.in_proj_bias
+    b_q, b_k = (None, None) if b is None else (b[:E][rows].detach(), b[E : 2 * E][rows].detach())
+    return HeadProjection(W_q.detach(), W_k.detach(), b_q, b_k, 1 / math.sqrt(e))  # torch scales q by e^-1/2
+
+
+def _mha_tokens(module: nn.MultiheadAttention, args: tuple, kwargs: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    query = _batch_first("query", _argument(args, kwargs, 0, "query"), module.embed_dim, module.batch_first)
+    key = _batch_first("key", _argument(args, kwargs, 1, "key"), module.kdim, module.batch_first)
+    return query, key
+
+
+register_adapter(nn.MultiheadAttention, Adapter(
+    heads=lambda m: m.num_heads, projection=_mha_projection, tokens=_mha_tokens))
+
+
+# --- attnlab.experiments.real: our ViT and text encoder (q, k Linear layers without bias) -----------------------
+
+def _self_tokens(width: Callable[[nn.Module], int], name: str = "x") -> Callable:
+    """``tokens`` of a self-attention module whose first argument (or keyword ``name``) holds the tokens."""
+
+    def tokens(module: nn.Module, args: tuple, kwargs: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        x = _batch_first(name, _argument(args, kwargs, 0, name), width(module))
+        return x, x
+
+    return tokens
+
+
+register_adapter("attnlab.experiments.real.encoder.SelfAttention", Adapter(
+    heads=lambda m: m.heads,
+    projection=lambda m, h: linear_projection(m.q, m.k, h, m.heads),  # encoder.attention_weights: /sqrt(e)
+    tokens=_self_tokens(lambda m: m.q.in_features)))
+
+
+# --- Hugging Face transformers (eager attention): BERT's and ViT's self-attention -------------------------------
+
+register_adapter("transformers.models.bert.modeling_bert.BertSelfAttention", Adapter(
+    heads=lambda m: m.num_attention_heads,
+    projection=lambda m, h: linear_projection(m.query, m.key, h, m.num_attention_heads, m.scaling),
+    tokens=_self_tokens(lambda m: m.query.in_features, "hidden_states")))
+
+register_adapter("transformers.models.vit.modeling_vit.ViTAttention", Adapter(
+    heads=lambda m: m.num_attention_heads,
+    projection=lambda m, h: linear_projection(m.q_proj, m.k_proj, h, m.num_attention_heads, m.scaling),
+    tokens=_self_tokens(lambda m: m.q_proj.in_features, "hidden_states")))
+
+
+# --- timm's Attention (one fused qkv Linear) ------------------------------------------------------------------
+
+def _timm_projection(module: nn.Module, head: int) -> HeadProjection:
+    if not isinstance(module.q_norm, nn.Identity) or not isinstance(module.k_norm, nn.Identity):
+        raise ValidationError(
+            "timm Attention with qk_norm=True normalises q and k before their product, so its logits are not "
+            "x^T W z for any fixed W; probe a model built with qk_norm=False"
+        )
+    e, width = module.head_dim, module.attn_dim
+    rows = slice(head * e, (head + 1) * e)
+    weight, bias = module.qkv.weight.detach(), module.qkv.bias
+    b_q, b_k = (None, None) if bias is None else (bias.detach()[:width][rows], bias.detach()[width : 2 * width][rows])
+    return HeadProjection(weight[:width][rows], weight[width : 2 * width][rows], b_q, b_k, module.scale)
+
+
+register_adapter("timm.layers.attention.Attention", Adapter(
+    heads=lambda m: m.num_heads, projection=_timm_projection, tokens=_self_tokens(lambda m: m.qkv.in_features)))

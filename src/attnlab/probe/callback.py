@@ -1,0 +1,144 @@
+"""A training callback that follows chosen heads of a real model: norm, SVM alignment, softmax mass.
+
+Spec: implicit-bias-ngd §5 (``corr(W_t, W_mm)``, the alignment with the attention SVM) and §9 fig. 2 (softmax
+probability of the selected tokens), measured on a trained head's own tokens.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+import torch
+from torch import nn
+
+from attnlab._validation import ValidationError, check_scalar
+from attnlab.callbacks import Callback, Record
+from attnlab.metrics import cosine, selected_probability
+from attnlab.probe.capture import attended_tokens, capture_from_tokens, module_tokens
+from attnlab.probe.head import head_W, resolve_homogeneous, weight_part
+from attnlab.svm import InfeasibleProgramError, attention_svm
+
+__all__ = ["HeadProbe"]
+
+
+def _frobenius_svm(data):
+    """The Frobenius attention SVM by its exact NNLS dual (about 40x faster than cvxpy on a 32-image probe), or by
+    the primal program when the constraints are linearly dependent (e.g. one query shared by every sequence)."""
+    try:
+        return attention_svm(data, "fro", method="dual")
+    except ValidationError as err:
+        if "linearly independent" not in str(err):
+            raise
+    return attention_svm(data, "fro")
+
+
+class HeadProbe(Callback):
+    """Record, for chosen heads, ``||W||``, the alignment of ``W`` with its SVM and the mass on selected tokens.
+
+    Spec: implicit-bias-ngd §5 (alignment ``corr(W, W_mm)``), §9 fig. 2 (softmax on the selected tokens).
+
+    Works with any loop that calls the shared callbacks (:func:`attnlab.experiments.real.harness.fit` records
+    once per epoch) and with a hand-written loop that calls :meth:`on_step` after each optimizer step, whatever
+    the optimizer. At each probe it runs ``model`` once on the fixed ``inputs`` (in eval mode, restored after),
+    takes each head's tokens and ``W`` (:func:`~attnlab.probe.head_W`), selects the token each query attends to
+    most (or the fixed ``select``), solves the Frobenius attention SVM of that selection on those tokens, and
+    records one row per head.
+
+    Parameters
+    ----------
+    model : nn.Module
+    modules : mapping of str to nn.Module
+        Named attention modules inside ``model`` (e.g. ``{"block0": model.encoder.blocks[0].attn}``).
+    inputs : tensor, tuple or mapping
+        The fixed probe batch ``model`` is called with.
+    heads : sequence of int, default=(0,)
+        Heads probed in every module.
+    query : int, default=0
+        Position of the query token (0: the class token).
+    keys : slice or sequence of int, optional
+        Key positions (default all; see :func:`~attnlab.probe.capture`).
+    select : "attended" or array-like of int, shape (n,), default="attended"
+        The selection whose SVM ``W`` is compared with: the head's most-attended token at each probe, or fixed
+        positions among ``keys``.
+    every : int, optional
+        Also probe every ``every`` optimizer steps (through :meth:`on_step`); default: only at records.
+
+    Attributes
+    ----------
+    rows : list of dict
+        One per probed head and step: ``step``, ``module``, ``head``, ``norm`` (``||W||_F``), ``alignment``
+        (cosine of ``W``'s weight part with the SVM solution; NaN when the selection is not separable),
+        ``selected_mass`` (mean softmax probability of the selected tokens), ``svm_status``.
+    frame : pandas.DataFrame
+        ``rows`` as a tidy table.
+    """
+
+    def __init__(self, model: nn.Module, modules: Mapping[str, nn.Module], inputs: Any, *,
+                 heads: Sequence[int] = (0,), query: int = 0, keys: slice | Sequence[int] | None = None,
+                 select: object = "attended", every: int | None = None) -> None:
+        if not isinstance(modules, Mapping) or not modules:
+            raise ValidationError(
+                f"modules must be a non-empty mapping name -> attention module, got {type(modules).__name__}; "
+                f"e.g. {{'block0': model.encoder.blocks[0].attn}}"
+            )
+        if every is not None:
+            check_scalar("every", every, kind=int, low=1)
+        if isinstance(select, str) and select != "attended":
+            raise ValidationError(f'select == {select!r}, must be "attended" or an array of n token positions')
+        self.model, self.modules, self.inputs = model, dict(modules), inputs
+        self.heads, self.query, self.keys, self.select, self.every = tuple(heads), query, keys, select, every
+        self.homogeneous = {name: resolve_homogeneous(m, None) for name, m in self.modules.items()}
+        for module in self.modules.values():
+            for head in self.heads:
+                head_W(module, head)  # refuses an unknown module type or a head out of range now, not mid-run
+        self.rows: list[dict[str, Any]] = []
+
+    @property
+    def frame(self) -> pd.DataFrame:
+        """The recorded rows as a DataFrame (columns as in :attr:`rows`)."""
+        columns = ["step", "module", "head", "norm", "alignment", "selected_mass", "svm_status"]
+        return pd.DataFrame(self.rows, columns=columns)
+
+    def on_record(self, record: Record) -> None:
+        self.probe(record.step)
+
+    def on_step(self, step: int) -> None:
+        if self.every is not None and step % self.every == 0:
+            self.probe(step)
+
+    def probe(self, step: int) -> list[dict[str, Any]]:
+        """Probe every chosen head now and record its rows under ``step`` (once per step)."""
+        if self.rows and self.rows[-1]["step"] == step:
+            return []
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            tokens = module_tokens(self.model, list(self.modules.values()), self.inputs)
+        finally:
+            self.model.train(was_training)
+        rows = []
+        for (name, module), (queries, keys) in zip(self.modules.items(), tokens):
+            homogeneous = self.homogeneous[name]
+            data = capture_from_tokens(queries, keys, query=self.query, keys=self.keys, homogeneous=homogeneous)
+            for head in self.heads:
+                W = head_W(module, head, homogeneous=homogeneous)
+                select = attended_tokens(data.X, data.Z, W) if isinstance(self.select, str) else self.select
+                rows.append({"step": step, "module": name, "head": head, **self._measure(data.with_(select=select),
+                                                                                        W, homogeneous)})
+        self.rows += rows
+        return rows
+
+    @staticmethod
+    def _measure(data, W: torch.Tensor, homogeneous: bool) -> dict[str, Any]:
+        mass = float(selected_probability(data.X, data.Z, W, data.select))  # spec ngd §9 fig. 2
+        try:
+            solution = _frobenius_svm(data)
+        except InfeasibleProgramError:
+            return {"norm": float(W.norm()), "alignment": math.nan, "selected_mass": mass,
+                    "svm_status": "infeasible"}
+        alignment = float(cosine(weight_part(W, homogeneous), solution.W))  # spec ngd §5: corr(W, W_mm)
+        return {"norm": float(W.norm()), "alignment": alignment, "selected_mass": mass,
+                "svm_status": solution.status}

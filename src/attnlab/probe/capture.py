@@ -1,0 +1,215 @@
+"""The tokens entering an attention module on given inputs, as token-selection data (forward hooks).
+
+Spec: implicit-bias-ngd §1 (token-selection data ``X (n, T, d)``, query ``z_i``, labels, head ``v``) and §5 (the
+attention SVM of a selection), applied to a trained head's own tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from attnlab._validation import ValidationError, check_scalar, check_tensor
+from attnlab.data.dataset import TokenSelectionData
+from attnlab.models.functional import attention_logits
+from attnlab.probe.adapters import adapter_for
+from attnlab.probe.head import head_W, homogeneous_tokens, resolve_homogeneous
+
+__all__ = ["Tokens", "attended_tokens", "capture", "capture_from_tokens", "module_tokens"]
+
+Tokens = tuple[torch.Tensor, torch.Tensor]  # (queries (n, L, d_q), keys (n, T, d_k)), batch-first
+
+
+def _call(model: nn.Module, inputs: Any) -> None:
+    if isinstance(inputs, Mapping):
+        model(**inputs)
+    elif isinstance(inputs, tuple):
+        model(*inputs)
+    else:
+        model(inputs)
+
+
+def module_tokens(model: nn.Module, modules: Sequence[nn.Module], inputs: Any) -> list[Tokens]:
+    """Run ``model`` once on ``inputs`` and return the tokens entering each of ``modules`` (first call of each).
+
+    Parameters
+    ----------
+    model : nn.Module
+        Called as ``model(inputs)`` (``model(*inputs)`` for a tuple, ``model(**inputs)`` for a mapping), in its
+        current train/eval mode, with gradients enabled (``nn.TransformerEncoderLayer``'s inference fast path
+        skips ``self_attn.forward``) and no gradient kept.
+    modules : sequence of nn.Module
+        Attention modules inside ``model``, each with an adapter.
+    inputs : tensor, tuple or mapping
+
+    Returns
+    -------
+    list of (queries, keys)
+        Per module, detached batch-first tensors ``(n, L, d_q)`` and ``(n, T, d_k)``.
+
+    Raises
+    ------
+    ValidationError
+        When a module is not called by ``model(inputs)``, or receives tokens of the wrong width.
+    """
+    adapters = [adapter_for(module) for module in modules]
+    seen: list[Tokens | None] = [None] * len(modules)
+
+    def hook(index: int):
+        def record(module: nn.Module, args: tuple, kwargs: dict) -> None:
+            if seen[index] is None:  # a module called twice (shared weights): its first call
+                queries, keys = adapters[index].tokens(module, args, kwargs)
+                seen[index] = (queries.detach(), keys.detach())
+        return record
+
+    handles = [m.register_forward_pre_hook(hook(i), with_kwargs=True) for i, m in enumerate(modules)]
+    try:
+        with torch.enable_grad():
+            _call(model, inputs)
+    finally:
+        for handle in handles:
+            handle.remove()
+    for module, tokens in zip(modules, seen):
+        if tokens is None:
+            raise ValidationError(
+                f"the {type(module).__name__} passed as module was not called when running model(inputs); pass "
+                f"a module that lives inside model (e.g. model.encoder.blocks[0].attn), and the model itself"
+            )
+    return seen  # type: ignore[return-value]
+
+
+def _indices(name: str, value: Any, size: int) -> torch.Tensor:
+    index = torch.arange(size)[value] if isinstance(value, slice) else torch.as_tensor(value, dtype=torch.int64)
+    if index.dim() != 1 or index.numel() < 2 or bool(((index < -size) | (index >= size)).any()):
+        raise ValidationError(
+            f"{name} must pick at least 2 key tokens among the {size} entering the module (indices in "
+            f"[0, {size - 1}] or a slice), got {value!r}"
+        )
+    return index % size
+
+
+def attended_tokens(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
+    """The token each query attends to most, ``argmax_t x_t^T W z``, shape ``(n,)`` int64. Spec: ngd §2."""
+    return attention_logits(X, W, Z).argmax(dim=-1)
+
+
+def capture(
+    model: nn.Module,
+    module: nn.Module,
+    inputs: Any,
+    *,
+    query: int = 0,
+    keys: slice | Sequence[int] | None = None,
+    y: object = None,
+    v: object = None,
+    select: object = None,
+    head: int | None = None,
+    homogeneous: bool | None = None,
+) -> TokenSelectionData:
+    """The tokens entering ``module`` when ``model`` runs on ``inputs``, as a :class:`TokenSelectionData`.
+
+    Spec: implicit-bias-ngd §1 (``X (n, T, d)``, ``Z (n, d)``, ``y``, ``v``), §5 (attention SVM of a selection).
+
+    Parameters
+    ----------
+    model : nn.Module
+        Run once on ``inputs`` (see :func:`module_tokens`); pass ``model=module`` to feed tokens directly.
+    module : nn.Module
+        The attention module inside ``model`` (its type needs an adapter).
+    inputs : tensor, tuple or mapping
+        What ``model`` is called with; each of its ``n`` sequences becomes one sequence of the data.
+    query : int, default=0
+        Position of the query token ``z_i`` among the tokens entering the module (0: a class token).
+    keys : slice or sequence of int, optional
+        Positions of the key tokens ``X_i`` (default all). With a causal mask the query at position ``s`` sees
+        only keys ``0..s``: pass ``keys=slice(0, s + 1)``. Sequences must have equal lengths (no padding).
+    y : array-like, shape (n,), optional
+        Labels in {-1, +1}; default +1 for every sequence (the SVM and the selection do not use them).
+    v : array-like, shape (d,), optional
+        A head ``v`` for the tokens (``d`` without the homogeneous coordinate; a 0 is appended for it).
+    select : array-like of int, shape (n,), or "attended", optional
+        The selected token per sequence, as a position among ``keys``; ``"attended"`` (needs ``head``): the
+        token the head puts most weight on. Default: none.
+    head : int, optional
+        The head whose attention defines ``select="attended"``.
+    homogeneous : bool, optional
+        Append a coordinate 1 to the tokens (as :func:`~attnlab.probe.head_W` does); default: when the
+        module has query/key biases.
+
+    Returns
+    -------
+    TokenSelectionData
+        ``X (n, T, d [+ 1])``, ``Z (n, d [+ 1])``, ``y``, ``v``, ``select``, float64. Then
+        ``attention_probabilities(data.X, head_W(module, h), data.Z)`` are the head's weights of query ``query``.
+
+    Raises
+    ------
+    ValidationError
+        On a module not called by ``model``, tokens of the wrong width, ``query`` or ``keys`` out of range, a
+        bad ``select`` or ``y``, or ``select="attended"`` without ``head``.
+    TypeError
+        When ``module``'s type has no adapter.
+
+    Examples
+    --------
+    >>> mha = nn.MultiheadAttention(4, 2, batch_first=True, dtype=torch.float64)
+    >>> x = torch.randn(5, 6, 4, dtype=torch.float64)
+    >>> data = capture(mha, mha, (x, x, x), select="attended", head=0)
+    >>> (data.n, data.T, data.d)  # homogeneous: the 4 coordinates and a constant 1
+    (5, 6, 5)
+    """
+    homogeneous = resolve_homogeneous(module, homogeneous)
+    if isinstance(select, str) and (select != "attended" or head is None):
+        raise ValidationError(
+            f'select == {select!r}: pass "attended" together with head=<index> (the head\'s most-attended '
+            f'token), or an array of token positions'
+        )
+    (queries, key_tokens), = module_tokens(model, [module], inputs)
+    data = capture_from_tokens(queries, key_tokens, query=query, keys=keys, y=y, v=v,
+                               select=None if isinstance(select, str) else select, homogeneous=homogeneous)
+    if isinstance(select, str):
+        data = data.with_(select=attended_tokens(data.X, data.Z, head_W(module, head, homogeneous=homogeneous)))
+    return data
+
+
+def capture_from_tokens(
+    queries: torch.Tensor,
+    key_tokens: torch.Tensor,
+    *,
+    query: int = 0,
+    keys: slice | Sequence[int] | None = None,
+    y: object = None,
+    v: object = None,
+    select: object = None,
+    homogeneous: bool = False,
+) -> TokenSelectionData:
+    """Token-selection data from the tokens a module received (see :func:`capture` for the arguments).
+
+    Parameters
+    ----------
+    queries : torch.Tensor, shape (n, L, d_q)
+    key_tokens : torch.Tensor, shape (n, T_all, d_k)
+    query, keys, y, v, select, homogeneous
+        As in :func:`capture` (``select`` an array, ``homogeneous`` a bool).
+
+    Returns
+    -------
+    TokenSelectionData
+    """
+    n, L = queries.shape[:2]
+    if key_tokens.shape[0] != n:
+        raise ValidationError(f"the module received {n} query sequences but {key_tokens.shape[0]} key sequences")
+    check_scalar("query", query, kind=int, low=-L, high=L - 1)
+    Z = queries[:, query].to(torch.float64)  # (n, d_q)
+    X = key_tokens[:, _indices("keys", slice(None) if keys is None else keys, key_tokens.shape[1])]
+    X = X.to(torch.float64)  # (n, T, d_k)
+    if homogeneous:
+        X, Z = homogeneous_tokens(X), homogeneous_tokens(Z)
+    if v is not None:
+        v = check_tensor("v", v, "d", {"d": key_tokens.shape[-1]})
+        v = torch.cat([v, v.new_zeros(1)]) if homogeneous else v  # the constant coordinate scores 0
+    y = torch.ones(n, dtype=torch.float64) if y is None else y
+    return TokenSelectionData(X, Z=Z, y=y, v=v, select=select)

@@ -1,0 +1,172 @@
+"""The house style of figures: figure_problems finds each broken rule, and the helpers keep a figure clean."""
+
+import dataclasses
+
+import matplotlib as mpl
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+
+from attnlab.data import example1
+from attnlab.experiments.explain import explain
+from attnlab.experiments.plotting import (
+    CORR_GAP,
+    EPS,
+    HOUSE_STYLE,
+    STEP,
+    _one_two_five,
+    figure_problems,
+    house_figure,
+    label_axes,
+    label_ours,
+    log_gap_axis,
+    new_figure,
+    panel_grid,
+    theory_hline,
+    theory_line,
+)
+
+STEPS = np.arange(1, 101)
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Config:
+    rho: float = 1.0
+    sigma: float = 2.0
+    a_rather_long_field_name: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12)
+    another_long_field_name: str = "a value long enough to need a second line under a small figure"
+    OURS = ("rho", "sigma", "a_rather_long_field_name", "another_long_field_name")
+
+
+@house_figure
+def _clean(width=3.6):
+    fig, axes = new_figure(2, width=width)
+    axes[0].plot(STEPS, 1 / STEPS, label="NGD")
+    theory_line(axes[0], STEPS, 2 / STEPS, r"Thm 1 bound $\propto 1/t$")
+    log_gap_axis(axes[0], CORR_GAP, logx=True)
+    axes[0].set_xlabel(STEP)
+    axes[0].legend()
+    axes[1].plot(STEPS, np.sqrt(STEPS))
+    label_axes(axes[1], STEP, r"$\|W_t\|_F$", "norm growth")
+    label_ours(fig, _Config())
+    return fig
+
+
+def test_a_figure_drawn_with_the_helpers_has_no_problems():
+    assert figure_problems(_clean()) == []
+
+
+def test_an_unlabelled_axis_is_named_with_its_panel():
+    fig = _clean()
+    fig.axes[1].set_ylabel("")
+    assert figure_problems(fig) == ["panel 2 ('norm growth'): the y-axis has no label"]
+
+
+@pytest.mark.parametrize("text", ["||W_t||", "1 - corr(W_t, W_mm)", "mean phi_opt", "t^0.5", "ln mu(t)", "L_irr"])
+def test_ascii_math_in_a_label_is_found(text):
+    fig = _clean()
+    fig.axes[1].set_ylabel(text)
+    assert any("in ASCII; use mathtext" in p for p in figure_problems(fig)), text
+
+
+def test_mathtext_and_code_names_are_not_ascii_math():
+    fig = _clean()
+    fig.axes[1].set_ylabel(r"$\|W_t\|_F$ of patch_embed")
+    assert figure_problems(fig) == []
+
+
+def test_an_unnamed_theory_line_or_level_is_found():
+    fig = _clean()
+    fig.axes[1].axhline(1.0, color="0.5")
+    fig.axes[1].plot(STEPS, STEPS, "k--")
+    problems = figure_problems(fig)
+    assert problems.count("panel 2 ('norm growth'): a reference or theory line has no legend label") == 2
+
+
+def test_a_label_that_no_legend_shows_is_found():
+    fig = _clean()
+    fig.axes[1].plot(STEPS, STEPS, label="measured")
+    assert figure_problems(fig) == ["panel 2 ('norm growth'): 'measured' is in no legend"]
+
+
+def test_the_old_footnote_under_the_figure_overlaps_the_x_label():
+    # what label_ours did before: text at y = -0.02 of a figure without a reserved strip
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.plot(STEPS, STEPS)
+    ax.set(xlabel="step", ylabel="norm")
+    fig.text(0.01, 0.02, "defaults ours, not the paper's: rho=1.0", fontsize=7, va="top")
+    assert any("overlaps panel 1 x-label" in p for p in figure_problems(fig))
+
+
+@pytest.mark.parametrize("width", [2.2, 3.6, 8.0])
+def test_label_ours_keeps_a_wrapped_footnote_clear_of_the_axes_at_any_width(width):
+    fig = _clean(width)
+    assert not [p for p in figure_problems(fig) if "footnote" in p]
+    footnote = next(t for t in fig.texts if t.get_gid() == "attnlab-ours")
+    renderer = fig.canvas.get_renderer()
+    box = footnote.get_window_extent(renderer)
+    assert box.x1 <= fig.bbox.x1 + 1  # wrapped to the figure's width (1 px of rounding)
+    assert "another_long_field_name=a value" in footnote.get_text().replace("\n", " ")  # wrapped, nothing lost
+    assert fig.get_size_inches()[1] > 3.0  # the strip is added under the 3-inch panels, not taken from them
+    assert ("\n" in footnote.get_text()) == (width < 8.0)  # 16 inches hold it on one line
+
+
+def test_log_axes_over_a_decade_and_a_half_have_no_colliding_tick_labels():
+    # matplotlib's own minor labels (2x10^1, 3x10^1, ...) collide on a narrow panel; the house style thins them
+    def draw():
+        fig, axes = new_figure(1, width=2.4)
+        axes[0].loglog([25, 200], [1e-3, 1e-1])
+        axes[0].set(xlabel="$n$", ylabel="bias")
+        return fig
+
+    assert any("x tick" in p and "overlaps" in p for p in figure_problems(draw()))
+    assert figure_problems(house_figure(draw)()) == []
+
+
+def test_one_two_five_labels_only_those_mantissas():
+    labels = [_one_two_five(v, None) for v in (1000.0, 2000.0, 3000.0, 5e-5, 1e-5, 1e5, 0.002, 300.0)]
+    assert labels == ["1000", "2000", "", r"$5\times10^{-5}$", "$10^{-5}$", "$10^{5}$", "0.002", ""]
+
+
+def test_house_figure_draws_in_the_style_and_restores_rcparams():
+    before = mpl.rcParams["legend.fontsize"]
+    fig = _clean()
+    legend = fig.axes[0].get_legend()
+    assert legend.get_texts()[0].get_fontsize() == HOUSE_STYLE["legend.fontsize"]
+    assert fig.axes[0].xaxis.label.get_fontsize() == HOUSE_STYLE["axes.labelsize"]
+    fig.canvas.draw()  # outside the style: ticks made while drawing copy the first ones
+    sizes = {t.get_fontsize() for ax in fig.axes for t in (*ax.get_xticklabels(), *ax.get_yticklabels())}
+    assert sizes == {HOUSE_STYLE["xtick.labelsize"]}
+    assert mpl.rcParams["legend.fontsize"] == before
+
+
+def test_theory_lines_share_one_look():
+    _, axes = new_figure(1)
+    line = theory_line(axes[0], [0, 1], [0, 1], "bound")
+    level = theory_hline(axes[0], 0.5, "limit")
+    for artist in (line, level):
+        assert (artist.get_color(), artist.get_linestyle()) == ("k", "--")
+    assert [line.get_label(), level.get_label()] == ["bound", "limit"]
+
+
+def test_eps_is_the_float64_resolution_of_one():
+    assert 1.0 - EPS < 1.0 and 1.0 + EPS / 2 == 1.0
+
+
+def test_the_explain_figure_follows_the_house_style():
+    result = explain(example1(n=3, T=3, d=8, seed=0), "W", "ngd", steps=40, lr=0.3)
+    assert figure_problems(result.figure) == []
+
+
+def test_panel_grid_lays_many_panels_in_rows_and_drops_the_unused_places():
+    fig, axes = panel_grid(5, columns=3, width=2.0, height=1.5)
+    assert len(axes) == 5 and len(fig.axes) == 5  # the sixth place of the 3 x 2 grid is gone
+    assert tuple(fig.get_size_inches()) == (6.0, 3.0)
+    rows = {round(ax.get_position().y0, 3) for ax in axes}
+    assert len(rows) == 2

@@ -1,0 +1,108 @@
+"""capture: the tokens entering an attention module, as token-selection data the SVM and explain accept."""
+
+import pytest
+import torch
+from torch import nn
+
+from attnlab._validation import ValidationError
+from attnlab.models.functional import attention_probabilities
+from attnlab.probe import capture, head_W
+from attnlab.svm import attention_svm
+
+TOL = 1e-10  # float64 round-off
+
+
+def _randn(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+
+
+def _encoder_layer():
+    torch.manual_seed(0)  # torch initialises the layer from the global RNG
+    return nn.TransformerEncoderLayer(6, 2, dim_feedforward=8, dropout=0.0, batch_first=True,
+                                      dtype=torch.float64).eval()
+
+
+def test_tokens_entering_self_attention_of_an_encoder_layer_even_on_its_fast_path():
+    """Post-LN layer: self_attn gets the layer's input. In eval mode under no_grad torch would skip
+    self_attn.forward (its fused fast path); capture runs with gradients enabled so the hook fires."""
+    layer, x = _encoder_layer(), _randn(4, 5, 6)
+    with torch.no_grad():
+        data = capture(layer, layer.self_attn, x, query=1)
+    ones = torch.ones(4, 5, 1, dtype=torch.float64)
+    torch.testing.assert_close(data.X, torch.cat([x, ones], dim=-1), rtol=0, atol=0)
+    torch.testing.assert_close(data.Z, torch.cat([x[:, 1], ones[:, 0]], dim=-1), rtol=0, atol=0)
+    assert data.y.tolist() == [1.0] * 4 and data.v is None and data.select is None
+
+
+def test_attended_selection_is_the_argmax_of_the_module_s_own_weights():
+    layer, x = _encoder_layer(), _randn(6, 5, 6, seed=1)
+    with torch.no_grad():
+        _, own = layer.self_attn(x, x, x, average_attn_weights=False)  # (n, h, L, T)
+    data = capture(layer, layer.self_attn, x, query=0, select="attended", head=1)
+    assert data.select.tolist() == own[:, 1, 0].argmax(-1).tolist()
+    torch.testing.assert_close(attention_probabilities(data.X, head_W(layer.self_attn, 1), data.Z), own[:, 1, 0],
+                               rtol=0, atol=TOL)
+
+
+def test_causal_keys_and_a_head_and_labels_are_carried():
+    mha, x = nn.MultiheadAttention(4, 2, bias=False, batch_first=True, dtype=torch.float64), _randn(3, 6, 4, seed=2)
+    causal = torch.triu(torch.ones(6, 6, dtype=torch.bool), diagonal=1)  # True: key after the query, masked
+    with torch.no_grad():
+        _, own = mha(x, x, x, attn_mask=causal, average_attn_weights=False)
+    data = capture(mha, mha, (x, x, x), query=3, keys=slice(0, 4), y=[1, -1, 1], v=[1.0, 0.0, 0.0, 0.0])
+    assert data.T == 4 and data.y.tolist() == [1.0, -1.0, 1.0]
+    torch.testing.assert_close(attention_probabilities(data.X, head_W(mha, 0), data.Z), own[:, 0, 3, :4],
+                               rtol=0, atol=TOL)
+    torch.testing.assert_close(data.token_scores(), data.y[:, None] * x[:, :4, 0], rtol=0, atol=0)
+
+
+def test_homogeneous_head_gets_a_zero_for_the_constant_coordinate():
+    layer, x = _encoder_layer(), _randn(2, 3, 6, seed=3)
+    data = capture(layer, layer.self_attn, x, v=torch.ones(6))
+    assert data.v.tolist() == [1.0] * 6 + [0.0]
+
+
+def test_captured_tokens_feed_the_attention_svm():
+    """The head's own selection on its own tokens is a valid SVM input; the solution separates it (margin 1)."""
+    layer, x = _encoder_layer(), _randn(8, 4, 6, seed=4)
+    data = capture(layer, layer.self_attn, x, select="attended", head=0)
+    solution = attention_svm(data, "fro", method="dual")
+    logits = torch.einsum("ntk,kq,nq->nt", data.X, solution.W, data.Z)
+    assert logits.argmax(-1).tolist() == data.select.tolist()
+    assert solution.margin == pytest.approx(1.0, abs=1e-6)  # the SVM's own KKT tolerance
+
+
+def test_module_not_called_by_the_model():
+    layer, other = _encoder_layer(), nn.MultiheadAttention(6, 2, batch_first=True, dtype=torch.float64)
+    with pytest.raises(ValidationError, match="was not called when running model"):
+        capture(layer, other, _randn(2, 3, 6))
+
+
+def test_tokens_of_the_wrong_width_or_layout():
+    mha = nn.MultiheadAttention(4, 2, batch_first=True, dtype=torch.float64)
+    with pytest.raises(ValidationError, match=r"query entering the attention module has shape \(2, 3, 5\), "
+                                              r"expected \(n, L, d\) with d = 4"):
+        capture(_Caller(mha, _randn(2, 3, 5)), mha, None)
+
+
+class _Caller(nn.Module):
+    """Calls an attention module on fixed tokens: capture's pre-hook sees them before torch's own shape check."""
+
+    def __init__(self, module, x):
+        super().__init__()
+        self.module, self.x = module, x
+
+    def forward(self, _):
+        return self.module(self.x, self.x, self.x)
+
+
+def test_query_keys_and_select_out_of_range():
+    mha, x = nn.MultiheadAttention(4, 2, batch_first=True, dtype=torch.float64), _randn(2, 3, 4)
+    with pytest.raises(ValidationError, match="query == 3, must be <= 2"):
+        capture(mha, mha, (x, x, x), query=3)
+    with pytest.raises(ValidationError, match=r"keys must pick at least 2 key tokens among the 3"):
+        capture(mha, mha, (x, x, x), keys=[0, 7])
+    with pytest.raises(ValidationError, match='select == \'attended\': pass "attended" together with head'):
+        capture(mha, mha, (x, x, x), select="attended")
+    with pytest.raises(ValidationError, match=r"select holds indices outside \[0, 2\]"):
+        capture(mha, mha, (x, x, x), select=[0, 5])
