@@ -136,7 +136,9 @@ def read_npz(path: str | os.PathLike[str], what: str = "data file") -> dict[str,
     except OSError as err:
         raise ValidationError(f"{name} cannot be read: {err.strerror}") from None
     if head.startswith(b"\x93NUMPY"):
-        raise ValidationError(f"{name} is a single .npy array, not an .npz archive of named arrays; save with numpy.savez")
+        raise ValidationError(
+            f"{name} is a single .npy array, not an .npz archive of named arrays; save with numpy.savez"
+        )
     if not head.startswith(b"PK"):
         raise ValidationError(f"{name} is not an .npz archive (a zip of .npy arrays); save the arrays with numpy.savez")
     try:

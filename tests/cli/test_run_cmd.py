@@ -58,7 +58,8 @@ def test_overwrite_never_empties_a_folder_that_holds_no_run(tmp_path):
     (tmp_path / "thesis.tex").write_text("precious")
     result = run("--out", str(tmp_path), "--overwrite")
     assert result.exit_code == 2
-    assert "holds files that are not an attnlab run (thesis.tex); --overwrite only empties a run's folder" in result.output
+    expected = "holds files that are not an attnlab run (thesis.tex); --overwrite only empties a run's folder"
+    assert expected in result.output
     assert (tmp_path / "thesis.tex").read_text() == "precious"
 
 

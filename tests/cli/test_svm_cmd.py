@@ -94,4 +94,5 @@ def test_a_text_file_given_as_data_is_one_line(tmp_path, command):
     (tmp_path / "d.npz").write_text("not an archive")
     result = invoke(*command, tmp_path / "d.npz")
     assert result.exit_code == 2 and "Traceback" not in result.output
-    assert result.output.strip() == f"error: data file '{tmp_path / 'd.npz'}' is not an .npz archive (a zip of .npy arrays); save the arrays with numpy.savez"
+    expected = "is not an .npz archive (a zip of .npy arrays); save the arrays with numpy.savez"
+    assert result.output.strip() == f"error: data file '{tmp_path / 'd.npz'}' {expected}"

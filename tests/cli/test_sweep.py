@@ -91,7 +91,8 @@ def test_killed_sweep_restarted_completes_without_recomputing_or_corrupt_files(t
     assert list(index["status"]) == ["done"] * 10 and index["key"].is_unique
     for run_dir in out.glob("runs/*"):
         names = sorted(p.name for p in run_dir.iterdir())
-        assert names == [".lock", "W.npy", "job.json", "outcome.json", "record.json", "trajectory.parquet"]  # no temp files
+        # no temp files: the run's outputs and the runner's bookkeeping (claim, job, outcome)
+        assert names == [".lock", "W.npy", "job.json", "outcome.json", "record.json", "trajectory.parquet"]
         json.loads((run_dir / "record.json").read_text())
         assert len(pd.read_parquet(run_dir / "trajectory.parquet")) == 2
 
@@ -108,7 +109,9 @@ def test_an_impossible_out_is_one_line(tmp_path):
 def test_the_summary_counts_diverged_runs(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(FIXTURES))
     sweep = tmp_path / "s.yaml"
-    sweep.write_text("task: sweep_fixtures:Diverges\nbase: {d: 3, steps: 5, lr: 0.1, seed: 0}\ngrid:\n  diverge: [true, false]\n")
+    sweep.write_text(
+        "task: sweep_fixtures:Diverges\nbase: {d: 3, steps: 5, lr: 0.1, seed: 0}\ngrid:\n  diverge: [true, false]\n"
+    )
     result = CliRunner().invoke(main, ["sweep", str(sweep), "--out", str(tmp_path / "o"), "--no-progress"])
     assert result.exit_code == 0, result.output
     assert "2 runs: 1 done (0 were already), 0 failed, 1 diverged" in result.output

@@ -189,7 +189,8 @@ def sweep_process(out: Path, executor: str = "inprocess", **spec) -> subprocess.
     whole process group, as Ctrl-C in a terminal does); stdout and stderr go to the pipe ``stdout``."""
     code = (
         "import json, sys; from attnlab.runner import SweepSpec, make_executor, run_sweep; "
-        "run_sweep(SweepSpec(**json.loads(sys.argv[1])), sys.argv[2], make_executor(sys.argv[3], workers=2), progress=False)"
+        "run_sweep(SweepSpec(**json.loads(sys.argv[1])), sys.argv[2], make_executor(sys.argv[3], workers=2), "
+        "progress=False)"
     )
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent), "OMP_NUM_THREADS": "1"}
     return subprocess.Popen(

@@ -59,7 +59,8 @@ def test_an_address_that_accepts_tcp_but_is_no_ray_cluster_fails_in_bounded_time
         )
         env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
         # 120 s: a hang guard (Ray alone would retry for minutes), not a timing claim
-        done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, env=env, timeout=120)
+        command = [sys.executable, "-c", code, str(tmp_path)]
+        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 2, done.stderr[-2000:]
     assert f"the Ray cluster at '{address}' accepted a connection but did not answer within 2 s" in done.stdout
 

@@ -5,7 +5,7 @@ import signal
 
 import pandas as pd
 import pytest
-from sweep_fixtures import Diverges, Explodes, Recorded, ToyTrain, log_lines, sweep_process, wait_until
+from sweep_fixtures import Diverges, Explodes, ToyTrain, log_lines, sweep_process, wait_until
 
 from attnlab._validation import ValidationError
 from attnlab.runner import register_task

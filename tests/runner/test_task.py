@@ -27,7 +27,8 @@ def test_execute_cleans_an_unfinished_run_directory(tmp_path):
     run_dir.mkdir()
     (run_dir / ".trajectory.parquet.abc.tmp.parquet").write_text("partial write of a killed run")
     execute(ToyTrain(), "k", PARAMS, run_dir)
-    assert sorted(p.name for p in run_dir.iterdir()) == [".lock", "W.npy", "outcome.json", "record.json", "trajectory.parquet"]
+    expected = [".lock", "W.npy", "outcome.json", "record.json", "trajectory.parquet"]  # outputs and bookkeeping
+    assert sorted(p.name for p in run_dir.iterdir()) == expected
 
 
 def test_a_raising_job_becomes_a_failed_outcome_with_its_traceback(tmp_path):

@@ -339,15 +339,18 @@ def test_the_programs_are_scale_covariant(data, norm, a, b):
     assert torch.equal(sol.select, ref.select) and sol.support == ref.support
     # TOL: solver noise on the unit-scale program; the scaling itself costs a few roundings
     np.testing.assert_allclose(sol.W.numpy() * a * b, ref.W.numpy(), rtol=0, atol=TOL * np.abs(ref.W.numpy()).max())
-    assert sol.margin == pytest.approx(1.0, abs=TOL) and sol.norm_value * a * b == pytest.approx(ref.norm_value, rel=TOL)
+    assert sol.margin == pytest.approx(1.0, abs=TOL)
+    assert sol.norm_value * a * b == pytest.approx(ref.norm_value, rel=TOL)
     e = 2.0 if norm == "fro" else (1.0 if norm in ("nuc", "l1-diag") else norm)  # lambda scales by (ab)^(-e)
-    np.testing.assert_allclose(sol.duals.numpy() * (a * b) ** e, ref.duals.numpy(), rtol=TOL, atol=TOL * float(ref.duals.max()))
+    duals = sol.duals.numpy() * (a * b) ** e
+    np.testing.assert_allclose(duals, ref.duals.numpy(), rtol=TOL, atol=TOL * float(ref.duals.max()))
 
 
 @pytest.mark.parametrize("scale", [1e300, 1e-300])
 def test_separable_data_out_of_float_range_are_never_called_infeasible(data, scale):
     scaled = data.with_(X=data.X * scale, Z=data.Z * scale)
-    with pytest.raises(ValidationError, match="the data are separable, but the max-margin solution has norm about 1e") as info:
+    match = "the data are separable, but the max-margin solution has norm about 1e"
+    with pytest.raises(ValidationError, match=match) as info:
         attention_svm(scaled, "fro")
     assert not isinstance(info.value, InfeasibleProgramError) and "divide X and Z by a common factor" in str(info.value)
 

@@ -130,7 +130,9 @@ class TokenSelectionData:
         arrays = read_npz(path)
         missing = [k for k in ("X", "y") if k not in arrays]
         if missing:
-            raise ValidationError(f"{path} lacks keys {missing}; an attnlab data file has X (n,T,d), y (n,) and optionally Z, v, select")
+            raise ValidationError(
+                f"{path} lacks keys {missing}; an attnlab data file has X (n,T,d), y (n,) and optionally Z, v, select"
+            )
         try:
             return cls(**{k: arrays[k] for k in _NPZ_KEYS if k in arrays})
         except ValidationError as err:

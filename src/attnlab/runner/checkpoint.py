@@ -57,7 +57,10 @@ def read_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any] | None:
             "not a weights-only checkpoint: delete it to start the run over"
         ) from None
     if not isinstance(state, dict):
-        raise ValidationError(f"checkpoint {str(path)!r} holds a {type(state).__name__}, not a state dict; delete it to start the run over")
+        raise ValidationError(
+            f"checkpoint {str(path)!r} holds a {type(state).__name__}, not a state dict; delete it to start the run "
+            "over"
+        )
     return state
 
 

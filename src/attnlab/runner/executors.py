@@ -119,7 +119,10 @@ class PoolExecutor:
         context.set_forkserver_preload(["torch", "attnlab.runner.task"])
         for attempt in range(self.retries + 1):
             broken: list[int] = []
-            with cf.ProcessPoolExecutor(self.workers, mp_context=context, initializer=_init_worker, initargs=(threads,)) as pool:
+            pool = cf.ProcessPoolExecutor(
+                self.workers, mp_context=context, initializer=_init_worker, initargs=(threads,)
+            )
+            with pool:
                 futures = {pool.submit(execute, task, jobs[i].key, jobs[i].params, run_dirs[i]): i for i in todo}
                 try:
                     for future in cf.as_completed(futures):
@@ -191,7 +194,8 @@ def _connect(ray: Any, address: str, timeout: float) -> None:
     if "error" not in outcome:
         raise ValidationError(
             f"the Ray cluster at {address!r} accepted a connection but did not answer within {timeout:g} s; check "
-            "the address (the GCS port of `ray start --head`, 6379 by default), or drop --address to start a local cluster"
+            "the address (the GCS port of `ray start --head`, 6379 by default), or drop --address to start a local "
+            "cluster"
         )
     if outcome["error"] is not None:
         raise ValidationError(f"cannot connect to the Ray cluster at {address!r}: {outcome['error']}") from None

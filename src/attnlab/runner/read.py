@@ -71,7 +71,8 @@ def read_sweep(root: str | os.PathLike[str], table: str = "trajectory") -> pd.Da
         table also holds as a column (a ``seed`` the task wrote, say) appears once when the two agree in every
         run, and otherwise as ``params.<name>`` beside the table's column. A parameter that only some runs set
         is missing (NaN or None) in the others. Finished runs are read, diverged ones
-        included; runs not finished (pending, running or failed) are left out; :func:`attnlab.runner.read_index` lists them.
+        included; runs not finished (pending, running or failed) are left out;
+        :func:`attnlab.runner.read_index` lists them.
 
     Raises
     ------

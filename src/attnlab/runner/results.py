@@ -20,7 +20,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +74,8 @@ class ResultsStore:
         """Write the run's ``job.json`` unless it is there already; returns the run directory."""
         run_dir = self.run_dir(job, label)
         if not (run_dir / JOB).is_file():
-            write_json(run_dir / JOB, {"task": job.task, "key": job.key, "params": job.params, "label": label, "index": job.index})
+            job_json = {"task": job.task, "key": job.key, "params": job.params, "label": label, "index": job.index}
+            write_json(run_dir / JOB, job_json)
         return run_dir
 
     def status(self, job: Job, label: str) -> str:

@@ -99,7 +99,10 @@ def prepare_out(folder: str | os.PathLike[str], owner: Mapping[str, Any], *, ove
         return folder  # the same run again: its outputs are rewritten one by one, the same set of files
     held = ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
     if not overwrite:
-        what = f"another run ({record.get('experiment', '?')}, config {record.get('config_hash', '?')})" if isinstance(record, dict) else f"other files ({held})"
+        if isinstance(record, dict):
+            what = f"another run ({record.get('experiment', '?')}, config {record.get('config_hash', '?')})"
+        else:
+            what = f"other files ({held})"
         raise OutputError(
             f"--out {str(folder)!r} already holds {what}; pass --overwrite to replace it, or choose an empty folder"
         )

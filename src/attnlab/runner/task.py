@@ -226,7 +226,9 @@ def execute_batch(
         try:
             summaries = task.run_batch([params[i] for i in todo], [run_dirs[i] for i in todo]) if todo else []
             if len(summaries) != len(todo):
-                raise RuntimeError(f"task {task.name!r} returned {len(summaries)} summaries for a batch of {len(todo)} runs")
+                raise RuntimeError(
+                    f"task {task.name!r} returned {len(summaries)} summaries for a batch of {len(todo)} runs"
+                )
         except Exception:  # noqa: BLE001 - recorded per run, the sweep goes on
             seconds = (time.perf_counter() - start) / max(len(todo), 1)
             text = traceback.format_exc()

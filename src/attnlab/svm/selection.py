@@ -27,8 +27,8 @@ from attnlab.svm._program import (
     unit_scale,
 )
 from attnlab.svm.attention_svm import attention_svm
-from attnlab.svm.result import AttentionSVMResult
 from attnlab.svm.errors import InfeasibleProgramError, TieWarning
+from attnlab.svm.result import AttentionSVMResult
 
 __all__ = [
     "SelectionReport",

@@ -134,5 +134,6 @@ def test_a_damaged_checkpoint_names_its_file_and_what_to_delete(tmp_path, damage
         path.write_text("not a checkpoint")
     else:
         torch.save({"epoch": 1, "hook": _blobs}, path)  # a function: only a full unpickle would import and run it
-    with pytest.raises(ValidationError, match=rf"checkpoint '{path}' cannot be loaded .*: delete it to start the run over"):
+    match = rf"checkpoint '{path}' cannot be loaded .*: delete it to start the run over"
+    with pytest.raises(ValidationError, match=match):
         fit(model, torch.optim.SGD(model.parameters(), lr=0.1), data, epochs=2, batch_size=16, seed=0, checkpoint=path)
