@@ -17,7 +17,6 @@ one store write it in turn), and :func:`read_index` rebuilds it again. A status 
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 from pathlib import Path
@@ -27,7 +26,7 @@ import pandas as pd
 
 from attnlab._io import make_dir
 from attnlab._validation import ValidationError
-from attnlab.runner.claim import is_claimed
+from attnlab.runner.claim import is_claimed, locked
 from attnlab.runner.spec import Job
 from attnlab.runner.store import write_json, write_parquet
 from attnlab.runner.task import ERROR, JOB, OUTCOME, finished_status, is_finished
@@ -126,8 +125,7 @@ class ResultsStore:
 
         Holds a lock on the store while it scans and writes, so the last writer always writes the latest scan.
         """
-        with open(self.root / _INDEX_LOCK, "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        with locked(self.root / _INDEX_LOCK):
             frame = self.scan()
             write_parquet(self.root / INDEX, frame)
         return frame
