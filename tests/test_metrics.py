@@ -76,3 +76,30 @@ def test_norms_and_cosine():
         matrix_norm(W, "max")
     with pytest.raises(ValidationError, match="p =="):
         bregman_divergence(W, W, 0.5)
+
+
+@pytest.mark.parametrize("scale", [1e300, 1e-300, 1.0])
+@pytest.mark.parametrize("kind", ["fro", "nuc", "op", 1.0, 1.5, 3.0])
+def test_norms_neither_overflow_nor_underflow(scale, kind):
+    g = torch.Generator().manual_seed(0)
+    W = torch.randn(2, 4, 4, generator=g, dtype=torch.float64)  # two runs
+    expected = matrix_norm(W, kind) * scale  # norms are absolutely homogeneous: ||c W|| = |c| ||W||
+    got = matrix_norm(W * scale, kind)
+    # 1e-13: a few roundings of the scaled entries; the sum of squares alone would give inf or 0 here
+    torch.testing.assert_close(got, expected, rtol=1e-13, atol=0)
+
+
+def test_a_norm_of_4e304_is_reported_not_inf():
+    W = torch.full((3, 3), 1.4e304, dtype=torch.float64)
+    assert float(matrix_norm(W, "fro")) == pytest.approx(4.2e304, rel=1e-15)  # 3 * 1.4e304 exactly, up to rounding
+    assert math.isinf(float(matrix_norm(torch.full((2, 2), math.inf, dtype=torch.float64))))
+    assert float(matrix_norm(torch.zeros(2, 2, dtype=torch.float64))) == 0.0
+
+
+@pytest.mark.parametrize(("a", "b"), [(1e300, 1e-300), (1e-300, 1.0), (1e200, 1e200)])
+def test_cosine_does_not_depend_on_scale(a, b):
+    g = torch.Generator().manual_seed(1)
+    A, B = torch.randn(3, 3, generator=g, dtype=torch.float64), torch.randn(3, 3, generator=g, dtype=torch.float64)
+    # 1e-14: rescaling costs a few roundings; unscaled, these products overflow to inf or underflow to 0
+    assert float(cosine(a * A, b * B)) == pytest.approx(float(cosine(A, B)), rel=1e-14)
+    assert float(cosine(a * A[0], b * B[0])) == pytest.approx(float(cosine(A[0], B[0])), rel=1e-14)

@@ -1,29 +1,154 @@
-"""Atomic file writes, the lowest layer so that data sets and run outputs share one crash-safe writer."""
+"""Atomic file writes and safe ``.npz`` reads, the lowest layer so that data sets and run outputs share them.
+
+Files are created with mode ``0o666`` minus the umask (``0644`` under the usual ``022``), like any file a
+program writes, so collaborators can read results. A file-system failure (no permission, a file in the way, a
+full disk, a name too long) becomes an :class:`OutputError` whose one line names the path, the reason and a fix.
+"""
 
 from __future__ import annotations
 
+import errno
 import os
-import tempfile
+import secrets
+import zipfile
+import zlib
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-__all__ = ["atomic_write"]
+from attnlab._validation import ValidationError
+
+__all__ = ["OutputError", "atomic_write", "make_dir", "read_npz"]
+
+_FIXES = {
+    errno.EACCES: "check the folder's permissions or choose another path",
+    errno.EPERM: "check the folder's permissions or choose another path",
+    errno.EROFS: "the file system is read-only; choose another path",
+    errno.ENOSPC: "the disk is full; free some space and run again (finished work is kept)",
+    errno.EDQUOT: "the disk quota is exceeded; free some space and run again (finished work is kept)",
+    errno.ENAMETOOLONG: "a name in the path is too long; choose a shorter path",
+    errno.EEXIST: "a file is in the way where a folder is needed; remove it or choose another path",
+    errno.ENOTDIR: "a file is in the way where a folder is needed; remove it or choose another path",
+    errno.EISDIR: "a folder is in the way where a file is needed; remove it or choose another path",
+}
+
+
+class OutputError(ValidationError):
+    """An output could not be written: the message names the path, what the file system said, and a fix."""
+
+
+def _output_error(path: Path, err: OSError) -> OutputError:
+    reason = err.strerror or type(err).__name__
+    where = f" ({err.filename})" if err.filename and str(err.filename) != str(path) else ""
+    fix = _FIXES.get(err.errno or 0, "check the path")
+    return OutputError(f"cannot write {str(path)!r}: {reason}{where}; {fix}")
+
+
+def make_dir(path: str | os.PathLike[str]) -> Path:
+    """Create the folder ``path`` and its parents (fine when it exists); returns it.
+
+    Raises
+    ------
+    OutputError
+        If the folder cannot be made (a file in the way, no permission, an impossible path).
+    """
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise _output_error(path, err) from None
+    return path
+
+
+def _new_file(folder: Path, prefix: str, suffix: str) -> Path:
+    # tempfile.mkstemp would make the file 0600 whatever the umask; O_EXCL with 0o666 lets the umask decide.
+    while True:
+        path = folder / f"{prefix}{secrets.token_hex(4)}{suffix}"
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+        except FileExistsError:
+            continue
+        return path
 
 
 def atomic_write(path: str | os.PathLike[str], write: Callable[[Path], None]) -> Path:
     """Call ``write(tmp_path)`` then rename ``tmp_path`` onto ``path`` atomically.
 
-    ``write`` receives a path in the destination folder (same file system, so the rename is atomic).
+    ``write`` receives a path in the destination folder (same file system, so the rename is atomic). A crash
+    while writing leaves the old file (or none), never a truncated one.
+
+    Raises
+    ------
+    OutputError
+        If the file system refuses (see the module docstring); the temp file is removed.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp" + path.suffix, dir=path.parent)
-    os.close(fd)
-    tmp_path = Path(tmp)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp_path = _new_file(path.parent, prefix=f".{path.name}.", suffix=".tmp" + path.suffix)
+    except OSError as err:
+        raise _output_error(path, err) from None
     try:
         write(tmp_path)
         os.replace(tmp_path, path)
+    except OSError as err:
+        raise _output_error(path, err) from None
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
     return path
+
+
+def read_npz(path: str | os.PathLike[str], what: str = "data file") -> dict[str, Any]:
+    """Every array of the ``.npz`` archive at ``path``, read without unpickling anything.
+
+    Parameters
+    ----------
+    path : path
+        An archive written by ``numpy.savez`` (or :meth:`attnlab.data.TokenSelectionData.save`).
+    what : str, default="data file"
+        How messages name the file.
+
+    Returns
+    -------
+    dict of str to numpy.ndarray
+
+    Raises
+    ------
+    ValidationError
+        One line naming the file and what is wrong with it: missing, a folder, not an ``.npz`` archive (text, a
+        pickle, a single ``.npy`` array), empty, truncated or corrupt, or holding Python objects (``dtype=object``,
+        which would need pickle, a way to run arbitrary code).
+    """
+    import numpy as np
+
+    path = Path(path)
+    name = f"{what} {str(path)!r}"
+    if not path.exists():
+        raise ValidationError(f"{name} does not exist; check the path")
+    if path.is_dir():
+        raise ValidationError(f"{name} is a folder; pass an .npz file")
+    if path.stat().st_size == 0:
+        raise ValidationError(f"{name} is empty; write it again with numpy.savez")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(6)
+    except OSError as err:
+        raise ValidationError(f"{name} cannot be read: {err.strerror}") from None
+    if head.startswith(b"\x93NUMPY"):
+        raise ValidationError(
+            f"{name} is a single .npy array, not an .npz archive of named arrays; save with numpy.savez"
+        )
+    if not head.startswith(b"PK"):
+        raise ValidationError(f"{name} is not an .npz archive (a zip of .npy arrays); save the arrays with numpy.savez")
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            return {key: archive[key] for key in archive.files}
+    except ValueError as err:
+        if "allow_pickle" in str(err) or "Object arrays" in str(err):
+            raise ValidationError(
+                f"{name} holds Python objects (dtype=object), which attnlab does not unpickle; store numeric arrays"
+            ) from None
+        raise ValidationError(f"{name} is corrupt ({err}); write it again") from None
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, KeyError) as err:
+        raise ValidationError(f"{name} is truncated or corrupt ({type(err).__name__}: {err}); write it again") from None

@@ -40,12 +40,23 @@ __all__ = [
 ]
 
 
+def _unit_scale(A: torch.Tensor, dims: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(A / s, s)`` with ``s`` the largest ``|entry|`` per run (1 where that is 0 or not finite), shape of ``s``
+    ``([R,])``: norms of ``A / s`` neither overflow nor underflow (``||A|| = s ||A / s||`` for any norm)."""
+    s = A.abs().amax(dim=dims)
+    s = torch.where((s > 0) & torch.isfinite(s), s, torch.ones_like(s))
+    return A / s.reshape(s.shape + (1,) * len(dims)), s
+
+
 def cosine(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
     """``<A, B> / (||A||_F ||B||_F)`` over the last two axes (or last axis for vectors); shape ``([R,])``.
 
-    Spec: implicit-bias-ngd §5 (``corr(W_t, W_mm)``).
+    Spec: implicit-bias-ngd §5 (``corr(W_t, W_mm)``). Scale-free, so it is computed on ``A`` and ``B`` divided by
+    their largest entries: entries near 1e300 or 1e-300 give the same cosine as entries near 1.
     """
     dims = (-2, -1) if A.dim() >= 2 and B.dim() >= 2 else (-1,)
+    A, _ = _unit_scale(A, dims)
+    B, _ = _unit_scale(B, dims)
     inner = (A * B).sum(dim=dims)
     return inner / (torch.linalg.vector_norm(A, dim=dims) * torch.linalg.vector_norm(B, dim=dims))
 
@@ -88,21 +99,27 @@ def selected_probability(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor, sele
 
 
 def entrywise_norm(W: torch.Tensor, p: float) -> torch.Tensor:
-    """Entrywise ``l_p`` norm over the last two axes, shape ``([R,])``. Spec: mirror-descent-lp §1."""
-    return torch.linalg.vector_norm(W, ord=p, dim=(-2, -1))
+    """Entrywise ``l_p`` norm over the last two axes, shape ``([R,])``. Spec: mirror-descent-lp §1.
+
+    Computed as ``s ||W / s||_p`` with ``s = max |W_ij|``, so ``|W_ij|^p`` never overflows or underflows.
+    """
+    unit, s = _unit_scale(W, (-2, -1))
+    return s * torch.linalg.vector_norm(unit, ord=p, dim=(-2, -1))
 
 
 def matrix_norm(W: torch.Tensor, kind: str | float = "fro") -> torch.Tensor:
-    """``"fro"``, ``"nuc"``, ``"op"`` or an entrywise ``p`` norm of ``W``, shape ``([R,])``."""
-    if kind == "fro":
-        return torch.linalg.matrix_norm(W, "fro")
-    if kind == "nuc":
-        return torch.linalg.matrix_norm(W, "nuc")
-    if kind == "op":
-        return torch.linalg.matrix_norm(W, 2)
-    if isinstance(kind, (int, float)):
+    """``"fro"``, ``"nuc"``, ``"op"`` or an entrywise ``p`` norm of ``W``, shape ``([R,])``.
+
+    Computed on ``W / max |W_ij|`` and scaled back, so a norm of 4.2e304 is reported as such, not as ``inf``
+    (the sum of squares would overflow), and one of 1e-200 not as 0.
+    """
+    if isinstance(kind, (int, float)) and not isinstance(kind, bool):
         return entrywise_norm(W, float(kind))
-    raise ValidationError(f"kind == {kind!r}, must be 'fro', 'nuc', 'op' or a number p >= 1")
+    ords = {"fro": "fro", "nuc": "nuc", "op": 2}
+    if kind not in ords:
+        raise ValidationError(f"kind == {kind!r}, must be 'fro', 'nuc', 'op' or a number p >= 1")
+    unit, s = _unit_scale(W, (-2, -1))
+    return s * torch.linalg.matrix_norm(unit, ords[kind])
 
 
 def bregman_divergence(A: torch.Tensor, B: torch.Tensor, p: float) -> torch.Tensor:

@@ -65,3 +65,10 @@ def test_bad_values_and_names_are_refused(tmp_path):
 def test_check_missing_file(tmp_path):
     result = run("data", "check", str(tmp_path / "none.npz"))
     assert result.exit_code == 2 and "does not exist" in result.output
+
+
+def test_an_impossible_out_is_one_line(tmp_path):
+    (tmp_path / "blocker").write_text("")
+    result = run("data", "make", "example1", "--out", str(tmp_path / "blocker" / "d.npz"))
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "a file is in the way" in result.output.strip().splitlines()[-1]

@@ -78,3 +78,21 @@ def test_bad_options_are_named(tmp_path, data, args, match):
     data.save(src)
     result = invoke("svm", src, *args)
     assert result.exit_code == 2 and match in result.output
+
+
+def test_an_impossible_out_is_one_line(tmp_path, data):
+    data.save(tmp_path / "d.npz")
+    (tmp_path / "blocker").write_text("")
+    result = invoke("svm", tmp_path / "d.npz", "--out", tmp_path / "blocker" / "w.npz")
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert f"error: cannot write '{tmp_path / 'blocker' / 'w.npz'}': File exists" in result.output
+    assert "a file is in the way" in result.output
+
+
+@pytest.mark.parametrize("command", [["svm"], ["data", "check"]])
+def test_a_text_file_given_as_data_is_one_line(tmp_path, command):
+    (tmp_path / "d.npz").write_text("not an archive")
+    result = invoke(*command, tmp_path / "d.npz")
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    expected = "is not an .npz archive (a zip of .npy arrays); save the arrays with numpy.savez"
+    assert result.output.strip() == f"error: data file '{tmp_path / 'd.npz'}' {expected}"

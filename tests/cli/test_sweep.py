@@ -90,6 +90,28 @@ def test_killed_sweep_restarted_completes_without_recomputing_or_corrupt_files(t
     index = pd.read_parquet(out / "index.parquet")
     assert list(index["status"]) == ["done"] * 10 and index["key"].is_unique
     for run_dir in out.glob("runs/*"):
-        assert sorted(p.name for p in run_dir.iterdir()) == ["W.npy", "record.json", "trajectory.parquet"]  # no temp files
+        names = sorted(p.name for p in run_dir.iterdir())
+        # no temp files: the run's outputs and the runner's bookkeeping (claim, job, outcome)
+        assert names == [".lock", "W.npy", "job.json", "outcome.json", "record.json", "trajectory.parquet"]
         json.loads((run_dir / "record.json").read_text())
         assert len(pd.read_parquet(run_dir / "trajectory.parquet")) == 2
+
+
+def test_an_impossible_out_is_one_line(tmp_path):
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text("task: batched-train\nbase: {n: 4, T: 3, d: 6, steps: 5}\n")
+    (tmp_path / "blocker").write_text("")
+    result = CliRunner().invoke(main, ["sweep", str(sweep), "--out", str(tmp_path / "blocker" / "o"), "--no-progress"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "a file is in the way" in result.output
+
+
+def test_the_summary_counts_diverged_runs(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(FIXTURES))
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text(
+        "task: sweep_fixtures:Diverges\nbase: {d: 3, steps: 5, lr: 0.1, seed: 0}\ngrid:\n  diverge: [true, false]\n"
+    )
+    result = CliRunner().invoke(main, ["sweep", str(sweep), "--out", str(tmp_path / "o"), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert "2 runs: 1 done (0 were already), 0 failed, 1 diverged" in result.output

@@ -181,3 +181,14 @@ def test_check_assumptions_defaults_and_errors():
         check_assumptions(joint_toy(), which=["A2"])
     with pytest.raises(ValidationError, match="data must be a TokenSelectionData"):
         check_assumptions(torch.zeros(2, 2, 2))
+
+
+@pytest.mark.parametrize("scale", [1e300, 1e-300, 1e-20])
+@pytest.mark.parametrize("check", [near_orthogonal, assumption4_geometry], ids=["kappa", "A4-cosines"])
+def test_scale_free_checks_do_not_depend_on_the_scale(check, scale):
+    data = example1(n=4, T=3, d=8, seed=0)
+    scaled = data.with_(X=data.X * scale, Z=data.Z * scale)
+    ref, got = check(data), check(scaled)
+    # 1e-12: kappa and cosines are ratios; at unit scale only the rounding of X / max|X| differs
+    assert got.measured == pytest.approx(ref.measured, rel=1e-12) and got.holds == ref.holds
+    assert "nan" not in got.detail

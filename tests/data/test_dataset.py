@@ -94,3 +94,56 @@ def test_load_errors_name_the_file_and_keys(tmp_path):
     np.savez(tmp_path / "bad.npz", X=np.zeros((2, 2, 2)))
     with pytest.raises(ValidationError, match="lacks keys \\['y'\\]"):
         TokenSelectionData.load(tmp_path / "bad.npz")
+
+
+def _text(path):
+    path.write_text("X,y\n1,2\n")
+
+
+def _empty(path):
+    path.write_bytes(b"")
+
+
+def _truncated(path):
+    np.savez(path, X=np.zeros((2, 3, 2)), y=np.ones(2))
+    path.write_bytes(path.read_bytes()[:150])
+
+
+def _objects(path):
+    np.savez(path, X=np.array([[1, "a"]], dtype=object), y=np.ones(1))
+
+
+def _npy(path):
+    with open(path, "wb") as f:
+        np.save(f, np.zeros(3))
+
+
+def _folder(path):
+    path.mkdir()
+
+
+def _strings(path):
+    np.savez(path, X=np.full((2, 3, 2), "a"), y=np.ones(2))
+
+
+@pytest.mark.parametrize(
+    ("make", "match"),
+    [
+        (_text, "is not an .npz archive .*; save the arrays with numpy.savez"),
+        (_empty, "is empty; write it again"),
+        (_truncated, "is truncated or corrupt .*; write it again"),
+        (_objects, r"holds Python objects \(dtype=object\), which attnlab does not unpickle"),
+        (_npy, "is a single .npy array, not an .npz archive"),
+        (_folder, "is a folder; pass an .npz file"),
+        (_strings, "X"),
+    ],
+    ids=["text", "empty", "truncated", "objects", "npy", "folder", "strings"],
+)
+def test_every_bad_file_is_one_line_naming_it(make, match, tmp_path):
+    path = tmp_path / "bad.npz"
+    make(path)
+    with pytest.raises(ValidationError, match=match) as info:
+        TokenSelectionData.load(path)
+    message = str(info.value)
+    assert str(path) in message and "\n" not in message
+    assert "allow_pickle=True" not in message  # never suggest unsafe loading

@@ -7,8 +7,11 @@ and sleeps, for the kill-and-restart test; ``KillOnce`` kills its own worker the
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -125,3 +128,95 @@ class SlowTrain(BatchedTrain):
             log.write(f"{run_dir.name}\n")
         time.sleep(params["sleep"])
         return super().run({k: v for k, v in params.items() if k not in ("log", "sleep")}, run_dir)
+
+
+class Recorded(ToyTrain):
+    """ToyTrain one run at a time, appending ``start <run> <pid>`` and ``end <run> <pid>`` to ``log`` around a
+    ``sleep``-second pause: the log tells which runs started, which finished, and in which processes."""
+
+    name = "recorded"
+
+    def batch_key(self, params):
+        return None
+
+    def run(self, params, run_dir):
+        with open(params["log"], "a") as log:
+            log.write(f"start {run_dir.name} {os.getpid()}\n")
+        time.sleep(params["sleep"])
+        summary = super().run_batch([params], [run_dir])[0]
+        with open(params["log"], "a") as log:
+            log.write(f"end {run_dir.name} {os.getpid()}\n")
+        return summary
+
+
+def log_lines(log: Path, kind: str) -> list[str]:
+    """Run names of the ``kind`` ("start" or "end") lines of a :class:`Recorded` log."""
+    if not log.exists():
+        return []
+    return [line.split()[1] for line in log.read_text().splitlines() if line.startswith(kind + " ")]
+
+
+def log_pids(log: Path) -> set[int]:
+    """Process ids that ran a job of a :class:`Recorded` log."""
+    return {int(line.split()[2]) for line in log.read_text().splitlines()} if log.exists() else set()
+
+
+class Diverges(ToyTrain):
+    """ToyTrain whose runs with ``diverge: true`` return ``status: "diverged"`` in their summary, as the
+    batched-train task does for a run that stopped alone (its files written, its last finite state kept)."""
+
+    name = "diverges"
+
+    def run_batch(self, params, run_dirs):
+        summaries = super().run_batch(params, run_dirs)
+        return [{**s, "status": "diverged"} if p.get("diverge") else s for p, s in zip(params, summaries)]
+
+
+class NoRecord(ToyTrain):
+    """A broken task: returns a summary without writing ``record.json``."""
+
+    name = "no-record"
+
+    def batch_key(self, params):
+        return None
+
+    def run(self, params, run_dir):
+        return {"final_loss": 0.0}
+
+
+def sweep_process(out: Path, executor: str = "inprocess", **spec) -> subprocess.Popen:
+    """``run_sweep(SweepSpec(**spec), out)`` in a child process of its own session (so a test can signal its
+    whole process group, as Ctrl-C in a terminal does); stdout and stderr go to the pipe ``stdout``."""
+    code = (
+        "import json, sys; from attnlab.runner import SweepSpec, make_executor, run_sweep; "
+        "run_sweep(SweepSpec(**json.loads(sys.argv[1])), sys.argv[2], make_executor(sys.argv[3], workers=2), "
+        "progress=False)"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent), "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen(
+        [sys.executable, "-c", code, json.dumps(spec), str(out), executor],
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+
+
+def wait_until(predicate, timeout: float, what: str, proc: subprocess.Popen | None = None) -> None:
+    """Poll ``predicate`` every 20 ms; fail naming ``what`` after ``timeout`` s (or if ``proc`` exits first)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"the process exited before {what}: {proc.stdout.read().decode()}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no {what} within {timeout} s")
+        time.sleep(0.02)
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie (an orphan's zombie may wait for a lazy init)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")

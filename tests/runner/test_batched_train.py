@@ -76,7 +76,7 @@ def test_a_diverging_run_stops_alone_and_the_others_finish(tmp_path, executor):
     spec = SweepSpec(task="batched-train", base={"n": 4, "T": 3, "d": 8, "steps": 20, "optimizer": "gd"},
                      grid={"lr": [0.1, 1.7e308, 0.2]})
     result = run_sweep(spec, tmp_path, executor, progress=False)
-    assert list(result.index["status"]) == ["done"] * 3
+    assert list(result.index["status"]) == ["done", "diverged", "done"]  # a diverged run is finished, marked
     records = {}
     for run_dir in result.index["run_dir"]:
         record = json.loads((tmp_path / run_dir / "record.json").read_text())

@@ -69,3 +69,12 @@ def test_errors_name_the_argument(tmp_path):
         Checkpoint(tmp_path / "c.pt", every=0)
     with pytest.raises(ValidationError, match="integer 'step'"):
         Checkpoint(tmp_path / "c.pt", every=1).save({"w": 1})
+
+
+def test_a_truncated_checkpoint_names_its_file_and_what_to_delete(tmp_path):
+    ckpt = Checkpoint(tmp_path / "ckpt.pt", every=1)
+    ckpt.save({"step": 3, "w": torch.ones(4)})
+    ckpt.path.write_bytes(ckpt.path.read_bytes()[:64])
+    match = rf"checkpoint '{ckpt.path}' cannot be loaded .*delete it to start the run over"
+    with pytest.raises(ValidationError, match=match):
+        ckpt.load()

@@ -1,8 +1,12 @@
 """Executors: a batched in-process sweep, runs of one, and a process pool give the same per-run results."""
 
+import os
+import signal
+
 import numpy as np
+import pandas as pd
 import pytest
-from sweep_fixtures import ToyTrain
+from sweep_fixtures import ToyTrain, alive, log_lines, log_pids, sweep_process, wait_until
 
 from attnlab._validation import ValidationError
 from attnlab.runner.executors import InProcessExecutor, PoolExecutor, make_executor
@@ -55,3 +59,42 @@ def test_make_executor_builds_each_kind():
     assert make_executor("pool", workers=3).workers == 3
     with pytest.raises(ValidationError, match="workers == 0, must be >= 1"):
         make_executor("pool", workers=0)
+
+
+def recorded_sweep(tmp_path, runs=12, sleep=0.5):
+    log = tmp_path / "log"
+    proc = sweep_process(
+        tmp_path / "out",
+        "pool",
+        task="sweep_fixtures:Recorded",
+        base={"d": 3, "steps": 5, "lr": 0.1, "sleep": sleep, "log": str(log)},
+        grid={"seed": list(range(runs))},
+    )
+    # 60 s: an interpreter and a fork server importing torch on a loaded 2-core machine
+    wait_until(lambda: len(log_lines(log, "end")) >= 2, 60, "two finished runs", proc)
+    return proc, log
+
+
+def test_pool_workers_end_when_the_sweep_is_killed(tmp_path):
+    proc, log = recorded_sweep(tmp_path)
+    os.kill(proc.pid, signal.SIGKILL)  # the sweep only: its workers are not signalled
+    proc.wait()
+    workers = log_pids(log) - {proc.pid}
+    assert len(workers) == 2
+    ended = len(log_lines(log, "end"))
+    # 10 s: generous bound for a hang, not a timing claim (the watchdog polls every 0.2 s)
+    wait_until(lambda: not any(alive(pid) for pid in workers), 10, "end of the orphaned workers")
+    assert len(log_lines(log, "end")) <= ended + 2  # at most the two runs in flight finished; 12 were queued
+
+
+def test_ctrl_c_stops_a_pool_sweep_and_leaves_a_true_index(tmp_path):
+    proc, log = recorded_sweep(tmp_path)
+    os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C in a terminal signals the whole process group
+    proc.wait(timeout=10)  # a hang guard, not a timing claim
+    workers = log_pids(log) - {proc.pid}
+    wait_until(lambda: not any(alive(pid) for pid in workers), 10, "end of the workers")
+    out = tmp_path / "out"
+    finished = {p.parent.name for p in out.glob("runs/*/record.json")}
+    index = pd.read_parquet(out / "index.parquet")  # as the interrupted sweep left it, not rebuilt
+    assert {d.split("/")[-1] for d in index.loc[index["status"] == "done", "run_dir"]} == finished
+    assert set(index["status"]) <= {"done", "pending"} and len(index) == 12

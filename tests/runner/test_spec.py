@@ -74,3 +74,10 @@ def test_malformed_sweeps_name_the_problem(tmp_path, text, match):
 def test_missing_file_is_named(tmp_path):
     with pytest.raises(ValidationError, match="does not exist"):
         load_sweep(tmp_path / "nope.yaml")
+
+
+def test_a_yaml_error_is_one_line_with_its_position(tmp_path):
+    match = r"is not valid YAML: while parsing a flow node; .*line 2, column 1"
+    with pytest.raises(ValidationError, match=match) as info:
+        load_sweep(write(tmp_path, "task: [\n"))
+    assert "\n" not in str(info.value)

@@ -1,19 +1,23 @@
 """run_sweep: results store layout, index, failures recorded without stopping the sweep, resume skips finished runs."""
 
 import json
+import signal
 
 import pandas as pd
 import pytest
-from sweep_fixtures import Explodes, ToyTrain
+from sweep_fixtures import Diverges, Explodes, ToyTrain, log_lines, sweep_process, wait_until
 
 from attnlab._validation import ValidationError
 from attnlab.runner import register_task
+from attnlab.runner.executors import InProcessExecutor, PoolExecutor
 from attnlab.runner.results import INDEX_COLUMNS, read_index
-from attnlab.runner.spec import SweepSpec, expand
+from attnlab.runner.spec import Job, SweepSpec, expand
 from attnlab.runner.sweep import run_sweep
+from attnlab.runner.task import execute
 
 register_task(ToyTrain())
 register_task(Explodes())
+register_task(Diverges())
 SPEC = SweepSpec(task="toy-train", base={"d": 3, "steps": 5}, grid={"lr": [0.1, 0.2], "seed": [0, 1, 2]})
 
 
@@ -65,3 +69,69 @@ def test_bad_parameters_are_refused_before_anything_runs(tmp_path):
 def test_read_index_needs_a_sweep_folder(tmp_path):
     with pytest.raises(ValidationError, match="holds no index.parquet"):
         read_index(tmp_path)
+
+
+def test_two_sweeps_on_one_store_both_listed_in_the_index(tmp_path):
+    other = SweepSpec(task="toy-train", base={"d": 3, "steps": 5}, grid={"lr": [0.3], "seed": [7, 8]})
+    run_sweep(SPEC, tmp_path, progress=False)
+    run_sweep(other, tmp_path, progress=False)
+    index = pd.read_parquet(tmp_path / "index.parquet")
+    keys = {j.key for j in expand(SPEC)} | {j.key for j in expand(other)}
+    assert set(index["key"]) == keys and len(index) == 8  # the second sweep did not drop the first one's rows
+    assert list(index["status"]) == ["done"] * 8
+    assert read_index(tmp_path).equals(index)
+
+
+class FinishesNext(ToyTrain):
+    """Running seed 0 also runs seed 1 to the end, as a second sweep on the same store would meanwhile."""
+
+    name = "finishes-next"
+
+    def batch_key(self, params):
+        return None
+
+    def run(self, params, run_dir):
+        with open(params["log"], "a") as log:
+            log.write(f"start {params['seed']}\n")
+        if params["seed"] == 0:
+            other = {**params, "seed": 1}
+            key = Job(self.name, other).key
+            execute(self, key, other, run_dir.parent / f"{self.name}-{key}")
+        return super().run(params, run_dir)
+
+
+def test_what_is_left_to_do_is_decided_when_a_run_is_claimed_not_at_start(tmp_path):
+    register_task(FinishesNext())
+    log = tmp_path / "log"
+    spec = SweepSpec(task="finishes-next", base={"d": 3, "steps": 5, "lr": 0.1, "log": str(log)}, grid={"seed": [0, 1]})
+    result = run_sweep(spec, tmp_path / "out", progress=False)
+    assert log.read_text().split() == ["start", "0", "start", "1"]  # seed 1 ran once, inside seed 0's run
+    assert list(result.index["status"]) == ["done", "done"] and result.ran == 1
+
+
+@pytest.mark.parametrize("executor", [InProcessExecutor(), PoolExecutor(workers=2)], ids=["inprocess", "pool"])
+def test_a_diverged_run_is_finished_recorded_and_not_rerun(executor, tmp_path):
+    spec = SweepSpec(task="diverges", base={"d": 3, "steps": 5, "lr": 0.1, "seed": 0}, grid={"diverge": [True, False]})
+    result = run_sweep(spec, tmp_path, executor, progress=False)
+    assert list(result.index["status"]) == ["diverged", "done"] and result.failed.empty
+    assert list(pd.read_parquet(tmp_path / "index.parquet")["status"]) == ["diverged", "done"]
+    again = run_sweep(spec, tmp_path, executor, progress=False)
+    assert again.ran == 0 and list(read_index(tmp_path)["status"]) == ["diverged", "done"]
+
+
+def test_two_concurrent_sweeps_and_a_kill_lose_nothing_and_compute_no_finished_run_twice(tmp_path):
+    log, out = tmp_path / "log", tmp_path / "out"
+    spec = {"task": "sweep_fixtures:Recorded", "base": {"d": 3, "steps": 5, "lr": 0.1, "sleep": 0.3, "log": str(log)},
+            "grid": {"seed": list(range(10))}}
+    first, second = sweep_process(out, **spec), sweep_process(out, **spec)
+    # 60 s: two interpreters importing torch on a loaded 2-core machine
+    wait_until(lambda: len(log_lines(log, "end")) >= 3, 60, "three finished runs", first)
+    first.send_signal(signal.SIGKILL)  # a crash in the middle: no cleanup code runs, its claim dies with it
+    first.wait()
+    assert second.wait(timeout=60) == 0, second.stdout.read().decode()
+    ends = log_lines(log, "end")
+    assert sorted(ends) == sorted(set(ends)) and len(ends) == 10  # every run finished exactly once
+    assert list(read_index(out)["status"]) == ["done"] * 10
+    assert list(pd.read_parquet(out / "index.parquet")["status"]) == ["done"] * 10  # the last index is true
+    again = run_sweep(SweepSpec(**spec), out, progress=False)
+    assert again.ran == 0 and len(log_lines(log, "end")) == 10

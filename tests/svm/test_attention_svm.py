@@ -12,7 +12,7 @@ from scipy.optimize import linprog, minimize
 import attnlab.svm._program as program
 from attnlab._validation import ValidationError
 from attnlab.data import TokenSelectionData
-from attnlab.svm import InfeasibleProgramError, SolverAccuracyWarning, attention_svm
+from attnlab.svm import InfeasibleProgramError, SolverAccuracyWarning, TieWarning, attention_svm
 
 # Clarabel runs at gap 1e-10; solutions and multipliers of these well-conditioned small programs agree to ~1e-7,
 # so 1e-6 separates solver noise from any real error (a wrong sign or a wrong constraint moves things by O(1)).
@@ -322,3 +322,68 @@ def test_solve_on_the_constraint_spans_equals_the_full_program(norm):
     if norm == "fro":  # unique minimiser
         np.testing.assert_allclose(sol.W.numpy(), W.value, atol=1e-6)
     assert np.linalg.matrix_rank(sol.W.numpy(), tol=1e-8) <= 2  # rank <= number of distinct queries
+
+
+# --- scale, extreme p and ties ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("norm", ["fro", "nuc", 1.0, 1.5, "l1-diag"])
+@pytest.mark.parametrize(("a", "b"), [(1e50, 1e50), (1e-50, 1e-50), (1e120, 1e-100), (1e-5, 1e3)])
+def test_the_programs_are_scale_covariant(data, norm, a, b):
+    # Spec §5: the constraints (a x_sel - a x_t)^T W (b z) >= 1 are those of W' = a b W, so W(aX, bZ) = W(X, Z) / (ab)
+    if norm == "l1-diag":
+        data = TokenSelectionData(torch.randn(4, 3, 8, generator=torch.Generator().manual_seed(1)), y=[1, -1, 1, 1],
+                                  v=torch.randn(8, generator=torch.Generator().manual_seed(2)))  # d >= n(T-1): feasible
+    scaled = data.with_(X=data.X * a, Z=data.Z * b)
+    ref, sol = attention_svm(data, norm), attention_svm(scaled, norm)
+    assert torch.equal(sol.select, ref.select) and sol.support == ref.support
+    # TOL: solver noise on the unit-scale program; the scaling itself costs a few roundings
+    np.testing.assert_allclose(sol.W.numpy() * a * b, ref.W.numpy(), rtol=0, atol=TOL * np.abs(ref.W.numpy()).max())
+    assert sol.margin == pytest.approx(1.0, abs=TOL)
+    assert sol.norm_value * a * b == pytest.approx(ref.norm_value, rel=TOL)
+    e = 2.0 if norm == "fro" else (1.0 if norm in ("nuc", "l1-diag") else norm)  # lambda scales by (ab)^(-e)
+    duals = sol.duals.numpy() * (a * b) ** e
+    np.testing.assert_allclose(duals, ref.duals.numpy(), rtol=TOL, atol=TOL * float(ref.duals.max()))
+
+
+@pytest.mark.parametrize("scale", [1e300, 1e-300])
+def test_separable_data_out_of_float_range_are_never_called_infeasible(data, scale):
+    scaled = data.with_(X=data.X * scale, Z=data.Z * scale)
+    match = "the data are separable, but the max-margin solution has norm about 1e"
+    with pytest.raises(ValidationError, match=match) as info:
+        attention_svm(scaled, "fro")
+    assert not isinstance(info.value, InfeasibleProgramError) and "divide X and Z by a common factor" in str(info.value)
+
+
+@pytest.mark.parametrize(("p", "match"), [(1.0001, "too close to 1.*pass p = 1"), (1.0009, "too close to 1"),
+                                          (1e4, "too large.*pass p <= 100"), (101.0, "too large")])
+def test_extreme_p_is_a_clear_error(data, p, match):
+    with pytest.raises(ValidationError, match=match):
+        attention_svm(data, p)
+
+
+@pytest.mark.parametrize("p", [1.001, 100.0])
+def test_p_at_the_ends_of_the_range_is_solved_and_certified(data, p):
+    sol = attention_svm(data, p)
+    assert sol.max_violation <= TOL and 0 < sol.kkt_residual <= program.KKT_TOL_POWER_CONE  # a non-vacuous certificate
+
+
+def test_a_zero_head_is_an_error_not_token_zero_everywhere(data):
+    with pytest.raises(ValidationError, match="every token score y_i v\\^T x_it is 0 .* pass select="):
+        attention_svm(data.with_(v=torch.zeros(data.d)), "fro")
+
+
+def test_tied_optimal_tokens_are_warned_about(data):
+    X = data.X.clone()
+    top = int(data.token_scores()[1].argmax())
+    other = (top + 1) % data.T
+    X[1, other] = X[1, top] + 0.5 * torch.linalg.svd(data.v[None, :])[2][-1]  # moved orthogonally to v: same score
+    with pytest.warns(TieWarning, match=r"not unique in sequences \[1\].*the lowest index was selected"):
+        attention_svm(data.with_(X=X), "fro")
+
+
+def test_a_selected_token_equal_to_another_token_is_named(data):
+    X = data.X.clone()
+    X[2, 1] = X[2, 0]
+    with pytest.raises(InfeasibleProgramError, match=r"\(i=2, t=1\).*the selected token equals that token"):
+        attention_svm(data.with_(X=X), "fro", select=[0, 0, 0, 0])

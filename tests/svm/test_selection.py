@@ -89,9 +89,24 @@ def test_is_locally_optimal_raises_on_infeasible_selection(trap):
 
 
 def test_separable_margin_is_inverse_frobenius_norm(any_data):
+    # measured is the margin of the data at unit scale (largest |x_sel - x_t| and largest |z| equal to 1)
+    select = attention_svm(any_data, "fro").select
+    rows = torch.arange(any_data.n)
+    diff = any_data.X[rows, select][:, None, :] - any_data.X  # (n, T, d), zero rows at the selected tokens
+    a, b = float(diff.abs().max()), float(any_data.Z.abs().max())
+    unit = any_data.with_(X=any_data.X / a, Z=any_data.Z / b)
     report = is_separable(any_data)
     assert report.holds and report.threshold == 1e-8
-    assert report.measured == pytest.approx(1 / attention_svm(any_data, "fro").norm_value, rel=1e-6)
+    # 1e-6: the conic solver's accuracy on the unit-norm margin program
+    assert report.measured == pytest.approx(1 / attention_svm(unit, "fro", select=select).norm_value, rel=1e-6)
+
+
+@pytest.mark.parametrize("scale", [1e300, 1e-300, 1e-20])
+def test_separability_does_not_depend_on_scale(any_data, scale):
+    scaled = any_data.with_(X=any_data.X * scale, Z=any_data.Z * scale)
+    report, reference = is_separable(scaled), is_separable(any_data)
+    assert report.holds == reference.holds
+    assert report.measured == pytest.approx(reference.measured, rel=1e-6)  # 1e-6: two conic solves
 
 
 def test_contradictory_data_are_not_separable():

@@ -29,6 +29,7 @@ def explain_cmd(path: str, param: str, opt: str, steps: int, lr: float, loss: st
     """Train on the tokens in PATH (an .npz with X, y, v and optionally Z, select), then rank every candidate SVM."""
     import matplotlib.pyplot as plt
 
+    from attnlab._io import make_dir
     from attnlab.data import TokenSelectionData
     from attnlab.experiments.explain import explain, parse_opt
     from attnlab.runner.store import save_figure, write_csv, write_parquet
@@ -37,8 +38,7 @@ def explain_cmd(path: str, param: str, opt: str, steps: int, lr: float, loss: st
     data = TokenSelectionData.load(path)
     result = explain(data, param, opt, steps, lr, loss=loss)
     default = Path("runs") / f"explain-{Path(path).stem}-{param}-{opt.replace(':', '')}"
-    folder = Path(out) if out is not None else default
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = make_dir(Path(out) if out is not None else default)
     write_parquet(folder / "explain.parquet", result.table)
     write_csv(folder / "explain.csv", result.table)
     write_parquet(folder / "trajectory.parquet", result.trajectory)

@@ -22,7 +22,8 @@ def main() -> None:
 
 
 def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn a :class:`ValidationError` (bad input) into a one-line message and exit status 2, without a traceback."""
+    """Turn a :class:`ValidationError` (bad input) into a one-line message and exit status 2, and a file-system
+    failure (:class:`OSError`, which names its file) into one line and exit status 1, without a traceback."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -31,5 +32,8 @@ def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
         except ValidationError as err:
             click.echo(f"error: {err}", err=True)
             sys.exit(2)
+        except OSError as err:
+            click.echo(f"error: {err}", err=True)
+            sys.exit(1)
 
     return wrapper

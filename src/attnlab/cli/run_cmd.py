@@ -30,11 +30,18 @@ def list_cmd(paper: str | None) -> None:
               help="Replay a run: the experiment, config, seed and --quick of its record.json (or run directory).")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a config field (repeatable).")
 @click.option("--out", type=click.Path(file_okay=False), default=None, help="Run directory (default runs/<name>-<hash>).")
+@click.option("--overwrite", is_flag=True, help="Replace the outputs of another run in --out (refused without it).")
 @click.option("--quick", is_flag=True, help="CI-sized settings.")
 @click.option("--no-progress", is_flag=True, help="Hide progress bars.")
 @user_errors
 def run_cmd(
-    name: str | None, record_path: str | None, sets: tuple[str, ...], out: str | None, quick: bool, no_progress: bool
+    name: str | None,
+    record_path: str | None,
+    sets: tuple[str, ...],
+    out: str | None,
+    overwrite: bool,
+    quick: bool,
+    no_progress: bool,
 ) -> None:
     """Run the experiment NAME (or replay the run of --config); write its table, checks, record and figures."""
     from attnlab.experiments import run_experiment
@@ -44,7 +51,7 @@ def run_cmd(
     elif name is None:
         raise ValidationError("attnlab run needs an experiment NAME (see attnlab list) or --config RECORD")
     else:
-        record = run_experiment(name, sets, quick=quick, out=out, progress=not no_progress)
+        record = run_experiment(name, sets, quick=quick, out=out, progress=not no_progress, overwrite=overwrite)
     for row in record.checks.itertuples():
         if row.kind == "observation":
             mark = "AGREES" if row.passed else "DISAGREES"

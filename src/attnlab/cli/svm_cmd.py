@@ -37,12 +37,12 @@ def parse_select(text: str) -> list[int]:
 
 def read_select_key(path: str, key: str) -> object:
     """The array stored under ``key`` in the ``.npz`` at ``path``."""
-    import numpy as np
+    from attnlab._io import read_npz
 
-    with np.load(path, allow_pickle=False) as f:
-        if key not in f.files:
-            raise ValidationError(f"--select-key {key!r} is not in {path}; its keys are {', '.join(f.files)}")
-        return f[key]
+    arrays = read_npz(path)
+    if key not in arrays:
+        raise ValidationError(f"--select-key {key!r} is not in {path}; its keys are {', '.join(arrays)}")
+    return arrays[key]
 
 
 @main.command("svm")

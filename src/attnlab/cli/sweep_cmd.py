@@ -42,9 +42,10 @@ def sweep_cmd(
         spec, root, make_executor(executor, workers=workers, address=address, batch_size=batch_size), progress=not no_progress
     )
     counts = result.index["status"].value_counts()
+    others = "".join(f", {counts[s]} {s}" for s in ("diverged", "running", "pending") if counts.get(s, 0))
     click.echo(
         f"{len(result.index)} runs: {counts.get('done', 0)} done ({len(result.index) - result.ran} were already), "
-        f"{counts.get('failed', 0)} failed; index in {root / 'index.parquet'}"
+        f"{counts.get('failed', 0)} failed{others}; index in {root / 'index.parquet'}"
     )
     for row in result.failed.itertuples():
         last = row.error.strip().splitlines()[-1] if row.error.strip() else "unknown error"

@@ -66,6 +66,18 @@ def _check_data(data: object) -> TokenSelectionData:
     return data
 
 
+def _unit_scaled(data: TokenSelectionData) -> TokenSelectionData:
+    """``X / max |X|`` and ``Z / max |Z|`` (the head, labels and selection kept): for the scale-free checks.
+
+    Cosines and kappa do not depend on the scale of the tokens, but computed on tokens of size 1e300 their Gram
+    entries and norms overflow (cosine 0, kappa nan), and on tokens of size 1e-300 they underflow (0 / 0).
+    """
+    sx, sz = float(data.X.abs().max()), float(data.Z.abs().max())
+    X = data.X / sx if sx > 0 else data.X
+    Z = data.Z / sz if sz > 0 else data.Z
+    return TokenSelectionData(X, Z=Z, y=data.y, v=data.v, select=data.select)  # scores scale by 1/sx > 0: same argmax
+
+
 def _opt_tokens(data: TokenSelectionData) -> torch.Tensor:
     """Optimal tokens from the head when there is one, else the stored selection; shape (n,), int64."""
     if data.v is not None:
@@ -163,7 +175,7 @@ def near_orthogonal(data: TokenSelectionData, C: float = 1.0, exclude_opt_pairs:
     diagnostic rather than a gate (§7).
     The Gram matrix of all ``n T`` tokens is formed, so memory grows as ``(n T)^2``: meant for theory-sized data.
     """
-    data = _check_data(data)
+    data = _unit_scaled(_check_data(data))  # kappa is scale-free
     check_scalar("C", C, low=0.0, low_inclusive=False)
     known = exclude_opt_pairs or data.v is not None or data.select is not None
     opt = _opt_tokens(data) if known else None  # without a head or selection kappa' is unknown (nan)
@@ -336,7 +348,7 @@ def assumption4_geometry(data: TokenSelectionData, tol: float = 1e-8) -> Assumpt
         between their queries, (ii) ``1 - |cos(x_{i,opt}, z_i)|``, (iii) the pairing residual; holds when it is
         ``<= tol``, ``T`` is odd and every pair centre ``c`` lies in [-1, 1).
     """
-    data = _check_data(data)
+    data = _unit_scaled(_check_data(data))  # every violation is scale-free
     check_scalar("tol", tol, low=0.0)
     opt = _opt_tokens(data)
     rows = torch.arange(data.n)

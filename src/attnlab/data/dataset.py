@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from attnlab._io import atomic_write
+from attnlab._io import atomic_write, read_npz
 from attnlab._validation import ValidationError, check_tensor
 
 __all__ = ["TokenSelectionData"]
@@ -127,11 +127,13 @@ class TokenSelectionData:
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> "TokenSelectionData":
         """Read an ``.npz`` written by :meth:`save` or by the user (keys ``X``, ``y`` required; ``Z, v, select`` optional)."""
-        path = Path(path)
-        if not path.exists():
-            raise ValidationError(f"data file {str(path)!r} does not exist")
-        with np.load(path, allow_pickle=False) as f:
-            missing = [k for k in ("X", "y") if k not in f.files]
-            if missing:
-                raise ValidationError(f"{path} lacks keys {missing}; an attnlab data file has X (n,T,d), y (n,) and optionally Z, v, select")
-            return cls(**{k: f[k] for k in _NPZ_KEYS if k in f.files})
+        arrays = read_npz(path)
+        missing = [k for k in ("X", "y") if k not in arrays]
+        if missing:
+            raise ValidationError(
+                f"{path} lacks keys {missing}; an attnlab data file has X (n,T,d), y (n,) and optionally Z, v, select"
+            )
+        try:
+            return cls(**{k: arrays[k] for k in _NPZ_KEYS if k in arrays})
+        except ValidationError as err:
+            raise ValidationError(f"data file {str(path)!r}: {err}") from None

@@ -24,11 +24,20 @@ from typing import Any, Generic, TypeVar
 
 import pandas as pd
 
+from attnlab._io import make_dir
 from attnlab._validation import ValidationError
 from attnlab._overrides import parse_overrides
 from attnlab.callbacks import progress_bar
 from attnlab.runner.provenance import git_state
-from attnlab.runner.store import config_hash, save_figure, versions, write_csv, write_json, write_parquet
+from attnlab.runner.store import (
+    config_hash,
+    prepare_out,
+    save_figure,
+    versions,
+    write_csv,
+    write_json,
+    write_parquet,
+)
 
 __all__ = [
     "Check",
@@ -306,6 +315,7 @@ def run_experiment(
     quick: bool = False,
     out: str | Path | None = None,
     progress: bool = True,
+    overwrite: bool | None = None,
 ) -> RunRecord:
     """Build the config of experiment ``name``, run it, and write its outputs.
 
@@ -321,13 +331,19 @@ def run_experiment(
         Run directory; default ``runs/<name>-<config hash>``.
     progress : bool, default=True
         Show progress bars on a terminal.
+    overwrite : bool, optional
+        ``False``: refuse an ``out`` that holds another run; ``True``: empty it first (see
+        :func:`attnlab.runner.store.prepare_out`); ``None`` (a sweep's own run directory): use ``out`` as it is.
     """
     experiment = get_experiment(name)
     config = make_config(experiment, overrides, quick)
     config_dict = dataclasses.asdict(config)
     digest = config_hash({"experiment": name, "config": config_dict})
     run_dir = Path(out) if out is not None else Path("runs") / f"{name}-{digest}"
-    run_dir.mkdir(parents=True, exist_ok=True)
+    if overwrite is None:
+        make_dir(run_dir)
+    else:
+        prepare_out(run_dir, {"experiment": name, "config_hash": digest}, overwrite=overwrite)
     start = time.perf_counter()
     # progress=True asks for bars where they can be seen: on a terminal (never forced into a piped log)
     result = experiment.run(config, RunContext(out=run_dir, progress=None if progress else False, quick=quick))

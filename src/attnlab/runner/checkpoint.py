@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import io
 import os
+import pickle
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +30,38 @@ import torch
 from attnlab._validation import ValidationError, check_scalar
 from attnlab.runner.store import atomic_write
 
-__all__ = ["Checkpoint"]
+__all__ = ["Checkpoint", "read_checkpoint"]
+
+
+def read_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The state saved in the checkpoint file ``path``, or ``None`` when there is none yet.
+
+    Loaded with ``torch.load(weights_only=True)``: tensors, numbers, strings and containers of them, never
+    arbitrary pickled code.
+
+    Raises
+    ------
+    ValidationError
+        If the file is truncated, corrupt, or holds objects a weights-only load refuses; the message names the
+        file and says to delete it (the run then starts over from step 0).
+    """
+    path = Path(path)
+    if not path.is_file():
+        return None
+    try:
+        state = torch.load(path, weights_only=True)
+    except (RuntimeError, EOFError, OSError, ValueError, pickle.UnpicklingError, zipfile.BadZipFile) as err:
+        reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise ValidationError(
+            f"checkpoint {str(path)!r} cannot be loaded ({type(err).__name__}: {reason}); it is truncated, corrupt or "
+            "not a weights-only checkpoint: delete it to start the run over"
+        ) from None
+    if not isinstance(state, dict):
+        raise ValidationError(
+            f"checkpoint {str(path)!r} holds a {type(state).__name__}, not a state dict; delete it to start the run "
+            "over"
+        )
+    return state
 
 
 class Checkpoint:
@@ -71,10 +104,8 @@ class Checkpoint:
         return True
 
     def load(self) -> dict[str, Any] | None:
-        """The last saved state, or ``None`` when there is no checkpoint yet."""
-        if not self.path.is_file():
-            return None
-        return torch.load(self.path, weights_only=True)
+        """The last saved state, or ``None`` when there is no checkpoint yet (see :func:`read_checkpoint`)."""
+        return read_checkpoint(self.path)
 
     def clear(self) -> None:
         """Delete the checkpoint (call it once the run's outputs are written)."""

@@ -10,6 +10,8 @@ from __future__ import annotations
 import concurrent.futures as cf
 import multiprocessing
 import os
+import socket
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -53,18 +55,49 @@ class InProcessExecutor:
                 )
 
 
-def _limit_threads(threads: int) -> None:
+def _exit_with_parent() -> None:
+    """End this pool worker as soon as the sweep process dies, however it dies (``kill -9`` included).
+
+    The worker's parent is the fork server, which outlives the sweep while workers live; but multiprocessing
+    gives each worker a sentinel of the process that asked for it, which turns ready when that process exits.
+    Without this watch, the orphans of a killed sweep go on running jobs nobody waits for.
+    """
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+
+    def watch() -> None:
+        parent.join()
+        os._exit(1)  # orphaned: the run it held is unfinished, its claim is released, the next sweep reruns it
+
+    threading.Thread(target=watch, name="attnlab-parent-watchdog", daemon=True).start()
+
+
+def _init_worker(threads: int) -> None:
     # Pool workers share the cores: one BLAS/OpenMP pool per core avoids oversubscription.
     import torch
 
     torch.set_num_threads(threads)
+    _exit_with_parent()
+
+
+def _stop(pool: cf.ProcessPoolExecutor) -> None:
+    """End the pool's workers now: ``shutdown`` alone would let each finish its current job (tens of seconds)."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        process.join()  # dead before the caller rebuilds the index: no claim is still held
+    pool.shutdown(wait=False, cancel_futures=True)
 
 
 class PoolExecutor:
     """Run jobs one at a time in a pool of local worker processes (forked from a fork server, safe with torch).
 
     A worker that dies (killed, out of memory) breaks the pool; the jobs it left unfinished are resubmitted to a
-    fresh pool, at most ``retries`` times, after which they are reported failed.
+    fresh pool, at most ``retries`` times, after which they are reported failed. The workers end with the sweep:
+    on Ctrl-C (or any exception in the caller) they are terminated at once, and a worker whose parent was killed
+    (``kill -9``) ends itself within a fraction of a second.
 
     Parameters
     ----------
@@ -86,7 +119,10 @@ class PoolExecutor:
         context.set_forkserver_preload(["torch", "attnlab.runner.task"])
         for attempt in range(self.retries + 1):
             broken: list[int] = []
-            with cf.ProcessPoolExecutor(self.workers, mp_context=context, initializer=_limit_threads, initargs=(threads,)) as pool:
+            pool = cf.ProcessPoolExecutor(
+                self.workers, mp_context=context, initializer=_init_worker, initargs=(threads,)
+            )
+            with pool:
                 futures = {pool.submit(execute, task, jobs[i].key, jobs[i].params, run_dirs[i]): i for i in todo}
                 try:
                     for future in cf.as_completed(futures):
@@ -95,7 +131,7 @@ class PoolExecutor:
                         except cf.process.BrokenProcessPool:
                             broken.append(futures[future])
                 except BaseException:
-                    pool.shutdown(wait=False, cancel_futures=True)
+                    _stop(pool)
                     raise
             if not broken:
                 return
@@ -111,6 +147,58 @@ def _import_ray() -> Any:
     except ImportError:
         raise ValidationError(f"--executor ray needs Ray, which is not installed; run: {RAY_HINT}") from None
     return ray
+
+
+def _check_reachable(address: str, timeout: float) -> None:
+    """Refuse a cluster address that does not answer a TCP connection within ``timeout`` seconds.
+
+    ``ray.init`` retries an unreachable address for over ten minutes inside calls that delay SIGTERM, so the
+    address is tried here first. ``"auto"`` (a cluster of this machine, found by Ray) is left to Ray.
+    """
+    if address == "auto":
+        return
+    host, _, port = address.split("://", 1)[-1].rpartition(":")
+    if not host or not port.isdigit():
+        raise ValidationError(
+            f"--address must be host:port, ray://host:port or auto, got {address!r}; e.g. 127.0.0.1:6379"
+        )
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as err:
+        reason = "timed out" if isinstance(err, TimeoutError) else (err.strerror or type(err).__name__)
+        raise ValidationError(
+            f"cannot reach a Ray cluster at {address!r} ({reason} after at most {timeout:g} s); check the address "
+            "and that `ray start --head` runs there, or drop --address to start a local cluster"
+        ) from None
+
+
+def _connect(ray: Any, address: str, timeout: float) -> None:
+    """``ray.init(address)``, given up after ``timeout`` seconds with a clear error.
+
+    Ray retries a cluster that accepts TCP connections but does not answer as one (a proxy, a wrong port) for
+    up to minutes, inside C++ calls that hold back signals; run in a daemon thread, the wait stays bounded and
+    SIGTERM / Ctrl-C act at once. A connection given up on is abandoned with its thread.
+    """
+    outcome: dict[str, BaseException | None] = {}
+
+    def connect() -> None:
+        try:
+            ray.init(address=address, include_dashboard=False, log_to_driver=False)
+            outcome["error"] = None
+        except BaseException as err:  # noqa: BLE001 - handed to the caller's thread below
+            outcome["error"] = err
+
+    thread = threading.Thread(target=connect, name="attnlab-ray-connect", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if "error" not in outcome:
+        raise ValidationError(
+            f"the Ray cluster at {address!r} accepted a connection but did not answer within {timeout:g} s; check "
+            "the address (the GCS port of `ray start --head`, 6379 by default), or drop --address to start a local "
+            "cluster"
+        )
+    if outcome["error"] is not None:
+        raise ValidationError(f"cannot connect to the Ray cluster at {address!r}: {outcome['error']}") from None
 
 
 class RayExecutor:
@@ -130,24 +218,34 @@ class RayExecutor:
         Ray's ``max_retries`` per task.
     num_cpus : float, default=1
         CPUs reserved by each task.
+    connect_timeout : float, default=30
+        Seconds to wait for ``address`` to accept a connection, and again for Ray to connect, before giving up
+        with a clear error.
 
     Raises
     ------
     ValidationError
-        If Ray is not installed (the message says ``pip install 'attnlab[ray]'``).
+        If Ray is not installed (the message says ``pip install 'attnlab[ray]'``); when the sweep starts, if
+        ``address`` does not answer within ``connect_timeout`` seconds.
     """
 
-    def __init__(self, address: str | None = None, retries: int = 3, num_cpus: float = 1) -> None:
+    def __init__(
+        self, address: str | None = None, retries: int = 3, num_cpus: float = 1, connect_timeout: float = 30.0
+    ) -> None:
         _import_ray()
         self.address = address
         self.retries = check_scalar("retries", retries, kind=int, low=0)
         self.num_cpus = check_scalar("num_cpus", num_cpus, low=0, low_inclusive=False)
+        self.connect_timeout = check_scalar("connect_timeout", connect_timeout, low=0, low_inclusive=False)
 
     def map(self, task: Task, jobs: Sequence[Job], run_dirs: Sequence[Path]) -> Iterator[Outcome]:
         ray = _import_ray()
         started_here = not ray.is_initialized()
-        if started_here:
-            ray.init(address=self.address, include_dashboard=False, log_to_driver=False)
+        if started_here and self.address is None:
+            ray.init(include_dashboard=False, log_to_driver=False)
+        elif started_here:
+            _check_reachable(self.address, self.connect_timeout)
+            _connect(ray, self.address, self.connect_timeout)
         try:
             remote = ray.remote(max_retries=self.retries, retry_exceptions=False, num_cpus=self.num_cpus)(execute)
             task_ref = ray.put(task)

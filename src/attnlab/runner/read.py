@@ -17,6 +17,7 @@ import pandas as pd
 
 from attnlab._validation import ValidationError
 from attnlab.runner.results import read_index
+from attnlab.runner.task import FINISHED
 
 __all__ = ["flatten_params", "read_sweep", "tuples_from_lists"]
 
@@ -69,8 +70,9 @@ def read_sweep(root: str | os.PathLike[str], table: str = "trajectory") -> pd.Da
         (nested mappings flattened as ``data_args.rho``), then the table's own columns. A parameter that the
         table also holds as a column (a ``seed`` the task wrote, say) appears once when the two agree in every
         run, and otherwise as ``params.<name>`` beside the table's column. A parameter that only some runs set
-        is missing (NaN or None) in the others. Runs not finished (pending or
-        failed) are left out; :func:`attnlab.runner.read_index` lists them.
+        is missing (NaN or None) in the others. Finished runs are read, diverged ones
+        included; runs not finished (pending, running or failed) are left out;
+        :func:`attnlab.runner.read_index` lists them.
 
     Raises
     ------
@@ -80,7 +82,7 @@ def read_sweep(root: str | os.PathLike[str], table: str = "trajectory") -> pd.Da
     """
     root = Path(root)
     index = read_index(root)
-    done = index[index["status"] == "done"]
+    done = index[index["status"].isin(FINISHED)]  # a diverged run is finished: its rows end at its last finite step
     if done.empty:
         raise ValidationError(
             f"no run of the sweep in {str(root)!r} has finished ({len(index)} runs, none done); run `attnlab sweep` "

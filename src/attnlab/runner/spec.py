@@ -144,7 +144,8 @@ def load_sweep(path: str | os.PathLike[str]) -> SweepSpec:
     try:
         raw = yaml.safe_load(path.read_text())
     except yaml.YAMLError as err:
-        raise ValidationError(f"sweep file {str(path)!r} is not valid YAML: {err}") from err
+        where = "; ".join(line.strip() for line in str(err).splitlines() if line.strip())  # one line: problem, mark
+        raise ValidationError(f"sweep file {str(path)!r} is not valid YAML: {where}") from None
     return SweepSpec.from_mapping(raw, source=str(path))
 
 

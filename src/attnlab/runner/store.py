@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import platform
+import shutil
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -16,9 +17,14 @@ from typing import Any
 
 import pandas as pd
 
-from attnlab._io import atomic_write
+from attnlab._io import OutputError, atomic_write, make_dir
 
-__all__ = ["atomic_write", "config_hash", "write_json", "write_parquet", "write_csv", "save_figure", "versions"]
+__all__ = [
+    "atomic_write", "config_hash", "prepare_out", "write_json", "write_parquet", "write_csv", "save_figure", "versions"
+]
+
+# Files whose presence shows that a folder holds an attnlab run (so that --overwrite may empty it).
+_RUN_FILES = ("record.json", "trajectory.parquet", "checks.csv")
 
 
 def _json_default(obj: Any) -> Any:
@@ -55,6 +61,62 @@ def save_figure(figure: Any, path_stem: str | os.PathLike[str], formats: tuple[s
         target = stem.with_suffix("." + fmt)
         out.append(atomic_write(target, lambda p, fmt=fmt: figure.savefig(p, format=fmt, dpi=120, bbox_inches="tight")))
     return out
+
+
+def prepare_out(folder: str | os.PathLike[str], owner: Mapping[str, Any], *, overwrite: bool = False) -> Path:
+    """Make ``folder`` ready for the outputs of the run ``owner``, never mixing them with another run's files.
+
+    Parameters
+    ----------
+    folder : path
+        The output folder (``--out``); created when missing.
+    owner : mapping
+        Keys of ``record.json`` that identify the run, e.g. ``{"experiment": name, "config_hash": digest}``.
+        A folder whose ``record.json`` has the same values holds this very run and is reused as it is.
+    overwrite : bool, default=False
+        Empty a folder that holds another attnlab run first (its files would otherwise sit beside the new ones).
+
+    Returns
+    -------
+    pathlib.Path
+
+    Raises
+    ------
+    OutputError
+        If ``folder`` holds other files and ``overwrite`` is false (the message says to pass ``--overwrite``),
+        if ``overwrite`` is given for a folder that holds no attnlab run (it is never emptied), or if the folder
+        cannot be made.
+    """
+    folder = make_dir(folder)
+    entries = sorted(p.name for p in folder.iterdir())
+    if not entries:
+        return folder
+    try:
+        record = json.loads((folder / "record.json").read_text())
+    except (OSError, ValueError):
+        record = None
+    if isinstance(record, dict) and all(record.get(k) == v for k, v in owner.items()):
+        return folder  # the same run again: its outputs are rewritten one by one, the same set of files
+    held = ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
+    if not overwrite:
+        if isinstance(record, dict):
+            what = f"another run ({record.get('experiment', '?')}, config {record.get('config_hash', '?')})"
+        else:
+            what = f"other files ({held})"
+        raise OutputError(
+            f"--out {str(folder)!r} already holds {what}; pass --overwrite to replace it, or choose an empty folder"
+        )
+    if not any(name in entries for name in _RUN_FILES):
+        raise OutputError(
+            f"--out {str(folder)!r} holds files that are not an attnlab run ({held}); --overwrite only empties a "
+            "run's folder, never another one: choose an empty folder"
+        )
+    for entry in folder.iterdir():
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+    return folder
 
 
 def config_hash(payload: Mapping[str, Any], length: int = 12) -> str:

@@ -1,29 +1,34 @@
 """Run a sweep: expand it, skip finished runs, execute the rest, keep the index current, show progress.
 
 Stopping a sweep at any point (Ctrl-C, a crash, a killed worker) and running it again finishes it: finished
-runs (those with a ``record.json``) are skipped, every other run is rerun from a clean directory.
+runs (those with a ``record.json``) are skipped, every other run is rerun from a clean directory. Sweeps may
+share a store and run at the same time: each run is claimed before it runs (:mod:`attnlab.runner.claim`), so
+a run is computed once, and a sweep that finds a run claimed by another process waits for it at the end.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
+from attnlab.runner.claim import wait_for_claim
 from attnlab.runner.executors import InProcessExecutor, PoolExecutor, RayExecutor
-from attnlab.runner.results import ResultsStore
+from attnlab.runner.results import INDEX_COLUMNS, ResultsStore
 from attnlab.runner.spec import Job, SweepSpec, expand
-from attnlab.runner.task import Outcome, get_task
+from attnlab.runner.task import Outcome, Task, get_task, is_finished
 
 __all__ = ["SweepResult", "run_sweep"]
 
-# The index is rewritten at most this often during a sweep (and always at the end): a whole-table rewrite
-# per finished run would cost time quadratic in the sweep size. Run directories, not the index, decide resume.
+# The index is rebuilt from disk at most this often during a sweep (and always at the end), and at most once per
+# ten times the last rebuild took (a store of 10^4 runs takes a fraction of a second to scan): a rebuild per
+# finished run would cost time quadratic in the sweep size. Run directories, not the index, decide resume.
 _INDEX_EVERY_SECONDS = 1.0
+_INDEX_MAX_SHARE = 0.1
 
 
 @dataclass(frozen=True)
@@ -35,9 +40,9 @@ class SweepResult:
     root : pathlib.Path
         The sweep's output folder.
     index : pandas.DataFrame
-        The index as written to ``index.parquet`` (one row per run).
+        This sweep's rows of the index (one per run, in sweep order), as read from disk at the end.
     ran : int
-        Runs executed by this call (finished runs that were skipped are not counted).
+        Runs executed by this call (runs finished before, or by another sweep, are not counted).
     """
 
     root: Path
@@ -88,25 +93,50 @@ def run_sweep(
         tasks[job.task].check(job.params)
     store = ResultsStore(out)
     labels = [tasks[job.task].label(job.params) for job in jobs]
-    statuses = {job.key: store.status(job, label) for job, label in zip(jobs, labels)}
-    outcomes: dict[str, Outcome] = {}
-    todo = [i for i, job in enumerate(jobs) if statuses[job.key] != "done"]
-    store.write_index(store.index_frame(jobs, labels, statuses, outcomes))
+    run_dirs = [store.add(job, label) for job, label in zip(jobs, labels)]
+    todo = [i for i, run_dir in enumerate(run_dirs) if not is_finished(run_dir)]  # a hint: claims decide
     last_write = time.monotonic()
+    store.write_index()
+    interval = max(_INDEX_EVERY_SECONDS, (time.monotonic() - last_write) / _INDEX_MAX_SHARE)
+    last_write = time.monotonic()
+    ran = 0
     bar = tqdm(total=len(todo), desc="sweep", unit="run", disable=None if progress else True, dynamic_ncols=True)
     bar.set_postfix(skipped=len(jobs) - len(todo), refresh=False)
     try:
-        for task_name, task in tasks.items():
-            mine = [i for i in todo if jobs[i].task == task_name]
-            run_dirs = [store.run_dir(jobs[i], labels[i]) for i in mine]
-            for outcome in executor.map(task, [jobs[i] for i in mine], run_dirs):
-                outcomes[outcome.key] = outcome
+        while todo:
+            busy: list[int] = []
+            for outcome_index, outcome in _run(executor, tasks, jobs, run_dirs, todo):
+                if outcome.status == "busy":
+                    busy.append(outcome_index)
+                    continue
+                ran += outcome.ran
                 bar.update(1)
-                if time.monotonic() - last_write > _INDEX_EVERY_SECONDS:
-                    store.write_index(store.index_frame(jobs, labels, statuses, outcomes))
+                if time.monotonic() - last_write > interval:
+                    started = time.monotonic()
+                    store.write_index()
                     last_write = time.monotonic()
+                    interval = max(_INDEX_EVERY_SECONDS, (last_write - started) / _INDEX_MAX_SHARE)
+            for i in busy:
+                wait_for_claim(run_dirs[i])  # another sweep holds it: it finishes it, fails, or dies
+            todo = sorted(busy)
     finally:
         bar.close()
-        index = store.index_frame(jobs, labels, statuses, outcomes)
-        store.write_index(index)
-    return SweepResult(root=store.root, index=index, ran=len(outcomes))
+        index = store.write_index()
+    mine = index.set_index("key").loc[[job.key for job in jobs]].reset_index()[INDEX_COLUMNS]
+    mine["index"] = [job.index for job in jobs]
+    return SweepResult(root=store.root, index=mine, ran=ran)
+
+
+def _run(
+    executor: InProcessExecutor | PoolExecutor | RayExecutor,
+    tasks: dict[str, Task],
+    jobs: Sequence[Job],
+    run_dirs: Sequence[Path],
+    todo: Sequence[int],
+) -> Iterator[tuple[int, Outcome]]:
+    """``(job position, outcome)`` for the jobs at positions ``todo``, task by task."""
+    for task_name, task in tasks.items():
+        mine = [i for i in todo if jobs[i].task == task_name]
+        by_key = {jobs[i].key: i for i in mine}
+        for outcome in executor.map(task, [jobs[i] for i in mine], [run_dirs[i] for i in mine]):
+            yield by_key[outcome.key], outcome

@@ -4,7 +4,8 @@ A task is a picklable object (a module-level class), so that a process pool or a
 Its contract:
 
 - ``run(params, run_dir)`` writes the run's outputs atomically and ``record.json`` **last**: a run directory
-  with a ``record.json`` is a finished run, anything else is unfinished and is rerun from scratch;
+  with a ``record.json`` is a finished run, anything else is unfinished and is rerun from scratch; a summary
+  ``{"status": "diverged", ...}`` marks a run that stopped on its own (finished, not failed, not rerun);
 - ``batch_key(params)`` returns a hashable key when runs with equal keys can go through one batched tensor
   program (``run_batch``), or ``None``; the in-process executor groups runs by it;
 - ``check(params)`` refuses bad parameters before anything runs.
@@ -13,21 +14,28 @@ Its contract:
 from __future__ import annotations
 
 import importlib
+import json
 import shutil
 import time
 import traceback
 from collections.abc import Hashable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from attnlab._validation import ValidationError
+from attnlab.runner.claim import LOCK, claim
 from attnlab.runner.store import atomic_write
 
-__all__ = ["Outcome", "Task", "execute", "execute_batch", "get_task", "is_finished", "register_task"]
+__all__ = ["Outcome", "Task", "execute", "execute_batch", "finished_status", "get_task", "is_finished", "register_task"]
 
 RECORD = "record.json"
 ERROR = "error.txt"
+OUTCOME = "outcome.json"  # {"status": "done" | "diverged", "seconds": float}, written by the runner after RECORD
+JOB = "job.json"  # {"task", "key", "params", "label", "index"}: what the run is, written by the results store
+FINISHED = ("done", "diverged")
+_KEEP = (LOCK, JOB)
 
 
 class Task:
@@ -101,13 +109,15 @@ class Outcome:
     ----------
     key : str
         The job's key.
-    status : {"done", "failed"}
+    status : {"done", "diverged", "failed", "busy"}
+        ``"diverged"``: finished, but the task's summary says the run diverged (its files hold the last finite
+        state); ``"busy"``: another process holds the run's claim, so it was left alone.
     seconds : float
         Wall time of the job (a batch's time is shared equally by its runs).
     error : str
         The traceback when ``status == "failed"``, else ``""``.
     summary : dict
-        What the task returned (for example checks passed).
+        What the task returned (for example checks passed); ``{"skipped": True}`` for a run not run by this call.
     """
 
     key: str
@@ -116,53 +126,114 @@ class Outcome:
     error: str = ""
     summary: dict[str, Any] | None = None
 
+    @property
+    def ran(self) -> bool:
+        """Whether this call ran the job (it was neither finished before nor claimed elsewhere)."""
+        return self.status != "busy" and not (self.summary or {}).get("skipped", False)
+
 
 def is_finished(run_dir: Path) -> bool:
     """Whether ``run_dir`` holds a finished run (its ``record.json``, written last, exists)."""
     return (Path(run_dir) / RECORD).is_file()
 
 
+def finished_status(run_dir: Path) -> str:
+    """``"done"`` or ``"diverged"`` for a finished run, as its ``outcome.json`` says (``"done"`` without one)."""
+    try:
+        status = json.loads((Path(run_dir) / OUTCOME).read_text()).get("status")
+    except (OSError, ValueError, AttributeError):
+        return "done"  # killed between record.json and outcome.json: finished, its summary lost
+    return status if status in FINISHED else "done"
+
+
 def _fresh(run_dir: Path) -> None:
-    # An unfinished run directory may hold a killed run's partial outputs or temp files: start it clean.
-    if run_dir.exists():
-        shutil.rmtree(run_dir)
-    run_dir.mkdir(parents=True)
+    # An unfinished run directory may hold a killed run's partial outputs or temp files: start it clean, but
+    # keep the claim (held by the caller) and the job description.
+    for entry in run_dir.iterdir():
+        if entry.name in _KEEP:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
 
 
-def _failed(key: str, run_dir: Path, seconds: float) -> Outcome:
-    text = traceback.format_exc()
+def _failed(key: str, run_dir: Path, seconds: float, text: str | None = None) -> Outcome:
+    text = traceback.format_exc() if text is None else text
     atomic_write(run_dir / ERROR, lambda p: p.write_text(text))
     return Outcome(key=key, status="failed", seconds=seconds, error=text)
 
 
-def execute(task: Task, key: str, params: dict[str, Any], run_dir: Path) -> Outcome:
-    """Run one job unless it is finished; an exception becomes a ``"failed"`` outcome and ``error.txt``.
+def _succeeded(task: Task, key: str, run_dir: Path, seconds: float, summary: Any) -> Outcome:
+    if not is_finished(run_dir):
+        return _failed(key, run_dir, seconds, f"task {task.name!r} returned without writing {RECORD} into {run_dir}; "
+                       f"a task must write {RECORD} last (see attnlab.runner.task)\n")
+    status = "diverged" if isinstance(summary, dict) and summary.get("status") == "diverged" else "done"
+    text = json.dumps({"status": status, "seconds": seconds})
+    atomic_write(run_dir / OUTCOME, lambda p: p.write_text(text + "\n"))
+    return Outcome(key=key, status=status, seconds=seconds, summary=summary)
 
-    Idempotent: a retried or repeated call on a finished run returns ``"done"`` without running it again.
+
+def _left_alone(key: str, run_dir: Path, mine: bool) -> Outcome | None:
+    """The outcome of a run this call must not run (claimed elsewhere, or finished), else ``None``."""
+    if not mine:
+        return Outcome(key=key, status="busy", seconds=0.0, summary={"skipped": True})
+    if is_finished(run_dir):
+        return Outcome(key=key, status=finished_status(run_dir), seconds=0.0, summary={"skipped": True})
+    return None
+
+
+def execute(task: Task, key: str, params: dict[str, Any], run_dir: Path) -> Outcome:
+    """Claim the run, and run it unless it is finished; an exception becomes a ``"failed"`` outcome and ``error.txt``.
+
+    What is left to do is decided under the claim: a run finished by anyone (another sweep included) is
+    returned as it is, never wiped, and a run another process holds is reported ``"busy"`` and left alone.
+    Idempotent: a retried or repeated call on a finished run returns its status without running it again.
     """
     run_dir = Path(run_dir)
-    if is_finished(run_dir):
-        return Outcome(key=key, status="done", seconds=0.0, summary={"skipped": True})
-    _fresh(run_dir)
-    start = time.perf_counter()
-    try:
-        summary = task.run(params, run_dir)
-    except Exception:  # noqa: BLE001 - one failing run must not stop the sweep; the traceback is kept
-        return _failed(key, run_dir, time.perf_counter() - start)
-    return Outcome(key=key, status="done", seconds=time.perf_counter() - start, summary=summary)
+    with claim(run_dir) as mine:
+        skipped = _left_alone(key, run_dir, mine)
+        if skipped is not None:
+            return skipped
+        _fresh(run_dir)
+        start = time.perf_counter()
+        try:
+            summary = task.run(params, run_dir)
+        except Exception:  # noqa: BLE001 - one failing run must not stop the sweep; the traceback is kept
+            return _failed(key, run_dir, time.perf_counter() - start)
+        return _succeeded(task, key, run_dir, time.perf_counter() - start, summary)
 
 
 def execute_batch(
     task: Task, keys: Sequence[str], params: Sequence[dict[str, Any]], run_dirs: Sequence[Path]
 ) -> list[Outcome]:
-    """Run jobs that share a ``batch_key`` as one batch; if the batch raises, every run is marked failed."""
-    for run_dir in run_dirs:
-        _fresh(Path(run_dir))
-    start = time.perf_counter()
-    try:
-        summaries = task.run_batch(list(params), [Path(r) for r in run_dirs])
-    except Exception:  # noqa: BLE001 - recorded per run, the sweep goes on
-        seconds = (time.perf_counter() - start) / len(keys)
-        return [_failed(k, Path(r), seconds) for k, r in zip(keys, run_dirs)]
-    seconds = (time.perf_counter() - start) / len(keys)
-    return [Outcome(key=k, status="done", seconds=seconds, summary=s) for k, s in zip(keys, summaries)]
+    """Claim the runs of one ``batch_key`` and run the unfinished ones as one batch.
+
+    Runs finished or claimed elsewhere are left alone (as in :func:`execute`); if the batch raises, every run
+    it held is marked failed.
+    """
+    run_dirs = [Path(r) for r in run_dirs]
+    outcomes: dict[int, Outcome] = {}
+    with ExitStack() as claims:
+        for i, (key, run_dir) in enumerate(zip(keys, run_dirs)):
+            skipped = _left_alone(key, run_dir, claims.enter_context(claim(run_dir)))
+            if skipped is not None:
+                outcomes[i] = skipped
+        todo = [i for i in range(len(keys)) if i not in outcomes]
+        for i in todo:
+            _fresh(run_dirs[i])
+        start = time.perf_counter()
+        try:
+            summaries = task.run_batch([params[i] for i in todo], [run_dirs[i] for i in todo]) if todo else []
+            if len(summaries) != len(todo):
+                raise RuntimeError(
+                    f"task {task.name!r} returned {len(summaries)} summaries for a batch of {len(todo)} runs"
+                )
+        except Exception:  # noqa: BLE001 - recorded per run, the sweep goes on
+            seconds = (time.perf_counter() - start) / max(len(todo), 1)
+            text = traceback.format_exc()
+            outcomes.update({i: _failed(keys[i], run_dirs[i], seconds, text) for i in todo})
+        else:
+            seconds = (time.perf_counter() - start) / max(len(todo), 1)
+            outcomes.update({i: _succeeded(task, keys[i], run_dirs[i], seconds, s) for i, s in zip(todo, summaries)})
+    return [outcomes[i] for i in range(len(keys))]

@@ -9,8 +9,9 @@ Flattening is row-major (C order) throughout: ``M[k] = A_k.reshape(-1)`` and ``<
 
 from __future__ import annotations
 
+import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import cvxpy as cp
 import numpy as np
@@ -18,7 +19,7 @@ import torch
 
 from attnlab._validation import ValidationError, check_scalar
 from attnlab.data.dataset import TokenSelectionData
-from attnlab.svm.errors import InfeasibleProgramError, SolverAccuracyWarning
+from attnlab.svm.errors import InfeasibleProgramError, SolverAccuracyWarning, TieWarning
 
 SOLVERS = ("CLARABEL", "SCS")
 # spec mirror-descent-lp §5: a constraint is active when its slack is below 1e-6 (relative to the margin 1).
@@ -39,6 +40,13 @@ _SCS_OPTIONS = {"eps_abs": 1e-9, "eps_rel": 1e-9, "max_iters": 200_000}
 _RANK_TOL = 1e-12
 # Entries of a solution below this fraction of its largest entry count as zero in the l1 subgradient test.
 _ZERO_TOL = 1e-6
+# The entrywise l_p programs are solved for these p only. cvxpy writes pnorm with a rational approximation of p
+# (denominators up to 1024): below p = 1.001 it rounds p to 1 and refuses the program (DCPError), and beyond
+# p ~ 1e3 the fraction degenerates (ZeroDivisionError). Above p = 100 the psi-normalised duals
+# lambda = mu ||W||_p^(p-1) fall below 1e-88 and soon underflow, which would make the KKT certificate vacuous.
+P_MIN, P_MAX = 1.001, 100.0
+# Two token scores within this fraction of the largest |score| of their sequence are a tie (float64 rounding).
+_TIE_TOL = 1e-12
 
 Norm = str | float
 
@@ -79,9 +87,20 @@ def check_norm(norm: object) -> Norm:
 
 
 def check_p(p: object) -> float:
-    """Return ``float(p)`` for a finite ``p >= 1`` (the entrywise l_p norm is not a norm below 1)."""
+    """Return ``float(p)`` for ``p = 1`` or ``P_MIN <= p <= P_MAX`` (see ``P_MIN``); refuse others with the fix."""
     check_scalar("p", p, low=1.0)
-    return float(p)
+    p = float(p)
+    if 1.0 < p < P_MIN:
+        raise ValidationError(
+            f"p == {p!r} is too close to 1: the power-cone solver approximates p by a fraction and would solve "
+            f"p = 1; pass p = 1 (an exact LP) or p >= {P_MIN}"
+        )
+    if p > P_MAX:
+        raise ValidationError(
+            f"p == {p!r} is too large: beyond p = {P_MAX:g} the power-cone approximation and the KKT certificate "
+            f"of the solution break down; pass p <= {P_MAX:g} (the solutions change little beyond it)"
+        )
+    return p
 
 
 def check_solver(solver: object) -> str:
@@ -104,6 +123,22 @@ def resolve_select(data: TokenSelectionData, select: object) -> torch.Tensor:
         raise ValidationError(
             "no token selection: pass select=(n,) token indices (--select on the command line), store one in "
             "data.select, or give the data a head v so that the optimal tokens argmax_t y_i v^T x_it can be used"
+        )
+    scores = data.token_scores()  # (n, T), spec implicit-bias-ngd §1: gamma_it = y_i v^T x_it
+    if not bool((scores != 0).any()):
+        raise ValidationError(
+            "every token score y_i v^T x_it is 0 (the head v is zero or orthogonal to every token), so no token is "
+            "optimal; pass select=(n,) token indices (--select) or a head v that tells the tokens apart"
+        )
+    top2 = scores.topk(2, dim=1).values  # (n, 2)
+    ties = torch.nonzero(top2[:, 0] - top2[:, 1] <= _TIE_TOL * scores.abs().amax(dim=1)).flatten().tolist()
+    if ties:
+        more = f" and {len(ties) - 5} more" if len(ties) > 5 else ""
+        warnings.warn(
+            f"the optimal token is not unique in sequences {ties[:5]}{more} (equal scores y_i v^T x_it); the lowest "
+            "index was selected there: pass select=(n,) token indices (--select) to choose",
+            TieWarning,
+            stacklevel=3,
         )
     return data.optimal_tokens()
 
@@ -128,6 +163,52 @@ def attention_constraint_vectors(
     pairs = constraint_pairs(data.T, select)
     i, t = pairs[:, 0], pairs[:, 1]
     return pairs, X[i, select.numpy()[i]] - X[i, t], Z[i]
+
+
+def unit_scale(rows: np.ndarray) -> tuple[np.ndarray, float]:
+    """``(rows / s, s)`` with ``s`` the largest ``|entry|`` (1 when every entry is 0).
+
+    The programs are scale-covariant: scaling the token differences by ``a`` and the queries by ``b`` scales the
+    solution by ``1 / (a b)`` (see :func:`scaled_back`). Solving on unit-scaled vectors keeps data of scale 1e300
+    or 1e-300 from overflowing or underflowing into constraints that read ``0 >= 1``.
+    """
+    s = float(np.abs(rows).max(initial=0.0))
+    if s == 0.0 or not math.isfinite(s):
+        return rows, 1.0
+    return rows / s, s
+
+
+def scaled_back(solution: ProgramSolution, scales: tuple[float, float], norm: Norm, what: str) -> ProgramSolution:
+    """The solution of the program whose constraint vectors are ``a b`` times those solved, ``scales = (a, b)``.
+
+    The variable and the norm scale by ``1 / (a b)``; the multipliers by ``(a b)^(-e)`` with ``e = 2`` for
+    ``"fro"`` (``x = sum lambda A``), ``p`` for a float ``p`` (``grad psi(x) = sum lambda A``) and ``1`` for
+    ``"nuc"`` (a subgradient does not scale); margins and the KKT residual (relative) do not change.
+
+    Raises
+    ------
+    ValidationError
+        If the scaled solution is outside float64's range (the data were separable: the message says so).
+    """
+    a, b = sorted(scales, reverse=True)  # the larger first: x / a / b never overflows on the way
+    if (a, b) == (1.0, 1.0):
+        return solution
+    value = solution.norm_value / a / b
+    e = 2.0 if norm == "fro" else (1.0 if norm == "nuc" else float(norm))
+    log_scale = math.log(a) + math.log(b)
+    duals = np.zeros_like(solution.duals)
+    positive = solution.duals > 0
+    with np.errstate(over="ignore", under="ignore"):
+        duals[positive] = np.exp(np.log(solution.duals[positive]) - e * log_scale)  # lambda / (a b)^e, in logs
+    if not (np.finfo(np.float64).tiny <= value < math.inf) or not np.isfinite(duals).all():
+        exponent = math.log10(solution.norm_value) - log_scale / math.log(10)
+        raise ValidationError(
+            f"{what}: the data are separable, but the max-margin solution has norm about 1e{exponent:.0f} (or "
+            f"multipliers) outside float64's range, because of the scale of the tokens (largest |x_sel - x_t| "
+            f"{scales[0]:.3g}, largest |z| {scales[1]:.3g}); divide X and Z by a common factor c and the solution "
+            "by c^2 (its direction does not depend on the scale)"
+        )
+    return replace(solution, x=solution.x / a / b, duals=duals, norm_value=value)
 
 
 def constraint_matrices(diff: np.ndarray, queries: np.ndarray) -> np.ndarray:

@@ -19,7 +19,9 @@ from attnlab.svm._program import (
     range_bases,
     refuse_empty_constraints,
     resolve_select,
+    scaled_back,
     solve_margin_program,
+    unit_scale,
 )
 from attnlab.svm.diagonal_svm import diagonal_svm
 from attnlab.svm.result import EMPTY_CAUSE, INFEASIBLE_CAUSE, AttentionSVMResult, svm_result
@@ -102,6 +104,7 @@ def attention_svm(
         return diagonal_svm(data, 1.0, select=select, solver=solver)
     select_t = resolve_select(data, select)
     pairs, diff, queries = attention_constraint_vectors(data, select_t)
+    (diff, diff_scale), (queries, query_scale) = unit_scale(diff), unit_scale(queries)  # solved at unit scale
     m, d = len(pairs), data.d
     labels = [f"(i={i}, t={t})" for i, t in pairs]
     what = f"attention SVM (norm={norm!r}, n={data.n}, T={data.T}, d={d})"
@@ -114,10 +117,12 @@ def attention_svm(
             solution = solve_frobenius_dual(M, shape, what=what)
         else:
             solution = solve_margin_program(M, shape, norm, solver, what=what, cause=INFEASIBLE_CAUSE)
+        solution = scaled_back(solution, (diff_scale, query_scale), norm, what)  # W(a X, b Z) = W(X, Z) / (a b)
         W = U @ solution.x @ V.T
     else:
         M = constraint_matrices(diff, queries).reshape(m, d * d)
         refuse_empty_constraints(M, labels, EMPTY_CAUSE)
         solution = solve_margin_program(M, (d, d), norm, solver, what=what, cause=INFEASIBLE_CAUSE)
+        solution = scaled_back(solution, (diff_scale, query_scale), norm, what)
         W = solution.x
     return svm_result(solution, W, None, pairs, data, select_t, norm)

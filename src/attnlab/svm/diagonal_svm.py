@@ -16,7 +16,9 @@ from attnlab.svm._program import (
     check_solver,
     refuse_empty_constraints,
     resolve_select,
+    scaled_back,
     solve_margin_program,
+    unit_scale,
 )
 from attnlab.svm.result import EMPTY_CAUSE, INFEASIBLE_CAUSE, AttentionSVMResult, svm_result
 
@@ -64,6 +66,7 @@ def diagonal_svm(
     solver = check_solver(solver)
     select_t = resolve_select(data, select)
     pairs, diff, queries = attention_constraint_vectors(data, select_t)
+    (diff, diff_scale), (queries, query_scale) = unit_scale(diff), unit_scale(queries)  # solved at unit scale
     M = diff * queries  # spec kq-nuclear-norm §1: B_il = z_i * (x_opt - x_il), the diagonal of A_il
     labels = [f"(i={i}, t={t})" for i, t in pairs]
     refuse_empty_constraints(M, labels, EMPTY_CAUSE + " in the diagonal (z_i * (x_sel - x_t) = 0)")
@@ -71,5 +74,6 @@ def diagonal_svm(
     what = f"diagonal attention SVM ({name}, n={data.n}, T={data.T}, d={data.d})"
     objective = "fro" if p == 2.0 else p  # the QP form of the l2 program
     solution = solve_margin_program(M, (data.d,), objective, solver, what=what, cause=INFEASIBLE_CAUSE)
+    solution = scaled_back(solution, (diff_scale, query_scale), objective, what)  # beta(a X, b Z) = beta / (a b)
     W = np.diag(solution.x)  # spec kq-nuclear-norm §4: (W*diag-SVM) = (l1-SVM), W = diag(beta)
     return svm_result(solution, W, torch.from_numpy(solution.x.copy()), pairs, data, select_t, name)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from attnlab._validation import ValidationError
 
-__all__ = ["InfeasibleProgramError", "SolverAccuracyWarning"]
+__all__ = ["InfeasibleProgramError", "SolverAccuracyWarning", "TieWarning"]
 
 
 class InfeasibleProgramError(ValidationError):
@@ -21,3 +21,7 @@ class InfeasibleProgramError(ValidationError):
 
 class SolverAccuracyWarning(UserWarning):
     """A solve finished but its KKT residual (or its status, ``optimal_inaccurate``) says it is not accurate."""
+
+
+class TieWarning(UserWarning):
+    """The optimal token of some sequences is not unique (equal scores), so the selection took the lowest index."""

@@ -6,6 +6,7 @@ Spec: mirror-descent-lp §5 (Definition 3) and §7, kq-nuclear-norm §5 (A1 sepa
 from __future__ import annotations
 
 import itertools
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,10 +24,11 @@ from attnlab.svm._program import (
     max_unit_margin,
     range_bases,
     resolve_select,
+    unit_scale,
 )
 from attnlab.svm.attention_svm import attention_svm
+from attnlab.svm.errors import InfeasibleProgramError, TieWarning
 from attnlab.svm.result import AttentionSVMResult
-from attnlab.svm.errors import InfeasibleProgramError
 
 __all__ = [
     "SelectionReport",
@@ -224,11 +226,16 @@ def is_separable(data: TokenSelectionData, select: object = None, solver: str | 
     -------
     AssumptionReport
         ``measured = max_{||W||_F <= 1} min_{i, t != sel_i} (x_{i,sel_i} - x_it)^T W z_i``, the unit-norm
-        margin (``1 / ||W_fro||_F`` when separable, ``<= 0`` otherwise); holds when above ``1e-8``.
+        margin (``1 / ||W_fro||_F`` when separable, ``<= 0`` otherwise), computed on the differences
+        ``x_{i,sel_i} - x_it`` divided by their largest entry and the queries divided by theirs, so that it does
+        not depend on the scale of the data; holds when above ``1e-8``.
     """
     solver = check_solver(solver)
-    select_t = resolve_select(check_data(data), select)
+    with warnings.catch_warnings():  # a tie is reported in the detail below, not warned about
+        warnings.simplefilter("ignore", TieWarning)
+        select_t = resolve_select(check_data(data), select)
     pairs, diff, queries = attention_constraint_vectors(data, select_t)
+    (diff, _), (queries, _) = unit_scale(diff), unit_scale(queries)  # separability does not depend on scale
     U, V = range_bases(diff, queries)  # the Frobenius norm is unitarily invariant: solve for U^T W V (exact)
     M = constraint_matrices(diff @ U, queries @ V).reshape(len(pairs), -1)
     what = f"separability (n={data.n}, T={data.T}, d={data.d})"

@@ -121,3 +121,19 @@ def test_fit_refuses_zero_epochs():
     model = _tiny_model()
     with pytest.raises(ValidationError, match="epochs == 0, must be >= 1"):
         fit(model, torch.optim.SGD(model.parameters(), lr=0.1), _blobs(), epochs=0, batch_size=4, seed=0)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "pickled-code"])
+def test_a_damaged_checkpoint_names_its_file_and_what_to_delete(tmp_path, damage):
+    data, path = _blobs(), tmp_path / "c.pt"
+    model = _tiny_model()
+    fit(model, torch.optim.SGD(model.parameters(), lr=0.1), data, epochs=1, batch_size=16, seed=0, checkpoint=path)
+    if damage == "truncate":
+        path.write_bytes(path.read_bytes()[:100])
+    elif damage == "garbage":
+        path.write_text("not a checkpoint")
+    else:
+        torch.save({"epoch": 1, "hook": _blobs}, path)  # a function: only a full unpickle would import and run it
+    match = rf"checkpoint '{path}' cannot be loaded .*: delete it to start the run over"
+    with pytest.raises(ValidationError, match=match):
+        fit(model, torch.optim.SGD(model.parameters(), lr=0.1), data, epochs=2, batch_size=16, seed=0, checkpoint=path)

@@ -27,6 +27,7 @@ from tqdm.auto import tqdm
 from attnlab._validation import ValidationError, check_scalar
 from attnlab.callbacks import CallbackList, Record
 from attnlab.experiments.real.split import Split
+from attnlab.runner.checkpoint import read_checkpoint
 from attnlab.runner.store import atomic_write
 
 __all__ = ["History", "evaluate", "fit", "layer_norms"]
@@ -196,7 +197,7 @@ def fit(
     metrics = dict(metrics or {})
     path = None if checkpoint is None else Path(checkpoint)
     with torch.random.fork_rng(devices=[]):
-        state = torch.load(path, weights_only=False) if path is not None and path.exists() else None
+        state = read_checkpoint(path) if path is not None else None
         generator = torch.Generator()
         if state is None:
             torch.manual_seed(seed)  # scoped by fork_rng: the caller's global RNG is restored on exit

@@ -1,0 +1,89 @@
+"""`attnlab run --out`: another run's folder is refused unless --overwrite, and every --out problem is one line."""
+
+import dataclasses
+import json
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from attnlab.cli import main
+from attnlab.experiments import Check, Experiment, ExperimentResult, base
+
+
+@dataclasses.dataclass(frozen=True)
+class TinyConfig:
+    steps: int = 3
+
+
+def tiny_run(config, ctx):
+    frame = pd.DataFrame({"step": range(config.steps), "loss": [1.0] * config.steps})
+    return ExperimentResult(frame=frame, checks=[Check("runs", "yes", "yes", "exact", True, "spec §0")])
+
+
+@pytest.fixture(autouse=True)
+def tiny(monkeypatch):
+    """An experiment 'tiny.run' that writes trajectory.parquet, checks.csv and record.json in no time."""
+    base._load_all()
+    exp = Experiment(name="tiny.run", paper="tiny", summary="tiny", config_type=TinyConfig, run=tiny_run)
+    monkeypatch.setitem(base._REGISTRY, "tiny.run", exp)
+
+
+def run(*args):
+    return CliRunner().invoke(main, ["run", "tiny.run", "--no-progress", *args])
+
+
+def test_the_same_run_again_reuses_its_folder(tmp_path):
+    assert run("--out", str(tmp_path / "o")).exit_code == 0
+    again = run("--out", str(tmp_path / "o"))
+    assert again.exit_code == 0, again.output
+
+
+def test_another_run_in_out_is_refused_without_overwrite_and_replaced_with_it(tmp_path):
+    out = tmp_path / "o"
+    assert run("--out", str(out), "--set", "steps=3").exit_code == 0
+    (out / "stale_figure.png").write_text("from the old run")
+    refused = run("--out", str(out), "--set", "steps=4")
+    assert refused.exit_code == 2 and "Traceback" not in refused.output
+    assert f"error: --out '{out}' already holds another run (tiny.run, config " in refused.output
+    assert "pass --overwrite to replace it" in refused.output
+    assert json.loads((out / "record.json").read_text())["config"]["steps"] == 3  # untouched
+    replaced = run("--out", str(out), "--set", "steps=4", "--overwrite")
+    assert replaced.exit_code == 0, replaced.output
+    assert not (out / "stale_figure.png").exists()  # no old file beside the new ones
+    assert json.loads((out / "record.json").read_text())["config"]["steps"] == 4
+
+
+def test_overwrite_never_empties_a_folder_that_holds_no_run(tmp_path):
+    (tmp_path / "thesis.tex").write_text("precious")
+    result = run("--out", str(tmp_path), "--overwrite")
+    assert result.exit_code == 2
+    expected = "holds files that are not an attnlab run (thesis.tex); --overwrite only empties a run's folder"
+    assert expected in result.output
+    assert (tmp_path / "thesis.tex").read_text() == "precious"
+
+
+def out_is_a_file(tmp):
+    (tmp / "f").write_text("")
+    return tmp / "f"
+
+
+def parent_is_a_file(tmp):
+    (tmp / "x").write_text("")
+    return tmp / "x" / "o"
+
+
+def name_too_long(tmp):
+    return tmp / ("n" * 300)
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [(out_is_a_file, "is a file."), (parent_is_a_file, "a file is in the way"), (name_too_long, "too long")],
+)
+def test_every_out_problem_is_one_line(make, message, tmp_path):
+    out = make(tmp_path)
+    result = run("--out", str(out))
+    assert result.exit_code == 2, result.output
+    last = result.output.strip().splitlines()[-1]  # click's usage errors put "Usage:" lines before theirs
+    assert "Traceback" not in result.output and str(out) in last and message in last
