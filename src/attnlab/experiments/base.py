@@ -286,7 +286,7 @@ def check_slope(
     passed = math.isfinite(slope) and low <= slope <= high
     shown = {"both": f"{predicted:g} +- {tol:g}", "at_most": f"<= {high:g}", "at_least": f">= {low:g}"}[side]
     scale = {(True, True): "log-log", (True, False): "y on log x", (False, True): "log y on x", (False, False): "linear"}
-    text = f"{shown}; {scale[(logx, logy)]} fit over {len(list(x))} points, R^2 {r2:.3f}"
+    text = f"{scale[(logx, logy)]} fit over {len(list(x))} points, R^2 {r2:.3f}"
     return Check(claim, shown, float(slope), _why(text, spread), bool(passed), source)
 
 

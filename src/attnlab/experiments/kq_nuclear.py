@@ -21,7 +21,15 @@ from torch import nn
 from attnlab._validation import ValidationError, check_scalar
 from attnlab.data import aligned_pairs, scores_equal, stack
 from attnlab.data.assumptions import small_initial_loss
-from attnlab.experiments.base import Check, Experiment, ExperimentResult, RunContext, check_less, register
+from attnlab.experiments.base import (
+    Check,
+    Experiment,
+    ExperimentResult,
+    RunContext,
+    check_less,
+    check_slope,
+    register,
+)
 from attnlab.experiments.plotting import label_ours, new_figure
 from attnlab.flow import closed_form_beta, constraint_vectors, gradient_flow, kkt_multipliers
 from attnlab.metrics import attention_margin, cosine
@@ -30,7 +38,7 @@ from attnlab.svm import aligned_l1_svm, attention_svm, diagonal_svm
 
 __all__ = ["X1Config", "X2Config", "X3Config", "X4Config", "X5Config"]
 
-SOURCE = "kq-nuclear-norm"
+SOURCE = "docs/theory/kq-nuclear-norm.md"
 
 
 class _DiagonalW(TokenSelectionModel):
@@ -251,12 +259,14 @@ def run_x2(config: X2Config, ctx: RunContext) -> ExperimentResult:
     checks.append(Check("beta trained directly is closer to the l2 than to the l1 solution",
                         f"< dist to l1 = {row['dist_l1']:.4g}", float(row["dist_l2"]), "ordering (max-entry)",
                         bool(row["dist_l2"] < row["dist_l1"]), f"{SOURCE} §7.2"))
-    kq_all = frame[(frame["param"] == "KQ") & frame["kkt_residual"].notna()].sort_values("step")
+    kq_all = frame[(frame["param"] == "KQ") & frame["kkt_residual"].notna() & (frame["mu"] > 1)].sort_values("step")
     for omega, rows in kq_all.groupby("omega"):
-        first, last = float(rows["kkt_residual"].iloc[0]), float(rows["kkt_residual"].iloc[-1])
-        checks.append(Check(f"approx. KKT (omega0={omega:g}): stationarity residual of lambda = phi / ln mu decreases",
-                            f"< {first:.4g} (first recorded with mu > 1)", last, "decrease; -> 0 like 1/ln mu",
-                            last < first, f"{SOURCE} §7.5"))
+        late = rows.iloc[len(rows) // 2:]  # spec §7.5: residual = O(1 / ln mu); fitted on the second half
+        checks.append(check_slope(
+            f"approx. KKT (omega0={omega:g}): stationarity residual of lambda = phi / ln mu -> 0 at least like "
+            "1 / ln mu (slope against ln mu, second half)", np.log(late["mu"]), late["kkt_residual"], -1.0, 0.05,
+            f"{SOURCE} §7.5", side="at_most",
+            spread="0.05 (ours): the lower-order terms of O(1/ln mu) over the fitted range of ln mu"))
     fig, axes = new_figure(3, width=3.8)
     for (name, omega), rows in frame.groupby(["param", "omega"], dropna=False):
         rows = rows[rows["mu"] > 1].sort_values("step")
@@ -303,7 +313,7 @@ class X3Config:
     record_every: int = 100
     nuc_rtol: float = 0.05
     fro_rtol: float = 0.01
-    seed: int = 0
+    seed: int = 2  # data seed: the nuc- and fro-SVMs differ at every d (corr 0.77-0.96); at 0 they coincide at d=4
 
     OURS = ("n", "L", "gap", "runs", "init_scale", "step", "steps", "record_every", "nuc_rtol", "fro_rtol", "seed")
 
@@ -378,7 +388,7 @@ def _x3_checks(config: X3Config, d: int, frames: list[pd.DataFrame], corr_refs: 
     frame = pd.concat(frames[-2:], ignore_index=True)
     end = frame[frame["step"] == config.steps]
     kq, w = end[end["param"] == "KQ"], end[end["param"] == "W"]
-    distinct = corr_refs < 0.999
+    distinct = corr_refs < 0.999  # else the ordering below says nothing: the run fails and asks for another seed
     return [
         Check(f"d={d}: K,Q direction has ||W/mu||_* -> nuc-SVM optimum (worst run)", 1.0, float(kq["nuc_ratio"].max()),
               f"rel {config.nuc_rtol:g}", bool((kq["nuc_ratio"] - 1).abs().max() <= config.nuc_rtol),
@@ -386,10 +396,11 @@ def _x3_checks(config: X3Config, d: int, frames: list[pd.DataFrame], corr_refs: 
         Check(f"d={d}: combined W has ||W/mu||_F -> fro-SVM optimum (worst run)", 1.0, float(w["fro_ratio"].max()),
               f"rel {config.fro_rtol:g}", bool((w["fro_ratio"] - 1).abs().max() <= config.fro_rtol), f"{SOURCE} §7.4"),
         Check(f"d={d}: K,Q closer to the nuc-SVM, W closer to the fro-SVM (min over runs of the corr gap)",
-              f"> 0 (SVMs differ: corr(nuc, fro) = {corr_refs:.4g})" if distinct else "n/a: the two SVMs coincide",
+              f"> 0 (SVMs differ: corr(nuc, fro) = {corr_refs:.4g})" if distinct
+              else f"untestable: the two SVMs coincide (corr {corr_refs:.5f} >= 0.999); pick another seed",
               float(min((kq["corr_nuc"] - kq["corr_fro"]).min(), (w["corr_fro"] - w["corr_nuc"]).min())),
               "sign",
-              (not distinct) or bool((kq["corr_nuc"] > kq["corr_fro"]).all() and (w["corr_fro"] > w["corr_nuc"]).all()),
+              distinct and bool((kq["corr_nuc"] > kq["corr_fro"]).all() and (w["corr_fro"] > w["corr_nuc"]).all()),
               f"{SOURCE} §7.4"),
     ]
 
@@ -559,9 +570,6 @@ def run_x5(config: X5Config, ctx: RunContext) -> ExperimentResult:
     holds = table[table["a3_holds"]]
     violated = table[~table["a3_holds"]]
     checks = [
-        Check("A3 predicate agrees with its reduced form n e^{-gap/L} <= 1 + (n-1) e^{-gap} at beta(0) = 0",
-              "agree for every gap", f"{int((table['a3_holds'] == table['a3_reduced_form']).sum())}/{len(table)} agree",
-              "exact", bool((table["a3_holds"] == table["a3_reduced_form"]).all()), f"{SOURCE} §5"),
         Check("where A3 holds, ||beta_hat||_1 reaches the l1-SVM optimum (Thm 4.1; worst gap)", 1.0,
               float(holds["final_l1_ratio"].max()) if len(holds) else math.nan, f"rel {config.l1_rtol:g}",
               bool(holds["reached"].all()) and len(holds) > 0, f"{SOURCE} §7.2, §9 X5"),
