@@ -1,6 +1,6 @@
 """attnlab: models, data, max-margin programs, optimizers and reproductions of the theory of softmax attention.
 
-Spec: ../shared/spec (one file per paper); every formula cites its section.
+Spec: docs/theory (one page per paper); every formula cites its section.
 
 Sub-packages load on first use (``attnlab.svm`` pulls in cvxpy), so ``import attnlab`` stays fast.
 """

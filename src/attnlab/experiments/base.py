@@ -70,7 +70,7 @@ class Check:
         How far ``measured`` may be from ``predicted`` and still pass.
     passed : bool
     source : str
-        Spec section that states the claim, e.g. ``"implicit-bias-ngd §8.1"``.
+        The theory page and section that state the claim, e.g. ``"docs/theory/implicit-bias-ngd.md §8.1"``.
     kind : {"theory", "observation"}, default="theory"
         ``"theory"``: a claim the run must reproduce (a theorem, or a sanity property of our code); a failure
         means something is wrong and fails the run. ``"observation"``: a paper's *empirical* report about real
