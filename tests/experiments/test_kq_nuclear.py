@@ -15,7 +15,7 @@ def test_quick_run_writes_outputs_and_passes_its_checks(name, tmp_path):
     record = run_experiment(name, quick=True, out=tmp_path, progress=False)
     failed = record.checks[~record.checks["passed"] & (record.checks["kind"] == "theory")]  # observations may disagree
     assert failed.empty, failed[["claim", "predicted", "measured", "tolerance"]].to_string()
-    assert len(record.checks) >= 2
+    assert len(record.checks) >= 1  # x5 keeps one row since the predicate-vs-reduced-form row left (issue 12)
     frame = pd.read_parquet(tmp_path / "trajectory.parquet")
     assert {"run", "step"} <= set(frame.columns)
     assert list(tmp_path.glob("*.png")) and list(tmp_path.glob("*.pdf"))

@@ -25,7 +25,7 @@ def test_lazy_quick_shows_geometric_decay_lazy_weights_stable_kernel_and_couplin
         assert (tmp_path / name).exists()
     assert record.passed, record.checks[~record.checks["passed"]].to_string()
     table = pd.read_parquet(tmp_path / "summary.parquet").sort_values("width")
-    assert (table["max_abs_output_at_init"] == 0.0).all()  # P1
+    assert (table["max_abs_output_at_init"] <= table["width"] * 2.0**-52).all()  # P1: zero up to m round-offs
     assert (table["factor"] < table["factor_bound"]).all()  # P2: measured factor below 1 - m eta lambda / 2
     movement = table["m_times_rms_movement"]
     assert movement.max() / movement.min() < 2  # P3: m x RMS movement roughly constant over a 16x width range
