@@ -90,6 +90,15 @@ def _check_omegas(omegas: tuple[float, ...]) -> None:
         raise ValidationError(f"omegas must be a non-empty tuple of positive scales, got {omegas}")
 
 
+ZERO_TOL = 1e-2  # entries below this fraction of the largest count as zero in the KKT residual
+
+
+def _support(beta: torch.Tensor) -> torch.Tensor:
+    """The zero pattern the KKT residual uses, one bit pattern per vector, shape ``beta.shape[:-1]``."""
+    zero = beta.abs() <= ZERO_TOL * beta.abs().amax(dim=-1, keepdim=True)
+    return (zero.long() * 2 ** torch.arange(beta.shape[-1])).sum(-1)
+
+
 def _l1_subgradient_residual(beta_hat: torch.Tensor, g: torch.Tensor, zero_tol: float) -> torch.Tensor:
     """Distance of ``g`` to ``d||.||_1(beta_hat)`` (entries below ``zero_tol * max|beta_hat|`` count as zero)."""
     zero = beta_hat.abs() <= zero_tol * beta_hat.abs().amax(dim=-1, keepdim=True)
@@ -236,7 +245,8 @@ def run_x2(config: X2Config, ctx: RunContext) -> ExperimentResult:
         if name == "KQ":
             lam = kkt_multipliers(flow.path["phi"], mu)  # spec kq §4: lambda = phi / ln mu, (S, R, n, L)
             g = torch.einsum("srnl,nld->srd", lam, B)
-            columns["kkt_residual"] = _l1_subgradient_residual(beta_hat, g, zero_tol=1e-2)
+            columns["kkt_residual"] = _l1_subgradient_residual(beta_hat, g, zero_tol=ZERO_TOL)
+            columns["support_identified"] = _support(beta_hat) == _support(beta_l1)  # (S, R): residual's zero set
         part = flow.frame()
         part = part.assign(param=name, omega=np.tile(config.omegas if name == "KQ" else (math.nan,), len(W)),
                            **{k: v.reshape(-1).numpy() for k, v in columns.items()})
@@ -244,7 +254,7 @@ def run_x2(config: X2Config, ctx: RunContext) -> ExperimentResult:
     frame = pd.concat(frames, ignore_index=True)
     end = frame[frame["step"] == config.steps]
     kq_end, beta_end = end[end["param"] == "KQ"], end[end["param"] == "beta"]
-    checks = []
+    checks, notes = [], []
     for _, row in kq_end.iterrows():
         checks.append(Check(f"diagonal K,Q (omega0={row['omega']:g}): ||beta_hat||_1 -> l1-SVM optimum (Thm 4.1)",
                             l1_value, float(row["l1_norm"]), f"rel {config.l1_rtol:g}",
@@ -261,11 +271,20 @@ def run_x2(config: X2Config, ctx: RunContext) -> ExperimentResult:
                         bool(row["dist_l2"] < row["dist_l1"]), f"{SOURCE} §7.2"))
     kq_all = frame[(frame["param"] == "KQ") & frame["kkt_residual"].notna() & (frame["mu"] > 1)].sort_values("step")
     for omega, rows in kq_all.groupby("omega"):
-        late = rows.iloc[len(rows) // 2:]  # spec §7.5: residual = O(1 / ln mu); fitted on the second half
+        # spec §7.5: residual = O(1 / ln mu) once the direction's zero pattern is the l1 solution's; before that the
+        # residual measures a sign mismatch of an entry still above ZERO_TOL (a plateau), not the multipliers
+        held = rows["support_identified"].astype(float).to_numpy() > 0.5
+        settled = rows[np.minimum.accumulate(held[::-1])[::-1]]  # the last records, from the pattern's arrival on
+        late = settled.iloc[len(settled) // 2:]
+        if len(late) < 5:
+            notes.append(f"approx. KKT (omega0={omega:g}): the zero pattern of beta_hat is not yet the l1 solution's "
+                         f"after {config.steps} steps (max-entry distance {float(rows['dist_l1'].iloc[-1]):.3g}); "
+                         "the residual's rate is not measurable there (§7.5 is about the limit)")
+            continue
         checks.append(check_slope(
             f"approx. KKT (omega0={omega:g}): stationarity residual of lambda = phi / ln mu -> 0 at least like "
-            "1 / ln mu (slope against ln mu, second half)", np.log(late["mu"]), late["kkt_residual"], -1.0, 0.05,
-            f"{SOURCE} §7.5", side="at_most",
+            f"1 / ln mu (slope against ln mu, second half of the {len(settled)} records with the l1 zero pattern)",
+            np.log(late["mu"]), late["kkt_residual"], -1.0, 0.05, f"{SOURCE} §7.5", side="at_most",
             spread="0.05 (ours): the lower-order terms of O(1/ln mu) over the fitted range of ln mu"))
     fig, axes = new_figure(3, width=3.8)
     for (name, omega), rows in frame.groupby(["param", "omega"], dropna=False):
@@ -286,7 +305,7 @@ def run_x2(config: X2Config, ctx: RunContext) -> ExperimentResult:
     axes[0].legend(fontsize=6)
     fig.tight_layout()
     label_ours(fig, config)
-    notes = [f"l1-SVM optimum {l1_value:.6g} (beta {beta_l1.tolist()}); l2-SVM optimum {l2_value:.6g}"]
+    notes.insert(0, f"l1-SVM optimum {l1_value:.6g} (beta {beta_l1.tolist()}); l2-SVM optimum {l2_value:.6g}")
     return ExperimentResult(frame=frame, checks=checks, figures={"l1_vs_l2": fig}, notes=notes)
 
 
