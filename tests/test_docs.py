@@ -50,3 +50,13 @@ def test_theory_page_maps_formulas_to_files_that_exist(page):
     assert paths, "the table names no test file"
     missing = [p for p in paths if not (ROOT / p).exists()]
     assert not missing, missing
+
+
+def test_every_experiment_names_a_paper_with_a_theory_page():
+    """``paper`` is the spec stem (``--paper`` selects by it); its theory page must exist."""
+    from attnlab.experiments import list_experiments
+
+    papers = {e.paper for e in list_experiments()}
+    assert papers == {"implicit-bias-ngd", "kq-nuclear-norm", "mirror-descent-lp", "preconditioned-regression",
+                      "softmax-ntk-diffusion"}
+    assert all((ROOT / "docs" / "theory" / f"{paper}.md").is_file() for paper in papers)

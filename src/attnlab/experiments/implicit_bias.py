@@ -43,7 +43,8 @@ from attnlab.train import train
 
 __all__ = ["Fig2Config", "Fig3Config", "Fig5Config", "RatesConfig"]
 
-SOURCE = "docs/theory/implicit-bias-ngd.md"
+PAPER = "implicit-bias-ngd"
+SOURCE = f"docs/theory/{PAPER}.md"  # what checks cite
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -356,17 +357,17 @@ def run_fig3(config: Fig3Config, ctx: RunContext) -> ExperimentResult:
 
 
 register(Experiment(
-    name="implicit-bias.fig2", paper=SOURCE, config_type=Fig2Config, run=run_fixed_decoder,
+    name="implicit-bias.fig2", paper=PAPER, config_type=Fig2Config, run=run_fixed_decoder,
     summary="Fig. 2: GD / NGD / NGD-mom / Polyak on Example 1 (fixed decoder): loss, norm, softmax, alignment",
     quick={"n": 4, "T": 4, "d": 16, "steps": 200, "ngd_lr": 0.3, "record_every": 5},
 ))
 register(Experiment(
-    name="implicit-bias.fig3", paper=SOURCE, config_type=Fig3Config, run=run_fig3,
+    name="implicit-bias.fig3", paper=PAPER, config_type=Fig3Config, run=run_fig3,
     summary="Fig. 3: GD / NGD / Polyak / NGD-joint training (u, W) jointly on DM",
     quick={"n": 4, "d": 30, "steps": 150},
 ))
 register(Experiment(
-    name="implicit-bias.fig5", paper=SOURCE, config_type=Fig5Config, run=run_fixed_decoder,
+    name="implicit-bias.fig5", paper=PAPER, config_type=Fig5Config, run=run_fixed_decoder,
     summary="Fig. 5: as Fig. 2 with antipodal optimal tokens",
     quick={"n": 4, "T": 4, "d": 16, "steps": 200, "ngd_lr": 0.3, "record_every": 5},
 ))
@@ -715,7 +716,7 @@ def _rates_figure(config: RatesConfig, frame: pd.DataFrame, W_mm_norm: float, pr
 
 
 register(Experiment(
-    name="implicit-bias.rates", paper=SOURCE, config_type=RatesConfig, run=run_rates,
+    name="implicit-bias.rates", paper=PAPER, config_type=RatesConfig, run=run_rates,
     summary="Spec §8 items 1-12: norm growth, gradient correlation, global directional convergence, Lemma 1 slope, "
             "Lemma 5, Polyak bounds, GD vs NGD, joint t^(1/3) loss rate, log norm growth, u-alignment",
     quick={"n": 3, "T": 3, "d": 16, "steps": 300, "directions": 20, "record_every": 20, "random_W": 50,

@@ -43,7 +43,8 @@ from attnlab.train import train
 
 __all__ = ["E1Config", "E2Config", "E3Config"]
 
-SOURCE = "docs/theory/mirror-descent-lp.md"
+PAPER = "mirror-descent-lp"
+SOURCE = f"docs/theory/{PAPER}.md"  # what checks cite
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -355,7 +356,7 @@ def run_e1(config: E1Config, ctx: RunContext) -> ExperimentResult:
 
 
 register(Experiment(
-    name="mirror-descent.e1", paper=SOURCE, config_type=E1Config, run=run_e1,
+    name="mirror-descent.e1", paper=PAPER, config_type=E1Config, run=run_e1,
     summary="E1: normalised l_p-AttGD on 100 data sets, the q x p grid of dB_p(W^mm_q, W_k), selectivity, "
             "monotone dB, log norm growth and the per-step norm bounds of plain MD",
     quick={"datasets": 6, "epochs": (150, 150, 300), "lr": 1.0, "records": 40, "rate_datasets": 2,
@@ -461,7 +462,7 @@ def _e2_figure(config: E2Config, frame: pd.DataFrame, rays: pd.DataFrame):
 
 
 register(Experiment(
-    name="mirror-descent.e2", paper=SOURCE, config_type=E2Config, run=run_e2,
+    name="mirror-descent.e2", paper=PAPER, config_type=E2Config, run=run_e2,
     summary="E2: one path of (W[1,2], W[3,4]) under normalised l_p-AttGD from 0 against the l_p-AttSVM ray",
     quick={"epochs": (200, 200, 400), "lr": 1.0,
            "arrows": (20, 40, 60, 80, 20, 40, 60, 80, 50, 100, 200, 300)},
@@ -579,7 +580,7 @@ def _e3_figure(config: E3Config, frame: pd.DataFrame, svms: pd.DataFrame):
 
 
 register(Experiment(
-    name="mirror-descent.e3", paper=SOURCE, config_type=E3Config, run=run_e3,
+    name="mirror-descent.e3", paper=PAPER, config_type=E3Config, run=run_e3,
     summary="E3: l_p-JointGD of (W, v) on the toy set: softmax and logistic probability, paths against both SVM rays",
     quick={"epochs": (100, 100, 200), "lr": 1.0},
 ))

@@ -282,7 +282,7 @@ class Table1Config:
     sigma_w: float = 0.5  # ours: at 1 the softmax Gram concentrates slower than m^-1/2 below m = 65536 (docs)
     c: float = 0.5  # practical step c / (s lambda_max(H*)), spec §8
     eps: float = 1e-3  # target ||F - Y||^2 <= eps ||Y||^2
-    widths: tuple[int, ...] = tuple(2**k for k in range(4, 18))  # 16 ... 131072: softmax at n = 128 needs > 65536
+    widths: tuple[int, ...] = tuple(2**k for k in range(4, 19))  # 16 ... 262144: exp at n = 64 needs > 131072
     max_steps: int = 20000
     record_every: int = 5
     activations: tuple[str, ...] = ("softmax", "relu", "exp")
