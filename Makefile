@@ -9,7 +9,7 @@ TEST_STAMP := $(VENV)/.installed-test
 TIMM_VENV  := .venv-timm
 TIMM_STAMP := $(TIMM_VENV)/.installed
 
-.PHONY: demo test test-slow test-timm bench lint install clean
+.PHONY: demo test test-slow test-timm bench lint install clean reproduce-full reproduce-spec-size
 
 $(RUN_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,16 @@ demo: $(RUN_STAMP)
 	@$(BIN)/attnlab reproduce --quick --executor pool --out report; status=$$?; \
 	echo "figures, tables and checks: report/index.html (one folder per experiment under report/runs/)"; \
 	exit $$status
+
+# The full-size reproduction: every experiment at its default (non-quick) settings, two workers; every theory check
+# must pass. Budget: 20 minutes on 2 free cores (docs/experiments/*.md give the measured times).
+reproduce-full: $(RUN_STAMP)
+	$(BIN)/attnlab reproduce --paper all --executor pool --workers 2 --out report-full --no-progress
+
+# The diffusion experiment on the spec's own n x m grid (n up to 4096, m up to 8192): hours on 2 CPU cores, sized
+# for a long run or a big machine; kept out of reproduce-full.
+reproduce-spec-size: $(RUN_STAMP)
+	$(BIN)/attnlab run diffusion.gmm --set spec_size=true --out report-full/diffusion-gmm-spec-size --no-progress
 
 test: $(TEST_STAMP)
 	$(BIN)/python -m pytest -m "not slow and not timm" -q
@@ -56,4 +66,4 @@ bench: $(TEST_STAMP)
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) $(TIMM_VENV) runs report .pytest_cache
+	rm -rf $(VENV) $(TIMM_VENV) runs report report-full .pytest_cache

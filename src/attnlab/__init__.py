@@ -1,6 +1,6 @@
 """attnlab: models, data, max-margin programs, optimizers and reproductions of the theory of softmax attention.
 
-Spec: docs/theory (one file per paper); every formula cites its section.
+Spec: docs/theory (one page per paper); every formula cites its section.
 
 Everything but the version and :class:`ValidationError` loads on first use (``attnlab.svm`` pulls in cvxpy,
 :func:`attnlab.train` torch), so ``import attnlab`` and ``attnlab --help`` stay fast.

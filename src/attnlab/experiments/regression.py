@@ -1,7 +1,7 @@
 """Experiments of preconditioned-regression (Goel, Soltanolkotabi, Bartlett 2026): softmax attention fitted to
 in-context linear regression with structure-aware preconditioned, regularized GD from a spectral start.
 
-Spec: ../shared/spec/preconditioned-regression.md. Registered experiments:
+Spec: docs/theory/preconditioned-regression.md. Registered experiments:
 
 - ``regression.fig1``: population loss vs iteration, ours (spectral start) vs SGD (random start) (spec §9.1);
 - ``regression.fig2``: every method from the same random start, with Adam and the ablations of §6.5;
@@ -20,10 +20,21 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+import scipy.stats
 import torch
 
 from attnlab._validation import ValidationError, check_in, check_scalar
-from attnlab.experiments.base import Check, Experiment, ExperimentResult, RunContext, check_less, register
+from attnlab.experiments.base import (
+    Check,
+    Experiment,
+    ExperimentResult,
+    RunContext,
+    check_close,
+    check_greater,
+    check_less,
+    observation,
+    register,
+)
 from attnlab.experiments.plotting import (
     house_figure, label_axes, label_ours, log_gap_axis, new_figure, plot_band, theory_hline,
 )
@@ -33,7 +44,6 @@ from attnlab.regression import (
     MonteCarloOracle,
     PopulationOracle,
     RegressionProblem,
-    cross_logit_mgf,
     empirical,
     empirical_covariance,
     fit,
@@ -46,7 +56,6 @@ from attnlab.regression import (
     regularizer,
     regularizer_gradient,
     sample,
-    self_logit_mgf,
     spectral_init,
     sym_inv_sqrt,
     token_matrix,
@@ -60,6 +69,7 @@ from attnlab.regression.renormalization import RENORMALIZATIONS
 __all__ = ["FigureOneConfig", "FigureTwoConfig", "METHODS", "REFERENCE_GAPS", "Method"]
 
 PAPER = "preconditioned-regression"
+SOURCE = "docs/theory/preconditioned-regression.md"
 
 
 # ---- methods: Algorithm 1, the baselines and the ablations of spec §6.5 -----------------------------------------
@@ -269,24 +279,21 @@ def run_fig1(config: FigureOneConfig, ctx: RunContext) -> ExperimentResult:
     """Figure 1 (spec §9.1): ours near-optimal from t = 0; SGD far above and unconverged after T steps."""
     frame, problem, notes = _train_methods(config, ctx)
     irr, checks = problem.irreducible_loss, []
-    source = f"{PAPER} §9.1"
+    source = f"{SOURCE} §9.1 fig. 1 (the paper's remark)"
     if {"ours", "sgd"} <= set(config.methods):
         ours0 = float(_final(frame, "ours", 0).median())
-        checks.append(check_less("ours at t = 0 (spectral start) is near-optimal: gap / L_irr", ours0 / irr, 1e-2, source))
+        checks.append(observation("fig. 1: ours at t = 0 (spectral start) is near-optimal: gap / L_irr (agrees "
+                                  "below 1e-2)", "near-optimal", ours0 / irr, ours0 / irr <= 1e-2, source))
         ours_max = float(frame[frame.method == "ours"].groupby("run").gap.max().max())
-        checks.append(
-            check_less("ours stays near-optimal for all t: max gap / L_irr", ours_max / irr, 5e-2, source)
-        )  # the minibatch-context floor (spec §9.3) lies above the spectral start's gap
+        checks.append(observation("fig. 1: ours stays near-optimal for all t: max gap / L_irr (agrees below 5e-2; "
+                                  "the minibatch floor of §9.3 lies above the start's gap)", "near-optimal",
+                                  ours_max / irr, ours_max / irr <= 5e-2, source))
         sgd0 = float(frame[(frame.method == "sgd") & (frame.step == 0)].loss.median()) / irr
-        checks.append(
-            Check("SGD's random start is > 3 orders of magnitude above: L(theta_0) / L_irr", "> 1000", sgd0, "bound",
-                  sgd0 > 1e3, source)
-        )
+        checks.append(observation("fig. 1: SGD's random start is > 3 orders of magnitude above: L(theta_0) / L_irr",
+                                  "> 1000", sgd0, sgd0 > 1e3, source))
         ratio = float(_final(frame, "sgd").median() / _final(frame, "ours").median())
-        checks.append(
-            Check(f"SGD not converged at t = {config.steps}: gap_SGD / gap_ours", "> 10", ratio, "bound", ratio > 10,
-                  source)
-        )
+        checks.append(observation(f"fig. 1: SGD not converged at t = {config.steps}: gap_SGD / gap_ours (agrees "
+                                  "above 10)", "> 10", ratio, ratio > 10, source))
     return ExperimentResult(
         frame=frame,
         checks=checks,
@@ -300,18 +307,17 @@ def run_fig2(config: FigureTwoConfig, ctx: RunContext) -> ExperimentResult:
     """Figure 2 (spec §9.1): from the same random start ours converges, SGD does not."""
     frame, problem, notes = _train_methods(config, ctx)
     irr, checks = problem.irreducible_loss, []
-    source = f"{PAPER} §9.1"
+    source = f"{SOURCE} §9.1 fig. 2 (the paper's remark)"
     starts = frame[frame.step == 0].groupby("run").gap.nunique()
     checks.append(Check("all methods start from the same point", 1, int(starts.max()), "exact", bool((starts == 1).all()),
-                        source))
+                        f"{SOURCE} §9.1"))
     if {"ours_random", "sgd"} <= set(config.methods):
         ours = float(_final(frame, "ours_random").median())
-        checks.append(check_less("ours from a random start converges: gap(T) / L_irr", ours / irr, 0.1, source))
+        checks.append(observation("fig. 2: ours from a random start converges: gap(T) / L_irr (agrees below 0.1)",
+                                  "converges", ours / irr, ours / irr <= 0.1, source))
         ratio = float(_final(frame, "sgd").median()) / ours
-        checks.append(
-            Check("SGD from the same start does not: gap_SGD(T) / gap_ours(T)", "> 10", ratio, "bound", ratio > 10,
-                  source)
-        )
+        checks.append(observation("fig. 2: SGD from the same start does not: gap_SGD(T) / gap_ours(T) (agrees above "
+                                  "10)", "> 10", ratio, ratio > 10, source))
     return ExperimentResult(
         frame=frame,
         checks=checks,
@@ -361,6 +367,7 @@ class TheoryConfig:
     mu: float = 0.25  # spec §3.4 [R]
     bias_ns: tuple[int, ...] = (25, 50, 100, 200, 400, 800)  # T1.1 / T3: context sizes of the Monte-Carlo bias
     bias_samples: int = 400  # fresh samples per n
+    bias_scale: float = 0.05  # T1.1: entry size of the perturbation of theta_R, a point off the manifold M
     spectral_ns: tuple[int, ...] = (100, 1000, 10_000, 100_000)  # L3
     spectral_seeds: int = 20
     radii: tuple[float, ...] = (0.02, 0.05, 0.1, 0.25)  # T1.3: multiples of sigma_d^{1/2}; rho = 0.25 (Tu et al.)
@@ -370,7 +377,7 @@ class TheoryConfig:
     mc_ns: tuple[int, ...] = (100, 400, 1600)  # T2: Monte-Carlo oracle context sizes
     mc_runs: int = 3
 
-    OURS = ("d", "k", "noise_std", "singular_values", "mu", "lr", "bias_ns", "mc_ns", "radii")
+    OURS = ("d", "k", "noise_std", "singular_values", "mu", "lr", "bias_ns", "bias_scale", "mc_ns", "radii")
 
     def __post_init__(self) -> None:
         check_scalar("k", self.k, kind=int, low=self.d)
@@ -391,8 +398,10 @@ def _perturbed(problem: RegressionProblem, runs: int, scale: float, seed: int):
 
 
 def _empirical_bias(problem, V, Q, n, samples, seed):
-    """Mean over fresh samples of (L_n - L_n^lin, grad L_n - grad L_n^lin): the control variate L_n^lin (linear
-    predictor V Sigma Q x, spec §3.3) has expectation exactly L and grad L, so the differences estimate the biases."""
+    """Over fresh samples of context size n: the mean and SE of L_n - L_n^lin, the squared gradient bias, and the
+    mean and SE of L_n^lin. The control variate L_n^lin (linear predictor V Sigma Q x with the true Sigma, spec
+    §3.3) has expectation exactly the population loss L, so it is a Monte-Carlo value of the closed form and the
+    differences estimate the biases of L_n and grad L_n."""
     X, Y = sample(problem, n, runs=samples, seed=seed)
     loss, gV, gQ = empirical.loss_and_gradient(V, Q, X, Y, X)
     P = V @ problem.Sigma @ Q  # spec §3.3: infinite-context predictor
@@ -402,7 +411,18 @@ def _empirical_bias(problem, V, Q, n, samples, seed):
     dV, dQ = gV - gP @ Q.transpose(-1, -2) @ problem.Sigma, gQ - problem.Sigma @ V.transpose(-1, -2) @ gP
     diff = loss - lin
     grad_bias = torch.cat([dV.mean(0).flatten(), dQ.mean(0).flatten()])
-    return float(diff.mean()), float(diff.std()) / samples**0.5, float((grad_bias**2).sum()), loss
+    root = samples**0.5
+    return {"bias": float(diff.mean()), "bias_se": float(diff.std()) / root, "grad_bias_sq": float((grad_bias**2).sum()),
+            "lin_mean": float(lin.mean()), "lin_se": float(lin.std()) / root}
+
+
+def _bias_expansion(ns, bias, se) -> tuple[float, float, float, int]:
+    """Weighted least squares of ``bias = c / n + c2 / n^2``: ``c``, its standard error, chi^2 and its dof."""
+    n, b, w = np.asarray(ns, float), np.asarray(bias, float), 1.0 / np.asarray(se, float)
+    design = np.stack([1 / n, 1 / n**2], 1) * w[:, None]
+    coef, *_ = np.linalg.lstsq(design, b * w, rcond=None)
+    chi2 = float(((design @ coef - b * w) ** 2).sum())
+    return float(coef[0]), float(np.sqrt(np.linalg.inv(design.T @ design)[0, 0])), chi2, len(n) - 2
 
 
 def run_theory(config: TheoryConfig, ctx: RunContext) -> ExperimentResult:
@@ -421,30 +441,36 @@ def run_theory(config: TheoryConfig, ctx: RunContext) -> ExperimentResult:
         rV, rQ = regularizer_gradient(V, Q, S)
         return gV + mu * rV, gQ + mu * rQ
 
-    # T1.1: closed form vs Monte-Carlo, bias Theta(1/n) near M
-    V1, Q1 = _perturbed(problem, 1, 0.0, config.seed)
-    V1, Q1 = V1[0], Q1[0]
-    L = float(population_excess_loss(V1, Q1, S, W)) + problem.irreducible_loss
-    biases, grad_biases, means, ses = [], [], [], []
+    # T1.1: the closed form against Monte-Carlo at a point off M, where the parameter-dependent part of L is not
+    # zero; then the finite-context bias Theta(1/n) near M (at theta_R, as the spec states it)
+    src = f"{SOURCE} §8"
+    V1, Q1 = _perturbed(problem, 1, config.bias_scale, config.seed)
+    excess = float(population_excess_loss(V1[0], Q1[0], S, W))
+    off = _empirical_bias(problem, V1[0], Q1[0], min(config.bias_ns), config.bias_samples * len(config.bias_ns),
+                          config.seed + 1)
+    checks.append(check_close(
+        f"T1.1 closed form L(V, Q) = Monte-Carlo population loss at a point off M (L - L_irr = {excess:.3g}, "
+        f"{excess / off['lin_se']:.0f} SE from the minimum)", excess + problem.irreducible_loss, off["lin_mean"],
+        atol=3 * off["lin_se"], source=src,
+        spread=f"3 SE of the Monte-Carlo mean of L_n^lin, {config.bias_samples * len(config.bias_ns)} samples "
+               f"(SE {off['lin_se']:.3g})"))
+    V0, Q0 = _perturbed(problem, 1, 0.0, config.seed)
+    stats = []
     for n in ctx.bar(config.bias_ns, desc="T1.1/T3 bias"):
-        bias, _, gbias, losses = _empirical_bias(problem, V1, Q1, n, config.bias_samples, config.seed + n)
-        biases.append(bias)
-        grad_biases.append(gbias)
-        means.append(float(losses.mean()))
-        ses.append(float(losses.std()) / config.bias_samples**0.5)
-        rows.append({"check": "bias", "n": n, "loss_bias": bias, "grad_bias_sq": gbias, "loss_mean": means[-1]})
+        stats.append(_empirical_bias(problem, V0[0], Q0[0], n, config.bias_samples, config.seed + n))
+        rows.append({"check": "bias", "n": n, "loss_bias": stats[-1]["bias"], "grad_bias_sq": stats[-1]["grad_bias_sq"],
+                     "loss_mean": stats[-1]["lin_mean"] + stats[-1]["bias"]})
     ns = np.asarray(config.bias_ns, float)
-    design = np.stack([np.ones_like(ns), 1 / ns, 1 / ns**2], 1) / np.asarray(ses)[:, None]  # L_n = a + c/n + c2/n^2
-    coef, *_ = np.linalg.lstsq(design, np.asarray(means) / np.asarray(ses), rcond=None)
-    cov = np.linalg.inv(design.T @ design)
-    a, se_a = float(coef[0]), float(np.sqrt(cov[0, 0]))
-    src = f"{PAPER} §8"
-    checks.append(Check("T1.1 closed form = Monte-Carlo limit a of E L_n = a + c/n + c2/n^2 (|a - L| / SE(a))", "<= 3",
-                        abs(a - L) / se_a, "3 SE", abs(a - L) <= 3 * se_a, src))
-    slope = _slope(ns, np.abs(biases))
-    checks.append(Check("T1.1 E L_n - L = Theta(1/n) near M: log-log slope", -1.0, slope, "+-0.25",
-                        abs(slope + 1) <= 0.25, src))
-    gslope = _slope(ns, grad_biases)
+    c, c_se, chi2, dof = _bias_expansion(ns, [st["bias"] for st in stats], [st["bias_se"] for st in stats])
+    checks.append(check_greater("T1.1 E L_n - L = Theta(1/n) near M: leading coefficient c of the expansion c/n + "
+                                "c2/n^2 of the Monte-Carlo biases, in standard errors (c / SE)", c / c_se, 3.0, src,
+                                spread="non-zero at 3 SE"))
+    if dof > 0:
+        quantile = float(scipy.stats.chi2.ppf(0.999, dof))
+        checks.append(check_less(f"T1.1 the expansion c/n + c2/n^2 fits the biases: chi^2 over {dof} dof (a slower "
+                                 "term, e.g. n^-1/2, would not fit)", chi2, quantile, src,
+                                 spread="99.9% quantile of chi^2 with the Monte-Carlo SEs as weights"))
+    gslope = _slope(ns, [st["grad_bias_sq"] for st in stats])
     checks.append(check_less("T3 squared gradient bias <= C/n near M: log-log slope (measured ~ -2: bias itself ~1/n)",
                              gslope, -0.75, src))
 
@@ -518,8 +544,6 @@ def run_theory(config: TheoryConfig, ctx: RunContext) -> ExperimentResult:
                              .gap.max()), 1e-20, src))
     early = pf[(pf.step > 0) & (pf.gap > 1e-18)]
     rate = math.exp(np.polyfit(early.step, np.log(early.dist), 1)[0])
-    checks.append(Check(f"T2 local contraction per step of dist (1 - rate) / (lr sigma_d) = "
-                        f"{(1 - rate) / (config.lr * s_min):.3g}; spec §9.3 ~2.9", "< 1", rate, "bound", rate < 1, src))
     ratio_l2 = float((pf.f_gap / pf.dist**2)[pf.dist > 1e-6].max())
     checks.append(check_less("L2 descent lemma along the run: max (f - f*) / dist^2 <= beta / 2", ratio_l2,
                              beta_sq**0.5 / 2, src))
@@ -533,16 +557,13 @@ def run_theory(config: TheoryConfig, ctx: RunContext) -> ExperimentResult:
     checks.append(Check(f"T2 Monte-Carlo oracle floor ~ 1/n: slope (floors {', '.join(f'{f:.2g}' for f in floors)})",
                         -1.0, fs, "+-0.3", abs(fs + 1) <= 0.3, src))
 
-    # L7: exponential moments of the logits are finite near M (A3)
-    Vn, Qn = _perturbed(problem, 20, 0.25 * s_min**0.5 / config.d, config.seed + 5)
-    finite = bool(torch.isfinite(cross_logit_mgf(0.8, Qn, S)).all() and torch.isfinite(self_logit_mgf(0.8, Qn, S)).all())
-    checks.append(Check("L7 E exp(0.8 x'^T Q x) and E exp(0.8 x^T Q x) finite within rho of M (needs 1.6 lambda_max(sym C) < 1)", True, finite, "exact", finite, src))
-
     frame = pd.concat([pf.assign(oracle="population")], ignore_index=True)
     table = pd.DataFrame(rows)
     fig = _theory_figure(config, table, pf)
     return ExperimentResult(frame=frame, checks=checks, figures={"theory": fig}, tables={"measurements": table},
-                            notes=[problem.assumptions().describe()])
+                            notes=[problem.assumptions().describe(),
+                                  f"T2 local contraction per step of dist: {rate:.4g}, (1 - rate) / (lr sigma_d) = "
+                                  f"{(1 - rate) / (config.lr * s_min):.3g} (spec §9.3 ~2.9)"])
 
 
 @house_figure
@@ -623,15 +644,11 @@ def run_scaling(config: ScalingConfig, ctx: RunContext) -> ExperimentResult:
     tail = frame[frame.step >= config.steps // 2]
     floors = tail.groupby("n").gap.mean()
     slope = _slope(floors.index, floors.values)
-    src = f"{PAPER} §8 T2"
+    src = f"{SOURCE} §8 T2"
     checks = [Check(f"floor of L - L_irr ~ 1/n: log-log slope over n = {list(config.ns)}", -1.0, slope, "+-0.4",
                     abs(slope + 1) <= 0.4, src)]  # few seeds and a correlated tail: the slope is noisy
-    early = frame[(frame.step > 0) & (frame.step <= 15) & (frame.n >= 200)]  # smaller n: oracle noise from step 1
-    early = early.groupby(["n", "step"]).dist.median().reset_index()
-    rates = early.groupby("n").apply(lambda g: math.exp(np.polyfit(g.step, np.log(g.dist), 1)[0]), include_groups=False)
-    spread = float(rates.max() - rates.min())
-    checks.append(check_less(f"geometric phase: per-step contraction of dist independent of n for n >= 200 (spread "
-                             f"of {', '.join(f'{r:.3f}' for r in rates)})", spread, 0.1, src))
+    # No check that the geometric rate is independent of n: from this start the gap meets its 1/n floor within
+    # 5-15 steps, so no window measures a rate free of the floor (docs/experiments/regression.md).
     fig = _scaling_figure(config, frame)
     table = pd.DataFrame({"n": floors.index, "floor": floors.values, "n_times_floor": floors.index * floors.values})
     return ExperimentResult(frame=frame, checks=checks, figures={"scaling": fig}, tables={"floors": table},

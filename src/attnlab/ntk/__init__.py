@@ -1,6 +1,6 @@
 """Two-layer softmax networks in the NTK regime, their comparison networks, and diffusion score estimation.
 
-Spec: ../shared/spec/softmax-ntk-diffusion.md.
+Spec: docs/theory/softmax-ntk-diffusion.md.
 """
 
 from attnlab.ntk.comparison_nets import ExpMLP, ReluMLP

@@ -1,7 +1,7 @@
 """In-context linear regression with one softmax-attention layer: data, closed-form and empirical losses, the
 regularizer, the geometry of the minima, integrability diagnostics, the spectral start and Algorithm 1.
 
-Spec: ../shared/spec/preconditioned-regression.md (Goel, Soltanolkotabi, Bartlett 2026). Notation: ``V`` value
+Spec: docs/theory/preconditioned-regression.md (Goel, Soltanolkotabi, Bartlett 2026). Notation: ``V`` value
 (k, p), ``Q`` key-query (p, d), tokens of width p = d (covariates, default) or d + k (``tokens="joint"``); an
 optional leading runs axis R batches independent runs.
 """

@@ -11,13 +11,18 @@ import os
 import shutil
 from pathlib import Path
 
+import pandas as pd
+
 from attnlab._validation import ValidationError
-from attnlab.experiments import list_experiments
+from attnlab.experiments import CheckCounts, list_experiments
 from attnlab.report.experiment_task import ExperimentTask
 from attnlab.report.html import ReportSummary, build_report
 from attnlab.runner import InProcessExecutor, Job, PoolExecutor, RayExecutor, ResultsStore, run_sweep
 
-__all__ = ["reproduce"]
+__all__ = ["PAPER_COUNT_COLUMNS", "paper_counts", "reproduce"]
+
+PAPER_COUNT_COLUMNS = ["paper", "experiments", "theory_checks", "theory_passed", "observations", "observations_agree",
+                       "errors"]
 
 
 def reproduce(
@@ -34,7 +39,8 @@ def reproduce(
     Parameters
     ----------
     out : path, default="report"
-        Report folder: ``index.html``, ``summary.json``, ``index.parquet`` and ``runs/<experiment>-<hash>/``.
+        Report folder: ``index.html``, ``summary.json``, ``paper_counts.csv`` (:func:`paper_counts`),
+        ``index.parquet`` and ``runs/<experiment>-<hash>/``.
     paper : str, optional
         A spec stem (``"implicit-bias-ngd"``) or name prefix (``"implicit-bias"``); ``None`` or ``"all"``: all.
     quick : bool, default=False
@@ -67,4 +73,31 @@ def reproduce(
         for job in jobs:
             shutil.rmtree(store.run_dir(job, task.label(job.params)), ignore_errors=True)
     run_sweep(jobs, out, executor, progress=progress)
-    return build_report(Path(out))
+    summary = build_report(Path(out))
+    paper_counts(summary).to_csv(Path(out) / "paper_counts.csv", index=False)
+    return summary
+
+
+def paper_counts(summary: ReportSummary) -> pd.DataFrame:
+    """Per paper: how many checks are theorem predictions (and passed) and how many are observations (and agree).
+
+    A theory check is a theorem's prediction or a property of our code and fails the run; an observation sets a
+    paper's remark about its figure or table against our measurement (docs/theory/<paper>.md §9).
+
+    Parameters
+    ----------
+    summary : ReportSummary
+        From :func:`reproduce` or :func:`attnlab.report.build_report`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per paper, columns :data:`PAPER_COUNT_COLUMNS`, sorted by paper.
+    """
+    rows = []
+    for paper in sorted({e.paper for e in summary.entries}):
+        entries = [e for e in summary.entries if e.paper == paper]
+        counts = sum((e.counts for e in entries), CheckCounts(0, 0, 0, 0))
+        rows.append([paper, len(entries), counts.total, counts.passed, counts.observations, counts.agree,
+                     sum(e.status != "done" for e in entries)])
+    return pd.DataFrame(rows, columns=PAPER_COUNT_COLUMNS)

@@ -10,11 +10,14 @@ from __future__ import annotations
 import pandas as pd
 import torch
 
-from attnlab.experiments.base import Check
+from attnlab.experiments.base import Check, observation
 from attnlab.experiments.real.compare import Comparison
 from attnlab.experiments.real.probes import hoyer_sparsity
 
 __all__ = ["paper_checks", "summary_table"]
+
+NGD = "docs/theory/implicit-bias-ngd.md"
+MD = "docs/theory/mirror-descent-lp.md"
 
 
 def _total_norm_growth(norms: pd.DataFrame) -> pd.Series:
@@ -85,7 +88,7 @@ def paper_checks(comparison: Comparison, summary: pd.DataFrame, *, chance: float
         on ViTs (fig. 6, 7).
     """
     by = summary.set_index("optimizer")
-    both = "implicit-bias-ngd §9; mirror-descent-lp §9"
+    both = f"{NGD} §9; {MD} §9"
     checks = [
         Check(f"{name} learns: mean final test accuracy is above the majority-class rate", f"> {chance:.4g}",
               float(row["test_accuracy_mean"]), "bound", bool(row["test_accuracy_mean"] > chance), both)
@@ -99,33 +102,33 @@ def paper_checks(comparison: Comparison, summary: pd.DataFrame, *, chance: float
         pivot = frame.pivot_table(index=["seed", "epoch"], columns="optimizer", values="train_loss")
         gap = float(((pivot["md-2"] - pivot["sgd"]).abs() / pivot["sgd"].abs()).max())
         checks.append(Check("l_2 mirror descent is SGD: same training loss at the same lr (max relative gap)",
-                            0.0, gap, "1e-3 (float32 rounding)", bool(gap <= 1e-3), "mirror-descent-lp §4"))
+                            0.0, gap, "1e-3 (float32 rounding)", bool(gap <= 1e-3), f"{MD} §4"))
     if {"md-1.1", "md-2"} <= set(by.index):
         sparse, dense = float(by.loc["md-1.1", "qkv_hoyer"]), float(by.loc["md-2", "qkv_hoyer"])
         init = comparison.entries[comparison.entries["optimizer"] == "init"]["value"]
         start = hoyer_sparsity(torch.tensor(init.to_numpy())) if len(init) else float("nan")
-        checks.append(Check(f"paper: l_1.1-MD gives sparser key/query/value weights than l_2-MD (MD paper E4 "
-                            f"histograms; Hoyer sparsity, {start:.4g} at init)", f"> {dense:.4g} (p = 2)", sparse,
-                            "bound", bool(sparse > dense), "mirror-descent-lp §8.6", kind="observation"))
+        checks.append(observation(f"paper: l_1.1-MD gives sparser key/query/value weights than l_2-MD (MD paper E4 "
+                                  f"histograms; Hoyer sparsity, {start:.4g} at init)", f"> {dense:.4g} (p = 2)", sparse,
+                                  bool(sparse > dense), f"{MD} §8.6 (the paper's remark on its E4 figures)"))
     if "sgd" in by.index:
         norms = comparison.norms[comparison.norms["optimizer"] == "sgd"]
         ends = norms.sort_values("epoch").groupby(["seed", "layer"])["norm"].agg(["first", "last"])
         growth = (ends["last"] / ends["first"]).groupby("layer").mean()
-        checks.append(Check("paper: every layer's parameter norm grows under SGD (NGD paper fig. 7, CIFAR-10 ViT; "
-                            "min over layers of last / initial norm)", "> 1", float(growth.min()), "bound",
-                            bool(growth.min() > 1), "implicit-bias-ngd §9 fig. 7", kind="observation"))
+        checks.append(observation("paper: every layer's parameter norm grows under SGD (NGD paper fig. 7, CIFAR-10 "
+                                  "ViT; min over layers of last / initial norm)", "> 1", float(growth.min()),
+                                  bool(growth.min() > 1), f"{NGD} §9 fig. 7"))
     if {"sgd", "sngd"} <= set(by.index):
         ratio = float(by.loc["sngd", "train_loss_area"] / by.loc["sgd", "train_loss_area"])
         measure = "area under the training-loss curve, SNGD / SGD"
         if language:
-            checks.append(Check(f"paper: SNGD trains faster than SGD on text (NGD paper fig. 1, 4; {measure})", "< 1",
-                                ratio, "bound", bool(ratio < 1), "implicit-bias-ngd §9 fig. 1, 4", kind="observation"))
+            checks.append(observation(f"paper: SNGD trains faster than SGD on text (NGD paper fig. 1, 4; {measure})",
+                                      "< 1", ratio, bool(ratio < 1), f"{NGD} §9 fig. 1, 4"))
         else:
-            checks.append(Check(f"paper: SNGD trains slower than SGD on a ViT (NGD paper fig. 6, 7; {measure})", "> 1",
-                                ratio, "bound", bool(ratio > 1), "implicit-bias-ngd §9 fig. 6, 7", kind="observation"))
+            checks.append(observation(f"paper: SNGD trains slower than SGD on a ViT (NGD paper fig. 6, 7; {measure})",
+                                      "> 1", ratio, bool(ratio > 1), f"{NGD} §9 fig. 6, 7"))
     if language and {"md-1.1", "md-2"} <= set(by.index):
         better, base = float(by.loc["md-1.1", "test_accuracy_mean"]), float(by.loc["md-2", "test_accuracy_mean"])
-        checks.append(Check("paper: l_1.1-MD generalises at least as well as l_2-MD (GD) on text (MD paper §8.6, "
-                            "IMDb; mean final test accuracy)", f">= {base:.4g} (p = 2)", better, "bound",
-                            bool(better >= base), "mirror-descent-lp §8.6", kind="observation"))
+        checks.append(observation("paper: l_1.1-MD generalises at least as well as l_2-MD (GD) on text (MD paper §8.6, "
+                                  "IMDb; mean final test accuracy)", f">= {base:.4g} (p = 2)", better,
+                                  bool(better >= base), f"{MD} §8.6 (the paper's remark on its IMDb table)"))
     return checks

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from attnlab._validation import ValidationError, check_in, check_scalar
-from attnlab.experiments.base import Check, Experiment, ExperimentResult, RunContext, register
+from attnlab.experiments.base import Check, Experiment, ExperimentResult, RunContext, observation, register
 from attnlab.experiments.real.aclimdb import load_aclimdb
 from attnlab.experiments.real.compare import Setup
 from attnlab.experiments.real.keywords import keyword_task
@@ -140,10 +140,10 @@ def _selection_checks(frame, length: int) -> list[Check]:
     uniform = 1.0 / (length + 1)
     last = frame.sort_values("epoch").groupby(["optimizer", "seed"]).tail(1)
     means = last.groupby("optimizer", sort=False)["keyword_attention"].mean()
-    return [Check(f"paper: after training with {name} the first token attends to the deciding keyword more than "
-                  "uniformly (token selection; MD paper E4 attention maps)", f"> {uniform:.4g} (uniform)", float(value),
-                  "bound", bool(value > uniform), "mirror-descent-lp §8.6, §9 E4; implicit-bias-ngd §6",
-                  kind="observation")
+    return [observation(f"paper: after training with {name} the first token attends to the deciding keyword more "
+                        "than uniformly (token selection; MD paper E4 attention maps)", f"> {uniform:.4g} (uniform)",
+                        float(value), bool(value > uniform),
+                        "docs/theory/mirror-descent-lp.md §8.6, §9 E4 (the paper's remark on its attention maps)")
             for name, value in means.items()]
 
 

@@ -1,0 +1,98 @@
+"""The check helpers of experiments/base.py: each passes and fails where its rule says, and writes its tolerance
+text from the numbers it tested; observations must name the paper's figure, table or remark."""
+
+import ast
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from attnlab._validation import ValidationError
+from attnlab.experiments.base import (
+    check_close,
+    check_greater,
+    check_less,
+    check_ordering,
+    check_slope,
+    fit_slope,
+    observation,
+    spread_tolerance,
+)
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "attnlab"
+
+
+def test_check_close_passes_inside_and_fails_outside_its_tolerance():
+    assert check_close("c", 2.0, 2.09, rtol=0.05).passed  # |0.09| <= 0.05 * 2
+    assert not check_close("c", 2.0, 2.11, rtol=0.05).passed
+    assert check_close("c", 0.0, 1e-3, atol=1e-3).passed and not check_close("c", 0.0, 2e-3, atol=1e-3).passed
+    assert not check_close("c", 1.0, math.nan, rtol=1.0).passed  # NaN never passes
+    row = check_close("c", 1.0, 1.0, rtol=0.1, atol=0.01, spread="3 SE over 5 seeds")
+    assert row.tolerance == "abs 0.01 + rel 0.1; 3 SE over 5 seeds" and row.kind == "theory"
+    with pytest.raises(ValidationError, match="rtol"):
+        check_close("c", 1.0, 1.0)
+
+
+def test_bounds_respect_strictness_and_name_their_bound():
+    assert check_less("c", 1.0, 1.0).passed and not check_less("c", 1.0, 1.0, strict=True).passed
+    assert check_greater("c", 1.0, 1.0).passed and not check_greater("c", 1.0, 1.0, strict=True).passed
+    assert not check_less("c", math.nan, 1.0).passed and not check_greater("c", math.nan, 1.0).passed
+    assert check_less("c", 0.5, 1.0).predicted == "<= 1" and check_greater("c", 2.0, 1.0, strict=True).predicted == "> 1"
+    assert check_less("c", 0.5, 1.0, spread="m 2^-52").tolerance == "bound; m 2^-52"
+
+
+def test_ordering_needs_every_step_to_exceed_the_margin():
+    values = {"K": 0.1, "K/2": 0.2, "K/4": 0.25}
+    assert check_ordering("c", values, ["K", "K/2", "K/4"]).passed
+    assert not check_ordering("c", values, ["K", "K/2", "K/4"], margin=0.06).passed  # 0.25 - 0.2 = 0.05
+    assert not check_ordering("c", values, ["K/2", "K"]).passed
+    assert check_ordering("c", values, ["K", "K/4"]).predicted == "K < K/4"
+    with pytest.raises(ValidationError, match="missing"):
+        check_ordering("c", values, ["K", "nope"])
+
+
+def test_slope_is_the_least_squares_slope_of_the_logs():
+    x = np.array([1.0, 2.0, 4.0, 8.0])
+    y = 3.0 * x**-1.5 * np.array([1.0, 1.1, 0.9, 1.05])  # noisy power law
+    expected = np.polyfit(np.log(x), np.log(y), 1)[0]  # numpy's fit as the second method
+    slope, r2 = fit_slope(x, y)
+    assert slope == pytest.approx(expected, rel=1e-12) and 0.9 < r2 <= 1.0  # a clean power law: R^2 near 1
+    assert check_slope("c", x, y, -1.5, 0.1).passed
+    assert not check_slope("c", x, y, -1.0, 0.1).passed
+    assert check_slope("c", x, y, -1.0, 0.0, side="at_most").passed and not check_slope("c", x, y, -2.0, 0.0,
+                                                                                          side="at_most").passed
+    assert check_slope("c", x, y, -2.0, 0.0, side="at_least").passed
+    assert math.isnan(fit_slope([1.0], [1.0])[0]) and not check_slope("c", [1.0], [1.0], 0.0, 1.0).passed
+    assert fit_slope(x, 2 * x + 1, logx=False, logy=False)[0] == pytest.approx(2.0, rel=1e-12)
+
+
+def test_spread_tolerance_is_k_standard_errors():
+    samples = [1.0, 2.0, 3.0, 4.0]
+    tol, text = spread_tolerance(samples, k=3.0)
+    assert tol == pytest.approx(3 * np.std(samples, ddof=1) / 2, rel=1e-12)  # SE = std / sqrt(4)
+    assert "3 standard errors over 4 seeds" in text
+    with pytest.raises(ValidationError, match="more seeds"):
+        spread_tolerance([1.0])
+
+
+def test_an_observation_must_name_the_papers_figure_table_or_remark():
+    row = observation("fig. 3: Polyak is fastest", "fastest", 1.0, True, "docs/theory/implicit-bias-ngd.md §9")
+    assert row.kind == "observation" and row.passed
+    assert observation("Polyak is fastest", "fastest", 0.2, False, "§9 (the paper's remark)").kind == "observation"
+    with pytest.raises(ValidationError, match="names no figure, table or remark"):
+        observation("softmax exponent within 1 of ReLU's", "<= 1", 3.3, False, "docs/theory/x.md §5")
+
+
+def test_every_observation_in_the_experiments_goes_through_the_helper():
+    """An observation built as ``Check(..., kind="observation")`` would skip the figure-or-remark rule."""
+    offenders = []
+    for path in (SRC / "experiments").rglob("*.py"):
+        if path.name == "base.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Check":
+                kinds = [k for k in node.keywords if k.arg == "kind"]
+                if kinds or len(node.args) >= 7:
+                    offenders.append(f"{path.name}:{node.lineno}")
+    assert not offenders, offenders
