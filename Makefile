@@ -43,6 +43,8 @@ reproduce-spec-size: $(RUN_STAMP)
 	$(BIN)/attnlab run diffusion.gmm --set spec_size=true --out report-full/diffusion-gmm-spec-size --no-progress
 
 test: $(TEST_STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -m "not slow and not timm" -q
 
 test-slow: $(TEST_STAMP)
@@ -57,7 +59,8 @@ $(TIMM_STAMP): pyproject.toml
 test-timm: $(TIMM_STAMP)
 	$(TIMM_VENV)/bin/python -m pytest -m timm -q tests/experiments/real/test_timm.py
 
-# ruff (in the test extra) with the rules of pyproject.toml [tool.ruff]: lint, then the formatter as a check.
+# ruff (in the test extra) with the rules of pyproject.toml [tool.ruff]: lint, then the formatter as a check;
+# `make test` runs the same two commands first.
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .

@@ -39,7 +39,13 @@ LR = 0.1
 def call_flops(R: int, n: int, T: int, d: int, steps: int) -> int:  # noqa: N803 (the spec's symbols)
     """Flops of ``train(steps=steps)`` on the kernel coefficients (setup, ``steps + 1`` gradients, ``steps`` updates)."""
     m = n * T
-    setup = 2 * m * m * d + 2 * n * n * d + m * m + (2 * n * d * d + 2 * n * T * d) + (2 * n * T * d + 2 * n * d * d + d * d)
+    setup = (
+        2 * m * m * d
+        + 2 * n * n * d
+        + m * m
+        + (2 * n * d * d + 2 * n * T * d)
+        + (2 * n * T * d + 2 * n * d * d + d * d)
+    )
     return R * (setup + (steps + 1) * (2 * m * m + 2 * m) + steps * 6 * m)
 
 

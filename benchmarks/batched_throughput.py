@@ -23,8 +23,8 @@ import os
 import platform
 
 import torch
-
 from _timing import median_seconds
+
 from attnlab import batched
 from attnlab.data import example1, stack
 

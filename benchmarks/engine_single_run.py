@@ -70,7 +70,7 @@ def measure(steps: int, repeats: int) -> dict[str, list[float]]:
     names = list(ways)
     times: dict[str, list[float]] = {name: [] for name in names}
     for k in range(repeats):
-        for name in names[k % len(names):] + names[: k % len(names)]:
+        for name in names[k % len(names) :] + names[: k % len(names)]:
             start = time.perf_counter()
             ways[name]()
             times[name].append((time.perf_counter() - start) / steps)
@@ -94,8 +94,10 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     print(f"## One NGD run: front doors vs a plain autograd loop (n={N}, T={T}, d={D}, eta={LR}, {args.steps} steps)\n")
-    print(f"torch {torch.__version__}, threads={args.threads}, load average {os.getloadavg()[0]:.1f} at start; "
-          f"al.train vs plain W after 50 steps: max |difference| {agreement(50):.1e}\n")
+    print(
+        f"torch {torch.__version__}, threads={args.threads}, load average {os.getloadavg()[0]:.1f} at start; "
+        f"al.train vs plain W after 50 steps: max |difference| {agreement(50):.1e}\n"
+    )
     times = measure(args.steps, args.repeats)
     plain = times["plain"]
     print("| way | ms per step (median) | speed-up over plain (median of per-repeat ratios) |")

@@ -61,24 +61,41 @@ def main(argv: list[str] | None = None) -> None:
     names = list(refs)
 
     def before() -> None:
-        batched.train(data.X, data.Z, data.y, data.v, W0.expand(len(names), D, D), optimizer="ngd", lr=0.3,
-                      steps=args.steps, record_every=10, W_ref=torch.stack([refs[c] for c in names]))
+        batched.train(
+            data.X,
+            data.Z,
+            data.y,
+            data.v,
+            W0.expand(len(names), D, D),
+            optimizer="ngd",
+            lr=0.3,
+            steps=args.steps,
+            record_every=10,
+            W_ref=torch.stack([refs[c] for c in names]),
+        )
 
     def after() -> None:
-        batched.train(data.X, data.Z, data.y, data.v, W0, optimizer="ngd", lr=0.3, steps=args.steps, record_every=10,
-                      refs=refs)
+        batched.train(
+            data.X, data.Z, data.y, data.v, W0, optimizer="ngd", lr=0.3, steps=args.steps, record_every=10, refs=refs
+        )
 
     times: dict[str, list[float]] = {"before": [], "after": []}
     for fn in (before, after):
         fn()  # warm-up
     for k in range(args.repeats):
-        for name, fn in ((("before", before), ("after", after)) if k % 2 == 0 else (("after", after), ("before", before))):
+        for name, fn in (
+            (("before", before), ("after", after)) if k % 2 == 0 else (("after", after), ("before", before))
+        ):
             t0 = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - t0)
-    print(f"## explain's training with {len(names)} candidate SVMs (Example 1, n={N}, T={T}, d={D}, {args.steps} NGD steps)\n")
-    print(f"torch {torch.__version__}, threads={args.threads}, load average {os.getloadavg()[0]:.1f}; "
-          f"solving the {len(names)} SVMs (same in both designs): {solve:.2f} s\n")
+    print(
+        f"## explain's training with {len(names)} candidate SVMs (Example 1, n={N}, T={T}, d={D}, {args.steps} NGD steps)\n"
+    )
+    print(
+        f"torch {torch.__version__}, threads={args.threads}, load average {os.getloadavg()[0]:.1f}; "
+        f"solving the {len(names)} SVMs (same in both designs): {solve:.2f} s\n"
+    )
     print("| design | training seconds (median) | speed-up |")
     print("|---|---|---|")
     for name, values in times.items():

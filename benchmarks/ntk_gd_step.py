@@ -16,10 +16,9 @@ import os
 import platform
 
 import torch
-
 from _timing import median_seconds
-from attnlab.ntk import SoftmaxMLP, extreme_eigenvalues, gram, lambda_max
-from attnlab.ntk import tangent_kernel
+
+from attnlab.ntk import SoftmaxMLP, extreme_eigenvalues, gram, lambda_max, tangent_kernel
 from attnlab.ntk.network import weight_gradient
 
 SIZES = [(256, 128), (1024, 512), (4096, 512), (4096, 2048)]  # (n, m); d_in = 3, d_out = 2 as in diffusion.gmm
@@ -72,10 +71,14 @@ def main(argv: list[str] | None = None) -> None:
     load = os.getloadavg()[0]
     print("<!-- section: ntk-gd-step -->")
     print("## Softmax-NTK GD step and lambda_max(H*)\n")
-    print(f"Command: `.venv/bin/python benchmarks/ntk_gd_step.py --repeats {args.repeats}` (d_in = 3, d_out = 2, "
-          f"sigma_w = 2, float64, {args.threads} torch thread; median of {args.repeats} steps).\n")
-    print(f"Machine: `nproc` = {os.cpu_count()}, {platform.processor() or platform.machine()}, load average {load:.1f} "
-          "at the end (shared machine: absolute times are noisy, ratios were measured in the same run).\n")
+    print(
+        f"Command: `.venv/bin/python benchmarks/ntk_gd_step.py --repeats {args.repeats}` (d_in = 3, d_out = 2, "
+        f"sigma_w = 2, float64, {args.threads} torch thread; median of {args.repeats} steps).\n"
+    )
+    print(
+        f"Machine: `nproc` = {os.cpu_count()}, {platform.processor() or platform.machine()}, load average {load:.1f} "
+        "at the end (shared machine: absolute times are noisy, ratios were measured in the same run).\n"
+    )
     print("| n | m | two softmaxes (ms) | one softmax (ms) | speed-up |")
     print("|---|---|---|---|---|")
     for n, m, two, one in step_rows:

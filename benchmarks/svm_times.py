@@ -61,11 +61,15 @@ def main(argv: list[str] | None = None) -> None:
     load = os.getloadavg()[0]
     print("<!-- section: svm-times -->")
     print("## SVM solve time as n, T, d grow\n")
-    print(f"Command: `.venv/bin/python benchmarks/svm_times.py --repeats {args.repeats}` (Example 1, optimal tokens "
-          f"selected, base n={BASE['n']}, T={BASE['T']}, d={BASE['d']}, one size grown at a time; median of "
-          f"{args.repeats}; {args.threads} torch thread; default solver Clarabel).\n")
-    print(f"Machine: `nproc` = {os.cpu_count()}, {platform.processor() or platform.machine()}, load average {load:.1f} "
-          "at the end (shared machine: absolute times are noisy, ratios were measured in the same run).\n")
+    print(
+        f"Command: `.venv/bin/python benchmarks/svm_times.py --repeats {args.repeats}` (Example 1, optimal tokens "
+        f"selected, base n={BASE['n']}, T={BASE['T']}, d={BASE['d']}, one size grown at a time; median of "
+        f"{args.repeats}; {args.threads} torch thread; default solver Clarabel).\n"
+    )
+    print(
+        f"Machine: `nproc` = {os.cpu_count()}, {platform.processor() or platform.machine()}, load average {load:.1f} "
+        "at the end (shared machine: absolute times are noisy, ratios were measured in the same run).\n"
+    )
     names = list(PROGRAMS)
     print("| grown | n | T | d | " + " | ".join(f"{n} (ms)" for n in names) + " | fro QP / dual |")
     print("|---|---|---|---|" + "---|" * len(names) + "---|")
@@ -74,8 +78,10 @@ def main(argv: list[str] | None = None) -> None:
         ratio = times["fro (QP)"] / times["fro-dual (NNLS)"]
         print(f"| {axis} | {sizes['n']} | {sizes['T']} | {sizes['d']} | {cells} | {ratio:.1f}x |")
     ratios = [t["fro (QP)"] / t["fro-dual (NNLS)"] for _, _, t in rows]
-    print(f"\nThe dual fast path is {min(ratios):.1f}x to {max(ratios):.1f}x faster than the Frobenius QP "
-          f"(median {np.median(ratios):.1f}x) over these sizes.")
+    print(
+        f"\nThe dual fast path is {min(ratios):.1f}x to {max(ratios):.1f}x faster than the Frobenius QP "
+        f"(median {np.median(ratios):.1f}x) over these sizes."
+    )
     print("<!-- end section: svm-times -->")
 
 

@@ -21,7 +21,6 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
-import torch  # noqa: E402
 
 from attnlab.experiments.real import ViT, fit, load_digits_split, make_optimizer, train_test_split  # noqa: E402
 from attnlab.probe import HeadProbe  # noqa: E402
@@ -46,14 +45,23 @@ for label, (name, lr) in OPTIMIZERS.items():
     model = ViT(seed=0, heads=2, **sizes)
     attention = model.encoder.blocks[-1].attn
     probe = HeadProbe(model, {"last_block": attention}, data.x_test[:probe_images], heads=(0,), every=every)
-    history = fit(model, make_optimizer(name, model.parameters(), lr, sngd_cap=1.0), data, epochs=epochs,
-                  batch_size=32, seed=0, callbacks=[probe])
+    history = fit(
+        model,
+        make_optimizer(name, model.parameters(), lr, sngd_cap=1.0),
+        data,
+        epochs=epochs,
+        batch_size=32,
+        seed=0,
+        callbacks=[probe],
+    )
     frame = probe.frame.assign(optimizer=label)
     frames.append(frame)
     first, last = frame.iloc[0], frame.iloc[-1]
-    print(f"{label}: test accuracy {history.frame['test_accuracy'].iloc[-1]:.3f}; head 0 of the last block: "
-          f"alignment {first.alignment:.3f} -> {last.alignment:.3f}, selected mass {first.selected_mass:.3f} -> "
-          f"{last.selected_mass:.3f}, ||W|| {first.norm:.2f} -> {last.norm:.2f} (step {int(last.step)})")
+    print(
+        f"{label}: test accuracy {history.frame['test_accuracy'].iloc[-1]:.3f}; head 0 of the last block: "
+        f"alignment {first.alignment:.3f} -> {last.alignment:.3f}, selected mass {first.selected_mass:.3f} -> "
+        f"{last.selected_mass:.3f}, ||W|| {first.norm:.2f} -> {last.norm:.2f} (step {int(last.step)})"
+    )
 
 table = pd.concat(frames, ignore_index=True)
 table.to_csv(args.out / "head_probe.csv", index=False)

@@ -63,7 +63,7 @@ for m in widths:
     step_matrix = torch.eye(16, dtype=torch.float64) - lr * K0
     f_lin = y + torch.linalg.matrix_power(step_matrix, steps) @ (f0 - y)
     with torch.no_grad():
-        fT = net(X)
+        f_trained = net(X)
     drift = float(torch.linalg.norm(KT - K0) / torch.linalg.norm(K0))
-    gap = float(torch.linalg.norm(fT - f_lin) / torch.linalg.norm(f0 - y))
-    print(f"{m:>6} {drift:>13.5f} {gap:>11.5f} {0.5 * float((fT - y).square().sum()):>11.2e}")
+    gap = float(torch.linalg.norm(f_trained - f_lin) / torch.linalg.norm(f0 - y))
+    print(f"{m:>6} {drift:>13.5f} {gap:>11.5f} {0.5 * float((f_trained - y).square().sum()):>11.2e}")

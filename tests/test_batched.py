@@ -88,7 +88,9 @@ def test_records_tidy_metrics():
     X, Z, y, v, W0 = _runs()
     res = batched.train(X, Z, y, v, W0, optimizer="ngd", lr=0.1, steps=10, record_every=5, W_ref=W0, bregman_p=2.0)
     assert len(res.frame) == 4 * 3
-    assert {"run", "step", "loss", "grad_norm", "norm", "opt_softmax", "margin", "alignment", "bregman"} <= set(res.frame.columns)
+    assert {"run", "step", "loss", "grad_norm", "norm", "opt_softmax", "margin", "alignment", "bregman"} <= set(
+        res.frame.columns
+    )
 
 
 @pytest.mark.parametrize(
@@ -131,8 +133,16 @@ def test_a_diverging_run_stops_alone_with_its_last_finite_iterate():
     again = batched.train(X[1], Z[1], y[1], v[1], W0[1], optimizer="gd", lr=lr[1], steps=stop).W[0]
     torch.testing.assert_close(res.W[1], again, rtol=0, atol=0)
     # the other runs are exactly the runs trained without it
-    alone = batched.train(X[[0, 2, 3]], Z[[0, 2, 3]], y[[0, 2, 3]], v[[0, 2, 3]], W0[[0, 2, 3]], optimizer="gd",
-                          lr=lr[[0, 2, 3]], steps=50).W
+    alone = batched.train(
+        X[[0, 2, 3]],
+        Z[[0, 2, 3]],
+        y[[0, 2, 3]],
+        v[[0, 2, 3]],
+        W0[[0, 2, 3]],
+        optimizer="gd",
+        lr=lr[[0, 2, 3]],
+        steps=50,
+    ).W
     torch.testing.assert_close(res.W[[0, 2, 3]], alone, rtol=1e-12, atol=1e-14)
     rows = res.frame[res.frame["run"] == 1]
     assert rows["step"].max() == stop and bool(rows["loss"].notna().all()) and bool((rows["loss"] < float("inf")).all())
@@ -162,7 +172,13 @@ def _reference_W_loop(X, Z, y, v, W0, optimizer, lr, steps, momentum=0.0, max_st
 
 @pytest.mark.parametrize(
     "optimizer,options",
-    [("gd", {}), ("ngd", {}), ("ngd", {"max_step": 0.5}), ("ngd", {"momentum": 0.9, "max_step": 10.0}), ("polyak", {"max_step": 10.0})],
+    [
+        ("gd", {}),
+        ("ngd", {}),
+        ("ngd", {"max_step": 0.5}),
+        ("ngd", {"momentum": 0.9, "max_step": 10.0}),
+        ("polyak", {"max_step": 10.0}),
+    ],
 )
 def test_kernel_coefficients_path_equals_steps_on_W(optimizer, options):
     # d = 12 >= sqrt(n) T: train moves the nT kernel coefficients, not W; it must follow the same iterates
@@ -182,8 +198,16 @@ def test_kernel_path_batch_equals_single_runs_and_shared_data():
         torch.testing.assert_close(batch[r], single, rtol=1e-12, atol=1e-12)  # 1e-12: the bar
     # one data set, R initialisations: one shared kernel, same runs as with the data repeated per run
     shared = batched.train(X[0], Z[0], y[0], v[0], W0, optimizer="ngd", lr=0.1, steps=100).W
-    repeated = batched.train(X[:1].expand(4, -1, -1, -1).clone(), Z[:1].expand(4, -1, -1).clone(), y[:1].expand(4, -1).clone(),
-                             v[:1].expand(4, -1).clone(), W0, optimizer="ngd", lr=0.1, steps=100).W
+    repeated = batched.train(
+        X[:1].expand(4, -1, -1, -1).clone(),
+        Z[:1].expand(4, -1, -1).clone(),
+        y[:1].expand(4, -1).clone(),
+        v[:1].expand(4, -1).clone(),
+        W0,
+        optimizer="ngd",
+        lr=0.1,
+        steps=100,
+    ).W
     torch.testing.assert_close(shared, repeated, rtol=1e-12, atol=1e-12)
 
 

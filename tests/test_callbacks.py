@@ -45,13 +45,29 @@ def test_every_hook_is_called_with_the_recorded_rows_and_state():
 def test_a_plain_function_is_a_callback_and_early_stop_ends_every_front_door():
     data = _data()
     seen = []
-    res = batched.train(data.X, data.Z, data.y, data.v, None, optimizer="ngd", lr=0.5, steps=500, record_every=1,
-                        callbacks=[lambda r: seen.append(r.step), EarlyStop("opt_softmax", 0.9, mode="above")])
+    res = batched.train(
+        data.X,
+        data.Z,
+        data.y,
+        data.v,
+        None,
+        optimizer="ngd",
+        lr=0.5,
+        steps=500,
+        record_every=1,
+        callbacks=[lambda r: seen.append(r.step), EarlyStop("opt_softmax", 0.9, mode="above")],
+    )
     stop = seen[-1]
     assert stop < 500 and res.status == ["stopped"] and res.last_step == [stop]
     assert float(res.frame["opt_softmax"].iloc[-1]) > 0.9 >= float(res.frame["opt_softmax"].iloc[-2])
-    flow = al.flow.gradient_flow(al.models.Combined(data.d), data, step=0.5, steps=500, record_every=1,
-                                 callbacks=[EarlyStop("loss", float(res.frame["loss"].iloc[-1]))])
+    flow = al.flow.gradient_flow(
+        al.models.Combined(data.d),
+        data,
+        step=0.5,
+        steps=500,
+        record_every=1,
+        callbacks=[EarlyStop("loss", float(res.frame["loss"].iloc[-1]))],
+    )
     assert int(flow.path["step"][-1]) < 500
 
 

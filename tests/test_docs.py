@@ -57,6 +57,11 @@ def test_every_experiment_names_a_paper_with_a_theory_page():
     from attnlab.experiments import list_experiments
 
     papers = {e.paper for e in list_experiments()}
-    assert papers == {"implicit-bias-ngd", "kq-nuclear-norm", "mirror-descent-lp", "preconditioned-regression",
-                      "softmax-ntk-diffusion"}
+    assert papers == {
+        "implicit-bias-ngd",
+        "kq-nuclear-norm",
+        "mirror-descent-lp",
+        "preconditioned-regression",
+        "softmax-ntk-diffusion",
+    }
     assert all((ROOT / "docs" / "theory" / f"{paper}.md").is_file() for paper in papers)

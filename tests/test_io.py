@@ -66,5 +66,7 @@ def test_an_unwritable_folder_is_one_clear_line(tmp_path, monkeypatch):
         raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(tmp_path / "ro"))
 
     monkeypatch.setattr(attnlab._io, "_new_file", refuse)
-    with pytest.raises(OutputError, match=r"cannot write .*a\.txt': Permission denied .*; check the folder's permissions"):
+    with pytest.raises(
+        OutputError, match=r"cannot write .*a\.txt': Permission denied .*; check the folder's permissions"
+    ):
         atomic_write(tmp_path / "ro" / "a.txt", lambda p: p.write_text("x"))

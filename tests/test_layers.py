@@ -10,15 +10,30 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "attnlab"
 # Lower numbers sit lower in the stack. Modules of one layer may import each other, except the three families
 # (svm / regression / ntk), which share only the layers below them.
 LAYERS = {
-    "_validation": 0, "_errors": 0, "_io": 0, "_overrides": 0, "callbacks": 0, "trackers": 0,
+    "_validation": 0,
+    "_errors": 0,
+    "_io": 0,
+    "_overrides": 0,
+    "callbacks": 0,
+    "trackers": 0,
     "data": 1,
-    "losses": 2, "models": 2, "metrics": 2,
-    "svm": 3, "regression": 3, "ntk": 3,
+    "losses": 2,
+    "models": 2,
+    "metrics": 2,
+    "svm": 3,
+    "regression": 3,
+    "ntk": 3,
     "optim": 4,
-    "engine": 5, "train": 5, "flow": 5, "batched": 5, "probe": 5,
+    "engine": 5,
+    "train": 5,
+    "flow": 5,
+    "batched": 5,
+    "probe": 5,
     "runner": 6,
     "experiments": 7,
-    "report": 8, "cli": 8, "__main__": 8,
+    "report": 8,
+    "cli": 8,
+    "__main__": 8,
 }
 FAMILIES = {"svm", "regression", "ntk"}
 

@@ -25,9 +25,7 @@ def _tokens(seed=0, n=3, T=4, d=3):
 def test_margin_is_min_over_constraints():
     X, Z, W = _tokens()
     sel = torch.tensor([0, 2, 1])
-    expected = min(
-        float((X[i, sel[i]] - X[i, t]) @ W @ Z[i]) for i in range(3) for t in range(4) if t != sel[i]
-    )
+    expected = min(float((X[i, sel[i]] - X[i, t]) @ W @ Z[i]) for i in range(3) for t in range(4) if t != sel[i])
     assert math.isclose(float(attention_margin(X, Z, W, sel)), expected, rel_tol=1e-12)
 
 

@@ -39,8 +39,14 @@ class _PlainNGD(torch.optim.Optimizer):
 
 def test_records_every_k_steps_and_the_last():
     model = Combined(2)
-    traj = al.train(model, torch.optim.SGD(model.parameters(), lr=0.1), _data(), steps=7, record_every=3,
-                    metrics=[opt_softmax(), margin(), norm("nuc")])
+    traj = al.train(
+        model,
+        torch.optim.SGD(model.parameters(), lr=0.1),
+        _data(),
+        steps=7,
+        record_every=3,
+        metrics=[opt_softmax(), margin(), norm("nuc")],
+    )
     assert traj.frame["step"].tolist() == [0, 3, 6, 7]
     assert {"loss", "log_loss", "grad_norm", "norm", "opt_softmax", "margin", "norm_nuc"} <= set(traj.frame.columns)
     assert traj.status == "completed"
@@ -66,7 +72,9 @@ def test_scale_invariant_optimizer_keeps_moving_after_gradient_underflows():
     model = Combined(2)
     traj = al.train(model, _PlainNGD(model.parameters(), lr=50.0), data, steps=60, record_every=20)
     # step length is exactly lr every step, so ||W_t|| grows linearly even once grad_norm is ~0
-    assert traj.frame["grad_norm"].iloc[-1] < 1e-300 or traj.frame["grad_norm"].iloc[-1] < traj.frame["grad_norm"].iloc[0]
+    assert (
+        traj.frame["grad_norm"].iloc[-1] < 1e-300 or traj.frame["grad_norm"].iloc[-1] < traj.frame["grad_norm"].iloc[0]
+    )
     assert traj.frame["norm"].iloc[-1] > 0.9 * 50.0 * 60 * 0.5
 
 
@@ -99,8 +107,11 @@ def test_bad_arguments():
         al.train(model, opt, _data(), loss="mse")
 
 
-@pytest.mark.parametrize("make", [lambda p: al.optim.NormalizedGD(p, lr=1.7e308), lambda p: torch.optim.SGD(p, lr=1.7e308)],
-                         ids=["engine-rule", "torch-optimizer"])
+@pytest.mark.parametrize(
+    "make",
+    [lambda p: al.optim.NormalizedGD(p, lr=1.7e308), lambda p: torch.optim.SGD(p, lr=1.7e308)],
+    ids=["engine-rule", "torch-optimizer"],
+)
 def test_the_returned_model_of_a_diverged_run_has_a_finite_loss(make):
     data = _data()
     model = Combined(2)

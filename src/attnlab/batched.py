@@ -27,8 +27,20 @@ __all__ = ["BatchedRun", "train", "PARAMETRIZATIONS", "OPTIMIZERS"]
 
 PARAMETRIZATIONS = ("W", "KQ", "diag")
 _COMMON = {
-    "K0", "Q0", "xi_k0", "xi_q0", "record_every", "W_ref", "refs", "select", "bregman_p", "progress", "callbacks",
-    "keep_iterates", "train_head", "device",
+    "K0",
+    "Q0",
+    "xi_k0",
+    "xi_q0",
+    "record_every",
+    "W_ref",
+    "refs",
+    "select",
+    "bregman_p",
+    "progress",
+    "callbacks",
+    "keep_iterates",
+    "train_head",
+    "device",
 }
 
 
@@ -142,7 +154,9 @@ def train(
     allowed = OPTIONS[optimizer] | _COMMON
     unknown = set(options) - allowed
     if unknown:
-        raise ValidationError(f"unknown option(s) {sorted(unknown)} for optimizer {optimizer!r}; valid: {sorted(allowed)}")
+        raise ValidationError(
+            f"unknown option(s) {sorted(unknown)} for optimizer {optimizer!r}; valid: {sorted(allowed)}"
+        )
     device = None if options.get("device") is None else _device(options["device"])
 
     sizes: dict[str, int] = {}
@@ -181,12 +195,21 @@ def train(
     if record_every is not None:
         check_scalar("record_every", record_every, kind=int, low=1)
     recorder = Recorder(
-        refs=_refs(options, R, d), select=_select(options, Xr, yr, vr, R, sizes["n"]),
-        bregman_p=options.get("bregman_p"), keep_iterates=bool(options.get("keep_iterates", False)),
+        refs=_refs(options, R, d),
+        select=_select(options, Xr, yr, vr, R, sizes["n"]),
+        bregman_p=options.get("bregman_p"),
+        keep_iterates=bool(options.get("keep_iterates", False)),
     )
     result = fit(
-        Problem(Xr, Zr, yr, None if head else vr, loss), param, params, steps, rule, record_every=record_every,
-        recorder=recorder, callbacks=options.get("callbacks") or (), progress=options.get("progress", False),
+        Problem(Xr, Zr, yr, None if head else vr, loss),
+        param,
+        params,
+        steps,
+        rule,
+        record_every=record_every,
+        recorder=recorder,
+        callbacks=options.get("callbacks") or (),
+        progress=options.get("progress", False),
         desc=f"batched {optimizer}",
     )
     frame = result.frame if record_every is not None else None

@@ -142,8 +142,14 @@ def default_progress() -> bool:
     return bool(getattr(sys.stderr, "isatty", lambda: False)())
 
 
-def progress_bar(iterable: Iterable[Any] | None = None, *, total: int | None = None, desc: str = "",
-                 show: bool | None = None, unit: str = "it") -> Any:
+def progress_bar(
+    iterable: Iterable[Any] | None = None,
+    *,
+    total: int | None = None,
+    desc: str = "",
+    show: bool | None = None,
+    unit: str = "it",
+) -> Any:
     """A tqdm bar, shown when ``show`` is True, or, when ``show`` is None, only if stderr is a terminal.
 
     The one place attnlab makes progress bars, so piped logs never fill with carriage returns.

@@ -37,7 +37,6 @@ __all__ = [
 ]
 
 
-
 class Flow(NamedTuple):
     """What :func:`gradient_flow` returns.
 
@@ -285,17 +284,31 @@ def gradient_flow(
             clock.setdefault(key, []).append(value.clone())
 
     rule = flow_rule(method, step, track_phi, R, tuple(data.X.shape[-3:-1]))
-    result = fit(problem, model.parametrization, {k: runs(t) for k, t in tensors.items()}, steps, rule,
-                 record_every=record_every, recorder=Recorder(keep_iterates=True), callbacks=[snapshot, *callbacks],
-                 progress=progress, desc=f"flow ({method})")
+    result = fit(
+        problem,
+        model.parametrization,
+        {k: runs(t) for k, t in tensors.items()},
+        steps,
+        rule,
+        record_every=record_every,
+        recorder=Recorder(keep_iterates=True),
+        callbacks=[snapshot, *callbacks],
+        progress=progress,
+        desc=f"flow ({method})",
+    )
     with torch.no_grad():
         for k, t in tensors.items():
             t.copy_(result.params[k] if batched else result.params[k][0])
     iterates = result.iterates
     squeeze = (lambda t: t) if batched else (lambda t: t[:, 0])  # no runs axis in, none out
     log_loss = result.frame.pivot(index="step", columns="run", values="log_loss").reindex(
-        index=iterates["step"].tolist(), columns=range(R))  # NaN after a run diverged
-    path = {"step": iterates["step"], "log_loss": squeeze(torch.tensor(log_loss.to_numpy())), "W": squeeze(iterates["W"])}
+        index=iterates["step"].tolist(), columns=range(R)
+    )  # NaN after a run diverged
+    path = {
+        "step": iterates["step"],
+        "log_loss": squeeze(torch.tensor(log_loss.to_numpy())),
+        "W": squeeze(iterates["W"]),
+    }
     path["log_time"] = squeeze(torch.stack(clock["log_time"]))
     for k in tensors:
         path[names.get(id(tensors[k]), k)] = squeeze(iterates[k])

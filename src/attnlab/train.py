@@ -143,9 +143,19 @@ def train(
     if isinstance(optimizer, FunctionalOptimizer):
         rule = optimizer.rule(module_params)
         state = _state(optimizer.load_rule_state(rule, module_params), as_runs)
-        result = fit(problem, parametrization, {k: as_runs(t).clone() for k, t in tensors.items()}, steps, rule,
-                     rule_state=state, record_every=record_every, recorder=recorder, callbacks=callbacks,
-                     progress=progress, sync=sync if metrics else None)
+        result = fit(
+            problem,
+            parametrization,
+            {k: as_runs(t).clone() for k, t in tensors.items()},
+            steps,
+            rule,
+            rule_state=state,
+            record_every=record_every,
+            recorder=recorder,
+            callbacks=callbacks,
+            progress=progress,
+            sync=sync if metrics else None,
+        )
         sync(result.params)
         optimizer.save_rule_state(rule, module_params, _state(result.rule_state, lambda t: t if batched else t[0]))
     else:
@@ -155,20 +165,38 @@ def train(
                 f"shape ({R}, d, d)) to train one model per data set"
             )
         views = {k: t.data if batched else t.data.unsqueeze(0) for k, t in tensors.items()}
-        result = fit(problem, parametrization, views, steps, optimizer=optimizer, optimizer_params=tensors,
-                     record_every=record_every, recorder=recorder, callbacks=callbacks, progress=progress)
+        result = fit(
+            problem,
+            parametrization,
+            views,
+            steps,
+            optimizer=optimizer,
+            optimizer_params=tensors,
+            record_every=record_every,
+            recorder=recorder,
+            callbacks=callbacks,
+            progress=progress,
+        )
     status, message = "completed", ""
     if result.diverged:
         status = DIVERGED
-        message = "; ".join(
-            f"run {r}: non-finite loss at step {result.last_step[r] + 1}; parameters kept at step {result.last_step[r]}"
-            for r in result.diverged
-        ) + ". Lower the learning rate or add a step cap."
+        message = (
+            "; ".join(
+                f"run {r}: non-finite loss at step {result.last_step[r] + 1}; parameters kept at step {result.last_step[r]}"
+                for r in result.diverged
+            )
+            + ". Lower the learning rate or add a step cap."
+        )
         warnings.warn(message, RuntimeWarning, stacklevel=2)
     elif "stopped" in result.status:
         status = "stopped"
-    return Trajectory(frame=result.frame, model=model, status=status, message=message,
-                      extra={"status": result.status, "last_step": result.last_step})
+    return Trajectory(
+        frame=result.frame,
+        model=model,
+        status=status,
+        message=message,
+        extra={"status": result.status, "last_step": result.last_step},
+    )
 
 
 def _problem(model: Any, data: Any, R: int, loss: str) -> Problem:
@@ -188,7 +216,8 @@ def _state(state: list[Any], convert: Any) -> list[Any]:
     """A rule state with every tensor passed through ``convert`` (adding or dropping the runs axis)."""
     return [
         {k: [convert(x) if isinstance(x, torch.Tensor) else x for x in values] for k, values in s.items()}
-        if isinstance(s, dict) else s
+        if isinstance(s, dict)
+        else s
         for s in state
     ]
 

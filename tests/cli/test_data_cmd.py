@@ -13,8 +13,23 @@ def run(*args):
 
 def test_make_writes_the_same_data_as_the_python_call(tmp_path):
     out = tmp_path / "e.npz"
-    result = run("data", "make", "example1", "--out", str(out), "--set", "n=4", "--set", "T=3",
-                 "--set", "antipodal=true", "--set", "opt_pos=random", "--seed", "2")
+    result = run(
+        "data",
+        "make",
+        "example1",
+        "--out",
+        str(out),
+        "--set",
+        "n=4",
+        "--set",
+        "T=3",
+        "--set",
+        "antipodal=true",
+        "--set",
+        "opt_pos=random",
+        "--seed",
+        "2",
+    )
     assert result.exit_code == 0, result.output
     assert "n=4, T=3, d=128" in result.output
     loaded = TokenSelectionData.load(out)
@@ -25,8 +40,19 @@ def test_make_writes_the_same_data_as_the_python_call(tmp_path):
 
 def test_make_parses_tuples_for_aligned_pairs_and_check_reports(tmp_path):
     out = tmp_path / "a.npz"
-    result = run("data", "make", "aligned_pairs", "--out", str(out), "--set", "radii=1,2,3", "--set", "c=0.5",
-                 "--set", "score=20")
+    result = run(
+        "data",
+        "make",
+        "aligned_pairs",
+        "--out",
+        str(out),
+        "--set",
+        "radii=1,2,3",
+        "--set",
+        "c=0.5",
+        "--set",
+        "score=20",
+    )
     assert result.exit_code == 0, result.output
     assert torch.equal(TokenSelectionData.load(out).X, aligned_pairs(radii=(1.0, 2.0, 3.0), c=0.5, score=20.0).data.X)
     check = run("data", "check", str(out), "--which", "A2", "--which", "A3", "--which", "A4", "--strict")

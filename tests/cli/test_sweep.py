@@ -19,7 +19,9 @@ FIXTURES = Path(__file__).resolve().parents[1] / "runner"  # sweep_fixtures.py: 
 
 def test_sweep_runs_a_yaml_grid_and_skips_it_the_second_time(tmp_path):
     sweep = tmp_path / "s.yaml"
-    sweep.write_text("task: batched-train\nbase: {n: 4, T: 3, d: 6, steps: 5}\ngrid:\n  lr: [0.1, 0.2]\n  data_seed: [0, 1]\n")
+    sweep.write_text(
+        "task: batched-train\nbase: {n: 4, T: 3, d: 6, steps: 5}\ngrid:\n  lr: [0.1, 0.2]\n  data_seed: [0, 1]\n"
+    )
     out = tmp_path / "out"
     first = CliRunner().invoke(main, ["sweep", str(sweep), "--out", str(out), "--no-progress"])
     assert first.exit_code == 0, first.output

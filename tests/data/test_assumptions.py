@@ -85,7 +85,9 @@ def test_a1_fails_at_example1_defaults_as_the_spec_warns():
 def test_a2_spread_matches_brute_force_and_isotropic_noise_breaks_it():
     data = example1(n=4, T=5, d=16, seed=0)
     assert equal_nonopt_scores(data).holds
-    noisy = data.with_(X=data.X + 0.1 * torch.randn(4, 5, 16, generator=torch.Generator().manual_seed(1), dtype=torch.float64))
+    noisy = data.with_(
+        X=data.X + 0.1 * torch.randn(4, 5, 16, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    )
     scores = noisy.token_scores()
     spread = max(
         max(s for t, s in enumerate(row) if t != opt) - min(s for t, s in enumerate(row) if t != opt)

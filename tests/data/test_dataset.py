@@ -71,7 +71,9 @@ def test_with_revalidates(parts):
 
 
 def test_npz_round_trip_is_exact_and_pickle_free(parts, tmp_path):
-    data = TokenSelectionData(**parts, Z=torch.randn(3, 2, generator=torch.Generator().manual_seed(1)), select=[0, 3, 1])
+    data = TokenSelectionData(
+        **parts, Z=torch.randn(3, 2, generator=torch.Generator().manual_seed(1)), select=[0, 3, 1]
+    )
     path = data.save(tmp_path / "sub" / "d.npz")
     with np.load(path, allow_pickle=False) as f:  # raises if anything needed pickle
         assert sorted(f.files) == ["X", "Z", "select", "v", "y"]

@@ -105,4 +105,3 @@ def test_dm_defaults_satisfy_condition1_and_are_seeded():
 def test_dm_bad_arguments(kwargs, match):
     with pytest.raises(ValidationError, match=match):
         dm(**kwargs)
-

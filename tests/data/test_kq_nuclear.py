@@ -54,7 +54,9 @@ def test_aligned_pairs_scores_are_score_and_c_score(ap):
 def test_aligned_pairs_frames_witness_eq7(ap):
     assert isinstance(ap, AlignedPairs)
     eye = torch.eye(8, dtype=torch.float64)
-    assert torch.allclose(ap.U_K.T @ ap.U_K, eye, rtol=0, atol=1e-14) and torch.allclose(ap.U_Q.T @ ap.U_Q, eye, rtol=0, atol=1e-14)
+    assert torch.allclose(ap.U_K.T @ ap.U_K, eye, rtol=0, atol=1e-14) and torch.allclose(
+        ap.U_Q.T @ ap.U_Q, eye, rtol=0, atol=1e-14
+    )
     x_opt = ap.data.X[:, 0]
     assert torch.allclose(x_opt / x_opt.norm(dim=1, keepdim=True), ap.U_K[:, ap.pi].T, rtol=0, atol=1e-14)
     assert torch.allclose(ap.data.Z / ap.data.Z.norm(dim=1, keepdim=True), ap.U_Q[:, ap.pi].T, rtol=0, atol=1e-14)

@@ -25,7 +25,9 @@ def test_random_labels_are_signs():
     assert set(y.tolist()) == {-1.0, 1.0}
 
 
-@pytest.mark.parametrize(("seed", "match"), [(-1, "seed == -1, must be >= 0"), (1.5, "seed must be a int"), (True, "seed must be")])
+@pytest.mark.parametrize(
+    ("seed", "match"), [(-1, "seed == -1, must be >= 0"), (1.5, "seed must be a int"), (True, "seed must be")]
+)
 def test_bad_seed(seed, match):
     with pytest.raises(ValidationError, match=match):
         generator(seed)

@@ -28,8 +28,12 @@ LR = 0.05
 def _data(n=4, T=3, d=5, seed=0):
     g = torch.Generator().manual_seed(seed)
     X = torch.randn(n, T, d, generator=g, dtype=torch.float64)
-    return TokenSelectionData(X, X[:, 0].clone(), torch.sign(torch.randn(n, generator=g, dtype=torch.float64)),
-                              torch.randn(d, generator=g, dtype=torch.float64))
+    return TokenSelectionData(
+        X,
+        X[:, 0].clone(),
+        torch.sign(torch.randn(n, generator=g, dtype=torch.float64)),
+        torch.randn(d, generator=g, dtype=torch.float64),
+    )
 
 
 def _init(param, d, seed=1):
@@ -37,10 +41,14 @@ def _init(param, d, seed=1):
     if param == "W":
         return {"W": 0.1 * torch.randn(d, d, generator=g, dtype=torch.float64)}
     if param == "KQ":
-        return {"K": 0.5 * torch.randn(d, d, generator=g, dtype=torch.float64),
-                "Q": 0.5 * torch.randn(d, d, generator=g, dtype=torch.float64)}
-    return {"xi_k": 0.5 * torch.randn(d, generator=g, dtype=torch.float64),
-            "xi_q": 0.5 * torch.randn(d, generator=g, dtype=torch.float64)}
+        return {
+            "K": 0.5 * torch.randn(d, d, generator=g, dtype=torch.float64),
+            "Q": 0.5 * torch.randn(d, d, generator=g, dtype=torch.float64),
+        }
+    return {
+        "xi_k": 0.5 * torch.randn(d, generator=g, dtype=torch.float64),
+        "xi_q": 0.5 * torch.randn(d, generator=g, dtype=torch.float64),
+    }
 
 
 def _model(param, init, train_head=False):
@@ -93,7 +101,11 @@ def _reference(param, init, data, rule, opts, steps=STEPS, head=False):
             q = opts["p"] / (opts["p"] - 1.0)
             new = {}
             for k in p:
-                G = g[k] / (g[k].abs().pow(q).sum() ** (1.0 / q) + torch.finfo(torch.float64).eps) if opts["normalized"] else g[k]
+                G = (
+                    g[k] / (g[k].abs().pow(q).sum() ** (1.0 / q) + torch.finfo(torch.float64).eps)
+                    if opts["normalized"]
+                    else g[k]
+                )
                 M = torch.sign(p[k]) * p[k].abs().pow(opts["p"] - 1.0) - LR * G
                 new[k] = torch.sign(M) * M.abs().pow(1.0 / (opts["p"] - 1.0))
             p = new
@@ -126,11 +138,26 @@ def _optimizer(rule, opts, model, l_star):
 
 
 def _batched(param, init, data, rule, opts, **extra):
-    kwargs = {"W": {"W0": init.get("W")}, "KQ": {"K0": init.get("K"), "Q0": init.get("Q")},
-              "diag": {"xi_k0": init.get("xi_k"), "xi_q0": init.get("xi_q")}}[param]
+    kwargs = {
+        "W": {"W0": init.get("W")},
+        "KQ": {"K0": init.get("K"), "Q0": init.get("Q")},
+        "diag": {"xi_k0": init.get("xi_k"), "xi_q0": init.get("xi_q")},
+    }[param]
     W0 = kwargs.pop("W0", None)
-    return batched.train(data.X, data.Z, data.y, data.v, W0, param=param, optimizer=rule,
-                         lr=None if rule == "polyak" else LR, steps=STEPS, **kwargs, **opts, **extra)
+    return batched.train(
+        data.X,
+        data.Z,
+        data.y,
+        data.v,
+        W0,
+        param=param,
+        optimizer=rule,
+        lr=None if rule == "polyak" else LR,
+        steps=STEPS,
+        **kwargs,
+        **opts,
+        **extra,
+    )
 
 
 # (param, data shape): n T^2 <= d^2 at (3, 3, 6), where the combined W trains through its kernel coefficients
@@ -162,8 +189,14 @@ def test_joint_rule_with_a_trained_head_agrees(param):
     attention = [p for n, p in model.named_parameters() if n != "v"]
     optimizer = JointAdaptive([{"params": [model.v]}, {"params": attention}], lr=LR, alpha=opts["alpha"])
     al.train(model, optimizer, data, steps=STEPS, record_every=STEPS)
-    named = _batched(param, init, TokenSelectionData(data.X, data.Z, data.y, torch.zeros_like(data.v)), "joint",
-                     opts, train_head=True)
+    named = _batched(
+        param,
+        init,
+        TokenSelectionData(data.X, data.Z, data.y, torch.zeros_like(data.v)),
+        "joint",
+        opts,
+        train_head=True,
+    )
     # 1e-12: the bar (both doors and the reference start the head at 0)
     torch.testing.assert_close(model.W.detach(), _combine(param, reference), rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(model.v.detach(), reference["v"], rtol=1e-12, atol=1e-12)
@@ -179,8 +212,18 @@ def test_normalized_gd_past_saturation_matches_the_exact_direction():
     model = _model("W", init)
     steps, lr = 400, 5.0
     al.train(model, NormalizedGD(model.parameters(), lr=lr), data, steps=steps, record_every=steps)
-    named = batched.train(data.X, data.Z, data.y, data.v, init["W"], optimizer="ngd", lr=lr, steps=steps,
-                          keep_iterates=True, record_every=1)
+    named = batched.train(
+        data.X,
+        data.Z,
+        data.y,
+        data.v,
+        init["W"],
+        optimizer="ngd",
+        lr=lr,
+        steps=steps,
+        keep_iterates=True,
+        record_every=1,
+    )
     torch.testing.assert_close(model.W.detach(), named.W[0], rtol=1e-12, atol=1e-9)
     lengths = torch.linalg.matrix_norm(named.iterates["W"][1:, 0] - named.iterates["W"][:-1, 0])
     torch.testing.assert_close(lengths, torch.full_like(lengths, lr), rtol=1e-9, atol=0.0)

@@ -48,8 +48,13 @@ def test_run_writes_every_output(tmp_path, monkeypatch):
     def run(config, ctx):
         fig = plt.figure()
         frame = pd.DataFrame({"run": [0, 0], "step": [0, 1], "loss": [1.0, 0.5]})
-        return ExperimentResult(frame, [Check("loss falls", "< 1", 0.5, "bound", True, "spec §0")], {"fig": fig},
-                                {"extra": frame}, ["a note"])
+        return ExperimentResult(
+            frame,
+            [Check("loss falls", "< 1", 0.5, "bound", True, "spec §0")],
+            {"fig": fig},
+            {"extra": frame},
+            ["a note"],
+        )
 
     exp = Experiment("test.tmp", "none", "a test experiment", _Config, run, quick={"n": 1})
     monkeypatch.setitem(base._REGISTRY, "test.tmp", exp)
@@ -66,8 +71,10 @@ def test_run_writes_every_output(tmp_path, monkeypatch):
 
 def test_a_disagreeing_observation_is_recorded_but_does_not_fail_the_run(tmp_path, monkeypatch):
     def run(config, ctx):
-        checks = [Check("loss falls", "< 1", 0.5, "bound", True, "spec §0"),
-                  Check("faster than SGD", "< 1", 1.3, "bound", False, "paper fig. 1", kind="observation")]
+        checks = [
+            Check("loss falls", "< 1", 0.5, "bound", True, "spec §0"),
+            Check("faster than SGD", "< 1", 1.3, "bound", False, "paper fig. 1", kind="observation"),
+        ]
         return ExperimentResult(pd.DataFrame({"step": [0]}), checks)
 
     monkeypatch.setitem(base._REGISTRY, "test.obs", Experiment("test.obs", "none", "obs", _Config, run))

@@ -38,7 +38,9 @@ def test_bounds_respect_strictness_and_name_their_bound():
     assert check_less("c", 1.0, 1.0).passed and not check_less("c", 1.0, 1.0, strict=True).passed
     assert check_greater("c", 1.0, 1.0).passed and not check_greater("c", 1.0, 1.0, strict=True).passed
     assert not check_less("c", math.nan, 1.0).passed and not check_greater("c", math.nan, 1.0).passed
-    assert check_less("c", 0.5, 1.0).predicted == "<= 1" and check_greater("c", 2.0, 1.0, strict=True).predicted == "> 1"
+    assert (
+        check_less("c", 0.5, 1.0).predicted == "<= 1" and check_greater("c", 2.0, 1.0, strict=True).predicted == "> 1"
+    )
     assert check_less("c", 0.5, 1.0, spread="m 2^-52").tolerance == "bound; m 2^-52"
 
 
@@ -60,8 +62,10 @@ def test_slope_is_the_least_squares_slope_of_the_logs():
     assert slope == pytest.approx(expected, rel=1e-12) and 0.9 < r2 <= 1.0  # a clean power law: R^2 near 1
     assert check_slope("c", x, y, -1.5, 0.1).passed
     assert not check_slope("c", x, y, -1.0, 0.1).passed
-    assert check_slope("c", x, y, -1.0, 0.0, side="at_most").passed and not check_slope("c", x, y, -2.0, 0.0,
-                                                                                          side="at_most").passed
+    assert (
+        check_slope("c", x, y, -1.0, 0.0, side="at_most").passed
+        and not check_slope("c", x, y, -2.0, 0.0, side="at_most").passed
+    )
     assert check_slope("c", x, y, -2.0, 0.0, side="at_least").passed
     assert math.isnan(fit_slope([1.0], [1.0])[0]) and not check_slope("c", [1.0], [1.0], 0.0, 1.0).passed
     assert fit_slope(x, 2 * x + 1, logx=False, logy=False)[0] == pytest.approx(2.0, rel=1e-12)

@@ -45,8 +45,10 @@ def test_x3_ordering_fails_when_the_two_svms_coincide():
     from attnlab.experiments.kq_nuclear import X3Config, _x3_checks
 
     end = {"step": 10, "mu": 2.0, "nuc_ratio": 1.0, "fro_ratio": 1.0, "corr_nuc": 0.99, "corr_fro": 0.98}
-    frames = [pd.DataFrame([{**end, "param": "KQ", "run": 0}]),
-              pd.DataFrame([{**end, "param": "W", "run": 0, "corr_nuc": 0.98, "corr_fro": 0.99}])]
+    frames = [
+        pd.DataFrame([{**end, "param": "KQ", "run": 0}]),
+        pd.DataFrame([{**end, "param": "W", "run": 0, "corr_nuc": 0.98, "corr_fro": 0.99}]),
+    ]
     config = X3Config(steps=10)
     distinct = _x3_checks(config, 4, frames, corr_refs=0.95)[2]
     same = _x3_checks(config, 4, frames, corr_refs=0.9995)[2]

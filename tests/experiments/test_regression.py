@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from attnlab._validation import ValidationError
-from attnlab.experiments import make_config, get_experiment, run_experiment
+from attnlab.experiments import get_experiment, make_config, run_experiment
 
 
 @pytest.mark.parametrize("name", ["regression.fig1", "regression.fig2", "regression.theory"])
@@ -33,8 +33,10 @@ def test_figure_records_the_reference_numbers_side_by_side(tmp_path):
 def test_blow_up_in_a_figure_run_is_a_clean_stop_with_a_note(tmp_path):
     """spec §9.3: the regularizer alone from an N(0, 1) start blows up at a large step; no NaN reaches the outputs."""
     run_experiment(
-        "regression.fig2", ["steps=30", "n=500", "seeds=2", "batch_size=64", "lr=0.05", "methods=reg_only"],
-        out=tmp_path, progress=False,
+        "regression.fig2",
+        ["steps=30", "n=500", "seeds=2", "batch_size=64", "lr=0.05", "methods=reg_only"],
+        out=tmp_path,
+        progress=False,
     )
     notes = json.loads((tmp_path / "record.json").read_text())["notes"]
     assert any("blew up" in note for note in notes)

@@ -58,8 +58,9 @@ def test_trace_is_the_trace_of_the_full_kernel():
 @pytest.mark.parametrize("mode", ["full", "trace"])
 def test_chunks_give_the_same_kernel(mode):
     net, x1, x2 = _mlp(), _batch(5, 1), _batch(4, 2)
-    torch.testing.assert_close(empirical_ntk(net, x1, x2, mode=mode, chunk_size=2),
-                               empirical_ntk(net, x1, x2, mode=mode), rtol=0, atol=TOL)
+    torch.testing.assert_close(
+        empirical_ntk(net, x1, x2, mode=mode, chunk_size=2), empirical_ntk(net, x1, x2, mode=mode), rtol=0, atol=TOL
+    )
 
 
 def test_default_second_batch_is_the_first_and_the_gram_is_symmetric_psd():

@@ -32,7 +32,9 @@ def test_symmetric_init_std_matches_sigma_w():
 def test_symmetric_init_output_is_exactly_zero(cls):
     X = torch.randn(7, 4, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     net = cls(4, 3, 64, sigma_w=1.0, seed=2)
-    assert float(net(X / X.norm(dim=1, keepdim=True)).detach().abs().max()) == 0.0  # spec §9 P1: exact zero, not round-off
+    assert (
+        float(net(X / X.norm(dim=1, keepdim=True)).detach().abs().max()) == 0.0
+    )  # spec §9 P1: exact zero, not round-off
 
 
 def test_odd_width_is_refused_with_the_fix():

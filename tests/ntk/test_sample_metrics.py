@@ -15,7 +15,10 @@ def test_energy_distance_of_two_point_masses_is_twice_their_distance():
 
 def test_energy_distance_is_near_zero_for_the_same_law_and_positive_for_a_shift():
     gen = torch.Generator().manual_seed(0)
-    a, b = torch.randn(2000, 2, generator=gen, dtype=torch.float64), torch.randn(2000, 2, generator=gen, dtype=torch.float64)
+    a, b = (
+        torch.randn(2000, 2, generator=gen, dtype=torch.float64),
+        torch.randn(2000, 2, generator=gen, dtype=torch.float64),
+    )
     same = energy_distance(a, b)
     assert abs(same) < 0.01  # U-statistic: unbiased, fluctuations ~ 1/n
     assert energy_distance(a, b + 0.5) > 10 * abs(same)

@@ -57,8 +57,9 @@ def test_training_lowers_the_weighted_error_below_the_untrained_model():
 
 def test_error_at_a_time_is_the_integrand_of_the_weighted_error():
     target, train, held_out = _sets(256)
-    model, _ = train_score_model(SoftmaxMLP(3, 2, 64, 2.0), train, held_out, PROCESS, T, steps=50, record_every=10,
-                                 input_map="sphere", T0=T0)
+    model, _ = train_score_model(
+        SoftmaxMLP(3, 2, 64, 2.0), train, held_out, PROCESS, T, steps=50, record_every=10, input_map="sphere", T0=T0
+    )
     untrained, _ = train_score_model(SoftmaxMLP(3, 2, 64), train, held_out, PROCESS, T, steps=0, skip=False)
     # F = 0: the error at t is E||E[X0 | X_t]||^2, which tends to E||X0||^2 = 0.25 + 2 * 0.05^2 as t -> 0
     assert abs(denoiser_error_at(untrained, target, 1e-6, n=20_000, seed=1) - 0.255) < 0.005  # MC std ~1e-4

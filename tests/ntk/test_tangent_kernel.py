@@ -33,7 +33,9 @@ def _unit_rows(n, d, seed):
 def _moved(cls, d_in=4, d_out=3, m=12, seed=0):
     net = cls(d_in, d_out, m, seed=seed)
     with torch.no_grad():
-        net.W.add_(0.3 * torch.randn(net.W.shape, generator=torch.Generator().manual_seed(seed + 1), dtype=torch.float64))
+        net.W.add_(
+            0.3 * torch.randn(net.W.shape, generator=torch.Generator().manual_seed(seed + 1), dtype=torch.float64)
+        )
     return net
 
 
@@ -79,7 +81,9 @@ def test_cross_kernel_rows_are_the_gram_rows_of_the_joint_set():
     K = cross_kernel(net, Xt, X)
     for l1 in range(2):
         for l2 in range(2):
-            assert torch.allclose(K[l1 * 3 : l1 * 3 + 3, l2 * 4 : l2 * 4 + 4], joint[l1 * 7 : l1 * 7 + 3, l2 * 7 + 3 : l2 * 7 + 7])
+            assert torch.allclose(
+                K[l1 * 3 : l1 * 3 + 3, l2 * 4 : l2 * 4 + 4], joint[l1 * 7 : l1 * 7 + 3, l2 * 7 + 3 : l2 * 7 + 7]
+            )
 
 
 @pytest.mark.parametrize("cls", NETS)

@@ -81,9 +81,14 @@ def test_trains_a_tiny_transformer_encoder_one_step():
 
 def test_functional_step_equals_plain_reference():
     gen = torch.Generator().manual_seed(0)
-    P, G = torch.randn(2, 5, 3, generator=gen, dtype=torch.float64), torch.randn(2, 5, 3, generator=gen, dtype=torch.float64)
+    P, G = (
+        torch.randn(2, 5, 3, generator=gen, dtype=torch.float64),
+        torch.randn(2, 5, 3, generator=gen, dtype=torch.float64),
+    )
     L, R = spd(5, 3), torch.stack([spd(3, 4), spd(3, 5)])  # one shared left, one right per run
-    (new,) = preconditioned_gd([P], [G], lr=0.3, left_inverses=[torch.linalg.inv(L)], right_inverses=[torch.linalg.inv(R)])
+    (new,) = preconditioned_gd(
+        [P], [G], lr=0.3, left_inverses=[torch.linalg.inv(L)], right_inverses=[torch.linalg.inv(R)]
+    )
     for r in range(2):
         expected = P[r] - 0.3 * torch.linalg.solve(L, G[r]) @ torch.linalg.inv(R[r])
         torch.testing.assert_close(new[r], expected, rtol=1e-12, atol=1e-14)  # two exact inverses, round-off
@@ -107,7 +112,9 @@ def test_step_is_gradient_descent_on_the_whitened_pair():
 
 def test_bad_covariance_and_lr_are_refused():
     V = torch.zeros(4, 3, dtype=torch.float64)
-    with pytest.raises(ValidationError, match="right covariance of parameter group 0 is not symmetric positive definite"):
+    with pytest.raises(
+        ValidationError, match="right covariance of parameter group 0 is not symmetric positive definite"
+    ):
         PreconditionedGD([V], lr=0.1, right=torch.diag(torch.tensor([1.0, 0.0, 1.0], dtype=torch.float64)))
     with pytest.raises(ValidationError, match="left covariance of parameter group 0 has shape"):
         PreconditionedGD([V], lr=0.1, left=spd(3, 0))

@@ -39,9 +39,11 @@ class ScaledAttention(nn.Module):
 
 
 def _adapter():
-    return Adapter(heads=lambda m: m.heads,
-                   projection=lambda m, h: linear_projection(m.to_q, m.to_k, h, m.heads, scale=m.temperature),
-                   tokens=lambda m, args, kwargs: (args[0], args[0]))
+    return Adapter(
+        heads=lambda m: m.heads,
+        projection=lambda m, h: linear_projection(m.to_q, m.to_k, h, m.heads, scale=m.temperature),
+        tokens=lambda m, args, kwargs: (args[0], args[0]),
+    )
 
 
 def test_a_registered_user_module_reproduces_its_weights():

@@ -25,8 +25,15 @@ def _trained(callbacks, epochs=2, every=None):
     data = _digits_like()
     model = ViT(seed=0, dtype=torch.float64)
     probe = HeadProbe(model, {"block1": model.encoder.blocks[1].attn}, data.x_test[:8], heads=(0, 1), every=every)
-    history = fit(model, torch.optim.SGD(model.parameters(), lr=0.1), data, epochs=epochs, batch_size=12, seed=0,
-                  callbacks=[probe, *callbacks])
+    history = fit(
+        model,
+        torch.optim.SGD(model.parameters(), lr=0.1),
+        data,
+        epochs=epochs,
+        batch_size=12,
+        seed=0,
+        callbacks=[probe, *callbacks],
+    )
     return model, probe, history, data
 
 
@@ -74,7 +81,7 @@ def test_infeasible_selection_gives_nan_alignment():
     model = ViT(seed=0, dtype=torch.float64)
     images = torch.rand(1, 1, 8, 8, generator=torch.Generator().manual_seed(0), dtype=torch.float64).repeat(2, 1, 1, 1)
     probe = HeadProbe(model, {"b": model.encoder.blocks[0].attn}, images, select=[1, 2])
-    row, = probe.probe(0)
+    (row,) = probe.probe(0)
     assert math.isnan(row["alignment"]) and row["svm_status"] == "infeasible"
 
 
@@ -84,7 +91,7 @@ def test_bad_arguments_are_refused_before_training():
         HeadProbe(model, model.encoder.blocks[0].attn, None)
     with pytest.raises(ValidationError, match=r"head == 2, must be in \[0, 1\]"):
         HeadProbe(model, {"b": model.encoder.blocks[0].attn}, None, heads=(2,))
-    with pytest.raises(ValidationError, match='select == \'first\', must be "attended" or an array'):
+    with pytest.raises(ValidationError, match="select == 'first', must be \"attended\" or an array"):
         HeadProbe(model, {"b": model.encoder.blocks[0].attn}, None, select="first")
     with pytest.raises(ValidationError, match="every == 0, must be >= 1"):
         HeadProbe(model, {"b": model.encoder.blocks[0].attn}, None, every=0)
@@ -96,7 +103,7 @@ def test_first_block_with_one_shared_class_query_falls_back_to_the_primal_svm():
     model = ViT(seed=0, dtype=torch.float64)
     images = _digits_like().x_test[:8]
     module = model.encoder.blocks[0].attn
-    row, = HeadProbe(model, {"b0": module}, images).probe(0)
+    (row,) = HeadProbe(model, {"b0": module}, images).probe(0)
     data = capture(model, module, images, select="attended", head=0)
     with pytest.raises(ValidationError, match="linearly independent"):
         attention_svm(data, "fro", method="dual")

@@ -18,8 +18,9 @@ def _randn(*shape, seed=0):
 
 def _encoder_layer():
     torch.manual_seed(0)  # torch initialises the layer from the global RNG
-    return nn.TransformerEncoderLayer(6, 2, dim_feedforward=8, dropout=0.0, batch_first=True,
-                                      dtype=torch.float64).eval()
+    return nn.TransformerEncoderLayer(
+        6, 2, dim_feedforward=8, dropout=0.0, batch_first=True, dtype=torch.float64
+    ).eval()
 
 
 def test_tokens_entering_self_attention_of_an_encoder_layer_even_on_its_fast_path():
@@ -40,8 +41,9 @@ def test_attended_selection_is_the_argmax_of_the_module_s_own_weights():
         _, own = layer.self_attn(x, x, x, average_attn_weights=False)  # (n, h, L, T)
     data = capture(layer, layer.self_attn, x, query=0, select="attended", head=1)
     assert data.select.tolist() == own[:, 1, 0].argmax(-1).tolist()
-    torch.testing.assert_close(attention_probabilities(data.X, head_W(layer.self_attn, 1), data.Z), own[:, 1, 0],
-                               rtol=0, atol=TOL)
+    torch.testing.assert_close(
+        attention_probabilities(data.X, head_W(layer.self_attn, 1), data.Z), own[:, 1, 0], rtol=0, atol=TOL
+    )
 
 
 def test_causal_keys_and_a_head_and_labels_are_carried():
@@ -51,8 +53,9 @@ def test_causal_keys_and_a_head_and_labels_are_carried():
         _, own = mha(x, x, x, attn_mask=causal, average_attn_weights=False)
     data = capture(mha, mha, (x, x, x), query=3, keys=slice(0, 4), y=[1, -1, 1], v=[1.0, 0.0, 0.0, 0.0])
     assert data.T == 4 and data.y.tolist() == [1.0, -1.0, 1.0]
-    torch.testing.assert_close(attention_probabilities(data.X, head_W(mha, 0), data.Z), own[:, 0, 3, :4],
-                               rtol=0, atol=TOL)
+    torch.testing.assert_close(
+        attention_probabilities(data.X, head_W(mha, 0), data.Z), own[:, 0, 3, :4], rtol=0, atol=TOL
+    )
     torch.testing.assert_close(data.token_scores(), data.y[:, None] * x[:, :4, 0], rtol=0, atol=0)
 
 
@@ -80,8 +83,11 @@ def test_module_not_called_by_the_model():
 
 def test_tokens_of_the_wrong_width_or_layout():
     mha = nn.MultiheadAttention(4, 2, batch_first=True, dtype=torch.float64)
-    with pytest.raises(ValidationError, match=r"query entering the attention module has shape \(2, 3, 5\), "
-                                              r"expected \(n, L, d\) with d = 4"):
+    with pytest.raises(
+        ValidationError,
+        match=r"query entering the attention module has shape \(2, 3, 5\), "
+        r"expected \(n, L, d\) with d = 4",
+    ):
         capture(_Caller(mha, _randn(2, 3, 5)), mha, None)
 
 
@@ -102,7 +108,7 @@ def test_query_keys_and_select_out_of_range():
         capture(mha, mha, (x, x, x), query=3)
     with pytest.raises(ValidationError, match=r"keys must pick at least 2 key tokens among the 3"):
         capture(mha, mha, (x, x, x), keys=[0, 7])
-    with pytest.raises(ValidationError, match='select == \'attended\': pass "attended" together with head'):
+    with pytest.raises(ValidationError, match="select == 'attended': pass \"attended\" together with head"):
         capture(mha, mha, (x, x, x), select="attended")
     with pytest.raises(ValidationError, match=r"select holds indices outside \[0, 2\]"):
         capture(mha, mha, (x, x, x), select=[0, 5])

@@ -58,8 +58,15 @@ def _text_case():
 def _bert_case():
     from transformers import BertConfig, BertModel
 
-    config = BertConfig(vocab_size=30, hidden_size=12, num_hidden_layers=2, num_attention_heads=3,
-                        intermediate_size=16, max_position_embeddings=16, attn_implementation="eager")
+    config = BertConfig(
+        vocab_size=30,
+        hidden_size=12,
+        num_hidden_layers=2,
+        num_attention_heads=3,
+        intermediate_size=16,
+        max_position_embeddings=16,
+        attn_implementation="eager",
+    )
     torch.manual_seed(0)  # transformers initialises from the global RNG
     model = BertModel(config).double().eval()
     ids = torch.randint(0, 30, (3, 6), generator=torch.Generator().manual_seed(3))
@@ -76,9 +83,17 @@ def _hf_vit_case(attn_implementation="float64_eager"):
     from transformers import AttentionInterface, ViTConfig, ViTModel
 
     AttentionInterface.register("float64_eager", _float64_eager)
-    config = ViTConfig(image_size=8, patch_size=2, num_channels=1, hidden_size=12, num_hidden_layers=1,
-                       num_attention_heads=2, intermediate_size=16, qkv_bias=True,
-                       attn_implementation=attn_implementation)
+    config = ViTConfig(
+        image_size=8,
+        patch_size=2,
+        num_channels=1,
+        hidden_size=12,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=16,
+        qkv_bias=True,
+        attn_implementation=attn_implementation,
+    )
     torch.manual_seed(0)  # transformers initialises from the global RNG
     model = ViTModel(config, add_pooling_layer=False).double().eval()
     images = torch.rand(2, 1, 8, 8, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
@@ -100,7 +115,7 @@ def test_head_W_reproduces_the_module_s_own_attention_weights(case):
     model, module, inputs, own_weights = CASES[case]()
     with torch.no_grad():
         expected = own_weights()  # (n, heads, L, T)
-    (queries, keys), = module_tokens(model, [module], inputs)
+    ((queries, keys),) = module_tokens(model, [module], inputs)
     for head in range(expected.shape[1]):
         torch.testing.assert_close(_softmax_weights(module, head, queries, keys), expected[:, head], rtol=0, atol=TOL)
 
@@ -108,11 +123,12 @@ def test_head_W_reproduces_the_module_s_own_attention_weights(case):
 def test_hf_vit_stock_eager_attention_agrees_to_its_float32_softmax():
     """ViT's stock eager kernel rounds the softmax to float32: agreement to float32 precision only."""
     model, module, inputs, own_weights = _hf_vit_case("eager")
-    (queries, keys), = module_tokens(model, [module], inputs)
+    ((queries, keys),) = module_tokens(model, [module], inputs)
     with torch.no_grad():
         expected = own_weights()
-    torch.testing.assert_close(_softmax_weights(module, 1, queries, keys), expected[:, 1], rtol=0,
-                               atol=1e-6)  # float32 softmax: ~6e-9 observed
+    torch.testing.assert_close(
+        _softmax_weights(module, 1, queries, keys), expected[:, 1], rtol=0, atol=1e-6
+    )  # float32 softmax: ~6e-9 observed
 
 
 def test_mha_W_is_scaled_key_transpose_times_query_from_in_proj_weight():
@@ -141,7 +157,7 @@ def test_cross_attention_with_other_key_width_and_sequence_first_layout():
     query, key = _randn(5, 2, 6, seed=1), _randn(3, 2, 4, seed=2)  # (L, n, E), (T, n, kdim)
     with torch.no_grad():
         expected = mha(query, key, key, average_attn_weights=False)[1]
-    (queries, keys), = module_tokens(mha, [mha], (query, key, key))
+    ((queries, keys),) = module_tokens(mha, [mha], (query, key, key))
     assert head_W(mha, 2).shape == (5, 7)  # (kdim + 1, E + 1)
     torch.testing.assert_close(_softmax_weights(mha, 2, queries, keys), expected[:, 2], rtol=0, atol=TOL)
 
@@ -165,8 +181,11 @@ def test_weight_part_drops_a_row_that_does_not_change_the_weights():
 
 
 def test_unknown_module_type_says_how_to_add_an_adapter():
-    with pytest.raises(TypeError, match=r"no adapter for torch.nn.modules.linear.Linear; known types: .*"
-                                        r"MultiheadAttention.*register_adapter\(Linear, attnlab.probe.Adapter"):
+    with pytest.raises(
+        TypeError,
+        match=r"no adapter for torch.nn.modules.linear.Linear; known types: .*"
+        r"MultiheadAttention.*register_adapter\(Linear, attnlab.probe.Adapter",
+    ):
         head_W(nn.Linear(3, 3), 0)
     with pytest.raises(TypeError, match="module must be a torch.nn.Module"):
         head_W("attention", 0)

@@ -40,9 +40,15 @@ def test_population_oracle_converges_geometrically_to_round_off():
     V, Q = manifold_point(random_rotation(3, runs=2, seed=0), problem.W_star, problem.Sigma)
     V0, Q0 = V + 0.05 * torch.randn(V.shape, generator=torch.Generator().manual_seed(1)), Q
     result = fit(
-        V0, Q0, PopulationOracle(problem),
+        V0,
+        Q0,
+        PopulationOracle(problem),
         lambda ps: PreconditionedGD.for_attention(ps[0], ps[1], problem.Sigma, lr=0.5),
-        steps=400, record_every=100, metrics=metrics(problem), regularizer_weight=0.25, covariance=problem.Sigma,
+        steps=400,
+        record_every=100,
+        metrics=metrics(problem),
+        regularizer_weight=0.25,
+        covariance=problem.Sigma,
     )
     final = result.frame[result.frame.step == 400]
     assert float(final.gap.max()) < 1e-24  # round-off level of a squared residual with O(0.1) entries
@@ -53,9 +59,14 @@ def test_blow_up_stops_cleanly_with_the_last_good_iterate(problem, near_minimum)
     V0, Q0 = near_minimum
     V0 = torch.stack([V0[0], 30 * V0[1]])  # run 1 starts far out, where lr = 0.1 makes the quartic term explode
     result = fit(
-        V0, Q0, PopulationOracle(problem),
+        V0,
+        Q0,
+        PopulationOracle(problem),
         lambda ps: torch.optim.SGD(ps, lr=0.1),
-        steps=50, metrics=metrics(problem), regularizer_weight=0.25, covariance=problem.Sigma,
+        steps=50,
+        metrics=metrics(problem),
+        regularizer_weight=0.25,
+        covariance=problem.Sigma,
     )
     assert result.diverged.tolist() == [False, True]
     assert bool(torch.isfinite(result.V).all()) and bool(torch.isfinite(result.Q).all())
@@ -67,8 +78,14 @@ def test_blow_up_stops_cleanly_with_the_last_good_iterate(problem, near_minimum)
 def test_all_runs_blowing_up_ends_the_loop(problem, near_minimum):
     V0, Q0 = near_minimum
     result = fit(
-        100 * V0, Q0, PopulationOracle(problem), lambda ps: torch.optim.SGD(ps, lr=10.0),
-        steps=1000, metrics=metrics(problem), regularizer_weight=0.25, covariance=problem.Sigma,
+        100 * V0,
+        Q0,
+        PopulationOracle(problem),
+        lambda ps: torch.optim.SGD(ps, lr=10.0),
+        steps=1000,
+        metrics=metrics(problem),
+        regularizer_weight=0.25,
+        covariance=problem.Sigma,
     )
     assert bool(result.diverged.all()) and int(result.diverged_at.max()) < 1000
 

@@ -75,9 +75,10 @@ def test_bias_shrinks_like_one_over_n_near_the_minimum(problem, params):
     n, runs = 10, 4000
     X, Y = sample(problem, n, runs=runs, seed=8)
     losses = empirical_loss(V, Q, X, Y)
-    bias, se = float(losses.mean()) - float(population_loss(V, Q, problem.Sigma, problem.W_star, 0.1)), float(
-        losses.std()
-    ) / runs**0.5
+    bias, se = (
+        float(losses.mean()) - float(population_loss(V, Q, problem.Sigma, problem.W_star, 0.1)),
+        float(losses.std()) / runs**0.5,
+    )
     exact = float(torch.trace(V @ problem.Sigma @ V.T) - 2 * torch.trace(problem.W_star @ problem.Sigma @ V.T)) / n
     assert abs(bias - exact) <= 4 * se  # 4 standard errors
 

@@ -26,7 +26,11 @@ def test_cross_moment_matches_monte_carlo(problem, small_Q):
 
 @pytest.mark.parametrize("tokens", ["covariates", "joint"])
 def test_self_moment_matches_monte_carlo(problem, small_Q, tokens):
-    Q = small_Q if tokens == "covariates" else torch.cat([small_Q, 0.05 * torch.ones(problem.k, 3, dtype=torch.float64)])
+    Q = (
+        small_Q
+        if tokens == "covariates"
+        else torch.cat([small_Q, 0.05 * torch.ones(problem.k, 3, dtype=torch.float64)])
+    )
     X, Y = sample(problem, 300_000, seed=3)
     Z = X if tokens == "covariates" else torch.cat([X, Y], -1)
     values = torch.exp(((Z @ Q) * X).sum(-1))  # z^T Q x with the query's own token

@@ -21,7 +21,10 @@ from attnlab.regression import (
 
 
 def readings(problem):
-    return [("covariates", problem.Sigma, problem.d), ("joint", problem.token_covariance("joint"), problem.d + problem.k)]
+    return [
+        ("covariates", problem.Sigma, problem.d),
+        ("joint", problem.token_covariance("joint"), problem.d + problem.k),
+    ]
 
 
 @pytest.mark.parametrize("reading", [0, 1])
@@ -32,7 +35,9 @@ def test_manifold_points_are_global_minima_with_zero_gradient(problem, reading):
     R[1, :, 0] *= -1  # the other component (det = -1 when square)
     V, Q = manifold_point(R, problem.W_star, problem.Sigma, Sigma_z)
     args = (problem.Sigma, problem.W_star, problem.noise_std)
-    assert float(population_excess_loss(V, Q, *args, tokens=tokens).abs().max()) < 1e-26  # (O(1) entries x 1e-14 round-off)^2
+    assert (
+        float(population_excess_loss(V, Q, *args, tokens=tokens).abs().max()) < 1e-26
+    )  # (O(1) entries x 1e-14 round-off)^2
     assert float(regularizer(V, Q, problem.Sigma, Sigma_z).abs().max()) < 1e-28
     grads = population_gradient(V, Q, *args, tokens=tokens) + regularizer_gradient(V, Q, problem.Sigma, Sigma_z)
     assert max(float(g.abs().max()) for g in grads) < 1e-14  # round-off of O(1) entries

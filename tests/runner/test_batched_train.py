@@ -49,7 +49,11 @@ def test_a_run_equals_a_direct_train_call(tmp_path):
 
 
 def test_kq_runs_start_from_seeded_factors(tmp_path):
-    spec = SweepSpec(task="batched-train", base={"n": 4, "T": 3, "d": 6, "steps": 5, "param": "KQ", "d_e": 3, "init_scale": 0.1, "optimizer": "gd"}, repeats=2)
+    spec = SweepSpec(
+        task="batched-train",
+        base={"n": 4, "T": 3, "d": 6, "steps": 5, "param": "KQ", "d_e": 3, "init_scale": 0.1, "optimizer": "gd"},
+        repeats=2,
+    )
     result = run_sweep(spec, tmp_path, progress=False)
     assert list(result.index["status"]) == ["done", "done"]
 
@@ -73,8 +77,11 @@ def test_bad_parameters_name_the_key(params, match):
 @pytest.mark.parametrize("executor", [InProcessExecutor(), PoolExecutor(workers=2)], ids=["inprocess", "pool"])
 def test_a_diverging_run_stops_alone_and_the_others_finish(tmp_path, executor):
     # lr = 1.7e308 overflows W at the first step; in one batch with two healthy runs it must not take them down
-    spec = SweepSpec(task="batched-train", base={"n": 4, "T": 3, "d": 8, "steps": 20, "optimizer": "gd"},
-                     grid={"lr": [0.1, 1.7e308, 0.2]})
+    spec = SweepSpec(
+        task="batched-train",
+        base={"n": 4, "T": 3, "d": 8, "steps": 20, "optimizer": "gd"},
+        grid={"lr": [0.1, 1.7e308, 0.2]},
+    )
     result = run_sweep(spec, tmp_path, executor, progress=False)
     assert list(result.index["status"]) == ["done", "diverged", "done"]  # a diverged run is finished, marked
     records = {}

@@ -40,7 +40,15 @@ def noisy_momentum_run(ckpt: Checkpoint | None, stop_at: int | None = None):
         opt.step()
         losses.append(loss.item())
         if ckpt:
-            ckpt.maybe_save({"step": step + 1, "w": w.detach().clone(), "opt": opt.state_dict(), "gen": gen.get_state(), "losses": losses})
+            ckpt.maybe_save(
+                {
+                    "step": step + 1,
+                    "w": w.detach().clone(),
+                    "opt": opt.state_dict(),
+                    "gen": gen.get_state(),
+                    "losses": losses,
+                }
+            )
     return w.detach(), losses
 
 

@@ -102,7 +102,9 @@ def assert_same(a, b):
 
 
 def test_ray_sweep_equals_the_in_process_batched_sweep(local_cluster, tmp_path):
-    spec = SweepSpec(task="batched-train", base={"n": 4, "T": 3, "d": 8, "steps": 20}, grid={"lr": [0.1, 0.3]}, repeats=8)
+    spec = SweepSpec(
+        task="batched-train", base={"n": 4, "T": 3, "d": 8, "steps": 20}, grid={"lr": [0.1, 0.3]}, repeats=8
+    )
     run_sweep(spec, tmp_path / "ray", RayExecutor(), progress=False)
     run_sweep(spec, tmp_path / "batched", InProcessExecutor(), progress=False)
     assert_same(final_weights(tmp_path / "ray"), final_weights(tmp_path / "batched"))

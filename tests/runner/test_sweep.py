@@ -121,8 +121,11 @@ def test_a_diverged_run_is_finished_recorded_and_not_rerun(executor, tmp_path):
 
 def test_two_concurrent_sweeps_and_a_kill_lose_nothing_and_compute_no_finished_run_twice(tmp_path):
     log, out = tmp_path / "log", tmp_path / "out"
-    spec = {"task": "sweep_fixtures:Recorded", "base": {"d": 3, "steps": 5, "lr": 0.1, "sleep": 0.3, "log": str(log)},
-            "grid": {"seed": list(range(10))}}
+    spec = {
+        "task": "sweep_fixtures:Recorded",
+        "base": {"d": 3, "steps": 5, "lr": 0.1, "sleep": 0.3, "log": str(log)},
+        "grid": {"seed": list(range(10))},
+    }
     first, second = sweep_process(out, **spec), sweep_process(out, **spec)
     # 60 s: two interpreters importing torch on a loaded 2-core machine
     wait_until(lambda: len(log_lines(log, "end")) >= 3, 60, "three finished runs", first)

@@ -53,7 +53,11 @@ def test_get_task_resolves_registered_names_and_import_paths():
 
 @pytest.mark.parametrize(
     ("name", "match"),
-    [("nope", "not a registered task"), ("no_such_module:X", "could not be imported"), ("sweep_fixtures:toy_problem", "not an attnlab.runner.Task")],
+    [
+        ("nope", "not a registered task"),
+        ("no_such_module:X", "could not be imported"),
+        ("sweep_fixtures:toy_problem", "not an attnlab.runner.Task"),
+    ],
 )
 def test_get_task_errors_say_what_to_pass(name, match):
     with pytest.raises(ValidationError, match=match):

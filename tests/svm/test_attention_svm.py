@@ -332,8 +332,11 @@ def test_solve_on_the_constraint_spans_equals_the_full_program(norm):
 def test_the_programs_are_scale_covariant(data, norm, a, b):
     # Spec §5: the constraints (a x_sel - a x_t)^T W (b z) >= 1 are those of W' = a b W, so W(aX, bZ) = W(X, Z) / (ab)
     if norm == "l1-diag":
-        data = TokenSelectionData(torch.randn(4, 3, 8, generator=torch.Generator().manual_seed(1)), y=[1, -1, 1, 1],
-                                  v=torch.randn(8, generator=torch.Generator().manual_seed(2)))  # d >= n(T-1): feasible
+        data = TokenSelectionData(
+            torch.randn(4, 3, 8, generator=torch.Generator().manual_seed(1)),
+            y=[1, -1, 1, 1],
+            v=torch.randn(8, generator=torch.Generator().manual_seed(2)),
+        )  # d >= n(T-1): feasible
     scaled = data.with_(X=data.X * a, Z=data.Z * b)
     ref, sol = attention_svm(data, norm), attention_svm(scaled, norm)
     assert torch.equal(sol.select, ref.select) and sol.support == ref.support
@@ -355,8 +358,15 @@ def test_separable_data_out_of_float_range_are_never_called_infeasible(data, sca
     assert not isinstance(info.value, InfeasibleProgramError) and "divide X and Z by a common factor" in str(info.value)
 
 
-@pytest.mark.parametrize(("p", "match"), [(1.0001, "too close to 1.*pass p = 1"), (1.0009, "too close to 1"),
-                                          (1e4, "too large.*pass p <= 100"), (101.0, "too large")])
+@pytest.mark.parametrize(
+    ("p", "match"),
+    [
+        (1.0001, "too close to 1.*pass p = 1"),
+        (1.0009, "too close to 1"),
+        (1e4, "too large.*pass p <= 100"),
+        (101.0, "too large"),
+    ],
+)
 def test_extreme_p_is_a_clear_error(data, p, match):
     with pytest.raises(ValidationError, match=match):
         attention_svm(data, p)

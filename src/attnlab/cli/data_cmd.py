@@ -64,7 +64,9 @@ def make_cmd(generator: str, out: str, sets: tuple[str, ...], seed: int | None) 
     data = result.data if isinstance(result, AlignedPairs) else result
     path = data.save(out)
     extras = [name for name in ("v", "select") if getattr(data, name) is not None]
-    click.echo(f"wrote {path}: {generator} with n={data.n}, T={data.T}, d={data.d}; keys X, Z, y{''.join(', ' + e for e in extras)}")
+    click.echo(
+        f"wrote {path}: {generator} with n={data.n}, T={data.T}, d={data.d}; keys X, Z, y{''.join(', ' + e for e in extras)}"
+    )
 
 
 #: The paper (spec section) where each assumption of ``attnlab.data.ASSUMPTIONS`` is stated.
@@ -92,25 +94,41 @@ class _Intent:
 #: Generator -> the assumptions of its paper it is built to satisfy (spec §6 of each paper).
 INTENTS = {
     "example1": _Intent(
-        "implicit-bias-ngd §6.1", ("unique_opt", "A2"),
-        {"A1": "needs d >> (n T)^2 log(n T) and rho^2 << sigma^2, so it fails at every practical size; the paper's "
-               "constant was lost and NGD converges on Example 1 all the same"}),
+        "implicit-bias-ngd §6.1",
+        ("unique_opt", "A2"),
+        {
+            "A1": "needs d >> (n T)^2 log(n T) and rho^2 << sigma^2, so it fails at every practical size; the paper's "
+            "constant was lost and NGD converges on Example 1 all the same"
+        },
+    ),
     "dm": _Intent(
-        "implicit-bias-ngd §6.2", ("condition1",),
-        {"A1": "needs d >= C poly(n) log n (Condition 1's over-parameterisation); fails at practical sizes"}),
+        "implicit-bias-ngd §6.2",
+        ("condition1",),
+        {"A1": "needs d >= C poly(n) log n (Condition 1's over-parameterisation); fails at practical sizes"},
+    ),
     "unit_gaussian": _Intent(
-        "mirror-descent-lp §6", (), {},
+        "mirror-descent-lp §6",
+        (),
+        {},
         "its paper assumes nothing of the tokens: the selected tokens are read from the trained model, and "
-        "`attnlab svm` / `attnlab explain` check that the l_p-AttSVM is feasible for them"),
+        "`attnlab svm` / `attnlab explain` check that the l_p-AttSVM is feasible for them",
+    ),
     "joint_toy": _Intent(
-        "mirror-descent-lp §6", (), {},
-        "the paper's fixed toy set; its paper assumes nothing of the tokens (`attnlab explain` checks the SVMs)"),
+        "mirror-descent-lp §6",
+        (),
+        {},
+        "the paper's fixed toy set; its paper assumes nothing of the tokens (`attnlab explain` checks the SVMs)",
+    ),
     "scores_equal": _Intent(
-        "kq-nuclear-norm §6", ("unique_opt", "A2"),
-        {"A3": "needs a score gap of about L log n (the defaults gap 3, n 2, L 3 have it); raise gap until it holds"}),
+        "kq-nuclear-norm §6",
+        ("unique_opt", "A2"),
+        {"A3": "needs a score gap of about L log n (the defaults gap 3, n 2, L 3 have it); raise gap until it holds"},
+    ),
     "aligned_pairs": _Intent(
-        "kq-nuclear-norm §6", ("unique_opt", "A2", "A4"),
-        {"A3": "needs a large enough gap score - c between optimal and other tokens; raise score until it holds"}),
+        "kq-nuclear-norm §6",
+        ("unique_opt", "A2", "A4"),
+        {"A3": "needs a large enough gap score - c between optimal and other tokens; raise score until it holds"},
+    ),
 }
 
 _SUFFICIENT = (
@@ -134,9 +152,15 @@ def _role(name: str, intent: _Intent | None, generator: str | None) -> str:
 
 @data_group.command("check")
 @click.argument("path", type=click.Path(dir_okay=False))
-@click.option("--generator", type=click.Choice(sorted(INTENTS)), default=None,
-              help="The generator that made PATH: check what it is meant to satisfy, say what holds by construction.")
-@click.option("--which", multiple=True, metavar="NAME", help="An assumption to check (repeatable); default: all that apply.")
+@click.option(
+    "--generator",
+    type=click.Choice(sorted(INTENTS)),
+    default=None,
+    help="The generator that made PATH: check what it is meant to satisfy, say what holds by construction.",
+)
+@click.option(
+    "--which", multiple=True, metavar="NAME", help="An assumption to check (repeatable); default: all that apply."
+)
 @click.option("--strict", is_flag=True, help="Exit with status 1 when an assumption (of --generator's) fails.")
 @user_errors
 def check_cmd(path: str, generator: str | None, which: tuple[str, ...], strict: bool) -> None:

@@ -15,15 +15,29 @@ from attnlab.cli.main import main, user_errors
 
 @main.command("explain")
 @click.argument("path", type=click.Path(dir_okay=False))
-@click.option("--param", type=click.Choice(["W", "KQ", "diag"]), default="W", show_default=True,
-              help="Combined W, factored K Q^T, or diagonal diag(xi_k * xi_q).")
-@click.option("--opt", default="ngd", show_default=True, metavar="gd|ngd|polyak|md:<p>",
-              help="Optimizer; md:<p> is normalised l_p mirror descent, e.g. md:1.5.")
+@click.option(
+    "--param",
+    type=click.Choice(["W", "KQ", "diag"]),
+    default="W",
+    show_default=True,
+    help="Combined W, factored K Q^T, or diagonal diag(xi_k * xi_q).",
+)
+@click.option(
+    "--opt",
+    default="ngd",
+    show_default=True,
+    metavar="gd|ngd|polyak|md:<p>",
+    help="Optimizer; md:<p> is normalised l_p mirror descent, e.g. md:1.5.",
+)
 @click.option("--steps", type=int, default=1000, show_default=True)
 @click.option("--lr", type=float, default=0.1, show_default=True, help="Step size (Polyak: its cap).")
 @click.option("--loss", type=click.Choice(["exp", "logistic"]), default="exp", show_default=True)
-@click.option("--out", type=click.Path(file_okay=False), default=None,
-              help="Output folder (default runs/explain-<file stem>-<param>-<opt>).")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Output folder (default runs/explain-<file stem>-<param>-<opt>).",
+)
 @user_errors
 def explain_cmd(path: str, param: str, opt: str, steps: int, lr: float, loss: str, out: str | None) -> None:
     """Train on the tokens in PATH (an .npz with X, y, v and optionally Z, select), then rank every candidate SVM."""
@@ -48,5 +62,7 @@ def explain_cmd(path: str, param: str, opt: str, steps: int, lr: float, loss: st
     for reason in result.skipped:
         click.echo(f"skipped {reason}")
     click.echo(f"closest: {result.closest}")
-    click.echo(f"wrote {folder / 'explain.parquet'}, explain.csv, trajectory.parquet, "
-               f"{', '.join(p.name for p in figures)} in {folder}")
+    click.echo(
+        f"wrote {folder / 'explain.parquet'}, explain.csv, trajectory.parquet, "
+        f"{', '.join(p.name for p in figures)} in {folder}"
+    )

@@ -20,7 +20,14 @@ from attnlab.cli.main import main, user_errors
 @click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
 @user_errors
 def reproduce_cmd(
-    paper: str, quick: bool, out: str, executor: str, workers: int | None, address: str | None, fresh: bool, no_progress: bool
+    paper: str,
+    quick: bool,
+    out: str,
+    executor: str,
+    workers: int | None,
+    address: str | None,
+    fresh: bool,
+    no_progress: bool,
 ) -> None:
     """Run the experiments and write OUT/index.html: figures next to theory checks, configs and versions.
 
@@ -46,7 +53,9 @@ def reproduce_cmd(
             mark = "PASS" if entry.counts.ok else "FAIL"
             click.echo(f"  [{mark}] {entry.name}: {entry.counts.describe()}")
     counts = summary.counts
-    observations = f"; {counts.agree}/{counts.observations} observations agree with the paper" if counts.observations else ""
+    observations = (
+        f"; {counts.agree}/{counts.observations} observations agree with the paper" if counts.observations else ""
+    )
     click.echo(
         f"{counts.passed}/{counts.total} checks passed, {counts.total - counts.passed} failed{observations}; "
         f"{len(summary.errors)} of {len(summary.entries)} experiments raised; report: {summary.path}"

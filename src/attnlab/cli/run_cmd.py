@@ -26,10 +26,18 @@ def list_cmd(paper: str | None) -> None:
 
 @main.command("run")
 @click.argument("name", required=False)
-@click.option("--config", "record_path", type=click.Path(), default=None, metavar="RECORD",
-              help="Replay a run: the experiment, config, seed and --quick of its record.json (or run directory).")
+@click.option(
+    "--config",
+    "record_path",
+    type=click.Path(),
+    default=None,
+    metavar="RECORD",
+    help="Replay a run: the experiment, config, seed and --quick of its record.json (or run directory).",
+)
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a config field (repeatable).")
-@click.option("--out", type=click.Path(file_okay=False), default=None, help="Run directory (default runs/<name>-<hash>).")
+@click.option(
+    "--out", type=click.Path(file_okay=False), default=None, help="Run directory (default runs/<name>-<hash>)."
+)
 @click.option("--overwrite", is_flag=True, help="Replace the outputs of another run in --out (refused without it).")
 @click.option("--quick", is_flag=True, help="CI-sized settings.")
 @click.option("--no-progress", is_flag=True, help="Hide progress bars.")
@@ -58,7 +66,9 @@ def run_cmd(
             click.echo(f"  [{mark}] {row.claim}: measured {row.measured} (paper {row.predicted})")
         else:
             mark = "PASS" if row.passed else "FAIL"
-            click.echo(f"  [{mark}] {row.claim}: measured {row.measured} (predicted {row.predicted}, tol {row.tolerance})")
+            click.echo(
+                f"  [{mark}] {row.claim}: measured {row.measured} (predicted {row.predicted}, tol {row.tolerance})"
+            )
     click.echo(f"{name}: {record.counts.describe()} in {record.seconds:.1f}s")
     click.echo(f"outputs in {record.out}")
     if not record.passed:

@@ -22,11 +22,19 @@ from attnlab.cli.main import main, user_errors
 @click.option("--address", default=None, help="Ray cluster address (default: start a local cluster).")
 @click.option("--workers", type=int, default=None, help="Pool size (default: CPU cores).")
 @click.option("--batch-size", type=int, default=256, show_default=True, help="Most runs per batched call (inprocess).")
-@click.option("--out", type=click.Path(file_okay=False), default=None, help="Results folder (default runs/<file stem>).")
+@click.option(
+    "--out", type=click.Path(file_okay=False), default=None, help="Results folder (default runs/<file stem>)."
+)
 @click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
 @user_errors
 def sweep_cmd(
-    sweep_file: str, executor: str, address: str | None, workers: int | None, batch_size: int, out: str | None, no_progress: bool
+    sweep_file: str,
+    executor: str,
+    address: str | None,
+    workers: int | None,
+    batch_size: int,
+    out: str | None,
+    no_progress: bool,
 ) -> None:
     """Run every unfinished run of SWEEP_FILE (YAML: task, base, grid, list, repeats).
 
@@ -39,7 +47,10 @@ def sweep_cmd(
     spec = load_sweep(sweep_file)
     root = Path(out) if out is not None else Path("runs") / Path(sweep_file).stem
     result = run_sweep(
-        spec, root, make_executor(executor, workers=workers, address=address, batch_size=batch_size), progress=not no_progress
+        spec,
+        root,
+        make_executor(executor, workers=workers, address=address, batch_size=batch_size),
+        progress=not no_progress,
     )
     counts = result.index["status"].value_counts()
     others = "".join(f", {counts[s]} {s}" for s in ("diverged", "running", "pending") if counts.get(s, 0))

@@ -84,7 +84,9 @@ def _opt_tokens(data: TokenSelectionData) -> torch.Tensor:
         return data.optimal_tokens()
     if data.select is not None:
         return data.select
-    raise ValidationError("this check needs the optimal tokens: give the data a head v or a select (one index per sequence)")
+    raise ValidationError(
+        "this check needs the optimal tokens: give the data a head v or a select (one index per sequence)"
+    )
 
 
 def _check_W(W0: object, d: int) -> torch.Tensor:  # noqa: N802 (the spec's symbol)
@@ -449,7 +451,10 @@ ASSUMPTIONS: dict[str, Callable[[TokenSelectionData, object], AssumptionReport]]
 
 
 def check_assumptions(
-    data: TokenSelectionData, which: Sequence[str] | None = None, *, W0: object = None  # noqa: N803
+    data: TokenSelectionData,
+    which: Sequence[str] | None = None,
+    *,
+    W0: object = None,  # noqa: N803
 ) -> list[AssumptionReport]:
     """Run several assumption predicates with their default thresholds.
 

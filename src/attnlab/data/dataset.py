@@ -71,12 +71,18 @@ class TokenSelectionData:
         y_t = check_tensor("y", y, "n", sizes)
         if not bool(((y_t == 1) | (y_t == -1)).all()):
             bad = sorted({float(a) for a in y_t[(y_t != 1) & (y_t != -1)].tolist()})[:5]
-            raise ValidationError(f"y must hold only -1 and +1, found {bad}; map labels with y = 2*label - 1 for 0/1 labels")
+            raise ValidationError(
+                f"y must hold only -1 and +1, found {bad}; map labels with y = 2*label - 1 for 0/1 labels"
+            )
         v_t = None if v is None else check_tensor("v", v, "d", sizes)
         sel_t = None
         if select is not None:
             arr = np.asarray(select)
-            if arr.shape != (sizes["n"],) or not np.issubdtype(arr.dtype, np.integer) and not np.all(np.mod(arr, 1) == 0):
+            if (
+                arr.shape != (sizes["n"],)
+                or not np.issubdtype(arr.dtype, np.integer)
+                and not np.all(np.mod(arr, 1) == 0)
+            ):
                 raise ValidationError(f"select must be {sizes['n']} integer token indices, got shape {arr.shape}")
             sel_t = torch.as_tensor(arr.astype(np.int64))
             if bool(((sel_t < 0) | (sel_t >= sizes["T"])).any()):
@@ -113,7 +119,7 @@ class TokenSelectionData:
         """``opt_i = argmax_t gamma_{i,t}``, shape (n,), int64. Spec: implicit-bias-ngd §1."""
         return self.token_scores().argmax(dim=1)
 
-    def with_(self, **changes) -> "TokenSelectionData":
+    def with_(self, **changes) -> TokenSelectionData:
         """A copy with some fields replaced (validated again)."""
         fields = {"X": self.X, "Z": self.Z, "y": self.y, "v": self.v, "select": self.select}
         fields.update(changes)
@@ -125,7 +131,7 @@ class TokenSelectionData:
         return atomic_write(path, lambda p: np.savez(p, **arrays))
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> "TokenSelectionData":
+    def load(cls, path: str | os.PathLike[str]) -> TokenSelectionData:
         """Read an ``.npz`` written by :meth:`save` or by the user (keys ``X``, ``y`` required; ``Z, v, select`` optional)."""
         arrays = read_npz(path)
         missing = [k for k in ("X", "y") if k not in arrays]

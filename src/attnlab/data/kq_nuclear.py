@@ -18,7 +18,12 @@ __all__ = ["AlignedPairs", "aligned_pairs", "scores_equal"]
 
 
 def scores_equal(
-    n: int = 2, L: int = 3, d: int = 8, gap: float = 3.0, *, seed: int = 0  # noqa: N803 (the spec's symbol)
+    n: int = 2,
+    L: int = 3,
+    d: int = 8,
+    gap: float = 3.0,
+    *,
+    seed: int = 0,  # noqa: N803 (the spec's symbol)
 ) -> TokenSelectionData:
     """Gaussian tokens with the head's coordinate zeroed except on the optimal token: A1-A2 by construction.
 

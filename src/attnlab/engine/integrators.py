@@ -53,7 +53,9 @@ def flow_rule(method: str, step: float, track_phi: bool, runs: int, tokens: tupl
             state["phi"] = torch.zeros((runs, *tokens), dtype=torch.float64, device=like.device)
         return state
 
-    def tick(state: dict[str, torch.Tensor], log_dt: torch.Tensor, dphi: torch.Tensor | None) -> dict[str, torch.Tensor]:
+    def tick(
+        state: dict[str, torch.Tensor], log_dt: torch.Tensor, dphi: torch.Tensor | None
+    ) -> dict[str, torch.Tensor]:
         new = {"log_time": torch.logaddexp(state["log_time"], log_dt)}  # t <- t + dt, in the log domain
         if track_phi:
             new["phi"] = state["phi"] + dphi

@@ -76,7 +76,13 @@ def kernel_applies(param: Any, params: Mapping[str, torch.Tensor], problem: Prob
     """Whether the kernel-coefficient space serves this run: combined ``W``, fixed head, a rule that only rescales
     gradients, and ``n T^2 <= d^2`` (spec implicit-bias-ngd §2-3.1)."""
     n, T, d = problem.X.shape[-3:]
-    return getattr(param, "kind", param) == "W" and "v" not in params and rule is not None and rule.coefficient_only and n * T * T <= d * d
+    return (
+        getattr(param, "kind", param) == "W"
+        and "v" not in params
+        and rule is not None
+        and rule.coefficient_only
+        and n * T * T <= d * d
+    )
 
 
 def fit(
@@ -135,12 +141,40 @@ def fit(
     if (rule is None) == (optimizer is None):
         raise ValidationError("pass exactly one of rule= (a transforms Rule) and optimizer= (a torch optimizer)")
     with torch.no_grad():  # gradients are formed explicitly (log-scaled): no autograd graph, ever
-        return _fit(problem, param, params, steps, rule, optimizer, optimizer_params, rule_state, record_every,
-                    recorder, callbacks, progress, desc, sync)
+        return _fit(
+            problem,
+            param,
+            params,
+            steps,
+            rule,
+            optimizer,
+            optimizer_params,
+            rule_state,
+            record_every,
+            recorder,
+            callbacks,
+            progress,
+            desc,
+            sync,
+        )
 
 
-def _fit(problem, param, params, steps, rule, optimizer, optimizer_params, rule_state, record_every, recorder,
-         callbacks, progress, desc, sync) -> EngineResult:
+def _fit(
+    problem,
+    param,
+    params,
+    steps,
+    rule,
+    optimizer,
+    optimizer_params,
+    rule_state,
+    record_every,
+    recorder,
+    callbacks,
+    progress,
+    desc,
+    sync,
+) -> EngineResult:
     R = problem.X.shape[0]
     bad = [k for k, t in params.items() if not bool(torch.isfinite(t).all())]
     if bad:
@@ -151,8 +185,11 @@ def _fit(problem, param, params, steps, rule, optimizer, optimizer_params, rule_
         space = ParamSpace(param, params, problem)
         space.want_weights = rule is not None and rule.needs_weights
     recorder = recorder or Recorder()
-    state = rule.init([space.theta[k] for k in space.names] if isinstance(space, ParamSpace) else [space.omega]) \
-        if rule is not None and rule_state is None else rule_state
+    state = (
+        rule.init([space.theta[k] for k in space.names] if isinstance(space, ParamSpace) else [space.omega])
+        if rule is not None and rule_state is None
+        else rule_state
+    )
     calls = CallbackList(list(callbacks) + ([] if progress is False else [ProgressBar(desc, show=progress)]))
     active = torch.ones(R, dtype=torch.bool, device=problem.X.device)
     status = [COMPLETED] * R
@@ -208,8 +245,13 @@ def _fit(problem, param, params, steps, rule, optimizer, optimizer_params, rule_
                 status[r], last_step[r] = STOPPED, step
     calls.end()
     return EngineResult(
-        params=space.params(), W=space.W(), frame=recorder.frame(), status=status, last_step=last_step,
-        iterates=recorder.iterates(), rule_state=state or [],
+        params=space.params(),
+        W=space.W(),
+        frame=recorder.frame(),
+        status=status,
+        last_step=last_step,
+        iterates=recorder.iterates(),
+        rule_state=state or [],
     )
 
 

@@ -71,7 +71,11 @@ def named_rule(
         c = _positive("c", options.get("c", 1.0))
         cap = options.get("max_step")
         cap = math.inf if cap is None else _positive("max_step", cap)
-        target = l_star if options.get("optimal_loss") is None else torch.as_tensor(options["optimal_loss"], dtype=torch.float64)
+        target = (
+            l_star
+            if options.get("optimal_loss") is None
+            else torch.as_tensor(options["optimal_loss"], dtype=torch.float64)
+        )
         return polyak_rule(target, [c] * n, [cap] * n)  # spec ngd A3 (A8 with c)
     lr = DEFAULT_LR if lr is None else lr
     if optimizer in ("gd", "ngd"):

@@ -111,17 +111,30 @@ class ParamSpace:
         X, Z, y, v, loss = self.problem
         head = theta["v"] if self.head else v
         gaps = self.gaps if not self.head else None
-        gW, gv, log_risk, *weights = loss_gradients(X, Z, y, head, self.parametrization.combine(theta), loss,
-                                                    head=self.head, gaps=gaps, out=out, return_weights=self.want_weights)
+        gW, gv, log_risk, *weights = loss_gradients(
+            X,
+            Z,
+            y,
+            head,
+            self.parametrization.combine(theta),
+            loss,
+            head=self.head,
+            gaps=gaps,
+            out=out,
+            return_weights=self.want_weights,
+        )
         if out is not None:
             self.buffer = gW.mantissa
         grads = self.parametrization.chain(theta, gW.mantissa)  # spec kq §2: linear, so mantissas map exactly
         if self.head:
             grads["v"] = gv.mantissa
-        return Gradient([grads[k] for k in self.names], gW.log_scale, log_risk,
-                        weights[0].mantissa if weights else None)
+        return Gradient(
+            [grads[k] for k in self.names], gW.log_scale, log_risk, weights[0].mantissa if weights else None
+        )
 
-    def norms(self, tensors: Sequence[torch.Tensor], blocks: Sequence[Hashable] | None, ord: float) -> list[torch.Tensor]:
+    def norms(
+        self, tensors: Sequence[torch.Tensor], blocks: Sequence[Hashable] | None, ord: float
+    ) -> list[torch.Tensor]:
         return block_norms(tensors, blocks, 1, ord)
 
     def apply(self, rule: Rule, step: Step) -> None:
@@ -188,12 +201,16 @@ class KernelSpace:
         self.moved = (u, self._apply_kernel(u))
         return Gradient([u], weights.log_scale, derivatives.log_risk)
 
-    def norms(self, tensors: Sequence[torch.Tensor], blocks: Sequence[Hashable] | None, ord: float) -> list[torch.Tensor]:
+    def norms(
+        self, tensors: Sequence[torch.Tensor], blocks: Sequence[Hashable] | None, ord: float
+    ) -> list[torch.Tensor]:
         if ord != 2.0:
             raise ValidationError(f"the kernel space has Frobenius norms only, got ord={ord}")
         (u,) = tensors
         Ku = self.moved[1] if self.moved is not None and u is self.moved[0] else self._apply_kernel(u)
-        return [torch.sqrt((u * Ku).sum(dim=-1).clamp_(min=0.0))]  # ||outer_sum(u)||_F^2 = u^T K u (>= 0 up to rounding)
+        return [
+            torch.sqrt((u * Ku).sum(dim=-1).clamp_(min=0.0))
+        ]  # ||outer_sum(u)||_F^2 = u^T K u (>= 0 up to rounding)
 
     def apply(self, rule: Rule, step: Step) -> None:
         (u,) = step.direction
@@ -202,8 +219,10 @@ class KernelSpace:
         if self.spare is None:
             new = (torch.addcmul(self.omega, coef, u), torch.addcmul(self.logits, coef, Ku))
         else:
-            new = (torch.addcmul(self.omega, coef, u, out=self.spare[0]),
-                   torch.addcmul(self.logits, coef, Ku, out=self.spare[1]))  # spec ngd §2: logits move by -c K u
+            new = (
+                torch.addcmul(self.omega, coef, u, out=self.spare[0]),
+                torch.addcmul(self.logits, coef, Ku, out=self.spare[1]),
+            )  # spec ngd §2: logits move by -c K u
         self.spare, (self.omega, self.logits) = (self.omega, self.logits), new
 
     def keep(self, runs: torch.Tensor) -> None:

@@ -15,17 +15,16 @@ from attnlab.experiments.base import (
     check_less,
     check_ordering,
     check_slope,
-    observation,
-    spread_tolerance,
     count_checks,
     get_experiment,
     list_experiments,
     make_config,
+    observation,
     parse_overrides,
     register,
     run_experiment,
+    spread_tolerance,
 )
-
 
 __all__ = [
     "Check",
@@ -51,8 +50,12 @@ __all__ = [
 ]
 
 # One import per paper module below; each registers its experiments on import.
-from attnlab.experiments import flagship  # noqa: E402,F401
-from attnlab.experiments import implicit_bias, kq_nuclear, mirror_descent  # noqa: E402,F401
-from attnlab.experiments import ntk  # noqa: E402,F401
-from attnlab.experiments import real  # noqa: E402,F401
-from attnlab.experiments import regression  # noqa: E402,F401
+from attnlab.experiments import (  # noqa: E402,F401
+    flagship,  # noqa: E402,F401
+    implicit_bias,
+    kq_nuclear,
+    mirror_descent,
+    ntk,  # noqa: E402,F401
+    real,  # noqa: E402,F401
+    regression,  # noqa: E402,F401
+)

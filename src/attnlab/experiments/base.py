@@ -190,8 +190,9 @@ def spread_tolerance(samples: Sequence[float], k: float = 3.0, *, what: str = "s
     """
     values = [float(v) for v in samples]
     if len(values) < 2:
-        raise ValidationError(f"spread_tolerance needs >= 2 samples to measure a spread, got {len(values)}; "
-                              "run more seeds")
+        raise ValidationError(
+            f"spread_tolerance needs >= 2 samples to measure a spread, got {len(values)}; run more seeds"
+        )
     mean = sum(values) / len(values)
     std = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
     se = std / math.sqrt(len(values))
@@ -199,7 +200,13 @@ def spread_tolerance(samples: Sequence[float], k: float = 3.0, *, what: str = "s
 
 
 def check_close(
-    claim: str, predicted: float, measured: float, rtol: float = 0.0, source: str = "", *, atol: float = 0.0,
+    claim: str,
+    predicted: float,
+    measured: float,
+    rtol: float = 0.0,
+    source: str = "",
+    *,
+    atol: float = 0.0,
     spread: str = "",
 ) -> Check:
     """A theory :class:`Check` that passes when ``|measured - predicted| <= atol + rtol * |predicted|``.
@@ -216,7 +223,13 @@ def check_close(
 
 
 def check_less(
-    claim: str, measured: float, bound: float, source: str = "", *, strict: bool = False, spread: str = "",
+    claim: str,
+    measured: float,
+    bound: float,
+    source: str = "",
+    *,
+    strict: bool = False,
+    spread: str = "",
 ) -> Check:
     """A theory :class:`Check` that passes when ``measured <= bound`` (``<`` if ``strict``); NaN fails."""
     passed = measured < bound if strict else measured <= bound
@@ -225,7 +238,13 @@ def check_less(
 
 
 def check_greater(
-    claim: str, measured: float, bound: float, source: str = "", *, strict: bool = False, spread: str = "",
+    claim: str,
+    measured: float,
+    bound: float,
+    source: str = "",
+    *,
+    strict: bool = False,
+    spread: str = "",
 ) -> Check:
     """A theory :class:`Check` that passes when ``measured >= bound`` (``>`` if ``strict``); NaN fails."""
     passed = measured > bound if strict else measured >= bound
@@ -234,7 +253,12 @@ def check_greater(
 
 
 def check_ordering(
-    claim: str, values: Mapping[str, float], order: Sequence[str], source: str = "", *, margin: float = 0.0,
+    claim: str,
+    values: Mapping[str, float],
+    order: Sequence[str],
+    source: str = "",
+    *,
+    margin: float = 0.0,
     spread: str = "",
 ) -> Check:
     """A theory :class:`Check` that passes when ``values[order[0]] < values[order[1]] < ...``, each by ``margin``.
@@ -264,8 +288,11 @@ def fit_slope(x: Sequence[float], y: Sequence[float], *, logx: bool = True, logy
     Points whose logarithm is undefined (``<= 0`` or not finite) are dropped; fewer than two left gives NaN.
     """
     pts = [(float(a), float(b)) for a, b in zip(x, y)]
-    pts = [(math.log(a) if logx else a, math.log(b) if logy else b) for a, b in pts
-           if math.isfinite(a) and math.isfinite(b) and (a > 0 or not logx) and (b > 0 or not logy)]
+    pts = [
+        (math.log(a) if logx else a, math.log(b) if logy else b)
+        for a, b in pts
+        if math.isfinite(a) and math.isfinite(b) and (a > 0 or not logx) and (b > 0 or not logy)
+    ]
     if len(pts) < 2:
         return math.nan, math.nan
     n = len(pts)
@@ -279,8 +306,17 @@ def fit_slope(x: Sequence[float], y: Sequence[float], *, logx: bool = True, logy
 
 
 def check_slope(
-    claim: str, x: Sequence[float], y: Sequence[float], predicted: float, tol: float, source: str = "", *,
-    side: str = "both", logx: bool = True, logy: bool = True, spread: str = "",
+    claim: str,
+    x: Sequence[float],
+    y: Sequence[float],
+    predicted: float,
+    tol: float,
+    source: str = "",
+    *,
+    side: str = "both",
+    logx: bool = True,
+    logy: bool = True,
+    spread: str = "",
 ) -> Check:
     """A theory :class:`Check` on the fitted slope of ``y`` against ``x`` (log-log by default).
 
@@ -297,7 +333,12 @@ def check_slope(
         high = math.inf
     passed = math.isfinite(slope) and low <= slope <= high
     shown = {"both": f"{predicted:g} +- {tol:g}", "at_most": f"<= {high:g}", "at_least": f">= {low:g}"}[side]
-    scale = {(True, True): "log-log", (True, False): "y on log x", (False, True): "log y on x", (False, False): "linear"}
+    scale = {
+        (True, True): "log-log",
+        (True, False): "y on log x",
+        (False, True): "log y on x",
+        (False, False): "linear",
+    }
     text = f"{scale[(logx, logy)]} fit over {len(list(x))} points, R^2 {r2:.3f}"
     return Check(claim, shown, float(slope), _why(text, spread), bool(passed), source)
 
@@ -309,10 +350,13 @@ def observation(claim: str, paper_says: str, measured: Any, agrees: bool, source
     an observation stands for something the paper showed, never for a theorem's prediction.
     """
     if not any(mark in f"{claim} {source}".lower() for mark in OBSERVATION_MARKS):
-        raise ValidationError(f"observation {claim!r} names no figure, table or remark of the paper (one of "
-                              f"{OBSERVATION_MARKS}); a theorem's prediction is a theory check")
-    return Check(claim, paper_says, measured, "agrees or not (the paper's remark)", bool(agrees), source,
-                 kind="observation")
+        raise ValidationError(
+            f"observation {claim!r} names no figure, table or remark of the paper (one of "
+            f"{OBSERVATION_MARKS}); a theorem's prediction is a theory check"
+        )
+    return Check(
+        claim, paper_says, measured, "agrees or not (the paper's remark)", bool(agrees), source, kind="observation"
+    )
 
 
 OBSERVATION_MARKS = ("fig.", "table", "remark")

@@ -226,16 +226,31 @@ def explain(
         )
     svms, skipped = _candidates(data, p, max_selections, solver)
     if not svms:
-        raise ValidationError(f"no candidate SVM is feasible on this data ({'; '.join(skipped)}); the selected tokens "
-                              "cannot be separated, check attnlab.svm.is_separable(data)")
+        raise ValidationError(
+            f"no candidate SVM is feasible on this data ({'; '.join(skipped)}); the selected tokens "
+            "cannot be separated, check attnlab.svm.is_separable(data)"
+        )
     names = list(svms)
     options: dict[str, Any] = {"max_step": lr} if name == "polyak" else {}
     if name == "md":
         options.update(p=p, normalized=True, bregman_p=p)
     init = _initial(param, data.d, d_e, init_scale, seed)
-    run = batched_train(data.X, data.Z, data.y, data.v, init.pop("W0", None), param=param, optimizer=name,
-                        lr=None if name == "polyak" else lr, loss=loss, steps=steps, record_every=record_every,
-                        refs={c: svms[c].W for c in names}, **init, **options)
+    run = batched_train(
+        data.X,
+        data.Z,
+        data.y,
+        data.v,
+        init.pop("W0", None),
+        param=param,
+        optimizer=name,
+        lr=None if name == "polyak" else lr,
+        loss=loss,
+        steps=steps,
+        record_every=record_every,
+        refs={c: svms[c].W for c in names},
+        **init,
+        **options,
+    )
     if run.status[0] != "completed":
         raise ValidationError(
             f"training diverged: the loss became non-finite after step {run.last_step[0]} with opt={opt!r}, "
@@ -248,25 +263,31 @@ def explain(
             "e.g. v = 0), so training cannot move and no SVM is named; pass data whose head separates the tokens"
         )
     trajectory = pd.concat(
-        [frame[["step", "loss", "norm"]].assign(candidate=c, alignment=frame[f"alignment_{c}"],
-                                                **({"bregman": frame[f"bregman_{c}"]} if p is not None else {}))
-         for c in names],
+        [
+            frame[["step", "loss", "norm"]].assign(
+                candidate=c,
+                alignment=frame[f"alignment_{c}"],
+                **({"bregman": frame[f"bregman_{c}"]} if p is not None else {}),
+            )
+            for c in names
+        ],
         ignore_index=True,
     )
     trajectory["one_minus_cos"] = 1.0 - trajectory["alignment"]
     final = trajectory[trajectory["step"] == steps].set_index("candidate")
-    table = pd.DataFrame({
-        "candidate": names,
-        "norm": [str(svms[c].norm) for c in names],
-        "select": [",".join(map(str, svms[c].select.tolist())) for c in names],
-        "one_minus_cos": [float(final.at[c, "one_minus_cos"]) for c in names],
-        "bregman": [float(final.at[c, "bregman"]) if p is not None else math.nan for c in names],
-    })
+    table = pd.DataFrame(
+        {
+            "candidate": names,
+            "norm": [str(svms[c].norm) for c in names],
+            "select": [",".join(map(str, svms[c].select.tolist())) for c in names],
+            "one_minus_cos": [float(final.at[c, "one_minus_cos"]) for c in names],
+            "bregman": [float(final.at[c, "bregman"]) if p is not None else math.nan for c in names],
+        }
+    )
     closest = str(table.loc[table["one_minus_cos"].idxmin(), "candidate"])
     table["closest"] = table["candidate"] == closest
     figure = _figure(trajectory, table, param, opt)
-    return Explanation(table=table, trajectory=trajectory, closest=closest, figure=figure, skipped=skipped,
-                       W=run.W[0])
+    return Explanation(table=table, trajectory=trajectory, closest=closest, figure=figure, skipped=skipped, W=run.W[0])
 
 
 @house_figure

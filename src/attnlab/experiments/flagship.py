@@ -66,8 +66,14 @@ def run(config: FlagshipConfig, ctx: RunContext) -> ExperimentResult:
         else:
             opt = NormalizedGD(model.parameters(), lr=config.ngd_lr)
         traj = train(
-            model, opt, data, loss=config.loss, steps=config.steps, record_every=config.record_every,
-            metrics=[alignment(sol.W), opt_softmax()], progress=ctx.progress,
+            model,
+            opt,
+            data,
+            loss=config.loss,
+            steps=config.steps,
+            record_every=config.record_every,
+            metrics=[alignment(sol.W), opt_softmax()],
+            progress=ctx.progress,
         )
         frames.append(traj.frame.assign(method=method))
     frame = pd.concat(frames, ignore_index=True)
@@ -76,15 +82,30 @@ def run(config: FlagshipConfig, ctx: RunContext) -> ExperimentResult:
 
     checks = [
         # spec §8.3 (Theorem 1): NGD converges in direction to W_mm
-        Check("NGD alignment with W_mm at the last step (Thm 1)", "-> 1", float(final.loc["ngd", "alignment"]),
-              ">= 0.99", bool(final.loc["ngd", "alignment"] >= 0.99), "docs/theory/implicit-bias-ngd.md §8.3"),
+        Check(
+            "NGD alignment with W_mm at the last step (Thm 1)",
+            "-> 1",
+            float(final.loc["ngd", "alignment"]),
+            ">= 0.99",
+            bool(final.loc["ngd", "alignment"] >= 0.99),
+            "docs/theory/implicit-bias-ngd.md §8.3",
+        ),
         # spec §8.8: GD converges in direction too, more slowly than NGD
-        Check("GD alignment below NGD's (Thm 6 vs Thm 1)", "GD < NGD", float(final.loc["gd", "alignment"]),
-              f"< {final.loc['ngd', 'alignment']:.6g}",
-              bool(final.loc["gd", "alignment"] < final.loc["ngd", "alignment"]), "docs/theory/implicit-bias-ngd.md §8.8"),
+        Check(
+            "GD alignment below NGD's (Thm 6 vs Thm 1)",
+            "GD < NGD",
+            float(final.loc["gd", "alignment"]),
+            f"< {final.loc['ngd', 'alignment']:.6g}",
+            bool(final.loc["gd", "alignment"] < final.loc["ngd", "alignment"]),
+            "docs/theory/implicit-bias-ngd.md §8.8",
+        ),
         # spec §8.8: GD's norm grows like log t, far below NGD's linear growth
-        check_less("GD ||W_T|| / log T stays O(1) (Thm 6)", float(final.loc["gd", "norm"]) / math.log(config.steps),
-                   10.0, "docs/theory/implicit-bias-ngd.md §8.8"),
+        check_less(
+            "GD ||W_T|| / log T stays O(1) (Thm 6)",
+            float(final.loc["gd", "norm"]) / math.log(config.steps),
+            10.0,
+            "docs/theory/implicit-bias-ngd.md §8.8",
+        ),
     ]
 
     fig = _figure(config, frame)

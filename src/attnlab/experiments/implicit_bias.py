@@ -135,8 +135,22 @@ class Fig2Config:
     loss: str = "exp"
     seed: int = 0
 
-    OURS = ("n", "T", "d", "rho", "sigma", "opt_pos", "init_scale", "ngd_lr", "ngd_cap", "momentum", "mom_cap",
-            "polyak_cap", "gd_lr", "steps")
+    OURS = (
+        "n",
+        "T",
+        "d",
+        "rho",
+        "sigma",
+        "opt_pos",
+        "init_scale",
+        "ngd_lr",
+        "ngd_cap",
+        "momentum",
+        "mom_cap",
+        "polyak_cap",
+        "gd_lr",
+        "steps",
+    )
 
     def __post_init__(self) -> None:
         _check_common(self)
@@ -173,8 +187,9 @@ def _fixed_decoder_optimizers(config: Fig2Config, L_star: float) -> dict[str, Ca
 
 def run_fixed_decoder(config: Fig2Config, ctx: RunContext) -> ExperimentResult:
     """Figs. 2 and 5: train every method from one small initialisation and compare with the W-SVM."""
-    data = example1(config.n, config.T, config.d, config.rho, config.sigma, config.opt_pos, config.antipodal,
-                    seed=config.seed)
+    data = example1(
+        config.n, config.T, config.d, config.rho, config.sigma, config.opt_pos, config.antipodal, seed=config.seed
+    )
     sol = attention_svm(data, norm="fro")
     gen = torch.Generator().manual_seed(config.seed + 1)
     W0 = config.init_scale * torch.randn(config.d, config.d, generator=gen, dtype=torch.float64)  # spec §9: N(0, s^2)
@@ -183,8 +198,16 @@ def run_fixed_decoder(config: Fig2Config, ctx: RunContext) -> ExperimentResult:
     frames = []
     for method, make in ctx.bar(_fixed_decoder_optimizers(config, L_star).items(), desc="methods"):
         model = Combined(config.d, W0=W0)
-        traj = train(model, make(model.parameters()), data, config.loss, config.steps, config.record_every, metrics,
-                     progress=ctx.progress)
+        traj = train(
+            model,
+            make(model.parameters()),
+            data,
+            config.loss,
+            config.steps,
+            config.record_every,
+            metrics,
+            progress=ctx.progress,
+        )
         frames.append(traj.frame.assign(method=method, status=traj.status))
     frame = pd.concat(frames, ignore_index=True)
     W_mm_norm = float(sol.W.norm())
@@ -204,26 +227,55 @@ def _fixed_decoder_checks(config: Fig2Config, frame: pd.DataFrame, W_mm_norm: fl
     late = ngd[ngd["step"] >= config.steps // 2]
     corr_ngd, corr_gd = _last(frame, "NGD", "alignment"), _last(frame, "GD", "alignment")
     checks = [
-        Check("NGD aligns with W_mm: corr(W_T, W_mm) >= 0.999 at the last step (Thm 1)", ">= 0.999", corr_ngd,
-              "bound", corr_ngd >= 0.999, f"{SOURCE} §8.3, §9 fig 2"),
-        check_ordering("NGD ahead of GD: 1 - corr(W_T, W_mm) at the last step (Thm 1 vs Thm 6)",
-                       {"NGD": 1 - corr_ngd, "GD": 1 - corr_gd}, ["NGD", "GD"], f"{SOURCE} §8.8"),
-        Check("NGD loss tends to L_* > 0 (the loss does not reach 0; all attention on the opt tokens)", L_star,
-              _last(frame, "NGD", "loss"), "rel 1e-3", abs(_last(frame, "NGD", "loss") - L_star) <= 1e-3 * L_star,
-              f"{SOURCE} §3, §9 fig 2"),
+        Check(
+            "NGD aligns with W_mm: corr(W_T, W_mm) >= 0.999 at the last step (Thm 1)",
+            ">= 0.999",
+            corr_ngd,
+            "bound",
+            corr_ngd >= 0.999,
+            f"{SOURCE} §8.3, §9 fig 2",
+        ),
+        check_ordering(
+            "NGD ahead of GD: 1 - corr(W_T, W_mm) at the last step (Thm 1 vs Thm 6)",
+            {"NGD": 1 - corr_ngd, "GD": 1 - corr_gd},
+            ["NGD", "GD"],
+            f"{SOURCE} §8.8",
+        ),
+        Check(
+            "NGD loss tends to L_* > 0 (the loss does not reach 0; all attention on the opt tokens)",
+            L_star,
+            _last(frame, "NGD", "loss"),
+            "rel 1e-3",
+            abs(_last(frame, "NGD", "loss") - L_star) <= 1e-3 * L_star,
+            f"{SOURCE} §3, §9 fig 2",
+        ),
     ]
     # spec §8.4 (Lemma 1): d log(1 - phi_opt) / d||W_t|| -> -min <A, W_mm> / ||W_mm|| = -1 / ||W_mm||
     slope, r2 = _slope(late["norm"].to_numpy(), late["log_one_minus_opt"].to_numpy())
     predicted = -1.0 / W_mm_norm
-    checks.append(Check("softmax saturation (Lemma 1): slope of max_i log(1 - phi_opt) against ||W_t|| (NGD, 2nd half)",
-                        predicted, slope, "rel 0.05", abs(slope - predicted) <= 0.05 * abs(predicted),
-                        f"{SOURCE} §8.4"))
+    checks.append(
+        Check(
+            "softmax saturation (Lemma 1): slope of max_i log(1 - phi_opt) against ||W_t|| (NGD, 2nd half)",
+            predicted,
+            slope,
+            "rel 0.05",
+            abs(slope - predicted) <= 0.05 * abs(predicted),
+            f"{SOURCE} §8.4",
+        )
+    )
     # spec §8.3 (Thm 1): 1 - corr <= C polylog(t) / t, an upper bound; fitted on the second half of NGD
     mask = late["step"] > 0
     rate, _ = _slope(np.log(late.loc[mask, "step"].to_numpy()), np.log(1 - late.loc[mask, "alignment"].to_numpy()))
-    checks.append(Check("directional rate (Thm 1): slope of log(1 - corr) against log t is at most -1 (NGD)",
-                        "<= -1 (O~(1/t)); -2 observed in the spec", rate, "bound, +0.1 for the log factor",
-                        rate <= -0.9, f"{SOURCE} §8.3"))
+    checks.append(
+        Check(
+            "directional rate (Thm 1): slope of log(1 - corr) against log t is at most -1 (NGD)",
+            "<= -1 (O~(1/t)); -2 observed in the spec",
+            rate,
+            "bound, +0.1 for the log factor",
+            rate <= -0.9,
+            f"{SOURCE} §8.3",
+        )
+    )
     return checks
 
 
@@ -243,8 +295,7 @@ def _fixed_decoder_figure(config: Fig2Config, frame: pd.DataFrame, W_mm_norm: fl
     n_end = float(ngd["norm"].iloc[-1])
     t_line = np.linspace(config.steps / 2, t_end, 20)
     n_line = np.interp(t_line, ngd["step"], ngd["norm"])
-    theory_line(axes[3], t_line, y_end - (n_line - n_end) / W_mm_norm,
-                r"Lemma 1: slope $-\|W_t\| / \|W_{mm}\|$")
+    theory_line(axes[3], t_line, y_end - (n_line - n_end) / W_mm_norm, r"Lemma 1: slope $-\|W_t\| / \|W_{mm}\|$")
     positive = ngd[ngd["step"] > 0]
     middle = positive.iloc[len(positive) // 2]
     anchor_t, anchor_y = float(middle["step"]), float(1 - middle["alignment"])
@@ -316,18 +367,21 @@ def run_fig3(config: Fig3Config, ctx: RunContext) -> ExperimentResult:
     u_mm = head_svm(data, p=2.0).v
     optimizers = {
         "GD": lambda m: torch.optim.SGD(m.parameters(), lr=config.gd_lr),  # A1 on theta
-        "NGD": lambda m: JointAdaptive([{"params": [m.v]}, {"params": [m.weight]}], lr=config.lr, alpha=0.0,
-                                       normalizer="block_grad_norm"),  # A7: per-block NGD
+        "NGD": lambda m: JointAdaptive(
+            [{"params": [m.v]}, {"params": [m.weight]}], lr=config.lr, alpha=0.0, normalizer="block_grad_norm"
+        ),  # A7: per-block NGD
         "Polyak": lambda m: PolyakStep(  # A3 with L_* = 0
-            m.parameters(), max_lr=math.inf if config.polyak_cap is None else config.polyak_cap, optimal_loss=0.0),
+            m.parameters(), max_lr=math.inf if config.polyak_cap is None else config.polyak_cap, optimal_loss=0.0
+        ),
         "NGD-joint": lambda m: NormalizedGD(m.parameters(), lr=config.lr),  # A5: one norm over (u, W)
     }
     metrics = [alignment(W_mm), head_alignment(u_mm), opt_softmax(), _head_norm()]
     frames = []
     for method, make in ctx.bar(optimizers.items(), desc="methods"):
         model = Combined(config.d, train_head=True)  # Condition 1: u_0 = 0, W_0 = 0
-        traj = train(model, make(model), data, config.loss, config.steps, config.record_every, metrics,
-                     progress=ctx.progress)
+        traj = train(
+            model, make(model), data, config.loss, config.steps, config.record_every, metrics, progress=ctx.progress
+        )
         frames.append(traj.frame.assign(method=method, status=traj.status))
     frame = pd.concat(frames, ignore_index=True)
     final = {m: frame[frame["method"] == m].sort_values("step").iloc[-1] for m in optimizers}
@@ -337,23 +391,43 @@ def run_fig3(config: Fig3Config, ctx: RunContext) -> ExperimentResult:
     ratio = losses["NGD"] / losses["NGD-joint"]
     fig3 = f"{SOURCE} §9 fig. 3 (the paper's remark)"
     checks = [
-        observation("fig. 3: Polyak is fastest (share of recorded steps t > 0 at which Polyak's loss is lowest; "
-                    "agrees when >= 0.5)", "Polyak fastest", polyak_first, polyak_first >= 0.5, fig3),
-        observation("fig. 3: NGD and NGD-joint reach similar losses (final log L_NGD / log L_joint; agrees within "
-                    "10%)", "similar", ratio, abs(ratio - 1) <= 0.1, fig3),
-        observation("fig. 3: NGD slightly faster than NGD-joint on the other metrics (final corr(W, W_mm): NGD >= "
-                    "NGD-joint)", f">= {float(final['NGD-joint']['alignment']):.6g} (NGD-joint)",
-                    float(final["NGD"]["alignment"]),
-                    float(final["NGD"]["alignment"]) >= float(final["NGD-joint"]["alignment"]), fig3),
-        check_greater("Thm 4: every normalised method aligns u with u_mm: min corr(u_T, u_mm) over NGD, NGD-joint, "
-                      "Polyak", min(float(final[m]["head_alignment"]) for m in ("NGD", "NGD-joint", "Polyak")), 0.9,
-                      f"{SOURCE} §8.11", spread="0.9 (ours): u converges in direction, no rate is known"),
+        observation(
+            "fig. 3: Polyak is fastest (share of recorded steps t > 0 at which Polyak's loss is lowest; "
+            "agrees when >= 0.5)",
+            "Polyak fastest",
+            polyak_first,
+            polyak_first >= 0.5,
+            fig3,
+        ),
+        observation(
+            "fig. 3: NGD and NGD-joint reach similar losses (final log L_NGD / log L_joint; agrees within 10%)",
+            "similar",
+            ratio,
+            abs(ratio - 1) <= 0.1,
+            fig3,
+        ),
+        observation(
+            "fig. 3: NGD slightly faster than NGD-joint on the other metrics (final corr(W, W_mm): NGD >= NGD-joint)",
+            f">= {float(final['NGD-joint']['alignment']):.6g} (NGD-joint)",
+            float(final["NGD"]["alignment"]),
+            float(final["NGD"]["alignment"]) >= float(final["NGD-joint"]["alignment"]),
+            fig3,
+        ),
+        check_greater(
+            "Thm 4: every normalised method aligns u with u_mm: min corr(u_T, u_mm) over NGD, NGD-joint, Polyak",
+            min(float(final[m]["head_alignment"]) for m in ("NGD", "NGD-joint", "Polyak")),
+            0.9,
+            f"{SOURCE} §8.11",
+            spread="0.9 (ours): u converges in direction, no rate is known",
+        ),
     ]
     fig = _joint_figure(config, frame)
     overtaken = table.index[table["NGD"] < table["Polyak"]]
-    notes = [f"final log L per method: {losses}",
-             "NGD's loss falls below Polyak's from step "
-             + (f"{int(overtaken[0])} on" if len(overtaken) else "never (Polyak stays fastest)")]
+    notes = [
+        f"final log L per method: {losses}",
+        "NGD's loss falls below Polyak's from step "
+        + (f"{int(overtaken[0])} on" if len(overtaken) else "never (Polyak stays fastest)"),
+    ]
     return ExperimentResult(frame=frame, checks=checks, figures={"fig": fig}, notes=notes)
 
 
@@ -361,12 +435,14 @@ def run_fig3(config: Fig3Config, ctx: RunContext) -> ExperimentResult:
 def _joint_figure(config: Fig3Config, frame: pd.DataFrame):
     fig, axes = panel_grid(6)
     # (quantity drawn, y-label, gap on a log axis)
-    columns = [(lambda f: f["loss"], r"training loss $L(u_t, W_t)$", True),
-               (lambda f: f["head_norm"], r"$\|u_t\|$", False),
-               (lambda f: f["norm"], r"$\|W_t\|_F$", False),
-               (lambda f: (1 - f["opt_softmax"]).clip(lower=EPS), r"$1 - \mathrm{mean}\ \varphi_{opt}$", True),
-               (lambda f: 1 - f["alignment"], CORR_GAP, True),
-               (lambda f: 1 - f["head_alignment"], r"$1 - \mathrm{corr}(u_t, u_{mm})$", True)]
+    columns = [
+        (lambda f: f["loss"], r"training loss $L(u_t, W_t)$", True),
+        (lambda f: f["head_norm"], r"$\|u_t\|$", False),
+        (lambda f: f["norm"], r"$\|W_t\|_F$", False),
+        (lambda f: (1 - f["opt_softmax"]).clip(lower=EPS), r"$1 - \mathrm{mean}\ \varphi_{opt}$", True),
+        (lambda f: 1 - f["alignment"], CORR_GAP, True),
+        (lambda f: 1 - f["head_alignment"], r"$1 - \mathrm{corr}(u_t, u_{mm})$", True),
+    ]
     for method, rows in frame.groupby("method", sort=False):
         rows = rows[rows["step"] > 0].sort_values("step")  # (u_0, W_0) = 0: no direction yet
         for ax, (quantity, _, _) in zip(axes, columns):
@@ -385,21 +461,36 @@ def _joint_figure(config: Fig3Config, frame: pd.DataFrame):
     return fig
 
 
-register(Experiment(
-    name="implicit-bias.fig2", paper=PAPER, config_type=Fig2Config, run=run_fixed_decoder,
-    summary="Fig. 2: GD / NGD / NGD-mom / Polyak on Example 1 (fixed decoder): loss, norm, softmax, alignment",
-    quick={"n": 4, "T": 4, "d": 16, "steps": 200, "ngd_lr": 0.3, "record_every": 5},
-))
-register(Experiment(
-    name="implicit-bias.fig3", paper=PAPER, config_type=Fig3Config, run=run_fig3,
-    summary="Fig. 3: GD / NGD / Polyak / NGD-joint training (u, W) jointly on DM",
-    quick={"n": 4, "d": 30, "steps": 150},
-))
-register(Experiment(
-    name="implicit-bias.fig5", paper=PAPER, config_type=Fig5Config, run=run_fixed_decoder,
-    summary="Fig. 5: as Fig. 2 with antipodal optimal tokens",
-    quick={"n": 4, "T": 4, "d": 16, "steps": 200, "ngd_lr": 0.3, "record_every": 5},
-))
+register(
+    Experiment(
+        name="implicit-bias.fig2",
+        paper=PAPER,
+        config_type=Fig2Config,
+        run=run_fixed_decoder,
+        summary="Fig. 2: GD / NGD / NGD-mom / Polyak on Example 1 (fixed decoder): loss, norm, softmax, alignment",
+        quick={"n": 4, "T": 4, "d": 16, "steps": 200, "ngd_lr": 0.3, "record_every": 5},
+    )
+)
+register(
+    Experiment(
+        name="implicit-bias.fig3",
+        paper=PAPER,
+        config_type=Fig3Config,
+        run=run_fig3,
+        summary="Fig. 3: GD / NGD / Polyak / NGD-joint training (u, W) jointly on DM",
+        quick={"n": 4, "d": 30, "steps": 150},
+    )
+)
+register(
+    Experiment(
+        name="implicit-bias.fig5",
+        paper=PAPER,
+        config_type=Fig5Config,
+        run=run_fixed_decoder,
+        summary="Fig. 5: as Fig. 2 with antipodal optimal tokens",
+        quick={"n": 4, "T": 4, "d": 16, "steps": 200, "ngd_lr": 0.3, "record_every": 5},
+    )
+)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -426,7 +517,7 @@ class RatesConfig:
     directions: int = 24
     direction_norm: float = 1.0
     record_every: int = 20
-    random_W: int = 200
+    random_W: int = 200  # noqa: N815 (a config field named for the spec's W)
     n_joint: int = 8
     d_joint: int = 200
     sigma_opt: float = 2.0
@@ -438,8 +529,27 @@ class RatesConfig:
     loss: str = "exp"
     seed: int = 0
 
-    OURS = ("n", "T", "d", "rho", "sigma", "init_scale", "eta", "gd_lr", "steps", "directions", "direction_norm",
-            "random_W", "n_joint", "d_joint", "sigma_opt", "sigma_oth", "joint_lr", "alpha", "joint_steps")
+    OURS = (
+        "n",
+        "T",
+        "d",
+        "rho",
+        "sigma",
+        "init_scale",
+        "eta",
+        "gd_lr",
+        "steps",
+        "directions",
+        "direction_norm",
+        "random_W",
+        "n_joint",
+        "d_joint",
+        "sigma_opt",
+        "sigma_oth",
+        "joint_lr",
+        "alpha",
+        "joint_steps",
+    )
 
     def __post_init__(self) -> None:
         _check_common(self)
@@ -471,8 +581,15 @@ def _fixed_decoder_rates(config: RatesConfig, ctx: RunContext, data, sol) -> tup
     d = config.d
     gen = torch.Generator().manual_seed(config.seed + 1)
     W0 = config.init_scale * torch.randn(d, d, generator=gen, dtype=torch.float64)  # small init (Lemma 4)
-    single = gradient_flow(Combined(d, W0=W0), data, step=config.eta, steps=config.steps, record_every=1,
-                           loss=config.loss, progress=ctx.progress)  # spec A2 uncapped: NGD steps of length eta
+    single = gradient_flow(
+        Combined(d, W0=W0),
+        data,
+        step=config.eta,
+        steps=config.steps,
+        record_every=1,
+        loss=config.loss,
+        progress=ctx.progress,
+    )  # spec A2 uncapped: NGD steps of length eta
     W = single.path["W"]  # (S, d, d), S = steps + 1
     t = single.path["step"].to(torch.float64)
     norms = torch.linalg.matrix_norm(W)
@@ -494,24 +611,70 @@ def _fixed_decoder_rates(config: RatesConfig, ctx: RunContext, data, sol) -> tup
     predicted_slope = -config.eta / float(W_mm.norm())  # spec §8.4: -eta min <A, W_mm> / ||W_mm||, min = 1
     late = norms >= norms[-1] / 2
     checks = [
-        Check("norm growth lower bound <W_0, W_mm_bar> + eta t / (2 B^2 ||W_mm||) <= ||W_t|| (Lemma 7)", ">= 0",
-              float((norms - lower).min()), "bound", bool((norms >= lower - 1e-9).all()), f"{SOURCE} §8.1"),
-        Check("||W_T|| / (eta T) -> 1 (NGD steps align)", 1.0, float(norms[-1] / (config.eta * config.steps)),
-              "rel 0.05", abs(float(norms[-1] / (config.eta * config.steps)) - 1) <= 0.05, f"{SOURCE} §8.1"),
-        Check("gradient correlation (Lemma 6): <-grad L, W_mm_bar> 2 B^2 ||W_mm|| / ||grad L|| >= 1 along the run",
-              ">= 1", float(lemma6.min()), "bound", bool((lemma6 >= 1).all()), f"{SOURCE} §8.2"),
-        Check("key correlation (Lemma 2): <-grad L, W_mm_bar> / <-grad L, W_bar> >= 1 - eps once ||W|| is large "
-              "(min over the second half of ||W||)", ">= 0.99", float(lemma2[late].min()), "eps = 0.01",
-              bool(lemma2[late].min() >= 0.99), f"{SOURCE} §8.6"),
-        Check("softmax saturation (Lemma 1): per-step slope of max_i log(1 - phi_opt) (second half)", predicted_slope,
-              slope, "rel 0.01", abs(slope - predicted_slope) <= 0.01 * abs(predicted_slope), f"{SOURCE} §8.4"),
-        Check("monotone opt score (Lemma 5): steps where a violated sample's phi_opt decreased", 0, lemma5_failures,
-              "exact", lemma5_failures == 0, f"{SOURCE} §8.5"),
+        Check(
+            "norm growth lower bound <W_0, W_mm_bar> + eta t / (2 B^2 ||W_mm||) <= ||W_t|| (Lemma 7)",
+            ">= 0",
+            float((norms - lower).min()),
+            "bound",
+            bool((norms >= lower - 1e-9).all()),
+            f"{SOURCE} §8.1",
+        ),
+        Check(
+            "||W_T|| / (eta T) -> 1 (NGD steps align)",
+            1.0,
+            float(norms[-1] / (config.eta * config.steps)),
+            "rel 0.05",
+            abs(float(norms[-1] / (config.eta * config.steps)) - 1) <= 0.05,
+            f"{SOURCE} §8.1",
+        ),
+        Check(
+            "gradient correlation (Lemma 6): <-grad L, W_mm_bar> 2 B^2 ||W_mm|| / ||grad L|| >= 1 along the run",
+            ">= 1",
+            float(lemma6.min()),
+            "bound",
+            bool((lemma6 >= 1).all()),
+            f"{SOURCE} §8.2",
+        ),
+        Check(
+            "key correlation (Lemma 2): <-grad L, W_mm_bar> / <-grad L, W_bar> >= 1 - eps once ||W|| is large "
+            "(min over the second half of ||W||)",
+            ">= 0.99",
+            float(lemma2[late].min()),
+            "eps = 0.01",
+            bool(lemma2[late].min() >= 0.99),
+            f"{SOURCE} §8.6",
+        ),
+        Check(
+            "softmax saturation (Lemma 1): per-step slope of max_i log(1 - phi_opt) (second half)",
+            predicted_slope,
+            slope,
+            "rel 0.01",
+            abs(slope - predicted_slope) <= 0.01 * abs(predicted_slope),
+            f"{SOURCE} §8.4",
+        ),
+        Check(
+            "monotone opt score (Lemma 5): steps where a violated sample's phi_opt decreased",
+            0,
+            lemma5_failures,
+            "exact",
+            lemma5_failures == 0,
+            f"{SOURCE} §8.5",
+        ),
     ]
-    frame = pd.DataFrame({"part": "ngd_single", "run": 0, "step": t.numpy(), "norm": norms.numpy(),
-                          "norm_upper": upper.numpy(), "norm_lower": lower.numpy(), "lemma6": lemma6.numpy(),
-                          "lemma2": lemma2.numpy(), "log_one_minus_opt": log_gap.numpy(),
-                          "alignment": cosine(W, W_mm).numpy()})
+    frame = pd.DataFrame(
+        {
+            "part": "ngd_single",
+            "run": 0,
+            "step": t.numpy(),
+            "norm": norms.numpy(),
+            "norm_upper": upper.numpy(),
+            "norm_lower": lower.numpy(),
+            "lemma6": lemma6.numpy(),
+            "lemma2": lemma2.numpy(),
+            "log_one_minus_opt": log_gap.numpy(),
+            "alignment": cosine(W, W_mm).numpy(),
+        }
+    )
     figure_data = {"predicted_slope": predicted_slope}
     return frame, checks, figure_data
 
@@ -531,31 +694,68 @@ def _directions_rates(config: RatesConfig, ctx: RunContext, data, sol) -> tuple[
     W0 = config.direction_norm * G / torch.linalg.matrix_norm(G)[:, None, None]  # random directions, (R, d, d)
     frames = []
     for method, lr in (("ngd", config.eta), ("gd", config.gd_lr)):  # spec A2 (uncapped) and A1, per-run steps
-        run = batched.train(data.X, data.Z, data.y, data.v, W0, param="W", optimizer=method, lr=lr, loss=config.loss,
-                            steps=config.steps, record_every=config.record_every, W_ref=sol.W, progress=ctx.progress)
+        run = batched.train(
+            data.X,
+            data.Z,
+            data.y,
+            data.v,
+            W0,
+            param="W",
+            optimizer=method,
+            lr=lr,
+            loss=config.loss,
+            steps=config.steps,
+            record_every=config.record_every,
+            W_ref=sol.W,
+            progress=ctx.progress,
+        )
         frames.append(run.frame.assign(part=f"{method}_directions"))
     frame = pd.concat(frames, ignore_index=True)
     end = frame[frame["step"] == config.steps]
     ngd_end = end[end["part"] == "ngd_directions"]["alignment"]
     gd_end = end[end["part"] == "gd_directions"]["alignment"]
     ngd = frame[(frame["part"] == "ngd_directions") & (frame["step"] >= config.steps // 2)]
-    rates = [_slope(np.log(g["step"].to_numpy(float)), np.log(1 - g["alignment"].to_numpy()))[0]
-             for _, g in ngd.groupby("run")]
+    rates = [
+        _slope(np.log(g["step"].to_numpy(float)), np.log(1 - g["alignment"].to_numpy()))[0]
+        for _, g in ngd.groupby("run")
+    ]
     gd = frame[(frame["part"] == "gd_directions") & (frame["step"] >= 100)]
     gd_median = gd.groupby("step")["norm"].median()
     gd_slope, gd_r2 = _slope(np.log(gd_median.index.to_numpy(float)), gd_median.to_numpy())
     checks = [
-        Check(f"global directional convergence (Thm 1): min over {config.directions} random initial directions of "
-              "corr(W_T, W_mm) (NGD)", ">= 0.99", float(ngd_end.min()), "bound", bool(ngd_end.min() >= 0.99),
-              f"{SOURCE} §8.3"),
-        Check("directional rate (Thm 1): worst slope of log(1 - corr) vs log t over the directions (2nd half)",
-              "<= -1 (O~(1/t)); -2 observed in the spec", float(max(rates)), "bound, +0.1 for the log factor",
-              max(rates) <= -0.9, f"{SOURCE} §8.3"),
-        Check("GD also converges in direction (Thm 6) but NGD is ahead: median 1 - corr, NGD < GD",
-              f"< {1 - float(gd_end.median()):.4g} (GD)", 1 - float(ngd_end.median()), "ordering",
-              bool(ngd_end.median() > gd_end.median()), f"{SOURCE} §8.8"),
-        Check("plain GD: ||W_t|| = Theta(log t) (median run, t >= 100): R^2 of ||W_t|| on log t", ">= 0.95",
-              gd_r2, f"slope {gd_slope:.3g} > 0", gd_r2 >= 0.95 and gd_slope > 0, f"{SOURCE} §8.8"),
+        Check(
+            f"global directional convergence (Thm 1): min over {config.directions} random initial directions of "
+            "corr(W_T, W_mm) (NGD)",
+            ">= 0.99",
+            float(ngd_end.min()),
+            "bound",
+            bool(ngd_end.min() >= 0.99),
+            f"{SOURCE} §8.3",
+        ),
+        Check(
+            "directional rate (Thm 1): worst slope of log(1 - corr) vs log t over the directions (2nd half)",
+            "<= -1 (O~(1/t)); -2 observed in the spec",
+            float(max(rates)),
+            "bound, +0.1 for the log factor",
+            max(rates) <= -0.9,
+            f"{SOURCE} §8.3",
+        ),
+        Check(
+            "GD also converges in direction (Thm 6) but NGD is ahead: median 1 - corr, NGD < GD",
+            f"< {1 - float(gd_end.median()):.4g} (GD)",
+            1 - float(ngd_end.median()),
+            "ordering",
+            bool(ngd_end.median() > gd_end.median()),
+            f"{SOURCE} §8.8",
+        ),
+        Check(
+            "plain GD: ||W_t|| = Theta(log t) (median run, t >= 100): R^2 of ||W_t|| on log t",
+            ">= 0.95",
+            gd_r2,
+            f"slope {gd_slope:.3g} > 0",
+            gd_r2 >= 0.95 and gd_slope > 0,
+            f"{SOURCE} §8.8",
+        ),
     ]
     return frame, checks
 
@@ -575,14 +775,34 @@ def _polyak_bounds(config: RatesConfig, data, sol) -> tuple[pd.DataFrame, list[C
     B = _token_bound(data.X)
     low = math.exp(-delta_max) / (2 * B**2)  # spec §8.7 [D]
     high = float(sol.W.norm()) / _opt_probabilities(data, W).amin(-1)  # spec §8.7 [D]
-    frame = pd.DataFrame({"part": "polyak_random_W", "run": np.arange(config.random_W), "step": 0,
-                          "norm": scales.numpy(), "polyak_length": ratio.numpy(), "polyak_upper": high.numpy(),
-                          "polyak_lower": low})
+    frame = pd.DataFrame(
+        {
+            "part": "polyak_random_W",
+            "run": np.arange(config.random_W),
+            "step": 0,
+            "norm": scales.numpy(),
+            "polyak_length": ratio.numpy(),
+            "polyak_upper": high.numpy(),
+            "polyak_lower": low,
+        }
+    )
     checks = [
-        Check(f"Polyak step length (L - L_*)/||grad L|| >= e^(-Delta_max)/(2 B^2) at {config.random_W} random W",
-              f">= {low:.4g}", float(ratio.min()), "bound", bool((ratio >= low).all()), f"{SOURCE} §8.7"),
-        Check(f"Polyak step length <= ||W_mm|| / min_i phi_opt at {config.random_W} random W (max of ratio/bound)",
-              "<= 1", float((ratio / high).max()), "bound", bool((ratio <= high).all()), f"{SOURCE} §8.7"),
+        Check(
+            f"Polyak step length (L - L_*)/||grad L|| >= e^(-Delta_max)/(2 B^2) at {config.random_W} random W",
+            f">= {low:.4g}",
+            float(ratio.min()),
+            "bound",
+            bool((ratio >= low).all()),
+            f"{SOURCE} §8.7",
+        ),
+        Check(
+            f"Polyak step length <= ||W_mm|| / min_i phi_opt at {config.random_W} random W (max of ratio/bound)",
+            "<= 1",
+            float((ratio / high).max()),
+            "bound",
+            bool((ratio <= high).all()),
+            f"{SOURCE} §8.7",
+        ),
     ]
     return frame, checks
 
@@ -609,9 +829,13 @@ def _joint_metrics(data, u_mm: torch.Tensor) -> list[Metric]:
         u = model.v
         return (data.y * (x_opt @ u)).min() / u.norm() * u_mm.norm()  # spec §8.11: fraction of 1/||u_mm||
 
-    return [Metric("min_score_gap", min_gap), Metric("min_opt_softmax", min_phi),
-            Metric("log_loss_ratio", log_loss_ratio), Metric("u_margin_fraction", u_margin),
-            Metric("head_norm", lambda model, _: model.v.norm())]
+    return [
+        Metric("min_score_gap", min_gap),
+        Metric("min_opt_softmax", min_phi),
+        Metric("log_loss_ratio", log_loss_ratio),
+        Metric("u_margin_fraction", u_margin),
+        Metric("head_norm", lambda model, _: model.v.norm()),
+    ]
 
 
 def _joint_rates(config: RatesConfig, ctx: RunContext) -> tuple[pd.DataFrame, list[Check]]:
@@ -620,11 +844,20 @@ def _joint_rates(config: RatesConfig, ctx: RunContext) -> tuple[pd.DataFrame, li
     W_mm = attention_svm(data, norm="fro").W
     u_mm = head_svm(data, p=2.0).v
     model = Combined(config.d_joint, train_head=True)  # Condition 1: u_0 = 0, W_0 = 0
-    optimizer = JointAdaptive([{"params": [model.v]}, {"params": [model.weight]}], lr=config.joint_lr,
-                              alpha=config.alpha, normalizer="loss")  # spec A6
+    optimizer = JointAdaptive(
+        [{"params": [model.v]}, {"params": [model.weight]}], lr=config.joint_lr, alpha=config.alpha, normalizer="loss"
+    )  # spec A6
     metrics = [alignment(W_mm), head_alignment(u_mm), *_joint_metrics(data, u_mm)]
-    traj = train(model, optimizer, data, config.loss, config.joint_steps, config.joint_record_every, metrics,
-                 progress=ctx.progress)
+    traj = train(
+        model,
+        optimizer,
+        data,
+        config.loss,
+        config.joint_steps,
+        config.joint_record_every,
+        metrics,
+        progress=ctx.progress,
+    )
     frame = traj.frame.assign(part="joint")
     fit = frame[frame["step"] >= min(100, config.joint_steps // 10)]
     t = fit["step"].to_numpy(float)
@@ -638,28 +871,71 @@ def _joint_rates(config: RatesConfig, ctx: RunContext) -> tuple[pd.DataFrame, li
     at = [float(ratio.iloc[int(np.abs(ratio.index.to_numpy() - config.joint_steps / k).argmin())]) for k in (4, 2, 1)]
     rise_before, rise_last = at[1] - at[0], at[2] - at[1]
     checks = [
-        Check(f"joint loss (Thm 2): -log L(theta_t) linear in t^(1-alpha) (R^2), alpha = {config.alpha:.3g}",
-              ">= 0.98; spec slope 0.55-0.68", r2_loss, f"slope c = {c_loss:.3g} > 0", r2_loss >= 0.98 and c_loss > 0,
-              f"{SOURCE} §8.9"),
-        Check("joint W (Thm 3): ||W_t|| = Theta(log t): R^2 of ||W_t|| on log t", ">= 0.95", r2_norm,
-              f"slope {c_norm:.3g} > 0", r2_norm >= 0.95 and c_norm > 0, f"{SOURCE} §8.10"),
-        Check("joint W (Thm 3): corr(W_T, W_mm) -> 1", ">= 0.99", float(last["alignment"]), "bound",
-              float(last["alignment"]) >= 0.99, f"{SOURCE} §8.10"),
-        Check("joint u (Thm 4): corr(u_T, u_mm) -> 1", ">= 0.99", float(last["head_alignment"]), "bound",
-              float(last["head_alignment"]) >= 0.99, f"{SOURCE} §8.11"),
-        Check("joint u (Thm 4): normalised opt-token margin of u_T, as a fraction of 1/||u_mm||", "a constant > 0",
-              float(last["u_margin_fraction"]), "> 0.5 (fraction lost in the paper)",
-              float(last["u_margin_fraction"]) > 0.5, f"{SOURCE} §8.11"),
-        Check("Lemma 13 (ii): min_i score gap gamma_i1 - gamma_i2 positive and non-decreasing (recorded drops)",
-              0, gaps_drop, f"min gap {float(after['min_score_gap'].min()):.3g} > 0",
-              gaps_drop == 0 and bool((after["min_score_gap"] > 0).all()), f"{SOURCE} §8.12"),
-        Check("Lemma 13 (iii): min_i phi_opt >= 1/2 and non-decreasing (recorded drops)", 0, phi_drop,
-              f"min {float(frame['min_opt_softmax'].min()):.4g} >= 0.5",
-              phi_drop == 0 and bool((frame["min_opt_softmax"] >= 0.5).all()), f"{SOURCE} §8.12"),
-        check_less("Lemma 13 (i): loss ratios stay bounded: the rise of max_ij log l_i/l_j over the last doubling of t "
-                   "is smaller than over the one before (a ratio growing like log t rises equally)",
-                   rise_last, rise_before, f"{SOURCE} §8.12", strict=True,
-                   spread=f"rises over [t/4, t/2] and [t/2, t] with t = {config.joint_steps}"),
+        Check(
+            f"joint loss (Thm 2): -log L(theta_t) linear in t^(1-alpha) (R^2), alpha = {config.alpha:.3g}",
+            ">= 0.98; spec slope 0.55-0.68",
+            r2_loss,
+            f"slope c = {c_loss:.3g} > 0",
+            r2_loss >= 0.98 and c_loss > 0,
+            f"{SOURCE} §8.9",
+        ),
+        Check(
+            "joint W (Thm 3): ||W_t|| = Theta(log t): R^2 of ||W_t|| on log t",
+            ">= 0.95",
+            r2_norm,
+            f"slope {c_norm:.3g} > 0",
+            r2_norm >= 0.95 and c_norm > 0,
+            f"{SOURCE} §8.10",
+        ),
+        Check(
+            "joint W (Thm 3): corr(W_T, W_mm) -> 1",
+            ">= 0.99",
+            float(last["alignment"]),
+            "bound",
+            float(last["alignment"]) >= 0.99,
+            f"{SOURCE} §8.10",
+        ),
+        Check(
+            "joint u (Thm 4): corr(u_T, u_mm) -> 1",
+            ">= 0.99",
+            float(last["head_alignment"]),
+            "bound",
+            float(last["head_alignment"]) >= 0.99,
+            f"{SOURCE} §8.11",
+        ),
+        Check(
+            "joint u (Thm 4): normalised opt-token margin of u_T, as a fraction of 1/||u_mm||",
+            "a constant > 0",
+            float(last["u_margin_fraction"]),
+            "> 0.5 (fraction lost in the paper)",
+            float(last["u_margin_fraction"]) > 0.5,
+            f"{SOURCE} §8.11",
+        ),
+        Check(
+            "Lemma 13 (ii): min_i score gap gamma_i1 - gamma_i2 positive and non-decreasing (recorded drops)",
+            0,
+            gaps_drop,
+            f"min gap {float(after['min_score_gap'].min()):.3g} > 0",
+            gaps_drop == 0 and bool((after["min_score_gap"] > 0).all()),
+            f"{SOURCE} §8.12",
+        ),
+        Check(
+            "Lemma 13 (iii): min_i phi_opt >= 1/2 and non-decreasing (recorded drops)",
+            0,
+            phi_drop,
+            f"min {float(frame['min_opt_softmax'].min()):.4g} >= 0.5",
+            phi_drop == 0 and bool((frame["min_opt_softmax"] >= 0.5).all()),
+            f"{SOURCE} §8.12",
+        ),
+        check_less(
+            "Lemma 13 (i): loss ratios stay bounded: the rise of max_ij log l_i/l_j over the last doubling of t "
+            "is smaller than over the one before (a ratio growing like log t rises equally)",
+            rise_last,
+            rise_before,
+            f"{SOURCE} §8.12",
+            strict=True,
+            spread=f"rises over [t/4, t/2] and [t/2, t] with t = {config.joint_steps}",
+        ),
     ]
     return frame.assign(loss_rate_slope=c_loss), checks
 
@@ -742,10 +1018,25 @@ def _rates_figure(config: RatesConfig, frame: pd.DataFrame, W_mm_norm: float, pr
     return fig
 
 
-register(Experiment(
-    name="implicit-bias.rates", paper=PAPER, config_type=RatesConfig, run=run_rates,
-    summary="Spec §8 items 1-12: norm growth, gradient correlation, global directional convergence, Lemma 1 slope, "
-            "Lemma 5, Polyak bounds, GD vs NGD, joint t^(1/3) loss rate, log norm growth, u-alignment",
-    quick={"n": 3, "T": 3, "d": 16, "steps": 300, "directions": 20, "record_every": 20, "random_W": 50,
-           "n_joint": 4, "d_joint": 30, "joint_steps": 600},
-))
+register(
+    Experiment(
+        name="implicit-bias.rates",
+        paper=PAPER,
+        config_type=RatesConfig,
+        run=run_rates,
+        summary="Spec §8 items 1-12: norm growth, gradient correlation, global directional convergence, Lemma 1 slope, "
+        "Lemma 5, Polyak bounds, GD vs NGD, joint t^(1/3) loss rate, log norm growth, u-alignment",
+        quick={
+            "n": 3,
+            "T": 3,
+            "d": 16,
+            "steps": 300,
+            "directions": 20,
+            "record_every": 20,
+            "random_W": 50,
+            "n_joint": 4,
+            "d_joint": 30,
+            "joint_steps": 600,
+        },
+    )
+)

@@ -61,7 +61,9 @@ class _DiagonalW(TokenSelectionModel):
 
     # spec kq §3.1: W = Diag(beta), grad_beta = diag(grad_W)
     parametrization = Parametrization(
-        "beta", ("beta",), lambda p: torch.diag_embed(p["beta"]),
+        "beta",
+        ("beta",),
+        lambda p: torch.diag_embed(p["beta"]),
         lambda p, g: {"beta": torch.diagonal(g, dim1=-2, dim2=-1)},
     )
 
@@ -154,8 +156,16 @@ def run_x1(config: X1Config, ctx: RunContext) -> ExperimentResult:
     omega0, xi_k0, xi_q0 = _diagonal_init(config.omegas, config.d)
     model = Diagonal(config.d, xi_k0=xi_k0, xi_q0=xi_q0)
     steps = max(1, round(config.t_max / config.dt))
-    flow = gradient_flow(model, data, step=config.dt, steps=steps, method="rk4", record_every=config.record_every,
-                         track_phi=True, progress=ctx.progress)
+    flow = gradient_flow(
+        model,
+        data,
+        step=config.dt,
+        steps=steps,
+        method="rk4",
+        record_every=config.record_every,
+        track_phi=True,
+        progress=ctx.progress,
+    )
     B = constraint_vectors(data.X, data.Z, data.select)  # (n, L, d)
     path = flow.path
     beta = path["xi_k"] * path["xi_q"]  # (S, R, d)
@@ -163,17 +173,34 @@ def run_x1(config: X1Config, ctx: RunContext) -> ExperimentResult:
     error = ((beta - closed).abs() / beta.abs().clamp(min=1.0)).amax(dim=-1)  # (S, R)
     scale = (path["xi_k"] ** 2 + path["xi_q"] ** 2).clamp(min=1.0)
     drift = ((path["xi_k"] ** 2 - path["xi_q"] ** 2 - 2 * omega0**2).abs() / scale).amax(dim=-1)  # conserved, §3.1
-    frame = flow.frame().assign(closed_form_error=error.reshape(-1).numpy(), conserved_drift=drift.reshape(-1).numpy(),
-                                omega=np.tile(config.omegas, len(path["step"])))
+    frame = flow.frame().assign(
+        closed_form_error=error.reshape(-1).numpy(),
+        conserved_drift=drift.reshape(-1).numpy(),
+        omega=np.tile(config.omegas, len(path["step"])),
+    )
     checks = [
-        check_less("max_t |beta_flow - omega0^2 sinh(B phi)| / max(1, |beta|) (Lemma A.1, RK4)", float(error.max()),
-                   config.tolerance, f"{SOURCE} §3.1, §9 X1"),
-        check_less("conservation of xi_k^2 - xi_q^2 along the flow (max drift / max(1, xi_k^2 + xi_q^2))",
-                   float(drift.max()), config.tolerance, f"{SOURCE} §3.1"),
+        check_less(
+            "max_t |beta_flow - omega0^2 sinh(B phi)| / max(1, |beta|) (Lemma A.1, RK4)",
+            float(error.max()),
+            config.tolerance,
+            f"{SOURCE} §3.1, §9 X1",
+        ),
+        check_less(
+            "conservation of xi_k^2 - xi_q^2 along the flow (max drift / max(1, xi_k^2 + xi_q^2))",
+            float(drift.max()),
+            config.tolerance,
+            f"{SOURCE} §3.1",
+        ),
     ]
     diffs = frame.sort_values("step").groupby("run")["loss"].diff().dropna()
-    checks.append(check_less("the loss decreases monotonically along the flow (Lemma 4.2): max increase",
-                             float(diffs.max()), 0.0, f"{SOURCE} §3.1, §7.1"))
+    checks.append(
+        check_less(
+            "the loss decreases monotonically along the flow (Lemma 4.2): max increase",
+            float(diffs.max()),
+            0.0,
+            f"{SOURCE} §3.1, §7.1",
+        )
+    )
     fig = _x1_figure(config, path, beta, closed, error)
     return ExperimentResult(frame=frame, checks=checks, figures={"closed_form": fig})
 
@@ -241,10 +268,23 @@ def run_x2(config: X2Config, ctx: RunContext) -> ExperimentResult:
     l1_value, l2_value = float(beta_l1.abs().sum()), float(beta_l2.norm())
     omega0, xi_k0, xi_q0 = _diagonal_init(config.omegas, config.d)
     runs = {
-        "KQ": gradient_flow(Diagonal(config.d, xi_k0=xi_k0, xi_q0=xi_q0), data, step=config.step, steps=config.steps,
-                            record_every=config.record_every, track_phi=True, progress=ctx.progress),
-        "beta": gradient_flow(_DiagonalW(torch.zeros(1, config.d, dtype=torch.float64)), data, step=config.step,
-                              steps=config.steps, record_every=config.record_every, progress=ctx.progress),
+        "KQ": gradient_flow(
+            Diagonal(config.d, xi_k0=xi_k0, xi_q0=xi_q0),
+            data,
+            step=config.step,
+            steps=config.steps,
+            record_every=config.record_every,
+            track_phi=True,
+            progress=ctx.progress,
+        ),
+        "beta": gradient_flow(
+            _DiagonalW(torch.zeros(1, config.d, dtype=torch.float64)),
+            data,
+            step=config.step,
+            steps=config.steps,
+            record_every=config.record_every,
+            progress=ctx.progress,
+        ),
     }
     frames = []
     for name, flow in runs.items():
@@ -264,44 +304,85 @@ def run_x2(config: X2Config, ctx: RunContext) -> ExperimentResult:
             columns["kkt_residual"] = _l1_subgradient_residual(beta_hat, g, zero_tol=ZERO_TOL)
             columns["support_identified"] = _support(beta_hat) == _support(beta_l1)  # (S, R): residual's zero set
         part = flow.frame()
-        part = part.assign(param=name, omega=np.tile(config.omegas if name == "KQ" else (math.nan,), len(W)),
-                           **{k: v.reshape(-1).numpy() for k, v in columns.items()})
+        part = part.assign(
+            param=name,
+            omega=np.tile(config.omegas if name == "KQ" else (math.nan,), len(W)),
+            **{k: v.reshape(-1).numpy() for k, v in columns.items()},
+        )
         frames.append(part)
     frame = pd.concat(frames, ignore_index=True)
     end = frame[frame["step"] == config.steps]
     kq_end, beta_end = end[end["param"] == "KQ"], end[end["param"] == "beta"]
     checks, notes = [], []
     for _, row in kq_end.iterrows():
-        checks.append(Check(f"diagonal K,Q (omega0={row['omega']:g}): ||beta_hat||_1 -> l1-SVM optimum (Thm 4.1)",
-                            l1_value, float(row["l1_norm"]), f"rel {config.l1_rtol:g}",
-                            abs(row["l1_norm"] - l1_value) <= config.l1_rtol * l1_value, f"{SOURCE} §7.2, §9 X2"))
-        checks.append(Check(f"diagonal K,Q (omega0={row['omega']:g}) is closer to the l1 than to the l2 solution",
-                            f"< dist to l2 = {row['dist_l2']:.4g}", float(row["dist_l1"]), "ordering (max-entry)",
-                            bool(row["dist_l1"] < row["dist_l2"]), f"{SOURCE} §7.2"))
+        checks.append(
+            Check(
+                f"diagonal K,Q (omega0={row['omega']:g}): ||beta_hat||_1 -> l1-SVM optimum (Thm 4.1)",
+                l1_value,
+                float(row["l1_norm"]),
+                f"rel {config.l1_rtol:g}",
+                abs(row["l1_norm"] - l1_value) <= config.l1_rtol * l1_value,
+                f"{SOURCE} §7.2, §9 X2",
+            )
+        )
+        checks.append(
+            Check(
+                f"diagonal K,Q (omega0={row['omega']:g}) is closer to the l1 than to the l2 solution",
+                f"< dist to l2 = {row['dist_l2']:.4g}",
+                float(row["dist_l1"]),
+                "ordering (max-entry)",
+                bool(row["dist_l1"] < row["dist_l2"]),
+                f"{SOURCE} §7.2",
+            )
+        )
     row = beta_end.iloc[0]
-    checks.append(Check("beta trained directly: ||beta_hat||_2 -> diagonal l2-SVM optimum", l2_value,
-                        float(row["l2_norm"]), f"rel {config.l2_rtol:g}",
-                        abs(row["l2_norm"] - l2_value) <= config.l2_rtol * l2_value, f"{SOURCE} §7.2, §7.4"))
-    checks.append(Check("beta trained directly is closer to the l2 than to the l1 solution",
-                        f"< dist to l1 = {row['dist_l1']:.4g}", float(row["dist_l2"]), "ordering (max-entry)",
-                        bool(row["dist_l2"] < row["dist_l1"]), f"{SOURCE} §7.2"))
+    checks.append(
+        Check(
+            "beta trained directly: ||beta_hat||_2 -> diagonal l2-SVM optimum",
+            l2_value,
+            float(row["l2_norm"]),
+            f"rel {config.l2_rtol:g}",
+            abs(row["l2_norm"] - l2_value) <= config.l2_rtol * l2_value,
+            f"{SOURCE} §7.2, §7.4",
+        )
+    )
+    checks.append(
+        Check(
+            "beta trained directly is closer to the l2 than to the l1 solution",
+            f"< dist to l1 = {row['dist_l1']:.4g}",
+            float(row["dist_l2"]),
+            "ordering (max-entry)",
+            bool(row["dist_l2"] < row["dist_l1"]),
+            f"{SOURCE} §7.2",
+        )
+    )
     kq_all = frame[(frame["param"] == "KQ") & frame["kkt_residual"].notna() & (frame["mu"] > 1)].sort_values("step")
     for omega, rows in kq_all.groupby("omega"):
         # spec §7.5: residual = O(1 / ln mu) once the direction's zero pattern is the l1 solution's; before that the
         # residual measures a sign mismatch of an entry still above ZERO_TOL (a plateau), not the multipliers
         held = rows["support_identified"].astype(float).to_numpy() > 0.5
         settled = rows[np.minimum.accumulate(held[::-1])[::-1]]  # the last records, from the pattern's arrival on
-        late = settled.iloc[len(settled) // 2:]
+        late = settled.iloc[len(settled) // 2 :]
         if len(late) < 5:
-            notes.append(f"approx. KKT (omega0={omega:g}): the zero pattern of beta_hat is not yet the l1 solution's "
-                         f"after {config.steps} steps (max-entry distance {float(rows['dist_l1'].iloc[-1]):.3g}); "
-                         "the residual's rate is not measurable there (§7.5 is about the limit)")
+            notes.append(
+                f"approx. KKT (omega0={omega:g}): the zero pattern of beta_hat is not yet the l1 solution's "
+                f"after {config.steps} steps (max-entry distance {float(rows['dist_l1'].iloc[-1]):.3g}); "
+                "the residual's rate is not measurable there (§7.5 is about the limit)"
+            )
             continue
-        checks.append(check_slope(
-            f"approx. KKT (omega0={omega:g}): stationarity residual of lambda = phi / ln mu -> 0 at least like "
-            f"1 / ln mu (slope against ln mu, second half of the {len(settled)} records with the l1 zero pattern)",
-            np.log(late["mu"]), late["kkt_residual"], -1.0, 0.05, f"{SOURCE} §7.5", side="at_most",
-            spread="0.05 (ours): the lower-order terms of O(1/ln mu) over the fitted range of ln mu"))
+        checks.append(
+            check_slope(
+                f"approx. KKT (omega0={omega:g}): stationarity residual of lambda = phi / ln mu -> 0 at least like "
+                f"1 / ln mu (slope against ln mu, second half of the {len(settled)} records with the l1 zero pattern)",
+                np.log(late["mu"]),
+                late["kkt_residual"],
+                -1.0,
+                0.05,
+                f"{SOURCE} §7.5",
+                side="at_most",
+                spread="0.05 (ours): the lower-order terms of O(1/ln mu) over the fitted range of ln mu",
+            )
+        )
     fig = _x2_figure(config, frame, l1_value, float(beta_l2.abs().sum()))
     notes.insert(0, f"l1-SVM optimum {l1_value:.6g} (beta {beta_l1.tolist()}); l2-SVM optimum {l2_value:.6g}")
     return ExperimentResult(frame=frame, checks=checks, figures={"l1_vs_l2": fig}, notes=notes)
@@ -375,8 +456,14 @@ def run_x3(config: X3Config, ctx: RunContext) -> ExperimentResult:
         K0, Q0, W0 = (config.init_scale * torch.randn(shape, generator=gen, dtype=torch.float64) for _ in range(3))
         models = {"KQ": Factored(d, d, K0=K0, Q0=Q0), "W": Combined(d, W0=W0)}
         for name, model in models.items():
-            flow = gradient_flow(model, data, step=config.step, steps=config.steps, record_every=config.record_every,
-                                 progress=ctx.progress)
+            flow = gradient_flow(
+                model,
+                data,
+                step=config.step,
+                steps=config.steps,
+                record_every=config.record_every,
+                progress=ctx.progress,
+            )
             mu, W_hat = _normalized(data.X, data.Z, flow.path["W"], data.select)  # (S, R), (S, R, d, d)
             nan = torch.full_like(mu, torch.nan)
             W_hat = torch.nan_to_num(W_hat)  # zero while mu <= 0; those rows are masked to nan below
@@ -391,18 +478,25 @@ def run_x3(config: X3Config, ctx: RunContext) -> ExperimentResult:
             frames.append(flow.frame().assign(d=d, param=name, **flat))
             sv = torch.linalg.svdvals(W_hat[-1])  # (R, d)
             for r in range(config.runs):
-                spectra.append(pd.DataFrame({"d": d, "param": name, "run": r, "index": np.arange(d),
-                                             "singular_value": sv[r].numpy()}))
+                spectra.append(
+                    pd.DataFrame(
+                        {"d": d, "param": name, "run": r, "index": np.arange(d), "singular_value": sv[r].numpy()}
+                    )
+                )
         for norm in ("nuc", "fro"):
             sv = torch.linalg.svdvals(refs[norm].W)
-            spectra.append(pd.DataFrame({"d": d, "param": f"{norm}-SVM", "run": 0, "index": np.arange(d),
-                                         "singular_value": sv.numpy()}))
+            spectra.append(
+                pd.DataFrame(
+                    {"d": d, "param": f"{norm}-SVM", "run": 0, "index": np.arange(d), "singular_value": sv.numpy()}
+                )
+            )
         checks += _x3_checks(config, d, frames, float(cosine(refs["nuc"].W, refs["fro"].W)))
     frame = pd.concat(frames, ignore_index=True)
     spectrum = pd.concat(spectra, ignore_index=True)
     fig = _x3_figure(config, frame, spectrum)
-    return ExperimentResult(frame=frame, checks=checks, figures={"nuclear_vs_frobenius": fig},
-                            tables={"spectra": spectrum})
+    return ExperimentResult(
+        frame=frame, checks=checks, figures={"nuclear_vs_frobenius": fig}, tables={"spectra": spectrum}
+    )
 
 
 def _x3_checks(config: X3Config, d: int, frames: list[pd.DataFrame], corr_refs: float) -> list[Check]:
@@ -411,18 +505,32 @@ def _x3_checks(config: X3Config, d: int, frames: list[pd.DataFrame], corr_refs: 
     kq, w = end[end["param"] == "KQ"], end[end["param"] == "W"]
     distinct = corr_refs < 0.999  # else the ordering below says nothing: the run fails and asks for another seed
     return [
-        Check(f"d={d}: K,Q direction has ||W/mu||_* -> nuc-SVM optimum (worst run)", 1.0, float(kq["nuc_ratio"].max()),
-              f"rel {config.nuc_rtol:g}", bool((kq["nuc_ratio"] - 1).abs().max() <= config.nuc_rtol),
-              f"{SOURCE} §7.3, §9 X3 (general case open, §10.3)"),
-        Check(f"d={d}: combined W has ||W/mu||_F -> fro-SVM optimum (worst run)", 1.0, float(w["fro_ratio"].max()),
-              f"rel {config.fro_rtol:g}", bool((w["fro_ratio"] - 1).abs().max() <= config.fro_rtol), f"{SOURCE} §7.4"),
-        Check(f"d={d}: K,Q closer to the nuc-SVM, W closer to the fro-SVM (min over runs of the corr gap)",
-              f"> 0 (SVMs differ: corr(nuc, fro) = {corr_refs:.4g})" if distinct
-              else f"untestable: the two SVMs coincide (corr {corr_refs:.5f} >= 0.999); pick another seed",
-              float(min((kq["corr_nuc"] - kq["corr_fro"]).min(), (w["corr_fro"] - w["corr_nuc"]).min())),
-              "sign",
-              distinct and bool((kq["corr_nuc"] > kq["corr_fro"]).all() and (w["corr_fro"] > w["corr_nuc"]).all()),
-              f"{SOURCE} §7.4"),
+        Check(
+            f"d={d}: K,Q direction has ||W/mu||_* -> nuc-SVM optimum (worst run)",
+            1.0,
+            float(kq["nuc_ratio"].max()),
+            f"rel {config.nuc_rtol:g}",
+            bool((kq["nuc_ratio"] - 1).abs().max() <= config.nuc_rtol),
+            f"{SOURCE} §7.3, §9 X3 (general case open, §10.3)",
+        ),
+        Check(
+            f"d={d}: combined W has ||W/mu||_F -> fro-SVM optimum (worst run)",
+            1.0,
+            float(w["fro_ratio"].max()),
+            f"rel {config.fro_rtol:g}",
+            bool((w["fro_ratio"] - 1).abs().max() <= config.fro_rtol),
+            f"{SOURCE} §7.4",
+        ),
+        Check(
+            f"d={d}: K,Q closer to the nuc-SVM, W closer to the fro-SVM (min over runs of the corr gap)",
+            f"> 0 (SVMs differ: corr(nuc, fro) = {corr_refs:.4g})"
+            if distinct
+            else f"untestable: the two SVMs coincide (corr {corr_refs:.5f} >= 0.999); pick another seed",
+            float(min((kq["corr_nuc"] - kq["corr_fro"]).min(), (w["corr_fro"] - w["corr_nuc"]).min())),
+            "sign",
+            distinct and bool((kq["corr_nuc"] > kq["corr_fro"]).all() and (w["corr_fro"] > w["corr_nuc"]).all()),
+            f"{SOURCE} §7.4",
+        ),
     ]
 
 
@@ -436,8 +544,14 @@ def _x3_figure(config: X3Config, frame: pd.DataFrame, spectrum: pd.DataFrame):
             style = "-" if name == "KQ" else "--"
             who = "$K,Q$" if name == "KQ" else "$W$"
             for column, svm, color in (("corr_nuc", "nuc", "C0"), ("corr_fro", "fro", "C1")):
-                corr[k].plot(np.log(part["mu"]), (1 - part[column]).clip(lower=EPS), style, color=color, lw=1,
-                             label=f"{who}: to the {svm}-SVM" if run == 0 else None)
+                corr[k].plot(
+                    np.log(part["mu"]),
+                    (1 - part[column]).clip(lower=EPS),
+                    style,
+                    color=color,
+                    lw=1,
+                    label=f"{who}: to the {svm}-SVM" if run == 0 else None,
+                )
         log_gap_axis(corr[k], r"$1 - \mathrm{corr}(W_t, W_{svm})$")
         corr[k].set(xlabel=r"$\ln \mu(t)$", title=f"$d = {d}$")
         sv = spectrum[(spectrum["d"] == d) & (spectrum["run"] == 0)]
@@ -484,7 +598,8 @@ class X4Config:
         _check_positive(self, ("score", "init_scale", "step", "spectrum_rtol"))
         if len(self.radii) != self.n:
             raise ValidationError(
-                f"radii has {len(self.radii)} entries for n == {self.n}; pass one radius per sequence")
+                f"radii has {len(self.radii)} entries for n == {self.n}; pass one radius per sequence"
+            )
 
 
 def _off_diagonal_mass(M: torch.Tensor) -> torch.Tensor:
@@ -503,8 +618,14 @@ def run_x4(config: X4Config, ctx: RunContext) -> ExperimentResult:
     lam_q = torch.full((config.d,), config.init_scale, dtype=torch.float64)
     K0 = ap.U_K @ torch.diag(lam_k) @ V.T  # spec kq §3.2 Def. 5.1: K = U_K Lambda_K V^T
     Q0 = ap.U_Q @ torch.diag(lam_q) @ V.T  # spec kq §3.2 Def. 5.1: Q = U_Q Lambda_Q V^T
-    flow = gradient_flow(Factored(config.d, config.d, K0=K0, Q0=Q0), data, step=config.step, steps=config.steps,
-                         record_every=config.record_every, progress=ctx.progress)
+    flow = gradient_flow(
+        Factored(config.d, config.d, K0=K0, Q0=Q0),
+        data,
+        step=config.step,
+        steps=config.steps,
+        record_every=config.record_every,
+        progress=ctx.progress,
+    )
     off_k = _off_diagonal_mass(ap.U_K.T @ flow.path["K"] @ V)  # (S,)
     off_q = _off_diagonal_mass(ap.U_Q.T @ flow.path["Q"] @ V)
     mu, W_hat = _normalized(data.X, data.Z, flow.path["W"], data.select)
@@ -512,9 +633,13 @@ def run_x4(config: X4Config, ctx: RunContext) -> ExperimentResult:
     nuc = attention_svm(data, norm="nuc")
     beta9 = aligned.beta.abs().sort(descending=True).values  # (d,): |beta| of (9), n non-zero entries
     sv_hat = torch.linalg.svdvals(W_hat)  # (S, d)
-    frame = flow.frame().assign(off_diagonal_K=off_k.numpy(), off_diagonal_Q=off_q.numpy(), mu=mu.numpy(),
-                                nuc_ratio=(sv_hat.sum(-1) / aligned.norm_value).numpy(),
-                                corr_program9=cosine(W_hat, aligned.W).numpy())
+    frame = flow.frame().assign(
+        off_diagonal_K=off_k.numpy(),
+        off_diagonal_Q=off_q.numpy(),
+        mu=mu.numpy(),
+        nuc_ratio=(sv_hat.sum(-1) / aligned.norm_value).numpy(),
+        corr_program9=cosine(W_hat, aligned.W).numpy(),
+    )
     outside = [j for j in range(config.d) if j not in set(ap.pi.tolist())]
     W_end = flow.path["W"][-1]
     frame_end = ap.U_K.T @ W_end @ ap.U_Q  # (d, d): diagonal in the aligned frame, spec kq §3.2
@@ -523,20 +648,40 @@ def run_x4(config: X4Config, ctx: RunContext) -> ExperimentResult:
     kept = float(((diag_end[outside] - init_diag[outside]).abs() / init_diag[outside]).max()) if outside else 0.0
     top = sv_hat[-1, : config.n]
     checks = [
-        check_less("alignment preserved (Lemma 5.1): max_t off-diagonal mass of U_K^T K V and U_Q^T Q V",
-                   float(torch.maximum(off_k, off_q).max()), 1e-10, f"{SOURCE} §3.2, §9 X4"),
-        check_less("singular values outside the pi(i) directions stay at their initial size (max rel change)",
-                   kept, 1e-8, f"{SOURCE} §7.3"),
-        Check("W*-SVM optimum equals the value of program (9) (Theorem 5.1: (9) solves W*-SVM under A4)",
-              aligned.norm_value, nuc.norm_value, "rel 1e-4",
-              abs(nuc.norm_value - aligned.norm_value) <= 1e-4 * aligned.norm_value, f"{SOURCE} §4, §7.3"),
-        Check("top-n singular values of W/mu -> |beta| of program (9) (worst relative error)", 0.0,
-              float(((top - beta9[: config.n]).abs() / beta9[: config.n]).max()), f"rel {config.spectrum_rtol:g}",
-              bool(((top - beta9[: config.n]).abs() <= config.spectrum_rtol * beta9[: config.n]).all()),
-              f"{SOURCE} §7.3, §9 X4"),
-        check_less("rank of the limit <= n: sigma_{n+1}(W/mu) / sigma_1(W/mu) at the end",
-                   float(sv_hat[-1, config.n] / sv_hat[-1, 0]) if config.n < config.d else 0.0, 0.05,
-                   f"{SOURCE} §7.3"),
+        check_less(
+            "alignment preserved (Lemma 5.1): max_t off-diagonal mass of U_K^T K V and U_Q^T Q V",
+            float(torch.maximum(off_k, off_q).max()),
+            1e-10,
+            f"{SOURCE} §3.2, §9 X4",
+        ),
+        check_less(
+            "singular values outside the pi(i) directions stay at their initial size (max rel change)",
+            kept,
+            1e-8,
+            f"{SOURCE} §7.3",
+        ),
+        Check(
+            "W*-SVM optimum equals the value of program (9) (Theorem 5.1: (9) solves W*-SVM under A4)",
+            aligned.norm_value,
+            nuc.norm_value,
+            "rel 1e-4",
+            abs(nuc.norm_value - aligned.norm_value) <= 1e-4 * aligned.norm_value,
+            f"{SOURCE} §4, §7.3",
+        ),
+        Check(
+            "top-n singular values of W/mu -> |beta| of program (9) (worst relative error)",
+            0.0,
+            float(((top - beta9[: config.n]).abs() / beta9[: config.n]).max()),
+            f"rel {config.spectrum_rtol:g}",
+            bool(((top - beta9[: config.n]).abs() <= config.spectrum_rtol * beta9[: config.n]).all()),
+            f"{SOURCE} §7.3, §9 X4",
+        ),
+        check_less(
+            "rank of the limit <= n: sigma_{n+1}(W/mu) / sigma_1(W/mu) at the end",
+            float(sv_hat[-1, config.n] / sv_hat[-1, 0]) if config.n < config.d else 0.0,
+            0.05,
+            f"{SOURCE} §7.3",
+        ),
     ]
     spectrum = pd.DataFrame({"index": np.arange(config.d), "flow": sv_hat[-1].numpy(), "program9": beta9.numpy()})
     fig = _x4_figure(config, frame, spectrum)
@@ -551,10 +696,16 @@ def _x4_figure(config: X4Config, frame: pd.DataFrame, spectrum: pd.DataFrame):
     log_gap_axis(axes[0], "off-diagonal mass")
     axes[0].set_xlabel(STEP)
     positive = frame[frame["mu"] > 1]
-    axes[1].plot(np.log(positive["mu"]), (1 - positive["nuc_ratio"]).abs().clip(lower=EPS),
-                 label=r"$|1 - \|W/\mu\|_* \,/\, \mathrm{value\ of\ (9)}|$")
-    axes[1].plot(np.log(positive["mu"]), (1 - positive["corr_program9"]).clip(lower=EPS),
-                 label=r"$1 - \mathrm{corr}(W/\mu, W_{(9)})$")
+    axes[1].plot(
+        np.log(positive["mu"]),
+        (1 - positive["nuc_ratio"]).abs().clip(lower=EPS),
+        label=r"$|1 - \|W/\mu\|_* \,/\, \mathrm{value\ of\ (9)}|$",
+    )
+    axes[1].plot(
+        np.log(positive["mu"]),
+        (1 - positive["corr_program9"]).clip(lower=EPS),
+        label=r"$1 - \mathrm{corr}(W/\mu, W_{(9)})$",
+    )
     log_gap_axis(axes[1], "gap to program (9)")
     axes[1].set_xlabel(r"$\ln \mu(t)$")
     axes[2].semilogy(spectrum["index"], spectrum["flow"].clip(lower=1e-12), "o-", label=r"$W/\mu$ at the end")
@@ -564,6 +715,7 @@ def _x4_figure(config: X4Config, frame: pd.DataFrame, spectrum: pd.DataFrame):
         ax.legend()
     label_ours(fig, config)
     return fig
+
 
 # ---------------------------------------------------------------------------------------------------------------
 # X5: Assumption 3 sweep
@@ -602,35 +754,58 @@ def run_x5(config: X5Config, ctx: RunContext) -> ExperimentResult:
     batch = stack(datasets)  # one run per gap, (R, n, L, d)
     R = len(config.gaps)
     _, xi_k0, xi_q0 = _diagonal_init((config.omega,) * R, config.d)
-    flow = gradient_flow(Diagonal(config.d, xi_k0=xi_k0, xi_q0=xi_q0), batch, step=config.step, steps=config.steps,
-                         record_every=config.record_every, progress=ctx.progress)
+    flow = gradient_flow(
+        Diagonal(config.d, xi_k0=xi_k0, xi_q0=xi_q0),
+        batch,
+        step=config.step,
+        steps=config.steps,
+        record_every=config.record_every,
+        progress=ctx.progress,
+    )
     l1_values = torch.tensor([attention_svm(data, norm="l1-diag").norm_value for data in datasets])
     mu, W_hat = _normalized(batch.X, batch.Z, flow.path["W"], batch.select)  # (S, R)
     ratio = torch.diagonal(W_hat, dim1=-2, dim2=-1).abs().sum(-1) / l1_values  # (S, R)
-    frame = flow.frame().assign(gap=np.tile(config.gaps, len(mu)), mu=mu.reshape(-1).numpy(),
-                                l1_ratio=ratio.reshape(-1).numpy())
+    frame = flow.frame().assign(
+        gap=np.tile(config.gaps, len(mu)), mu=mu.reshape(-1).numpy(), l1_ratio=ratio.reshape(-1).numpy()
+    )
     rows = []
     for r, (gap, data) in enumerate(zip(config.gaps, datasets)):
         a3 = small_initial_loss(data)
         reduced = config.n * math.exp(-gap / config.L) <= 1 + (config.n - 1) * math.exp(-gap)  # spec kq §5 [D]
         final = float(ratio[-1, r])
-        rows.append({"gap": gap, "a3_holds": a3.holds, "a3_reduced_form": reduced, "initial_loss": a3.measured,
-                     "a3_bound": a3.threshold, "final_l1_ratio": final,
-                     "reached": bool(abs(final - 1) <= config.l1_rtol)})
+        rows.append(
+            {
+                "gap": gap,
+                "a3_holds": a3.holds,
+                "a3_reduced_form": reduced,
+                "initial_loss": a3.measured,
+                "a3_bound": a3.threshold,
+                "final_l1_ratio": final,
+                "reached": bool(abs(final - 1) <= config.l1_rtol),
+            }
+        )
     table = pd.DataFrame(rows)
     holds = table[table["a3_holds"]]
     violated = table[~table["a3_holds"]]
     checks = [
-        Check("where A3 holds, ||beta_hat||_1 reaches the l1-SVM optimum (Thm 4.1; worst gap)", 1.0,
-              float(holds["final_l1_ratio"].max()) if len(holds) else math.nan, f"rel {config.l1_rtol:g}",
-              bool(holds["reached"].all()) and len(holds) > 0, f"{SOURCE} §7.2, §9 X5"),
+        Check(
+            "where A3 holds, ||beta_hat||_1 reaches the l1-SVM optimum (Thm 4.1; worst gap)",
+            1.0,
+            float(holds["final_l1_ratio"].max()) if len(holds) else math.nan,
+            f"rel {config.l1_rtol:g}",
+            bool(holds["reached"].all()) and len(holds) > 0,
+            f"{SOURCE} §7.2, §9 X5",
+        ),
     ]
-    notes = [f"A3 violated at gaps {violated['gap'].tolist()}; of those, reached the l1 limit: "
-             f"{violated.loc[violated['reached'], 'gap'].tolist()} "
-             "(A3 is sufficient in the theorem, not shown necessary)"]
+    notes = [
+        f"A3 violated at gaps {violated['gap'].tolist()}; of those, reached the l1 limit: "
+        f"{violated.loc[violated['reached'], 'gap'].tolist()} "
+        "(A3 is sufficient in the theorem, not shown necessary)"
+    ]
     fig = _x5_figure(config, frame, table)
-    return ExperimentResult(frame=frame, checks=checks, figures={"assumption3": fig}, tables={"sweep": table},
-                            notes=notes)
+    return ExperimentResult(
+        frame=frame, checks=checks, figures={"assumption3": fig}, tables={"sweep": table}, notes=notes
+    )
 
 
 @house_figure
@@ -640,8 +815,9 @@ def _x5_figure(config: X5Config, frame: pd.DataFrame, table: pd.DataFrame):
         part = frame[(frame["run"] == r) & (frame["mu"] > 1)]
         style = "-" if bool(table.loc[r, "a3_holds"]) else ":"
         suffix = "" if style == "-" else " (A3 fails)"
-        axes[0].plot(np.log(part["mu"]), (1 - part["l1_ratio"]).abs().clip(lower=EPS), style,
-                     label=f"gap {gap:g}{suffix}")
+        axes[0].plot(
+            np.log(part["mu"]), (1 - part["l1_ratio"]).abs().clip(lower=EPS), style, label=f"gap {gap:g}{suffix}"
+        )
     theory_hline(axes[0], config.l1_rtol, "tolerance")
     log_gap_axis(axes[0], r"$|1 - \|\hat\beta\|_1 \,/\, \ell_1\mathrm{-SVM\ optimum}|$")
     axes[0].set_xlabel(r"$\ln \mu(t)$")
@@ -655,28 +831,53 @@ def _x5_figure(config: X5Config, frame: pd.DataFrame, table: pd.DataFrame):
     return fig
 
 
-register(Experiment(
-    name="kq-nuclear.x1", paper=PAPER, config_type=X1Config, run=run_x1,
-    summary="X1: RK4 flow on diagonal K,Q against the closed form beta = omega0^2 sinh(B phi) (Lemma A.1)",
-    quick={"dt": 1e-2, "t_max": 1.0, "record_every": 10, "tolerance": 1e-9},
-))
-register(Experiment(
-    name="kq-nuclear.x2", paper=PAPER, config_type=X2Config, run=run_x2,
-    summary="X2: diagonal K,Q converges to the l1-SVM, beta trained directly to the l2-SVM; approximate KKT",
-    quick={"step": 0.3, "steps": 800, "record_every": 40, "l1_rtol": 0.05, "l2_rtol": 0.01},
-))
-register(Experiment(
-    name="kq-nuclear.x3", paper=PAPER, config_type=X3Config, run=run_x3,
-    summary="X3: full K,Q (nuclear-norm SVM) vs combined W (Frobenius SVM) on random A1/A2 data",
-    quick={"ds": (6,), "runs": 2, "steps": 500, "step": 0.5, "record_every": 50, "nuc_rtol": 0.1, "fro_rtol": 0.02},
-))
-register(Experiment(
-    name="kq-nuclear.x4", paper=PAPER, config_type=X4Config, run=run_x4,
-    summary="X4: aligned initialisation stays aligned (Lemma 5.1); the limit's spectrum against program (9)",
-    quick={"steps": 1000, "step": 0.05, "record_every": 50, "spectrum_rtol": 0.1},
-))
-register(Experiment(
-    name="kq-nuclear.x5", paper=PAPER, config_type=X5Config, run=run_x5,
-    summary="X5: sweep the score gap across Assumption 3; does the diagonal flow reach the l1-SVM direction?",
-    quick={"steps": 800, "step": 0.3, "record_every": 40, "l1_rtol": 0.1},
-))
+register(
+    Experiment(
+        name="kq-nuclear.x1",
+        paper=PAPER,
+        config_type=X1Config,
+        run=run_x1,
+        summary="X1: RK4 flow on diagonal K,Q against the closed form beta = omega0^2 sinh(B phi) (Lemma A.1)",
+        quick={"dt": 1e-2, "t_max": 1.0, "record_every": 10, "tolerance": 1e-9},
+    )
+)
+register(
+    Experiment(
+        name="kq-nuclear.x2",
+        paper=PAPER,
+        config_type=X2Config,
+        run=run_x2,
+        summary="X2: diagonal K,Q converges to the l1-SVM, beta trained directly to the l2-SVM; approximate KKT",
+        quick={"step": 0.3, "steps": 800, "record_every": 40, "l1_rtol": 0.05, "l2_rtol": 0.01},
+    )
+)
+register(
+    Experiment(
+        name="kq-nuclear.x3",
+        paper=PAPER,
+        config_type=X3Config,
+        run=run_x3,
+        summary="X3: full K,Q (nuclear-norm SVM) vs combined W (Frobenius SVM) on random A1/A2 data",
+        quick={"ds": (6,), "runs": 2, "steps": 500, "step": 0.5, "record_every": 50, "nuc_rtol": 0.1, "fro_rtol": 0.02},
+    )
+)
+register(
+    Experiment(
+        name="kq-nuclear.x4",
+        paper=PAPER,
+        config_type=X4Config,
+        run=run_x4,
+        summary="X4: aligned initialisation stays aligned (Lemma 5.1); the limit's spectrum against program (9)",
+        quick={"steps": 1000, "step": 0.05, "record_every": 50, "spectrum_rtol": 0.1},
+    )
+)
+register(
+    Experiment(
+        name="kq-nuclear.x5",
+        paper=PAPER,
+        config_type=X5Config,
+        run=run_x5,
+        summary="X5: sweep the score gap across Assumption 3; does the diagonal flow reach the l1-SVM direction?",
+        quick={"steps": 800, "step": 0.3, "record_every": 40, "l1_rtol": 0.1},
+    )
+)

@@ -83,8 +83,16 @@ def _svm_norm(q: float) -> str | float:
 
 
 def _md_path(
-    batch: StackedData, W0: torch.Tensor, p: float, lr: float, normalized: bool, steps: int, every: int, loss: str,
-    ctx: RunContext, desc: str,
+    batch: StackedData,
+    W0: torch.Tensor,
+    p: float,
+    lr: float,
+    normalized: bool,
+    steps: int,
+    every: int,
+    loss: str,
+    ctx: RunContext,
+    desc: str,
 ) -> tuple[np.ndarray, torch.Tensor]:
     """l_p-AttGD iterates at steps ``0, every, 2 every, ..., steps`` of R fixed-head runs.
 
@@ -96,9 +104,23 @@ def _md_path(
     steps : numpy.ndarray of int, shape (S,)
     path : torch.Tensor, shape (S, R, d, d), float64
     """
-    run = batched_train(batch.X, batch.Z, batch.y, batch.v, W0, param="W", optimizer="md", lr=lr, loss=loss,
-                        steps=steps, p=p, normalized=normalized, record_every=every, keep_iterates=True,
-                        progress=ctx.progress)
+    run = batched_train(
+        batch.X,
+        batch.Z,
+        batch.y,
+        batch.v,
+        W0,
+        param="W",
+        optimizer="md",
+        lr=lr,
+        loss=loss,
+        steps=steps,
+        p=p,
+        normalized=normalized,
+        record_every=every,
+        keep_iterates=True,
+        progress=ctx.progress,
+    )
     bad = [r for r, status in enumerate(run.status) if status != "completed"]
     if bad:
         raise ValidationError(f"{desc}: runs {bad} diverged (non-finite loss); lower lr")
@@ -211,8 +233,11 @@ class E1Config:
     OURS = ("records", "rate_datasets", "rate_lr", "rate_steps", "seed")
 
     def __post_init__(self) -> None:
-        _check_config(self, ("n", "T", "d", "datasets", "first_seed", "records", "rate_datasets", "rate_steps", "seed"),
-                      ("lr", "rate_lr"))
+        _check_config(
+            self,
+            ("n", "T", "d", "datasets", "first_seed", "records", "rate_datasets", "rate_steps", "seed"),
+            ("lr", "rate_lr"),
+        )
         check_scalar("init_std", self.init_std, low=0.0, low_inclusive=False)
         if self.rate_datasets > self.datasets:
             raise ValidationError(f"rate_datasets == {self.rate_datasets}, must be <= datasets == {self.datasets}")
@@ -232,16 +257,18 @@ def _grid_runs(config: E1Config, ctx: RunContext, datasets, batch, W0) -> tuple[
     bregman_frames, metric_frames = [], []
     optimal = token_scores(batch.X, batch.y, batch.v).argmax(dim=-1)  # (R, n): opt_i = argmax_t gamma_it
     for p, epochs in zip(config.ps, config.epochs):
-        steps, path = _md_path(batch, W0, p, config.lr, True, epochs, max(1, epochs // config.records), config.loss,
-                               ctx, f"E1 p={p:g}")
+        steps, path = _md_path(
+            batch, W0, p, config.lr, True, epochs, max(1, epochs // config.records), config.loss, ctx, f"E1 p={p:g}"
+        )
         select = _selected(batch, path[-1])  # spec §6: SVM tokens = argmax of the final softmax
         globally = (select == optimal).all(dim=-1).to(torch.float64)  # spec §5: alpha_i = opt_i for all i
         local = _locally_optimal(datasets, select, p, cache).to(torch.float64)  # the hypothesis of §8.2, per run
         for q in config.ps:
             W_mm = _svm_directions(datasets, select, q, cache)
             dB = directional_bregman(W_mm, path, p)  # spec §3: D_psi_p(W^mm_q/||.||_p, W_k/||W_k||_p), (S, R)
-            bregman_frames.append(_tidy({"bregman": dB, "locally_optimal": local.expand(len(steps), -1)}, steps,
-                                        p=p, q=q))
+            bregman_frames.append(
+                _tidy({"bregman": dB, "locally_optimal": local.expand(len(steps), -1)}, steps, p=p, q=q)
+            )
         metrics = _path_metrics(batch, path, p, config.loss)
         metrics["globally_optimal"] = globally.expand(len(steps), -1)  # of the final selection, on every row
         metrics["locally_optimal"] = local.expand(len(steps), -1)
@@ -260,8 +287,9 @@ def _norm_growth(config: E1Config, ctx: RunContext, batch: StackedData, W0: torc
     frames = []
     for p in config.ps:
         q = p / (p - 1.0)
-        steps, path = _md_path(sub, W0[:R], p, config.rate_lr, False, config.rate_steps, 1, config.loss, ctx,
-                               f"plain MD p={p:g}")
+        steps, path = _md_path(
+            sub, W0[:R], p, config.rate_lr, False, config.rate_steps, 1, config.loss, ctx, f"plain MD p={p:g}"
+        )
         grad, _, _ = loss_gradients(sub.X, sub.Z, sub.y, sub.v, path, config.loss)
         G = grad.value()  # (S, R, d, d)
         norm = entrywise_norm(path, p)
@@ -282,41 +310,91 @@ def _e1_checks(config: E1Config, bregman: pd.DataFrame, growth: pd.DataFrame) ->
         runs = sorted(held["run"].unique())
         total = final.loc[final["p"] == p, "run"].nunique()
         share = f"{len(runs)}/{total} data sets whose final selection is locally optimal (Def. 3, the hypothesis)"
-        checks.append(check_greater(f"p={p:g}: hypothesis of §8.2: share of data sets whose final selection is "
-                                    "locally optimal (the claims below are tested on those only)", len(runs) / total,
-                                    0.0, f"{SOURCE} §5 Def. 3, §8.2", strict=True))
+        checks.append(
+            check_greater(
+                f"p={p:g}: hypothesis of §8.2: share of data sets whose final selection is "
+                "locally optimal (the claims below are tested on those only)",
+                len(runs) / total,
+                0.0,
+                f"{SOURCE} §5 Def. 3, §8.2",
+                strict=True,
+            )
+        )
         if not runs:
             continue
         row = held.groupby("q")["bregman"].mean()
         per_run = held.pivot(index="run", columns="q", values="bregman")
         wins = float((per_run.idxmin(axis=1) == p).mean())
         values = ", ".join(f"q={q:g}: {v:.3g}" for q, v in row.items())
-        checks.append(Check(f"selectivity (p={p:g}): mean dB_p(W^mm_q, W_K) is smallest at q = p, over {share}",
-                            f"argmin q = {p:g}", values, "ordering", bool(row.idxmin() == p), f"{SOURCE} §8.4"))
-        checks.append(check_greater(f"selectivity (p={p:g}): share whose smallest dB_p(W^mm_q, W_K) is at q = p, "
-                                    f"over {share}", wins, 0.9, f"{SOURCE} §8.4",
-                                    spread="0.9 (ours): the limit puts every run at q = p; finite K may not"))
+        checks.append(
+            Check(
+                f"selectivity (p={p:g}): mean dB_p(W^mm_q, W_K) is smallest at q = p, over {share}",
+                f"argmin q = {p:g}",
+                values,
+                "ordering",
+                bool(row.idxmin() == p),
+                f"{SOURCE} §8.4",
+            )
+        )
+        checks.append(
+            check_greater(
+                f"selectivity (p={p:g}): share whose smallest dB_p(W^mm_q, W_K) is at q = p, over {share}",
+                wins,
+                0.9,
+                f"{SOURCE} §8.4",
+                spread="0.9 (ours): the limit puts every run at q = p; finite K may not",
+            )
+        )
         path = bregman[(bregman["p"] == p) & (bregman["q"] == p) & bregman["run"].isin(runs)]
         mean = path.groupby("step")["bregman"].mean()
         rises = np.diff(mean.to_numpy())
         worst = float(rises.max() / mean.iloc[0])
-        checks.append(check_less(f"monotone decrease (p={p:g}): largest rise of the mean dB_p(W^mm_p, W_k) between "
-                                 f"records, relative to its start, over {share}", worst, 1e-3, f"{SOURCE} §8.2-8.3",
-                                 spread="1e-3 of the start (ours): the records are a sample of the path"))
+        checks.append(
+            check_less(
+                f"monotone decrease (p={p:g}): largest rise of the mean dB_p(W^mm_p, W_k) between "
+                f"records, relative to its start, over {share}",
+                worst,
+                1e-3,
+                f"{SOURCE} §8.2-8.3",
+                spread="1e-3 of the start (ours): the records are a sample of the path",
+            )
+        )
         rows = growth[growth["p"] == p]
         median = rows.groupby("step")["norm_p"].median()
         late = median[median.index >= max(1, config.rate_steps // 10)]
         slope, r2 = _r_squared(np.log(late.index.to_numpy(float)), late.to_numpy())
-        checks.append(Check(f"log growth (p={p:g}, plain MD): R^2 of the median ||W_k||_p on log k (k >= steps/10)",
-                            ">= 0.95", r2, f"slope {slope:.3g} > 0", r2 >= 0.95 and slope > 0, f"{SOURCE} §8.3"))
+        checks.append(
+            Check(
+                f"log growth (p={p:g}, plain MD): R^2 of the median ||W_k||_p on log k (k >= steps/10)",
+                ">= 0.95",
+                r2,
+                f"slope {slope:.3g} > 0",
+                r2 >= 0.95 and slope > 0,
+                f"{SOURCE} §8.3",
+            )
+        )
     pairs = growth.dropna(subset=["power_next"])
     scale = pairs["power_next"].abs()
     below = float(((pairs["lower"] - pairs["power_next"]) / scale).max())
     above = float(((pairs["power_next"] - pairs["upper"]) / scale).max())
-    checks.append(check_less("norm growth lower bound ||W_k||^(p-1) + eta <-grad L, W_k>/||W_k|| <= ||W_(k+1)||^(p-1):"
-                             " worst relative excess over steps, runs and p", below, 1e-10, f"{SOURCE} §4"))
-    checks.append(check_less("norm growth upper bound ||W_(k+1)||^(p-1) <= ||W_k||^(p-1) + eta ||grad L||_q: worst "
-                             "relative excess over steps, runs and p", above, 1e-10, f"{SOURCE} §4"))
+    checks.append(
+        check_less(
+            "norm growth lower bound ||W_k||^(p-1) + eta <-grad L, W_k>/||W_k|| <= ||W_(k+1)||^(p-1):"
+            " worst relative excess over steps, runs and p",
+            below,
+            1e-10,
+            f"{SOURCE} §4",
+        )
+    )
+    checks.append(
+        check_less(
+            "norm growth upper bound ||W_(k+1)||^(p-1) <= ||W_k||^(p-1) + eta ||grad L||_q: worst "
+            "relative excess over steps, runs and p",
+            above,
+            1e-10,
+            f"{SOURCE} §4",
+        )
+    )
     return checks, grid
 
 
@@ -325,8 +403,11 @@ def _e1_figure(config: E1Config, bregman: pd.DataFrame, growth: pd.DataFrame):
     fig, axes = new_figure(len(config.ps) + 1, width=3.4)
     for ax, p in zip(axes, config.ps):
         for q in config.ps:
-            stats = bregman[(bregman["p"] == p) & (bregman["q"] == q)].groupby("step")["bregman"].agg(
-                ["mean", "std", "min"])
+            stats = (
+                bregman[(bregman["p"] == p) & (bregman["q"] == q)]
+                .groupby("step")["bregman"]
+                .agg(["mean", "std", "min"])
+            )
             (line,) = ax.plot(stats.index, stats["mean"], label=f"$q = {q:g}$")
             if q == p:  # the paper shows the band for one curve; mean - std < 0 on a log axis, so clip at the min
                 low = np.maximum(stats["mean"] - stats["std"], stats["min"])
@@ -341,8 +422,7 @@ def _e1_figure(config: E1Config, bregman: pd.DataFrame, growth: pd.DataFrame):
         ax.semilogx(median.index, median, label=f"$p = {p:g}$")
     label_axes(ax, "iteration $k$ (plain MD)", r"$\|W_k\|_p$", r"straight on $\log k$ (§8.3)")
     ax.legend()
-    fig.suptitle(f"E1: mean over {config.datasets} data sets; band ($q = p$): ±1 std, clipped at the smallest "
-                 "data set")
+    fig.suptitle(f"E1: mean over {config.datasets} data sets; band ($q = p$): ±1 std, clipped at the smallest data set")
     label_ours(fig, config)
     return fig
 
@@ -353,23 +433,44 @@ def run_e1(config: E1Config, ctx: RunContext) -> ExperimentResult:
     bregman, metrics = _grid_runs(config, ctx, datasets, batch, W0)
     growth = _norm_growth(config, ctx, batch, W0)
     checks, grid = _e1_checks(config, bregman, growth)
-    last = metrics[metrics["step"] == metrics.groupby("p")["step"].transform("max")].groupby("p")[
-        ["max_softmax", "logistic_prob", "globally_optimal", "locally_optimal"]].mean()
-    notes = ["final mean dB_p(W^mm_q, W_K), rows p, columns q:\n"
-             + grid.pivot(index="p", columns="q", values="mean").to_string(float_format="%.3g"),
-             "final mean max-softmax and logistic probability, and shares of data sets whose final selection is "
-             f"globally optimal and locally optimal (Def. 3), per p: {last.round(4).to_dict('index')}"]
-    return ExperimentResult(frame=bregman, checks=checks, figures={"e1": _e1_figure(config, bregman, growth)},
-                            tables={"grid": grid, "metrics": metrics, "norm_growth": growth}, notes=notes)
+    last = (
+        metrics[metrics["step"] == metrics.groupby("p")["step"].transform("max")]
+        .groupby("p")[["max_softmax", "logistic_prob", "globally_optimal", "locally_optimal"]]
+        .mean()
+    )
+    notes = [
+        "final mean dB_p(W^mm_q, W_K), rows p, columns q:\n"
+        + grid.pivot(index="p", columns="q", values="mean").to_string(float_format="%.3g"),
+        "final mean max-softmax and logistic probability, and shares of data sets whose final selection is "
+        f"globally optimal and locally optimal (Def. 3), per p: {last.round(4).to_dict('index')}",
+    ]
+    return ExperimentResult(
+        frame=bregman,
+        checks=checks,
+        figures={"e1": _e1_figure(config, bregman, growth)},
+        tables={"grid": grid, "metrics": metrics, "norm_growth": growth},
+        notes=notes,
+    )
 
 
-register(Experiment(
-    name="mirror-descent.e1", paper=PAPER, config_type=E1Config, run=run_e1,
-    summary="E1: normalised l_p-AttGD on 100 data sets, the q x p grid of dB_p(W^mm_q, W_k), selectivity, "
-            "monotone dB, log norm growth and the per-step norm bounds of plain MD",
-    quick={"datasets": 6, "epochs": (150, 150, 300), "lr": 1.0, "records": 40, "rate_datasets": 2,
-           "rate_steps": 200},
-))
+register(
+    Experiment(
+        name="mirror-descent.e1",
+        paper=PAPER,
+        config_type=E1Config,
+        run=run_e1,
+        summary="E1: normalised l_p-AttGD on 100 data sets, the q x p grid of dB_p(W^mm_q, W_k), selectivity, "
+        "monotone dB, log norm growth and the per-step norm bounds of plain MD",
+        quick={
+            "datasets": 6,
+            "epochs": (150, 150, 300),
+            "lr": 1.0,
+            "records": 40,
+            "rate_datasets": 2,
+            "rate_steps": 200,
+        },
+    )
+)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -405,10 +506,11 @@ class E2Config:
         _check_config(self, ("n", "T", "d", "record_every", "seed"), ("lr", "bregman_tol"))
         if self.d < 5:
             raise ValidationError(f"d == {self.d}, must be >= 5 to hold the plotted entries W[1, 2] and W[3, 4]")
-        per_p = [self.arrows[4 * k: 4 * k + 4] for k in range(len(self.ps))]
+        per_p = [self.arrows[4 * k : 4 * k + 4] for k in range(len(self.ps))]
         if len(self.arrows) != 4 * len(self.ps) or any(max(a) > e for a, e in zip(per_p, self.epochs)):
-            raise ValidationError(f"arrows must hold 4 iterations per p, each <= its epochs {self.epochs}, "
-                                  f"got {self.arrows}")
+            raise ValidationError(
+                f"arrows must hold 4 iterations per p, each <= its epochs {self.epochs}, got {self.arrows}"
+            )
 
 
 def run_e2(config: E2Config, ctx: RunContext) -> ExperimentResult:
@@ -418,8 +520,9 @@ def run_e2(config: E2Config, ctx: RunContext) -> ExperimentResult:
     W0 = torch.zeros(1, config.d, config.d, dtype=torch.float64)  # spec §9 E2: --std 0
     frames, rays, checks, notes = [], {}, [], []
     for p, epochs in zip(config.ps, config.epochs):
-        steps, path = _md_path(batch, W0, p, config.lr, True, epochs, config.record_every, config.loss, ctx,
-                               f"E2 p={p:g}")
+        steps, path = _md_path(
+            batch, W0, p, config.lr, True, epochs, config.record_every, config.loss, ctx, f"E2 p={p:g}"
+        )
         select, cache = _selected(batch, path[-1]), {}
         local = bool(_locally_optimal([data], select, p, cache)[0])  # spec §5 Def. 3: the hypothesis of §8.2
         W_mm = _svm_directions([data], select, p, cache)  # (1, d, d)
@@ -431,17 +534,29 @@ def run_e2(config: E2Config, ctx: RunContext) -> ExperimentResult:
         rays[p] = (W_mm[0] / entrywise_norm(W_mm[0], p)).numpy()  # unit l_p direction of W^mm_p
         if local:  # the theorem speaks only of locally optimal selections
             values = _still_decreasing(steps[1:], dB[:, 0].numpy())
-            checks.append(check_ordering(
-                f"p={p:g} (final selection locally optimal): the path turns toward the l_p-AttSVM direction, "
-                "dB_p(W^mm_p, W_k) still decreasing at k = K/4, K/2, K", values, ["K", "K/2", "K/4"],
-                f"{SOURCE} §8.2-8.3, §9 E2", spread="no rate is known (§8.3), so no absolute level"))
+            checks.append(
+                check_ordering(
+                    f"p={p:g} (final selection locally optimal): the path turns toward the l_p-AttSVM direction, "
+                    "dB_p(W^mm_p, W_k) still decreasing at k = K/4, K/2, K",
+                    values,
+                    ["K", "K/2", "K/4"],
+                    f"{SOURCE} §8.2-8.3, §9 E2",
+                    spread="no rate is known (§8.3), so no absolute level",
+                )
+            )
         else:
             notes.append(f"p={p:g}: the final selection is not locally optimal (Def. 3); §8.2 makes no claim")
     frame = pd.concat(frames, ignore_index=True)
-    ray_table = pd.DataFrame([{"p": p, **{f"w_{i}{j}": float(ray[i, j]) for i, j in ENTRIES}}
-                              for p, ray in rays.items()])
-    return ExperimentResult(frame=frame, checks=checks, figures={"e2": _e2_figure(config, frame, ray_table)},
-                            tables={"svm_rays": ray_table}, notes=notes)
+    ray_table = pd.DataFrame(
+        [{"p": p, **{f"w_{i}{j}": float(ray[i, j]) for i, j in ENTRIES}} for p, ray in rays.items()]
+    )
+    return ExperimentResult(
+        frame=frame,
+        checks=checks,
+        figures={"e2": _e2_figure(config, frame, ray_table)},
+        tables={"svm_rays": ray_table},
+        notes=notes,
+    )
 
 
 @house_figure
@@ -455,25 +570,37 @@ def _e2_figure(config: E2Config, frame: pd.DataFrame, rays: pd.DataFrame):
         ray = rays[rays["p"] == p].iloc[0]
         scale = float(rows["norm_p"].iloc[-1])  # rescaled to the final ||W_K||_p
         theory_line(ax, [0, scale * ray[x]], [0, scale * ray[y]], f"$\\ell_{{{p:g}}}$-AttSVM ray")
-        for it in config.arrows[4 * k: 4 * k + 4]:
+        for it in config.arrows[4 * k : 4 * k + 4]:
             at = rows.index[np.abs(rows.index - it).argmin()]
             nxt = rows.index[min(rows.index.get_loc(at) + 1, len(rows) - 1)]
-            ax.annotate("", xy=(rows.at[nxt, x], rows.at[nxt, y]), xytext=(rows.at[at, x], rows.at[at, y]),
-                        arrowprops={"arrowstyle": "->", "color": "C3"})
-        label_axes(ax, f"$W_{{{a}{b}}}$", f"$W_{{{c}{e}}}$",
-                   f"$p = {p:g}$ (arrows at {', '.join(map(str, config.arrows[4 * k: 4 * k + 4]))})")
+            ax.annotate(
+                "",
+                xy=(rows.at[nxt, x], rows.at[nxt, y]),
+                xytext=(rows.at[at, x], rows.at[at, y]),
+                arrowprops={"arrowstyle": "->", "color": "C3"},
+            )
+        label_axes(
+            ax,
+            f"$W_{{{a}{b}}}$",
+            f"$W_{{{c}{e}}}$",
+            f"$p = {p:g}$ (arrows at {', '.join(map(str, config.arrows[4 * k : 4 * k + 4]))})",
+        )
         ax.legend()
     fig.suptitle(f"E2: one data set (seed {config.seed}), $W_0 = 0$")
     label_ours(fig, config)
     return fig
 
 
-register(Experiment(
-    name="mirror-descent.e2", paper=PAPER, config_type=E2Config, run=run_e2,
-    summary="E2: one path of (W[1,2], W[3,4]) under normalised l_p-AttGD from 0 against the l_p-AttSVM ray",
-    quick={"epochs": (200, 200, 400), "lr": 1.0,
-           "arrows": (20, 40, 60, 80, 20, 40, 60, 80, 50, 100, 200, 300)},
-))
+register(
+    Experiment(
+        name="mirror-descent.e2",
+        paper=PAPER,
+        config_type=E2Config,
+        run=run_e2,
+        summary="E2: one path of (W[1,2], W[3,4]) under normalised l_p-AttGD from 0 against the l_p-AttSVM ray",
+        quick={"epochs": (200, 200, 400), "lr": 1.0, "arrows": (20, 40, 60, 80, 20, 40, 60, 80, 50, 100, 200, 300)},
+    )
+)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -514,8 +641,9 @@ def _joint_metrics() -> list[Metric]:
         gamma = token_scores(data.X, data.y, model.v).gather(-1, chosen).squeeze(-1)
         return torch.sigmoid(gamma).mean(dim=-1)  # spec §9: (1/n) sum (1 + e^{-Y x_hat^T v})^{-1}
 
-    entries = [Metric(f"w_{i}{j}", lambda model, data, i=i, j=j: model.W[..., i, j])
-               for i in range(2) for j in range(2)]
+    entries = [
+        Metric(f"w_{i}{j}", lambda model, data, i=i, j=j: model.W[..., i, j]) for i in range(2) for j in range(2)
+    ]
     heads = [Metric(f"v_{i}", lambda model, data, i=i: model.v[..., i]) for i in range(2)]
     return entries + heads + [Metric("softmax_prob", softmax_prob), Metric("logistic_prob", logistic_prob)]
 
@@ -535,28 +663,55 @@ def run_e3(config: E3Config, ctx: RunContext) -> ExperimentResult:
         v_mm = head_svm(data, p, select=select).v  # spec §5: l_p head SVM
         dB_W = float(directional_bregman(W_mm, W, p))
         dB_v = float(directional_bregman(v_mm[None], v[None], p))  # a vector as a 1 x d matrix
-        svms.append({"p": p, **{f"w_{i}{j}": float(W_mm[i, j]) for i in range(2) for j in range(2)},
-                     "v_0": float(v_mm[0]), "v_1": float(v_mm[1]), "bregman_W": dB_W, "bregman_v": dB_v})
+        svms.append(
+            {
+                "p": p,
+                **{f"w_{i}{j}": float(W_mm[i, j]) for i in range(2) for j in range(2)},
+                "v_0": float(v_mm[0]),
+                "v_1": float(v_mm[1]),
+                "bregman_W": dB_W,
+                "bregman_v": dB_v,
+            }
+        )
         last = traj.frame.iloc[-1]
-        for column, what in (("softmax_prob", "mean softmax probability of the selected token"),
-                             ("logistic_prob", "logistic probability of the selected token")):
-            checks.append(Check(f"p={p:g}: {what} -> 1", f">= {1 - config.prob_tol:g}", float(last[column]),
-                                "prob_tol (ours)", float(last[column]) >= 1 - config.prob_tol, f"{SOURCE} §8.5"))
+        for column, what in (
+            ("softmax_prob", "mean softmax probability of the selected token"),
+            ("logistic_prob", "logistic probability of the selected token"),
+        ):
+            checks.append(
+                Check(
+                    f"p={p:g}: {what} -> 1",
+                    f">= {1 - config.prob_tol:g}",
+                    float(last[column]),
+                    "prob_tol (ours)",
+                    float(last[column]) >= 1 - config.prob_tol,
+                    f"{SOURCE} §8.5",
+                )
+            )
         rows = traj.frame[traj.frame["step"] > 0]
         steps = rows["step"].to_numpy()
         W_path = torch.tensor(rows[["w_00", "w_01", "w_10", "w_11"]].to_numpy()).reshape(-1, 2, 2)
         v_path = torch.tensor(rows[["v_0", "v_1"]].to_numpy())[:, None, :]  # a vector as a 1 x d matrix
-        for name, ref, path in (("W turns toward the l_p-AttSVM", W_mm, W_path),
-                                ("v turns toward the l_p head SVM", v_mm[None], v_path)):
+        for name, ref, path in (
+            ("W turns toward the l_p-AttSVM", W_mm, W_path),
+            ("v turns toward the l_p head SVM", v_mm[None], v_path),
+        ):
             values = _still_decreasing(steps, directional_bregman(ref, path, p).numpy())  # spec §3
             falling = values["K"] < values["K/2"] < values["K/4"]
-            checks.append(observation(  # the theorem is for the regularisation path, not for these iterates
-                f"p={p:g}: {name}: dB_p still decreasing at k = K/4, K/2, K (the paper's remark on its E3 figure)",
-                "K < K/2 < K/4", ", ".join(f"{k} {v:.4g}" for k, v in values.items()), falling, f"{SOURCE} §8.5, §9 E3"))
+            checks.append(
+                observation(  # the theorem is for the regularisation path, not for these iterates
+                    f"p={p:g}: {name}: dB_p still decreasing at k = K/4, K/2, K (the paper's remark on its E3 figure)",
+                    "K < K/2 < K/4",
+                    ", ".join(f"{k} {v:.4g}" for k, v in values.items()),
+                    falling,
+                    f"{SOURCE} §8.5, §9 E3",
+                )
+            )
     frame = pd.concat(frames, ignore_index=True)
     svm_table = pd.DataFrame(svms)
-    return ExperimentResult(frame=frame, checks=checks, figures={"e3": _e3_figure(config, frame, svm_table)},
-                            tables={"svms": svm_table})
+    return ExperimentResult(
+        frame=frame, checks=checks, figures={"e3": _e3_figure(config, frame, svm_table)}, tables={"svms": svm_table}
+    )
 
 
 @house_figure
@@ -588,8 +743,13 @@ def _e3_figure(config: E3Config, frame: pd.DataFrame, svms: pd.DataFrame):
     return fig
 
 
-register(Experiment(
-    name="mirror-descent.e3", paper=PAPER, config_type=E3Config, run=run_e3,
-    summary="E3: l_p-JointGD of (W, v) on the toy set: softmax and logistic probability, paths against both SVM rays",
-    quick={"epochs": (100, 100, 200), "lr": 1.0},
-))
+register(
+    Experiment(
+        name="mirror-descent.e3",
+        paper=PAPER,
+        config_type=E3Config,
+        run=run_e3,
+        summary="E3: l_p-JointGD of (W, v) on the toy set: softmax and logistic probability, paths against both SVM rays",
+        quick={"epochs": (100, 100, 200), "lr": 1.0},
+    )
+)

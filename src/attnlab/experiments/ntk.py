@@ -30,9 +30,9 @@ from attnlab.experiments.base import (
 from attnlab.experiments.plotting import STEP, house_figure, label_ours, new_figure, theory_line
 from attnlab.ntk import (
     ExpMLP,
+    ForwardProcess,
     ReluMLP,
     SoftmaxMLP,
-    ForwardProcess,
     circle_mixture,
     contraction_bound,
     coupling_bound,
@@ -185,8 +185,13 @@ def run_lazy(config: LazyConfig, ctx: RunContext) -> ExperimentResult:
         hinf.append({"width": width, "hinf_rel_error": float(np.mean(errs))})
     table = pd.DataFrame(summary).merge(pd.DataFrame(hinf), on="width")
     frame = pd.concat(frames, ignore_index=True)
-    return ExperimentResult(frame, _lazy_checks(table, config), {"lazy": _lazy_figure(frame, table, config)},
-                            {"summary": table}, _lazy_notes(table))
+    return ExperimentResult(
+        frame,
+        _lazy_checks(table, config),
+        {"lazy": _lazy_figure(frame, table, config)},
+        {"summary": table},
+        _lazy_notes(table),
+    )
 
 
 def _log_factor_allowance(x: list[float], power: float = 2.0) -> float:
@@ -198,32 +203,93 @@ def _lazy_checks(table: pd.DataFrame, config: LazyConfig) -> list[Check]:
     src = f"{SOURCE} §9"
     widths = table["width"].tolist()
     round_off = max(widths) * 2.0**-52  # F(W(0)) sums m cancelling terms of size O(1): m float64 epsilons at most
-    checks = [check_less("P1: symmetric init gives F(W(0), .) = 0 up to round-off (max |F| over widths)",
-                         float(table["max_abs_output_at_init"].max()), round_off, f"{src} P1, §2.1",
-                         spread="m_max x 2^-52: round-off of the m cancelling terms")]
+    checks = [
+        check_less(
+            "P1: symmetric init gives F(W(0), .) = 0 up to round-off (max |F| over widths)",
+            float(table["max_abs_output_at_init"].max()),
+            round_off,
+            f"{src} P1, §2.1",
+            spread="m_max x 2^-52: round-off of the m cancelling terms",
+        )
+    ]
     for row in table.itertuples():
-        checks.append(check_less(f"P2: per-step loss factor < 1 - m eta lambda / 2 (m={row.width})",
-                                 row.factor, row.factor_bound, f"{src} P2, §5 Lemma 5.3", strict=True))
-        checks.append(Check(f"P2: ||F(t)-Y||^2 <= (1 - m eta lambda/2)^t ||Y||^2 at every recorded t (m={row.width})",
-                            "True", str(row.envelope_held), "exact", bool(row.envelope_held), f"{src} P2"))
-        checks.append(check_less(f"P4: sup_t ||H(t) - H*||_F < lambda / 2 (m={row.width})",
-                                 row.sup_kernel_drift, row.lambda_min / 2, f"{src} P4, §5 Lemma 5.3"))
+        checks.append(
+            check_less(
+                f"P2: per-step loss factor < 1 - m eta lambda / 2 (m={row.width})",
+                row.factor,
+                row.factor_bound,
+                f"{src} P2, §5 Lemma 5.3",
+                strict=True,
+            )
+        )
+        checks.append(
+            Check(
+                f"P2: ||F(t)-Y||^2 <= (1 - m eta lambda/2)^t ||Y||^2 at every recorded t (m={row.width})",
+                "True",
+                str(row.envelope_held),
+                "exact",
+                bool(row.envelope_held),
+                f"{src} P2",
+            )
+        )
+        checks.append(
+            check_less(
+                f"P4: sup_t ||H(t) - H*||_F < lambda / 2 (m={row.width})",
+                row.sup_kernel_drift,
+                row.lambda_min / 2,
+                f"{src} P4, §5 Lemma 5.3",
+            )
+        )
     if len(widths) >= 2:
         logs = _log_factor_allowance(widths)
         why = f"the theorem's log^2 factors can move the slope by {logs:.3g} over m in [{min(widths)}, {max(widths)}]"
-        checks.append(check_slope("P3: lazy weights: sup_t RMS_r ||w_r(t) - w_r(0)|| ~ 1/m up to log factors",
-                                  widths, (table["m_times_rms_movement"] / table["width"]).tolist(), -1.0, logs,
-                                  f"{src} P3", spread=why))
-        checks.append(check_slope("P4: sup_t ||H(t) - H*||_F shrinks at least like 1/m", widths,
-                                  table["sup_kernel_drift"].tolist(), -1.0, logs, f"{src} P4", side="at_most",
-                                  spread=why))
-        checks.append(check_slope("P5: max_t |F_nn - F_ker| at test points shrinks at least like the kernel drift, "
-                                  "1/m (Thm F.2: gap <= eps_H sqrt(nd) ||Y|| / lambda)", widths,
-                                  table["max_coupling_gap"].tolist(), -1.0, logs, f"{src} P5, §6.2 Thm F.2",
-                                  side="at_most", spread=why))
-        checks.append(check_slope("P6: ||H* - I (x) K||_F / ||I (x) K||_F ~ m^{-1/2}", widths,
-                                  table["hinf_rel_error"].tolist(), -0.5, 0.25, f"{src} P6, §4.2",
-                                  spread="0.25 (ours): Monte-Carlo error of the mean over kernel_seeds inits"))
+        checks.append(
+            check_slope(
+                "P3: lazy weights: sup_t RMS_r ||w_r(t) - w_r(0)|| ~ 1/m up to log factors",
+                widths,
+                (table["m_times_rms_movement"] / table["width"]).tolist(),
+                -1.0,
+                logs,
+                f"{src} P3",
+                spread=why,
+            )
+        )
+        checks.append(
+            check_slope(
+                "P4: sup_t ||H(t) - H*||_F shrinks at least like 1/m",
+                widths,
+                table["sup_kernel_drift"].tolist(),
+                -1.0,
+                logs,
+                f"{src} P4",
+                side="at_most",
+                spread=why,
+            )
+        )
+        checks.append(
+            check_slope(
+                "P5: max_t |F_nn - F_ker| at test points shrinks at least like the kernel drift, "
+                "1/m (Thm F.2: gap <= eps_H sqrt(nd) ||Y|| / lambda)",
+                widths,
+                table["max_coupling_gap"].tolist(),
+                -1.0,
+                logs,
+                f"{src} P5, §6.2 Thm F.2",
+                side="at_most",
+                spread=why,
+            )
+        )
+        checks.append(
+            check_slope(
+                "P6: ||H* - I (x) K||_F / ||I (x) K||_F ~ m^{-1/2}",
+                widths,
+                table["hinf_rel_error"].tolist(),
+                -0.5,
+                0.25,
+                f"{src} P6, §4.2",
+                spread="0.25 (ours): Monte-Carlo error of the mean over kernel_seeds inits",
+            )
+        )
     return checks
 
 
@@ -247,8 +313,9 @@ def _lazy_figure(frame: pd.DataFrame, table: pd.DataFrame, config: LazyConfig):
     for width, part in frame.groupby("width"):
         (line,) = axes[0].semilogy(part["step"], part["sq_error"], label=f"$m={width}$")
         axes[0].semilogy(part["step"], part["envelope"], ls="--", color=line.get_color(), lw=0.8)
-        axes[3].semilogy(part["step"], part["coupling_gap"].clip(lower=1e-18), color=line.get_color(),
-                         label=f"$m={width}$")
+        axes[3].semilogy(
+            part["step"], part["coupling_gap"].clip(lower=1e-18), color=line.get_color(), label=f"$m={width}$"
+        )
     axes[0].plot([], [], "--", color="0.4", lw=0.8, label="dashed: the bound")  # one entry for every width
     axes[0].set(xlabel=STEP, ylabel=r"$\|F_t - Y\|^2$", ylim=(1e-24, None))
     axes[0].legend()
@@ -266,9 +333,16 @@ def _lazy_figure(frame: pd.DataFrame, table: pd.DataFrame, config: LazyConfig):
     return fig
 
 
-register(Experiment(name="ntk.lazy", paper=SPEC, summary="P1-P6: lazy training of the softmax network across widths",
-                    config_type=LazyConfig, run=run_lazy,
-                    quick={"widths": (250, 1000, 4000), "steps": 1000, "record_every": 50, "kernel_seeds": 2}))
+register(
+    Experiment(
+        name="ntk.lazy",
+        paper=SPEC,
+        summary="P1-P6: lazy training of the softmax network across widths",
+        config_type=LazyConfig,
+        run=run_lazy,
+        quick={"widths": (250, 1000, 4000), "steps": 1000, "record_every": 50, "kernel_seeds": 2},
+    )
+)
 
 
 # -------------------------------------------------------------------------------------------------- ntk.table1
@@ -313,8 +387,14 @@ def _needed(config: Table1Config, activation: str, n: int, seed: int) -> dict[st
     cls = ACTIVATIONS[activation]
     H_inf = infinite_width_gram(cls(config.d_in, 1, 2, config.sigma_w), X)
     lam_inf = float(torch.linalg.eigvalsh(H_inf)[0])  # spec §4.2: deterministic stand-in for lambda
-    out = {"activation": activation, "n": n, "seed": seed, "lambda_inf": lam_inf,
-           "width_needed": float("nan"), "steps_needed": float("nan")}
+    out = {
+        "activation": activation,
+        "n": n,
+        "seed": seed,
+        "lambda_inf": lam_inf,
+        "width_needed": float("nan"),
+        "steps_needed": float("nan"),
+    }
     for width in config.widths:
         net = cls(config.d_in, 1, width, config.sigma_w, seed=seed)
         if float(torch.linalg.matrix_norm(gram(net, X) - H_inf, ord=2)) > lam_inf / 2:
@@ -325,8 +405,16 @@ def _needed(config: Table1Config, activation: str, n: int, seed: int) -> dict[st
         def outside(row: dict[str, float], factor=factor) -> bool:
             return row["sq_error"] > factor ** row["step"] * y_sq
 
-        result = gradient_descent(net, X, Y, lr=lr, steps=config.max_steps, record_every=config.record_every,
-                                  tol=config.eps * y_sq, stop=outside)
+        result = gradient_descent(
+            net,
+            X,
+            Y,
+            lr=lr,
+            steps=config.max_steps,
+            record_every=config.record_every,
+            tol=config.eps * y_sq,
+            stop=outside,
+        )
         last = result.frame.iloc[-1]
         if last["sq_error"] <= config.eps * y_sq and not outside(last.to_dict()):
             out.update(width_needed=float(width), steps_needed=float(last["step"]))
@@ -343,44 +431,74 @@ def run_table1(config: Table1Config, ctx: RunContext) -> ExperimentResult:
     medians = censored.groupby(["activation", "n"], as_index=False)[columns].median()  # slopes use finite medians
     slopes = []
     for act, part in medians.groupby("activation"):
-        slopes.append({"activation": act,
-                       "width_slope": fit_slope(part["n"], part["width_needed"])[0],
-                       "steps_slope": fit_slope(part["n"], part["steps_needed"])[0],
-                       "lambda_inf_slope": fit_slope(part["n"], part["lambda_inf"])[0]})
+        slopes.append(
+            {
+                "activation": act,
+                "width_slope": fit_slope(part["n"], part["width_needed"])[0],
+                "steps_slope": fit_slope(part["n"], part["steps_needed"])[0],
+                "lambda_inf_slope": fit_slope(part["n"], part["lambda_inf"])[0],
+            }
+        )
     slope_table = pd.DataFrame(slopes)
     checks = _table1_checks(frame, config)
-    notes = ["Table 1 predicts sufficient widths and iterations lambda^-2 n^(2+o(1)) log^2 for every activation; the "
-             "measured exponents must not exceed 2 - 2 x (slope of lambda^inf), and softmax's width exponent must be "
-             "within 1 of ReLU's ('comparable up to n^o(1)').",
-             f"Censored runs (no width in the grid) count as wider than {max(config.widths)} in the medians."]
-    return ExperimentResult(frame, checks, {"table1": _table1_figure(medians, config)},
-                            {"medians": medians, "slopes": slope_table}, notes)
+    notes = [
+        "Table 1 predicts sufficient widths and iterations lambda^-2 n^(2+o(1)) log^2 for every activation; the "
+        "measured exponents must not exceed 2 - 2 x (slope of lambda^inf), and softmax's width exponent must be "
+        "within 1 of ReLU's ('comparable up to n^o(1)').",
+        f"Censored runs (no width in the grid) count as wider than {max(config.widths)} in the medians.",
+    ]
+    return ExperimentResult(
+        frame, checks, {"table1": _table1_figure(medians, config)}, {"medians": medians, "slopes": slope_table}, notes
+    )
 
 
 def _table1_checks(frame: pd.DataFrame, config: Table1Config) -> list[Check]:
     """P7 against Table 1: medians identified, exponents within the theorem's, softmax comparable to ReLU."""
     src = f"{SOURCE} §9 P7, §5.1 Table 1"
     censored = frame.groupby(["activation", "n"])["width_needed"].apply(lambda w: float(w.isna().mean()))
-    checks = [check_less("P7: the median width is identified: largest share of seeds with no width in the grid, "
-                         "over (activation, n)", float(censored.max()), 0.5, src, strict=True,
-                         spread="a median needs fewer than half the seeds censored")]
+    checks = [
+        check_less(
+            "P7: the median width is identified: largest share of seeds with no width in the grid, "
+            "over (activation, n)",
+            float(censored.max()),
+            0.5,
+            src,
+            strict=True,
+            spread="a median needs fewer than half the seeds censored",
+        )
+    ]
     logs = _log_factor_allowance(list(config.ns))
     lam = {act: fit_slope(part["n"], part["lambda_inf"])[0] for act, part in frame.groupby("activation")}
     for column, what in (("width_needed", "width"), ("steps_needed", "iterations")):
         for act, part in frame.groupby("activation"):
             bound = 2.0 - 2.0 * lam[act]  # spec §5.1 Table 1: lambda^-2 n^2 (log factors below)
             medians = part.fillna({column: math.inf}).groupby("n")[column].median()
-            checks.append(check_slope(
-                f"P7: {what} needed grows no faster than Table 1's lambda^-2 n^2 ({act}; lambda^inf ~ n^{lam[act]:.3g})",
-                medians.index.tolist(), medians.tolist(), bound, logs, src, side="at_most",
-                spread=f"the log^2 factor moves the exponent by {logs:.3g} over n in [{min(config.ns)}, {max(config.ns)}]"))
+            checks.append(
+                check_slope(
+                    f"P7: {what} needed grows no faster than Table 1's lambda^-2 n^2 ({act}; lambda^inf ~ n^{lam[act]:.3g})",
+                    medians.index.tolist(),
+                    medians.tolist(),
+                    bound,
+                    logs,
+                    src,
+                    side="at_most",
+                    spread=f"the log^2 factor moves the exponent by {logs:.3g} over n in [{min(config.ns)}, {max(config.ns)}]",
+                )
+            )
     if {"softmax", "relu"} <= set(frame["activation"]):
         med = frame.fillna({"width_needed": math.inf}).groupby(["activation", "n"])["width_needed"].median()
         soft, relu = (fit_slope(med[act].index, med[act].values)[0] for act in ("softmax", "relu"))
-        checks.append(check_close("P7: softmax width exponent within 1 of ReLU's (Table 1: comparable up to n^o(1))",
-                                  relu, soft, atol=1.0, source=src,
-                                  spread="1 = our reading of n^o(1) over n in "
-                                         f"[{min(config.ns)}, {max(config.ns)}]; predicted = ReLU's exponent"))
+        checks.append(
+            check_close(
+                "P7: softmax width exponent within 1 of ReLU's (Table 1: comparable up to n^o(1))",
+                relu,
+                soft,
+                atol=1.0,
+                source=src,
+                spread="1 = our reading of n^o(1) over n in "
+                f"[{min(config.ns)}, {max(config.ns)}]; predicted = ReLU's exponent",
+            )
+        )
     return checks
 
 
@@ -399,9 +517,16 @@ def _table1_figure(medians: pd.DataFrame, config: Table1Config):
     return fig
 
 
-register(Experiment(name="ntk.table1", paper=SPEC, summary="P7: width and iterations needed vs n, softmax vs ReLU vs exp",
-                    config_type=Table1Config, run=run_table1,
-                    quick={"ns": (8, 16, 32), "seeds": 3, "widths": tuple(2**k for k in range(6, 17)), "max_steps": 5000}))
+register(
+    Experiment(
+        name="ntk.table1",
+        paper=SPEC,
+        summary="P7: width and iterations needed vs n, softmax vs ReLU vs exp",
+        config_type=Table1Config,
+        run=run_table1,
+        quick={"ns": (8, 16, 32), "seeds": 3, "widths": tuple(2**k for k in range(6, 17)), "max_steps": 5000},
+    )
+)
 
 
 # ------------------------------------------------------------------------------------------------ diffusion.gmm
@@ -409,9 +534,30 @@ register(Experiment(name="ntk.table1", paper=SPEC, summary="P7: width and iterat
 class GMMConfig:
     """P8: score estimation for a 2-d Gaussian mixture across n and m, and reverse-SDE samples."""
 
-    OURS = ("ns", "widths", "sigma_w", "c", "T0", "T", "modes", "radius", "std", "n_val", "n_eval", "max_steps",
-            "record_every", "patience", "skip", "input_map", "decay", "times", "time_power", "n_samples", "sde_steps",
-            "seed")
+    OURS = (
+        "ns",
+        "widths",
+        "sigma_w",
+        "c",
+        "T0",
+        "T",
+        "modes",
+        "radius",
+        "std",
+        "n_val",
+        "n_eval",
+        "max_steps",
+        "record_every",
+        "patience",
+        "skip",
+        "input_map",
+        "decay",
+        "times",
+        "time_power",
+        "n_samples",
+        "sde_steps",
+        "seed",
+    )
 
     ns: tuple[int, ...] = (256, 1024, 4096)  # spec §9 diffusion experiment
     widths: tuple[int, ...] = (128, 512)  # ours: the spec's (512, 2048, 8192) is spec_size=True (GPU-sized)
@@ -456,9 +602,12 @@ class GMMConfig:
 
 def _sample_stats(samples: torch.Tensor, target, reference: torch.Tensor, config: GMMConfig) -> dict[str, float]:
     covered, shares = mode_coverage(samples, target.means, 3 * config.std)  # within 3 std of a mode
-    return {"coverage": covered, "min_mode_share": float(shares.min()),
-            "mode_balance": float(shares.min()) / covered if covered > 0 else 0.0,  # smallest share of the covered
-            "energy_distance": energy_distance(samples, reference)}
+    return {
+        "coverage": covered,
+        "min_mode_share": float(shares.min()),
+        "mode_balance": float(shares.min()) / covered if covered > 0 else 0.0,  # smallest share of the covered
+        "energy_distance": energy_distance(samples, reference),
+    }
 
 
 ERROR_TIMES = (0.1, 1.0)  # besides T0: where the reverse SDE separates the modes, and the nearly linear regime
@@ -467,8 +616,10 @@ ERROR_TIMES = (0.1, 1.0)  # besides T0: where the reverse SDE separates the mode
 def _errors_by_time(model, target, config: GMMConfig) -> dict[str, float]:
     """The denoiser's error at T0 (the final denoising step) and at ``ERROR_TIMES``, common random numbers."""
     times = {"T0": config.T0, **{f"{t:g}": t for t in ERROR_TIMES if config.T0 < t <= config.T}}
-    return {f"error_t={name}": denoiser_error_at(model, target, t, config.n_eval, config.seed + 5)
-            for name, t in times.items()}
+    return {
+        f"error_t={name}": denoiser_error_at(model, target, t, config.n_eval, config.seed + 5)
+        for name, t in times.items()
+    }
 
 
 SPEC_SIZES = {"ns": (256, 1024, 4096), "widths": (512, 2048, 8192)}  # spec §9: hours on 2 CPU cores (GPU-sized)
@@ -480,8 +631,9 @@ def _gmm_sets(config: GMMConfig, process: ForwardProcess, target, times: str):
     """Held-out triples and the nested training pool (the first n triples train the size-n run), spec §7.5."""
     gen = torch.Generator().manual_seed(config.seed)
     draw = {"times": times, "power": config.time_power}
-    held_out = denoising_set(target.sample(config.n_val, gen, 1.0), process, config.T0, config.T, config.seed + 1,
-                             **draw)
+    held_out = denoising_set(
+        target.sample(config.n_val, gen, 1.0), process, config.T0, config.T, config.seed + 1, **draw
+    )
     x0_pool = target.sample(max(config.ns), gen, 1.0)
     return held_out, denoising_set(x0_pool, process, config.T0, config.T, config.seed + 2, **draw)
 
@@ -489,8 +641,10 @@ def _gmm_sets(config: GMMConfig, process: ForwardProcess, target, times: str):
 def _chunked_errors(model, target, config: GMMConfig) -> list[float]:
     """The weighted score error on ``EVAL_CHUNKS`` chunks of the ``n_eval`` draws (same draws for every model)."""
     size = max(1, config.n_eval // EVAL_CHUNKS)
-    return [weighted_score_error(model, target, config.T0, config.T, size, config.seed + 4 + 10 * k)
-            for k in range(EVAL_CHUNKS)]
+    return [
+        weighted_score_error(model, target, config.T0, config.T, size, config.seed + 4 + 10 * k)
+        for k in range(EVAL_CHUNKS)
+    ]
 
 
 def run_gmm(config: GMMConfig, ctx: RunContext) -> ExperimentResult:
@@ -503,22 +657,41 @@ def run_gmm(config: GMMConfig, ctx: RunContext) -> ExperimentResult:
     y0 = torch.randn(config.n_samples, 2, generator=gen, dtype=torch.float64)  # Y_0 ~ N(0, I), spec §7.2
 
     def sample(score, denoise) -> torch.Tensor:  # the exact-score test samples through the same function
-        return reverse_sde_sample(score, process, y0, config.T0, config.T, config.sde_steps, config.seed + 3,
-                                  denoiser=denoise)
+        return reverse_sde_sample(
+            score, process, y0, config.T0, config.T, config.sde_steps, config.seed + 3, denoiser=denoise
+        )
 
     def fit(n: int, width: int, sigma_w: float, input_map: str, sets) -> tuple[object, object, dict]:
         held_out, pool = sets
         train = type(pool)(pool.t[:n], pool.x0[:n], pool.x_t[:n])
         net = SoftmaxMLP(3, 2, width, sigma_w, seed=config.seed)
-        model, result = train_score_model(net, train, held_out, process, config.T, c=config.c,
-                                          steps=config.max_steps, record_every=config.record_every,
-                                          patience=config.patience, skip=config.skip, input_map=input_map,
-                                          T0=config.T0, decay=config.decay)
+        model, result = train_score_model(
+            net,
+            train,
+            held_out,
+            process,
+            config.T,
+            c=config.c,
+            steps=config.max_steps,
+            record_every=config.record_every,
+            patience=config.patience,
+            skip=config.skip,
+            input_map=input_map,
+            T0=config.T0,
+            decay=config.decay,
+        )
         drawn = sample(model.score, model.denoiser)
         chunks = _chunked_errors(model, target, config)
-        row = {"n": n, "width": width, "best_step": result.best_step, "steps": result.steps,
-               "weighted_error": float(np.mean(chunks)), **{f"error_chunk_{k}": e for k, e in enumerate(chunks)},
-               **_errors_by_time(model, target, config), **_sample_stats(drawn, target, reference, config)}
+        row = {
+            "n": n,
+            "width": width,
+            "best_step": result.best_step,
+            "steps": result.steps,
+            "weighted_error": float(np.mean(chunks)),
+            **{f"error_chunk_{k}": e for k, e in enumerate(chunks)},
+            **_errors_by_time(model, target, config),
+            **_sample_stats(drawn, target, reference, config),
+        }
         return result, drawn, row
 
     ours = _gmm_sets(config, process, target, config.times)
@@ -530,24 +703,41 @@ def run_gmm(config: GMMConfig, ctx: RunContext) -> ExperimentResult:
         summary.append(row)
     table = pd.DataFrame(summary)
     exact = sample(lambda x, t: target.score(x, t, process), lambda x, t: target.denoiser(x, t, process))
-    untrained, _ = train_score_model(SoftmaxMLP(3, 2, 2, config.sigma_w, seed=config.seed), ours[1], ours[0],
-                                     process, config.T, steps=0, skip=config.skip, input_map=config.input_map,
-                                     T0=config.T0, decay=config.decay)  # F = 0: the linear denoiser alone
+    untrained, _ = train_score_model(
+        SoftmaxMLP(3, 2, 2, config.sigma_w, seed=config.seed),
+        ours[1],
+        ours[0],
+        process,
+        config.T,
+        steps=0,
+        skip=config.skip,
+        input_map=config.input_map,
+        T0=config.T0,
+        decay=config.decay,
+    )  # F = 0: the linear denoiser alone
     linear = sample(untrained.score, untrained.denoiser)
-    baselines = pd.DataFrame([
-        {"sampler": "exact score", **_sample_stats(exact, target, reference, config)},
-        {"sampler": "network at init (F = 0)", "weighted_error": weighted_score_error(
-            untrained, target, config.T0, config.T, config.n_eval, config.seed + 4),
-         **_errors_by_time(untrained, target, config), **_sample_stats(linear, target, reference, config)},
-    ])
+    baselines = pd.DataFrame(
+        [
+            {"sampler": "exact score", **_sample_stats(exact, target, reference, config)},
+            {
+                "sampler": "network at init (F = 0)",
+                "weighted_error": weighted_score_error(
+                    untrained, target, config.T0, config.T, config.n_eval, config.seed + 4
+                ),
+                **_errors_by_time(untrained, target, config),
+                **_sample_stats(linear, target, reference, config),
+            },
+        ]
+    )
     best = (max(config.ns), max(config.widths))
     tables = {"summary": table, "baselines": baselines}
     notes = _gmm_notes(config)
     if config.spec_settings_run:
         spec = dict(SPEC_SETTINGS)
         n, width = best[0], min(config.widths)
-        result, _, row = fit(n, width, spec["sigma_w"], spec["input_map"],
-                             _gmm_sets(config, process, target, spec["times"]))
+        result, _, row = fit(
+            n, width, spec["sigma_w"], spec["input_map"], _gmm_sets(config, process, target, spec["times"])
+        )
         frames.append(result.frame.assign(n=n, width=width, settings="spec"))
         mine = table[(table["n"] == n) & (table["width"] == width)].iloc[0].to_dict()
         departure = pd.DataFrame([{"settings": "ours", **mine}, {"settings": "spec §9 / §7.5", **row}])
@@ -556,10 +746,12 @@ def run_gmm(config: GMMConfig, ctx: RunContext) -> ExperimentResult:
             f"Departure from the spec (docs/experiments/ntk.md): with the spec's own settings (sigma_w = 1, input map "
             f"u = (t/T, x)/rho, uniform times) at n = {n}, m = {width}, the weighted score error is "
             f"{row['weighted_error']:.4g} (ours {mine['weighted_error']:.4g}) and {row['coverage']:.3g} of the samples "
-            f"land within 3 std of a mode (ours {mine['coverage']:.3g}); table departure.parquet.")
+            f"land within 3 std of a mode (ours {mine['coverage']:.3g}); table departure.parquet."
+        )
     figure = _gmm_figure(table, samples[best], exact, linear, target, config)
-    return ExperimentResult(pd.concat(frames, ignore_index=True), _gmm_checks(table, config),
-                            {"gmm": figure}, tables, notes)
+    return ExperimentResult(
+        pd.concat(frames, ignore_index=True), _gmm_checks(table, config), {"gmm": figure}, tables, notes
+    )
 
 
 def _gmm_checks(table: pd.DataFrame, config: GMMConfig) -> list[Check]:
@@ -567,35 +759,66 @@ def _gmm_checks(table: pd.DataFrame, config: GMMConfig) -> list[Check]:
     checks = []
     for width, part in table.groupby("width"):
         part = part.sort_values("n")
-        checks.append(check_slope(f"P8: weighted score error decreases with n (m={width})", part["n"],
-                                  part["weighted_error"], 0.0, 0.0, src, side="at_most"))
+        checks.append(
+            check_slope(
+                f"P8: weighted score error decreases with n (m={width})",
+                part["n"],
+                part["weighted_error"],
+                0.0,
+                0.0,
+                src,
+                side="at_most",
+            )
+        )
     largest = table[table["n"] == max(config.ns)].sort_values("width")
     if len(largest) >= 2:
         chunks = [c for c in table.columns if c.startswith("error_chunk_")]
         paired = largest[chunks].iloc[-1].to_numpy() - largest[chunks].iloc[0].to_numpy()  # same draws: paired
         se = float(paired.std(ddof=1) / math.sqrt(len(paired)))
         widest, narrowest = float(largest["weighted_error"].iloc[-1]), float(largest["weighted_error"].iloc[0])
-        checks.append(check_less(
-            f"P8: coupling: at the largest n, the widest network's error does not exceed the narrowest's "
-            f"(m = {int(largest['width'].iloc[-1])} vs {int(largest['width'].iloc[0])}; saturates at the RKHS floor)",
-            widest, narrowest + 3 * se, src,
-            spread=f"narrowest + 3 SE of the paired difference over {len(paired)} chunks of the evaluation draws "
-                   f"(SE {se:.3g}); training-set randomness is one seed"))
+        checks.append(
+            check_less(
+                f"P8: coupling: at the largest n, the widest network's error does not exceed the narrowest's "
+                f"(m = {int(largest['width'].iloc[-1])} vs {int(largest['width'].iloc[0])}; saturates at the RKHS floor)",
+                widest,
+                narrowest + 3 * se,
+                src,
+                spread=f"narrowest + 3 SE of the paired difference over {len(paired)} chunks of the evaluation draws "
+                f"(SE {se:.3g}); training-set randomness is one seed",
+            )
+        )
     best = table[(table["n"] == max(config.ns)) & (table["width"] == max(config.widths))].iloc[0]
-    checks.append(Check("samples: fraction within 3 std of a mode (largest n, m)", ">= 0.5", float(best["coverage"]),
-                        ">= 0.5 (ours)", bool(best["coverage"] >= 0.5), f"{SOURCE} §9 (sampling)"))
+    checks.append(
+        Check(
+            "samples: fraction within 3 std of a mode (largest n, m)",
+            ">= 0.5",
+            float(best["coverage"]),
+            ">= 0.5 (ours)",
+            bool(best["coverage"] >= 0.5),
+            f"{SOURCE} §9 (sampling)",
+        )
+    )
     balance = float(best["mode_balance"])
-    checks.append(Check("samples: no mode starved: each holds >= 1/(2K) of the samples near a mode",
-                        f">= {0.5 / config.modes:.3g}", balance, "bound (ours)", bool(balance >= 0.5 / config.modes),
-                        f"{SOURCE} §9 (sampling)"))
+    checks.append(
+        Check(
+            "samples: no mode starved: each holds >= 1/(2K) of the samples near a mode",
+            f">= {0.5 / config.modes:.3g}",
+            balance,
+            "bound (ours)",
+            bool(balance >= 0.5 / config.modes),
+            f"{SOURCE} §9 (sampling)",
+        )
+    )
     return checks
 
 
 def _gmm_notes(config: GMMConfig) -> list[str]:
-    maps = {"spec": "u = (t/T, x)/rho (spec §7.5)",
-            "scaled": "u = (t/T, x/c(t))/rho with c(t) the per-coordinate std of X_t (ours)",
-            "sphere": f"u = r(t) P(x/c(t)): P the inverse stereographic projection onto the sphere, c(t) the "
-                      f"per-coordinate std of X_t, radius r from 1 at T0 to {1 - config.decay:.2g} at T (ours)"}
+    maps = {
+        "spec": "u = (t/T, x)/rho (spec §7.5)",
+        "scaled": "u = (t/T, x/c(t))/rho with c(t) the per-coordinate std of X_t (ours)",
+        "sphere": f"u = r(t) P(x/c(t)): P the inverse stereographic projection onto the sphere, c(t) the "
+        f"per-coordinate std of X_t, radius r from 1 at T0 to {1 - config.decay:.2g} at T (ours)",
+    }
     return [
         f"Network input {maps[config.input_map]}; spec §7.5 leaves the normalization open.",
         f"Denoiser = k(t) x + F(W, u) with the linear (Gaussian) gain k(t) (skip={config.skip}); skip=False is §7.4.",
@@ -621,10 +844,19 @@ def _gmm_figure(table: pd.DataFrame, learned, exact, linear, target, config: GMM
     gx, gy = torch.meshgrid(grid, grid, indexing="xy")
     dens = target.log_density(torch.stack([gx.reshape(-1), gy.reshape(-1)], 1), 0.0, ForwardProcess(1.0)).exp()
     peak = float(dens.max())
-    for ax, pts, title in ((axes[1], learned, f"learned ($n={max(config.ns)}$, $m={max(config.widths)}$)"),
-                           (axes[2], exact, "exact score"), (axes[3], linear, "network at init ($F = 0$)")):
-        ax.contour(gx.numpy(), gy.numpy(), dens.reshape(gx.shape).numpy(), levels=[peak * 0.011, peak * 0.6],
-                   colors="0.5", linewidths=0.7)  # p_0 at 3 std and 1 std of each mode
+    for ax, pts, title in (
+        (axes[1], learned, f"learned ($n={max(config.ns)}$, $m={max(config.widths)}$)"),
+        (axes[2], exact, "exact score"),
+        (axes[3], linear, "network at init ($F = 0$)"),
+    ):
+        ax.contour(
+            gx.numpy(),
+            gy.numpy(),
+            dens.reshape(gx.shape).numpy(),
+            levels=[peak * 0.011, peak * 0.6],
+            colors="0.5",
+            linewidths=0.7,
+        )  # p_0 at 3 std and 1 std of each mode
         ax.scatter(pts[:, 0].numpy(), pts[:, 1].numpy(), s=3, alpha=0.5, color="C3", zorder=3, label="samples")
         ax.plot([], [], color="0.5", lw=0.7, label="$p_0$ at 1 and 3 std")
         ax.set(xlim=(-1, 1), ylim=(-1, 1), title=title, aspect="equal", xlabel="$x_1$", ylabel="$x_2$")
@@ -633,7 +865,21 @@ def _gmm_figure(table: pd.DataFrame, learned, exact, linear, target, config: GMM
     return fig
 
 
-register(Experiment(name="diffusion.gmm", paper=SPEC, summary="P8: softmax-NTK score estimation for a Gaussian mixture",
-                    config_type=GMMConfig, run=run_gmm,
-                    quick={"ns": (256, 1024), "widths": (128, 512), "max_steps": 4000, "patience": 25,
-                           "n_eval": 2000, "n_samples": 500, "sde_steps": 50}))
+register(
+    Experiment(
+        name="diffusion.gmm",
+        paper=SPEC,
+        summary="P8: softmax-NTK score estimation for a Gaussian mixture",
+        config_type=GMMConfig,
+        run=run_gmm,
+        quick={
+            "ns": (256, 1024),
+            "widths": (128, 512),
+            "max_steps": 4000,
+            "patience": 25,
+            "n_eval": 2000,
+            "n_samples": 500,
+            "sde_steps": 50,
+        },
+    )
+)

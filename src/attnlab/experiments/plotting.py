@@ -232,8 +232,16 @@ def label_ours(figure: Any, config: Any) -> None:
         figure.set_layout_engine("constrained")
         engine = figure.get_layout_engine()
     engine.set(rect=(0.0, strip, 1.0, 1.0 - strip))
-    figure.text(0.01, strip / 2, "\n".join(lines), fontsize=FOOTNOTE_SIZE, ha="left", va="center",
-                linespacing=_LINE_HEIGHT, gid=_FOOTNOTE_GID)
+    figure.text(
+        0.01,
+        strip / 2,
+        "\n".join(lines),
+        fontsize=FOOTNOTE_SIZE,
+        ha="left",
+        va="center",
+        linespacing=_LINE_HEIGHT,
+        gid=_FOOTNOTE_GID,
+    )
 
 
 def plot_band(

@@ -60,7 +60,9 @@ def _diagonal_chain(p: dict[str, torch.Tensor], g: torch.Tensor) -> dict[str, to
 PARAMETRIZATIONS: dict[str, Parametrization] = {
     "W": Parametrization("W", ("W",), lambda p: p["W"], lambda p, g: {"W": g}),
     "KQ": Parametrization("KQ", ("K", "Q"), lambda p: p["K"] @ p["Q"].transpose(-1, -2), _factored_chain),
-    "diag": Parametrization("diag", ("xi_k", "xi_q"), lambda p: torch.diag_embed(p["xi_k"] * p["xi_q"]), _diagonal_chain),
+    "diag": Parametrization(
+        "diag", ("xi_k", "xi_q"), lambda p: torch.diag_embed(p["xi_k"] * p["xi_q"]), _diagonal_chain
+    ),
 }
 
 
@@ -193,7 +195,15 @@ class Factored(TokenSelectionModel):
     """
 
     def __init__(
-        self, d: int, d_e: int, K0=None, Q0=None, v0=None, train_head: bool = False, init_scale: float = 0.01, seed: int = 0
+        self,
+        d: int,
+        d_e: int,
+        K0=None,
+        Q0=None,
+        v0=None,
+        train_head: bool = False,
+        init_scale: float = 0.01,
+        seed: int = 0,
     ) -> None:
         super().__init__(d, v0, train_head)
         check_scalar("d_e", d_e, kind=int, low=1)

@@ -5,15 +5,6 @@ Spec: docs/theory/softmax-ntk-diffusion.md.
 
 from attnlab.ntk.comparison_nets import ExpMLP, ReluMLP
 from attnlab.ntk.empirical import empirical_ntk
-from attnlab.ntk.tangent_kernel import (
-    cross_kernel,
-    extreme_eigenvalues,
-    gram,
-    gram_jacobian,
-    infinite_width_gram,
-    kernel_drift,
-    lambda_max,
-)
 from attnlab.ntk.forward_process import ForwardProcess
 from attnlab.ntk.gaussian_mixture import GaussianMixture, circle_mixture
 from attnlab.ntk.gd import GDResult, gradient_descent, practical_step, stability_limit
@@ -31,6 +22,15 @@ from attnlab.ntk.score_model import (
     weighted_score_error,
 )
 from attnlab.ntk.softmax_mlp import SoftmaxMLP
+from attnlab.ntk.tangent_kernel import (
+    cross_kernel,
+    extreme_eigenvalues,
+    gram,
+    gram_jacobian,
+    infinite_width_gram,
+    kernel_drift,
+    lambda_max,
+)
 from attnlab.ntk.theory import contraction_bound, coupling_bound, theorem_B, theorem_step
 from attnlab.ntk.unit_ball import to_unit_ball
 

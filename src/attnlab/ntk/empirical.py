@@ -27,14 +27,20 @@ Jacobians = dict[str, torch.Tensor]  # parameter name -> (N, O, *parameter shape
 
 def _check_inputs(name: str, x: object, sample_shape: tuple[int, ...] | None) -> torch.Tensor:
     if not isinstance(x, torch.Tensor):
-        raise ValidationError(f"{name} must be a torch.Tensor of shape (N, ...) (a batch of inputs), got "
-                              f"{type(x).__name__}; wrap arrays with torch.as_tensor")
+        raise ValidationError(
+            f"{name} must be a torch.Tensor of shape (N, ...) (a batch of inputs), got "
+            f"{type(x).__name__}; wrap arrays with torch.as_tensor"
+        )
     if x.dim() < 1 or x.shape[0] < 1:
-        raise ValidationError(f"{name} has shape {tuple(x.shape)}; pass a batch of shape (N, ...) with N >= 1, "
-                              f"e.g. x[None] for a single input")
+        raise ValidationError(
+            f"{name} has shape {tuple(x.shape)}; pass a batch of shape (N, ...) with N >= 1, "
+            f"e.g. x[None] for a single input"
+        )
     if sample_shape is not None and tuple(x.shape[1:]) != sample_shape:
-        raise ValidationError(f"x2 has samples of shape {tuple(x.shape[1:])}, but x1's are {sample_shape}; both "
-                              f"batches must hold inputs of the same shape")
+        raise ValidationError(
+            f"x2 has samples of shape {tuple(x.shape[1:])}, but x1's are {sample_shape}; both "
+            f"batches must hold inputs of the same shape"
+        )
     return x
 
 
@@ -144,8 +150,10 @@ def empirical_ntk(
     x2 = x1 if x2 is None else _check_inputs("x2", x2, tuple(x1.shape[1:]))
     params = {name: p.detach() for name, p in module.named_parameters() if p.requires_grad}
     if not params:
-        raise ValidationError(f"module {type(module).__name__} has no parameters with requires_grad=True; the "
-                              f"NTK is taken over the trainable parameters")
+        raise ValidationError(
+            f"module {type(module).__name__} has no parameters with requires_grad=True; the "
+            f"NTK is taken over the trainable parameters"
+        )
     buffers = {name: b.detach() for name, b in module.named_buffers()}
     f = _per_sample_function(module, buffers)
     if chunk_size is None:
@@ -155,6 +163,9 @@ def empirical_ntk(
     for block_1 in x1.split(chunk_size):
         jac_1 = _jacobians(f, params, block_1)
         # x2's Jacobians are recomputed for every block of x1: memory stays at two blocks' Jacobians
-        rows.append(torch.cat([_contract(jac_1, _jacobians(f, params, block_2), mode)
-                               for block_2 in x2.split(chunk_size)], dim=1))
+        rows.append(
+            torch.cat(
+                [_contract(jac_1, _jacobians(f, params, block_2), mode) for block_2 in x2.split(chunk_size)], dim=1
+            )
+        )
     return torch.cat(rows, dim=0)

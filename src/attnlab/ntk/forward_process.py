@@ -71,7 +71,9 @@ class ForwardProcess:
         """``h(t) = 1 - alpha(t)^2``, the noise variance (spec §7.1), computed without cancellation."""
         return -torch.expm1(-2 * self.integral(t))  # spec §7.1: h = 1 - alpha^2
 
-    def sample(self, x0: torch.Tensor, t: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    def sample(
+        self, x0: torch.Tensor, t: torch.Tensor, generator: torch.Generator
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Draw ``X_t | X_0 = x0``.
 
         Parameters

@@ -36,7 +36,9 @@ class GaussianMixture:
         if not bool((self.stds > 0).all()):
             raise ValidationError(f"stds must be positive, got {self.stds.tolist()}")
         if bool((self.weights < 0).any()) or abs(float(self.weights.sum()) - 1.0) > 1e-9:
-            raise ValidationError(f"weights must be nonnegative and sum to 1, got {self.weights.tolist()}; normalize them")
+            raise ValidationError(
+                f"weights must be nonnegative and sum to 1, got {self.weights.tolist()}; normalize them"
+            )
 
     @property
     def dim(self) -> int:
@@ -46,7 +48,9 @@ class GaussianMixture:
         """Draw ``n`` points of ``p_0``, shape (n, d); with ``max_norm``, redraw points of larger norm (spec §9)."""
         check_scalar("n", n, kind=int, low=1)
         comp = torch.multinomial(self.weights, n, replacement=True, generator=generator)
-        x = self.means[comp] + self.stds[comp, None] * torch.randn(n, self.dim, generator=generator, dtype=torch.float64)
+        x = self.means[comp] + self.stds[comp, None] * torch.randn(
+            n, self.dim, generator=generator, dtype=torch.float64
+        )
         if max_norm is not None:
             outside = x.norm(dim=1) > max_norm
             if bool(outside.any()):
@@ -60,9 +64,7 @@ class GaussianMixture:
         var = alpha**2 * self.stds**2 + h  # (n, K): spec §9: alpha^2 s_k^2 + h
         centred = x[:, None, :] - alpha[:, :, None] * self.means  # (n, K, d): x - alpha mu_k
         log_joint = (
-            torch.log(self.weights)
-            - 0.5 * centred.pow(2).sum(-1) / var
-            - 0.5 * self.dim * torch.log(2 * math.pi * var)
+            torch.log(self.weights) - 0.5 * centred.pow(2).sum(-1) / var - 0.5 * self.dim * torch.log(2 * math.pi * var)
         )  # (n, K): log pi_k N(x; alpha mu_k, v_k I)
         return x, alpha, var, centred, log_joint
 

@@ -16,8 +16,8 @@ import pandas as pd
 import torch
 
 from attnlab._validation import ValidationError, check_scalar, check_tensor
-from attnlab.ntk.tangent_kernel import lambda_max
 from attnlab.ntk.network import TwoLayerNet, weight_gradient
+from attnlab.ntk.tangent_kernel import lambda_max
 from attnlab.ntk.unit_ball import to_unit_ball
 
 __all__ = ["GDResult", "gradient_descent", "practical_step", "stability_limit"]

@@ -12,7 +12,9 @@ from attnlab._validation import ValidationError, check_scalar
 __all__ = ["symmetric_init"]
 
 
-def symmetric_init(d_in: int, d_out: int, width: int, sigma_w: float = 1.0, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+def symmetric_init(
+    d_in: int, d_out: int, width: int, sigma_w: float = 1.0, seed: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Draw ``(W, a)`` in pairs so that the network output is exactly zero at initialization.
 
     Spec: softmax-ntk-diffusion §2.1 (Definition 3.7), Algorithm A.

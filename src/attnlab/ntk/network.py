@@ -40,7 +40,9 @@ def jacobian_coefficients(phi: torch.Tensor, b: torch.Tensor, a: torch.Tensor) -
     return phi[:, None, :] * (a[None, :, :] - b[:, :, None])  # spec §3.2: m S_r <v_{l,r}, S> for softmax
 
 
-def weight_gradient(X: torch.Tensor, R: torch.Tensor, phi: torch.Tensor, b: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
+def weight_gradient(
+    X: torch.Tensor, R: torch.Tensor, phi: torch.Tensor, b: torch.Tensor, a: torch.Tensor
+) -> torch.Tensor:
     """``J^T R``: the gradient of ``0.5 ||F - Y||_F^2`` with respect to ``W`` when ``R = F - Y``.
 
     Parameters
@@ -58,7 +60,9 @@ def weight_gradient(X: torch.Tensor, R: torch.Tensor, phi: torch.Tensor, b: torc
     return X.T @ coef  # spec §3.2: Delta W = X coef
 
 
-def output_tangent(X: torch.Tensor, U: torch.Tensor, phi: torch.Tensor, b: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
+def output_tangent(
+    X: torch.Tensor, U: torch.Tensor, phi: torch.Tensor, b: torch.Tensor, a: torch.Tensor
+) -> torch.Tensor:
     """``J U``: the change of the outputs along a weight direction ``U`` (a Jacobian-vector product).
 
     Parameters

@@ -1,5 +1,4 @@
-"""How well samples match a target: mode coverage and energy distance (spec §9, diffusion experiment).
-"""
+"""How well samples match a target: mode coverage and energy distance (spec §9, diffusion experiment)."""
 
 from __future__ import annotations
 

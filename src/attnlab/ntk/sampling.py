@@ -96,4 +96,3 @@ def reverse_sde_sample(
     times = torch.linspace(0.0, T - T0, steps + 1, dtype=torch.float64)
     y = euler_maruyama(drift, lambda s: (2 * g(s)) ** 0.5, y0, times, seed)  # spec §7.2: sqrt(2 g)
     return y if denoiser is None else denoiser(y, T0)  # final denoising step E[X_0 | X_T0]
-

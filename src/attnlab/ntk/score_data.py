@@ -148,8 +148,10 @@ class InputMap:
         if self.kind != "sphere":
             return
         if self.T0 is None:
-            raise ValidationError("the sphere input map needs T0, the smallest diffusion time, where its radius is 1; "
-                                  "pass T0= (e.g. T0=0.01)")
+            raise ValidationError(
+                "the sphere input map needs T0, the smallest diffusion time, where its radius is 1; "
+                "pass T0= (e.g. T0=0.01)"
+            )
         check_scalar("T0", self.T0, low=0.0, high=self.T, low_inclusive=False, high_inclusive=False)
         check_scalar("decay", self.decay, low=0.0, high=1.0, high_inclusive=False)
 

@@ -20,7 +20,9 @@ from attnlab.ntk.score_data import INPUT_MAPS, DenoisingSet, InputMap, denoising
 __all__ = ["ScoreModel", "denoiser_error_at", "score_from_denoiser", "train_score_model", "weighted_score_error"]
 
 
-def score_from_denoiser(process: ForwardProcess, x: torch.Tensor, t: torch.Tensor, denoised: torch.Tensor) -> torch.Tensor:
+def score_from_denoiser(
+    process: ForwardProcess, x: torch.Tensor, t: torch.Tensor, denoised: torch.Tensor
+) -> torch.Tensor:
     """Tweedie's formula ``grad log p_t(x) = (alpha(t) E[X_0 | X_t = x] - x) / h(t)`` (spec §7.4).
 
     Parameters

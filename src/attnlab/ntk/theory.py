@@ -23,7 +23,7 @@ def contraction_bound(lr: float, scale: float, lam: float) -> float:
     return 1.0 - scale * lr * lam / 2  # spec §5 Lemma 5.3: (1 - m eta lambda / 2)
 
 
-def theorem_B(sigma_w: float, n: int, d: int, delta: float = 0.1, C: float = 10.0) -> float:
+def theorem_B(sigma_w: float, n: int, d: int, delta: float = 0.1, C: float = 10.0) -> float:  # noqa: N802 (spec B)
     """``B = max(C sigma_w sqrt(log(n d / delta)), 1)`` of Definition 4.1 (spec §5, constant C recalled [R])."""
     check_scalar("delta", delta, low=0.0, high=1.0, low_inclusive=False, high_inclusive=False)
     return max(C * sigma_w * math.sqrt(math.log(n * d / delta)), 1.0)  # spec §5 Def. 4.1

@@ -105,13 +105,15 @@ def joint_rule(
     Spec: implicit-bias-ngd §4 A6 (``eta / (N_t (t+1)^alpha)``), A7 (per-block NGD: ``alpha = 0``, block norm).
     """
     by = [a and name for a, name in zip(adaptive, normalizer)]  # the normaliser in use, False where not adaptive
-    return tx.Rule((
-        tx.normalize_by_loss(enabled=[b == "loss" for b in by]),
-        tx.normalize("global" if blocks is None else list(blocks), enabled=[b == "block_grad_norm" for b in by]),
-        tx.normalize("global", enabled=[b == "joint_grad_norm" for b in by]),
-        tx.decay(alpha),
-        tx.scale_by_lr(lr),
-    ))
+    return tx.Rule(
+        (
+            tx.normalize_by_loss(enabled=[b == "loss" for b in by]),
+            tx.normalize("global" if blocks is None else list(blocks), enabled=[b == "block_grad_norm" for b in by]),
+            tx.normalize("global", enabled=[b == "joint_grad_norm" for b in by]),
+            tx.decay(alpha),
+            tx.scale_by_lr(lr),
+        )
+    )
 
 
 class JointAdaptive(FunctionalOptimizer):

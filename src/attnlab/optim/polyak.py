@@ -16,6 +16,7 @@ from attnlab.optim._base import FunctionalOptimizer, ScaleInvariance, capped_ste
 
 __all__ = ["PolyakStep", "polyak_rule", "polyak_step", "polyak_step_size"]
 
+
 def polyak_step_size(
     loss: float | torch.Tensor,
     optimal_loss: float | torch.Tensor,

@@ -98,7 +98,12 @@ class PreconditionedGD(FunctionalOptimizer):
 
     @classmethod
     def for_attention(
-        cls, V: torch.Tensor, Q: torch.Tensor, covariance: torch.Tensor, lr: float, token_covariance: torch.Tensor | None = None
+        cls,
+        V: torch.Tensor,
+        Q: torch.Tensor,
+        covariance: torch.Tensor,
+        lr: float,
+        token_covariance: torch.Tensor | None = None,
     ) -> PreconditionedGD:
         """The optimizer of Algorithm 1 for value ``V`` (([R,] k, p)) and key-query ``Q`` (([R,] p, d)).
 
@@ -107,7 +112,10 @@ class PreconditionedGD(FunctionalOptimizer):
         """
         token_covariance = covariance if token_covariance is None else token_covariance
         return cls(
-            [{"params": [V], "right": token_covariance}, {"params": [Q], "left": token_covariance, "right": covariance}],
+            [
+                {"params": [V], "right": token_covariance},
+                {"params": [Q], "left": token_covariance, "right": covariance},
+            ],
             lr=lr,
         )
 

@@ -200,7 +200,9 @@ def scale_by_lr(lr: float | torch.Tensor | Sequence[float | torch.Tensor]) -> Tr
 
     def update(step: Step, state: None, ctx: Context) -> tuple[Step, None]:
         lrs = _per_tensor(lr, len(step.direction), "lr")
-        return Step(step.direction, step.log_scale, step.log_coef, [f * r for f, r in zip(step.factor, lrs)]), None  # spec A1: eta g
+        return Step(
+            step.direction, step.log_scale, step.log_coef, [f * r for f, r in zip(step.factor, lrs)]
+        ), None  # spec A1: eta g
 
     return Transform("scale_by_lr", _stateless, update, scale_invariant=False)
 
@@ -254,7 +256,9 @@ def normalize(
                 if eps_i == 0:
                     coefs[i] = _divide_by(coefs[i], norms[k], step.log_scale)  # spec A2: g / ||g||
                 else:  # spec md §4: G / (||G||_q + eps), with ||G|| = ||m|| e^s
-                    log_den = torch.logaddexp(torch.log(norms[k]) + step.log_scale, torch.full_like(norms[k], math.log(eps_i)))
+                    log_den = torch.logaddexp(
+                        torch.log(norms[k]) + step.log_scale, torch.full_like(norms[k], math.log(eps_i))
+                    )
                     coefs[i] = coefs[i] - log_den
         return Step(step.direction, step.log_scale, coefs, step.factor), None
 
@@ -287,7 +291,7 @@ def normalize_by_loss(enabled: bool | Sequence[bool] = True) -> Transform:
             )
         if not bool(torch.isfinite(ctx.log_risk).all()):
             raise ValidationError(
-                f"loss == {torch.exp(ctx.log_risk).tolist()}, must be a positive number for normalizer=\"loss\"; "
+                f'loss == {torch.exp(ctx.log_risk).tolist()}, must be a positive number for normalizer="loss"; '
                 "pass the current loss (exp or logistic losses are positive)"
             )
         coefs = [c - ctx.log_risk if e else c for c, e in zip(step.log_coef, on)]  # spec A6: eta_t = eta / L
@@ -484,7 +488,9 @@ class Rule:
         """The state of every transform for ``params``."""
         return [t.init(params) for t in self.transforms]
 
-    def step(self, grads: Sequence[torch.Tensor], log_scale: torch.Tensor, state: list[Any], ctx: Context) -> tuple[Step, list[Any]]:
+    def step(
+        self, grads: Sequence[torch.Tensor], log_scale: torch.Tensor, state: list[Any], ctx: Context
+    ) -> tuple[Step, list[Any]]:
         """Run the chain on gradient mantissas ``grads`` (true gradient ``grads * e^log_scale``)."""
         n = len(grads)
         step = Step(list(grads), log_scale, [log_scale] * n, [1.0] * n)  # untouched: the true gradient, plain GD
@@ -503,7 +509,8 @@ class Rule:
             outs = [None] * len(params) if out is None else out
             return [_descend(p, d, c, out=o) for p, c, d, o in zip(params, coefs, step.direction, outs)]
         return [
-            mirror_step(p, d, c, float(q)) for p, d, c, q in zip(params, step.direction, coefs, _per_tensor(self.mirror_p, len(params), "p"))
+            mirror_step(p, d, c, float(q))
+            for p, d, c, q in zip(params, step.direction, coefs, _per_tensor(self.mirror_p, len(params), "p"))
         ]
 
 

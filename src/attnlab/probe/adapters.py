@@ -137,8 +137,9 @@ def adapter_for(module: nn.Module) -> Adapter:
     )
 
 
-def linear_projection(query: nn.Linear, key: nn.Linear, head: int, heads: int, scale: float | None = None
-                      ) -> HeadProjection:
+def linear_projection(
+    query: nn.Linear, key: nn.Linear, head: int, heads: int, scale: float | None = None
+) -> HeadProjection:
     """The :class:`HeadProjection` of a head whose q and k are rows ``[head * e, (head + 1) * e)`` of two Linears.
 
     Parameters
@@ -151,8 +152,13 @@ def linear_projection(query: nn.Linear, key: nn.Linear, head: int, heads: int, s
     """
     e = query.out_features // heads
     rows = slice(head * e, (head + 1) * e)
-    return HeadProjection(query.weight.detach()[rows], key.weight.detach()[rows], _bias_rows(query, rows),
-                          _bias_rows(key, rows), 1 / math.sqrt(e) if scale is None else float(scale))
+    return HeadProjection(
+        query.weight.detach()[rows],
+        key.weight.detach()[rows],
+        _bias_rows(query, rows),
+        _bias_rows(key, rows),
+        1 / math.sqrt(e) if scale is None else float(scale),
+    )
 
 
 def _bias_rows(linear: nn.Linear, rows: slice) -> torch.Tensor | None:
@@ -179,6 +185,7 @@ def _batch_first(name: str, x: Any, width: int, batch_first: bool = True) -> tor
 
 # --- torch.nn.MultiheadAttention -------------------------------------------------------------------------------
 
+
 def _mha_projection(module: nn.MultiheadAttention, head: int) -> HeadProjection:
     if module.bias_k is not None or module.add_zero_attn:
         raise ValidationError(
@@ -202,11 +209,13 @@ def _mha_tokens(module: nn.MultiheadAttention, args: tuple, kwargs: dict) -> tup
     return query, key
 
 
-register_adapter(nn.MultiheadAttention, Adapter(
-    heads=lambda m: m.num_heads, projection=_mha_projection, tokens=_mha_tokens))
+register_adapter(
+    nn.MultiheadAttention, Adapter(heads=lambda m: m.num_heads, projection=_mha_projection, tokens=_mha_tokens)
+)
 
 
 # --- attnlab.experiments.real: our ViT and text encoder (q, k Linear layers without bias) -----------------------
+
 
 def _self_tokens(width: Callable[[nn.Module], int], name: str = "x") -> Callable:
     """``tokens`` of a self-attention module whose first argument (or keyword ``name``) holds the tokens."""
@@ -218,26 +227,39 @@ def _self_tokens(width: Callable[[nn.Module], int], name: str = "x") -> Callable
     return tokens
 
 
-register_adapter("attnlab.experiments.real.encoder.SelfAttention", Adapter(
-    heads=lambda m: m.heads,
-    projection=lambda m, h: linear_projection(m.q, m.k, h, m.heads),  # encoder.attention_weights: /sqrt(e)
-    tokens=_self_tokens(lambda m: m.q.in_features)))
+register_adapter(
+    "attnlab.experiments.real.encoder.SelfAttention",
+    Adapter(
+        heads=lambda m: m.heads,
+        projection=lambda m, h: linear_projection(m.q, m.k, h, m.heads),  # encoder.attention_weights: /sqrt(e)
+        tokens=_self_tokens(lambda m: m.q.in_features),
+    ),
+)
 
 
 # --- Hugging Face transformers (eager attention): BERT's and ViT's self-attention -------------------------------
 
-register_adapter("transformers.models.bert.modeling_bert.BertSelfAttention", Adapter(
-    heads=lambda m: m.num_attention_heads,
-    projection=lambda m, h: linear_projection(m.query, m.key, h, m.num_attention_heads, m.scaling),
-    tokens=_self_tokens(lambda m: m.query.in_features, "hidden_states")))
+register_adapter(
+    "transformers.models.bert.modeling_bert.BertSelfAttention",
+    Adapter(
+        heads=lambda m: m.num_attention_heads,
+        projection=lambda m, h: linear_projection(m.query, m.key, h, m.num_attention_heads, m.scaling),
+        tokens=_self_tokens(lambda m: m.query.in_features, "hidden_states"),
+    ),
+)
 
-register_adapter("transformers.models.vit.modeling_vit.ViTAttention", Adapter(
-    heads=lambda m: m.num_attention_heads,
-    projection=lambda m, h: linear_projection(m.q_proj, m.k_proj, h, m.num_attention_heads, m.scaling),
-    tokens=_self_tokens(lambda m: m.q_proj.in_features, "hidden_states")))
+register_adapter(
+    "transformers.models.vit.modeling_vit.ViTAttention",
+    Adapter(
+        heads=lambda m: m.num_attention_heads,
+        projection=lambda m, h: linear_projection(m.q_proj, m.k_proj, h, m.num_attention_heads, m.scaling),
+        tokens=_self_tokens(lambda m: m.q_proj.in_features, "hidden_states"),
+    ),
+)
 
 
 # --- timm's Attention (one fused qkv Linear) ------------------------------------------------------------------
+
 
 def _timm_projection(module: nn.Module, head: int) -> HeadProjection:
     if not isinstance(module.q_norm, nn.Identity) or not isinstance(module.k_norm, nn.Identity):
@@ -252,5 +274,7 @@ def _timm_projection(module: nn.Module, head: int) -> HeadProjection:
     return HeadProjection(weight[:width][rows], weight[width : 2 * width][rows], b_q, b_k, module.scale)
 
 
-register_adapter("timm.layers.attention.Attention", Adapter(
-    heads=lambda m: m.num_heads, projection=_timm_projection, tokens=_self_tokens(lambda m: m.qkv.in_features)))
+register_adapter(
+    "timm.layers.attention.Attention",
+    Adapter(heads=lambda m: m.num_heads, projection=_timm_projection, tokens=_self_tokens(lambda m: m.qkv.in_features)),
+)

@@ -76,9 +76,18 @@ class HeadProbe(Callback):
         ``rows`` as a tidy table.
     """
 
-    def __init__(self, model: nn.Module, modules: Mapping[str, nn.Module], inputs: Any, *,
-                 heads: Sequence[int] = (0,), query: int = 0, keys: slice | Sequence[int] | None = None,
-                 select: object = "attended", every: int | None = None) -> None:
+    def __init__(
+        self,
+        model: nn.Module,
+        modules: Mapping[str, nn.Module],
+        inputs: Any,
+        *,
+        heads: Sequence[int] = (0,),
+        query: int = 0,
+        keys: slice | Sequence[int] | None = None,
+        select: object = "attended",
+        every: int | None = None,
+    ) -> None:
         if not isinstance(modules, Mapping) or not modules:
             raise ValidationError(
                 f"modules must be a non-empty mapping name -> attention module, got {type(modules).__name__}; "
@@ -126,8 +135,14 @@ class HeadProbe(Callback):
             for head in self.heads:
                 W = head_W(module, head, homogeneous=homogeneous)
                 select = attended_tokens(data.X, data.Z, W) if isinstance(self.select, str) else self.select
-                rows.append({"step": step, "module": name, "head": head, **self._measure(data.with_(select=select),
-                                                                                        W, homogeneous)})
+                rows.append(
+                    {
+                        "step": step,
+                        "module": name,
+                        "head": head,
+                        **self._measure(data.with_(select=select), W, homogeneous),
+                    }
+                )
         self.rows += rows
         return rows
 
@@ -137,8 +152,6 @@ class HeadProbe(Callback):
         try:
             solution = _frobenius_svm(data)
         except InfeasibleProgramError:
-            return {"norm": float(W.norm()), "alignment": math.nan, "selected_mass": mass,
-                    "svm_status": "infeasible"}
+            return {"norm": float(W.norm()), "alignment": math.nan, "selected_mass": mass, "svm_status": "infeasible"}
         alignment = float(cosine(weight_part(W, homogeneous), solution.W))  # spec ngd §5: corr(W, W_mm)
-        return {"norm": float(W.norm()), "alignment": alignment, "selected_mass": mass,
-                "svm_status": solution.status}
+        return {"norm": float(W.norm()), "alignment": alignment, "selected_mass": mass, "svm_status": solution.status}

@@ -63,6 +63,7 @@ def module_tokens(model: nn.Module, modules: Sequence[nn.Module], inputs: Any) -
             if seen[index] is None:  # a module called twice (shared weights): its first call
                 queries, keys = adapters[index].tokens(module, args, kwargs)
                 seen[index] = (queries.detach(), keys.detach())
+
         return record
 
     handles = [m.register_forward_pre_hook(hook(i), with_kwargs=True) for i, m in enumerate(modules)]
@@ -165,11 +166,19 @@ def capture(
     if isinstance(select, str) and (select != "attended" or head is None):
         raise ValidationError(
             f'select == {select!r}: pass "attended" together with head=<index> (the head\'s most-attended '
-            f'token), or an array of token positions'
+            f"token), or an array of token positions"
         )
-    (queries, key_tokens), = module_tokens(model, [module], inputs)
-    data = capture_from_tokens(queries, key_tokens, query=query, keys=keys, y=y, v=v,
-                               select=None if isinstance(select, str) else select, homogeneous=homogeneous)
+    ((queries, key_tokens),) = module_tokens(model, [module], inputs)
+    data = capture_from_tokens(
+        queries,
+        key_tokens,
+        query=query,
+        keys=keys,
+        y=y,
+        v=v,
+        select=None if isinstance(select, str) else select,
+        homogeneous=homogeneous,
+    )
     if isinstance(select, str):
         data = data.with_(select=attended_tokens(data.X, data.Z, head_W(module, head, homogeneous=homogeneous)))
     return data

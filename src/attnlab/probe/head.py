@@ -36,9 +36,7 @@ def _projection(module: nn.Module, head: int) -> HeadProjection:
     if isinstance(head, bool) or not isinstance(head, int):
         raise ValidationError(f"head must be an int in [0, {heads - 1}], got {head!r}")
     if not 0 <= head < heads:
-        raise ValidationError(
-            f"head == {head}, must be in [0, {heads - 1}]: {type(module).__name__} has {heads} heads"
-        )
+        raise ValidationError(f"head == {head}, must be in [0, {heads - 1}]: {type(module).__name__} has {heads} heads")
     return adapter.projection(module, head)
 
 
@@ -63,7 +61,7 @@ def resolve_homogeneous(module: nn.Module, homogeneous: bool | None) -> bool:
     return homogeneous
 
 
-def head_W(module: nn.Module, head: int, *, homogeneous: bool | None = None) -> torch.Tensor:
+def head_W(module: nn.Module, head: int, *, homogeneous: bool | None = None) -> torch.Tensor:  # noqa: N802 (spec symbol W)
     """The combined key-query matrix of one head, in attnlab's convention ``weights = softmax_t(x_t^T W z)``.
 
     Spec: implicit-bias-ngd §2 (``s = X W z``), kq-nuclear-norm §2 (``W = K Q^T``).

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from attnlab._validation import ValidationError, check_tensor
+from attnlab._validation import ValidationError
 from attnlab.regression._checks import check_batched, check_tokens
 from attnlab.regression.data import token_matrix
 

@@ -39,7 +39,13 @@ def _gaussian_quadratic_mgf(K: torch.Tensor) -> torch.Tensor:
 
 
 def cross_logit_mgf(
-    c: float, Q: object, Sigma: object, W_star: object | None = None, noise_std: float = 0.0, *, tokens: str = "covariates"
+    c: float,
+    Q: object,
+    Sigma: object,
+    W_star: object | None = None,
+    noise_std: float = 0.0,
+    *,
+    tokens: str = "covariates",
 ) -> torch.Tensor:
     """``E exp(c z'^T Q x)`` for independent token ``z'`` and query ``x``; ``inf`` when it diverges.
 
@@ -68,7 +74,13 @@ def cross_logit_mgf(
 
 
 def self_logit_mgf(
-    c: float, Q: object, Sigma: object, W_star: object | None = None, noise_std: float = 0.0, *, tokens: str = "covariates"
+    c: float,
+    Q: object,
+    Sigma: object,
+    W_star: object | None = None,
+    noise_std: float = 0.0,
+    *,
+    tokens: str = "covariates",
 ) -> torch.Tensor:
     """``E exp(c z^T Q x)`` where ``z`` is the query's own token (the self-term of the in-sample loss).
 

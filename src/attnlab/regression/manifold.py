@@ -27,13 +27,17 @@ __all__ = [
 ]
 
 
-def whiten(V: torch.Tensor, Q: torch.Tensor, Sigma: torch.Tensor, Sigma_z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def whiten(
+    V: torch.Tensor, Q: torch.Tensor, Sigma: torch.Tensor, Sigma_z: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Whitened factors ``A = V Sigma_z^{1/2}`` (k, p), ``C = Sigma_z^{1/2} Q Sigma^{1/2}`` (p, d) (spec §1, §4.1)."""
     root_z = sym_sqrt(Sigma_z)
     return V @ root_z, root_z @ Q @ sym_sqrt(Sigma)  # spec §1: A = V Sigma^{1/2}, C = Sigma^{1/2} Q Sigma^{1/2}
 
 
-def unwhiten(A: torch.Tensor, C: torch.Tensor, Sigma: torch.Tensor, Sigma_z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def unwhiten(
+    A: torch.Tensor, C: torch.Tensor, Sigma: torch.Tensor, Sigma_z: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Inverse of :func:`whiten`: ``V = A Sigma_z^{-1/2}``, ``Q = Sigma_z^{-1/2} C Sigma^{-1/2}``."""
     inv_z = sym_inv_sqrt(Sigma_z)
     return A @ inv_z, inv_z @ C @ sym_inv_sqrt(Sigma)
@@ -85,7 +89,9 @@ def manifold_point(
     return _point(R, W, Sigma, Sigma_z)
 
 
-def _point(R: torch.Tensor, W: torch.Tensor, Sigma: torch.Tensor, Sigma_z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _point(
+    R: torch.Tensor, W: torch.Tensor, Sigma: torch.Tensor, Sigma_z: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     U, S, V_M = target_svd(W, Sigma)
     root_S = S.sqrt().unsqueeze(-2)  # (..., 1, d)
     A = (U * root_S) @ R.transpose(-1, -2)  # spec §4.2: A_R = U S^{1/2} R^T
@@ -142,7 +148,9 @@ def project(V: object, Q: object, W_star: object, Sigma: object, Sigma_z: object
     return projection(V, Q, W_star, Sigma, Sigma_z)
 
 
-def projection(V: torch.Tensor, Q: torch.Tensor, W_star: torch.Tensor, Sigma: torch.Tensor, Sigma_z: torch.Tensor) -> Projection:
+def projection(
+    V: torch.Tensor, Q: torch.Tensor, W_star: torch.Tensor, Sigma: torch.Tensor, Sigma_z: torch.Tensor
+) -> Projection:
     """:func:`project` without checks."""
     A, C = whiten(V, Q, Sigma, Sigma_z)
     U, S, V_M = target_svd(W_star, Sigma)
@@ -163,4 +171,3 @@ def random_rotation(d: int, p: int | None = None, *, runs: int | None = None, se
     G = torch.randn(*lead, p or d, d, generator=gen, dtype=torch.float64)
     Qf, Rf = torch.linalg.qr(G)
     return Qf * torch.sign(torch.diagonal(Rf, dim1=-2, dim2=-1)).unsqueeze(-2)  # sign fix makes it Haar
-

@@ -29,7 +29,9 @@ def _check(V, Q, Sigma, W_star, noise_std, tokens):  # noqa: ANN001, ANN202 - sh
     return V, Q, Sigma, Sigma_z, W_star
 
 
-def excess(V: torch.Tensor, Q: torch.Tensor, Sigma: torch.Tensor, Sigma_z: torch.Tensor, W_star: torch.Tensor) -> torch.Tensor:
+def excess(
+    V: torch.Tensor, Q: torch.Tensor, Sigma: torch.Tensor, Sigma_z: torch.Tensor, W_star: torch.Tensor
+) -> torch.Tensor:
     """``||(V Sigma_z Q - W*) Sigma^{1/2}||_F^2`` without checks, shape ([R]) (spec §3.3)."""
     E = V @ Sigma_z @ Q - W_star  # spec §5.1: E = V Sigma Q - W*, (..., k, d)
     return (E @ Sigma * E).sum((-2, -1))  # spec §3.3: tr(E Sigma E^T), no square root, no cancellation

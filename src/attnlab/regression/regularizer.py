@@ -86,7 +86,9 @@ def regularizer_gradient(
     return gradient(*_check(V, Q, Sigma, Sigma_z))
 
 
-def empirical_regularizer(V: object, Q: object, X: object, Y: object | None = None, *, tokens: str = "covariates") -> torch.Tensor:
+def empirical_regularizer(
+    V: object, Q: object, X: object, Y: object | None = None, *, tokens: str = "covariates"
+) -> torch.Tensor:
     """The empirical regularizer: :func:`regularizer` with ``Sigma_hat = X^T X / n`` and ``Sigma_z_hat = Z^T Z / n``.
 
     Spec: preconditioned-regression §3.4 (``R_hat``: depends only on the sample).

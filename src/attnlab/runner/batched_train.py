@@ -139,7 +139,9 @@ class BatchedTrain(Task):
         if p["record_every"] is not None:
             check_scalar("record_every", p["record_every"], kind=int, low=1)
         if p["param"] != "W" and p["init_scale"] == 0:
-            raise ValidationError(f"init_scale == 0 with param == {p['param']!r} starts at a stationary point; pass init_scale > 0")
+            raise ValidationError(
+                f"init_scale == 0 with param == {p['param']!r} starts at a stationary point; pass init_scale > 0"
+            )
         for key in ("data_args", "options"):
             if not isinstance(p[key], dict):
                 raise ValidationError(f"{key} must be a mapping of keyword arguments, got {p[key]!r}")
@@ -195,8 +197,12 @@ class BatchedTrain(Task):
             W = result.W[r].detach().numpy()  # (d, d)
             atomic_write(run_dir / "W.npy", lambda path, W=W: np.save(path, W))
             last = frame.iloc[-1]
-            summary = {"final_loss": float(last["loss"]), "final_norm": float(last["norm"]),
-                       "status": result.status[r], "last_step": result.last_step[r]}
+            summary = {
+                "final_loss": float(last["loss"]),
+                "final_norm": float(last["norm"]),
+                "status": result.status[r],
+                "last_step": result.last_step[r],
+            }
             record = {
                 "task": self.name,
                 "params": raw,

@@ -138,7 +138,9 @@ class PoolExecutor:
             todo = sorted(broken)
             if attempt == self.retries:
                 for i in todo:
-                    yield Outcome(jobs[i].key, "failed", 0.0, f"a pool worker died {self.retries + 1} times running this job")
+                    yield Outcome(
+                        jobs[i].key, "failed", 0.0, f"a pool worker died {self.retries + 1} times running this job"
+                    )
 
 
 def _import_ray() -> Any:
@@ -249,14 +251,23 @@ class RayExecutor:
         try:
             remote = ray.remote(max_retries=self.retries, retry_exceptions=False, num_cpus=self.num_cpus)(execute)
             task_ref = ray.put(task)
-            pending = {remote.remote(task_ref, job.key, job.params, str(run_dir)): i for i, (job, run_dir) in enumerate(zip(jobs, run_dirs))}
+            pending = {
+                remote.remote(task_ref, job.key, job.params, str(run_dir)): i
+                for i, (job, run_dir) in enumerate(zip(jobs, run_dirs))
+            }
             while pending:
                 ready, _ = ray.wait(list(pending), num_returns=1)
                 i = pending.pop(ready[0])
                 try:
                     yield ray.get(ready[0])
-                except (ray.exceptions.WorkerCrashedError, ray.exceptions.RayTaskError, ray.exceptions.NodeDiedError) as err:
-                    yield Outcome(jobs[i].key, "failed", 0.0, f"Ray gave up on this job after {self.retries} retries: {err}")
+                except (
+                    ray.exceptions.WorkerCrashedError,
+                    ray.exceptions.RayTaskError,
+                    ray.exceptions.NodeDiedError,
+                ) as err:
+                    yield Outcome(
+                        jobs[i].key, "failed", 0.0, f"Ray gave up on this job after {self.retries} retries: {err}"
+                    )
         finally:
             if started_here:
                 ray.shutdown()

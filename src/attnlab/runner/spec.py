@@ -93,13 +93,17 @@ class SweepSpec:
     def from_mapping(cls, raw: Mapping[str, Any], source: str = "sweep") -> SweepSpec:
         """Build a spec from the mapping a YAML file holds; errors name ``source`` and the bad key."""
         if not isinstance(raw, Mapping):
-            raise ValidationError(f"{source}: expected a mapping with keys {', '.join(_SPEC_KEYS)}, got {type(raw).__name__}")
+            raise ValidationError(
+                f"{source}: expected a mapping with keys {', '.join(_SPEC_KEYS)}, got {type(raw).__name__}"
+            )
         unknown = sorted(set(raw) - set(_SPEC_KEYS))
         if unknown:
             raise ValidationError(f"{source}: unknown keys {unknown}; a sweep has the keys {', '.join(_SPEC_KEYS)}")
         task = raw.get("task")
         if not isinstance(task, str) or not task:
-            raise ValidationError(f"{source}: task must be a task name such as 'batched-train' or 'experiment', got {task!r}")
+            raise ValidationError(
+                f"{source}: task must be a task name such as 'batched-train' or 'experiment', got {task!r}"
+            )
         base = _mapping(raw.get("base") or {}, f"{source}: base")
         grid = _mapping(raw.get("grid") or {}, f"{source}: grid")
         for key, values in grid.items():
@@ -112,7 +116,9 @@ class SweepSpec:
         repeats = raw.get("repeats")
         if repeats is not None:
             check_scalar(f"{source}: repeats", repeats, kind=int, low=1)
-        return cls(task=task, base=dict(base), grid={k: list(v) for k, v in grid.items()}, points=points, repeats=repeats)
+        return cls(
+            task=task, base=dict(base), grid={k: list(v) for k, v in grid.items()}, points=points, repeats=repeats
+        )
 
 
 def _mapping(value: Any, where: str) -> dict[str, Any]:

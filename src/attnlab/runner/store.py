@@ -20,7 +20,14 @@ import pandas as pd
 from attnlab._io import OutputError, atomic_write, make_dir
 
 __all__ = [
-    "atomic_write", "config_hash", "prepare_out", "write_json", "write_parquet", "write_csv", "save_figure", "versions"
+    "atomic_write",
+    "config_hash",
+    "prepare_out",
+    "write_json",
+    "write_parquet",
+    "write_csv",
+    "save_figure",
+    "versions",
 ]
 
 # Files whose presence shows that a folder holds an attnlab run (so that --overwrite may empty it).
@@ -53,7 +60,9 @@ def write_csv(path: str | os.PathLike[str], frame: pd.DataFrame) -> Path:
     return atomic_write(path, lambda p: frame.to_csv(p, index=False))
 
 
-def save_figure(figure: Any, path_stem: str | os.PathLike[str], formats: tuple[str, ...] = ("png", "pdf")) -> list[Path]:
+def save_figure(
+    figure: Any, path_stem: str | os.PathLike[str], formats: tuple[str, ...] = ("png", "pdf")
+) -> list[Path]:
     """Save a matplotlib figure as ``<stem>.png`` and ``<stem>.pdf`` atomically; returns the paths."""
     stem = Path(path_stem)
     out = []

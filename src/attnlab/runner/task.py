@@ -90,10 +90,14 @@ def get_task(name: str) -> Task:
         try:
             obj = getattr(importlib.import_module(module_name), attr)
         except (ImportError, AttributeError) as err:
-            raise ValidationError(f"task == {name!r} could not be imported ({err}); check the module:attribute path") from None
+            raise ValidationError(
+                f"task == {name!r} could not be imported ({err}); check the module:attribute path"
+            ) from None
         task = obj() if isinstance(obj, type) and issubclass(obj, Task) else obj
         if not isinstance(task, Task):
-            raise ValidationError(f"task == {name!r} is a {type(obj).__name__}, not an attnlab.runner.Task subclass or instance")
+            raise ValidationError(
+                f"task == {name!r} is a {type(obj).__name__}, not an attnlab.runner.Task subclass or instance"
+            )
         return task
     known = ", ".join(sorted(_TASKS)) or "none"
     raise ValidationError(
@@ -166,8 +170,13 @@ def _failed(key: str, run_dir: Path, seconds: float, text: str | None = None) ->
 
 def _succeeded(task: Task, key: str, run_dir: Path, seconds: float, summary: Any) -> Outcome:
     if not is_finished(run_dir):
-        return _failed(key, run_dir, seconds, f"task {task.name!r} returned without writing {RECORD} into {run_dir}; "
-                       f"a task must write {RECORD} last (see attnlab.runner.task)\n")
+        return _failed(
+            key,
+            run_dir,
+            seconds,
+            f"task {task.name!r} returned without writing {RECORD} into {run_dir}; "
+            f"a task must write {RECORD} last (see attnlab.runner.task)\n",
+        )
     status = "diverged" if isinstance(summary, dict) and summary.get("status") == "diverged" else "done"
     text = json.dumps({"status": status, "seconds": seconds})
     atomic_write(run_dir / OUTCOME, lambda p: p.write_text(text + "\n"))

@@ -81,7 +81,7 @@ def check_norm(norm: object) -> Norm:
             return norm
         raise ValidationError(
             f'norm must be "fro", "nuc", "l1-diag" or a float p >= 1, got {norm!r}; pass "fro" for Frobenius '
-            f'or a number such as 1.5 for the entrywise l_p norm'
+            f"or a number such as 1.5 for the entrywise l_p norm"
         )
     return check_p(norm)
 
@@ -458,4 +458,3 @@ def active(constraint_values: np.ndarray, tol: float = SUPPORT_TOL) -> np.ndarra
 def max_violation(constraint_values: np.ndarray) -> float:
     """Worst constraint violation ``max_k (1 - value_k)_+`` (0 for a feasible point)."""
     return float(np.max(1.0 - constraint_values, initial=0.0))
-

@@ -13,8 +13,17 @@ CONFIG = DigitsViTConfig(dim=8, depth=1, heads=2, mlp_dim=8, probes=2)
 
 
 def _run(workers, checkpoint_dir=None, config=CONFIG):
-    return compare_optimizers(build_digits_vit, config, ("sgd", "md-1.1"), (0.3, 0.05), (0, 1), epochs=1,
-                              batch_size=256, workers=workers, checkpoint_dir=checkpoint_dir)
+    return compare_optimizers(
+        build_digits_vit,
+        config,
+        ("sgd", "md-1.1"),
+        (0.3, 0.05),
+        (0, 1),
+        epochs=1,
+        batch_size=256,
+        workers=workers,
+        checkpoint_dir=checkpoint_dir,
+    )
 
 
 def test_comparison_tables_cover_every_optimizer_and_seed(tmp_path):
@@ -50,5 +59,4 @@ def test_two_worker_processes_give_the_same_runs_as_one():
 
 def test_compare_needs_one_lr_per_optimizer():
     with pytest.raises(ValidationError, match="give one learning rate per optimizer"):
-        compare_optimizers(build_digits_vit, CONFIG, ("sgd",), (), (0,), epochs=1,
-                           batch_size=8)
+        compare_optimizers(build_digits_vit, CONFIG, ("sgd",), (), (0,), epochs=1, batch_size=8)

@@ -40,8 +40,9 @@ def test_self_attention_equals_torch_scaled_dot_product_attention():
     def heads(t):
         return t.view(3, 6, 2, 4).transpose(1, 2)
 
-    fused = F.scaled_dot_product_attention(heads(attention.q(x)), heads(attention.k(x)), heads(attention.v(x)),
-                                           attn_mask=key_mask[:, None, None, :])
+    fused = F.scaled_dot_product_attention(
+        heads(attention.q(x)), heads(attention.k(x)), heads(attention.v(x)), attn_mask=key_mask[:, None, None, :]
+    )
     expected = attention.out(fused.transpose(1, 2).reshape(3, 6, 8))
     torch.testing.assert_close(out, expected, rtol=1e-10, atol=1e-12)  # float64, two summation orders
     torch.testing.assert_close(weights.sum(-1), torch.ones(3, 2, 6, dtype=torch.float64))

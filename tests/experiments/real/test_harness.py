@@ -63,7 +63,9 @@ def test_evaluate_matches_full_batch_cross_entropy_and_accuracy():
 def test_layer_norms_split_the_total_norm_by_block():
     model = ViT(depth=2, seed=0)
     norms = layer_norms(model)
-    assert {"encoder.blocks.0", "encoder.blocks.1", "patch_embed", "cls_token", "pos_embed", "norm", "head"} == set(norms)
+    assert {"encoder.blocks.0", "encoder.blocks.1", "patch_embed", "cls_token", "pos_embed", "norm", "head"} == set(
+        norms
+    )
     total = sum(float(p.detach().double().square().sum()) for p in model.parameters())
     assert sum(v**2 for v in norms.values()) == pytest.approx(total, rel=1e-12)
     block = sum(float(p.detach().double().square().sum()) for p in model.encoder.blocks[1].parameters())
@@ -110,11 +112,25 @@ def test_fit_stops_and_flags_a_non_finite_loss():
 def test_fit_refuses_a_checkpoint_of_another_seed(tmp_path):
     data = _blobs()
     model = _tiny_model()
-    fit(model, torch.optim.SGD(model.parameters(), lr=0.1), data, epochs=1, batch_size=16, seed=0,
-        checkpoint=tmp_path / "c.pt")
+    fit(
+        model,
+        torch.optim.SGD(model.parameters(), lr=0.1),
+        data,
+        epochs=1,
+        batch_size=16,
+        seed=0,
+        checkpoint=tmp_path / "c.pt",
+    )
     with pytest.raises(ValidationError, match="written with seed=0, batch_size=16"):
-        fit(model, torch.optim.SGD(model.parameters(), lr=0.1), data, epochs=2, batch_size=16, seed=1,
-            checkpoint=tmp_path / "c.pt")
+        fit(
+            model,
+            torch.optim.SGD(model.parameters(), lr=0.1),
+            data,
+            epochs=2,
+            batch_size=16,
+            seed=1,
+            checkpoint=tmp_path / "c.pt",
+        )
 
 
 def test_fit_refuses_zero_epochs():

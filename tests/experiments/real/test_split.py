@@ -22,7 +22,9 @@ def test_split_refuses_float_labels_and_length_mismatch():
     with pytest.raises(ValidationError, match=r"y_train .* pass y.long\(\)"):
         Split(torch.zeros(3, 2), torch.zeros(3), torch.zeros(1, 2), torch.zeros(1, dtype=torch.int64))
     with pytest.raises(ValidationError, match="x_test has 2 rows and y_test 1"):
-        Split(torch.zeros(3, 2), torch.zeros(3, dtype=torch.int64), torch.zeros(2, 2), torch.zeros(1, dtype=torch.int64))
+        Split(
+            torch.zeros(3, 2), torch.zeros(3, dtype=torch.int64), torch.zeros(2, 2), torch.zeros(1, dtype=torch.int64)
+        )
 
 
 def test_split_refuses_a_test_fraction_outside_zero_one():

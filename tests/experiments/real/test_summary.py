@@ -9,20 +9,45 @@ from attnlab.experiments.real.summary import paper_checks, summary_table
 
 def _comparison():
     rows, norms = [], []
-    for name, lr, losses, accs, grow in (("sgd", 0.1, (1.0, 0.2), (0.5, 0.9), 2.0),
-                                         ("sngd", 0.2, (1.0, 0.4), (0.5, 0.7), 1.5),
-                                         ("md-2", 0.1, (1.0, 0.2), (0.5, 0.9), 2.0),
-                                         ("md-1.1", 0.05, (1.0, 0.3), (0.5, 0.8), 1.0)):
+    for name, lr, losses, accs, grow in (
+        ("sgd", 0.1, (1.0, 0.2), (0.5, 0.9), 2.0),
+        ("sngd", 0.2, (1.0, 0.4), (0.5, 0.7), 1.5),
+        ("md-2", 0.1, (1.0, 0.2), (0.5, 0.9), 2.0),
+        ("md-1.1", 0.05, (1.0, 0.3), (0.5, 0.8), 1.0),
+    ):
         for seed in (0, 1):
             for epoch in (0, 1):
-                rows.append({"optimizer": name, "lr": lr, "seed": seed, "epoch": epoch, "train_loss": losses[epoch],
-                             "test_accuracy": accs[epoch] + 0.02 * seed, "diverged": False, "seconds": 1.0 * epoch})
+                rows.append(
+                    {
+                        "optimizer": name,
+                        "lr": lr,
+                        "seed": seed,
+                        "epoch": epoch,
+                        "train_loss": losses[epoch],
+                        "test_accuracy": accs[epoch] + 0.02 * seed,
+                        "diverged": False,
+                        "seconds": 1.0 * epoch,
+                    }
+                )
                 for layer in ("a", "b"):  # two layers of norm 3 and 4: total 5 at epoch 0
                     base = 3.0 if layer == "a" else 4.0
-                    norms.append({"optimizer": name, "seed": seed, "epoch": epoch, "layer": layer,
-                                  "norm": base * (grow if epoch else 1.0)})
-    entries = pd.DataFrame({"optimizer": ["md-1.1"] * 4 + ["md-2"] * 4, "layer": 0, "projection": "key",
-                            "value": [1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0]})
+                    norms.append(
+                        {
+                            "optimizer": name,
+                            "seed": seed,
+                            "epoch": epoch,
+                            "layer": layer,
+                            "norm": base * (grow if epoch else 1.0),
+                        }
+                    )
+    entries = pd.DataFrame(
+        {
+            "optimizer": ["md-1.1"] * 4 + ["md-2"] * 4,
+            "layer": 0,
+            "projection": "key",
+            "value": [1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0],
+        }
+    )
     return Comparison(pd.DataFrame(rows), pd.DataFrame(norms), entries, pd.DataFrame())
 
 
@@ -47,14 +72,20 @@ def test_paper_checks_state_each_claim_with_its_outcome():
     assert finite.passed and finite.kind == "theory" and finite.tolerance == "0 of 8"  # 4 optimizers x 2 seeds
     same = checks["l_2 mirror descent is SGD: same training loss at the same lr (max relative gap)"]
     assert same.passed and same.kind == "theory"
-    sparse = checks["paper: l_1.1-MD gives sparser key/query/value weights than l_2-MD (MD paper E4 histograms; "
-                    "Hoyer sparsity, nan at init)"]
+    sparse = checks[
+        "paper: l_1.1-MD gives sparser key/query/value weights than l_2-MD (MD paper E4 histograms; "
+        "Hoyer sparsity, nan at init)"
+    ]
     assert sparse.passed and sparse.kind == "observation" and sparse.measured == 1.0  # one entry of four vs four equal
-    slower = checks["paper: SNGD trains slower than SGD on a ViT (NGD paper fig. 6, 7; area under the training-loss "
-                    "curve, SNGD / SGD)"]
+    slower = checks[
+        "paper: SNGD trains slower than SGD on a ViT (NGD paper fig. 6, 7; area under the training-loss "
+        "curve, SNGD / SGD)"
+    ]
     assert slower.passed and slower.measured == pytest.approx(2.0)  # epoch-1 losses 0.4 and 0.2
-    growth = checks["paper: every layer's parameter norm grows under SGD (NGD paper fig. 7, CIFAR-10 ViT; min over "
-                    "layers of last / initial norm)"]
+    growth = checks[
+        "paper: every layer's parameter norm grows under SGD (NGD paper fig. 7, CIFAR-10 ViT; min over "
+        "layers of last / initial norm)"
+    ]
     assert growth.measured == 2.0 and growth.kind == "observation"
     assert {c.kind for c in checks.values() if c.claim.startswith("paper:")} == {"observation"}
     assert {c.kind for c in checks.values() if not c.claim.startswith("paper:")} == {"theory"}

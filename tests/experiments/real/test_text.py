@@ -21,16 +21,27 @@ def test_quick_text_on_keywords_passes_every_theory_check(tmp_path):
     observations = checks[checks["kind"] == "observation"]
     assert observations["claim"].str.startswith("paper: ").all()
     assert observations["claim"].str.contains("attends to the deciding keyword").sum() == 7
-    for claim in ("SNGD trains faster than SGD on text", "sparser key/query/value", "norm grows under SGD",
-                  "l_1.1-MD generalises"):
+    for claim in (
+        "SNGD trains faster than SGD on text",
+        "sparser key/query/value",
+        "norm grows under SGD",
+        "l_1.1-MD generalises",
+    ):
         assert observations["claim"].str.contains(claim, regex=False).sum() == 1, claim
     for name in ("curves", "norms", "qkv_histograms", "attention"):
         assert (tmp_path / f"{name}.png").exists()
 
 
 def test_quick_text_on_an_aclimdb_folder(tmp_path, aclimdb_root):
-    overrides = {"dataset": "aclimdb", "imdb_root": str(aclimdb_root), "optimizers": ("sgd", "md-1.1"),
-                 "lrs": (0.1, 0.05), "seeds": 1, "max_len": 12, "batch_size": 2}
+    overrides = {
+        "dataset": "aclimdb",
+        "imdb_root": str(aclimdb_root),
+        "optimizers": ("sgd", "md-1.1"),
+        "lrs": (0.1, 0.05),
+        "seeds": 1,
+        "max_len": 12,
+        "batch_size": 2,
+    }
     run_experiment("real.text", overrides, quick=True, out=tmp_path / "run", progress=False)
     frame = pd.read_parquet(tmp_path / "run" / "trajectory.parquet")
     assert set(frame["optimizer"]) == {"sgd", "md-1.1"} and "keyword_attention" not in frame

@@ -6,8 +6,9 @@ from attnlab.experiments.real.text_encoder import TextEncoder
 
 
 def _model(**kwargs):
-    return TextEncoder(vocab_size=30, max_len=12, dim=16, depth=2, heads=2, mlp_dim=32, seed=0,
-                       dtype=torch.float64, **kwargs)
+    return TextEncoder(
+        vocab_size=30, max_len=12, dim=16, depth=2, heads=2, mlp_dim=32, seed=0, dtype=torch.float64, **kwargs
+    )
 
 
 def test_padding_does_not_change_the_prediction():

@@ -16,8 +16,15 @@ from attnlab.experiments.real.split import train_test_split
 
 pytestmark = pytest.mark.timm
 
-OPTIMIZERS = [("sgd", 0.1), ("sngd", 0.1), ("sps", 0.5), ("adam", 1e-3), ("md-1.1", 0.05), ("md-2", 0.1),
-              ("md-3", 1e-2)]
+OPTIMIZERS = [
+    ("sgd", 0.1),
+    ("sngd", 0.1),
+    ("sps", 0.5),
+    ("adam", 1e-3),
+    ("md-1.1", 0.05),
+    ("md-2", 0.1),
+    ("md-3", 1e-2),
+]
 
 
 @pytest.mark.parametrize("name, lr", OPTIMIZERS)
@@ -26,14 +33,20 @@ def test_timm_vit_trains_one_epoch_under_each_optimizer(name, lr):
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)  # timm initialises from the global RNG; fork_rng restores it afterwards
-        model = vision_transformer.VisionTransformer(img_size=8, patch_size=2, in_chans=1, num_classes=10,
-                                                     embed_dim=16, depth=1, num_heads=2, mlp_ratio=2.0).float()
+        model = vision_transformer.VisionTransformer(
+            img_size=8, patch_size=2, in_chans=1, num_classes=10, embed_dim=16, depth=1, num_heads=2, mlp_ratio=2.0
+        ).float()
     g = torch.Generator().manual_seed(0)
-    data = train_test_split(torch.rand(64, 1, 8, 8, generator=g, dtype=torch.float32),
-                            torch.randint(0, 10, (64,), generator=g), test_fraction=0.25, seed=0)
+    data = train_test_split(
+        torch.rand(64, 1, 8, 8, generator=g, dtype=torch.float32),
+        torch.randint(0, 10, (64,), generator=g),
+        test_fraction=0.25,
+        seed=0,
+    )
     before = [p.detach().clone() for p in model.parameters()]
-    history = fit(model, make_optimizer(name, model.parameters(), lr, sngd_cap=1.0), data, epochs=1,
-                  batch_size=16, seed=0)
+    history = fit(
+        model, make_optimizer(name, model.parameters(), lr, sngd_cap=1.0), data, epochs=1, batch_size=16, seed=0
+    )
     assert history.frame["step"].iloc[-1] == 3 and not history.frame["diverged"].any()
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
 
@@ -43,8 +56,13 @@ def _timm_attention(qkv_bias, qk_norm=False):
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)  # timm initialises from the global RNG; fork_rng restores it afterwards
-        module = Attention(6, num_heads=3, qkv_bias=qkv_bias, qk_norm=qk_norm,
-                           norm_layer=torch.nn.LayerNorm if qk_norm else None).double().eval()
+        module = (
+            Attention(
+                6, num_heads=3, qkv_bias=qkv_bias, qk_norm=qk_norm, norm_layer=torch.nn.LayerNorm if qk_norm else None
+            )
+            .double()
+            .eval()
+        )
         if qkv_bias:
             torch.nn.init.normal_(module.qkv.bias)  # timm starts biases at 0: make them matter
     module.fused_attn = False  # the explicit softmax, whose weights attn_drop receives
@@ -68,8 +86,9 @@ def test_timm_head_W_reproduces_its_attention_weights(qkv_bias):
         for query in range(5):
             data = capture(module, module, x, query=query)
             logits = torch.einsum("ntk,kq,nq->nt", data.X, head_W(module, head), data.Z)
-            torch.testing.assert_close(torch.softmax(logits, -1), own[:, head, query], rtol=0,
-                                       atol=1e-10)  # float64 round-off
+            torch.testing.assert_close(
+                torch.softmax(logits, -1), own[:, head, query], rtol=0, atol=1e-10
+            )  # float64 round-off
     assert head_W(module, 0).shape == ((7, 7) if qkv_bias else (6, 6))
 
 

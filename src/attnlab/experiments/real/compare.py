@@ -90,12 +90,24 @@ class Comparison:
 def _attention_rows(model: nn.Module, inputs: torch.Tensor, label: str) -> pd.DataFrame:
     weights = first_token_attention(model, inputs).double()  # (k, T)
     k, T = weights.shape
-    return pd.DataFrame({"optimizer": label, "sample": torch.arange(k).repeat_interleave(T).numpy(),
-                         "token": torch.arange(T).repeat(k).numpy(), "weight": weights.flatten().numpy()})
+    return pd.DataFrame(
+        {
+            "optimizer": label,
+            "sample": torch.arange(k).repeat_interleave(T).numpy(),
+            "token": torch.arange(T).repeat(k).numpy(),
+            "weight": weights.flatten().numpy(),
+        }
+    )
 
 
-def _run_trial(build: Callable[[Any, int], Setup], config: Any, trial: Trial, probe: bool, options: dict[str, Any],
-               checkpoint_dir: Path | None) -> dict[str, pd.DataFrame]:
+def _run_trial(
+    build: Callable[[Any, int], Setup],
+    config: Any,
+    trial: Trial,
+    probe: bool,
+    options: dict[str, Any],
+    checkpoint_dir: Path | None,
+) -> dict[str, pd.DataFrame]:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # restored below: the caller's setting is left as it was
     try:
@@ -104,13 +116,22 @@ def _run_trial(build: Callable[[Any, int], Setup], config: Any, trial: Trial, pr
         if probe:
             out["init_entries"] = projection_entries(setup.model).assign(optimizer="init")
             out["init_attention"] = _attention_rows(setup.model, setup.probe_inputs, "init")
-        optimizer = make_optimizer(trial.optimizer, setup.model.parameters(), trial.lr,
-                                   sngd_cap=options["sngd_cap"], sps_c=options["sps_c"])
+        optimizer = make_optimizer(
+            trial.optimizer, setup.model.parameters(), trial.lr, sngd_cap=options["sngd_cap"], sps_c=options["sps_c"]
+        )
         # the name carries a hash of everything that shapes the trial: a checkpoint of another config is never resumed
         key = config_hash({"config": dataclasses.asdict(config), "trial": dataclasses.asdict(trial), **options})
         checkpoint = None if checkpoint_dir is None else checkpoint_dir / f"{trial.optimizer}-seed{trial.seed}-{key}.pt"
-        history = fit(setup.model, optimizer, setup.data, epochs=options["epochs"], batch_size=options["batch_size"],
-                      seed=trial.seed, checkpoint=checkpoint, metrics=setup.metrics)
+        history = fit(
+            setup.model,
+            optimizer,
+            setup.data,
+            epochs=options["epochs"],
+            batch_size=options["batch_size"],
+            seed=trial.seed,
+            checkpoint=checkpoint,
+            metrics=setup.metrics,
+        )
         labels = {"optimizer": trial.optimizer, "lr": trial.lr, "seed": trial.seed}
         out["frame"] = history.frame.assign(**labels)
         out["norms"] = history.norms.assign(optimizer=trial.optimizer, seed=trial.seed)
@@ -181,7 +202,9 @@ def compare_optimizers(
     options = {"epochs": epochs, "batch_size": batch_size, "sngd_cap": sngd_cap, "sps_c": sps_c}
     trials = [Trial(name, float(lr), int(seed)) for seed in seeds for name, lr in zip(optimizers, lrs)]
     probes = [trial.seed == seeds[0] for trial in trials]
-    tasks = [partial(_run_trial, build, config, trial, probe, options, directory) for trial, probe in zip(trials, probes)]
+    tasks = [
+        partial(_run_trial, build, config, trial, probe, options, directory) for trial, probe in zip(trials, probes)
+    ]
     wrap = bar if bar is not None else (lambda iterable, **_: iterable)
     if workers == 1:
         results = [task() for task in wrap(tasks, total=len(tasks), desc="trials")]

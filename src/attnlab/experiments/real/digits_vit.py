@@ -53,8 +53,19 @@ class DigitsViTConfig:
         Test images whose first-token attention maps are drawn.
     """
 
-    OURS = ("optimizers", "lrs", "sngd_cap", "epochs", "batch_size", "patch_size", "dim", "depth", "heads",
-            "mlp_dim", "dropout")
+    OURS = (
+        "optimizers",
+        "lrs",
+        "sngd_cap",
+        "epochs",
+        "batch_size",
+        "patch_size",
+        "dim",
+        "depth",
+        "heads",
+        "mlp_dim",
+        "dropout",
+    )
 
     optimizers: tuple[str, ...] = ("sgd", "sngd", "sps", "adam", "md-1.1", "md-2", "md-3")
     lrs: tuple[float, ...] = (0.3, 0.2, 1.0, 1e-3, 0.05, 0.3, 1e-2)
@@ -85,12 +96,21 @@ class DigitsViTConfig:
             check_scalar("lrs", lr, low=0.0, low_inclusive=False)
         check_scalar("sngd_cap", self.sngd_cap, low=0.0, low_inclusive=False)
         check_scalar("sps_c", self.sps_c, low=0.0, low_inclusive=False)
-        for name in ("seeds", "epochs", "batch_size", "patch_size", "dim", "depth", "heads", "mlp_dim", "workers",
-                     "probes"):
+        for name in (
+            "seeds",
+            "epochs",
+            "batch_size",
+            "patch_size",
+            "dim",
+            "depth",
+            "heads",
+            "mlp_dim",
+            "workers",
+            "probes",
+        ):
             check_scalar(name, getattr(self, name), kind=int, low=1)
         check_scalar("seed", self.seed, kind=int, low=0)
-        check_scalar("test_fraction", self.test_fraction, low=0.0, high=1.0, low_inclusive=False,
-                     high_inclusive=False)
+        check_scalar("test_fraction", self.test_fraction, low=0.0, high=1.0, low_inclusive=False, high_inclusive=False)
         check_scalar("dropout", self.dropout, low=0.0, high=1.0, high_inclusive=False)
         if 8 % self.patch_size:
             raise ValidationError(f"patch_size == {self.patch_size} must divide the image size 8; use 1, 2, 4 or 8")
@@ -99,8 +119,15 @@ class DigitsViTConfig:
 def build_digits_vit(config: DigitsViTConfig, seed: int) -> Setup:
     """The digits split (fixed by ``config.seed``) and a ViT initialised from ``seed``, in float32."""
     data = load_digits_split(test_fraction=config.test_fraction, seed=config.seed)
-    model = ViT(patch_size=config.patch_size, dim=config.dim, depth=config.depth, heads=config.heads,
-                mlp_dim=config.mlp_dim, dropout=config.dropout, seed=seed)
+    model = ViT(
+        patch_size=config.patch_size,
+        dim=config.dim,
+        depth=config.depth,
+        heads=config.heads,
+        mlp_dim=config.mlp_dim,
+        dropout=config.dropout,
+        seed=seed,
+    )
     return Setup(model, data, probe_inputs=data.x_test[: config.probes])
 
 
@@ -115,14 +142,25 @@ def run_digits_vit(config: DigitsViTConfig, ctx: RunContext) -> ExperimentResult
     return comparison_result(comparison, summary, config, checks, notes, grid=(8 // config.patch_size,) * 2)
 
 
-register(Experiment(
-    name="real.digits-vit",
-    paper="implicit-bias-ngd",
-    summary="SGD, SNGD, SPS, Adam, l_p-MD (p=1.1,2,3) train a small ViT on sklearn's 8x8 digits, 5 seeds",
-    config_type=DigitsViTConfig,
-    run=run_digits_vit,
-    # quick: 4x4 patches (4 tokens + CLS) make a step cheap enough for 3 epochs, where every optimizer passes
-    # test accuracy 0.5 (majority class 0.12)
-    quick={"seeds": 2, "epochs": 3, "workers": 1, "patch_size": 4, "dim": 16, "mlp_dim": 32, "depth": 1,
-           "batch_size": 64, "probes": 2},
-))
+register(
+    Experiment(
+        name="real.digits-vit",
+        paper="implicit-bias-ngd",
+        summary="SGD, SNGD, SPS, Adam, l_p-MD (p=1.1,2,3) train a small ViT on sklearn's 8x8 digits, 5 seeds",
+        config_type=DigitsViTConfig,
+        run=run_digits_vit,
+        # quick: 4x4 patches (4 tokens + CLS) make a step cheap enough for 3 epochs, where every optimizer passes
+        # test accuracy 0.5 (majority class 0.12)
+        quick={
+            "seeds": 2,
+            "epochs": 3,
+            "workers": 1,
+            "patch_size": 4,
+            "dim": 16,
+            "mlp_dim": 32,
+            "depth": 1,
+            "batch_size": 64,
+            "probes": 2,
+        },
+    )
+)

@@ -123,9 +123,7 @@ class Encoder(nn.Module):
         super().__init__()
         self.blocks = nn.ModuleList(EncoderBlock(dim, heads, mlp_dim, dropout, norm_first) for _ in range(depth))
 
-    def forward(
-        self, x: torch.Tensor, key_mask: torch.Tensor | None = None
-    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    def forward(self, x: torch.Tensor, key_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """``x: (n, T, d)`` -> ``(n, T, d)`` and a list of ``depth`` weight tensors ``(n, h, T, T)``."""
         attentions = []
         for block in self.blocks:

@@ -103,12 +103,20 @@ def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int
     return total_loss / len(y), correct / len(y)
 
 
-def _epoch_row(model: nn.Module, data: Split, epoch: int, step: int, metrics: Mapping[str, Metric],
-               eval_batch_size: int) -> dict[str, Any]:
+def _epoch_row(
+    model: nn.Module, data: Split, epoch: int, step: int, metrics: Mapping[str, Metric], eval_batch_size: int
+) -> dict[str, Any]:
     train_loss, train_accuracy = evaluate(model, data.x_train, data.y_train, eval_batch_size)
     test_loss, test_accuracy = evaluate(model, data.x_test, data.y_test, eval_batch_size)
-    row = {"epoch": epoch, "step": step, "train_loss": train_loss, "train_accuracy": train_accuracy,
-           "test_loss": test_loss, "test_accuracy": test_accuracy, "diverged": False}
+    row = {
+        "epoch": epoch,
+        "step": step,
+        "train_loss": train_loss,
+        "train_accuracy": train_accuracy,
+        "test_loss": test_loss,
+        "test_accuracy": test_accuracy,
+        "diverged": False,
+    }
     was_training = model.training
     model.eval()
     with torch.no_grad():
@@ -117,11 +125,16 @@ def _epoch_row(model: nn.Module, data: Split, epoch: int, step: int, metrics: Ma
     return row
 
 
-def _report(calls: CallbackList, row: dict[str, Any], steps: int, model: nn.Module,
-            optimizer: torch.optim.Optimizer) -> bool:
+def _report(
+    calls: CallbackList, row: dict[str, Any], steps: int, model: nn.Module, optimizer: torch.optim.Optimizer
+) -> bool:
     """Hand one epoch's row to the callbacks; True when one asks to stop."""
-    record = Record(step=row["step"], steps=steps, rows=pd.DataFrame([{"run": 0} | row]),
-                    state={"model": model, "optimizer": optimizer, "epoch": row["epoch"]})
+    record = Record(
+        step=row["step"],
+        steps=steps,
+        rows=pd.DataFrame([{"run": 0} | row]),
+        state={"model": model, "optimizer": optimizer, "epoch": row["epoch"]},
+    )
     return calls.record(record)
 
 
@@ -250,8 +263,19 @@ def fit(
             bar.set_postfix(loss=f"{row['train_loss']:.3g}", acc=f"{row['test_accuracy']:.3f}")
             stop = _report(calls, rows[-1], planned, model, optimizer)
             if path is not None:
-                _save(path, {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                             "torch_rng": torch.get_rng_state(), "generator": generator.get_state(),
-                             "epoch": epoch, "seed": seed, "batch_size": batch_size, "rows": rows, "norms": norms})
+                _save(
+                    path,
+                    {
+                        "model": model.state_dict(),
+                        "optimizer": optimizer.state_dict(),
+                        "torch_rng": torch.get_rng_state(),
+                        "generator": generator.get_state(),
+                        "epoch": epoch,
+                        "seed": seed,
+                        "batch_size": batch_size,
+                        "rows": rows,
+                        "norms": norms,
+                    },
+                )
         calls.end()
     return History(pd.DataFrame(rows), pd.DataFrame(norms))

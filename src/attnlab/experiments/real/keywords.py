@@ -55,7 +55,12 @@ def _sample(n: int, length: int, vocab_size: int, keywords: int, generator: torc
 
 
 def keyword_task(
-    *, n_train: int = 2000, n_test: int = 500, length: int = 16, vocab_size: int = 64, keywords: int = 4,
+    *,
+    n_train: int = 2000,
+    n_test: int = 500,
+    length: int = 16,
+    vocab_size: int = 64,
+    keywords: int = 4,
     seed: int = 0,
 ) -> KeywordTask:
     """Sample the keyword task (see the module docstring for the exact generator).
@@ -82,8 +87,13 @@ def keyword_task(
     >>> task.split.x_train.shape
     torch.Size([4, 6])
     """
-    for name, value, low in (("n_train", n_train, 1), ("n_test", n_test, 1), ("length", length, 1),
-                             ("keywords", keywords, 1), ("seed", seed, 0)):
+    for name, value, low in (
+        ("n_train", n_train, 1),
+        ("n_test", n_test, 1),
+        ("length", length, 1),
+        ("keywords", keywords, 1),
+        ("seed", seed, 0),
+    ):
         check_scalar(name, value, kind=int, low=low)
     check_scalar("vocab_size", vocab_size, kind=int, low=1)
     if vocab_size < 3 + 2 * keywords:

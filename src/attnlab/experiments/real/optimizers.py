@@ -41,8 +41,7 @@ def parse_optimizer(name: str) -> tuple[str, float | None]:
     elif kind in KINDS and kind != "md" and not tail:
         return kind, None
     raise ValidationError(
-        f"optimizer == {name!r}, must be one of 'sgd', 'sngd', 'sps', 'adam' or 'md-<p>' with p > 1 "
-        f"(e.g. 'md-1.1')"
+        f"optimizer == {name!r}, must be one of 'sgd', 'sngd', 'sps', 'adam' or 'md-<p>' with p > 1 (e.g. 'md-1.1')"
     )
 
 

@@ -25,26 +25,48 @@ def train_config(build: Callable[[Any, int], Setup], config: Any, ctx: RunContex
     """
     seeds = [config.seed + i for i in range(config.seeds)]
     return compare_optimizers(
-        build, config, config.optimizers, config.lrs, seeds, epochs=config.epochs, batch_size=config.batch_size,
-        sngd_cap=config.sngd_cap, sps_c=config.sps_c, workers=config.workers,
-        checkpoint_dir=ctx.out / "checkpoints", bar=ctx.bar,
+        build,
+        config,
+        config.optimizers,
+        config.lrs,
+        seeds,
+        epochs=config.epochs,
+        batch_size=config.batch_size,
+        sngd_cap=config.sngd_cap,
+        sps_c=config.sps_c,
+        workers=config.workers,
+        checkpoint_dir=ctx.out / "checkpoints",
+        bar=ctx.bar,
     )
 
 
-def comparison_result(comparison: Comparison, summary: pd.DataFrame, config: Any, checks: list[Check],
-                      notes: list[str], grid: tuple[int, int] | None = None) -> ExperimentResult:
+def comparison_result(
+    comparison: Comparison,
+    summary: pd.DataFrame,
+    config: Any,
+    checks: list[Check],
+    notes: list[str],
+    grid: tuple[int, int] | None = None,
+) -> ExperimentResult:
     """The tables (trajectory, ``summary`` from :func:`summary_table`, layer norms, K/Q/V entries, attention) and
     the four figures, each labelled with the defaults that are ours; ``grid`` lays image attention out as patches."""
-    figures = {"curves": curves_figure(comparison.frame), "norms": norms_figure(comparison.norms),
-               "qkv_histograms": histogram_figure(comparison.entries),
-               "attention": attention_figure(comparison.attention, grid)}
+    figures = {
+        "curves": curves_figure(comparison.frame),
+        "norms": norms_figure(comparison.norms),
+        "qkv_histograms": histogram_figure(comparison.entries),
+        "attention": attention_figure(comparison.attention, grid),
+    }
     for figure in figures.values():
         label_ours(figure, config)
     return ExperimentResult(
         frame=comparison.frame,
         checks=checks,
         figures=figures,
-        tables={"summary": summary, "layer_norms": comparison.norms,
-                "qkv_entries": comparison.entries, "attention": comparison.attention},
+        tables={
+            "summary": summary,
+            "layer_norms": comparison.norms,
+            "qkv_entries": comparison.entries,
+            "attention": comparison.attention,
+        },
         notes=notes + ["one CPU thread per run; runs spread over config.workers processes"],
     )

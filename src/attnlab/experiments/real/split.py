@@ -39,8 +39,9 @@ class Split:
         for part in ("train", "test"):
             x, y = getattr(self, f"x_{part}"), getattr(self, f"y_{part}")
             if not isinstance(x, torch.Tensor) or not isinstance(y, torch.Tensor):
-                raise TypeError(f"x_{part} and y_{part} must be torch.Tensors, got {type(x).__name__}, "
-                                f"{type(y).__name__}")
+                raise TypeError(
+                    f"x_{part} and y_{part} must be torch.Tensors, got {type(x).__name__}, {type(y).__name__}"
+                )
             if y.dim() != 1 or y.dtype != torch.int64:
                 raise ValidationError(
                     f"y_{part} has shape {tuple(y.shape)} and dtype {y.dtype}, expected an int64 vector of class "

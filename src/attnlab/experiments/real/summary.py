@@ -49,21 +49,23 @@ def summary_table(comparison: Comparison) -> pd.DataFrame:
     for name in dict.fromkeys(frame["optimizer"]):
         runs = last[last["optimizer"] == name]
         entries = comparison.entries[comparison.entries["optimizer"] == name]["value"]
-        rows.append({
-            "optimizer": name,
-            "lr": float(runs["lr"].iloc[0]),
-            "seeds": len(runs),
-            "diverged": int(runs["diverged"].sum()),
-            "test_accuracy_mean": runs["test_accuracy"].mean(),
-            "test_accuracy_std": runs["test_accuracy"].std(ddof=0),
-            "best_test_accuracy_mean": best[name],
-            "train_loss_mean": runs["train_loss"].mean(),
-            "train_loss_std": runs["train_loss"].std(ddof=0),
-            "train_loss_area": area[name],
-            "norm_growth": growth[name],
-            "qkv_hoyer": hoyer_sparsity(torch.tensor(entries.to_numpy())) if len(entries) else float("nan"),
-            "seconds_mean": runs["seconds"].mean(),
-        })
+        rows.append(
+            {
+                "optimizer": name,
+                "lr": float(runs["lr"].iloc[0]),
+                "seeds": len(runs),
+                "diverged": int(runs["diverged"].sum()),
+                "test_accuracy_mean": runs["test_accuracy"].mean(),
+                "test_accuracy_std": runs["test_accuracy"].std(ddof=0),
+                "best_test_accuracy_mean": best[name],
+                "train_loss_mean": runs["train_loss"].mean(),
+                "train_loss_std": runs["train_loss"].std(ddof=0),
+                "train_loss_area": area[name],
+                "norm_growth": growth[name],
+                "qkv_hoyer": hoyer_sparsity(torch.tensor(entries.to_numpy())) if len(entries) else float("nan"),
+                "seconds_mean": runs["seconds"].mean(),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -90,45 +92,102 @@ def paper_checks(comparison: Comparison, summary: pd.DataFrame, *, chance: float
     by = summary.set_index("optimizer")
     both = f"{NGD} §9; {MD} §9"
     checks = [
-        Check(f"{name} learns: mean final test accuracy is above the majority-class rate", f"> {chance:.4g}",
-              float(row["test_accuracy_mean"]), "bound", bool(row["test_accuracy_mean"] > chance), both)
+        Check(
+            f"{name} learns: mean final test accuracy is above the majority-class rate",
+            f"> {chance:.4g}",
+            float(row["test_accuracy_mean"]),
+            "bound",
+            bool(row["test_accuracy_mean"] > chance),
+            both,
+        )
         for name, row in by.iterrows()
     ]
     runs, diverged = int(by["seeds"].sum()), int(by["diverged"].sum())
-    checks.append(Check("no run diverges: every mini-batch loss is finite (runs that diverged)", 0, diverged,
-                        f"0 of {runs}", diverged == 0, both))
+    checks.append(
+        Check(
+            "no run diverges: every mini-batch loss is finite (runs that diverged)",
+            0,
+            diverged,
+            f"0 of {runs}",
+            diverged == 0,
+            both,
+        )
+    )
     frame = comparison.frame
     if {"sgd", "md-2"} <= set(by.index) and by.loc["sgd", "lr"] == by.loc["md-2", "lr"]:
         pivot = frame.pivot_table(index=["seed", "epoch"], columns="optimizer", values="train_loss")
         gap = float(((pivot["md-2"] - pivot["sgd"]).abs() / pivot["sgd"].abs()).max())
-        checks.append(Check("l_2 mirror descent is SGD: same training loss at the same lr (max relative gap)",
-                            0.0, gap, "1e-3 (float32 rounding)", bool(gap <= 1e-3), f"{MD} §4"))
+        checks.append(
+            Check(
+                "l_2 mirror descent is SGD: same training loss at the same lr (max relative gap)",
+                0.0,
+                gap,
+                "1e-3 (float32 rounding)",
+                bool(gap <= 1e-3),
+                f"{MD} §4",
+            )
+        )
     if {"md-1.1", "md-2"} <= set(by.index):
         sparse, dense = float(by.loc["md-1.1", "qkv_hoyer"]), float(by.loc["md-2", "qkv_hoyer"])
         init = comparison.entries[comparison.entries["optimizer"] == "init"]["value"]
         start = hoyer_sparsity(torch.tensor(init.to_numpy())) if len(init) else float("nan")
-        checks.append(observation(f"paper: l_1.1-MD gives sparser key/query/value weights than l_2-MD (MD paper E4 "
-                                  f"histograms; Hoyer sparsity, {start:.4g} at init)", f"> {dense:.4g} (p = 2)", sparse,
-                                  bool(sparse > dense), f"{MD} §8.6 (the paper's remark on its E4 figures)"))
+        checks.append(
+            observation(
+                f"paper: l_1.1-MD gives sparser key/query/value weights than l_2-MD (MD paper E4 "
+                f"histograms; Hoyer sparsity, {start:.4g} at init)",
+                f"> {dense:.4g} (p = 2)",
+                sparse,
+                bool(sparse > dense),
+                f"{MD} §8.6 (the paper's remark on its E4 figures)",
+            )
+        )
     if "sgd" in by.index:
         norms = comparison.norms[comparison.norms["optimizer"] == "sgd"]
         ends = norms.sort_values("epoch").groupby(["seed", "layer"])["norm"].agg(["first", "last"])
         growth = (ends["last"] / ends["first"]).groupby("layer").mean()
-        checks.append(observation("paper: every layer's parameter norm grows under SGD (NGD paper fig. 7, CIFAR-10 "
-                                  "ViT; min over layers of last / initial norm)", "> 1", float(growth.min()),
-                                  bool(growth.min() > 1), f"{NGD} §9 fig. 7"))
+        checks.append(
+            observation(
+                "paper: every layer's parameter norm grows under SGD (NGD paper fig. 7, CIFAR-10 "
+                "ViT; min over layers of last / initial norm)",
+                "> 1",
+                float(growth.min()),
+                bool(growth.min() > 1),
+                f"{NGD} §9 fig. 7",
+            )
+        )
     if {"sgd", "sngd"} <= set(by.index):
         ratio = float(by.loc["sngd", "train_loss_area"] / by.loc["sgd", "train_loss_area"])
         measure = "area under the training-loss curve, SNGD / SGD"
         if language:
-            checks.append(observation(f"paper: SNGD trains faster than SGD on text (NGD paper fig. 1, 4; {measure})",
-                                      "< 1", ratio, bool(ratio < 1), f"{NGD} §9 fig. 1, 4"))
+            checks.append(
+                observation(
+                    f"paper: SNGD trains faster than SGD on text (NGD paper fig. 1, 4; {measure})",
+                    "< 1",
+                    ratio,
+                    bool(ratio < 1),
+                    f"{NGD} §9 fig. 1, 4",
+                )
+            )
         else:
-            checks.append(observation(f"paper: SNGD trains slower than SGD on a ViT (NGD paper fig. 6, 7; {measure})",
-                                      "> 1", ratio, bool(ratio > 1), f"{NGD} §9 fig. 6, 7"))
+            checks.append(
+                observation(
+                    f"paper: SNGD trains slower than SGD on a ViT (NGD paper fig. 6, 7; {measure})",
+                    "> 1",
+                    ratio,
+                    bool(ratio > 1),
+                    f"{NGD} §9 fig. 6, 7",
+                )
+            )
     if language and {"md-1.1", "md-2"} <= set(by.index):
         better, base = float(by.loc["md-1.1", "test_accuracy_mean"]), float(by.loc["md-2", "test_accuracy_mean"])
-        checks.append(observation("paper: l_1.1-MD generalises at least as well as l_2-MD (GD) on text (MD paper §8.6, "
-                                  "IMDb; mean final test accuracy)", f">= {base:.4g} (p = 2)", better,
-                                  bool(better >= base), f"{MD} §8.6 (the paper's remark on its IMDb table)"))
+        checks.append(
+            observation(
+                "paper: l_1.1-MD generalises at least as well as l_2-MD (GD) on text (MD paper §8.6, "
+                "IMDb; mean final test accuracy)",
+                f">= {base:.4g} (p = 2)",
+                better,
+                bool(better >= base),
+                f"{MD} §8.6 (the paper's remark on its IMDb table)",
+            )
+        )
     return checks

@@ -51,8 +51,25 @@ class TextConfig:
         E4 uses 0.2; 0 keeps the small runs deterministic in what they measure.
     """
 
-    OURS = ("optimizers", "lrs", "sngd_cap", "epochs", "batch_size", "n_train", "n_test", "length", "vocab_size",
-            "keywords", "max_len", "max_per_split", "dim", "depth", "heads", "mlp_dim", "dropout")
+    OURS = (
+        "optimizers",
+        "lrs",
+        "sngd_cap",
+        "epochs",
+        "batch_size",
+        "n_train",
+        "n_test",
+        "length",
+        "vocab_size",
+        "keywords",
+        "max_len",
+        "max_per_split",
+        "dim",
+        "depth",
+        "heads",
+        "mlp_dim",
+        "dropout",
+    )
 
     dataset: str = "keywords"
     imdb_root: str = ""
@@ -83,8 +100,10 @@ class TextConfig:
     def __post_init__(self) -> None:
         check_in("dataset", self.dataset, DATASETS)
         if self.dataset == "aclimdb" and not self.imdb_root:
-            raise ValidationError('dataset == "aclimdb" needs imdb_root, the path of an aclImdb folder; '
-                                  "pass --set imdb_root=/path/to/aclImdb")
+            raise ValidationError(
+                'dataset == "aclimdb" needs imdb_root, the path of an aclImdb folder; '
+                "pass --set imdb_root=/path/to/aclImdb"
+            )
         if len(self.optimizers) != len(self.lrs) or not self.optimizers:
             raise ValidationError(
                 f"optimizers has {len(self.optimizers)} names and lrs {len(self.lrs)}; give one lr per optimizer"
@@ -95,8 +114,22 @@ class TextConfig:
             check_scalar("lrs", lr, low=0.0, low_inclusive=False)
         check_scalar("sngd_cap", self.sngd_cap, low=0.0, low_inclusive=False)
         check_scalar("sps_c", self.sps_c, low=0.0, low_inclusive=False)
-        for name in ("seeds", "epochs", "batch_size", "n_train", "n_test", "length", "keywords", "dim", "depth",
-                     "heads", "mlp_dim", "workers", "probes", "max_per_split"):
+        for name in (
+            "seeds",
+            "epochs",
+            "batch_size",
+            "n_train",
+            "n_test",
+            "length",
+            "keywords",
+            "dim",
+            "depth",
+            "heads",
+            "mlp_dim",
+            "workers",
+            "probes",
+            "max_per_split",
+        ):
             check_scalar(name, getattr(self, name), kind=int, low=1)
         check_scalar("max_len", self.max_len, kind=int, low=2)
         check_scalar("imdb_vocab", self.imdb_vocab, kind=int, low=4)
@@ -115,11 +148,22 @@ def _keyword_attention(inputs: torch.Tensor, positions: torch.Tensor):
 
 def _data(config: TextConfig) -> tuple[Split, int, dict]:
     if config.dataset == "aclimdb":
-        text = load_aclimdb(config.imdb_root, max_len=config.max_len, vocab_size=config.imdb_vocab,
-                            max_per_split=config.max_per_split, seed=config.seed)
+        text = load_aclimdb(
+            config.imdb_root,
+            max_len=config.max_len,
+            vocab_size=config.imdb_vocab,
+            max_per_split=config.max_per_split,
+            seed=config.seed,
+        )
         return text.split, len(text.vocabulary), {}
-    task = keyword_task(n_train=config.n_train, n_test=config.n_test, length=config.length,
-                        vocab_size=config.vocab_size, keywords=config.keywords, seed=config.seed)
+    task = keyword_task(
+        n_train=config.n_train,
+        n_test=config.n_test,
+        length=config.length,
+        vocab_size=config.vocab_size,
+        keywords=config.keywords,
+        seed=config.seed,
+    )
     metric = _keyword_attention(task.split.x_test, task.keyword_position_test)
     return task.split, task.vocab_size, {"keyword_attention": metric}
 
@@ -131,8 +175,17 @@ def build_text(config: TextConfig, seed: int) -> Setup:
     on the decisive keyword over the test set (uniform attention gives ``1 / (length + 1)``).
     """
     data, vocab_size, metrics = _data(config)
-    model = TextEncoder(vocab_size, data.x_train.shape[1], num_classes=2, dim=config.dim, depth=config.depth,
-                        heads=config.heads, mlp_dim=config.mlp_dim, dropout=config.dropout, seed=seed)
+    model = TextEncoder(
+        vocab_size,
+        data.x_train.shape[1],
+        num_classes=2,
+        dim=config.dim,
+        depth=config.depth,
+        heads=config.heads,
+        mlp_dim=config.mlp_dim,
+        dropout=config.dropout,
+        seed=seed,
+    )
     return Setup(model, data, metrics, probe_inputs=data.x_test[: config.probes])
 
 
@@ -140,11 +193,17 @@ def _selection_checks(frame, length: int) -> list[Check]:
     uniform = 1.0 / (length + 1)
     last = frame.sort_values("epoch").groupby(["optimizer", "seed"]).tail(1)
     means = last.groupby("optimizer", sort=False)["keyword_attention"].mean()
-    return [observation(f"paper: after training with {name} the first token attends to the deciding keyword more "
-                        "than uniformly (token selection; MD paper E4 attention maps)", f"> {uniform:.4g} (uniform)",
-                        float(value), bool(value > uniform),
-                        "docs/theory/mirror-descent-lp.md §8.6, §9 E4 (the paper's remark on its attention maps)")
-            for name, value in means.items()]
+    return [
+        observation(
+            f"paper: after training with {name} the first token attends to the deciding keyword more "
+            "than uniformly (token selection; MD paper E4 attention maps)",
+            f"> {uniform:.4g} (uniform)",
+            float(value),
+            bool(value > uniform),
+            "docs/theory/mirror-descent-lp.md §8.6, §9 E4 (the paper's remark on its attention maps)",
+        )
+        for name, value in means.items()
+    ]
 
 
 def run_text(config: TextConfig, ctx: RunContext) -> ExperimentResult:
@@ -160,16 +219,32 @@ def run_text(config: TextConfig, ctx: RunContext) -> ExperimentResult:
     return comparison_result(comparison, summary, config, checks, notes)
 
 
-register(Experiment(
-    name="real.text",
-    paper="mirror-descent-lp",
-    summary="SGD, SNGD, SPS, Adam, l_p-MD (p=1.1,2,3) train the E4 text encoder on a keyword task or aclImdb",
-    config_type=TextConfig,
-    run=run_text,
-    # quick: one keyword per class among 4 tokens, and SGD (= l_2-MD) at 0.03 and l_1.1-MD at 0.01 instead of 0.3
-    # and 0.05, which stall at chance on one of the two seeds at this size: every optimizer reaches test accuracy
-    # 1.0 in 7 epochs (docs/experiments/real.md)
-    quick={"seeds": 2, "epochs": 7, "workers": 1, "n_train": 200, "n_test": 100, "length": 4, "vocab_size": 16,
-           "keywords": 1, "batch_size": 16, "lrs": (0.03, 0.2, 1.0, 1e-3, 0.01, 0.03, 1e-2), "dim": 16,
-           "mlp_dim": 32, "depth": 1, "max_per_split": 200, "probes": 2},
-))
+register(
+    Experiment(
+        name="real.text",
+        paper="mirror-descent-lp",
+        summary="SGD, SNGD, SPS, Adam, l_p-MD (p=1.1,2,3) train the E4 text encoder on a keyword task or aclImdb",
+        config_type=TextConfig,
+        run=run_text,
+        # quick: one keyword per class among 4 tokens, and SGD (= l_2-MD) at 0.03 and l_1.1-MD at 0.01 instead of 0.3
+        # and 0.05, which stall at chance on one of the two seeds at this size: every optimizer reaches test accuracy
+        # 1.0 in 7 epochs (docs/experiments/real.md)
+        quick={
+            "seeds": 2,
+            "epochs": 7,
+            "workers": 1,
+            "n_train": 200,
+            "n_test": 100,
+            "length": 4,
+            "vocab_size": 16,
+            "keywords": 1,
+            "batch_size": 16,
+            "lrs": (0.03, 0.2, 1.0, 1e-3, 0.01, 0.03, 1e-2),
+            "dim": 16,
+            "mlp_dim": 32,
+            "depth": 1,
+            "max_per_split": 200,
+            "probes": 2,
+        },
+    )
+)

@@ -69,8 +69,15 @@ class TextEncoder(nn.Module):
         dtype: torch.dtype = torch.float32,
     ) -> None:
         super().__init__()
-        for name, value in (("vocab_size", vocab_size), ("max_len", max_len), ("num_classes", num_classes),
-                            ("dim", dim), ("depth", depth), ("heads", heads), ("mlp_dim", mlp_dim)):
+        for name, value in (
+            ("vocab_size", vocab_size),
+            ("max_len", max_len),
+            ("num_classes", num_classes),
+            ("dim", dim),
+            ("depth", depth),
+            ("heads", heads),
+            ("mlp_dim", mlp_dim),
+        ):
             check_scalar(name, value, kind=int, low=1)
         check_scalar("dropout", dropout, low=0.0, high=1.0, high_inclusive=False)
         check_scalar("pad_id", pad_id, kind=int, low=0, high=vocab_size - 1)

@@ -67,9 +67,16 @@ class ViT(nn.Module):
         dtype: torch.dtype = torch.float32,
     ) -> None:
         super().__init__()
-        for name, value in (("image_size", image_size), ("patch_size", patch_size), ("channels", channels),
-                            ("num_classes", num_classes), ("dim", dim), ("depth", depth), ("heads", heads),
-                            ("mlp_dim", mlp_dim)):
+        for name, value in (
+            ("image_size", image_size),
+            ("patch_size", patch_size),
+            ("channels", channels),
+            ("num_classes", num_classes),
+            ("dim", dim),
+            ("depth", depth),
+            ("heads", heads),
+            ("mlp_dim", mlp_dim),
+        ):
             check_scalar(name, value, kind=int, low=1)
         check_scalar("dropout", dropout, low=0.0, high=1.0, high_inclusive=False)
         if image_size % patch_size:
