@@ -120,3 +120,11 @@ def test_the_returned_model_of_a_diverged_run_has_a_finite_loss(make):
     assert traj.status == "diverged" and traj.extra["status"] == ["diverged"]
     assert bool(torch.isfinite(model.loss(data)).all())
     assert traj.frame["step"].max() == traj.extra["last_step"][0]
+
+
+def test_a_model_whose_d_differs_from_the_data_is_refused_by_name():
+    model = Combined(3)
+    with pytest.raises(
+        ValidationError, match="model has d = 3 but the data's tokens have d = 2; build the model with d=2"
+    ):
+        al.train(model, torch.optim.SGD(model.parameters(), lr=0.1), _data(), steps=1)
