@@ -61,8 +61,3 @@ def test_the_readme_cites_the_five_papers_as_citation_cff_does():
     titles = re.findall(r"^  title   = \{(.*)\},$", README, re.M)
     assert sorted(titles) == sorted(ref["title"] for ref in cff["references"])
     assert len(titles) == 5
-
-
-def test_nothing_points_outside_the_repository():
-    for path in ("README.md", "CITATION.cff", "docs/sweeps.md"):
-        assert "../shared" not in (ROOT / path).read_text(), path
