@@ -85,6 +85,7 @@ def kernel_applies(param: Any, params: Mapping[str, torch.Tensor], problem: Prob
     )
 
 
+@torch.no_grad()  # gradients are formed explicitly (log-scaled): no autograd graph, ever
 def fit(
     problem: Problem,
     param: str | Parametrization,
@@ -140,41 +141,6 @@ def fit(
     """
     if (rule is None) == (optimizer is None):
         raise ValidationError("pass exactly one of rule= (a transforms Rule) and optimizer= (a torch optimizer)")
-    with torch.no_grad():  # gradients are formed explicitly (log-scaled): no autograd graph, ever
-        return _fit(
-            problem,
-            param,
-            params,
-            steps,
-            rule,
-            optimizer,
-            optimizer_params,
-            rule_state,
-            record_every,
-            recorder,
-            callbacks,
-            progress,
-            desc,
-            sync,
-        )
-
-
-def _fit(
-    problem,
-    param,
-    params,
-    steps,
-    rule,
-    optimizer,
-    optimizer_params,
-    rule_state,
-    record_every,
-    recorder,
-    callbacks,
-    progress,
-    desc,
-    sync,
-) -> EngineResult:
     R = problem.X.shape[0]
     bad = [k for k, t in params.items() if not bool(torch.isfinite(t).all())]
     if bad:
