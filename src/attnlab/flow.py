@@ -132,8 +132,11 @@ def logit_weights(
     :func:`attnlab.models.functional.logit_derivatives`). Under Assumption 2 the weight is positive on every
     non-selected token (raising a wrong token's logit raises the loss), hence ``phi >= 0`` there.
     """
-    derivatives = logit_derivatives(attention_logits(X, W, Z), score_gaps(token_scores(X, y, v)), loss)
-    return derivatives.log_abs, derivatives.sign  # spec kq §3.1: dL/ds = -(|l'|/n) sigma c
+    logits = attention_logits(X, W, Z).movedim(-1, 0).contiguous()  # token-first, as logit_derivatives takes them
+    derivatives = logit_derivatives(logits, score_gaps(token_scores(X, y, v)), loss)
+    return derivatives.log_abs.movedim(0, -1), derivatives.sign.movedim(
+        0, -1
+    )  # spec kq §3.1: dL/ds = -(|l'|/n) sigma c
 
 
 def closed_form_beta(omega0: torch.Tensor, B: torch.Tensor, phi: torch.Tensor) -> torch.Tensor:

@@ -172,32 +172,37 @@ class KernelSpace:
         X, Z = problem.X, problem.Z
         R, n, T = X.shape[0], X.shape[-3], X.shape[-2]
         shared = X.stride(0) == 0 and Z.stride(0) == 0  # one data set for every run: one kernel for all
-        self.kernel = logit_kernel(X[0], Z[0]) if shared else logit_kernel(X, Z)  # ([R,] nT, nT), symmetric
-        self.problem, self.W0, self.shape = problem, W0, (R, n, T)
+        kernel = logit_kernel(X[0], Z[0]) if shared else logit_kernel(X, Z)  # ([R,] nT, nT) in (i, t) order
+        # coefficients in (t, i) order, as the token-first logits (ScoreGaps) are laid out per run; symmetric
+        lead = kernel.shape[:-2]
+        self.kernel = (
+            kernel.reshape(lead + (n, T, n, T)).movedim((-4, -2), (-3, -1)).reshape(lead + (T * n, T * n)).contiguous()
+        )
+        self.problem, self.W0, self.shape = problem, W0, (R, T, n)
         self.gaps = score_gaps(token_scores(X, problem.y, problem.v))
-        self.logits = attention_logits(X, W0, Z).reshape(R, n * T)  # spec ngd §2: s = x^T W_0 z, then moved by K
-        self.omega = torch.zeros(R, n * T, dtype=W0.dtype, device=W0.device)
+        # spec ngd §2: s = x^T W_0 z, then moved by K; token-first, (T, R, n)
+        self.logits = attention_logits(X, W0, Z).movedim(-1, 0).contiguous()
+        self.omega = torch.zeros(R, T * n, dtype=W0.dtype, device=W0.device)  # per run (t, i) order, as the kernel
         self.spare: tuple[torch.Tensor, torch.Tensor] | None = None
         self.moved: tuple[torch.Tensor, torch.Tensor] | None = None  # (u, K u) of the last gradient
 
     def _apply_kernel(self, u: torch.Tensor) -> torch.Tensor:
-        """``K u`` per run, shape (R, nT): one (1, nT) x (nT, nT) row product per run (K is symmetric; the row form
+        """``K u`` per run, shape (R, Tn): one (1, Tn) x (Tn, Tn) row product per run (K is symmetric; the row form
         is ~3x faster than the column one in MKL), or one GEMM when the runs share K."""
         if self.kernel.dim() == 2:
             return u @ self.kernel
         return torch.bmm(u[:, None, :], self.kernel)[:, 0]
 
     def W(self) -> torch.Tensor:  # noqa: N802
-        R, n, T = self.shape
-        return self.W0 + outer_sum(self.problem.X, self.problem.Z, self.omega.view(R, n, T))
+        return self.W0 + outer_sum(self.problem.X, self.problem.Z, self.omega.view(self.shape).transpose(1, 2))
 
     def params(self) -> dict[str, torch.Tensor]:
         return {"W": self.W()}
 
     def gradient(self) -> Gradient:
-        derivatives = logit_derivatives(self.logits.view(self.shape), self.gaps, self.problem.loss)
-        weights = derivatives.scaled()  # spec ngd §3.1: dL/ds = mantissa e^{log_scale}
-        u = weights.mantissa.reshape(self.shape[0], -1)
+        derivatives = logit_derivatives(self.logits, self.gaps, self.problem.loss)
+        weights = derivatives.scaled()  # spec ngd §3.1: dL/ds = mantissa e^{log_scale}, (T, R, n)
+        u = weights.mantissa.transpose(0, 1).reshape(self.shape[0], -1)  # (R, Tn), one copy
         self.moved = (u, self._apply_kernel(u))
         return Gradient([u], weights.log_scale, derivatives.log_risk)
 
@@ -215,7 +220,8 @@ class KernelSpace:
     def apply(self, rule: Rule, step: Step) -> None:
         (u,) = step.direction
         Ku = self.moved[1] if self.moved is not None and u is self.moved[0] else self._apply_kernel(u)
-        coef = -(torch.exp(step.log_coef[0]) * step.factor[0])[:, None]
+        coef = -(torch.exp(step.log_coef[0]) * step.factor[0])[:, None]  # (R, 1): broadcasts on both layouts
+        Ku = Ku.view(self.shape).transpose(0, 1)  # (T, R, n), as the logits
         if self.spare is None:
             new = (torch.addcmul(self.omega, coef, u), torch.addcmul(self.logits, coef, Ku))
         else:
@@ -227,7 +233,7 @@ class KernelSpace:
 
     def keep(self, runs: torch.Tensor) -> None:
         self.omega[runs] = self.spare[0][runs]
-        self.logits[runs] = self.spare[1][runs]
+        self.logits[:, runs] = self.spare[1][:, runs]
 
     def state(self) -> dict[str, torch.Tensor]:
         return {"omega": self.omega, "logits": self.logits}
