@@ -105,3 +105,30 @@ def test_patience_without_validation_is_refused():
     net = SoftmaxMLP(4, 2, 100, seed=0)
     with pytest.raises(ValidationError, match="patience is set but validation is None"):
         gradient_descent(net, X, Y, lr=1e-3, steps=2, patience=3)
+
+
+def test_a_run_whose_loss_turns_non_finite_stops_with_its_last_finite_weights(monkeypatch):
+    # fault injection: the third update is NaN (lr is capped below the stability limit, so real data cannot do it)
+    import attnlab.ntk.gd as gd
+
+    X, Y = _data()
+    net = SoftmaxMLP(4, 2, 64, seed=4)
+    lr = practical_step(net, X)
+    calls, kept = [0], []
+    real = gd.weight_gradient
+
+    def faulty(*args):
+        calls[0] += 1
+        grad = real(*args)
+        return grad * math.nan if calls[0] == 3 else grad
+
+    reference = SoftmaxMLP(4, 2, 64, seed=4)
+    gradient_descent(reference, X, Y, lr=lr, steps=2)  # the same run, stopped where the fault strikes
+    kept.append(reference.W.detach().clone())
+    monkeypatch.setattr(gd, "weight_gradient", faulty)
+    with pytest.warns(RuntimeWarning, match="non-finite at step 3; keeping the weights of step 2"):
+        result = gradient_descent(net, X, Y, lr=lr, steps=10)
+    assert result.status == "diverged" and result.steps == 2 and result.best_step == 2
+    assert torch.equal(net.W.detach(), kept[0])
+    assert math.isfinite(float((net(X) - Y).pow(2).sum()))
+    assert result.frame["step"].tolist() == [0, 1, 2]

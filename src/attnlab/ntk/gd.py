@@ -9,6 +9,7 @@ network's output and Jacobian factors.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -70,6 +71,9 @@ class GDResult:
         Step whose weights the network holds (the last one without validation).
     input_scale : float
         Divisor applied to ``X`` to put it in the unit ball (1.0 if none).
+    status : {"completed", "diverged"}
+        ``"diverged"``: the loss turned non-finite after ``steps`` steps; the network holds the last weights whose
+        loss was finite (or the best held-out ones before them), as every attnlab training loop does.
     """
 
     frame: pd.DataFrame
@@ -78,6 +82,7 @@ class GDResult:
     steps: int
     best_step: int
     input_scale: float
+    status: str = "completed"
 
 
 def gradient_descent(
@@ -130,9 +135,13 @@ def gradient_descent(
     Raises
     ------
     ValidationError
-        Bad shapes, ``lr`` past the stability limit, ``patience`` without ``validation``.
-    FloatingPointError
-        If the loss becomes non-finite.
+        Bad shapes, ``lr`` past the stability limit, ``patience`` without ``validation``, or a loss that is not
+        finite at the initial weights.
+
+    Warns
+    -----
+    RuntimeWarning
+        If the loss turns non-finite: the run stops, keeps its last finite weights and is marked ``"diverged"``.
     """
     sizes = {"k": net.d_in, "L": net.d_out}
     X = check_tensor("X", X, "nk", sizes)
@@ -163,12 +172,23 @@ def gradient_descent(
     best = (math.inf, 0, W.clone())
     since_best = 0
     step = 0
+    status = "completed"
+    previous = W
     for step in range(steps + 1):
         F, phi, b = net.output_and_factors(X @ W)
         R = F - Y
         sq_error = float(R.pow(2).sum())  # spec §3.1: 2 L = ||F - Y||_F^2
-        if not math.isfinite(sq_error):
-            raise FloatingPointError(f"loss became non-finite at step {step}; lower lr (now {lr:.6g})")
+        if not math.isfinite(sq_error):  # the one divergence policy: stop, keep the last finite weights
+            if step == 0:
+                raise ValidationError("the loss is not finite at the initial weights; check X, Y and the network")
+            warnings.warn(
+                f"loss became non-finite at step {step}; keeping the weights of step {step - 1} (lower lr, now "
+                f"{lr:.6g})",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            W, step, status = previous, step - 1, "diverged"
+            break
         last = step == steps or sq_error <= tol
         if step % record_every == 0 or last:
             row = {"step": step, "sq_error": sq_error, "weight_movement": float((W - W0).norm(dim=0).max())}
@@ -186,10 +206,11 @@ def gradient_descent(
             last = last or (stop is not None and stop(row))
         if last:
             break
+        previous = W
         W = W - lr * weight_gradient(X, R, phi, b, a)  # spec §3.3: W(t+1) = W(t) - eta Delta W(t)
     best_step = step
     if validation is not None:
         best_step, W = best[1], best[2]
     with torch.no_grad():
         net.W.copy_(W)
-    return GDResult(pd.DataFrame(rows), W0, float(lr), step, best_step, scale)
+    return GDResult(pd.DataFrame(rows), W0, float(lr), step, best_step, scale, status)
