@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from attnlab.callbacks import progress_bar
 from attnlab.runner.claim import wait_for_claim
 from attnlab.runner.executors import InProcessExecutor, PoolExecutor, RayExecutor
 from attnlab.runner.results import INDEX_COLUMNS, ResultsStore
@@ -73,7 +74,7 @@ def run_sweep(
     executor : executor, optional
         Where runs execute; default :class:`InProcessExecutor` (batched where the task allows).
     progress : bool, default=True
-        Show a progress bar with ETA (tqdm; off when stderr is not a terminal).
+        Show a progress bar with ETA (:func:`attnlab.callbacks.progress_bar`: only when stderr is a terminal).
 
     Returns
     -------
@@ -84,8 +85,6 @@ def run_sweep(
     ValidationError
         For an unknown task or parameters the task refuses, before any run starts.
     """
-    from tqdm.auto import tqdm
-
     jobs = expand(spec) if isinstance(spec, SweepSpec) else list(spec)
     executor = executor if executor is not None else InProcessExecutor()
     tasks = {job.task: get_task(job.task) for job in jobs}
@@ -100,7 +99,7 @@ def run_sweep(
     interval = max(_INDEX_EVERY_SECONDS, (time.monotonic() - last_write) / _INDEX_MAX_SHARE)
     last_write = time.monotonic()
     ran = 0
-    bar = tqdm(total=len(todo), desc="sweep", unit="run", disable=None if progress else True, dynamic_ncols=True)
+    bar = progress_bar(total=len(todo), desc="sweep", unit="run", show=None if progress else False)
     bar.set_postfix(skipped=len(jobs) - len(todo), refresh=False)
     try:
         while todo:

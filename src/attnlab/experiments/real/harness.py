@@ -22,10 +22,9 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 from torch import nn
-from tqdm.auto import tqdm
 
 from attnlab._validation import ValidationError, check_scalar
-from attnlab.callbacks import CallbackList, Record
+from attnlab.callbacks import CallbackList, Record, progress_bar
 from attnlab.experiments.real.split import Split
 from attnlab.runner.checkpoint import read_checkpoint
 from attnlab.runner.store import atomic_write
@@ -183,7 +182,7 @@ def fit(
         Extra per-epoch metrics ``name -> f(model) -> float``, computed in eval mode without gradients.
     eval_batch_size : int, default=512
     progress : bool, default=False
-        Show a tqdm bar over epochs.
+        Show a bar over epochs (when stderr is a terminal: :func:`attnlab.callbacks.progress_bar`).
     desc : str, default=""
         Label of the progress bar.
     callbacks : sequence of attnlab.callbacks.Callback or callable, optional
@@ -233,7 +232,7 @@ def fit(
         calls, planned = CallbackList(callbacks), epochs * math.ceil(len(data.y_train) / batch_size)
         calls.start(planned)
         stop = _report(calls, rows[-1], planned, model, optimizer)
-        bar = tqdm(range(start_epoch, epochs + 1), desc=desc, disable=not progress, leave=False)
+        bar = progress_bar(range(start_epoch, epochs + 1), desc=desc, show=None if progress else False, unit="epoch")
         for epoch in bar:
             if rows[-1]["diverged"] or stop:
                 break
