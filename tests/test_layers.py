@@ -11,6 +11,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "attnlab"
 # (svm / regression / ntk), which share only the layers below them.
 LAYERS = {
     "_validation": 0,
+    "_numerics": 0,
     "_errors": 0,
     "_io": 0,
     "_overrides": 0,

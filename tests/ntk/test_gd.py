@@ -117,9 +117,9 @@ def test_a_run_whose_loss_turns_non_finite_stops_with_its_last_finite_weights(mo
     calls, kept = [0], []
     real = gd.weight_gradient
 
-    def faulty(*args):
+    def faulty(*args, **kwargs):
         calls[0] += 1
-        grad = real(*args)
+        grad = real(*args, **kwargs)
         return grad * math.nan if calls[0] == 3 else grad
 
     reference = SoftmaxMLP(4, 2, 64, seed=4)
@@ -132,3 +132,16 @@ def test_a_run_whose_loss_turns_non_finite_stops_with_its_last_finite_weights(mo
     assert torch.equal(net.W.detach(), kept[0])
     assert math.isfinite(float((net(X) - Y).pow(2).sum()))
     assert result.frame["step"].tolist() == [0, 1, 2]
+
+
+@pytest.mark.parametrize("cls", [SoftmaxMLP, ReluMLP, ExpMLP])
+def test_factors_computed_in_the_logits_storage_equal_the_plain_ones(cls):
+    # the GD loop's allocation-free path (overwrite=True) against output_from_logits and jacobian_factors
+    X, _ = _data(n=6)
+    net = cls(4, 2, 500, seed=6)
+    Z = X @ net.W.detach()
+    F, phi, b = net.output_and_factors(Z.clone(), overwrite=True)
+    phi_ref, b_ref = net.jacobian_factors(Z)
+    torch.testing.assert_close(F, net.output_from_logits(Z), rtol=1e-13, atol=1e-15)
+    torch.testing.assert_close(phi, phi_ref, rtol=1e-13, atol=1e-15)
+    torch.testing.assert_close(b, b_ref, rtol=1e-13, atol=1e-15)

@@ -201,3 +201,29 @@ def _save_full_page(driver, path: Path) -> None:
     if folder:
         Path(folder).mkdir(parents=True, exist_ok=True)
         shutil.copy(path, Path(folder) / path.name)
+
+
+def test_reproduce_starts_the_costliest_experiments_first(monkeypatch, tmp_path):
+    # two workers finish together only if the long runs (ntk.table1, diffusion.gmm) do not start last
+    import importlib
+
+    from attnlab.experiments import list_experiments
+
+    module = importlib.import_module("attnlab.report.reproduce")  # the package exports the function by this name
+
+    submitted = []
+
+    class Submitted(Exception):
+        pass
+
+    def capture(jobs, *args, **kwargs):
+        submitted.extend(job.params["experiment"] for job in jobs)
+        raise Submitted
+
+    monkeypatch.setattr(module, "run_sweep", capture)
+    with pytest.raises(Submitted):
+        reproduce(tmp_path / "report", progress=False)
+    cost = {e.name: e.cost for e in list_experiments()}
+    assert sorted(submitted) == sorted(cost)
+    assert [cost[name] for name in submitted] == sorted(cost.values(), reverse=True)
+    assert submitted[0] == max(cost, key=cost.get)

@@ -429,6 +429,9 @@ class Experiment(Generic[C]):
         ``run(config, context) -> ExperimentResult``.
     quick : mapping
         Field overrides for ``--quick`` (CI-sized).
+    cost : float, default=0.0
+        Seconds the full-size run takes on one quiet core (measured; docs/experiments). ``attnlab reproduce`` starts
+        the costliest experiments first, so parallel workers finish together instead of one long run starting last.
     """
 
     name: str
@@ -437,6 +440,7 @@ class Experiment(Generic[C]):
     config_type: type[C]
     run: Callable[[C, RunContext], ExperimentResult]
     quick: Mapping[str, Any] = field(default_factory=dict)
+    cost: float = 0.0
 
 
 _REGISTRY: dict[str, Experiment[Any]] = {}

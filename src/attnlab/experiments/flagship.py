@@ -138,6 +138,7 @@ def _figure(config: FlagshipConfig, frame: pd.DataFrame):
 register(
     Experiment(
         name="flagship",
+        cost=4.0,
         paper="implicit-bias-ngd",
         summary="Example 1: W-SVM, GD and NGD from zero, alignment and norm vs step",
         config_type=FlagshipConfig,

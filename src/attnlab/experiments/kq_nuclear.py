@@ -834,6 +834,7 @@ def _x5_figure(config: X5Config, frame: pd.DataFrame, table: pd.DataFrame):
 register(
     Experiment(
         name="kq-nuclear.x1",
+        cost=9.0,
         paper=PAPER,
         config_type=X1Config,
         run=run_x1,
@@ -844,6 +845,7 @@ register(
 register(
     Experiment(
         name="kq-nuclear.x2",
+        cost=12.0,
         paper=PAPER,
         config_type=X2Config,
         run=run_x2,
@@ -854,6 +856,7 @@ register(
 register(
     Experiment(
         name="kq-nuclear.x3",
+        cost=9.0,
         paper=PAPER,
         config_type=X3Config,
         run=run_x3,
@@ -864,6 +867,7 @@ register(
 register(
     Experiment(
         name="kq-nuclear.x4",
+        cost=3.0,
         paper=PAPER,
         config_type=X4Config,
         run=run_x4,
@@ -874,6 +878,7 @@ register(
 register(
     Experiment(
         name="kq-nuclear.x5",
+        cost=9.0,
         paper=PAPER,
         config_type=X5Config,
         run=run_x5,

@@ -12,6 +12,7 @@ import math
 
 import torch
 
+from attnlab._numerics import exp_
 from attnlab._validation import check_tensor
 from attnlab.ntk.network import TwoLayerNet
 
@@ -34,6 +35,15 @@ class ReluMLP(TwoLayerNet):
     def jacobian_factors(self, Z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         phi = (Z > 0).to(Z.dtype) / math.sqrt(self.width)  # d relu / dz
         return phi, Z.new_zeros(Z.shape[0], self.d_out)
+
+    def output_and_factors(
+        self, Z: torch.Tensor, *, overwrite: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        if not overwrite:
+            return super().output_and_factors(Z)
+        F = Z.clamp_(min=0.0) @ self.a.T / math.sqrt(self.width)  # spec §5.1, relu in place
+        phi = Z.gt_(0.0).div_(math.sqrt(self.width))  # d relu / dz, in the same storage
+        return F, phi, Z.new_zeros(Z.shape[0], self.d_out)
 
     def limit_kernel(self, X: torch.Tensor) -> torch.Tensor:
         """``K_ij = <x_i, x_j> (pi - theta_ij) / (2 pi)``, theta the angle between ``x_i`` and ``x_j``."""
@@ -64,6 +74,12 @@ class ExpMLP(TwoLayerNet):
 
     def jacobian_factors(self, Z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return torch.exp(Z) / math.sqrt(self.width), Z.new_zeros(Z.shape[0], self.d_out)
+
+    def output_and_factors(
+        self, Z: torch.Tensor, *, overwrite: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        phi = exp_(Z if overwrite else Z.clone()).div_(math.sqrt(self.width))  # one exp for both (spec §5.1)
+        return phi @ self.a.T, phi, Z.new_zeros(Z.shape[0], self.d_out)  # F = sum_r a_r exp(w_r^T x) / sqrt m
 
     def limit_kernel(self, X: torch.Tensor) -> torch.Tensor:
         """``K_ij = <x_i, x_j> exp(sigma_w^2 ||x_i + x_j||^2 / 2)`` (Gaussian moment generating function)."""

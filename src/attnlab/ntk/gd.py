@@ -173,9 +173,13 @@ def gradient_descent(
     since_best = 0
     step = 0
     status = "completed"
-    previous = W
+    # every (n, m) and (d_in, m) tensor of a step lives in a buffer reused by every step: at n m in the millions,
+    # fresh allocations (page faults) cost several times the arithmetic
+    logits, work = X.new_empty(X.shape[0], W.shape[1]), X.new_empty(X.shape[0], W.shape[1])
+    grad = torch.empty_like(W)
+    previous = torch.empty_like(W)  # the iterate before W, from the first step on (two buffers take turns)
     for step in range(steps + 1):
-        F, phi, b = net.output_and_factors(X @ W)
+        F, phi, b = net.output_and_factors(torch.mm(X, W, out=logits), overwrite=True)
         R = F - Y
         sq_error = float(R.pow(2).sum())  # spec §3.1: 2 L = ||F - Y||_F^2
         if not math.isfinite(sq_error):  # the one divergence policy: stop, keep the last finite weights
@@ -206,8 +210,9 @@ def gradient_descent(
             last = last or (stop is not None and stop(row))
         if last:
             break
-        previous = W
-        W = W - lr * weight_gradient(X, R, phi, b, a)  # spec §3.3: W(t+1) = W(t) - eta Delta W(t)
+        delta = weight_gradient(X, R, phi, b, a, out=grad, work=work)
+        # spec §3.3: W(t+1) = W(t) - eta Delta W(t), into the spare buffer; the old W stays as the last finite state
+        previous, W = W, torch.add(W, delta, alpha=-lr, out=previous)
     best_step = step
     if validation is not None:
         best_step, W = best[1], best[2]

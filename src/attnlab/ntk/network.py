@@ -41,7 +41,14 @@ def jacobian_coefficients(phi: torch.Tensor, b: torch.Tensor, a: torch.Tensor) -
 
 
 def weight_gradient(
-    X: torch.Tensor, R: torch.Tensor, phi: torch.Tensor, b: torch.Tensor, a: torch.Tensor
+    X: torch.Tensor,
+    R: torch.Tensor,
+    phi: torch.Tensor,
+    b: torch.Tensor,
+    a: torch.Tensor,
+    *,
+    out: torch.Tensor | None = None,
+    work: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """``J^T R``: the gradient of ``0.5 ||F - Y||_F^2`` with respect to ``W`` when ``R = F - Y``.
 
@@ -51,13 +58,19 @@ def weight_gradient(
     R : torch.Tensor, shape (n, L)
         Residuals ``F - Y`` (or any output-space vector).
     phi, b, a : Jacobian factors, see :func:`jacobian_coefficients`.
+    out : torch.Tensor, shape (d_in, m), optional
+        Written with the gradient and returned.
+    work : torch.Tensor, shape (n, m), optional
+        Scratch space for the coefficients. A loop that passes the same ``out`` and ``work`` every step allocates
+        nothing of size ``m``: at ``n m`` in the millions, fresh allocations (page faults) cost more than the math.
 
     Returns
     -------
     torch.Tensor, shape (d_in, m)
     """
-    coef = phi * (R @ a - (R * b).sum(dim=1, keepdim=True))  # spec §3.2: coef = m S o (R a - rowsum(R o S a^T))
-    return X.T @ coef  # spec §3.2: Delta W = X coef
+    coef = torch.addmm(-(R * b).sum(dim=1, keepdim=True), R, a, out=work)  # R a - rowsum(R o S a^T), spec §3.2
+    coef.mul_(phi)  # spec §3.2: coef = m S o (R a - rowsum(R o S a^T))
+    return torch.mm(X.T, coef, out=out)  # spec §3.2: Delta W = X coef
 
 
 def output_tangent(
@@ -140,9 +153,15 @@ class TwoLayerNet(nn.Module):
         """``(phi, b)`` of shapes (n, m) and (n, d_out) at the logits ``Z``; see the module docstring."""
         raise NotImplementedError
 
-    def output_and_factors(self, Z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def output_and_factors(
+        self, Z: torch.Tensor, *, overwrite: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Outputs (n, d_out) and Jacobian factors ``(phi, b)`` at the logits ``Z`` in one pass (a GD step needs all
-        three; a subclass overrides this when they share work)."""
+        three; a subclass overrides this when they share work).
+
+        ``overwrite=True`` lets the network compute ``phi`` in ``Z``'s storage (``Z`` is then lost): a GD loop saves
+        an (n, m) allocation per step.
+        """
         return (self.output_from_logits(Z), *self.jacobian_factors(Z))
 
     def limit_kernel(self, X: torch.Tensor) -> torch.Tensor:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 
+from attnlab._numerics import exp_
 from attnlab._validation import check_tensor
 from attnlab.ntk.network import TwoLayerNet
 
@@ -90,9 +91,17 @@ class SoftmaxMLP(TwoLayerNet):
     def jacobian_factors(self, Z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return softmax_factors(Z, self.a)
 
-    def output_and_factors(self, Z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        phi, b = softmax_factors(Z, self.a)
-        return Z.shape[-1] * b, phi, b  # spec §2: F = m S a^T = m b, one softmax for the output and the factors
+    def output_and_factors(
+        self, Z: torch.Tensor, *, overwrite: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        if not overwrite:
+            phi, b = softmax_factors(Z, self.a)
+            return Z.shape[-1] * b, phi, b  # spec §2: F = m S a^T = m b, one softmax for the output and the factors
+        m = Z.shape[-1]
+        phi = exp_(Z.sub_(Z.amax(dim=-1, keepdim=True)))  # the softmax in place: phi = m S (spec §3.2)
+        phi.mul_(m / phi.sum(dim=-1, keepdim=True))
+        F = phi @ self.a.T  # spec §2: F = m S a^T
+        return F, phi, F / m  # b = S a^T
 
     def limit_kernel(self, X: torch.Tensor) -> torch.Tensor:
         return softmax_limit_kernel(check_tensor("X", X, "nk", {"k": self.d_in}), self.sigma_w)

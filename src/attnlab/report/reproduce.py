@@ -67,7 +67,8 @@ def reproduce(
         papers = sorted({e.paper for e in list_experiments()})
         raise ValidationError(f"paper == {paper!r} matches no experiment; papers: {', '.join(papers) or 'none registered'}")
     task = ExperimentTask()
-    jobs = [Job(task.name, {"experiment": e.name, "quick": quick}, index=i) for i, e in enumerate(experiments)]
+    longest_first = sorted(experiments, key=lambda e: -e.cost)  # workers finish together (Experiment.cost)
+    jobs = [Job(task.name, {"experiment": e.name, "quick": quick}, index=i) for i, e in enumerate(longest_first)]
     if fresh:
         store = ResultsStore(out)
         for job in jobs:

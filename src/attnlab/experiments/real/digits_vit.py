@@ -145,6 +145,7 @@ def run_digits_vit(config: DigitsViTConfig, ctx: RunContext) -> ExperimentResult
 register(
     Experiment(
         name="real.digits-vit",
+        cost=210.0,
         paper="implicit-bias-ngd",
         summary="SGD, SNGD, SPS, Adam, l_p-MD (p=1.1,2,3) train a small ViT on sklearn's 8x8 digits, 5 seeds",
         config_type=DigitsViTConfig,
