@@ -11,7 +11,7 @@ import math
 
 import torch
 
-__all__ = ["LOG2_E", "exp_"]
+__all__ = ["LOG2_E", "exp", "exp_", "logsumexp"]
 
 LOG2_E = 1.0 / math.log(2.0)
 
@@ -25,3 +25,18 @@ def exp_(x: torch.Tensor) -> torch.Tensor:
     Where ``|x|`` itself is large and every digit of ``e^x`` counts, use ``torch.exp``.
     """
     return x.mul_(LOG2_E).exp2_()
+
+
+def exp(x: torch.Tensor) -> torch.Tensor:
+    """``exp(x)`` as a new tensor; see :func:`exp_` for when to use it."""
+    return torch.mul(x, LOG2_E).exp2_()
+
+
+def logsumexp(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """``log sum_dim exp(x)``, as ``torch.logsumexp`` (``-inf`` for a row of ``-inf``, ``inf``/``nan`` passed on).
+
+    Seven plain tensor operations: on the few values of a training step (a sum over ``n`` samples) this is about
+    5x faster than ``torch.logsumexp``, whose special-value handling dominates at that size (measured, one thread).
+    """
+    top = x.amax(dim=dim, keepdim=True).nan_to_num_(nan=0.0, posinf=0.0, neginf=0.0)  # a finite shift
+    return exp_(x - top).sum(dim=dim).log_().add_(top.squeeze(dim))

@@ -140,3 +140,31 @@ def test_outputs_and_scores_shapes():
     X, Z, y, v, W = _problem(R=2)
     assert outputs(X, W, Z, v).shape == (2, 4)
     assert token_scores(X, y, v).shape == (4, 5)
+
+
+def test_numerics_exp_and_logsumexp_agree_with_torch_including_special_values():
+    from attnlab._numerics import exp, logsumexp
+
+    x = torch.linspace(-700.0, 0.0, 1001, dtype=torch.float64)
+    eps = torch.finfo(torch.float64).eps
+    relative = ((exp(x) - torch.exp(x)) / torch.exp(x)).abs()
+    assert bool((relative <= (x.abs() + 2.0) * eps).all())  # the docstring's bound: |x| eps, plus rounding
+    rows = torch.tensor(
+        [
+            [0.0, -1.0, -2.0],
+            [700.0, 699.0, -5.0],
+            [-math.inf, -math.inf, -math.inf],
+            [math.inf, 0.0, 1.0],
+            [math.nan, 0.0, 1.0],
+            [-math.inf, 0.0, -3.0],
+        ],
+        dtype=torch.float64,
+    )
+    ours, reference = logsumexp(rows, dim=-1), torch.logsumexp(rows, dim=-1)
+    special = ~reference.isfinite()
+    assert torch.equal(ours[special].nan_to_num(nan=7.0), reference[special].nan_to_num(nan=7.0))  # inf, -inf, nan
+    # exp2(x log2 e) is off by |x| eps relative, so the sum by max|x - max x| eps and its log by that, absolutely
+    finite = rows[~special].nan_to_num(neginf=0.0)
+    spread = (finite - finite.amax(dim=-1, keepdim=True)).abs().amax(dim=-1)
+    error = (ours[~special] - reference[~special]).abs()
+    assert bool((error <= (spread + 4.0) * eps * reference[~special].abs().clamp(min=1.0)).all())

@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import torch
 
-from attnlab._numerics import exp_
+from attnlab._numerics import exp, exp_, logsumexp
 from attnlab.losses import log_abs_loss_derivative, log_mean_loss
 
 __all__ = [
@@ -254,11 +254,11 @@ def logit_derivatives(logits: torch.Tensor, gaps: ScoreGaps, loss: str = "exp") 
     """
     log_phi = torch.log_softmax(logits, dim=0)
     gamma = _after_tokens(gaps.gamma, 1, log_phi.dim() - gaps.gamma.dim())
-    z = exp_(log_phi.clone()).mul_(gamma).sum(dim=0)  # margins y_i f_i, a convex combination of scores
+    z = exp(log_phi).mul_(gamma).sum(dim=0)  # margins y_i f_i, a convex combination of scores
     log_n = math.log(logits.shape[-1])
     if loss == "exp":  # l' = -l: log |l'_i| / n = -z_i - log n, and log L = logsumexp of the same terms
         log_dl = torch.sub(-log_n, z)
-        log_risk = torch.logsumexp(log_dl, dim=-1)
+        log_risk = logsumexp(log_dl, dim=-1)
     else:
         log_dl = log_abs_loss_derivative(z, loss) - log_n  # log |l'_i| / n
         log_risk = log_mean_loss(z, loss)
