@@ -58,7 +58,8 @@ class Record:
         The rows recorded at this step, one per run, with at least ``run`` and ``step``.
     state : mapping of str to object
         Read-only view of the loop's state at this step (parameters such as ``"W"`` with the runs axis first,
-        ``"model"`` for a loop over an ``nn.Module``, ``"status"`` per run). Do not modify it.
+        ``"model"`` for a loop over an ``nn.Module``, ``"status"`` per run). Do not modify it. The engine's
+        tensors are inference-mode tensors (:func:`attnlab.engine.fit`): ``.clone()`` one to keep it for autograd.
     """
 
     step: int

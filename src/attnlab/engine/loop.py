@@ -11,6 +11,11 @@ divergence policy are per run.
 Divergence: a run whose loss at the current iterate is not finite stops alone. It is put back to its previous
 iterate (whose loss was finite), marked ``"diverged"`` at that step, and takes no further step; the other runs go
 on. No row of a non-finite state is recorded.
+
+Speed: a step that neither records nor runs a rule that reads the loss skips computing it (a non-finite gradient
+scale tells a diverged run as well), and the rules run under ``torch.inference_mode`` (no autograd bookkeeping per
+operation; what :func:`fit` returns is copied out of it, so it is an ordinary tensor). A torch optimizer runs under
+``torch.no_grad`` instead: its state must stay usable by its own ``step`` outside the engine.
 """
 
 from __future__ import annotations
@@ -55,7 +60,7 @@ class EngineResult:
         With ``keep_iterates``: ``"step"`` (S,), ``"W"`` (S, R, d, d) and each tensor (S, R, ...) at the
         recorded steps.
     rule_state : list
-        The rule's final state (momentum buffers, step counts).
+        The rule's final state (momentum buffers, step counts), its tensors shaped as the parameters.
     """
 
     params: dict[str, torch.Tensor]
@@ -72,20 +77,54 @@ class EngineResult:
         return [r for r, s in enumerate(self.status) if s == DIVERGED]
 
 
-def kernel_applies(param: Any, params: Mapping[str, torch.Tensor], problem: Problem, rule: Rule | None) -> bool:
+def kernel_applies(
+    param: Any,
+    params: Mapping[str, torch.Tensor],
+    problem: Problem,
+    rule: Rule | None,
+    rule_state: list[Any] | None = None,
+) -> bool:
     """Whether the kernel-coefficient space serves this run: combined ``W``, fixed head, a rule that only rescales
-    gradients, and ``n T^2 <= d^2`` (spec implicit-bias-ngd §2-3.1)."""
+    or linearly combines gradients, no direction already in the rule's state (a momentum buffer given as a matrix
+    has no coefficients), and ``n T^2 <= d^2`` (spec implicit-bias-ngd §2-3.1)."""
     n, T, d = problem.X.shape[-3:]
     return (
         getattr(param, "kind", param) == "W"
         and "v" not in params
         and rule is not None
         and rule.coefficient_only
+        and not _holds_directions(rule, rule_state)
         and n * T * T <= d * d
     )
 
 
-@torch.no_grad()  # gradients are formed explicitly (log-scaled): no autograd graph, ever
+def _holds_directions(rule: Rule, state: list[Any] | None) -> bool:
+    """Whether ``state`` holds a direction tensor (a momentum buffer) of a transform of ``rule``."""
+    return state is not None and any(
+        value is not None
+        for transform, s in zip(rule.transforms, state)
+        if isinstance(s, dict)
+        for key in transform.direction_state
+        for value in s.get(key, [])
+    )
+
+
+def _directions_as_matrices(rule: Rule, state: list[Any], space: KernelSpace) -> list[Any]:
+    """``state`` with the kernel space's direction coefficients (momentum buffers) turned into matrices ``W``, the
+    shape the rule has on the parameters, so the state can be used outside the engine."""
+    out = []
+    for transform, s in zip(rule.transforms, state):
+        if isinstance(s, dict) and transform.direction_state:
+            s = {
+                key: [None if u is None else space.matrix(u) for u in values]
+                if key in transform.direction_state
+                else values
+                for key, values in s.items()
+            }
+        out.append(s)
+    return out
+
+
 def fit(
     problem: Problem,
     param: str | Parametrization,
@@ -141,83 +180,113 @@ def fit(
     """
     if (rule is None) == (optimizer is None):
         raise ValidationError("pass exactly one of rule= (a transforms Rule) and optimizer= (a torch optimizer)")
-    R = problem.X.shape[0]
-    bad = [k for k, t in params.items() if not bool(torch.isfinite(t).all())]
-    if bad:
-        raise ValidationError(f"initial parameters {bad} are not finite; pass finite initial values")
-    if optimizer is None and kernel_applies(param, params, problem, rule):
-        space: Any = KernelSpace(problem, params["W"])
-    else:
-        space = ParamSpace(param, params, problem)
-        space.want_weights = rule is not None and rule.needs_weights
-    recorder = recorder or Recorder()
-    state = (
-        rule.init([space.theta[k] for k in space.names] if isinstance(space, ParamSpace) else [space.omega])
-        if rule is not None and rule_state is None
-        else rule_state
-    )
-    calls = CallbackList(list(callbacks) + ([] if progress is False else [ProgressBar(desc, show=progress)]))
-    active = torch.ones(R, dtype=torch.bool, device=problem.X.device)
-    status = [COMPLETED] * R
-    last_step = [steps] * R
-    frozen = False
-    stop_requested = False
-
-    calls.start(steps)
-    ctx = Context(params=[], run_dims=1, norms=space.norms, gradient_at=getattr(space, "gradient_at", None))
-    running = R  # runs still active (kept in Python: no device sync per step)
-    step = 0
-    for step in range(steps + 1):
-        gradient = space.gradient()
-        if not math.isfinite(float(gradient.log_risk.sum())):  # one divergence policy, per run (a sum of finite
-            # logs cannot overflow, so a non-finite sum means some run's loss is not finite)
-            newly = ~torch.isfinite(gradient.log_risk) & active
-            if step == 0:
-                raise ValidationError(
-                    f"the loss is not finite at the initial parameters of runs {newly.nonzero().flatten().tolist()}; "
-                    "check the data and the initialisation for overflow"
-                )
-            space.keep(newly)
-            active &= ~newly
-            for r in newly.nonzero().flatten().tolist():
-                status[r], last_step[r] = DIVERGED, step - 1
-                running -= 1
-            frozen = True
-            gradient = space.gradient()
-        if step == 0 or step == steps or (record_every is not None and step % record_every == 0):
-            current = space.params()
-            if sync is not None:
-                sync(current)
-            rows = recorder.record(step, space, gradient, active, current)
-            if calls.callbacks and calls.record(
-                Record(step, steps, rows(), {"status": status, "rule_state": state, **current})
-            ):
-                stop_requested = True
-        if step == steps or stop_requested or running == 0:
-            break
-        if optimizer is None:
-            ctx.params, ctx.log_risk, ctx.weights = _tensors(space), gradient.log_risk, gradient.weights
-            update, state = rule.step(gradient.mantissas, gradient.log_scale, state, ctx)
-            space.apply(rule, update)
+    # gradients are formed explicitly (log-scaled): no autograd graph, ever
+    with torch.no_grad() if rule is None else torch.inference_mode():
+        R = problem.X.shape[0]
+        bad = [k for k, t in params.items() if not bool(torch.isfinite(t).all())]
+        if bad:
+            raise ValidationError(f"initial parameters {bad} are not finite; pass finite initial values")
+        if optimizer is None and kernel_applies(param, params, problem, rule, rule_state):
+            space: Any = KernelSpace(problem, params["W"])
         else:
-            _torch_step(optimizer, optimizer_params, space, gradient)
-        if frozen:
-            space.keep(~active)
-        if calls.wants_steps:
-            calls.step(step + 1)
-    if stop_requested:
-        for r in range(R):
-            if status[r] == COMPLETED:
-                status[r], last_step[r] = STOPPED, step
-    calls.end()
+            space = ParamSpace(param, params, problem)
+            space.want_weights = rule is not None and rule.needs_weights
+        recorder = recorder or Recorder()
+        state = (
+            rule.init([space.theta[k] for k in space.names] if isinstance(space, ParamSpace) else [space.omega])
+            if rule is not None and rule_state is None
+            else rule_state
+        )
+        calls = CallbackList(list(callbacks) + ([] if progress is False else [ProgressBar(desc, show=progress)]))
+        active = torch.ones(R, dtype=torch.bool, device=problem.X.device)
+        status = [COMPLETED] * R
+        last_step = [steps] * R
+        frozen = False
+        stop_requested = False
+
+        calls.start(steps)
+        ctx = Context(params=[], run_dims=1, norms=space.norms, gradient_at=getattr(space, "gradient_at", None))
+        running = R  # runs still active (kept in Python: no device sync per step)
+        reads_loss = rule is None or rule.needs_loss
+        step = 0
+        for step in range(steps + 1):
+            records = step == 0 or step == steps or (record_every is not None and step % record_every == 0)
+            gradient = space.gradient(risk=reads_loss or records)
+            if not math.isfinite(float(gradient.log_scale.sum())):  # one divergence policy, per run (a sum of finite
+                # logs cannot overflow, so a non-finite sum means some run's loss is not finite)
+                newly = ~torch.isfinite(gradient.log_scale) & active
+                if step == 0:
+                    raise ValidationError(
+                        f"the loss is not finite at the initial parameters of runs {newly.nonzero().flatten().tolist()}; "
+                        "check the data and the initialisation for overflow"
+                    )
+                space.keep(newly)
+                active &= ~newly
+                for r in newly.nonzero().flatten().tolist():
+                    status[r], last_step[r] = DIVERGED, step - 1
+                    running -= 1
+                frozen = True
+                gradient = space.gradient(risk=reads_loss or records)
+            if records:
+                current = space.params()
+                if sync is not None:
+                    sync(current)
+                rows = recorder.record(step, space, gradient, active, current)
+                if calls.callbacks and calls.record(
+                    Record(step, steps, rows(), {"status": status, "rule_state": state, **current})
+                ):
+                    stop_requested = True
+            if step == steps or stop_requested or running == 0:
+                break
+            if optimizer is None:
+                ctx.params, ctx.log_risk, ctx.weights = _tensors(space), gradient.log_risk, gradient.weights
+                update, state = rule.step(gradient.mantissas, gradient.log_scale, state, ctx)
+                space.apply(rule, update)
+            else:
+                _torch_step(optimizer, optimizer_params, space, gradient)
+            if frozen:
+                space.keep(~active)
+            if calls.wants_steps:
+                calls.step(step + 1)
+        if stop_requested:
+            for r in range(R):
+                if status[r] == COMPLETED:
+                    status[r], last_step[r] = STOPPED, step
+        calls.end()
+        if isinstance(space, KernelSpace) and state:
+            state = _directions_as_matrices(rule, state, space)
+        result = EngineResult(
+            params=space.params(),
+            W=space.W(),
+            frame=recorder.frame(),
+            status=status,
+            last_step=last_step,
+            iterates=recorder.iterates(),
+            rule_state=state or [],
+        )
+    return result if rule is None else _ordinary(result)
+
+
+def _ordinary(result: EngineResult) -> EngineResult:
+    """``result`` with every tensor copied out of inference mode (usable with autograd and in-place updates)."""
+
+    def copy(value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            return value.clone() if value.is_inference() else value
+        if isinstance(value, dict):
+            return {k: copy(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return type(value)(copy(v) for v in value)
+        return value
+
     return EngineResult(
-        params=space.params(),
-        W=space.W(),
-        frame=recorder.frame(),
-        status=status,
-        last_step=last_step,
-        iterates=recorder.iterates(),
-        rule_state=state or [],
+        params=copy(result.params),
+        W=copy(result.W),
+        frame=result.frame,
+        status=result.status,
+        last_step=result.last_step,
+        iterates=copy(result.iterates),
+        rule_state=copy(result.rule_state),
     )
 
 

@@ -62,12 +62,14 @@ class Problem(NamedTuple):
 class Gradient(NamedTuple):
     """Log-scaled gradients of R runs: ``grad_i = mantissas[i] * exp(log_scale)``, one scale per run.
 
-    ``weights`` is ``dL/ds`` (shape (R, n, T), same scale) when the space was asked for it (gradient flow's phi).
+    ``log_scale`` (shape (R,)) is finite exactly for the runs whose loss is finite. ``log_risk`` is ``log L`` per
+    run, or None when the gradient was asked for without it. ``weights`` is ``dL/ds`` (shape (R, n, T), same
+    scale) when the space was asked for it (gradient flow's phi).
     """
 
     mantissas: list[torch.Tensor]
     log_scale: torch.Tensor
-    log_risk: torch.Tensor
+    log_risk: torch.Tensor | None
     weights: torch.Tensor | None = None
 
 
@@ -102,10 +104,13 @@ class ParamSpace:
     def params(self) -> dict[str, torch.Tensor]:
         return dict(self.theta)
 
-    def gradient(self) -> Gradient:
-        return self.gradient_at([self.theta[k] for k in self.names], out=self.buffer)
+    def gradient(self, risk: bool = True) -> Gradient:
+        """The gradient at the current tensors (``risk``: also ``log L``)."""
+        return self.gradient_at([self.theta[k] for k in self.names], out=self.buffer, risk=risk)
 
-    def gradient_at(self, tensors: Sequence[torch.Tensor], out: torch.Tensor | None = None) -> Gradient:
+    def gradient_at(
+        self, tensors: Sequence[torch.Tensor], out: torch.Tensor | None = None, risk: bool = True
+    ) -> Gradient:
         """The gradient at other values of the tensors (in :attr:`names` order), e.g. a Runge-Kutta stage."""
         theta = dict(zip(self.names, tensors))
         X, Z, y, v, loss = self.problem
@@ -122,6 +127,7 @@ class ParamSpace:
             gaps=gaps,
             out=out,
             return_weights=self.want_weights,
+            risk=risk,
         )
         if out is not None:
             self.buffer = gW.mantissa
@@ -194,13 +200,18 @@ class KernelSpace:
         return torch.bmm(u[:, None, :], self.kernel)[:, 0]
 
     def W(self) -> torch.Tensor:  # noqa: N802
-        return self.W0 + outer_sum(self.problem.X, self.problem.Z, self.omega.view(self.shape).transpose(1, 2))
+        return self.W0 + self.matrix(self.omega)
+
+    def matrix(self, u: torch.Tensor) -> torch.Tensor:
+        """The matrix ``sum_it u_it x_it z_i^T`` (shape (R, d, d)) of coefficients ``u`` (shape (R, Tn))."""
+        return outer_sum(self.problem.X, self.problem.Z, u.view(self.shape).transpose(1, 2))
 
     def params(self) -> dict[str, torch.Tensor]:
         return {"W": self.W()}
 
-    def gradient(self) -> Gradient:
-        derivatives = logit_derivatives(self.logits, self.gaps, self.problem.loss)
+    def gradient(self, risk: bool = True) -> Gradient:
+        """The gradient at the current coefficients (``risk``: also ``log L``)."""
+        derivatives = logit_derivatives(self.logits, self.gaps, self.problem.loss, risk=risk)
         weights = derivatives.scaled()  # spec ngd §3.1: dL/ds = mantissa e^{log_scale}, (T, R, n)
         u = weights.mantissa.transpose(0, 1).reshape(self.shape[0], -1)  # (R, Tn), one copy
         self.moved = (u, self._apply_kernel(u))

@@ -206,15 +206,15 @@ class LogitDerivatives(NamedTuple):
         Log-softmax of the logits.
     log_dl : torch.Tensor, shape ([R,] n)
         ``log |l'(y_i f_i)| - log n``.
-    log_risk : torch.Tensor, shape ([R,])
-        ``log L``.
+    log_risk : torch.Tensor, shape ([R,]), or None
+        ``log L`` (None when :func:`logit_derivatives` was called with ``risk=False``).
     """
 
     log_abs: torch.Tensor
     sign: torch.Tensor
     log_phi: torch.Tensor
     log_dl: torch.Tensor
-    log_risk: torch.Tensor
+    log_risk: torch.Tensor | None
 
     def scaled(self, floor: torch.Tensor | None = None) -> LogScaled:
         """``dL/ds`` as mantissa (largest entry 1 in size; shape (T, [R,] n)) times ``exp(log_scale)``, one scale
@@ -222,14 +222,19 @@ class LogitDerivatives(NamedTuple):
 
         ``floor`` (shape ``([R,])``) raises the scale to at least that log value, so other quantities of one run
         can share it (the head's gradient in :func:`loss_gradients`).
+
+        ``log_scale`` is finite exactly where the run's loss is finite (non-finite logits give NaN), so it also
+        tells a diverged run without the loss.
         """
         shift = self.log_abs.amax(dim=(0, -1))
         shift = shift if floor is None else torch.maximum(shift, floor)
-        shift = shift.nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)  # every weight 0 (all scores equal): no step
+        shift = torch.where(shift == -math.inf, 0.0, shift)  # every weight 0 (all scores equal): no step
         return LogScaled(exp_(self.log_abs - shift[..., None]).mul_(self.sign), shift)
 
 
-def logit_derivatives(logits: torch.Tensor, gaps: ScoreGaps, loss: str = "exp") -> LogitDerivatives:
+def logit_derivatives(
+    logits: torch.Tensor, gaps: ScoreGaps, loss: str = "exp", *, risk: bool = True
+) -> LogitDerivatives:
     """Derivative of the empirical risk in every logit, ``dL/ds_it = -(|l'_i| / n) phi_it c_it``, in the log domain.
 
     Spec: implicit-bias-ngd §3.1 (``w_it = l_i phi_it c_it`` with cancellation-free ``c``), kq-nuclear-norm §3.1
@@ -242,6 +247,8 @@ def logit_derivatives(logits: torch.Tensor, gaps: ScoreGaps, loss: str = "exp") 
     gaps : ScoreGaps
         :func:`score_gaps` of the token scores.
     loss : {"exp", "logistic"}
+    risk : bool, default=True
+        Also compute ``log L`` (a training step that neither records nor reads the loss skips it).
 
     Returns
     -------
@@ -258,10 +265,10 @@ def logit_derivatives(logits: torch.Tensor, gaps: ScoreGaps, loss: str = "exp") 
     log_n = math.log(logits.shape[-1])
     if loss == "exp":  # l' = -l: log |l'_i| / n = -z_i - log n, and log L = logsumexp of the same terms
         log_dl = torch.sub(-log_n, z)
-        log_risk = logsumexp(log_dl, dim=-1)
+        log_risk = logsumexp(log_dl, dim=-1) if risk else None
     else:
         log_dl = log_abs_loss_derivative(z, loss) - log_n  # log |l'_i| / n
-        log_risk = log_mean_loss(z, loss)
+        log_risk = log_mean_loss(z, loss) if risk else None
     log_c, sign_c = _centred_first(log_phi, gaps)
     log_abs = log_c.add_(log_phi).add_(log_dl)  # spec ngd §3.1: |w_it| = (|l'_i| / n) phi_it |c_it|
     return LogitDerivatives(log_abs, sign_c.neg_(), log_phi, log_dl, log_risk)
@@ -329,7 +336,11 @@ def loss_gradients(
     gaps: ScoreGaps | None = None,
     out: torch.Tensor | None = None,
     return_weights: bool = False,
-) -> tuple[LogScaled, LogScaled | None, torch.Tensor] | tuple[LogScaled, LogScaled | None, torch.Tensor, LogScaled]:
+    risk: bool = True,
+) -> (
+    tuple[LogScaled, LogScaled | None, torch.Tensor | None]
+    | tuple[LogScaled, LogScaled | None, torch.Tensor | None, LogScaled]
+):
     """Gradients of the empirical risk in ``W`` (and ``v``), exact after softmax saturation.
 
     Spec: implicit-bias-ngd §3.1 (``grad_W L = (1/n) sum_i l'_i X_i^T phi'(s_i) X_i v y_i z_i^T`` in the
@@ -354,6 +365,8 @@ def loss_gradients(
     return_weights : bool, default=False
         Also return ``dL/ds`` (the logit weights, :func:`logit_derivatives`) with the same ``log_scale``: the
         integrand of the gradient flow's ``phi`` (kq-nuclear-norm §3.1).
+    risk : bool, default=True
+        Also compute ``log L``; with False, ``log_risk`` is None (a step that does not read the loss).
 
     Returns
     -------
@@ -361,14 +374,14 @@ def loss_gradients(
         ``mantissa`` shape ([R,] d, d), ``log_scale`` shape ([R,]).
     grad_v : LogScaled or None
         Same ``log_scale`` as ``grad_W`` (one scale per run, so joint norms are exact).
-    log_risk : torch.Tensor, shape ([R,])
-        ``log L(W)``.
+    log_risk : torch.Tensor, shape ([R,]), or None
+        ``log L(W)`` (None with ``risk=False``).
     weights : LogScaled, only with ``return_weights``
         ``dL/ds``: mantissa shape ([R,] n, T), the same ``log_scale`` as ``grad_W``.
     """
     gaps = score_gaps(token_scores(X, y, v)) if gaps is None else gaps
     logits = attention_logits(X, W, Z).movedim(-1, 0).contiguous()  # token-first (ScoreGaps)
-    derivatives = logit_derivatives(logits, gaps, loss)
+    derivatives = logit_derivatives(logits, gaps, loss, risk=risk)
     log_wv = derivatives.log_dl + derivatives.log_phi if head else None  # (T, [R,] n)
     weights = derivatives.scaled(None if log_wv is None else log_wv.amax(dim=(0, -1)))
     shift = weights.log_scale

@@ -155,9 +155,11 @@ class Context:
 class Transform(NamedTuple):
     """A pure update transform: ``init(params) -> state`` and ``update(step, state, context) -> (step, state)``.
 
-    ``coefficient_only`` says the transform touches coefficients, never directions, so it can run on any
-    representation of the direction (the engine's kernel coefficients); ``scale_invariant`` that the update is
-    unchanged when every gradient of a step is multiplied by one positive constant.
+    ``coefficient_only`` says the transform rescales directions or combines them linearly, never anything else, so
+    it can run on any linear representation of the direction (the engine's kernel coefficients); ``scale_invariant``
+    that the update is unchanged when every gradient of a step is multiplied by one positive constant;
+    ``direction_state`` names the state entries that hold directions (lists with one tensor or None per tensor),
+    which the engine maps back to the parameters' shapes when it trained in another representation.
     """
 
     name: str
@@ -165,6 +167,7 @@ class Transform(NamedTuple):
     update: Callable[[Step, Any, Context], tuple[Step, Any]]
     coefficient_only: bool = True
     scale_invariant: bool = True
+    direction_state: tuple[str, ...] = ()
 
 
 def _stateless(params: Sequence[torch.Tensor]) -> None:
@@ -404,7 +407,7 @@ def momentum(beta: float | Sequence[float], variant: str = "heavy_ball") -> Tran
         zero = torch.zeros_like(step.log_scale)
         return Step(directions, zero, coefs, step.factor), {"momentum_buffer": buffers}
 
-    return Transform("momentum", init, update, scale_invariant=False)
+    return Transform("momentum", init, update, scale_invariant=False, direction_state=("momentum_buffer",))
 
 
 def decay(alpha: float | Sequence[float]) -> Transform:
