@@ -2,13 +2,14 @@
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
 
 from attnlab._validation import ValidationError
 from attnlab.experiments import run_experiment
-from attnlab.experiments.ntk import GMMConfig, LazyConfig, Table1Config
+from attnlab.experiments.ntk import GMMConfig, LazyConfig, Table1Config, _table1_checks
 
 
 @pytest.fixture(autouse=True)
@@ -63,8 +64,40 @@ def test_table1_quick_finds_widths_growing_with_n(tmp_path):
     slopes = pd.read_parquet(tmp_path / "slopes.parquet").set_index("activation")
     assert (slopes["width_slope"] > 0).all() and (slopes["steps_slope"] > 0).all()
     claims = record.checks["claim"]
-    assert claims.str.contains("softmax width exponent within 1 of ReLU's").any()  # a theory check, not an observation
+    for act in ("softmax", "exp"):  # theory checks, not observations
+        assert claims.str.contains(f"P7: {act} needs a width comparable to ReLU's").any()
     assert (record.checks["kind"] == "theory").all()
+
+
+def _table1_frame(exponents: dict[str, float], lam_slopes: dict[str, float], seeds: int = 5) -> pd.DataFrame:
+    """Synthetic P7 results: width ~ n^exponent on the 2x grid, lambda^inf ~ n^slope, a seed-to-seed factor of 2."""
+    rng = np.random.default_rng(0)
+    rows = []
+    for act, exponent in exponents.items():
+        for n in (8, 16, 32, 64):
+            for seed in range(seeds):
+                width = 2.0 ** np.ceil(np.log2(4.0 * n**exponent) + rng.integers(0, 2))
+                rows.append(
+                    {
+                        "activation": act,
+                        "n": n,
+                        "seed": seed,
+                        "width_needed": width,
+                        "steps_needed": 10.0 * n,
+                        "lambda_inf": float(n) ** lam_slopes[act],
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize(("softmax_exponent", "passes"), [(3.3, True), (5.5, False), (1.2, False)])
+def test_table1_comparison_is_relative_to_lambda_and_can_fail(softmax_exponent, passes):
+    # ReLU: width ~ n^2.3 with lambda ~ n^-0.5, so width / (lambda^-2 n^2) ~ n^-0.7; softmax with lambda ~ n^-1 has
+    # the same relative exponent at width ~ n^3.3, and a different one at n^5.5 or n^1.2
+    frame = _table1_frame({"relu": 2.3, "softmax": softmax_exponent}, {"relu": -0.5, "softmax": -1.0})
+    checks = _table1_checks(frame, Table1Config(ns=(8, 16, 32, 64), activations=("relu", "softmax")))
+    row = next(c for c in checks if c.claim.startswith("P7: softmax needs a width comparable"))
+    assert row.passed is passes, row
 
 
 @pytest.mark.parametrize(
