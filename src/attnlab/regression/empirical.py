@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from attnlab._numerics import exp_
 from attnlab._validation import ValidationError
 from attnlab.regression._checks import check_batched, check_tokens
 from attnlab.regression.data import token_matrix
@@ -24,24 +25,29 @@ def loss_and_gradient(
     Z: torch.Tensor,
     include_self: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Loss and gradient of the empirical loss without checks (spec §5.3).
+    """Loss and gradient of the empirical loss without checks (spec §5.3, the gradient in its covariance form).
 
     ``X`` (..., B, d) and ``Y`` (..., B, k) are the queries and their responses, ``Z`` (..., m, p) the context
     tokens. ``include_self=False`` masks the diagonal (needs the context to be the queries' own tokens, m = B).
     Returns ``loss`` (...), ``grad_V`` (..., k, p), ``grad_Q`` (..., p, d).
     """
-    B = X.shape[-2]
+    B, p = X.shape[-2], Z.shape[-1]
     logits = X @ Q.transpose(-1, -2) @ Z.transpose(-1, -2)  # spec §5.3 step 1: L_il = z_l^T Q x_i, (..., B, m)
     if not include_self:
-        logits = logits.masked_fill(torch.eye(B, dtype=torch.bool), float("-inf"))  # spec §3.1 option
-    S = torch.softmax(logits, dim=-1)  # spec §5.3 step 2 (max-subtracted inside softmax)
-    M = S @ Z  # spec §5.3 step 3: context means, (..., B, p)
+        logits.masked_fill_(torch.eye(B, dtype=torch.bool, device=logits.device), float("-inf"))  # spec §3.1 option
+    S = exp_(logits.sub_(logits.amax(dim=-1, keepdim=True)))  # spec §5.3 step 2, in the logits' storage
+    S.div_(S.sum(dim=-1, keepdim=True))
+    # one pass over S gives the context means and second moments: S [z_l, z_l z_l^T], (..., B, p + p^2)
+    moments = S @ torch.cat([Z, (Z[..., :, :, None] * Z[..., :, None, :]).flatten(-2)], dim=-1)
+    M, second = moments[..., :p], moments[..., p:].unflatten(-1, (p, p))  # spec §5.3 step 3: mu_i = sum_l S_il z_l
     R = M @ V.transpose(-1, -2) - Y  # spec §5.3 step 4: residuals, (..., B, k)
     loss = (R * R).sum((-2, -1)) / B  # spec §3.1: (1/B) sum_i ||r_i||^2
     U = R @ V  # spec §5.3 step 5: u_i = V^T r_i, (..., B, p)
-    G = S * (U @ Z.transpose(-1, -2) - (U * M).sum(-1, keepdim=True))  # spec §5.3 step 6, (..., B, m)
+    # spec §5.3 (covariance form of steps 6-7): sum_l G_il z_l = Cov_{S_i}(z) u_i = (sum_l S_il z_l z_l^T) u_i
+    # - mu_i (u_i . mu_i); no (B, m) tensor besides S
+    moved = (second @ U[..., None])[..., 0] - M * (U * M).sum(-1, keepdim=True)
     grad_V = 2 / B * R.transpose(-1, -2) @ M  # spec §5.3 step 7: (2/B) R^T M
-    grad_Q = 2 / B * Z.transpose(-1, -2) @ G.transpose(-1, -2) @ X  # spec §5.3 step 7: (2/B) Z^T G^T X
+    grad_Q = 2 / B * moved.transpose(-1, -2) @ X  # spec §5.3 step 7: (2/B) Z^T G^T X = (2/B) sum_i Cov_i u_i x_i^T
     return loss, grad_V, grad_Q
 
 
