@@ -20,7 +20,9 @@ import pandas as pd
 import torch
 
 from attnlab._validation import check_scalar
-from attnlab.runner import BatchedTrain, Task, write_json, write_parquet
+from attnlab.batched import train
+from attnlab.data import example1
+from attnlab.runner import BatchedTrain, SweepSpec, Task, run_sweep, write_json, write_parquet
 
 
 def toy_problem(seed: int, d: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -220,3 +222,27 @@ def alive(pid: int) -> bool:
     except (FileNotFoundError, ProcessLookupError):
         return False
     return state not in ("Z", "X")
+
+
+def assert_one_diverging_run_stops_alone(tmp_path: Path, executor) -> None:
+    """A batched-train sweep whose middle run diverges at its first step: that run is finished and marked
+    ``diverged`` with a finite last iterate, and the other runs of its batch end as if trained alone."""
+    # lr = 1.7e308 overflows W at the first step; in one batch with two healthy runs it must not take them down
+    spec = SweepSpec(
+        task="batched-train",
+        base={"n": 4, "T": 3, "d": 8, "steps": 20, "optimizer": "gd"},
+        grid={"lr": [0.1, 1.7e308, 0.2]},
+    )
+    result = run_sweep(spec, tmp_path, executor, progress=False)
+    assert list(result.index["status"]) == ["done", "diverged", "done"]  # a diverged run is finished, marked
+    records = {}
+    for run_dir in result.index["run_dir"]:
+        record = json.loads((tmp_path / run_dir / "record.json").read_text())
+        records[record["resolved"]["lr"]] = (record["final"], np.load(tmp_path / run_dir / "W.npy"))
+    assert sorted(records) == [0.1, 0.2, 1.7e308]
+    (diverged, W_bad), (healthy, W_ok) = records[1.7e308], records[0.1]
+    assert diverged["status"] == "diverged" and diverged["last_step"] == 0 and np.isfinite(W_bad).all()
+    assert healthy["status"] == records[0.2][0]["status"] == "completed"
+    data = example1(n=4, T=3, d=8, seed=0)
+    alone = train(data.X, data.Z, data.y, data.v, torch.zeros(8, 8), optimizer="gd", lr=0.1, steps=20).W[0]
+    np.testing.assert_allclose(W_ok, alone.numpy(), rtol=0, atol=1e-12)  # the healthy run is untouched by it

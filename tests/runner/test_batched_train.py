@@ -1,11 +1,10 @@
 """The batched-train task: a batch of R runs equals R runs of one, a process pool and a direct train() call."""
 
-import json
-
 import numpy as np
 import pandas as pd
 import pytest
 import torch
+from sweep_fixtures import assert_one_diverging_run_stops_alone
 
 from attnlab._validation import ValidationError
 from attnlab.batched import train
@@ -76,22 +75,4 @@ def test_bad_parameters_name_the_key(params, match):
 
 @pytest.mark.parametrize("executor", [InProcessExecutor(), PoolExecutor(workers=2)], ids=["inprocess", "pool"])
 def test_a_diverging_run_stops_alone_and_the_others_finish(tmp_path, executor):
-    # lr = 1.7e308 overflows W at the first step; in one batch with two healthy runs it must not take them down
-    spec = SweepSpec(
-        task="batched-train",
-        base={"n": 4, "T": 3, "d": 8, "steps": 20, "optimizer": "gd"},
-        grid={"lr": [0.1, 1.7e308, 0.2]},
-    )
-    result = run_sweep(spec, tmp_path, executor, progress=False)
-    assert list(result.index["status"]) == ["done", "diverged", "done"]  # a diverged run is finished, marked
-    records = {}
-    for run_dir in result.index["run_dir"]:
-        record = json.loads((tmp_path / run_dir / "record.json").read_text())
-        records[record["resolved"]["lr"]] = (record["final"], np.load(tmp_path / run_dir / "W.npy"))
-    assert sorted(records) == [0.1, 0.2, 1.7e308]
-    (diverged, W_bad), (healthy, W_ok) = records[1.7e308], records[0.1]
-    assert diverged["status"] == "diverged" and diverged["last_step"] == 0 and np.isfinite(W_bad).all()
-    assert healthy["status"] == records[0.2][0]["status"] == "completed"
-    data = example1(n=4, T=3, d=8, seed=0)
-    alone = train(data.X, data.Z, data.y, data.v, torch.zeros(8, 8), optimizer="gd", lr=0.1, steps=20).W[0]
-    np.testing.assert_allclose(W_ok, alone.numpy(), rtol=0, atol=1e-12)  # the healthy run is untouched by it
+    assert_one_diverging_run_stops_alone(tmp_path, executor)  # Ray: tests/runner/test_ray.py

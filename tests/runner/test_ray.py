@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 import sweep_fixtures
-from sweep_fixtures import Diverges, KillOnce, ToyTrain
+from sweep_fixtures import Diverges, KillOnce, ToyTrain, assert_one_diverging_run_stops_alone
 
 from attnlab._validation import ValidationError
 from attnlab.runner import register_task
@@ -142,6 +142,10 @@ def test_a_worker_killed_mid_task_is_retried_without_loss_or_duplicates(local_cl
     assert list(index["status"]) == ["done"] * 12
     runs = sorted(p.name for p in (tmp_path / "out" / "runs").iterdir())
     assert runs == sorted(index["run_dir"].str.removeprefix("runs/"))  # one directory per run, no extras
+
+
+def test_a_diverging_batched_train_run_stops_alone_on_ray(local_cluster, tmp_path):
+    assert_one_diverging_run_stops_alone(tmp_path, RayExecutor())  # in-process and pool: test_batched_train.py
 
 
 def test_a_diverged_run_is_finished_and_recorded_on_ray(local_cluster, tmp_path):

@@ -430,8 +430,9 @@ class Experiment(Generic[C]):
     quick : mapping
         Field overrides for ``--quick`` (CI-sized).
     cost : float, default=0.0
-        Seconds the full-size run takes on one quiet core (measured; docs/experiments). ``attnlab reproduce`` starts
-        the costliest experiments first, so parallel workers finish together instead of one long run starting last.
+        Seconds the full-size run took in one worker of the last ``make reproduce-full`` (2 workers on 2 cores;
+        docs/experiments/ntk.md, "Full reproduction"). ``attnlab reproduce`` starts the costliest experiments first,
+        so parallel workers finish together instead of one long run starting last.
     """
 
     name: str

@@ -464,7 +464,7 @@ def _joint_figure(config: Fig3Config, frame: pd.DataFrame):
 register(
     Experiment(
         name="implicit-bias.fig2",
-        cost=2.0,
+        cost=8.0,
         paper=PAPER,
         config_type=Fig2Config,
         run=run_fixed_decoder,
@@ -475,7 +475,7 @@ register(
 register(
     Experiment(
         name="implicit-bias.fig3",
-        cost=4.0,
+        cost=10.0,
         paper=PAPER,
         config_type=Fig3Config,
         run=run_fig3,
@@ -486,7 +486,7 @@ register(
 register(
     Experiment(
         name="implicit-bias.fig5",
-        cost=2.0,
+        cost=6.0,
         paper=PAPER,
         config_type=Fig5Config,
         run=run_fixed_decoder,
@@ -1010,7 +1010,7 @@ def _rates_figure(config: RatesConfig, frame: pd.DataFrame, W_mm_norm: float, pr
 register(
     Experiment(
         name="implicit-bias.rates",
-        cost=11.0,
+        cost=30.0,
         paper=PAPER,
         config_type=RatesConfig,
         run=run_rates,

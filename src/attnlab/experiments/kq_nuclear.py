@@ -834,7 +834,7 @@ def _x5_figure(config: X5Config, frame: pd.DataFrame, table: pd.DataFrame):
 register(
     Experiment(
         name="kq-nuclear.x1",
-        cost=9.0,
+        cost=31.0,
         paper=PAPER,
         config_type=X1Config,
         run=run_x1,
@@ -845,7 +845,7 @@ register(
 register(
     Experiment(
         name="kq-nuclear.x2",
-        cost=12.0,
+        cost=43.0,
         paper=PAPER,
         config_type=X2Config,
         run=run_x2,
@@ -856,7 +856,7 @@ register(
 register(
     Experiment(
         name="kq-nuclear.x3",
-        cost=9.0,
+        cost=30.0,
         paper=PAPER,
         config_type=X3Config,
         run=run_x3,
@@ -867,7 +867,7 @@ register(
 register(
     Experiment(
         name="kq-nuclear.x4",
-        cost=3.0,
+        cost=7.0,
         paper=PAPER,
         config_type=X4Config,
         run=run_x4,
@@ -878,7 +878,7 @@ register(
 register(
     Experiment(
         name="kq-nuclear.x5",
-        cost=9.0,
+        cost=21.0,
         paper=PAPER,
         config_type=X5Config,
         run=run_x5,

@@ -456,7 +456,7 @@ def run_e1(config: E1Config, ctx: RunContext) -> ExperimentResult:
 register(
     Experiment(
         name="mirror-descent.e1",
-        cost=30.0,
+        cost=56.0,
         paper=PAPER,
         config_type=E1Config,
         run=run_e1,
@@ -595,7 +595,7 @@ def _e2_figure(config: E2Config, frame: pd.DataFrame, rays: pd.DataFrame):
 register(
     Experiment(
         name="mirror-descent.e2",
-        cost=5.0,
+        cost=12.0,
         paper=PAPER,
         config_type=E2Config,
         run=run_e2,
@@ -748,7 +748,7 @@ def _e3_figure(config: E3Config, frame: pd.DataFrame, svms: pd.DataFrame):
 register(
     Experiment(
         name="mirror-descent.e3",
-        cost=15.0,
+        cost=35.0,
         paper=PAPER,
         config_type=E3Config,
         run=run_e3,

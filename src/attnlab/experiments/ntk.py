@@ -336,7 +336,7 @@ def _lazy_figure(frame: pd.DataFrame, table: pd.DataFrame, config: LazyConfig):
 register(
     Experiment(
         name="ntk.lazy",
-        cost=10.0,
+        cost=22.0,
         paper=SPEC,
         summary="P1-P6: lazy training of the softmax network across widths",
         config_type=LazyConfig,
@@ -558,7 +558,7 @@ def _table1_figure(medians: pd.DataFrame, config: Table1Config):
 register(
     Experiment(
         name="ntk.table1",
-        cost=1048.0,
+        cost=573.0,
         paper=SPEC,
         summary="P7: width and iterations needed vs n, softmax vs ReLU vs exp",
         config_type=Table1Config,
@@ -908,7 +908,7 @@ def _gmm_figure(table: pd.DataFrame, learned, exact, linear, target, config: GMM
 register(
     Experiment(
         name="diffusion.gmm",
-        cost=376.0,
+        cost=371.0,
         paper=SPEC,
         summary="P8: softmax-NTK score estimation for a Gaussian mixture",
         config_type=GMMConfig,

@@ -388,7 +388,7 @@ _FIGURE_QUICK = {"n": 2000, "batch_size": 128, "steps": 1000, "seeds": 2, "recor
 register(
     Experiment(
         name="regression.fig1",
-        cost=43.0,
+        cost=66.0,
         paper=PAPER,
         summary="population loss vs t: Algorithm 1 from the spectral start vs SGD from a random start",
         config_type=FigureOneConfig,
@@ -399,7 +399,7 @@ register(
 register(
     Experiment(
         name="regression.fig2",
-        cost=53.0,
+        cost=106.0,
         paper=PAPER,
         summary="population loss vs t from one random start: Algorithm 1, SGD, Adam and the ablations",
         config_type=FigureTwoConfig,
@@ -761,7 +761,7 @@ def _theory_figure(config: TheoryConfig, table: pd.DataFrame, pf: pd.DataFrame):
 register(
     Experiment(
         name="regression.theory",
-        cost=85.0,
+        cost=59.0,
         paper=PAPER,
         summary="every row of the theorem table (spec §8) as a measured check",
         config_type=TheoryConfig,
@@ -881,7 +881,7 @@ def _scaling_figure(config: ScalingConfig, frame: pd.DataFrame):
 register(
     Experiment(
         name="regression.scaling",
-        cost=126.0,
+        cost=125.0,
         paper=PAPER,
         summary="data-compute scaling law: population excess loss vs n and T (Theorem 2)",
         config_type=ScalingConfig,

@@ -222,7 +222,7 @@ def run_text(config: TextConfig, ctx: RunContext) -> ExperimentResult:
 register(
     Experiment(
         name="real.text",
-        cost=102.0,
+        cost=202.0,
         paper="mirror-descent-lp",
         summary="SGD, SNGD, SPS, Adam, l_p-MD (p=1.1,2,3) train the E4 text encoder on a keyword task or aclImdb",
         config_type=TextConfig,
