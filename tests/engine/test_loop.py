@@ -86,3 +86,41 @@ def test_momentum_state_from_the_kernel_path_continues_on_the_parameters():
     assert buffer_once.shape == buffer_twice.shape == (8, 8)
     torch.testing.assert_close(W_twice, W_once, rtol=1e-12, atol=1e-14)
     torch.testing.assert_close(buffer_twice, buffer_once, rtol=1e-10, atol=1e-300)
+
+
+def test_every_named_reference_is_recorded_as_its_own_cosine():
+    # two runs, three references of mixed shapes (one shared by both runs), recorded in one pass; each column is
+    # the plain cosine of the recorded iterate with its reference, computed here one by one
+    data = al.data.stack([example1(n=4, T=3, d=6, seed=s) for s in range(2)])
+    g = torch.Generator().manual_seed(3)
+    refs = {
+        "a": torch.randn(2, 6, 6, generator=g, dtype=torch.float64),
+        "shared": torch.randn(6, 6, generator=g, dtype=torch.float64),
+        "b": torch.randn(2, 6, 6, generator=g, dtype=torch.float64),
+    }
+    W0 = 0.1 * torch.randn(2, 6, 6, generator=g, dtype=torch.float64)
+    res = batched.train(
+        data.X,
+        data.Z,
+        data.y,
+        data.v,
+        W0,
+        optimizer="ngd",
+        lr=0.2,
+        steps=12,
+        record_every=4,
+        refs=refs,
+        keep_iterates=True,
+        bregman_p=3.0,
+    )
+    frame = res.frame.sort_values(["step", "run"])
+    W = res.iterates["W"]  # (S, R, d, d)
+    for name, ref in refs.items():
+        expected = torch.stack(
+            [
+                torch.tensor([float((w * r).sum() / (w.norm() * r.norm())) for w, r in zip(Ws, ref.expand(2, 6, 6))])
+                for Ws in W
+            ]
+        ).flatten()
+        torch.testing.assert_close(torch.tensor(frame[f"alignment_{name}"].to_numpy()), expected, rtol=1e-13, atol=0)
+        assert frame[f"bregman_{name}"].notna().all()

@@ -57,6 +57,8 @@ class Recorder:
         columns: Mapping[str, Any] | None = None,
     ) -> None:
         self.refs = dict(refs or {})
+        # every reference in one (K, R, d, d) stack: one cosine call per record, whatever the number of references
+        self.stacked = torch.stack(torch.broadcast_tensors(*self.refs.values())) if self.refs else None
         self.select, self.bregman_p = select, bregman_p
         self.metrics = dict(metrics or {})
         self.keep = keep_iterates
@@ -80,9 +82,10 @@ class Recorder:
         if self.select is not None:
             cols["opt_softmax"] = selected_probability(X, Z, W, self.select)  # spec ngd §9 fig. 2
             cols["margin"] = attention_margin(X, Z, W, self.select)  # spec kq §4: mu(W)
-        for name, ref in self.refs.items():
+        alignments = cosine(W, self.stacked) if self.refs else None  # spec ngd §5: corr(W_t, W_ref), (K, R)
+        for k, (name, ref) in enumerate(self.refs.items()):
             suffix = f"_{name}" if name else ""
-            cols["alignment" + suffix] = cosine(W, ref)  # spec ngd §5: corr(W_t, W_ref)
+            cols["alignment" + suffix] = alignments[k]
             if self.bregman_p is not None:
                 cols["bregman" + suffix] = directional_bregman(ref, W, float(self.bregman_p))  # spec md §3
         if self.metrics:
