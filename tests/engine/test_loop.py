@@ -124,3 +124,16 @@ def test_every_named_reference_is_recorded_as_its_own_cosine():
         ).flatten()
         torch.testing.assert_close(torch.tensor(frame[f"alignment_{name}"].to_numpy()), expected, rtol=1e-13, atol=0)
         assert frame[f"bregman_{name}"].notna().all()
+
+
+def test_references_without_a_runs_axis_serve_every_run():
+    # the recorder is public: three (d, d) references for two runs must not be paired with the runs axis
+    from attnlab.engine import Recorder
+    from attnlab.metrics import cosine
+
+    g = torch.Generator().manual_seed(5)
+    refs = {k: torch.randn(4, 4, generator=g, dtype=torch.float64) for k in ("a", "b")}
+    W = torch.randn(2, 4, 4, generator=g, dtype=torch.float64)
+    stacked = Recorder(refs=refs).stacked
+    assert stacked.shape == (2, 1, 4, 4)
+    torch.testing.assert_close(cosine(W, stacked)[1], cosine(W, refs["b"]), rtol=1e-15, atol=0)

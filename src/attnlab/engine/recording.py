@@ -57,8 +57,10 @@ class Recorder:
         columns: Mapping[str, Any] | None = None,
     ) -> None:
         self.refs = dict(refs or {})
-        # every reference in one (K, R, d, d) stack: one cosine call per record, whatever the number of references
-        self.stacked = torch.stack(torch.broadcast_tensors(*self.refs.values())) if self.refs else None
+        # every reference in one (K, R, d, d) stack (a reference without the runs axis serves every run): one cosine
+        # call per record, whatever the number of references
+        runs_first = [r.reshape((-1,) + tuple(r.shape[-2:])) for r in self.refs.values()]
+        self.stacked = torch.stack(torch.broadcast_tensors(*runs_first)) if self.refs else None
         self.select, self.bregman_p = select, bregman_p
         self.metrics = dict(metrics or {})
         self.keep = keep_iterates
