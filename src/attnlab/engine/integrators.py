@@ -83,7 +83,7 @@ def flow_rule(method: str, step: float, track_phi: bool, runs: int, tokens: tupl
         k = [true(step_.direction, step_.log_scale)]
         w = [ctx.weights * _expand(torch.exp(step_.log_scale), ctx.weights)] if track_phi else []
         for fraction in (0.5, 0.5, 1.0):
-            stage = ctx.gradient_at([p - fraction * step * g for p, g in zip(ctx.params, k[-1])])
+            stage = ctx.gradient_at([p - fraction * step * g for p, g in zip(ctx.params, k[-1])], risk=False)
             k.append(true(stage.mantissas, stage.log_scale))
             if track_phi:
                 w.append(stage.weights * _expand(torch.exp(stage.log_scale), stage.weights))

@@ -135,7 +135,8 @@ class Context:
         Mantissa of ``dL/ds`` at the current parameters (same ``log_scale`` as the gradient), for rules that
         integrate it (gradient flow's ``phi``).
     gradient_at : callable, optional
-        ``gradient_at(tensors) -> Gradient`` at other parameter values (multi-stage integrators).
+        ``gradient_at(tensors, risk=True) -> Gradient`` at other parameter values (multi-stage integrators;
+        ``risk=False`` skips the loss where a stage does not read it).
     """
 
     params: list[torch.Tensor]
@@ -144,7 +145,7 @@ class Context:
     groups: list[Hashable] = field(default_factory=list)
     norms: Norms | None = None
     weights: torch.Tensor | None = None
-    gradient_at: Callable[[Sequence[torch.Tensor]], Any] | None = None
+    gradient_at: Callable[..., Any] | None = None
 
     def block_norms(self, tensors: Sequence[torch.Tensor], blocks: Sequence[Hashable] | None, ord: float = 2.0):
         if self.norms is not None:
