@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from attnlab.cli import main
-from attnlab.experiments import Check, Experiment, ExperimentResult, base
+from attnlab.experiments import Claim, Experiment, ExperimentResult, base
 
 
 @dataclasses.dataclass(frozen=True)
@@ -18,14 +18,19 @@ class TinyConfig:
 
 def tiny_run(config, ctx):
     frame = pd.DataFrame({"step": range(config.steps), "loss": [1.0] * config.steps})
-    return ExperimentResult(frame=frame, checks=[Check("runs", "yes", "yes", "exact", True, "spec §0")])
+    return ExperimentResult(frame=frame, checks=[RUNS.holds("yes", "yes", "exact", True)])
+
+
+RUNS = Claim("runs", "000:Toy", "spec §0", kind="property")
 
 
 @pytest.fixture(autouse=True)
 def tiny(monkeypatch):
     """An experiment 'tiny.run' that writes trajectory.parquet, checks.csv and record.json in no time."""
     base._load_all()
-    exp = Experiment(name="tiny.run", paper="tiny", summary="tiny", config_type=TinyConfig, run=tiny_run)
+    exp = Experiment(
+        name="tiny.run", paper="tiny", summary="tiny", config_type=TinyConfig, run=tiny_run, claims=(RUNS,)
+    )
     monkeypatch.setitem(base._REGISTRY, "tiny.run", exp)
 
 

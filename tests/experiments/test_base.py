@@ -8,7 +8,7 @@ import pytest
 
 from attnlab._validation import ValidationError
 from attnlab.experiments import base
-from attnlab.experiments.base import Check, Experiment, ExperimentResult, parse_overrides, run_experiment
+from attnlab.experiments.base import Check, Claim, Experiment, ExperimentResult, parse_overrides, run_experiment
 
 
 @dataclass(frozen=True)
@@ -50,13 +50,13 @@ def test_run_writes_every_output(tmp_path, monkeypatch):
         frame = pd.DataFrame({"run": [0, 0], "step": [0, 1], "loss": [1.0, 0.5]})
         return ExperimentResult(
             frame,
-            [Check("loss falls", "< 1", 0.5, "bound", True, "spec §0")],
+            [LOSS_FALLS.holds("< 1", 0.5, "bound", True)],
             {"fig": fig},
             {"extra": frame},
             ["a note"],
         )
 
-    exp = Experiment("test.tmp", "none", "a test experiment", _Config, run, quick={"n": 1})
+    exp = Experiment("test.tmp", "none", "a test experiment", _Config, run, quick={"n": 1}, claims=(LOSS_FALLS,))
     monkeypatch.setitem(base._REGISTRY, "test.tmp", exp)
     record = run_experiment("test.tmp", ["lr=0.2"], quick=True, out=tmp_path, progress=False)
     assert record.passed
@@ -65,22 +65,49 @@ def test_run_writes_every_output(tmp_path, monkeypatch):
     assert not [n for n in names if n.endswith(".tmp") or n.startswith(".")]  # no temp files left behind
     rec = json.loads((tmp_path / "record.json").read_text())
     assert rec["config"]["n"] == 1 and rec["config"]["lr"] == 0.2 and rec["defaults_ours"] == {"lr": 0.2}
-    assert rec["checks"] == {"passed": 1, "total": 1, "agree": 0, "observations": 0} and "torch" in rec["versions"]
+    assert (
+        rec["checks"]
+        == {
+            "passed": 0,
+            "total": 0,
+            "agree": 0,
+            "observations": 0,
+            "properties_passed": 1,
+            "properties": 1,
+        }
+        and "torch" in rec["versions"]
+    )
     assert pd.read_csv(tmp_path / "checks.csv")["passed"].tolist() == [True]
 
 
 def test_a_disagreeing_observation_is_recorded_but_does_not_fail_the_run(tmp_path, monkeypatch):
     def run(config, ctx):
         checks = [
-            Check("loss falls", "< 1", 0.5, "bound", True, "spec §0"),
+            LOSS_FALLS.holds("< 1", 0.5, "bound", True),
             Check("faster than SGD", "< 1", 1.3, "bound", False, "paper fig. 1", kind="observation"),
         ]
         return ExperimentResult(pd.DataFrame({"step": [0]}), checks)
 
-    monkeypatch.setitem(base._REGISTRY, "test.obs", Experiment("test.obs", "none", "obs", _Config, run))
+    monkeypatch.setitem(
+        base._REGISTRY, "test.obs", Experiment("test.obs", "none", "obs", _Config, run, claims=(LOSS_FALLS,))
+    )
     record = run_experiment("test.obs", out=tmp_path, progress=False)
-    assert record.passed and record.counts.describe() == "1/1 checks passed; 0/1 observations agree with the paper"
-    assert pd.read_csv(tmp_path / "checks.csv")["kind"].tolist() == ["theory", "observation"]
+    assert record.passed and record.counts.describe() == (
+        "1/1 properties of our code hold; 0/1 observations agree with the paper"
+    )
+    assert pd.read_csv(tmp_path / "checks.csv")["kind"].tolist() == ["property", "observation"]
+
+
+def test_a_theory_row_that_no_claim_declares_is_refused(tmp_path, monkeypatch):
+    def run(config, ctx):
+        return ExperimentResult(pd.DataFrame({"step": [0]}), [Check("loss falls", "< 1", 0.5, "bound", True, "§0")])
+
+    monkeypatch.setitem(base._REGISTRY, "test.stray", Experiment("test.stray", "none", "stray", _Config, run))
+    with pytest.raises(ValidationError, match="no declared Claim stands for.*loss falls"):
+        run_experiment("test.stray", out=tmp_path, progress=False)
+
+
+LOSS_FALLS = Claim("loss falls", "000:Toy", "spec §0", kind="property")
 
 
 def test_check_kind_is_validated():

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from attnlab._validation import ValidationError
 from attnlab.cli import main
 from attnlab.experiments import base
-from attnlab.experiments.base import Check, Experiment, ExperimentResult, run_experiment
+from attnlab.experiments.base import Claim, Experiment, ExperimentResult, run_experiment
 from attnlab.experiments.replay import load_record, rerun
 from attnlab.runner.provenance import git_state
 
@@ -28,12 +28,15 @@ def _run(config, ctx):
     """Random numbers from the seed, so a replay with another seed or config would read differently."""
     draws = np.random.default_rng(config.seed).normal(size=config.steps) * sum(config.sizes)
     frame = pd.DataFrame({"run": 0, "step": range(config.steps), "loss": draws, "quick": ctx.quick})
-    return ExperimentResult(frame, [Check("runs", "-", 1.0, "-", True, "test")])
+    return ExperimentResult(frame, [RUNS.holds("-", 1.0, "-", True)])
+
+
+RUNS = Claim("runs", "000:Toy", "test", kind="property")
 
 
 @pytest.fixture(autouse=True)
 def _toy(monkeypatch):
-    exp = Experiment("test.replay", "none", "a seeded toy", _Config, _run, quick={"steps": 3})
+    exp = Experiment("test.replay", "none", "a seeded toy", _Config, _run, quick={"steps": 3}, claims=(RUNS,))
     monkeypatch.setitem(base._REGISTRY, "test.replay", exp)
 
 
@@ -108,7 +111,7 @@ def test_the_cli_replays_with_run_config(tmp_path):
         main, ["run", "--config", str(tmp_path / "a" / "record.json"), "--out", str(tmp_path / "b"), "--no-progress"]
     )
     assert again.exit_code == 0, again.output
-    assert "test.replay: 1/1 checks passed" in again.output
+    assert "test.replay: 1/1 properties of our code hold" in again.output
     pd.testing.assert_frame_equal(_table(tmp_path / "a"), _table(tmp_path / "b"))
 
 

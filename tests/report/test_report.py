@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from attnlab._validation import ValidationError
-from attnlab.experiments import Check, Experiment, ExperimentResult, base
+from attnlab.experiments import Check, Claim, Experiment, ExperimentResult, Falsifier, base
 from attnlab.report import build_report, reproduce
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -32,11 +32,11 @@ def toy_run(config, ctx):
     for ax in (*pair, *five):
         ax.plot(frame["step"], frame["loss"])
     checks = [
-        Check("loss decreases", "< 1", float(frame["loss"].iloc[-1]), "bound", True, "spec §1"),
-        Check("loss <b>vanishes</b>", 0.0, float(frame["loss"].iloc[-1]), "abs 1e-9", False, "spec §2"),
+        DECREASES.holds("< 1", float(frame["loss"].iloc[-1]), "bound", True),
+        VANISHES.holds(0.0, float(frame["loss"].iloc[-1]), "abs 1e-9", False),
         Check("trains faster than SGD", "< 1", 1.2, "", False, "paper fig. 1", kind="observation"),  # no tolerance
-        Check(LONG_CLAIM, "<= -1 (O~(1/t)); -2 observed in the spec", "q=1.75: 0.00152, q=2: 0.00958, q=3: 0.0756",
-              "bound, +0.1 for the log factor", True, "implicit-bias-ngd §8.3"),
+        LONG.holds("<= -1 (O~(1/t)); -2 observed in the spec", "q=1.75: 0.00152, q=2: 0.00958, q=3: 0.0756",
+                   "bound, +0.1 for the log factor", True),
     ]
     notes = ["a note", "final log L per method: {'GD': -4.178435037946123, 'NGD': -70.71039426549262}"]
     return ExperimentResult(frame=frame, checks=checks, figures={"curve": fig, "panels": wide}, notes=notes)
@@ -44,6 +44,12 @@ def toy_run(config, ctx):
 
 LONG_CLAIM = ("L7 E exp(0.8 x'^T Q x) and E exp(0.8 x^T Q x) finite within rho of M (needs 1.6 lambda_max(sym C) < 1); "
               "NGD ||W_T|| <= eta T (Lemma 7 upper bound)")
+
+
+DECREASES = Claim("loss decreases", "000:Toy1", "spec §1", falsifier="toy")
+VANISHES = Claim("loss <b>vanishes</b>", "000:Toy2", "spec §2", falsifier="toy")
+LONG = Claim(LONG_CLAIM, "000:Toy3", "implicit-bias-ngd §8.3", falsifier="toy")
+TOY_FALSIFIER = Falsifier("toy", "the loss doubled", "math:sqrt", lambda f: f)
 
 
 def broken_run(config, ctx):
@@ -55,7 +61,8 @@ def fake_paper(monkeypatch):
     """Two experiments of a paper 'fake-paper': one that runs (one failing check), one that raises."""
     base._load_all()
     for name, run in (("fake.ok", toy_run), ("fake.broken", broken_run)):
-        exp = Experiment(name=name, paper="fake-paper", summary=f"summary of {name}", config_type=ToyConfig, run=run, quick={"steps": 5})
+        exp = Experiment(name=name, paper="fake-paper", summary=f"summary of {name}", config_type=ToyConfig, run=run, quick={"steps": 5},
+                         claims=(DECREASES, VANISHES, LONG), falsifiers=(TOY_FALSIFIER,))
         monkeypatch.setitem(base._REGISTRY, name, exp)
 
 

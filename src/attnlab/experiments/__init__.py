@@ -6,8 +6,10 @@ Run one with ``attnlab run <name>`` or :func:`run_experiment`; list them with ``
 from attnlab.experiments.base import (
     Check,
     CheckCounts,
+    Claim,
     Experiment,
     ExperimentResult,
+    Falsifier,
     RunContext,
     RunRecord,
     check_close,
@@ -29,8 +31,10 @@ from attnlab.experiments.base import (
 __all__ = [
     "Check",
     "CheckCounts",
+    "Claim",
     "Experiment",
     "ExperimentResult",
+    "Falsifier",
     "RunContext",
     "RunRecord",
     "check_close",

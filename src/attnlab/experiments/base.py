@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -27,8 +26,27 @@ import pandas as pd
 
 from attnlab._io import make_dir
 from attnlab._overrides import parse_overrides
-from attnlab._validation import ValidationError, check_in
+from attnlab._validation import ValidationError
 from attnlab.callbacks import progress_bar
+from attnlab.experiments.checks import (
+    CHECK_COLUMNS,
+    OBSERVATION_MARKS,
+    Check,
+    CheckCounts,
+    Claim,
+    Falsifier,
+    check_close,
+    check_declared,
+    check_greater,
+    check_less,
+    check_ordering,
+    check_rate_shape,
+    check_slope,
+    count_checks,
+    fit_slope,
+    observation,
+    spread_tolerance,
+)
 from attnlab.runner.provenance import git_state
 from attnlab.runner.store import (
     config_hash,
@@ -42,6 +60,9 @@ from attnlab.runner.store import (
 
 __all__ = [
     "Check",
+    "CheckCounts",
+    "Claim",
+    "Falsifier",
     "Experiment",
     "ExperimentResult",
     "RunContext",
@@ -51,7 +72,9 @@ __all__ = [
     "check_greater",
     "check_less",
     "check_ordering",
+    "check_rate_shape",
     "check_slope",
+    "count_checks",
     "fit_slope",
     "observation",
     "spread_tolerance",
@@ -64,302 +87,6 @@ __all__ = [
 ]
 
 C = TypeVar("C")
-
-
-@dataclass(frozen=True)
-class Check:
-    """One theory claim measured in a run.
-
-    Parameters
-    ----------
-    claim : str
-        The claim in words, e.g. ``"||W_t|| / (eta t) -> 1 (Lemma 7)"``.
-    predicted : str or float
-        What the theory predicts (a number, a bound or a trend).
-    measured : str or float
-        What the run measured.
-    tolerance : str or float
-        How far ``measured`` may be from ``predicted`` and still pass.
-    passed : bool
-    source : str
-        The theory page and section that state the claim, e.g. ``"docs/theory/implicit-bias-ngd.md §8.1"``.
-    kind : {"theory", "observation"}, default="theory"
-        ``"theory"``: a claim the run must reproduce (a theorem, or a sanity property of our code); a failure
-        means something is wrong and fails the run. ``"observation"``: a paper's *empirical* report about real
-        models (faster than SGD, sparser weights, ...) set against what we measured; ``passed`` then reads
-        "agrees with the paper", and a disagreement is a finding that is shown, never hidden, but does not fail
-        the run.
-    """
-
-    claim: str
-    predicted: Any
-    measured: Any
-    tolerance: Any
-    passed: bool
-    source: str = ""
-    kind: str = "theory"
-
-    def __post_init__(self) -> None:
-        if self.kind not in CHECK_KINDS:
-            raise ValidationError(f"Check.kind must be one of {CHECK_KINDS}, got {self.kind!r}")
-
-    def as_row(self) -> dict[str, Any]:
-        row = dataclasses.asdict(self)
-        for key in ("predicted", "measured", "tolerance"):
-            row[key] = _format_value(row[key])
-        row["passed"] = bool(row["passed"])
-        return row
-
-
-CHECK_KINDS = ("theory", "observation")
-CHECK_COLUMNS = ["claim", "predicted", "measured", "tolerance", "passed", "source", "kind"]
-
-
-@dataclass(frozen=True)
-class CheckCounts:
-    """Totals of a check table: theory checks (must pass) and observations (agree or disagree with a paper)."""
-
-    passed: int
-    total: int
-    agree: int
-    observations: int
-
-    @property
-    def ok(self) -> bool:
-        """Every theory check passed (observations never fail a run)."""
-        return self.passed == self.total
-
-    def describe(self) -> str:
-        """``"12/12 checks passed"``, plus ``"; 2/5 observations agree with the paper"`` when there are any."""
-        text = f"{self.passed}/{self.total} checks passed"
-        if self.observations:
-            text += f"; {self.agree}/{self.observations} observations agree with the paper"
-        return text
-
-    def __add__(self, other: CheckCounts) -> CheckCounts:
-        return CheckCounts(*(a + b for a, b in zip(dataclasses.astuple(self), dataclasses.astuple(other))))
-
-
-def count_checks(checks: pd.DataFrame) -> CheckCounts:
-    """Count a ``checks.csv`` table (boolean ``passed``); tables written before ``kind`` existed are all theory."""
-    if not len(checks):
-        return CheckCounts(0, 0, 0, 0)
-    passed = checks["passed"].astype(bool)
-    observation = checks["kind"] == "observation" if "kind" in checks else pd.Series(False, index=checks.index)
-    return CheckCounts(
-        passed=int((passed & ~observation).sum()),
-        total=int((~observation).sum()),
-        agree=int((passed & observation).sum()),
-        observations=int(observation.sum()),
-    )
-
-
-def _format_value(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    return str(value)
-
-
-# ---- one helper per kind of check: close, bound (less / greater), ordering, slope; observations --------------------
-# Each helper writes the tolerance text from the numbers it tests, so a row's "tolerance" is the code's tolerance.
-# ``spread`` says where a tolerance comes from (a seed spread, a discretisation error, the theorem); write it so a
-# reader can redo the derivation, e.g. "3 x the std over 5 seeds (0.011)".
-
-
-def _why(text: str, spread: str) -> str:
-    return f"{text}; {spread}" if spread else text
-
-
-def spread_tolerance(samples: Sequence[float], k: float = 3.0, *, what: str = "seeds") -> tuple[float, str]:
-    """``k`` standard errors of the mean of ``samples``, and the sentence that says so (for ``spread=``).
-
-    Parameters
-    ----------
-    samples : sequence of float, length >= 2
-        Independent repetitions of one measurement (seeds, data sets, directions).
-    k : float, default=3.0
-        Standard errors allowed.
-    what : str, default="seeds"
-        What the repetitions are, for the text.
-
-    Returns
-    -------
-    tolerance : float
-    text : str
-        E.g. ``"3 standard errors over 5 seeds (SE 0.0021)"``.
-    """
-    values = [float(v) for v in samples]
-    if len(values) < 2:
-        raise ValidationError(
-            f"spread_tolerance needs >= 2 samples to measure a spread, got {len(values)}; run more seeds"
-        )
-    mean = sum(values) / len(values)
-    std = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
-    se = std / math.sqrt(len(values))
-    return k * se, f"{k:g} standard errors over {len(values)} {what} (SE {se:.3g})"
-
-
-def check_close(
-    claim: str,
-    predicted: float,
-    measured: float,
-    rtol: float = 0.0,
-    source: str = "",
-    *,
-    atol: float = 0.0,
-    spread: str = "",
-) -> Check:
-    """A theory :class:`Check` that passes when ``|measured - predicted| <= atol + rtol * |predicted|``.
-
-    ``spread`` says how the tolerance was derived (seed spread, discretisation, the theorem); it is written into
-    the row's tolerance text after ``"rel <rtol>"`` / ``"abs <atol>"``.
-    """
-    if rtol < 0 or atol < 0 or (rtol == 0 and atol == 0):
-        raise ValidationError(f"check_close needs rtol >= 0 and atol >= 0, not both 0; got rtol={rtol}, atol={atol}")
-    allowed = atol + rtol * abs(predicted)
-    parts = ([f"abs {atol:.3g}"] if atol else []) + ([f"rel {rtol:g}"] if rtol else [])
-    passed = math.isfinite(measured) and abs(measured - predicted) <= allowed
-    return Check(claim, float(predicted), float(measured), _why(" + ".join(parts), spread), bool(passed), source)
-
-
-def check_less(
-    claim: str,
-    measured: float,
-    bound: float,
-    source: str = "",
-    *,
-    strict: bool = False,
-    spread: str = "",
-) -> Check:
-    """A theory :class:`Check` that passes when ``measured <= bound`` (``<`` if ``strict``); NaN fails."""
-    passed = measured < bound if strict else measured <= bound
-    op = "<" if strict else "<="
-    return Check(claim, f"{op} {bound:.6g}", float(measured), _why("bound", spread), bool(passed), source)
-
-
-def check_greater(
-    claim: str,
-    measured: float,
-    bound: float,
-    source: str = "",
-    *,
-    strict: bool = False,
-    spread: str = "",
-) -> Check:
-    """A theory :class:`Check` that passes when ``measured >= bound`` (``>`` if ``strict``); NaN fails."""
-    passed = measured > bound if strict else measured >= bound
-    op = ">" if strict else ">="
-    return Check(claim, f"{op} {bound:.6g}", float(measured), _why("bound", spread), bool(passed), source)
-
-
-def check_ordering(
-    claim: str,
-    values: Mapping[str, float],
-    order: Sequence[str],
-    source: str = "",
-    *,
-    margin: float = 0.0,
-    spread: str = "",
-) -> Check:
-    """A theory :class:`Check` that passes when ``values[order[0]] < values[order[1]] < ...``, each by ``margin``.
-
-    Parameters
-    ----------
-    values : mapping of str to float
-        The measured quantity per name (method, norm, activation).
-    order : sequence of str
-        Names from smallest to largest, as the theory predicts.
-    margin : float, default=0.0
-        Each step of the order must exceed it (a spread of the measurement; say which in ``spread``).
-    """
-    missing = [name for name in order if name not in values]
-    if len(order) < 2 or missing:
-        raise ValidationError(f"check_ordering needs >= 2 names of values in order; missing {missing} of {order}")
-    steps = [float(values[b]) - float(values[a]) for a, b in zip(order[:-1], order[1:])]
-    passed = all(math.isfinite(s) and s > margin for s in steps)
-    measured = ", ".join(f"{name} {float(v):.4g}" for name, v in values.items())
-    tolerance = _why(f"each step > {margin:.3g}" if margin else "strict order", spread)
-    return Check(claim, " < ".join(order), measured, tolerance, bool(passed), source)
-
-
-def fit_slope(x: Sequence[float], y: Sequence[float], *, logx: bool = True, logy: bool = True) -> tuple[float, float]:
-    """Least-squares slope of ``y`` on ``x`` (each on a log scale if asked) and the R^2 of the fit.
-
-    Points whose logarithm is undefined (``<= 0`` or not finite) are dropped; fewer than two left gives NaN.
-    """
-    pts = [(float(a), float(b)) for a, b in zip(x, y)]
-    pts = [
-        (math.log(a) if logx else a, math.log(b) if logy else b)
-        for a, b in pts
-        if math.isfinite(a) and math.isfinite(b) and (a > 0 or not logx) and (b > 0 or not logy)
-    ]
-    if len(pts) < 2:
-        return math.nan, math.nan
-    n = len(pts)
-    mx, my = sum(p[0] for p in pts) / n, sum(p[1] for p in pts) / n
-    sxx = sum((p[0] - mx) ** 2 for p in pts)
-    sxy = sum((p[0] - mx) * (p[1] - my) for p in pts)
-    syy = sum((p[1] - my) ** 2 for p in pts)
-    slope = sxy / sxx if sxx > 0 else math.nan
-    r2 = 1.0 - (syy - slope * sxy) / syy if syy > 0 else 1.0
-    return slope, r2
-
-
-def check_slope(
-    claim: str,
-    x: Sequence[float],
-    y: Sequence[float],
-    predicted: float,
-    tol: float,
-    source: str = "",
-    *,
-    side: str = "both",
-    logx: bool = True,
-    logy: bool = True,
-    spread: str = "",
-) -> Check:
-    """A theory :class:`Check` on the fitted slope of ``y`` against ``x`` (log-log by default).
-
-    Passes when ``|slope - predicted| <= tol`` (``side="both"``), ``slope <= predicted + tol`` (``"at_most"``) or
-    ``slope >= predicted - tol`` (``"at_least"``). The row's measured value is the slope; its R^2 and the number
-    of points go into the tolerance text.
-    """
-    check_in("side", side, ("both", "at_most", "at_least"))
-    slope, r2 = fit_slope(x, y, logx=logx, logy=logy)
-    low, high = predicted - tol, predicted + tol
-    if side == "at_most":
-        low = -math.inf
-    elif side == "at_least":
-        high = math.inf
-    passed = math.isfinite(slope) and low <= slope <= high
-    shown = {"both": f"{predicted:g} +- {tol:g}", "at_most": f"<= {high:g}", "at_least": f">= {low:g}"}[side]
-    scale = {
-        (True, True): "log-log",
-        (True, False): "y on log x",
-        (False, True): "log y on x",
-        (False, False): "linear",
-    }
-    text = f"{scale[(logx, logy)]} fit over {len(list(x))} points, R^2 {r2:.3f}"
-    return Check(claim, shown, float(slope), _why(text, spread), bool(passed), source)
-
-
-def observation(claim: str, paper_says: str, measured: Any, agrees: bool, source: str) -> Check:
-    """A paper's *empirical* remark about its figure or table (``paper_says``) set against our measurement.
-
-    ``claim`` or ``source`` must name the figure, table or remark (``"fig. 3"``, ``"Table 1"``, ``"remark"``):
-    an observation stands for something the paper showed, never for a theorem's prediction.
-    """
-    if not any(mark in f"{claim} {source}".lower() for mark in OBSERVATION_MARKS):
-        raise ValidationError(
-            f"observation {claim!r} names no figure, table or remark of the paper (one of "
-            f"{OBSERVATION_MARKS}); a theorem's prediction is a theory check"
-        )
-    return Check(
-        claim, paper_says, measured, "agrees or not (the paper's remark)", bool(agrees), source, kind="observation"
-    )
-
-
-OBSERVATION_MARKS = ("fig.", "table", "remark")
 
 
 @dataclass
@@ -433,6 +160,12 @@ class Experiment(Generic[C]):
         Seconds the full-size run took in one worker of the last ``make reproduce-full`` (2 workers on 2 cores;
         docs/experiments/ntk.md, "Full reproduction"). ``attnlab reproduce`` starts the costliest experiments first,
         so parallel workers finish together instead of one long run starting last.
+    claims : tuple of Claim
+        Every theory check and property the run writes, declared once (:class:`attnlab.experiments.checks.Claim`).
+        Each theory claim names one of ``falsifiers``; the coverage tables of docs/theory are built from them.
+    falsifiers : tuple of Falsifier
+        The wrong mechanisms the claims name; ``tests/experiments/test_falsifiers.py`` runs each at the quick size
+        and asserts that every row naming it fails.
     """
 
     name: str
@@ -442,6 +175,29 @@ class Experiment(Generic[C]):
     run: Callable[[C, RunContext], ExperimentResult]
     quick: Mapping[str, Any] = field(default_factory=dict)
     cost: float = 0.0
+    claims: tuple[Claim, ...] = ()
+    falsifiers: tuple[Falsifier, ...] = ()
+
+    def __post_init__(self) -> None:
+        names = [f.name for f in self.falsifiers]
+        if len(set(names)) != len(names):
+            raise ValidationError(f"falsifiers of {self.name!r} repeat a name: {names}")
+        named = {c.falsifier for c in self.claims if c.kind == "theory"}
+        unknown = sorted(named - set(names))
+        if unknown:
+            raise ValidationError(
+                f"claims of {self.name!r} name falsifiers {unknown} that are not in its falsifiers {names}"
+            )
+        unused = sorted(set(names) - named)
+        if unused:
+            raise ValidationError(f"falsifiers {unused} of {self.name!r} are named by no claim; declare or drop them")
+
+    def falsifier(self, name: str) -> Falsifier:
+        """The falsifier called ``name``."""
+        for f in self.falsifiers:
+            if f.name == name:
+                return f
+        raise ValidationError(f"{self.name!r} has no falsifier {name!r}; it has {[f.name for f in self.falsifiers]}")
 
 
 _REGISTRY: dict[str, Experiment[Any]] = {}
@@ -550,6 +306,7 @@ def run_experiment(
     # progress=True asks for bars where they can be seen: on a terminal (never forced into a piped log)
     result = experiment.run(config, RunContext(out=run_dir, progress=None if progress else False, quick=quick))
     seconds = time.perf_counter() - start
+    check_declared(result.checks, experiment.claims, name)
 
     write_parquet(run_dir / "trajectory.parquet", result.frame)
     checks = pd.DataFrame(
