@@ -35,15 +35,21 @@ def toy_run(config, ctx):
         DECREASES.holds("< 1", float(frame["loss"].iloc[-1]), "bound", True),
         VANISHES.holds(0.0, float(frame["loss"].iloc[-1]), "abs 1e-9", False),
         Check("trains faster than SGD", "< 1", 1.2, "", False, "paper fig. 1", kind="observation"),  # no tolerance
-        LONG.holds("<= -1 (O~(1/t)); -2 observed in the spec", "q=1.75: 0.00152, q=2: 0.00958, q=3: 0.0756",
-                   "bound, +0.1 for the log factor", True),
+        LONG.holds(
+            "<= -1 (O~(1/t)); -2 observed in the spec",
+            "q=1.75: 0.00152, q=2: 0.00958, q=3: 0.0756",
+            "bound, +0.1 for the log factor",
+            True,
+        ),
     ]
     notes = ["a note", "final log L per method: {'GD': -4.178435037946123, 'NGD': -70.71039426549262}"]
     return ExperimentResult(frame=frame, checks=checks, figures={"curve": fig, "panels": wide}, notes=notes)
 
 
-LONG_CLAIM = ("L7 E exp(0.8 x'^T Q x) and E exp(0.8 x^T Q x) finite within rho of M (needs 1.6 lambda_max(sym C) < 1); "
-              "NGD ||W_T|| <= eta T (Lemma 7 upper bound)")
+LONG_CLAIM = (
+    "L7 E exp(0.8 x'^T Q x) and E exp(0.8 x^T Q x) finite within rho of M (needs 1.6 lambda_max(sym C) < 1); "
+    "NGD ||W_T|| <= eta T (Lemma 7 upper bound)"
+)
 
 
 DECREASES = Claim("loss decreases", "000:Toy1", "spec §1", falsifier="toy")
@@ -61,8 +67,16 @@ def fake_paper(monkeypatch):
     """Two experiments of a paper 'fake-paper': one that runs (one failing check), one that raises."""
     base._load_all()
     for name, run in (("fake.ok", toy_run), ("fake.broken", broken_run)):
-        exp = Experiment(name=name, paper="fake-paper", summary=f"summary of {name}", config_type=ToyConfig, run=run, quick={"steps": 5},
-                         claims=(DECREASES, VANISHES, LONG), falsifiers=(TOY_FALSIFIER,))
+        exp = Experiment(
+            name=name,
+            paper="fake-paper",
+            summary=f"summary of {name}",
+            config_type=ToyConfig,
+            run=run,
+            quick={"steps": 5},
+            claims=(DECREASES, VANISHES, LONG),
+            falsifiers=(TOY_FALSIFIER,),
+        )
         monkeypatch.setitem(base._REGISTRY, name, exp)
 
 
@@ -73,8 +87,11 @@ def test_reproduce_records_the_error_and_runs_the_others(fake_paper, tmp_path):
     assert [e.name for e in summary.errors] == ["fake.broken"]
     assert not summary.ok
     page = summary.path.read_text()
-    assert "2 of 3 theory checks passed, 1 failed; 0 of 1 observations" in page
-    assert "3 theorem predictions (kind theory), 2 passed; 1 observations of real models" in page  # per paper
+    assert "2 of 3 theory checks passed, 1 failed; 0 of 0 properties of our code hold; 0 of 1 observations" in page
+    assert (
+        "3 theorem predictions (kind theory), 2 passed; 0 properties of our code (kind property), 0 hold; 1 observations"
+        in page
+    )  # per paper
     papers = json.loads((tmp_path / "summary.json").read_text())["papers"]
     assert papers == {"fake-paper": {"theory": 3, "theory_passed": 2, "observations": 1, "observations_agree": 0}}
     assert '<span class="disagree">disagrees</span>' in page  # shown, never hidden
@@ -86,8 +103,14 @@ def test_reproduce_records_the_error_and_runs_the_others(fake_paper, tmp_path):
     assert ok.record["config"] == {"steps": 5, "lr": 0.1}  # quick settings used
     counts = pd.read_csv(tmp_path / "paper_counts.csv").set_index("paper")  # theory checks vs observations
     # the same counts as the summary above (2 of 3 theory checks passed), plus the experiment that raised
-    assert counts.loc["fake-paper"].to_dict() == {"experiments": 2, "theory_checks": 3, "theory_passed": 2,
-                                                  "observations": 1, "observations_agree": 0, "errors": 1}
+    assert counts.loc["fake-paper"].to_dict() == {
+        "experiments": 2,
+        "theory_checks": 3,
+        "theory_passed": 2,
+        "observations": 1,
+        "observations_agree": 0,
+        "errors": 1,
+    }
 
 
 def test_reproduce_resumes_and_fresh_reruns(fake_paper, tmp_path):
@@ -120,14 +143,23 @@ def chrome(profile: Path):
         missing.append("selenium")
     if missing:
         if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(f"CI must have the browser stack, missing {missing}: apt-get install chromium chromium-driver; pip install selenium")
+            pytest.fail(
+                f"CI must have the browser stack, missing {missing}: apt-get install chromium chromium-driver; pip install selenium"
+            )
         pytest.skip(f"no headless browser here: missing {missing}")
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for flag in (
-        "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync",
-        "--disable-dev-shm-usage", f"--user-data-dir={profile}",
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        f"--user-data-dir={profile}",
     ):
         options.add_argument(flag)
     # An explicit chromedriver path: Selenium Manager never runs, nothing is downloaded.
@@ -140,7 +172,9 @@ def test_report_in_headless_chromium_has_no_broken_images_or_links(fake_paper, t
         summary = reproduce(tmp_path / "report", paper="fake-paper", quick=True, progress=False)
         driver.get(summary.path.resolve().as_uri())
         assert driver.title == "attnlab reproduction report"
-        images = driver.execute_script("return Array.from(document.images).map(i => [i.src, i.complete && i.naturalWidth > 0])")
+        images = driver.execute_script(
+            "return Array.from(document.images).map(i => [i.src, i.complete && i.naturalWidth > 0])"
+        )
         assert images, "the report shows no figure"
         assert not [src for src, ok in images if not ok], f"broken images: {images}"
         page = driver.current_url.partition("#")[0]
@@ -171,26 +205,31 @@ def test_report_at_1400px_fits_the_width_shows_figures_full_width_and_readable_c
         inner = driver.execute_script("return window.innerWidth")
         assert inner >= WIDTH - 20, inner  # the window is what we asked for (less a scrollbar, if drawn)
         scroll, client = driver.execute_script(
-            "return [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+            "return [document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+        )
         assert scroll <= client, f"the page scrolls sideways: {scroll} px wide in a {client} px window"
         widths = driver.execute_script(
-            "return Array.from(document.querySelectorAll('.figures img')).map(i => i.getBoundingClientRect().width)")
+            "return Array.from(document.querySelectorAll('.figures img')).map(i => i.getBoundingClientRect().width)"
+        )
         assert len(widths) == 2 and min(widths) > 1000, widths  # both figures of fake.ok, full width
         links = driver.execute_script(
-            "return Array.from(document.querySelectorAll('figcaption a')).map(a => a.textContent + ' ' + a.href)")
+            "return Array.from(document.querySelectorAll('figcaption a')).map(a => a.textContent + ' ' + a.href)"
+        )
         assert sorted(link.split()[-1].rsplit(".", 1)[-1] for link in links) == ["pdf", "pdf", "png", "png"]
         # every check row shows a tolerance, and no row of the table wraps into a tall block
         cells = driver.execute_script(
             "return Array.from(document.querySelectorAll('table.check-table tr')).slice(1).map(r => {"
             "  const c = r.cells[3], s = getComputedStyle(r.cells[0]);"
-            "  return [c.textContent.trim(), r.getBoundingClientRect().height, parseFloat(s.fontSize)]; })")
+            "  return [c.textContent.trim(), r.getBoundingClientRect().height, parseFloat(s.fontSize)]; })"
+        )
         assert all(tolerance for tolerance, _, _ in cells), cells
         lines = max(height / (1.25 * size) for _, height, size in cells)  # 1.25 em: line height of the font
         assert lines <= 4.0, f"a check row wraps into {lines:.1f} lines"
         # math is drawn (Unicode and sub/superscripts), notes are prose, not a printed dict
         claim = driver.execute_script(
             "return Array.from(document.querySelectorAll('table.check-table td')).find("
-            "  td => td.textContent.startsWith('L7')).innerHTML")
+            "  td => td.textContent.startsWith('L7')).innerHTML"
+        )
         assert "λ<sub>max</sub>" in claim and "‖W<sub>T</sub>‖ ≤ η T" in claim and "x'<sup>T</sup>" in claim
         notes = driver.execute_script("return document.querySelector('ul.notes').textContent")
         assert "GD = -4.178, NGD = -70.71" in notes and "{" not in notes

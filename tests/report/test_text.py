@@ -34,15 +34,19 @@ def _tags(fragment: str) -> set[str]:
     ("ascii", "drawn"),
     [
         ("||W_T|| <= eta T", "‖W<sub>T</sub>‖ ≤ η T"),
-        ("t^(1/3) and t^{2} and 10^-177 and Sigma^1/2",
-         "t<sup>1/3</sup> and t<sup>2</sup> and 10<sup>-177</sup> and Σ<sup>1/2</sup>"),
+        (
+            "t^(1/3) and t^{2} and 10^-177 and Sigma^1/2",
+            "t<sup>1/3</sup> and t<sup>2</sup> and 10<sup>-177</sup> and Σ<sup>1/2</sup>",
+        ),
         ("sigma_{n+1}(W/mu) / sigma_1(W/mu)", "σ<sub>n+1</sub>(W/μ) / σ<sub>1</sub>(W/μ)"),
         ("max_i log(1 - phi_opt) -> -inf", "max<sub>i</sub> log(1 - φ<sub>opt</sub>) → -inf"),
         ("KKT (omega0=0.1), lambda_max, L_* +- 1", "KKT (ω<sub>0</sub>=0.1), λ<sub>max</sub>, L<sub>*</sub> ± 1"),
         ("W^mm_q", "W<sup>mm</sup><sub>q</sub>"),
         ("||W_(k+1)||^{p-1}", "‖W<sub>k+1</sub>‖<sup>p-1</sup>"),
-        ("l_1.1-MD vs l_p-AttGD, e^-Delta_max, Theta(log t)",
-         "ℓ<sub>1.1</sub>-MD vs ℓ<sub>p</sub>-AttGD, e<sup>-Δ<sub>max</sub></sup>, Θ(log t)"),
+        (
+            "l_1.1-MD vs l_p-AttGD, e^-Delta_max, Theta(log t)",
+            "ℓ<sub>1.1</sub>-MD vs ℓ<sub>p</sub>-AttGD, e<sup>-Δ<sub>max</sub></sup>, Θ(log t)",
+        ),
     ],
 )
 def test_ascii_math_is_drawn_with_unicode_and_scripts(ascii, drawn):

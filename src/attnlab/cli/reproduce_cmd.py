@@ -52,13 +52,9 @@ def reproduce_cmd(
         else:
             mark = "PASS" if entry.counts.ok else "FAIL"
             click.echo(f"  [{mark}] {entry.name}: {entry.counts.describe()}")
-    counts = summary.counts
-    observations = (
-        f"; {counts.agree}/{counts.observations} observations agree with the paper" if counts.observations else ""
-    )
     click.echo(
-        f"{counts.passed}/{counts.total} checks passed, {counts.total - counts.passed} failed{observations}; "
-        f"{len(summary.errors)} of {len(summary.entries)} experiments raised; report: {summary.path}"
+        f"{summary.counts.describe()}; {len(summary.errors)} of {len(summary.entries)} experiments raised; "
+        f"report: {summary.path}"
     )
     if not summary.ok:
         sys.exit(1)

@@ -256,6 +256,19 @@ def _paper_counts(items: list[ExperimentEntry]) -> CheckCounts:
     return sum((e.counts for e in items), CheckCounts(0, 0, 0, 0))
 
 
+def _coverage(paper: str) -> str:
+    """``"13 / 20"``: the paper's numbered results that declared checks cover, of those with a checkable claim."""
+    from attnlab.experiments.coverage import coverage_rows
+
+    try:
+        rows = coverage_rows(paper)
+    except ValidationError:  # a paper of no registered results (a test's fake paper)
+        return "n/a"
+    if not rows:
+        return "n/a"
+    return f"{sum(r['status'] == 'checked' for r in rows)} / {len(rows)}"
+
+
 def _page(entries: list[ExperimentEntry], title: str, subtitle: str, summary: ReportSummary) -> str:
     papers = _by_paper(entries)
     overview = []
@@ -265,7 +278,9 @@ def _page(entries: list[ExperimentEntry], title: str, subtitle: str, summary: Re
         cls = "pass" if counts.ok and not errors else "fail"
         overview.append(
             f'<tr><td><a href="#{_anchor("paper-" + paper)}">{_e(paper)}</a></td><td>{len(items)}</td>'
+            f"<td>{_e(_coverage(paper))}</td>"
             f'<td>{counts.total}</td><td class="{cls}">{counts.passed}</td>'
+            f"<td>{counts.properties_passed} / {counts.properties}</td>"
             f"<td>{counts.observations}</td><td>{counts.agree}</td><td>{errors}</td></tr>"
         )
     sections = []
@@ -274,8 +289,9 @@ def _page(entries: list[ExperimentEntry], title: str, subtitle: str, summary: Re
         links = " · ".join(f'<a href="#{_anchor(e.name)}">{_e(e.name)}</a>' for e in items)
         kinds = (
             f'<p class="kinds">{counts.total} theorem predictions (kind theory), {counts.passed} passed; '
-            f"{counts.observations} observations of real models (kind observation), {counts.agree} agree with "
-            "the paper.</p>"
+            f"{counts.properties} properties of our code (kind property), {counts.properties_passed} hold; "
+            f"{counts.observations} observations of the paper's figures and remarks (kind observation), "
+            f"{counts.agree} agree with the paper. Results covered: {_e(_coverage(paper))}.</p>"
         )
         body = "".join(_entry_html(e) for e in items)
         sections.append(
@@ -289,11 +305,13 @@ def _page(entries: list[ExperimentEntry], title: str, subtitle: str, summary: Re
         f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>"
         f"<h1>{_e(title)}</h1><p class=\"meta\">{_e(subtitle)}</p>"
         f'<p id="summary" class="{cls}">{counts.passed} of {counts.total} theory checks passed, '
-        f"{counts.total - counts.passed} failed; {counts.agree} of {counts.observations} observations of real "
-        f"models agree with the paper; {len(summary.entries) - len(summary.errors)} of {len(summary.entries)} "
+        f"{counts.total - counts.passed} failed; {counts.properties_passed} of {counts.properties} properties of "
+        f"our code hold; {counts.agree} of {counts.observations} observations agree with the paper; "
+        f"{len(summary.entries) - len(summary.errors)} of {len(summary.entries)} "
         f"experiments finished, {len(summary.errors)} raised an error.</p>"
-        '<table id="overview"><tr><th>paper</th><th>experiments</th><th>theorem predictions</th><th>passed</th>'
-        "<th>observations of real models</th><th>agree with the paper</th><th>errors</th></tr>"
+        '<table id="overview"><tr><th>paper</th><th>experiments</th><th>results covered</th>'
+        "<th>theorem checks</th><th>passed</th><th>properties of our code (hold / all)</th>"
+        "<th>observations</th><th>agree with the paper</th><th>errors</th></tr>"
         f"{''.join(overview)}</table>{''.join(sections)}</body></html>\n"
     )
 
