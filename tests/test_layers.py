@@ -17,6 +17,7 @@ LAYERS = {
     "_overrides": 0,
     "callbacks": 0,
     "trackers": 0,
+    "checkpoint": 0,
     "data": 1,
     "losses": 2,
     "models": 2,
