@@ -31,6 +31,7 @@ LAYERS = {
     "flow": 5,
     "batched": 5,
     "probe": 5,
+    "nets": 5,
     "runner": 6,
     "experiments": 7,
     "report": 8,

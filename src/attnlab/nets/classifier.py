@@ -27,7 +27,7 @@ from attnlab._io import atomic_write
 from attnlab._validation import ValidationError, check_scalar
 from attnlab.callbacks import CallbackList, Record, progress_bar
 from attnlab.checkpoint import read_checkpoint
-from attnlab.experiments.real.split import Split
+from attnlab.nets.datasets.split import Split
 
 __all__ = ["History", "evaluate", "fit", "layer_norms"]
 
