@@ -18,6 +18,7 @@ LAYERS = {
     "callbacks": 0,
     "trackers": 0,
     "checkpoint": 0,
+    "plotting": 0,
     "data": 1,
     "losses": 2,
     "models": 2,

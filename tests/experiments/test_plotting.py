@@ -14,7 +14,6 @@ from attnlab.experiments.plotting import (
     EPS,
     HOUSE_STYLE,
     STEP,
-    _one_two_five,
     figure_problems,
     house_figure,
     label_axes,
@@ -25,6 +24,7 @@ from attnlab.experiments.plotting import (
     theory_hline,
     theory_line,
 )
+from attnlab.plotting import _one_two_five
 
 STEPS = np.arange(1, 101)
 
