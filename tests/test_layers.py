@@ -33,6 +33,7 @@ LAYERS = {
     "batched": 5,
     "probe": 5,
     "nets": 5,
+    "explain": 5,
     "runner": 6,
     "experiments": 7,
     "report": 8,

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from attnlab.data import example1
-from attnlab.experiments.explain import explain
 from attnlab.experiments.plotting import (
     CORR_GAP,
     EPS,
@@ -24,6 +23,7 @@ from attnlab.experiments.plotting import (
     theory_hline,
     theory_line,
 )
+from attnlab.explain import explain
 from attnlab.plotting import _one_two_five
 
 STEPS = np.arange(1, 101)
