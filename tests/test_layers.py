@@ -28,7 +28,7 @@ LAYERS = {
     "ntk": 3,
     "optim": 4,
     "engine": 5,
-    "train": 5,
+    "training": 5,
     "flow": 5,
     "batched": 5,
     "probe": 5,
