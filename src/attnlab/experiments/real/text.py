@@ -2,7 +2,7 @@
 
 Spec: mirror-descent-lp §9 E4 (IMDb encoder, l_p-MD with p = 1.1, 2, 3: test accuracy, K/Q/V histograms,
 first-token attention) and implicit-bias-ngd §9 fig. 1, 4 (SGD, SNGD, SPS, Adam on language data). The default
-data is the keyword task that the project generates (see :mod:`attnlab.experiments.real.keywords`); set
+data is the keyword task that the project generates (see :mod:`attnlab.nets.datasets.keywords`); set
 ``dataset=aclimdb`` and ``imdb_root`` to a local ``aclImdb`` folder to train on real reviews.
 """
 
