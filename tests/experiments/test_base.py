@@ -56,7 +56,9 @@ def test_run_writes_every_output(tmp_path, monkeypatch):
             ["a note"],
         )
 
-    exp = Experiment("test.tmp", "none", "a test experiment", _Config, run, quick={"n": 1})
+    exp = Experiment(
+        name="test.tmp", paper="none", summary="a test experiment", config_type=_Config, run=run, quick={"n": 1}
+    )
     monkeypatch.setitem(base._REGISTRY, "test.tmp", exp)
     record = run_experiment("test.tmp", ["lr=0.2"], quick=True, out=tmp_path, progress=False)
     assert record.passed
@@ -77,7 +79,11 @@ def test_a_disagreeing_observation_is_recorded_but_does_not_fail_the_run(tmp_pat
         ]
         return ExperimentResult(pd.DataFrame({"step": [0]}), checks)
 
-    monkeypatch.setitem(base._REGISTRY, "test.obs", Experiment("test.obs", "none", "obs", _Config, run))
+    monkeypatch.setitem(
+        base._REGISTRY,
+        "test.obs",
+        Experiment(name="test.obs", paper="none", summary="obs", config_type=_Config, run=run),
+    )
     record = run_experiment("test.obs", out=tmp_path, progress=False)
     assert record.passed and record.counts.describe() == "1/1 checks passed; 0/1 observations agree with the paper"
     assert pd.read_csv(tmp_path / "checks.csv")["kind"].tolist() == ["theory", "observation"]

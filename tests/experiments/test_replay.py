@@ -33,7 +33,9 @@ def _run(config, ctx):
 
 @pytest.fixture(autouse=True)
 def _toy(monkeypatch):
-    exp = Experiment("test.replay", "none", "a seeded toy", _Config, _run, quick={"steps": 3})
+    exp = Experiment(
+        name="test.replay", paper="none", summary="a seeded toy", config_type=_Config, run=_run, quick={"steps": 3}
+    )
     monkeypatch.setitem(base._REGISTRY, "test.replay", exp)
 
 

@@ -223,8 +223,6 @@ register(
     Experiment(
         name="real.text",
         cost=202.0,
-        paper="mirror-descent-lp",
-        summary="SGD, SNGD, SPS, Adam, l_p-MD (p=1.1,2,3) train the E4 text encoder on a keyword task or aclImdb",
         config_type=TextConfig,
         run=run_text,
         # quick: one keyword per class among 4 tokens, and SGD (= l_2-MD) at 0.03 and l_1.1-MD at 0.01 instead of 0.3
