@@ -1,4 +1,4 @@
-"""Tests of the training harness: metrics against direct computation, layer norms, resume, divergence."""
+"""fit_classifier, the classifier training loop: metrics against direct computation, layer norms, resume, divergence."""
 
 import pandas as pd
 import pytest

@@ -1,4 +1,4 @@
-"""HeadProbe during real training (the harness's callbacks): each row against a by-hand recomputation."""
+"""HeadProbe during real training (fit_classifier's callbacks): each row against a by-hand recomputation."""
 
 import math
 
