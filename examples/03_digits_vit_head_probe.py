@@ -22,7 +22,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from attnlab.experiments.real import ViT, fit, load_digits_split, make_optimizer, train_test_split  # noqa: E402
+from attnlab.nets import ViT, fit_classifier, make_optimizer  # noqa: E402
+from attnlab.nets.datasets import load_digits_split, train_test_split  # noqa: E402
 from attnlab.probe import HeadProbe  # noqa: E402
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -45,7 +46,7 @@ for label, (name, lr) in OPTIMIZERS.items():
     model = ViT(seed=0, heads=2, **sizes)
     attention = model.encoder.blocks[-1].attn
     probe = HeadProbe(model, {"last_block": attention}, data.x_test[:probe_images], heads=(0,), every=every)
-    history = fit(
+    history = fit_classifier(
         model,
         make_optimizer(name, model.parameters(), lr, sngd_cap=1.0),
         data,

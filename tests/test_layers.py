@@ -15,6 +15,7 @@ LAYERS = {
     "_errors": 0,
     "_io": 0,
     "_overrides": 0,
+    "_deprecation": 0,
     "callbacks": 0,
     "trackers": 0,
     "checkpoint": 0,

@@ -56,7 +56,15 @@ def test_run_writes_every_output(tmp_path, monkeypatch):
             ["a note"],
         )
 
-    exp = Experiment("test.tmp", "none", "a test experiment", _Config, run, quick={"n": 1}, claims=(LOSS_FALLS,))
+    exp = Experiment(
+        name="test.tmp",
+        paper="none",
+        summary="a test experiment",
+        config_type=_Config,
+        run=run,
+        quick={"n": 1},
+        claims=(LOSS_FALLS,),
+    )
     monkeypatch.setitem(base._REGISTRY, "test.tmp", exp)
     record = run_experiment("test.tmp", ["lr=0.2"], quick=True, out=tmp_path, progress=False)
     assert record.passed
@@ -89,7 +97,9 @@ def test_a_disagreeing_observation_is_recorded_but_does_not_fail_the_run(tmp_pat
         return ExperimentResult(pd.DataFrame({"step": [0]}), checks)
 
     monkeypatch.setitem(
-        base._REGISTRY, "test.obs", Experiment("test.obs", "none", "obs", _Config, run, claims=(LOSS_FALLS,))
+        base._REGISTRY,
+        "test.obs",
+        Experiment(name="test.obs", paper="none", summary="obs", config_type=_Config, run=run, claims=(LOSS_FALLS,)),
     )
     record = run_experiment("test.obs", out=tmp_path, progress=False)
     assert record.passed and record.counts.describe() == (
@@ -102,7 +112,8 @@ def test_a_theory_row_that_no_claim_declares_is_refused(tmp_path, monkeypatch):
     def run(config, ctx):
         return ExperimentResult(pd.DataFrame({"step": [0]}), [Check("loss falls", "< 1", 0.5, "bound", True, "§0")])
 
-    monkeypatch.setitem(base._REGISTRY, "test.stray", Experiment("test.stray", "none", "stray", _Config, run))
+    stray = Experiment(name="test.stray", paper="none", summary="stray", config_type=_Config, run=run)
+    monkeypatch.setitem(base._REGISTRY, "test.stray", stray)
     with pytest.raises(ValidationError, match="no declared Claim stands for.*loss falls"):
         run_experiment("test.stray", out=tmp_path, progress=False)
 

@@ -36,7 +36,15 @@ RUNS = Claim("runs", "000:Toy", "test", kind="property")
 
 @pytest.fixture(autouse=True)
 def _toy(monkeypatch):
-    exp = Experiment("test.replay", "none", "a seeded toy", _Config, _run, quick={"steps": 3}, claims=(RUNS,))
+    exp = Experiment(
+        name="test.replay",
+        paper="none",
+        summary="a seeded toy",
+        config_type=_Config,
+        run=_run,
+        quick={"steps": 3},
+        claims=(RUNS,),
+    )
     monkeypatch.setitem(base._REGISTRY, "test.replay", exp)
 
 

@@ -1,4 +1,4 @@
-"""Tests of the training harness: metrics against direct computation, layer norms, resume, divergence."""
+"""fit_classifier, the classifier training loop: metrics against direct computation, layer norms, resume, divergence."""
 
 import pandas as pd
 import pytest
@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnlab._validation import ValidationError
-from attnlab.nets.classifier import evaluate, fit, layer_norms
+from attnlab.nets.classifier import evaluate, fit_classifier, layer_norms
 from attnlab.nets.datasets.split import Split, train_test_split
 from attnlab.nets.optimizers import make_optimizer
 from attnlab.nets.vit import ViT
@@ -40,7 +40,7 @@ def _digits_subset():
 def test_fit_trains_a_tiny_model_and_records_every_epoch():
     data = _blobs()
     model = _tiny_model()
-    history = fit(model, torch.optim.SGD(model.parameters(), lr=0.5), data, epochs=5, batch_size=16, seed=0)
+    history = fit_classifier(model, torch.optim.SGD(model.parameters(), lr=0.5), data, epochs=5, batch_size=16, seed=0)
     frame = history.frame
     assert frame["epoch"].tolist() == list(range(6))
     assert frame["step"].tolist() == [0, 6, 12, 18, 24, 30]  # 90 training samples / 16 = 6 batches per epoch
@@ -79,7 +79,9 @@ def test_resumed_run_ends_bit_identical_to_an_uninterrupted_one(tmp_path, name, 
     def run(epochs, checkpoint):
         model = ViT(dim=8, depth=1, heads=2, mlp_dim=8, dropout=0.1, seed=0)  # dropout draws from the global RNG
         optimizer = make_optimizer(name, model.parameters(), lr, sngd_cap=1.0)
-        return model, fit(model, optimizer, data, epochs=epochs, batch_size=16, seed=3, checkpoint=checkpoint)
+        return model, fit_classifier(
+            model, optimizer, data, epochs=epochs, batch_size=16, seed=3, checkpoint=checkpoint
+        )
 
     straight_model, straight = run(4, tmp_path / "straight.pt")
     run(2, tmp_path / "resumed.pt")  # "interrupted" after epoch 2, checkpoint on disk
@@ -95,7 +97,7 @@ def test_fit_leaves_the_callers_global_rng_alone():
     data = _blobs()
     model = _tiny_model()
     state = torch.get_rng_state()
-    fit(model, torch.optim.SGD(model.parameters(), lr=0.1), data, epochs=1, batch_size=16, seed=0)
+    fit_classifier(model, torch.optim.SGD(model.parameters(), lr=0.1), data, epochs=1, batch_size=16, seed=0)
     assert torch.equal(torch.get_rng_state(), state)
 
 
@@ -104,7 +106,9 @@ def test_fit_stops_and_flags_a_non_finite_loss():
     poisoned = Split(data.x_train.clone(), data.y_train, data.x_test, data.y_test)
     poisoned.x_train[:] = float("nan")
     model = _tiny_model()
-    history = fit(model, torch.optim.SGD(model.parameters(), lr=0.1), poisoned, epochs=3, batch_size=16, seed=0)
+    history = fit_classifier(
+        model, torch.optim.SGD(model.parameters(), lr=0.1), poisoned, epochs=3, batch_size=16, seed=0
+    )
     assert history.frame["diverged"].tolist() == [False, True]
     assert history.frame["step"].iloc[-1] == 1
 
@@ -112,7 +116,7 @@ def test_fit_stops_and_flags_a_non_finite_loss():
 def test_fit_refuses_a_checkpoint_of_another_seed(tmp_path):
     data = _blobs()
     model = _tiny_model()
-    fit(
+    fit_classifier(
         model,
         torch.optim.SGD(model.parameters(), lr=0.1),
         data,
@@ -122,7 +126,7 @@ def test_fit_refuses_a_checkpoint_of_another_seed(tmp_path):
         checkpoint=tmp_path / "c.pt",
     )
     with pytest.raises(ValidationError, match="written with seed=0, batch_size=16"):
-        fit(
+        fit_classifier(
             model,
             torch.optim.SGD(model.parameters(), lr=0.1),
             data,
@@ -136,14 +140,16 @@ def test_fit_refuses_a_checkpoint_of_another_seed(tmp_path):
 def test_fit_refuses_zero_epochs():
     model = _tiny_model()
     with pytest.raises(ValidationError, match="epochs == 0, must be >= 1"):
-        fit(model, torch.optim.SGD(model.parameters(), lr=0.1), _blobs(), epochs=0, batch_size=4, seed=0)
+        fit_classifier(model, torch.optim.SGD(model.parameters(), lr=0.1), _blobs(), epochs=0, batch_size=4, seed=0)
 
 
 @pytest.mark.parametrize("damage", ["truncate", "garbage", "pickled-code"])
 def test_a_damaged_checkpoint_names_its_file_and_what_to_delete(tmp_path, damage):
     data, path = _blobs(), tmp_path / "c.pt"
     model = _tiny_model()
-    fit(model, torch.optim.SGD(model.parameters(), lr=0.1), data, epochs=1, batch_size=16, seed=0, checkpoint=path)
+    fit_classifier(
+        model, torch.optim.SGD(model.parameters(), lr=0.1), data, epochs=1, batch_size=16, seed=0, checkpoint=path
+    )
     if damage == "truncate":
         path.write_bytes(path.read_bytes()[:100])
     elif damage == "garbage":
@@ -152,4 +158,6 @@ def test_a_damaged_checkpoint_names_its_file_and_what_to_delete(tmp_path, damage
         torch.save({"epoch": 1, "hook": _blobs}, path)  # a function: only a full unpickle would import and run it
     match = rf"checkpoint '{path}' cannot be loaded .*: delete it to start the run over"
     with pytest.raises(ValidationError, match=match):
-        fit(model, torch.optim.SGD(model.parameters(), lr=0.1), data, epochs=2, batch_size=16, seed=0, checkpoint=path)
+        fit_classifier(
+            model, torch.optim.SGD(model.parameters(), lr=0.1), data, epochs=2, batch_size=16, seed=0, checkpoint=path
+        )

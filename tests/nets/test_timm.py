@@ -10,7 +10,7 @@ where a missing timm is an error, never a skip.
 import pytest
 import torch
 
-from attnlab.nets.classifier import fit
+from attnlab.nets.classifier import fit_classifier
 from attnlab.nets.datasets.split import train_test_split
 from attnlab.nets.optimizers import make_optimizer
 
@@ -44,7 +44,7 @@ def test_timm_vit_trains_one_epoch_under_each_optimizer(name, lr):
         seed=0,
     )
     before = [p.detach().clone() for p in model.parameters()]
-    history = fit(
+    history = fit_classifier(
         model, make_optimizer(name, model.parameters(), lr, sngd_cap=1.0), data, epochs=1, batch_size=16, seed=0
     )
     assert history.frame["step"].iloc[-1] == 3 and not history.frame["diverged"].any()

@@ -1,4 +1,4 @@
-"""HeadProbe during real training (the harness's callbacks): each row against a by-hand recomputation."""
+"""HeadProbe during real training (fit_classifier's callbacks): each row against a by-hand recomputation."""
 
 import math
 
@@ -7,7 +7,7 @@ import torch
 
 from attnlab._validation import ValidationError
 from attnlab.metrics import cosine
-from attnlab.nets.classifier import fit
+from attnlab.nets.classifier import fit_classifier
 from attnlab.nets.datasets.split import train_test_split
 from attnlab.nets.vit import ViT
 from attnlab.probe import HeadProbe, capture, head_W
@@ -25,7 +25,7 @@ def _trained(callbacks, epochs=2, every=None):
     data = _digits_like()
     model = ViT(seed=0, dtype=torch.float64)
     probe = HeadProbe(model, {"block1": model.encoder.blocks[1].attn}, data.x_test[:8], heads=(0, 1), every=every)
-    history = fit(
+    history = fit_classifier(
         model,
         torch.optim.SGD(model.parameters(), lr=0.1),
         data,
@@ -65,7 +65,7 @@ def test_probing_does_not_change_training():
     """The probe runs in eval mode without randomness: the trained weights are bit-identical without it."""
     model_a, _, _, data = _trained([])
     model_b = ViT(seed=0, dtype=torch.float64)
-    fit(model_b, torch.optim.SGD(model_b.parameters(), lr=0.1), data, epochs=2, batch_size=12, seed=0)
+    fit_classifier(model_b, torch.optim.SGD(model_b.parameters(), lr=0.1), data, epochs=2, batch_size=12, seed=0)
     for a, b in zip(model_a.parameters(), model_b.parameters()):
         assert torch.equal(a, b)
 

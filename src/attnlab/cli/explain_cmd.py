@@ -1,7 +1,7 @@
 """``attnlab explain``: train on the user's tokens and name the max-margin SVM the optimizer converges to.
 
 Spec: implicit-bias-ngd §5, kq-nuclear-norm §4, mirror-descent-lp §5 (the candidate programs);
-:func:`attnlab.experiments.explain.explain` does the work.
+:func:`attnlab.explain.explain` does the work.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 @click.option("--paper", default=None, help="Only experiments of this paper (spec stem or name prefix).")
 def list_cmd(paper: str | None) -> None:
     """List every named experiment, one line each, with its paper."""
-    from attnlab.cli.catalog import list_entries  # a static table: importing the experiments takes seconds
+    from attnlab.experiments.catalog import list_entries  # a table: importing the experiments takes seconds
 
     for exp in list_entries(paper):
         click.echo(f"{exp.name:<28} {exp.paper:<26} {exp.summary}")

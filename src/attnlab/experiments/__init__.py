@@ -1,32 +1,15 @@
-"""Named experiments, one module per paper; importing this package registers them all.
+"""Named experiments, one module per paper; :mod:`attnlab.experiments.catalog` lists them all.
 
-Run one with ``attnlab run <name>`` or :func:`run_experiment`; list them with ``attnlab list``.
+Run one with ``attnlab run <name>`` or :func:`run_experiment`; list them with ``attnlab list``. The catalog names
+each experiment once, with its paper, its summary and the module that defines it. Importing this package loads
+neither the experiments nor torch; :func:`get_experiment` imports the one module it needs and
+:func:`list_experiments` all of them.
 """
 
-from attnlab.experiments.base import (
-    Check,
-    CheckCounts,
-    Claim,
-    Experiment,
-    ExperimentResult,
-    Falsifier,
-    RunContext,
-    RunRecord,
-    check_close,
-    check_greater,
-    check_less,
-    check_ordering,
-    check_slope,
-    count_checks,
-    get_experiment,
-    list_experiments,
-    make_config,
-    observation,
-    parse_overrides,
-    register,
-    run_experiment,
-    spread_tolerance,
-)
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __all__ = [
     "Check",
@@ -53,13 +36,11 @@ __all__ = [
     "run_experiment",
 ]
 
-# One import per paper module below; each registers its experiments on import.
-from attnlab.experiments import (  # noqa: E402,F401
-    flagship,  # noqa: E402,F401
-    implicit_bias,
-    kq_nuclear,
-    mirror_descent,
-    ntk,  # noqa: E402,F401
-    real,  # noqa: E402,F401
-    regression,  # noqa: E402,F401
-)
+
+def __getattr__(name: str) -> Any:
+    """The names of :mod:`attnlab.experiments.base`, loaded (with torch) on first use."""
+    if name in __all__:
+        value = getattr(importlib.import_module("attnlab.experiments.base"), name)
+        globals()[name] = value  # later look-ups skip this function
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -14,6 +14,7 @@ into one run directory:
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 import sys
 import time
@@ -28,6 +29,7 @@ from attnlab._io import make_dir
 from attnlab._overrides import parse_overrides
 from attnlab._validation import ValidationError
 from attnlab.callbacks import progress_bar
+from attnlab.experiments.catalog import EXPERIMENTS, find_entry
 from attnlab.experiments.checks import (
     CHECK_COLUMNS,
     OBSERVATION_MARKS,
@@ -137,18 +139,15 @@ class RunContext:
         return progress_bar(iterable, total=total, desc=desc, show=self.progress)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Experiment(Generic[C]):
     """A named, declarative experiment.
 
     Parameters
     ----------
     name : str
-        Dotted name, ``"<paper>.<figure or check>"``, e.g. ``"implicit-bias.fig2"``.
-    paper : str
-        Spec file stem the experiment reproduces, e.g. ``"implicit-bias-ngd"``.
-    summary : str
-        One line for ``attnlab list``.
+        Dotted name, ``"<paper>.<figure or check>"``, e.g. ``"implicit-bias.fig2"``; an entry of
+        :mod:`attnlab.experiments.catalog`, which gives its paper and summary.
     config_type : type
         A frozen dataclass with plain-typed fields. A class attribute ``OURS`` (tuple of field names) lists
         defaults that are our proposals because the paper's numbers were lost; they are labelled in outputs.
@@ -166,19 +165,28 @@ class Experiment(Generic[C]):
     falsifiers : tuple of Falsifier
         The wrong mechanisms the claims name; ``tests/experiments/test_falsifiers.py`` runs each at the quick size
         and asserts that every row naming it fails.
+    paper, summary : str, optional
+        Spec file stem the experiment reproduces (``"implicit-bias-ngd"``) and one line for ``attnlab list``: taken
+        from the catalog; give them only for an experiment of your own that the catalog does not list.
+
+    Raises
+    ------
+    ValueError
+        When ``paper`` or ``summary`` differs from the catalog's, or a name outside the catalog comes without them.
     """
 
     name: str
-    paper: str
-    summary: str
     config_type: type[C]
     run: Callable[[C, RunContext], ExperimentResult]
     quick: Mapping[str, Any] = field(default_factory=dict)
     cost: float = 0.0
+    paper: str = ""
+    summary: str = ""
     claims: tuple[Claim, ...] = ()
     falsifiers: tuple[Falsifier, ...] = ()
 
     def __post_init__(self) -> None:
+        self._take_catalog_text()
         names = [f.name for f in self.falsifiers]
         if len(set(names)) != len(names):
             raise ValidationError(f"falsifiers of {self.name!r} repeat a name: {names}")
@@ -191,6 +199,24 @@ class Experiment(Generic[C]):
         unused = sorted(set(names) - named)
         if unused:
             raise ValidationError(f"falsifiers {unused} of {self.name!r} are named by no claim; declare or drop them")
+
+    def _take_catalog_text(self) -> None:
+        entry = find_entry(self.name)
+        if entry is None:
+            if not (self.paper and self.summary):
+                raise ValueError(
+                    f"experiment {self.name!r} is not in attnlab/experiments/catalog.py; add an Entry there, or "
+                    "pass paper= and summary= for an experiment of your own"
+                )
+            return
+        for key in ("paper", "summary"):
+            given, listed = getattr(self, key), getattr(entry, key)
+            if given and given != listed:
+                raise ValueError(
+                    f"experiment {self.name!r}: {key}={given!r} differs from the catalog's {listed!r}; leave it out "
+                    "(the catalog, attnlab/experiments/catalog.py, is where it is written)"
+                )
+            object.__setattr__(self, key, listed)  # frozen: set once, here
 
     def falsifier(self, name: str) -> Falsifier:
         """The falsifier called ``name``."""
@@ -226,17 +252,21 @@ def list_experiments(paper: str | None = None) -> list[Experiment[Any]]:
 
 
 def get_experiment(name: str) -> Experiment[Any]:
-    """The experiment called ``name``; the error lists the names that exist."""
-    _load_all()
+    """The experiment called ``name``, importing only the module the catalog names; the error lists the names."""
+    entry = find_entry(name)
+    if entry is not None:
+        importlib.import_module(f"attnlab.experiments.{entry.module}")
     try:
         return _REGISTRY[name]
     except KeyError:
-        known = ", ".join(sorted(_REGISTRY))
+        known = ", ".join(sorted({e.name for e in EXPERIMENTS} | set(_REGISTRY)))
         raise ValidationError(f"unknown experiment {name!r}; known experiments: {known}") from None
 
 
 def _load_all() -> None:
-    import attnlab.experiments  # noqa: F401  (importing the package registers every experiment)
+    """Import every module of the catalog, which registers every experiment."""
+    for module in sorted({entry.module for entry in EXPERIMENTS}):
+        importlib.import_module(f"attnlab.experiments.{module}")
 
 
 def make_config(experiment: Experiment[C], overrides: Sequence[str] | Mapping[str, Any] = (), quick: bool = False) -> C:

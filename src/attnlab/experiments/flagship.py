@@ -168,8 +168,6 @@ register(
     Experiment(
         name="flagship",
         cost=4.0,
-        paper="implicit-bias-ngd",
-        summary="Example 1: W-SVM, GD and NGD from zero, alignment and norm vs step",
         config_type=FlagshipConfig,
         run=run,
         quick={"steps": 400, "d": 32, "record_every": 2},

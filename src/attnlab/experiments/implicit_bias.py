@@ -465,10 +465,8 @@ register(
     Experiment(
         name="implicit-bias.fig2",
         cost=8.0,
-        paper=PAPER,
         config_type=Fig2Config,
         run=run_fixed_decoder,
-        summary="Fig. 2: GD / NGD / NGD-mom / Polyak on Example 1 (fixed decoder): loss, norm, softmax, alignment",
         quick={"n": 4, "T": 4, "d": 16, "steps": 200, "ngd_lr": 0.3, "record_every": 5},
     )
 )
@@ -476,10 +474,8 @@ register(
     Experiment(
         name="implicit-bias.fig3",
         cost=10.0,
-        paper=PAPER,
         config_type=Fig3Config,
         run=run_fig3,
-        summary="Fig. 3: GD / NGD / Polyak / NGD-joint training (u, W) jointly on DM",
         quick={"n": 4, "d": 30, "steps": 150},
     )
 )
@@ -487,10 +483,8 @@ register(
     Experiment(
         name="implicit-bias.fig5",
         cost=6.0,
-        paper=PAPER,
         config_type=Fig5Config,
         run=run_fixed_decoder,
-        summary="Fig. 5: as Fig. 2 with antipodal optimal tokens",
         quick={"n": 4, "T": 4, "d": 16, "steps": 200, "ngd_lr": 0.3, "record_every": 5},
     )
 )
@@ -1011,11 +1005,8 @@ register(
     Experiment(
         name="implicit-bias.rates",
         cost=30.0,
-        paper=PAPER,
         config_type=RatesConfig,
         run=run_rates,
-        summary="Spec §8 items 1-12: norm growth, gradient correlation, global directional convergence, Lemma 1 slope, "
-        "Lemma 5, Polyak bounds, GD vs NGD, joint t^(1/3) loss rate, log norm growth, u-alignment",
         quick={
             "n": 3,
             "T": 3,

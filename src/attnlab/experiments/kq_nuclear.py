@@ -835,10 +835,8 @@ register(
     Experiment(
         name="kq-nuclear.x1",
         cost=31.0,
-        paper=PAPER,
         config_type=X1Config,
         run=run_x1,
-        summary="X1: RK4 flow on diagonal K,Q against the closed form beta = omega0^2 sinh(B phi) (Lemma A.1)",
         quick={"dt": 1e-2, "t_max": 1.0, "record_every": 10, "tolerance": 1e-9},
     )
 )
@@ -846,10 +844,8 @@ register(
     Experiment(
         name="kq-nuclear.x2",
         cost=43.0,
-        paper=PAPER,
         config_type=X2Config,
         run=run_x2,
-        summary="X2: diagonal K,Q converges to the l1-SVM, beta trained directly to the l2-SVM; approximate KKT",
         quick={"step": 0.3, "steps": 800, "record_every": 40, "l1_rtol": 0.05, "l2_rtol": 0.01},
     )
 )
@@ -857,10 +853,8 @@ register(
     Experiment(
         name="kq-nuclear.x3",
         cost=30.0,
-        paper=PAPER,
         config_type=X3Config,
         run=run_x3,
-        summary="X3: full K,Q (nuclear-norm SVM) vs combined W (Frobenius SVM) on random A1/A2 data",
         quick={"ds": (6,), "runs": 2, "steps": 500, "step": 0.5, "record_every": 50, "nuc_rtol": 0.1, "fro_rtol": 0.02},
     )
 )
@@ -868,10 +862,8 @@ register(
     Experiment(
         name="kq-nuclear.x4",
         cost=7.0,
-        paper=PAPER,
         config_type=X4Config,
         run=run_x4,
-        summary="X4: aligned initialisation stays aligned (Lemma 5.1); the limit's spectrum against program (9)",
         quick={"steps": 1000, "step": 0.05, "record_every": 50, "spectrum_rtol": 0.1},
     )
 )
@@ -879,10 +871,8 @@ register(
     Experiment(
         name="kq-nuclear.x5",
         cost=21.0,
-        paper=PAPER,
         config_type=X5Config,
         run=run_x5,
-        summary="X5: sweep the score gap across Assumption 3; does the diagonal flow reach the l1-SVM direction?",
         quick={"steps": 800, "step": 0.3, "record_every": 40, "l1_rtol": 0.1},
     )
 )

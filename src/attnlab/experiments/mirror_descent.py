@@ -457,11 +457,8 @@ register(
     Experiment(
         name="mirror-descent.e1",
         cost=56.0,
-        paper=PAPER,
         config_type=E1Config,
         run=run_e1,
-        summary="E1: normalised l_p-AttGD on 100 data sets, the q x p grid of dB_p(W^mm_q, W_k), selectivity, "
-        "monotone dB, log norm growth and the per-step norm bounds of plain MD",
         quick={
             "datasets": 6,
             "epochs": (150, 150, 300),
@@ -596,10 +593,8 @@ register(
     Experiment(
         name="mirror-descent.e2",
         cost=12.0,
-        paper=PAPER,
         config_type=E2Config,
         run=run_e2,
-        summary="E2: one path of (W[1,2], W[3,4]) under normalised l_p-AttGD from 0 against the l_p-AttSVM ray",
         quick={"epochs": (200, 200, 400), "lr": 1.0, "arrows": (20, 40, 60, 80, 20, 40, 60, 80, 50, 100, 200, 300)},
     )
 )
@@ -749,10 +744,8 @@ register(
     Experiment(
         name="mirror-descent.e3",
         cost=35.0,
-        paper=PAPER,
         config_type=E3Config,
         run=run_e3,
-        summary="E3: l_p-JointGD of (W, v) on the toy set: softmax and logistic probability, paths against both SVM rays",
         quick={"epochs": (100, 100, 200), "lr": 1.0},
     )
 )

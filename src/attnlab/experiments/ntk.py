@@ -337,8 +337,6 @@ register(
     Experiment(
         name="ntk.lazy",
         cost=22.0,
-        paper=SPEC,
-        summary="P1-P6: lazy training of the softmax network across widths",
         config_type=LazyConfig,
         run=run_lazy,
         quick={"widths": (250, 1000, 4000), "steps": 1000, "record_every": 50, "kernel_seeds": 2},
@@ -559,8 +557,6 @@ register(
     Experiment(
         name="ntk.table1",
         cost=573.0,
-        paper=SPEC,
-        summary="P7: width and iterations needed vs n, softmax vs ReLU vs exp",
         config_type=Table1Config,
         run=run_table1,
         quick={"ns": (8, 16, 32), "seeds": 3, "widths": tuple(2**k for k in range(6, 17)), "max_steps": 5000},
@@ -909,8 +905,6 @@ register(
     Experiment(
         name="diffusion.gmm",
         cost=371.0,
-        paper=SPEC,
-        summary="P8: softmax-NTK score estimation for a Gaussian mixture",
         config_type=GMMConfig,
         run=run_gmm,
         quick={

@@ -74,7 +74,6 @@ from attnlab.regression.renormalization import RENORMALIZATIONS
 
 __all__ = ["FigureOneConfig", "FigureTwoConfig", "METHODS", "REFERENCE_GAPS", "Method"]
 
-PAPER = "preconditioned-regression"
 SOURCE = "docs/theory/preconditioned-regression.md"
 
 
@@ -389,8 +388,6 @@ register(
     Experiment(
         name="regression.fig1",
         cost=66.0,
-        paper=PAPER,
-        summary="population loss vs t: Algorithm 1 from the spectral start vs SGD from a random start",
         config_type=FigureOneConfig,
         run=run_fig1,
         quick={**_FIGURE_QUICK, "methods": ("ours", "sgd")},
@@ -400,8 +397,6 @@ register(
     Experiment(
         name="regression.fig2",
         cost=106.0,
-        paper=PAPER,
-        summary="population loss vs t from one random start: Algorithm 1, SGD, Adam and the ablations",
         config_type=FigureTwoConfig,
         run=run_fig2,
         quick={**_FIGURE_QUICK, "methods": ("ours_random", "sgd")},
@@ -762,8 +757,6 @@ register(
     Experiment(
         name="regression.theory",
         cost=59.0,
-        paper=PAPER,
-        summary="every row of the theorem table (spec §8) as a measured check",
         config_type=TheoryConfig,
         run=run_theory,
         quick={
@@ -882,8 +875,6 @@ register(
     Experiment(
         name="regression.scaling",
         cost=125.0,
-        paper=PAPER,
-        summary="data-compute scaling law: population excess loss vs n and T (Theorem 2)",
         config_type=ScalingConfig,
         run=run_scaling,
         quick={"ns": (50, 200, 800), "seeds": 2, "steps": 150},

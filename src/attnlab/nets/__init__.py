@@ -4,14 +4,14 @@ Spec: implicit-bias-ngd §4 A8 and §9 (SGD, SNGD, SPS, Adam on BERT and ViTs), 
 mirror descent on an IMDb encoder and a ViT). The experiments ``real.digits-vit`` and ``real.text``
 (:mod:`attnlab.experiments.real`) are built from these pieces; so is any study of your own::
 
-    from attnlab.nets import ViT, fit, make_optimizer
+    from attnlab.nets import ViT, fit_classifier, make_optimizer
     from attnlab.nets.datasets import load_digits_split
     model = ViT()
-    history = fit(model, make_optimizer("md-1.1", model.parameters(), lr=0.2), load_digits_split(),
-                  epochs=10, batch_size=32, seed=0, checkpoint="run.pt")
+    history = fit_classifier(model, make_optimizer("md-1.1", model.parameters(), lr=0.2), load_digits_split(),
+                             epochs=10, batch_size=32, seed=0, checkpoint="run.pt")
 """
 
-from attnlab.nets.classifier import History, evaluate, fit, layer_norms
+from attnlab.nets.classifier import History, evaluate, fit_classifier, layer_norms
 from attnlab.nets.encoder import Encoder, EncoderBlock, SelfAttention, attention_weights
 from attnlab.nets.optimizers import make_optimizer, parse_optimizer
 from attnlab.nets.probes import first_token_attention, hoyer_sparsity, projection_entries
@@ -28,7 +28,7 @@ __all__ = [
     "attention_weights",
     "evaluate",
     "first_token_attention",
-    "fit",
+    "fit_classifier",
     "hoyer_sparsity",
     "layer_norms",
     "make_optimizer",

@@ -29,14 +29,14 @@ from attnlab.callbacks import CallbackList, Record, progress_bar
 from attnlab.checkpoint import read_checkpoint
 from attnlab.nets.datasets.split import Split
 
-__all__ = ["History", "evaluate", "fit", "layer_norms"]
+__all__ = ["History", "Metric", "evaluate", "fit_classifier", "layer_norms"]
 
-Metric = Callable[[nn.Module], float]
+Metric = Callable[[nn.Module], float]  # an extra per-epoch metric: f(model) -> float
 
 
 @dataclass
 class History:
-    """What :func:`fit` returns: one row per epoch, and per-layer norms per epoch.
+    """What :func:`fit_classifier` returns: one row per epoch, and per-layer norms per epoch.
 
     Attributes
     ----------
@@ -141,7 +141,7 @@ def _save(path: Path, state: dict[str, Any]) -> None:
     atomic_write(path, lambda tmp: torch.save(state, tmp))
 
 
-def fit(
+def fit_classifier(
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
     data: Split,

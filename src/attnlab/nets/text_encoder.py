@@ -42,7 +42,7 @@ class TextEncoder(nn.Module):
     Notes
     -----
     E4 puts a single logit through a sigmoid and sums the binary cross-entropy over the batch; we use
-    ``num_classes`` logits and the mean cross-entropy so that one harness serves every task. With two classes
+    ``num_classes`` logits and the mean cross-entropy so that one training loop serves every task. With two classes
     this is the same model (the logit difference is E4's logit); the mean instead of the sum divides the
     gradient by the batch size, so E4's learning rates correspond to ours divided by the batch size.
 

@@ -214,7 +214,7 @@ register_adapter(
 )
 
 
-# --- attnlab.experiments.real: our ViT and text encoder (q, k Linear layers without bias) -----------------------
+# --- attnlab.nets: our ViT and text encoder (q, k Linear layers without bias) ----------------------------------
 
 
 def _self_tokens(width: Callable[[nn.Module], int], name: str = "x") -> Callable:

@@ -40,7 +40,7 @@ class HeadProbe(Callback):
 
     Spec: implicit-bias-ngd §5 (alignment ``corr(W, W_mm)``), §9 fig. 2 (softmax on the selected tokens).
 
-    Works with any loop that calls the shared callbacks (:func:`attnlab.experiments.real.harness.fit` records
+    Works with any loop that calls the shared callbacks (:func:`attnlab.nets.fit_classifier` records
     once per epoch) and with a hand-written loop that calls :meth:`on_step` after each optimizer step, whatever
     the optimizer. At each probe it runs ``model`` once on the fixed ``inputs`` (in eval mode, restored after),
     takes each head's tokens and ``W`` (:func:`~attnlab.probe.head_W`), selects the token each query attends to

@@ -70,7 +70,7 @@ def head_W(module: nn.Module, head: int, *, homogeneous: bool | None = None) -> 
     ----------
     module : torch.nn.Module
         An attention module with a registered adapter: ``torch.nn.MultiheadAttention``, timm's ``Attention``,
-        transformers' ``BertSelfAttention`` and ``ViTAttention``, ``attnlab.experiments.real``'s
+        transformers' ``BertSelfAttention`` and ``ViTAttention``, ``attnlab.nets``'s
         ``SelfAttention``, or any type added with :func:`~attnlab.probe.register_adapter`.
     head : int
         Head index in ``[0, heads - 1]``.

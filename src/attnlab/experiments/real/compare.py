@@ -4,7 +4,7 @@ Spec: implicit-bias-ngd §9 fig. 1, 4, 6, 7 (SGD, SNGD, SPS, Adam: training loss
 mirror-descent-lp §9 E4-E5 (l_p-MD, p = 1.1, 2, 3: test accuracy, K/Q/V entry histograms, attention maps).
 
 Each (optimizer, seed) trial builds its model and data afresh from ``build(config, seed)``, trains with
-:func:`fit` on one CPU thread (small models run faster on one thread, and two workers then use two cores), and
+:func:`~attnlab.nets.fit_classifier` on one CPU thread (small models run faster on one thread, and two workers then use two cores), and
 checkpoints every epoch, so an interrupted comparison resumes where it stopped.
 """
 
@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from attnlab._validation import ValidationError, check_scalar
-from attnlab.nets.classifier import Metric, fit
+from attnlab.nets.classifier import Metric, fit_classifier
 from attnlab.nets.datasets.split import Split
 from attnlab.nets.optimizers import make_optimizer, parse_optimizer
 from attnlab.nets.probes import first_token_attention, projection_entries
@@ -43,7 +43,7 @@ class Setup:
         Freshly initialised from ``seed``; has ``attention(inputs)`` for the attention maps.
     data : Split
     metrics : mapping of str to callable
-        Extra per-epoch metrics for :func:`fit`.
+        Extra per-epoch metrics for :func:`~attnlab.nets.fit_classifier`.
     probe_inputs : torch.Tensor, shape (k, ...)
         A few test inputs whose first-token attention is recorded.
     """
@@ -70,7 +70,7 @@ class Comparison:
     Attributes
     ----------
     frame : pandas.DataFrame
-        One row per (optimizer, seed, epoch): the :func:`fit` columns plus ``optimizer``, ``lr``, ``seed``.
+        One row per (optimizer, seed, epoch): the :func:`~attnlab.nets.fit_classifier` columns plus ``optimizer``, ``lr``, ``seed``.
     norms : pandas.DataFrame
         ``optimizer``, ``seed``, ``epoch``, ``layer``, ``norm``.
     entries : pandas.DataFrame
@@ -122,7 +122,7 @@ def _run_trial(
         # the name carries a hash of everything that shapes the trial: a checkpoint of another config is never resumed
         key = config_hash({"config": dataclasses.asdict(config), "trial": dataclasses.asdict(trial), **options})
         checkpoint = None if checkpoint_dir is None else checkpoint_dir / f"{trial.optimizer}-seed{trial.seed}-{key}.pt"
-        history = fit(
+        history = fit_classifier(
             setup.model,
             optimizer,
             setup.data,

@@ -146,8 +146,6 @@ register(
     Experiment(
         name="real.digits-vit",
         cost=340.0,
-        paper="implicit-bias-ngd",
-        summary="SGD, SNGD, SPS, Adam, l_p-MD (p=1.1,2,3) train a small ViT on sklearn's 8x8 digits, 5 seeds",
         config_type=DigitsViTConfig,
         run=run_digits_vit,
         # quick: 4x4 patches (4 tokens + CLS) make a step cheap enough for 3 epochs, where every optimizer passes

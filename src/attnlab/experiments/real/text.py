@@ -2,7 +2,7 @@
 
 Spec: mirror-descent-lp §9 E4 (IMDb encoder, l_p-MD with p = 1.1, 2, 3: test accuracy, K/Q/V histograms,
 first-token attention) and implicit-bias-ngd §9 fig. 1, 4 (SGD, SNGD, SPS, Adam on language data). The default
-data is the keyword task that the project generates (see :mod:`attnlab.experiments.real.keywords`); set
+data is the keyword task that the project generates (see :mod:`attnlab.nets.datasets.keywords`); set
 ``dataset=aclimdb`` and ``imdb_root`` to a local ``aclImdb`` folder to train on real reviews.
 """
 
@@ -223,8 +223,6 @@ register(
     Experiment(
         name="real.text",
         cost=202.0,
-        paper="mirror-descent-lp",
-        summary="SGD, SNGD, SPS, Adam, l_p-MD (p=1.1,2,3) train the E4 text encoder on a keyword task or aclImdb",
         config_type=TextConfig,
         run=run_text,
         # quick: one keyword per class among 4 tokens, and SGD (= l_2-MD) at 0.03 and l_1.1-MD at 0.01 instead of 0.3

@@ -1,4 +1,4 @@
-"""A labelled data set cut into a training and a test part, the input of the training harness."""
+"""A labelled data set cut into a training and a test part, the input of :func:`attnlab.nets.fit_classifier`."""
 
 from __future__ import annotations
 

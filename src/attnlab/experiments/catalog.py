@@ -1,0 +1,168 @@
+"""Every named experiment, written once: its name, its paper, the module that defines it and its summary.
+
+This module imports nothing heavy (no torch, cvxpy, pandas or matplotlib), so ``attnlab list`` reads it in
+milliseconds; :func:`~attnlab.experiments.get_experiment` imports only the module that defines the experiment it
+is asked for. An experiment module registers its experiments with
+``register(Experiment(name=..., config_type=..., run=..., quick=...))`` and takes the paper and the summary from
+here; ``tests/experiments/test_catalog.py`` checks that each module registers the entries that name it.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+__all__ = ["EXPERIMENTS", "Entry", "find_entry", "list_entries"]
+
+
+class Entry(NamedTuple):
+    """One named experiment as ``attnlab list`` shows it.
+
+    Attributes
+    ----------
+    name : str
+        Dotted name, ``"<paper>.<figure or check>"``.
+    paper : str
+        Stem of the theory page it reproduces (``docs/theory/<paper>.md``).
+    module : str
+        The module under :mod:`attnlab.experiments` whose import registers it (``"implicit_bias"``).
+    summary : str
+        One line for ``attnlab list``.
+    """
+
+    name: str
+    paper: str
+    module: str
+    summary: str
+
+
+EXPERIMENTS: tuple[Entry, ...] = (
+    Entry("diffusion.gmm", "softmax-ntk-diffusion", "ntk", "P8: softmax-NTK score estimation for a Gaussian mixture"),
+    Entry(
+        "flagship",
+        "implicit-bias-ngd",
+        "flagship",
+        "Example 1: W-SVM, GD and NGD from zero, alignment and norm vs step",
+    ),
+    Entry(
+        "implicit-bias.fig2",
+        "implicit-bias-ngd",
+        "implicit_bias",
+        "Fig. 2: GD / NGD / NGD-mom / Polyak on Example 1 (fixed decoder): loss, norm, softmax, alignment",
+    ),
+    Entry(
+        "implicit-bias.fig3",
+        "implicit-bias-ngd",
+        "implicit_bias",
+        "Fig. 3: GD / NGD / Polyak / NGD-joint training (u, W) jointly on DM",
+    ),
+    Entry(
+        "implicit-bias.fig5", "implicit-bias-ngd", "implicit_bias", "Fig. 5: as Fig. 2 with antipodal optimal tokens"
+    ),
+    Entry(
+        "implicit-bias.rates",
+        "implicit-bias-ngd",
+        "implicit_bias",
+        "Spec §8 items 1-12: norm growth, gradient correlation, global directional convergence, Lemma 1 slope, Lemma 5, Polyak bounds, GD vs NGD, joint t^(1/3) loss rate, log norm growth, u-alignment",
+    ),
+    Entry(
+        "kq-nuclear.x1",
+        "kq-nuclear-norm",
+        "kq_nuclear",
+        "X1: RK4 flow on diagonal K,Q against the closed form beta = omega0^2 sinh(B phi) (Lemma A.1)",
+    ),
+    Entry(
+        "kq-nuclear.x2",
+        "kq-nuclear-norm",
+        "kq_nuclear",
+        "X2: diagonal K,Q converges to the l1-SVM, beta trained directly to the l2-SVM; approximate KKT",
+    ),
+    Entry(
+        "kq-nuclear.x3",
+        "kq-nuclear-norm",
+        "kq_nuclear",
+        "X3: full K,Q (nuclear-norm SVM) vs combined W (Frobenius SVM) on random A1/A2 data",
+    ),
+    Entry(
+        "kq-nuclear.x4",
+        "kq-nuclear-norm",
+        "kq_nuclear",
+        "X4: aligned initialisation stays aligned (Lemma 5.1); the limit's spectrum against program (9)",
+    ),
+    Entry(
+        "kq-nuclear.x5",
+        "kq-nuclear-norm",
+        "kq_nuclear",
+        "X5: sweep the score gap across Assumption 3; does the diagonal flow reach the l1-SVM direction?",
+    ),
+    Entry(
+        "mirror-descent.e1",
+        "mirror-descent-lp",
+        "mirror_descent",
+        "E1: normalised l_p-AttGD on 100 data sets, the q x p grid of dB_p(W^mm_q, W_k), selectivity, monotone dB, log norm growth and the per-step norm bounds of plain MD",
+    ),
+    Entry(
+        "mirror-descent.e2",
+        "mirror-descent-lp",
+        "mirror_descent",
+        "E2: one path of (W[1,2], W[3,4]) under normalised l_p-AttGD from 0 against the l_p-AttSVM ray",
+    ),
+    Entry(
+        "mirror-descent.e3",
+        "mirror-descent-lp",
+        "mirror_descent",
+        "E3: l_p-JointGD of (W, v) on the toy set: softmax and logistic probability, paths against both SVM rays",
+    ),
+    Entry("ntk.lazy", "softmax-ntk-diffusion", "ntk", "P1-P6: lazy training of the softmax network across widths"),
+    Entry("ntk.table1", "softmax-ntk-diffusion", "ntk", "P7: width and iterations needed vs n, softmax vs ReLU vs exp"),
+    Entry(
+        "real.digits-vit",
+        "implicit-bias-ngd",
+        "real",
+        "SGD, SNGD, SPS, Adam, l_p-MD (p=1.1,2,3) train a small ViT on sklearn's 8x8 digits, 5 seeds",
+    ),
+    Entry(
+        "real.text",
+        "mirror-descent-lp",
+        "real",
+        "SGD, SNGD, SPS, Adam, l_p-MD (p=1.1,2,3) train the E4 text encoder on a keyword task or aclImdb",
+    ),
+    Entry(
+        "regression.fig1",
+        "preconditioned-regression",
+        "regression",
+        "population loss vs t: Algorithm 1 from the spectral start vs SGD from a random start",
+    ),
+    Entry(
+        "regression.fig2",
+        "preconditioned-regression",
+        "regression",
+        "population loss vs t from one random start: Algorithm 1, SGD, Adam and the ablations",
+    ),
+    Entry(
+        "regression.scaling",
+        "preconditioned-regression",
+        "regression",
+        "data-compute scaling law: population excess loss vs n and T (Theorem 2)",
+    ),
+    Entry(
+        "regression.theory",
+        "preconditioned-regression",
+        "regression",
+        "every row of the theorem table (spec §8) as a measured check",
+    ),
+)
+
+_BY_NAME = {entry.name: entry for entry in EXPERIMENTS}
+
+
+def find_entry(name: str) -> Entry | None:
+    """The catalog's entry called ``name``, or ``None`` (an experiment registered from outside the catalog)."""
+    return _BY_NAME.get(name)
+
+
+def list_entries(paper: str | None = None) -> list[Entry]:
+    """The entries sorted by name; ``paper`` filters by paper or name prefix (as ``list_experiments`` does)."""
+    entries = sorted(EXPERIMENTS)
+    if paper is not None and paper != "all":
+        entries = [e for e in entries if e.paper == paper or e.name.split(".")[0] == paper]
+    return entries
