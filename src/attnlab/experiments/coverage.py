@@ -146,4 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    # run the registry's own module, not this __main__ copy (register_results fills the imported module's table)
+    from attnlab.experiments.coverage import main as _registered_main
+
+    raise SystemExit(_registered_main())
