@@ -27,7 +27,7 @@ def test_quick_run_writes_outputs_and_passes_its_checks(name, tmp_path):
         assert set(metrics["locally_optimal"].unique()) <= {0.0, 1.0}
         claims = record.checks["claim"]
         # the theorem's hypothesis is checked per p, and the claims name the share they are tested on
-        assert claims.str.contains("hypothesis of §8.2").sum() == 3
+        assert claims.str.contains("Lemma 28's hypothesis").sum() == 3
         assert claims[claims.str.startswith("selectivity")].str.contains("locally optimal").all()
 
 
@@ -47,3 +47,10 @@ def test_configs_refuse_bad_values_by_name():
         E2Config(arrows=(1, 2, 3))
     with pytest.raises(ValidationError, match="arrows"):
         E2Config(epochs=(100, 100, 100))  # the default arrows lie beyond 100 steps
+
+
+def test_every_row_of_the_quick_runs_is_declared_and_e3_claims_no_theorem(tmp_path):
+    """E3's rows are observations: the paper's joint results are for the regularisation path, not these iterates."""
+    record = run_experiment("mirror-descent.e3", quick=True, out=tmp_path, progress=False)
+    assert set(record.checks["kind"]) == {"observation"}
+    assert record.checks["result"].str.startswith("002:").all()

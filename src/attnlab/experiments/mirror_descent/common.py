@@ -1,0 +1,178 @@
+"""Pieces shared by the l_p mirror-descent experiments E1-E3: config checks, batched l_p-AttGD paths, selections.
+
+Spec: docs/theory/mirror-descent-lp.md §4 (l_p-AttGD), §5 (l_p-AttSVM, locally optimal selections), §6 (the
+official code's selection: the argmax of the final softmax), §9 (settings of the official scripts).
+
+The fixed-head runs are :func:`attnlab.batched.train` programs with the data sets on the runs axis. Mirror descent
+keeps no state, so a run cut into chunks continues exactly; :func:`md_path` uses that to keep the iterates at
+the recorded steps, because the SVM directions are known only after training.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import torch
+
+from attnlab._validation import ValidationError, check_in, check_scalar
+from attnlab.batched import train as batched_train
+from attnlab.data import StackedData, TokenSelectionData
+from attnlab.experiments.base import RunContext
+from attnlab.losses import LOSSES, mean_loss
+from attnlab.metrics import entrywise_norm
+from attnlab.models.functional import attention_probabilities, margins, token_scores
+from attnlab.svm import attention_svm, is_locally_optimal
+
+__all__ = [
+    "PAPER",
+    "SOURCE",
+    "check_config",
+    "hypothesis_share",
+    "locally_optimal",
+    "md_path",
+    "path_metrics",
+    "selected",
+    "still_decreasing",
+    "svm_directions",
+    "svm_norm",
+    "tidy",
+]
+
+PAPER = "mirror-descent-lp"
+SOURCE = f"docs/theory/{PAPER}.md"  # what checks cite
+
+
+def check_config(config, ints: tuple[str, ...], positives: tuple[str, ...]) -> None:
+    """Check integers >= 1 (``seed``, ``first_seed`` >= 0), positive floats, and ``p > 1`` with one epoch count each."""
+    for name in ints:
+        check_scalar(name, getattr(config, name), kind=int, low=0 if name.endswith("seed") else 1)
+    for name in positives:
+        check_scalar(name, getattr(config, name), low=0.0, low_inclusive=False)
+    if hasattr(config, "loss"):
+        check_in("loss", config.loss, LOSSES)
+    if not config.ps or any(p <= 1 for p in config.ps):
+        raise ValidationError(f"ps must be a non-empty tuple of exponents p > 1, got {config.ps}")
+    if len(config.epochs) != len(config.ps) or any(e < 1 for e in config.epochs):
+        raise ValidationError(
+            f"epochs must give one positive step count per p: {len(config.ps)} values for ps={config.ps}, "
+            f"got {config.epochs}"
+        )
+
+
+def svm_norm(q: float) -> str | float:
+    """The attention-SVM ``norm`` for exponent ``q``: the exact QP ``"fro"`` at ``q = 2``, else the entrywise ``q``."""
+    return "fro" if q == 2.0 else float(q)
+
+
+def md_path(
+    batch: StackedData,
+    W0: torch.Tensor,
+    p: float,
+    lr: float,
+    normalized: bool,
+    steps: int,
+    every: int,
+    loss: str,
+    ctx: RunContext,
+) -> tuple[np.ndarray, torch.Tensor, list[int]]:
+    """l_p-AttGD iterates at steps ``0, every, 2 every, ..., steps`` of R fixed-head runs.
+
+    Spec: mirror-descent-lp §4 (l_p-AttGD, plain or dual-norm normalised): one batched program that keeps its
+    iterates at the recorded steps.
+
+    Returns
+    -------
+    steps : numpy.ndarray of int, shape (S,)
+    path : torch.Tensor, shape (S, R, d, d), float64
+        A run that diverged keeps its last finite iterate from then on (the engine's policy).
+    diverged : list of int
+        The runs that stopped on a non-finite loss; the experiments' rows say so instead of raising.
+    """
+    run = batched_train(
+        batch.X,
+        batch.Z,
+        batch.y,
+        batch.v,
+        W0,
+        param="W",
+        optimizer="md",
+        lr=lr,
+        loss=loss,
+        steps=steps,
+        p=p,
+        normalized=normalized,
+        record_every=every,
+        keep_iterates=True,
+        progress=ctx.progress,
+    )
+    diverged = [r for r, status in enumerate(run.status) if status != "completed"]
+    return run.iterates["step"].numpy(), run.iterates["W"], diverged
+
+
+def selected(batch: StackedData, W: torch.Tensor) -> torch.Tensor:
+    """The token of largest attention in each sequence, shape ``([S,] R, n)`` (the official code's selection)."""
+    return attention_probabilities(batch.X, W, batch.Z).argmax(dim=-1)  # spec §6: argmax of the softmax
+
+
+def svm_directions(datasets: list[TokenSelectionData], select: torch.Tensor, q: float, cache: dict) -> torch.Tensor:
+    """``W^mm_{alpha, q}`` of every data set for its selection ``select[r]``, shape ``(R, d, d)``; solved once each."""
+    out = []
+    for r, data in enumerate(datasets):
+        key = (r, tuple(select[r].tolist()), q)
+        if key not in cache:
+            cache[key] = attention_svm(data, svm_norm(q), select=select[r]).W  # spec §5: l_q-AttSVM
+        out.append(cache[key])
+    return torch.stack(out)
+
+
+def locally_optimal(datasets: list[TokenSelectionData], select: torch.Tensor, p: float, cache: dict) -> torch.Tensor:
+    """Whether each data set's selection ``select[r]`` is locally optimal for the l_p-AttSVM, shape ``(R,)`` bool.
+
+    Spec: mirror-descent-lp §5 Definition 3, the hypothesis of the local convergence of §8.2. The SVM solved for the
+    check is kept in ``cache`` (the key of :func:`_svm_directions`).
+    """
+    holds = []
+    for r, data in enumerate(datasets):
+        report = is_locally_optimal(data, select=select[r], p=svm_norm(p))  # spec §5 Def. 3
+        cache.setdefault((r, tuple(select[r].tolist()), p), report.svm.W)
+        holds.append(report.holds)
+    return torch.tensor(holds)
+
+
+def still_decreasing(steps: np.ndarray, values: np.ndarray) -> dict[str, float]:
+    """``values`` at the recorded steps nearest ``K/4``, ``K/2`` and ``K`` (``K`` the last step), by name."""
+    K = steps[-1]
+    return {name: float(values[int(np.abs(steps - K / k).argmin())]) for name, k in (("K", 1), ("K/2", 2), ("K/4", 4))}
+
+
+def path_metrics(batch: StackedData, path: torch.Tensor, p: float, loss: str) -> dict[str, torch.Tensor]:
+    """Per (step, run) loss, ``||W_k||_p``, mean max-softmax probability and logistic probability, each ``(S, R)``.
+
+    Spec: mirror-descent-lp §9 E1 ("metrics also stored per step").
+    """
+    probs = attention_probabilities(batch.X, path, batch.Z)  # (S, R, n, T)
+    top, chosen = probs.max(dim=-1)
+    gamma = token_scores(batch.X, batch.y, batch.v).expand(probs.shape)  # (S, R, n, T): gamma = Y v^T x
+    gamma_hat = gamma.gather(-1, chosen[..., None]).squeeze(-1)
+    return {
+        "loss": mean_loss(margins(batch.X, batch.Z, batch.y, batch.v, path), loss),  # spec §2: (1/n) sum l(Y f)
+        "norm_p": entrywise_norm(path, p),
+        "max_softmax": top.mean(dim=-1),
+        "logistic_prob": torch.sigmoid(gamma_hat).mean(dim=-1),  # spec §9: (1/n) sum (1 + e^{-Y x_hat^T v})^{-1}
+    }
+
+
+def tidy(columns: dict[str, torch.Tensor], steps: np.ndarray, **constants) -> pd.DataFrame:
+    """One row per (step, run) from ``(S, R)`` tensors, with constant columns in front."""
+    S, R = next(iter(columns.values())).shape
+    frame = pd.DataFrame({k: v.detach().reshape(-1).numpy() for k, v in columns.items()})
+    frame.insert(0, "step", np.repeat(steps, R))
+    frame.insert(0, "run", np.tile(np.arange(R), S))
+    for position, (name, value) in enumerate(constants.items()):
+        frame.insert(position, name, value)
+    return frame
+
+
+def hypothesis_share(local: torch.Tensor) -> str:
+    """``"5/6 data sets whose final selection is locally optimal (Def. 3)"``: where Lemmas 27-30 speak."""
+    return f"{int(local.sum())}/{local.numel()} data sets whose final selection is locally optimal (Def. 3)"
