@@ -15,7 +15,7 @@ from attnlab._validation import ValidationError, check_scalar
 from attnlab.experiments.base import Experiment, ExperimentResult, RunContext, register
 from attnlab.experiments.real.compare import Setup
 from attnlab.experiments.real.result import comparison_result, train_config
-from attnlab.experiments.real.summary import paper_checks, summary_table
+from attnlab.experiments.real.summary import CLAIMS, paper_checks, summary_table
 from attnlab.nets.datasets.digits import load_digits_split
 from attnlab.nets.optimizers import parse_optimizer
 from attnlab.nets.vit import ViT
@@ -137,7 +137,7 @@ def run_digits_vit(config: DigitsViTConfig, ctx: RunContext) -> ExperimentResult
     y_test = load_digits_split(test_fraction=config.test_fraction, seed=config.seed).y_test
     chance = float(torch.bincount(y_test).max()) / len(y_test)
     summary = summary_table(comparison)
-    checks = paper_checks(comparison, summary, chance=chance, language=False)
+    checks = paper_checks(comparison, summary, chance=chance, language=False, test_size=len(y_test))
     notes = ["float32 models (a ViT on real images; no saturation-sensitive theory quantity is measured here)"]
     return comparison_result(comparison, summary, config, checks, notes, grid=(8 // config.patch_size,) * 2)
 
@@ -161,5 +161,6 @@ register(
             "batch_size": 64,
             "probes": 2,
         },
+        claims=CLAIMS,
     )
 )

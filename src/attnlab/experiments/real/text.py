@@ -16,7 +16,7 @@ from attnlab._validation import ValidationError, check_in, check_scalar
 from attnlab.experiments.base import Check, Experiment, ExperimentResult, RunContext, observation, register
 from attnlab.experiments.real.compare import Setup
 from attnlab.experiments.real.result import comparison_result, train_config
-from attnlab.experiments.real.summary import paper_checks, summary_table
+from attnlab.experiments.real.summary import CLAIMS, paper_checks, summary_table
 from attnlab.nets.datasets.aclimdb import load_aclimdb
 from attnlab.nets.datasets.keywords import keyword_task
 from attnlab.nets.datasets.split import Split
@@ -212,7 +212,7 @@ def run_text(config: TextConfig, ctx: RunContext) -> ExperimentResult:
     y_test = _data(config)[0].y_test
     chance = float(torch.bincount(y_test).max()) / len(y_test)
     summary = summary_table(comparison)
-    checks = paper_checks(comparison, summary, chance=chance, language=True)
+    checks = paper_checks(comparison, summary, chance=chance, language=True, test_size=len(y_test))
     if config.dataset == "keywords":
         checks += _selection_checks(comparison.frame, config.length)
     notes = ["float32 models; two-class cross-entropy (mean over the batch) in place of E4's summed sigmoid BCE"]
@@ -245,5 +245,6 @@ register(
             "max_per_split": 200,
             "probes": 2,
         },
+        claims=CLAIMS,
     )
 )
