@@ -33,15 +33,49 @@ import numpy as np
 import pandas as pd
 
 __all__ = [
+    "COMPLETED",
+    "DIVERGED",
+    "STATUSES",
+    "STOPPED",
     "Callback",
     "CallbackList",
     "EarlyStop",
     "ProgressBar",
     "Record",
+    "TrainingResult",
+    "callback_list",
     "default_progress",
     "progress_bar",
     "tidy_frame",
 ]
+
+# The one divergence policy, shared by every training loop of attnlab (the token-selection engine and its front
+# doors, the regression loop, NTK gradient descent and the real-model classifier loop): a run whose loss or iterate
+# turns non-finite stops, keeps its last finite state, and is marked DIVERGED; a run that a callback stops is
+# STOPPED; the others end COMPLETED. A loop never warns or raises about it: its result says so, per run.
+COMPLETED, DIVERGED, STOPPED = "completed", "diverged", "stopped"
+STATUSES = (COMPLETED, DIVERGED, STOPPED)
+
+
+class TrainingResult:
+    """The shape every training loop's result shares: a tidy ``frame`` and one ``status`` word per run.
+
+    Subclasses are dataclasses with (at least) the fields ``frame`` (one row per recorded run and step, built by
+    :func:`tidy_frame`) and ``status`` (a list of :data:`STATUSES`, one per run), plus their final parameters.
+    """
+
+    frame: pd.DataFrame
+    status: list[str]
+
+    @property
+    def diverged_runs(self) -> list[int]:
+        """Indices of the runs that diverged (each holds its last finite state)."""
+        return [r for r, s in enumerate(self.status) if s == DIVERGED]
+
+    @property
+    def ok(self) -> bool:
+        """No run diverged."""
+        return DIVERGED not in self.status
 
 
 @dataclass(frozen=True)
@@ -136,6 +170,13 @@ class CallbackList:
     def end(self) -> None:
         for c in self.callbacks:
             c.on_end(self.last)
+
+
+def callback_list(callbacks: Iterable[Any] | None, progress: bool | None, desc: str) -> CallbackList:
+    """The callbacks of a loop plus, when ``progress`` asks for it, a :class:`ProgressBar`: the one way loops show
+    progress (``progress``: True forces a bar, None shows it only on a terminal, False never)."""
+    extra = [] if progress is False else [ProgressBar(desc=desc, show=progress)]
+    return CallbackList([*(callbacks or ()), *extra])
 
 
 def default_progress() -> bool:

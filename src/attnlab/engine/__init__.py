@@ -8,8 +8,8 @@ takes the same fast paths. The rules are chains of :mod:`attnlab.optim.transform
 (:mod:`attnlab.callbacks`) and the divergence policy are the same for every front door.
 """
 
-from attnlab.callbacks import tidy_frame
-from attnlab.engine.loop import COMPLETED, DIVERGED, STOPPED, EngineResult, fit, kernel_applies
+from attnlab.callbacks import COMPLETED, DIVERGED, STOPPED, tidy_frame
+from attnlab.engine.loop import EngineResult, fit, kernel_applies
 from attnlab.engine.recording import Metric, Recorder
 from attnlab.engine.rules import DEFAULT_LR, OPTIMIZERS, OPTIONS, named_rule
 from attnlab.engine.spaces import Gradient, KernelSpace, ParamSpace, Problem

@@ -29,7 +29,7 @@ import pandas as pd
 import torch
 
 from attnlab._validation import ValidationError
-from attnlab.callbacks import CallbackList, ProgressBar, Record
+from attnlab.callbacks import COMPLETED, DIVERGED, STOPPED, Record, TrainingResult, callback_list
 from attnlab.engine.recording import Recorder
 from attnlab.engine.spaces import Gradient, KernelSpace, ParamSpace, Problem
 from attnlab.models import Parametrization
@@ -37,11 +37,9 @@ from attnlab.optim.transforms import Context, Rule
 
 __all__ = ["EngineResult", "fit"]
 
-COMPLETED, DIVERGED, STOPPED = "completed", "diverged", "stopped"
-
 
 @dataclass
-class EngineResult:
+class EngineResult(TrainingResult):
     """What :func:`fit` returns.
 
     Attributes
@@ -197,7 +195,7 @@ def fit(
             if rule is not None and rule_state is None
             else rule_state
         )
-        calls = CallbackList(list(callbacks) + ([] if progress is False else [ProgressBar(desc, show=progress)]))
+        calls = callback_list(callbacks, progress, desc)
         active = torch.ones(R, dtype=torch.bool, device=problem.X.device)
         status = [COMPLETED] * R
         last_step = [steps] * R

@@ -222,7 +222,8 @@ def _train_methods(config: _FigureConfig, ctx: RunContext) -> tuple[pd.DataFrame
             covariance=covariance,
             token_covariance=token_covariance,
             renormalization=config.renormalization,
-            bar=lambda steps, name=name: ctx.bar(steps, total=config.steps, desc=name),
+            progress=ctx.progress,
+            desc=name,
         )
         for run in torch.nonzero(result.diverged).flatten().tolist():
             notes.append(
@@ -675,7 +676,8 @@ def run_theory(config: TheoryConfig, ctx: RunContext) -> ExperimentResult:
             regularizer_weight=mu,
             covariance=Sb,
             metrics={**_gap_metrics(problem, "covariates"), "f_gap": f_excess},
-            bar=lambda it: ctx.bar(it, total=config.steps, desc="T2"),
+            progress=ctx.progress,
+            desc="T2",
         )
 
     pop = run(PopulationOracle(problem))

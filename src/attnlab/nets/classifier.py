@@ -11,10 +11,11 @@ Polyak/SPS step needs one for the loss value.
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from torch import nn
 
 from attnlab._io import atomic_write
 from attnlab._validation import ValidationError, check_scalar
-from attnlab.callbacks import CallbackList, Record, progress_bar
+from attnlab.callbacks import COMPLETED, DIVERGED, STOPPED, CallbackList, Record, TrainingResult, callback_list
 from attnlab.checkpoint import read_checkpoint
 from attnlab.nets.datasets.split import Split
 
@@ -35,8 +36,8 @@ Metric = Callable[[nn.Module], float]  # an extra per-epoch metric: f(model) -> 
 
 
 @dataclass
-class History:
-    """What :func:`fit_classifier` returns: one row per epoch, and per-layer norms per epoch.
+class History(TrainingResult):
+    """What :func:`fit_classifier` returns: one row per epoch, per-layer norms per epoch, and the run's status.
 
     Attributes
     ----------
@@ -46,10 +47,14 @@ class History:
     norms : pandas.DataFrame
         Columns ``epoch``, ``layer``, ``norm``: Frobenius norm of each layer's parameters (see
         :func:`layer_norms`).
+    status : list of str
+        One word (one run): ``"completed"``, ``"diverged"`` (a mini-batch loss turned non-finite: the model holds
+        its state at the end of the last finite epoch) or ``"stopped"`` (a callback asked to stop).
     """
 
     frame: pd.DataFrame
     norms: pd.DataFrame
+    status: list[str] = field(default_factory=lambda: [COMPLETED])
 
 
 def layer_norms(model: nn.Module) -> dict[str, float]:
@@ -182,7 +187,8 @@ def fit_classifier(
         Extra per-epoch metrics ``name -> f(model) -> float``, computed in eval mode without gradients.
     eval_batch_size : int, default=512
     progress : bool, default=False
-        Show a bar over epochs (when stderr is a terminal: :func:`attnlab.callbacks.progress_bar`).
+        Show a bar over the optimizer steps (when stderr is a terminal): a
+        :class:`~attnlab.callbacks.ProgressBar` among the callbacks, as in every attnlab loop.
     desc : str, default=""
         Label of the progress bar.
     callbacks : sequence of attnlab.callbacks.Callback or callable, optional
@@ -195,7 +201,9 @@ def fit_classifier(
     -------
     History
         Row ``epoch = 0`` holds the metrics before training. When a mini-batch loss is not finite, training
-        stops and the last row has ``diverged = True``.
+        stops (the one divergence policy of :mod:`attnlab.callbacks`): the model and the optimizer go back to
+        their state at the end of the last finite epoch, the last row (computed on that state) has
+        ``diverged = True``, and ``status`` is ``["diverged"]``.
 
     Raises
     ------
@@ -229,13 +237,14 @@ def fit_classifier(
             generator.set_state(state["generator"])
             rows, norms = state["rows"], state["norms"]
             start_epoch, step, seconds = state["epoch"] + 1, rows[-1]["step"], rows[-1]["seconds"]
-        calls, planned = CallbackList(callbacks), epochs * math.ceil(len(data.y_train) / batch_size)
+        planned = epochs * math.ceil(len(data.y_train) / batch_size)
+        calls = callback_list(callbacks, None if progress else False, desc or "fit_classifier")
         calls.start(planned)
         stop = _report(calls, rows[-1], planned, model, optimizer)
-        bar = progress_bar(range(start_epoch, epochs + 1), desc=desc, show=None if progress else False, unit="epoch")
-        for epoch in bar:
+        for epoch in range(start_epoch, epochs + 1):
             if rows[-1]["diverged"] or stop:
                 break
+            last_finite = copy.deepcopy((model.state_dict(), optimizer.state_dict()))
             model.train()
             started = time.perf_counter()
             diverged = False
@@ -255,11 +264,14 @@ def fit_classifier(
                     diverged = True
                     break
             seconds += time.perf_counter() - started
+            diverged = diverged or not all(bool(torch.isfinite(p).all()) for p in model.parameters())
+            if diverged:  # back to the end of the last finite epoch
+                model.load_state_dict(last_finite[0])
+                optimizer.load_state_dict(last_finite[1])
             row = _epoch_row(model, data, epoch, step, metrics, eval_batch_size)
             row["diverged"] = diverged or not math.isfinite(row["train_loss"])
             rows.append(row | {"seconds": seconds})
             norms += [{"epoch": epoch, "layer": k, "norm": v} for k, v in layer_norms(model).items()]
-            bar.set_postfix(loss=f"{row['train_loss']:.3g}", acc=f"{row['test_accuracy']:.3f}")
             stop = _report(calls, rows[-1], planned, model, optimizer)
             if path is not None:
                 _save(
@@ -277,4 +289,6 @@ def fit_classifier(
                     },
                 )
         calls.end()
-    return History(pd.DataFrame(rows), pd.DataFrame(norms))
+    finished = rows[-1]["epoch"] >= epochs
+    status = DIVERGED if rows[-1]["diverged"] else COMPLETED if finished or not stop else STOPPED
+    return History(pd.DataFrame(rows), pd.DataFrame(norms), [status])

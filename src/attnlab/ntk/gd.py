@@ -9,14 +9,15 @@ network's output and Jacobian factors.
 from __future__ import annotations
 
 import math
-import warnings
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 import torch
 
 from attnlab._validation import ValidationError, check_scalar, check_tensor
+from attnlab.callbacks import COMPLETED, DIVERGED, STOPPED, Record, TrainingResult, callback_list, tidy_frame
 from attnlab.ntk.network import TwoLayerNet, weight_gradient
 from attnlab.ntk.tangent_kernel import lambda_max
 from attnlab.ntk.unit_ball import to_unit_ball
@@ -53,13 +54,13 @@ def practical_step(net: TwoLayerNet, X: torch.Tensor, c: float = 0.5) -> float:
 
 
 @dataclass
-class GDResult:
+class GDResult(TrainingResult):
     """What :func:`gradient_descent` returns; the network's ``W`` holds the final (or best) weights.
 
     Attributes
     ----------
     frame : pandas.DataFrame
-        One row per recorded step: ``step``, ``sq_error`` (``||F - Y||_F^2``), ``weight_movement``
+        One row per recorded step: ``run`` (0: one run), ``step``, ``sq_error`` (``||F - Y||_F^2``), ``weight_movement``
         (``max_r ||w_r - w_r(0)||``), ``val_error`` (mean squared error per held-out point, when validating),
         and the hook's columns.
     W0 : torch.Tensor, shape (d_in, m)
@@ -71,9 +72,11 @@ class GDResult:
         Step whose weights the network holds (the last one without validation).
     input_scale : float
         Divisor applied to ``X`` to put it in the unit ball (1.0 if none).
-    status : {"completed", "diverged"}
+    status : list of str
+        One word (one run): ``"completed"``, ``"stopped"`` (``stop`` or a callback ended it early) or
         ``"diverged"``: the loss turned non-finite after ``steps`` steps; the network holds the last weights whose
-        loss was finite (or the best held-out ones before them), as every attnlab training loop does.
+        loss was finite (or the best held-out ones before them): the one divergence policy of
+        :mod:`attnlab.callbacks`.
     """
 
     frame: pd.DataFrame
@@ -82,7 +85,7 @@ class GDResult:
     steps: int
     best_step: int
     input_scale: float
-    status: str = "completed"
+    status: list[str] = field(default_factory=lambda: [COMPLETED])
 
 
 def gradient_descent(
@@ -98,6 +101,9 @@ def gradient_descent(
     validation: tuple[torch.Tensor, torch.Tensor] | None = None,
     patience: int | None = None,
     stop: Callable[[dict[str, float]], bool] | None = None,
+    callbacks: Sequence[Any] | None = None,
+    progress: bool | None = False,
+    desc: str = "ntk gd",
 ) -> GDResult:
     """Train ``net.W`` by ``W <- W - lr * dL/dW`` on ``L = 0.5 ||F(X) - Y||_F^2``; ``a`` stays fixed.
 
@@ -127,6 +133,13 @@ def gradient_descent(
         With ``validation``: stop after this many records without a new best held-out error.
     stop : callable, optional
         ``stop(row) -> bool`` on each recorded row (after the hook's columns are added); True ends the run.
+    callbacks : sequence of attnlab.callbacks.Callback or callable, optional
+        Called at each recorded step with a :class:`~attnlab.callbacks.Record` (``rows``: the row, ``run`` 0;
+        ``state``: ``{"W": ...}``); one returning True ends the run (status ``"stopped"``).
+    progress : bool or None, default=False
+        A progress bar over the steps: True always, None only on a terminal.
+    desc : str, default="ntk gd"
+        Label of the progress bar.
 
     Returns
     -------
@@ -137,11 +150,6 @@ def gradient_descent(
     ValidationError
         Bad shapes, ``lr`` past the stability limit, ``patience`` without ``validation``, or a loss that is not
         finite at the initial weights.
-
-    Warns
-    -----
-    RuntimeWarning
-        If the loss turns non-finite: the run stops, keeps its last finite weights and is marked ``"diverged"``.
     """
     sizes = {"k": net.d_in, "L": net.d_out}
     X = check_tensor("X", X, "nk", sizes)
@@ -172,7 +180,9 @@ def gradient_descent(
     best = (math.inf, 0, W.clone())
     since_best = 0
     step = 0
-    status = "completed"
+    status = COMPLETED
+    calls = callback_list(callbacks, progress, desc)
+    calls.start(steps)
     # every (n, m) and (d_in, m) tensor of a step lives in a buffer reused by every step: at n m in the millions,
     # fresh allocations (page faults) cost several times the arithmetic
     logits, work = X.new_empty(X.shape[0], W.shape[1]), X.new_empty(X.shape[0], W.shape[1])
@@ -185,13 +195,7 @@ def gradient_descent(
         if not math.isfinite(sq_error):  # the one divergence policy: stop, keep the last finite weights
             if step == 0:
                 raise ValidationError("the loss is not finite at the initial weights; check X, Y and the network")
-            warnings.warn(
-                f"loss became non-finite at step {step}; keeping the weights of step {step - 1} (lower lr, now "
-                f"{lr:.6g})",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-            W, step, status = previous, step - 1, "diverged"
+            W, step, status = previous, step - 1, DIVERGED
             break
         last = step == steps or sq_error <= tol
         if step % record_every == 0 or last:
@@ -207,7 +211,11 @@ def gradient_descent(
             if record is not None:
                 row.update(record(step, W))
             rows.append(row)
-            last = last or (stop is not None and stop(row))
+            recorded = Record(step, steps, tidy_frame({k: [v] for k, v in row.items()}, run=0), {"W": W})
+            asked = (stop is not None and stop(row)) | calls.record(recorded)
+            status = STOPPED if asked and not last else status
+            last = last or asked
+        calls.step(step)
         if last:
             break
         delta = weight_gradient(X, R, phi, b, a, out=grad, work=work)
@@ -218,4 +226,6 @@ def gradient_descent(
         best_step, W = best[1], best[2]
     with torch.no_grad():
         net.W.copy_(W)
-    return GDResult(pd.DataFrame(rows), W0, float(lr), step, best_step, scale, status)
+    calls.end()
+    frame = tidy_frame({k: [row[k] for row in rows] for k in rows[0]}, run=0) if rows else pd.DataFrame()
+    return GDResult(frame, W0, float(lr), step, best_step, scale, [status])

@@ -2,20 +2,22 @@
 
 Spec: preconditioned-regression §6.2 (Algorithm 1), §6.3 (minibatch variant), §6.4 (renormalization), §6.5
 (baselines and ablations: a baseline is the same loop with another optimizer, start or regularizer weight).
-A run that blows up (non-finite or huge iterate) is stopped cleanly: it keeps its last good iterate and its rows
-stop at the step before the blow-up, so tables and figures never hold NaN.
+A run that blows up (non-finite or huge iterate) follows the one divergence policy of :mod:`attnlab.callbacks`: it
+stops, keeps its last good iterate, is marked ``"diverged"``, and its rows stop at the step before the blow-up, so
+tables and figures never hold NaN. Progress and recording go through callbacks, as in every attnlab loop.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 import torch
 
 from attnlab._validation import ValidationError, check_in, check_scalar, check_tensor
-from attnlab.callbacks import tidy_frame
+from attnlab.callbacks import COMPLETED, DIVERGED, STOPPED, Record, TrainingResult, callback_list, tidy_frame
 from attnlab.regression.regularizer import gradient as regularizer_gradient
 from attnlab.regression.renormalization import RENORMALIZATIONS, renormalize
 
@@ -26,7 +28,7 @@ Metric = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 @dataclass
-class Fit:
+class Fit(TrainingResult):
     """Result of :func:`fit`.
 
     Attributes
@@ -39,12 +41,15 @@ class Fit:
         Tidy table: ``run``, ``step`` and one column per metric, one row per recorded (run, step).
     diverged_at : torch.Tensor, shape (R,), int64
         Step at which each run blew up (-1: never); its iterate is the one before that step.
+    status : list of str
+        Per run: ``"completed"``, ``"diverged"`` or ``"stopped"`` (a callback asked to stop).
     """
 
     V: torch.Tensor
     Q: torch.Tensor
     frame: pd.DataFrame
     diverged_at: torch.Tensor
+    status: list[str]
 
     @property
     def diverged(self) -> torch.Tensor:
@@ -68,7 +73,9 @@ def fit(
     renormalization: str = "none",
     tau_Q: float = 1.0,
     max_norm: float = 1e6,
-    bar: Callable[[Iterable[int]], Iterable[int]] | None = None,
+    callbacks: Iterable[Any] | None = None,
+    progress: bool | None = False,
+    desc: str = "regression",
 ) -> Fit:
     """Run ``steps`` iterations of ``theta <- optimizer step on oracle(theta) + mu grad R_hat(theta)`` for R runs at once.
 
@@ -104,8 +111,13 @@ def fit(
         Bound of the "cap" rule.
     max_norm : float, default=1e6
         A run whose ``||V||_F`` or ``||Q||_F`` exceeds this (or turns non-finite) has blown up and is stopped.
-    bar : callable, optional
-        Wraps the step range, e.g. a progress bar (``RunContext.bar``).
+    callbacks : sequence of attnlab.callbacks.Callback or callable, optional
+        Called at every recorded step with a :class:`~attnlab.callbacks.Record` (its ``rows`` the runs still
+        alive); one that returns True stops every live run (status ``"stopped"``).
+    progress : bool or None, default=False
+        A progress bar over the steps: True always, None only on a terminal (pass ``RunContext.progress``).
+    desc : str, default="regression"
+        Label of the progress bar.
 
     Returns
     -------
@@ -135,14 +147,19 @@ def fit(
     alive = torch.ones(runs, dtype=torch.bool)
     diverged_at = torch.full((runs,), -1, dtype=torch.int64)
     rows: list[pd.DataFrame] = []
+    calls = callback_list(callbacks, progress, desc)
 
-    def record(step: int) -> None:
+    def record(step: int) -> bool:
         values = {name: metric(V, Q).detach() for name, metric in metrics.items()}
         index = torch.nonzero(alive).flatten()
         rows.append(tidy_frame({"run": index, **{k: v[index] for k, v in values.items()}}, step=step))
+        return calls.record(Record(step, steps, rows[-1], {"V": V, "Q": Q, "alive": alive}))
 
-    record(0)
-    for step in (bar or iter)(range(1, steps + 1)):
+    calls.start(steps)
+    step, stopped = 0, record(0)
+    for step in range(1, steps + 1):
+        if stopped:
+            break
         grad_V, grad_Q = oracle(V, Q)  # spec §6.2 step a
         if regularizer_weight > 0:
             reg_V, reg_Q = regularizer_gradient(V, Q, covariance, token_covariance)  # spec §6.2 step b
@@ -161,9 +178,13 @@ def fit(
             alive &= ~blown
             V.copy_(torch.where(alive[:, None, None], V, last_V))  # a blown-up run keeps its last good iterate
             Q.copy_(torch.where(alive[:, None, None], Q, last_Q))
+        calls.step(step)
         if not bool(alive.any()):
             break
         if step % record_every == 0 or step == steps or step in record_steps:
-            record(step)
+            stopped = record(step)
+    calls.end()
     frame = pd.concat(rows, ignore_index=True)
-    return Fit(V=V.detach(), Q=Q.detach(), frame=frame, diverged_at=diverged_at)
+    done = STOPPED if stopped and step < steps else COMPLETED
+    status = [DIVERGED if int(at) >= 0 else done for at in diverged_at]
+    return Fit(V=V.detach(), Q=Q.detach(), frame=frame, diverged_at=diverged_at, status=status)
