@@ -16,6 +16,7 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
+import warnings
 
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 PIN = "torch==2.13.0"
@@ -56,7 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     done = subprocess.run(command)
     if done.returncode != 0:
         return done.returncode
-    import torch
+    with warnings.catch_warnings():  # numpy is not installed yet, and torch warns about it on import
+        warnings.simplefilter("ignore")
+        import torch
 
     build = "CUDA " + torch.version.cuda if torch.version.cuda else "CPU"
     print(f"torch: installed torch {torch.__version__} ({build} build)")
