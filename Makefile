@@ -14,9 +14,10 @@ TIMM_STAMP := $(TIMM_VENV)/.installed
 $(RUN_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --no-compile --upgrade pip
-	# The CPU build of torch lies on local disk; pin it so pip never pulls a multi-GB CUDA build.
+	# The CPU build of torch: from PyTorch's CPU index when it answers within 3 s, else the pinned version (a
+	# local CPU wheel here); never PyPI's multi-GB CUDA build. It prints the build it installed.
 	# --no-compile: Python compiles what it imports on first use; precompiling all of torch costs a minute.
-	$(BIN)/pip install --quiet --no-compile torch==2.13.0
+	$(BIN)/python tools/install_torch.py
 	$(BIN)/pip install --quiet --no-compile -e .
 	touch $@
 
@@ -30,6 +31,8 @@ demo: $(RUN_STAMP)
 	@# The report is written even when a check fails; say where it is, then pass on the exit status.
 	@$(BIN)/attnlab reproduce --quick --executor pool --out report; status=$$?; \
 	echo "figures, tables and checks: report/index.html (one folder per experiment under report/runs/)"; \
+	echo "experiments finished before by the same code, config and library versions were reused (each line says so);"; \
+	echo "to compute every one again: $(BIN)/attnlab reproduce --quick --executor pool --out report --fresh"; \
 	exit $$status
 
 # The full-size reproduction: every experiment at its default (non-quick) settings, two workers; every theory check

@@ -97,5 +97,5 @@ def test_unknown_or_text_columns_are_refused_by_name(tmp_path):
 
 def test_a_missing_tensorboard_package_says_how_to_install_it(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)  # makes the import raise ImportError
-    with pytest.raises(ImportError, match=r"pip install 'attnlab\[tensorboard\]'"):
+    with pytest.raises(ImportError, match=r"pip install -e '\.\[tensorboard\]'"):
         TensorBoardLogger(tmp_path)

@@ -14,7 +14,15 @@ from typing import Any
 
 from attnlab._errors import ValidationError
 
-__all__ = ["parse_overrides"]
+__all__ = ["OverrideError", "parse_overrides"]
+
+
+class OverrideError(ValidationError):
+    """A ``--set`` the config refuses; ``key`` is the field whose value is bad (None: an unknown or malformed key)."""
+
+    def __init__(self, message: str, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
 
 
 def _parse_value(key: str, text: str, annotation: Any) -> Any:
@@ -65,7 +73,8 @@ def parse_overrides(config_type: type, items: Sequence[str] | Mapping[str, Any])
     """Turn ``["n=8", "lr=0.1"]`` (or a mapping) into typed field values of ``config_type``.
 
     Strings are parsed by the field's type annotation; non-strings in a mapping pass through. An unknown key
-    raises a :class:`ValidationError` listing the keys that exist.
+    raises an :class:`OverrideError` (a :class:`ValidationError`) listing the keys that exist; a value that does
+    not parse raises one whose ``key`` names the field.
     """
     hints = typing.get_type_hints(config_type)
     names = [f.name for f in dataclasses.fields(config_type)]
@@ -75,12 +84,15 @@ def parse_overrides(config_type: type, items: Sequence[str] | Mapping[str, Any])
     else:
         for item in items:
             if "=" not in item:
-                raise ValidationError(f"--set {item!r}: expected key=value")
+                raise OverrideError(f"--set {item!r}: expected key=value")
             key, value = item.split("=", 1)
             pairs.append((key.strip(), value))
     out: dict[str, Any] = {}
     for key, value in pairs:
         if key not in names:
-            raise ValidationError(f"unknown key {key!r} for {config_type.__name__}; keys: {', '.join(names)}")
-        out[key] = _parse_value(key, value, hints[key]) if isinstance(value, str) else value
+            raise OverrideError(f"unknown key {key!r} for {config_type.__name__}; keys: {', '.join(names)}")
+        try:
+            out[key] = _parse_value(key, value, hints[key]) if isinstance(value, str) else value
+        except ValidationError as err:
+            raise OverrideError(str(err), key=key) from None
     return out

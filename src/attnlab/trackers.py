@@ -5,7 +5,7 @@ A tracker is an :class:`attnlab.callbacks.Callback`, so every loop that takes ``
 (a subfolder of ``log_dir``) per attnlab run, so TensorBoard overlays the runs of a batch on one chart per column.
 
 It writes through ``torch.utils.tensorboard``, which needs the ``tensorboard`` package:
-``pip install 'attnlab[tensorboard]'``. View the logs with ``tensorboard --logdir <log_dir>``.
+``pip install -e '.[tensorboard]'`` in your attnlab clone. View the logs with ``tensorboard --logdir <log_dir>``.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ class TensorBoardLogger(Callback):
         except ImportError as err:
             raise ImportError(
                 "TensorBoardLogger writes through torch.utils.tensorboard, which needs the tensorboard package; "
-                "install it with: pip install 'attnlab[tensorboard]'"
+                "install it from your attnlab clone with: pip install -e '.[tensorboard]'"
             ) from err
         if columns is not None and (isinstance(columns, str) or not all(isinstance(c, str) for c in columns)):
             raise ValidationError(f"columns must be a list of column names, got {columns!r}; e.g. columns=['loss']")

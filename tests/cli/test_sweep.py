@@ -51,11 +51,12 @@ def test_executor_ray_without_ray_says_how_to_install(tmp_path, monkeypatch):
     sweep.write_text("task: batched-train\n")
     result = CliRunner().invoke(main, ["sweep", str(sweep), "--executor", "ray", "--out", str(tmp_path / "o")])
     assert result.exit_code == 2
-    assert "pip install 'attnlab[ray]'" in result.output
+    assert "pip install -e '.[ray]' in your attnlab clone" in result.output
 
 
 def start_sweep(sweep: Path, out: Path) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(FIXTURES), "OMP_NUM_THREADS": "1"}
+    path = os.pathsep.join(filter(None, [str(FIXTURES), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1"}
     code = "import sys; from attnlab.cli import main; sys.exit(main())"
     cmd = [sys.executable, "-c", code, "sweep", str(sweep), "--out", str(out), "--no-progress"]
     return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -72,13 +73,13 @@ def test_killed_sweep_restarted_completes_without_recomputing_or_corrupt_files(t
     out = tmp_path / "out"
     proc = start_sweep(sweep, out)
     deadline = time.monotonic() + 120  # generous: interpreter start-up on a loaded 2-core machine
-    while len(list(out.glob("runs/*/record.json"))) < 3:
+    while len(list(out.glob("runs/*/manifest.json"))) < 3:
         assert proc.poll() is None, proc.stdout.read().decode()
         assert time.monotonic() < deadline, "sweep made no progress"
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)  # a crash: no cleanup code runs
     proc.wait()
-    finished = {p.parent.name for p in out.glob("runs/*/record.json")}
+    finished = {p.parent.name for p in out.glob("runs/*/manifest.json")}
     assert 3 <= len(finished) < 10
 
     proc = start_sweep(sweep, out)
@@ -93,8 +94,16 @@ def test_killed_sweep_restarted_completes_without_recomputing_or_corrupt_files(t
     assert list(index["status"]) == ["done"] * 10 and index["key"].is_unique
     for run_dir in out.glob("runs/*"):
         names = sorted(p.name for p in run_dir.iterdir())
-        # no temp files: the run's outputs and the runner's bookkeeping (claim, job, outcome)
-        assert names == [".lock", "W.npy", "job.json", "outcome.json", "record.json", "trajectory.parquet"]
+        # no temp files: the run's outputs and the runner's bookkeeping (claim, job, outcome, manifest)
+        assert names == [
+            ".lock",
+            "W.npy",
+            "job.json",
+            "manifest.json",
+            "outcome.json",
+            "record.json",
+            "trajectory.parquet",
+        ]
         json.loads((run_dir / "record.json").read_text())
         assert len(pd.read_parquet(run_dir / "trajectory.parquet")) == 2
 

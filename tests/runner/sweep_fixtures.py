@@ -194,7 +194,8 @@ def sweep_process(out: Path, executor: str = "inprocess", **spec) -> subprocess.
         "run_sweep(SweepSpec(**json.loads(sys.argv[1])), sys.argv[2], make_executor(sys.argv[3], workers=2), "
         "progress=False)"
     )
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent), "OMP_NUM_THREADS": "1"}
+    path = os.pathsep.join(filter(None, [str(Path(__file__).parent), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1"}
     return subprocess.Popen(
         [sys.executable, "-c", code, json.dumps(spec), str(out), executor],
         env=env,

@@ -94,7 +94,7 @@ def test_ctrl_c_stops_a_pool_sweep_and_leaves_a_true_index(tmp_path):
     workers = log_pids(log) - {proc.pid}
     wait_until(lambda: not any(alive(pid) for pid in workers), 10, "end of the workers")
     out = tmp_path / "out"
-    finished = {p.parent.name for p in out.glob("runs/*/record.json")}
+    finished = {p.parent.name for p in out.glob("runs/*/manifest.json")}
     index = pd.read_parquet(out / "index.parquet")  # as the interrupted sweep left it, not rebuilt
     assert {d.split("/")[-1] for d in index.loc[index["status"] == "done", "run_dir"]} == finished
     assert set(index["status"]) <= {"done", "pending"} and len(index) == 12

@@ -1,4 +1,4 @@
-"""git_state: the commit read from the checkout's own files, dirty only for edits to tracked files."""
+"""git_state: the commit read from the checkout's own files, dirty for edits to tracked files and new modules."""
 
 import shutil
 import subprocess
@@ -37,6 +37,15 @@ def test_an_edit_to_a_tracked_file_is_dirty_an_untracked_file_is_not(repo):
     assert git_state(repo / "code.py")["dirty"] is False
     (repo / "code.py").write_text("x = 2\n")
     assert git_state(repo / "code.py")["dirty"] is True
+
+
+def test_a_new_module_beside_the_code_is_dirty(repo):
+    (repo / "sub").mkdir()
+    (repo / "sub" / "helper.py").write_text("y = 1\n")  # code that may run, tracked by nobody
+    assert git_state(repo / "code.py")["dirty"] is True
+    _git(repo, "add", "sub/helper.py")
+    _git(repo, "commit", "-q", "-m", "helper")
+    assert git_state(repo / "code.py")["dirty"] is False
 
 
 def test_no_state_outside_a_checkout_or_for_an_untracked_file(repo, tmp_path_factory):

@@ -17,7 +17,7 @@ from attnlab.runner.results import read_index
 from attnlab.runner.spec import SweepSpec, expand
 from attnlab.runner.sweep import run_sweep
 
-ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'attnlab[ray]'")
+ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install -e '.[ray]'")
 
 register_task(ToyTrain())
 register_task(KillOnce())

@@ -8,7 +8,7 @@ import pytest
 
 from attnlab._validation import ValidationError
 from attnlab.runner import SweepSpec, Task, read_index, read_sweep, register_task, run_sweep, write_json, write_parquet
-from attnlab.runner.read import flatten_params
+from attnlab.runner.read import IncompleteSweepWarning, flatten_params
 
 
 class _Rows(Task):
@@ -74,10 +74,13 @@ def test_another_table_and_failed_runs_left_out(tmp_path):
     raw = {"task": "read-rows", "grid": {"lr": [0.1, 0.2, 0.3], "seed": [0]}, "list": [{"fail": False}, {"fail": True}]}
     run_sweep(SweepSpec.from_mapping(raw), tmp_path / "half", progress=False)
     assert sorted(read_index(tmp_path / "half")["status"]) == ["done"] * 3 + ["failed"] * 3
-    final = read_sweep(tmp_path / "half", table="final")
+    with pytest.warns(IncompleteSweepWarning, match=r"read 3 of 6 runs .* leaving out 3 failed: runs/read-rows-"):
+        final = read_sweep(tmp_path / "half", table="final")
     assert final.sort_values("lr")["norm"].tolist() == [0.1, 0.2, 0.3] and not final["fail"].any()
+    left_out = final.attrs["left_out"]
+    assert [row["status"] for row in left_out] == ["failed"] * 3 and "asked to fail" in left_out[0]["error"]
     run_sweep(SweepSpec.from_mapping({**raw, "list": [{"fail": True}]}), tmp_path / "none", progress=False)
-    with pytest.raises(ValidationError, match=r"\(3 runs, none done\); run `attnlab sweep` to finish them"):
+    with pytest.raises(ValidationError, match=r"\(3 runs, none done: 3 failed\); run `attnlab sweep` to finish"):
         read_sweep(tmp_path / "none")
 
 

@@ -55,8 +55,12 @@ def test_a_failing_run_is_recorded_and_the_others_finish(tmp_path):
 
 def test_read_index_trusts_the_run_directories_over_a_stale_index(tmp_path):
     run_sweep(SPEC, tmp_path, progress=False)
-    next((tmp_path / "runs").glob("*/record.json")).unlink()
-    assert sorted(read_index(tmp_path)["status"]) == ["done"] * 5 + ["pending"]
+    first, second = sorted((tmp_path / "runs").iterdir())[:2]
+    (first / "manifest.json").unlink()  # as if killed before the runner finished the run
+    (second / "record.json").unlink()  # a finished run damaged afterwards
+    index = read_index(tmp_path).set_index("run_dir")
+    assert sorted(index["status"]) == ["damaged"] + ["done"] * 4 + ["pending"]
+    assert index.loc[f"runs/{second.name}", "error"] == "record.json is missing"
 
 
 def test_bad_parameters_are_refused_before_anything_runs(tmp_path):

@@ -27,7 +27,7 @@ def test_execute_cleans_an_unfinished_run_directory(tmp_path):
     run_dir.mkdir()
     (run_dir / ".trajectory.parquet.abc.tmp.parquet").write_text("partial write of a killed run")
     execute(ToyTrain(), "k", PARAMS, run_dir)
-    expected = [".lock", "W.npy", "outcome.json", "record.json", "trajectory.parquet"]  # outputs and bookkeeping
+    expected = [".lock", "W.npy", "manifest.json", "outcome.json", "record.json", "trajectory.parquet"]  # + bookkeeping
     assert sorted(p.name for p in run_dir.iterdir()) == expected
 
 

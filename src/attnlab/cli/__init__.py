@@ -5,6 +5,7 @@ from attnlab.cli import (
     explain_cmd,  # noqa: F401  (registers `explain`)
     reproduce_cmd,  # noqa: F401  (registers `reproduce`)
     run_cmd,  # noqa: F401  (registers `list` and `run`)
+    show_cmd,  # noqa: F401  (registers `show`)
     svm_cmd,  # noqa: F401
     sweep_cmd,  # noqa: F401  (registers `sweep`)
 )

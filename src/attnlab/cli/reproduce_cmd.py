@@ -16,7 +16,12 @@ from attnlab.cli.main import main, user_errors
 @click.option("--executor", type=click.Choice(["inprocess", "pool", "ray"]), default="inprocess", show_default=True)
 @click.option("--workers", type=int, default=None, help="Pool size (default: CPU cores).")
 @click.option("--address", default=None, help="Ray cluster address (default: start a local cluster).")
-@click.option("--fresh", is_flag=True, help="Rerun experiments that already finished in OUT.")
+@click.option(
+    "--fresh",
+    is_flag=True,
+    help="Rerun every experiment. Without it, a run finished in OUT by the same code, config and library versions "
+    "is reused; any other is computed again.",
+)
 @click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
 @user_errors
 def reproduce_cmd(
@@ -31,6 +36,8 @@ def reproduce_cmd(
 ) -> None:
     """Run the experiments and write OUT/index.html: figures next to theory checks, configs and versions.
 
+    Each experiment line says "computed now" or "reused from <time, commit>": a run finished in OUT is reused
+    only when its files are intact and its code, config and library versions are the current ones.
     An experiment that raises is shown in the report with its traceback; the others still run. Exit status 1
     when a theory check failed or an experiment raised (observations that disagree with a paper are reported,
     not failures).
@@ -51,9 +58,11 @@ def reproduce_cmd(
             click.echo(f"  [ERROR] {entry.name}: did not finish (traceback in the report)")
         else:
             mark = "PASS" if entry.counts.ok else "FAIL"
-            click.echo(f"  [{mark}] {entry.name}: {entry.counts.describe()}")
+            click.echo(f"  [{mark}] {entry.name}: {entry.counts.describe()}; {entry.origin}")
+    reused = sum(e.origin.startswith("reused") for e in summary.entries)
     click.echo(
         f"{summary.counts.describe()}; {len(summary.errors)} of {len(summary.entries)} experiments raised; "
+        f"{reused} reused from earlier runs of the same code and config (--fresh recomputes them); "
         f"report: {summary.path}"
     )
     if not summary.ok:

@@ -51,7 +51,10 @@ def run_cmd(
     quick: bool,
     no_progress: bool,
 ) -> None:
-    """Run the experiment NAME (or replay the run of --config); write its table, checks, record and figures."""
+    """Run the experiment NAME (or replay the run of --config); write its table, checks, record and figures.
+
+    `attnlab show NAME` lists the settings --set can change, with types, defaults and meanings.
+    """
     from attnlab.experiments import run_experiment
 
     if record_path is not None:
@@ -59,6 +62,7 @@ def run_cmd(
     elif name is None:
         raise ValidationError("attnlab run needs an experiment NAME (see attnlab list) or --config RECORD")
     else:
+        _check_settings(name, sets, quick)
         record = run_experiment(name, sets, quick=quick, out=out, progress=not no_progress, overwrite=overwrite)
     for row in record.checks.itertuples():
         if row.kind == "observation":
@@ -73,6 +77,27 @@ def run_cmd(
     click.echo(f"outputs in {record.out}")
     if not record.passed:
         sys.exit(1)
+
+
+def _check_settings(name: str, sets: tuple[str, ...], quick: bool) -> None:
+    """Build the config of ``--set``; a refusal comes with the settings table (the rows of the fields it names)."""
+    import dataclasses
+    import re
+
+    from attnlab._overrides import OverrideError
+    from attnlab.cli.show_cmd import settings_text
+    from attnlab.experiments import get_experiment, make_config
+
+    experiment = get_experiment(name)
+    try:
+        make_config(experiment, sets, quick)
+    except ValidationError as err:
+        fields = [f.name for f in dataclasses.fields(experiment.config_type)]
+        if isinstance(err, OverrideError):
+            named = [err.key] if err.key is not None else []
+        else:  # refused by the config's own checks, whose message names the fields
+            named = [f for f in fields if re.search(rf"\b{re.escape(f)}\b", str(err))]
+        raise ValidationError(f"{err}\n\n{settings_text(name, fields=named or None)}") from None
 
 
 def _replay(

@@ -7,7 +7,8 @@ into one run directory:
 - ``trajectory.parquet``: tidy table, one row per recorded (run, step);
 - ``checks.csv``: one row per claim (claim, predicted, measured, tolerance, passed, source, kind);
 - ``record.json``: config, seed, versions, timings, which defaults are ours rather than the paper's, the command
-  line and the git commit of the code (``attnlab run --config record.json`` replays the run);
+  line, the git commit of the code and the fingerprint of the code that ran (source hashes and library versions,
+  :mod:`attnlab.runner.fingerprint`), and when it finished (``attnlab run --config record.json`` replays the run);
 - one PNG and one PDF per figure, plus any extra tidy tables as Parquet.
 """
 
@@ -49,6 +50,7 @@ from attnlab.experiments.checks import (
     observation,
     spread_tolerance,
 )
+from attnlab.runner.fingerprint import code_fingerprint
 from attnlab.runner.provenance import git_state
 from attnlab.runner.store import (
     config_hash,
@@ -369,6 +371,8 @@ def run_experiment(
         "checks": dataclasses.asdict(count_checks(checks)),
         "notes": result.notes,
         "command": list(sys.argv),  # what started the run; `attnlab run --config record.json` replays it
+        "code": code_fingerprint([experiment.run.__module__, experiment.config_type.__module__]),
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
     }
     git = git_state()
     if git is not None:  # absent when attnlab does not run from a git checkout (an installed wheel)

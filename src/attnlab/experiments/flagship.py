@@ -36,7 +36,33 @@ __all__ = ["FlagshipConfig"]
 
 @dataclass(frozen=True)
 class FlagshipConfig:
-    """Settings of the flagship run (spec implicit-bias-ngd §9 fig. 2 proposals, all [L])."""
+    """Settings of the flagship run (spec implicit-bias-ngd §9 fig. 2 proposals, all [L]).
+
+    Attributes
+    ----------
+    n : int
+        Sequences in the Example 1 data set.
+    T : int
+        Tokens per sequence (>= 2).
+    d : int
+        Token dimension; W is d x d.
+    rho : float
+        Signal strength: the optimal token's score ``gamma_{i,opt} = rho``.
+    sigma : float
+        Noise scale of the tokens (entry variance ``sigma^2 / d`` orthogonal to the head).
+    ngd_lr : float
+        Step size of normalized GD.
+    gd_lr : float
+        Step size of plain GD.
+    steps : int
+        Training steps of each method, both from W_0 = 0.
+    record_every : int
+        Steps between recorded rows of the trajectory.
+    loss : str
+        ``"exp"`` or ``"logistic"``: the loss of ``y f(X)``.
+    seed : int
+        Seed of the data set.
+    """
 
     n: int = 8
     T: int = 6

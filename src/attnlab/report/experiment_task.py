@@ -42,6 +42,11 @@ class ExperimentTask(Task):
     def label(self, params: dict[str, Any]) -> str:
         return str(params.get("experiment", self.name))
 
+    def modules(self, params: dict[str, Any]) -> list[str]:
+        """The modules of the experiment's ``run`` and config class (an experiment may live outside attnlab)."""
+        experiment = get_experiment(_split(params)[0])
+        return [experiment.run.__module__, experiment.config_type.__module__]
+
     def run(self, params: dict[str, Any], run_dir: Path) -> dict[str, Any]:
         name, quick, overrides = _split(params)
         record = run_experiment(name, overrides, quick=quick, out=run_dir, progress=False)

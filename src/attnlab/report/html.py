@@ -26,6 +26,7 @@ from attnlab._validation import ValidationError
 from attnlab.experiments import CheckCounts, count_checks, get_experiment
 from attnlab.report.text import math_html, note_html
 from attnlab.runner import read_index, write_json
+from attnlab.runner.manifest import read_manifest, reused_from
 from attnlab.runner.store import atomic_write
 
 __all__ = ["ExperimentEntry", "ReportSummary", "build_report"]
@@ -76,6 +77,9 @@ class ExperimentEntry:
         ``record.json`` (empty when the run did not finish).
     error : str
         Traceback of a failed run.
+    origin : str
+        Where the result comes from: ``"computed now"`` (with the reason when the stored run was stale or
+        damaged) or ``"reused from <time>, commit <hash>"``; ``""`` when the run did not finish.
     """
 
     name: str
@@ -86,6 +90,7 @@ class ExperimentEntry:
     checks: pd.DataFrame = field(default_factory=pd.DataFrame)
     record: dict[str, Any] = field(default_factory=dict)
     error: str = ""
+    origin: str = ""
 
     @property
     def counts(self) -> CheckCounts:
@@ -122,7 +127,18 @@ class ReportSummary:
         return not self.errors and self.counts.ok
 
 
-def _read_entry(root: Path, row: Any, describe: Any) -> ExperimentEntry:
+def _origin(run_dir: Path, computed_since: float | None) -> str:
+    """``"computed now"`` (and why, when a stored run was replaced) or ``"reused from <time, commit>"``."""
+    manifest = read_manifest(run_dir) or {}
+    if computed_since is None:
+        return f"computed {reused_from(manifest)}"
+    if float(manifest.get("finished_unix", 0.0)) >= computed_since:
+        reason = manifest.get("reason", "")
+        return "computed now" + (f" ({reason})" if reason and reason != "new run" else "")
+    return f"reused from {reused_from(manifest)}"
+
+
+def _read_entry(root: Path, row: Any, describe: Any, computed_since: float | None = None) -> ExperimentEntry:
     params = json.loads(row.params)
     name = params.get("experiment", row.label)
     run_dir = root / row.run_dir
@@ -136,6 +152,7 @@ def _read_entry(root: Path, row: Any, describe: Any) -> ExperimentEntry:
         entry.checks["passed"] = entry.checks["passed"].str.lower() == "true"
         if "kind" not in entry.checks:  # written before checks had a kind: every row is a theory check
             entry.checks["kind"] = "theory"
+        entry.origin = _origin(run_dir, computed_since)
     elif not entry.error and (run_dir / "error.txt").is_file():
         entry.error = (run_dir / "error.txt").read_text()
     return entry
@@ -229,6 +246,7 @@ def _entry_html(entry: ExperimentEntry) -> str:
         f'<div class="card" id="{anchor}"><h3>{_e(entry.name)} '
         f'<span class="{verdict}">{_e(entry.counts.describe())}</span></h3>'
         f"<p>{math_html(entry.summary)}</p>"
+        f'<p class="meta origin">{_e(entry.origin)}</p>'
         f'<div class="figures">{_figures(entry)}</div>'
         f'<div class="checks">{_checks_table(entry)}'
         f'<p><b>Defaults that are ours</b> (the paper\'s numbers were lost): {_e(ours_text)}</p>'
@@ -317,7 +335,11 @@ def _page(entries: list[ExperimentEntry], title: str, subtitle: str, summary: Re
 
 
 def build_report(
-    root: str | os.PathLike[str], *, title: str = "attnlab reproduction report", describe: Any = None
+    root: str | os.PathLike[str],
+    *,
+    title: str = "attnlab reproduction report",
+    describe: Any = None,
+    computed_since: float | None = None,
 ) -> ReportSummary:
     """Write ``root/index.html`` (and ``root/summary.json``) from the experiment runs of the sweep in ``root``.
 
@@ -329,6 +351,9 @@ def build_report(
     describe : callable, optional
         ``describe(name) -> (paper, summary)`` for runs that did not finish (their ``record.json`` is missing);
         default the experiment registry.
+    computed_since : float, optional
+        Unix time the reproduction started: runs finished since then read "computed now", earlier ones
+        "reused from <time, commit>"; ``None`` gives each run's time and commit.
 
     Returns
     -------
@@ -343,7 +368,9 @@ def build_report(
     describe = describe or _describe
     index = read_index(root)
     rows: Iterable[Any] = index[index["task"] == "experiment"].itertuples()
-    entries = sorted((_read_entry(root, row, describe) for row in rows), key=lambda e: (e.paper, e.name))
+    entries = sorted(
+        (_read_entry(root, row, describe, computed_since) for row in rows), key=lambda e: (e.paper, e.name)
+    )
     path = root / "index.html"
     summary = ReportSummary(path=path, entries=entries)
     quick = {e.record.get("quick") for e in entries if e.record}
@@ -369,6 +396,7 @@ def build_report(
                 for paper, c in ((p, _paper_counts(items)) for p, items in _by_paper(entries).items())
             },
             "errors": [e.name for e in summary.errors],
+            "origins": {e.name: e.origin for e in entries if e.origin},
             "failed_checks": [
                 f"{e.name}: {c.claim}"
                 for e in entries

@@ -8,7 +8,7 @@ while the others still run.
 from __future__ import annotations
 
 import os
-import shutil
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -17,7 +17,7 @@ from attnlab._validation import ValidationError
 from attnlab.experiments import CheckCounts, list_experiments
 from attnlab.report.experiment_task import ExperimentTask
 from attnlab.report.html import ReportSummary, build_report
-from attnlab.runner import InProcessExecutor, Job, PoolExecutor, RayExecutor, ResultsStore, run_sweep
+from attnlab.runner import InProcessExecutor, Job, PoolExecutor, RayExecutor, run_sweep
 
 __all__ = ["PAPER_COUNT_COLUMNS", "paper_counts", "reproduce"]
 
@@ -48,7 +48,11 @@ def reproduce(
     executor : executor, optional
         Default in-process; a process pool runs experiments side by side.
     fresh : bool, default=False
-        Rerun experiments that already finished in ``out`` (default: keep them, resume the rest).
+        Rerun experiments that already finished in ``out``. By default a finished experiment is reused when its
+        files are intact and the code and library versions that computed it are the current ones
+        (:mod:`attnlab.runner.fingerprint`); any other is computed again. Either way each entry of the report
+        says "computed now" (and why) or "reused from <time, commit>". A run that another process is computing
+        is never deleted, even with ``fresh``.
     progress : bool, default=True
         Progress bar over experiments, with ETA.
 
@@ -69,12 +73,9 @@ def reproduce(
     task = ExperimentTask()
     longest_first = sorted(experiments, key=lambda e: -e.cost)  # workers finish together (Experiment.cost)
     jobs = [Job(task.name, {"experiment": e.name, "quick": quick}, index=i) for i, e in enumerate(longest_first)]
-    if fresh:
-        store = ResultsStore(out)
-        for job in jobs:
-            shutil.rmtree(store.run_dir(job, task.label(job.params)), ignore_errors=True)
-    run_sweep(jobs, out, executor, progress=progress)
-    summary = build_report(Path(out))
+    started = time.time()
+    run_sweep(jobs, out, executor, progress=progress, fresh=fresh)
+    summary = build_report(Path(out), computed_since=started)
     paper_counts(summary).to_csv(Path(out) / "paper_counts.csv", index=False)
     return summary
 

@@ -8,7 +8,7 @@ in a process pool or on Ray; :func:`run_sweep` skips finished runs and keeps ``i
 from attnlab.checkpoint import Checkpoint
 from attnlab.runner.batched_train import BatchedTrain
 from attnlab.runner.executors import EXECUTORS, InProcessExecutor, PoolExecutor, RayExecutor, make_executor
-from attnlab.runner.read import flatten_params, read_sweep
+from attnlab.runner.read import IncompleteSweepWarning, flatten_params, read_sweep
 from attnlab.runner.results import ResultsStore, read_index
 from attnlab.runner.spec import Job, SweepSpec, derive_seed, expand, load_sweep
 from attnlab.runner.store import atomic_write, config_hash, save_figure, write_csv, write_json, write_parquet
@@ -22,6 +22,7 @@ __all__ = [
     "BatchedTrain",
     "Checkpoint",
     "InProcessExecutor",
+    "IncompleteSweepWarning",
     "Job",
     "Outcome",
     "PoolExecutor",

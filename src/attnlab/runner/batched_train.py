@@ -28,6 +28,8 @@ batch are unaffected.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import math
 from collections.abc import Hashable, Sequence
@@ -82,7 +84,7 @@ def _initial(p: dict[str, Any], d: int) -> dict[str, torch.Tensor]:
     if p["param"] == "W":
         return {"W0": scale * torch.randn(d, d, generator=gen, dtype=torch.float64)}  # (d, d)
     if p["param"] == "KQ":
-        d_e = p["d_e"] or d
+        d_e = d if p["d_e"] is None else p["d_e"]
         return {
             "K0": scale * torch.randn(d, d_e, generator=gen, dtype=torch.float64),  # (d, d_e)
             "Q0": scale * torch.randn(d, d_e, generator=gen, dtype=torch.float64),  # (d, d_e)
@@ -98,6 +100,52 @@ def _lrs(full: list[dict[str, Any]]) -> torch.Tensor:
     from attnlab.engine import DEFAULT_LR
 
     return torch.tensor([DEFAULT_LR if p["lr"] is None else p["lr"] for p in full], dtype=torch.float64)
+
+
+def _shared(params: dict[str, Any]) -> str:
+    """The parameters that runs of one batch share, as JSON (sorted keys)."""
+    return json.dumps({k: v for k, v in _full(params).items() if k not in _PER_RUN}, sort_keys=True)
+
+
+def _check_generator_arguments(p: dict[str, Any]) -> None:
+    """Refuse sizes and ``data_args`` that the generator does not take (``scores_equal`` takes ``L``, not ``T``)."""
+    from attnlab.data import GENERATORS
+
+    accepted = [name for name in inspect.signature(GENERATORS[p["data"]]).parameters if name != "seed"]
+    given = [k for k in _SIZES if k in p] + list(p["data_args"])
+    unknown = [name for name in given if name not in accepted]
+    if unknown:
+        raise ValidationError(
+            f"data generator {p['data']!r} takes no argument {', '.join(map(repr, unknown))}; its arguments are "
+            f"{', '.join(accepted)} (sizes n, T, d at the top level, the others under data_args)"
+        )
+
+
+@functools.lru_cache(maxsize=256)
+def _dry_run(shared: str, data_seed: int) -> None:
+    """Build the data of a batch and call :func:`attnlab.batched.train` for 0 steps, so that the generator and the
+    trainer refuse bad values (``sigma: -1``, ``momentum: 1.5``, a misspelt option) before any run starts.
+
+    ``shared`` is :func:`_shared` of a run (the parameters runs of one batch share), so each batch is tried once.
+    """
+    from attnlab.batched import train
+
+    p = {**json.loads(shared), "seed": 0, "data_seed": data_seed, "lr": None}
+    data = _data(p)
+    train(
+        data.X,
+        data.Z,
+        data.y,
+        data.v,
+        param=p["param"],
+        optimizer=p["optimizer"],
+        lr=None,
+        loss=p["loss"],
+        steps=0,
+        record_every=1,
+        **{k: v for k, v in _initial(p, int(data.X.shape[-1])).items() if k != "W0"},
+        **p["options"],
+    )
 
 
 class BatchedTrain(Task):
@@ -145,14 +193,19 @@ class BatchedTrain(Task):
         for key in ("data_args", "options"):
             if not isinstance(p[key], dict):
                 raise ValidationError(f"{key} must be a mapping of keyword arguments, got {p[key]!r}")
+        if p["d_e"] is not None:
+            check_scalar("d_e", p["d_e"], kind=int, low=1)
+        _check_generator_arguments(p)
+        # Everything else (sizes, data_args values, options and their values) is checked by the code that will
+        # run: the generator and attnlab.batched.train, called once per batch with steps = 0.
+        _dry_run(_shared(params), p["data_seed"])
 
     def label(self, params: dict[str, Any]) -> str:
         p = _full(params)
         return f"{p['data']}-{p['param']}-{p['optimizer']}"
 
     def batch_key(self, params: dict[str, Any]) -> Hashable:
-        shared = {k: v for k, v in _full(params).items() if k not in _PER_RUN}
-        return json.dumps(shared, sort_keys=True)
+        return _shared(params)
 
     def run(self, params: dict[str, Any], run_dir: Path) -> dict[str, Any]:
         """One run: the batch of one."""

@@ -2,7 +2,8 @@
 
 Every executor calls the same :func:`~attnlab.runner.task.execute` on each job (or
 :func:`~attnlab.runner.task.execute_batch` on a group), so results are the same whichever runs them; they
-differ only in where the work happens. ``map`` yields one :class:`Outcome` per job as jobs finish.
+differ only in where the work happens. ``map`` yields one :class:`Outcome` per job as jobs finish; its
+``reuse`` (what a stored run must match: :class:`~attnlab.runner.task.Reuse`) goes to each call unchanged.
 """
 
 from __future__ import annotations
@@ -18,12 +19,17 @@ from typing import Any
 
 from attnlab._validation import ValidationError, check_in, check_scalar
 from attnlab.runner.spec import Job
-from attnlab.runner.task import Outcome, Task, execute, execute_batch
+from attnlab.runner.task import Outcome, Reuse, Task, execute, execute_batch
 
 __all__ = ["EXECUTORS", "InProcessExecutor", "PoolExecutor", "RayExecutor", "make_executor"]
 
 EXECUTORS = ("inprocess", "pool", "ray")
-RAY_HINT = "pip install 'attnlab[ray]'"
+RAY_HINT = "pip install -e '.[ray]' in your attnlab clone"
+
+
+def _of(reuse: Reuse | None, key: str) -> Reuse | None:
+    """The part of ``reuse`` that one run sent to a worker needs (not the fingerprints of the whole sweep)."""
+    return reuse.of(key) if reuse is not None else None
 
 
 class InProcessExecutor:
@@ -38,7 +44,9 @@ class InProcessExecutor:
     def __init__(self, batch_size: int = 256) -> None:
         self.batch_size = check_scalar("batch_size", batch_size, kind=int, low=1)
 
-    def map(self, task: Task, jobs: Sequence[Job], run_dirs: Sequence[Path]) -> Iterator[Outcome]:
+    def map(
+        self, task: Task, jobs: Sequence[Job], run_dirs: Sequence[Path], reuse: Reuse | None = None
+    ) -> Iterator[Outcome]:
         groups: dict[Any, list[int]] = {}
         for i, job in enumerate(jobs):
             key = task.batch_key(job.params)
@@ -46,12 +54,16 @@ class InProcessExecutor:
         for (kind, _), members in groups.items():
             if kind == "single":
                 (i,) = members
-                yield execute(task, jobs[i].key, jobs[i].params, run_dirs[i])
+                yield execute(task, jobs[i].key, jobs[i].params, run_dirs[i], reuse)
                 continue
             for start in range(0, len(members), self.batch_size):
                 chunk = members[start : start + self.batch_size]
                 yield from execute_batch(
-                    task, [jobs[i].key for i in chunk], [jobs[i].params for i in chunk], [run_dirs[i] for i in chunk]
+                    task,
+                    [jobs[i].key for i in chunk],
+                    [jobs[i].params for i in chunk],
+                    [run_dirs[i] for i in chunk],
+                    reuse,
                 )
 
 
@@ -111,7 +123,9 @@ class PoolExecutor:
         self.workers = check_scalar("workers", workers if workers is not None else os.cpu_count() or 1, kind=int, low=1)
         self.retries = check_scalar("retries", retries, kind=int, low=0)
 
-    def map(self, task: Task, jobs: Sequence[Job], run_dirs: Sequence[Path]) -> Iterator[Outcome]:
+    def map(
+        self, task: Task, jobs: Sequence[Job], run_dirs: Sequence[Path], reuse: Reuse | None = None
+    ) -> Iterator[Outcome]:
         todo = list(range(len(jobs)))
         threads = max(1, (os.cpu_count() or 1) // self.workers)
         context = multiprocessing.get_context("forkserver")
@@ -123,7 +137,10 @@ class PoolExecutor:
                 self.workers, mp_context=context, initializer=_init_worker, initargs=(threads,)
             )
             with pool:
-                futures = {pool.submit(execute, task, jobs[i].key, jobs[i].params, run_dirs[i]): i for i in todo}
+                futures = {
+                    pool.submit(execute, task, jobs[i].key, jobs[i].params, run_dirs[i], _of(reuse, jobs[i].key)): i
+                    for i in todo
+                }
                 try:
                     for future in cf.as_completed(futures):
                         try:
@@ -227,7 +244,7 @@ class RayExecutor:
     Raises
     ------
     ValidationError
-        If Ray is not installed (the message says ``pip install 'attnlab[ray]'``); when the sweep starts, if
+        If Ray is not installed (the message says ``pip install -e '.[ray]'``); when the sweep starts, if
         ``address`` does not answer within ``connect_timeout`` seconds.
     """
 
@@ -240,7 +257,9 @@ class RayExecutor:
         self.num_cpus = check_scalar("num_cpus", num_cpus, low=0, low_inclusive=False)
         self.connect_timeout = check_scalar("connect_timeout", connect_timeout, low=0, low_inclusive=False)
 
-    def map(self, task: Task, jobs: Sequence[Job], run_dirs: Sequence[Path]) -> Iterator[Outcome]:
+    def map(
+        self, task: Task, jobs: Sequence[Job], run_dirs: Sequence[Path], reuse: Reuse | None = None
+    ) -> Iterator[Outcome]:
         ray = _import_ray()
         started_here = not ray.is_initialized()
         if started_here and self.address is None:
@@ -252,7 +271,7 @@ class RayExecutor:
             remote = ray.remote(max_retries=self.retries, retry_exceptions=False, num_cpus=self.num_cpus)(execute)
             task_ref = ray.put(task)
             pending = {
-                remote.remote(task_ref, job.key, job.params, str(run_dir)): i
+                remote.remote(task_ref, job.key, job.params, str(run_dir), _of(reuse, job.key)): i
                 for i, (job, run_dir) in enumerate(zip(jobs, run_dirs))
             }
             while pending:

@@ -42,7 +42,8 @@ def git_state(source: str | os.PathLike[str] | None = None) -> dict[str, Any] | 
 
     Notes
     -----
-    ``dirty`` counts edits to tracked files, staged or not; untracked files (run outputs, scratch notes) do not
+    ``dirty`` counts edits to tracked files, staged or not, and untracked ``.py`` files in ``source``'s folder
+    and below (a new module is code that may run); other untracked files (run outputs, scratch notes) do not
     make a checkout dirty, as in ``git describe --dirty``.
     """
     path = Path(source) if source is not None else _PACKAGE_FILE
@@ -51,6 +52,7 @@ def git_state(source: str | os.PathLike[str] | None = None) -> dict[str, Any] | 
         return None
     commit = _git(folder, "rev-parse", "HEAD")
     status = _git(folder, "status", "--porcelain", "--untracked-files=no")
-    if commit is None or status is None:
+    untracked = _git(folder, "ls-files", "--others", "--exclude-standard", "--", "*.py")
+    if commit is None or status is None or untracked is None:
         return None
-    return {"commit": commit, "dirty": bool(status)}
+    return {"commit": commit, "dirty": bool(status or untracked)}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -16,10 +17,15 @@ from typing import Any
 import pandas as pd
 
 from attnlab._validation import ValidationError
+from attnlab.runner.manifest import MANIFEST, damage, read_manifest
 from attnlab.runner.results import read_index
 from attnlab.runner.task import FINISHED
 
-__all__ = ["flatten_params", "read_sweep", "tuples_from_lists"]
+__all__ = ["IncompleteSweepWarning", "flatten_params", "read_sweep", "tuples_from_lists"]
+
+
+class IncompleteSweepWarning(UserWarning):
+    """:func:`read_sweep` left runs out: damaged, failed, pending or running ones (the message lists them)."""
 
 
 def flatten_params(params: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -71,8 +77,10 @@ def read_sweep(root: str | os.PathLike[str], table: str = "trajectory") -> pd.Da
         table also holds as a column (a ``seed`` the task wrote, say) appears once when the two agree in every
         run, and otherwise as ``params.<name>`` beside the table's column. A parameter that only some runs set
         is missing (NaN or None) in the others. Finished runs are read, diverged ones
-        included; runs not finished (pending, running or failed) are left out;
-        :func:`attnlab.runner.read_index` lists them.
+        included. Runs left out (damaged, failed, pending or running) are never dropped in silence: an
+        :class:`IncompleteSweepWarning` lists them, and the frame's ``attrs["left_out"]`` holds their rows of
+        the index (:func:`attnlab.runner.read_index`) as a list of dicts, with the status and what went wrong.
+        Each finished run's files are checked against its manifest (SHA-256) before they are read.
 
     Raises
     ------
@@ -82,11 +90,28 @@ def read_sweep(root: str | os.PathLike[str], table: str = "trajectory") -> pd.Da
     """
     root = Path(root)
     index = read_index(root)
+    for i in index.index[index["status"].isin(FINISHED)]:  # the index compared sizes; the digests decide here
+        run_dir = root / index.at[i, "run_dir"]
+        broken = damage(run_dir, read_manifest(run_dir) or {"files": {MANIFEST: {}}})
+        if broken is not None:
+            index.loc[i, ["status", "error"]] = ["damaged", broken]
     done = index[index["status"].isin(FINISHED)]  # a diverged run is finished: its rows end at its last finite step
+    left_out = index[~index["status"].isin(FINISHED)].reset_index(drop=True)
     if done.empty:
         raise ValidationError(
-            f"no run of the sweep in {str(root)!r} has finished ({len(index)} runs, none done); run `attnlab sweep` "
-            "to finish them"
+            f"no run of the sweep in {str(root)!r} has finished ({len(index)} runs, none done: "
+            f"{_tally(left_out)}); run `attnlab sweep` to finish them"
+        )
+    if len(left_out):
+        listed = "; ".join(
+            f"{row.run_dir} ({row.status}{': ' + row.error.strip().splitlines()[-1] if row.error.strip() else ''})"
+            for row in left_out.itertuples()
+        )
+        warnings.warn(
+            f"read_sweep read {len(done)} of {len(index)} runs of {str(root)!r}, leaving out {_tally(left_out)}: "
+            f"{listed}; rerun the sweep to compute them (frame.attrs['left_out'] lists them)",
+            IncompleteSweepWarning,
+            stacklevel=2,
         )
     runs = []
     for key, run_dir, params_json in zip(done["key"], done["run_dir"], done["params"]):
@@ -108,7 +133,14 @@ def read_sweep(root: str | os.PathLike[str], table: str = "trajectory") -> pd.Da
             elif name not in rows:
                 head[name] = [value] * len(rows)  # a list, so a tuple value stays whole
         frames.append(pd.concat([head, rows], axis=1))
-    return pd.concat(frames, ignore_index=True)
+    frame = pd.concat(frames, ignore_index=True)
+    frame.attrs["left_out"] = left_out.to_dict("records")
+    return frame
+
+
+def _tally(rows: pd.DataFrame) -> str:
+    """``"1 damaged, 2 pending"``: the statuses of ``rows`` with their counts."""
+    return ", ".join(f"{n} {status}" for status, n in rows["status"].value_counts().sort_index().items()) or "none"
 
 
 def _agrees(column: pd.Series, value: Any) -> bool:

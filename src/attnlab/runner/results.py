@@ -5,14 +5,18 @@ Layout under the store's root folder::
     index.parquet                     one row per run in the store: index, key, task, label, status, ...
     runs/<label>-<key>/job.json       what the run is (task, key, params, label), written when a sweep adds it
     runs/<label>-<key>/.lock          the run's claim (see attnlab.runner.claim)
-    runs/<label>-<key>/record.json    written last by the task: its presence marks a finished run
+    runs/<label>-<key>/record.json    written last by the task
     runs/<label>-<key>/outcome.json   "done" or "diverged" and the run's seconds, written after record.json
+    runs/<label>-<key>/manifest.json  written last by the runner: every file's size and SHA-256, the code
+                                      fingerprint, when and why the run was computed (attnlab.runner.manifest)
     runs/<label>-<key>/*.parquet      the run's tables (and figures, checkpoints, error.txt on failure)
 
 The index is never trusted: it is rebuilt from the run directories (under a lock, so that concurrent sweeps on
 one store write it in turn), and :func:`read_index` rebuilds it again. A status is one of ``done``,
-``diverged`` (finished; the run stopped on its own), ``failed`` (``error.txt``; rerun by the next sweep),
-``running`` (a live process holds the run's claim) and ``pending``.
+``diverged`` (finished; the run stopped on its own), ``damaged`` (finished, but a file its manifest lists is
+missing or has changed size, or the manifest or ``job.json`` is unreadable; rerun by the next sweep),
+``failed`` (``error.txt``; rerun by the next sweep), ``running`` (a live process holds the run's claim) and
+``pending``.
 """
 
 from __future__ import annotations
@@ -27,13 +31,27 @@ import pandas as pd
 from attnlab._io import make_dir
 from attnlab._validation import ValidationError
 from attnlab.runner.claim import is_claimed, locked
+from attnlab.runner.manifest import MANIFEST, damage, read_manifest
 from attnlab.runner.spec import Job
 from attnlab.runner.store import write_json, write_parquet
-from attnlab.runner.task import ERROR, JOB, OUTCOME, finished_status, is_finished
+from attnlab.runner.task import ERROR, JOB, OUTCOME, finished_status
 
 __all__ = ["INDEX_COLUMNS", "ResultsStore", "read_index"]
 
-INDEX_COLUMNS = ["index", "key", "task", "label", "status", "seconds", "run_dir", "params", "error"]
+INDEX_COLUMNS = [
+    "index",
+    "key",
+    "task",
+    "label",
+    "status",
+    "seconds",
+    "run_dir",
+    "params",
+    "error",
+    "finished",
+    "commit",
+    "reason",
+]
 INDEX = "index.parquet"
 _INDEX_LOCK = ".index.lock"
 
@@ -70,11 +88,18 @@ class ResultsStore:
         return self.root / "runs" / f"{_label(label)}-{job.key}"
 
     def add(self, job: Job, label: str) -> Path:
-        """Write the run's ``job.json`` unless it is there already; returns the run directory."""
+        """Write the run's ``job.json`` unless an intact one is there already; returns the run directory.
+
+        A ``job.json`` that is unreadable or describes another run (damaged by hand or by a disk fault) is
+        rewritten: the directory's name holds the run's key, so the job it belongs to is known.
+        """
         run_dir = self.run_dir(job, label)
-        if not (run_dir / JOB).is_file():
+        stored = _read_json(run_dir / JOB)
+        if stored is None or stored.get("key") != job.key or stored.get("task") != job.task:
             job_json = {"task": job.task, "key": job.key, "params": job.params, "label": label, "index": job.index}
             write_json(run_dir / JOB, job_json)
+            self._jobs.pop(run_dir.name, None)
+            self._final.pop(run_dir.name, None)
         return run_dir
 
     def status(self, job: Job, label: str) -> str:
@@ -82,32 +107,39 @@ class ResultsStore:
         return _status(self.run_dir(job, label))
 
     def scan(self) -> pd.DataFrame:
-        """The index rebuilt from disk: one row per run directory with a ``job.json``, by (index, key)."""
+        """The index rebuilt from disk: one row per run directory, by (index, key).
+
+        A directory whose ``job.json`` is unreadable is listed as ``damaged`` (its key read from its name), so
+        that no run drops out of the index unnoticed.
+        """
         rows = []
         runs = self.root / "runs"
         for run_dir in sorted(runs.iterdir()) if runs.is_dir() else []:
-            row = self._final.get(run_dir.name) or self._row(run_dir)
-            if row is None:
+            if not run_dir.is_dir():
                 continue
+            row = self._final.get(run_dir.name) or self._row(run_dir)
             if row["status"] in ("done", "diverged"):
                 self._final[run_dir.name] = row
             rows.append(row)
         frame = pd.DataFrame(rows, columns=INDEX_COLUMNS)
         return frame.sort_values(["index", "key"], kind="stable").reset_index(drop=True)
 
-    def _row(self, run_dir: Path) -> dict[str, Any] | None:
+    def _row(self, run_dir: Path) -> dict[str, Any]:
         job = self._jobs.get(run_dir.name) or _read_json(run_dir / JOB)
         if job is None or not {"task", "key", "params"} <= set(job):
-            return None
+            label, _, key = run_dir.name.rpartition("-")
+            return {
+                **_EMPTY_ROW,
+                "key": key,
+                "label": label,
+                "status": "damaged",
+                "run_dir": str(run_dir.relative_to(self.root)),
+                "error": f"{JOB} is missing or unreadable; the next sweep that holds this run rewrites it",
+            }
         self._jobs[run_dir.name] = job
-        status = _status(run_dir)
+        status, error = _status(run_dir)
         outcome = _read_json(run_dir / OUTCOME) or {}
-        error = ""
-        if status == "failed":
-            try:
-                error = (run_dir / ERROR).read_text()
-            except OSError:
-                error = ""
+        manifest = read_manifest(run_dir) or {}
         return {
             "index": int(job.get("index", 0)),
             "key": job["key"],
@@ -118,6 +150,9 @@ class ResultsStore:
             "run_dir": str(run_dir.relative_to(self.root)),
             "params": json.dumps(job["params"], sort_keys=True),
             "error": error,
+            "finished": str(manifest.get("finished", "")),
+            "commit": str((manifest.get("git") or {}).get("commit", "")),
+            "reason": str(manifest.get("reason", "")),
         }
 
     def write_index(self) -> pd.DataFrame:
@@ -131,12 +166,35 @@ class ResultsStore:
         return frame
 
 
-def _status(run_dir: Path) -> str:
-    if is_finished(run_dir):
-        return finished_status(run_dir)
+_EMPTY_ROW: dict[str, Any] = {
+    "index": -1,
+    "task": "",
+    "seconds": float("nan"),
+    "params": "{}",
+    "finished": "",
+    "commit": "",
+    "reason": "",
+}
+
+
+def _status(run_dir: Path) -> tuple[str, str]:
+    """The run's status and, for ``failed`` and ``damaged``, what went wrong."""
+    manifest = read_manifest(run_dir)
+    broken = damage(run_dir, manifest, deep=False) if manifest is not None else None
+    if manifest is not None and broken is None:
+        return finished_status(run_dir), ""
     if is_claimed(run_dir):
-        return "running"
-    return "failed" if (run_dir / ERROR).is_file() else "pending"
+        return "running", ""
+    if broken is not None:
+        return "damaged", broken
+    if (run_dir / MANIFEST).exists():
+        return "damaged", f"{MANIFEST} is unreadable"
+    if (run_dir / ERROR).is_file():
+        try:
+            return "failed", (run_dir / ERROR).read_text()
+        except OSError:
+            return "failed", ""
+    return "pending", ""
 
 
 def read_index(root: str | os.PathLike[str]) -> pd.DataFrame:
@@ -150,8 +208,11 @@ def read_index(root: str | os.PathLike[str]) -> pd.DataFrame:
     Returns
     -------
     pandas.DataFrame
-        Columns ``index, key, task, label, status, seconds, run_dir, params, error``; ``params`` is JSON text;
-        ``status`` is ``done``, ``diverged``, ``failed``, ``running`` or ``pending``.
+        Columns :data:`INDEX_COLUMNS`: ``index, key, task, label, status, seconds, run_dir, params, error,
+        finished, commit, reason``; ``params`` is JSON text; ``status`` is ``done``, ``diverged``, ``damaged``,
+        ``failed``, ``running`` or ``pending``; ``error`` holds the traceback of a failed run and what is wrong
+        with a damaged one; ``finished`` (UTC), ``commit`` and ``reason`` (why it was computed) come from the
+        manifest of a finished run.
 
     Raises
     ------

@@ -1,27 +1,33 @@
 """Run a sweep: expand it, skip finished runs, execute the rest, keep the index current, show progress.
 
 Stopping a sweep at any point (Ctrl-C, a crash, a killed worker) and running it again finishes it: finished
-runs (those with a ``record.json``) are skipped, every other run is rerun from a clean directory. Sweeps may
+runs are reused when their files are intact and the code that computed them is the current code
+(:mod:`attnlab.runner.manifest`, :mod:`attnlab.runner.fingerprint`); every other run is rerun from a clean
+directory, and its manifest says why. Sweeps may
 share a store and run at the same time: each run is claimed before it runs (:mod:`attnlab.runner.claim`), so
 a run is computed once, and a sweep that finds a run claimed by another process waits for it at the end.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
+from attnlab._validation import ValidationError
 from attnlab.callbacks import progress_bar
 from attnlab.runner.claim import wait_for_claim
 from attnlab.runner.executors import InProcessExecutor, PoolExecutor, RayExecutor
+from attnlab.runner.fingerprint import code_fingerprint
+from attnlab.runner.manifest import reuse_problem
 from attnlab.runner.results import INDEX_COLUMNS, ResultsStore
 from attnlab.runner.spec import Job, SweepSpec, expand
-from attnlab.runner.task import Outcome, Task, get_task, is_finished
+from attnlab.runner.task import Outcome, Reuse, Task, get_task
 
 __all__ = ["SweepResult", "run_sweep"]
 
@@ -30,6 +36,7 @@ __all__ = ["SweepResult", "run_sweep"]
 # finished run would cost time quadratic in the sweep size. Run directories, not the index, decide resume.
 _INDEX_EVERY_SECONDS = 1.0
 _INDEX_MAX_SHARE = 0.1
+_BAD_RUNS_SHOWN = 50  # lines of a refusal; the count of the others follows
 
 
 @dataclass(frozen=True)
@@ -44,11 +51,15 @@ class SweepResult:
         This sweep's rows of the index (one per run, in sweep order), as read from disk at the end.
     ran : int
         Runs executed by this call (runs finished before, or by another sweep, are not counted).
+    recomputed : dict of str to str
+        Why this call computed each run it ran, by key (``"new run"``, ``"the code changed since ..."``,
+        ``"the stored run was damaged: ..."``; see :func:`attnlab.runner.manifest.reuse_problem`).
     """
 
     root: Path
     index: pd.DataFrame
     ran: int
+    recomputed: dict[str, str] = field(default_factory=dict)
 
     @property
     def failed(self) -> pd.DataFrame:
@@ -62,6 +73,7 @@ def run_sweep(
     executor: InProcessExecutor | PoolExecutor | RayExecutor | None = None,
     *,
     progress: bool = True,
+    fresh: bool = False,
 ) -> SweepResult:
     """Run every unfinished run of a sweep and write the results store under ``out``.
 
@@ -75,6 +87,9 @@ def run_sweep(
         Where runs execute; default :class:`InProcessExecutor` (batched where the task allows).
     progress : bool, default=True
         Show a progress bar with ETA (:func:`attnlab.callbacks.progress_bar`: only when stderr is a terminal).
+    fresh : bool, default=False
+        Compute every run again, even one stored intact by the current code. Runs that another process is
+        computing are never wiped: they are waited for, and kept when they finish after this call started.
 
     Returns
     -------
@@ -88,27 +103,41 @@ def run_sweep(
     jobs = expand(spec) if isinstance(spec, SweepSpec) else list(spec)
     executor = executor if executor is not None else InProcessExecutor()
     tasks = {job.task: get_task(job.task) for job in jobs}
-    for job in jobs:
-        tasks[job.task].check(job.params)
+    _check_every_run(tasks, jobs)
     store = ResultsStore(out)
     labels = [tasks[job.task].label(job.params) for job in jobs]
     run_dirs = [store.add(job, label) for job, label in zip(jobs, labels)]
-    todo = [i for i, run_dir in enumerate(run_dirs) if not is_finished(run_dir)]  # a hint: claims decide
+    # The code fingerprints are taken here, once, and sent with the runs: a worker (a Ray node that received a
+    # task by value) may not be able to read the task's source itself.
+    reuse = Reuse(
+        codes={job.key: code_fingerprint(tasks[job.task].modules(job.params)) for job in jobs},
+        not_before=time.time() if fresh else None,
+    )
+    # Runs to hand to the executor: unfinished, stale or damaged ones (SHA-256 compared). Under its claim, execute
+    # decides again, since another sweep may finish a run in the meantime.
+    todo = [
+        i
+        for i, (job, run_dir) in enumerate(zip(jobs, run_dirs))
+        if reuse_problem(run_dir, reuse.codes[job.key], not_before=reuse.not_before) is not None
+    ]
     last_write = time.monotonic()
     store.write_index()
     interval = max(_INDEX_EVERY_SECONDS, (time.monotonic() - last_write) / _INDEX_MAX_SHARE)
     last_write = time.monotonic()
     ran = 0
+    recomputed: dict[str, str] = {}
     bar = progress_bar(total=len(todo), desc="sweep", unit="run", show=None if progress else False)
     bar.set_postfix(skipped=len(jobs) - len(todo), refresh=False)
     try:
         while todo:
             busy: list[int] = []
-            for outcome_index, outcome in _run(executor, tasks, jobs, run_dirs, todo):
+            for outcome_index, outcome in _run(executor, tasks, jobs, run_dirs, todo, reuse):
                 if outcome.status == "busy":
                     busy.append(outcome_index)
                     continue
                 ran += outcome.ran
+                if outcome.reason:
+                    recomputed[outcome.key] = outcome.reason
                 bar.update(1)
                 if time.monotonic() - last_write > interval:
                     started = time.monotonic()
@@ -121,9 +150,29 @@ def run_sweep(
     finally:
         bar.close()
         index = store.write_index()
-    mine = index.set_index("key").loc[[job.key for job in jobs]].reset_index()[INDEX_COLUMNS]
+    mine = index.drop_duplicates("key").set_index("key").reindex([job.key for job in jobs]).reset_index()
+    mine = mine[INDEX_COLUMNS]
     mine["index"] = [job.index for job in jobs]
-    return SweepResult(root=store.root, index=mine, ran=ran)
+    return SweepResult(root=store.root, index=mine, ran=ran, recomputed=recomputed)
+
+
+def _check_every_run(tasks: dict[str, Task], jobs: Sequence[Job]) -> None:
+    """Check every run's parameters before any run starts, and refuse them all at once: one line per bad run."""
+    bad: list[tuple[Job, ValidationError]] = []
+    for job in jobs:
+        try:
+            tasks[job.task].check(job.params)
+        except ValidationError as err:
+            bad.append((job, err))
+    if len(jobs) == 1 and bad:
+        raise bad[0][1]  # the sweep's only run: its error as it is
+    lines = [f"run {job.index} {json.dumps(job.params, sort_keys=True, default=str)}: {err}" for job, err in bad]
+    if len(lines) > _BAD_RUNS_SHOWN:
+        lines = lines[:_BAD_RUNS_SHOWN] + [f"... and {len(lines) - _BAD_RUNS_SHOWN} more"]
+    if bad:
+        raise ValidationError(
+            f"{len(bad)} of {len(jobs)} runs of the sweep have bad parameters; nothing ran:\n  " + "\n  ".join(lines)
+        )
 
 
 def _run(
@@ -132,10 +181,11 @@ def _run(
     jobs: Sequence[Job],
     run_dirs: Sequence[Path],
     todo: Sequence[int],
+    reuse: Reuse,
 ) -> Iterator[tuple[int, Outcome]]:
     """``(job position, outcome)`` for the jobs at positions ``todo``, task by task."""
     for task_name, task in tasks.items():
         mine = [i for i in todo if jobs[i].task == task_name]
         by_key = {jobs[i].key: i for i in mine}
-        for outcome in executor.map(task, [jobs[i] for i in mine], [run_dirs[i] for i in mine]):
+        for outcome in executor.map(task, [jobs[i] for i in mine], [run_dirs[i] for i in mine], reuse):
             yield by_key[outcome.key], outcome

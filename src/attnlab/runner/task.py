@@ -3,9 +3,13 @@
 A task is a picklable object (a module-level class), so that a process pool or a Ray worker can receive it.
 Its contract:
 
-- ``run(params, run_dir)`` writes the run's outputs atomically and ``record.json`` **last**: a run directory
-  with a ``record.json`` is a finished run, anything else is unfinished and is rerun from scratch; a summary
-  ``{"status": "diverged", ...}`` marks a run that stopped on its own (finished, not failed, not rerun);
+- ``run(params, run_dir)`` writes the run's outputs atomically and ``record.json`` **last**; the runner then
+  writes ``outcome.json`` and the manifest (:mod:`attnlab.runner.manifest`). A run directory whose manifest is
+  there, whose files are intact and whose code fingerprint (:mod:`attnlab.runner.fingerprint`) is the current
+  one holds a finished run that is reused; anything else is rerun from scratch, and the manifest of the new run
+  says why. A summary ``{"status": "diverged", ...}`` marks a run that stopped on its own (finished, not failed);
+- ``modules(params)`` names the modules, besides attnlab's, whose code computes the run (default: the task's
+  own module), so that an edit to them makes a stored run stale;
 - ``batch_key(params)`` returns a hashable key when runs with equal keys can go through one batched tensor
   program (``run_batch``), or ``None``; the in-process executor groups runs by it;
 - ``check(params)`` refuses bad parameters before anything runs.
@@ -20,15 +24,27 @@ import time
 import traceback
 from collections.abc import Hashable, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from attnlab._validation import ValidationError
 from attnlab.runner.claim import LOCK, claim
+from attnlab.runner.fingerprint import code_fingerprint
+from attnlab.runner.manifest import MANIFEST, damage, read_manifest, reuse_problem, write_manifest
 from attnlab.runner.store import atomic_write
 
-__all__ = ["Outcome", "Task", "execute", "execute_batch", "finished_status", "get_task", "is_finished", "register_task"]
+__all__ = [
+    "Outcome",
+    "Reuse",
+    "Task",
+    "execute",
+    "execute_batch",
+    "finished_status",
+    "get_task",
+    "is_finished",
+    "register_task",
+]
 
 RECORD = "record.json"
 ERROR = "error.txt"
@@ -55,6 +71,11 @@ class Task:
     def run(self, params: dict[str, Any], run_dir: Path) -> dict[str, Any]:
         """Run one job, write its outputs into ``run_dir`` (``record.json`` last) and return a summary."""
         raise NotImplementedError
+
+    def modules(self, params: dict[str, Any]) -> list[str]:
+        """Dotted names of the modules whose code computes a run besides attnlab's; default the task's module."""
+        del params
+        return [type(self).__module__]
 
     def batch_key(self, params: dict[str, Any]) -> Hashable | None:
         """A key shared by runs that one batched call can run together, or ``None`` (run alone)."""
@@ -106,6 +127,31 @@ def get_task(name: str) -> Task:
 
 
 @dataclass(frozen=True)
+class Reuse:
+    """What a stored run must match to be reused instead of computed.
+
+    Attributes
+    ----------
+    codes : dict of str to dict
+        The code fingerprint (:func:`~attnlab.runner.fingerprint.code_fingerprint`) of each run, by job key, as
+        the sweep's own process computed it; a run missing here is fingerprinted where it executes.
+    not_before : float, optional
+        Unix time: a run finished earlier is computed again (``--fresh``); runs finished since are kept.
+    """
+
+    codes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    not_before: float | None = None
+
+    def code(self, task: Task, key: str, params: dict[str, Any]) -> dict[str, Any]:
+        """The fingerprint of run ``key``."""
+        return self.codes.get(key) or code_fingerprint(task.modules(params))
+
+    def of(self, key: str) -> Reuse:
+        """What run ``key`` must match, alone: what a worker process receives with the run."""
+        return Reuse({key: self.codes[key]} if key in self.codes else {}, self.not_before)
+
+
+@dataclass(frozen=True)
 class Outcome:
     """How one job ended.
 
@@ -122,6 +168,8 @@ class Outcome:
         The traceback when ``status == "failed"``, else ``""``.
     summary : dict
         What the task returned (for example checks passed); ``{"skipped": True}`` for a run not run by this call.
+    reason : str
+        Why this call computed the run (:func:`~attnlab.runner.manifest.reuse_problem`); ``""`` when it did not.
     """
 
     key: str
@@ -129,6 +177,7 @@ class Outcome:
     seconds: float
     error: str = ""
     summary: dict[str, Any] | None = None
+    reason: str = ""
 
     @property
     def ran(self) -> bool:
@@ -137,8 +186,13 @@ class Outcome:
 
 
 def is_finished(run_dir: Path) -> bool:
-    """Whether ``run_dir`` holds a finished run (its ``record.json``, written last, exists)."""
-    return (Path(run_dir) / RECORD).is_file()
+    """Whether ``run_dir`` holds a finished run: its manifest, written last, is there and lists intact files.
+
+    Files are compared by size here (cheap for every scan of a store); the sweep compares their SHA-256 digests
+    before it reuses a run.
+    """
+    manifest = read_manifest(run_dir)
+    return manifest is not None and damage(run_dir, manifest, deep=False) is None
 
 
 def finished_status(run_dir: Path) -> str:
@@ -146,13 +200,14 @@ def finished_status(run_dir: Path) -> str:
     try:
         status = json.loads((Path(run_dir) / OUTCOME).read_text()).get("status")
     except (OSError, ValueError, AttributeError):
-        return "done"  # killed between record.json and outcome.json: finished, its summary lost
+        return "done"  # outcome.json is listed by the manifest, so a finished run has one
     return status if status in FINISHED else "done"
 
 
 def _fresh(run_dir: Path) -> None:
-    # An unfinished run directory may hold a killed run's partial outputs or temp files: start it clean, but
-    # keep the claim (held by the caller) and the job description.
+    # A run directory to compute may hold a killed run's partial outputs, temp files, or a stale or damaged run:
+    # start it clean, manifest first, but keep the claim (held by the caller) and the job description.
+    (run_dir / MANIFEST).unlink(missing_ok=True)
     for entry in run_dir.iterdir():
         if entry.name in _KEEP:
             continue
@@ -168,8 +223,10 @@ def _failed(key: str, run_dir: Path, seconds: float, text: str | None = None) ->
     return Outcome(key=key, status="failed", seconds=seconds, error=text)
 
 
-def _succeeded(task: Task, key: str, run_dir: Path, seconds: float, summary: Any) -> Outcome:
-    if not is_finished(run_dir):
+def _succeeded(
+    task: Task, key: str, run_dir: Path, seconds: float, summary: Any, code: dict[str, Any], reason: str
+) -> Outcome:
+    if not (run_dir / RECORD).is_file():
         return _failed(
             key,
             run_dir,
@@ -180,28 +237,41 @@ def _succeeded(task: Task, key: str, run_dir: Path, seconds: float, summary: Any
     status = "diverged" if isinstance(summary, dict) and summary.get("status") == "diverged" else "done"
     text = json.dumps({"status": status, "seconds": seconds})
     atomic_write(run_dir / OUTCOME, lambda p: p.write_text(text + "\n"))
-    return Outcome(key=key, status=status, seconds=seconds, summary=summary)
+    write_manifest(run_dir, code, reason)  # last: from here on the run is finished
+    return Outcome(key=key, status=status, seconds=seconds, summary=summary, reason=reason)
 
 
-def _left_alone(key: str, run_dir: Path, mine: bool) -> Outcome | None:
-    """The outcome of a run this call must not run (claimed elsewhere, or finished), else ``None``."""
+def _left_alone(
+    task: Task, key: str, params: dict[str, Any], run_dir: Path, mine: bool, reuse: Reuse | None
+) -> tuple[Outcome | None, dict[str, Any], str]:
+    """``(outcome, code, reason)``: the outcome of a run this call must not run (claimed elsewhere, or finished
+    by the current code and intact), else ``None`` with the code fingerprint and the reason to compute it."""
     if not mine:
-        return Outcome(key=key, status="busy", seconds=0.0, summary={"skipped": True})
-    if is_finished(run_dir):
-        return Outcome(key=key, status=finished_status(run_dir), seconds=0.0, summary={"skipped": True})
-    return None
+        return Outcome(key=key, status="busy", seconds=0.0, summary={"skipped": True}), {}, ""
+    reuse = reuse or Reuse()
+    code = reuse.code(task, key, params)
+    reason = reuse_problem(run_dir, code, not_before=reuse.not_before)
+    if reason is None:
+        return Outcome(key=key, status=finished_status(run_dir), seconds=0.0, summary={"skipped": True}), code, ""
+    return None, code, reason
 
 
-def execute(task: Task, key: str, params: dict[str, Any], run_dir: Path) -> Outcome:
+def execute(task: Task, key: str, params: dict[str, Any], run_dir: Path, reuse: Reuse | None = None) -> Outcome:
     """Claim the run, and run it unless it is finished; an exception becomes a ``"failed"`` outcome and ``error.txt``.
 
-    What is left to do is decided under the claim: a run finished by anyone (another sweep included) is
-    returned as it is, never wiped, and a run another process holds is reported ``"busy"`` and left alone.
-    Idempotent: a retried or repeated call on a finished run returns its status without running it again.
+    What is left to do is decided under the claim: a run finished by anyone (another sweep included), intact
+    and computed by the current code, is returned as it is, never wiped, and a run another process holds is
+    reported ``"busy"`` and left alone. A stale or damaged run is computed again, and its outcome and manifest
+    say why. Idempotent: a retried or repeated call on a finished run returns its status without running it.
+
+    Parameters
+    ----------
+    reuse : Reuse, optional
+        What a stored run must match (default: the code fingerprint taken here; no ``--fresh``).
     """
     run_dir = Path(run_dir)
     with claim(run_dir) as mine:
-        skipped = _left_alone(key, run_dir, mine)
+        skipped, code, reason = _left_alone(task, key, params, run_dir, mine, reuse)
         if skipped is not None:
             return skipped
         _fresh(run_dir)
@@ -210,24 +280,32 @@ def execute(task: Task, key: str, params: dict[str, Any], run_dir: Path) -> Outc
             summary = task.run(params, run_dir)
         except Exception:  # noqa: BLE001 - one failing run must not stop the sweep; the traceback is kept
             return _failed(key, run_dir, time.perf_counter() - start)
-        return _succeeded(task, key, run_dir, time.perf_counter() - start, summary)
+        return _succeeded(task, key, run_dir, time.perf_counter() - start, summary, code, reason)
 
 
 def execute_batch(
-    task: Task, keys: Sequence[str], params: Sequence[dict[str, Any]], run_dirs: Sequence[Path]
+    task: Task,
+    keys: Sequence[str],
+    params: Sequence[dict[str, Any]],
+    run_dirs: Sequence[Path],
+    reuse: Reuse | None = None,
 ) -> list[Outcome]:
     """Claim the runs of one ``batch_key`` and run the unfinished ones as one batch.
 
-    Runs finished or claimed elsewhere are left alone (as in :func:`execute`); if the batch raises, every run
-    it held is marked failed.
+    Runs finished or claimed elsewhere are left alone (as in :func:`execute`, whose ``reuse`` this takes);
+    if the batch raises, every run it held is marked failed.
     """
     run_dirs = [Path(r) for r in run_dirs]
     outcomes: dict[int, Outcome] = {}
+    codes: dict[int, tuple[dict[str, Any], str]] = {}
     with ExitStack() as claims:
         for i, (key, run_dir) in enumerate(zip(keys, run_dirs)):
-            skipped = _left_alone(key, run_dir, claims.enter_context(claim(run_dir)))
+            mine = claims.enter_context(claim(run_dir))
+            skipped, code, reason = _left_alone(task, key, params[i], run_dir, mine, reuse)
             if skipped is not None:
                 outcomes[i] = skipped
+            else:
+                codes[i] = (code, reason)
         todo = [i for i in range(len(keys)) if i not in outcomes]
         for i in todo:
             _fresh(run_dirs[i])
@@ -244,5 +322,7 @@ def execute_batch(
             outcomes.update({i: _failed(keys[i], run_dirs[i], seconds, text) for i in todo})
         else:
             seconds = (time.perf_counter() - start) / max(len(todo), 1)
-            outcomes.update({i: _succeeded(task, keys[i], run_dirs[i], seconds, s) for i, s in zip(todo, summaries)})
+            outcomes.update(
+                {i: _succeeded(task, keys[i], run_dirs[i], seconds, s, *codes[i]) for i, s in zip(todo, summaries)}
+            )
     return [outcomes[i] for i in range(len(keys))]
