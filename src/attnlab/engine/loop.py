@@ -240,6 +240,7 @@ def fit(
                 break
             if optimizer is None:
                 ctx.params, ctx.log_risk, ctx.weights = _tensors(space), gradient.log_risk, gradient.weights
+                ctx.step = step
                 update, state = rule.step(gradient.mantissas, gradient.log_scale, state, ctx)
                 space.apply(rule, update)
             else:

@@ -181,7 +181,7 @@ def _fixed_decoder_optimizers(config: Fig2Config, L_star: float) -> dict[str, Ca
         "GD": lambda p: torch.optim.SGD(p, lr=config.gd_lr),  # A1
         "NGD": lambda p: NormalizedGD(p, lr=config.ngd_lr, max_step=config.ngd_cap),  # A2
         "NGD-mom": lambda p: NormalizedGD(p, lr=config.ngd_lr, max_step=config.mom_cap, momentum=config.momentum),
-        "Polyak": lambda p: PolyakStep(p, max_lr=config.polyak_cap, optimal_loss=L_star),  # A3
+        "Polyak": lambda p: PolyakStep(p, max_step=config.polyak_cap, optimal_loss=L_star),  # A3
     }
 
 
@@ -371,7 +371,7 @@ def run_fig3(config: Fig3Config, ctx: RunContext) -> ExperimentResult:
             [{"params": [m.v]}, {"params": [m.weight]}], lr=config.lr, alpha=0.0, normalizer="block_grad_norm"
         ),  # A7: per-block NGD
         "Polyak": lambda m: PolyakStep(  # A3 with L_* = 0
-            m.parameters(), max_lr=math.inf if config.polyak_cap is None else config.polyak_cap, optimal_loss=0.0
+            m.parameters(), max_step=math.inf if config.polyak_cap is None else config.polyak_cap, optimal_loss=0.0
         ),
         "NGD-joint": lambda m: NormalizedGD(m.parameters(), lr=config.lr),  # A5: one norm over (u, W)
     }
