@@ -158,7 +158,8 @@ def fit(
     optimizer : torch.optim.Optimizer, optional
         Instead of ``rule``: any optimizer over ``optimizer_params`` (the same tensors as ``params``, moved in place
         by the optimizer); it receives true gradients in ``.grad``, or the gradients' mantissas if it declares
-        ``scale_invariant = True`` (its step is unchanged by a positive rescaling of each step's gradients).
+        ``scale_invariant = True`` (its step is unchanged by a positive rescaling of each step's gradients; see
+        "Writing a transform" in :mod:`attnlab.optim.transforms`, where every declaration is described).
     rule_state : list, optional
         The rule's state to start from (default ``rule.init``).
     record_every : int, optional
