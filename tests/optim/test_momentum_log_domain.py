@@ -58,19 +58,8 @@ def fig2():
 
 
 def engine(data, W0, steps, lr, **options):
-    run = al.batched.train(
-        data.X,
-        data.Z,
-        data.y,
-        data.v,
-        W0,
-        optimizer="ngd",
-        lr=lr,
-        steps=steps,
-        keep_iterates=True,
-        record_every=1,
-        **options,
-    )
+    arrays = (data.X, data.Z, data.y, data.v, W0)
+    run = al.batched.train(*arrays, optimizer="ngd", lr=lr, steps=steps, keep_iterates=True, record_every=1, **options)
     assert run.status == ["completed"]
     return run.iterates["W"][1:, 0]  # (steps, d, d): the iterate after each step
 
