@@ -47,7 +47,7 @@ def explain_cmd(path: str, param: str, opt: str, steps: int, lr: float | None, l
 
     from attnlab._io import make_dir
     from attnlab.data import TokenSelectionData
-    from attnlab.experiments.explain import explain
+    from attnlab.explain import explain
     from attnlab.optim import parse_optimizer
     from attnlab.runner.store import save_figure, write_csv, write_parquet
 
