@@ -61,16 +61,36 @@ def test_data_without_a_head_is_refused():
         explain(TokenSelectionData(data.X, data.Z, data.y), "W", "ngd", steps=5)
 
 
-@pytest.mark.parametrize("text", ["adam", "md", "md:1", "md:x", "md:inf", "ngd:2"])
-def test_bad_opt_strings_are_refused_with_the_accepted_forms(text):
-    with pytest.raises(ValidationError, match=r'opt must be "gd", "ngd", "polyak" or "md:<p>"'):
-        parse_opt(text)
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("lbfgs", r"optimizer 'lbfgs': unknown name 'lbfgs'; the form is name\[:p\]"),
+        ("md:1", r"optimizer 'md:1': p == 1, must be > 1.0"),
+        ("md:x", r"optimizer 'md:x': p must be a Real, got 'x'"),
+        ("md:inf", r"optimizer 'md:inf': p == inf, must be a finite number"),
+        ("ngd:2", r"optimizer 'ngd:2': '2' is not key=value; only md takes a positional argument"),
+        ("adam", r"optimizer == 'adam', must be one of 'gd', 'ngd', 'polyak', 'md', 'joint'"),
+    ],
+)
+def test_bad_opt_strings_are_refused_naming_the_bad_part(example, text, message):
+    with pytest.raises(ValidationError, match=message):
+        explain(example, "W", text, steps=5)
 
 
-def test_parse_opt_reads_the_exponent():
-    assert parse_opt("md:1.5") == ("md", 1.5)
-    assert parse_opt("polyak") == ("polyak", None)
-    assert math.isclose(parse_opt("md:2")[1], 2.0)
+def test_parse_opt_is_deprecated_and_reads_the_exponent_through_the_grammar():
+    with pytest.warns(DeprecationWarning, match="parse_optimizer"):
+        assert parse_opt("md:1.5") == ("md", 1.5)
+    with pytest.warns(DeprecationWarning):
+        assert parse_opt("polyak") == ("polyak", None)
+    with pytest.warns(DeprecationWarning):
+        assert math.isclose(parse_opt("md:2")[1], 2.0)
+
+
+def test_lr_as_polyaks_cap_is_deprecated_and_means_max_step(example):
+    with pytest.warns(DeprecationWarning, match="polyak:max_step=0.3"):
+        old = explain(example, "W", "polyak", steps=20, lr=0.3, record_every=5)
+    new = explain(example, "W", "polyak:max_step=0.3", steps=20, record_every=5)
+    torch.testing.assert_close(old.W, new.W, rtol=0, atol=0)
 
 
 def test_bad_param_and_sizes_name_the_argument(example):

@@ -11,7 +11,7 @@ import math
 
 import torch
 
-__all__ = ["LOG2_E", "exp", "exp_", "logsumexp"]
+__all__ = ["LOG2_E", "exp", "exp_", "inverse_mirror_map", "logsumexp", "mirror_map"]
 
 LOG2_E = 1.0 / math.log(2.0)
 
@@ -40,3 +40,13 @@ def logsumexp(x: torch.Tensor, dim: int) -> torch.Tensor:
     """
     top = x.amax(dim=dim, keepdim=True).nan_to_num_(nan=0.0, posinf=0.0, neginf=0.0)  # a finite shift
     return exp_(x - top).sum(dim=dim).log_().add_(top.squeeze(dim))
+
+
+def mirror_map(x: torch.Tensor, p: float) -> torch.Tensor:
+    """``grad psi(x) = sign(x) |x|^(p-1)`` entrywise, ``psi = ||x||_p^p / p``. Spec: mirror-descent-lp §3."""
+    return torch.sign(x) * x.abs().pow(p - 1.0)  # spec md §3: grad psi
+
+
+def inverse_mirror_map(g: torch.Tensor, p: float) -> torch.Tensor:
+    """``(grad psi)^{-1}(g) = sign(g) |g|^(1/(p-1))`` entrywise, ``p > 1``. Spec: mirror-descent-lp §3."""
+    return torch.sign(g) * g.abs().pow(1.0 / (p - 1.0))  # spec md §3: inverse mirror map

@@ -19,9 +19,12 @@ import pandas as pd
 import torch
 
 from attnlab._validation import ValidationError, check_in, check_scalar, check_tensor
-from attnlab.engine import OPTIMIZERS, OPTIONS, Problem, Recorder, fit, named_rule
-from attnlab.losses import LOSSES, log_mean_loss
+from attnlab.engine import OPTIMIZERS, OPTIONS, Problem, Recorder, fit
+from attnlab.engine.spaces import optimal_loss
+from attnlab.losses import LOSSES
 from attnlab.models.functional import token_scores
+from attnlab.optim.spec import OptimizerSpec
+from attnlab.optim.transforms import Rule
 
 __all__ = ["BatchedRun", "train", "PARAMETRIZATIONS", "OPTIMIZERS"]
 
@@ -93,7 +96,7 @@ def train(
     v: Any,
     W0: Any = None,
     param: str = "W",
-    optimizer: str = "ngd",
+    optimizer: str | OptimizerSpec | Rule = "ngd",
     lr: float | Any | None = None,
     loss: str = "exp",
     steps: int = 1000,
@@ -113,8 +116,11 @@ def train(
     param : {"W", "KQ", "diag"}
         Combined matrix; separate key and query ``K0, Q0`` of shape ``([R,] d, d_e)`` (options, required);
         diagonal ``xi_k0, xi_q0`` of shape ``([R,] d)`` (options, required).
-    optimizer : {"gd", "ngd", "polyak", "md", "joint"}
-        Spec implicit-bias-ngd A1 (``momentum``); A2/A4/A7 (``max_step``, ``momentum``, ``momentum_variant`` in
+    optimizer : str, OptimizerSpec or Rule
+        An optimizer string of the one grammar (:mod:`attnlab.optim.spec`: ``"ngd"``, ``"ngd:momentum=0.9"``,
+        ``"polyak:max_step=5"``, ``"md:1.5"``), its parsed spec, or a rule of your own transforms
+        (:mod:`attnlab.optim.transforms`). The options below may be written in the string or passed as keywords
+        (not both). Names: gd, ngd, polyak, md, joint. Spec implicit-bias-ngd A1 (``momentum``); A2/A4/A7 (``max_step``, ``momentum``, ``momentum_variant`` in
         {"heavy_ball", "normalized_buffer"}, ``normalization`` in {"global", "tensor"}: one norm per run over all
         tensors, K and Q together, or one per tensor); A3 (``max_step``, ``optimal_loss`` default ``L*``, ``c``;
         no ``lr``); mirror-descent-lp §4 (``p`` > 1, ``normalized`` default True, ``eps``: each tensor is
@@ -148,14 +154,18 @@ def train(
     ``status`` is ``"diverged"``, and the other runs go on.
     """
     check_in("param", param, PARAMETRIZATIONS)
-    check_in("optimizer", optimizer, OPTIMIZERS)
+    own_rule = isinstance(optimizer, Rule)
+    spec = None if own_rule else OptimizerSpec.parse(optimizer)
+    if spec is not None:
+        check_in("optimizer", spec.name, OPTIMIZERS)
     check_in("loss", loss, LOSSES)
     check_scalar("steps", steps, kind=int, low=0)
-    allowed = OPTIONS[optimizer] | _COMMON
+    allowed = (set() if own_rule else OPTIONS[spec.name]) | _COMMON
     unknown = set(options) - allowed
     if unknown:
         raise ValidationError(
-            f"unknown option(s) {sorted(unknown)} for optimizer {optimizer!r}; valid: {sorted(allowed)}"
+            f"unknown option(s) {sorted(unknown)} for optimizer {str(optimizer if spec is None else spec)!r}; "
+            f"valid: {sorted(allowed)}"
         )
     device = None if options.get("device") is None else _device(options["device"])
 
@@ -186,10 +196,15 @@ def train(
         lr_t = lr_t.expand(R).clone() if lr_t.dim() == 0 else check_tensor("lr", lr_t, "R", {"R": R})
         if bool((lr_t <= 0).any()):
             raise ValidationError(f"lr must be > 0 for every run, got min {float(lr_t.min()):g}")
-    # spec ngd A3: L* = (1/n) sum_i l(gamma_{i,opt_i}) (softmax put on the optimal token)
-    l_star = log_mean_loss(token_scores(Xr, yr, vr).amax(dim=-1), loss).exp()
-    rule_options = {k: v for k, v in options.items() if k in OPTIONS[optimizer]}
-    rule = named_rule(optimizer, lr_t, rule_options, list(params), l_star)
+    if own_rule:
+        if lr_t is not None:
+            raise ValidationError("lr sets the step of a named optimizer; a Rule carries its own, drop lr")
+        rule = optimizer
+    else:
+        rule_options = {k: v for k, v in options.items() if k in OPTIONS[spec.name]}
+        rule = spec.with_options(**rule_options).rule(
+            list(params), lr=lr_t, optimal_loss=optimal_loss(Xr, yr, vr, loss)
+        )
 
     record_every = options.get("record_every")
     if record_every is not None:
@@ -210,7 +225,7 @@ def train(
         recorder=recorder,
         callbacks=options.get("callbacks") or (),
         progress=options.get("progress", False),
-        desc=f"batched {optimizer}",
+        desc=f"batched {'rule' if spec is None else spec.name}",
     )
     frame = result.frame if record_every is not None else None
     return BatchedRun(result.W, frame, result.params, result.status, result.last_step, result.iterates)

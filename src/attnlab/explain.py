@@ -4,7 +4,8 @@ Spec: implicit-bias-ngd §5 (W-SVM, Frobenius) and §8.3 (NGD -> W_mm), kq-nucle
 ``(K, Q)``, l1 for the diagonal) and §7, mirror-descent-lp §5 (l_p-AttSVM, locally optimal selections) and §8.
 
 The candidates are every SVM the three papers name: Frobenius, nuclear, l1-diagonal and l2-diagonal for the default
-selection (``data.select``, else the optimal tokens), the entrywise l_p SVM for ``opt="md:<p>"``, and the Frobenius
+selection (``data.select``, else the optimal tokens), the entrywise l_p SVM for ``opt="md:<p>"`` (the optimizer
+grammar of :mod:`attnlab.optim.spec`), and the Frobenius
 SVM of each other locally optimal selection. Training is one run of :func:`attnlab.batched.train` that records the
 alignment with every candidate in one pass along the same trajectory.
 """
@@ -12,6 +13,7 @@ alignment with every candidate in one pass along the same trajectory.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,50 +26,31 @@ from attnlab.batched import train as batched_train
 from attnlab.data import TokenSelectionData
 from attnlab.losses import LOSSES
 from attnlab.models.functional import token_scores
+from attnlab.optim.spec import OptimizerSpec
 from attnlab.plotting import STEP, house_figure, label_axes, log_gap_axis, new_figure
 from attnlab.svm import InfeasibleProgramError, attention_svm, diagonal_svm, locally_optimal_selections
 
 __all__ = ["Explanation", "explain", "parse_opt"]
 
-_OPT_HELP = 'opt must be "gd", "ngd", "polyak" or "md:<p>" with a number p > 1 (e.g. "md:1.5")'
-
 
 def parse_opt(opt: str) -> tuple[str, float | None]:
-    """Split an optimizer string into the :func:`attnlab.batched.train` name and the mirror-descent exponent.
-
-    Parameters
-    ----------
-    opt : str
-        ``"gd"``, ``"ngd"``, ``"polyak"`` or ``"md:<p>"`` (normalised l_p mirror descent, ``p > 1``).
-
-    Returns
-    -------
-    name : str
-    p : float or None
-        The exponent of ``"md:<p>"``, else None.
-
-    Raises
-    ------
-    ValidationError
-        On any other string; the message lists the accepted forms.
+    """Deprecated: use :func:`attnlab.optim.parse_optimizer`. The rule name and the mirror-descent exponent.
 
     Examples
     --------
-    >>> parse_opt("md:1.5")
+    >>> import warnings
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore", DeprecationWarning)
+    ...     parse_opt("md:1.5")
     ('md', 1.5)
     """
-    if not isinstance(opt, str):
-        raise ValidationError(f"{_OPT_HELP}, got {opt!r}")
-    if opt in ("gd", "ngd", "polyak"):
-        return opt, None
-    name, _, exponent = opt.partition(":")
-    try:
-        p = float(exponent)
-    except ValueError:
-        p = math.nan
-    if name != "md" or not p > 1 or math.isinf(p):
-        raise ValidationError(f"{_OPT_HELP}, got {opt!r}")
-    return "md", p
+    warnings.warn(
+        "parse_opt is deprecated; use attnlab.optim.parse_optimizer (the one optimizer grammar)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    spec = OptimizerSpec.parse(opt)
+    return spec.name, (spec.get("p", 2.0) if spec.name == "md" else None)
 
 
 @dataclass
@@ -146,9 +129,9 @@ def _initial(param: str, d: int, d_e: int, init_scale: float, seed: int) -> dict
 def explain(
     data: TokenSelectionData,
     param: str = "W",
-    opt: str = "ngd",
+    opt: str | OptimizerSpec = "ngd",
     steps: int = 1000,
-    lr: float = 0.1,
+    lr: float | None = None,
     *,
     loss: str = "exp",
     record_every: int | None = None,
@@ -168,11 +151,14 @@ def explain(
         With a head ``v`` (the head is fixed during training).
     param : {"W", "KQ", "diag"}, default="W"
         Combined ``W``, factored ``W = K Q^T`` (``K, Q`` of shape ``(d, d_e)``), or diagonal ``W = diag(xi_k * xi_q)``.
-    opt : str, default="ngd"
-        ``"gd"``, ``"ngd"``, ``"polyak"`` or ``"md:<p>"`` (normalised l_p mirror descent).
+    opt : str or OptimizerSpec, default="ngd"
+        An optimizer of the one grammar (:mod:`attnlab.optim.spec`) that :func:`attnlab.batched.train` runs:
+        ``"gd"``, ``"ngd:momentum=0.9"``, ``"polyak:max_step=5"``, ``"md:1.5"`` (l_p mirror descent, normalised
+        unless ``normalized=false``; adds the l_p SVM and the Bregman divergence), ``"joint"``.
     steps : int, default=1000
-    lr : float, default=0.1
-        Step size (for Polyak: the cap on the step).
+    lr : float, optional
+        Step size, when the string sets none (default 0.1). For Polyak, ``lr`` as its cap is deprecated: write
+        ``"polyak:max_step=..."``.
     loss : {"exp", "logistic"}, default="exp"
     record_every : int, optional
         Default ``max(1, steps // 100)``.
@@ -207,10 +193,17 @@ def explain(
         raise ValidationError(f"data must be a TokenSelectionData, got {type(data).__name__}")
     data.require_head()
     check_in("param", param, PARAMETRIZATIONS)
-    name, p = parse_opt(opt)
+    spec = OptimizerSpec.parse(opt)
+    if spec.name == "polyak" and lr is not None:
+        warnings.warn(
+            f"lr as Polyak's cap is deprecated; write 'polyak:max_step={lr}'", DeprecationWarning, stacklevel=2
+        )
+        spec, lr = spec.with_options(max_step=lr), None
+    p = spec.get("p", 2.0) if spec.name == "md" else None
     check_in("loss", loss, LOSSES)
     check_scalar("steps", steps, kind=int, low=1)
-    check_scalar("lr", lr, low=0.0, low_inclusive=False)
+    if lr is not None:
+        check_scalar("lr", lr, low=0.0, low_inclusive=False)
     check_scalar("init_scale", init_scale, low=0.0, low_inclusive=False)
     check_scalar("seed", seed, kind=int, low=0)
     record_every = max(1, steps // 100) if record_every is None else record_every
@@ -231,9 +224,7 @@ def explain(
             "cannot be separated, check attnlab.svm.is_separable(data)"
         )
     names = list(svms)
-    options: dict[str, Any] = {"max_step": lr} if name == "polyak" else {}
-    if name == "md":
-        options.update(p=p, normalized=True, bregman_p=p)
+    options: dict[str, Any] = {"bregman_p": p} if p is not None else {}
     init = _initial(param, data.d, d_e, init_scale, seed)
     run = batched_train(
         data.X,
@@ -242,8 +233,8 @@ def explain(
         data.v,
         init.pop("W0", None),
         param=param,
-        optimizer=name,
-        lr=None if name == "polyak" else lr,
+        optimizer=spec,
+        lr=lr,
         loss=loss,
         steps=steps,
         record_every=record_every,
@@ -253,7 +244,7 @@ def explain(
     )
     if run.status[0] != "completed":
         raise ValidationError(
-            f"training diverged: the loss became non-finite after step {run.last_step[0]} with opt={opt!r}, "
+            f"training diverged: the loss became non-finite after step {run.last_step[0]} with opt={str(spec)!r}, "
             f"lr={lr}; no SVM is named for a diverged run. Lower lr (or use ngd or a capped polyak)"
         )
     frame = run.frame
@@ -286,7 +277,7 @@ def explain(
     )
     closest = str(table.loc[table["one_minus_cos"].idxmin(), "candidate"])
     table["closest"] = table["candidate"] == closest
-    figure = _figure(trajectory, table, param, opt)
+    figure = _figure(trajectory, table, param, str(spec))
     return Explanation(table=table, trajectory=trajectory, closest=closest, figure=figure, skipped=skipped, W=run.W[0])
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from attnlab._numerics import mirror_map
 from attnlab._validation import ValidationError, check_in, check_scalar
 from attnlab.models.functional import attention_logits
 
@@ -129,7 +130,7 @@ def bregman_divergence(A: torch.Tensor, B: torch.Tensor, p: float) -> torch.Tens
     """
     check_scalar("p", p, low=1.0, low_inclusive=False)
     dims = (-2, -1)
-    grad_b = torch.sign(B) * B.abs() ** (p - 1)  # spec md §3: grad psi(B)
+    grad_b = mirror_map(B, p)  # spec md §3: grad psi(B)
     return (A.abs() ** p).sum(dims) / p + (p - 1) / p * (B.abs() ** p).sum(dims) - (grad_b * A).sum(dims)
 
 

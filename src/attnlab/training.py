@@ -8,6 +8,8 @@ An attnlab optimizer (:class:`~attnlab.optim.NormalizedGD`, :class:`~attnlab.opt
 that rule and runs it in :func:`attnlab.engine.fit` on log-scaled gradients, exactly as
 :func:`attnlab.batched.train` runs the rule of the same name (one code path, exact after the softmax saturates).
 Any other ``torch.optim.Optimizer`` (SGD, Adam, ...) runs through its own ``step`` and receives true gradients.
+An optimizer string (``"ngd:lr=0.2,momentum=0.9"``, :mod:`attnlab.optim.spec`) or a rule of your own transforms
+goes to the engine as a rule directly, with no optimizer object in between.
 """
 
 from __future__ import annotations
@@ -22,9 +24,12 @@ import torch
 
 from attnlab._validation import ValidationError, check_in, check_scalar
 from attnlab.engine import DIVERGED, Problem, Recorder, fit
+from attnlab.engine.spaces import optimal_loss
 from attnlab.losses import LOSSES
 from attnlab.metrics import Metric
 from attnlab.optim._base import FunctionalOptimizer
+from attnlab.optim.spec import RULES, OptimizerSpec
+from attnlab.optim.transforms import Rule
 
 __all__ = ["Trajectory", "train"]
 
@@ -57,7 +62,7 @@ class Trajectory:
 
 def train(
     model: Any,
-    optimizer: torch.optim.Optimizer,
+    optimizer: torch.optim.Optimizer | str | OptimizerSpec | Rule,
     data: Any,
     loss: str = "exp",
     steps: int = 1000,
@@ -75,9 +80,10 @@ def train(
         :class:`~attnlab.models.Combined`, :class:`~attnlab.models.Factored` or :class:`~attnlab.models.Diagonal`
         (or a subclass with a ``parametrization``). Parameters may carry a leading runs axis ``R``: the runs are
         then independent (norms and step sizes per run, divergence per run).
-    optimizer : torch.optim.Optimizer
-        Built on ``model.parameters()``. attnlab's optimizers run through the engine; others through their ``step``
-        with a closure.
+    optimizer : torch.optim.Optimizer, str, OptimizerSpec or Rule
+        A torch optimizer built on ``model.parameters()`` (attnlab's run through the engine; others through their
+        ``step`` with a closure), an optimizer string (:mod:`attnlab.optim.spec`; Polyak's ``L*`` defaults to the
+        data's optimal loss, as in :func:`attnlab.batched.train`), or a :class:`~attnlab.optim.transforms.Rule`.
     data : TokenSelectionData or StackedData
     loss : {"exp", "logistic"}, default="exp"
     steps : int, default=1000
@@ -140,9 +146,20 @@ def train(
                 if k in current and current[k] is not t:
                     t.copy_(current[k] if batched else current[k][0])
 
-    if isinstance(optimizer, FunctionalOptimizer):
+    rule, state = None, None
+    if isinstance(optimizer, (str, OptimizerSpec)):
+        spec = OptimizerSpec.parse(optimizer)
+        if spec.name in RULES:
+            v = problem.v if problem.v is not None else as_runs(model.v) if not batched else model.v
+            rule = spec.rule(list(tensors), optimal_loss=optimal_loss(problem.X, problem.y, v.detach(), loss))
+        else:
+            optimizer = spec.build(module_params)
+    elif isinstance(optimizer, Rule):
+        rule = optimizer
+    elif isinstance(optimizer, FunctionalOptimizer):
         rule = optimizer.rule(module_params)
         state = _state(optimizer.load_rule_state(rule, module_params), as_runs)
+    if rule is not None:
         result = fit(
             problem,
             parametrization,
@@ -157,7 +174,8 @@ def train(
             sync=sync if metrics else None,
         )
         sync(result.params)
-        optimizer.save_rule_state(rule, module_params, _state(result.rule_state, lambda t: t if batched else t[0]))
+        if isinstance(optimizer, FunctionalOptimizer):
+            optimizer.save_rule_state(rule, module_params, _state(result.rule_state, lambda t: t if batched else t[0]))
     else:
         if not batched and R > 1:
             raise ValidationError(

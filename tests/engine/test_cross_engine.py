@@ -133,7 +133,7 @@ def _optimizer(rule, opts, model, l_star):
     if rule == "ngd":
         return NormalizedGD(model.parameters(), lr=LR, **opts)
     if rule == "polyak":
-        return PolyakStep(model.parameters(), max_lr=opts["max_step"], optimal_loss=l_star)
+        return PolyakStep(model.parameters(), max_step=opts["max_step"], optimal_loss=l_star)
     return MirrorDescent(model.parameters(), lr=LR, **opts)
 
 

@@ -1,4 +1,5 @@
-"""The shared pieces of the optimizers (optim/_base.py) and the runs axis of every functional."""
+"""The shared pieces of the optimizers (transforms, the step sizes read off them) and the runs axis of every
+functional."""
 
 from __future__ import annotations
 
@@ -6,9 +7,8 @@ import pytest
 import torch
 
 from attnlab._validation import ValidationError
-from attnlab.optim import joint_adaptive, mirror_descent, normalized_gd, polyak_step
-from attnlab.optim._base import capped_step_size, per_tensor
-from attnlab.optim.transforms import block_norms
+from attnlab.optim import joint_adaptive, mirror_descent, normalized_gd, normalized_step_size, polyak_step
+from attnlab.optim.transforms import block_norms, per_tensor
 
 
 def random_tensors(seed, shapes):
@@ -34,11 +34,14 @@ def test_block_norms_with_a_runs_axis_equal_each_run_alone():
         torch.testing.assert_close(norms[r], single, rtol=1e-15, atol=0)  # summation order only
 
 
-def test_capped_step_size_is_min_of_ratio_and_cap_and_zero_for_a_zero_denominator():
-    denominators = torch.tensor([2.0, 0.1, 0.0], dtype=torch.float64)
-    sizes = capped_step_size(1.0, denominators, max_step=5.0)
-    assert sizes.tolist() == [0.5, 5.0, 0.0]
-    assert capped_step_size(1.0, denominators, max_step=None)[:2].tolist() == [0.5, 10.0]
+def test_normalized_step_size_is_min_of_ratio_and_cap_and_zero_for_a_zero_norm():
+    norms = torch.tensor([2.0, 0.1, 0.0], dtype=torch.float64)
+    sizes = normalized_step_size(1.0, norms, max_step=5.0)
+    torch.testing.assert_close(sizes, torch.tensor([0.5, 5.0, 0.0], dtype=torch.float64), rtol=1e-15, atol=0)
+    uncapped = normalized_step_size(1.0, norms)[:2]  # exp(-log 0.1) rounds in the last place
+    torch.testing.assert_close(uncapped, torch.tensor([0.5, 10.0], dtype=torch.float64), rtol=1e-15, atol=0)
+    per_run = normalized_step_size(torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64), norms, max_step=5.0)
+    torch.testing.assert_close(per_run, torch.tensor([0.5, 5.0, 0.0], dtype=torch.float64), rtol=1e-15, atol=0)
 
 
 def test_per_tensor_broadcasts_a_scalar_and_refuses_a_wrong_length():
@@ -54,7 +57,7 @@ FUNCTIONALS = {
         ps, gs, lr=0.1, max_step=0.3, momentum=0.5, run_dims=run_dims
     )[0],
     "polyak_step": lambda ps, gs, run_dims, loss: polyak_step(
-        ps, gs, loss=loss, optimal_loss=0.1, max_lr=2.0, c=0.5, run_dims=run_dims
+        ps, gs, loss=loss, optimal_loss=0.1, max_step=2.0, c=0.5, run_dims=run_dims
     ),
     "mirror_descent": lambda ps, gs, run_dims, loss: mirror_descent(
         ps, gs, lr=0.1, p=1.5, normalized=True, run_dims=run_dims

@@ -180,3 +180,23 @@ def test_a_bad_per_group_value_is_refused_and_the_group_not_added():
     with pytest.raises(ValidationError, match="momentum == 2"):
         optimizer.add_param_group({"params": [torch.nn.Parameter(torch.zeros(3))], "momentum": 2})
     assert len(optimizer.param_groups) == 1
+
+
+def test_the_rule_is_built_once_and_kept_across_steps_until_a_hyperparameter_changes():
+    tensors, grads = random_tensors(6), random_tensors(7)
+    params = [torch.nn.Parameter(t.clone()) for t in tensors]
+    optimizer = NormalizedGD(params, lr=0.3, momentum=0.5, max_step=2.0)
+    plain = [t.clone() for t in tensors]
+    buffers = None
+    rules = []
+    for _ in range(3):
+        for param, grad in zip(params, grads):
+            param.grad = grad
+        optimizer.step()
+        rules.append(optimizer.rule(params))
+        plain, buffers = normalized_gd(plain, grads, buffers, lr=0.3, momentum=0.5, max_step=2.0)
+    assert rules[0] is rules[1] is rules[2]  # normalize's plan and the chain are kept
+    for param, expected in zip(params, plain):
+        torch.testing.assert_close(param.detach(), expected, rtol=1e-14, atol=1e-16)  # same steps as the functional
+    optimizer.param_groups[0]["lr"] = 0.1  # e.g. a learning-rate scheduler
+    assert optimizer.rule(params) is not rules[0]

@@ -42,9 +42,9 @@ def test_python_float_losses_keep_float64_precision_whatever_the_default_dtype()
     torch.testing.assert_close(flat(new), flat(params) - eta * g, rtol=1e-14, atol=1e-15)
 
 
-def test_polyak_step_is_capped_at_max_lr():
+def test_polyak_step_is_capped_at_max_step():
     params, grads = random_tensors(2), [1e-4 * g for g in random_tensors(3)]  # gap/||g||^2 is about 1e7
-    new = polyak_step(params, grads, loss=1.0, max_lr=0.25)
+    new = polyak_step(params, grads, loss=1.0, max_step=0.25)
     torch.testing.assert_close(flat(new), flat(params) - 0.25 * flat(grads), rtol=1e-15, atol=0)  # one rounding
 
 
@@ -131,8 +131,8 @@ def test_an_optimal_loss_above_the_current_loss_is_refused_naming_optimal_loss(p
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        (dict(max_lr=0.0), "max_lr == 0.0, must be > 0"),
-        (dict(max_lr=-1.0), "max_lr"),
+        (dict(max_step=0.0), "max_step == 0.0, must be > 0"),
+        (dict(max_step=-1.0), "max_step"),
         (dict(c=0.0), "c == 0.0, must be > 0"),
         (dict(optimal_loss=float("nan")), "optimal_loss == nan, must be a finite number"),
         (dict(optimal_loss="zero"), "optimal_loss must be a Real"),

@@ -23,14 +23,16 @@ from attnlab.cli.main import main, user_errors
     help="Combined W, factored K Q^T, or diagonal diag(xi_k * xi_q).",
 )
 @click.option(
+    "--optimizer",
     "--opt",
+    "opt",
     default="ngd",
     show_default=True,
-    metavar="gd|ngd|polyak|md:<p>",
-    help="Optimizer; md:<p> is normalised l_p mirror descent, e.g. md:1.5.",
+    metavar="SPEC",
+    help="Optimizer, e.g. ngd, ngd:momentum=0.9, polyak:max_step=5, md:1.5 (l_p mirror descent); see attnlab.optim.spec.",
 )
 @click.option("--steps", type=int, default=1000, show_default=True)
-@click.option("--lr", type=float, default=0.1, show_default=True, help="Step size (Polyak: its cap).")
+@click.option("--lr", type=float, default=None, help="Step size when the optimizer string sets none [default: 0.1].")
 @click.option("--loss", type=click.Choice(["exp", "logistic"]), default="exp", show_default=True)
 @click.option(
     "--out",
@@ -39,19 +41,20 @@ from attnlab.cli.main import main, user_errors
     help="Output folder (default runs/explain-<file stem>-<param>-<opt>).",
 )
 @user_errors
-def explain_cmd(path: str, param: str, opt: str, steps: int, lr: float, loss: str, out: str | None) -> None:
+def explain_cmd(path: str, param: str, opt: str, steps: int, lr: float | None, loss: str, out: str | None) -> None:
     """Train on the tokens in PATH (an .npz with X, y, v and optionally Z, select), then rank every candidate SVM."""
     import matplotlib.pyplot as plt
 
     from attnlab._io import make_dir
     from attnlab.data import TokenSelectionData
-    from attnlab.explain import explain, parse_opt
+    from attnlab.explain import explain
+    from attnlab.optim import parse_optimizer
     from attnlab.runner.store import save_figure, write_csv, write_parquet
 
-    parse_opt(opt)  # refuse a bad --opt before loading anything
+    spec = parse_optimizer(opt)  # once, and before loading anything: a bad --optimizer is refused first
     data = TokenSelectionData.load(path)
-    result = explain(data, param, opt, steps, lr, loss=loss)
-    default = Path("runs") / f"explain-{Path(path).stem}-{param}-{opt.replace(':', '')}"
+    result = explain(data, param, spec, steps, lr, loss=loss)
+    default = Path("runs") / f"explain-{Path(path).stem}-{param}-{opt.replace(':', '').replace(',', '-')}"
     folder = make_dir(Path(out) if out is not None else default)
     write_parquet(folder / "explain.parquet", result.table)
     write_csv(folder / "explain.csv", result.table)

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import torch
 
-from attnlab.optim.transforms import Context, Rule, Step, Transform
+from attnlab.optim.transforms import Context, Rule, Step, Transform, divide_by_norm
 
 __all__ = ["METHODS", "flow_rule"]
 
@@ -63,10 +63,11 @@ def flow_rule(method: str, step: float, track_phi: bool, runs: int, tokens: tupl
 
     def ngd(step_: Step, state: dict, ctx: Context) -> tuple[Step, dict]:
         norm = ctx.block_norms(step_.direction, None, 2.0)[0]  # ||m||, one joint norm per run
-        unit = torch.where(norm > 0, 1.0 / norm, 0.0)  # g / ||g|| = m / ||m||: exact after g underflows
-        log_dt = math.log(step) - torch.log(norm) - step_.log_scale  # spec kq §3 (b): dt = eta / ||grad L||
+        log_unit = divide_by_norm(0.0, norm)  # g / ||g|| = m / ||m||: exact after g underflows (NGD, spec A2)
+        log_dt = math.log(step) + log_unit - step_.log_scale  # spec kq §3 (b): dt = eta / ||grad L||
+        unit = torch.exp(log_unit)
         dphi = 2.0 * step * _expand(unit, ctx.weights) * ctx.weights if track_phi else None  # 2 eta w / ||g||
-        coefs = [torch.log(unit)] * len(step_.direction)
+        coefs = [log_unit] * len(step_.direction)
         return Step(step_.direction, step_.log_scale, coefs, [step] * len(coefs)), tick(state, log_dt, dphi)
 
     def gd(step_: Step, state: dict, ctx: Context) -> tuple[Step, dict]:
@@ -94,4 +95,7 @@ def flow_rule(method: str, step: float, track_phi: bool, runs: int, tokens: tupl
         return Step(direction, zero, [zero] * len(direction), [step] * len(direction)), tick(state, log_dt, dphi)
 
     update = {"ngd": ngd, "gd": gd, "rk4": rk4}[method]
-    return Rule((Transform(f"flow_{method}", init, update, coefficient_only=False, scale_invariant=False),))
+    flow = Transform(
+        f"flow_{method}", init, update, coefficient_only=False, scale_invariant=False, needs_weights=track_phi
+    )
+    return Rule((flow,))

@@ -156,7 +156,8 @@ def fit(
     optimizer : torch.optim.Optimizer, optional
         Instead of ``rule``: any optimizer over ``optimizer_params`` (the same tensors as ``params``, moved in place
         by the optimizer); it receives true gradients in ``.grad``, or the gradients' mantissas if it declares
-        ``scale_invariant = True`` (its step is unchanged by a positive rescaling of each step's gradients).
+        ``scale_invariant = True`` (its step is unchanged by a positive rescaling of each step's gradients; see
+        "Writing a transform" in :mod:`attnlab.optim.transforms`, where every declaration is described).
     rule_state : list, optional
         The rule's state to start from (default ``rule.init``).
     record_every : int, optional
@@ -238,6 +239,7 @@ def fit(
                 break
             if optimizer is None:
                 ctx.params, ctx.log_risk, ctx.weights = _tensors(space), gradient.log_risk, gradient.weights
+                ctx.step = step
                 update, state = rule.step(gradient.mantissas, gradient.log_scale, state, ctx)
                 space.apply(rule, update)
             else:

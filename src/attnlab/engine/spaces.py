@@ -23,6 +23,7 @@ from typing import NamedTuple
 import torch
 
 from attnlab._validation import ValidationError
+from attnlab.losses import log_mean_loss
 from attnlab.models import PARAMETRIZATIONS, Parametrization
 from attnlab.models.functional import (
     ScoreGaps,
@@ -36,7 +37,7 @@ from attnlab.models.functional import (
 )
 from attnlab.optim.transforms import Rule, Step, block_norms
 
-__all__ = ["Gradient", "KernelSpace", "ParamSpace", "Problem"]
+__all__ = ["Gradient", "KernelSpace", "ParamSpace", "Problem", "optimal_loss"]
 
 
 class Problem(NamedTuple):
@@ -57,6 +58,21 @@ class Problem(NamedTuple):
     y: torch.Tensor
     v: torch.Tensor | None
     loss: str
+
+
+def optimal_loss(X: torch.Tensor, y: torch.Tensor, v: torch.Tensor, loss: str) -> torch.Tensor:
+    """The optimal loss ``L*`` of each run (the Polyak target when none is given), shape (R,).
+
+    Spec: implicit-bias-ngd §4 A3: ``L* = (1/n) sum_i l(gamma_{i,opt_i})``, all attention on the best token.
+
+    Parameters
+    ----------
+    X : torch.Tensor, shape (R, n, T, d)
+    y : torch.Tensor, shape (R, n)
+    v : torch.Tensor, shape (R, d)
+    loss : {"exp", "logistic"}
+    """
+    return log_mean_loss(token_scores(X, y, v).amax(dim=-1), loss).exp()  # spec ngd A3
 
 
 class Gradient(NamedTuple):
@@ -155,9 +171,6 @@ class ParamSpace:
         for k in self.names:
             self.theta[k][runs] = self.spare[k][runs]
 
-    def state(self) -> dict[str, torch.Tensor]:
-        return self.theta
-
 
 class KernelSpace:
     """``W = W_0 + sum_it omega_it x_it z_i^T`` of R runs, trained through the ``nT`` coefficients ``omega``.
@@ -245,6 +258,3 @@ class KernelSpace:
     def keep(self, runs: torch.Tensor) -> None:
         self.omega[runs] = self.spare[0][runs]
         self.logits[:, runs] = self.spare[1][:, runs]
-
-    def state(self) -> dict[str, torch.Tensor]:
-        return {"omega": self.omega, "logits": self.logits}

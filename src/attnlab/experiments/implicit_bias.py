@@ -10,7 +10,6 @@ lost), a ``run(config, ctx)`` and its checks; register by importing this module.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -175,13 +174,17 @@ class Fig5Config(Fig2Config):
     polyak_cap: float = 100.0
 
 
-def _fixed_decoder_optimizers(config: Fig2Config, L_star: float) -> dict[str, Callable]:
-    """Method name -> optimizer factory on a parameter list (spec §4 A1-A4)."""
+def _fixed_decoder_optimizers(config: Fig2Config, L_star: float) -> dict[str, str]:
+    """Method name -> optimizer string (attnlab.optim.spec; spec §4 A1-A4), handed to the engine as a rule."""
+
+    def cap(value: float | None) -> str:
+        return "" if value is None else f",max_step={value!r}"
+
     return {
-        "GD": lambda p: torch.optim.SGD(p, lr=config.gd_lr),  # A1
-        "NGD": lambda p: NormalizedGD(p, lr=config.ngd_lr, max_step=config.ngd_cap),  # A2
-        "NGD-mom": lambda p: NormalizedGD(p, lr=config.ngd_lr, max_step=config.mom_cap, momentum=config.momentum),
-        "Polyak": lambda p: PolyakStep(p, max_lr=config.polyak_cap, optimal_loss=L_star),  # A3
+        "GD": f"gd:lr={config.gd_lr!r}",  # A1
+        "NGD": f"ngd:lr={config.ngd_lr!r}{cap(config.ngd_cap)}",  # A2
+        "NGD-mom": f"ngd:lr={config.ngd_lr!r},momentum={config.momentum!r}{cap(config.mom_cap)}",  # A4
+        "Polyak": f"polyak:optimal_loss={L_star!r}{cap(config.polyak_cap)}",  # A3
     }
 
 
@@ -196,11 +199,11 @@ def run_fixed_decoder(config: Fig2Config, ctx: RunContext) -> ExperimentResult:
     L_star = _optimal_loss(data, config.loss)
     metrics = [alignment(sol.W), opt_softmax(), _worst_log_one_minus_opt()]
     frames = []
-    for method, make in ctx.bar(_fixed_decoder_optimizers(config, L_star).items(), desc="methods"):
+    for method, optimizer in ctx.bar(_fixed_decoder_optimizers(config, L_star).items(), desc="methods"):
         model = Combined(config.d, W0=W0)
         traj = train(
             model,
-            make(model.parameters()),
+            optimizer,
             data,
             config.loss,
             config.steps,
@@ -371,7 +374,7 @@ def run_fig3(config: Fig3Config, ctx: RunContext) -> ExperimentResult:
             [{"params": [m.v]}, {"params": [m.weight]}], lr=config.lr, alpha=0.0, normalizer="block_grad_norm"
         ),  # A7: per-block NGD
         "Polyak": lambda m: PolyakStep(  # A3 with L_* = 0
-            m.parameters(), max_lr=math.inf if config.polyak_cap is None else config.polyak_cap, optimal_loss=0.0
+            m.parameters(), max_step=math.inf if config.polyak_cap is None else config.polyak_cap, optimal_loss=0.0
         ),
         "NGD-joint": lambda m: NormalizedGD(m.parameters(), lr=config.lr),  # A5: one norm over (u, W)
     }

@@ -45,6 +45,7 @@ from attnlab.experiments.plotting import (
     theory_hline,
 )
 from attnlab.optim.preconditioned import PreconditionedGD
+from attnlab.optim.spec import parse_optimizer
 from attnlab.regression import (
     MinibatchOracle,
     MonteCarloOracle,
@@ -86,7 +87,7 @@ class Method:
 
     label: str
     start: str  # "spectral" (Algorithm S, spec §6.1) or "random" (i.i.d. N(0, init_std^2) entries, spec §6.5)
-    optimizer: str  # "preconditioned" (spec §5.4), "sgd" or "adam" (torch's)
+    optimizer: str  # "preconditioned" (spec §5.4, built from the covariances), else an attnlab.optim.spec string
     regularized: bool  # add mu * grad R_hat (spec §3.4)
 
 
@@ -115,9 +116,7 @@ def _optimizer_factory(method: Method, lr: float, covariance: torch.Tensor, toke
         V, Q = params
         if method.optimizer == "preconditioned":
             return PreconditionedGD.for_attention(V, Q, covariance, lr=lr, token_covariance=token_covariance)
-        if method.optimizer == "adam":
-            return torch.optim.Adam(params, lr=lr)
-        return torch.optim.SGD(params, lr=lr)
+        return parse_optimizer(method.optimizer).build(params, lr=lr)  # "sgd", "adam": the one optimizer grammar
 
     return make
 

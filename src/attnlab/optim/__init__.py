@@ -8,8 +8,13 @@ Every class works on any list of parameters (a real transformer too), keeps ``de
 ignores a positive rescaling of each step's gradients. The functionals (``normalized_gd``, ``polyak_step``,
 ``joint_adaptive``, ``mirror_descent``, ``preconditioned_gd``) hold the math and act on lists of tensors; the first
 four take ``run_dims`` so that a batch of independent runs (leading axis ``R``) is the same code as one run.
-The step-size rules on their own (``normalized_step_size``, ``polyak_step_size``) serve callers that keep their
-parameters in another form, such as :func:`attnlab.batched.train` (log-scaled gradients, kernel coefficients).
+The step-size rules on their own (``normalized_step_size``, ``polyak_step_size``) read the step size off the
+transforms for callers that want it alone.
+
+An optimizer is named in one string grammar everywhere (``"ngd:momentum=0.9"``, ``"polyak:max_step=5"``,
+``"md:1.5"``; :mod:`attnlab.optim.spec`): :func:`parse_optimizer` returns an :class:`OptimizerSpec`, which builds
+the engine rule or the ``torch.optim`` optimizer. How to write a transform of your own:
+:mod:`attnlab.optim.transforms`.
 """
 
 from attnlab.optim.joint_adaptive import JointAdaptive, joint_adaptive
@@ -17,17 +22,20 @@ from attnlab.optim.mirror_descent import MirrorDescent, mirror_descent
 from attnlab.optim.normalized_gd import NormalizedGD, normalized_gd, normalized_step_size
 from attnlab.optim.polyak import PolyakStep, polyak_step, polyak_step_size
 from attnlab.optim.preconditioned import PreconditionedGD, preconditioned_gd
+from attnlab.optim.spec import OptimizerSpec, parse_optimizer
 
 __all__ = [
     "JointAdaptive",
     "MirrorDescent",
     "NormalizedGD",
+    "OptimizerSpec",
     "PolyakStep",
     "PreconditionedGD",
     "joint_adaptive",
     "mirror_descent",
     "normalized_gd",
     "normalized_step_size",
+    "parse_optimizer",
     "polyak_step",
     "polyak_step_size",
     "preconditioned_gd",

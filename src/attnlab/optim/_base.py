@@ -2,13 +2,14 @@
 
 The shell collects, over all parameter groups, the tensors that have a gradient together with their group's
 hyperparameters, runs the closure when one is given, builds the rule (:class:`attnlab.optim.transforms.Rule`) from
-the groups' hyperparameters, runs it, keeps the rule's state in ``self.state[p]`` and copies the new values into the
-parameters. The training engine asks the same optimizer for the same rule (:meth:`FunctionalOptimizer.rule`).
+the groups' hyperparameters (once: it is kept until the tensors or a hyperparameter change, so what a transform
+works out once, such as ``normalize``'s plan, stays worked out), runs it, keeps the rule's state in
+``self.state[p]`` and copies the new values into the parameters. The training engine asks the same optimizer for
+the same rule (:meth:`FunctionalOptimizer.rule`).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -19,44 +20,6 @@ from attnlab._validation import ValidationError
 from attnlab.optim.transforms import Context, Rule
 
 Closure = Callable[[], torch.Tensor]
-
-
-def per_tensor(value: object, n: int, name: str = "a per-tensor hyperparameter") -> list:
-    """Broadcast a hyperparameter given once (a scalar) or per tensor (a sequence) to a list of length ``n``."""
-    if isinstance(value, Sequence) and not isinstance(value, str):
-        if len(value) != n:
-            raise ValidationError(f"{name} has {len(value)} entries for {n} tensors; pass one value or one per tensor")
-        return list(value)
-    return [value] * n
-
-
-def run_norms(tensor: torch.Tensor, run_dims: int = 0, ord: float = 2.0) -> torch.Tensor:
-    """Entrywise l_ord norm of ``tensor`` over all but its leading ``run_dims`` (runs) axes.
-
-    Returns a tensor of shape ``tensor.shape[:run_dims]``.
-    """
-    if tensor.dim() == run_dims:
-        return tensor.abs()
-    return torch.linalg.vector_norm(tensor, ord, dim=tuple(range(run_dims, tensor.dim())))
-
-
-def per_run(coefficient: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
-    """Reshape a per-run coefficient of shape ``([R,])`` to multiply ``like`` (shape ``([R,] ...)``), in its dtype."""
-    trailing = like.dim() - coefficient.dim()
-    return coefficient.to(like.dtype).reshape(coefficient.shape + (1,) * trailing)
-
-
-def capped_step_size(
-    numerator: float | torch.Tensor, denominator: torch.Tensor, max_step: float | None
-) -> torch.Tensor:
-    """``min(numerator / denominator, max_step)``, and 0 where ``denominator`` is 0 (no direction to step along).
-
-    ``max_step=None`` means no cap. Used as η_t = min(η/‖g‖, η_max) (implicit-bias-ngd A2) and
-    η_t = min((L − L*)/(c‖g‖²), η_max) (A3, A8). Elementwise, so it works per run.
-    """
-    cap = math.inf if max_step is None else max_step
-    ratio = torch.as_tensor(numerator, dtype=denominator.dtype) / denominator
-    return torch.where(denominator > 0, ratio.clamp(max=cap), torch.zeros_like(ratio))
 
 
 def loss_value(closure: Closure | None, optimizer: str, needs_loss: bool) -> torch.Tensor | None:
@@ -114,6 +77,9 @@ class FunctionalOptimizer(Optimizer):
     says whether ``step`` must be given a closure.
     """
 
+    _kept: tuple[tuple, Rule] | None = None  # (what the rule was built for, the rule)
+    _steps_taken = 0  # steps taken by this object (Context.step)
+
     @torch.no_grad()
     def step(self, closure: Closure | None = None) -> torch.Tensor | None:
         """Take one step and return the loss; ``closure`` recomputes the loss and the gradients.
@@ -125,14 +91,25 @@ class FunctionalOptimizer(Optimizer):
         tensors = self._gather()
         if not tensors.params:
             return loss
-        rule = self._rule(tensors.groups, tensors.group_ids)
+        rule = self._kept_rule(tensors.params, tensors.groups, tensors.group_ids)
         log_risk = None if loss is None else torch.log(torch.as_tensor(loss).detach().to(torch.float64))
-        ctx = Context(params=tensors.params, run_dims=0, log_risk=log_risk, groups=tensors.group_ids)
+        ctx = Context(
+            params=tensors.params, run_dims=0, log_risk=log_risk, groups=tensors.group_ids, step=self._steps_taken
+        )
         state = self.load_rule_state(rule, tensors.params)
         step, state = rule.step(tensors.grads, torch.zeros((), dtype=torch.float64), state, ctx)
         self._write(tensors.params, rule.apply(tensors.params, step))
         self.save_rule_state(rule, tensors.params, state)
+        self._steps_taken = self._steps_taken + 1
         return loss
+
+    def _kept_rule(self, params: Sequence[torch.Tensor], groups: list[dict], group_ids: list[int]) -> Rule:
+        """The rule for ``params``, built once and kept while the tensors and every hyperparameter stay the same."""
+        groups_key = tuple(_hyperparameters(g) for g in self.param_groups)
+        key = (tuple(id(p) for p in params), tuple(group_ids), groups_key, _hyperparameters(self._rule_inputs()))
+        if self._kept is None or self._kept[0] != key:
+            self._kept = (key, self._rule(groups, group_ids))
+        return self._kept[1]
 
     def rule(self, params: Sequence[torch.Tensor]) -> Rule:
         """The rule this optimizer applies to ``params`` (each must be in one of its groups), for the engine."""
@@ -144,7 +121,7 @@ class FunctionalOptimizer(Optimizer):
                 "optimizer on the model's parameters (model.parameters())"
             )
         groups, ids = zip(*(where[id(p)] for p in params))
-        return self._rule(list(groups), list(ids))
+        return self._kept_rule(params, list(groups), list(ids))
 
     def load_rule_state(self, rule: Rule, params: Sequence[torch.Tensor]) -> list:
         """The rule's state for ``params``, read from ``self.state[p]`` (fresh where a tensor has none)."""
@@ -168,6 +145,10 @@ class FunctionalOptimizer(Optimizer):
 
     def _rule(self, groups: list[dict], group_ids: list[int]) -> Rule:
         raise NotImplementedError
+
+    def _rule_inputs(self) -> dict:
+        """What the rule is built from besides the groups (attributes of the optimizer)."""
+        return {}
 
     def _needs_loss(self) -> bool:
         return False
@@ -205,3 +186,11 @@ class FunctionalOptimizer(Optimizer):
     def _write(params: Sequence[torch.Tensor], new_params: Sequence[torch.Tensor]) -> None:
         for param, new in zip(params, new_params):
             param.copy_(new)
+
+
+def _hyperparameters(group: dict) -> tuple:
+    """A group's hyperparameters as a comparable key: plain values as they are, other objects by identity."""
+    plain = (bool, int, float, str, type(None))
+    return tuple(
+        (k, v if isinstance(v, plain) else (type(v).__name__, id(v))) for k, v in sorted(group.items()) if k != "params"
+    )

@@ -12,7 +12,7 @@ import torch
 
 from attnlab._validation import ValidationError, check_in, check_scalar
 from attnlab.optim import transforms as tx
-from attnlab.optim._base import FunctionalOptimizer, ScaleInvariance, per_tensor
+from attnlab.optim._base import FunctionalOptimizer, ScaleInvariance
 
 __all__ = ["JointAdaptive", "joint_adaptive", "joint_rule"]
 
@@ -81,7 +81,7 @@ def joint_adaptive(
     """
     n = len(params)
     lrs, alphas, normalizers, adaptives = (
-        per_tensor(value, n, name)
+        tx.per_tensor(value, n, name)
         for name, value in dict(lr=lr, alpha=alpha, normalizer=normalizer, adaptive=adaptive).items()
     )
     uses_loss = [a and name == "loss" for a, name in zip(adaptives, normalizers)]

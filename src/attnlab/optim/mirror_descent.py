@@ -11,7 +11,7 @@ import torch
 
 from attnlab._validation import check_in, check_scalar
 from attnlab.optim import transforms as tx
-from attnlab.optim._base import FunctionalOptimizer, ScaleInvariance, per_tensor
+from attnlab.optim._base import FunctionalOptimizer, ScaleInvariance
 
 __all__ = ["FLOAT64_EPS", "MirrorDescent", "md_rule", "mirror_descent"]
 
@@ -66,7 +66,7 @@ def mirror_descent(
     """
     n = len(params)
     lrs, ps, normalize, epss = (
-        per_tensor(value, n, name) for name, value in dict(lr=lr, p=p, normalized=normalized, eps=eps).items()
+        tx.per_tensor(value, n, name) for name, value in dict(lr=lr, p=p, normalized=normalized, eps=eps).items()
     )
     return tx.run_rule(md_rule(lrs, ps, normalize, epss), params, grads, run_dims=run_dims)[0]
 

@@ -11,9 +11,9 @@ import torch
 
 from attnlab._validation import check_in, check_scalar
 from attnlab.optim import transforms as tx
-from attnlab.optim._base import FunctionalOptimizer, ScaleInvariance, capped_step_size, per_tensor
+from attnlab.optim._base import FunctionalOptimizer, ScaleInvariance
 
-__all__ = ["NormalizedGD", "ngd_rule", "normalized_gd", "normalized_step_size"]
+__all__ = ["MOMENTUM_VARIANTS", "NORMALIZATIONS", "NormalizedGD", "ngd_rule", "normalized_gd", "normalized_step_size"]
 
 MOMENTUM_VARIANTS = ("heavy_ball", "normalized_buffer")
 NORMALIZATIONS = ("global", "group", "tensor")
@@ -43,9 +43,11 @@ def normalized_step_size(
     -----
     A caller holding log-scaled gradients :math:`g = m\,e^{s}` (:class:`attnlab.models.LogScaled`) passes
     :math:`\|m\|` and :math:`\eta_{\max} e^{s}` and gets the coefficient of :math:`m`, which stays exact when
-    :math:`g` itself underflows.
+    :math:`g` itself underflows. The value is the one :func:`ngd_rule` applies (read off its transforms).
     """
-    return capped_step_size(lr, norm, max_step)  # spec A2: η_t = min(η / ‖n‖, η_max)
+    norm = torch.as_tensor(norm, dtype=torch.float64)
+    rule = ngd_rule([lr], [max_step], [0.0], ["heavy_ball"])
+    return tx.step_size(rule, norm, torch.zeros_like(norm))  # spec A2: η_t = min(η / ‖n‖, η_max)
 
 
 def normalized_gd(
@@ -107,13 +109,20 @@ def normalized_gd(
     """
     n = len(params)
     hyperparameters = dict(lr=lr, max_step=max_step, momentum=momentum, momentum_variant=momentum_variant)
-    lrs, caps, betas, variants = (per_tensor(value, n, name) for name, value in hyperparameters.items())
+    lrs, caps, betas, variants = (tx.per_tensor(value, n, name) for name, value in hyperparameters.items())
     rule = ngd_rule(lrs, caps, betas, variants, blocks)
-    buffers = per_tensor(None, n) if momentum_buffers is None else list(momentum_buffers)
-    state = [{"momentum_buffer": buffers} if t.name == "momentum" else None for t in rule.transforms]
+    buffers = [None] * n if momentum_buffers is None else list(momentum_buffers)
+    state = [
+        {"momentum_buffer": buffers, "momentum_log_scale": [None] * n} if t.name == "momentum" else None
+        for t in rule.transforms
+    ]  # buffers in true units (log-scale 0)
     new_params, state = tx.run_rule(rule, params, grads, state, run_dims=run_dims)
-    kept = next((s["momentum_buffer"] for s in state if s is not None), per_tensor(None, n))
-    return new_params, [g.clone() if m is None else m for g, m in zip(grads, kept)]
+    kept = next((s for s in state if s is not None), {"momentum_buffer": [None] * n, "momentum_log_scale": [None] * n})
+    true = [
+        g.clone() if m is None else m * torch.exp(S).reshape(S.shape + (1,) * (m.dim() - S.dim()))
+        for g, m, S in zip(grads, kept["momentum_buffer"], kept["momentum_log_scale"])
+    ]  # spec A4: m = M e^S
+    return new_params, true
 
 
 def ngd_rule(
@@ -129,7 +138,7 @@ def ngd_rule(
     if any(b != 0.0 for b in momentum):
         chain += [tx.momentum(momentum), tx.normalize(blocks, enabled=[not h for h in heavy])]
     chain.append(tx.scale_by_lr(lr))
-    if any(m is not None and m != float("inf") for m in max_step):
+    if not all(tx.uncapped(m) for m in max_step):
         chain.append(tx.cap(max_step))
     return tx.Rule(tuple(chain))
 

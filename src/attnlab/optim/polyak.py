@@ -6,13 +6,14 @@ Spec: implicit-bias-ngd §4 A3 (Polyak step, cap), A8 (SPS_max on mini-batches, 
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Sequence
 
 import torch
 
 from attnlab._validation import check_scalar
 from attnlab.optim import transforms as tx
-from attnlab.optim._base import FunctionalOptimizer, ScaleInvariance, capped_step_size, per_tensor
+from attnlab.optim._base import FunctionalOptimizer, ScaleInvariance
 
 __all__ = ["PolyakStep", "polyak_rule", "polyak_step", "polyak_step_size"]
 
@@ -22,13 +23,15 @@ def polyak_step_size(
     optimal_loss: float | torch.Tensor,
     grad_sq_norm: torch.Tensor,
     *,
-    max_lr: float = math.inf,
+    max_step: float = math.inf,
     c: float = 1.0,
     log_scale: torch.Tensor | None = None,
+    **retired: float,
 ) -> torch.Tensor:
     r"""The Polyak step size :math:`\eta_t = \min((L - L^*) / (c\|g\|^2), \eta_{\max})`, per run; 0 where g = 0.
 
-    Spec: implicit-bias-ngd §4 A3 (step size and cap), A8 (constant c).
+    Spec: implicit-bias-ngd §4 A3 (step size and cap), A8 (constant c). The step size of :func:`polyak_rule` (the
+    :func:`~attnlab.optim.transforms.polyak` and :func:`~attnlab.optim.transforms.cap` transforms), read off alone.
 
     Parameters
     ----------
@@ -36,8 +39,8 @@ def polyak_step_size(
         :math:`\mathcal L(\theta_t)` and :math:`\mathcal L^* \le \mathcal L(\theta_t)`.
     grad_sq_norm : torch.Tensor, shape ([R,])
         :math:`\|g_t\|^2` over all parameters.
-    max_lr : float, default=inf
-        Cap :math:`\eta_{\max}`.
+    max_step : float, default=inf
+        Cap :math:`\eta_{\max}` (``max_lr``, its former name, is deprecated).
     c : float, default=1.0
     log_scale : torch.Tensor, shape ([R,]), optional
         For log-scaled gradients :math:`g = m\,e^{s}`: ``grad_sq_norm`` is :math:`\|m\|^2` and the result is the
@@ -53,14 +56,22 @@ def polyak_step_size(
     ValidationError
         If ``optimal_loss`` is above ``loss``.
     """
-    loss = torch.as_tensor(loss, dtype=torch.float64)
-    gap = tx.loss_gap(torch.log(loss), optimal_loss)
-    if log_scale is None:
-        return capped_step_size(gap, c * grad_sq_norm, max_lr)  # spec A3/A8: η_t = min((L − L*) / (c ‖g‖²), η_max)
-    # spec A3/A8 on g = m e^s: η_t e^s = min((L − L*) e^{-s} / (c ‖m‖²), η_max e^s)
-    log_step = torch.log(gap) - math.log(c) - torch.log(grad_sq_norm) - log_scale
-    coef = torch.exp(torch.minimum(log_step, math.log(max_lr) + log_scale))
-    return torch.where(grad_sq_norm > 0, coef, torch.zeros_like(coef))
+    max_step = _retired_max_lr(retired, max_step, "polyak_step_size")
+    norm = torch.sqrt(torch.as_tensor(grad_sq_norm, dtype=torch.float64))
+    scale = torch.zeros_like(norm) if log_scale is None else log_scale.to(torch.float64)
+    log_risk = torch.log(torch.as_tensor(loss, dtype=torch.float64)).expand(norm.shape)
+    return tx.step_size(polyak_rule(optimal_loss, [c], [max_step]), norm, scale, log_risk=log_risk)
+
+
+def _retired_max_lr(retired: dict, max_step: float | Sequence[float], where: str) -> float | Sequence[float]:
+    """``max_step``, or the value of the deprecated ``max_lr`` keyword (with a warning); other keywords refused."""
+    unknown = set(retired) - {"max_lr"}
+    if unknown:
+        raise TypeError(f"{where}() got unexpected keyword arguments {sorted(unknown)}")
+    if "max_lr" in retired:
+        warnings.warn(f"{where}(max_lr=...) is deprecated; pass max_step=...", DeprecationWarning, stacklevel=3)
+        return retired["max_lr"]
+    return max_step
 
 
 def polyak_step(
@@ -69,9 +80,10 @@ def polyak_step(
     *,
     loss: float | torch.Tensor,
     optimal_loss: float | torch.Tensor = 0.0,
-    max_lr: float | Sequence[float] = math.inf,
+    max_step: float | Sequence[float] = math.inf,
     c: float | Sequence[float] = 1.0,
     run_dims: int = 0,
+    **retired: float,
 ) -> list[torch.Tensor]:
     r"""One Polyak step on a list of tensors; returns new tensors, the inputs are left unchanged.
 
@@ -85,8 +97,8 @@ def polyak_step(
         :math:`\mathcal L(\theta_t)`, the loss whose gradients are ``grads`` (per run if ``run_dims``).
     optimal_loss : float or torch.Tensor, shape ([R,]), default=0.0
         :math:`\mathcal L^* \le \mathcal L(\theta_t)`.
-    max_lr : float or sequence of float, default=inf
-        Cap :math:`\eta_{\max}` on the step size (one value, or one per tensor).
+    max_step : float or sequence of float, default=inf
+        Cap :math:`\eta_{\max}` on the step size (one value, or one per tensor; ``max_lr`` is deprecated).
     c : float or sequence of float, default=1.0
         SPS constant :math:`c > 0`.
     run_dims : int, default=0
@@ -113,14 +125,15 @@ def polyak_step(
     A zero gradient takes no step.
     """
     n = len(params)
-    rule = polyak_rule(optimal_loss, per_tensor(c, n, "c"), per_tensor(max_lr, n, "max_lr"))
+    max_step = _retired_max_lr(retired, max_step, "polyak_step")
+    rule = polyak_rule(optimal_loss, tx.per_tensor(c, n, "c"), tx.per_tensor(max_step, n, "max_step"))
     log_risk = torch.log(torch.as_tensor(loss, dtype=torch.float64))
     return tx.run_rule(rule, params, grads, run_dims=run_dims, log_risk=log_risk)[0]
 
 
-def polyak_rule(optimal_loss: float | torch.Tensor | Callable[[], float], c: list, max_lr: list) -> tx.Rule:
+def polyak_rule(optimal_loss: float | torch.Tensor | Callable[[], float], c: list, max_step: list) -> tx.Rule:
     """The chain of the Polyak step: step size ``(L - L*) / (c ||g||^2)``, then the cap. Spec: implicit-bias-ngd A3, A8."""
-    return tx.Rule((tx.polyak(optimal_loss, c), tx.cap(max_lr)))
+    return tx.Rule((tx.polyak(optimal_loss, c), tx.cap(max_step)))
 
 
 class PolyakStep(FunctionalOptimizer):
@@ -139,11 +152,11 @@ class PolyakStep(FunctionalOptimizer):
     Parameters
     ----------
     params : iterable of torch.Tensor or of dict
-        Parameters or parameter groups; ``max_lr`` and ``c`` may be overridden per group. The gradient norm is one
+        Parameters or parameter groups; ``max_step`` and ``c`` may be overridden per group. The gradient norm is one
         global norm over all parameters of all groups.
-    max_lr : float, default=inf
+    max_step : float, default=inf
         Cap :math:`\eta_{\max} > 0` on the step size (the paper's "threshold"); once the uncapped value exceeds it
-        the method is GD with step ``max_lr``.
+        the method is GD with step ``max_step``. ``max_lr``, its former name, is deprecated (also as a group key).
     optimal_loss : float or callable, default=0.0
         :math:`\mathcal L^*`, or a function of no arguments called once per step (after the closure) that returns
         it, e.g. the mini-batch optimum for SPS. For the fixed-decoder problem of spec A3 pass
@@ -160,7 +173,7 @@ class PolyakStep(FunctionalOptimizer):
     Raises
     ------
     ValidationError
-        If ``max_lr <= 0``, ``c <= 0`` or ``optimal_loss`` is not a finite number or a callable; at ``step``, if
+        If ``max_step <= 0``, ``c <= 0`` or ``optimal_loss`` is not a finite number or a callable; at ``step``, if
         no closure is given or ``optimal_loss`` is above the loss.
 
     Notes
@@ -187,17 +200,32 @@ class PolyakStep(FunctionalOptimizer):
     def __init__(
         self,
         params,
-        max_lr: float = math.inf,
+        max_step: float = math.inf,
         optimal_loss: float | Callable[[], float] = 0.0,
         c: float = 1.0,
+        **retired: float,
     ) -> None:
+        max_step = _retired_max_lr(retired, max_step, "PolyakStep")
         if not callable(optimal_loss):
             check_scalar("optimal_loss", optimal_loss)
         self.optimal_loss = optimal_loss
-        super().__init__(params, dict(max_lr=max_lr, c=c))
+        super().__init__(params, dict(max_step=max_step, c=c))
+
+    def add_param_group(self, param_group: dict) -> None:
+        if "max_lr" in param_group:  # the former name of the cap
+            warnings.warn("the group key 'max_lr' is deprecated; use 'max_step'", DeprecationWarning, stacklevel=2)
+            param_group = {**param_group, "max_step": param_group["max_lr"]}
+            del param_group["max_lr"]
+        super().add_param_group(param_group)
+
+    def __setstate__(self, state: dict) -> None:
+        super().__setstate__(state)
+        for group in self.param_groups:  # a state saved before the cap was renamed
+            if "max_lr" in group:
+                group["max_step"] = group.pop("max_lr")
 
     def _check_group(self, group: dict) -> None:
-        check_scalar("max_lr", group["max_lr"], low=0.0, low_inclusive=False, allow_inf=True)
+        check_scalar("max_step", group["max_step"], low=0.0, low_inclusive=False, allow_inf=True)
         check_scalar("c", group["c"], low=0.0, low_inclusive=False)
 
     def _group_is_scale_invariant(self, group: dict) -> bool:
@@ -206,5 +234,8 @@ class PolyakStep(FunctionalOptimizer):
     def _needs_loss(self) -> bool:
         return True
 
+    def _rule_inputs(self) -> dict:
+        return {"optimal_loss": self.optimal_loss}
+
     def _rule(self, groups: list[dict], group_ids: list[int]) -> tx.Rule:
-        return polyak_rule(self.optimal_loss, [g["c"] for g in groups], [g["max_lr"] for g in groups])
+        return polyak_rule(self.optimal_loss, [g["c"] for g in groups], [g["max_step"] for g in groups])

@@ -11,7 +11,7 @@ import torch
 
 from attnlab._validation import ValidationError, check_scalar
 from attnlab.optim import transforms as tx
-from attnlab.optim._base import FunctionalOptimizer, per_tensor
+from attnlab.optim._base import FunctionalOptimizer
 
 __all__ = ["PreconditionedGD", "preconditioned_gd", "preconditioned_rule"]
 
@@ -40,7 +40,7 @@ def preconditioned_gd(
     list of torch.Tensor
         New parameters, same shapes and dtypes; the inputs are unchanged.
     """
-    rule = preconditioned_rule(per_tensor(lr, len(params)), list(left_inverses), list(right_inverses))
+    rule = preconditioned_rule(tx.per_tensor(lr, len(params)), list(left_inverses), list(right_inverses))
     return tx.run_rule(rule, params, grads)[0]
 
 

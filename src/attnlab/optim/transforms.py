@@ -19,6 +19,34 @@ one code path.
 
 Hyperparameters are given once (a scalar, or a per-run tensor of shape ``(R,)``) or per tensor (a list), which is
 how parameter groups map onto a rule.
+
+Writing a transform
+-------------------
+A transform of your own is a :class:`Transform` built from two functions; the engine (:func:`attnlab.engine.fit`,
+so :func:`attnlab.train` and :func:`attnlab.batched.train`) and the ``torch.optim`` classes run it alike. It
+declares what it reads beyond the step, so the engine computes that only when some transform asks:
+
+- ``needs_loss=True``: :attr:`Context.log_risk` (``log L`` per run) is filled at every step;
+- ``needs_weights=True``: :attr:`Context.weights` (``dL/ds``, on the gradient's scale) is filled;
+- :attr:`Context.step` (the index of the step) is always filled;
+- ``scale_invariant=True`` only if the update is unchanged when every gradient of a step is multiplied by one
+  positive constant (the engine then hands a ``torch.optim`` optimizer the gradients' mantissas, which stay exact
+  after the true gradient underflows); ``coefficient_only=True`` only if it rescales or linearly combines
+  directions, nothing else.
+
+Work on the coefficients in the log domain, as the transforms below do. A Polyak-like step
+``eta_t = (L - L*) / ||g||^2`` with a known lower bound ``l_star`` reads::
+
+    def update(step, state, ctx):
+        norm = ctx.block_norms(step.direction, None)[0]  # ||m|| per run, g = m e^s
+        gap = (torch.exp(ctx.log_risk) - l_star).clamp(min=0.0)
+        log_eta = torch.log(gap) - 2 * torch.log(norm) - 2 * step.log_scale  # coefficient of m: eta_t e^s
+        coefs = [c + log_eta for c in step.log_coef]
+        return Step(step.direction, step.log_scale, coefs, step.factor), state
+
+    mine = Rule((Transform("my_polyak", lambda params: None, update, scale_invariant=False, needs_loss=True),))
+
+and runs as ``attnlab.train(model, mine, data)`` or ``attnlab.batched.train(X, Z, y, v, optimizer=mine)``.
 """
 
 from __future__ import annotations
@@ -30,6 +58,7 @@ from typing import Any, NamedTuple
 
 import torch
 
+from attnlab._numerics import inverse_mirror_map, mirror_map
 from attnlab._validation import ValidationError
 
 __all__ = [
@@ -45,10 +74,14 @@ __all__ = [
     "decay",
     "momentum",
     "normalize",
+    "divide_by_norm",
     "normalize_by_loss",
+    "per_tensor",
     "polyak",
     "precondition",
     "scale_by_lr",
+    "step_size",
+    "uncapped",
 ]
 
 Norms = Callable[[Sequence[torch.Tensor], Sequence[Hashable] | None, float], list[torch.Tensor]]
@@ -137,6 +170,8 @@ class Context:
     gradient_at : callable, optional
         ``gradient_at(tensors, risk=True) -> Gradient`` at other parameter values (multi-stage integrators;
         ``risk=False`` skips the loss where a stage does not read it).
+    step : int
+        Index of the step being taken (the engine's loop index; a ``torch.optim`` class counts its own steps).
     """
 
     params: list[torch.Tensor]
@@ -146,6 +181,7 @@ class Context:
     norms: Norms | None = None
     weights: torch.Tensor | None = None
     gradient_at: Callable[..., Any] | None = None
+    step: int = 0
 
     def block_norms(self, tensors: Sequence[torch.Tensor], blocks: Sequence[Hashable] | None, ord: float = 2.0):
         if self.norms is not None:
@@ -156,11 +192,14 @@ class Context:
 class Transform(NamedTuple):
     """A pure update transform: ``init(params) -> state`` and ``update(step, state, context) -> (step, state)``.
 
-    ``coefficient_only`` says the transform rescales directions or combines them linearly, never anything else, so
-    it can run on any linear representation of the direction (the engine's kernel coefficients); ``scale_invariant``
-    that the update is unchanged when every gradient of a step is multiplied by one positive constant;
-    ``direction_state`` names the state entries that hold directions (lists with one tensor or None per tensor),
-    which the engine maps back to the parameters' shapes when it trained in another representation.
+    What it needs and what it guarantees are declared here, never read from its name (see "Writing a transform" in
+    the module docstring). ``coefficient_only`` says the transform rescales directions or combines them linearly,
+    never anything else, so it can run on any linear representation of the direction (the engine's kernel
+    coefficients); ``scale_invariant`` that the update is unchanged when every gradient of a step is multiplied by
+    one positive constant; ``direction_state`` names the state entries that hold directions (lists with one tensor
+    or None per tensor), which the engine maps back to the parameters' shapes when it trained in another
+    representation; ``needs_loss`` and ``needs_weights`` ask for :attr:`Context.log_risk` and
+    :attr:`Context.weights` (``dL/ds``) at every step.
     """
 
     name: str
@@ -169,13 +208,15 @@ class Transform(NamedTuple):
     coefficient_only: bool = True
     scale_invariant: bool = True
     direction_state: tuple[str, ...] = ()
+    needs_loss: bool = False
+    needs_weights: bool = False
 
 
 def _stateless(params: Sequence[torch.Tensor]) -> None:
     return None
 
 
-def _per_tensor(value: Any, n: int, name: str) -> list:
+def per_tensor(value: Any, n: int, name: str = "a per-tensor hyperparameter") -> list:
     """A hyperparameter given once or per tensor (a list or tuple), as a list of length ``n``."""
     if isinstance(value, (list, tuple)):
         if len(value) != n:
@@ -191,9 +232,12 @@ def _log(value: float | torch.Tensor, like: torch.Tensor) -> float | torch.Tenso
     return math.log(value) if value > 0 else -math.inf
 
 
-def _divide_by(log_coef: torch.Tensor, norm: torch.Tensor, log_scale: torch.Tensor | float = 0.0) -> torch.Tensor:
-    """``log_coef - log(norm * e^log_scale)``, and ``-inf`` (no step) where ``norm`` is 0."""
-    return log_coef - torch.log(norm).nan_to_num_(neginf=math.inf) - log_scale
+def divide_by_norm(
+    log_coef: torch.Tensor | float, norm: torch.Tensor, log_scale: torch.Tensor | float = 0.0
+) -> torch.Tensor:
+    """The NGD step size in the log domain: ``log_coef - log(norm * e^log_scale)``, ``-inf`` (no step) where
+    ``norm`` is 0. Spec: implicit-bias-ngd §4 A2 (``eta / ||g||`` with ``||g|| = norm e^log_scale``)."""
+    return log_coef - torch.log(norm).nan_to_num_(neginf=math.inf) - log_scale  # spec A2: eta / ||g||
 
 
 def scale_by_lr(lr: float | torch.Tensor | Sequence[float | torch.Tensor]) -> Transform:
@@ -203,7 +247,7 @@ def scale_by_lr(lr: float | torch.Tensor | Sequence[float | torch.Tensor]) -> Tr
     """
 
     def update(step: Step, state: None, ctx: Context) -> tuple[Step, None]:
-        lrs = _per_tensor(lr, len(step.direction), "lr")
+        lrs = per_tensor(lr, len(step.direction), "lr")
         return Step(
             step.direction, step.log_scale, step.log_coef, [f * r for f, r in zip(step.factor, lrs)]
         ), None  # spec A1: eta g
@@ -239,7 +283,7 @@ def normalize(
     plans: dict[tuple[int, tuple], list] = {}  # per (tensor count, group labels): the norms to take, worked out once
 
     def plan(n: int, ctx: Context) -> list:
-        orders, epss, on = _per_tensor(ord, n, "ord"), _per_tensor(eps, n, "eps"), _per_tensor(enabled, n, "enabled")
+        orders, epss, on = per_tensor(ord, n, "ord"), per_tensor(eps, n, "eps"), per_tensor(enabled, n, "enabled")
         labels = _block_labels(blocks, n, ctx)
         out = []
         for order in sorted(set(o for o, e in zip(orders, on) if e)):
@@ -258,7 +302,7 @@ def normalize(
             norms = ctx.block_norms([step.direction[i] for i in members], labels, order)
             for k, i, eps_i in targets:
                 if eps_i == 0:
-                    coefs[i] = _divide_by(coefs[i], norms[k], step.log_scale)  # spec A2: g / ||g||
+                    coefs[i] = divide_by_norm(coefs[i], norms[k], step.log_scale)  # spec A2: g / ||g||
                 else:  # spec md §4: G / (||G||_q + eps), with ||G|| = ||m|| e^s
                     log_den = torch.logaddexp(
                         torch.log(norms[k]) + step.log_scale, torch.full_like(norms[k], math.log(eps_i))
@@ -286,7 +330,7 @@ def normalize_by_loss(enabled: bool | Sequence[bool] = True) -> Transform:
     """
 
     def update(step: Step, state: None, ctx: Context) -> tuple[Step, None]:
-        on = _per_tensor(enabled, len(step.direction), "enabled")
+        on = per_tensor(enabled, len(step.direction), "enabled")
         if not any(on):
             return step, None
         if ctx.log_risk is None:
@@ -301,7 +345,8 @@ def normalize_by_loss(enabled: bool | Sequence[bool] = True) -> Transform:
         coefs = [c - ctx.log_risk if e else c for c, e in zip(step.log_coef, on)]  # spec A6: eta_t = eta / L
         return Step(step.direction, step.log_scale, coefs, step.factor), None
 
-    return Transform("normalize_by_loss", _stateless, update, scale_invariant=False)
+    reads = any(enabled) if isinstance(enabled, (list, tuple)) else bool(enabled)
+    return Transform("normalize_by_loss", _stateless, update, scale_invariant=False, needs_loss=reads)
 
 
 # Two losses that agree to this many units in the last place count as equal: a converged run whose loss rounds to
@@ -349,11 +394,11 @@ def polyak(
         norm = ctx.block_norms(step.direction, None, 2.0)[0]
         # spec A3/A8 on g = m e^s: eta_t e^s = (L - L*) e^{-s} / (c ||m||^2), the coefficient of m
         log_eta = torch.log(gap) - 2.0 * torch.log(norm) - 2.0 * step.log_scale
-        cs = _per_tensor(c, len(step.direction), "c")
+        cs = per_tensor(c, len(step.direction), "c")
         coefs = [torch.where(norm > 0, lc + log_eta - math.log(c_i), -math.inf) for lc, c_i in zip(step.log_coef, cs)]
         return Step(step.direction, step.log_scale, coefs, step.factor), None
 
-    return Transform("polyak", _stateless, update, scale_invariant=False)
+    return Transform("polyak", _stateless, update, scale_invariant=False, needs_loss=True)
 
 
 def cap(max_step: float | None | Sequence[float | None]) -> Transform:
@@ -364,49 +409,68 @@ def cap(max_step: float | None | Sequence[float | None]) -> Transform:
     """
 
     def update(step: Step, state: None, ctx: Context) -> tuple[Step, None]:
-        caps = _per_tensor(max_step, len(step.direction), "max_step")
+        caps = per_tensor(max_step, len(step.direction), "max_step")
         coefs = list(step.log_coef)
         for i, m in enumerate(caps):
-            if m is not None and m != math.inf:
-                bound = math.log(m) + step.log_scale  # spec A2: eta_t <- min(eta_t, eta_max) on the true direction
+            if not uncapped(m):
+                bound = _log(m, step.log_scale) + step.log_scale  # spec A2: eta_t <- min(eta_t, eta_max), true units
                 total = step.log_total(i)
                 coefs[i] = torch.where(total > bound, bound - (total - coefs[i]), coefs[i])
         return Step(step.direction, step.log_scale, coefs, step.factor), None
 
-    uncapped = max_step is None or (not isinstance(max_step, (list, tuple)) and max_step == math.inf)
-    return Transform("cap", _stateless, update, scale_invariant=uncapped)
+    free = all(uncapped(m) for m in max_step) if isinstance(max_step, (list, tuple)) else uncapped(max_step)
+    return Transform("cap", _stateless, update, scale_invariant=free)
 
 
-MOMENTUM_VARIANTS = ("heavy_ball", "normalized_buffer")
+def uncapped(max_step: float | torch.Tensor | None) -> bool:
+    """Whether a cap leaves the step free: ``None`` or ``inf`` (a per-run tensor counts as a cap)."""
+    return max_step is None or (not isinstance(max_step, torch.Tensor) and max_step == math.inf)
 
 
-def momentum(beta: float | Sequence[float], variant: str = "heavy_ball") -> Transform:
+def momentum(beta: float | Sequence[float]) -> Transform:
     r"""Momentum buffer :math:`m \leftarrow \beta m + g` becomes the direction; the coefficient so far is kept.
 
     Spec: implicit-bias-ngd §4 A4. In a chain, ``normalize`` *before* ``momentum`` gives the heavy-ball variant
     (step size from :math:`\|g\|`, applied to the buffer), ``normalize`` *after* it the normalised-buffer variant
     (:math:`\theta \leftarrow \theta - \eta\, m / \|m\|`). Tensors with :math:`\beta = 0` keep their gradient.
-    State: ``{"momentum_buffer": [tensor or None per tensor]}``, buffers in true (not log-scaled) units.
+
+    The buffer is kept in the log domain, as the gradient is: mantissas ``M`` and one log-scale ``S`` per run with
+    :math:`m = M e^S`, so it keeps adding gradients after they underflow in true units (a loss at float64
+    resolution). State: ``{"momentum_buffer": [M or None per tensor], "momentum_log_scale": [S or None per
+    tensor]}`` (``S`` of shape ``([R,])``, the same for every tensor of a run; a buffer saved without its
+    log-scale is in true units, ``S = 0``).
     """
 
     def init(params: Sequence[torch.Tensor]) -> dict[str, list]:
-        return {"momentum_buffer": [None] * len(params)}
+        return {"momentum_buffer": [None] * len(params), "momentum_log_scale": [None] * len(params)}
 
     def update(step: Step, state: dict[str, list], ctx: Context) -> tuple[Step, dict[str, list]]:
-        betas = _per_tensor(beta, len(step.direction), "momentum")
-        scale = torch.exp(step.log_scale)
-        buffers, directions, coefs = [], [], []
-        for d, m, b, lc in zip(step.direction, state["momentum_buffer"], betas, step.log_coef):
+        betas = per_tensor(beta, len(step.direction), "momentum")
+        s, buffers = step.log_scale, state["momentum_buffer"]
+        held = [i for i, m in enumerate(buffers) if m is not None]
+        if not held:  # the first step: the buffer is the gradient, on its own scale
+            new, shrink, keep = s, None, None
+        else:
+            old = state["momentum_log_scale"][held[0]]
+            old = torch.zeros_like(s) if old is None else old.to(s.dtype)  # a buffer saved in true units
+            # spec A4 on m = M e^S, g = G e^s: beta m + g = (beta M e^{S - S'} + G e^{s - S'}) e^{S'}, with one new
+            # scale S' = max(S + log max beta, s) per run, so that neither factor exceeds 1
+            new = torch.maximum(old + math.log(max(betas)), s)
+            shrink = torch.exp(old - new).nan_to_num_(nan=0.0)  # e^{S - S'}
+            keep = torch.exp(s - new).nan_to_num_(nan=0.0)  # e^{s - S'}
+        directions, coefs, kept = [], [], []
+        for d, m, b, lc in zip(step.direction, buffers, betas, step.log_coef):
+            g = d if keep is None else d * _expand(keep, d)  # the gradient's mantissa on the new scale
             if b == 0.0:
-                buffers.append(m)
-                directions.append(d * _expand(scale, d))
+                kept.append(m)
+                directions.append(g)
             else:
-                g = d * _expand(scale, d)  # true gradient (may underflow: momentum needs true units across steps)
-                buffers.append(g if m is None else torch.mul(m, b).add_(g))  # spec A4: m <- beta m + g
-                directions.append(buffers[-1])
-            coefs.append(lc - step.log_scale)  # coefficient of the true direction
-        zero = torch.zeros_like(step.log_scale)
-        return Step(directions, zero, coefs, step.factor), {"momentum_buffer": buffers}
+                m = g if m is None else torch.mul(m, _expand(b * shrink, m)).add_(g)  # spec A4: m <- beta m + g
+                kept.append(m)
+                directions.append(m)
+            coefs.append(lc - s + new)  # the coefficient of the true direction, on the new scale
+        scales = [None if m is None else new for m in kept]
+        return Step(directions, new, coefs, step.factor), {"momentum_buffer": kept, "momentum_log_scale": scales}
 
     return Transform("momentum", init, update, scale_invariant=False, direction_state=("momentum_buffer",))
 
@@ -421,7 +485,7 @@ def decay(alpha: float | Sequence[float]) -> Transform:
         return {"step": [0] * len(params)}
 
     def update(step: Step, state: dict[str, list], ctx: Context) -> tuple[Step, dict[str, list]]:
-        alphas = _per_tensor(alpha, len(step.direction), "alpha")
+        alphas = per_tensor(alpha, len(step.direction), "alpha")
         coefs = [lc - a * math.log(t + 1) for lc, a, t in zip(step.log_coef, alphas, state["step"])]  # spec A6
         return Step(step.direction, step.log_scale, coefs, step.factor), {"step": [t + 1 for t in state["step"]]}
 
@@ -482,11 +546,12 @@ class Rule:
     @property
     def needs_weights(self) -> bool:
         """Whether a transform reads ``dL/ds`` (:attr:`Context.weights`)."""
-        return any(t.name.startswith("flow") for t in self.transforms)
+        return any(t.needs_weights for t in self.transforms)
 
     @property
     def needs_loss(self) -> bool:
-        return any(t.name in ("polyak", "normalize_by_loss") for t in self.transforms)
+        """Whether a transform reads the loss (:attr:`Context.log_risk`)."""
+        return any(t.needs_loss for t in self.transforms)
 
     def init(self, params: Sequence[torch.Tensor]) -> list[Any]:
         """The state of every transform for ``params``."""
@@ -514,7 +579,7 @@ class Rule:
             return [_descend(p, d, c, out=o) for p, c, d, o in zip(params, coefs, step.direction, outs)]
         return [
             mirror_step(p, d, c, float(q))
-            for p, d, c, q in zip(params, step.direction, coefs, _per_tensor(self.mirror_p, len(params), "p"))
+            for p, d, c, q in zip(params, step.direction, coefs, per_tensor(self.mirror_p, len(params), "p"))
         ]
 
 
@@ -558,6 +623,20 @@ def run_rule(
     return rule.apply(params, step), state
 
 
+def step_size(
+    rule: Rule, norm: torch.Tensor, log_scale: torch.Tensor, *, log_risk: torch.Tensor | None = None
+) -> torch.Tensor:
+    """The coefficient ``rule`` puts on a direction of norm ``norm`` (shape ``([R,])``), one tensor, read off alone.
+
+    With ``log_scale`` the direction is a mantissa (true norm ``norm e^log_scale``) and the result its coefficient.
+    Serves the public step-size functions (:func:`attnlab.optim.normalized_step_size`,
+    :func:`attnlab.optim.polyak_step_size`) from the one implementation in the transforms.
+    """
+    ctx = Context(params=[norm], run_dims=norm.dim(), log_risk=log_risk)
+    step, _ = rule.step([norm], log_scale, rule.init([norm]), ctx)
+    return torch.exp(step.log_coef[0]) * step.factor[0]
+
+
 def mirror_step(W: torch.Tensor, direction: torch.Tensor, coef: torch.Tensor, p: float) -> torch.Tensor:
     r"""One l_p mirror-descent update :math:`(\nabla\psi)^{-1}(\nabla\psi(W) - c\, d)`, ``psi = ||.||_p^p / p``.
 
@@ -570,6 +649,5 @@ def mirror_step(W: torch.Tensor, direction: torch.Tensor, coef: torch.Tensor, p:
     p : float
         ``p > 1``; ``p = 2`` is the additive update.
     """
-    dual = torch.sign(W) * W.abs().pow(p - 1.0)  # spec md §3: grad psi(W) = sign(W) |W|^(p-1)
-    M = _descend(dual, direction, coef)  # spec md §4: M = grad psi(W) - eta G
-    return torch.sign(M) * M.abs().pow(1.0 / (p - 1.0))  # spec md §3: (grad psi)^{-1}(M)
+    M = _descend(mirror_map(W, p), direction, coef)  # spec md §4: M = grad psi(W) - eta G
+    return inverse_mirror_map(M, p)  # spec md §3: W = (grad psi)^{-1}(M)

@@ -12,7 +12,7 @@ A run's parameters (all plain values, so a sweep file can grid over any of them)
     d_e: 64
     init_scale: 0.0         # initial entries ~ N(0, init_scale^2 / d) from seed; 0 gives W0 = 0 (W, diag: 0 is
     seed: 0                 #   only allowed for "W": K = Q = 0 is a stationary point)
-    optimizer: ngd          # "gd", "ngd", "polyak", "md", "joint"
+    optimizer: ngd          # an optimizer string (attnlab.optim.spec): "ngd", "ngd:momentum=0.9", "md:1.5", ...
     lr: 0.1                 # default 0.1; Polyak takes none (its step is (L - L*)/||g||^2)
     loss: exp
     steps: 1000
@@ -161,6 +161,7 @@ class BatchedTrain(Task):
         from attnlab.batched import OPTIMIZERS, PARAMETRIZATIONS
         from attnlab.data import GENERATORS
         from attnlab.losses import LOSSES
+        from attnlab.optim import parse_optimizer
 
         unknown = sorted(set(params) - set(DEFAULTS) - set(_SIZES))
         if unknown:
@@ -171,13 +172,19 @@ class BatchedTrain(Task):
         p = _full(params)
         check_in("data", p["data"], sorted(GENERATORS))
         check_in("param", p["param"], PARAMETRIZATIONS)
-        check_in("optimizer", p["optimizer"], OPTIMIZERS)
+        spec = parse_optimizer(p["optimizer"])
+        check_in("optimizer", spec.name, OPTIMIZERS)
         check_in("loss", p["loss"], LOSSES)
         if p["lr"] is not None:
-            if p["optimizer"] == "polyak":
+            if spec.name == "polyak":
                 raise ValidationError(
                     "lr is set for optimizer polyak, whose step is (L - L*) / ||g||^2: drop lr (cap the step with "
                     "options: {max_step: ...})"
+                )
+            if spec.get("lr") is not None:
+                raise ValidationError(
+                    f"lr is set twice, as lr: {p['lr']} and in optimizer: {p['optimizer']!r}; keep one (lr may differ "
+                    "per run inside a batch, the optimizer string may not)"
                 )
             check_scalar("lr", p["lr"], low=0.0, low_inclusive=False)
         check_scalar("steps", p["steps"], kind=int, low=0)
@@ -217,9 +224,11 @@ class BatchedTrain(Task):
 
         from attnlab.batched import train
         from attnlab.data import stack
+        from attnlab.optim import parse_optimizer
 
         full = [_full(p) for p in params]
         first = full[0]
+        spec = parse_optimizer(first["optimizer"])
         start = time.perf_counter()
         data = stack([_data(p) for p in full])  # X (R, n, T, d)
         d = int(data.X.shape[-1])
@@ -233,8 +242,8 @@ class BatchedTrain(Task):
             data.v,
             init.pop("W0", None),
             param=first["param"],
-            optimizer=first["optimizer"],
-            lr=None if first["optimizer"] == "polyak" else _lrs(full),  # (R,)
+            optimizer=spec,
+            lr=None if spec.name == "polyak" or spec.get("lr") is not None else _lrs(full),  # (R,)
             loss=first["loss"],
             steps=steps,
             record_every=first["record_every"] or max(steps, 1),

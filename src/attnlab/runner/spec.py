@@ -9,7 +9,7 @@ A sweep file reads::
       data_seed: [0, 1, 2]
     list:                        # explicit points; each is combined with every grid point
       - {optimizer: ngd}
-      - {optimizer: gd}
+      - {optimizer: "ngd:momentum=0.9"}   # any string of the optimizer grammar (attnlab.optim.spec)
     repeats: 4                   # each point 4 times, seed derived from (base seed, repeat index)
 
 A run's parameters are ``{**base, **list entry, **grid point}`` (later keys win), then ``seed`` when

@@ -17,6 +17,7 @@ import cvxpy as cp
 import numpy as np
 import torch
 
+from attnlab._numerics import inverse_mirror_map, mirror_map
 from attnlab._validation import ValidationError, check_scalar
 from attnlab.data.dataset import TokenSelectionData
 from attnlab.svm.errors import InfeasibleProgramError, SolverAccuracyWarning, TieWarning
@@ -273,12 +274,12 @@ def norm_value(x: np.ndarray, norm: Norm) -> float:
 
 def grad_psi(x: np.ndarray, p: float) -> np.ndarray:
     """``grad psi(x) = sign(x) |x|^(p-1)`` entrywise, ``psi = 1/p ||x||_p^p``. Spec: mirror-descent-lp §3."""
-    return np.sign(x) * np.abs(x) ** (p - 1)  # spec mirror-descent-lp §3: grad psi
+    return mirror_map(torch.from_numpy(np.asarray(x, dtype=np.float64)), p).numpy()
 
 
 def inverse_grad_psi(g: np.ndarray, p: float) -> np.ndarray:
     """``(grad psi)^{-1}(g) = sign(g) |g|^(1/(p-1))`` entrywise, ``p > 1``. Spec: mirror-descent-lp §3."""
-    return np.sign(g) * np.abs(g) ** (1.0 / (p - 1))  # spec mirror-descent-lp §3: inverse mirror map
+    return inverse_mirror_map(torch.from_numpy(np.asarray(g, dtype=np.float64)), p).numpy()
 
 
 def l1_subgradient_gap(x: np.ndarray, g: np.ndarray) -> float:

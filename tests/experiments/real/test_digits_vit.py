@@ -37,5 +37,5 @@ def test_digits_vit_config_needs_one_lr_per_optimizer():
 
 
 def test_digits_vit_config_refuses_unknown_optimizers():
-    with pytest.raises(ValidationError, match="optimizer == 'rmsprop'"):
+    with pytest.raises(ValidationError, match="optimizer 'rmsprop': unknown name 'rmsprop'"):
         DigitsViTConfig(optimizers=("rmsprop",), lrs=(0.1,))
