@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from attnlab._validation import ValidationError, check_in, check_scalar
+from attnlab._validation import ValidationError, check_bool, check_in, check_scalar, check_tensor
 from attnlab.optim import transforms as tx
 from attnlab.optim.joint_adaptive import NORMALIZERS, joint_rule
 from attnlab.optim.mirror_descent import FLOAT64_EPS, md_rule
@@ -38,6 +38,18 @@ DEFAULT_LR = 0.1
 
 def _positive(name: str, value: Any) -> float:
     return float(check_scalar(name, value, low=0.0, low_inclusive=False))
+
+
+def _optimal_loss(value: Any, l_star: torch.Tensor) -> torch.Tensor:
+    """Polyak's target ``L*`` as given: a finite number ``>= 0``, or one per run (shape (R,))."""
+    target = check_tensor("optimal_loss", value).to(l_star.device)
+    if target.dim() > 1 or (target.dim() == 1 and target.shape[0] != l_star.shape[0]):
+        raise ValidationError(
+            f"optimal_loss has shape {tuple(target.shape)}, expected a number or one value per run ({l_star.shape[0]},)"
+        )
+    if bool((target < 0).any()):
+        raise ValidationError(f"optimal_loss == {value!r}, must be >= 0 (a loss is never negative); default L*")
+    return target
 
 
 def named_rule(
@@ -71,11 +83,7 @@ def named_rule(
         c = _positive("c", options.get("c", 1.0))
         cap = options.get("max_step")
         cap = math.inf if cap is None else _positive("max_step", cap)
-        target = (
-            l_star
-            if options.get("optimal_loss") is None
-            else torch.as_tensor(options["optimal_loss"], dtype=torch.float64)
-        )
+        target = l_star if options.get("optimal_loss") is None else _optimal_loss(options["optimal_loss"], l_star)
         return polyak_rule(target, [c] * n, [cap] * n)  # spec ngd A3 (A8 with c)
     lr = DEFAULT_LR if lr is None else lr
     if optimizer in ("gd", "ngd"):
@@ -90,7 +98,7 @@ def named_rule(
         return ngd_rule([lr] * n, [cap] * n, [beta] * n, [variant] * n, normalization)  # spec ngd A2, A4, A7
     if optimizer == "md":
         p = float(check_scalar("p", options.get("p", 2.0), low=1.0, low_inclusive=False))
-        normalized = check_in("normalized", options.get("normalized", True), (False, True))
+        normalized = check_bool("normalized", options.get("normalized", True))
         eps = float(check_scalar("eps", options.get("eps", FLOAT64_EPS), low=0.0))
         return md_rule([lr] * n, [p] * n, [normalized] * n, [eps] * n)  # spec md §4
     alpha = float(check_scalar("alpha", options.get("alpha", 2.0 / 3.0), low=0.0))
