@@ -16,6 +16,7 @@ from attnlab._validation import check_scalar
 from attnlab.data.assumptions import AssumptionReport
 from attnlab.data.dataset import TokenSelectionData
 from attnlab.svm._program import (
+    SEPARABLE_TOL,
     Norm,
     attention_constraint_vectors,
     check_data,
@@ -38,9 +39,6 @@ __all__ = [
     "locally_optimal_selections",
     "support_tokens",
 ]
-
-# Unit-norm margins at or below this count as "not separable": solver round-off on a zero optimum is ~1e-10.
-_SEPARABLE_TOL = 1e-8
 
 
 @dataclass(frozen=True, eq=False)  # compared by identity: it holds tensors
@@ -240,7 +238,7 @@ def is_separable(data: TokenSelectionData, select: object = None, solver: str | 
     M = constraint_matrices(diff @ U, queries @ V).reshape(len(pairs), -1)
     what = f"separability (n={data.n}, T={data.T}, d={data.d})"
     margin = max_unit_margin(M, solver, what=what)
-    holds, detail = margin > _SEPARABLE_TOL, "largest margin of a unit-Frobenius-norm W; must be > threshold"
+    holds, detail = margin > SEPARABLE_TOL, "largest margin of a unit-Frobenius-norm W; must be > threshold"
     if select is None and data.select is None:
         top2 = data.token_scores().topk(2, dim=1).values  # spec kq-nuclear-norm §5 A1: opt unique
         ties = torch.nonzero(top2[:, 0] == top2[:, 1]).flatten().tolist()
@@ -250,6 +248,6 @@ def is_separable(data: TokenSelectionData, select: object = None, solver: str | 
         name="separability (A1, W-SVM feasible)",
         holds=holds,
         measured=margin,
-        threshold=_SEPARABLE_TOL,
+        threshold=SEPARABLE_TOL,
         detail=detail,
     )
