@@ -57,6 +57,19 @@ def test_l1_near_ties_is_solved_with_the_norm_of_a_second_solver(gap):
     assert sol.norm_value == pytest.approx(_l1_by_linprog(_constraints(data)), rel=1e-5)
 
 
+@pytest.mark.parametrize("norm", ["fro", 1.0])
+def test_at_a_gap_of_1e_10_separable_data_are_solved_or_said_separable(norm):
+    data = _near_tie(1e-10)
+    try:
+        sol = _solve(data, norm=norm)
+    except SolverToleranceError as err:  # never the plain "infeasible ... not separable"
+        assert "the constraints are separable" in str(err) and "smallest constraint" in str(err)
+        return
+    assert sol.margin >= 1 - 1e-5
+    if norm == 1.0:
+        assert sol.norm_value == pytest.approx(_l1_by_linprog(_constraints(data)), rel=1e-5)
+
+
 def test_contradictory_near_ties_are_infeasible_and_the_message_gives_the_smallest_constraint():
     g = torch.Generator().manual_seed(1)
     X = torch.randn(3, 2, 3, generator=g, dtype=torch.float64)

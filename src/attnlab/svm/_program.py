@@ -415,7 +415,10 @@ def _rescued(M: np.ndarray, shape: tuple[int, ...], norm: Norm, solver: str, wha
     tol = kkt_tolerance(norm)
     attempts = [(M / r.min(), None, 1.0 / r.min()), (M / r[:, None], 1.0 / r, 1.0)]
     for M_try, rhs, unscale in attempts:
-        value, mu, status = _solve(M_try, shape, norm, solver, what, rhs)
+        try:
+            value, mu, status = _solve(M_try, shape, norm, solver, what, rhs)
+        except InfeasibleProgramError:  # the solver itself failed on this form: try the next
+            continue
         if value is None:
             continue
         value = value * unscale  # (a): x = x' / r_min
