@@ -45,6 +45,6 @@ print(f"W-SVM margin {fro.margin:.6f}, cos(W_fro, W_nuc) = {float(cosine(fro.W, 
 steps = 300 if args.small else 3000
 for param in ("W", "KQ"):
     result = explain(data, param=param, opt="ngd", steps=steps, lr=0.1)
-    print(f"param={param}: closest SVM = {result.closest}")
+    print(f"param={param}: {result.verdict}")
     print(result.table[["candidate", "one_minus_cos"]].to_string(index=False))
     result.figure.savefig(args.out / f"explain_{param}.png", dpi=120)

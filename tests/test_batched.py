@@ -231,3 +231,49 @@ def test_normalized_md_on_kq_normalises_each_tensor_by_its_own_dual_norm():
     for name, start in (("K", K0), ("Q", Q0)):
         moved = torch.linalg.matrix_norm(one.params[name][0] - start)
         torch.testing.assert_close(moved, torch.tensor(0.1, dtype=torch.float64), rtol=1e-12, atol=0.0)
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        ({"y": "zero-one"}, r"y must hold only -1 and \+1, found \[0.0\]"),
+        ({"y": "two"}, r"y must hold only -1 and \+1, found \[-2.0, 2.0\]"),
+        ({"X": "one-token"}, "X has 1 entries along axis 'T', needs at least 2"),
+        ({"optimizer": "polyak", "optimal_loss": float("nan")}, "optimal_loss has 1 non-finite"),
+        ({"optimizer": "polyak", "optimal_loss": -1.0}, "optimal_loss == -1.0, must be >= 0"),
+        ({"train_head": "no"}, "train_head == 'no', must be a bool"),
+        ({"keep_iterates": 1}, "keep_iterates == 1, must be a bool"),
+        ({"select": [0.0, 1.0, 2.0, 0.0, 1.0]}, "select must be 5 integer token indices .* got dtype float64"),
+        ({"select": [0, 1, 2, 0]}, r"select must be 5 integer token indices .* got shape \(4,\)"),
+        ({"select": [0, 1, 2, 0, 4]}, r"select holds indices outside \[0, 3\]"),
+        ({"optimizer": "md", "p": 3.0, "normalized": 1}, "normalized == 1, must be a bool"),
+    ],
+)
+def test_refuses_what_the_rest_refuses(change, match):
+    X, Z, y, v, W0 = _runs(R=2)
+    change = dict(change)
+    y = {None: y, "zero-one": (y + 1) / 2, "two": 2 * y}[change.pop("y", None)]
+    if change.pop("X", None):
+        X = X[:, :, :1]
+    optimizer = change.pop("optimizer", "ngd")
+    lr = None if optimizer == "polyak" else 0.1
+    with pytest.raises(ValidationError, match=match):
+        batched.train(X, Z, y, v, W0, optimizer=optimizer, lr=lr, steps=2, **change)
+
+
+def test_integers_of_any_integral_type_are_accepted():
+    import numpy as np
+
+    X, Z, y, v, W0 = _runs(R=2)
+    a = batched.train(
+        X, Z, y, v, W0, steps=np.int64(3), record_every=np.int32(1), select=torch.zeros(2, 5, dtype=torch.int32)
+    )
+    b = batched.train(X, Z, y, v, W0, steps=3, record_every=1, select=torch.zeros(2, 5, dtype=torch.int64))
+    assert torch.equal(a.W, b.W) and a.frame.equals(b.frame)
+
+
+def test_inputs_are_copied_not_aliased():
+    X, Z, y, v, W0 = (t.double() for t in _runs(R=2))
+    run = batched.train(X, Z, y, v, W0, steps=0)
+    W0.add_(1.0)  # the caller's array changes after the call: the run's does not
+    assert not torch.equal(run.W, W0)

@@ -110,7 +110,7 @@ def test_infeasible_candidates_are_skipped_with_the_reason():
     result = explain(data, "W", "ngd", steps=50, lr=0.3, max_selections=4)
     assert "l1-diag" not in set(result.table["candidate"])
     assert any(reason.startswith("l1-diag: infeasible") for reason in result.skipped)
-    assert result.closest in set(result.table["candidate"])
+    assert result.nearest in set(result.table["candidate"])
 
 
 def test_a_diverged_run_names_no_svm(example):
@@ -125,17 +125,64 @@ def test_a_head_that_ties_every_token_is_refused(example):
         explain(tied, "W", "ngd", steps=5)
 
 
-def test_training_is_one_run_recording_every_candidate(example, monkeypatch):
+def test_training_is_one_run_and_every_candidate_is_measured_on_its_iterates(example, monkeypatch):
     import attnlab.explain as module
 
     calls = []
     real = module.batched_train
 
     def spy(X, *args, **kwargs):
-        calls.append(kwargs.get("refs"))
-        return real(X, *args, **kwargs)
+        run = real(X, *args, **kwargs)
+        calls.append(run)
+        return run
 
     monkeypatch.setattr(module, "batched_train", spy)
-    result = explain(example, "W", "ngd", steps=20, lr=0.3)
-    assert len(calls) == 1 and set(calls[0]) == set(result.table["candidate"])
-    assert result.W.shape == (example.d, example.d)
+    result = explain(example, "W", "ngd", steps=20, lr=0.3, record_every=5)
+    assert len(calls) == 1 and result.W.shape == (example.d, example.d)
+    W = calls[0].iterates["W"][:, 0]
+    for candidate, rows in result.trajectory.groupby("candidate"):  # the plain cosine of each kept iterate
+        W_c = result_svm(example, result, candidate)
+        expected = [1 - float(cosine(w, W_c)) for w in W]
+        assert rows["one_minus_cos"].to_numpy() == pytest.approx(expected, abs=1e-12)
+
+
+def result_svm(data, result, candidate):
+    row = result.table.set_index("candidate").loc[candidate]
+    select = [int(t) for t in row["select"].split(",")]
+    norm = {"fro": "fro", "nuc": "nuc", "l1-diag": "l1-diag"}.get(candidate)
+    if candidate == "l2-diag":
+        from attnlab.svm import diagonal_svm
+
+        return diagonal_svm(data, 2.0, select=select).W
+    return attention_svm(data, norm or "fro", select=select).W
+
+
+def test_fifty_steps_are_not_converged_in_direction_and_name_no_candidate(example):
+    result = explain(example, "W", "ngd", steps=50, lr=0.1)
+    assert not result.converged and result.closest is None and not result.table["closest"].any()
+    assert result.verdict.startswith("not converged in direction: the nearest candidate fro is at 1 - cos")
+    gap = 1 - float(cosine(result.W, attention_svm(example, "fro").W))
+    assert gap > 1e-2 and result.table.set_index("candidate").at["fro", "one_minus_cos"] == pytest.approx(gap)
+
+
+def test_a_huge_step_that_saturates_the_softmax_at_once_is_not_converged(example):
+    # gd with lr = 1e300 saturates the softmax in one step, after which its steps vanish: the direction is the first
+    # gradient's, far from every SVM
+    result = explain(example, "W", "gd", steps=50, lr=1e300)
+    assert not result.converged and result.closest is None
+    assert "not converged in direction" in result.verdict
+
+
+def test_the_attended_selection_is_a_candidate_beyond_the_search_budget():
+    # T^n = 4^5 = 1024 selections > max_selections = 4: from this initialisation NGD converges to the SVM of a
+    # selection outside the search budget (token 2 in sequence 0), which the model's own attention names
+    from attnlab.data import unit_gaussian
+
+    data = unit_gaussian(n=5, T=4, d=6, seed=3)
+    result = explain(data, "W", "ngd", steps=300, lr=0.5, init_scale=2.0, seed=3, max_selections=4)
+    assert result.converged and result.closest == "fro[2,0,0,0,0]"
+    table = result.table.set_index("candidate")
+    assert table.at["fro[2,0,0,0,0]", "attended"]
+    W_c = attention_svm(data, "fro", select=[2, 0, 0, 0, 0]).W
+    assert table.at["fro[2,0,0,0,0]", "one_minus_cos"] == pytest.approx(1 - float(cosine(result.W, W_c)), abs=1e-9)
+    assert table.at["fro[2,0,0,0,0]", "one_minus_cos"] < 1e-2 < table.at["fro", "one_minus_cos"]

@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -129,3 +130,19 @@ def test_bad_arguments_name_themselves(data):
         gradient_flow(Combined(5), data, step=0.1, steps=1, record_every=0)
     with pytest.raises(ValidationError, match="TokenSelectionModel"):
         gradient_flow(torch.nn.Linear(2, 2), data, step=0.1, steps=1)
+
+
+def test_flow_checks_d_runs_and_data_and_converts_a_float32_model():
+    from attnlab.data import example1
+
+    data = example1(n=4, T=3, d=5, seed=0)
+    with pytest.raises(ValidationError, match="model has d = 3 but the data's tokens have d = 5"):
+        gradient_flow(Combined(3), data, step=0.1, steps=1)
+    with pytest.raises(ValidationError, match="data must be a TokenSelectionData or StackedData, got tuple"):
+        gradient_flow(Combined(5), (data.X, data.Z, data.y, data.v), step=0.1, steps=1)
+    with pytest.raises(ValidationError, match="track_phi == 'yes', must be a bool"):
+        gradient_flow(Combined(5), data, step=0.1, steps=1, track_phi="yes")
+    single, half = Combined(5), Combined(5).float()
+    gradient_flow(single, data, step=0.1, steps=3)
+    gradient_flow(half, data, step=0.1, steps=np.int64(3))
+    assert half.W.dtype == torch.float64 and torch.equal(half.W, single.W)

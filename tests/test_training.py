@@ -128,3 +128,108 @@ def test_a_model_whose_d_differs_from_the_data_is_refused_by_name():
         ValidationError, match="model has d = 3 but the data's tokens have d = 2; build the model with d=2"
     ):
         al.train(model, torch.optim.SGD(model.parameters(), lr=0.1), _data(), steps=1)
+
+
+def _stacked(R=3):
+    from attnlab.data import example1, stack
+
+    return [example1(n=5, T=3, d=4, seed=s) for s in range(R)], stack(
+        [example1(n=5, T=3, d=4, seed=s) for s in range(R)]
+    )
+
+
+def test_a_model_broadcast_over_stacked_data_records_each_runs_own_metrics():
+    from attnlab.metrics import alignment
+
+    datasets, stacked = _stacked()
+    W_ref = torch.randn(4, 4, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    W0 = 0.1 * torch.randn(4, 4, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    model = Combined(4, W0=W0)
+    traj = al.train(
+        model,
+        al.optim.NormalizedGD(model.parameters(), lr=0.2),
+        stacked,
+        steps=15,
+        record_every=5,
+        metrics=[alignment(W_ref), opt_softmax()],
+        broadcast=True,
+    )
+    assert model.W.shape == (3, 4, 4)  # the model keeps every run
+    for r, data in enumerate(datasets):  # a plain run per data set
+        single = Combined(4, W0=W0)
+        plain = al.train(
+            single,
+            al.optim.NormalizedGD(single.parameters(), lr=0.2),
+            data,
+            steps=15,
+            record_every=5,
+            metrics=[alignment(W_ref), opt_softmax()],
+        )
+        rows = traj.frame[traj.frame["run"] == r].reset_index(drop=True)
+        for column in ("alignment", "opt_softmax", "loss"):
+            assert torch.allclose(
+                torch.tensor(rows[column].to_numpy()),
+                torch.tensor(plain.frame[column].to_numpy()),
+                rtol=1e-9,
+                atol=1e-12,
+            ), column
+        assert torch.allclose(model.W[r].detach(), single.W.detach(), rtol=1e-9, atol=1e-12)
+
+
+def test_stacked_data_and_a_model_without_runs_need_broadcast():
+    _, stacked = _stacked()
+    model = Combined(4)
+    with pytest.raises(ValidationError, match="pass broadcast=True"):
+        al.train(model, al.optim.NormalizedGD(model.parameters(), lr=0.1), stacked, steps=1)
+    model = Combined(4, W0=torch.zeros(2, 4, 4))
+    with pytest.raises(ValidationError, match="runs axis of 2 runs but the data has 3"):
+        al.train(model, al.optim.NormalizedGD(model.parameters(), lr=0.1), stacked, steps=1)
+
+
+def test_torch_sgd_broadcast_over_stacked_data_trains_each_run():
+    datasets, stacked = _stacked()
+    model = Combined(4)
+    al.train(model, torch.optim.SGD(model.parameters(), lr=0.3), stacked, steps=5, broadcast=True)
+    for r, data in enumerate(datasets):
+        single = Combined(4)
+        al.train(single, torch.optim.SGD(single.parameters(), lr=0.3), data, steps=5)
+        assert torch.allclose(model.W[r].detach(), single.W.detach(), rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (
+            lambda m, d: al.train(m, torch.optim.SGD(m.parameters(), lr=0.1), (d.X, d.Z, d.y), steps=1),
+            "data must be a TokenSelectionData or StackedData, got tuple",
+        ),
+        (
+            lambda m, d: al.train(m, torch.optim.SGD(m.parameters(), lr=0.1), d, steps=1, progress="no"),
+            "progress == 'no', must be a bool",
+        ),
+        (lambda m, d: al.train(m, object(), d, steps=1), "optimizer must be a torch.optim.Optimizer"),
+        (
+            lambda m, d: al.train(m3 := Combined(3), torch.optim.SGD(m3.parameters(), lr=0.1), d, steps=1),
+            "model has d = 3 but the data's tokens have d = 2",
+        ),
+    ],
+)
+def test_bad_calls_are_refused_by_name(call, match):
+    model = Combined(2)
+    with pytest.raises(ValidationError, match=match):
+        call(model, _data())
+
+
+def test_integral_steps_of_any_type_and_a_float32_model():
+    import numpy as np
+
+    data = _data()
+    model = Combined(2).float()
+    traj = al.train(
+        model, al.optim.NormalizedGD(model.parameters(), lr=0.1), data, steps=np.int64(3), record_every=torch.tensor(1)
+    )
+    ref = Combined(2)
+    plain = al.train(ref, al.optim.NormalizedGD(ref.parameters(), lr=0.1), data, steps=3)
+    assert model.W.dtype == torch.float64 and len(traj.frame) == 4
+    assert torch.allclose(model.W.detach(), ref.W.detach(), rtol=0, atol=1e-15)
+    assert plain.frame["loss"].iloc[-1] == traj.frame["loss"].iloc[-1]

@@ -39,3 +39,38 @@ def test_check_tensor_shapes_sizes_and_finiteness():
     with pytest.raises(ValidationError, match="at least 2"):
         check_tensor("X", np.zeros((2, 1, 4)), "nTd", min_size={"T": 2})
     assert check_tensor("lr", 0.5).dim() == 0
+
+
+def test_integers_of_any_integral_type_and_booleans_only_as_booleans():
+    from attnlab._validation import check_bool
+
+    for value in (5, np.int64(5), np.int32(5), np.uint8(5), torch.tensor(5)):
+        out = check_scalar("steps", value, kind=int, low=0)
+        assert out == 5 and type(out) is int
+    with pytest.raises(ValidationError, match="steps must be a int"):
+        check_scalar("steps", np.float64(5.0), kind=int)
+    with pytest.raises(ValidationError, match="must be a int"):
+        check_scalar("steps", np.bool_(True), kind=int)
+    assert check_bool("train_head", np.bool_(True)) is True
+    for bad in ("no", 0, 1, None):
+        with pytest.raises(ValidationError, match="train_head == .*, must be a bool"):
+            check_bool("train_head", bad)
+
+
+def test_tensors_are_copied_and_meta_tensors_refused():
+    t = torch.ones(3, dtype=torch.float64)
+    out = check_tensor("y", t)
+    t.add_(1.0)
+    assert torch.equal(out, torch.ones(3, dtype=torch.float64))
+    with pytest.raises(ValidationError, match="W_ref is a 'meta' tensor"):
+        check_tensor("W_ref", torch.empty(2, 2, device="meta"))
+
+
+def test_select_is_integer_of_the_right_length_and_range():
+    from attnlab._validation import check_select
+
+    assert check_select("select", np.array([0, 2], dtype=np.int16), n=2, T=3).dtype == torch.int64
+    with pytest.raises(ValidationError, match="select must be 2 integer token indices .* got dtype float64"):
+        check_select("select", [1.0, 2.0], n=2, T=3)
+    with pytest.raises(ValidationError, match=r"select holds indices outside \[0, 2\]"):
+        check_select("select", [0, 3], n=2, T=3)

@@ -3,13 +3,18 @@
 Each check raises :class:`ValidationError` (a ``ValueError``) whose message says which argument is wrong,
 what was expected, what was received, and how to fix it -- in the form ``"name == value, must be > bound"``
 used by scikit-learn's ``check_scalar``.
+
+The same rules hold at every public entry point: integers of any integral type (``int``, ``np.int64``, a 0-d
+integer tensor), booleans only as booleans, labels in {-1, +1}, ``T >= 2``, token selections of integer type and in
+range, and arrays copied to float64 (float32 and integer input is converted, never aliased: an in-place edit of
+the caller's array cannot reach validated data).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from numbers import Real
+from numbers import Integral, Real
 
 import numpy as np
 import torch
@@ -19,10 +24,17 @@ from attnlab._errors import ValidationError
 __all__ = [
     "ValidationError",
     "as_float64_tensor",
+    "check_bool",
+    "check_device",
     "check_in",
+    "check_labels",
     "check_scalar",
+    "check_select",
     "check_shape",
     "check_tensor",
+    "check_runs",
+    "check_token_data",
+    "model_as_float64",
 ]
 
 
@@ -39,16 +51,24 @@ def check_scalar(
 ) -> float:
     """Check that ``value`` is a number of type ``kind`` within ``[low, high]``.
 
-    Returns the value (unchanged). Bounds are inclusive unless told otherwise.
+    Returns the value: an integer of any integral type (``np.int64``, a 0-d integer tensor) as a Python ``int``
+    when ``kind`` is ``int``, a 0-d real tensor as a Python number, anything else unchanged. Bounds are inclusive
+    unless told otherwise. Booleans are never numbers here.
 
     Raises
     ------
     ValidationError
         ``"lr == -1.0, must be > 0"`` style messages.
     """
-    if isinstance(value, bool) or not isinstance(value, kind):
-        expected = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+    if isinstance(value, torch.Tensor) and value.dim() == 0 and not value.is_complex() and value.dtype != torch.bool:
+        value = value.item()  # a 0-d tensor is a number
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    accepted = tuple(Integral if k is int else k for k in kinds)  # np.int64 and friends are integers too
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, accepted):
+        expected = " or ".join(k.__name__ for k in kinds)
         raise ValidationError(f"{name} must be a {expected}, got {value!r} of type {type(value).__name__}")
+    if int in kinds and isinstance(value, Integral):
+        value = int(value)
     v = float(value)  # type: ignore[arg-type]
     if math.isnan(v) or (math.isinf(v) and not allow_inf):
         raise ValidationError(f"{name} == {value!r}, must be a finite number")
@@ -69,17 +89,104 @@ def check_in(name: str, value: object, allowed: Sequence[object]) -> object:
     return value
 
 
+def check_bool(name: str, value: object) -> bool:
+    """Return ``value`` as a ``bool``; only ``True``, ``False`` (and NumPy's booleans) are accepted.
+
+    ``"no"``, ``0`` or ``None`` are refused: reading a flag by truthiness turns ``"no"`` into ``True``.
+    """
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValidationError(f"{name} == {value!r}, must be a bool (True or False), got type {type(value).__name__}")
+    return bool(value)
+
+
+def check_device(name: str, tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """Refuse ``tensor`` when it lives on another device than ``device``; the message says how to move it."""
+    if tensor.device != torch.device(device):
+        raise ValidationError(
+            f"{name} is on device {tensor.device}, but the rest is on {device}; move it with .to({str(device)!r})"
+        )
+    return tensor
+
+
 def as_float64_tensor(name: str, value: object) -> torch.Tensor:
-    """Convert an array-like (NumPy array, list, tensor) to a float64 tensor, naming ``name`` on failure."""
+    """Copy an array-like (NumPy array, list, tensor) into a new float64 tensor, naming ``name`` on failure.
+
+    Always a copy, never a view of the caller's data (a float64 tensor is cloned too); float32 and integer input is
+    converted. 'meta' tensors (shapes without data) and complex values are refused.
+    """
     if isinstance(value, torch.Tensor):
         if value.is_complex():
             raise ValidationError(f"{name} is complex ({value.dtype}); pass a real-valued array")
-        return value.detach().to(torch.float64)
+        if value.is_meta:
+            raise ValidationError(f"{name} is a 'meta' tensor (a shape without values); pass a tensor with data")
+        return value.detach().to(torch.float64, copy=True)
     try:
         arr = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError) as err:
         raise ValidationError(f"{name} could not be converted to a float64 array: {err}") from err
     return torch.from_numpy(arr.copy())  # copy: contiguous, writable, keeps 0-d arrays 0-d
+
+
+def check_token_data(name: str, data: object) -> object:
+    """Refuse anything without the fields ``X, Z, y, v`` of a token-selection data set (a tuple, a dict, arrays)."""
+    if (
+        not all(hasattr(data, k) for k in ("X", "Z", "y", "v"))
+        or isinstance(data, tuple)
+        and not hasattr(data, "_fields")
+    ):
+        raise ValidationError(
+            f"{name} must be a TokenSelectionData or StackedData, got {type(data).__name__}; wrap arrays with "
+            "attnlab.data.TokenSelectionData(X, Z, y, v) (or attnlab.data.stack([...]) for several data sets)"
+        )
+    for k in ("X", "Z", "y"):
+        if not isinstance(getattr(data, k), torch.Tensor):
+            raise ValidationError(
+                f"{name}.{k} is a {type(getattr(data, k)).__name__}; build {name} with "
+                "attnlab.data.TokenSelectionData, which converts arrays to float64 tensors"
+            )
+    return data
+
+
+def check_labels(name: str, y: torch.Tensor) -> torch.Tensor:
+    """Refuse labels outside {-1, +1}; the message lists some bad values and the map from 0/1 labels."""
+    bad = (y != 1) & (y != -1)
+    if bool(bad.any()):
+        found = sorted({float(a) for a in y[bad].flatten().tolist()})[:5]
+        raise ValidationError(
+            f"{name} must hold only -1 and +1, found {found}; map labels with y = 2*label - 1 for 0/1 labels"
+        )
+    return y
+
+
+def check_select(name: str, value: object, n: int, T: int, runs: int | None = None) -> torch.Tensor:
+    """Token indices, one per sequence: integers of shape ``(n,)`` (or ``(R, n)`` when ``runs`` is given) in
+    ``[0, T - 1]``, as a new int64 tensor.
+
+    Floats are refused even when whole (``1.0``): a float selection is a computed value gone wrong, and
+    truncating it would silently select another token.
+    """
+    if isinstance(value, torch.Tensor):
+        if value.is_meta:
+            raise ValidationError(f"{name} is a 'meta' tensor (a shape without values); pass token indices")
+        arr = value.detach().cpu().numpy()
+    else:
+        arr = np.asarray(value)
+    if arr.dtype == np.bool_ or not (np.issubdtype(arr.dtype, np.integer) or arr.size == 0):
+        raise ValidationError(
+            f"{name} must be {n} integer token indices (one per sequence), got dtype {arr.dtype}; floats are not "
+            f"rounded: pass an integer array (np.asarray({name}).astype(int) if the values are whole)"
+        )
+    shapes = [(n,)] + ([(runs, n)] if runs is not None else [])
+    if arr.shape not in shapes:
+        expected = " or ".join(str(s) for s in shapes)
+        raise ValidationError(
+            f"{name} must be {n} integer token indices (one per sequence), got shape {arr.shape}; expected {expected}"
+        )
+    out = torch.as_tensor(arr.astype(np.int64)).clone()
+    if bool(((out < 0) | (out >= T)).any()):
+        bad = sorted({int(a) for a in out[(out < 0) | (out >= T)].tolist()})[:5]
+        raise ValidationError(f"{name} holds indices outside [0, {T - 1}] (T = {T} tokens per sequence): {bad}")
+    return out
 
 
 def check_shape(name: str, tensor: torch.Tensor, axes: str, sizes: dict[str, int] | None = None) -> dict[str, int]:
@@ -148,3 +255,40 @@ def check_tensor(
         bad = int((~torch.isfinite(tensor)).sum())
         raise ValidationError(f"{name} has {bad} non-finite (NaN or inf) entries; remove or impute them first")
     return tensor
+
+
+def model_as_float64(model: object) -> None:
+    """Convert a model's floating-point parameters and buffers to float64 in place (attnlab computes in float64).
+
+    ``nn.Module.to`` keeps each ``Parameter`` object (only its data changes), so an optimizer built on the model
+    still holds them.
+    """
+    if any(t.is_floating_point() and t.dtype != torch.float64 for t in [*model.parameters(), *model.buffers()]):
+        model.to(torch.float64)
+
+
+def check_runs(model: object, data: object, broadcast: bool) -> int:
+    """The number of runs R of ``model`` on ``data``, after checking that ``d`` and the runs axes agree.
+
+    A model without a runs axis on data with one trains one copy per data set only when ``broadcast`` is True.
+    """
+    W, X = model.W, data.X
+    if W.shape[-1] != X.shape[-1]:
+        raise ValidationError(
+            f"model has d = {W.shape[-1]} but the data's tokens have d = {X.shape[-1]}; build the model with "
+            f"d={X.shape[-1]}"
+        )
+    model_runs = W.shape[0] if W.dim() == 3 else None
+    data_runs = X.shape[0] if X.dim() == 4 else None
+    if model_runs is not None and data_runs is not None and model_runs != data_runs:
+        raise ValidationError(
+            f"the model has a runs axis of {model_runs} runs but the data has {data_runs}; give both the same "
+            "number of runs, or pass data without a runs axis to train every run on one data set"
+        )
+    if model_runs is None and data_runs is not None and not broadcast:
+        raise ValidationError(
+            f"data has a runs axis of {data_runs} runs but the model has none; pass broadcast=True to train one "
+            f"copy of the model per data set (the model then keeps all {data_runs} runs), or build the model with "
+            f"a runs axis (W0 of shape ({data_runs}, d, d))"
+        )
+    return model_runs or data_runs or 1

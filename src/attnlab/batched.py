@@ -15,10 +15,21 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+import numpy as np
 import pandas as pd
 import torch
 
-from attnlab._validation import ValidationError, check_in, check_scalar, check_tensor
+from attnlab._validation import (
+    ValidationError,
+    check_bool,
+    check_device,
+    check_in,
+    check_labels,
+    check_scalar,
+    check_select,
+    check_shape,
+    check_tensor,
+)
 from attnlab.engine import OPTIMIZERS, OPTIONS, Problem, Recorder, fit
 from attnlab.engine.spaces import optimal_loss
 from attnlab.losses import LOSSES
@@ -44,6 +55,7 @@ _COMMON = {
     "keep_iterates",
     "train_head",
     "device",
+    "trainable",
 }
 
 
@@ -79,11 +91,11 @@ def _runs_tensor(name: str, value: Any, axes: str, R: int | None, sizes: dict[st
     """A tensor with axes ``axes`` or ``"R" + axes``; broadcast to R runs if given without the runs axis."""
     t = check_tensor(name, value)
     if t.dim() == len(axes):
-        check_tensor(name, t, axes, sizes)
+        check_shape(name, t, axes, sizes)
         return t if R is None else t.expand((R,) + tuple(t.shape))
     if t.dim() == len(axes) + 1:
         sizes_r = dict(sizes, R=R) if R is not None else dict(sizes)
-        check_tensor(name, t, "R" + axes, sizes_r)
+        check_shape(name, t, "R" + axes, sizes_r)
         sizes.update({k: v for k, v in sizes_r.items() if k != "R"})
         return t
     raise ValidationError(f"{name} has shape {tuple(t.shape)}, expected ({', '.join(axes)}) or (R, {', '.join(axes)})")
@@ -107,8 +119,10 @@ def train(
     Parameters
     ----------
     X : array-like, shape ([R,] n, T, d)
+        ``T >= 2``. Every array is copied to float64 (float32 and integer input is converted).
     Z : array-like, shape ([R,] n, d)
     y : array-like, shape ([R,] n)
+        Labels in {-1, +1}.
     v : array-like, shape ([R,] d)
         The head: fixed, or the initial head with ``train_head=True``.
     W0 : array-like, shape ([R,] d, d), optional
@@ -134,7 +148,8 @@ def train(
         Rule options above, initial parameters, and: ``record_every`` (int), ``W_ref`` (``([R,] d, d)``: adds
         ``alignment`` and, with ``bregman_p``, ``bregman``), ``refs`` (mapping name -> ``([R,] d, d)``: adds
         ``alignment_<name>`` for each, in one pass), ``select`` (``([R,] n)`` token indices, adds ``opt_softmax``
-        and ``margin``; default the optimal tokens), ``keep_iterates`` (bool), ``train_head`` (bool),
+        and ``margin``; default the optimal tokens), ``keep_iterates`` (bool), ``train_head`` (bool), ``trainable`` (dict of tensor name to
+        ``False`` or a boolean mask of the tensor's shape: those entries stay fixed, e.g. ``{"Q": False}``),
         ``callbacks`` (see :mod:`attnlab.callbacks`), ``progress`` (bool; default a bar only on a terminal),
         ``device`` (default that of ``X``; ``"cuda"`` when asked for and present).
 
@@ -159,7 +174,7 @@ def train(
     if spec is not None:
         check_in("optimizer", spec.name, OPTIMIZERS)
     check_in("loss", loss, LOSSES)
-    check_scalar("steps", steps, kind=int, low=0)
+    steps = check_scalar("steps", steps, kind=int, low=0)
     allowed = (set() if own_rule else OPTIONS[spec.name]) | _COMMON
     unknown = set(options) - allowed
     if unknown:
@@ -176,14 +191,24 @@ def train(
     if R is None:
         R = 1
         Xr = Xr.expand((1,) + tuple(Xr.shape))
+    if Xr.shape[-2] < 2:
+        raise ValidationError(
+            f"X has {Xr.shape[-2]} entries along axis 'T', needs at least 2: attention selects among T >= 2 tokens"
+        )
     Zr = _runs_tensor("Z", Z, "nd", R, sizes)
-    yr = _runs_tensor("y", y, "n", R, sizes)
+    yr = check_labels("y", _runs_tensor("y", y, "n", R, sizes))
     vr = _runs_tensor("v", v, "d", R, sizes)
     d = sizes["d"]
+    for name, t in (("Z", Zr), ("y", yr), ("v", vr)):
+        check_device(name, t, Xr.device)
     params = _initial_params(param, W0, options, R, d)
+    for name, t in params.items():
+        check_device(f"the initial {name}", t, Xr.device)
     if W0 is not None and param != "W":
         raise ValidationError(f"W0 sets the initial W of param='W'; for param={param!r} pass its initial tensors only")
-    head = bool(options.get("train_head", False))
+    head = check_bool("train_head", options.get("train_head", False))
+    keep_iterates = check_bool("keep_iterates", options.get("keep_iterates", False))
+    progress = check_bool("progress", options.get("progress", False))
     if head:
         params["v"] = vr.clone()
     if device is not None:
@@ -208,12 +233,12 @@ def train(
 
     record_every = options.get("record_every")
     if record_every is not None:
-        check_scalar("record_every", record_every, kind=int, low=1)
+        record_every = check_scalar("record_every", record_every, kind=int, low=1)
     recorder = Recorder(
         refs=_refs(options, R, d),
         select=_select(options, Xr, yr, vr, R, sizes["n"]),
         bregman_p=options.get("bregman_p"),
-        keep_iterates=bool(options.get("keep_iterates", False)),
+        keep_iterates=keep_iterates,
     )
     result = fit(
         Problem(Xr, Zr, yr, None if head else vr, loss),
@@ -224,7 +249,8 @@ def train(
         record_every=record_every,
         recorder=recorder,
         callbacks=options.get("callbacks") or (),
-        progress=options.get("progress", False),
+        progress=progress,
+        trainable=_trainable(options.get("trainable"), params, R),
         desc=f"batched {'rule' if spec is None else spec.name}",
     )
     frame = result.frame if record_every is not None else None
@@ -255,8 +281,38 @@ def _select(options: dict[str, Any], X: torch.Tensor, y: torch.Tensor, v: torch.
     """The tokens whose softmax and margin are recorded: given, or the optimal ones."""
     if options.get("select") is None:
         return token_scores(X, y, v).argmax(dim=-1)
-    select = torch.as_tensor(options["select"], dtype=torch.int64, device=X.device)
+    select = check_select("select", options["select"], n, X.shape[-2], runs=R).to(X.device)
     return select.expand(R, n) if select.dim() == 1 else select
+
+
+def _trainable(value: Any, params: dict[str, torch.Tensor], R: int) -> dict[str, torch.Tensor]:
+    """Masks of the entries that move, by tensor name: ``False`` (or a boolean array of the tensor's shape, with or
+    without the runs axis) freezes; names not given are trained in full."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValidationError(
+            f"trainable must be a dict of tensor name to bool or boolean mask (e.g. {{'Q': False}}), got {value!r}"
+        )
+    unknown = sorted(set(value) - set(params))
+    if unknown:
+        raise ValidationError(f"trainable names {unknown} are not tensors of this run; valid: {sorted(params)}")
+    masks = {}
+    for name, mask in value.items():
+        shape = tuple(params[name].shape)
+        if isinstance(mask, (bool, np.bool_)):
+            masks[name] = torch.tensor(bool(mask), device=params[name].device)
+            continue
+        m = torch.as_tensor(np.asarray(mask.cpu() if isinstance(mask, torch.Tensor) else mask))
+        if m.dtype != torch.bool or tuple(m.shape) not in (shape, shape[1:]):
+            raise ValidationError(
+                f"trainable[{name!r}] must be a bool or a boolean mask of shape {shape[1:]} or {shape}, got "
+                f"{m.dtype} of shape {tuple(m.shape)}"
+            )
+        masks[name] = m.to(params[name].device)
+    if all(not bool(m.any()) for m in masks.values()) and set(masks) == set(params):
+        raise ValidationError("trainable freezes every tensor; nothing would move. Leave at least one trainable")
+    return masks
 
 
 def _infer_runs(W0: Any, options: dict[str, Any], param: str) -> int | None:

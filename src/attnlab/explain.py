@@ -5,9 +5,13 @@ Spec: implicit-bias-ngd §5 (W-SVM, Frobenius) and §8.3 (NGD -> W_mm), kq-nucle
 
 The candidates are every SVM the three papers name: Frobenius, nuclear, l1-diagonal and l2-diagonal for the default
 selection (``data.select``, else the optimal tokens), the entrywise l_p SVM for ``opt="md:<p>"`` (the optimizer
-grammar of :mod:`attnlab.optim.spec`), and the Frobenius
-SVM of each other locally optimal selection. Training is one run of :func:`attnlab.batched.train` that records the
-alignment with every candidate in one pass along the same trajectory.
+grammar of :mod:`attnlab.optim.spec`), the Frobenius SVM of each other locally optimal selection, and the Frobenius
+SVM of the selection the trained model itself attends to. Training is one run of :func:`attnlab.batched.train` that
+keeps its recorded iterates; every candidate is measured on them afterwards.
+
+A candidate is named only when the run has converged in direction: the nearest candidate within
+``direction_tol`` of the final direction (``1 - cos``), and the direction moved less than that over the last tenth
+of the steps. Otherwise the result says "not converged in direction" and names none.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from attnlab.batched import PARAMETRIZATIONS
 from attnlab.batched import train as batched_train
 from attnlab.data import TokenSelectionData
 from attnlab.losses import LOSSES
-from attnlab.models.functional import token_scores
+from attnlab.metrics import cosine, directional_bregman
+from attnlab.models.functional import attention_logits, token_scores
 from attnlab.optim.spec import OptimizerSpec
 from attnlab.plotting import STEP, house_figure, label_axes, log_gap_axis, new_figure
 from attnlab.svm import InfeasibleProgramError, attention_svm, diagonal_svm, locally_optimal_selections
@@ -65,22 +70,31 @@ class Explanation:
     trajectory : pandas.DataFrame
         One row per (recorded step, candidate): ``step``, ``candidate``, ``loss``, ``norm``, ``alignment``,
         ``one_minus_cos`` and, for ``md:<p>``, ``bregman``.
-    closest : str
-        The candidate of smallest ``1 - cos`` at the last step.
+    closest : str or None
+        The candidate of smallest ``1 - cos`` at the last step, when the run converged in direction; else None.
     figure : matplotlib.figure.Figure
         ``1 - cos`` of every candidate over time, and the final distances.
     skipped : list of str
         Candidates left out (an infeasible program, no head for the local selections) and why.
     W : torch.Tensor, shape (d, d)
         The final combined matrix.
+    converged : bool
+        Whether the run converged in direction (see :func:`explain`).
+    nearest : str
+        The candidate of smallest ``1 - cos`` at the last step, converged or not.
+    verdict : str
+        ``"closest: <candidate>"`` or ``"not converged in direction: ..."`` with the numbers that decided it.
     """
 
     table: pd.DataFrame
     trajectory: pd.DataFrame
-    closest: str
+    closest: str | None
     figure: Any
     skipped: list[str] = field(default_factory=list)
     W: torch.Tensor | None = None
+    converged: bool = True
+    nearest: str = ""
+    verdict: str = ""
 
 
 def _candidates(data: TokenSelectionData, p: float | None, max_selections: int, solver: str | None):
@@ -108,6 +122,24 @@ def _candidates(data: TokenSelectionData, p: float | None, max_selections: int, 
         if select != default:
             found["fro[" + ",".join(map(str, select)) + "]"] = report.svm  # mirror-descent-lp §5 Def. 3
     return found, skipped
+
+
+def _attended(
+    data: TokenSelectionData, W: torch.Tensor, svms: dict[str, Any], skipped: list[str], solver: str | None
+) -> str | None:
+    """Add the Frobenius SVM of the tokens ``W`` attends to (largest logit per sequence) to ``svms`` unless one of its
+    Frobenius candidates already has that selection; return the candidate's name (None when infeasible)."""
+    attended = attention_logits(data.X, W, data.Z).argmax(dim=-1)  # (n,): the model's own selection
+    label = ",".join(map(str, attended.tolist()))
+    for name, svm in svms.items():
+        if (name == "fro" or name.startswith("fro[")) and torch.equal(svm.select, attended):
+            return name
+    try:
+        svms[f"fro[{label}]"] = attention_svm(data, "fro", select=attended, solver=solver)
+    except InfeasibleProgramError as err:
+        skipped.append(f"fro[{label}] (the attended selection): infeasible ({str(err).split(';')[0]})")
+        return None
+    return f"fro[{label}]"
 
 
 def _initial(param: str, d: int, d_e: int, init_scale: float, seed: int) -> dict[str, torch.Tensor]:
@@ -140,6 +172,7 @@ def explain(
     seed: int = 0,
     max_selections: int = 16,
     solver: str | None = None,
+    direction_tol: float = 1e-2,
 ) -> Explanation:
     """Train ``param`` with ``opt`` on ``data`` and rank every candidate SVM by its distance to the final direction.
 
@@ -172,6 +205,9 @@ def explain(
         Token selections tried when looking for locally optimal ones (see
         :func:`attnlab.svm.locally_optimal_selections`).
     solver : {"CLARABEL", "SCS"}, optional
+    direction_tol : float, default=1e-2
+        Largest ``1 - cos`` between the final direction and the nearest candidate, and largest change of the
+        direction over the last tenth of the steps, for the run to count as converged in direction (ours).
 
     Returns
     -------
@@ -187,7 +223,8 @@ def explain(
     -----
     Distances: ``1 - cos(W_K, W_c)`` (Frobenius inner product) for every optimizer, and for ``md:<p>`` also the
     directional Bregman divergence ``dB_p(W_c, W_K)`` (mirror-descent-lp §3). The closest candidate is the one of
-    smallest ``1 - cos``.
+    smallest ``1 - cos``, named only when the run converged in direction (``direction_tol``); else ``closest`` is
+    None, ``converged`` False and ``verdict`` says why.
     """
     if not isinstance(data, TokenSelectionData):
         raise ValidationError(f"data must be a TokenSelectionData, got {type(data).__name__}")
@@ -201,15 +238,16 @@ def explain(
         spec, lr = spec.with_options(max_step=lr), None
     p = spec.get("p", 2.0) if spec.name == "md" else None
     check_in("loss", loss, LOSSES)
-    check_scalar("steps", steps, kind=int, low=1)
+    steps = check_scalar("steps", steps, kind=int, low=1)
+    check_scalar("direction_tol", direction_tol, low=0.0, low_inclusive=False)
     if lr is not None:
         check_scalar("lr", lr, low=0.0, low_inclusive=False)
     check_scalar("init_scale", init_scale, low=0.0, low_inclusive=False)
-    check_scalar("seed", seed, kind=int, low=0)
+    seed = check_scalar("seed", seed, kind=int, low=0)
     record_every = max(1, steps // 100) if record_every is None else record_every
-    check_scalar("record_every", record_every, kind=int, low=1)
+    record_every = check_scalar("record_every", record_every, kind=int, low=1)
     d_e = data.d if d_e is None else d_e
-    check_scalar("d_e", d_e, kind=int, low=1)
+    d_e = check_scalar("d_e", d_e, kind=int, low=1)
 
     gamma = token_scores(data.X, data.y, data.v)
     if bool((gamma.amax(dim=-1) == gamma.amin(dim=-1)).all()):
@@ -223,8 +261,6 @@ def explain(
             f"no candidate SVM is feasible on this data ({'; '.join(skipped)}); the selected tokens "
             "cannot be separated, check attnlab.svm.is_separable(data)"
         )
-    names = list(svms)
-    options: dict[str, Any] = {"bregman_p": p} if p is not None else {}
     init = _initial(param, data.d, d_e, init_scale, seed)
     run = batched_train(
         data.X,
@@ -238,9 +274,8 @@ def explain(
         loss=loss,
         steps=steps,
         record_every=record_every,
-        refs={c: svms[c].W for c in names},
+        keep_iterates=True,
         **init,
-        **options,
     )
     if run.status[0] != "completed":
         raise ValidationError(
@@ -253,12 +288,15 @@ def explain(
             "the gradient is zero at every recorded step (every token ties: the head v scores all tokens alike, "
             "e.g. v = 0), so training cannot move and no SVM is named; pass data whose head separates the tokens"
         )
+    attended = _attended(data, run.W[0], svms, skipped, solver)
+    names = list(svms)
+    path = run.iterates["W"][:, 0]  # (S, d, d) at the recorded steps, the rows of frame in order
     trajectory = pd.concat(
         [
             frame[["step", "loss", "norm"]].assign(
                 candidate=c,
-                alignment=frame[f"alignment_{c}"],
-                **({"bregman": frame[f"bregman_{c}"]} if p is not None else {}),
+                alignment=cosine(path, svms[c].W).numpy(),  # spec ngd §5: corr(W_t, W_c)
+                **({"bregman": directional_bregman(svms[c].W, path, p).numpy()} if p is not None else {}),  # md §3
             )
             for c in names
         ],
@@ -273,12 +311,53 @@ def explain(
             "select": [",".join(map(str, svms[c].select.tolist())) for c in names],
             "one_minus_cos": [float(final.at[c, "one_minus_cos"]) for c in names],
             "bregman": [float(final.at[c, "bregman"]) if p is not None else math.nan for c in names],
+            "attended": [c == attended for c in names],
         }
     )
-    closest = str(table.loc[table["one_minus_cos"].idxmin(), "candidate"])
+    nearest = str(table.loc[table["one_minus_cos"].idxmin(), "candidate"])
+    converged, verdict = _verdict(table, path, run.iterates["step"], nearest, direction_tol)
+    closest = nearest if converged else None
     table["closest"] = table["candidate"] == closest
     figure = _figure(trajectory, table, param, str(spec))
-    return Explanation(table=table, trajectory=trajectory, closest=closest, figure=figure, skipped=skipped, W=run.W[0])
+    return Explanation(
+        table=table,
+        trajectory=trajectory,
+        closest=closest,
+        figure=figure,
+        skipped=skipped,
+        W=run.W[0],
+        converged=converged,
+        nearest=nearest,
+        verdict=verdict,
+    )
+
+
+def _verdict(
+    table: pd.DataFrame, path: torch.Tensor, steps: torch.Tensor, nearest: str, tol: float
+) -> tuple[bool, str]:
+    """Whether the run converged in direction, and the sentence that says so.
+
+    Converged: the nearest candidate within ``tol`` (``1 - cos``) and the direction moved by less than ``tol`` over
+    the last tenth of the steps (``1 - cos(W_T, W_s)``, ``s`` the last recorded step at or before ``0.9 T``).
+    """
+    gap = float(table.set_index("candidate").at[nearest, "one_minus_cos"])
+    T = int(steps[-1])
+    earlier = int(torch.nonzero(steps <= 0.9 * T).flatten()[-1])
+    moved = float(1.0 - cosine(path[-1], path[earlier]))  # spec ngd §5: the direction's own change
+    if gap <= tol and moved <= tol:
+        return True, f"closest: {nearest}"
+    reasons = []
+    if gap > tol:
+        reasons.append(f"the nearest candidate {nearest} is at 1 - cos = {gap:.3g} > direction_tol = {tol:g}")
+    if not moved <= tol:
+        reasons.append(
+            f"the direction moved by 1 - cos = {moved:.3g} > direction_tol = {tol:g} between steps "
+            f"{int(steps[earlier])} and {T}"
+        )
+    return False, (
+        "not converged in direction: " + "; ".join(reasons) + ". Train longer (more --steps), or with a step size "
+        "that lets the direction settle, before naming a limit"
+    )
 
 
 @house_figure

@@ -19,7 +19,15 @@ from typing import Any, NamedTuple
 import pandas as pd
 import torch
 
-from attnlab._validation import ValidationError, check_in, check_scalar
+from attnlab._validation import (
+    ValidationError,
+    check_bool,
+    check_in,
+    check_runs,
+    check_scalar,
+    check_token_data,
+    model_as_float64,
+)
 from attnlab.callbacks import Record
 from attnlab.engine import Problem, Recorder, fit
 from attnlab.engine.integrators import METHODS, flow_rule
@@ -193,7 +201,8 @@ def gradient_flow(
     ----------
     model : TokenSelectionModel
         ``Factored`` (flow on ``(K, Q)``), ``Diagonal`` (on ``(xi_k, xi_q)``), ``Combined``, or any subclass with a
-        ``parametrization``; parameters may carry a runs axis ``R``. It is moved in place.
+        ``parametrization``; parameters may carry a runs axis ``R``. It is moved in place; parameters with
+        ``requires_grad=False`` stay fixed (the flow of the others). A float32 model is converted to float64.
     data : TokenSelectionData or StackedData
         ``X`` ([R,] n, T, d), ``Z``, ``y``, ``v`` (the head is needed unless the model trains its own).
     step : float
@@ -252,26 +261,30 @@ def gradient_flow(
     check_in("method", method, METHODS)
     check_in("loss", loss, LOSSES)
     check_scalar("step", step, low=0.0, low_inclusive=False)
-    check_scalar("steps", steps, kind=int, low=0)
+    steps = check_scalar("steps", steps, kind=int, low=0)
     if record_every is not None:
-        check_scalar("record_every", record_every, kind=int, low=1)
+        record_every = check_scalar("record_every", record_every, kind=int, low=1)
+    track_phi = check_bool("track_phi", track_phi)
+    if progress is not None:
+        progress = check_bool("progress", progress)
+    check_token_data("data", data)
     if getattr(model, "parametrization", None) is None or not callable(getattr(model, "tensors", None)):
         raise ValidationError(
             f"model must be a TokenSelectionModel (Combined, Factored or Diagonal), got {type(model).__name__}"
         )
+    model_as_float64(model)
     names = {id(p): n for n, p in model.named_parameters()}
     tensors = dict(model.tensors())
     if model.train_head:
         tensors["v"] = model.v
-    if not any(id(t) in names for t in tensors.values()):
-        raise ValidationError("model has no trainable parameters; nothing flows")
-    batched = model.W.dim() == 3
-    if not batched and data.X.dim() == 4:
+    frozen = {k for k, t in tensors.items() if id(t) not in names or not t.requires_grad}
+    if len(frozen) == len(tensors):
         raise ValidationError(
-            f"data has a runs axis of {data.X.shape[0]} runs but the model has none; give the model's parameters a "
-            "leading runs axis of the same size"
+            "model has no trainable parameters (all have requires_grad=False); nothing flows. Set requires_grad=True "
+            "on the parameters that should move"
         )
-    R = model.W.shape[0] if batched else 1
+    R = check_runs(model, data, broadcast=False)
+    batched = model.W.dim() == 3
     runs = (lambda t: t.detach().clone()) if batched else (lambda t: t.detach().unsqueeze(0).clone())
 
     def expand(t: torch.Tensor, axes: int) -> torch.Tensor:
@@ -298,6 +311,7 @@ def gradient_flow(
         callbacks=[snapshot, *callbacks],
         progress=progress,
         desc=f"flow ({method})",
+        trainable={k: torch.zeros((), dtype=torch.bool) for k in frozen},
     )
     with torch.no_grad():
         for k, t in tensors.items():

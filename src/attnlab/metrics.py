@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from attnlab._numerics import mirror_map
-from attnlab._validation import ValidationError, check_in, check_scalar
+from attnlab._validation import ValidationError, check_in, check_scalar, check_select, check_tensor
 from attnlab.models.functional import attention_logits
 
 __all__ = [
@@ -159,22 +159,47 @@ class Metric:
 
 def _select_of(data: Any, select: Any) -> torch.Tensor:
     if select is not None:
-        return torch.as_tensor(select)
+        n, T = data.X.shape[-3], data.X.shape[-2]
+        return check_select("select", select, n, T, runs=data.X.shape[0] if data.X.dim() == 4 else None)
     if getattr(data, "select", None) is not None:
         return data.select
     return data.optimal_tokens()
 
 
+def _reference(name: str, value: Any, axes: int) -> torch.Tensor:
+    """A reference direction: a float64 copy of ``value`` with ``axes`` axes, or one more (a runs axis)."""
+    ref = check_tensor(name, value)
+    if ref.dim() not in (axes, axes + 1) or (axes == 2 and ref.shape[-1] != ref.shape[-2]):
+        shape = "(d, d) or (R, d, d)" if axes == 2 else "(d,) or (R, d)"
+        raise ValidationError(f"{name} has shape {tuple(ref.shape)}, expected {shape}")
+    return ref
+
+
+def _against(name: str, ref: torch.Tensor, current: torch.Tensor, what: str) -> torch.Tensor:
+    """``ref`` checked against the model's ``current`` tensor at recording time: same trailing shape, and the same
+    runs axis when both have one."""
+    if ref.dim() > current.dim() or tuple(ref.shape) != tuple(current.shape[current.dim() - ref.dim() :]):
+        raise ValidationError(
+            f"{name} has shape {tuple(ref.shape)}, but the model's {what} has shape {tuple(current.shape)}; pass a "
+            f"reference of the model's shape (e.g. the SVM of the data the model is trained on)"
+        )
+    return ref
+
+
 def alignment(W_ref: Any, name: str = "alignment") -> Metric:
-    """``corr(W_t, W_ref)``, e.g. with ``W_ref = attention_svm(data).W``. Spec: implicit-bias-ngd §5."""
-    ref = torch.as_tensor(W_ref, dtype=torch.float64)
-    return Metric(name, lambda model, data: cosine(model.W, ref))
+    """``corr(W_t, W_ref)``, e.g. with ``W_ref = attention_svm(data).W``. Spec: implicit-bias-ngd §5.
+
+    ``W_ref`` has shape ``(d, d)`` (one reference for every run) or ``(R, d, d)``; refused when it does not match
+    the model's ``W``.
+    """
+    ref = _reference("W_ref", W_ref, 2)
+    return Metric(name, lambda model, data: cosine(model.W, _against("W_ref", ref, model.W, "W")))
 
 
 def head_alignment(v_ref: Any, name: str = "head_alignment") -> Metric:
     """``corr(v_t, v_ref)`` for a trained head, e.g. ``v_ref = head_svm(data).v``. Spec: implicit-bias-ngd §8.11."""
-    ref = torch.as_tensor(v_ref, dtype=torch.float64)
-    return Metric(name, lambda model, data: cosine(model.v, ref))
+    ref = _reference("v_ref", v_ref, 1)
+    return Metric(name, lambda model, data: cosine(model.v, _against("v_ref", ref, model.v, "head v")))
 
 
 def opt_softmax(select: Any = None, name: str = "opt_softmax") -> Metric:
@@ -197,5 +222,8 @@ def norm(kind: str | float = "fro", name: str | None = None) -> Metric:
 def bregman(W_ref: Any, p: float, name: str | None = None) -> Metric:
     """Directional Bregman divergence ``dB_p(W_ref, W_t)``. Spec: mirror-descent-lp §3."""
     check_scalar("p", p, low=1.0, low_inclusive=False)
-    ref = torch.as_tensor(W_ref, dtype=torch.float64)
-    return Metric(name or f"bregman_p{p:g}", lambda model, data: directional_bregman(ref, model.W, p))
+    ref = _reference("W_ref", W_ref, 2)
+    return Metric(
+        name or f"bregman_p{p:g}",
+        lambda model, data: directional_bregman(_against("W_ref", ref, model.W, "W"), model.W, p),
+    )

@@ -22,7 +22,15 @@ from typing import Any
 import pandas as pd
 import torch
 
-from attnlab._validation import ValidationError, check_in, check_scalar
+from attnlab._validation import (
+    ValidationError,
+    check_bool,
+    check_in,
+    check_runs,
+    check_scalar,
+    check_token_data,
+    model_as_float64,
+)
 from attnlab.engine import DIVERGED, Problem, Recorder, fit
 from attnlab.engine.spaces import optimal_loss
 from attnlab.losses import LOSSES
@@ -71,6 +79,7 @@ def train(
     *,
     progress: bool | None = None,
     callbacks: Iterable[Any] = (),
+    broadcast: bool = False,
 ) -> Trajectory:
     """Run ``steps`` optimizer steps on ``model`` and record metrics every ``record_every`` steps.
 
@@ -79,7 +88,10 @@ def train(
     model : TokenSelectionModel
         :class:`~attnlab.models.Combined`, :class:`~attnlab.models.Factored` or :class:`~attnlab.models.Diagonal`
         (or a subclass with a ``parametrization``). Parameters may carry a leading runs axis ``R``: the runs are
-        then independent (norms and step sizes per run, divergence per run).
+        then independent (norms and step sizes per run, divergence per run). Parameters with
+        ``requires_grad=False``, or outside the optimizer, stay where they are (as in a plain torch loop). A
+        float32 model is converted to float64 in place (the ``Parameter`` objects stay, so the optimizer holds
+        them still): attnlab computes in float64 everywhere.
     optimizer : torch.optim.Optimizer, str, OptimizerSpec or Rule
         A torch optimizer built on ``model.parameters()`` (attnlab's run through the engine; others through their
         ``step`` with a closure), an optimizer string (:mod:`attnlab.optim.spec`; Polyak's ``L*`` defaults to the
@@ -95,6 +107,10 @@ def train(
         Progress bar; default only when stderr is a terminal.
     callbacks : iterable of Callback or callable
         See :mod:`attnlab.callbacks` (early stopping, logging, trackers).
+    broadcast : bool, default=False
+        With data of R runs (:class:`~attnlab.data.StackedData`) and a model without a runs axis: train one copy of
+        the model per data set. The model's parameters get the runs axis ``R`` (in place) and keep every run; every
+        metric is computed with each run's own ``W``. Without it, such a call is refused.
 
     Returns
     -------
@@ -115,30 +131,48 @@ def train(
     6
     """
     check_in("loss", loss, LOSSES)
-    check_scalar("steps", steps, kind=int, low=0)
-    check_scalar("record_every", record_every, kind=int, low=1)
+    steps = check_scalar("steps", steps, kind=int, low=0)
+    record_every = check_scalar("record_every", record_every, kind=int, low=1)
+    broadcast = check_bool("broadcast", broadcast)
+    if progress is not None:
+        progress = check_bool("progress", progress)
+    check_token_data("data", data)
     parametrization = getattr(model, "parametrization", None)
     if parametrization is None or not callable(getattr(model, "tensors", None)):
         raise ValidationError(
             f"model must be a TokenSelectionModel with a parametrization (Combined, Factored or Diagonal), got "
             f"{type(model).__name__}"
         )
+    if not isinstance(optimizer, (torch.optim.Optimizer, str, OptimizerSpec, Rule)):
+        raise ValidationError(
+            "optimizer must be a torch.optim.Optimizer built on model.parameters(), an optimizer string such as "
+            f"'ngd' or 'md:1.5', or a Rule; got {type(optimizer).__name__}"
+        )
+    model_as_float64(model)
     tensors = dict(model.tensors())
     if model.train_head:
         tensors["v"] = model.v
-    W = model.W
-    batched = W.dim() == 3  # the model carries a runs axis
-    if W.shape[-1] != data.X.shape[-1]:
+    in_optimizer = (
+        {id(p) for group in optimizer.param_groups for p in group["params"]}
+        if isinstance(optimizer, torch.optim.Optimizer)
+        else {id(t) for t in tensors.values()}  # a string or a Rule trains every tensor that requires a gradient
+    )
+    frozen = {k for k, t in tensors.items() if not t.requires_grad or id(t) not in in_optimizer}
+    if len(frozen) == len(tensors):
         raise ValidationError(
-            f"model has d = {W.shape[-1]} but the data's tokens have d = {data.X.shape[-1]}; build the model with "
-            f"d={data.X.shape[-1]}"
+            f"no parameter of the model is trained: {sorted(frozen)} have requires_grad=False or are not in the "
+            "optimizer; build the optimizer on model.parameters() and leave requires_grad=True on what should move"
         )
-    R = W.shape[0] if batched else (data.X.shape[0] if data.X.dim() == 4 else 1)
+    R = check_runs(model, data, broadcast)
+    if broadcast and model.W.dim() == 2:
+        _broadcast(model, tensors, optimizer, R)
     problem = _problem(model, data, R, loss)
-    as_runs = (lambda t: t) if batched else (lambda t: t.detach().unsqueeze(0).expand((R,) + tuple(t.shape)).clone())
     module_params = [tensors[k] for k in tensors]
+    trainable = {k: torch.zeros((), dtype=torch.bool, device=model.W.device) for k in frozen}
 
     recorder = Recorder(metrics={m.name: _module_metric(m, model, data) for m in metrics})
+    batched = model.W.dim() == 3
+    as_runs = (lambda t: t) if batched else (lambda t: t.detach().unsqueeze(0).clone())
 
     def sync(current: dict[str, torch.Tensor]) -> None:
         with torch.no_grad():
@@ -153,11 +187,14 @@ def train(
             v = problem.v if problem.v is not None else as_runs(model.v) if not batched else model.v
             rule = spec.rule(list(tensors), optimal_loss=optimal_loss(problem.X, problem.y, v.detach(), loss))
         else:
-            optimizer = spec.build(module_params)
+            optimizer = spec.build([t for k, t in tensors.items() if k not in frozen])
     elif isinstance(optimizer, Rule):
         rule = optimizer
     elif isinstance(optimizer, FunctionalOptimizer):
-        rule = optimizer.rule(module_params)
+        # a frozen tensor outside the optimizer takes the rule of a trained one: its gradient is zero and it never
+        # moves (the engine's masks), so only its place in the rule's lists matters
+        stand_in = next(t for k, t in tensors.items() if k not in frozen)
+        rule = optimizer.rule([t if id(t) in in_optimizer else stand_in for t in module_params])
         state = _state(optimizer.load_rule_state(rule, module_params), as_runs)
     if rule is not None:
         result = fit(
@@ -172,16 +209,14 @@ def train(
             callbacks=callbacks,
             progress=progress,
             sync=sync if metrics else None,
+            trainable=trainable,
         )
         sync(result.params)
         if isinstance(optimizer, FunctionalOptimizer):
-            optimizer.save_rule_state(rule, module_params, _state(result.rule_state, lambda t: t if batched else t[0]))
+            kept = [k not in frozen for k in tensors]
+            saved = _state(result.rule_state, lambda t: t if batched else t[0])
+            optimizer.save_rule_state(rule, [t for t, keep in zip(module_params, kept) if keep], _only(saved, kept))
     else:
-        if not batched and R > 1:
-            raise ValidationError(
-                f"data has a runs axis of {R} runs but the model has none; build the model with a runs axis (W0 of "
-                f"shape ({R}, d, d)) to train one model per data set"
-            )
         views = {k: t.data if batched else t.data.unsqueeze(0) for k, t in tensors.items()}
         result = fit(
             problem,
@@ -194,6 +229,7 @@ def train(
             recorder=recorder,
             callbacks=callbacks,
             progress=progress,
+            trainable=trainable,
         )
     status, message = "completed", ""
     if result.diverged:
@@ -215,6 +251,27 @@ def train(
         message=message,
         extra={"status": result.status, "last_step": result.last_step},
     )
+
+
+def _broadcast(model: Any, tensors: dict[str, torch.Tensor], optimizer: Any, R: int) -> None:
+    """Give every tensor of ``model`` a leading runs axis of ``R`` copies, in place (the ``Parameter`` objects, and so
+    the optimizer's references to them, stay); refused when the optimizer already holds state for them."""
+    if isinstance(optimizer, torch.optim.Optimizer) and any(optimizer.state.get(t) for t in tensors.values()):
+        raise ValidationError(
+            "broadcast=True adds a runs axis to the model's parameters, but the optimizer already holds state for "
+            "them (it has taken steps); build a fresh optimizer, or give the model a runs axis before training"
+        )
+    with torch.no_grad():
+        for t in tensors.values():
+            t.data = t.data.unsqueeze(0).expand((R,) + tuple(t.shape)).clone()
+
+
+def _only(state: list[Any], keep: list[bool]) -> list[Any]:
+    """A rule state restricted to the tensors marked in ``keep``."""
+    return [
+        {k: [x for x, flag in zip(values, keep) if flag] for k, values in s.items()} if isinstance(s, dict) else s
+        for s in state
+    ]
 
 
 def _problem(model: Any, data: Any, R: int, loss: str) -> Problem:

@@ -37,3 +37,12 @@ def test_bad_opt_gives_a_clear_error_and_exit_status_2(tmp_path):
     result = invoke("explain", src, "--opt", "md:0.5")
     assert result.exit_code == 2
     assert "error: optimizer 'md:0.5': p == 0.5, must be > 1.0" in result.output
+
+
+def test_a_run_not_converged_in_direction_exits_1_and_names_no_candidate(tmp_path):
+    src = tmp_path / "d.npz"
+    example1(n=3, T=3, d=8, seed=0).save(src)
+    result = invoke("explain", src, "--steps", 50, "--out", tmp_path / "out")
+    assert result.exit_code == 1, result.output
+    assert "not converged in direction" in result.output and "closest:" not in result.output
+    assert not pd.read_parquet(tmp_path / "out" / "explain.parquet")["closest"].any()

@@ -149,3 +149,15 @@ def test_every_bad_file_is_one_line_naming_it(make, match, tmp_path):
     message = str(info.value)
     assert str(path) in message and "\n" not in message
     assert "allow_pickle=True" not in message  # never suggest unsafe loading
+
+
+def test_a_float64_tensor_is_copied_not_aliased(parts):
+    X = torch.as_tensor(parts["X"], dtype=torch.float64).clone()
+    data = TokenSelectionData(X, y=parts["y"], v=parts["v"])
+    X[0, 0, 0] = float("nan")  # an in-place edit of the caller's tensor cannot bypass validation
+    assert bool(torch.isfinite(data.X).all())
+
+
+def test_a_whole_float_select_is_refused_not_truncated(parts):
+    with pytest.raises(ValidationError, match="select must be 3 integer token indices .* got dtype float64"):
+        TokenSelectionData(**parts, select=[1.0, 0.0, 2.0])

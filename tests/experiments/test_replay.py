@@ -133,3 +133,17 @@ def test_the_cli_refuses_a_mismatched_name_quick_or_nothing(tmp_path):
     assert quick.exit_code == 2 and "--quick does not apply with --config" in quick.output
     bare = cli.invoke(main, ["run"])
     assert bare.exit_code == 2 and "needs an experiment NAME (see attnlab list) or --config RECORD" in bare.output
+
+
+def test_a_hand_edited_quick_that_is_not_a_boolean_is_refused(tmp_path):
+    (tmp_path / "record.json").write_text('{"experiment": "x", "config": {}, "quick": "no"}')
+    with pytest.raises(ValidationError, match="quick == 'no', must be true or false"):
+        load_record(tmp_path)
+
+
+def test_the_experiment_task_is_found_without_importing_attnlab_report():
+    import subprocess
+
+    code = "from attnlab.runner.task import get_task; print(type(get_task('experiment')).__name__)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "ExperimentTask"

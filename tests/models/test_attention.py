@@ -80,3 +80,12 @@ def test_bad_shapes_are_named():
         Factored(3, 2, K0=torch.zeros(3, 3))
     with pytest.raises(ValidationError, match="no head"):
         Combined(3).loss(TokenSelectionData(torch.randn(2, 3, 3), y=[1, -1]))
+
+
+def test_sizes_of_any_integral_type_and_flags_only_as_booleans():
+    import numpy as np
+
+    assert Combined(np.int64(6)).W.shape == (6, 6) and Combined(np.int64(6)).d == 6
+    assert Factored(np.int32(3), np.int64(4)).K.shape == (3, 4)
+    with pytest.raises(ValidationError, match="train_head == 'no', must be a bool"):
+        Combined(3, train_head="no")

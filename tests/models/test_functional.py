@@ -168,3 +168,47 @@ def test_numerics_exp_and_logsumexp_agree_with_torch_including_special_values():
     spread = (finite - finite.amax(dim=-1, keepdim=True)).abs().amax(dim=-1)
     error = (ours[~special] - reference[~special]).abs()
     assert bool((error <= (spread + 4.0) * eps * reference[~special].abs().clamp(min=1.0)).all())
+
+
+def _mp_gradients(X, Z, y, v, W, loss):
+    """``grad_W L`` and ``grad_v L`` in 60-digit mpmath, straight from the definitions (no log domain)."""
+    import mpmath as mp
+
+    mp.mp.dps = 60
+    n, T, d = X.shape
+    f = lambda t: mp.mpf(float(t))  # noqa: E731
+    gW = [[mp.mpf(0)] * d for _ in range(d)]
+    gv = [mp.mpf(0)] * d
+    for i in range(n):
+        s = [sum(f(X[i, t, a]) * f(W[a, b]) * f(Z[i, b]) for a in range(d) for b in range(d)) for t in range(T)]
+        e = [mp.exp(st - max(s)) for st in s]
+        phi = [x / sum(e) for x in e]
+        gam = [f(y[i]) * sum(f(v[a]) * f(X[i, t, a]) for a in range(d)) for t in range(T)]
+        z = sum(p * g for p, g in zip(phi, gam))
+        lp = -mp.exp(-z) if loss == "exp" else -1 / (1 + mp.exp(z))
+        for t in range(T):
+            w = lp / n * phi[t] * (gam[t] - z)  # dL/ds_it
+            for a in range(d):
+                gv[a] += lp / n * f(y[i]) * phi[t] * f(X[i, t, a])
+                for b in range(d):
+                    gW[a][b] += w * f(X[i, t, a]) * f(Z[i, b])
+    return [x for row in gW for x in row] + gv
+
+
+@pytest.mark.parametrize("loss", ["exp", "logistic"])
+@pytest.mark.parametrize("scale", [1e3, 1e13, 3e14, 3e16, 1e100, 1e300])
+def test_log_scaled_gradient_keeps_its_direction_at_huge_margins(loss, scale):
+    import mpmath as mp
+
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(4, 4, 3, generator=g, dtype=torch.float64)
+    Z, W = X[:, 0].clone(), torch.randn(3, 3, generator=g, dtype=torch.float64)
+    v = scale * torch.randn(3, generator=g, dtype=torch.float64)  # token scores, hence margins |y f|, of size scale
+    y = torch.tensor([1.0, -1.0, 1.0, 1.0], dtype=torch.float64)
+    gW, gv, _ = loss_gradients(X, Z, y, v, W, loss, head=True)
+    ours = [mp.mpf(float(x)) for x in torch.cat([gW.mantissa.reshape(-1), gv.mantissa])]
+    exact = _mp_gradients(X, Z, y, v, W, loss)
+    cos = mp.fsum(a * b for a, b in zip(ours, exact)) / mp.sqrt(
+        mp.fsum(a * a for a in ours) * mp.fsum(b * b for b in exact)
+    )
+    assert 1 - cos <= 1e-12, float(1 - cos)

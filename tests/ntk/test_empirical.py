@@ -115,3 +115,47 @@ def test_bad_inputs_are_refused_with_the_fix():
         empirical_ntk(nn.Tanh(), _batch(2, 0))
     with pytest.raises(ValidationError, match="module must be a torch.nn.Module"):
         empirical_ntk(lambda x: x, _batch(2, 0))
+
+
+def _bn_net():
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.Tanh(), nn.Dropout(0.5), nn.Linear(4, 2)).double()
+    net(torch.randn(8, 3, dtype=torch.float64))  # running statistics away from their initial values
+    return net
+
+
+def test_training_mode_with_dropout_or_batch_norm_is_refused():
+    net, x = _bn_net(), torch.randn(5, 3, dtype=torch.float64)
+    with pytest.raises(
+        ValidationError, match=r"training mode and holds BatchNorm1d, Dropout.*module.eval\(\).*eval_mode"
+    ):
+        empirical_ntk(net, x)
+
+
+def test_batch_norm_in_eval_mode_matches_per_sample_autograd_jacobians():
+    net, x = _bn_net(), torch.randn(5, 3, dtype=torch.float64)
+    net.eval()
+    kernel = empirical_ntk(net, x, mode="trace")
+    params = [p for p in net.parameters()]
+    rows = []
+    for a in range(5):  # plain autograd, one sample and one output at a time
+        out = net(x[a : a + 1]).reshape(-1)
+        rows.append(
+            [torch.cat([g.reshape(-1) for g in torch.autograd.grad(o, params, retain_graph=True)]) for o in out]
+        )
+    J = torch.stack([torch.stack(r) for r in rows])  # (N, O, P)
+    torch.testing.assert_close(kernel, torch.einsum("aoP,boP->ab", J, J), rtol=1e-12, atol=1e-12)
+    net.train()
+    torch.testing.assert_close(empirical_ntk(net, x, mode="trace", eval_mode=True), kernel, rtol=0, atol=0)
+    assert net.training  # the module's mode is restored
+
+
+def test_meta_tensors_are_refused():
+    from attnlab.probe import head_W
+
+    with pytest.raises(ValidationError, match="'meta' tensors"):
+        empirical_ntk(nn.Linear(3, 2, device="meta"), torch.randn(4, 3))
+    with pytest.raises(ValidationError, match="'meta' tensor"):
+        empirical_ntk(nn.Linear(3, 2), torch.randn(4, 3, device="meta"))
+    with pytest.raises(ValidationError, match="'meta' tensors"):
+        head_W(nn.MultiheadAttention(4, 2, device="meta"), 0)

@@ -72,7 +72,30 @@ def test_neighbourhood_when_exhaustive_search_is_too_large(make_data):
     found = locally_optimal_selections(data, max_candidates=4)
     opt = data.optimal_tokens().tolist()
     assert found and found[0].select.tolist() == opt  # the optimal selection is always a candidate
-    assert all(sum(a != b for a, b in zip(r.select.tolist(), opt)) <= 1 for r in found)  # one-sequence changes
+
+
+def test_the_budget_takes_the_selections_of_least_score_loss_changes_in_several_sequences_included(make_data):
+    import itertools
+
+    from attnlab.svm.selection import _candidates
+
+    scores = make_data(3, n=5, T=3, d=4).token_scores()
+    every = sorted(
+        (float((scores.max(dim=1).values - scores[torch.arange(5), list(c)]).sum()), c)
+        for c in itertools.product(range(3), repeat=5)
+    )  # brute force over all 243 selections
+    picked = _candidates(scores, 40)
+    losses = sorted(float((scores.max(dim=1).values - scores[torch.arange(5), c]).sum()) for c in picked)
+    assert losses == pytest.approx([loss for loss, _ in every[:40]], abs=1e-12)
+    opt = scores.argmax(dim=1).tolist()
+    assert max(sum(a != b for a, b in zip(c, opt)) for c in picked) >= 2  # not only one-sequence changes
+
+
+def test_included_selections_are_always_tried(make_data):
+    data = make_data(3, n=5, T=3, d=4)
+    found = locally_optimal_selections(data, max_candidates=1, include=[[1, 1, 1, 1, 1], data.optimal_tokens()])
+    tried = {tuple(r.select.tolist()) for r in found}
+    assert tuple(data.optimal_tokens().tolist()) in tried
 
 
 def test_globally_optimal_selection_is_locally_optimal(any_data):

@@ -1,7 +1,8 @@
 """``attnlab explain``: train on the user's tokens and name the max-margin SVM the optimizer converges to.
 
 Spec: implicit-bias-ngd §5, kq-nuclear-norm §4, mirror-descent-lp §5 (the candidate programs);
-:func:`attnlab.explain.explain` does the work.
+:func:`attnlab.explain.explain` does the work. Exit status 1 (after writing the outputs) when the run has not
+converged in direction: no limit is named then.
 """
 
 from __future__ import annotations
@@ -42,7 +43,10 @@ from attnlab.cli.main import main, user_errors
 )
 @user_errors
 def explain_cmd(path: str, param: str, opt: str, steps: int, lr: float | None, loss: str, out: str | None) -> None:
-    """Train on the tokens in PATH (an .npz with X, y, v and optionally Z, select), then rank every candidate SVM."""
+    """Train on the tokens in PATH (an .npz with X, y, v and optionally Z, select), then rank every candidate SVM.
+
+    Exits with status 1 when the run has not converged in direction (no candidate is named).
+    """
     import matplotlib.pyplot as plt
 
     from attnlab._io import make_dir
@@ -64,8 +68,10 @@ def explain_cmd(path: str, param: str, opt: str, steps: int, lr: float | None, l
     click.echo(result.table.to_string(index=False, float_format=lambda x: f"{x:.3e}"))
     for reason in result.skipped:
         click.echo(f"skipped {reason}")
-    click.echo(f"closest: {result.closest}")
+    click.echo(result.verdict)
     click.echo(
         f"wrote {folder / 'explain.parquet'}, explain.csv, trajectory.parquet, "
         f"{', '.join(p.name for p in figures)} in {folder}"
     )
+    if not result.converged:
+        raise SystemExit(1)  # no limit is named: a script must not read the table as one

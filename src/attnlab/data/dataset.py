@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from attnlab._io import atomic_write, read_npz
-from attnlab._validation import ValidationError, check_tensor
+from attnlab._validation import ValidationError, check_labels, check_select, check_tensor
 
 __all__ = ["TokenSelectionData"]
 
@@ -68,25 +68,9 @@ class TokenSelectionData:
         Z_t = X_t[:, 0].clone() if Z is None else check_tensor("Z", Z, "nd", sizes)
         if y is None:
             raise ValidationError("y is required: pass labels of shape (n,) with values in {-1, +1}")
-        y_t = check_tensor("y", y, "n", sizes)
-        if not bool(((y_t == 1) | (y_t == -1)).all()):
-            bad = sorted({float(a) for a in y_t[(y_t != 1) & (y_t != -1)].tolist()})[:5]
-            raise ValidationError(
-                f"y must hold only -1 and +1, found {bad}; map labels with y = 2*label - 1 for 0/1 labels"
-            )
+        y_t = check_labels("y", check_tensor("y", y, "n", sizes))
         v_t = None if v is None else check_tensor("v", v, "d", sizes)
-        sel_t = None
-        if select is not None:
-            arr = np.asarray(select)
-            if (
-                arr.shape != (sizes["n"],)
-                or not np.issubdtype(arr.dtype, np.integer)
-                and not np.all(np.mod(arr, 1) == 0)
-            ):
-                raise ValidationError(f"select must be {sizes['n']} integer token indices, got shape {arr.shape}")
-            sel_t = torch.as_tensor(arr.astype(np.int64))
-            if bool(((sel_t < 0) | (sel_t >= sizes["T"])).any()):
-                raise ValidationError(f"select holds indices outside [0, {sizes['T'] - 1}]")
+        sel_t = None if select is None else check_select("select", select, sizes["n"], sizes["T"])
         object.__setattr__(self, "X", X_t)
         object.__setattr__(self, "Z", Z_t)
         object.__setattr__(self, "y", y_t)

@@ -139,6 +139,7 @@ def fit(
     progress: bool | None = None,
     desc: str = "train",
     sync: Callable[[dict[str, torch.Tensor]], None] | None = None,
+    trainable: Mapping[str, torch.Tensor] | None = None,
 ) -> EngineResult:
     """Train R runs for ``steps`` steps with ``rule`` (or a ``torch.optim`` ``optimizer``) and record them.
 
@@ -172,6 +173,10 @@ def fit(
         Progress-bar label.
     sync : callable, optional
         Called with the current tensors before each record (e.g. to copy them into a module for its metrics).
+    trainable : mapping of str to torch.Tensor, optional
+        Boolean masks of the entries that move, by tensor name, broadcastable to the tensor (runs axis first; a 0-d
+        ``False`` freezes the whole tensor). A frozen entry's gradient is zero (so it is left out of every norm) and
+        it never moves. Tensors not named are trained in full.
 
     Returns
     -------
@@ -185,10 +190,10 @@ def fit(
         bad = [k for k, t in params.items() if not bool(torch.isfinite(t).all())]
         if bad:
             raise ValidationError(f"initial parameters {bad} are not finite; pass finite initial values")
-        if optimizer is None and kernel_applies(param, params, problem, rule, rule_state):
+        if optimizer is None and not trainable and kernel_applies(param, params, problem, rule, rule_state):
             space: Any = KernelSpace(problem, params["W"])
         else:
-            space = ParamSpace(param, params, problem)
+            space = ParamSpace(param, params, problem, trainable)
             space.want_weights = rule is not None and rule.needs_weights
         recorder = recorder or Recorder()
         state = (
@@ -311,6 +316,9 @@ def _torch_step(
         scale = torch.ones_like(g.log_scale) if mantissas else torch.exp(g.log_scale)
         for name, m in zip(space.names, g.mantissas):
             p = params[name]
+            if name in space.frozen:
+                p.grad = None  # as in a plain torch loop: a frozen tensor has no gradient, so no optimizer moves it
+                continue
             p.grad = (m * scale.reshape((-1,) + (1,) * (m.dim() - 1))).reshape(p.shape).to(p.dtype)
         return torch.exp(g.log_risk).sum()
 

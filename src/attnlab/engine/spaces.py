@@ -17,7 +17,7 @@ a run whose loss turns non-finite can be put back to its last finite state witho
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import NamedTuple
 
 import torch
@@ -99,12 +99,25 @@ class ParamSpace:
         The tensors of :data:`attnlab.models.PARAMETRIZATIONS` ``[param].names``, plus ``"v"`` (shape (R, d)) when
         the head is trained. Owned by the space from here on (moved in place).
     problem : Problem
+    trainable : mapping of str to torch.Tensor, optional
+        Boolean masks of the entries that move, broadcastable to the tensors (see :func:`attnlab.engine.fit`).
     """
 
-    def __init__(self, param: str | Parametrization, params: dict[str, torch.Tensor], problem: Problem) -> None:
+    def __init__(
+        self,
+        param: str | Parametrization,
+        params: dict[str, torch.Tensor],
+        problem: Problem,
+        trainable: Mapping[str, torch.Tensor] | None = None,
+    ) -> None:
         self.parametrization = PARAMETRIZATIONS[param] if isinstance(param, str) else param
         self.names = list(self.parametrization.names) + (["v"] if "v" in params else [])
         self.theta = {k: params[k] for k in self.names}
+        unknown = sorted(set(trainable or {}) - set(self.names))
+        if unknown:
+            raise ValidationError(f"trainable names {unknown} are not tensors of this model; valid: {self.names}")
+        self.masks = {k: m.to(self.theta[k].device) for k, m in (trainable or {}).items()}
+        self.frozen = {k for k, m in self.masks.items() if not bool(m.any())}  # tensors that never move
         self.problem = problem
         self.head = "v" in params
         # fixed data and head: the W-independent part of every gradient, once
@@ -150,6 +163,8 @@ class ParamSpace:
         grads = self.parametrization.chain(theta, gW.mantissa)  # spec kq §2: linear, so mantissas map exactly
         if self.head:
             grads["v"] = gv.mantissa
+        for k, mask in self.masks.items():
+            grads[k] = torch.where(mask, grads[k], 0.0)  # a frozen entry has no gradient (out of every norm too)
         return Gradient(
             [grads[k] for k in self.names], gW.log_scale, log_risk, weights[0].mantissa if weights else None
         )
@@ -164,6 +179,9 @@ class ParamSpace:
         old = [self.theta[k] for k in self.names]
         out = None if self.spare is None or rule.mirror_p is not None else [self.spare[k] for k in self.names]
         new = rule.apply(old, step, out=out)
+        for i, k in enumerate(self.names):
+            if k in self.masks:  # frozen entries stay bit for bit (a mirror map's round trip would not)
+                new[i] = torch.where(self.masks[k], new[i], old[i])
         self.spare, self.theta = self.theta, dict(zip(self.names, new))
 
     def keep(self, runs: torch.Tensor) -> None:

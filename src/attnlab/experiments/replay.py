@@ -39,6 +39,13 @@ def load_record(path: str | Path) -> dict[str, Any]:
         raise ValidationError(
             f"--config {file}: a run record needs keys {', '.join(_KEYS)}; missing {', '.join(missing)}"
         )
+    if not isinstance(record["quick"], bool):  # "no" would read as true
+        raise ValidationError(f"--config {file}: quick == {record['quick']!r}, must be true or false (JSON booleans)")
+    if not isinstance(record["experiment"], str) or not isinstance(record["config"], dict):
+        raise ValidationError(
+            f"--config {file}: experiment must be a name and config a mapping, got {record['experiment']!r} and "
+            f"{type(record['config']).__name__}; pass the record.json a run wrote"
+        )
     return record
 
 

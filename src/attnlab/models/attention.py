@@ -16,7 +16,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from attnlab._validation import ValidationError, check_scalar, check_tensor
+from attnlab._validation import ValidationError, check_bool, check_scalar, check_tensor
 from attnlab.models.functional import LogScaled, attention_loss, loss_gradients, outputs
 
 __all__ = ["PARAMETRIZATIONS", "Combined", "Diagonal", "Factored", "Parametrization", "TokenSelectionModel"]
@@ -80,7 +80,8 @@ class TokenSelectionModel(nn.Module):
 
     def __init__(self, d: int, v0=None, train_head: bool = False) -> None:
         super().__init__()
-        check_scalar("d", d, kind=int, low=1)
+        d = check_scalar("d", d, kind=int, low=1)
+        train_head = check_bool("train_head", train_head)
         self.d = d
         head = None if v0 is None else check_tensor("v0", v0)
         if head is not None and head.shape[-1] != d:
@@ -206,7 +207,7 @@ class Factored(TokenSelectionModel):
         seed: int = 0,
     ) -> None:
         super().__init__(d, v0, train_head)
-        check_scalar("d_e", d_e, kind=int, low=1)
+        d_e = check_scalar("d_e", d_e, kind=int, low=1)
         check_scalar("init_scale", init_scale, low=0.0)
         gen = torch.Generator().manual_seed(seed)
         mats = []

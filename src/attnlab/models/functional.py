@@ -196,10 +196,14 @@ class LogitDerivatives(NamedTuple):
     """``dL/ds_{it}``, the derivative of the empirical risk in each logit, in the log domain; see
     :func:`logit_derivatives`. Per-token fields are token-first (:class:`ScoreGaps`).
 
+    The per-sample factor ``log |l'_i| / n`` (of size ``|y_i f_i|``, up to 1e300) is kept apart from the per-token
+    terms ``log(phi_it |c_it|)`` (of order one): adding the two in float64 would round the token terms away once
+    the margins pass about 1e13. :meth:`scaled` normalises the per-sample factors first.
+
     Attributes
     ----------
-    log_abs : torch.Tensor, shape (T, [R,] n)
-        ``log |dL/ds_it|`` (``-inf`` where it is 0).
+    log_token : torch.Tensor, shape (T, [R,] n)
+        ``log(phi_it |c_it|)`` (``-inf`` where it is 0).
     sign : torch.Tensor, shape (T, [R,] n)
         ``sign(dL/ds_it)``.
     log_phi : torch.Tensor, shape (T, [R,] n)
@@ -210,26 +214,52 @@ class LogitDerivatives(NamedTuple):
         ``log L`` (None when :func:`logit_derivatives` was called with ``risk=False``).
     """
 
-    log_abs: torch.Tensor
+    log_token: torch.Tensor
     sign: torch.Tensor
     log_phi: torch.Tensor
     log_dl: torch.Tensor
     log_risk: torch.Tensor | None
 
+    @property
+    def log_abs(self) -> torch.Tensor:
+        """``log |dL/ds_it|``, shape (T, [R,] n) (``-inf`` where it is 0); as a value, not for directions at huge
+        margins (see the class notes)."""
+        return self.log_token + self.log_dl
+
+    def per_sample(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(log_dl - top, top)``: the per-sample factors relative to their largest, ``top`` of shape ``([R,])``.
+
+        The relative factors are exact where it matters (0 for the samples that lead), so nothing of size
+        ``|y_i f_i|`` meets an order-one term before the samples are normalised.
+        """
+        top = self.log_dl.amax(dim=-1)
+        top = torch.where(top == -math.inf, 0.0, top)  # no sample has weight (l' = 0 everywhere)
+        return self.log_dl - top[..., None], top
+
     def scaled(self, floor: torch.Tensor | None = None) -> LogScaled:
         """``dL/ds`` as mantissa (largest entry 1 in size; shape (T, [R,] n)) times ``exp(log_scale)``, one scale
         per run.
 
-        ``floor`` (shape ``([R,])``) raises the scale to at least that log value, so other quantities of one run
-        can share it (the head's gradient in :func:`loss_gradients`).
+        ``floor`` (shape ``([R,])``, relative to the ``top`` of :meth:`per_sample`) raises the scale to at least
+        that log value, so other quantities of one run can share it (the head's gradient in
+        :func:`loss_gradients`).
 
         ``log_scale`` is finite exactly where the run's loss is finite (non-finite logits give NaN), so it also
         tells a diverged run without the loss.
         """
-        shift = self.log_abs.amax(dim=(0, -1))
+        scaled, shift, top = self.scaled_parts(floor)
+        return LogScaled(scaled, shift + top)
+
+    def scaled_parts(self, floor: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """:meth:`scaled` as ``(mantissa, shift, top)`` with ``log_scale = shift + top``: ``shift`` is of order
+        one, so quantities relative to ``top`` (the head's weights) can be scaled by it without cancellation."""
+        relative, top = self.per_sample()  # spec ngd §3.1: normalise the samples' |l'_i| first, then add log phi |c|
+        log_rel = self.log_token + relative
+        shift = log_rel.amax(dim=(0, -1))
         shift = shift if floor is None else torch.maximum(shift, floor)
-        shift = torch.where(shift == -math.inf, 0.0, shift)  # every weight 0 (all scores equal): no step
-        return LogScaled(exp_(self.log_abs - shift[..., None]).mul_(self.sign), shift)
+        none = shift == -math.inf  # every weight 0 (all scores equal): no step, scale 1
+        shift, top = torch.where(none, 0.0, shift), torch.where(none, 0.0, top)
+        return exp_(log_rel - shift[..., None]).mul_(self.sign), shift, top
 
 
 def logit_derivatives(
@@ -270,8 +300,8 @@ def logit_derivatives(
         log_dl = log_abs_loss_derivative(z, loss) - log_n  # log |l'_i| / n
         log_risk = log_mean_loss(z, loss) if risk else None
     log_c, sign_c = _centred_first(log_phi, gaps)
-    log_abs = log_c.add_(log_phi).add_(log_dl)  # spec ngd §3.1: |w_it| = (|l'_i| / n) phi_it |c_it|
-    return LogitDerivatives(log_abs, sign_c.neg_(), log_phi, log_dl, log_risk)
+    log_token = log_c.add_(log_phi)  # spec ngd §3.1: |w_it| = (|l'_i| / n) phi_it |c_it|, the sample factor apart
+    return LogitDerivatives(log_token, sign_c.neg_(), log_phi, log_dl, log_risk)
 
 
 # outer_sum's kernel choice by the number of sequences R n (1 thread: at (R, n, T, d) = (1, 6, 8, 10) the broadcast sum
@@ -382,14 +412,15 @@ def loss_gradients(
     gaps = score_gaps(token_scores(X, y, v)) if gaps is None else gaps
     logits = attention_logits(X, W, Z).movedim(-1, 0).contiguous()  # token-first (ScoreGaps)
     derivatives = logit_derivatives(logits, gaps, loss, risk=risk)
-    log_wv = derivatives.log_dl + derivatives.log_phi if head else None  # (T, [R,] n)
-    weights = derivatives.scaled(None if log_wv is None else log_wv.amax(dim=(0, -1)))
-    shift = weights.log_scale
-    per_token = weights.mantissa.movedim(0, -1)  # ([R,] n, T)
+    relative, top = derivatives.per_sample()
+    log_wv = relative + derivatives.log_phi if head else None  # (T, [R,] n), relative to top as the weights
+    mantissa, relative_shift, top = derivatives.scaled_parts(None if log_wv is None else log_wv.amax(dim=(0, -1)))
+    shift = relative_shift + top
+    per_token = mantissa.movedim(0, -1)  # ([R,] n, T)
     grad_W = outer_sum(X, Z, per_token, out=out)  # spec ngd §3.1: grad = sum_it (dL/ds_it) x_it z_i^T
     grad_v = None
     if head:
-        weights_v = y[..., None] * torch.exp(log_wv - shift[..., None]).movedim(0, -1)
+        weights_v = y[..., None] * torch.exp(log_wv - relative_shift[..., None]).movedim(0, -1)
         grad_v = LogScaled(-torch.einsum("...nt,...ntd->...d", weights_v, X), shift)  # spec ngd A5
     if return_weights:
         return LogScaled(grad_W, shift), grad_v, derivatives.log_risk, LogScaled(per_token, shift)

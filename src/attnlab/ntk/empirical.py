@@ -18,7 +18,7 @@ import torch
 from torch import nn
 from torch.func import functional_call, jacrev, vmap
 
-from attnlab._validation import ValidationError, check_in, check_scalar
+from attnlab._validation import ValidationError, check_bool, check_in, check_scalar
 
 __all__ = ["empirical_ntk"]
 
@@ -31,6 +31,8 @@ def _check_inputs(name: str, x: object, sample_shape: tuple[int, ...] | None) ->
             f"{name} must be a torch.Tensor of shape (N, ...) (a batch of inputs), got "
             f"{type(x).__name__}; wrap arrays with torch.as_tensor"
         )
+    if x.is_meta:
+        raise ValidationError(f"{name} is a 'meta' tensor (a shape without values); pass inputs with data")
     if x.dim() < 1 or x.shape[0] < 1:
         raise ValidationError(
             f"{name} has shape {tuple(x.shape)}; pass a batch of shape (N, ...) with N >= 1, "
@@ -42,6 +44,24 @@ def _check_inputs(name: str, x: object, sample_shape: tuple[int, ...] | None) ->
             f"batches must hold inputs of the same shape"
         )
     return x
+
+
+#: Layers whose output in training mode is not a function of the sample and the parameters alone: dropout draws a
+#: fresh mask at every call, batch norm normalises by the batch's own statistics (and fails under vmap).
+_TRAINING_DEPENDENT = (nn.modules.dropout._DropoutNd, nn.modules.batchnorm._BatchNorm)
+
+
+def _check_mode(module: nn.Module, eval_mode: bool) -> None:
+    """Refuse a module in training mode that holds dropout or batch norm, unless ``eval_mode`` asks for eval."""
+    if eval_mode or not module.training:
+        return
+    layers = sorted({type(m).__name__ for m in module.modules() if isinstance(m, _TRAINING_DEPENDENT) and m.training})
+    if layers:
+        raise ValidationError(
+            f"module {type(module).__name__} is in training mode and holds {', '.join(layers)}: dropout gives a "
+            "different kernel at every call and batch norm mixes the samples of a batch. Call module.eval() first, "
+            "or pass eval_mode=True to take the kernel in eval mode (the module's mode is restored afterwards)"
+        )
 
 
 def _per_sample_function(module: nn.Module, buffers: dict[str, torch.Tensor]) -> Callable:
@@ -85,6 +105,7 @@ def empirical_ntk(
     *,
     mode: str = "full",
     chunk_size: int | None = None,
+    eval_mode: bool = False,
 ) -> torch.Tensor:
     """The empirical NTK ``Theta(x1, x2)`` of ``module`` at its current parameters.
 
@@ -94,8 +115,8 @@ def empirical_ntk(
     ----------
     module : torch.nn.Module
         Maps a batch ``(N, ...)`` to outputs ``(N, O)`` (or ``(N,)``, read as ``O = 1``; any ``(N, ...)`` output
-        is flattened per sample). Each sample's output must depend on that sample only: call ``module.eval()``
-        first when it has dropout or batch norm.
+        is flattened per sample). Each sample's output must depend on that sample only: a module in training mode
+        that holds dropout or batch norm is refused (call ``module.eval()`` first, or pass ``eval_mode=True``).
     x1 : torch.Tensor, shape (N1, ...)
         First batch of inputs (any dtype the module accepts, token ids included).
     x2 : torch.Tensor, shape (N2, ...), optional
@@ -107,6 +128,9 @@ def empirical_ntk(
         the Jacobians held at once take ``2 * chunk_size * O * P`` numbers instead of ``(N1 + N2) * O * P``
         (``P`` parameters), at the price of recomputing ``x2``'s Jacobians for every block of ``x1``. Default:
         one block.
+    eval_mode : bool, default=False
+        Take the kernel with the module in eval mode (its mode is restored afterwards). Without it, a module in
+        training mode that holds dropout or batch norm is refused.
 
     Returns
     -------
@@ -118,7 +142,8 @@ def empirical_ntk(
     Raises
     ------
     ValidationError
-        On a module with no trainable parameters, inputs that are not batches, batches of different sample
+        On a module with no trainable parameters, a module in training mode with dropout or batch norm (without
+        ``eval_mode=True``), 'meta' parameters or inputs, inputs that are not batches, batches of different sample
         shapes, or a bad ``mode`` or ``chunk_size``.
 
     Notes
@@ -145,7 +170,9 @@ def empirical_ntk(
         raise ValidationError(f"module must be a torch.nn.Module, got {type(module).__name__}")
     check_in("mode", mode, ("full", "trace"))
     if chunk_size is not None:
-        check_scalar("chunk_size", chunk_size, kind=int, low=1)
+        chunk_size = check_scalar("chunk_size", chunk_size, kind=int, low=1)
+    eval_mode = check_bool("eval_mode", eval_mode)
+    _check_mode(module, eval_mode)
     x1 = _check_inputs("x1", x1, None)
     x2 = x1 if x2 is None else _check_inputs("x2", x2, tuple(x1.shape[1:]))
     params = {name: p.detach() for name, p in module.named_parameters() if p.requires_grad}
@@ -154,6 +181,30 @@ def empirical_ntk(
             f"module {type(module).__name__} has no parameters with requires_grad=True; the "
             f"NTK is taken over the trainable parameters"
         )
+    meta = [name for name, p in params.items() if p.is_meta]
+    if meta:
+        raise ValidationError(
+            f"parameters {meta[:5]} of {type(module).__name__} are 'meta' tensors (shapes without values); load or "
+            "initialise the weights (e.g. module.to_empty(device='cpu') and a state dict) first"
+        )
+    training = module.training
+    if eval_mode:
+        module.eval()
+    try:
+        return _kernel(module, params, x1, x2, mode, chunk_size)
+    finally:
+        module.train(training)
+
+
+def _kernel(
+    module: nn.Module,
+    params: dict[str, torch.Tensor],
+    x1: torch.Tensor,
+    x2: torch.Tensor,
+    mode: str,
+    chunk_size: int | None,
+) -> torch.Tensor:
+    """The kernel of :func:`empirical_ntk` on checked arguments, in one block or in blocks of ``chunk_size``."""
     buffers = {name: b.detach() for name, b in module.named_buffers()}
     f = _per_sample_function(module, buffers)
     if chunk_size is None:

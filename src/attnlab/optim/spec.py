@@ -42,7 +42,7 @@ from typing import Any
 
 import torch
 
-from attnlab._validation import ValidationError, check_in, check_scalar
+from attnlab._validation import ValidationError, check_bool, check_in, check_scalar, check_tensor
 from attnlab.optim import transforms as tx
 from attnlab.optim.joint_adaptive import NORMALIZERS, JointAdaptive, joint_rule
 from attnlab.optim.mirror_descent import FLOAT64_EPS, MirrorDescent, md_rule
@@ -92,10 +92,10 @@ _CHECKS = {
     "max_step": _cap,
     "momentum_variant": lambda k, v: check_in(k, v, MOMENTUM_VARIANTS),
     "normalization": lambda k, v: check_in(k, v, NORMALIZATIONS),
-    "optimal_loss": lambda k, v: None if v is None else float(check_scalar(k, v)),
+    "optimal_loss": lambda k, v: None if v is None else _optimal_loss(v),
     "c": _positive,
     "p": lambda k, v: float(check_scalar(k, v, low=1.0, low_inclusive=False)),
-    "normalized": lambda k, v: check_in(k, v, (False, True)),
+    "normalized": lambda k, v: check_bool(k, v),
     "eps": lambda k, v: float(check_scalar(k, v, low=0.0)),
     "alpha": lambda k, v: float(check_scalar(k, v, low=0.0)),
     "normalizer": lambda k, v: check_in(k, v, NORMALIZERS),
@@ -326,6 +326,18 @@ class OptimizerSpec:
 
 
 _NGD_DEFAULTS = (("max_step", None), ("momentum", 0.0), ("momentum_variant", "heavy_ball"))
+
+
+def _optimal_loss(value: Any) -> float | torch.Tensor:
+    """Polyak's target ``L*`` as given: a finite number ``>= 0``, or one per run (shape (R,))."""
+    target = check_tensor("optimal_loss", value)
+    if target.dim() > 1:
+        raise ValidationError(f"optimal_loss has shape {tuple(target.shape)}, expected a number or one value per run")
+    if not bool(torch.isfinite(target).all()) or bool((target < 0).any()):
+        raise ValidationError(
+            f"optimal_loss == {value!r}, must be finite and >= 0 (a loss is never negative); leave it out for L*"
+        )
+    return float(target) if target.dim() == 0 else target
 
 
 def _value(raw: str) -> Any:

@@ -90,8 +90,8 @@ def head_W(module: nn.Module, head: int, *, homogeneous: bool | None = None) -> 
     TypeError
         When ``module``'s type has no adapter (the message says how to add one).
     ValidationError
-        On a head index out of range, ``homogeneous=False`` for a module with biases, or a module configured so
-        that its logits are not bilinear (timm's ``qk_norm``, ``MultiheadAttention``'s ``add_bias_kv``).
+        On a head index out of range, 'meta' weights, ``homogeneous=False`` for a module with biases, or a module
+        configured so that its logits are not bilinear (timm's ``qk_norm``, ``MultiheadAttention``'s ``add_bias_kv``).
 
     Notes
     -----
@@ -110,6 +110,11 @@ def head_W(module: nn.Module, head: int, *, homogeneous: bool | None = None) -> 
     True
     """
     projection = _projection(module, head)
+    if any(t is not None and t.is_meta for t in (projection.W_k, projection.W_q, projection.b_k, projection.b_q)):
+        raise ValidationError(
+            f"{type(module).__name__}'s weights are 'meta' tensors (shapes without values), so W has no value; load "
+            "or initialise the weights first (e.g. module.to_empty(device='cpu') and load_state_dict)"
+        )
     homogeneous = resolve_homogeneous(module, homogeneous)
     K = _affine(projection.W_k, projection.b_k, homogeneous)  # (e, d_k [+ 1])
     Q = _affine(projection.W_q, projection.b_q, homogeneous)  # (e, d_q [+ 1])

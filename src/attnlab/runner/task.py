@@ -88,6 +88,9 @@ class Task:
 
 
 _TASKS: dict[str, Task] = {}
+#: Built-in tasks of higher layers, by import path: registered on first use, so ``task: experiment`` works from
+#: Python without importing :mod:`attnlab.report` first.
+_BUILT_IN = {"experiment": "attnlab.report.experiment_task:ExperimentTask"}
 
 
 def register_task(task: Task) -> Task:
@@ -104,6 +107,8 @@ def get_task(name: str) -> Task:
     An import path names a :class:`Task` subclass (instantiated without arguments) or a ``Task`` instance;
     the module must be importable by the workers too (installed, or on ``PYTHONPATH``).
     """
+    if name not in _TASKS and name in _BUILT_IN:
+        register_task(get_task(_BUILT_IN[name]))
     if name in _TASKS:
         return _TASKS[name]
     if ":" in name:
@@ -120,7 +125,7 @@ def get_task(name: str) -> Task:
                 f"task == {name!r} is a {type(obj).__name__}, not an attnlab.runner.Task subclass or instance"
             )
         return task
-    known = ", ".join(sorted(_TASKS)) or "none"
+    known = ", ".join(sorted(set(_TASKS) | set(_BUILT_IN)))
     raise ValidationError(
         f"task == {name!r} is not a registered task; registered tasks: {known} (or give 'package.module:Class')"
     )

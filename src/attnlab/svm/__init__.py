@@ -6,7 +6,7 @@ Spec: implicit-bias-ngd §5, mirror-descent-lp §5 and §7, kq-nuclear-norm §4 
 from attnlab.svm.aligned_svm import aligned_l1_svm
 from attnlab.svm.attention_svm import attention_svm
 from attnlab.svm.diagonal_svm import diagonal_svm
-from attnlab.svm.errors import InfeasibleProgramError, SolverAccuracyWarning, TieWarning
+from attnlab.svm.errors import InfeasibleProgramError, SolverAccuracyWarning, SolverToleranceError, TieWarning
 from attnlab.svm.head_svm import HeadSVMResult, head_svm
 from attnlab.svm.result import AttentionSVMResult
 from attnlab.svm.selection import (
@@ -22,6 +22,7 @@ __all__ = [
     "AttentionSVMResult",
     "HeadSVMResult",
     "InfeasibleProgramError",
+    "SolverToleranceError",
     "SelectionReport",
     "SolverAccuracyWarning",
     "TieWarning",

@@ -11,8 +11,9 @@ from scipy.optimize import nnls
 from attnlab._validation import ValidationError
 from attnlab.svm._program import ProgramSolution, kkt_residual, norm_value, warn_if_inaccurate
 
-# ||M c - 1|| above this (times sqrt m) means the equality system M c = 1 has no solution (dependent rows).
-_CONSISTENCY_TOL = 1e-9
+# ||M c - 1|| above this (times sqrt m) means the equality system M c = 1 has no solution (dependent rows leave a
+# residual of order one; near ties give a least-norm c of norm ~1/gap, whose round-off reaches ~1e-8).
+_CONSISTENCY_TOL = 1e-6
 
 
 def solve_frobenius_dual(M: np.ndarray, shape: tuple[int, ...], *, what: str) -> ProgramSolution:
@@ -46,13 +47,17 @@ def solve_frobenius_dual(M: np.ndarray, shape: tuple[int, ...], *, what: str) ->
     data with ``n (T - 1) <= d^2``), and it is itself feasible, so the primal is then never infeasible.
     """
     m = M.shape[0]
-    c, *_ = np.linalg.lstsq(M, np.ones(m), rcond=None)  # least-norm c with M c = 1
-    if np.linalg.norm(M @ c - 1.0) > _CONSISTENCY_TOL * np.sqrt(m):
+    r = np.linalg.norm(M, axis=1)
+    unit = M / r[:, None]  # rows of norm one: near ties (rows of norm ~1e-8) do not pass for dependent rows
+    c, *_ = np.linalg.lstsq(unit, 1.0 / r, rcond=None)  # least-norm c with M c = 1
+    if np.linalg.norm(r * (unit @ c) - 1.0) > _CONSISTENCY_TOL * np.sqrt(m):
         raise ValidationError(
             f'method="dual" needs linearly independent constraints, but the {m} constraint matrices on a {shape} '
             f'variable are dependent with unequal right-hand sides; use method="primal"'
         )
-    duals, _ = nnls(M.T, c)  # spec implicit-bias-ngd §5: max sum lambda - 1/2 ||sum lambda A||^2, lambda >= 0
+    # spec implicit-bias-ngd §5: max sum lambda - 1/2 ||sum lambda A||^2 over lambda >= 0, in lambda' = r lambda
+    scaled_duals, _ = nnls(unit.T, c)
+    duals = scaled_duals / r
     W = (M.T @ duals).reshape(shape)  # spec implicit-bias-ngd §5: W_mm = sum lambda A
     solution = ProgramSolution(
         x=W,

@@ -20,7 +20,7 @@ import torch
 from attnlab._numerics import inverse_mirror_map, mirror_map
 from attnlab._validation import ValidationError, check_scalar
 from attnlab.data.dataset import TokenSelectionData
-from attnlab.svm.errors import InfeasibleProgramError, SolverAccuracyWarning, TieWarning
+from attnlab.svm.errors import InfeasibleProgramError, SolverAccuracyWarning, SolverToleranceError, TieWarning
 
 SOLVERS = ("CLARABEL", "SCS")
 # spec mirror-descent-lp §5: a constraint is active when its slack is below 1e-6 (relative to the margin 1).
@@ -46,6 +46,11 @@ _ZERO_TOL = 1e-6
 # p ~ 1e3 the fraction degenerates (ZeroDivisionError). Above p = 100 the psi-normalised duals
 # lambda = mu ||W||_p^(p-1) fall below 1e-88 and soon underflow, which would make the KKT certificate vacuous.
 P_MIN, P_MAX = 1.001, 100.0
+# Unit-norm margins at or below this count as "not separable": solver round-off on a zero optimum is ~1e-10.
+SEPARABLE_TOL = 1e-8
+# Constraint norms |x_sel - x_t| |z_i| spread over more than this ratio are a near tie: the program is then solved
+# again, rescaled, before a non-optimal status is believed (solvers misreport infeasibility from ~1e-7 on).
+NEAR_TIE = 1e-6
 # Two token scores within this fraction of the largest |score| of their sequence are a tie (float64 rounding).
 _TIE_TOL = 1e-12
 
@@ -367,6 +372,66 @@ def run_solver(problem: cp.Problem, solver: str, *, what: str) -> str:
     return problem.status
 
 
+def _solve(
+    M: np.ndarray, shape: tuple[int, ...], norm: Norm, solver: str, what: str, rhs: np.ndarray | None = None
+) -> tuple[np.ndarray | None, np.ndarray | None, str]:
+    """One cvxpy solve of ``min ||x|| s.t. M vec(x) >= rhs`` (default 1): ``(x, constraint duals, status)``, the
+    values None unless the status is optimal or optimal_inaccurate."""
+    x = cp.Variable(shape)
+    constraints = [margins(x, M) >= (1 if rhs is None else rhs)]  # spec ngd §5 / md §5: (x_sel - x_t)^T W z >= 1
+    problem = cp.Problem(norm_objective(x, norm), constraints)
+    status = run_solver(problem, solver, what=f"{what} ({describe_sizes(M, shape)})")
+    if status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):  # values are None here: never read them
+        return None, None, status
+    value = np.asarray(x.value, dtype=np.float64).reshape(shape)
+    return value, np.asarray(constraints[0].dual_value, dtype=np.float64).reshape(-1), status
+
+
+def _solution(
+    M: np.ndarray, value: np.ndarray, mu: np.ndarray, norm: Norm, status: str, solver: str
+) -> ProgramSolution:
+    """A checked :class:`ProgramSolution` of ``min ||x|| s.t. M vec(x) >= 1`` from a value and its multipliers."""
+    duals = _psi_duals(mu, value, norm)
+    return ProgramSolution(
+        x=value,
+        constraint_values=M @ value.reshape(-1),
+        duals=np.maximum(duals, 0.0),
+        status=status,
+        solver=solver,
+        norm_value=norm_value(value, norm),
+        kkt_residual=kkt_residual(value, M, duals, norm),
+    )
+
+
+def _rescued(M: np.ndarray, shape: tuple[int, ...], norm: Norm, solver: str, what: str) -> ProgramSolution | None:
+    """The solution of a program the solver called infeasible, found by two equivalent, better-scaled programs.
+
+    Near ties (a selected token within ~1e-7 of another) the solution's norm is ~1/gap and the solver's absolute
+    tolerances no longer fit the program as written. (a) The variable rescaled, ``x = x' / r_min`` with ``r_min``
+    the smallest constraint norm: the solution is of order one. (b) Every constraint divided by its norm,
+    ``M_k x / ||M_k|| >= 1 / ||M_k||``. The first whose solution meets every original constraint to the KKT
+    tolerance, with a KKT residual within it, is returned; None when neither does.
+    """
+    r = np.linalg.norm(M, axis=1)
+    tol = kkt_tolerance(norm)
+    attempts = [(M / r.min(), None, 1.0 / r.min()), (M / r[:, None], 1.0 / r, 1.0)]
+    for M_try, rhs, unscale in attempts:
+        try:
+            value, mu, status = _solve(M_try, shape, norm, solver, what, rhs)
+        except InfeasibleProgramError:  # the solver itself failed on this form: try the next
+            continue
+        if value is None:
+            continue
+        value = value * unscale  # (a): x = x' / r_min
+        # multipliers of the original constraints: (a) a norm's subgradient does not scale, so mu = mu' / r_min
+        # (1/2 ||x||^2: lambda = lambda' / r_min^2); (b) mu_k = mu'_k / ||M_k||
+        mu = mu * unscale ** (2 if norm == "fro" else 1) if rhs is None else mu / r
+        solution = _solution(M, value, mu, norm, status, solver)
+        if max_violation(solution.constraint_values) <= tol and solution.kkt_residual <= tol:
+            return solution
+    return None
+
+
 def solve_margin_program(
     M: np.ndarray, shape: tuple[int, ...], norm: Norm, solver: str, *, what: str, cause: str
 ) -> ProgramSolution:
@@ -388,29 +453,37 @@ def solve_margin_program(
     Raises
     ------
     InfeasibleProgramError
-        On any status other than ``optimal`` / ``optimal_inaccurate``, or a solver failure.
+        On any status other than ``optimal`` / ``optimal_inaccurate``, or a solver failure. Near ties (constraint
+        norms spread over more than ``NEAR_TIE`` to one) two better-scaled equivalent programs are tried first
+        (:func:`_rescued`); if they fail too, the separability of the constraints decides the message:
+        :class:`SolverToleranceError` when they are separable (the solver could not reach its tolerance at this
+        scale), "infeasible" otherwise. Both messages give the smallest constraint norm.
     """
-    x = cp.Variable(shape)
-    constraints = margin_constraints(x, M)
-    problem = cp.Problem(norm_objective(x, norm), constraints)
-    status = run_solver(problem, solver, what=f"{what} ({describe_sizes(M, shape)})")
-    if status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):  # values are None here: never read them
-        raise InfeasibleProgramError(
-            f"{what} is {status} ({describe_sizes(M, shape)}, solver {solver}); likely cause: {cause}"
-        )
-    value = np.asarray(x.value, dtype=np.float64).reshape(shape)
-    duals = _psi_duals(np.asarray(constraints[0].dual_value, dtype=np.float64).reshape(-1), value, norm)
-    solution = ProgramSolution(
-        x=value,
-        constraint_values=M @ value.reshape(-1),
-        duals=np.maximum(duals, 0.0),
-        status=status,
-        solver=solver,
-        norm_value=norm_value(value, norm),
-        kkt_residual=kkt_residual(value, M, duals, norm),
+    value, mu, status = _solve(M, shape, norm, solver, what)
+    if value is not None:
+        solution = _solution(M, value, mu, norm, status, solver)
+        warn_if_inaccurate(solution, norm, what)
+        return solution
+    r = np.linalg.norm(M, axis=1)
+    spread = float(r.min() / r.max()) if r.size and r.max() > 0 else 1.0
+    sizes = f"{describe_sizes(M, shape)}, solver {solver}"
+    if spread <= NEAR_TIE:
+        rescued = _rescued(M, shape, norm, solver, what)
+        if rescued is not None:
+            warn_if_inaccurate(rescued, norm, what)
+            return rescued
+        margin = max_unit_margin(M / r[:, None], solver, what=what)  # separability of the row-normalised program
+        if margin > SEPARABLE_TOL:
+            raise SolverToleranceError(
+                f"{what}: solver {solver} says {status} ({sizes}), but the constraints are separable (unit-norm "
+                f"margin {margin:.3g} of the normalised constraints): the solver cannot reach its tolerance at this "
+                f"scale. The smallest constraint |x_sel - x_t| |z_i| is {spread:.3g} of the largest (a near tie); "
+                f"try norm='fro' with method='dual', the other solver, or move the near-tied tokens apart"
+            )
+    raise InfeasibleProgramError(
+        f"{what} is {status} ({sizes}); likely cause: {cause}. Smallest constraint |x_sel - x_t| |z_i|: "
+        f"{spread:.3g} of the largest"
     )
-    warn_if_inaccurate(solution, norm, what)
-    return solution
 
 
 def kkt_tolerance(norm: Norm) -> float:

@@ -6,16 +6,22 @@ kq-nuclear-norm §4 (W*-SVM nuclear norm, (l1-SVM) diagonal program).
 
 from __future__ import annotations
 
+import numpy as np
+
 from attnlab._validation import ValidationError, check_in
 from attnlab.data.dataset import TokenSelectionData
 from attnlab.svm._dual import solve_frobenius_dual
 from attnlab.svm._program import (
+    KKT_TOL,
     Norm,
+    ProgramSolution,
     attention_constraint_vectors,
     check_data,
     check_norm,
     check_solver,
     constraint_matrices,
+    kkt_tolerance,
+    max_violation,
     range_bases,
     refuse_empty_constraints,
     resolve_select,
@@ -24,9 +30,26 @@ from attnlab.svm._program import (
     unit_scale,
 )
 from attnlab.svm.diagonal_svm import diagonal_svm
+from attnlab.svm.errors import SolverToleranceError
 from attnlab.svm.result import EMPTY_CAUSE, INFEASIBLE_CAUSE, AttentionSVMResult, svm_result
 
 __all__ = ["AttentionSVMResult", "attention_svm"]
+
+
+def _primal(M: np.ndarray, shape: tuple[int, int], norm: Norm, solver: str, what: str) -> ProgramSolution:
+    """The primal program; for ``"fro"``, when the solver cannot reach its tolerance at near ties, the exact dual."""
+    try:
+        return solve_margin_program(M, shape, norm, solver, what=what, cause=INFEASIBLE_CAUSE)
+    except SolverToleranceError as err:
+        if norm != "fro":
+            raise
+        try:
+            solution = solve_frobenius_dual(M, shape, what=what)
+        except ValidationError:  # dependent constraints: the dual's reduction does not apply
+            raise err from None
+        if max_violation(solution.constraint_values) > kkt_tolerance(norm) or solution.kkt_residual > KKT_TOL:
+            raise err from None
+        return solution
 
 
 def attention_svm(
@@ -63,8 +86,11 @@ def attention_svm(
     Raises
     ------
     InfeasibleProgramError
-        When the program is infeasible (the message names the status, the sizes and the likely cause) or the
-        solver fails.
+        When the program is infeasible (the message names the status, the sizes, the likely cause and the smallest
+        constraint ``|x_sel - x_t| |z_i|``) or the solver fails. Near ties (a selected token within ~1e-7 of
+        another) a status other than optimal is not believed at once: rescaled programs, and for ``"fro"`` the
+        exact dual, are tried first; :class:`~attnlab.svm.SolverToleranceError` (a subclass) says when the
+        constraints are separable but no solve reached the tolerance.
     ValidationError
         On a bad ``norm`` (e.g. ``p < 1``), ``solver``, ``method`` or ``select``.
 
@@ -116,7 +142,7 @@ def attention_svm(
         if method == "dual":
             solution = solve_frobenius_dual(M, shape, what=what)
         else:
-            solution = solve_margin_program(M, shape, norm, solver, what=what, cause=INFEASIBLE_CAUSE)
+            solution = _primal(M, shape, norm, solver, what)
         solution = scaled_back(solution, (diff_scale, query_scale), norm, what)  # W(a X, b Z) = W(X, Z) / (a b)
         W = U @ solution.x @ V.T
     else:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from attnlab._validation import ValidationError
 
-__all__ = ["InfeasibleProgramError", "SolverAccuracyWarning", "TieWarning"]
+__all__ = ["InfeasibleProgramError", "SolverAccuracyWarning", "SolverToleranceError", "TieWarning"]
 
 
 class InfeasibleProgramError(ValidationError):
@@ -17,6 +17,12 @@ class InfeasibleProgramError(ValidationError):
     (a selected token equal to another token, contradictory constraints), so the command line reports it as bad
     input.
     """
+
+
+class SolverToleranceError(InfeasibleProgramError):
+    """The solver reported a non-optimal status on separable constraints: near ties put the solution beyond its
+    tolerances at this scale. The message gives the smallest constraint and what to try (the exact dual, the other
+    solver). A subclass of :class:`InfeasibleProgramError`, so callers that skip infeasible programs skip it too."""
 
 
 class SolverAccuracyWarning(UserWarning):

@@ -5,8 +5,10 @@ Spec: mirror-descent-lp §5 (Definition 3) and §7, kq-nuclear-norm §5 (A1 sepa
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,6 +18,7 @@ from attnlab._validation import check_scalar
 from attnlab.data.assumptions import AssumptionReport
 from attnlab.data.dataset import TokenSelectionData
 from attnlab.svm._program import (
+    SEPARABLE_TOL,
     Norm,
     attention_constraint_vectors,
     check_data,
@@ -38,9 +41,6 @@ __all__ = [
     "locally_optimal_selections",
     "support_tokens",
 ]
-
-# Unit-norm margins at or below this count as "not separable": solver round-off on a zero optimum is ~1e-10.
-_SEPARABLE_TOL = 1e-8
 
 
 @dataclass(frozen=True, eq=False)  # compared by identity: it holds tensors
@@ -160,7 +160,12 @@ def is_globally_optimal(data: TokenSelectionData, select: object = None) -> Assu
 
 
 def locally_optimal_selections(
-    data: TokenSelectionData, p: Norm = 2.0, max_candidates: int = 256, solver: str | None = None
+    data: TokenSelectionData,
+    p: Norm = 2.0,
+    max_candidates: int = 256,
+    solver: str | None = None,
+    *,
+    include: Sequence[object] = (),
 ) -> list[SelectionReport]:
     """All feasible, locally optimal selections among the candidates, globally optimal first.
 
@@ -172,9 +177,14 @@ def locally_optimal_selections(
         With a head ``v``.
     p : float or {"fro", "nuc", "l1-diag"}, default=2.0
     max_candidates : int, default=256
-        When ``T^n <= max_candidates`` every selection is tried; otherwise the optimal selection and the
-        selections that change it in one sequence, in order of increasing score loss, up to this many.
+        When ``T^n <= max_candidates`` every selection is tried; otherwise this many selections in order of
+        increasing total score given up, ``sum_i (max_t gamma_it - gamma_{i alpha_i})``, starting from the optimal
+        one: changes in one sequence and in several are ranked together (a k-best enumeration of the separable
+        sum), so a selection that differs from the optimum in several sequences by small score losses comes
+        before one that gives up much in a single sequence.
     solver : {"CLARABEL", "SCS"}, optional
+    include : sequence of array-like of int, shape (n,)
+        Selections always tried, whatever the budget (e.g. the tokens a trained model attends to).
 
     Returns
     -------
@@ -182,11 +192,12 @@ def locally_optimal_selections(
         One per candidate whose SVM is feasible and which is locally optimal, sorted by decreasing total score
         ``sum_i gamma_{i alpha_i}``.
     """
-    check_scalar("max_candidates", max_candidates, kind=int, low=1)
+    max_candidates = check_scalar("max_candidates", max_candidates, kind=int, low=1)
     solver = check_solver(solver)
     scores = check_data(data).token_scores()  # (n, T)
+    extra = [resolve_select(data, select).tolist() for select in include]
     found = []
-    for candidate in _candidates(scores, max_candidates):
+    for candidate in _unique(extra + _candidates(scores, max_candidates)):
         try:
             report = is_locally_optimal(data, candidate, p, solver)
         except InfeasibleProgramError:
@@ -197,16 +208,35 @@ def locally_optimal_selections(
     return [found[k] for k in np.argsort(total, kind="stable")[::-1]]
 
 
+def _unique(selections: list[list[int]]) -> list[list[int]]:
+    seen: set[tuple[int, ...]] = set()
+    return [s for s in selections if not (tuple(s) in seen or seen.add(tuple(s)))]
+
+
 def _candidates(scores: torch.Tensor, max_candidates: int) -> list[list[int]]:
-    """Every selection when ``T^n <= max_candidates``, else the optimal one and its one-sequence neighbours."""
+    """Every selection when ``T^n <= max_candidates``, else the ``max_candidates`` of smallest total score loss.
+
+    The loss ``sum_i (max_t gamma_it - gamma_{i alpha_i})`` is a sum over sequences, so the selections come in
+    order from a heap over the per-sequence ranks (each popped selection pushes its successors that lower one
+    sequence's token by one rank).
+    """
     n, T = scores.shape
     if T**n <= max_candidates:
         return [list(c) for c in itertools.product(range(T), repeat=n)]
-    opt = scores.argmax(dim=1).tolist()
-    loss = scores.max(dim=1, keepdim=True).values - scores  # (n, T): score given up by switching token
-    moves = sorted((float(loss[i, t]), i, t) for i in range(n) for t in range(T) if t != opt[i])
-    neighbours = [opt[:i] + [t] + opt[i + 1 :] for _, i, t in moves]
-    return ([opt] + neighbours)[:max_candidates]
+    order = torch.argsort(scores, dim=1, descending=True, stable=True)  # (n, T): tokens by decreasing score
+    loss = (scores.max(dim=1, keepdim=True).values - torch.gather(scores, 1, order)).tolist()  # (n, T), rank order
+    start = (0,) * n
+    heap, seen, out = [(0.0, start)], {start}, []
+    while heap and len(out) < max_candidates:
+        total, ranks = heapq.heappop(heap)
+        out.append([int(order[i, r]) for i, r in enumerate(ranks)])
+        for i in range(n):
+            if ranks[i] + 1 < T:
+                nxt = ranks[:i] + (ranks[i] + 1,) + ranks[i + 1 :]
+                if nxt not in seen:
+                    seen.add(nxt)
+                    heapq.heappush(heap, (total - loss[i][ranks[i]] + loss[i][ranks[i] + 1], nxt))
+    return out
 
 
 def is_separable(data: TokenSelectionData, select: object = None, solver: str | None = None) -> AssumptionReport:
@@ -240,7 +270,7 @@ def is_separable(data: TokenSelectionData, select: object = None, solver: str | 
     M = constraint_matrices(diff @ U, queries @ V).reshape(len(pairs), -1)
     what = f"separability (n={data.n}, T={data.T}, d={data.d})"
     margin = max_unit_margin(M, solver, what=what)
-    holds, detail = margin > _SEPARABLE_TOL, "largest margin of a unit-Frobenius-norm W; must be > threshold"
+    holds, detail = margin > SEPARABLE_TOL, "largest margin of a unit-Frobenius-norm W; must be > threshold"
     if select is None and data.select is None:
         top2 = data.token_scores().topk(2, dim=1).values  # spec kq-nuclear-norm §5 A1: opt unique
         ties = torch.nonzero(top2[:, 0] == top2[:, 1]).flatten().tolist()
@@ -250,6 +280,6 @@ def is_separable(data: TokenSelectionData, select: object = None, solver: str | 
         name="separability (A1, W-SVM feasible)",
         holds=holds,
         measured=margin,
-        threshold=_SEPARABLE_TOL,
+        threshold=SEPARABLE_TOL,
         detail=detail,
     )
