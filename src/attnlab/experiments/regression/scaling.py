@@ -141,7 +141,7 @@ def _figure(config: ScalingConfig, frame: pd.DataFrame):
 register(
     Experiment(
         name="regression.scaling",
-        cost=100.0,
+        cost=150.0,
         paper=PAPER,
         summary="data-compute scaling law: population excess loss vs n and T (Theorem 2)",
         config_type=ScalingConfig,
