@@ -11,6 +11,7 @@ from attnlab.regression import (
     MonteCarloOracle,
     PopulationOracle,
     empirical_loss_and_gradient,
+    oracles,
     population_gradient,
     sample,
 )
@@ -50,6 +51,24 @@ def test_monte_carlo_oracle_approaches_population_gradient_near_the_minimum(prob
     rel = float(torch.linalg.vector_norm(torch.cat([(gV - pV).flatten(), (gQ - pQ).flatten()])))
     rel /= float(torch.linalg.vector_norm(torch.cat([pV.flatten(), pQ.flatten()])))
     assert rel < 0.1  # 6000 samples; a wrong formula gives O(1)
+
+
+@pytest.mark.parametrize(("chunk_entries", "per_chunk"), [(2**24, 5), (2 * 12 * 12, 1)])
+def test_monte_carlo_oracle_is_the_mean_over_its_fresh_samples(problem, params, monkeypatch, chunk_entries, per_chunk):
+    """Against a plain loop: fresh samples (per_chunk batches x 2 runs per draw, from the same generator), the
+    in-sample gradient of each, the mean over the 5 batches; all batches in one chunk, or one batch per chunk."""
+    monkeypatch.setattr(oracles, "_CHUNK_ENTRIES", chunk_entries)
+    V, Q = params(k=problem.k, runs=2)
+    gV, gQ = MonteCarloOracle(problem, 12, 5, seed=4)(V, Q)
+    generator, want_V, want_Q = torch.Generator().manual_seed(4), torch.zeros_like(V), torch.zeros_like(Q)
+    for _ in range(5 // per_chunk):
+        X, Y = sample(problem, 12, runs=per_chunk * 2, generator=generator)
+        for batch in range(per_chunk):
+            rows = slice(2 * batch, 2 * batch + 2)  # batch-major: the runs of one batch are adjacent
+            _, bV, bQ = empirical_loss_and_gradient(V, Q, X[rows], Y[rows])
+            want_V, want_Q = want_V + bV / 5, want_Q + bQ / 5
+    torch.testing.assert_close(gV, want_V, rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(gQ, want_Q, rtol=1e-12, atol=1e-14)
 
 
 def test_bad_settings_are_refused(problem):

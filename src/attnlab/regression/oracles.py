@@ -74,14 +74,21 @@ class MonteCarloOracle:
         self.generator = torch.Generator().manual_seed(seed)
 
     def __call__(self, V: torch.Tensor, Q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        runs = V.shape[0]
         grad_V, grad_Q = torch.zeros_like(V), torch.zeros_like(Q)
-        for _ in range(self.batches):
-            X, Y = sample(self.problem, self.n, runs=V.shape[0], generator=self.generator)
+        per_chunk = max(1, _CHUNK_ENTRIES // (runs * self.n * self.n))  # bounds the (b, R, n, n) softmax in memory
+        for start in range(0, self.batches, per_chunk):
+            b = min(per_chunk, self.batches - start)
+            X, Y = sample(self.problem, self.n, runs=b * runs, generator=self.generator)
+            X, Y = X.unflatten(0, (b, runs)), Y.unflatten(0, (b, runs))  # (b, R, n, d), (b, R, n, k)
             Z = token_matrix(X, Y, self.tokens)
             _, gV, gQ = empirical.loss_and_gradient(V, Q, X, Y, Z, self.include_self)  # spec §5.3
-            grad_V += gV / self.batches
-            grad_Q += gQ / self.batches
+            grad_V += gV.sum(0) / self.batches  # spec §6.2 (ii): the mean over the fresh samples
+            grad_Q += gQ.sum(0) / self.batches
         return grad_V, grad_Q
+
+
+_CHUNK_ENTRIES = 2**24  # softmax entries per chunk of fresh samples (128 MiB in float64)
 
 
 class MinibatchOracle:

@@ -1,0 +1,131 @@
+"""The falsifiers of ``regression.theory`` and ``regression.scaling``: small plausible wrong mechanisms, each patched
+where the rows' code looks it up, under which the rows that name it must fail.
+
+Spec: docs/theory/preconditioned-regression.md §8 (which row names which falsifier: docs/experiments/regression.md).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from attnlab.experiments.base import Falsifier
+from attnlab.regression import manifold_point, sym_inv_sqrt, whiten
+from attnlab.regression.manifold import Projection
+
+
+def _tempered(loss_and_gradient):
+    """The empirical loss with logits 1.3 x_l^T Q x_i, and its gradient (chain rule through 1.3 Q)."""
+
+    def tempered(V, Q, X, Y, Z, include_self=True):
+        loss, grad_V, grad_Q = loss_and_gradient(V, 1.3 * Q, X, Y, Z, include_self)
+        return loss, grad_V, 1.3 * grad_Q
+
+    return tempered
+
+
+def _irreducible_d(population_loss):
+    """The closed form with L_irr = d sigma^2 (the covariate dimension) instead of k sigma^2."""
+
+    def wrong(V, Q, Sigma, W_star, noise_std, **kwargs):
+        k, d = W_star.shape[-2:]
+        return population_loss(V, Q, Sigma, W_star, noise_std, **kwargs) - (k - d) * float(noise_std) ** 2
+
+    return wrong
+
+
+def _halved(regularizer_gradient):
+    return lambda *args, **kwargs: tuple(g / 2 for g in regularizer_gradient(*args, **kwargs))
+
+
+def _at_identity(project):
+    """theta_bar = theta_{R = I} for every theta: the projection onto M skipped."""
+
+    def skipped(V, Q, W_star, Sigma, Sigma_z=None):
+        d = W_star.shape[-1]
+        R = torch.eye(d, dtype=torch.float64).expand(*Q.shape[:-2], d, d)
+        V_bar, Q_bar = manifold_point(R, W_star, Sigma)
+        A, C = whiten(V, Q, Sigma, Sigma)
+        A_bar, C_bar = whiten(V_bar, Q_bar, Sigma, Sigma)
+        dist = (((A - A_bar) ** 2).sum((-2, -1)) + ((C - C_bar) ** 2).sum((-2, -1))).sqrt()
+        return Projection(V_bar, Q_bar, R, dist)
+
+    return skipped
+
+
+def _swapped_eigenvectors(point):
+    """The spectral start from M_hat with its first two left singular vectors swapped."""
+
+    def swapped(R, W, Sigma, Sigma_z):
+        U, S, Vh = torch.linalg.svd(W @ torch.linalg.inv(sym_inv_sqrt(Sigma)), full_matrices=False)
+        U = U[..., [1, 0, *range(2, U.shape[-1])]]
+        return point(R, (U * S.unsqueeze(-2)) @ Vh @ sym_inv_sqrt(Sigma), Sigma, Sigma_z)
+
+    return swapped
+
+
+def _correlated_noise(sample):
+    def correlated(problem, n, **kwargs):
+        X, Y = sample(problem, n, **kwargs)
+        return X, Y + 0.05 * X.sum(-1, keepdim=True)
+
+    return correlated
+
+
+class _PlainGD:
+    """PreconditionedGD's constructor with the identity preconditioner: torch's SGD on (V, Q)."""
+
+    @staticmethod
+    def for_attention(V, Q, covariance, *, lr, **kwargs):
+        return torch.optim.SGD([V, Q], lr=lr)
+
+
+FALSIFIERS = (
+    Falsifier(
+        "temperature-1.3",
+        "softmax temperature 1.3 in the empirical loss (logits 1.3 x_l^T Q x_i) and its gradient",
+        "attnlab.regression.empirical:loss_and_gradient",
+        _tempered,
+    ),
+    Falsifier(
+        "irreducible-d-sigma2",
+        "the closed-form population loss with L_irr = d sigma^2 instead of k sigma^2",
+        "attnlab.regression.population:population_loss",
+        _irreducible_d,
+    ),
+    Falsifier(
+        "regularizer-gradient-halved",
+        "the gradient of the empirical regularizer R_hat halved",
+        "attnlab.experiments.regression.finite_context:regularizer_gradient",
+        _halved,
+    ),
+    Falsifier(
+        "projection-skipped",
+        "the projection onto M skipped: theta_bar = theta_{R=I} for every theta",
+        "attnlab.experiments.regression.geometry:project",
+        _at_identity,
+    ),
+    Falsifier(
+        "identity-metric",
+        "the gradient measured in the identity metric instead of the whitened (Sigma~) one",
+        "attnlab.experiments.regression.geometry:sym_inv_sqrt",
+        lambda inv_sqrt: lambda S: torch.eye(S.shape[-1], dtype=S.dtype).expand_as(S),
+    ),
+    Falsifier(
+        "spectral-wrong-eigenvector",
+        "the spectral start built from M_hat with its first two left singular vectors swapped",
+        "attnlab.regression.spectral:_point",
+        _swapped_eigenvectors,
+    ),
+    Falsifier(
+        "noise-correlated-with-x",
+        "a data model whose noise is correlated with x: y = W* x + eps + 0.05 (1^T x) 1",
+        "attnlab.experiments.regression.spectral:sample",
+        _correlated_noise,
+    ),
+    Falsifier(
+        "identity-preconditioner",
+        "Algorithm 1's preconditioner replaced by the identity (plain GD on V, Q)",
+        "attnlab.experiments.regression.training:PreconditionedGD",
+        lambda cls: _PlainGD,
+    ),
+)

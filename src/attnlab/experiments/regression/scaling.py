@@ -1,0 +1,151 @@
+"""``regression.scaling``: the population excess loss of Algorithm 1 over a grid of n and T (Theorem 2's data-compute
+law), with the floor measured by an oracle whose noise is shown to be below the bias it measures.
+
+Spec: docs/theory/preconditioned-regression.md §8 T2. Algorithm 1 with the Monte-Carlo oracle (``batches`` fresh
+samples of size n per step, and half as many: :mod:`~attnlab.experiments.regression.floor`), the true-Sigma
+preconditioner and regularizer, from the perturbed-manifold start theta_R + N(0, start_scale^2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from attnlab._validation import ValidationError, check_scalar
+from attnlab.experiments.base import Experiment, ExperimentResult, RunContext, register
+from attnlab.experiments.plotting import house_figure, label_ours, log_gap_axis, new_figure, plot_band
+from attnlab.experiments.regression.common import perturbed_start, theory_problem
+from attnlab.experiments.regression.floor import FLOOR_BOUND, FLOOR_ORACLE, floor_rows, oracle_floors
+from attnlab.experiments.regression.theory import FALSIFIERS
+
+__all__ = ["ScalingConfig"]
+
+
+@dataclass(frozen=True)
+class ScalingConfig:
+    """Algorithm 1 with the Monte-Carlo oracle on the theory instance, from a fixed distance to the manifold, so both
+    terms of ``C1 (1 - c eta)^T + O(1/n)`` (spec §8 T2) are visible.
+
+    Attributes
+    ----------
+    d : int
+        Covariate dimension.
+    k : int
+        Response dimension, k >= d (A2).
+    noise_std : float
+        Noise sigma; L_irr = k sigma^2.
+    singular_values : tuple of float
+        sigma(W* Sigma^{1/2}), d values (the theory instance).
+    problem_seed : int
+        Seed of Sigma and the singular vectors of W*.
+    seed : int
+        Seed of the starts and the oracle's samples.
+    mu : float
+        Regularizer weight (spec §3.4 [R]).
+    lr : float
+        Step size eta.
+    steps : int
+        Iterations T; the floor is the mean gap over the second half.
+    ns : tuple of int
+        Context sizes n of the oracle's samples.
+    seeds : int
+        Starts per n.
+    batches : int
+        Fresh samples per step of the oracle (every n also runs at half of it, to show the noise is below the bias).
+    start_scale : float
+        Entry size of the perturbation of theta_R: the perturbed-manifold start (spec §9.3).
+    record_every : int
+        Steps between recorded points.
+    """
+
+    d: int = 3
+    k: int = 6
+    noise_std: float = 0.1
+    singular_values: tuple[float, ...] = (0.25, 0.2, 0.15)
+    problem_seed: int = 0
+    seed: int = 0
+    mu: float = 0.25
+    lr: float = 0.5
+    steps: int = 150
+    ns: tuple[int, ...] = (25, 50, 100, 200)
+    seeds: int = 4
+    batches: int = 16
+    start_scale: float = 0.05
+    record_every: int = 2
+
+    OURS = ("d", "k", "noise_std", "singular_values", "mu", "lr", "ns", "batches", "start_scale")
+
+    def __post_init__(self) -> None:
+        check_scalar("k", self.k, kind=int, low=self.d)
+        check_scalar("batches", self.batches, kind=int, low=2)
+        check_scalar("seeds", self.seeds, kind=int, low=2)
+        if len(self.ns) < 2:
+            raise ValidationError(f"ns needs >= 2 context sizes to fit the floor's rate, got {self.ns}")
+
+
+def run_scaling(config: ScalingConfig, ctx: RunContext) -> ExperimentResult:
+    """Population excess loss L(theta_T) - L_irr over n and T; the floor's rate in n, noise and bias apart."""
+    problem = theory_problem(config.d, config.k, config.noise_std, config.singular_values, config.problem_seed)
+    start = perturbed_start(problem, config.seeds, config.start_scale, config.seed)
+    floors, frame = oracle_floors(
+        problem,
+        start,
+        config.ns,
+        config.batches,
+        steps=config.steps,
+        lr=config.lr,
+        mu=config.mu,
+        seed=config.seed,
+        record_every=config.record_every,
+        bar=lambda ns: ctx.bar(ns, desc="n"),
+    )
+    checks, parts, _ = floor_rows(floors, config.batches, config.ns)
+    frame = frame[frame.batches == config.batches].assign(seed=lambda f: config.seed + f.run)
+    table = parts.groupby("n")[["floor", "noise", "bias"]].mean().reset_index()
+    table["n_times_bias"] = table.n * table.bias
+    return ExperimentResult(
+        frame=frame,
+        checks=checks,
+        figures={"scaling": _figure(config, frame)},
+        tables={"floors": table},
+        notes=[problem.assumptions().describe()],
+    )
+
+
+@house_figure
+def _figure(config: ScalingConfig, frame: pd.DataFrame):
+    fig, axes = new_figure(2, width=4.4, height=3.4)
+    for n in config.ns:
+        plot_band(axes[0], frame[frame.n == n], "step", "gap", label=f"$n = {n}$")
+    log_gap_axis(axes[0], r"$L(\theta_T) - L_{irr}$")
+    axes[0].set_xlabel("iteration $T$")
+    axes[0].legend()
+    grid = frame.groupby(["n", "step"]).gap.median().unstack("step")
+    image = axes[1].imshow(
+        np.log10(grid.values),
+        aspect="auto",
+        origin="lower",
+        cmap="viridis",
+        extent=(0, config.steps, -0.5, len(config.ns) - 0.5),
+    )
+    axes[1].set_yticks(range(len(config.ns)), [str(n) for n in config.ns])
+    axes[1].set(xlabel="iteration $T$", ylabel="$n$")
+    axes[1].grid(False)
+    fig.colorbar(image, ax=axes[1], label=r"$\log_{10}$ median $(L - L_{irr})$")
+    label_ours(fig, config)
+    return fig
+
+
+register(
+    Experiment(
+        name="regression.scaling",
+        cost=150.0,
+        config_type=ScalingConfig,
+        run=run_scaling,
+        quick={"ns": (50, 100, 200), "seeds": 2, "steps": 60, "batches": 8},
+        claims=(FLOOR_ORACLE, FLOOR_BOUND),
+        falsifiers=tuple(f for f in FALSIFIERS if f.name == "temperature-1.3"),
+    )
+)
