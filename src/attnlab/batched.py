@@ -22,6 +22,7 @@ from attnlab._validation import ValidationError, check_in, check_scalar, check_t
 from attnlab.engine import OPTIMIZERS, OPTIONS, Problem, Recorder, fit, named_rule
 from attnlab.losses import LOSSES, log_mean_loss
 from attnlab.models.functional import token_scores
+from attnlab.models.heads import Head, as_head
 
 __all__ = ["BatchedRun", "train", "PARAMETRIZATIONS", "OPTIMIZERS"]
 
@@ -106,8 +107,9 @@ def train(
     X : array-like, shape ([R,] n, T, d)
     Z : array-like, shape ([R,] n, d)
     y : array-like, shape ([R,] n)
-    v : array-like, shape ([R,] d)
-        The head: fixed, or the initial head with ``train_head=True``.
+    v : array-like of shape ([R,] d), Head or torch.nn.Module
+        The head: fixed, or the initial head with ``train_head=True``; or a fixed nonlinear head
+        (:class:`~attnlab.models.heads.ReluHead`, any module mapping ``(..., d)`` to ``(...)``; multi-token §1).
     W0 : array-like, shape ([R,] d, d), optional
         Initial combined matrix for ``param="W"`` (default zeros); refused for the other parametrisations.
     param : {"W", "KQ", "diag"}
@@ -168,16 +170,24 @@ def train(
         Xr = Xr.expand((1,) + tuple(Xr.shape))
     Zr = _runs_tensor("Z", Z, "nd", R, sizes)
     yr = _runs_tensor("y", y, "n", R, sizes)
-    vr = _runs_tensor("v", v, "d", R, sizes)
+    nonlinear = isinstance(v, (Head, torch.nn.Module))
+    vr = as_head(v, sizes["d"]) if nonlinear else _runs_tensor("v", v, "d", R, sizes)
     d = sizes["d"]
     params = _initial_params(param, W0, options, R, d)
     if W0 is not None and param != "W":
         raise ValidationError(f"W0 sets the initial W of param='W'; for param={param!r} pass its initial tensors only")
     head = bool(options.get("train_head", False))
+    if head and nonlinear:
+        raise ValidationError("train_head=True trains a linear head; a nonlinear head v is fixed: drop train_head")
+    if nonlinear and optimizer == "polyak" and options.get("optimal_loss") is None:
+        raise ValidationError(
+            "optimizer='polyak' with a nonlinear head needs optimal_loss (L* has no closed form there); pass it"
+        )
     if head:
         params["v"] = vr.clone()
     if device is not None:
-        Xr, Zr, yr, vr = (t.to(device) for t in (Xr, Zr, yr, vr))
+        Xr, Zr, yr = (t.to(device) for t in (Xr, Zr, yr))
+        vr = vr if nonlinear else vr.to(device)
         params = {k: t.to(device) for k, t in params.items()}
 
     lr_t = None
@@ -187,7 +197,7 @@ def train(
         if bool((lr_t <= 0).any()):
             raise ValidationError(f"lr must be > 0 for every run, got min {float(lr_t.min()):g}")
     # spec ngd A3: L* = (1/n) sum_i l(gamma_{i,opt_i}) (softmax put on the optimal token)
-    l_star = log_mean_loss(token_scores(Xr, yr, vr).amax(dim=-1), loss).exp()
+    l_star = None if nonlinear else log_mean_loss(token_scores(Xr, yr, vr).amax(dim=-1), loss).exp()
     rule_options = {k: v for k, v in options.items() if k in OPTIONS[optimizer]}
     rule = named_rule(optimizer, lr_t, rule_options, list(params), l_star)
 
@@ -239,7 +249,7 @@ def _refs(options: dict[str, Any], R: int, d: int) -> dict[str, torch.Tensor]:
 def _select(options: dict[str, Any], X: torch.Tensor, y: torch.Tensor, v: torch.Tensor, R: int, n: int) -> torch.Tensor:
     """The tokens whose softmax and margin are recorded: given, or the optimal ones."""
     if options.get("select") is None:
-        return token_scores(X, y, v).argmax(dim=-1)
+        return None if isinstance(v, Head) else token_scores(X, y, v).argmax(dim=-1)
     select = torch.as_tensor(options["select"], dtype=torch.int64, device=X.device)
     return select.expand(R, n) if select.dim() == 1 else select
 

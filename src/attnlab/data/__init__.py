@@ -20,6 +20,7 @@ from attnlab.data.dataset import TokenSelectionData
 from attnlab.data.implicit_bias import dm, example1
 from attnlab.data.kq_nuclear import AlignedPairs, aligned_pairs, scores_equal
 from attnlab.data.mirror_descent import joint_toy, unit_gaussian
+from attnlab.data.multi_token import MultiTokenDraw, multi_token
 from attnlab.data.registry import GENERATORS
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "GENERATORS",
     "AlignedPairs",
     "AssumptionReport",
+    "MultiTokenDraw",
     "StackedData",
     "TokenSelectionData",
     "aligned_pairs",
@@ -37,6 +39,7 @@ __all__ = [
     "equal_nonopt_scores",
     "example1",
     "joint_toy",
+    "multi_token",
     "near_orthogonal",
     "scores_equal",
     "small_init",
