@@ -412,6 +412,7 @@ def loss_gradients(
             raise ValidationError("a nonlinear head is fixed: loss_gradients(..., head=True) needs a linear head v")
         # multi-token §1: dL/ds_it = -(|l'_i|/n) phi_it (gamma_it - sum_tau phi_tau gamma_tau) with the scores of
         # the head's gradient at the current mixture, gamma_it = y_i grad h(u_i)^T x_it
+        # softmax on the token-first copy: on attention_logits' own output torch's kernel runs ~1000x slower
         value, grad = v.value_and_gradient(mixtures(X, torch.softmax(logits, dim=0).movedim(0, -1)))
         gaps = score_gaps(y[..., None] * torch.linalg.vecdot(X, grad.unsqueeze(-2)))
         margin = y * value

@@ -8,6 +8,7 @@ from attnlab.svm.attention_svm import attention_svm
 from attnlab.svm.diagonal_svm import diagonal_svm
 from attnlab.svm.errors import InfeasibleProgramError, SolverAccuracyWarning, TieWarning
 from attnlab.svm.head_svm import HeadSVMResult, head_svm
+from attnlab.svm.multi_token import EquivalenceResult, SetProgramResult, finite_part, set_direction_svm, svm_equivalence
 from attnlab.svm.result import AttentionSVMResult
 from attnlab.svm.selection import (
     SelectionReport,
@@ -17,9 +18,12 @@ from attnlab.svm.selection import (
     locally_optimal_selections,
     support_tokens,
 )
+from attnlab.svm.token_sets import sets_from_probabilities
 
 __all__ = [
     "AttentionSVMResult",
+    "EquivalenceResult",
+    "SetProgramResult",
     "HeadSVMResult",
     "InfeasibleProgramError",
     "SelectionReport",
@@ -28,10 +32,14 @@ __all__ = [
     "aligned_l1_svm",
     "attention_svm",
     "diagonal_svm",
+    "finite_part",
     "head_svm",
     "is_globally_optimal",
     "is_locally_optimal",
     "is_separable",
     "locally_optimal_selections",
+    "set_direction_svm",
+    "sets_from_probabilities",
     "support_tokens",
+    "svm_equivalence",
 ]
