@@ -55,6 +55,7 @@ from attnlab.experiments import (  # noqa: E402,F401
     implicit_bias,
     kq_nuclear,
     mirror_descent,
+    multi_token,
     ntk,  # noqa: E402,F401
     real,  # noqa: E402,F401
     regression,  # noqa: E402,F401
