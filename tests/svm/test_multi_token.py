@@ -12,9 +12,9 @@ import torch
 
 import attnlab as al
 from attnlab.data import TokenSelectionData
+from attnlab.data.token_sets import as_token_sets, sets_from_probabilities
 from attnlab.svm import InfeasibleProgramError, attention_svm
 from attnlab.svm.multi_token import finite_part, set_direction_svm, svm_equivalence
-from attnlab.svm.token_sets import as_token_sets, sets_from_probabilities
 
 # Clarabel at gap 1e-10: the two formulations' directions agree to ~1e-9; the issue's bar is cos >= 1 - 1e-6
 COS_TOL = 1e-6
@@ -153,3 +153,18 @@ def test_contradicting_sets_are_infeasible():
     data = TokenSelectionData(X1.repeat(2, 1, 1), Z=Z1.repeat(2, 1), y=[1, -1])
     with pytest.raises(InfeasibleProgramError, match="infeasible"):
         set_direction_svm(data, [[0, 1], [2]])
+
+
+def test_select_accepts_sets_wherever_it_accepts_tokens(tmp_path):
+    data = _sets_data(12)
+    direct = set_direction_svm(data, SETS, "nuc")
+    via_svm = attention_svm(data, "nuc", select=SETS)  # select= as lists of indices
+    stored = data.with_(select=as_token_sets(SETS, 3, 4))  # select= as the mask, stored in the data
+    data_path = stored.save(tmp_path / "sets.npz")
+    loaded = TokenSelectionData.load(data_path)
+    assert torch.equal(loaded.select, stored.select) and loaded.select.dtype == torch.bool
+    from_data = attention_svm(loaded, "nuc")
+    for sol in (via_svm, from_data):
+        assert _cos(sol.W, direct.W) >= 1 - 1e-9
+    with pytest.raises(al.ValidationError, match="takes one selected token per sequence.*token sets"):
+        al.svm.diagonal_svm(loaded, 1.0)

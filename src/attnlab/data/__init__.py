@@ -22,6 +22,7 @@ from attnlab.data.kq_nuclear import AlignedPairs, aligned_pairs, scores_equal
 from attnlab.data.mirror_descent import joint_toy, unit_gaussian
 from attnlab.data.multi_token import MultiTokenDraw, multi_token
 from attnlab.data.registry import GENERATORS
+from attnlab.data.token_sets import as_token_sets, sets_from_probabilities
 
 __all__ = [
     "ASSUMPTIONS",
@@ -32,6 +33,7 @@ __all__ = [
     "StackedData",
     "TokenSelectionData",
     "aligned_pairs",
+    "as_token_sets",
     "assumption4_geometry",
     "check_assumptions",
     "condition1",
@@ -42,6 +44,7 @@ __all__ = [
     "multi_token",
     "near_orthogonal",
     "scores_equal",
+    "sets_from_probabilities",
     "small_init",
     "small_initial_loss",
     "stack",

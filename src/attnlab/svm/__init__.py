@@ -3,6 +3,7 @@
 Spec: implicit-bias-ngd §5, mirror-descent-lp §5 and §7, kq-nuclear-norm §4 and §5.
 """
 
+from attnlab.data.token_sets import sets_from_probabilities
 from attnlab.svm.aligned_svm import aligned_l1_svm
 from attnlab.svm.attention_svm import attention_svm
 from attnlab.svm.diagonal_svm import diagonal_svm
@@ -18,7 +19,6 @@ from attnlab.svm.selection import (
     locally_optimal_selections,
     support_tokens,
 )
-from attnlab.svm.token_sets import sets_from_probabilities
 
 __all__ = [
     "AttentionSVMResult",

@@ -3,7 +3,7 @@
 Spec: multi-token §3 (the three programs), §4 (KKT certificates), after Tarzanagh, Li, Thrampoulidis and Oymak,
 "Transformers as Support Vector Machines" (arXiv 2308.16898), Section 6 (SVM-equivalence, a conjecture there).
 
-With token sets ``O_i`` (:mod:`attnlab.svm.token_sets`):
+With token sets ``O_i`` (:mod:`attnlab.data.token_sets`):
 
 - the **direction program** ``min ||W|| s.t. (x_{i,tau} - x_{i,t})^T W z_i >= 1`` for ``tau in O_i``,
   ``t not in O_i``, and ``(x_{i,tau} - x_{i,tau'})^T W z_i = 0`` for ``tau, tau' in O_i``;
@@ -29,6 +29,7 @@ import torch
 
 from attnlab._validation import check_in, check_tensor
 from attnlab.data.dataset import TokenSelectionData
+from attnlab.data.token_sets import HIGH, LOW, as_token_sets, sets_from_probabilities
 from attnlab.models.functional import attention_logits
 from attnlab.svm._program import (
     check_data,
@@ -45,7 +46,6 @@ from attnlab.svm._program import (
     unit_scale,
 )
 from attnlab.svm.errors import InfeasibleProgramError, SolverAccuracyWarning
-from attnlab.svm.token_sets import HIGH, LOW, as_token_sets, sets_from_probabilities
 
 __all__ = ["EquivalenceResult", "SetProgramResult", "finite_part", "set_direction_svm", "svm_equivalence"]
 
@@ -268,7 +268,7 @@ def set_direction_svm(
     ----------
     data : TokenSelectionData
     sets : array-like of bool, shape (n, T), or sequence of n sequences of int
-        The sets ``O_i`` (:func:`~attnlab.svm.token_sets.as_token_sets`).
+        The sets ``O_i`` (:func:`~attnlab.data.token_sets.as_token_sets`).
     norm : {"fro", "nuc"}, default="fro"
     solver : {"CLARABEL", "SCS"}, optional
 

@@ -36,7 +36,10 @@ def is_token_sets(select: object) -> bool:
     if isinstance(select, (torch.Tensor, np.ndarray)):
         return select.ndim == 2
     if isinstance(select, Sequence) and not isinstance(select, str):
-        return any(isinstance(s, (Sequence, set, frozenset, np.ndarray, torch.Tensor)) for s in select)
+        return any(
+            isinstance(s, (Sequence, set, frozenset)) or (isinstance(s, (np.ndarray, torch.Tensor)) and s.ndim > 0)
+            for s in select
+        )
     return False
 
 
