@@ -21,6 +21,7 @@ from attnlab.data.implicit_bias import dm, example1
 from attnlab.data.kq_nuclear import AlignedPairs, aligned_pairs, scores_equal
 from attnlab.data.mirror_descent import joint_toy, unit_gaussian
 from attnlab.data.multi_token import MultiTokenDraw, multi_token
+from attnlab.data.queries import causal_queries, every_query
 from attnlab.data.registry import GENERATORS
 from attnlab.data.token_sets import as_token_sets, sets_from_probabilities
 
@@ -35,10 +36,12 @@ __all__ = [
     "aligned_pairs",
     "as_token_sets",
     "assumption4_geometry",
+    "causal_queries",
     "check_assumptions",
     "condition1",
     "dm",
     "equal_nonopt_scores",
+    "every_query",
     "example1",
     "joint_toy",
     "multi_token",
