@@ -102,7 +102,7 @@ def capture(
     module: nn.Module,
     inputs: Any,
     *,
-    query: int = 0,
+    query: int | str = 0,
     keys: slice | Sequence[int] | None = None,
     y: object = None,
     v: object = None,
@@ -122,8 +122,11 @@ def capture(
         The attention module inside ``model`` (its type needs an adapter).
     inputs : tensor, tuple or mapping
         What ``model`` is called with; each of its ``n`` sequences becomes one sequence of the data.
-    query : int, default=0
-        Position of the query token ``z_i`` among the tokens entering the module (0: a class token).
+    query : int or "all", default=0
+        Position of the query token ``z_i`` among the tokens entering the module (0: a class token). ``"all"``:
+        every query token is a query (multi-token §7): problem ``i L + l`` is sequence ``i`` with its ``l``-th
+        query token, over the same keys, so ``n L`` problems (``y`` and an array ``select`` then have ``n L``
+        entries; ``y`` given with ``n`` entries is repeated per query).
     keys : slice or sequence of int, optional
         Positions of the key tokens ``X_i`` (default all). With a causal mask the query at position ``s`` sees
         only keys ``0..s``: pass ``keys=slice(0, s + 1)``. Sequences must have equal lengths (no padding).
@@ -188,7 +191,7 @@ def capture_from_tokens(
     queries: torch.Tensor,
     key_tokens: torch.Tensor,
     *,
-    query: int = 0,
+    query: int | str = 0,
     keys: slice | Sequence[int] | None = None,
     y: object = None,
     v: object = None,
@@ -211,10 +214,17 @@ def capture_from_tokens(
     n, L = queries.shape[:2]
     if key_tokens.shape[0] != n:
         raise ValidationError(f"the module received {n} query sequences but {key_tokens.shape[0]} key sequences")
-    check_scalar("query", query, kind=int, low=-L, high=L - 1)
-    Z = queries[:, query].to(torch.float64)  # (n, d_q)
     X = key_tokens[:, _indices("keys", slice(None) if keys is None else keys, key_tokens.shape[1])]
     X = X.to(torch.float64)  # (n, T, d_k)
+    if query == "all":  # multi-token §7: every query token over the same keys, problem i L + l
+        Z = queries.reshape(n * L, queries.shape[-1]).to(torch.float64)  # (n L, d_q)
+        X = X.repeat_interleave(L, dim=0)  # (n L, T, d_k)
+        if y is not None and len(torch.as_tensor(y)) == n:
+            y = torch.as_tensor(y, dtype=torch.float64).repeat_interleave(L)
+        n = n * L
+    else:
+        check_scalar("query", query, kind=int, low=-L, high=L - 1)
+        Z = queries[:, query].to(torch.float64)  # (n, d_q)
     if homogeneous:
         X, Z = homogeneous_tokens(X), homogeneous_tokens(Z)
     if v is not None:
