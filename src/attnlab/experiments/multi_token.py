@@ -34,7 +34,7 @@ from attnlab.experiments.base import (
     register,
     spread_tolerance,
 )
-from attnlab.experiments.plotting import EPS, STEP, house_figure, label_ours, log_gap_axis, new_figure, rounding_floor
+from attnlab.experiments.plotting import EPS, STEP, house_figure, label_ours, log_gap_axis, new_figure
 from attnlab.models import ReluHead
 from attnlab.models.functional import attention_logits
 from attnlab.svm import InfeasibleProgramError, attention_svm, svm_equivalence
@@ -317,8 +317,7 @@ def _figure(config: MultiTokenConfig, frame: pd.DataFrame):
         for key, label in DIRECTIONS.items():
             mean = (1 - part.groupby("step")[f"alignment_{key}"].mean()).clip(lower=EPS)
             ax.plot(mean.index, mean.to_numpy(), label=label)
-        log_gap_axis(ax, r"$1 - \mathrm{corr}(W_t, \cdot)$, mean over runs")
-        rounding_floor(ax)
+        log_gap_axis(ax, r"$1 - \mathrm{corr}(W_t, \cdot)$, mean over runs")  # (far above rounding: no floor)
         ax.set_xlabel(STEP)
         ax.set_title(f"$d={d}$ ({runs} runs)")
         ax.legend()
