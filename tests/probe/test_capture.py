@@ -134,3 +134,16 @@ def test_token_sets_pass_through_capture():
     x = torch.randn(2, 3, 4, dtype=torch.float64)
     data = capture(mha, mha, (x, x, x), select=[[0, 1], [2]])
     assert data.select.shape == (2, 3) and data.select.dtype == torch.bool
+
+
+def test_head_all_returns_one_data_set_per_head():
+    torch.manual_seed(1)
+    mha = nn.MultiheadAttention(4, 2, batch_first=True, dtype=torch.float64)
+    x = torch.randn(6, 5, 4, dtype=torch.float64)
+    per_head = capture(mha, mha, (x, x, x), select="attended", head="all")
+    assert len(per_head) == 2
+    _, weights = mha(x, x, x, average_attn_weights=False)  # (n, heads, L, T)
+    for h, data in enumerate(per_head):
+        assert torch.equal(data.select, weights[:, h, 0].argmax(dim=-1))  # query 0, head h's own arg-max
+    with pytest.raises(ValidationError, match='pass select="attended"'):
+        capture(mha, mha, (x, x, x), head="all")

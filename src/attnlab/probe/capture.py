@@ -107,9 +107,9 @@ def capture(
     y: object = None,
     v: object = None,
     select: object = None,
-    head: int | None = None,
+    head: int | str | None = None,
     homogeneous: bool | None = None,
-) -> TokenSelectionData:
+) -> TokenSelectionData | list[TokenSelectionData]:
     """The tokens entering ``module`` when ``model`` runs on ``inputs``, as a :class:`TokenSelectionData`.
 
     Spec: implicit-bias-ngd §1 (``X (n, T, d)``, ``Z (n, d)``, ``y``, ``v``), §5 (attention SVM of a selection).
@@ -137,8 +137,9 @@ def capture(
     select : array-like of int, shape (n,), or "attended", optional
         The selected token per sequence, as a position among ``keys``; ``"attended"`` (needs ``head``): the
         token the head puts most weight on. Default: none.
-    head : int, optional
-        The head whose attention defines ``select="attended"``.
+    head : int or "all", optional
+        The head whose attention defines ``select="attended"``; ``"all"``: one data set per head (a list, in head
+        order), each with that head's attended tokens.
     homogeneous : bool, optional
         Append a coordinate 1 to the tokens (as :func:`~attnlab.probe.head_W` does); default: when the
         module has query/key biases.
@@ -166,6 +167,10 @@ def capture(
     (5, 6, 5)
     """
     homogeneous = resolve_homogeneous(module, homogeneous)
+    if head == "all" and select != "attended":
+        raise ValidationError(
+            'head == "all" returns one data set per head with its attended tokens: pass select="attended"'
+        )
     if isinstance(select, str) and (select != "attended" or head is None):
         raise ValidationError(
             f'select == {select!r}: pass "attended" together with head=<index> (the head\'s most-attended '
@@ -182,6 +187,11 @@ def capture(
         select=None if isinstance(select, str) else select,
         homogeneous=homogeneous,
     )
+    if head == "all":  # multi-token §7: the tokens are shared, each head selects its own
+        return [
+            data.with_(select=attended_tokens(data.X, data.Z, head_W(module, h, homogeneous=homogeneous)))
+            for h in range(adapter_for(module).heads(module))
+        ]
     if isinstance(select, str):
         data = data.with_(select=attended_tokens(data.X, data.Z, head_W(module, head, homogeneous=homogeneous)))
     return data
