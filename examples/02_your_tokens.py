@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from attnlab.data import TokenSelectionData, check_assumptions
-from attnlab.experiments.explain import explain
+from attnlab.explain import explain
 from attnlab.metrics import cosine
 from attnlab.svm import attention_svm
 

@@ -8,13 +8,11 @@ import numpy as np
 import pytest
 
 from attnlab.data import example1
-from attnlab.experiments.explain import explain
 from attnlab.experiments.plotting import (
     CORR_GAP,
     EPS,
     HOUSE_STYLE,
     STEP,
-    _one_two_five,
     figure_problems,
     house_figure,
     label_axes,
@@ -25,6 +23,8 @@ from attnlab.experiments.plotting import (
     theory_hline,
     theory_line,
 )
+from attnlab.explain import explain
+from attnlab.plotting import _one_two_five
 
 STEPS = np.arange(1, 101)
 

@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from attnlab._validation import ValidationError
-from attnlab.experiments.real.harness import fit
-from attnlab.experiments.real.split import train_test_split
-from attnlab.experiments.real.vit import ViT
 from attnlab.metrics import cosine
+from attnlab.nets.classifier import fit
+from attnlab.nets.datasets.split import train_test_split
+from attnlab.nets.vit import ViT
 from attnlab.probe import HeadProbe, capture, head_W
 from attnlab.svm import attention_svm
 

@@ -7,8 +7,8 @@ import torch
 from torch import nn
 
 from attnlab._validation import ValidationError
-from attnlab.experiments.real.text_encoder import TextEncoder
-from attnlab.experiments.real.vit import ViT
+from attnlab.nets.text_encoder import TextEncoder
+from attnlab.nets.vit import ViT
 from attnlab.probe import has_bias, head_W, module_tokens, weight_part
 
 TOL = 1e-10  # float64 logits formed in another order: round-off only (observed ~1e-16)

@@ -45,7 +45,7 @@ def explain_cmd(path: str, param: str, opt: str, steps: int, lr: float, loss: st
 
     from attnlab._io import make_dir
     from attnlab.data import TokenSelectionData
-    from attnlab.experiments.explain import explain, parse_opt
+    from attnlab.explain import explain, parse_opt
     from attnlab.runner.store import save_figure, write_csv, write_parquet
 
     parse_opt(opt)  # refuse a bad --opt before loading anything

@@ -30,7 +30,7 @@ from attnlab.models import Combined
 from attnlab.optim import NormalizedGD
 from attnlab.runner.store import write_csv
 from attnlab.svm import attention_svm
-from attnlab.train import train
+from attnlab.training import train
 
 __all__ = ["FlagshipConfig"]
 

@@ -53,7 +53,7 @@ from attnlab.models import Combined
 from attnlab.models.functional import attention_logits, attention_probabilities, loss_gradients, margins, token_scores
 from attnlab.optim import JointAdaptive, NormalizedGD, PolyakStep
 from attnlab.svm import attention_svm, head_svm
-from attnlab.train import train
+from attnlab.training import train
 
 __all__ = ["Fig2Config", "Fig3Config", "Fig5Config", "RatesConfig"]
 

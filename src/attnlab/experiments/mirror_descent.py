@@ -48,7 +48,7 @@ from attnlab.models import Combined
 from attnlab.models.functional import attention_probabilities, loss_gradients, margins, token_scores
 from attnlab.optim import MirrorDescent
 from attnlab.svm import attention_svm, head_svm, is_locally_optimal
-from attnlab.train import train
+from attnlab.training import train
 
 __all__ = ["E1Config", "E2Config", "E3Config"]
 

@@ -9,26 +9,32 @@ Figures are drawn from tidy tables, never from live objects. The rules, which :f
 - nothing overlaps: figures use constrained layout, and :func:`label_ours` reserves its own strip at the bottom.
 
 A figure function is decorated with :func:`house_figure`, which draws it under :data:`HOUSE_STYLE` (font sizes,
-grid, spines) and thins crowded log-axis labels.
+grid, spines) and thins crowded log-axis labels; that house style lives in :mod:`attnlab.plotting`, below the
+experiments, and is re-exported here.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import functools
 import re
 import textwrap
-from collections.abc import Callable, Iterator
 from typing import Any
 
-import matplotlib
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")  # headless: figures are files
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
+from attnlab.plotting import (
+    CORR_GAP,
+    EPS,
+    HOUSE_STYLE,
+    STEP,
+    house_figure,
+    house_style,
+    label_axes,
+    log_gap_axis,
+    new_figure,
+    panel_grid,
+)
 
 __all__ = [
     "CORR_GAP",
@@ -49,148 +55,12 @@ __all__ = [
     "theory_line",
 ]
 
-#: rcParams of every figure: small, even type (figures are shown full width in the report), a light grid, no
-#: top/right spines, and mathtext in the body font.
-HOUSE_STYLE: dict[str, Any] = {
-    "font.size": 9,
-    "axes.titlesize": 9,
-    "axes.labelsize": 9,
-    "figure.titlesize": 10,
-    "xtick.labelsize": 8,
-    "ytick.labelsize": 8,
-    "legend.fontsize": 7,
-    "legend.framealpha": 0.85,
-    "axes.grid": True,
-    "grid.alpha": 0.3,
-    "grid.linewidth": 0.5,
-    "axes.spines.top": False,
-    "axes.spines.right": False,
-    "lines.linewidth": 1.4,
-    "lines.markersize": 4,
-    "mathtext.fontset": "dejavusans",
-}
-
-STEP = "step $t$"  # the x-label of every training curve
-CORR_GAP = r"$1 - \mathrm{corr}(W_t, W_{mm})$"  # directional gap to the max-margin solution
-EPS = float(np.finfo(np.float64).eps)  # floor of a gap ``1 - x`` drawn on a log axis: below it is rounding
-
 THEORY_STYLE: dict[str, Any] = {"color": "k", "ls": "--", "lw": 0.9}  # every theory line looks the same
 
 FOOTNOTE_SIZE = 7  # points: the defaults-that-are-ours strip under a figure
 _FOOTNOTE_GID = "attnlab-ours"
 _CHAR_WIDTH = 0.6  # DejaVu Sans: a character is at most ~0.6 em wide on average, so wrapped lines never overflow
 _LINE_HEIGHT = 1.35  # line spacing of wrapped text, in em
-
-
-@contextlib.contextmanager
-def house_style() -> Iterator[None]:
-    """Context in which new figures, axes, labels and legends take :data:`HOUSE_STYLE`."""
-    with plt.rc_context(HOUSE_STYLE):
-        yield
-
-
-def house_figure(draw: Callable[..., Any]) -> Callable[..., Any]:
-    """Decorate a function returning a figure: draw it in the house style, then thin crowded log-axis labels.
-
-    Labels, ticks and legends take their sizes from rcParams when they are made (axes keep their tick sizes from
-    then on, even for ticks drawn later), so the whole function runs inside :func:`house_style`.
-    """
-
-    @functools.wraps(draw)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        with house_style():
-            figure = draw(*args, **kwargs)
-            for ax in figure.axes:
-                _thin_log_labels(ax)
-        return figure
-
-    return wrapper
-
-
-def _thin_log_labels(ax: Any) -> None:
-    """On a log axis, label only the decades, or 1, 2 and 5 times them where fewer than two decades show.
-
-    Matplotlib labels every minor tick (``2x10^1, 3x10^1, ...``) of a short log axis, and on a narrow panel they
-    collide.
-    """
-    for axis, limits in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
-        low, high = sorted(limits)
-        if axis.get_scale() != "log" or low <= 0:
-            continue
-        if np.floor(np.log10(high)) - np.ceil(np.log10(low)) + 1 >= 2:  # two or more decades in view
-            axis.set_minor_formatter(NullFormatter())
-        else:
-            axis.set_major_formatter(FuncFormatter(_one_two_five))
-            axis.set_minor_formatter(FuncFormatter(_one_two_five))
-
-
-def _one_two_five(value: float, _position: Any) -> str:
-    """Label a log tick only at 1, 2 and 5 times a power of ten; plain numbers between 0.001 and 9999."""
-    exponent = int(np.floor(np.log10(value) + 1e-9))  # 1000 is 1e3, not 10e2, despite rounding in log10
-    mantissa = round(value / 10.0**exponent)
-    if mantissa not in (1, 2, 5):
-        return ""
-    if -3 <= exponent < 4:
-        return f"{value:g}"
-    return f"$10^{{{exponent}}}$" if mantissa == 1 else f"${mantissa}\\times10^{{{exponent}}}$"
-
-
-def new_figure(ncols: int, nrows: int = 1, *, width: float = 3.6, height: float = 3.0) -> tuple[Any, Any]:
-    """A figure with ``nrows x ncols`` axes (always a 2-D array flattened to 1-D), in constrained layout.
-
-    Parameters
-    ----------
-    ncols, nrows : int
-        Panels across and down.
-    width, height : float
-        Inches per panel.
-
-    Returns
-    -------
-    figure : matplotlib.figure.Figure
-    axes : numpy.ndarray of Axes, shape (nrows * ncols,)
-    """
-    with house_style():
-        fig, axes = plt.subplots(
-            nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False, layout="constrained"
-        )
-    return fig, axes.ravel()
-
-
-def panel_grid(count: int, *, columns: int = 3, width: float = 3.6, height: float = 3.0) -> tuple[Any, Any]:
-    """``count`` panels in rows of ``columns``, so that a figure of many panels stays near the report's width.
-
-    Returns
-    -------
-    figure : matplotlib.figure.Figure
-    axes : numpy.ndarray of Axes, shape (count,)
-        Row by row; the unused places of the last row are removed.
-    """
-    ncols = min(count, columns)
-    fig, axes = new_figure(ncols, -(-count // ncols), width=width, height=height)
-    for ax in axes[count:]:
-        fig.delaxes(ax)
-    return fig, axes[:count]
-
-
-def label_axes(ax: Any, xlabel: str, ylabel: str, title: str | None = None) -> None:
-    """Label both axes (and optionally title) one panel; use mathtext for symbols."""
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    if title is not None:
-        ax.set_title(title)
-
-
-def log_gap_axis(ax: Any, ylabel: str, *, logx: bool = False) -> None:
-    """A log y-axis for a quantity that decays to 0 (``1 - corr``, ``L - L*``), labelled ``ylabel``.
-
-    Plot the gap itself, never the quantity that tends to its limit: on a linear axis ``corr`` looks flat at 1
-    long before ``1 - corr`` stops falling by decades.
-    """
-    ax.set_yscale("log")
-    if logx:
-        ax.set_xscale("log")
-    ax.set_ylabel(ylabel)
 
 
 def theory_line(ax: Any, x: Any, y: Any, label: str, **style: Any) -> Any:

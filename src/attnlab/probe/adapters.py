@@ -228,7 +228,7 @@ def _self_tokens(width: Callable[[nn.Module], int], name: str = "x") -> Callable
 
 
 register_adapter(
-    "attnlab.experiments.real.encoder.SelfAttention",
+    "attnlab.nets.encoder.SelfAttention",
     Adapter(
         heads=lambda m: m.heads,
         projection=lambda m, h: linear_projection(m.q, m.k, h, m.heads),  # encoder.attention_weights: /sqrt(e)

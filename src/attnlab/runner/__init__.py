@@ -5,8 +5,8 @@ into its run directory; an executor (:mod:`~attnlab.runner.executors`) runs task
 in a process pool or on Ray; :func:`run_sweep` skips finished runs and keeps ``index.parquet`` current.
 """
 
+from attnlab.checkpoint import Checkpoint
 from attnlab.runner.batched_train import BatchedTrain
-from attnlab.runner.checkpoint import Checkpoint
 from attnlab.runner.executors import EXECUTORS, InProcessExecutor, PoolExecutor, RayExecutor, make_executor
 from attnlab.runner.read import flatten_params, read_sweep
 from attnlab.runner.results import ResultsStore, read_index

@@ -11,20 +11,20 @@ Use the harness on any model::
                   epochs=10, batch_size=32, seed=0, checkpoint="run.pt")
 """
 
-from attnlab.experiments.real.aclimdb import TextSplit, Vocabulary, load_aclimdb, read_aclimdb, tokenize
 from attnlab.experiments.real.compare import Comparison, Setup, Trial, compare_optimizers
-from attnlab.experiments.real.digits import load_digits_split
 from attnlab.experiments.real.digits_vit import DigitsViTConfig, build_digits_vit, run_digits_vit
-from attnlab.experiments.real.encoder import Encoder, EncoderBlock, SelfAttention, attention_weights
-from attnlab.experiments.real.harness import History, evaluate, fit, layer_norms
-from attnlab.experiments.real.keywords import KeywordTask, keyword_task
-from attnlab.experiments.real.optimizers import make_optimizer, parse_optimizer
-from attnlab.experiments.real.probes import first_token_attention, hoyer_sparsity, projection_entries
-from attnlab.experiments.real.split import Split, train_test_split
 from attnlab.experiments.real.summary import paper_checks, summary_table
 from attnlab.experiments.real.text import TextConfig, build_text, run_text
-from attnlab.experiments.real.text_encoder import TextEncoder
-from attnlab.experiments.real.vit import ViT
+from attnlab.nets.classifier import History, evaluate, fit, layer_norms
+from attnlab.nets.datasets.aclimdb import TextSplit, Vocabulary, load_aclimdb, read_aclimdb, tokenize
+from attnlab.nets.datasets.digits import load_digits_split
+from attnlab.nets.datasets.keywords import KeywordTask, keyword_task
+from attnlab.nets.datasets.split import Split, train_test_split
+from attnlab.nets.encoder import Encoder, EncoderBlock, SelfAttention, attention_weights
+from attnlab.nets.optimizers import make_optimizer, parse_optimizer
+from attnlab.nets.probes import first_token_attention, hoyer_sparsity, projection_entries
+from attnlab.nets.text_encoder import TextEncoder
+from attnlab.nets.vit import ViT
 
 __all__ = [
     "Comparison",

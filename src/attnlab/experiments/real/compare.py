@@ -24,10 +24,10 @@ import torch
 from torch import nn
 
 from attnlab._validation import ValidationError, check_scalar
-from attnlab.experiments.real.harness import Metric, fit
-from attnlab.experiments.real.optimizers import make_optimizer, parse_optimizer
-from attnlab.experiments.real.probes import first_token_attention, projection_entries
-from attnlab.experiments.real.split import Split
+from attnlab.nets.classifier import Metric, fit
+from attnlab.nets.datasets.split import Split
+from attnlab.nets.optimizers import make_optimizer, parse_optimizer
+from attnlab.nets.probes import first_token_attention, projection_entries
 from attnlab.runner.store import config_hash
 
 __all__ = ["Comparison", "Setup", "Trial", "compare_optimizers"]

@@ -14,11 +14,11 @@ import torch
 from attnlab._validation import ValidationError, check_scalar
 from attnlab.experiments.base import Experiment, ExperimentResult, RunContext, register
 from attnlab.experiments.real.compare import Setup
-from attnlab.experiments.real.digits import load_digits_split
-from attnlab.experiments.real.optimizers import parse_optimizer
 from attnlab.experiments.real.result import comparison_result, train_config
 from attnlab.experiments.real.summary import paper_checks, summary_table
-from attnlab.experiments.real.vit import ViT
+from attnlab.nets.datasets.digits import load_digits_split
+from attnlab.nets.optimizers import parse_optimizer
+from attnlab.nets.vit import ViT
 
 __all__ = ["DigitsViTConfig", "run_digits_vit"]
 

@@ -12,7 +12,7 @@ import torch
 
 from attnlab.experiments.base import Check, observation
 from attnlab.experiments.real.compare import Comparison
-from attnlab.experiments.real.probes import hoyer_sparsity
+from attnlab.nets.probes import hoyer_sparsity
 
 __all__ = ["paper_checks", "summary_table"]
 

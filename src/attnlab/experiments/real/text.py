@@ -14,15 +14,15 @@ import torch
 
 from attnlab._validation import ValidationError, check_in, check_scalar
 from attnlab.experiments.base import Check, Experiment, ExperimentResult, RunContext, observation, register
-from attnlab.experiments.real.aclimdb import load_aclimdb
 from attnlab.experiments.real.compare import Setup
-from attnlab.experiments.real.keywords import keyword_task
-from attnlab.experiments.real.optimizers import parse_optimizer
-from attnlab.experiments.real.probes import first_token_attention
 from attnlab.experiments.real.result import comparison_result, train_config
-from attnlab.experiments.real.split import Split
 from attnlab.experiments.real.summary import paper_checks, summary_table
-from attnlab.experiments.real.text_encoder import TextEncoder
+from attnlab.nets.datasets.aclimdb import load_aclimdb
+from attnlab.nets.datasets.keywords import keyword_task
+from attnlab.nets.datasets.split import Split
+from attnlab.nets.optimizers import parse_optimizer
+from attnlab.nets.probes import first_token_attention
+from attnlab.nets.text_encoder import TextEncoder
 
 __all__ = ["TextConfig", "build_text", "run_text"]
 

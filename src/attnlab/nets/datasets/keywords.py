@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import torch
 
 from attnlab._validation import ValidationError, check_scalar
-from attnlab.experiments.real.split import Split
+from attnlab.nets.datasets.split import Split
 
 __all__ = ["KeywordTask", "keyword_task"]
 

@@ -5,8 +5,8 @@ import torch
 import torch.nn.functional as F
 
 from attnlab._validation import ValidationError
-from attnlab.experiments.real.optimizers import make_optimizer, parse_optimizer
-from attnlab.experiments.real.vit import ViT
+from attnlab.nets.optimizers import make_optimizer, parse_optimizer
+from attnlab.nets.vit import ViT
 from attnlab.optim import MirrorDescent, NormalizedGD, PolyakStep
 
 

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from attnlab._validation import ValidationError, check_scalar
-from attnlab.experiments.real.encoder import Encoder, init_weights
+from attnlab.nets.encoder import Encoder, init_weights
 
 __all__ = ["ViT"]
 

@@ -10,9 +10,9 @@ where a missing timm is an error, never a skip.
 import pytest
 import torch
 
-from attnlab.experiments.real.harness import fit
-from attnlab.experiments.real.optimizers import make_optimizer
-from attnlab.experiments.real.split import train_test_split
+from attnlab.nets.classifier import fit
+from attnlab.nets.datasets.split import train_test_split
+from attnlab.nets.optimizers import make_optimizer
 
 pytestmark = pytest.mark.timm
 

@@ -27,8 +27,8 @@ from typing import Any
 
 import torch
 
+from attnlab._io import atomic_write
 from attnlab._validation import ValidationError, check_scalar
-from attnlab.runner.store import atomic_write
 
 __all__ = ["Checkpoint", "read_checkpoint"]
 

@@ -7,10 +7,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnlab._validation import ValidationError
-from attnlab.experiments.real.harness import evaluate, fit, layer_norms
-from attnlab.experiments.real.optimizers import make_optimizer
-from attnlab.experiments.real.split import Split, train_test_split
-from attnlab.experiments.real.vit import ViT
+from attnlab.nets.classifier import evaluate, fit, layer_norms
+from attnlab.nets.datasets.split import Split, train_test_split
+from attnlab.nets.optimizers import make_optimizer
+from attnlab.nets.vit import ViT
 
 
 def _blobs(n=120, seed=0):

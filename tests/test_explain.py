@@ -7,7 +7,7 @@ import torch
 
 from attnlab._validation import ValidationError
 from attnlab.data import TokenSelectionData, example1, scores_equal
-from attnlab.experiments.explain import explain, parse_opt
+from attnlab.explain import explain, parse_opt
 from attnlab.metrics import cosine, directional_bregman
 from attnlab.svm import attention_svm
 
@@ -106,7 +106,7 @@ def test_a_head_that_ties_every_token_is_refused(example):
 
 
 def test_training_is_one_run_recording_every_candidate(example, monkeypatch):
-    import attnlab.experiments.explain as module
+    import attnlab.explain as module
 
     calls = []
     real = module.batched_train

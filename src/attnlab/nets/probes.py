@@ -10,7 +10,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from attnlab.experiments.real.encoder import SelfAttention
+from attnlab.nets.encoder import SelfAttention
 
 __all__ = ["first_token_attention", "hoyer_sparsity", "projection_entries"]
 

@@ -22,9 +22,9 @@ from attnlab._validation import ValidationError, check_in, check_scalar
 from attnlab.batched import PARAMETRIZATIONS
 from attnlab.batched import train as batched_train
 from attnlab.data import TokenSelectionData
-from attnlab.experiments.plotting import STEP, house_figure, label_axes, log_gap_axis, new_figure
 from attnlab.losses import LOSSES
 from attnlab.models.functional import token_scores
+from attnlab.plotting import STEP, house_figure, label_axes, log_gap_axis, new_figure
 from attnlab.svm import InfeasibleProgramError, attention_svm, diagonal_svm, locally_optimal_selections
 
 __all__ = ["Explanation", "explain", "parse_opt"]

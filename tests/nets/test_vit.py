@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from attnlab._validation import ValidationError
-from attnlab.experiments.real.vit import ViT
+from attnlab.nets.vit import ViT
 
 
 def test_patches_are_the_image_blocks_in_row_major_order():

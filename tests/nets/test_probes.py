@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from attnlab.experiments.real.probes import first_token_attention, hoyer_sparsity, projection_entries
-from attnlab.experiments.real.vit import ViT
+from attnlab.nets.probes import first_token_attention, hoyer_sparsity, projection_entries
+from attnlab.nets.vit import ViT
 
 
 def test_hoyer_sparsity_closed_form_cases():

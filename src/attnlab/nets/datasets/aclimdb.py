@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from attnlab._validation import ValidationError, check_scalar
-from attnlab.experiments.real.split import Split
+from attnlab.nets.datasets.split import Split
 
 __all__ = ["TextSplit", "Vocabulary", "load_aclimdb", "read_aclimdb", "tokenize"]
 

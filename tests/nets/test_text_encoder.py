@@ -2,7 +2,7 @@
 
 import torch
 
-from attnlab.experiments.real.text_encoder import TextEncoder
+from attnlab.nets.text_encoder import TextEncoder
 
 
 def _model(**kwargs):

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from attnlab._validation import ValidationError
-from attnlab.experiments.real.digits import load_digits_split
-from attnlab.experiments.real.split import Split, train_test_split
+from attnlab.nets.datasets.digits import load_digits_split
+from attnlab.nets.datasets.split import Split, train_test_split
 
 
 def test_split_is_a_seeded_partition():

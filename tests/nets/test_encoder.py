@@ -5,7 +5,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from attnlab.experiments.real.encoder import Encoder, SelfAttention, attention_weights, init_weights
+from attnlab.nets.encoder import Encoder, SelfAttention, attention_weights, init_weights
 
 
 def _reference_weights(q, k, key_mask):

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from attnlab._validation import ValidationError
-from attnlab.experiments.real.aclimdb import Vocabulary, load_aclimdb, read_aclimdb, tokenize
-from tests.experiments.real.conftest import NEGATIVE, POSITIVE, TEST_ONLY_WORD
+from attnlab.nets.datasets.aclimdb import Vocabulary, load_aclimdb, read_aclimdb, tokenize
+from tests.nets.datasets.conftest import NEGATIVE, POSITIVE, TEST_ONLY_WORD
 
 
 def test_tokenize_lowercases_drops_line_breaks_and_keeps_contractions():

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from attnlab.experiments.real.split import Split, train_test_split
+from attnlab.nets.datasets.split import Split, train_test_split
 
 __all__ = ["load_digits_split"]
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from attnlab._validation import ValidationError
-from attnlab.runner.checkpoint import Checkpoint
+from attnlab.checkpoint import Checkpoint
 
 STEPS = 37
 

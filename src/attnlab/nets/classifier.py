@@ -23,11 +23,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from attnlab._io import atomic_write
 from attnlab._validation import ValidationError, check_scalar
 from attnlab.callbacks import CallbackList, Record, progress_bar
-from attnlab.experiments.real.split import Split
-from attnlab.runner.checkpoint import read_checkpoint
-from attnlab.runner.store import atomic_write
+from attnlab.checkpoint import read_checkpoint
+from attnlab.nets.datasets.split import Split
 
 __all__ = ["History", "evaluate", "fit", "layer_norms"]
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from attnlab._validation import ValidationError
-from attnlab.experiments.real.keywords import keyword_task
+from attnlab.nets.datasets.keywords import keyword_task
 
 
 def test_one_keyword_per_sequence_at_its_position_decides_the_label():

@@ -1,0 +1,37 @@
+"""Real attention models as a library: a ViT, a text encoder, their loaders, a classifier training loop, probes.
+
+Spec: implicit-bias-ngd §4 A8 and §9 (SGD, SNGD, SPS, Adam on BERT and ViTs), mirror-descent-lp §9 E4-E5 (l_p
+mirror descent on an IMDb encoder and a ViT). The experiments ``real.digits-vit`` and ``real.text``
+(:mod:`attnlab.experiments.real`) are built from these pieces; so is any study of your own::
+
+    from attnlab.nets import ViT, fit, make_optimizer
+    from attnlab.nets.datasets import load_digits_split
+    model = ViT()
+    history = fit(model, make_optimizer("md-1.1", model.parameters(), lr=0.2), load_digits_split(),
+                  epochs=10, batch_size=32, seed=0, checkpoint="run.pt")
+"""
+
+from attnlab.nets.classifier import History, evaluate, fit, layer_norms
+from attnlab.nets.encoder import Encoder, EncoderBlock, SelfAttention, attention_weights
+from attnlab.nets.optimizers import make_optimizer, parse_optimizer
+from attnlab.nets.probes import first_token_attention, hoyer_sparsity, projection_entries
+from attnlab.nets.text_encoder import TextEncoder
+from attnlab.nets.vit import ViT
+
+__all__ = [
+    "Encoder",
+    "EncoderBlock",
+    "History",
+    "SelfAttention",
+    "TextEncoder",
+    "ViT",
+    "attention_weights",
+    "evaluate",
+    "first_token_attention",
+    "fit",
+    "hoyer_sparsity",
+    "layer_norms",
+    "make_optimizer",
+    "parse_optimizer",
+    "projection_entries",
+]
