@@ -61,6 +61,7 @@ def test_every_experiment_names_a_paper_with_a_theory_page():
         "implicit-bias-ngd",
         "kq-nuclear-norm",
         "mirror-descent-lp",
+        "multi-token",
         "preconditioned-regression",
         "softmax-ntk-diffusion",
     }

@@ -34,6 +34,7 @@ from attnlab.engine import OPTIMIZERS, OPTIONS, Problem, Recorder, fit
 from attnlab.engine.spaces import optimal_loss
 from attnlab.losses import LOSSES
 from attnlab.models.functional import token_scores
+from attnlab.models.heads import Head, as_head
 from attnlab.optim.spec import OptimizerSpec
 from attnlab.optim.transforms import Rule
 
@@ -123,8 +124,9 @@ def train(
     Z : array-like, shape ([R,] n, d)
     y : array-like, shape ([R,] n)
         Labels in {-1, +1}.
-    v : array-like, shape ([R,] d)
-        The head: fixed, or the initial head with ``train_head=True``.
+    v : array-like of shape ([R,] d), Head or torch.nn.Module
+        The head: fixed, or the initial head with ``train_head=True``; or a fixed nonlinear head
+        (:class:`~attnlab.models.heads.ReluHead`, any module mapping ``(..., d)`` to ``(...)``; multi-token §1).
     W0 : array-like, shape ([R,] d, d), optional
         Initial combined matrix for ``param="W"`` (default zeros); refused for the other parametrisations.
     param : {"W", "KQ", "diag"}
@@ -197,9 +199,10 @@ def train(
         )
     Zr = _runs_tensor("Z", Z, "nd", R, sizes)
     yr = check_labels("y", _runs_tensor("y", y, "n", R, sizes))
-    vr = _runs_tensor("v", v, "d", R, sizes)
+    nonlinear = isinstance(v, (Head, torch.nn.Module))
+    vr = as_head(v, sizes["d"]) if nonlinear else _runs_tensor("v", v, "d", R, sizes)
     d = sizes["d"]
-    for name, t in (("Z", Zr), ("y", yr), ("v", vr)):
+    for name, t in (("Z", Zr), ("y", yr), *(() if nonlinear else (("v", vr),))):
         check_device(name, t, Xr.device)
     params = _initial_params(param, W0, options, R, d)
     for name, t in params.items():
@@ -209,10 +212,17 @@ def train(
     head = check_bool("train_head", options.get("train_head", False))
     keep_iterates = check_bool("keep_iterates", options.get("keep_iterates", False))
     progress = check_bool("progress", options.get("progress", False))
+    if head and nonlinear:
+        raise ValidationError("train_head=True trains a linear head; a nonlinear head v is fixed: drop train_head")
+    if nonlinear and spec is not None and spec.name == "polyak" and options.get("optimal_loss") is None:
+        raise ValidationError(
+            "optimizer='polyak' with a nonlinear head needs optimal_loss (L* has no closed form there); pass it"
+        )
     if head:
         params["v"] = vr.clone()
     if device is not None:
-        Xr, Zr, yr, vr = (t.to(device) for t in (Xr, Zr, yr, vr))
+        Xr, Zr, yr = (t.to(device) for t in (Xr, Zr, yr))
+        vr = vr if nonlinear else vr.to(device)
         params = {k: t.to(device) for k, t in params.items()}
 
     lr_t = None
@@ -227,9 +237,8 @@ def train(
         rule = optimizer
     else:
         rule_options = {k: v for k, v in options.items() if k in OPTIONS[spec.name]}
-        rule = spec.with_options(**rule_options).rule(
-            list(params), lr=lr_t, optimal_loss=optimal_loss(Xr, yr, vr, loss)
-        )
+        target = None if nonlinear else optimal_loss(Xr, yr, vr, loss)  # no closed-form L* for a nonlinear head
+        rule = spec.with_options(**rule_options).rule(list(params), lr=lr_t, optimal_loss=target)
 
     record_every = options.get("record_every")
     if record_every is not None:
@@ -280,7 +289,7 @@ def _refs(options: dict[str, Any], R: int, d: int) -> dict[str, torch.Tensor]:
 def _select(options: dict[str, Any], X: torch.Tensor, y: torch.Tensor, v: torch.Tensor, R: int, n: int) -> torch.Tensor:
     """The tokens whose softmax and margin are recorded: given, or the optimal ones."""
     if options.get("select") is None:
-        return token_scores(X, y, v).argmax(dim=-1)
+        return None if isinstance(v, Head) else token_scores(X, y, v).argmax(dim=-1)
     select = check_select("select", options["select"], n, X.shape[-2], runs=R).to(X.device)
     return select.expand(R, n) if select.dim() == 1 else select
 

@@ -35,6 +35,7 @@ from attnlab.engine import DIVERGED, Problem, Recorder, fit
 from attnlab.engine.spaces import optimal_loss
 from attnlab.losses import LOSSES
 from attnlab.metrics import Metric
+from attnlab.models.heads import Head
 from attnlab.optim._base import FunctionalOptimizer
 from attnlab.optim.spec import RULES, OptimizerSpec
 from attnlab.optim.transforms import Rule
@@ -283,7 +284,8 @@ def _problem(model: Any, data: Any, R: int, loss: str) -> Problem:
         t = t.to(device)
         return t if t.dim() == axes + 1 else t.expand((R,) + tuple(t.shape))
 
-    v = None if model.train_head else runs(model.head(data.v), 1)
+    head = None if model.train_head else model.head(data.v)
+    v = head if head is None or isinstance(head, Head) else runs(head, 1)
     return Problem(runs(data.X, 3), runs(data.Z, 2), runs(data.y, 1), v, loss)
 
 

@@ -96,3 +96,17 @@ def test_a_text_file_given_as_data_is_one_line(tmp_path, command):
     assert result.exit_code == 2 and "Traceback" not in result.output
     expected = "is not an .npz archive (a zip of .npy arrays); save the arrays with numpy.savez"
     assert result.output.strip() == f"error: data file '{tmp_path / 'd.npz'}' {expected}"
+
+
+def test_token_sets_stored_in_the_file_are_solved_as_sets(tmp_path, data):
+    """A data file whose select is an (n, T) mask: the set-direction program, written with its sets."""
+    sets = [[0, 2], [1], [0, 1], [2]]
+    src, out = tmp_path / "d.npz", tmp_path / "sol.npz"
+    data.with_(select=sets).save(src)
+    result = invoke("svm", src, "--out", out)
+    assert result.exit_code == 0, result.output
+    assert "sets (i:O_i)  0:0,2 1:1 2:0,1 3:2" in result.output
+    expected = attention_svm(data, "fro", select=sets)
+    with np.load(out) as f:
+        np.testing.assert_allclose(f["W"], expected.W.numpy(), atol=1e-12)
+        assert f["select"].shape == (4, 3) and f["select"].dtype == bool

@@ -112,3 +112,38 @@ def test_query_keys_and_select_out_of_range():
         capture(mha, mha, (x, x, x), select="attended")
     with pytest.raises(ValidationError, match=r"select holds indices outside \[0, 2\]"):
         capture(mha, mha, (x, x, x), select=[0, 5])
+
+
+def test_every_query_token_is_a_problem_with_query_all():
+    """query="all": problem i L + l is sequence i's l-th query over its keys; the attended tokens are the head's."""
+    torch.manual_seed(0)
+    mha = nn.MultiheadAttention(4, 2, batch_first=True, dtype=torch.float64, bias=False)
+    x = torch.randn(3, 5, 4, dtype=torch.float64)
+    data = capture(mha, mha, (x, x, x), query="all", y=[1, -1, 1], select="attended", head=1)
+    assert (data.n, data.T, data.d) == (15, 5, 4)
+    for i in range(3):
+        for q in range(5):
+            assert torch.equal(data.Z[5 * i + q], x[i, q]) and torch.equal(data.X[5 * i + q], x[i])
+            assert data.y[5 * i + q] == [1, -1, 1][i]
+    _, weights = mha(x, x, x, average_attn_weights=False)  # (n, heads, L, T): the module's own softmax
+    assert torch.equal(data.select, weights[:, 1].argmax(dim=-1).reshape(-1))
+
+
+def test_token_sets_pass_through_capture():
+    mha = nn.MultiheadAttention(4, 1, batch_first=True, dtype=torch.float64, bias=False)
+    x = torch.randn(2, 3, 4, dtype=torch.float64)
+    data = capture(mha, mha, (x, x, x), select=[[0, 1], [2]])
+    assert data.select.shape == (2, 3) and data.select.dtype == torch.bool
+
+
+def test_head_all_returns_one_data_set_per_head():
+    torch.manual_seed(1)
+    mha = nn.MultiheadAttention(4, 2, batch_first=True, dtype=torch.float64)
+    x = torch.randn(6, 5, 4, dtype=torch.float64)
+    per_head = capture(mha, mha, (x, x, x), select="attended", head="all")
+    assert len(per_head) == 2
+    _, weights = mha(x, x, x, average_attn_weights=False)  # (n, heads, L, T)
+    for h, data in enumerate(per_head):
+        assert torch.equal(data.select, weights[:, h, 0].argmax(dim=-1))  # query 0, head h's own arg-max
+    with pytest.raises(ValidationError, match='pass select="attended"'):
+        capture(mha, mha, (x, x, x), head="all")

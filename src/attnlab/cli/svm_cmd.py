@@ -68,7 +68,7 @@ def svm_cmd(
 
     from attnlab._io import atomic_write
     from attnlab.data import TokenSelectionData
-    from attnlab.svm import attention_svm
+    from attnlab.svm import SetProgramResult, attention_svm
 
     if select_text is not None and select_key is not None:
         raise ValidationError("pass either --select or --select-key, not both")
@@ -82,14 +82,20 @@ def svm_cmd(
         sol = attention_svm(data, norm, select=select, solver=solver)
     for warning in caught:
         click.echo(f"warning: {warning.message}", err=True)
-    support = " ".join(f"{i}:{t}" for i, t in sol.support)
+    sets = isinstance(sol, SetProgramResult)  # token sets were selected: the set-direction program
     click.echo(f"status        {sol.status} ({sol.solver})")
     click.echo(f"norm          {norm_text} = {sol.norm_value:.10g}")
     click.echo(
         f"margin        {sol.margin:.10g} (max violation {sol.max_violation:.2e}, KKT residual {sol.kkt_residual:.2e})"
     )
-    click.echo(f"selected      {','.join(str(t) for t in sol.select.tolist())}")
-    click.echo(f"support (i:t) {support}")
+    if sets:
+        chosen = " ".join(
+            f"{i}:{','.join(map(str, row.nonzero().flatten().tolist()))}" for i, row in enumerate(sol.sets)
+        )
+        click.echo(f"sets (i:O_i)  {chosen}")
+    else:
+        click.echo(f"selected      {','.join(str(t) for t in sol.select.tolist())}")
+        click.echo(f"support (i:t) {' '.join(f'{i}:{t}' for i, t in sol.support)}")
     if out is not None:
         arrays = {
             "W": sol.W.numpy(),
@@ -97,9 +103,11 @@ def svm_cmd(
             "status": np.str_(sol.status),
             "norm": np.str_(norm_text),
             "norm_value": np.float64(sol.norm_value),
-            "support": np.array(sol.support, dtype=np.int64).reshape(-1, 2),
             "duals": sol.duals.numpy(),
-            "select": sol.select.numpy(),
         }
+        if sets:  # the constraints (i, tau, t) of the duals, and the (n, T) mask of the sets
+            arrays.update(pairs=sol.pairs.numpy(), select=sol.sets.numpy())
+        else:
+            arrays.update(support=np.array(sol.support, dtype=np.int64).reshape(-1, 2), select=sol.select.numpy())
         written = atomic_write(out, lambda p: np.savez(p, **arrays))
         click.echo(f"wrote {written}")

@@ -20,25 +20,34 @@ from attnlab.data.dataset import TokenSelectionData
 from attnlab.data.implicit_bias import dm, example1
 from attnlab.data.kq_nuclear import AlignedPairs, aligned_pairs, scores_equal
 from attnlab.data.mirror_descent import joint_toy, unit_gaussian
+from attnlab.data.multi_token import MultiTokenDraw, multi_token
+from attnlab.data.queries import causal_queries, every_query
 from attnlab.data.registry import GENERATORS
+from attnlab.data.token_sets import as_token_sets, sets_from_probabilities
 
 __all__ = [
     "ASSUMPTIONS",
     "GENERATORS",
     "AlignedPairs",
     "AssumptionReport",
+    "MultiTokenDraw",
     "StackedData",
     "TokenSelectionData",
     "aligned_pairs",
+    "as_token_sets",
     "assumption4_geometry",
+    "causal_queries",
     "check_assumptions",
     "condition1",
     "dm",
     "equal_nonopt_scores",
+    "every_query",
     "example1",
     "joint_toy",
+    "multi_token",
     "near_orthogonal",
     "scores_equal",
+    "sets_from_probabilities",
     "small_init",
     "small_initial_loss",
     "stack",

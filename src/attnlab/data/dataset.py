@@ -14,6 +14,7 @@ import torch
 
 from attnlab._io import atomic_write, read_npz
 from attnlab._validation import ValidationError, check_labels, check_select, check_tensor
+from attnlab.data.token_sets import as_token_sets, is_token_sets
 
 __all__ = ["TokenSelectionData"]
 
@@ -36,8 +37,10 @@ class TokenSelectionData:
         Labels in {-1, +1}.
     v : array-like, shape (d,), optional
         Linear head (the papers' ``u`` or ``v``); needed for token scores and the fixed-head models.
-    select : array-like of int, shape (n,), optional
-        One selected token index per sequence (e.g. for an SVM over a chosen selection).
+    select : array-like of int of shape (n,), or token sets, optional
+        One selected token index per sequence (e.g. for an SVM over a chosen selection), or a set of tokens per
+        sequence: a bool mask of shape (n, T) or n lists of indices (:func:`attnlab.data.token_sets.as_token_sets`;
+        stored as the mask).
 
     Attributes
     ----------
@@ -70,7 +73,10 @@ class TokenSelectionData:
             raise ValidationError("y is required: pass labels of shape (n,) with values in {-1, +1}")
         y_t = check_labels("y", check_tensor("y", y, "n", sizes))
         v_t = None if v is None else check_tensor("v", v, "d", sizes)
-        sel_t = None if select is None else check_select("select", select, sizes["n"], sizes["T"])
+        if is_token_sets(select):
+            sel_t = as_token_sets(select, sizes["n"], sizes["T"])  # (n, T) bool: multi-token §2
+        else:
+            sel_t = None if select is None else check_select("select", select, sizes["n"], sizes["T"])
         object.__setattr__(self, "X", X_t)
         object.__setattr__(self, "Z", Z_t)
         object.__setattr__(self, "y", y_t)

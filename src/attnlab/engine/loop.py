@@ -33,6 +33,7 @@ from attnlab.callbacks import COMPLETED, DIVERGED, STOPPED, Record, TrainingResu
 from attnlab.engine.recording import Recorder
 from attnlab.engine.spaces import Gradient, KernelSpace, ParamSpace, Problem
 from attnlab.models import Parametrization
+from attnlab.models.heads import Head
 from attnlab.optim.transforms import Context, Rule
 
 __all__ = ["EngineResult", "fit"]
@@ -84,11 +85,13 @@ def kernel_applies(
 ) -> bool:
     """Whether the kernel-coefficient space serves this run: combined ``W``, fixed head, a rule that only rescales
     or linearly combines gradients, no direction already in the rule's state (a momentum buffer given as a matrix
-    has no coefficients), and ``n T^2 <= d^2`` (spec implicit-bias-ngd §2-3.1)."""
+    has no coefficients), a linear head (a nonlinear one's scores move with ``W``) and ``n T^2 <= d^2`` (spec
+    implicit-bias-ngd §2-3.1)."""
     n, T, d = problem.X.shape[-3:]
     return (
         getattr(param, "kind", param) == "W"
         and "v" not in params
+        and not isinstance(problem.v, Head)
         and rule is not None
         and rule.coefficient_only
         and not _holds_directions(rule, rule_state)

@@ -35,6 +35,7 @@ from attnlab.models.functional import (
     score_gaps,
     token_scores,
 )
+from attnlab.models.heads import Head
 from attnlab.optim.transforms import Rule, Step, block_norms
 
 __all__ = ["Gradient", "KernelSpace", "ParamSpace", "Problem", "optimal_loss"]
@@ -48,8 +49,9 @@ class Problem(NamedTuple):
     X : torch.Tensor, shape (R, n, T, d)
     Z : torch.Tensor, shape (R, n, d)
     y : torch.Tensor, shape (R, n)
-    v : torch.Tensor, shape (R, d), or None
-        The fixed head; None when the head is trained (it is then a parameter, ``"v"``).
+    v : torch.Tensor, shape (R, d), Head, or None
+        The fixed head (a linear ``v`` or a nonlinear :class:`~attnlab.models.heads.Head`); None when the head is
+        trained (it is then a parameter, ``"v"``).
     loss : {"exp", "logistic"}
     """
 
@@ -121,7 +123,9 @@ class ParamSpace:
         self.problem = problem
         self.head = "v" in params
         # fixed data and head: the W-independent part of every gradient, once
-        self.gaps: ScoreGaps | None = None if self.head else score_gaps(token_scores(problem.X, problem.y, problem.v))
+        # (a nonlinear head's scores move with W: recomputed at every gradient)
+        fixed = not self.head and not isinstance(problem.v, Head)
+        self.gaps: ScoreGaps | None = score_gaps(token_scores(problem.X, problem.y, problem.v)) if fixed else None
         self.spare: dict[str, torch.Tensor] | None = None  # the state before the last step, once one was taken
         self.buffer: torch.Tensor | None = None  # each gradient's W mantissa is used up within its step: reuse it
         self.want_weights = False  # also return dL/ds (set by the engine for rules that integrate it)

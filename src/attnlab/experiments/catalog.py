@@ -112,6 +112,12 @@ EXPERIMENTS: tuple[Entry, ...] = (
         "mirror_descent",
         "E3: l_p-JointGD of (W, v) on the toy set: softmax and logistic probability, paths against both SVM rays",
     ),
+    Entry(
+        "multi-token.equivalence",
+        "multi-token",
+        "multi_token",
+        "ReLU head: trained W against the SVM-equivalence, set-direction and one-token SVMs, d in 4..10",
+    ),
     Entry("ntk.lazy", "softmax-ntk-diffusion", "ntk", "P1-P6: lazy training of the softmax network across widths"),
     Entry("ntk.table1", "softmax-ntk-diffusion", "ntk", "P7: width and iterations needed vs n, softmax vs ReLU vs exp"),
     Entry(

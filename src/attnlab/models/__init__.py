@@ -19,6 +19,7 @@ from attnlab.models.functional import (
     outputs,
     token_scores,
 )
+from attnlab.models.heads import Head, ModuleHead, ReluHead, as_head
 
 __all__ = [
     "PARAMETRIZATIONS",
@@ -27,6 +28,10 @@ __all__ = [
     "Diagonal",
     "Factored",
     "TokenSelectionModel",
+    "Head",
+    "ModuleHead",
+    "ReluHead",
+    "as_head",
     "LogScaled",
     "attention_logits",
     "attention_loss",

@@ -18,6 +18,7 @@ from torch import nn
 
 from attnlab._validation import ValidationError, check_bool, check_scalar, check_tensor
 from attnlab.models.functional import LogScaled, attention_loss, loss_gradients, outputs
+from attnlab.models.heads import Head, as_head
 
 __all__ = ["PARAMETRIZATIONS", "Combined", "Diagonal", "Factored", "Parametrization", "TokenSelectionModel"]
 
@@ -71,8 +72,10 @@ class TokenSelectionModel(nn.Module):
 
     Parameters
     ----------
-    v0 : array-like, shape ([R,] d), optional
-        Head. ``None`` means the head comes from the data (``data.v``) unless ``train_head``.
+    v0 : array-like of shape ([R,] d), Head or torch.nn.Module, optional
+        Head: linear ``v``, or a fixed nonlinear head (:class:`~attnlab.models.heads.ReluHead`, or any module
+        mapping ``(..., d)`` to ``(...)``; multi-token §1). ``None`` means the head comes from the data
+        (``data.v``) unless ``train_head``.
     train_head : bool, default=False
         Train ``v`` jointly (spec implicit-bias-ngd §4 A5-A6, mirror-descent-lp §4 JointGD); starts at ``v0``
         or at zero (the papers' zero initialisation).
@@ -83,6 +86,13 @@ class TokenSelectionModel(nn.Module):
         d = check_scalar("d", d, kind=int, low=1)
         train_head = check_bool("train_head", train_head)
         self.d = d
+        if isinstance(v0, (Head, nn.Module)):
+            if train_head:
+                raise ValidationError(
+                    "train_head=True trains a linear head; a nonlinear head v0 is fixed: pass train_head=False"
+                )
+            self.v = as_head(v0, d)
+            return
         head = None if v0 is None else check_tensor("v0", v0)
         if head is not None and head.shape[-1] != d:
             raise ValidationError(f"v0 has shape {tuple(head.shape)}, expected ([R,] {d})")

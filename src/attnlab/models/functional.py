@@ -21,7 +21,9 @@ from typing import NamedTuple
 import torch
 
 from attnlab._numerics import exp, exp_, logsumexp
+from attnlab._validation import ValidationError
 from attnlab.losses import log_abs_loss_derivative, log_mean_loss
+from attnlab.models.heads import Head
 
 __all__ = [
     "LogScaled",
@@ -35,6 +37,7 @@ __all__ = [
     "logit_kernel",
     "loss_gradients",
     "margins",
+    "mixtures",
     "outer_sum",
     "outputs",
     "score_gaps",
@@ -95,14 +98,26 @@ def token_scores(X: torch.Tensor, y: torch.Tensor, v: torch.Tensor) -> torch.Ten
     return y[..., None] * torch.einsum("...ntd,...d->...nt", X, v)  # spec ngd §1: gamma = y v^T x
 
 
-def outputs(X: torch.Tensor, W: torch.Tensor, Z: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """Model outputs ``f(X_i) = v^T X_i^T softmax(X_i W z_i)``, shape ``([R,] n)``. Spec: implicit-bias-ngd §2 eq. (1)."""
+def mixtures(X: torch.Tensor, probabilities: torch.Tensor) -> torch.Tensor:
+    """Attended token mixtures ``u_i = X_i^T phi_i``, shape ``([R,] n, d)``, of probabilities ``([R,] n, T)``."""
+    return (probabilities.unsqueeze(-1) * X).sum(dim=-2)  # multi-token §1: u = X^T softmax(X W z)
+
+
+def outputs(X: torch.Tensor, W: torch.Tensor, Z: torch.Tensor, v: torch.Tensor | Head) -> torch.Tensor:
+    """Model outputs ``f(X_i) = h(X_i^T softmax(X_i W z_i))``, shape ``([R,] n)``.
+
+    Spec: implicit-bias-ngd §2 eq. (1) (linear head ``h(u) = v^T u``), multi-token §1 (a :class:`Head`).
+    """
+    if isinstance(v, Head):
+        return v.value_and_gradient(mixtures(X, attention_probabilities(X, W, Z)))[0]  # multi-token §1
     values = torch.einsum("...ntd,...d->...nt", X, v)
     return (attention_probabilities(X, W, Z) * values).sum(dim=-1)  # spec ngd §2 (1)
 
 
-def margins(X: torch.Tensor, Z: torch.Tensor, y: torch.Tensor, v: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
-    """Classification margins ``y_i f(X_i) = sum_t phi_{it} gamma_{it}``, shape ``([R,] n)``."""
+def margins(X: torch.Tensor, Z: torch.Tensor, y: torch.Tensor, v: torch.Tensor | Head, W: torch.Tensor) -> torch.Tensor:
+    """Classification margins ``y_i f(X_i)`` (``= sum_t phi_{it} gamma_{it}`` for a linear head), shape ``([R,] n)``."""
+    if isinstance(v, Head):
+        return y * outputs(X, W, Z, v)
     return (attention_probabilities(X, W, Z) * token_scores(X, y, v)).sum(dim=-1)
 
 
@@ -263,7 +278,12 @@ class LogitDerivatives(NamedTuple):
 
 
 def logit_derivatives(
-    logits: torch.Tensor, gaps: ScoreGaps, loss: str = "exp", *, risk: bool = True
+    logits: torch.Tensor,
+    gaps: ScoreGaps,
+    loss: str = "exp",
+    *,
+    risk: bool = True,
+    margin: torch.Tensor | None = None,
 ) -> LogitDerivatives:
     """Derivative of the empirical risk in every logit, ``dL/ds_it = -(|l'_i| / n) phi_it c_it``, in the log domain.
 
@@ -279,6 +299,9 @@ def logit_derivatives(
     loss : {"exp", "logistic"}
     risk : bool, default=True
         Also compute ``log L`` (a training step that neither records nor reads the loss skips it).
+    margin : torch.Tensor, shape ([R,] n), optional
+        The margins ``y_i f(X_i)``; default ``sum_t phi_it gamma_it`` (the linear head's). A nonlinear head passes
+        ``y_i h(u_i)``, with ``gamma`` its gradient's token scores (multi-token §1).
 
     Returns
     -------
@@ -291,7 +314,8 @@ def logit_derivatives(
     """
     log_phi = torch.log_softmax(logits, dim=0)
     gamma = _after_tokens(gaps.gamma, 1, log_phi.dim() - gaps.gamma.dim())
-    z = exp(log_phi).mul_(gamma).sum(dim=0)  # margins y_i f_i, a convex combination of scores
+    # margins y_i f_i: for a linear head a convex combination of the scores
+    z = exp(log_phi).mul_(gamma).sum(dim=0) if margin is None else margin
     log_n = math.log(logits.shape[-1])
     if loss == "exp":  # l' = -l: log |l'_i| / n = -z_i - log n, and log L = logsumexp of the same terms
         log_dl = torch.sub(-log_n, z)
@@ -381,11 +405,13 @@ def loss_gradients(
     X : torch.Tensor, shape ([R,] n, T, d)
     Z : torch.Tensor, shape ([R,] n, d)
     y : torch.Tensor, shape ([R,] n)
-    v : torch.Tensor, shape ([R,] d)
+    v : torch.Tensor, shape ([R,] d), or Head
+        The linear head, or a fixed nonlinear :class:`~attnlab.models.heads.Head` (multi-token §1: its token scores
+        ``gamma_it = y_i grad h(u_i)^T x_it`` are recomputed at ``W``; ``gaps`` and ``head`` do not apply).
     W : torch.Tensor, shape ([R,] d, d)
     loss : {"exp", "logistic"}
     head : bool, default=False
-        Also return the gradient in ``v``.
+        Also return the gradient in ``v`` (a linear head only).
     gaps : ScoreGaps, optional
         ``score_gaps(token_scores(X, y, v))`` computed beforehand; a training loop with fixed ``X, y, v`` passes it
         to skip that work at every step (same result).
@@ -409,9 +435,20 @@ def loss_gradients(
     weights : LogScaled, only with ``return_weights``
         ``dL/ds``: mantissa shape ([R,] n, T), the same ``log_scale`` as ``grad_W``.
     """
-    gaps = score_gaps(token_scores(X, y, v)) if gaps is None else gaps
     logits = attention_logits(X, W, Z).movedim(-1, 0).contiguous()  # token-first (ScoreGaps)
-    derivatives = logit_derivatives(logits, gaps, loss, risk=risk)
+    margin = None
+    if isinstance(v, Head):
+        if head:
+            raise ValidationError("a nonlinear head is fixed: loss_gradients(..., head=True) needs a linear head v")
+        # multi-token §1: dL/ds_it = -(|l'_i|/n) phi_it (gamma_it - sum_tau phi_tau gamma_tau) with the scores of
+        # the head's gradient at the current mixture, gamma_it = y_i grad h(u_i)^T x_it
+        # softmax on the token-first copy: on attention_logits' own output torch's kernel runs ~1000x slower
+        value, grad = v.value_and_gradient(mixtures(X, torch.softmax(logits, dim=0).movedim(0, -1)))
+        gaps = score_gaps(y[..., None] * torch.linalg.vecdot(X, grad.unsqueeze(-2)))
+        margin = y * value
+    elif gaps is None:
+        gaps = score_gaps(token_scores(X, y, v))
+    derivatives = logit_derivatives(logits, gaps, loss, risk=risk, margin=margin)
     relative, top = derivatives.per_sample()
     log_wv = relative + derivatives.log_phi if head else None  # (T, [R,] n), relative to top as the weights
     mantissa, relative_shift, top = derivatives.scaled_parts(None if log_wv is None else log_wv.amax(dim=(0, -1)))
@@ -432,18 +469,19 @@ class _AttentionLoss(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, X, Z, y, v, W, loss):  # type: ignore[override]
-        grad_W, grad_v, log_risk = loss_gradients(X, Z, y, v, W, loss, head=True)
-        ctx.save_for_backward(grad_W.value(), grad_v.value())
-        ctx.shapes = (v.shape, W.shape)
+        linear = not isinstance(v, Head)  # a nonlinear head is fixed: no gradient in it
+        grad_W, grad_v, log_risk = loss_gradients(X, Z, y, v, W, loss, head=linear)
+        ctx.save_for_backward(grad_W.value(), *((grad_v.value(),) if linear else ()))
+        ctx.shapes = (v.shape if linear else None, W.shape)
         return log_risk.exp()
 
     @staticmethod
     def backward(ctx, grad_out):  # type: ignore[override]
-        gW, gv = ctx.saved_tensors
+        gW, *gv = ctx.saved_tensors
         v_shape, W_shape = ctx.shapes
         gW = grad_out[..., None, None] * gW
-        gv = grad_out[..., None] * gv
-        return None, None, None, _sum_to(gv, v_shape), _sum_to(gW, W_shape), None
+        gv = _sum_to(grad_out[..., None] * gv[0], v_shape) if gv else None
+        return None, None, None, gv, _sum_to(gW, W_shape), None
 
 
 def _sum_to(grad: torch.Tensor, shape: torch.Size) -> torch.Tensor:

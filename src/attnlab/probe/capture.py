@@ -102,14 +102,14 @@ def capture(
     module: nn.Module,
     inputs: Any,
     *,
-    query: int = 0,
+    query: int | str = 0,
     keys: slice | Sequence[int] | None = None,
     y: object = None,
     v: object = None,
     select: object = None,
-    head: int | None = None,
+    head: int | str | None = None,
     homogeneous: bool | None = None,
-) -> TokenSelectionData:
+) -> TokenSelectionData | list[TokenSelectionData]:
     """The tokens entering ``module`` when ``model`` runs on ``inputs``, as a :class:`TokenSelectionData`.
 
     Spec: implicit-bias-ngd §1 (``X (n, T, d)``, ``Z (n, d)``, ``y``, ``v``), §5 (attention SVM of a selection).
@@ -122,8 +122,11 @@ def capture(
         The attention module inside ``model`` (its type needs an adapter).
     inputs : tensor, tuple or mapping
         What ``model`` is called with; each of its ``n`` sequences becomes one sequence of the data.
-    query : int, default=0
-        Position of the query token ``z_i`` among the tokens entering the module (0: a class token).
+    query : int or "all", default=0
+        Position of the query token ``z_i`` among the tokens entering the module (0: a class token). ``"all"``:
+        every query token is a query (multi-token §7): problem ``i L + l`` is sequence ``i`` with its ``l``-th
+        query token, over the same keys, so ``n L`` problems (``y`` and an array ``select`` then have ``n L``
+        entries; ``y`` given with ``n`` entries is repeated per query).
     keys : slice or sequence of int, optional
         Positions of the key tokens ``X_i`` (default all). With a causal mask the query at position ``s`` sees
         only keys ``0..s``: pass ``keys=slice(0, s + 1)``. Sequences must have equal lengths (no padding).
@@ -134,8 +137,9 @@ def capture(
     select : array-like of int, shape (n,), or "attended", optional
         The selected token per sequence, as a position among ``keys``; ``"attended"`` (needs ``head``): the
         token the head puts most weight on. Default: none.
-    head : int, optional
-        The head whose attention defines ``select="attended"``.
+    head : int or "all", optional
+        The head whose attention defines ``select="attended"``; ``"all"``: one data set per head (a list, in head
+        order), each with that head's attended tokens.
     homogeneous : bool, optional
         Append a coordinate 1 to the tokens (as :func:`~attnlab.probe.head_W` does); default: when the
         module has query/key biases.
@@ -163,6 +167,10 @@ def capture(
     (5, 6, 5)
     """
     homogeneous = resolve_homogeneous(module, homogeneous)
+    if head == "all" and select != "attended":
+        raise ValidationError(
+            'head == "all" returns one data set per head with its attended tokens: pass select="attended"'
+        )
     if isinstance(select, str) and (select != "attended" or head is None):
         raise ValidationError(
             f'select == {select!r}: pass "attended" together with head=<index> (the head\'s most-attended '
@@ -179,6 +187,11 @@ def capture(
         select=None if isinstance(select, str) else select,
         homogeneous=homogeneous,
     )
+    if head == "all":  # multi-token §7: the tokens are shared, each head selects its own
+        return [
+            data.with_(select=attended_tokens(data.X, data.Z, head_W(module, h, homogeneous=homogeneous)))
+            for h in range(adapter_for(module).heads(module))
+        ]
     if isinstance(select, str):
         data = data.with_(select=attended_tokens(data.X, data.Z, head_W(module, head, homogeneous=homogeneous)))
     return data
@@ -188,7 +201,7 @@ def capture_from_tokens(
     queries: torch.Tensor,
     key_tokens: torch.Tensor,
     *,
-    query: int = 0,
+    query: int | str = 0,
     keys: slice | Sequence[int] | None = None,
     y: object = None,
     v: object = None,
@@ -211,10 +224,17 @@ def capture_from_tokens(
     n, L = queries.shape[:2]
     if key_tokens.shape[0] != n:
         raise ValidationError(f"the module received {n} query sequences but {key_tokens.shape[0]} key sequences")
-    check_scalar("query", query, kind=int, low=-L, high=L - 1)
-    Z = queries[:, query].to(torch.float64)  # (n, d_q)
     X = key_tokens[:, _indices("keys", slice(None) if keys is None else keys, key_tokens.shape[1])]
     X = X.to(torch.float64)  # (n, T, d_k)
+    if query == "all":  # multi-token §7: every query token over the same keys, problem i L + l
+        Z = queries.reshape(n * L, queries.shape[-1]).to(torch.float64)  # (n L, d_q)
+        X = X.repeat_interleave(L, dim=0)  # (n L, T, d_k)
+        if y is not None and len(torch.as_tensor(y)) == n:
+            y = torch.as_tensor(y, dtype=torch.float64).repeat_interleave(L)
+        n = n * L
+    else:
+        check_scalar("query", query, kind=int, low=-L, high=L - 1)
+        Z = queries[:, query].to(torch.float64)  # (n, d_q)
     if homogeneous:
         X, Z = homogeneous_tokens(X), homogeneous_tokens(Z)
     if v is not None:

@@ -3,11 +3,13 @@
 Spec: implicit-bias-ngd §5, mirror-descent-lp §5 and §7, kq-nuclear-norm §4 and §5.
 """
 
+from attnlab.data.token_sets import sets_from_probabilities
 from attnlab.svm.aligned_svm import aligned_l1_svm
 from attnlab.svm.attention_svm import attention_svm
 from attnlab.svm.diagonal_svm import diagonal_svm
 from attnlab.svm.errors import InfeasibleProgramError, SolverAccuracyWarning, SolverToleranceError, TieWarning
 from attnlab.svm.head_svm import HeadSVMResult, head_svm
+from attnlab.svm.multi_token import EquivalenceResult, SetProgramResult, finite_part, set_direction_svm, svm_equivalence
 from attnlab.svm.result import AttentionSVMResult
 from attnlab.svm.selection import (
     SelectionReport,
@@ -20,6 +22,8 @@ from attnlab.svm.selection import (
 
 __all__ = [
     "AttentionSVMResult",
+    "EquivalenceResult",
+    "SetProgramResult",
     "HeadSVMResult",
     "InfeasibleProgramError",
     "SolverToleranceError",
@@ -29,10 +33,14 @@ __all__ = [
     "aligned_l1_svm",
     "attention_svm",
     "diagonal_svm",
+    "finite_part",
     "head_svm",
     "is_globally_optimal",
     "is_locally_optimal",
     "is_separable",
     "locally_optimal_selections",
+    "set_direction_svm",
+    "sets_from_probabilities",
     "support_tokens",
+    "svm_equivalence",
 ]

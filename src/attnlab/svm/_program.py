@@ -120,11 +120,22 @@ def check_solver(solver: object) -> str:
 
 
 def resolve_select(data: TokenSelectionData, select: object) -> torch.Tensor:
-    """The selected token per sequence, shape (n,), int64: ``select``, else ``data.select``, else the optimal tokens."""
+    """The selected token per sequence, shape (n,), int64: ``select``, else ``data.select``, else the optimal tokens.
+
+    Token sets (a ``(n, T)`` mask) are refused: only :func:`~attnlab.svm.attention_svm` (Frobenius or nuclear) and
+    :func:`~attnlab.svm.set_direction_svm` solve them.
+    """
     if select is not None:
-        return data.with_(select=select).select  # validated by TokenSelectionData
-    if data.select is not None:
-        return data.select
+        chosen = data.with_(select=select).select  # validated by TokenSelectionData
+    else:
+        chosen = data.select
+    if chosen is not None and chosen.dim() == 2:
+        raise ValidationError(
+            "this program takes one selected token per sequence, but the selection holds token sets (an (n, T) "
+            "mask); solve sets with attention_svm(data, 'fro' or 'nuc', select=sets) or set_direction_svm"
+        )
+    if chosen is not None:
+        return chosen
     if data.v is None:
         raise ValidationError(
             "no token selection: pass select=(n,) token indices (--select on the command line), store one in "

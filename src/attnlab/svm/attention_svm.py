@@ -10,6 +10,7 @@ import numpy as np
 
 from attnlab._validation import ValidationError, check_in
 from attnlab.data.dataset import TokenSelectionData
+from attnlab.data.token_sets import is_token_sets
 from attnlab.svm._dual import solve_frobenius_dual
 from attnlab.svm._program import (
     KKT_TOL,
@@ -31,6 +32,7 @@ from attnlab.svm._program import (
 )
 from attnlab.svm.diagonal_svm import diagonal_svm
 from attnlab.svm.errors import SolverToleranceError
+from attnlab.svm.multi_token import SetProgramResult, set_direction_svm
 from attnlab.svm.result import EMPTY_CAUSE, INFEASIBLE_CAUSE, AttentionSVMResult, svm_result
 
 __all__ = ["AttentionSVMResult", "attention_svm"]
@@ -59,7 +61,7 @@ def attention_svm(
     solver: str | None = None,
     *,
     method: str = "primal",
-) -> AttentionSVMResult:
+) -> AttentionSVMResult | SetProgramResult:
     """Solve the attention SVM ``min ||W|| s.t. (x_{i,sel_i} - x_{i,t})^T W z_i >= 1`` for all ``t != sel_i``.
 
     Spec: implicit-bias-ngd §5 (W-SVM), mirror-descent-lp §5 (l_p-AttSVM), kq-nuclear-norm §4 (W*-SVM, l1-SVM).
@@ -72,8 +74,11 @@ def attention_svm(
         ``"fro"``: Frobenius (a QP on ``1/2 ||W||_F^2``); ``"nuc"``: nuclear norm (an SDP); a float ``p >= 1``:
         the entrywise ``||vec W||_p`` (``p = 1`` is an LP); ``"l1-diag"``: ``W = diag(beta)`` with
         ``min ||beta||_1`` (an LP).
-    select : array-like of int, shape (n,), optional
-        Selected token per sequence; default ``data.select``, else ``data.optimal_tokens()``.
+    select : array-like of int of shape (n,), or token sets, optional
+        Selected token per sequence; default ``data.select``, else ``data.optimal_tokens()``. Token sets (an
+        ``(n, T)`` bool mask or n lists of indices; multi-token §2) solve the set-direction program instead
+        (:func:`~attnlab.svm.set_direction_svm`, ``norm`` "fro" or "nuc") and return its
+        :class:`~attnlab.svm.SetProgramResult`.
     solver : {"CLARABEL", "SCS"}, optional
         cvxpy solver; default Clarabel. SCS runs at eps 1e-9.
     method : {"primal", "dual"}, default="primal"
@@ -126,6 +131,11 @@ def attention_svm(
     check_in("method", method, ("primal", "dual"))
     if method == "dual" and norm != "fro":
         raise ValidationError(f'method="dual" solves only norm="fro", got norm={norm!r}; use method="primal"')
+    sets = select if select is not None else data.select
+    if is_token_sets(sets):
+        if method != "primal":
+            raise ValidationError('token sets are solved by the primal program only; pass method="primal"')
+        return set_direction_svm(data, sets, norm, solver)  # multi-token §3.1
     if norm == "l1-diag":
         return diagonal_svm(data, 1.0, select=select, solver=solver)
     select_t = resolve_select(data, select)

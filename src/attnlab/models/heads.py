@@ -1,0 +1,130 @@
+"""Nonlinear heads ``h`` of the token-selection model ``f(X) = h(X^T softmax(X W z))``.
+
+Spec: multi-token §1 (model with a nonlinear head; the linear head ``h(u) = v^T u`` is the papers' model of
+implicit-bias-ngd §2).
+
+A linear head stays a plain tensor ``v`` everywhere (its token scores ``gamma_t = y v^T x_t`` do not depend on
+``W``). A :class:`Head` is everything else: it gives ``h(u)`` and ``grad h(u)`` at the attended token mixture
+``u_i = X_i^T softmax(X_i W z_i)``, and the gradient's token scores ``gamma_it = y_i grad h(u_i)^T x_it`` then
+change with ``W`` (:func:`attnlab.models.functional.loss_gradients` recomputes them every step). Heads are fixed
+(not trained).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from attnlab._validation import ValidationError, check_tensor
+
+__all__ = ["Head", "ModuleHead", "ReluHead", "as_head"]
+
+
+class Head:
+    """A fixed nonlinear head ``h: R^d -> R`` evaluated on ``([R,] n, d)`` mixtures.
+
+    Subclasses implement :meth:`value_and_gradient`; ``d`` is the input width.
+    """
+
+    d: int
+
+    def value_and_gradient(self, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``h(u)`` of shape ``([R,] n)`` and ``grad h(u)`` of shape ``([R,] n, d)`` for ``u`` of shape ``([R,] n, d)``."""
+        raise NotImplementedError
+
+
+class ReluHead(Head):
+    """``h(u) = v^T ReLU(V u)``: the TF-as-SVM nonlinear head. Spec: multi-token §1.
+
+    Parameters
+    ----------
+    V : array-like, shape ([R,] m, d)
+        Value matrix (the peer code's ``value.weight`` is ``V`` of their ``X V``; ours is its transpose).
+    v : array-like, shape ([R,] m)
+        Output weights (the peer sets ``v = 1``).
+
+    Notes
+    -----
+    ``grad h(u) = V^T (v * 1[V u > 0])``: at ``V u = 0`` exactly the subgradient 0 is taken, as autograd's ReLU does.
+
+    Examples
+    --------
+    >>> h = ReluHead(torch.eye(2), torch.ones(2))
+    >>> h.value_and_gradient(torch.tensor([[1.0, -2.0]], dtype=torch.float64))[0]
+    tensor([1.], dtype=torch.float64)
+    """
+
+    def __init__(self, V: Any, v: Any) -> None:  # noqa: N803 (the spec's symbol)
+        V_t = check_tensor("V", V)
+        if V_t.dim() not in (2, 3):
+            raise ValidationError(f"V has shape {tuple(V_t.shape)}, expected (m, d) or (R, m, d)")
+        sizes = {"m": V_t.shape[-2], "d": V_t.shape[-1]}
+        v_t = check_tensor("v", v)
+        if v_t.shape[-1] != sizes["m"] or v_t.dim() != V_t.dim() - 1:
+            raise ValidationError(
+                f"v has shape {tuple(v_t.shape)}, expected ({'R, ' if V_t.dim() == 3 else ''}{sizes['m']},) to match "
+                f"V of shape {tuple(V_t.shape)}"
+            )
+        self.V, self.v, self.d = V_t, v_t, int(sizes["d"])
+
+    def value_and_gradient(self, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        pre = torch.einsum("...md,...nd->...nm", self.V, u)  # multi-token §1: V u, ([R,] n, m)
+        value = torch.einsum("...nm,...m->...n", pre.clamp(min=0.0), self.v)  # h(u) = v^T ReLU(V u)
+        active = self.v.unsqueeze(-2) * (pre > 0)  # v * 1[V u > 0], ([R,] n, m)
+        return value, torch.einsum("...nm,...md->...nd", active, self.V)  # grad h = V^T (v * 1[V u > 0])
+
+    def __repr__(self) -> str:
+        return f"ReluHead(V={tuple(self.V.shape)}, v={tuple(self.v.shape)})"
+
+
+class ModuleHead(Head):
+    """Any ``torch.nn.Module`` mapping ``(..., d)`` mixtures to ``(...)`` or ``(..., 1)`` outputs, as a fixed head.
+
+    Its gradient is taken by autograd (the module's parameters are not trained). Spec: multi-token §1.
+
+    Parameters
+    ----------
+    module : torch.nn.Module
+    d : int
+        Input width.
+    """
+
+    def __init__(self, module: nn.Module, d: int) -> None:
+        if not isinstance(module, nn.Module):
+            raise ValidationError(f"module must be a torch.nn.Module, got {type(module).__name__}")
+        self.module, self.d = module, int(d)
+
+    def value_and_gradient(self, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        # the engine runs under inference mode: leave it to build a graph on a copy of u
+        with torch.inference_mode(False), torch.enable_grad():
+            leaf = u.detach().clone().requires_grad_(True)
+            out = self.module(leaf)
+            if out.shape == leaf.shape[:-1] + (1,):
+                out = out.squeeze(-1)
+            if out.shape != leaf.shape[:-1]:
+                raise ValidationError(
+                    f"the head module maps inputs of shape {tuple(leaf.shape)} to {tuple(out.shape)}; it must return "
+                    f"one value per sequence, shape {tuple(leaf.shape[:-1])} or {tuple(leaf.shape[:-1]) + (1,)}"
+                )
+            (grad,) = torch.autograd.grad(out.sum(), leaf)  # rows are independent: d sum / du_i = grad h(u_i)
+        return out.detach(), grad
+
+    def __repr__(self) -> str:
+        return f"ModuleHead({type(self.module).__name__}, d={self.d})"
+
+
+def as_head(value: Any, d: int) -> torch.Tensor | Head:
+    """A head as the engine takes it: a tensor ``v`` (linear head) or a :class:`Head`.
+
+    A :class:`Head` is returned as is (its width checked against ``d``), an ``nn.Module`` becomes a
+    :class:`ModuleHead`, anything else is read as the linear head's tensor.
+    """
+    if isinstance(value, nn.Module):
+        value = ModuleHead(value, d)
+    if isinstance(value, Head):
+        if value.d != d:
+            raise ValidationError(f"the head takes inputs of width {value.d} but the tokens have d = {d}")
+        return value
+    return check_tensor("v", value)

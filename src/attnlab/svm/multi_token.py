@@ -1,0 +1,404 @@
+"""Programs of multi-token selection: the set-direction SVM, the finite part, and the SVM-equivalence direction.
+
+Spec: multi-token §3 (the three programs), §4 (KKT certificates), after Tarzanagh, Li, Thrampoulidis and Oymak,
+"Transformers as Support Vector Machines" (arXiv 2308.16898), Section 6 (SVM-equivalence, a conjecture there).
+
+With token sets ``O_i`` (:mod:`attnlab.data.token_sets`):
+
+- the **direction program** ``min ||W|| s.t. (x_{i,tau} - x_{i,t})^T W z_i >= 1`` for ``tau in O_i``,
+  ``t not in O_i``, and ``(x_{i,tau} - x_{i,tau'})^T W z_i = 0`` for ``tau, tau' in O_i``;
+- the **finite part** ``min ||W_fin|| s.t. (x_{i,tau'} - x_{i,tau})^T W_fin z_i = log(s_{i,tau'} / s_{i,tau})``
+  for ``tau, tau' in O_i``;
+- the **equivalence direction** ``W_fin + R W_dir`` with ``R`` the least-squares fit to a trained ``W``.
+
+Both programs are ``min ||x|| s.t. M vec(x) >= 1, E vec(x) = b``: one solve routine (cvxpy, the same tolerances as
+:func:`~attnlab.svm.attention_svm`) on unit-scaled constraint vectors and on the spans of the token differences and
+queries (exact for the Frobenius and nuclear norms), certified by its own KKT residual. Within a set only the
+differences to its first token are constrained: the other pairs are their differences, so the feasible set is the
+same as with all pairs and the equality rows stay independent.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import cvxpy as cp
+import numpy as np
+import torch
+
+from attnlab._validation import check_in, check_tensor
+from attnlab.data.dataset import TokenSelectionData
+from attnlab.data.token_sets import HIGH, LOW, as_token_sets, sets_from_probabilities
+from attnlab.models.functional import attention_logits
+from attnlab.svm._program import (
+    check_data,
+    check_solver,
+    kkt_tolerance,
+    margin_constraints,
+    margins,
+    norm_objective,
+    norm_value,
+    range_bases,
+    refuse_empty_constraints,
+    run_solver,
+    stationarity_residual,
+    unit_scale,
+)
+from attnlab.svm.errors import InfeasibleProgramError, SolverAccuracyWarning
+
+__all__ = ["EquivalenceResult", "SetProgramResult", "finite_part", "set_direction_svm", "svm_equivalence"]
+
+NORMS = ("fro", "nuc")
+_TIE_CAUSE = "a token of the set equals a token outside it (a tie), or the query z_i is zero"
+_INFEASIBLE_CAUSE = (
+    "the sets are not separable with equal logits inside each set: the constraints contradict each other (e.g. two "
+    "sequences with the same query rank one token pair both ways); choose other sets"
+)
+# A zero equality row with |target| at most this is 0 = 0 (dropped); above it the finite part is infeasible.
+_ZERO_TARGET = 1e-12
+
+
+@dataclass(frozen=True, eq=False)
+class SetProgramResult:
+    """Solution of the direction program or the finite part.
+
+    Attributes
+    ----------
+    W : torch.Tensor, shape (d, d), float64
+    status : str
+        cvxpy status (``"optimal"`` or ``"optimal_inaccurate"``; the KKT residual decides trust).
+    margin : float
+        Smallest ``(x_{i,tau} - x_{i,t})^T W z_i`` over ``tau in O_i, t not in O_i`` (1 at the direction
+        program's optimum; ``inf`` for the finite part, which has no margins).
+    norm_value : float
+    pairs : torch.Tensor, shape (m, 3), int64
+        The inequality constraints ``(i, tau, t)``.
+    duals : torch.Tensor, shape (m,), float64
+        Their multipliers (``>= 0``).
+    equalities : torch.Tensor, shape (k, 3), int64
+        The equality constraints ``(i, tau_0, tau)`` (``tau_0`` the set's first token).
+    equality_duals : torch.Tensor, shape (k,), float64
+        Their multipliers (any sign). With them, ``sum duals A - sum equality_duals E`` is ``W`` (``"fro"``) or a
+        subgradient of ``||W||_*`` (``"nuc"``).
+    kkt_residual : float
+        Largest KKT defect (stationarity, complementarity, dual feasibility), relative.
+    max_violation : float
+        Worst violation of a margin (``(1 - margin)_+``) or an equality (``|E W - b|``).
+    solver : str
+    norm : {"fro", "nuc"}
+    sets : torch.Tensor, shape (n, T), bool
+    """
+
+    W: torch.Tensor
+    status: str
+    margin: float
+    norm_value: float
+    pairs: torch.Tensor
+    duals: torch.Tensor
+    equalities: torch.Tensor
+    equality_duals: torch.Tensor
+    kkt_residual: float
+    max_violation: float
+    solver: str
+    norm: str
+    sets: torch.Tensor
+
+
+@dataclass(frozen=True, eq=False)
+class EquivalenceResult:
+    """The SVM-equivalence direction of a trained ``W`` and its parts.
+
+    Attributes
+    ----------
+    W : torch.Tensor, shape (d, d), float64
+        ``W_fin + R W_dir``.
+    R : float
+        ``argmin_R ||W_fin + R W_dir - W_trained||_F``.
+    direction, finite : SetProgramResult
+        The direction program and the finite part.
+    sets : torch.Tensor, shape (n, T), bool
+    """
+
+    W: torch.Tensor
+    R: float
+    direction: SetProgramResult
+    finite: SetProgramResult
+    sets: torch.Tensor
+
+
+def _set_rows(
+    data: TokenSelectionData, sets: torch.Tensor
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Constraint vectors: ``pairs (m, 3)``, ``diff (m, d)`` = ``x_tau - x_t``, ``queries (m, d)``, and the equality
+    rows ``equalities (k, 3)``, ``eq_diff (k, d)`` = ``x_tau - x_tau0``, ``eq_queries (k, d)``."""
+    X, Z, mask = data.X.numpy(), data.Z.numpy(), sets.numpy()
+    pairs, equalities = [], []
+    for i in range(data.n):
+        inside, outside = np.flatnonzero(mask[i]), np.flatnonzero(~mask[i])
+        pairs += [(i, tau, t) for tau in inside for t in outside]
+        equalities += [(i, inside[0], tau) for tau in inside[1:]]
+    pairs_a = np.asarray(pairs, dtype=np.int64).reshape(-1, 3)
+    eq_a = np.asarray(equalities, dtype=np.int64).reshape(-1, 3)
+    diff = X[pairs_a[:, 0], pairs_a[:, 1]] - X[pairs_a[:, 0], pairs_a[:, 2]]
+    eq_diff = X[eq_a[:, 0], eq_a[:, 2]] - X[eq_a[:, 0], eq_a[:, 1]]
+    return pairs_a, diff, Z[pairs_a[:, 0]], eq_a, eq_diff, Z[eq_a[:, 0]]
+
+
+def _rows(diff: np.ndarray, queries: np.ndarray, U: np.ndarray, V: np.ndarray) -> np.ndarray:
+    """Flattened ``U^T (diff_k queries_k^T) V``, shape (m, r1 r2): ``<A_k, U What V^T> = row_k . vec(What)``."""
+    return ((diff @ U)[:, :, None] * (queries @ V)[:, None, :]).reshape(len(diff), U.shape[1] * V.shape[1])
+
+
+def _solve(
+    diff: np.ndarray,
+    queries: np.ndarray,
+    eq_diff: np.ndarray,
+    eq_queries: np.ndarray,
+    target: np.ndarray,
+    norm: str,
+    solver: str,
+    *,
+    what: str,
+    labels: list[str],
+) -> tuple[np.ndarray, str, np.ndarray, np.ndarray, float]:
+    """``min ||W|| s.t. <A_k, W> >= 1, <E_j, W> = target_j``; returns ``W, status, lambda, nu, kkt``.
+
+    Solved at unit scale on the spans of the differences and the queries (both exact for unitarily invariant norms;
+    :func:`~attnlab.svm._program.range_bases`), then scaled back: ``W(a X, b Z) = W(X, Z) / (a b)``.
+    """
+    d = queries.shape[1] if len(queries) else eq_queries.shape[1]
+    all_diff, all_queries = np.concatenate([diff, eq_diff]), np.concatenate([queries, eq_queries])
+    if len(all_diff) == 0:  # no constraint at all (singleton sets in the finite part): the minimiser is 0
+        return np.zeros((d, d)), cp.OPTIMAL, np.zeros(0), np.zeros(0), 0.0
+    (unit_diff, a), (unit_queries, b) = unit_scale(all_diff), unit_scale(all_queries)
+    U, V = range_bases(unit_diff, unit_queries)
+    m = len(diff)
+    M = _rows(unit_diff[:m], unit_queries[:m], U, V)
+    E = _rows(unit_diff[m:], unit_queries[m:], U, V)
+    refuse_empty_constraints(M, labels, _TIE_CAUSE) if m else None
+    x = cp.Variable((U.shape[1], V.shape[1]))
+    constraints = (margin_constraints(x, M) if m else []) + ([margins(x, E) == target] if len(E) else [])
+    problem = cp.Problem(norm_objective(x, norm), constraints)
+    status = run_solver(problem, solver, what=what)
+    if status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):  # values are None here: never read them
+        raise InfeasibleProgramError(
+            f"{what} is {status} ({m} margins and {len(E)} equalities on a ({d}, {d}) matrix, solver {solver}); "
+            f"likely cause: {_INFEASIBLE_CAUSE}"
+        )
+    value = np.asarray(x.value, dtype=np.float64)
+    lam = np.asarray(constraints[0].dual_value, dtype=np.float64).reshape(-1) if m else np.zeros(0)
+    nu = np.asarray(constraints[-1].dual_value, dtype=np.float64).reshape(-1) if len(E) else np.zeros(0)
+    # multi-token §4: stationarity sum lambda A - sum nu E in d||W|| (cvxpy's Lagrangian adds nu^T (E x - b))
+    g = (M.T @ lam if m else 0.0) - (E.T @ nu if len(E) else 0.0)
+    stationarity = stationarity_residual(value, np.reshape(g, value.shape), norm) if value.any() else 0.0
+    slack = M @ value.reshape(-1) - 1.0 if m else np.zeros(0)
+    top = max(float(lam.max(initial=0.0)), 1e-300)
+    complementarity = float(np.max(np.abs(lam * slack), initial=0.0)) / top
+    dual_infeasibility = float(np.max(-lam, initial=0.0)) / top
+    kkt = max(stationarity, complementarity, dual_infeasibility)
+    e = 2.0 if norm == "fro" else 1.0  # multipliers scale by (a b)^-e (see _program.scaled_back)
+    W = U @ value @ V.T / a / b  # the larger scale first never overflows at the papers' sizes
+    return W, status, np.maximum(lam, 0.0) / (a * b) ** e, nu / (a * b) ** e, kkt
+
+
+def _result(
+    W: np.ndarray,
+    status: str,
+    lam: np.ndarray,
+    nu: np.ndarray,
+    kkt: float,
+    rows: tuple[np.ndarray, ...],
+    target: np.ndarray,
+    norm: str,
+    solver: str,
+    sets: torch.Tensor,
+    *,
+    what: str,
+    with_margins: bool,
+) -> SetProgramResult:
+    pairs, diff, queries, equalities, eq_diff, eq_queries = rows
+    values = np.einsum("kd,de,ke->k", diff, W, queries) if with_margins else np.zeros(0)
+    eq_values = np.einsum("kd,de,ke->k", eq_diff, W, eq_queries)
+    violation = max(float(np.max(1.0 - values, initial=0.0)), float(np.max(np.abs(eq_values - target), initial=0.0)))
+    tol = kkt_tolerance(norm)
+    if kkt > tol or violation > tol:
+        warnings.warn(
+            f"{what}: solver {solver} returned status {status} with KKT residual {kkt:.2e} and constraint "
+            f"violation {violation:.2e} (tolerance {tol:.0e}); treat the solution as approximate or try the other "
+            "solver",
+            SolverAccuracyWarning,
+            stacklevel=3,
+        )
+    return SetProgramResult(
+        W=torch.from_numpy(np.ascontiguousarray(W)),
+        status=status,
+        margin=float(values.min()) if values.size else float("inf"),
+        norm_value=norm_value(W, norm),
+        pairs=torch.from_numpy(pairs if with_margins else pairs[:0]),
+        duals=torch.from_numpy(lam),
+        equalities=torch.from_numpy(equalities),
+        equality_duals=torch.from_numpy(nu),
+        kkt_residual=kkt,
+        max_violation=violation,
+        solver=solver,
+        norm=norm,
+        sets=sets.clone(),
+    )
+
+
+def _inputs(
+    data: object, sets: object, norm: object, solver: object
+) -> tuple[TokenSelectionData, torch.Tensor, str, str]:
+    data = check_data(data)
+    check_in("norm", norm, NORMS)
+    mask = as_token_sets(sets, data.n, data.T)
+    return data, mask, str(norm), check_solver(solver)
+
+
+def set_direction_svm(
+    data: TokenSelectionData, sets: object, norm: str = "fro", solver: str | None = None
+) -> SetProgramResult:
+    """The direction program of token sets: ``min ||W||`` with margin 1 between each set and the rest of its
+    sequence, and equal logits inside each set.
+
+    Spec: multi-token §3.1 (the max-margin direction of multi-token selection).
+
+    Parameters
+    ----------
+    data : TokenSelectionData
+    sets : array-like of bool, shape (n, T), or sequence of n sequences of int
+        The sets ``O_i`` (:func:`~attnlab.data.token_sets.as_token_sets`).
+    norm : {"fro", "nuc"}, default="fro"
+    solver : {"CLARABEL", "SCS"}, optional
+
+    Returns
+    -------
+    SetProgramResult
+
+    Raises
+    ------
+    InfeasibleProgramError
+        When no ``W`` separates the sets with equal logits inside them, or a token of a set equals one outside it
+        (the constraint reads ``0 >= 1``; the message names the sequence and tokens).
+    ValidationError
+        On a bad ``norm``, ``solver`` or ``sets`` (an empty set, a set equal to its whole sequence).
+
+    Notes
+    -----
+    With one token per set this is :func:`~attnlab.svm.attention_svm` (no equalities).
+
+    Examples
+    --------
+    >>> X = torch.eye(3, dtype=torch.float64).repeat(2, 1, 1)
+    >>> data = TokenSelectionData(X, Z=[[1.0, 0, 0], [0, 1.0, 0]], y=[1, -1])
+    >>> round(set_direction_svm(data, [[0, 1], [1]]).margin, 6)
+    1.0
+    """
+    data, mask, norm, solver = _inputs(data, sets, norm, solver)
+    rows = _set_rows(data, mask)
+    pairs = rows[0]
+    what = f"set-direction SVM (norm={norm!r}, n={data.n}, T={data.T}, d={data.d})"
+    labels = [f"(sequence i={i}: tau={tau} in the set, t={t} outside)" for i, tau, t in pairs]
+    target = np.zeros(len(rows[3]))
+    W, status, lam, nu, kkt = _solve(rows[1], rows[2], rows[4], rows[5], target, norm, solver, what=what, labels=labels)
+    return _result(W, status, lam, nu, kkt, rows, target, norm, solver, mask, what=what, with_margins=True)
+
+
+def finite_part(
+    data: TokenSelectionData,
+    sets: object,
+    log_probabilities: object,
+    norm: str = "fro",
+    solver: str | None = None,
+) -> SetProgramResult:
+    """The finite part: the smallest ``W_fin`` whose logits reproduce the log-ratios of the softmax inside each set.
+
+    Spec: multi-token §3.2.
+
+    Parameters
+    ----------
+    data : TokenSelectionData
+    sets : array-like of bool, shape (n, T), or sequence of n sequences of int
+    log_probabilities : array-like, shape (n, T)
+        ``log s_{i,t}`` of the trained model (only differences inside each set are read, so logits work too).
+    norm : {"fro", "nuc"}, default="fro"
+    solver : {"CLARABEL", "SCS"}, optional
+
+    Returns
+    -------
+    SetProgramResult
+        ``margin`` is ``inf`` (no margins); ``max_violation`` is the worst ``|logit gap - log-ratio|``.
+
+    Raises
+    ------
+    InfeasibleProgramError
+        When no matrix reproduces the log-ratios (possible only for log-probabilities not made by one ``W``).
+    """
+    data, mask, norm, solver = _inputs(data, sets, norm, solver)
+    log_s = check_tensor("log_probabilities", log_probabilities, "nT", {"n": data.n, "T": data.T}).numpy()
+    rows = _set_rows(data, mask)
+    equalities = rows[3]
+    target = log_s[equalities[:, 0], equalities[:, 2]] - log_s[equalities[:, 0], equalities[:, 1]]  # log(s'/s)
+    zero = np.abs(rows[4]).max(axis=1, initial=0.0) == 0.0
+    if bool((np.abs(target[zero]) > _ZERO_TARGET).any()):
+        i, tau0, tau = equalities[zero][np.abs(target[zero]) > _ZERO_TARGET][0]
+        raise InfeasibleProgramError(
+            f"the finite part is infeasible: in sequence {i} tokens {tau0} and {tau} are equal but their "
+            "log-probabilities differ; pass log-probabilities of a model of these tokens"
+        )
+    keep = ~zero  # equal tokens inside a set: 0 = 0, no constraint
+    rows = (rows[0][:0], rows[1][:0], rows[2][:0], equalities[keep], rows[4][keep], rows[5][keep])
+    what = f"finite part (norm={norm!r}, n={data.n}, T={data.T}, d={data.d})"
+    W, status, lam, nu, kkt = _solve(
+        rows[1], rows[2], rows[4], rows[5], target[keep], norm, solver, what=what, labels=[]
+    )
+    return _result(W, status, lam, nu, kkt, rows, target[keep], norm, solver, mask, what=what, with_margins=False)
+
+
+def svm_equivalence(
+    data: TokenSelectionData,
+    W: object,
+    sets: object = None,
+    norm: str = "fro",
+    *,
+    low: float = LOW,
+    high: float = HIGH,
+    solver: str | None = None,
+) -> EquivalenceResult:
+    """The SVM-equivalence direction ``W_fin + R W_dir`` of a trained ``W``.
+
+    Spec: multi-token §3.3 (the source's Conjecture: trained attention ~ ``W_fin + ||W|| W_dir / ||W_dir||``).
+
+    Parameters
+    ----------
+    data : TokenSelectionData
+    W : array-like, shape (d, d)
+        The trained combined matrix.
+    sets : optional
+        The sets ``O_i``; default read off the softmax at ``W`` with :func:`sets_from_probabilities`.
+    norm : {"fro", "nuc"}, default="fro"
+    low, high : float, default=1e-6, 1e-3
+        Thresholds when ``sets`` is not given.
+    solver : {"CLARABEL", "SCS"}, optional
+
+    Returns
+    -------
+    EquivalenceResult
+
+    Notes
+    -----
+    ``R = <W - W_fin, W_dir> / ||W_dir||_F^2`` (least squares in closed form; the source fits it with cvxpy).
+    The finite part's log-ratios are the trained logit gaps ``(x_{i,tau'} - x_{i,tau})^T W z_i`` (log-softmax
+    differences are logit differences), so they stay exact however saturated the softmax is.
+    """
+    data = check_data(data)
+    W_t = check_tensor("W", W, "de", {"d": data.d, "e": data.d})
+    logits = attention_logits(data.X, W_t, data.Z)  # (n, T): log s up to a per-sequence constant
+    if sets is None:
+        sets = sets_from_probabilities(torch.softmax(logits, dim=-1), low, high)
+    direction = set_direction_svm(data, sets, norm, solver)
+    finite = finite_part(data, direction.sets, logits, norm, solver)
+    W_dir, W_fin = direction.W, finite.W
+    R = float(((W_t - W_fin) * W_dir).sum() / (W_dir * W_dir).sum())  # multi-token §3.3: least-squares R
+    return EquivalenceResult(W_fin + R * W_dir, R, direction, finite, direction.sets)
