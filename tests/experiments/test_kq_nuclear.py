@@ -42,14 +42,13 @@ def test_configs_refuse_bad_values_by_name():
 
 def test_x3_ordering_fails_when_the_two_svms_coincide():
     """Coinciding nuc- and fro-SVMs make the ordering meaningless: the row fails and asks for another seed."""
-    from attnlab.experiments.kq_nuclear import X3Config, _x3_checks
+    from attnlab.experiments.kq_nuclear.x3 import X3Config, _x3_checks
 
     end = {"step": 10, "mu": 2.0, "nuc_ratio": 1.0, "fro_ratio": 1.0, "corr_nuc": 0.99, "corr_fro": 0.98}
-    frames = [
-        pd.DataFrame([{**end, "param": "KQ", "run": 0}]),
-        pd.DataFrame([{**end, "param": "W", "run": 0, "corr_nuc": 0.98, "corr_fro": 0.99}]),
-    ]
+    frame = pd.DataFrame(
+        [{**end, "param": "KQ", "run": 0}, {**end, "param": "W", "run": 0, "corr_nuc": 0.98, "corr_fro": 0.99}]
+    )
     config = X3Config(steps=10)
-    distinct = _x3_checks(config, 4, frames, corr_refs=0.95)[2]
-    same = _x3_checks(config, 4, frames, corr_refs=0.9995)[2]
+    distinct = _x3_checks(config, 4, frame, corr_refs=0.95)[2]
+    same = _x3_checks(config, 4, frame, corr_refs=0.9995)[2]
     assert distinct.passed and not same.passed and "untestable" in same.predicted
