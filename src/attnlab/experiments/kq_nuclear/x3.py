@@ -236,7 +236,15 @@ register(
         cost=30.0,
         config_type=X3Config,
         run=run_x3,
-        quick={"ds": (6,), "runs": 2, "steps": 500, "step": 0.5, "record_every": 50, "nuc_rtol": 0.1, "fro_rtol": 0.02},
+        quick={
+            "ds": (6,),
+            "runs": 2,
+            "steps": 500,
+            "step": 0.5,
+            "record_every": 50,
+            "nuc_rtol": 0.02,
+            "fro_rtol": 0.02,
+        },
         claims=(NUC_LIMIT, FRO_LIMIT, SEPARATED),
         falsifiers=FALSIFIERS,
     )
