@@ -68,7 +68,7 @@ EXPERIMENTS: tuple[Entry, ...] = (
         "kq-nuclear.x1",
         "kq-nuclear-norm",
         "kq_nuclear",
-        "X1: RK4 flow on diagonal K,Q against the closed form beta = omega0^2 sinh(B phi) (Lemma A.1)",
+        "X1: RK4 flow on diagonal K,Q against the closed form beta = omega0^2 sinh(B phi) (Lemma A.1) and the (w+, w-) flow (Lemma 4.1)",
     ),
     Entry(
         "kq-nuclear.x2",

@@ -1,0 +1,173 @@
+"""What the kq-nuclear experiments share: the paper's initialisation (5), margin-normalised directions, the two
+diagonal models the paper contrasts with ``(xi_k, xi_q)``, config validation and the falsifiers' wrong models.
+
+Spec: kq-nuclear-norm §3.1 (initialisation (5), Lemma 4.1's ``(w_+, w_-)`` flow), §4 (margin, Def. 4.1), §7.2
+(``beta`` trained directly).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from attnlab._validation import ValidationError, check_scalar
+from attnlab.experiments.checks import Falsifier
+from attnlab.metrics import attention_margin
+from attnlab.models import Combined, Diagonal, Factored, Parametrization, TokenSelectionModel
+
+PAPER = "kq-nuclear-norm"
+SOURCE = f"docs/theory/{PAPER}.md"  # what checks cite
+
+
+class DiagonalW(TokenSelectionModel):
+    """``W = Diag(beta)`` with ``beta`` trained directly: the W-parametrisation restricted to diagonals.
+
+    Spec: kq-nuclear-norm §7.2 ("training beta directly ... converges to the l2 solution"). Not in
+    :mod:`attnlab.models`; kept here until a second user needs it.
+    """
+
+    # spec kq §3.1: W = Diag(beta), grad_beta = diag(grad_W)
+    parametrization = Parametrization(
+        "beta",
+        ("beta",),
+        lambda p: torch.diag_embed(p["beta"]),
+        lambda p, g: {"beta": torch.diagonal(g, dim1=-2, dim2=-1)},
+    )
+
+    def __init__(self, beta0: torch.Tensor) -> None:
+        super().__init__(int(beta0.shape[-1]))
+        self.beta = nn.Parameter(beta0.clone())
+
+
+class SignedSquares(TokenSelectionModel):
+    """``W = Diag((w_+^2 - w_-^2) / 2)``: the diagonal-linear-network form of Lemma 4.1's flow (3).
+
+    Spec: kq-nuclear-norm §3.1 (reparametrisation, Lemma 4.1): ``grad_{w_+} = diag(G) w_+``,
+    ``grad_{w_-} = -diag(G) w_-`` for ``G = grad_W L``.
+    """
+
+    parametrization = Parametrization(
+        "pm",
+        ("w_plus", "w_minus"),
+        lambda p: torch.diag_embed((p["w_plus"] ** 2 - p["w_minus"] ** 2) / 2),  # spec kq §3.1: w = (w+^2 - w-^2)/2
+        lambda p, g: {
+            "w_plus": torch.diagonal(g, dim1=-2, dim2=-1) * p["w_plus"],
+            "w_minus": -torch.diagonal(g, dim1=-2, dim2=-1) * p["w_minus"],
+        },
+    )
+
+    def __init__(self, w_plus0: torch.Tensor, w_minus0: torch.Tensor) -> None:
+        super().__init__(int(w_plus0.shape[-1]))
+        self.w_plus = nn.Parameter(w_plus0.clone())
+        self.w_minus = nn.Parameter(w_minus0.clone())
+
+
+def diagonal_init(omegas: tuple[float, ...], d: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Initialisation (5) for each omega: ``xi_k = sqrt(2) omega 1``, ``xi_q = 0``; returns ``omega0 (R, d)`` too."""
+    omega0 = torch.tensor(omegas, dtype=torch.float64)[:, None].expand(len(omegas), d).clone()
+    return omega0, math.sqrt(2.0) * omega0, torch.zeros_like(omega0)  # spec kq §3.1 (5)
+
+
+def normalized(
+    X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor, select: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Margin ``mu(W)`` and ``W / mu(W)`` (``nan`` while ``mu <= 0``), spec kq §4 Def. 4.1, §8."""
+    mu = attention_margin(X, Z, W, select)
+    safe = torch.where(mu > 0, mu, torch.nan)
+    return mu, W / safe[..., None, None]
+
+
+def check_positive(config, names: tuple[str, ...]) -> None:
+    for name in names:
+        check_scalar(name, getattr(config, name), low=0.0, low_inclusive=False)
+
+
+def check_ints(config, names: tuple[str, ...]) -> None:
+    for name in names:
+        check_scalar(name, getattr(config, name), kind=int, low=0 if name == "seed" else 1)
+
+
+def check_omegas(omegas: tuple[float, ...]) -> None:
+    if not omegas or any(w <= 0 for w in omegas):
+        raise ValidationError(f"omegas must be a non-empty tuple of positive scales, got {omegas}; e.g. (0.1, 1.0)")
+
+
+# ---- falsifiers: wrong mechanisms, each patched where one experiment module looks it up ------------------------
+
+
+def _with_chain(model_cls: type, change: Callable[[dict], dict]) -> type:
+    """``model_cls`` whose chain rule is ``change(original grads)``: a wrong gradient of one factor."""
+    original = model_cls.parametrization
+
+    class Wrong(model_cls):
+        parametrization = original._replace(chain=lambda p, g: change(original.chain(p, g)))
+
+    return Wrong
+
+
+def k_gradient_halved(module: str) -> Falsifier:
+    """The flow on ``(xi_k, xi_q)`` with ``xi_k``'s gradient halved: an unbalanced update of the factorisation."""
+    return Falsifier(
+        "k-gradient-halved",
+        "gradient flow on (xi_k, xi_q) with xi_k's gradient halved (the balanced factorisation broken)",
+        f"attnlab.experiments.kq_nuclear.{module}:Diagonal",
+        lambda cls: _with_chain(cls, lambda g: {**g, "xi_k": g["xi_k"] / 2}),
+    )
+
+
+def q_gradient_reversed(module: str) -> Falsifier:
+    """The flow on ``(xi_k, xi_q)`` with the sign of ``xi_q``'s gradient flipped (a chain-rule sign error)."""
+    return Falsifier(
+        "q-gradient-reversed",
+        "xi_q moves up its gradient (a sign error in the chain rule of beta = xi_k xi_q)",
+        f"attnlab.experiments.kq_nuclear.{module}:Diagonal",
+        lambda cls: _with_chain(cls, lambda g: {**g, "xi_q": -g["xi_q"]}),
+    )
+
+
+def kq_as_beta(module: str) -> Falsifier:
+    """The diagonal ``(xi_k, xi_q)`` run replaced by ``beta`` trained directly from ``beta(0) = xi_k(0) xi_q(0)``."""
+    return Falsifier(
+        "kq-as-beta",
+        "the diagonal K, Q factorisation replaced by beta = diag(W) trained directly (no product structure)",
+        f"attnlab.experiments.kq_nuclear.{module}:Diagonal",
+        lambda cls: lambda d, xi_k0, xi_q0: DiagonalW(xi_k0 * xi_q0),
+    )
+
+
+def beta_as_kq(module: str) -> Falsifier:
+    """``beta`` trained directly replaced by a diagonal ``(xi_k, xi_q)`` run from (5) at ``omega_0 = 0.1``."""
+
+    def factored(beta0: torch.Tensor) -> Diagonal:
+        xi_k0 = torch.full_like(beta0, math.sqrt(2.0) * 0.1)  # spec kq §3.1 (5): beta(0) = 0
+        return Diagonal(int(beta0.shape[-1]), xi_k0=xi_k0, xi_q0=torch.zeros_like(beta0))
+
+    return Falsifier(
+        "beta-as-kq",
+        "beta trained directly replaced by the diagonal factorisation beta = xi_k xi_q (initialisation (5))",
+        f"attnlab.experiments.kq_nuclear.{module}:DiagonalW",
+        lambda cls: factored,
+    )
+
+
+def kq_as_w(module: str) -> Falsifier:
+    """The ``(K, Q)`` run replaced by ``W`` trained directly from ``W(0) = K(0) Q(0)^T``."""
+    return Falsifier(
+        "kq-as-w",
+        "the factorisation W = K Q^T replaced by W trained directly (from W(0) = K(0) Q(0)^T)",
+        f"attnlab.experiments.kq_nuclear.{module}:Factored",
+        lambda cls: lambda d, d_e, K0, Q0: Combined(d, W0=K0 @ Q0.transpose(-1, -2)),
+    )
+
+
+def w_as_kq(module: str) -> Falsifier:
+    """``W`` trained directly replaced by a ``(K, Q)`` run from ``K(0) = W(0)``, ``Q(0) = W(0)^T``."""
+    return Falsifier(
+        "w-as-kq",
+        "W trained directly replaced by the factorisation W = K Q^T (K(0) = W(0), Q(0) = W(0)^T)",
+        f"attnlab.experiments.kq_nuclear.{module}:Combined",
+        lambda cls: lambda d, W0: Factored(d, d, K0=W0, Q0=W0.transpose(-1, -2)),
+    )

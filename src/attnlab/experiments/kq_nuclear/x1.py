@@ -1,0 +1,193 @@
+"""X1: the RK4 flow on diagonal ``(xi_k, xi_q)`` against the closed form of Lemma A.1 and Lemma 4.1's ``(w_+, w_-)`` flow.
+
+Spec: kq-nuclear-norm §9 X1 (n=3, L=3, d=5, RK4, dt=1e-3, t <= 20, expect <= 1e-12), §3.1 (Lemma 4.1, Lemma A.1,
+the conserved ``xi_k^2 - xi_q^2``, Lemma 4.2's loss decrease).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from attnlab.data import scores_equal
+from attnlab.experiments.base import Claim, Experiment, ExperimentResult, RunContext, register
+from attnlab.experiments.kq_nuclear.common import (
+    SOURCE,
+    SignedSquares,
+    check_ints,
+    check_omegas,
+    check_positive,
+    diagonal_init,
+    k_gradient_halved,
+    q_gradient_reversed,
+)
+from attnlab.experiments.plotting import house_figure, label_axes, label_ours, log_gap_axis, new_figure, theory_hline
+from attnlab.flow import closed_form_beta, constraint_vectors, gradient_flow
+from attnlab.models import Diagonal
+
+__all__ = ["X1Config", "run_x1"]
+
+
+@dataclass(frozen=True)
+class X1Config:
+    """X1: the RK4 flow on diagonal ``(xi_k, xi_q)`` against ``beta = omega_0^2 sinh(B phi)`` and the ``w`` flow.
+
+    Spec: kq-nuclear-norm §9 X1, §3.1 (Lemma 4.1, Lemma A.1).
+
+    Attributes
+    ----------
+    n : int
+        Sequences (spec: 3).
+    L : int
+        Tokens per sequence (spec: 3).
+    d : int
+        Token width (spec: 5).
+    gap : float
+        Score gap of the optimal token in ``scores_equal`` (ours).
+    omegas : tuple of float
+        Initialisation scales ``omega_0``, one run per value and initialisation (ours).
+    dt : float
+        RK4 time step (spec: 1e-3).
+    t_max : float
+        Flow time integrated (spec: 20).
+    record_every : int
+        Steps between recorded states (ours).
+    tolerance : float
+        Largest relative error allowed between two forms of the same flow (spec: 1e-12 at ``dt = 1e-3``).
+    seed : int
+        Data seed (ours).
+    """
+
+    n: int = 3
+    L: int = 3
+    d: int = 5
+    gap: float = 3.0
+    omegas: tuple[float, ...] = (0.1, 0.5, 1.0)
+    dt: float = 1e-3
+    t_max: float = 20.0
+    record_every: int = 200
+    tolerance: float = 1e-12
+    seed: int = 0
+
+    OURS = ("gap", "omegas", "record_every", "seed")
+
+    def __post_init__(self) -> None:
+        check_ints(self, ("n", "L", "d", "record_every", "seed"))
+        check_positive(self, ("gap", "dt", "t_max", "tolerance"))
+        check_omegas(self.omegas)
+
+
+HALVED, REVERSED = k_gradient_halved("x1"), q_gradient_reversed("x1")
+FALSIFIERS = (HALVED, REVERSED)
+CLOSED_FORM = Claim(
+    "max_t |beta_flow - omega0^2 sinh(B phi)| / max(1, |beta|) over both initialisations (5) (Lemma A.1, RK4)",
+    "003:LemA.1",
+    f"{SOURCE} §3.1, §9 X1",
+    HALVED.name,
+)
+CONSERVED = Claim(
+    "conservation of xi_k^2 - xi_q^2 along the flow (max drift / max(1, xi_k^2 + xi_q^2))",
+    "003:LemA.1",
+    f"{SOURCE} §3.1",
+    HALVED.name,
+)
+EQUIVALENT = Claim(
+    "the flows (2) on (xi_k, xi_q) and (3) on (w_+, w_-) give one beta(t) = w(t) when (4) holds at t = 0 "
+    "(Lemma 4.1; max relative difference over time, both initialisations)",
+    "003:Lem4.1",
+    f"{SOURCE} §3.1",
+    HALVED.name,
+)
+DECREASING = Claim(
+    "the loss decreases monotonically along the flow (Lemma 4.2): max increase between records",
+    "003:Lem4.2",
+    f"{SOURCE} §3.1, §7.1",
+    REVERSED.name,
+)
+_RK4 = "spec §9 X1: RK4 at dt = 1e-3 reaches 1e-12; its O(dt^4) error sets the quick size's 1e-9 at dt = 1e-2"
+
+
+def _inits(config: X1Config) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``omega_0`` and two initialisations (5) per omega: ``(sqrt(2) omega, 0)`` and one alternating per entry.
+
+    Both have ``beta(0) = 0`` and ``xi_k^2 + xi_q^2 = 2 omega_0^2``, so (4) holds against ``w_+ = w_- = omega_0``.
+    """
+    omega0, xi_k0, xi_q0 = diagonal_init(config.omegas, config.d)
+    odd = (torch.arange(config.d) % 2 == 1).to(torch.float64)
+    mixed_k, mixed_q = xi_k0 * (1 - odd), xi_k0 * odd  # spec kq §3.1 (5): xi_k xi_q = 0 entrywise
+    return omega0.repeat(2, 1), torch.cat([xi_k0, mixed_k]), torch.cat([xi_q0, mixed_q])
+
+
+def run_x1(config: X1Config, ctx: RunContext) -> ExperimentResult:
+    """X1: RK4 flows of ``(xi_k, xi_q)`` (phi tracked) and of ``(w_+, w_-)``; closed form, conservation, Lemma 4.1."""
+    data = scores_equal(config.n, config.L, config.d, config.gap, seed=config.seed)
+    omega0, xi_k0, xi_q0 = _inits(config)
+    steps = max(1, round(config.t_max / config.dt))
+    common = {"step": config.dt, "steps": steps, "method": "rk4", "record_every": config.record_every}
+    flow = gradient_flow(
+        Diagonal(config.d, xi_k0=xi_k0, xi_q0=xi_q0), data, track_phi=True, progress=ctx.progress, **common
+    )
+    k = len(config.omegas)
+    w_flow = gradient_flow(SignedSquares(omega0[:k], omega0[:k]), data, progress=ctx.progress, **common)
+    path = flow.path
+    beta = path["xi_k"] * path["xi_q"]  # (S, R, d)
+    closed = closed_form_beta(omega0, constraint_vectors(data.X, data.Z, data.select), path["phi"])  # Lemma A.1
+    scale = beta.abs().clamp(min=1.0)
+    error = ((beta - closed).abs() / scale).amax(dim=-1)  # (S, R)
+    w = torch.diagonal(w_flow.path["W"], dim1=-2, dim2=-1).repeat(1, 2, 1)  # (S, R, d): w(t), spec kq §3.1 (3)
+    equivalence = ((beta - w).abs() / scale).amax(dim=-1)  # (S, R)
+    invariant = path["xi_k"] ** 2 - path["xi_q"] ** 2  # conserved, spec kq §3.1
+    size = (path["xi_k"] ** 2 + path["xi_q"] ** 2).clamp(min=1.0)
+    drift = ((invariant - invariant[:1]).abs() / size).amax(dim=-1)
+    frame = flow.frame().assign(
+        closed_form_error=error.reshape(-1).numpy(),
+        lemma41_difference=equivalence.reshape(-1).numpy(),
+        conserved_drift=drift.reshape(-1).numpy(),
+        omega=np.tile(config.omegas * 2, len(path["step"])),
+        init=np.tile(["(5) canonical"] * k + ["(5) alternating"] * k, len(path["step"])),
+    )
+    increase = float(frame.sort_values("step").groupby("run")["loss"].diff().max())
+    checks = [
+        CLOSED_FORM.less(float(error.max()), config.tolerance, spread=_RK4),
+        CONSERVED.less(float(drift.max()), config.tolerance, spread=_RK4),
+        EQUIVALENT.less(float(equivalence.max()), config.tolerance, spread=_RK4),
+        DECREASING.less(increase, 0.0, spread="exact: any increase of the loss between records violates the lemma"),
+    ]
+    fig = _x1_figure(config, path, beta, closed, error)
+    return ExperimentResult(frame=frame, checks=checks, figures={"closed_form": fig})
+
+
+@house_figure
+def _x1_figure(config: X1Config, path: dict, beta: torch.Tensor, closed: torch.Tensor, error: torch.Tensor):
+    fig, axes = new_figure(2, width=4.2)
+    times = path["log_time"].exp()[:, 0].numpy()
+    for r, omega in enumerate(config.omegas):
+        for j in range(min(config.d, 3)):
+            (line,) = axes[0].plot(times, beta[:, r, j].numpy(), lw=1)
+            axes[0].plot(times[::4], closed[::4, r, j].numpy(), "o", ms=3, mfc="none", color=line.get_color())
+        axes[1].plot(times[1:], error[1:, r].numpy(), label=f"$\\omega_0={omega:g}$")
+    axes[0].plot([], [], color="0.4", lw=1, label="RK4 flow")
+    axes[0].plot([], [], "o", ms=3, mfc="none", color="0.4", label=r"closed form $\omega_0^2 \sinh(B\varphi)$")
+    label_axes(axes[0], "flow time $t$", r"$\beta_j(t)$", "RK4 flow against the closed form (Lemma A.1)")
+    theory_hline(axes[1], config.tolerance, "tolerance")
+    log_gap_axis(axes[1], "relative error of the closed form")
+    axes[1].set_xlabel("flow time $t$")
+    for ax in axes:
+        ax.legend()
+    label_ours(fig, config)
+    return fig
+
+
+register(
+    Experiment(
+        name="kq-nuclear.x1",
+        cost=45.0,
+        config_type=X1Config,
+        run=run_x1,
+        quick={"dt": 1e-2, "t_max": 1.0, "record_every": 10, "tolerance": 1e-9},
+        claims=(CLOSED_FORM, CONSERVED, EQUIVALENT, DECREASING),
+        falsifiers=FALSIFIERS,
+    )
+)

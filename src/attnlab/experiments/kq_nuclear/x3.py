@@ -1,0 +1,251 @@
+"""X3: full ``(K, Q)`` against combined ``W`` on random A1/A2 data: nuclear-norm against Frobenius-norm limits.
+
+Spec: kq-nuclear-norm §9 X3 (d in {4, 8, 16}), §7.3-7.4 (Theorem 5.1 and the Frobenius contrast of Section 4.2),
+§10.3 (the non-aligned case is open; X3 probes it beyond Assumption 4).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from attnlab._validation import ValidationError
+from attnlab.data import scores_equal
+from attnlab.experiments.base import Check, Claim, Experiment, ExperimentResult, RunContext, register
+from attnlab.experiments.kq_nuclear.common import (
+    SOURCE,
+    check_ints,
+    check_positive,
+    kq_as_w,
+    normalized,
+    w_as_kq,
+)
+from attnlab.experiments.plotting import EPS, house_figure, label_axes, label_ours, log_gap_axis, new_figure
+from attnlab.flow import gradient_flow
+from attnlab.metrics import cosine
+from attnlab.models import Combined, Factored
+from attnlab.svm import attention_svm
+
+__all__ = ["X3Config", "run_x3"]
+
+
+@dataclass(frozen=True)
+class X3Config:
+    """X3: the normalised-GD paths of full ``(K, Q)`` (``d_e = d``) and of combined ``W`` on random A1/A2 data.
+
+    Spec: kq-nuclear-norm §9 X3, §7.3-7.4, §10.3. Everything except ``ds`` is ours.
+
+    Attributes
+    ----------
+    n : int
+        Sequences.
+    L : int
+        Tokens per sequence.
+    ds : tuple of int
+        Token widths, one data set each (spec: 4, 8, 16).
+    gap : float
+        Score gap of the optimal token.
+    runs : int
+        Random initialisations per width and parametrisation.
+    init_scale : float
+        Standard deviation of the i.i.d. normal entries of ``K(0)``, ``Q(0)`` and ``W(0)``.
+    step : float
+        Arc length of each normalised-GD step.
+    steps : int
+        Normalised-GD steps.
+    record_every : int
+        Steps between records.
+    nuc_rtol : float
+        Relative gap allowed between ``||W/mu||_*`` of the K,Q runs and the nuc-SVM optimum at the last step.
+    fro_rtol : float
+        Relative gap allowed between ``||W/mu||_F`` of the W runs and the fro-SVM optimum at the last step.
+    seed : int
+        Data seed: at 2 the nuc- and fro-SVMs differ at every d (corr 0.77-0.96); at 0 they coincide at d=4.
+    """
+
+    n: int = 3
+    L: int = 3
+    ds: tuple[int, ...] = (4, 8, 16)
+    gap: float = 6.0
+    runs: int = 3
+    init_scale: float = 0.1
+    step: float = 0.1
+    steps: int = 10_000
+    record_every: int = 100
+    nuc_rtol: float = 0.05
+    fro_rtol: float = 0.01
+    seed: int = 2
+
+    OURS = ("n", "L", "gap", "runs", "init_scale", "step", "steps", "record_every", "nuc_rtol", "fro_rtol", "seed")
+
+    def __post_init__(self) -> None:
+        check_ints(self, ("n", "L", "runs", "steps", "record_every", "seed"))
+        check_positive(self, ("gap", "init_scale", "step", "nuc_rtol", "fro_rtol"))
+        if not self.ds or any(not isinstance(d, int) or d < 2 for d in self.ds):
+            raise ValidationError(f"ds must be a non-empty tuple of ints >= 2, got {self.ds}; e.g. (4, 8)")
+
+
+KQ_AS_W, W_AS_KQ = kq_as_w("x3"), w_as_kq("x3")
+FALSIFIERS = (KQ_AS_W, W_AS_KQ)
+NUC_LIMIT = Claim(
+    "d={d}: K,Q direction has ||W/mu||_* -> nuc-SVM optimum (worst run; Thm 5.1 beyond Assumption 4, open §10.3)",
+    "003:Thm5.1",
+    f"{SOURCE} §7.3, §9 X3, §10.3",
+    KQ_AS_W.name,
+)
+FRO_LIMIT = Claim(
+    "d={d}: combined W has ||W/mu||_F -> fro-SVM optimum (worst run; Section 4.2)",
+    "003:Sec4.2",
+    f"{SOURCE} §7.4",
+    W_AS_KQ.name,
+)
+SEPARATED = Claim(
+    "d={d}: K,Q closer to the nuc-SVM, W closer to the fro-SVM (min over runs of the corr gap)",
+    "003:Thm5.1",
+    f"{SOURCE} §7.4, §10.3",
+    KQ_AS_W.name,
+)
+_FINITE = "ours: the gap left after a finite arc length; the theorem gives the limit, no rate (§10)"
+
+
+def _columns(data, flow, refs: dict) -> dict[str, torch.Tensor]:
+    """Per record and run: margin, correlations with both SVMs, and the norms of ``W/mu`` over their optima."""
+    mu, W_hat = normalized(data.X, data.Z, flow.path["W"], data.select)  # (S, R), (S, R, d, d)
+    nan = torch.full_like(mu, torch.nan)
+    W_hat = torch.nan_to_num(W_hat)  # zero while mu <= 0; those rows are masked to nan below
+    return {
+        "mu": mu,
+        "corr_nuc": cosine(W_hat, refs["nuc"].W),
+        "corr_fro": cosine(W_hat, refs["fro"].W),
+        "nuc_ratio": torch.where(mu > 0, torch.linalg.matrix_norm(W_hat, "nuc") / refs["nuc"].norm_value, nan),
+        "fro_ratio": torch.where(mu > 0, torch.linalg.matrix_norm(W_hat, "fro") / refs["fro"].norm_value, nan),
+        "W_hat_end": W_hat[-1],
+    }
+
+
+def _spectrum(d: int, param: str, W: torch.Tensor) -> pd.DataFrame:
+    """Singular values of each run's ``W`` (R, d, d), one row per (run, index)."""
+    sv = torch.linalg.svdvals(W)
+    runs = np.repeat(np.arange(sv.shape[0]), d)
+    return pd.DataFrame(
+        {
+            "d": d,
+            "param": param,
+            "run": runs,
+            "index": np.tile(np.arange(d), sv.shape[0]),
+            "singular_value": sv.reshape(-1).numpy(),
+        }
+    )
+
+
+def _one_width(config: X3Config, d: int, ctx: RunContext) -> tuple[pd.DataFrame, list[pd.DataFrame], float]:
+    """The K,Q and W runs at width ``d``: their frame, spectra (runs and SVMs) and the SVMs' correlation."""
+    data = scores_equal(config.n, config.L, d, config.gap, seed=config.seed)
+    refs = {norm: attention_svm(data, norm=norm) for norm in ("nuc", "fro")}
+    gen = torch.Generator().manual_seed(config.seed + d)
+    shape = (config.runs, d, d)
+    K0, Q0, W0 = (config.init_scale * torch.randn(shape, generator=gen, dtype=torch.float64) for _ in range(3))
+    models = {"KQ": Factored(d, d, K0=K0, Q0=Q0), "W": Combined(d, W0=W0)}
+    frames, spectra = [], []
+    for name, model in models.items():
+        flow = gradient_flow(
+            model, data, step=config.step, steps=config.steps, record_every=config.record_every, progress=ctx.progress
+        )
+        columns = _columns(data, flow, refs)
+        spectra.append(_spectrum(d, name, columns.pop("W_hat_end")))
+        frames.append(flow.frame().assign(d=d, param=name, **{k: v.reshape(-1).numpy() for k, v in columns.items()}))
+    spectra += [_spectrum(d, f"{norm}-SVM", refs[norm].W[None]) for norm in ("nuc", "fro")]
+    return pd.concat(frames, ignore_index=True), spectra, float(cosine(refs["nuc"].W, refs["fro"].W))
+
+
+def run_x3(config: X3Config, ctx: RunContext) -> ExperimentResult:
+    """X3: for each d, NGD paths of full K,Q and of W from ``runs`` random inits, against the nuc and fro SVMs."""
+    frames, spectra, checks = [], [], []
+    for d in ctx.bar(config.ds, desc="d"):
+        frame, spectrum, corr_refs = _one_width(config, d, ctx)
+        frames.append(frame)
+        spectra += spectrum
+        checks += _x3_checks(config, d, frame, corr_refs)
+    frame = pd.concat(frames, ignore_index=True)
+    spectrum = pd.concat(spectra, ignore_index=True)
+    fig = _x3_figure(config, frame, spectrum)
+    return ExperimentResult(
+        frame=frame, checks=checks, figures={"nuclear_vs_frobenius": fig}, tables={"spectra": spectrum}
+    )
+
+
+def _x3_checks(config: X3Config, d: int, frame: pd.DataFrame, corr_refs: float) -> list[Check]:
+    """The three rows of one width from its frame (both parametrisations) at the last step."""
+    end = frame[frame["step"] == frame["step"].max()]
+    kq, w = end[end["param"] == "KQ"], end[end["param"] == "W"]
+    distinct = corr_refs < 0.999  # else the ordering below says nothing: the run fails and asks for another seed
+    gap = float(min((kq["corr_nuc"] - kq["corr_fro"]).min(), (w["corr_fro"] - w["corr_nuc"]).min()))
+    separated = bool((kq["corr_nuc"] > kq["corr_fro"]).all() and (w["corr_fro"] > w["corr_nuc"]).all())
+    worst_nuc = float(kq["nuc_ratio"].iloc[int((kq["nuc_ratio"] - 1).abs().argmax())])
+    worst_fro = float(w["fro_ratio"].iloc[int((w["fro_ratio"] - 1).abs().argmax())])
+    return [
+        NUC_LIMIT.format(d=d).close(1.0, worst_nuc, config.nuc_rtol, spread=_FINITE),
+        FRO_LIMIT.format(d=d).close(1.0, worst_fro, config.fro_rtol, spread=_FINITE),
+        SEPARATED.format(d=d).holds(
+            f"> 0 (SVMs differ: corr(nuc, fro) = {corr_refs:.4g})"
+            if distinct
+            else f"untestable: the two SVMs coincide (corr {corr_refs:.5f} >= 0.999); pick another seed",
+            gap,
+            "sign: deterministic runs, every run on its own side",
+            distinct and separated,
+        ),
+    ]
+
+
+@house_figure
+def _x3_figure(config: X3Config, frame: pd.DataFrame, spectrum: pd.DataFrame):
+    fig, axes = new_figure(2, len(config.ds), width=3.6)  # one row per d: correlations, then the spectrum
+    corr, spec = axes[0::2], axes[1::2]
+    for k, d in enumerate(config.ds):
+        rows = frame[(frame["d"] == d) & (frame["mu"] > 1)]
+        for (name, run), part in rows.groupby(["param", "run"]):
+            style = "-" if name == "KQ" else "--"
+            who = "$K,Q$" if name == "KQ" else "$W$"
+            for column, svm, color in (("corr_nuc", "nuc", "C0"), ("corr_fro", "fro", "C1")):
+                corr[k].plot(
+                    np.log(part["mu"]),
+                    (1 - part[column]).clip(lower=EPS),
+                    style,
+                    color=color,
+                    lw=1,
+                    label=f"{who}: to the {svm}-SVM" if run == 0 else None,
+                )
+        log_gap_axis(corr[k], r"$1 - \mathrm{corr}(W_t, W_{svm})$")
+        corr[k].set(xlabel=r"$\ln \mu(t)$", title=f"$d = {d}$")
+        sv = spectrum[(spectrum["d"] == d) & (spectrum["run"] == 0)]
+        for name, part in sv.groupby("param"):
+            spec[k].semilogy(part["index"], part["singular_value"].clip(lower=1e-12), "o-", ms=3, label=name)
+        label_axes(spec[k], "index $i$", r"$\sigma_i(W / \mu)$ at the end", f"spectrum, $d = {d}$")
+    corr[0].legend()
+    spec[0].legend()
+    label_ours(fig, config)
+    return fig
+
+
+register(
+    Experiment(
+        name="kq-nuclear.x3",
+        cost=30.0,
+        config_type=X3Config,
+        run=run_x3,
+        quick={
+            "ds": (6,),
+            "runs": 2,
+            "steps": 500,
+            "step": 0.5,
+            "record_every": 50,
+            "nuc_rtol": 0.02,
+            "fro_rtol": 0.02,
+        },
+        claims=(NUC_LIMIT, FRO_LIMIT, SEPARATED),
+        falsifiers=FALSIFIERS,
+    )
+)
