@@ -100,7 +100,34 @@ FALSIFIERS = (
 
 @dataclass(frozen=True)
 class MultiTokenConfig:
-    """The source notebook's setting; ``runs``, ``chunk`` and ``max_draws`` are ours (the source keeps 500 runs)."""
+    """The source notebook's setting; ``runs``, ``chunk`` and ``max_draws`` are ours (the source keeps 500 runs).
+
+    Attributes
+    ----------
+    n : int
+        Sequences per data set.
+    T : int
+        Tokens per sequence.
+    ds : tuple of int
+        Token dimensions d, one panel each.
+    lr : float
+        Step size of normalised GD (the source's form).
+    steps : int
+        Training steps of every run.
+    record_every : int
+        Steps between recorded alignments in the replay.
+    low, high : float
+        Acceptance thresholds on the final softmax: a token is out of the selected set at or below ``low``, and no
+        probability may lie in ``(low, high]``.
+    runs : int
+        Accepted runs wanted per d (ours).
+    chunk : int
+        Draws trained as one batched program (ours).
+    max_draws : int
+        Draws tried per d before giving up (ours).
+    seed : int
+        Seed of the first draw.
+    """
 
     n: int = 3
     T: int = 4

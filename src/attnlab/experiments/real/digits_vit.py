@@ -27,7 +27,7 @@ __all__ = ["DigitsViTConfig", "run_digits_vit"]
 class DigitsViTConfig:
     """Settings of ``real.digits-vit``; all are ours (the papers train larger ViTs on MNIST and CIFAR-10).
 
-    Parameters
+    Attributes
     ----------
     optimizers : tuple of str
         Names as in :func:`parse_optimizer`.
@@ -43,10 +43,13 @@ class DigitsViTConfig:
     seed : int
         Seeds the train/test split and the first run.
     epochs, batch_size : int
+        Passes over the training images, and images per mini-batch.
     test_fraction : float
+        Share of the images held out for testing.
     patch_size, dim, depth, heads, mlp_dim : int
         ViT sizes: 2x2 patches give 16 patch tokens plus the class token.
     dropout : float
+        Dropout rate of the encoder blocks.
     workers : int
         Worker processes (one CPU thread each); 2 uses both cores of the reference machine.
     probes : int

@@ -33,14 +33,24 @@ DATASETS = ("keywords", "aclimdb")
 class TextConfig:
     """Settings of ``real.text``; the model sizes are E4's scaled down to two CPU cores (ours).
 
-    Parameters
+    Attributes
     ----------
     dataset : {"keywords", "aclimdb"}
         The generated keyword task, or reviews read from ``imdb_root``.
     imdb_root : str
         The ``aclImdb`` folder (only for ``dataset="aclimdb"``).
-    optimizers, lrs, sngd_cap, sps_c, seeds, seed, epochs, batch_size, workers, probes
-        As in ``real.digits-vit``.
+    optimizers : tuple of str
+        Optimizer names, as in ``real.digits-vit``.
+    lrs : tuple of float
+        One step size per optimizer, as in ``real.digits-vit``.
+    sngd_cap, sps_c : float
+        SNGD's step cap and SPS's constant c, as in ``real.digits-vit``.
+    seeds, seed : int
+        Runs per optimizer and the first seed, as in ``real.digits-vit``.
+    epochs, batch_size : int
+        Passes over the training set, and sequences per mini-batch.
+    workers, probes : int
+        Worker processes, and test sequences whose attention is drawn.
     n_train, n_test, length, vocab_size, keywords : int
         Keyword task sizes (see :func:`keyword_task`).
     max_len, imdb_vocab, max_per_split : int
