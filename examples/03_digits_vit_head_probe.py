@@ -35,6 +35,9 @@ args.out.mkdir(parents=True, exist_ok=True)
 # Sizes: the real.digits-vit defaults (2x2 patches: 16 patch tokens + class token), 15 epochs; small: a subset.
 data = load_digits_split(seed=0)
 if args.small:
+    print(
+        "small mode: two epochs on a subset, a smoke test of the pipeline; its accuracy says nothing of the optimizers"
+    )
     data = train_test_split(data.x_train[:160], data.y_train[:160], test_fraction=0.2, seed=0)
 sizes = dict(patch_size=4, dim=16, depth=1, mlp_dim=32) if args.small else dict(patch_size=2, dim=32, depth=2)
 epochs, every, probe_images = (2, 2, 12) if args.small else (15, 15, 32)

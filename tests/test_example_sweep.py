@@ -25,7 +25,7 @@ def test_every_example_sweep_file_expands_and_passes_its_tasks_checks(path):
 def test_the_sweep_example_runs_and_its_table_is_every_runs_rows(tmp_path):
     out = tmp_path / "sweep"
     done = subprocess.run(
-        [sys.executable, str(EXAMPLES / "05_sweep.py"), "--quick", "--out", str(out)], capture_output=True, text=True
+        [sys.executable, str(EXAMPLES / "05_sweep.py"), "--small", "--out", str(out)], capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("18 runs in")  # 2 optimizers x 3 lr x 3 data seeds
