@@ -101,3 +101,13 @@ def test_explain_and_its_command_run_the_string(tmp_path, data, W0, text):
     table = pd.read_parquet(out / "explain.parquet").set_index("candidate")
     for candidate, row in result.table.set_index("candidate").iterrows():
         assert math.isclose(table.at[candidate, "one_minus_cos"], row["one_minus_cos"], rel_tol=1e-9, abs_tol=1e-12)
+
+
+def test_an_experiment_that_trains_with_one_optimizer_takes_the_string_by_set():
+    from attnlab._validation import ValidationError
+    from attnlab.experiments import get_experiment, make_config
+
+    experiment = get_experiment("multi-token.equivalence")
+    assert make_config(experiment, ["optimizer=ngd:momentum=0.5"]).optimizer == "ngd:momentum=0.5"
+    with pytest.raises(ValidationError, match="momentun"):
+        make_config(experiment, ["optimizer=ngd:momentun=0.5"])

@@ -38,6 +38,7 @@ from attnlab.experiments.base import (
 from attnlab.experiments.plotting import EPS, STEP, house_figure, label_ours, log_gap_axis, new_figure
 from attnlab.models import ReluHead
 from attnlab.models.functional import attention_logits
+from attnlab.optim.spec import parse_optimizer
 from attnlab.svm import InfeasibleProgramError, attention_svm, svm_equivalence
 
 __all__ = ["MultiTokenConfig"]
@@ -112,6 +113,9 @@ class MultiTokenConfig:
         Token dimensions d, one panel each.
     lr : float
         Step size of normalised GD (the source's form).
+    optimizer : str
+        The optimizer of every run, in the optimizer grammar (``attnlab.optim.spec``): "ngd" (the source's form),
+        or e.g. "ngd:momentum=0.5", "gd", "md:1.5".
     steps : int
         Training steps of every run.
     record_every : int
@@ -133,6 +137,7 @@ class MultiTokenConfig:
     T: int = 4
     ds: tuple[int, ...] = (4, 6, 8, 10)
     lr: float = 0.1
+    optimizer: str = "ngd"
     steps: int = 2000
     record_every: int = 100
     low: float = 1e-6
@@ -143,6 +148,9 @@ class MultiTokenConfig:
     seed: int = 1
 
     OURS = ("runs", "chunk", "max_draws")
+
+    def __post_init__(self) -> None:
+        parse_optimizer(self.optimizer)  # the grammar's own message names a bad part and lists what is accepted
 
 
 def _draws(config: MultiTokenConfig, d: int, seeds: range) -> tuple[torch.Tensor, ...]:
@@ -205,7 +213,15 @@ def _one_width(config: MultiTokenConfig, d: int, ctx: RunContext) -> tuple[pd.Da
         start = seeds.stop
         X, Z, y, V, v, W0 = _draws(config, d, seeds)
         trained = batched_train(
-            X, Z, y, ReluHead(V, v), W0=W0, optimizer="ngd", lr=config.lr, loss="logistic", steps=config.steps
+            X,
+            Z,
+            y,
+            ReluHead(V, v),
+            W0=W0,
+            optimizer=config.optimizer,
+            lr=config.lr,
+            loss="logistic",
+            steps=config.steps,
         ).W
         probabilities = torch.softmax(attention_logits(X, trained, Z), dim=-1)
         for r, reason in enumerate(_verdicts(probabilities, y, config)):
@@ -252,7 +268,7 @@ def _one_width(config: MultiTokenConfig, d: int, ctx: RunContext) -> tuple[pd.Da
         stack["y"],
         ReluHead(stack["V"], stack["v"]),
         W0=stack["W0"],
-        optimizer="ngd",
+        optimizer=config.optimizer,
         lr=config.lr,
         loss="logistic",
         steps=config.steps,
