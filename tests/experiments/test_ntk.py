@@ -10,7 +10,7 @@ import torch
 from attnlab._validation import ValidationError
 from attnlab.experiments import run_experiment
 from attnlab.experiments.ntk import GMMConfig, LazyConfig, Table1Config
-from attnlab.experiments.ntk.lazy import _perturbation_check
+from attnlab.experiments.ntk.lemma51 import perturbation_check
 from attnlab.experiments.ntk.table1 import _table1_checks
 
 
@@ -140,7 +140,7 @@ def _perturbation_frame(width_power: float, radius_power: float) -> pd.DataFrame
     [(0.0, 0.0, True), (-0.5, 0.0, True), (1.0, 0.0, False), (0.0, 1.0, False)],
 )
 def test_lemma_5_1_row_fails_when_the_kernel_change_grows_with_m_or_faster_than_r(width_power, radius_power, passes):
-    assert _perturbation_check(_perturbation_frame(width_power, radius_power)).passed is passes
+    assert perturbation_check(_perturbation_frame(width_power, radius_power)).passed is passes
 
 
 @pytest.mark.parametrize(

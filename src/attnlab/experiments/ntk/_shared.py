@@ -5,12 +5,14 @@ Spec: docs/theory/softmax-ntk-diffusion.md §9 (the reference setting of unit-no
 
 from __future__ import annotations
 
+import copy
 import math
 
 import torch
 
 from attnlab._validation import ValidationError, check_scalar
 from attnlab.ntk import ExpMLP, ReluMLP, SoftmaxMLP
+from attnlab.ntk.network import TwoLayerNet
 
 SPEC = "softmax-ntk-diffusion"
 SOURCE = "docs/theory/softmax-ntk-diffusion.md"
@@ -34,3 +36,11 @@ def check_sizes(name: str, values: tuple[int, ...], low: int) -> None:
 def log_factor_allowance(x: list[float], power: float = 2.0) -> float:
     """Change of a log-log slope over ``x`` that a factor ``log(x)^power`` can cause (the theorems' log factors)."""
     return power * math.log(math.log(max(x)) / math.log(min(x))) / math.log(max(x) / min(x))
+
+
+def with_weights(net: TwoLayerNet, W: torch.Tensor) -> TwoLayerNet:
+    """A copy of ``net`` holding weights ``W`` (for measurements at weights other than the net's own)."""
+    clone = copy.deepcopy(net)
+    with torch.no_grad():
+        clone.W.copy_(W)
+    return clone

@@ -10,25 +10,21 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 import torch
 
 from attnlab._validation import check_in, check_scalar
 from attnlab.experiments.base import Claim, Experiment, ExperimentResult, Falsifier, RunContext, register
 from attnlab.experiments.ntk._shared import SOURCE, SPEC, check_sizes
+from attnlab.experiments.ntk.gmm_measures import baselines, measure
 from attnlab.experiments.plotting import house_figure, label_ours, new_figure
 from attnlab.ntk import (
     ForwardProcess,
     SoftmaxMLP,
     circle_mixture,
-    denoiser_error_at,
     denoising_set,
-    energy_distance,
-    mode_coverage,
     reverse_sde_sample,
     train_score_model,
-    weighted_score_error,
 )
 from attnlab.ntk.score_data import INPUT_MAPS, TIMES
 
@@ -207,32 +203,8 @@ FALSIFIERS = (
 )
 
 
-def _sample_stats(samples: torch.Tensor, target, reference: torch.Tensor, config: GMMConfig) -> dict[str, float]:
-    covered, shares = mode_coverage(samples, target.means, 3 * config.std)  # within 3 std of a mode
-    return {
-        "coverage": covered,
-        "min_mode_share": float(shares.min()),
-        "mode_balance": float(shares.min()) / covered if covered > 0 else 0.0,  # smallest share of the covered
-        "energy_distance": energy_distance(samples, reference),
-    }
-
-
-ERROR_TIMES = (0.1, 1.0)  # besides T0: where the reverse SDE separates the modes, and the nearly linear regime
-
-
-def _errors_by_time(model, target, config: GMMConfig) -> dict[str, float]:
-    """The denoiser's error at T0 (the final denoising step) and at ``ERROR_TIMES``, common random numbers."""
-    times = {"T0": config.T0, **{f"{t:g}": t for t in ERROR_TIMES if config.T0 < t <= config.T}}
-    return {
-        f"error_t={name}": denoiser_error_at(model, target, t, config.n_eval, config.seed + 5)
-        for name, t in times.items()
-    }
-
-
-# spec §9's grid, and room for early stopping to act at every size: hours on 2 CPU cores (GPU-sized)
 SPEC_SIZES = {"ns": (256, 1024, 4096), "widths": (512, 2048, 8192), "max_steps": 20000}
 SPEC_SETTINGS = {"sigma_w": 1.0, "input_map": "spec", "times": "uniform"}  # spec §9 and §7.5, where ours depart
-EVAL_CHUNKS = 5  # the n_eval evaluation draws in chunks: the spread of the paired differences gives the tolerance
 
 
 def _gmm_sets(config: GMMConfig, process: ForwardProcess, target, times: str):
@@ -244,15 +216,6 @@ def _gmm_sets(config: GMMConfig, process: ForwardProcess, target, times: str):
     )
     x0_pool = target.sample(max(config.ns), gen, 1.0)
     return held_out, denoising_set(x0_pool, process, config.T0, config.T, config.seed + 2, **draw)
-
-
-def _chunked_errors(model, target, config: GMMConfig) -> list[float]:
-    """The weighted score error on ``EVAL_CHUNKS`` chunks of the ``n_eval`` draws (same draws for every model)."""
-    size = max(1, config.n_eval // EVAL_CHUNKS)
-    return [
-        weighted_score_error(model, target, config.T0, config.T, size, config.seed + 4 + 10 * k)
-        for k in range(EVAL_CHUNKS)
-    ]
 
 
 def _fit(config: GMMConfig, n: int, width: int, sigma_w: float, input_map: str, sets, process):
@@ -276,50 +239,6 @@ def _fit(config: GMMConfig, n: int, width: int, sigma_w: float, input_map: str, 
     )
 
 
-def _measure(model, result, drawn, target, reference, config: GMMConfig, n: int, width: int) -> dict:
-    """One summary row: steps, the weighted error (per chunk and mean), errors at fixed times, sample statistics."""
-    chunks = _chunked_errors(model, target, config)
-    return {
-        "n": n,
-        "width": width,
-        "best_step": result.best_step,
-        "steps": result.steps,
-        "weighted_error": float(np.mean(chunks)),
-        **{f"error_chunk_{k}": e for k, e in enumerate(chunks)},
-        **_errors_by_time(model, target, config),
-        **_sample_stats(drawn, target, reference, config),
-    }
-
-
-def _baselines(config: GMMConfig, process, target, reference, sets, sample) -> tuple[pd.DataFrame, dict]:
-    """The exact score's samples (the sampler's ceiling) and the untrained network's (``F = 0``: linear denoiser)."""
-    exact = sample(lambda x, t: target.score(x, t, process), lambda x, t: target.denoiser(x, t, process))
-    untrained, _ = train_score_model(
-        SoftmaxMLP(3, 2, 2, config.sigma_w, seed=config.seed),
-        sets[1],
-        sets[0],
-        process,
-        config.T,
-        steps=0,
-        skip=config.skip,
-        input_map=config.input_map,
-        T0=config.T0,
-        decay=config.decay,
-    )
-    linear = sample(untrained.score, untrained.denoiser)
-    untrained_error = weighted_score_error(untrained, target, config.T0, config.T, config.n_eval, config.seed + 4)
-    rows = [
-        {"sampler": "exact score", **_sample_stats(exact, target, reference, config)},
-        {
-            "sampler": "network at init (F = 0)",
-            "weighted_error": untrained_error,
-            **_errors_by_time(untrained, target, config),
-            **_sample_stats(linear, target, reference, config),
-        },
-    ]
-    return pd.DataFrame(rows), {"exact": exact, "linear": linear}
-
-
 def run_gmm(config: GMMConfig, ctx: RunContext) -> ExperimentResult:
     if config.spec_size:
         config = dataclasses.replace(config, **SPEC_SIZES)
@@ -337,7 +256,7 @@ def run_gmm(config: GMMConfig, ctx: RunContext) -> ExperimentResult:
     def fit(n, width, sigma_w, input_map, sets) -> tuple[pd.DataFrame, torch.Tensor, dict]:
         model, result = _fit(config, n, width, sigma_w, input_map, sets, process)
         drawn = sample(model.score, model.denoiser)
-        return result.frame, drawn, _measure(model, result, drawn, target, reference, config, n, width)
+        return result.frame, drawn, measure(model, result, drawn, target, reference, config, n, width)
 
     ours = _gmm_sets(config, process, target, config.times)
     frames, summary, samples = [], [], {}
@@ -346,8 +265,8 @@ def run_gmm(config: GMMConfig, ctx: RunContext) -> ExperimentResult:
         frames.append(frame.assign(n=n, width=width, settings="ours"))
         summary.append(row)
     table = pd.DataFrame(summary)
-    baselines, drawn = _baselines(config, process, target, reference, ours, sample)
-    tables, notes = {"summary": table, "baselines": baselines}, _gmm_notes(config)
+    references, drawn = baselines(config, process, target, reference, ours, sample)
+    tables, notes = {"summary": table, "baselines": references}, _gmm_notes(config)
     if config.spec_settings_run:
         n, width = max(config.ns), min(config.widths)
         spec_sets = _gmm_sets(config, process, target, SPEC_SETTINGS["times"])

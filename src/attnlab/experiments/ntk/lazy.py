@@ -6,7 +6,6 @@ Spec: docs/theory/softmax-ntk-diffusion.md §9 P1-P6, §4.3 (Lemma 5.1), §5 (Th
 
 from __future__ import annotations
 
-import copy
 import math
 from dataclasses import dataclass
 
@@ -16,10 +15,11 @@ import torch
 from attnlab._validation import ValidationError, check_scalar
 from attnlab.experiments.base import Claim, Experiment, ExperimentResult, Falsifier, RunContext, register
 from attnlab.experiments.checks import fit_slope, spread_tolerance
-from attnlab.experiments.ntk._shared import SOURCE, SPEC, check_sizes, log_factor_allowance, unit_rows
+from attnlab.experiments.ntk._falsifiers import LR_PAST_STABILITY, SOFTMAX_KERNEL_OF_EXP
+from attnlab.experiments.ntk._shared import SOURCE, SPEC, check_sizes, log_factor_allowance, unit_rows, with_weights
+from attnlab.experiments.ntk.lemma51 import GRAM_UNNORMALISED, PERTURBATION, perturbation_check, perturbed_kernels
 from attnlab.experiments.plotting import STEP, house_figure, label_ours, new_figure, theory_line
 from attnlab.ntk import (
-    ExpMLP,
     SoftmaxMLP,
     contraction_bound,
     coupling_bound,
@@ -167,14 +167,7 @@ LIMIT_KERNEL = Claim(
     "P6: ||H* - I (x) K||_F / ||I (x) K||_F ~ m^{-1/2}",
     "004:Def3.6",
     f"{_SRC} P6, §4.2",
-    falsifier="limit-kernel-exp",
-)
-PERTURBATION = Claim(
-    "Lemma 5.1: ||H(W) - H*||_F <= R n d e^{O(B)} whenever every ||w_r - w_r(0)|| <= R: "
-    "||H(W) - H*||_F / (R n d) grows with neither m nor R beyond the e^{O(B)} and log factors",
-    "004:Lem5.1",
-    f"{SOURCE} §4.3 Lemma 5.1",
-    falsifier="gram-unnormalised",
+    falsifier="softmax-kernel-of-exp",
 )
 CLAIMS = (
     ZERO_AT_INIT,
@@ -189,17 +182,8 @@ CLAIMS = (
 )
 
 
-def _underestimated_lambda_max(lambda_max):
-    """GD's stability estimate 20x too small: the practical step becomes 10 / (m lambda_max), 5x the limit 2 / (...)."""
-    return lambda net, X: lambda_max(net, X) / 20
-
-
 def _sqrt_m_output(cls):
     """The softmax network with output ``sqrt(m) a S`` instead of ``m a S`` (the mean-field-like scale)."""
-
-    def scaled(net, F, phi, b):
-        root = math.sqrt(net.width)
-        return F / root, phi / root, b
 
     class SqrtScaled(cls):
         def output_from_logits(self, Z):
@@ -210,53 +194,26 @@ def _sqrt_m_output(cls):
             return phi / math.sqrt(self.width), b
 
         def output_and_factors(self, Z, *, overwrite=False):
-            return scaled(self, *super().output_and_factors(Z, overwrite=overwrite))
+            F, phi, b = super().output_and_factors(Z, overwrite=overwrite)
+            return F / math.sqrt(self.width), phi / math.sqrt(self.width), b
 
     return SqrtScaled
 
 
-def _exp_kernel(infinite_width_gram):
-    """The limit kernel of the exp network put where the softmax network's belongs (§4.2's closed form swapped)."""
-    return lambda net, X: infinite_width_gram(ExpMLP(net.d_in, net.d_out, 2, net.sigma_w), X)
-
-
 FALSIFIERS = (
-    Falsifier(
-        "lr-past-stability",
-        "GD's lambda_max(H*) under-estimated 20x: the step 10 / (m lambda_max) is 5x the stability limit 2 / (...)",
-        "attnlab.ntk.gd:lambda_max",
-        _underestimated_lambda_max,
-    ),
+    LR_PAST_STABILITY,
     Falsifier(
         "output-scale-sqrt-m",
         "the network's output scale m replaced by sqrt(m): F = sqrt(m) a softmax(W^T x)",
         "attnlab.experiments.ntk.lazy:SoftmaxMLP",
         _sqrt_m_output,
     ),
-    Falsifier(
-        "limit-kernel-exp",
-        "the exp network's kernel <x,x'> exp(sigma^2 ||x + x'||^2 / 2) in place of the softmax closed form of §4.2",
-        "attnlab.experiments.ntk.lazy:infinite_width_gram",
-        _exp_kernel,
-    ),
-    Falsifier(
-        "gram-unnormalised",
-        "the Gram matrix without its 1/m: H = J J^T",
-        "attnlab.experiments.ntk.lazy:gram",
-        lambda gram: lambda net, X: net.kernel_scale * gram(net, X),
-    ),
+    SOFTMAX_KERNEL_OF_EXP,
+    GRAM_UNNORMALISED,
 )
 
 
 # ---- build and measure ------------------------------------------------------------------------------------------
-def _with_weights(net: TwoLayerNet, W: torch.Tensor) -> TwoLayerNet:
-    """A copy of ``net`` holding weights ``W`` (for measurements inside the GD hook)."""
-    clone = copy.deepcopy(net)
-    with torch.no_grad():
-        clone.W.copy_(W)
-    return clone
-
-
 def _softmax_peak(net: TwoLayerNet, X: torch.Tensor) -> float:
     """``max_{i,r} m S_{i,r}``: the quantity Definition 4.1 bounds by ``e^{2B}`` (spec §5)."""
     with torch.no_grad():
@@ -284,7 +241,7 @@ def _train_width(config: LazyConfig, width: int, data: tuple[torch.Tensor, ...])
     W0 = net.W.detach().clone()
 
     def measure(step: int, W: torch.Tensor) -> dict[str, float]:
-        moved = _with_weights(net, W)
+        moved = with_weights(net, W)
         return {
             "rms_movement": float((W - W0).norm(dim=0).pow(2).mean().sqrt()),  # the typical neuron, reported
             "kernel_drift": kernel_drift(gram(moved, X), H0),  # P4: ||H(t) - H*||_F
@@ -334,31 +291,6 @@ def _limit_kernel_errors(config: LazyConfig, X: torch.Tensor) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _perturbed_kernels(config: LazyConfig, X: torch.Tensor) -> pd.DataFrame:
-    """Lemma 5.1: ``||H(W) - H*||_F`` with every neuron moved by exactly ``R``, ``w_r + R sign(<w_r, u>) u``.
-
-    ``u`` is the mean input's direction. The move spreads the logits of all inputs coherently, so the kernel changes
-    at first order in ``R`` (a common shift of every neuron leaves the softmax unchanged, and opposite moves of the
-    two neurons of a pair cancel at first order): the order of the lemma's worst case, not a random direction's
-    ``R / sqrt(m)``.
-    """
-    u = X.mean(dim=0)
-    u = u / u.norm()
-    rows = []
-    for width in config.widths:
-        net = SoftmaxMLP(config.d_in, config.d_out, width, config.sigma_w, seed=config.seed + 1)
-        H0 = gram(net, X)
-        W0 = net.W.detach()
-        side = torch.sign(u @ W0)  # (m,): the two neurons of a pair share w_r, so they move together
-        for radius in config.radii:
-            moved = _with_weights(net, W0 + radius * u[:, None] * side[None, :])  # ||w_r - w_r(0)|| = R
-            B = float((X @ moved.W.detach()).abs().max())  # Definition 4.1's B, measured at the moved weights
-            rows.append({"width": width, "radius": radius, "kernel_change": kernel_drift(gram(moved, X), H0), "B": B})
-    frame = pd.DataFrame(rows)
-    frame["per_radius"] = frame["kernel_change"] / (frame["radius"] * config.n * config.d_out)  # Lemma 5.1: <= e^{O(B)}
-    return frame
-
-
 def run_lazy(config: LazyConfig, ctx: RunContext) -> ExperimentResult:
     gen = torch.Generator().manual_seed(config.seed)
     X, Y = unit_rows(config.n, config.d_in, gen), unit_rows(config.n, config.d_out, gen)
@@ -370,7 +302,7 @@ def run_lazy(config: LazyConfig, ctx: RunContext) -> ExperimentResult:
         summary.append(row)
     errors = _limit_kernel_errors(config, X)
     table = pd.DataFrame(summary).merge(errors.groupby("width", as_index=False)["hinf_rel_error"].mean(), on="width")
-    perturbed = _perturbed_kernels(config, X)
+    perturbed = perturbed_kernels(config.widths, config.radii, X, config.d_out, config.sigma_w, config.seed + 1)
     frame = pd.concat(frames, ignore_index=True)
     return ExperimentResult(
         frame,
@@ -409,7 +341,7 @@ def _lazy_checks(table: pd.DataFrame, errors: pd.DataFrame, perturbed: pd.DataFr
         KERNEL_DRIFT_RATE.slope(widths, table["sup_kernel_drift"].tolist(), -1.0, logs, side="at_most", spread=why),
         COUPLING_RATE.slope(widths, table["max_coupling_gap"].tolist(), -1.0, logs, side="at_most", spread=why),
         _limit_kernel_check(errors),
-        _perturbation_check(perturbed),
+        perturbation_check(perturbed),
     ]
     return checks
 
@@ -420,30 +352,6 @@ def _limit_kernel_check(errors: pd.DataFrame):
     tol, text = spread_tolerance(per_init, what="initializations (the slope fitted per initialization)")
     mean = errors.groupby("width")["hinf_rel_error"].mean()
     return LIMIT_KERNEL.slope(mean.index.tolist(), mean.tolist(), -0.5, tol, spread=text)
-
-
-def _perturbation_check(perturbed: pd.DataFrame):
-    """Lemma 5.1: ``||H(W) - H*||_F / (R n d)`` is bounded by ``e^{O(B)}``, free of ``m`` and of ``R``.
-
-    Its log-log slope in ``m`` (at each R) may not exceed the change a ``log^2 m`` factor can make over the widths,
-    nor its slope in ``R`` (at each m) the change of ``e^{2B}`` (``B`` measured at the moved weights; ``e^{2B}``
-    bounds ``m S_{i,r}``, Definition 4.1) over the radii. The row reports the largest excess over those allowances.
-    """
-    widths = sorted(perturbed["width"].unique().tolist())
-    in_m = log_factor_allowance(widths)
-    excess = [fit_slope(part["width"], part["per_radius"])[0] - in_m for _, part in perturbed.groupby("radius")]
-    for _, part in perturbed.groupby("width"):
-        part = part.sort_values("radius")
-        in_R = 4 * (part["B"].iloc[-1] - part["B"].iloc[0]) / math.log(part["radius"].iloc[-1] / part["radius"].iloc[0])
-        excess.append(fit_slope(part["radius"], part["per_radius"])[0] - in_R)
-    worst = max(excess)
-    return PERTURBATION.holds(
-        "largest excess <= 0",
-        worst,
-        f"{len(excess)} log-log slopes: in m at each R, allowed {in_m:.3g} (a log^2 m factor over the widths); in R "
-        "at each m, allowed the slope of e^{4B} over the radii (H sums products of two m S_{i,r} <= e^{2B})",
-        math.isfinite(worst) and worst <= 0,
-    )
 
 
 def _lazy_notes(table: pd.DataFrame) -> list[str]:

@@ -16,6 +16,7 @@ bound there, and the width training needs on its own (searched from ``m = 2``, b
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -26,6 +27,7 @@ import torch
 from attnlab._validation import check_in, check_scalar
 from attnlab.experiments.base import Claim, Experiment, ExperimentResult, Falsifier, RunContext, register
 from attnlab.experiments.checks import fit_slope
+from attnlab.experiments.ntk._falsifiers import EXP_KERNEL_OF_SOFTMAX, LR_PAST_STABILITY, SOFTMAX_KERNEL_OF_EXP
 from attnlab.experiments.ntk._shared import (
     ACTIVATIONS,
     SOURCE,
@@ -36,8 +38,6 @@ from attnlab.experiments.ntk._shared import (
 )
 from attnlab.experiments.plotting import house_figure, label_ours, new_figure
 from attnlab.ntk import (
-    ExpMLP,
-    SoftmaxMLP,
     contraction_bound,
     gradient_descent,
     gram,
@@ -148,26 +148,9 @@ FALSIFIERS = (
         lambda limit: lambda net, X: 1.1 * limit(net, X),
         slow=True,
     ),
-    Falsifier(
-        "lr-past-stability",
-        "GD's lambda_max(H*) under-estimated 20x: the step 10 / (s lambda_max) is 5x the stability limit 2 / (...)",
-        "attnlab.ntk.gd:lambda_max",
-        lambda lambda_max: lambda net, X: lambda_max(net, X) / 20,
-        slow=True,
-    ),
-    Falsifier(
-        "softmax-kernel-of-exp",
-        "the softmax network's limit kernel replaced by the exp network's closed form (activation swapped in §4.2)",
-        "attnlab.ntk.softmax_mlp:SoftmaxMLP.limit_kernel",
-        lambda _: ExpMLP.limit_kernel,
-        slow=True,
-    ),
-    Falsifier(
-        "exp-kernel-of-softmax",
-        "the exp network's limit kernel replaced by the softmax network's closed form (activation swapped in §4.2)",
-        "attnlab.ntk.comparison_nets:ExpMLP.limit_kernel",
-        lambda _: SoftmaxMLP.limit_kernel,
-    ),
+    dataclasses.replace(LR_PAST_STABILITY, slow=True),
+    dataclasses.replace(SOFTMAX_KERNEL_OF_EXP, slow=True),
+    EXP_KERNEL_OF_SOFTMAX,
 )
 
 
