@@ -212,13 +212,20 @@ def _training_width(config: Table1Config, cls, X, Y, lam_inf: float, seed: int) 
 def run_table1(config: Table1Config, ctx: RunContext) -> ExperimentResult:
     jobs = [(act, n, seed) for act in config.activations for n in config.ns for seed in range(config.seeds)]
     frame = pd.DataFrame([_needed(config, act, n, seed) for act, n, seed in ctx.bar(jobs, desc="ntk.table1 runs")])
-    columns = ["width_needed", "steps_needed", "width_concentration", "width_training", "lambda_inf"]
+    slope_names = {  # column -> its slope's name in slopes.parquet (the first three as before issue 19)
+        "width_needed": "width_slope",
+        "steps_needed": "steps_slope",
+        "lambda_inf": "lambda_inf_slope",
+        "width_concentration": "concentration_width_slope",
+        "width_training": "training_width_slope",
+    }
+    columns = list(slope_names)
     censored = frame.fillna({c: math.inf for c in columns})  # no width in the grid: wider than the grid
     medians = censored.groupby(["activation", "n"], as_index=False)[columns].median()
     binding = _binding_table(frame)
     slopes = pd.DataFrame(
         [
-            {"activation": act, **{f"{c}_slope": fit_slope(part["n"], part[c])[0] for c in columns}}
+            {"activation": act, **{slope_names[c]: fit_slope(part["n"], part[c])[0] for c in columns}}
             for act, part in medians.groupby("activation")
         ]
     )
