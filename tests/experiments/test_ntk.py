@@ -9,7 +9,9 @@ import torch
 
 from attnlab._validation import ValidationError
 from attnlab.experiments import run_experiment
-from attnlab.experiments.ntk import GMMConfig, LazyConfig, Table1Config, _table1_checks
+from attnlab.experiments.ntk import GMMConfig, LazyConfig, Table1Config
+from attnlab.experiments.ntk.lemma51 import perturbation_check
+from attnlab.experiments.ntk.table1 import _table1_checks
 
 
 @pytest.fixture(autouse=True)
@@ -22,14 +24,22 @@ def _one_thread():
 
 def test_lazy_quick_shows_geometric_decay_lazy_weights_stable_kernel_and_coupling(tmp_path):
     record = run_experiment("ntk.lazy", quick=True, out=tmp_path, progress=False)
-    for name in ("trajectory.parquet", "checks.csv", "record.json", "summary.parquet", "lazy.png", "lazy.pdf"):
+    outputs = ("trajectory.parquet", "checks.csv", "record.json", "summary.parquet", "perturbation.parquet")
+    for name in (*outputs, "limit_kernel.parquet", "lazy.png", "lazy.pdf"):
         assert (tmp_path / name).exists()
     assert record.passed, record.checks[~record.checks["passed"]].to_string()
+    assert set(record.checks["kind"]) == {"theory", "property"}  # P1 (zero output at init) is a property of the init
     table = pd.read_parquet(tmp_path / "summary.parquet").sort_values("width")
     assert (table["max_abs_output_at_init"] <= table["width"] * 2.0**-52).all()  # P1: zero up to m round-offs
     assert (table["factor"] < table["factor_bound"]).all()  # P2: measured factor below 1 - m eta lambda / 2
     movement = table["m_times_rms_movement"]
     assert movement.max() / movement.min() < 2  # P3: m x RMS movement roughly constant over a 16x width range
+    peak = table["m_times_movement"] / table["softmax_peak"]  # P3: the largest movement, e^{2B} divided out
+    assert peak.max() / peak.min() < 2
+    perturbed = pd.read_parquet(tmp_path / "perturbation.parquet")
+    for _, part in perturbed.groupby("width"):  # Lemma 5.1: the kernel moves linearly in R along our direction
+        ratio = part["per_radius"]
+        assert ratio.max() / ratio.min() < 1.1
     assert table["sup_kernel_drift"].is_monotonic_decreasing  # P4
     assert (table["max_coupling_gap"] <= table["coupling_bound"]).all()  # P5
     assert table["max_coupling_gap"].is_monotonic_decreasing
@@ -66,7 +76,10 @@ def test_table1_quick_finds_widths_growing_with_n(tmp_path):
     claims = record.checks["claim"]
     for act in ("softmax", "exp"):  # theory checks, not observations
         assert claims.str.contains(f"P7: {act} needs a width comparable to ReLU's").any()
-    assert (record.checks["kind"] == "theory").all()
+    assert set(record.checks["kind"]) == {"theory", "property"}
+    binding = pd.read_parquet(tmp_path / "binding.parquet")  # issue 19: the concentration test sets the width
+    assert (binding["width_training"] <= binding["width_concentration"]).all()
+    assert claims.str.contains("the width training needs on its own").sum() == 3
 
 
 def _table1_frame(exponents: dict[str, float], lam_slopes: dict[str, float], seeds: int = 5) -> pd.DataFrame:
@@ -84,6 +97,7 @@ def _table1_frame(exponents: dict[str, float], lam_slopes: dict[str, float], see
                         "seed": seed,
                         "width_needed": width,
                         "steps_needed": 10.0 * n,
+                        "width_training": 8.0,
                         "lambda_inf": float(n) ** lam_slopes[act],
                     }
                 )
@@ -100,11 +114,42 @@ def test_table1_comparison_is_relative_to_lambda_and_can_fail(softmax_exponent, 
     assert row.passed is passes, row
 
 
+def test_table1_rate_rows_fail_with_the_reason_when_no_width_in_the_grid_serves():
+    frame = _table1_frame({"relu": 2.3, "softmax": 3.3}, {"relu": -0.5, "softmax": -1.0})
+    frame.loc[(frame["activation"] == "softmax") & (frame["n"] == 64), ["width_needed", "steps_needed"]] = np.nan
+    checks = _table1_checks(frame, Table1Config(ns=(8, 16, 32, 64), activations=("relu", "softmax")))
+    rows = [c for c in checks if c.claim.startswith("P7: width needed") and "softmax" in c.claim]
+    assert len(rows) == 1 and not rows[0].passed
+    assert rows[0].measured == "none in the grid at n = 64 (median over seeds)"
+    relu = next(c for c in checks if c.claim.startswith("P7: width needed") and "relu" in c.claim)
+    assert relu.passed and isinstance(relu.measured, float)
+
+
+def _perturbation_frame(width_power: float, radius_power: float) -> pd.DataFrame:
+    """Synthetic Lemma 5.1 grid: ||H(W) - H*|| / (R n d) ~ m^width_power R^radius_power, B fixed."""
+    rows = [
+        {"width": m, "radius": r, "B": 3.0, "per_radius": m**width_power * r**radius_power}
+        for m in (250, 1000, 4000)
+        for r in (1e-3, 1e-2, 1e-1)
+    ]
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize(
+    ("width_power", "radius_power", "passes"),
+    [(0.0, 0.0, True), (-0.5, 0.0, True), (1.0, 0.0, False), (0.0, 1.0, False)],
+)
+def test_lemma_5_1_row_fails_when_the_kernel_change_grows_with_m_or_faster_than_r(width_power, radius_power, passes):
+    assert perturbation_check(_perturbation_frame(width_power, radius_power)).passed is passes
+
+
 @pytest.mark.parametrize(
     "build, match",
     [
         (lambda: LazyConfig(widths=()), "widths is empty"),
         (lambda: LazyConfig(c=1.5), "c == 1.5, must be <= 1.0"),
+        (lambda: LazyConfig(kernel_seeds=1), "kernel_seeds == 1, must be >= 2"),
+        (lambda: LazyConfig(radii=(0.1,)), r"radii == \(0.1,\), must hold at least two radii"),
         (lambda: Table1Config(activations=("tanh",)), "activations entry == 'tanh', must be one of"),
         (lambda: GMMConfig(radius=0.9), "radius == 0.9, must be <= 0.5"),
         (lambda: GMMConfig(input_map="polar"), "input_map == 'polar', must be one of 'spec', 'scaled', 'sphere'"),

@@ -118,8 +118,18 @@ EXPERIMENTS: tuple[Entry, ...] = (
         "multi_token",
         "ReLU head: trained W against the SVM-equivalence, set-direction and one-token SVMs, d in 4..10",
     ),
-    Entry("ntk.lazy", "softmax-ntk-diffusion", "ntk", "P1-P6: lazy training of the softmax network across widths"),
-    Entry("ntk.table1", "softmax-ntk-diffusion", "ntk", "P7: width and iterations needed vs n, softmax vs ReLU vs exp"),
+    Entry(
+        "ntk.lazy",
+        "softmax-ntk-diffusion",
+        "ntk",
+        "P1-P6 and Lemma 5.1: lazy training of the softmax network across widths",
+    ),
+    Entry(
+        "ntk.table1",
+        "softmax-ntk-diffusion",
+        "ntk",
+        "P7: width and iterations needed vs n, softmax vs ReLU vs exp; what binds, concentration or training",
+    ),
     Entry(
         "real.digits-vit",
         "implicit-bias-ngd",

@@ -1,0 +1,35 @@
+"""Wrong mechanisms shared by the softmax-NTK experiments (issue 19): each must fail the theory rows that name it.
+
+Spec: docs/theory/softmax-ntk-diffusion.md §9 (the falsifiers paragraph). They patch the library where the
+experiments reach it, never a check's arithmetic.
+"""
+
+from __future__ import annotations
+
+from attnlab.experiments.base import Falsifier
+from attnlab.ntk import ExpMLP, SoftmaxMLP
+
+
+def _underestimated_lambda_max(lambda_max):
+    """GD's stability estimate 20x too small: the practical step becomes 10 / (s lambda_max), 5x the limit."""
+    return lambda net, X: lambda_max(net, X) / 20
+
+
+LR_PAST_STABILITY = Falsifier(
+    "lr-past-stability",
+    "GD's lambda_max(H*) under-estimated 20x: the step 10 / (s lambda_max) is 5x the stability limit 2 / (...)",
+    "attnlab.ntk.gd:lambda_max",
+    _underestimated_lambda_max,
+)
+SOFTMAX_KERNEL_OF_EXP = Falsifier(
+    "softmax-kernel-of-exp",
+    "the softmax network's limit kernel replaced by the exp network's closed form (activation swapped in §4.2)",
+    "attnlab.ntk.softmax_mlp:SoftmaxMLP.limit_kernel",
+    lambda _: ExpMLP.limit_kernel,
+)
+EXP_KERNEL_OF_SOFTMAX = Falsifier(
+    "exp-kernel-of-softmax",
+    "the exp network's limit kernel replaced by the softmax network's closed form (activation swapped in §4.2)",
+    "attnlab.ntk.comparison_nets:ExpMLP.limit_kernel",
+    lambda _: SoftmaxMLP.limit_kernel,
+)

@@ -1,0 +1,415 @@
+"""``diffusion.gmm``: softmax-NTK score estimation for a 2-d Gaussian mixture, and reverse-SDE samples (P8).
+
+Spec: docs/theory/softmax-ntk-diffusion.md §9 P8, §7 (forward process, denoising score matching, Theorem 6.6).
+Config, build, measure, declared checks, figure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+import torch
+
+from attnlab._validation import check_in, check_scalar
+from attnlab.experiments.base import Claim, Experiment, ExperimentResult, Falsifier, RunContext, register
+from attnlab.experiments.ntk._shared import SOURCE, check_sizes
+from attnlab.experiments.ntk.gmm_measures import baselines, measure
+from attnlab.experiments.plotting import house_figure, label_ours, new_figure
+from attnlab.ntk import (
+    ForwardProcess,
+    SoftmaxMLP,
+    circle_mixture,
+    denoising_set,
+    reverse_sde_sample,
+    train_score_model,
+)
+from attnlab.ntk.score_data import INPUT_MAPS, TIMES
+
+__all__ = ["GMMConfig", "run_gmm"]
+
+
+@dataclass(frozen=True)
+class GMMConfig:
+    """P8: score estimation for a 2-d Gaussian mixture across n and m, and reverse-SDE samples.
+
+    Attributes
+    ----------
+    ns : tuple of int
+        Training-set sizes (spec §9: 256, 1024, 4096); the size-n run trains on the first n triples of one pool.
+    widths : tuple of int
+        Hidden widths (ours: the spec's 512, 2048, 8192 is ``spec_size=True``).
+    sigma_w : float
+        Init standard deviation (ours: 2; spec §9: 1).
+    c : float
+        Practical step ``lr = c / (m lambda_max(H*))`` (spec §9: 0.5).
+    T0 : float
+        Early-stopping time of the diffusion (spec §9: 0.01).
+    T : float
+        Final diffusion time (spec §9: 2).
+    modes : int
+        Gaussians of the target, means on a circle (spec §9: 4).
+    radius : float
+        Radius of the circle of means (spec §9: 0.5).
+    std : float
+        Standard deviation of each Gaussian (spec §9: 0.05).
+    n_val : int
+        Held-out triples for early stopping (spec §9: 1024).
+    n_eval : int
+        Fresh draws for the weighted score error (spec §9: 10000).
+    max_steps : int
+        GD steps at most (ours; the spec stops early only).
+    record_every : int
+        Steps between held-out evaluations.
+    patience : int
+        Records without a better held-out loss before stopping.
+    skip : bool
+        True: learn the residual over the linear denoiser (ours); False is spec §7.4.
+    input_map : str
+        Network input: ``"sphere"`` (ours), ``"scaled"`` or ``"spec"`` (spec §7.5's ``u = (t/T, x)/rho``).
+    decay : float
+        Sphere map: input radius 1 at T0, ``1 - decay`` at T (ours).
+    times : str
+        Training and held-out times: ``"log-uniform"`` (ours) or ``"uniform"`` (spec §7.5).
+    time_power : float
+        Log-uniform times ``t = T0 (T/T0)^(U^power)``: more draws at small t (ours).
+    n_samples : int
+        Reverse-SDE samples per sampler.
+    sde_steps : int
+        Euler-Maruyama steps from T down to T0.
+    spec_size : bool
+        True: the spec's n x m grid (``SPEC_SIZES``), hours on 2 CPU cores.
+    spec_settings_run : bool
+        Also train the spec's own settings (``SPEC_SETTINGS``) once: a documented departure.
+    seed : int
+        Seed of the data, the networks and the sampler.
+    """
+
+    OURS = (
+        "ns",
+        "widths",
+        "sigma_w",
+        "c",
+        "T0",
+        "T",
+        "modes",
+        "radius",
+        "std",
+        "n_val",
+        "n_eval",
+        "max_steps",
+        "record_every",
+        "patience",
+        "skip",
+        "input_map",
+        "decay",
+        "times",
+        "time_power",
+        "n_samples",
+        "sde_steps",
+        "seed",
+    )
+
+    ns: tuple[int, ...] = (256, 1024, 4096)  # spec §9 diffusion experiment
+    widths: tuple[int, ...] = (128, 512)  # ours: the spec's (512, 2048, 8192) is spec_size=True (GPU-sized)
+    sigma_w: float = 2.0  # ours (spec §9: 1); at 1 the samples cover the modes too, but the error stalls in n
+    c: float = 0.5  # spec §9: lr = 0.5 / (m lambda_max(H*))
+    T0: float = 0.01  # spec §9
+    T: float = 2.0  # spec §9
+    modes: int = 4  # spec §9: 4 means on a circle of radius 0.5, std 0.05
+    radius: float = 0.5
+    std: float = 0.05
+    n_val: int = 1024  # spec §9: held-out triples for early stopping
+    n_eval: int = 10000  # spec §9: fresh draws for the weighted error
+    max_steps: int = 8000  # ours (the spec stops early only): keeps the full reproduction in budget (docs)
+    record_every: int = 20
+    patience: int = 50  # records without a better held-out loss before stopping
+    skip: bool = False  # True: learn the residual over the linear denoiser (ours; see attnlab.ntk.InputMap)
+    input_map: str = "sphere"  # ours (see attnlab.ntk.InputMap); "spec" is spec §7.5's u = (t/T, x)/rho
+    decay: float = 0.97  # sphere map: input radius 1 at T0, 1 - decay at T (ours)
+    times: str = "log-uniform"  # training/held-out times; "uniform" is spec §7.5 (ours: see denoising_set)
+    time_power: float = 3.0  # log-uniform times: t = T0 (T/T0)^(U^power), more draws at small t (ours)
+    n_samples: int = 2000
+    sde_steps: int = 200  # Euler-Maruyama steps from T down to T0
+    spec_size: bool = False  # True: the spec's n x m grid (SPEC_SIZES), hours on 2 CPU cores: for a GPU-sized budget
+    spec_settings_run: bool = True  # also train the spec's own settings (SPEC_SETTINGS) once: a documented departure
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_sizes("ns", self.ns, 2)
+        check_sizes("widths", self.widths, 2)
+        for name in ("modes", "n_val", "n_eval", "max_steps", "record_every", "patience", "n_samples", "sde_steps"):
+            check_scalar(name, getattr(self, name), kind=int, low=1)
+        for name in ("sigma_w", "std", "T0"):
+            check_scalar(name, getattr(self, name), low=0.0, low_inclusive=False)
+        check_scalar("T", self.T, low=self.T0, low_inclusive=False)
+        check_scalar("c", self.c, low=0.0, high=1.0, low_inclusive=False)
+        check_scalar("radius", self.radius, low=0.0, high=1.0 - 10 * self.std)  # p_0 inside the unit ball
+        check_in("times", self.times, TIMES)
+        check_in("input_map", self.input_map, INPUT_MAPS)
+        check_scalar("decay", self.decay, low=0.0, high=1.0, high_inclusive=False)
+        check_scalar("time_power", self.time_power, low=0.0, low_inclusive=False)
+
+
+# ---- declared checks ----------------------------------------------------------------------------------------
+_SRC = f"{SOURCE} §9 P8, §7.8 Thm 6.6"
+ERROR_FALLS = Claim(
+    "P8: weighted score error decreases with n (m={width})", "004:Thm6.6", _SRC, kind="property"
+)  # any consistent learner's error falls with n: no wrong mechanism we tried reverses it (docs), so a property
+WIDER_NOT_WORSE = Claim(
+    "P8: coupling: at the largest n, the widest network's error does not exceed the narrowest's "
+    "(m = {wide} vs {narrow}; saturates at the RKHS floor)",
+    "004:Thm6.6",
+    _SRC,
+    falsifier="forward-variance-4x",
+)
+COVERAGE = Claim(
+    "samples: a majority within 3 std of a mode (largest n, m)",
+    "004:Thm6.6",
+    f"{SOURCE} §9 (sampling)",
+    kind="property",
+)
+BALANCE = Claim(
+    "samples: no mode starved: each holds >= 1/(2K) of the samples near a mode",
+    "004:Thm6.6",
+    f"{SOURCE} §9 (sampling)",
+    kind="property",
+)
+CLAIMS = (ERROR_FALLS, WIDER_NOT_WORSE, COVERAGE, BALANCE)
+
+
+class _NoisierProcess(ForwardProcess):
+    """The OU forward process with its noise variance ``h(t)`` four times too large (noise std doubled)."""
+
+    def h(self, t: torch.Tensor) -> torch.Tensor:
+        return 4.0 * super().h(t)
+
+
+def _noisier_training_data(denoising_set):
+    """Training and held-out triples drawn from the forward process with variance 4 h(t); evaluation keeps h(t)."""
+    return lambda x0, process, *args, **kwargs: denoising_set(x0, _NoisierProcess(1.0), *args, **kwargs)
+
+
+FALSIFIERS = (
+    Falsifier(
+        "forward-variance-4x",
+        "the training triples' forward process with variance 4 h(t) (noise std doubled); evaluation keeps h(t)",
+        "attnlab.experiments.ntk.gmm:denoising_set",
+        _noisier_training_data,
+        slow=True,
+    ),
+)
+
+
+SPEC_SIZES = {"ns": (256, 1024, 4096), "widths": (512, 2048, 8192), "max_steps": 20000}
+SPEC_SETTINGS = {"sigma_w": 1.0, "input_map": "spec", "times": "uniform"}  # spec §9 and §7.5, where ours depart
+
+
+def _gmm_sets(config: GMMConfig, process: ForwardProcess, target, times: str):
+    """Held-out triples and the nested training pool (the first n triples train the size-n run), spec §7.5."""
+    gen = torch.Generator().manual_seed(config.seed)
+    draw = {"times": times, "power": config.time_power}
+    held_out = denoising_set(
+        target.sample(config.n_val, gen, 1.0), process, config.T0, config.T, config.seed + 1, **draw
+    )
+    x0_pool = target.sample(max(config.ns), gen, 1.0)
+    return held_out, denoising_set(x0_pool, process, config.T0, config.T, config.seed + 2, **draw)
+
+
+def _fit(config: GMMConfig, n: int, width: int, sigma_w: float, input_map: str, sets, process):
+    """Train the size-``n`` score model of one width on the first ``n`` triples of the pool, early-stopped."""
+    held_out, pool = sets
+    train = type(pool)(pool.t[:n], pool.x0[:n], pool.x_t[:n])
+    return train_score_model(
+        SoftmaxMLP(3, 2, width, sigma_w, seed=config.seed),
+        train,
+        held_out,
+        process,
+        config.T,
+        c=config.c,
+        steps=config.max_steps,
+        record_every=config.record_every,
+        patience=config.patience,
+        skip=config.skip,
+        input_map=input_map,
+        T0=config.T0,
+        decay=config.decay,
+    )
+
+
+def run_gmm(config: GMMConfig, ctx: RunContext) -> ExperimentResult:
+    if config.spec_size:
+        config = dataclasses.replace(config, **SPEC_SIZES)
+    process = ForwardProcess(1.0)  # spec §9: g = 1 (Ornstein-Uhlenbeck)
+    target = circle_mixture(config.modes, config.radius, config.std)
+    gen = torch.Generator().manual_seed(config.seed + 7)
+    reference = target.sample(config.n_samples, gen)  # target draws for the energy distance
+    y0 = torch.randn(config.n_samples, 2, generator=gen, dtype=torch.float64)  # Y_0 ~ N(0, I), spec §7.2
+
+    def sample(score, denoise) -> torch.Tensor:  # every sampler through the same function and noise
+        return reverse_sde_sample(
+            score, process, y0, config.T0, config.T, config.sde_steps, config.seed + 3, denoiser=denoise
+        )
+
+    def fit(n, width, sigma_w, input_map, sets) -> tuple[pd.DataFrame, torch.Tensor, dict]:
+        model, result = _fit(config, n, width, sigma_w, input_map, sets, process)
+        drawn = sample(model.score, model.denoiser)
+        return result.frame, drawn, measure(model, result, drawn, target, reference, config, n, width)
+
+    ours = _gmm_sets(config, process, target, config.times)
+    frames, summary, samples = [], [], {}
+    for width, n in ctx.bar([(m, n) for m in config.widths for n in config.ns], desc="diffusion.gmm runs"):
+        frame, samples[(n, width)], row = fit(n, width, config.sigma_w, config.input_map, ours)
+        frames.append(frame.assign(n=n, width=width, settings="ours"))
+        summary.append(row)
+    table = pd.DataFrame(summary)
+    references, drawn = baselines(config, process, target, reference, ours, sample)
+    tables, notes = {"summary": table, "baselines": references}, _gmm_notes(config)
+    if config.spec_settings_run:
+        n, width = max(config.ns), min(config.widths)
+        spec_sets = _gmm_sets(config, process, target, SPEC_SETTINGS["times"])
+        frame, _, row = fit(n, width, SPEC_SETTINGS["sigma_w"], SPEC_SETTINGS["input_map"], spec_sets)
+        frames.append(frame.assign(n=n, width=width, settings="spec"))
+        tables["departure"], note = _departure(table, row, n, width)
+        notes.append(note)
+    best = samples[(max(config.ns), max(config.widths))]
+    figure = _gmm_figure(table, best, drawn["exact"], drawn["linear"], target, config)
+    return ExperimentResult(
+        pd.concat(frames, ignore_index=True), _gmm_checks(table, config), {"gmm": figure}, tables, notes
+    )
+
+
+def _departure(table: pd.DataFrame, row: dict, n: int, width: int) -> tuple[pd.DataFrame, str]:
+    """Our settings against the spec's own at one (n, m): the table and the run's note."""
+    mine = table[(table["n"] == n) & (table["width"] == width)].iloc[0].to_dict()
+    departure = pd.DataFrame([{"settings": "ours", **mine}, {"settings": "spec §9 / §7.5", **row}])
+    note = (
+        f"Departure from the spec (docs/experiments/ntk.md): with the spec's own settings (sigma_w = 1, input map "
+        f"u = (t/T, x)/rho, uniform times) at n = {n}, m = {width}, the weighted score error is "
+        f"{row['weighted_error']:.4g} (ours {mine['weighted_error']:.4g}) and {row['coverage']:.3g} of the samples "
+        f"land within 3 std of a mode (ours {mine['coverage']:.3g}); table departure.parquet."
+    )
+    return departure, note
+
+
+# ---- checks -------------------------------------------------------------------------------------------------------
+def _gmm_checks(table: pd.DataFrame, config: GMMConfig) -> list:
+    checks = [
+        ERROR_FALLS.format(width=width).slope(part["n"], part["weighted_error"], 0.0, 0.0, side="at_most")
+        for width, part in ((w, p.sort_values("n")) for w, p in table.groupby("width"))
+    ]
+    largest = table[table["n"] == max(config.ns)].sort_values("width")
+    if len(largest) >= 2:
+        chunks = [c for c in table.columns if c.startswith("error_chunk_")]
+        paired = largest[chunks].iloc[-1].to_numpy() - largest[chunks].iloc[0].to_numpy()  # same draws: paired
+        se = float(paired.std(ddof=1) / math.sqrt(len(paired)))
+        widest, narrowest = float(largest["weighted_error"].iloc[-1]), float(largest["weighted_error"].iloc[0])
+        wide, narrow = int(largest["width"].iloc[-1]), int(largest["width"].iloc[0])
+        checks.append(
+            WIDER_NOT_WORSE.format(wide=wide, narrow=narrow).less(
+                widest,
+                narrowest + 3 * se,
+                spread=f"narrowest + 3 SE of the paired difference over {len(paired)} chunks of the evaluation draws "
+                f"(SE {se:.3g}); training-set randomness is one seed",
+            )
+        )
+    return checks + _sample_checks(table, config)
+
+
+def _sample_checks(table: pd.DataFrame, config: GMMConfig) -> list:
+    """Coverage and balance of the best model's samples against their definitions, with the binomial SE stated."""
+    best = table[(table["n"] == max(config.ns)) & (table["width"] == max(config.widths))].iloc[0]
+    covered, balance, fair = float(best["coverage"]), float(best["mode_balance"]), 0.5 / config.modes
+    near = max(1, round(covered * config.n_samples))  # samples near some mode: the balance's denominator
+    se_cov = math.sqrt(covered * (1 - covered) / config.n_samples)
+    se_bal = math.sqrt(balance * (1 - balance) / near)
+    return [
+        COVERAGE.greater(
+            covered,
+            0.5,
+            spread=f"a majority of the samples, what 'the samples land on the modes' means here; binomial SE "
+            f"{se_cov:.2g} over {config.n_samples} samples",
+        ),
+        BALANCE.greater(
+            balance,
+            fair,
+            spread=f"half the fair share 1/K, what 'no mode starved' means here; binomial SE {se_bal:.2g} over the "
+            f"{near} samples near a mode",
+        ),
+    ]
+
+
+def _gmm_notes(config: GMMConfig) -> list[str]:
+    maps = {
+        "spec": "u = (t/T, x)/rho (spec §7.5)",
+        "scaled": "u = (t/T, x/c(t))/rho with c(t) the per-coordinate std of X_t (ours)",
+        "sphere": f"u = r(t) P(x/c(t)): P the inverse stereographic projection onto the sphere, c(t) the "
+        f"per-coordinate std of X_t, radius r from 1 at T0 to {1 - config.decay:.2g} at T (ours)",
+    }
+    return [
+        f"Network input {maps[config.input_map]}; spec §7.5 leaves the normalization open.",
+        f"Denoiser = k(t) x + F(W, u) with the linear (Gaussian) gain k(t) (skip={config.skip}); skip=False is §7.4.",
+        "Samples are the final denoising step E[X_0 | X_T0] applied to the reverse-SDE output at T0.",
+        f"Training and held-out times: {config.times} on [T0, T]"
+        + (f" with power {config.time_power:g} (t = T0 (T/T0)^(U^power))" if config.times == "log-uniform" else "")
+        + " (spec §7.5 draws them uniformly); the weighted score error is always the spec's uniform-t average.",
+        "Mode balance is the smallest mode's share of the samples that landed within 3 std of some mode.",
+    ]
+
+
+@house_figure
+def _gmm_figure(table: pd.DataFrame, learned, exact, linear, target, config: GMMConfig):
+    fig, axes = new_figure(4, width=3.4)
+    for width, part in table.groupby("width"):
+        part = part.sort_values("n")
+        axes[0].loglog(part["n"], part["weighted_error"], "o-", label=f"$m={width}$")
+    axes[0].set(xlabel="$n$", ylabel="weighted score error")
+    axes[0].set_xticks(list(config.ns), [str(n) for n in config.ns])
+    axes[0].set_xticks([], minor=True)
+    axes[0].legend()
+    grid = torch.linspace(-1.0, 1.0, 161, dtype=torch.float64)
+    gx, gy = torch.meshgrid(grid, grid, indexing="xy")
+    dens = target.log_density(torch.stack([gx.reshape(-1), gy.reshape(-1)], 1), 0.0, ForwardProcess(1.0)).exp()
+    peak = float(dens.max())
+    for ax, pts, title in (
+        (axes[1], learned, f"learned ($n={max(config.ns)}$, $m={max(config.widths)}$)"),
+        (axes[2], exact, "exact score"),
+        (axes[3], linear, "network at init ($F = 0$)"),
+    ):
+        ax.contour(
+            gx.numpy(),
+            gy.numpy(),
+            dens.reshape(gx.shape).numpy(),
+            levels=[peak * 0.011, peak * 0.6],
+            colors="0.5",
+            linewidths=0.7,
+        )  # p_0 at 3 std and 1 std of each mode
+        ax.scatter(pts[:, 0].numpy(), pts[:, 1].numpy(), s=3, alpha=0.5, color="C3", zorder=3, label="samples")
+        ax.plot([], [], color="0.5", lw=0.7, label="$p_0$ at 1 and 3 std")
+        ax.set(xlim=(-1, 1), ylim=(-1, 1), title=title, aspect="equal", xlabel="$x_1$", ylabel="$x_2$")
+    axes[1].legend(loc="lower left")
+    label_ours(fig, config)
+    return fig
+
+
+register(
+    Experiment(
+        name="diffusion.gmm",
+        cost=371.0,
+        config_type=GMMConfig,
+        run=run_gmm,
+        quick={
+            "ns": (256, 1024),
+            "widths": (128, 512),
+            "max_steps": 4000,
+            "patience": 25,
+            "n_eval": 2000,
+            "n_samples": 500,
+            "sde_steps": 50,
+        },
+        claims=CLAIMS,
+        falsifiers=FALSIFIERS,
+    )
+)
