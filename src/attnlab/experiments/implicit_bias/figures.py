@@ -30,6 +30,7 @@ __all__ = ["fixed_decoder_figure", "joint_figure", "rates_figure"]
 
 @house_figure
 def fixed_decoder_figure(config, frame: pd.DataFrame, W_mm_norm: float, L_star: float):
+    """Figs. 2 and 5: loss gap, norm, saturation, Lemma 1's slope and Theorem 1's alignment, one curve per method."""
     fig, axes = panel_grid(5)
     for method, rows in frame.groupby("method", sort=False):
         rows = rows.sort_values("step")
@@ -70,6 +71,7 @@ def fixed_decoder_figure(config, frame: pd.DataFrame, W_mm_norm: float, L_star: 
 
 @house_figure
 def joint_figure(config, frame: pd.DataFrame):
+    """Fig. 3: loss, both norms, saturation and both alignments of the four methods of joint training."""
     fig, axes = panel_grid(6)
     # (quantity drawn, y-label, gap on a log axis)
     columns = [
@@ -100,6 +102,7 @@ def joint_figure(config, frame: pd.DataFrame):
 
 @house_figure
 def rates_figure(config, frame: pd.DataFrame, W_mm_norm: float, predicted_slope: float):
+    """§8: one panel per group of predictions, each bound or slope drawn next to its measurement."""
     fig, axes = new_figure(4, 2, width=3.6)
     single = frame[frame["part"] == "ngd_single"]
     ax = axes[0]

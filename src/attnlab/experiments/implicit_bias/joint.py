@@ -183,7 +183,7 @@ def _remarks(frame: pd.DataFrame) -> list:
             tolerance="value at the last step; lowest wins",
         ),
         observation(
-            "fig. 3: every other method is faster than GD (log L at the last step above GD's for none)",
+            "fig. 3: every other method is faster than GD (GD's log L at the last step is the highest)",
             "GD highest",
             shown,
             ranked[-1] == "GD",
