@@ -127,10 +127,11 @@ def run_rates(config: RatesConfig, ctx: RunContext) -> ExperimentResult:
     polyak, bounds = rates_fixed.polyak_bounds(config, data, sol)
     joint_data = dm(config.n_joint, config.d_joint, config.sigma_opt, config.sigma_oth, seed=config.seed)
     W_mm, u_mm = attention_svm(joint_data, norm="fro").W, head_svm(joint_data, p=2.0).v
-    joint, joint_checks = rates_joint.joint_rates(config, ctx, joint_data, W_mm, u_mm)
+    joint, joint_checks, ratio_note = rates_joint.joint_rates(config, ctx, joint_data, W_mm, u_mm)
     frame = pd.concat([single, directions, polyak, joint], ignore_index=True)
     figure = rates_figure(config, frame, float(sol.W.norm()), predicted_slope)
-    return ExperimentResult(frame=frame, checks=checks + more + bounds + joint_checks, figures={"rates": figure})
+    checks += more + bounds + joint_checks
+    return ExperimentResult(frame=frame, checks=checks, figures={"rates": figure}, notes=[ratio_note])
 
 
 register(

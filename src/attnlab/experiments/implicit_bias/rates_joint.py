@@ -26,7 +26,11 @@ from attnlab.train import train
 
 
 def _swap_tokens(dm):
-    """DM whose selected (optimal) token is the smaller-norm one: Condition 1's norm ordering reversed."""
+    """DM whose selected (optimal) token is the smaller-norm one: Condition 1's norm ordering reversed.
+
+    The model averages tokens with softmax weights, so their order does not change training: only which token the
+    SVMs and Lemma 13's metrics call optimal changes.
+    """
 
     def swapped(*args, **kw):
         data = dm(*args, **kw)
@@ -47,6 +51,10 @@ def _halve_head_gradient(gradients):
     return halved
 
 
+def _block_normalized(optimizer):
+    return lambda groups, lr, normalizer="loss", **kw: optimizer(groups, lr=lr, normalizer="block_grad_norm", **kw)
+
+
 def _no_decay(optimizer):
     return lambda groups, lr, alpha=0.0, **kw: optimizer(groups, lr=lr, alpha=0.0, **kw)
 
@@ -57,14 +65,23 @@ HEAD_HALVED = Falsifier(
     "head-gradient-halved", "the gradient of the head u halved", f"{__name__}:loss_gradients", _halve_head_gradient
 )
 TOKENS_SWAPPED = Falsifier(
-    "dm-norms-swapped", "DM with the selected token of the smaller norm (Condition 1 reversed)", f"{_RATES}:dm",
+    "dm-norms-swapped",
+    "DM with the selected token of the smaller norm (Condition 1 reversed; the attention is blind to token order, "
+    "so only the selection changes)",
+    f"{_RATES}:dm",
     _swap_tokens,
 )  # fmt: skip
 NO_DECAY = Falsifier(
     "joint-no-decay", "the joint rule A6 without its (t+1)^-alpha decay (alpha = 0)", f"{__name__}:JointAdaptive",
     _no_decay,
 )  # fmt: skip
-FALSIFIERS = (U_SVM_OTHER, HEAD_HALVED, TOKENS_SWAPPED, NO_DECAY)  # and rates_fixed.SVM_NUCLEAR
+BLOCK_NORMALIZED = Falsifier(
+    "joint-block-normalized",
+    "the joint rule A6 normalised by each block's gradient norm instead of the loss (A7 with A6's decay)",
+    f"{__name__}:JointAdaptive",
+    _block_normalized,
+)
+FALSIFIERS = (U_SVM_OTHER, HEAD_HALVED, TOKENS_SWAPPED, NO_DECAY, BLOCK_NORMALIZED)  # and rates_fixed.SVM_NUCLEAR
 
 
 def _claim(text: str, result: str, section: str, falsifier: Falsifier) -> Claim:
@@ -74,7 +91,7 @@ def _claim(text: str, result: str, section: str, falsifier: Falsifier) -> Claim:
 LOSS_RATE = _claim("joint loss (Thm 2): -log L(theta_t) grows like t^(1-alpha): log-log slope over the last decade",
                    "001:Thm2", "§8.9", NO_DECAY)  # fmt: skip
 W_LOG_NORM = _claim("joint W (Lemma 12): ||W_t|| = Theta(log t), not a power (geometric steps)", "001:Lem12", "§8.10",
-                    NO_DECAY)  # fmt: skip
+                    BLOCK_NORMALIZED)  # fmt: skip
 W_ALIGNS = _claim("joint W (Thm 3): 1 - corr(W_t, W_mm) falls over the last decade at least as fast as 1/log t",
                   "001:Thm3", "§8.10", SVM_NUCLEAR)  # fmt: skip
 U_ALIGNS = _claim("joint u (Thm 4): 1 - corr(u_t, u_mm) falls over the last decade at least as fast as 1/log t",
@@ -85,14 +102,9 @@ GAPS = _claim("Lemma 13 (ii): min_i score gap gamma_i1 - gamma_i2 positive and n
               "001:Lem13", "§8.12", TOKENS_SWAPPED)  # fmt: skip
 PHI = _claim("Lemma 13 (iii): min_i phi_opt >= 1/2 and non-decreasing (recorded drops)", "001:Lem13", "§8.12",
              TOKENS_SWAPPED)  # fmt: skip
-RATIOS = _claim(
-    "Lemma 13 (i): loss ratios stay bounded: the rise of max_ij log l_i/l_j over the last doubling of t is below "
-    "the rise over the one before by more than its noise (a ratio growing like log t rises equally)",
-    "001:Lem13", "§8.12", TOKENS_SWAPPED,
-)  # fmt: skip
 PL = _claim("Lemma 3 (PL-like): ||grad_u L|| ||u_mm|| / L >= c along the run, c from Lemma 13 (iii)", "001:Lem3",
             "§8.13", HEAD_HALVED)  # fmt: skip
-CLAIMS = (LOSS_RATE, W_LOG_NORM, W_ALIGNS, U_ALIGNS, U_MARGIN, GAPS, PHI, RATIOS, PL)
+CLAIMS = (LOSS_RATE, W_LOG_NORM, W_ALIGNS, U_ALIGNS, U_MARGIN, GAPS, PHI, PL)
 
 
 def _metrics(data, u_mm: torch.Tensor, loss: str) -> list[Metric]:
@@ -125,8 +137,11 @@ def _metrics(data, u_mm: torch.Tensor, loss: str) -> list[Metric]:
     ]
 
 
-def joint_rates(config, ctx, data, W_mm: torch.Tensor, u_mm: torch.Tensor) -> tuple[pd.DataFrame, list[Check]]:
-    """Items 9-13: the joint adaptive rule A6 from zero on DM ``data``, against the W-SVM and the u-SVM."""
+def joint_rates(config, ctx, data, W_mm: torch.Tensor, u_mm: torch.Tensor) -> tuple[pd.DataFrame, list[Check], str]:
+    """Items 9-13: the joint adaptive rule A6 from zero on DM ``data``, against the W-SVM and the u-SVM.
+
+    Returns the recorded frame, the rows, and the note that reports Lemma 13 (i).
+    """
     model = Combined(config.d_joint, train_head=True)  # Condition 1: u_0 = 0, W_0 = 0
     optimizer = JointAdaptive(
         [{"params": [model.v]}, {"params": [model.weight]}], lr=config.joint_lr, alpha=config.alpha, normalizer="loss"
@@ -144,10 +159,10 @@ def joint_rates(config, ctx, data, W_mm: torch.Tensor, u_mm: torch.Tensor) -> tu
         _decade(W_ALIGNS, frame, "alignment", T),
         _decade(U_ALIGNS, frame, "head_alignment", T),
         _margin_check(float(frame["u_margin_fraction"].iloc[-1])),
-        *_lemma13(frame, config.joint_record_every, T),
+        *_lemma13(frame, config.joint_record_every),
         _pl_check(frame, beta),
     ]
-    return frame, checks
+    return frame, checks, loss_ratio_note(frame, T)
 
 
 def _geometric(frame: pd.DataFrame, column: str, first: int, T: int) -> tuple[pd.Series, pd.Series]:
@@ -189,16 +204,10 @@ def _margin_check(fraction: float) -> Check:
     )
 
 
-def _lemma13(frame: pd.DataFrame, every: int, T: int) -> list[Check]:
+def _lemma13(frame: pd.DataFrame, every: int) -> list[Check]:
     after = frame[frame["step"] >= every]
     gaps_drop = int((after["min_score_gap"].diff() < -1e-12).sum())
     phi_drop = int((after["min_opt_softmax"].diff() < -1e-12).sum())
-    ratio = frame.set_index("step")["log_loss_ratio"]
-    idx = [int(np.abs(ratio.index.to_numpy() - T / k).argmin()) for k in (4, 2, 1)]
-    at = [float(ratio.iloc[i]) for i in idx]
-    rise_before, rise_last = at[1] - at[0], at[2] - at[1]
-    steps = ratio.iloc[idx[1] :].diff().dropna()
-    noise = 3 * float(steps.std()) * math.sqrt(len(steps)) if len(steps) > 1 else 0.0
     return [
         GAPS.holds(
             0,
@@ -212,14 +221,21 @@ def _lemma13(frame: pd.DataFrame, every: int, T: int) -> list[Check]:
             f"exact; min {float(frame['min_opt_softmax'].min()):.4g} >= 0.5",
             phi_drop == 0 and bool((frame["min_opt_softmax"] >= 0.5).all()),
         ),  # fmt: skip
-        RATIOS.less(
-            rise_last,
-            rise_before - noise,
-            strict=True,
-            spread=f"rises over [T/4, T/2] ({rise_before:.3g}) and [T/2, T], T = {T}; noise 3 x the std of "
-            f"the recorded changes x sqrt({len(steps)}) = {noise:.3g}",
-        ),  # fmt: skip
     ]
+
+
+def loss_ratio_note(frame: pd.DataFrame, T: int) -> str:
+    """Lemma 13 (i), reported and not checked: the rises of ``max_ij log l_i/l_j`` over the last two doublings.
+
+    No wrong mechanism we tried (the selection swapped, A6 without its decay, A6 normalised per block) makes the
+    rises stop shrinking at the quick size, so a row would pass whatever the lemma says (docs/experiments).
+    """
+    ratio = frame.set_index("step")["log_loss_ratio"]
+    at = [float(ratio.iloc[int(np.abs(ratio.index.to_numpy() - T / k).argmin())]) for k in (4, 2, 1)]
+    return (
+        f"Lemma 13 (i), not a check (no falsifier fails it): max_ij log l_i/l_j is {at[2]:.4g} at T = {T}; it rose "
+        f"by {at[1] - at[0]:.3g} over [T/4, T/2] and by {at[2] - at[1]:.3g} over [T/2, T]"
+    )
 
 
 def _pl_check(frame: pd.DataFrame, beta: float) -> Check:
