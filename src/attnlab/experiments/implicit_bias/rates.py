@@ -6,7 +6,6 @@ and check (:mod:`.rates_fixed`, :mod:`.rates_joint`), figure.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import pandas as pd
@@ -157,7 +156,6 @@ register(
             "joint_record_every": 10,
         },  # fmt: skip
         claims=rates_fixed.CLAIMS + rates_joint.CLAIMS,
-        # each falsifier is a whole quick run (~1 min on a free core): kept out of `make test`
-        falsifiers=tuple(dataclasses.replace(f, slow=True) for f in rates_fixed.FALSIFIERS + rates_joint.FALSIFIERS),
+        falsifiers=rates_fixed.FALSIFIERS + rates_joint.FALSIFIERS,
     )
 )
