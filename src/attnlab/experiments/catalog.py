@@ -62,7 +62,7 @@ EXPERIMENTS: tuple[Entry, ...] = (
         "implicit-bias.rates",
         "implicit-bias-ngd",
         "implicit_bias",
-        "Spec §8 items 1-12: norm growth, gradient correlation, global directional convergence, Lemma 1 slope, Lemma 5, Polyak bounds, GD vs NGD, joint t^(1/3) loss rate, log norm growth, u-alignment",
+        "Spec §8 items 1-13: norm growth, gradient correlation, global directional convergence (NGD, Polyak), Lemma 1 slope, Lemma 5, Polyak bounds, GD vs NGD, joint t^(1/3) loss rate, log norm growth, u-alignment",
     ),
     Entry(
         "kq-nuclear.x1",

@@ -1,0 +1,223 @@
+"""Fig. 3: GD, per-block NGD, Polyak and joint NGD training the head ``u`` and ``W`` together on DM.
+
+Spec: docs/theory/implicit-bias-ngd.md §9 fig. 3 (settings [L]; the paper's three remarks), §6.2 (DM), §4 A1, A3,
+A5, A7, §8.11 (Theorem 4: ``u`` aligns with the u-SVM). Reads: config, build, measure, checks, figure.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from attnlab._validation import ValidationError, check_scalar
+from attnlab.data import dm
+from attnlab.experiments.base import Claim, Experiment, ExperimentResult, RunContext, observation, register
+from attnlab.experiments.implicit_bias.common import SOURCE, validate_common
+from attnlab.experiments.implicit_bias.falsifiers import u_svm_other_token
+from attnlab.experiments.implicit_bias.figures import joint_figure
+from attnlab.metrics import Metric, alignment, head_alignment, opt_softmax
+from attnlab.models import Combined
+from attnlab.optim import JointAdaptive, NormalizedGD, PolyakStep
+from attnlab.svm import attention_svm, head_svm
+from attnlab.training import train
+
+__all__ = ["Fig3Config", "run_fig3"]
+
+
+@dataclass(frozen=True)
+class Fig3Config:
+    """Fig. 3: GD, per-block NGD (A7), Polyak and joint NGD (A5) training ``(u, W)`` from zero on DM.
+
+    Spec: implicit-bias-ngd §9 fig. 3 (settings [L]), §6.2 (DM), §4 A5, A7, A3 (``L_* = 0``: ``u`` can grow).
+
+    ``polyak_cap=None`` (uncapped) is ours: a cap turns Polyak into GD with that step once the loss is small.
+
+    Attributes
+    ----------
+    n : int
+        Sequences.
+    d : int
+        Token width.
+    sigma_opt : float
+        Norm scale of the optimal token (the first, also the query).
+    sigma_oth : float
+        Norm scale of the other token (smaller than ``sigma_opt``: Condition 1).
+    lr : float
+        Step length of per-block NGD and of joint NGD.
+    gd_lr : float
+        GD's step size.
+    polyak_cap : float or None
+        Cap on Polyak's step size; None is uncapped.
+    steps : int
+        Training steps of every method.
+    record_every : int
+        Steps between recorded rows.
+    loss : str
+        ``"exp"`` (the theory's) or ``"logistic"``.
+    seed : int
+        Seed of the data.
+    """
+
+    n: int = 8
+    d: int = 200
+    sigma_opt: float = 2.0
+    sigma_oth: float = 1.0
+    lr: float = 0.5
+    gd_lr: float = 0.5
+    polyak_cap: float | None = None
+    steps: int = 2000
+    record_every: int = 10
+    loss: str = "exp"
+    seed: int = 0
+
+    OURS = ("n", "d", "sigma_opt", "sigma_oth", "lr", "gd_lr", "polyak_cap", "steps")
+
+    def __post_init__(self) -> None:
+        validate_common(self)
+        for name in ("sigma_opt", "sigma_oth", "lr", "gd_lr"):
+            check_scalar(name, getattr(self, name), low=0.0, low_inclusive=False)
+        if self.polyak_cap is not None:
+            check_scalar("polyak_cap", self.polyak_cap, low=0.0, low_inclusive=False)
+        if self.sigma_opt <= self.sigma_oth:
+            raise ValidationError(f"sigma_opt == {self.sigma_opt} must exceed sigma_oth == {self.sigma_oth}")
+
+
+# ---- build ----------------------------------------------------------------------------------------------------------
+
+
+def _optimizers(config: Fig3Config) -> dict:
+    """Method name -> optimizer factory on a model (spec §4 A1, A7, A3, A5)."""
+    return {
+        "GD": lambda m: torch.optim.SGD(m.parameters(), lr=config.gd_lr),  # A1 on theta
+        "NGD": lambda m: JointAdaptive(
+            [{"params": [m.v]}, {"params": [m.weight]}], lr=config.lr, alpha=0.0, normalizer="block_grad_norm"
+        ),  # A7: per-block NGD
+        "Polyak": lambda m: PolyakStep(  # A3 with L_* = 0
+            m.parameters(), max_step=math.inf if config.polyak_cap is None else config.polyak_cap, optimal_loss=0.0
+        ),
+        "NGD-joint": lambda m: NormalizedGD(m.parameters(), lr=config.lr),  # A5: one norm over (u, W)
+    }
+
+
+def _head_norm() -> Metric:
+    return Metric("head_norm", lambda model, data: torch.linalg.vector_norm(model.v, dim=-1))
+
+
+# ---- measure --------------------------------------------------------------------------------------------------------
+
+
+def run_fig3(config: Fig3Config, ctx: RunContext) -> ExperimentResult:
+    """Fig. 3: joint training on DM, against the W-SVM and the u-SVM of the optimal tokens."""
+    data = dm(config.n, config.d, config.sigma_opt, config.sigma_oth, seed=config.seed)
+    W_mm = attention_svm(data, norm="fro").W
+    u_mm = head_svm(data, p=2.0).v
+    metrics = [alignment(W_mm), head_alignment(u_mm), opt_softmax(), _head_norm()]
+    frames = []
+    for method, make in ctx.bar(_optimizers(config).items(), desc="methods"):
+        model = Combined(config.d, train_head=True)  # Condition 1: u_0 = 0, W_0 = 0
+        traj = train(
+            model, make(model), data, config.loss, config.steps, config.record_every, metrics, progress=ctx.progress
+        )
+        frames.append(traj.frame.assign(method=method, status=traj.status))
+    frame = pd.concat(frames, ignore_index=True)
+    checks = [_head_check(frame), *_remarks(frame)]
+    table = frame[frame["step"] > 0].pivot_table(index="step", columns="method", values="log_loss")
+    overtaken = table.index[table["NGD"] < table["Polyak"]]
+    notes = [
+        "final log L per method: " + str(table.iloc[-1].round(4).to_dict()),
+        "NGD's loss falls below Polyak's from step "
+        + (f"{int(overtaken[0])} on" if len(overtaken) else "never (Polyak stays fastest)"),
+    ]
+    return ExperimentResult(frame=frame, checks=checks, figures={"fig": joint_figure(config, frame)}, notes=notes)
+
+
+# ---- declared checks ------------------------------------------------------------------------------------------------
+
+U_SVM_OTHER = u_svm_other_token(__name__)
+HEAD_ALIGNS = Claim(
+    "Thm 4: every normalised method (NGD, NGD-joint, Polyak) aligns u with u_mm: the worst 1 - corr(u_t, u_mm) "
+    "falls over the last decade at least as fast as 1/log t",
+    "001:Thm4",
+    f"{SOURCE} §8.11",
+    falsifier=U_SVM_OTHER.name,
+)
+CLAIMS = (HEAD_ALIGNS,)
+
+
+def _head_check(frame: pd.DataFrame):
+    """Theorem 4 gives no rate for ``u``; Theorem 3's ``O(1/log t)`` for ``W`` is the slowest one we accept."""
+    rows = frame[frame["method"].isin(["NGD", "NGD-joint", "Polyak"]) & (frame["step"] > 0)]
+    gap = (1 - rows.pivot_table(index="step", columns="method", values="head_alignment")).max(axis=1)
+    T = int(gap.index[-1])
+    t0 = int(gap.index[int(np.abs(gap.index.to_numpy() - T / 10).argmin())])
+    bound = math.log(t0) / math.log(T)  # spec §8.10-11: C / log t from t0 to T
+    return HEAD_ALIGNS.less(
+        float(gap.iloc[-1] / gap.loc[t0]),
+        bound,
+        spread=f"ln t0 / ln T for C / log t from t0 = {t0} to T = {T} (worst gap {float(gap.loc[t0]):.3g} at t0, "
+        f"{float(gap.iloc[-1]):.3g} at T)",
+    )
+
+
+def _remarks(frame: pd.DataFrame) -> list:
+    """The paper's remarks about fig. 3, judged by the value at the last step (the paper's own criterion)."""
+    source = f"{SOURCE} §9 fig. 3 (the paper's remark)"
+    final = frame.sort_values("step").groupby("method").last()
+    loss = final["log_loss"].to_dict()
+    ranked = sorted(loss, key=loss.get)
+    others = ["alignment", "head_alignment", "opt_softmax"]
+    ahead = {c: float(final.loc["NGD", c] - final.loc["NGD-joint", c]) for c in others}
+    ratio = loss["NGD"] / loss["NGD-joint"]
+    shown = ", ".join(f"{m} {loss[m]:.4g}" for m in ranked)
+    return [
+        observation(
+            "fig. 3: Polyak is the fastest (log L at the last step lowest of the four methods)",
+            "Polyak lowest",
+            shown,
+            ranked[0] == "Polyak",
+            source,
+            tolerance="value at the last step; lowest wins",
+        ),
+        observation(
+            "fig. 3: every other method is faster than GD (GD's log L at the last step is the highest)",
+            "GD highest",
+            shown,
+            ranked[-1] == "GD",
+            source,
+            tolerance="value at the last step",
+        ),
+        observation(
+            "fig. 3: NGD and NGD-joint reach similar losses (log L_NGD / log L_joint at the last step)",
+            "similar",
+            ratio,
+            abs(ratio - 1) <= 0.1,
+            source,
+            tolerance="within 10% (ours: the paper gives no number)",
+        ),
+        observation(
+            "fig. 3: NGD slightly faster than NGD-joint on the other metrics (NGD minus NGD-joint at the last step: "
+            "corr(W, W_mm), corr(u, u_mm), mean phi_opt)",
+            ">= 0 on each",
+            ", ".join(f"{c} {v:+.3g}" for c, v in ahead.items()),
+            all(v >= 0 for v in ahead.values()),
+            source,
+            tolerance="value at the last step, each metric",
+        ),
+    ]
+
+
+register(
+    Experiment(
+        name="implicit-bias.fig3",
+        cost=10.0,
+        config_type=Fig3Config,
+        run=run_fig3,
+        quick={"n": 4, "d": 30, "steps": 150},
+        claims=CLAIMS,
+        falsifiers=(U_SVM_OTHER,),
+    )
+)

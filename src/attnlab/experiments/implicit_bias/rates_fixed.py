@@ -1,0 +1,284 @@
+"""The fixed-decoder predictions of §8 (items 1-8): one NGD path, NGD / GD / Polyak from random directions, and
+Polyak's step length at random ``W``.
+
+Spec: docs/theory/implicit-bias-ngd.md §8 items 1-8 (Lemmas 1, 2, 5, 6, 7; Theorems 1, 6, 7), §4 A1-A3, §5.
+Each part measures, then builds its rows from the claims declared below it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import torch
+
+from attnlab.batched import train as batched_train
+from attnlab.experiments.base import Check, Claim
+from attnlab.experiments.checks import fit_slope
+from attnlab.experiments.implicit_bias.common import (
+    SOURCE,
+    at_steps,
+    geometric_steps,
+    grad_direction,
+    largest_gap,
+    opt_probabilities,
+    optimal_loss,
+    sample_margins,
+    token_bound,
+)
+from attnlab.experiments.implicit_bias.falsifiers import (
+    optimal_score_shifted,
+    polyak_doubled_gap,
+    rule_gd_normalized,
+    rule_gradient_step,
+    svm_nuclear_norm,
+)
+from attnlab.flow import gradient_flow
+from attnlab.metrics import cosine, log_one_minus_selected
+from attnlab.models import Combined
+from attnlab.optim.polyak import polyak_step_size
+
+NGD_RULE = "ngd"  # spec A2 (uncapped): the rule of the NGD path and of the NGD directions
+GD_RULE = "gd"  # spec A1
+
+# Falsifiers of this module's mechanisms; the data-model one patches rates.py, where Example 1 is drawn.
+SVM_NUCLEAR = svm_nuclear_norm("attnlab.experiments.implicit_bias.rates")
+NGD_GRADIENT_STEP, GD_NORMALIZED = rule_gradient_step(__name__), rule_gd_normalized(__name__)
+OPT_SHIFTED = optimal_score_shifted("attnlab.experiments.implicit_bias.rates")
+POLYAK_DOUBLED = polyak_doubled_gap(__name__)
+FALSIFIERS = (SVM_NUCLEAR, NGD_GRADIENT_STEP, GD_NORMALIZED, OPT_SHIFTED, POLYAK_DOUBLED)
+
+
+def _claim(text: str, result: str, section: str, falsifier=None, kind: str = "theory") -> Claim:
+    return Claim(text, result, f"{SOURCE} {section}", falsifier=falsifier.name if falsifier else "", kind=kind)
+
+
+# ---- items 1, 2, 4, 5, 6: one NGD path from a small initialisation --------------------------------------------------
+
+STEP_LENGTH = _claim("every uncapped NGD step has length eta: max_t | ||W_t+1 - W_t|| / eta - 1 |", "001:Lem7", "§4 A2",
+                     kind="property")  # fmt: skip
+LEMMA7_LOWER = _claim(
+    "norm growth lower bound <W_0, W_mm_bar> + eta t / (2 B^2 ||W_mm||) <= ||W_t|| (Lemma 7)",
+    "001:Lem7", "§8.1", NGD_GRADIENT_STEP,
+)  # fmt: skip
+NORM_RATIO = _claim("||W_T|| / (eta T) -> 1 (NGD steps align)", "001:Lem7", "§8.1", NGD_GRADIENT_STEP)
+LEMMA6 = _claim(
+    "gradient correlation (Lemma 6): <-grad L, W_mm_bar> 2 B^2 ||W_mm|| / ||grad L|| >= 1 along the run",
+    "001:Lem6", "§8.2", OPT_SHIFTED,
+)  # fmt: skip
+LEMMA2 = _claim(
+    "key correlation (Lemma 2): <-grad L, W_mm_bar> / <-grad L, W_bar> >= 1 - eps once ||W|| is large "
+    "(min over the second half of ||W||)",
+    "001:Lem2", "§8.6", OPT_SHIFTED,
+)  # fmt: skip
+LEMMA1 = _claim("softmax saturation (Lemma 1): per-step slope of max_i log(1 - phi_opt) (second half)", "001:Lem1",
+                "§8.4", SVM_NUCLEAR)  # fmt: skip
+LEMMA5 = _claim("monotone opt score (Lemma 5): steps where a violated sample's phi_opt decreased", "001:Lem5", "§8.5",
+                OPT_SHIFTED)  # fmt: skip
+
+
+def ngd_path(config, ctx, data, sol) -> tuple[pd.DataFrame, list[Check], float]:
+    """Items 1, 2, 4, 5, 6 on one uncapped NGD path recorded at every step; returns frame, rows, Lemma 1's slope."""
+    W_mm, d = sol.W, config.d
+    W_bar = W_mm / W_mm.norm()
+    B = token_bound(data.X)
+    gen = torch.Generator().manual_seed(config.seed + 1)
+    W0 = config.init_scale * torch.randn(d, d, generator=gen, dtype=torch.float64)  # small init (Lemma 4)
+    path = gradient_flow(
+        Combined(d, W0=W0), data, step=config.eta, steps=config.steps, method=NGD_RULE, record_every=1,
+        loss=config.loss, progress=ctx.progress,
+    ).path  # fmt: skip
+    W, t = path["W"], path["step"].to(torch.float64)  # (S, d, d), (S,), S = steps + 1
+    norms = torch.linalg.matrix_norm(W)
+    lengths = torch.linalg.matrix_norm(W[1:] - W[:-1]) / config.eta
+    lower = float((W0 * W_bar).sum()) + config.eta * t / (2 * B**2 * float(W_mm.norm()))  # spec §8.1 [D]
+    direction, _, _ = grad_direction(data, W, config.loss)
+    corr_mm = (direction * W_bar).sum((-2, -1))  # <-grad L, W_mm_bar> / ||grad L||
+    lemma6 = corr_mm * 2 * B**2 * float(W_mm.norm())  # spec §8.2: >= 1
+    lemma2 = corr_mm / (direction * (W / norms[:, None, None])).sum((-2, -1))  # spec §8.6: -> >= 1 - eps
+    log_gap = log_one_minus_selected(data.X, data.Z, W, data.select).amax(-1)  # (S,)
+    phi_opt = opt_probabilities(data, W)  # (S, n)
+    violated = sample_margins(data, W)[:-1] < 1  # spec §8.5: samples whose W-SVM constraints are violated
+    lemma5_failures = int((violated & (phi_opt[1:] < phi_opt[:-1] - 1e-15)).sum())  # round-off guard at phi ~ 1
+    predicted = -config.eta / float(W_mm.norm())  # spec §8.4: -eta min <A, W_mm> / ||W_mm||, min = 1
+    late = norms >= norms[-1] / 2
+    ratio = float(norms[-1] / (config.eta * config.steps))
+    checks = [
+        STEP_LENGTH.holds(
+            "0",
+            float((lengths - 1).abs().max()),
+            "<= 1e-9: rounding of differences of iterates of norm <= eta T",
+            bool((lengths - 1).abs().max() <= 1e-9),
+        ),  # fmt: skip
+        LEMMA7_LOWER.greater(float((norms - lower).min()), -1e-9, spread="rounding of ||W_t||"),
+        NORM_RATIO.close(
+            1.0,
+            ratio,
+            atol=float(norms[0]) / (config.eta * config.steps) + _turning(norms, config.eta),
+            spread="||W_0|| / (eta T) + the length lost while the first steps turn (measured: "
+            "1 - ||W_t|| / (eta t) at t = T / 10, which Lemma 7 says only shrinks)",
+        ),  # fmt: skip
+        LEMMA6.greater(float(lemma6.min()), 1.0, spread="Lemma 6's constant [D]"),
+        LEMMA2.greater(float(lemma2[late].min()), 0.99, spread="eps = 0.01 (ours: Lemma 2 holds for every eps)"),
+        _slope_check(t, log_gap, predicted, config.steps),
+        LEMMA5.holds(0, lemma5_failures, "exact (phi drops below 1e-15 are rounding)", lemma5_failures == 0),
+    ]
+    frame = pd.DataFrame({
+        "part": "ngd_single", "run": 0, "step": t.numpy(), "norm": norms.numpy(),
+        "norm_upper": (float(W0.norm()) + config.eta * t).numpy(), "norm_lower": lower.numpy(),
+        "lemma6": lemma6.numpy(), "lemma2": lemma2.numpy(), "log_one_minus_opt": log_gap.numpy(),
+        "alignment": cosine(W, W_mm).numpy(),
+    })  # fmt: skip
+    return frame, checks, predicted
+
+
+def _turning(norms: torch.Tensor, eta: float) -> float:
+    """``1 - ||W_t|| / (eta t)`` at ``t = T / 10``: the length lost by then, an upper bound on the loss at ``T``."""
+    t = max(1, (len(norms) - 1) // 10)
+    return max(0.0, 1.0 - float(norms[t]) / (eta * t))
+
+
+def _slope_check(t: torch.Tensor, log_gap: torch.Tensor, predicted: float, steps: int) -> Check:
+    """Lemma 1's per-step slope on the second half; tolerance three times its drift between the last quarters."""
+    third, fourth = (t >= steps // 2) & (t < 3 * steps // 4), t >= 3 * steps // 4
+    drift = abs(fit_slope(t[third], log_gap[third], logx=False, logy=False)[0]
+                - fit_slope(t[fourth], log_gap[fourth], logx=False, logy=False)[0])  # fmt: skip
+    half = t >= steps // 2
+    return LEMMA1.slope(t[half], log_gap[half], predicted, 3 * drift, logx=False, logy=False,
+                        spread=f"3 x the slope's drift between the third and last quarter ({drift:.3g})")  # fmt: skip
+
+
+# ---- items 3, 7, 8: NGD, GD and Polyak from random directions -------------------------------------------------------
+
+NGD_GLOBAL = _claim(
+    "global directional convergence (Thm 1): over the random initial directions, the worst 1 - corr(W_t, W_mm) "
+    "falls over the last decade by at least the O~(1/t) factor (NGD)",
+    "001:Thm1", "§8.3", SVM_NUCLEAR,
+)  # fmt: skip
+NGD_RATE = _claim(
+    "directional rate (Thm 1): worst slope of log(1 - corr) vs log t over the directions (2nd half) is at most "
+    "that of log t / t",
+    "001:Thm1", "§8.3", NGD_GRADIENT_STEP,
+)  # fmt: skip
+GD_BEHIND = _claim("GD also converges in direction (Thm 6) but NGD is ahead: median log10(1 - corr), NGD below GD by "
+                   "a decade", "001:Thm6", "§8.8", GD_NORMALIZED)  # fmt: skip
+GD_LOG_NORM = _claim("plain GD: ||W_t|| = Theta(log t), not a power (median run, geometric steps)", "001:Thm6", "§8.8",
+                     GD_NORMALIZED)  # fmt: skip
+POLYAK_GLOBAL = _claim(
+    "Polyak converges in direction (Thm 7): over the random initial directions, the worst 1 - corr(W_t, W_mm) "
+    "falls by at least the O~(1/t) factor until L - L_* reaches float64 resolution (uncapped Polyak)",
+    "001:Thm7", "§8.7", SVM_NUCLEAR,
+)  # fmt: skip
+
+
+def _shrinks(frame: pd.DataFrame, t0: float, t1: float) -> tuple[float, float, str]:
+    """Worst run's ``gap(t1) / gap(t0)`` (recorded steps nearest to ``t0``, ``t1``) and Thm 1's bound on it.
+
+    ``gap = 1 - corr(W_t, W_mm)``; a rate ``C log t / t`` lets it shrink by no less than ``(t0/t1) ln t1 / ln t0``.
+    """
+    steps = np.sort(frame["step"].unique())
+    t0, t1 = (int(steps[np.abs(steps - t).argmin()]) for t in (t0, t1))
+    gap = 1 - frame.pivot_table(index="step", columns="run", values="alignment")
+    worst = float((gap.loc[t1] / gap.loc[t0]).max())
+    factor = (t0 / t1) * math.log(t1) / math.log(t0) if t1 > t0 > 1 else math.nan  # spec §8.3: C log t / t
+    return worst, factor, f"(t0/t1) ln t1 / ln t0 for C log t / t from t0 = {t0} to t1 = {t1}"
+
+
+def _loss_floor(frame: pd.DataFrame, L_star: float) -> float:
+    """First recorded step at which some run's ``L - L_*`` is at float64 resolution (inf if none)."""
+    at_floor = frame["loss"] - L_star <= 4 * np.finfo(np.float64).eps * L_star
+    return float(frame.loc[at_floor, "step"].min()) if bool(at_floor.any()) else math.inf
+
+
+def directions(config, ctx, data, sol) -> tuple[pd.DataFrame, list[Check]]:
+    """Items 3, 7 (directional part) and 8: NGD, GD and uncapped Polyak from ``directions`` random directions."""
+    gen = torch.Generator().manual_seed(config.seed + 2)
+    G = torch.randn(config.directions, config.d, config.d, generator=gen, dtype=torch.float64)
+    W0 = config.direction_norm * G / torch.linalg.matrix_norm(G)[:, None, None]  # random directions, (R, d, d)
+    frames = []
+    for part, rule, options in (
+        ("ngd", NGD_RULE, {"lr": config.eta}), ("gd", GD_RULE, {"lr": config.gd_lr}), ("polyak", "polyak", {}),
+    ):  # fmt: skip
+        run = batched_train(
+            data.X, data.Z, data.y, data.v, W0, param="W", optimizer=rule, loss=config.loss, steps=config.steps,
+            record_every=config.record_every, W_ref=sol.W, progress=ctx.progress, **options,
+        )  # fmt: skip
+        frames.append(run.frame.assign(part=f"{part}_directions"))
+    frame = pd.concat(frames, ignore_index=True)
+    part = {name: frame[frame["part"] == f"{name}_directions"] for name in ("ngd", "gd", "polyak")}
+    T = config.steps
+    late = part["ngd"][part["ngd"]["step"] >= T // 2]
+    rates = [fit_slope(g["step"], 1 - g["alignment"])[0] for _, g in late.groupby("run")]
+    t_mid = float(late["step"].median())
+    end = {name: rows[rows["step"] == T]["alignment"] for name, rows in part.items()}
+    gd_median = part["gd"].groupby("step")["norm"].median().reset_index()
+    gd_median = at_steps(gd_median, geometric_steps(T, first=max(config.record_every, T // 100)))
+    worst, factor, why = _shrinks(part["ngd"], T / 10, T)
+    # Uncapped Polyak stops where L - L_* rounds to 0 (its step is (L - L_*) / ||g||^2): judge it before that floor.
+    floor = min(_loss_floor(part["polyak"], optimal_loss(data, config.loss)), T)
+    polyak_worst, polyak_factor, polyak_why = _shrinks(part["polyak"], config.record_every, floor)
+    checks = [
+        NGD_GLOBAL.less(worst, factor, spread=why),
+        NGD_RATE.less(
+            max(rates),
+            -1 + 1 / math.log(t_mid),
+            spread=f"the local slope of log t / t, -1 + 1/ln t at the median step {t_mid:g}",
+        ),  # fmt: skip
+        GD_BEHIND.ordering(
+            {"NGD": math.log10(1 - float(end["ngd"].median())), "GD": math.log10(1 - float(end["gd"].median()))},
+            ["NGD", "GD"],
+            margin=1.0,
+            spread="ours: Thm 1's O~(1/t) against GD's O(1/log t) (Thm 6 gives no rate); one decade",
+        ),  # fmt: skip
+        GD_LOG_NORM.rate_shape(gd_median["step"], gd_median["norm"], "log"),
+        POLYAK_GLOBAL.less(
+            polyak_worst,
+            polyak_factor,
+            spread=f"{polyak_why}: the steps before L - L_* reaches float64 resolution, where Polyak's step is 0",
+        ),  # fmt: skip
+    ]
+    return frame, checks
+
+
+# ---- item 7: Polyak's step length at random W ----------------------------------------------------------------------
+
+POLYAK_LOWER = _claim("Polyak step length (L - L_*)/||grad L|| >= e^(-Delta_max)/(2 B^2) at random W", "001:Thm7",
+                      "§8.7", OPT_SHIFTED)  # fmt: skip
+POLYAK_UPPER = _claim("Polyak step length <= ||W_mm|| / min_i phi_opt at random W (max of ratio/bound)",
+                      "001:Thm7", "§8.7", POLYAK_DOUBLED)  # fmt: skip
+
+
+def polyak_bounds(config, data, sol) -> tuple[pd.DataFrame, list[Check]]:
+    """Item 7: ``e^{-Delta_max}/(2B^2) <= (L - L_*)/||grad L|| <= ||W_mm|| / min_i phi_opt`` at random ``W``."""
+    gen = torch.Generator().manual_seed(config.seed + 3)
+    G = torch.randn(config.random_W, config.d, config.d, generator=gen, dtype=torch.float64)
+    scales = torch.logspace(-1, 1, config.random_W, dtype=torch.float64)  # ||W|| from 0.1 to 10
+    W = scales[:, None, None] * G / torch.linalg.matrix_norm(G)[:, None, None]
+    _, log_grad, log_risk = grad_direction(data, W, config.loss)
+    grad_norm = log_grad.exp()
+    L_star, loss = optimal_loss(data, config.loss), log_risk.exp()
+    gap_length = (loss - L_star) / grad_norm  # spec §8.7: the uncapped Polyak step's length (L - L_*) / ||g||
+    valid = loss >= L_star  # the Polyak step is defined where L >= L_* (every W when L_* is the infimum)
+    length = polyak_step_size(loss[valid], L_star, grad_norm[valid] ** 2) * grad_norm[valid]  # spec A3
+    low = math.exp(-largest_gap(data)) / (2 * token_bound(data.X) ** 2)  # spec §8.7 [D]
+    high = float(sol.W.norm()) / opt_probabilities(data, W).amin(-1)  # spec §8.7 [D]
+    frame = pd.DataFrame({
+        "part": "polyak_random_W", "run": np.arange(config.random_W), "step": 0, "norm": scales.numpy(),
+        "polyak_length": gap_length.numpy(), "polyak_upper": high.numpy(), "polyak_lower": low,
+    })  # fmt: skip
+    checks = [
+        POLYAK_LOWER.greater(float(gap_length.min()), low, spread="Thm 7's bound [D]"),
+        POLYAK_UPPER.less(
+            float((length / high[valid]).max()) if bool(valid.any()) else math.nan,
+            1.0,
+            spread=f"Thm 7's bound [D]; the library's Polyak step size at the {int(valid.sum())} W with L >= L_*",
+        ),
+    ]
+    return frame, checks
+
+
+CLAIMS = (
+    STEP_LENGTH, LEMMA7_LOWER, NORM_RATIO, LEMMA6, LEMMA2, LEMMA1, LEMMA5,
+    NGD_GLOBAL, NGD_RATE, GD_BEHIND, GD_LOG_NORM, POLYAK_GLOBAL, POLYAK_LOWER, POLYAK_UPPER,
+)  # fmt: skip
