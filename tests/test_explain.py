@@ -68,7 +68,7 @@ def test_data_without_a_head_is_refused():
         ("md:1", r"optimizer 'md:1': p == 1, must be > 1.0"),
         ("md:x", r"optimizer 'md:x': p must be a Real, got 'x'"),
         ("md:inf", r"optimizer 'md:inf': p == inf, must be a finite number"),
-        ("ngd:2", r"optimizer 'ngd:2': '2' is not key=value; only md takes a positional argument"),
+        ("ngd:2", r"optimizer 'ngd:2': '2' is not key=value; only md and sd take a positional argument"),
         ("adam", r"optimizer == 'adam', must be one of 'gd', 'ngd', 'polyak', 'md', 'joint'"),
     ],
 )
