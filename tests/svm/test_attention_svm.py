@@ -444,3 +444,12 @@ def test_linf_at_least_every_finite_p(data):
     best = attention_svm(data, float("inf")).norm_value
     for p in (1.0, 2.0, 4.0):
         assert np.abs(attention_svm(data, p).W.numpy()).max() >= best * (1 - TOL)
+
+
+def test_linf_kkt_certificate_accepts_the_lp_solution_and_rejects_the_frobenius_one(data, constraints):
+    """The certificate is not vacuous: the Frobenius SVM with its own multipliers is feasible but not l_inf-optimal."""
+    pairs, A = constraints(data, data.optimal_tokens())
+    M = A.reshape(len(pairs), -1)
+    linf, fro = attention_svm(data, float("inf")), attention_svm(data, "fro")
+    assert program.kkt_residual(linf.W.numpy(), M, multipliers(linf, pairs), float("inf")) <= program.KKT_TOL
+    assert program.kkt_residual(fro.W.numpy(), M, multipliers(fro, pairs), float("inf")) > 1e-2  # O(1) defects
