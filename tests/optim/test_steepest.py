@@ -79,6 +79,16 @@ def test_steepest_descent_equals_the_reference_loop(name, p):
     torch.testing.assert_close(run.W[0], expected, rtol=0, atol=1e-12)
 
 
+def test_a_per_run_lr_as_sweeps_pass_it_equals_separate_runs():
+    """Sweeps (runner/batched_train.py) hand batched.train one lr per run, shape (R,)."""
+    data, W0 = _data(), _W0()
+    lrs = torch.tensor([0.02, 0.05], dtype=torch.float64)
+    W0s = torch.stack([W0, W0])  # (R, d, d): the runs axis
+    both = batched.train(data.X, data.Z, data.y, data.v, W0=W0s, optimizer="sign", lr=lrs, steps=STEPS).W
+    for r, lr in enumerate(lrs.tolist()):
+        torch.testing.assert_close(both[r], _steepest_reference(data, W0, math.inf, lr=lr), rtol=0, atol=1e-12)
+
+
 def test_steepest_descent_through_al_train_equals_batched():
     data, W0 = _data(), _W0()
     model = al.models.Combined(5, W0=W0)
@@ -169,7 +179,7 @@ def test_grammar_names_sign_as_sd_inf_and_refuses_inf_for_mirror_descent():
     assert OptimizerSpec.parse("sd:inf").get("p") == math.inf
     with pytest.raises(ValidationError, match="p == inf has no l_p mirror map"):
         OptimizerSpec.parse("md:inf")
-    with pytest.raises(ValidationError, match="p == 1.0, must be > 1"):
+    with pytest.raises(ValidationError, match="p == 1, must be > 1"):
         OptimizerSpec.parse("sd:1")
     with pytest.raises(ValidationError, match="beta2"):
         OptimizerSpec.parse("adam-noeps:beta2=1")
