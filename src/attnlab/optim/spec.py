@@ -16,16 +16,16 @@ A spec reads ``name[:p][,key=value...]``::
 
 Names and their options (every rule but Polyak also takes ``lr``, default :data:`DEFAULT_LR`):
 
-====== ========================================================================================================
-gd     ``momentum`` (A1, A4)
-ngd    ``max_step``, ``momentum``, ``momentum_variant``, ``normalization`` (A2, A4, A7)
-polyak ``max_step``, ``optimal_loss``, ``c``; no ``lr`` (A3, A8)
-md     ``p`` (default 2, or positional), ``normalized`` (default true), ``eps`` (mirror-descent-lp §4)
-joint  ``alpha``, ``normalizer``, ``head_lr`` (A6)
-sd     ``p`` (positional, ``1 < p <= inf``; default 2): ``-lr`` times the unit-l_p steepest-descent direction
+========== =======================================================================================================
+gd         ``momentum`` (A1, A4)
+ngd        ``max_step``, ``momentum``, ``momentum_variant``, ``normalization`` (A2, A4, A7)
+polyak     ``max_step``, ``optimal_loss``, ``c``; no ``lr`` (A3, A8)
+md         ``p`` (default 2, or positional), ``normalized`` (default true), ``eps`` (mirror-descent-lp §4)
+joint      ``alpha``, ``normalizer``, ``head_lr`` (A6)
+sd         ``p`` (positional, ``1 < p <= inf``; default 2): ``-lr`` times the unit-l_p steepest-descent direction
 adam-noeps ``beta1`` (default 0.9), ``beta2`` (default 0.999): Adam with ``epsilon = 0``, an engine rule
-adam   ``torch.optim.Adam`` (real-data baselines; no engine rule)
-====== ========================================================================================================
+adam       ``torch.optim.Adam`` (real-data baselines; no engine rule)
+========== =======================================================================================================
 
 The paper's names ``sgd``, ``sngd`` (NGD on mini-batches) and ``sps`` (Polyak with ``c = 0.5`` and
 ``optimal_loss = 0``, spec A8) are aliases, and so is ``sign`` (``sd:inf``).
