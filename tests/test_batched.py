@@ -240,7 +240,7 @@ def test_normalized_md_on_kq_normalises_each_tensor_by_its_own_dual_norm():
         ({"y": "two"}, r"y must hold only -1 and \+1, found \[-2.0, 2.0\]"),
         ({"X": "one-token"}, "X has 1 entries along axis 'T', needs at least 2"),
         ({"optimizer": "polyak", "optimal_loss": float("nan")}, "optimal_loss has 1 non-finite"),
-        ({"optimizer": "polyak", "optimal_loss": -1.0}, "optimal_loss == -1.0, must be >= 0"),
+        ({"optimizer": "polyak", "optimal_loss": -1.0}, "optimal_loss == -1.0, must be finite and >= 0"),
         ({"train_head": "no"}, "train_head == 'no', must be a bool"),
         ({"keep_iterates": 1}, "keep_iterates == 1, must be a bool"),
         ({"select": [0.0, 1.0, 2.0, 0.0, 1.0]}, "select must be 5 integer token indices .* got dtype float64"),

@@ -67,8 +67,8 @@ def test_data_without_a_head_is_refused():
         ("lbfgs", r"optimizer 'lbfgs': unknown name 'lbfgs'; the form is name\[:p\]"),
         ("md:1", r"optimizer 'md:1': p == 1, must be > 1.0"),
         ("md:x", r"optimizer 'md:x': p must be a Real, got 'x'"),
-        ("md:inf", r"optimizer 'md:inf': p == inf, must be a finite number"),
-        ("ngd:2", r"optimizer 'ngd:2': '2' is not key=value; only md takes a positional argument"),
+        ("md:inf", r"optimizer 'md:inf': p == inf has no l_p mirror map; pass a finite p > 1, or 'sd:inf'"),
+        ("ngd:2", r"optimizer 'ngd:2': '2' is not key=value; only md and sd take a positional argument"),
         ("adam", r"optimizer == 'adam', must be one of 'gd', 'ngd', 'polyak', 'md', 'joint'"),
     ],
 )
@@ -186,3 +186,10 @@ def test_the_attended_selection_is_a_candidate_beyond_the_search_budget():
     W_c = attention_svm(data, "fro", select=[2, 0, 0, 0, 0]).W
     assert table.at["fro[2,0,0,0,0]", "one_minus_cos"] == pytest.approx(1 - float(cosine(result.W, W_c)), abs=1e-9)
     assert table.at["fro[2,0,0,0,0]", "one_minus_cos"] < 1e-2 < table.at["fro", "one_minus_cos"]
+
+
+def test_sign_descent_is_explained_by_the_linf_svm():
+    """opt="sign" adds the l_inf SVM (steepest descent in l_inf, an LP) to the candidates, and it is the one found."""
+    result = explain(example1(n=4, T=3, d=16, seed=0), opt="sign:lr=0.01", steps=1500)
+    assert "linf" in result.table["candidate"].tolist()
+    assert result.closest == "linf"

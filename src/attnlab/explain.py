@@ -4,8 +4,9 @@ Spec: implicit-bias-ngd §5 (W-SVM, Frobenius) and §8.3 (NGD -> W_mm), kq-nucle
 ``(K, Q)``, l1 for the diagonal) and §7, mirror-descent-lp §5 (l_p-AttSVM, locally optimal selections) and §8.
 
 The candidates are every SVM the three papers name: Frobenius, nuclear, l1-diagonal and l2-diagonal for the default
-selection (``data.select``, else the optimal tokens), the entrywise l_p SVM for ``opt="md:<p>"`` (the optimizer
-grammar of :mod:`attnlab.optim.spec`), the Frobenius SVM of each other locally optimal selection, and the Frobenius
+selection (``data.select``, else the optimal tokens), the entrywise l_p SVM for ``opt="md:<p>"`` and for steepest
+descent ``opt="sd:<p>"`` (``"sign"``: the l_inf SVM, a linear program; the optimizer grammar of
+:mod:`attnlab.optim.spec`), the Frobenius SVM of each other locally optimal selection, and the Frobenius
 SVM of the selection the trained model itself attends to. Training is one run of :func:`attnlab.batched.train` that
 keeps its recorded iterates; every candidate is measured on them afterwards.
 
@@ -236,7 +237,8 @@ def explain(
             f"lr as Polyak's cap is deprecated; write 'polyak:max_step={lr}'", DeprecationWarning, stacklevel=2
         )
         spec, lr = spec.with_options(max_step=lr), None
-    p = spec.get("p", 2.0) if spec.name == "md" else None
+    p = spec.get("p", 2.0) if spec.name == "md" else None  # the mirror map's p: Bregman divergences
+    norm_p = spec.get("p", 2.0) if spec.name == "sd" else p  # steepest descent in l_p: its own norm's SVM too
     check_in("loss", loss, LOSSES)
     steps = check_scalar("steps", steps, kind=int, low=1)
     check_scalar("direction_tol", direction_tol, low=0.0, low_inclusive=False)
@@ -255,7 +257,7 @@ def explain(
             "every token ties in every sequence (the head v gives all tokens one score, e.g. v = 0): the gradient is "
             "zero, training cannot move and no SVM can be named; pass data whose head separates the tokens"
         )
-    svms, skipped = _candidates(data, p, max_selections, solver)
+    svms, skipped = _candidates(data, norm_p, max_selections, solver)
     if not svms:
         raise ValidationError(
             f"no candidate SVM is feasible on this data ({'; '.join(skipped)}); the selected tokens "

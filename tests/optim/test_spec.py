@@ -48,7 +48,7 @@ def test_the_canonical_spelling_writes_md_p_first():
         ("ngd:momentum=1", r"optimizer 'ngd:momentum=1': momentum == 1, must be < 1.0"),
         ("ngd:momentum_variant=nesterov", "momentum_variant == 'nesterov', must be one of 'heavy_ball'"),
         ("polyak:lr=0.1", "polyak takes no lr, its step size is"),
-        ("gd:0.5", "'0.5' is not key=value; only md takes a positional argument"),
+        ("gd:0.5", "'0.5' is not key=value; only md and sd take a positional argument"),
         ("md:1.5,p=2", "p is given twice"),
         ("ngd:max_step=0", "max_step == 0, must be > 0"),
     ],

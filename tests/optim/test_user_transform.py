@@ -1,12 +1,13 @@
 """A transform written by a user as the transforms module docstring shows, asking for the loss by declaration."""
 
+import pytest
 import torch
 
 import attnlab as al
 from attnlab.data import example1
 from attnlab.engine.spaces import optimal_loss
 from attnlab.models.functional import attention_loss
-from attnlab.optim.transforms import Rule, Step, Transform
+from attnlab.optim.transforms import Rule, Step, Transform, scale_by_lr
 
 STEPS = 12
 
@@ -53,3 +54,24 @@ def test_the_declaration_is_what_brings_the_loss():
     assert rule.needs_loss
     quiet = Rule((rule.transforms[0]._replace(needs_loss=False),))
     assert not quiet.needs_loss  # the name says nothing; only the field does
+
+
+def test_the_docstrings_sign_like_transform_keeps_stepping_after_the_gradient_underflows():
+    """The example of "Writing a transform" (optim/transforms.py), run as a user would: every late step still moves
+    the larger entries by lr (1000 steps of 0.01 between the last two records), past the gradient's underflow."""
+
+    def update(step, state, ctx):
+        out = []
+        for m in step.direction:
+            top = m.abs() >= m.abs().amax(dim=tuple(range(1, m.dim())), keepdim=True) / 2
+            out.append(torch.sign(m) * top)
+        coefs = [c - step.log_scale for c in step.log_coef]
+        return Step(out, step.log_scale, coefs, step.factor), state
+
+    mine = Rule((Transform("half_sign", lambda params: None, update, coefficient_only=False), scale_by_lr(0.01)))
+    data = example1(n=4, T=3, d=16, seed=0)
+    run = al.batched.train(
+        data.X, data.Z, data.y, data.v, optimizer=mine, steps=3000, record_every=1000, keep_iterates=True
+    )
+    W = run.iterates["W"][:, 0]
+    assert float((W[-1] - W[-2]).abs().max()) == pytest.approx(10.0, rel=1e-9)  # 1000 steps of 0.01

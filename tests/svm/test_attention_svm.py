@@ -11,7 +11,7 @@ from scipy.optimize import linprog, minimize
 
 import attnlab.svm._program as program
 from attnlab._validation import ValidationError
-from attnlab.data import TokenSelectionData
+from attnlab.data import TokenSelectionData, example1
 from attnlab.svm import InfeasibleProgramError, SolverAccuracyWarning, TieWarning, attention_svm
 
 # Clarabel runs at gap 1e-10; solutions and multipliers of these well-conditioned small programs agree to ~1e-7,
@@ -397,3 +397,59 @@ def test_a_selected_token_equal_to_another_token_is_named(data):
     X[2, 1] = X[2, 0]
     with pytest.raises(InfeasibleProgramError, match=r"\(i=2, t=1\).*the selected token equals that token"):
         attention_svm(data.with_(X=X), "fro", select=[0, 0, 0, 0])
+
+
+# --- l_inf: a linear program -------------------------------------------------------------------------------------
+
+
+def linf_reference(flat: np.ndarray) -> tuple[float, np.ndarray]:
+    """``min t s.t. -t <= w_j <= t, M w >= 1`` written out for scipy's HiGHS: variables ``(w, t)``."""
+    m, k = flat.shape
+    cost = np.zeros(k + 1)
+    cost[-1] = 1.0  # minimise t = ||w||_inf
+    eye, ones = np.eye(k), np.ones((k, 1))
+    A_ub = np.vstack([np.hstack([eye, -ones]), np.hstack([-eye, -ones]), np.hstack([-flat, np.zeros((m, 1))])])
+    b_ub = np.concatenate([np.zeros(2 * k), -np.ones(m)])
+    lp = linprog(cost, A_ub=A_ub, b_ub=b_ub, bounds=(None, None), method="highs")
+    assert lp.status == 0
+    return lp.fun, lp.x[:k]
+
+
+@pytest.mark.parametrize("which", ["example1", "random"])
+def test_linf_matches_an_independent_linprog(which, constraints, make_data):
+    data = example1(n=4, T=3, d=6, seed=0) if which == "example1" else make_data(3)
+    sol = attention_svm(data, float("inf"))
+    pairs, A = constraints(data, data.optimal_tokens())
+    value, w = linf_reference(A.reshape(len(pairs), -1))
+    assert sol.norm_value == pytest.approx(value, rel=TOL)
+    W = sol.W.numpy().reshape(-1)
+    cos = W @ w / (np.linalg.norm(W) * np.linalg.norm(w))
+    assert cos >= 1 - 1e-9  # the issue's bar: the same direction, not only the same optimal value
+    assert sol.kkt_residual <= program.KKT_TOL and sol.status == "optimal"
+
+
+def test_linf_kkt_sum_of_multipliers_is_an_l1_unit_subgradient(any_data, constraints):
+    sol = attention_svm(any_data, float("inf"))
+    pairs, A = constraints(any_data, any_data.optimal_tokens())
+    lam = multipliers(sol, pairs)
+    assert_primal_feasible_and_complementary(sol, A, lam)
+    G = np.einsum("k,kab->ab", lam, A)
+    W = sol.W.numpy()
+    assert np.abs(G).sum() <= 1 + TOL  # the dual norm of l_inf is l1
+    assert (G * W).sum() == pytest.approx(np.abs(W).max(), rel=TOL)  # <G, W> = ||W||_inf
+
+
+def test_linf_at_least_every_finite_p(data):
+    """||W_p||_inf >= ||W_inf||_inf for every p: W_inf minimises the l_inf norm over the same feasible set."""
+    best = attention_svm(data, float("inf")).norm_value
+    for p in (1.0, 2.0, 4.0):
+        assert np.abs(attention_svm(data, p).W.numpy()).max() >= best * (1 - TOL)
+
+
+def test_linf_kkt_certificate_accepts_the_lp_solution_and_rejects_the_frobenius_one(data, constraints):
+    """The certificate is not vacuous: the Frobenius SVM with its own multipliers is feasible but not l_inf-optimal."""
+    pairs, A = constraints(data, data.optimal_tokens())
+    M = A.reshape(len(pairs), -1)
+    linf, fro = attention_svm(data, float("inf")), attention_svm(data, "fro")
+    assert program.kkt_residual(linf.W.numpy(), M, multipliers(linf, pairs), float("inf")) <= program.KKT_TOL
+    assert program.kkt_residual(fro.W.numpy(), M, multipliers(fro, pairs), float("inf")) > 1e-2  # O(1) defects

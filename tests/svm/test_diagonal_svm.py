@@ -7,6 +7,7 @@ import cvxpy as cp
 import numpy as np
 import pytest
 import torch
+from scipy.optimize import linprog
 
 from attnlab._validation import ValidationError
 from attnlab.data import TokenSelectionData
@@ -52,3 +53,22 @@ def test_diagonal_program_is_the_attention_svm_over_diagonal_matrices(data):
 def test_p_below_one_is_refused(data):
     with pytest.raises(ValidationError, match="p == 0.5, must be >= 1"):
         diagonal_svm(data, p=0.5)
+
+
+def test_linf_diagonal_matches_an_independent_linprog(data):
+    """p = inf is accepted here too: min t s.t. -t <= beta_j <= t, B beta >= 1, written out for scipy's HiGHS."""
+    B = constraint_vectors(data)
+    m, k = B.shape
+    A_ub = np.vstack(
+        [
+            np.hstack([np.eye(k), -np.ones((k, 1))]),
+            np.hstack([-np.eye(k), -np.ones((k, 1))]),
+            np.hstack([-B, np.zeros((m, 1))]),
+        ]
+    )
+    cost = np.r_[np.zeros(k), 1.0]
+    lp = linprog(cost, A_ub=A_ub, b_ub=np.r_[np.zeros(2 * k), -np.ones(m)], bounds=(None, None), method="highs")
+    assert lp.status == 0
+    sol = diagonal_svm(data, float("inf"))
+    assert sol.norm_value == pytest.approx(lp.fun, rel=1e-6)  # solver tolerance, as the other LP tests
+    assert sol.kkt_residual <= 1e-5

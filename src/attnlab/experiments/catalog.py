@@ -166,6 +166,13 @@ EXPERIMENTS: tuple[Entry, ...] = (
         "regression",
         "every row of the theorem table (spec §8) as a measured check",
     ),
+    Entry(
+        "steepest-descent.norms",
+        "implicit-bias-ngd",
+        "steepest_descent",
+        "Extension (not a paper result): sign descent and l_p steepest descent (p=1.5,2,3) align with their own "
+        "norm's SVM on Example 1, 3 seeds; Adam without epsilon observed",
+    ),
 )
 
 _BY_NAME = {entry.name: entry for entry in EXPERIMENTS}

@@ -10,20 +10,28 @@ A spec reads ``name[:p][,key=value...]``::
     "polyak:max_step=5"            the Polyak step, capped
     "md:1.5"                       l_p mirror descent with p = 1.5 (p is the one positional argument)
     "md:3,normalized=false,lr=0.01"
+    "sign"                         sign descent (steepest descent in l_inf), lr 0.1
+    "sd:1.5"                       normalised steepest descent in l_1.5 (p positional, inf allowed)
+    "adam-noeps:beta1=0"           Adam without epsilon in the log domain (beta1 = 0: RMSProp-style)
 
 Names and their options (every rule but Polyak also takes ``lr``, default :data:`DEFAULT_LR`):
 
-====== ========================================================================================================
-gd     ``momentum`` (A1, A4)
-ngd    ``max_step``, ``momentum``, ``momentum_variant``, ``normalization`` (A2, A4, A7)
-polyak ``max_step``, ``optimal_loss``, ``c``; no ``lr`` (A3, A8)
-md     ``p`` (default 2, or positional), ``normalized`` (default true), ``eps`` (mirror-descent-lp §4)
-joint  ``alpha``, ``normalizer``, ``head_lr`` (A6)
-adam   ``torch.optim.Adam`` (real-data baselines; no engine rule)
-====== ========================================================================================================
+========== =======================================================================================================
+gd         ``momentum`` (A1, A4)
+ngd        ``max_step``, ``momentum``, ``momentum_variant``, ``normalization`` (A2, A4, A7)
+polyak     ``max_step``, ``optimal_loss``, ``c``; no ``lr`` (A3, A8)
+md         ``p`` (default 2, or positional), ``normalized`` (default true), ``eps`` (mirror-descent-lp §4)
+joint      ``alpha``, ``normalizer``, ``head_lr`` (A6)
+sd         ``p`` (positional, ``1 < p <= inf``; default 2): ``-lr`` times the unit-l_p steepest-descent direction
+adam-noeps ``beta1`` (default 0.9), ``beta2`` (default 0.999): Adam with ``epsilon = 0``, an engine rule
+adam       ``torch.optim.Adam`` (real-data baselines; no engine rule)
+========== =======================================================================================================
 
 The paper's names ``sgd``, ``sngd`` (NGD on mini-batches) and ``sps`` (Polyak with ``c = 0.5`` and
-``optimal_loss = 0``, spec A8) are aliases. The cap is ``max_step`` everywhere. Retired spellings still parse, with
+``optimal_loss = 0``, spec A8) are aliases, and so is ``sign`` (``sd:inf``).
+``sd`` and ``adam-noeps`` run in the engine only (:func:`attnlab.train`, :func:`attnlab.batched.train`, sweeps), on
+the gradient's mantissa, so their directions stay exact after the true gradient underflows; ``adam`` stays
+``torch.optim.Adam`` (with its epsilon), as the real-data experiments use it. The cap is ``max_step`` everywhere. Retired spellings still parse, with
 a :class:`DeprecationWarning` naming the new one: ``max_lr=`` (now ``max_step=``) and ``"md-<p>"`` (the real-data
 experiments' unnormalised mirror descent, now ``"md:<p>,normalized=false"``).
 
@@ -59,22 +67,26 @@ NAMES: dict[str, tuple[str, ...]] = {
     "polyak": ("max_step", "optimal_loss", "c"),
     "md": ("lr", "p", "normalized", "eps"),
     "joint": ("lr", "alpha", "normalizer", "head_lr"),
+    "sd": ("lr", "p"),
+    "adam-noeps": ("lr", "beta1", "beta2"),
     "adam": ("lr",),
 }
 #: The names the training engine runs as a rule (``adam`` runs as a torch optimizer only).
-RULES = ("gd", "ngd", "polyak", "md", "joint")
+RULES = ("gd", "ngd", "polyak", "md", "joint", "sd", "adam-noeps")
 #: Options of each rule beyond ``lr``: what :func:`attnlab.batched.train` takes as keywords.
 OPTIONS: dict[str, set[str]] = {name: set(NAMES[name]) - {"lr"} for name in RULES}
 _ALIASES: dict[str, tuple[str, dict[str, Any]]] = {
     "sgd": ("gd", {}),
     "sngd": ("ngd", {}),  # spec A8: NGD on mini-batches, one global norm
     "sps": ("polyak", {"c": 0.5, "optimal_loss": 0.0}),  # spec A8: SPS_max, L_B* = 0 for cross-entropy
+    "sign": ("sd", {"p": math.inf}),  # steepest descent in l_inf
 }
-_POSITIONAL = {"md": "p"}
+_POSITIONAL = {"md": "p", "sd": "p"}
+_ENGINE_ONLY = ("sd", "adam-noeps")
 _RETIRED_OPTIONS = {"max_lr": "max_step"}
 _FORMS = (
-    'name[:p][,key=value...] with name one of "gd", "ngd", "polyak", "md", "joint", "adam" (aliases "sgd", "sngd", '
-    '"sps"), e.g. "ngd:momentum=0.9", "polyak:max_step=5", "md:1.5"'
+    'name[:p][,key=value...] with name one of "gd", "ngd", "polyak", "md", "joint", "sd", "adam-noeps", "adam" '
+    '(aliases "sgd", "sngd", "sps", "sign"), e.g. "ngd:momentum=0.9", "polyak:max_step=5", "md:1.5", "sd:inf"'
 )
 
 
@@ -94,7 +106,9 @@ _CHECKS = {
     "normalization": lambda k, v: check_in(k, v, NORMALIZATIONS),
     "optimal_loss": lambda k, v: None if v is None else _optimal_loss(v),
     "c": _positive,
-    "p": lambda k, v: float(check_scalar(k, v, low=1.0, low_inclusive=False)),
+    "p": lambda k, v: float(check_scalar(k, v, low=1.0, low_inclusive=False, allow_inf=True)),
+    "beta1": lambda k, v: float(check_scalar(k, v, low=0.0, high=1.0, high_inclusive=False)),
+    "beta2": lambda k, v: float(check_scalar(k, v, low=0.0, high=1.0, low_inclusive=False, high_inclusive=False)),
     "normalized": lambda k, v: check_bool(k, v),
     "eps": lambda k, v: float(check_scalar(k, v, low=0.0)),
     "alpha": lambda k, v: float(check_scalar(k, v, low=0.0)),
@@ -109,7 +123,7 @@ class OptimizerSpec:
 
     Attributes
     ----------
-    name : {"gd", "ngd", "polyak", "md", "joint", "adam"}
+    name : {"gd", "ngd", "polyak", "md", "joint", "sd", "adam-noeps", "adam"}
     options : tuple of (str, value) pairs
         The options given, checked, sorted by key.
 
@@ -161,8 +175,8 @@ class OptimizerSpec:
             if not eq:
                 if index > 0 or name not in _POSITIONAL:
                     raise ValidationError(
-                        f"optimizer {text!r}: {part!r} is not key=value; only md takes a positional argument (p, "
-                        f"as in 'md:1.5')"
+                        f"optimizer {text!r}: {part!r} is not key=value; only md and sd take a positional argument "
+                        f"(p, as in 'md:1.5' or 'sd:inf')"
                     )
                 key, raw = _POSITIONAL[name], part
             if key in written:
@@ -209,6 +223,11 @@ class OptimizerSpec:
                 checked[key] = _CHECKS[key](key, value)
             except ValidationError as err:
                 raise ValidationError(f"optimizer {text!r}: {err}") from None
+            if key == "p" and self.name == "md" and checked[key] == math.inf:
+                raise ValidationError(
+                    f"optimizer {text!r}: p == inf has no l_p mirror map; pass a finite p > 1, or 'sd:inf' (sign "
+                    "descent) for steepest descent in l_inf"
+                )
         return OptimizerSpec(self.name, tuple(sorted(checked.items())))
 
     def __str__(self) -> str:
@@ -268,6 +287,11 @@ class OptimizerSpec:
         if self.name == "md":
             p, normalized, eps = o.get("p", 2.0), o.get("normalized", True), o.get("eps", FLOAT64_EPS)
             return md_rule([lr] * n, [p] * n, [normalized] * n, [eps] * n)  # spec md §4
+        if self.name == "sd":
+            return tx.Rule((tx.steepest(o.get("p", 2.0)), tx.scale_by_lr(lr)))  # md §4: -lr d, ||d||_p = 1
+        if self.name == "adam-noeps":
+            adam = tx.adam(o.get("beta1", 0.9), o.get("beta2", 0.999))
+            return tx.Rule((adam, tx.scale_by_lr(lr)))  # ngd §9: -lr m_hat / sqrt(v_hat)
         lrs = [lr] * n
         if "head_lr" in o:
             if "v" not in names:
@@ -296,6 +320,11 @@ class OptimizerSpec:
             target = o.get("optimal_loss", 0.0 if optimal_loss is None else optimal_loss)
             cap = o.get("max_step")
             return PolyakStep(params, max_step=math.inf if cap is None else cap, optimal_loss=target, c=o.get("c", 1.0))
+        if self.name in _ENGINE_ONLY:
+            raise ValidationError(
+                f"optimizer {str(self)!r} is an engine rule without a torch.optim class; train with "
+                "attnlab.train(model, ...), attnlab.batched.train or a sweep, or pass 'adam' for torch.optim.Adam"
+            )
         lr = self._lr(lr)
         if self.name == "gd":
             return torch.optim.SGD(params, lr=lr, momentum=o.get("momentum", 0.0))

@@ -1,8 +1,8 @@
 """Update rules as small composable pure transforms, each written once beside its spec formula.
 
 Spec: implicit-bias-ngd §4 (A1 GD, A2 NGD and its cap, A3 Polyak, A4 momentum, A6 joint adaptive rule, A7 per-block
-NGD, A8 SPS), mirror-descent-lp §3-4 (l_p mirror map, dual-norm normalisation), preconditioned-regression §5.4
-(preconditioner).
+NGD, A8 SPS), §9 (Adam), mirror-descent-lp §3-4 (l_p mirror map, dual-norm normalisation, l_p steepest descent),
+preconditioned-regression §5.4 (preconditioner).
 
 An update is built as a :class:`Step`: per tensor, a *direction* and a per-run *log coefficient*, the update being
 ``theta <- theta - exp(log_coef) * direction`` (or its mirror-map form). The direction starts as the gradient's
@@ -30,9 +30,32 @@ declares what it reads beyond the step, so the engine computes that only when so
 - ``needs_weights=True``: :attr:`Context.weights` (``dL/ds``, on the gradient's scale) is filled;
 - :attr:`Context.step` (the index of the step) is always filled;
 - ``scale_invariant=True`` only if the update is unchanged when every gradient of a step is multiplied by one
-  positive constant (the engine then hands a ``torch.optim`` optimizer the gradients' mantissas, which stay exact
-  after the true gradient underflows); ``coefficient_only=True`` only if it rescales or linearly combines
-  directions, nothing else.
+  positive constant; ``coefficient_only=True`` only if it rescales or linearly combines directions, nothing else.
+
+Scale invariance is declared here and nowhere else. The engine keeps every gradient as a mantissa ``m`` and a
+log-scale ``s`` per run (``g = m e^s``), so a transform that reads ``step.direction`` and ``step.log_scale`` sees
+the gradient's direction even after ``g`` itself underflows to 0 in float64 (a loss at float64 resolution). A
+``torch.optim`` optimizer handed to :func:`attnlab.train` sees plain gradients unless it declares
+``scale_invariant = True``: then it is handed the mantissas, which is correct exactly when its step ignores a
+positive rescaling (sign descent, normalised steps), and wrong otherwise (plain GD would take steps of the wrong
+size). Both :func:`steepest` (sign descent at ``p = inf``) and NGD's :func:`normalize` are scale-invariant;
+:func:`adam` without epsilon is not in this sense (one step's gradients rescaled alone change its step) and keeps
+its own log-scale instead, as :func:`momentum` does. A sign-like transform of your own, a sign step on each
+tensor's largest-gradient entries only, reads::
+
+    def update(step, state, ctx):
+        out = []
+        for m in step.direction:  # mantissas ([R,] ...): their signs are the gradient's
+            top = m.abs() >= m.abs().amax(dim=tuple(range(1, m.dim())), keepdim=True) / 2  # the larger half
+            out.append(torch.sign(m) * top)
+        coefs = [c - step.log_scale for c in step.log_coef]  # drop the gradient's size: a unit step
+        return Step(out, step.log_scale, coefs, step.factor), state
+
+    mine = Rule((Transform("half_sign", lambda params: None, update, coefficient_only=False,
+                           scale_invariant=True), scale_by_lr(0.01)))
+
+(``coefficient_only=False``: it changes the direction, not only its coefficient). Its step is ``-0.01`` per moved
+entry at every step, however small the gradient, like ``"sign"`` of the optimizer grammar.
 
 Work on the coefficients in the log domain, as the transforms below do. A Polyak-like step
 ``eta_t = (L - L*) / ||g||^2`` with a known lower bound ``l_star`` reads::
@@ -69,6 +92,7 @@ __all__ = [
     "Rule",
     "Step",
     "Transform",
+    "adam",
     "block_norms",
     "cap",
     "decay",
@@ -80,6 +104,7 @@ __all__ = [
     "polyak",
     "precondition",
     "scale_by_lr",
+    "steepest",
     "step_size",
     "uncapped",
 ]
@@ -490,6 +515,83 @@ def decay(alpha: float | Sequence[float]) -> Transform:
         return Step(step.direction, step.log_scale, coefs, step.factor), {"step": [t + 1 for t in state["step"]]}
 
     return Transform("decay", init, update)
+
+
+def steepest(p: float) -> Transform:
+    r"""The unit-l_p steepest-descent direction of the gradient: :math:`d = \mathrm{sign}(g) |g|^{q-1} /
+    \|g\|_q^{q-1}` with :math:`q = p / (p - 1)`, one l_q norm over all tensors of a run; ``p = inf`` is sign descent.
+
+    Spec: mirror-descent-lp §4 (the dual exponent ``q``; the l_p steepest-descent step is the argmax of
+    :math:`\langle g, d \rangle` over :math:`\|d\|_p \le 1`, so :math:`\langle g, d \rangle = \|g\|_q` and
+    :math:`\|d\|_p = 1`). ``p = 2`` is NGD's direction. The direction is computed from the gradient's mantissa ``m``
+    (``g = m e^s``): it depends on the direction of ``g`` only, so the step stays exact after ``g`` underflows in true
+    units. The coefficient so far, relative to the gradient, is kept (``theta <- theta - c d``, ``c = 1`` for the
+    untouched chain); a zero gradient takes no step.
+
+    Parameters
+    ----------
+    p : float
+        ``1 < p <= inf``.
+    """
+    q = 1.0 if p == math.inf else p / (p - 1.0)  # mirror-descent-lp §4: 1/p + 1/q = 1
+
+    def update(step: Step, state: None, ctx: Context) -> tuple[Step, None]:
+        norm = ctx.block_norms(step.direction, None, q)[0]  # ||m||_q per run, one over all tensors
+        directions, coefs = [], []
+        for d, lc in zip(step.direction, step.log_coef):
+            if q == 1.0:
+                out = torch.sign(d)  # p = inf: sign descent, |g|^0 = 1
+            else:  # sign(m) |m / ||m||_q|^(q-1): unit l_p norm, since (q - 1) p = q
+                out = torch.sign(d) * (d / _expand(norm, d)).abs().pow(q - 1.0)
+            directions.append(torch.where(_expand(norm, d) > 0, out, torch.zeros_like(out)))
+            coefs.append(torch.where(norm > 0, lc - step.log_scale, -math.inf))  # the gradient's size drops out
+        return Step(directions, step.log_scale, coefs, step.factor), None
+
+    return Transform(f"steepest_{p:g}", _stateless, update, coefficient_only=False)
+
+
+def adam(beta1: float, beta2: float) -> Transform:
+    r"""Adam without epsilon: :math:`m \leftarrow \beta_1 m + (1 - \beta_1) g`, :math:`v \leftarrow \beta_2 v +
+    (1 - \beta_2) g^2`, direction :math:`\hat m / \sqrt{\hat v}` with the bias corrections :math:`\hat m = m / (1 -
+    \beta_1^t)`, :math:`\hat v = v / (1 - \beta_2^t)`; ``beta1 = 0`` is RMSProp (with ``v``'s bias correction).
+
+    Spec: implicit-bias-ngd §9 (Adam on real data; Kingma & Ba 2015, Algorithm 1 with ``epsilon = 0``). Without
+    epsilon the update is unchanged when *every* gradient of a run is multiplied by one constant, so it is carried in
+    the log domain as the momentum buffer is: mantissas ``M, V`` and one log-scale ``S`` per run with ``m = M e^S``,
+    ``v = V e^{2S}``. It keeps adding gradients after they underflow in true units. Coordinates whose gradient has
+    always been zero (``v = 0``) do not move. It is not ``scale_invariant``: one step's gradients rescaled alone
+    change the step (they weigh differently against the history).
+
+    State: ``{"adam_m": [M], "adam_v": [V], "adam_log_scale": [S], "adam_step": [t]}``, one entry per tensor
+    (``None`` before the first step; ``S`` of shape ``([R,])``, the same for every tensor of a run).
+    """
+
+    def init(params: Sequence[torch.Tensor]) -> dict[str, list]:
+        n = len(params)
+        return {"adam_m": [None] * n, "adam_v": [None] * n, "adam_log_scale": [None] * n, "adam_step": [0] * n}
+
+    def update(step: Step, state: dict[str, list], ctx: Context) -> tuple[Step, dict[str, list]]:
+        s, old = step.log_scale, state["adam_log_scale"][0]
+        # one new scale per run, S' = max(S + log(beta2) / 2, s), so that neither buffer's factor exceeds 1 and the
+        # scale follows the decaying buffers down
+        new = s if old is None else torch.maximum(old + 0.5 * math.log(beta2), s)
+        shrink = torch.zeros_like(s) if old is None else torch.exp(old - new)  # e^{S - S'}
+        keep = torch.exp(s - new)  # e^{s - S'}
+        t = state["adam_step"][0] + 1
+        new_state: dict[str, list] = {"adam_m": [], "adam_v": [], "adam_log_scale": [], "adam_step": []}
+        directions, coefs = [], []
+        for g, M, V, lc in zip(step.direction, state["adam_m"], state["adam_v"], step.log_coef):
+            g = g * _expand(keep, g)  # the gradient's mantissa on the new scale
+            M = (1.0 - beta1) * g if M is None else M * _expand(beta1 * shrink, M) + (1.0 - beta1) * g  # m update
+            V = (1.0 - beta2) * g * g if V is None else V * _expand(beta2 * shrink**2, V) + (1.0 - beta2) * g * g
+            directions.append(torch.where(V > 0, M / V.sqrt(), torch.zeros_like(M)))  # m / sqrt(v): S cancels
+            # Adam's bias corrections: m_hat / sqrt(v_hat) = m / sqrt(v) * sqrt(1 - beta2^t) / (1 - beta1^t)
+            coefs.append(lc - s + 0.5 * math.log1p(-(beta2**t)) - math.log1p(-(beta1**t)))
+            for key, value in (("adam_m", M), ("adam_v", V), ("adam_log_scale", new), ("adam_step", t)):
+                new_state[key].append(value)
+        return Step(directions, s, coefs, step.factor), new_state
+
+    return Transform("adam", init, update, coefficient_only=False, scale_invariant=False)
 
 
 def precondition(

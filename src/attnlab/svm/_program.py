@@ -81,21 +81,26 @@ def check_data(data: object) -> TokenSelectionData:
 
 
 def check_norm(norm: object) -> Norm:
-    """Return ``"fro"``, ``"nuc"``, ``"l1-diag"`` or a float ``p >= 1``; refuse anything else with the fix."""
+    """Return ``"fro"``, ``"nuc"``, ``"l1-diag"`` or a float ``p >= 1`` (``inf`` included); refuse others with the fix."""
     if isinstance(norm, str):
         if norm in ("fro", "nuc", "l1-diag"):
             return norm
         raise ValidationError(
             f'norm must be "fro", "nuc", "l1-diag" or a float p >= 1, got {norm!r}; pass "fro" for Frobenius '
-            f"or a number such as 1.5 for the entrywise l_p norm"
+            f'or a number such as 1.5 (float("inf") for l_inf) for the entrywise l_p norm'
         )
     return check_p(norm)
 
 
 def check_p(p: object) -> float:
-    """Return ``float(p)`` for ``p = 1`` or ``P_MIN <= p <= P_MAX`` (see ``P_MIN``); refuse others with the fix."""
-    check_scalar("p", p, low=1.0)
+    """Return ``float(p)`` for ``p = 1``, ``P_MIN <= p <= P_MAX`` (see ``P_MIN``) or ``p = inf``; refuse others.
+
+    ``p = 1`` and ``p = inf`` are linear programs, solved exactly; the power-cone range between is capped.
+    """
+    check_scalar("p", p, low=1.0, allow_inf=True)
     p = float(p)
+    if p == math.inf:
+        return p
     if 1.0 < p < P_MIN:
         raise ValidationError(
             f"p == {p!r} is too close to 1: the power-cone solver approximates p by a fraction and would solve "
@@ -104,7 +109,8 @@ def check_p(p: object) -> float:
     if p > P_MAX:
         raise ValidationError(
             f"p == {p!r} is too large: beyond p = {P_MAX:g} the power-cone approximation and the KKT certificate "
-            f"of the solution break down; pass p <= {P_MAX:g} (the solutions change little beyond it)"
+            f"of the solution break down; pass p <= {P_MAX:g} (the solutions change little beyond it) or "
+            'p = float("inf") (the l_inf program, an exact LP)'
         )
     return p
 
@@ -199,8 +205,8 @@ def scaled_back(solution: ProgramSolution, scales: tuple[float, float], norm: No
     """The solution of the program whose constraint vectors are ``a b`` times those solved, ``scales = (a, b)``.
 
     The variable and the norm scale by ``1 / (a b)``; the multipliers by ``(a b)^(-e)`` with ``e = 2`` for
-    ``"fro"`` (``x = sum lambda A``), ``p`` for a float ``p`` (``grad psi(x) = sum lambda A``) and ``1`` for
-    ``"nuc"`` (a subgradient does not scale); margins and the KKT residual (relative) do not change.
+    ``"fro"`` (``x = sum lambda A``), ``p`` for a finite ``p`` (``grad psi(x) = sum lambda A``) and ``1`` for
+    ``"nuc"`` and ``p = inf`` (a subgradient does not scale); margins and the KKT residual (relative) do not change.
 
     Raises
     ------
@@ -211,7 +217,7 @@ def scaled_back(solution: ProgramSolution, scales: tuple[float, float], norm: No
     if (a, b) == (1.0, 1.0):
         return solution
     value = solution.norm_value / a / b
-    e = 2.0 if norm == "fro" else (1.0 if norm == "nuc" else float(norm))
+    e = 2.0 if norm == "fro" else (1.0 if norm in ("nuc", math.inf) else float(norm))
     log_scale = math.log(a) + math.log(b)
     duals = np.zeros_like(solution.duals)
     positive = solution.duals > 0
@@ -271,11 +277,14 @@ def margin_constraints(x: cp.Variable, M: np.ndarray) -> list[cp.Constraint]:
 
 
 def norm_objective(x: cp.Variable, norm: Norm) -> cp.Minimize:
-    """The objective: ``1/2 ||x||_F^2`` for ``"fro"`` (a QP), ``||x||_*`` for ``"nuc"`` (an SDP), ``||vec x||_p``."""
+    """The objective: ``1/2 ||x||_F^2`` for ``"fro"`` (a QP), ``||x||_*`` for ``"nuc"`` (an SDP), ``||vec x||_p``
+    (``p = 1`` and ``p = inf``: LPs)."""
     if norm == "fro":
         return cp.Minimize(0.5 * cp.sum_squares(x))  # spec implicit-bias-ngd §5: QP form of min ||W||_F
     if norm == "nuc":
         return cp.Minimize(cp.normNuc(x))  # spec kq-nuclear-norm §4: (W*-SVM), cvxpy builds the SDP epigraph
+    if norm == math.inf:
+        return cp.Minimize(cp.norm_inf(cp.vec(x, order="C")))  # mirror-descent-lp §5 at p = inf: an LP epigraph
     return cp.Minimize(cp.pnorm(cp.vec(x, order="C"), norm))  # spec mirror-descent-lp §5: entrywise l_p
 
 
@@ -315,13 +324,19 @@ def stationarity_residual(x: np.ndarray, g: np.ndarray, norm: Norm) -> float:
     ``"fro"`` and ``p``: ``grad psi(x) = g`` (mirror-descent-lp §5), measured on the well-conditioned side:
     ``||x - (grad psi)^{-1}(g)||_p / ||x||_p`` for ``p <= 2``, ``||grad psi(x) - g||_q / ||grad psi(x)||_q`` for
     ``p > 2``. ``p = 1``: the l1 subgradient gap. ``"nuc"``: ``g`` is a subgradient of ``||.||_*`` at ``x`` iff
-    ``||g||_op <= 1`` and ``<g, x> = ||x||_*``; the residual adds both defects (the second relative).
+    ``||g||_op <= 1`` and ``<g, x> = ||x||_*``; ``p = inf`` likewise with the dual norm ``||g||_1 <= 1``; the
+    residual adds both defects (the second relative).
     """
     if norm == "nuc":
         nuclear = norm_value(x, "nuc")
         op_excess = max(float(np.linalg.norm(g, ord=2)) - 1.0, 0.0)  # spec kq-nuclear-norm §4: ||g||_op <= 1
         pairing = abs(float(np.sum(g * x)) - nuclear) / max(nuclear, 1e-300)  # <g, W> = ||W||_*
         return op_excess + pairing
+    if norm == math.inf:
+        largest = norm_value(x, math.inf)
+        l1_excess = max(norm_value(g, 1.0) - 1.0, 0.0)  # md §5 at p = inf: ||g||_1 <= 1 (dual norm)
+        pairing = abs(float(np.sum(g * x)) - largest) / max(largest, 1e-300)  # <g, W> = ||W||_inf
+        return l1_excess + pairing
     p = 2.0 if norm == "fro" else float(norm)
     if p == 1.0:
         return l1_subgradient_gap(x, g)
@@ -354,7 +369,7 @@ def _psi_duals(mu: np.ndarray, x: np.ndarray, norm: Norm) -> np.ndarray:
 
     Spec: mirror-descent-lp §5: ``grad psi(W) = ||W||_p^{p-1} grad ||W||_p``, so ``lambda = mu ||W||_p^{p-1}``.
     """
-    if isinstance(norm, float):
+    if isinstance(norm, float) and norm < math.inf:  # l_inf keeps its subgradient multipliers, as "nuc"
         return mu * norm_value(x, norm) ** (norm - 1.0)  # spec mirror-descent-lp §5: lambda = mu ||W||_p^(p-1)
     return mu
 
@@ -498,8 +513,8 @@ def solve_margin_program(
 
 
 def kkt_tolerance(norm: Norm) -> float:
-    """The KKT residual a solve must reach: ``KKT_TOL_POWER_CONE`` for a float ``p > 1``, else ``KKT_TOL``."""
-    return KKT_TOL_POWER_CONE if isinstance(norm, float) and norm > 1.0 else KKT_TOL
+    """The KKT residual a solve must reach: ``KKT_TOL_POWER_CONE`` for a finite ``p > 1``, else ``KKT_TOL``."""
+    return KKT_TOL_POWER_CONE if isinstance(norm, float) and 1.0 < norm < math.inf else KKT_TOL
 
 
 def warn_if_inaccurate(solution: ProgramSolution, norm: Norm, what: str) -> None:

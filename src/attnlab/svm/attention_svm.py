@@ -72,7 +72,8 @@ def attention_svm(
         Tokens ``X (n, T, d)``, queries ``Z (n, d)``, labels, optional head ``v (d,)``.
     norm : {"fro", "nuc", "l1-diag"} or float, default="fro"
         ``"fro"``: Frobenius (a QP on ``1/2 ||W||_F^2``); ``"nuc"``: nuclear norm (an SDP); a float ``p >= 1``:
-        the entrywise ``||vec W||_p`` (``p = 1`` is an LP); ``"l1-diag"``: ``W = diag(beta)`` with
+        the entrywise ``||vec W||_p`` (``p = 1`` and ``p = float("inf")``, the limit of sign descent, are LPs);
+        ``"l1-diag"``: ``W = diag(beta)`` with
         ``min ||beta||_1`` (an LP).
     select : array-like of int of shape (n,), or token sets, optional
         Selected token per sequence; default ``data.select``, else ``data.optimal_tokens()``. Token sets (an
