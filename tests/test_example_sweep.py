@@ -28,7 +28,7 @@ def test_the_sweep_example_runs_and_its_table_is_every_runs_rows(tmp_path):
         [sys.executable, str(EXAMPLES / "05_sweep.py"), "--small", "--out", str(out)], capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("18 runs in")  # 2 optimizers x 3 lr x 3 data seeds
+    assert "small mode:" in done.stdout and "\n18 runs in" in done.stdout  # 2 optimizers x 3 lr x 3 data seeds
     frame = read_sweep(out)
     # independent of read_sweep: each run directory's own record and trajectory
     for run_dir in (out / "runs").iterdir():

@@ -70,7 +70,15 @@ def attribute_docs(config_type: type) -> dict[str, tuple[str, str]]:
     >>> attribute_docs(C)["momentum"]
     ('float', 'Step size and momentum of the optimizer.')
     """
-    lines = _sections(config_type.__doc__ or "").get("Attributes", [])
+    docs: dict[str, tuple[str, str]] = {}
+    for cls in reversed(config_type.__mro__[:-1]):  # a subclass config inherits its bases' entries and may amend them
+        docs.update(_own_attribute_docs(cls))
+    return docs
+
+
+def _own_attribute_docs(config_type: type) -> dict[str, tuple[str, str]]:
+    """The entries of the ``Attributes`` section of ``config_type``'s own docstring."""
+    lines = _sections(config_type.__dict__.get("__doc__") or "").get("Attributes", [])
     docs: dict[str, tuple[str, str]] = {}
     names: list[str] = []
     kind = ""
