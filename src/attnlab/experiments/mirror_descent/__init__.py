@@ -38,6 +38,13 @@ register_results(
             "test_gradient_matches_finite_differences_at_saturated_point",
         ),
         PaperResult("002:Lem18", "the gradient's entries are bounded", "not checkable", _NO_CONSTANTS),
+        PaperResult("002:Lem20", "in the cone of a locally optimal selection, <-grad L(W), W^mm> > 0"),
+        PaperResult(
+            "002:Lem21",
+            "in the cone at large norm, <-grad L, W/||W||> <= (1 + eps) <-grad L, W^mm/||W^mm||>",
+            "not checkable",
+            "the radius R_eps for a given eps is not computable from the paper's constants, so no finite-size bound",
+        ),
         PaperResult("002:Lem22", "||W_k||^(p-1) + eta <-grad L, W_k>/||W_k|| <= ||W_(k+1)||^(p-1)"),
         PaperResult(
             "002:Lem26",

@@ -29,7 +29,7 @@ from attnlab.experiments.mirror_descent.common import (
     svm_directions,
     tidy,
 )
-from attnlab.experiments.mirror_descent.falsifiers import EXPONENT_SHIFT
+from attnlab.experiments.mirror_descent.falsifiers import EXPONENT_SHIFT, RUNNER_UP
 from attnlab.experiments.plotting import house_figure, label_axes, label_ours, log_gap_axis, new_figure
 from attnlab.metrics import directional_bregman, entrywise_norm
 from attnlab.models.functional import loss_gradients, token_scores
@@ -141,7 +141,14 @@ UPPER_BOUND = Claim(
     f"{SOURCE} §4",
     kind="property",
 )
-CLAIMS = (HYPOTHESIS, SELECTIVITY, FINITE, LOWER_BOUND, UPPER_BOUND)
+CORRELATION = Claim(
+    "p={p:g}: <-grad L(W_K), W^mm_p> > 0 at the last iterate of every data set where Lemma 28's hypothesis holds "
+    "({share}; smallest normalised correlation)",
+    "002:Lem20",
+    f"{SOURCE} §8.2",
+    RUNNER_UP.name,
+)
+CLAIMS = (HYPOTHESIS, SELECTIVITY, CORRELATION, FINITE, LOWER_BOUND, UPPER_BOUND)
 # float64 rounding of dB_p and of ||W||^(p-1): relative 1e-12 per value; 1e-9 leaves three orders of margin
 ROUNDING = 1e-9
 
@@ -154,10 +161,22 @@ def _e1_data(config: E1Config) -> tuple[list[TokenSelectionData], StackedData, t
     return datasets, stack(datasets), W0  # spec §9 E1: --std 1
 
 
-def _grid_runs(config: E1Config, ctx: RunContext, datasets, batch, W0) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+def _correlations(batch: StackedData, W: torch.Tensor, W_mm: torch.Tensor, local: torch.Tensor, p: float, config):
+    """Lemma 20 at the last iterate: ``<-grad L(W_K), W^mm_p / ||W^mm_p||_p>`` per run, and its sign.
+
+    The gradient's mantissa is used (one positive scale per run), so the sign survives a loss below float64's range.
+    """
+    grad, _, _ = loss_gradients(batch.X, batch.Z, batch.y, batch.v, W, config.loss)  # spec §2: grad L
+    G = grad.mantissa  # (R, d, d) times a positive scale per run
+    unit = W_mm / entrywise_norm(W_mm, p)[:, None, None]
+    corr = (-G * unit).sum((-2, -1)) / G.flatten(1).norm(dim=-1)  # md §8.2 (Lemma 20): > 0 in the cone
+    return tidy({"correlation": corr[None], "locally_optimal": local[None]}, np.array([0]), p=p)
+
+
+def _grid_runs(config: E1Config, ctx: RunContext, datasets, batch, W0) -> tuple[pd.DataFrame, ...]:
     """Normalised MD for each p (one batched program over the data sets); dB_p against every q-SVM along the path."""
     cache: dict = {}
-    bregman_frames, metric_frames, diverged = [], [], {}
+    bregman_frames, metric_frames, correlations, diverged = [], [], [], {}
     optimal = token_scores(batch.X, batch.y, batch.v).argmax(dim=-1)  # (R, n): opt_i = argmax_t gamma_it
     for p, epochs in zip(config.ps, config.epochs):
         every = max(1, epochs // config.records)
@@ -165,6 +184,9 @@ def _grid_runs(config: E1Config, ctx: RunContext, datasets, batch, W0) -> tuple[
         select = selected(batch, path[-1])  # spec §6: SVM tokens = argmax of the final softmax
         globally = (select == optimal).all(dim=-1).to(torch.float64)  # spec §5: alpha_i = opt_i for all i
         local = locally_optimal(datasets, select, p, cache).to(torch.float64)  # the hypothesis of §8.2, per run
+        correlations.append(
+            _correlations(batch, path[-1], svm_directions(datasets, select, p, cache), local, p, config)
+        )
         for q in config.ps:
             W_mm = svm_directions(datasets, select, q, cache)
             dB = directional_bregman(W_mm, path, p)  # spec §3: D_psi_p(W^mm_q/||.||_p, W_k/||W_k||_p), (S, R)
@@ -175,7 +197,8 @@ def _grid_runs(config: E1Config, ctx: RunContext, datasets, batch, W0) -> tuple[
         metrics["globally_optimal"] = globally.expand(len(steps), -1)  # of the final selection, on every row
         metrics["locally_optimal"] = local.expand(len(steps), -1)
         metric_frames.append(tidy(metrics, steps, p=p))
-    return pd.concat(bregman_frames, ignore_index=True), pd.concat(metric_frames, ignore_index=True), diverged
+    frames = (bregman_frames, metric_frames, correlations)
+    return (*(pd.concat(f, ignore_index=True) for f in frames), diverged)
 
 
 def _norm_growth(config: E1Config, ctx: RunContext, batch: StackedData, W0: torch.Tensor) -> pd.DataFrame:
@@ -235,7 +258,19 @@ def _monotone(p: float, path: pd.DataFrame, share: str) -> Check:
     )
 
 
-def _e1_checks(config: E1Config, bregman: pd.DataFrame, growth: pd.DataFrame, diverged: dict) -> list[Check]:
+def _correlation(p: float, rows: pd.DataFrame, share: str) -> Check:
+    """Lemma 20: the negative gradient correlates positively with W^mm_p in the cone (every run of the hypothesis)."""
+    held = rows[(rows["p"] == p) & (rows["locally_optimal"] > 0.5)]["correlation"]
+    if held.empty:
+        return CORRELATION.format(p=p, share=share).holds(
+            "> 0", "no data set", "untestable: no hypothesis holds", False
+        )
+    return CORRELATION.format(p=p, share=share).greater(float(held.min()), 0.0, strict=True, spread="a sign: exact")
+
+
+def _e1_checks(
+    config: E1Config, bregman: pd.DataFrame, growth: pd.DataFrame, correlation: pd.DataFrame, diverged: dict
+) -> list[Check]:
     final = bregman[bregman["step"] == bregman.groupby("p")["step"].transform("max")]
     checks = []
     for p in config.ps:
@@ -248,6 +283,7 @@ def _e1_checks(config: E1Config, bregman: pd.DataFrame, growth: pd.DataFrame, di
         share = hypothesis_share(local)
         checks.append(HYPOTHESIS.format(p=p).holds("> 0 data sets", share, "at least one data set", bool(runs)))
         checks.append(_selectivity(p, held, share))
+        checks.append(_correlation(p, correlation, share))
         path = bregman[(bregman["p"] == p) & (bregman["q"] == p) & bregman["run"].isin(runs)]
         checks.append(_monotone(p, path, share))
     pairs = growth.dropna(subset=["power_next"])
@@ -291,9 +327,9 @@ def _e1_figure(config: E1Config, bregman: pd.DataFrame, growth: pd.DataFrame):
 def run_e1(config: E1Config, ctx: RunContext) -> ExperimentResult:
     """E1: the q x p grid of directional Bregman divergences, selectivity, monotone decrease and norm growth."""
     datasets, batch, W0 = _e1_data(config)
-    bregman, metrics, diverged = _grid_runs(config, ctx, datasets, batch, W0)
+    bregman, metrics, correlation, diverged = _grid_runs(config, ctx, datasets, batch, W0)
     growth = _norm_growth(config, ctx, batch, W0)
-    checks = _e1_checks(config, bregman, growth, diverged)
+    checks = _e1_checks(config, bregman, growth, correlation, diverged)
     final = bregman[bregman["step"] == bregman.groupby("p")["step"].transform("max")]
     grid = final.groupby(["p", "q"])["bregman"].agg(["mean", "std", "median"]).reset_index()  # every data set
     last = (
@@ -311,7 +347,7 @@ def run_e1(config: E1Config, ctx: RunContext) -> ExperimentResult:
         frame=bregman,
         checks=checks,
         figures={"e1": _e1_figure(config, bregman, growth)},
-        tables={"grid": grid, "metrics": metrics, "norm_growth": growth},
+        tables={"grid": grid, "metrics": metrics, "norm_growth": growth, "correlation": correlation},
         notes=notes,
     )
 
@@ -331,6 +367,6 @@ register(
             "rate_steps": 200,
         },
         claims=CLAIMS,
-        falsifiers=(EXPONENT_SHIFT,),
+        falsifiers=(EXPONENT_SHIFT, RUNNER_UP),
     )
 )

@@ -9,8 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from attnlab.experiments.checks import Falsifier
+from attnlab.models.functional import attention_probabilities
 
-__all__ = ["EXPONENT_SHIFT", "STEP_TEN_TIMES"]
+__all__ = ["EXPONENT_SHIFT", "RUNNER_UP", "STEP_TEN_TIMES"]
 
 _TARGET = "attnlab.experiments.mirror_descent.common:batched_train"
 _NEXT = {1.75: 2.0, 2.0: 3.0, 3.0: 1.75}  # the default ps, each mapped to the next one, cyclically
@@ -39,4 +40,21 @@ STEP_TEN_TIMES = Falsifier(
     "l_p-AttGD with 10x the step size (Lemma 27 needs a small step)",
     _TARGET,
     _with(lr=lambda lr: 10 * lr),
+)
+
+
+def _runner_up(selected):
+    """The SVM's tokens taken as the second-largest final attention (an off-by-one in the ranking)."""
+
+    def wrong(batch, W):
+        return attention_probabilities(batch.X, W, batch.Z).topk(2, dim=-1).indices[..., 1]
+
+    return wrong
+
+
+RUNNER_UP = Falsifier(
+    "svm-of-the-runner-up",
+    "the SVM solved for the token of second-largest final attention instead of the largest",
+    "attnlab.experiments.mirror_descent.e1:selected",
+    _runner_up,
 )
