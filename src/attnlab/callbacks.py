@@ -53,7 +53,12 @@ __all__ = [
 # doors, the regression loop, NTK gradient descent and the real-model classifier loop): a run whose loss or iterate
 # turns non-finite stops, keeps its last finite state, and is marked DIVERGED; a run that a callback stops is
 # STOPPED; the others end COMPLETED. A loop never warns or raises about it: its result says so, per run.
-COMPLETED, DIVERGED, STOPPED = "completed", "diverged", "stopped"
+COMPLETED = "completed"
+"""Status of a run that ended its iterations with a finite loss and iterate."""
+DIVERGED = "diverged"
+"""Status of a run whose loss or iterate turned non-finite; it keeps its last finite state."""
+STOPPED = "stopped"
+"""Status of a run that a callback stopped."""
 STATUSES = (COMPLETED, DIVERGED, STOPPED)
 
 
