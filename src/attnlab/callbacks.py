@@ -11,8 +11,7 @@ the loop to stop) or a :class:`Callback` that overrides any of ``on_start``, ``o
 
 Examples
 --------
->>> import numpy as np
-import pandas as pd
+>>> import pandas as pd
 >>> seen = []
 >>> calls = CallbackList([lambda record: seen.append(record.step)])
 >>> calls.start(steps=2)
