@@ -296,7 +296,7 @@ def _lazy_checks(table: pd.DataFrame, config: LazyConfig) -> list[Check]:
 def _lazy_notes(table: pd.DataFrame) -> list[str]:
     return [
         "Theorem 4.2's step size with B of Definition 4.1 (C=10, delta=0.1) is about 10^"
-        f"{table['log10_theorem_lr'].min():.0f}; the runs use the practical step c / (m lambda_max(H*)) of spec §8.",
+        f"{table['log10_theorem_lr'].min():.0f}; the runs use the practical step c / (m lambda_max(H*)) of the theory page's §8.",
         "Per-step factor = (||F(t)-Y||^2 / ||Y||^2)^(1/t) at the last recorded t above 1e-20 (round-off).",
         "P5's bound eps_H sqrt(nd) ||Y|| / lambda of Thm F.2 holds with "
         f"{float((table['coupling_bound'] / table['max_coupling_gap']).min()):.3g}x slack or more (summary table); "
@@ -776,7 +776,7 @@ def run_gmm(config: GMMConfig, ctx: RunContext) -> ExperimentResult:
         )
         frames.append(result.frame.assign(n=n, width=width, settings="spec"))
         mine = table[(table["n"] == n) & (table["width"] == width)].iloc[0].to_dict()
-        departure = pd.DataFrame([{"settings": "ours", **mine}, {"settings": "spec §9 / §7.5", **row}])
+        departure = pd.DataFrame([{"settings": "ours", **mine}, {"settings": "theory page §9 / §7.5", **row}])
         tables["departure"] = departure
         notes.append(
             f"Departure from the spec (docs/experiments/ntk.md): with the spec's own settings (sigma_w = 1, input map "
@@ -850,18 +850,18 @@ def _gmm_checks(table: pd.DataFrame, config: GMMConfig) -> list[Check]:
 
 def _gmm_notes(config: GMMConfig) -> list[str]:
     maps = {
-        "spec": "u = (t/T, x)/rho (spec §7.5)",
+        "spec": "u = (t/T, x)/rho (theory page §7.5)",
         "scaled": "u = (t/T, x/c(t))/rho with c(t) the per-coordinate std of X_t (ours)",
         "sphere": f"u = r(t) P(x/c(t)): P the inverse stereographic projection onto the sphere, c(t) the "
         f"per-coordinate std of X_t, radius r from 1 at T0 to {1 - config.decay:.2g} at T (ours)",
     }
     return [
-        f"Network input {maps[config.input_map]}; spec §7.5 leaves the normalization open.",
+        f"Network input {maps[config.input_map]}; the theory page's §7.5 leaves the normalization open.",
         f"Denoiser = k(t) x + F(W, u) with the linear (Gaussian) gain k(t) (skip={config.skip}); skip=False is §7.4.",
         "Samples are the final denoising step E[X_0 | X_T0] applied to the reverse-SDE output at T0.",
         f"Training and held-out times: {config.times} on [T0, T]"
         + (f" with power {config.time_power:g} (t = T0 (T/T0)^(U^power))" if config.times == "log-uniform" else "")
-        + " (spec §7.5 draws them uniformly); the weighted score error is always the spec's uniform-t average.",
+        + " (theory page §7.5 draws them uniformly); the weighted score error is always the theory page's uniform-t average.",
         "Mode balance is the smallest mode's share of the samples that landed within 3 std of some mode.",
     ]
 
