@@ -66,8 +66,11 @@ def test_math_is_left_for_katex_in_docstrings_and_theory(site):
     assert (site / "theory" / "implicit-bias-ngd.html").read_text().count('class="arithmatex"') >= 5
 
 
+THEORY_PAGES = sorted(f"theory/{page.stem}.html" for page in (ROOT / "docs" / "theory").glob("*.md"))
+
+
 @pytest.mark.parametrize(
-    "page, anchor", [("api/optim.html", "attnlab.optim.NormalizedGD"), ("theory/implicit-bias-ngd.html", None)]
+    "page, anchor", [("api/optim.html", "attnlab.optim.NormalizedGD")] + [(page, None) for page in THEORY_PAGES]
 )
 def test_page_in_headless_chromium_has_typeset_math_and_no_broken_links(site, headless_chrome, tmp_path, page, anchor):
     driver = headless_chrome
@@ -76,7 +79,7 @@ def test_page_in_headless_chromium_has_typeset_math_and_no_broken_links(site, he
     typeset = driver.execute_script("return document.querySelectorAll('.arithmatex .katex').length")
     pending = driver.execute_script("return document.querySelectorAll('.arithmatex').length")
     errors = driver.execute_script("return document.querySelectorAll('.katex-error').length")
-    assert typeset >= 5 and typeset == pending and errors == 0, (typeset, pending, errors)
+    assert typeset >= 2 and typeset == pending and errors == 0, (typeset, pending, errors)
     if anchor:
         entry = driver.find_element("id", anchor).find_element("xpath", "..")
         assert entry.find_elements("css selector", ".katex-display"), "NormalizedGD's update rule is not typeset"
