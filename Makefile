@@ -9,7 +9,7 @@ TEST_STAMP := $(VENV)/.installed-test
 TIMM_VENV  := .venv-timm
 TIMM_STAMP := $(TIMM_VENV)/.installed
 
-.PHONY: demo test test-slow test-timm bench lint install clean reproduce-full reproduce-spec-size
+.PHONY: demo docs test test-slow test-timm bench lint install clean reproduce-full reproduce-spec-size
 
 $(RUN_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,9 +45,16 @@ reproduce-full: $(RUN_STAMP)
 reproduce-spec-size: $(RUN_STAMP)
 	$(BIN)/attnlab run diffusion.gmm --set spec_size=true --out report-full/diffusion-gmm-spec-size --no-progress
 
+# The documentation site (mkdocs.yml) into site/, offline; --strict: a warning (a broken link or reference) fails.
+# NO_MKDOCS_2_WARNING: Material's banner about MkDocs 2 says nothing about this site.
+docs: $(TEST_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --quiet
+	@echo "the site: site/index.html"
+
 test: $(TEST_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --quiet
 	$(BIN)/python -m pytest -m "not slow and not timm" -q
 
 test-slow: $(TEST_STAMP)
@@ -72,4 +79,4 @@ bench: $(TEST_STAMP)
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) $(TIMM_VENV) runs report report-full .pytest_cache
+	rm -rf $(VENV) $(TIMM_VENV) runs report report-full site .pytest_cache

@@ -5,11 +5,13 @@ on a loaded 2-core machine), so tests -- and the CLI subprocesses they start, th
 """
 
 import os
+import shutil
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 import matplotlib  # noqa: E402
+import pytest  # noqa: E402
 
 matplotlib.use("Agg")
 
@@ -17,3 +19,40 @@ import torch  # noqa: E402
 
 torch.set_default_dtype(torch.float64)
 torch.set_num_threads(1)
+
+
+@pytest.fixture
+def headless_chrome(tmp_path):
+    """Selenium driving Debian's chromium + chromedriver (a fresh profile); skips only outside CI when missing."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    chromedriver = shutil.which("chromedriver")
+    missing = [n for n, p in (("chromium", chromium), ("chromedriver", chromedriver)) if not p]
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        missing.append("selenium")
+    if missing:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"CI must have the browser stack, missing {missing}: apt-get install chromium chromium-driver")
+        pytest.skip(f"no headless browser here: missing {missing}")
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        f"--user-data-dir={tmp_path / 'chrome-profile'}",
+    ):
+        options.add_argument(flag)
+    # An explicit chromedriver path: Selenium Manager never runs, nothing is downloaded.
+    driver = webdriver.Chrome(service=Service(executable_path=chromedriver), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()

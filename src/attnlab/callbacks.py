@@ -11,8 +11,7 @@ the loop to stop) or a :class:`Callback` that overrides any of ``on_start``, ``o
 
 Examples
 --------
->>> import numpy as np
-import pandas as pd
+>>> import pandas as pd
 >>> seen = []
 >>> calls = CallbackList([lambda record: seen.append(record.step)])
 >>> calls.start(steps=2)
@@ -53,7 +52,12 @@ __all__ = [
 # doors, the regression loop, NTK gradient descent and the real-model classifier loop): a run whose loss or iterate
 # turns non-finite stops, keeps its last finite state, and is marked DIVERGED; a run that a callback stops is
 # STOPPED; the others end COMPLETED. A loop never warns or raises about it: its result says so, per run.
-COMPLETED, DIVERGED, STOPPED = "completed", "diverged", "stopped"
+COMPLETED = "completed"
+"""Status of a run that ended its iterations with a finite loss and iterate."""
+DIVERGED = "diverged"
+"""Status of a run whose loss or iterate turned non-finite; it keeps its last finite state."""
+STOPPED = "stopped"
+"""Status of a run that a callback stopped."""
 STATUSES = (COMPLETED, DIVERGED, STOPPED)
 
 
@@ -106,16 +110,45 @@ class Callback:
     """Base class of callbacks; override what you need. Each hook runs in the loop's process."""
 
     def on_start(self, steps: int) -> None:
-        """Called once before the first step with the number of steps planned."""
+        """Called once before the first step with the number of steps planned.
+
+        Parameters
+        ----------
+        steps : int
+            The number of steps the loop plans to take.
+        """
 
     def on_step(self, step: int) -> None:
-        """Called after every step (only when overridden: it costs a Python call per step)."""
+        """Called after every step (only when overridden: it costs a Python call per step).
+
+        Parameters
+        ----------
+        step : int
+            The number of steps taken so far.
+        """
 
     def on_record(self, record: Record) -> bool | None:
-        """Called at every recorded step; return True to ask the loop to stop after this step."""
+        """Called at every recorded step; return True to ask the loop to stop after this step.
+
+        Parameters
+        ----------
+        record : Record
+            The step, the rows just recorded (one per run) and a read-only view of the state.
+
+        Returns
+        -------
+        bool or None
+            True asks the loop to stop; False or None lets it go on.
+        """
 
     def on_end(self, record: Record | None) -> None:
-        """Called once when the loop ends, with its last record (None if it recorded nothing)."""
+        """Called once when the loop ends, with its last record (None if it recorded nothing).
+
+        Parameters
+        ----------
+        record : Record or None
+            The loop's last record, or None when it recorded nothing.
+        """
 
 
 class _FunctionCallback(Callback):
@@ -143,6 +176,7 @@ class CallbackList:
     Parameters
     ----------
     callbacks : iterable of Callback or callable, optional
+        Callbacks, or functions ``record -> bool | None`` (called at every record).
     """
 
     def __init__(self, callbacks: Iterable[Any] | None = ()) -> None:
@@ -151,16 +185,41 @@ class CallbackList:
         self.last: Record | None = None
 
     def start(self, steps: int) -> None:
+        """Call every callback's ``on_start``.
+
+        Parameters
+        ----------
+        steps : int
+            The number of steps the loop plans to take.
+        """
         for c in self.callbacks:
             c.on_start(steps)
 
     def step(self, step: int) -> None:
+        """Call every callback's ``on_step`` (nothing when none overrides it).
+
+        Parameters
+        ----------
+        step : int
+            The number of steps taken so far.
+        """
         if self.wants_steps:
             for c in self.callbacks:
                 c.on_step(step)
 
     def record(self, record: Record) -> bool:
-        """Dispatch a record; True when any callback asked to stop."""
+        """Dispatch a record to every callback (each one sees it, even after one asked to stop).
+
+        Parameters
+        ----------
+        record : Record
+            The step, the rows just recorded (one per run) and a read-only view of the state.
+
+        Returns
+        -------
+        bool
+            True when any callback asked to stop.
+        """
         self.last = record
         stop = False
         for c in self.callbacks:
@@ -168,19 +227,41 @@ class CallbackList:
         return stop
 
     def end(self) -> None:
+        """Call every callback's ``on_end`` with the last record dispatched (None if there was none)."""
         for c in self.callbacks:
             c.on_end(self.last)
 
 
 def callback_list(callbacks: Iterable[Any] | None, progress: bool | None, desc: str) -> CallbackList:
     """The callbacks of a loop plus, when ``progress`` asks for it, a :class:`ProgressBar`: the one way loops show
-    progress (``progress``: True forces a bar, None shows it only on a terminal, False never)."""
+    progress.
+
+    Parameters
+    ----------
+    callbacks : iterable of Callback or callable, optional
+        The caller's callbacks (None: none).
+    progress : bool or None
+        True forces a bar, None shows it only when stderr is a terminal, False never.
+    desc : str
+        The bar's label.
+
+    Returns
+    -------
+    CallbackList
+        The caller's callbacks, then the bar.
+    """
     extra = [] if progress is False else [ProgressBar(desc=desc, show=progress)]
     return CallbackList([*(callbacks or ()), *extra])
 
 
 def default_progress() -> bool:
-    """Whether a progress bar shows when the caller did not say: only when stderr is a terminal."""
+    """Whether a progress bar shows when the caller did not say: only when stderr is a terminal.
+
+    Returns
+    -------
+    bool
+        True when stderr is a terminal.
+    """
     return bool(getattr(sys.stderr, "isatty", lambda: False)())
 
 
@@ -195,6 +276,24 @@ def progress_bar(
     """A tqdm bar, shown when ``show`` is True, or, when ``show`` is None, only if stderr is a terminal.
 
     The one place attnlab makes progress bars, so piped logs never fill with carriage returns.
+
+    Parameters
+    ----------
+    iterable : iterable, optional
+        What to iterate over, as ``tqdm`` takes it.
+    total : int, optional
+        The number of iterations expected.
+    desc : str, default=""
+        The bar's label.
+    show : bool, optional
+        True shows the bar, False hides it; None shows it only when stderr is a terminal.
+    unit : str, default="it"
+        The unit of the count.
+
+    Returns
+    -------
+    tqdm.tqdm
+        The bar (a disabled one when hidden), iterable when ``iterable`` is given.
     """
     from tqdm.auto import tqdm
 
@@ -275,6 +374,18 @@ def tidy_frame(columns: Mapping[str, Any], **constants: Any) -> pd.DataFrame:
     """One tidy frame from equal-length columns (arrays, tensors or lists) plus constant columns placed first.
 
     The frame builder every loop of attnlab uses: ``run`` and ``step`` come first, snake_case columns after.
+
+    Parameters
+    ----------
+    columns : mapping of str to array, tensor or list, each of shape (rows,)
+        The columns, all of one length.
+    **constants
+        Columns of one value repeated on every row.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``rows`` rows; ``run`` and ``step`` first, then the other columns in the order given.
 
     Examples
     --------

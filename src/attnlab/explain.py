@@ -42,6 +42,16 @@ __all__ = ["Explanation", "explain", "parse_opt"]
 def parse_opt(opt: str) -> tuple[str, float | None]:
     """Deprecated: use :func:`attnlab.optim.parse_optimizer`. The rule name and the mirror-descent exponent.
 
+    Parameters
+    ----------
+    opt : str
+        An optimizer string (``"ngd"``, ``"md:1.5"``).
+
+    Returns
+    -------
+    tuple of (str, float or None)
+        The optimizer's name and, for mirror descent, its exponent ``p`` (else None).
+
     Examples
     --------
     >>> import warnings

@@ -71,6 +71,11 @@ class Flow(NamedTuple):
         """Tidy table, one row per recorded (run, step): ``run, step, time, log_time, loss, log_loss, norm``.
 
         ``norm`` is ``||W||_F``; ``time`` is ``exp(log_time)`` (``inf`` past 1e308 on very long NGD paths).
+
+        Returns
+        -------
+        pandas.DataFrame
+            ``S * R`` rows for ``S`` recorded steps and ``R`` runs (1 for an unbatched flow).
         """
         log_time = self.path["log_time"]
         S = log_time.shape[0]
@@ -160,6 +165,11 @@ def closed_form_beta(omega0: torch.Tensor, B: torch.Tensor, phi: torch.Tensor) -
         :func:`constraint_vectors`.
     phi : torch.Tensor, shape ([R,] n, T)
         Integrated weights from :func:`gradient_flow` with ``track_phi=True``.
+
+    Returns
+    -------
+    torch.Tensor, shape ([R,] d)
+        The diagonal weights ``beta(t)`` of the closed form.
     """
     B_phi = torch.einsum("...ntd,...nt->...d", B, phi)
     return omega0**2 * torch.sinh(B_phi)  # spec kq §3.1 Lemma A.1
@@ -173,8 +183,14 @@ def kkt_multipliers(phi: torch.Tensor, mu: torch.Tensor) -> torch.Tensor:
     Parameters
     ----------
     phi : torch.Tensor, shape ([R,] n, T)
+        Integrated weights from :func:`gradient_flow` with ``track_phi=True``.
     mu : torch.Tensor, shape ([R,])
         Attention margin ``mu(W_t)`` (:func:`attnlab.metrics.attention_margin`).
+
+    Returns
+    -------
+    torch.Tensor, shape ([R,] n, T)
+        The multiplier estimates ``lambda_il(t)``; ``nan`` for the runs whose margin is at most 1.
     """
     log_mu = torch.where(mu > 1, torch.log(mu.clamp(min=1.0)), torch.nan)
     return phi / log_mu[..., None, None]  # spec kq §4: lambda = phi / ln mu

@@ -32,6 +32,18 @@ def log_loss(z: torch.Tensor, name: str = "exp") -> torch.Tensor:
 
     exp: ``log e^{-z} = -z``; logistic: ``log softplus(-z)``, written as ``-z + log(log1p(u)/u)`` with
     ``u = e^{-z}`` for ``z > 0`` so that it never becomes ``log 0``.
+
+    Parameters
+    ----------
+    z : torch.Tensor of any shape
+        Margins ``y f(X)``.
+    name : {"exp", "logistic"}, default="exp"
+        The loss.
+
+    Returns
+    -------
+    torch.Tensor
+        ``log l(z)``, the shape of ``z``.
     """
     _check(name)
     if name == "exp":
@@ -43,22 +55,74 @@ def log_loss(z: torch.Tensor, name: str = "exp") -> torch.Tensor:
 
 
 def loss(z: torch.Tensor, name: str = "exp") -> torch.Tensor:
-    """``l(z)`` elementwise: ``e^{-z}`` (exp) or ``log(1 + e^{-z})`` (logistic)."""
+    """``l(z)`` elementwise: ``e^{-z}`` (exp) or ``log(1 + e^{-z})`` (logistic).
+
+    Parameters
+    ----------
+    z : torch.Tensor of any shape
+        Margins ``y f(X)``.
+    name : {"exp", "logistic"}, default="exp"
+        The loss.
+
+    Returns
+    -------
+    torch.Tensor
+        ``l(z)``, the shape of ``z``.
+    """
     _check(name)
     return torch.exp(-z) if name == "exp" else F.softplus(-z)
 
 
 def log_abs_loss_derivative(z: torch.Tensor, name: str = "exp") -> torch.Tensor:
-    """``log |l'(z)|``: ``-z`` (exp, ``l' = -e^{-z}``) or ``-softplus(z)`` (logistic, ``l' = -1/(1+e^z)``)."""
+    """``log |l'(z)|``: ``-z`` (exp, ``l' = -e^{-z}``) or ``-softplus(z)`` (logistic, ``l' = -1/(1+e^z)``).
+
+    Parameters
+    ----------
+    z : torch.Tensor of any shape
+        Margins ``y f(X)``.
+    name : {"exp", "logistic"}, default="exp"
+        The loss.
+
+    Returns
+    -------
+    torch.Tensor
+        ``log |l'(z)|``, the shape of ``z``.
+    """
     _check(name)
     return -z if name == "exp" else -F.softplus(z)
 
 
 def log_mean_loss(z: torch.Tensor, name: str = "exp") -> torch.Tensor:
-    """``log((1/n) sum_i l(z_i))`` over the last axis by log-sum-exp; shape ``z.shape[:-1]``."""
+    """``log((1/n) sum_i l(z_i))`` over the last axis by log-sum-exp; shape ``z.shape[:-1]``.
+
+    Parameters
+    ----------
+    z : torch.Tensor of shape (..., n)
+        Margins ``y_i f(X_i)``, the samples on the last axis (a leading runs axis ``R`` is one of ``...``).
+    name : {"exp", "logistic"}, default="exp"
+        The loss.
+
+    Returns
+    -------
+    torch.Tensor
+        The log of the empirical risk, shape ``z.shape[:-1]``.
+    """
     return torch.logsumexp(log_loss(z, name), dim=-1) - math.log(z.shape[-1])
 
 
 def mean_loss(z: torch.Tensor, name: str = "exp") -> torch.Tensor:
-    """Empirical risk ``(1/n) sum_i l(z_i)`` over the last axis; shape ``z.shape[:-1]``."""
+    """Empirical risk ``(1/n) sum_i l(z_i)`` over the last axis; shape ``z.shape[:-1]``.
+
+    Parameters
+    ----------
+    z : torch.Tensor of shape (..., n)
+        Margins ``y_i f(X_i)``, the samples on the last axis (a leading runs axis ``R`` is one of ``...``).
+    name : {"exp", "logistic"}, default="exp"
+        The loss.
+
+    Returns
+    -------
+    torch.Tensor
+        The empirical risk, shape ``z.shape[:-1]``.
+    """
     return loss(z, name).mean(dim=-1)

@@ -54,6 +54,16 @@ def cosine(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
 
     Spec: implicit-bias-ngd §5 (``corr(W_t, W_mm)``). Scale-free, so it is computed on ``A`` and ``B`` divided by
     their largest entries: entries near 1e300 or 1e-300 give the same cosine as entries near 1.
+
+    Parameters
+    ----------
+    A, B : torch.Tensor, shape ([R,] d, d) or ([R,] d)
+        Matrices (or vectors when either is one-dimensional), broadcast against each other.
+
+    Returns
+    -------
+    torch.Tensor, shape ([R,])
+        The cosine, in [-1, 1].
     """
     dims = (-2, -1) if A.dim() >= 2 and B.dim() >= 2 else (-1,)
     A, _ = _unit_scale(A, dims)
@@ -67,7 +77,24 @@ def _selected(select: torch.Tensor, shape: torch.Size) -> torch.Tensor:
 
 
 def attention_margin(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor, select: torch.Tensor) -> torch.Tensor:
-    """``mu(W) = min_{i, t != sel_i} (x_{i,sel_i} - x_{it})^T W z_i``, shape ``([R,])``. Spec: kq-nuclear-norm §4 Def. 4.1."""
+    """``mu(W) = min_{i, t != sel_i} (x_{i,sel_i} - x_{it})^T W z_i``, shape ``([R,])``. Spec: kq-nuclear-norm §4 Def. 4.1.
+
+    Parameters
+    ----------
+    X : torch.Tensor, shape ([R,] n, T, d)
+        Token sequences.
+    Z : torch.Tensor, shape ([R,] n, d)
+        Query tokens.
+    W : torch.Tensor, shape ([R,] d, d)
+        Key-query weights.
+    select : torch.Tensor of int, shape ([R,] n)
+        The selected token of each sequence (its optimal token, or an SVM's selection).
+
+    Returns
+    -------
+    torch.Tensor, shape ([R,])
+        The attention margin; negative while some sequence prefers another token.
+    """
     s = attention_logits(X, W, Z)
     idx = _selected(select, s.shape)
     gaps = torch.gather(s, -1, idx) - s  # spec kq §4: (x_sel - x_t)^T W z
@@ -86,6 +113,22 @@ def log_one_minus_selected(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor, se
     """``log(1 - phi_{i,sel_i})`` per sequence from the log-softmax of the other tokens (no ``1 - phi``), ``([R,] n)``.
 
     Spec: implicit-bias-ngd §8.4 (Lemma 1 slope).
+
+    Parameters
+    ----------
+    X : torch.Tensor, shape ([R,] n, T, d)
+        Token sequences.
+    Z : torch.Tensor, shape ([R,] n, d)
+        Query tokens.
+    W : torch.Tensor, shape ([R,] d, d)
+        Key-query weights.
+    select : torch.Tensor of int, shape ([R,] n)
+        The selected token of each sequence (its optimal token, or an SVM's selection).
+
+    Returns
+    -------
+    torch.Tensor, shape ([R,] n)
+        ``log(1 - phi_{i,sel_i})``, finite even when the softmax saturates.
     """
     log_phi = torch.log_softmax(attention_logits(X, W, Z), dim=-1)
     idx = _selected(select, log_phi.shape)
@@ -94,7 +137,24 @@ def log_one_minus_selected(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor, se
 
 
 def selected_probability(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor, select: torch.Tensor) -> torch.Tensor:
-    """Mean softmax probability of the selected tokens, shape ``([R,])``. Spec: implicit-bias-ngd §9 fig. 2."""
+    """Mean softmax probability of the selected tokens, shape ``([R,])``. Spec: implicit-bias-ngd §9 fig. 2.
+
+    Parameters
+    ----------
+    X : torch.Tensor, shape ([R,] n, T, d)
+        Token sequences.
+    Z : torch.Tensor, shape ([R,] n, d)
+        Query tokens.
+    W : torch.Tensor, shape ([R,] d, d)
+        Key-query weights.
+    select : torch.Tensor of int, shape ([R,] n)
+        The selected token of each sequence (its optimal token, or an SVM's selection).
+
+    Returns
+    -------
+    torch.Tensor, shape ([R,])
+        The mean over sequences of the selected token's attention probability.
+    """
     s = torch.softmax(attention_logits(X, W, Z), dim=-1)
     return torch.gather(s, -1, _selected(select, s.shape)).squeeze(-1).mean(dim=-1)
 
@@ -103,6 +163,18 @@ def entrywise_norm(W: torch.Tensor, p: float) -> torch.Tensor:
     """Entrywise ``l_p`` norm over the last two axes, shape ``([R,])``. Spec: mirror-descent-lp §1.
 
     Computed as ``s ||W / s||_p`` with ``s = max |W_ij|``, so ``|W_ij|^p`` never overflows or underflows.
+
+    Parameters
+    ----------
+    W : torch.Tensor, shape ([R,] d, d)
+        The matrices.
+    p : float
+        The exponent, >= 1 (``inf`` for the largest entry).
+
+    Returns
+    -------
+    torch.Tensor, shape ([R,])
+        ``(sum_ij |W_ij|^p)^(1/p)``.
     """
     unit, s = _unit_scale(W, (-2, -1))
     return s * torch.linalg.vector_norm(unit, ord=p, dim=(-2, -1))
@@ -113,6 +185,18 @@ def matrix_norm(W: torch.Tensor, kind: str | float = "fro") -> torch.Tensor:
 
     Computed on ``W / max |W_ij|`` and scaled back, so a norm of 4.2e304 is reported as such, not as ``inf``
     (the sum of squares would overflow), and one of 1e-200 not as 0.
+
+    Parameters
+    ----------
+    W : torch.Tensor, shape ([R,] d, d)
+        The matrices.
+    kind : {"fro", "nuc", "op"} or float, default="fro"
+        Frobenius, nuclear or operator (largest singular value) norm, or an entrywise ``l_p`` norm, p >= 1.
+
+    Returns
+    -------
+    torch.Tensor, shape ([R,])
+        The norm of each matrix.
     """
     if isinstance(kind, (int, float)) and not isinstance(kind, bool):
         return entrywise_norm(W, float(kind))
@@ -127,6 +211,18 @@ def bregman_divergence(A: torch.Tensor, B: torch.Tensor, p: float) -> torch.Tens
     """``D_psi(A, B)`` for ``psi = (1/p) ||.||_p^p`` (entrywise), shape ``([R,])``.
 
     Spec: mirror-descent-lp §3 Def. 1: ``(1/p)||A||_p^p + ((p-1)/p)||B||_p^p - <grad psi(B), A>``.
+
+    Parameters
+    ----------
+    A, B : torch.Tensor, shape ([R,] d, d)
+        The two points; ``B`` is where the potential is linearised.
+    p : float
+        The potential's exponent, > 1.
+
+    Returns
+    -------
+    torch.Tensor, shape ([R,])
+        The divergence, >= 0 (0 when ``A == B``).
     """
     check_scalar("p", p, low=1.0, low_inclusive=False)
     dims = (-2, -1)
@@ -135,7 +231,22 @@ def bregman_divergence(A: torch.Tensor, B: torch.Tensor, p: float) -> torch.Tens
 
 
 def directional_bregman(W_ref: torch.Tensor, W: torch.Tensor, p: float) -> torch.Tensor:
-    """``D_psi(W_ref/||W_ref||_p, W/||W||_p)``, shape ``([R,])``. Spec: mirror-descent-lp §3 (convergence metric)."""
+    """``D_psi(W_ref/||W_ref||_p, W/||W||_p)``, shape ``([R,])``. Spec: mirror-descent-lp §3 (convergence metric).
+
+    Parameters
+    ----------
+    W_ref : torch.Tensor, shape ([R,] d, d)
+        The reference direction (an l_p SVM solution ``W^mm``).
+    W : torch.Tensor, shape ([R,] d, d)
+        The iterate; neither may be zero.
+    p : float
+        The potential's exponent, > 1.
+
+    Returns
+    -------
+    torch.Tensor, shape ([R,])
+        The Bregman divergence between the two directions, each normalised to unit l_p norm.
+    """
     a = W_ref / entrywise_norm(W_ref, p)[..., None, None]
     b = W / entrywise_norm(W, p)[..., None, None]
     return bregman_divergence(a, b, p)

@@ -83,7 +83,13 @@ class TensorBoardLogger(Callback):
         self._writers: dict[Any, Any] = {}
 
     def on_record(self, record: Record) -> None:
-        """Write this record's numeric columns, one scalar per (run, column)."""
+        """Write this record's numeric columns, one scalar per (run, column).
+
+        Parameters
+        ----------
+        record : Record
+            The rows just recorded; they must have a ``run`` column (every attnlab loop records one).
+        """
         rows = record.rows
         if "run" not in rows.columns:
             raise ValidationError(
@@ -95,7 +101,13 @@ class TensorBoardLogger(Callback):
                 self._writer(run).add_scalar(self.prefix + column, float(value), global_step=record.step)
 
     def on_end(self, record: Record | None) -> None:
-        """Flush and close every writer."""
+        """Flush and close every writer.
+
+        Parameters
+        ----------
+        record : Record or None
+            The loop's last record (unused: every record was written when it came).
+        """
         self.close()
 
     def close(self) -> None:

@@ -15,7 +15,11 @@ if TYPE_CHECKING:
 
 
 @main.command("list")
-@click.option("--paper", default=None, help="Only experiments of this paper (spec stem or name prefix).")
+@click.option(
+    "--paper",
+    default=None,
+    help="Only experiments of this paper: its theory page's name (implicit-bias-ngd, docs/theory/implicit-bias-ngd.md) or an experiment name prefix (implicit-bias).",
+)
 def list_cmd(paper: str | None) -> None:
     """List every named experiment, one line each, with its paper."""
     from attnlab.experiments.catalog import list_entries  # a table: importing the experiments takes seconds

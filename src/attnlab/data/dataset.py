@@ -85,44 +85,103 @@ class TokenSelectionData:
 
     @property
     def n(self) -> int:
+        """The number of sequences."""
         return int(self.X.shape[0])
 
     @property
     def T(self) -> int:  # noqa: N802 (the spec's symbol)
+        """The number of tokens per sequence."""
         return int(self.X.shape[1])
 
     @property
     def d(self) -> int:
+        """The token width."""
         return int(self.X.shape[2])
 
     def require_head(self) -> torch.Tensor:
-        """The head ``v``; raises a clear error when the data set has none."""
+        """The head ``v``; raises a clear error when the data set has none.
+
+        Returns
+        -------
+        torch.Tensor, shape (d,)
+            The head.
+
+        Raises
+        ------
+        ValidationError
+            When the data set has no head.
+        """
         if self.v is None:
             raise ValidationError("this data set has no head v; pass v=(d,) array or use a model with a trainable head")
         return self.v
 
     def token_scores(self) -> torch.Tensor:
-        """Token scores ``gamma_{i,t} = y_i v^T x_{i,t}``, shape (n, T). Spec: implicit-bias-ngd §1 (Def. 1)."""
+        """Token scores ``gamma_{i,t} = y_i v^T x_{i,t}``, shape (n, T). Spec: implicit-bias-ngd §1 (Def. 1).
+
+        Returns
+        -------
+        torch.Tensor, shape (n, T)
+            The score of every token under the head ``v``.
+        """
         return self.y[:, None] * (self.X @ self.require_head())  # spec §1: gamma = y v^T x
 
     def optimal_tokens(self) -> torch.Tensor:
-        """``opt_i = argmax_t gamma_{i,t}``, shape (n,), int64. Spec: implicit-bias-ngd §1."""
+        """``opt_i = argmax_t gamma_{i,t}``, shape (n,), int64. Spec: implicit-bias-ngd §1.
+
+        Returns
+        -------
+        torch.Tensor of int64, shape (n,)
+            The index of each sequence's highest-scoring token.
+        """
         return self.token_scores().argmax(dim=1)
 
     def with_(self, **changes) -> TokenSelectionData:
-        """A copy with some fields replaced (validated again)."""
+        """A copy with some fields replaced (validated again).
+
+        Parameters
+        ----------
+        **changes
+            New values of fields by name (``X``, ``Z``, ``y``, ``v``, ``select``).
+
+        Returns
+        -------
+        TokenSelectionData
+            The copy; this data set is unchanged.
+        """
         fields = {"X": self.X, "Z": self.Z, "y": self.y, "v": self.v, "select": self.select}
         fields.update(changes)
         return TokenSelectionData(**fields)
 
     def save(self, path: str | os.PathLike[str]) -> Path:
-        """Write an ``.npz`` with keys ``X, Z, y`` and, when present, ``v, select`` (no pickle), atomically."""
+        """Write an ``.npz`` with keys ``X, Z, y`` and, when present, ``v, select`` (no pickle), atomically.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The file to write.
+
+        Returns
+        -------
+        pathlib.Path
+            The file written.
+        """
         arrays = {k: getattr(self, k).numpy() for k in _NPZ_KEYS if getattr(self, k) is not None}
         return atomic_write(path, lambda p: np.savez(p, **arrays))
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> TokenSelectionData:
-        """Read an ``.npz`` written by :meth:`save` or by the user (keys ``X``, ``y`` required; ``Z, v, select`` optional)."""
+        """Read an ``.npz`` written by :meth:`save` or by the user (keys ``X``, ``y`` required; ``Z, v, select`` optional).
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            An ``.npz`` file with ``X`` (n, T, d) and ``y`` (n,), optionally ``Z`` (n, d), ``v`` (d,), ``select`` (n,).
+
+        Returns
+        -------
+        TokenSelectionData
+            The data set, validated.
+        """
         arrays = read_npz(path)
         missing = [k for k in ("X", "y") if k not in arrays]
         if missing:

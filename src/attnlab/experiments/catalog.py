@@ -62,7 +62,7 @@ EXPERIMENTS: tuple[Entry, ...] = (
         "implicit-bias.rates",
         "implicit-bias-ngd",
         "implicit_bias",
-        "Spec §8 items 1-13: norm growth, gradient correlation, global directional convergence (NGD, Polyak), Lemma 1 slope, Lemma 5, Polyak bounds, GD vs NGD, joint t^(1/3) loss rate, log norm growth, u-alignment",
+        "implicit-bias-ngd theory page §8, items 1-13: norm growth, gradient correlation, global directional convergence (NGD, Polyak), Lemma 1 slope, Lemma 5, Polyak bounds, GD vs NGD, joint t^(1/3) loss rate, log norm growth, u-alignment",
     ),
     Entry(
         "kq-nuclear.x1",
@@ -164,7 +164,7 @@ EXPERIMENTS: tuple[Entry, ...] = (
         "regression.theory",
         "preconditioned-regression",
         "regression",
-        "every row of the theorem table (spec §8) as a measured check",
+        "every row of the theorem table (preconditioned-regression theory page §8) as a measured check",
     ),
     Entry(
         "steepest-descent.norms",

@@ -170,7 +170,7 @@ def gradient_descent(
     if lr >= limit:
         raise ValidationError(
             f"lr == {lr:.6g}, must be < 2 / (s lambda_max(H*)) = {limit:.6g}: past this stability limit the "
-            f"linearized dynamics diverge (spec §8); pass lr=practical_step(net, X), here {limit / 4:.6g}"
+            f"linearized dynamics diverge (softmax-ntk-diffusion theory page §8); pass lr=practical_step(net, X), here {limit / 4:.6g}"
         )
 
     a = net.a.detach()

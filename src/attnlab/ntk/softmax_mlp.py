@@ -77,7 +77,7 @@ class SoftmaxMLP(TwoLayerNet):
     Examples
     --------
     >>> net = SoftmaxMLP(3, 2, 8, seed=0)
-    >>> float(net(torch.ones(4, 3) / 2).abs().max())
+    >>> float(net(torch.ones(4, 3) / 2).detach().abs().max())
     0.0
     """
 

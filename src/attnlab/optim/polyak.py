@@ -212,6 +212,14 @@ class PolyakStep(FunctionalOptimizer):
         super().__init__(params, dict(max_step=max_step, c=c))
 
     def add_param_group(self, param_group: dict) -> None:
+        """Add a parameter group, as ``torch.optim.Optimizer.add_param_group`` does.
+
+        Parameters
+        ----------
+        param_group : dict
+            ``{"params": [...], ...}`` with this optimizer's keys (``max_step``, ``c``); the former key ``max_lr``
+            is read as ``max_step`` with a DeprecationWarning.
+        """
         if "max_lr" in param_group:  # the former name of the cap
             warnings.warn("the group key 'max_lr' is deprecated; use 'max_step'", DeprecationWarning, stacklevel=2)
             param_group = {**param_group, "max_step": param_group["max_lr"]}

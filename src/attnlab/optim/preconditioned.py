@@ -109,6 +109,25 @@ class PreconditionedGD(FunctionalOptimizer):
 
         ``covariance`` is ``Sigma_hat`` (([R,] d, d)); ``token_covariance`` is ``Sigma_z_hat`` (([R,] p, p)),
         default ``covariance`` (covariate tokens). Spec: preconditioned-regression §5.4, §10.1.
+
+        Parameters
+        ----------
+        V : torch.Tensor of shape ([R,] k, p)
+            The value matrix, preconditioned on the right by ``token_covariance``.
+        Q : torch.Tensor of shape ([R,] p, d)
+            The key-query matrix, preconditioned on the left by ``token_covariance`` and on the right by
+            ``covariance``.
+        covariance : torch.Tensor of shape ([R,] d, d)
+            The empirical covariate covariance ``Sigma_hat``, symmetric positive definite.
+        lr : float
+            Step size, > 0.
+        token_covariance : torch.Tensor of shape ([R,] p, p), optional
+            The empirical token covariance ``Sigma_z_hat``; default ``covariance``.
+
+        Returns
+        -------
+        PreconditionedGD
+            An optimizer of two parameter groups, ``[V]`` and ``[Q]``.
         """
         token_covariance = covariance if token_covariance is None else token_covariance
         return cls(

@@ -143,6 +143,16 @@ class OptimizerSpec:
     def parse(cls, text: str | OptimizerSpec) -> OptimizerSpec:
         """Parse ``text`` (a spec passes through).
 
+        Parameters
+        ----------
+        text : str or OptimizerSpec
+            An optimizer string of the grammar (``"ngd:momentum=0.9"``, ``"md:1.5"``), or a parsed spec.
+
+        Returns
+        -------
+        OptimizerSpec
+            The canonical name and the options written, checked and sorted by key.
+
         Raises
         ------
         ValidationError
@@ -186,11 +196,40 @@ class OptimizerSpec:
         return cls(name)._with(options, text)
 
     def get(self, key: str, default: Any = None) -> Any:
-        """The option ``key`` as written, else ``default``."""
+        """The option ``key`` as written, else ``default``.
+
+        Parameters
+        ----------
+        key : str
+            An option name (``"momentum"``, ``"max_step"``, ...).
+        default : optional
+            What to return when the string does not set ``key``.
+
+        Returns
+        -------
+        Any
+            The option's checked value, or ``default``.
+        """
         return dict(self.options).get(key, default)
 
     def with_options(self, **options: Any) -> OptimizerSpec:
-        """A spec with ``options`` added (checked as if written in the string); an option given twice is refused."""
+        """A spec with ``options`` added (checked as if written in the string); an option given twice is refused.
+
+        Parameters
+        ----------
+        **options
+            Options of this optimizer by name, as they would be written in the string.
+
+        Returns
+        -------
+        OptimizerSpec
+            A new spec; this one is unchanged.
+
+        Raises
+        ------
+        ValidationError
+            For an option the string sets already, or one the optimizer does not take.
+        """
         twice = sorted(k for k in options if k in dict(self.options))
         if twice:
             raise ValidationError(
@@ -249,10 +288,16 @@ class OptimizerSpec:
         Parameters
         ----------
         names : sequence of str
+            The names of the tensors the rule updates, in the engine's order.
         lr : float or torch.Tensor of shape (R,), optional
             Step size given outside the string (per run); refused when the string sets ``lr`` too.
         optimal_loss : float or torch.Tensor of shape (R,), optional
             Polyak's ``L*`` when the string does not set it (the front doors pass the data's optimal loss).
+
+        Returns
+        -------
+        Rule
+            The engine rule (``attnlab.optim.transforms.Rule``): one chain of transforms per tensor of ``names``.
 
         Raises
         ------
@@ -313,6 +358,20 @@ class OptimizerSpec:
         ``gd`` is ``torch.optim.SGD`` (bit for bit the rule's update), ``adam`` ``torch.optim.Adam``, the others the
         classes of :mod:`attnlab.optim`. ``lr`` and ``optimal_loss`` play the same part as in :meth:`rule`;
         Polyak's ``L*`` defaults to 0 here (a lower bound of every loss attnlab trains with).
+
+        Parameters
+        ----------
+        params : iterable of torch.Tensor or of dict
+            The parameters, or parameter groups, as ``torch.optim`` takes them.
+        lr : float, optional
+            Step size given outside the string; refused when the string sets ``lr`` too.
+        optimal_loss : float, optional
+            Polyak's ``L*`` when the string does not set it.
+
+        Returns
+        -------
+        torch.optim.Optimizer
+            The optimizer over ``params``.
         """
         o, params = dict(self.options), list(params)
         if self.name == "polyak":
@@ -390,7 +449,23 @@ def _text(value: Any) -> str:
 
 
 def parse_optimizer(text: str | OptimizerSpec) -> OptimizerSpec:
-    """Parse an optimizer string (see the module docstring); ``OptimizerSpec.parse`` under a verb's name."""
+    """Parse an optimizer string (see the module docstring); ``OptimizerSpec.parse`` under a verb's name.
+
+    Parameters
+    ----------
+    text : str or OptimizerSpec
+        An optimizer string (``"ngd:momentum=0.9"``, ``"polyak:max_step=5"``, ``"md:1.5"``), or a parsed spec.
+
+    Returns
+    -------
+    OptimizerSpec
+        The canonical name and the options written.
+
+    Examples
+    --------
+    >>> str(parse_optimizer("md:1.5"))
+    'md:1.5'
+    """
     return OptimizerSpec.parse(text)
 
 

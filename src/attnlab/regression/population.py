@@ -100,7 +100,7 @@ def population_loss(
     --------
     >>> import torch
     >>> I = torch.eye(2, dtype=torch.float64)
-    >>> float(population_loss(I, I, I, I, 0.1))
+    >>> round(float(population_loss(I, I, I, I, 0.1)), 12)
     0.02
     """
     V, Q, Sigma, Sigma_z, W_star = _check(V, Q, Sigma, W_star, noise_std, tokens)

@@ -284,7 +284,7 @@ def run_gmm(config: GMMConfig, ctx: RunContext) -> ExperimentResult:
 def _departure(table: pd.DataFrame, row: dict, n: int, width: int) -> tuple[pd.DataFrame, str]:
     """Our settings against the spec's own at one (n, m): the table and the run's note."""
     mine = table[(table["n"] == n) & (table["width"] == width)].iloc[0].to_dict()
-    departure = pd.DataFrame([{"settings": "ours", **mine}, {"settings": "spec §9 / §7.5", **row}])
+    departure = pd.DataFrame([{"settings": "ours", **mine}, {"settings": "theory page §9 / §7.5", **row}])
     note = (
         f"Departure from the spec (docs/experiments/ntk.md): with the spec's own settings (sigma_w = 1, input map "
         f"u = (t/T, x)/rho, uniform times) at n = {n}, m = {width}, the weighted score error is "
@@ -343,18 +343,18 @@ def _sample_checks(table: pd.DataFrame, config: GMMConfig) -> list:
 
 def _gmm_notes(config: GMMConfig) -> list[str]:
     maps = {
-        "spec": "u = (t/T, x)/rho (spec §7.5)",
+        "spec": "u = (t/T, x)/rho (theory page §7.5)",
         "scaled": "u = (t/T, x/c(t))/rho with c(t) the per-coordinate std of X_t (ours)",
         "sphere": f"u = r(t) P(x/c(t)): P the inverse stereographic projection onto the sphere, c(t) the "
         f"per-coordinate std of X_t, radius r from 1 at T0 to {1 - config.decay:.2g} at T (ours)",
     }
     return [
-        f"Network input {maps[config.input_map]}; spec §7.5 leaves the normalization open.",
+        f"Network input {maps[config.input_map]}; the theory page's §7.5 leaves the normalization open.",
         f"Denoiser = k(t) x + F(W, u) with the linear (Gaussian) gain k(t) (skip={config.skip}); skip=False is §7.4.",
         "Samples are the final denoising step E[X_0 | X_T0] applied to the reverse-SDE output at T0.",
         f"Training and held-out times: {config.times} on [T0, T]"
         + (f" with power {config.time_power:g} (t = T0 (T/T0)^(U^power))" if config.times == "log-uniform" else "")
-        + " (spec §7.5 draws them uniformly); the weighted score error is always the spec's uniform-t average.",
+        + " (theory page §7.5 draws them uniformly); the weighted score error is always the theory page's uniform-t average.",
         "Mode balance is the smallest mode's share of the samples that landed within 3 std of some mode.",
     ]
 

@@ -365,7 +365,7 @@ def _lazy_notes(table: pd.DataFrame) -> list[str]:
     slack = (table["coupling_bound"] / table["max_coupling_gap"]).min()
     return [
         "Theorem 4.2's step size with B of Definition 4.1 (C=10, delta=0.1) is about 10^"
-        f"{table['log10_theorem_lr'].min():.0f}; the runs use the practical step c / (m lambda_max(H*)) of spec §8.",
+        f"{table['log10_theorem_lr'].min():.0f}; the runs use the practical step c / (m lambda_max(H*)) of the theory page's §8.",
         "Per-step factor = (||F(t)-Y||^2 / ||Y||^2)^(1/t) at the last recorded t above 1e-20 (round-off).",
         f"P5's bound eps_H sqrt(nd) ||Y|| / lambda of Thm F.2 holds with {float(slack):.3g}x slack or more (summary "
         "table); a bound that loose cannot fail, so the check is on the rate in m instead.",
