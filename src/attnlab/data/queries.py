@@ -37,6 +37,7 @@ def every_query(data: TokenSelectionData, queries: Sequence[int] | None = None) 
 
     Examples
     --------
+    >>> import torch
     >>> data = TokenSelectionData(torch.randn(2, 3, 4), y=[1, -1])
     >>> every_query(data).X.shape
     torch.Size([6, 3, 4])
@@ -52,6 +53,13 @@ def causal_queries(data: TokenSelectionData, queries: Sequence[int] | None = Non
     """The causal problems: query ``q`` attends to keys ``0..q``; one data set per query position (its ``T = q + 1``).
 
     Spec: multi-token §7. Position 0 has a single key (nothing to select) and is left out of the default.
+
+    Parameters
+    ----------
+    data : TokenSelectionData
+        Sequences ``X`` of shape (n, T, d); their tokens are the keys.
+    queries : sequence of int, optional
+        Query positions in ``[1, T - 1]``; default every position but 0.
 
     Returns
     -------
