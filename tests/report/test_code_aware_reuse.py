@@ -121,4 +121,3 @@ def test_fresh_recomputes_what_would_be_reused(fake_code, tmp_path):
     reproduce(out, paper="fake-code", progress=False)
     (entry,) = reproduce(out, paper="fake-code", progress=False, fresh=True).entries
     assert entry.origin.startswith("computed now (--fresh: the run of ")
-
