@@ -48,6 +48,7 @@ from attnlab.experiments.checks import (
     count_checks,
     fit_slope,
     observation,
+    spread_observation,
     spread_tolerance,
 )
 from attnlab.runner.fingerprint import code_fingerprint
@@ -81,6 +82,7 @@ __all__ = [
     "count_checks",
     "fit_slope",
     "observation",
+    "spread_observation",
     "spread_tolerance",
     "get_experiment",
     "list_experiments",

@@ -168,10 +168,15 @@ def _source_href(source: str, paper: str, pages: set[str]) -> str:
 
 
 def _verdict(row: Any) -> str:
-    if row.kind != "observation":
-        return "pass" if row.passed else "FAIL"
+    """The row's ``verdict`` column (:data:`~attnlab.experiments.checks.CHECK_VERDICTS`), derived from ``passed``
+    in tables written before that column existed; a failed theory check reads "FAIL"."""
     verdict = str(getattr(row, "verdict", "") or "")
-    return verdict or ("agrees" if row.passed else "disagrees")
+    if not verdict:
+        if row.kind == "observation":
+            verdict = "agrees" if row.passed else "disagrees"
+        else:
+            verdict = "pass" if row.passed else "fail"
+    return "FAIL" if verdict == "fail" else verdict
 
 
 def _check_view(row: Any, paper: str, pages: set[str]) -> dict[str, Any]:
