@@ -129,6 +129,30 @@ def test_log_axes_over_a_decade_and_a_half_have_no_colliding_tick_labels():
     assert figure_problems(house_figure(draw)()) == []
 
 
+def test_an_axis_with_a_single_tick_label_is_found_and_the_house_style_gives_a_short_log_axis_more():
+    # a norm ratio between 0.9 and 1.4 on a log axis: matplotlib labels only "1"
+    def draw():
+        fig, axes = new_figure(1, width=3.0)
+        axes[0].plot(STEPS, np.linspace(0.9, 1.4, len(STEPS)))
+        axes[0].set(yscale="log", xlabel=STEP, ylabel="norm / initial norm")
+        axes[0].minorticks_off()
+        return fig
+
+    assert figure_problems(draw()) == ["panel 1: the y-axis shows one tick label; a scale needs two or more"]
+    fig = house_figure(draw)()
+    assert figure_problems(fig) == []
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels() if t.get_text()]
+    assert len(labels) >= 3 and all(0.9 <= float(v) <= 1.4 for v in labels), labels
+
+
+def test_an_axis_without_ticks_is_a_choice_not_a_problem():
+    fig, axes = new_figure(1)
+    axes[0].imshow(np.eye(3))
+    axes[0].set_xticks([])
+    axes[0].set_yticks([])
+    assert figure_problems(fig) == []
+
+
 def test_one_two_five_labels_only_those_mantissas():
     labels = [_one_two_five(v, None) for v in (1000.0, 2000.0, 3000.0, 5e-5, 1e-5, 1e5, 0.002, 300.0)]
     assert labels == ["1000", "2000", "", r"$5\times10^{-5}$", "$10^{-5}$", "$10^{5}$", "0.002", ""]

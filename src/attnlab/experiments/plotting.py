@@ -179,7 +179,8 @@ def _texts(figure: Any) -> list[tuple[str, Any]]:
 
 
 def figure_problems(figure: Any) -> list[str]:
-    """Where ``figure`` breaks the house rules: unlabelled axes, ASCII math, unnamed theory lines, overlaps.
+    """Where ``figure`` breaks the house rules: unlabelled axes, axes with a single tick label, ASCII math, unnamed
+    theory lines, overlaps.
 
     Parameters
     ----------
@@ -205,6 +206,8 @@ def figure_problems(figure: Any) -> list[str]:
         for axis, letter in ((ax.xaxis, "x"), (ax.yaxis, "y")):
             if _has_ticks(axis) and not axis.label.get_text().strip() and not (colorbar and letter == "x"):
                 problems.append(f"{name}: the {letter}-axis has no label")
+            if len(_shown_ticklabels(axis)) == 1:  # none is a choice (an image); one gives no scale
+                problems.append(f"{name}: the {letter}-axis shows one tick label; a scale needs two or more")
         for artist in (*ax.lines, *ax.collections, *ax.patches):
             label = artist.get_label()
             if not label.startswith("_") and label not in shown:
