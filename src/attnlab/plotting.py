@@ -18,7 +18,14 @@ import matplotlib
 matplotlib.use("Agg")  # headless: figures are files
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullFormatter, NullLocator  # noqa: E402
+from matplotlib.ticker import (  # noqa: E402
+    FixedLocator,
+    FuncFormatter,
+    LogLocator,
+    MaxNLocator,
+    NullFormatter,
+    NullLocator,
+)
 
 __all__ = [
     "CORR_GAP",
@@ -97,7 +104,8 @@ def _thin_log_labels(ax: Any) -> None:
             continue
         if np.floor(np.log10(high)) - np.ceil(np.log10(low)) + 1 >= 2:  # two or more decades in view
             axis.set_minor_formatter(NullFormatter())
-        elif len(_one_two_five_ticks(low, high)) >= 2:
+        elif len(_one_two_five_ticks(low, high)) >= 2:  # major ticks there too: minor ones may be switched off
+            axis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
             axis.set_major_formatter(FuncFormatter(_one_two_five))
             axis.set_minor_formatter(FuncFormatter(_one_two_five))
         else:  # under a factor of about 2.5: ticks as on a linear axis, which a log axis may also carry

@@ -12,6 +12,7 @@ import pytest
 
 from attnlab._validation import ValidationError
 from attnlab.experiments import Check, Claim, Experiment, ExperimentResult, Falsifier, base, spread_observation
+from attnlab.experiments.plotting import has_ours, label_ours
 from attnlab.report import build_report, reproduce
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -31,6 +32,8 @@ def toy_run(config, ctx):
     wide, five = plt.subplots(1, 5, figsize=(16.5, 3.0))  # and as the five-panel ones
     for ax in (*pair, *five):
         ax.plot(frame["step"], frame["loss"])
+    label_ours(fig, config)  # every figure labels our defaults; the run keeps the first footnote only
+    label_ours(wide, config)
     checks = [
         DECREASES.holds("< 1", float(frame["loss"].iloc[-1]), "bound", True),
         VANISHES.holds(0.0, float(frame["loss"].iloc[-1]), "abs 1e-9", False),
@@ -118,6 +121,20 @@ def test_reproduce_records_the_error_and_runs_the_others(fake_paper, tmp_path):
         "observations_agree": 0,
         "errors": 1,
     }
+
+
+def test_the_defaults_ours_footnote_is_under_the_first_figure_only(fake_paper, tmp_path, monkeypatch):
+    saved = {}
+    save = base.save_figure
+
+    def spy(figure, stem, *args, **kwargs):
+        saved[stem.name] = (has_ours(figure), float(figure.get_size_inches()[1]))
+        return save(figure, stem, *args, **kwargs)
+
+    monkeypatch.setattr(base, "save_figure", spy)
+    reproduce(tmp_path, paper="fake-paper", quick=True, progress=False)
+    assert saved["curve"][0] and saved["curve"][1] > 3.0  # the strip is added under the 3-inch panels
+    assert saved["panels"] == (False, 3.0)  # dropped, with its strip
 
 
 def test_reproduce_resumes_and_fresh_reruns(fake_paper, tmp_path):
