@@ -18,7 +18,14 @@ import matplotlib
 matplotlib.use("Agg")  # headless: figures are files
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
+from matplotlib.ticker import (  # noqa: E402
+    FixedLocator,
+    FuncFormatter,
+    LogLocator,
+    MaxNLocator,
+    NullFormatter,
+    NullLocator,
+)
 
 __all__ = [
     "CORR_GAP",
@@ -85,7 +92,8 @@ def house_figure(draw: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _thin_log_labels(ax: Any) -> None:
-    """On a log axis, label only the decades, or 1, 2 and 5 times them where fewer than two decades show.
+    """On a log axis, label only the decades, or 1, 2 and 5 times them where fewer than two decades show, or plain
+    evenly spaced numbers where fewer than two of those show (a norm ratio between 0.9 and 1.4 showed only "1").
 
     Matplotlib labels every minor tick (``2x10^1, 3x10^1, ...``) of a short log axis, and on a narrow panel they
     collide.
@@ -96,9 +104,21 @@ def _thin_log_labels(ax: Any) -> None:
             continue
         if np.floor(np.log10(high)) - np.ceil(np.log10(low)) + 1 >= 2:  # two or more decades in view
             axis.set_minor_formatter(NullFormatter())
-        else:
+        elif len(_one_two_five_ticks(low, high)) >= 2:  # major ticks there too: minor ones may be switched off
+            axis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
             axis.set_major_formatter(FuncFormatter(_one_two_five))
             axis.set_minor_formatter(FuncFormatter(_one_two_five))
+        else:  # under a factor of about 2.5: ticks as on a linear axis, which a log axis may also carry
+            ticks = [t for t in MaxNLocator(4).tick_values(low, high) if low <= t <= high]
+            axis.set_major_locator(FixedLocator(ticks))
+            axis.set_major_formatter(FuncFormatter(lambda value, _position: f"{value:.4g}"))
+            axis.set_minor_locator(NullLocator())
+
+
+def _one_two_five_ticks(low: float, high: float) -> list[float]:
+    """The values 1, 2 and 5 times a power of ten between ``low`` and ``high`` (both > 0)."""
+    exponents = range(int(np.floor(np.log10(low))), int(np.ceil(np.log10(high))) + 1)
+    return [m * 10.0**e for e in exponents for m in (1, 2, 5) if low <= m * 10.0**e <= high]
 
 
 def _one_two_five(value: float, _position: Any) -> str:

@@ -6,17 +6,22 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from attnlab._validation import ValidationError
 from attnlab.experiments.base import (
+    CHECK_COLUMNS,
+    Check,
     check_close,
     check_greater,
     check_less,
     check_ordering,
     check_slope,
+    count_checks,
     fit_slope,
     observation,
+    spread_observation,
     spread_tolerance,
 )
 
@@ -86,6 +91,45 @@ def test_an_observation_must_name_the_papers_figure_table_or_remark():
     assert observation("Polyak is fastest", "fastest", 0.2, False, "§9 (the paper's remark)").kind == "observation"
     with pytest.raises(ValidationError, match="names no figure, table or remark"):
         observation("softmax exponent within 1 of ReLU's", "<= 1", 3.3, False, "docs/theory/x.md §5")
+
+
+def test_a_spread_observation_is_inconclusive_inside_its_measured_spread():
+    # real.text's first-token attention against uniform 0.2: 0.200072 and 0.199879 were a verdict each, by noise
+    seeds = [0.200072, 0.199879]
+    se = np.std(seeds, ddof=1) / np.sqrt(2)  # the tolerance is 3 standard errors of the mean, computed here apart
+    row = spread_observation("remark: above uniform", seeds, 0.2, "fig. 1")
+    assert row.verdict == "inconclusive" and not row.passed and row.inconclusive
+    assert row.tolerance.startswith(f"+- {3 * se:.3g}; 3 standard errors over 2 seeds")
+    e = 0.001  # two samples mean +- e have a standard error of e: the tolerance is 3e
+    assert spread_observation("remark", [0.2 + 2.9 * e - e, 0.2 + 2.9 * e + e], 0.2, "fig. 1").inconclusive
+    assert spread_observation("remark", [0.2 + 3.1 * e - e, 0.2 + 3.1 * e + e], 0.2, "fig. 1").verdict == "agrees"
+    assert spread_observation("remark", [0.3, 0.32], 0.2, "fig. 1").verdict == "agrees"  # 0.31 - 0.2 > 3 * 0.01
+    assert spread_observation("remark", [0.3, 0.32], 0.2, "fig. 1", above=False).verdict == "disagrees"
+    assert spread_observation("remark", [0.1, 0.12], 0.2, "fig. 1", above=False).verdict == "agrees"
+    one = spread_observation("remark", [0.9], 0.2, "fig. 1")  # one seed measures no spread: nothing decided
+    assert one.verdict == "inconclusive" and "run >= 2" in one.tolerance
+
+
+def test_checks_csv_keeps_passed_a_bool_and_adds_the_verdict():
+    rows = [
+        Check("t", 1, 1, "abs 0", True),
+        Check("t", 1, 2, "abs 0", False),
+        observation("fig. 1: a", "a", 1, True, "s"),
+        observation("fig. 1: b", "b", 1, False, "s"),
+        spread_observation("fig. 1: c", [0.2, 0.2001], 0.2, "s"),
+    ]
+    table = pd.DataFrame([r.as_row() for r in rows], columns=CHECK_COLUMNS)
+    assert table["verdict"].tolist() == ["pass", "fail", "agrees", "disagrees", "inconclusive"]
+    assert table["passed"].tolist() == [True, False, True, False, False]
+    counts = count_checks(table)
+    assert (counts.passed, counts.total, counts.agree, counts.observations) == (1, 2, 1, 3)
+
+
+def test_only_an_observation_that_did_not_pass_can_be_inconclusive():
+    with pytest.raises(ValidationError, match="only an observation that did not pass can be inconclusive"):
+        Check("t", 1, 1, "abs 0", False, inconclusive=True)
+    with pytest.raises(ValidationError, match="only an observation that did not pass can be inconclusive"):
+        Check("fig. 1", 1, 1, "", True, kind="observation", inconclusive=True)
 
 
 def test_every_observation_in_the_experiments_goes_through_the_helper():

@@ -24,7 +24,7 @@ import dataclasses
 
 import pandas as pd
 
-from attnlab.experiments import Check, Experiment, ExperimentResult
+from attnlab.experiments import Claim, Experiment, ExperimentResult
 
 from fakecode import helpers
 
@@ -40,14 +40,17 @@ class ValueConfig:
     steps: int = 3
 
 
+VALUE = Claim("helpers.value() is 1", "000:Fake1", "here", kind="property")
+
+
 def run(config, ctx):
     value = helpers.value()
     frame = pd.DataFrame({"step": range(config.steps), "value": [value] * config.steps})
-    return ExperimentResult(frame=frame, checks=[Check("value", 1.0, value, "exact", value == 1.0, "here")])
+    return ExperimentResult(frame=frame, checks=[VALUE.holds(1.0, value, "exact", value == 1.0)])
 
 
 EXPERIMENT = Experiment(name="fakecode.value", paper="fake-code", summary="reads helpers.value()",
-                        config_type=ValueConfig, run=run)
+                        config_type=ValueConfig, run=run, claims=(VALUE,))
 '''
 
 
@@ -96,12 +99,15 @@ def test_an_edited_helper_is_recomputed_and_an_unchanged_rerun_reused(fake_code,
     importlib.reload(sys.modules["fakecode.helpers"])
     source_hash.cache_clear()  # a new process (the next `make demo`) hashes the edited source
     result = CliRunner().invoke(main, ["reproduce", "--paper", "fake-code", "--out", str(out), "--no-progress"])
-    assert "[FAIL] fakecode.value: 0/1 checks passed; computed now (the code changed since the run of" in result.output
+    assert (
+        "[FAIL] fakecode.value: 0/1 properties of our code hold; computed now (the code changed since the run of"
+        in result.output
+    )
     assert "the source of fakecode)" in result.output
     assert _measured(out) == 2.0  # the new code ran
 
     result = CliRunner().invoke(main, ["reproduce", "--paper", "fake-code", "--out", str(out), "--no-progress"])
-    assert "fakecode.value: 0/1 checks passed; reused from " in result.output
+    assert "fakecode.value: 0/1 properties of our code hold; reused from " in result.output
     assert "1 reused from earlier runs of the same code and config (--fresh recomputes them)" in result.output
 
 
@@ -121,4 +127,3 @@ def test_fresh_recomputes_what_would_be_reused(fake_code, tmp_path):
     reproduce(out, paper="fake-code", progress=False)
     (entry,) = reproduce(out, paper="fake-code", progress=False, fresh=True).entries
     assert entry.origin.startswith("computed now (--fresh: the run of ")
-

@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 
 from attnlab._validation import ValidationError
-from attnlab.experiments import Check, Claim, Experiment, ExperimentResult, Falsifier, base
+from attnlab.experiments import Check, Claim, Experiment, ExperimentResult, Falsifier, base, spread_observation
+from attnlab.experiments.plotting import has_ours, label_ours
 from attnlab.report import build_report, reproduce
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -31,6 +32,8 @@ def toy_run(config, ctx):
     wide, five = plt.subplots(1, 5, figsize=(16.5, 3.0))  # and as the five-panel ones
     for ax in (*pair, *five):
         ax.plot(frame["step"], frame["loss"])
+    label_ours(fig, config)  # every figure labels our defaults; the run keeps the first footnote only
+    label_ours(wide, config)
     checks = [
         DECREASES.holds("< 1", float(frame["loss"].iloc[-1]), "bound", True),
         VANISHES.holds(0.0, float(frame["loss"].iloc[-1]), "abs 1e-9", False),
@@ -38,14 +41,20 @@ def toy_run(config, ctx):
         LONG.holds(
             "<= -1 (O~(1/t)); -2 observed in the spec",
             "q=1.75: 0.00152, q=2: 0.00958, q=3: 0.0756",
-            "bound, +0.1 for the log factor",
+            LONG_TOLERANCE,
             True,
         ),
+        # mean 0.10005 with a standard error of 0.00005: 0.1 is inside 3 standard errors, so nothing is decided
+        spread_observation("remark: the loss ends above 0.1", [0.1, 0.1001], 0.1, "paper fig. 1"),
     ]
     notes = ["a note", "final log L per method: {'GD': -4.178435037946123, 'NGD': -70.71039426549262}"]
     return ExperimentResult(frame=frame, checks=checks, figures={"curve": fig, "panels": wide}, notes=notes)
 
 
+LONG_TOLERANCE = (
+    "bound, +0.1 for the log factor; the log factor of Theorem 2 stays below 0.1 over the four decades of t "
+    "recorded, measured as the largest log t / t over the fit window"
+)
 LONG_CLAIM = (
     "L7 E exp(0.8 x'^T Q x) and E exp(0.8 x^T Q x) finite within rho of M (needs 1.6 lambda_max(sym C) < 1); "
     "NGD ||W_T|| <= eta T (Lemma 7 upper bound)"
@@ -83,18 +92,19 @@ def fake_paper(monkeypatch):
 def test_reproduce_records_the_error_and_runs_the_others(fake_paper, tmp_path):
     summary = reproduce(tmp_path, paper="fake-paper", quick=True, progress=False)
     assert (summary.counts.passed, summary.counts.total) == (2, 3)
-    assert (summary.counts.agree, summary.counts.observations) == (0, 1)
+    assert (summary.counts.agree, summary.counts.observations) == (0, 2)
     assert [e.name for e in summary.errors] == ["fake.broken"]
     assert not summary.ok
     page = summary.path.read_text()
-    assert "2 of 3 theory checks passed, 1 failed; 0 of 0 properties of our code hold; 0 of 1 observations" in page
+    assert "2 of 3 theory checks passed, 1 failed; 0 of 0 properties of our code hold; 0 of 2 observations" in page
     assert (
-        "3 theorem predictions (kind theory), 2 passed; 0 properties of our code (kind property), 0 hold; 1 observations"
+        "3 theorem predictions (kind theory), 2 passed; 0 properties of our code (kind property), 0 hold; 2 observations"
         in page
     )  # per paper
     papers = json.loads((tmp_path / "summary.json").read_text())["papers"]
-    assert papers == {"fake-paper": {"theory": 3, "theory_passed": 2, "observations": 1, "observations_agree": 0}}
+    assert papers == {"fake-paper": {"theory": 3, "theory_passed": 2, "observations": 2, "observations_agree": 0}}
     assert '<span class="disagree">disagrees</span>' in page  # shown, never hidden
+    assert '<span class="inconclusive">inconclusive</span>' in page  # inside the seeds' spread
     assert '<td class="value missing">none stated</td>' in page  # a check without a tolerance says so
     assert "RuntimeError: this experiment is broken" in page
     assert "loss &lt;b&gt;vanishes&lt;/b&gt;" in page  # text is escaped, never markup
@@ -107,10 +117,24 @@ def test_reproduce_records_the_error_and_runs_the_others(fake_paper, tmp_path):
         "experiments": 2,
         "theory_checks": 3,
         "theory_passed": 2,
-        "observations": 1,
+        "observations": 2,
         "observations_agree": 0,
         "errors": 1,
     }
+
+
+def test_the_defaults_ours_footnote_is_under_the_first_figure_only(fake_paper, tmp_path, monkeypatch):
+    saved = {}
+    save = base.save_figure
+
+    def spy(figure, stem, *args, **kwargs):
+        saved[stem.name] = (has_ours(figure), float(figure.get_size_inches()[1]))
+        return save(figure, stem, *args, **kwargs)
+
+    monkeypatch.setattr(base, "save_figure", spy)
+    reproduce(tmp_path, paper="fake-paper", quick=True, progress=False)
+    assert saved["curve"][0] and saved["curve"][1] > 3.0  # the strip is added under the 3-inch panels
+    assert saved["panels"] == (False, 3.0)  # dropped, with its strip
 
 
 def test_reproduce_resumes_and_fresh_reruns(fake_paper, tmp_path):
@@ -188,7 +212,7 @@ def test_report_in_headless_chromium_has_no_broken_images_or_links(fake_paper, t
                 assert target.startswith("file://"), f"the report links outside itself: {href}"
                 assert Path(target.removeprefix("file://")).is_file(), f"broken link: {href}"
         rows = driver.execute_script("return document.querySelectorAll('table.check-table tr').length")
-        assert rows == 5  # header + the three checks and the observation of fake.ok
+        assert rows == 6  # header + the three checks and the two observations of fake.ok
     finally:
         driver.quit()
 
@@ -234,6 +258,69 @@ def test_report_at_1400px_fits_the_width_shows_figures_full_width_and_readable_c
         notes = driver.execute_script("return document.querySelector('ul.notes').textContent")
         assert "GD = -4.178, NGD = -70.71" in notes and "{" not in notes
         _save_full_page(driver, tmp_path / "report-1400.png")
+    finally:
+        driver.quit()
+
+
+def test_report_screenshot_shows_the_sticky_contents_math_a_disclosure_a_source_link_and_verdicts(fake_paper, tmp_path):
+    driver = chrome(tmp_path / "profile")
+    try:
+        summary = reproduce(tmp_path / "report", paper="fake-paper", quick=True, progress=False)
+        driver.set_window_size(WIDTH, 900)
+        driver.get(summary.path.resolve().as_uri())
+        # the contents: papers, then their experiments, and still on screen once the page is scrolled to its end
+        toc = driver.execute_script(
+            "return Array.from(document.querySelectorAll('nav#toc a')).map(a => a.getAttribute('href'))"
+        )
+        assert toc == ["#summary", "#paper-fake-paper", "#fake-broken", "#fake-ok"], toc
+        driver.execute_script("window.scrollTo(0, document.documentElement.scrollHeight)")
+        top, bottom, scrolled = driver.execute_script(
+            "const r = document.querySelector('nav#toc').getBoundingClientRect();"
+            "return [r.top, r.bottom, window.scrollY]"
+        )
+        assert scrolled > 900 and 0 <= top <= 1 and bottom > 100, (top, bottom, scrolled)
+        driver.execute_script("window.scrollTo(0, 0)")
+        # typeset math: lambda_max is a Greek letter with a lowered, smaller subscript
+        sub = driver.execute_script(
+            "const s = Array.from(document.querySelectorAll('td.math sub')).find(e => e.textContent === 'max');"
+            "const style = getComputedStyle(s), parent = getComputedStyle(s.parentElement);"
+            "return [s.previousSibling.textContent.slice(-1), style.verticalAlign,"
+            "        parseFloat(style.fontSize) < parseFloat(parent.fontSize)]"
+        )
+        assert sub == ["λ", "sub", True], sub
+        # the long tolerance: its first clause in the cell, the whole derivation behind a closed disclosure
+        closed, short = driver.execute_script(
+            "const d = document.querySelector('details.derivation');"
+            "return [d.open, d.querySelector('summary').textContent]"
+        )
+        assert not closed and short.startswith("bound, +0.1") and len(short) <= 42, short
+        driver.execute_script("document.querySelector('details.derivation summary').click()")
+        shown = driver.execute_script(
+            "const p = document.querySelector('details.derivation p'); return [p.offsetHeight, p.textContent]"
+        )
+        assert shown[0] > 0 and "largest log t / t" in shown[1], shown
+        # sources: a theory page is a link to its copy in the report; "spec §1" of a paper with no page is text
+        sources = driver.execute_script(
+            "return Array.from(document.querySelectorAll('table.check-table tr')).slice(1).map(r => {"
+            "  const a = r.cells[5].querySelector('a'); return [r.cells[5].textContent, a ? a.href : ''] })"
+        )
+        linked = [href for text, href in sources if text.startswith("implicit-bias-ngd §8.3")]
+        assert linked and linked[0].endswith("/report/theory/implicit-bias-ngd.md"), sources
+        assert Path(linked[0].removeprefix("file://")).read_text().startswith("#")
+        assert ["spec §1", ""] in sources
+        # verdicts: every observation shows its tolerance (or says none) and one of the three verdicts
+        observations = driver.execute_script(
+            "return Array.from(document.querySelectorAll('tr.observation')).map(r =>"
+            "  [r.cells[3].textContent.trim(), r.cells[4].textContent.trim()])"
+        )
+        assert [verdict for _, verdict in observations] == ["disagrees", "inconclusive"], observations
+        assert observations[0][0] == "none stated" and observations[1][0].startswith("± 0.00015")
+        # the settings the run used: quick, with our default marked once
+        settings = driver.execute_script("return document.querySelector('#fake-ok .settings').textContent")
+        assert "quick (CI-sized)" in settings and "lr=0.1*, steps=5" in settings, settings
+        assert settings.count("lr=0.1") == 2  # in the settings, and once in the note on our defaults
+        _save_full_page(driver, tmp_path / "report-features.png")
+        assert (tmp_path / "report-features.png").stat().st_size > 10_000
     finally:
         driver.quit()
 

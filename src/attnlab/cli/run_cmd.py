@@ -70,7 +70,7 @@ def run_cmd(
         record = run_experiment(name, sets, quick=quick, out=out, progress=not no_progress, overwrite=overwrite)
     for row in record.checks.itertuples():
         if row.kind == "observation":
-            mark = "AGREES" if row.passed else "DISAGREES"
+            mark = (getattr(row, "verdict", "") or ("agrees" if row.passed else "disagrees")).upper()
             click.echo(f"  [{mark}] {row.claim}: measured {row.measured} (paper {row.predicted})")
         else:
             mark = "PASS" if row.passed else "FAIL"

@@ -26,6 +26,7 @@ __all__ = [
     "check_ordering",
     "check_slope",
     "observation",
+    "spread_observation",
     "spread_tolerance",
     "count_checks",
     "get_experiment",

@@ -48,6 +48,7 @@ from attnlab.experiments.checks import (
     count_checks,
     fit_slope,
     observation,
+    spread_observation,
     spread_tolerance,
 )
 from attnlab.runner.fingerprint import code_fingerprint
@@ -81,6 +82,7 @@ __all__ = [
     "count_checks",
     "fit_slope",
     "observation",
+    "spread_observation",
     "spread_tolerance",
     "get_experiment",
     "list_experiments",
@@ -349,10 +351,16 @@ def run_experiment(
     for table_name, table in result.tables.items():
         write_parquet(run_dir / f"{table_name}.parquet", table)
     figure_files = []
+    footnoted = False  # the defaults-ours footnote once per experiment: under the first figure that has one
     for fig_name, figure in result.figures.items():
-        figure_files += [p.name for p in save_figure(figure, run_dir / fig_name)]
         import matplotlib.pyplot as plt
 
+        from attnlab.experiments.plotting import drop_ours, has_ours
+
+        if footnoted:
+            drop_ours(figure)
+        footnoted = footnoted or has_ours(figure)
+        figure_files += [p.name for p in save_figure(figure, run_dir / fig_name)]
         plt.close(figure)
     ours = tuple(getattr(experiment.config_type, "OURS", ()))
     record = {

@@ -12,8 +12,12 @@ Three kinds of rows:
 - ``"theory"``: a theorem's prediction. It must pass, names its result and has a falsifier.
 - ``"property"``: a property of our own construction or code (two solvers agree, all methods start from one point),
   reported and counted apart from theorem checks; it must pass too.
-- ``"observation"``: a paper's empirical remark about its own figure or table, set against our measurement
-  (agrees / disagrees); never fails a run.
+- ``"observation"``: a paper's empirical remark about its own figure or table, set against our measurement;
+  its verdict is "agrees", "disagrees" or, when the difference is inside the measured spread, "inconclusive"
+  (:func:`spread_observation`); never fails a run.
+
+``checks.csv`` keeps ``passed`` a bool (an observation passes when it agrees) and adds a ``verdict`` column:
+"pass" or "fail" for theory checks and properties, "agrees", "disagrees" or "inconclusive" for observations.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ __all__ = [
     "count_checks",
     "fit_slope",
     "observation",
+    "spread_observation",
     "spread_tolerance",
 ]
 
@@ -93,6 +98,9 @@ class Check:
         The paper result the row tests, ``"<paper id>:<result>"``, e.g. ``"001:Thm1"`` (paper ids: :data:`PAPER_IDS`).
     falsifier : str, default=""
         Name of the experiment's :class:`Falsifier` under which this row must fail (theory rows).
+    inconclusive : bool, default=False
+        For an observation: the difference from the paper's remark lies inside the measured spread, so the run
+        neither agrees nor disagrees (``passed`` is then False). See :func:`spread_observation`.
     """
 
     claim: str
@@ -104,14 +112,29 @@ class Check:
     kind: str = "theory"
     result: str = ""
     falsifier: str = ""
+    inconclusive: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in CHECK_KINDS:
             raise ValidationError(f"Check.kind must be one of {CHECK_KINDS}, got {self.kind!r}")
+        if self.inconclusive and (self.kind != "observation" or self.passed):
+            raise ValidationError(
+                f"Check {self.claim!r}: only an observation that did not pass can be inconclusive, got "
+                f"kind={self.kind!r}, passed={self.passed!r}; a theory check or property passes or fails"
+            )
+
+    @property
+    def verdict(self) -> str:
+        """``"pass"``/``"fail"`` (theory, property) or ``"agrees"``/``"disagrees"``/``"inconclusive"``."""
+        if self.kind != "observation":
+            return "pass" if self.passed else "fail"
+        if self.inconclusive:
+            return "inconclusive"
+        return "agrees" if self.passed else "disagrees"
 
     def as_row(self) -> dict[str, Any]:
-        """The ``checks.csv`` row: numbers formatted to 6 significant digits, ``passed`` a bool."""
-        row = dataclasses.asdict(self)
+        """The ``checks.csv`` row (:data:`CHECK_COLUMNS`): numbers to 6 significant digits, ``passed`` a bool."""
+        row = {key: getattr(self, key) for key in CHECK_COLUMNS}
         for key in ("predicted", "measured", "tolerance"):
             row[key] = _format_value(row[key])
         row["passed"] = bool(row["passed"])
@@ -119,7 +142,19 @@ class Check:
 
 
 CHECK_KINDS = ("theory", "property", "observation")
-CHECK_COLUMNS = ["claim", "predicted", "measured", "tolerance", "passed", "source", "kind", "result", "falsifier"]
+CHECK_VERDICTS = ("pass", "fail", "agrees", "disagrees", "inconclusive")
+CHECK_COLUMNS = [
+    "claim",
+    "predicted",
+    "measured",
+    "tolerance",
+    "passed",
+    "source",
+    "kind",
+    "result",
+    "falsifier",
+    "verdict",
+]
 
 
 @dataclass(frozen=True)
@@ -447,6 +482,66 @@ def observation(
             f"{OBSERVATION_MARKS}); a theorem's prediction is a theory check"
         )
     return Check(claim, paper_says, measured, tolerance, bool(agrees), source, kind="observation", result=result)
+
+
+def spread_observation(
+    claim: str,
+    samples: Sequence[float],
+    reference: float,
+    source: str,
+    *,
+    above: bool = True,
+    k: float = 3.0,
+    what: str = "seeds",
+    result: str = "",
+) -> Check:
+    """An observation that the mean of ``samples`` lies above (or below) ``reference``, judged within its spread.
+
+    The tolerance is ``k`` standard errors of the mean over the repetitions (:func:`spread_tolerance`). The row
+    agrees when the mean is beyond ``reference`` by more than the tolerance, disagrees when it is on the wrong side
+    by more than the tolerance, and is inconclusive in between: a difference the seeds cannot resolve decides
+    nothing.
+
+    Parameters
+    ----------
+    claim, source : str
+        As for :func:`observation` (one of them names the paper's figure, table or remark).
+    samples : sequence of float, length >= 2
+        The measurement per repetition (seed, data set).
+    reference : float
+        The level the paper's remark compares with (e.g. uniform attention ``1 / T``).
+    above : bool, default=True
+        The paper says the measurement exceeds ``reference``; ``False``: it stays below.
+    k : float, default=3.0
+        Standard errors allowed.
+    what : str, default="seeds"
+        What the repetitions are, for the tolerance text.
+
+    Returns
+    -------
+    Check
+        ``kind="observation"``; ``measured`` is the mean, ``verdict`` one of agrees, disagrees, inconclusive.
+
+    Examples
+    --------
+    >>> spread_observation("remark: above 0.2", [0.2001, 0.1998], 0.2, "fig. 1").verdict
+    'inconclusive'
+    >>> spread_observation("remark: above 0.2", [0.31, 0.29], 0.2, "fig. 1").verdict
+    'agrees'
+    """
+    values = [float(v) for v in samples]
+    if not values:
+        raise ValidationError(f"spread_observation {claim!r} got no samples; pass the measurement of each {what[:-1]}")
+    mean = sum(values) / len(values)
+    gap = mean - reference if above else reference - mean
+    if len(values) < 2:  # no spread measured: nothing can be decided
+        tol, text = math.inf, f"no spread from 1 of the {what}; run >= 2 for a verdict"
+    else:
+        tol, text = spread_tolerance(values, k, what=what)
+        text = f"+- {tol:.3g}; {text}; inside it: inconclusive"
+    side = ">" if above else "<"
+    row = observation(claim, f"{side} {reference:.4g}", mean, gap > tol, source, tolerance=text, result=result)
+    return dataclasses.replace(row, inconclusive=abs(gap) <= tol)
 
 
 OBSERVATION_MARKS = ("fig.", "table", "remark")

@@ -45,6 +45,8 @@ __all__ = [
     "house_figure",
     "house_style",
     "label_axes",
+    "drop_ours",
+    "has_ours",
     "label_ours",
     "log_gap_axis",
     "new_figure",
@@ -102,7 +104,7 @@ def label_ours(figure: Any, config: Any) -> None:
         figure.set_layout_engine("constrained")
         engine = figure.get_layout_engine()
     engine.set(rect=(0.0, strip, 1.0, 1.0 - strip))
-    figure.text(
+    note = figure.text(
         0.01,
         strip / 2,
         "\n".join(lines),
@@ -112,6 +114,27 @@ def label_ours(figure: Any, config: Any) -> None:
         linespacing=_LINE_HEIGHT,
         gid=_FOOTNOTE_GID,
     )
+    note.attnlab_height_in = height_in  # the figure's height without the strip, for drop_ours
+
+
+def has_ours(figure: Any) -> bool:
+    """Whether :func:`label_ours` wrote its footnote under ``figure``."""
+    return any(text.get_gid() == _FOOTNOTE_GID for text in figure.texts)
+
+
+def drop_ours(figure: Any) -> bool:
+    """Remove the :func:`label_ours` footnote and its strip, giving the figure back its height and layout.
+
+    An experiment's run writes the footnote under its first figure only (its defaults are the same for every
+    figure); the report states them once per experiment. Returns whether there was a footnote.
+    """
+    notes = [text for text in figure.texts if text.get_gid() == _FOOTNOTE_GID]
+    for note in notes:
+        width_in, _ = figure.get_size_inches()
+        figure.set_size_inches(width_in, note.attnlab_height_in)
+        figure.get_layout_engine().set(rect=(0.0, 0.0, 1.0, 1.0))
+        note.remove()
+    return bool(notes)
 
 
 def plot_band(
@@ -179,7 +202,8 @@ def _texts(figure: Any) -> list[tuple[str, Any]]:
 
 
 def figure_problems(figure: Any) -> list[str]:
-    """Where ``figure`` breaks the house rules: unlabelled axes, ASCII math, unnamed theory lines, overlaps.
+    """Where ``figure`` breaks the house rules: unlabelled axes, axes with a single tick label, ASCII math, unnamed
+    theory lines, overlaps.
 
     Parameters
     ----------
@@ -205,6 +229,8 @@ def figure_problems(figure: Any) -> list[str]:
         for axis, letter in ((ax.xaxis, "x"), (ax.yaxis, "y")):
             if _has_ticks(axis) and not axis.label.get_text().strip() and not (colorbar and letter == "x"):
                 problems.append(f"{name}: the {letter}-axis has no label")
+            if len(_shown_ticklabels(axis)) == 1:  # none is a choice (an image); one gives no scale
+                problems.append(f"{name}: the {letter}-axis shows one tick label; a scale needs two or more")
         for artist in (*ax.lines, *ax.collections, *ax.patches):
             label = artist.get_label()
             if not label.startswith("_") and label not in shown:

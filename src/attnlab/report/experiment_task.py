@@ -25,7 +25,9 @@ def _split(params: dict[str, Any]) -> tuple[str, bool, dict[str, Any]]:
     if not isinstance(quick, bool):
         raise ValidationError(f"quick must be true or false, got {quick!r}")
     # YAML lists become the tuples that config fields hold
-    overrides = {k: tuple(v) if isinstance(v, list) else v for k, v in params.items() if k not in ("experiment", "quick")}
+    overrides = {
+        k: tuple(v) if isinstance(v, list) else v for k, v in params.items() if k not in ("experiment", "quick")
+    }
     return name, quick, overrides
 
 

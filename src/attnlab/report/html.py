@@ -1,26 +1,34 @@
 """The static reproduction report: ``index.html`` drawn from the run directories of a reproduce sweep.
 
-One section per paper, headed by how many of its checks are theorem predictions (``kind="theory"``) and how many
-are observations of real models (``kind="observation"``), counted from each run's ``checks.csv``. One card per
-experiment: its figures, each full width and linked to the full-size PNG and the PDF, then its check table
-(claim, predicted, measured, tolerance, result, source), its config (our defaults marked), notes, timings and
-versions. Claims and notes are ASCII in ``checks.csv``; the page shows them with Unicode symbols and HTML sub- and
-superscripts (:mod:`attnlab.report.text`), which need no network. A run that raised shows its traceback instead.
-Every image and link is relative to the report folder, so the folder can be copied or served as it is.
+The page is rendered from the Jinja2 templates in ``report/templates`` (autoescaped: every value read from a run is
+escaped) after this module has turned each run into plain data. A sticky table of contents lists the papers, then
+their experiments. One section per paper, headed by how many of its checks are theorem predictions
+(``kind="theory"``), properties of our code and observations of the paper's figures (``kind="observation"``),
+counted from each run's ``checks.csv``. One card per experiment: the settings it actually ran with (quick or full,
+and the config from ``record.json``, our defaults marked once), its figures, each full width and linked to the
+full-size PNG and the PDF, then its check table (claim, predicted, measured, a short tolerance with the whole
+derivation behind a disclosure, the verdict, the source linked to our theory page), notes, timings and versions.
+Claims and notes are ASCII in ``checks.csv``; the page typesets them with Unicode symbols and HTML sub- and
+superscripts (:mod:`attnlab.report.text`), which need no script and no network. A run that raised shows its
+traceback instead. Every image and link is relative to the report folder (the theory pages are copied into
+``theory/``), so the folder can be copied or served as it is.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-import html
 import json
 import os
+import re
+import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import jinja2
 import pandas as pd
+from markupsafe import Markup
 
 from attnlab._validation import ValidationError
 from attnlab.experiments import CheckCounts, count_checks, get_experiment
@@ -30,35 +38,6 @@ from attnlab.runner.manifest import read_manifest, reused_from
 from attnlab.runner.store import atomic_write
 
 __all__ = ["ExperimentEntry", "ReportSummary", "build_report"]
-
-_CSS = """
-body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 80rem; padding: 0 1rem; color: #222; }
-h1 { margin-bottom: 0.2rem; } h2 { border-bottom: 2px solid #ddd; padding-bottom: 0.2rem; margin-top: 2.5rem; }
-.meta { color: #666; font-size: 0.9rem; }
-table { border-collapse: collapse; font-size: 0.88rem; margin: 0.5rem 0; }
-th, td { border: 1px solid #ddd; padding: 0.25rem 0.5rem; text-align: left; vertical-align: top; }
-th { background: #f4f4f4; }
-.pass { color: #176f2c; font-weight: 600; } .fail { color: #b00020; font-weight: 600; }
-tr.fail-row td { background: #fdecee; }
-.disagree { color: #8a5a00; font-weight: 600; } tr.observation td { background: #f6f4ee; }
-.card { border: 1px solid #ddd; border-radius: 6px; padding: 0.8rem 1rem; margin: 1rem 0; }
-.card.error { border-color: #b00020; }
-.figures figure { margin: 0 0 1rem 0; }
-.figures img { display: block; width: 100%; height: auto; border: 1px solid #eee; }
-.figures figcaption { font-size: 0.85rem; color: #555; }
-table.check-table { width: 100%; table-layout: fixed; }
-table.check-table td { overflow-wrap: anywhere; }
-table.check-table td.value { font-family: ui-monospace, monospace; font-size: 0.78rem; }
-table.check-table col.claim { width: 36%; } table.check-table col.value { width: 13%; }
-table.check-table col.result { width: 8%; } table.check-table col.source { width: 17%; }
-table.check-table td.result { white-space: nowrap; }
-td.missing { color: #b00020; }
-.notes li { white-space: pre-line; margin: 0.2rem 0; }
-.note-pre, .note-table { font-size: 0.78rem; }
-.ours { background: #fff6d5; }
-pre { background: #f7f7f7; padding: 0.6rem; overflow-x: auto; font-size: 0.8rem; }
-details { margin: 0.4rem 0; }
-"""
 
 
 @dataclass
@@ -143,7 +122,9 @@ def _read_entry(root: Path, row: Any, describe: Any, computed_since: float | Non
     name = params.get("experiment", row.label)
     run_dir = root / row.run_dir
     paper, summary = describe(name)
-    entry = ExperimentEntry(name=name, paper=paper, summary=summary, status=row.status, run_dir=row.run_dir, error=row.error)
+    entry = ExperimentEntry(
+        name=name, paper=paper, summary=summary, status=row.status, run_dir=row.run_dir, error=row.error
+    )
     if row.status == "done":
         entry.record = json.loads((run_dir / "record.json").read_text())
         entry.paper = entry.record.get("paper", paper)
@@ -158,107 +139,104 @@ def _read_entry(root: Path, row: Any, describe: Any, computed_since: float | Non
     return entry
 
 
-def _e(value: Any) -> str:
-    return html.escape(str(value))
-
-
 def _anchor(text: str) -> str:
     return "".join(c if c.isalnum() else "-" for c in text.lower())
 
 
-def _checks_table(entry: ExperimentEntry) -> str:
-    if not len(entry.checks):
-        return "<p>No theory checks.</p>"
-    rows = []
-    for c in entry.checks.itertuples():
-        if c.kind == "observation":
-            mark = '<span class="pass">agrees</span>' if c.passed else '<span class="disagree">disagrees</span>'
-            cls = ' class="observation"'
+_SHORT_TOLERANCE = 40  # characters: a tolerance cell longer than this shows its first clause, the rest on a click
+_PAGE_REF = re.compile(r"^(?:docs/theory/)?(?P<page>[A-Za-z0-9-]+?)(?:\.md)?\s+§")
+_VERDICTS = {"pass": "pass", "FAIL": "fail", "agrees": "pass", "disagrees": "disagree", "inconclusive": "inconclusive"}
+
+
+def _tolerance(text: str) -> tuple[str, str]:
+    """``(short, derivation)``: the cell's text, and the whole text behind a disclosure when it is long."""
+    if len(text) <= _SHORT_TOLERANCE:
+        return text, ""
+    head = re.split(r"; | \(", text, maxsplit=1)[0]
+    if len(head) > _SHORT_TOLERANCE:
+        head = head[:_SHORT_TOLERANCE].rsplit(" ", 1)[0] + " …"
+    return head, text
+
+
+def _source_href(source: str, paper: str, pages: set[str]) -> str:
+    """``theory/<page>.md`` for a source that names one of our theory pages (``spec §N`` is the paper's page)."""
+    match = _PAGE_REF.match(source.strip())
+    if not match:
+        return ""
+    page = paper if match.group("page") == "spec" else match.group("page")
+    return f"theory/{page}.md" if page in pages else ""
+
+
+def _verdict(row: Any) -> str:
+    """The row's ``verdict`` column (:data:`~attnlab.experiments.checks.CHECK_VERDICTS`), derived from ``passed``
+    in tables written before that column existed; a failed theory check reads "FAIL"."""
+    verdict = str(getattr(row, "verdict", "") or "")
+    if not verdict:
+        if row.kind == "observation":
+            verdict = "agrees" if row.passed else "disagrees"
         else:
-            mark = '<span class="pass">pass</span>' if c.passed else '<span class="fail">FAIL</span>'
-            cls = "" if c.passed else ' class="fail-row"'
-        tolerance = (
-            f'<td class="value">{math_html(c.tolerance)}</td>' if str(c.tolerance).strip()
-            else '<td class="value missing">none stated</td>'
-        )
-        rows.append(
-            f'<tr{cls}><td>{math_html(c.claim)}</td><td class="value">{math_html(c.predicted)}</td>'
-            f'<td class="value">{math_html(c.measured)}</td>{tolerance}<td class="result">{mark}</td>'
-            f"<td>{_e(c.source)}</td></tr>"
-        )
-    columns = (
-        '<colgroup><col class="claim"><col class="value"><col class="value"><col class="value">'
-        '<col class="result"><col class="source"></colgroup>'
-    )
-    head = "<tr><th>claim</th><th>predicted</th><th>measured</th><th>tolerance</th><th>result</th><th>source</th></tr>"
-    return f'<table class="check-table">{columns}{head}{"".join(rows)}</table>'
+            verdict = "pass" if row.passed else "fail"
+    return "FAIL" if verdict == "fail" else verdict
 
 
-def _figures(entry: ExperimentEntry) -> str:
-    """Each figure full width, linked to its full-size PNG and, when saved, its PDF."""
-    names = entry.record.get("figures", [])
-    pngs = [n for n in names if n.endswith(".png")]
-    if not pngs:
-        return "<p>No figures.</p>"
-    out = []
-    for png in pngs:
-        stem = png[: -len(".png")]
-        src = f"{_e(entry.run_dir)}/{_e(png)}"
-        pdf = f"{stem}.pdf"
-        links = f'<a href="{src}">full-size PNG</a>'
-        if pdf in names:
-            links += f' · <a href="{_e(entry.run_dir)}/{_e(pdf)}">PDF</a>'
-        out.append(
-            f'<figure><a href="{src}"><img src="{src}" alt="{_e(entry.name)}: {_e(stem)}"></a>'
-            f"<figcaption>{_e(stem)}: {links}</figcaption></figure>"
-        )
-    return "".join(out)
+def _check_view(row: Any, paper: str, pages: set[str]) -> dict[str, Any]:
+    verdict = _verdict(row)
+    short, derivation = _tolerance(str(row.tolerance).strip())
+    if row.kind == "observation":
+        row_cls = "observation"
+    else:
+        row_cls = "" if row.passed else "fail-row"
+    return {
+        "claim": row.claim,
+        "predicted": row.predicted,
+        "measured": row.measured,
+        "tolerance": short,
+        "derivation": derivation,
+        "verdict": verdict,
+        "verdict_cls": _VERDICTS[verdict],
+        "row_cls": row_cls,
+        "source": row.source,
+        "source_href": _source_href(str(row.source), paper, pages),
+    }
 
 
-def _config_table(entry: ExperimentEntry) -> str:
-    config = entry.record.get("config", {})
-    ours = entry.record.get("defaults_ours", {})
-    rows = []
-    for key, value in config.items():
-        cls = ' class="ours"' if key in ours else ""
-        note = " (our default; the paper's value was lost)" if key in ours else ""
-        rows.append(f"<tr{cls}><td>{_e(key)}</td><td>{_e(value)}{_e(note)}</td></tr>")
-    return f'<table class="config-table"><tr><th>field</th><th>value</th></tr>{"".join(rows)}</table>'
-
-
-def _entry_html(entry: ExperimentEntry) -> str:
-    anchor = _anchor(entry.name)
-    if entry.status != "done":
-        error = entry.error or "the run did not finish"
-        return (
-            f'<div class="card error" id="{anchor}"><h3>{_e(entry.name)} <span class="fail">ERROR</span></h3>'
-            f"<p>{_e(entry.summary)}</p><p>The experiment did not finish; the other experiments ran.</p>"
-            f"<pre>{_e(error)}</pre></div>"
-        )
+def _entry_view(entry: ExperimentEntry, pages: set[str]) -> dict[str, Any]:
     rec = entry.record
-    verdict = "pass" if entry.counts.ok else "fail"
+    names = rec.get("figures", [])
+    figures = [
+        {
+            "stem": png[: -len(".png")],
+            "png": f"{entry.run_dir}/{png}",
+            "pdf": f"{entry.run_dir}/{png[: -len('.png')]}.pdf" if f"{png[: -len('.png')]}.pdf" in names else "",
+        }
+        for png in names
+        if png.endswith(".png")
+    ]
     ours = rec.get("defaults_ours", {})
-    ours_text = ", ".join(f"{k}={v}" for k, v in ours.items()) or "none"
-    notes = "".join(f"<li>{note_html(n)}</li>" for n in rec.get("notes", []))
-    versions = "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in rec.get("versions", {}).items())
-    seconds = rec.get("timings", {}).get("run_seconds", float("nan"))
-    return (
-        f'<div class="card" id="{anchor}"><h3>{_e(entry.name)} '
-        f'<span class="{verdict}">{_e(entry.counts.describe())}</span></h3>'
-        f"<p>{math_html(entry.summary)}</p>"
-        f'<p class="meta origin">{_e(entry.origin)}</p>'
-        f'<div class="figures">{_figures(entry)}</div>'
-        f'<div class="checks">{_checks_table(entry)}'
-        f'<p><b>Defaults that are ours</b> (the paper\'s numbers were lost): {_e(ours_text)}</p>'
-        + (f'<p><b>Notes</b></p><ul class="notes">{notes}</ul>' if notes else "")
-        + f"<details><summary>config (seed {_e(rec.get('seed'))}, hash {_e(rec.get('config_hash', ''))}, "
-        f"quick={_e(rec.get('quick'))}, {seconds:.1f} s)</summary>{_config_table(entry)}</details>"
-        f"<details><summary>versions</summary><table>{versions}</table></details>"
-        f'<p class="meta">outputs: <a href="{_e(entry.run_dir)}/record.json">record.json</a>, '
-        f'<a href="{_e(entry.run_dir)}/checks.csv">checks.csv</a>, '
-        f'<a href="{_e(entry.run_dir)}/trajectory.parquet">trajectory.parquet</a></p>'
-        "</div></div>"
-    )
+    config = [{"key": k, "value": v, "ours": k in ours} for k, v in rec.get("config", {}).items()]
+    ok = entry.status == "done" and entry.counts.ok
+    return {
+        "name": entry.name,
+        "anchor": _anchor(entry.name),
+        "status": entry.status,
+        "cls": "pass" if ok else "fail",
+        "counts_text": entry.counts.describe(),
+        "summary": entry.summary,
+        "error": entry.error or "the run did not finish",
+        "origin": entry.origin,
+        "quick": rec.get("quick"),
+        "settings": "quick (CI-sized)" if rec.get("quick") else "full",
+        "config": config,
+        "ours": ours,
+        "figures": figures,
+        "checks": [_check_view(c, entry.paper, pages) for c in entry.checks.itertuples()],
+        "notes": rec.get("notes", []),
+        "seed": rec.get("seed"),
+        "config_hash": rec.get("config_hash", ""),
+        "seconds": float(rec.get("timings", {}).get("run_seconds", float("nan"))),
+        "versions": rec.get("versions", {}),
+        "run_dir": entry.run_dir,
+    }
 
 
 def _by_paper(entries: list[ExperimentEntry]) -> dict[str, list[ExperimentEntry]]:
@@ -287,50 +265,60 @@ def _coverage(paper: str) -> str:
     return f"{sum(r['status'] == 'checked' for r in rows)} / {len(rows)}"
 
 
-def _page(entries: list[ExperimentEntry], title: str, subtitle: str, summary: ReportSummary) -> str:
-    papers = _by_paper(entries)
-    overview = []
-    for paper, items in papers.items():
+def _copy_theory_pages(root: Path) -> set[str]:
+    """Copy our theory pages into ``root/theory`` (the sources link there); the stems of the pages copied."""
+    docs = Path(__file__).resolve().parents[3] / "docs" / "theory"  # a checkout: src/attnlab/report/html.py
+    if not docs.is_dir():
+        return set()
+    (root / "theory").mkdir(exist_ok=True)
+    for page in docs.glob("*.md"):
+        shutil.copyfile(page, root / "theory" / page.name)
+    return {page.stem for page in docs.glob("*.md")}
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("attnlab.report", "templates"),
+        autoescape=True,  # every value is escaped; only the math and note filters return markup
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["math"] = lambda text: Markup(math_html(text))  # math_html escapes all but its sub/sup tags
+    env.filters["note"] = lambda text: Markup(note_html(text))
+    return env
+
+
+def _page(entries: list[ExperimentEntry], title: str, subtitle: str, summary: ReportSummary, pages: set[str]) -> str:
+    papers = []
+    for paper, items in _by_paper(entries).items():
         counts = _paper_counts(items)
         errors = sum(e.status != "done" for e in items)
-        cls = "pass" if counts.ok and not errors else "fail"
-        overview.append(
-            f'<tr><td><a href="#{_anchor("paper-" + paper)}">{_e(paper)}</a></td><td>{len(items)}</td>'
-            f"<td>{_e(_coverage(paper))}</td>"
-            f'<td>{counts.total}</td><td class="{cls}">{counts.passed}</td>'
-            f"<td>{counts.properties_passed} / {counts.properties}</td>"
-            f"<td>{counts.observations}</td><td>{counts.agree}</td><td>{errors}</td></tr>"
-        )
-    sections = []
-    for paper, items in papers.items():
-        counts = _paper_counts(items)
-        links = " · ".join(f'<a href="#{_anchor(e.name)}">{_e(e.name)}</a>' for e in items)
-        kinds = (
-            f'<p class="kinds">{counts.total} theorem predictions (kind theory), {counts.passed} passed; '
-            f"{counts.properties} properties of our code (kind property), {counts.properties_passed} hold; "
-            f"{counts.observations} observations of the paper's figures and remarks (kind observation), "
-            f"{counts.agree} agree with the paper. Results covered: {_e(_coverage(paper))}.</p>"
-        )
-        body = "".join(_entry_html(e) for e in items)
-        sections.append(
-            f'<section id="{_anchor("paper-" + paper)}"><h2>{_e(paper)}</h2>{kinds}<p>{links}</p>{body}</section>'
+        papers.append(
+            {
+                "name": paper,
+                "anchor": _anchor("paper-" + paper),
+                "cls": "pass" if counts.ok and not errors else "fail",
+                "counts": counts,
+                "errors": errors,
+                "coverage": _coverage(paper),
+                "entries": [_entry_view(e, pages) for e in items],
+            }
         )
     counts = summary.counts
-    cls = "pass" if summary.ok else "fail"
-    return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>"
-        f"<h1>{_e(title)}</h1><p class=\"meta\">{_e(subtitle)}</p>"
-        f'<p id="summary" class="{cls}">{counts.passed} of {counts.total} theory checks passed, '
-        f"{counts.total - counts.passed} failed; {counts.properties_passed} of {counts.properties} properties of "
-        f"our code hold; {counts.agree} of {counts.observations} observations agree with the paper; "
-        f"{len(summary.entries) - len(summary.errors)} of {len(summary.entries)} "
-        f"experiments finished, {len(summary.errors)} raised an error.</p>"
-        '<table id="overview"><tr><th>paper</th><th>experiments</th><th>results covered</th>'
-        "<th>theorem checks</th><th>passed</th><th>properties of our code (hold / all)</th>"
-        "<th>observations</th><th>agree with the paper</th><th>errors</th></tr>"
-        f"{''.join(overview)}</table>{''.join(sections)}</body></html>\n"
+    line = (
+        f"{counts.passed} of {counts.total} theory checks passed, {counts.total - counts.passed} failed; "
+        f"{counts.properties_passed} of {counts.properties} properties of our code hold; {counts.agree} of "
+        f"{counts.observations} observations agree with the paper; {len(summary.entries) - len(summary.errors)} of "
+        f"{len(summary.entries)} experiments finished, {len(summary.errors)} raised an error."
+    )
+    template = _environment().get_template("report.html.j2")
+    return template.render(
+        title=title,
+        subtitle=subtitle,
+        summary_line=line,
+        summary_cls="pass" if summary.ok else "fail",
+        papers=papers,
     )
 
 
@@ -380,7 +368,7 @@ def build_report(
         f"generated {stamp}; attnlab {versions.get('attnlab', '?')}, torch {versions.get('torch', '?')}, "
         f"python {versions.get('python', '?')}; settings: {'quick (CI-sized)' if quick == {True} else 'full'}"
     )
-    text = _page(entries, title, subtitle, summary)
+    text = _page(entries, title, subtitle, summary, _copy_theory_pages(root))
     atomic_write(path, lambda p: p.write_text(text, encoding="utf-8"))
     write_json(
         root / "summary.json",
@@ -391,8 +379,12 @@ def build_report(
             "observations_total": summary.counts.observations,
             "experiments": len(entries),
             "papers": {
-                paper: {"theory": c.total, "theory_passed": c.passed, "observations": c.observations,
-                        "observations_agree": c.agree}
+                paper: {
+                    "theory": c.total,
+                    "theory_passed": c.passed,
+                    "observations": c.observations,
+                    "observations_agree": c.agree,
+                }
                 for paper, c in ((p, _paper_counts(items)) for p, items in _by_paper(entries).items())
             },
             "errors": [e.name for e in summary.errors],

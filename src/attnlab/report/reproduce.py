@@ -21,8 +21,15 @@ from attnlab.runner import InProcessExecutor, Job, PoolExecutor, RayExecutor, ru
 
 __all__ = ["PAPER_COUNT_COLUMNS", "paper_counts", "reproduce"]
 
-PAPER_COUNT_COLUMNS = ["paper", "experiments", "theory_checks", "theory_passed", "observations", "observations_agree",
-                       "errors"]
+PAPER_COUNT_COLUMNS = [
+    "paper",
+    "experiments",
+    "theory_checks",
+    "theory_passed",
+    "observations",
+    "observations_agree",
+    "errors",
+]
 
 
 def reproduce(
@@ -69,7 +76,9 @@ def reproduce(
     experiments = list_experiments(paper)
     if not experiments:
         papers = sorted({e.paper for e in list_experiments()})
-        raise ValidationError(f"paper == {paper!r} matches no experiment; papers: {', '.join(papers) or 'none registered'}")
+        raise ValidationError(
+            f"paper == {paper!r} matches no experiment; papers: {', '.join(papers) or 'none registered'}"
+        )
     task = ExperimentTask()
     longest_first = sorted(experiments, key=lambda e: -e.cost)  # workers finish together (Experiment.cost)
     jobs = [Job(task.name, {"experiment": e.name, "quick": quick}, index=i) for i, e in enumerate(longest_first)]
@@ -100,6 +109,15 @@ def paper_counts(summary: ReportSummary) -> pd.DataFrame:
     for paper in sorted({e.paper for e in summary.entries}):
         entries = [e for e in summary.entries if e.paper == paper]
         counts = sum((e.counts for e in entries), CheckCounts(0, 0, 0, 0))
-        rows.append([paper, len(entries), counts.total, counts.passed, counts.observations, counts.agree,
-                     sum(e.status != "done" for e in entries)])
+        rows.append(
+            [
+                paper,
+                len(entries),
+                counts.total,
+                counts.passed,
+                counts.observations,
+                counts.agree,
+                sum(e.status != "done" for e in entries),
+            ]
+        )
     return pd.DataFrame(rows, columns=PAPER_COUNT_COLUMNS)

@@ -17,9 +17,30 @@ __all__ = ["math_html", "note_html"]
 
 _SYMBOLS = {"||": "‖", "<=": "≤", ">=": "≥", "!=": "≠", "->": "→", "+-": "±"}
 _GREEK = {
-    "alpha": "α", "beta": "β", "gamma": "γ", "delta": "δ", "epsilon": "ε", "eps": "ε", "eta": "η", "theta": "θ",
-    "lambda": "λ", "mu": "μ", "nabla": "∇", "xi": "ξ", "rho": "ρ", "sigma": "σ", "Sigma": "Σ", "tau": "τ",
-    "phi": "φ", "psi": "ψ", "omega": "ω", "Gamma": "Γ", "Delta": "Δ", "Theta": "Θ", "Lambda": "Λ", "Phi": "Φ",
+    "alpha": "α",
+    "beta": "β",
+    "gamma": "γ",
+    "delta": "δ",
+    "epsilon": "ε",
+    "eps": "ε",
+    "eta": "η",
+    "theta": "θ",
+    "lambda": "λ",
+    "mu": "μ",
+    "nabla": "∇",
+    "xi": "ξ",
+    "rho": "ρ",
+    "sigma": "σ",
+    "Sigma": "Σ",
+    "tau": "τ",
+    "phi": "φ",
+    "psi": "ψ",
+    "omega": "ω",
+    "Gamma": "Γ",
+    "Delta": "Δ",
+    "Theta": "Θ",
+    "Lambda": "Λ",
+    "Phi": "Φ",
     "Omega": "Ω",
 }
 _SYMBOL = re.compile("|".join(re.escape(s) for s in _SYMBOLS))
@@ -80,7 +101,7 @@ def math_html(text: Any) -> str:
         kind = match.lastgroup
         if kind == "sub" and not _base_is_short(text, match.start()):
             continue
-        out.append(html.escape(text[last:match.start()]))
+        out.append(html.escape(text[last : match.start()]))
         tag = "sup" if kind.startswith("sup") else "sub"
         inner = match.group(kind)  # an exponent may carry its own subscript: e^-Delta_max (but W^mm_q is W^{mm}_q)
         out.append(f"<{tag}>{math_html(inner) if tag == 'sup' else html.escape(inner)}</{tag}>")
@@ -126,7 +147,7 @@ def _literals(text: str) -> list[tuple[int, int, Any]]:
             if depth == 0:
                 break
         try:
-            value = ast.literal_eval(text[i:j + 1])
+            value = ast.literal_eval(text[i : j + 1])
         except (ValueError, SyntaxError):
             i += 1
             continue

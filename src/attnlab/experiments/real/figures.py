@@ -10,30 +10,72 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import MaxNLocator
 
 from attnlab.experiments.plotting import house_figure, new_figure, panel_grid
 
 __all__ = ["attention_figure", "curves_figure", "histogram_figure", "norms_figure"]
 
 
-def _mean_band(ax: Any, frame: pd.DataFrame, x: str, y: str, label: str) -> None:
+_LINESTYLES = ("-", "--", ":", "-.")
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+_PER_PANEL = 4  # optimizers per panel: seven min-max bands in one panel hid each other
+
+
+def _method_styles(names: list[str]) -> dict[str, dict[str, Any]]:
+    """One colour, line style and marker per optimizer, so that lines drawn on top of each other stay apart.
+
+    ``md-2`` is SGD by construction, so its line lies on SGD's: the dashes and the markers, staggered along the
+    curve, keep both visible.
+    """
+    return {
+        name: {
+            "color": f"C{i % 10}",
+            "ls": _LINESTYLES[i % len(_LINESTYLES)],
+            "marker": _MARKERS[i % len(_MARKERS)],
+            "markevery": (0.04 * (i % 5), 0.2),
+            "markersize": 3.5,
+        }
+        for i, name in enumerate(names)
+    }
+
+
+def _mean_band(ax: Any, frame: pd.DataFrame, x: str, y: str, label: str, style: dict[str, Any]) -> None:
     stats = frame.groupby(x)[y].agg(["mean", "min", "max"]).reset_index()
-    (line,) = ax.plot(stats[x], stats["mean"], label=label)
-    ax.fill_between(stats[x], stats["min"], stats["max"], alpha=0.2, color=line.get_color())
+    ax.plot(stats[x], stats["mean"], label=label, **style)
+    ax.fill_between(stats[x], stats["min"], stats["max"], alpha=0.15, color=style["color"])
+
+
+def _share_limits(axes: Any) -> None:
+    """One y range over ``axes``, so that panels of one quantity compare at a glance."""
+    low = min(ax.get_ylim()[0] for ax in axes)
+    high = max(ax.get_ylim()[1] for ax in axes)
+    for ax in axes:
+        ax.set_ylim(low, high)
 
 
 @house_figure
 def curves_figure(frame: pd.DataFrame) -> Any:
-    """Training loss (log scale) and test accuracy against epoch: mean over seeds, min-max band."""
-    fig, axes = new_figure(2, width=4.2, height=3.2)
-    for name, runs in frame.groupby("optimizer", sort=False):
-        _mean_band(axes[0], runs, "epoch", "train_loss", name)
-        _mean_band(axes[1], runs, "epoch", "test_accuracy", name)
-    axes[0].set(yscale="log", xlabel="epoch", ylabel="training loss (cross-entropy)")
-    axes[1].set(xlabel="epoch", ylabel="test accuracy")
+    """Training loss (log scale, top row) and test accuracy (bottom row) against epoch: mean over seeds, min-max
+    band; at most four optimizers per column, each row on one y range."""
+    names = list(dict.fromkeys(frame["optimizer"]))
+    styles = _method_styles(names)
+    groups = [names[i : i + _PER_PANEL] for i in range(0, len(names), _PER_PANEL)]
+    fig, axes = new_figure(len(groups), 2, width=4.2, height=3.0)
+    axes = axes.reshape(2, len(groups))
+    for column, group in enumerate(groups):
+        loss, accuracy = axes[0, column], axes[1, column]
+        for name in group:
+            runs = frame[frame["optimizer"] == name]
+            _mean_band(loss, runs, "epoch", "train_loss", name, styles[name])
+            _mean_band(accuracy, runs, "epoch", "test_accuracy", name, styles[name])
+        loss.set(yscale="log", xlabel="epoch", ylabel="training loss (cross-entropy)")
+        accuracy.set(xlabel="epoch", ylabel="test accuracy")
+        accuracy.legend()
+    _share_limits(axes[0])
+    _share_limits(axes[1])
     seeds = frame["seed"].nunique()
-    axes[0].set_title(f"mean over {seeds} seeds, band min-max")
-    axes[1].legend()
+    fig.suptitle(f"mean over {seeds} seeds, band min-max")
     return fig
 
 
@@ -83,14 +125,27 @@ def attention_figure(attention: pd.DataFrame, grid: tuple[int, int] | None = Non
     samples = sorted(attention["sample"].unique())
     fig, axes = new_figure(len(names), len(samples), width=1.6, height=1.6 if grid else 0.6)
     axes = axes.reshape(len(samples), len(names))
-    top = float(attention["weight"].max())  # one colour scale for every map, so sharpness compares
-    for c, name in enumerate(names):
-        for r, sample in enumerate(samples):
+    images = {}
+    for name in names:
+        for sample in samples:
             rows = attention[(attention["optimizer"] == name) & (attention["sample"] == sample)]
             weights = rows.sort_values("token")["weight"].to_numpy()
-            image = weights[1:].reshape(grid) if grid else weights[None, :]
+            images[name, sample] = weights[1:].reshape(grid) if grid else weights[None, :]
+    # one colour scale for every map, so sharpness compares; from the smallest weight drawn, not 0, so that a
+    # nearly uniform map (text: every weight near 1 / (length + 1)) still shows its pattern
+    low = min(float(image.min()) for image in images.values())
+    high = max(float(image.max()) for image in images.values())
+    high = max(high, low * (1 + 1e-3) + 1e-12)  # a flat map still gets a scale
+    for c, name in enumerate(names):
+        for r, sample in enumerate(samples):
             ax = axes[r, c]
-            ax.imshow(image, cmap="viridis", vmin=0.0, vmax=top, aspect="auto" if grid is None else "equal")
+            shown = ax.imshow(
+                images[name, sample],
+                cmap="viridis",
+                vmin=low,
+                vmax=high,
+                aspect="auto" if grid is None else "equal",
+            )
             ax.set_xticks([])
             ax.set_yticks([])
             ax.spines[:].set_visible(False)  # an image needs no frame
@@ -98,5 +153,9 @@ def attention_figure(attention: pd.DataFrame, grid: tuple[int, int] | None = Non
                 ax.set_title(name)
             if c == 0:
                 ax.set_ylabel(f"sample {sample}", fontsize=7, rotation=0, ha="right", va="center")
-    fig.suptitle(f"attention of the first token, last layer, mean over heads (colour scale 0 to {top:.2f})")
+    bar = fig.colorbar(shown, ax=axes.ravel().tolist(), shrink=0.9, aspect=15)
+    bar.set_label("attention weight")
+    bar.ax.yaxis.set_major_locator(MaxNLocator(4))
+    what = "tokens 1.. as an image" if grid else "every token, the first at the left"
+    fig.suptitle(f"first-token attention, last layer,\nmean over heads ({what})")
     return fig
