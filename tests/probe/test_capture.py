@@ -147,3 +147,17 @@ def test_head_all_returns_one_data_set_per_head():
         assert torch.equal(data.select, weights[:, h, 0].argmax(dim=-1))  # query 0, head h's own arg-max
     with pytest.raises(ValidationError, match='pass select="attended"'):
         capture(mha, mha, (x, x, x), head="all")
+
+
+def test_cross_attention_with_another_key_width_is_refused_by_name():
+    # issue 23: kdim != embed_dim used to fail deep inside with "axis 'd' has size 5, but ... d = 7"
+    import torch
+    from torch import nn
+
+    from attnlab._validation import ValidationError
+    from attnlab.probe import capture
+
+    mha = nn.MultiheadAttention(4, 1, kdim=6, vdim=6, batch_first=True, dtype=torch.float64)
+    x, k = torch.randn(3, 5, 4, dtype=torch.float64), torch.randn(3, 5, 6, dtype=torch.float64)
+    with pytest.raises(ValidationError, match=r"keys of width 6 and queries of width 4 \(kdim != embed_dim\)"):
+        capture(mha, mha, (x, k, k), y=[1.0, -1.0, 1.0], v=torch.ones(7, dtype=torch.float64))

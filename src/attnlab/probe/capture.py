@@ -177,6 +177,13 @@ def capture(
             f"token), or an array of token positions"
         )
     ((queries, key_tokens),) = module_tokens(model, [module], inputs)
+    if queries.shape[-1] != key_tokens.shape[-1]:
+        raise ValidationError(
+            f"{type(module).__name__} is cross-attention with keys of width {key_tokens.shape[-1]} and queries of "
+            f"width {queries.shape[-1]} (kdim != embed_dim): its W = W_k^T W_q is rectangular, and a "
+            "TokenSelectionData holds one token width; capture a module whose keys and queries share a width, or "
+            "read the rectangular matrix with attnlab.probe.head_W(module, head)"
+        )
     data = capture_from_tokens(
         queries,
         key_tokens,
