@@ -67,7 +67,7 @@ $(TIMM_STAMP): pyproject.toml
 	touch $@
 
 test-timm: $(TIMM_STAMP)
-	$(TIMM_VENV)/bin/python -m pytest -m timm -q tests/experiments/real/test_timm.py
+	$(TIMM_VENV)/bin/python -m pytest -m timm -q tests/nets/test_timm.py
 
 # ruff (in the test extra) with the rules of pyproject.toml [tool.ruff]: lint, then the formatter as a check;
 # `make test` runs the same two commands first.
