@@ -62,7 +62,7 @@ def test_gmm_quick_learns_a_score_whose_samples_land_on_every_mode(tmp_path):
     assert learned["mode_balance"] >= 0.125  # and on all four of them
     assert learned["mode_balance"] == pytest.approx(learned["min_mode_share"] / learned["coverage"], rel=1e-12)
     departure = pd.read_parquet(tmp_path / "departure.parquet").set_index("settings")  # the spec's own settings
-    assert list(departure.index) == ["ours", "spec §9 / §7.5"] and departure["weighted_error"].notna().all()
+    assert list(departure.index) == ["ours", "theory page §9 / §7.5"] and departure["weighted_error"].notna().all()
     notes = json.loads((tmp_path / "record.json").read_text())["notes"]
     assert any(note.startswith("Departure from the spec") for note in notes)
 

@@ -86,6 +86,17 @@ class FunctionalOptimizer(Optimizer):
 
         The closure is optional unless the rule needs the loss value (Polyak step, the loss normaliser of the
         joint adaptive rule); parameters without a gradient are skipped.
+
+        Parameters
+        ----------
+        closure : callable, optional
+            ``closure() -> loss``: zeroes the gradients, recomputes the loss and calls ``backward``, as for any
+            ``torch.optim.Optimizer``.
+
+        Returns
+        -------
+        torch.Tensor or None
+            The loss the closure returned (None without a closure).
         """
         loss = loss_value(closure, type(self).__name__, needs_loss=self._needs_loss())
         tensors = self._gather()
