@@ -83,20 +83,6 @@ class ReluHead(Head):
         self.V, self.v, self.d = V_t, v_t, int(sizes["d"])
 
     def value_and_gradient(self, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The head's value and gradient at the attention mixtures ``u`` (multi-token §1).
-
-        Parameters
-        ----------
-        u : torch.Tensor, shape ([R,] n, d), float64
-            One mixture ``u_i = X_i^T softmax(X_i W z_i)`` per sequence.
-
-        Returns
-        -------
-        value : torch.Tensor, shape ([R,] n)
-            ``h(u_i)``.
-        gradient : torch.Tensor, shape ([R,] n, d)
-            ``grad h(u_i)``.
-        """
         pre = torch.einsum("...md,...nd->...nm", self.V, u)  # multi-token §1: V u, ([R,] n, m)
         value = torch.einsum("...nm,...m->...n", pre.clamp(min=0.0), self.v)  # h(u) = v^T ReLU(V u)
         active = self.v.unsqueeze(-2) * (pre > 0)  # v * 1[V u > 0], ([R,] n, m)
@@ -124,20 +110,6 @@ class ModuleHead(Head):
         self.module, self.d = module, int(d)
 
     def value_and_gradient(self, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The head's value and gradient at the attention mixtures ``u`` (multi-token §1).
-
-        Parameters
-        ----------
-        u : torch.Tensor, shape ([R,] n, d), float64
-            One mixture ``u_i = X_i^T softmax(X_i W z_i)`` per sequence.
-
-        Returns
-        -------
-        value : torch.Tensor, shape ([R,] n)
-            ``h(u_i)``.
-        gradient : torch.Tensor, shape ([R,] n, d)
-            ``grad h(u_i)``.
-        """
         # the engine runs under inference mode: leave it to build a graph on a copy of u
         with torch.inference_mode(False), torch.enable_grad():
             leaf = u.detach().clone().requires_grad_(True)
