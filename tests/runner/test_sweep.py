@@ -137,8 +137,10 @@ def test_two_concurrent_sweeps_and_a_kill_lose_nothing_and_compute_no_finished_r
     first.wait()
     assert second.wait(timeout=60) == 0, second.stdout.read().decode()
     ends = log_lines(log, "end")
-    assert sorted(ends) == sorted(set(ends)) and len(ends) == 10  # every run finished exactly once
+    # every run finished, and none twice, except the one the kill may have caught between the task's "end" and its
+    # manifest, which the runner writes last: that run was not finished (no manifest), so it is computed again
+    assert len(set(ends)) == 10 and len(ends) - len(set(ends)) <= 1, ends
     assert list(read_index(out)["status"]) == ["done"] * 10
     assert list(pd.read_parquet(out / "index.parquet")["status"]) == ["done"] * 10  # the last index is true
     again = run_sweep(SweepSpec(**spec), out, progress=False)
-    assert again.ran == 0 and len(log_lines(log, "end")) == 10
+    assert again.ran == 0 and log_lines(log, "end") == ends
