@@ -72,8 +72,8 @@ class EngineResult(TrainingResult):
 
     @property
     def diverged(self) -> list[int]:
-        """Indices of the runs that diverged."""
-        return [r for r, s in enumerate(self.status) if s == DIVERGED]
+        """Indices of the runs that diverged (the name the engine had before :class:`TrainingResult`)."""
+        return self.diverged_runs
 
 
 def kernel_applies(
