@@ -28,8 +28,8 @@ import numpy as np
 import torch
 
 from attnlab.data import multi_token
-from attnlab.experiments.base import RunContext
 from attnlab.experiments.multi_token import MultiTokenConfig, _one_width
+from attnlab.verify import RunContext
 
 EPS = torch.finfo(torch.float64).eps
 

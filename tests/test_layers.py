@@ -36,6 +36,7 @@ LAYERS = {
     "nets": 5,
     "explain": 5,
     "runner": 6,
+    "verify": 6,
     "experiments": 7,
     "report": 8,
     "cli": 8,

@@ -105,7 +105,8 @@ def test_explain_and_its_command_run_the_string(tmp_path, data, W0, text):
 
 def test_an_experiment_that_trains_with_one_optimizer_takes_the_string_by_set():
     from attnlab._validation import ValidationError
-    from attnlab.experiments import get_experiment, make_config
+    from attnlab.experiments import get_experiment
+    from attnlab.verify import make_config
 
     experiment = get_experiment("multi-token.equivalence")
     assert make_config(experiment, ["optimizer=ngd:momentum=0.5"]).optimizer == "ngd:momentum=0.5"

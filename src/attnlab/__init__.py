@@ -28,6 +28,7 @@ _SUBMODULES = (
     "nets",
     "ntk",
     "optim",
+    "plotting",
     "probe",
     "regression",
     "report",
@@ -35,6 +36,7 @@ _SUBMODULES = (
     "svm",
     "trackers",
     "training",
+    "verify",
 )
 
 # Public names that live in a submodule: name -> module that defines it.

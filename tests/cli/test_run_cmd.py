@@ -8,7 +8,8 @@ import pytest
 from click.testing import CliRunner
 
 from attnlab.cli import main
-from attnlab.experiments import Claim, Experiment, ExperimentResult, base
+from attnlab.experiments import registry
+from attnlab.verify import Claim, Experiment, ExperimentResult
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,11 +28,11 @@ RUNS = Claim("runs", "000:Toy", "spec §0", kind="property")
 @pytest.fixture(autouse=True)
 def tiny(monkeypatch):
     """An experiment 'tiny.run' that writes trajectory.parquet, checks.csv and record.json in no time."""
-    base._load_all()
+    registry._load_all()
     exp = Experiment(
         name="tiny.run", paper="tiny", summary="tiny", config_type=TinyConfig, run=tiny_run, claims=(RUNS,)
     )
-    monkeypatch.setitem(base._REGISTRY, "tiny.run", exp)
+    monkeypatch.setitem(registry._REGISTRY, "tiny.run", exp)
 
 
 def run(*args):

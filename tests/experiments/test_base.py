@@ -6,9 +6,11 @@ from dataclasses import dataclass
 import pandas as pd
 import pytest
 
+from attnlab._overrides import parse_overrides
 from attnlab._validation import ValidationError
-from attnlab.experiments import base
-from attnlab.experiments.base import Check, Claim, Experiment, ExperimentResult, parse_overrides, run_experiment
+from attnlab.experiments import registry
+from attnlab.experiments.registry import run_experiment
+from attnlab.verify import Check, Claim, Experiment, ExperimentResult
 
 
 @dataclass(frozen=True)
@@ -39,7 +41,7 @@ def test_unknown_key_lists_the_keys():
 
 def test_unknown_experiment_lists_known_ones():
     with pytest.raises(ValidationError, match="unknown experiment 'nope'.*flagship"):
-        base.get_experiment("nope")
+        registry.get_experiment("nope")
 
 
 def test_run_writes_every_output(tmp_path, monkeypatch):
@@ -65,7 +67,7 @@ def test_run_writes_every_output(tmp_path, monkeypatch):
         quick={"n": 1},
         claims=(LOSS_FALLS,),
     )
-    monkeypatch.setitem(base._REGISTRY, "test.tmp", exp)
+    monkeypatch.setitem(registry._REGISTRY, "test.tmp", exp)
     record = run_experiment("test.tmp", ["lr=0.2"], quick=True, out=tmp_path, progress=False)
     assert record.passed
     names = {p.name for p in tmp_path.iterdir()}
@@ -97,7 +99,7 @@ def test_a_disagreeing_observation_is_recorded_but_does_not_fail_the_run(tmp_pat
         return ExperimentResult(pd.DataFrame({"step": [0]}), checks)
 
     monkeypatch.setitem(
-        base._REGISTRY,
+        registry._REGISTRY,
         "test.obs",
         Experiment(name="test.obs", paper="none", summary="obs", config_type=_Config, run=run, claims=(LOSS_FALLS,)),
     )
@@ -113,7 +115,7 @@ def test_a_theory_row_that_no_claim_declares_is_refused(tmp_path, monkeypatch):
         return ExperimentResult(pd.DataFrame({"step": [0]}), [Check("loss falls", "< 1", 0.5, "bound", True, "§0")])
 
     stray = Experiment(name="test.stray", paper="none", summary="stray", config_type=_Config, run=run)
-    monkeypatch.setitem(base._REGISTRY, "test.stray", stray)
+    monkeypatch.setitem(registry._REGISTRY, "test.stray", stray)
     with pytest.raises(ValidationError, match="no declared Claim stands for.*loss falls"):
         run_experiment("test.stray", out=tmp_path, progress=False)
 

@@ -6,15 +6,17 @@ from dataclasses import dataclass
 
 import pytest
 
-from attnlab.experiments import Experiment, list_experiments
+from attnlab._validation import ValidationError
+from attnlab.experiments import list_experiments, registry
 from attnlab.experiments.catalog import EXPERIMENTS, find_entry, list_entries
+from attnlab.verify import Experiment
 
 
 def test_each_module_registers_the_entries_that_name_it():
     # a fresh interpreter: import the modules one by one and see which names each import adds to the registry
     code = (
         "import importlib\n"
-        "from attnlab.experiments import base\n"
+        "from attnlab.experiments import registry as base\n"
         "from attnlab.experiments.catalog import EXPERIMENTS\n"
         "for module in sorted({e.module for e in EXPERIMENTS}):\n"
         "    before = set(base._REGISTRY)\n"
@@ -46,27 +48,32 @@ def _run(config, ctx):
     raise AssertionError("never run")
 
 
-def test_an_experiment_takes_its_paper_and_summary_from_the_catalog():
+def test_an_experiment_takes_its_paper_and_summary_from_the_catalog(monkeypatch):
+    monkeypatch.setattr(registry, "_REGISTRY", {})
     entry = find_entry("flagship")
-    experiment = Experiment(name="flagship", config_type=_Config, run=_run)
+    experiment = registry.register(Experiment(name="flagship", config_type=_Config, run=_run))
     assert (experiment.paper, experiment.summary) == (entry.paper, entry.summary)
 
 
-def test_a_paper_or_summary_that_differs_from_the_catalog_is_refused():
-    with pytest.raises(ValueError, match="summary='other' differs from the catalog's"):
-        Experiment(name="flagship", config_type=_Config, run=_run, summary="other")
-    with pytest.raises(ValueError, match="paper='kq-nuclear-norm' differs"):
-        Experiment(name="flagship", config_type=_Config, run=_run, paper="kq-nuclear-norm")
+def test_a_paper_or_summary_that_differs_from_the_catalog_is_refused(monkeypatch):
+    monkeypatch.setattr(registry, "_REGISTRY", {})
+    with pytest.raises(ValidationError, match="summary='other' differs from the catalog's"):
+        registry.register(Experiment(name="flagship", config_type=_Config, run=_run, summary="other"))
+    with pytest.raises(ValidationError, match="paper='kq-nuclear-norm' differs"):
+        registry.register(Experiment(name="flagship", config_type=_Config, run=_run, paper="kq-nuclear-norm"))
 
 
-def test_an_experiment_outside_the_catalog_brings_its_own_text():
-    mine = Experiment(name="mine.one", config_type=_Config, run=_run, paper="mine", summary="my experiment")
+def test_an_experiment_outside_the_catalog_brings_its_own_text(monkeypatch):
+    monkeypatch.setattr(registry, "_REGISTRY", {})
+    mine = registry.register(
+        Experiment(name="mine.one", config_type=_Config, run=_run, paper="mine", summary="my experiment")
+    )
     assert (mine.paper, mine.summary) == ("mine", "my experiment")
-    with pytest.raises(ValueError, match="'mine.two' is not in attnlab/experiments/catalog.py; add an Entry"):
-        Experiment(name="mine.two", config_type=_Config, run=_run)
+    with pytest.raises(ValidationError, match="'mine.two' is not in attnlab/experiments/catalog.py; add an Entry"):
+        registry.register(Experiment(name="mine.two", config_type=_Config, run=_run))
 
 
 def test_importing_the_package_or_the_catalog_loads_no_experiment_and_no_torch():
-    code = "import sys, attnlab.experiments.catalog; print(sorted(m for m in sys.modules if m in ('torch', 'attnlab.experiments.base')))"
+    code = "import sys, attnlab.experiments.catalog; print(sorted(m for m in sys.modules if m in ('torch', 'attnlab.experiments.registry')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

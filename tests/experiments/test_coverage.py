@@ -5,8 +5,9 @@ from pathlib import Path
 import pytest
 
 from attnlab._validation import ValidationError
-from attnlab.experiments.checks import PAPER_IDS
-from attnlab.experiments.coverage import PaperResult, coverage_rows, paper_results, update_page
+from attnlab.experiments.catalog import PAPER_IDS
+from attnlab.experiments.coverage import coverage_rows, paper_results, update_page
+from attnlab.verify import PaperResult
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "theory"
 

@@ -10,8 +10,9 @@ import math
 
 import pytest
 
-from attnlab.experiments import RunContext, list_experiments, make_config
-from attnlab.experiments.checks import PAPER_IDS
+from attnlab.experiments import list_experiments
+from attnlab.experiments.catalog import PAPER_IDS
+from attnlab.verify import RunContext, make_config
 
 
 def _cases():

@@ -6,10 +6,11 @@ import pandas as pd
 import pytest
 
 from attnlab._validation import ValidationError
-from attnlab.experiments import get_experiment, make_config, run_experiment
+from attnlab.experiments import get_experiment, run_experiment
 from attnlab.experiments.implicit_bias import Fig2Config, Fig3Config
 from attnlab.experiments.implicit_bias.common import at_steps, geometric_steps
 from attnlab.experiments.implicit_bias.remarks import stalled_from
+from attnlab.verify import make_config
 
 NAMES = ["implicit-bias.fig2", "implicit-bias.fig3", "implicit-bias.fig5", "implicit-bias.rates"]
 

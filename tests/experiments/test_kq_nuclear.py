@@ -4,8 +4,9 @@ import pandas as pd
 import pytest
 
 from attnlab._validation import ValidationError
-from attnlab.experiments import get_experiment, make_config, run_experiment
+from attnlab.experiments import get_experiment, run_experiment
 from attnlab.experiments.kq_nuclear import X1Config, X4Config
+from attnlab.verify import make_config
 
 NAMES = ["kq-nuclear.x1", "kq-nuclear.x2", "kq-nuclear.x3", "kq-nuclear.x4", "kq-nuclear.x5"]
 

@@ -4,8 +4,9 @@ import pandas as pd
 import pytest
 
 from attnlab._validation import ValidationError
-from attnlab.experiments import get_experiment, make_config, run_experiment
+from attnlab.experiments import get_experiment, run_experiment
 from attnlab.experiments.mirror_descent import E1Config, E2Config
+from attnlab.verify import make_config
 
 NAMES = ["mirror-descent.e1", "mirror-descent.e2", "mirror-descent.e3"]
 

@@ -10,12 +10,13 @@ import pytest
 import torch
 
 from attnlab._validation import ValidationError
-from attnlab.experiments import RunContext, get_experiment, make_config, run_experiment
+from attnlab.experiments import get_experiment, run_experiment
 from attnlab.experiments.regression.common import theory_problem, weighted_log_slope
 from attnlab.experiments.regression.finite_context import _squared_bias, bias_expansion, profile_exponent
 from attnlab.experiments.regression.floor import floor_rows
 from attnlab.experiments.regression.geometry import whitened_hessian_spectrum
 from attnlab.experiments.regression.training import training_rows
+from attnlab.verify import RunContext, make_config
 
 
 @pytest.mark.parametrize("name", ["regression.fig1", "regression.fig2", "regression.theory"])

@@ -11,10 +11,11 @@ from click.testing import CliRunner
 
 from attnlab._validation import ValidationError
 from attnlab.cli import main
-from attnlab.experiments import base
-from attnlab.experiments.base import Claim, Experiment, ExperimentResult, run_experiment
+from attnlab.experiments import registry
+from attnlab.experiments.registry import run_experiment
 from attnlab.experiments.replay import load_record, rerun
 from attnlab.runner.provenance import git_state
+from attnlab.verify import Claim, Experiment, ExperimentResult
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ def _toy(monkeypatch):
         quick={"steps": 3},
         claims=(RUNS,),
     )
-    monkeypatch.setitem(base._REGISTRY, "test.replay", exp)
+    monkeypatch.setitem(registry._REGISTRY, "test.replay", exp)
 
 
 def _table(folder):

@@ -5,8 +5,9 @@ import pandas as pd
 import pytest
 
 from attnlab._validation import ValidationError
-from attnlab.experiments import get_experiment, make_config, run_experiment
+from attnlab.experiments import get_experiment, run_experiment
 from attnlab.experiments.steepest_descent import SteepestDescentConfig
+from attnlab.verify import make_config
 
 
 def test_quick_run_writes_outputs_and_passes_its_check(tmp_path):

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from attnlab.cli import main
-from attnlab.experiments import base
+from attnlab.experiments import registry
 from attnlab.report import reproduce
 from attnlab.runner.fingerprint import source_hash
 
@@ -24,7 +24,7 @@ import dataclasses
 
 import pandas as pd
 
-from attnlab.experiments import Claim, Experiment, ExperimentResult
+from attnlab.verify import Claim, Experiment, ExperimentResult
 
 from fakecode import helpers
 
@@ -68,8 +68,8 @@ def fake_code(tmp_path, monkeypatch):
     _helpers(root, 1.0)
     monkeypatch.syspath_prepend(str(root))
     module = importlib.import_module("fakecode.experiment")
-    base._load_all()
-    monkeypatch.setitem(base._REGISTRY, "fakecode.value", module.EXPERIMENT)
+    registry._load_all()
+    monkeypatch.setitem(registry._REGISTRY, "fakecode.value", module.EXPERIMENT)
     source_hash.cache_clear()
     yield root
     for name in [m for m in sys.modules if m == "fakecode" or m.startswith("fakecode.")]:

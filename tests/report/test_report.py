@@ -11,8 +11,10 @@ import pandas as pd
 import pytest
 
 from attnlab._validation import ValidationError
-from attnlab.experiments import Check, Claim, Experiment, ExperimentResult, Falsifier, base, spread_observation
-from attnlab.experiments.plotting import has_ours, label_ours
+from attnlab.verify import experiment as verify_experiment
+from attnlab.experiments import registry
+from attnlab.verify import Check, Claim, Experiment, ExperimentResult, Falsifier, spread_observation
+from attnlab.plotting import has_ours, label_ours
 from attnlab.report import build_report, reproduce
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -74,7 +76,7 @@ def broken_run(config, ctx):
 @pytest.fixture
 def fake_paper(monkeypatch):
     """Two experiments of a paper 'fake-paper': one that runs (one failing check), one that raises."""
-    base._load_all()
+    registry._load_all()
     for name, run in (("fake.ok", toy_run), ("fake.broken", broken_run)):
         exp = Experiment(
             name=name,
@@ -86,7 +88,7 @@ def fake_paper(monkeypatch):
             claims=(DECREASES, VANISHES, LONG),
             falsifiers=(TOY_FALSIFIER,),
         )
-        monkeypatch.setitem(base._REGISTRY, name, exp)
+        monkeypatch.setitem(registry._REGISTRY, name, exp)
 
 
 def test_reproduce_records_the_error_and_runs_the_others(fake_paper, tmp_path):
@@ -125,13 +127,13 @@ def test_reproduce_records_the_error_and_runs_the_others(fake_paper, tmp_path):
 
 def test_the_defaults_ours_footnote_is_under_the_first_figure_only(fake_paper, tmp_path, monkeypatch):
     saved = {}
-    save = base.save_figure
+    save = verify_experiment.save_figure
 
     def spy(figure, stem, *args, **kwargs):
         saved[stem.name] = (has_ours(figure), float(figure.get_size_inches()[1]))
         return save(figure, stem, *args, **kwargs)
 
-    monkeypatch.setattr(base, "save_figure", spy)
+    monkeypatch.setattr(verify_experiment, "save_figure", spy)
     reproduce(tmp_path, paper="fake-paper", quick=True, progress=False)
     assert saved["curve"][0] and saved["curve"][1] > 3.0  # the strip is added under the 3-inch panels
     assert saved["panels"] == (False, 3.0)  # dropped, with its strip

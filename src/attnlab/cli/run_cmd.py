@@ -11,7 +11,7 @@ from attnlab._errors import ValidationError
 from attnlab.cli.main import main, user_errors
 
 if TYPE_CHECKING:
-    from attnlab.experiments import RunRecord
+    from attnlab.verify import RunRecord
 
 
 @main.command("list")
@@ -90,7 +90,8 @@ def _check_settings(name: str, sets: tuple[str, ...], quick: bool) -> None:
 
     from attnlab._overrides import OverrideError
     from attnlab.cli.show_cmd import settings_text
-    from attnlab.experiments import get_experiment, make_config
+    from attnlab.experiments import get_experiment
+    from attnlab.verify import make_config
 
     experiment = get_experiment(name)
     try:

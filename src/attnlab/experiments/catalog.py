@@ -11,7 +11,17 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-__all__ = ["EXPERIMENTS", "Entry", "find_entry", "list_entries"]
+__all__ = ["EXPERIMENTS", "PAPER_IDS", "Entry", "find_entry", "list_entries"]
+
+
+# Paper ids used in result names ("001:Thm1"): the seed papers by the number of their theory page.
+PAPER_IDS = {
+    "preconditioned-regression": "000",
+    "implicit-bias-ngd": "001",
+    "mirror-descent-lp": "002",
+    "kq-nuclear-norm": "003",
+    "softmax-ntk-diffusion": "004",
+}
 
 
 class Entry(NamedTuple):

@@ -13,23 +13,15 @@ import pandas as pd
 import torch
 
 from attnlab.data import example1
-from attnlab.experiments.base import Claim, Experiment, ExperimentResult, Falsifier, RunContext, register
-from attnlab.experiments.plotting import (
-    CORR_GAP,
-    EPS,
-    STEP,
-    house_figure,
-    label_ours,
-    log_gap_axis,
-    new_figure,
-    rounding_floor,
-)
+from attnlab.experiments.registry import register
 from attnlab.metrics import alignment, opt_softmax
 from attnlab.models import Combined
 from attnlab.optim import NormalizedGD
+from attnlab.plotting import CORR_GAP, EPS, STEP, house_figure, label_ours, log_gap_axis, new_figure, rounding_floor
 from attnlab.runner.store import write_csv
 from attnlab.svm import attention_svm
 from attnlab.training import train
+from attnlab.verify import Claim, Experiment, ExperimentResult, Falsifier, RunContext
 
 __all__ = ["FlagshipConfig"]
 

@@ -24,7 +24,13 @@ import torch
 
 from attnlab.batched import train as batched_train
 from attnlab.data import multi_token
-from attnlab.experiments.base import (
+from attnlab.experiments.registry import register
+from attnlab.models import ReluHead
+from attnlab.models.functional import attention_logits
+from attnlab.optim.spec import parse_optimizer
+from attnlab.plotting import EPS, STEP, house_figure, label_ours, log_gap_axis, new_figure
+from attnlab.svm import InfeasibleProgramError, attention_svm, svm_equivalence
+from attnlab.verify import (
     Check,
     Claim,
     Experiment,
@@ -32,14 +38,8 @@ from attnlab.experiments.base import (
     Falsifier,
     RunContext,
     observation,
-    register,
     spread_tolerance,
 )
-from attnlab.experiments.plotting import EPS, STEP, house_figure, label_ours, log_gap_axis, new_figure
-from attnlab.models import ReluHead
-from attnlab.models.functional import attention_logits
-from attnlab.optim.spec import parse_optimizer
-from attnlab.svm import InfeasibleProgramError, attention_svm, svm_equivalence
 
 __all__ = ["MultiTokenConfig"]
 

@@ -12,11 +12,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from attnlab._overrides import parse_overrides
 from attnlab._validation import ValidationError
-from attnlab.experiments.base import RunRecord, get_experiment, make_config, parse_overrides, run_experiment
+from attnlab.experiments.registry import get_experiment, run_experiment
 from attnlab.runner.provenance import git_state
 from attnlab.runner.read import tuples_from_lists
 from attnlab.runner.store import config_hash
+from attnlab.verify import RunRecord, make_config
 
 __all__ = ["load_record", "rerun"]
 

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from attnlab._validation import ValidationError
-from attnlab.experiments import get_experiment, make_config, run_experiment
+from attnlab.experiments import get_experiment, run_experiment
+from attnlab.verify import make_config
 from attnlab.runner import Task
 
 __all__ = ["ExperimentTask"]

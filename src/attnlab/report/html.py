@@ -31,7 +31,8 @@ import pandas as pd
 from markupsafe import Markup
 
 from attnlab._validation import ValidationError
-from attnlab.experiments import CheckCounts, count_checks, get_experiment
+from attnlab.verify import CheckCounts, count_checks
+from attnlab.experiments import get_experiment
 from attnlab.report.text import math_html, note_html
 from attnlab.runner import read_index, write_json
 from attnlab.runner.manifest import read_manifest, reused_from
@@ -168,7 +169,7 @@ def _source_href(source: str, paper: str, pages: set[str]) -> str:
 
 
 def _verdict(row: Any) -> str:
-    """The row's ``verdict`` column (:data:`~attnlab.experiments.checks.CHECK_VERDICTS`), derived from ``passed``
+    """The row's ``verdict`` column (:data:`~attnlab.verify.CHECK_VERDICTS`), derived from ``passed``
     in tables written before that column existed; a failed theory check reads "FAIL"."""
     verdict = str(getattr(row, "verdict", "") or "")
     if not verdict:

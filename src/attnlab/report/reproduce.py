@@ -14,7 +14,8 @@ from pathlib import Path
 import pandas as pd
 
 from attnlab._validation import ValidationError
-from attnlab.experiments import CheckCounts, list_experiments
+from attnlab.verify import CheckCounts
+from attnlab.experiments import list_experiments
 from attnlab.report.experiment_task import ExperimentTask
 from attnlab.report.html import ReportSummary, build_report
 from attnlab.runner import InProcessExecutor, Job, PoolExecutor, RayExecutor, run_sweep

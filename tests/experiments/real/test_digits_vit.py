@@ -4,8 +4,9 @@ import pandas as pd
 import pytest
 
 from attnlab._validation import ValidationError
-from attnlab.experiments import get_experiment, make_config, run_experiment
+from attnlab.experiments import get_experiment, run_experiment
 from attnlab.experiments.real.digits_vit import DigitsViTConfig
+from attnlab.verify import make_config
 
 
 def test_quick_digits_vit_writes_tables_checks_and_figures(tmp_path):

@@ -8,11 +8,12 @@ their checks must fail under. Importing the package registers the experiments an
 coverage table of the theory page).
 """
 
-from attnlab.experiments.coverage import PaperResult, register_results
+from attnlab.experiments.coverage import register_results
 from attnlab.experiments.implicit_bias.common import PAPER
 from attnlab.experiments.implicit_bias.fixed_decoder import Fig2Config, Fig5Config
 from attnlab.experiments.implicit_bias.joint import Fig3Config
 from attnlab.experiments.implicit_bias.rates import RatesConfig
+from attnlab.verify import PaperResult
 
 __all__ = ["Fig2Config", "Fig3Config", "Fig5Config", "RatesConfig"]
 

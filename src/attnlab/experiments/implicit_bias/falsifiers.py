@@ -1,7 +1,7 @@
 """The wrong mechanisms under which this paper's theory checks must fail.
 
 Spec: docs/theory/implicit-bias-ngd.md §4 (the algorithms), §5 (the max-margin programs), §3 (``L_*``). Each
-function returns the :class:`~attnlab.experiments.checks.Falsifier` for one experiment module: a falsifier
+function returns the :class:`~attnlab.verify.Falsifier` for one experiment module: a falsifier
 patches the mechanism *where that module looks it up*, so each module builds its own from the module's name.
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 import torch
 
 from attnlab.data import TokenSelectionData
-from attnlab.experiments.base import Falsifier
 from attnlab.optim import NormalizedGD, PolyakStep
+from attnlab.verify import Falsifier
 
 __all__ = [
     "gd_normalized",

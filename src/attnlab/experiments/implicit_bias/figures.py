@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from attnlab.experiments.plotting import (
+from attnlab.plotting import (
     CORR_GAP,
     EPS,
     STEP,

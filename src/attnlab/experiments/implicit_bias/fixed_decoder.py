@@ -17,8 +17,6 @@ import torch
 
 from attnlab._validation import check_in, check_scalar
 from attnlab.data import example1
-from attnlab.experiments.base import Check, Claim, Experiment, ExperimentResult, RunContext, register
-from attnlab.experiments.checks import fit_slope
 from attnlab.experiments.implicit_bias.common import (
     SOURCE,
     largest_gap,
@@ -35,11 +33,13 @@ from attnlab.experiments.implicit_bias.falsifiers import (
 )
 from attnlab.experiments.implicit_bias.figures import fixed_decoder_figure
 from attnlab.experiments.implicit_bias.remarks import fixed_decoder_remarks
+from attnlab.experiments.registry import register
 from attnlab.metrics import alignment, opt_softmax
 from attnlab.models import Combined
 from attnlab.optim import NormalizedGD, PolyakStep
 from attnlab.svm import attention_svm
 from attnlab.training import train
+from attnlab.verify import Check, Claim, Experiment, ExperimentResult, RunContext, fit_slope
 
 __all__ = ["Fig2Config", "Fig5Config", "run_fixed_decoder"]
 

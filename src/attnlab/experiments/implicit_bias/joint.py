@@ -15,15 +15,16 @@ import torch
 
 from attnlab._validation import ValidationError, check_scalar
 from attnlab.data import dm
-from attnlab.experiments.base import Claim, Experiment, ExperimentResult, RunContext, observation, register
 from attnlab.experiments.implicit_bias.common import SOURCE, validate_common
 from attnlab.experiments.implicit_bias.falsifiers import u_svm_other_token
 from attnlab.experiments.implicit_bias.figures import joint_figure
+from attnlab.experiments.registry import register
 from attnlab.metrics import Metric, alignment, head_alignment, opt_softmax
 from attnlab.models import Combined
 from attnlab.optim import JointAdaptive, NormalizedGD, PolyakStep
 from attnlab.svm import attention_svm, head_svm
 from attnlab.training import train
+from attnlab.verify import Claim, Experiment, ExperimentResult, RunContext, observation
 
 __all__ = ["Fig3Config", "run_fig3"]
 

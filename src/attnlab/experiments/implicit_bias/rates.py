@@ -12,11 +12,12 @@ import pandas as pd
 
 from attnlab._validation import check_scalar
 from attnlab.data import dm, example1
-from attnlab.experiments.base import Experiment, ExperimentResult, RunContext, register
 from attnlab.experiments.implicit_bias import rates_fixed, rates_joint
 from attnlab.experiments.implicit_bias.common import validate_common
 from attnlab.experiments.implicit_bias.figures import rates_figure
+from attnlab.experiments.registry import register
 from attnlab.svm import attention_svm, head_svm
+from attnlab.verify import Experiment, ExperimentResult, RunContext
 
 __all__ = ["RatesConfig", "run_rates"]
 

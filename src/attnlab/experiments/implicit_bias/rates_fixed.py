@@ -14,8 +14,6 @@ import pandas as pd
 import torch
 
 from attnlab.batched import train as batched_train
-from attnlab.experiments.base import Check, Claim
-from attnlab.experiments.checks import fit_slope
 from attnlab.experiments.implicit_bias.common import (
     SOURCE,
     at_steps,
@@ -38,6 +36,7 @@ from attnlab.flow import gradient_flow
 from attnlab.metrics import cosine, log_one_minus_selected
 from attnlab.models import Combined
 from attnlab.optim.polyak import polyak_step_size
+from attnlab.verify import Check, Claim, fit_slope
 
 NGD_RULE = "ngd"  # spec A2 (uncapped): the rule of the NGD path and of the NGD directions
 GD_RULE = "gd"  # spec A1

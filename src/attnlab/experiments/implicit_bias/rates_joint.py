@@ -13,8 +13,6 @@ import pandas as pd
 import torch
 
 from attnlab.data import TokenSelectionData
-from attnlab.experiments.base import Check, Claim, Falsifier
-from attnlab.experiments.checks import fit_slope
 from attnlab.experiments.implicit_bias.common import SOURCE, at_steps, geometric_steps, opt_probabilities
 from attnlab.experiments.implicit_bias.falsifiers import u_svm_other_token
 from attnlab.experiments.implicit_bias.rates_fixed import SVM_NUCLEAR
@@ -23,6 +21,7 @@ from attnlab.models import Combined
 from attnlab.models.functional import LogScaled, loss_gradients, margins, token_scores
 from attnlab.optim import JointAdaptive
 from attnlab.training import train
+from attnlab.verify import Check, Claim, Falsifier, fit_slope
 
 
 def _swap_tokens(dm):

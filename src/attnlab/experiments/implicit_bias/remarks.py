@@ -12,8 +12,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from attnlab.experiments.base import Check, observation
 from attnlab.experiments.implicit_bias.common import SOURCE
+from attnlab.verify import Check, observation
 
 __all__ = ["fixed_decoder_remarks", "stalled_from"]
 

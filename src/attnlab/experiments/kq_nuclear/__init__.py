@@ -7,12 +7,13 @@ margin-normalised directions ``W / mu(W)`` with the max-margin programs of :mod:
 package registers the five experiments and the paper's checkable results (its coverage table).
 """
 
-from attnlab.experiments.coverage import PaperResult, register_results
+from attnlab.experiments.coverage import register_results
 from attnlab.experiments.kq_nuclear.x1 import X1Config, run_x1
 from attnlab.experiments.kq_nuclear.x2 import X2Config, run_x2
 from attnlab.experiments.kq_nuclear.x3 import X3Config, run_x3
 from attnlab.experiments.kq_nuclear.x4 import X4Config, run_x4
 from attnlab.experiments.kq_nuclear.x5 import X5Config, run_x5
+from attnlab.verify import PaperResult
 
 __all__ = ["X1Config", "X2Config", "X3Config", "X4Config", "X5Config", "run_x1", "run_x2", "run_x3", "run_x4", "run_x5"]
 

@@ -14,9 +14,9 @@ import torch
 from torch import nn
 
 from attnlab._validation import ValidationError, check_scalar
-from attnlab.experiments.checks import Falsifier
 from attnlab.metrics import attention_margin
 from attnlab.models import Combined, Diagonal, Factored, Parametrization, TokenSelectionModel
+from attnlab.verify import Falsifier
 
 PAPER = "kq-nuclear-norm"
 SOURCE = f"docs/theory/{PAPER}.md"  # what checks cite

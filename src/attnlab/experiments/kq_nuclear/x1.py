@@ -12,7 +12,6 @@ import numpy as np
 import torch
 
 from attnlab.data import scores_equal
-from attnlab.experiments.base import Claim, Experiment, ExperimentResult, RunContext, register
 from attnlab.experiments.kq_nuclear.common import (
     SOURCE,
     SignedSquares,
@@ -23,9 +22,11 @@ from attnlab.experiments.kq_nuclear.common import (
     k_gradient_halved,
     q_gradient_reversed,
 )
-from attnlab.experiments.plotting import house_figure, label_axes, label_ours, log_gap_axis, new_figure, theory_hline
+from attnlab.experiments.registry import register
 from attnlab.flow import closed_form_beta, constraint_vectors, gradient_flow
 from attnlab.models import Diagonal
+from attnlab.plotting import house_figure, label_axes, label_ours, log_gap_axis, new_figure, theory_hline
+from attnlab.verify import Claim, Experiment, ExperimentResult, RunContext
 
 __all__ = ["X1Config", "run_x1"]
 

@@ -14,7 +14,6 @@ import pandas as pd
 import torch
 
 from attnlab.data import scores_equal
-from attnlab.experiments.base import Check, Claim, Experiment, ExperimentResult, RunContext, register
 from attnlab.experiments.kq_nuclear.common import (
     SOURCE,
     DiagonalW,
@@ -26,10 +25,12 @@ from attnlab.experiments.kq_nuclear.common import (
     kq_as_beta,
     normalized,
 )
-from attnlab.experiments.plotting import house_figure, label_ours, log_gap_axis, new_figure, theory_hline
+from attnlab.experiments.registry import register
 from attnlab.flow import constraint_vectors, gradient_flow, kkt_multipliers
 from attnlab.models import Diagonal
+from attnlab.plotting import house_figure, label_ours, log_gap_axis, new_figure, theory_hline
 from attnlab.svm import attention_svm, diagonal_svm
+from attnlab.verify import Check, Claim, Experiment, ExperimentResult, RunContext
 
 __all__ = ["X2Config", "run_x2"]
 

@@ -14,7 +14,6 @@ import torch
 
 from attnlab._validation import ValidationError
 from attnlab.data import scores_equal
-from attnlab.experiments.base import Check, Claim, Experiment, ExperimentResult, RunContext, register
 from attnlab.experiments.kq_nuclear.common import (
     SOURCE,
     check_ints,
@@ -23,11 +22,13 @@ from attnlab.experiments.kq_nuclear.common import (
     normalized,
     w_as_kq,
 )
-from attnlab.experiments.plotting import EPS, house_figure, label_axes, label_ours, log_gap_axis, new_figure
+from attnlab.experiments.registry import register
 from attnlab.flow import gradient_flow
 from attnlab.metrics import cosine
 from attnlab.models import Combined, Factored
+from attnlab.plotting import EPS, house_figure, label_axes, label_ours, log_gap_axis, new_figure
 from attnlab.svm import attention_svm
+from attnlab.verify import Check, Claim, Experiment, ExperimentResult, RunContext
 
 __all__ = ["X3Config", "run_x3"]
 

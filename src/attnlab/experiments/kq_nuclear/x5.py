@@ -15,7 +15,6 @@ import torch
 from attnlab._validation import ValidationError
 from attnlab.data import scores_equal, stack
 from attnlab.data.assumptions import small_initial_loss
-from attnlab.experiments.base import Claim, Experiment, ExperimentResult, RunContext, register
 from attnlab.experiments.kq_nuclear.common import (
     SOURCE,
     check_ints,
@@ -24,7 +23,10 @@ from attnlab.experiments.kq_nuclear.common import (
     kq_as_beta,
     normalized,
 )
-from attnlab.experiments.plotting import (
+from attnlab.experiments.registry import register
+from attnlab.flow import gradient_flow
+from attnlab.models import Diagonal
+from attnlab.plotting import (
     EPS,
     house_figure,
     label_axes,
@@ -34,9 +36,8 @@ from attnlab.experiments.plotting import (
     theory_hline,
     theory_line,
 )
-from attnlab.flow import gradient_flow
-from attnlab.models import Diagonal
 from attnlab.svm import attention_svm
+from attnlab.verify import Claim, Experiment, ExperimentResult, RunContext
 
 __all__ = ["X5Config", "run_x5"]
 

@@ -5,10 +5,11 @@ l_p-JointGD and the norm-growth inequality), §5 (l_p-AttSVM, l_p head SVM), §6
 package registers the three experiments and the paper's checkable results (its coverage table).
 """
 
-from attnlab.experiments.coverage import PaperResult, register_results
+from attnlab.experiments.coverage import register_results
 from attnlab.experiments.mirror_descent.e1 import E1Config, run_e1
 from attnlab.experiments.mirror_descent.e2 import E2Config, run_e2
 from attnlab.experiments.mirror_descent.e3 import E3Config, run_e3
+from attnlab.verify import PaperResult
 
 __all__ = ["E1Config", "E2Config", "E3Config", "run_e1", "run_e2", "run_e3"]
 

@@ -17,11 +17,11 @@ import torch
 from attnlab._validation import ValidationError, check_in, check_scalar
 from attnlab.batched import train as batched_train
 from attnlab.data import StackedData, TokenSelectionData
-from attnlab.experiments.base import RunContext
 from attnlab.losses import LOSSES, mean_loss
 from attnlab.metrics import entrywise_norm
 from attnlab.models.functional import attention_probabilities, margins, token_scores
 from attnlab.svm import attention_svm, is_locally_optimal
+from attnlab.verify import RunContext
 
 __all__ = [
     "PAPER",

@@ -16,8 +16,6 @@ import torch
 
 from attnlab._validation import ValidationError, check_scalar
 from attnlab.data import StackedData, TokenSelectionData, stack, unit_gaussian
-from attnlab.experiments.base import Check, Claim, Experiment, ExperimentResult, RunContext, observation, register
-from attnlab.experiments.checks import spread_tolerance
 from attnlab.experiments.mirror_descent.common import (
     SOURCE,
     check_config,
@@ -30,9 +28,11 @@ from attnlab.experiments.mirror_descent.common import (
     tidy,
 )
 from attnlab.experiments.mirror_descent.falsifiers import EXPONENT_SHIFT, RUNNER_UP
-from attnlab.experiments.plotting import house_figure, label_axes, label_ours, log_gap_axis, new_figure
+from attnlab.experiments.registry import register
 from attnlab.metrics import directional_bregman, entrywise_norm
 from attnlab.models.functional import loss_gradients, token_scores
+from attnlab.plotting import house_figure, label_axes, label_ours, log_gap_axis, new_figure
+from attnlab.verify import Check, Claim, Experiment, ExperimentResult, RunContext, observation, spread_tolerance
 
 __all__ = ["E1Config", "run_e1"]
 

@@ -15,7 +15,6 @@ import torch
 
 from attnlab._validation import ValidationError
 from attnlab.data import stack, unit_gaussian
-from attnlab.experiments.base import Claim, Experiment, ExperimentResult, RunContext, observation, register
 from attnlab.experiments.mirror_descent.common import (
     SOURCE,
     check_config,
@@ -28,8 +27,10 @@ from attnlab.experiments.mirror_descent.common import (
     tidy,
 )
 from attnlab.experiments.mirror_descent.falsifiers import EXPONENT_SHIFT
-from attnlab.experiments.plotting import house_figure, label_axes, label_ours, new_figure, theory_line
+from attnlab.experiments.registry import register
 from attnlab.metrics import directional_bregman, entrywise_norm
+from attnlab.plotting import house_figure, label_axes, label_ours, new_figure, theory_line
+from attnlab.verify import Claim, Experiment, ExperimentResult, RunContext, observation
 
 __all__ = ["E2Config", "run_e2"]
 

@@ -13,23 +13,16 @@ import pandas as pd
 import torch
 
 from attnlab.data import joint_toy
-from attnlab.experiments.base import Experiment, ExperimentResult, RunContext, observation, register
 from attnlab.experiments.mirror_descent.common import SOURCE, check_config, still_decreasing, svm_norm
-from attnlab.experiments.plotting import (
-    EPS,
-    house_figure,
-    label_axes,
-    label_ours,
-    log_gap_axis,
-    new_figure,
-    rounding_floor,
-)
+from attnlab.experiments.registry import register
 from attnlab.metrics import Metric, directional_bregman
 from attnlab.models import Combined
 from attnlab.models.functional import attention_probabilities, token_scores
 from attnlab.optim import MirrorDescent
+from attnlab.plotting import EPS, house_figure, label_axes, label_ours, log_gap_axis, new_figure, rounding_floor
 from attnlab.svm import attention_svm, head_svm
 from attnlab.training import train
+from attnlab.verify import Experiment, ExperimentResult, RunContext, observation
 
 __all__ = ["E3Config", "run_e3"]
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from attnlab.experiments.checks import Falsifier
 from attnlab.models.functional import attention_probabilities
+from attnlab.verify import Falsifier
 
 __all__ = ["EXPONENT_SHIFT", "RUNNER_UP", "STEP_TEN_TIMES"]
 

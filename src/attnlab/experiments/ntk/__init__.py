@@ -12,7 +12,8 @@ from attnlab.experiments.ntk.table1 import Table1Config
 
 __all__ = ["GMMConfig", "LazyConfig", "Table1Config"]
 
-from attnlab.experiments.coverage import PaperResult, register_results  # noqa: E402
+from attnlab.experiments.coverage import register_results  # noqa: E402
+from attnlab.verify import PaperResult
 
 register_results(
     "softmax-ntk-diffusion",

@@ -6,8 +6,8 @@ experiments reach it, never a check's arithmetic.
 
 from __future__ import annotations
 
-from attnlab.experiments.base import Falsifier
 from attnlab.ntk import ExpMLP, SoftmaxMLP
+from attnlab.verify import Falsifier
 
 
 def _underestimated_lambda_max(lambda_max):

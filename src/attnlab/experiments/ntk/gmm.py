@@ -14,10 +14,9 @@ import pandas as pd
 import torch
 
 from attnlab._validation import check_in, check_scalar
-from attnlab.experiments.base import Claim, Experiment, ExperimentResult, Falsifier, RunContext, register
 from attnlab.experiments.ntk._shared import SOURCE, check_sizes
 from attnlab.experiments.ntk.gmm_measures import baselines, measure
-from attnlab.experiments.plotting import house_figure, label_ours, new_figure
+from attnlab.experiments.registry import register
 from attnlab.ntk import (
     ForwardProcess,
     SoftmaxMLP,
@@ -27,6 +26,8 @@ from attnlab.ntk import (
     train_score_model,
 )
 from attnlab.ntk.score_data import INPUT_MAPS, TIMES
+from attnlab.plotting import house_figure, label_ours, new_figure
+from attnlab.verify import Claim, Experiment, ExperimentResult, Falsifier, RunContext
 
 __all__ = ["GMMConfig", "run_gmm"]
 

@@ -13,12 +13,10 @@ import pandas as pd
 import torch
 
 from attnlab._validation import ValidationError, check_scalar
-from attnlab.experiments.base import Claim, Experiment, ExperimentResult, Falsifier, RunContext, register
-from attnlab.experiments.checks import fit_slope, spread_tolerance
 from attnlab.experiments.ntk._falsifiers import LR_PAST_STABILITY, SOFTMAX_KERNEL_OF_EXP
 from attnlab.experiments.ntk._shared import SOURCE, check_sizes, log_factor_allowance, unit_rows, with_weights
 from attnlab.experiments.ntk.lemma51 import GRAM_UNNORMALISED, PERTURBATION, perturbation_check, perturbed_kernels
-from attnlab.experiments.plotting import STEP, house_figure, label_ours, new_figure, theory_line
+from attnlab.experiments.registry import register
 from attnlab.ntk import (
     SoftmaxMLP,
     contraction_bound,
@@ -35,6 +33,8 @@ from attnlab.ntk import (
     theorem_step,
 )
 from attnlab.ntk.network import TwoLayerNet
+from attnlab.plotting import STEP, house_figure, label_ours, new_figure, theory_line
+from attnlab.verify import Claim, Experiment, ExperimentResult, Falsifier, RunContext, fit_slope, spread_tolerance
 
 __all__ = ["LazyConfig", "run_lazy"]
 

@@ -11,10 +11,9 @@ import math
 import pandas as pd
 import torch
 
-from attnlab.experiments.base import Claim, Falsifier
-from attnlab.experiments.checks import fit_slope
 from attnlab.experiments.ntk._shared import SOURCE, log_factor_allowance, with_weights
 from attnlab.ntk import SoftmaxMLP, gram, kernel_drift
+from attnlab.verify import Claim, Falsifier, fit_slope
 
 __all__ = ["GRAM_UNNORMALISED", "PERTURBATION", "perturbation_check", "perturbed_kernels"]
 

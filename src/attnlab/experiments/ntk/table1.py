@@ -25,8 +25,6 @@ import pandas as pd
 import torch
 
 from attnlab._validation import check_in, check_scalar
-from attnlab.experiments.base import Claim, Experiment, ExperimentResult, Falsifier, RunContext, register
-from attnlab.experiments.checks import fit_slope
 from attnlab.experiments.ntk._falsifiers import EXP_KERNEL_OF_SOFTMAX, LR_PAST_STABILITY, SOFTMAX_KERNEL_OF_EXP
 from attnlab.experiments.ntk._shared import (
     ACTIVATIONS,
@@ -35,7 +33,7 @@ from attnlab.experiments.ntk._shared import (
     log_factor_allowance,
     unit_rows,
 )
-from attnlab.experiments.plotting import house_figure, label_ours, new_figure
+from attnlab.experiments.registry import register
 from attnlab.ntk import (
     contraction_bound,
     gradient_descent,
@@ -44,6 +42,8 @@ from attnlab.ntk import (
     practical_step,
 )
 from attnlab.ntk.network import TwoLayerNet
+from attnlab.plotting import house_figure, label_ours, new_figure
+from attnlab.verify import Claim, Experiment, ExperimentResult, Falsifier, RunContext, fit_slope
 
 __all__ = ["Table1Config", "run_table1"]
 

@@ -12,13 +12,14 @@ from dataclasses import dataclass
 import torch
 
 from attnlab._validation import ValidationError, check_scalar
-from attnlab.experiments.base import Experiment, ExperimentResult, RunContext, register
 from attnlab.experiments.real.compare import Setup
 from attnlab.experiments.real.result import comparison_result, train_config
 from attnlab.experiments.real.summary import CLAIMS, paper_checks, summary_table
+from attnlab.experiments.registry import register
 from attnlab.nets.datasets.digits import load_digits_split
 from attnlab.nets.optimizers import parse_optimizer
 from attnlab.nets.vit import ViT
+from attnlab.verify import Experiment, ExperimentResult, RunContext
 
 __all__ = ["DigitsViTConfig", "run_digits_vit"]
 

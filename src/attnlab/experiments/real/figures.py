@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
-from attnlab.experiments.plotting import house_figure, new_figure, panel_grid
+from attnlab.plotting import house_figure, new_figure, panel_grid
 
 __all__ = ["attention_figure", "curves_figure", "histogram_figure", "norms_figure"]
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import pandas as pd
 
-from attnlab.experiments.base import Check, ExperimentResult, RunContext
-from attnlab.experiments.plotting import label_ours
 from attnlab.experiments.real.compare import Comparison, Setup, compare_optimizers
 from attnlab.experiments.real.figures import attention_figure, curves_figure, histogram_figure, norms_figure
+from attnlab.plotting import label_ours
+from attnlab.verify import Check, ExperimentResult, RunContext
 
 __all__ = ["comparison_result", "train_config"]
 

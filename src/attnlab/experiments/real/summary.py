@@ -12,9 +12,9 @@ import math
 import pandas as pd
 import torch
 
-from attnlab.experiments.base import Check, Claim, observation
 from attnlab.experiments.real.compare import Comparison
 from attnlab.nets.probes import hoyer_sparsity
+from attnlab.verify import Check, Claim, observation
 
 __all__ = ["paper_checks", "summary_table"]
 

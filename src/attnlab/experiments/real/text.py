@@ -13,16 +13,17 @@ from dataclasses import dataclass
 import torch
 
 from attnlab._validation import ValidationError, check_in, check_scalar
-from attnlab.experiments.base import Check, Experiment, ExperimentResult, RunContext, register, spread_observation
 from attnlab.experiments.real.compare import Setup
 from attnlab.experiments.real.result import comparison_result, train_config
 from attnlab.experiments.real.summary import CLAIMS, paper_checks, summary_table
+from attnlab.experiments.registry import register
 from attnlab.nets.datasets.aclimdb import load_aclimdb
 from attnlab.nets.datasets.keywords import keyword_task
 from attnlab.nets.datasets.split import Split
 from attnlab.nets.optimizers import parse_optimizer
 from attnlab.nets.probes import first_token_attention
 from attnlab.nets.text_encoder import TextEncoder
+from attnlab.verify import Check, Experiment, ExperimentResult, RunContext, spread_observation
 
 __all__ = ["TextConfig", "build_text", "run_text"]
 

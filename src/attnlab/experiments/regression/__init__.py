@@ -11,7 +11,7 @@ Every number of the paper's experiments was lost (spec §9.2): the defaults list
 our proposals, and the reference numbers of spec §9.3 come from the spec's reconstruction, not from the paper.
 """
 
-from attnlab.experiments.coverage import PaperResult, register_results
+from attnlab.experiments.coverage import register_results
 from attnlab.experiments.regression import figures, scaling, theory
 from attnlab.experiments.regression.figures import (
     METHODS,
@@ -22,6 +22,7 @@ from attnlab.experiments.regression.figures import (
 )
 from attnlab.experiments.regression.scaling import ScalingConfig
 from attnlab.experiments.regression.theory import TheoryConfig
+from attnlab.verify import PaperResult
 
 __all__ = [
     "METHODS",

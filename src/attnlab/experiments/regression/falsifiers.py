@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import torch
 
-from attnlab.experiments.base import Falsifier
 from attnlab.regression import manifold_point, sym_inv_sqrt, whiten
 from attnlab.regression.manifold import Projection
+from attnlab.verify import Falsifier
 
 
 def _tempered(loss_and_gradient):

@@ -16,11 +16,11 @@ import pandas as pd
 import torch
 
 from attnlab._validation import ValidationError, check_in, check_scalar
-from attnlab.experiments.base import Experiment, ExperimentResult, RunContext, observation, register
-from attnlab.experiments.plotting import house_figure, label_ours, log_gap_axis, new_figure, plot_band, theory_hline
+from attnlab.experiments.registry import register
 from attnlab.experiments.regression.common import SOURCE, gap_metrics
 from attnlab.optim.preconditioned import PreconditionedGD
 from attnlab.optim.spec import parse_optimizer
+from attnlab.plotting import house_figure, label_ours, log_gap_axis, new_figure, plot_band, theory_hline
 from attnlab.regression import (
     MinibatchOracle,
     RegressionProblem,
@@ -34,6 +34,7 @@ from attnlab.regression import (
 from attnlab.regression._checks import TOKENS
 from attnlab.regression.oracles import CONTEXTS
 from attnlab.regression.renormalization import RENORMALIZATIONS
+from attnlab.verify import Experiment, ExperimentResult, RunContext, observation
 
 __all__ = ["FigureOneConfig", "FigureTwoConfig", "METHODS", "REFERENCE_GAPS", "Method"]
 

@@ -17,7 +17,6 @@ import pandas as pd
 import scipy.stats
 import torch
 
-from attnlab.experiments.base import Claim, RunContext
 from attnlab.experiments.regression.common import SOURCE, perturbed_start, weighted_log_slope
 from attnlab.regression import (
     RegressionProblem,
@@ -29,6 +28,7 @@ from attnlab.regression import (
     sample,
 )
 from attnlab.regression.regularizer import value as regularizer_value
+from attnlab.verify import Claim, RunContext
 
 if TYPE_CHECKING:
     from attnlab.experiments.regression.theory import TheoryConfig

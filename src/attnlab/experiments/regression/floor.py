@@ -18,11 +18,10 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from attnlab.experiments.base import Claim
-from attnlab.experiments.checks import fit_slope, spread_tolerance
 from attnlab.experiments.regression.common import SOURCE, gap_metrics
 from attnlab.optim.preconditioned import PreconditionedGD
 from attnlab.regression import MonteCarloOracle, RegressionProblem, fit
+from attnlab.verify import Claim, fit_slope, spread_tolerance
 
 _S8 = f"{SOURCE} §8"
 FLOOR_ORACLE = Claim(

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from attnlab.experiments.base import Claim, RunContext
 from attnlab.experiments.regression.common import SOURCE
 from attnlab.regression import (
     RegressionProblem,
@@ -27,6 +26,7 @@ from attnlab.regression import (
     whiten,
 )
 from attnlab.regression.regularizer import value as regularizer_value
+from attnlab.verify import Claim, RunContext
 
 if TYPE_CHECKING:
     from attnlab.experiments.regression.theory import TheoryConfig

@@ -14,11 +14,12 @@ import numpy as np
 import pandas as pd
 
 from attnlab._validation import ValidationError, check_scalar
-from attnlab.experiments.base import Experiment, ExperimentResult, RunContext, register
-from attnlab.experiments.plotting import house_figure, label_ours, log_gap_axis, new_figure, plot_band
+from attnlab.experiments.registry import register
 from attnlab.experiments.regression.common import perturbed_start, theory_problem
 from attnlab.experiments.regression.floor import FLOOR_BOUND, FLOOR_ORACLE, floor_rows, oracle_floors
 from attnlab.experiments.regression.theory import FALSIFIERS
+from attnlab.plotting import house_figure, label_ours, log_gap_axis, new_figure, plot_band
+from attnlab.verify import Experiment, ExperimentResult, RunContext
 
 __all__ = ["ScalingConfig"]
 

@@ -10,10 +10,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from attnlab.experiments.base import Claim, RunContext
-from attnlab.experiments.checks import fit_slope, spread_tolerance
 from attnlab.experiments.regression.common import SOURCE
 from attnlab.regression import RegressionProblem, population, project, sample, spectral_init, sym_inv_sqrt
+from attnlab.verify import Claim, RunContext, fit_slope, spread_tolerance
 
 if TYPE_CHECKING:
     from attnlab.experiments.regression.theory import TheoryConfig

@@ -14,8 +14,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from attnlab._validation import ValidationError, check_scalar
-from attnlab.experiments.base import Experiment, ExperimentResult, RunContext, register
-from attnlab.experiments.plotting import house_figure, label_axes, label_ours, log_gap_axis, new_figure, plot_band
+from attnlab.experiments.registry import register
 from attnlab.experiments.regression.common import theory_problem
 from attnlab.experiments.regression.falsifiers import FALSIFIERS
 from attnlab.experiments.regression.finite_context import (
@@ -45,6 +44,8 @@ from attnlab.experiments.regression.training import (
     floor_checks,
     training_rows,
 )
+from attnlab.plotting import house_figure, label_axes, label_ours, log_gap_axis, new_figure, plot_band
+from attnlab.verify import Experiment, ExperimentResult, RunContext
 
 __all__ = ["TheoryConfig"]
 

@@ -12,13 +12,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from attnlab.experiments.base import Claim, RunContext
-from attnlab.experiments.checks import fit_slope
 from attnlab.experiments.regression.common import SOURCE, gap_metrics, perturbed_start, weighted_log_slope
 from attnlab.experiments.regression.floor import floor_rows, oracle_floors
 from attnlab.experiments.regression.geometry import f_excess, normal_curvatures
 from attnlab.optim.preconditioned import PreconditionedGD
 from attnlab.regression import PopulationOracle, RegressionProblem, fit
+from attnlab.verify import Claim, RunContext, fit_slope
 
 if TYPE_CHECKING:
     from attnlab.experiments.regression.theory import TheoryConfig

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from attnlab.data import example1
-from attnlab.experiments.plotting import (
+from attnlab.explain import explain
+from attnlab.plotting import (
     CORR_GAP,
     EPS,
     HOUSE_STYLE,
@@ -25,8 +26,7 @@ from attnlab.experiments.plotting import (
     theory_hline,
     theory_line,
 )
-from attnlab.explain import explain
-from attnlab.plotting import _one_two_five
+from attnlab.plotting.style import _one_two_five
 
 STEPS = np.arange(1, 101)
 

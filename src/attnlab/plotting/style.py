@@ -2,8 +2,7 @@
 
 A figure function is decorated with :func:`house_figure`, which draws it under :data:`HOUSE_STYLE` (font sizes,
 grid, spines) and thins crowded log-axis labels. The figures of the experiments add theory lines and their
-defaults-that-are-ours strip (:mod:`attnlab.experiments.plotting`); the library's own figures
-(:mod:`attnlab.explain`) use this style alone.
+defaults-that-are-ours strip (:mod:`attnlab.plotting.annotate`).
 """
 
 from __future__ import annotations

@@ -1,0 +1,117 @@
+"""What experiment figures add to the house style: theory lines, the rounding floor, bands over runs, and the
+strip that lists the defaults that are ours rather than the paper's.
+
+Figures are drawn from tidy tables, never from live objects; :func:`attnlab.plotting.figure_problems` checks the
+house rules.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import textwrap
+from typing import Any
+
+import pandas as pd
+
+from attnlab.plotting.style import EPS
+
+__all__ = [
+    "THEORY_STYLE",
+    "drop_ours",
+    "has_ours",
+    "label_ours",
+    "plot_band",
+    "rounding_floor",
+    "theory_hline",
+    "theory_line",
+]
+
+THEORY_STYLE: dict[str, Any] = {"color": "k", "ls": "--", "lw": 0.9}  # every theory line looks the same
+
+FOOTNOTE_SIZE = 7  # points: the defaults-that-are-ours strip under a figure
+FOOTNOTE_GID = "attnlab-ours"  # the gid of the strip, by which it is found again
+_CHAR_WIDTH = 0.6  # DejaVu Sans: a character is at most ~0.6 em wide on average, so wrapped lines never overflow
+_LINE_HEIGHT = 1.35  # line spacing of wrapped text, in em
+
+
+def theory_line(ax: Any, x: Any, y: Any, label: str, **style: Any) -> Any:
+    """Draw a theory prediction (black dashed unless ``style`` says otherwise), named ``label`` in the legend."""
+    (line,) = ax.plot(x, y, label=label, **{**THEORY_STYLE, **style})
+    return line
+
+
+def theory_hline(ax: Any, y: float, label: str, **style: Any) -> Any:
+    """A horizontal theory level (a limit, a bound, a tolerance), named ``label`` in the legend."""
+    return ax.axhline(y, label=label, **{**THEORY_STYLE, **style})
+
+
+def rounding_floor(ax: Any, level: float = EPS) -> Any:
+    """Mark ``level`` on a log gap axis: a gap ``1 - x`` (or ``L - L*``, ``level = EPS L*``) computed in float64
+    cannot fall below it, so a curve that flattens there has reached rounding, not a limit."""
+    return ax.axhline(level, color="0.6", ls=":", lw=0.9, label="float64 resolution")
+
+
+def label_ours(figure: Any, config: Any) -> None:
+    """Write, under the figure, which defaults are ours (the paper's numbers were lost): the ``OURS`` fields.
+
+    The text is wrapped to the figure's width and gets a strip of its own, added under the figure: the
+    constrained layout is told to keep the axes above it, so it never overlaps an axis label.
+    """
+    names = tuple(getattr(type(config), "OURS", ()))
+    if not names:
+        return
+    values = dataclasses.asdict(config)
+    text = "defaults ours, not the paper's: " + ", ".join(f"{k}={values[k]}" for k in names if k in values)
+    width_in, height_in = figure.get_size_inches()
+    per_line = max(20, int(width_in * 72 / (FOOTNOTE_SIZE * _CHAR_WIDTH)))
+    lines = textwrap.wrap(text, per_line, break_on_hyphens=False)
+    strip_in = (len(lines) * _LINE_HEIGHT + 0.8) * FOOTNOTE_SIZE / 72
+    figure.set_size_inches(width_in, height_in + strip_in)  # the strip is added, never taken from the panels
+    strip = strip_in / (height_in + strip_in)  # fraction of the new height
+    engine = figure.get_layout_engine()
+    if engine is None or not hasattr(engine, "set") or "rect" not in engine.get():
+        figure.set_layout_engine("constrained")
+        engine = figure.get_layout_engine()
+    engine.set(rect=(0.0, strip, 1.0, 1.0 - strip))
+    note = figure.text(
+        0.01,
+        strip / 2,
+        "\n".join(lines),
+        fontsize=FOOTNOTE_SIZE,
+        ha="left",
+        va="center",
+        linespacing=_LINE_HEIGHT,
+        gid=FOOTNOTE_GID,
+    )
+    note.attnlab_height_in = height_in  # the figure's height without the strip, for drop_ours
+
+
+def has_ours(figure: Any) -> bool:
+    """Whether :func:`label_ours` wrote its footnote under ``figure``."""
+    return any(text.get_gid() == FOOTNOTE_GID for text in figure.texts)
+
+
+def drop_ours(figure: Any) -> bool:
+    """Remove the :func:`label_ours` footnote and its strip, giving the figure back its height and layout.
+
+    An experiment's run writes the footnote under its first figure only (its defaults are the same for every
+    figure); the report states them once per experiment. Returns whether there was a footnote.
+    """
+    notes = [text for text in figure.texts if text.get_gid() == FOOTNOTE_GID]
+    for note in notes:
+        width_in, _ = figure.get_size_inches()
+        figure.set_size_inches(width_in, note.attnlab_height_in)
+        figure.get_layout_engine().set(rect=(0.0, 0.0, 1.0, 1.0))
+        note.remove()
+    return bool(notes)
+
+
+def plot_band(
+    ax: Any, frame: pd.DataFrame, x: str, y: str, *, label: str, color: Any = None, logy: bool = False
+) -> None:
+    """Median line with a min-max band of ``y`` over runs, grouped by ``x``."""
+    stats = frame.groupby(x)[y].agg(["median", "min", "max"]).reset_index()
+    (line,) = ax.plot(stats[x], stats["median"], label=label, color=color)
+    ax.fill_between(stats[x], stats["min"], stats["max"], alpha=0.2, color=line.get_color())
+    if logy:
+        ax.set_yscale("log")

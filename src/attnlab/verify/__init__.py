@@ -1,0 +1,72 @@
+"""Declare a theorem's prediction as a check, show that it can fail, run it, and record what it measured.
+
+An :class:`Experiment` is a frozen dataclass config, a ``run(config, context)`` function that returns an
+:class:`ExperimentResult` (a tidy frame, check rows, figures), and its declared :class:`Claim` objects, each naming
+the paper result it tests and a :class:`Falsifier`: a small plausible wrong mechanism under which its rows must
+fail. :func:`run_experiment` runs any experiment (the project's named ones, through
+:func:`attnlab.experiments.run_experiment`, or one of your own) and writes its run directory.
+
+- :mod:`attnlab.verify.check`: :class:`Check`, one row of ``checks.csv``, and its counts;
+- :mod:`attnlab.verify.compare`: the helpers that build rows from numbers (close, bounds, ordering, slopes, rate
+  shapes, observations) and write the tolerance from what they test;
+- :mod:`attnlab.verify.claim`: :class:`Claim` and :class:`Falsifier`;
+- :mod:`attnlab.verify.experiment`: :class:`Experiment`, :func:`run_experiment` and what a run writes;
+- :mod:`attnlab.verify.coverage`: which numbered results of a paper the declared claims cover.
+"""
+
+from attnlab.verify.check import CHECK_COLUMNS, CHECK_KINDS, CHECK_VERDICTS, Check, CheckCounts, count_checks
+from attnlab.verify.claim import Claim, Falsifier, check_declared
+from attnlab.verify.compare import (
+    OBSERVATION_MARKS,
+    check_close,
+    check_greater,
+    check_less,
+    check_ordering,
+    check_rate_shape,
+    check_slope,
+    fit_slope,
+    observation,
+    spread_observation,
+    spread_tolerance,
+)
+from attnlab.verify.coverage import PaperResult
+from attnlab.verify.experiment import (
+    Experiment,
+    ExperimentResult,
+    RunContext,
+    RunRecord,
+    make_config,
+    read_record,
+    run_experiment,
+)
+
+__all__ = [
+    "CHECK_COLUMNS",
+    "CHECK_KINDS",
+    "CHECK_VERDICTS",
+    "OBSERVATION_MARKS",
+    "Check",
+    "CheckCounts",
+    "Claim",
+    "Experiment",
+    "ExperimentResult",
+    "Falsifier",
+    "PaperResult",
+    "RunContext",
+    "RunRecord",
+    "check_close",
+    "check_declared",
+    "check_greater",
+    "check_less",
+    "check_ordering",
+    "check_rate_shape",
+    "check_slope",
+    "count_checks",
+    "fit_slope",
+    "make_config",
+    "observation",
+    "read_record",
+    "run_experiment",
+    "spread_observation",
+    "spread_tolerance",
+]

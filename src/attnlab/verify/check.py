@@ -1,0 +1,180 @@
+"""Theory checks: the row a run writes, the helpers that build rows, and the declarations they come from.
+
+A theory check is declared once, as a :class:`Claim`: the claim in words, the paper result it tests (``"001:Thm1"``),
+the theory page section that states it, and the name of its :class:`Falsifier`, a small plausible wrong mechanism
+(a wrong temperature, a halved gradient, a mirror map off by 0.3) under which the check must fail. An experiment lists
+its claims and falsifiers when it registers; ``tests/experiments/test_falsifiers.py`` runs every falsifier at the
+experiment's quick size and asserts that every check naming it fails, and the build fails when a theory check names
+no result or no falsifier.
+
+Three kinds of rows:
+
+- ``"theory"``: a theorem's prediction. It must pass, names its result and has a falsifier.
+- ``"property"``: a property of our own construction or code (two solvers agree, all methods start from one point),
+  reported and counted apart from theorem checks; it must pass too.
+- ``"observation"``: a paper's empirical remark about its own figure or table, set against our measurement;
+  its verdict is "agrees", "disagrees" or, when the difference is inside the measured spread, "inconclusive"
+  (:func:`spread_observation`); never fails a run.
+
+``checks.csv`` keeps ``passed`` a bool (an observation passes when it agrees) and adds a ``verdict`` column:
+"pass" or "fail" for theory checks and properties, "agrees", "disagrees" or "inconclusive" for observations.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from attnlab._validation import ValidationError
+
+__all__ = ["CHECK_COLUMNS", "CHECK_KINDS", "CHECK_VERDICTS", "RESULT_ID", "Check", "CheckCounts", "count_checks"]
+
+RESULT_ID = re.compile(r"^[0-9][0-9.]*:\S+$")  # "001:Thm1", "000:Lem4", "2308.16898:Conj1"
+
+
+@dataclass(frozen=True)
+class Check:
+    """One measured claim: a row of ``checks.csv``.
+
+    Build rows from a declared :class:`Claim` (``claim.close(...)``, ``claim.greater(...)``, ...) so that the
+    claim, its result id, source and falsifier are written once.
+
+    Parameters
+    ----------
+    claim : str
+        The claim in words, e.g. ``"||W_t|| / (eta t) -> 1"``.
+    predicted : str or float
+        What the theory predicts (a number, a bound or a trend).
+    measured : str or float
+        What the run measured.
+    tolerance : str or float
+        How far ``measured`` may be from ``predicted`` and still pass, and where that tolerance comes from.
+    passed : bool
+        For an observation: the measurement agrees with the paper's remark.
+    source : str
+        The theory page and section that state the claim, e.g. ``"docs/theory/implicit-bias-ngd.md §8.1"``.
+    kind : {"theory", "property", "observation"}, default="theory"
+        ``"theory"``: a theorem's prediction; must pass, and names its ``result`` and ``falsifier``.
+        ``"property"``: a property of our own construction or code, counted apart from theorem checks; must pass.
+        ``"observation"``: a paper's *empirical* remark about its figure or table set against our measurement;
+        ``passed`` reads "agrees with the paper", and a disagreement is shown but never fails the run.
+    result : str, default=""
+        The paper result the row tests, ``"<paper id>:<result>"``, e.g. ``"001:Thm1"`` (the project's paper ids:
+        :data:`attnlab.experiments.catalog.PAPER_IDS`).
+    falsifier : str, default=""
+        Name of the experiment's :class:`Falsifier` under which this row must fail (theory rows).
+    inconclusive : bool, default=False
+        For an observation: the difference from the paper's remark lies inside the measured spread, so the run
+        neither agrees nor disagrees (``passed`` is then False). See :func:`spread_observation`.
+    """
+
+    claim: str
+    predicted: Any
+    measured: Any
+    tolerance: Any
+    passed: bool
+    source: str = ""
+    kind: str = "theory"
+    result: str = ""
+    falsifier: str = ""
+    inconclusive: bool = False
+
+    def __post_init__(self) -> None:
+        if self.kind not in CHECK_KINDS:
+            raise ValidationError(f"Check.kind must be one of {CHECK_KINDS}, got {self.kind!r}")
+        if self.inconclusive and (self.kind != "observation" or self.passed):
+            raise ValidationError(
+                f"Check {self.claim!r}: only an observation that did not pass can be inconclusive, got "
+                f"kind={self.kind!r}, passed={self.passed!r}; a theory check or property passes or fails"
+            )
+
+    @property
+    def verdict(self) -> str:
+        """``"pass"``/``"fail"`` (theory, property) or ``"agrees"``/``"disagrees"``/``"inconclusive"``."""
+        if self.kind != "observation":
+            return "pass" if self.passed else "fail"
+        if self.inconclusive:
+            return "inconclusive"
+        return "agrees" if self.passed else "disagrees"
+
+    def as_row(self) -> dict[str, Any]:
+        """The ``checks.csv`` row (:data:`CHECK_COLUMNS`): numbers to 6 significant digits, ``passed`` a bool."""
+        row = {key: getattr(self, key) for key in CHECK_COLUMNS}
+        for key in ("predicted", "measured", "tolerance"):
+            row[key] = format_value(row[key])
+        row["passed"] = bool(row["passed"])
+        return row
+
+
+CHECK_KINDS = ("theory", "property", "observation")
+CHECK_VERDICTS = ("pass", "fail", "agrees", "disagrees", "inconclusive")
+CHECK_COLUMNS = [
+    "claim",
+    "predicted",
+    "measured",
+    "tolerance",
+    "passed",
+    "source",
+    "kind",
+    "result",
+    "falsifier",
+    "verdict",
+]
+
+
+@dataclass(frozen=True)
+class CheckCounts:
+    """Totals of a check table: theorem checks and properties (must pass), observations (agree or disagree)."""
+
+    passed: int
+    total: int
+    agree: int
+    observations: int
+    properties_passed: int = 0
+    properties: int = 0
+
+    @property
+    def ok(self) -> bool:
+        """Every theorem check and every property passed (observations never fail a run)."""
+        return self.passed == self.total and self.properties_passed == self.properties
+
+    def describe(self) -> str:
+        """``"12/12 theorem checks passed"``, then properties and observations; the groups a table has."""
+        parts = []
+        if self.total or not (self.properties or self.observations):
+            parts.append(f"{self.passed}/{self.total} theorem checks passed")
+        if self.properties:
+            parts.append(f"{self.properties_passed}/{self.properties} properties of our code hold")
+        if self.observations:
+            parts.append(f"{self.agree}/{self.observations} observations agree with the paper")
+        return "; ".join(parts)
+
+    def __add__(self, other: CheckCounts) -> CheckCounts:
+        return CheckCounts(*(a + b for a, b in zip(dataclasses.astuple(self), dataclasses.astuple(other))))
+
+
+def count_checks(checks: pd.DataFrame) -> CheckCounts:
+    """Count a ``checks.csv`` table (boolean ``passed``); tables written before ``kind`` existed are all theory."""
+    if not len(checks):
+        return CheckCounts(0, 0, 0, 0)
+    passed = checks["passed"].astype(bool)
+    kind = checks["kind"] if "kind" in checks else pd.Series("theory", index=checks.index)
+    theory, prop, obs = (kind == "theory"), (kind == "property"), (kind == "observation")
+    return CheckCounts(
+        passed=int((passed & theory).sum()),
+        total=int(theory.sum()),
+        agree=int((passed & obs).sum()),
+        observations=int(obs.sum()),
+        properties_passed=int((passed & prop).sum()),
+        properties=int(prop.sum()),
+    )
+
+
+def format_value(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)

@@ -1,0 +1,323 @@
+"""What an experiment is, how it is configured and run, and what it writes.
+
+An experiment is a frozen dataclass config (plain-typed fields, defaults from the spec), a ``run`` function
+``run(config, context) -> ExperimentResult``, and its theory checks. :func:`run_experiment` writes, atomically,
+into one run directory:
+
+- ``trajectory.parquet``: tidy table, one row per recorded (run, step);
+- ``checks.csv``: one row per claim (claim, predicted, measured, tolerance, passed, source, kind);
+- ``record.json``: config, seed, versions, timings, which defaults are ours rather than the paper's, the command
+  line, the git commit of the code and the fingerprint of the code that ran (source hashes and library versions,
+  :mod:`attnlab.runner.fingerprint`), and when it finished (``attnlab run --config record.json`` replays the run);
+- one PNG and one PDF per figure, plus any extra tidy tables as Parquet.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+import pandas as pd
+
+from attnlab._io import make_dir
+from attnlab._overrides import parse_overrides
+from attnlab._validation import ValidationError
+from attnlab.callbacks import progress_bar
+from attnlab.runner.fingerprint import code_fingerprint
+from attnlab.runner.provenance import git_state
+from attnlab.runner.store import (
+    config_hash,
+    prepare_out,
+    save_figure,
+    versions,
+    write_csv,
+    write_json,
+    write_parquet,
+)
+from attnlab.verify.check import CHECK_COLUMNS, Check, CheckCounts, count_checks
+from attnlab.verify.claim import Claim, Falsifier, check_declared
+
+__all__ = [
+    "Experiment",
+    "ExperimentResult",
+    "RunContext",
+    "RunRecord",
+    "make_config",
+    "read_record",
+    "run_experiment",
+]
+
+C = TypeVar("C")
+
+
+@dataclass
+class ExperimentResult:
+    """What ``Experiment.run`` returns: tables, checks and figures, all drawn from the tables.
+
+    Attributes
+    ----------
+    frame : pandas.DataFrame
+        Tidy trajectory, one row per recorded (run, step), snake_case columns.
+    checks : list of Check
+    figures : dict of str to matplotlib Figure
+        Saved as ``<name>.png`` and ``<name>.pdf``.
+    tables : dict of str to pandas.DataFrame
+        Extra tidy tables, saved as ``<name>.parquet``.
+    notes : list of str
+        Free-text remarks written to ``record.json`` (e.g. where a measurement disagrees with a paper).
+    """
+
+    frame: pd.DataFrame
+    checks: list[Check] = field(default_factory=list)
+    figures: dict[str, Any] = field(default_factory=dict)
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RunContext:
+    """Passed to ``Experiment.run``: where outputs go and whether to show progress.
+
+    Attributes
+    ----------
+    out : pathlib.Path
+        The run directory (exists). Experiments may write checkpoints here.
+    progress : bool or None
+        Progress bars: None shows them only when stderr is a terminal (the default), False hides them, True
+        forces them. Pass it on as the ``progress=`` of attnlab's loops.
+    quick : bool
+        Whether the ``--quick`` settings are in use.
+    """
+
+    out: Path
+    progress: bool | None = None
+    quick: bool = False
+
+    def bar(self, iterable: Iterable[Any] | None = None, *, total: int | None = None, desc: str = "") -> Any:
+        """A progress bar (:func:`attnlab.callbacks.progress_bar`), shown as ``progress`` says."""
+        return progress_bar(iterable, total=total, desc=desc, show=self.progress)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Experiment(Generic[C]):
+    """A named, declarative experiment.
+
+    Parameters
+    ----------
+    name : str
+        Dotted name, ``"<paper>.<figure or check>"``, e.g. ``"implicit-bias.fig2"``. The project's experiments are
+        entries of :mod:`attnlab.experiments.catalog`, whose ``register`` fills in their paper and summary.
+    config_type : type
+        A frozen dataclass with plain-typed fields. A class attribute ``OURS`` (tuple of field names) lists
+        defaults that are our proposals because the paper's numbers were lost; they are labelled in outputs.
+    run : callable
+        ``run(config, context) -> ExperimentResult``.
+    quick : mapping
+        Field overrides for ``--quick`` (CI-sized).
+    cost : float, default=0.0
+        Seconds the full-size run took in one worker of the last ``make reproduce-full`` (2 workers on 2 cores;
+        docs/experiments/ntk.md, "Full reproduction"). ``attnlab reproduce`` starts the costliest experiments first,
+        so parallel workers finish together instead of one long run starting last.
+    claims : tuple of Claim
+        Every theory check and property the run writes, declared once (:class:`attnlab.verify.Claim`).
+        Each theory claim names one of ``falsifiers``; the coverage tables of docs/theory are built from them.
+    falsifiers : tuple of Falsifier
+        The wrong mechanisms the claims name; ``tests/experiments/test_falsifiers.py`` runs each at the quick size
+        and asserts that every row naming it fails.
+    paper, summary : str, optional
+        The theory page the experiment reproduces (``"implicit-bias-ngd"``) and one line for ``attnlab list``.
+
+    Raises
+    ------
+    ValidationError
+        When ``config_type`` is not a dataclass, ``quick`` names a field it lacks, the falsifiers repeat a name, a
+        theory claim names a falsifier that is not listed, or a falsifier is named by no claim.
+    """
+
+    name: str
+    config_type: type[C]
+    run: Callable[[C, RunContext], ExperimentResult]
+    quick: Mapping[str, Any] = field(default_factory=dict)
+    cost: float = 0.0
+    paper: str = ""
+    summary: str = ""
+    claims: tuple[Claim, ...] = ()
+    falsifiers: tuple[Falsifier, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not dataclasses.is_dataclass(self.config_type):
+            raise ValidationError(f"config_type of {self.name!r} must be a dataclass, got {self.config_type!r}")
+        unknown_fields = set(self.quick) - {f.name for f in dataclasses.fields(self.config_type)}
+        if unknown_fields:
+            raise ValidationError(f"quick overrides of {self.name!r} name unknown fields {sorted(unknown_fields)}")
+        names = [f.name for f in self.falsifiers]
+        if len(set(names)) != len(names):
+            raise ValidationError(f"falsifiers of {self.name!r} repeat a name: {names}")
+        named = {c.falsifier for c in self.claims if c.kind == "theory"}
+        unknown = sorted(named - set(names))
+        if unknown:
+            raise ValidationError(
+                f"claims of {self.name!r} name falsifiers {unknown} that are not in its falsifiers {names}"
+            )
+        unused = sorted(set(names) - named)
+        if unused:
+            raise ValidationError(f"falsifiers {unused} of {self.name!r} are named by no claim; declare or drop them")
+
+    def falsifier(self, name: str) -> Falsifier:
+        """The falsifier called ``name``."""
+        for f in self.falsifiers:
+            if f.name == name:
+                return f
+        raise ValidationError(f"{self.name!r} has no falsifier {name!r}; it has {[f.name for f in self.falsifiers]}")
+
+
+def make_config(experiment: Experiment[C], overrides: Sequence[str] | Mapping[str, Any] = (), quick: bool = False) -> C:
+    """Default config of ``experiment``, then its quick overrides (if ``quick``), then ``overrides``."""
+    base = experiment.config_type()
+    if quick:
+        base = dataclasses.replace(base, **experiment.quick)
+    return dataclasses.replace(base, **parse_overrides(experiment.config_type, overrides))
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """Where a finished run wrote its outputs, and its check table."""
+
+    name: str
+    out: Path
+    checks: pd.DataFrame
+    seconds: float
+
+    @property
+    def counts(self) -> CheckCounts:
+        return count_checks(self.checks)
+
+    @property
+    def passed(self) -> bool:
+        """Every theory check passed (observations that disagree with a paper do not fail a run)."""
+        return self.counts.ok
+
+
+def run_experiment(
+    experiment: Experiment[Any],
+    overrides: Sequence[str] | Mapping[str, Any] = (),
+    *,
+    quick: bool = False,
+    out: str | Path | None = None,
+    progress: bool = True,
+    overwrite: bool | None = None,
+) -> RunRecord:
+    """Build the config of ``experiment``, run it, and write its outputs.
+
+    The project's named experiments run through :func:`attnlab.experiments.run_experiment`, which looks the name
+    up; this function runs any :class:`Experiment`, one of your own included.
+
+    Parameters
+    ----------
+    experiment : Experiment
+        What to run.
+    overrides : list of "key=value" or mapping
+        Config changes; unknown keys raise and list the known ones.
+    quick : bool, default=False
+        Use the CI-sized settings.
+    out : path, optional
+        Run directory; default ``runs/<name>-<config hash>``.
+    progress : bool, default=True
+        Show progress bars on a terminal.
+    overwrite : bool, optional
+        ``False``: refuse an ``out`` that holds another run; ``True``: empty it first (see
+        :func:`attnlab.runner.store.prepare_out`); ``None`` (a sweep's own run directory): use ``out`` as it is.
+
+    Returns
+    -------
+    RunRecord
+        The run directory, the check table and the run's wall time.
+
+    Raises
+    ------
+    ValidationError
+        When an override names an unknown field or a bad value, ``out`` holds another run, or the run writes a theory
+        check or property that none of ``experiment.claims`` stands for.
+    """
+    name = experiment.name
+    config = make_config(experiment, overrides, quick)
+    config_dict = dataclasses.asdict(config)
+    digest = config_hash({"experiment": name, "config": config_dict})
+    run_dir = Path(out) if out is not None else Path("runs") / f"{name}-{digest}"
+    if overwrite is None:
+        make_dir(run_dir)
+    else:
+        prepare_out(run_dir, {"experiment": name, "config_hash": digest}, overwrite=overwrite)
+    start = time.perf_counter()
+    # progress=True asks for bars where they can be seen: on a terminal (never forced into a piped log)
+    result = experiment.run(config, RunContext(out=run_dir, progress=None if progress else False, quick=quick))
+    seconds = time.perf_counter() - start
+    check_declared(result.checks, experiment.claims, name)
+
+    write_parquet(run_dir / "trajectory.parquet", result.frame)
+    checks = pd.DataFrame(
+        [c.as_row() for c in result.checks],
+        columns=CHECK_COLUMNS,
+    )
+    write_csv(run_dir / "checks.csv", checks)
+    for table_name, table in result.tables.items():
+        write_parquet(run_dir / f"{table_name}.parquet", table)
+    figure_files = []
+    footnoted = False  # the defaults-ours footnote once per experiment: under the first figure that has one
+    for fig_name, figure in result.figures.items():
+        import matplotlib.pyplot as plt
+
+        from attnlab.plotting import drop_ours, has_ours
+
+        if footnoted:
+            drop_ours(figure)
+        footnoted = footnoted or has_ours(figure)
+        figure_files += [p.name for p in save_figure(figure, run_dir / fig_name)]
+        plt.close(figure)
+    ours = tuple(getattr(experiment.config_type, "OURS", ()))
+    record = {
+        "experiment": name,
+        "paper": experiment.paper,
+        "summary": experiment.summary,
+        "quick": quick,
+        "config": config_dict,
+        "config_hash": digest,
+        "seed": config_dict.get("seed"),
+        "defaults_ours": {k: config_dict[k] for k in ours if k in config_dict},
+        "versions": versions(),
+        "timings": {"run_seconds": seconds},
+        "figures": figure_files,
+        "tables": sorted(result.tables),
+        "checks": dataclasses.asdict(count_checks(checks)),
+        "notes": result.notes,
+        "command": list(sys.argv),  # what started the run; `attnlab run --config record.json` replays it
+        "code": code_fingerprint([experiment.run.__module__, experiment.config_type.__module__]),
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
+    }
+    git = git_state()
+    if git is not None:  # absent when attnlab does not run from a git checkout (an installed wheel)
+        record["git"] = git
+    write_json(run_dir / "record.json", record)
+    return RunRecord(name=name, out=run_dir, checks=checks, seconds=seconds)
+
+
+def read_record(run_dir: str | Path) -> dict[str, Any]:
+    """Load ``record.json`` of a run directory.
+
+    Parameters
+    ----------
+    run_dir : path
+        A directory that :func:`run_experiment` wrote.
+
+    Returns
+    -------
+    dict
+        The record: experiment, config, versions, timings, check counts, code fingerprint, git state.
+    """
+    return json.loads((Path(run_dir) / "record.json").read_text())
