@@ -17,6 +17,18 @@ def test_implicit_bias_notebook_draws_fig2_and_ngd_aligns_faster(tmp_path, monke
     assert float(ngd.loc[ngd["step"] == 100, "alignment"].iloc[0]) > 0.99
 
 
+def test_regression_notebook_draws_fig1_and_the_exact_gradient_converges_geometrically(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cells = runpy.run_path(str(NOTEBOOKS / "preconditioned_regression.py"))
+    assert (tmp_path / "preconditioned-regression.png").stat().st_size > 10_000
+    final, worst = cells["final"], cells["worst"]  # gaps L - L_irr over L_irr
+    assert worst < 0.02, worst  # the notebook's closing text: Algorithm 1 within 2% of L_irr throughout
+    assert final["SGD, random start"] > 100 * final["Alg. 1, spectral start"], final
+    ratios = cells["per_50_steps"]  # geometric: the same factor, below 1e-3, every 50 steps
+    assert max(ratios) < 1e-3 and max(ratios) < 1.2 * min(ratios), ratios
+    assert final["Alg. 1, exact gradient"] < 1e-25, final
+
+
 def test_every_notebook_is_a_jupytext_percent_file_with_a_page():
     for notebook in NOTEBOOKS.glob("*.py"):
         text = notebook.read_text()
