@@ -29,6 +29,17 @@ def test_regression_notebook_draws_fig1_and_the_exact_gradient_converges_geometr
     assert final["Alg. 1, exact gradient"] < 1e-25, final
 
 
+def test_mirror_descent_notebook_draws_fig4_and_each_p_is_closest_to_its_own_svm(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cells = runpy.run_path(str(NOTEBOOKS / "mirror_descent_lp.py"))
+    assert (tmp_path / "mirror-descent-lp.png").stat().st_size > 10_000
+    divergence = cells["divergence"]  # rows: trained p; columns: SVM q, in the order of PS
+    assert divergence.shape == (3, 3)
+    for i, row in enumerate(divergence):  # the notebook's closing text: the diagonal is each row's strict minimum
+        others = [value for j, value in enumerate(row) if j != i]
+        assert row[i] < min(others), divergence
+
+
 def test_every_notebook_is_a_jupytext_percent_file_with_a_page():
     for notebook in NOTEBOOKS.glob("*.py"):
         text = notebook.read_text()
