@@ -40,6 +40,19 @@ def test_mirror_descent_notebook_draws_fig4_and_each_p_is_closest_to_its_own_svm
         assert row[i] < min(others), divergence
 
 
+def test_kq_notebook_separate_kq_reach_the_nuclear_svm_w_the_frobenius_svm_diagonal_the_l1_svm(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cells = runpy.run_path(str(NOTEBOOKS / "kq_nuclear_norm.py"))
+    assert (tmp_path / "kq-nuclear-norm.png").stat().st_size > 10_000
+    final = cells["final"]  # (trained weights, SVM) -> corr(W_K, W_svm) at the last step
+    for name, near, far in (
+        ("K, Q", "nuclear", "Frobenius"),
+        ("W", "Frobenius", "nuclear"),
+        ("diagonal K, Q", "l1 (diagonal)", "l2 (diagonal)"),
+    ):  # the notebook's closing text: within 1e-3 of its own program, further from the other
+        assert 1 - final[name, near] < 1e-3 < 1 - final[name, far], (name, final)
+
+
 def test_every_notebook_is_a_jupytext_percent_file_with_a_page():
     for notebook in NOTEBOOKS.glob("*.py"):
         text = notebook.read_text()
