@@ -53,6 +53,14 @@ def test_kq_notebook_separate_kq_reach_the_nuclear_svm_w_the_frobenius_svm_diago
         assert 1 - final[name, near] < 1e-3 < 1 - final[name, far], (name, final)
 
 
+def test_ntk_notebook_the_error_falls_while_the_weights_move_like_one_over_m(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cells = runpy.run_path(str(NOTEBOOKS / "softmax_ntk_diffusion.py"))
+    assert (tmp_path / "softmax-ntk-diffusion.png").stat().st_size > 10_000
+    assert min(cells["error_drop"].values()) > 100, cells["error_drop"]  # the notebook's closing text
+    assert abs(cells["slope"] + 1) < 0.15, cells["slope"]  # lazy: the movement's slope in m is -1
+
+
 def test_every_notebook_is_a_jupytext_percent_file_with_a_page():
     for notebook in NOTEBOOKS.glob("*.py"):
         text = notebook.read_text()
