@@ -5,6 +5,13 @@ import runpy
 from pathlib import Path
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "docs" / "notebooks"
+PAPERS = (
+    "implicit-bias-ngd",
+    "mirror-descent-lp",
+    "kq-nuclear-norm",
+    "preconditioned-regression",
+    "softmax-ntk-diffusion",
+)
 
 
 def test_implicit_bias_notebook_draws_fig2_and_ngd_aligns_faster(tmp_path, monkeypatch):
@@ -68,3 +75,11 @@ def test_every_notebook_is_a_jupytext_percent_file_with_a_page():
         assert "# %%" in text, notebook.name
         page = notebook.with_name(notebook.stem.replace("_", "-") + ".md")
         assert page.exists() and f'--8<-- "docs/notebooks/{notebook.name}"' in page.read_text(), page.name
+
+
+def test_each_paper_has_a_notebook_in_the_site_nav():
+    nav = (NOTEBOOKS.parents[1] / "mkdocs.yml").read_text()
+    for paper in PAPERS:  # the notebook's page is named for the paper's theory page, and links to it
+        page = NOTEBOOKS / f"{paper}.md"
+        assert f"- notebooks/{paper}.md" in nav, paper
+        assert f"(../theory/{paper}.md)" in page.read_text(), paper
