@@ -17,7 +17,8 @@
 # matrix `W` itself, and with diagonal `K, Q` (`W = diag(xi_k * xi_q)`, initialisation (5) of §3.1). Each run's
 # direction is compared with the max-margin programs of §4. Theory page §7: `K, Q` tend to the nuclear-norm SVM
 # (Theorem 5.1, prediction 3), `W` to the Frobenius SVM (prediction 4), and diagonal `K, Q` to the l1-SVM rather
-# than the l2 one (Theorem 4.1, prediction 2). This notebook runs a small size (a few seconds on a CPU);
+# than the l2 one (Theorem 4.1, prediction 2). Theorem 5.1 is proved for the aligned data of Assumption 4 only;
+# these random data are the open general case (§10), which experiment X3 probes and this notebook shows. This notebook runs a small size (a few seconds on a CPU);
 # `attnlab run kq-nuclear.x3` and `attnlab run kq-nuclear.x2` run the full experiments with their checks. Open it as
 # a notebook with `jupytext --to ipynb`.
 
