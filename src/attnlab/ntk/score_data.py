@@ -166,7 +166,7 @@ class InputMap:
         Returns
         -------
         torch.Tensor, shape of ``t``, float64
-            The gain, in [0, 1] for ``v0 <= 1``; all zero when :attr:`skip` is False.
+            The gain, >= 0; all zero when :attr:`skip` is False.
         """
         if not self.skip:
             return torch.zeros_like(t)

@@ -18,8 +18,8 @@ def sym_sqrt(S: torch.Tensor) -> torch.Tensor:
     Parameters
     ----------
     S : torch.Tensor, shape ([R,] d, d)
-        Symmetric positive (semi)definite matrices; not checked (through its eigendecomposition, so only the
-        symmetric part is seen).
+        Symmetric positive (semi)definite matrices; not checked (:func:`torch.linalg.eigh` reads the lower
+        triangle only, and a negative eigenvalue gives ``nan``).
 
     Returns
     -------
