@@ -174,6 +174,7 @@ def fit(
     params : dict of str to torch.Tensor
         Initial tensors, runs axis first (``"v"`` too when the head is trained). Owned (moved) by the engine.
     steps : int
+        Number of update steps.
     rule : Rule, optional
         The update rule; runs per run on log-scaled gradients.
     optimizer : torch.optim.Optimizer, optional
@@ -181,6 +182,10 @@ def fit(
         by the optimizer); it receives true gradients in ``.grad``, or the gradients' mantissas if it declares
         ``scale_invariant = True`` (its step is unchanged by a positive rescaling of each step's gradients; see
         "Writing a transform" in :mod:`attnlab.optim.transforms`, where every declaration is described).
+    optimizer_params : mapping of str to torch.Tensor, optional
+        With ``optimizer``: the tensors it was built over, by the names of ``params``. Each shares its storage with
+        the tensor of ``params`` of that name (the same tensor, or, for a single run, one without the runs axis), so
+        that the optimizer's in-place steps move the engine's state; its ``.grad`` is given its own shape.
     rule_state : list, optional
         The rule's state to start from (default ``rule.init``).
     record_every : int, optional
