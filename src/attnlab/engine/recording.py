@@ -41,6 +41,7 @@ class Recorder:
     bregman_p : float, optional
         Adds the directional Bregman divergence to each reference (``bregman`` / ``bregman_<key>``).
     metrics : mapping of str to Metric, optional
+        Extra columns by name: each ``fn(state)`` gives one value per run (see :data:`Metric`).
     keep_iterates : bool, default=False
         Keep ``W`` and the tensors at every recorded step.
     columns : mapping of str to sequence, optional

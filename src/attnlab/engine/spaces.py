@@ -47,12 +47,16 @@ class Problem(NamedTuple):
     Attributes
     ----------
     X : torch.Tensor, shape (R, n, T, d)
+        Token sequences.
     Z : torch.Tensor, shape (R, n, d)
+        Query tokens.
     y : torch.Tensor, shape (R, n)
+        Labels in {-1, +1}.
     v : torch.Tensor, shape (R, d), Head, or None
         The fixed head (a linear ``v`` or a nonlinear :class:`~attnlab.models.heads.Head`); None when the head is
         trained (it is then a parameter, ``"v"``).
     loss : {"exp", "logistic"}
+        ``"exp"``: ``l(z) = e^{-z}`` of the margin ``z = y f``; ``"logistic"``: ``log(1 + e^{-z})``.
     """
 
     X: torch.Tensor
@@ -70,9 +74,13 @@ def optimal_loss(X: torch.Tensor, y: torch.Tensor, v: torch.Tensor, loss: str) -
     Parameters
     ----------
     X : torch.Tensor, shape (R, n, T, d)
+        Token sequences.
     y : torch.Tensor, shape (R, n)
+        Labels in {-1, +1}.
     v : torch.Tensor, shape (R, d)
+        The fixed linear head.
     loss : {"exp", "logistic"}
+        ``"exp"``: ``l(z) = e^{-z}`` of the margin ``z = y f``; ``"logistic"``: ``log(1 + e^{-z})``.
     """
     return log_mean_loss(token_scores(X, y, v).amax(dim=-1), loss).exp()  # spec ngd A3
 
@@ -97,10 +105,12 @@ class ParamSpace:
     Parameters
     ----------
     param : {"W", "KQ", "diag"} or Parametrization
+        Combined ``W``, key and query ``(K, Q)``, or diagonal ``(xi_k, xi_q)``; or a parametrisation object.
     params : dict of str to torch.Tensor
         The tensors of :data:`attnlab.models.PARAMETRIZATIONS` ``[param].names``, plus ``"v"`` (shape (R, d)) when
         the head is trained. Owned by the space from here on (moved in place).
     problem : Problem
+        The data of the R runs and the fixed head (None when ``params`` holds ``"v"``).
     trainable : mapping of str to torch.Tensor, optional
         Boolean masks of the entries that move, broadcastable to the tensors (see :func:`attnlab.engine.fit`).
     """
@@ -274,6 +284,7 @@ class KernelSpace:
     problem : Problem
         With a fixed head.
     W0 : torch.Tensor, shape (R, d, d)
+        The initial matrices; the coefficients start at 0.
     """
 
     def __init__(self, problem: Problem, W0: torch.Tensor) -> None:

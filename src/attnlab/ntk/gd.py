@@ -78,6 +78,7 @@ class GDResult(TrainingResult):
     W0 : torch.Tensor, shape (d_in, m)
         Weights at the start.
     lr : float
+        The step size used.
     steps : int
         Steps taken.
     best_step : int
