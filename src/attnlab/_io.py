@@ -77,6 +77,19 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[Path], None]) ->
     ``write`` receives a path in the destination folder (same file system, so the rename is atomic). A crash
     while writing leaves the old file (or none), never a truncated one.
 
+    Parameters
+    ----------
+    path : path
+        The destination file; its folder is created when missing.
+    write : callable
+        ``write(tmp_path)`` writes the whole file at ``tmp_path`` (a :class:`pathlib.Path` with ``path``'s
+        suffix); its return value is ignored.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+
     Raises
     ------
     OutputError

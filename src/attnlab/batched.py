@@ -122,6 +122,7 @@ def train(
     X : array-like, shape ([R,] n, T, d)
         ``T >= 2``. Every array is copied to float64 (float32 and integer input is converted).
     Z : array-like, shape ([R,] n, d)
+        Query tokens.
     y : array-like, shape ([R,] n)
         Labels in {-1, +1}.
     v : array-like of shape ([R,] d), Head or torch.nn.Module
@@ -145,7 +146,9 @@ def train(
     lr : float or array-like of shape (R,), optional
         Step size, per run if an array; default 0.1. Polyak refuses it (its step is ``(L - L*)/||g||^2``).
     loss : {"exp", "logistic"}
+        ``"exp"``: ``l(z) = e^{-z}`` of the margin ``z = y f``; ``"logistic"``: ``log(1 + e^{-z})``.
     steps : int
+        Number of update steps (0: only the initial point is recorded).
     **options
         Rule options above, initial parameters, and: ``record_every`` (int), ``W_ref`` (``([R,] d, d)``: adds
         ``alignment`` and, with ``bregman_p``, ``bregman``), ``refs`` (mapping name -> ``([R,] d, d)``: adds

@@ -307,6 +307,7 @@ class ProgressBar(Callback):
     Parameters
     ----------
     desc : str, default="train"
+        The label written before the bar.
     show : bool, optional
         Default: only when stderr is a terminal.
     columns : sequence of str, default=("loss",)
@@ -345,6 +346,7 @@ class EarlyStop(Callback):
     column : str
         A recorded column, e.g. ``"loss"`` or ``"alignment"``.
     threshold : float
+        The value to cross, in the column's units; strictly (``<`` or ``>``).
     mode : {"below", "above"}, default="below"
         Stop when the column is below (a loss) or above (an alignment) the threshold.
 

@@ -87,7 +87,24 @@ class Checkpoint:
         self.every = check_scalar("every", every, kind=int, low=1)
 
     def save(self, state: dict[str, Any]) -> Path:
-        """Write ``state`` now (atomically), whatever its step."""
+        """Write ``state`` now (atomically), whatever its step.
+
+        Parameters
+        ----------
+        state : dict of str to Any
+            The loop's state: an int ``"step"`` (steps completed) and tensors, Python numbers, strings, and lists
+            or dicts of them (see the class notes).
+
+        Returns
+        -------
+        pathlib.Path
+            The checkpoint file.
+
+        Raises
+        ------
+        ValidationError
+            If ``state`` is not a dict with an int ``"step"``, or the file cannot be written.
+        """
         step = state.get("step") if isinstance(state, dict) else None
         if isinstance(step, bool) or not isinstance(step, int):
             raise ValidationError(f"state must be a dict with an integer 'step' (steps completed), got step={step!r}")
@@ -97,14 +114,42 @@ class Checkpoint:
         return atomic_write(self.path, lambda p: p.write_bytes(data))
 
     def maybe_save(self, state: dict[str, Any]) -> bool:
-        """Save when ``state["step"]`` is a multiple of ``every``; returns whether it saved."""
+        """Save when ``state["step"]`` is a multiple of ``every``.
+
+        Parameters
+        ----------
+        state : dict of str to Any
+            The loop's state: an int ``"step"`` (steps completed) and tensors, Python numbers, strings, and lists
+            or dicts of them (see the class notes).
+
+        Returns
+        -------
+        bool
+            Whether it saved.
+
+        Raises
+        ------
+        ValidationError
+            As :meth:`save`, when it saves.
+        """
         if state["step"] % self.every:
             return False
         self.save(state)
         return True
 
     def load(self) -> dict[str, Any] | None:
-        """The last saved state, or ``None`` when there is no checkpoint yet (see :func:`read_checkpoint`)."""
+        """The last saved state (see :func:`read_checkpoint`).
+
+        Returns
+        -------
+        dict of str to Any or None
+            The state as saved, tensors bit for bit; ``None`` when there is no checkpoint yet.
+
+        Raises
+        ------
+        ValidationError
+            If the file is truncated, corrupt or not a weights-only checkpoint.
+        """
         return read_checkpoint(self.path)
 
     def clear(self) -> None:

@@ -132,6 +132,7 @@ def logit_weights(
     v : torch.Tensor, shape ([R,] d)
     W : torch.Tensor, shape ([R,] d, d)
     loss : {"exp", "logistic"}
+        ``"exp"``: ``l(z) = e^{-z}`` of the margin ``z = y f``; ``"logistic"``: ``log(1 + e^{-z})``.
 
     Returns
     -------

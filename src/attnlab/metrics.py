@@ -103,7 +103,25 @@ def attention_margin(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor, select: 
 
 
 def margin_normalized(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor, select: torch.Tensor) -> torch.Tensor:
-    """``W / mu(W)`` (spec kq-nuclear-norm §4); ``nan`` for runs whose margin is not yet positive (§8)."""
+    """The margin-normalised direction ``W / mu(W)``. Spec: kq-nuclear-norm §4 (and §8 for runs not yet separating).
+
+    Parameters
+    ----------
+    X : torch.Tensor, shape ([R,] n, T, d)
+        Token sequences.
+    Z : torch.Tensor, shape ([R,] n, d)
+        Query tokens.
+    W : torch.Tensor, shape ([R,] d, d)
+        Key-query weights.
+    select : torch.Tensor of int, shape ([R,] n)
+        The selected token of each sequence.
+
+    Returns
+    -------
+    torch.Tensor, shape ([R,] d, d)
+        ``W`` divided by its attention margin (:func:`attention_margin`); all ``nan`` for a run whose margin is not
+        yet positive.
+    """
     mu = attention_margin(X, Z, W, select)
     mu = torch.where(mu > 0, mu, torch.nan)
     return W / mu[..., None, None]
@@ -258,7 +276,18 @@ def directional_bregman(W_ref: torch.Tensor, W: torch.Tensor, p: float) -> torch
 
 @dataclass(frozen=True)
 class Metric:
-    """A named diagnostic ``fn(model, data) -> tensor of shape ([R,])`` recorded by :func:`attnlab.train`."""
+    """A named diagnostic ``fn(model, data) -> tensor of shape ([R,])`` recorded by :func:`attnlab.train`.
+
+    Calling the metric calls ``fn`` under :func:`torch.no_grad`.
+
+    Attributes
+    ----------
+    name : str
+        The column it fills in the history frame.
+    fn : callable
+        ``fn(model, data) -> torch.Tensor`` of shape ``([R,])`` (one value per run), reading the model's current
+        parameters (e.g. ``model.W``, shape ([R,] d, d)) and the training data (``data.X``, ``data.Z``, ...).
+    """
 
     name: str
     fn: Callable[[Any, Any], torch.Tensor]
@@ -300,38 +329,148 @@ def _against(name: str, ref: torch.Tensor, current: torch.Tensor, what: str) -> 
 def alignment(W_ref: Any, name: str = "alignment") -> Metric:
     """``corr(W_t, W_ref)``, e.g. with ``W_ref = attention_svm(data).W``. Spec: implicit-bias-ngd §5.
 
-    ``W_ref`` has shape ``(d, d)`` (one reference for every run) or ``(R, d, d)``; refused when it does not match
-    the model's ``W``.
+    Parameters
+    ----------
+    W_ref : array_like, shape (d, d) or (R, d, d)
+        The reference direction: one for every run, or one per run.
+    name : str, default="alignment"
+        The column name.
+
+    Returns
+    -------
+    Metric
+        Records :func:`cosine` of the model's ``W`` and ``W_ref``, shape ([R,]).
+
+    Raises
+    ------
+    ValidationError
+        When ``W_ref`` is not of shape (d, d) or (R, d, d); when recorded, if its shape does not match the model's
+        ``W``.
     """
     ref = _reference("W_ref", W_ref, 2)
     return Metric(name, lambda model, data: cosine(model.W, _against("W_ref", ref, model.W, "W")))
 
 
 def head_alignment(v_ref: Any, name: str = "head_alignment") -> Metric:
-    """``corr(v_t, v_ref)`` for a trained head, e.g. ``v_ref = head_svm(data).v``. Spec: implicit-bias-ngd §8.11."""
+    """``corr(v_t, v_ref)`` for a trained head, e.g. ``v_ref = head_svm(data).v``. Spec: implicit-bias-ngd §8.11.
+
+    Parameters
+    ----------
+    v_ref : array_like, shape (d,) or (R, d)
+        The reference head direction: one for every run, or one per run.
+    name : str, default="head_alignment"
+        The column name.
+
+    Returns
+    -------
+    Metric
+        Records :func:`cosine` of the model's head ``v`` and ``v_ref``, shape ([R,]).
+
+    Raises
+    ------
+    ValidationError
+        When ``v_ref`` is not of shape (d,) or (R, d); when recorded, if its shape does not match the model's ``v``.
+    """
     ref = _reference("v_ref", v_ref, 1)
     return Metric(name, lambda model, data: cosine(model.v, _against("v_ref", ref, model.v, "head v")))
 
 
 def opt_softmax(select: Any = None, name: str = "opt_softmax") -> Metric:
-    """Mean softmax probability of the selected (default: optimal) tokens. Spec: implicit-bias-ngd §9."""
+    """Mean softmax probability of the selected (default: optimal) tokens. Spec: implicit-bias-ngd §9.
+
+    Parameters
+    ----------
+    select : array_like of int, shape ([R,] n), optional
+        The selected token of each sequence; None takes the data's own ``select`` if it has one, else its optimal
+        tokens.
+    name : str, default="opt_softmax"
+        The column name.
+
+    Returns
+    -------
+    Metric
+        Records :func:`selected_probability`, shape ([R,]), in [0, 1].
+
+    Raises
+    ------
+    ValidationError
+        When recorded, if ``select`` does not fit the data's (n, T).
+    """
     return Metric(name, lambda model, data: selected_probability(data.X, data.Z, model.W, _select_of(data, select)))
 
 
 def margin(select: Any = None, name: str = "margin") -> Metric:
-    """Attention margin ``mu(W_t)`` of the selected tokens. Spec: kq-nuclear-norm §4."""
+    """Attention margin ``mu(W_t)`` of the selected tokens. Spec: kq-nuclear-norm §4.
+
+    Parameters
+    ----------
+    select : array_like of int, shape ([R,] n), optional
+        The selected token of each sequence; None takes the data's own ``select`` if it has one, else its optimal
+        tokens.
+    name : str, default="margin"
+        The column name.
+
+    Returns
+    -------
+    Metric
+        Records :func:`attention_margin`, shape ([R,]).
+
+    Raises
+    ------
+    ValidationError
+        When recorded, if ``select`` does not fit the data's (n, T).
+    """
     return Metric(name, lambda model, data: attention_margin(data.X, data.Z, model.W, _select_of(data, select)))
 
 
 def norm(kind: str | float = "fro", name: str | None = None) -> Metric:
-    """A norm of ``W_t`` (``"fro"``, ``"nuc"``, ``"op"`` or entrywise ``p``)."""
+    """A norm of ``W_t``.
+
+    Parameters
+    ----------
+    kind : {"fro", "nuc", "op"} or float, default="fro"
+        Frobenius, nuclear or operator norm, or an entrywise ``l_p`` norm (see :func:`matrix_norm`).
+    name : str, optional
+        The column name; default ``"norm_<kind>"``.
+
+    Returns
+    -------
+    Metric
+        Records :func:`matrix_norm` of the model's ``W``, shape ([R,]).
+
+    Raises
+    ------
+    ValidationError
+        When ``kind`` is a string other than ``"fro"``, ``"nuc"`` or ``"op"``.
+    """
     if not isinstance(kind, (int, float)):
         check_in("kind", kind, ("fro", "nuc", "op"))
     return Metric(name or f"norm_{kind}", lambda model, data: matrix_norm(model.W, kind))
 
 
 def bregman(W_ref: Any, p: float, name: str | None = None) -> Metric:
-    """Directional Bregman divergence ``dB_p(W_ref, W_t)``. Spec: mirror-descent-lp §3."""
+    """Directional Bregman divergence ``dB_p(W_ref, W_t)``. Spec: mirror-descent-lp §3.
+
+    Parameters
+    ----------
+    W_ref : array_like, shape (d, d) or (R, d, d)
+        The reference direction (an l_p SVM solution ``W^mm``): one for every run, or one per run.
+    p : float
+        The potential's exponent, > 1.
+    name : str, optional
+        The column name; default ``"bregman_p<p>"``.
+
+    Returns
+    -------
+    Metric
+        Records :func:`directional_bregman` of ``W_ref`` and the model's ``W``, shape ([R,]), >= 0.
+
+    Raises
+    ------
+    ValidationError
+        When ``p <= 1``, when ``W_ref`` is not of shape (d, d) or (R, d, d), or, when recorded, if its shape does
+        not match the model's ``W``.
+    """
     check_scalar("p", p, low=1.0, low_inclusive=False)
     ref = _reference("W_ref", W_ref, 2)
     return Metric(

@@ -98,8 +98,11 @@ def train(
         ``step`` with a closure), an optimizer string (:mod:`attnlab.optim.spec`; Polyak's ``L*`` defaults to the
         data's optimal loss, as in :func:`attnlab.batched.train`), or a :class:`~attnlab.optim.transforms.Rule`.
     data : TokenSelectionData or StackedData
+        ``X`` ([R,] n, T, d), ``Z``, ``y`` and, unless the model trains its own head, ``v``.
     loss : {"exp", "logistic"}, default="exp"
+        ``"exp"``: ``l(z) = e^{-z}`` of the margin ``z = y f``; ``"logistic"``: ``log(1 + e^{-z})``.
     steps : int, default=1000
+        Number of optimizer steps.
     record_every : int, default=1
         Steps 0, k, 2k, ... and the last step are recorded.
     metrics : sequence of Metric

@@ -83,10 +83,29 @@ def kernel_applies(
     rule: Rule | None,
     rule_state: list[Any] | None = None,
 ) -> bool:
-    """Whether the kernel-coefficient space serves this run: combined ``W``, fixed head, a rule that only rescales
-    or linearly combines gradients, no direction already in the rule's state (a momentum buffer given as a matrix
-    has no coefficients), a linear head (a nonlinear one's scores move with ``W``) and ``n T^2 <= d^2`` (spec
-    implicit-bias-ngd §2-3.1)."""
+    """Whether the kernel-coefficient space (:class:`KernelSpace`) serves this run.
+
+    Spec: implicit-bias-ngd §2-3.1. It does for a combined ``W``, a fixed head, a rule that only rescales or
+    linearly combines gradients, no direction already in the rule's state (a momentum buffer given as a matrix has
+    no coefficients), a linear head (a nonlinear one's scores move with ``W``) and ``n T^2 <= d^2``.
+
+    Parameters
+    ----------
+    param : {"W", "KQ", "diag"} or Parametrization
+        The parametrisation (its ``kind`` is read when it is an object).
+    params : mapping of str to torch.Tensor
+        The initial tensors; a ``"v"`` entry means the head is trained.
+    problem : Problem
+        The data, shape (R, n, T, d) for ``X``, and the fixed head.
+    rule : Rule or None
+        The update rule; None (no rule) never takes the kernel space.
+    rule_state : list, optional
+        The rule's state when resuming (one entry per transform); None for a fresh start.
+
+    Returns
+    -------
+    bool
+    """
     n, T, d = problem.X.shape[-3:]
     return (
         getattr(param, "kind", param) == "W"
@@ -155,6 +174,7 @@ def fit(
     params : dict of str to torch.Tensor
         Initial tensors, runs axis first (``"v"`` too when the head is trained). Owned (moved) by the engine.
     steps : int
+        Number of update steps.
     rule : Rule, optional
         The update rule; runs per run on log-scaled gradients.
     optimizer : torch.optim.Optimizer, optional
@@ -162,6 +182,10 @@ def fit(
         by the optimizer); it receives true gradients in ``.grad``, or the gradients' mantissas if it declares
         ``scale_invariant = True`` (its step is unchanged by a positive rescaling of each step's gradients; see
         "Writing a transform" in :mod:`attnlab.optim.transforms`, where every declaration is described).
+    optimizer_params : mapping of str to torch.Tensor, optional
+        With ``optimizer``: the tensors it was built over, by the names of ``params``. Each shares its storage with
+        the tensor of ``params`` of that name (the same tensor, or, for a single run, one without the runs axis), so
+        that the optimizer's in-place steps move the engine's state; its ``.grad`` is given its own shape.
     rule_state : list, optional
         The rule's state to start from (default ``rule.init``).
     record_every : int, optional

@@ -41,6 +41,7 @@ class Recorder:
     bregman_p : float, optional
         Adds the directional Bregman divergence to each reference (``bregman`` / ``bregman_<key>``).
     metrics : mapping of str to Metric, optional
+        Extra columns by name: each ``fn(state)`` gives one value per run (see :data:`Metric`).
     keep_iterates : bool, default=False
         Keep ``W`` and the tensors at every recorded step.
     columns : mapping of str to sequence, optional
@@ -71,7 +72,27 @@ class Recorder:
     def record(
         self, step: int, space: Any, gradient: Any, active: torch.Tensor, current: Mapping[str, torch.Tensor]
     ) -> Callable[[], pd.DataFrame]:
-        """Record the active runs at ``step``; returns a function that builds this step's rows as a frame."""
+        """Record the active runs at ``step``.
+
+        Parameters
+        ----------
+        step : int
+            The step number written in the ``step`` column.
+        space : ParamSpace or KernelSpace
+            Where the runs' parameters live (:mod:`attnlab.engine.spaces`); gives ``W``, the data and the norms.
+        gradient : Gradient
+            The gradient at this step; gives ``loss``, ``log_loss`` and ``grad_norm``.
+        active : torch.Tensor, shape (R,), bool
+            The runs that get a row.
+        current : mapping of str to torch.Tensor
+            The parametrisation's current tensors (shapes (R, ...)); its ``"W"``, when present, saves a recombination.
+
+        Returns
+        -------
+        callable
+            Takes no argument and builds this step's rows as a tidy :class:`pandas.DataFrame` (one row per active
+            run), for callbacks that read the step's values.
+        """
         W = current["W"] if "W" in current else space.W()
         X, Z, y, v, _ = space.problem
         log_norm = torch.log(space.norms(gradient.mantissas, None, 2.0)[0]) + gradient.log_scale
@@ -107,11 +128,24 @@ class Recorder:
         return lambda: tidy_frame(part)
 
     def frame(self) -> pd.DataFrame | None:
-        """Every row recorded, one frame (None when nothing was recorded)."""
+        """Every row recorded so far, as one frame.
+
+        Returns
+        -------
+        pandas.DataFrame or None
+            One row per (recorded step, active run), in recording order; None when nothing was recorded.
+        """
         if not self.parts:
             return None
         return tidy_frame({k: np.concatenate([p[k] for p in self.parts]) for k in self.parts[0]})
 
     def iterates(self) -> dict[str, torch.Tensor] | None:
-        """``{"step": (S,), "W": (S, R, d, d), name: (S, R, ...)}`` when iterates were kept."""
+        """The iterates at every recorded step, when ``keep_iterates`` was set.
+
+        Returns
+        -------
+        dict of str to torch.Tensor or None
+            ``{"step": (S,), "W": (S, R, d, d), name: (S, R, ...)}`` for the S recorded steps and each tensor of the
+            parametrisation; None when iterates were not kept or nothing was recorded.
+        """
         return {k: torch.stack(v) for k, v in self.path.items()} if self.keep and self.path else None

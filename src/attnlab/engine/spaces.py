@@ -47,12 +47,16 @@ class Problem(NamedTuple):
     Attributes
     ----------
     X : torch.Tensor, shape (R, n, T, d)
+        Token sequences.
     Z : torch.Tensor, shape (R, n, d)
+        Query tokens.
     y : torch.Tensor, shape (R, n)
+        Labels in {-1, +1}.
     v : torch.Tensor, shape (R, d), Head, or None
         The fixed head (a linear ``v`` or a nonlinear :class:`~attnlab.models.heads.Head`); None when the head is
         trained (it is then a parameter, ``"v"``).
     loss : {"exp", "logistic"}
+        ``"exp"``: ``l(z) = e^{-z}`` of the margin ``z = y f``; ``"logistic"``: ``log(1 + e^{-z})``.
     """
 
     X: torch.Tensor
@@ -70,9 +74,13 @@ def optimal_loss(X: torch.Tensor, y: torch.Tensor, v: torch.Tensor, loss: str) -
     Parameters
     ----------
     X : torch.Tensor, shape (R, n, T, d)
+        Token sequences.
     y : torch.Tensor, shape (R, n)
+        Labels in {-1, +1}.
     v : torch.Tensor, shape (R, d)
+        The fixed linear head.
     loss : {"exp", "logistic"}
+        ``"exp"``: ``l(z) = e^{-z}`` of the margin ``z = y f``; ``"logistic"``: ``log(1 + e^{-z})``.
     """
     return log_mean_loss(token_scores(X, y, v).amax(dim=-1), loss).exp()  # spec ngd A3
 
@@ -97,10 +105,12 @@ class ParamSpace:
     Parameters
     ----------
     param : {"W", "KQ", "diag"} or Parametrization
+        Combined ``W``, key and query ``(K, Q)``, or diagonal ``(xi_k, xi_q)``; or a parametrisation object.
     params : dict of str to torch.Tensor
         The tensors of :data:`attnlab.models.PARAMETRIZATIONS` ``[param].names``, plus ``"v"`` (shape (R, d)) when
         the head is trained. Owned by the space from here on (moved in place).
     problem : Problem
+        The data of the R runs and the fixed head (None when ``params`` holds ``"v"``).
     trainable : mapping of str to torch.Tensor, optional
         Boolean masks of the entries that move, broadcastable to the tensors (see :func:`attnlab.engine.fit`).
     """
@@ -131,20 +141,58 @@ class ParamSpace:
         self.want_weights = False  # also return dL/ds (set by the engine for rules that integrate it)
 
     def W(self) -> torch.Tensor:  # noqa: N802 (the spec's symbol)
-        """Combined matrices, shape (R, d, d)."""
+        """The combined matrix of every run (``W``; ``K Q^T``; ``diag(xi_k * xi_q)``).
+
+        Returns
+        -------
+        torch.Tensor, shape (R, d, d)
+        """
         return self.parametrization.combine(self.theta)
 
     def params(self) -> dict[str, torch.Tensor]:
+        """The current tensors by name, in :attr:`names` order.
+
+        Returns
+        -------
+        dict of str to torch.Tensor, shapes (R, ...)
+            A new dict holding the space's own tensors (not copies: a later step may overwrite them in place).
+        """
         return dict(self.theta)
 
     def gradient(self, risk: bool = True) -> Gradient:
-        """The gradient at the current tensors (``risk``: also ``log L``)."""
+        """The gradient at the current tensors.
+
+        Parameters
+        ----------
+        risk : bool, default=True
+            Also compute ``log L`` per run (:attr:`Gradient.log_risk`; None when False).
+
+        Returns
+        -------
+        Gradient
+            One mantissa per tensor, in :attr:`names` order and with the tensors' shapes (R, ...).
+        """
         return self.gradient_at([self.theta[k] for k in self.names], out=self.buffer, risk=risk)
 
     def gradient_at(
         self, tensors: Sequence[torch.Tensor], out: torch.Tensor | None = None, risk: bool = True
     ) -> Gradient:
-        """The gradient at other values of the tensors (in :attr:`names` order), e.g. a Runge-Kutta stage."""
+        """The gradient at other values of the tensors, e.g. a Runge-Kutta stage.
+
+        Parameters
+        ----------
+        tensors : sequence of torch.Tensor, shapes (R, ...)
+            Values of the tensors, in :attr:`names` order.
+        out : torch.Tensor, shape (R, d, d), optional
+            Buffer for the mantissa of ``dL/dW`` (reused from step to step); None allocates one.
+        risk : bool, default=True
+            Also compute ``log L`` per run (None when False).
+
+        Returns
+        -------
+        Gradient
+            One mantissa per tensor, in :attr:`names` order; frozen entries (``trainable``) are zero.
+        """
         theta = dict(zip(self.names, tensors))
         X, Z, y, v, loss = self.problem
         head = theta["v"] if self.head else v
@@ -176,10 +224,33 @@ class ParamSpace:
     def norms(
         self, tensors: Sequence[torch.Tensor], blocks: Sequence[Hashable] | None, ord: float
     ) -> list[torch.Tensor]:
+        """Entrywise ``l_ord`` norm of each tensor's block, per run (:func:`~attnlab.optim.transforms.block_norms`).
+
+        Parameters
+        ----------
+        tensors : sequence of torch.Tensor, shapes (R, ...)
+        blocks : sequence of hashable, one per tensor, optional
+            Tensors with equal labels share one norm; None: one global norm.
+        ord : float
+            The order ``p`` of the entrywise norm.
+
+        Returns
+        -------
+        list of torch.Tensor, shape (R,), float64
+            One per tensor.
+        """
         return block_norms(tensors, blocks, 1, ord)
 
     def apply(self, rule: Rule, step: Step) -> None:
-        """Move every run by ``step`` (written into the spare buffers, then swapped)."""
+        """Move every run by ``step`` (written into the spare buffers, then swapped).
+
+        Parameters
+        ----------
+        rule : Rule
+            The update rule; its mirror map, if any, is applied here.
+        step : Step
+            The update built by the rule's transforms, one direction per tensor in :attr:`names` order.
+        """
         old = [self.theta[k] for k in self.names]
         out = None if self.spare is None or rule.mirror_p is not None else [self.spare[k] for k in self.names]
         new = rule.apply(old, step, out=out)
@@ -189,7 +260,13 @@ class ParamSpace:
         self.spare, self.theta = self.theta, dict(zip(self.names, new))
 
     def keep(self, runs: torch.Tensor) -> None:
-        """Put ``runs`` (bool, shape (R,)) back to their state before the last step."""
+        """Put some runs back to their state before the last step.
+
+        Parameters
+        ----------
+        runs : torch.Tensor, shape (R,), bool
+            The runs to restore (e.g. those whose loss turned non-finite).
+        """
         for k in self.names:
             self.theta[k][runs] = self.spare[k][runs]
 
@@ -207,6 +284,7 @@ class KernelSpace:
     problem : Problem
         With a fixed head.
     W0 : torch.Tensor, shape (R, d, d)
+        The initial matrices; the coefficients start at 0.
     """
 
     def __init__(self, problem: Problem, W0: torch.Tensor) -> None:
@@ -235,17 +313,51 @@ class KernelSpace:
         return torch.bmm(u[:, None, :], self.kernel)[:, 0]
 
     def W(self) -> torch.Tensor:  # noqa: N802
+        """The current matrix of every run, ``W_0 + sum_it omega_it x_it z_i^T``.
+
+        Returns
+        -------
+        torch.Tensor, shape (R, d, d)
+        """
         return self.W0 + self.matrix(self.omega)
 
     def matrix(self, u: torch.Tensor) -> torch.Tensor:
-        """The matrix ``sum_it u_it x_it z_i^T`` (shape (R, d, d)) of coefficients ``u`` (shape (R, Tn))."""
+        """The matrix ``sum_it u_it x_it z_i^T`` of some coefficients.
+
+        Parameters
+        ----------
+        u : torch.Tensor, shape (R, T n)
+            Coefficients per run, in (t, i) order (as :attr:`omega` and the gradient's mantissa).
+
+        Returns
+        -------
+        torch.Tensor, shape (R, d, d)
+        """
         return outer_sum(self.problem.X, self.problem.Z, u.view(self.shape).transpose(1, 2))
 
     def params(self) -> dict[str, torch.Tensor]:
+        """The current matrix as the combined parametrisation's one tensor.
+
+        Returns
+        -------
+        dict of str to torch.Tensor
+            ``{"W": W}``, shape (R, d, d).
+        """
         return {"W": self.W()}
 
     def gradient(self, risk: bool = True) -> Gradient:
-        """The gradient at the current coefficients (``risk``: also ``log L``)."""
+        """The gradient at the current coefficients, as coefficients: ``dL/dW = sum_it u_it x_it z_i^T``.
+
+        Parameters
+        ----------
+        risk : bool, default=True
+            Also compute ``log L`` per run (None when False).
+
+        Returns
+        -------
+        Gradient
+            One mantissa ``u``, shape (R, T n) in (t, i) order; ``K u`` is kept for :meth:`norms` and :meth:`apply`.
+        """
         derivatives = logit_derivatives(self.logits, self.gaps, self.problem.loss, risk=risk)
         weights = derivatives.scaled()  # spec ngd §3.1: dL/ds = mantissa e^{log_scale}, (T, R, n)
         u = weights.mantissa.transpose(0, 1).reshape(self.shape[0], -1)  # (R, Tn), one copy
@@ -255,6 +367,26 @@ class KernelSpace:
     def norms(
         self, tensors: Sequence[torch.Tensor], blocks: Sequence[Hashable] | None, ord: float
     ) -> list[torch.Tensor]:
+        """Frobenius norm of the matrix of some coefficients, per run: ``sqrt(u^T K u)``.
+
+        Parameters
+        ----------
+        tensors : sequence of one torch.Tensor, shape (R, T n)
+            Coefficients ``u``.
+        blocks : sequence of hashable, optional
+            Ignored: the space has one tensor, hence one block.
+        ord : float
+            Must be 2.
+
+        Returns
+        -------
+        list of one torch.Tensor, shape (R,)
+
+        Raises
+        ------
+        ValidationError
+            When ``ord`` is not 2.
+        """
         if ord != 2.0:
             raise ValidationError(f"the kernel space has Frobenius norms only, got ord={ord}")
         (u,) = tensors
@@ -264,6 +396,16 @@ class KernelSpace:
         ]  # ||outer_sum(u)||_F^2 = u^T K u (>= 0 up to rounding)
 
     def apply(self, rule: Rule, step: Step) -> None:
+        """Move the coefficients and the logits of every run by ``step``: ``omega -= c u``, logits ``-= c K u``.
+
+        Parameters
+        ----------
+        rule : Rule
+            The coefficient-only rule that built ``step`` (:func:`~attnlab.engine.kernel_applies`); the move
+            itself reads only ``step``.
+        step : Step
+            One direction ``u``, shape (R, T n), with its per-run coefficient.
+        """
         (u,) = step.direction
         Ku = self.moved[1] if self.moved is not None and u is self.moved[0] else self._apply_kernel(u)
         coef = -(torch.exp(step.log_coef[0]) * step.factor[0])[:, None]  # (R, 1): broadcasts on both layouts
@@ -278,5 +420,11 @@ class KernelSpace:
         self.spare, (self.omega, self.logits) = (self.omega, self.logits), new
 
     def keep(self, runs: torch.Tensor) -> None:
+        """Put some runs back to their coefficients and logits before the last step.
+
+        Parameters
+        ----------
+        runs : torch.Tensor, shape (R,), bool
+        """
         self.omega[runs] = self.spare[0][runs]
         self.logits[:, runs] = self.spare[1][:, runs]

@@ -65,6 +65,16 @@ def layer_norms(model: nn.Module) -> dict[str, float]:
     A layer is ``blocks.<i>`` (any ``ModuleList`` entry, e.g. ``encoder.blocks.0``) or else the top-level
     child the parameter belongs to (``patch_embed``, ``head``, ...). The norm of a layer is
     ``sqrt(sum of squared entries of all its parameters)``.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        Any module; its parameters are read, in float64, and left unchanged.
+
+    Returns
+    -------
+    dict of str to float
+        The norm of each layer, keyed by layer name, in the order the layers' first parameters appear.
     """
     squares: dict[str, float] = {}
     lists = {name for name, sub in model.named_modules() if isinstance(sub, nn.ModuleList)}

@@ -64,7 +64,22 @@ class SelfAttention(nn.Module):
         return x.view(n, T, self.heads, d // self.heads).transpose(1, 2)  # (n, h, T, e)
 
     def forward(self, x: torch.Tensor, key_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """``x: (n, T, d)`` -> output ``(n, T, d)`` and weights ``(n, h, T, T)``."""
+        """Attend from every token to every (unpadded) token, in each head.
+
+        Parameters
+        ----------
+        x : torch.Tensor, shape (n, T, d)
+            Token sequences.
+        key_mask : torch.Tensor of bool, shape (n, T), optional
+            True where a key is a real token, False where it is padding (see :func:`attention_weights`).
+
+        Returns
+        -------
+        output : torch.Tensor, shape (n, T, d)
+            The heads' mixed values, concatenated and projected by ``out``.
+        weights : torch.Tensor, shape (n, h, T, T)
+            The attention weights; each row sums to 1.
+        """
         n, T, d = x.shape
         weights = attention_weights(self._split(self.q(x)), self._split(self.k(x)), key_mask)
         mixed = weights @ self._split(self.v(x))  # (n, h, T, e)
@@ -98,7 +113,21 @@ class EncoderBlock(nn.Module):
         self.drop = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor, key_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """``x: (n, T, d)`` -> ``(n, T, d)`` and the attention weights ``(n, h, T, T)``."""
+        """One block: attention, then the MLP, each with its residual and LayerNorm.
+
+        Parameters
+        ----------
+        x : torch.Tensor, shape (n, T, d)
+            Token sequences.
+        key_mask : torch.Tensor of bool, shape (n, T), optional
+            True where a key is a real token, False where it is padding.
+
+        Returns
+        -------
+        output : torch.Tensor, shape (n, T, d)
+        weights : torch.Tensor, shape (n, h, T, T)
+            The block's attention weights.
+        """
         if self.norm_first:
             mixed, weights = self.attn(self.norm1(x), key_mask)
             x = x + self.drop(mixed)
@@ -124,7 +153,21 @@ class Encoder(nn.Module):
         self.blocks = nn.ModuleList(EncoderBlock(dim, heads, mlp_dim, dropout, norm_first) for _ in range(depth))
 
     def forward(self, x: torch.Tensor, key_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """``x: (n, T, d)`` -> ``(n, T, d)`` and a list of ``depth`` weight tensors ``(n, h, T, T)``."""
+        """Run the blocks in order.
+
+        Parameters
+        ----------
+        x : torch.Tensor, shape (n, T, d)
+            Token sequences.
+        key_mask : torch.Tensor of bool, shape (n, T), optional
+            True where a key is a real token, False where it is padding; the same mask serves every block.
+
+        Returns
+        -------
+        output : torch.Tensor, shape (n, T, d)
+        attentions : list of torch.Tensor, shape (n, h, T, T)
+            Every block's attention weights, ``depth`` of them, first block first.
+        """
         attentions = []
         for block in self.blocks:
             x, weights = block(x, key_mask)

@@ -27,6 +27,24 @@ def parse_optimizer(name: str) -> tuple[str, float | None]:
     for the unnormalised update of the paper's real-data runs; the spelling ``"md-1.1"`` is deprecated), with any
     option the grammar allows. Joint training has no kind here.
 
+    Parameters
+    ----------
+    name : str
+        An optimizer string of the grammar of :mod:`attnlab.optim.spec`; aliases (``"gd"``, ``"ngd"``,
+        ``"polyak"``) map to their kind.
+
+    Returns
+    -------
+    kind : {"sgd", "sngd", "sps", "adam", "md"}
+        One of :data:`KINDS`.
+    p : float or None
+        Mirror descent's exponent (2.0 when ``"md"`` gives none); None for the other kinds.
+
+    Raises
+    ------
+    ValidationError
+        When ``name`` does not parse, or names a joint (head and attention) rule.
+
     Examples
     --------
     >>> parse_optimizer("md:1.1")

@@ -18,6 +18,11 @@ __all__ = ["first_token_attention", "hoyer_sparsity", "projection_entries"]
 def projection_entries(model: nn.Module) -> pd.DataFrame:
     """Every entry of the query, key and value weights of every :class:`SelfAttention` in ``model``.
 
+    Parameters
+    ----------
+    model : torch.nn.Module
+        A model holding at least one :class:`SelfAttention` (our :class:`ViT` and :class:`TextEncoder`).
+
     Returns
     -------
     pandas.DataFrame
@@ -39,6 +44,17 @@ def hoyer_sparsity(values: torch.Tensor) -> float:
     .. math:: s(w) = \\frac{\\sqrt m - \\|w\\|_1 / \\|w\\|_2}{\\sqrt m - 1}
 
     for ``m`` entries (Hoyer 2004). Scale-free, so weights of different norms compare.
+
+    Parameters
+    ----------
+    values : array_like
+        The entries, of any shape (flattened, in float64); at least two, not all zero (otherwise the result is
+        ``nan``).
+
+    Returns
+    -------
+    float
+        The sparsity, in [0, 1].
 
     Examples
     --------

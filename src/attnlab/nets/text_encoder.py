@@ -91,16 +91,50 @@ class TextEncoder(nn.Module):
         init_weights(self, torch.Generator().manual_seed(seed))
 
     def encode(self, ids: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """``ids: (n, L)`` int64 -> token states ``(n, L, dim)`` and each layer's attention ``(n, heads, L, L)``."""
+        """Embed the tokens, add positions and run the encoder with padding keys masked out.
+
+        Parameters
+        ----------
+        ids : torch.Tensor, shape (n, L), int64
+            Token ids, ``L <= max_len``; ``pad_id`` marks padding (every sequence needs a non-padding token).
+
+        Returns
+        -------
+        states : torch.Tensor, shape (n, L, dim)
+            Token states after the encoder.
+        attentions : list of torch.Tensor, shape (n, heads, L, L)
+            Each layer's attention weights, ``depth`` of them; padded keys get weight 0.
+        """
         mask = ids != self.pad_id  # (n, L), True on real tokens
         x = self.tokens(ids) + self.positions[:, : ids.shape[1]]  # (n, L, dim)
         return self.encoder(self.drop(x), mask)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        """``ids: (n, L)`` -> class logits ``(n, num_classes)`` from the first token's state."""
+        """Class logits, read from the first token's final state.
+
+        Parameters
+        ----------
+        ids : torch.Tensor, shape (n, L), int64
+            Token ids, ``L <= max_len``, the first one [CLS].
+
+        Returns
+        -------
+        torch.Tensor, shape (n, num_classes)
+        """
         x, _ = self.encode(ids)
         return self.head(x[:, 0])  # spec E4: prediction from the first token
 
     def attention(self, ids: torch.Tensor) -> list[torch.Tensor]:
-        """Attention weights of every layer, ``depth`` tensors ``(n, heads, L, L)``; token 0 is [CLS]."""
+        """Attention weights of every layer.
+
+        Parameters
+        ----------
+        ids : torch.Tensor, shape (n, L), int64
+            Token ids, ``L <= max_len``.
+
+        Returns
+        -------
+        list of torch.Tensor, shape (n, heads, L, L)
+            ``depth`` tensors, first layer first; token 0 is [CLS].
+        """
         return self.encode(ids)[1]

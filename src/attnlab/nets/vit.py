@@ -96,7 +96,23 @@ class ViT(nn.Module):
         init_weights(self, torch.Generator().manual_seed(seed))
 
     def patches(self, images: torch.Tensor) -> torch.Tensor:
-        """``images: (n, C, H, W)`` -> flattened patches ``(n, P, C * patch^2)``, row-major over the patch grid."""
+        """Cut images into non-overlapping patches and flatten each.
+
+        Parameters
+        ----------
+        images : torch.Tensor, shape (n, channels, image_size, image_size)
+
+        Returns
+        -------
+        torch.Tensor, shape (n, P, channels * patch_size^2)
+            ``P = (image_size / patch_size)^2`` patches, row-major over the patch grid; each flattened as
+            (channel, row, column).
+
+        Raises
+        ------
+        ValidationError
+            When ``images`` does not have shape (n, channels, image_size, image_size).
+        """
         if images.dim() != 4 or images.shape[1:] != (self.channels, self.image_size, self.image_size):
             raise ValidationError(
                 f"images has shape {tuple(images.shape)}, expected (n, {self.channels}, {self.image_size}, "
@@ -107,16 +123,53 @@ class ViT(nn.Module):
         return grid.permute(0, 2, 3, 1, 4, 5).reshape(n, -1, self.channels * s * s)
 
     def encode(self, images: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """Token states after the encoder ``(n, T, dim)`` and each layer's attention ``(n, heads, T, T)``."""
+        """Embed the patches, prepend the class token, add positions and run the encoder.
+
+        Parameters
+        ----------
+        images : torch.Tensor, shape (n, channels, image_size, image_size)
+
+        Returns
+        -------
+        states : torch.Tensor, shape (n, T, dim)
+            Token states after the encoder (before the final LayerNorm); token 0 is the class token,
+            ``T = P + 1``.
+        attentions : list of torch.Tensor, shape (n, heads, T, T)
+            Each layer's attention weights, ``depth`` of them.
+
+        Raises
+        ------
+        ValidationError
+            When ``images`` has the wrong shape (see :meth:`patches`).
+        """
         x = self.patch_embed(self.patches(images))  # (n, P, dim)
         x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1) + self.pos_embed  # (n, T, dim)
         return self.encoder(self.drop(x))
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        """``images: (n, C, H, W)`` -> class logits ``(n, num_classes)`` read from the class token."""
+        """Class logits, read from the class token's final state.
+
+        Parameters
+        ----------
+        images : torch.Tensor, shape (n, channels, image_size, image_size)
+
+        Returns
+        -------
+        torch.Tensor, shape (n, num_classes)
+        """
         x, _ = self.encode(images)
         return self.head(self.norm(x[:, 0]))
 
     def attention(self, images: torch.Tensor) -> list[torch.Tensor]:
-        """Attention weights of every layer, ``depth`` tensors of shape ``(n, heads, T, T)``; token 0 is CLS."""
+        """Attention weights of every layer.
+
+        Parameters
+        ----------
+        images : torch.Tensor, shape (n, channels, image_size, image_size)
+
+        Returns
+        -------
+        list of torch.Tensor, shape (n, heads, T, T)
+            ``depth`` tensors, first layer first; token 0 is the class token (CLS).
+        """
         return self.encode(images)[1]

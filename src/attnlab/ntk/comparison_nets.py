@@ -22,7 +22,18 @@ __all__ = ["ExpMLP", "ReluMLP"]
 class ReluMLP(TwoLayerNet):
     """``F(x) = relu(W^T x) a^T / sqrt(m)`` with coupled pairs ``(w, a), (w, -a)`` ([97] in spec §5.1).
 
-    Parameters are those of :class:`attnlab.ntk.SoftmaxMLP`.
+    Parameters
+    ----------
+    d_in : int
+        Input dimension.
+    d_out : int
+        Output dimension.
+    width : int
+        Hidden neurons ``m``; even (symmetric pairs).
+    sigma_w : float, default=1.0
+        Init standard deviation of ``W``'s entries.
+    seed : int, default=0
+        Seed of the symmetric initialization.
     """
 
     @property
@@ -46,7 +57,24 @@ class ReluMLP(TwoLayerNet):
         return F, phi, Z.new_zeros(Z.shape[0], self.d_out)
 
     def limit_kernel(self, X: torch.Tensor) -> torch.Tensor:
-        """``K_ij = <x_i, x_j> (pi - theta_ij) / (2 pi)``, theta the angle between ``x_i`` and ``x_j``."""
+        """``K_ij = <x_i, x_j> (pi - theta_ij) / (2 pi)``, theta the angle between ``x_i`` and ``x_j``.
+
+        Independent of ``sigma_w`` (the ReLU derivative is scale-free).
+
+        Parameters
+        ----------
+        X : torch.Tensor, shape (n, d_in)
+            Inputs, none of them zero (the angle is undefined).
+
+        Returns
+        -------
+        torch.Tensor, shape (n, n), float64
+
+        Raises
+        ------
+        ValidationError
+            When ``X`` is not a finite array of shape (n, d_in).
+        """
         X = check_tensor("X", X, "nk", {"k": self.d_in})
         G = X @ X.T
         norms = X.norm(dim=1)
@@ -57,7 +85,18 @@ class ReluMLP(TwoLayerNet):
 class ExpMLP(TwoLayerNet):
     """``F(x) = exp(W^T x) a^T / sqrt(m)`` ([48] in spec §5.1, with the 1/sqrt(m) of an O(1) kernel).
 
-    Parameters are those of :class:`attnlab.ntk.SoftmaxMLP`.
+    Parameters
+    ----------
+    d_in : int
+        Input dimension.
+    d_out : int
+        Output dimension.
+    width : int
+        Hidden neurons ``m``; even (symmetric pairs).
+    sigma_w : float, default=1.0
+        Init standard deviation of ``W``'s entries.
+    seed : int, default=0
+        Seed of the symmetric initialization.
 
     Notes
     -----
@@ -82,7 +121,22 @@ class ExpMLP(TwoLayerNet):
         return phi @ self.a.T, phi, Z.new_zeros(Z.shape[0], self.d_out)  # F = sum_r a_r exp(w_r^T x) / sqrt m
 
     def limit_kernel(self, X: torch.Tensor) -> torch.Tensor:
-        """``K_ij = <x_i, x_j> exp(sigma_w^2 ||x_i + x_j||^2 / 2)`` (Gaussian moment generating function)."""
+        """``K_ij = <x_i, x_j> exp(sigma_w^2 ||x_i + x_j||^2 / 2)`` (Gaussian moment generating function).
+
+        Parameters
+        ----------
+        X : torch.Tensor, shape (n, d_in)
+            Inputs.
+
+        Returns
+        -------
+        torch.Tensor, shape (n, n), float64
+
+        Raises
+        ------
+        ValidationError
+            When ``X`` is not a finite array of shape (n, d_in).
+        """
         X = check_tensor("X", X, "nk", {"k": self.d_in})
         G = X @ X.T
         sq = X.pow(2).sum(dim=1)

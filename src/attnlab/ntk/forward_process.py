@@ -50,11 +50,31 @@ class ForwardProcess:
             self._g = lambda t: torch.full_like(t, self.constant)
 
     def g(self, t: torch.Tensor) -> torch.Tensor:
-        """The rate ``g(t)``, same shape as ``t``."""
+        """The rate ``g(t)``.
+
+        Parameters
+        ----------
+        t : array_like of float, any shape
+            Times, >= 0; converted to float64.
+
+        Returns
+        -------
+        torch.Tensor, shape of ``t``, float64
+        """
         return self._g(torch.as_tensor(t, dtype=torch.float64))
 
     def integral(self, t: torch.Tensor) -> torch.Tensor:
-        """``int_0^t g(s) ds``, same shape as ``t``."""
+        """``int_0^t g(s) ds`` (exact for a constant ``g``, else 64-point Gauss-Legendre quadrature).
+
+        Parameters
+        ----------
+        t : array_like of float, any shape
+            Times, >= 0; converted to float64.
+
+        Returns
+        -------
+        torch.Tensor, shape of ``t``, float64
+        """
         t = torch.as_tensor(t, dtype=torch.float64)
         if self.constant is not None:
             return self.constant * t
@@ -64,11 +84,33 @@ class ForwardProcess:
         return t * (self._g(points) * weights).sum(dim=-1) / 2
 
     def alpha(self, t: torch.Tensor) -> torch.Tensor:
-        """``alpha(t) = exp(-int_0^t g)`` (spec §7.1)."""
+        """``alpha(t) = exp(-int_0^t g)``, the signal scale of ``X_t`` (spec §7.1).
+
+        Parameters
+        ----------
+        t : array_like of float, any shape
+            Times, >= 0; converted to float64.
+
+        Returns
+        -------
+        torch.Tensor, shape of ``t``, float64
+            In (0, 1].
+        """
         return torch.exp(-self.integral(t))  # spec §7.1
 
     def h(self, t: torch.Tensor) -> torch.Tensor:
-        """``h(t) = 1 - alpha(t)^2``, the noise variance (spec §7.1), computed without cancellation."""
+        """``h(t) = 1 - alpha(t)^2``, the noise variance (spec §7.1), computed without cancellation.
+
+        Parameters
+        ----------
+        t : array_like of float, any shape
+            Times, >= 0; converted to float64.
+
+        Returns
+        -------
+        torch.Tensor, shape of ``t``, float64
+            In [0, 1).
+        """
         return -torch.expm1(-2 * self.integral(t))  # spec §7.1: h = 1 - alpha^2
 
     def sample(

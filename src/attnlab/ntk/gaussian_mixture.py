@@ -42,10 +42,31 @@ class GaussianMixture:
 
     @property
     def dim(self) -> int:
+        """Dimension ``d`` of the points."""
         return self.means.shape[1]
 
     def sample(self, n: int, generator: torch.Generator, max_norm: float | None = None) -> torch.Tensor:
-        """Draw ``n`` points of ``p_0``, shape (n, d); with ``max_norm``, redraw points of larger norm (spec §9)."""
+        """Draw ``n`` points of ``p_0``.
+
+        Parameters
+        ----------
+        n : int
+            Number of points, >= 1.
+        generator : torch.Generator
+            The only source of randomness.
+        max_norm : float, optional
+            Redraw points of larger Euclidean norm until none is left (spec §9: data on a bounded set); None keeps
+            every draw.
+
+        Returns
+        -------
+        torch.Tensor, shape (n, d), float64
+
+        Raises
+        ------
+        ValidationError
+            When ``n`` is not an int >= 1.
+        """
         check_scalar("n", n, kind=int, low=1)
         comp = torch.multinomial(self.weights, n, replacement=True, generator=generator)
         x = self.means[comp] + self.stds[comp, None] * torch.randn(
@@ -69,14 +90,51 @@ class GaussianMixture:
         return x, alpha, var, centred, log_joint
 
     def log_density(self, x: torch.Tensor, t: torch.Tensor, process: ForwardProcess) -> torch.Tensor:
-        """``log p_t(x)``, shape (n,); ``t`` a float or shape (n,)."""
+        """``log p_t(x)``, the log density of the noised mixture.
+
+        Parameters
+        ----------
+        x : array_like, shape (n, d)
+            Points.
+        t : float or array_like, shape (n,)
+            Times, >= 0: one for every point, or one per point.
+        process : ForwardProcess
+            The forward process that gives ``alpha(t)`` and ``h(t)``.
+
+        Returns
+        -------
+        torch.Tensor, shape (n,), float64
+
+        Raises
+        ------
+        ValidationError
+            When ``x`` is not a finite array of shape (n, d).
+        """
         *_, log_joint = self._posterior(x, t, process)
         return torch.logsumexp(log_joint, dim=1)
 
     def denoiser(self, x: torch.Tensor, t: torch.Tensor, process: ForwardProcess) -> torch.Tensor:
-        """``E[X_0 | X_t = x]``, shape (n, d) (spec §9).
+        """``E[X_0 | X_t = x]`` (spec §9).
 
         ``sum_k w_k(x) [mu_k + alpha s_k^2 / v_k (x - alpha mu_k)]`` with posterior weights ``w_k(x)``.
+
+        Parameters
+        ----------
+        x : array_like, shape (n, d)
+            Points.
+        t : float or array_like, shape (n,)
+            Times, >= 0: one for every point, or one per point.
+        process : ForwardProcess
+            The forward process that gives ``alpha(t)`` and ``h(t)``.
+
+        Returns
+        -------
+        torch.Tensor, shape (n, d), float64
+
+        Raises
+        ------
+        ValidationError
+            When ``x`` is not a finite array of shape (n, d).
         """
         x, alpha, var, centred, log_joint = self._posterior(x, t, process)
         w = torch.softmax(log_joint, dim=1)  # (n, K): spec §9 w_k(x)
@@ -84,14 +142,53 @@ class GaussianMixture:
         return (w[:, :, None] * (self.means + gain[:, :, None] * centred)).sum(1)  # spec §9
 
     def score(self, x: torch.Tensor, t: torch.Tensor, process: ForwardProcess) -> torch.Tensor:
-        """``grad_x log p_t(x) = -sum_k w_k(x) (x - alpha mu_k) / v_k``, shape (n, d); finite at ``t = 0``."""
+        """``grad_x log p_t(x) = -sum_k w_k(x) (x - alpha mu_k) / v_k``; finite at ``t = 0``.
+
+        Parameters
+        ----------
+        x : array_like, shape (n, d)
+            Points.
+        t : float or array_like, shape (n,)
+            Times, >= 0: one for every point, or one per point.
+        process : ForwardProcess
+            The forward process that gives ``alpha(t)`` and ``h(t)``.
+
+        Returns
+        -------
+        torch.Tensor, shape (n, d), float64
+
+        Raises
+        ------
+        ValidationError
+            When ``x`` is not a finite array of shape (n, d).
+        """
         x, alpha, var, centred, log_joint = self._posterior(x, t, process)
         w = torch.softmax(log_joint, dim=1)
         return -(w[:, :, None] * centred / var[:, :, None]).sum(1)
 
 
 def circle_mixture(modes: int = 4, radius: float = 0.5, std: float = 0.05) -> GaussianMixture:
-    """Equal-weight mixture of ``modes`` Gaussians with means on a circle of ``radius`` in the plane (spec §9)."""
+    """Equal-weight mixture of ``modes`` Gaussians with means on a circle of ``radius`` in the plane (spec §9).
+
+    Parameters
+    ----------
+    modes : int, default=4
+        Number of components, >= 1; their means are equally spaced in angle, the first at angle 0.
+    radius : float, default=0.5
+        Radius of the circle of means, >= 0.
+    std : float, default=0.05
+        Standard deviation of every component, > 0.
+
+    Returns
+    -------
+    GaussianMixture
+        In dimension 2.
+
+    Raises
+    ------
+    ValidationError
+        When an argument is out of the ranges above.
+    """
     check_scalar("modes", modes, kind=int, low=1)
     check_scalar("radius", radius, low=0.0)
     check_scalar("std", std, low=0.0, low_inclusive=False)

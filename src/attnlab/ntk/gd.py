@@ -31,6 +31,18 @@ def stability_limit(net: TwoLayerNet, X: torch.Tensor) -> float:
     """``2 / (s lambda_max(H))``: the largest step for which the linearized dynamics do not diverge.
 
     Spec: §4.1 (``F(t+1) - F(t) ~ -lr s H (F - Y)``), §8 step 3. ``s = net.kernel_scale``.
+
+    Parameters
+    ----------
+    net : TwoLayerNet
+        The network at the weights of interest (at initialization, ``H = H*``).
+    X : torch.Tensor, shape (n, d_in)
+        Training inputs.
+
+    Returns
+    -------
+    float
+        The step bound, > 0.
     """
     return 2.0 / (net.kernel_scale * lambda_max(net, X))  # spec §4.1: |1 - lr s lambda_max| < 1
 
@@ -66,6 +78,7 @@ class GDResult(TrainingResult):
     W0 : torch.Tensor, shape (d_in, m)
         Weights at the start.
     lr : float
+        The step size used.
     steps : int
         Steps taken.
     best_step : int

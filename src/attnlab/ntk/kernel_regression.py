@@ -73,7 +73,27 @@ def kernel_regression_path(
 
 
 def kernel_regression_limit(H: torch.Tensor, K_test: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
-    """``K(X_test, X) H*^{-1} vec Y`` reshaped to (p, L): the limit of :func:`kernel_regression_path` (spec §6.1)."""
+    """``K(X_test, X) H*^{-1} vec Y``: the limit of :func:`kernel_regression_path` as the steps grow (spec §6.1).
+
+    Parameters
+    ----------
+    H : torch.Tensor, shape (n * L, n * L)
+        ``H*``, the Gram at initialization; invertible.
+    K_test : torch.Tensor, shape (p * L, n * L)
+        ``K(X_test, X)`` at initialization (:func:`~attnlab.ntk.cross_kernel`).
+    Y : torch.Tensor, shape (n, L)
+        Training targets.
+
+    Returns
+    -------
+    torch.Tensor, shape (p, L), float64
+        The limit predictions at the p test inputs.
+
+    Raises
+    ------
+    ValidationError
+        When an argument is not finite or ``K_test`` has not ``n * L`` columns.
+    """
     H = check_tensor("H", H, "NM")
     Y = check_tensor("Y", Y, "nL")
     K_test = check_tensor("K_test", K_test, "PN", {"N": Y.numel()})

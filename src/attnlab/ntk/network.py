@@ -130,14 +130,17 @@ class TwoLayerNet(nn.Module):
 
     @property
     def d_in(self) -> int:
+        """Input dimension (rows of ``W``)."""
         return self.W.shape[0]
 
     @property
     def d_out(self) -> int:
+        """Output dimension (rows of ``a``)."""
         return self.a.shape[0]
 
     @property
     def width(self) -> int:
+        """Hidden neurons ``m`` (columns of ``W``)."""
         return self.W.shape[1]
 
     @property
@@ -146,26 +149,77 @@ class TwoLayerNet(nn.Module):
         raise NotImplementedError
 
     def output_from_logits(self, Z: torch.Tensor) -> torch.Tensor:
-        """Outputs from the logits ``Z = X W``: (n, m) -> (n, d_out)."""
+        """Outputs from the logits ``Z = X W``.
+
+        Parameters
+        ----------
+        Z : torch.Tensor, shape (n, m)
+            Logits ``X W`` of the n inputs.
+
+        Returns
+        -------
+        torch.Tensor, shape (n, d_out)
+        """
         raise NotImplementedError
 
     def jacobian_factors(self, Z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(phi, b)`` of shapes (n, m) and (n, d_out) at the logits ``Z``; see the module docstring."""
+        """The Jacobian factors at the logits ``Z`` (see the module docstring).
+
+        Parameters
+        ----------
+        Z : torch.Tensor, shape (n, m)
+            Logits ``X W``.
+
+        Returns
+        -------
+        phi : torch.Tensor, shape (n, m)
+        b : torch.Tensor, shape (n, d_out)
+            With them ``dF_l(x_i)/dw_r = phi[i, r] (a[l, r] - b[i, l]) x_i``.
+        """
         raise NotImplementedError
 
     def output_and_factors(
         self, Z: torch.Tensor, *, overwrite: bool = False
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Outputs (n, d_out) and Jacobian factors ``(phi, b)`` at the logits ``Z`` in one pass (a GD step needs all
-        three; a subclass overrides this when they share work).
+        """Outputs and Jacobian factors at the logits ``Z`` in one pass.
 
-        ``overwrite=True`` lets the network compute ``phi`` in ``Z``'s storage (``Z`` is then lost): a GD loop saves
-        an (n, m) allocation per step.
+        A GD step needs all three; a subclass overrides this when they share work.
+
+        Parameters
+        ----------
+        Z : torch.Tensor, shape (n, m)
+            Logits ``X W``.
+        overwrite : bool, default=False
+            Let the network compute ``phi`` in ``Z``'s storage (``Z`` is then lost): a GD loop saves an (n, m)
+            allocation per step.
+
+        Returns
+        -------
+        F : torch.Tensor, shape (n, d_out)
+            The outputs, as :meth:`output_from_logits`.
+        phi : torch.Tensor, shape (n, m)
+        b : torch.Tensor, shape (n, d_out)
+            The factors, as :meth:`jacobian_factors`.
         """
         return (self.output_from_logits(Z), *self.jacobian_factors(Z))
 
     def limit_kernel(self, X: torch.Tensor) -> torch.Tensor:
-        """Infinite-width kernel ``K`` (n, n) with ``H* -> I_{d_out} (x) K`` under this initialization."""
+        """Infinite-width kernel ``K`` with ``H* -> I_{d_out} (x) K`` under this initialization (spec §4.2).
+
+        Parameters
+        ----------
+        X : torch.Tensor, shape (n, d_in)
+            Inputs.
+
+        Returns
+        -------
+        torch.Tensor, shape (n, n), float64
+
+        Raises
+        ------
+        ValidationError
+            When ``X`` is not a finite array of shape (n, d_in).
+        """
         raise NotImplementedError
 
     def _inputs(self, X: object, name: str = "X") -> torch.Tensor:
@@ -185,14 +239,47 @@ class TwoLayerNet(nn.Module):
         return self.output_from_logits(self._inputs(X) @ self.W)  # spec §8 Alg. B: Z = X^T W
 
     def jacobian(self, X: torch.Tensor) -> torch.Tensor:
-        """Closed-form factors ``C`` (n, d_out, m) with ``dF_l(x_i)/dw_r = C[i, l, r] x_i``."""
+        """Closed-form Jacobian factors at the current ``W`` (:func:`jacobian_coefficients`).
+
+        Parameters
+        ----------
+        X : torch.Tensor, shape (n, d_in)
+            Inputs.
+
+        Returns
+        -------
+        torch.Tensor, shape (n, d_out, m), float64
+            ``C`` with ``dF_l(x_i)/dw_r = C[i, l, r] x_i``.
+
+        Raises
+        ------
+        ValidationError
+            When ``X`` is not a finite array of shape (n, d_in).
+        """
         X = self._inputs(X)
         with torch.no_grad():
             phi, b = self.jacobian_factors(X @ self.W)
             return jacobian_coefficients(phi, b, self.a)
 
     def loss_gradient(self, X: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
-        """Closed-form gradient of ``0.5 ||F(X) - Y||_F^2`` in ``W``, shape (d_in, m) (spec §3.2)."""
+        """Closed-form gradient of ``0.5 ||F(X) - Y||_F^2`` in ``W`` (spec §3.2), at the current ``W``.
+
+        Parameters
+        ----------
+        X : torch.Tensor, shape (n, d_in)
+            Inputs.
+        Y : torch.Tensor, shape (n, d_out)
+            Targets.
+
+        Returns
+        -------
+        torch.Tensor, shape (d_in, m), float64
+
+        Raises
+        ------
+        ValidationError
+            When ``X`` or ``Y`` is not finite or not of the shape above.
+        """
         X = self._inputs(X)
         Y = check_tensor("Y", Y, "nL", {"n": X.shape[0], "L": self.d_out})
         with torch.no_grad():

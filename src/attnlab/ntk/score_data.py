@@ -156,14 +156,37 @@ class InputMap:
         check_scalar("decay", self.decay, low=0.0, high=1.0, high_inclusive=False)
 
     def skip_gain(self, t: torch.Tensor) -> torch.Tensor:
-        """``k(t) = alpha v0 / (alpha^2 v0 + h)`` (zero without ``skip``), same shape as ``t``."""
+        """The linear skip gain ``k(t) = alpha v0 / (alpha^2 v0 + h)``, ``E[X_0 | X_t]`` for ``X_0 ~ N(0, v0 I)``.
+
+        Parameters
+        ----------
+        t : torch.Tensor, any shape, float64
+            Diffusion times, >= 0.
+
+        Returns
+        -------
+        torch.Tensor, shape of ``t``, float64
+            The gain, >= 0; all zero when :attr:`skip` is False.
+        """
         if not self.skip:
             return torch.zeros_like(t)
         alpha = self.process.alpha(t)
         return alpha * self.v0 / (alpha**2 * self.v0 + self.process.h(t))  # E[X0|Xt] for X0 ~ N(0, v0 I)
 
     def radius(self, t: torch.Tensor) -> torch.Tensor:
-        """``"sphere"``: ``r(t) = 1 - decay * log(t / T0) / log(T / T0)`` in ``[1 - decay, 1]``; shape of ``t``."""
+        """The input radius of the ``"sphere"`` map, ``r(t) = 1 - decay * log(t / T0) / log(T / T0)``.
+
+        Parameters
+        ----------
+        t : torch.Tensor, any shape, float64
+            Diffusion times, > 0; the fraction ``log(t / T0) / log(T / T0)`` is clamped to [0, 1].
+
+        Returns
+        -------
+        torch.Tensor, shape of ``t``, float64
+            In ``[1 - decay, 1]``: 1 at ``t <= T0``, ``1 - decay`` at ``t >= T``. Meaningful for ``"sphere"`` only
+            (the other maps have no ``T0``).
+        """
         frac = (torch.log(t / self.T0) / math.log(self.T / self.T0)).clamp(0.0, 1.0)
         return 1.0 - self.decay * frac
 

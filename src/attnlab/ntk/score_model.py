@@ -61,14 +61,38 @@ class ScoreModel:
     inputs: InputMap
 
     def denoiser(self, x: torch.Tensor, t: torch.Tensor | float) -> torch.Tensor:
-        """Estimated ``E[X_0 | X_t = x]``, shape (n, d), for ``x`` (n, d) and ``t`` a float or (n,)."""
+        """Estimated ``E[X_0 | X_t = x]``: ``D(x, t) = k(t) x + F(W, u(t, x))``, without gradients.
+
+        Parameters
+        ----------
+        x : torch.Tensor, shape (n, d), float64
+            Noisy points.
+        t : float or torch.Tensor, shape (n,)
+            Diffusion times: one for every point, or one per point.
+
+        Returns
+        -------
+        torch.Tensor, shape (n, d), float64
+        """
         t = torch.as_tensor(t, dtype=torch.float64).expand(x.shape[0])
         with torch.no_grad():
             F = self.net.output_from_logits(self.inputs(t, x) @ self.net.W)
         return self.inputs.skip_gain(t)[:, None] * x + F
 
     def score(self, x: torch.Tensor, t: torch.Tensor | float) -> torch.Tensor:
-        """Estimated ``grad log p_t(x)``, shape (n, d) (spec §7.4)."""
+        """Estimated ``grad log p_t(x)`` from the denoiser by Tweedie's formula (spec §7.4).
+
+        Parameters
+        ----------
+        x : torch.Tensor, shape (n, d), float64
+            Noisy points.
+        t : float or torch.Tensor, shape (n,)
+            Diffusion times, > 0 (``h(0) = 0`` divides): one for every point, or one per point.
+
+        Returns
+        -------
+        torch.Tensor, shape (n, d), float64
+        """
         t = torch.as_tensor(t, dtype=torch.float64).expand(x.shape[0])
         return score_from_denoiser(self.process, x, t, self.denoiser(x, t))
 
@@ -156,9 +180,28 @@ def weighted_score_error(
 
     Spec: softmax-ntk-diffusion §9 (= Theorem 6.6's weighted score error with ``lambda(t) = h^2 / alpha^2``).
 
+    Parameters
+    ----------
+    model : ScoreModel
+        The trained model; its denoiser ``D_W`` (``F`` plus the skip, if any) is compared.
+    target : GaussianMixture
+        The data distribution ``p_0``, whose denoiser is known in closed form.
+    T0, T : float
+        The time window, ``0 < T0 < T``; ``t`` is drawn uniformly in it.
+    n : int, default=10_000
+        Monte-Carlo draws of ``(t, X_0, X_t)``, >= 1.
+    seed : int, default=0
+        Seeds the draws (``seed`` for ``X_0``, ``seed + 1`` for the times and the noise).
+
     Returns
     -------
     float
+        The mean squared denoiser error over the draws.
+
+    Raises
+    ------
+    ValidationError
+        When ``n < 1`` or the times are not ``0 < T0 < T``.
     """
     check_scalar("n", n, kind=int, low=1)
     gen = torch.Generator().manual_seed(seed)
@@ -172,9 +215,28 @@ def denoiser_error_at(model: ScoreModel, target: GaussianMixture, t: float, n: i
     The integrand of :func:`weighted_score_error` at ``t`` (spec §9); at ``t = T0`` it is the error of the final
     denoising step that maps reverse-SDE samples to ``p_0``.
 
+    Parameters
+    ----------
+    model : ScoreModel
+        The trained model; its denoiser ``D_W`` is compared.
+    target : GaussianMixture
+        The data distribution ``p_0``, whose denoiser is known in closed form.
+    t : float
+        The diffusion time, > 0.
+    n : int, default=10_000
+        Monte-Carlo draws of ``(X_0, X_t)``, >= 1.
+    seed : int, default=0
+        Seeds the draws.
+
     Returns
     -------
     float
+        The mean squared denoiser error over the draws.
+
+    Raises
+    ------
+    ValidationError
+        When ``n < 1`` or ``t <= 0``.
     """
     check_scalar("n", n, kind=int, low=1)
     check_scalar("t", t, low=0.0, low_inclusive=False)

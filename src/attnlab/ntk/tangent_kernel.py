@@ -123,7 +123,24 @@ def infinite_width_gram(net: TwoLayerNet, X: torch.Tensor) -> torch.Tensor:
 
 
 def extreme_eigenvalues(H: torch.Tensor) -> tuple[float, float]:
-    """``(lambda_min, lambda_max)`` of a symmetric matrix ``H`` (N, N)."""
+    """The smallest and largest eigenvalues of a symmetric matrix.
+
+    Parameters
+    ----------
+    H : array_like, shape (N, N)
+        A symmetric matrix (e.g. a Gram); its symmetric part ``(H + H^T) / 2`` is used, so rounding asymmetry
+        does not matter.
+
+    Returns
+    -------
+    lambda_min : float
+    lambda_max : float
+
+    Raises
+    ------
+    ValidationError
+        When ``H`` is not a finite two-axis array.
+    """
     H = check_tensor("H", H, "NM")
     evals = torch.linalg.eigvalsh((H + H.T) / 2)
     return float(evals[0]), float(evals[-1])
@@ -159,5 +176,18 @@ def lambda_max(net: TwoLayerNet, X: torch.Tensor) -> float:
 
 
 def kernel_drift(H: torch.Tensor, H0: torch.Tensor) -> float:
-    """``||H - H0||_F``, the kernel's movement along training (spec §4.3, P4)."""
+    """``||H - H0||_F``, the kernel's movement along training (spec §4.3, P4).
+
+    Parameters
+    ----------
+    H : torch.Tensor, shape (n * d_out, n * d_out)
+        The Gram matrix now (:func:`gram`).
+    H0 : torch.Tensor, shape (n * d_out, n * d_out)
+        The Gram matrix at initialization, ``H*``.
+
+    Returns
+    -------
+    float
+        The Frobenius norm of the difference, >= 0.
+    """
     return float(torch.linalg.matrix_norm(H - H0))

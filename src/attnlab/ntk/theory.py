@@ -17,6 +17,25 @@ def contraction_bound(lr: float, scale: float, lam: float) -> float:
     """Per-step factor ``1 - s lr lambda / 2`` of the loss bound ``||F(t) - Y||^2 <= factor^t ||F(0) - Y||^2``.
 
     Spec: §5, Lemma 5.3 (loss); ``s = m`` for the softmax network (``kernel_scale``).
+
+    Parameters
+    ----------
+    lr : float
+        The GD step, > 0.
+    scale : float
+        The network's kernel scale ``s`` (:attr:`~attnlab.ntk.TwoLayerNet.kernel_scale`).
+    lam : float
+        A lower bound ``lambda`` on the Gram's smallest eigenvalue along training, >= 0.
+
+    Returns
+    -------
+    float
+        The factor; below 1 when ``lam > 0`` (a contraction only when it is also >= 0, i.e. ``lr <= 2 / (s lam)``).
+
+    Raises
+    ------
+    ValidationError
+        When ``lr <= 0`` or ``lam < 0``.
     """
     check_scalar("lr", lr, low=0.0, low_inclusive=False)
     check_scalar("lam", lam, low=0.0)
@@ -24,7 +43,31 @@ def contraction_bound(lr: float, scale: float, lam: float) -> float:
 
 
 def theorem_B(sigma_w: float, n: int, d: int, delta: float = 0.1, C: float = 10.0) -> float:  # noqa: N802 (spec B)
-    """``B = max(C sigma_w sqrt(log(n d / delta)), 1)`` of Definition 4.1 (spec §5, constant C recalled [R])."""
+    """``B = max(C sigma_w sqrt(log(n d / delta)), 1)`` of Definition 4.1 (spec §5, constant C recalled [R]).
+
+    Parameters
+    ----------
+    sigma_w : float
+        Init standard deviation of ``W``'s entries.
+    n : int
+        Number of training samples.
+    d : int
+        The spec's dimension ``d`` (input and output; the experiments pass the output dimension).
+    delta : float, default=0.1
+        Failure probability, in (0, 1).
+    C : float, default=10.0
+        The absolute constant (recalled, [R]).
+
+    Returns
+    -------
+    float
+        ``B``, >= 1: with probability ``1 - delta`` every ``|w_r^T x_i|`` is at most ``B``.
+
+    Raises
+    ------
+    ValidationError
+        When ``delta`` is not in (0, 1).
+    """
     check_scalar("delta", delta, low=0.0, high=1.0, low_inclusive=False, high_inclusive=False)
     return max(C * sigma_w * math.sqrt(math.log(n * d / delta)), 1.0)  # spec §5 Def. 4.1
 
@@ -34,6 +77,29 @@ def theorem_step(lam: float, n: int, d: int, width: int, B: float) -> float:
 
     With the ``B`` of Definition 4.1 this is astronomically small (about 1e-170 for n=12, d=3); it underflows
     to 0.0 once ``16 B`` passes about 745.
+
+    Parameters
+    ----------
+    lam : float
+        The smallest eigenvalue ``lambda`` of ``H*``, > 0.
+    n : int
+        Number of training samples.
+    d : int
+        Output dimension (the spec's ``d``).
+    width : int
+        Hidden neurons ``m``.
+    B : float
+        The bound of Definition 4.1 (:func:`theorem_B`).
+
+    Returns
+    -------
+    float
+        The step ``eta``, >= 0 (computed in the log domain; 0.0 on underflow).
+
+    Raises
+    ------
+    ValidationError
+        When ``lam <= 0``.
     """
     check_scalar("lam", lam, low=0.0, low_inclusive=False)
     return math.exp(math.log(0.1 * lam) - math.log(width * n**2 * d**2) - 16 * B)  # spec §5 Thm 4.2
@@ -43,6 +109,29 @@ def coupling_bound(eps_H: float, n: int, d: int, y_norm: float, lam: float) -> f
     """``eps_H sqrt(n d) ||Y||_F / lambda``: Theorem F.2's bound on ``|F_nn - F_ker|`` with constant 1.
 
     Spec: §6.2 (shape [P], constant and log factors [R]; we take the constant to be 1).
+
+    Parameters
+    ----------
+    eps_H : float
+        How far the Gram moves from ``H*`` along training (e.g. the largest :func:`~attnlab.ntk.kernel_drift`).
+    n : int
+        Number of training samples.
+    d : int
+        Output dimension.
+    y_norm : float
+        ``||Y||_F``, the Frobenius norm of the targets.
+    lam : float
+        The smallest eigenvalue ``lambda`` of ``H*``, > 0.
+
+    Returns
+    -------
+    float
+        The bound, >= 0 when ``eps_H >= 0``.
+
+    Raises
+    ------
+    ValidationError
+        When ``lam <= 0``.
     """
     check_scalar("lam", lam, low=0.0, low_inclusive=False)
     return eps_H * math.sqrt(n * d) * y_norm / lam  # spec §6.2 Thm F.2

@@ -51,22 +51,32 @@ class AssumptionReport:
 
     @property
     def a1(self) -> bool:
+        """A1: ``Sigma`` is positive definite (``lambda_min > 0``)."""
         return self.lambda_min > 0.0
 
     @property
     def a2(self) -> bool:
+        """A2: ``k >= d`` and ``M* = W* Sigma^{1/2}`` has full column rank (``sigma_min > 0``)."""
         return self.k >= self.d and self.sigma_min > 0.0
 
     @property
     def a3(self) -> bool:
+        """A3: ``||M*||_op <= c3``, up to a relative round-off of 1e-12."""
         return self.sigma_max <= self.c3 * (1.0 + 1e-12)  # round-off of the normalisation in make_problem
 
     @property
     def holds(self) -> bool:
+        """Whether A1, A2 and A3 all hold."""
         return self.a1 and self.a2 and self.a3
 
     def describe(self) -> str:
-        """One line per assumption, with the measured number."""
+        """One line per assumption, with the measured number.
+
+        Returns
+        -------
+        str
+            Three lines (A1, A2, A3), each ending in ``True`` or ``False``.
+        """
         return "\n".join(
             [
                 f"A1 lambda_min(Sigma) = {self.lambda_min:.4g} > 0: {self.a1}",
@@ -131,10 +141,12 @@ class RegressionProblem:
 
     @property
     def d(self) -> int:
+        """Covariate dimension."""
         return int(self.Sigma.shape[0])
 
     @property
     def k(self) -> int:
+        """Response dimension."""
         return int(self.W_star.shape[0])
 
     @property
@@ -148,11 +160,31 @@ class RegressionProblem:
         return self.W_star @ sym_sqrt(self.Sigma)  # spec §1: M* = W* Sigma^{1/2}
 
     def assumptions(self, c3: float = 0.25) -> AssumptionReport:
-        """A1-A3 measured on this problem (spec §7)."""
+        """A1-A3 measured on this problem (spec §7); see :func:`assumptions`.
+
+        Parameters
+        ----------
+        c3 : float, default=0.25
+            A3 constant, > 0.
+
+        Returns
+        -------
+        AssumptionReport
+        """
         return assumptions(self.Sigma, self.W_star, c3=c3)
 
     def token_covariance(self, tokens: str = "covariates") -> torch.Tensor:
-        """Covariance of one token (spec §10.1), shape (p, p)."""
+        """Covariance of one token (spec §10.1); see :func:`token_covariance`.
+
+        Parameters
+        ----------
+        tokens : {"covariates", "joint"}, default="covariates"
+            The token reading: ``x`` alone (p = d) or ``(x; y)`` (p = d + k; needs ``noise_std > 0``).
+
+        Returns
+        -------
+        torch.Tensor, shape (p, p), float64
+        """
         return token_covariance(self.Sigma, self.W_star, self.noise_std, tokens=tokens)
 
 
@@ -261,6 +293,25 @@ def token_matrix(X: torch.Tensor, Y: torch.Tensor, tokens: str = "covariates") -
     """The context tokens: ``X`` (covariate reading) or ``[X, Y]`` (joint reading), shape ([R,] n, p).
 
     Spec: preconditioned-regression §0, §10.1.
+
+    Parameters
+    ----------
+    X : torch.Tensor, shape ([R,] n, d)
+        Covariates.
+    Y : torch.Tensor, shape ([R,] n, k)
+        Responses; read only by the joint reading.
+    tokens : {"covariates", "joint"}, default="covariates"
+        The token reading.
+
+    Returns
+    -------
+    torch.Tensor, shape ([R,] n, p)
+        ``X`` itself (p = d) or ``[X, Y]`` (p = d + k).
+
+    Raises
+    ------
+    ValidationError
+        When ``tokens`` is not one of the two readings.
     """
     check_tokens(tokens)
     return X if tokens == "covariates" else torch.cat([X, Y], dim=-1)
@@ -271,6 +322,29 @@ def token_covariance(Sigma: object, W_star: object, noise_std: float, *, tokens:
 
     Spec: preconditioned-regression §10.1:
     ``Sigma_z = [[Sigma, Sigma W*^T], [W* Sigma, W* Sigma W*^T + sigma^2 I_k]]`` for joint tokens, ``Sigma`` otherwise.
+
+    Parameters
+    ----------
+    Sigma : array_like, shape ([R,] d, d), float64
+        Covariance of the covariates; symmetric positive definite.
+    W_star : array_like, shape (k, d), float64
+        True regression matrix; read only by the joint reading.
+    noise_std : float
+        Noise standard deviation ``sigma``; > 0 for the joint reading (else ``Sigma_z`` is singular), not read
+        otherwise.
+    tokens : {"covariates", "joint"}, default="covariates"
+        The token reading.
+
+    Returns
+    -------
+    torch.Tensor, shape ([R,] p, p), float64
+        ``Sigma`` itself (p = d), or the joint covariance (p = d + k).
+
+    Raises
+    ------
+    ValidationError
+        When ``tokens`` is unknown, ``Sigma`` is not symmetric positive definite, or (joint) ``W_star`` does not
+        have d columns or ``noise_std <= 0``.
     """
     check_tokens(tokens)
     sizes: dict[str, int] = {}

@@ -106,11 +106,30 @@ def empirical_loss(
     """In-sample empirical loss ``(1/n) sum_i ||y_i - V sum_j s_j(x_i) z_j||^2``.
 
     Spec: preconditioned-regression §3.1 (prefactor 1/n, self-term included by default).
-    Arguments as in :func:`empirical_loss_and_gradient`.
+
+    Parameters
+    ----------
+    V : array-like, shape ([R,] k, p), float64
+        Value matrix; p = d (covariate tokens) or d + k (joint tokens).
+    Q : array-like, shape ([R,] p, d), float64
+        Key-query matrix; logits ``z_l^T Q x_i``.
+    X : array-like, shape ([R,] n, d), float64
+        Covariates; each is a query, and all of them (with ``Y`` for joint tokens) the context.
+    Y : array-like, shape ([R,] n, k), float64
+        Responses.
+    tokens : {"covariates", "joint"}, default="covariates"
+        Context tokens ``x_l`` (spec §0) or ``(x_l; y_l)`` (spec §10.1).
+    include_self : bool, default=True
+        Whether query ``x_i`` is part of its own context (spec §3.1 default: yes).
 
     Returns
     -------
     torch.Tensor, shape ([R]), float64
+
+    Raises
+    ------
+    ValidationError
+        Mismatched shapes, non-finite entries, fewer than 2 samples without the self-term.
 
     Examples
     --------

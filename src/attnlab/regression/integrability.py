@@ -84,11 +84,31 @@ def self_logit_mgf(
 ) -> torch.Tensor:
     """``E exp(c z^T Q x)`` where ``z`` is the query's own token (the self-term of the in-sample loss).
 
-    Spec: preconditioned-regression §7 (Lemma 7). Arguments as in :func:`cross_logit_mgf`.
+    Spec: preconditioned-regression §7 (Lemma 7).
+
+    Parameters
+    ----------
+    c : float
+        Multiplier of the logit, >= 0.
+    Q : array-like, shape ([R,] p, d), float64
+        Key-query matrix; p = d (covariate tokens) or d + k (joint tokens).
+    Sigma : array-like, shape (d, d), float64
+        Covariate covariance, SPD.
+    W_star : array-like, shape (k, d), float64, optional
+        Needed for joint tokens.
+    noise_std : float, default=0.0
+        Needed (> 0) for joint tokens.
+    tokens : {"covariates", "joint"}, default="covariates"
 
     Returns
     -------
     torch.Tensor, shape ([R]), float64
+        The moment, > 0; ``inf`` when it diverges.
+
+    Raises
+    ------
+    ValidationError
+        ``c < 0``, non-SPD ``Sigma``, mismatched shapes, or joint tokens without ``W_star`` and ``noise_std > 0``.
     """
     Q, Sigma, W_star = _check(c, Q, Sigma, W_star, noise_std, tokens)
     d = Sigma.shape[-1]

@@ -30,7 +30,25 @@ __all__ = [
 def whiten(
     V: torch.Tensor, Q: torch.Tensor, Sigma: torch.Tensor, Sigma_z: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Whitened factors ``A = V Sigma_z^{1/2}`` (k, p), ``C = Sigma_z^{1/2} Q Sigma^{1/2}`` (p, d) (spec §1, §4.1)."""
+    """Whitened factors ``A = V Sigma_z^{1/2}``, ``C = Sigma_z^{1/2} Q Sigma^{1/2}`` (spec §1, §4.1).
+
+    Parameters
+    ----------
+    V : torch.Tensor, shape ([R,] k, p), float64
+        Value matrix.
+    Q : torch.Tensor, shape ([R,] p, d), float64
+        Preconditioner (key-query) matrix.
+    Sigma : torch.Tensor, shape ([R,] d, d), float64
+        SPD covariance of the covariates.
+    Sigma_z : torch.Tensor, shape ([R,] p, p), float64
+        SPD covariance of one token (``Sigma`` itself for covariate tokens).
+
+    Returns
+    -------
+    A : torch.Tensor, shape ([R,] k, p)
+    C : torch.Tensor, shape ([R,] p, d)
+        The pair whose Frobenius norm is the Sigma~ norm of ``(V, Q)``.
+    """
     root_z = sym_sqrt(Sigma_z)
     return V @ root_z, root_z @ Q @ sym_sqrt(Sigma)  # spec §1: A = V Sigma^{1/2}, C = Sigma^{1/2} Q Sigma^{1/2}
 
@@ -38,7 +56,23 @@ def whiten(
 def unwhiten(
     A: torch.Tensor, C: torch.Tensor, Sigma: torch.Tensor, Sigma_z: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Inverse of :func:`whiten`: ``V = A Sigma_z^{-1/2}``, ``Q = Sigma_z^{-1/2} C Sigma^{-1/2}``."""
+    """Inverse of :func:`whiten`: ``V = A Sigma_z^{-1/2}``, ``Q = Sigma_z^{-1/2} C Sigma^{-1/2}``.
+
+    Parameters
+    ----------
+    A : torch.Tensor, shape ([R,] k, p), float64
+    C : torch.Tensor, shape ([R,] p, d), float64
+        Whitened factors.
+    Sigma : torch.Tensor, shape ([R,] d, d), float64
+        SPD covariance of the covariates.
+    Sigma_z : torch.Tensor, shape ([R,] p, p), float64
+        SPD covariance of one token (``Sigma`` itself for covariate tokens).
+
+    Returns
+    -------
+    V : torch.Tensor, shape ([R,] k, p)
+    Q : torch.Tensor, shape ([R,] p, d)
+    """
     inv_z = sym_inv_sqrt(Sigma_z)
     return A @ inv_z, inv_z @ C @ sym_inv_sqrt(Sigma)
 
@@ -46,12 +80,46 @@ def unwhiten(
 def extended_inner(
     V1: torch.Tensor, Q1: torch.Tensor, V2: torch.Tensor, Q2: torch.Tensor, Sigma: torch.Tensor, Sigma_z: torch.Tensor
 ) -> torch.Tensor:
-    """``<theta1, theta2>_Sigma~ = tr(V1 Sigma_z V2^T) + tr(Sigma_z Q1 Sigma Q2^T)``, shape ([R]) (spec §4.1)."""
+    """``<theta1, theta2>_Sigma~ = tr(V1 Sigma_z V2^T) + tr(Sigma_z Q1 Sigma Q2^T)`` (spec §4.1).
+
+    Parameters
+    ----------
+    V1, V2 : torch.Tensor, shape ([R,] k, p), float64
+        Value matrices of the two points.
+    Q1, Q2 : torch.Tensor, shape ([R,] p, d), float64
+        Preconditioner matrices of the two points.
+    Sigma : torch.Tensor, shape ([R,] d, d), float64
+        SPD covariance of the covariates.
+    Sigma_z : torch.Tensor, shape ([R,] p, p), float64
+        SPD covariance of one token (``Sigma`` itself for covariate tokens).
+
+    Returns
+    -------
+    torch.Tensor, shape ([R,])
+        The extended-covariance inner product, one per run.
+    """
     return (V1 @ Sigma_z * V2).sum((-2, -1)) + (Sigma_z @ Q1 @ Sigma * Q2).sum((-2, -1))  # spec §4.1
 
 
 def target_svd(W: torch.Tensor, Sigma: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Thin SVD of ``M = W Sigma^{1/2}``: ``U`` (k, d), ``S`` (d), ``V_M`` (d, d) with ``M = U diag(S) V_M^T``."""
+    """Thin SVD of ``M = W Sigma^{1/2}`` (spec §1: ``M* = U S V_M^T``).
+
+    Parameters
+    ----------
+    W : torch.Tensor, shape ([R,] k, d), float64
+        Regression matrix (``W*``), ``k >= d``.
+    Sigma : torch.Tensor, shape ([R,] d, d), float64
+        SPD covariance.
+
+    Returns
+    -------
+    U : torch.Tensor, shape ([R,] k, d)
+        Left singular vectors (orthonormal columns).
+    S : torch.Tensor, shape ([R,] d)
+        Singular values, in decreasing order.
+    V_M : torch.Tensor, shape ([R,] d, d)
+        Right singular vectors, as columns: ``M = U diag(S) V_M^T``.
+    """
     U, S, Vh = torch.linalg.svd(W @ sym_sqrt(Sigma), full_matrices=False)  # spec §1: M* = U S V_M^T
     return U, S, Vh.transpose(-1, -2)
 
@@ -165,7 +233,24 @@ def projection(
 
 
 def random_rotation(d: int, p: int | None = None, *, runs: int | None = None, seed: int = 0) -> torch.Tensor:
-    """Haar-random matrix with orthonormal columns, shape ([R,] p, d) (p = d: a random element of O(d))."""
+    """Haar-random matrix with orthonormal columns (p = d: a random element of O(d)).
+
+    Parameters
+    ----------
+    d : int
+        Number of columns.
+    p : int, optional
+        Number of rows, >= d; default ``d``.
+    runs : int, optional
+        Leading runs axis R, one independent draw per run; None gives an unbatched matrix.
+    seed : int, default=0
+        Pass an int to get the same matrix every time.
+
+    Returns
+    -------
+    torch.Tensor, shape ([R,] p, d), float64
+        ``R^T R = I_d``.
+    """
     gen = torch.Generator().manual_seed(seed)
     lead = () if runs is None else (runs,)
     G = torch.randn(*lead, p or d, d, generator=gen, dtype=torch.float64)

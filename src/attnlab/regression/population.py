@@ -52,11 +52,32 @@ def population_excess_loss(
 ) -> torch.Tensor:
     """Population loss above the irreducible level, ``L(V, Q) - k sigma^2``, computed without cancellation.
 
-    Spec: preconditioned-regression §3.3. Arguments as in :func:`population_loss`.
+    Spec: preconditioned-regression §3.3.
+
+    Parameters
+    ----------
+    V : array-like, shape ([R,] k, p), float64
+        Value matrix; p = d (covariate tokens) or d + k (joint tokens).
+    Q : array-like, shape ([R,] p, d), float64
+        Key-query matrix.
+    Sigma : array-like, shape (d, d), float64
+        Covariate covariance, symmetric positive definite (A1).
+    W_star : array-like, shape (k, d), float64
+        True regression matrix.
+    noise_std : float, default=0.0
+        Noise standard deviation sigma >= 0 (> 0 for joint tokens).
+    tokens : {"covariates", "joint"}, default="covariates"
+        Token reading (spec §0, §10.1).
 
     Returns
     -------
     torch.Tensor, shape ([R]), float64
+        ``||(V Sigma_z Q - W*) Sigma^{1/2}||_F^2``, >= 0.
+
+    Raises
+    ------
+    ValidationError
+        Non-SPD ``Sigma``, mismatched shapes, negative ``noise_std``.
     """
     return excess(*_check(V, Q, Sigma, W_star, noise_std, tokens))
 
@@ -112,11 +133,31 @@ def population_gradient(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Gradient of :func:`population_loss`: ``(2 E Sigma Q^T Sigma_z, 2 Sigma_z V^T E Sigma)``.
 
-    Spec: preconditioned-regression §5.1. Arguments as in :func:`population_loss`.
+    Spec: preconditioned-regression §5.1 (``E = V Sigma_z Q - W*``).
+
+    Parameters
+    ----------
+    V : array-like, shape ([R,] k, p), float64
+        Value matrix; p = d (covariate tokens) or d + k (joint tokens).
+    Q : array-like, shape ([R,] p, d), float64
+        Key-query matrix.
+    Sigma : array-like, shape (d, d), float64
+        Covariate covariance, symmetric positive definite (A1).
+    W_star : array-like, shape (k, d), float64
+        True regression matrix.
+    noise_std : float, default=0.0
+        Noise standard deviation sigma >= 0 (> 0 for joint tokens).
+    tokens : {"covariates", "joint"}, default="covariates"
+        Token reading (spec §0, §10.1).
 
     Returns
     -------
     grad_V : torch.Tensor, shape ([R,] k, p), float64
     grad_Q : torch.Tensor, shape ([R,] p, d), float64
+
+    Raises
+    ------
+    ValidationError
+        Non-SPD ``Sigma``, mismatched shapes, negative ``noise_std``.
     """
     return gradient(*_check(V, Q, Sigma, W_star, noise_std, tokens))

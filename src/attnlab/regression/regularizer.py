@@ -76,7 +76,18 @@ def regularizer_gradient(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Gradient of :func:`regularizer`: ``(4 V D~, -4 D~ Q Sigma)``, ``D~ = Sigma_z (V^T V - Q Sigma Q^T) Sigma_z``.
 
-    Spec: preconditioned-regression §5.2. Arguments as in :func:`regularizer`.
+    Spec: preconditioned-regression §5.2.
+
+    Parameters
+    ----------
+    V : array-like, shape ([R,] k, p), float64
+        Value matrix.
+    Q : array-like, shape ([R,] p, d), float64
+        Key-query matrix.
+    Sigma : array-like, shape ([R,] d, d), float64
+        Covariate covariance (or its estimate ``Sigma_hat``), SPD.
+    Sigma_z : array-like, shape ([R,] p, p), float64, optional
+        Token covariance (spec §10.1); default ``Sigma`` (covariate tokens, p = d).
 
     Returns
     -------

@@ -38,7 +38,19 @@ class ExperimentTask(Task):
     name = "experiment"
 
     def check(self, params: dict[str, Any]) -> None:
-        """Refuse an unknown experiment or config field (the message lists the known ones)."""
+        """Refuse an unknown experiment or config field (the message lists the known ones).
+
+        Parameters
+        ----------
+        params : dict of str to Any
+            ``experiment`` (a registered name), optionally ``quick`` (bool), and config fields as overrides.
+
+        Raises
+        ------
+        ValidationError
+            When ``experiment`` is missing or unknown, ``quick`` is not a bool, or an override names no field of
+            the experiment's config or has a value the config refuses.
+        """
         name, quick, overrides = _split(params)
         make_config(get_experiment(name), overrides, quick)
 
@@ -46,7 +58,23 @@ class ExperimentTask(Task):
         return str(params.get("experiment", self.name))
 
     def modules(self, params: dict[str, Any]) -> list[str]:
-        """The modules of the experiment's ``run`` and config class (an experiment may live outside attnlab)."""
+        """The modules of the experiment's ``run`` and config class (an experiment may live outside attnlab).
+
+        Parameters
+        ----------
+        params : dict of str to Any
+            The run's parameters; only ``experiment`` is read.
+
+        Returns
+        -------
+        list of str
+            Two dotted module names (equal when both live in one module).
+
+        Raises
+        ------
+        ValidationError
+            When ``experiment`` is missing or unknown.
+        """
         experiment = get_experiment(_split(params)[0])
         return [experiment.run.__module__, experiment.config_type.__module__]
 

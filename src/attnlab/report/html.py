@@ -74,6 +74,7 @@ class ExperimentEntry:
 
     @property
     def counts(self) -> CheckCounts:
+        """The totals of :attr:`checks`: theorem checks and properties passed, observations that agree."""
         return count_checks(self.checks)
 
 

@@ -157,7 +157,23 @@ class BatchedTrain(Task):
     name = "batched-train"
 
     def check(self, params: dict[str, Any]) -> None:
-        """Refuse unknown keys and bad values before the sweep starts (the message names the key)."""
+        """Refuse unknown keys and bad values before the sweep starts (the message names the key).
+
+        Beyond the keys' own checks, the data generator and :func:`attnlab.batched.train` are called once per batch
+        for 0 steps, so that the values only they check are refused here too.
+
+        Parameters
+        ----------
+        params : dict of str to Any
+            One run's parameters (the keys of :data:`DEFAULTS`, plus ``n``, ``T``, ``d``).
+
+        Raises
+        ------
+        ValidationError
+            On an unknown key, an unknown data generator, parametrisation, optimizer or loss, a value out of
+            range, ``lr`` given to Polyak or given twice, ``init_scale == 0`` with ``"KQ"`` or ``"diag"``, or a
+            value the generator or the trainer refuses.
+        """
         from attnlab.batched import OPTIMIZERS, PARAMETRIZATIONS
         from attnlab.data import GENERATORS
         from attnlab.losses import LOSSES
@@ -215,11 +231,39 @@ class BatchedTrain(Task):
         return _shared(params)
 
     def run(self, params: dict[str, Any], run_dir: Path) -> dict[str, Any]:
-        """One run: the batch of one."""
+        """One run: the batch of one (:meth:`run_batch`).
+
+        Parameters
+        ----------
+        params : dict of str to Any
+            The run's parameters; missing ones take :data:`DEFAULTS`.
+        run_dir : pathlib.Path
+            Gets ``trajectory.parquet``, ``W.npy`` and ``record.json`` (last).
+
+        Returns
+        -------
+        dict of str to Any
+            ``final_loss``, ``final_norm``, ``status`` (``"completed"`` or ``"diverged"``) and ``last_step``.
+        """
         return self.run_batch([params], [run_dir])[0]
 
     def run_batch(self, params: Sequence[dict[str, Any]], run_dirs: Sequence[Path]) -> list[dict[str, Any]]:
-        """Train the runs as one call of :func:`attnlab.batched.train`, then write each run's files."""
+        """Train the runs as one call of :func:`attnlab.batched.train`, then write each run's files.
+
+        Parameters
+        ----------
+        params : sequence of dict of str to Any
+            The runs' parameters, all with one :meth:`batch_key` (they differ at most in ``seed``, ``data_seed``
+            and ``lr``).
+        run_dirs : sequence of pathlib.Path
+            Each run's directory, in the order of ``params``; each gets ``trajectory.parquet``, ``W.npy`` (the
+            final combined matrix, float64, shape (d, d)) and ``record.json`` (last).
+
+        Returns
+        -------
+        list of dict of str to Any
+            One summary per run, as :meth:`run` returns.
+        """
         import time
 
         from attnlab.batched import train

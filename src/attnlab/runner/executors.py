@@ -47,6 +47,24 @@ class InProcessExecutor:
     def map(
         self, task: Task, jobs: Sequence[Job], run_dirs: Sequence[Path], reuse: Reuse | None = None
     ) -> Iterator[Outcome]:
+        """Run the jobs here, in order of their first appearance; jobs with one ``batch_key`` go in batches.
+
+        Parameters
+        ----------
+        task : Task
+            The task that runs every job.
+        jobs : sequence of Job
+            The jobs, with their keys and parameters.
+        run_dirs : sequence of pathlib.Path
+            Each job's directory, in the order of ``jobs``.
+        reuse : Reuse, optional
+            What a stored run must match to be reused (default: the code fingerprint taken where the job runs).
+
+        Yields
+        ------
+        Outcome
+            One per job; a batch's outcomes come together when the batch ends.
+        """
         groups: dict[Any, list[int]] = {}
         for i, job in enumerate(jobs):
             key = task.batch_key(job.params)
@@ -126,6 +144,25 @@ class PoolExecutor:
     def map(
         self, task: Task, jobs: Sequence[Job], run_dirs: Sequence[Path], reuse: Reuse | None = None
     ) -> Iterator[Outcome]:
+        """Run the jobs in the pool, one job per worker at a time; a job that kills its worker is retried.
+
+        Parameters
+        ----------
+        task : Task
+            The task that runs every job.
+        jobs : sequence of Job
+            The jobs, with their keys and parameters.
+        run_dirs : sequence of pathlib.Path
+            Each job's directory, in the order of ``jobs``.
+        reuse : Reuse, optional
+            What a stored run must match to be reused (default: the code fingerprint taken where the job runs).
+
+        Yields
+        ------
+        Outcome
+            One per job, as jobs finish (not in the order of ``jobs``); a job whose worker died more than
+            ``retries`` times is ``"failed"``.
+        """
         todo = list(range(len(jobs)))
         threads = max(1, (os.cpu_count() or 1) // self.workers)
         context = multiprocessing.get_context("forkserver")
@@ -260,6 +297,29 @@ class RayExecutor:
     def map(
         self, task: Task, jobs: Sequence[Job], run_dirs: Sequence[Path], reuse: Reuse | None = None
     ) -> Iterator[Outcome]:
+        """Run each job as one Ray task; a local cluster started here is stopped when the jobs are done.
+
+        Parameters
+        ----------
+        task : Task
+            The task that runs every job.
+        jobs : sequence of Job
+            The jobs, with their keys and parameters.
+        run_dirs : sequence of pathlib.Path
+            Each job's directory, in the order of ``jobs``.
+        reuse : Reuse, optional
+            What a stored run must match to be reused (default: the code fingerprint taken where the job runs).
+
+        Yields
+        ------
+        Outcome
+            One per job, as jobs finish (not in the order of ``jobs``); a job Ray gave up on is ``"failed"``.
+
+        Raises
+        ------
+        ValidationError
+            If Ray is not installed, or ``address`` cannot be reached or connected to within ``connect_timeout``.
+        """
         ray = _import_ray()
         started_here = not ray.is_initialized()
         if started_here and self.address is None:
@@ -306,6 +366,16 @@ def make_executor(
         Ray cluster address (``"ray"`` only); ``None`` starts a local cluster.
     batch_size : int, default=256
         Most runs per batched call (``"inprocess"`` only).
+
+    Returns
+    -------
+    InProcessExecutor, PoolExecutor or RayExecutor
+        With its other settings at their defaults.
+
+    Raises
+    ------
+    ValidationError
+        If ``name`` is unknown, a setting is out of range, or ``"ray"`` is asked for without Ray installed.
     """
     check_in("executor", name, EXECUTORS)
     if name == "pool":

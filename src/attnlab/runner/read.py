@@ -33,6 +33,18 @@ def flatten_params(params: Mapping[str, Any], prefix: str = "") -> dict[str, Any
 
     Lists become tuples (nested ones too), so the columns can be grouped on.
 
+    Parameters
+    ----------
+    params : mapping of str to Any
+        A run's parameters, as read from ``job.json``; nested mappings are flattened at any depth.
+    prefix : str, default=""
+        Prepended to every column name (the recursion passes ``"<parent>."``).
+
+    Returns
+    -------
+    dict of str to Any
+        One entry per leaf value, named by its dotted path, in the order of ``params``.
+
     Examples
     --------
     >>> flatten_params({"lr": 0.1, "data_args": {"rho": 1.0}, "radii": [1, 2]})

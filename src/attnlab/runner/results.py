@@ -84,7 +84,21 @@ class ResultsStore:
         self._jobs: dict[str, dict[str, Any]] = {}  # job.json of each run directory, which never changes
 
     def run_dir(self, job: Job, label: str) -> Path:
-        """``root/runs/<label>-<key>``: the same config always maps to the same directory."""
+        """``root/runs/<label>-<key>``: the same config always maps to the same directory.
+
+        Parameters
+        ----------
+        job : Job
+            The run; its key names the directory.
+        label : str
+            A readable prefix (:meth:`Task.label`); characters other than letters, digits, ``.``, ``-`` and ``_``
+            become ``_``.
+
+        Returns
+        -------
+        pathlib.Path
+            The run directory (not created here).
+        """
         return self.root / "runs" / f"{_label(label)}-{job.key}"
 
     def add(self, job: Job, label: str) -> Path:
@@ -92,6 +106,19 @@ class ResultsStore:
 
         A ``job.json`` that is unreadable or describes another run (damaged by hand or by a disk fault) is
         rewritten: the directory's name holds the run's key, so the job it belongs to is known.
+
+        Parameters
+        ----------
+        job : Job
+            The run; its key names the directory.
+        label : str
+            A readable prefix (:meth:`Task.label`); characters other than letters, digits, ``.``, ``-`` and ``_``
+            become ``_``.
+
+        Returns
+        -------
+        pathlib.Path
+            The run directory, created when missing.
         """
         run_dir = self.run_dir(job, label)
         stored = _read_json(run_dir / JOB)
@@ -103,7 +130,22 @@ class ResultsStore:
         return run_dir
 
     def status(self, job: Job, label: str) -> str:
-        """The run's status as its directory shows it now (see the module docstring)."""
+        """The run's status as its directory shows it now (see the module docstring).
+
+        Parameters
+        ----------
+        job : Job
+            The run; its key names the directory.
+        label : str
+            A readable prefix (:meth:`Task.label`); characters other than letters, digits, ``.``, ``-`` and ``_``
+            become ``_``.
+
+        Returns
+        -------
+        status : {"done", "diverged", "damaged", "failed", "running", "pending"}
+        error : str
+            What went wrong for ``"failed"`` (the traceback) and ``"damaged"``; ``""`` otherwise.
+        """
         return _status(self.run_dir(job, label))
 
     def scan(self) -> pd.DataFrame:
@@ -111,6 +153,12 @@ class ResultsStore:
 
         A directory whose ``job.json`` is unreadable is listed as ``damaged`` (its key read from its name), so
         that no run drops out of the index unnoticed.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Columns :data:`INDEX_COLUMNS`, one row per run directory, sorted by (index, key); empty when the store
+            holds no run.
         """
         rows = []
         runs = self.root / "runs"
@@ -159,6 +207,11 @@ class ResultsStore:
         """Rebuild the index from disk and write ``index.parquet`` atomically; returns the index.
 
         Holds a lock on the store while it scans and writes, so the last writer always writes the latest scan.
+
+        Returns
+        -------
+        pandas.DataFrame
+            The index written, as :meth:`scan` returns it.
         """
         with locked(self.root / _INDEX_LOCK):
             frame = self.scan()

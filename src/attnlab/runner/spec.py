@@ -91,7 +91,25 @@ class SweepSpec:
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any], source: str = "sweep") -> SweepSpec:
-        """Build a spec from the mapping a YAML file holds; errors name ``source`` and the bad key."""
+        """Build a spec from the mapping a YAML file holds; errors name ``source`` and the bad key.
+
+        Parameters
+        ----------
+        raw : mapping
+            The file's content: keys ``task`` (required), ``base``, ``grid``, ``list`` and ``repeats``.
+        source : str, default="sweep"
+            Where the mapping came from (the file path), for error messages.
+
+        Returns
+        -------
+        SweepSpec
+
+        Raises
+        ------
+        ValidationError
+            When ``raw`` is not a mapping, has unknown keys, lacks a task name, or has a malformed ``base``,
+            ``grid`` (each value a non-empty list), ``list`` (a list of mappings) or ``repeats`` (an int >= 1).
+        """
         if not isinstance(raw, Mapping):
             raise ValidationError(
                 f"{source}: expected a mapping with keys {', '.join(_SPEC_KEYS)}, got {type(raw).__name__}"
@@ -161,6 +179,23 @@ def derive_seed(seed: int, index: int) -> int:
     Uses NumPy's ``SeedSequence(seed, spawn_key=(index,))``, so streams of different repeats are independent
     and the mapping never changes between versions or machines.
 
+    Parameters
+    ----------
+    seed : int
+        The run's config seed, >= 0.
+    index : int
+        The repeat, >= 0.
+
+    Returns
+    -------
+    int
+        In ``[0, 2**31)``.
+
+    Raises
+    ------
+    ValidationError
+        When ``seed`` or ``index`` is not a non-negative int.
+
     Examples
     --------
     >>> derive_seed(0, 3) == derive_seed(0, 3) != derive_seed(0, 4)
@@ -173,6 +208,18 @@ def derive_seed(seed: int, index: int) -> int:
 
 def expand(spec: SweepSpec) -> list[Job]:
     """All runs of ``spec``, in order: list entries, then grid points (last key fastest), then repeats.
+
+    Each run's parameters are ``base``, updated by its list entry, then by its grid point; with ``repeats``, its
+    ``seed`` becomes :func:`derive_seed` of that seed (default 0) and the repeat.
+
+    Parameters
+    ----------
+    spec : SweepSpec
+
+    Returns
+    -------
+    list of Job
+        With ``index`` 0, 1, ... in this order.
 
     Raises
     ------

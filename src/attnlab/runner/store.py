@@ -45,25 +45,98 @@ def _json_default(obj: Any) -> Any:
 
 
 def write_json(path: str | os.PathLike[str], payload: Mapping[str, Any]) -> Path:
-    """Write ``payload`` as indented JSON, atomically."""
+    """Write ``payload`` as indented JSON (keys sorted), atomically.
+
+    Parameters
+    ----------
+    path : path
+        The destination file; its folder is created when missing.
+    payload : mapping
+        JSON-serialisable values; arrays and tensors (anything with ``tolist``), paths and sets are converted.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+
+    Raises
+    ------
+    OutputError
+        If the file system refuses (the temp file is removed, an older file at ``path`` is left as it was).
+    TypeError
+        If a value cannot be written as JSON.
+    """
     text = json.dumps(payload, indent=2, sort_keys=True, default=_json_default)
     return atomic_write(path, lambda p: p.write_text(text + "\n"))
 
 
 def write_parquet(path: str | os.PathLike[str], frame: pd.DataFrame) -> Path:
-    """Write a DataFrame to Parquet (pyarrow), atomically."""
+    """Write a DataFrame to Parquet (pyarrow), atomically, without its index.
+
+    Parameters
+    ----------
+    path : path
+        The destination file; its folder is created when missing.
+    frame : pandas.DataFrame
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+
+    Raises
+    ------
+    OutputError
+        If the file system refuses (the temp file is removed, an older file at ``path`` is left as it was).
+    """
     return atomic_write(path, lambda p: frame.to_parquet(p, index=False))
 
 
 def write_csv(path: str | os.PathLike[str], frame: pd.DataFrame) -> Path:
-    """Write a DataFrame to CSV, atomically."""
+    """Write a DataFrame to CSV, atomically, without its index.
+
+    Parameters
+    ----------
+    path : path
+        The destination file; its folder is created when missing.
+    frame : pandas.DataFrame
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+
+    Raises
+    ------
+    OutputError
+        If the file system refuses (the temp file is removed, an older file at ``path`` is left as it was).
+    """
     return atomic_write(path, lambda p: frame.to_csv(p, index=False))
 
 
 def save_figure(
     figure: Any, path_stem: str | os.PathLike[str], formats: tuple[str, ...] = ("png", "pdf")
 ) -> list[Path]:
-    """Save a matplotlib figure as ``<stem>.png`` and ``<stem>.pdf`` atomically; returns the paths."""
+    """Save a matplotlib figure as ``<stem>.png`` and ``<stem>.pdf`` atomically (120 dpi, tight bounding box).
+
+    Parameters
+    ----------
+    figure : matplotlib.figure.Figure
+    path_stem : path
+        The files' path without suffix (a suffix it has is replaced); its folder is created when missing.
+    formats : tuple of str, default=("png", "pdf")
+        The formats, each a file suffix matplotlib can write.
+
+    Returns
+    -------
+    list of pathlib.Path
+        One file per format, in the order of ``formats``.
+
+    Raises
+    ------
+    OutputError
+        If the file system refuses (the temp file is removed, an older file at ``path`` is left as it was).
+    """
     stem = Path(path_stem)
     out = []
     for fmt in formats:
@@ -129,7 +202,26 @@ def prepare_out(folder: str | os.PathLike[str], owner: Mapping[str, Any], *, ove
 
 
 def config_hash(payload: Mapping[str, Any], length: int = 12) -> str:
-    """A short, stable hash of a JSON-serialisable config (keys sorted), used to name run directories."""
+    """A short, stable hash of a JSON-serialisable config (keys sorted), used to name run directories.
+
+    Parameters
+    ----------
+    payload : mapping
+        JSON-serialisable values (arrays, paths and sets as :func:`write_json` converts them); key order does
+        not matter.
+    length : int, default=12
+        Number of hex digits kept, at most 64.
+
+    Returns
+    -------
+    str
+        The first ``length`` hex digits of the SHA-256 of the sorted JSON text.
+
+    Raises
+    ------
+    TypeError
+        If a value cannot be written as JSON.
+    """
     text = json.dumps(payload, sort_keys=True, default=_json_default)
     return hashlib.sha256(text.encode()).hexdigest()[:length]
 

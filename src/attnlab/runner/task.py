@@ -60,30 +60,104 @@ class Task:
     name: str = ""
 
     def check(self, params: dict[str, Any]) -> None:
-        """Raise ``ValidationError`` when ``params`` cannot run; the default accepts everything."""
+        """Refuse parameters that cannot run, before anything runs; the default accepts everything.
+
+        Parameters
+        ----------
+        params : dict of str to Any
+            One job's parameters, as the sweep expanded them (JSON-compatible values).
+
+        Raises
+        ------
+        ValidationError
+            When ``params`` cannot run; the message names the parameter, the constraint and the fix.
+        """
         del params
 
     def label(self, params: dict[str, Any]) -> str:
-        """A readable prefix of the run directory name (the task name by default)."""
+        """A readable prefix of the run directory name (the task name by default).
+
+        Parameters
+        ----------
+        params : dict of str to Any
+            One job's parameters, as the sweep expanded them (JSON-compatible values).
+
+        Returns
+        -------
+        str
+            Any text: the results store keeps its letters, digits, ``.``, ``-`` and ``_`` and writes ``_`` for the
+            rest.
+        """
         del params
         return self.name
 
     def run(self, params: dict[str, Any], run_dir: Path) -> dict[str, Any]:
-        """Run one job, write its outputs into ``run_dir`` (``record.json`` last) and return a summary."""
+        """Run one job, write its outputs into ``run_dir`` (``record.json`` last) and return a summary.
+
+        Parameters
+        ----------
+        params : dict of str to Any
+            One job's parameters, as the sweep expanded them (JSON-compatible values).
+        run_dir : pathlib.Path
+            The job's own directory, existing and emptied of any earlier run's outputs.
+
+        Returns
+        -------
+        dict of str to Any
+            A JSON-compatible summary (e.g. checks passed); ``{"status": "diverged", ...}`` marks a run that
+            stopped on its own.
+        """
         raise NotImplementedError
 
     def modules(self, params: dict[str, Any]) -> list[str]:
-        """Dotted names of the modules whose code computes a run besides attnlab's; default the task's module."""
+        """The modules whose code computes a run besides attnlab's; default the task's own module.
+
+        An edit to any of them makes a stored run stale (:mod:`attnlab.runner.fingerprint`).
+
+        Parameters
+        ----------
+        params : dict of str to Any
+            One job's parameters, as the sweep expanded them (JSON-compatible values).
+
+        Returns
+        -------
+        list of str
+            Dotted module names, importable where the run executes.
+        """
         del params
         return [type(self).__module__]
 
     def batch_key(self, params: dict[str, Any]) -> Hashable | None:
-        """A key shared by runs that one batched call can run together, or ``None`` (run alone)."""
+        """A key shared by runs that one batched call can run together, or ``None`` (run alone).
+
+        Parameters
+        ----------
+        params : dict of str to Any
+            One job's parameters, as the sweep expanded them (JSON-compatible values).
+
+        Returns
+        -------
+        hashable or None
+            Runs with equal keys go to one :meth:`run_batch` call of the in-process executor.
+        """
         del params
         return None
 
     def run_batch(self, params: Sequence[dict[str, Any]], run_dirs: Sequence[Path]) -> list[dict[str, Any]]:
-        """Run jobs with one ``batch_key`` as one batch; only called when :meth:`batch_key` is not ``None``."""
+        """Run jobs with one ``batch_key`` as one batch; only called when :meth:`batch_key` is not ``None``.
+
+        Parameters
+        ----------
+        params : sequence of dict of str to Any
+            The jobs' parameters, all with the same :meth:`batch_key`.
+        run_dirs : sequence of pathlib.Path
+            Each job's own directory, in the order of ``params``; each gets its outputs, ``record.json`` last.
+
+        Returns
+        -------
+        list of dict of str to Any
+            One summary per job, in the order of ``params`` (as :meth:`run` returns).
+        """
         raise NotImplementedError
 
 
@@ -94,7 +168,23 @@ _BUILT_IN = {"experiment": "attnlab.report.experiment_task:ExperimentTask"}
 
 
 def register_task(task: Task) -> Task:
-    """Make ``task`` available to sweep files as ``task: <task.name>``; returns it."""
+    """Make ``task`` available to sweep files as ``task: <task.name>`` (a later task of that name replaces it).
+
+    Parameters
+    ----------
+    task : Task
+        An instance with a non-empty ``name``.
+
+    Returns
+    -------
+    Task
+        ``task`` itself, so that the call can decorate an instance's creation.
+
+    Raises
+    ------
+    ValueError
+        When ``task.name`` is empty.
+    """
     if not task.name:
         raise ValueError(f"{type(task).__name__} has no name; set the class attribute name")
     _TASKS[task.name] = task
@@ -106,6 +196,21 @@ def get_task(name: str) -> Task:
 
     An import path names a :class:`Task` subclass (instantiated without arguments) or a ``Task`` instance;
     the module must be importable by the workers too (installed, or on ``PYTHONPATH``).
+
+    Parameters
+    ----------
+    name : str
+        A registered task name (built-in ones, such as ``"experiment"``, register on first use) or an import path
+        ``"package.module:Class"``.
+
+    Returns
+    -------
+    Task
+
+    Raises
+    ------
+    ValidationError
+        When the name is not registered, the import path cannot be imported, or it names no task.
     """
     if name not in _TASKS and name in _BUILT_IN:
         register_task(get_task(_BUILT_IN[name]))
@@ -195,6 +300,15 @@ def is_finished(run_dir: Path) -> bool:
 
     Files are compared by size here (cheap for every scan of a store); the sweep compares their SHA-256 digests
     before it reuses a run.
+
+    Parameters
+    ----------
+    run_dir : pathlib.Path
+        A run directory (it need not exist).
+
+    Returns
+    -------
+    bool
     """
     manifest = read_manifest(run_dir)
     return manifest is not None and damage(run_dir, manifest, deep=False) is None
@@ -271,8 +385,22 @@ def execute(task: Task, key: str, params: dict[str, Any], run_dir: Path, reuse: 
 
     Parameters
     ----------
+    task : Task
+        The task that runs the job.
+    key : str
+        The job's key (its identity in the results store).
+    params : dict of str to Any
+        The job's parameters.
+    run_dir : pathlib.Path
+        The job's directory; created by the claim if missing.
     reuse : Reuse, optional
         What a stored run must match (default: the code fingerprint taken here; no ``--fresh``).
+
+    Returns
+    -------
+    Outcome
+        ``"done"`` or ``"diverged"`` (computed now, or reused with ``summary == {"skipped": True}``), ``"failed"``
+        (with the traceback) or ``"busy"``.
     """
     run_dir = Path(run_dir)
     with claim(run_dir) as mine:
@@ -299,6 +427,24 @@ def execute_batch(
 
     Runs finished or claimed elsewhere are left alone (as in :func:`execute`, whose ``reuse`` this takes);
     if the batch raises, every run it held is marked failed.
+
+    Parameters
+    ----------
+    task : Task
+        The task; its :meth:`Task.run_batch` runs the unfinished jobs.
+    keys : sequence of str
+        The jobs' keys.
+    params : sequence of dict of str to Any
+        The jobs' parameters, one per key, all with one :meth:`Task.batch_key`.
+    run_dirs : sequence of pathlib.Path
+        The jobs' directories, one per key.
+    reuse : Reuse, optional
+        What a stored run must match (default: the code fingerprints taken here; no ``--fresh``).
+
+    Returns
+    -------
+    list of Outcome
+        One per key, in the order of ``keys``; a computed run's ``seconds`` is its share of the batch's time.
     """
     run_dirs = [Path(r) for r in run_dirs]
     outcomes: dict[int, Outcome] = {}
