@@ -23,7 +23,7 @@ polyak     ``max_step``, ``optimal_loss``, ``c``; no ``lr`` (A3, A8)
 md         ``p`` (default 2, or positional), ``normalized`` (default true), ``eps`` (mirror-descent-lp §4)
 joint      ``alpha``, ``normalizer``, ``head_lr`` (A6)
 sd         ``p`` (positional, ``1 < p <= inf``; default 2): ``-lr`` times the unit-l_p steepest-descent direction
-adam-noeps ``beta1`` (default 0.9), ``beta2`` (default 0.999): Adam with ``epsilon = 0``, an engine rule
+adam-noeps ``beta1`` (default 0.9), ``beta2`` (default 0.999): Adam with ``epsilon = 0``, log-domain buffers
 adam       ``torch.optim.Adam`` (real-data baselines; no engine rule)
 ========== =======================================================================================================
 
