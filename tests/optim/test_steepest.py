@@ -226,4 +226,8 @@ def test_the_classes_are_public_and_refuse_a_second_norm_or_betas_in_a_group():
         AdamNoEps([{"params": [a]}, {"params": [b], "beta2": 0.9}], lr=0.1)
     with pytest.raises(ValidationError, match="p == 1"):
         SteepestDescent([a], lr=0.1, p=1.0)
-    SteepestDescent([{"params": [a]}, {"params": [b], "lr": 0.5}], lr=0.1)  # a step size per group is fine
+    optimizer = SteepestDescent([{"params": [a]}, {"params": [b], "lr": 0.5}], lr=0.1)  # an lr per group is fine
+    optimizer.param_groups[1]["p"] = 3.0  # edited after construction: refused when the rule is built
+    a.grad, b.grad = torch.ones(2), torch.ones(2)
+    with pytest.raises(ValidationError, match="p == 3.0 in a parameter group"):
+        optimizer.step()

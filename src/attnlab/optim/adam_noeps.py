@@ -90,16 +90,23 @@ class AdamNoEps(FunctionalOptimizer):
         check_scalar("lr", group["lr"], low=0.0, low_inclusive=False)
         check_scalar("beta1", group["beta1"], low=0.0, high=1.0, high_inclusive=False)
         check_scalar("beta2", group["beta2"], low=0.0, high=1.0, low_inclusive=False, high_inclusive=False)
-        for key in ("beta1", "beta2"):
-            if group[key] != self.defaults[key]:
-                raise ValidationError(
-                    f"{key} == {group[key]!r} in a parameter group, but the optimizer's {key} is "
-                    f"{self.defaults[key]!r}: the buffers share one log-scale over all parameters; drop {key} from "
-                    "the group or build one optimizer per setting"
-                )
+        _shared_betas(group, self.defaults)
 
     def _group_is_scale_invariant(self, group: dict) -> bool:
         return False
 
     def _rule(self, groups: list[dict], group_ids: list[int]) -> tx.Rule:
-        return adam_noeps_rule([g["lr"] for g in groups], float(self.defaults["beta1"]), float(self.defaults["beta2"]))
+        for group in groups:  # a group edited after construction is checked again here
+            _shared_betas(group, groups[0])
+        return adam_noeps_rule([g["lr"] for g in groups], float(groups[0]["beta1"]), float(groups[0]["beta2"]))
+
+
+def _shared_betas(group: dict, shared: dict) -> None:
+    """Refuse a parameter group whose betas are not the ones shared by all groups."""
+    for key in ("beta1", "beta2"):
+        if group[key] != shared[key]:
+            raise ValidationError(
+                f"{key} == {group[key]!r} in a parameter group, but the optimizer's {key} is {shared[key]!r}: the "
+                f"buffers share one log-scale over all parameters; drop {key} from the group or build one optimizer "
+                "per setting"
+            )

@@ -87,15 +87,21 @@ class SteepestDescent(FunctionalOptimizer):
     def _check_group(self, group: dict) -> None:
         check_scalar("lr", group["lr"], low=0.0, low_inclusive=False)
         check_scalar("p", group["p"], low=1.0, low_inclusive=False, allow_inf=True)
-        if group["p"] != self.defaults["p"]:
-            raise ValidationError(
-                f"p == {group['p']!r} in a parameter group, but the optimizer's p is {self.defaults['p']!r}: "
-                "steepest descent takes one l_p norm over all parameters; drop p from the group or build one "
-                "optimizer per norm"
-            )
+        _one_norm(group["p"], self.defaults["p"])
 
     def _group_is_scale_invariant(self, group: dict) -> bool:
         return True
 
     def _rule(self, groups: list[dict], group_ids: list[int]) -> tx.Rule:
-        return sd_rule([g["lr"] for g in groups], float(self.defaults["p"]))
+        for group in groups:  # a group edited after construction is checked again here
+            _one_norm(group["p"], groups[0]["p"])
+        return sd_rule([g["lr"] for g in groups], float(groups[0]["p"]))
+
+
+def _one_norm(p: float, shared: float) -> None:
+    """Refuse a parameter group whose ``p`` is not the one shared by all groups."""
+    if p != shared:
+        raise ValidationError(
+            f"p == {p!r} in a parameter group, but the optimizer's p is {shared!r}: steepest descent takes one l_p "
+            "norm over all parameters; drop p from the group or build one optimizer per norm"
+        )
