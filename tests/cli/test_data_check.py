@@ -1,11 +1,13 @@
 """`attnlab data check`: what each generator is meant to satisfy holds for its data; --strict sets the exit code."""
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
 from attnlab.cli import main
 from attnlab.cli.data_cmd import _PAPER_OF, INTENTS
 from attnlab.data import ASSUMPTIONS, GENERATORS, TokenSelectionData, check_assumptions, dm, example1, scores_equal
+from attnlab.svm import set_direction_svm
 
 
 def run(*args):
@@ -92,3 +94,81 @@ def test_a_generator_whose_paper_assumes_nothing_never_fails_strict(tmp_path):
 def test_an_unknown_generator_is_refused_with_the_choices(tmp_path):
     result = run("data", "check", str(tmp_path / "x.npz"), "--generator", "nope")
     assert result.exit_code == 2 and "'nope' is not one of" in result.output and "aligned_pairs" in result.output
+
+
+# --- a data set that stores token sets (multi-token §2): sizes, degenerate sequences named, feasibility ----------
+
+
+def _sets_file(tmp_path, name, X, Z, sets):
+    """An .npz as a user writes it: numpy.savez, so that a degenerate selection reaches the check unrefused."""
+    path = tmp_path / f"{name}.npz"
+    np.savez(path, X=X, Z=Z, y=np.array([1.0, -1.0]), select=np.array(sets, dtype=bool))
+    return str(path)
+
+
+X3 = np.tile(np.eye(3), (2, 1, 1))  # two sequences of the three unit tokens
+Z3 = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+
+
+def test_token_sets_are_counted_and_a_feasible_selection_is_certified(tmp_path):
+    path = _sets_file(tmp_path, "good", X3, Z3, [[1, 1, 0], [0, 1, 0]])
+    result = run("data", "check", path, "--strict", "--which", "condition1")
+    lines = result.output.splitlines()
+    assert lines[0] == "token sets: 2 sequences of T=3 tokens; sequences by set size: 1 token: 1, 2 tokens: 1"
+    assert lines[1] == "  sequences keeping two or more tokens: 0"
+    # a second solver's answer: the direction program's own minimum norm, solved here through the library
+    expected = set_direction_svm(TokenSelectionData(X3, Z3, [1, -1]), [[0, 1], [1]])
+    assert lines[2].startswith(
+        f"feasible: the direction program separates every set with margin 1 at ||W||_F = {expected.norm_value:.4g}"
+    )
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize(
+    ("name", "X", "Z", "sets", "expected"),
+    [
+        (
+            "whole",
+            X3,
+            Z3,
+            [[1, 1, 0], [1, 1, 1]],
+            "degenerate: the sets of sequences 1 hold the whole sequence (all 3 tokens)",
+        ),
+        (
+            "tie",
+            np.concatenate([X3[:1, [0, 1, 0]], X3[1:]]),  # sequence 0's token 2 equals its token 0
+            Z3,
+            [[1, 0, 0], [0, 1, 0]],
+            "degenerate: sequence 0 has a tie, token 0 (in) = token 2 (out)",
+        ),
+        (
+            "zero query",
+            X3,
+            np.array([[1.0, 0.0, 0.0], [0.0, 0.0, 0.0]]),
+            [[1, 0, 0], [0, 1, 0]],
+            "degenerate: sequence 1 has a zero query z_i",
+        ),
+        (
+            "infeasible",
+            X3,
+            np.array([[1.0, 0.0, 0.0], [1.0, 0.0, 0.0]]),  # one query: token 0 above 1 in sequence 0, below in 1
+            [[1, 0, 0], [0, 1, 1]],
+            "infeasible: set-direction SVM",
+        ),
+    ],
+)
+def test_a_degenerate_or_infeasible_selection_is_named_and_fails_strict(tmp_path, name, X, Z, sets, expected):
+    path = _sets_file(tmp_path, name.replace(" ", "_"), X, Z, sets)
+    relaxed = run("data", "check", path, "--which", "condition1")
+    assert relaxed.exit_code == 0, relaxed.output  # reported, not refused
+    assert any(line.startswith(expected) for line in relaxed.output.splitlines()), relaxed.output
+    assert "feasible: " not in relaxed.output.replace("infeasible: ", "")
+    assert run("data", "check", path, "--strict", "--which", "condition1").exit_code == 1
+
+
+def test_a_mask_of_the_wrong_shape_is_refused_with_its_shape(tmp_path):
+    path = tmp_path / "bad.npz"
+    np.savez(path, X=X3, Z=Z3, y=np.array([1.0, -1.0]), select=np.ones((2, 4), dtype=bool))
+    result = run("data", "check", str(path))
+    assert result.exit_code == 2
+    assert "select as a mask of token sets must be a 0/1 array of shape (2, 3), got shape (2, 4)" in result.output

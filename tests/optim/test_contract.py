@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from attnlab._validation import ValidationError
-from attnlab.optim import JointAdaptive, MirrorDescent, NormalizedGD, PolyakStep
+from attnlab.optim import AdamNoEps, JointAdaptive, MirrorDescent, NormalizedGD, PolyakStep, SteepestDescent
 
 # name -> (factory taking parameter groups, whether step() needs a closure)
 OPTIMIZERS = {
@@ -29,6 +29,10 @@ OPTIMIZERS = {
     ),
     "mirror_descent": (lambda groups: MirrorDescent(groups, lr=0.1, p=3.0), False),
     "mirror_descent_normalized": (lambda groups: MirrorDescent(groups, lr=0.1, p=1.5, normalized=True), False),
+    "sign_descent": (lambda groups: SteepestDescent(groups, lr=0.1, p=float("inf")), False),
+    "steepest_descent_l1.5": (lambda groups: SteepestDescent(groups, lr=0.1, p=1.5), False),
+    "adam_noeps": (lambda groups: AdamNoEps(groups, lr=0.1), False),
+    "rmsprop_noeps": (lambda groups: AdamNoEps(groups, lr=0.1, beta1=0.0, beta2=0.99), False),
 }
 
 
@@ -137,6 +141,8 @@ def test_scale_invariant_says_whether_rescaled_gradients_change_the_step(problem
         (PolyakStep, dict()),
         (JointAdaptive, dict(lr=0.1)),
         (MirrorDescent, dict(lr=0.1, p=2.0)),
+        (SteepestDescent, dict(lr=0.1)),
+        (AdamNoEps, dict(lr=0.1)),
     ],
 )
 def test_scale_invariant_on_the_class_is_a_bool_for_the_defaults_and_live_on_an_instance(cls, required):

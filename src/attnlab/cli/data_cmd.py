@@ -150,6 +150,94 @@ def _role(name: str, intent: _Intent | None, generator: str | None) -> str:
     return f"{where}; not an assumption of {generator}'s paper ({intent.paper})"
 
 
+def _load(path: str) -> tuple[Any, Any]:
+    """The data set in ``path`` and its token sets as a raw ``(n, T)`` bool mask (None when it stores none).
+
+    The sets are kept out of the data set, so that a degenerate selection is reported, not refused on loading.
+    """
+    import numpy as np
+
+    from attnlab._io import read_npz
+    from attnlab.data import TokenSelectionData
+
+    arrays = read_npz(path)
+    select = arrays.get("select")
+    if select is None or select.ndim != 2 or any(k not in arrays for k in ("X", "y")):
+        return TokenSelectionData.load(path), None  # load names a missing key or a bad array
+    try:
+        data = TokenSelectionData(**{k: arrays[k] for k in ("X", "Z", "y", "v") if k in arrays})
+    except ValidationError as err:
+        raise ValidationError(f"data file {path!r}: {err}") from None
+    if select.shape != (data.n, data.T) or not (select.dtype == bool or np.isin(select, (0, 1)).all()):
+        raise ValidationError(
+            f"data file {path!r}: select as a mask of token sets must be a 0/1 array of shape ({data.n}, {data.T}), "
+            f"got shape {select.shape} and dtype {select.dtype}; write it with TokenSelectionData(..., select=sets)"
+        )
+    return data, select.astype(bool)
+
+
+def _shown(rows: Sequence[int]) -> str:
+    rows = list(rows)
+    return ", ".join(str(r) for r in rows[:8]) + (f" and {len(rows) - 8} more" if len(rows) > 8 else "")
+
+
+def _token_set_report(data: Any, mask: Any) -> tuple[list[str], bool]:
+    """Lines describing the token sets ``mask`` (n, T) of ``data``, and whether the selection is usable.
+
+    Spec: multi-token §2 (degenerate selections), §3.1 (the direction program, solved when none is degenerate).
+    Degenerate, each naming its sequences: an empty set, a set equal to its whole sequence (no token is left to
+    separate from), a tie (a token of a set equal to a token outside it, or a zero query: the margin constraint
+    reads 0 >= 1).
+    """
+    import numpy as np
+
+    from attnlab.svm import InfeasibleProgramError, set_direction_svm
+
+    X, Z = data.X.numpy(), data.Z.numpy()
+    sizes = mask.sum(axis=1)
+    counts = ", ".join(f"{k} token{'s' * (k != 1)}: {int((sizes == k).sum())}" for k in sorted(set(sizes.tolist())))
+    lines = [f"token sets: {data.n} sequences of T={data.T} tokens; sequences by set size: {counts}"]
+    multi = np.flatnonzero(sizes > 1).tolist()
+    if multi:
+        lines.append(f"  sequences keeping two or more tokens: {_shown(multi)}")
+    problems = []
+    empty, whole = np.flatnonzero(sizes == 0).tolist(), np.flatnonzero(sizes == data.T).tolist()
+    if empty:
+        problems.append(f"degenerate: the sets of sequences {_shown(empty)} are empty; every set needs a token")
+    if whole:
+        problems.append(
+            f"degenerate: the sets of sequences {_shown(whole)} hold the whole sequence (all {data.T} tokens): no token "
+            "is separated from the set there, so the direction program has no margin; leave a token out"
+        )
+    scale = max(float(np.abs(X).max(initial=0.0)), 1e-300)
+    for i in range(data.n):
+        if i in empty or i in whole:
+            continue
+        inside, outside = np.flatnonzero(mask[i]), np.flatnonzero(~mask[i])
+        if not Z[i].any():
+            problems.append(f"degenerate: sequence {i} has a zero query z_i, so every margin there reads 0 >= 1")
+            continue
+        ties = [(int(a), int(b)) for a in inside for b in outside if np.abs(X[i, a] - X[i, b]).max() <= 1e-12 * scale]
+        if ties:
+            shown = ", ".join(f"token {a} (in) = token {b} (out)" for a, b in ties[:4])
+            problems.append(
+                f"degenerate: sequence {i} has a tie, {shown}: no W separates equal tokens; drop one or change the set"
+            )
+    lines += problems
+    if problems:
+        return lines, False
+    try:
+        result = set_direction_svm(data, mask)
+    except InfeasibleProgramError as err:
+        lines.append(f"infeasible: {err}")
+        return lines, False
+    lines.append(
+        f"feasible: the direction program separates every set with margin 1 at ||W||_F = {result.norm_value:.4g} "
+        f"(KKT residual {result.kkt_residual:.1e})"
+    )
+    return lines, True
+
+
 @data_group.command("check")
 @click.argument("path", type=click.Path(dir_okay=False))
 @click.option(
@@ -161,17 +249,31 @@ def _role(name: str, intent: _Intent | None, generator: str | None) -> str:
 @click.option(
     "--which", multiple=True, metavar="NAME", help="An assumption to check (repeatable); default: all that apply."
 )
-@click.option("--strict", is_flag=True, help="Exit with status 1 when an assumption (of --generator's) fails.")
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Exit with status 1 when an assumption (of --generator's) fails, or stored token sets are degenerate or "
+    "infeasible.",
+)
 @user_errors
 def check_cmd(path: str, generator: str | None, which: tuple[str, ...], strict: bool) -> None:
     """Print the assumption reports of the data set in PATH (an attnlab .npz), each with the paper that states it.
 
     With --generator, the default checks are the assumptions that generator is meant to satisfy. The
     assumptions are each paper's sufficient conditions: a failure means its theorem does not cover the data.
+    A data set that stores token sets (select of shape (n, T)) is first reported on: its set sizes, the sequences
+    whose selection is degenerate (an empty set, a set equal to the whole sequence, a tie), and whether the sets'
+    direction program is feasible; --strict exits 1 when it is not.
     """
-    from attnlab.data import TokenSelectionData, check_assumptions
+    from attnlab.data import check_assumptions
 
-    data = TokenSelectionData.load(path)
+    data, sets = _load(path)
+    usable = True
+    if sets is not None:
+        lines, usable = _token_set_report(data, sets)
+        for line in lines:
+            click.echo(line)
+        click.echo("the assumptions below are about one token per sequence (the head's optimal tokens):")
     intent = INTENTS[generator] if generator is not None else None
     if which:
         names = list(which)
@@ -195,5 +297,5 @@ def check_cmd(path: str, generator: str | None, which: tuple[str, ...], strict: 
     if intent is not None and intent.note:
         click.echo(f"{generator}: {intent.note}")
     click.echo(_SUFFICIENT + (" --strict exits 1 when one fails." if not strict else ""))
-    if strict and failed:
+    if strict and (failed or not usable):
         sys.exit(1)

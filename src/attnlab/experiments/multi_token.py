@@ -356,20 +356,42 @@ def _checks(config: MultiTokenConfig, runs: pd.DataFrame) -> list[Check]:
                 float(closer.mean()), 0.5, strict=True, spread=f"the measured share's spread: {text}"
             )
         )
-    medians = runs.groupby("d")["gap_eq"].median()
-    if len(medians) < 2:  # one width has no trend to set against the figure
+    by_width = {int(d): part["gap_eq"].tolist() for d, part in runs.groupby("d")}
+    if len(by_width) < 2:  # one width has no trend
         return checks
-    falling = bool(np.all(np.diff(medians.to_numpy()) < 0))
-    checks.append(
-        observation(
-            "median 1-corr(W_t, W^SVMeq) at the last step, by d (the source's fig., one panel per d)",
-            "1-corr to W^SVMeq falls as d grows (our reading of the source's figure, one panel per d)",
-            ", ".join(f"d={d}: {g:.2e}" for d, g in medians.items()),
-            falling,
-            SOURCE + " §6",
-        )
-    )
+    checks.append(_width_trend(by_width))
     return checks
+
+
+def _width_trend(by_width: dict[int, list[float]]) -> Check:
+    """How ``1 - corr(W_T, W^SVMeq)`` changes from the smallest to the largest d, judged within the runs' spread.
+
+    multi-token §6: the statistic is the source's figure's own, the mean over its kept runs (single-token runs
+    included) at the last step, one panel per d. The source states no trend with d in its notebook's text, and its
+    paper's text was not available to us: "falls as d grows" is our reading of its figure, and the row says so.
+    The tolerance is 3 standard errors of the difference of the two means (unpaired runs); inside it the row is
+    inconclusive.
+    """
+    stats = {}
+    for d, gaps in by_width.items():
+        mean = sum(gaps) / len(gaps)
+        se = spread_tolerance(gaps, k=1.0, what="runs")[0] if len(gaps) > 1 else math.inf
+        stats[d] = (mean, se, len(gaps))
+    low, high = min(stats), max(stats)
+    fall = stats[low][0] - stats[high][0]  # > 0: the mean 1 - corr fell from the smallest d to the largest
+    tol = 3.0 * math.hypot(stats[low][1], stats[high][1])
+    row = observation(
+        f"mean 1-corr(W_T, W^SVMeq) over kept runs at the last step, d={low} minus d={high} (the source's fig., "
+        "one panel per d)",
+        "> 0: falls as d grows (our reading of the source's fig.; its text states no trend with d)",
+        fall,
+        fall > tol,
+        SOURCE + " §6",
+        tolerance=f"+- {tol:.3g}: 3 standard errors of the difference of the two means (runs per d: "
+        + ", ".join(f"d={d}: {m:.3g} +- {se:.2g} over {k}" for d, (m, se, k) in sorted(stats.items()))
+        + "); inside it: inconclusive",
+    )
+    return dataclasses.replace(row, inconclusive=abs(fall) <= tol)
 
 
 @house_figure

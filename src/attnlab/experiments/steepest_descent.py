@@ -73,7 +73,7 @@ class SteepestDescentConfig:
         check_scalar("beta2", self.beta2, low=0.0, high=1.0, low_inclusive=False, high_inclusive=False)
 
 
-_SOURCE = "docs/theory/mirror-descent-lp.md §4-5"
+_SOURCE = "docs/theory/steepest-descent.md §2, §5"
 OWN_NORM = Claim(
     "steepest descent in l_p ends closer (1 - cos) to the l_p SVM than to the other norms' SVMs (worst rule)",
     "001:Ext-SD",

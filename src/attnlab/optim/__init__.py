@@ -1,7 +1,8 @@
 """Optimizers for softmax-attention training, each a ``torch.optim.Optimizer`` around one pure functional update.
 
 Spec: implicit-bias-ngd §4 (NGD, NGD-mom, Polyak step, joint adaptive rule, SNGD/SPS), mirror-descent-lp §4
-(l_p mirror descent), preconditioned-regression §5.4 (structure-aware preconditioned GD).
+(l_p mirror descent), preconditioned-regression §5.4 (structure-aware preconditioned GD), steepest-descent §1, §5
+(normalised steepest descent in l_p, sign descent, Adam without epsilon).
 
 Every class works on any list of parameters (a real transformer too), keeps ``defaults``/``param_groups``/
 ``state`` like ``torch.optim.SGD``, takes ``step(closure=None)``, and says in ``scale_invariant`` whether its update
@@ -17,20 +18,24 @@ the engine rule or the ``torch.optim`` optimizer. How to write a transform of yo
 :mod:`attnlab.optim.transforms`.
 """
 
+from attnlab.optim.adam_noeps import AdamNoEps
 from attnlab.optim.joint_adaptive import JointAdaptive, joint_adaptive
 from attnlab.optim.mirror_descent import MirrorDescent, mirror_descent
 from attnlab.optim.normalized_gd import NormalizedGD, normalized_gd, normalized_step_size
 from attnlab.optim.polyak import PolyakStep, polyak_step, polyak_step_size
 from attnlab.optim.preconditioned import PreconditionedGD, preconditioned_gd
 from attnlab.optim.spec import OptimizerSpec, parse_optimizer
+from attnlab.optim.steepest_descent import SteepestDescent
 
 __all__ = [
+    "AdamNoEps",
     "JointAdaptive",
     "MirrorDescent",
     "NormalizedGD",
     "OptimizerSpec",
     "PolyakStep",
     "PreconditionedGD",
+    "SteepestDescent",
     "joint_adaptive",
     "mirror_descent",
     "normalized_gd",

@@ -23,14 +23,15 @@ polyak     ``max_step``, ``optimal_loss``, ``c``; no ``lr`` (A3, A8)
 md         ``p`` (default 2, or positional), ``normalized`` (default true), ``eps`` (mirror-descent-lp §4)
 joint      ``alpha``, ``normalizer``, ``head_lr`` (A6)
 sd         ``p`` (positional, ``1 < p <= inf``; default 2): ``-lr`` times the unit-l_p steepest-descent direction
-adam-noeps ``beta1`` (default 0.9), ``beta2`` (default 0.999): Adam with ``epsilon = 0``, an engine rule
+adam-noeps ``beta1`` (default 0.9), ``beta2`` (default 0.999): Adam with ``epsilon = 0``, log-domain buffers
 adam       ``torch.optim.Adam`` (real-data baselines; no engine rule)
 ========== =======================================================================================================
 
 The paper's names ``sgd``, ``sngd`` (NGD on mini-batches) and ``sps`` (Polyak with ``c = 0.5`` and
 ``optimal_loss = 0``, spec A8) are aliases, and so is ``sign`` (``sd:inf``).
-``sd`` and ``adam-noeps`` run in the engine only (:func:`attnlab.train`, :func:`attnlab.batched.train`, sweeps), on
-the gradient's mantissa, so their directions stay exact after the true gradient underflows; ``adam`` stays
+``sd`` and ``adam-noeps`` run in the engine (:func:`attnlab.train`, :func:`attnlab.batched.train`, sweeps) on the
+gradient's mantissa, so their directions stay exact after the true gradient underflows, and build the
+``torch.optim`` classes :class:`~attnlab.optim.SteepestDescent` and :class:`~attnlab.optim.AdamNoEps`; ``adam`` stays
 ``torch.optim.Adam`` (with its epsilon), as the real-data experiments use it. The cap is ``max_step`` everywhere. Retired spellings still parse, with
 a :class:`DeprecationWarning` naming the new one: ``max_lr=`` (now ``max_step=``) and ``"md-<p>"`` (the real-data
 experiments' unnormalised mirror descent, now ``"md:<p>,normalized=false"``).
@@ -52,10 +53,12 @@ import torch
 
 from attnlab._validation import ValidationError, check_bool, check_in, check_scalar, check_tensor
 from attnlab.optim import transforms as tx
+from attnlab.optim.adam_noeps import AdamNoEps, adam_noeps_rule
 from attnlab.optim.joint_adaptive import NORMALIZERS, JointAdaptive, joint_rule
 from attnlab.optim.mirror_descent import FLOAT64_EPS, MirrorDescent, md_rule
 from attnlab.optim.normalized_gd import MOMENTUM_VARIANTS, NORMALIZATIONS, NormalizedGD, ngd_rule
 from attnlab.optim.polyak import PolyakStep, polyak_rule
+from attnlab.optim.steepest_descent import SteepestDescent, sd_rule
 
 __all__ = ["DEFAULT_LR", "NAMES", "OPTIONS", "RULES", "OptimizerSpec", "named_rule", "parse_optimizer"]
 
@@ -82,7 +85,6 @@ _ALIASES: dict[str, tuple[str, dict[str, Any]]] = {
     "sign": ("sd", {"p": math.inf}),  # steepest descent in l_inf
 }
 _POSITIONAL = {"md": "p", "sd": "p"}
-_ENGINE_ONLY = ("sd", "adam-noeps")
 _RETIRED_OPTIONS = {"max_lr": "max_step"}
 _FORMS = (
     'name[:p][,key=value...] with name one of "gd", "ngd", "polyak", "md", "joint", "sd", "adam-noeps", "adam" '
@@ -333,10 +335,9 @@ class OptimizerSpec:
             p, normalized, eps = o.get("p", 2.0), o.get("normalized", True), o.get("eps", FLOAT64_EPS)
             return md_rule([lr] * n, [p] * n, [normalized] * n, [eps] * n)  # spec md §4
         if self.name == "sd":
-            return tx.Rule((tx.steepest(o.get("p", 2.0)), tx.scale_by_lr(lr)))  # md §4: -lr d, ||d||_p = 1
+            return sd_rule(lr, o.get("p", 2.0))  # steepest-descent §1: -lr d, ||d||_p = 1
         if self.name == "adam-noeps":
-            adam = tx.adam(o.get("beta1", 0.9), o.get("beta2", 0.999))
-            return tx.Rule((adam, tx.scale_by_lr(lr)))  # ngd §9: -lr m_hat / sqrt(v_hat)
+            return adam_noeps_rule(lr, *(o.get(k, default) for k, default in _ADAM_DEFAULTS))  # steepest-descent §5
         lrs = [lr] * n
         if "head_lr" in o:
             if "v" not in names:
@@ -379,11 +380,6 @@ class OptimizerSpec:
             target = o.get("optimal_loss", 0.0 if optimal_loss is None else optimal_loss)
             cap = o.get("max_step")
             return PolyakStep(params, max_step=math.inf if cap is None else cap, optimal_loss=target, c=o.get("c", 1.0))
-        if self.name in _ENGINE_ONLY:
-            raise ValidationError(
-                f"optimizer {str(self)!r} is an engine rule without a torch.optim class; train with "
-                "attnlab.train(model, ...), attnlab.batched.train or a sweep, or pass 'adam' for torch.optim.Adam"
-            )
         lr = self._lr(lr)
         if self.name == "gd":
             return torch.optim.SGD(params, lr=lr, momentum=o.get("momentum", 0.0))
@@ -392,6 +388,10 @@ class OptimizerSpec:
         if self.name == "ngd":
             hyper = {k: o.get(k, default) for k, default in _NGD_DEFAULTS}
             return NormalizedGD(params, lr=lr, normalization=o.get("normalization", "global"), **hyper)
+        if self.name == "sd":
+            return SteepestDescent(params, lr=lr, p=o.get("p", 2.0))
+        if self.name == "adam-noeps":
+            return AdamNoEps(params, lr=lr, **{k: o.get(k, default) for k, default in _ADAM_DEFAULTS})
         if self.name == "md":
             return MirrorDescent(
                 params, lr=lr, p=o.get("p", 2.0), normalized=o.get("normalized", True), eps=o.get("eps", FLOAT64_EPS)
@@ -414,6 +414,7 @@ class OptimizerSpec:
 
 
 _NGD_DEFAULTS = (("max_step", None), ("momentum", 0.0), ("momentum_variant", "heavy_ball"))
+_ADAM_DEFAULTS = (("beta1", 0.9), ("beta2", 0.999))
 
 
 def _optimal_loss(value: Any) -> float | torch.Tensor:

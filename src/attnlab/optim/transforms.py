@@ -32,13 +32,12 @@ declares what it reads beyond the step, so the engine computes that only when so
 - ``scale_invariant=True`` only if the update is unchanged when every gradient of a step is multiplied by one
   positive constant; ``coefficient_only=True`` only if it rescales or linearly combines directions, nothing else.
 
-Scale invariance is declared here and nowhere else. The engine keeps every gradient as a mantissa ``m`` and a
-log-scale ``s`` per run (``g = m e^s``), so a transform that reads ``step.direction`` and ``step.log_scale`` sees
-the gradient's direction even after ``g`` itself underflows to 0 in float64 (a loss at float64 resolution). A
-``torch.optim`` optimizer handed to :func:`attnlab.train` sees plain gradients unless it declares
-``scale_invariant = True``: then it is handed the mantissas, which is correct exactly when its step ignores a
-positive rescaling (sign descent, normalised steps), and wrong otherwise (plain GD would take steps of the wrong
-size). Both :func:`steepest` (sign descent at ``p = inf``) and NGD's :func:`normalize` are scale-invariant;
+Scale invariance is defined, with both of its declarations (this field, and the ``scale_invariant = True`` a
+``torch.optim`` optimizer sets to be handed mantissas by :func:`attnlab.train`), in one place: the tutorial's
+"Declaring scale invariance" (docs/tutorial/your-model.md). The engine keeps every gradient as a mantissa ``m`` and
+a log-scale ``s`` per run (``g = m e^s``), so a transform that reads ``step.direction`` and ``step.log_scale`` sees
+the gradient's direction even after ``g`` itself underflows to 0 in float64 (a loss at float64 resolution).
+Both :func:`steepest` (sign descent at ``p = inf``) and NGD's :func:`normalize` are scale-invariant;
 :func:`adam` without epsilon is not in this sense (one step's gradients rescaled alone change its step) and keeps
 its own log-scale instead, as :func:`momentum` does. A sign-like transform of your own, a sign step on each
 tensor's largest-gradient entries only, reads::
