@@ -181,7 +181,7 @@ class Claim:
         return check_close(self.claim, predicted, measured, rtol, self.source, **kwargs, **self.tags)
 
     def less(self, measured: float, bound: float, **kwargs: Any) -> Check:
-        """Row of :func:`check_less`: passes when ``measured <= bound``.
+        """Row of :func:`check_less`: passes when ``measured <= bound`` (``<`` with ``strict=True``).
 
         Parameters
         ----------
@@ -200,7 +200,7 @@ class Claim:
         return check_less(self.claim, measured, bound, self.source, **kwargs, **self.tags)
 
     def greater(self, measured: float, bound: float, **kwargs: Any) -> Check:
-        """Row of :func:`check_greater`: passes when ``measured >= bound``.
+        """Row of :func:`check_greater`: passes when ``measured >= bound`` (``>`` with ``strict=True``).
 
         Parameters
         ----------
