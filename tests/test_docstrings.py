@@ -8,6 +8,7 @@ name that is fixed must leave the list (the test says so), and a new offender fa
 import importlib
 import inspect
 import re
+import typing
 from pathlib import Path
 
 import attnlab
@@ -27,8 +28,11 @@ def _arguments(function) -> list[str]:
         return []
     variadic = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
     named = [name for name, p in parameters.items() if name not in ("self", "cls") and p.kind not in variadic]
-    # an inherited object.__init__ or Exception.__init__ takes (*args, **kwargs): nothing to document
-    return named or [name for name, p in parameters.items() if p.kind in variadic and inspect.isfunction(function)]
+    # an inherited object.__init__ or Exception.__init__, or typing.Protocol's placeholder, takes (*args, **kwargs):
+    # nothing to document
+    if named or not inspect.isfunction(function) or function.__module__ == "typing":
+        return named
+    return [name for name, p in parameters.items() if p.kind in variadic]
 
 
 def _returns_value(function) -> bool:
@@ -119,3 +123,10 @@ def test_the_check_sees_a_missing_section():
     undocumented.__doc__ = "Only a summary."
     assert _problems("u", undocumented) == ["u: no Parameters section", "u: no Returns section"]
     assert _problems("d", documented) == []
+
+    class Call(typing.Protocol):
+        """A callable type: its signature is its ``__call__``'s, and it has no ``__init__`` to document."""
+
+        def __call__(self, x: int, /) -> int: ...
+
+    assert _problems("c", Call) == []

@@ -13,7 +13,7 @@ one frame at the end (:func:`tidy_frame`).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
@@ -24,9 +24,37 @@ from attnlab.metrics import attention_margin, cosine, directional_bregman, matri
 
 __all__ = ["Metric", "Recorder"]
 
-#: A metric of the engine: ``fn(state) -> tensor of shape (R,)``, ``state`` holding ``"W"`` (R, d, d), the
-#: parametrisation's tensors and the data ``"X", "Z", "y", "v"``.
-Metric = Callable[[Mapping[str, torch.Tensor]], torch.Tensor]
+
+class Metric(Protocol):
+    """A metric of the engine: ``metric(state) -> torch.Tensor of shape (R,)``, one extra column of the frame.
+
+    Any function of one positional argument is one (a ``lambda state: ...`` included); :class:`Recorder` calls it
+    at every recorded step with the current ``state``:
+
+    - ``"W"``: torch.Tensor, shape (R, d, d), the attention weights of every run;
+    - the parametrisation's own tensors by name (shapes (R, ...)), e.g. ``"K"`` and ``"Q"``, or ``"v"`` when the
+      head trains;
+    - the data :class:`~attnlab.engine.spaces.Problem`: ``"X"`` (R, n, T, d), ``"Z"`` (R, n, d), ``"y"`` (R, n)
+      and ``"v"``, the head (the fixed one, else the trained one).
+
+    It returns one value per run (shape (R,)), or one value for all runs, which the recorder repeats; the recorder
+    writes the values of the runs still active.
+    """
+
+    def __call__(self, state: Mapping[str, torch.Tensor], /) -> torch.Tensor:
+        """The metric's value per run at this step.
+
+        Parameters
+        ----------
+        state : mapping of str to torch.Tensor
+            The runs' current tensors and data (see the class docstring).
+
+        Returns
+        -------
+        torch.Tensor, shape (R,) or ()
+            One value per run, or one for all of them.
+        """
+        ...
 
 
 class Recorder:
@@ -41,7 +69,7 @@ class Recorder:
     bregman_p : float, optional
         Adds the directional Bregman divergence to each reference (``bregman`` / ``bregman_<key>``).
     metrics : mapping of str to Metric, optional
-        Extra columns by name: each ``fn(state)`` gives one value per run (see :data:`Metric`).
+        Extra columns by name: each ``fn(state)`` gives one value per run (see :class:`Metric`).
     keep_iterates : bool, default=False
         Keep ``W`` and the tensors at every recorded step.
     columns : mapping of str to sequence, optional

@@ -477,5 +477,30 @@ def named_rule(
     names: list[str],
     l_star: torch.Tensor,
 ) -> tx.Rule:
-    """The engine rule of ``optimizer`` with keyword ``options`` added: ``parse(optimizer).with_options(...).rule``."""
+    """The engine rule of ``optimizer`` with keyword ``options`` added: ``parse(optimizer).with_options(...).rule``.
+
+    Parameters
+    ----------
+    optimizer : str or OptimizerSpec
+        An optimizer string (``"ngd:momentum=0.9"``) or a parsed spec.
+    lr : float or torch.Tensor of shape (R,) or None
+        Step size given outside the string (per run); None leaves it to the string or the optimizer's default.
+    options : mapping of str to Any
+        Options added to those of the string, by name (:meth:`OptimizerSpec.with_options`).
+    names : list of str
+        The names of the tensors the rule updates, in the engine's order.
+    l_star : torch.Tensor of shape (R,)
+        Polyak's ``L*`` when the string does not set it (the data's optimal loss).
+
+    Returns
+    -------
+    Rule
+        The engine rule (``attnlab.optim.transforms.Rule``): one chain of transforms per tensor of ``names``.
+
+    Raises
+    ------
+    ValidationError
+        When the string does not parse, an option is given twice or is not the optimizer's, or the optimizer has
+        no engine rule for these arguments (see :meth:`OptimizerSpec.rule`).
+    """
     return OptimizerSpec.parse(optimizer).with_options(**options).rule(names, lr=lr, optimal_loss=l_star)

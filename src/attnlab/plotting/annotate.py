@@ -35,19 +35,66 @@ _LINE_HEIGHT = 1.35  # line spacing of wrapped text, in em
 
 
 def theory_line(ax: Any, x: Any, y: Any, label: str, **style: Any) -> Any:
-    """Draw a theory prediction (black dashed unless ``style`` says otherwise), named ``label`` in the legend."""
+    """Draw a theory prediction (black dashed unless ``style`` says otherwise), named ``label`` in the legend.
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        The panel.
+    x, y : array-like, shape (k,)
+        The curve's points.
+    label : str
+        Its legend entry.
+    **style
+        Line properties for ``ax.plot``; they replace those of :data:`THEORY_STYLE`.
+
+    Returns
+    -------
+    matplotlib.lines.Line2D
+        The line drawn.
+    """
     (line,) = ax.plot(x, y, label=label, **{**THEORY_STYLE, **style})
     return line
 
 
 def theory_hline(ax: Any, y: float, label: str, **style: Any) -> Any:
-    """A horizontal theory level (a limit, a bound, a tolerance), named ``label`` in the legend."""
+    """A horizontal theory level (a limit, a bound, a tolerance), named ``label`` in the legend.
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        The panel.
+    y : float
+        The level, in data units.
+    label : str
+        Its legend entry.
+    **style
+        Line properties for ``ax.axhline``; they replace those of :data:`THEORY_STYLE`.
+
+    Returns
+    -------
+    matplotlib.lines.Line2D
+        The line drawn.
+    """
     return ax.axhline(y, label=label, **{**THEORY_STYLE, **style})
 
 
 def rounding_floor(ax: Any, level: float = EPS) -> Any:
     """Mark ``level`` on a log gap axis: a gap ``1 - x`` (or ``L - L*``, ``level = EPS L*``) computed in float64
-    cannot fall below it, so a curve that flattens there has reached rounding, not a limit."""
+    cannot fall below it, so a curve that flattens there has reached rounding, not a limit.
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        The panel (a log y-axis, :func:`~attnlab.plotting.log_gap_axis`).
+    level : float, default=EPS
+        The floor, in data units: float64's machine epsilon for a gap to 1, ``EPS * L*`` for a gap to ``L*``.
+
+    Returns
+    -------
+    matplotlib.lines.Line2D
+        The grey dotted line, labelled "float64 resolution".
+    """
     return ax.axhline(level, color="0.6", ls=":", lw=0.9, label="float64 resolution")
 
 
@@ -56,6 +103,14 @@ def label_ours(figure: Any, config: Any) -> None:
 
     The text is wrapped to the figure's width and gets a strip of its own, added under the figure: the
     constrained layout is told to keep the axes above it, so it never overlaps an axis label.
+
+    Parameters
+    ----------
+    figure : matplotlib.figure.Figure
+        The figure; it grows by the strip's height (its panels keep theirs).
+    config : dataclass instance
+        The experiment's config; the fields its class lists in ``OURS`` are written with their values. Without
+        ``OURS`` (or with it empty) nothing is written.
     """
     names = tuple(getattr(type(config), "OURS", ()))
     if not names:
@@ -87,7 +142,18 @@ def label_ours(figure: Any, config: Any) -> None:
 
 
 def has_ours(figure: Any) -> bool:
-    """Whether :func:`label_ours` wrote its footnote under ``figure``."""
+    """Whether :func:`label_ours` wrote its footnote under ``figure``.
+
+    Parameters
+    ----------
+    figure : matplotlib.figure.Figure
+        The figure.
+
+    Returns
+    -------
+    bool
+        True when the figure holds the footnote's text.
+    """
     return any(text.get_gid() == FOOTNOTE_GID for text in figure.texts)
 
 
@@ -95,7 +161,17 @@ def drop_ours(figure: Any) -> bool:
     """Remove the :func:`label_ours` footnote and its strip, giving the figure back its height and layout.
 
     An experiment's run writes the footnote under its first figure only (its defaults are the same for every
-    figure); the report states them once per experiment. Returns whether there was a footnote.
+    figure); the report states them once per experiment.
+
+    Parameters
+    ----------
+    figure : matplotlib.figure.Figure
+        The figure, changed in place.
+
+    Returns
+    -------
+    bool
+        Whether there was a footnote (False leaves the figure as it was).
     """
     notes = [text for text in figure.texts if text.get_gid() == FOOTNOTE_GID]
     for note in notes:
@@ -109,7 +185,23 @@ def drop_ours(figure: Any) -> bool:
 def plot_band(
     ax: Any, frame: pd.DataFrame, x: str, y: str, *, label: str, color: Any = None, logy: bool = False
 ) -> None:
-    """Median line with a min-max band of ``y`` over runs, grouped by ``x``."""
+    """Median line with a min-max band of ``y`` over runs, grouped by ``x``.
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        The panel.
+    frame : pandas.DataFrame
+        A tidy table with columns ``x`` and ``y``, one row per (run, ``x``).
+    x, y : str
+        The column names: ``x`` groups the rows (e.g. ``"step"``), ``y`` is the quantity drawn.
+    label : str
+        The legend entry of the median line.
+    color : matplotlib color, optional
+        Of the line and its band; default: the axes' next color.
+    logy : bool, default=False
+        Put the y-axis on a log scale.
+    """
     stats = frame.groupby(x)[y].agg(["median", "min", "max"]).reset_index()
     (line,) = ax.plot(stats[x], stats["median"], label=label, color=color)
     ax.fill_between(stats[x], stats["min"], stats["max"], alpha=0.2, color=line.get_color())

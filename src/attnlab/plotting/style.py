@@ -67,7 +67,13 @@ EPS = float(np.finfo(np.float64).eps)  # floor of a gap ``1 - x`` drawn on a log
 
 @contextlib.contextmanager
 def house_style() -> Iterator[None]:
-    """Context in which new figures, axes, labels and legends take :data:`HOUSE_STYLE`."""
+    """Context in which new figures, axes, labels and legends take :data:`HOUSE_STYLE`.
+
+    Yields
+    ------
+    None
+        Inside the block matplotlib's rcParams are updated with :data:`HOUSE_STYLE`; they are restored on leaving.
+    """
     with plt.rc_context(HOUSE_STYLE):
         yield
 
@@ -77,6 +83,17 @@ def house_figure(draw: Callable[..., Any]) -> Callable[..., Any]:
 
     Labels, ticks and legends take their sizes from rcParams when they are made (axes keep their tick sizes from
     then on, even for ticks drawn later), so the whole function runs inside :func:`house_style`.
+
+    Parameters
+    ----------
+    draw : callable
+        ``draw(*args, **kwargs) -> matplotlib.figure.Figure``.
+
+    Returns
+    -------
+    callable
+        A function of the same arguments, name and docstring as ``draw`` that returns its figure, drawn in the
+        house style, with the tick labels of its log axes thinned.
     """
 
     @functools.wraps(draw)
@@ -156,6 +173,15 @@ def new_figure(ncols: int, nrows: int = 1, *, width: float = 3.6, height: float 
 def panel_grid(count: int, *, columns: int = 3, width: float = 3.6, height: float = 3.0) -> tuple[Any, Any]:
     """``count`` panels in rows of ``columns``, so that a figure of many panels stays near the report's width.
 
+    Parameters
+    ----------
+    count : int
+        Panels in all, ``>= 1``.
+    columns : int, default=3
+        Panels per row at most (fewer when ``count`` is smaller).
+    width, height : float, default=3.6, 3.0
+        Inches per panel.
+
     Returns
     -------
     figure : matplotlib.figure.Figure
@@ -170,7 +196,17 @@ def panel_grid(count: int, *, columns: int = 3, width: float = 3.6, height: floa
 
 
 def label_axes(ax: Any, xlabel: str, ylabel: str, title: str | None = None) -> None:
-    """Label both axes (and optionally title) one panel; use mathtext for symbols."""
+    """Label both axes (and optionally title) one panel; use mathtext for symbols.
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        The panel.
+    xlabel, ylabel : str
+        The axis labels, e.g. :data:`STEP` and :data:`CORR_GAP`.
+    title : str, optional
+        The panel's title; None leaves it as it is.
+    """
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if title is not None:
@@ -182,6 +218,15 @@ def log_gap_axis(ax: Any, ylabel: str, *, logx: bool = False) -> None:
 
     Plot the gap itself, never the quantity that tends to its limit: on a linear axis ``corr`` looks flat at 1
     long before ``1 - corr`` stops falling by decades.
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        The panel.
+    ylabel : str
+        The y-axis label, e.g. :data:`CORR_GAP`.
+    logx : bool, default=False
+        Put the x-axis on a log scale too.
     """
     ax.set_yscale("log")
     if logx:

@@ -129,8 +129,8 @@ class ResultsStore:
             self._final.pop(run_dir.name, None)
         return run_dir
 
-    def status(self, job: Job, label: str) -> str:
-        """The run's status as its directory shows it now (see the module docstring).
+    def status(self, job: Job, label: str) -> tuple[str, str]:
+        """The run's status as its directory shows it now (see the module docstring), and what went wrong, if anything.
 
         Parameters
         ----------

@@ -102,7 +102,15 @@ class Check:
         return "agrees" if self.passed else "disagrees"
 
     def as_row(self) -> dict[str, Any]:
-        """The ``checks.csv`` row (:data:`CHECK_COLUMNS`): numbers to 6 significant digits, ``passed`` a bool."""
+        """The ``checks.csv`` row (:data:`CHECK_COLUMNS`): numbers to 6 significant digits, ``passed`` a bool.
+
+        Returns
+        -------
+        dict of str to Any
+            One entry per column of :data:`CHECK_COLUMNS`, in that order: ``predicted``, ``measured`` and
+            ``tolerance`` as text (a float written with 6 significant digits), ``passed`` a bool, ``verdict`` as
+            :attr:`verdict` says, the other fields as they are.
+        """
         row = {key: getattr(self, key) for key in CHECK_COLUMNS}
         for key in ("predicted", "measured", "tolerance"):
             row[key] = format_value(row[key])
@@ -128,7 +136,25 @@ CHECK_COLUMNS = [
 
 @dataclass(frozen=True)
 class CheckCounts:
-    """Totals of a check table: theorem checks and properties (must pass), observations (agree or disagree)."""
+    """Totals of a check table: theorem checks and properties (must pass), observations (agree or disagree).
+
+    Made by :func:`count_checks`; counts of several tables add up with ``+``.
+
+    Parameters
+    ----------
+    passed : int
+        Theory checks that passed.
+    total : int
+        Theory checks (``kind="theory"``).
+    agree : int
+        Observations that agree with the paper.
+    observations : int
+        Observations (``kind="observation"``); inconclusive ones count as not agreeing.
+    properties_passed : int, default=0
+        Properties of our own code that hold.
+    properties : int, default=0
+        Properties (``kind="property"``).
+    """
 
     passed: int
     total: int
@@ -143,7 +169,15 @@ class CheckCounts:
         return self.passed == self.total and self.properties_passed == self.properties
 
     def describe(self) -> str:
-        """``"12/12 theorem checks passed"``, then properties and observations; the groups a table has."""
+        """``"12/12 theorem checks passed"``, then properties and observations; the groups a table has.
+
+        Returns
+        -------
+        str
+            ``"; "``-joined parts: the theorem checks (also when the table has no rows at all), then the
+            properties and the observations where there are any, e.g. ``"3/3 theorem checks passed; 1/2
+            observations agree with the paper"``.
+        """
         parts = []
         if self.total or not (self.properties or self.observations):
             parts.append(f"{self.passed}/{self.total} theorem checks passed")
@@ -158,7 +192,19 @@ class CheckCounts:
 
 
 def count_checks(checks: pd.DataFrame) -> CheckCounts:
-    """Count a ``checks.csv`` table (boolean ``passed``); tables written before ``kind`` existed are all theory."""
+    """Count a ``checks.csv`` table (boolean ``passed``); tables written before ``kind`` existed are all theory.
+
+    Parameters
+    ----------
+    checks : pandas.DataFrame
+        A check table with the columns of :data:`CHECK_COLUMNS` (at least ``passed``; without a ``kind`` column
+        every row counts as a theory check); may be empty.
+
+    Returns
+    -------
+    CheckCounts
+        The rows that passed and the rows in all, per kind.
+    """
     if not len(checks):
         return CheckCounts(0, 0, 0, 0)
     passed = checks["passed"].astype(bool)

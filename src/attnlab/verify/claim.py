@@ -76,7 +76,13 @@ class Falsifier:
 
     @contextlib.contextmanager
     def applied(self) -> Iterator[None]:
-        """Replace ``target`` by ``wrap(original)`` inside the block, and restore it after."""
+        """Replace ``target`` by ``wrap(original)`` inside the block, and restore it after.
+
+        Yields
+        ------
+        None
+            Inside the block the target is replaced; the original is put back on leaving it, an exception included.
+        """
         module_name, _, path = self.target.partition(":")
         owner: Any = importlib.import_module(module_name)
         *parents, attribute = path.split(".")
@@ -134,38 +140,178 @@ class Claim:
 
     @property
     def tags(self) -> dict[str, str]:
+        """The row fields a claim fixes besides its text and source: ``kind``, ``result`` and ``falsifier``."""
         return {"kind": self.kind, "result": self.result, "falsifier": self.falsifier}
 
     def format(self, **values: Any) -> Claim:
-        """This claim with its ``{name}`` fields filled in (e.g. the step count of this run)."""
+        """This claim with its ``{name}`` fields filled in (e.g. the step count of this run).
+
+        Parameters
+        ----------
+        **values
+            The value of each ``{name}`` field of :attr:`claim`, by name (as for :meth:`str.format`).
+
+        Returns
+        -------
+        Claim
+            A copy whose ``claim`` text is filled in; result, source, falsifier and kind are the same, so its rows
+            still stand for this declaration (:func:`check_declared`).
+        """
         return dataclasses.replace(self, claim=self.claim.format(**values))
 
     def close(self, predicted: float, measured: float, rtol: float = 0.0, **kwargs: Any) -> Check:
-        """Row of :func:`check_close`."""
+        """Row of :func:`check_close`: passes when ``|measured - predicted| <= atol + rtol * |predicted|``.
+
+        Parameters
+        ----------
+        predicted : float
+            The theory's value.
+        measured : float
+            The run's value; NaN fails.
+        rtol : float, default=0.0
+            Relative tolerance; it and ``atol`` (a keyword) may not both be 0.
+        **kwargs
+            The keywords of :func:`check_close`: ``atol``, ``spread``.
+
+        Returns
+        -------
+        Check
+            The row, with this claim's text, source, kind, result and falsifier.
+        """
         return check_close(self.claim, predicted, measured, rtol, self.source, **kwargs, **self.tags)
 
     def less(self, measured: float, bound: float, **kwargs: Any) -> Check:
-        """Row of :func:`check_less`."""
+        """Row of :func:`check_less`: passes when ``measured <= bound`` (``<`` with ``strict=True``).
+
+        Parameters
+        ----------
+        measured : float
+            The run's value; NaN fails.
+        bound : float
+            The theory's upper bound.
+        **kwargs
+            The keywords of :func:`check_less`: ``strict``, ``spread``.
+
+        Returns
+        -------
+        Check
+            The row, with this claim's text, source, kind, result and falsifier.
+        """
         return check_less(self.claim, measured, bound, self.source, **kwargs, **self.tags)
 
     def greater(self, measured: float, bound: float, **kwargs: Any) -> Check:
-        """Row of :func:`check_greater`."""
+        """Row of :func:`check_greater`: passes when ``measured >= bound`` (``>`` with ``strict=True``).
+
+        Parameters
+        ----------
+        measured : float
+            The run's value; NaN fails.
+        bound : float
+            The theory's lower bound.
+        **kwargs
+            The keywords of :func:`check_greater`: ``strict``, ``spread``.
+
+        Returns
+        -------
+        Check
+            The row, with this claim's text, source, kind, result and falsifier.
+        """
         return check_greater(self.claim, measured, bound, self.source, **kwargs, **self.tags)
 
     def ordering(self, values: Mapping[str, float], order: Sequence[str], **kwargs: Any) -> Check:
-        """Row of :func:`check_ordering`."""
+        """Row of :func:`check_ordering`: passes when the ``values`` named in ``order`` increase along it.
+
+        Parameters
+        ----------
+        values : mapping of str to float
+            The measured quantity per name (method, norm, activation).
+        order : sequence of str
+            At least two names of ``values``, from smallest to largest as the theory predicts.
+        **kwargs
+            The keywords of :func:`check_ordering`: ``margin``, ``spread``.
+
+        Returns
+        -------
+        Check
+            The row, with this claim's text, source, kind, result and falsifier.
+
+        Raises
+        ------
+        ValidationError
+            When ``order`` has fewer than two names or names one that ``values`` lacks.
+        """
         return check_ordering(self.claim, values, order, self.source, **kwargs, **self.tags)
 
     def slope(self, x: Sequence[float], y: Sequence[float], predicted: float, tol: float, **kwargs: Any) -> Check:
-        """Row of :func:`check_slope`."""
+        """Row of :func:`check_slope`: passes when the fitted slope of ``y`` on ``x`` is ``predicted +- tol``.
+
+        Parameters
+        ----------
+        x, y : sequence of float
+            The points, of equal length (log-log by default; see :func:`fit_slope`).
+        predicted : float
+            The theory's slope.
+        tol : float
+            How far the fitted slope may be from ``predicted``.
+        **kwargs
+            The keywords of :func:`check_slope`: ``side``, ``logx``, ``logy``, ``spread``.
+
+        Returns
+        -------
+        Check
+            The row (measured: the slope), with this claim's text, source, kind, result and falsifier.
+
+        Raises
+        ------
+        ValidationError
+            When ``side`` is not one of ``"both"``, ``"at_most"``, ``"at_least"``.
+        """
         return check_slope(self.claim, x, y, predicted, tol, self.source, **kwargs, **self.tags)
 
     def rate_shape(self, t: Sequence[float], y: Sequence[float], expected: str, **kwargs: Any) -> Check:
-        """Row of :func:`check_rate_shape`."""
+        """Row of :func:`check_rate_shape`: passes when ``y`` follows the ``expected`` shape in ``t`` better.
+
+        Parameters
+        ----------
+        t, y : sequence of float
+            Positive times and positive values, of equal length.
+        expected : {"log", "power"}
+            The shape the theorem predicts: ``y ~ log t`` or ``y ~ t^a``.
+        **kwargs
+            The keywords of :func:`check_rate_shape`: ``min_decades``.
+
+        Returns
+        -------
+        Check
+            The row, with this claim's text, source, kind, result and falsifier; it fails when the points span fewer
+            than ``min_decades`` decades of ``t``.
+
+        Raises
+        ------
+        ValidationError
+            When ``expected`` is not ``"log"`` or ``"power"``.
+        """
         return check_rate_shape(self.claim, t, y, expected, self.source, **kwargs, **self.tags)
 
     def holds(self, predicted: Any, measured: Any, tolerance: str, passed: bool) -> Check:
-        """A row whose rule no helper states; ``tolerance`` must say the rule and where its numbers come from."""
+        """A row whose rule no helper states; ``tolerance`` must say the rule and where its numbers come from.
+
+        Parameters
+        ----------
+        predicted : str or float
+            What the theory predicts (a number, a bound or a trend).
+        measured : str or float
+            What the run measured.
+        tolerance : str
+            The rule the row was judged by, and where its numbers come from.
+        passed : bool
+            Whether the measurement meets the rule (any truthy value is taken as a bool).
+
+        Returns
+        -------
+        Check
+            The row, with this claim's text, source, kind, result and falsifier.
+        """
         return Check(self.claim, predicted, measured, tolerance, bool(passed), self.source, **self.tags)
 
 
@@ -174,6 +320,20 @@ def check_declared(rows: Sequence[Check], claims: Sequence[Claim], experiment: s
 
     A row stands for a claim when its kind, result, source and falsifier are the claim's (its text may be the
     claim's template filled in by :meth:`Claim.format`). Observations are declared by :func:`observation` itself.
+
+    Parameters
+    ----------
+    rows : sequence of Check
+        The rows a run wrote.
+    claims : sequence of Claim
+        The claims ``experiment`` declares.
+    experiment : str
+        The experiment's name, for the message.
+
+    Raises
+    ------
+    ValidationError
+        When a theory or property row matches no claim; the message lists the rows' claim texts.
     """
     declared = {(c.kind, c.result, c.source, c.falsifier) for c in claims}
     stray = [

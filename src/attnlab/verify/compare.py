@@ -83,6 +83,41 @@ def check_close(
 
     ``spread`` says how the tolerance was derived (seed spread, discretisation, the theorem); it is written into
     the row's tolerance text after ``"rel <rtol>"`` / ``"abs <atol>"``.
+
+    Parameters
+    ----------
+    claim : str
+        The claim in words (see :class:`~attnlab.verify.check.Check`).
+    predicted : float
+        The theory's value.
+    measured : float
+        The run's value; NaN or an infinity fails.
+    rtol : float, default=0.0
+        Relative tolerance, ``>= 0``.
+    source : str, default=""
+        The theory page and section that state the claim.
+    atol : float, default=0.0
+        Absolute tolerance, ``>= 0``; it and ``rtol`` may not both be 0.
+    spread : str, default=""
+        Where the tolerance comes from, appended to the row's tolerance text.
+    **tags : str
+        The row's ``kind``, ``result`` and ``falsifier`` (a :class:`~attnlab.verify.claim.Claim` passes them).
+
+    Returns
+    -------
+    Check
+        ``predicted`` and ``measured`` as floats, the tolerance text ``"abs <atol> + rel <rtol>; <spread>"`` (each
+        part only where it is given).
+
+    Raises
+    ------
+    ValidationError
+        When ``rtol`` or ``atol`` is negative, or both are 0.
+
+    Examples
+    --------
+    >>> check_close("ratio -> 1", 1.0, 1.004, rtol=0.01).passed
+    True
     """
     if rtol < 0 or atol < 0 or (rtol == 0 and atol == 0):
         raise ValidationError(f"check_close needs rtol >= 0 and atol >= 0, not both 0; got rtol={rtol}, atol={atol}")
@@ -104,7 +139,30 @@ def check_less(
     spread: str = "",
     **tags: str,
 ) -> Check:
-    """A theory :class:`Check` that passes when ``measured <= bound`` (``<`` if ``strict``); NaN fails."""
+    """A theory :class:`Check` that passes when ``measured <= bound`` (``<`` if ``strict``); NaN fails.
+
+    Parameters
+    ----------
+    claim : str
+        The claim in words (see :class:`~attnlab.verify.check.Check`).
+    measured : float
+        The run's value.
+    bound : float
+        The theory's upper bound.
+    source : str, default=""
+        The theory page and section that state the claim.
+    strict : bool, default=False
+        Require ``measured < bound``.
+    spread : str, default=""
+        Where the tolerance comes from, appended to the row's tolerance text.
+    **tags : str
+        The row's ``kind``, ``result`` and ``falsifier`` (a :class:`~attnlab.verify.claim.Claim` passes them).
+
+    Returns
+    -------
+    Check
+        ``predicted`` is the bound as text (``"<= 0.5"``), ``measured`` a float, the tolerance text ``"bound"``.
+    """
     passed = measured < bound if strict else measured <= bound
     op = "<" if strict else "<="
     return Check(claim, f"{op} {bound:.6g}", float(measured), _why("bound", spread), bool(passed), source, **tags)
@@ -120,7 +178,30 @@ def check_greater(
     spread: str = "",
     **tags: str,
 ) -> Check:
-    """A theory :class:`Check` that passes when ``measured >= bound`` (``>`` if ``strict``); NaN fails."""
+    """A theory :class:`Check` that passes when ``measured >= bound`` (``>`` if ``strict``); NaN fails.
+
+    Parameters
+    ----------
+    claim : str
+        The claim in words (see :class:`~attnlab.verify.check.Check`).
+    measured : float
+        The run's value.
+    bound : float
+        The theory's lower bound.
+    source : str, default=""
+        The theory page and section that state the claim.
+    strict : bool, default=False
+        Require ``measured > bound``.
+    spread : str, default=""
+        Where the tolerance comes from, appended to the row's tolerance text.
+    **tags : str
+        The row's ``kind``, ``result`` and ``falsifier`` (a :class:`~attnlab.verify.claim.Claim` passes them).
+
+    Returns
+    -------
+    Check
+        ``predicted`` is the bound as text (``">= 0.5"``), ``measured`` a float, the tolerance text ``"bound"``.
+    """
     passed = measured > bound if strict else measured >= bound
     op = ">" if strict else ">="
     return Check(claim, f"{op} {bound:.6g}", float(measured), _why("bound", spread), bool(passed), source, **tags)
@@ -140,12 +221,30 @@ def check_ordering(
 
     Parameters
     ----------
+    claim : str
+        The claim in words (see :class:`~attnlab.verify.check.Check`).
     values : mapping of str to float
         The measured quantity per name (method, norm, activation).
     order : sequence of str
-        Names from smallest to largest, as the theory predicts.
+        Names from smallest to largest, as the theory predicts; at least two, each a key of ``values``.
+    source : str, default=""
+        The theory page and section that state the claim.
     margin : float, default=0.0
         Each step of the order must exceed it (a spread of the measurement; say which in ``spread``).
+    spread : str, default=""
+        Where the tolerance comes from, appended to the row's tolerance text.
+    **tags : str
+        The row's ``kind``, ``result`` and ``falsifier`` (a :class:`~attnlab.verify.claim.Claim` passes them).
+
+    Returns
+    -------
+    Check
+        ``predicted`` is the order (``"a < b < c"``), ``measured`` lists every value of ``values``.
+
+    Raises
+    ------
+    ValidationError
+        When ``order`` has fewer than two names or names one that ``values`` lacks.
     """
     missing = [name for name in order if name not in values]
     if len(order) < 2 or missing:
@@ -161,6 +260,26 @@ def fit_slope(x: Sequence[float], y: Sequence[float], *, logx: bool = True, logy
     """Least-squares slope of ``y`` on ``x`` (each on a log scale if asked) and the R^2 of the fit.
 
     Points whose logarithm is undefined (``<= 0`` or not finite) are dropped; fewer than two left gives NaN.
+
+    Parameters
+    ----------
+    x, y : sequence of float
+        The points; pairs are taken up to the shorter of the two.
+    logx, logy : bool, default=True
+        Fit on ``log x`` / ``log y`` (natural logarithm; the slope is the same in any base).
+
+    Returns
+    -------
+    slope : float
+        The least-squares slope; NaN when fewer than two points are left or all ``x`` are equal.
+    r2 : float
+        The coefficient of determination of the fit; 1.0 when all ``y`` are equal, NaN with the slope.
+
+    Examples
+    --------
+    >>> slope, r2 = fit_slope([1, 10, 100], [2, 20, 200])
+    >>> round(slope, 12), round(r2, 12)
+    (1.0, 1.0)
     """
     pts = [(float(a), float(b)) for a, b in zip(x, y)]
     pts = [
@@ -199,6 +318,37 @@ def check_slope(
     Passes when ``|slope - predicted| <= tol`` (``side="both"``), ``slope <= predicted + tol`` (``"at_most"``) or
     ``slope >= predicted - tol`` (``"at_least"``). The row's measured value is the slope; its R^2 and the number
     of points go into the tolerance text.
+
+    Parameters
+    ----------
+    claim : str
+        The claim in words (see :class:`~attnlab.verify.check.Check`).
+    x, y : sequence of float
+        The points (see :func:`fit_slope`, which drops those whose logarithm is undefined).
+    predicted : float
+        The theory's slope.
+    tol : float
+        How far the slope may be from ``predicted`` (on the side(s) ``side`` names).
+    source : str, default=""
+        The theory page and section that state the claim.
+    side : {"both", "at_most", "at_least"}, default="both"
+        Which side of ``predicted`` the tolerance bounds.
+    logx, logy : bool, default=True
+        Fit on ``log x`` / ``log y``.
+    spread : str, default=""
+        Where the tolerance comes from, appended to the row's tolerance text.
+    **tags : str
+        The row's ``kind``, ``result`` and ``falsifier`` (a :class:`~attnlab.verify.claim.Claim` passes them).
+
+    Returns
+    -------
+    Check
+        ``predicted`` as text (``"-1 +- 0.1"``, ``"<= 0.5"``), ``measured`` the fitted slope (NaN fails).
+
+    Raises
+    ------
+    ValidationError
+        When ``side`` is not one of its three values.
     """
     check_in("side", side, ("both", "at_most", "at_least"))
     slope, r2 = fit_slope(x, y, logx=logx, logy=logy)
@@ -238,12 +388,29 @@ def check_rate_shape(
 
     Parameters
     ----------
+    claim : str
+        The claim in words (see :class:`~attnlab.verify.check.Check`).
     t, y : sequence of float
-        Positive times and positive values (points with ``t <= 0`` or ``y <= 0`` are dropped).
+        Positive times and positive values (points with ``t <= 0`` or ``y <= 0`` or not finite are dropped).
     expected : {"log", "power"}
         The shape the theorem predicts.
+    source : str, default=""
+        The theory page and section that state the claim.
     min_decades : float, default=2.0
         The least ``log10(t_max / t_min)`` the points must span.
+    **tags : str
+        The row's ``kind``, ``result`` and ``falsifier`` (a :class:`~attnlab.verify.claim.Claim` passes them).
+
+    Returns
+    -------
+    Check
+        ``measured`` gives both fits' relative RMS and the power-fit exponent; with fewer than three points or
+        fewer than ``min_decades`` decades the row fails and ``measured`` is the number of decades.
+
+    Raises
+    ------
+    ValidationError
+        When ``expected`` is not ``"log"`` or ``"power"``.
     """
     check_in("expected", expected, ("log", "power"))
     pts = [(float(a), float(b)) for a, b in zip(t, y) if a > 0 and b > 0 and math.isfinite(a) and math.isfinite(b)]
@@ -292,6 +459,33 @@ def observation(
     an observation stands for something the paper showed, never for a theorem's prediction. ``tolerance`` states
     the paper's criterion and the measured spread it is judged within (e.g. "time to alignment 0.99; steps
     recorded every 10").
+
+    Parameters
+    ----------
+    claim : str
+        The paper's remark in words.
+    paper_says : str
+        What the paper reports (the row's ``predicted``).
+    measured : str or float
+        What our run measured.
+    agrees : bool
+        Whether the measurement agrees with the remark (the row's ``passed``).
+    source : str
+        Our theory page and section that discuss the remark.
+    tolerance : str, default="agrees or not (the paper's remark)"
+        The criterion and the spread the agreement is judged within.
+    result : str, default=""
+        The paper result the remark bears on, if any (``"002:Fig-E3"``).
+
+    Returns
+    -------
+    Check
+        ``kind="observation"``: a disagreement is shown but never fails a run.
+
+    Raises
+    ------
+    ValidationError
+        When neither ``claim`` nor ``source`` names a figure, table or remark (:data:`OBSERVATION_MARKS`).
     """
     if not any(mark in f"{claim} {source}".lower() for mark in OBSERVATION_MARKS):
         raise ValidationError(

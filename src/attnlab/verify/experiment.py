@@ -100,7 +100,22 @@ class RunContext:
     quick: bool = False
 
     def bar(self, iterable: Iterable[Any] | None = None, *, total: int | None = None, desc: str = "") -> Any:
-        """A progress bar (:func:`attnlab.callbacks.progress_bar`), shown as ``progress`` says."""
+        """A progress bar (:func:`attnlab.callbacks.progress_bar`), shown as ``progress`` says.
+
+        Parameters
+        ----------
+        iterable : iterable, optional
+            What to iterate over; without it, advance the bar with its ``update``.
+        total : int, optional
+            The number of iterations expected (default: ``len(iterable)`` where it has one).
+        desc : str, default=""
+            The bar's label.
+
+        Returns
+        -------
+        tqdm.tqdm
+            The bar (a disabled one when hidden), iterable when ``iterable`` is given.
+        """
         return progress_bar(iterable, total=total, desc=desc, show=self.progress)
 
 
@@ -170,7 +185,23 @@ class Experiment(Generic[C]):
             raise ValidationError(f"falsifiers {unused} of {self.name!r} are named by no claim; declare or drop them")
 
     def falsifier(self, name: str) -> Falsifier:
-        """The falsifier called ``name``."""
+        """The falsifier called ``name``.
+
+        Parameters
+        ----------
+        name : str
+            A name in :attr:`falsifiers` (as a theory claim names it).
+
+        Returns
+        -------
+        Falsifier
+            The one of that name.
+
+        Raises
+        ------
+        ValidationError
+            When no falsifier has that name; the message lists the names there are.
+        """
         for f in self.falsifiers:
             if f.name == name:
                 return f
@@ -178,7 +209,28 @@ class Experiment(Generic[C]):
 
 
 def make_config(experiment: Experiment[C], overrides: Sequence[str] | Mapping[str, Any] = (), quick: bool = False) -> C:
-    """Default config of ``experiment``, then its quick overrides (if ``quick``), then ``overrides``."""
+    """Default config of ``experiment``, then its quick overrides (if ``quick``), then ``overrides``.
+
+    Parameters
+    ----------
+    experiment : Experiment
+        Whose ``config_type`` to build; its defaults are the full-size settings.
+    overrides : sequence of "key=value" or mapping, default=()
+        Field changes, applied last; strings are parsed by the field's type annotation.
+    quick : bool, default=False
+        Apply ``experiment.quick`` (the CI-sized settings) before ``overrides``.
+
+    Returns
+    -------
+    config
+        An instance of ``experiment.config_type``.
+
+    Raises
+    ------
+    ValidationError
+        When an override names an unknown field (the message lists the known ones) or a value does not parse, or
+        the config refuses the resulting values.
+    """
     base = experiment.config_type()
     if quick:
         base = dataclasses.replace(base, **experiment.quick)
@@ -187,7 +239,19 @@ def make_config(experiment: Experiment[C], overrides: Sequence[str] | Mapping[st
 
 @dataclass(frozen=True)
 class RunRecord:
-    """Where a finished run wrote its outputs, and its check table."""
+    """Where a finished run wrote its outputs, and its check table; what :func:`run_experiment` returns.
+
+    Parameters
+    ----------
+    name : str
+        The experiment's name.
+    out : pathlib.Path
+        The run directory.
+    checks : pandas.DataFrame
+        The check table as written to ``checks.csv`` (columns :data:`~attnlab.verify.check.CHECK_COLUMNS`).
+    seconds : float
+        Wall time of the experiment's ``run``, in seconds (writing the outputs not included).
+    """
 
     name: str
     out: Path
@@ -196,6 +260,7 @@ class RunRecord:
 
     @property
     def counts(self) -> CheckCounts:
+        """The check table's totals per kind (:func:`~attnlab.verify.check.count_checks`)."""
         return count_checks(self.checks)
 
     @property
