@@ -34,7 +34,7 @@ from attnlab.engine import OPTIMIZERS, OPTIONS, Problem, Recorder, fit
 from attnlab.engine.spaces import optimal_loss
 from attnlab.losses import LOSSES
 from attnlab.models.functional import token_scores
-from attnlab.models.heads import Head, as_head
+from attnlab.models.heads import AttentionHeads, Head, as_head
 from attnlab.optim.spec import OptimizerSpec
 from attnlab.optim.transforms import Rule
 
@@ -129,7 +129,9 @@ def train(
         The head: fixed, or the initial head with ``train_head=True``; or a fixed nonlinear head
         (:class:`~attnlab.models.heads.ReluHead`, any module mapping ``(..., d)`` to ``(...)``; multi-token §1).
     W0 : array-like, shape ([R,] d, d_q), optional
-        Initial combined matrix for ``param="W"`` (default zeros); refused for the other parametrisations.
+        Initial combined matrix for ``param="W"`` (default zeros); refused for the other parametrisations. For a sum
+        of heads (``v`` a :class:`~attnlab.models.SummedHeads`, multi-token §9) the heads side by side, shape
+        ``([R,] d, H d_q)``.
     param : {"W", "KQ", "diag"}
         Combined matrix; separate key and query ``K0`` of shape ``([R,] d, d_e)`` and ``Q0`` of shape
         ``([R,] d_q, d_e)`` (options, required); diagonal ``xi_k0, xi_q0`` of shape ``([R,] d)`` (options, required).
@@ -210,7 +212,10 @@ def train(
         )
     for name, t in (("Z", Zr), ("y", yr), *(() if nonlinear else (("v", vr),))):
         check_device(name, t, Xr.device)
-    params = _initial_params(param, W0, options, R, d, d_q)
+    if isinstance(vr, AttentionHeads) and param != "W":
+        raise ValidationError(f"a sum of heads trains its heads side by side with param='W', got param={param!r}")
+    columns = vr.columns(d_q) if isinstance(vr, AttentionHeads) else d_q  # multi-token §9: [W_1, ..., W_H]
+    params = _initial_params(param, W0, options, R, d, columns)
     for name, t in params.items():
         check_device(f"the initial {name}", t, Xr.device)
     if W0 is not None and param != "W":
@@ -250,7 +255,7 @@ def train(
     if record_every is not None:
         record_every = check_scalar("record_every", record_every, kind=int, low=1)
     recorder = Recorder(
-        refs=_refs(options, R, d, d_q),
+        refs=_refs(options, R, d, columns),
         select=_select(options, Xr, yr, vr, R, sizes["n"]),
         bregman_p=options.get("bregman_p"),
         keep_iterates=keep_iterates,

@@ -82,3 +82,15 @@ def test_bad_initial_heads_are_refused_with_the_expected_shape():
         SumOfHeads(torch.ones(H, D), W0=torch.zeros(D, D_Q), d_q=D_Q)
     with pytest.raises(al.ValidationError, match=r"values has shape \(4,\), expected \(H, d\)"):
         SummedHeads(torch.ones(D))
+
+
+def test_batched_train_takes_the_same_steps_as_al_train():
+    data, V = _problem(4)
+    W0 = 0.1 * torch.randn(H, D, D_Q, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    model = SumOfHeads(V, W0=W0, d_q=D_Q)
+    al.train(model, "ngd:lr=0.3", data, steps=50)
+    run = al.batched.train(data.X, data.Z, data.y, SummedHeads(V), side_by_side(W0), optimizer="ngd", lr=0.3, steps=50)
+    assert run.W.shape == (1, D, H * D_Q)
+    torch.testing.assert_close(run.W[0], model.W.detach(), rtol=1e-12, atol=1e-12)
+    with pytest.raises(al.ValidationError, match="a sum of heads trains its heads side by side with param='W'"):
+        al.batched.train(data.X, data.Z, data.y, SummedHeads(V), param="KQ", K0=torch.ones(D, 2), Q0=torch.ones(D_Q, 2))

@@ -57,6 +57,20 @@ class AttentionHeads(Head):
     §9 (the sum of heads, :class:`~attnlab.models.sum_of_heads.SummedHeads`).
     """
 
+    def columns(self, d_q: int) -> int:
+        """The number of columns of ``W`` for queries of width ``d_q``.
+
+        Parameters
+        ----------
+        d_q : int
+
+        Returns
+        -------
+        int
+            ``H d_q`` for ``H`` heads side by side.
+        """
+        raise NotImplementedError
+
     def outputs(self, X: torch.Tensor, W: torch.Tensor, Z: torch.Tensor) -> torch.Tensor:
         """Model outputs ``f(X_i)``.
 

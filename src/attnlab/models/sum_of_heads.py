@@ -84,6 +84,9 @@ class SummedHeads(AttentionHeads):
             raise ValidationError(f"values has shape {tuple(values_t.shape)}, expected (H, d) or (R, H, d)")
         self.values, self.H, self.d = values_t, int(values_t.shape[-2]), int(values_t.shape[-1])
 
+    def columns(self, d_q: int) -> int:
+        return self.H * d_q
+
     def logits(self, X: torch.Tensor, W: torch.Tensor, Z: torch.Tensor) -> torch.Tensor:
         """Every head's logits ``s_{h,it} = x_it^T W_h z_i``.
 
