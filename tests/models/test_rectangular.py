@@ -99,3 +99,25 @@ def test_a_model_of_another_query_width_is_refused_naming_d_q():
     with pytest.raises(al.ValidationError, match=r"param='diag' needs queries of the tokens' width"):
         d = _data()
         al.batched.train(d.X, d.Z, d.y, d.v, param="diag", xi_k0=torch.ones(D), xi_q0=torch.zeros(D))
+
+
+def test_the_kernel_coefficient_space_trains_a_rectangular_w_as_a_plain_ngd_loop():
+    # n T^2 = 8 <= d^2: the engine trains W through its n T coefficients (engine/spaces.py KernelSpace)
+    from attnlab.engine.loop import kernel_applies
+    from attnlab.engine.spaces import Problem
+
+    gen = torch.Generator().manual_seed(6)
+    X, Z = (
+        torch.randn(2, 2, D, generator=gen, dtype=torch.float64),
+        torch.randn(2, D_Q, generator=gen, dtype=torch.float64),
+    )
+    y, v = torch.tensor([1.0, -1.0], dtype=torch.float64), torch.randn(D, generator=gen, dtype=torch.float64)
+    rule = al.optim.spec.OptimizerSpec.parse("ngd").rule(["W"], lr=torch.tensor([0.2]))
+    problem = Problem(X[None], Z[None], y[None], v[None], "exp")
+    assert kernel_applies("W", {"W": torch.zeros(1, D, D_Q)}, problem, rule)
+    run = al.batched.train(X, Z, y, v, optimizer="ngd", lr=0.2, steps=5)  # before saturation spoils autograd
+    W = torch.zeros(D, D_Q, dtype=torch.float64, requires_grad=True)
+    for _ in range(5):  # plain NGD: W <- W - lr g / ||g||_F, g by autograd through the written-out softmax
+        (g,) = torch.autograd.grad(_reference_risk(X, Z, y, v, W, "exp"), W)
+        W = (W - 0.2 * g / g.norm()).detach().requires_grad_()
+    torch.testing.assert_close(run.W[0], W.detach(), rtol=1e-10, atol=1e-12)
