@@ -193,3 +193,37 @@ def test_sign_descent_is_explained_by_the_linf_svm():
     result = explain(example1(n=4, T=3, d=16, seed=0), opt="sign:lr=0.01", steps=1500)
     assert "linf" in result.table["candidate"].tolist()
     assert result.closest == "linf"
+
+
+def test_token_sets_rank_the_direction_program_and_the_equivalence_direction_for_a_relu_head():
+    # multi-token §1-3: a ReLU head (the TF-as-SVM setting, draw 32) keeps mass on tokens 0 and 3 of sequence 0
+    from attnlab.data.multi_token import multi_token
+    from attnlab.models import ReluHead
+    from attnlab.models.functional import attention_probabilities
+
+    draw = multi_token(3, 4, 4, seed=32)
+    sets = [[0, 3], [3], [2]]
+    result = explain(
+        draw.data, "W", "ngd", steps=2000, lr=0.1, loss="logistic", head=ReluHead(draw.V, draw.v), select=sets
+    )
+    kept = attention_probabilities(draw.data.X, result.W, draw.data.Z) > 1e-3
+    assert kept.tolist() == [[True, False, False, True], [False, False, False, True], [False, False, True, False]]
+    table = result.table.set_index("candidate")
+    assert {"sets-fro", "sets-nuc", "equivalence", "fro[0,3,2]"} <= set(table.index)
+    assert table.at["sets-fro", "select"] == "{0,3};{3};{2}"
+    assert result.nearest == "equivalence"
+    one_token = table.at["fro[0,3,2]", "one_minus_cos"]  # the one-token SVM of the attended (arg-max) tokens
+    assert table.at["equivalence", "one_minus_cos"] < table.at["sets-fro", "one_minus_cos"] < one_token / 2
+    assert "locally optimal selections: training has no linear head v" in result.skipped
+
+
+def test_a_nonlinear_head_without_a_one_token_selection_has_only_set_candidates():
+    from attnlab.data.multi_token import multi_token
+    from attnlab.models import ReluHead
+
+    draw = multi_token(3, 4, 4, seed=32)
+    data = draw.data.with_(v=None)
+    result = explain(data, "W", "ngd", steps=50, lr=0.1, head=ReluHead(draw.V, draw.v), select=[[0, 3], [3], [2]])
+    assert "fro" not in set(result.table["candidate"])
+    with pytest.raises(ValidationError, match="no head v"):
+        explain(data, "W", "ngd", steps=5, select=[[0, 3], [3], [2]])

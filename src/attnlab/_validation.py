@@ -268,15 +268,20 @@ def model_as_float64(model: object) -> None:
 
 
 def check_runs(model: object, data: object, broadcast: bool) -> int:
-    """The number of runs R of ``model`` on ``data``, after checking that ``d`` and the runs axes agree.
+    """The number of runs R of ``model`` on ``data``, after checking that ``d``, ``d_q`` and the runs axes agree.
 
     A model without a runs axis on data with one trains one copy per data set only when ``broadcast`` is True.
     """
-    W, X = model.W, data.X
-    if W.shape[-1] != X.shape[-1]:
+    W, X, Z = model.W, data.X, data.Z
+    d, d_q = getattr(model, "d", W.shape[-2]), getattr(model, "d_q", W.shape[-1])
+    if d != X.shape[-1]:
         raise ValidationError(
-            f"model has d = {W.shape[-1]} but the data's tokens have d = {X.shape[-1]}; build the model with "
-            f"d={X.shape[-1]}"
+            f"model has d = {d} but the data's tokens have d = {X.shape[-1]}; build the model with d={X.shape[-1]}"
+        )
+    if d_q != Z.shape[-1]:
+        raise ValidationError(
+            f"model has queries of width d_q = {d_q} but the data's queries Z have width {Z.shape[-1]}; build the "
+            f"model with d_q={Z.shape[-1]} (W of shape ({d}, {Z.shape[-1]}))"
         )
     model_runs = W.shape[0] if W.dim() == 3 else None
     data_runs = X.shape[0] if X.dim() == 4 else None

@@ -34,7 +34,7 @@ from attnlab.engine import OPTIMIZERS, OPTIONS, Problem, Recorder, fit
 from attnlab.engine.spaces import optimal_loss
 from attnlab.losses import LOSSES
 from attnlab.models.functional import token_scores
-from attnlab.models.heads import Head, as_head
+from attnlab.models.heads import AttentionHeads, Head, as_head
 from attnlab.optim.spec import OptimizerSpec
 from attnlab.optim.transforms import Rule
 
@@ -121,18 +121,20 @@ def train(
     ----------
     X : array-like, shape ([R,] n, T, d)
         ``T >= 2``. Every array is copied to float64 (float32 and integer input is converted).
-    Z : array-like, shape ([R,] n, d)
-        Query tokens.
+    Z : array-like, shape ([R,] n, d_q)
+        Query tokens; ``d_q != d`` is cross-attention (multi-token §8), for ``param="W"`` and ``"KQ"``.
     y : array-like, shape ([R,] n)
         Labels in {-1, +1}.
     v : array-like of shape ([R,] d), Head or torch.nn.Module
         The head: fixed, or the initial head with ``train_head=True``; or a fixed nonlinear head
         (:class:`~attnlab.models.heads.ReluHead`, any module mapping ``(..., d)`` to ``(...)``; multi-token §1).
-    W0 : array-like, shape ([R,] d, d), optional
-        Initial combined matrix for ``param="W"`` (default zeros); refused for the other parametrisations.
+    W0 : array-like, shape ([R,] d, d_q), optional
+        Initial combined matrix for ``param="W"`` (default zeros); refused for the other parametrisations. For a sum
+        of heads (``v`` a :class:`~attnlab.models.SummedHeads`, multi-token §9) the heads side by side, shape
+        ``([R,] d, H d_q)``.
     param : {"W", "KQ", "diag"}
-        Combined matrix; separate key and query ``K0, Q0`` of shape ``([R,] d, d_e)`` (options, required);
-        diagonal ``xi_k0, xi_q0`` of shape ``([R,] d)`` (options, required).
+        Combined matrix; separate key and query ``K0`` of shape ``([R,] d, d_e)`` and ``Q0`` of shape
+        ``([R,] d_q, d_e)`` (options, required); diagonal ``xi_k0, xi_q0`` of shape ``([R,] d)`` (options, required).
     optimizer : str, OptimizerSpec or Rule
         An optimizer string of the one grammar (:mod:`attnlab.optim.spec`: ``"ngd"``, ``"ngd:momentum=0.9"``,
         ``"polyak:max_step=5"``, ``"md:1.5"``), its parsed spec, or a rule of your own transforms
@@ -150,8 +152,8 @@ def train(
     steps : int
         Number of update steps (0: only the initial point is recorded).
     **options
-        Rule options above, initial parameters, and: ``record_every`` (int), ``W_ref`` (``([R,] d, d)``: adds
-        ``alignment`` and, with ``bregman_p``, ``bregman``), ``refs`` (mapping name -> ``([R,] d, d)``: adds
+        Rule options above, initial parameters, and: ``record_every`` (int), ``W_ref`` (``([R,] d, d_q)``: adds
+        ``alignment`` and, with ``bregman_p``, ``bregman``), ``refs`` (mapping name -> ``([R,] d, d_q)``: adds
         ``alignment_<name>`` for each, in one pass), ``select`` (``([R,] n)`` token indices, adds ``opt_softmax``
         and ``margin``; default the optimal tokens), ``keep_iterates`` (bool), ``train_head`` (bool), ``trainable`` (dict of tensor name to
         ``False`` or a boolean mask of the tensor's shape: those entries stay fixed, e.g. ``{"Q": False}``),
@@ -200,14 +202,22 @@ def train(
         raise ValidationError(
             f"X has {Xr.shape[-2]} entries along axis 'T', needs at least 2: attention selects among T >= 2 tokens"
         )
-    Zr = _runs_tensor("Z", Z, "nd", R, sizes)
+    Zr = _runs_tensor("Z", Z, "nq", R, sizes)  # multi-token §8: queries of their own width d_q
     yr = check_labels("y", _runs_tensor("y", y, "n", R, sizes))
     nonlinear = isinstance(v, (Head, torch.nn.Module))
     vr = as_head(v, sizes["d"]) if nonlinear else _runs_tensor("v", v, "d", R, sizes)
-    d = sizes["d"]
+    d, d_q = sizes["d"], sizes["q"]
+    if param == "diag" and d_q != d:
+        raise ValidationError(
+            f"param='diag' needs queries of the tokens' width (W = diag(xi_k * xi_q) is square), but Z has width "
+            f"{d_q} and X width {d}; use param='W' or 'KQ' for cross-attention"
+        )
     for name, t in (("Z", Zr), ("y", yr), *(() if nonlinear else (("v", vr),))):
         check_device(name, t, Xr.device)
-    params = _initial_params(param, W0, options, R, d)
+    if isinstance(vr, AttentionHeads) and param != "W":
+        raise ValidationError(f"a sum of heads trains its heads side by side with param='W', got param={param!r}")
+    columns = vr.columns(d_q) if isinstance(vr, AttentionHeads) else d_q  # multi-token §9: [W_1, ..., W_H]
+    params = _initial_params(param, W0, options, R, d, columns)
     for name, t in params.items():
         check_device(f"the initial {name}", t, Xr.device)
     if W0 is not None and param != "W":
@@ -247,7 +257,7 @@ def train(
     if record_every is not None:
         record_every = check_scalar("record_every", record_every, kind=int, low=1)
     recorder = Recorder(
-        refs=_refs(options, R, d),
+        refs=_refs(options, R, d, columns),
         select=_select(options, Xr, yr, vr, R, sizes["n"]),
         bregman_p=options.get("bregman_p"),
         keep_iterates=keep_iterates,
@@ -280,12 +290,12 @@ def _device(value: Any) -> torch.device:
     return device
 
 
-def _refs(options: dict[str, Any], R: int, d: int) -> dict[str, torch.Tensor]:
+def _refs(options: dict[str, Any], R: int, d: int, d_q: int) -> dict[str, torch.Tensor]:
     refs = {}
     if options.get("W_ref") is not None:
-        refs[""] = _runs_tensor("W_ref", options["W_ref"], "de", R, {"d": d, "e": d})
+        refs[""] = _runs_tensor("W_ref", options["W_ref"], "dq", R, {"d": d, "q": d_q})
     for name, ref in (options.get("refs") or {}).items():
-        refs[str(name)] = _runs_tensor(f"refs[{name!r}]", ref, "de", R, {"d": d, "e": d})
+        refs[str(name)] = _runs_tensor(f"refs[{name!r}]", ref, "dq", R, {"d": d, "q": d_q})
     return refs
 
 
@@ -336,15 +346,15 @@ def _infer_runs(W0: Any, options: dict[str, Any], param: str) -> int | None:
     return int(t.shape[0]) if t.dim() == expected + 1 else None
 
 
-def _initial_params(param: str, W0: Any, options: dict[str, Any], R: int, d: int) -> dict[str, torch.Tensor]:
+def _initial_params(param: str, W0: Any, options: dict[str, Any], R: int, d: int, d_q: int) -> dict[str, torch.Tensor]:
     if param == "W":
         if W0 is None:
-            return {"W": torch.zeros(R, d, d, dtype=torch.float64)}
-        return {"W": _runs_tensor("W0", W0, "de", R, {"d": d, "e": d}).clone()}
+            return {"W": torch.zeros(R, d, d_q, dtype=torch.float64)}
+        return {"W": _runs_tensor("W0", W0, "dq", R, {"d": d, "q": d_q}).clone()}
     names = ("K0", "Q0") if param == "KQ" else ("xi_k0", "xi_q0")
     missing = [k for k in names if options.get(k) is None]
     if missing:
         raise ValidationError(f"param={param!r} needs initial values {list(names)}; missing {missing}")
-    axes = "de" if param == "KQ" else "d"
-    sizes = {"d": d}
-    return {k[:-1]: _runs_tensor(k, options[k], axes, R, sizes).clone() for k in names}
+    axes = ("de", "qe") if param == "KQ" else ("d", "d")  # K (d, d_e), Q (d_q, d_e): W = K Q^T is (d, d_q)
+    sizes = {"d": d, "q": d_q}
+    return {k[:-1]: _runs_tensor(k, options[k], a, R, sizes).clone() for k, a in zip(names, axes)}

@@ -7,7 +7,11 @@ The candidates are every SVM the three papers name: Frobenius, nuclear, l1-diago
 selection (``data.select``, else the optimal tokens), the entrywise l_p SVM for ``opt="md:<p>"`` and for steepest
 descent ``opt="sd:<p>"`` (``"sign"``: the l_inf SVM, a linear program; the optimizer grammar of
 :mod:`attnlab.optim.spec`), the Frobenius SVM of each other locally optimal selection, and the Frobenius
-SVM of the selection the trained model itself attends to. Training is one run of :func:`attnlab.batched.train` that
+SVM of the selection the trained model itself attends to. With token sets (``select=`` an ``(n, T)`` mask or lists of
+indices, multi-token §2) the set-direction programs (Frobenius and nuclear) and the SVM-equivalence direction of
+the trained ``W`` join the candidates (multi-token §3); a fixed nonlinear head (``head=``, multi-token §1) trains
+in place of the data's linear one. Cross-attention data (``d_q != d``, multi-token §8) train a rectangular ``W``;
+the diagonal candidates, square by definition, are left out there. Training is one run of :func:`attnlab.batched.train` that
 keeps its recorded iterates; every candidate is measured on them afterwards.
 
 A candidate is named only when the run has converged in direction: the nearest candidate within
@@ -32,9 +36,11 @@ from attnlab.data import TokenSelectionData
 from attnlab.losses import LOSSES
 from attnlab.metrics import cosine, directional_bregman
 from attnlab.models.functional import attention_logits, token_scores
+from attnlab.models.heads import Head, as_head
 from attnlab.optim.spec import OptimizerSpec
 from attnlab.plotting import STEP, house_figure, label_axes, log_gap_axis, new_figure
 from attnlab.svm import InfeasibleProgramError, attention_svm, diagonal_svm, locally_optimal_selections
+from attnlab.svm.multi_token import SetProgramResult, set_direction_svm, svm_equivalence
 
 __all__ = ["Explanation", "explain", "parse_opt"]
 
@@ -76,7 +82,8 @@ class Explanation:
     Attributes
     ----------
     table : pandas.DataFrame
-        One row per candidate SVM: ``candidate``, ``norm``, ``select``, ``one_minus_cos`` (``1 - cos(W_K, W_c)``),
+        One row per candidate SVM: ``candidate``, ``norm``, ``select`` (token indices, or sets written
+        ``"{0,1};{2};..."``), ``one_minus_cos`` (``1 - cos(W_K, W_c)``),
         ``bregman`` (``dB_p(W_c, W_K)`` for ``md:<p>``, else NaN), ``closest`` (bool).
     trajectory : pandas.DataFrame
         One row per (recorded step, candidate): ``step``, ``candidate``, ``loss``, ``norm``, ``alignment``,
@@ -87,7 +94,7 @@ class Explanation:
         ``1 - cos`` of every candidate over time, and the final distances.
     skipped : list of str
         Candidates left out (an infeasible program, no head for the local selections) and why.
-    W : torch.Tensor, shape (d, d)
+    W : torch.Tensor, shape (d, d_q)
         The final combined matrix.
     converged : bool
         Whether the run converged in direction (see :func:`explain`).
@@ -108,31 +115,57 @@ class Explanation:
     verdict: str = ""
 
 
-def _candidates(data: TokenSelectionData, p: float | None, max_selections: int, solver: str | None):
-    """``{name: AttentionSVMResult}`` of every feasible candidate, and the reasons for the ones left out."""
-    programs = {
-        "fro": lambda: attention_svm(data, "fro", solver=solver),  # implicit-bias-ngd §5
-        "nuc": lambda: attention_svm(data, "nuc", solver=solver),  # kq-nuclear-norm §4 (W*-SVM)
-        "l1-diag": lambda: diagonal_svm(data, 1.0, solver=solver),  # kq-nuclear-norm §4 (l1-SVM)
-        "l2-diag": lambda: diagonal_svm(data, 2.0, solver=solver),  # kq-nuclear-norm §7.2 (beta trained directly)
-    }
-    if p is not None:
-        programs[f"l{p:g}"] = lambda: attention_svm(data, "fro" if p == 2.0 else p, solver=solver)  # md §5
+def _candidates(
+    data: TokenSelectionData,
+    p: float | None,
+    max_selections: int,
+    solver: str | None,
+    sets: torch.Tensor | None,
+    linear: bool,
+):
+    """``{name: AttentionSVMResult or SetProgramResult}`` of every feasible candidate, and the reasons for the ones
+    left out. ``sets``: token sets (multi-token §3.1 adds their direction programs); ``linear``: training uses the
+    data's linear head (the one-token selections of the head exist only then)."""
+    plain = data if sets is None else data.with_(select=None)  # the one-token programs' data
+    one_token = linear or (data.select is not None and data.select.dim() == 1)
+    square = data.d_q == data.d
+    programs = {}
+    if sets is not None:
+        programs["sets-fro"] = lambda: set_direction_svm(data, sets, "fro", solver)  # multi-token §3.1
+        programs["sets-nuc"] = lambda: set_direction_svm(data, sets, "nuc", solver)  # multi-token §3.1
+    if one_token:
+        programs["fro"] = lambda: attention_svm(plain, "fro", solver=solver)  # implicit-bias-ngd §5
+        programs["nuc"] = lambda: attention_svm(plain, "nuc", solver=solver)  # kq-nuclear-norm §4 (W*-SVM)
+        if square:
+            programs["l1-diag"] = lambda: diagonal_svm(plain, 1.0, solver=solver)  # kq-nuclear-norm §4 (l1-SVM)
+            programs["l2-diag"] = lambda: diagonal_svm(plain, 2.0, solver=solver)  # kq §7.2 (beta trained directly)
+        if p is not None:
+            norm = "fro" if p == 2.0 else p
+            programs[f"l{p:g}"] = lambda: attention_svm(plain, norm, solver=solver)  # md §5
     found, skipped = {}, []
+    if not square:
+        skipped.append("l1-diag, l2-diag: a diagonal W is square, the data are cross-attention (d_q != d)")
     for name, solve in programs.items():
         try:
             found[name] = solve()
         except InfeasibleProgramError as err:
             skipped.append(f"{name}: infeasible ({str(err).split(';')[0]})")
-    if data.v is None:
-        skipped.append("locally optimal selections: the data has no head v")
+    if not linear or data.v is None:
+        skipped.append("locally optimal selections: training has no linear head v")
         return found, skipped
     default = tuple(found["fro"].select.tolist()) if "fro" in found else None
-    for report in locally_optimal_selections(data, "fro", max_candidates=max_selections, solver=solver):
+    for report in locally_optimal_selections(plain, "fro", max_candidates=max_selections, solver=solver):
         select = tuple(report.select.tolist())
         if select != default:
             found["fro[" + ",".join(map(str, select)) + "]"] = report.svm  # mirror-descent-lp §5 Def. 3
     return found, skipped
+
+
+def _selection_label(svm: Any) -> str:
+    """The selection of a candidate: ``"0,2,1"`` for one token per sequence, ``"{0,1};{2}"`` for token sets."""
+    if isinstance(svm, SetProgramResult):
+        return ";".join("{" + ",".join(map(str, torch.nonzero(row).flatten().tolist())) + "}" for row in svm.sets)
+    return ",".join(map(str, svm.select.tolist()))
 
 
 def _attended(
@@ -143,7 +176,7 @@ def _attended(
     attended = attention_logits(data.X, W, data.Z).argmax(dim=-1)  # (n,): the model's own selection
     label = ",".join(map(str, attended.tolist()))
     for name, svm in svms.items():
-        if (name == "fro" or name.startswith("fro[")) and torch.equal(svm.select, attended):
+        if (name == "fro" or name.startswith("fro[")) and torch.equal(svm.select, attended):  # one-token SVMs
             return name
     try:
         svms[f"fro[{label}]"] = attention_svm(data, "fro", select=attended, solver=solver)
@@ -153,18 +186,19 @@ def _attended(
     return f"fro[{label}]"
 
 
-def _initial(param: str, d: int, d_e: int, init_scale: float, seed: int) -> dict[str, torch.Tensor]:
-    """Initial parameters of the one run: small Gaussian ``W`` or ``(K, Q)``; for the diagonal the kq-nuclear-norm
-    initialisation (5), ``xi_k = sqrt(2) init_scale``, ``xi_q = 0``."""
+def _initial(param: str, d: int, d_q: int, d_e: int, init_scale: float, seed: int) -> dict[str, torch.Tensor]:
+    """Initial parameters of the one run: small Gaussian ``W`` (``(d, d_q)``) or ``(K, Q)`` (``(d, d_e)``,
+    ``(d_q, d_e)``); for the diagonal the kq-nuclear-norm initialisation (5), ``xi_k = sqrt(2) init_scale``,
+    ``xi_q = 0``."""
     gen = torch.Generator().manual_seed(seed)
 
     def gaussian(*shape: int) -> torch.Tensor:
         return init_scale * torch.randn(*shape, generator=gen, dtype=torch.float64)
 
     if param == "W":
-        return {"W0": gaussian(d, d)}
+        return {"W0": gaussian(d, d_q)}
     if param == "KQ":
-        return {"K0": gaussian(d, d_e), "Q0": gaussian(d, d_e)}
+        return {"K0": gaussian(d, d_e), "Q0": gaussian(d_q, d_e)}
     ones = torch.ones(d, dtype=torch.float64)
     return {"xi_k0": math.sqrt(2.0) * init_scale * ones, "xi_q0": torch.zeros_like(ones)}  # spec kq §3.1 (5)
 
@@ -184,6 +218,8 @@ def explain(
     max_selections: int = 16,
     solver: str | None = None,
     direction_tol: float = 1e-2,
+    select: object = None,
+    head: Head | torch.nn.Module | None = None,
 ) -> Explanation:
     """Train ``param`` with ``opt`` on ``data`` and rank every candidate SVM by its distance to the final direction.
 
@@ -192,9 +228,11 @@ def explain(
     Parameters
     ----------
     data : TokenSelectionData
-        With a head ``v`` (the head is fixed during training).
+        With a head ``v`` (the head is fixed during training) unless ``head`` is given. Queries ``Z (n, d_q)`` of
+        another width than the tokens are cross-attention: ``W`` is ``(d, d_q)`` (multi-token §8).
     param : {"W", "KQ", "diag"}, default="W"
-        Combined ``W``, factored ``W = K Q^T`` (``K, Q`` of shape ``(d, d_e)``), or diagonal ``W = diag(xi_k * xi_q)``.
+        Combined ``W``, factored ``W = K Q^T`` (``K (d, d_e)``, ``Q (d_q, d_e)``), or diagonal
+        ``W = diag(xi_k * xi_q)`` (square data only).
     opt : str or OptimizerSpec, default="ngd"
         An optimizer of the one grammar (:mod:`attnlab.optim.spec`) that :func:`attnlab.batched.train` runs:
         ``"gd"``, ``"ngd:momentum=0.9"``, ``"polyak:max_step=5"``, ``"md:1.5"`` (l_p mirror descent, normalised
@@ -219,6 +257,16 @@ def explain(
     direction_tol : float, default=1e-2
         Largest ``1 - cos`` between the final direction and the nearest candidate, and largest change of the
         direction over the last tenth of the steps, for the run to count as converged in direction (ours).
+    select : token sets or array-like of int of shape (n,), optional
+        Default ``data.select``. Token sets (an ``(n, T)`` bool mask or ``n`` lists of indices; multi-token §2)
+        add the candidates ``sets-fro`` and ``sets-nuc`` (the direction program, :func:`~attnlab.svm.
+        set_direction_svm`) and ``equivalence`` (``W_fin + R W_dir`` fitted to the trained ``W``,
+        :func:`~attnlab.svm.multi_token.svm_equivalence`, Frobenius). One token per sequence sets the selection of
+        the one-token candidates.
+    head : Head or torch.nn.Module, optional
+        A fixed nonlinear head to train with in place of ``data.v`` (e.g.
+        :class:`~attnlab.models.ReluHead`; multi-token §1). The one-token candidates then need ``data.select``
+        (or ``select``) of shape ``(n,)``; the locally optimal selections are left out (they are a linear head's).
 
     Returns
     -------
@@ -227,7 +275,8 @@ def explain(
     Raises
     ------
     ValidationError
-        On a bad ``param``, ``opt``, ``loss`` or size, data without a head, when no candidate is feasible, when
+        On a bad ``param``, ``opt``, ``loss``, ``select`` or size, data without a head (and no ``head``),
+        ``param="diag"`` on cross-attention data, when no candidate is feasible, when
         training diverged (non-finite loss), or when the gradient is zero throughout (every token ties).
 
     Notes
@@ -239,8 +288,17 @@ def explain(
     """
     if not isinstance(data, TokenSelectionData):
         raise ValidationError(f"data must be a TokenSelectionData, got {type(data).__name__}")
-    data.require_head()
+    linear = head is None
+    training_head = data.require_head() if linear else as_head(head, data.d)  # multi-token §1
+    if select is not None:
+        data = data.with_(select=select)  # validated there: (n,) tokens or (n, T) sets
+    sets = data.select if data.select is not None and data.select.dim() == 2 else None  # multi-token §2
     check_in("param", param, PARAMETRIZATIONS)
+    if param == "diag" and data.d_q != data.d:
+        raise ValidationError(
+            f"param='diag' trains a square diagonal W, but the queries have width d_q = {data.d_q} and the tokens "
+            f"d = {data.d} (cross-attention); use param='W' or 'KQ'"
+        )
     spec = OptimizerSpec.parse(opt)
     if spec.name == "polyak" and lr is not None:
         warnings.warn(
@@ -261,24 +319,24 @@ def explain(
     d_e = data.d if d_e is None else d_e
     d_e = check_scalar("d_e", d_e, kind=int, low=1)
 
-    gamma = token_scores(data.X, data.y, data.v)
-    if bool((gamma.amax(dim=-1) == gamma.amin(dim=-1)).all()):
+    gamma = token_scores(data.X, data.y, data.v) if linear else None
+    if gamma is not None and bool((gamma.amax(dim=-1) == gamma.amin(dim=-1)).all()):
         raise ValidationError(
             "every token ties in every sequence (the head v gives all tokens one score, e.g. v = 0): the gradient is "
             "zero, training cannot move and no SVM can be named; pass data whose head separates the tokens"
         )
-    svms, skipped = _candidates(data, norm_p, max_selections, solver)
+    svms, skipped = _candidates(data, norm_p, max_selections, solver, sets, linear)
     if not svms:
         raise ValidationError(
             f"no candidate SVM is feasible on this data ({'; '.join(skipped)}); the selected tokens "
             "cannot be separated, check attnlab.svm.is_separable(data)"
         )
-    init = _initial(param, data.d, d_e, init_scale, seed)
+    init = _initial(param, data.d, data.d_q, d_e, init_scale, seed)
     run = batched_train(
         data.X,
         data.Z,
         data.y,
-        data.v,
+        training_head,
         init.pop("W0", None),
         param=param,
         optimizer=spec,
@@ -301,6 +359,11 @@ def explain(
             "e.g. v = 0), so training cannot move and no SVM is named; pass data whose head separates the tokens"
         )
     attended = _attended(data, run.W[0], svms, skipped, solver)
+    if sets is not None:
+        try:  # multi-token §3.3: W_fin + R W_dir, R fitted to the trained W
+            svms["equivalence"] = svm_equivalence(data, run.W[0], sets, "fro", solver=solver)
+        except InfeasibleProgramError as err:
+            skipped.append(f"equivalence: infeasible ({str(err).split(';')[0]})")
     names = list(svms)
     path = run.iterates["W"][:, 0]  # (S, d, d) at the recorded steps, the rows of frame in order
     trajectory = pd.concat(
@@ -319,8 +382,8 @@ def explain(
     table = pd.DataFrame(
         {
             "candidate": names,
-            "norm": [str(svms[c].norm) for c in names],
-            "select": [",".join(map(str, svms[c].select.tolist())) for c in names],
+            "norm": [str(getattr(svms[c], "norm", "fro")) for c in names],
+            "select": [_selection_label(svms[c].direction if c == "equivalence" else svms[c]) for c in names],
             "one_minus_cos": [float(final.at[c, "one_minus_cos"]) for c in names],
             "bregman": [float(final.at[c, "bregman"]) if p is not None else math.nan for c in names],
             "attended": [c == attended for c in names],

@@ -194,3 +194,18 @@ def test_scale_free_checks_do_not_depend_on_the_scale(check, scale):
     # 1e-12: kappa and cosines are ratios; at unit scale only the rounding of X / max|X| differs
     assert got.measured == pytest.approx(ref.measured, rel=1e-12) and got.holds == ref.holds
     assert "nan" not in got.detail
+
+
+def test_cross_attention_data_check_their_assumptions_on_a_rectangular_w_and_refuse_a4_by_name():
+    from attnlab.data import TokenSelectionData, check_assumptions
+
+    gen = torch.Generator().manual_seed(0)
+    X, Z = (
+        torch.randn(4, 3, 5, generator=gen, dtype=torch.float64),
+        torch.randn(4, 3, generator=gen, dtype=torch.float64),
+    )
+    data = TokenSelectionData(X, Z=Z, y=[1, -1, 1, -1], v=torch.randn(5, generator=gen, dtype=torch.float64))
+    (a3,) = check_assumptions(data, which=["A3"], W0=torch.zeros(5, 3))
+    assert a3.measured == pytest.approx(float(torch.exp(-data.y * (X @ data.v).mean(dim=1)).mean()), rel=1e-12)
+    with pytest.raises(ValidationError, match=r"tokens have width d = 5 and the queries d_q = 3"):
+        check_assumptions(data, which=["A4"])

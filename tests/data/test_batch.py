@@ -29,7 +29,7 @@ def test_stack_drops_fields_that_some_datasets_lack():
     ("datasets", "match"),
     [
         ([], "datasets is empty"),
-        ([example1(n=4, T=3, d=8), example1(n=4, T=4, d=8)], "must share \\(n, T, d\\)"),
+        ([example1(n=4, T=3, d=8), example1(n=4, T=4, d=8)], "must share \\(n, T, d, d_q\\)"),
         ([example1(n=4, T=3, d=8), torch.zeros(4, 3, 8)], "datasets\\[1\\] is a Tensor"),
     ],
 )

@@ -161,3 +161,21 @@ def test_a_float64_tensor_is_copied_not_aliased(parts):
 def test_a_whole_float_select_is_refused_not_truncated(parts):
     with pytest.raises(ValidationError, match="select must be 3 integer token indices .* got dtype float64"):
         TokenSelectionData(**parts, select=[1.0, 0.0, 2.0])
+
+
+def test_cross_attention_queries_of_their_own_width_are_kept_saved_and_stacked(tmp_path):
+    from attnlab.data import stack
+
+    X, Z = torch.randn(3, 4, 6, dtype=torch.float64), torch.randn(3, 2, dtype=torch.float64)
+    data = TokenSelectionData(X, Z=Z, y=[1, -1, 1], v=torch.ones(6))
+    assert (data.d, data.d_q) == (6, 2)
+    assert TokenSelectionData.load(data.save(tmp_path / "cross.npz")).d_q == 2
+    assert stack([data, data]).Z.shape == (2, 3, 2)
+    with pytest.raises(ValidationError, match=r"must share \(n, T, d, d_q\)"):
+        stack([data, data.with_(Z=torch.randn(3, 5))])
+    with pytest.raises(ValidationError, match=r"Z has shape \(2, 2\): axis 'n' has size 2"):
+        TokenSelectionData(X, Z=Z[:2], y=[1, -1, 1])
+    with pytest.raises(
+        ValidationError, match=r"v has shape \(2,\): axis 'd' has size 2, but earlier arguments fixed d = 6"
+    ):
+        TokenSelectionData(X, Z=Z, y=[1, -1, 1], v=torch.ones(2))

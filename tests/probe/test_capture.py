@@ -149,15 +149,33 @@ def test_head_all_returns_one_data_set_per_head():
         capture(mha, mha, (x, x, x), head="all")
 
 
-def test_cross_attention_with_another_key_width_is_refused_by_name():
-    # issue 23: kdim != embed_dim used to fail deep inside with "axis 'd' has size 5, but ... d = 7"
-    import torch
-    from torch import nn
+@pytest.mark.parametrize("bias", [False, True])
+def test_cross_attention_with_another_key_width_reproduces_torchs_weights_per_head(bias):
+    # issue 21 item 5 (was issue 23's refusal): kdim = 6 keys, embed_dim = 8 queries, W of each head (d_k, d_q)
+    from attnlab.explain import explain
 
-    from attnlab._validation import ValidationError
-    from attnlab.probe import capture
-
-    mha = nn.MultiheadAttention(4, 1, kdim=6, vdim=6, batch_first=True, dtype=torch.float64)
-    x, k = torch.randn(3, 5, 4, dtype=torch.float64), torch.randn(3, 5, 6, dtype=torch.float64)
-    with pytest.raises(ValidationError, match=r"keys of width 6 and queries of width 4 \(kdim != embed_dim\)"):
-        capture(mha, mha, (x, k, k), y=[1.0, -1.0, 1.0], v=torch.ones(7, dtype=torch.float64))
+    torch.manual_seed(3)
+    mha = nn.MultiheadAttention(embed_dim=8, num_heads=2, kdim=6, vdim=6, bias=bias, batch_first=True)
+    mha = mha.to(torch.float64)
+    q, k = torch.randn(5, 3, 8, dtype=torch.float64), torch.randn(5, 7, 6, dtype=torch.float64)
+    _, weights = mha(q, k, k, need_weights=True, average_attn_weights=False)  # (n, heads, L, T)
+    per_head = capture(mha, mha, (q, k, k), query=2, select="attended", head="all")
+    extra = 1 if bias else 0  # homogeneous coordinates with biases
+    for h, data in enumerate(per_head):
+        W = head_W(mha, h)
+        assert W.shape == (6 + extra, 8 + extra) and (data.d, data.d_q) == (6 + extra, 8 + extra)
+        torch.testing.assert_close(
+            attention_probabilities(data.X, W, data.Z), weights[:, h, 2].detach(), rtol=0, atol=1e-10
+        )
+        assert torch.equal(data.select, weights[:, h, 2].argmax(dim=-1))
+    everyone = capture(mha, mha, (q, k, k), query="all", v=torch.ones(6, dtype=torch.float64))
+    assert (everyone.n, everyone.d, everyone.d_q) == (15, 6 + extra, 8 + extra)
+    with pytest.raises(
+        ValidationError, match=r"v has shape \(8,\): axis 'd' has size 8, but earlier arguments fixed d = 6"
+    ):
+        capture(mha, mha, (q, k, k), v=torch.ones(8, dtype=torch.float64))
+    data = per_head[0].with_(v=torch.linspace(-1.0, 1.0, 6 + extra, dtype=torch.float64))
+    result = explain(data, "W", "ngd", steps=200, lr=0.3, max_selections=2)
+    assert result.W.shape == (6 + extra, 8 + extra)
+    assert {"fro", "nuc"} <= set(result.table["candidate"])
+    assert any("d_q != d" in reason for reason in result.skipped)

@@ -89,10 +89,11 @@ def _opt_tokens(data: TokenSelectionData) -> torch.Tensor:
     )
 
 
-def _check_W(W0: object, d: int) -> torch.Tensor:  # noqa: N802 (the spec's symbol)
+def _check_W(W0: object, data: TokenSelectionData) -> torch.Tensor:  # noqa: N802 (the spec's symbol)
+    """``W0`` of shape ``(d, d_q)`` (multi-token §8: rectangular for cross-attention), default zeros."""
     if W0 is None:
-        return torch.zeros(d, d, dtype=torch.float64)
-    return check_tensor("W0", W0, "de", {"d": d, "e": d})
+        return torch.zeros(data.d, data.d_q, dtype=torch.float64)
+    return check_tensor("W0", W0, "dq", {"d": data.d, "q": data.d_q})
 
 
 def _logits(data: TokenSelectionData, W: torch.Tensor) -> torch.Tensor:
@@ -257,7 +258,7 @@ def small_initial_loss(data: TokenSelectionData, W0: object = None) -> Assumptio
     ``n exp(-Delta / L) <= 1 + (n - 1) exp(-Delta)``.
     """
     data = _check_data(data)
-    W = _check_W(W0, data.d)
+    W = _check_W(W0, data)
     scores = data.token_scores()  # (n, T)
     margin = (scores * torch.softmax(_logits(data, W), dim=1)).sum(dim=1)  # spec §2: y_i f_i = gamma_i^T sigma(g_i)
     log_loss = torch.logsumexp(-margin, dim=0) - math.log(data.n)  # spec §2: log L = log (1/n) sum exp(-y f)
@@ -294,7 +295,7 @@ def small_init(data: TokenSelectionData, W0: object, eps0: float = 0.1) -> Assum
         ``measured = max_{i,t} |x_{i,t}^T W0 z_i|``; holds when ``<= eps0``.
     """
     data = _check_data(data)
-    W = check_tensor("W0", W0, "de", {"d": data.d, "e": data.d})
+    W = _check_W(W0, data)
     check_scalar("eps0", eps0, low=0.0)
     measured = float(_logits(data, W).abs().max())  # spec §7: max |s_{i,t}(W0)|
     return AssumptionReport(
@@ -351,6 +352,11 @@ def assumption4_geometry(data: TokenSelectionData, tol: float = 1e-8) -> Assumpt
         ``<= tol``, ``T`` is odd and every pair centre ``c`` lies in [-1, 1).
     """
     data = _unit_scaled(_check_data(data))  # every violation is scale-free
+    if data.d_q != data.d:
+        raise ValidationError(
+            f"assumption 4 aligns each optimal token with its query, but the tokens have width d = {data.d} and the "
+            f"queries d_q = {data.d_q} (cross-attention, multi-token §8); it does not apply to these data: leave A4 out (--which on the command line)"
+        )
     check_scalar("tol", tol, low=0.0)
     opt = _opt_tokens(data)
     rows = torch.arange(data.n)
@@ -428,7 +434,7 @@ def condition1(
     is_opt[torch.arange(data.n), opt] = True
     ratio = float(sq[is_opt].min() / sq[~is_opt].max())  # spec §7: min ||x_opt||^2 / max ||x_oth||^2
     u = torch.zeros(data.d, dtype=torch.float64) if u0 is None else check_tensor("u0", u0, "d", {"d": data.d})
-    zero_init = bool((u == 0).all()) and bool((_check_W(W0, data.d) == 0).all())
+    zero_init = bool((u == 0).all()) and bool((_check_W(W0, data) == 0).all())
     a1 = near_orthogonal(data, C=1.0 if a1_C is None else a1_C)
     holds = ratio >= C and zero_init and (a1_C is None or a1.holds)
     detail = (
@@ -445,7 +451,7 @@ ASSUMPTIONS: dict[str, Callable[[TokenSelectionData, object], AssumptionReport]]
     "A2": lambda data, W0: equal_nonopt_scores(data),
     "A3": lambda data, W0: small_initial_loss(data, W0),
     "A4": lambda data, W0: assumption4_geometry(data),
-    "small_init": lambda data, W0: small_init(data, _check_W(W0, data.d)),
+    "small_init": lambda data, W0: small_init(data, _check_W(W0, data)),
     "condition1": lambda data, W0: condition1(data, W0=W0),
 }
 

@@ -23,7 +23,7 @@ class StackedData:
     Attributes
     ----------
     X : torch.Tensor, shape (R, n, T, d), float64
-    Z : torch.Tensor, shape (R, n, d), float64
+    Z : torch.Tensor, shape (R, n, d_q), float64
     y : torch.Tensor, shape (R, n), float64
     v : torch.Tensor, shape (R, d), float64, or None
         None unless every data set has a head.
@@ -56,7 +56,7 @@ def stack(datasets: Sequence[TokenSelectionData]) -> StackedData:
     Returns
     -------
     StackedData
-        ``X`` (R, n, T, d), ``Z`` (R, n, d), ``y`` (R, n), ``v`` (R, d) or None, ``select`` (R, n) or None.
+        ``X`` (R, n, T, d), ``Z`` (R, n, d_q), ``y`` (R, n), ``v`` (R, d) or None, ``select`` (R, n) or None.
 
     Raises
     ------
@@ -76,16 +76,17 @@ def stack(datasets: Sequence[TokenSelectionData]) -> StackedData:
     for r, data in enumerate(datasets):
         if not isinstance(data, TokenSelectionData):
             raise ValidationError(f"datasets[{r}] is a {type(data).__name__}, expected a TokenSelectionData")
-    shapes = [(data.n, data.T, data.d) for data in datasets]
+    shapes = [(data.n, data.T, data.d, data.d_q) for data in datasets]
     if len(set(shapes)) > 1:
         raise ValidationError(
-            f"datasets must share (n, T, d) to be stacked, got {sorted(set(shapes))}; regenerate them with equal sizes"
+            f"datasets must share (n, T, d, d_q) to be stacked, got {sorted(set(shapes))}; regenerate them with "
+            "equal sizes"
         )
     heads = [data.v for data in datasets]
     selects = [data.select for data in datasets]
     return StackedData(
         X=torch.stack([data.X for data in datasets]),  # (R, n, T, d)
-        Z=torch.stack([data.Z for data in datasets]),  # (R, n, d)
+        Z=torch.stack([data.Z for data in datasets]),  # (R, n, d_q)
         y=torch.stack([data.y for data in datasets]),  # (R, n)
         v=None if any(h is None for h in heads) else torch.stack(heads),  # (R, d)
         select=None if any(s is None for s in selects) else torch.stack(selects),  # (R, n)

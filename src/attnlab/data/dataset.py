@@ -31,8 +31,10 @@ class TokenSelectionData:
     ----------
     X : array-like, shape (n, T, d)
         Token matrices; row ``t`` of ``X[i]`` is token ``x_{i,t}``.
-    Z : array-like, shape (n, d), optional
-        Query vectors; default the first token of each sequence, ``Z = X[:, 0]``.
+    Z : array-like, shape (n, d_q), optional
+        Query vectors; default the first token of each sequence, ``Z = X[:, 0]`` (then ``d_q = d``). Queries of
+        another width ``d_q`` are cross-attention (``kdim != embed_dim``): ``W`` is then ``(d, d_q)`` and the logit
+        of token ``t`` is ``x_t^T W z`` (multi-token §8).
     y : array-like, shape (n,)
         Labels in {-1, +1}.
     v : array-like, shape (d,), optional
@@ -45,12 +47,15 @@ class TokenSelectionData:
     Attributes
     ----------
     n, T, d : int
-        Number of sequences, tokens per sequence, token dimension.
+        Number of sequences, tokens per sequence, token (key) dimension.
+    d_q : int
+        Query dimension (``d`` unless the queries are cross-attention ones).
 
     Raises
     ------
     ValidationError
-        On wrong shapes, non-finite values, labels outside {-1, +1}, T < 2, or out-of-range ``select``.
+        On wrong shapes (the message names the argument: ``Z`` must have ``n`` rows, ``v`` width ``d``),
+        non-finite values, labels outside {-1, +1}, T < 2, or out-of-range ``select``.
 
     Examples
     --------
@@ -68,7 +73,7 @@ class TokenSelectionData:
     def __init__(self, X, Z=None, y=None, v=None, select=None) -> None:  # noqa: D107 (documented on the class)
         sizes: dict[str, int] = {}
         X_t = check_tensor("X", X, "nTd", sizes, min_size={"T": 2, "n": 1})
-        Z_t = X_t[:, 0].clone() if Z is None else check_tensor("Z", Z, "nd", sizes)
+        Z_t = X_t[:, 0].clone() if Z is None else check_tensor("Z", Z, "nq", sizes)  # multi-token §8: d_q free
         if y is None:
             raise ValidationError("y is required: pass labels of shape (n,) with values in {-1, +1}")
         y_t = check_labels("y", check_tensor("y", y, "n", sizes))
@@ -95,8 +100,13 @@ class TokenSelectionData:
 
     @property
     def d(self) -> int:
-        """The token width."""
+        """The token (key) width."""
         return int(self.X.shape[2])
+
+    @property
+    def d_q(self) -> int:
+        """The query width (``d`` unless the queries are cross-attention ones; ``W`` has shape ``(d, d_q)``)."""
+        return int(self.Z.shape[1])
 
     def require_head(self) -> torch.Tensor:
         """The head ``v``; raises a clear error when the data set has none.
@@ -175,7 +185,7 @@ class TokenSelectionData:
         Parameters
         ----------
         path : str or os.PathLike
-            An ``.npz`` file with ``X`` (n, T, d) and ``y`` (n,), optionally ``Z`` (n, d), ``v`` (d,), ``select`` (n,).
+            An ``.npz`` file with ``X`` (n, T, d) and ``y`` (n,), optionally ``Z`` (n, d_q), ``v`` (d,), ``select`` (n,).
 
         Returns
         -------

@@ -19,7 +19,8 @@ from attnlab.models.functional import (
     outputs,
     token_scores,
 )
-from attnlab.models.heads import Head, ModuleHead, ReluHead, as_head
+from attnlab.models.heads import AttentionHeads, Head, ModuleHead, ReluHead, as_head
+from attnlab.models.sum_of_heads import SummedHeads, SumOfHeads, head_matrices, side_by_side
 
 __all__ = [
     "PARAMETRIZATIONS",
@@ -28,9 +29,14 @@ __all__ = [
     "Diagonal",
     "Factored",
     "TokenSelectionModel",
+    "AttentionHeads",
     "Head",
     "ModuleHead",
     "ReluHead",
+    "SumOfHeads",
+    "SummedHeads",
+    "head_matrices",
+    "side_by_side",
     "as_head",
     "LogScaled",
     "attention_logits",

@@ -3,7 +3,7 @@
 Spec: implicit-bias-ngd §2 (combined ``W``), kq-nuclear-norm §1-3 (``W = K Q^T``; diagonal
 ``W = diag(xi_k * xi_q)`` with the zero-padded ``K = [Diag(xi_k) 0]``), mirror-descent-lp §4 (joint ``(W, v)``).
 
-Each model exposes ``.W``, the combined matrix (``([R,] d, d)``), and computes its loss and gradients through the
+Each model exposes ``.W``, the combined matrix (``([R,] d, d_q)``, square but for cross-attention), and computes its loss and gradients through the
 pure functions of :mod:`attnlab.models.functional`; the math is never repeated here. Parameters may carry a leading
 runs axis ``R`` (independent runs trained together).
 """
@@ -36,7 +36,7 @@ class Parametrization(NamedTuple):
     names : tuple of str
         The tensors, in order (``("W",)``, ``("K", "Q")``, ``("xi_k", "xi_q")``).
     combine : callable
-        ``combine(params) -> W`` of shape ``([R,] d, d)``.
+        ``combine(params) -> W`` of shape ``([R,] d, d_q)`` (``d_q = d`` but for cross-attention).
     chain : callable
         ``chain(params, grad_W) -> {name: grad}``; linear in ``grad_W``, so gradient mantissas map exactly.
     """
@@ -72,6 +72,8 @@ class TokenSelectionModel(nn.Module):
 
     Parameters
     ----------
+    d : int
+        Token (key) width; the head acts on mixtures of tokens, so ``v`` has width ``d``.
     v0 : array-like of shape ([R,] d), Head or torch.nn.Module, optional
         Head: linear ``v``, or a fixed nonlinear head (:class:`~attnlab.models.heads.ReluHead`, or any module
         mapping ``(..., d)`` to ``(...)``; multi-token §1). ``None`` means the head comes from the data
@@ -79,13 +81,16 @@ class TokenSelectionModel(nn.Module):
     train_head : bool, default=False
         Train ``v`` jointly (spec implicit-bias-ngd §4 A5-A6, mirror-descent-lp §4 JointGD); starts at ``v0``
         or at zero (the papers' zero initialisation).
+    d_q : int, optional
+        Query width; default ``d``. Another width is cross-attention: ``W`` is ``(d, d_q)`` (multi-token §8).
     """
 
-    def __init__(self, d: int, v0=None, train_head: bool = False) -> None:
+    def __init__(self, d: int, v0=None, train_head: bool = False, *, d_q: int | None = None) -> None:
         super().__init__()
         d = check_scalar("d", d, kind=int, low=1)
         train_head = check_bool("train_head", train_head)
         self.d = d
+        self.d_q = d if d_q is None else check_scalar("d_q", d_q, kind=int, low=1)
         if isinstance(v0, (Head, nn.Module)):
             if train_head:
                 raise ValidationError(
@@ -110,7 +115,7 @@ class TokenSelectionModel(nn.Module):
 
     @property
     def W(self) -> torch.Tensor:  # noqa: N802 (the spec's symbol)
-        """Combined key-query matrix, shape ``([R,] d, d)``."""
+        """Combined key-query matrix, shape ``([R,] d, d_q)``."""
         return self.parametrization.combine(self.tensors())
 
     @property
@@ -167,9 +172,9 @@ class Combined(TokenSelectionModel):
     Parameters
     ----------
     d : int
-    W0 : array-like, shape ([R,] d, d), optional
+    W0 : array-like, shape ([R,] d, d_q), optional
         Initial matrix; default zeros.
-    v0, train_head : see :class:`TokenSelectionModel`.
+    v0, train_head, d_q : see :class:`TokenSelectionModel`.
 
     Examples
     --------
@@ -177,11 +182,15 @@ class Combined(TokenSelectionModel):
     torch.Size([3, 3])
     """
 
-    def __init__(self, d: int, W0=None, v0=None, train_head: bool = False) -> None:
-        super().__init__(d, v0, train_head)
-        init = torch.zeros(d, d, dtype=torch.float64) if W0 is None else check_tensor("W0", W0)
-        if tuple(init.shape[-2:]) != (d, d):
-            raise ValidationError(f"W0 has shape {tuple(init.shape)}, expected ([R,] {d}, {d})")
+    def __init__(self, d: int, W0=None, v0=None, train_head: bool = False, *, d_q: int | None = None) -> None:
+        super().__init__(d, v0, train_head, d_q=d_q)
+        d_q = self.d_q
+        init = torch.zeros(d, d_q, dtype=torch.float64) if W0 is None else check_tensor("W0", W0)
+        if init.dim() not in (2, 3) or tuple(init.shape[-2:]) != (d, d_q):
+            raise ValidationError(
+                f"W0 has shape {tuple(init.shape)}, expected ([R,] {d}, {d_q}) (keys of width d = {d}, queries of "
+                f"width d_q = {d_q})"
+            )
         self.weight = nn.Parameter(init.clone())
 
     parametrization = PARAMETRIZATIONS["W"]
@@ -197,8 +206,11 @@ class Factored(TokenSelectionModel):
     ----------
     d, d_e : int
         Token dimension and key/query width (the theory needs ``d_e >= d``).
-    K0, Q0 : array-like, shape ([R,] d, d_e), optional
+    K0 : array-like, shape ([R,] d, d_e), optional
+    Q0 : array-like, shape ([R,] d_q, d_e), optional
         Initial matrices; default i.i.d. ``N(0, init_scale^2)`` from ``seed`` (``K = Q = 0`` is a saddle).
+    d_q : int, optional
+        Query width (default ``d``); ``W = K Q^T`` is then ``(d, d_q)`` (multi-token §8).
     init_scale : float, default=0.01
         Ours (the paper leaves the scale free; it only asks for a small initialisation).
     seed : int, default=0
@@ -215,19 +227,21 @@ class Factored(TokenSelectionModel):
         train_head: bool = False,
         init_scale: float = 0.01,
         seed: int = 0,
+        *,
+        d_q: int | None = None,
     ) -> None:
-        super().__init__(d, v0, train_head)
+        super().__init__(d, v0, train_head, d_q=d_q)
         d_e = check_scalar("d_e", d_e, kind=int, low=1)
         check_scalar("init_scale", init_scale, low=0.0)
         gen = torch.Generator().manual_seed(seed)
         mats = []
-        for name, value in (("K0", K0), ("Q0", Q0)):
+        for name, value, rows in (("K0", K0, d), ("Q0", Q0, self.d_q)):
             if value is None:
-                mat = init_scale * torch.randn(d, d_e, generator=gen, dtype=torch.float64)
+                mat = init_scale * torch.randn(rows, d_e, generator=gen, dtype=torch.float64)
             else:
                 mat = check_tensor(name, value)
-                if tuple(mat.shape[-2:]) != (d, d_e):
-                    raise ValidationError(f"{name} has shape {tuple(mat.shape)}, expected ([R,] {d}, {d_e})")
+                if tuple(mat.shape[-2:]) != (rows, d_e):
+                    raise ValidationError(f"{name} has shape {tuple(mat.shape)}, expected ([R,] {rows}, {d_e})")
             mats.append(mat.clone())
         self.d_e = d_e
         self.K = nn.Parameter(mats[0])

@@ -4,7 +4,8 @@ Spec: implicit-bias-ngd §2-3 (model, loss, cancellation-free gradient §3.1), m
 kq-nuclear-norm §2-3.1 (K, Q and diagonal parametrisations).
 
 Notation: ``X (..., n, T, d)`` tokens, ``Z (..., n, d)`` queries, ``y (..., n)`` labels, ``v (..., d)`` head,
-``W (..., d, d)`` combined key-query matrix; ``...`` is an optional runs axis ``R`` that broadcasts (data without
+``W (..., d, d_q)`` combined key-query matrix (``Z (..., n, d_q)``: queries may have another width than the
+tokens, cross-attention, multi-token §8); ``...`` is an optional runs axis ``R`` that broadcasts (data without
 it and weights with it is a sweep over initialisations on one data set). Logits ``s_{it} = x_{it}^T W z_i``.
 
 The gradient is computed from the centred scores ``c_{it} = sum_tau phi_{i tau} (gamma_{it} - gamma_{i tau})``
@@ -23,7 +24,7 @@ import torch
 from attnlab._numerics import exp, exp_, logsumexp
 from attnlab._validation import ValidationError
 from attnlab.losses import log_abs_loss_derivative, log_mean_loss
-from attnlab.models.heads import Head
+from attnlab.models.heads import AttentionHeads, Head
 
 __all__ = [
     "LogScaled",
@@ -76,8 +77,8 @@ def attention_logits(X: torch.Tensor, W: torch.Tensor, Z: torch.Tensor) -> torch
     Parameters
     ----------
     X : torch.Tensor, shape ([R,] n, T, d)
-    W : torch.Tensor, shape ([R,] d, d)
-    Z : torch.Tensor, shape ([R,] n, d)
+    W : torch.Tensor, shape ([R,] d, d_q)
+    Z : torch.Tensor, shape ([R,] n, d_q)
 
     Returns
     -------
@@ -108,6 +109,8 @@ def outputs(X: torch.Tensor, W: torch.Tensor, Z: torch.Tensor, v: torch.Tensor |
 
     Spec: implicit-bias-ngd §2 eq. (1) (linear head ``h(u) = v^T u``), multi-token §1 (a :class:`Head`).
     """
+    if isinstance(v, AttentionHeads):
+        return v.outputs(X, W, Z)  # multi-token §9: the heads' own attention
     if isinstance(v, Head):
         return v.value_and_gradient(mixtures(X, attention_probabilities(X, W, Z)))[0]  # multi-token §1
     values = torch.einsum("...ntd,...d->...nt", X, v)
@@ -334,16 +337,16 @@ _SOME_SEQUENCES = 512
 
 
 def outer_sum(X: torch.Tensor, Z: torch.Tensor, weights: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-    """``sum_it w_it x_it z_i^T``, shape ``([R,] d, d)``: the matrix whose logits change by ``K w`` (:func:`logit_kernel`).
+    """``sum_it w_it x_it z_i^T``, shape ``([R,] d, d_q)``: the matrix whose logits change by ``K w`` (:func:`logit_kernel`).
 
     With ``w = dL/ds`` it is ``grad_W L`` (spec implicit-bias-ngd §3.1).
 
     Parameters
     ----------
     X : torch.Tensor, shape ([R,] n, T, d)
-    Z : torch.Tensor, shape ([R,] n, d)
+    Z : torch.Tensor, shape ([R,] n, d_q)
     weights : torch.Tensor, shape ([R,] n, T)
-    out : torch.Tensor, shape ([R,] d, d), optional
+    out : torch.Tensor, shape ([R,] d, d_q), optional
         Written and returned; a loop that reuses one buffer saves an allocation per call.
     """
     # a_i = sum_t w_it x_it, by the kernel that is fastest at this size (same sum; measured with one thread): up to a
@@ -403,21 +406,23 @@ def loss_gradients(
     Parameters
     ----------
     X : torch.Tensor, shape ([R,] n, T, d)
-    Z : torch.Tensor, shape ([R,] n, d)
+    Z : torch.Tensor, shape ([R,] n, d_q)
     y : torch.Tensor, shape ([R,] n)
     v : torch.Tensor, shape ([R,] d), or Head
         The linear head, or a fixed nonlinear :class:`~attnlab.models.heads.Head` (multi-token §1: its token scores
-        ``gamma_it = y_i grad h(u_i)^T x_it`` are recomputed at ``W``; ``gaps`` and ``head`` do not apply).
-    W : torch.Tensor, shape ([R,] d, d)
+        ``gamma_it = y_i grad h(u_i)^T x_it`` are recomputed at ``W``; ``gaps`` and ``head`` do not apply), or
+        :class:`~attnlab.models.heads.AttentionHeads` (a sum of heads, multi-token §9), which computes the gradient
+        itself.
+    W : torch.Tensor, shape ([R,] d, d_q)
     loss : {"exp", "logistic"}
     head : bool, default=False
         Also return the gradient in ``v`` (a linear head only).
     gaps : ScoreGaps, optional
         ``score_gaps(token_scores(X, y, v))`` computed beforehand; a training loop with fixed ``X, y, v`` passes it
         to skip that work at every step (same result).
-    out : torch.Tensor, shape ([R,] d, d), optional
+    out : torch.Tensor, shape ([R,] d, d_q), optional
         Written with ``grad_W``'s mantissa and returned in it; a loop that reuses one buffer saves a fresh
-        ``(R, d, d)`` allocation (and its page faults) per step.
+        ``(R, d, d_q)`` allocation (and its page faults) per step.
     return_weights : bool, default=False
         Also return ``dL/ds`` (the logit weights, :func:`logit_derivatives`) with the same ``log_scale``: the
         integrand of the gradient flow's ``phi`` (kq-nuclear-norm §3.1).
@@ -427,7 +432,7 @@ def loss_gradients(
     Returns
     -------
     grad_W : LogScaled
-        ``mantissa`` shape ([R,] d, d), ``log_scale`` shape ([R,]).
+        ``mantissa`` shape ([R,] d, d_q), ``log_scale`` shape ([R,]).
     grad_v : LogScaled or None
         Same ``log_scale`` as ``grad_W`` (one scale per run, so joint norms are exact).
     log_risk : torch.Tensor, shape ([R,]), or None
@@ -435,6 +440,13 @@ def loss_gradients(
     weights : LogScaled, only with ``return_weights``
         ``dL/ds``: mantissa shape ([R,] n, T), the same ``log_scale`` as ``grad_W``.
     """
+    if isinstance(v, AttentionHeads):  # multi-token §9: a sum of heads computes its own gradient
+        if head or return_weights:
+            raise ValidationError(
+                "a sum of attention heads trains W only: loss_gradients(..., head=True or return_weights=True) "
+                "needs one attention head; use a rule that does not integrate dL/ds (not gradient flow)"
+            )
+        return v.loss_gradients(X, Z, y, W, loss, risk=risk)
     logits = attention_logits(X, W, Z).movedim(-1, 0).contiguous()  # token-first (ScoreGaps)
     margin = None
     if isinstance(v, Head):

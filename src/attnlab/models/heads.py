@@ -19,7 +19,7 @@ from torch import nn
 
 from attnlab._validation import ValidationError, check_tensor
 
-__all__ = ["Head", "ModuleHead", "ReluHead", "as_head"]
+__all__ = ["AttentionHeads", "Head", "ModuleHead", "ReluHead", "as_head"]
 
 
 class Head:
@@ -44,6 +44,70 @@ class Head:
             ``h(u_i)``.
         gradient : torch.Tensor, shape ([R,] n, d)
             ``grad h(u_i)``.
+        """
+        raise NotImplementedError
+
+
+class AttentionHeads(Head):
+    """A head that also owns the attention: several key-query matrices side by side in ``W``.
+
+    The token-selection functions (:func:`~attnlab.models.functional.outputs`,
+    :func:`~attnlab.models.functional.loss_gradients`) hand such a head the whole ``W`` and use its
+    :meth:`outputs` and :meth:`loss_gradients`, so the engine trains it as it trains one ``W``. Spec: multi-token
+    §9 (the sum of heads, :class:`~attnlab.models.sum_of_heads.SummedHeads`).
+    """
+
+    def columns(self, d_q: int) -> int:
+        """The number of columns of ``W`` for queries of width ``d_q``.
+
+        Parameters
+        ----------
+        d_q : int
+
+        Returns
+        -------
+        int
+            ``H d_q`` for ``H`` heads side by side.
+        """
+        raise NotImplementedError
+
+    def outputs(self, X: torch.Tensor, W: torch.Tensor, Z: torch.Tensor) -> torch.Tensor:
+        """Model outputs ``f(X_i)``.
+
+        Parameters
+        ----------
+        X : torch.Tensor, shape ([R,] n, T, d)
+        W : torch.Tensor, shape ([R,] d, H d_q)
+            The heads' matrices side by side.
+        Z : torch.Tensor, shape ([R,] n, d_q)
+
+        Returns
+        -------
+        torch.Tensor, shape ([R,] n)
+        """
+        raise NotImplementedError
+
+    def loss_gradients(
+        self, X: torch.Tensor, Z: torch.Tensor, y: torch.Tensor, W: torch.Tensor, loss: str, *, risk: bool = True
+    ) -> tuple[Any, None, torch.Tensor | None]:
+        """Log-scaled gradient of the empirical risk in ``W`` and ``log L``, as
+        :func:`~attnlab.models.functional.loss_gradients` returns them (no head gradient: the head is fixed).
+
+        Parameters
+        ----------
+        X, Z, W : torch.Tensor
+            As in :meth:`outputs`.
+        y : torch.Tensor, shape ([R,] n)
+        loss : {"exp", "logistic"}
+        risk : bool, default=True
+            Also compute ``log L``.
+
+        Returns
+        -------
+        grad_W : LogScaled
+            ``mantissa`` of ``W``'s shape, ``log_scale`` shape ([R,]).
+        grad_v : None
+        log_risk : torch.Tensor, shape ([R,]), or None
         """
         raise NotImplementedError
 

@@ -132,8 +132,8 @@ def capture(
         only keys ``0..s``: pass ``keys=slice(0, s + 1)``. Sequences must have equal lengths (no padding).
     y : array-like, shape (n,), optional
         Labels in {-1, +1}; default +1 for every sequence (the SVM and the selection do not use them).
-    v : array-like, shape (d,), optional
-        A head ``v`` for the tokens (``d`` without the homogeneous coordinate; a 0 is appended for it).
+    v : array-like, shape (d_k,), optional
+        A head ``v`` for the key tokens (``d_k`` without the homogeneous coordinate; a 0 is appended for it).
     select : array-like of int, shape (n,), or "attended", optional
         The selected token per sequence, as a position among ``keys``; ``"attended"`` (needs ``head``): the
         token the head puts most weight on. Default: none.
@@ -147,8 +147,10 @@ def capture(
     Returns
     -------
     TokenSelectionData
-        ``X (n, T, d [+ 1])``, ``Z (n, d [+ 1])``, ``y``, ``v``, ``select``, float64. Then
+        ``X (n, T, d_k [+ 1])``, ``Z (n, d_q [+ 1])``, ``y``, ``v``, ``select``, float64. Then
         ``attention_probabilities(data.X, head_W(module, h), data.Z)`` are the head's weights of query ``query``.
+        Cross-attention (keys of width ``d_k`` = ``kdim`` != ``d_q`` = ``embed_dim``) gives rectangular data
+        (multi-token §8): ``head_W`` is ``(d_k [+ 1], d_q [+ 1])``.
 
     Raises
     ------
@@ -176,14 +178,7 @@ def capture(
             f'select == {select!r}: pass "attended" together with head=<index> (the head\'s most-attended '
             f"token), or an array of token positions"
         )
-    ((queries, key_tokens),) = module_tokens(model, [module], inputs)
-    if queries.shape[-1] != key_tokens.shape[-1]:
-        raise ValidationError(
-            f"{type(module).__name__} is cross-attention with keys of width {key_tokens.shape[-1]} and queries of "
-            f"width {queries.shape[-1]} (kdim != embed_dim): its W = W_k^T W_q is rectangular, and a "
-            "TokenSelectionData holds one token width; capture a module whose keys and queries share a width, or "
-            "read the rectangular matrix with attnlab.probe.head_W(module, head)"
-        )
+    ((queries, key_tokens),) = module_tokens(model, [module], inputs)  # cross-attention: d_q != d (§8)
     data = capture_from_tokens(
         queries,
         key_tokens,

@@ -9,6 +9,7 @@ from attnlab.svm.attention_svm import attention_svm
 from attnlab.svm.diagonal_svm import diagonal_svm
 from attnlab.svm.errors import InfeasibleProgramError, SolverAccuracyWarning, SolverToleranceError, TieWarning
 from attnlab.svm.head_svm import HeadSVMResult, head_svm
+from attnlab.svm.joint_svm import JointSVMResult, joint_attention_svm
 from attnlab.svm.multi_token import EquivalenceResult, SetProgramResult, finite_part, set_direction_svm, svm_equivalence
 from attnlab.svm.result import AttentionSVMResult
 from attnlab.svm.selection import (
@@ -25,6 +26,7 @@ __all__ = [
     "EquivalenceResult",
     "SetProgramResult",
     "HeadSVMResult",
+    "JointSVMResult",
     "InfeasibleProgramError",
     "SolverToleranceError",
     "SelectionReport",
@@ -38,6 +40,7 @@ __all__ = [
     "is_globally_optimal",
     "is_locally_optimal",
     "is_separable",
+    "joint_attention_svm",
     "locally_optimal_selections",
     "set_direction_svm",
     "sets_from_probabilities",

@@ -80,6 +80,15 @@ def check_data(data: object) -> TokenSelectionData:
     return data
 
 
+def check_square(data: TokenSelectionData, program: str) -> None:
+    """Refuse cross-attention data (``d_q != d``) for a program whose ``W`` is diagonal, hence square."""
+    if data.d_q != data.d:
+        raise ValidationError(
+            f"the {program} has a diagonal, square W, but data has tokens of width d = {data.d} and queries of width "
+            f"d_q = {data.d_q} (cross-attention, multi-token §8); use attention_svm(data, norm) for a rectangular W"
+        )
+
+
 def check_norm(norm: object) -> Norm:
     """Return ``"fro"``, ``"nuc"``, ``"l1-diag"`` or a float ``p >= 1`` (``inf`` included); refuse others with the fix."""
     if isinstance(norm, str):

@@ -13,6 +13,7 @@ from attnlab.data.dataset import TokenSelectionData
 from attnlab.svm._program import (
     check_data,
     check_solver,
+    check_square,
     constraint_pairs,
     refuse_empty_constraints,
     resolve_select,
@@ -71,6 +72,7 @@ def aligned_l1_svm(
     for the W*-SVM.
     """
     data = check_data(data)
+    check_square(data, "aligned l1 program (9)")
     sizes = {"d": data.d}
     bases = {name: check_tensor(name, U, "dd", sizes).numpy() for name, U in (("U_K", U_K), ("U_Q", U_Q))}
     for name, U in bases.items():

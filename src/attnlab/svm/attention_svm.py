@@ -69,7 +69,8 @@ def attention_svm(
     Parameters
     ----------
     data : TokenSelectionData
-        Tokens ``X (n, T, d)``, queries ``Z (n, d)``, labels, optional head ``v (d,)``.
+        Tokens ``X (n, T, d)``, queries ``Z (n, d_q)`` (``d_q != d``: cross-attention, ``W`` is ``(d, d_q)``;
+        multi-token §8), labels, optional head ``v (d,)``.
     norm : {"fro", "nuc", "l1-diag"} or float, default="fro"
         ``"fro"``: Frobenius (a QP on ``1/2 ||W||_F^2``); ``"nuc"``: nuclear norm (an SDP); a float ``p >= 1``:
         the entrywise ``||vec W||_p`` (``p = 1`` and ``p = float("inf")``, the limit of sign descent, are LPs);
@@ -88,6 +89,7 @@ def attention_svm(
     Returns
     -------
     AttentionSVMResult
+        Its ``W`` has shape ``(d, d_q)``.
 
     Raises
     ------
@@ -142,9 +144,9 @@ def attention_svm(
     select_t = resolve_select(data, select)
     pairs, diff, queries = attention_constraint_vectors(data, select_t)
     (diff, diff_scale), (queries, query_scale) = unit_scale(diff), unit_scale(queries)  # solved at unit scale
-    m, d = len(pairs), data.d
+    m, d, d_q = len(pairs), data.d, data.d_q
     labels = [f"(i={i}, t={t})" for i, t in pairs]
-    what = f"attention SVM (norm={norm!r}, n={data.n}, T={data.T}, d={d})"
+    what = f"attention SVM (norm={norm!r}, n={data.n}, T={data.T}, d={d}{'' if d_q == d else f', d_q={d_q}'})"
     if norm in ("fro", "nuc"):
         U, V = range_bases(diff, queries)  # unitarily invariant: W = U What V^T exactly (see range_bases)
         M = constraint_matrices(diff @ U, queries @ V).reshape(m, -1)  # <A_k, U What V^T> = <U^T A_k V, What>
@@ -157,9 +159,9 @@ def attention_svm(
         solution = scaled_back(solution, (diff_scale, query_scale), norm, what)  # W(a X, b Z) = W(X, Z) / (a b)
         W = U @ solution.x @ V.T
     else:
-        M = constraint_matrices(diff, queries).reshape(m, d * d)
+        M = constraint_matrices(diff, queries).reshape(m, d * d_q)  # multi-token §8: W is (d, d_q)
         refuse_empty_constraints(M, labels, EMPTY_CAUSE)
-        solution = solve_margin_program(M, (d, d), norm, solver, what=what, cause=INFEASIBLE_CAUSE)
+        solution = solve_margin_program(M, (d, d_q), norm, solver, what=what, cause=INFEASIBLE_CAUSE)
         solution = scaled_back(solution, (diff_scale, query_scale), norm, what)
         W = solution.x
     return svm_result(solution, W, None, pairs, data, select_t, norm)

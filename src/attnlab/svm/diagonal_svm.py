@@ -14,6 +14,7 @@ from attnlab.svm._program import (
     check_data,
     check_p,
     check_solver,
+    check_square,
     refuse_empty_constraints,
     resolve_select,
     scaled_back,
@@ -54,7 +55,7 @@ def diagonal_svm(
     InfeasibleProgramError
         When no diagonal ``W`` separates the selected tokens (common when ``n (T - 1) > d``).
     ValidationError
-        On ``p < 1``, a bad solver or selection.
+        On ``p < 1``, a bad solver or selection, or queries of another width than the tokens (``d_q != d``).
 
     Notes
     -----
@@ -62,6 +63,7 @@ def diagonal_svm(
     restricted to diagonal ``W``.
     """
     data = check_data(data)
+    check_square(data, "diagonal SVM")
     p = check_p(p)
     solver = check_solver(solver)
     select_t = resolve_select(data, select)

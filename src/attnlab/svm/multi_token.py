@@ -65,7 +65,7 @@ class SetProgramResult:
 
     Attributes
     ----------
-    W : torch.Tensor, shape (d, d), float64
+    W : torch.Tensor, shape (d, d_q), float64
     status : str
         cvxpy status (``"optimal"`` or ``"optimal_inaccurate"``; the KKT residual decides trust).
     margin : float
@@ -111,7 +111,7 @@ class EquivalenceResult:
 
     Attributes
     ----------
-    W : torch.Tensor, shape (d, d), float64
+    W : torch.Tensor, shape (d, d_q), float64
         ``W_fin + R W_dir``.
     R : float
         ``argmin_R ||W_fin + R W_dir - W_trained||_F``.
@@ -130,8 +130,8 @@ class EquivalenceResult:
 def _set_rows(
     data: TokenSelectionData, sets: torch.Tensor
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Constraint vectors: ``pairs (m, 3)``, ``diff (m, d)`` = ``x_tau - x_t``, ``queries (m, d)``, and the equality
-    rows ``equalities (k, 3)``, ``eq_diff (k, d)`` = ``x_tau - x_tau0``, ``eq_queries (k, d)``."""
+    """Constraint vectors: ``pairs (m, 3)``, ``diff (m, d)`` = ``x_tau - x_t``, ``queries (m, d_q)``, and the
+    equality rows ``equalities (k, 3)``, ``eq_diff (k, d)`` = ``x_tau - x_tau0``, ``eq_queries (k, d_q)``."""
     X, Z, mask = data.X.numpy(), data.Z.numpy(), sets.numpy()
     pairs, equalities = [], []
     for i in range(data.n):
@@ -167,10 +167,10 @@ def _solve(
     Solved at unit scale on the spans of the differences and the queries (both exact for unitarily invariant norms;
     :func:`~attnlab.svm._program.range_bases`), then scaled back: ``W(a X, b Z) = W(X, Z) / (a b)``.
     """
-    d = queries.shape[1] if len(queries) else eq_queries.shape[1]
+    d, d_q = diff.shape[1], queries.shape[1]  # multi-token §8: W is (d, d_q)
     all_diff, all_queries = np.concatenate([diff, eq_diff]), np.concatenate([queries, eq_queries])
     if len(all_diff) == 0:  # no constraint at all (singleton sets in the finite part): the minimiser is 0
-        return np.zeros((d, d)), cp.OPTIMAL, np.zeros(0), np.zeros(0), 0.0
+        return np.zeros((d, d_q)), cp.OPTIMAL, np.zeros(0), np.zeros(0), 0.0
     (unit_diff, a), (unit_queries, b) = unit_scale(all_diff), unit_scale(all_queries)
     U, V = range_bases(unit_diff, unit_queries)
     m = len(diff)
@@ -183,7 +183,7 @@ def _solve(
     status = run_solver(problem, solver, what=what)
     if status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):  # values are None here: never read them
         raise InfeasibleProgramError(
-            f"{what} is {status} ({m} margins and {len(E)} equalities on a ({d}, {d}) matrix, solver {solver}); "
+            f"{what} is {status} ({m} margins and {len(E)} equalities on a ({d}, {d_q}) matrix, solver {solver}); "
             f"likely cause: {_INFEASIBLE_CAUSE}"
         )
     value = np.asarray(x.value, dtype=np.float64)
@@ -373,7 +373,7 @@ def svm_equivalence(
     Parameters
     ----------
     data : TokenSelectionData
-    W : array-like, shape (d, d)
+    W : array-like, shape (d, d_q)
         The trained combined matrix.
     sets : optional
         The sets ``O_i``; default read off the softmax at ``W`` with :func:`sets_from_probabilities`.
@@ -393,7 +393,7 @@ def svm_equivalence(
     differences are logit differences), so they stay exact however saturated the softmax is.
     """
     data = check_data(data)
-    W_t = check_tensor("W", W, "de", {"d": data.d, "e": data.d})
+    W_t = check_tensor("W", W, "dq", {"d": data.d, "q": data.d_q})
     logits = attention_logits(data.X, W_t, data.Z)  # (n, T): log s up to a per-sequence constant
     if sets is None:
         sets = sets_from_probabilities(torch.softmax(logits, dim=-1), low, high)

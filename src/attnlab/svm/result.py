@@ -29,7 +29,7 @@ class AttentionSVMResult:
 
     Attributes
     ----------
-    W : torch.Tensor, shape (d, d), float64
+    W : torch.Tensor, shape (d, d_q), float64 (square but for cross-attention)
         The max-margin matrix (``diag(beta)`` for the diagonal programs).
     status : str
         cvxpy status, ``"optimal"`` or ``"optimal_inaccurate"`` (the dual method reports ``"optimal"``). We ask
