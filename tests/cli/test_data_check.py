@@ -172,3 +172,16 @@ def test_a_mask_of_the_wrong_shape_is_refused_with_its_shape(tmp_path):
     result = run("data", "check", str(path))
     assert result.exit_code == 2
     assert "select as a mask of token sets must be a 0/1 array of shape (2, 3), got shape (2, 4)" in result.output
+
+
+def test_cross_attention_data_are_checked_without_the_aligned_geometry_a4(tmp_path):
+    square = example1(n=4, T=3, d=8, seed=0)
+    queries = np.random.default_rng(0).standard_normal((4, 5))  # d_q = 5 != d = 8: cross-attention
+    data = TokenSelectionData(square.X, queries, square.y, square.v)
+    path = data.save(tmp_path / "cross.npz")
+    out = run("data", "check", str(path))
+    assert out.exit_code == 0, out.output
+    checked = [line for line in out.output.splitlines() if line.startswith("[")]
+    assert checked == [str(r) for r in check_assumptions(data)]
+    assert len(checked) == 4 and not any("A4" in line for line in checked)
+    assert len(check_assumptions(square)) == 5  # A4 stays for self-attention data

@@ -265,7 +265,7 @@ def check_cmd(path: str, generator: str | None, which: tuple[str, ...], strict: 
     whose selection is degenerate (an empty set, a set equal to the whole sequence, a tie), and whether the sets'
     direction program is feasible; --strict exits 1 when it is not.
     """
-    from attnlab.data import check_assumptions
+    from attnlab.data import check_assumptions, default_assumptions
 
     data, sets = _load(path)
     usable = True
@@ -279,8 +279,8 @@ def check_cmd(path: str, generator: str | None, which: tuple[str, ...], strict: 
         names = list(which)
     elif intent is not None and (intent.built or intent.conditional):
         names = [*intent.built, *intent.conditional]
-    else:  # check_assumptions' own default (tests/cli/test_data_cmd.py keeps the two equal)
-        names = ["unique_opt", "A1", "A2", "A3", "A4"] if data.v is not None else ["A1", "condition1"]
+    else:  # check_assumptions' own default
+        names = default_assumptions(data)
     reports = check_assumptions(data, which=names)
     for name, report in zip(names, reports):
         click.echo(str(report))

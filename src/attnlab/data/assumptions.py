@@ -21,6 +21,7 @@ __all__ = [
     "assumption4_geometry",
     "check_assumptions",
     "condition1",
+    "default_assumptions",
     "equal_nonopt_scores",
     "near_orthogonal",
     "small_init",
@@ -456,6 +457,26 @@ ASSUMPTIONS: dict[str, Callable[[TokenSelectionData, object], AssumptionReport]]
 }
 
 
+def default_assumptions(data: TokenSelectionData) -> list[str]:
+    """The assumptions that apply to ``data``: what :func:`check_assumptions` and ``attnlab data check`` run.
+
+    Parameters
+    ----------
+    data : TokenSelectionData
+
+    Returns
+    -------
+    list of str
+        ``unique_opt, A1, A2, A3, A4`` for data with a head, ``A1, condition1`` for data without one (the head is
+        trained); A4 (the K,Q paper's aligned geometry) is left out for cross-attention data (``d_q != d``), where
+        it does not apply.
+    """
+    if data.v is None:
+        return ["A1", "condition1"]
+    names = ["unique_opt", "A1", "A2", "A3", "A4"]
+    return names if data.d_q == data.d else names[:-1]
+
+
 def check_assumptions(
     data: TokenSelectionData,
     which: Sequence[str] | None = None,
@@ -470,8 +491,8 @@ def check_assumptions(
     ----------
     data : TokenSelectionData
     which : sequence of str, optional
-        Names from :data:`ASSUMPTIONS`. Default: ``unique_opt, A1, A2, A3, A4`` for data with a head, and
-        ``A1, condition1`` for data without one (the head is trained).
+        Names from :data:`ASSUMPTIONS`. Default: :func:`default_assumptions` (``unique_opt, A1, A2, A3, A4`` for
+        data with a head, without A4 on cross-attention data; ``A1, condition1`` for data without a head).
     W0 : array-like, shape (d, d), optional
         Initial weights for ``A3``, ``small_init`` and ``condition1``; default 0.
 
@@ -493,7 +514,7 @@ def check_assumptions(
     """
     data = _check_data(data)
     if which is None:
-        which = ["unique_opt", "A1", "A2", "A3", "A4"] if data.v is not None else ["A1", "condition1"]
+        which = default_assumptions(data)
     if isinstance(which, str):
         which = [which]
     unknown = [name for name in which if name not in ASSUMPTIONS]
