@@ -9,14 +9,20 @@ import torch
 from attnlab._validation import ValidationError
 from attnlab.data import unit_gaussian
 from attnlab.experiments import get_experiment, run_experiment
-from attnlab.experiments.mirror_descent import E1Config, E2Config, RegPathConfig
+from attnlab.experiments.mirror_descent import E1Config, E2Config, GrowthConfig, RegPathConfig
 from attnlab.experiments.mirror_descent.regpath import log_excess_risk, projected_md, solve_constrained, stationarity
 from attnlab.losses import mean_loss
 from attnlab.metrics import directional_bregman, entrywise_norm
 from attnlab.models.functional import margins, token_scores
 from attnlab.verify import make_config
 
-NAMES = ["mirror-descent.e1", "mirror-descent.e2", "mirror-descent.e3", "mirror-descent.regpath"]
+NAMES = [
+    "mirror-descent.e1",
+    "mirror-descent.e2",
+    "mirror-descent.e3",
+    "mirror-descent.growth",
+    "mirror-descent.regpath",
+]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -60,6 +66,8 @@ def test_configs_refuse_bad_values_by_name():
         RegPathConfig(radii=(1.0, 4.0, 2.0))
     with pytest.raises(ValidationError, match="cross_check"):
         RegPathConfig(radii=(1.0, 2.0, 4.0), cross_check=3)
+    with pytest.raises(ValidationError, match=r"steps == 50, must be >= 100"):
+        GrowthConfig(steps=50)
 
 
 def test_every_row_of_the_quick_runs_is_declared_and_e3_claims_no_theorem(tmp_path):
