@@ -72,7 +72,10 @@ register_results(
             "not checkable",
             "as a theorem row: the decrease from a random start is what any descent shows early on, and no wrong "
             "mechanism we tried (mirror exponent off by one, 10x step) makes it rise at our sizes; shown as an "
-            "observation of fig. 4 instead",
+            "observation of fig. 4 instead. From the cone (mirror-descent.growth: W_0 = 2 W^mm + noise, lr 100) "
+            "dB_p first rises from 1e-4 to 0.05-0.08 within 2-44 steps, then falls: the lemma's small step and "
+            "large radius are not computable from its constants, so there is no size at which to hold it to every "
+            "step",
         ),
         PaperResult("002:Lem28", "from a locally optimal cone, l_p-AttGD converges in direction to its l_p-AttSVM"),
         PaperResult("002:Lem29", "from inside the cone at large norm, ||W_k||_p of plain l_p-AttGD grows like log k"),

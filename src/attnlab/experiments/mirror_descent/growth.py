@@ -22,7 +22,7 @@ from attnlab._validation import ValidationError, check_scalar
 from attnlab.data import stack, unit_gaussian
 from attnlab.experiments.mirror_descent.common import SOURCE, md_path, selected, svm_norm, tidy
 from attnlab.experiments.registry import register
-from attnlab.metrics import entrywise_norm
+from attnlab.metrics import directional_bregman, entrywise_norm
 from attnlab.models.functional import loss_gradients, token_scores
 from attnlab.plotting import house_figure, label_axes, label_ours, new_figure
 from attnlab.svm import attention_svm
@@ -129,14 +129,17 @@ IN_CONE = Claim(
 CLAIMS = (LOG_GROWTH, IN_CONE)
 
 
-def _start(config: GrowthConfig, datasets, p: float) -> torch.Tensor:
-    """``W_0 = rho W^mm_opt,p + sigma N(0, 1)`` per data set, shape (R, d, d): softmax gaps of at least ~``rho``."""
+def _start(config: GrowthConfig, datasets, p: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """``W_0 = rho W^mm_opt,p + sigma N(0, 1)`` and ``W^mm_opt,p`` per data set, each (R, d, d).
+
+    Every softmax gap of the optimal token is at least about ``rho`` at ``W_0``.
+    """
     W_mm = torch.stack(
         [attention_svm(data, svm_norm(p), select=data.optimal_tokens()).W for data in datasets]
     )  # spec §5: l_p-AttSVM of the optimal tokens
     gen = torch.Generator().manual_seed(config.first_seed)
     noise = torch.randn(W_mm.shape, generator=gen, dtype=torch.float64)
-    return config.rho * W_mm + config.sigma * noise  # spec §7: a start in the cone, at rho x the SVM's norm
+    return config.rho * W_mm + config.sigma * noise, W_mm  # spec §7: a start in the cone, rho x the SVM's norm
 
 
 def run_growth(config: GrowthConfig, ctx: RunContext) -> ExperimentResult:
@@ -147,11 +150,12 @@ def run_growth(config: GrowthConfig, ctx: RunContext) -> ExperimentResult:
     frames, checks = [], []
     window = np.unique(np.geomspace(config.steps // 100, config.steps, config.points).astype(int))
     for p in config.ps:
-        W0 = _start(config, datasets, p)
+        W0, W_mm = _start(config, datasets, p)
         steps, path, diverged = md_path(batch, W0, p, config.lr, False, config.steps, 1, config.loss, ctx)
         norm = entrywise_norm(path, p)  # (S, R)
         kept = (selected(batch, path) == optimal).all(dim=-1)  # (S, R): the softmax still picks opt_i
-        frames.append(tidy({"norm_p": norm, "in_cone": kept.to(torch.float64)}, steps, p=p))
+        bregman = directional_bregman(W_mm, path, p)  # spec §3: how far the direction wanders inside the cone
+        frames.append(tidy({"norm_p": norm, "in_cone": kept.to(torch.float64), "bregman": bregman}, steps, p=p))
         median = norm.median(dim=-1).values.numpy()
         checks.append(LOG_GROWTH.format(p=p).rate_shape(window, median[window], "log"))
         stayed = bool(kept.all()) and not diverged
