@@ -148,3 +148,31 @@ def test_step_without_closure_says_a_closure_is_needed():
     w.grad = torch.ones(2)
     with pytest.raises(ValidationError, match="closure is None, but PolyakStep needs the loss"):
         PolyakStep([w]).step()
+
+
+def test_log_loss_gap_is_the_log_of_the_gap_and_never_forms_the_loss():
+    from attnlab.optim.transforms import log_loss_gap, loss_gap
+
+    log_risk = torch.log(torch.tensor([2.5, 2.5, 2.5], dtype=torch.float64))
+    got = log_loss_gap(log_risk, torch.tensor([0.3, 0.0, -0.5], dtype=torch.float64))
+    torch.testing.assert_close(got, torch.log(torch.tensor([2.2, 2.5, 3.0], dtype=torch.float64)), rtol=1e-15, atol=0)
+    # L = e^-800 underflows in float64; with L* = 0 the gap is L itself, so its log is exact
+    assert float(log_loss_gap(torch.tensor(-800.0, dtype=torch.float64), 0.0)) == -800.0
+    assert float(loss_gap(torch.tensor(-800.0, dtype=torch.float64), 0.0)) == 0.0  # what exp(log L) - 0 gives
+    assert float(log_loss_gap(torch.tensor(0.0, dtype=torch.float64), 1.0)) == -math.inf  # L = L*: no step
+    assert float(log_loss_gap(torch.tensor(-math.inf, dtype=torch.float64), 0.0)) == -math.inf  # L = 0 = L*
+    with pytest.raises(ValidationError, match=r"optimal_loss == 1.5 is above the current loss"):
+        log_loss_gap(torch.tensor(0.0, dtype=torch.float64), 1.5)
+
+
+def test_uncapped_polyak_keeps_stepping_after_the_loss_underflows():
+    """L* = 0 and log L = -800 (L below 1e-308): the step is L / ||g||^2 in the log domain, not a stall at 0."""
+    from attnlab.optim import transforms as tx
+    from attnlab.optim.polyak import polyak_rule
+
+    rule = polyak_rule(0.0, [1.0], [math.inf])
+    norm = torch.tensor([1.5], dtype=torch.float64)  # a mantissa m of norm 1.5; the gradient is g = m e^-400
+    coef = tx.step_size(rule, norm, torch.tensor([-400.0]), log_risk=torch.tensor([-800.0], dtype=torch.float64))
+    # spec A3: eta = L / ||g||^2 = e^-800 / (1.5^2 e^-800); the coefficient of m is eta e^-400 (about 1e-174)
+    expected = math.exp(-400.0) / 1.5**2
+    assert float(coef) == pytest.approx(expected, rel=1e-12, abs=0.0)  # exp(log L) - 0 = 0 gave a zero step

@@ -123,6 +123,18 @@ EXPERIMENTS: tuple[Entry, ...] = (
         "E3: l_p-JointGD of (W, v) on the toy set: softmax and logistic probability, paths against both SVM rays",
     ),
     Entry(
+        "mirror-descent.growth",
+        "mirror-descent-lp",
+        "mirror_descent",
+        "Lemma 29: ||W_k||_p of plain l_p-AttGD from inside the cone at large norm, log k against a power of k",
+    ),
+    Entry(
+        "mirror-descent.regpath",
+        "mirror-descent-lp",
+        "mirror_descent",
+        "§8.1: the l_p regularisation path argmin_{||W||_p <= R} L(W) for growing R against the l_q-AttSVMs",
+    ),
+    Entry(
         "multi-token.equivalence",
         "multi-token",
         "multi_token",

@@ -85,6 +85,7 @@ from attnlab._validation import ValidationError
 
 __all__ = [
     "Context",
+    "log_loss_gap",
     "loss_gap",
     "mirror_step",
     "run_rule",
@@ -381,21 +382,43 @@ _ROUNDING_ULPS = 4
 def loss_gap(log_risk: torch.Tensor, optimal_loss: float | torch.Tensor) -> torch.Tensor:
     """``L - L*`` in float64 per run; refuses an optimal loss above the current loss (beyond rounding).
 
+    ``exp`` of :func:`log_loss_gap`: it underflows to 0 where the gap is below 1e-308, which the Polyak step avoids
+    by using :func:`log_loss_gap` itself.
+
     Raises
     ------
     ValidationError
         If ``optimal_loss > L`` by more than a few rounding units.
     """
-    loss = torch.exp(log_risk.to(torch.float64))
-    optimal = torch.as_tensor(optimal_loss, dtype=torch.float64, device=loss.device)
-    gap = loss - optimal
-    slack = _ROUNDING_ULPS * torch.finfo(torch.float64).eps * torch.maximum(loss.abs(), optimal.abs())
-    if bool((gap < -slack).any()):
+    return torch.exp(log_loss_gap(log_risk, optimal_loss))
+
+
+def log_loss_gap(log_risk: torch.Tensor, optimal_loss: float | torch.Tensor) -> torch.Tensor:
+    """``log(L - L*)`` in float64 per run from ``log L``, without forming ``L``; ``-inf`` where ``L <= L*``.
+
+    Spec: implicit-bias-ngd §4 A3 (the gap of the Polyak step), in the log domain: ``log L`` exactly for
+    ``L* = 0`` (no underflow however small ``L``), ``log L + log(-expm1(log L* - log L))`` for ``L* > 0`` and
+    ``logaddexp(log L, log(-L*))`` for ``L* < 0``. For ``L* > 0`` the gap keeps only the relative precision of
+    ``log L`` itself: once ``L - L*`` falls below float64's resolution of ``L`` (about ``2e-16 L``) it is 0, whatever
+    the formula; only a risk computed above its infimum (from the margins) resolves it further.
+
+    Raises
+    ------
+    ValidationError
+        If ``optimal_loss > L`` by more than a few rounding units.
+    """
+    log_loss = log_risk.to(torch.float64)
+    optimal = torch.as_tensor(optimal_loss, dtype=torch.float64, device=log_loss.device)
+    ratio = torch.where(optimal == 0, -math.inf, torch.log(optimal.abs()) - log_loss)  # log(|L*| / L)
+    slack = math.log1p(_ROUNDING_ULPS * torch.finfo(torch.float64).eps)
+    if bool(((optimal > 0) & (ratio > slack)).any()):
         raise ValidationError(
-            f"optimal_loss == {optimal.tolist()} is above the current loss {loss.tolist()}; the Polyak step needs "
-            f"L* <= L: pass a smaller optimal_loss (0 is a lower bound for the exp, logistic and cross-entropy losses)"
+            f"optimal_loss == {optimal.tolist()} is above the current loss {torch.exp(log_loss).tolist()}; the "
+            f"Polyak step needs L* <= L: pass a smaller optimal_loss (0 is a lower bound for the exp, logistic and "
+            f"cross-entropy losses)"
         )
-    return gap.clamp(min=0.0)
+    below = log_loss + torch.log(-torch.expm1(ratio.clamp(max=0.0)))  # spec A3: L - L* = L (1 - L*/L), L* >= 0
+    return torch.where(optimal < 0, torch.logaddexp(log_loss, torch.log(-optimal)), below)
 
 
 def polyak(
@@ -414,10 +437,10 @@ def polyak(
                 "that zeroes the gradients, computes the loss, calls loss.backward() and returns the loss"
             )
         target = optimal_loss() if callable(optimal_loss) else optimal_loss
-        gap = loss_gap(ctx.log_risk, target)
+        log_gap = log_loss_gap(ctx.log_risk, target)  # log domain: no underflow of L - L* below 1e-308
         norm = ctx.block_norms(step.direction, None, 2.0)[0]
         # spec A3/A8 on g = m e^s: eta_t e^s = (L - L*) e^{-s} / (c ||m||^2), the coefficient of m
-        log_eta = torch.log(gap) - 2.0 * torch.log(norm) - 2.0 * step.log_scale
+        log_eta = log_gap - 2.0 * torch.log(norm) - 2.0 * step.log_scale
         cs = per_tensor(c, len(step.direction), "c")
         coefs = [torch.where(norm > 0, lc + log_eta - math.log(c_i), -math.inf) for lc, c_i in zip(step.log_coef, cs)]
         return Step(step.direction, step.log_scale, coefs, step.factor), None

@@ -2,7 +2,8 @@
 
 Spec: docs/theory/mirror-descent-lp.md §9 E1 (sizes, ``ps``, ``epochs``, ``lr``, 100 data sets with seeds 1-100,
 ``W_0 ~ N(0, 1)``, logistic loss), §8.2-8.4 (local directional convergence, selectivity; the log growth of
-``||W_k||_p`` is drawn, not checked: see the coverage note of Lemma 29), §4 (the norm-growth inequality of Lemma 22).
+``||W_k||_p`` is drawn, not checked: from ``W_0 ~ N(0, 1)`` the runs do not reach Lemma 29's regime, which
+``mirror-descent.growth`` starts in), §4 (the norm-growth inequality of Lemma 22).
 """
 
 from __future__ import annotations
