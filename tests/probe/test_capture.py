@@ -108,7 +108,7 @@ def test_query_keys_and_select_out_of_range():
         capture(mha, mha, (x, x, x), query=3)
     with pytest.raises(ValidationError, match=r"keys must pick at least 2 key tokens among the 3"):
         capture(mha, mha, (x, x, x), keys=[0, 7])
-    with pytest.raises(ValidationError, match="select == 'attended': pass \"attended\" together with head"):
+    with pytest.raises(ValidationError, match="select == 'attended': pass \"attended\" .* together with head"):
         capture(mha, mha, (x, x, x), select="attended")
     with pytest.raises(ValidationError, match=r"select holds indices outside \[0, 2\]"):
         capture(mha, mha, (x, x, x), select=[0, 5])
@@ -179,3 +179,36 @@ def test_cross_attention_with_another_key_width_reproduces_torchs_weights_per_he
     assert result.W.shape == (6 + extra, 8 + extra)
     assert {"fro", "nuc"} <= set(result.table["candidate"])
     assert any("d_q != d" in reason for reason in result.skipped)
+
+
+def _two_token_head(scale: float):
+    """One head whose logits are ``scale x^T z / sqrt(2)``: keys 0 and 1 tie on top, keys 2 and 3 far below."""
+    mha = nn.MultiheadAttention(2, 1, batch_first=True, dtype=torch.float64, bias=False)
+    with torch.no_grad():
+        eye = torch.eye(2, dtype=torch.float64)
+        mha.in_proj_weight.copy_(torch.cat([scale * eye, eye, eye]))
+    keys = torch.tensor([[[1.0, 0.5], [1.0, -0.5], [-1.0, 0.0], [0.0, 1.0]]], dtype=torch.float64).repeat(2, 1, 1)
+    tokens = torch.cat([torch.tensor([[[1.0, 0.0]]], dtype=torch.float64).repeat(2, 1, 1), keys], dim=1)
+    return mha, tokens
+
+
+def test_attended_sets_are_the_tokens_above_the_threshold_of_the_heads_own_softmax():
+    mha, tokens = _two_token_head(scale=40.0)
+    q, k = tokens[:, :1], tokens[:, 1:]
+    data = capture(mha, mha, (q, k, k), select="attended-sets", head=0)
+    assert data.select.tolist() == [[True, True, False, False]] * 2
+    # the head's own weights, from torch: two tokens share the mass, the others are below 1e-6
+    _, weights = mha(q, k, k, need_weights=True)
+    assert torch.allclose(weights[:, 0, :2], torch.full((2, 2), 0.5, dtype=torch.float64), atol=1e-9)
+    assert float(weights[:, 0, 2:].max().detach()) < 1e-6
+    (per_head,) = capture(mha, mha, (q, k, k), select="attended-sets", head="all")
+    assert torch.equal(per_head.select, data.select)
+
+
+def test_attended_sets_refuse_a_head_that_has_not_saturated_and_name_the_sequences():
+    mha, tokens = _two_token_head(scale=4.0)  # weights 0.485, 0.485, 0.0017, 0.029: every one above 1e-3
+    q, k = tokens[:, :1], tokens[:, 1:]
+    with pytest.raises(ValidationError, match=r"sequences \[0, 1\].*whole sequence"):
+        capture(mha, mha, (q, k, k), select="attended-sets", head=0)
+    loose = capture(mha, mha, (q, k, k), select="attended-sets", head=0, thresholds=(2e-3, 2e-2))
+    assert loose.select.tolist() == [[True, True, False, True]] * 2

@@ -14,6 +14,7 @@ from torch import nn
 
 from attnlab._validation import ValidationError, check_scalar, check_tensor
 from attnlab.data.dataset import TokenSelectionData
+from attnlab.data.token_sets import HIGH, LOW, sets_from_probabilities
 from attnlab.models.functional import attention_logits
 from attnlab.probe.adapters import adapter_for
 from attnlab.probe.head import head_W, homogeneous_tokens, resolve_homogeneous
@@ -97,6 +98,17 @@ def attended_tokens(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor) -> torch.
     return attention_logits(X, W, Z).argmax(dim=-1)
 
 
+_ATTENDED = ("attended", "attended-sets")
+
+
+def _head_selection(data: TokenSelectionData, W: torch.Tensor, select: str, thresholds: tuple[float, float]):
+    """What the head with weights ``W`` selects: its arg-max token, or its token sets (multi-token §2)."""
+    if select == "attended":
+        return attended_tokens(data.X, data.Z, W)
+    probabilities = torch.softmax(attention_logits(data.X, W, data.Z), dim=-1)  # (n, T)
+    return sets_from_probabilities(probabilities, *thresholds)
+
+
 def capture(
     model: nn.Module,
     module: nn.Module,
@@ -109,6 +121,7 @@ def capture(
     select: object = None,
     head: int | str | None = None,
     homogeneous: bool | None = None,
+    thresholds: tuple[float, float] = (LOW, HIGH),
 ) -> TokenSelectionData | list[TokenSelectionData]:
     """The tokens entering ``module`` when ``model`` runs on ``inputs``, as a :class:`TokenSelectionData`.
 
@@ -134,15 +147,20 @@ def capture(
         Labels in {-1, +1}; default +1 for every sequence (the SVM and the selection do not use them).
     v : array-like, shape (d_k,), optional
         A head ``v`` for the key tokens (``d_k`` without the homogeneous coordinate; a 0 is appended for it).
-    select : array-like of int, shape (n,), or "attended", optional
-        The selected token per sequence, as a position among ``keys``; ``"attended"`` (needs ``head``): the
-        token the head puts most weight on. Default: none.
+    select : array-like of int of shape (n,), token sets, "attended" or "attended-sets", optional
+        The selected token per sequence, as a position among ``keys``, or a set of tokens per sequence (an
+        ``(n, T)`` bool mask or ``n`` lists of positions, multi-token §2); ``"attended"`` (needs ``head``): the
+        token the head puts most weight on; ``"attended-sets"`` (needs ``head``): the tokens whose softmax weight
+        exceeds ``thresholds[1]`` (:func:`attnlab.data.sets_from_probabilities`). Default: none.
     head : int or "all", optional
-        The head whose attention defines ``select="attended"``; ``"all"``: one data set per head (a list, in head
-        order), each with that head's attended tokens.
+        The head whose attention defines an ``"attended"`` selection; ``"all"``: one data set per head (a list, in
+        head order), each with that head's selection.
     homogeneous : bool, optional
         Append a coordinate 1 to the tokens (as :func:`~attnlab.probe.head_W` does); default: when the
         module has query/key biases.
+    thresholds : (float, float), default=(1e-6, 1e-3)
+        ``(low, high)`` of ``select="attended-sets"``: a token is in the set above ``high`` and out at or below
+        ``low``; a weight in between is refused with the sequence named (the head has not saturated there).
 
     Returns
     -------
@@ -156,7 +174,8 @@ def capture(
     ------
     ValidationError
         On a module not called by ``model``, tokens of the wrong width, ``query`` or ``keys`` out of range, a
-        bad ``select`` or ``y``, or ``select="attended"`` without ``head``.
+        bad ``select`` or ``y``, an ``"attended"`` selection without ``head``, or an ``"attended-sets"`` selection
+        with a weight between the thresholds or a set that is a whole sequence.
     TypeError
         When ``module``'s type has no adapter.
 
@@ -169,14 +188,15 @@ def capture(
     (5, 6, 5)
     """
     homogeneous = resolve_homogeneous(module, homogeneous)
-    if head == "all" and select != "attended":
+    if head == "all" and select not in _ATTENDED:
         raise ValidationError(
-            'head == "all" returns one data set per head with its attended tokens: pass select="attended"'
+            'head == "all" returns one data set per head with its own selection: pass select="attended" or '
+            'select="attended-sets"'
         )
-    if isinstance(select, str) and (select != "attended" or head is None):
+    if isinstance(select, str) and (select not in _ATTENDED or head is None):
         raise ValidationError(
-            f'select == {select!r}: pass "attended" together with head=<index> (the head\'s most-attended '
-            f"token), or an array of token positions"
+            f'select == {select!r}: pass "attended" (the head\'s most-attended token) or "attended-sets" (its '
+            "tokens above the thresholds) together with head=<index>, or token positions or token sets"
         )
     ((queries, key_tokens),) = module_tokens(model, [module], inputs)  # cross-attention: d_q != d (§8)
     data = capture_from_tokens(
@@ -191,11 +211,12 @@ def capture(
     )
     if head == "all":  # multi-token §7: the tokens are shared, each head selects its own
         return [
-            data.with_(select=attended_tokens(data.X, data.Z, head_W(module, h, homogeneous=homogeneous)))
+            data.with_(select=_head_selection(data, head_W(module, h, homogeneous=homogeneous), select, thresholds))
             for h in range(adapter_for(module).heads(module))
         ]
     if isinstance(select, str):
-        data = data.with_(select=attended_tokens(data.X, data.Z, head_W(module, head, homogeneous=homogeneous)))
+        W = head_W(module, head, homogeneous=homogeneous)
+        data = data.with_(select=_head_selection(data, W, select, thresholds))
     return data
 
 
