@@ -3,8 +3,8 @@
 import pandas as pd
 import pytest
 
-from attnlab.experiments.real.compare import Comparison
-from attnlab.experiments.real.summary import paper_checks, summary_table
+from attnlab.experiments.real.summary import paper_checks
+from attnlab.nets import Comparison, summary_table
 
 
 def _comparison():
@@ -12,8 +12,8 @@ def _comparison():
     for name, lr, losses, accs, grow in (
         ("sgd", 0.1, (1.0, 0.2), (0.5, 0.9), 2.0),
         ("sngd", 0.2, (1.0, 0.4), (0.5, 0.7), 1.5),
-        ("md-2", 0.1, (1.0, 0.2), (0.5, 0.9), 2.0),
-        ("md-1.1", 0.05, (1.0, 0.3), (0.5, 0.8), 1.0),
+        ("md:2,normalized=false", 0.1, (1.0, 0.2), (0.5, 0.9), 2.0),
+        ("md:1.1,normalized=false", 0.05, (1.0, 0.3), (0.5, 0.8), 1.0),
     ):
         for seed in (0, 1):
             for epoch in (0, 1):
@@ -42,7 +42,7 @@ def _comparison():
                     )
     entries = pd.DataFrame(
         {
-            "optimizer": ["md-1.1"] * 4 + ["md-2"] * 4,
+            "optimizer": ["md:1.1,normalized=false"] * 4 + ["md:2,normalized=false"] * 4,
             "layer": 0,
             "projection": "key",
             "value": [1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0],
@@ -58,7 +58,10 @@ def test_summary_table_averages_the_last_epoch_over_seeds():
     assert summary.loc["sngd", "train_loss_mean"] == pytest.approx(0.4)
     assert summary.loc["sngd", "train_loss_area"] == pytest.approx(0.4)  # epochs >= 1 only
     assert summary.loc["sngd", "norm_growth"] == pytest.approx(1.5)  # both layers x1.5: total 7.5 / 5
-    assert summary.loc["md-1.1", "qkv_hoyer"] == pytest.approx(1.0) and summary.loc["md-2", "qkv_hoyer"] == 0.0
+    assert (
+        summary.loc["md:1.1,normalized=false", "qkv_hoyer"] == pytest.approx(1.0)
+        and summary.loc["md:2,normalized=false", "qkv_hoyer"] == 0.0
+    )
 
 
 def test_paper_checks_state_each_claim_with_its_outcome():
@@ -103,7 +106,7 @@ def test_paper_checks_state_each_claim_with_its_outcome():
 
 def test_a_diverged_run_fails_the_finite_loss_check():
     comparison = _comparison()
-    comparison.frame.loc[comparison.frame.index[-1], "diverged"] = True  # md-1.1, seed 1, last epoch
+    comparison.frame.loc[comparison.frame.index[-1], "diverged"] = True  # l_1.1-MD, seed 1, last epoch
     checks = paper_checks(comparison, summary_table(comparison), chance=0.5, language=True, test_size=10000)
     finite = next(c for c in checks if c.claim.startswith("no run diverges"))
     assert not finite.passed and finite.measured == 1
