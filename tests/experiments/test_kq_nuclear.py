@@ -53,21 +53,3 @@ def test_x3_ordering_fails_when_the_two_svms_coincide():
     distinct = _x3_checks(config, 4, frame, corr_refs=0.95)[2]
     same = _x3_checks(config, 4, frame, corr_refs=0.9995)[2]
     assert distinct.passed and not same.passed and "untestable" in same.predicted
-
-
-def test_signed_squares_chain_rule_matches_autograd():
-    """Lemma 4.1's (w_+, w_-) model: its hand-written chain rule against autograd of its own loss."""
-    import torch
-
-    from attnlab.data import scores_equal
-    from attnlab.experiments.kq_nuclear.common import SignedSquares
-
-    data = scores_equal(n=3, L=3, d=5, gap=2.0, seed=1)
-    gen = torch.Generator().manual_seed(0)
-    w_plus, w_minus = (torch.randn(5, generator=gen, dtype=torch.float64) for _ in range(2))
-    model = SignedSquares(w_plus, w_minus)
-    grads, _ = model.gradients(data)
-    model.loss(data).sum().backward()
-    for name in ("w_plus", "w_minus"):
-        ours = grads[name].mantissa * grads[name].log_scale.exp()
-        torch.testing.assert_close(ours, getattr(model, name).grad, rtol=1e-10, atol=1e-14)

@@ -14,7 +14,6 @@ import torch
 from attnlab.data import scores_equal
 from attnlab.experiments.kq_nuclear.common import (
     SOURCE,
-    SignedSquares,
     check_ints,
     check_omegas,
     check_positive,
@@ -24,7 +23,7 @@ from attnlab.experiments.kq_nuclear.common import (
 )
 from attnlab.experiments.registry import register
 from attnlab.flow import closed_form_beta, constraint_vectors, gradient_flow
-from attnlab.models import Diagonal
+from attnlab.models import Diagonal, SignedSquares
 from attnlab.plotting import house_figure, label_axes, label_ours, log_gap_axis, new_figure, theory_hline
 from attnlab.verify import Claim, Experiment, ExperimentResult, RunContext
 

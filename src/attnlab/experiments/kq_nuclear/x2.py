@@ -16,7 +16,6 @@ import torch
 from attnlab.data import scores_equal
 from attnlab.experiments.kq_nuclear.common import (
     SOURCE,
-    DiagonalW,
     beta_as_kq,
     check_ints,
     check_omegas,
@@ -27,7 +26,7 @@ from attnlab.experiments.kq_nuclear.common import (
 )
 from attnlab.experiments.registry import register
 from attnlab.flow import constraint_vectors, gradient_flow, kkt_multipliers
-from attnlab.models import Diagonal
+from attnlab.models import Diagonal, DiagonalW
 from attnlab.plotting import house_figure, label_ours, log_gap_axis, new_figure, theory_hline
 from attnlab.svm import attention_svm, diagonal_svm
 from attnlab.verify import Check, Claim, Experiment, ExperimentResult, RunContext
