@@ -23,8 +23,15 @@ def test_quick_run_writes_outputs_and_passes_its_checks(name, tmp_path):
 
 
 def test_unknown_set_key_lists_the_valid_keys():
-    with pytest.raises(ValidationError, match=r"unknown key 'omega0'.*keys: n, L, d, gap, omegas"):
+    with pytest.raises(ValidationError, match=r"unknown key 'omega0'.*keys: n, T, d, gap, omegas"):
         make_config(get_experiment("kq-nuclear.x1"), ["omega0=1"])
+
+
+@pytest.mark.parametrize("name", ["kq-nuclear.x1", "kq-nuclear.x2", "kq-nuclear.x3", "kq-nuclear.x5"])
+def test_the_retired_token_count_L_says_it_is_now_T(name):
+    with pytest.raises(ValidationError, match=r"key 'L' of X\dConfig is now 'T'; write --set T=4"):
+        make_config(get_experiment(name), ["L=4"])
+    assert make_config(get_experiment(name), ["T=4"]).T == 4
 
 
 def test_tuple_fields_parse_from_the_command_line():

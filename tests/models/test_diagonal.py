@@ -18,14 +18,14 @@ def _check_chain_rule(model, data, names):
 
 def test_signed_squares_chain_rule_matches_autograd():
     """Lemma 4.1's (w_+, w_-) model: its hand-written chain rule against autograd of its own loss."""
-    data = scores_equal(n=3, L=3, d=5, gap=2.0, seed=1)
+    data = scores_equal(n=3, T=3, d=5, gap=2.0, seed=1)
     gen = torch.Generator().manual_seed(0)
     w_plus, w_minus = (torch.randn(5, generator=gen, dtype=torch.float64) for _ in range(2))
     _check_chain_rule(SignedSquares(w_plus, w_minus), data, ("w_plus", "w_minus"))
 
 
 def test_beta_chain_rule_matches_autograd_and_its_w_is_the_diagonal_models():
-    data = scores_equal(n=3, L=3, d=5, gap=2.0, seed=1)
+    data = scores_equal(n=3, T=3, d=5, gap=2.0, seed=1)
     gen = torch.Generator().manual_seed(0)
     beta0 = torch.randn(5, generator=gen, dtype=torch.float64)
     model = DiagonalW(beta0)
