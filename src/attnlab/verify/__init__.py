@@ -40,8 +40,11 @@ from attnlab.verify.experiment import (
     read_record,
     run_experiment,
 )
+from attnlab.verify.steps import at_steps, geometric_steps
 
 __all__ = [
+    "at_steps",
+    "geometric_steps",
     "CHECK_COLUMNS",
     "CHECK_KINDS",
     "CHECK_VERDICTS",
