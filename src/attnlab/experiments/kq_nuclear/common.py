@@ -1,8 +1,7 @@
-"""What the kq-nuclear experiments share: the paper's initialisation (5), margin-normalised directions, config
-validation and the falsifiers' wrong models (the diagonal models they swap in are :mod:`attnlab.models.diagonal`).
+"""What the kq-nuclear experiments share: the paper's initialisation (5), config validation and the falsifiers'
+wrong models (the diagonal models they swap in are :mod:`attnlab.models.diagonal`).
 
-Spec: kq-nuclear-norm §3.1 (initialisation (5), Lemma 4.1's ``(w_+, w_-)`` flow), §4 (margin, Def. 4.1), §7.2
-(``beta`` trained directly).
+Spec: kq-nuclear-norm §3.1 (initialisation (5)), §7.2 (``beta`` trained directly).
 """
 
 from __future__ import annotations
@@ -13,7 +12,6 @@ from collections.abc import Callable
 import torch
 
 from attnlab._validation import ValidationError, check_scalar
-from attnlab.metrics import attention_margin
 from attnlab.models import Combined, Diagonal, DiagonalW, Factored
 from attnlab.verify import Falsifier
 
@@ -25,15 +23,6 @@ def diagonal_init(omegas: tuple[float, ...], d: int) -> tuple[torch.Tensor, torc
     """Initialisation (5) for each omega: ``xi_k = sqrt(2) omega 1``, ``xi_q = 0``; returns ``omega0 (R, d)`` too."""
     omega0 = torch.tensor(omegas, dtype=torch.float64)[:, None].expand(len(omegas), d).clone()
     return omega0, math.sqrt(2.0) * omega0, torch.zeros_like(omega0)  # spec kq §3.1 (5)
-
-
-def normalized(
-    X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor, select: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Margin ``mu(W)`` and ``W / mu(W)`` (``nan`` while ``mu <= 0``), spec kq §4 Def. 4.1, §8."""
-    mu = attention_margin(X, Z, W, select)
-    safe = torch.where(mu > 0, mu, torch.nan)
-    return mu, W / safe[..., None, None]
 
 
 def check_positive(config, names: tuple[str, ...]) -> None:

@@ -22,10 +22,10 @@ from attnlab.experiments.kq_nuclear.common import (
     check_positive,
     diagonal_init,
     kq_as_beta,
-    normalized,
 )
 from attnlab.experiments.registry import register
 from attnlab.flow import constraint_vectors, gradient_flow, kkt_multipliers
+from attnlab.metrics import attention_margin, margin_normalized
 from attnlab.models import Diagonal, DiagonalW
 from attnlab.plotting import house_figure, label_ours, log_gap_axis, new_figure, theory_hline
 from attnlab.svm import attention_svm, diagonal_svm
@@ -154,7 +154,8 @@ def _l1_subgradient_residual(beta_hat: torch.Tensor, g: torch.Tensor) -> torch.T
 
 def _measure(data, flow, refs: dict[str, torch.Tensor], kkt: bool) -> dict[str, torch.Tensor]:
     """Per record and run: margin, norms of ``beta_hat``, distances to both SVMs; the KKT residual if ``kkt``."""
-    mu, W_hat = normalized(data.X, data.Z, flow.path["W"], data.select)
+    args = (data.X, data.Z, flow.path["W"], data.select)
+    mu, W_hat = attention_margin(*args), margin_normalized(*args)
     beta_hat = torch.diagonal(W_hat, dim1=-2, dim2=-1)  # (S, R, d)
     columns = {
         "mu": mu,

@@ -19,12 +19,11 @@ from attnlab.experiments.kq_nuclear.common import (
     check_ints,
     check_positive,
     kq_as_w,
-    normalized,
     w_as_kq,
 )
 from attnlab.experiments.registry import register
 from attnlab.flow import gradient_flow
-from attnlab.metrics import cosine
+from attnlab.metrics import attention_margin, cosine, margin_normalized
 from attnlab.models import Combined, Factored
 from attnlab.plotting import EPS, house_figure, label_axes, label_ours, log_gap_axis, new_figure
 from attnlab.svm import attention_svm
@@ -115,7 +114,8 @@ _FINITE = "ours: the gap left after a finite arc length; the theorem gives the l
 
 def _columns(data, flow, refs: dict) -> dict[str, torch.Tensor]:
     """Per record and run: margin, correlations with both SVMs, and the norms of ``W/mu`` over their optima."""
-    mu, W_hat = normalized(data.X, data.Z, flow.path["W"], data.select)  # (S, R), (S, R, d, d)
+    args = (data.X, data.Z, flow.path["W"], data.select)
+    mu, W_hat = attention_margin(*args), margin_normalized(*args)  # (S, R), (S, R, d, d)
     nan = torch.full_like(mu, torch.nan)
     W_hat = torch.nan_to_num(W_hat)  # zero while mu <= 0; those rows are masked to nan below
     return {

@@ -21,10 +21,10 @@ from attnlab.experiments.kq_nuclear.common import (
     check_positive,
     diagonal_init,
     kq_as_beta,
-    normalized,
 )
 from attnlab.experiments.registry import register
 from attnlab.flow import gradient_flow
+from attnlab.metrics import attention_margin, margin_normalized
 from attnlab.models import Diagonal
 from attnlab.plotting import (
     EPS,
@@ -145,7 +145,8 @@ def run_x5(config: X5Config, ctx: RunContext) -> ExperimentResult:
         progress=ctx.progress,
     )
     l1_values = torch.tensor([attention_svm(data, norm="l1-diag").norm_value for data in datasets])
-    mu, W_hat = normalized(batch.X, batch.Z, flow.path["W"], batch.select)  # (S, R)
+    args = (batch.X, batch.Z, flow.path["W"], batch.select)
+    mu, W_hat = attention_margin(*args), margin_normalized(*args)  # (S, R)
     ratio = torch.diagonal(W_hat, dim1=-2, dim2=-1).abs().sum(-1) / l1_values  # (S, R)
     frame = flow.frame().assign(
         gap=np.tile(config.gaps, len(mu)), mu=mu.reshape(-1).numpy(), l1_ratio=ratio.reshape(-1).numpy()
