@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from attnlab._validation import ValidationError
-from attnlab.nets import Setup, ViT, compare_optimizers
+from attnlab.nets import Comparison, Setup, ViT, compare_optimizers, summary_table
 from attnlab.nets.datasets import load_digits_split
 
 
@@ -83,3 +83,66 @@ def test_the_grammars_spelling_trains_without_a_deprecation_warning():
         warnings.simplefilter("error", DeprecationWarning)
         result = compare_optimizers(build_digits_vit, CONFIG, (MD,), (0.05,), (0,), epochs=1, batch_size=256)
     assert set(result.frame["optimizer"]) == {MD}
+
+
+def hand_made_comparison():
+    """Four optimizers, two seeds, epochs 0 and 1, two layers: numbers whose summary is known by hand."""
+    rows, norms = [], []
+    for name, lr, losses, accs, grow in (
+        ("sgd", 0.1, (1.0, 0.2), (0.5, 0.9), 2.0),
+        ("sngd", 0.2, (1.0, 0.4), (0.5, 0.7), 1.5),
+        ("md:2,normalized=false", 0.1, (1.0, 0.2), (0.5, 0.9), 2.0),
+        ("md:1.1,normalized=false", 0.05, (1.0, 0.3), (0.5, 0.8), 1.0),
+    ):
+        for seed in (0, 1):
+            for epoch in (0, 1):
+                rows.append(
+                    {
+                        "optimizer": name,
+                        "lr": lr,
+                        "seed": seed,
+                        "epoch": epoch,
+                        "train_loss": losses[epoch],
+                        "test_accuracy": accs[epoch] + 0.02 * seed,
+                        "diverged": False,
+                        "seconds": 1.0 * epoch,
+                    }
+                )
+                for layer in ("a", "b"):  # two layers of norm 3 and 4: total 5 at epoch 0
+                    base = 3.0 if layer == "a" else 4.0
+                    norms.append(
+                        {
+                            "optimizer": name,
+                            "seed": seed,
+                            "epoch": epoch,
+                            "layer": layer,
+                            "norm": base * (grow if epoch else 1.0),
+                        }
+                    )
+    entries = pd.DataFrame(
+        {
+            "optimizer": ["md:1.1,normalized=false"] * 4 + ["md:2,normalized=false"] * 4,
+            "layer": 0,
+            "projection": "key",
+            "value": [1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0],
+        }
+    )
+    return Comparison(pd.DataFrame(rows), pd.DataFrame(norms), entries, pd.DataFrame())
+
+
+def test_summary_table_averages_the_last_epoch_over_seeds():
+    summary = summary_table(hand_made_comparison()).set_index("optimizer")
+    assert summary.loc["sgd", "test_accuracy_mean"] == pytest.approx(0.91)  # (0.90 + 0.92) / 2
+    assert summary.loc["sgd", "test_accuracy_std"] == pytest.approx(0.01)
+    assert summary.loc["sngd", "train_loss_mean"] == pytest.approx(0.4)
+    assert summary.loc["sngd", "train_loss_area"] == pytest.approx(0.4)  # epochs >= 1 only
+    assert summary.loc["sngd", "norm_growth"] == pytest.approx(1.5)  # both layers x1.5: total 7.5 / 5
+    assert (
+        summary.loc["md:1.1,normalized=false", "qkv_hoyer"] == pytest.approx(1.0)
+        and summary.loc["md:2,normalized=false", "qkv_hoyer"] == 0.0
+    )
+
+
+def test_summary_table_needs_a_comparison():
+    with pytest.raises(ValidationError, match="pass what compare_optimizers returns"):
+        summary_table(pd.DataFrame())
