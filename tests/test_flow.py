@@ -15,7 +15,7 @@ from attnlab.models import Combined, Diagonal, Factored
 
 @pytest.fixture
 def data():
-    return scores_equal(n=3, L=3, d=5, gap=3.0, seed=0)
+    return scores_equal(n=3, T=3, d=5, gap=3.0, seed=0)
 
 
 @pytest.fixture

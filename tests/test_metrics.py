@@ -11,9 +11,15 @@ from attnlab.metrics import (
     bregman_divergence,
     cosine,
     directional_bregman,
+    gradient_direction,
+    largest_gap,
     log_one_minus_selected,
     matrix_norm,
+    optimal_loss,
+    selected_probabilities,
     selected_probability,
+    sequence_margins,
+    token_bound,
 )
 
 
@@ -121,3 +127,50 @@ def test_a_reference_of_the_wrong_shape_is_refused_by_name():
         head_alignment(torch.ones(2, 2, 5))
     with pytest.raises(ValidationError, match=r"select holds indices outside \[0, 2\]"):
         al.train(model, opt, data, steps=1, metrics=[opt_softmax(select=[0, 1, 2, 5])])
+
+
+def test_sequence_margins_and_selected_probabilities_against_plain_loops():
+    X, Z, W = _tokens()
+    sel = torch.tensor([0, 2, 1])
+    margins = sequence_margins(X, Z, W, sel)
+    for i in range(3):
+        expected = min(float((X[i, sel[i]] - X[i, t]) @ W @ Z[i]) for t in range(4) if t != sel[i])
+        assert math.isclose(float(margins[i]), expected, rel_tol=1e-12)
+        probs = torch.softmax(X[i] @ W @ Z[i], dim=0)  # (T,)
+        assert math.isclose(float(selected_probabilities(X, Z, W, sel)[i]), float(probs[sel[i]]), rel_tol=1e-12)
+    stacked = torch.stack([W, 2 * W])  # a stack of S = 2 matrices against one data set
+    assert sequence_margins(X, Z, stacked, sel).shape == (2, 3)
+    torch.testing.assert_close(sequence_margins(X, Z, stacked, sel)[1], 2 * margins)
+
+
+def test_token_bound_largest_gap_and_optimal_loss_against_their_definitions():
+    X, Z, _ = _tokens(n=3, T=4, d=3)
+    X = X.double()
+    g = torch.Generator().manual_seed(1)
+    y = torch.tensor([1.0, -1.0, 1.0], dtype=torch.float64)
+    v = torch.randn(3, generator=g, dtype=torch.float64)
+    sel = torch.tensor([0, 2, 1])
+    assert math.isclose(float(token_bound(X)), max(float(X[i, t].norm()) for i in range(3) for t in range(4)))
+    gamma = [[float(y[i] * (v @ X[i, t])) for t in range(4)] for i in range(3)]
+    gaps = [gamma[i][sel[i]] - max(gamma[i][t] for t in range(4) if t != sel[i]) for i in range(3)]
+    assert math.isclose(float(largest_gap(X, y, v, sel)), max(gaps), rel_tol=1e-12)
+    expected = sum(math.exp(-gamma[i][sel[i]]) for i in range(3)) / 3  # exp loss at the selected scores
+    assert math.isclose(float(optimal_loss(X, y, v, sel, "exp")), expected, rel_tol=1e-12)
+    with pytest.raises(ValidationError, match="loss"):
+        optimal_loss(X, y, v, sel, "hinge")
+    with pytest.raises(ValidationError, match=r"expected \(\[R,\] n, T, d\)"):
+        token_bound(X[0])
+
+
+def test_gradient_direction_is_the_unit_negative_autograd_gradient():
+    X, Z, W = (t.double() for t in _tokens())
+    y = torch.tensor([1.0, -1.0, 1.0], dtype=torch.float64)
+    v = torch.tensor([0.5, -1.0, 2.0], dtype=torch.float64)
+    Wg = W.clone().requires_grad_(True)
+    f = (torch.softmax(torch.einsum("ntd,de,ne->nt", X, Wg, Z), -1) * (X @ v)).sum(-1)
+    risk = torch.exp(-y * f).mean()
+    risk.backward()
+    direction, log_norm, log_risk = gradient_direction(X, Z, y, v, W, "exp")
+    torch.testing.assert_close(direction, -Wg.grad / Wg.grad.norm(), rtol=1e-10, atol=1e-12)
+    assert math.isclose(float(log_norm), math.log(float(Wg.grad.norm())), rel_tol=1e-10)
+    assert math.isclose(float(log_risk), math.log(float(risk)), rel_tol=1e-10)

@@ -28,7 +28,7 @@ import torch
 
 import attnlab as al
 
-data = al.data.scores_equal(n=2, L=3, d=6, gap=3.0, seed=1)  # X (n, L, d), Z (n, d), y (n,), v (d,): A1, A2 hold
+data = al.data.scores_equal(n=2, T=3, d=6, gap=3.0, seed=1)  # X (n, T, d), Z (n, d), y (n,), v (d,): A1, A2 hold
 svms = {  # the max-margin directions of §4, each (d, d)
     "nuclear": al.svm.attention_svm(data, norm="nuc").W,
     "Frobenius": al.svm.attention_svm(data, norm="fro").W,

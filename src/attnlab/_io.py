@@ -8,17 +8,19 @@ full disk, a name too long) becomes an :class:`OutputError` whose one line names
 from __future__ import annotations
 
 import errno
+import hashlib
+import json
 import os
 import secrets
 import zipfile
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from attnlab._validation import ValidationError
 
-__all__ = ["OutputError", "atomic_write", "make_dir", "read_npz"]
+__all__ = ["OutputError", "atomic_write", "config_hash", "json_default", "make_dir", "read_npz"]
 
 _FIXES = {
     errno.EACCES: "check the folder's permissions or choose another path",
@@ -165,3 +167,39 @@ def read_npz(path: str | os.PathLike[str], what: str = "data file") -> dict[str,
         raise ValidationError(f"{name} is corrupt ({err}); write it again") from None
     except (zipfile.BadZipFile, zlib.error, EOFError, OSError, KeyError) as err:
         raise ValidationError(f"{name} is truncated or corrupt ({type(err).__name__}: {err}); write it again") from None
+
+
+def json_default(obj: Any) -> Any:
+    """JSON form of what ``json`` cannot write: arrays and tensors (``tolist``), paths, sets (sorted)."""
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    if isinstance(obj, Path):
+        return str(obj)
+    if isinstance(obj, (set, frozenset)):
+        return sorted(obj)
+    raise TypeError(f"cannot write {type(obj).__name__} to JSON")
+
+
+def config_hash(payload: Mapping[str, Any], length: int = 12) -> str:
+    """A short, stable hash of a JSON-serialisable config (keys sorted), used to name run directories.
+
+    Parameters
+    ----------
+    payload : mapping
+        JSON-serialisable values (arrays, paths and sets as :func:`write_json` converts them); key order does
+        not matter.
+    length : int, default=12
+        Number of hex digits kept, at most 64.
+
+    Returns
+    -------
+    str
+        The first ``length`` hex digits of the SHA-256 of the sorted JSON text.
+
+    Raises
+    ------
+    TypeError
+        If a value cannot be written as JSON.
+    """
+    text = json.dumps(payload, sort_keys=True, default=json_default)
+    return hashlib.sha256(text.encode()).hexdigest()[:length]

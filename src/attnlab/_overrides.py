@@ -73,7 +73,8 @@ def parse_overrides(config_type: type, items: Sequence[str] | Mapping[str, Any])
     """Turn ``["n=8", "lr=0.1"]`` (or a mapping) into typed field values of ``config_type``.
 
     Strings are parsed by the field's type annotation; non-strings in a mapping pass through. An unknown key
-    raises an :class:`OverrideError` (a :class:`ValidationError`) listing the keys that exist; a value that does
+    raises an :class:`OverrideError` (a :class:`ValidationError`) listing the keys that exist, or, when the config
+    lists it in its ``RENAMED`` class attribute (old name -> new name), saying its new name; a value that does
     not parse raises one whose ``key`` names the field.
     """
     hints = typing.get_type_hints(config_type)
@@ -89,6 +90,11 @@ def parse_overrides(config_type: type, items: Sequence[str] | Mapping[str, Any])
             pairs.append((key.strip(), value))
     out: dict[str, Any] = {}
     for key, value in pairs:
+        renamed = getattr(config_type, "RENAMED", {})
+        if key not in names and key in renamed:
+            raise OverrideError(
+                f"key {key!r} of {config_type.__name__} is now {renamed[key]!r}; write --set {renamed[key]}={value}"
+            )
         if key not in names:
             raise OverrideError(f"unknown key {key!r} for {config_type.__name__}; keys: {', '.join(names)}")
         try:

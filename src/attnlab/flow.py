@@ -270,7 +270,7 @@ def gradient_flow(
     --------
     >>> from attnlab.data import scores_equal
     >>> from attnlab.models import Diagonal
-    >>> data = scores_equal(n=2, L=3, d=4, seed=0)
+    >>> data = scores_equal(n=2, T=3, d=4, seed=0)
     >>> flow = gradient_flow(Diagonal(4, omega=0.5), data, step=0.01, steps=10, method="rk4", track_phi=True)
     >>> tuple(flow.phi.shape)
     (2, 3)

@@ -19,7 +19,8 @@ import torch
 
 from attnlab._numerics import mirror_map
 from attnlab._validation import ValidationError, check_in, check_scalar, check_select, check_tensor
-from attnlab.models.functional import attention_logits
+from attnlab.losses import LOSSES, mean_loss
+from attnlab.models.functional import attention_logits, attention_probabilities, loss_gradients, token_scores
 
 __all__ = [
     "Metric",
@@ -29,6 +30,8 @@ __all__ = [
     "cosine",
     "directional_bregman",
     "entrywise_norm",
+    "gradient_direction",
+    "largest_gap",
     "head_alignment",
     "log_one_minus_selected",
     "margin",
@@ -36,7 +39,11 @@ __all__ = [
     "matrix_norm",
     "norm",
     "opt_softmax",
+    "optimal_loss",
+    "selected_probabilities",
     "selected_probability",
+    "sequence_margins",
+    "token_bound",
     "bregman",
 ]
 
@@ -76,6 +83,33 @@ def _selected(select: torch.Tensor, shape: torch.Size) -> torch.Tensor:
     return select.reshape(select.shape + (1,)).expand(shape[:-1] + (1,))
 
 
+def sequence_margins(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor, select: torch.Tensor) -> torch.Tensor:
+    """``min_{t != sel_i} (x_{i,sel_i} - x_{it})^T W z_i`` per sequence, shape ``([R,] n)``.
+
+    Spec: implicit-bias-ngd §5 (``<A_it, W>`` with ``A_it = (x_opt - x_t) z_i^T``), kq-nuclear-norm §4 Def. 4.1.
+
+    Parameters
+    ----------
+    X : torch.Tensor, shape ([R,] n, T, d)
+        Token sequences.
+    Z : torch.Tensor, shape ([R,] n, d)
+        Query tokens.
+    W : torch.Tensor, shape ([R,] d, d)
+        Key-query weights.
+    select : torch.Tensor of int, shape ([R,] n)
+        The selected token of each sequence (its optimal token, or an SVM's selection).
+
+    Returns
+    -------
+    torch.Tensor, shape ([R,] n)
+        Each sequence's margin; the W-SVM constraint of sequence i holds when it is >= 1.
+    """
+    s = attention_logits(X, W, Z)
+    idx = _selected(select, s.shape)
+    gaps = torch.gather(s, -1, idx) - s  # spec kq §4: (x_sel - x_t)^T W z
+    return gaps.scatter(-1, idx, math.inf).amin(dim=-1)
+
+
 def attention_margin(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor, select: torch.Tensor) -> torch.Tensor:
     """``mu(W) = min_{i, t != sel_i} (x_{i,sel_i} - x_{it})^T W z_i``, shape ``([R,])``. Spec: kq-nuclear-norm §4 Def. 4.1.
 
@@ -95,11 +129,7 @@ def attention_margin(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor, select: 
     torch.Tensor, shape ([R,])
         The attention margin; negative while some sequence prefers another token.
     """
-    s = attention_logits(X, W, Z)
-    idx = _selected(select, s.shape)
-    gaps = torch.gather(s, -1, idx) - s  # spec kq §4: (x_sel - x_t)^T W z
-    gaps = gaps.scatter(-1, idx, math.inf)
-    return gaps.flatten(-2).amin(dim=-1)
+    return sequence_margins(X, Z, W, select).amin(dim=-1)  # spec kq §4 Def. 4.1: min over sequences
 
 
 def margin_normalized(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor, select: torch.Tensor) -> torch.Tensor:
@@ -154,6 +184,30 @@ def log_one_minus_selected(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor, se
     return torch.logsumexp(others, dim=-1)
 
 
+def selected_probabilities(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor, select: torch.Tensor) -> torch.Tensor:
+    """Softmax probability ``phi_{i,sel_i}(W)`` of each sequence's selected token, shape ``([R,] n)``.
+
+    Spec: implicit-bias-ngd §8.12 (iii) (``min_i phi_{i,opt}``), §9 fig. 2.
+
+    Parameters
+    ----------
+    X : torch.Tensor, shape ([R,] n, T, d)
+        Token sequences.
+    Z : torch.Tensor, shape ([R,] n, d)
+        Query tokens.
+    W : torch.Tensor, shape ([R,] d, d)
+        Key-query weights.
+    select : torch.Tensor of int, shape ([R,] n)
+        The selected token of each sequence (its optimal token, or an SVM's selection).
+
+    Returns
+    -------
+    torch.Tensor, shape ([R,] n)
+    """
+    s = attention_probabilities(X, W, Z)
+    return torch.gather(s, -1, _selected(select, s.shape)).squeeze(-1)
+
+
 def selected_probability(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor, select: torch.Tensor) -> torch.Tensor:
     """Mean softmax probability of the selected tokens, shape ``([R,])``. Spec: implicit-bias-ngd §9 fig. 2.
 
@@ -173,8 +227,112 @@ def selected_probability(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor, sele
     torch.Tensor, shape ([R,])
         The mean over sequences of the selected token's attention probability.
     """
-    s = torch.softmax(attention_logits(X, W, Z), dim=-1)
-    return torch.gather(s, -1, _selected(select, s.shape)).squeeze(-1).mean(dim=-1)
+    return selected_probabilities(X, Z, W, select).mean(dim=-1)
+
+
+def token_bound(X: torch.Tensor) -> torch.Tensor:
+    """``B = max_{i,t} ||x_{i,t}||``, the largest token norm, shape ``([R,])``. Spec: implicit-bias-ngd §1.
+
+    Parameters
+    ----------
+    X : torch.Tensor, shape ([R,] n, T, d)
+        Token sequences.
+
+    Returns
+    -------
+    torch.Tensor, shape ([R,])
+    """
+    X = check_tensor("X", X)
+    if X.dim() not in (3, 4):
+        raise ValidationError(f"X has shape {tuple(X.shape)}, expected ([R,] n, T, d): one token matrix per sequence")
+    return torch.linalg.vector_norm(X, dim=-1).flatten(-2).amax(dim=-1)  # spec ngd §1: B
+
+
+def _selected_scores(X: torch.Tensor, y: torch.Tensor, v: torch.Tensor, select: torch.Tensor):
+    gamma = token_scores(X, y, v)  # spec ngd §1: gamma_it = y_i v^T x_it, ([R,] n, T)
+    idx = _selected(select, gamma.shape)
+    return gamma, idx, torch.gather(gamma, -1, idx).squeeze(-1)
+
+
+def largest_gap(X: torch.Tensor, y: torch.Tensor, v: torch.Tensor, select: torch.Tensor) -> torch.Tensor:
+    """``Delta_max = max_i (gamma_{i,sel_i} - max_{t != sel_i} gamma_{it})``, shape ``([R,])``.
+
+    Spec: implicit-bias-ngd §1 (``Delta_i``, the score gap of sequence i).
+
+    Parameters
+    ----------
+    X : torch.Tensor, shape ([R,] n, T, d)
+        Token sequences.
+    y : torch.Tensor, shape ([R,] n)
+        Labels in {-1, +1}.
+    v : torch.Tensor, shape ([R,] d)
+        The linear head.
+    select : torch.Tensor of int, shape ([R,] n)
+        The optimal token of each sequence.
+
+    Returns
+    -------
+    torch.Tensor, shape ([R,])
+    """
+    gamma, idx, best = _selected_scores(X, y, v, select)
+    return (best - gamma.scatter(-1, idx, -math.inf).amax(dim=-1)).amax(dim=-1)  # spec ngd §1: max_i Delta_i
+
+
+def optimal_loss(
+    X: torch.Tensor, y: torch.Tensor, v: torch.Tensor, select: torch.Tensor, loss: str = "exp"
+) -> torch.Tensor:
+    """``L_* = (1/n) sum_i l(gamma_{i,sel_i})``: the loss with all attention on the selected tokens, shape ``([R,])``.
+
+    Spec: implicit-bias-ngd §3 (with a fixed head the infimum of the loss, not attained).
+
+    Parameters
+    ----------
+    X : torch.Tensor, shape ([R,] n, T, d)
+        Token sequences.
+    y : torch.Tensor, shape ([R,] n)
+        Labels in {-1, +1}.
+    v : torch.Tensor, shape ([R,] d)
+        The fixed linear head.
+    select : torch.Tensor of int, shape ([R,] n)
+        The optimal token of each sequence.
+    loss : {"exp", "logistic"}, default="exp"
+
+    Returns
+    -------
+    torch.Tensor, shape ([R,])
+    """
+    check_in("loss", loss, LOSSES)
+    return mean_loss(_selected_scores(X, y, v, select)[2], loss)  # spec ngd §3: L_* = (1/n) sum l(gamma_opt)
+
+
+def gradient_direction(
+    X: torch.Tensor, Z: torch.Tensor, y: torch.Tensor, v: torch.Tensor, W: torch.Tensor, loss: str = "exp"
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The descent direction ``-grad L / ||grad L||_F`` (exact after the gradient underflows), ``log ||grad L||_F``
+    and ``log L``.
+
+    Spec: implicit-bias-ngd §5 (NGD moves along ``-grad L / ||grad L||``), §8.5.
+
+    Parameters
+    ----------
+    X : torch.Tensor, shape ([R,] n, T, d)
+    Z : torch.Tensor, shape ([R,] n, d)
+    y : torch.Tensor, shape ([R,] n)
+    v : torch.Tensor, shape ([R,] d)
+        The fixed linear head.
+    W : torch.Tensor, shape ([R,] d, d)
+    loss : {"exp", "logistic"}, default="exp"
+
+    Returns
+    -------
+    direction : torch.Tensor, shape ([R,] d, d)
+    log_grad_norm : torch.Tensor, shape ([R,])
+    log_risk : torch.Tensor, shape ([R,])
+    """
+    check_in("loss", loss, LOSSES)
+    grad, _, log_risk = loss_gradients(X, Z, y, v, W, loss)  # log-scaled: grad = mantissa * e^{log_scale}
+    norm = torch.linalg.matrix_norm(grad.mantissa)
+    return -grad.mantissa / norm[..., None, None], torch.log(norm) + grad.log_scale, log_risk
 
 
 def entrywise_norm(W: torch.Tensor, p: float) -> torch.Tensor:

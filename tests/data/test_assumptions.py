@@ -122,9 +122,9 @@ def test_a3_loss_and_bound_match_a_plain_loop(random_data):
 
 @pytest.mark.parametrize("gap", [0.5, 1.0, 2.0, 4.0, 8.0])
 def test_a3_at_zero_init_reduces_to_the_closed_form(gap):
-    n, L = 4, 3
-    data = scores_equal(n=n, L=L, d=8, gap=gap, seed=0)
-    closed_form = n * math.exp(-gap / L) <= 1 + (n - 1) * math.exp(-gap)  # spec §5 [D]
+    n, T = 4, 3
+    data = scores_equal(n=n, T=T, d=8, gap=gap, seed=0)
+    closed_form = n * math.exp(-gap / T) <= 1 + (n - 1) * math.exp(-gap)  # spec §5 [D]
     assert small_initial_loss(data).holds == closed_form
 
 

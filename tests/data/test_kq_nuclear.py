@@ -15,7 +15,7 @@ from attnlab.data import (
 
 
 def test_scores_equal_has_exact_scores_and_separate_queries():
-    data = scores_equal(n=4, L=5, d=12, gap=2.5, seed=3)
+    data = scores_equal(n=4, T=5, d=12, gap=2.5, seed=3)
     scores = data.token_scores()
     assert bool((scores[:, 0] == 2.5).all()) and bool((scores[:, 1:] == 0).all())  # exact by construction
     assert (data.n, data.T, data.d) == (4, 5, 12) and bool((data.select == 0).all())
@@ -29,8 +29,8 @@ def test_scores_equal_seeded():
 
 
 def test_scores_equal_gap_controls_a3():
-    assert small_initial_loss(scores_equal(n=4, L=3, d=8, gap=6.0)).holds
-    assert not small_initial_loss(scores_equal(n=4, L=3, d=8, gap=1.0)).holds
+    assert small_initial_loss(scores_equal(n=4, T=3, d=8, gap=6.0)).holds
+    assert not small_initial_loss(scores_equal(n=4, T=3, d=8, gap=1.0)).holds
 
 
 def test_scores_equal_bad_gap():
@@ -92,3 +92,9 @@ def test_aligned_pairs_seeded():
 def test_aligned_pairs_bad_arguments(kwargs, match):
     with pytest.raises(ValidationError, match=match):
         aligned_pairs(**kwargs)
+
+
+def test_the_retired_name_L_still_works_and_names_T():
+    with pytest.warns(DeprecationWarning, match=r"write scores_equal\(T=4\)"):
+        old = scores_equal(L=4, seed=2)
+    assert torch.equal(old.X, scores_equal(T=4, seed=2).X)

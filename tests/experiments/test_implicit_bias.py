@@ -8,7 +8,6 @@ import pytest
 from attnlab._validation import ValidationError
 from attnlab.experiments import get_experiment, run_experiment
 from attnlab.experiments.implicit_bias import Fig2Config, Fig3Config
-from attnlab.experiments.implicit_bias.common import at_steps, geometric_steps
 from attnlab.experiments.implicit_bias.remarks import stalled_from
 from attnlab.verify import make_config
 
@@ -60,12 +59,3 @@ def test_a_method_at_the_loss_floor_with_a_flat_norm_is_stalled_and_one_that_mov
     assert stalled_from(_curve(moving, floor), L_star, eta=0.1) is None
     above = [1.0] * 10  # never reaches L_*: not a numerical stall, whatever the norm does
     assert stalled_from(_curve(flat, above), L_star, eta=0.1) is None
-
-
-def test_geometric_steps_weight_every_decade_alike_and_snap_to_the_recorded_rows():
-    steps = geometric_steps(1000, first=1, per_decade=8)
-    assert steps[0] == 1 and steps[-1] == 1000
-    per_decade = [int(((steps >= 10**k) & (steps < 10 ** (k + 1))).sum()) for k in range(3)]
-    assert per_decade[1:] == [8, 8] and per_decade[0] >= 6  # integer rounding merges a few steps below 10
-    rows = pd.DataFrame({"step": np.arange(0, 1001, 10), "value": 1.0})  # recorded every 10 steps
-    assert at_steps(rows, np.array([1, 12, 14, 96]))["step"].tolist() == [0, 10, 100]  # nearest, once each

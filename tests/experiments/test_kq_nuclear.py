@@ -23,8 +23,15 @@ def test_quick_run_writes_outputs_and_passes_its_checks(name, tmp_path):
 
 
 def test_unknown_set_key_lists_the_valid_keys():
-    with pytest.raises(ValidationError, match=r"unknown key 'omega0'.*keys: n, L, d, gap, omegas"):
+    with pytest.raises(ValidationError, match=r"unknown key 'omega0'.*keys: n, T, d, gap, omegas"):
         make_config(get_experiment("kq-nuclear.x1"), ["omega0=1"])
+
+
+@pytest.mark.parametrize("name", ["kq-nuclear.x1", "kq-nuclear.x2", "kq-nuclear.x3", "kq-nuclear.x5"])
+def test_the_retired_token_count_L_says_it_is_now_T(name):
+    with pytest.raises(ValidationError, match=r"key 'L' of X\dConfig is now 'T'; write --set T=4"):
+        make_config(get_experiment(name), ["L=4"])
+    assert make_config(get_experiment(name), ["T=4"]).T == 4
 
 
 def test_tuple_fields_parse_from_the_command_line():
@@ -53,21 +60,3 @@ def test_x3_ordering_fails_when_the_two_svms_coincide():
     distinct = _x3_checks(config, 4, frame, corr_refs=0.95)[2]
     same = _x3_checks(config, 4, frame, corr_refs=0.9995)[2]
     assert distinct.passed and not same.passed and "untestable" in same.predicted
-
-
-def test_signed_squares_chain_rule_matches_autograd():
-    """Lemma 4.1's (w_+, w_-) model: its hand-written chain rule against autograd of its own loss."""
-    import torch
-
-    from attnlab.data import scores_equal
-    from attnlab.experiments.kq_nuclear.common import SignedSquares
-
-    data = scores_equal(n=3, L=3, d=5, gap=2.0, seed=1)
-    gen = torch.Generator().manual_seed(0)
-    w_plus, w_minus = (torch.randn(5, generator=gen, dtype=torch.float64) for _ in range(2))
-    model = SignedSquares(w_plus, w_minus)
-    grads, _ = model.gradients(data)
-    model.loss(data).sum().backward()
-    for name in ("w_plus", "w_minus"):
-        ours = grads[name].mantissa * grads[name].log_scale.exp()
-        torch.testing.assert_close(ours, getattr(model, name).grad, rtol=1e-10, atol=1e-14)

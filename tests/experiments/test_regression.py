@@ -7,15 +7,13 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 
 from attnlab._validation import ValidationError
 from attnlab.experiments import get_experiment, run_experiment
-from attnlab.experiments.regression.common import theory_problem, weighted_log_slope
-from attnlab.experiments.regression.finite_context import _squared_bias, bias_expansion, profile_exponent
+from attnlab.experiments.regression.common import theory_problem
 from attnlab.experiments.regression.floor import floor_rows
-from attnlab.experiments.regression.geometry import whitened_hessian_spectrum
 from attnlab.experiments.regression.training import training_rows
+from attnlab.regression import whitened_hessian_spectrum
 from attnlab.verify import RunContext, make_config
 
 
@@ -63,41 +61,6 @@ def test_bad_config_is_refused():
 def test_quick_scaling_experiment_runs_and_its_checks_pass(tmp_path):
     record = run_experiment("regression.scaling", quick=True, out=tmp_path, progress=False)
     assert record.checks[record.checks.kind != "observation"].passed.all(), record.checks.to_string()
-
-
-def test_bias_expansion_recovers_the_coefficients_of_c_over_n():
-    """Weighted least squares on exact data c/n + c2/n^2 returns c, and chi^2 = 0 (numpy's lstsq as the truth)."""
-    ns = np.array([25.0, 50.0, 100.0, 200.0])
-    c, c_se, chi2, dof = bias_expansion(ns, 2.0 / ns - 5.0 / ns**2, np.full(4, 1e-3))
-    assert c == pytest.approx(2.0, rel=1e-9) and chi2 == pytest.approx(0.0, abs=1e-12) and dof == 2
-    _, _, chi2_slow, _ = bias_expansion(ns, 0.3 / np.sqrt(ns), np.full(4, 1e-4))  # a slower term does not fit
-    assert chi2_slow > 100
-    _, _, chi2_offset, _ = bias_expansion(ns, 2.0 / ns + 0.01, np.full(4, 1e-3))  # nor does a constant offset
-    assert chi2_offset > 13.8  # above the 99.9% quantile of chi^2 with 2 dof: the row would fail
-
-
-def test_profile_exponent_finds_the_leading_exponent_under_a_next_order_term():
-    """Exact data n^-s (c + c2/n): the profile fit returns s to the grid's resolution, chi^2 ~ 0."""
-    ns = np.array([25.0, 50.0, 100.0, 200.0, 400.0])
-    for s in (0.5, 1.0, 1.7):
-        found, half_width, chi2 = profile_exponent(ns, ns**-s * (3.0 - 20.0 / ns), np.full(5, 1e-6) * ns**-s)
-        assert found == pytest.approx(s, abs=1e-3) and chi2 < 1e-3 and half_width < 0.01
-
-
-def test_weighted_log_slope_is_exact_on_a_power_law_and_carries_the_spread():
-    ns = [10.0, 100.0, 1000.0]
-    slope, se = weighted_log_slope(ns, [2 * n**-1.5 for n in ns], [0.1 * 2 * n**-1.5 for n in ns])
-    assert slope == pytest.approx(-1.5, rel=1e-12)
-    # relative SEs of 0.1 on three points one decade apart: SE^2 = 0.01 / sum (log x - mean)^2 = 0.01 / (2 ln(10)^2)
-    assert se == pytest.approx(0.1 / (np.sqrt(2) * np.log(10)), rel=1e-12)
-    assert np.isnan(weighted_log_slope(ns, [1.0, -1.0, 1.0], [0.1] * 3)[0])  # a sign change has no slope
-
-
-def test_squared_bias_is_debiased_by_the_sampling_noise():
-    """The mean of ||g_bar||^2 - tr Cov / S over repetitions is ||E g||^2 (here 0.25, with unit noise, S = 50)."""
-    gen = torch.Generator().manual_seed(0)
-    values = [_squared_bias(0.5 + torch.randn(50, 1, generator=gen, dtype=torch.float64))[0] for _ in range(2000)]
-    assert np.mean(values) == pytest.approx(0.25, abs=0.01)  # the plain ||g_bar||^2 would average 0.27
 
 
 def test_a_diverging_run_gives_failing_rows_with_the_reason(tmp_path):

@@ -21,9 +21,9 @@ OPTIMIZERS = [
     ("sngd", 0.1),
     ("sps", 0.5),
     ("adam", 1e-3),
-    ("md-1.1", 0.05),
-    ("md-2", 0.1),
-    ("md-3", 1e-2),
+    ("md:1.1,normalized=false", 0.05),
+    ("md:2,normalized=false", 0.1),
+    ("md:3,normalized=false", 1e-2),
 ]
 
 

@@ -10,9 +10,9 @@ BASE = {"n": 4, "T": 4, "d": 8, "steps": 2}
 BAD = {
     "misspelt data_args": ({"data_args": {"rho2": 1.0}}, "data generator 'example1' takes no argument 'rho2'"),
     "negative sigma": ({"data_args": {"sigma": -1.0}}, "sigma == -1.0, must be > 0"),
-    "the generator's own sizes": (
-        {"data": "scores_equal"},
-        "data generator 'scores_equal' takes no argument 'T'; its arguments are n, L, d, gap",
+    "another generator's argument": (
+        {"data": "scores_equal", "data_args": {"m_pairs": 2}},
+        "data generator 'scores_equal' takes no argument 'm_pairs'; its arguments are n, T, d, gap",
     ),
     "misspelt option": ({"options": {"momentun": 0.9}}, "unknown option(s) ['momentun'] for optimizer 'ngd'"),
     "momentum out of range": ({"options": {"momentum": 1.5}}, "momentum == 1.5, must be < 1.0"),
@@ -23,21 +23,20 @@ BAD = {
 
 
 def test_every_bad_point_is_reported_at_once_and_nothing_runs(tmp_path):
-    points = [{}] + [point for point, _ in BAD.values()] + [{"data": "scores_equal", "T": None, "data_args": {"L": 3}}]
+    points = [{}] + [point for point, _ in BAD.values()] + [{"data": "scores_equal"}]
     spec = SweepSpec.from_mapping({"task": "batched-train", "base": BASE, "list": points})
     with pytest.raises(ValidationError) as caught:
         run_sweep(spec, tmp_path, progress=False)
     message = str(caught.value)
-    assert message.startswith(f"{len(BAD) + 1} of {len(points)} runs of the sweep have bad parameters; nothing ran:")
+    assert message.startswith(f"{len(BAD)} of {len(points)} runs of the sweep have bad parameters; nothing ran:")
     for i, (_, says) in enumerate(BAD.values(), start=1):
         line = next(line for line in message.splitlines() if line.strip().startswith(f"run {i} "))
         assert says in line, (line, says)
-    assert f"run {len(points) - 1} " in message  # T: null is still a T for scores_equal
-    assert "run 0 " not in message  # the good point is not listed
+    assert "run 0 " not in message and f"run {len(points) - 1} " not in message  # the good points are not listed
     assert not (tmp_path / "runs").exists()
 
 
 def test_a_good_sweep_on_scores_equal_runs(tmp_path):
-    raw = {"task": "batched-train", "base": {"data": "scores_equal", "n": 2, "d": 8, "data_args": {"L": 3}, "steps": 2}}
+    raw = {"task": "batched-train", "base": {"data": "scores_equal", "n": 2, "T": 3, "d": 8, "steps": 2}}
     result = run_sweep(SweepSpec.from_mapping(raw), tmp_path, progress=False)
     assert list(result.index["status"]) == ["done"]

@@ -20,6 +20,7 @@ from attnlab.verify import (
     check_slope,
     count_checks,
     fit_slope,
+    fit_weighted_slope,
     observation,
     spread_observation,
     spread_tolerance,
@@ -74,6 +75,25 @@ def test_slope_is_the_least_squares_slope_of_the_logs():
     assert check_slope("c", x, y, -2.0, 0.0, side="at_least").passed
     assert math.isnan(fit_slope([1.0], [1.0])[0]) and not check_slope("c", [1.0], [1.0], 0.0, 1.0).passed
     assert fit_slope(x, 2 * x + 1, logx=False, logy=False)[0] == pytest.approx(2.0, rel=1e-12)
+
+
+def test_weighted_slope_is_exact_on_a_power_law_and_carries_the_spread():
+    ns = [10.0, 100.0, 1000.0]
+    slope, se = fit_weighted_slope(ns, [2 * n**-1.5 for n in ns], [0.1 * 2 * n**-1.5 for n in ns])
+    assert slope == pytest.approx(-1.5, rel=1e-12)
+    # relative SEs of 0.1 on three points one decade apart: SE^2 = 0.01 / sum (log x - mean)^2 = 0.01 / (2 ln(10)^2)
+    assert se == pytest.approx(0.1 / (np.sqrt(2) * np.log(10)), rel=1e-12)
+    assert np.isnan(fit_weighted_slope(ns, [1.0, -1.0, 1.0], [0.1] * 3)[0])  # a sign change has no slope
+
+
+def test_weighted_slope_matches_numpys_weighted_fit():
+    x = np.array([1.0, 2.0, 3.0, 5.0])
+    y = np.array([0.5, 2.1, 2.9, 5.4])
+    se = np.array([0.1, 0.4, 0.2, 0.3])
+    expected = np.polyfit(x, y, 1, w=1 / se)[0]  # numpy weighs residuals by w, i.e. squares by 1 / se^2
+    assert fit_weighted_slope(x, y, se, logx=False, logy=False)[0] == pytest.approx(expected, rel=1e-12)
+    expected_log = np.polyfit(np.log(x), np.log(y), 1, w=y / se)[0]  # delta method: SE of log y is se / y
+    assert fit_weighted_slope(x, y, se)[0] == pytest.approx(expected_log, rel=1e-12)
 
 
 def test_spread_tolerance_is_k_standard_errors():

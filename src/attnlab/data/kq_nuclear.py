@@ -6,6 +6,7 @@ Spec: kq-nuclear-norm §6 (generators; both are ours [D], the paper has no exper
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -19,11 +20,12 @@ __all__ = ["AlignedPairs", "aligned_pairs", "scores_equal"]
 
 def scores_equal(
     n: int = 2,
-    L: int = 3,
+    T: int = 3,
     d: int = 8,
     gap: float = 3.0,
     *,
-    seed: int = 0,  # noqa: N803 (the spec's symbol)
+    seed: int = 0,
+    L: int | None = None,  # noqa: N803 (the retired name of T)
 ) -> TokenSelectionData:
     """Gaussian tokens with the head's coordinate zeroed except on the optimal token: A1-A2 by construction.
 
@@ -33,20 +35,22 @@ def scores_equal(
     ----------
     n : int, default=2
         Number of sequences.
-    L : int, default=3
-        Tokens per sequence (>= 2); the papers' ``T``.
+    T : int, default=3
+        Tokens per sequence (>= 2); kq-nuclear-norm writes ``L``.
     d : int, default=8
-        Token dimension (>= 2). Take ``d > n (L - 1)`` so that the l1 and l2 max-margin solutions differ.
+        Token dimension (>= 2). Take ``d > n (T - 1)`` so that the l1 and l2 max-margin solutions differ.
     gap : float, default=3.0
         Score of the optimal token; every other score is exactly 0. Raise it until A3 holds
-        (:func:`attnlab.data.small_initial_loss`), roughly ``gap >~ L log n``.
+        (:func:`attnlab.data.small_initial_loss`), roughly ``gap >~ T log n``.
     seed : int, default=0
         Seed of the ``torch.Generator``.
+    L : int, optional
+        Deprecated name of ``T`` (warns; the token axis is ``T`` everywhere in attnlab).
 
     Returns
     -------
     TokenSelectionData
-        ``X`` (n, L, d), separate queries ``Z ~ N(0, I_d)`` (n, d), ``y`` (n,), head ``v = e_1`` (d,),
+        ``X`` (n, T, d), separate queries ``Z ~ N(0, I_d)`` (n, d), ``y`` (n,), head ``v = e_1`` (d,),
         ``select`` (n,) all 0 (the optimal token is the first).
 
     Notes
@@ -56,17 +60,24 @@ def scores_equal(
 
     Examples
     --------
-    >>> scores = scores_equal(seed=0).token_scores()  # (n, L)
+    >>> scores = scores_equal(seed=0).token_scores()  # (n, T)
     >>> bool((scores[:, 0] == 3.0).all()), bool((scores[:, 1:] == 0.0).all())
     (True, True)
     """
+    if L is not None:
+        warnings.warn(
+            f"scores_equal(L={L}) is deprecated: the token count is T; write scores_equal(T={L})",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        T = L
     check_scalar("n", n, kind=int, low=1)
-    check_scalar("L", L, kind=int, low=2)
+    check_scalar("T", T, kind=int, low=2)
     check_scalar("d", d, kind=int, low=2)
     check_scalar("gap", gap, low=0.0, low_inclusive=False)
     gen = generator(seed)
     y = random_labels(n, gen)  # spec §6: y_i ~ Unif{±1}
-    X = torch.randn(n, L, d, generator=gen, dtype=torch.float64)  # spec §6: X ~ N(0, I), (n, L, d)
+    X = torch.randn(n, T, d, generator=gen, dtype=torch.float64)  # spec §6: X ~ N(0, I), (n, T, d)
     X[:, :, 0] = 0.0  # spec §6: no token loads on v = e_1 ...
     X[:, 0, 0] = y * gap  # spec §6: ... except the optimal one, x_{i,opt,1} = y_i gap
     Z = torch.randn(n, d, generator=gen, dtype=torch.float64)  # spec §6: z_i ~ N(0, I_d)
@@ -126,7 +137,7 @@ def aligned_pairs(
     n : int, default=3
         Number of sequences; needs ``n <= d - 1`` so that directions orthogonal to every optimal token remain.
     m_pairs : int, default=2
-        Pairs of non-optimal tokens per sequence; ``L = 1 + 2 m_pairs`` tokens (odd, as A4 (iii) requires).
+        Pairs of non-optimal tokens per sequence; ``T = 1 + 2 m_pairs`` tokens (odd, as A4 (iii) requires).
     d : int, default=8
         Token dimension.
     radii : float or tuple of n floats, default=1.0
@@ -136,7 +147,7 @@ def aligned_pairs(
         ``c_i * score``.
     score : float, default=1.0
         The optimal tokens' score ``gamma_{i,opt}`` (a scale on the head; ours, not in the spec's signature). With
-        ``W0 = 0`` Assumption 3 needs a gap ``score (1 - c)`` of roughly ``L log n`` or more.
+        ``W0 = 0`` Assumption 3 needs a gap ``score (1 - c)`` of roughly ``T log n`` or more.
     seed : int, default=0
         Seed of the ``torch.Generator``.
 

@@ -1,4 +1,5 @@
-"""Softmax token-selection attention: pure functions and thin modules (combined W, factored K Q, diagonal)."""
+"""Softmax token-selection attention: pure functions and thin modules (combined W, factored K Q, diagonal, and the
+diagonal variants ``beta`` and signed squares)."""
 
 from attnlab.models.attention import (
     PARAMETRIZATIONS,
@@ -8,6 +9,7 @@ from attnlab.models.attention import (
     Parametrization,
     TokenSelectionModel,
 )
+from attnlab.models.diagonal import DiagonalW, SignedSquares
 from attnlab.models.functional import (
     LogScaled,
     attention_logits,
@@ -27,7 +29,9 @@ __all__ = [
     "Parametrization",
     "Combined",
     "Diagonal",
+    "DiagonalW",
     "Factored",
+    "SignedSquares",
     "TokenSelectionModel",
     "AttentionHeads",
     "Head",

@@ -1,4 +1,5 @@
-"""Real attention models as a library: a ViT, a text encoder, their loaders, a classifier training loop, probes.
+"""Real attention models as a library: a ViT, a text encoder, their loaders, a classifier training loop, probes,
+and a comparison of optimizers with its summary table (its figures are :mod:`attnlab.nets.figures`).
 
 Spec: implicit-bias-ngd §4 A8 and §9 (SGD, SNGD, SPS, Adam on BERT and ViTs), mirror-descent-lp §9 E4-E5 (l_p
 mirror descent on an IMDb encoder and a ViT). The experiments ``real.digits-vit`` and ``real.text``
@@ -7,11 +8,12 @@ mirror descent on an IMDb encoder and a ViT). The experiments ``real.digits-vit`
     from attnlab.nets import ViT, fit_classifier, make_optimizer
     from attnlab.nets.datasets import load_digits_split
     model = ViT()
-    history = fit_classifier(model, make_optimizer("md-1.1", model.parameters(), lr=0.2), load_digits_split(),
+    history = fit_classifier(model, make_optimizer("md:1.1,normalized=false", model.parameters(), lr=0.2), load_digits_split(),
                              epochs=10, batch_size=32, seed=0, checkpoint="run.pt")
 """
 
 from attnlab.nets.classifier import History, evaluate, fit_classifier, layer_norms
+from attnlab.nets.compare import Comparison, Setup, Trial, compare_optimizers, summary_table
 from attnlab.nets.encoder import Encoder, EncoderBlock, SelfAttention, attention_weights
 from attnlab.nets.optimizers import make_optimizer, parse_optimizer
 from attnlab.nets.probes import first_token_attention, hoyer_sparsity, projection_entries
@@ -19,6 +21,11 @@ from attnlab.nets.text_encoder import TextEncoder
 from attnlab.nets.vit import ViT
 
 __all__ = [
+    "Comparison",
+    "Setup",
+    "Trial",
+    "compare_optimizers",
+    "summary_table",
     "Encoder",
     "EncoderBlock",
     "History",

@@ -11,6 +11,7 @@ from attnlab.ntk.gd import GDResult, gradient_descent, practical_step, stability
 from attnlab.ntk.init import symmetric_init
 from attnlab.ntk.kernel_regression import kernel_regression_limit, kernel_regression_path
 from attnlab.ntk.network import TwoLayerNet
+from attnlab.ntk.perturbation import perturbed_kernels, with_weights
 from attnlab.ntk.sample_metrics import energy_distance, mode_coverage
 from attnlab.ntk.sampling import euler_maruyama, reverse_sde_sample
 from attnlab.ntk.score_data import DenoisingSet, InputMap, denoising_set, fit_input_map
@@ -32,9 +33,11 @@ from attnlab.ntk.tangent_kernel import (
     lambda_max,
 )
 from attnlab.ntk.theory import contraction_bound, coupling_bound, theorem_B, theorem_step
-from attnlab.ntk.unit_ball import to_unit_ball
+from attnlab.ntk.unit_ball import to_unit_ball, unit_rows
 
 __all__ = [
+    "perturbed_kernels",
+    "with_weights",
     "DenoisingSet",
     "ExpMLP",
     "ForwardProcess",
@@ -73,6 +76,7 @@ __all__ = [
     "theorem_B",
     "theorem_step",
     "to_unit_ball",
+    "unit_rows",
     "train_score_model",
     "weighted_score_error",
 ]

@@ -1,6 +1,7 @@
-"""Assumption 6.1 (inputs in the unit ball): detect rows outside it and rescale, saying how.
+"""Assumption 6.1 (inputs in the unit ball): detect rows outside it and rescale, saying how; and the reference
+setting's random rows on the unit sphere.
 
-Spec: softmax-ntk-diffusion §1 (``||x_i|| <= 1``), §7.6 (Assumption 6.1).
+Spec: softmax-ntk-diffusion §1 (``||x_i|| <= 1``), §7.6 (Assumption 6.1), §9 (unit-norm rows).
 """
 
 from __future__ import annotations
@@ -9,7 +10,9 @@ import warnings
 
 import torch
 
-__all__ = ["to_unit_ball"]
+from attnlab._validation import ValidationError, check_scalar
+
+__all__ = ["to_unit_ball", "unit_rows"]
 
 _ROUND_OFF = 1e-12  # rows normalized to norm 1 in float64 may read 1 + 1e-16; they are inside
 
@@ -48,3 +51,28 @@ def to_unit_ball(X: torch.Tensor, name: str = "X") -> tuple[torch.Tensor, float]
         stacklevel=3,
     )
     return X / largest, largest
+
+
+def unit_rows(n: int, d: int, generator: torch.Generator) -> torch.Tensor:
+    """``n`` Gaussian rows scaled to ``||x_i|| = 1``: uniform on the unit sphere (spec §9 reference setting).
+
+    Parameters
+    ----------
+    n, d : int
+        Rows and their dimension.
+    generator : torch.Generator
+        Drawn from in order, so that successive calls give independent sets.
+
+    Returns
+    -------
+    torch.Tensor, shape (n, d), float64
+    """
+    check_scalar("n", n, kind=int, low=1)
+    check_scalar("d", d, kind=int, low=1)
+    if not isinstance(generator, torch.Generator):
+        raise ValidationError(
+            f"generator must be a torch.Generator, got {type(generator).__name__}; pass "
+            "torch.Generator().manual_seed(seed)"
+        )
+    X = torch.randn(n, d, generator=generator, dtype=torch.float64)
+    return X / X.norm(dim=1, keepdim=True)  # spec §9: ||x_i|| = 1

@@ -7,6 +7,7 @@ optional leading runs axis R batches independent runs.
 """
 
 from attnlab.regression.algorithm import Fit, fit
+from attnlab.regression.curvature import normal_curvatures, objective_excess, whitened_hessian_spectrum
 from attnlab.regression.data import (
     AssumptionReport,
     RegressionProblem,
@@ -17,6 +18,13 @@ from attnlab.regression.data import (
     token_matrix,
 )
 from attnlab.regression.empirical import empirical_loss, empirical_loss_and_gradient
+from attnlab.regression.finite_context import (
+    bias_expansion,
+    bias_table,
+    loss_and_gradient_bias,
+    profile_exponent,
+    regularizer_gradient_bias,
+)
 from attnlab.regression.integrability import cross_logit_mgf, self_logit_mgf
 from attnlab.regression.linalg import empirical_covariance, sym_inv_sqrt, sym_sqrt
 from attnlab.regression.manifold import (
@@ -36,6 +44,14 @@ from attnlab.regression.renormalization import renormalize
 from attnlab.regression.spectral import spectral_init
 
 __all__ = [
+    "regularizer_gradient_bias",
+    "profile_exponent",
+    "loss_and_gradient_bias",
+    "bias_table",
+    "bias_expansion",
+    "whitened_hessian_spectrum",
+    "objective_excess",
+    "normal_curvatures",
     "AssumptionReport",
     "Fit",
     "MinibatchOracle",

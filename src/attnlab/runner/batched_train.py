@@ -108,7 +108,7 @@ def _shared(params: dict[str, Any]) -> str:
 
 
 def _check_generator_arguments(p: dict[str, Any]) -> None:
-    """Refuse sizes and ``data_args`` that the generator does not take (``scores_equal`` takes ``L``, not ``T``)."""
+    """Refuse sizes and ``data_args`` that the generator does not take (``aligned_pairs`` takes no ``T``)."""
     from attnlab.data import GENERATORS
 
     accepted = [name for name in inspect.signature(GENERATORS[p["data"]]).parameters if name != "seed"]

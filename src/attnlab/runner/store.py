@@ -5,7 +5,6 @@ A crash or Ctrl-C while writing leaves either the old file or the new one, never
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import platform
@@ -17,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from attnlab._io import OutputError, atomic_write, make_dir
+from attnlab._io import OutputError, atomic_write, config_hash, json_default, make_dir
 
 __all__ = [
     "atomic_write",
@@ -32,16 +31,6 @@ __all__ = [
 
 # Files whose presence shows that a folder holds an attnlab run (so that --overwrite may empty it).
 _RUN_FILES = ("record.json", "trajectory.parquet", "checks.csv")
-
-
-def _json_default(obj: Any) -> Any:
-    if hasattr(obj, "tolist"):
-        return obj.tolist()
-    if isinstance(obj, Path):
-        return str(obj)
-    if isinstance(obj, (set, frozenset)):
-        return sorted(obj)
-    raise TypeError(f"cannot write {type(obj).__name__} to JSON")
 
 
 def write_json(path: str | os.PathLike[str], payload: Mapping[str, Any]) -> Path:
@@ -66,7 +55,7 @@ def write_json(path: str | os.PathLike[str], payload: Mapping[str, Any]) -> Path
     TypeError
         If a value cannot be written as JSON.
     """
-    text = json.dumps(payload, indent=2, sort_keys=True, default=_json_default)
+    text = json.dumps(payload, indent=2, sort_keys=True, default=json_default)
     return atomic_write(path, lambda p: p.write_text(text + "\n"))
 
 
@@ -199,31 +188,6 @@ def prepare_out(folder: str | os.PathLike[str], owner: Mapping[str, Any], *, ove
         else:
             entry.unlink()
     return folder
-
-
-def config_hash(payload: Mapping[str, Any], length: int = 12) -> str:
-    """A short, stable hash of a JSON-serialisable config (keys sorted), used to name run directories.
-
-    Parameters
-    ----------
-    payload : mapping
-        JSON-serialisable values (arrays, paths and sets as :func:`write_json` converts them); key order does
-        not matter.
-    length : int, default=12
-        Number of hex digits kept, at most 64.
-
-    Returns
-    -------
-    str
-        The first ``length`` hex digits of the SHA-256 of the sorted JSON text.
-
-    Raises
-    ------
-    TypeError
-        If a value cannot be written as JSON.
-    """
-    text = json.dumps(payload, sort_keys=True, default=_json_default)
-    return hashlib.sha256(text.encode()).hexdigest()[:length]
 
 
 def versions() -> dict[str, str]:

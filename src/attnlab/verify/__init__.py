@@ -25,6 +25,7 @@ from attnlab.verify.compare import (
     check_rate_shape,
     check_slope,
     fit_slope,
+    fit_weighted_slope,
     observation,
     spread_observation,
     spread_tolerance,
@@ -39,8 +40,11 @@ from attnlab.verify.experiment import (
     read_record,
     run_experiment,
 )
+from attnlab.verify.steps import at_steps, geometric_steps
 
 __all__ = [
+    "at_steps",
+    "geometric_steps",
     "CHECK_COLUMNS",
     "CHECK_KINDS",
     "CHECK_VERDICTS",
@@ -63,6 +67,7 @@ __all__ = [
     "check_slope",
     "count_checks",
     "fit_slope",
+    "fit_weighted_slope",
     "make_config",
     "observation",
     "read_record",

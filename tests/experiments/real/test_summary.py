@@ -1,68 +1,14 @@
 """Tests of the per-optimizer summary and the paper checks on a hand-made comparison."""
 
-import pandas as pd
 import pytest
 
-from attnlab.experiments.real.compare import Comparison
-from attnlab.experiments.real.summary import paper_checks, summary_table
-
-
-def _comparison():
-    rows, norms = [], []
-    for name, lr, losses, accs, grow in (
-        ("sgd", 0.1, (1.0, 0.2), (0.5, 0.9), 2.0),
-        ("sngd", 0.2, (1.0, 0.4), (0.5, 0.7), 1.5),
-        ("md-2", 0.1, (1.0, 0.2), (0.5, 0.9), 2.0),
-        ("md-1.1", 0.05, (1.0, 0.3), (0.5, 0.8), 1.0),
-    ):
-        for seed in (0, 1):
-            for epoch in (0, 1):
-                rows.append(
-                    {
-                        "optimizer": name,
-                        "lr": lr,
-                        "seed": seed,
-                        "epoch": epoch,
-                        "train_loss": losses[epoch],
-                        "test_accuracy": accs[epoch] + 0.02 * seed,
-                        "diverged": False,
-                        "seconds": 1.0 * epoch,
-                    }
-                )
-                for layer in ("a", "b"):  # two layers of norm 3 and 4: total 5 at epoch 0
-                    base = 3.0 if layer == "a" else 4.0
-                    norms.append(
-                        {
-                            "optimizer": name,
-                            "seed": seed,
-                            "epoch": epoch,
-                            "layer": layer,
-                            "norm": base * (grow if epoch else 1.0),
-                        }
-                    )
-    entries = pd.DataFrame(
-        {
-            "optimizer": ["md-1.1"] * 4 + ["md-2"] * 4,
-            "layer": 0,
-            "projection": "key",
-            "value": [1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0],
-        }
-    )
-    return Comparison(pd.DataFrame(rows), pd.DataFrame(norms), entries, pd.DataFrame())
-
-
-def test_summary_table_averages_the_last_epoch_over_seeds():
-    summary = summary_table(_comparison()).set_index("optimizer")
-    assert summary.loc["sgd", "test_accuracy_mean"] == pytest.approx(0.91)  # (0.90 + 0.92) / 2
-    assert summary.loc["sgd", "test_accuracy_std"] == pytest.approx(0.01)
-    assert summary.loc["sngd", "train_loss_mean"] == pytest.approx(0.4)
-    assert summary.loc["sngd", "train_loss_area"] == pytest.approx(0.4)  # epochs >= 1 only
-    assert summary.loc["sngd", "norm_growth"] == pytest.approx(1.5)  # both layers x1.5: total 7.5 / 5
-    assert summary.loc["md-1.1", "qkv_hoyer"] == pytest.approx(1.0) and summary.loc["md-2", "qkv_hoyer"] == 0.0
+from attnlab.experiments.real.summary import paper_checks
+from attnlab.nets import summary_table
+from tests.nets.test_compare import hand_made_comparison
 
 
 def test_paper_checks_state_each_claim_with_its_outcome():
-    comparison = _comparison()
+    comparison = hand_made_comparison()
     checks = {
         c.claim: c
         for c in paper_checks(comparison, summary_table(comparison), chance=0.75, language=False, test_size=10000)
@@ -102,8 +48,8 @@ def test_paper_checks_state_each_claim_with_its_outcome():
 
 
 def test_a_diverged_run_fails_the_finite_loss_check():
-    comparison = _comparison()
-    comparison.frame.loc[comparison.frame.index[-1], "diverged"] = True  # md-1.1, seed 1, last epoch
+    comparison = hand_made_comparison()
+    comparison.frame.loc[comparison.frame.index[-1], "diverged"] = True  # l_1.1-MD, seed 1, last epoch
     checks = paper_checks(comparison, summary_table(comparison), chance=0.5, language=True, test_size=10000)
     finite = next(c for c in checks if c.claim.startswith("no run diverges"))
     assert not finite.passed and finite.measured == 1

@@ -36,7 +36,7 @@ def test_quick_text_on_an_aclimdb_folder(tmp_path, aclimdb_root):
     overrides = {
         "dataset": "aclimdb",
         "imdb_root": str(aclimdb_root),
-        "optimizers": ("sgd", "md-1.1"),
+        "optimizers": ("sgd", "md:1.1,normalized=false"),
         "lrs": (0.1, 0.05),
         "seeds": 1,
         "max_len": 12,
@@ -44,7 +44,7 @@ def test_quick_text_on_an_aclimdb_folder(tmp_path, aclimdb_root):
     }
     run_experiment("real.text", overrides, quick=True, out=tmp_path / "run", progress=False)
     frame = pd.read_parquet(tmp_path / "run" / "trajectory.parquet")
-    assert set(frame["optimizer"]) == {"sgd", "md-1.1"} and "keyword_attention" not in frame
+    assert set(frame["optimizer"]) == {"sgd", "md:1.1,normalized=false"} and "keyword_attention" not in frame
     attention = pd.read_parquet(tmp_path / "run" / "attention.parquet")
     assert attention["token"].max() == 11  # max_len tokens, [CLS] included
 

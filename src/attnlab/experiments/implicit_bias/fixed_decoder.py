@@ -17,14 +17,7 @@ import torch
 
 from attnlab._validation import check_in, check_scalar
 from attnlab.data import example1
-from attnlab.experiments.implicit_bias.common import (
-    SOURCE,
-    largest_gap,
-    last,
-    optimal_loss,
-    validate_common,
-    worst_log_one_minus_opt,
-)
+from attnlab.experiments.implicit_bias.common import SOURCE, last, validate_common, worst_log_one_minus_opt
 from attnlab.experiments.implicit_bias.falsifiers import (
     gd_normalized,
     l_star_zero,
@@ -34,7 +27,7 @@ from attnlab.experiments.implicit_bias.falsifiers import (
 from attnlab.experiments.implicit_bias.figures import fixed_decoder_figure
 from attnlab.experiments.implicit_bias.remarks import fixed_decoder_remarks
 from attnlab.experiments.registry import register
-from attnlab.metrics import alignment, opt_softmax
+from attnlab.metrics import alignment, largest_gap, opt_softmax, optimal_loss
 from attnlab.models import Combined
 from attnlab.optim import NormalizedGD, PolyakStep
 from attnlab.svm import attention_svm
@@ -189,7 +182,7 @@ def run_fixed_decoder(config: Fig2Config, ctx: RunContext) -> ExperimentResult:
     sol = attention_svm(data, norm="fro")
     gen = torch.Generator().manual_seed(config.seed + 1)
     W0 = config.init_scale * torch.randn(config.d, config.d, generator=gen, dtype=torch.float64)  # spec §9: N(0, s^2)
-    L_star = optimal_loss(data, config.loss)
+    L_star = float(optimal_loss(data.X, data.y, data.v, data.select, config.loss))
     metrics = [alignment(sol.W), opt_softmax(), worst_log_one_minus_opt()]
     frames = []
     for method, make in ctx.bar(_optimizers(config, L_star).items(), desc="methods"):
@@ -201,7 +194,7 @@ def run_fixed_decoder(config: Fig2Config, ctx: RunContext) -> ExperimentResult:
         frames.append(traj.frame.assign(method=method, status=traj.status))
     frame = pd.concat(frames, ignore_index=True)
     W_mm_norm = float(sol.W.norm())
-    checks = _theory_checks(config, frame, W_mm_norm, L_star, largest_gap(data))
+    checks = _theory_checks(config, frame, W_mm_norm, L_star, float(largest_gap(data.X, data.y, data.v, data.select)))
     checks += fixed_decoder_remarks(config, frame, L_star)
     figure = fixed_decoder_figure(config, frame, W_mm_norm, L_star)
     notes = [f"||W_mm|| = {W_mm_norm:.6g}, L_* = {L_star:.6g}, W-SVM status {sol.status}"]

@@ -14,17 +14,7 @@ import pandas as pd
 import torch
 
 from attnlab.batched import train as batched_train
-from attnlab.experiments.implicit_bias.common import (
-    SOURCE,
-    at_steps,
-    geometric_steps,
-    grad_direction,
-    largest_gap,
-    opt_probabilities,
-    optimal_loss,
-    sample_margins,
-    token_bound,
-)
+from attnlab.experiments.implicit_bias.common import SOURCE
 from attnlab.experiments.implicit_bias.falsifiers import (
     optimal_score_shifted,
     polyak_doubled_gap,
@@ -33,10 +23,19 @@ from attnlab.experiments.implicit_bias.falsifiers import (
     svm_nuclear_norm,
 )
 from attnlab.flow import gradient_flow
-from attnlab.metrics import cosine, log_one_minus_selected
+from attnlab.metrics import (
+    cosine,
+    gradient_direction,
+    largest_gap,
+    log_one_minus_selected,
+    optimal_loss,
+    selected_probabilities,
+    sequence_margins,
+    token_bound,
+)
 from attnlab.models import Combined
 from attnlab.optim.polyak import polyak_step_size
-from attnlab.verify import Check, Claim, fit_slope
+from attnlab.verify import Check, Claim, at_steps, fit_slope, geometric_steps
 
 NGD_RULE = "ngd"  # spec A2 (uncapped): the rule of the NGD path and of the NGD directions
 GD_RULE = "gd"  # spec A1
@@ -81,7 +80,7 @@ def ngd_path(config, ctx, data, sol) -> tuple[pd.DataFrame, list[Check], float]:
     """Items 1, 2, 4, 5, 6 on one uncapped NGD path recorded at every step; returns frame, rows, Lemma 1's slope."""
     W_mm, d = sol.W, config.d
     W_bar = W_mm / W_mm.norm()
-    B = token_bound(data.X)
+    B = float(token_bound(data.X))
     gen = torch.Generator().manual_seed(config.seed + 1)
     W0 = config.init_scale * torch.randn(d, d, generator=gen, dtype=torch.float64)  # small init (Lemma 4)
     path = gradient_flow(
@@ -92,13 +91,15 @@ def ngd_path(config, ctx, data, sol) -> tuple[pd.DataFrame, list[Check], float]:
     norms = torch.linalg.matrix_norm(W)
     lengths = torch.linalg.matrix_norm(W[1:] - W[:-1]) / config.eta
     lower = float((W0 * W_bar).sum()) + config.eta * t / (2 * B**2 * float(W_mm.norm()))  # spec §8.1 [D]
-    direction, _, _ = grad_direction(data, W, config.loss)
+    direction, _, _ = gradient_direction(data.X, data.Z, data.y, data.v, W, config.loss)
     corr_mm = (direction * W_bar).sum((-2, -1))  # <-grad L, W_mm_bar> / ||grad L||
     lemma6 = corr_mm * 2 * B**2 * float(W_mm.norm())  # spec §8.2: >= 1
     lemma2 = corr_mm / (direction * (W / norms[:, None, None])).sum((-2, -1))  # spec §8.6: -> >= 1 - eps
     log_gap = log_one_minus_selected(data.X, data.Z, W, data.select).amax(-1)  # (S,)
-    phi_opt = opt_probabilities(data, W)  # (S, n)
-    violated = sample_margins(data, W)[:-1] < 1  # spec §8.5: samples whose W-SVM constraints are violated
+    phi_opt = selected_probabilities(data.X, data.Z, W, data.select)  # (S, n)
+    violated = (
+        sequence_margins(data.X, data.Z, W, data.select)[:-1] < 1
+    )  # spec §8.5: samples whose W-SVM constraints are violated
     lemma5_failures = int((violated & (phi_opt[1:] < phi_opt[:-1] - 1e-15)).sum())  # round-off guard at phi ~ 1
     predicted = -config.eta / float(W_mm.norm())  # spec §8.4: -eta min <A, W_mm> / ||W_mm||, min = 1
     late = norms >= norms[-1] / 2
@@ -215,7 +216,7 @@ def directions(config, ctx, data, sol) -> tuple[pd.DataFrame, list[Check]]:
     gd_median = at_steps(gd_median, geometric_steps(T, first=max(config.record_every, T // 100)))
     worst, factor, why = _shrinks(part["ngd"], T / 10, T)
     # Uncapped Polyak stops where L - L_* rounds to 0 (its step is (L - L_*) / ||g||^2): judge it before that floor.
-    floor = min(_loss_floor(part["polyak"], optimal_loss(data, config.loss)), T)
+    floor = min(_loss_floor(part["polyak"], float(optimal_loss(data.X, data.y, data.v, data.select, config.loss))), T)
     polyak_worst, polyak_factor, polyak_why = _shrinks(part["polyak"], config.record_every, floor)
     checks = [
         NGD_GLOBAL.less(worst, factor, spread=why),
@@ -254,14 +255,16 @@ def polyak_bounds(config, data, sol) -> tuple[pd.DataFrame, list[Check]]:
     G = torch.randn(config.random_W, config.d, config.d, generator=gen, dtype=torch.float64)
     scales = torch.logspace(-1, 1, config.random_W, dtype=torch.float64)  # ||W|| from 0.1 to 10
     W = scales[:, None, None] * G / torch.linalg.matrix_norm(G)[:, None, None]
-    _, log_grad, log_risk = grad_direction(data, W, config.loss)
+    _, log_grad, log_risk = gradient_direction(data.X, data.Z, data.y, data.v, W, config.loss)
     grad_norm = log_grad.exp()
-    L_star, loss = optimal_loss(data, config.loss), log_risk.exp()
+    L_star, loss = float(optimal_loss(data.X, data.y, data.v, data.select, config.loss)), log_risk.exp()
     gap_length = (loss - L_star) / grad_norm  # spec §8.7: the uncapped Polyak step's length (L - L_*) / ||g||
     valid = loss >= L_star  # the Polyak step is defined where L >= L_* (every W when L_* is the infimum)
     length = polyak_step_size(loss[valid], L_star, grad_norm[valid] ** 2) * grad_norm[valid]  # spec A3
-    low = math.exp(-largest_gap(data)) / (2 * token_bound(data.X) ** 2)  # spec §8.7 [D]
-    high = float(sol.W.norm()) / opt_probabilities(data, W).amin(-1)  # spec §8.7 [D]
+    low = math.exp(-float(largest_gap(data.X, data.y, data.v, data.select))) / (
+        2 * float(token_bound(data.X)) ** 2
+    )  # spec §8.7 [D]
+    high = float(sol.W.norm()) / selected_probabilities(data.X, data.Z, W, data.select).amin(-1)  # spec §8.7 [D]
     frame = pd.DataFrame({
         "part": "polyak_random_W", "run": np.arange(config.random_W), "step": 0, "norm": scales.numpy(),
         "polyak_length": gap_length.numpy(), "polyak_upper": high.numpy(), "polyak_lower": low,

@@ -13,15 +13,15 @@ import pandas as pd
 import torch
 
 from attnlab.data import TokenSelectionData
-from attnlab.experiments.implicit_bias.common import SOURCE, at_steps, geometric_steps, opt_probabilities
+from attnlab.experiments.implicit_bias.common import SOURCE
 from attnlab.experiments.implicit_bias.falsifiers import u_svm_other_token
 from attnlab.experiments.implicit_bias.rates_fixed import SVM_NUCLEAR
-from attnlab.metrics import Metric, alignment, head_alignment
+from attnlab.metrics import Metric, alignment, head_alignment, selected_probabilities
 from attnlab.models import Combined
 from attnlab.models.functional import LogScaled, loss_gradients, margins, token_scores
 from attnlab.optim import JointAdaptive
 from attnlab.training import train
-from attnlab.verify import Check, Claim, Falsifier, fit_slope
+from attnlab.verify import Check, Claim, Falsifier, at_steps, fit_slope, geometric_steps
 
 
 def _swap_tokens(dm):
@@ -128,7 +128,9 @@ def _metrics(data, u_mm: torch.Tensor, loss: str) -> list[Metric]:
 
     return [
         Metric("min_score_gap", min_gap),
-        Metric("min_opt_softmax", lambda model, _: opt_probabilities(data, model.W).min()),  # spec §8.12 (iii)
+        Metric(
+            "min_opt_softmax", lambda model, _: selected_probabilities(data.X, data.Z, model.W, data.select).min()
+        ),  # spec §8.12 (iii)
         Metric("log_loss_ratio", log_loss_ratio),
         Metric("u_margin_fraction", u_margin),
         Metric("log_pl_ratio", log_pl_ratio),

@@ -1,8 +1,7 @@
-"""What the kq-nuclear experiments share: the paper's initialisation (5), margin-normalised directions, the two
-diagonal models the paper contrasts with ``(xi_k, xi_q)``, config validation and the falsifiers' wrong models.
+"""What the kq-nuclear experiments share: the paper's initialisation (5), config validation and the falsifiers'
+wrong models (the diagonal models they swap in are :mod:`attnlab.models.diagonal`).
 
-Spec: kq-nuclear-norm §3.1 (initialisation (5), Lemma 4.1's ``(w_+, w_-)`` flow), §4 (margin, Def. 4.1), §7.2
-(``beta`` trained directly).
+Spec: kq-nuclear-norm §3.1 (initialisation (5)), §7.2 (``beta`` trained directly).
 """
 
 from __future__ import annotations
@@ -11,73 +10,19 @@ import math
 from collections.abc import Callable
 
 import torch
-from torch import nn
 
 from attnlab._validation import ValidationError, check_scalar
-from attnlab.metrics import attention_margin
-from attnlab.models import Combined, Diagonal, Factored, Parametrization, TokenSelectionModel
+from attnlab.models import Combined, Diagonal, DiagonalW, Factored
 from attnlab.verify import Falsifier
 
 PAPER = "kq-nuclear-norm"
 SOURCE = f"docs/theory/{PAPER}.md"  # what checks cite
 
 
-class DiagonalW(TokenSelectionModel):
-    """``W = Diag(beta)`` with ``beta`` trained directly: the W-parametrisation restricted to diagonals.
-
-    Spec: kq-nuclear-norm §7.2 ("training beta directly ... converges to the l2 solution"). Not in
-    :mod:`attnlab.models`; kept here until a second user needs it.
-    """
-
-    # spec kq §3.1: W = Diag(beta), grad_beta = diag(grad_W)
-    parametrization = Parametrization(
-        "beta",
-        ("beta",),
-        lambda p: torch.diag_embed(p["beta"]),
-        lambda p, g: {"beta": torch.diagonal(g, dim1=-2, dim2=-1)},
-    )
-
-    def __init__(self, beta0: torch.Tensor) -> None:
-        super().__init__(int(beta0.shape[-1]))
-        self.beta = nn.Parameter(beta0.clone())
-
-
-class SignedSquares(TokenSelectionModel):
-    """``W = Diag((w_+^2 - w_-^2) / 2)``: the diagonal-linear-network form of Lemma 4.1's flow (3).
-
-    Spec: kq-nuclear-norm §3.1 (reparametrisation, Lemma 4.1): ``grad_{w_+} = diag(G) w_+``,
-    ``grad_{w_-} = -diag(G) w_-`` for ``G = grad_W L``.
-    """
-
-    parametrization = Parametrization(
-        "pm",
-        ("w_plus", "w_minus"),
-        lambda p: torch.diag_embed((p["w_plus"] ** 2 - p["w_minus"] ** 2) / 2),  # spec kq §3.1: w = (w+^2 - w-^2)/2
-        lambda p, g: {
-            "w_plus": torch.diagonal(g, dim1=-2, dim2=-1) * p["w_plus"],
-            "w_minus": -torch.diagonal(g, dim1=-2, dim2=-1) * p["w_minus"],
-        },
-    )
-
-    def __init__(self, w_plus0: torch.Tensor, w_minus0: torch.Tensor) -> None:
-        super().__init__(int(w_plus0.shape[-1]))
-        self.w_plus = nn.Parameter(w_plus0.clone())
-        self.w_minus = nn.Parameter(w_minus0.clone())
-
-
 def diagonal_init(omegas: tuple[float, ...], d: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Initialisation (5) for each omega: ``xi_k = sqrt(2) omega 1``, ``xi_q = 0``; returns ``omega0 (R, d)`` too."""
     omega0 = torch.tensor(omegas, dtype=torch.float64)[:, None].expand(len(omegas), d).clone()
     return omega0, math.sqrt(2.0) * omega0, torch.zeros_like(omega0)  # spec kq §3.1 (5)
-
-
-def normalized(
-    X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor, select: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Margin ``mu(W)`` and ``W / mu(W)`` (``nan`` while ``mu <= 0``), spec kq §4 Def. 4.1, §8."""
-    mu = attention_margin(X, Z, W, select)
-    safe = torch.where(mu > 0, mu, torch.nan)
-    return mu, W / safe[..., None, None]
 
 
 def check_positive(config, names: tuple[str, ...]) -> None:

@@ -1,6 +1,6 @@
 """X1: the RK4 flow on diagonal ``(xi_k, xi_q)`` against the closed form of Lemma A.1 and Lemma 4.1's ``(w_+, w_-)`` flow.
 
-Spec: kq-nuclear-norm §9 X1 (n=3, L=3, d=5, RK4, dt=1e-3, t <= 20, expect <= 1e-12), §3.1 (Lemma 4.1, Lemma A.1,
+Spec: kq-nuclear-norm §9 X1 (n=3, T=3, d=5, RK4, dt=1e-3, t <= 20, expect <= 1e-12), §3.1 (Lemma 4.1, Lemma A.1,
 the conserved ``xi_k^2 - xi_q^2``, Lemma 4.2's loss decrease).
 """
 
@@ -14,7 +14,6 @@ import torch
 from attnlab.data import scores_equal
 from attnlab.experiments.kq_nuclear.common import (
     SOURCE,
-    SignedSquares,
     check_ints,
     check_omegas,
     check_positive,
@@ -24,7 +23,7 @@ from attnlab.experiments.kq_nuclear.common import (
 )
 from attnlab.experiments.registry import register
 from attnlab.flow import closed_form_beta, constraint_vectors, gradient_flow
-from attnlab.models import Diagonal
+from attnlab.models import Diagonal, SignedSquares
 from attnlab.plotting import house_figure, label_axes, label_ours, log_gap_axis, new_figure, theory_hline
 from attnlab.verify import Claim, Experiment, ExperimentResult, RunContext
 
@@ -41,7 +40,7 @@ class X1Config:
     ----------
     n : int
         Sequences (spec: 3).
-    L : int
+    T : int
         Tokens per sequence (spec: 3).
     d : int
         Token width (spec: 5).
@@ -62,7 +61,7 @@ class X1Config:
     """
 
     n: int = 3
-    L: int = 3
+    T: int = 3
     d: int = 5
     gap: float = 3.0
     omegas: tuple[float, ...] = (0.1, 0.5, 1.0)
@@ -73,9 +72,10 @@ class X1Config:
     seed: int = 0
 
     OURS = ("gap", "omegas", "record_every", "seed")
+    RENAMED = {"L": "T"}  # issue 20: the token axis is T everywhere (the paper writes L)
 
     def __post_init__(self) -> None:
-        check_ints(self, ("n", "L", "d", "record_every", "seed"))
+        check_ints(self, ("n", "T", "d", "record_every", "seed"))
         check_positive(self, ("gap", "dt", "t_max", "tolerance"))
         check_omegas(self.omegas)
 
@@ -123,7 +123,7 @@ def _inits(config: X1Config) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
 
 def run_x1(config: X1Config, ctx: RunContext) -> ExperimentResult:
     """X1: RK4 flows of ``(xi_k, xi_q)`` (phi tracked) and of ``(w_+, w_-)``; closed form, conservation, Lemma 4.1."""
-    data = scores_equal(config.n, config.L, config.d, config.gap, seed=config.seed)
+    data = scores_equal(config.n, config.T, config.d, config.gap, seed=config.seed)
     omega0, xi_k0, xi_q0 = _inits(config)
     steps = max(1, round(config.t_max / config.dt))
     common = {"step": config.dt, "steps": steps, "method": "rk4", "record_every": config.record_every}

@@ -1,6 +1,6 @@
 """X2: diagonal ``(xi_k, xi_q)`` converges in direction to the l1-SVM, ``beta`` trained directly to the l2-SVM.
 
-Spec: kq-nuclear-norm §9 X2 (n=2, L=3, d=8, gap 3, omega0 in {1e-3, 1e-1, 1}, step 2e-3, 1e6 steps), §7.2
+Spec: kq-nuclear-norm §9 X2 (n=2, T=3, d=8, gap 3, omega0 in {1e-3, 1e-1, 1}, step 2e-3, 1e6 steps), §7.2
 (Theorem 4.1 and the l2 contrast of Section 4.2), §7.5 (approximate KKT at the ``1 / ln mu`` rate).
 """
 
@@ -16,18 +16,17 @@ import torch
 from attnlab.data import scores_equal
 from attnlab.experiments.kq_nuclear.common import (
     SOURCE,
-    DiagonalW,
     beta_as_kq,
     check_ints,
     check_omegas,
     check_positive,
     diagonal_init,
     kq_as_beta,
-    normalized,
 )
 from attnlab.experiments.registry import register
 from attnlab.flow import constraint_vectors, gradient_flow, kkt_multipliers
-from attnlab.models import Diagonal
+from attnlab.metrics import attention_margin, margin_normalized
+from attnlab.models import Diagonal, DiagonalW
 from attnlab.plotting import house_figure, label_ours, log_gap_axis, new_figure, theory_hline
 from attnlab.svm import attention_svm, diagonal_svm
 from attnlab.verify import Check, Claim, Experiment, ExperimentResult, RunContext
@@ -46,7 +45,7 @@ class X2Config:
     ----------
     n : int
         Sequences (spec: 2).
-    L : int
+    T : int
         Tokens per sequence (spec: 3).
     d : int
         Token width (spec: 8).
@@ -69,7 +68,7 @@ class X2Config:
     """
 
     n: int = 2
-    L: int = 3
+    T: int = 3
     d: int = 8
     gap: float = 3.0
     omegas: tuple[float, ...] = (1e-3, 1e-1, 1.0)
@@ -81,9 +80,10 @@ class X2Config:
     seed: int = 0
 
     OURS = ("step", "steps", "record_every", "l1_rtol", "l2_rtol", "seed")
+    RENAMED = {"L": "T"}  # issue 20: the token axis is T everywhere (the paper writes L)
 
     def __post_init__(self) -> None:
-        check_ints(self, ("n", "L", "d", "steps", "record_every", "seed"))
+        check_ints(self, ("n", "T", "d", "steps", "record_every", "seed"))
         check_positive(self, ("gap", "step", "l1_rtol", "l2_rtol"))
         check_omegas(self.omegas)
 
@@ -154,7 +154,8 @@ def _l1_subgradient_residual(beta_hat: torch.Tensor, g: torch.Tensor) -> torch.T
 
 def _measure(data, flow, refs: dict[str, torch.Tensor], kkt: bool) -> dict[str, torch.Tensor]:
     """Per record and run: margin, norms of ``beta_hat``, distances to both SVMs; the KKT residual if ``kkt``."""
-    mu, W_hat = normalized(data.X, data.Z, flow.path["W"], data.select)
+    args = (data.X, data.Z, flow.path["W"], data.select)
+    mu, W_hat = attention_margin(*args), margin_normalized(*args)
     beta_hat = torch.diagonal(W_hat, dim1=-2, dim2=-1)  # (S, R, d)
     columns = {
         "mu": mu,
@@ -164,7 +165,7 @@ def _measure(data, flow, refs: dict[str, torch.Tensor], kkt: bool) -> dict[str, 
         "dist_l2": (beta_hat - refs["l2"]).abs().amax(-1),
     }
     if kkt:
-        lam = kkt_multipliers(flow.path["phi"], mu)  # spec kq §4: lambda = phi / ln mu, (S, R, n, L)
+        lam = kkt_multipliers(flow.path["phi"], mu)  # spec kq §4: lambda = phi / ln mu, (S, R, n, T)
         g = torch.einsum("srnl,nld->srd", lam, constraint_vectors(data.X, data.Z, data.select))
         columns["kkt_residual"] = _l1_subgradient_residual(beta_hat, g)
         columns["support_identified"] = _support(beta_hat) == _support(refs["l1"])  # (S, R)
@@ -173,7 +174,7 @@ def _measure(data, flow, refs: dict[str, torch.Tensor], kkt: bool) -> dict[str, 
 
 def run_x2(config: X2Config, ctx: RunContext) -> ExperimentResult:
     """X2: NGD paths of diagonal K,Q (one run per omega_0, phi tracked) and of beta directly, against l1/l2 SVMs."""
-    data = scores_equal(config.n, config.L, config.d, config.gap, seed=config.seed)
+    data = scores_equal(config.n, config.T, config.d, config.gap, seed=config.seed)
     refs = {"l1": attention_svm(data, norm="l1-diag").beta, "l2": diagonal_svm(data, p=2.0).beta}
     _, xi_k0, xi_q0 = diagonal_init(config.omegas, config.d)
     models = {

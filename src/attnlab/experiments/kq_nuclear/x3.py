@@ -19,12 +19,11 @@ from attnlab.experiments.kq_nuclear.common import (
     check_ints,
     check_positive,
     kq_as_w,
-    normalized,
     w_as_kq,
 )
 from attnlab.experiments.registry import register
 from attnlab.flow import gradient_flow
-from attnlab.metrics import cosine
+from attnlab.metrics import attention_margin, cosine, margin_normalized
 from attnlab.models import Combined, Factored
 from attnlab.plotting import EPS, house_figure, label_axes, label_ours, log_gap_axis, new_figure
 from attnlab.svm import attention_svm
@@ -43,7 +42,7 @@ class X3Config:
     ----------
     n : int
         Sequences.
-    L : int
+    T : int
         Tokens per sequence.
     ds : tuple of int
         Token widths, one data set each (spec: 4, 8, 16).
@@ -68,7 +67,7 @@ class X3Config:
     """
 
     n: int = 3
-    L: int = 3
+    T: int = 3
     ds: tuple[int, ...] = (4, 8, 16)
     gap: float = 6.0
     runs: int = 3
@@ -80,10 +79,11 @@ class X3Config:
     fro_rtol: float = 0.01
     seed: int = 2
 
-    OURS = ("n", "L", "gap", "runs", "init_scale", "step", "steps", "record_every", "nuc_rtol", "fro_rtol", "seed")
+    OURS = ("n", "T", "gap", "runs", "init_scale", "step", "steps", "record_every", "nuc_rtol", "fro_rtol", "seed")
+    RENAMED = {"L": "T"}  # issue 20: the token axis is T everywhere (the paper writes L)
 
     def __post_init__(self) -> None:
-        check_ints(self, ("n", "L", "runs", "steps", "record_every", "seed"))
+        check_ints(self, ("n", "T", "runs", "steps", "record_every", "seed"))
         check_positive(self, ("gap", "init_scale", "step", "nuc_rtol", "fro_rtol"))
         if not self.ds or any(not isinstance(d, int) or d < 2 for d in self.ds):
             raise ValidationError(f"ds must be a non-empty tuple of ints >= 2, got {self.ds}; e.g. (4, 8)")
@@ -114,7 +114,8 @@ _FINITE = "ours: the gap left after a finite arc length; the theorem gives the l
 
 def _columns(data, flow, refs: dict) -> dict[str, torch.Tensor]:
     """Per record and run: margin, correlations with both SVMs, and the norms of ``W/mu`` over their optima."""
-    mu, W_hat = normalized(data.X, data.Z, flow.path["W"], data.select)  # (S, R), (S, R, d, d)
+    args = (data.X, data.Z, flow.path["W"], data.select)
+    mu, W_hat = attention_margin(*args), margin_normalized(*args)  # (S, R), (S, R, d, d)
     nan = torch.full_like(mu, torch.nan)
     W_hat = torch.nan_to_num(W_hat)  # zero while mu <= 0; those rows are masked to nan below
     return {
@@ -144,7 +145,7 @@ def _spectrum(d: int, param: str, W: torch.Tensor) -> pd.DataFrame:
 
 def _one_width(config: X3Config, d: int, ctx: RunContext) -> tuple[pd.DataFrame, list[pd.DataFrame], float]:
     """The K,Q and W runs at width ``d``: their frame, spectra (runs and SVMs) and the SVMs' correlation."""
-    data = scores_equal(config.n, config.L, d, config.gap, seed=config.seed)
+    data = scores_equal(config.n, config.T, d, config.gap, seed=config.seed)
     refs = {norm: attention_svm(data, norm=norm) for norm in ("nuc", "fro")}
     gen = torch.Generator().manual_seed(config.seed + d)
     shape = (config.runs, d, d)

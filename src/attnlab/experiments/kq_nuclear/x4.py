@@ -14,10 +14,10 @@ import torch
 
 from attnlab._validation import ValidationError
 from attnlab.data import TokenSelectionData, aligned_pairs
-from attnlab.experiments.kq_nuclear.common import SOURCE, check_ints, check_positive, normalized
+from attnlab.experiments.kq_nuclear.common import SOURCE, check_ints, check_positive
 from attnlab.experiments.registry import register
 from attnlab.flow import gradient_flow
-from attnlab.metrics import cosine
+from attnlab.metrics import attention_margin, cosine, margin_normalized
 from attnlab.models import Factored
 from attnlab.plotting import EPS, STEP, house_figure, label_axes, label_ours, log_gap_axis, new_figure
 from attnlab.svm import aligned_l1_svm, attention_svm
@@ -171,7 +171,8 @@ def run_x4(config: X4Config, ctx: RunContext) -> ExperimentResult:
     )
     off_k = _off_diagonal_mass(ap.U_K.T @ flow.path["K"] @ V)  # (S,)
     off_q = _off_diagonal_mass(ap.U_Q.T @ flow.path["Q"] @ V)
-    mu, W_hat = normalized(data.X, data.Z, flow.path["W"], data.select)
+    args = (data.X, data.Z, flow.path["W"], data.select)
+    mu, W_hat = attention_margin(*args), margin_normalized(*args)
     aligned = aligned_l1_svm(data, ap.U_K, ap.U_Q, ap.pi)
     nuc = attention_svm(data, norm="nuc")
     beta9 = aligned.beta.abs().sort(descending=True).values[: config.n]  # |beta| of (9): n non-zero entries

@@ -21,10 +21,10 @@ from attnlab.experiments.kq_nuclear.common import (
     check_positive,
     diagonal_init,
     kq_as_beta,
-    normalized,
 )
 from attnlab.experiments.registry import register
 from attnlab.flow import gradient_flow
+from attnlab.metrics import attention_margin, margin_normalized
 from attnlab.models import Diagonal
 from attnlab.plotting import (
     EPS,
@@ -52,7 +52,7 @@ class X5Config:
     ----------
     n : int
         Sequences.
-    L : int
+    T : int
         Tokens per sequence.
     d : int
         Token width.
@@ -73,7 +73,7 @@ class X5Config:
     """
 
     n: int = 2
-    L: int = 3
+    T: int = 3
     d: int = 8
     gaps: tuple[float, ...] = (0.5, 1.0, 2.0, 3.0, 4.0, 6.0)
     omega: float = 0.1
@@ -83,10 +83,11 @@ class X5Config:
     l1_rtol: float = 0.05
     seed: int = 0
 
-    OURS = ("n", "L", "d", "gaps", "omega", "step", "steps", "record_every", "l1_rtol", "seed")
+    OURS = ("n", "T", "d", "gaps", "omega", "step", "steps", "record_every", "l1_rtol", "seed")
+    RENAMED = {"L": "T"}  # issue 20: the token axis is T everywhere (the paper writes L)
 
     def __post_init__(self) -> None:
-        check_ints(self, ("n", "L", "d", "steps", "record_every", "seed"))
+        check_ints(self, ("n", "T", "d", "steps", "record_every", "seed"))
         check_positive(self, ("omega", "step", "l1_rtol"))
         if not self.gaps or any(g <= 0 for g in self.gaps):
             raise ValidationError(f"gaps must be a non-empty tuple of positive score gaps, got {self.gaps}")
@@ -114,7 +115,7 @@ def _sweep_table(config: X5Config, datasets: list, ratio: torch.Tensor) -> pd.Da
     rows = []
     for r, (gap, data) in enumerate(zip(config.gaps, datasets)):
         a3 = small_initial_loss(data)
-        reduced = config.n * math.exp(-gap / config.L) <= 1 + (config.n - 1) * math.exp(-gap)  # spec kq §5 [D]
+        reduced = config.n * math.exp(-gap / config.T) <= 1 + (config.n - 1) * math.exp(-gap)  # spec kq §5 [D]
         final = float(ratio[-1, r])
         rows.append(
             {
@@ -132,8 +133,8 @@ def _sweep_table(config: X5Config, datasets: list, ratio: torch.Tensor) -> pd.Da
 
 def run_x5(config: X5Config, ctx: RunContext) -> ExperimentResult:
     """X5: one diagonal NGD path per gap (data stacked on the runs axis); A3 and the reached l1 ratio per gap."""
-    datasets = [scores_equal(config.n, config.L, config.d, gap, seed=config.seed) for gap in config.gaps]
-    batch = stack(datasets)  # one run per gap, (R, n, L, d)
+    datasets = [scores_equal(config.n, config.T, config.d, gap, seed=config.seed) for gap in config.gaps]
+    batch = stack(datasets)  # one run per gap, (R, n, T, d)
     _, xi_k0, xi_q0 = diagonal_init((config.omega,) * len(config.gaps), config.d)
     flow = gradient_flow(
         Diagonal(config.d, xi_k0=xi_k0, xi_q0=xi_q0),
@@ -144,7 +145,8 @@ def run_x5(config: X5Config, ctx: RunContext) -> ExperimentResult:
         progress=ctx.progress,
     )
     l1_values = torch.tensor([attention_svm(data, norm="l1-diag").norm_value for data in datasets])
-    mu, W_hat = normalized(batch.X, batch.Z, flow.path["W"], batch.select)  # (S, R)
+    args = (batch.X, batch.Z, flow.path["W"], batch.select)
+    mu, W_hat = attention_margin(*args), margin_normalized(*args)  # (S, R)
     ratio = torch.diagonal(W_hat, dim1=-2, dim2=-1).abs().sum(-1) / l1_values  # (S, R)
     frame = flow.frame().assign(
         gap=np.tile(config.gaps, len(mu)), mu=mu.reshape(-1).numpy(), l1_ratio=ratio.reshape(-1).numpy()

@@ -1,28 +1,18 @@
-"""What the three softmax-NTK experiments share: the source page, the networks by name, data and size checks.
+"""What the three softmax-NTK experiments share: the source page, the networks by name, size checks, log factors.
 
 Spec: docs/theory/softmax-ntk-diffusion.md §9 (the reference setting of unit-norm rows).
 """
 
 from __future__ import annotations
 
-import copy
 import math
-
-import torch
 
 from attnlab._validation import ValidationError, check_scalar
 from attnlab.ntk import ExpMLP, ReluMLP, SoftmaxMLP
-from attnlab.ntk.network import TwoLayerNet
 
 SPEC = "softmax-ntk-diffusion"
 SOURCE = "docs/theory/softmax-ntk-diffusion.md"
 ACTIVATIONS = {"softmax": SoftmaxMLP, "relu": ReluMLP, "exp": ExpMLP}
-
-
-def unit_rows(n: int, d: int, gen: torch.Generator) -> torch.Tensor:
-    """``n`` Gaussian rows scaled to ``||x_i|| = 1``, shape (n, d), float64 (spec §9 reference setting)."""
-    X = torch.randn(n, d, generator=gen, dtype=torch.float64)
-    return X / X.norm(dim=1, keepdim=True)
 
 
 def check_sizes(name: str, values: tuple[int, ...], low: int) -> None:
@@ -36,11 +26,3 @@ def check_sizes(name: str, values: tuple[int, ...], low: int) -> None:
 def log_factor_allowance(x: list[float], power: float = 2.0) -> float:
     """Change of a log-log slope over ``x`` that a factor ``log(x)^power`` can cause (the theorems' log factors)."""
     return power * math.log(math.log(max(x)) / math.log(min(x))) / math.log(max(x) / min(x))
-
-
-def with_weights(net: TwoLayerNet, W: torch.Tensor) -> TwoLayerNet:
-    """A copy of ``net`` holding weights ``W`` (for measurements at weights other than the net's own)."""
-    clone = copy.deepcopy(net)
-    with torch.no_grad():
-        clone.W.copy_(W)
-    return clone

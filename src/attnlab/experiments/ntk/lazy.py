@@ -14,8 +14,8 @@ import torch
 
 from attnlab._validation import ValidationError, check_scalar
 from attnlab.experiments.ntk._falsifiers import LR_PAST_STABILITY, SOFTMAX_KERNEL_OF_EXP
-from attnlab.experiments.ntk._shared import SOURCE, check_sizes, log_factor_allowance, unit_rows, with_weights
-from attnlab.experiments.ntk.lemma51 import GRAM_UNNORMALISED, PERTURBATION, perturbation_check, perturbed_kernels
+from attnlab.experiments.ntk._shared import SOURCE, check_sizes, log_factor_allowance
+from attnlab.experiments.ntk.lemma51 import GRAM_UNNORMALISED, PERTURBATION, perturbation_check
 from attnlab.experiments.registry import register
 from attnlab.ntk import (
     SoftmaxMLP,
@@ -28,9 +28,12 @@ from attnlab.ntk import (
     infinite_width_gram,
     kernel_drift,
     kernel_regression_path,
+    perturbed_kernels,
     practical_step,
     theorem_B,
     theorem_step,
+    unit_rows,
+    with_weights,
 )
 from attnlab.ntk.network import TwoLayerNet
 from attnlab.plotting import STEP, house_figure, label_ours, new_figure, theory_line

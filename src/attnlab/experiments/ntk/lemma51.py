@@ -1,4 +1,5 @@
-"""Lemma 5.1 against the weight radius R and the width m, for ``ntk.lazy``.
+"""Lemma 5.1 against the weight radius R and the width m, for ``ntk.lazy``; the kernels of the moved networks are
+:func:`attnlab.ntk.perturbed_kernels`.
 
 Spec: docs/theory/softmax-ntk-diffusion.md §4.3: if every ``||w_r - w_r(0)|| <= R`` then
 ``||H(W) - H*||_F <= R n d e^{O(B)}``, a bound linear in ``R`` and free of ``m``. Build, measure, declared check.
@@ -9,13 +10,11 @@ from __future__ import annotations
 import math
 
 import pandas as pd
-import torch
 
-from attnlab.experiments.ntk._shared import SOURCE, log_factor_allowance, with_weights
-from attnlab.ntk import SoftmaxMLP, gram, kernel_drift
+from attnlab.experiments.ntk._shared import SOURCE, log_factor_allowance
 from attnlab.verify import Claim, Falsifier, fit_slope
 
-__all__ = ["GRAM_UNNORMALISED", "PERTURBATION", "perturbation_check", "perturbed_kernels"]
+__all__ = ["GRAM_UNNORMALISED", "PERTURBATION", "perturbation_check"]
 
 PERTURBATION = Claim(
     "Lemma 5.1: ||H(W) - H*||_F <= R n d e^{O(B)} whenever every ||w_r - w_r(0)|| <= R: "
@@ -27,41 +26,9 @@ PERTURBATION = Claim(
 GRAM_UNNORMALISED = Falsifier(
     "gram-unnormalised",
     "the Gram matrix without its 1/m: H = J J^T",
-    "attnlab.experiments.ntk.lemma51:gram",
+    "attnlab.ntk.perturbation:gram",
     lambda gram: lambda net, X: net.kernel_scale * gram(net, X),
 )
-
-
-def perturbed_kernels(
-    widths: tuple[int, ...], radii: tuple[float, ...], X: torch.Tensor, d_out: int, sigma_w: float, seed: int
-) -> pd.DataFrame:
-    """``||H(W) - H*||_F`` with every neuron moved by exactly ``R``: ``w_r + R sign(<w_r, u>) u``.
-
-    ``u`` is the mean input's direction. The move spreads the logits of all inputs coherently, so the kernel changes
-    at first order in ``R`` (a common shift of every neuron leaves the softmax unchanged, and opposite moves of the
-    two neurons of a pair cancel at first order): the order of the lemma's worst case, not a random direction's
-    ``R / sqrt(m)``.
-
-    Returns
-    -------
-    pandas.DataFrame
-        One row per (width, radius): ``kernel_change``, ``B`` (Definition 4.1's bound, measured at the moved
-        weights as ``max |w_r^T x_i|``) and ``per_radius = kernel_change / (R n d)``.
-    """
-    u = X.mean(dim=0)
-    u = u / u.norm()
-    rows = []
-    for width in widths:
-        net = SoftmaxMLP(X.shape[1], d_out, width, sigma_w, seed=seed)
-        H0, W0 = gram(net, X), net.W.detach()
-        side = torch.sign(u @ W0)  # (m,): the two neurons of a pair share w_r, so they move together
-        for radius in radii:
-            moved = with_weights(net, W0 + radius * u[:, None] * side[None, :])  # ||w_r - w_r(0)|| = R
-            B = float((X @ moved.W.detach()).abs().max())  # spec §5 Def. 4.1: |w_r^T x_i| <= B
-            rows.append({"width": width, "radius": radius, "kernel_change": kernel_drift(gram(moved, X), H0), "B": B})
-    frame = pd.DataFrame(rows)
-    frame["per_radius"] = frame["kernel_change"] / (frame["radius"] * X.shape[0] * d_out)  # spec §4.3: <= e^{O(B)}
-    return frame
 
 
 def perturbation_check(perturbed: pd.DataFrame):

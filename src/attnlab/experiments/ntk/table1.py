@@ -31,7 +31,6 @@ from attnlab.experiments.ntk._shared import (
     SOURCE,
     check_sizes,
     log_factor_allowance,
-    unit_rows,
 )
 from attnlab.experiments.registry import register
 from attnlab.ntk import (
@@ -40,6 +39,7 @@ from attnlab.ntk import (
     gram,
     infinite_width_gram,
     practical_step,
+    unit_rows,
 )
 from attnlab.ntk.network import TwoLayerNet
 from attnlab.plotting import house_figure, label_ours, new_figure

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 import torch
 
 from attnlab._validation import ValidationError, check_scalar
-from attnlab.experiments.real.compare import Setup
 from attnlab.experiments.real.result import comparison_result, train_config
-from attnlab.experiments.real.summary import CLAIMS, paper_checks, summary_table
+from attnlab.experiments.real.summary import CLAIMS, paper_checks
 from attnlab.experiments.registry import register
+from attnlab.nets.compare import Setup, summary_table
 from attnlab.nets.datasets.digits import load_digits_split
 from attnlab.nets.optimizers import parse_optimizer
 from attnlab.nets.vit import ViT
@@ -34,7 +34,7 @@ class DigitsViTConfig:
         Names as in :func:`parse_optimizer`.
     lrs : tuple of float
         One per optimizer; for "sps" the cap on the Polyak step, for "sngd" the step length. Tuned by a short
-        sweep on seed 0 (see docs/experiments/real.md); "md-2" shares SGD's rate so that the two must agree.
+        sweep on seed 0 (see docs/experiments/real.md); "md:2,normalized=false" shares SGD's rate so that the two must agree.
     sngd_cap : float
         Cap on SNGD's step size lr / ||g|| (implicit-bias-ngd A8).
     sps_c : float
@@ -71,7 +71,15 @@ class DigitsViTConfig:
         "dropout",
     )
 
-    optimizers: tuple[str, ...] = ("sgd", "sngd", "sps", "adam", "md-1.1", "md-2", "md-3")
+    optimizers: tuple[str, ...] = (
+        "sgd",
+        "sngd",
+        "sps",
+        "adam",
+        "md:1.1,normalized=false",
+        "md:2,normalized=false",
+        "md:3,normalized=false",
+    )
     lrs: tuple[float, ...] = (0.3, 0.2, 1.0, 1e-3, 0.05, 0.3, 1e-2)
     sngd_cap: float = 1.0
     sps_c: float = 0.5

@@ -8,8 +8,8 @@ from typing import Any
 
 import pandas as pd
 
-from attnlab.experiments.real.compare import Comparison, Setup, compare_optimizers
-from attnlab.experiments.real.figures import attention_figure, curves_figure, histogram_figure, norms_figure
+from attnlab.nets.compare import Comparison, Setup, compare_optimizers
+from attnlab.nets.figures import attention_figure, curves_figure, histogram_figure, norms_figure
 from attnlab.plotting import label_ours
 from attnlab.verify import Check, ExperimentResult, RunContext
 

@@ -12,63 +12,22 @@ import math
 import pandas as pd
 import torch
 
-from attnlab.experiments.real.compare import Comparison
+from attnlab._deprecation import moved_names
+from attnlab.nets.compare import Comparison
+from attnlab.nets.optimizers import parse_optimizer
 from attnlab.nets.probes import hoyer_sparsity
 from attnlab.verify import Check, Claim, observation
 
-__all__ = ["paper_checks", "summary_table"]
+__all__ = ["paper_checks"]
 
 NGD = "docs/theory/implicit-bias-ngd.md"
 MD = "docs/theory/mirror-descent-lp.md"
 
 
-def _total_norm_growth(norms: pd.DataFrame) -> pd.Series:
-    totals = norms.groupby(["optimizer", "seed", "epoch"])["norm"].apply(lambda s: float((s**2).sum() ** 0.5))
-    totals = totals.reset_index().sort_values("epoch")
-    ends = totals.groupby(["optimizer", "seed"])["norm"].agg(["first", "last"])
-    return (ends["last"] / ends["first"]).groupby("optimizer").mean()
-
-
-def summary_table(comparison: Comparison) -> pd.DataFrame:
-    """Per optimizer: final and best accuracy and final loss (mean and std over seeds), norm growth, sparsity.
-
-    Returns
-    -------
-    pandas.DataFrame
-        Columns ``optimizer``, ``lr``, ``seeds``, ``diverged`` (runs that hit a non-finite loss),
-        ``test_accuracy_mean``, ``test_accuracy_std``, ``best_test_accuracy_mean``, ``train_loss_mean``,
-        ``train_loss_std``, ``train_loss_area`` (training loss averaged over epochs 1.. and seeds: the area under
-        the training curve, lower is faster), ``norm_growth`` (seed mean of total parameter norm, last epoch / epoch 0),
-        ``qkv_hoyer`` (Hoyer sparsity of all key/query/value entries of the first seed, see
-        :func:`hoyer_sparsity`) and ``seconds_mean`` (training time per run).
-    """
-    frame = comparison.frame
-    last = frame.sort_values("epoch").groupby(["optimizer", "seed"]).tail(1)
-    best = frame.groupby(["optimizer", "seed"])["test_accuracy"].max().groupby("optimizer").mean()
-    area = frame[frame["epoch"] > 0].groupby("optimizer")["train_loss"].mean()
-    growth = _total_norm_growth(comparison.norms)
-    rows = []
-    for name in dict.fromkeys(frame["optimizer"]):
-        runs = last[last["optimizer"] == name]
-        entries = comparison.entries[comparison.entries["optimizer"] == name]["value"]
-        rows.append(
-            {
-                "optimizer": name,
-                "lr": float(runs["lr"].iloc[0]),
-                "seeds": len(runs),
-                "diverged": int(runs["diverged"].sum()),
-                "test_accuracy_mean": runs["test_accuracy"].mean(),
-                "test_accuracy_std": runs["test_accuracy"].std(ddof=0),
-                "best_test_accuracy_mean": best[name],
-                "train_loss_mean": runs["train_loss"].mean(),
-                "train_loss_std": runs["train_loss"].std(ddof=0),
-                "train_loss_area": area[name],
-                "norm_growth": growth[name],
-                "qkv_hoyer": hoyer_sparsity(torch.tensor(entries.to_numpy())) if len(entries) else float("nan"),
-                "seconds_mean": runs["seconds"].mean(),
-            }
-        )
-    return pd.DataFrame(rows)
+def _kind(name: str) -> str:
+    """``"sgd"``, ``"sngd"``, ``"sps"``, ``"adam"`` or ``"md:<p>"`` for an optimizer string of the grammar."""
+    kind, p = parse_optimizer(name)
+    return kind if p is None else f"md:{p:g}"
 
 
 LEARNS = Claim(
@@ -117,7 +76,9 @@ def paper_checks(
     test_size : int
         Examples in the test set: the binomial standard error of an accuracy at the majority rate.
     """
-    by = summary.set_index("optimizer")
+    # the checks name each optimizer by kind and exponent ("md:2" is l_2-MD), whatever options its string carries
+    kinds = {name: _kind(name) for name in summary["optimizer"]}
+    by = summary.set_index("optimizer").rename(index=kinds)
     se = math.sqrt(chance * (1 - chance) / test_size)  # binomial SE of an accuracy at the majority rate
     checks = [
         LEARNS.format(name=name).greater(
@@ -129,13 +90,13 @@ def paper_checks(
     ]
     runs, diverged = int(by["seeds"].sum()), int(by["diverged"].sum())
     checks.append(FINITE.holds(0, diverged, f"0 of {runs}", diverged == 0))
-    frame = comparison.frame
-    if {"sgd", "md-2"} <= set(by.index) and by.loc["sgd", "lr"] == by.loc["md-2", "lr"]:
+    frame = comparison.frame.assign(optimizer=comparison.frame["optimizer"].map(kinds))
+    if {"sgd", "md:2"} <= set(by.index) and by.loc["sgd", "lr"] == by.loc["md:2", "lr"]:
         pivot = frame.pivot_table(index=["seed", "epoch"], columns="optimizer", values="train_loss")
-        gap = float(((pivot["md-2"] - pivot["sgd"]).abs() / pivot["sgd"].abs()).max())
+        gap = float(((pivot["md:2"] - pivot["sgd"]).abs() / pivot["sgd"].abs()).max())
         checks.append(MD2_IS_SGD.less(gap, 1e-3, spread="float32 rounding of the loss"))
-    if {"md-1.1", "md-2"} <= set(by.index):
-        sparse, dense = float(by.loc["md-1.1", "qkv_hoyer"]), float(by.loc["md-2", "qkv_hoyer"])
+    if {"md:1.1", "md:2"} <= set(by.index):
+        sparse, dense = float(by.loc["md:1.1", "qkv_hoyer"]), float(by.loc["md:2", "qkv_hoyer"])
         init = comparison.entries[comparison.entries["optimizer"] == "init"]["value"]
         start = hoyer_sparsity(torch.tensor(init.to_numpy())) if len(init) else float("nan")
         checks.append(
@@ -149,7 +110,7 @@ def paper_checks(
             )
         )
     if "sgd" in by.index:
-        norms = comparison.norms[comparison.norms["optimizer"] == "sgd"]
+        norms = comparison.norms[comparison.norms["optimizer"].map(kinds) == "sgd"]
         ends = norms.sort_values("epoch").groupby(["seed", "layer"])["norm"].agg(["first", "last"])
         growth = (ends["last"] / ends["first"]).groupby("layer").mean()
         checks.append(
@@ -185,8 +146,8 @@ def paper_checks(
                     f"{NGD} §9 fig. 6, 7",
                 )
             )
-    if language and {"md-1.1", "md-2"} <= set(by.index):
-        better, base = float(by.loc["md-1.1", "test_accuracy_mean"]), float(by.loc["md-2", "test_accuracy_mean"])
+    if language and {"md:1.1", "md:2"} <= set(by.index):
+        better, base = float(by.loc["md:1.1", "test_accuracy_mean"]), float(by.loc["md:2", "test_accuracy_mean"])
         checks.append(
             observation(
                 "paper: l_1.1-MD generalises at least as well as l_2-MD (GD) on text (MD paper §8.6, "
@@ -198,3 +159,6 @@ def paper_checks(
             )
         )
     return checks
+
+
+__getattr__ = moved_names(__name__, {"summary_table": "attnlab.nets.compare.summary_table"})

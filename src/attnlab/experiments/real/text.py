@@ -13,10 +13,10 @@ from dataclasses import dataclass
 import torch
 
 from attnlab._validation import ValidationError, check_in, check_scalar
-from attnlab.experiments.real.compare import Setup
 from attnlab.experiments.real.result import comparison_result, train_config
-from attnlab.experiments.real.summary import CLAIMS, paper_checks, summary_table
+from attnlab.experiments.real.summary import CLAIMS, paper_checks
 from attnlab.experiments.registry import register
+from attnlab.nets.compare import Setup, summary_table
 from attnlab.nets.datasets.aclimdb import load_aclimdb
 from attnlab.nets.datasets.keywords import keyword_task
 from attnlab.nets.datasets.split import Split
@@ -84,7 +84,15 @@ class TextConfig:
 
     dataset: str = "keywords"
     imdb_root: str = ""
-    optimizers: tuple[str, ...] = ("sgd", "sngd", "sps", "adam", "md-1.1", "md-2", "md-3")
+    optimizers: tuple[str, ...] = (
+        "sgd",
+        "sngd",
+        "sps",
+        "adam",
+        "md:1.1,normalized=false",
+        "md:2,normalized=false",
+        "md:3,normalized=false",
+    )
     lrs: tuple[float, ...] = (0.3, 0.2, 1.0, 1e-3, 0.05, 0.3, 1e-2)
     sngd_cap: float = 1.0
     sps_c: float = 0.5

@@ -1,15 +1,12 @@
-"""What the regression experiments share: the theory instance, its perturbed-manifold start, the gap metrics, and
-the weighted log-log slope their Monte-Carlo rows use.
+"""What the regression experiments share: the theory instance, its perturbed-manifold start, the gap metrics.
 
 Spec: docs/theory/preconditioned-regression.md §4.2 (theta_R), §3.3 (the closed form the gaps are measured with).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 
-import numpy as np
 import torch
 
 from attnlab.regression import (
@@ -49,20 +46,3 @@ def gap_metrics(problem: RegressionProblem, tokens: str = "covariates") -> dict[
         "gap": lambda V, Q: population_excess_loss(V, Q, problem.Sigma, problem.W_star, tokens=tokens),
         "dist": lambda V, Q: project(V, Q, problem.W_star, problem.Sigma, Sigma_z).distance,
     }
-
-
-def weighted_log_slope(x: Sequence[float], y: Sequence[float], se: Sequence[float]) -> tuple[float, float]:
-    """Slope of ``log y`` on ``log x`` weighted by the standard errors of ``log y`` (``se / y``), and its SE.
-
-    The SE is the least-squares one, ``(sum w (log x - mean)^2)^{-1/2}``: the Monte-Carlo spread of the points,
-    carried to the slope. Non-positive or non-finite points give NaN (a bias that changed sign has no slope).
-    """
-    x, y, se = (np.asarray(v, float) for v in (x, y, se))
-    if len(x) < 2 or not (np.all(np.isfinite(y)) and np.all(y > 0) and np.all(se > 0)):
-        return math.nan, math.nan
-    w = (y / se) ** 2
-    lx, ly = np.log(x), np.log(y)
-    mx = (w * lx).sum() / w.sum()
-    sxx = (w * (lx - mx) ** 2).sum()
-    slope = float((w * (lx - mx) * ly).sum() / sxx)
-    return slope, float(sxx**-0.5)

@@ -95,7 +95,7 @@ FALSIFIERS = (
     Falsifier(
         "regularizer-gradient-halved",
         "the gradient of the empirical regularizer R_hat halved",
-        "attnlab.experiments.regression.finite_context:regularizer_gradient",
+        "attnlab.regression.finite_context:regularizer_gradient",
         _halved,
     ),
     Falsifier(

@@ -15,17 +15,15 @@ from attnlab.experiments.regression.common import SOURCE
 from attnlab.regression import (
     RegressionProblem,
     manifold_point,
-    population,
     population_gradient,
     project,
     random_rotation,
-    regularizer,
     regularizer_gradient,
     sym_inv_sqrt,
     unwhiten,
     whiten,
 )
-from attnlab.regression.regularizer import value as regularizer_value
+from attnlab.regression.curvature import normal_curvatures, objective_excess
 from attnlab.verify import Claim, RunContext
 
 if TYPE_CHECKING:
@@ -59,41 +57,10 @@ T13_SMOOTHNESS = Claim(
 )
 
 
-def f_excess(problem: RegressionProblem, mu: float, V: torch.Tensor, Q: torch.Tensor) -> torch.Tensor:
-    """f - L_irr = (L - L_irr) + mu R with the closed form L (spec §3.3, §3.4), shape ([R])."""
-    loss = population.population_loss(V, Q, problem.Sigma, problem.W_star, problem.noise_std)
-    return loss - problem.irreducible_loss + mu * regularizer(V, Q, problem.Sigma)
-
-
 def _grad_f(problem: RegressionProblem, mu: float, V: torch.Tensor, Q: torch.Tensor):
     gV, gQ = population_gradient(V, Q, problem.Sigma, problem.W_star)  # spec §5.1
     rV, rQ = regularizer_gradient(V, Q, problem.Sigma)  # spec §5.2
     return gV + mu * rV, gQ + mu * rQ
-
-
-def whitened_hessian_spectrum(problem: RegressionProblem, mu: float, seed: int) -> np.ndarray:
-    """Eigenvalues of the Hessian of f in the whitened coordinates (A, C) at a point theta_R of M, ascending.
-
-    Autograd of the closed-form values (spec §3.3, §3.4), independent of the gradient formulas. The first
-    d(d-1)/2 are the tangent directions of M (zero); the rest are the normal curvatures that set the theorem's
-    alpha (the smallest), beta (the largest) and the local rate of preconditioned GD (plain GD on (A, C), §5.4).
-    """
-    S, d = problem.Sigma, problem.d
-    V, Q = manifold_point(random_rotation(d, seed=seed), problem.W_star, S)
-    A, C = whiten(V, Q, S, S)
-    sizes = (A.numel(), C.numel())
-
-    def f(flat: torch.Tensor) -> torch.Tensor:  # spec §3.3, §3.4: f - L_irr, unchecked so autograd sees it
-        a, c = flat.split(sizes)
-        V, Q = unwhiten(a.reshape(A.shape), c.reshape(C.shape), S, S)
-        return population.excess(V, Q, S, S, problem.W_star) + mu * regularizer_value(V, Q, S, S)
-
-    H = torch.autograd.functional.hessian(f, torch.cat([A.flatten(), C.flatten()]))
-    return np.linalg.eigvalsh(H.numpy())
-
-
-def normal_curvatures(spectrum: np.ndarray, d: int) -> np.ndarray:
-    return spectrum[d * (d - 1) // 2 :]
 
 
 def minima_rows(config: TheoryConfig, problem: RegressionProblem):
@@ -102,7 +69,7 @@ def minima_rows(config: TheoryConfig, problem: RegressionProblem):
     Rs[::2, :, 0] *= -1  # both components of O(d)
     V, Q = manifold_point(Rs, problem.W_star, problem.Sigma)
     roundoff = 64 * torch.finfo(torch.float64).eps * problem.irreducible_loss
-    value = float(f_excess(problem, config.mu, V, Q).abs().max())
+    value = float(objective_excess(problem, config.mu, V, Q).abs().max())
     grad = max(float(g.abs().max()) for g in _grad_f(problem, config.mu, V, Q))
     return [
         T12_MINIMUM.less(value, roundoff, spread="round-off: 64 ulp of L_irr"),

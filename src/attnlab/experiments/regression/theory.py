@@ -34,7 +34,6 @@ from attnlab.experiments.regression.geometry import (
     T13_SMOOTHNESS,
     geometry_rows,
     minima_rows,
-    whitened_hessian_spectrum,
 )
 from attnlab.experiments.regression.spectral import L3_DISTANCE, L3_GAP, L6_OLS, spectral_rows
 from attnlab.experiments.regression.training import (
@@ -45,6 +44,7 @@ from attnlab.experiments.regression.training import (
     training_rows,
 )
 from attnlab.plotting import house_figure, label_axes, label_ours, log_gap_axis, new_figure, plot_band
+from attnlab.regression.curvature import whitened_hessian_spectrum
 from attnlab.verify import Experiment, ExperimentResult, RunContext
 
 __all__ = ["TheoryConfig"]

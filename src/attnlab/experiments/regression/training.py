@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from attnlab.experiments.regression.common import SOURCE, gap_metrics, perturbed_start, weighted_log_slope
+from attnlab.experiments.regression.common import SOURCE, gap_metrics, perturbed_start
 from attnlab.experiments.regression.floor import floor_rows, oracle_floors
-from attnlab.experiments.regression.geometry import f_excess, normal_curvatures
 from attnlab.optim.preconditioned import PreconditionedGD
 from attnlab.regression import PopulationOracle, RegressionProblem, fit
-from attnlab.verify import Claim, RunContext, fit_slope
+from attnlab.regression.curvature import normal_curvatures, objective_excess
+from attnlab.verify import Claim, RunContext, fit_slope, fit_weighted_slope
 
 if TYPE_CHECKING:
     from attnlab.experiments.regression.theory import TheoryConfig
@@ -56,7 +56,7 @@ def training_rows(config: TheoryConfig, problem: RegressionProblem, spectrum: np
         record_every=5,
         regularizer_weight=config.mu,
         covariance=Sigma,
-        metrics={**gap_metrics(problem), "f_gap": lambda V, Q: f_excess(problem, config.mu, V, Q)},
+        metrics={**gap_metrics(problem), "f_gap": lambda V, Q: objective_excess(problem, config.mu, V, Q)},
         progress=ctx.progress,
         desc="T2 population oracle",
     )
@@ -115,7 +115,7 @@ def floor_checks(config: TheoryConfig, problem: RegressionProblem, table: pd.Dat
         bar=lambda ns: ctx.bar(ns, desc="T2 floors"),
     )
     rows, parts, slope = floor_rows(floors, config.mc_batches, config.mc_ns)
-    gradient_slope, gradient_se = weighted_log_slope(table.n, table.grad_bias_sq, table.grad_se)
+    gradient_slope, gradient_se = fit_weighted_slope(table.n, table.grad_bias_sq, table.grad_se)
     note = (
         f"T2 floor: the bias floor falls like n^{slope:.3g}, faster than Theorem 2's O(1/n); Thm 4's squared "
         f"gradient bias falls like n^{gradient_slope:.3g} +- {gradient_se:.2g} (Monte-Carlo SE); the proof's "

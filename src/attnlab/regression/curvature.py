@@ -1,0 +1,115 @@
+"""The regularized objective ``f = L + mu R`` above its minimum, and its curvature at the manifold of minima M in
+the whitened coordinates: the constants of Theorem 1.3 and the local rate of preconditioned GD.
+
+Spec: preconditioned-regression §3.3-3.4 (closed forms), §4.2-4.4 (M, the whitened coordinates ``(A, C)``,
+Theorem 1.3), §5.4 (preconditioned GD is plain GD on ``(A, C)``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from attnlab._validation import ValidationError, check_scalar
+from attnlab.regression import population
+from attnlab.regression.data import RegressionProblem
+from attnlab.regression.manifold import manifold_point, random_rotation, unwhiten, whiten
+from attnlab.regression.regularizer import regularizer
+from attnlab.regression.regularizer import value as regularizer_value
+
+__all__ = ["normal_curvatures", "objective_excess", "whitened_hessian_spectrum"]
+
+
+def _check_problem(problem: object, mu: object) -> None:
+    if not isinstance(problem, RegressionProblem):
+        raise ValidationError(
+            f"problem must be a RegressionProblem, got {type(problem).__name__}; build one with make_problem"
+        )
+    check_scalar("mu", mu, low=0.0)
+
+
+def objective_excess(problem: RegressionProblem, mu: float, V: torch.Tensor, Q: torch.Tensor) -> torch.Tensor:
+    """``f - L_irr = (L - L_irr) + mu R`` with the closed-form population loss: zero on M.
+
+    Spec: preconditioned-regression §3.3 (``L``), §3.4 (``R``), §4.2 (Theorem 1.2: ``f = L_irr`` on M).
+
+    Parameters
+    ----------
+    problem : RegressionProblem
+    mu : float
+        Regularizer weight, >= 0.
+    V : torch.Tensor, shape ([R,] k, d), float64
+    Q : torch.Tensor, shape ([R,] d, d), float64
+
+    Returns
+    -------
+    torch.Tensor, shape ([R])
+    """
+    _check_problem(problem, mu)
+    loss = population.population_loss(V, Q, problem.Sigma, problem.W_star, problem.noise_std)  # spec §3.3
+    return loss - problem.irreducible_loss + mu * regularizer(V, Q, problem.Sigma)  # spec §3.4: + mu R
+
+
+def whitened_hessian_spectrum(problem: RegressionProblem, mu: float, seed: int) -> np.ndarray:
+    """Eigenvalues of the Hessian of f in the whitened coordinates ``(A, C)`` at a point ``theta_R`` of M, ascending.
+
+    Spec: preconditioned-regression §4.4 (Theorem 1.3's alpha and beta), §5.4 (the local rate of preconditioned GD).
+
+    Parameters
+    ----------
+    problem : RegressionProblem
+    mu : float
+        Regularizer weight, >= 0.
+    seed : int
+        Seeds the rotation ``R`` in O(d) of the point ``theta_R``.
+
+    Returns
+    -------
+    numpy.ndarray, shape (k d + d d,)
+        Ascending. The first ``d (d - 1) / 2`` are the tangent directions of M (zero); the rest are the normal
+        curvatures (:func:`normal_curvatures`): the smallest is the theorem's alpha, the largest its beta.
+
+    Notes
+    -----
+    Autograd of the closed-form values (spec §3.3, §3.4), independent of the gradient formulas.
+    """
+    _check_problem(problem, mu)
+    check_scalar("seed", seed, kind=int, low=0)
+    S, d = problem.Sigma, problem.d
+    V, Q = manifold_point(random_rotation(d, seed=seed), problem.W_star, S)
+    A, C = whiten(V, Q, S, S)
+    sizes = (A.numel(), C.numel())
+
+    def f(flat: torch.Tensor) -> torch.Tensor:  # spec §3.3, §3.4: f - L_irr, unchecked so autograd sees it
+        a, c = flat.split(sizes)
+        V, Q = unwhiten(a.reshape(A.shape), c.reshape(C.shape), S, S)
+        return population.excess(V, Q, S, S, problem.W_star) + mu * regularizer_value(V, Q, S, S)
+
+    H = torch.autograd.functional.hessian(f, torch.cat([A.flatten(), C.flatten()]))
+    return np.linalg.eigvalsh(H.numpy())
+
+
+def normal_curvatures(spectrum: np.ndarray, d: int) -> np.ndarray:
+    """The normal part of a :func:`whitened_hessian_spectrum`: its tangent ``d (d - 1) / 2`` eigenvalues dropped.
+
+    Spec: preconditioned-regression §4.4 (M has dimension ``d (d - 1) / 2``, that of O(d)).
+
+    Parameters
+    ----------
+    spectrum : numpy.ndarray, shape (m,)
+        Ascending eigenvalues.
+    d : int
+        Token width.
+
+    Returns
+    -------
+    numpy.ndarray, shape (m - d (d - 1) / 2,)
+    """
+    d = check_scalar("d", d, kind=int, low=1)
+    tangent = d * (d - 1) // 2  # spec §4.4: dim O(d)
+    if len(spectrum) <= tangent:
+        raise ValidationError(
+            f"spectrum has {len(spectrum)} eigenvalues, needs more than d (d - 1) / 2 = {tangent}; pass the "
+            "whitened_hessian_spectrum of a problem of width d"
+        )
+    return spectrum[tangent:]
