@@ -28,11 +28,11 @@ RUNS = Claim("runs", "000:Toy", "spec §0", kind="property")
 @pytest.fixture(autouse=True)
 def tiny(monkeypatch):
     """An experiment 'tiny.run' that writes trajectory.parquet, checks.csv and record.json in no time."""
-    registry._load_all()
+    registry.REGISTRY.load_all()
     exp = Experiment(
         name="tiny.run", paper="tiny", summary="tiny", config_type=TinyConfig, run=tiny_run, claims=(RUNS,)
     )
-    monkeypatch.setitem(registry._REGISTRY, "tiny.run", exp)
+    monkeypatch.setitem(registry.REGISTRY.experiments, "tiny.run", exp)
 
 
 def run(*args):

@@ -67,7 +67,7 @@ def test_run_writes_every_output(tmp_path, monkeypatch):
         quick={"n": 1},
         claims=(LOSS_FALLS,),
     )
-    monkeypatch.setitem(registry._REGISTRY, "test.tmp", exp)
+    monkeypatch.setitem(registry.REGISTRY.experiments, "test.tmp", exp)
     record = run_experiment("test.tmp", ["lr=0.2"], quick=True, out=tmp_path, progress=False)
     assert record.passed
     names = {p.name for p in tmp_path.iterdir()}
@@ -99,7 +99,7 @@ def test_a_disagreeing_observation_is_recorded_but_does_not_fail_the_run(tmp_pat
         return ExperimentResult(pd.DataFrame({"step": [0]}), checks)
 
     monkeypatch.setitem(
-        registry._REGISTRY,
+        registry.REGISTRY.experiments,
         "test.obs",
         Experiment(name="test.obs", paper="none", summary="obs", config_type=_Config, run=run, claims=(LOSS_FALLS,)),
     )
@@ -115,7 +115,7 @@ def test_a_theory_row_that_no_claim_declares_is_refused(tmp_path, monkeypatch):
         return ExperimentResult(pd.DataFrame({"step": [0]}), [Check("loss falls", "< 1", 0.5, "bound", True, "§0")])
 
     stray = Experiment(name="test.stray", paper="none", summary="stray", config_type=_Config, run=run)
-    monkeypatch.setitem(registry._REGISTRY, "test.stray", stray)
+    monkeypatch.setitem(registry.REGISTRY.experiments, "test.stray", stray)
     with pytest.raises(ValidationError, match="no declared Claim stands for.*loss falls"):
         run_experiment("test.stray", out=tmp_path, progress=False)
 

@@ -19,9 +19,9 @@ def test_each_module_registers_the_entries_that_name_it():
         "from attnlab.experiments import registry as base\n"
         "from attnlab.experiments.catalog import EXPERIMENTS\n"
         "for module in sorted({e.module for e in EXPERIMENTS}):\n"
-        "    before = set(base._REGISTRY)\n"
+        "    before = set(base.REGISTRY.experiments)\n"
         "    importlib.import_module('attnlab.experiments.' + module)\n"
-        "    print(module, *sorted(set(base._REGISTRY) - before))\n"
+        "    print(module, *sorted(set(base.REGISTRY.experiments) - before))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     added = {name: module for line in out.splitlines() for module, *names in [line.split()] for name in names}
@@ -49,14 +49,14 @@ def _run(config, ctx):
 
 
 def test_an_experiment_takes_its_paper_and_summary_from_the_catalog(monkeypatch):
-    monkeypatch.setattr(registry, "_REGISTRY", {})
+    monkeypatch.setattr(registry.REGISTRY, "experiments", {})
     entry = find_entry("flagship")
     experiment = registry.register(Experiment(name="flagship", config_type=_Config, run=_run))
     assert (experiment.paper, experiment.summary) == (entry.paper, entry.summary)
 
 
 def test_a_paper_or_summary_that_differs_from_the_catalog_is_refused(monkeypatch):
-    monkeypatch.setattr(registry, "_REGISTRY", {})
+    monkeypatch.setattr(registry.REGISTRY, "experiments", {})
     with pytest.raises(ValidationError, match="summary='other' differs from the catalog's"):
         registry.register(Experiment(name="flagship", config_type=_Config, run=_run, summary="other"))
     with pytest.raises(ValidationError, match="paper='kq-nuclear-norm' differs"):
@@ -64,12 +64,12 @@ def test_a_paper_or_summary_that_differs_from_the_catalog_is_refused(monkeypatch
 
 
 def test_an_experiment_outside_the_catalog_brings_its_own_text(monkeypatch):
-    monkeypatch.setattr(registry, "_REGISTRY", {})
+    monkeypatch.setattr(registry.REGISTRY, "experiments", {})
     mine = registry.register(
         Experiment(name="mine.one", config_type=_Config, run=_run, paper="mine", summary="my experiment")
     )
     assert (mine.paper, mine.summary) == ("mine", "my experiment")
-    with pytest.raises(ValidationError, match="'mine.two' is not in attnlab/experiments/catalog.py; add an Entry"):
+    with pytest.raises(ValidationError, match="'mine.two' is not in the catalog of attnlab.experiments; add an Entry"):
         registry.register(Experiment(name="mine.two", config_type=_Config, run=_run))
 
 

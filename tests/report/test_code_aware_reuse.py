@@ -68,8 +68,8 @@ def fake_code(tmp_path, monkeypatch):
     _helpers(root, 1.0)
     monkeypatch.syspath_prepend(str(root))
     module = importlib.import_module("fakecode.experiment")
-    registry._load_all()
-    monkeypatch.setitem(registry._REGISTRY, "fakecode.value", module.EXPERIMENT)
+    registry.REGISTRY.load_all()
+    monkeypatch.setitem(registry.REGISTRY.experiments, "fakecode.value", module.EXPERIMENT)
     source_hash.cache_clear()
     yield root
     for name in [m for m in sys.modules if m == "fakecode" or m.startswith("fakecode.")]:

@@ -76,7 +76,7 @@ def broken_run(config, ctx):
 @pytest.fixture
 def fake_paper(monkeypatch):
     """Two experiments of a paper 'fake-paper': one that runs (one failing check), one that raises."""
-    registry._load_all()
+    registry.REGISTRY.load_all()
     for name, run in (("fake.ok", toy_run), ("fake.broken", broken_run)):
         exp = Experiment(
             name=name,
@@ -88,7 +88,7 @@ def fake_paper(monkeypatch):
             claims=(DECREASES, VANISHES, LONG),
             falsifiers=(TOY_FALSIFIER,),
         )
-        monkeypatch.setitem(registry._REGISTRY, name, exp)
+        monkeypatch.setitem(registry.REGISTRY.experiments, name, exp)
 
 
 def test_reproduce_records_the_error_and_runs_the_others(fake_paper, tmp_path):

@@ -109,11 +109,12 @@ def _replay(
     name: str | None, record_path: str, sets: tuple[str, ...], out: str | None, quick: bool, progress: bool
 ) -> tuple[RunRecord, str]:
     """Rerun the recorded run of ``--config``; a NAME, when given, must be the recorded experiment."""
-    from attnlab.experiments.replay import load_record, rerun
+    from attnlab.experiments.registry import REGISTRY
+    from attnlab.verify.replay import load_record, rerun
 
     recorded = load_record(record_path)["experiment"]
     if name is not None and name != recorded:
         raise ValidationError(f"--config {record_path} records experiment {recorded!r}, not {name!r}; drop NAME")
     if quick:
         raise ValidationError("--quick does not apply with --config: the record says whether the run was quick")
-    return rerun(record_path, sets, out=out, progress=progress), recorded
+    return rerun(record_path, sets, registry=REGISTRY, out=out, progress=progress), recorded

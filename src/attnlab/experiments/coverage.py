@@ -12,82 +12,25 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from attnlab._validation import ValidationError, check_in
 from attnlab.experiments.catalog import PAPER_IDS
-from attnlab.experiments.registry import list_experiments
+from attnlab.experiments.registry import REGISTRY
 from attnlab.verify import coverage
-from attnlab.verify.coverage import PaperResult
 
-__all__ = ["coverage_rows", "paper_results", "register_results", "update_page"]
+__all__ = ["coverage_rows", "main", "paper_results", "register_results", "update_page"]
 
-_RESULTS: dict[str, tuple[PaperResult, ...]] = {}
-
-
-def register_results(paper: str, results: Sequence[PaperResult]) -> None:
-    """Declare the numbered results of ``paper`` (a theory page stem of :data:`PAPER_IDS`); once per paper.
-
-    Parameters
-    ----------
-    paper : str
-        E.g. ``"implicit-bias-ngd"``.
-    results : sequence of PaperResult
-        Each id starts with the paper's id (``"001:"``).
-    """
-    check_in("paper", paper, tuple(PAPER_IDS))
-    prefix = PAPER_IDS[paper] + ":"
-    wrong = [r.id for r in results if not r.id.startswith(prefix)]
-    if wrong:
-        raise ValidationError(f"results {wrong} of {paper!r} must start with {prefix!r}")
-    _RESULTS[paper] = tuple(results)
-
-
-def paper_results(paper: str) -> tuple[PaperResult, ...]:
-    """The declared results of ``paper`` (every experiment module imported first).
-
-    Parameters
-    ----------
-    paper : str
-        A theory page stem.
-
-    Returns
-    -------
-    tuple of PaperResult
-    """
-    list_experiments()
-    return _RESULTS.get(paper, ())
+register_results = REGISTRY.register_results
+paper_results = REGISTRY.paper_results
 
 
 def coverage_rows(paper: str) -> list[dict[str, str]]:
-    """The rows of ``paper``'s table (:func:`attnlab.verify.coverage.coverage_rows`); none for a paper outside the five.
-
-    Parameters
-    ----------
-    paper : str
-        A theory page stem.
-
-    Returns
-    -------
-    list of dict
-    """
+    """The rows of ``paper``'s table (:func:`attnlab.verify.coverage.coverage_rows`); none for a paper outside the five."""
     if paper not in PAPER_IDS:  # a paper outside the five (multi-token, a test's fake paper): no table
         return []
-    return coverage.coverage_rows(PAPER_IDS[paper], paper_results(paper), list_experiments())
+    return coverage.coverage_rows(PAPER_IDS[paper], paper_results(paper), REGISTRY.list())
 
 
 def update_page(path: Path, paper: str) -> str:
-    """The text of ``path`` with ``paper``'s coverage block made current.
-
-    Parameters
-    ----------
-    path : path
-        ``docs/theory/<paper>.md``.
-    paper : str
-        A theory page stem.
-
-    Returns
-    -------
-    str
-    """
+    """The text of ``path`` (``docs/theory/<paper>.md``) with ``paper``'s coverage block made current."""
     return coverage.replace_block(Path(path).read_text(), coverage.coverage_markdown(coverage_rows(paper)))
 
 

@@ -11,7 +11,9 @@ fail. :func:`run_experiment` runs any experiment (the project's named ones, thro
   shapes, observations) and write the tolerance from what they test;
 - :mod:`attnlab.verify.claim`: :class:`Claim` and :class:`Falsifier`;
 - :mod:`attnlab.verify.experiment`: :class:`Experiment`, :func:`run_experiment` and what a run writes;
-- :mod:`attnlab.verify.coverage`: which numbered results of a paper the declared claims cover.
+- :mod:`attnlab.verify.coverage`: which numbered results of a paper the declared claims cover;
+- :mod:`attnlab.verify.registry`: experiments by name from a catalog, and the results of their papers;
+- :mod:`attnlab.verify.replay`: a recorded run, run again.
 """
 
 from attnlab.verify.check import CHECK_COLUMNS, CHECK_KINDS, CHECK_VERDICTS, Check, CheckCounts, count_checks
@@ -40,6 +42,8 @@ from attnlab.verify.experiment import (
     read_record,
     run_experiment,
 )
+from attnlab.verify.registry import CatalogEntry, Registry
+from attnlab.verify.replay import load_record, rerun
 from attnlab.verify.steps import at_steps, geometric_steps
 
 __all__ = [
@@ -49,6 +53,7 @@ __all__ = [
     "CHECK_KINDS",
     "CHECK_VERDICTS",
     "OBSERVATION_MARKS",
+    "CatalogEntry",
     "Check",
     "CheckCounts",
     "Claim",
@@ -56,6 +61,7 @@ __all__ = [
     "ExperimentResult",
     "Falsifier",
     "PaperResult",
+    "Registry",
     "RunContext",
     "RunRecord",
     "check_close",
@@ -68,9 +74,11 @@ __all__ = [
     "count_checks",
     "fit_slope",
     "fit_weighted_slope",
+    "load_record",
     "make_config",
     "observation",
     "read_record",
+    "rerun",
     "run_experiment",
     "spread_observation",
     "spread_tolerance",

@@ -13,9 +13,9 @@ from attnlab._validation import ValidationError
 from attnlab.cli import main
 from attnlab.experiments import registry
 from attnlab.experiments.registry import run_experiment
-from attnlab.experiments.replay import load_record, rerun
 from attnlab.runner.provenance import git_state
 from attnlab.verify import Claim, Experiment, ExperimentResult
+from attnlab.verify.replay import load_record, rerun
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ def _toy(monkeypatch):
         quick={"steps": 3},
         claims=(RUNS,),
     )
-    monkeypatch.setitem(registry._REGISTRY, "test.replay", exp)
+    monkeypatch.setitem(registry.REGISTRY.experiments, "test.replay", exp)
 
 
 def _table(folder):
@@ -64,7 +64,7 @@ def test_the_record_holds_the_command_line_and_the_git_commit(tmp_path, monkeypa
 
 def test_a_replay_repeats_the_run_exactly(tmp_path):
     first = run_experiment("test.replay", ["seed=7", "sizes=3,4"], quick=True, out=tmp_path / "a", progress=False)
-    again = rerun(tmp_path / "a" / "record.json", out=tmp_path / "b", progress=False)
+    again = rerun(tmp_path / "a" / "record.json", registry=registry.REGISTRY, out=tmp_path / "b", progress=False)
     pd.testing.assert_frame_equal(_table(first.out), _table(again.out))
     old, new = (json.loads((tmp_path / d / "record.json").read_text()) for d in ("a", "b"))
     assert (new["config"], new["config_hash"], new["seed"], new["quick"]) == (
@@ -80,7 +80,7 @@ def test_a_replay_repeats_the_run_exactly(tmp_path):
 
 def test_overrides_apply_on_top_of_the_record(tmp_path):
     run_experiment("test.replay", ["seed=7"], out=tmp_path / "a", progress=False)
-    again = rerun(tmp_path / "a", ["steps=2"], out=tmp_path / "b", progress=False)
+    again = rerun(tmp_path / "a", ["steps=2"], registry=registry.REGISTRY, out=tmp_path / "b", progress=False)
     assert json.loads((again.out / "record.json").read_text())["config"] == {"seed": 7, "steps": 2, "sizes": [1, 2]}
 
 
@@ -92,7 +92,7 @@ def test_a_changed_config_class_or_commit_warns(tmp_path):
     record["git"] = {"commit": "f" * 40, "dirty": False}
     (tmp_path / "record.json").write_text(json.dumps(record))
     with pytest.warns(UserWarning) as caught:
-        rerun(tmp_path, out=tmp_path / "b", progress=False)
+        rerun(tmp_path, registry=registry.REGISTRY, out=tmp_path / "b", progress=False)
     messages = " ".join(str(w.message) for w in caught)
     assert "no longer rebuilds to its hash 000000000000" in messages
     if git_state() is not None:  # the commit is compared only where the code runs from a checkout
