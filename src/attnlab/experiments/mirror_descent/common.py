@@ -16,6 +16,7 @@ import torch
 
 from attnlab._validation import ValidationError, check_in, check_scalar
 from attnlab.batched import train as batched_train
+from attnlab.callbacks import tidy_frame
 from attnlab.data import StackedData, TokenSelectionData
 from attnlab.losses import LOSSES, mean_loss
 from attnlab.metrics import entrywise_norm
@@ -163,14 +164,10 @@ def path_metrics(batch: StackedData, path: torch.Tensor, p: float, loss: str) ->
 
 
 def tidy(columns: dict[str, torch.Tensor], steps: np.ndarray, **constants) -> pd.DataFrame:
-    """One row per (step, run) from ``(S, R)`` tensors, with constant columns in front."""
+    """:func:`~attnlab.callbacks.tidy_frame` of ``(S, R)`` tensors: one row per (step, run), constants after them."""
     S, R = next(iter(columns.values())).shape
-    frame = pd.DataFrame({k: v.detach().reshape(-1).numpy() for k, v in columns.items()})
-    frame.insert(0, "step", np.repeat(steps, R))
-    frame.insert(0, "run", np.tile(np.arange(R), S))
-    for position, (name, value) in enumerate(constants.items()):
-        frame.insert(position, name, value)
-    return frame
+    grid = {"run": np.tile(np.arange(R), S), "step": np.repeat(steps, R)}
+    return tidy_frame({**grid, **{k: v.reshape(-1) for k, v in columns.items()}}, **constants)
 
 
 def hypothesis_share(local: torch.Tensor) -> str:
