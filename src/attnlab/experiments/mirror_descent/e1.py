@@ -30,7 +30,7 @@ from attnlab.experiments.mirror_descent.common import (
 )
 from attnlab.experiments.mirror_descent.falsifiers import EXPONENT_SHIFT, RUNNER_UP
 from attnlab.experiments.registry import register
-from attnlab.metrics import directional_bregman, entrywise_norm
+from attnlab.metrics import directional_bregman, entrywise_norm, gradient_direction
 from attnlab.models.functional import loss_gradients, token_scores
 from attnlab.plotting import house_figure, label_axes, label_ours, log_gap_axis, new_figure
 from attnlab.verify import Check, Claim, Experiment, ExperimentResult, RunContext, observation, spread_tolerance
@@ -166,14 +166,13 @@ def _e1_data(config: E1Config) -> tuple[list[TokenSelectionData], StackedData, t
 def _correlations(batch: StackedData, W: torch.Tensor, W_mm: torch.Tensor, held: torch.Tensor, p: float, config):
     """Lemma 20 at one iterate: ``<-grad L(W_k), W^mm_p / ||W^mm_p||_p>`` per run, and where its hypothesis holds.
 
-    The gradient's mantissa is used (one positive scale per run), so the sign survives a loss below float64's range.
+    The descent direction is exact after the gradient underflows, so the sign survives a loss below float64's range.
     ``held`` marks the runs whose final selection is locally optimal and already held at this iterate: the path
     then stays in that selection's cone from here on, the finite witness we have for Lemma 20's hypothesis.
     """
-    grad, _, _ = loss_gradients(batch.X, batch.Z, batch.y, batch.v, W, config.loss)  # spec §2: grad L
-    G = grad.mantissa  # (R, d, d) times a positive scale per run
+    direction, _, _ = gradient_direction(batch.X, batch.Z, batch.y, batch.v, W, config.loss)  # -grad L / ||.||_F
     unit = W_mm / entrywise_norm(W_mm, p)[:, None, None]
-    corr = (-G * unit).sum((-2, -1)) / G.flatten(1).norm(dim=-1)  # md §8.2 (Lemma 20): > 0 in the cone
+    corr = (direction * unit).sum((-2, -1))  # md §8.2 (Lemma 20): > 0 in the cone
     return tidy({"correlation": corr[None], "hypothesis": held[None]}, np.array([0]), p=p)
 
 
