@@ -19,8 +19,8 @@ from attnlab.batched import train as batched_train
 from attnlab.callbacks import tidy_frame
 from attnlab.data import StackedData, TokenSelectionData
 from attnlab.losses import LOSSES, mean_loss
-from attnlab.metrics import entrywise_norm
-from attnlab.models.functional import attention_probabilities, margins, token_scores
+from attnlab.metrics import entrywise_norm, selected_logistic_probability
+from attnlab.models.functional import attention_probabilities, margins
 from attnlab.svm import attention_svm, is_locally_optimal
 from attnlab.verify import RunContext
 
@@ -151,15 +151,12 @@ def path_metrics(batch: StackedData, path: torch.Tensor, p: float, loss: str) ->
 
     Spec: mirror-descent-lp §9 E1 ("metrics also stored per step").
     """
-    probs = attention_probabilities(batch.X, path, batch.Z)  # (S, R, n, T)
-    top, chosen = probs.max(dim=-1)
-    gamma = token_scores(batch.X, batch.y, batch.v).expand(probs.shape)  # (S, R, n, T): gamma = Y v^T x
-    gamma_hat = gamma.gather(-1, chosen[..., None]).squeeze(-1)
+    top, chosen = attention_probabilities(batch.X, path, batch.Z).max(dim=-1)  # (S, R, n)
     return {
         "loss": mean_loss(margins(batch.X, batch.Z, batch.y, batch.v, path), loss),  # spec §2: (1/n) sum l(Y f)
         "norm_p": entrywise_norm(path, p),
         "max_softmax": top.mean(dim=-1),
-        "logistic_prob": torch.sigmoid(gamma_hat).mean(dim=-1),  # spec §9: (1/n) sum (1 + e^{-Y x_hat^T v})^{-1}
+        "logistic_prob": selected_logistic_probability(batch.X, batch.y, batch.v, chosen),  # spec §9
     }
 
 
