@@ -44,7 +44,7 @@ SOURCE = f"docs/theory/{PAPER}.md"  # what checks cite
 
 
 def check_config(config, ints: tuple[str, ...], positives: tuple[str, ...]) -> None:
-    """Check integers >= 1 (``seed``, ``first_seed`` >= 0), positive floats, and ``p > 1`` with one epoch count each."""
+    """Check integers >= 1 (``seed``, ``first_seed`` >= 0), positive floats, ``p > 1``, one epoch count each if any."""
     for name in ints:
         check_scalar(name, getattr(config, name), kind=int, low=0 if name.endswith("seed") else 1)
     for name in positives:
@@ -53,7 +53,7 @@ def check_config(config, ints: tuple[str, ...], positives: tuple[str, ...]) -> N
         check_in("loss", config.loss, LOSSES)
     if not config.ps or any(p <= 1 for p in config.ps):
         raise ValidationError(f"ps must be a non-empty tuple of exponents p > 1, got {config.ps}")
-    if len(config.epochs) != len(config.ps) or any(e < 1 for e in config.epochs):
+    if hasattr(config, "epochs") and (len(config.epochs) != len(config.ps) or any(e < 1 for e in config.epochs)):
         raise ValidationError(
             f"epochs must give one positive step count per p: {len(config.ps)} values for ps={config.ps}, "
             f"got {config.epochs}"

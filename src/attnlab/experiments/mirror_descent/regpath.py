@@ -20,7 +20,7 @@ import torch
 
 from attnlab._validation import ValidationError, check_scalar
 from attnlab.data import TokenSelectionData, unit_gaussian
-from attnlab.experiments.mirror_descent.common import SOURCE, svm_norm
+from attnlab.experiments.mirror_descent.common import SOURCE, check_config, svm_norm
 from attnlab.experiments.registry import register
 from attnlab.metrics import directional_bregman, entrywise_norm
 from attnlab.models.functional import loss_gradients, token_scores
@@ -69,10 +69,7 @@ class RegPathConfig:
     md_steps: int = 3000
 
     def __post_init__(self) -> None:
-        for name in ("n", "T", "d", "datasets", "first_seed", "md_steps"):
-            check_scalar(name, getattr(self, name), kind=int, low=0 if name == "first_seed" else 1)
-        if not self.ps or any(p <= 1 for p in self.ps):
-            raise ValidationError(f"ps must be a non-empty tuple of exponents p > 1, got {self.ps}")
+        check_config(self, ("n", "T", "d", "datasets", "first_seed", "md_steps"), ())
         if len(self.radii) < 3 or any(b <= a for a, b in zip(self.radii, self.radii[1:])) or self.radii[0] <= 0:
             raise ValidationError(
                 f"radii must be >= 3 positive, strictly increasing values (two slopes to compare), got {self.radii}"
