@@ -32,6 +32,7 @@ from attnlab.experiments.mirror_descent.falsifiers import EXPONENT_SHIFT, RUNNER
 from attnlab.experiments.registry import register
 from attnlab.metrics import directional_bregman, entrywise_norm, gradient_direction
 from attnlab.models.functional import loss_gradients, token_scores
+from attnlab.optim import norm_growth_bounds
 from attnlab.plotting import house_figure, label_axes, label_ours, log_gap_axis, new_figure
 from attnlab.verify import Check, Claim, Experiment, ExperimentResult, RunContext, observation, spread_tolerance
 
@@ -217,14 +218,11 @@ def _norm_growth(config: E1Config, ctx: RunContext, batch: StackedData, W0: torc
     sub = StackedData(batch.X[:R], batch.Z[:R], batch.y[:R], batch.v[:R], None)
     frames = []
     for p in config.ps:
-        q = p / (p - 1.0)
         steps, path, _ = md_path(sub, W0[:R], p, config.rate_lr, False, config.rate_steps, 1, config.loss, ctx)
         grad, _, _ = loss_gradients(sub.X, sub.Z, sub.y, sub.v, path, config.loss)
-        G = grad.value()  # (S, R, d, d)
+        lower, upper = norm_growth_bounds(path, grad.value(), lr=config.rate_lr, p=p)  # spec §4 (Lemmas 4, 22)
         norm = entrywise_norm(path, p)
         power = norm ** (p - 1)
-        lower = power + config.rate_lr * (-G * path).sum((-2, -1)) / norm  # spec §4 (Lemma 22)
-        upper = power + config.rate_lr * entrywise_norm(G, q)  # spec §4 (Hoelder)
         nxt = torch.cat([power[1:], torch.full_like(power[:1], math.nan)])  # ||W_{k+1}||^{p-1}; none after the last
         frames.append(tidy({"norm_p": norm, "power_next": nxt, "lower": lower, "upper": upper}, steps, p=p))
     return pd.concat(frames, ignore_index=True)
