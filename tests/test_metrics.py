@@ -16,6 +16,7 @@ from attnlab.metrics import (
     log_one_minus_selected,
     matrix_norm,
     optimal_loss,
+    selected_logistic_probability,
     selected_probabilities,
     selected_probability,
     sequence_margins,
@@ -174,3 +175,24 @@ def test_gradient_direction_is_the_unit_negative_autograd_gradient():
     torch.testing.assert_close(direction, -Wg.grad / Wg.grad.norm(), rtol=1e-10, atol=1e-12)
     assert math.isclose(float(log_norm), math.log(float(Wg.grad.norm())), rel_tol=1e-10)
     assert math.isclose(float(log_risk), math.log(float(risk)), rel_tol=1e-10)
+
+
+def test_selected_logistic_probability_is_a_plain_loop_over_sequences_and_broadcasts_steps():
+    """(1/n) sum_i 1 / (1 + exp(-y_i v^T x_{i,sel_i})) by a loop, for (R, n) and (S, R, n) selections."""
+    gen = torch.Generator().manual_seed(5)
+    R, n, T, d = 2, 3, 4, 5
+    X = torch.randn(R, n, T, d, generator=gen, dtype=torch.float64)
+    y = torch.tensor([[1.0, -1.0, 1.0], [-1.0, -1.0, 1.0]], dtype=torch.float64)
+    v = torch.randn(R, d, generator=gen, dtype=torch.float64)
+    select = torch.randint(0, T, (3, R, n), generator=gen)
+    got = selected_logistic_probability(X, y, v, select)
+    assert got.shape == (3, R)
+    for s in range(3):
+        for r in range(R):
+            terms = [1 / (1 + math.exp(-float(y[r, i] * v[r] @ X[r, i, select[s, r, i]]))) for i in range(n)]
+            assert float(got[s, r]) == pytest.approx(sum(terms) / n, rel=1e-14)
+    assert torch.equal(selected_logistic_probability(X, y, v, select[0]), got[0])
+    with pytest.raises(
+        ValidationError, match=r"select must be an integer tensor of shape \(\[S,\] \[R,\] n\) with n = 3"
+    ):
+        selected_logistic_probability(X, y, v, select.double())

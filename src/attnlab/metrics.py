@@ -42,6 +42,7 @@ __all__ = [
     "optimal_loss",
     "selected_probabilities",
     "selected_probability",
+    "selected_logistic_probability",
     "sequence_margins",
     "token_bound",
     "bregman",
@@ -228,6 +229,40 @@ def selected_probability(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor, sele
         The mean over sequences of the selected token's attention probability.
     """
     return selected_probabilities(X, Z, W, select).mean(dim=-1)
+
+
+def selected_logistic_probability(
+    X: torch.Tensor, y: torch.Tensor, v: torch.Tensor, select: torch.Tensor
+) -> torch.Tensor:
+    """Mean logistic probability ``(1/n) sum_i sigmoid(gamma_{i,sel_i})`` of the selected tokens, shape ``([S,] [R,])``.
+
+    Spec: mirror-descent-lp §9 (the official code's "logistic probability": ``(1 + e^{-y_i v^T x_hat_i})^{-1}`` with
+    ``x_hat_i`` the token of largest attention).
+
+    Parameters
+    ----------
+    X : torch.Tensor, shape ([R,] n, T, d)
+        Token sequences.
+    y : torch.Tensor, shape ([R,] n)
+        Labels in {-1, +1}.
+    v : torch.Tensor, shape ([R,] d)
+        The linear head.
+    select : torch.Tensor of int, shape ([S,] [R,] n)
+        The selected token of each sequence; leading axes beyond X's (recorded steps) broadcast.
+
+    Returns
+    -------
+    torch.Tensor, shape ([S,] [R,])
+        In (0, 1).
+    """
+    if not isinstance(select, torch.Tensor) or select.is_floating_point() or select.shape[-1:] != X.shape[-3:-2]:
+        raise ValidationError(
+            f"select must be an integer tensor of shape ([S,] [R,] n) with n = {X.shape[-3]} token indices per row, "
+            f"got {getattr(select, 'dtype', type(select).__name__)} of shape {tuple(getattr(select, 'shape', ()))}"
+        )
+    gamma = token_scores(X, y, v)  # spec md §9: gamma_it = y_i v^T x_it, ([R,] n, T)
+    gamma = gamma.expand(select.shape + gamma.shape[-1:]).gather(-1, select[..., None]).squeeze(-1)
+    return torch.sigmoid(gamma).mean(dim=-1)  # spec md §9: (1/n) sum (1 + e^{-y_i v^T x_hat_i})^{-1}
 
 
 def token_bound(X: torch.Tensor) -> torch.Tensor:

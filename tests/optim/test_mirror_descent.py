@@ -8,7 +8,8 @@ import scipy.optimize
 import torch
 
 from attnlab._validation import ValidationError
-from attnlab.optim import MirrorDescent, NormalizedGD, mirror_descent
+from attnlab.metrics import entrywise_norm
+from attnlab.optim import MirrorDescent, NormalizedGD, mirror_descent, norm_growth_bounds
 
 
 def random_tensors(seed, shapes=((3, 3), (3,))):
@@ -104,3 +105,26 @@ def test_normalized_step_moves_the_mirror_point_by_exactly_lr_in_the_dual_norm(p
 def test_bad_arguments_raise_errors_naming_the_argument(kwargs, match):
     with pytest.raises(ValidationError, match=match):
         MirrorDescent([torch.nn.Parameter(torch.zeros(2))], **kwargs)
+
+
+@pytest.mark.parametrize("p", [1.5, 2.0, 3.0])
+def test_norm_growth_bounds_hold_for_any_gradient_and_are_equalities_along_the_mirror_map(p):
+    """Lemmas 4 and 22: lower <= ||W_{k+1}||_p^(p-1) <= upper after one plain MD step; G = -c grad psi(W) gives
+    W_{k+1} = (1 + eta c)^(1/(p-1)) W, where both bounds are attained."""
+    gen = torch.Generator().manual_seed(4)
+    W = torch.randn(6, 3, 3, generator=gen, dtype=torch.float64)
+    G = torch.randn(6, 3, 3, generator=gen, dtype=torch.float64)
+    lower, upper = norm_growth_bounds(W, G, lr=0.3, p=p)
+    after = entrywise_norm(mirror_descent([W], [G], lr=0.3, p=p, run_dims=1)[0], p) ** (p - 1)
+    assert bool((lower <= after * (1 + 1e-12)).all()) and bool((after <= upper * (1 + 1e-12)).all())
+    assert bool((upper - lower > 1e-3).all())  # random gradients: neither bound is tight
+    along = -2.0 * torch.sign(W) * W.abs() ** (p - 1)  # -c grad psi(W), c = 2
+    lower, upper = norm_growth_bounds(W, along, lr=0.3, p=p)
+    exact = entrywise_norm(W, p) ** (p - 1) * (1 + 0.3 * 2.0)
+    torch.testing.assert_close(lower, exact, rtol=1e-12, atol=0)
+    torch.testing.assert_close(upper, exact, rtol=1e-12, atol=0)
+
+
+def test_norm_growth_bounds_refuse_mismatched_shapes_by_name():
+    with pytest.raises(ValidationError, match=r"W and grad must be matrices of one shape \(\.\.\., d, d\)"):
+        norm_growth_bounds(torch.ones(2, 2), torch.ones(3, 3), lr=0.1, p=2.0)

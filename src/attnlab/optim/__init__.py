@@ -20,10 +20,11 @@ the engine rule or the ``torch.optim`` optimizer. How to write a transform of yo
 
 from attnlab.optim.adam_noeps import AdamNoEps
 from attnlab.optim.joint_adaptive import JointAdaptive, joint_adaptive
-from attnlab.optim.mirror_descent import MirrorDescent, mirror_descent
+from attnlab.optim.mirror_descent import MirrorDescent, mirror_descent, norm_growth_bounds
 from attnlab.optim.normalized_gd import NormalizedGD, normalized_gd, normalized_step_size
 from attnlab.optim.polyak import PolyakStep, polyak_step, polyak_step_size
 from attnlab.optim.preconditioned import PreconditionedGD, preconditioned_gd
+from attnlab.optim.projected import projected_mirror_descent
 from attnlab.optim.spec import OptimizerSpec, parse_optimizer
 from attnlab.optim.steepest_descent import SteepestDescent
 
@@ -38,10 +39,12 @@ __all__ = [
     "SteepestDescent",
     "joint_adaptive",
     "mirror_descent",
+    "norm_growth_bounds",
     "normalized_gd",
     "normalized_step_size",
     "parse_optimizer",
     "polyak_step",
     "polyak_step_size",
     "preconditioned_gd",
+    "projected_mirror_descent",
 ]

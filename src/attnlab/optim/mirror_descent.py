@@ -9,11 +9,12 @@ from collections.abc import Sequence
 
 import torch
 
-from attnlab._validation import check_in, check_scalar
+from attnlab._validation import ValidationError, check_in, check_scalar, check_tensor
+from attnlab.metrics import entrywise_norm
 from attnlab.optim import transforms as tx
 from attnlab.optim._base import FunctionalOptimizer, ScaleInvariance
 
-__all__ = ["FLOAT64_EPS", "MirrorDescent", "md_rule", "mirror_descent"]
+__all__ = ["FLOAT64_EPS", "MirrorDescent", "md_rule", "mirror_descent", "norm_growth_bounds"]
 
 FLOAT64_EPS = torch.finfo(torch.float64).eps  # spec mirror-descent-lp §4: the official code's eps in ‖G‖_q + eps
 
@@ -78,6 +79,45 @@ def md_rule(lr: list, p: list, normalized: list, eps: list) -> tx.Rule:
     """
     q = [p_i / (p_i - 1.0) for p_i in p]
     return tx.Rule((tx.normalize("tensor", ord=q, eps=eps, enabled=normalized), tx.scale_by_lr(lr)), mirror_p=p)
+
+
+def norm_growth_bounds(
+    W: torch.Tensor, grad: torch.Tensor, *, lr: float, p: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Bounds on ``||W_{k+1}||_p^(p-1)`` after one plain l_p mirror-descent step from ``W`` with gradient ``grad``.
+
+    Spec: mirror-descent-lp §4 (the norm-growth inequality of Lemmas 4 and 22): ``||W||^(p-1) + eta <-G, W> /
+    ||W|| <= ||W_{k+1}||^(p-1) <= ||W||^(p-1) + eta ||G||_q``, norms entrywise ``l_p``, ``q = p / (p - 1)``. Both
+    hold for any ``G`` (convexity of ``||.||_p`` and Hoelder's inequality on the dual step), with equality when ``G``
+    is a negative multiple of ``grad psi(W)``.
+
+    Parameters
+    ----------
+    W : torch.Tensor, shape (..., d, d), nonzero
+        Iterates (leading axes: steps, runs).
+    grad : torch.Tensor, shape of ``W``
+        Gradients at ``W``.
+    lr : float
+        Step ``eta > 0`` of plain (unnormalised) mirror descent.
+    p : float
+        Exponent ``p > 1``.
+
+    Returns
+    -------
+    lower, upper : torch.Tensor, shape (...)
+    """
+    W, grad = check_tensor("W", W), check_tensor("grad", grad)
+    if W.shape != grad.shape or W.dim() < 2:
+        raise ValidationError(
+            f"W and grad must be matrices of one shape (..., d, d), got {tuple(W.shape)} and {tuple(grad.shape)}"
+        )
+    check_scalar("lr", lr, low=0.0, low_inclusive=False)
+    check_scalar("p", p, low=1.0, low_inclusive=False)
+    norm = entrywise_norm(W, p)
+    power = norm ** (p - 1)
+    lower = power + lr * (-grad * W).sum((-2, -1)) / norm  # md §4 (Lemma 22): convexity of ||.||_p
+    upper = power + lr * entrywise_norm(grad, p / (p - 1.0))  # md §4 (Lemma 4): Hoelder on the dual step
+    return lower, upper
 
 
 class MirrorDescent(FunctionalOptimizer):

@@ -11,6 +11,7 @@ from attnlab.svm.errors import InfeasibleProgramError, SolverAccuracyWarning, So
 from attnlab.svm.head_svm import HeadSVMResult, head_svm
 from attnlab.svm.joint_svm import JointSVMResult, joint_attention_svm
 from attnlab.svm.multi_token import EquivalenceResult, SetProgramResult, finite_part, set_direction_svm, svm_equivalence
+from attnlab.svm.regularization_path import constrained_erm, constrained_stationarity, log_excess_risk
 from attnlab.svm.result import AttentionSVMResult
 from attnlab.svm.selection import (
     SelectionReport,
@@ -34,6 +35,8 @@ __all__ = [
     "TieWarning",
     "aligned_l1_svm",
     "attention_svm",
+    "constrained_erm",
+    "constrained_stationarity",
     "diagonal_svm",
     "finite_part",
     "head_svm",
@@ -42,6 +45,7 @@ __all__ = [
     "is_separable",
     "joint_attention_svm",
     "locally_optimal_selections",
+    "log_excess_risk",
     "set_direction_svm",
     "sets_from_probabilities",
     "support_tokens",

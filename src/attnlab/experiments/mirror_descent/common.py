@@ -16,10 +16,11 @@ import torch
 
 from attnlab._validation import ValidationError, check_in, check_scalar
 from attnlab.batched import train as batched_train
+from attnlab.callbacks import tidy_frame
 from attnlab.data import StackedData, TokenSelectionData
 from attnlab.losses import LOSSES, mean_loss
-from attnlab.metrics import entrywise_norm
-from attnlab.models.functional import attention_probabilities, margins, token_scores
+from attnlab.metrics import entrywise_norm, selected_logistic_probability
+from attnlab.models.functional import attention_probabilities, margins
 from attnlab.svm import attention_svm, is_locally_optimal
 from attnlab.verify import RunContext
 
@@ -43,7 +44,7 @@ SOURCE = f"docs/theory/{PAPER}.md"  # what checks cite
 
 
 def check_config(config, ints: tuple[str, ...], positives: tuple[str, ...]) -> None:
-    """Check integers >= 1 (``seed``, ``first_seed`` >= 0), positive floats, and ``p > 1`` with one epoch count each."""
+    """Check integers >= 1 (``seed``, ``first_seed`` >= 0), positive floats, ``p > 1``, one epoch count each if any."""
     for name in ints:
         check_scalar(name, getattr(config, name), kind=int, low=0 if name.endswith("seed") else 1)
     for name in positives:
@@ -52,7 +53,7 @@ def check_config(config, ints: tuple[str, ...], positives: tuple[str, ...]) -> N
         check_in("loss", config.loss, LOSSES)
     if not config.ps or any(p <= 1 for p in config.ps):
         raise ValidationError(f"ps must be a non-empty tuple of exponents p > 1, got {config.ps}")
-    if len(config.epochs) != len(config.ps) or any(e < 1 for e in config.epochs):
+    if hasattr(config, "epochs") and (len(config.epochs) != len(config.ps) or any(e < 1 for e in config.epochs)):
         raise ValidationError(
             f"epochs must give one positive step count per p: {len(config.ps)} values for ps={config.ps}, "
             f"got {config.epochs}"
@@ -150,27 +151,20 @@ def path_metrics(batch: StackedData, path: torch.Tensor, p: float, loss: str) ->
 
     Spec: mirror-descent-lp §9 E1 ("metrics also stored per step").
     """
-    probs = attention_probabilities(batch.X, path, batch.Z)  # (S, R, n, T)
-    top, chosen = probs.max(dim=-1)
-    gamma = token_scores(batch.X, batch.y, batch.v).expand(probs.shape)  # (S, R, n, T): gamma = Y v^T x
-    gamma_hat = gamma.gather(-1, chosen[..., None]).squeeze(-1)
+    top, chosen = attention_probabilities(batch.X, path, batch.Z).max(dim=-1)  # (S, R, n)
     return {
         "loss": mean_loss(margins(batch.X, batch.Z, batch.y, batch.v, path), loss),  # spec §2: (1/n) sum l(Y f)
         "norm_p": entrywise_norm(path, p),
         "max_softmax": top.mean(dim=-1),
-        "logistic_prob": torch.sigmoid(gamma_hat).mean(dim=-1),  # spec §9: (1/n) sum (1 + e^{-Y x_hat^T v})^{-1}
+        "logistic_prob": selected_logistic_probability(batch.X, batch.y, batch.v, chosen),  # spec §9
     }
 
 
 def tidy(columns: dict[str, torch.Tensor], steps: np.ndarray, **constants) -> pd.DataFrame:
-    """One row per (step, run) from ``(S, R)`` tensors, with constant columns in front."""
+    """:func:`~attnlab.callbacks.tidy_frame` of ``(S, R)`` tensors: one row per (step, run), constants after them."""
     S, R = next(iter(columns.values())).shape
-    frame = pd.DataFrame({k: v.detach().reshape(-1).numpy() for k, v in columns.items()})
-    frame.insert(0, "step", np.repeat(steps, R))
-    frame.insert(0, "run", np.tile(np.arange(R), S))
-    for position, (name, value) in enumerate(constants.items()):
-        frame.insert(position, name, value)
-    return frame
+    grid = {"run": np.tile(np.arange(R), S), "step": np.repeat(steps, R)}
+    return tidy_frame({**grid, **{k: v.reshape(-1) for k, v in columns.items()}}, **constants)
 
 
 def hypothesis_share(local: torch.Tensor) -> str:

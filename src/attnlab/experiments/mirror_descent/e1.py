@@ -30,8 +30,9 @@ from attnlab.experiments.mirror_descent.common import (
 )
 from attnlab.experiments.mirror_descent.falsifiers import EXPONENT_SHIFT, RUNNER_UP
 from attnlab.experiments.registry import register
-from attnlab.metrics import directional_bregman, entrywise_norm
+from attnlab.metrics import directional_bregman, entrywise_norm, gradient_direction
 from attnlab.models.functional import loss_gradients, token_scores
+from attnlab.optim import norm_growth_bounds
 from attnlab.plotting import house_figure, label_axes, label_ours, log_gap_axis, new_figure
 from attnlab.verify import Check, Claim, Experiment, ExperimentResult, RunContext, observation, spread_tolerance
 
@@ -166,14 +167,13 @@ def _e1_data(config: E1Config) -> tuple[list[TokenSelectionData], StackedData, t
 def _correlations(batch: StackedData, W: torch.Tensor, W_mm: torch.Tensor, held: torch.Tensor, p: float, config):
     """Lemma 20 at one iterate: ``<-grad L(W_k), W^mm_p / ||W^mm_p||_p>`` per run, and where its hypothesis holds.
 
-    The gradient's mantissa is used (one positive scale per run), so the sign survives a loss below float64's range.
+    The descent direction is exact after the gradient underflows, so the sign survives a loss below float64's range.
     ``held`` marks the runs whose final selection is locally optimal and already held at this iterate: the path
     then stays in that selection's cone from here on, the finite witness we have for Lemma 20's hypothesis.
     """
-    grad, _, _ = loss_gradients(batch.X, batch.Z, batch.y, batch.v, W, config.loss)  # spec §2: grad L
-    G = grad.mantissa  # (R, d, d) times a positive scale per run
+    direction, _, _ = gradient_direction(batch.X, batch.Z, batch.y, batch.v, W, config.loss)  # -grad L / ||.||_F
     unit = W_mm / entrywise_norm(W_mm, p)[:, None, None]
-    corr = (-G * unit).sum((-2, -1)) / G.flatten(1).norm(dim=-1)  # md §8.2 (Lemma 20): > 0 in the cone
+    corr = (direction * unit).sum((-2, -1))  # md §8.2 (Lemma 20): > 0 in the cone
     return tidy({"correlation": corr[None], "hypothesis": held[None]}, np.array([0]), p=p)
 
 
@@ -218,14 +218,11 @@ def _norm_growth(config: E1Config, ctx: RunContext, batch: StackedData, W0: torc
     sub = StackedData(batch.X[:R], batch.Z[:R], batch.y[:R], batch.v[:R], None)
     frames = []
     for p in config.ps:
-        q = p / (p - 1.0)
         steps, path, _ = md_path(sub, W0[:R], p, config.rate_lr, False, config.rate_steps, 1, config.loss, ctx)
         grad, _, _ = loss_gradients(sub.X, sub.Z, sub.y, sub.v, path, config.loss)
-        G = grad.value()  # (S, R, d, d)
+        lower, upper = norm_growth_bounds(path, grad.value(), lr=config.rate_lr, p=p)  # spec §4 (Lemmas 4, 22)
         norm = entrywise_norm(path, p)
         power = norm ** (p - 1)
-        lower = power + config.rate_lr * (-G * path).sum((-2, -1)) / norm  # spec §4 (Lemma 22)
-        upper = power + config.rate_lr * entrywise_norm(G, q)  # spec §4 (Hoelder)
         nxt = torch.cat([power[1:], torch.full_like(power[:1], math.nan)])  # ||W_{k+1}||^{p-1}; none after the last
         frames.append(tidy({"norm_p": norm, "power_next": nxt, "lower": lower, "upper": upper}, steps, p=p))
     return pd.concat(frames, ignore_index=True)

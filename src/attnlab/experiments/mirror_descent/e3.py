@@ -15,9 +15,9 @@ import torch
 from attnlab.data import joint_toy
 from attnlab.experiments.mirror_descent.common import SOURCE, check_config, still_decreasing, svm_norm
 from attnlab.experiments.registry import register
-from attnlab.metrics import Metric, directional_bregman
+from attnlab.metrics import Metric, directional_bregman, selected_logistic_probability
 from attnlab.models import Combined
-from attnlab.models.functional import attention_probabilities, token_scores
+from attnlab.models.functional import attention_probabilities
 from attnlab.optim import MirrorDescent
 from attnlab.plotting import EPS, house_figure, label_axes, label_ours, log_gap_axis, new_figure, rounding_floor
 from attnlab.svm import attention_svm, head_svm
@@ -74,9 +74,8 @@ def _joint_metrics() -> list[Metric]:
         return attention_probabilities(data.X, model.W, data.Z).amax(dim=-1).mean(dim=-1)
 
     def logistic_prob(model, data):
-        chosen = attention_probabilities(data.X, model.W, data.Z).argmax(dim=-1, keepdim=True)
-        gamma = token_scores(data.X, data.y, model.v).gather(-1, chosen).squeeze(-1)
-        return torch.sigmoid(gamma).mean(dim=-1)  # spec §9: (1/n) sum (1 + e^{-Y x_hat^T v})^{-1}
+        chosen = attention_probabilities(data.X, model.W, data.Z).argmax(dim=-1)
+        return selected_logistic_probability(data.X, data.y, model.v, chosen)  # spec §9
 
     entries = [
         Metric(f"w_{i}{j}", lambda model, data, i=i, j=j: model.W[..., i, j]) for i in range(2) for j in range(2)

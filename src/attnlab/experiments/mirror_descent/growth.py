@@ -20,7 +20,7 @@ import torch
 
 from attnlab._validation import ValidationError, check_scalar
 from attnlab.data import stack, unit_gaussian
-from attnlab.experiments.mirror_descent.common import SOURCE, md_path, selected, svm_norm, tidy
+from attnlab.experiments.mirror_descent.common import SOURCE, check_config, md_path, selected, svm_norm, tidy
 from attnlab.experiments.registry import register
 from attnlab.metrics import directional_bregman, entrywise_norm
 from attnlab.models.functional import loss_gradients, token_scores
@@ -76,13 +76,8 @@ class GrowthConfig:
     loss: str = "logistic"
 
     def __post_init__(self) -> None:
-        for name in ("n", "T", "d", "datasets", "first_seed", "steps", "points"):
-            check_scalar(name, getattr(self, name), kind=int, low=0 if name == "first_seed" else 1)
-        for name in ("rho", "lr"):
-            check_scalar(name, getattr(self, name), low=0.0, low_inclusive=False)
+        check_config(self, ("n", "T", "d", "datasets", "first_seed", "steps", "points"), ("rho", "lr"))
         check_scalar("sigma", self.sigma, low=0.0)
-        if not self.ps or any(p <= 1 for p in self.ps):
-            raise ValidationError(f"ps must be a non-empty tuple of exponents p > 1, got {self.ps}")
         if self.steps < 100:
             raise ValidationError(
                 f"steps == {self.steps}, must be >= 100: the fit window [steps/100, steps] spans two decades"

@@ -5,9 +5,9 @@ W^mm_opt / ||W^mm_opt||_p``; check by solving the constrained ERM for increasing
 §6 (the official synthetic generator). Not one of the paper's figures: the paper proves the path result but shows
 no experiment of it.
 
-The constrained risk is minimised by SLSQP along an increasing grid of radii, each solve started from the previous
-solution stretched to the new radius; one radius is solved again by projected normalised l_p mirror descent (the
-Bregman projection of ``psi = ||.||_p^p / p`` onto the l_p ball is a radial rescaling) as a second solver.
+The constrained risk is minimised by :func:`attnlab.svm.constrained_erm` (SLSQP) along an increasing grid of
+radii, each solve started from the previous solution stretched to the new radius; one radius is solved again by
+:func:`attnlab.optim.projected_mirror_descent` as a second solver.
 """
 
 from __future__ import annotations
@@ -17,23 +17,19 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import torch
-from scipy.optimize import minimize
 
-from attnlab._numerics import mirror_map
 from attnlab._validation import ValidationError, check_scalar
 from attnlab.data import TokenSelectionData, unit_gaussian
-from attnlab.experiments.mirror_descent.common import SOURCE, svm_norm
+from attnlab.experiments.mirror_descent.common import SOURCE, check_config, svm_norm
 from attnlab.experiments.registry import register
 from attnlab.metrics import directional_bregman, entrywise_norm
-from attnlab.models.functional import attention_logits, loss_gradients, token_scores
-from attnlab.optim import mirror_descent
+from attnlab.models.functional import loss_gradients, token_scores
+from attnlab.optim import projected_mirror_descent
 from attnlab.plotting import house_figure, label_axes, label_ours, new_figure
-from attnlab.svm import attention_svm
+from attnlab.svm import attention_svm, constrained_erm, constrained_stationarity
 from attnlab.verify import Claim, Experiment, ExperimentResult, Falsifier, RunContext
 
-__all__ = ["RegPathConfig", "log_excess_risk", "projected_md", "run_regpath", "solve_constrained", "stationarity"]
-
-FTOL = 1e-12  # SLSQP's stopping tolerance on log(L - L_opt)
+__all__ = ["RegPathConfig", "run_regpath"]
 
 
 @dataclass(frozen=True)
@@ -73,113 +69,12 @@ class RegPathConfig:
     md_steps: int = 3000
 
     def __post_init__(self) -> None:
-        for name in ("n", "T", "d", "datasets", "first_seed", "md_steps"):
-            check_scalar(name, getattr(self, name), kind=int, low=0 if name == "first_seed" else 1)
-        if not self.ps or any(p <= 1 for p in self.ps):
-            raise ValidationError(f"ps must be a non-empty tuple of exponents p > 1, got {self.ps}")
+        check_config(self, ("n", "T", "d", "datasets", "first_seed", "md_steps"), ())
         if len(self.radii) < 3 or any(b <= a for a, b in zip(self.radii, self.radii[1:])) or self.radii[0] <= 0:
             raise ValidationError(
                 f"radii must be >= 3 positive, strictly increasing values (two slopes to compare), got {self.radii}"
             )
         check_scalar("cross_check", self.cross_check, kind=int, low=0, high=len(self.radii) - 1)
-
-
-def log_excess_risk(data: TokenSelectionData, W: torch.Tensor, select: torch.Tensor) -> tuple[float, torch.Tensor]:
-    """``log(L(W) - L_sel)`` of the logistic risk and its gradient in ``W``, without cancellation.
-
-    Spec: mirror-descent-lp §2, §8.1. ``L_sel = (1/n) sum_i l(gamma_{i,sel_i})`` is the risk's infimum when ``select``
-    picks the optimal tokens; with ``delta_i = sum_t s_it (gamma_{i,sel_i} - gamma_it) >= 0`` (``s`` the softmax),
-    ``l(gamma_sel - delta) - l(gamma_sel) = log1p(sigmoid(-gamma_sel) expm1(delta))``, a sum of non-negative terms
-    that keeps its relative precision when the softmax saturates (``L - L_sel`` itself is below float64's
-    resolution of ``L`` at the large radii of the path).
-
-    Parameters
-    ----------
-    data : TokenSelectionData
-        ``X (n, T, d)``, ``Z (n, d)``, ``y (n,)``, ``v (d,)``.
-    W : torch.Tensor, shape (d, d), float64
-    select : torch.Tensor of int, shape (n,)
-        The optimal tokens ``argmax_t gamma_it`` (every ``delta_i`` is then >= 0).
-
-    Returns
-    -------
-    value : float
-        ``log(L(W) - L_sel)``.
-    grad : torch.Tensor, shape (d, d)
-        Its gradient in ``W``.
-    """
-    gamma = token_scores(data.X, data.y, data.v)  # (n, T)
-    top = gamma.gather(-1, select[:, None])  # (n, 1): gamma_{i, sel_i}
-    gap = top - gamma  # >= 0 for the optimal tokens
-    s = torch.softmax(attention_logits(data.X, W, data.Z).contiguous(), dim=-1)  # contiguous: a fast kernel
-    delta = (s * gap).sum(dim=-1)  # md §8.1: the margin lost to the other tokens, a sum of non-negative terms
-    weight = torch.sigmoid(-top[:, 0])
-    per_sample = torch.log1p(weight * torch.expm1(delta))  # md §2: l(gamma - delta) - l(gamma), logistic l
-    excess = per_sample.mean()
-    slope = weight * torch.exp(delta) / (1.0 + weight * torch.expm1(delta))  # d per_sample / d delta
-    dlogits = slope[:, None] * s * (gap - delta[:, None]) / (len(delta) * excess)  # d log(excess) / d logits
-    grad = torch.einsum("nt,ntd,ne->de", dlogits, data.X, data.Z)  # logits_it = x_it^T W z_i
-    return float(torch.log(excess)), grad
-
-
-def solve_constrained(
-    data: TokenSelectionData, p: float, R: float, W0: torch.Tensor, select: torch.Tensor
-) -> torch.Tensor:
-    """``W_R = argmin_{||W||_p <= R} L(W)`` by SLSQP from ``W0``, shape (d, d).
-
-    Spec: mirror-descent-lp §8.1 (the constrained ERM). Solved in ``U = W / R`` (unit ball, O(1) variables) on
-    :func:`log_excess_risk`, which has the minimiser of ``L`` and stays resolved where ``L`` itself does not.
-    SLSQP's own status is not used: near the optimum it often ends on "positive directional derivative in the
-    line search" (the objective's rounding); :func:`stationarity` certifies the point instead.
-    """
-    shape = W0.shape
-
-    def objective(u: np.ndarray) -> tuple[float, np.ndarray]:
-        value, grad = log_excess_risk(data, R * torch.from_numpy(u).reshape(shape), select)
-        return value, R * grad.reshape(-1).numpy()
-
-    ball = {
-        "type": "ineq",
-        "fun": lambda u: 1.0 - np.sum(np.abs(u) ** p),  # md §8.1: ||W||_p <= R
-        "jac": lambda u: -p * np.sign(u) * np.abs(u) ** (p - 1.0),
-    }
-    start = (W0 / R).reshape(-1).numpy()
-    out = minimize(
-        objective, start, jac=True, method="SLSQP", constraints=[ball], options={"maxiter": 500, "ftol": FTOL}
-    )
-    return R * torch.from_numpy(out.x).reshape(shape)
-
-
-def stationarity(data: TokenSelectionData, p: float, W: torch.Tensor, select: torch.Tensor) -> float:
-    """KKT residual of ``W`` on the sphere ``||W||_p = R``: ``1 - cos(-grad L(W), grad psi(W))``, 0 at a minimiser.
-
-    Spec: mirror-descent-lp §8.1, §3: at a minimiser on the sphere, ``-grad L = lambda grad psi(W)`` with
-    ``lambda >= 0`` (``grad psi = sign(W) |W|^(p-1)``, the ball constraint's normal).
-    """
-    _, grad = log_excess_risk(data, W, select)
-    normal = mirror_map(W, p)
-    return float(1.0 - (-grad * normal).sum() / (grad.norm() * normal.norm()))
-
-
-def projected_md(
-    data: TokenSelectionData, p: float, R: float, W0: torch.Tensor, steps: int
-) -> tuple[torch.Tensor, float]:
-    """The second solver of the constrained ERM: projected normalised l_p mirror descent from ``W0``.
-
-    Spec: mirror-descent-lp §4 (normalised l_p-AttGD step), §8.1. The Bregman projection of ``psi = ||.||_p^p / p``
-    onto ``{||W||_p <= R}`` is a radial rescaling (its KKT condition is ``(1 + lambda) grad psi(W) = grad psi(Y)``),
-    applied after every step; the step is ``R^(p-1) / sqrt(k + 1)`` in the dual (``||grad psi(W)||_q = R^(p-1)`` on
-    the sphere). The gradient is the library's cancellation-free :func:`loss_gradients` (an implementation
-    independent of :func:`log_excess_risk`). Returns the last iterate and ``log(L - L_opt)`` there.
-    """
-    W = W0.clone()
-    for k in range(steps):
-        grad, _, _ = loss_gradients(data.X, data.Z, data.y, data.v, W, "logistic", risk=False)
-        lr = R ** (p - 1.0) / np.sqrt(k + 1.0)
-        W = mirror_descent([W], [grad.mantissa], lr=lr, p=p, normalized=True)[0]  # md §4
-        W = W * torch.clamp(R / entrywise_norm(W, p), max=1.0)  # Bregman projection onto the l_p ball
-    select = token_scores(data.X, data.y, data.v).argmax(dim=-1)
-    return W, log_excess_risk(data, W, select)[0]
 
 
 _NEXT = {1.75: 2.0, 2.0: 3.0, 3.0: 1.75}  # the default ps, each mapped to the next one, cyclically
@@ -196,7 +91,7 @@ BALL_NORM = Falsifier(
     "ball-of-the-next-p",
     "the constraint ball of the ERM in the l_p' norm of the next entry of ps (1.75 -> 2 -> 3 -> 1.75; others "
     "p + 0.3), so the path follows another SVM",
-    "attnlab.experiments.mirror_descent.regpath:solve_constrained",
+    "attnlab.experiments.mirror_descent.regpath:constrained_erm",
     _ball_of_the_next_p,
 )
 CLOSEST = Claim(
@@ -231,6 +126,15 @@ SOLVER_WHY = (
 )
 
 
+def _risk_gradient(data: TokenSelectionData):
+    """The library's cancellation-free gradient of the logistic risk (its mantissa), independent of SLSQP's."""
+
+    def grad(W: torch.Tensor) -> torch.Tensor:
+        return loss_gradients(data.X, data.Z, data.y, data.v, W, "logistic", risk=False)[0].mantissa
+
+    return grad
+
+
 def _path(config: RegPathConfig, data: TokenSelectionData, run: int, p: float) -> tuple[list[dict], dict]:
     """One data set's path for exponent ``p``: dB_p to every q's SVM at each radius, and the solver report."""
     select = token_scores(data.X, data.y, data.v).argmax(dim=-1)  # spec §5: the optimal tokens opt_i
@@ -240,12 +144,12 @@ def _path(config: RegPathConfig, data: TokenSelectionData, run: int, p: float) -
     kkt, radius_excess, cross = 0.0, 0.0, float("nan")
     for k, rho in enumerate(config.radii):
         start = W * (rho / previous)  # the previous solution stretched to the new radius
-        W = solve_constrained(data, p, rho * unit, start, select)  # spec §8.1: W_R
+        W = constrained_erm(data, p, rho * unit, start, select)  # spec §8.1: W_R
         if k == config.cross_check:
-            W_md, _ = projected_md(data, p, rho * unit, start, config.md_steps)
+            W_md = projected_mirror_descent(_risk_gradient(data), start, p=p, radius=rho * unit, steps=config.md_steps)
             # spec §3: the two solvers' directions, relative to the dB_p the rows measure there
             cross = float(directional_bregman(W, W_md, p) / directional_bregman(svms[p], W, p))
-        kkt = max(kkt, stationarity(data, p, W, select))
+        kkt = max(kkt, constrained_stationarity(data, p, W, select))
         radius_excess = max(radius_excess, abs(float(entrywise_norm(W, p)) / (rho * unit) - 1.0))
         previous = rho
         for q, W_mm in svms.items():

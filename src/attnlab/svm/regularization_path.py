@@ -1,0 +1,152 @@
+"""The l_p regularisation path: the attention risk minimised on the ball ``||W||_p <= R``, and its KKT residual.
+
+Spec: mirror-descent-lp §8.1 (``W_R = argmin_{||W||_p <= R} L(W)``; ``W_R / R`` turns toward the l_p-AttSVM of the
+optimal tokens as ``R`` grows), §2 (the logistic risk), §3 (``grad psi``, the ball's normal).
+
+The risk is minimised through :func:`log_excess_risk`, ``log(L(W) - L_sel)``, which has the minimiser of ``L``
+and stays resolved at the large radii of the path, where ``L - L_sel`` is below float64's resolution of ``L``.
+A second solver, independent of this one, is :func:`attnlab.optim.projected_mirror_descent`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from scipy.optimize import minimize
+
+from attnlab._numerics import mirror_map
+from attnlab._validation import check_scalar, check_select, check_tensor, check_token_data
+from attnlab.data import TokenSelectionData
+from attnlab.models.functional import attention_logits, token_scores
+
+__all__ = ["constrained_erm", "constrained_stationarity", "log_excess_risk"]
+
+FTOL = 1e-12  # SLSQP's stopping tolerance on log(L - L_sel)
+
+
+def _checked(data: object, W: object, select: object, p: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The public functions' arguments: a data set with a head, ``W`` (d, d) finite, ``select`` (n,), ``p > 1``."""
+    check_token_data("data", data)
+    n, T, d = data.X.shape
+    W = check_tensor("W", W, "ij", {"i": d, "j": d})
+    if p is not None:
+        check_scalar("p", p, low=1.0, low_inclusive=False)
+    return W, check_select("select", select, n, T)
+
+
+def _log_excess_risk(data: TokenSelectionData, W: torch.Tensor, select: torch.Tensor) -> tuple[float, torch.Tensor]:
+    gamma = token_scores(data.X, data.y, data.v)  # (n, T)
+    top = gamma.gather(-1, select[:, None])  # (n, 1): gamma_{i, sel_i}
+    gap = top - gamma  # >= 0 for the optimal tokens
+    s = torch.softmax(attention_logits(data.X, W, data.Z).contiguous(), dim=-1)  # contiguous: a fast kernel
+    delta = (s * gap).sum(dim=-1)  # md §8.1: the margin lost to the other tokens, a sum of non-negative terms
+    weight = torch.sigmoid(-top[:, 0])
+    per_sample = torch.log1p(weight * torch.expm1(delta))  # md §2: l(gamma - delta) - l(gamma), logistic l
+    excess = per_sample.mean()
+    slope = weight * torch.exp(delta) / (1.0 + weight * torch.expm1(delta))  # d per_sample / d delta
+    dlogits = slope[:, None] * s * (gap - delta[:, None]) / (len(delta) * excess)  # d log(excess) / d logits
+    grad = torch.einsum("nt,ntd,ne->de", dlogits, data.X, data.Z)  # logits_it = x_it^T W z_i
+    return float(torch.log(excess)), grad
+
+
+def log_excess_risk(data: TokenSelectionData, W: torch.Tensor, select: torch.Tensor) -> tuple[float, torch.Tensor]:
+    """``log(L(W) - L_sel)`` of the logistic risk and its gradient in ``W``, without cancellation.
+
+    Spec: mirror-descent-lp §2, §8.1. ``L_sel = (1/n) sum_i l(gamma_{i,sel_i})`` is the risk's infimum when ``select``
+    picks the optimal tokens; with ``delta_i = sum_t s_it (gamma_{i,sel_i} - gamma_it) >= 0`` (``s`` the softmax),
+    ``l(gamma_sel - delta) - l(gamma_sel) = log1p(sigmoid(-gamma_sel) expm1(delta))``, a sum of non-negative terms
+    that keeps its relative precision when the softmax saturates.
+
+    Parameters
+    ----------
+    data : TokenSelectionData
+        ``X (n, T, d)``, ``Z (n, d)``, ``y (n,)``, ``v (d,)``.
+    W : torch.Tensor, shape (d, d)
+        Key-query weights (converted to float64).
+    select : torch.Tensor of int, shape (n,)
+        The optimal tokens ``argmax_t gamma_it`` (every ``delta_i`` is then >= 0).
+
+    Returns
+    -------
+    value : float
+        ``log(L(W) - L_sel)``.
+    grad : torch.Tensor, shape (d, d), float64
+        Its gradient in ``W``.
+    """
+    W, select = _checked(data, W, select)
+    return _log_excess_risk(data, W, select)
+
+
+def constrained_erm(
+    data: TokenSelectionData, p: float, R: float, W0: torch.Tensor, select: torch.Tensor
+) -> torch.Tensor:
+    """``W_R = argmin_{||W||_p <= R} L(W)``, the l_p regularisation path at radius ``R``, by SLSQP from ``W0``.
+
+    Spec: mirror-descent-lp §8.1 (the constrained ERM). Solved in ``U = W / R`` (unit ball, O(1) variables) on
+    :func:`log_excess_risk`. SLSQP's own status is not used: near the optimum it often ends on "positive directional
+    derivative in the line search" (the objective's rounding); :func:`constrained_stationarity` certifies the point.
+
+    Parameters
+    ----------
+    data : TokenSelectionData
+        ``X (n, T, d)``, ``Z (n, d)``, ``y (n,)``, ``v (d,)``.
+    p : float
+        Exponent ``p > 1`` of the ball.
+    R : float
+        Radius ``R > 0``.
+    W0 : torch.Tensor, shape (d, d)
+        Start, best inside the ball (a path's previous solution stretched to the new radius).
+    select : torch.Tensor of int, shape (n,)
+        The optimal tokens ``argmax_t gamma_it`` (see :func:`log_excess_risk`).
+
+    Returns
+    -------
+    torch.Tensor, shape (d, d), float64
+        The minimiser; for separable data it lies on the sphere ``||W||_p = R``.
+    """
+    W0, select = _checked(data, W0, select, p)
+    check_scalar("R", R, low=0.0, low_inclusive=False)
+    shape = W0.shape
+
+    def objective(u: np.ndarray) -> tuple[float, np.ndarray]:
+        value, grad = _log_excess_risk(data, R * torch.from_numpy(u).reshape(shape), select)
+        return value, R * grad.reshape(-1).numpy()
+
+    ball = {
+        "type": "ineq",
+        "fun": lambda u: 1.0 - np.sum(np.abs(u) ** p),  # md §8.1: ||W||_p <= R
+        "jac": lambda u: -p * np.sign(u) * np.abs(u) ** (p - 1.0),
+    }
+    start = (W0 / R).reshape(-1).numpy()
+    out = minimize(
+        objective, start, jac=True, method="SLSQP", constraints=[ball], options={"maxiter": 500, "ftol": FTOL}
+    )
+    return R * torch.from_numpy(out.x).reshape(shape)
+
+
+def constrained_stationarity(data: TokenSelectionData, p: float, W: torch.Tensor, select: torch.Tensor) -> float:
+    """KKT residual of ``W`` on the sphere ``||W||_p = R``: ``1 - cos(-grad L(W), grad psi(W))``.
+
+    Spec: mirror-descent-lp §8.1, §3: at a minimiser on the sphere, ``-grad L = lambda grad psi(W)`` with
+    ``lambda >= 0`` (``grad psi = sign(W) |W|^(p-1)``, the ball constraint's normal).
+
+    Parameters
+    ----------
+    data : TokenSelectionData
+        ``X (n, T, d)``, ``Z (n, d)``, ``y (n,)``, ``v (d,)``.
+    p : float
+        Exponent ``p > 1`` of the ball.
+    W : torch.Tensor, shape (d, d)
+        A point on the sphere (any radius: the residual is scale-free).
+    select : torch.Tensor of int, shape (n,)
+        The optimal tokens ``argmax_t gamma_it``.
+
+    Returns
+    -------
+    float
+        In ``[0, 2]``; 0 at a minimiser on the sphere.
+    """
+    W, select = _checked(data, W, select, p)
+    _, grad = _log_excess_risk(data, W, select)
+    normal = mirror_map(W, p)
+    return float(1.0 - (-grad * normal).sum() / (grad.norm() * normal.norm()))
