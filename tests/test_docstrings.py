@@ -9,11 +9,9 @@ import importlib
 import inspect
 import re
 import typing
-from pathlib import Path
 
 import attnlab
 
-DEBT = Path(__file__).with_name("docstring_debt.txt")
 SUBPACKAGES = [name for name in attnlab.__all__ if name not in ("ValidationError", "__version__", "train")]
 
 
@@ -90,14 +88,8 @@ def offenders() -> set[str]:
 
 
 def test_public_docstrings_have_parameters_and_returns():
-    debt = {line for line in DEBT.read_text().splitlines() if line.strip() and not line.startswith("#")}
-    found = offenders()
-    new = sorted(found - debt)
-    paid = sorted(debt - found)
-    assert not new, (
-        "public names whose docstring lacks a section (write it; do not add to the debt list):\n" + "\n".join(new)
-    )
-    assert not paid, f"fixed: remove these lines from {DEBT.name}:\n" + "\n".join(paid)
+    found = sorted(offenders())
+    assert not found, "public names whose docstring lacks a section:\n" + "\n".join(found)
 
 
 def test_the_check_sees_a_missing_section():

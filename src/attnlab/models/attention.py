@@ -110,7 +110,14 @@ class TokenSelectionModel(nn.Module):
     parametrization: Parametrization | None = None
 
     def tensors(self) -> dict[str, torch.Tensor]:
-        """The parametrisation's tensors by their names in :attr:`parametrization` (``{"W": self.weight}``...)."""
+        """The parametrisation's tensors by their names in :attr:`parametrization` (``{"W": self.weight}``...).
+
+        Returns
+        -------
+        dict of str to torch.Tensor
+            ``{"W": (d, d_q)}``, ``{"K": (d, d_e), "Q": (d_q, d_e)}``, ..., each with a leading runs axis ``R``
+            when the model has one; the tensors themselves (parameters), not copies.
+        """
         return {name: getattr(self, name) for name in self.parametrization.names}
 
     @property
@@ -120,10 +127,26 @@ class TokenSelectionModel(nn.Module):
 
     @property
     def train_head(self) -> bool:
+        """Whether the model trains its own head ``v`` (it is a parameter) rather than using a fixed one."""
         return isinstance(self.v, nn.Parameter)
 
     def head(self, data_v: torch.Tensor | None) -> torch.Tensor:
-        """The head in use: the model's ``v`` if it has one, else the data's."""
+        """The head in use: the model's ``v`` if it has one, else the data's.
+
+        Parameters
+        ----------
+        data_v : torch.Tensor of shape ([R,] d), or None
+            The data set's head.
+
+        Returns
+        -------
+        torch.Tensor, shape ([R,] d), or Head
+
+        Raises
+        ------
+        ValidationError
+            When neither the model nor the data has a head.
+        """
         if self.v is not None:
             return self.v
         if data_v is None:
@@ -131,18 +154,48 @@ class TokenSelectionModel(nn.Module):
         return data_v
 
     def forward(self, X: torch.Tensor, Z: torch.Tensor, data_v: torch.Tensor | None = None) -> torch.Tensor:
-        """Outputs ``f(X_i)``, shape ``([R,] n)``."""
+        """Outputs ``f(X_i) = h(X_i^T softmax(X_i W z_i))``.
+
+        Parameters
+        ----------
+        X : torch.Tensor, shape ([R,] n, T, d)
+            Tokens.
+        Z : torch.Tensor, shape ([R,] n, d_q)
+            Queries.
+        data_v : torch.Tensor of shape ([R,] d), optional
+            The data's head, used when the model has none of its own.
+
+        Returns
+        -------
+        torch.Tensor, shape ([R,] n)
+        """
         return outputs(X, self.W, Z, self.head(data_v))
 
     def loss(self, data, loss: str = "exp") -> torch.Tensor:
-        """Empirical risk per run, shape ``([R,])``, with the exact backward pass (see ``attention_loss``).
+        """Empirical risk per run, with the exact backward pass (see ``attention_loss``).
 
-        ``data`` is a :class:`attnlab.data.TokenSelectionData` (or anything with ``X, Z, y, v``).
+        Parameters
+        ----------
+        data : TokenSelectionData or StackedData
+            Anything with ``X, Z, y, v``.
+        loss : {"exp", "logistic"}, default="exp"
+            ``l(z) = e^{-z}`` or ``log(1 + e^{-z})`` of the margin.
+
+        Returns
+        -------
+        torch.Tensor, shape ([R,])
         """
         return attention_loss(data.X, data.Z, data.y, self.head(data.v), self.W, loss)
 
     def gradients(self, data, loss: str = "exp") -> tuple[dict[str, LogScaled], torch.Tensor]:
         """Log-scaled gradients of every trainable parameter (one scale per run) and ``log L`` per run.
+
+        Parameters
+        ----------
+        data : TokenSelectionData or StackedData
+            Anything with ``X, Z, y, v``.
+        loss : {"exp", "logistic"}, default="exp"
+            ``l(z) = e^{-z}`` or ``log(1 + e^{-z})`` of the margin.
 
         Returns
         -------

@@ -56,7 +56,14 @@ class LogScaled(NamedTuple):
     log_scale: torch.Tensor
 
     def value(self) -> torch.Tensor:
-        """The plain tensor (may underflow to 0 where the true value is below 1e-308)."""
+        """The plain tensor ``mantissa * exp(log_scale)``.
+
+        Returns
+        -------
+        torch.Tensor
+            The mantissa's shape; it may underflow to 0 where the true value is below 1e-308 (keep the log-scaled
+            form for anything that must survive saturation).
+        """
         extra = self.mantissa.dim() - self.log_scale.dim()
         return self.mantissa * torch.exp(self.log_scale).reshape(self.log_scale.shape + (1,) * extra)
 
@@ -90,12 +97,41 @@ def attention_logits(X: torch.Tensor, W: torch.Tensor, Z: torch.Tensor) -> torch
 
 
 def attention_probabilities(X: torch.Tensor, W: torch.Tensor, Z: torch.Tensor) -> torch.Tensor:
-    """Softmax attention of each query over its tokens, shape ``([R,] n, T)``."""
+    """Softmax attention of each query over its tokens, ``phi_i = softmax(X_i W z_i)``.
+
+    Parameters
+    ----------
+    X : torch.Tensor, shape ([R,] n, T, d)
+        Tokens.
+    W : torch.Tensor, shape ([R,] d, d_q)
+        Attention weights, optionally one per run.
+    Z : torch.Tensor, shape ([R,] n, d_q)
+        Queries.
+
+    Returns
+    -------
+    torch.Tensor, shape ([R,] n, T)
+        Each row sums to 1 (a log-sum-exp softmax: large logits do not overflow).
+    """
     return torch.softmax(attention_logits(X, W, Z), dim=-1)
 
 
 def token_scores(X: torch.Tensor, y: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """Token scores ``gamma_{it} = y_i v^T x_{it}``, shape ``([R,] n, T)``. Spec: implicit-bias-ngd §1 (Def. 1)."""
+    """Token scores ``gamma_{it} = y_i v^T x_{it}``. Spec: implicit-bias-ngd §1 (Def. 1).
+
+    Parameters
+    ----------
+    X : torch.Tensor, shape ([R,] n, T, d)
+        Tokens.
+    y : torch.Tensor, shape ([R,] n)
+        Labels in {-1, +1}.
+    v : torch.Tensor, shape ([R,] d)
+        The linear head.
+
+    Returns
+    -------
+    torch.Tensor, shape ([R,] n, T)
+    """
     return y[..., None] * torch.einsum("...ntd,...d->...nt", X, v)  # spec ngd §1: gamma = y v^T x
 
 
@@ -105,9 +141,25 @@ def mixtures(X: torch.Tensor, probabilities: torch.Tensor) -> torch.Tensor:
 
 
 def outputs(X: torch.Tensor, W: torch.Tensor, Z: torch.Tensor, v: torch.Tensor | Head) -> torch.Tensor:
-    """Model outputs ``f(X_i) = h(X_i^T softmax(X_i W z_i))``, shape ``([R,] n)``.
+    """Model outputs ``f(X_i) = h(X_i^T softmax(X_i W z_i))``.
 
     Spec: implicit-bias-ngd §2 eq. (1) (linear head ``h(u) = v^T u``), multi-token §1 (a :class:`Head`).
+
+    Parameters
+    ----------
+    X : torch.Tensor, shape ([R,] n, T, d)
+        Tokens.
+    W : torch.Tensor, shape ([R,] d, d_q)
+        Attention weights, optionally one per run.
+    Z : torch.Tensor, shape ([R,] n, d_q)
+        Queries.
+    v : torch.Tensor of shape ([R,] d), or Head
+        A linear head, a nonlinear :class:`Head` (e.g. ``ReluHead``), or a sum of heads (which then holds the
+        heads' own weights, multi-token §9).
+
+    Returns
+    -------
+    torch.Tensor, shape ([R,] n)
     """
     if isinstance(v, AttentionHeads):
         return v.outputs(X, W, Z)  # multi-token §9: the heads' own attention
@@ -118,7 +170,25 @@ def outputs(X: torch.Tensor, W: torch.Tensor, Z: torch.Tensor, v: torch.Tensor |
 
 
 def margins(X: torch.Tensor, Z: torch.Tensor, y: torch.Tensor, v: torch.Tensor | Head, W: torch.Tensor) -> torch.Tensor:
-    """Classification margins ``y_i f(X_i)`` (``= sum_t phi_{it} gamma_{it}`` for a linear head), shape ``([R,] n)``."""
+    """Classification margins ``y_i f(X_i)`` (``= sum_t phi_{it} gamma_{it}`` for a linear head).
+
+    Parameters
+    ----------
+    X : torch.Tensor, shape ([R,] n, T, d)
+        Tokens.
+    Z : torch.Tensor, shape ([R,] n, d_q)
+        Queries.
+    y : torch.Tensor, shape ([R,] n)
+        Labels in {-1, +1}.
+    v : torch.Tensor of shape ([R,] d), or Head
+        The head.
+    W : torch.Tensor, shape ([R,] d, d_q)
+        Attention weights, optionally one per run.
+
+    Returns
+    -------
+    torch.Tensor, shape ([R,] n)
+    """
     if isinstance(v, Head):
         return y * outputs(X, W, Z, v)
     return (attention_probabilities(X, W, Z) * token_scores(X, y, v)).sum(dim=-1)
@@ -510,6 +580,21 @@ def attention_loss(
 
     Spec: implicit-bias-ngd §3. The backward pass uses :func:`loss_gradients` (cancellation-free), not autograd
     through the softmax, so gradients stay exact after saturation. Gradients in ``X``, ``Z`` are not provided.
+
+    Parameters
+    ----------
+    X : torch.Tensor, shape ([R,] n, T, d)
+        Tokens.
+    Z : torch.Tensor, shape ([R,] n, d_q)
+        Queries.
+    y : torch.Tensor, shape ([R,] n)
+        Labels in {-1, +1}.
+    v : torch.Tensor, shape ([R,] d)
+        The linear head (trainable through autograd).
+    W : torch.Tensor, shape ([R,] d, d_q)
+        Attention weights, optionally one per run.
+    loss : {"exp", "logistic"}, default="exp"
+        ``l(z) = e^{-z}`` or ``log(1 + e^{-z})`` of the margin ``z``.
 
     Returns
     -------

@@ -106,7 +106,13 @@ def register_adapter(module_type: type | str, adapter: Adapter) -> None:
 
 
 def registered() -> list[str]:
-    """Dotted names of the module types that have an adapter, sorted."""
+    """Dotted names of the module types that have an adapter, sorted.
+
+    Returns
+    -------
+    list of str
+        E.g. ``["torch.nn.modules.activation.MultiheadAttention", ...]``.
+    """
     return sorted(key if isinstance(key, str) else _dotted(key) for key in _REGISTRY)
 
 
@@ -116,6 +122,16 @@ def _dotted(cls: type) -> str:
 
 def adapter_for(module: nn.Module) -> Adapter:
     """The adapter of ``module``'s class or of its nearest base class that has one.
+
+    Parameters
+    ----------
+    module : nn.Module
+        An attention layer.
+
+    Returns
+    -------
+    Adapter
+        What reads the layer's per-head projections and the tokens it receives.
 
     Raises
     ------
@@ -147,8 +163,14 @@ def linear_projection(
     query, key : nn.Linear
         Projections of width ``heads * e`` (``out_features``).
     head, heads : int
+        The head's index and the number of heads (``e = out_features / heads`` rows each).
     scale : float, optional
         Default ``1 / sqrt(e)``.
+
+    Returns
+    -------
+    HeadProjection
+        The head's ``W_q (e, d_q)``, ``W_k (e, d_k)``, their biases (or None) and the logit scale.
     """
     e = query.out_features // heads
     rows = slice(head * e, (head + 1) * e)

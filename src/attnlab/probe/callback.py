@@ -119,7 +119,19 @@ class HeadProbe(Callback):
             self.probe(step)
 
     def probe(self, step: int) -> list[dict[str, Any]]:
-        """Probe every chosen head now and record its rows under ``step`` (once per step)."""
+        """Probe every chosen head now and record its rows under ``step`` (once per step).
+
+        Parameters
+        ----------
+        step : int
+            The training step (epoch) the rows are recorded under.
+
+        Returns
+        -------
+        list of dict
+            The new rows, one per (module, head): alignments to the SVMs and the attended selection; empty when
+            ``step`` was probed already.
+        """
         if self.rows and self.rows[-1]["step"] == step:
             return []
         was_training = self.model.training

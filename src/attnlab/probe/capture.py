@@ -94,7 +94,21 @@ def _indices(name: str, value: Any, size: int) -> torch.Tensor:
 
 
 def attended_tokens(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
-    """The token each query attends to most, ``argmax_t x_t^T W z``, shape ``(n,)`` int64. Spec: ngd §2."""
+    """The token each query attends to most, ``argmax_t x_t^T W z``. Spec: implicit-bias-ngd §2.
+
+    Parameters
+    ----------
+    X : torch.Tensor, shape ([R,] n, T, d_k)
+        Key tokens.
+    Z : torch.Tensor, shape ([R,] n, d_q)
+        Queries.
+    W : torch.Tensor, shape ([R,] d_k, d_q)
+        The head's matrix (:func:`head_W`).
+
+    Returns
+    -------
+    torch.Tensor, shape ([R,] n), int64
+    """
     return attention_logits(X, W, Z).argmax(dim=-1)
 
 

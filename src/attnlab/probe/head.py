@@ -41,7 +41,17 @@ def _projection(module: nn.Module, head: int) -> HeadProjection:
 
 
 def has_bias(module: nn.Module) -> bool:
-    """Whether the query or key projection of ``module`` has a bias (then :func:`head_W` is homogeneous)."""
+    """Whether the query or key projection of ``module`` has a bias (then :func:`head_W` is homogeneous).
+
+    Parameters
+    ----------
+    module : nn.Module
+        An attention layer with an adapter.
+
+    Returns
+    -------
+    bool
+    """
     projection = _projection(module, 0)
     return projection.b_q is not None or projection.b_k is not None
 
@@ -123,7 +133,17 @@ def head_W(module: nn.Module, head: int, *, homogeneous: bool | None = None) -> 
 
 
 def homogeneous_tokens(X: torch.Tensor) -> torch.Tensor:
-    """Tokens with a constant last coordinate 1 appended: ``(..., d)`` -> ``(..., d + 1)``, same dtype."""
+    """Tokens with a constant last coordinate 1 appended.
+
+    Parameters
+    ----------
+    X : torch.Tensor, shape (..., d)
+
+    Returns
+    -------
+    torch.Tensor, shape (..., d + 1)
+        Same dtype and device.
+    """
     return torch.cat([X, torch.ones(X.shape[:-1] + (1,), dtype=X.dtype, device=X.device)], dim=-1)
 
 
@@ -131,6 +151,18 @@ def weight_part(W: torch.Tensor, homogeneous: bool) -> torch.Tensor:
     """``W`` with its key-side constant row zeroed when homogeneous: the part that moves the attention weights.
 
     The row multiplies the key's constant coordinate 1, so it shifts all of a query's logits alike.
+
+    Parameters
+    ----------
+    W : torch.Tensor, shape (..., d_k + 1, d_q + 1) or (..., d_k, d_q)
+        A head's matrix.
+    homogeneous : bool
+        Whether ``W`` acts on homogeneous tokens (its last row is the key-side constant's).
+
+    Returns
+    -------
+    torch.Tensor
+        ``W``'s shape; ``W`` itself when not homogeneous.
     """
     if not homogeneous:
         return W
