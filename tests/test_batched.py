@@ -277,3 +277,14 @@ def test_inputs_are_copied_not_aliased():
     run = batched.train(X, Z, y, v, W0, steps=0)
     W0.add_(1.0)  # the caller's array changes after the call: the run's does not
     assert not torch.equal(run.W, W0)
+
+
+def test_progress_none_shows_a_bar_only_on_a_terminal_and_a_non_bool_is_refused(capsys):
+    """progress=None is what an experiment's RunContext passes (a bar only on a terminal): it must run, silently here."""
+    X, Z, y, v, W0 = _runs()
+    quiet = batched.train(X, Z, y, v, W0, optimizer="ngd", lr=0.1, steps=3, progress=False).W
+    auto = batched.train(X, Z, y, v, W0, optimizer="ngd", lr=0.1, steps=3, progress=None).W
+    torch.testing.assert_close(auto, quiet, rtol=0, atol=0)
+    assert capsys.readouterr().err == ""  # pytest's stderr is not a terminal
+    with pytest.raises(ValidationError, match="progress == 'yes', must be a bool"):
+        batched.train(X, Z, y, v, W0, optimizer="ngd", lr=0.1, steps=3, progress="yes")

@@ -224,7 +224,9 @@ def train(
         raise ValidationError(f"W0 sets the initial W of param='W'; for param={param!r} pass its initial tensors only")
     head = check_bool("train_head", options.get("train_head", False))
     keep_iterates = check_bool("keep_iterates", options.get("keep_iterates", False))
-    progress = check_bool("progress", options.get("progress", False))
+    progress = options.get("progress")  # None: a bar only on a terminal, as every loop of attnlab
+    if progress is not None:
+        check_bool("progress", progress)
     if head and nonlinear:
         raise ValidationError("train_head=True trains a linear head; a nonlinear head v is fixed: drop train_head")
     if nonlinear and spec is not None and spec.name == "polyak" and options.get("optimal_loss") is None:
