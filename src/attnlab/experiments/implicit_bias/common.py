@@ -1,4 +1,4 @@
-"""Pieces every implicit-bias experiment shares: the source page, config checks, the least saturated sequence, the
+"""Pieces every implicit-bias experiment shares: the source page, the configs' base and its checks, the least saturated sequence, the
 last value of a method. The paper's quantities (``L_*``, ``B``, ``Delta_max``, per-sequence margins) are
 :mod:`attnlab.metrics`.
 
@@ -6,6 +6,9 @@ Spec: docs/theory/implicit-bias-ngd.md §8.4 (Lemma 1: ``log(1 - phi_opt)``).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
 
 import pandas as pd
 
@@ -24,6 +27,51 @@ def validate_common(config) -> None:
             check_scalar(name, getattr(config, name), kind=int, low=0 if name == "seed" else 1)
     if hasattr(config, "loss"):
         check_in("loss", config.loss, LOSSES)
+
+
+@dataclass(frozen=True)
+class ImplicitBiasConfig:
+    """What every implicit-bias config has: ``n`` sequences and the checks of its fields.
+
+    ``__post_init__`` runs :func:`validate_common` and checks the subclass's ``POSITIVE`` fields (floats > 0); a
+    subclass with more to check extends it.
+
+    Attributes
+    ----------
+    n : int
+        Sequences.
+    """
+
+    n: int = 8
+
+    POSITIVE: ClassVar[tuple[str, ...]] = ()
+
+    def __post_init__(self) -> None:
+        validate_common(self)
+        for name in self.POSITIVE:
+            check_scalar(name, getattr(self, name), low=0.0, low_inclusive=False)
+
+
+@dataclass(frozen=True)
+class Example1Config(ImplicitBiasConfig):
+    """The Example 1 data set (spec §6.1) the fixed-decoder experiments train on; each adds its run's fields.
+
+    Attributes
+    ----------
+    T : int
+        Tokens per sequence.
+    d : int
+        Token width.
+    rho : float
+        Signal: the optimal token's score ``gamma_opt``.
+    sigma : float
+        Noise scale of the tokens (variance ``sigma^2 / d`` per entry).
+    """
+
+    T: int = 6
+    d: int = 64
+    rho: float = 1.0
+    sigma: float = 2.0
 
 
 def worst_log_one_minus_opt() -> Metric:

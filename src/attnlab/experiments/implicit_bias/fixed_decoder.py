@@ -17,7 +17,7 @@ import torch
 
 from attnlab._validation import check_in, check_scalar
 from attnlab.data import example1
-from attnlab.experiments.implicit_bias.common import SOURCE, last, validate_common, worst_log_one_minus_opt
+from attnlab.experiments.implicit_bias.common import SOURCE, Example1Config, last, worst_log_one_minus_opt
 from attnlab.experiments.implicit_bias.falsifiers import (
     gd_normalized,
     l_star_zero,
@@ -38,7 +38,7 @@ __all__ = ["Fig2Config", "Fig5Config", "run_fixed_decoder"]
 
 
 @dataclass(frozen=True)
-class Fig2Config:
+class Fig2Config(Example1Config):
     """Fig. 2: GD, NGD, NGD-mom and Polyak on Example 1 with a fixed decoder.
 
     Spec: implicit-bias-ngd §9 fig. 2 (all settings [L]), §6.1 (Example 1), §4 A1-A4.
@@ -50,16 +50,6 @@ class Fig2Config:
 
     Attributes
     ----------
-    n : int
-        Sequences.
-    T : int
-        Tokens per sequence.
-    d : int
-        Token width.
-    rho : float
-        Signal: the optimal token's score ``gamma_opt``.
-    sigma : float
-        Noise scale of the tokens (variance ``sigma^2 / d`` per entry).
     opt_pos : str
         Where the optimal token sits: ``"first"`` (it is the query) or ``"random"``.
     antipodal : bool
@@ -88,11 +78,7 @@ class Fig2Config:
         Seed of the data; ``seed + 1`` draws ``W_0``.
     """
 
-    n: int = 8
-    T: int = 6
     d: int = 128
-    rho: float = 1.0
-    sigma: float = 2.0
     opt_pos: str = "first"
     antipodal: bool = False
     init_scale: float = 0.01
@@ -124,11 +110,11 @@ class Fig2Config:
         "steps",
     )
 
+    POSITIVE = ("rho", "sigma", "ngd_lr", "polyak_cap", "gd_lr")
+
     def __post_init__(self) -> None:
-        validate_common(self)
+        super().__post_init__()
         check_in("opt_pos", self.opt_pos, ("first", "random"))
-        for name in ("rho", "sigma", "ngd_lr", "polyak_cap", "gd_lr"):
-            check_scalar(name, getattr(self, name), low=0.0, low_inclusive=False)
         check_scalar("init_scale", self.init_scale, low=0.0)
         check_scalar("momentum", self.momentum, low=0.0, high=1.0, high_inclusive=False)
         for name in ("ngd_cap", "mom_cap"):
@@ -331,25 +317,22 @@ def _saturation_check(late: pd.DataFrame, W_mm_norm: float) -> Check:
 
 _QUICK = {"n": 4, "T": 4, "d": 16, "steps": 200, "ngd_lr": 0.3, "record_every": 5}
 _FALSIFIERS = (SVM_OTHER, NGD_GRADIENT_STEP, GD_NORMALIZED, L_STAR_ZERO)
-register(
-    Experiment(
-        name="implicit-bias.fig2",
-        cost=8.0,
-        config_type=Fig2Config,
-        run=run_fixed_decoder,
-        quick=_QUICK,
-        claims=CLAIMS,
-        falsifiers=_FALSIFIERS,
+
+
+def _register(name: str, cost: float, config_type: type[Fig2Config]) -> None:
+    """Register one figure of the fixed-decoder runs: Fig. 2 and Fig. 5 differ only in their config."""
+    register(
+        Experiment(
+            name=name,
+            cost=cost,
+            config_type=config_type,
+            run=run_fixed_decoder,
+            quick=_QUICK,
+            claims=CLAIMS,
+            falsifiers=_FALSIFIERS,
+        )
     )
-)
-register(
-    Experiment(
-        name="implicit-bias.fig5",
-        cost=6.0,
-        config_type=Fig5Config,
-        run=run_fixed_decoder,
-        quick=_QUICK,
-        claims=CLAIMS,
-        falsifiers=_FALSIFIERS,
-    )
-)
+
+
+_register("implicit-bias.fig2", 8.0, Fig2Config)
+_register("implicit-bias.fig5", 6.0, Fig5Config)

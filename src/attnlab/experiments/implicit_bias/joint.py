@@ -15,7 +15,7 @@ import torch
 
 from attnlab._validation import ValidationError, check_scalar
 from attnlab.data import dm
-from attnlab.experiments.implicit_bias.common import SOURCE, validate_common
+from attnlab.experiments.implicit_bias.common import SOURCE, ImplicitBiasConfig
 from attnlab.experiments.implicit_bias.falsifiers import u_svm_other_token
 from attnlab.experiments.implicit_bias.figures import joint_figure
 from attnlab.experiments.registry import register
@@ -30,7 +30,7 @@ __all__ = ["Fig3Config", "run_fig3"]
 
 
 @dataclass(frozen=True)
-class Fig3Config:
+class Fig3Config(ImplicitBiasConfig):
     """Fig. 3: GD, per-block NGD (A7), Polyak and joint NGD (A5) training ``(u, W)`` from zero on DM.
 
     Spec: implicit-bias-ngd §9 fig. 3 (settings [L]), §6.2 (DM), §4 A5, A7, A3 (``L_* = 0``: ``u`` can grow).
@@ -39,8 +39,6 @@ class Fig3Config:
 
     Attributes
     ----------
-    n : int
-        Sequences.
     d : int
         Token width.
     sigma_opt : float
@@ -63,7 +61,6 @@ class Fig3Config:
         Seed of the data.
     """
 
-    n: int = 8
     d: int = 200
     sigma_opt: float = 2.0
     sigma_oth: float = 1.0
@@ -77,10 +74,10 @@ class Fig3Config:
 
     OURS = ("n", "d", "sigma_opt", "sigma_oth", "lr", "gd_lr", "polyak_cap", "steps")
 
+    POSITIVE = ("sigma_opt", "sigma_oth", "lr", "gd_lr")
+
     def __post_init__(self) -> None:
-        validate_common(self)
-        for name in ("sigma_opt", "sigma_oth", "lr", "gd_lr"):
-            check_scalar(name, getattr(self, name), low=0.0, low_inclusive=False)
+        super().__post_init__()
         if self.polyak_cap is not None:
             check_scalar("polyak_cap", self.polyak_cap, low=0.0, low_inclusive=False)
         if self.sigma_opt <= self.sigma_oth:

@@ -13,7 +13,7 @@ import pandas as pd
 from attnlab._validation import check_scalar
 from attnlab.data import dm, example1
 from attnlab.experiments.implicit_bias import rates_fixed, rates_joint
-from attnlab.experiments.implicit_bias.common import validate_common
+from attnlab.experiments.implicit_bias.common import Example1Config
 from attnlab.experiments.implicit_bias.figures import rates_figure
 from attnlab.experiments.registry import register
 from attnlab.svm import attention_svm, head_svm
@@ -23,7 +23,7 @@ __all__ = ["RatesConfig", "run_rates"]
 
 
 @dataclass(frozen=True)
-class RatesConfig:
+class RatesConfig(Example1Config):
     """The predictions of spec §8 as measured checks, each drawn next to its measurement.
 
     Spec: implicit-bias-ngd §8 items 1-8 (fixed decoder, NGD/GD/Polyak on Example 1) and 9-13 (joint A6 on DM).
@@ -33,14 +33,6 @@ class RatesConfig:
     ----------
     n : int
         Sequences of the Example-1 data.
-    T : int
-        Tokens per sequence.
-    d : int
-        Token width.
-    rho : float
-        Signal: the optimal token's score.
-    sigma : float
-        Noise scale of the tokens.
     init_scale : float
         Standard deviation of the entries of the single NGD path's ``W_0`` (Lemma 4).
     eta : float
@@ -81,9 +73,6 @@ class RatesConfig:
 
     n: int = 4
     T: int = 4
-    d: int = 64
-    rho: float = 1.0
-    sigma: float = 2.0
     init_scale: float = 0.01
     eta: float = 0.1
     gd_lr: float = 1.0
@@ -108,12 +97,12 @@ class RatesConfig:
         "random_W", "n_joint", "d_joint", "sigma_opt", "sigma_oth", "joint_lr", "alpha", "joint_steps",
     )  # fmt: skip
 
+    POSITIVE = ("rho", "sigma", "eta", "gd_lr", "direction_norm", "sigma_opt", "sigma_oth", "joint_lr")
+
     def __post_init__(self) -> None:
-        validate_common(self)
+        super().__post_init__()
         for name in ("directions", "random_W", "n_joint", "d_joint", "joint_steps", "joint_record_every"):
             check_scalar(name, getattr(self, name), kind=int, low=1)
-        for name in ("rho", "sigma", "eta", "gd_lr", "direction_norm", "sigma_opt", "sigma_oth", "joint_lr"):
-            check_scalar(name, getattr(self, name), low=0.0, low_inclusive=False)
         check_scalar("alpha", self.alpha, low=0.0)
         check_scalar("init_scale", self.init_scale, low=0.0)
 

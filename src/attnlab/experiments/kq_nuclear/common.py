@@ -1,5 +1,5 @@
-"""What the kq-nuclear experiments share: the paper's initialisation (5), config validation and the falsifiers'
-wrong models (the diagonal models they swap in are :mod:`attnlab.models.diagonal`).
+"""What the kq-nuclear experiments share: the paper's initialisation (5), the configs' base and its
+validation, and the falsifiers' wrong models (the diagonal models they swap in are :mod:`attnlab.models.diagonal`).
 
 Spec: kq-nuclear-norm §3.1 (initialisation (5)), §7.2 (``beta`` trained directly).
 """
@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
@@ -38,6 +40,48 @@ def check_ints(config, names: tuple[str, ...]) -> None:
 def check_omegas(omegas: tuple[float, ...]) -> None:
     if not omegas or any(w <= 0 for w in omegas):
         raise ValidationError(f"omegas must be a non-empty tuple of positive scales, got {omegas}; e.g. (0.1, 1.0)")
+
+
+@dataclass(frozen=True)
+class KQConfig:
+    """What every kq-nuclear config has: ``n`` sequences and the checks of its fields.
+
+    ``__post_init__`` checks the subclass's ``INTS`` (integers >= 1, ``seed`` >= 0) and ``POSITIVE`` (floats > 0);
+    a subclass with more to check extends it.
+
+    Attributes
+    ----------
+    n : int
+        Sequences.
+    """
+
+    n: int = 3
+
+    INTS: ClassVar[tuple[str, ...]] = ("n",)
+    POSITIVE: ClassVar[tuple[str, ...]] = ()
+
+    def __post_init__(self) -> None:
+        check_ints(self, self.INTS)
+        check_positive(self, self.POSITIVE)
+
+
+@dataclass(frozen=True)
+class ScoresConfig(KQConfig):
+    """The ``scores_equal`` data set X1, X2 and X5 train on; each adds its run's fields.
+
+    Attributes
+    ----------
+    T : int
+        Tokens per sequence.
+    d : int
+        Token width.
+    """
+
+    n: int = 2
+    T: int = 3
+    d: int = 8
+
+    RENAMED: ClassVar[dict[str, str]] = {"L": "T"}  # issue 20: the token axis is T everywhere (the paper writes L)
 
 
 # ---- falsifiers: wrong mechanisms, each patched where one experiment module looks it up ------------------------

@@ -14,9 +14,8 @@ import torch
 from attnlab.data import scores_equal
 from attnlab.experiments.kq_nuclear.common import (
     SOURCE,
-    check_ints,
+    ScoresConfig,
     check_omegas,
-    check_positive,
     diagonal_init,
     k_gradient_halved,
     q_gradient_reversed,
@@ -31,19 +30,13 @@ __all__ = ["X1Config", "run_x1"]
 
 
 @dataclass(frozen=True)
-class X1Config:
+class X1Config(ScoresConfig):
     """X1: the RK4 flow on diagonal ``(xi_k, xi_q)`` against ``beta = omega_0^2 sinh(B phi)`` and the ``w`` flow.
 
     Spec: kq-nuclear-norm §9 X1, §3.1 (Lemma 4.1, Lemma A.1).
 
     Attributes
     ----------
-    n : int
-        Sequences (spec: 3).
-    T : int
-        Tokens per sequence (spec: 3).
-    d : int
-        Token width (spec: 5).
     gap : float
         Score gap of the optimal token in ``scores_equal`` (ours).
     omegas : tuple of float
@@ -61,7 +54,6 @@ class X1Config:
     """
 
     n: int = 3
-    T: int = 3
     d: int = 5
     gap: float = 3.0
     omegas: tuple[float, ...] = (0.1, 0.5, 1.0)
@@ -72,11 +64,11 @@ class X1Config:
     seed: int = 0
 
     OURS = ("gap", "omegas", "record_every", "seed")
-    RENAMED = {"L": "T"}  # issue 20: the token axis is T everywhere (the paper writes L)
+    INTS = ("n", "T", "d", "record_every", "seed")
+    POSITIVE = ("gap", "dt", "t_max", "tolerance")
 
     def __post_init__(self) -> None:
-        check_ints(self, ("n", "T", "d", "record_every", "seed"))
-        check_positive(self, ("gap", "dt", "t_max", "tolerance"))
+        super().__post_init__()
         check_omegas(self.omegas)
 
 

@@ -16,10 +16,9 @@ import torch
 from attnlab.data import scores_equal
 from attnlab.experiments.kq_nuclear.common import (
     SOURCE,
+    ScoresConfig,
     beta_as_kq,
-    check_ints,
     check_omegas,
-    check_positive,
     diagonal_init,
     kq_as_beta,
 )
@@ -35,7 +34,7 @@ __all__ = ["X2Config", "run_x2"]
 
 
 @dataclass(frozen=True)
-class X2Config:
+class X2Config(ScoresConfig):
     """X2: the normalised-GD path of diagonal ``(xi_k, xi_q)`` for several ``omega_0``, and of ``beta`` directly.
 
     Spec: kq-nuclear-norm §9 X2, §7.2, §7.5. ``step=0.04, steps=50000`` (ours) covers the spec's arc length 2000 in
@@ -43,12 +42,6 @@ class X2Config:
 
     Attributes
     ----------
-    n : int
-        Sequences (spec: 2).
-    T : int
-        Tokens per sequence (spec: 3).
-    d : int
-        Token width (spec: 8).
     gap : float
         Score gap of the optimal token (spec: 3).
     omegas : tuple of float
@@ -67,9 +60,6 @@ class X2Config:
         Data seed (ours).
     """
 
-    n: int = 2
-    T: int = 3
-    d: int = 8
     gap: float = 3.0
     omegas: tuple[float, ...] = (1e-3, 1e-1, 1.0)
     step: float = 0.04
@@ -80,11 +70,11 @@ class X2Config:
     seed: int = 0
 
     OURS = ("step", "steps", "record_every", "l1_rtol", "l2_rtol", "seed")
-    RENAMED = {"L": "T"}  # issue 20: the token axis is T everywhere (the paper writes L)
+    INTS = ("n", "T", "d", "steps", "record_every", "seed")
+    POSITIVE = ("gap", "step", "l1_rtol", "l2_rtol")
 
     def __post_init__(self) -> None:
-        check_ints(self, ("n", "T", "d", "steps", "record_every", "seed"))
-        check_positive(self, ("gap", "step", "l1_rtol", "l2_rtol"))
+        super().__post_init__()
         check_omegas(self.omegas)
 
 

@@ -16,8 +16,7 @@ from attnlab._validation import ValidationError
 from attnlab.data import scores_equal
 from attnlab.experiments.kq_nuclear.common import (
     SOURCE,
-    check_ints,
-    check_positive,
+    KQConfig,
     kq_as_w,
     w_as_kq,
 )
@@ -33,15 +32,13 @@ __all__ = ["X3Config", "run_x3"]
 
 
 @dataclass(frozen=True)
-class X3Config:
+class X3Config(KQConfig):
     """X3: the normalised-GD paths of full ``(K, Q)`` (``d_e = d``) and of combined ``W`` on random A1/A2 data.
 
     Spec: kq-nuclear-norm §9 X3, §7.3-7.4, §10.3. Everything except ``ds`` is ours.
 
     Attributes
     ----------
-    n : int
-        Sequences.
     T : int
         Tokens per sequence.
     ds : tuple of int
@@ -66,7 +63,6 @@ class X3Config:
         Data seed: at 2 the nuc- and fro-SVMs differ at every d (corr 0.77-0.96); at 0 they coincide at d=4.
     """
 
-    n: int = 3
     T: int = 3
     ds: tuple[int, ...] = (4, 8, 16)
     gap: float = 6.0
@@ -82,9 +78,11 @@ class X3Config:
     OURS = ("n", "T", "gap", "runs", "init_scale", "step", "steps", "record_every", "nuc_rtol", "fro_rtol", "seed")
     RENAMED = {"L": "T"}  # issue 20: the token axis is T everywhere (the paper writes L)
 
+    INTS = ("n", "T", "runs", "steps", "record_every", "seed")
+    POSITIVE = ("gap", "init_scale", "step", "nuc_rtol", "fro_rtol")
+
     def __post_init__(self) -> None:
-        check_ints(self, ("n", "T", "runs", "steps", "record_every", "seed"))
-        check_positive(self, ("gap", "init_scale", "step", "nuc_rtol", "fro_rtol"))
+        super().__post_init__()
         if not self.ds or any(not isinstance(d, int) or d < 2 for d in self.ds):
             raise ValidationError(f"ds must be a non-empty tuple of ints >= 2, got {self.ds}; e.g. (4, 8)")
 

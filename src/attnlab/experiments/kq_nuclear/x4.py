@@ -14,7 +14,7 @@ import torch
 
 from attnlab._validation import ValidationError
 from attnlab.data import TokenSelectionData, aligned_pairs
-from attnlab.experiments.kq_nuclear.common import SOURCE, check_ints, check_positive
+from attnlab.experiments.kq_nuclear.common import SOURCE, KQConfig
 from attnlab.experiments.registry import register
 from attnlab.flow import gradient_flow
 from attnlab.metrics import attention_margin, cosine, margin_normalized
@@ -27,7 +27,7 @@ __all__ = ["X4Config", "run_x4"]
 
 
 @dataclass(frozen=True)
-class X4Config:
+class X4Config(KQConfig):
     """X4: Assumption-4 data, aligned initialisation; off-diagonal mass over time and the final spectrum vs (9).
 
     Spec: kq-nuclear-norm §9 X4, §3.2, §7.3, §4 program (9). All values are ours.
@@ -63,7 +63,6 @@ class X4Config:
         Seed of the data and of the shared right frame ``V``.
     """
 
-    n: int = 3
     m_pairs: int = 2
     d: int = 8
     radii: tuple[float, ...] = (1.0, 2.0, 3.0)
@@ -78,9 +77,11 @@ class X4Config:
 
     OURS = ("n", "m_pairs", "d", "radii", "c", "score", "init_scale", "step", "steps", "spectrum_rtol", "seed")
 
+    INTS = ("n", "m_pairs", "d", "steps", "record_every", "seed")
+    POSITIVE = ("score", "init_scale", "step", "spectrum_rtol")
+
     def __post_init__(self) -> None:
-        check_ints(self, ("n", "m_pairs", "d", "steps", "record_every", "seed"))
-        check_positive(self, ("score", "init_scale", "step", "spectrum_rtol"))
+        super().__post_init__()
         if len(self.radii) != self.n:
             raise ValidationError(
                 f"radii has {len(self.radii)} entries for n == {self.n}; pass one radius per sequence"

@@ -17,8 +17,7 @@ from attnlab.data import scores_equal, stack
 from attnlab.data.assumptions import small_initial_loss
 from attnlab.experiments.kq_nuclear.common import (
     SOURCE,
-    check_ints,
-    check_positive,
+    ScoresConfig,
     diagonal_init,
     kq_as_beta,
 )
@@ -43,19 +42,13 @@ __all__ = ["X5Config", "run_x5"]
 
 
 @dataclass(frozen=True)
-class X5Config:
+class X5Config(ScoresConfig):
     """X5: sweep the score gap; where Assumption 3 holds, does the diagonal flow reach the l1-SVM direction?
 
     Spec: kq-nuclear-norm §9 X5, §5, §7.2. All values are ours.
 
     Attributes
     ----------
-    n : int
-        Sequences.
-    T : int
-        Tokens per sequence.
-    d : int
-        Token width.
     gaps : tuple of float
         Score gaps of the optimal token, one data set and run each.
     omega : float
@@ -72,9 +65,6 @@ class X5Config:
         Data seed.
     """
 
-    n: int = 2
-    T: int = 3
-    d: int = 8
     gaps: tuple[float, ...] = (0.5, 1.0, 2.0, 3.0, 4.0, 6.0)
     omega: float = 0.1
     step: float = 0.04
@@ -84,11 +74,11 @@ class X5Config:
     seed: int = 0
 
     OURS = ("n", "T", "d", "gaps", "omega", "step", "steps", "record_every", "l1_rtol", "seed")
-    RENAMED = {"L": "T"}  # issue 20: the token axis is T everywhere (the paper writes L)
+    INTS = ("n", "T", "d", "steps", "record_every", "seed")
+    POSITIVE = ("omega", "step", "l1_rtol")
 
     def __post_init__(self) -> None:
-        check_ints(self, ("n", "T", "d", "steps", "record_every", "seed"))
-        check_positive(self, ("omega", "step", "l1_rtol"))
+        super().__post_init__()
         if not self.gaps or any(g <= 0 for g in self.gaps):
             raise ValidationError(f"gaps must be a non-empty tuple of positive score gaps, got {self.gaps}")
 
