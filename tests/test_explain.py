@@ -29,7 +29,7 @@ def test_combined_W_with_ngd_names_the_frobenius_svm(example):
 
 def test_diagonal_parametrisation_names_l1_diag_over_l2_diag():
     # spec kq-nuclear-norm §7.2: diagonal K, Q from a small init -> l1-SVM, not the l2 one of training beta directly
-    data = scores_equal(n=2, L=3, d=8, seed=0)
+    data = scores_equal(n=2, T=3, d=8, seed=0)
     result = explain(data, "diag", "ngd", steps=800, lr=0.3)
     table = result.table.set_index("candidate")
     assert result.closest == "l1-diag"

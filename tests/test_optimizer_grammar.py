@@ -17,7 +17,7 @@ import attnlab as al
 from attnlab.cli import main
 from attnlab.data import example1
 from attnlab.engine.spaces import optimal_loss
-from attnlab.experiments.explain import explain
+from attnlab.explain import explain
 from attnlab.nets.optimizers import make_optimizer
 from attnlab.optim import parse_optimizer
 from attnlab.runner import load_sweep, run_sweep

@@ -42,7 +42,7 @@ def test_what_a_generator_is_built_to_satisfy_holds_for_its_data(name, seed):
         # the conditional claims fail and hold where their text says; A1: d >> (n T)^2 and rho^2 << sigma^2
         ("example1", "A1", {}, {"n": 2, "T": 2, "d": 20000, "rho": 0.5}),
         ("dm", "A1", {}, {"n": 2, "d": 20000}),
-        ("scores_equal", "A3", {"n": 8}, {}),  # a gap of about L log n: gap 3 covers n = 2, not n = 8
+        ("scores_equal", "A3", {"n": 8}, {}),  # a gap of about T log n: gap 3 covers n = 2, not n = 8
         ("aligned_pairs", "A3", {}, {"score": 10.0}),  # raise score until it holds
     ],
 )

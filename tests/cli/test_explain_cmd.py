@@ -25,7 +25,7 @@ def test_names_the_frobenius_svm_for_W_with_ngd_and_writes_its_outputs(tmp_path)
 
 def test_names_l1_diag_for_the_diagonal_parametrisation(tmp_path):
     src = tmp_path / "d.npz"
-    scores_equal(n=2, L=3, d=8, seed=0).save(src)
+    scores_equal(n=2, T=3, d=8, seed=0).save(src)
     result = invoke("explain", src, "--param", "diag", "--steps", 800, "--lr", 0.3, "--out", tmp_path / "out")
     assert result.exit_code == 0, result.output
     assert "closest: l1-diag" in result.output

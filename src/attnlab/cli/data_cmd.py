@@ -122,7 +122,7 @@ INTENTS = {
     "scores_equal": _Intent(
         "kq-nuclear-norm §6",
         ("unique_opt", "A2"),
-        {"A3": "needs a score gap of about L log n (the defaults gap 3, n 2, L 3 have it); raise gap until it holds"},
+        {"A3": "needs a score gap of about T log n (the defaults gap 3, n 2, T 3 have it); raise gap until it holds"},
     ),
     "aligned_pairs": _Intent(
         "kq-nuclear-norm §6",
