@@ -10,7 +10,6 @@ import pytest
 
 from attnlab._validation import ValidationError
 from attnlab.experiments import get_experiment, run_experiment
-from attnlab.experiments.regression.common import theory_problem
 from attnlab.experiments.regression.floor import floor_rows
 from attnlab.experiments.regression.training import training_rows
 from attnlab.regression import whitened_hessian_spectrum
@@ -57,6 +56,15 @@ def test_bad_config_is_refused():
         make_config(get_experiment("regression.fig2"), ["methods=newton"])
 
 
+@pytest.mark.parametrize("name", ["regression.theory", "regression.scaling"])
+def test_the_shared_theory_instance_settings_are_checked_in_both_experiments(name):
+    experiment = get_experiment(name)
+    with pytest.raises(ValidationError, match="k"):
+        make_config(experiment, ["k=2"])
+    with pytest.raises(ValidationError, match="singular_values has 2 entries, needs d == 3"):
+        make_config(experiment, ["singular_values=0.2,0.1"])
+
+
 @pytest.mark.slow
 def test_quick_scaling_experiment_runs_and_its_checks_pass(tmp_path):
     record = run_experiment("regression.scaling", quick=True, out=tmp_path, progress=False)
@@ -66,7 +74,7 @@ def test_quick_scaling_experiment_runs_and_its_checks_pass(tmp_path):
 def test_a_diverging_run_gives_failing_rows_with_the_reason(tmp_path):
     """A step far too large: the population run and the floor runs blow up; rows fail and say why (no traceback)."""
     config = make_config(get_experiment("regression.theory"), ["lr=40.0", "steps=20"], quick=True)
-    problem = theory_problem(config.d, config.k, config.noise_std, config.singular_values, config.problem_seed)
+    problem = config.problem()
     spectrum = whitened_hessian_spectrum(problem, config.mu, config.seed)
     ctx = RunContext(out=tmp_path, progress=False, quick=True)
     rows, _ = training_rows(config, problem, spectrum, ctx)

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from attnlab._validation import ValidationError
-from attnlab.nets import Comparison, Setup, ViT, compare_optimizers, summary_table
+from attnlab.nets import Comparison, ComparisonConfig, Setup, ViT, compare_optimizers, summary_table
 from attnlab.nets.datasets import load_digits_split
 
 
@@ -76,6 +76,33 @@ def test_two_worker_processes_give_the_same_runs_as_one():
 def test_compare_needs_one_lr_per_optimizer():
     with pytest.raises(ValidationError, match="give one learning rate per optimizer"):
         compare_optimizers(build_digits_vit, CONFIG, ("sgd",), (), (0,), epochs=1, batch_size=8)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"lrs": (0.3,)}, "give one lr per optimizer"),
+        ({"optimizers": (), "lrs": ()}, "give one lr per optimizer"),
+        ({"lrs": (0.3, 0.2, 1.0, 1e-3, 0.05, 0.3, 0.0)}, "lrs"),
+        ({"sngd_cap": 0.0}, "sngd_cap"),
+        ({"sps_c": -1.0}, "sps_c"),
+        ({"seeds": 0}, "seeds"),
+        ({"epochs": 0}, "epochs"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"workers": 0}, "workers"),
+        ({"probes": 0}, "probes"),
+        ({"seed": -1}, "seed"),
+    ],
+)
+def test_comparison_config_names_the_field_it_rejects(change, message):
+    ComparisonConfig()  # the defaults are valid
+    with pytest.raises(ValidationError, match=message):
+        ComparisonConfig(**change)
+
+
+def test_comparison_config_rejects_an_unknown_optimizer():
+    with pytest.raises(ValidationError):
+        ComparisonConfig(optimizers=("sgd", "nope"), lrs=(0.1, 0.1))
 
 
 def test_the_grammars_spelling_trains_without_a_deprecation_warning():

@@ -13,7 +13,7 @@ mirror descent on an IMDb encoder and a ViT). The experiments ``real.digits-vit`
 """
 
 from attnlab.nets.classifier import History, evaluate, fit_classifier, layer_norms
-from attnlab.nets.compare import Comparison, Setup, Trial, compare_optimizers, summary_table
+from attnlab.nets.compare import Comparison, ComparisonConfig, Setup, Trial, compare_optimizers, summary_table
 from attnlab.nets.encoder import Encoder, EncoderBlock, SelfAttention, attention_weights
 from attnlab.nets.optimizers import make_optimizer, parse_optimizer
 from attnlab.nets.probes import first_token_attention, hoyer_sparsity, projection_entries
@@ -22,6 +22,7 @@ from attnlab.nets.vit import ViT
 
 __all__ = [
     "Comparison",
+    "ComparisonConfig",
     "Setup",
     "Trial",
     "compare_optimizers",

@@ -15,9 +15,8 @@ from attnlab._validation import ValidationError, check_scalar
 from attnlab.experiments.real.result import comparison_result, train_config
 from attnlab.experiments.real.summary import CLAIMS, paper_checks
 from attnlab.experiments.registry import register
-from attnlab.nets.compare import Setup, summary_table
+from attnlab.nets.compare import ComparisonConfig, Setup, summary_table
 from attnlab.nets.datasets.digits import load_digits_split
-from attnlab.nets.optimizers import parse_optimizer
 from attnlab.nets.vit import ViT
 from attnlab.verify import Experiment, ExperimentResult, RunContext
 
@@ -25,22 +24,13 @@ __all__ = ["DigitsViTConfig", "run_digits_vit"]
 
 
 @dataclass(frozen=True)
-class DigitsViTConfig:
+class DigitsViTConfig(ComparisonConfig):
     """Settings of ``real.digits-vit``; all are ours (the papers train larger ViTs on MNIST and CIFAR-10).
+
+    The optimizers, their rates, seeds, epochs, workers and probes are :class:`ComparisonConfig`'s.
 
     Attributes
     ----------
-    optimizers : tuple of str
-        Names as in :func:`parse_optimizer`.
-    lrs : tuple of float
-        One per optimizer; for "sps" the cap on the Polyak step, for "sngd" the step length. Tuned by a short
-        sweep on seed 0 (see docs/experiments/real.md); "md:2,normalized=false" shares SGD's rate so that the two must agree.
-    sngd_cap : float
-        Cap on SNGD's step size lr / ||g|| (implicit-bias-ngd A8).
-    sps_c : float
-        SPS constant c (implicit-bias-ngd A8, [L] 0.5).
-    seeds : int
-        Runs per optimizer; run seeds are ``seed, seed + 1, ...``.
     seed : int
         Seeds the train/test split and the first run.
     epochs, batch_size : int
@@ -51,10 +41,6 @@ class DigitsViTConfig:
         ViT sizes: 2x2 patches give 16 patch tokens plus the class token.
     dropout : float
         Dropout rate of the encoder blocks.
-    workers : int
-        Worker processes (one CPU thread each); 2 uses both cores of the reference machine.
-    probes : int
-        Test images whose first-token attention maps are drawn.
     """
 
     OURS = (
@@ -71,22 +57,6 @@ class DigitsViTConfig:
         "dropout",
     )
 
-    optimizers: tuple[str, ...] = (
-        "sgd",
-        "sngd",
-        "sps",
-        "adam",
-        "md:1.1,normalized=false",
-        "md:2,normalized=false",
-        "md:3,normalized=false",
-    )
-    lrs: tuple[float, ...] = (0.3, 0.2, 1.0, 1e-3, 0.05, 0.3, 1e-2)
-    sngd_cap: float = 1.0
-    sps_c: float = 0.5
-    seeds: int = 5
-    seed: int = 0
-    epochs: int = 20  # ours; 30 before issue 12 (--set epochs=30): the full reproduction's budget (docs)
-    batch_size: int = 32
     test_fraction: float = 0.2
     patch_size: int = 2
     dim: int = 32
@@ -94,34 +64,11 @@ class DigitsViTConfig:
     heads: int = 2
     mlp_dim: int = 64
     dropout: float = 0.0
-    workers: int = 2
-    probes: int = 4
 
     def __post_init__(self) -> None:
-        if len(self.optimizers) != len(self.lrs) or not self.optimizers:
-            raise ValidationError(
-                f"optimizers has {len(self.optimizers)} names and lrs {len(self.lrs)}; give one lr per optimizer"
-            )
-        for name in self.optimizers:
-            parse_optimizer(name)
-        for lr in self.lrs:
-            check_scalar("lrs", lr, low=0.0, low_inclusive=False)
-        check_scalar("sngd_cap", self.sngd_cap, low=0.0, low_inclusive=False)
-        check_scalar("sps_c", self.sps_c, low=0.0, low_inclusive=False)
-        for name in (
-            "seeds",
-            "epochs",
-            "batch_size",
-            "patch_size",
-            "dim",
-            "depth",
-            "heads",
-            "mlp_dim",
-            "workers",
-            "probes",
-        ):
+        super().__post_init__()
+        for name in ("patch_size", "dim", "depth", "heads", "mlp_dim"):
             check_scalar(name, getattr(self, name), kind=int, low=1)
-        check_scalar("seed", self.seed, kind=int, low=0)
         check_scalar("test_fraction", self.test_fraction, low=0.0, high=1.0, low_inclusive=False, high_inclusive=False)
         check_scalar("dropout", self.dropout, low=0.0, high=1.0, high_inclusive=False)
         if 8 % self.patch_size:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from attnlab.nets.compare import Comparison, Setup, compare_optimizers
+from attnlab.nets.compare import Comparison, ComparisonConfig, Setup, compare_optimizers
 from attnlab.nets.figures import attention_figure, curves_figure, histogram_figure, norms_figure
 from attnlab.plotting import label_ours
 from attnlab.verify import Check, ExperimentResult, RunContext
@@ -16,12 +16,9 @@ from attnlab.verify import Check, ExperimentResult, RunContext
 __all__ = ["comparison_result", "train_config"]
 
 
-def train_config(build: Callable[[Any, int], Setup], config: Any, ctx: RunContext) -> Comparison:
+def train_config(build: Callable[[Any, int], Setup], config: ComparisonConfig, ctx: RunContext) -> Comparison:
     """Every optimizer of ``config`` (with its lr) for ``config.seeds`` seeds from ``config.seed``, checkpointed
-    under ``ctx.out / "checkpoints"``.
-
-    ``config`` carries ``optimizers``, ``lrs``, ``seeds``, ``seed``, ``epochs``, ``batch_size``, ``sngd_cap``,
-    ``sps_c`` and ``workers``; ``build`` is a module-level function (it is sent to worker processes).
+    under ``ctx.out / "checkpoints"``; ``build`` is a module-level function (it is sent to worker processes).
     """
     seeds = [config.seed + i for i in range(config.seeds)]
     return compare_optimizers(

@@ -16,11 +16,10 @@ from attnlab._validation import ValidationError, check_in, check_scalar
 from attnlab.experiments.real.result import comparison_result, train_config
 from attnlab.experiments.real.summary import CLAIMS, paper_checks
 from attnlab.experiments.registry import register
-from attnlab.nets.compare import Setup, summary_table
+from attnlab.nets.compare import ComparisonConfig, Setup, summary_table
 from attnlab.nets.datasets.aclimdb import load_aclimdb
 from attnlab.nets.datasets.keywords import keyword_task
 from attnlab.nets.datasets.split import Split
-from attnlab.nets.optimizers import parse_optimizer
 from attnlab.nets.probes import first_token_attention
 from attnlab.nets.text_encoder import TextEncoder
 from attnlab.verify import Check, Experiment, ExperimentResult, RunContext, spread_observation
@@ -31,8 +30,10 @@ DATASETS = ("keywords", "aclimdb")
 
 
 @dataclass(frozen=True)
-class TextConfig:
+class TextConfig(ComparisonConfig):
     """Settings of ``real.text``; the model sizes are E4's scaled down to two CPU cores (ours).
+
+    The optimizers, their rates, seeds, epochs, workers and probes are :class:`ComparisonConfig`'s.
 
     Attributes
     ----------
@@ -40,18 +41,8 @@ class TextConfig:
         The generated keyword task, or reviews read from ``imdb_root``.
     imdb_root : str
         The ``aclImdb`` folder (only for ``dataset="aclimdb"``).
-    optimizers : tuple of str
-        Optimizer names, as in ``real.digits-vit``.
-    lrs : tuple of float
-        One step size per optimizer, as in ``real.digits-vit``.
-    sngd_cap, sps_c : float
-        SNGD's step cap and SPS's constant c, as in ``real.digits-vit``.
-    seeds, seed : int
-        Runs per optimizer and the first seed, as in ``real.digits-vit``.
     epochs, batch_size : int
         Passes over the training set, and sequences per mini-batch.
-    workers, probes : int
-        Worker processes, and test sequences whose attention is drawn.
     n_train, n_test, length, vocab_size, keywords : int
         Keyword task sizes (see :func:`keyword_task`).
     max_len, imdb_vocab, max_per_split : int
@@ -84,22 +75,6 @@ class TextConfig:
 
     dataset: str = "keywords"
     imdb_root: str = ""
-    optimizers: tuple[str, ...] = (
-        "sgd",
-        "sngd",
-        "sps",
-        "adam",
-        "md:1.1,normalized=false",
-        "md:2,normalized=false",
-        "md:3,normalized=false",
-    )
-    lrs: tuple[float, ...] = (0.3, 0.2, 1.0, 1e-3, 0.05, 0.3, 1e-2)
-    sngd_cap: float = 1.0
-    sps_c: float = 0.5
-    seeds: int = 5
-    seed: int = 0
-    epochs: int = 20
-    batch_size: int = 32
     n_train: int = 200
     n_test: int = 500
     length: int = 32
@@ -113,8 +88,6 @@ class TextConfig:
     heads: int = 2
     mlp_dim: int = 64
     dropout: float = 0.0
-    workers: int = 2
-    probes: int = 4
 
     def __post_init__(self) -> None:
         check_in("dataset", self.dataset, DATASETS)
@@ -123,36 +96,11 @@ class TextConfig:
                 'dataset == "aclimdb" needs imdb_root, the path of an aclImdb folder; '
                 "pass --set imdb_root=/path/to/aclImdb"
             )
-        if len(self.optimizers) != len(self.lrs) or not self.optimizers:
-            raise ValidationError(
-                f"optimizers has {len(self.optimizers)} names and lrs {len(self.lrs)}; give one lr per optimizer"
-            )
-        for name in self.optimizers:
-            parse_optimizer(name)
-        for lr in self.lrs:
-            check_scalar("lrs", lr, low=0.0, low_inclusive=False)
-        check_scalar("sngd_cap", self.sngd_cap, low=0.0, low_inclusive=False)
-        check_scalar("sps_c", self.sps_c, low=0.0, low_inclusive=False)
-        for name in (
-            "seeds",
-            "epochs",
-            "batch_size",
-            "n_train",
-            "n_test",
-            "length",
-            "keywords",
-            "dim",
-            "depth",
-            "heads",
-            "mlp_dim",
-            "workers",
-            "probes",
-            "max_per_split",
-        ):
+        super().__post_init__()
+        for name in ("n_train", "n_test", "length", "keywords", "dim", "depth", "heads", "mlp_dim", "max_per_split"):
             check_scalar(name, getattr(self, name), kind=int, low=1)
         check_scalar("max_len", self.max_len, kind=int, low=2)
         check_scalar("imdb_vocab", self.imdb_vocab, kind=int, low=4)
-        check_scalar("seed", self.seed, kind=int, low=0)
         check_scalar("dropout", self.dropout, low=0.0, high=1.0, high_inclusive=False)
 
 

@@ -15,7 +15,7 @@ import pandas as pd
 
 from attnlab._validation import ValidationError, check_scalar
 from attnlab.experiments.registry import register
-from attnlab.experiments.regression.common import perturbed_start, theory_problem
+from attnlab.experiments.regression.common import TheoryInstanceConfig, perturbed_start
 from attnlab.experiments.regression.floor import FLOOR_BOUND, FLOOR_ORACLE, floor_rows, oracle_floors
 from attnlab.experiments.regression.theory import FALSIFIERS
 from attnlab.plotting import house_figure, label_ours, log_gap_axis, new_figure, plot_band
@@ -25,28 +25,17 @@ __all__ = ["ScalingConfig"]
 
 
 @dataclass(frozen=True)
-class ScalingConfig:
+class ScalingConfig(TheoryInstanceConfig):
     """Algorithm 1 with the Monte-Carlo oracle on the theory instance, from a fixed distance to the manifold, so both
     terms of ``C1 (1 - c eta)^T + O(1/n)`` (spec §8 T2) are visible.
 
+    The instance (d, k, noise_std, singular_values, problem_seed), seed, mu, lr and start_scale are
+    :class:`~attnlab.experiments.regression.common.TheoryInstanceConfig`'s.
+
     Attributes
     ----------
-    d : int
-        Covariate dimension.
-    k : int
-        Response dimension, k >= d (A2).
-    noise_std : float
-        Noise sigma; L_irr = k sigma^2.
-    singular_values : tuple of float
-        sigma(W* Sigma^{1/2}), d values (the theory instance).
-    problem_seed : int
-        Seed of Sigma and the singular vectors of W*.
     seed : int
         Seed of the starts and the oracle's samples.
-    mu : float
-        Regularizer weight (spec §3.4 [R]).
-    lr : float
-        Step size eta.
     steps : int
         Iterations T; the floor is the mean gap over the second half.
     ns : tuple of int
@@ -55,31 +44,20 @@ class ScalingConfig:
         Starts per n.
     batches : int
         Fresh samples per step of the oracle (every n also runs at half of it, to show the noise is below the bias).
-    start_scale : float
-        Entry size of the perturbation of theta_R: the perturbed-manifold start (spec §9.3).
     record_every : int
         Steps between recorded points.
     """
 
-    d: int = 3
-    k: int = 6
-    noise_std: float = 0.1
-    singular_values: tuple[float, ...] = (0.25, 0.2, 0.15)
-    problem_seed: int = 0
-    seed: int = 0
-    mu: float = 0.25
-    lr: float = 0.5
     steps: int = 150
     ns: tuple[int, ...] = (25, 50, 100, 200)
     seeds: int = 4
     batches: int = 16
-    start_scale: float = 0.05
     record_every: int = 2
 
-    OURS = ("d", "k", "noise_std", "singular_values", "mu", "lr", "ns", "batches", "start_scale")
+    OURS = TheoryInstanceConfig.OURS + ("ns", "batches", "start_scale")
 
     def __post_init__(self) -> None:
-        check_scalar("k", self.k, kind=int, low=self.d)
+        super().__post_init__()
         check_scalar("batches", self.batches, kind=int, low=2)
         check_scalar("seeds", self.seeds, kind=int, low=2)
         if len(self.ns) < 2:
@@ -88,7 +66,7 @@ class ScalingConfig:
 
 def run_scaling(config: ScalingConfig, ctx: RunContext) -> ExperimentResult:
     """Population excess loss L(theta_T) - L_irr over n and T; the floor's rate in n, noise and bias apart."""
-    problem = theory_problem(config.d, config.k, config.noise_std, config.singular_values, config.problem_seed)
+    problem = config.problem()
     start = perturbed_start(problem, config.seeds, config.start_scale, config.seed)
     floors, frame = oracle_floors(
         problem,

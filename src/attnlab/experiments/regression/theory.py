@@ -15,7 +15,7 @@ import pandas as pd
 
 from attnlab._validation import ValidationError, check_scalar
 from attnlab.experiments.registry import register
-from attnlab.experiments.regression.common import theory_problem
+from attnlab.experiments.regression.common import TheoryInstanceConfig
 from attnlab.experiments.regression.falsifiers import FALSIFIERS
 from attnlab.experiments.regression.finite_context import (
     T3_OBJECTIVE,
@@ -51,25 +51,14 @@ __all__ = ["TheoryConfig"]
 
 
 @dataclass(frozen=True)
-class TheoryConfig:
+class TheoryConfig(TheoryInstanceConfig):
     """Settings of the measured checks of spec §8 (sizes are ours; the paper gives none).
+
+    The instance (d, k, noise_std, singular_values, problem_seed), seed, mu, lr and start_scale are
+    :class:`~attnlab.experiments.regression.common.TheoryInstanceConfig`'s; the T2 runs amend lr and start_scale.
 
     Attributes
     ----------
-    d : int
-        Covariate dimension.
-    k : int
-        Response dimension, k >= d (A2).
-    noise_std : float
-        Noise sigma; L_irr = k sigma^2.
-    singular_values : tuple of float
-        sigma(W* Sigma^{1/2}), d values: A3 holds and kappa < 2 (a fast local rate).
-    problem_seed : int
-        Seed of Sigma and the singular vectors of W*.
-    seed : int
-        Seed of every sample, rotation and start.
-    mu : float
-        Regularizer weight (spec §3.4 [R]).
     bias_ns : tuple of int
         Context sizes of the Monte-Carlo biases (T1.1, Theorems 4 and 5).
     bias_samples : int
@@ -88,10 +77,10 @@ class TheoryConfig:
         Random directions per radius (T1.3).
     lr : float
         Step of the population-oracle and Monte-Carlo-oracle runs (T2).
-    steps : int
-        Steps of the population-oracle run (T2, L2).
     start_scale : float
         Entry size of the perturbation of theta_R where the T2 runs start (the perturbed-manifold start).
+    steps : int
+        Steps of the population-oracle run (T2, L2).
     mc_ns : tuple of int
         Context sizes of the Monte-Carlo-oracle floor (T2).
     mc_batches : int
@@ -102,13 +91,6 @@ class TheoryConfig:
         Steps of the floor runs; the floor is the mean gap over their second half.
     """
 
-    d: int = 3
-    k: int = 6
-    noise_std: float = 0.1
-    singular_values: tuple[float, ...] = (0.25, 0.2, 0.15)
-    problem_seed: int = 0
-    seed: int = 0
-    mu: float = 0.25  # spec §3.4 [R]
     bias_ns: tuple[int, ...] = (25, 50, 100, 200, 400, 800)
     bias_samples: int = 400
     regularizer_samples: int = 4000
@@ -117,20 +99,16 @@ class TheoryConfig:
     spectral_seeds: int = 20
     radii: tuple[float, ...] = (0.02, 0.05, 0.1, 0.25)
     directions: int = 300
-    lr: float = 0.5
     steps: int = 300
-    start_scale: float = 0.05
     mc_ns: tuple[int, ...] = (50, 100, 200)
     mc_batches: int = 16
     mc_runs: int = 3
     mc_steps: int = 150
 
-    OURS = ("d", "k", "noise_std", "singular_values", "mu", "lr", "bias_ns", "bias_scale", "mc_ns", "radii")
+    OURS = TheoryInstanceConfig.OURS + ("bias_ns", "bias_scale", "mc_ns", "radii")
 
     def __post_init__(self) -> None:
-        check_scalar("k", self.k, kind=int, low=self.d)
-        if len(self.singular_values) != self.d:
-            raise ValidationError(f"singular_values has {len(self.singular_values)} entries, needs d == {self.d}")
+        super().__post_init__()
         check_scalar("mc_batches", self.mc_batches, kind=int, low=2)
         for name in ("bias_samples", "regularizer_samples", "spectral_seeds", "directions", "mc_runs"):
             check_scalar(name, getattr(self, name), kind=int, low=2)
@@ -194,7 +172,7 @@ def _figure(config: TheoryConfig, biases: pd.DataFrame, spectral: pd.DataFrame, 
 
 def run_theory(config: TheoryConfig, ctx: RunContext) -> ExperimentResult:
     """Every row of the table of spec §8 as a declared check."""
-    problem = theory_problem(config.d, config.k, config.noise_std, config.singular_values, config.problem_seed)
+    problem = config.problem()
     spectrum = whitened_hessian_spectrum(problem, config.mu, config.seed)
     bias_rows, biases = finite_context_rows(config, problem, ctx)
     geometry_checks, geometry = geometry_rows(config, problem, spectrum, ctx)
