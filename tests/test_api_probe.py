@@ -256,7 +256,7 @@ CASES = [
     ("data: boolean select", lambda: TokenSelectionData(X, y=Y, select=np.ones(4, bool)), "got dtype bool"),
     ("data: float32 converted", _float32_data, None),
     ("data: copied, not aliased", _copied_data, None),
-    ("data: stack of unequal shapes", lambda: stack([D, _data(n=3)]), r"must share \(n, T, d\)"),
+    ("data: stack of unequal shapes", lambda: stack([D, _data(n=3)]), r"must share \(n, T, d, d_q\)"),
     ("data: with_ bad labels", lambda: D.with_(y=torch.full((4,), 2.0)), r"y must hold only"),
     # ntk
     ("ntk: list input", lambda: empirical_ntk(nn.Linear(3, 2), [[1.0, 2.0, 3.0]]), "x1 must be a torch.Tensor"),

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
+from attnlab._validation import check_in, check_scalar
 from attnlab.data import example1
-from attnlab.experiments.implicit_bias.common import Example1Config
 from attnlab.experiments.registry import register
 from attnlab.metrics import alignment, opt_softmax
 from attnlab.models import Combined
@@ -28,11 +28,21 @@ __all__ = ["FlagshipConfig"]
 
 
 @dataclass(frozen=True)
-class FlagshipConfig(Example1Config):
+class FlagshipConfig:
     """Settings of the flagship run (spec implicit-bias-ngd §9 fig. 2 proposals, all [L]).
 
     Attributes
     ----------
+    n : int
+        Sequences in the Example 1 data set.
+    T : int
+        Tokens per sequence (>= 2).
+    d : int
+        Token dimension; W is d x d.
+    rho : float
+        Signal strength: the optimal token's score ``gamma_{i,opt} = rho``.
+    sigma : float
+        Noise scale of the tokens (entry variance ``sigma^2 / d`` orthogonal to the head).
     ngd_lr : float
         Step size of normalized GD.
     gd_lr : float
@@ -47,6 +57,11 @@ class FlagshipConfig(Example1Config):
         Seed of the data set.
     """
 
+    n: int = 8
+    T: int = 6
+    d: int = 64
+    rho: float = 1.0
+    sigma: float = 2.0
     ngd_lr: float = 0.1
     gd_lr: float = 1.0
     steps: int = 2000
@@ -55,7 +70,13 @@ class FlagshipConfig(Example1Config):
     seed: int = 0
 
     OURS = ("n", "T", "d", "rho", "sigma", "ngd_lr", "gd_lr", "steps")
-    POSITIVE = ("rho", "sigma", "ngd_lr", "gd_lr")
+
+    def __post_init__(self) -> None:
+        for name in ("n", "T", "d", "steps", "record_every"):
+            check_scalar(name, getattr(self, name), kind=int, low=2 if name == "T" else 1)
+        for name in ("rho", "sigma", "ngd_lr", "gd_lr"):
+            check_scalar(name, getattr(self, name), low=0.0, low_inclusive=False)
+        check_in("loss", self.loss, ("exp", "logistic"))
 
 
 _SOURCE = "docs/theory/implicit-bias-ngd.md"
