@@ -15,7 +15,7 @@ from torch import nn
 from attnlab._validation import ValidationError, check_scalar, check_tensor
 from attnlab.data.dataset import TokenSelectionData
 from attnlab.data.token_sets import HIGH, LOW, sets_from_probabilities
-from attnlab.models.functional import attention_logits
+from attnlab.models.functional import attention_logits, attention_probabilities
 from attnlab.probe.adapters import adapter_for
 from attnlab.probe.head import head_W, homogeneous_tokens, resolve_homogeneous
 
@@ -119,8 +119,7 @@ def _head_selection(data: TokenSelectionData, W: torch.Tensor, select: str, thre
     """What the head with weights ``W`` selects: its arg-max token, or its token sets (multi-token §2)."""
     if select == "attended":
         return attended_tokens(data.X, data.Z, W)
-    probabilities = torch.softmax(attention_logits(data.X, W, data.Z), dim=-1)  # (n, T)
-    return sets_from_probabilities(probabilities, *thresholds)
+    return sets_from_probabilities(attention_probabilities(data.X, W, data.Z), *thresholds)  # (n, T) softmax
 
 
 def capture(
