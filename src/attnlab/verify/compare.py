@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import operator
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -130,6 +131,15 @@ def check_close(
     )
 
 
+_COMPARE = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+
+
+def _bound(claim: str, measured: float, bound: float, op: str, source: str, spread: str, tags: dict) -> Check:
+    """The row of :func:`check_less` and :func:`check_greater`: ``measured op bound``; NaN fails every ``op``."""
+    passed = _COMPARE[op](measured, bound)
+    return Check(claim, f"{op} {bound:.6g}", float(measured), _why("bound", spread), bool(passed), source, **tags)
+
+
 def check_less(
     claim: str,
     measured: float,
@@ -164,9 +174,7 @@ def check_less(
     Check
         ``predicted`` is the bound as text (``"<= 0.5"``), ``measured`` a float, the tolerance text ``"bound"``.
     """
-    passed = measured < bound if strict else measured <= bound
-    op = "<" if strict else "<="
-    return Check(claim, f"{op} {bound:.6g}", float(measured), _why("bound", spread), bool(passed), source, **tags)
+    return _bound(claim, measured, bound, "<" if strict else "<=", source, spread, tags)
 
 
 def check_greater(
@@ -203,9 +211,7 @@ def check_greater(
     Check
         ``predicted`` is the bound as text (``">= 0.5"``), ``measured`` a float, the tolerance text ``"bound"``.
     """
-    passed = measured > bound if strict else measured >= bound
-    op = ">" if strict else ">="
-    return Check(claim, f"{op} {bound:.6g}", float(measured), _why("bound", spread), bool(passed), source, **tags)
+    return _bound(claim, measured, bound, ">" if strict else ">=", source, spread, tags)
 
 
 def check_ordering(
