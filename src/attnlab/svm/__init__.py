@@ -21,6 +21,7 @@ from attnlab.svm.selection import (
     locally_optimal_selections,
     support_tokens,
 )
+from attnlab.svm.selection_svms import SelectionSVMs
 
 __all__ = [
     "AttentionSVMResult",
@@ -31,6 +32,7 @@ __all__ = [
     "InfeasibleProgramError",
     "SolverToleranceError",
     "SelectionReport",
+    "SelectionSVMs",
     "SolverAccuracyWarning",
     "TieWarning",
     "aligned_l1_svm",

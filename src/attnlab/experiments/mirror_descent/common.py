@@ -17,11 +17,10 @@ import torch
 from attnlab._validation import ValidationError, check_in, check_scalar
 from attnlab.batched import train as batched_train
 from attnlab.callbacks import tidy_frame
-from attnlab.data import StackedData, TokenSelectionData
+from attnlab.data import StackedData
 from attnlab.losses import LOSSES, mean_loss
 from attnlab.metrics import entrywise_norm, selected_logistic_probability
 from attnlab.models.functional import attention_probabilities, margins
-from attnlab.svm import attention_svm, is_locally_optimal
 from attnlab.verify import RunContext
 
 __all__ = [
@@ -29,13 +28,10 @@ __all__ = [
     "SOURCE",
     "check_config",
     "hypothesis_share",
-    "locally_optimal",
     "md_path",
     "path_metrics",
     "selected",
     "still_decreasing",
-    "svm_directions",
-    "svm_norm",
     "tidy",
 ]
 
@@ -58,11 +54,6 @@ def check_config(config, ints: tuple[str, ...], positives: tuple[str, ...]) -> N
             f"epochs must give one positive step count per p: {len(config.ps)} values for ps={config.ps}, "
             f"got {config.epochs}"
         )
-
-
-def svm_norm(q: float) -> str | float:
-    """The attention-SVM ``norm`` for exponent ``q``: the exact QP ``"fro"`` at ``q = 2``, else the entrywise ``q``."""
-    return "fro" if q == 2.0 else float(q)
 
 
 def md_path(
@@ -113,31 +104,6 @@ def md_path(
 def selected(batch: StackedData, W: torch.Tensor) -> torch.Tensor:
     """The token of largest attention in each sequence, shape ``([S,] R, n)`` (the official code's selection)."""
     return attention_probabilities(batch.X, W, batch.Z).argmax(dim=-1)  # spec §6: argmax of the softmax
-
-
-def svm_directions(datasets: list[TokenSelectionData], select: torch.Tensor, q: float, cache: dict) -> torch.Tensor:
-    """``W^mm_{alpha, q}`` of every data set for its selection ``select[r]``, shape ``(R, d, d)``; solved once each."""
-    out = []
-    for r, data in enumerate(datasets):
-        key = (r, tuple(select[r].tolist()), q)
-        if key not in cache:
-            cache[key] = attention_svm(data, svm_norm(q), select=select[r]).W  # spec §5: l_q-AttSVM
-        out.append(cache[key])
-    return torch.stack(out)
-
-
-def locally_optimal(datasets: list[TokenSelectionData], select: torch.Tensor, p: float, cache: dict) -> torch.Tensor:
-    """Whether each data set's selection ``select[r]`` is locally optimal for the l_p-AttSVM, shape ``(R,)`` bool.
-
-    Spec: mirror-descent-lp §5 Definition 3, the hypothesis of the local convergence of §8.2. The SVM solved for the
-    check is kept in ``cache`` (the key of :func:`_svm_directions`).
-    """
-    holds = []
-    for r, data in enumerate(datasets):
-        report = is_locally_optimal(data, select=select[r], p=svm_norm(p))  # spec §5 Def. 3
-        cache.setdefault((r, tuple(select[r].tolist()), p), report.svm.W)
-        holds.append(report.holds)
-    return torch.tensor(holds)
 
 
 def still_decreasing(steps: np.ndarray, values: np.ndarray) -> dict[str, float]:

@@ -21,11 +21,9 @@ from attnlab.experiments.mirror_descent.common import (
     SOURCE,
     check_config,
     hypothesis_share,
-    locally_optimal,
     md_path,
     path_metrics,
     selected,
-    svm_directions,
     tidy,
 )
 from attnlab.experiments.mirror_descent.falsifiers import EXPONENT_SHIFT, RUNNER_UP
@@ -34,6 +32,7 @@ from attnlab.metrics import directional_bregman, entrywise_norm, gradient_direct
 from attnlab.models.functional import loss_gradients, token_scores
 from attnlab.optim import norm_growth_bounds
 from attnlab.plotting import house_figure, label_axes, label_ours, log_gap_axis, new_figure
+from attnlab.svm import SelectionSVMs
 from attnlab.verify import Check, Claim, Experiment, ExperimentResult, RunContext, observation, spread_tolerance
 
 __all__ = ["E1Config", "run_e1"]
@@ -179,7 +178,7 @@ def _correlations(batch: StackedData, W: torch.Tensor, W_mm: torch.Tensor, held:
 
 def _grid_runs(config: E1Config, ctx: RunContext, datasets, batch, W0) -> tuple[pd.DataFrame, ...]:
     """Normalised MD for each p (one batched program over the data sets); dB_p against every q-SVM along the path."""
-    cache: dict = {}
+    svms = SelectionSVMs(datasets)
     bregman_frames, metric_frames, correlations, diverged = [], [], [], {}
     optimal = token_scores(batch.X, batch.y, batch.v).argmax(dim=-1)  # (R, n): opt_i = argmax_t gamma_it
     for p, epochs in zip(config.ps, config.epochs):
@@ -187,15 +186,15 @@ def _grid_runs(config: E1Config, ctx: RunContext, datasets, batch, W0) -> tuple[
         steps, path, diverged[p] = md_path(batch, W0, p, config.lr, True, epochs, every, config.loss, ctx)
         select = selected(batch, path[-1])  # spec §6: SVM tokens = argmax of the final softmax
         globally = (select == optimal).all(dim=-1).to(torch.float64)  # spec §5: alpha_i = opt_i for all i
-        local = locally_optimal(datasets, select, p, cache).to(torch.float64)  # the hypothesis of §8.2, per run
+        local = svms.locally_optimal(select, p).to(torch.float64)  # the hypothesis of §8.2, per run
         # Lemma 20 at the middle record, where the path's later half is the witness that it stays in the cone: a
         # last iterate can be leaving its selection (data set 58 of the full run, docs/experiments/mirror-descent.md)
         mid = len(steps) // 2
         kept = (selected(batch, path[mid]) == select).all(dim=-1).to(torch.float64)
-        W_mm = svm_directions(datasets, select, p, cache)
+        W_mm = svms.directions(select, p)
         correlations.append(_correlations(batch, path[mid], W_mm, local * kept, p, config).assign(step=steps[mid]))
         for q in config.ps:
-            W_mm = svm_directions(datasets, select, q, cache)
+            W_mm = svms.directions(select, q)
             dB = directional_bregman(W_mm, path, p)  # spec §3: D_psi_p(W^mm_q/||.||_p, W_k/||W_k||_p), (S, R)
             bregman_frames.append(
                 tidy({"bregman": dB, "locally_optimal": local.expand(len(steps), -1)}, steps, p=p, q=q)

@@ -19,17 +19,16 @@ from attnlab.experiments.mirror_descent.common import (
     SOURCE,
     check_config,
     hypothesis_share,
-    locally_optimal,
     md_path,
     selected,
     still_decreasing,
-    svm_directions,
     tidy,
 )
 from attnlab.experiments.mirror_descent.falsifiers import EXPONENT_SHIFT
 from attnlab.experiments.registry import register
 from attnlab.metrics import directional_bregman, entrywise_norm
 from attnlab.plotting import house_figure, label_axes, label_ours, new_figure, theory_line
+from attnlab.svm import SelectionSVMs
 from attnlab.verify import Claim, Experiment, ExperimentResult, RunContext, observation
 
 __all__ = ["E2Config", "run_e2"]
@@ -119,9 +118,9 @@ def run_e2(config: E2Config, ctx: RunContext) -> ExperimentResult:
     frames, rays, checks = [], {}, []
     for p, epochs in zip(config.ps, config.epochs):
         steps, path, diverged = md_path(batch, W0, p, config.lr, True, epochs, config.record_every, config.loss, ctx)
-        select, cache = selected(batch, path[-1]), {}
-        local = locally_optimal([data], select, p, cache)  # spec §5 Def. 3: the hypothesis of §8.2
-        W_mm = svm_directions([data], select, p, cache)  # (1, d, d)
+        select, svms = selected(batch, path[-1]), SelectionSVMs([data])
+        local = svms.locally_optimal(select, p)  # spec §5 Def. 3: the hypothesis of §8.2
+        W_mm = svms.directions(select, p)  # (1, d, d)
         dB = directional_bregman(W_mm, path[1:], p)  # spec §3; W_0 = 0 has no direction
         columns = {f"w_{i}{j}": path[:, :, i, j] for i, j in ENTRIES}
         columns["bregman"] = torch.cat([torch.full((1, 1), math.nan, dtype=torch.float64), dB])
@@ -131,8 +130,7 @@ def run_e2(config: E2Config, ctx: RunContext) -> ExperimentResult:
         share = hypothesis_share(local) + (" and diverged" if diverged else "")
         checks.append(HYPOTHESIS.format(p=p).holds("locally optimal", share, "Def. 3", bool(local[0]) and not diverged))
         gaps = {
-            f"q={q:g}": float(directional_bregman(svm_directions([data], select, q, cache), path[-1], p)[0])
-            for q in config.ps
+            f"q={q:g}": float(directional_bregman(svms.directions(select, q), path[-1], p)[0]) for q in config.ps
         }  # spec §3, §5: dB_p(W^mm_q, W_K) for every q of the grid
         own = gaps.pop(f"q={p:g}")
         closest = own < min(gaps.values(), default=float("inf"))

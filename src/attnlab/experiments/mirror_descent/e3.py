@@ -13,14 +13,14 @@ import pandas as pd
 import torch
 
 from attnlab.data import joint_toy
-from attnlab.experiments.mirror_descent.common import SOURCE, check_config, still_decreasing, svm_norm
+from attnlab.experiments.mirror_descent.common import SOURCE, check_config, still_decreasing
 from attnlab.experiments.registry import register
 from attnlab.metrics import Metric, directional_bregman, selected_logistic_probability
 from attnlab.models import Combined
 from attnlab.models.functional import attention_probabilities
 from attnlab.optim import MirrorDescent
 from attnlab.plotting import EPS, house_figure, label_axes, label_ours, log_gap_axis, new_figure, rounding_floor
-from attnlab.svm import attention_svm, head_svm
+from attnlab.svm import SelectionSVMs, head_svm
 from attnlab.training import train
 from attnlab.verify import Experiment, ExperimentResult, RunContext, observation
 
@@ -95,7 +95,7 @@ def run_e3(config: E3Config, ctx: RunContext) -> ExperimentResult:
         frames.append(traj.frame.assign(p=p))
         W, v = model.W.detach(), model.v.detach()
         select = attention_probabilities(data.X, W, data.Z).argmax(dim=-1)  # spec §6: final softmax argmax
-        W_mm = attention_svm(data, svm_norm(p), select=select).W  # spec §5: l_p-AttSVM
+        W_mm = SelectionSVMs([data]).directions(select[None], p)[0]  # spec §5: l_p-AttSVM
         v_mm = head_svm(data, p, select=select).v  # spec §5: l_p head SVM
         dB_W = float(directional_bregman(W_mm, W, p))
         dB_v = float(directional_bregman(v_mm[None], v[None], p))  # a vector as a 1 x d matrix

@@ -20,12 +20,12 @@ import torch
 
 from attnlab._validation import ValidationError, check_scalar
 from attnlab.data import stack, unit_gaussian
-from attnlab.experiments.mirror_descent.common import SOURCE, check_config, md_path, selected, svm_norm, tidy
+from attnlab.experiments.mirror_descent.common import SOURCE, check_config, md_path, selected, tidy
 from attnlab.experiments.registry import register
 from attnlab.metrics import directional_bregman, entrywise_norm
 from attnlab.models.functional import loss_gradients, token_scores
 from attnlab.plotting import house_figure, label_axes, label_ours, new_figure
-from attnlab.svm import attention_svm
+from attnlab.svm import SelectionSVMs
 from attnlab.verify import Claim, Experiment, ExperimentResult, Falsifier, RunContext
 
 __all__ = ["GrowthConfig", "run_growth"]
@@ -129,9 +129,8 @@ def _start(config: GrowthConfig, datasets, p: float) -> tuple[torch.Tensor, torc
 
     Every softmax gap of the optimal token is at least about ``rho`` at ``W_0``.
     """
-    W_mm = torch.stack(
-        [attention_svm(data, svm_norm(p), select=data.optimal_tokens()).W for data in datasets]
-    )  # spec §5: l_p-AttSVM of the optimal tokens
+    optimal = torch.stack([data.optimal_tokens() for data in datasets])
+    W_mm = SelectionSVMs(datasets).directions(optimal, p)  # spec §5: l_p-AttSVM of the optimal tokens
     gen = torch.Generator().manual_seed(config.first_seed)
     noise = torch.randn(W_mm.shape, generator=gen, dtype=torch.float64)
     return config.rho * W_mm + config.sigma * noise, W_mm  # spec §7: a start in the cone, rho x the SVM's norm

@@ -20,13 +20,13 @@ import torch
 
 from attnlab._validation import ValidationError, check_scalar
 from attnlab.data import TokenSelectionData, unit_gaussian
-from attnlab.experiments.mirror_descent.common import SOURCE, check_config, svm_norm
+from attnlab.experiments.mirror_descent.common import SOURCE, check_config
 from attnlab.experiments.registry import register
 from attnlab.metrics import directional_bregman, entrywise_norm
 from attnlab.models.functional import loss_gradients, token_scores
 from attnlab.optim import projected_mirror_descent
 from attnlab.plotting import house_figure, label_axes, label_ours, new_figure
-from attnlab.svm import attention_svm, constrained_erm, constrained_stationarity
+from attnlab.svm import SelectionSVMs, constrained_erm, constrained_stationarity
 from attnlab.verify import Claim, Experiment, ExperimentResult, Falsifier, RunContext
 
 __all__ = ["RegPathConfig", "run_regpath"]
@@ -138,7 +138,8 @@ def _risk_gradient(data: TokenSelectionData):
 def _path(config: RegPathConfig, data: TokenSelectionData, run: int, p: float) -> tuple[list[dict], dict]:
     """One data set's path for exponent ``p``: dB_p to every q's SVM at each radius, and the solver report."""
     select = token_scores(data.X, data.y, data.v).argmax(dim=-1)  # spec §5: the optimal tokens opt_i
-    svms = {q: attention_svm(data, svm_norm(q), select=select).W for q in config.ps}  # spec §5: l_q-AttSVM
+    solved = SelectionSVMs([data])
+    svms = {q: solved.directions(select[None], q)[0] for q in config.ps}  # spec §5: l_q-AttSVM
     unit = float(entrywise_norm(svms[p], p))
     W, previous, rows = torch.zeros(config.d, config.d, dtype=torch.float64), 1.0, []
     kkt, radius_excess, cross = 0.0, 0.0, float("nan")
