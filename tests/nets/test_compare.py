@@ -65,6 +65,20 @@ def test_a_changed_config_does_not_resume_another_configs_checkpoints(tmp_path):
     pd.testing.assert_frame_equal(other.frame[columns], fresh.frame[columns])
 
 
+@dataclass(frozen=True)
+class TinyComparison(ComparisonConfig):
+    dim: int = 8
+
+
+def test_a_configs_compare_trains_its_own_optimizers_rates_and_seeds(tmp_path):
+    config = TinyComparison(optimizers=("sgd", MD), lrs=(0.3, 0.05), seeds=2, epochs=1, batch_size=256, workers=1)
+    result = config.compare(build_digits_vit, checkpoint_dir=tmp_path)
+    want = _run(1)  # the same trials through compare_optimizers, named one by one
+    columns = [c for c in want.frame.columns if c != "seconds"]
+    pd.testing.assert_frame_equal(result.frame[columns], want.frame[columns])
+    assert sorted(set(result.frame["seed"])) == [0, 1] and len(list(tmp_path.iterdir())) == 4
+
+
 @pytest.mark.slow
 def test_two_worker_processes_give_the_same_runs_as_one():
     one, two = _run(1), _run(2)

@@ -139,6 +139,45 @@ class ComparisonConfig:
             check_scalar(name, getattr(self, name), kind=int, low=1)
         check_scalar("seed", self.seed, kind=int, low=0)
 
+    def compare(
+        self,
+        build: Callable[[Any, int], Setup],
+        *,
+        checkpoint_dir: str | Path | None = None,
+        bar: Callable[..., Any] | None = None,
+    ) -> Comparison:
+        """Every optimizer of this config (each with its lr), for ``seeds`` seeds from ``seed``.
+
+        :func:`compare_optimizers` with this config's settings; ``build(self, seed)`` builds each trial.
+
+        Parameters
+        ----------
+        build : callable
+            ``build(config, seed) -> Setup``, a module-level function (it is sent to worker processes).
+        checkpoint_dir : path, optional
+            Folder of per-trial checkpoints, resumed when the config is unchanged.
+        bar : callable, optional
+            ``bar(iterable, total=..., desc=...)`` progress bar over trials.
+
+        Returns
+        -------
+        Comparison
+        """
+        return compare_optimizers(
+            build,
+            self,
+            self.optimizers,
+            self.lrs,
+            [self.seed + i for i in range(self.seeds)],
+            epochs=self.epochs,
+            batch_size=self.batch_size,
+            sngd_cap=self.sngd_cap,
+            sps_c=self.sps_c,
+            workers=self.workers,
+            checkpoint_dir=checkpoint_dir,
+            bar=bar,
+        )
+
 
 @dataclass
 class Comparison:

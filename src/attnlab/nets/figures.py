@@ -6,7 +6,7 @@ Spec: implicit-bias-ngd §9 fig. 6-7 (training loss per epoch, per-layer norm gr
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -14,7 +14,10 @@ from matplotlib.ticker import MaxNLocator
 
 from attnlab.plotting import house_figure, new_figure, panel_grid
 
-__all__ = ["attention_figure", "curves_figure", "histogram_figure", "norms_figure"]
+if TYPE_CHECKING:
+    from attnlab.nets.compare import Comparison
+
+__all__ = ["attention_figure", "comparison_figures", "curves_figure", "histogram_figure", "norms_figure"]
 
 
 _LINESTYLES = ("-", "--", ":", "-.")
@@ -159,3 +162,26 @@ def attention_figure(attention: pd.DataFrame, grid: tuple[int, int] | None = Non
     what = "tokens 1.. as an image" if grid else "every token, the first at the left"
     fig.suptitle(f"first-token attention, last layer,\nmean over heads ({what})")
     return fig
+
+
+def comparison_figures(comparison: Comparison, grid: tuple[int, int] | None = None) -> dict[str, Any]:
+    """The four figures of a comparison, by name: training curves, layer norms, K/Q/V histograms, attention maps.
+
+    Parameters
+    ----------
+    comparison : Comparison
+        The tables of :func:`~attnlab.nets.compare_optimizers`.
+    grid : tuple of int, optional
+        Lay the attention of tokens 1.. out as an image of this shape (ViT patches); ``None`` draws strips (text).
+
+    Returns
+    -------
+    dict of str to matplotlib.figure.Figure
+        ``"curves"``, ``"norms"``, ``"qkv_histograms"`` and ``"attention"``.
+    """
+    return {
+        "curves": curves_figure(comparison.frame),
+        "norms": norms_figure(comparison.norms),
+        "qkv_histograms": histogram_figure(comparison.entries),
+        "attention": attention_figure(comparison.attention, grid),
+    }

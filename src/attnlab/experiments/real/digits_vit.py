@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from attnlab._validation import ValidationError, check_scalar
-from attnlab.experiments.real.result import comparison_result, train_config
+from attnlab.experiments.real.result import comparison_result
 from attnlab.experiments.real.summary import CLAIMS, paper_checks
 from attnlab.experiments.registry import register
 from attnlab.nets.compare import ComparisonConfig, Setup, summary_table
@@ -92,7 +92,7 @@ def build_digits_vit(config: DigitsViTConfig, seed: int) -> Setup:
 
 def run_digits_vit(config: DigitsViTConfig, ctx: RunContext) -> ExperimentResult:
     """Train every optimizer for every seed; tables, paper checks and figures."""
-    comparison = train_config(build_digits_vit, config, ctx)
+    comparison = config.compare(build_digits_vit, checkpoint_dir=ctx.out / "checkpoints", bar=ctx.bar)
     y_test = load_digits_split(test_fraction=config.test_fraction, seed=config.seed).y_test
     chance = float(torch.bincount(y_test).max()) / len(y_test)
     summary = summary_table(comparison)

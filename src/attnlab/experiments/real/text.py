@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from attnlab._validation import ValidationError, check_in, check_scalar
-from attnlab.experiments.real.result import comparison_result, train_config
+from attnlab.experiments.real.result import comparison_result
 from attnlab.experiments.real.summary import CLAIMS, paper_checks
 from attnlab.experiments.registry import register
 from attnlab.nets.compare import ComparisonConfig, Setup, summary_table
@@ -175,7 +175,7 @@ def _selection_checks(frame, length: int) -> list[Check]:
 
 def run_text(config: TextConfig, ctx: RunContext) -> ExperimentResult:
     """Train every optimizer for every seed on the chosen text data; tables, paper checks and figures."""
-    comparison = train_config(build_text, config, ctx)
+    comparison = config.compare(build_text, checkpoint_dir=ctx.out / "checkpoints", bar=ctx.bar)
     y_test = _data(config)[0].y_test
     chance = float(torch.bincount(y_test).max()) / len(y_test)
     summary = summary_table(comparison)
