@@ -31,12 +31,15 @@ from attnlab.regression.manifold import (
     Projection,
     extended_inner,
     manifold_point,
+    perturbed_manifold_point,
     project,
     random_rotation,
     target_svd,
     unwhiten,
     whiten,
 )
+from attnlab.regression.metrics import gap_metrics
+from attnlab.regression.oracle_floor import noise_and_bias, oracle_floors
 from attnlab.regression.oracles import MinibatchOracle, MonteCarloOracle, PopulationOracle
 from attnlab.regression.population import population_excess_loss, population_gradient, population_loss
 from attnlab.regression.regularizer import empirical_regularizer, regularizer, regularizer_gradient
@@ -67,6 +70,10 @@ __all__ = [
     "empirical_regularizer",
     "extended_inner",
     "fit",
+    "gap_metrics",
+    "noise_and_bias",
+    "oracle_floors",
+    "perturbed_manifold_point",
     "make_problem",
     "manifold_point",
     "population_excess_loss",

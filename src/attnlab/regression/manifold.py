@@ -11,10 +11,13 @@ from dataclasses import dataclass
 
 import torch
 
+from attnlab._validation import check_scalar
 from attnlab.regression._checks import check_batched, check_spd
+from attnlab.regression.data import RegressionProblem
 from attnlab.regression.linalg import sym_inv_sqrt, sym_sqrt
 
 __all__ = [
+    "perturbed_manifold_point",
     "Projection",
     "extended_inner",
     "manifold_point",
@@ -256,3 +259,35 @@ def random_rotation(d: int, p: int | None = None, *, runs: int | None = None, se
     G = torch.randn(*lead, p or d, d, generator=gen, dtype=torch.float64)
     Qf, Rf = torch.linalg.qr(G)
     return Qf * torch.sign(torch.diagonal(Rf, dim1=-2, dim2=-1)).unsqueeze(-2)  # sign fix makes it Haar
+
+
+def perturbed_manifold_point(
+    problem: RegressionProblem, runs: int, scale: float, seed: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``theta_R`` for ``runs`` Haar-random ``R`` in O(d), plus i.i.d. ``N(0, scale^2)`` entries: starts near M.
+
+    Spec: preconditioned-regression §4.2 (``theta_R``), §9.3 (the perturbed-manifold start).
+
+    Parameters
+    ----------
+    problem : RegressionProblem
+        Its ``W_star`` and ``Sigma`` build the manifold (covariate tokens).
+    runs : int
+        Leading runs axis R, one rotation and one perturbation per run.
+    scale : float
+        Standard deviation of the perturbation of each entry; 0 gives points on M.
+    seed : int, default=0
+        Seeds the rotations, and ``seed + 1`` the perturbations.
+
+    Returns
+    -------
+    V : torch.Tensor, shape (R, k, d), float64
+    Q : torch.Tensor, shape (R, d, d), float64
+    """
+    check_scalar("runs", runs, kind=int, low=1)
+    check_scalar("scale", scale, low=0.0)
+    check_scalar("seed", seed, kind=int, low=0)
+    V, Q = manifold_point(random_rotation(problem.d, runs=runs, seed=seed), problem.W_star, problem.Sigma)
+    gen = torch.Generator().manual_seed(seed + 1)
+    # drawn in float32 (the draw every recorded run used), then widened to float64 by the sum
+    return V + scale * torch.randn(V.shape, generator=gen), Q + scale * torch.randn(Q.shape, generator=gen)

@@ -1,6 +1,6 @@
-"""What the regression experiments share: the theory instance, its perturbed-manifold start, the gap metrics.
+"""What the regression experiments share: the theory instance and Algorithm 1's step settings.
 
-Spec: docs/theory/preconditioned-regression.md §4.2 (theta_R), §3.3 (the closed form the gaps are measured with).
+Spec: docs/theory/preconditioned-regression.md §7 (A1-A3 on the instance), §6.2 (Algorithm 1).
 """
 
 from __future__ import annotations
@@ -8,16 +8,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import torch
-
 from attnlab._validation import ValidationError, check_scalar
+from attnlab.optim.preconditioned import PreconditionedGD
 from attnlab.regression import (
     RegressionProblem,
     make_problem,
-    manifold_point,
-    population_excess_loss,
-    project,
-    random_rotation,
 )
 
 PAPER = "preconditioned-regression"
@@ -78,22 +73,7 @@ def theory_problem(d: int, k: int, noise_std: float, singular_values: Sequence[f
     return make_problem(d, k, noise_std=noise_std, singular_values=tuple(singular_values), seed=seed)
 
 
-def perturbed_start(
-    problem: RegressionProblem, runs: int, scale: float, seed: int
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``theta_R`` for ``runs`` random ``R`` in O(d), plus i.i.d. N(0, scale^2) entries: a start near M (spec §4.2).
-
-    Returns ``V`` (runs, k, d) and ``Q`` (runs, d, d). With ``scale = 0`` the points lie on M.
-    """
-    V, Q = manifold_point(random_rotation(problem.d, runs=runs, seed=seed), problem.W_star, problem.Sigma)
-    gen = torch.Generator().manual_seed(seed + 1)
-    return V + scale * torch.randn(V.shape, generator=gen), Q + scale * torch.randn(Q.shape, generator=gen)
-
-
-def gap_metrics(problem: RegressionProblem, tokens: str = "covariates") -> dict[str, Callable]:
-    """Metrics of :func:`attnlab.regression.fit`: the population gap L - L_irr and dist(theta, M) (spec §3.3, §4.3)."""
-    Sigma_z = problem.token_covariance(tokens)
-    return {
-        "gap": lambda V, Q: population_excess_loss(V, Q, problem.Sigma, problem.W_star, tokens=tokens),
-        "dist": lambda V, Q: project(V, Q, problem.W_star, problem.Sigma, Sigma_z).distance,
-    }
+def true_sigma_step(problem: RegressionProblem, runs: int, lr: float) -> Callable[[list], PreconditionedGD]:
+    """Algorithm 1's preconditioned step with the true Sigma for ``runs`` runs (the floors' ``make_optimizer``)."""
+    Sigma = problem.Sigma.expand(runs, -1, -1)
+    return lambda ps: PreconditionedGD.for_attention(ps[0], ps[1], Sigma, lr=lr)  # spec §6.2

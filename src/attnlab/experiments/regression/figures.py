@@ -17,7 +17,7 @@ import torch
 
 from attnlab._validation import ValidationError, check_in, check_scalar
 from attnlab.experiments.registry import register
-from attnlab.experiments.regression.common import SOURCE, gap_metrics
+from attnlab.experiments.regression.common import SOURCE
 from attnlab.optim.preconditioned import PreconditionedGD
 from attnlab.optim.spec import parse_optimizer
 from attnlab.plotting import house_figure, label_ours, log_gap_axis, new_figure, plot_band, theory_hline
@@ -26,6 +26,7 @@ from attnlab.regression import (
     RegressionProblem,
     empirical_covariance,
     fit,
+    gap_metrics,
     make_problem,
     sample,
     spectral_init,

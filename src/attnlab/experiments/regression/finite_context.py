@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 import scipy.stats
 
-from attnlab.experiments.regression.common import SOURCE, perturbed_start
-from attnlab.regression import RegressionProblem
+from attnlab.experiments.regression.common import SOURCE
+from attnlab.regression import RegressionProblem, perturbed_manifold_point
 from attnlab.regression.finite_context import bias_expansion, bias_table, profile_exponent
 from attnlab.verify import Claim, RunContext, fit_weighted_slope
 
@@ -50,7 +50,7 @@ T5_REGULARIZER = Claim(
 
 def finite_context_rows(config: TheoryConfig, problem: RegressionProblem, ctx: RunContext):
     """T1.1, Theorems 4 and 5 at one point off M: rows and the table of biases per n."""
-    V, Q = perturbed_start(problem, 1, config.bias_scale, config.seed)
+    V, Q = perturbed_manifold_point(problem, 1, config.bias_scale, config.seed)
     table = bias_table(
         problem,
         V[0],

@@ -15,10 +15,11 @@ import pandas as pd
 
 from attnlab._validation import ValidationError, check_scalar
 from attnlab.experiments.registry import register
-from attnlab.experiments.regression.common import TheoryInstanceConfig, perturbed_start
-from attnlab.experiments.regression.floor import FLOOR_BOUND, FLOOR_ORACLE, floor_rows, oracle_floors
+from attnlab.experiments.regression.common import TheoryInstanceConfig, true_sigma_step
+from attnlab.experiments.regression.floor import FLOOR_BOUND, FLOOR_ORACLE, floor_rows
 from attnlab.experiments.regression.theory import FALSIFIERS
 from attnlab.plotting import house_figure, label_ours, log_gap_axis, new_figure, plot_band
+from attnlab.regression import oracle_floors, perturbed_manifold_point
 from attnlab.verify import Experiment, ExperimentResult, RunContext
 
 __all__ = ["ScalingConfig"]
@@ -67,14 +68,14 @@ class ScalingConfig(TheoryInstanceConfig):
 def run_scaling(config: ScalingConfig, ctx: RunContext) -> ExperimentResult:
     """Population excess loss L(theta_T) - L_irr over n and T; the floor's rate in n, noise and bias apart."""
     problem = config.problem()
-    start = perturbed_start(problem, config.seeds, config.start_scale, config.seed)
+    start = perturbed_manifold_point(problem, config.seeds, config.start_scale, config.seed)
     floors, frame = oracle_floors(
         problem,
         start,
         config.ns,
         config.batches,
+        true_sigma_step(problem, config.seeds, config.lr),
         steps=config.steps,
-        lr=config.lr,
         mu=config.mu,
         seed=config.seed,
         record_every=config.record_every,

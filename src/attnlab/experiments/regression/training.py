@@ -12,10 +12,17 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from attnlab.experiments.regression.common import SOURCE, gap_metrics, perturbed_start
-from attnlab.experiments.regression.floor import floor_rows, oracle_floors
+from attnlab.experiments.regression.common import SOURCE, true_sigma_step
+from attnlab.experiments.regression.floor import floor_rows
 from attnlab.optim.preconditioned import PreconditionedGD
-from attnlab.regression import PopulationOracle, RegressionProblem, fit
+from attnlab.regression import (
+    PopulationOracle,
+    RegressionProblem,
+    fit,
+    gap_metrics,
+    oracle_floors,
+    perturbed_manifold_point,
+)
 from attnlab.regression.curvature import normal_curvatures, objective_excess
 from attnlab.verify import Claim, RunContext, fit_slope, fit_weighted_slope
 
@@ -45,7 +52,7 @@ L2_DESCENT = Claim(
 
 def training_rows(config: TheoryConfig, problem: RegressionProblem, spectrum: np.ndarray, ctx: RunContext):
     """T2 and L2 with the population oracle from the perturbed-manifold start (true Sigma everywhere)."""
-    V0, Q0 = perturbed_start(problem, config.mc_runs, config.start_scale, config.seed + 3)
+    V0, Q0 = perturbed_manifold_point(problem, config.mc_runs, config.start_scale, config.seed + 3)
     Sigma = problem.Sigma.expand(config.mc_runs, -1, -1)
     result = fit(
         V0,
@@ -102,14 +109,14 @@ def training_rows(config: TheoryConfig, problem: RegressionProblem, spectrum: np
 
 def floor_checks(config: TheoryConfig, problem: RegressionProblem, table: pd.DataFrame, ctx: RunContext):
     """T2's floor rows at ``config.mc_ns``, and a note comparing the floor's rate with Thm 4's bias (``table``)."""
-    start = perturbed_start(problem, config.mc_runs, config.start_scale, config.seed + 3)
+    start = perturbed_manifold_point(problem, config.mc_runs, config.start_scale, config.seed + 3)
     floors, trajectories = oracle_floors(
         problem,
         start,
         config.mc_ns,
         config.mc_batches,
+        true_sigma_step(problem, config.mc_runs, config.lr),
         steps=config.mc_steps,
-        lr=config.lr,
         mu=config.mu,
         seed=config.seed,
         bar=lambda ns: ctx.bar(ns, desc="T2 floors"),
