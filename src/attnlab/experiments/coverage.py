@@ -1,7 +1,7 @@
 """The coverage tables of docs/theory: each paper's declared results against the claims of every experiment.
 
 Each paper's experiment package declares its numbered results (:func:`register_results`);
-``python -m attnlab.experiments.coverage --write`` puts each paper's table (:mod:`attnlab.verify.coverage`)
+``python -m attnlab.experiments.coverage --write`` puts each paper's table (:meth:`attnlab.verify.Registry.coverage_page`)
 between the coverage markers of ``docs/theory/<paper>.md``, and ``tests/experiments/test_coverage.py`` fails when
 a page is out of date.
 """
@@ -12,26 +12,19 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from attnlab.experiments.catalog import PAPER_IDS
 from attnlab.experiments.registry import REGISTRY
-from attnlab.verify import coverage
+from attnlab.verify.coverage import coverage_markdown
 
 __all__ = ["coverage_rows", "main", "paper_results", "register_results", "update_page"]
 
 register_results = REGISTRY.register_results
 paper_results = REGISTRY.paper_results
-
-
-def coverage_rows(paper: str) -> list[dict[str, str]]:
-    """The rows of ``paper``'s table (:func:`attnlab.verify.coverage.coverage_rows`); none for a paper outside the five."""
-    if paper not in PAPER_IDS:  # a paper outside the five (multi-token, a test's fake paper): no table
-        return []
-    return coverage.coverage_rows(PAPER_IDS[paper], paper_results(paper), REGISTRY.list())
+coverage_rows = REGISTRY.coverage_rows
 
 
 def update_page(path: Path, paper: str) -> str:
     """The text of ``path`` (``docs/theory/<paper>.md``) with ``paper``'s coverage block made current."""
-    return coverage.replace_block(Path(path).read_text(), coverage.coverage_markdown(coverage_rows(paper)))
+    return REGISTRY.coverage_page(Path(path).read_text(), paper)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -40,14 +33,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--write", action="store_true", help="rewrite the coverage block of each theory page")
     parser.add_argument("--docs", default="docs/theory", help="folder of the theory pages")
     args = parser.parse_args(argv)
-    for paper in PAPER_IDS:
+    for paper in REGISTRY.papers:
         if not paper_results(paper):
             continue
         path = Path(args.docs) / f"{paper}.md"
         if args.write:
             path.write_text(update_page(path, paper))
         else:
-            print(coverage.coverage_markdown(coverage_rows(paper)))
+            print(coverage_markdown(coverage_rows(paper)))
     return 0
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from attnlab._validation import ValidationError, check_in
+from attnlab.verify import coverage
 from attnlab.verify.coverage import PaperResult
 from attnlab.verify.experiment import Experiment, RunRecord, run_experiment
 
@@ -212,3 +213,36 @@ class Registry:
         """
         self.load_all()
         return self.results.get(paper, ())
+
+    def coverage_rows(self, paper: str) -> list[dict[str, str]]:
+        """The rows of ``paper``'s coverage table (:func:`attnlab.verify.coverage.coverage_rows`).
+
+        Parameters
+        ----------
+        paper : str
+            A theory page stem; one outside ``papers`` (a test's fake paper) has no table.
+
+        Returns
+        -------
+        list of dict
+            Empty for a paper outside ``papers``.
+        """
+        if paper not in self.papers:
+            return []
+        return coverage.coverage_rows(self.papers[paper], self.paper_results(paper), self.list())
+
+    def coverage_page(self, text: str, paper: str) -> str:
+        """``text`` (the theory page of ``paper``) with its coverage block made current.
+
+        Parameters
+        ----------
+        text : str
+            The page's Markdown.
+        paper : str
+            A paper of ``papers``.
+
+        Returns
+        -------
+        str
+        """
+        return coverage.replace_block(text, coverage.coverage_markdown(self.coverage_rows(paper)))
