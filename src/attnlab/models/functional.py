@@ -320,8 +320,7 @@ class LogitDerivatives(NamedTuple):
         The relative factors are exact where it matters (0 for the samples that lead), so nothing of size
         ``|y_i f_i|`` meets an order-one term before the samples are normalised.
         """
-        top = self.log_dl.amax(dim=-1)
-        top = torch.where(top == -math.inf, 0.0, top)  # no sample has weight (l' = 0 everywhere)
+        top = self.log_dl.amax(dim=-1).nan_to_num_(nan=math.nan, posinf=math.inf, neginf=0.0)  # no l' at all: 0
         return self.log_dl - top[..., None], top
 
     def scaled(self, floor: torch.Tensor | None = None) -> LogScaled:
@@ -335,19 +334,25 @@ class LogitDerivatives(NamedTuple):
         ``log_scale`` is finite exactly where the run's loss is finite (non-finite logits give NaN), so it also
         tells a diverged run without the loss.
         """
-        scaled, shift, top = self.scaled_parts(floor)
-        return LogScaled(scaled, shift + top)
+        mantissa, _, log_scale = self.scaled_parts(floor)
+        return LogScaled(mantissa, log_scale)
 
-    def scaled_parts(self, floor: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """:meth:`scaled` as ``(mantissa, shift, top)`` with ``log_scale = shift + top``: ``shift`` is of order
-        one, so quantities relative to ``top`` (the head's weights) can be scaled by it without cancellation."""
-        relative, top = self.per_sample()  # spec ngd §3.1: normalise the samples' |l'_i| first, then add log phi |c|
+    def scaled_parts(
+        self, floor: torch.Tensor | None = None, per_sample: tuple[torch.Tensor, torch.Tensor] | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """:meth:`scaled` as ``(mantissa, shift, log_scale)`` with ``log_scale = shift + top`` (``top`` of
+        :meth:`per_sample`): ``shift`` is of order one, so quantities relative to ``top`` (the head's weights) can
+        be scaled by it without cancellation. ``per_sample``: the result of :meth:`per_sample` when the caller has
+        it already (not computed twice)."""
+        # spec ngd §3.1: normalise the samples' |l'_i| first, then add log phi |c|
+        relative, top = self.per_sample() if per_sample is None else per_sample
         log_rel = self.log_token + relative
-        shift = log_rel.amax(dim=(0, -1))
-        shift = shift if floor is None else torch.maximum(shift, floor)
-        none = shift == -math.inf  # every weight 0 (all scores equal): no step, scale 1
-        shift, top = torch.where(none, 0.0, shift), torch.where(none, 0.0, top)
-        return exp_(log_rel - shift[..., None]).mul_(self.sign), shift, top
+        raw = log_rel.amax(dim=(0, -1))
+        raw = raw if floor is None else torch.maximum(raw, floor)
+        # raw = -inf: every weight 0 (all scores equal), no step, scale 1; top is then finite, so raw + top is -inf
+        shift = raw.nan_to_num(nan=math.nan, posinf=math.inf, neginf=0.0)
+        log_scale = (raw + top).nan_to_num_(nan=math.nan, posinf=math.inf, neginf=0.0)
+        return exp_(log_rel.sub_(shift[..., None])).mul_(self.sign), shift, log_scale
 
 
 def logit_derivatives(
@@ -531,10 +536,12 @@ def loss_gradients(
     elif gaps is None:
         gaps = score_gaps(token_scores(X, y, v))
     derivatives = logit_derivatives(logits, gaps, loss, risk=risk, margin=margin)
-    relative, top = derivatives.per_sample()
-    log_wv = relative + derivatives.log_phi if head else None  # (T, [R,] n), relative to top as the weights
-    mantissa, relative_shift, top = derivatives.scaled_parts(None if log_wv is None else log_wv.amax(dim=(0, -1)))
-    shift = relative_shift + top
+    parts = log_wv = floor = None
+    if head:
+        parts = derivatives.per_sample()
+        log_wv = parts[0] + derivatives.log_phi  # (T, [R,] n), relative to top as the weights
+        floor = log_wv.amax(dim=(0, -1))
+    mantissa, relative_shift, shift = derivatives.scaled_parts(floor, parts)
     per_token = mantissa.movedim(0, -1)  # ([R,] n, T)
     grad_W = outer_sum(X, Z, per_token, out=out)  # spec ngd §3.1: grad = sum_it (dL/ds_it) x_it z_i^T
     grad_v = None
