@@ -60,7 +60,12 @@ def test_noise_and_bias_is_richardson_in_one_over_b():
     # F(B) = b + v / B exactly: the split recovers v / B and b
     b, v, B = 0.02, 0.4, 8
     floors = pd.DataFrame(
-        [{"n": n, "batches": k, "run": r, "floor": b / n + v / k} for n in (10, 20) for k in (B // 2, B) for r in (0, 1)]
+        [
+            {"n": n, "batches": k, "run": r, "floor": b / n + v / k}
+            for n in (10, 20)
+            for k in (B // 2, B)
+            for r in (0, 1)
+        ]
     )
     parts = noise_and_bias(floors, B)
     assert len(parts) == 4
