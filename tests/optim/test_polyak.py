@@ -176,3 +176,67 @@ def test_uncapped_polyak_keeps_stepping_after_the_loss_underflows():
     # spec A3: eta = L / ||g||^2 = e^-800 / (1.5^2 e^-800); the coefficient of m is eta e^-400 (about 1e-174)
     expected = math.exp(-400.0) / 1.5**2
     assert float(coef) == pytest.approx(expected, rel=1e-12, abs=0.0)  # exp(log L) - 0 = 0 gave a zero step
+
+
+def _example():
+    from attnlab.data import example1
+
+    return example1(n=6, T=5, d=6, seed=3)
+
+
+def test_the_infimum_takes_the_same_steps_as_the_number_while_float64_resolves_the_gap():
+    """optimal_loss="infimum" (L - L_* from the margins) against L_* as a number, while L - L_* >> 2e-16 L."""
+    from attnlab.batched import train
+
+    data = _example()
+    number = train(data.X, data.Z, data.y, data.v, None, optimizer="polyak", steps=8, keep_iterates=True)
+    infimum = train(data.X, data.Z, data.y, data.v, None, optimizer="polyak:optimal_loss=infimum", steps=8,
+                    keep_iterates=True)  # fmt: skip
+    # the number's gap log L + log(-expm1(log L* - log L)) keeps ~ eps L / (L - L_*) of relative precision
+    torch.testing.assert_close(infimum.iterates["W"], number.iterates["W"], rtol=1e-9, atol=1e-12)
+
+
+def test_the_infimum_keeps_stepping_where_the_numbers_gap_has_rounded_to_zero():
+    """spec A3 with L_* > 0: log L carries no gap once L - L_* < 2e-16 L; the margins still do, so the run goes on."""
+    from attnlab.batched import train
+    from attnlab.models import log_excess_risk
+
+    data = _example()
+    runs = {
+        name: train(data.X, data.Z, data.y, data.v, None, optimizer=name, steps=600).W[0]
+        for name in ("polyak", "polyak:optimal_loss=infimum")
+    }
+    gaps = {k: float(log_excess_risk(data.X, data.Z, data.y, data.v, W)) for k, W in runs.items()}
+    assert gaps["polyak"] > -40.0  # stalled: L - L_* ~ 1e-16 L_*, the number's gap is 0 from there on
+    assert gaps["polyak:optimal_loss=infimum"] < -200.0  # went on: ||W|| grows, L - L_* falls like e^{-||W||}
+    assert float(runs["polyak:optimal_loss=infimum"].norm()) > 5 * float(runs["polyak"].norm())
+
+
+def test_the_infimum_through_al_train_and_its_refusals():
+    import attnlab as al
+    from attnlab.batched import train
+    from attnlab.models.heads import ReluHead
+
+    data = _example()
+    model = al.models.Combined(6)
+    al.train(model, PolyakStep(model.parameters(), optimal_loss="infimum"), data, steps=20, record_every=20)
+    batched = train(data.X, data.Z, data.y, data.v, None, optimizer="polyak:optimal_loss=infimum", steps=20).W[0]
+    torch.testing.assert_close(model.W.detach(), batched, rtol=1e-10, atol=1e-12)  # one engine, two front doors
+    w = torch.nn.Parameter(torch.ones(3, dtype=torch.float64))
+    opt = PolyakStep([w], optimal_loss="infimum")
+
+    def closure():
+        opt.zero_grad()
+        loss = (w**2).sum()
+        loss.backward()
+        return loss
+
+    with pytest.raises(ValidationError, match="only the engine computes"):
+        opt.step(closure)  # a closure gives L, never L - L_* from margins
+    with pytest.raises(ValidationError, match="trains its head"):
+        train(data.X, data.Z, data.y, data.v, None, optimizer="polyak:optimal_loss=infimum", steps=2, train_head=True)
+    with pytest.raises(ValidationError, match="nonlinear head"):
+        train(data.X, data.Z, data.y, ReluHead(torch.ones(2, 6), torch.ones(2)), None,
+              optimizer="polyak:optimal_loss=infimum", steps=2)  # fmt: skip
+    with pytest.raises(ValidationError, match="optimal_loss"):
+        train(data.X, data.Z, data.y, data.v, None, optimizer="polyak:optimal_loss=lowest", steps=2)

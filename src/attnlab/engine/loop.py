@@ -32,7 +32,7 @@ from attnlab._validation import ValidationError
 from attnlab.callbacks import COMPLETED, DIVERGED, STOPPED, Record, TrainingResult, callback_list
 from attnlab.engine.recording import Recorder
 from attnlab.engine.spaces import Gradient, KernelSpace, ParamSpace, Problem
-from attnlab.models import Parametrization
+from attnlab.models import Parametrization, log_excess_risk
 from attnlab.models.heads import Head
 from attnlab.optim.transforms import Context, Rule
 
@@ -239,6 +239,13 @@ def fit(
         ctx = Context(params=[], run_dims=1, norms=space.norms, gradient_at=getattr(space, "gradient_at", None))
         running = R  # runs still active (kept in Python: no device sync per step)
         reads_loss = rule is None or rule.needs_loss
+        reads_excess = rule is not None and rule.needs_excess
+        if reads_excess and not isinstance(problem.v, torch.Tensor):
+            raise ValidationError(
+                "optimal_loss='infimum' reads L - L_* of a fixed linear head; this run "
+                + ("trains its head" if problem.v is None else "has a nonlinear head")
+                + ": pass the number L_* instead"
+            )
         step = 0
         for step in range(steps + 1):
             records = step == 0 or step == steps or (record_every is not None and step % record_every == 0)
@@ -271,6 +278,10 @@ def fit(
                 break
             if optimizer is None:
                 ctx.params, ctx.log_risk, ctx.weights = _tensors(space), gradient.log_risk, gradient.weights
+                if reads_excess:  # spec ngd §4 A3: L - L_* from the margins (models.excess_risk)
+                    ctx.log_excess = log_excess_risk(
+                        problem.X, problem.Z, problem.y, problem.v, space.W(), problem.loss
+                    )
                 ctx.step = step
                 update, state = rule.step(gradient.mantissas, gradient.log_scale, state, ctx)
                 space.apply(rule, update)

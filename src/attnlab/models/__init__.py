@@ -10,6 +10,7 @@ from attnlab.models.attention import (
     TokenSelectionModel,
 )
 from attnlab.models.diagonal import DiagonalW, SignedSquares
+from attnlab.models.excess_risk import log_excess_risk
 from attnlab.models.functional import (
     LogScaled,
     attention_logits,
@@ -47,6 +48,7 @@ __all__ = [
     "attention_loss",
     "attention_probabilities",
     "centred_scores",
+    "log_excess_risk",
     "loss_gradients",
     "margins",
     "outputs",

@@ -157,10 +157,12 @@ class PolyakStep(FunctionalOptimizer):
     max_step : float, default=inf
         Cap :math:`\eta_{\max} > 0` on the step size (the paper's "threshold"); once the uncapped value exceeds it
         the method is GD with step ``max_step``. ``max_lr``, its former name, is deprecated (also as a group key).
-    optimal_loss : float or callable, default=0.0
+    optimal_loss : float, callable or "infimum", default=0.0
         :math:`\mathcal L^*`, or a function of no arguments called once per step (after the closure) that returns
         it, e.g. the mini-batch optimum for SPS. For the fixed-decoder problem of spec A3 pass
-        :math:`\mathcal L_* = \frac1n\sum_i \ell(\gamma_{i,\mathrm{opt}_i})`; 0 is right for SPS with cross-entropy.
+        :math:`\mathcal L_* = \frac1n\sum_i \ell(\gamma_{i,\mathrm{opt}_i})`, or ``"infimum"`` under
+        :func:`attnlab.train` to have the engine take :math:`L - \mathcal L_*` from the margins (exact below
+        float64's resolution of :math:`L`); 0 is right for SPS with cross-entropy.
     c : float, default=1.0
         Constant :math:`c > 0`. The default 1 is the theory form of A3 (no constant); SPS uses :math:`c = 0.5`
         (spec A8, value [L]: proposed, not from the paper).
@@ -201,12 +203,12 @@ class PolyakStep(FunctionalOptimizer):
         self,
         params,
         max_step: float = math.inf,
-        optimal_loss: float | Callable[[], float] = 0.0,
+        optimal_loss: float | Callable[[], float] | str = 0.0,
         c: float = 1.0,
         **retired: float,
     ) -> None:
         max_step = _retired_max_lr(retired, max_step, "PolyakStep")
-        if not callable(optimal_loss):
+        if not callable(optimal_loss) and not (isinstance(optimal_loss, str) and optimal_loss == tx.INFIMUM):
             check_scalar("optimal_loss", optimal_loss)
         self.optimal_loss = optimal_loss
         super().__init__(params, dict(max_step=max_step, c=c))

@@ -19,7 +19,8 @@ Names and their options (every rule but Polyak also takes ``lr``, default :data:
 ========== =======================================================================================================
 gd         ``momentum`` (A1, A4)
 ngd        ``max_step``, ``momentum``, ``momentum_variant``, ``normalization`` (A2, A4, A7)
-polyak     ``max_step``, ``optimal_loss``, ``c``; no ``lr`` (A3, A8)
+polyak     ``max_step``, ``optimal_loss`` (a number, or ``infimum``: ``L - L_*`` from the margins), ``c``; no ``lr``
+           (A3, A8)
 md         ``p`` (default 2, or positional), ``normalized`` (default true), ``eps`` (mirror-descent-lp §4)
 joint      ``alpha``, ``normalizer``, ``head_lr`` (A6)
 sd         ``p`` (positional, ``1 < p <= inf``; default 2): ``-lr`` times the unit-l_p steepest-descent direction
@@ -417,8 +418,10 @@ _NGD_DEFAULTS = (("max_step", None), ("momentum", 0.0), ("momentum_variant", "he
 _ADAM_DEFAULTS = (("beta1", 0.9), ("beta2", 0.999))
 
 
-def _optimal_loss(value: Any) -> float | torch.Tensor:
-    """Polyak's target ``L*`` as given: a finite number ``>= 0``, or one per run (shape (R,))."""
+def _optimal_loss(value: Any) -> float | torch.Tensor | str:
+    """Polyak's target ``L*`` as given: a finite number ``>= 0``, one per run (shape (R,)), or ``"infimum"``."""
+    if isinstance(value, str) and value == tx.INFIMUM:
+        return tx.INFIMUM  # the fixed-head infimum, L - L_* from the margins (engine only)
     target = check_tensor("optimal_loss", value)
     if target.dim() > 1:
         raise ValidationError(f"optimal_loss has shape {tuple(target.shape)}, expected a number or one value per run")

@@ -27,6 +27,8 @@ so :func:`attnlab.train` and :func:`attnlab.batched.train`) and the ``torch.opti
 declares what it reads beyond the step, so the engine computes that only when some transform asks:
 
 - ``needs_loss=True``: :attr:`Context.log_risk` (``log L`` per run) is filled at every step;
+- ``needs_excess=True``: :attr:`Context.log_excess` (``log(L - L_*)`` per run, from the margins, exact however
+  close ``L`` is to the fixed-head infimum ``L_*``) is filled at every step (the engine only);
 - ``needs_weights=True``: :attr:`Context.weights` (``dL/ds``, on the gradient's scale) is filled;
 - :attr:`Context.step` (the index of the step) is always filled;
 - ``scale_invariant=True`` only if the update is unchanged when every gradient of a step is multiplied by one
@@ -184,6 +186,9 @@ class Context:
         Leading runs axes (0 for a ``torch.optim`` step, 1 in the engine).
     log_risk : torch.Tensor, shape ([R,]), optional
         ``log L`` at the current parameters (Polyak step, loss normaliser).
+    log_excess : torch.Tensor, shape ([R,]), optional
+        ``log(L - L_*)`` with ``L_*`` the fixed-head infimum, from the margins
+        (:func:`attnlab.models.log_excess_risk`; the engine fills it for a transform with ``needs_excess``).
     groups : list of hashable
         Parameter-group label of each tensor (``normalize(blocks="group")``).
     norms : callable, optional
@@ -202,6 +207,7 @@ class Context:
     params: list[torch.Tensor]
     run_dims: int = 0
     log_risk: torch.Tensor | None = None
+    log_excess: torch.Tensor | None = None
     groups: list[Hashable] = field(default_factory=list)
     norms: Norms | None = None
     weights: torch.Tensor | None = None
@@ -223,8 +229,8 @@ class Transform(NamedTuple):
     coefficients); ``scale_invariant`` that the update is unchanged when every gradient of a step is multiplied by
     one positive constant; ``direction_state`` names the state entries that hold directions (lists with one tensor
     or None per tensor), which the engine maps back to the parameters' shapes when it trained in another
-    representation; ``needs_loss`` and ``needs_weights`` ask for :attr:`Context.log_risk` and
-    :attr:`Context.weights` (``dL/ds``) at every step.
+    representation; ``needs_loss``, ``needs_excess`` and ``needs_weights`` ask for :attr:`Context.log_risk`,
+    :attr:`Context.log_excess` and :attr:`Context.weights` (``dL/ds``) at every step.
     """
 
     name: str
@@ -235,6 +241,7 @@ class Transform(NamedTuple):
     direction_state: tuple[str, ...] = ()
     needs_loss: bool = False
     needs_weights: bool = False
+    needs_excess: bool = False
 
 
 def _stateless(params: Sequence[torch.Tensor]) -> None:
@@ -421,23 +428,41 @@ def log_loss_gap(log_risk: torch.Tensor, optimal_loss: float | torch.Tensor) -> 
     return torch.where(optimal < 0, torch.logaddexp(log_loss, torch.log(-optimal)), below)
 
 
+# Polyak's optimal_loss that names the fixed-head infimum L_*: the engine then gives L - L_* from the margins
+INFIMUM = "infimum"
+
+
 def polyak(
-    optimal_loss: float | torch.Tensor | Callable[[], float] = 0.0, c: float | Sequence[float] = 1.0
+    optimal_loss: float | torch.Tensor | Callable[[], float] | str = 0.0, c: float | Sequence[float] = 1.0
 ) -> Transform:
     r"""The Polyak step size :math:`\eta_t = (L - L^*) / (c \|g\|^2)`, one global gradient norm per run.
 
     Spec: implicit-bias-ngd §4 A3 (Polyak step), A8 (SPS constant ``c``). ``optimal_loss`` may be a function of no
     arguments called once per step (the mini-batch optimum of SPS). A zero gradient takes no step.
+    ``optimal_loss="infimum"`` (:data:`INFIMUM`) takes ``L^*`` to be the infimum of a fixed-head risk and reads
+    ``L - L^*`` from the margins (:attr:`Context.log_excess`, filled by the engine only): the step stays exact after
+    ``L - L^*`` falls below float64's resolution of ``L``, where any formula on ``L`` gives 0.
     """
+    infimum = isinstance(optimal_loss, str)
+    if infimum and optimal_loss != INFIMUM:
+        raise ValidationError(f"optimal_loss must be a number, a callable or {INFIMUM!r}, got {optimal_loss!r}")
 
     def update(step: Step, state: None, ctx: Context) -> tuple[Step, None]:
-        if ctx.log_risk is None:
+        if infimum:
+            if ctx.log_excess is None:
+                raise ValidationError(
+                    f"optimal_loss={INFIMUM!r} needs L - L_* from the margins, which only the engine computes: train "
+                    "with attnlab.train or attnlab.batched.train on a fixed linear head, or pass the number L_*"
+                )
+            log_gap = ctx.log_excess  # spec A3 with L* = inf L: exact however close L is to L_*
+        elif ctx.log_risk is None:
             raise ValidationError(
                 "the Polyak step needs the loss value at every step; call optimizer.step(closure) with a closure "
                 "that zeroes the gradients, computes the loss, calls loss.backward() and returns the loss"
             )
-        target = optimal_loss() if callable(optimal_loss) else optimal_loss
-        log_gap = log_loss_gap(ctx.log_risk, target)  # log domain: no underflow of L - L* below 1e-308
+        else:
+            target = optimal_loss() if callable(optimal_loss) else optimal_loss
+            log_gap = log_loss_gap(ctx.log_risk, target)  # log domain: no underflow of L - L* below 1e-308
         norm = ctx.block_norms(step.direction, None, 2.0)[0]
         # spec A3/A8 on g = m e^s: eta_t e^s = (L - L*) e^{-s} / (c ||m||^2), the coefficient of m
         log_eta = log_gap - 2.0 * torch.log(norm) - 2.0 * step.log_scale
@@ -445,7 +470,7 @@ def polyak(
         coefs = [torch.where(norm > 0, lc + log_eta - math.log(c_i), -math.inf) for lc, c_i in zip(step.log_coef, cs)]
         return Step(step.direction, step.log_scale, coefs, step.factor), None
 
-    return Transform("polyak", _stateless, update, scale_invariant=False, needs_loss=True)
+    return Transform("polyak", _stateless, update, scale_invariant=False, needs_loss=not infimum, needs_excess=infimum)
 
 
 def cap(max_step: float | None | Sequence[float | None]) -> Transform:
@@ -676,6 +701,11 @@ class Rule:
     def needs_loss(self) -> bool:
         """Whether a transform reads the loss (:attr:`Context.log_risk`)."""
         return any(t.needs_loss for t in self.transforms)
+
+    @property
+    def needs_excess(self) -> bool:
+        """Whether a transform reads the loss above its infimum (:attr:`Context.log_excess`)."""
+        return any(t.needs_excess for t in self.transforms)
 
     def init(self, params: Sequence[torch.Tensor]) -> list[Any]:
         """The state of every transform for ``params``."""
