@@ -1,5 +1,5 @@
 """Each implicit-bias experiment runs in its --quick form and its theory checks and properties pass; configs validate
-their keys; the stall detector and the geometric record steps behave as documented."""
+their keys; the cap detector and the geometric record steps behave as documented."""
 
 import numpy as np
 import pandas as pd
@@ -8,7 +8,7 @@ import pytest
 from attnlab._validation import ValidationError
 from attnlab.experiments import get_experiment, run_experiment
 from attnlab.experiments.implicit_bias import Fig2Config, Fig3Config
-from attnlab.experiments.implicit_bias.remarks import stalled_from
+from attnlab.experiments.implicit_bias.remarks import capped_from
 from attnlab.verify import make_config
 
 NAMES = ["implicit-bias.fig2", "implicit-bias.fig3", "implicit-bias.fig5", "implicit-bias.rates"]
@@ -46,16 +46,9 @@ def test_configs_refuse_bad_values_by_name():
         Fig3Config(sigma_opt=0.5, sigma_oth=1.0)
 
 
-def _curve(norms, losses):
-    return pd.DataFrame({"step": np.arange(len(norms)) * 10, "norm": norms, "loss": losses})
-
-
-def test_a_method_at_the_loss_floor_with_a_flat_norm_is_stalled_and_one_that_moves_is_not():
-    L_star = float(np.exp(-1.0))
-    floor = [1.0, 0.5] + [L_star] * 8
-    flat = [0.1, 5.0, 9.0, 9.0, 9.0, 9.0, 9.0, 9.0, 9.0, 9.0]
-    assert stalled_from(_curve(flat, floor), L_star, eta=0.1) == 20
-    moving = [0.1 + step for step in range(10)]  # grows by eta = 0.1 per step: recorded every 10 steps
-    assert stalled_from(_curve(moving, floor), L_star, eta=0.1) is None
-    above = [1.0] * 10  # never reaches L_*: not a numerical stall, whatever the norm does
-    assert stalled_from(_curve(flat, above), L_star, eta=0.1) is None
+def test_the_cap_binds_from_the_first_step_after_which_every_gradient_is_below_eta_over_cap():
+    grad = pd.DataFrame({"step": np.arange(6) * 10, "grad_norm": [0.5, 0.005, 0.02, 1e-3, 1e-90, 0.0]})
+    assert capped_from(grad, eta=0.1, cap=10.0) == 30  # 0.1 / 10 = 0.01: step 10 binds, 20 does not, 30 on do
+    assert capped_from(grad, eta=0.1, cap=None) is None  # uncapped: never
+    assert capped_from(grad, eta=0.1, cap=1e-3) == 0  # eta / cap = 100: every gradient is below, from the start
+    assert capped_from(grad.assign(grad_norm=1.0), eta=0.1, cap=10.0) is None
