@@ -8,7 +8,7 @@ import torch
 from attnlab._validation import ValidationError
 from attnlab.data import example1
 from attnlab.metrics import optimal_loss
-from attnlab.models import attention_loss, log_excess_risk
+from attnlab.models import attention_loss, log_excess_risk, token_scores
 from attnlab.models.heads import ReluHead
 from attnlab.svm import attention_svm
 
@@ -65,6 +65,7 @@ def test_runs_axis_and_the_plain_gap_where_it_is_large(setting):
     ours = log_excess_risk(*batch, W)
     plain = torch.log(attention_loss(*batch, W) - optimal_loss(batch[0], batch[2], batch[3], data.select.expand(3, -1)))
     assert ours.shape == (3,)
+    assert torch.equal(log_excess_risk(*batch, W, scores=token_scores(batch[0], batch[2], batch[3])), ours)
     torch.testing.assert_close(ours, plain, rtol=1e-9, atol=0)
 
 

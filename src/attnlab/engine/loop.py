@@ -32,7 +32,7 @@ from attnlab._validation import ValidationError
 from attnlab.callbacks import COMPLETED, DIVERGED, STOPPED, Record, TrainingResult, callback_list
 from attnlab.engine.recording import Recorder
 from attnlab.engine.spaces import Gradient, KernelSpace, ParamSpace, Problem
-from attnlab.models import Parametrization, log_excess_risk
+from attnlab.models import Parametrization, log_excess_risk, token_scores
 from attnlab.models.heads import Head
 from attnlab.optim.transforms import Context, Rule
 
@@ -246,6 +246,7 @@ def fit(
                 + ("trains its head" if problem.v is None else "has a nonlinear head")
                 + ": pass the number L_* instead"
             )
+        scores = token_scores(problem.X, problem.y, problem.v) if reads_excess else None  # fixed data: once
         step = 0
         for step in range(steps + 1):
             records = step == 0 or step == steps or (record_every is not None and step % record_every == 0)
@@ -280,7 +281,7 @@ def fit(
                 ctx.params, ctx.log_risk, ctx.weights = _tensors(space), gradient.log_risk, gradient.weights
                 if reads_excess:  # spec ngd §4 A3: L - L_* from the margins (models.excess_risk)
                     ctx.log_excess = log_excess_risk(
-                        problem.X, problem.Z, problem.y, problem.v, space.W(), problem.loss
+                        problem.X, problem.Z, problem.y, problem.v, space.W(), problem.loss, scores=scores
                     )
                 ctx.step = step
                 update, state = rule.step(gradient.mantissas, gradient.log_scale, state, ctx)

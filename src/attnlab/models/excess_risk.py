@@ -18,13 +18,10 @@ import math
 import torch
 
 from attnlab._validation import ValidationError, check_in
-from attnlab.losses import LOSSES
+from attnlab.losses import LOSSES, log_loss
 from attnlab.models.functional import attention_logits, token_scores
 
 __all__ = ["log_excess_risk"]
-
-# below this log x, log1p(x) / x is 1 - x / 2 to double precision and softplus(log x) would underflow
-_SMALL_LOG = -30.0
 
 
 def _log_expm1(log_x: torch.Tensor) -> torch.Tensor:
@@ -34,16 +31,15 @@ def _log_expm1(log_x: torch.Tensor) -> torch.Tensor:
     return torch.where(x > 1, x + torch.log(-torch.expm1(-x)), log_x + torch.log(small))
 
 
-def _log_log1p(log_x: torch.Tensor) -> torch.Tensor:
-    """``log(log1p(x))`` from ``log x`` (``-inf`` at ``x = 0``)."""
-    x = torch.exp(log_x)
-    ratio = torch.where(x > 0, torch.log1p(x) / torch.where(x > 0, x, 1.0), 1.0)  # log1p(x) / x, 1 at x -> 0
-    large = torch.log(torch.nn.functional.softplus(log_x))  # log1p(e^a) = softplus(a), no overflow of x
-    return torch.where(log_x > _SMALL_LOG, large, log_x + torch.log(ratio))
-
-
 def log_excess_risk(
-    X: torch.Tensor, Z: torch.Tensor, y: torch.Tensor, v: torch.Tensor, W: torch.Tensor, loss: str = "exp"
+    X: torch.Tensor,
+    Z: torch.Tensor,
+    y: torch.Tensor,
+    v: torch.Tensor,
+    W: torch.Tensor,
+    loss: str = "exp",
+    *,
+    scores: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """``log(L(W) - L_*)`` per run, with ``L_*`` the infimum of the fixed-head risk; no cancellation.
 
@@ -59,6 +55,9 @@ def log_excess_risk(
         The fixed linear head.
     W : torch.Tensor, shape ([R,] d, d_q)
     loss : {"exp", "logistic"}, default="exp"
+    scores : torch.Tensor, shape ([R,] n, T), optional
+        :func:`~attnlab.models.functional.token_scores` of ``X, y, v`` computed beforehand; a training loop with
+        fixed data passes it to skip that work at every step (same result).
 
     Returns
     -------
@@ -79,7 +78,7 @@ def log_excess_risk(
     check_in("loss", loss, LOSSES)
     if not isinstance(v, torch.Tensor):
         raise ValidationError(f"v must be a fixed linear head (a tensor of shape ([R,] d)), got {type(v).__name__}")
-    gamma = token_scores(X, y, v)  # ([R,] n, T)
+    gamma = token_scores(X, y, v) if scores is None else scores  # ([R,] n, T)
     top = gamma.amax(dim=-1, keepdim=True)  # gamma_{i, opt}
     log_phi = torch.log_softmax(attention_logits(X, W, Z).contiguous(), dim=-1)
     log_delta = torch.logsumexp(log_phi + torch.log(top - gamma), dim=-1)  # ngd §3: the margin lost, log 0 at opt
@@ -87,5 +86,6 @@ def log_excess_risk(
     if loss == "exp":
         per_sample = log_expm1 - top[..., 0]  # e^{-gamma} expm1(delta)
     else:
-        per_sample = _log_log1p(torch.nn.functional.logsigmoid(-top[..., 0]) + log_expm1)
+        # log log1p(x) = log l(-log x) of the logistic loss, x = sigmoid(-gamma) expm1(delta)
+        per_sample = log_loss(-(torch.nn.functional.logsigmoid(-top[..., 0]) + log_expm1), "logistic")
     return torch.logsumexp(per_sample, dim=-1) - math.log(per_sample.shape[-1])  # (1/n) sum_i
