@@ -35,10 +35,11 @@ from attnlab.batched import train as batched_train
 from attnlab.data import TokenSelectionData
 from attnlab.losses import LOSSES
 from attnlab.metrics import cosine, directional_bregman
-from attnlab.models.functional import attention_logits, token_scores
+from attnlab.models.functional import token_scores
 from attnlab.models.heads import Head, as_head
 from attnlab.optim.spec import OptimizerSpec
 from attnlab.plotting import STEP, house_figure, label_axes, log_gap_axis, new_figure
+from attnlab.probe.capture import attended_tokens
 from attnlab.svm import InfeasibleProgramError, attention_svm, diagonal_svm, locally_optimal_selections
 from attnlab.svm.multi_token import SetProgramResult, set_direction_svm, svm_equivalence
 
@@ -173,7 +174,7 @@ def _attended(
 ) -> str | None:
     """Add the Frobenius SVM of the tokens ``W`` attends to (largest logit per sequence) to ``svms`` unless one of its
     Frobenius candidates already has that selection; return the candidate's name (None when infeasible)."""
-    attended = attention_logits(data.X, W, data.Z).argmax(dim=-1)  # (n,): the model's own selection
+    attended = attended_tokens(data.X, data.Z, W)  # (n,): the model's own selection
     label = ",".join(map(str, attended.tolist()))
     for name, svm in svms.items():
         if (name == "fro" or name.startswith("fro[")) and torch.equal(svm.select, attended):  # one-token SVMs

@@ -29,11 +29,9 @@ def capped_from(rows: pd.DataFrame, eta: float, cap: float | None) -> int | None
     if cap is None or math.isinf(cap):
         return None
     rows = rows.sort_values("step")
-    binds = (rows["grad_norm"] < eta / cap).to_numpy()
-    for k in np.flatnonzero(binds):
-        if binds[k:].all():
-            return int(rows["step"].iloc[k])
-    return None
+    free = np.flatnonzero((rows["grad_norm"] >= eta / cap).to_numpy())  # recorded steps where the cap does not bind
+    first = free[-1] + 1 if len(free) else 0  # every later recorded step binds
+    return int(rows["step"].iloc[first]) if first < len(rows) else None
 
 
 def _first_step(rows: pd.DataFrame, reached: pd.Series) -> float:

@@ -21,6 +21,7 @@ from attnlab.data import StackedData
 from attnlab.losses import LOSSES, mean_loss
 from attnlab.metrics import entrywise_norm, selected_logistic_probability
 from attnlab.models.functional import attention_probabilities, margins
+from attnlab.probe import attended_tokens
 from attnlab.verify import RunContext
 
 __all__ = [
@@ -103,7 +104,7 @@ def md_path(
 
 def selected(batch: StackedData, W: torch.Tensor) -> torch.Tensor:
     """The token of largest attention in each sequence, shape ``([S,] R, n)`` (the official code's selection)."""
-    return attention_probabilities(batch.X, W, batch.Z).argmax(dim=-1)  # spec §6: argmax of the softmax
+    return attended_tokens(batch.X, batch.Z, W)  # spec §6: argmax of the softmax, i.e. of the logits
 
 
 def still_decreasing(steps: np.ndarray, values: np.ndarray) -> dict[str, float]:
