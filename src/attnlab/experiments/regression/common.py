@@ -17,6 +17,8 @@ from attnlab.regression import (
 
 PAPER = "preconditioned-regression"
 SOURCE = "docs/theory/preconditioned-regression.md"
+INSTANCE = ("d", "k", "noise_std", "singular_values", "problem_seed", "seed")
+"""The config fields of the theory instance and its seed: every reading of the theory rows depends on them."""
 
 
 @dataclass(frozen=True)

@@ -10,41 +10,93 @@ from typing import TYPE_CHECKING
 
 import scipy.stats
 
-from attnlab.experiments.regression.common import SOURCE
+from attnlab.experiments.regression.common import INSTANCE, SOURCE
 from attnlab.regression import RegressionProblem, perturbed_manifold_point
 from attnlab.regression.finite_context import bias_expansion, bias_table, profile_exponent
-from attnlab.verify import Claim, RunContext, fit_weighted_slope
+from attnlab.verify import Claim, Reading, RunContext, fit_weighted_slope
 
 if TYPE_CHECKING:
     from attnlab.experiments.regression.theory import TheoryConfig
 
 _S8 = f"{SOURCE} §8"
+_POINT = "one point theta_R + N(0, bias_scale^2) entries off M (perturbed_manifold_point, seed)"
+_BIAS_SIZES = (*INSTANCE, "bias_ns", "bias_samples", "bias_scale")
 T11_RATE = Claim(
     "T1.1 E L_n - L -> 0 like c/n off M: leading exponent s of n^-s (c + c2/n) fitted to the Monte-Carlo biases",
     "000:Thm1",
     _S8,
     falsifier="temperature-1.3",
+    id="t11-rate",
+    reading=Reading(
+        statistic="leading exponent s of E L_n - L = n^-s (c + c2/n) by profile least squares (grid of step 1e-3 on "
+        "[0, 3], weights 1/SE); E L_n the plain Monte-Carlo mean of the softmax in-sample loss, L the closed form",
+        window="every context size n of bias_ns",
+        subset=f"{_POINT}; bias_samples fresh samples of size n per n (seed + 1 + n)",
+        tolerance="|s - 1| <= 3 profile-chi^2 half-widths of s (the range with chi^2 <= min + 1), Monte-Carlo SEs",
+        params={"exponent": 1.0, "halfwidths": 3},
+        sizes=_BIAS_SIZES,
+    ),
 )
 T11_LIMIT = Claim(
     "T1.1 the limit is the closed form: c/n + c2/n^2 with no constant fits E L_n - L (chi^2 over {dof} dof)",
     "000:Thm1",
     _S8,
     falsifier="irreducible-d-sigma2",
+    id="t11-limit",
+    reading=Reading(
+        statistic="chi^2 of the weighted least-squares fit E L_n - L = c/n + c2/n^2 (no constant), weights 1/SE",
+        window="every context size n of bias_ns",
+        subset=f"{_POINT}; the Monte-Carlo means of t11-rate",
+        tolerance="chi^2 <= its 99.9% quantile with len(bias_ns) - 2 dof (a constant offset would not fit)",
+        params={"quantile": 0.999},
+        sizes=_BIAS_SIZES,
+    ),
 )
-T3_OBJECTIVE = Claim(
+
+
+def _gradient_bias_claim(text: str, result: str, falsifier: str, key: str, what: str, samples: str) -> Claim:
+    """A Theorem 3-5 row: the log-log slope over n of a squared gradient bias, <= -1 within 3 SE of the slope."""
+    return Claim(
+        text,
+        result,
+        _S8,
+        falsifier=falsifier,
+        id=key,
+        reading=Reading(
+            statistic=f"weighted least-squares log-log slope over n of the debiased squared bias {what} (Monte-Carlo "
+            "mean minus the closed form, minus tr Cov / S), weights from its delta-method SE",
+            window="every context size n of bias_ns",
+            subset=f"{_POINT}; {samples}",
+            tolerance="slope <= -1 + 3 standard errors of the weighted slope (C/n means slope <= -1)",
+            params={"slope": -1.0, "ses": 3},
+            sizes=(*_BIAS_SIZES, "regularizer_samples", "mu"),
+        ),
+    )
+
+
+T3_OBJECTIVE = _gradient_bias_claim(
     "Thm 3 ||E grad f_hat_n - grad f||^2 <= C/n off M (f_hat = L_n + mu R_hat): log-log slope over n",
     "000:Thm3",
-    _S8,
-    falsifier="temperature-1.3",
+    "temperature-1.3",
+    "thm3-objective",
+    "||E grad f_hat_n - grad f||^2 (f_hat = L_n + mu R_hat; grad R by autograd of its closed-form value)",
+    "bias_samples fresh samples per n",
 )
-T4_GRADIENT = Claim(
-    "Thm 4 ||E grad L_n - grad L||^2 <= C/n off M: log-log slope over n", "000:Thm4", _S8, falsifier="temperature-1.3"
+T4_GRADIENT = _gradient_bias_claim(
+    "Thm 4 ||E grad L_n - grad L||^2 <= C/n off M: log-log slope over n",
+    "000:Thm4",
+    "temperature-1.3",
+    "thm4-loss-gradient",
+    "||E grad L_n - grad L||^2",
+    "bias_samples fresh samples per n",
 )
-T5_REGULARIZER = Claim(
+T5_REGULARIZER = _gradient_bias_claim(
     "Thm 5 ||E grad R_hat_n - grad R||^2 <= C/n off M: log-log slope over n",
     "000:Thm5",
-    _S8,
-    falsifier="regularizer-gradient-halved",
+    "regularizer-gradient-halved",
+    "thm5-regularizer-gradient",
+    "||E grad R_hat_n - grad R||^2 (grad R by autograd of its closed-form value)",
+    "regularizer_samples fresh covariances Sigma_hat per n (seed + 1 + 7 n)",
 )
 
 
@@ -65,15 +117,15 @@ def finite_context_rows(config: TheoryConfig, problem: RegressionProblem, ctx: R
     s, s_se, _ = profile_exponent(ns, table.loss_bias, table.loss_se)
     rows = [
         T11_RATE.close(
-            1.0,
+            T11_RATE.param("exponent"),
             s,
-            atol=3 * s_se,
+            atol=T11_RATE.param("halfwidths") * s_se,
             spread=f"3 x the profile-chi^2 half-width of s ({s_se:.3g}), Monte-Carlo SEs of {config.bias_samples} "
             f"samples per n as weights; n E L_n - L = {', '.join(f'{v:.3g}' for v in ns * table.loss_bias)}",
         )
     ]
     _, _, chi2, dof = bias_expansion(ns, table.loss_bias, table.loss_se)
-    quantile = float(scipy.stats.chi2.ppf(0.999, dof))
+    quantile = float(scipy.stats.chi2.ppf(T11_LIMIT.param("quantile"), dof))
     rows.append(
         T11_LIMIT.format(dof=dof).less(
             chi2, quantile, spread="99.9% quantile of chi^2 with the Monte-Carlo SEs (a constant offset would not fit)"
@@ -89,7 +141,7 @@ def finite_context_rows(config: TheoryConfig, problem: RegressionProblem, ctx: R
         rows.append(
             claim.less(
                 slope,
-                -1.0 + 3 * slope_se,
+                claim.param("slope") + claim.param("ses") * slope_se,
                 spread=f"C/n means slope <= -1; + 3 SE of the weighted slope ({slope_se:.3g}, Monte-Carlo SEs "
                 f"of the debiased squared bias)",
             )

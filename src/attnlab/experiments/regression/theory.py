@@ -25,7 +25,7 @@ from attnlab.experiments.regression.finite_context import (
     T11_RATE,
     finite_context_rows,
 )
-from attnlab.experiments.regression.floor import FLOOR_BOUND, FLOOR_ORACLE
+from attnlab.experiments.regression.floor import THEORY_FLOOR
 from attnlab.experiments.regression.geometry import (
     L1_SYMMETRY,
     T12_MINIMUM,
@@ -135,8 +135,8 @@ CLAIMS = (
     T2_POPULATION,
     T2_RATE,
     L2_DESCENT,
-    FLOOR_ORACLE,
-    FLOOR_BOUND,
+    THEORY_FLOOR.oracle,
+    THEORY_FLOOR.bound,
 )
 
 
