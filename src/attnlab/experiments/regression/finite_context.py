@@ -6,6 +6,7 @@ Spec: docs/theory/preconditioned-regression.md §3.1-3.4, §8 (T1.1, T3-T5).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import scipy.stats
@@ -13,7 +14,7 @@ import scipy.stats
 from attnlab.experiments.regression.common import INSTANCE, SOURCE
 from attnlab.regression import RegressionProblem, perturbed_manifold_point
 from attnlab.regression.finite_context import bias_expansion, bias_table, profile_exponent
-from attnlab.verify import Claim, Reading, RunContext, fit_weighted_slope
+from attnlab.verify import Claim, Reading, Revision, RunContext, fit_weighted_slope
 
 if TYPE_CHECKING:
     from attnlab.experiments.regression.theory import TheoryConfig
@@ -54,8 +55,33 @@ T11_LIMIT = Claim(
 )
 
 
-def _gradient_bias_claim(text: str, result: str, falsifier: str, key: str, what: str, samples: str) -> Claim:
-    """A Theorem 3-5 row: the log-log slope over n of a squared gradient bias, <= -1 within 3 SE of the slope."""
+def _gradient_bias_claim(
+    text: str, result: str, falsifier: str, key: str, what: str, samples: str, outcomes: Mapping[str, tuple]
+) -> Claim:
+    """A Theorem 3-5 row: the log-log slope over n of a squared gradient bias, <= -0.75 (C/n with slack);
+    ``outcomes``: the last quick and full (slope, bound) of the reading it replaced, "<= -1 + 3 SE of the slope"."""
+    statistic = (
+        f"weighted least-squares log-log slope over n of the debiased squared bias {what} (Monte-Carlo mean minus "
+        "the closed form, minus tr Cov / S), weights from its delta-method SE"
+    )
+    subset = f"{_POINT}; {samples}"
+    sizes = (*_BIAS_SIZES, "regularizer_samples", "mu")
+    within_spread = Revision(
+        reading=Reading(
+            statistic=statistic,
+            window="every context size n of bias_ns",
+            subset=subset,
+            tolerance="slope <= -1 + 3 standard errors of the weighted slope (C/n means slope <= -1)",
+            params={"slope": -1.0, "ses": 3},
+            sizes=sizes,
+        ),
+        date="2026-11-27",
+        why="the bound -1 + 3 SE of the slope widened with the Monte-Carlo spread of the quick run (to "
+        f"{outcomes['quick'][1]:.2f}), so a bias whose square falls like n^-1/2 passed there; the bound now does not "
+        "depend on the spread",
+        quick=f"pass: {outcomes['quick'][0]:.2f} (bound <= {outcomes['quick'][1]:.2f})",
+        full=f"pass: {outcomes['full'][0]:.2f} (bound <= {outcomes['full'][1]:.2f})",
+    )
     return Claim(
         text,
         result,
@@ -63,14 +89,15 @@ def _gradient_bias_claim(text: str, result: str, falsifier: str, key: str, what:
         falsifier=falsifier,
         id=key,
         reading=Reading(
-            statistic=f"weighted least-squares log-log slope over n of the debiased squared bias {what} (Monte-Carlo "
-            "mean minus the closed form, minus tr Cov / S), weights from its delta-method SE",
+            statistic=statistic,
             window="every context size n of bias_ns",
-            subset=f"{_POINT}; {samples}",
-            tolerance="slope <= -1 + 3 standard errors of the weighted slope (C/n means slope <= -1)",
-            params={"slope": -1.0, "ses": 3},
-            sizes=(*_BIAS_SIZES, "regularizer_samples", "mu"),
+            subset=subset,
+            tolerance="slope <= -0.75: the theorem's C/n (slope -1) with a quarter decade per decade of slack for "
+            "finite-n curvature and Monte-Carlo noise, halfway to a half rate (-0.5)",
+            params={"bound": -0.75},
+            sizes=sizes,
         ),
+        revisions=(within_spread,),
     )
 
 
@@ -81,6 +108,7 @@ T3_OBJECTIVE = _gradient_bias_claim(
     "thm3-objective",
     "||E grad f_hat_n - grad f||^2 (f_hat = L_n + mu R_hat; grad R by autograd of its closed-form value)",
     "bias_samples fresh samples per n",
+    {"quick": (-1.59618, -0.403757), "full": (-1.51342, -0.727954)},
 )
 T4_GRADIENT = _gradient_bias_claim(
     "Thm 4 ||E grad L_n - grad L||^2 <= C/n off M: log-log slope over n",
@@ -89,6 +117,7 @@ T4_GRADIENT = _gradient_bias_claim(
     "thm4-loss-gradient",
     "||E grad L_n - grad L||^2",
     "bias_samples fresh samples per n",
+    {"quick": (-1.54372, -0.409265), "full": (-1.43531, -0.727198)},
 )
 T5_REGULARIZER = _gradient_bias_claim(
     "Thm 5 ||E grad R_hat_n - grad R||^2 <= C/n off M: log-log slope over n",
@@ -97,6 +126,7 @@ T5_REGULARIZER = _gradient_bias_claim(
     "thm5-regularizer-gradient",
     "||E grad R_hat_n - grad R||^2 (grad R by autograd of its closed-form value)",
     "regularizer_samples fresh covariances Sigma_hat per n (seed + 1 + 7 n)",
+    {"quick": (-2.22369, -0.680985), "full": (-2.08768, -0.833257)},
 )
 
 
@@ -138,10 +168,15 @@ def finite_context_rows(config: TheoryConfig, problem: RegressionProblem, ctx: R
     )
     for claim, value, se in gradients:
         slope, slope_se = fit_weighted_slope(ns, table[value], table[se])
+        spread = (
+            f"C/n means slope <= -1; weighted slope SE {slope_se:.3g} (Monte-Carlo SEs of the debiased squared bias)"
+        )
+        rows.append(claim.less(slope, claim.param("bound"), spread=spread))
+        old = claim.revised(1)
         rows.append(
-            claim.less(
+            old.less(
                 slope,
-                claim.param("slope") + claim.param("ses") * slope_se,
+                old.param("slope") + old.param("ses") * slope_se,
                 spread=f"C/n means slope <= -1; + 3 SE of the weighted slope ({slope_se:.3g}, Monte-Carlo SEs "
                 f"of the debiased squared bias)",
             )

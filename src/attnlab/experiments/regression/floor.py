@@ -55,9 +55,13 @@ def _floor_sizes(names: Mapping[str, str]) -> tuple[str, ...]:
     return (*INSTANCE, "mu", "lr", "start_scale", *own)
 
 
-def _floor_claims(names: Mapping[str, str], start: str, revisions: Sequence[Revision]) -> FloorClaims:
+def _floor_claims(
+    names: Mapping[str, str], start: str, history: Sequence[Revision], spread_outcomes: Mapping[str, tuple]
+) -> FloorClaims:
     """The two floor claims of an experiment whose config calls the floor's sizes ``names`` (``every``: a field,
-    or the fixed recording interval)."""
+    or the fixed recording interval); ``history``: the older readings; ``spread_outcomes``: the last quick and full
+    (slope, bound) of the reading "slope <= -1 + 3 SE" that the current one replaced."""
+    outcome = {size: f"pass: {slope:.2f} (bound <= {b:.2f})" for size, (slope, b) in spread_outcomes.items()}
     sizes = _floor_sizes(names)
     subset = f"{names['runs']} starts ({start}), every n of {names['ns']}; a start that diverged fails the row"
     oracle = Claim(
@@ -74,6 +78,23 @@ def _floor_claims(names: Mapping[str, str], start: str, revisions: Sequence[Revi
             sizes=sizes,
         ),
     )
+    statistic = f"mean over starts of the per-start least-squares log-log slope on n of {_bias_floor(names, start)}"
+    within_spread = Revision(
+        reading=Reading(
+            statistic=statistic,
+            window="recorded steps >= T/2",
+            subset=subset,
+            tolerance="mean slope <= -1 + 3 standard errors of the starts' slopes (O(1/n) means slope <= -1)",
+            params={"slope": -1.0, "ses": 3},
+            sizes=sizes,
+        ),
+        date="2026-11-27",
+        why="the bound -1 + 3 SE widened with the spread of the few starts: at the quick size it was "
+        f"{spread_outcomes['quick'][1]:.2f}, so a nearly flat floor passed there; the bound now does not depend on "
+        "the spread, and a flat (slope 0) or half-rate (slope -0.5) floor fails at every size",
+        quick=outcome["quick"],
+        full=outcome["full"],
+    )
     bound = Claim(
         "T2 floor O(1/n): log-log slope of the bias floor over n = {ns}",
         "000:Thm2",
@@ -81,14 +102,15 @@ def _floor_claims(names: Mapping[str, str], start: str, revisions: Sequence[Revi
         falsifier="temperature-1.3",
         id="thm2-floor",
         reading=Reading(
-            statistic=f"mean over starts of the per-start least-squares log-log slope on n of {_bias_floor(names, start)}",
+            statistic=statistic,
             window="recorded steps >= T/2",
             subset=subset,
-            tolerance="mean slope <= -1 + 3 standard errors of the starts' slopes (O(1/n) means slope <= -1)",
-            params={"slope": -1.0, "ses": 3},
+            tolerance="mean slope <= -0.75: Theorem 2's bound -1 with a quarter decade per decade of slack for "
+            "finite-n curvature and the starts' spread, halfway to a half-rate floor (-0.5)",
+            params={"bound": -0.75},
             sizes=sizes,
         ),
-        revisions=tuple(revisions),
+        revisions=(*history, within_spread),
     )
     return FloorClaims(oracle, bound)
 
@@ -161,6 +183,7 @@ THEORY_FLOOR = _floor_claims(
             full="fail: -1.72 (|slope + 1| = 0.72 > 0.3)",
         ),
     ),
+    {"quick": (-1.50164, -0.213889), "full": (-1.71922, -0.750809)},
 )
 SCALING_FLOOR = _floor_claims(
     {"ns": "ns", "batches": "batches", "runs": "seeds", "steps": "steps", "every": "record_every"},
@@ -185,6 +208,7 @@ SCALING_FLOOR = _floor_claims(
             ),
         ),
     ),
+    {"quick": (-1.42494, -0.11977), "full": (-1.60675, -0.709369)},
 )
 
 
@@ -211,11 +235,14 @@ def floor_rows(
         reason = "a floor run diverged or its bias floor is <= 0: no slope"
         rows.append(bound.holds("<= -1", reason, "every run finite", False))
         return rows, parts, math.nan
-    tolerance, text = spread_tolerance(slopes, bound.param("ses"), what="starts' slopes")
+    _, text = spread_tolerance(slopes, what="starts' slopes")
     slope = float(np.mean(slopes))
-    rows.append(bound.less(slope, bound.param("slope") + tolerance, spread=f"O(1/n) means slope <= -1; + {text}"))
+    rows.append(bound.less(slope, bound.param("bound"), spread=f"O(1/n) means slope <= -1; {text}"))
     for number, revision in enumerate(bound.revisions, start=1):
+        old = bound.revised(number)
         if "atol" in revision.reading.params:  # an old reading of the same bias floor: recomputed here
-            old = bound.revised(number)
             rows.append(old.close(old.param("slope"), slope, spread="the starts' mean slope"))
+        elif "ses" in revision.reading.params:
+            tolerance, text = spread_tolerance(slopes, old.param("ses"), what="starts' slopes")
+            rows.append(old.less(slope, old.param("slope") + tolerance, spread=f"O(1/n) means slope <= -1; + {text}"))
     return rows, parts, slope
