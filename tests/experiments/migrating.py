@@ -28,8 +28,6 @@ EXPERIMENTS = frozenset(
         "ntk.table1",
         "real.digits-vit",
         "real.text",
-        "regression.scaling",
-        "regression.theory",
         "steepest-descent.norms",
     }
 )

@@ -42,7 +42,7 @@ T11_LIMIT = Claim(
     "T1.1 the limit is the closed form: c/n + c2/n^2 with no constant fits E L_n - L (chi^2 over {dof} dof)",
     "000:Thm1",
     _S8,
-    falsifier="irreducible-d-sigma2",
+    falsifier=("irreducible-d-sigma2", "temperature-1.3"),
     id="t11-limit",
     reading=Reading(
         statistic="chi^2 of the weighted least-squares fit E L_n - L = c/n + c2/n^2 (no constant), weights 1/SE",
@@ -56,7 +56,13 @@ T11_LIMIT = Claim(
 
 
 def _gradient_bias_claim(
-    text: str, result: str, falsifier: str, key: str, what: str, samples: str, outcomes: Mapping[str, tuple]
+    text: str,
+    result: str,
+    falsifier: str | tuple[str, ...],
+    key: str,
+    what: str,
+    samples: str,
+    outcomes: Mapping[str, tuple],
 ) -> Claim:
     """A Theorem 3-5 row: the log-log slope over n of a squared gradient bias, <= -0.75 (C/n with slack);
     ``outcomes``: the last quick and full (slope, bound) of the reading it replaced, "<= -1 + 3 SE of the slope"."""
@@ -122,7 +128,7 @@ T4_GRADIENT = _gradient_bias_claim(
 T5_REGULARIZER = _gradient_bias_claim(
     "Thm 5 ||E grad R_hat_n - grad R||^2 <= C/n off M: log-log slope over n",
     "000:Thm5",
-    "regularizer-gradient-halved",
+    ("regularizer-gradient-halved", "regularizer-sign-flipped"),
     "thm5-regularizer-gradient",
     "||E grad R_hat_n - grad R||^2 (grad R by autograd of its closed-form value)",
     "regularizer_samples fresh covariances Sigma_hat per n (seed + 1 + 7 n)",

@@ -40,7 +40,7 @@ T12_MINIMUM = Claim(
     "T1.2 f(theta_R) = L_irr on M: max |f - L_irr| over 6 R, both det signs",
     "000:Thm1",
     _S8,
-    falsifier="irreducible-d-sigma2",
+    falsifier=("irreducible-d-sigma2", "unbalanced-minima"),
     id="t12-minimum",
     reading=Reading(
         statistic="max |f(theta_R) - L_irr|, f = L + mu R by the closed forms (population_loss, regularizer)",
@@ -70,7 +70,7 @@ L1_SYMMETRY = Claim(
     "L1 Delta_A^T A_bar + Delta_C C_bar^T is symmetric at the projection: max defect",
     "000:Lem1",
     _S8,
-    falsifier="projection-skipped",
+    falsifier=("projection-skipped", "unbalanced-minima"),
     id="lem1-symmetry",
     reading=Reading(
         statistic="max |S - S^T| entry of S = Delta_A^T A_bar + Delta_C C_bar^T at the Sigma~-projection (Procrustes)",
@@ -85,7 +85,7 @@ T13_CONVEXITY = Claim(
     "T1.3 one-point strong convexity within rho: min <grad f, theta - theta_bar> / dist^2 over {count} points",
     "000:Thm1",
     _S8,
-    falsifier="projection-skipped",
+    falsifier=("projection-skipped", "regularizer-sign-flipped"),
     id="t13-convexity",
     reading=Reading(
         statistic="min of <grad_Sigma~ f, theta - theta_bar> / dist^2 (whitened gradient of the closed forms, "
@@ -101,7 +101,7 @@ T13_SMOOTHNESS = Claim(
     "T1.3 smoothness within rho: max ||grad f||^2 / dist^2 over {count} points, against lambda_max(H)^2",
     "000:Thm1",
     _S8,
-    falsifier="identity-metric",
+    falsifier=("identity-metric", "loss-gradient-doubled"),
     id="t13-smoothness",
     reading=Reading(
         statistic="max of ||grad_Sigma~ f||^2 / dist^2 (whitened gradient of the closed forms)",

@@ -36,7 +36,7 @@ T2_POPULATION = Claim(
     "T2 population oracle: L - L_irr after {steps} steps (geometric decay to round-off)",
     "000:Thm2",
     _S8,
-    falsifier="identity-preconditioner",
+    falsifier=("identity-preconditioner", "preconditioner-twice"),
     id="thm2-population",
     reading=Reading(
         statistic="max over runs of L(theta_T) - L_irr, Algorithm 1 with the population oracle and the true Sigma",
@@ -51,7 +51,7 @@ T2_RATE = Claim(
     "T2 rate (1 - c eta)^T: per-step contraction of dist, against max |1 - eta lambda| over the normal Hessian",
     "000:Thm2",
     _S8,
-    falsifier="identity-preconditioner",
+    falsifier=("identity-preconditioner", "loss-gradient-doubled"),
     id="thm2-rate",
     reading=Reading(
         statistic="exp of the least-squares slope of log dist(theta_t, M) on t, every run's recorded steps pooled "
@@ -68,7 +68,7 @@ L2_DESCENT = Claim(
     "L2 descent lemma along the population run: 0 <= (f - f*) / dist^2 <= lambda_max(H) / 2",
     "000:Lem2",
     _S8,
-    falsifier="irreducible-d-sigma2",
+    falsifier=("irreducible-d-sigma2", "regularizer-transposed"),
     id="lem2-descent",
     reading=Reading(
         statistic="min and max of (f - f*) / dist^2 with f* = L_irr, f by the closed forms",
@@ -136,6 +136,7 @@ def training_rows(config: TheoryConfig, problem: RegressionProblem, spectrum: np
             f"{low:.4g} .. {high:.4g}",
             "f* = L_irr is the minimum (ratio >= 0) and beta = lambda_max of the Hessian of f at M",
             low >= 0 and high <= bound,
+            margin=min(low, bound - high),
         ),
     ]
     return rows, frame
