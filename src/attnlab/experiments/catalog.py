@@ -165,6 +165,12 @@ EXPERIMENTS: tuple[Entry, ...] = (
         "SGD, SNGD, SPS, Adam, l_p-MD (p=1.1,2,3) train the E4 text encoder on a keyword task or aclImdb",
     ),
     Entry(
+        "regression.context",
+        "preconditioned-regression",
+        "regression",
+        "Appendix D: moments of one query's softmax weights and context statistics given the query, vs n",
+    ),
+    Entry(
         "regression.fig1",
         "preconditioned-regression",
         "regression",

@@ -7,6 +7,7 @@ optional leading runs axis R batches independent runs.
 """
 
 from attnlab.regression.algorithm import Fit, fit
+from attnlab.regression.context import ContextStatistics, conditional_moments, context_statistics, mean_jacobian
 from attnlab.regression.curvature import normal_curvatures, objective_excess, whitened_hessian_spectrum
 from attnlab.regression.data import (
     AssumptionReport,
@@ -56,6 +57,7 @@ __all__ = [
     "objective_excess",
     "normal_curvatures",
     "AssumptionReport",
+    "ContextStatistics",
     "Fit",
     "MinibatchOracle",
     "MonteCarloOracle",
@@ -63,6 +65,8 @@ __all__ = [
     "Projection",
     "RegressionProblem",
     "assumptions",
+    "conditional_moments",
+    "context_statistics",
     "cross_logit_mgf",
     "empirical_covariance",
     "empirical_loss",
@@ -76,6 +80,7 @@ __all__ = [
     "perturbed_manifold_point",
     "make_problem",
     "manifold_point",
+    "mean_jacobian",
     "population_excess_loss",
     "population_gradient",
     "population_loss",

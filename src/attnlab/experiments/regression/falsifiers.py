@@ -107,6 +107,16 @@ class _PlainGD:
         return torch.optim.SGD([V, Q], lr=lr)
 
 
+def _shared_draw(sample):
+    """Covariates of one sample sharing a draw g: x_l = (g + x_l') / sqrt(2), each still N(0, Sigma), not independent."""
+
+    def shared(problem, n, **kwargs):
+        X, Y = sample(problem, n + 1, **kwargs)
+        return (X[..., :1, :] + X[..., 1:, :]) / 2**0.5, Y[..., 1:, :]
+
+    return shared
+
+
 class _TwicePreconditioned:
     """PreconditionedGD's constructor preconditioning twice: Sigma^-2 on each side instead of Sigma^-1."""
 
@@ -166,6 +176,13 @@ FALSIFIERS = (
         kind="mechanism",
     ),
     Falsifier(
+        "sample-shared-draw",
+        "a data model whose covariates share one draw per sample: x_i = (g + x_i') / sqrt(2), not independent",
+        "attnlab.experiments.regression.spectral:sample",
+        _shared_draw,
+        kind="mechanism",
+    ),
+    Falsifier(
         "identity-preconditioner",
         "Algorithm 1's preconditioner replaced by the identity (plain GD on V, Q): at eta = 0.5 it diverges",
         "attnlab.experiments.regression.training:PreconditionedGD",
@@ -205,6 +222,23 @@ FALSIFIERS = (
         "the regularizer of the objective f balancing A^T A against C^T C (a transpose dropped)",
         "attnlab.regression.curvature:regularizer",
         _transposed_balance,
+        kind="mechanism",
+    ),
+)
+
+CONTEXT_FALSIFIERS = (
+    Falsifier(
+        "softmax-unnormalized",
+        "the softmax weights of a query without their normalizer: s_l = exp(x_l^T Q x)",
+        "attnlab.regression.context:softmax_weights",
+        lambda weights: lambda Q, query, X: (X @ (Q @ query.unsqueeze(-1))).squeeze(-1).exp(),
+        kind="mechanism",
+    ),
+    Falsifier(
+        "context-shared-draw",
+        "a data model whose covariates share one draw per sample: x_l = (g + x_l') / sqrt(2), not independent",
+        "attnlab.regression.context:sample",
+        _shared_draw,
         kind="mechanism",
     ),
 )

@@ -35,7 +35,14 @@ from attnlab.experiments.regression.geometry import (
     geometry_rows,
     minima_rows,
 )
-from attnlab.experiments.regression.spectral import L3_DISTANCE, L3_GAP, L6_OLS, spectral_rows
+from attnlab.experiments.regression.spectral import (
+    L3_DISTANCE,
+    L3_GAP,
+    L3_PRECISION,
+    L5_RATIO,
+    L6_OLS,
+    spectral_rows,
+)
 from attnlab.experiments.regression.training import (
     L2_DESCENT,
     T2_POPULATION,
@@ -131,6 +138,8 @@ CLAIMS = (
     T13_SMOOTHNESS,
     L3_DISTANCE,
     L3_GAP,
+    L3_PRECISION,
+    L5_RATIO,
     L6_OLS,
     T2_POPULATION,
     T2_RATE,
