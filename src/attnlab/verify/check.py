@@ -220,16 +220,13 @@ class CheckCounts:
         """No theorem check failed without a finding, and every property held (observations never fail a run)."""
         return self.failed == 0 and self.properties_passed == self.properties
 
-    def describe(self) -> str:
-        """``"12/12 theorem checks passed"``, then findings, failures, properties, observations and revisions.
+    def parts(self) -> list[tuple[str, str]]:
+        """The parts of :meth:`describe`, each with the verdict it shows: ``"pass"``, ``"fail"``, ``"finding"``,
+        ``"agrees"``, ``"disagrees"`` or ``"revision"`` (the report colours each part by it).
 
         Returns
         -------
-        str
-            ``"; "``-joined parts: the theorem checks (also when the table has no rows at all, with ``", 2
-            findings"`` and ``", 1 failed"`` where there are any), then the properties, the observations and the
-            revised readings where there are any, e.g. ``"3/4 theorem checks passed, 1 finding; 1/2 observations
-            agree with the paper; 1 revised reading shown beside its row"``.
+        list of (str, str)
         """
         parts = []
         if self.total or not (self.properties or self.observations):
@@ -238,15 +235,34 @@ class CheckCounts:
                 theory += f", {self.findings} finding{'s' * (self.findings != 1)}"
             if self.failed:
                 theory += f", {self.failed} failed"
-            parts.append(theory)
+            parts.append((theory, "fail" if self.failed else ("finding" if self.findings else "pass")))
         if self.properties:
-            parts.append(f"{self.properties_passed}/{self.properties} properties of our code hold")
+            held = self.properties_passed == self.properties
+            parts.append(
+                (f"{self.properties_passed}/{self.properties} properties of our code hold", "pass" if held else "fail")
+            )
         if self.observations:
-            parts.append(f"{self.agree}/{self.observations} observations agree with the paper")
+            agreed = self.agree == self.observations
+            text = f"{self.agree}/{self.observations} observations agree with the paper"
+            parts.append((text, "agrees" if agreed else "disagrees"))
         if self.revisions:
             many = self.revisions != 1
-            parts.append(f"{self.revisions} revised reading{'s' * many} shown beside {'their' if many else 'its'} row")
-        return "; ".join(parts)
+            text = f"{self.revisions} revised reading{'s' * many} shown beside {'their' if many else 'its'} row"
+            parts.append((text, "revision"))
+        return parts
+
+    def describe(self) -> str:
+        """``"12/12 theorem checks passed"``, then findings, failures, properties, observations and revisions.
+
+        Returns
+        -------
+        str
+            ``"; "``-joined parts (:meth:`parts`): the theorem checks (also when the table has no rows at all, with
+            ``", 2 findings"`` and ``", 1 failed"`` where there are any), then the properties, the observations and
+            the revised readings where there are any, e.g. ``"3/4 theorem checks passed, 1 finding; 1/2
+            observations agree with the paper; 1 revised reading shown beside its row"``.
+        """
+        return "; ".join(text for text, _ in self.parts())
 
     def __add__(self, other: CheckCounts) -> CheckCounts:
         return CheckCounts(*(a + b for a, b in zip(dataclasses.astuple(self), dataclasses.astuple(other))))
