@@ -192,3 +192,16 @@ def test_a_falsified_class_is_counted_and_stays_a_subclass():
     with pytest.raises(ValidationError, match="nothing called"):
         with swap.applied():
             pass
+
+
+def test_a_remark_of_ours_is_counted_apart_from_the_papers_observations():
+    from attnlab.verify import observation
+
+    ours = observation("Adam ends nearest the l_inf SVM", "l_inf nearest", "l_2 nearest", False, "", ours=True)
+    paper = observation("NGD trains faster (fig. 3)", "faster", "faster", True, "paper fig. 3")
+    assert (ours.kind, ours.verdict, paper.kind) == ("exploration", "disagrees", "observation")
+    counts = count_checks(pd.DataFrame([ours.as_row(), paper.as_row()]))
+    assert (counts.observations, counts.agree, counts.ours, counts.ours_agree, counts.ok) == (1, 1, 1, 0, True)
+    assert "0/1 remarks of ours (no paper's) agree" in counts.describe()
+    with pytest.raises(ValidationError, match="names no figure"):
+        observation("Adam ends nearest the l_inf SVM", "l_inf", "l_2", False, "")  # a paper's needs its figure

@@ -189,7 +189,7 @@ def _verdict(row: Any) -> str:
     in tables written before that column existed; a failed theory check reads "FAIL"."""
     verdict = str(getattr(row, "verdict", "") or "")
     if not verdict:
-        if row.kind == "observation":
+        if row.kind in ("observation", "exploration"):
             verdict = "agrees" if row.passed else "disagrees"
         else:
             verdict = "pass" if row.passed else "fail"
@@ -199,8 +199,8 @@ def _verdict(row: Any) -> str:
 def _check_view(row: Any, paper: str, pages: TheoryPages) -> dict[str, Any]:
     verdict = _verdict(row)
     short, derivation = _tolerance(str(row.tolerance).strip())
-    if row.kind in ("observation", "revision"):
-        row_cls = row.kind  # an old reading sits right under its current row, marked as such
+    if row.kind in ("observation", "exploration", "revision"):
+        row_cls = "observation" if row.kind == "exploration" else row.kind  # an old reading sits right under its current row, marked as such
     elif verdict == "finding":
         row_cls = "finding-row"
     else:
@@ -349,7 +349,8 @@ def _pages(
         f"{counts.passed} of {counts.total} theory checks passed, {counts.findings} findings (failed after an "
         f"investigation), {counts.failed} failed; {counts.properties_passed} of "
         f"{counts.properties} properties of our code hold; {counts.agree} of {counts.observations} observations agree "
-        f"with the paper; {counts.revisions} revised readings, each shown beside its current row; "
+        f"with the paper ({counts.ours_agree} of {counts.ours} remarks of ours, counted apart); {counts.revisions} revised "
+        "readings, each shown beside its current row; "
         f"{len(summary.entries) - len(summary.errors)} of {len(summary.entries)} experiments finished, "
         f"{len(summary.errors)} raised an error."
     )
@@ -427,6 +428,8 @@ def build_report(
             "findings": summary.counts.findings,
             "revisions": summary.counts.revisions,
             "observations_agree": summary.counts.agree,
+            "remarks_of_ours": summary.counts.ours,
+            "remarks_of_ours_agree": summary.counts.ours_agree,
             "observations_total": summary.counts.observations,
             "experiments": len(entries),
             "papers": {
