@@ -52,11 +52,7 @@ register_results(
         PaperResult("000:Lem2", "descent lemma f - f* <= (beta / 2) dist^2"),
         PaperResult("000:Lem3", "good initialization: the spectral start is close to M and Sigma_hat^-1 to Sigma^-1"),
         PaperResult(
-            "000:Lem4",
-            "one-point convexity and smoothness of the empirical objective, up to its gradient bias",
-            "not checkable",
-            "needs E grad f_hat_n at many points per radius (a Monte-Carlo mean each), beyond the reproduction's "
-            "budget; its two ingredients, T1.3 and Theorem 3, are checked",
+            "000:Lem4", "one-point convexity and smoothness of the empirical objective, up to its gradient bias"
         ),
         PaperResult("000:Thm3", "expected empirical gradient of f_hat within O(1/n) of grad f near M"),
         PaperResult("000:Lem5", "the spectral start's distance to M bounded by the estimation errors"),

@@ -125,6 +125,14 @@ class _TwicePreconditioned:
         return PreconditionedGD.for_attention(V, Q, covariance @ covariance, lr=lr)
 
 
+class _InvertedPreconditioner:
+    """PreconditionedGD's constructor with the covariance inverted: the step multiplies by Sigma_hat, not its inverse."""
+
+    @staticmethod
+    def for_attention(V, Q, covariance, *, lr, **kwargs):
+        return PreconditionedGD.for_attention(V, Q, torch.linalg.inv(covariance), lr=lr)
+
+
 FALSIFIERS = (
     Falsifier(
         "temperature-1.3",
@@ -194,6 +202,13 @@ FALSIFIERS = (
         "Algorithm 1's preconditioner applied twice: Sigma^-2 on each side instead of Sigma^-1",
         "attnlab.experiments.regression.training:PreconditionedGD",
         lambda cls: _TwicePreconditioned,
+        kind="mechanism",
+    ),
+    Falsifier(
+        "preconditioner-inverted",
+        "Algorithm 1's preconditioner inverted: the step multiplies the gradient by Sigma_hat instead of Sigma_hat^-1",
+        "attnlab.experiments.regression.empirical_geometry:PreconditionedGD",
+        lambda cls: _InvertedPreconditioner,
         kind="mechanism",
     ),
     Falsifier(

@@ -16,6 +16,7 @@ import pandas as pd
 from attnlab._validation import ValidationError, check_scalar
 from attnlab.experiments.registry import register
 from attnlab.experiments.regression.common import TheoryInstanceConfig
+from attnlab.experiments.regression.empirical_geometry import L4_CONVEXITY, L4_SMOOTHNESS, empirical_geometry_rows
 from attnlab.experiments.regression.falsifiers import FALSIFIERS
 from attnlab.experiments.regression.finite_context import (
     T3_OBJECTIVE,
@@ -96,6 +97,14 @@ class TheoryConfig(TheoryInstanceConfig):
         Starts per n of the floor runs.
     mc_steps : int
         Steps of the floor runs; the floor is the mean gap over their second half.
+    lem4_n : int
+        Context size of the fresh samples of the Lemma 4 rows.
+    lem4_batches : int
+        Fresh samples per point of the Lemma 4 rows (the Monte-Carlo mean of the empirical gradient).
+    lem4_directions : int
+        Points per radius of the Lemma 4 rows.
+    lem4_train : int
+        Size of the training sample whose Sigma_hat preconditions the Lemma 4 rows.
     """
 
     bias_ns: tuple[int, ...] = (25, 50, 100, 200, 400, 800)
@@ -111,13 +120,17 @@ class TheoryConfig(TheoryInstanceConfig):
     mc_batches: int = 16
     mc_runs: int = 3
     mc_steps: int = 150
+    lem4_n: int = 100
+    lem4_batches: int = 64
+    lem4_directions: int = 10
+    lem4_train: int = 1000
 
     OURS = TheoryInstanceConfig.OURS + ("bias_ns", "bias_scale", "mc_ns", "radii")
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_scalar("mc_batches", self.mc_batches, kind=int, low=2)
-        for name in ("bias_samples", "regularizer_samples", "spectral_seeds", "directions", "mc_runs"):
+        for name in ("bias_samples", "regularizer_samples", "spectral_seeds", "directions", "mc_runs", "lem4_batches"):
             check_scalar(name, getattr(self, name), kind=int, low=2)
         if len(self.bias_ns) < 3 or len(self.mc_ns) < 2:
             raise ValidationError(
@@ -136,6 +149,8 @@ CLAIMS = (
     L1_SYMMETRY,
     T13_CONVEXITY,
     T13_SMOOTHNESS,
+    L4_CONVEXITY,
+    L4_SMOOTHNESS,
     L3_DISTANCE,
     L3_GAP,
     L3_PRECISION,
@@ -185,15 +200,18 @@ def run_theory(config: TheoryConfig, ctx: RunContext) -> ExperimentResult:
     spectrum = whitened_hessian_spectrum(problem, config.mu, config.seed)
     bias_rows, biases = finite_context_rows(config, problem, ctx)
     geometry_checks, geometry = geometry_rows(config, problem, spectrum, ctx)
+    lemma4_checks, lemma4 = empirical_geometry_rows(config, problem, spectrum, ctx)
     spectral_checks, spectral = spectral_rows(config, problem, ctx)
     training_checks, population_run = training_rows(config, problem, spectrum, ctx)
     floor_rows, parts, trajectories, floor_note = floor_checks(config, problem, biases, ctx)
-    checks = [*bias_rows, *minima_rows(config, problem), *geometry_checks, *spectral_checks, *training_checks]
+    checks = [*bias_rows, *minima_rows(config, problem), *geometry_checks, *lemma4_checks, *spectral_checks]
+    checks += training_checks
     checks += floor_rows
     spectral_table = pd.DataFrame(spectral)
     tables = {
         "biases": biases,
         "one_point": pd.DataFrame(geometry),
+        "lemma4": pd.DataFrame([lemma4]),
         "spectral": spectral_table,
         "floors": parts,
         "hessian": pd.DataFrame({"eigenvalue": spectrum}),
@@ -225,6 +243,8 @@ register(
             "mc_batches": 8,
             "mc_runs": 2,
             "mc_steps": 60,
+            "lem4_batches": 32,
+            "lem4_directions": 5,
         },
         claims=CLAIMS,
         falsifiers=FALSIFIERS,
