@@ -59,3 +59,14 @@ def on_page_markdown(markdown: str, page, config, files: Files) -> str:
         return f"[{text}]({relative}{'#' + anchor if anchor else ''})"
 
     return _LINK.sub(rewrite, markdown)
+
+
+_MD_LINK = re.compile(r'href="(?P<path>[^":#"]+)\.md(?P<anchor>#[^"]*)?"')
+
+
+def on_post_page(output: str, page, config) -> str:
+    """A notebook page (mkdocs-jupyter renders its Markdown cells itself): its links to pages, written to the
+    Markdown source as on every other page, go to their HTML (the site has no directory URLs)."""
+    if page.file.src_uri.startswith("notebooks/") and page.file.src_uri.endswith(".py"):
+        return _MD_LINK.sub(lambda m: f'href="{m["path"]}.html{m["anchor"] or ""}"', output)
+    return output
