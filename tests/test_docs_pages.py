@@ -77,5 +77,7 @@ def test_the_checks_find_a_formula_and_a_run_on_list():
     old = "## §8 Predictions\nFixed decoder:\n1. Lemma 7: `||W_t|| / (eta t) -> 1`.\n2. Lemma 6 at every `W_mm`.\n"
     assert formula_spans(old) == ["||W_t|| / (eta t) -> 1", "W_mm"]
     assert len(run_on_lists(old)) == 1
-    fixed = "## §8 Predictions\nFixed decoder:\n\n1. Lemma 7: $\\|W_t\\| / (\\eta t) \\to 1$.\n2. See `attnlab.optim`.\n"
+    fixed = (
+        "## §8 Predictions\nFixed decoder:\n\n1. Lemma 7: $\\|W_t\\| / (\\eta t) \\to 1$.\n2. See `attnlab.optim`.\n"
+    )
     assert formula_spans(fixed) == [] and run_on_lists(fixed) == []
