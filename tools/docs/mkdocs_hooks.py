@@ -8,6 +8,7 @@ example script, the license) becomes its text in code, so that --strict sees no 
 
 from __future__ import annotations
 
+import importlib.util
 import posixpath
 import re
 from pathlib import Path
@@ -40,8 +41,20 @@ def _repo_path(page_src: str, target: str) -> str:
     return posixpath.normpath(posixpath.join(base, target))
 
 
+def _cli_reference() -> str:
+    """The generated command-line reference (tools/docs/cli_reference.py, beside this file)."""
+    spec = importlib.util.spec_from_file_location("cli_reference", Path(__file__).with_name("cli_reference.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.cli_reference()
+
+
 def on_page_markdown(markdown: str, page, config, files: Files) -> str:
     src = page.file.src_uri
+    if src == "cli/index.md":  # the command-line reference, generated from the click commands at every build
+        if "<!-- cli-reference -->" not in markdown:
+            raise ValueError("docs/cli/index.md lost its <!-- cli-reference --> marker: the CLI reference goes there")
+        markdown = markdown.replace("<!-- cli-reference -->", _cli_reference())
 
     def rewrite(match: re.Match) -> str:
         text, target = match["text"], match["target"]
