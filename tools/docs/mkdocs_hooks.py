@@ -41,12 +41,22 @@ def _repo_path(page_src: str, target: str) -> str:
     return posixpath.normpath(posixpath.join(base, target))
 
 
-def _cli_reference() -> str:
-    """The generated command-line reference (tools/docs/cli_reference.py, beside this file)."""
-    spec = importlib.util.spec_from_file_location("cli_reference", Path(__file__).with_name("cli_reference.py"))
+def _sibling(name: str):
+    """A module of tools/docs, beside this file (hooks are loaded by path, not as a package)."""
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.cli_reference()
+    return module
+
+
+def _cli_reference() -> str:
+    """The generated command-line reference (tools/docs/cli_reference.py)."""
+    return _sibling("cli_reference").cli_reference()
+
+
+def on_post_build(config) -> None:
+    """Links both ways between theory pages and the API reference (tools/docs/crosslinks.py)."""
+    _sibling("crosslinks").link_site(Path(config["site_dir"]))
 
 
 def on_page_markdown(markdown: str, page, config, files: Files) -> str:
