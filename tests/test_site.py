@@ -70,7 +70,8 @@ def test_the_site_loads_nothing_from_the_network(site):
 
 def test_math_is_left_for_katex_in_docstrings_and_theory(site):
     api = (site / "api" / "optim.html").read_text()
-    rendered = re.sub(r'<details class="mkdocstrings-source">.*?</details>', "", api, flags=re.S)  # the folded source is verbatim
+    source = r'<details class="mkdocstrings-source">.*?</details>'  # the folded source is shown verbatim
+    rendered = re.sub(source, "", api, flags=re.S)
     assert ".. math::" not in rendered and ":math:" not in rendered
     assert api.count('class="arithmatex"') >= 10
     assert (site / "theory" / "implicit-bias-ngd.html").read_text().count('class="arithmatex"') >= 5

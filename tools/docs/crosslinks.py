@@ -69,9 +69,7 @@ def link_citations(html: str, page: str, anchors: dict[str, dict[str, str]]) -> 
         anchor = anchors[match["paper"]].get(match["n"])
         return f'<a href="{target}{"#" + anchor if anchor else ""}">{match[0]}</a>'
 
-    return "".join(
-        part if is_tag or inside else citation.sub(link, part) for part, is_tag, inside in _segments(html)
-    )
+    return "".join(part if is_tag or inside else citation.sub(link, part) for part, is_tag, inside in _segments(html))
 
 
 def _resolve(name: str, ids: dict[str, str], site: Path) -> tuple[str, str | None] | None:
@@ -96,7 +94,9 @@ def _resolve(name: str, ids: dict[str, str], site: Path) -> tuple[str, str | Non
         return None
     page = f"api/{parts[1]}.html"
     if obj is module and len(parts) == len(module.__name__.split(".")):  # a module: its subpackage's page
-        return (page, f"attnlab.{parts[1]}" if f"attnlab.{parts[1]}" in ids else None) if (site / page).is_file() else None
+        if not (site / page).is_file():
+            return None
+        return page, f"attnlab.{parts[1]}" if f"attnlab.{parts[1]}" in ids else None
     canonical = f"{getattr(obj, '__module__', '')}.{getattr(obj, '__qualname__', '')}"
     if canonical in ids:
         return ids[canonical], canonical
