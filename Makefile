@@ -12,7 +12,7 @@ TIMM_STAMP := $(TIMM_VENV)/.installed
 WHEEL_VENV := .venv-wheel
 WHEEL_RUN  := $(abspath $(WHEEL_VENV))/try
 
-.PHONY: demo docs test test-slow test-timm bench lint install clean reproduce-full reproduce-spec-size wheel
+.PHONY: demo docs test test-slow test-timm bench lint install clean reproduce-full reproduce-spec-size wheel site-figures
 
 $(RUN_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +54,12 @@ reproduce-spec-size: $(RUN_STAMP)
 docs: $(TEST_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --quiet
 	@echo "the site: open site/index.html in a browser, from disk (search works there too)"
+
+# Each experiment's figures on the site: a quick reproduction into report-quick/ (a failing check is reported, and
+# the figures are still taken), then its PNGs into docs/experiments/figures/<experiment>/ and docs/gallery.md.
+site-figures: $(RUN_STAMP)
+	-$(BIN)/attnlab reproduce --quick --executor pool --out report-quick --no-progress
+	$(BIN)/python tools/docs/site_figures.py report-quick
 
 # The wheel and the sdist (python -m build) into dist/, then the wheel alone in a fresh venv (the CPU torch first, as
 # make demo installs it), run from a folder outside the clone: --version, --help, list and one quick experiment.
@@ -99,4 +105,4 @@ bench: $(TEST_STAMP)
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) $(TIMM_VENV) $(WHEEL_VENV) runs report report-full site dist .cache .pytest_cache
+	rm -rf $(VENV) $(TIMM_VENV) $(WHEEL_VENV) runs report report-quick report-full site dist .cache .pytest_cache
