@@ -41,7 +41,7 @@ __all__ = [
     "theory",
 ]
 
-_LOST = "statement lost in extraction: only the header{proof} survives, and {use}; no quantity to measure"
+_LOST = "statement lost in extraction (what survives: the header{proof}); {use}; no quantity to measure"
 
 register_results(
     "preconditioned-regression",

@@ -235,9 +235,10 @@ def floor_rows(
         reason = "a floor run diverged or its bias floor is <= 0: no slope"
         rows.append(bound.holds("<= -1", reason, "every run finite", False))
         return rows, parts, math.nan
-    _, text = spread_tolerance(slopes, what="starts' slopes")
     slope = float(np.mean(slopes))
-    rows.append(bound.less(slope, bound.param("bound"), spread=f"O(1/n) means slope <= -1; {text}"))
+    se = float(np.std(slopes, ddof=1)) / len(slopes) ** 0.5
+    spread = f"O(1/n) means slope <= -1; the starts' slopes {', '.join(f'{v:.3g}' for v in slopes)} (SE {se:.3g})"
+    rows.append(bound.less(slope, bound.param("bound"), spread=spread))
     for number, revision in enumerate(bound.revisions, start=1):
         old = bound.revised(number)
         if "atol" in revision.reading.params:  # an old reading of the same bias floor: recomputed here
