@@ -24,7 +24,7 @@ from attnlab.data.mirror_descent import joint_toy, unit_gaussian
 from attnlab.data.multi_token import MultiTokenDraw, multi_token
 from attnlab.data.queries import causal_queries, every_query
 from attnlab.data.registry import GENERATORS
-from attnlab.data.token_sets import as_token_sets, sets_from_probabilities
+from attnlab.data.token_sets import as_token_sets, sets_from_probabilities, whole_sequences
 
 __all__ = [
     "ASSUMPTIONS",
@@ -50,6 +50,7 @@ __all__ = [
     "near_orthogonal",
     "scores_equal",
     "sets_from_probabilities",
+    "whole_sequences",
     "small_init",
     "small_initial_loss",
     "stack",

@@ -188,7 +188,8 @@ def capture(
     ValidationError
         On a module not called by ``model``, tokens of the wrong width, ``query`` or ``keys`` out of range, a
         bad ``select`` or ``y``, an ``"attended"`` selection without ``head``, or an ``"attended-sets"`` selection
-        with a weight between the thresholds or a set that is a whole sequence.
+        with a weight between the thresholds or with no token dropped in any sequence (every set its whole
+        sequence).
     TypeError
         When ``module``'s type has no adapter.
 
