@@ -276,7 +276,8 @@ def explain(
     Raises
     ------
     ValidationError
-        On a bad ``param``, ``opt``, ``loss``, ``select`` or size, data without a head (and no ``head``),
+        On a bad ``param``, ``opt``, ``loss``, ``select`` or size, data without a head (and no ``head``), a
+        ``head`` without a selection (``select`` or ``data.select``),
         ``param="diag"`` on cross-attention data, when no candidate is feasible, when
         training diverged (non-finite loss), or when the gradient is zero throughout (every token ties).
 
@@ -294,6 +295,13 @@ def explain(
     if select is not None:
         data = data.with_(select=select)  # validated there: (n,) tokens or (n, T) sets
     sets = data.select if data.select is not None and data.select.dim() == 2 else None  # multi-token §2
+    if not linear and data.select is None:
+        raise ValidationError(
+            "head= trains with a fixed nonlinear head, which has no optimal tokens of its own, so explain has no "
+            "selection whose SVMs to compare: pass select= (one token per sequence, shape (n,), or token sets, an "
+            "(n, T) mask or n lists of indices, e.g. attnlab.data.sets_from_probabilities of a trained softmax) or "
+            "store it in data.select"
+        )
     check_in("param", param, PARAMETRIZATIONS)
     if param == "diag" and data.d_q != data.d:
         raise ValidationError(
