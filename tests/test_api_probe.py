@@ -21,8 +21,9 @@ from attnlab.data import TokenSelectionData, example1, sets_from_probabilities, 
 from attnlab.explain import explain
 from attnlab.flow import gradient_flow
 from attnlab.metrics import alignment, attention_margin, bregman, cosine, head_alignment
-from attnlab.models import Combined, Diagonal, Factored, ReluHead, attention_logits
+from attnlab.models import Combined, Diagonal, Factored, ReluHead, attention_logits, attention_probabilities
 from attnlab.ntk import empirical_ntk
+from attnlab.probe import capture, head_W
 from attnlab.svm import attention_svm, set_direction_svm
 
 
@@ -235,6 +236,33 @@ def _relu_head():
     return ReluHead(torch.randn(5, 5, generator=g, dtype=torch.float64), torch.ones(5, dtype=torch.float64))
 
 
+class _MaskedMHA(nn.Module):
+    """A model around a MultiheadAttention that passes its masks on."""
+
+    def __init__(self, **masks):
+        super().__init__()
+        torch.manual_seed(0)
+        self.mha, self.masks = nn.MultiheadAttention(4, 2, batch_first=True, dtype=torch.float64), masks
+
+    def forward(self, x):
+        return self.mha(x, x, x, **self.masks)
+
+
+def _captured_padding_reproduces_torch():
+    padding = torch.tensor([[0, 0, 1, 0], [1, 0, 0, 0]], dtype=torch.bool)
+    model, x = _MaskedMHA(key_padding_mask=padding), torch.randn(2, 4, 4, dtype=torch.float64)
+    data = capture(model, model.mha, x, query=1)
+    with torch.no_grad():
+        own = model.mha(x, x, x, key_padding_mask=padding, average_attn_weights=False)[1][:, 0, 1]  # (n, T)
+    mine = attention_probabilities(data.X, head_W(model.mha, 0), data.Z)
+    return _close(mine, own[~padding].reshape(2, 3), 1e-12)
+
+
+def _captured_bias():
+    model = _MaskedMHA(attn_mask=torch.full((3, 3), 0.5, dtype=torch.float64))  # a bias, not a mask
+    return capture(model, model.mha, torch.ones(1, 3, 4, dtype=torch.float64))
+
+
 D = _data()
 X, Z, Y, V = D.X, D.Z, D.y, D.v
 
@@ -328,6 +356,9 @@ CASES = [
         lambda: explain(D.with_(select=None), head=_relu_head(), steps=2),
         r"head= trains with a fixed nonlinear head.*pass select=",
     ),
+    # probe
+    ("capture: key_padding_mask", _captured_padding_reproduces_torch, None),
+    ("capture: a float bias mask", _captured_bias, r"finite non-zero entries \(e.g. 0.5\)"),
     # metrics
     ("metrics: cosine scale-free", lambda: abs(float(cosine(2 * X[0], X[0])) - 1) < 1e-15, None),
     ("metrics: margin by a loop", _margin_loop, None),
