@@ -29,7 +29,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from attnlab._validation import ValidationError, check_in, check_scalar
+from attnlab._validation import ValidationError, check_bool, check_in, check_scalar
 from attnlab.batched import PARAMETRIZATIONS
 from attnlab.batched import train as batched_train
 from attnlab.data import TokenSelectionData
@@ -97,6 +97,8 @@ class Explanation:
         Candidates left out (an infeasible program, no head for the local selections) and why.
     W : torch.Tensor, shape (d, d_q)
         The final combined matrix.
+    v : torch.Tensor, shape (d,), or None
+        The trained head, with ``train_head=True`` (the candidates are the SVMs of its optimal tokens).
     converged : bool
         Whether the run converged in direction (see :func:`explain`).
     nearest : str
@@ -114,6 +116,7 @@ class Explanation:
     converged: bool = True
     nearest: str = ""
     verdict: str = ""
+    v: torch.Tensor | None = None
 
 
 def _candidates(
@@ -221,6 +224,7 @@ def explain(
     direction_tol: float = 1e-2,
     select: object = None,
     head: Head | torch.nn.Module | None = None,
+    train_head: bool = False,
 ) -> Explanation:
     """Train ``param`` with ``opt`` on ``data`` and rank every candidate SVM by its distance to the final direction.
 
@@ -268,6 +272,10 @@ def explain(
         A fixed nonlinear head to train with in place of ``data.v`` (e.g.
         :class:`~attnlab.models.ReluHead`; multi-token §1). The one-token candidates then need ``data.select``
         (or ``select``) of shape ``(n,)``; the locally optimal selections are left out (they are a linear head's).
+    train_head : bool, default=False
+        Train the linear head ``v`` together with the attention (implicit-bias-ngd §8.11), from ``data.v`` or,
+        when the data have none, from ``v = 0``. The candidates are then those of the trained head: the SVMs
+        of its optimal tokens, its locally optimal selections and the attended selection.
 
     Returns
     -------
@@ -290,7 +298,12 @@ def explain(
     """
     if not isinstance(data, TokenSelectionData):
         raise ValidationError(f"data must be a TokenSelectionData, got {type(data).__name__}")
+    train_head = check_bool("train_head", train_head)
     linear = head is None
+    if train_head and not linear:
+        raise ValidationError("train_head=True trains a linear head v; a nonlinear head= is fixed: pass one of them")
+    if train_head and data.v is None:
+        data = data.with_(v=torch.zeros(data.d, dtype=torch.float64))  # implicit-bias-ngd §8.11: v trained from 0
     training_head = data.require_head() if linear else as_head(head, data.d)  # multi-token §1
     if select is not None:
         data = data.with_(select=select)  # validated there: (n,) tokens or (n, T) sets
@@ -328,18 +341,15 @@ def explain(
     d_e = data.d if d_e is None else d_e
     d_e = check_scalar("d_e", d_e, kind=int, low=1)
 
-    gamma = token_scores(data.X, data.y, data.v) if linear else None
+    gamma = token_scores(data.X, data.y, data.v) if linear and not train_head else None
     if gamma is not None and bool((gamma.amax(dim=-1) == gamma.amin(dim=-1)).all()):
         raise ValidationError(
             "every token ties in every sequence (the head v gives all tokens one score, e.g. v = 0): the gradient is "
-            "zero, training cannot move and no SVM can be named; pass data whose head separates the tokens"
+            "zero, training cannot move and no SVM can be named; pass data whose head separates the tokens, or "
+            "train the head with train_head=True"
         )
-    svms, skipped = _candidates(data, norm_p, max_selections, solver, sets, linear)
-    if not svms:
-        raise ValidationError(
-            f"no candidate SVM is feasible on this data ({'; '.join(skipped)}); the selected tokens "
-            "cannot be separated, check attnlab.svm.is_separable(data)"
-        )
+    if not train_head:  # a trained head's candidates exist only after training
+        svms, skipped = _feasible(data, norm_p, max_selections, solver, sets, linear)
     init = _initial(param, data.d, data.d_q, d_e, init_scale, seed)
     run = batched_train(
         data.X,
@@ -354,6 +364,7 @@ def explain(
         steps=steps,
         record_every=record_every,
         keep_iterates=True,
+        train_head=train_head,
         **init,
     )
     if run.status[0] != "completed":
@@ -367,6 +378,9 @@ def explain(
             "the gradient is zero at every recorded step (every token ties: the head v scores all tokens alike, "
             "e.g. v = 0), so training cannot move and no SVM is named; pass data whose head separates the tokens"
         )
+    if train_head:  # the candidates of the trained head (implicit-bias-ngd §8.11)
+        data = data.with_(v=run.params["v"][0])
+        svms, skipped = _feasible(data, norm_p, max_selections, solver, sets, linear)
     attended = _attended(data, run.W[0], svms, skipped, solver)
     if sets is not None:
         try:  # multi-token §3.3: W_fin + R W_dir, R fitted to the trained W
@@ -413,7 +427,26 @@ def explain(
         converged=converged,
         nearest=nearest,
         verdict=verdict,
+        v=run.params["v"][0] if train_head else None,
     )
+
+
+def _feasible(
+    data: TokenSelectionData,
+    p: float | None,
+    max_selections: int,
+    solver: str | None,
+    sets: torch.Tensor | None,
+    linear: bool,
+):
+    """:func:`_candidates`, refusing data on which none is feasible."""
+    svms, skipped = _candidates(data, p, max_selections, solver, sets, linear)
+    if not svms:
+        raise ValidationError(
+            f"no candidate SVM is feasible on this data ({'; '.join(skipped)}); the selected tokens "
+            "cannot be separated, check attnlab.svm.is_separable(data)"
+        )
+    return svms, skipped
 
 
 def _verdict(
