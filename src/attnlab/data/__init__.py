@@ -18,6 +18,7 @@ from attnlab.data.assumptions import (
 )
 from attnlab.data.batch import StackedData, stack
 from attnlab.data.dataset import TokenSelectionData
+from attnlab.data.files import data_files, is_data_path
 from attnlab.data.implicit_bias import dm, example1
 from attnlab.data.kq_nuclear import AlignedPairs, aligned_pairs, scores_equal
 from attnlab.data.mirror_descent import joint_toy, unit_gaussian
@@ -41,10 +42,12 @@ __all__ = [
     "check_assumptions",
     "default_assumptions",
     "condition1",
+    "data_files",
     "dm",
     "equal_nonopt_scores",
     "every_query",
     "example1",
+    "is_data_path",
     "joint_toy",
     "multi_token",
     "near_orthogonal",

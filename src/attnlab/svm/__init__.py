@@ -5,7 +5,7 @@ Spec: implicit-bias-ngd §5, mirror-descent-lp §5 and §7, kq-nuclear-norm §4 
 
 from attnlab.data.token_sets import sets_from_probabilities
 from attnlab.svm.aligned_svm import aligned_l1_svm
-from attnlab.svm.attention_svm import attention_svm
+from attnlab.svm.attention_svm import attended_svm, attention_svm
 from attnlab.svm.diagonal_svm import diagonal_svm
 from attnlab.svm.errors import (
     InfeasibleProgramError,
@@ -43,6 +43,7 @@ __all__ = [
     "TieWarning",
     "WholeSequenceWarning",
     "aligned_l1_svm",
+    "attended_svm",
     "attention_svm",
     "constrained_erm",
     "constrained_stationarity",
