@@ -66,7 +66,7 @@ LONG_CLAIM = (
 DECREASES = Claim("loss decreases", "000:Toy1", "spec §1", falsifier="toy")
 VANISHES = Claim("loss <b>vanishes</b>", "000:Toy2", "spec §2", falsifier="toy")
 LONG = Claim(LONG_CLAIM, "000:Toy3", "implicit-bias-ngd §8.3", falsifier="toy")
-TOY_FALSIFIER = Falsifier("toy", "the loss doubled", "math:sqrt", lambda f: f)
+TOY_FALSIFIER = Falsifier("toy", "the loss doubled", "math:sqrt", lambda f: f, "mechanism")
 
 
 def broken_run(config, ctx):
@@ -98,13 +98,26 @@ def test_reproduce_records_the_error_and_runs_the_others(fake_paper, tmp_path):
     assert [e.name for e in summary.errors] == ["fake.broken"]
     assert not summary.ok
     page = summary.path.read_text()
-    assert "2 of 3 theory checks passed, 1 failed; 0 of 0 properties of our code hold; 0 of 2 observations" in page
     assert (
-        "3 theorem predictions (kind theory), 2 passed; 0 properties of our code (kind property), 0 hold; 2 observations"
-        in page
+        "2 of 3 theory checks passed, 0 findings (failed after an investigation), 1 failed; 0 of 0 properties of our "
+        "code hold; 0 of 2 observations" in page
+    )
+    assert (
+        "3 theorem predictions (kind theory), 2 passed, 0 findings (failed after an investigation; reported, not a "
+        "failure); 0 revised readings shown beside their rows; 0 properties of our code (kind property), 0 hold; 2 "
+        "observations" in page
     )  # per paper
     papers = json.loads((tmp_path / "summary.json").read_text())["papers"]
-    assert papers == {"fake-paper": {"theory": 3, "theory_passed": 2, "observations": 2, "observations_agree": 0}}
+    assert papers == {
+        "fake-paper": {
+            "theory": 3,
+            "theory_passed": 2,
+            "findings": 0,
+            "revisions": 0,
+            "observations": 2,
+            "observations_agree": 0,
+        }
+    }
     assert '<span class="disagree">disagrees</span>' in page  # shown, never hidden
     assert '<span class="inconclusive">inconclusive</span>' in page  # inside the seeds' spread
     assert '<td class="value missing">none stated</td>' in page  # a check without a tolerance says so

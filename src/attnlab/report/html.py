@@ -147,7 +147,15 @@ def _anchor(text: str) -> str:
 
 _SHORT_TOLERANCE = 40  # characters: a tolerance cell longer than this shows its first clause, the rest on a click
 _PAGE_REF = re.compile(r"^(?:docs/theory/)?(?P<page>[A-Za-z0-9-]+?)(?:\.md)?\s+§")
-_VERDICTS = {"pass": "pass", "FAIL": "fail", "agrees": "pass", "disagrees": "disagree", "inconclusive": "inconclusive"}
+_VERDICTS = {
+    "pass": "pass",
+    "FAIL": "fail",
+    "finding": "finding",
+    "agrees": "pass",
+    "disagrees": "disagree",
+    "inconclusive": "inconclusive",
+    "recorded": "inconclusive",
+}
 
 
 def _tolerance(text: str) -> tuple[str, str]:
@@ -184,10 +192,13 @@ def _verdict(row: Any) -> str:
 def _check_view(row: Any, paper: str, pages: set[str]) -> dict[str, Any]:
     verdict = _verdict(row)
     short, derivation = _tolerance(str(row.tolerance).strip())
-    if row.kind == "observation":
-        row_cls = "observation"
+    if row.kind in ("observation", "revision"):
+        row_cls = row.kind  # an old reading sits right under its current row, marked as such
+    elif verdict == "finding":
+        row_cls = "finding-row"
     else:
         row_cls = "" if row.passed else "fail-row"
+    investigation = str(getattr(row, "investigation", "") or "")
     return {
         "claim": row.claim,
         "predicted": row.predicted,
@@ -199,6 +210,8 @@ def _check_view(row: Any, paper: str, pages: set[str]) -> dict[str, Any]:
         "row_cls": row_cls,
         "source": row.source,
         "source_href": _source_href(str(row.source), paper, pages),
+        "revision": row.kind == "revision",
+        "investigation": investigation.removeprefix("docs/") if investigation != "nan" else "",
     }
 
 
@@ -255,7 +268,8 @@ def _paper_counts(items: list[ExperimentEntry]) -> CheckCounts:
 
 
 def _coverage(paper: str) -> str:
-    """``"13 / 20"``: the paper's numbered results that declared checks cover, of those with a checkable claim."""
+    """``"20 / 28 (2 findings, 5 not checkable)"``: the paper's own numbered results that declared checks, findings
+    or unit tests cover, of all its own numbered results."""
     from attnlab.experiments.coverage import coverage_rows
 
     try:
@@ -264,14 +278,19 @@ def _coverage(paper: str) -> str:
         return "n/a"
     if not rows:
         return "n/a"
-    return f"{sum(r['status'] == 'checked' for r in rows)} / {len(rows)}"
+    status = [r["status"] for r in rows]
+    covered = len(rows) - status.count("not checkable")
+    return f"{covered} / {len(rows)} ({status.count('finding')} findings, {status.count('not checkable')} not checkable)"
 
 
 def _copy_theory_pages(root: Path) -> set[str]:
-    """Copy our theory pages into ``root/theory`` (the sources link there); the stems of the pages copied."""
+    """Copy our theory pages into ``root/theory`` (the sources link there) and the findings' investigations page
+    beside them; the stems of the theory pages copied."""
     docs = Path(__file__).resolve().parents[3] / "docs" / "theory"  # a checkout: src/attnlab/report/html.py
     if not docs.is_dir():
         return set()
+    if (docs.parent / "findings.md").exists():
+        shutil.copyfile(docs.parent / "findings.md", root / "findings.md")
     (root / "theory").mkdir(exist_ok=True)
     for page in docs.glob("*.md"):
         shutil.copyfile(page, root / "theory" / page.name)
@@ -309,10 +328,12 @@ def _page(entries: list[ExperimentEntry], title: str, subtitle: str, summary: Re
         )
     counts = summary.counts
     line = (
-        f"{counts.passed} of {counts.total} theory checks passed, {counts.total - counts.passed} failed; "
-        f"{counts.properties_passed} of {counts.properties} properties of our code hold; {counts.agree} of "
-        f"{counts.observations} observations agree with the paper; {len(summary.entries) - len(summary.errors)} of "
-        f"{len(summary.entries)} experiments finished, {len(summary.errors)} raised an error."
+        f"{counts.passed} of {counts.total} theory checks passed, {counts.findings} findings (failed after an "
+        f"investigation), {counts.failed} failed; {counts.properties_passed} of "
+        f"{counts.properties} properties of our code hold; {counts.agree} of {counts.observations} observations agree "
+        f"with the paper; {counts.revisions} revised readings, each shown beside its current row; "
+        f"{len(summary.entries) - len(summary.errors)} of {len(summary.entries)} experiments finished, "
+        f"{len(summary.errors)} raised an error."
     )
     template = _environment().get_template("report.html.j2")
     return template.render(
@@ -377,6 +398,8 @@ def build_report(
         {
             "checks_passed": summary.counts.passed,
             "checks_total": summary.counts.total,
+            "findings": summary.counts.findings,
+            "revisions": summary.counts.revisions,
             "observations_agree": summary.counts.agree,
             "observations_total": summary.counts.observations,
             "experiments": len(entries),
@@ -384,6 +407,8 @@ def build_report(
                 paper: {
                     "theory": c.total,
                     "theory_passed": c.passed,
+                    "findings": c.findings,
+                    "revisions": c.revisions,
                     "observations": c.observations,
                     "observations_agree": c.agree,
                 }
@@ -395,7 +420,13 @@ def build_report(
                 f"{e.name}: {c.claim}"
                 for e in entries
                 for c in e.checks.itertuples()
-                if not c.passed and c.kind != "observation"
+                if not c.passed and c.kind in ("theory", "property") and getattr(c, "verdict", "") != "finding"
+            ],
+            "findings_checks": [
+                f"{e.name}: {c.claim}"
+                for e in entries
+                for c in e.checks.itertuples()
+                if getattr(c, "verdict", "") == "finding"
             ],
         },
     )
