@@ -11,6 +11,16 @@ def test_quick_run_passes_its_checks_and_counts_every_draw(tmp_path):
     failed = record.checks[~record.checks["passed"] & record.checks["kind"].isin(["theory", "property"])]
     assert failed.empty, failed[["claim", "predicted", "measured", "tolerance"]].to_string()
     acceptance = pd.read_parquet(tmp_path / "acceptance.parquet")
+    assert list(acceptance.filter(like="rejected").columns) == [
+        f"rejected: {reason}"
+        for reason in (
+            "labels all +1",
+            "probability in (low, high]",
+            "nothing at or below low",
+            "a set is its whole sequence",
+            "SVM infeasible",
+        )
+    ]
     rejected = acceptance.filter(like="rejected").sum(axis=1)
     assert (acceptance["kept"] + rejected == acceptance["draws"]).all()  # every draw kept or rejected once
     assert (acceptance["kept"] == 10).all() and (acceptance["acceptance_rule"] == "source").all()

@@ -55,7 +55,7 @@ SOURCE = "docs/theory/multi-token.md"
 # the references of the recorded alignments: column alignment_<key>
 DIRECTIONS = {"eq": r"$W^{SVMeq}$", "mm": r"$W^{mm}$ (sets)", "one": r"$W^{1token}$"}
 # rejection reasons, in the order they are tested
-LABELS, BETWEEN, FINITE, WHOLE, INFEASIBLE = (
+LABELS, BETWEEN, UNSATURATED, WHOLE, INFEASIBLE = (
     "labels all +1",
     "probability in (low, high]",
     "nothing at or below low",
@@ -292,13 +292,14 @@ def _verdicts(probabilities: torch.Tensor, y: torch.Tensor, config: MultiTokenCo
     sequence (our rule rejects those too)."""
     flat = probabilities.flatten(1)
     between = ((flat > config.low) & (flat <= config.high)).any(dim=1)
-    finite = ~(flat <= config.low).any(dim=1)
+    unsaturated = ~(flat <= config.low).any(dim=1)
     whole = (probabilities > config.high).all(dim=-1).any(dim=-1)
     labels = (y == 1).all(dim=1)
     out: list[tuple[str | None, bool]] = []
     for r in range(len(flat)):
         reason = next(
-            (name for name, bad in ((LABELS, labels), (BETWEEN, between), (FINITE, finite)) if bool(bad[r])), None
+            (name for name, bad in ((LABELS, labels), (BETWEEN, between), (UNSATURATED, unsaturated)) if bool(bad[r])),
+            None,
         )
         out.append((reason, bool(whole[r])))
     return out
@@ -458,7 +459,7 @@ def run(config: MultiTokenConfig, ctx: RunContext) -> ExperimentResult:
                 "acceptance": reasons["kept"] / drawn,
                 "acceptance_source": reasons["source rule"] / drawn,  # multi-token §6: the notebook's rule
                 "acceptance_ours": reasons["our rule"] / drawn,  # ours: no set equal to its whole sequence
-                **{f"rejected: {k}": reasons[k] for k in (LABELS, BETWEEN, FINITE, WHOLE, INFEASIBLE)},
+                **{f"rejected: {k}": reasons[k] for k in (LABELS, BETWEEN, UNSATURATED, WHOLE, INFEASIBLE)},
             }
         )
     frame = pd.concat(frames, ignore_index=True)
