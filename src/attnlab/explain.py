@@ -128,8 +128,9 @@ def _candidates(
     linear: bool,
 ):
     """``{name: AttentionSVMResult or SetProgramResult}`` of every feasible candidate, and the reasons for the ones
-    left out. ``sets``: token sets (multi-token §3.1 adds their direction programs); ``linear``: training uses the
-    data's linear head (the one-token selections of the head exist only then)."""
+    left out; refuses data on which none is feasible. ``sets``: token sets (multi-token §3.1 adds their direction
+    programs); ``linear``: training uses the data's linear head (the one-token selections of the head exist only
+    then)."""
     plain = data if sets is None else data.with_(select=None)  # the one-token programs' data
     one_token = linear or (data.select is not None and data.select.dim() == 1)
     square = data.d_q == data.d
@@ -156,12 +157,17 @@ def _candidates(
             skipped.append(f"{name}: infeasible ({str(err).split(';')[0]})")
     if not linear or data.v is None:
         skipped.append("locally optimal selections: training has no linear head v")
-        return found, skipped
-    default = tuple(found["fro"].select.tolist()) if "fro" in found else None
-    for report in locally_optimal_selections(plain, "fro", max_candidates=max_selections, solver=solver):
-        select = tuple(report.select.tolist())
-        if select != default:
-            found["fro[" + ",".join(map(str, select)) + "]"] = report.svm  # mirror-descent-lp §5 Def. 3
+    else:
+        default = tuple(found["fro"].select.tolist()) if "fro" in found else None
+        for report in locally_optimal_selections(plain, "fro", max_candidates=max_selections, solver=solver):
+            select = tuple(report.select.tolist())
+            if select != default:
+                found["fro[" + ",".join(map(str, select)) + "]"] = report.svm  # mirror-descent-lp §5 Def. 3
+    if not found:
+        raise ValidationError(
+            f"no candidate SVM is feasible on this data ({'; '.join(skipped)}); the selected tokens "
+            "cannot be separated, check attnlab.svm.is_separable(data)"
+        )
     return found, skipped
 
 
@@ -349,7 +355,7 @@ def explain(
             "train the head with train_head=True"
         )
     if not train_head:  # a trained head's candidates exist only after training
-        svms, skipped = _feasible(data, norm_p, max_selections, solver, sets, linear)
+        svms, skipped = _candidates(data, norm_p, max_selections, solver, sets, linear)
     init = _initial(param, data.d, data.d_q, d_e, init_scale, seed)
     run = batched_train(
         data.X,
@@ -380,7 +386,7 @@ def explain(
         )
     if train_head:  # the candidates of the trained head (implicit-bias-ngd §8.11)
         data = data.with_(v=run.params["v"][0])
-        svms, skipped = _feasible(data, norm_p, max_selections, solver, sets, linear)
+        svms, skipped = _candidates(data, norm_p, max_selections, solver, sets, linear)
     attended = _attended(data, run.W[0], svms, skipped, solver)
     if sets is not None:
         try:  # multi-token §3.3: W_fin + R W_dir, R fitted to the trained W
@@ -429,24 +435,6 @@ def explain(
         verdict=verdict,
         v=run.params["v"][0] if train_head else None,
     )
-
-
-def _feasible(
-    data: TokenSelectionData,
-    p: float | None,
-    max_selections: int,
-    solver: str | None,
-    sets: torch.Tensor | None,
-    linear: bool,
-):
-    """:func:`_candidates`, refusing data on which none is feasible."""
-    svms, skipped = _candidates(data, p, max_selections, solver, sets, linear)
-    if not svms:
-        raise ValidationError(
-            f"no candidate SVM is feasible on this data ({'; '.join(skipped)}); the selected tokens "
-            "cannot be separated, check attnlab.svm.is_separable(data)"
-        )
-    return svms, skipped
 
 
 def _verdict(

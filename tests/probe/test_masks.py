@@ -168,22 +168,10 @@ class _KeyMasked(nn.Module):
 
 
 def test_transformers_padding_mask_is_read():
-    from transformers import BertConfig, BertModel
+    from tests.probe.test_head import _bert_case
 
-    config = BertConfig(
-        vocab_size=30,
-        hidden_size=12,
-        num_hidden_layers=2,
-        num_attention_heads=3,
-        intermediate_size=16,
-        max_position_embeddings=16,
-        attn_implementation="eager",
-    )
-    torch.manual_seed(0)  # transformers initialises from the global RNG
-    model = BertModel(config).double().eval()
-    ids = torch.randint(0, 30, (3, 6), generator=torch.Generator().manual_seed(3))
+    model, module, ids, _ = _bert_case()  # ids (3, 6); its second layer's self-attention
     attention_mask = torch.tensor([[1, 1, 1, 1, 0, 0], [1, 1, 0, 1, 1, 0], [0, 1, 1, 1, 1, 0]])  # four keys each
-    module = model.encoder.layer[1].attention.self
     with torch.no_grad():
         own = model(ids, attention_mask=attention_mask, output_attentions=True).attentions[1]  # (n, h, T, T)
     data = capture(model, module, {"input_ids": ids, "attention_mask": attention_mask}, query=1)

@@ -57,6 +57,19 @@ def _sets_data(seed, n=3, T=4, d=5):
     return TokenSelectionData(X, Z=Z, y=[1, -1, 1][:n])
 
 
+def _assert_stationary(data, sol):
+    """KKT stationarity of the Frobenius QP written out: W = sum lambda A - sum nu E."""
+    X, Z = data.X.numpy(), data.Z.numpy()
+    G = sum(
+        lam * np.outer(X[i, tau] - X[i, t], Z[i]) for (i, tau, t), lam in zip(sol.pairs.tolist(), sol.duals.numpy())
+    )
+    G = G - sum(
+        nu * np.outer(X[i, tau] - X[i, tau0], Z[i])
+        for (i, tau0, tau), nu in zip(sol.equalities.tolist(), sol.equality_duals.numpy())
+    )
+    np.testing.assert_allclose(G, sol.W.numpy(), atol=1e-7)
+
+
 SETS = [[0, 2], [1], [1, 2, 3]]
 
 
@@ -71,15 +84,7 @@ def test_direction_program_agrees_with_a_plain_formulation_and_certifies_kkt(nor
     assert sol.margin == pytest.approx(1.0, abs=1e-7)
     # KKT written out here for the Frobenius QP: W = sum lambda A - sum nu E, lambda >= 0, complementary
     if norm == "fro":
-        X, Z = data.X.numpy(), data.Z.numpy()
-        G = sum(
-            lam * np.outer(X[i, tau] - X[i, t], Z[i]) for (i, tau, t), lam in zip(sol.pairs.tolist(), sol.duals.numpy())
-        )
-        G = G - sum(
-            nu * np.outer(X[i, tau] - X[i, tau0], Z[i])
-            for (i, tau0, tau), nu in zip(sol.equalities.tolist(), sol.equality_duals.numpy())
-        )
-        np.testing.assert_allclose(G, sol.W.numpy(), atol=1e-7)
+        _assert_stationary(data, sol)
 
 
 def test_singleton_sets_give_the_attention_svm():
@@ -178,15 +183,8 @@ def test_a_whole_sequence_set_adds_equalities_only_against_scipy_and_kkt(seed):
     assert float((logits[1] - logits[1, 0]).abs().max()) <= 1e-7
     assert sol.margin == pytest.approx(1.0, abs=1e-7) and sol.kkt_residual <= 1e-5
     # KKT written out: W = sum lambda A - sum nu E, lambda >= 0, lambda_k > 0 only on margins at 1
+    _assert_stationary(data, sol)
     X, Z = data.X.numpy(), data.Z.numpy()
-    G = sum(
-        lam * np.outer(X[i, tau] - X[i, t], Z[i]) for (i, tau, t), lam in zip(sol.pairs.tolist(), sol.duals.numpy())
-    )
-    G = G - sum(
-        nu * np.outer(X[i, tau] - X[i, tau0], Z[i])
-        for (i, tau0, tau), nu in zip(sol.equalities.tolist(), sol.equality_duals.numpy())
-    )
-    np.testing.assert_allclose(G, sol.W.numpy(), atol=1e-7)
     margins = np.array([(X[i, tau] - X[i, t]) @ sol.W.numpy() @ Z[i] for i, tau, t in sol.pairs.tolist()])
     assert (sol.duals.numpy() >= 0).all() and float(np.max(sol.duals.numpy() * (margins - 1))) <= 1e-7
 
