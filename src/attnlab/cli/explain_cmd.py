@@ -92,7 +92,8 @@ def explain_cmd(
 
     The head: the file's v or --v; --train-head trains v with W (a file with only X and y then works as it is);
     --head relu --V FILE.npy trains with a fixed ReLU head, whose SVMs need a selection (--select, --select-key or
-    the file's select). Exits with status 1 when the run has not converged in direction (no candidate is named).
+    the file's select). Exit status 1 when the run has not converged in direction (no candidate is named; the
+    outputs are written), 2 on bad input (a diverged run included).
     """
     import matplotlib.pyplot as plt
     import numpy as np

@@ -81,7 +81,8 @@ def svm_cmd(
     """Solve the attention SVM on the tokens in PATH (an .npz with X, y and optionally Z, v, select).
 
     The selection: --select or --select-key, else the file's select, else the optimal tokens of the head v (the
-    file's, or --v). A file with only X and y needs one of them.
+    file's, or --v). A file with only X and y needs one of them. Exit status 2 on bad input, an infeasible program
+    included (the message says which constraint).
     """
     import numpy as np
 
