@@ -190,8 +190,9 @@ class FigureTwoConfig(_FigureConfig):
     __doc__ = (
         "Figure 2: every method from the same random start (ours, SGD, Adam, the ablations of §6.5)."
         + "\n"
-        + _FigureConfig.__doc__.partition("\n")[2]
-        + """    lr_grid : tuple of float
+        + _FigureConfig.__doc__.partition("\n")[2].rstrip()
+        + """
+    lr_grid : tuple of float
         Further step sizes (the paper's was lost) at which ours and SGD run again for the grid row.
     grid_seeds : int
         Seeds of each further step size.
