@@ -30,7 +30,6 @@ EXPERIMENTS = frozenset(
         "real.text",
         "regression.scaling",
         "regression.theory",
-        "steepest-descent.norms",
     }
 )
 PAPERS = frozenset({"001", "002", "003", "004"})

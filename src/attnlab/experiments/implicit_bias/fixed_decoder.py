@@ -33,7 +33,7 @@ from attnlab.optim import NormalizedGD, PolyakStep
 from attnlab.optim.transforms import INFIMUM
 from attnlab.svm import attention_svm
 from attnlab.training import train
-from attnlab.verify import Check, Claim, Experiment, ExperimentResult, RunContext, fit_slope
+from attnlab.verify import Check, Claim, Experiment, ExperimentResult, Reading, RunContext, fit_slope
 
 __all__ = ["Fig2Config", "Fig5Config", "run_fixed_decoder"]
 
@@ -200,12 +200,23 @@ def _gap_at(rows: pd.DataFrame, step: float) -> tuple[int, float]:
 SVM_OTHER, NGD_GRADIENT_STEP = svm_other_token(__name__), ngd_gradient_step(__name__)
 GD_NORMALIZED, L_STAR_ZERO = gd_normalized(__name__), l_star_zero(__name__)
 
+_SIZES = ("n", "T", "d", "rho", "sigma", "opt_pos", "antipodal", "init_scale", "loss", "seed")  # the data, W_0, loss
+_RUN = "the one Example-1 data set of the config's seed, every method from the same W_0 ~ N(0, init_scale^2)"
 NGD_DECADE = Claim(
     "NGD converges in direction at Theorem 1's rate: 1 - corr(W_t, W_mm) falls over the last decade by at least "
     "the O~(1/t) factor",
     "001:Thm1",
     f"{SOURCE} §8.3",
     falsifier=NGD_GRADIENT_STEP.name,
+    id="ngd-decade",
+    reading=Reading(
+        statistic="gap(T) / gap(t0) of uncapped NGD (A2), gap = 1 - corr(W_t, W_mm), W_mm the Frobenius W-SVM",
+        window="t0 the recorded step t > 0 nearest T / decade, T the last recorded step",
+        subset=_RUN,
+        tolerance="<= (t0/T) ln T / ln t0: the factor by which a rate C log t / t shrinks from t0 to T, any C (Thm 1)",
+        params={"decade": 10},
+        sizes=(*_SIZES, "ngd_lr", "steps", "record_every"),
+    ),
 )
 NGD_RATE = Claim(
     "directional rate (Thm 1): slope of log(1 - corr) against log t over the 2nd half is at most that of "
@@ -213,30 +224,76 @@ NGD_RATE = Claim(
     "001:Thm1",
     f"{SOURCE} §8.3",
     falsifier=NGD_GRADIENT_STEP.name,
+    id="ngd-rate",
+    reading=Reading(
+        statistic="least-squares slope of log(1 - corr(W_t, W_mm)) on log t, uncapped NGD (A2)",
+        window="every recorded step t >= steps // 2 (the second half)",
+        subset=_RUN,
+        tolerance="<= -1 + 1/ln t_mid, t_mid the window's median step: the local slope of log t / t (Thm 1's O~)",
+        params={"half": 2, "slope": -1.0},
+        sizes=(*_SIZES, "ngd_lr", "steps", "record_every"),
+    ),
 )
 GD_BEHIND = Claim(
     "GD converges in direction more slowly than NGD: log10(1 - corr(W_T, W_mm)), NGD below GD by a decade",
     "001:Thm6",
     f"{SOURCE} §8.8",
     falsifier=GD_NORMALIZED.name,
+    id="gd-behind",
+    reading=Reading(
+        statistic="log10(1 - corr(W_T, W_mm)) of uncapped NGD (A2) and of GD (A1)",
+        window="the last recorded step T",
+        subset=_RUN,
+        tolerance="NGD below GD by more than one decade (ours: Thm 1's O~(1/t) against GD's O(1/log t); Thm 6 gives "
+        "GD no rate)",
+        params={"margin": 1.0},
+        sizes=(*_SIZES, "ngd_lr", "gd_lr", "steps", "record_every"),
+    ),
 )
 LOSS_TO_L_STAR = Claim(
     "NGD's loss tends to L_* > 0 (the loss does not reach 0; all attention on the optimal tokens)",
     "001:Lem1",
     f"{SOURCE} §3, §8.4",
     falsifier=L_STAR_ZERO.name,
+    id="loss-to-l-star",
+    reading=Reading(
+        statistic="|L(W_T) - L_*| of uncapped NGD (A2), L_* = (1/n) sum_i l(gamma_opt,i)",
+        window="the last recorded step T",
+        subset=_RUN,
+        tolerance="<= ulps * eps64 * L_* + L_T Delta_max (T_tokens - 1) exp(-||W_T|| / ||W_mm||): float64 rounding "
+        "of L_* plus the gap Lemma 1 leaves (its o(1) taken as 0; exp loss, |l'| = l)",
+        params={"ulps": 4},
+        sizes=(*_SIZES, "ngd_lr", "steps"),
+    ),
 )
 SATURATION_SLOPE = Claim(
     "softmax saturation (Lemma 1): slope of max_i log(1 - phi_opt) against ||W_t|| is -1/||W_mm|| (NGD, 2nd half)",
     "001:Lem1",
     f"{SOURCE} §8.4",
     falsifier=SVM_OTHER.name,
+    id="saturation-slope",
+    reading=Reading(
+        statistic="least-squares slope of max_i log(1 - phi_opt,i) on ||W_t||, uncapped NGD (A2)",
+        window="every recorded step t >= steps // 2 (the second half)",
+        subset=_RUN,
+        tolerance="-1/||W_mm|| +- drift * |slope(3rd quarter) - slope(4th quarter)|, the quarters splitting the window "
+        "at its median step: the o(1) of Lemma 1 still moving",
+        params={"half": 2, "drift": 3.0},
+        sizes=(*_SIZES, "ngd_lr", "steps", "record_every"),
+    ),
 )
 SAME_START = Claim(
     "all methods start from the same point: loss, ||W_0|| and corr(W_0, W_mm) equal at step 0",
     "001:Thm1",
     f"{SOURCE} §9",
     kind="property",
+    id="same-start",
+    reading=Reading(
+        statistic="number of distinct values of the loss, ||W_0|| and corr(W_0, W_mm) over the methods",
+        window="step 0",
+        subset="every method of the run",
+        tolerance="exactly one value each, and one step-0 row per method",
+    ),
 )
 CLAIMS = (NGD_DECADE, NGD_RATE, GD_BEHIND, LOSS_TO_L_STAR, SATURATION_SLOPE, SAME_START)
 
@@ -244,10 +301,10 @@ CLAIMS = (NGD_DECADE, NGD_RATE, GD_BEHIND, LOSS_TO_L_STAR, SATURATION_SLOPE, SAM
 def _theory_checks(config: Fig2Config, frame: pd.DataFrame, W_mm_norm: float, L_star: float, delta: float):
     ngd = frame[(frame["method"] == "NGD") & (frame["step"] > 0)].sort_values("step")
     T = int(ngd["step"].iloc[-1])
-    t0, gap0 = _gap_at(ngd, T / 10)
+    t0, gap0 = _gap_at(ngd, T / NGD_DECADE.param("decade"))
     _, gap_T = _gap_at(ngd, T)
     decade = (t0 / T) * math.log(T) / math.log(t0)  # spec §8.3: C log t / t from t0 to T
-    late = ngd[ngd["step"] >= config.steps // 2]
+    late = ngd[ngd["step"] >= config.steps // NGD_RATE.param("half")]
     t_mid = float(late["step"].median())
     gd_gap = 1 - last(frame, "GD", "alignment")
     start = frame[frame["step"] == 0]
@@ -260,7 +317,7 @@ def _theory_checks(config: Fig2Config, frame: pd.DataFrame, W_mm_norm: float, L_
         NGD_RATE.slope(
             late["step"],
             1 - late["alignment"],
-            -1.0,
+            NGD_RATE.param("slope"),
             1.0 / math.log(t_mid),
             side="at_most",
             spread=f"the local slope of log t / t is -1 + 1/ln t = {-1 + 1 / math.log(t_mid):.3g} at the "
@@ -269,11 +326,10 @@ def _theory_checks(config: Fig2Config, frame: pd.DataFrame, W_mm_norm: float, L_
         GD_BEHIND.ordering(
             {"NGD": math.log10(1 - last(frame, "NGD", "alignment")), "GD": math.log10(gd_gap)},
             ["NGD", "GD"],
-            margin=1.0,
             spread="ours: Thm 1's O~(1/t) against GD's O(1/log t) (Thm 6 gives no rate); one decade",
         ),
         _loss_check(frame, L_star, delta, W_mm_norm, config.T),
-        _saturation_check(late, W_mm_norm),
+        _saturation_check(ngd[ngd["step"] >= config.steps // SATURATION_SLOPE.param("half")], W_mm_norm),
         SAME_START.holds(
             "one value each",
             f"{start['loss'].nunique()} loss, {start['norm'].nunique()} norm, {start['alignment'].nunique()} corr",
@@ -294,10 +350,11 @@ def _loss_check(frame: pd.DataFrame, L_star: float, delta: float, W_mm_norm: flo
     """
     loss, norm = last(frame, "NGD", "loss"), last(frame, "NGD", "norm")
     lemma1 = (T - 1) * math.exp(-norm / W_mm_norm)  # spec §8.4
-    allowed = 4 * np.finfo(np.float64).eps * L_star + loss * delta * lemma1  # exp loss: |l'| = l
+    ulps = LOSS_TO_L_STAR.param("ulps")
+    allowed = ulps * np.finfo(np.float64).eps * L_star + loss * delta * lemma1  # exp loss: |l'| = l
     return LOSS_TO_L_STAR.close(
         L_star, loss, atol=allowed,
-        spread=f"4 float64 rounding units of L_* plus L Delta_max (T-1) exp(-||W_T||/||W_mm||) = "
+        spread=f"{ulps} float64 rounding units of L_* plus L Delta_max (T-1) exp(-||W_T||/||W_mm||) = "
         f"{loss * delta * lemma1:.3g} (Lemma 1, ||W_T|| {norm:.4g})",
     )  # fmt: skip
 
@@ -311,9 +368,10 @@ def _saturation_check(late: pd.DataFrame, W_mm_norm: float) -> Check:
     late_slope, _ = fit_slope(late.loc[quarter, "norm"], late.loc[quarter, "log_one_minus_opt"], logx=False, logy=False)
     drift = abs(late_slope - early_slope)
     predicted = -1.0 / W_mm_norm  # spec §8.4: -min <A, W_mm> / ||W_mm||, min margin 1
+    factor = SATURATION_SLOPE.param("drift")
     return SATURATION_SLOPE.slope(
-        late["norm"], late["log_one_minus_opt"], predicted, 3 * drift, logx=False, logy=False,
-        spread=f"3 x the slope's drift between the third and last quarter ({drift:.3g}): the o(1) of Lemma 1",
+        late["norm"], late["log_one_minus_opt"], predicted, factor * drift, logx=False, logy=False,
+        spread=f"{factor:g} x the slope's drift between the third and last quarter ({drift:.3g}): the o(1) of Lemma 1",
     )  # fmt: skip
 
 

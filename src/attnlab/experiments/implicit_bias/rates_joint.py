@@ -21,7 +21,7 @@ from attnlab.models import Combined
 from attnlab.models.functional import LogScaled, loss_gradients, margins, token_scores
 from attnlab.optim import JointAdaptive
 from attnlab.training import train
-from attnlab.verify import Check, Claim, Falsifier, at_steps, fit_slope, geometric_steps
+from attnlab.verify import Check, Claim, Falsifier, Reading, at_steps, fit_slope, geometric_steps
 
 
 def _swap_tokens(dm):
@@ -73,7 +73,7 @@ TOKENS_SWAPPED = Falsifier(
     "so only the selection changes)",
     f"{_RATES}:dm",
     _swap_tokens,
-    kind="mechanism",
+    kind="reference",  # training is unchanged: only the token the checks call optimal moves
 )  # fmt: skip
 NO_DECAY = Falsifier(
     "joint-no-decay", "the joint rule A6 without its (t+1)^-alpha decay (alpha = 0)", f"{__name__}:JointAdaptive",
@@ -90,26 +90,94 @@ BLOCK_NORMALIZED = Falsifier(
 FALSIFIERS = (U_SVM_OTHER, HEAD_HALVED, TOKENS_SWAPPED, NO_DECAY, BLOCK_NORMALIZED)  # and rates_fixed.SVM_NUCLEAR
 
 
-def _claim(text: str, result: str, section: str, falsifier: Falsifier) -> Claim:
-    return Claim(text, result, f"{SOURCE} {section}", falsifier=falsifier.name)
+def _claim(text: str, result: str, section: str, falsifier: Falsifier, *, id: str, reading: Reading) -> Claim:
+    return Claim(text, result, f"{SOURCE} {section}", falsifier=falsifier.name, id=id, reading=reading)
 
 
-LOSS_RATE = _claim("joint loss (Thm 2): -log L(theta_t) grows like t^(1-alpha): log-log slope over the last decade",
-                   "001:Thm2", "§8.9", NO_DECAY)  # fmt: skip
-W_LOG_NORM = _claim("joint W (Lemma 12): ||W_t|| = Theta(log t), not a power (geometric steps)", "001:Lem12", "§8.10",
-                    BLOCK_NORMALIZED)  # fmt: skip
-W_ALIGNS = _claim("joint W (Thm 3): 1 - corr(W_t, W_mm) falls over the last decade at least as fast as 1/log t",
-                  "001:Thm3", "§8.10", SVM_NUCLEAR)  # fmt: skip
-U_ALIGNS = _claim("joint u (Thm 4): 1 - corr(u_t, u_mm) falls over the last decade at least as fast as 1/log t",
-                  "001:Thm4", "§8.11", U_SVM_OTHER)  # fmt: skip
-U_MARGIN = _claim("joint u (Thm 4): normalised opt-token margin of u_T, as a fraction of 1/||u_mm||, in (0.5, 1]", "001:Thm4",
-                  "§8.11", U_SVM_OTHER)  # fmt: skip
-GAPS = _claim("Lemma 13 (ii): min_i score gap gamma_i1 - gamma_i2 positive and non-decreasing (recorded drops)",
-              "001:Lem13", "§8.12", TOKENS_SWAPPED)  # fmt: skip
-PHI = _claim("Lemma 13 (iii): min_i phi_opt >= 1/2 and non-decreasing (recorded drops)", "001:Lem13", "§8.12",
-             TOKENS_SWAPPED)  # fmt: skip
-PL = _claim("Lemma 3 (PL-like): ||grad_u L|| ||u_mm|| / L >= c along the run, c from Lemma 13 (iii)", "001:Lem3",
-            "§8.13", HEAD_HALVED)  # fmt: skip
+_RUN = "the one joint run of A6 on the DM data set of the config's seed, (u, W) from zero (Condition 1)"
+_SIZES = ("n_joint", "d_joint", "sigma_opt", "sigma_oth", "joint_lr", "alpha", "joint_steps", "loss", "seed")
+_EVERY = (*_SIZES, "joint_record_every")
+LOSS_RATE = _claim(
+    "joint loss (Thm 2): -log L(theta_t) grows like t^(1-alpha): log-log slope over the last decade", "001:Thm2",
+    "§8.9", NO_DECAY,
+    id="loss-rate",
+    reading=Reading(
+        "least-squares slope of log(-log L(theta_t)) on log t", "the recorded steps nearest geometric_steps(T, "
+        "first=1, 8 per decade) with t >= T / decade (the last decade)", _RUN,
+        "1 - alpha +- max(drift, 1/ln T), drift = |slope(last decade) - slope([T/decade^2, T/decade))|: Thm 2's rate "
+        "up to constants and lower-order terms", {"decade": 10}, _EVERY,
+    ),
+)  # fmt: skip
+W_LOG_NORM = _claim(
+    "joint W (Lemma 12): ||W_t|| = Theta(log t), not a power (geometric steps)", "001:Lem12", "§8.10", BLOCK_NORMALIZED,
+    id="w-log-norm",
+    reading=Reading(
+        "relative RMS residuals of the fits ||W_t|| ~ a + b log t and ||W_t|| ~ c t^a", "the recorded steps nearest "
+        "geometric_steps(T, first=max(joint_record_every, T // first), 8 per decade)", _RUN,
+        "the log fit has the smaller residual, over at least min_decades decades of t",
+        {"min_decades": 2.0, "first": 100}, _EVERY,
+    ),
+)  # fmt: skip
+W_ALIGNS = _claim(
+    "joint W (Thm 3): 1 - corr(W_t, W_mm) falls over the last decade at least as fast as 1/log t", "001:Thm3",
+    "§8.10", SVM_NUCLEAR,
+    id="w-aligns",
+    reading=Reading(
+        "gap(T) / gap(t0), gap = 1 - corr(W_t, W_mm)", "t0 the recorded step t > 0 nearest T / decade, T the last",
+        _RUN, "<= ln t0 / ln T: the factor by which C / log t shrinks from t0 to T (Thm 3's O(1/log t))",
+        {"decade": 10}, _EVERY,
+    ),
+)  # fmt: skip
+U_ALIGNS = _claim(
+    "joint u (Thm 4): 1 - corr(u_t, u_mm) falls over the last decade at least as fast as 1/log t", "001:Thm4",
+    "§8.11", U_SVM_OTHER,
+    id="u-aligns",
+    reading=Reading(
+        "gap(T) / gap(t0), gap = 1 - corr(u_t, u_mm), u_mm the u-SVM of the optimal tokens", "t0 the recorded step "
+        "t > 0 nearest T / decade, T the last", _RUN,
+        "<= ln t0 / ln T: C / log t (Thm 4 gives no rate; Thm 3's for W is the slowest we accept)",
+        {"decade": 10}, _EVERY,
+    ),
+)  # fmt: skip
+U_MARGIN = _claim(
+    "joint u (Thm 4): normalised opt-token margin of u_T, as a fraction of 1/||u_mm||, in (0.5, 1]", "001:Thm4",
+    "§8.11", U_SVM_OTHER,
+    id="u-margin",
+    reading=Reading(
+        "min_i y_i u_T^T x_i,opt ||u_mm|| / ||u_T||", "the last recorded step T", _RUN,
+        "in (low, 1 + solver]: no head has a larger normalised margin than the u-SVM's (solver: its accuracy); "
+        "low ours (Thm 4's fraction was lost)", {"low": 0.5, "solver": 1e-6}, _EVERY,
+    ),
+)  # fmt: skip
+GAPS = _claim(
+    "Lemma 13 (ii): min_i score gap gamma_i1 - gamma_i2 positive and non-decreasing (recorded drops)", "001:Lem13",
+    "§8.12", TOKENS_SWAPPED,
+    id="lemma13-gaps",
+    reading=Reading(
+        "number of recorded steps where min_i (gamma_i,opt - gamma_i,other) fell by more than rounding from the "
+        "previous record, and its minimum", "every recorded step t >= joint_record_every", _RUN,
+        "no drop and the minimum > 0 (exact, rounding for float64)", {"rounding": 1e-12}, _EVERY,
+    ),
+)  # fmt: skip
+PHI = _claim(
+    "Lemma 13 (iii): min_i phi_opt >= 1/2 and non-decreasing (recorded drops)", "001:Lem13", "§8.12", TOKENS_SWAPPED,
+    id="lemma13-phi",
+    reading=Reading(
+        "number of recorded steps t >= joint_record_every where min_i phi_opt,i fell by more than rounding from the "
+        "previous record, and min_i phi_opt,i over every recorded step", "every recorded step", _RUN,
+        "no drop and the minimum >= bound (exact, rounding for float64)", {"rounding": 1e-12, "bound": 0.5}, _EVERY,
+    ),
+)  # fmt: skip
+PL = _claim(
+    "Lemma 3 (PL-like): ||grad_u L|| ||u_mm|| / L >= c along the run, c from Lemma 13 (iii)", "001:Lem3", "§8.13",
+    HEAD_HALVED,
+    id="pl",
+    reading=Reading(
+        "min over recorded t > 0 of ||grad_u L(theta_t)|| ||u_mm|| / L(theta_t)", "every recorded step t > 0", _RUN,
+        ">= c = phi_min - (1 - phi_min) beta [D], phi_min the run's min phi_opt over t > 0, beta = max_i "
+        "|u_mm^T x_i,other| (u_mm's margin 1 on the optimal tokens, Lemma 13 (iii))", {}, _EVERY,
+    ),
+)  # fmt: skip
 CLAIMS = (LOSS_RATE, W_LOG_NORM, W_ALIGNS, U_ALIGNS, U_MARGIN, GAPS, PHI, PL)
 
 
@@ -163,7 +231,9 @@ def joint_rates(config, ctx, data, W_mm: torch.Tensor, u_mm: torch.Tensor) -> tu
     beta = float((data.X[:, 1] @ u_mm).abs().max())  # max_i |u_mm^T x_i2|: near-orthogonality (Lemma 11)
     checks = [
         _loss_rate(frame, T, config.alpha),
-        W_LOG_NORM.rate_shape(*_geometric(frame, "norm", max(config.joint_record_every, T // 100), T), "log"),
+        W_LOG_NORM.rate_shape(
+            *_geometric(frame, "norm", max(config.joint_record_every, T // W_LOG_NORM.param("first")), T), "log"
+        ),
         _decade(W_ALIGNS, frame, "alignment", T),
         _decade(U_ALIGNS, frame, "head_alignment", T),
         _margin_check(float(frame["u_margin_fraction"].iloc[-1])),
@@ -181,7 +251,8 @@ def _geometric(frame: pd.DataFrame, column: str, first: int, T: int) -> tuple[pd
 def _loss_rate(frame: pd.DataFrame, T: int, alpha: float) -> Check:
     """Thm 2: ``-log L ~ c t^(1-alpha)``; the slope on the last decade, within its drift from the decade before."""
     t, y = _geometric(frame.assign(gain=-frame["log_loss"]), "gain", 1, T)
-    last, before = t >= T / 10, (t >= T / 100) & (t < T / 10)
+    decade = LOSS_RATE.param("decade")
+    last, before = t >= T / decade, (t >= T / decade**2) & (t < T / decade)
     slope_last, _ = fit_slope(t[last], y[last])
     slope_before, _ = fit_slope(t[before], y[before])
     drift = abs(slope_last - slope_before)
@@ -195,7 +266,7 @@ def _loss_rate(frame: pd.DataFrame, T: int, alpha: float) -> Check:
 def _decade(claim: Claim, frame: pd.DataFrame, column: str, T: int) -> Check:
     """``gap(T) / gap(T/10) <= ln(T/10) / ln T``: a ``C / log t`` rate (Thm 3's for W; the slowest we accept for u)."""
     rows = frame[frame["step"] > 0]
-    t0_row = rows.iloc[int(np.abs(rows["step"].to_numpy() - T / 10).argmin())]
+    t0_row = rows.iloc[int(np.abs(rows["step"].to_numpy() - T / claim.param("decade")).argmin())]
     t0, gap0, gap_T = int(t0_row["step"]), 1 - float(t0_row[column]), 1 - float(rows[column].iloc[-1])
     return claim.less(gap_T / gap0, math.log(t0) / math.log(T),
                       spread=f"ln t0 / ln T for C / log t from t0 = {t0} to T = {T} (gap {gap0:.3g} at t0)")  # fmt: skip
@@ -203,19 +274,21 @@ def _decade(claim: Claim, frame: pd.DataFrame, column: str, T: int) -> Check:
 
 def _margin_check(fraction: float) -> Check:
     """Thm 4's margin fraction in ``(0.5, 1]``: no head beats the u-SVM's normalised margin ``1 / ||u_mm||``."""
+    low, solver = U_MARGIN.param("low"), U_MARGIN.param("solver")
     return U_MARGIN.holds(
-        "in (0.5, 1]",
+        f"in ({low:g}, 1]",
         fraction,
-        "1 + 1e-6: the u-SVM's normalised margin is the largest any head has (1e-6: the solver's accuracy); "
-        "0.5: ours (Thm 4's fraction was lost)",
-        0.5 < fraction <= 1.0 + 1e-6,
+        f"1 + {solver:g}: the u-SVM's normalised margin is the largest any head has ({solver:g}: the solver's "
+        f"accuracy); {low:g}: ours (Thm 4's fraction was lost)",
+        low < fraction <= 1.0 + solver,
     )
 
 
 def _lemma13(frame: pd.DataFrame, every: int) -> list[Check]:
     after = frame[frame["step"] >= every]
-    gaps_drop = int((after["min_score_gap"].diff() < -1e-12).sum())
-    phi_drop = int((after["min_opt_softmax"].diff() < -1e-12).sum())
+    gaps_drop = int((after["min_score_gap"].diff() < -GAPS.param("rounding")).sum())
+    phi_drop = int((after["min_opt_softmax"].diff() < -PHI.param("rounding")).sum())
+    bound = PHI.param("bound")
     return [
         GAPS.holds(
             0,
@@ -226,8 +299,8 @@ def _lemma13(frame: pd.DataFrame, every: int) -> list[Check]:
         PHI.holds(
             0,
             phi_drop,
-            f"exact; min {float(frame['min_opt_softmax'].min()):.4g} >= 0.5",
-            phi_drop == 0 and bool((frame["min_opt_softmax"] >= 0.5).all()),
+            f"exact; min {float(frame['min_opt_softmax'].min()):.4g} >= {bound:g}",
+            phi_drop == 0 and bool((frame["min_opt_softmax"] >= bound).all()),
         ),  # fmt: skip
     ]
 
