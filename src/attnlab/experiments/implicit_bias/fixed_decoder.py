@@ -19,7 +19,9 @@ from attnlab._validation import check_in, check_scalar
 from attnlab.data import example1
 from attnlab.experiments.implicit_bias.common import SOURCE, Example1Config, last, worst_log_one_minus_opt
 from attnlab.experiments.implicit_bias.falsifiers import (
+    attention_temperature,
     gd_normalized,
+    head_scaled,
     l_star_zero,
     ngd_gradient_step,
     svm_other_token,
@@ -199,6 +201,7 @@ def _gap_at(rows: pd.DataFrame, step: float) -> tuple[int, float]:
 
 SVM_OTHER, NGD_GRADIENT_STEP = svm_other_token(__name__), ngd_gradient_step(__name__)
 GD_NORMALIZED, L_STAR_ZERO = gd_normalized(__name__), l_star_zero(__name__)
+TEMPERATURE, HEAD_SCALED = attention_temperature(__name__), head_scaled(__name__)
 
 _SIZES = ("n", "T", "d", "rho", "sigma", "opt_pos", "antipodal", "init_scale", "loss", "seed")  # the data, W_0, loss
 _RUN = "the one Example-1 data set of the config's seed, every method from the same W_0 ~ N(0, init_scale^2)"
@@ -254,7 +257,7 @@ LOSS_TO_L_STAR = Claim(
     "NGD's loss tends to L_* > 0 (the loss does not reach 0; all attention on the optimal tokens)",
     "001:Lem1",
     f"{SOURCE} §3, §8.4",
-    falsifier=L_STAR_ZERO.name,
+    falsifier=(HEAD_SCALED.name, L_STAR_ZERO.name),
     id="loss-to-l-star",
     reading=Reading(
         statistic="|L(W_T) - L_*| of uncapped NGD (A2), L_* = (1/n) sum_i l(gamma_opt,i)",
@@ -270,7 +273,7 @@ SATURATION_SLOPE = Claim(
     "softmax saturation (Lemma 1): slope of max_i log(1 - phi_opt) against ||W_t|| is -1/||W_mm|| (NGD, 2nd half)",
     "001:Lem1",
     f"{SOURCE} §8.4",
-    falsifier=SVM_OTHER.name,
+    falsifier=(TEMPERATURE.name, SVM_OTHER.name),
     id="saturation-slope",
     reading=Reading(
         statistic="least-squares slope of max_i log(1 - phi_opt,i) on ||W_t||, uncapped NGD (A2)",
@@ -376,7 +379,7 @@ def _saturation_check(late: pd.DataFrame, W_mm_norm: float) -> Check:
 
 
 _QUICK = {"n": 4, "T": 4, "d": 16, "steps": 200, "ngd_lr": 0.3, "record_every": 5}
-_FALSIFIERS = (SVM_OTHER, NGD_GRADIENT_STEP, GD_NORMALIZED, L_STAR_ZERO)
+_FALSIFIERS = (SVM_OTHER, NGD_GRADIENT_STEP, GD_NORMALIZED, L_STAR_ZERO, TEMPERATURE, HEAD_SCALED)
 
 
 def _register(name: str, cost: float, config_type: type[Fig2Config]) -> None:

@@ -16,7 +16,7 @@ import torch
 from attnlab._validation import ValidationError, check_scalar
 from attnlab.data import dm
 from attnlab.experiments.implicit_bias.common import SOURCE, ImplicitBiasConfig
-from attnlab.experiments.implicit_bias.falsifiers import u_svm_other_token
+from attnlab.experiments.implicit_bias.falsifiers import u_svm_other_token, w_frozen
 from attnlab.experiments.implicit_bias.figures import joint_figure
 from attnlab.experiments.registry import register
 from attnlab.metrics import Metric, alignment, head_alignment, opt_softmax
@@ -135,13 +135,13 @@ def run_fig3(config: Fig3Config, ctx: RunContext) -> ExperimentResult:
 
 # ---- declared checks ------------------------------------------------------------------------------------------------
 
-U_SVM_OTHER = u_svm_other_token(__name__)
+U_SVM_OTHER, W_FROZEN = u_svm_other_token(__name__), w_frozen(__name__)
 HEAD_ALIGNS = Claim(
     "Thm 4: every normalised method (NGD, NGD-joint, Polyak) aligns u with u_mm: the worst 1 - corr(u_t, u_mm) "
     "falls over the last decade at least as fast as 1/log t",
     "001:Thm4",
     f"{SOURCE} §8.11",
-    falsifier=U_SVM_OTHER.name,
+    falsifier=(W_FROZEN.name, U_SVM_OTHER.name),
     id="head-aligns",
     reading=Reading(
         statistic="G(T) / G(t0), G(t) = max over NGD (A7), NGD-joint (A5) and Polyak (A3, L_* = 0) of "
@@ -227,6 +227,6 @@ register(
         run=run_fig3,
         quick={"n": 4, "d": 30, "steps": 150},
         claims=CLAIMS,
-        falsifiers=(U_SVM_OTHER,),
+        falsifiers=(U_SVM_OTHER, W_FROZEN),
     )
 )
