@@ -11,7 +11,13 @@ from attnlab.experiments.implicit_bias import Fig2Config, Fig3Config
 from attnlab.experiments.implicit_bias.remarks import capped_from
 from attnlab.verify import make_config
 
-NAMES = ["implicit-bias.fig2", "implicit-bias.fig3", "implicit-bias.fig5", "implicit-bias.rates"]
+NAMES = [
+    "implicit-bias.assumptions",
+    "implicit-bias.fig2",
+    "implicit-bias.fig3",
+    "implicit-bias.fig5",
+    "implicit-bias.rates",
+]
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -18,7 +18,13 @@ import torch
 
 from attnlab._validation import ValidationError, check_in, check_scalar
 from attnlab.data import example1
-from attnlab.experiments.implicit_bias.common import SOURCE, Example1Config, last, worst_log_one_minus_opt
+from attnlab.experiments.implicit_bias.common import (
+    SOURCE,
+    Example1Config,
+    last,
+    small_init,
+    worst_log_one_minus_opt,
+)
 from attnlab.experiments.implicit_bias.falsifiers import (
     attention_temperature,
     gd_normalized,
@@ -201,7 +207,7 @@ def run_fixed_decoder(config: Fig2Config, ctx: RunContext) -> ExperimentResult:
     )
     sol = attention_svm(data, norm="fro")
     gen = torch.Generator().manual_seed(config.seed + 1)
-    W0 = config.init_scale * torch.randn(config.d, config.d, generator=gen, dtype=torch.float64)  # spec §9: N(0, s^2)
+    W0 = small_init(config.d, config.init_scale, gen)  # spec §9: N(0, s^2)
     L_star = float(optimal_loss(data.X, data.y, data.v, data.select, config.loss))
     metrics = [alignment(sol.W), opt_softmax(), worst_log_one_minus_opt()]
 

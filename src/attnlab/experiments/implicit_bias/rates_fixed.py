@@ -14,7 +14,7 @@ import pandas as pd
 import torch
 
 from attnlab.batched import train as batched_train
-from attnlab.experiments.implicit_bias.common import SOURCE
+from attnlab.experiments.implicit_bias.common import SOURCE, small_init
 from attnlab.experiments.implicit_bias.falsifiers import (
     optimal_score_shifted,
     polyak_doubled_gap,
@@ -139,7 +139,7 @@ def ngd_path(config, ctx, data, sol) -> tuple[pd.DataFrame, list[Check], float]:
     W_bar = W_mm / W_mm.norm()
     B = float(token_bound(data.X))
     gen = torch.Generator().manual_seed(config.seed + 1)
-    W0 = config.init_scale * torch.randn(d, d, generator=gen, dtype=torch.float64)  # small init (Lemma 4)
+    W0 = small_init(d, config.init_scale, gen)  # small init (Lemma 4)
     path = gradient_flow(
         Combined(d, W0=W0), data, step=config.eta, steps=config.steps, method=NGD_RULE, record_every=1,
         loss=config.loss, progress=ctx.progress,
