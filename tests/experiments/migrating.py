@@ -10,10 +10,6 @@ when the migration is done.
 EXPERIMENTS = frozenset(
     {
         "diffusion.gmm",
-        "implicit-bias.fig2",
-        "implicit-bias.fig3",
-        "implicit-bias.fig5",
-        "implicit-bias.rates",
         "kq-nuclear.x1",
         "kq-nuclear.x2",
         "kq-nuclear.x3",
@@ -27,7 +23,6 @@ EXPERIMENTS = frozenset(
         "ntk.table1",
         "real.digits-vit",
         "real.text",
-        "steepest-descent.norms",
     }
 )
-PAPERS = frozenset({"001", "002", "003", "004"})
+PAPERS = frozenset({"002", "003", "004"})

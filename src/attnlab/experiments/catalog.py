@@ -54,6 +54,13 @@ EXPERIMENTS: tuple[Entry, ...] = (
         "Example 1: W-SVM, GD and NGD from zero, alignment and norm vs step",
     ),
     Entry(
+        "implicit-bias.assumptions",
+        "implicit-bias-ngd",
+        "implicit_bias",
+        "Lemmas 4, 8, 11 over draws: initial logits linear in the init scale and under their union bound; the share "
+        "of Example-1 and DM draws meeting the near-orthogonality assumptions as d grows",
+    ),
+    Entry(
         "implicit-bias.fig2",
         "implicit-bias-ngd",
         "implicit_bias",
