@@ -97,8 +97,5 @@ register_results(
             "not checkable",
             "the p-dependent exponents were lost in extraction; Lemma 27's monotone decrease is checked instead",
         ),
-        PaperResult(
-            "002:RegPath", "the l_p regularisation path W_R / R converges to W^mm_opt / ||W^mm_opt||_p (global version)"
-        ),
     ),
 )

@@ -29,7 +29,7 @@ from attnlab.experiments.registry import register
 from attnlab.metrics import directional_bregman, entrywise_norm
 from attnlab.plotting import house_figure, label_axes, label_ours, new_figure, theory_line
 from attnlab.svm import SelectionSVMs
-from attnlab.verify import Claim, Experiment, ExperimentResult, RunContext, observation
+from attnlab.verify import Claim, Experiment, ExperimentResult, Reading, RunContext, observation
 
 __all__ = ["E2Config", "run_e2"]
 
@@ -100,6 +100,7 @@ HYPOTHESIS = Claim(
     "002:Lem28",
     f"{SOURCE} §5 Def. 3, §8.2",
     kind="property",
+    id="hypothesis",
 )
 CLOSEST = Claim(
     "p={p:g}: at the last step the path is closer in dB_p to the l_p-AttSVM than to the l_q-AttSVM of every other q "
@@ -107,6 +108,15 @@ CLOSEST = Claim(
     "002:Lem28",
     f"{SOURCE} §8.2, §9 E2",
     EXPONENT_SHIFT.name,
+    id="closest",
+    reading=Reading(
+        statistic="dB_p(W^mm_q, W_K) for every q of ps, W^mm_q the l_q-AttSVM of the final selection",
+        window="the last recorded step K of normalised l_p-AttGD from W_0 = 0",
+        subset="the one data set of the config's seed, when its final selection is locally optimal (Def. 3); "
+        "otherwise the row fails as untestable",
+        tolerance="q = p strictly smallest (one data set, deterministic: no spread)",
+        sizes=("n", "T", "d", "ps", "epochs", "lr", "record_every", "loss", "seed"),
+    ),
 )
 
 

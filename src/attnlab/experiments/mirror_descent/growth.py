@@ -26,7 +26,7 @@ from attnlab.metrics import directional_bregman, entrywise_norm
 from attnlab.models.functional import loss_gradients, token_scores
 from attnlab.plotting import house_figure, label_axes, label_ours, new_figure
 from attnlab.svm import SelectionSVMs
-from attnlab.verify import Claim, Experiment, ExperimentResult, Falsifier, RunContext
+from attnlab.verify import Claim, Experiment, ExperimentResult, Falsifier, Reading, RunContext
 
 __all__ = ["GrowthConfig", "run_growth"]
 
@@ -114,6 +114,16 @@ LOG_GROWTH = Claim(
     "002:Lem29",
     f"{SOURCE} §8.3",
     FROZEN_STEP.name,
+    id="log-growth",
+    reading=Reading(
+        statistic="relative RMS residuals of the least-squares fits a + b log k and c k^a to the median over the "
+        "data sets of ||W_k||_p of plain l_p-AttGD (check_rate_shape)",
+        window="`points` log-spaced integer steps k in [K/100, K] (duplicates dropped)",
+        subset="every data set (each starts at rho W^mm_opt,p + sigma N(0, 1), in the cone of its optimal tokens)",
+        tolerance="the log fit has the smaller residual, over at least 2 decades of k",
+        params={"min_decades": 2.0},
+        sizes=("n", "T", "d", "ps", "datasets", "first_seed", "rho", "sigma", "lr", "steps", "points", "loss"),
+    ),
 )
 IN_CONE = Claim(
     "p={p:g}: the iterates stay in the cone of the optimal tokens (the lemma's hypothesis): the softmax's argmax is "
@@ -121,6 +131,7 @@ IN_CONE = Claim(
     "002:Lem29",
     f"{SOURCE} §7, §8.2",
     kind="property",
+    id="in-cone",
 )
 CLAIMS = (LOG_GROWTH, IN_CONE)
 
