@@ -29,4 +29,4 @@ EXPERIMENTS = frozenset(
         "steepest-descent.norms",
     }
 )
-PAPERS = frozenset({"001", "002", "003", "004"})
+PAPERS = frozenset({"001", "003", "004"})
