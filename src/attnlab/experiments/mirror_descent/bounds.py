@@ -240,30 +240,21 @@ def _sweep(config: BoundsConfig, gen: torch.Generator) -> pd.DataFrame:
     return pd.concat(rows, ignore_index=True)
 
 
+def _largest(claim: Claim, sweep: pd.DataFrame, column: str, why: str) -> Check:
+    """The row ``max over the sweep of column <= bound``, saying at which ``||W||_F`` the largest value sits."""
+    top = sweep.loc[sweep[column].idxmax()]
+    spread = f"{why}; largest at ||W||_F = {top['scale']:g}"
+    return claim.less(float(top[column]), claim.param("bound"), spread=spread, support=len(sweep))
+
+
 def run_bounds(config: BoundsConfig, ctx: RunContext) -> ExperimentResult:
     """Lemma 13 on pairs of the unit l_p sphere; Lemmas 16 and 18 on a sweep of W over four decades of norm."""
     gen = torch.Generator().manual_seed(config.seed)
     pairs = pd.concat([_pairs(config, p, gen) for p in config.ps], ignore_index=True)
     sweep = _sweep(config, gen)
     checks = _lem13_rows(config, pairs)
-    worst = sweep.loc[sweep["violation"].idxmax()]
-    checks.append(
-        LEM16.less(
-            float(worst["violation"]),
-            LEM16.param("bound"),
-            spread=f"float64 rounding of L; largest at ||W||_F = {worst['scale']:g}",
-            support=len(sweep),
-        )
-    )
-    top = sweep.loc[sweep["gradient_ratio"].idxmax()]
-    checks.append(
-        LEM18.less(
-            float(top["gradient_ratio"]),
-            LEM18.param("bound"),
-            spread=f"the proof's constant; largest at ||W||_F = {top['scale']:g}",
-            support=len(sweep),
-        )
-    )
+    checks.append(_largest(LEM16, sweep, "violation", "float64 rounding of L"))
+    checks.append(_largest(LEM18, sweep, "gradient_ratio", "the proof's constant"))
     return ExperimentResult(
         frame=sweep, checks=checks, figures={"bounds": _figure(config, pairs, sweep)}, tables={"pairs": pairs}
     )
