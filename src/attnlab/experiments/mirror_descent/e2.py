@@ -174,8 +174,8 @@ def run_e2(config: E2Config, ctx: RunContext) -> ExperimentResult:
             )
         )
         reason = "strict: one data set, deterministic" if local[0] else "untestable: the hypothesis fails here"
-        old = CLOSEST.revised(1).format(p=p, share=share)  # revision 1: the row only where the hypothesis holds
-        checks.append(old.holds(f"q={p:g} smallest", measured, reason, bool(local[0]) and margin > 0))
+        filtered = CLOSEST.revised(1).format(p=p, share=share)  # revision 1: only where the hypothesis holds
+        checks.append(filtered.holds(f"q={p:g} smallest", measured, reason, bool(local[0]) and margin > 0))
         checks.append(
             still_decreasing(
                 f"p={p:g}: the path turns toward the l_p-AttSVM ray, dB_p(W^mm_p, W_k) still decreasing at K/4, K/2, K "
