@@ -19,7 +19,6 @@ EXPERIMENTS = frozenset(
         "kq-nuclear.x3",
         "kq-nuclear.x4",
         "kq-nuclear.x5",
-        "multi-token.equivalence",
         "ntk.lazy",
         "ntk.table1",
         "real.digits-vit",
