@@ -104,3 +104,15 @@ def test_the_plateau_of_a_dB_curve_reads_as_a_plateau():
     assert still_decreasing("fig.", steps, falling, "fig.", result="002:Fig-E3").verdict == "agrees"
     rising = 0.01 + 1e-4 * steps
     assert still_decreasing("fig.", steps, rising, "fig.", result="002:Fig-E3").verdict == "disagrees"
+
+
+def test_growth_rows_fail_with_the_step_where_every_run_stopped():
+    """All runs of a p diverging before K (a wrong mechanism can do it) fail every row instead of crashing it."""
+    from attnlab.experiments.mirror_descent.growth import _checks
+
+    config = GrowthConfig(steps=300, lrs=(10.0,), ps=(3.0,))
+    steps = np.repeat(np.arange(7), 2)
+    rows = pd.DataFrame({"run": np.tile([0, 1], 7), "step": steps, "diverged": True, "p": 3.0})
+    checks = _checks(config, 3.0, rows)
+    assert len(checks) == 6 and not any(c.passed for c in checks)
+    assert all("stopped at step 6 of 300: diverged runs [0, 1]" in c.measured for c in checks)

@@ -339,8 +339,25 @@ def _old_growth_row(config: GrowthConfig, p: float, rows: pd.DataFrame) -> Check
     return LEM30.revised(1).format(p=p).rate_shape(window, median.loc[window].to_numpy(), "log")
 
 
+def _stopped(config: GrowthConfig, p: float, rows: pd.DataFrame) -> list[Check]:
+    """Every theory row failing, when all runs of ``p`` stopped on a non-finite loss before step K."""
+    diverged = sorted(int(run) for run in rows.loc[rows["diverged"], "run"].unique())
+    measured = f"the runs stopped at step {int(rows['step'].max())} of {config.steps}: diverged runs {diverged}"
+    claims = (
+        LEM30.format(p=p, r_min=LEM30.param("r_min")),
+        LEM24.format(p=p),
+        LEM27.format(p=p, eps=LEM27.param("eps")),
+    )
+    claims += (LEM28.format(p=p, mu=LEM28.param("bound")), LEM29.format(p=p), KEPT.format(p=p))
+    return [
+        claim.holds("every run reaches step K", measured, "the lemmas need the whole run", False) for claim in claims
+    ]
+
+
 def _checks(config: GrowthConfig, p: float, rows: pd.DataFrame) -> list[Check]:
     K, runs = config.steps, rows["run"].nunique()
+    if rows["step"].max() < K:
+        return _stopped(config, p, rows)
     steps = rows[rows["step"] < K]
     checks = [_growth_row(config, p, rows)]
     old = _old_growth_row(config, p, rows)
