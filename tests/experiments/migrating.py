@@ -15,14 +15,10 @@ EXPERIMENTS = frozenset(
         "kq-nuclear.x3",
         "kq-nuclear.x4",
         "kq-nuclear.x5",
-        "mirror-descent.e1",
-        "mirror-descent.e2",
-        "mirror-descent.growth",
-        "mirror-descent.regpath",
         "ntk.lazy",
         "ntk.table1",
         "real.digits-vit",
         "real.text",
     }
 )
-PAPERS = frozenset({"002", "003", "004"})
+PAPERS = frozenset({"003", "004"})

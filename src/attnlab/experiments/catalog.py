@@ -112,6 +112,20 @@ EXPERIMENTS: tuple[Entry, ...] = (
         "X5: sweep the score gap across Assumption 3; does the diagonal flow reach the l1-SVM direction?",
     ),
     Entry(
+        "mirror-descent.bounds",
+        "mirror-descent-lp",
+        "mirror_descent",
+        "Lemmas 13, 16, 18: the Bregman divergence's power on the unit l_p sphere, the risk's two constants and a "
+        "gradient bounded uniformly in W",
+    ),
+    Entry(
+        "mirror-descent.cone",
+        "mirror-descent-lp",
+        "mirror_descent",
+        "Lemmas 19-21 in the cone of the optimal tokens' l_p-AttSVM: normalised score gaps, the gradient's "
+        "correlation with W^mm and its ratio to the correlation with W, over radii",
+    ),
+    Entry(
         "mirror-descent.e1",
         "mirror-descent-lp",
         "mirror_descent",
@@ -133,7 +147,8 @@ EXPERIMENTS: tuple[Entry, ...] = (
         "mirror-descent.growth",
         "mirror-descent-lp",
         "mirror_descent",
-        "Lemma 29: ||W_k||_p of plain l_p-AttGD from inside the cone at large norm, log k against a power of k",
+        "Lemmas 24, 27-30: plain l_p-AttGD from the thin cone over a grid of steps: monotone loss, the correlation "
+        "increment (25), cone invariance, the directional error against the norm, Omega(log k) norm growth",
     ),
     Entry(
         "mirror-descent.regpath",
