@@ -14,10 +14,8 @@ EXPERIMENTS = frozenset(
         "implicit-bias.fig3",
         "implicit-bias.fig5",
         "implicit-bias.rates",
-        "kq-nuclear.x1",
         "kq-nuclear.x2",
         "kq-nuclear.x3",
-        "kq-nuclear.x4",
         "kq-nuclear.x5",
         "mirror-descent.e1",
         "mirror-descent.e2",
@@ -33,4 +31,4 @@ EXPERIMENTS = frozenset(
         "steepest-descent.norms",
     }
 )
-PAPERS = frozenset({"001", "002", "003", "004"})
+PAPERS = frozenset({"001", "002", "004"})

@@ -24,10 +24,6 @@ register_results(
         PaperResult("003:Lem4.2", "the loss decreases along the flow and ||beta(t)|| -> infinity"),
         PaperResult("003:LemA.1", "closed form beta(t) = omega_0^2 sinh(B phi(t)) under initialisation (5)"),
         PaperResult("003:Thm4.1", "diagonal K, Q: beta(t) / mu(t) tends to an l1-SVM solution (A2, A3, init (5))"),
-        PaperResult(
-            "003:Sec4.2",
-            "the contrast: W (or beta) trained directly tends to the Frobenius (l2) max-margin solution",
-        ),
         PaperResult("003:Lem5.1", "under Assumption 4 an aligned initialisation stays aligned"),
         PaperResult(
             "003:Thm5.1",

@@ -28,7 +28,7 @@ from attnlab.metrics import attention_margin, margin_normalized
 from attnlab.models import Diagonal, DiagonalW
 from attnlab.plotting import house_figure, label_ours, log_gap_axis, new_figure, theory_hline
 from attnlab.svm import attention_svm, diagonal_svm
-from attnlab.verify import Check, Claim, Experiment, ExperimentResult, RunContext
+from attnlab.verify import Check, Claim, Experiment, ExperimentResult, Reading, Revision, RunContext
 
 __all__ = ["X2Config", "run_x2"]
 
@@ -80,30 +80,195 @@ class X2Config(ScoresConfig):
 
 KQ_AS_BETA, BETA_AS_KQ = kq_as_beta("x2"), beta_as_kq("x2")
 FALSIFIERS = (KQ_AS_BETA, BETA_AS_KQ)
-_THM41, _SEC42 = "003:Thm4.1", "003:Sec4.2"
+# the contrast of the paper's Section 4.2 is cited from earlier work (GD on W tends to the Frobenius SVM): ours to
+# check, not one of this paper's numbered results
+_THM41, _SEC42 = "003:Thm4.1", "003:Ext-Sec4.2"
+_DATA = ("n", "T", "d", "gap", "seed")
+_LIMIT_SIZES = (*_DATA, "omegas", "step", "steps")
+_RATE_SIZES = (*_DATA, "omegas", "step", "steps", "record_every")
+_LAST = "the last step"
+_EACH_OMEGA = (
+    "each omega0 of omegas (one row each), initialisation (5), the one scores_equal data set of the config's seed"
+)
+_BETA_RUN = "beta = diag(W) trained directly from beta(0) = 0, on the same data set"
+_FINITE_REL = "(ours: the gap left after a finite arc length; the theorem gives the limit, no rate, §10)"
+
+
+def _sizes(step: float, steps: int, record_every: int | None = None, **rtol: float) -> dict:
+    """Old values of X2's size fields whose quick value differed (the full values never changed)."""
+    full = {"n": 2, "T": 3, "d": 8, "gap": 3.0, "seed": 0, "omegas": [1e-3, 1e-1, 1.0], "step": 0.04, "steps": 50000}
+    quick = {**full, "step": step, "steps": steps}
+    if record_every is not None:
+        full, quick = {**full, "record_every": 250}, {**quick, "record_every": record_every}
+    for name, (f, q) in rtol.items():
+        full, quick = {**full, name: f}, {**quick, name: q}
+    return {k: {"full": full[k], "quick": quick[k]} for k in full}
+
+
+_CI_BUDGET = (
+    "the quick size changed for the CI budget with every experiment's (12fefa3: step 0.2 -> 0.3, steps 1500 -> 800); "
+    "the full size did not change"
+)
+_QUICK_1600 = (
+    "the quick run went from 800 to 1600 steps (02eeba0) so that omega0 = 1e-3 reaches the l1 zero pattern and "
+    "the approximate-KKT rate is tested at the quick size too; the full size did not change"
+)
+_L1_READING = Reading(
+    "||beta_hat||_1 of the K,Q run, beta_hat = diag(W) / mu(W), against the l1-SVM optimum (LP, "
+    "attention_svm(norm='l1-diag'))",
+    _LAST,
+    _EACH_OMEGA,
+    f"relative gap <= config.l1_rtol: 0.03 full, 0.05 quick {_FINITE_REL}",
+    sizes=(*_LIMIT_SIZES, "l1_rtol"),
+)
 L1_OPTIMUM = Claim(
     "diagonal K,Q (omega0={omega:g}): ||beta_hat||_1 -> l1-SVM optimum (Thm 4.1)",
     _THM41,
     f"{SOURCE} §7.2, §9 X2",
     KQ_AS_BETA.name,
+    id="l1-optimum",
+    reading=_L1_READING,
+    revisions=(
+        Revision(
+            _L1_READING,
+            "2026-11-22",
+            _CI_BUDGET,
+            "pass: 0.8555, 0.8602, 0.8766 for omega0 = 1e-3, 0.1, 1 against 0.852232 (rel 0.05; recomputed at the "
+            "old sizes with the current code)",
+            "pass: 0.85243, 0.85515, 0.86387 (rel 0.03)",
+            sizes=_sizes(0.2, 1500, l1_rtol=(0.03, 0.05)),
+        ),
+        Revision(
+            _L1_READING,
+            "2026-11-25",
+            _QUICK_1600,
+            "pass: 0.85536, 0.86123, 0.88250 against 0.852232 (rel 0.05)",
+            "pass: 0.85243, 0.85515, 0.86387 (rel 0.03)",
+            sizes=_sizes(0.3, 800, l1_rtol=(0.03, 0.05)),
+        ),
+    ),
 )
+_CLOSER_L1_READING = Reading(
+    "max-entry distances |beta_hat - beta_l1|_inf and |beta_hat - beta_l2|_inf of the K,Q run to the l1- and "
+    "l2-SVM solutions",
+    _LAST,
+    _EACH_OMEGA,
+    "to l1 < to l2 strictly (the sign the theorem gives)",
+    sizes=_LIMIT_SIZES,
+)
+_OLD_CLOSER_L1 = "diagonal K,Q (omega0={omega:g}) is closer to the l1 than to the l2 solution"
 CLOSER_L1 = Claim(
     "diagonal K,Q (omega0={omega:g}) is closer to the l1 than to the l2 solution (max-entry distance)",
     _THM41,
     f"{SOURCE} §7.2",
     KQ_AS_BETA.name,
+    id="closer-to-l1",
+    reading=_CLOSER_L1_READING,
+    revisions=(
+        Revision(
+            _CLOSER_L1_READING,
+            "2026-11-22",
+            _CI_BUDGET,
+            "pass: to l1 0.0038, 0.0357, 0.118 against to l2 0.357, 0.324, 0.242 (omega0 = 1e-3, 0.1, 1; recomputed "
+            "at the old sizes with the current code)",
+            "pass: to l1 0.0009, 0.0166, 0.0642 against to l2 0.359, 0.344, 0.296",
+            claim=_OLD_CLOSER_L1,
+            sizes=_sizes(0.2, 1500),
+        ),
+        Revision(
+            _CLOSER_L1_READING,
+            "2026-11-25",
+            _QUICK_1600,
+            "pass: to l1 0.0070, 0.0391, 0.124 against to l2 0.353, 0.321, 0.236",
+            "pass: to l1 0.0009, 0.0166, 0.0642 against to l2 0.359, 0.344, 0.296",
+            claim=_OLD_CLOSER_L1,
+            sizes=_sizes(0.3, 800),
+        ),
+    ),
+)
+_L2_READING = Reading(
+    "||beta_hat||_2 of beta trained directly against the diagonal l2-SVM optimum (diagonal_svm(p=2))",
+    _LAST,
+    _BETA_RUN,
+    f"relative gap <= config.l2_rtol: 1e-3 full, 0.002 quick {_FINITE_REL}",
+    sizes=(*_LIMIT_SIZES, "l2_rtol"),
+)
+_OLD_L2 = "beta trained directly: ||beta_hat||_2 -> diagonal l2-SVM optimum"
+_L2_TIGHTER = (
+    "the quick tolerance was tightened from 0.01 to 0.002 (measured 2.8e-4) and the quick run went to 1600 steps "
+    "(02eeba0), in the falsifier audit; the full size did not change"
 )
 L2_OPTIMUM = Claim(
     "beta trained directly: ||beta_hat||_2 -> diagonal l2-SVM optimum (Section 4.2)",
     _SEC42,
     f"{SOURCE} §7.2, §7.4",
     BETA_AS_KQ.name,
+    id="l2-optimum",
+    reading=_L2_READING,
+    revisions=(
+        Revision(
+            _L2_READING,
+            "2026-11-22",
+            _CI_BUDGET,
+            "pass: 0.414199 against 0.414013 (rel 0.01; recomputed at the old sizes with the current code)",
+            "pass: 0.414041 (rel 1e-3)",
+            claim=_OLD_L2,
+            sizes=_sizes(0.2, 1500, l2_rtol=(1e-3, 0.01)),
+        ),
+        Revision(
+            _L2_READING,
+            "2026-11-25",
+            _L2_TIGHTER,
+            "pass: 0.414245 against 0.414013 (rel 0.01)",
+            "pass: 0.414041 (rel 1e-3)",
+            claim=_OLD_L2,
+            sizes=_sizes(0.3, 800, l2_rtol=(1e-3, 0.01)),
+        ),
+    ),
 )
+_CLOSER_L2_READING = Reading(
+    "max-entry distances of beta trained directly to the l2- and l1-SVM solutions",
+    _LAST,
+    _BETA_RUN,
+    "to l2 < to l1 strictly (the sign the contrast gives)",
+    sizes=_LIMIT_SIZES,
+)
+_OLD_CLOSER_L2 = "beta trained directly is closer to the l2 than to the l1 solution"
 CLOSER_L2 = Claim(
     "beta trained directly is closer to the l2 than to the l1 solution (max-entry distance; Section 4.2)",
     _SEC42,
     f"{SOURCE} §7.2",
     BETA_AS_KQ.name,
+    id="closer-to-l2",
+    reading=_CLOSER_L2_READING,
+    revisions=(
+        Revision(
+            _CLOSER_L2_READING,
+            "2026-11-22",
+            _CI_BUDGET,
+            "pass: to l2 0.00068 against to l1 0.360 (recomputed at the old sizes with the current code)",
+            "pass: to l2 0.00010 against to l1 0.360",
+            claim=_OLD_CLOSER_L2,
+            sizes=_sizes(0.2, 1500),
+        ),
+        Revision(
+            _CLOSER_L2_READING,
+            "2026-11-25",
+            _QUICK_1600,
+            "pass: to l2 0.00085 against to l1 0.360",
+            "pass: to l2 0.00010 against to l1 0.360",
+            claim=_OLD_CLOSER_L2,
+            sizes=_sizes(0.3, 800),
+        ),
+    ),
+)
+_RESIDUAL = (
+    "residual = max-entry distance of g = sum_il lambda_il B_il to the l1 subdifferential at beta_hat (entries "
+    "below zero_tol of the largest count as zero), lambda = phi / ln mu (phi integrated along the path)"
+)
+_SETTLED = (
+    "the records with mu > 1 from the arrival of the l1 solution's zero pattern on (held to the last record); the "
+    "second half of them"
 )
 PATTERN = Claim(
     "hypothesis of the rate row: beta_hat has the l1 solution's zero pattern over >= 5 records at the end "
@@ -111,23 +276,119 @@ PATTERN = Claim(
     _THM41,
     f"{SOURCE} §7.5",
     kind="property",
+    id="kkt-hypothesis",
+    reading=Reading(
+        "number of omega0 whose K,Q run has at least min_records records in the second half of the records that "
+        "hold the l1 solution's zero pattern (entries below zero_tol of the largest) to the end",
+        _SETTLED,
+        _EACH_OMEGA,
+        ">= 1 omega0, so that the rate row tests something",
+        {"zero_tol": 1e-2, "min_records": 5},
+        _RATE_SIZES,
+    ),
 )
+_KKT_READING = Reading(
+    f"fitted slope of log residual on log ln mu; {_RESIDUAL}",
+    _SETTLED,
+    "each omega0 where that window has >= min_records records (the hypothesis row); all of them must pass",
+    "-1 +- tol at each, tol = 0.05 (ours: the lower-order terms of O(1/ln mu) over the fitted range of ln mu); "
+    "both sides, as check_slope's default computes it, though the row's text says 'slope <= -0.95'",
+    {"tol": 0.05, "zero_tol": 1e-2, "min_records": 5},
+    _RATE_SIZES,
+)
+_OLD_KKT_V1 = "approximate KKT (omega0={omega:g}): stationarity residual of lambda = phi / ln mu decreases"
+_KKT_V1 = Reading(
+    f"{_RESIDUAL}, at the last record against the first record where it is defined (mu > 1)",
+    "the first and the last record with mu > 1",
+    _EACH_OMEGA,
+    "last < first (a decrease; the row's text said '-> 0 like 1/ln mu')",
+    {"zero_tol": 1e-2},
+    _RATE_SIZES,
+)
+_OLD_KKT_V3 = (
+    "approx. KKT (omega0={omega:g}): stationarity residual of lambda = phi / ln mu -> 0 at least like 1 / ln mu "
+    "(slope against ln mu, second half)"
+)
+_KKT_V3 = Reading(
+    f"fitted slope of log residual on log ln mu; {_RESIDUAL}",
+    "the second half of the records with mu > 1",
+    _EACH_OMEGA,
+    "slope <= -1 + 0.05 (ours: the lower-order terms of O(1/ln mu) over the fitted range of ln mu)",
+    {"tol": 0.05, "zero_tol": 1e-2},
+    _RATE_SIZES,
+)
+_OLD_KKT_V4 = (
+    "approx. KKT (omega0={omega:g}): stationarity residual of lambda = phi / ln mu -> 0 at least like 1 / ln mu "
+    "(slope against ln mu, second half of the records with the l1 zero pattern)"
+)
+_KKT_V4 = Reading(
+    f"fitted slope of log residual on log ln mu; {_RESIDUAL}",
+    _SETTLED,
+    "each omega0 where that window has >= 5 records; the others get a note and no row",
+    "slope <= -1 + 0.05 (ours: the lower-order terms of O(1/ln mu) over the fitted range of ln mu)",
+    {"tol": 0.05, "zero_tol": 1e-2, "min_records": 5},
+    _RATE_SIZES,
+)
+_KKT_V1_FULL = "pass at each omega0: 15.2 -> 4.36, 1.17 -> 0.352, 0.844 -> 0.168 (omega0 = 1e-3, 0.1, 1)"
 KKT_RATE = Claim(
     "approx. KKT: the stationarity residual of lambda = phi / ln mu -> 0 at least like 1 / ln mu (slope against "
     "ln mu, second half of the records with the l1 zero pattern) for every omega0 where the hypothesis holds",
     _THM41,
     f"{SOURCE} §7.5",
     KQ_AS_BETA.name,
+    id="kkt-rate",
+    reading=_KKT_READING,
+    revisions=(
+        Revision(
+            _KKT_V1,
+            "2026-11-22",
+            _CI_BUDGET,
+            "pass at each omega0: 68.0 -> 26.6, 1.39 -> 0.560, 0.845 -> 0.397 (omega0 = 1e-3, 0.1, 1; recomputed at "
+            "the old sizes with the current code)",
+            _KKT_V1_FULL,
+            claim=_OLD_KKT_V1,
+            sizes=_sizes(0.2, 1500, 50),
+        ),
+        Revision(
+            _KKT_V1,
+            "2026-11-25",
+            "'decreases' says nothing about the limit the lemma needs (a residual that stalls at 0.4 decreases "
+            "too): replaced by the 1 / ln mu rate the proof gives, in the checks review (b0fb727); the docs say the "
+            "decrease had itself replaced a small-value check that failed before the first commit (not in git)",
+            "pass at each omega0: 97.3 -> 41.5, 1.55 -> 0.687, 0.841 -> 0.396",
+            _KKT_V1_FULL,
+            claim=_OLD_KKT_V1,
+            sizes=_sizes(0.3, 800, 40),
+        ),
+        Revision(
+            _KKT_V3,
+            "2026-11-25",
+            "failed at full size for omega0 = 1 (slope -0.05): before the l1 zero pattern arrives the residual is a "
+            "plateau of an entry's sign mismatch, not the multipliers; the window moved to the records that hold "
+            "the pattern (9237f3b), re-read after this failure",
+            "pass: slopes -1.0001, -0.9905, -3.11 (omega0 = 1e-3, 0.1, 1)",
+            "fail: slopes -0.99998, -0.981, -0.052 (omega0 = 1: a plateau)",
+            claim=_OLD_KKT_V3,
+            sizes=_sizes(0.3, 800, 40),
+        ),
+        Revision(
+            _KKT_V4,
+            "2026-11-25",
+            "an omega0 without the pattern left a note and no row, so the quick run (800 steps, the pattern at no "
+            "omega0) tested nothing; in the falsifier audit (02eeba0) the hypothesis became its own property row, "
+            "one rate row covers the omega0 where it holds, and the quick run went to 1600 steps",
+            "vacuous: no row (the pattern at no omega0 after 800 steps; three notes)",
+            "pass: omega0 = 1e-3 slope -0.99998 over 100 records; notes for 0.1 and 1 (pattern not reached)",
+            claim=_OLD_KKT_V4,
+            sizes=_sizes(0.3, 800, 40),
+        ),
+    ),
 )
-_FINITE = "ours: the gap left after a finite arc length; the theorem gives the limit, no rate (§10)"
-_KKT_TOL = 0.05  # the lower-order terms of O(1/ln mu) over the fitted range of ln mu (ours)
-
-ZERO_TOL = 1e-2  # entries below this fraction of the largest count as zero in the KKT residual
 
 
 def _zero(beta: torch.Tensor) -> torch.Tensor:
-    """Entries below ``ZERO_TOL`` of the largest: the zero pattern of ``beta`` (same shape, bool)."""
-    return beta.abs() <= ZERO_TOL * beta.abs().amax(dim=-1, keepdim=True)
+    """Entries below ``zero_tol`` (the KKT reading's) of the largest: the zero pattern of ``beta`` (same shape)."""
+    return beta.abs() <= KKT_RATE.param("zero_tol") * beta.abs().amax(dim=-1, keepdim=True)
 
 
 def _support(beta: torch.Tensor) -> torch.Tensor:
@@ -204,18 +465,14 @@ def _limit_checks(config: X2Config, frame: pd.DataFrame, values: dict[str, float
     end = frame[frame["step"] == frame["step"].max()]
     checks = []
     for _, row in end[end["param"] == "KQ"].iterrows():
-        checks.append(
-            L1_OPTIMUM.format(omega=row["omega"]).close(
-                values["l1"], float(row["l1_norm"]), config.l1_rtol, spread=_FINITE
-            )
-        )
+        checks.append(L1_OPTIMUM.format(omega=row["omega"]).close(values["l1"], float(row["l1_norm"]), config.l1_rtol))
         checks.append(
             CLOSER_L1.format(omega=row["omega"]).ordering(
                 {"to l1": float(row["dist_l1"]), "to l2": float(row["dist_l2"])}, ("to l1", "to l2")
             )
         )
     row = end[end["param"] == "beta"].iloc[0]
-    checks.append(L2_OPTIMUM.close(values["l2"], float(row["l2_norm"]), config.l2_rtol, spread=_FINITE))
+    checks.append(L2_OPTIMUM.close(values["l2"], float(row["l2_norm"]), config.l2_rtol))
     checks.append(
         CLOSER_L2.ordering({"to l2": float(row["dist_l2"]), "to l1": float(row["dist_l1"])}, ("to l2", "to l1"))
     )
@@ -228,23 +485,28 @@ def _kkt_checks(frame: pd.DataFrame) -> list[Check]:
     slopes, held = {}, []
     for omega, rows in kq.groupby("omega"):
         # spec §7.5: residual = O(1 / ln mu) once the direction's zero pattern is the l1 solution's; before that the
-        # residual measures a sign mismatch of an entry still above ZERO_TOL (a plateau), not the multipliers
+        # residual measures a sign mismatch of an entry still above zero_tol (a plateau), not the multipliers
         identified = rows["support_identified"].astype(float).to_numpy() > 0.5
         settled = rows[np.minimum.accumulate(identified[::-1])[::-1]]  # the last records, from the pattern's arrival
         late = settled.iloc[len(settled) // 2 :]
-        if len(late) >= 5:
+        if len(late) >= KKT_RATE.param("min_records"):
             held.append(f"{omega:g}")
-            slopes[f"{omega:g}"] = KKT_RATE.slope(np.log(late["mu"]), late["kkt_residual"], -1.0, _KKT_TOL)
+            slopes[f"{omega:g}"] = KKT_RATE.slope(np.log(late["mu"]), late["kkt_residual"], -1.0)
     n_omegas = kq["omega"].nunique()
     share = f"{len(held)} of {n_omegas} omega0 ({', '.join(held) or 'none'})"
-    checks = [PATTERN.holds(">= 1 omega0", share, "at least one omega0, so the rate is tested", bool(held))]
-    measured = "; ".join(f"omega0={k}: slope {c.measured:.4g} ({c.tolerance})" for k, c in slopes.items())
+    checks = [PATTERN.holds(">= 1 omega0", share, PATTERN.reading.tolerance, bool(held))]
+    fits = {k: c.tolerance.split(";")[0] for k, c in slopes.items()}  # "log-log fit over n points, R^2 r"
+    measured = "; ".join(f"omega0={k}: slope {c.measured:.4g} ({fits[k]})" for k, c in slopes.items())
+    tol = KKT_RATE.param("tol")
+    margins = [c.margin for c in slopes.values()]
     checks.append(
         KKT_RATE.holds(
-            f"slope <= {-1 + _KKT_TOL:g} at each of {share}",
+            f"slope <= {-1 + tol:g} at each of {share}",
             measured or "untestable: the hypothesis holds at no omega0",
-            f"{_KKT_TOL:g} (ours): the lower-order terms of O(1/ln mu) over the fitted range of ln mu",
+            f"{tol:g} (ours): the lower-order terms of O(1/ln mu) over the fitted range of ln mu",
             bool(slopes) and all(c.passed for c in slopes.values()),
+            margin=min(margins) if margins and None not in margins else None,
+            support=len(held),
         )
     )
     return checks
