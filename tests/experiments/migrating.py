@@ -15,8 +15,6 @@ EXPERIMENTS = frozenset(
         "implicit-bias.fig5",
         "implicit-bias.rates",
         "kq-nuclear.x2",
-        "kq-nuclear.x3",
-        "kq-nuclear.x5",
         "mirror-descent.e1",
         "mirror-descent.e2",
         "mirror-descent.growth",

@@ -20,7 +20,9 @@ from attnlab.experiments.kq_nuclear.common import (
     beta_as_kq,
     check_omegas,
     diagonal_init,
+    factor_not_trained,
     kq_as_beta,
+    step_scaled_by_size,
 )
 from attnlab.experiments.registry import register
 from attnlab.flow import constraint_vectors, gradient_flow, kkt_multipliers
@@ -79,7 +81,8 @@ class X2Config(ScoresConfig):
 
 
 KQ_AS_BETA, BETA_AS_KQ = kq_as_beta("x2"), beta_as_kq("x2")
-FALSIFIERS = (KQ_AS_BETA, BETA_AS_KQ)
+K_FROZEN, SIZE_SCALED = factor_not_trained("x2"), step_scaled_by_size("x2", "DiagonalW")
+FALSIFIERS = (K_FROZEN, SIZE_SCALED, KQ_AS_BETA, BETA_AS_KQ)
 # the contrast of the paper's Section 4.2 is cited from earlier work (GD on W tends to the Frobenius SVM): ours to
 # check, not one of this paper's numbered results
 _THM41, _SEC42 = "003:Thm4.1", "003:Ext-Sec4.2"
@@ -125,7 +128,7 @@ L1_OPTIMUM = Claim(
     "diagonal K,Q (omega0={omega:g}): ||beta_hat||_1 -> l1-SVM optimum (Thm 4.1)",
     _THM41,
     f"{SOURCE} §7.2, §9 X2",
-    KQ_AS_BETA.name,
+    (K_FROZEN.name, KQ_AS_BETA.name),
     id="l1-optimum",
     reading=_L1_READING,
     revisions=(
@@ -161,7 +164,7 @@ CLOSER_L1 = Claim(
     "diagonal K,Q (omega0={omega:g}) is closer to the l1 than to the l2 solution (max-entry distance)",
     _THM41,
     f"{SOURCE} §7.2",
-    KQ_AS_BETA.name,
+    (K_FROZEN.name, KQ_AS_BETA.name),
     id="closer-to-l1",
     reading=_CLOSER_L1_READING,
     revisions=(
@@ -202,7 +205,7 @@ L2_OPTIMUM = Claim(
     "beta trained directly: ||beta_hat||_2 -> diagonal l2-SVM optimum (Section 4.2)",
     _SEC42,
     f"{SOURCE} §7.2, §7.4",
-    BETA_AS_KQ.name,
+    (SIZE_SCALED.name, BETA_AS_KQ.name),
     id="l2-optimum",
     reading=_L2_READING,
     revisions=(
@@ -238,7 +241,7 @@ CLOSER_L2 = Claim(
     "beta trained directly is closer to the l2 than to the l1 solution (max-entry distance; Section 4.2)",
     _SEC42,
     f"{SOURCE} §7.2",
-    BETA_AS_KQ.name,
+    (SIZE_SCALED.name, BETA_AS_KQ.name),
     id="closer-to-l2",
     reading=_CLOSER_L2_READING,
     revisions=(

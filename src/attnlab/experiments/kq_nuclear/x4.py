@@ -14,7 +14,7 @@ import torch
 
 from attnlab._validation import ValidationError
 from attnlab.data import TokenSelectionData, aligned_pairs
-from attnlab.experiments.kq_nuclear.common import SOURCE, KQConfig
+from attnlab.experiments.kq_nuclear.common import SOURCE, KQConfig, factor_not_trained, transpose_misplaced
 from attnlab.experiments.registry import register
 from attnlab.flow import gradient_flow
 from attnlab.metrics import attention_margin, cosine, margin_normalized
@@ -111,7 +111,8 @@ PAIRING = Falsifier(
     _pairing_broken,
     kind="mechanism",
 )
-FALSIFIERS = (PAIRING,)
+TRANSPOSE, K_FROZEN = transpose_misplaced("x4"), factor_not_trained("x4", "Factored")
+FALSIFIERS = (TRANSPOSE, K_FROZEN, PAIRING)
 _RUN = (
     "the one aligned run on aligned_pairs data (Assumption 4) of the config's seed: K(0) = U_K Lambda_K V^T, "
     "Q(0) = U_Q Lambda_Q V^T"
@@ -166,7 +167,7 @@ ALIGNED = Claim(
     "alignment preserved (Lemma 5.1): max_t off-diagonal mass of U_K^T K V and U_Q^T Q V",
     "003:Lem5.1",
     f"{SOURCE} §3.2, §9 X4",
-    PAIRING.name,
+    (TRANSPOSE.name, PAIRING.name),
     id="aligned",
     reading=_ALIGNED_READING,
     revisions=(
@@ -203,7 +204,7 @@ OUTSIDE = Claim(
     "(max rel change; Thm 5.1)",
     "003:Thm5.1",
     f"{SOURCE} §7.3",
-    PAIRING.name,
+    (TRANSPOSE.name, PAIRING.name),
     id="outside-kept",
     reading=_OUTSIDE_READING,
     revisions=(
@@ -269,7 +270,7 @@ SPECTRUM = Claim(
     "top-n singular values of W/mu -> |beta| of program (9) (worst relative error; Thm 5.1)",
     "003:Thm5.1",
     f"{SOURCE} §7.3, §9 X4",
-    PAIRING.name,
+    (TRANSPOSE.name, K_FROZEN.name, PAIRING.name),
     id="top-spectrum",
     reading=_SPECTRUM_READING,
     revisions=(

@@ -19,6 +19,7 @@ from attnlab.experiments.kq_nuclear.common import (
     SOURCE,
     ScoresConfig,
     diagonal_init,
+    factor_not_trained,
     kq_as_beta,
 )
 from attnlab.experiments.registry import register
@@ -83,8 +84,8 @@ class X5Config(ScoresConfig):
             raise ValidationError(f"gaps must be a non-empty tuple of positive score gaps, got {self.gaps}")
 
 
-KQ_AS_BETA = kq_as_beta("x5")
-FALSIFIERS = (KQ_AS_BETA,)
+KQ_AS_BETA, K_FROZEN = kq_as_beta("x5"), factor_not_trained("x5")
+FALSIFIERS = (K_FROZEN, KQ_AS_BETA)
 _DATA = ("n", "T", "d", "gaps", "seed")
 A3_SHARE = Claim(
     "hypothesis of the sweep's row: Assumption 3 holds at some gap of the sweep (share of gaps where it holds)",
@@ -115,7 +116,7 @@ REACHED = Claim(
     "where A3 holds, ||beta_hat||_1 reaches the l1-SVM optimum (Thm 4.1; worst gap)",
     "003:Thm4.1",
     f"{SOURCE} §7.2, §9 X5",
-    KQ_AS_BETA.name,
+    (K_FROZEN.name, KQ_AS_BETA.name),
     id="l1-reached",
     reading=_REACHED_READING,
     revisions=(
