@@ -14,7 +14,6 @@ EXPERIMENTS = frozenset(
         "implicit-bias.fig3",
         "implicit-bias.fig5",
         "implicit-bias.rates",
-        "kq-nuclear.x2",
         "mirror-descent.e1",
         "mirror-descent.e2",
         "mirror-descent.growth",

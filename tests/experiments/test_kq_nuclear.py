@@ -60,3 +60,14 @@ def test_x3_ordering_fails_when_the_two_svms_coincide():
     distinct = _x3_checks(config, 4, frame, corr_refs=0.95)[2]
     same = _x3_checks(config, 4, frame, corr_refs=0.9995)[2]
     assert distinct.passed and not same.passed and "untestable" in same.predicted
+
+
+def test_residual_limit_recovers_the_intercept_of_a_plus_b_over_log_mu():
+    """The KKT row's limit a of residual = a + b / ln mu, against the exact values it was built from."""
+    import numpy as np
+
+    from attnlab.experiments.kq_nuclear.x2 import residual_limit
+
+    log_mu = np.linspace(10.4, 10.8, 10)  # the quick run's narrow window of ln mu
+    a, b = residual_limit(log_mu, 0.414 + 398.0 / log_mu)
+    assert abs(a - 0.414) < 1e-9 and abs(b - 398.0) < 1e-7  # exact data: only rounding (cond ~ 1e4) remains
