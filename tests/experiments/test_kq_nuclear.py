@@ -57,9 +57,12 @@ def test_x3_ordering_fails_when_the_two_svms_coincide():
         [{**end, "param": "KQ", "run": 0}, {**end, "param": "W", "run": 0, "corr_nuc": 0.98, "corr_fro": 0.99}]
     )
     config = X3Config(steps=10)
-    distinct = _x3_checks(config, 4, frame, corr_refs=0.95)[2]
-    same = _x3_checks(config, 4, frame, corr_refs=0.9995)[2]
+    distinct, same = (
+        next(c for c in _x3_checks(config, 4, frame, corr_refs=corr) if c.claim_id == "separated")
+        for corr in (0.95, 0.9995)
+    )
     assert distinct.passed and not same.passed and "untestable" in same.predicted
+    assert abs(distinct.margin - 0.01) < 1e-12 and same.margin is None  # 0.99 - 0.98 (rounding); none unread
 
 
 def test_residual_limit_recovers_the_intercept_of_a_plus_b_over_log_mu():

@@ -11,14 +11,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 
 from attnlab._validation import ValidationError, check_scalar
 from attnlab.models import Combined, Diagonal, DiagonalW, Factored
 from attnlab.models.functional import LogScaled
-from attnlab.verify import Falsifier
+from attnlab.verify import Claim, Falsifier
 
 PAPER = "kq-nuclear-norm"
 SOURCE = f"docs/theory/{PAPER}.md"  # what checks cite
@@ -28,6 +28,11 @@ def diagonal_init(omegas: tuple[float, ...], d: int) -> tuple[torch.Tensor, torc
     """Initialisation (5) for each omega: ``xi_k = sqrt(2) omega 1``, ``xi_q = 0``; returns ``omega0 (R, d)`` too."""
     omega0 = torch.tensor(omegas, dtype=torch.float64)[:, None].expand(len(omegas), d).clone()
     return omega0, math.sqrt(2.0) * omega0, torch.zeros_like(omega0)  # spec kq §3.1 (5)
+
+
+def revised_size(claim: Claim, number: int, name: str, quick: bool) -> Any:
+    """The value of config field ``name`` that revision ``number`` of ``claim`` ran with, at the quick or full size."""
+    return claim.revisions[number - 1].sizes[name]["quick" if quick else "full"]
 
 
 def check_positive(config, names: tuple[str, ...]) -> None:

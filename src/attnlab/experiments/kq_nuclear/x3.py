@@ -6,6 +6,7 @@ Spec: kq-nuclear-norm §9 X3 (d in {4, 8, 16}), §7.3-7.4 (Theorem 5.1 and the F
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,6 +20,7 @@ from attnlab.experiments.kq_nuclear.common import (
     KQConfig,
     factor_not_trained,
     kq_as_w,
+    revised_size,
     step_scaled_by_size,
     transpose_misplaced,
     w_as_kq,
@@ -136,6 +138,9 @@ _NUC_READING = Reading(
     f"|ratio - 1| <= config.nuc_rtol at every run: 0.05 full, 0.02 quick {_FINITE_REL}",
     sizes=(*_RUNS, "nuc_rtol"),
 )
+_NUC_OLD_READING = dataclasses.replace(
+    _NUC_READING, tolerance=f"|ratio - 1| <= config.nuc_rtol at every run: 0.05 full, 0.1 quick {_FINITE_REL}"
+)
 _OLD_NUC = "d={d}: K,Q direction has ||W/mu||_* -> nuc-SVM optimum (worst run)"
 NUC_LIMIT = Claim(
     "d={d}: K,Q direction has ||W/mu||_* -> nuc-SVM optimum (worst run; Thm 5.1 beyond Assumption 4, open §10.3)",
@@ -146,7 +151,7 @@ NUC_LIMIT = Claim(
     reading=_NUC_READING,
     revisions=(
         Revision(
-            _NUC_READING,
+            _NUC_OLD_READING,
             "2026-11-22",
             _CI_BUDGET,
             "pass: 1.0102 (rel 0.1; d = 6, seed 0; recomputed at the old sizes with the current code)",
@@ -155,7 +160,7 @@ NUC_LIMIT = Claim(
             sizes=_sizes(0, 800, 40, nuc_rtol=(0.05, 0.1)),
         ),
         Revision(
-            _NUC_READING,
+            _NUC_OLD_READING,
             "2026-11-25",
             _SEED_2,
             "pass: 1.0156 (rel 0.1; d = 6, seed 0)",
@@ -164,7 +169,7 @@ NUC_LIMIT = Claim(
             sizes=_sizes(0, 500, 50, nuc_rtol=(0.05, 0.1)),
         ),
         Revision(
-            _NUC_READING,
+            _NUC_OLD_READING,
             "2026-11-25",
             "the quick tolerance went from 0.1 to 0.02 near its measurement (1e-3; 80dbfce), after the falsifier "
             "audit had named the theorem in the row's text (02eeba0); the full size did not change",
@@ -314,7 +319,7 @@ def run_x3(config: X3Config, ctx: RunContext) -> ExperimentResult:
         frame, spectrum, corr_refs = _one_width(config, d, ctx)
         frames.append(frame)
         spectra += spectrum
-        checks += _x3_checks(config, d, frame, corr_refs)
+        checks += _x3_checks(config, d, frame, corr_refs, ctx.quick)
     frame = pd.concat(frames, ignore_index=True)
     spectrum = pd.concat(spectra, ignore_index=True)
     fig = _x3_figure(config, frame, spectrum)
@@ -330,8 +335,9 @@ def _worst(ratios: pd.Series) -> float:
     return float(ratios.iloc[int((ratios - 1).abs().argmax())])
 
 
-def _x3_checks(config: X3Config, d: int, frame: pd.DataFrame, corr_refs: float) -> list[Check]:
-    """The three rows of one width from its frame (both parametrisations) at the last step."""
+def _x3_checks(config: X3Config, d: int, frame: pd.DataFrame, corr_refs: float, quick: bool = False) -> list[Check]:
+    """The three rows of one width from its frame (both parametrisations) at the last step, and the nuclear row's
+    revision 3 (the quick tolerance of the time) beside them."""
     end = frame[frame["step"] == frame["step"].max()]
     kq, w = end[end["param"] == "KQ"], end[end["param"] == "W"]
     coincide = SEPARATED.param("coincide")
@@ -341,6 +347,7 @@ def _x3_checks(config: X3Config, d: int, frame: pd.DataFrame, corr_refs: float) 
     worst_nuc, worst_fro = _worst(kq["nuc_ratio"]), _worst(w["fro_ratio"])
     return [
         NUC_LIMIT.format(d=d).close(1.0, worst_nuc, config.nuc_rtol),
+        NUC_LIMIT.revised(3).format(d=d).close(1.0, worst_nuc, revised_size(NUC_LIMIT, 3, "nuc_rtol", quick)),
         FRO_LIMIT.format(d=d).close(1.0, worst_fro, config.fro_rtol),
         SEPARATED.format(d=d).holds(
             f"> 0 (SVMs differ: corr(nuc, fro) = {corr_refs:.4g})"
