@@ -250,13 +250,16 @@ L2_PENALTY = 1e-3  # weight of the penalty: the penalised minimum sits at a marg
 
 
 def _penalised(loss_gradients: Callable) -> Callable:
-    """``loss_gradients`` of the loss plus ``(L2_PENALTY / 2) ||W||_F^2``: its gradient in ``W`` gains ``L2_PENALTY W``."""
+    """``loss_gradients`` of the loss plus ``(L2_PENALTY / 2) ||W||_F^2``: the gradient in ``W`` gains ``L2_PENALTY W``.
+
+    The other log-scaled outputs share ``grad_W``'s scale, so they are moved to the new one.
+    """
 
     def wrong(X, Z, y, v, W, loss="exp", **kwargs):
         grad_W, *rest = loss_gradients(X, Z, y, v, W, loss, **kwargs)
         value = grad_W.value() + L2_PENALTY * W  # the true gradient (it does not underflow: W stays bounded)
         scale = value.abs().amax(dim=(-2, -1)).clamp(min=torch.finfo(value.dtype).tiny)
-        moved = torch.exp(grad_W.log_scale) / scale  # the other outputs share grad_W's scale: move them with it
+        moved = torch.exp(grad_W.log_scale) / scale
         out = [LogScaled(value / scale[..., None, None], scale.log())]
         for item in rest:
             if isinstance(item, LogScaled):
