@@ -10,15 +10,10 @@ when the migration is done.
 EXPERIMENTS = frozenset(
     {
         "diffusion.gmm",
-        "kq-nuclear.x1",
-        "kq-nuclear.x2",
-        "kq-nuclear.x3",
-        "kq-nuclear.x4",
-        "kq-nuclear.x5",
         "ntk.lazy",
         "ntk.table1",
         "real.digits-vit",
         "real.text",
     }
 )
-PAPERS = frozenset({"003", "004"})
+PAPERS = frozenset({"004"})
