@@ -27,7 +27,7 @@ from attnlab.ntk import (
 )
 from attnlab.ntk.score_data import INPUT_MAPS, TIMES
 from attnlab.plotting import house_figure, label_ours, new_figure
-from attnlab.verify import Claim, Experiment, ExperimentResult, Falsifier, RunContext
+from attnlab.verify import Claim, Experiment, ExperimentResult, Falsifier, Reading, RunContext
 
 __all__ = ["GMMConfig", "run_gmm"]
 
@@ -156,8 +156,30 @@ class GMMConfig:
 
 # ---- declared checks ----------------------------------------------------------------------------------------
 _SRC = f"{SOURCE} §9 P8, §7.8 Thm 6.6"
+# the config fields a trained model's weighted error depends on (not the sampler's)
+_FIT_SIZES = (
+    "ns", "widths", "sigma_w", "c", "T0", "T", "modes", "radius", "std", "n_val", "n_eval", "max_steps",
+    "record_every", "patience", "skip", "input_map", "decay", "times", "time_power", "seed",
+)  # fmt: skip
+_WEIGHTED = (
+    "the weighted score error (theory page §9: uniform t on [T0, T], the denoiser against the closed-form posterior "
+    "mean) on n_eval fresh draws in 5 chunks (the same draws for every model), of the GD-trained network "
+    "early-stopped on n_val held-out triples"
+)
 ERROR_FALLS = Claim(
-    "P8: weighted score error decreases with n (m={width})", "004:Thm6.6", _SRC, kind="property"
+    "P8: weighted score error decreases with n (m={width})",
+    "004:Thm6.6",
+    _SRC,
+    kind="property",
+    id="p8-error-falls",
+    reading=Reading(
+        statistic="log-log slope in n of " + _WEIGHTED,
+        window="the early-stopped weights (best held-out step, at most max_steps steps)",
+        subset="each width, the nested training sets (the first n triples of one pool, seed); one row per width",
+        tolerance="<= 0 (the error does not rise with n)",
+        params={"tol": 0.0},
+        sizes=_FIT_SIZES,
+    ),
 )  # any consistent learner's error falls with n: no wrong mechanism we tried reverses it (docs), so a property
 WIDER_NOT_WORSE = Claim(
     "P8: coupling: at the largest n, the widest network's error does not exceed the narrowest's "
@@ -165,18 +187,48 @@ WIDER_NOT_WORSE = Claim(
     "004:Thm6.6",
     _SRC,
     falsifier="forward-variance-4x",
+    id="thm66-wider-not-worse",
+    reading=Reading(
+        statistic=_WEIGHTED + ", of the widest and of the narrowest width",
+        window="the early-stopped weights (best held-out step, at most max_steps steps)",
+        subset="the largest n; one training set, one initialization (seed)",
+        tolerance="widest <= narrowest + se_multiple standard errors of the paired difference over the 5 chunks of "
+        "the evaluation draws (training-set randomness is one seed)",
+        params={"se_multiple": 3.0},
+        sizes=_FIT_SIZES,
+    ),
 )
+_SAMPLES = "reverse-SDE samples (Euler-Maruyama, sde_steps steps from T to T0, then E[X_0 | X_T0]) of the model"
+_SAMPLE_SIZES = (*_FIT_SIZES, "n_samples", "sde_steps")
 COVERAGE = Claim(
     "samples: a majority within 3 std of a mode (largest n, m)",
     "004:Thm6.6",
     f"{SOURCE} §9 (sampling)",
     kind="property",
+    id="samples-coverage",
+    reading=Reading(
+        statistic="share of the " + _SAMPLES + " within 3 std of some mode",
+        window="the early-stopped weights",
+        subset="the model of the largest n and the largest width; n_samples samples",
+        tolerance=">= bound: a majority of the samples",
+        params={"bound": 0.5},
+        sizes=_SAMPLE_SIZES,
+    ),
 )
 BALANCE = Claim(
     "samples: no mode starved: each holds >= 1/(2K) of the samples near a mode",
     "004:Thm6.6",
     f"{SOURCE} §9 (sampling)",
     kind="property",
+    id="samples-balance",
+    reading=Reading(
+        statistic="the smallest mode's share of the " + _SAMPLES + " that landed within 3 std of some mode",
+        window="the early-stopped weights",
+        subset="the model of the largest n and the largest width; the samples near some mode",
+        tolerance=">= share / K: half the fair share 1/K",
+        params={"share": 0.5},
+        sizes=_SAMPLE_SIZES,
+    ),
 )
 CLAIMS = (ERROR_FALLS, WIDER_NOT_WORSE, COVERAGE, BALANCE)
 
@@ -299,7 +351,7 @@ def _departure(table: pd.DataFrame, row: dict, n: int, width: int) -> tuple[pd.D
 # ---- checks -------------------------------------------------------------------------------------------------------
 def _gmm_checks(table: pd.DataFrame, config: GMMConfig) -> list:
     checks = [
-        ERROR_FALLS.format(width=width).slope(part["n"], part["weighted_error"], 0.0, 0.0, side="at_most")
+        ERROR_FALLS.format(width=width).slope(part["n"], part["weighted_error"], 0.0, side="at_most")
         for width, part in ((w, p.sort_values("n")) for w, p in table.groupby("width"))
     ]
     largest = table[table["n"] == max(config.ns)].sort_values("width")
@@ -312,7 +364,7 @@ def _gmm_checks(table: pd.DataFrame, config: GMMConfig) -> list:
         checks.append(
             WIDER_NOT_WORSE.format(wide=wide, narrow=narrow).less(
                 widest,
-                narrowest + 3 * se,
+                narrowest + WIDER_NOT_WORSE.param("se_multiple") * se,
                 spread=f"narrowest + 3 SE of the paired difference over {len(paired)} chunks of the evaluation draws "
                 f"(SE {se:.3g}); training-set randomness is one seed",
             )
@@ -323,14 +375,15 @@ def _gmm_checks(table: pd.DataFrame, config: GMMConfig) -> list:
 def _sample_checks(table: pd.DataFrame, config: GMMConfig) -> list:
     """Coverage and balance of the best model's samples against their definitions, with the binomial SE stated."""
     best = table[(table["n"] == max(config.ns)) & (table["width"] == max(config.widths))].iloc[0]
-    covered, balance, fair = float(best["coverage"]), float(best["mode_balance"]), 0.5 / config.modes
+    covered, balance = float(best["coverage"]), float(best["mode_balance"])
+    fair = BALANCE.param("share") / config.modes
     near = max(1, round(covered * config.n_samples))  # samples near some mode: the balance's denominator
     se_cov = math.sqrt(covered * (1 - covered) / config.n_samples)
     se_bal = math.sqrt(balance * (1 - balance) / near)
     return [
         COVERAGE.greater(
             covered,
-            0.5,
+            COVERAGE.param("bound"),
             spread=f"a majority of the samples, what 'the samples land on the modes' means here; binomial SE "
             f"{se_cov:.2g} over {config.n_samples} samples",
         ),

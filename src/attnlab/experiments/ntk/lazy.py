@@ -37,11 +37,19 @@ from attnlab.ntk import (
 )
 from attnlab.ntk.network import TwoLayerNet
 from attnlab.plotting import STEP, house_figure, label_ours, new_figure, theory_line
-from attnlab.verify import Claim, Experiment, ExperimentResult, Falsifier, RunContext, fit_slope, spread_tolerance
+from attnlab.verify import (
+    Claim,
+    Experiment,
+    ExperimentResult,
+    Falsifier,
+    Reading,
+    Revision,
+    RunContext,
+    fit_slope,
+    spread_tolerance,
+)
 
 __all__ = ["LazyConfig", "run_lazy"]
-
-ROUND_OFF = 1e-20  # ||F - Y||^2 below this is float64 round-off; per-step factors are fitted above it
 
 
 @dataclass(frozen=True)
@@ -129,29 +137,73 @@ class LazyConfig:
 
 # ---- declared checks: each theory row names its paper result and the wrong mechanism under which it must fail --
 _SRC = f"{SOURCE} §9"
+_EACH_WIDTH = "each width of the config, one symmetric initialization (seed + 1) and one data set (seed) each"
+_RUN_SIZES = ("n", "d_in", "d_out", "widths", "sigma_w", "c", "steps", "record_every", "seed")
+_LOG_RULE = (
+    "the change a log^2 m factor (the theorem's log factors) can make to the slope over the widths, "
+    "log_power log(log m_max / log m_min) / log(m_max / m_min): 0.29 for m in [250, 4000]"
+)
 ZERO_AT_INIT = Claim(
     "P1: symmetric init gives F(W(0), .) = 0 up to round-off (max |F| over widths)",
     "004:Def3.7",
     f"{_SRC} P1, §2.1",
     kind="property",
+    id="p1-zero-init",
+    reading=Reading(
+        statistic="max |F(W(0), x)| over the training and test inputs and every width",
+        window="initialization (step 0)",
+        subset=_EACH_WIDTH,
+        tolerance="<= m_max eps_per_term: float64 round-off of the m cancelling terms of the sum",
+        params={"eps_per_term": 2.0**-52},
+        sizes=("n", "d_in", "d_out", "widths", "sigma_w", "n_test", "seed"),
+    ),
 )
 LOSS_FACTOR = Claim(
     "P2: per-step loss factor < 1 - m eta lambda / 2 (m={width})",
     "004:Lem5.3",
     f"{_SRC} P2, §5 Lemma 5.3",
     falsifier="lr-past-stability",
+    id="p2-loss-factor",
+    reading=Reading(
+        statistic="per-step factor (||F(t) - Y||^2 / ||F(0) - Y||^2)^(1/t), t the last recorded step with "
+        "||F(t) - Y||^2 > round_off",
+        window="from step 0 to the last recorded step above round_off (float64 round-off of the loss)",
+        subset=_EACH_WIDTH + "; one row per width",
+        tolerance="< 1 - m eta lambda / 2 strictly, lambda = lambda_min(H*) of that initialization (Lemma 5.3's "
+        "loss factor, spec reading)",
+        params={"round_off": 1e-20},
+        sizes=_RUN_SIZES,
+    ),
 )
 LOSS_ENVELOPE = Claim(
     "P2: ||F(t)-Y||^2 <= (1 - m eta lambda/2)^t ||Y||^2 at every recorded t (m={width})",
     "004:Thm4.2",
     f"{_SRC} P2, §5 Theorem 4.2",
     falsifier="lr-past-stability",
+    id="p2-envelope",
+    reading=Reading(
+        statistic="whether ||F(t) - Y||^2 <= (1 - m eta lambda / 2)^t ||F(0) - Y||^2 (1 + round_off_rel) at every "
+        "recorded t; margin: min over t of 1 - ||F(t) - Y||^2 / (envelope (1 + round_off_rel))",
+        window="every recorded step (every record_every steps, and the last)",
+        subset=_EACH_WIDTH + "; one row per width",
+        tolerance="exact, with round_off_rel relative allowance for float64 round-off",
+        params={"round_off_rel": 1e-9},
+        sizes=_RUN_SIZES,
+    ),
 )
 KERNEL_NEAR = Claim(
     "P4: sup_t ||H(t) - H*||_F < lambda / 2 (m={width})",
     "004:Lem5.3",
     f"{_SRC} P4, §5 Lemma 5.3",
     falsifier="lr-past-stability",
+    id="p4-kernel-near",
+    reading=Reading(
+        statistic="sup over recorded t of ||H(t) - H*||_F",
+        window="every recorded step",
+        subset=_EACH_WIDTH + "; one row per width",
+        tolerance="<= lambda_min(H*) / 2 (the kernel radius of Lemma 5.3's induction, spec reading)",
+        sizes=_RUN_SIZES,
+    ),
 )
 LAZY_WEIGHTS = Claim(
     "P3: lazy weights: sup_t max_r ||w_r(t) - w_r(0)|| <= D ~ e^{2B} / m, with e^{2B} measured as "
@@ -159,12 +211,30 @@ LAZY_WEIGHTS = Claim(
     "004:Lem5.3",
     f"{_SRC} P3, §5 Lemma 5.3",
     falsifier="output-scale-sqrt-m",
+    id="p3-lazy-weights",
+    reading=Reading(
+        statistic="log-log slope in m of sup_t max_r ||w_r(t) - w_r(0)|| / max_{i,r} m S_{i,r}(W(0))",
+        window="sup over every recorded step",
+        subset="the widths of the config, one initialization each",
+        tolerance="-1 +- " + _LOG_RULE,
+        params={"log_power": 2.0},
+        sizes=_RUN_SIZES,
+    ),
 )
 KERNEL_DRIFT_RATE = Claim(
     "P4: sup_t ||H(t) - H*||_F shrinks at least like 1/m",
     "004:Lem5.3",
     f"{_SRC} P4, §5 Lemma 5.3",
     falsifier="lr-past-stability",
+    id="p4-drift-rate",
+    reading=Reading(
+        statistic="log-log slope in m of sup_t ||H(t) - H*||_F",
+        window="sup over every recorded step",
+        subset="the widths of the config, one initialization each",
+        tolerance="<= -1 + " + _LOG_RULE,
+        params={"log_power": 2.0},
+        sizes=_RUN_SIZES,
+    ),
 )
 COUPLING_RATE = Claim(
     "P5: max_t |F_nn - F_ker| at test points shrinks at least like the kernel drift, 1/m "
@@ -172,12 +242,83 @@ COUPLING_RATE = Claim(
     "004:ThmF.2",
     f"{_SRC} P5, §6.2 Thm F.2",
     falsifier="output-scale-sqrt-m",
+    id="p5-coupling-rate",
+    reading=Reading(
+        statistic="log-log slope in m of max over recorded t, test points and outputs of |F_nn - F_ker|, F_ker "
+        "Algorithm D from gamma(0) = 0 with the network's step",
+        window="every recorded step",
+        subset="the widths of the config, one initialization each; n_test unit-norm test points (seed)",
+        tolerance="<= -1 + " + _LOG_RULE,
+        params={"log_power": 2.0},
+        sizes=(*_RUN_SIZES, "n_test"),
+    ),
 )
+_LIMIT_WINDOW = "H* at initialization (no training)"
 LIMIT_KERNEL = Claim(
     "P6: ||H* - I (x) K||_F / ||I (x) K||_F ~ m^{-1/2}",
     "004:Def3.6",
     f"{_SRC} P6, §4.2",
     falsifier="softmax-kernel-of-exp",
+    id="p6-limit-kernel",
+    reading=Reading(
+        statistic="log-log slope in m of the mean over initializations of ||H* - I (x) K||_F / ||I (x) K||_F",
+        window=_LIMIT_WINDOW + ", at the kernel widths (m = 16000, 64000, 256000; quick 250, 1000, 4000)",
+        subset="kernel_seeds initializations (seeds seed + 1 ...) of one data set",
+        tolerance="-0.5 +- se_multiple standard errors of the slopes fitted per initialization",
+        params={"se_multiple": 3.0},
+        sizes=("n", "d_in", "d_out", "sigma_w", "kernel_seeds", "kernel_widths", "seed"),
+    ),
+    revisions=(
+        Revision(
+            Reading(
+                statistic="log-log slope in m of the mean over initializations of ||H* - I (x) K||_F / ||I (x) K||_F",
+                window=_LIMIT_WINDOW + ", at the training widths",
+                subset="kernel_seeds initializations of one data set",
+                tolerance="-0.5 +- 0.25 (ours): Monte-Carlo error of the mean over kernel_seeds inits",
+                params={"tol": 0.25},
+                sizes=("n", "d_in", "d_out", "widths", "sigma_w", "kernel_seeds", "seed"),
+            ),
+            date="2026-11-25",
+            why="the tolerance 0.25 was chosen by us, not measured; replaced by 3 standard errors of the per-init "
+            "slopes (the spread of the statistic itself)",
+            quick="pass: -0.497 (widths 250, 1000, 4000; 2 inits; recomputed 2026-11-27)",
+            full="pass: -0.385 (widths 250 ... 16000; 4 inits)",
+            sizes={
+                "n": {"full": 12, "quick": 12},
+                "d_in": {"full": 5, "quick": 5},
+                "d_out": {"full": 3, "quick": 3},
+                "widths": {"full": [250, 1000, 4000, 16000], "quick": [250, 1000, 4000]},
+                "sigma_w": {"full": 1.0, "quick": 1.0},
+                "kernel_seeds": {"full": 4, "quick": 2},
+                "seed": {"full": 0, "quick": 0},
+            },
+        ),
+        Revision(
+            Reading(
+                statistic="log-log slope in m of the mean over initializations of ||H* - I (x) K||_F / ||I (x) K||_F",
+                window=_LIMIT_WINDOW + ", at the training widths (m = 250 ... 16000; quick 250, 1000, 4000)",
+                subset="kernel_seeds initializations (seeds seed + 1 ...) of one data set",
+                tolerance="-0.5 +- se_multiple standard errors of the slopes fitted per initialization",
+                params={"se_multiple": 3.0},
+                sizes=("n", "d_in", "d_out", "widths", "sigma_w", "kernel_seeds", "seed"),
+            ),
+            date="2026-11-25",
+            why="failed at full size (-0.373 against -0.5 +- 0.104): the training widths are pre-asymptotic for "
+            "the m^-1/2 rate at sigma_w = 1 (heavy-tailed neuron terms e^{2 w_r^T x}); measured on its own grid "
+            "m = 16000 ... 256000 instead, with the same tolerance rule",
+            quick="pass: -0.420 (-0.5 +- 0.185, 4 inits)",
+            full="fail: -0.373 (-0.5 +- 0.104, 8 inits, SE 0.035)",
+            sizes={
+                "n": {"full": 12, "quick": 12},
+                "d_in": {"full": 5, "quick": 5},
+                "d_out": {"full": 3, "quick": 3},
+                "widths": {"full": [250, 1000, 4000, 16000], "quick": [250, 1000, 4000]},
+                "sigma_w": {"full": 1.0, "quick": 1.0},
+                "kernel_seeds": {"full": 8, "quick": 4},
+                "seed": {"full": 0, "quick": 0},
+            },
+        ),
+    ),
 )
 CLAIMS = (
     ZERO_AT_INIT,
@@ -232,10 +373,16 @@ def _softmax_peak(net: TwoLayerNet, X: torch.Tensor) -> float:
 
 
 def _per_step_factor(frame: pd.DataFrame) -> float:
-    """``(||F(t) - Y||^2 / ||F(0) - Y||^2)^{1/t}`` at the last recorded step above round-off."""
-    above = frame[frame["sq_error"] > ROUND_OFF]
+    """``(||F(t) - Y||^2 / ||F(0) - Y||^2)^{1/t}`` at the last recorded step above round-off (P2's reading)."""
+    above = frame[frame["sq_error"] > LOSS_FACTOR.param("round_off")]
     last = above.iloc[-1]
     return float((last["sq_error"] / above["sq_error"].iloc[0]) ** (1.0 / last["step"]))
+
+
+def _envelope_margin(frame: pd.DataFrame) -> float:
+    """P2's envelope margin: ``min_t 1 - ||F(t) - Y||^2 / (envelope_t (1 + round_off_rel))``; >= 0 where it held."""
+    allowed = frame["envelope"] * (1 + LOSS_ENVELOPE.param("round_off_rel"))
+    return float((1 - frame["sq_error"] / allowed).min())
 
 
 def _train_width(config: LazyConfig, width: int, data: tuple[torch.Tensor, ...]) -> tuple[pd.DataFrame, dict]:
@@ -275,7 +422,8 @@ def _train_width(config: LazyConfig, width: int, data: tuple[torch.Tensor, ...])
         "log10_theorem_lr": math.log10(max(theorem_lr, 1e-300)),  # spec §5 Thm 4.2, for comparison
         "factor": _per_step_factor(frame),
         "factor_bound": bound,
-        "envelope_held": bool((frame["sq_error"] <= frame["envelope"] * (1 + 1e-9)).all()),
+        "envelope_margin": _envelope_margin(frame),
+        "envelope_held": _envelope_margin(frame) >= 0,
         "final_sq_error": float(frame["sq_error"].iloc[-1]),
         "softmax_peak": peak,
         "max_movement": float(frame["weight_movement"].max()),
@@ -327,7 +475,8 @@ def run_lazy(config: LazyConfig, ctx: RunContext) -> ExperimentResult:
 # ---- checks -------------------------------------------------------------------------------------------------------
 def _lazy_checks(table: pd.DataFrame, errors: pd.DataFrame, perturbed: pd.DataFrame) -> list:
     widths = table["width"].tolist()
-    round_off = max(widths) * 2.0**-52  # F(W(0)) sums m cancelling terms of size O(1): m float64 epsilons at most
+    # F(W(0)) sums m cancelling terms of size O(1): m float64 epsilons at most
+    round_off = max(widths) * ZERO_AT_INIT.param("eps_per_term")
     checks = [
         ZERO_AT_INIT.less(
             float(table["max_abs_output_at_init"].max()),
@@ -339,13 +488,17 @@ def _lazy_checks(table: pd.DataFrame, errors: pd.DataFrame, perturbed: pd.DataFr
         checks += [
             LOSS_FACTOR.format(width=row.width).less(row.factor, row.factor_bound, strict=True),
             LOSS_ENVELOPE.format(width=row.width).holds(
-                "True", str(row.envelope_held), "exact (1e-9 relative for round-off)", row.envelope_held
+                "True",
+                str(row.envelope_held),
+                f"exact ({LOSS_ENVELOPE.param('round_off_rel'):g} relative for round-off)",
+                row.envelope_held,
+                margin=row.envelope_margin,
             ),
             KERNEL_NEAR.format(width=row.width).less(row.sup_kernel_drift, row.lambda_min / 2),
         ]
     if len(widths) < 2:
         return checks
-    logs = log_factor_allowance(widths)
+    logs = log_factor_allowance(widths, LAZY_WEIGHTS.param("log_power"))  # the three rate rows share the rule
     why = f"the theorem's log^2 factors can move the slope by {logs:.3g} over m in [{min(widths)}, {max(widths)}]"
     checks += [
         LAZY_WEIGHTS.slope(widths, (table["max_movement"] / table["softmax_peak"]).tolist(), -1.0, logs, spread=why),
@@ -360,7 +513,9 @@ def _lazy_checks(table: pd.DataFrame, errors: pd.DataFrame, perturbed: pd.DataFr
 def _limit_kernel_check(errors: pd.DataFrame):
     """P6: the slope of the mean relative error in m is -1/2, within 3 standard errors of the per-init slopes."""
     per_init = [fit_slope(part["width"], part["hinf_rel_error"])[0] for _, part in errors.groupby("init")]
-    tol, text = spread_tolerance(per_init, what="initializations (the slope fitted per initialization)")
+    tol, text = spread_tolerance(
+        per_init, LIMIT_KERNEL.param("se_multiple"), what="initializations (the slope fitted per initialization)"
+    )
     mean = errors.groupby("width")["hinf_rel_error"].mean()
     return LIMIT_KERNEL.slope(mean.index.tolist(), mean.tolist(), -0.5, tol, spread=text)
 

@@ -43,7 +43,7 @@ from attnlab.ntk import (
 )
 from attnlab.ntk.network import TwoLayerNet
 from attnlab.plotting import house_figure, label_ours, new_figure
-from attnlab.verify import Claim, Experiment, ExperimentResult, Falsifier, RunContext, fit_slope
+from attnlab.verify import Claim, Experiment, ExperimentResult, Falsifier, Reading, Revision, RunContext, fit_slope
 
 __all__ = ["Table1Config", "run_table1"]
 
@@ -103,11 +103,32 @@ class Table1Config:
 
 # ---- declared checks ----------------------------------------------------------------------------------------------
 _SRC = f"{SOURCE} §9 P7, §5.1 Table 1"
+_PER_ACTIVATION = (
+    "each activation, one row each; per n, seeds 0 ... seeds - 1 (a data set of n unit vectors with labels +-1 and "
+    "an initialization per seed)"
+)
+_NEEDED = (
+    "the first width of the grid at which ||H* - I (x) K||_2 <= lambda^inf / 2 and GD with the practical step "
+    "follows the envelope (1 - s lr (lambda^inf / 2) / 2)^t ||Y||^2 down to eps ||Y||^2"
+)
+_WINDOW = "the doubling width grid; GD for at most max_steps steps, the envelope read every record_every steps"
+_RATE_RULE = (
+    "<= 2 - 2 slope_n(lambda^inf) (Table 1's lambda^-2 n^2, lambda^inf of the activation's limit kernel) + the "
+    "change a log^log_power n factor makes to the slope over the ns; a median beyond the grid fails the row"
+)
 IDENTIFIED = Claim(
     "P7: the median width is identified: largest share of seeds with no width in the grid, over (activation, n)",
     "004:Cor4.3",
     _SRC,
     kind="property",
+    id="p7-identified",
+    reading=Reading(
+        statistic="max over (activation, n) of the share of seeds with no width in the grid (" + _NEEDED + ")",
+        window=_WINDOW,
+        subset="every (activation, n) cell, seeds 0 ... seeds - 1",
+        tolerance="< bound: a median needs fewer than half the seeds censored",
+        params={"bound": 0.5},
+    ),
 )
 WIDTH_RATE = Claim(
     "P7: width needed is found in the grid and grows no faster than Table 1's lambda^-2 n^2 "
@@ -115,12 +136,30 @@ WIDTH_RATE = Claim(
     "004:Cor4.3",
     _SRC,
     falsifier="limit-gram-1.1",
+    id="p7-width-rate",
+    reading=Reading(
+        statistic="log-log slope in n of the median over seeds of the width needed: " + _NEEDED,
+        window=_WINDOW,
+        subset=_PER_ACTIVATION,
+        tolerance=_RATE_RULE,
+        params={"log_power": 2.0},
+    ),
 )
 STEPS_RATE = Claim(
     "P7: iterations needed are found and grow no faster than Table 1's lambda^-2 n^2 ({act}; lambda^inf ~ n^{lam})",
     "004:Cor4.3",
     _SRC,
     falsifier="limit-gram-1.1",
+    id="p7-steps-rate",
+    reading=Reading(
+        statistic="log-log slope in n of the median over seeds of the GD steps to eps ||Y||^2 at the width needed ("
+        + _NEEDED
+        + ")",
+        window=_WINDOW,
+        subset=_PER_ACTIVATION,
+        tolerance=_RATE_RULE,
+        params={"log_power": 2.0},
+    ),
 )
 TRAINING_RATE = Claim(
     "P7: the width training needs on its own (GD under Lemma 5.3's envelope from lambda^inf / 2 down to eps) is "
@@ -128,14 +167,121 @@ TRAINING_RATE = Claim(
     "004:Cor4.3",
     f"{_SRC}, §5 Lemma 5.3",
     falsifier="lr-past-stability",
+    id="p7-training-rate",
+    reading=Reading(
+        statistic="log-log slope in n of the median over seeds of the first width of 2, 4, 8, ... (up to the "
+        "grid's largest) at which GD follows the envelope (1 - s lr (lambda^inf / 2) / 2)^t ||Y||^2 down to "
+        "eps ||Y||^2 (no concentration test)",
+        window="widths 2, 4, 8, ... up to the grid's largest; GD for at most max_steps steps, the envelope read "
+        "every record_every steps",
+        subset=_PER_ACTIVATION,
+        tolerance=_RATE_RULE,
+        params={"log_power": 2.0},
+    ),
 )
 _COMPARABLE = (
     "P7: {act} needs a width comparable to ReLU's relative to Table 1's lambda^-2 n^2 (exponent of "
     "width / (lambda^-2 n^2): {act} {mine}, ReLU {relu})"
 )
+_COMPARABLE_READING = Reading(
+    statistic="difference of relative exponents, the activation's minus ReLU's: slope in n of the median over "
+    "seeds of the width needed (" + _NEEDED + "; a censored run counts as censored_as x the grid's largest width, a "
+    "lower bound) minus (2 - 2 slope_n(lambda^inf)), each activation with its own lambda^inf",
+    window=_WINDOW,
+    subset="the activation and ReLU, every n, seeds 0 ... seeds - 1; one row per activation other than ReLU",
+    tolerance="|difference| <= se_multiple bootstrap standard errors (resamples draws of the seeds, with "
+    "replacement, within every (activation, n); generator seed bootstrap_seed); predicted 0 (Table 1: both "
+    "lambda^-2 n^(2+o(1)))",
+    params={"se_multiple": 3.0, "resamples": 2000, "bootstrap_seed": 0, "censored_as": 2.0},
+)
+# the sizes of the softmax comparison's first two readings (the experiment as it first ran, 2026-11-22)
+_FIRST_SIZES = {
+    "ns": {"full": [8, 16, 32, 64, 128], "quick": [8, 16, 32]},
+    "seeds": {"full": 5, "quick": 2},
+    "d_in": {"full": 16, "quick": 16},
+    "sigma_w": {"full": 1.0, "quick": 1.0},
+    "c": {"full": 0.5, "quick": 0.5},
+    "eps": {"full": 1e-3, "quick": 1e-3},
+    "widths": {"full": [2**k for k in range(4, 17)], "quick": [64, 256, 1024, 4096, 16384, 65536]},
+    "max_steps": {"full": 20000, "quick": 5000},
+    "record_every": {"full": 5, "quick": 5},
+    "activations": {"full": ["softmax", "relu", "exp"], "quick": ["softmax", "relu", "exp"]},
+}
+_WITHIN_ONE = "|slope in n of softmax's median width needed - ReLU's| (raw exponents; medians over seeds)"
+_SOFTMAX_HISTORY = (
+    Revision(
+        Reading(
+            statistic=_WITHIN_ONE + "; runs with no width in the grid left out of the medians",
+            window=_WINDOW,
+            subset="softmax and ReLU, every n, seeds 0 ... seeds - 1",
+            tolerance="<= 1 (ours: 'comparable up to n^o(1)')",
+            params={"bound": 1.0},
+            sizes=tuple(_FIRST_SIZES),
+        ),
+        date="2026-11-22",
+        why="failed at the quick size (softmax needed 4-8x ReLU's width at every n); made an observation because "
+        "Table 1 compares upper bounds, so measured minimal widths may differ without contradicting a theorem",
+        quick="fail: 1.34 (softmax 3.34, ReLU 2.00)",
+        full="not run at full size (n = 128 did not fit our CPU time); medium run (n <= 64, 3 seeds): 0.6 "
+        "(softmax 3.0, ReLU 2.4)",
+        claim="P7: softmax width exponent within 1 of ReLU's (comparable up to n^o(1))",
+        sizes=_FIRST_SIZES,
+    ),
+    Revision(
+        Reading(
+            statistic=_WITHIN_ONE + "; runs with no width in the grid left out of the medians; an observation (its "
+            "verdict never failed the run)",
+            window=_WINDOW,
+            subset="softmax and ReLU, every n, seeds 0 ... seeds - 1",
+            tolerance="<= 1 ('comparable up to n^o(1)'), agrees or disagrees",
+            params={"bound": 1.0},
+            sizes=tuple(_FIRST_SIZES),
+        ),
+        date="2026-11-25",
+        why="a theorem's prediction is a theory check, not an observation; at sigma_w = 1 the softmax Gram is "
+        "pre-asymptotic below m = 65536 (heavy-tailed neuron terms), so the experiment moved to sigma_w = 0.5, "
+        "a 2x grid with 3 quick seeds, and n <= 64 (softmax and exp need m > 131072 at n = 128)",
+        quick="disagrees: 1.34 (softmax 3.34, ReLU 2.00)",
+        full="not run at full size (as the reading before)",
+        claim="paper: softmax width exponent within 1 of ReLU's ('comparable up to n^o(1)'; Table 1 compares upper "
+        "bounds)",
+        sizes=_FIRST_SIZES,
+    ),
+    Revision(
+        Reading(
+            statistic=_WITHIN_ONE + "; a censored run counts as wider than the grid (inf) in the medians",
+            window=_WINDOW,
+            subset="softmax and ReLU, every n, seeds 0 ... seeds - 1",
+            tolerance="abs 1: our reading of n^o(1) over the ns; predicted ReLU's exponent",
+            params={"atol": 1.0},
+        ),
+        date="2026-11-25",
+        why="the tolerance 1 came from no spread, and the row passed at full size with no margin (3.3 against "
+        "2.3); Table 1 states every width in units of lambda^-2, and lambda^inf falls like n^-1 for softmax and exp "
+        "but n^-0.5 for ReLU, so the comparison it makes is of width / (lambda^-2 n^2), judged by a bootstrap SE",
+        quick="pass: 0.0 (softmax 2.5, ReLU 2.5)",
+        full="pass: 1.0 (softmax 3.3, ReLU 2.3), no margin",
+        claim="P7: softmax width exponent within 1 of ReLU's (Table 1: comparable up to n^o(1))",
+    ),
+)
 COMPARABLE = {
-    "softmax": Claim(_COMPARABLE, "004:Table1", _SRC, falsifier="softmax-kernel-of-exp"),
-    "exp": Claim(_COMPARABLE, "004:Table1", _SRC, falsifier="exp-kernel-of-softmax"),
+    "softmax": Claim(
+        _COMPARABLE,
+        "004:Table1",
+        _SRC,
+        falsifier="softmax-kernel-of-exp",
+        id="p7-softmax-comparable",
+        reading=_COMPARABLE_READING,
+        revisions=_SOFTMAX_HISTORY,
+    ),
+    "exp": Claim(
+        _COMPARABLE,
+        "004:Table1",
+        _SRC,
+        falsifier="exp-kernel-of-softmax",
+        id="p7-exp-comparable",
+        reading=_COMPARABLE_READING,
+    ),
 }
 CLAIMS = (IDENTIFIED, WIDTH_RATE, STEPS_RATE, TRAINING_RATE, *COMPARABLE.values())
 
@@ -271,7 +417,10 @@ def _table1_checks(frame: pd.DataFrame, config: Table1Config) -> list:
     censored = frame.groupby(["activation", "n"])["width_needed"].apply(lambda w: float(w.isna().mean()))
     checks = [
         IDENTIFIED.less(
-            float(censored.max()), 0.5, strict=True, spread="a median needs fewer than half the seeds censored"
+            float(censored.max()),
+            IDENTIFIED.param("bound"),
+            strict=True,
+            spread="a median needs fewer than half the seeds censored",
         )
     ]
     lam = {act: fit_slope(part["n"], part["lambda_inf"])[0] for act, part in frame.groupby("activation")}
@@ -284,8 +433,10 @@ def _table1_checks(frame: pd.DataFrame, config: Table1Config) -> list:
             medians = part.fillna({column: math.inf}).groupby("n")[column].median()
             checks.append(_rate_check(claim.format(act=act, lam=f"{lam[act]:.3g}"), medians, lam[act], config))
     if "relu" in lam:
-        cells = _width_cells(frame, 2.0 * max(config.widths))
-        relative, draws = _relative_exponents(cells, lam), _bootstrap_exponents(cells, lam)
+        reading = _COMPARABLE_READING
+        cells = _width_cells(frame, reading.param("censored_as") * max(config.widths))
+        draws = _bootstrap_exponents(cells, lam, reading.param("resamples"), reading.param("bootstrap_seed"))
+        relative = _relative_exponents(cells, lam)
         for act, claim in COMPARABLE.items():
             if act not in lam:
                 continue
@@ -297,7 +448,7 @@ def _table1_checks(frame: pd.DataFrame, config: Table1Config) -> list:
                 claim.format(act=act, mine=mine, relu=relu).close(
                     0.0,
                     relative[act] - relative["relu"],
-                    atol=3.0 * se,
+                    atol=reading.param("se_multiple") * se,
                     spread=f"3 bootstrap SE over seeds ({len(gaps)} resamples of the seeds of every (activation, n); "
                     f"SE {se:.3g}); predicted: the same exponent (Table 1: both lambda^-2 n^(2+o(1)))",
                 )
@@ -310,7 +461,7 @@ def _rate_check(claim: Claim, medians: pd.Series, lam_slope: float, config: Tabl
     allowance; a median beyond the grid fails the row (the theorem promises a width; none was found)."""
     missing = [int(n) for n, v in medians.items() if not math.isfinite(v)]
     bound = 2.0 - 2.0 * lam_slope  # spec §5.1 Table 1: lambda^-2 n^2 (log factors below)
-    logs = log_factor_allowance(list(config.ns))
+    logs = log_factor_allowance(list(config.ns), claim.param("log_power"))
     if missing:
         return claim.holds(
             f"<= {bound + logs:.3g}",
