@@ -24,7 +24,6 @@ EXPERIMENTS = frozenset(
         "mirror-descent.growth",
         "mirror-descent.regpath",
         "multi-token.equivalence",
-        "ntk.lazy",
         "ntk.table1",
         "real.digits-vit",
         "real.text",

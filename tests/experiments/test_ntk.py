@@ -27,8 +27,9 @@ def test_lazy_quick_shows_geometric_decay_lazy_weights_stable_kernel_and_couplin
     outputs = ("trajectory.parquet", "checks.csv", "record.json", "summary.parquet", "perturbation.parquet")
     for name in (*outputs, "limit_kernel.parquet", "lazy.png", "lazy.pdf"):
         assert (tmp_path / name).exists()
-    assert record.passed, record.checks[~record.checks["passed"]].to_string()
-    assert set(record.checks["kind"]) == {"theory", "property"}  # P1 (zero output at init) is a property of the init
+    current = record.checks[record.checks["kind"] != "revision"]  # old readings are shown, never fail the run
+    assert record.passed, current[~current["passed"]].to_string()
+    assert set(current["kind"]) == {"theory"}  # P1 (zero output at init) is Lemma D.3's row now
     table = pd.read_parquet(tmp_path / "summary.parquet").sort_values("width")
     assert (table["max_abs_output_at_init"] <= table["width"] * 2.0**-52).all()  # P1: zero up to m round-offs
     assert (table["factor"] < table["factor_bound"]).all()  # P2: measured factor below 1 - m eta lambda / 2

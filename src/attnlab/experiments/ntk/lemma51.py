@@ -11,17 +11,18 @@ import math
 
 import pandas as pd
 
+from attnlab.experiments.ntk._falsifiers import output_scale
 from attnlab.experiments.ntk._shared import SOURCE, log_factor_allowance
 from attnlab.verify import Claim, Falsifier, Reading, fit_slope
 
-__all__ = ["GRAM_UNNORMALISED", "PERTURBATION", "perturbation_check"]
+__all__ = ["GRAM_UNNORMALISED", "OUTPUT_SCALE_M_SQUARED", "PERTURBATION", "perturbation_check"]
 
 PERTURBATION = Claim(
     "Lemma 5.1: ||H(W) - H*||_F <= R n d e^{O(B)} whenever every ||w_r - w_r(0)|| <= R: "
     "||H(W) - H*||_F / (R n d) grows with neither m nor R beyond the e^{O(B)} and log factors",
     "004:Lem5.1",
     f"{SOURCE} §4.3 Lemma 5.1",
-    falsifier="gram-unnormalised",
+    falsifier=("gram-unnormalised", "output-scale-m-squared"),
     id="lem51-perturbation",
     reading=Reading(
         statistic="largest excess over its allowance among the log-log slopes of ||H(W) - H*||_F / (R n d): in m "
@@ -35,6 +36,13 @@ PERTURBATION = Claim(
         params={"log_power": 2.0, "B_power": 4.0, "bound": 0.0},
         sizes=("n", "d_in", "d_out", "widths", "sigma_w", "radii", "seed"),
     ),
+)
+OUTPUT_SCALE_M_SQUARED = Falsifier(
+    "output-scale-m-squared",
+    "the perturbed networks' output scale m counted twice: F = m^2 a softmax(W^T x)",
+    "attnlab.ntk.perturbation:SoftmaxMLP",
+    output_scale(2.0),
+    kind="mechanism",
 )
 GRAM_UNNORMALISED = Falsifier(
     "gram-unnormalised",
