@@ -9,7 +9,6 @@ when the migration is done.
 
 EXPERIMENTS = frozenset(
     {
-        "diffusion.gmm",
         "implicit-bias.fig2",
         "implicit-bias.fig3",
         "implicit-bias.fig5",
