@@ -8,6 +8,7 @@ import pytest
 from attnlab._validation import ValidationError
 from attnlab.verify import (
     Claim,
+    Falsifier,
     Finding,
     Reading,
     Revision,
@@ -162,3 +163,45 @@ def test_a_claim_may_name_several_falsifiers():
     claim = _claim(falsifier=("halved-gradient", "other-svm"))
     assert claim.falsifiers == ("halved-gradient", "other-svm")
     assert claim.close(1.0, 1.0).falsifier == "halved-gradient,other-svm"
+
+
+def test_a_falsifier_whose_replacement_is_never_called_is_an_error():
+    called = Falsifier("sqrt-off", "sqrt off by 10%", "math:sqrt", lambda sqrt: lambda x: 1.1 * sqrt(x), "mechanism")
+    with called.applied():
+        assert math.sqrt(4.0) == pytest.approx(2.2)
+    unread = Falsifier("floor-off", "floor off by one", "math:floor", lambda f: lambda x: f(x) + 1, "mechanism")
+    with pytest.raises(ValidationError, match="nothing called the replacement"):
+        with unread.applied():
+            math.sqrt(4.0)
+    assert math.floor(2.5) == 2  # restored
+
+
+class Adder:
+    def __init__(self, k):
+        self.k = k
+
+
+def test_a_falsified_class_is_counted_and_stays_a_subclass():
+    class Tagged(Adder):
+        pass
+
+    swap = Falsifier("adder", "an Adder subclass", f"{__name__}:Adder", lambda cls: Tagged, "mechanism")
+    with swap.applied():
+        value = Adder(2)
+    assert isinstance(value, Tagged) and isinstance(value, Adder) and value.k == 2
+    with pytest.raises(ValidationError, match="nothing called"):
+        with swap.applied():
+            pass
+
+
+def test_a_remark_of_ours_is_counted_apart_from_the_papers_observations():
+    from attnlab.verify import observation
+
+    ours = observation("Adam ends nearest the l_inf SVM", "l_inf nearest", "l_2 nearest", False, "", ours=True)
+    paper = observation("NGD trains faster (fig. 3)", "faster", "faster", True, "paper fig. 3")
+    assert (ours.kind, ours.verdict, paper.kind) == ("exploration", "disagrees", "observation")
+    counts = count_checks(pd.DataFrame([ours.as_row(), paper.as_row()]))
+    assert (counts.observations, counts.agree, counts.ours, counts.ours_agree, counts.ok) == (1, 1, 1, 0, True)
+    assert "0/1 remarks of ours (no paper's) agree" in counts.describe()
+    with pytest.raises(ValidationError, match="names no figure"):
+        observation("Adam ends nearest the l_inf SVM", "l_inf", "l_2", False, "")  # a paper's needs its figure

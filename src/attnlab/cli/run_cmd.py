@@ -70,8 +70,9 @@ def run_cmd(
         record = run_experiment(name, sets, quick=quick, out=out, progress=not no_progress, overwrite=overwrite)
     for row in record.checks.itertuples():
         mark = str(row.verdict).upper()
-        if row.kind == "observation":
-            click.echo(f"  [{mark}] {row.claim}: measured {row.measured} (paper {row.predicted})")
+        if row.kind in ("observation", "exploration"):
+            whose = "paper" if row.kind == "observation" else "ours"
+            click.echo(f"  [{mark}] {row.claim}: measured {row.measured} ({whose} {row.predicted})")
         elif row.kind == "revision":
             click.echo(f"    [OLD READING, {mark}] {row.claim}: measured {row.measured} (predicted {row.predicted})")
         else:

@@ -17,6 +17,9 @@ Four kinds of rows:
 - ``"observation"``: a paper's empirical remark about its own figure or table, set against our measurement;
   its verdict is "agrees", "disagrees" or, when the difference is inside the measured spread, "inconclusive"
   (:func:`spread_observation`); never fails a run.
+- ``"exploration"``: a remark of ours, not of any paper (e.g. which SVM Adam ends nearest), set against our
+  measurement with the same verdicts as an observation but counted apart from the papers' observations; never
+  fails a run.
 - ``"revision"``: an old reading of a claim (:class:`~attnlab.verify.Revision`), kept beside the current row so a
   reader sees both: "pass" or "fail" when the run recomputed it, "recorded" when it shows the outcome written in
   the revision; never fails a run.
@@ -66,7 +69,7 @@ class Check:
         For an observation: the measurement agrees with the paper's remark.
     source : str
         The theory page and section that state the claim, e.g. ``"docs/theory/implicit-bias-ngd.md §8.1"``.
-    kind : {"theory", "property", "observation"}, default="theory"
+    kind : {"theory", "property", "observation", "exploration", "revision"}, default="theory"
         ``"theory"``: a theorem's prediction; must pass, and names its ``result`` and ``falsifier``.
         ``"property"``: a property of our own construction or code, counted apart from theorem checks; must pass.
         ``"observation"``: a paper's *empirical* remark about its figure or table set against our measurement;
@@ -115,7 +118,7 @@ class Check:
     def __post_init__(self) -> None:
         if self.kind not in CHECK_KINDS:
             raise ValidationError(f"Check.kind must be one of {CHECK_KINDS}, got {self.kind!r}")
-        if self.inconclusive and (self.kind != "observation" or self.passed):
+        if self.inconclusive and (self.kind not in ("observation", "exploration") or self.passed):
             raise ValidationError(
                 f"Check {self.claim!r}: only an observation that did not pass can be inconclusive, got "
                 f"kind={self.kind!r}, passed={self.passed!r}; a theory check or property passes or fails"
@@ -129,7 +132,7 @@ class Check:
             return "recorded"
         if self.kind == "theory" and not self.passed and self.investigation:
             return "finding"
-        if self.kind != "observation":
+        if self.kind not in ("observation", "exploration"):
             return "pass" if self.passed else "fail"
         if self.inconclusive:
             return "inconclusive"
@@ -154,7 +157,7 @@ class Check:
         return row
 
 
-CHECK_KINDS = ("theory", "property", "observation", "revision")
+CHECK_KINDS = ("theory", "property", "observation", "exploration", "revision")
 CHECK_VERDICTS = ("pass", "fail", "finding", "agrees", "disagrees", "inconclusive", "recorded")
 CHECK_COLUMNS = [
     "claim",
@@ -199,6 +202,10 @@ class CheckCounts:
         Theory checks that failed with a written investigation (verdict ``"finding"``): reported, never a failure.
     revisions : int, default=0
         Old readings shown beside their current rows (``kind="revision"``).
+    ours_agree : int, default=0
+        Remarks of ours (``kind="exploration"``) that the measurement agrees with.
+    ours : int, default=0
+        Remarks of ours: counted apart from the papers' observations.
     """
 
     passed: int
@@ -209,6 +216,8 @@ class CheckCounts:
     properties: int = 0
     findings: int = 0
     revisions: int = 0
+    ours_agree: int = 0
+    ours: int = 0
 
     @property
     def failed(self) -> int:
@@ -220,16 +229,13 @@ class CheckCounts:
         """No theorem check failed without a finding, and every property held (observations never fail a run)."""
         return self.failed == 0 and self.properties_passed == self.properties
 
-    def describe(self) -> str:
-        """``"12/12 theorem checks passed"``, then findings, failures, properties, observations and revisions.
+    def parts(self) -> list[tuple[str, str]]:
+        """The parts of :meth:`describe`, each with the verdict it shows: ``"pass"``, ``"fail"``, ``"finding"``,
+        ``"agrees"``, ``"disagrees"`` or ``"revision"`` (the report colours each part by it).
 
         Returns
         -------
-        str
-            ``"; "``-joined parts: the theorem checks (also when the table has no rows at all, with ``", 2
-            findings"`` and ``", 1 failed"`` where there are any), then the properties, the observations and the
-            revised readings where there are any, e.g. ``"3/4 theorem checks passed, 1 finding; 1/2 observations
-            agree with the paper; 1 revised reading shown beside its row"``.
+        list of (str, str)
         """
         parts = []
         if self.total or not (self.properties or self.observations):
@@ -238,15 +244,37 @@ class CheckCounts:
                 theory += f", {self.findings} finding{'s' * (self.findings != 1)}"
             if self.failed:
                 theory += f", {self.failed} failed"
-            parts.append(theory)
+            parts.append((theory, "fail" if self.failed else ("finding" if self.findings else "pass")))
         if self.properties:
-            parts.append(f"{self.properties_passed}/{self.properties} properties of our code hold")
+            held = self.properties_passed == self.properties
+            parts.append(
+                (f"{self.properties_passed}/{self.properties} properties of our code hold", "pass" if held else "fail")
+            )
         if self.observations:
-            parts.append(f"{self.agree}/{self.observations} observations agree with the paper")
+            agreed = self.agree == self.observations
+            text = f"{self.agree}/{self.observations} observations agree with the paper"
+            parts.append((text, "agrees" if agreed else "disagrees"))
+        if self.ours:
+            text = f"{self.ours_agree}/{self.ours} remarks of ours (no paper's) agree"
+            parts.append((text, "agrees" if self.ours_agree == self.ours else "disagrees"))
         if self.revisions:
             many = self.revisions != 1
-            parts.append(f"{self.revisions} revised reading{'s' * many} shown beside {'their' if many else 'its'} row")
-        return "; ".join(parts)
+            text = f"{self.revisions} revised reading{'s' * many} shown beside {'their' if many else 'its'} row"
+            parts.append((text, "revision"))
+        return parts
+
+    def describe(self) -> str:
+        """``"12/12 theorem checks passed"``, then findings, failures, properties, observations and revisions.
+
+        Returns
+        -------
+        str
+            ``"; "``-joined parts (:meth:`parts`): the theorem checks (also when the table has no rows at all, with
+            ``", 2 findings"`` and ``", 1 failed"`` where there are any), then the properties, the observations and
+            the revised readings where there are any, e.g. ``"3/4 theorem checks passed, 1 finding; 1/2
+            observations agree with the paper; 1 revised reading shown beside its row"``.
+        """
+        return "; ".join(text for text, _ in self.parts())
 
     def __add__(self, other: CheckCounts) -> CheckCounts:
         return CheckCounts(*(a + b for a, b in zip(dataclasses.astuple(self), dataclasses.astuple(other))))
@@ -281,6 +309,8 @@ def count_checks(checks: pd.DataFrame) -> CheckCounts:
         properties=int(prop.sum()),
         findings=int((theory & (verdict == "finding")).sum()),
         revisions=int((kind == "revision").sum()),
+        ours_agree=int((passed & (kind == "exploration")).sum()),
+        ours=int((kind == "exploration").sum()),
     )
 
 

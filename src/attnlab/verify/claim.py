@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import importlib
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -92,10 +93,20 @@ class Falsifier:
     def applied(self) -> Iterator[None]:
         """Replace ``target`` by ``wrap(original)`` inside the block, and restore it after.
 
+        A falsifier that patches a name nothing reads does nothing, and both runs would "pass". So a callable
+        replacement (a function, or a class: it is then subclassed) counts its calls, and a block that ends without
+        calling it raises. A replacement that is not callable (a constant) cannot be counted.
+
         Yields
         ------
         None
             Inside the block the target is replaced; the original is put back on leaving it, an exception included.
+
+        Raises
+        ------
+        ValidationError
+            When the block ended normally and never called a callable replacement: the experiment looks the
+            mechanism up somewhere else than ``target``.
         """
         module_name, _, path = self.target.partition(":")
         owner: Any = importlib.import_module(module_name)
@@ -103,11 +114,48 @@ class Falsifier:
         for part in parents:
             owner = getattr(owner, part)
         original = getattr(owner, attribute)
-        setattr(owner, attribute, self.wrap(original))
+        calls = [0]
+        replacement = _counting(self.wrap(original), calls)
+        setattr(owner, attribute, replacement)
         try:
             yield
         finally:
             setattr(owner, attribute, original)
+        if callable(replacement) and calls[0] == 0:
+            raise ValidationError(
+                f"falsifier {self.name!r} replaced {self.target} but nothing called the replacement while it was "
+                "applied, so the run was not falsified: the experiment looks the mechanism up elsewhere (a name "
+                "imported under another module, an experiment defined in a script run as __main__ whose module is "
+                "imported a second time); set target to the module where the run looks it up"
+            )
+
+
+def _counting(replacement: Any, calls: list[int]) -> Any:
+    """``replacement`` that adds 1 to ``calls[0]`` on each call; a class is subclassed (isinstance still holds) and
+    counts its instantiations and the reads of its public attributes (a classmethod such as ``for_attention``)."""
+    if isinstance(replacement, type):
+
+        class Counting(type(replacement)):  # type: ignore[misc]
+            def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+                calls[0] += 1
+                return super().__call__(*args, **kwargs)
+
+            def __getattribute__(cls, name: str) -> Any:  # a classmethod or attribute read uses it too
+                if not name.startswith("__"):
+                    calls[0] += 1
+                return super().__getattribute__(name)
+
+        namespace = {"__module__": replacement.__module__, "__qualname__": replacement.__qualname__}
+        return Counting(replacement.__name__, (replacement,), namespace)
+    if not callable(replacement):
+        return replacement
+
+    @functools.wraps(replacement)
+    def counted_call(*args: Any, **kwargs: Any) -> Any:
+        calls[0] += 1
+        return replacement(*args, **kwargs)
+
+    return counted_call
 
 
 @dataclass(frozen=True)

@@ -519,6 +519,7 @@ def observation(
     *,
     tolerance: str = "agrees or not (the paper's remark)",
     result: str = "",
+    ours: bool = False,
 ) -> Check:
     """A paper's *empirical* remark about its figure or table (``paper_says``) set against our measurement.
 
@@ -543,17 +544,23 @@ def observation(
         The criterion and the spread the agreement is judged within.
     result : str, default=""
         The paper result the remark bears on, if any (``"002:Fig-E3"``).
+    ours : bool, default=False
+        The remark is ours, not any paper's (``paper_says`` is then what we expected): the row has
+        ``kind="exploration"`` and is counted apart from the papers' observations.
 
     Returns
     -------
     Check
-        ``kind="observation"``: a disagreement is shown but never fails a run.
+        ``kind="observation"`` (or ``"exploration"``): a disagreement is shown but never fails a run.
 
     Raises
     ------
     ValidationError
-        When neither ``claim`` nor ``source`` names a figure, table or remark (:data:`OBSERVATION_MARKS`).
+        When a paper's observation names no figure, table or remark in ``claim`` or ``source``
+        (:data:`OBSERVATION_MARKS`).
     """
+    if ours:
+        return Check(claim, paper_says, measured, tolerance, bool(agrees), source, kind="exploration", result=result)
     if not any(mark in f"{claim} {source}".lower() for mark in OBSERVATION_MARKS):
         raise ValidationError(
             f"observation {claim!r} names no figure, table or remark of the paper (one of "
@@ -572,6 +579,7 @@ def spread_observation(
     k: float = 3.0,
     what: str = "seeds",
     result: str = "",
+    ours: bool = False,
 ) -> Check:
     """An observation that the mean of ``samples`` lies above (or below) ``reference``, judged within its spread.
 
@@ -594,6 +602,10 @@ def spread_observation(
         Standard errors allowed.
     what : str, default="seeds"
         What the repetitions are, for the tolerance text.
+    result : str, default=""
+        The paper result the remark bears on, if any.
+    ours : bool, default=False
+        The remark is ours, not any paper's (see :func:`observation`).
 
     Returns
     -------
@@ -618,5 +630,7 @@ def spread_observation(
         tol, text = spread_tolerance(values, k, what=what)
         text = f"+- {tol:.3g}; {text}; inside it: inconclusive"
     side = ">" if above else "<"
-    row = observation(claim, f"{side} {reference:.4g}", mean, gap > tol, source, tolerance=text, result=result)
+    row = observation(
+        claim, f"{side} {reference:.4g}", mean, gap > tol, source, tolerance=text, result=result, ours=ours
+    )
     return dataclasses.replace(row, inconclusive=abs(gap) <= tol)

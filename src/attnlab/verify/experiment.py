@@ -363,6 +363,7 @@ def run_experiment(
         "checks": dataclasses.asdict(count_checks(checks)),
         "notes": result.notes,
         "command": list(sys.argv),  # what started the run; `attnlab run --config record.json` replays it
+        "module": experiment.run.__module__,  # where a replay finds an experiment that no registry knows
         "code": code_fingerprint([experiment.run.__module__, experiment.config_type.__module__]),
         "finished": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
     }
