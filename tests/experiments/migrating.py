@@ -23,7 +23,6 @@ EXPERIMENTS = frozenset(
         "mirror-descent.growth",
         "mirror-descent.regpath",
         "multi-token.equivalence",
-        "ntk.table1",
         "real.digits-vit",
         "real.text",
         "regression.scaling",
@@ -31,4 +30,4 @@ EXPERIMENTS = frozenset(
         "steepest-descent.norms",
     }
 )
-PAPERS = frozenset({"001", "002", "003", "004"})
+PAPERS = frozenset({"001", "002", "003"})

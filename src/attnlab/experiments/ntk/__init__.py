@@ -100,7 +100,5 @@ register_results(
             "approximation and label-mismatch terms need the RKHS approximant f*_H and its norm bound R_H, which the "
             "spec does not recover; the coupling term is Theorem F.2's, checked by ntk.lazy P5",
         ),
-        # Table 1 is a theoretical table, not a numbered result; listed while ntk.table1 still names it
-        PaperResult("004:Table1", "softmax needs width and iterations comparable to ReLU and exp"),
     ),
 )
