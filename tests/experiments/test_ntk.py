@@ -10,6 +10,7 @@ import torch
 from attnlab._validation import ValidationError
 from attnlab.experiments import run_experiment
 from attnlab.experiments.ntk import GMMConfig, LazyConfig, Table1Config
+from attnlab.experiments.ntk.induction import induction_checks
 from attnlab.experiments.ntk.lemma51 import perturbation_check
 from attnlab.experiments.ntk.table1 import _table1_checks
 
@@ -174,3 +175,37 @@ def test_lemma_5_1_row_fails_when_the_kernel_change_grows_with_m_or_faster_than_
 def test_bad_configs_are_refused(build, match):
     with pytest.raises(ValidationError, match=match):
         build()
+
+
+def _induction_table(**worse) -> pd.DataFrame:
+    """A summary table of two widths whose induction statistics all lie inside their readings, but ``worse``."""
+    good = {
+        "autograd_gap": 1e-13, "d1_ratio": 0.04, "max_abs_output_at_init": 0.0, "step_factor_excess": -0.003,
+        "grad_step_max": 1e-3, "first_order_gap": 1e-14, "C0_ratio": 1e-4, "C1_ratio": 2.0, "lambda_ratio": 1.0,
+        "C2_ratio": 1e-3, "C2_ratio_rev1": 1e-3, "C3_ratio": 0.2,
+    }  # fmt: skip
+    return pd.DataFrame([{"width": 250, **good}, {"width": 1000, **good, **worse}])
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "claim_id"),
+    [
+        ("autograd_gap", 1e-3, "claim34-gradient"),
+        ("d1_ratio", 1.5, "lemD1-gradient-bound"),
+        ("max_abs_output_at_init", 1e-3, "lemD3-initial-loss"),
+        ("step_factor_excess", 1e-3, "lemC3-loss-step"),
+        ("grad_step_max", 0.02, "lemC4-gradient-step"),
+        ("first_order_gap", 1e-6, "lemE1-first-order"),
+        ("C0_ratio", 0.2, "lemE3-denominator-term"),
+        ("C1_ratio", 0.9, "lemE4-progress"),
+        ("lambda_ratio", 0.4, "claimE5-kernel-lambda"),
+        ("C2_ratio", 0.2, "claimE6-second-order"),
+        ("C3_ratio", 1.2, "claimE7-output-step"),
+    ],
+)
+def test_each_induction_row_fails_when_one_width_leaves_its_reading(column, value, claim_id):
+    rows = {row.claim_id: row for row in induction_checks(_induction_table())}
+    assert all(row.passed for row in rows.values())
+    rows = {row.claim_id: row for row in induction_checks(_induction_table(**{column: value}))}
+    assert not rows[claim_id].passed and rows[claim_id].margin < 0
+    assert all(row.passed for key, row in rows.items() if key != claim_id)
