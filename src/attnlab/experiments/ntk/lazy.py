@@ -246,6 +246,18 @@ COUPLING_RATE = Claim(
     ),
 )
 _LIMIT_WINDOW = "H* at initialization (no training)"
+
+
+def _p6_training_sizes(inits_full: int, inits_quick: int) -> dict:
+    """The sizes of P6's readings on the training widths (before the kernel widths existed)."""
+    same = {"n": 12, "d_in": 5, "d_out": 3, "sigma_w": 1.0, "seed": 0}
+    return {
+        **{name: {"full": value, "quick": value} for name, value in same.items()},
+        "widths": {"full": [250, 1000, 4000, 16000], "quick": [250, 1000, 4000]},
+        "kernel_seeds": {"full": inits_full, "quick": inits_quick},
+    }
+
+
 LIMIT_KERNEL = Claim(
     "P6: ||H* - I (x) K||_F / ||I (x) K||_F ~ m^{-1/2}",
     "004:Ext-LimitKernel",  # the spec's derived limit of Definition 3.6's Gram, not a numbered result
@@ -275,15 +287,7 @@ LIMIT_KERNEL = Claim(
             "slopes (the spread of the statistic itself)",
             quick="pass: -0.497 (widths 250, 1000, 4000; 2 inits; recomputed 2026-11-27)",
             full="pass: -0.385 (widths 250 ... 16000; 4 inits)",
-            sizes={
-                "n": {"full": 12, "quick": 12},
-                "d_in": {"full": 5, "quick": 5},
-                "d_out": {"full": 3, "quick": 3},
-                "widths": {"full": [250, 1000, 4000, 16000], "quick": [250, 1000, 4000]},
-                "sigma_w": {"full": 1.0, "quick": 1.0},
-                "kernel_seeds": {"full": 4, "quick": 2},
-                "seed": {"full": 0, "quick": 0},
-            },
+            sizes=_p6_training_sizes(4, 2),
         ),
         Revision(
             Reading(
@@ -300,15 +304,7 @@ LIMIT_KERNEL = Claim(
             "m = 16000 ... 256000 instead, with the same tolerance rule",
             quick="pass: -0.420 (-0.5 +- 0.185, 4 inits)",
             full="fail: -0.373 (-0.5 +- 0.104, 8 inits, SE 0.035)",
-            sizes={
-                "n": {"full": 12, "quick": 12},
-                "d_in": {"full": 5, "quick": 5},
-                "d_out": {"full": 3, "quick": 3},
-                "widths": {"full": [250, 1000, 4000, 16000], "quick": [250, 1000, 4000]},
-                "sigma_w": {"full": 1.0, "quick": 1.0},
-                "kernel_seeds": {"full": 8, "quick": 4},
-                "seed": {"full": 0, "quick": 0},
-            },
+            sizes=_p6_training_sizes(8, 4),
         ),
     ),
 )
