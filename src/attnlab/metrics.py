@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from attnlab._numerics import mirror_map
-from attnlab._validation import ValidationError, check_in, check_scalar, check_select, check_tensor
+from attnlab._validation import ValidationError, check_in, check_nonzero, check_scalar, check_select, check_tensor
 from attnlab.losses import LOSSES, mean_loss
 from attnlab.models.functional import attention_logits, attention_probabilities, loss_gradients, token_scores
 
@@ -505,7 +505,7 @@ def _reference(name: str, value: Any, axes: int) -> torch.Tensor:
     if ref.dim() not in (axes, axes + 1) or (axes == 2 and ref.shape[-1] != ref.shape[-2]):
         shape = "(d, d) or (R, d, d)" if axes == 2 else "(d,) or (R, d)"
         raise ValidationError(f"{name} has shape {tuple(ref.shape)}, expected {shape}")
-    return ref
+    return check_nonzero(name, ref, axes)
 
 
 def _against(name: str, ref: torch.Tensor, current: torch.Tensor, what: str) -> torch.Tensor:

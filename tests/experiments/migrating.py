@@ -22,7 +22,6 @@ EXPERIMENTS = frozenset(
         "mirror-descent.e2",
         "mirror-descent.growth",
         "mirror-descent.regpath",
-        "multi-token.equivalence",
         "real.digits-vit",
         "real.text",
         "regression.scaling",

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnlab._validation import ValidationError, check_in
+from attnlab._validation import ValidationError, check_in, check_tensor
 from attnlab.data.dataset import TokenSelectionData
 from attnlab.data.token_sets import is_token_sets
+from attnlab.models.functional import attention_logits
 from attnlab.svm._dual import solve_frobenius_dual
 from attnlab.svm._program import (
     KKT_TOL,
@@ -35,7 +36,7 @@ from attnlab.svm.errors import SolverToleranceError
 from attnlab.svm.multi_token import SetProgramResult, set_direction_svm
 from attnlab.svm.result import EMPTY_CAUSE, INFEASIBLE_CAUSE, AttentionSVMResult, svm_result
 
-__all__ = ["AttentionSVMResult", "attention_svm"]
+__all__ = ["AttentionSVMResult", "attended_svm", "attention_svm"]
 
 
 def _primal(M: np.ndarray, shape: tuple[int, int], norm: Norm, solver: str, what: str) -> ProgramSolution:
@@ -165,3 +166,34 @@ def attention_svm(
         solution = scaled_back(solution, (diff_scale, query_scale), norm, what)
         W = solution.x
     return svm_result(solution, W, None, pairs, data, select_t, norm)
+
+
+def attended_svm(data: TokenSelectionData, W: object, norm: Norm = "fro", *, solver: str | None = None):
+    """The SVM of the selection a trained ``W`` attends to: ``select_i = argmax_t x_{i,t}^T W z_i``.
+
+    Spec: implicit-bias-ngd §2 (the attended token) and §5 (the SVM of a selection): the direction a run that
+    keeps its attended selection converges to.
+
+    Parameters
+    ----------
+    data : TokenSelectionData
+    W : array-like, shape (d, d_q)
+        The trained combined matrix.
+    norm : {"fro", "nuc", "l1-diag"} or float, default="fro"
+        As in :func:`attention_svm`.
+    solver : {"CLARABEL", "SCS"}, optional
+
+    Returns
+    -------
+    AttentionSVMResult
+        Its ``select`` is the attended selection.
+
+    Raises
+    ------
+    InfeasibleProgramError
+        When the attended selection cannot be separated (e.g. a tie with another token).
+    """
+    data = check_data(data)
+    W_t = check_tensor("W", W, "dq", {"d": data.d, "q": data.d_q})
+    select = attention_logits(data.X, W_t, data.Z).argmax(dim=-1)  # implicit-bias-ngd §2: the attended token
+    return attention_svm(data.with_(select=None), norm, select=select, solver=solver)
