@@ -11,7 +11,7 @@ import math
 import torch
 from torch import nn
 
-import attnlab.ntk.gd as gd
+import attnlab.ntk.network as network  # NTK gradient descent looks its gradient up there at every step
 from attnlab.callbacks import COMPLETED, DIVERGED, STATUSES, STOPPED, TrainingResult
 from attnlab.nets.classifier import History, fit_classifier
 from attnlab.nets.datasets.split import train_test_split
@@ -79,13 +79,13 @@ def test_ntk_gd_rolls_back_with_the_same_words_and_reports_through_callbacks(mon
     reference = SoftmaxMLP(4, 2, 32, seed=1)
     lr = practical_step(reference, X)
     gradient_descent(reference, X, Y, lr=lr, steps=4)
-    calls, real = [0], gd.weight_gradient
+    calls, real = [0], network.weight_gradient
 
     def faulty(*args, **kwargs):
         calls[0] += 1
         return real(*args, **kwargs) * (math.nan if calls[0] == 5 else 1.0)
 
-    monkeypatch.setattr(gd, "weight_gradient", faulty)
+    monkeypatch.setattr(network, "weight_gradient", faulty)
     net, seen = SoftmaxMLP(4, 2, 32, seed=1), []
     result = gradient_descent(net, X, Y, lr=lr, steps=10, callbacks=[lambda record: seen.append(record.step)])
     assert result.status == [DIVERGED] and result.diverged_runs == [0]

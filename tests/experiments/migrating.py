@@ -9,11 +9,8 @@ when the migration is done.
 
 EXPERIMENTS = frozenset(
     {
-        "diffusion.gmm",
-        "ntk.lazy",
-        "ntk.table1",
         "real.digits-vit",
         "real.text",
     }
 )
-PAPERS = frozenset({"004"})
+PAPERS = frozenset({})

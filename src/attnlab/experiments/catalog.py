@@ -46,7 +46,12 @@ class Entry(NamedTuple):
 
 
 EXPERIMENTS: tuple[Entry, ...] = (
-    Entry("diffusion.gmm", "softmax-ntk-diffusion", "ntk", "P8: softmax-NTK score estimation for a Gaussian mixture"),
+    Entry(
+        "diffusion.gmm",
+        "softmax-ntk-diffusion",
+        "ntk",
+        "P8: softmax-NTK score estimation for a Gaussian mixture (Theorem 6.6)",
+    ),
     Entry(
         "flagship",
         "implicit-bias-ngd",
@@ -166,13 +171,13 @@ EXPERIMENTS: tuple[Entry, ...] = (
         "ntk.lazy",
         "softmax-ntk-diffusion",
         "ntk",
-        "P1-P6 and Lemma 5.1: lazy training of the softmax network across widths",
+        "Theorem 4.2 and its proof (Lemmas 5.1, 5.3, B-E, Claim 3.4): lazy training of the softmax network across widths",
     ),
     Entry(
         "ntk.table1",
         "softmax-ntk-diffusion",
         "ntk",
-        "P7: width and iterations needed vs n, softmax vs ReLU vs exp; what binds, concentration or training",
+        "P7: Corollary 4.3's width vs n, softmax vs ReLU vs exp; what binds (the kernel's concentration)",
     ),
     Entry(
         "real.digits-vit",

@@ -18,7 +18,8 @@ import torch
 
 from attnlab._validation import ValidationError, check_scalar, check_tensor
 from attnlab.callbacks import COMPLETED, DIVERGED, STOPPED, Record, TrainingResult, callback_list, tidy_frame
-from attnlab.ntk.network import TwoLayerNet, weight_gradient
+from attnlab.ntk import network
+from attnlab.ntk.network import TwoLayerNet
 from attnlab.ntk.tangent_kernel import lambda_max
 from attnlab.ntk.unit_ball import to_unit_ball
 
@@ -231,7 +232,7 @@ def gradient_descent(
         calls.step(step)
         if last:
             break
-        delta = weight_gradient(X, R, phi, b, a, out=grad, work=work)
+        delta = network.weight_gradient(X, R, phi, b, a, out=grad, work=work)  # spec §3.2, looked up per call
         # spec §3.3: W(t+1) = W(t) - eta Delta W(t), into the spare buffer; the old W stays as the last finite state
         previous, W = W, torch.add(W, delta, alpha=-lr, out=previous)
     best_step = step
