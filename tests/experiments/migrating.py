@@ -25,8 +25,6 @@ EXPERIMENTS = frozenset(
         "mirror-descent.regpath",
         "ntk.lazy",
         "ntk.table1",
-        "real.digits-vit",
-        "real.text",
         "regression.scaling",
         "regression.theory",
         "steepest-descent.norms",
