@@ -57,7 +57,7 @@ def test_the_declaration_is_what_brings_the_loss():
 
 
 def test_the_docstrings_sign_like_transform_keeps_stepping_after_the_gradient_underflows():
-    """The example of "Writing a transform" (optim/transforms.py), run as a user would: every late step still moves
+    """The example of "Writing a transform" (optim/transforms/__init__.py), run as a user would: every late step still moves
     the larger entries by lr (1000 steps of 0.01 between the last two records), past the gradient's underflow."""
 
     def update(step, state, ctx):
