@@ -69,7 +69,7 @@ def test_data_without_a_head_is_refused():
         ("md:x", r"optimizer 'md:x': p must be a Real, got 'x'"),
         ("md:inf", r"optimizer 'md:inf': p == inf has no l_p mirror map; pass a finite p > 1, or 'sd:inf'"),
         ("ngd:2", r"optimizer 'ngd:2': '2' is not key=value; only md and sd take a positional argument"),
-        ("adam", r"optimizer == 'adam', must be one of 'gd', 'ngd', 'polyak', 'md', 'joint'"),
+        ("lbfgs", r"optimizer 'lbfgs': unknown name 'lbfgs'; the form is"),
     ],
 )
 def test_bad_opt_strings_are_refused_naming_the_bad_part(example, text, message):

@@ -36,6 +36,7 @@ from attnlab.engine.spaces import optimal_loss
 from attnlab.losses import LOSSES
 from attnlab.metrics import Metric
 from attnlab.models.heads import Head
+from attnlab.optim import registry
 from attnlab.optim._base import FunctionalOptimizer
 from attnlab.optim.spec import RULES, OptimizerSpec
 from attnlab.optim.transforms import Rule
@@ -69,6 +70,7 @@ class Trajectory:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+@registry.documented
 def train(
     model: Any,
     optimizer: torch.optim.Optimizer | str | OptimizerSpec | Rule,
@@ -97,6 +99,9 @@ def train(
         A torch optimizer built on ``model.parameters()`` (attnlab's run through the engine; others through their
         ``step`` with a closure), an optimizer string (:mod:`attnlab.optim.spec`; Polyak's ``L*`` defaults to the
         data's optimal loss, as in :func:`attnlab.batched.train`), or a :class:`~attnlab.optim.transforms.Rule`.
+        The names of the registry (:mod:`attnlab.optim.registry`), each also a ``torch.optim`` class:
+
+        .. optimizers::
     data : TokenSelectionData or StackedData
         ``X`` ([R,] n, T, d), ``Z``, ``y`` and, unless the model trains its own head, ``v``.
     loss : {"exp", "logistic"}, default="exp"

@@ -12,12 +12,12 @@ A run's parameters (all plain values, so a sweep file can grid over any of them)
     d_e: 64
     init_scale: 0.0         # initial entries ~ N(0, init_scale^2 / d) from seed; 0 gives W0 = 0 (W, diag: 0 is
     seed: 0                 #   only allowed for "W": K = Q = 0 is a stationary point)
-    optimizer: ngd          # an optimizer string (attnlab.optim.spec): "ngd", "ngd:momentum=0.9", "md:1.5", ...
+    optimizer: ngd          # an optimizer string of the registry: "ngd", "ngd:momentum=0.9", "sign:schedule=inv_sqrt"
     lr: 0.1                 # default 0.1; Polyak takes none (its step is (L - L*)/||g||^2)
     loss: exp
     steps: 1000
     record_every: 100       # rows of trajectory.parquet (default: first and last step)
-    options: {momentum: 0.9}   # any further keyword of attnlab.batched.train
+    options: {W_ref: ...}   # any further keyword of attnlab.batched.train (optimizer options go in the string)
 
 Runs that differ only in ``seed``, ``data_seed`` and ``lr`` share a batch key, so the in-process executor
 trains them as one batched tensor program; every run writes ``trajectory.parquet``, ``W.npy`` (its final
@@ -192,10 +192,10 @@ class BatchedTrain(Task):
         check_in("optimizer", spec.name, OPTIMIZERS)
         check_in("loss", p["loss"], LOSSES)
         if p["lr"] is not None:
-            if spec.name == "polyak":
+            if not spec.entry.takes_lr:
                 raise ValidationError(
-                    "lr is set for optimizer polyak, whose step is (L - L*) / ||g||^2: drop lr (cap the step with "
-                    "options: {max_step: ...})"
+                    f"lr is set for optimizer {spec.name}, which takes none ({spec.entry.refusals.get('lr', '')}): "
+                    "drop lr"
                 )
             if spec.get("lr") is not None:
                 raise ValidationError(
@@ -287,7 +287,7 @@ class BatchedTrain(Task):
             init.pop("W0", None),
             param=first["param"],
             optimizer=spec,
-            lr=None if spec.name == "polyak" or spec.get("lr") is not None else _lrs(full),  # (R,)
+            lr=None if not spec.entry.takes_lr or spec.get("lr") is not None else _lrs(full),  # (R,)
             loss=first["loss"],
             steps=steps,
             record_every=first["record_every"] or max(steps, 1),

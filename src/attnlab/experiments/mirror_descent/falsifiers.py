@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from attnlab.models.functional import attention_probabilities
+from attnlab.optim import parse_optimizer
 from attnlab.verify import Falsifier
 
 __all__ = ["EXPONENT_SHIFT", "RUNNER_UP", "STEP_TEN_TIMES"]
@@ -18,11 +19,17 @@ _NEXT = {1.75: 2.0, 2.0: 3.0, 3.0: 1.75}  # the default ps, each mapped to the n
 
 
 def _with(**change: Any):
+    """The trainer with keyword ``lr`` or an option of the optimizer (``p``) changed by ``change[key](value)``."""
+
     def wrap(train):
         def wrong(*args: Any, **kwargs: Any) -> Any:
+            spec = parse_optimizer(kwargs["optimizer"])
             for key, mend in change.items():
-                kwargs[key] = mend(kwargs[key])
-            return train(*args, **kwargs)
+                if key == "lr":
+                    kwargs[key] = mend(kwargs[key])
+                else:
+                    spec = spec.replace(**{key: mend(spec.get(key))})
+            return train(*args, **{**kwargs, "optimizer": spec})
 
         return wrong
 

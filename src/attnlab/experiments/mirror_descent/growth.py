@@ -24,6 +24,7 @@ from attnlab.experiments.mirror_descent.common import SOURCE, check_config, md_p
 from attnlab.experiments.registry import register
 from attnlab.metrics import directional_bregman, entrywise_norm
 from attnlab.models.functional import loss_gradients, token_scores
+from attnlab.optim import parse_optimizer
 from attnlab.plotting import house_figure, label_axes, label_ours, new_figure
 from attnlab.svm import SelectionSVMs
 from attnlab.verify import Claim, Experiment, ExperimentResult, Falsifier, RunContext
@@ -92,10 +93,12 @@ def _frozen_step(train):
     """
 
     def wrong(X, Z, y, v, W0, **kwargs):
-        q = kwargs["p"] / (kwargs["p"] - 1.0)
+        spec = parse_optimizer(kwargs["optimizer"])
+        q = spec.get("p") / (spec.get("p") - 1.0)
         grad, _, _ = loss_gradients(X, Z, y, v, W0, kwargs["loss"], risk=False)
         first = entrywise_norm(grad.value(), q)  # (R,): the first step's dual length over eta
-        return train(X, Z, y, v, W0, **{**kwargs, "normalized": True, "eps": 0.0, "lr": kwargs["lr"] * first})
+        frozen = spec.replace(normalized=True, eps=0.0)
+        return train(X, Z, y, v, W0, **{**kwargs, "optimizer": frozen, "lr": kwargs["lr"] * first})
 
     return wrong
 

@@ -85,7 +85,7 @@ from attnlab.optim.transforms.core import (
     run_rule,
     step_size,
 )
-from attnlab.optim.transforms.directions import adam, momentum, precondition, steepest
+from attnlab.optim.transforms.directions import adam, decoupled_decay, momentum, precondition, steepest
 from attnlab.optim.transforms.step_sizes import (
     INFIMUM,
     cap,
@@ -97,6 +97,7 @@ from attnlab.optim.transforms.step_sizes import (
     normalize_by_loss,
     polyak,
     scale_by_lr,
+    schedule,
     uncapped,
 )
 
@@ -115,6 +116,7 @@ __all__ = [
     "block_norms",
     "cap",
     "decay",
+    "decoupled_decay",
     "momentum",
     "normalize",
     "divide_by_norm",
@@ -123,6 +125,7 @@ __all__ = [
     "polyak",
     "precondition",
     "scale_by_lr",
+    "schedule",
     "steepest",
     "step_size",
     "uncapped",

@@ -256,13 +256,29 @@ def decay(alpha: float | Sequence[float]) -> Transform:
 
     Spec: implicit-bias-ngd §4 A6 (``eta / (N_t (t+1)^alpha)``). State: ``{"step": [int per tensor]}``.
     """
+    return _power_of_steps("decay", "step", alpha, "alpha")
+
+
+def schedule(exponent: float | Sequence[float]) -> Transform:
+    r"""A step-size schedule: multiply the whole step by :math:`(t + 1)^{-a}` at step ``t`` (``a = 0``: constant).
+
+    Spec: steepest-descent §2 (the decaying step sizes under which sign descent and Adam converge in direction; the
+    linear-classifier theorems of Gunasekar et al. 2018 and Zhang, Zou, Cao 2024 assume ``eta_t -> 0``). ``a = 1/2``
+    is ``inv_sqrt``. Appended last to any rule by the optimizer registry (``schedule=`` of every optimizer), so one
+    transform serves every rule. State: ``{"schedule_step": [int per tensor]}``.
+    """
+    return _power_of_steps("schedule", "schedule_step", exponent, "schedule")
+
+
+def _power_of_steps(name: str, key: str, exponent: float | Sequence[float], what: str) -> Transform:
+    """The transform that multiplies each tensor's step by ``(t + 1)^-a``, counting its steps in ``state[key]``."""
 
     def init(params: Sequence[torch.Tensor]) -> dict[str, list]:
-        return {"step": [0] * len(params)}
+        return {key: [0] * len(params)}
 
     def update(step: Step, state: dict[str, list], ctx: Context) -> tuple[Step, dict[str, list]]:
-        alphas = per_tensor(alpha, len(step.direction), "alpha")
-        coefs = [lc - a * math.log(t + 1) for lc, a, t in zip(step.log_coef, alphas, state["step"])]  # spec A6
-        return Step(step.direction, step.log_scale, coefs, step.factor), {"step": [t + 1 for t in state["step"]]}
+        exponents = per_tensor(exponent, len(step.direction), what)
+        coefs = [lc - a * math.log(t + 1) for lc, a, t in zip(step.log_coef, exponents, state[key])]  # (t+1)^-a
+        return Step(step.direction, step.log_scale, coefs, step.factor), {key: [t + 1 for t in state[key]]}
 
-    return Transform("decay", init, update)
+    return Transform(name, init, update)
