@@ -32,7 +32,7 @@ import torch
 from attnlab._validation import ValidationError, check_in, check_scalar
 from attnlab.batched import PARAMETRIZATIONS
 from attnlab.batched import train as batched_train
-from attnlab.data import TokenSelectionData
+from attnlab.data import Selection, TokenSelectionData
 from attnlab.losses import LOSSES
 from attnlab.metrics import cosine, directional_bregman
 from attnlab.models.functional import token_scores
@@ -188,7 +188,7 @@ def _attended(
         if (name == "fro" or name.startswith("fro[")) and torch.equal(svm.select, attended):  # one-token SVMs
             return name
     try:
-        svms[f"fro[{label}]"] = attention_svm(data, "fro", select=attended, solver=solver)
+        svms[f"fro[{label}]"] = attention_svm(data, "fro", select=Selection(tokens=attended), solver=solver)
     except InfeasibleProgramError as err:
         skipped.append(f"fro[{label}] (the attended selection): infeasible ({str(err).split(';')[0]})")
         return None

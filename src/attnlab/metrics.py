@@ -18,7 +18,8 @@ from typing import Any
 import torch
 
 from attnlab._numerics import mirror_map
-from attnlab._validation import ValidationError, check_in, check_scalar, check_select, check_tensor
+from attnlab._validation import ValidationError, check_in, check_scalar, check_tensor
+from attnlab.data.selection import Selection
 from attnlab.losses import LOSSES, mean_loss
 from attnlab.models.functional import attention_logits, attention_probabilities, loss_gradients, token_scores
 
@@ -493,7 +494,7 @@ class Metric:
 def _select_of(data: Any, select: Any) -> torch.Tensor:
     if select is not None:
         n, T = data.X.shape[-3], data.X.shape[-2]
-        return check_select("select", select, n, T, runs=data.X.shape[0] if data.X.dim() == 4 else None)
+        return Selection.parse(select, n, T, runs=data.X.shape[0] if data.X.dim() == 4 else None).one_token("select")
     if getattr(data, "select", None) is not None:
         return data.select
     return data.optimal_tokens()

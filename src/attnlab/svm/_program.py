@@ -20,6 +20,7 @@ import torch
 
 from attnlab._validation import ValidationError
 from attnlab.data.dataset import TokenSelectionData
+from attnlab.data.selection import Selection
 from attnlab.svm.errors import InfeasibleProgramError, SolverAccuracyWarning, SolverToleranceError, TieWarning
 from attnlab.svm.norms import Norm, as_norm
 
@@ -94,17 +95,8 @@ def resolve_select(data: TokenSelectionData, select: object) -> torch.Tensor:
     Token sets (a ``(n, T)`` mask) are refused: only :func:`~attnlab.svm.attention_svm` (Frobenius or nuclear) and
     :func:`~attnlab.svm.set_direction_svm` solve them.
     """
-    if select is not None:
-        chosen = data.with_(select=select).select  # validated by TokenSelectionData
-    else:
-        chosen = data.select
-    if chosen is not None and chosen.dim() == 2:
-        raise ValidationError(
-            "this program takes one selected token per sequence, but the selection holds token sets (an (n, T) "
-            "mask); solve sets with attention_svm(data, 'fro' or 'nuc', select=sets) or set_direction_svm"
-        )
-    if chosen is not None:
-        return chosen
+    if select is not None or data.select is not None:  # parsed once (a Selection passes through unchecked)
+        return Selection.parse(data.select if select is None else select, data.n, data.T).one_token("this program")
     if data.v is None:
         raise ValidationError(
             "no token selection: pass select=(n,) token indices (--select on the command line), store one in "

@@ -15,8 +15,9 @@ from collections.abc import Sequence
 
 import torch
 
-from attnlab._validation import ValidationError, check_select, check_token_data
+from attnlab._validation import ValidationError, check_token_data
 from attnlab.data.dataset import TokenSelectionData
+from attnlab.data.selection import Selection
 from attnlab.svm._program import ProgramCache, check_solver
 from attnlab.svm.attention_svm import solve_attention_svm
 from attnlab.svm.norms import FRO, Norm, as_norm
@@ -67,7 +68,7 @@ class SelectionSVMs:
     def _rows(self, select: object) -> list[torch.Tensor]:
         """``select`` as one checked row of token indices per data set."""
         n, T = self.datasets[0].X.shape[:2]
-        rows = check_select("select", select, n, T, runs=len(self.datasets))
+        rows = Selection.parse(select, n, T, runs=len(self.datasets)).one_token("SelectionSVMs")
         if rows.dim() == 1:
             raise ValidationError(f"select must have shape (R, n) = ({len(self.datasets)}, {n}), one row per data set")
         return list(rows)
