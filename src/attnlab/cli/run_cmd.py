@@ -69,14 +69,18 @@ def run_cmd(
         _check_settings(name, sets, quick)
         record = run_experiment(name, sets, quick=quick, out=out, progress=not no_progress, overwrite=overwrite)
     for row in record.checks.itertuples():
-        if row.kind == "observation":
-            mark = (getattr(row, "verdict", "") or ("agrees" if row.passed else "disagrees")).upper()
-            click.echo(f"  [{mark}] {row.claim}: measured {row.measured} (paper {row.predicted})")
+        mark = str(row.verdict).upper()
+        if row.kind in ("observation", "exploration"):
+            whose = "paper" if row.kind == "observation" else "ours"
+            click.echo(f"  [{mark}] {row.claim}: measured {row.measured} ({whose} {row.predicted})")
+        elif row.kind == "revision":
+            click.echo(f"    [OLD READING, {mark}] {row.claim}: measured {row.measured} (predicted {row.predicted})")
         else:
-            mark = "PASS" if row.passed else "FAIL"
             click.echo(
                 f"  [{mark}] {row.claim}: measured {row.measured} (predicted {row.predicted}, tol {row.tolerance})"
             )
+            if mark == "FINDING":
+                click.echo(f"    a finding: the investigation is {row.investigation}")
     click.echo(f"{name}: {record.counts.describe()} in {record.seconds:.1f}s")
     click.echo(f"outputs in {record.out}")
     if not record.passed:

@@ -145,6 +145,7 @@ FALSIFIERS = (
         "the limit Gram I (x) K of §4.2, which H* concentrates around, scaled by 1.1",
         "attnlab.experiments.ntk.table1:infinite_width_gram",
         lambda limit: lambda net, X: 1.1 * limit(net, X),
+        kind="reference",
     ),
     dataclasses.replace(LR_PAST_STABILITY, slow=True),
     SOFTMAX_KERNEL_OF_EXP,
