@@ -61,7 +61,7 @@ def test_al_train_takes_the_string_and_its_built_optimizer(data, W0, text):
     al.train(model, text, data, steps=STEPS, record_every=STEPS)
     torch.testing.assert_close(model.W.detach(), W, **CLOSE)
     model = al.models.Combined(D, W0=W0)
-    l_star = float(optimal_loss(data.X[None], data.y[None], data.v[None], "exp")[0])
+    l_star = float(optimal_loss(data.X[None], data.y[None], data.v[None], loss="exp")[0])
     built = parse_optimizer(text).build(model.parameters(), optimal_loss=l_star)
     al.train(model, built, data, steps=STEPS, record_every=STEPS)
     torch.testing.assert_close(model.W.detach(), W, **CLOSE)

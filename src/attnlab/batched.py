@@ -277,7 +277,7 @@ def train(
                 DeprecationWarning,
                 stacklevel=2,
             )
-        target = None if nonlinear else optimal_loss(Xr, yr, vr, loss)  # no closed-form L* for a nonlinear head
+        target = None if nonlinear else optimal_loss(Xr, yr, vr, loss=loss)  # no closed-form L* for a nonlinear head
         rule = spec.rule(list(params), lr=lr_t, optimal_loss=target)
 
     record_every = options.get("record_every")

@@ -20,7 +20,7 @@ import torch
 from attnlab._numerics import mirror_map
 from attnlab._validation import ValidationError, check_in, check_scalar, check_tensor
 from attnlab.data.selection import Selection
-from attnlab.losses import LOSSES, mean_loss
+from attnlab.losses import LOSSES, log_mean_loss
 from attnlab.models.functional import attention_logits, attention_probabilities, loss_gradients, token_scores
 
 __all__ = [
@@ -315,11 +315,12 @@ def largest_gap(X: torch.Tensor, y: torch.Tensor, v: torch.Tensor, select: torch
 
 
 def optimal_loss(
-    X: torch.Tensor, y: torch.Tensor, v: torch.Tensor, select: torch.Tensor, loss: str = "exp"
+    X: torch.Tensor, y: torch.Tensor, v: torch.Tensor, select: torch.Tensor | None = None, loss: str = "exp"
 ) -> torch.Tensor:
     """``L_* = (1/n) sum_i l(gamma_{i,sel_i})``: the loss with all attention on the selected tokens, shape ``([R,])``.
 
-    Spec: implicit-bias-ngd §3 (with a fixed head the infimum of the loss, not attained).
+    Spec: implicit-bias-ngd §3 (with a fixed head and the optimal tokens, the infimum of the loss, not attained) and
+    §4 A3 (the Polyak step's target when none is given).
 
     Parameters
     ----------
@@ -329,8 +330,8 @@ def optimal_loss(
         Labels in {-1, +1}.
     v : torch.Tensor, shape ([R,] d)
         The fixed linear head.
-    select : torch.Tensor of int, shape ([R,] n)
-        The optimal token of each sequence.
+    select : torch.Tensor of int, shape ([R,] n), optional
+        The selected token of each sequence; default the optimal tokens (largest score ``gamma_it``).
     loss : {"exp", "logistic"}, default="exp"
 
     Returns
@@ -338,7 +339,9 @@ def optimal_loss(
     torch.Tensor, shape ([R,])
     """
     check_in("loss", loss, LOSSES)
-    return mean_loss(_selected_scores(X, y, v, select)[2], loss)  # spec ngd §3: L_* = (1/n) sum l(gamma_opt)
+    gamma = token_scores(X, y, v)  # spec ngd §1: gamma_it = y_i v^T x_it, ([R,] n, T)
+    best = gamma.amax(dim=-1) if select is None else torch.gather(gamma, -1, _selected(select, gamma.shape))[..., 0]
+    return log_mean_loss(best, loss).exp()  # spec ngd §3: L_* = (1/n) sum_i l(gamma_{i,sel_i}), in the log domain
 
 
 def gradient_direction(

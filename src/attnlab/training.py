@@ -195,7 +195,7 @@ def train(
         if spec.name in RULES:
             v = problem.v if problem.v is not None else as_runs(model.v) if not batched else model.v
             # no closed-form L* for a nonlinear head (Polyak then needs optimal_loss in the string)
-            target = None if isinstance(v, Head) else optimal_loss(problem.X, problem.y, v.detach(), loss)
+            target = None if isinstance(v, Head) else optimal_loss(problem.X, problem.y, v.detach(), loss=loss)
             rule = spec.rule(list(tensors), optimal_loss=target)
         else:
             optimizer = spec.build([t for k, t in tensors.items() if k not in frozen])

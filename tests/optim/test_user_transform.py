@@ -39,7 +39,7 @@ def reference(data, W0, l_star, c):
 def test_a_user_transform_that_asks_for_the_loss_runs_through_both_front_doors():
     data = example1(4, 3, 8, seed=0)
     W0 = 0.1 * torch.randn(8, 8, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
-    l_star = float(optimal_loss(data.X[None], data.y[None], data.v[None], "exp")[0])  # spec ngd A3: L*
+    l_star = float(optimal_loss(data.X[None], data.y[None], data.v[None], loss="exp")[0])  # spec ngd A3: L*
     expected = reference(data, W0, l_star, c=2.0)
     assert float((expected - W0).norm()) > 0.1  # it moved
     model = al.models.Combined(8, W0=W0)
