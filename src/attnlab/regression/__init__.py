@@ -6,10 +6,11 @@ Spec: docs/theory/preconditioned-regression.md (Goel, Soltanolkotabi, Bartlett 2
 optional leading runs axis R batches independent runs.
 """
 
+from attnlab._deprecation import moved_names
 from attnlab.regression.algorithm import Fit, fit
 from attnlab.regression.curvature import normal_curvatures, objective_excess, whitened_hessian_spectrum
 from attnlab.regression.data import (
-    AssumptionReport,
+    RegressionAssumptions,
     RegressionProblem,
     assumptions,
     make_problem,
@@ -55,7 +56,7 @@ __all__ = [
     "whitened_hessian_spectrum",
     "objective_excess",
     "normal_curvatures",
-    "AssumptionReport",
+    "RegressionAssumptions",
     "Fit",
     "MinibatchOracle",
     "MonteCarloOracle",
@@ -95,3 +96,6 @@ __all__ = [
     "unwhiten",
     "whiten",
 ]
+
+# the former name of RegressionAssumptions (attnlab.data.AssumptionReport is the one class of that name)
+__getattr__ = moved_names(__name__, {"AssumptionReport": "attnlab.regression.data.RegressionAssumptions"})

@@ -29,7 +29,7 @@ import torch
 from attnlab._validation import ValidationError, check_tensor
 from attnlab.data.dataset import TokenSelectionData
 from attnlab.data.token_sets import HIGH, LOW, as_token_sets, sets_from_probabilities
-from attnlab.models.functional import attention_logits
+from attnlab.models.functional import attention_logits, attention_probabilities
 from attnlab.svm._program import (
     Equalities,
     ProgramSolution,
@@ -358,7 +358,7 @@ def svm_equivalence(
     W_t = check_tensor("W", W, "dq", {"d": data.d, "q": data.d_q})
     logits = attention_logits(data.X, W_t, data.Z)  # (n, T): log s up to a per-sequence constant
     if sets is None:
-        sets = sets_from_probabilities(torch.softmax(logits, dim=-1), low, high)
+        sets = sets_from_probabilities(attention_probabilities(data.X, W_t, data.Z), low, high)
     direction = set_direction_svm(data, sets, norm, solver)
     finite = finite_part(data, direction.sets, logits, norm, solver)
     W_dir, W_fin = direction.W, finite.W
