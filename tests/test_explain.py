@@ -195,6 +195,23 @@ def test_sign_descent_is_explained_by_the_linf_svm():
     assert result.closest == "linf"
 
 
+@pytest.mark.parametrize(
+    "opt,family",
+    [
+        ("sign:lr=0.01", {"linf", "l8", "l4"}),
+        ("adam-noeps", {"linf", "l8", "l4"}),
+        ("sd:3", {"l3"}),
+        ("md:1.5", {"l1.5"}),
+    ],
+)
+def test_an_optimizer_of_a_norm_family_adds_that_familys_svms(opt, family):
+    """The registry entry's family: l_p for sd:<p> and md:<p>, l_inf and nearby l_p for sign descent and Adam."""
+    result = explain(example1(n=4, T=3, d=8, seed=0), opt=opt, steps=20)
+    candidates = set(result.table["candidate"])
+    assert family <= candidates
+    assert not {"linf", "l8", "l4", "l3", "l1.5"} - family & candidates  # no other family's
+
+
 def test_token_sets_rank_the_direction_program_and_the_equivalence_direction_for_a_relu_head():
     # multi-token §1-3: a ReLU head (the TF-as-SVM setting, draw 32) keeps mass on tokens 0 and 3 of sequence 0
     from attnlab.data.multi_token import multi_token

@@ -12,6 +12,7 @@ from attnlab.svm.errors import InfeasibleProgramError, SolverAccuracyWarning, So
 from attnlab.svm.head_svm import HeadSVMResult, head_svm
 from attnlab.svm.joint_svm import JointSVMResult, joint_attention_svm
 from attnlab.svm.multi_token import EquivalenceResult, SetProgramResult, finite_part, set_direction_svm, svm_equivalence
+from attnlab.svm.norms import Norm, as_norm, register_norm
 from attnlab.svm.regularization_path import constrained_erm, constrained_stationarity, log_excess_risk_and_gradient
 from attnlab.svm.result import AttentionSVMResult
 from attnlab.svm.selection import (
@@ -30,6 +31,7 @@ __all__ = [
     "SetProgramResult",
     "HeadSVMResult",
     "JointSVMResult",
+    "Norm",
     "InfeasibleProgramError",
     "SolverToleranceError",
     "SelectionReport",
@@ -37,6 +39,7 @@ __all__ = [
     "SolverAccuracyWarning",
     "TieWarning",
     "aligned_l1_svm",
+    "as_norm",
     "attention_svm",
     "constrained_erm",
     "constrained_stationarity",
@@ -49,6 +52,7 @@ __all__ = [
     "joint_attention_svm",
     "locally_optimal_selections",
     "log_excess_risk_and_gradient",
+    "register_norm",
     "set_direction_svm",
     "sets_from_probabilities",
     "support_tokens",
