@@ -21,7 +21,10 @@ if TYPE_CHECKING:
     help="Only experiments of this paper: its theory page's name (implicit-bias-ngd, docs/theory/implicit-bias-ngd.md) or an experiment name prefix (implicit-bias).",
 )
 def list_cmd(paper: str | None) -> None:
-    """List every named experiment, one line each, with its paper."""
+    """List every named experiment, one line each, with its paper.
+
+    Exit status 0.
+    """
     from attnlab.experiments.catalog import list_entries  # a table: importing the experiments takes seconds
 
     for exp in list_entries(paper):
@@ -57,7 +60,9 @@ def run_cmd(
 ) -> None:
     """Run the experiment NAME (or replay the run of --config); write its table, checks, record and figures.
 
-    `attnlab show NAME` lists the settings --set can change, with types, defaults and meanings.
+    `attnlab show NAME` lists the settings --set can change, with types, defaults and meanings. Exit status 1 when a
+    theory check or a property failed (observations that disagree with a paper are reported, not failures), 2 on bad
+    input (an unknown NAME, a --set the config refuses).
     """
     from attnlab.experiments import run_experiment
 

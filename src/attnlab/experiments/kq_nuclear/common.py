@@ -81,7 +81,7 @@ class ScoresConfig(KQConfig):
     T: int = 3
     d: int = 8
 
-    RENAMED: ClassVar[dict[str, str]] = {"L": "T"}  # issue 20: the token axis is T everywhere (the paper writes L)
+    RENAMED: ClassVar[dict[str, str]] = {"L": "T"}  # the token axis is T everywhere (the paper writes L)
 
 
 # ---- falsifiers: wrong mechanisms, each patched where one experiment module looks it up ------------------------

@@ -1,4 +1,4 @@
-"""Wrong mechanisms shared by the softmax-NTK experiments (issue 19): each must fail the theory rows that name it.
+"""Wrong mechanisms shared by the softmax-NTK experiments: each must fail the theory rows that name it.
 
 Spec: docs/theory/softmax-ntk-diffusion.md §9 (the falsifiers paragraph). They patch the library where the
 experiments reach it, never a check's arithmetic.
