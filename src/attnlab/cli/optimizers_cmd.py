@@ -14,7 +14,10 @@ from attnlab.cli.main import main, user_errors
 @main.command("optimizers")
 @user_errors
 def optimizers_cmd() -> None:
-    """List every optimizer name (the registry's), its aliases, options and defaults."""
+    """List every optimizer name (the registry's), its aliases, options and defaults.
+
+    Exit status 0.
+    """
     from attnlab.optim import registry
 
     click.echo(registry.table().replace("``", ""))
