@@ -60,34 +60,32 @@ Check = Callable[[str, Any], Any]
 # --- option checks: each returns the checked value or raises naming the option ------------------------------------
 
 
-def positive(name: str, value: Any) -> float:
-    """A finite number > 0 (``lr``, ``c``, ``head_lr``)."""
-    return float(check_scalar(name, value, low=0.0, low_inclusive=False))
+def number(
+    low: float | None = None,
+    high: float | None = None,
+    *,
+    low_inclusive: bool = True,
+    high_inclusive: bool = True,
+    allow_inf: bool = False,
+    none: bool = False,
+) -> Check:
+    """The check of a number within bounds (``check_scalar``'s), as a float; ``none``: None passes (not set)."""
+
+    def check(name: str, value: Any) -> float | None:
+        if none and value is None:
+            return None
+        bounds = dict(low_inclusive=low_inclusive, high_inclusive=high_inclusive, allow_inf=allow_inf)
+        return float(check_scalar(name, value, low=low, high=high, **bounds))
+
+    return check
 
 
-def nonnegative(name: str, value: Any) -> float:
-    """A finite number >= 0 (``alpha``, ``eps``, ``weight_decay``)."""
-    return float(check_scalar(name, value, low=0.0))
-
-
-def fraction(name: str, value: Any) -> float:
-    """A number in [0, 1) (``momentum``, ``beta1``)."""
-    return float(check_scalar(name, value, low=0.0, high=1.0, high_inclusive=False))
-
-
-def open_fraction(name: str, value: Any) -> float:
-    """A number in (0, 1) (``beta2``)."""
-    return float(check_scalar(name, value, low=0.0, high=1.0, low_inclusive=False, high_inclusive=False))
-
-
-def cap(name: str, value: Any) -> float | None:
-    """None (no cap) or a number > 0, ``inf`` included (``max_step``)."""
-    return None if value is None else float(check_scalar(name, value, low=0.0, low_inclusive=False, allow_inf=True))
-
-
-def exponent(name: str, value: Any) -> float:
-    """An l_p exponent ``1 < p <= inf`` (``p``)."""
-    return float(check_scalar(name, value, low=1.0, low_inclusive=False, allow_inf=True))
+positive = number(0.0, low_inclusive=False)  # lr, c, head_lr
+nonnegative = number(0.0)  # alpha, eps, weight_decay
+fraction = number(0.0, 1.0, high_inclusive=False)  # momentum, beta1
+open_fraction = number(0.0, 1.0, low_inclusive=False, high_inclusive=False)  # beta2
+cap = number(0.0, low_inclusive=False, allow_inf=True, none=True)  # max_step: None is no cap
+exponent = number(1.0, low_inclusive=False, allow_inf=True)  # p of l_p, 1 < p <= inf
 
 
 def boolean(name: str, value: Any) -> bool:
