@@ -9,6 +9,7 @@ from attnlab._validation import ValidationError
 from attnlab.data import TokenSelectionData, example1, scores_equal
 from attnlab.explain import explain, parse_opt
 from attnlab.metrics import cosine, directional_bregman
+from attnlab.models import ReluHead
 from attnlab.svm import attention_svm
 
 
@@ -244,3 +245,17 @@ def test_a_nonlinear_head_without_a_one_token_selection_has_only_set_candidates(
     assert "fro" not in set(result.table["candidate"])
     with pytest.raises(ValidationError, match="no head v"):
         explain(data, "W", "ngd", steps=5, select=[[0, 3], [3], [2]])
+
+
+def test_a_head_trained_from_zero_gives_the_candidates_of_the_trained_head():
+    """train_head=True on data without v: v moves from 0, and the one-token SVMs are those of the trained head's
+    optimal tokens (checked here from the returned v by the definition argmax_t y_i v^T x_it)."""
+    full = example1(n=4, T=3, d=6, seed=0)
+    data = TokenSelectionData(full.X, y=full.y)  # no head
+    result = explain(data, train_head=True, steps=300)
+    assert result.v is not None and float(result.v.abs().max()) > 0
+    optimal = (data.y[:, None] * (data.X @ result.v)).argmax(dim=-1)
+    fro = result.table.set_index("candidate").at["fro", "select"]
+    assert fro == ",".join(map(str, optimal.tolist()))
+    with pytest.raises(ValidationError, match="train_head=True trains a linear head"):
+        explain(data, train_head=True, head=ReluHead(torch.eye(6), torch.ones(6)), select=[0, 0, 0, 0])

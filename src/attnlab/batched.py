@@ -26,6 +26,7 @@ from attnlab._validation import (
     check_device,
     check_in,
     check_labels,
+    check_nonzero,
     check_scalar,
     check_select,
     check_shape,
@@ -214,6 +215,10 @@ def train(
             f"X has {Xr.shape[-2]} entries along axis 'T', needs at least 2: attention selects among T >= 2 tokens"
         )
     Zr = _runs_tensor("Z", Z, "nq", R, sizes)  # multi-token §8: queries of their own width d_q
+    if 0 in (Xr.shape[-1], Zr.shape[-1]):
+        raise ValidationError(
+            f"X has width d = {Xr.shape[-1]} and Z width d_q = {Zr.shape[-1]}: tokens need d, d_q >= 1"
+        )
     yr = check_labels("y", _runs_tensor("y", y, "n", R, sizes))
     nonlinear = isinstance(v, (Head, torch.nn.Module))
     vr = as_head(v, sizes["d"]) if nonlinear else _runs_tensor("v", v, "d", R, sizes)
@@ -312,6 +317,10 @@ def _device(value: Any) -> torch.device:
         device = torch.device(value)
     except (RuntimeError, TypeError) as err:
         raise ValidationError(f"device == {value!r} is not a torch device; pass 'cpu' or 'cuda'") from err
+    if device.type == "meta":
+        raise ValidationError(
+            f"device == {value!r} holds shapes without values, so nothing can train there; pass 'cpu' or 'cuda'"
+        )
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValidationError(f"device == {value!r}, but CUDA is not available on this machine; pass device='cpu'")
     return device
@@ -323,6 +332,8 @@ def _refs(options: dict[str, Any], R: int, d: int, d_q: int) -> dict[str, torch.
         refs[""] = _runs_tensor("W_ref", options["W_ref"], "dq", R, {"d": d, "q": d_q})
     for name, ref in (options.get("refs") or {}).items():
         refs[str(name)] = _runs_tensor(f"refs[{name!r}]", ref, "dq", R, {"d": d, "q": d_q})
+    for name, ref in refs.items():
+        check_nonzero(f"refs[{name!r}]" if name else "W_ref", ref, 2)
     return refs
 
 
@@ -365,10 +376,13 @@ def _trainable(value: Any, params: dict[str, torch.Tensor], R: int) -> dict[str,
 
 
 def _infer_runs(W0: Any, options: dict[str, Any], param: str) -> int | None:
+    name = {"W": "W0", "KQ": "K0", "diag": "xi_k0"}[param]
     first = {"W": W0, "KQ": options.get("K0"), "diag": options.get("xi_k0")}[param]
     if first is None:
         return None
-    t = torch.as_tensor(first)
+    if isinstance(first, str):
+        raise ValidationError(f"{name} == {first!r} is a string; pass an array of the initial values (W0=None: zeros)")
+    t = check_tensor(name, first)
     expected = 2 if param != "diag" else 1
     return int(t.shape[0]) if t.dim() == expected + 1 else None
 

@@ -29,7 +29,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from attnlab._validation import ValidationError, check_in, check_scalar
+from attnlab._validation import ValidationError, check_bool, check_in, check_scalar
 from attnlab.batched import PARAMETRIZATIONS
 from attnlab.batched import train as batched_train
 from attnlab.data import Selection, TokenSelectionData
@@ -103,6 +103,8 @@ class Explanation:
         Candidates left out (an infeasible program, no head for the local selections) and why.
     W : torch.Tensor, shape (d, d_q)
         The final combined matrix.
+    v : torch.Tensor, shape (d,), or None
+        The trained head, with ``train_head=True`` (the candidates are the SVMs of its optimal tokens).
     converged : bool
         Whether the run converged in direction (see :func:`explain`).
     nearest : str
@@ -120,6 +122,7 @@ class Explanation:
     converged: bool = True
     nearest: str = ""
     verdict: str = ""
+    v: torch.Tensor | None = None
 
 
 def _candidates(
@@ -131,9 +134,9 @@ def _candidates(
     linear: bool,
 ):
     """``{name: AttentionSVMResult or SetProgramResult}`` of every feasible candidate, and the reasons for the ones
-    left out. ``norms``: the l_p exponents of the optimizer's family; ``sets``: token sets (multi-token §3.1 adds
-    their direction programs); ``linear``: training uses the data's linear head (the one-token selections of the
-    head exist only then)."""
+    left out; refuses data on which none is feasible. ``norms``: the l_p exponents of the optimizer's family; ``sets``:
+    token sets (multi-token §3.1 adds their direction programs); ``linear``: training uses the data's linear head (the
+    one-token selections of the head exist only then)."""
     plain = data if sets is None else data.with_(select=None)  # the one-token programs' data
     one_token = linear or (data.select is not None and data.select.dim() == 1)
     square = data.d_q == data.d
@@ -161,12 +164,17 @@ def _candidates(
             skipped.append(f"{name}: {err}")
     if not linear or data.v is None:
         skipped.append("locally optimal selections: training has no linear head v")
-        return found, skipped
-    default = tuple(found["fro"].select.tolist()) if "fro" in found else None
-    for report in locally_optimal_selections(plain, "fro", max_candidates=max_selections, solver=solver):
-        select = tuple(report.select.tolist())
-        if select != default:
-            found["fro[" + ",".join(map(str, select)) + "]"] = report.svm  # mirror-descent-lp §5 Def. 3
+    else:
+        default = tuple(found["fro"].select.tolist()) if "fro" in found else None
+        for report in locally_optimal_selections(plain, "fro", max_candidates=max_selections, solver=solver):
+            select = tuple(report.select.tolist())
+            if select != default:
+                found["fro[" + ",".join(map(str, select)) + "]"] = report.svm  # mirror-descent-lp §5 Def. 3
+    if not found:
+        raise ValidationError(
+            f"no candidate SVM is feasible on this data ({'; '.join(skipped)}); the selected tokens "
+            "cannot be separated, check attnlab.svm.is_separable(data)"
+        )
     return found, skipped
 
 
@@ -230,6 +238,7 @@ def explain(
     direction_tol: float = 1e-2,
     select: object = None,
     head: Head | torch.nn.Module | None = None,
+    train_head: bool = False,
 ) -> Explanation:
     """Train ``param`` with ``opt`` on ``data`` and rank every candidate SVM by its distance to the final direction.
 
@@ -280,6 +289,10 @@ def explain(
         A fixed nonlinear head to train with in place of ``data.v`` (e.g.
         :class:`~attnlab.models.ReluHead`; multi-token §1). The one-token candidates then need ``data.select``
         (or ``select``) of shape ``(n,)``; the locally optimal selections are left out (they are a linear head's).
+    train_head : bool, default=False
+        Train the linear head ``v`` together with the attention (implicit-bias-ngd §8.11), from ``data.v`` or,
+        when the data have none, from ``v = 0``. The candidates are then those of the trained head: the SVMs
+        of its optimal tokens, its locally optimal selections and the attended selection.
 
     Returns
     -------
@@ -288,7 +301,8 @@ def explain(
     Raises
     ------
     ValidationError
-        On a bad ``param``, ``opt``, ``loss``, ``select`` or size, data without a head (and no ``head``),
+        On a bad ``param``, ``opt``, ``loss``, ``select`` or size, data without a head (and no ``head``), a
+        ``head`` without a selection (``select`` or ``data.select``),
         ``param="diag"`` on cross-attention data, when no candidate is feasible, when
         training diverged (non-finite loss), or when the gradient is zero throughout (every token ties).
 
@@ -301,11 +315,23 @@ def explain(
     """
     if not isinstance(data, TokenSelectionData):
         raise ValidationError(f"data must be a TokenSelectionData, got {type(data).__name__}")
+    train_head = check_bool("train_head", train_head)
     linear = head is None
+    if train_head and not linear:
+        raise ValidationError("train_head=True trains a linear head v; a nonlinear head= is fixed: pass one of them")
+    if train_head and data.v is None:
+        data = data.with_(v=torch.zeros(data.d, dtype=torch.float64))  # implicit-bias-ngd §8.11: v trained from 0
     training_head = data.require_head() if linear else as_head(head, data.d)  # multi-token §1
     if select is not None:
         data = data.with_(select=select)  # validated there: (n,) tokens or (n, T) sets
     sets = data.select if data.select is not None and data.select.dim() == 2 else None  # multi-token §2
+    if not linear and data.select is None:
+        raise ValidationError(
+            "head= trains with a fixed nonlinear head, which has no optimal tokens of its own, so explain has no "
+            "selection whose SVMs to compare: pass select= (one token per sequence, shape (n,), or token sets, an "
+            "(n, T) mask or n lists of indices, e.g. attnlab.data.sets_from_probabilities of a trained softmax) or "
+            "store it in data.select"
+        )
     check_in("param", param, PARAMETRIZATIONS)
     if param == "diag" and data.d_q != data.d:
         raise ValidationError(
@@ -332,18 +358,15 @@ def explain(
     d_e = data.d if d_e is None else d_e
     d_e = check_scalar("d_e", d_e, kind=int, low=1)
 
-    gamma = token_scores(data.X, data.y, data.v) if linear else None
+    gamma = token_scores(data.X, data.y, data.v) if linear and not train_head else None
     if gamma is not None and bool((gamma.amax(dim=-1) == gamma.amin(dim=-1)).all()):
         raise ValidationError(
             "every token ties in every sequence (the head v gives all tokens one score, e.g. v = 0): the gradient is "
-            "zero, training cannot move and no SVM can be named; pass data whose head separates the tokens"
+            "zero, training cannot move and no SVM can be named; pass data whose head separates the tokens, or "
+            "train the head with train_head=True"
         )
-    svms, skipped = _candidates(data, family, max_selections, solver, sets, linear)
-    if not svms:
-        raise ValidationError(
-            f"no candidate SVM is feasible on this data ({'; '.join(skipped)}); the selected tokens "
-            "cannot be separated, check attnlab.svm.is_separable(data)"
-        )
+    if not train_head:  # a trained head's candidates exist only after training
+        svms, skipped = _candidates(data, family, max_selections, solver, sets, linear)
     init = _initial(param, data.d, data.d_q, d_e, init_scale, seed)
     run = batched_train(
         data.X,
@@ -358,6 +381,7 @@ def explain(
         steps=steps,
         record_every=record_every,
         keep_iterates=True,
+        train_head=train_head,
         **init,
     )
     if run.status[0] != "completed":
@@ -371,6 +395,9 @@ def explain(
             "the gradient is zero at every recorded step (every token ties: the head v scores all tokens alike, "
             "e.g. v = 0), so training cannot move and no SVM is named; pass data whose head separates the tokens"
         )
+    if train_head:  # the candidates of the trained head (implicit-bias-ngd §8.11)
+        data = data.with_(v=run.params["v"][0])
+        svms, skipped = _candidates(data, family, max_selections, solver, sets, linear)
     attended = _attended(data, run.W[0], svms, skipped, solver)
     if sets is not None:
         try:  # multi-token §3.3: W_fin + R W_dir, R fitted to the trained W
@@ -417,6 +444,7 @@ def explain(
         converged=converged,
         nearest=nearest,
         verdict=verdict,
+        v=run.params["v"][0] if train_head else None,
     )
 
 

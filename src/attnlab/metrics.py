@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from attnlab._validation import ValidationError, check_in, check_scalar, check_tensor
+from attnlab._validation import ValidationError, check_in, check_nonzero, check_scalar, check_tensor
 from attnlab.data.selection import Selection
 from attnlab.geometry import _unit_scale, bregman_divergence, directional_bregman, entrywise_norm, matrix_norm
 from attnlab.losses import LOSSES, log_mean_loss
@@ -408,7 +408,7 @@ def _reference(name: str, value: Any, axes: int) -> torch.Tensor:
     if ref.dim() not in (axes, axes + 1) or (axes == 2 and ref.shape[-1] != ref.shape[-2]):
         shape = "(d, d) or (R, d, d)" if axes == 2 else "(d,) or (R, d)"
         raise ValidationError(f"{name} has shape {tuple(ref.shape)}, expected {shape}")
-    return ref
+    return check_nonzero(name, ref, axes)
 
 
 def _against(name: str, ref: torch.Tensor, current: torch.Tensor, what: str) -> torch.Tensor:

@@ -23,7 +23,6 @@ EXPERIMENTS = frozenset(
         "mirror-descent.e2",
         "mirror-descent.growth",
         "mirror-descent.regpath",
-        "multi-token.equivalence",
         "ntk.lazy",
         "ntk.table1",
         "real.digits-vit",

@@ -55,7 +55,8 @@ class TokenSelectionData:
     ------
     ValidationError
         On wrong shapes (the message names the argument: ``Z`` must have ``n`` rows, ``v`` width ``d``),
-        non-finite values, labels outside {-1, +1}, T < 2, or out-of-range ``select``.
+        non-finite or complex values, labels outside {-1, +1}, T < 2, a token or query width of 0, or
+        out-of-range ``select``.
 
     Examples
     --------
@@ -72,8 +73,9 @@ class TokenSelectionData:
 
     def __init__(self, X, Z=None, y=None, v=None, select=None) -> None:  # noqa: D107 (documented on the class)
         sizes: dict[str, int] = {}
-        X_t = check_tensor("X", X, "nTd", sizes, min_size={"T": 2, "n": 1})
-        Z_t = X_t[:, 0].clone() if Z is None else check_tensor("Z", Z, "nq", sizes)  # multi-token §8: d_q free
+        X_t = check_tensor("X", X, "nTd", sizes, min_size={"T": 2, "n": 1, "d": 1})
+        # multi-token §8: queries of their own width d_q
+        Z_t = X_t[:, 0].clone() if Z is None else check_tensor("Z", Z, "nq", sizes, min_size={"q": 1})
         if y is None:
             raise ValidationError("y is required: pass labels of shape (n,) with values in {-1, +1}")
         y_t = check_labels("y", check_tensor("y", y, "n", sizes))

@@ -2,7 +2,9 @@
 
 A run's parameters (all plain values, so a sweep file can grid over any of them)::
 
-    data: example1          # a generator of attnlab.data.GENERATORS
+    data: example1          # a generator of attnlab.data.GENERATORS, or your data: a .npz file (X, y and
+                            #   optionally Z, v) or a folder of them (one run per file)
+    v: null                 # the head: a .npy file or a key of the data file (default the data's v)
     n: 8                    # n, T, d (when given) and data_args go to the generator
     T: 6
     d: 64
@@ -17,11 +19,15 @@ A run's parameters (all plain values, so a sweep file can grid over any of them)
     loss: exp
     steps: 1000
     record_every: 100       # rows of trajectory.parquet (default: first and last step)
-    options: {W_ref: ...}   # any further keyword of attnlab.batched.train (optimizer options go in the string)
+    options: {train_head: true}   # any further keyword of attnlab.batched.train (v trained, from 0 when the data
+                            #   have no head); optimizer options go in the string ("ngd:momentum=0.9")
+    alignment: [fro]        # alignment_<norm> columns: corr(W_t, the <norm> SVM of the run's final attended
+                            #   selection), for norms fro, nuc or a number p (column l<p>); [] for none
 
 Runs that differ only in ``seed``, ``data_seed`` and ``lr`` share a batch key, so the in-process executor
 trains them as one batched tensor program; every run writes ``trajectory.parquet``, ``W.npy`` (its final
-combined matrix, float64, shape (d, d)) and ``record.json``. A run whose loss turns non-finite stops alone: its
+combined matrix, float64, shape (d, d_q)) and ``record.json`` (its summary names each run's attended selection and
+the status of its SVMs). A run whose loss turns non-finite stops alone: its
 files hold its last finite iterate and its summary says ``status: diverged`` with the step; the other runs of its
 batch are unaffected.
 """
@@ -60,6 +66,8 @@ DEFAULTS: dict[str, Any] = {
     "steps": 1000,
     "record_every": None,
     "options": {},
+    "v": None,
+    "alignment": ["fro"],
 }
 _SIZES = ("n", "T", "d")
 _PER_RUN = ("seed", "data_seed", "lr")  # free to differ inside one batch
@@ -70,29 +78,101 @@ def _full(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def _data(p: dict[str, Any]) -> Any:
-    from attnlab.data import GENERATORS
+    """The run's data set: the generator's, or the data file's; the head ``v`` from the ``v`` parameter, else the
+    data's, else ``0`` when the head is trained (``options: {train_head: true}``)."""
+    from attnlab.data import GENERATORS, TokenSelectionData, is_data_path
 
-    sizes = {k: p[k] for k in _SIZES if k in p}
-    data = GENERATORS[p["data"]](**sizes, **p["data_args"], seed=p["data_seed"])
-    return getattr(data, "data", data)  # aligned_pairs returns an AlignedPairs holding the data set
+    if is_data_path(p["data"]):
+        data = TokenSelectionData.load(p["data"])
+    else:
+        sizes = {k: p[k] for k in _SIZES if k in p}
+        data = GENERATORS[p["data"]](**sizes, **p["data_args"], seed=p["data_seed"])
+        data = getattr(data, "data", data)  # aligned_pairs returns an AlignedPairs holding the data set
+    if p["v"] is not None:
+        data = data.with_(v=_array("v", p["v"], p["data"]))
+    if data.v is None and p["options"].get("train_head"):
+        data = data.with_(v=torch.zeros(data.d, dtype=torch.float64))  # implicit-bias-ngd §8.11: v trained from 0
+    if data.v is None:
+        raise ValidationError(
+            f"data {p['data']!r} has no head v: add v to the file, name one with v: FILE.npy (or a key of the "
+            "file), or train one from 0 with options: {train_head: true}"
+        )
+    return data
 
 
-def _initial(p: dict[str, Any], d: int) -> dict[str, torch.Tensor]:
+def _array(name: str, source: str, data: str) -> np.ndarray:
+    """A ``.npy`` file, or the key ``source`` of the data file ``data``."""
+    from attnlab._io import read_npz
+    from attnlab.data import is_data_path
+
+    if str(source).endswith(".npy"):
+        if not Path(source).is_file():
+            raise ValidationError(f"{name}: {source!r}: no such file")
+        return np.load(source, allow_pickle=False)
+    arrays = read_npz(data) if is_data_path(data) else {}
+    if source not in arrays:
+        raise ValidationError(f"{name}: {source!r} is neither a .npy file nor a key of the data file {data!r}")
+    return arrays[source]
+
+
+def _initial(p: dict[str, Any], d: int, d_q: int) -> dict[str, torch.Tensor]:
     """Initial parameters of one run, ``init_scale * N(0, 1/d)`` entries drawn from ``seed``."""
     gen = torch.Generator().manual_seed(int(p["seed"]))
     scale = p["init_scale"] / math.sqrt(d)
     if p["param"] == "W":
-        return {"W0": scale * torch.randn(d, d, generator=gen, dtype=torch.float64)}  # (d, d)
+        return {"W0": scale * torch.randn(d, d_q, generator=gen, dtype=torch.float64)}  # (d, d_q)
     if p["param"] == "KQ":
         d_e = d if p["d_e"] is None else p["d_e"]
         return {
             "K0": scale * torch.randn(d, d_e, generator=gen, dtype=torch.float64),  # (d, d_e)
-            "Q0": scale * torch.randn(d, d_e, generator=gen, dtype=torch.float64),  # (d, d_e)
+            "Q0": scale * torch.randn(d_q, d_e, generator=gen, dtype=torch.float64),  # (d_q, d_e)
         }
     return {
         "xi_k0": scale * torch.randn(d, generator=gen, dtype=torch.float64),  # (d,)
         "xi_q0": scale * torch.randn(d, generator=gen, dtype=torch.float64),  # (d,)
     }
+
+
+def _alignment_norms(values: Any) -> list[tuple[str, Any]]:
+    """``(column, norm)`` of each ``alignment`` entry: ``fro``, ``nuc`` or a number ``p`` (column ``alignment_l<p>``)."""
+    from attnlab.svm.norms import as_norm
+
+    if not isinstance(values, list):
+        raise ValidationError(f"alignment must be a list of norms such as [fro, nuc, 1.5] (or []), got {values!r}")
+    norms = []
+    for value in values:
+        norm = None if isinstance(value, bool) else as_norm(value)  # parsed once: the programs take the Norm
+        if norm is None or norm.diagonal is not None:
+            raise ValidationError(f"alignment entries are fro, nuc or a number p >= 1, got {value!r}")
+        norms.append((f"alignment_{norm.name}", norm))
+    return norms
+
+
+def _svm_alignments(frame: Any, data: Any, result: Any, r: int, norms: list[tuple[str, Any]]) -> dict[str, Any]:
+    """Add to run ``r``'s ``frame`` the column ``corr(W_t, W_svm)`` per norm, ``W_svm`` the SVM of the selection
+    the run attends to at its last iterate (implicit-bias-ngd §2, §5); return the attended selection and the
+    programs' statuses (an infeasible one leaves NaN in its column and says why)."""
+    from attnlab.data import Selection
+    from attnlab.metrics import cosine
+    from attnlab.models.functional import attention_logits
+    from attnlab.svm import InfeasibleProgramError, attended_svm
+
+    if not norms:
+        return {}
+    path = result.iterates["W"][:, r]  # (S, d, d_q) at the recorded steps
+    rows = frame["step"].map({int(s): k for k, s in enumerate(result.iterates["step"].tolist())}).to_numpy()
+    statuses = {}
+    for column, norm in norms:
+        try:
+            svm = attended_svm(data, result.W[r], norm)
+        except InfeasibleProgramError as err:
+            frame[column] = math.nan
+            statuses[column] = f"infeasible: {str(err).split(';')[0]}"
+            continue
+        frame[column] = cosine(path, svm.W).numpy()[rows]  # spec ngd §5: corr(W_t, W_svm)
+        statuses[column] = svm.status
+    attended = Selection.attended(attention_logits(data.X, result.W[r], data.Z)).tokens  # implicit-bias-ngd §2
+    return {"attended": attended.tolist(), "svm_status": statuses}
 
 
 def _lrs(full: list[dict[str, Any]]) -> torch.Tensor:
@@ -107,10 +187,18 @@ def _shared(params: dict[str, Any]) -> str:
     return json.dumps({k: v for k, v in _full(params).items() if k not in _PER_RUN}, sort_keys=True)
 
 
-def _check_generator_arguments(p: dict[str, Any]) -> None:
-    """Refuse sizes and ``data_args`` that the generator does not take (``aligned_pairs`` takes no ``T``)."""
-    from attnlab.data import GENERATORS
+def _check_generator_arguments(p: dict[str, Any], given: dict[str, Any]) -> None:
+    """Refuse sizes and ``data_args`` that the generator does not take (``aligned_pairs`` takes no ``T``), and any
+    of them with a data file."""
+    from attnlab.data import GENERATORS, is_data_path
 
+    if is_data_path(p["data"]):
+        fixed = [k for k in (*_SIZES, "data_args", "data_seed") if k in given]
+        if fixed:
+            raise ValidationError(
+                f"data {p['data']!r} is a data file, which fixes its sizes and draws nothing: drop {fixed}"
+            )
+        return
     accepted = [name for name in inspect.signature(GENERATORS[p["data"]]).parameters if name != "seed"]
     given = [k for k in _SIZES if k in p] + list(p["data_args"])
     unknown = [name for name in given if name not in accepted]
@@ -143,7 +231,7 @@ def _dry_run(shared: str, data_seed: int) -> None:
         loss=p["loss"],
         steps=0,
         record_every=1,
-        **{k: v for k, v in _initial(p, int(data.X.shape[-1])).items() if k != "W0"},
+        **{k: v for k, v in _initial(p, data.d, data.d_q).items() if k != "W0"},
         **p["options"],
     )
 
@@ -155,6 +243,31 @@ class BatchedTrain(Task):
     """
 
     name = "batched-train"
+
+    def expand(self, params: dict[str, Any]) -> list[dict[str, Any]]:
+        """One run per data file when ``data`` is a folder (by file name); else the run itself.
+
+        Parameters
+        ----------
+        params : dict of str to Any
+            One point of the sweep.
+
+        Returns
+        -------
+        list of dict of str to Any
+            ``params`` with ``data`` set to each ``.npz`` of the folder (``folder/name``), or ``[params]``.
+
+        Raises
+        ------
+        ValidationError
+            When ``data`` is a folder without ``.npz`` files.
+        """
+        from attnlab.data import data_files
+
+        data = params.get("data", DEFAULTS["data"])
+        if not isinstance(data, str) or not Path(data).is_dir():
+            return [params]
+        return [{**params, "data": str(path)} for path in data_files(data)]
 
     def check(self, params: dict[str, Any]) -> None:
         """Refuse unknown keys and bad values before the sweep starts (the message names the key).
@@ -175,7 +288,7 @@ class BatchedTrain(Task):
             value the generator or the trainer refuses.
         """
         from attnlab.batched import OPTIMIZERS, PARAMETRIZATIONS
-        from attnlab.data import GENERATORS
+        from attnlab.data import GENERATORS, data_files, is_data_path
         from attnlab.losses import LOSSES
         from attnlab.optim import parse_optimizer
 
@@ -186,7 +299,10 @@ class BatchedTrain(Task):
                 "(optimizer keywords go under options)"
             )
         p = _full(params)
-        check_in("data", p["data"], sorted(GENERATORS))
+        if is_data_path(p["data"]):
+            data_files(p["data"])  # refuses a missing file
+        else:
+            check_in("data", p["data"], sorted(GENERATORS))
         check_in("param", p["param"], PARAMETRIZATIONS)
         spec = parse_optimizer(p["optimizer"])
         check_in("optimizer", spec.name, OPTIMIZERS)
@@ -218,7 +334,10 @@ class BatchedTrain(Task):
                 raise ValidationError(f"{key} must be a mapping of keyword arguments, got {p[key]!r}")
         if p["d_e"] is not None:
             check_scalar("d_e", p["d_e"], kind=int, low=1)
-        _check_generator_arguments(p)
+        _alignment_norms(p["alignment"])
+        if p["v"] is not None and not isinstance(p["v"], str):
+            raise ValidationError(f"v must name a .npy file or a key of the data file, got {p['v']!r}")
+        _check_generator_arguments(p, params)
         # Everything else (sizes, data_args values, options and their values) is checked by the code that will
         # run: the generator and attnlab.batched.train, called once per batch with steps = 0.
         _dry_run(_shared(params), p["data_seed"])
@@ -274,9 +393,10 @@ class BatchedTrain(Task):
         first = full[0]
         spec = parse_optimizer(first["optimizer"])
         start = time.perf_counter()
-        data = stack([_data(p) for p in full])  # X (R, n, T, d)
-        d = int(data.X.shape[-1])
-        inits = [_initial(p, d) for p in full]
+        runs = [_data(p) for p in full]
+        data = stack(runs)  # X (R, n, T, d)
+        d, d_q = runs[0].d, runs[0].d_q
+        inits = [_initial(p, d, d_q) for p in full]
         init = {k: torch.stack([i[k] for i in inits]) for k in inits[0]}  # each ([R,] ...)
         steps = first["steps"]
         result = train(
@@ -291,6 +411,7 @@ class BatchedTrain(Task):
             loss=first["loss"],
             steps=steps,
             record_every=first["record_every"] or max(steps, 1),
+            keep_iterates=bool(first["alignment"]),  # the recorded W_t, for the alignment columns
             **init,
             **first["options"],
         )
@@ -299,8 +420,12 @@ class BatchedTrain(Task):
         for r, (p, raw, run_dir) in enumerate(zip(full, params, run_dirs)):
             frame = result.frame[result.frame["run"] == r].drop(columns="run").reset_index(drop=True)
             frame.insert(0, "seed", p["seed"])
+            if p["options"].get("train_head") and not bool(runs[r].v.any()):
+                # a head trained from 0 has no optimal tokens at the start: these columns would follow token 0
+                frame = frame.drop(columns=["opt_softmax", "margin"], errors="ignore")
+            svms = _svm_alignments(frame, runs[r], result, r, _alignment_norms(p["alignment"]))
             write_parquet(run_dir / "trajectory.parquet", frame)
-            W = result.W[r].detach().numpy()  # (d, d)
+            W = result.W[r].detach().numpy()  # (d, d_q)
             atomic_write(run_dir / "W.npy", lambda path, W=W: np.save(path, W))
             last = frame.iloc[-1]
             summary = {
@@ -308,6 +433,7 @@ class BatchedTrain(Task):
                 "final_norm": float(last["norm"]),
                 "status": result.status[r],
                 "last_step": result.last_step[r],
+                **svms,
             }
             record = {
                 "task": self.name,

@@ -6,9 +6,15 @@ Spec: implicit-bias-ngd §5, mirror-descent-lp §5 and §7, kq-nuclear-norm §4 
 from attnlab._deprecation import moved_names
 from attnlab.data.token_sets import sets_from_probabilities
 from attnlab.svm.aligned_svm import aligned_l1_svm
-from attnlab.svm.attention_svm import attention_svm
+from attnlab.svm.attention_svm import attended_svm, attention_svm
 from attnlab.svm.diagonal_svm import diagonal_svm
-from attnlab.svm.errors import InfeasibleProgramError, SolverAccuracyWarning, SolverToleranceError, TieWarning
+from attnlab.svm.errors import (
+    InfeasibleProgramError,
+    SolverAccuracyWarning,
+    SolverToleranceError,
+    TieWarning,
+    WholeSequenceWarning,
+)
 from attnlab.svm.head_svm import HeadSVMResult, head_svm
 from attnlab.svm.joint_svm import JointSVMResult, joint_attention_svm
 from attnlab.svm.multi_token import EquivalenceResult, SetProgramResult, finite_part, set_direction_svm, svm_equivalence
@@ -38,8 +44,10 @@ __all__ = [
     "SelectionSVMs",
     "SolverAccuracyWarning",
     "TieWarning",
+    "WholeSequenceWarning",
     "aligned_l1_svm",
     "as_norm",
+    "attended_svm",
     "attention_svm",
     "constrained_erm",
     "constrained_stationarity",

@@ -9,9 +9,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from attnlab._validation import ValidationError, check_in
+from attnlab._validation import ValidationError, check_in, check_tensor
 from attnlab.data.dataset import TokenSelectionData
+from attnlab.data.selection import Selection
 from attnlab.data.token_sets import is_token_sets
+from attnlab.models.functional import attention_logits
 from attnlab.svm._dual import solve_frobenius_dual
 from attnlab.svm._program import (
     ProgramCache,
@@ -34,7 +36,7 @@ from attnlab.svm.multi_token import SetProgramResult, set_direction_svm
 from attnlab.svm.norms import KKT_TOL, Norm, as_norm
 from attnlab.svm.result import EMPTY_CAUSE, INFEASIBLE_CAUSE, AttentionSVMResult, svm_result
 
-__all__ = ["AttentionSVMResult", "attention_svm", "solve_attention_svm"]
+__all__ = ["AttentionSVMResult", "attended_svm", "attention_svm", "solve_attention_svm"]
 
 
 def _primal(
@@ -137,6 +139,7 @@ def attention_svm(
     if method == "dual" and not norm.exact_dual:
         raise ValidationError(f'method="dual" solves only norm="fro", got norm={norm.label!r}; use method="primal"')
     sets = select if select is not None else data.select
+    sets = sets.value if isinstance(sets, Selection) else sets  # a parsed selection: its indices or its mask
     if is_token_sets(sets):
         if method != "primal":
             raise ValidationError('token sets are solved by the primal program only; pass method="primal"')
@@ -178,3 +181,36 @@ def solve_attention_svm(
     solution = scaled_back(solution, (diff_scale, query_scale), norm, what)  # W(a X, b Z) = W(X, Z) / (a b)
     W = solution.x if U is None else U @ solution.x @ V.T
     return svm_result(solution, W, None, pairs, data, select, norm.label)
+
+
+def attended_svm(
+    data: TokenSelectionData, W: object, norm: Norm | str | float = "fro", *, solver: str | None = None
+) -> AttentionSVMResult:
+    """The SVM of the selection a trained ``W`` attends to: ``select_i = argmax_t x_{i,t}^T W z_i``.
+
+    Spec: implicit-bias-ngd §2 (the attended token) and §5 (the SVM of a selection): the direction a run that
+    keeps its attended selection converges to.
+
+    Parameters
+    ----------
+    data : TokenSelectionData
+    W : array-like, shape (d, d_q)
+        The trained combined matrix.
+    norm : {"fro", "nuc", "l1-diag"} or float, default="fro"
+        As in :func:`attention_svm`.
+    solver : {"CLARABEL", "SCS"}, optional
+
+    Returns
+    -------
+    AttentionSVMResult
+        Its ``select`` is the attended selection.
+
+    Raises
+    ------
+    InfeasibleProgramError
+        When the attended selection cannot be separated (e.g. a tie with another token).
+    """
+    data = check_data(data)
+    W_t = check_tensor("W", W, "dq", {"d": data.d, "q": data.d_q})
+    select = Selection.attended(attention_logits(data.X, W_t, data.Z))  # implicit-bias-ngd §2: the attended token
+    return attention_svm(data, norm, select=select, solver=solver)

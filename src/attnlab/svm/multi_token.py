@@ -16,10 +16,15 @@ Both programs are ``min ||x|| s.t. M vec(x) >= 1, E vec(x) = b``: one solve rout
 queries (exact for the Frobenius and nuclear norms), certified by its own KKT residual. Within a set only the
 differences to its first token are constrained: the other pairs are their differences, so the feasible set is the
 same as with all pairs and the equality rows stay independent.
+
+A set may be its whole sequence (the source's notebook keeps such runs): that sequence has no token outside its set,
+so it contributes equalities only. The programs warn with :class:`~attnlab.svm.errors.WholeSequenceWarning`, naming
+those sequences, and the direction program is refused only when no sequence has a margin constraint.
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, replace
 
 import cvxpy as cp
@@ -28,7 +33,7 @@ import torch
 
 from attnlab._validation import ValidationError, check_tensor
 from attnlab.data.dataset import TokenSelectionData
-from attnlab.data.token_sets import HIGH, LOW, as_token_sets, sets_from_probabilities
+from attnlab.data.token_sets import HIGH, LOW, as_token_sets, refuse_no_margin, sets_from_probabilities, whole_sequences
 from attnlab.models.functional import attention_logits, attention_probabilities
 from attnlab.svm._program import (
     Equalities,
@@ -42,7 +47,7 @@ from attnlab.svm._program import (
     solve_margin_program,
     unit_scale,
 )
-from attnlab.svm.errors import InfeasibleProgramError
+from attnlab.svm.errors import InfeasibleProgramError, WholeSequenceWarning
 from attnlab.svm.norms import Norm, as_norm
 
 __all__ = ["EquivalenceResult", "SetProgramResult", "finite_part", "set_direction_svm", "svm_equivalence"]
@@ -220,6 +225,20 @@ def _inputs(
     return data, mask, norm, check_solver(solver)
 
 
+def _warn_whole(mask: torch.Tensor, what: str, stacklevel: int = 3) -> None:
+    """Warn, naming them, about the sequences whose set is the whole sequence (multi-token §2)."""
+    whole = whole_sequences(mask)
+    if whole:
+        shown = ", ".join(map(str, whole[:8])) + (f" and {len(whole) - 8} more" if len(whole) > 8 else "")
+        warnings.warn(
+            f"{what}: the token sets of sequences [{shown}] hold the whole sequence (all {mask.shape[1]} tokens); "
+            "they contribute equal logits only (no margin), as in the source's program. Dropping those sequences "
+            "is a different program with another direction",
+            WholeSequenceWarning,
+            stacklevel=stacklevel,
+        )
+
+
 def set_direction_svm(
     data: TokenSelectionData, sets: object, norm: str = "fro", solver: str | None = None
 ) -> SetProgramResult:
@@ -246,7 +265,14 @@ def set_direction_svm(
         When no ``W`` separates the sets with equal logits inside them, or a token of a set equals one outside it
         (the constraint reads ``0 >= 1``; the message names the sequence and tokens).
     ValidationError
-        On a bad ``norm``, ``solver`` or ``sets`` (an empty set, a set equal to its whole sequence).
+        On a bad ``norm``, ``solver`` or ``sets`` (an empty set), or when every set is its whole sequence (no
+        margin constraint is left).
+
+    Warns
+    -----
+    WholeSequenceWarning
+        When some sets are their whole sequence: those sequences contribute equalities only (the message names
+        them).
 
     Notes
     -----
@@ -260,9 +286,16 @@ def set_direction_svm(
     1.0
     """
     data, mask, norm, solver = _inputs(data, sets, norm, solver)
+    refuse_no_margin(mask, "set-direction SVM")  # multi-token §3.1: whole-sequence sets add equalities only
+    _warn_whole(mask, "set-direction SVM")
+    return _direction(data, mask, norm, solver)
+
+
+def _direction(data: TokenSelectionData, mask: torch.Tensor, norm: Norm, solver: str) -> SetProgramResult:
+    """:func:`set_direction_svm` on validated inputs with a margin constraint somewhere (no warning)."""
+    what = f"set-direction SVM (norm={norm.label!r}, n={data.n}, T={data.T}, d={data.d})"
     rows = _set_rows(data, mask)
     pairs = rows[0]
-    what = f"set-direction SVM (norm={norm.label!r}, n={data.n}, T={data.T}, d={data.d})"
     labels = [f"(sequence i={i}: tau={tau} in the set, t={t} outside)" for i, tau, t in pairs]
     target = np.zeros(len(rows[3]))
     solution = _solve(rows[1], rows[2], rows[4], rows[5], target, norm, solver, what=what, labels=labels)
@@ -298,9 +331,23 @@ def finite_part(
     ------
     InfeasibleProgramError
         When no matrix reproduces the log-ratios (possible only for log-probabilities not made by one ``W``).
+
+    Warns
+    -----
+    WholeSequenceWarning
+        When some sets are their whole sequence (the message names them): every logit gap there is fixed.
     """
     data, mask, norm, solver = _inputs(data, sets, norm, solver)
-    log_s = check_tensor("log_probabilities", log_probabilities, "nT", {"n": data.n, "T": data.T}).numpy()
+    log_s = check_tensor("log_probabilities", log_probabilities, "nT", {"n": data.n, "T": data.T})
+    _warn_whole(mask, "finite part")
+    return _finite(data, mask, log_s, norm, solver)
+
+
+def _finite(
+    data: TokenSelectionData, mask: torch.Tensor, log_s: torch.Tensor, norm: Norm, solver: str
+) -> SetProgramResult:
+    """:func:`finite_part` on validated inputs (no warning)."""
+    log_s = log_s.numpy()
     rows = _set_rows(data, mask)
     equalities = rows[3]
     target = log_s[equalities[:, 0], equalities[:, 2]] - log_s[equalities[:, 0], equalities[:, 1]]  # log(s'/s)
@@ -348,6 +395,19 @@ def svm_equivalence(
     -------
     EquivalenceResult
 
+    Raises
+    ------
+    ValidationError
+        On a bad ``W``, ``norm`` or ``sets``; when ``sets`` is not given, on a softmax with a weight between the
+        thresholds or one saturated nowhere (:func:`sets_from_probabilities`).
+    InfeasibleProgramError
+        When the direction program or the finite part has no solution.
+
+    Warns
+    -----
+    WholeSequenceWarning
+        When some sets are their whole sequence (once, naming them): those sequences contribute equalities only.
+
     Notes
     -----
     ``R = <W - W_fin, W_dir> / ||W_dir||_F^2`` (least squares in closed form; the source fits it with cvxpy).
@@ -359,8 +419,11 @@ def svm_equivalence(
     logits = attention_logits(data.X, W_t, data.Z)  # (n, T): log s up to a per-sequence constant
     if sets is None:
         sets = sets_from_probabilities(attention_probabilities(data.X, W_t, data.Z), low, high)
-    direction = set_direction_svm(data, sets, norm, solver)
-    finite = finite_part(data, direction.sets, logits, norm, solver)
+    data, mask, norm, solver = _inputs(data, sets, norm, solver)
+    refuse_no_margin(mask, "SVM-equivalence")  # multi-token §3.1: the direction needs a margin somewhere
+    _warn_whole(mask, "SVM-equivalence")
+    direction = _direction(data, mask, norm, solver)
+    finite = _finite(data, mask, logits, norm, solver)
     W_dir, W_fin = direction.W, finite.W
     R = float(((W_t - W_fin) * W_dir).sum() / (W_dir * W_dir).sum())  # multi-token §3.3: least-squares R
     return EquivalenceResult(W_fin + R * W_dir, R, direction, finite, direction.sets)
