@@ -179,8 +179,8 @@ def _solve(
     equalities = Equalities(E, target) if len(E) else None
     shape = (U.shape[1], V.shape[1])
     solution = solve_margin_program(M, shape, norm, solver, what=what, cause=_INFEASIBLE_CAUSE, equalities=equalities)
-    solution = scaled_back(solution, (a, b), norm, what)
-    return replace(solution, x=U @ solution.x @ V.T)
+    W = U @ solution.x @ V.T / a / b  # back on the data's scale; the larger scale first never overflows here
+    return replace(scaled_back(solution, (a, b), norm, what), x=W)
 
 
 def _result(
