@@ -70,7 +70,7 @@ def test_data_without_a_head_is_refused():
         ("md:x", r"optimizer 'md:x': p must be a Real, got 'x'"),
         ("md:inf", r"optimizer 'md:inf': p == inf has no l_p mirror map; pass a finite p > 1, or 'sd:inf'"),
         ("ngd:2", r"optimizer 'ngd:2': '2' is not key=value; only md and sd take a positional argument"),
-        ("adam", r"optimizer == 'adam', must be one of 'gd', 'ngd', 'polyak', 'md', 'joint'"),
+        ("lbfgs", r"optimizer 'lbfgs': unknown name 'lbfgs'; the form is"),
     ],
 )
 def test_bad_opt_strings_are_refused_naming_the_bad_part(example, text, message):
@@ -194,6 +194,23 @@ def test_sign_descent_is_explained_by_the_linf_svm():
     result = explain(example1(n=4, T=3, d=16, seed=0), opt="sign:lr=0.01", steps=1500)
     assert "linf" in result.table["candidate"].tolist()
     assert result.closest == "linf"
+
+
+@pytest.mark.parametrize(
+    "opt,family",
+    [
+        ("sign:lr=0.01", {"linf", "l8", "l4"}),
+        ("adam-noeps", {"linf", "l8", "l4"}),
+        ("sd:3", {"l3"}),
+        ("md:1.5", {"l1.5"}),
+    ],
+)
+def test_an_optimizer_of_a_norm_family_adds_that_familys_svms(opt, family):
+    """The registry entry's family: l_p for sd:<p> and md:<p>, l_inf and nearby l_p for sign descent and Adam."""
+    result = explain(example1(n=4, T=3, d=8, seed=0), opt=opt, steps=20)
+    candidates = set(result.table["candidate"])
+    assert family <= candidates
+    assert not {"linf", "l8", "l4", "l3", "l1.5"} - family & candidates  # no other family's
 
 
 def test_token_sets_rank_the_direction_program_and_the_equivalence_direction_for_a_relu_head():

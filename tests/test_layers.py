@@ -24,6 +24,7 @@ LAYERS = {
     "losses": 2,
     "models": 2,
     "metrics": 2,
+    "geometry": 2,
     "svm": 3,
     "regression": 3,
     "ntk": 3,

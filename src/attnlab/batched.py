@@ -13,6 +13,7 @@ interact, and a run that diverges stops alone. The rule named here is built from
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -36,6 +37,7 @@ from attnlab.engine.spaces import optimal_loss
 from attnlab.losses import LOSSES
 from attnlab.models.functional import token_scores
 from attnlab.models.heads import AttentionHeads, Head, as_head
+from attnlab.optim import registry
 from attnlab.optim.spec import OptimizerSpec
 from attnlab.optim.transforms import Rule
 
@@ -103,6 +105,7 @@ def _runs_tensor(name: str, value: Any, axes: str, R: int | None, sizes: dict[st
     raise ValidationError(f"{name} has shape {tuple(t.shape)}, expected ({', '.join(axes)}) or (R, {', '.join(axes)})")
 
 
+@registry.documented
 def train(
     X: Any,
     Z: Any,
@@ -138,22 +141,24 @@ def train(
         ``([R,] d_q, d_e)`` (options, required); diagonal ``xi_k0, xi_q0`` of shape ``([R,] d)`` (options, required).
     optimizer : str, OptimizerSpec or Rule
         An optimizer string of the one grammar (:mod:`attnlab.optim.spec`: ``"ngd"``, ``"ngd:momentum=0.9"``,
-        ``"polyak:max_step=5"``, ``"md:1.5"``), its parsed spec, or a rule of your own transforms
-        (:mod:`attnlab.optim.transforms`). The options below may be written in the string or passed as keywords
-        (not both). Names: gd, ngd, polyak, md, joint. Spec implicit-bias-ngd A1 (``momentum``); A2/A4/A7 (``max_step``, ``momentum``, ``momentum_variant`` in
-        {"heavy_ball", "normalized_buffer"}, ``normalization`` in {"global", "tensor"}: one norm per run over all
-        tensors, K and Q together, or one per tensor); A3 (``max_step``, ``optimal_loss`` default ``L*``, ``c``;
-        no ``lr``); mirror-descent-lp §4 (``p`` > 1, ``normalized`` default True, ``eps``: each tensor is
-        normalised by its own dual norm ``||G||_q + eps``, as in the official code, so K and Q are normalised
-        separately); A6 (``alpha``, ``normalizer``, ``head_lr``; blocks ``v`` and the attention tensors).
+        ``"polyak:max_step=5"``, ``"md:1.5"``, ``"sign:schedule=inv_sqrt"``), its parsed spec (options a string
+        cannot hold, such as a per-run ``optimal_loss`` of shape (R,), go in with
+        :meth:`~attnlab.optim.OptimizerSpec.with_options`), or a rule of your own transforms
+        (:mod:`attnlab.optim.transforms`). Polyak's ``optimal_loss`` defaults to the data's ``L*``; in the engine
+        ``ngd``'s ``normalization`` is ``global`` or ``tensor`` (K and Q together or apart) and mirror descent
+        normalises each tensor by its own dual norm. The names of the registry
+        (:mod:`attnlab.optim.registry`):
+
+        .. optimizers::
     lr : float or array-like of shape (R,), optional
-        Step size, per run if an array; default 0.1. Polyak refuses it (its step is ``(L - L*)/||g||^2``).
+        Step size, per run if an array; default the string's, else 0.1. Polyak refuses it (its step is
+        ``(L - L*)/||g||^2``).
     loss : {"exp", "logistic"}
         ``"exp"``: ``l(z) = e^{-z}`` of the margin ``z = y f``; ``"logistic"``: ``log(1 + e^{-z})``.
     steps : int
         Number of update steps (0: only the initial point is recorded).
     **options
-        Rule options above, initial parameters, and: ``record_every`` (int), ``W_ref`` (``([R,] d, d_q)``: adds
+        Initial parameters, and: ``record_every`` (int), ``W_ref`` (``([R,] d, d_q)``: adds
         ``alignment`` and, with ``bregman_p``, ``bregman``), ``refs`` (mapping name -> ``([R,] d, d_q)``: adds
         ``alignment_<name>`` for each, in one pass), ``select`` (``([R,] n)`` token indices, adds ``opt_softmax``
         and ``margin``; default the optimal tokens), ``keep_iterates`` (bool), ``train_head`` (bool), ``trainable`` (dict of tensor name to
@@ -170,6 +175,12 @@ def train(
     ValidationError
         On bad shapes, an unknown option or one the rule cannot use (the message lists the valid ones), ``lr``
         for Polyak, ``lr <= 0``, ``p <= 1``, a cap ``<= 0``, momentum outside [0, 1), or non-finite initial values.
+
+    Warns
+    -----
+    DeprecationWarning
+        For an option of the optimizer passed as a keyword (``momentum=0.9``): the one spelling is the string
+        (``"ngd:momentum=0.9"``) or the spec's ``with_options``; the keyword still works, as before.
 
     Notes
     -----
@@ -234,7 +245,12 @@ def train(
         check_bool("progress", progress)
     if head and nonlinear:
         raise ValidationError("train_head=True trains a linear head; a nonlinear head v is fixed: drop train_head")
-    if nonlinear and spec is not None and spec.name == "polyak" and options.get("optimal_loss") is None:
+    if (
+        nonlinear
+        and spec is not None
+        and spec.name == "polyak"
+        and spec.get("optimal_loss", options.get("optimal_loss")) is None
+    ):
         raise ValidationError(
             "optimizer='polyak' with a nonlinear head needs optimal_loss (L* has no closed form there); pass it"
         )
@@ -257,8 +273,17 @@ def train(
         rule = optimizer
     else:
         rule_options = {k: v for k, v in options.items() if k in OPTIONS[spec.name]}
-        target = None if nonlinear else optimal_loss(Xr, yr, vr, loss)  # no closed-form L* for a nonlinear head
-        rule = spec.with_options(**rule_options).rule(list(params), lr=lr_t, optimal_loss=target)
+        if rule_options:
+            spec = spec.with_options(**rule_options)
+            warnings.warn(
+                f"batched.train({', '.join(f'{k}=...' for k in rule_options)}) is deprecated: write the options in "
+                f"the optimizer string ({str(spec)!r}), or pass parse_optimizer(...).with_options(...) for values "
+                "a string cannot hold",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+        target = None if nonlinear else optimal_loss(Xr, yr, vr, loss=loss)  # no closed-form L* for a nonlinear head
+        rule = spec.rule(list(params), lr=lr_t, optimal_loss=target)
 
     record_every = options.get("record_every")
     if record_every is not None:

@@ -4,10 +4,10 @@ Spec: implicit-bias-ngd §5 (W-SVM, Frobenius) and §8.3 (NGD -> W_mm), kq-nucle
 ``(K, Q)``, l1 for the diagonal) and §7, mirror-descent-lp §5 (l_p-AttSVM, locally optimal selections) and §8.
 
 The candidates are every SVM the three papers name: Frobenius, nuclear, l1-diagonal and l2-diagonal for the default
-selection (``data.select``, else the optimal tokens), the entrywise l_p SVM for ``opt="md:<p>"`` and for steepest
-descent ``opt="sd:<p>"`` (``"sign"``: the l_inf SVM, a linear program; the optimizer grammar of
-:mod:`attnlab.optim.spec`), the Frobenius SVM of each other locally optimal selection, and the Frobenius
-SVM of the selection the trained model itself attends to. With token sets (``select=`` an ``(n, T)`` mask or lists of
+selection (``data.select``, else the optimal tokens), the entrywise l_p SVMs of the optimizer's own norm family
+(its registry entry's ``family``, :mod:`attnlab.optim.registry`: l_p for ``opt="md:<p>"`` and ``"sd:<p>"``, l_inf
+and the nearby l_8 and l_4 for sign descent and Adam; the l_inf SVM is a linear program), the Frobenius SVM of each
+other locally optimal selection, and the Frobenius SVM of the selection the trained model itself attends to. With token sets (``select=`` an ``(n, T)`` mask or lists of
 indices, multi-token §2) the set-direction programs (Frobenius and nuclear) and the SVM-equivalence direction of
 the trained ``W`` join the candidates (multi-token §3); a fixed nonlinear head (``head=``, multi-token §1) trains
 in place of the data's linear one. Cross-attention data (``d_q != d``, multi-token §8) train a rectangular ``W``;
@@ -32,11 +32,12 @@ import torch
 from attnlab._validation import ValidationError, check_bool, check_in, check_scalar
 from attnlab.batched import PARAMETRIZATIONS
 from attnlab.batched import train as batched_train
-from attnlab.data import TokenSelectionData
+from attnlab.data import Selection, TokenSelectionData
 from attnlab.losses import LOSSES
 from attnlab.metrics import cosine, directional_bregman
 from attnlab.models.functional import token_scores
 from attnlab.models.heads import Head, as_head
+from attnlab.optim import registry
 from attnlab.optim.spec import OptimizerSpec
 from attnlab.plotting import STEP, house_figure, label_axes, log_gap_axis, new_figure
 from attnlab.probe.capture import attended_tokens
@@ -73,7 +74,12 @@ def parse_opt(opt: str) -> tuple[str, float | None]:
         stacklevel=2,
     )
     spec = OptimizerSpec.parse(opt)
-    return spec.name, (spec.get("p", 2.0) if spec.name == "md" else None)
+    return spec.name, _potential(spec)
+
+
+def _potential(spec: OptimizerSpec) -> float | None:
+    """The exponent of the optimizer's l_p mirror map (its registry entry's ``potential``), else None."""
+    return None if spec.entry.potential is None else spec.entry.potential(dict(spec.options))
 
 
 @dataclass
@@ -121,16 +127,16 @@ class Explanation:
 
 def _candidates(
     data: TokenSelectionData,
-    p: float | None,
+    norms: tuple[float, ...],
     max_selections: int,
     solver: str | None,
     sets: torch.Tensor | None,
     linear: bool,
 ):
     """``{name: AttentionSVMResult or SetProgramResult}`` of every feasible candidate, and the reasons for the ones
-    left out; refuses data on which none is feasible. ``sets``: token sets (multi-token §3.1 adds their direction
-    programs); ``linear``: training uses the data's linear head (the one-token selections of the head exist only
-    then)."""
+    left out; refuses data on which none is feasible. ``norms``: the l_p exponents of the optimizer's family; ``sets``:
+    token sets (multi-token §3.1 adds their direction programs); ``linear``: training uses the data's linear head (the
+    one-token selections of the head exist only then)."""
     plain = data if sets is None else data.with_(select=None)  # the one-token programs' data
     one_token = linear or (data.select is not None and data.select.dim() == 1)
     square = data.d_q == data.d
@@ -144,9 +150,8 @@ def _candidates(
         if square:
             programs["l1-diag"] = lambda: diagonal_svm(plain, 1.0, solver=solver)  # kq-nuclear-norm §4 (l1-SVM)
             programs["l2-diag"] = lambda: diagonal_svm(plain, 2.0, solver=solver)  # kq §7.2 (beta trained directly)
-        if p is not None:
-            norm = "fro" if p == 2.0 else p
-            programs[f"l{p:g}"] = lambda: attention_svm(plain, norm, solver=solver)  # md §5
+        for p in norms:  # md §5, steepest-descent §2: the SVM of the optimizer's own norm
+            programs[f"l{p:g}"] = lambda norm=("fro" if p == 2.0 else p): attention_svm(plain, norm, solver=solver)
     found, skipped = {}, []
     if not square:
         skipped.append("l1-diag, l2-diag: a diagonal W is square, the data are cross-attention (d_q != d)")
@@ -155,6 +160,8 @@ def _candidates(
             found[name] = solve()
         except InfeasibleProgramError as err:
             skipped.append(f"{name}: infeasible ({str(err).split(';')[0]})")
+        except ValidationError as err:  # an exponent the l_p program cannot solve (p too close to 1, or above 100)
+            skipped.append(f"{name}: {err}")
     if not linear or data.v is None:
         skipped.append("locally optimal selections: training has no linear head v")
     else:
@@ -189,7 +196,7 @@ def _attended(
         if (name == "fro" or name.startswith("fro[")) and torch.equal(svm.select, attended):  # one-token SVMs
             return name
     try:
-        svms[f"fro[{label}]"] = attention_svm(data, "fro", select=attended, solver=solver)
+        svms[f"fro[{label}]"] = attention_svm(data, "fro", select=Selection(tokens=attended), solver=solver)
     except InfeasibleProgramError as err:
         skipped.append(f"fro[{label}] (the attended selection): infeasible ({str(err).split(';')[0]})")
         return None
@@ -213,6 +220,7 @@ def _initial(param: str, d: int, d_q: int, d_e: int, init_scale: float, seed: in
     return {"xi_k0": math.sqrt(2.0) * init_scale * ones, "xi_q0": torch.zeros_like(ones)}  # spec kq §3.1 (5)
 
 
+@registry.documented
 def explain(
     data: TokenSelectionData,
     param: str = "W",
@@ -245,9 +253,12 @@ def explain(
         Combined ``W``, factored ``W = K Q^T`` (``K (d, d_e)``, ``Q (d_q, d_e)``), or diagonal
         ``W = diag(xi_k * xi_q)`` (square data only).
     opt : str or OptimizerSpec, default="ngd"
-        An optimizer of the one grammar (:mod:`attnlab.optim.spec`) that :func:`attnlab.batched.train` runs:
-        ``"gd"``, ``"ngd:momentum=0.9"``, ``"polyak:max_step=5"``, ``"md:1.5"`` (l_p mirror descent, normalised
-        unless ``normalized=false``; adds the l_p SVM and the Bregman divergence), ``"joint"``.
+        An optimizer of the one grammar (:mod:`attnlab.optim.spec`) that :func:`attnlab.batched.train` runs, e.g.
+        ``"ngd:momentum=0.9"``, ``"polyak:max_step=5"``, ``"md:1.5"`` (l_p mirror descent: adds the l_p SVM and
+        the Bregman divergence), ``"sign:schedule=inv_sqrt"`` (adds the l_inf, l_8 and l_4 SVMs). The names of
+        the registry (:mod:`attnlab.optim.registry`):
+
+        .. optimizers::
     steps : int, default=1000
     lr : float, optional
         Step size, when the string sets none (default 0.1). For Polyak, ``lr`` as its cap is deprecated: write
@@ -333,8 +344,8 @@ def explain(
             f"lr as Polyak's cap is deprecated; write 'polyak:max_step={lr}'", DeprecationWarning, stacklevel=2
         )
         spec, lr = spec.with_options(max_step=lr), None
-    p = spec.get("p", 2.0) if spec.name == "md" else None  # the mirror map's p: Bregman divergences
-    norm_p = spec.get("p", 2.0) if spec.name == "sd" else p  # steepest descent in l_p: its own norm's SVM too
+    p = _potential(spec)  # the mirror map's p: Bregman divergences
+    family = () if spec.entry.family is None else spec.entry.family(dict(spec.options))  # its own norms' SVMs
     check_in("loss", loss, LOSSES)
     steps = check_scalar("steps", steps, kind=int, low=1)
     check_scalar("direction_tol", direction_tol, low=0.0, low_inclusive=False)
@@ -355,7 +366,7 @@ def explain(
             "train the head with train_head=True"
         )
     if not train_head:  # a trained head's candidates exist only after training
-        svms, skipped = _candidates(data, norm_p, max_selections, solver, sets, linear)
+        svms, skipped = _candidates(data, family, max_selections, solver, sets, linear)
     init = _initial(param, data.d, data.d_q, d_e, init_scale, seed)
     run = batched_train(
         data.X,
@@ -386,7 +397,7 @@ def explain(
         )
     if train_head:  # the candidates of the trained head (implicit-bias-ngd §8.11)
         data = data.with_(v=run.params["v"][0])
-        svms, skipped = _candidates(data, norm_p, max_selections, solver, sets, linear)
+        svms, skipped = _candidates(data, family, max_selections, solver, sets, linear)
     attended = _attended(data, run.W[0], svms, skipped, solver)
     if sets is not None:
         try:  # multi-token §3.3: W_fin + R W_dir, R fitted to the trained W

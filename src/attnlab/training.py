@@ -36,6 +36,7 @@ from attnlab.engine.spaces import optimal_loss
 from attnlab.losses import LOSSES
 from attnlab.metrics import Metric
 from attnlab.models.heads import Head
+from attnlab.optim import registry
 from attnlab.optim._base import FunctionalOptimizer
 from attnlab.optim.spec import RULES, OptimizerSpec
 from attnlab.optim.transforms import Rule
@@ -69,6 +70,7 @@ class Trajectory:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+@registry.documented
 def train(
     model: Any,
     optimizer: torch.optim.Optimizer | str | OptimizerSpec | Rule,
@@ -97,6 +99,9 @@ def train(
         A torch optimizer built on ``model.parameters()`` (attnlab's run through the engine; others through their
         ``step`` with a closure), an optimizer string (:mod:`attnlab.optim.spec`; Polyak's ``L*`` defaults to the
         data's optimal loss, as in :func:`attnlab.batched.train`), or a :class:`~attnlab.optim.transforms.Rule`.
+        The names of the registry (:mod:`attnlab.optim.registry`), each also a ``torch.optim`` class:
+
+        .. optimizers::
     data : TokenSelectionData or StackedData
         ``X`` ([R,] n, T, d), ``Z``, ``y`` and, unless the model trains its own head, ``v``.
     loss : {"exp", "logistic"}, default="exp"
@@ -190,7 +195,7 @@ def train(
         if spec.name in RULES:
             v = problem.v if problem.v is not None else as_runs(model.v) if not batched else model.v
             # no closed-form L* for a nonlinear head (Polyak then needs optimal_loss in the string)
-            target = None if isinstance(v, Head) else optimal_loss(problem.X, problem.y, v.detach(), loss)
+            target = None if isinstance(v, Head) else optimal_loss(problem.X, problem.y, v.detach(), loss=loss)
             rule = spec.rule(list(tensors), optimal_loss=target)
         else:
             optimizer = spec.build([t for k, t in tensors.items() if k not in frozen])

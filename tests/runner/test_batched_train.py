@@ -63,7 +63,7 @@ def test_kq_runs_start_from_seeded_factors(tmp_path):
     ("params", "match"),
     [
         ({"momentum": 0.9}, "unknown batched-train parameters"),
-        ({"optimizer": "adam"}, "optimizer == 'adam'"),
+        ({"optimizer": "lbfgs"}, "unknown name 'lbfgs'"),
         ({"lr": 0.0}, "lr == 0.0, must be > 0"),
         ({"param": "KQ"}, "init_scale == 0 with param == 'KQ'"),
         ({"data": "mnist"}, "data == 'mnist'"),

@@ -33,7 +33,7 @@ from attnlab.cli.svm_cmd import parse_select, read_select_key
     default="ngd",
     show_default=True,
     metavar="SPEC",
-    help="Optimizer, e.g. ngd, ngd:momentum=0.9, polyak:max_step=5, md:1.5 (l_p mirror descent); see attnlab.optim.spec.",
+    help="Optimizer string, e.g. ngd, ngd:momentum=0.9, md:1.5, sign:schedule=inv_sqrt; `attnlab optimizers` lists them.",
 )
 @click.option("--steps", type=int, default=1000, show_default=True)
 @click.option("--lr", type=float, default=None, help="Step size when the optimizer string sets none [default: 0.1].")

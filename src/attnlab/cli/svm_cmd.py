@@ -17,15 +17,19 @@ _NORM_HELP = "fro, nuc, l1 (entrywise, an LP), l1-diag (diagonal W) or a number 
 
 
 def parse_norm(text: str) -> str | float:
-    """``"fro"``, ``"nuc"``, ``"l1-diag"`` as given; ``"l1"`` as ``1.0``; anything else as a float ``p``."""
-    if text in ("fro", "nuc", "l1-diag"):
-        return text
+    """``"l1"`` as ``1.0``; a number as a float ``p``; a registered norm's name (``"fro"``, ``"nuc"``, ``"l1-diag"``,
+    or one of :func:`attnlab.svm.norms.register_norm`) as given."""
     if text == "l1":
         return 1.0
     try:
         return float(text)
     except ValueError:
-        raise ValidationError(f"--norm must be one of {_NORM_HELP[:-1]}; got {text!r}") from None
+        pass
+    from attnlab.svm.norms import NORMS  # the registry of norms (loads cvxpy): only for a name
+
+    if text in NORMS:
+        return text
+    raise ValidationError(f"--norm must be one of {_NORM_HELP[:-1]} (registered: {', '.join(NORMS)}); got {text!r}")
 
 
 def parse_select(text: str) -> list[int]:

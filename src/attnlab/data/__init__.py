@@ -25,6 +25,7 @@ from attnlab.data.mirror_descent import joint_toy, unit_gaussian
 from attnlab.data.multi_token import MultiTokenDraw, multi_token
 from attnlab.data.queries import causal_queries, every_query
 from attnlab.data.registry import GENERATORS
+from attnlab.data.selection import Selection
 from attnlab.data.token_sets import as_token_sets, sets_from_probabilities, whole_sequences
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "AlignedPairs",
     "AssumptionReport",
     "MultiTokenDraw",
+    "Selection",
     "StackedData",
     "TokenSelectionData",
     "aligned_pairs",

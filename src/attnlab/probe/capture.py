@@ -14,6 +14,7 @@ from torch import nn
 
 from attnlab._validation import ValidationError, check_scalar, check_tensor
 from attnlab.data.dataset import TokenSelectionData
+from attnlab.data.selection import Selection
 from attnlab.data.token_sets import HIGH, LOW, sets_from_probabilities
 from attnlab.models.functional import attention_logits, attention_probabilities
 from attnlab.probe.adapters import adapter_for
@@ -217,7 +218,7 @@ def attended_tokens(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor) -> torch.
     -------
     torch.Tensor, shape ([R,] n), int64
     """
-    return attention_logits(X, W, Z).argmax(dim=-1)
+    return Selection.attended(attention_logits(X, W, Z)).tokens
 
 
 _ATTENDED = ("attended", "attended-sets")

@@ -6,11 +6,12 @@ Spec: docs/theory/preconditioned-regression.md (Goel, Soltanolkotabi, Bartlett 2
 optional leading runs axis R batches independent runs.
 """
 
+from attnlab._deprecation import moved_names
 from attnlab.regression.algorithm import Fit, fit
 from attnlab.regression.context import ContextStatistics, conditional_moments, context_statistics, mean_jacobian
 from attnlab.regression.curvature import normal_curvatures, objective_excess, whitened_hessian_spectrum
 from attnlab.regression.data import (
-    AssumptionReport,
+    RegressionAssumptions,
     RegressionProblem,
     assumptions,
     make_problem,
@@ -56,7 +57,7 @@ __all__ = [
     "whitened_hessian_spectrum",
     "objective_excess",
     "normal_curvatures",
-    "AssumptionReport",
+    "RegressionAssumptions",
     "ContextStatistics",
     "Fit",
     "MinibatchOracle",
@@ -100,3 +101,6 @@ __all__ = [
     "unwhiten",
     "whiten",
 ]
+
+# the former name of RegressionAssumptions (attnlab.data.AssumptionReport is the one class of that name)
+__getattr__ = moved_names(__name__, {"AssumptionReport": "attnlab.regression.data.RegressionAssumptions"})

@@ -18,7 +18,7 @@ import torch
 
 from attnlab._validation import ValidationError, check_in, check_scalar, check_tensor
 from attnlab.callbacks import COMPLETED, DIVERGED, STOPPED, Record, TrainingResult, callback_list, tidy_frame
-from attnlab.regression.regularizer import gradient as regularizer_gradient
+from attnlab.regression.regularizer import _gradient as regularizer_gradient
 from attnlab.regression.renormalization import RENORMALIZATIONS, renormalize
 
 __all__ = ["Fit", "fit"]

@@ -14,13 +14,13 @@ A run's parameters (all plain values, so a sweep file can grid over any of them)
     d_e: 64
     init_scale: 0.0         # initial entries ~ N(0, init_scale^2 / d) from seed; 0 gives W0 = 0 (W, diag: 0 is
     seed: 0                 #   only allowed for "W": K = Q = 0 is a stationary point)
-    optimizer: ngd          # an optimizer string (attnlab.optim.spec): "ngd", "ngd:momentum=0.9", "md:1.5", ...
+    optimizer: ngd          # an optimizer string of the registry: "ngd", "ngd:momentum=0.9", "sign:schedule=inv_sqrt"
     lr: 0.1                 # default 0.1; Polyak takes none (its step is (L - L*)/||g||^2)
     loss: exp
     steps: 1000
     record_every: 100       # rows of trajectory.parquet (default: first and last step)
-    options: {momentum: 0.9}   # any further keyword of attnlab.batched.train ({train_head: true}: v trained, from
-                            #   0 when the data have no head)
+    options: {train_head: true}   # any further keyword of attnlab.batched.train (v trained, from 0 when the data
+                            #   have no head); optimizer options go in the string ("ngd:momentum=0.9")
     alignment: [fro]        # alignment_<norm> columns: corr(W_t, the <norm> SVM of the run's final attended
                             #   selection), for norms fro, nuc or a number p (column l<p>); [] for none
 
@@ -135,16 +135,16 @@ def _initial(p: dict[str, Any], d: int, d_q: int) -> dict[str, torch.Tensor]:
 
 def _alignment_norms(values: Any) -> list[tuple[str, Any]]:
     """``(column, norm)`` of each ``alignment`` entry: ``fro``, ``nuc`` or a number ``p`` (column ``alignment_l<p>``)."""
-    from attnlab.svm._program import check_norm
+    from attnlab.svm.norms import as_norm
 
     if not isinstance(values, list):
         raise ValidationError(f"alignment must be a list of norms such as [fro, nuc, 1.5] (or []), got {values!r}")
     norms = []
     for value in values:
-        if isinstance(value, bool) or value == "l1-diag":
+        norm = None if isinstance(value, bool) else as_norm(value)  # parsed once: the programs take the Norm
+        if norm is None or norm.diagonal is not None:
             raise ValidationError(f"alignment entries are fro, nuc or a number p >= 1, got {value!r}")
-        norm = check_norm(value)
-        norms.append((f"alignment_{norm}" if isinstance(norm, str) else f"alignment_l{norm:g}", norm))
+        norms.append((f"alignment_{norm.name}", norm))
     return norms
 
 
@@ -152,6 +152,7 @@ def _svm_alignments(frame: Any, data: Any, result: Any, r: int, norms: list[tupl
     """Add to run ``r``'s ``frame`` the column ``corr(W_t, W_svm)`` per norm, ``W_svm`` the SVM of the selection
     the run attends to at its last iterate (implicit-bias-ngd §2, §5); return the attended selection and the
     programs' statuses (an infeasible one leaves NaN in its column and says why)."""
+    from attnlab.data import Selection
     from attnlab.metrics import cosine
     from attnlab.models.functional import attention_logits
     from attnlab.svm import InfeasibleProgramError, attended_svm
@@ -170,7 +171,7 @@ def _svm_alignments(frame: Any, data: Any, result: Any, r: int, norms: list[tupl
             continue
         frame[column] = cosine(path, svm.W).numpy()[rows]  # spec ngd §5: corr(W_t, W_svm)
         statuses[column] = svm.status
-    attended = attention_logits(data.X, result.W[r], data.Z).argmax(dim=-1)  # implicit-bias-ngd §2
+    attended = Selection.attended(attention_logits(data.X, result.W[r], data.Z)).tokens  # implicit-bias-ngd §2
     return {"attended": attended.tolist(), "svm_status": statuses}
 
 
@@ -307,10 +308,10 @@ class BatchedTrain(Task):
         check_in("optimizer", spec.name, OPTIMIZERS)
         check_in("loss", p["loss"], LOSSES)
         if p["lr"] is not None:
-            if spec.name == "polyak":
+            if not spec.entry.takes_lr:
                 raise ValidationError(
-                    "lr is set for optimizer polyak, whose step is (L - L*) / ||g||^2: drop lr (cap the step with "
-                    "options: {max_step: ...})"
+                    f"lr is set for optimizer {spec.name}, which takes none ({spec.entry.refusals.get('lr', '')}): "
+                    "drop lr"
                 )
             if spec.get("lr") is not None:
                 raise ValidationError(
@@ -406,7 +407,7 @@ class BatchedTrain(Task):
             init.pop("W0", None),
             param=first["param"],
             optimizer=spec,
-            lr=None if spec.name == "polyak" or spec.get("lr") is not None else _lrs(full),  # (R,)
+            lr=None if not spec.entry.takes_lr or spec.get("lr") is not None else _lrs(full),  # (R,)
             loss=first["loss"],
             steps=steps,
             record_every=first["record_every"] or max(steps, 1),

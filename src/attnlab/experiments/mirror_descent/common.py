@@ -23,6 +23,7 @@ from attnlab.data import StackedData
 from attnlab.losses import LOSSES, mean_loss
 from attnlab.metrics import entrywise_norm, selected_logistic_probability
 from attnlab.models.functional import attention_probabilities, margins
+from attnlab.optim import parse_optimizer
 from attnlab.probe import attended_tokens
 from attnlab.verify import Check, RunContext, observation
 
@@ -90,12 +91,10 @@ def md_path(
         batch.v,
         W0,
         param="W",
-        optimizer="md",
+        optimizer=parse_optimizer("md").with_options(p=p, normalized=normalized),
         lr=lr,
         loss=loss,
         steps=steps,
-        p=p,
-        normalized=normalized,
         record_every=every,
         keep_iterates=True,
         progress=ctx.progress,

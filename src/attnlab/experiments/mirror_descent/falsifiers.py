@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from attnlab.models.functional import attention_logits
+from attnlab.optim import parse_optimizer
 from attnlab.optim import transforms as tx
 from attnlab.optim.mirror_descent import FLOAT64_EPS, md_rule
 from attnlab.verify import Falsifier
@@ -32,11 +33,17 @@ DECAY = 1e-3  # weight decay of WEIGHT_DECAY: lambda ||W|| ~ 1e-2 at the start, 
 
 
 def _with(**change: Any):
+    """The trainer with keyword ``lr`` or an option of the optimizer (``p``) changed by ``change[key](value)``."""
+
     def wrap(train):
         def wrong(*args: Any, **kwargs: Any) -> Any:
+            spec = parse_optimizer(kwargs["optimizer"])
             for key, mend in change.items():
-                kwargs[key] = mend(kwargs[key])
-            return train(*args, **kwargs)
+                if key == "lr":
+                    kwargs[key] = mend(kwargs[key])
+                else:
+                    spec = spec.replace(**{key: mend(spec.get(key))})
+            return train(*args, **{**kwargs, "optimizer": spec})
 
         return wrong
 
@@ -90,9 +97,9 @@ def _weight_decay(train):
     """Plain l_p mirror descent with a weight decay ``DECAY`` added to the gradient (as ``SGD(weight_decay=)``)."""
 
     def wrong(X, Z, y, v, W0, **kwargs):
-        lr, p = kwargs.pop("lr"), kwargs.pop("p")
-        normalized, eps = kwargs.pop("normalized"), kwargs.pop("eps", FLOAT64_EPS)
-        plain = md_rule([lr], [p], [normalized], [eps])
+        spec = parse_optimizer(kwargs.pop("optimizer"))
+        lr, p, normalized = kwargs.pop("lr"), spec.get("p"), spec.get("normalized")
+        plain = md_rule([lr], [p], [normalized], [spec.get("eps", FLOAT64_EPS)])
         rule = tx.Rule((_decay_transform(DECAY), *plain.transforms), mirror_p=plain.mirror_p)
         return train(X, Z, y, v, W0, **{**kwargs, "optimizer": rule})
 

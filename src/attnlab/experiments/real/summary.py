@@ -14,7 +14,7 @@ import torch
 
 from attnlab._deprecation import moved_names
 from attnlab.nets.compare import Comparison
-from attnlab.nets.optimizers import parse_optimizer
+from attnlab.nets.optimizers import optimizer_kind
 from attnlab.nets.probes import hoyer_sparsity
 from attnlab.verify import Check, Claim, Reading, observation
 
@@ -26,7 +26,7 @@ MD = "docs/theory/mirror-descent-lp.md"
 
 def _kind(name: str) -> str:
     """``"sgd"``, ``"sngd"``, ``"sps"``, ``"adam"`` or ``"md:<p>"`` for an optimizer string of the grammar."""
-    kind, p = parse_optimizer(name)
+    kind, p = optimizer_kind(name)
     return kind if p is None else f"md:{p:g}"
 
 
