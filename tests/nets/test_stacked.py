@@ -12,14 +12,19 @@ from attnlab.nets.stacked import _rated
 FULL = load_digits_split(seed=0)
 DATA = Split(FULL.x_train[:96], FULL.y_train[:96], FULL.x_test[:64], FULL.y_test[:64])
 OPTIONS = {"sngd_cap": 1.0, "sps_c": 0.5}
-# every kind the real experiments train, two seeds of SGD as one group, and seeds out of order
+# every kind the real experiments train; two seeds of SGD at one rate, SNGD, Adam and l_1.1-MD at two rates (one
+# group each, its rates a per-run tensor), SPS at two caps (a group per cap), seeds out of order
 RUNS = [
     ("sgd", 0.3, 0),
     ("sgd", 0.3, 1),
     ("sngd", 0.2, 0),
+    ("sngd", 0.05, 1),
     ("sps", 1.0, 1),
+    ("sps", 0.3, 0),
     ("adam", 1e-3, 0),
+    ("adam", 1e-2, 0),
     ("md:1.1,normalized=false", 0.05, 0),
+    ("md:1.1,normalized=false", 0.01, 1),
     ("md:3,normalized=false", 0.01, 1),
 ]
 
@@ -83,7 +88,7 @@ def test_a_diverging_run_stops_alone_as_it_does_alone():
 
 
 def test_a_resumed_stack_ends_bit_identical(tmp_path):
-    runs = RUNS[2:5]  # SNGD, SPS (a loss-reading rule) and Adam (a stateful one)
+    runs = RUNS[2:8]  # SNGD, SPS (a loss-reading rule) and Adam (a stateful one), two rates each
     _, whole = _stacked(runs, epochs=2)
     path = tmp_path / "runs.pt"
     _stacked(runs, epochs=1, checkpoint=path)

@@ -12,8 +12,8 @@ for R runs together: the R models' parameters become tensors of shape ``(R, ...)
 gradient of the summed losses is each run's own gradient). On small models a step costs little more than one run's
 step, where R separate runs pay R times the per-step overhead of the framework.
 
-Each optimizer then updates its own runs (those that share an optimizer string and rate are one group, a slice of
-the stack). Every optimizer of attnlab's registry runs its update rule (:mod:`attnlab.optim.transforms`) with a runs
+Each optimizer then updates its own runs (neighbouring runs that share an optimizer string are one group, a slice of
+the stack, their rates one per-run tensor; Polyak's cap, which takes no tensor, makes a group per rate). Every optimizer of attnlab's registry runs its update rule (:mod:`attnlab.optim.transforms`) with a runs
 axis, so gradient norms, Polyak step sizes, caps and Adam's moments are per run, never over the stack. Batched matrix products round differently from
 one run's, so a stacked run equals the same run trained alone up to float32 rounding, not to the bit.
 """
@@ -40,7 +40,7 @@ from attnlab.callbacks import COMPLETED, DIVERGED, callback_list
 from attnlab.checkpoint import read_checkpoint
 from attnlab.nets.classifier import History, Metric, _epoch_row, layer_norms
 from attnlab.nets.datasets.split import Split
-from attnlab.nets.optimizers import make_optimizer
+from attnlab.nets.optimizers import harness_spec
 from attnlab.optim import OptimizerSpec
 from attnlab.optim.transforms import Rule, run_rule
 
@@ -49,12 +49,12 @@ __all__ = ["fit_stacked"]
 
 @dataclass
 class _Group:
-    """Runs that share an optimizer string and rate: the slice ``start:stop`` of the stack."""
+    """Runs that share an optimizer string (and, for an optimizer without a step size, a rate): the slice
+    ``start:stop`` of the stack; their rates enter the rule as one per-run tensor."""
 
     start: int
     stop: int
     leaves: list[torch.Tensor]  # one (stop - start, ...) tensor per parameter, requires_grad
-    optimizer: torch.optim.Optimizer
     rule: Rule
     state: list[Any] = field(default_factory=list)
 
@@ -67,20 +67,32 @@ def _rated(name: str, lr: float) -> OptimizerSpec:
     return spec if spec.get(rate) is not None else spec.with_options(**{rate: lr})
 
 
+def _rule(name: str, rates: list[float], names: list[str], sngd_cap: float | None, sps_c: float | None) -> Rule:
+    """The update rule of ``name`` for a group of runs at ``rates`` (one per run), with a runs axis."""
+    spec = harness_spec(name, sngd_cap=sngd_cap, sps_c=sps_c)
+    if not spec.entry.takes_lr or spec.get("lr") is not None:  # one rate for the group (see _groups)
+        return _rated(str(spec), rates[0]).rule(names, optimal_loss=0.0)  # L* = 0, as the class's default
+    lr = rates[0] if len(set(rates)) == 1 else torch.tensor(rates, dtype=torch.float64)  # one float: SGD to the bit
+    return spec.rule(names, lr=lr, optimal_loss=0.0)
+
+
 def _groups(
-    stacked: list[torch.Tensor], optimizers: Sequence[tuple[str, float]], sngd_cap: float | None, sps_c: float | None
+    names: list[str],
+    stacked: list[torch.Tensor],
+    optimizers: Sequence[tuple[str, float]],
+    sngd_cap: float | None,
+    sps_c: float | None,
 ) -> list[_Group]:
     groups, start = [], 0
     while start < len(optimizers):
+        name, lr = optimizers[start]
+        one_rate = not OptimizerSpec.parse(name).entry.takes_lr  # Polyak's cap is a float: a group per rate
         stop = start
-        while stop < len(optimizers) and optimizers[stop] == optimizers[start]:
+        while stop < len(optimizers) and optimizers[stop][0] == name and (not one_rate or optimizers[stop][1] == lr):
             stop += 1
         leaves = [p[start:stop].detach().clone().requires_grad_(True) for p in stacked]
-        name, lr = optimizers[start]
-        optimizer = make_optimizer(_rated(name, lr), leaves, sngd_cap=sngd_cap, sps_c=sps_c)
-        group = _Group(start, stop, leaves, optimizer, optimizer.rule(leaves))  # every registry class has a rule
-        group.state = group.rule.init([p.detach() for p in leaves])
-        groups.append(group)
+        rule = _rule(name, [r for _, r in optimizers[start:stop]], names, sngd_cap, sps_c)
+        groups.append(_Group(start, stop, leaves, rule, rule.init([p.detach() for p in leaves])))
         start = stop
     return groups
 
@@ -138,8 +150,8 @@ def fit_stacked(
         One per run, all of one class with the same parameters (names, shapes, dtypes); each maps a batch of
         inputs to logits ``(batch, num_classes)``. They are left with their run's final weights.
     optimizers : sequence of (str, float)
-        Each run's optimizer string and rate, as :func:`~attnlab.nets.make_optimizer` takes them; neighbouring runs
-        that share both are stepped as one group.
+        Each run's optimizer string and rate (``lr``, or Polyak's ``max_step``); neighbouring runs that share the
+        string are stepped as one group.
     seeds : sequence of int
         Each run's seed: its mini-batch order (a private ``torch.Generator``, as in :func:`fit_classifier`).
         Dropout draws from the global RNG seeded with the first seed, inside ``torch.random.fork_rng``.
@@ -188,7 +200,7 @@ def fit_stacked(
     params, buffers = stack_module_state(list(models))
     base = copy.deepcopy(models[0]).to("meta").train()
     forward = vmap(lambda p, b, x: functional_call(base, (p, b), (x,)), randomness="different")
-    groups = _groups([params[n] for n in names], optimizers, sngd_cap, sps_c)
+    groups = _groups(names, [params[n] for n in names], optimizers, sngd_cap, sps_c)
     identity = {"seeds": list(seeds), "batch_size": batch_size, "optimizers": [list(o) for o in optimizers]}
     with torch.random.fork_rng(devices=[]):
         state = read_checkpoint(path) if path is not None else None

@@ -251,10 +251,13 @@ def train_trials(
         "sps_c": sps_c,
         "eval_every": eval_every,
     }
-    first = {}
-    for trial in trials:  # runs of one optimizer and rate are neighbours: one group of the stack each
+    first: dict[Any, int] = {}
+    for trial in trials:  # runs of one optimizer are neighbours (one group of the stack), by rate within it
+        first.setdefault(trial.optimizer, len(first))
         first.setdefault((trial.optimizer, trial.lr), len(first))
-    order = sorted(range(len(trials)), key=lambda i: (first[(trials[i].optimizer, trials[i].lr)], i))
+    order = sorted(
+        range(len(trials)), key=lambda i: (first[trials[i].optimizer], first[(trials[i].optimizer, trials[i].lr)], i)
+    )
     tasks = []
     for chunk in _chunks(order, workers):
         part = [trials[i] for i in chunk]
