@@ -15,14 +15,14 @@ import torch
 from torch import nn
 
 import attnlab as al
-from attnlab import batched
 from attnlab._validation import ValidationError
 from attnlab.data import TokenSelectionData, example1, stack
-from attnlab.flow import gradient_flow
 from attnlab.metrics import alignment, attention_margin, cosine
 from attnlab.models import Combined, Diagonal, Factored
 from attnlab.ntk import empirical_ntk
 from attnlab.svm import attention_svm
+from attnlab.training import batched
+from attnlab.training.flow import gradient_flow
 
 
 def _data(n=4, T=3, d=5, seed=0):

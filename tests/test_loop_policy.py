@@ -1,9 +1,9 @@
-"""The one loop policy (attnlab.callbacks): every training loop rolls a diverged run back to its last finite state,
+"""The one loop policy (attnlab.training.callbacks): every training loop rolls a diverged run back to its last finite state,
 says so with the same status words, reports progress through callbacks, and returns a TrainingResult.
 
 Each test injects a fault (a NaN at a known step) and compares the kept state with a clean run stopped just before
-the fault. The token-selection engine's own fault tests are in tests/test_training.py and tests/test_batched.py, and
-NTK gradient descent's in tests/ntk/test_gd.py; here all four loops meet the same assertions.
+the fault. The token-selection engine's own fault tests are in tests/training/test_model.py and tests/training/test_batched.py, and
+NTK gradient descent's in tests/training/test_ntk.py; here all four loops meet the same assertions.
 """
 
 import math
@@ -11,19 +11,21 @@ import math
 import torch
 from torch import nn
 
-import attnlab.ntk.gd as gd
-from attnlab.callbacks import COMPLETED, DIVERGED, STATUSES, STOPPED, TrainingResult
+import attnlab.training.ntk as gd
 from attnlab.nets.classifier import History, fit_classifier
 from attnlab.nets.datasets.split import train_test_split
-from attnlab.ntk import SoftmaxMLP, gradient_descent, practical_step
+from attnlab.ntk import SoftmaxMLP, practical_step
 from attnlab.optim import NormalizedGD
-from attnlab.regression import PopulationOracle, fit, make_problem, manifold_point, random_rotation
+from attnlab.regression import PopulationOracle, make_problem, manifold_point, random_rotation
+from attnlab.training.callbacks import COMPLETED, DIVERGED, STATUSES, STOPPED, TrainingResult
+from attnlab.training.ntk import gradient_descent
+from attnlab.training.regression import fit
 
 
 def test_every_loop_result_is_a_training_result_with_the_shared_status_words():
-    from attnlab.engine import EngineResult
-    from attnlab.ntk.gd import GDResult
-    from attnlab.regression.algorithm import Fit
+    from attnlab.training import EngineResult
+    from attnlab.training.ntk import GDResult
+    from attnlab.training.regression import Fit
 
     assert all(issubclass(cls, TrainingResult) for cls in (EngineResult, Fit, GDResult, History))
     assert STATUSES == (COMPLETED, DIVERGED, STOPPED) == ("completed", "diverged", "stopped")

@@ -11,7 +11,7 @@ SVM of the selection the trained model itself attends to. With token sets (``sel
 indices, multi-token §2) the set-direction programs (Frobenius and nuclear) and the SVM-equivalence direction of
 the trained ``W`` join the candidates (multi-token §3); a fixed nonlinear head (``head=``, multi-token §1) trains
 in place of the data's linear one. Cross-attention data (``d_q != d``, multi-token §8) train a rectangular ``W``;
-the diagonal candidates, square by definition, are left out there. Training is one run of :func:`attnlab.batched.train` that
+the diagonal candidates, square by definition, are left out there. Training is one run of :func:`attnlab.training.batched.train` that
 keeps its recorded iterates; every candidate is measured on them afterwards.
 
 A candidate is named only when the run has converged in direction: the nearest candidate within
@@ -30,8 +30,6 @@ import pandas as pd
 import torch
 
 from attnlab._validation import ValidationError, check_in, check_scalar
-from attnlab.batched import PARAMETRIZATIONS
-from attnlab.batched import train as batched_train
 from attnlab.data import TokenSelectionData
 from attnlab.losses import LOSSES
 from attnlab.metrics import cosine, directional_bregman
@@ -42,6 +40,8 @@ from attnlab.plotting import STEP, house_figure, label_axes, log_gap_axis, new_f
 from attnlab.probe.capture import attended_tokens
 from attnlab.svm import InfeasibleProgramError, attention_svm, diagonal_svm, locally_optimal_selections
 from attnlab.svm.multi_token import SetProgramResult, set_direction_svm, svm_equivalence
+from attnlab.training.batched import PARAMETRIZATIONS
+from attnlab.training.batched import train as batched_train
 
 __all__ = ["Explanation", "explain", "parse_opt"]
 
@@ -235,7 +235,7 @@ def explain(
         Combined ``W``, factored ``W = K Q^T`` (``K (d, d_e)``, ``Q (d_q, d_e)``), or diagonal
         ``W = diag(xi_k * xi_q)`` (square data only).
     opt : str or OptimizerSpec, default="ngd"
-        An optimizer of the one grammar (:mod:`attnlab.optim.spec`) that :func:`attnlab.batched.train` runs:
+        An optimizer of the one grammar (:mod:`attnlab.optim.spec`) that :func:`attnlab.training.batched.train` runs:
         ``"gd"``, ``"ngd:momentum=0.9"``, ``"polyak:max_step=5"``, ``"md:1.5"`` (l_p mirror descent, normalised
         unless ``normalized=false``; adds the l_p SVM and the Bregman divergence), ``"joint"``.
     steps : int, default=1000

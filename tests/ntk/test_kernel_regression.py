@@ -2,7 +2,8 @@
 
 import torch
 
-from attnlab.ntk import SoftmaxMLP, cross_kernel, gram, kernel_regression_limit, kernel_regression_path, practical_step
+from attnlab.ntk import SoftmaxMLP, cross_kernel, gram, kernel_regression_limit, practical_step
+from attnlab.training.ntk import kernel_regression_path
 
 
 def _setup():

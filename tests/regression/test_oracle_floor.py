@@ -13,14 +13,13 @@ from attnlab._validation import ValidationError
 from attnlab.optim import PreconditionedGD
 from attnlab.regression import (
     MonteCarloOracle,
-    fit,
     gap_metrics,
     noise_and_bias,
-    oracle_floors,
     perturbed_manifold_point,
     population_excess_loss,
     project,
 )
+from attnlab.training.regression import fit, oracle_floors
 
 
 def test_a_start_of_scale_zero_lies_on_the_manifold_and_the_gap_metrics_vanish_there(problem):

@@ -11,8 +11,8 @@ from attnlab.data import unit_gaussian
 from attnlab.losses import mean_loss
 from attnlab.metrics import directional_bregman, entrywise_norm
 from attnlab.models.functional import loss_gradients, margins, token_scores
-from attnlab.optim import projected_mirror_descent
 from attnlab.svm import constrained_erm, constrained_stationarity, log_excess_risk
+from attnlab.training.projected import projected_mirror_descent
 
 
 def _seed_one():

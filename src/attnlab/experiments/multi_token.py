@@ -22,7 +22,6 @@ import numpy as np
 import pandas as pd
 import torch
 
-from attnlab.batched import train as batched_train
 from attnlab.data import multi_token
 from attnlab.experiments.registry import register
 from attnlab.models import ReluHead
@@ -30,6 +29,7 @@ from attnlab.models.functional import attention_logits
 from attnlab.optim.spec import parse_optimizer
 from attnlab.plotting import EPS, STEP, house_figure, label_ours, log_gap_axis, new_figure
 from attnlab.svm import InfeasibleProgramError, attention_svm, svm_equivalence
+from attnlab.training.batched import train as batched_train
 from attnlab.verify import (
     Check,
     Claim,

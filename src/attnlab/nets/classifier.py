@@ -26,9 +26,9 @@ from torch import nn
 
 from attnlab._io import atomic_write
 from attnlab._validation import ValidationError, check_scalar
-from attnlab.callbacks import COMPLETED, DIVERGED, STOPPED, CallbackList, Record, TrainingResult, callback_list
 from attnlab.checkpoint import read_checkpoint
 from attnlab.nets.datasets.split import Split
+from attnlab.training.callbacks import COMPLETED, DIVERGED, STOPPED, CallbackList, Record, TrainingResult, callback_list
 
 __all__ = ["History", "Metric", "evaluate", "fit_classifier", "layer_norms"]
 
@@ -198,11 +198,11 @@ def fit_classifier(
     eval_batch_size : int, default=512
     progress : bool, default=False
         Show a bar over the optimizer steps (when stderr is a terminal): a
-        :class:`~attnlab.callbacks.ProgressBar` among the callbacks, as in every attnlab loop.
+        :class:`~attnlab.training.callbacks.ProgressBar` among the callbacks, as in every attnlab loop.
     desc : str, default=""
         Label of the progress bar.
-    callbacks : sequence of attnlab.callbacks.Callback or callable, optional
-        Called through :class:`attnlab.callbacks.CallbackList`: ``on_start(steps)`` with the planned number of
+    callbacks : sequence of attnlab.training.callbacks.Callback or callable, optional
+        Called through :class:`attnlab.training.callbacks.CallbackList`: ``on_start(steps)`` with the planned number of
         optimizer steps, ``on_step(step)`` after each step, ``on_record`` with each epoch's row (``run`` 0,
         ``state = {"model", "optimizer", "epoch"}``; epoch 0 before training, or the last finished epoch when
         resuming), ``on_end``. A callback returning True from ``on_record`` stops training after that epoch.
@@ -211,7 +211,7 @@ def fit_classifier(
     -------
     History
         Row ``epoch = 0`` holds the metrics before training. When a mini-batch loss is not finite, training
-        stops (the one divergence policy of :mod:`attnlab.callbacks`): the model and the optimizer go back to
+        stops (the one divergence policy of :mod:`attnlab.training.callbacks`): the model and the optimizer go back to
         their state at the end of the last finite epoch, the last row (computed on that state) has
         ``diverged = True``, and ``status`` is ``["diverged"]``.
 

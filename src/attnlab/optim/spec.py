@@ -30,14 +30,14 @@ adam       ``torch.optim.Adam`` (real-data baselines; no engine rule)
 
 The paper's names ``sgd``, ``sngd`` (NGD on mini-batches) and ``sps`` (Polyak with ``c = 0.5`` and
 ``optimal_loss = 0``, spec A8) are aliases, and so is ``sign`` (``sd:inf``).
-``sd`` and ``adam-noeps`` run in the engine (:func:`attnlab.train`, :func:`attnlab.batched.train`, sweeps) on the
+``sd`` and ``adam-noeps`` run in the engine (:func:`attnlab.train`, :func:`attnlab.training.batched.train`, sweeps) on the
 gradient's mantissa, so their directions stay exact after the true gradient underflows, and build the
 ``torch.optim`` classes :class:`~attnlab.optim.SteepestDescent` and :class:`~attnlab.optim.AdamNoEps`; ``adam`` stays
 ``torch.optim.Adam`` (with its epsilon), as the real-data experiments use it. The cap is ``max_step`` everywhere. Retired spellings still parse, with
 a :class:`DeprecationWarning` naming the new one: ``max_lr=`` (now ``max_step=``) and ``"md-<p>"`` (the real-data
 experiments' unnormalised mirror descent, now ``"md:<p>,normalized=false"``).
 
-A spec turns into a rule of the training engine (:meth:`OptimizerSpec.rule`, what :func:`attnlab.engine.fit`
+A spec turns into a rule of the training engine (:meth:`OptimizerSpec.rule`, what :func:`attnlab.training.fit`
 runs) or into a ``torch.optim.Optimizer`` (:meth:`OptimizerSpec.build`); both are made of the same transforms.
 """
 
@@ -77,7 +77,7 @@ NAMES: dict[str, tuple[str, ...]] = {
 }
 #: The names the training engine runs as a rule (``adam`` runs as a torch optimizer only).
 RULES = ("gd", "ngd", "polyak", "md", "joint", "sd", "adam-noeps")
-#: Options of each rule beyond ``lr``: what :func:`attnlab.batched.train` takes as keywords.
+#: Options of each rule beyond ``lr``: what :func:`attnlab.training.batched.train` takes as keywords.
 OPTIONS: dict[str, set[str]] = {name: set(NAMES[name]) - {"lr"} for name in RULES}
 _ALIASES: dict[str, tuple[str, dict[str, Any]]] = {
     "sgd": ("gd", {}),

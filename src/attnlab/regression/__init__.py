@@ -6,7 +6,6 @@ Spec: docs/theory/preconditioned-regression.md (Goel, Soltanolkotabi, Bartlett 2
 optional leading runs axis R batches independent runs.
 """
 
-from attnlab.regression.algorithm import Fit, fit
 from attnlab.regression.curvature import normal_curvatures, objective_excess, whitened_hessian_spectrum
 from attnlab.regression.data import (
     AssumptionReport,
@@ -39,7 +38,7 @@ from attnlab.regression.manifold import (
     whiten,
 )
 from attnlab.regression.metrics import gap_metrics
-from attnlab.regression.oracle_floor import noise_and_bias, oracle_floors
+from attnlab.regression.oracle_floor import noise_and_bias
 from attnlab.regression.oracles import MinibatchOracle, MonteCarloOracle, PopulationOracle
 from attnlab.regression.population import population_excess_loss, population_gradient, population_loss
 from attnlab.regression.regularizer import empirical_regularizer, regularizer, regularizer_gradient
@@ -56,7 +55,6 @@ __all__ = [
     "objective_excess",
     "normal_curvatures",
     "AssumptionReport",
-    "Fit",
     "MinibatchOracle",
     "MonteCarloOracle",
     "PopulationOracle",
@@ -69,10 +67,8 @@ __all__ = [
     "empirical_loss_and_gradient",
     "empirical_regularizer",
     "extended_inner",
-    "fit",
     "gap_metrics",
     "noise_and_bias",
-    "oracle_floors",
     "perturbed_manifold_point",
     "make_problem",
     "manifold_point",

@@ -20,7 +20,7 @@ __all__ = ["gap_metrics"]
 def gap_metrics(
     problem: RegressionProblem, tokens: str = "covariates"
 ) -> dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]]:
-    """The ``metrics`` of :func:`~attnlab.regression.fit` that every regression run records.
+    """The ``metrics`` of :func:`~attnlab.training.regression.fit` that every regression run records.
 
     Parameters
     ----------

@@ -21,9 +21,9 @@ from attnlab.experiments.kq_nuclear.common import (
     q_gradient_reversed,
 )
 from attnlab.experiments.registry import register
-from attnlab.flow import closed_form_beta, constraint_vectors, gradient_flow
 from attnlab.models import Diagonal, SignedSquares
 from attnlab.plotting import house_figure, label_axes, label_ours, log_gap_axis, new_figure, theory_hline
+from attnlab.training.flow import closed_form_beta, constraint_vectors, gradient_flow
 from attnlab.verify import Claim, Experiment, ExperimentResult, RunContext
 
 __all__ = ["X1Config", "run_x1"]

@@ -23,11 +23,11 @@ from attnlab.experiments.kq_nuclear.common import (
     kq_as_beta,
 )
 from attnlab.experiments.registry import register
-from attnlab.flow import constraint_vectors, gradient_flow, kkt_multipliers
 from attnlab.metrics import attention_margin, margin_normalized
 from attnlab.models import Diagonal, DiagonalW
 from attnlab.plotting import house_figure, label_ours, log_gap_axis, new_figure, theory_hline
 from attnlab.svm import attention_svm, diagonal_svm
+from attnlab.training.flow import constraint_vectors, gradient_flow, kkt_multipliers
 from attnlab.verify import Check, Claim, Experiment, ExperimentResult, RunContext
 
 __all__ = ["X2Config", "run_x2"]

@@ -21,11 +21,11 @@ from attnlab.experiments.kq_nuclear.common import (
     w_as_kq,
 )
 from attnlab.experiments.registry import register
-from attnlab.flow import gradient_flow
 from attnlab.metrics import attention_margin, cosine, margin_normalized
 from attnlab.models import Combined, Factored
 from attnlab.plotting import EPS, house_figure, label_axes, label_ours, log_gap_axis, new_figure
 from attnlab.svm import attention_svm
+from attnlab.training.flow import gradient_flow
 from attnlab.verify import Check, Claim, Experiment, ExperimentResult, RunContext
 
 __all__ = ["X3Config", "run_x3"]

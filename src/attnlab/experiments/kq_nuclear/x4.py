@@ -16,11 +16,11 @@ from attnlab._validation import ValidationError
 from attnlab.data import TokenSelectionData, aligned_pairs
 from attnlab.experiments.kq_nuclear.common import SOURCE, KQConfig
 from attnlab.experiments.registry import register
-from attnlab.flow import gradient_flow
 from attnlab.metrics import attention_margin, cosine, margin_normalized
 from attnlab.models import Factored
 from attnlab.plotting import EPS, STEP, house_figure, label_axes, label_ours, log_gap_axis, new_figure
 from attnlab.svm import aligned_l1_svm, attention_svm
+from attnlab.training.flow import gradient_flow
 from attnlab.verify import Claim, Experiment, ExperimentResult, Falsifier, RunContext
 
 __all__ = ["X4Config", "run_x4"]

@@ -22,7 +22,6 @@ from attnlab.experiments.kq_nuclear.common import (
     kq_as_beta,
 )
 from attnlab.experiments.registry import register
-from attnlab.flow import gradient_flow
 from attnlab.metrics import attention_margin, margin_normalized
 from attnlab.models import Diagonal
 from attnlab.plotting import (
@@ -36,6 +35,7 @@ from attnlab.plotting import (
     theory_line,
 )
 from attnlab.svm import attention_svm
+from attnlab.training.flow import gradient_flow
 from attnlab.verify import Claim, Experiment, ExperimentResult, RunContext
 
 __all__ = ["X5Config", "run_x5"]

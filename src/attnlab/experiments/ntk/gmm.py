@@ -17,16 +17,10 @@ from attnlab._validation import check_in, check_scalar
 from attnlab.experiments.ntk._shared import SOURCE, check_sizes
 from attnlab.experiments.ntk.gmm_measures import baselines, measure
 from attnlab.experiments.registry import register
-from attnlab.ntk import (
-    ForwardProcess,
-    SoftmaxMLP,
-    circle_mixture,
-    denoising_set,
-    reverse_sde_sample,
-    train_score_model,
-)
+from attnlab.ntk import ForwardProcess, SoftmaxMLP, circle_mixture, denoising_set, reverse_sde_sample
 from attnlab.ntk.score_data import INPUT_MAPS, TIMES
 from attnlab.plotting import house_figure, label_ours, new_figure
+from attnlab.training.ntk import train_score_model
 from attnlab.verify import Claim, Experiment, ExperimentResult, Falsifier, RunContext
 
 __all__ = ["GMMConfig", "run_gmm"]

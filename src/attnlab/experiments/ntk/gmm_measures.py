@@ -11,14 +11,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from attnlab.ntk import (
-    SoftmaxMLP,
-    denoiser_error_at,
-    energy_distance,
-    mode_coverage,
-    train_score_model,
-    weighted_score_error,
-)
+from attnlab.ntk import SoftmaxMLP, denoiser_error_at, energy_distance, mode_coverage, weighted_score_error
+from attnlab.training.ntk import train_score_model
 
 if TYPE_CHECKING:
     from attnlab.experiments.ntk.gmm import GMMConfig

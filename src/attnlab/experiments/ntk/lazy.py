@@ -23,11 +23,9 @@ from attnlab.ntk import (
     coupling_bound,
     cross_kernel,
     extreme_eigenvalues,
-    gradient_descent,
     gram,
     infinite_width_gram,
     kernel_drift,
-    kernel_regression_path,
     perturbed_kernels,
     practical_step,
     theorem_B,
@@ -37,6 +35,7 @@ from attnlab.ntk import (
 )
 from attnlab.ntk.network import TwoLayerNet
 from attnlab.plotting import STEP, house_figure, label_ours, new_figure, theory_line
+from attnlab.training.ntk import gradient_descent, kernel_regression_path
 from attnlab.verify import Claim, Experiment, ExperimentResult, Falsifier, RunContext, fit_slope, spread_tolerance
 
 __all__ = ["LazyConfig", "run_lazy"]

@@ -25,7 +25,6 @@ from attnlab.regression import (
     MinibatchOracle,
     RegressionProblem,
     empirical_covariance,
-    fit,
     gap_metrics,
     make_problem,
     sample,
@@ -35,6 +34,7 @@ from attnlab.regression import (
 from attnlab.regression._checks import TOKENS
 from attnlab.regression.oracles import CONTEXTS
 from attnlab.regression.renormalization import RENORMALIZATIONS
+from attnlab.training.regression import fit
 from attnlab.verify import Experiment, ExperimentResult, RunContext, observation
 
 __all__ = ["FigureOneConfig", "FigureTwoConfig", "METHODS", "REFERENCE_GAPS", "Method"]

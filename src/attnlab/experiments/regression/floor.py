@@ -2,7 +2,7 @@
 the oracle's own noise stays below it.
 
 Spec: docs/theory/preconditioned-regression.md §6.2 (the oracle), §8 T2. The floors and their split into noise and
-bias are :func:`attnlab.regression.oracle_floors` and :func:`attnlab.regression.noise_and_bias`.
+bias are :func:`attnlab.training.regression.oracle_floors` and :func:`attnlab.regression.noise_and_bias`.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def floor_rows(
     batches: int,
     ns: Sequence[int],
 ) -> tuple[list, pd.DataFrame, float]:
-    """T2's floor rows from :func:`~attnlab.regression.oracle_floors`: the oracle is enough at each n (a property of the measurement)
+    """T2's floor rows from :func:`~attnlab.training.regression.oracle_floors`: the oracle is enough at each n (a property of the measurement)
     and the bias floor is O(1/n) (slope <= -1 within the spread over starts); also the per-(n, run) parts and the
     mean slope (NaN when a run diverged)."""
     parts = noise_and_bias(floors, batches)

@@ -15,15 +15,9 @@ import pandas as pd
 from attnlab.experiments.regression.common import SOURCE, true_sigma_step
 from attnlab.experiments.regression.floor import floor_rows
 from attnlab.optim.preconditioned import PreconditionedGD
-from attnlab.regression import (
-    PopulationOracle,
-    RegressionProblem,
-    fit,
-    gap_metrics,
-    oracle_floors,
-    perturbed_manifold_point,
-)
+from attnlab.regression import PopulationOracle, RegressionProblem, gap_metrics, perturbed_manifold_point
 from attnlab.regression.curvature import normal_curvatures, objective_excess
+from attnlab.training.regression import fit, oracle_floors
 from attnlab.verify import Claim, RunContext, fit_slope, fit_weighted_slope
 
 if TYPE_CHECKING:

@@ -4,7 +4,7 @@ Spec: implicit-bias-ngd §4 (A1 GD, A2 NGD with cap, A3 Polyak, A4 momentum, A6 
 (l_p mirror descent, plain and dual-norm normalised), kq-nuclear-norm §3 (the same rules on (K, Q) and on the
 diagonal).
 
-A front door to :func:`attnlab.engine.fit`: a sweep over seeds, initialisations, step sizes or data sets is a
+A front door to :func:`attnlab.training.fit`: a sweep over seeds, initialisations, step sizes or data sets is a
 leading runs axis ``R`` on every array; step sizes and normalisations are computed per run, so runs never
 interact, and a run that diverges stops alone. The rule named here is built from the same transforms as its
 :mod:`attnlab.optim` class (``"ngd"`` is :class:`~attnlab.optim.NormalizedGD`, ``"md"`` is
@@ -30,13 +30,15 @@ from attnlab._validation import (
     check_shape,
     check_tensor,
 )
-from attnlab.engine import OPTIMIZERS, OPTIONS, Problem, Recorder, fit
-from attnlab.engine.spaces import optimal_loss
 from attnlab.losses import LOSSES
 from attnlab.models.functional import token_scores
 from attnlab.models.heads import AttentionHeads, Head, as_head
-from attnlab.optim.spec import OptimizerSpec
+from attnlab.optim.spec import OPTIONS, OptimizerSpec
+from attnlab.optim.spec import RULES as OPTIMIZERS
 from attnlab.optim.transforms import Rule
+from attnlab.training.engine import fit
+from attnlab.training.recording import Recorder
+from attnlab.training.spaces import Problem, optimal_loss
 
 __all__ = ["BatchedRun", "train", "PARAMETRIZATIONS", "OPTIMIZERS"]
 
@@ -157,7 +159,7 @@ def train(
         ``alignment_<name>`` for each, in one pass), ``select`` (``([R,] n)`` token indices, adds ``opt_softmax``
         and ``margin``; default the optimal tokens), ``keep_iterates`` (bool), ``train_head`` (bool), ``trainable`` (dict of tensor name to
         ``False`` or a boolean mask of the tensor's shape: those entries stay fixed, e.g. ``{"Q": False}``),
-        ``callbacks`` (see :mod:`attnlab.callbacks`), ``progress`` (bool; default a bar only on a terminal),
+        ``callbacks`` (see :mod:`attnlab.training.callbacks`), ``progress`` (bool; default a bar only on a terminal),
         ``device`` (default that of ``X``; ``"cuda"`` when asked for and present).
 
     Returns

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from attnlab import batched
 from attnlab._validation import ValidationError
+from attnlab.training import batched
 
 
 def _runs(R=4, n=5, T=4, d=6, seed=0):

@@ -3,8 +3,8 @@
 Spec: implicit-bias-ngd §4 (the algorithms), mirror-descent-lp §4, kq-nuclear-norm §3 (the same rules on ``(K, Q)``
 and on the diagonal).
 
-Each step computes the log-scaled gradients of every run (:mod:`attnlab.engine.spaces`), records at the recorded
-steps (:mod:`attnlab.engine.recording`), runs the rule (a chain of :mod:`attnlab.optim.transforms`, or any other
+Each step computes the log-scaled gradients of every run (:mod:`attnlab.training.spaces`), records at the recorded
+steps (:mod:`attnlab.training.recording`), runs the rule (a chain of :mod:`attnlab.optim.transforms`, or any other
 ``torch.optim.Optimizer`` through its ``step``) and moves the runs. Runs never interact: norms, step sizes and the
 divergence policy are per run.
 
@@ -29,12 +29,12 @@ import pandas as pd
 import torch
 
 from attnlab._validation import ValidationError
-from attnlab.callbacks import COMPLETED, DIVERGED, STOPPED, Record, TrainingResult, callback_list
-from attnlab.engine.recording import Recorder
-from attnlab.engine.spaces import Gradient, KernelSpace, ParamSpace, Problem
 from attnlab.models import Parametrization, log_excess_risk, token_scores
 from attnlab.models.heads import Head
 from attnlab.optim.transforms import Context, Rule
+from attnlab.training.callbacks import COMPLETED, DIVERGED, STOPPED, Record, TrainingResult, callback_list
+from attnlab.training.recording import Recorder
+from attnlab.training.spaces import Gradient, KernelSpace, ParamSpace, Problem
 
 __all__ = ["EngineResult", "fit"]
 
@@ -193,7 +193,7 @@ def fit(
     recorder : Recorder, optional
         What to record (columns, references, iterates); default loss, gradient norm and ``||W||``.
     callbacks : iterable of Callback or callable
-        See :mod:`attnlab.callbacks`; a progress bar is added unless ``progress`` is False.
+        See :mod:`attnlab.training.callbacks`; a progress bar is added unless ``progress`` is False.
     progress : bool, optional
         Default: a bar only when stderr is a terminal.
     desc : str

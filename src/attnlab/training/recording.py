@@ -19,8 +19,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from attnlab.callbacks import tidy_frame
 from attnlab.metrics import attention_margin, cosine, directional_bregman, matrix_norm, selected_probability
+from attnlab.training.callbacks import tidy_frame
 
 __all__ = ["Metric", "Recorder"]
 
@@ -34,7 +34,7 @@ class Metric(Protocol):
     - ``"W"``: torch.Tensor, shape (R, d, d), the attention weights of every run;
     - the parametrisation's own tensors by name (shapes (R, ...)), e.g. ``"K"`` and ``"Q"``, or ``"v"`` when the
       head trains;
-    - the data :class:`~attnlab.engine.spaces.Problem`: ``"X"`` (R, n, T, d), ``"Z"`` (R, n, d), ``"y"`` (R, n)
+    - the data :class:`~attnlab.training.spaces.Problem`: ``"X"`` (R, n, T, d), ``"Z"`` (R, n, d), ``"y"`` (R, n)
       and ``"v"``, the head (the fixed one, else the trained one).
 
     It returns one value per run (shape (R,)), or one value for all runs, which the recorder repeats; the recorder
@@ -107,7 +107,7 @@ class Recorder:
         step : int
             The step number written in the ``step`` column.
         space : ParamSpace or KernelSpace
-            Where the runs' parameters live (:mod:`attnlab.engine.spaces`); gives ``W``, the data and the norms.
+            Where the runs' parameters live (:mod:`attnlab.training.spaces`); gives ``W``, the data and the norms.
         gradient : Gradient
             The gradient at this step; gives ``loss``, ``log_loss`` and ``grad_norm``.
         active : torch.Tensor, shape (R,), bool

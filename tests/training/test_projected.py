@@ -5,7 +5,7 @@ import torch
 
 from attnlab._validation import ValidationError
 from attnlab.metrics import entrywise_norm
-from attnlab.optim import projected_mirror_descent
+from attnlab.training.projected import projected_mirror_descent
 
 
 @pytest.mark.parametrize("p", [1.5, 2.0, 3.0])

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 import attnlab as al
-from attnlab import batched
 from attnlab.data import example1
 from attnlab.models.functional import logit_derivatives, score_gaps, token_scores
+from attnlab.training import batched
 
 
 def test_what_batched_train_returns_works_with_autograd_and_in_place():
@@ -128,8 +128,8 @@ def test_every_named_reference_is_recorded_as_its_own_cosine():
 
 def test_references_without_a_runs_axis_serve_every_run():
     # the recorder is public: three (d, d) references for two runs must not be paired with the runs axis
-    from attnlab.engine import Recorder
     from attnlab.metrics import cosine
+    from attnlab.training import Recorder
 
     g = torch.Generator().manual_seed(5)
     refs = {k: torch.randn(4, 4, generator=g, dtype=torch.float64) for k in ("a", "b")}

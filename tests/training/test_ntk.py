@@ -6,16 +6,8 @@ import pytest
 import torch
 
 from attnlab._validation import ValidationError
-from attnlab.ntk import (
-    ExpMLP,
-    ReluMLP,
-    SoftmaxMLP,
-    extreme_eigenvalues,
-    gradient_descent,
-    gram,
-    practical_step,
-    stability_limit,
-)
+from attnlab.ntk import ExpMLP, ReluMLP, SoftmaxMLP, extreme_eigenvalues, gram, practical_step, stability_limit
+from attnlab.training.ntk import gradient_descent
 
 
 def _data(n=8, d_in=4, d_out=2, seed=0):
@@ -109,7 +101,7 @@ def test_patience_without_validation_is_refused():
 
 def test_a_run_whose_loss_turns_non_finite_stops_with_its_last_finite_weights(monkeypatch):
     # fault injection: the third update is NaN (lr is capped below the stability limit, so real data cannot do it)
-    import attnlab.ntk.gd as gd
+    import attnlab.training.ntk as gd
 
     X, Y = _data()
     net = SoftmaxMLP(4, 2, 64, seed=4)

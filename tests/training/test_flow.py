@@ -1,4 +1,4 @@
-"""Tests of attnlab.flow: RK4 against the closed form (Lemma A.1), conserved quantities, NGD step lengths."""
+"""Tests of attnlab.training.flow: RK4 against the closed form (Lemma A.1), conserved quantities, NGD step lengths."""
 
 import math
 
@@ -8,9 +8,9 @@ import torch
 
 from attnlab._validation import ValidationError
 from attnlab.data import scores_equal
-from attnlab.flow import closed_form_beta, constraint_vectors, gradient_flow, kkt_multipliers, logit_weights
 from attnlab.metrics import attention_margin
 from attnlab.models import Combined, Diagonal, Factored
+from attnlab.training.flow import closed_form_beta, constraint_vectors, gradient_flow, kkt_multipliers, logit_weights
 
 
 @pytest.fixture

@@ -14,12 +14,12 @@ import pytest
 import torch
 
 import attnlab as al
-from attnlab import batched
 from attnlab.data import TokenSelectionData
 from attnlab.losses import log_mean_loss
 from attnlab.models import Combined, Diagonal, Factored
 from attnlab.models.functional import token_scores
 from attnlab.optim import JointAdaptive, MirrorDescent, NormalizedGD, PolyakStep
+from attnlab.training import batched
 
 STEPS = 25
 LR = 0.05

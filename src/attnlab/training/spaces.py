@@ -112,7 +112,7 @@ class ParamSpace:
     problem : Problem
         The data of the R runs and the fixed head (None when ``params`` holds ``"v"``).
     trainable : mapping of str to torch.Tensor, optional
-        Boolean masks of the entries that move, broadcastable to the tensors (see :func:`attnlab.engine.fit`).
+        Boolean masks of the entries that move, broadcastable to the tensors (see :func:`attnlab.training.fit`).
     """
 
     def __init__(
@@ -401,7 +401,7 @@ class KernelSpace:
         Parameters
         ----------
         rule : Rule
-            The coefficient-only rule that built ``step`` (:func:`~attnlab.engine.kernel_applies`); the move
+            The coefficient-only rule that built ``step`` (:func:`~attnlab.training.kernel_applies`); the move
             itself reads only ``step``.
         step : Step
             One direction ``u``, shape (R, T n), with its per-run coefficient.

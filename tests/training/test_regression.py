@@ -11,13 +11,13 @@ from attnlab._validation import ValidationError
 from attnlab.optim.preconditioned import PreconditionedGD
 from attnlab.regression import (
     PopulationOracle,
-    fit,
     make_problem,
     manifold_point,
     population_excess_loss,
     project,
     random_rotation,
 )
+from attnlab.training.regression import fit
 
 
 @pytest.fixture

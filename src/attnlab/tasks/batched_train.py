@@ -1,4 +1,4 @@
-"""The ``batched-train`` sweep task: token-selection training runs, many per call of :func:`attnlab.batched.train`.
+"""The ``batched-train`` sweep task: token-selection training runs, many per call of :func:`attnlab.training.batched.train`.
 
 A run's parameters (all plain values, so a sweep file can grid over any of them)::
 
@@ -17,7 +17,7 @@ A run's parameters (all plain values, so a sweep file can grid over any of them)
     loss: exp
     steps: 1000
     record_every: 100       # rows of trajectory.parquet (default: first and last step)
-    options: {momentum: 0.9}   # any further keyword of attnlab.batched.train
+    options: {momentum: 0.9}   # any further keyword of attnlab.training.batched.train
 
 Runs that differ only in ``seed``, ``data_seed`` and ``lr`` share a batch key, so the in-process executor
 trains them as one batched tensor program; every run writes ``trajectory.parquet``, ``W.npy`` (its final
@@ -97,7 +97,7 @@ def _initial(p: dict[str, Any], d: int) -> dict[str, torch.Tensor]:
 
 def _lrs(full: list[dict[str, Any]]) -> torch.Tensor:
     """Each run's step size (the engine's default where a run gives none), shape (R,)."""
-    from attnlab.engine import DEFAULT_LR
+    from attnlab.optim.spec import DEFAULT_LR
 
     return torch.tensor([DEFAULT_LR if p["lr"] is None else p["lr"] for p in full], dtype=torch.float64)
 
@@ -123,12 +123,12 @@ def _check_generator_arguments(p: dict[str, Any]) -> None:
 
 @functools.lru_cache(maxsize=256)
 def _dry_run(shared: str, data_seed: int) -> None:
-    """Build the data of a batch and call :func:`attnlab.batched.train` for 0 steps, so that the generator and the
+    """Build the data of a batch and call :func:`attnlab.training.batched.train` for 0 steps, so that the generator and the
     trainer refuse bad values (``sigma: -1``, ``momentum: 1.5``, a misspelt option) before any run starts.
 
     ``shared`` is :func:`_shared` of a run (the parameters runs of one batch share), so each batch is tried once.
     """
-    from attnlab.batched import train
+    from attnlab.training.batched import train
 
     p = {**json.loads(shared), "seed": 0, "data_seed": data_seed, "lr": None}
     data = _data(p)
@@ -149,7 +149,7 @@ def _dry_run(shared: str, data_seed: int) -> None:
 
 
 class BatchedTrain(Task):
-    """Sweep task ``batched-train``: token-selection training through :func:`attnlab.batched.train`.
+    """Sweep task ``batched-train``: token-selection training through :func:`attnlab.training.batched.train`.
 
     Parameters of a run are listed in the module docstring; missing ones take :data:`DEFAULTS`.
     """
@@ -159,7 +159,7 @@ class BatchedTrain(Task):
     def check(self, params: dict[str, Any]) -> None:
         """Refuse unknown keys and bad values before the sweep starts (the message names the key).
 
-        Beyond the keys' own checks, the data generator and :func:`attnlab.batched.train` are called once per batch
+        Beyond the keys' own checks, the data generator and :func:`attnlab.training.batched.train` are called once per batch
         for 0 steps, so that the values only they check are refused here too.
 
         Parameters
@@ -174,10 +174,10 @@ class BatchedTrain(Task):
             range, ``lr`` given to Polyak or given twice, ``init_scale == 0`` with ``"KQ"`` or ``"diag"``, or a
             value the generator or the trainer refuses.
         """
-        from attnlab.batched import OPTIMIZERS, PARAMETRIZATIONS
         from attnlab.data import GENERATORS
         from attnlab.losses import LOSSES
         from attnlab.optim import parse_optimizer
+        from attnlab.training.batched import OPTIMIZERS, PARAMETRIZATIONS
 
         unknown = sorted(set(params) - set(DEFAULTS) - set(_SIZES))
         if unknown:
@@ -220,7 +220,7 @@ class BatchedTrain(Task):
             check_scalar("d_e", p["d_e"], kind=int, low=1)
         _check_generator_arguments(p)
         # Everything else (sizes, data_args values, options and their values) is checked by the code that will
-        # run: the generator and attnlab.batched.train, called once per batch with steps = 0.
+        # run: the generator and attnlab.training.batched.train, called once per batch with steps = 0.
         _dry_run(_shared(params), p["data_seed"])
 
     def label(self, params: dict[str, Any]) -> str:
@@ -248,7 +248,7 @@ class BatchedTrain(Task):
         return self.run_batch([params], [run_dir])[0]
 
     def run_batch(self, params: Sequence[dict[str, Any]], run_dirs: Sequence[Path]) -> list[dict[str, Any]]:
-        """Train the runs as one call of :func:`attnlab.batched.train`, then write each run's files.
+        """Train the runs as one call of :func:`attnlab.training.batched.train`, then write each run's files.
 
         Parameters
         ----------
@@ -266,9 +266,9 @@ class BatchedTrain(Task):
         """
         import time
 
-        from attnlab.batched import train
         from attnlab.data import stack
         from attnlab.optim import parse_optimizer
+        from attnlab.training.batched import train
 
         full = [_full(p) for p in params]
         first = full[0]

@@ -7,9 +7,10 @@ import torch
 from sweep_fixtures import assert_one_diverging_run_stops_alone
 
 from attnlab._validation import ValidationError
-from attnlab.batched import train
 from attnlab.data import example1
-from attnlab.runner import BatchedTrain, InProcessExecutor, PoolExecutor, SweepSpec, expand, run_sweep
+from attnlab.runner import InProcessExecutor, PoolExecutor, SweepSpec, expand, run_sweep
+from attnlab.tasks import BatchedTrain
+from attnlab.training.batched import train
 
 SPEC = SweepSpec(
     task="batched-train",

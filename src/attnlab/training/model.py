@@ -5,8 +5,8 @@ Spec: implicit-bias-ngd §4 (the algorithms are optimizers; this front door hand
 An attnlab optimizer (:class:`~attnlab.optim.NormalizedGD`, :class:`~attnlab.optim.PolyakStep`,
 :class:`~attnlab.optim.MirrorDescent`, :class:`~attnlab.optim.JointAdaptive`,
 :class:`~attnlab.optim.PreconditionedGD`) is a chain of :mod:`attnlab.optim.transforms`; :func:`train` asks it for
-that rule and runs it in :func:`attnlab.engine.fit` on log-scaled gradients, exactly as
-:func:`attnlab.batched.train` runs the rule of the same name (one code path, exact after the softmax saturates).
+that rule and runs it in :func:`attnlab.training.fit` on log-scaled gradients, exactly as
+:func:`attnlab.training.batched.train` runs the rule of the same name (one code path, exact after the softmax saturates).
 Any other ``torch.optim.Optimizer`` (SGD, Adam, ...) runs through its own ``step`` and receives true gradients.
 An optimizer string (``"ngd:lr=0.2,momentum=0.9"``, :mod:`attnlab.optim.spec`) or a rule of your own transforms
 goes to the engine as a rule directly, with no optimizer object in between.
@@ -31,14 +31,16 @@ from attnlab._validation import (
     check_token_data,
     model_as_float64,
 )
-from attnlab.engine import DIVERGED, Problem, Recorder, fit
-from attnlab.engine.spaces import optimal_loss
 from attnlab.losses import LOSSES
 from attnlab.metrics import Metric
 from attnlab.models.heads import Head
 from attnlab.optim._base import FunctionalOptimizer
 from attnlab.optim.spec import RULES, OptimizerSpec
 from attnlab.optim.transforms import Rule
+from attnlab.training.callbacks import DIVERGED
+from attnlab.training.engine import fit
+from attnlab.training.recording import Recorder
+from attnlab.training.spaces import Problem, optimal_loss
 
 __all__ = ["Trajectory", "train"]
 
@@ -96,7 +98,7 @@ def train(
     optimizer : torch.optim.Optimizer, str, OptimizerSpec or Rule
         A torch optimizer built on ``model.parameters()`` (attnlab's run through the engine; others through their
         ``step`` with a closure), an optimizer string (:mod:`attnlab.optim.spec`; Polyak's ``L*`` defaults to the
-        data's optimal loss, as in :func:`attnlab.batched.train`), or a :class:`~attnlab.optim.transforms.Rule`.
+        data's optimal loss, as in :func:`attnlab.training.batched.train`), or a :class:`~attnlab.optim.transforms.Rule`.
     data : TokenSelectionData or StackedData
         ``X`` ([R,] n, T, d), ``Z``, ``y`` and, unless the model trains its own head, ``v``.
     loss : {"exp", "logistic"}, default="exp"
@@ -110,7 +112,7 @@ def train(
     progress : bool, optional
         Progress bar; default only when stderr is a terminal.
     callbacks : iterable of Callback or callable
-        See :mod:`attnlab.callbacks` (early stopping, logging, trackers).
+        See :mod:`attnlab.training.callbacks` (early stopping, logging, trackers).
     broadcast : bool, default=False
         With data of R runs (:class:`~attnlab.data.StackedData`) and a model without a runs axis: train one copy of
         the model per data set. The model's parameters get the runs axis ``R`` (in place) and keep every run; every

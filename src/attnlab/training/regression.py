@@ -2,14 +2,14 @@
 
 Spec: preconditioned-regression §6.2 (Algorithm 1), §6.3 (minibatch variant), §6.4 (renormalization), §6.5
 (baselines and ablations: a baseline is the same loop with another optimizer, start or regularizer weight).
-A run that blows up (non-finite or huge iterate) follows the one divergence policy of :mod:`attnlab.callbacks`: it
+A run that blows up (non-finite or huge iterate) follows the one divergence policy of :mod:`attnlab.training.callbacks`: it
 stops, keeps its last good iterate, is marked ``"diverged"``, and its rows stop at the step before the blow-up, so
 tables and figures never hold NaN. Progress and recording go through callbacks, as in every attnlab loop.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,11 +17,14 @@ import pandas as pd
 import torch
 
 from attnlab._validation import ValidationError, check_in, check_scalar, check_tensor
-from attnlab.callbacks import COMPLETED, DIVERGED, STOPPED, Record, TrainingResult, callback_list, tidy_frame
+from attnlab.regression.data import RegressionProblem
+from attnlab.regression.metrics import gap_metrics
+from attnlab.regression.oracles import MonteCarloOracle
 from attnlab.regression.regularizer import gradient as regularizer_gradient
 from attnlab.regression.renormalization import RENORMALIZATIONS, renormalize
+from attnlab.training.callbacks import COMPLETED, DIVERGED, STOPPED, Record, TrainingResult, callback_list, tidy_frame
 
-__all__ = ["Fit", "fit"]
+__all__ = ["Fit", "fit", "oracle_floors"]
 
 Oracle = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 Metric = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -111,8 +114,8 @@ def fit(
         Bound of the "cap" rule.
     max_norm : float, default=1e6
         A run whose ``||V||_F`` or ``||Q||_F`` exceeds this (or turns non-finite) has blown up and is stopped.
-    callbacks : sequence of attnlab.callbacks.Callback or callable, optional
-        Called at every recorded step with a :class:`~attnlab.callbacks.Record` (its ``rows`` the runs still
+    callbacks : sequence of attnlab.training.callbacks.Callback or callable, optional
+        Called at every recorded step with a :class:`~attnlab.training.callbacks.Record` (its ``rows`` the runs still
         alive); one that returns True stops every live run (status ``"stopped"``).
     progress : bool or None, default=False
         A progress bar over the steps: True always, None only on a terminal (pass ``RunContext.progress``).
@@ -188,3 +191,80 @@ def fit(
     done = STOPPED if stopped and step < steps else COMPLETED
     status = [DIVERGED if int(at) >= 0 else done for at in diverged_at]
     return Fit(V=V.detach(), Q=Q.detach(), frame=frame, diverged_at=diverged_at, status=status)
+
+
+def oracle_floors(
+    problem: RegressionProblem,
+    start: tuple[torch.Tensor, torch.Tensor],
+    ns: Sequence[int],
+    batches: int,
+    make_optimizer: Callable[[list[torch.Tensor]], torch.optim.Optimizer],
+    *,
+    steps: int,
+    mu: float,
+    seed: int,
+    record_every: int = 2,
+    bar: Callable[[Iterable], Iterable] = iter,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Algorithm 1 (true-Sigma regularizer) with the Monte-Carlo oracle at every n, at ``batches`` and
+    ``batches // 2`` fresh samples per step.
+
+    Parameters
+    ----------
+    problem : RegressionProblem
+    start : tuple of torch.Tensor
+        ``(V0, Q0)`` of shapes (R, k, d) and (R, d, d): R runs (e.g.
+        :func:`~attnlab.regression.manifold.perturbed_manifold_point`).
+    ns : sequence of int
+        Sample sizes (context lengths) of the oracle.
+    batches : int
+        Fresh samples per step, even and >= 2; each n also runs at ``batches // 2`` with the same seed.
+    make_optimizer : callable
+        ``make_optimizer([V, Q]) -> torch.optim.Optimizer``, as in :func:`~attnlab.training.regression.fit`; Algorithm 1's
+        is :meth:`attnlab.optim.PreconditionedGD.for_attention` with the true Sigma.
+    steps : int
+    mu : float
+        Regularizer weight of Algorithm 1.
+    seed : int
+        The oracle at n is seeded ``seed + n``.
+    record_every : int, default=2
+    bar : callable, default=iter
+        Progress over ``ns``.
+
+    Returns
+    -------
+    floors : pandas.DataFrame
+        Columns n, batches, run, floor: the mean gap ``L - L_irr`` over the second half of the steps (NaN for a run
+        that diverged).
+    trajectories : pandas.DataFrame
+        Columns n, batches, run, step, gap, dist, diverged_at (>= 0 for a run that blew up and kept its last
+        iterate).
+    """
+    check_scalar("batches", batches, kind=int, low=2)
+    if batches % 2:
+        raise ValidationError(f"batches must be even (the floor is also run at batches // 2), got {batches}")
+    V0, Q0 = start
+    runs = V0.shape[0]
+    Sigma = problem.Sigma.expand(runs, -1, -1)
+    floors, trajectories = [], []
+    for n in bar(ns):
+        for b in (batches // 2, batches):
+            result = fit(
+                V0,
+                Q0,
+                MonteCarloOracle(problem, n, b, seed=seed + n),  # the same seed at B/2 and B
+                make_optimizer,
+                steps=steps,
+                record_every=record_every,
+                regularizer_weight=mu,
+                covariance=Sigma,
+                metrics=gap_metrics(problem),
+            )
+            frame = result.frame.assign(n=n, batches=b)
+            frame["diverged_at"] = frame.run.map(dict(enumerate(result.diverged_at.tolist())))
+            trajectories.append(frame)
+            tail = frame[frame.step >= steps // 2].groupby("run").gap.mean()
+            for run in range(runs):
+                floor = float("nan") if result.diverged[run] else float(tail.get(run, float("nan")))
+                floors.append({"n": n, "batches": b, "run": run, "floor": floor})
+    return pd.DataFrame(floors), pd.concat(trajectories, ignore_index=True)

@@ -97,7 +97,7 @@ class Record:
     state : mapping of str to object
         Read-only view of the loop's state at this step (parameters such as ``"W"`` with the runs axis first,
         ``"model"`` for a loop over an ``nn.Module``, ``"status"`` per run). Do not modify it. The engine's
-        tensors are inference-mode tensors (:func:`attnlab.engine.fit`): ``.clone()`` one to keep it for autograd.
+        tensors are inference-mode tensors (:func:`attnlab.training.fit`): ``.clone()`` one to keep it for autograd.
     """
 
     step: int

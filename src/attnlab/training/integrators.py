@@ -5,7 +5,7 @@ speed -- and (c) RK4), §3.1 (integrated weights ``phi(t) = 2 int_0^t dL/ds``), 
 
 Each method is a :class:`~attnlab.optim.transforms.Rule` whose one transform also integrates the flow's clock
 ``log t`` and, when asked, ``phi`` in its state (``{"log_time": (R,), "phi": (R, n, T)}``), so gradient flow runs
-through :func:`attnlab.engine.fit` like every optimizer: same spaces, recording, callbacks and divergence policy.
+through :func:`attnlab.training.fit` like every optimizer: same spaces, recording, callbacks and divergence policy.
 With ``g = grad L`` and ``w = dL/ds`` (both log-scaled by one ``e^s`` per run):
 
 - ngd: ``theta <- theta - eta g / ||g||``, ``phi <- phi + 2 eta w / ||g||``, ``t <- t + eta / ||g||``;

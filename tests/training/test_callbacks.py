@@ -5,9 +5,17 @@ import pytest
 import torch
 
 import attnlab as al
-from attnlab import batched
 from attnlab._validation import ValidationError
-from attnlab.callbacks import Callback, CallbackList, EarlyStop, ProgressBar, Record, default_progress, tidy_frame
+from attnlab.training import batched
+from attnlab.training.callbacks import (
+    Callback,
+    CallbackList,
+    EarlyStop,
+    ProgressBar,
+    Record,
+    default_progress,
+    tidy_frame,
+)
 
 
 def _data():

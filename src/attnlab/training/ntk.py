@@ -16,53 +16,19 @@ from typing import Any
 import pandas as pd
 import torch
 
-from attnlab._validation import ValidationError, check_scalar, check_tensor
-from attnlab.callbacks import COMPLETED, DIVERGED, STOPPED, Record, TrainingResult, callback_list, tidy_frame
+from attnlab._validation import ValidationError, check_in, check_scalar, check_tensor
+from attnlab.ntk.forward_process import ForwardProcess
+from attnlab.ntk.kernel_regression import unvec, vec
 from attnlab.ntk.network import TwoLayerNet, weight_gradient
-from attnlab.ntk.tangent_kernel import lambda_max
+from attnlab.ntk.score_data import INPUT_MAPS, DenoisingSet, fit_input_map
+from attnlab.ntk.score_model import ScoreModel
+from attnlab.ntk.tangent_kernel import practical_step, stability_limit
 from attnlab.ntk.unit_ball import to_unit_ball
+from attnlab.training.callbacks import COMPLETED, DIVERGED, STOPPED, Record, TrainingResult, callback_list, tidy_frame
 
-__all__ = ["GDResult", "gradient_descent", "practical_step", "stability_limit"]
+__all__ = ["GDResult", "gradient_descent", "kernel_regression_path", "train_score_model"]
 
 RecordHook = Callable[[int, torch.Tensor], dict[str, float]]
-
-
-def stability_limit(net: TwoLayerNet, X: torch.Tensor) -> float:
-    """``2 / (s lambda_max(H))``: the largest step for which the linearized dynamics do not diverge.
-
-    Spec: §4.1 (``F(t+1) - F(t) ~ -lr s H (F - Y)``), §8 step 3. ``s = net.kernel_scale``.
-
-    Parameters
-    ----------
-    net : TwoLayerNet
-        The network at the weights of interest (at initialization, ``H = H*``).
-    X : torch.Tensor, shape (n, d_in)
-        Training inputs.
-
-    Returns
-    -------
-    float
-        The step bound, > 0.
-    """
-    return 2.0 / (net.kernel_scale * lambda_max(net, X))  # spec §4.1: |1 - lr s lambda_max| < 1
-
-
-def practical_step(net: TwoLayerNet, X: torch.Tensor, c: float = 0.5) -> float:
-    """The practical step ``lr = c / (s lambda_max(H*))``, ``0 < c <= 1`` (spec §8, Algorithm C step 3).
-
-    Parameters
-    ----------
-    net : TwoLayerNet
-        At initialization, so that ``H = H*``.
-    X : torch.Tensor, shape (n, d_in)
-    c : float, default=0.5
-
-    Returns
-    -------
-    float
-    """
-    check_scalar("c", c, low=0.0, high=1.0, low_inclusive=False)
-    return c * stability_limit(net, X) / 2  # spec §8: eta = c / (m lambda_max(H*))
 
 
 @dataclass
@@ -89,7 +55,7 @@ class GDResult(TrainingResult):
         One word (one run): ``"completed"``, ``"stopped"`` (``stop`` or a callback ended it early) or
         ``"diverged"``: the loss turned non-finite after ``steps`` steps; the network holds the last weights whose
         loss was finite (or the best held-out ones before them): the one divergence policy of
-        :mod:`attnlab.callbacks`.
+        :mod:`attnlab.training.callbacks`.
     """
 
     frame: pd.DataFrame
@@ -146,8 +112,8 @@ def gradient_descent(
         With ``validation``: stop after this many records without a new best held-out error.
     stop : callable, optional
         ``stop(row) -> bool`` on each recorded row (after the hook's columns are added); True ends the run.
-    callbacks : sequence of attnlab.callbacks.Callback or callable, optional
-        Called at each recorded step with a :class:`~attnlab.callbacks.Record` (``rows``: the row, ``run`` 0;
+    callbacks : sequence of attnlab.training.callbacks.Callback or callable, optional
+        Called at each recorded step with a :class:`~attnlab.training.callbacks.Record` (``rows``: the row, ``run`` 0;
         ``state``: ``{"W": ...}``); one returning True ends the run (status ``"stopped"``).
     progress : bool or None, default=False
         A progress bar over the steps: True always, None only on a terminal.
@@ -242,3 +208,123 @@ def gradient_descent(
     calls.end()
     frame = tidy_frame({k: [row[k] for row in rows] for k in rows[0]}, run=0) if rows else pd.DataFrame()
     return GDResult(frame, W0, float(lr), step, best_step, scale, [status])
+
+
+def kernel_regression_path(
+    H: torch.Tensor,
+    K_test: torch.Tensor,
+    Y: torch.Tensor,
+    *,
+    lr: float,
+    scale: float,
+    steps: Sequence[int],
+) -> torch.Tensor:
+    """Predictions ``F_ker(gamma(t), X_test) = s K(X_test, X) gamma(t)`` at the given steps, ``gamma(0) = 0``.
+
+    Spec: §6.1, Algorithm D: ``gamma <- gamma - lr (s H* gamma - vec Y)``; on the training inputs this is the
+    linearized network ``F(t+1) = F(t) - lr s H* (F(t) - Y)`` with the same ``lr``.
+
+    Parameters
+    ----------
+    H : torch.Tensor, shape (n * L, n * L)
+        ``H*``, the Gram at initialization.
+    K_test : torch.Tensor, shape (p * L, n * L)
+        ``K(X_test, X)`` at initialization (``cross_kernel``).
+    Y : torch.Tensor, shape (n, L)
+    lr : float
+        The step of the network's GD.
+    scale : float
+        ``s = net.kernel_scale`` (``m`` for softmax).
+    steps : sequence of int
+        Increasing steps at which to report.
+
+    Returns
+    -------
+    torch.Tensor, shape (len(steps), p, L)
+    """
+    H = check_tensor("H", H, "NM")
+    Y = check_tensor("Y", Y, "nL")
+    n, L = Y.shape
+    K_test = check_tensor("K_test", K_test, "PN", {"N": n * L})
+    check_scalar("lr", lr, low=0.0, low_inclusive=False)
+    check_scalar("scale", scale, low=0.0, low_inclusive=False)
+    y = vec(Y)
+    gamma = torch.zeros_like(y)
+    out = []
+    done = 0
+    for target in steps:
+        for _ in range(target - done):
+            gamma = gamma - lr * (scale * (H @ gamma) - y)  # spec §8 Alg. D
+        done = target
+        out.append(unvec(scale * (K_test @ gamma), L))  # spec §6.1: F_ker = m K(x, X) gamma
+    return torch.stack(out)
+
+
+def train_score_model(
+    net: TwoLayerNet,
+    train: DenoisingSet,
+    held_out: DenoisingSet,
+    process: ForwardProcess,
+    T: float,
+    *,
+    c: float = 0.5,
+    steps: int = 10_000,
+    record_every: int = 10,
+    patience: int = 20,
+    skip: bool = True,
+    input_map: str = "spec",
+    T0: float | None = None,
+    decay: float = 0.9,
+) -> tuple[ScoreModel, GDResult]:
+    """Fit the denoiser by GD on the squared loss to the noisy labels ``x_0`` (Algorithm E), early-stopped on the
+    held-out denoising loss.
+
+    Spec: softmax-ntk-diffusion §7.4 (with ``lambda(t) = h^2 / alpha^2`` the DSM loss is this squared loss),
+    §8 Algorithm E.
+
+    Parameters
+    ----------
+    net : TwoLayerNet
+        At initialization; ``d_in = d + 1``, ``d_out = d``. Trained in place.
+    train, held_out : DenoisingSet
+        Training and held-out triples (spec §7.5).
+    process : ForwardProcess
+    T : float
+        Final diffusion time (sets the input map).
+    c : float, default=0.5
+        Step ``lr = c / (m lambda_max(H*))``.
+    steps, record_every, patience : int
+        Maximum steps; held-out loss checked every ``record_every`` steps; stop after ``patience`` checks
+        without improvement.
+    skip : bool, default=True
+        Learn the residual over the linear (Gaussian) denoiser (ours; ``False`` is spec §7.4 as written).
+    input_map : {"spec", "scaled", "sphere"}, default="spec"
+        The network input ``u(t, x)``; see :class:`~attnlab.ntk.score_data.InputMap` (``"spec"`` is spec §7.5).
+    T0 : float, optional
+        Smallest diffusion time; required by ``input_map="sphere"``.
+    decay : float, default=0.9
+        ``input_map="sphere"``: the input radius falls from 1 at ``T0`` to ``1 - decay`` at ``T``.
+
+    Returns
+    -------
+    model : ScoreModel
+        Holds the weights of the best held-out step.
+    result : GDResult
+    """
+    check_in("input_map", input_map, INPUT_MAPS)
+    inputs = fit_input_map(train, process, T, skip, input_map, T0, decay)
+    U = inputs(train.t, train.x_t)  # (n, d + 1), in the unit ball by construction (rho, or the sphere's r <= 1)
+    U_val = inputs(held_out.t, held_out.x_t)
+    labels = train.x0 - inputs.skip_gain(train.t)[:, None] * train.x_t  # residual labels (= x0 without skip)
+    val_labels = held_out.x0 - inputs.skip_gain(held_out.t)[:, None] * held_out.x_t
+    result = gradient_descent(
+        net,
+        U,
+        labels,
+        lr=practical_step(net, U, c),
+        steps=steps,
+        record_every=record_every,
+        validation=(U_val, val_labels),
+        patience=patience,
+    )
+    return ScoreModel(net, process, inputs), result

@@ -6,7 +6,7 @@ default, same path at unit speed -- and (c) RK4), §3.1 (integrated weights ``ph
 
 The flow moves every trainable parameter of a :class:`attnlab.models.TokenSelectionModel` (``Factored`` ``(K, Q)``,
 ``Diagonal`` ``(xi_k, xi_q)``, or ``Combined`` ``W``) along ``-grad L``. It is a front door to the training engine
-(:func:`attnlab.engine.fit`, rules of :mod:`attnlab.engine.integrators`): log-scaled, cancellation-free gradients,
+(:func:`attnlab.training.fit`, rules of :mod:`attnlab.training.integrators`): log-scaled, cancellation-free gradients,
 so the normalised path stays exact after the softmax saturates. Parameters may carry a leading runs axis ``R``;
 each run is normalised by its own joint gradient norm, so runs are independent.
 """
@@ -28,11 +28,13 @@ from attnlab._validation import (
     check_token_data,
     model_as_float64,
 )
-from attnlab.callbacks import Record
-from attnlab.engine import Problem, Recorder, fit
-from attnlab.engine.integrators import METHODS, flow_rule
 from attnlab.losses import LOSSES
 from attnlab.models.functional import attention_logits, logit_derivatives, score_gaps, token_scores
+from attnlab.training.callbacks import Record
+from attnlab.training.engine import fit
+from attnlab.training.integrators import METHODS, flow_rule
+from attnlab.training.recording import Recorder
+from attnlab.training.spaces import Problem
 
 __all__ = [
     "METHODS",
@@ -240,7 +242,7 @@ def gradient_flow(
     progress : bool, optional
         Progress bar; default only on a terminal.
     callbacks : iterable of Callback or callable
-        See :mod:`attnlab.callbacks`.
+        See :mod:`attnlab.training.callbacks`.
 
     Returns
     -------
@@ -253,7 +255,7 @@ def gradient_flow(
 
     Notes
     -----
-    A front door to :func:`attnlab.engine.fit` with the rules of :mod:`attnlab.engine.integrators`; a run whose
+    A front door to :func:`attnlab.training.fit` with the rules of :mod:`attnlab.training.integrators`; a run whose
     loss turns non-finite stops alone at its last finite state. With ``g = grad L(theta)`` and
     ``w_il = dL/ds_il`` (:func:`logit_weights`):
 

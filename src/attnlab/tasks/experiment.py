@@ -12,8 +12,8 @@ from typing import Any
 
 from attnlab._validation import ValidationError
 from attnlab.experiments import get_experiment, run_experiment
-from attnlab.verify import make_config
 from attnlab.runner import Task
+from attnlab.verify import make_config
 
 __all__ = ["ExperimentTask"]
 
