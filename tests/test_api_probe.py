@@ -209,7 +209,7 @@ CASES = [
     (
         "train: stacked runs reference on one model",
         lambda: _sgd(Combined(5), D, metrics=[alignment(torch.ones(2, 5, 5))]),
-        r"W_ref has shape \(2, 5, 5\), but the model's W has shape \(5, 5\)",
+        r"W_ref has shape \(2, 5, 5\), but the trained W has shape \(5, 5\)",
     ),
     # batched.train
     ("batched: 0/1 labels", lambda: batched.train(X, Z, (Y + 1) / 2, V, steps=1), r"y must hold only -1 and \+1"),

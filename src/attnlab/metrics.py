@@ -4,14 +4,14 @@ Spec: implicit-bias-ngd §5 (alignment ``corr``), §8.4 (softmax saturation), kq
 and margin-normalised direction), mirror-descent-lp §3 (Bregman and directional Bregman divergence).
 
 Pure functions take tensors with an optional leading runs axis and return one value per run. The metric objects
-at the bottom (``alignment(W_ref)``, ``opt_softmax()``, ...) are what :func:`attnlab.train` records: each is called
-as ``metric(model, data)`` and returns a float or a dict of floats.
+at the bottom (``alignment(W_ref)``, ``opt_softmax()``, ...) follow the one metric protocol of training
+(:class:`Metric`): each is called as ``metric(state)`` on a front door's state and returns one value per run.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +25,7 @@ from attnlab.models.functional import attention_logits, attention_probabilities,
 __all__ = [
     "Metric",
     "alignment",
+    "as_metrics",
     "attention_margin",
     "bregman_divergence",
     "cosine",
@@ -37,6 +38,7 @@ __all__ = [
     "margin",
     "margin_normalized",
     "matrix_norm",
+    "metric_columns",
     "norm",
     "opt_softmax",
     "optimal_loss",
@@ -464,39 +466,116 @@ def directional_bregman(W_ref: torch.Tensor, W: torch.Tensor, p: float) -> torch
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Metric objects recorded by the training loop: metric(model, data) -> float or dict of floats.
+# The one metric protocol of training: metric(state) -> a value per run.
 
 
 @dataclass(frozen=True)
 class Metric:
-    """A named diagnostic ``fn(model, data) -> tensor of shape ([R,])`` recorded by :func:`attnlab.train`.
+    """A named diagnostic of a training state: ``metric(state)`` gives one value per run, recorded as a column.
 
+    The one metric protocol of attnlab's training: every front door records its metrics by calling them on its
+    state, a mapping of names to values:
+
+    - token selection (:func:`attnlab.train`, :func:`attnlab.training.batched.train`, the flow): ``"W"``
+      (R, d, d); the parametrisation's tensors by name (``"K"``, ``"Q"``, ``"xi_k"``, ``"xi_q"``, and ``"v"`` when
+      the head trains); the data ``"X"`` (R, n, T, d), ``"Z"`` (R, n, d), ``"y"`` (R, n), ``"v"`` (the head) and
+      ``"select"`` (R, n; the data's selection, else its optimal tokens, when known); ``"rule_state"``;
+    - in-context regression: ``"V"`` (R, k, p), ``"Q"`` (R, p, d);
+    - NTK gradient descent: ``"W"`` (d_in, m), ``"step"``, ``"net"``;
+    - the real-model classifier: ``"model"``, ``"epoch"``.
+
+    A plain function of the state is a metric too, named by the mapping it is passed in (:func:`as_metrics`).
     Calling the metric calls ``fn`` under :func:`torch.no_grad`.
 
     Attributes
     ----------
     name : str
-        The column it fills in the history frame.
+        The column it fills in the frame.
     fn : callable
-        ``fn(model, data) -> torch.Tensor`` of shape ``([R,])`` (one value per run), reading the model's current
-        parameters (e.g. ``model.W``, shape ([R,] d, d)) and the training data (``data.X``, ``data.Z``, ...).
+        ``fn(state)``: one value per run (shape (R,)), one value for all runs, or a mapping of column names to such
+        values (several columns at once, e.g. from one shared computation).
     """
 
     name: str
-    fn: Callable[[Any, Any], torch.Tensor]
+    fn: Callable[[Mapping[str, Any]], Any]
 
-    def __call__(self, model: Any, data: Any) -> torch.Tensor:
+    def __call__(self, state: Mapping[str, Any]) -> Any:
         with torch.no_grad():
-            return self.fn(model, data)
+            return self.fn(state)
 
 
-def _select_of(data: Any, select: Any) -> torch.Tensor:
-    if select is not None:
-        n, T = data.X.shape[-3], data.X.shape[-2]
-        return check_select("select", select, n, T, runs=data.X.shape[0] if data.X.dim() == 4 else None)
-    if getattr(data, "select", None) is not None:
-        return data.select
-    return data.optimal_tokens()
+def as_metrics(metrics: Sequence[Metric] | Mapping[str, Callable[[Mapping[str, Any]], Any]] | None) -> dict[str, Any]:
+    """The metrics by column name, from named :class:`Metric` objects or a mapping of names to functions.
+
+    Parameters
+    ----------
+    metrics : sequence of Metric, mapping of str to callable, or None
+        What a front door's ``metrics`` argument takes.
+
+    Returns
+    -------
+    dict of str to callable
+        ``name -> metric``; each is called as ``metric(state)``.
+
+    Raises
+    ------
+    ValidationError
+        When an entry of a sequence is not a :class:`Metric`, or a value of a mapping is not callable.
+    """
+    if metrics is None:
+        return {}
+    if isinstance(metrics, Mapping):
+        bad = [k for k, m in metrics.items() if not callable(m)]
+        if bad:
+            raise ValidationError(f"metrics {bad} are not callable; pass functions state -> value per run")
+        return dict(metrics)
+    bad = [type(m).__name__ for m in metrics if not isinstance(m, Metric)]
+    if bad:
+        raise ValidationError(
+            f"metrics must be attnlab.metrics.Metric objects (or a mapping name -> function of the state), got {bad}"
+        )
+    return {m.name: m for m in metrics}
+
+
+def metric_columns(metrics: Mapping[str, Callable[[Mapping[str, Any]], Any]], state: Mapping[str, Any]) -> dict:
+    """Every metric evaluated on ``state``: one column per metric, or the columns of a metric that returns a mapping.
+
+    Parameters
+    ----------
+    metrics : mapping of str to callable
+        ``name -> metric`` (:func:`as_metrics`).
+    state : mapping of str to object
+        The front door's state (see :class:`Metric`).
+
+    Returns
+    -------
+    dict of str to object
+        Column name -> the metric's value (a tensor of shape (R,) or (), a float, ...).
+    """
+    columns: dict[str, Any] = {}
+    for name, metric in metrics.items():
+        value = metric(state)
+        if isinstance(value, Mapping):
+            columns.update(value)
+        else:
+            columns[name] = value
+    return columns
+
+
+def _selection(select: Any) -> Callable[[Mapping[str, Any]], torch.Tensor]:
+    """The selected tokens of a state: ``select`` checked once against the data's (n, T), else the state's own."""
+    checked: list[torch.Tensor] = []
+
+    def get(state: Mapping[str, Any]) -> torch.Tensor:
+        if select is None:
+            return state["select"]
+        if not checked:
+            X = state["X"]
+            runs = X.shape[0] if X.dim() == 4 else None
+            checked.append(check_select("select", select, X.shape[-3], X.shape[-2], runs=runs))
+        return checked[0]
+
+    return get
 
 
 def _reference(name: str, value: Any, axes: int) -> torch.Tensor:
@@ -509,11 +588,11 @@ def _reference(name: str, value: Any, axes: int) -> torch.Tensor:
 
 
 def _against(name: str, ref: torch.Tensor, current: torch.Tensor, what: str) -> torch.Tensor:
-    """``ref`` checked against the model's ``current`` tensor at recording time: same trailing shape, and the same
+    """``ref`` checked against the runs' ``current`` tensor at recording time: same trailing shape, and the same
     runs axis when both have one."""
     if ref.dim() > current.dim() or tuple(ref.shape) != tuple(current.shape[current.dim() - ref.dim() :]):
         raise ValidationError(
-            f"{name} has shape {tuple(ref.shape)}, but the model's {what} has shape {tuple(current.shape)}; pass a "
+            f"{name} has shape {tuple(ref.shape)}, but the trained {what} has shape {tuple(current.shape)}; pass a "
             f"reference of the model's shape (e.g. the SVM of the data the model is trained on)"
         )
     return ref
@@ -541,7 +620,7 @@ def alignment(W_ref: Any, name: str = "alignment") -> Metric:
         ``W``.
     """
     ref = _reference("W_ref", W_ref, 2)
-    return Metric(name, lambda model, data: cosine(model.W, _against("W_ref", ref, model.W, "W")))
+    return Metric(name, lambda state: cosine(state["W"], _against("W_ref", ref, state["W"], "W")))
 
 
 def head_alignment(v_ref: Any, name: str = "head_alignment") -> Metric:
@@ -565,7 +644,7 @@ def head_alignment(v_ref: Any, name: str = "head_alignment") -> Metric:
         When ``v_ref`` is not of shape (d,) or (R, d); when recorded, if its shape does not match the model's ``v``.
     """
     ref = _reference("v_ref", v_ref, 1)
-    return Metric(name, lambda model, data: cosine(model.v, _against("v_ref", ref, model.v, "head v")))
+    return Metric(name, lambda state: cosine(state["v"], _against("v_ref", ref, state["v"], "head v")))
 
 
 def opt_softmax(select: Any = None, name: str = "opt_softmax") -> Metric:
@@ -589,7 +668,8 @@ def opt_softmax(select: Any = None, name: str = "opt_softmax") -> Metric:
     ValidationError
         When recorded, if ``select`` does not fit the data's (n, T).
     """
-    return Metric(name, lambda model, data: selected_probability(data.X, data.Z, model.W, _select_of(data, select)))
+    tokens = _selection(select)
+    return Metric(name, lambda state: selected_probability(state["X"], state["Z"], state["W"], tokens(state)))
 
 
 def margin(select: Any = None, name: str = "margin") -> Metric:
@@ -613,7 +693,8 @@ def margin(select: Any = None, name: str = "margin") -> Metric:
     ValidationError
         When recorded, if ``select`` does not fit the data's (n, T).
     """
-    return Metric(name, lambda model, data: attention_margin(data.X, data.Z, model.W, _select_of(data, select)))
+    tokens = _selection(select)
+    return Metric(name, lambda state: attention_margin(state["X"], state["Z"], state["W"], tokens(state)))
 
 
 def norm(kind: str | float = "fro", name: str | None = None) -> Metric:
@@ -638,7 +719,7 @@ def norm(kind: str | float = "fro", name: str | None = None) -> Metric:
     """
     if not isinstance(kind, (int, float)):
         check_in("kind", kind, ("fro", "nuc", "op"))
-    return Metric(name or f"norm_{kind}", lambda model, data: matrix_norm(model.W, kind))
+    return Metric(name or f"norm_{kind}", lambda state: matrix_norm(state["W"], kind))
 
 
 def bregman(W_ref: Any, p: float, name: str | None = None) -> Metric:
@@ -668,5 +749,5 @@ def bregman(W_ref: Any, p: float, name: str | None = None) -> Metric:
     ref = _reference("W_ref", W_ref, 2)
     return Metric(
         name or f"bregman_p{p:g}",
-        lambda model, data: directional_bregman(_against("W_ref", ref, model.W, "W"), model.W, p),
+        lambda state: directional_bregman(_against("W_ref", ref, state["W"], "W"), state["W"], p),
     )

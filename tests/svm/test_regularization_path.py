@@ -54,7 +54,7 @@ def test_the_two_solvers_of_the_constrained_risk_agree_on_the_sphere(p):
         return loss_gradients(data.X, data.Z, data.y, data.v, W, "logistic", risk=False)[0].mantissa
 
     W = constrained_erm(data, p, R, start, select)
-    W_md = projected_mirror_descent(grad, start, p=p, radius=R, steps=2000)
+    W_md = projected_mirror_descent(grad, start, p=p, radius=R, steps=2000).W
     assert float(entrywise_norm(W, p)) == pytest.approx(R, rel=1e-5)
     assert float(entrywise_norm(W_md, p)) <= R * (1 + 1e-12)
     assert constrained_stationarity(data, p, W, select) < 1e-10

@@ -108,9 +108,10 @@ def test_ngd_direction_stays_exact_after_the_softmax_saturates(data):
 
 def test_gd_and_ngd_record_tidy_frames(data):
     flow = gradient_flow(Diagonal(5, omega=0.5), data, step=1e-2, steps=10, method="gd", record_every=5)
-    frame = flow.frame()
+    frame = flow.frame
     assert list(frame["step"]) == [0, 5, 10]
-    assert {"run", "time", "loss", "log_loss", "norm"} <= set(frame.columns)
+    assert {"run", "time", "log_time", "loss", "log_loss", "norm"} <= set(frame.columns)
+    torch.testing.assert_close(torch.tensor(frame["log_time"].to_numpy()), flow.path["log_time"], rtol=0, atol=0)
     assert frame["loss"].is_monotonic_decreasing  # Lemma 4.2: the flow decreases the loss
 
 

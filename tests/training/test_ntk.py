@@ -67,13 +67,17 @@ def test_early_stopping_restores_the_weights_of_the_best_held_out_step():
     assert result.steps < 5000  # patience ran out
 
 
-def test_record_hook_adds_columns():
+def test_metrics_of_the_state_add_columns_one_or_several_at_once():
     X, Y = _data()
     net = SoftmaxMLP(4, 2, 100, seed=0)
-    result = gradient_descent(
-        net, X, Y, lr=practical_step(net, X), steps=4, record=lambda step, W: {"w_norm": float(W.norm())}
-    )
-    assert list(result.frame["step"]) == [0, 1, 2, 3, 4] and "w_norm" in result.frame
+    metrics = {
+        "w_norm": lambda state: float(state["W"].norm()),
+        "both": lambda state: {"w_max": float(state["W"].abs().max()), "at": state["step"]},
+    }
+    result = gradient_descent(net, X, Y, lr=practical_step(net, X), steps=4, metrics=metrics)
+    assert list(result.frame["step"]) == [0, 1, 2, 3, 4] and list(result.frame["at"]) == [0, 1, 2, 3, 4]
+    assert {"w_norm", "w_max"} <= set(result.frame) and "both" not in result.frame
+    assert result.frame["w_norm"].iloc[-1] == pytest.approx(float(net.W.norm()), rel=1e-15)
 
 
 def test_step_past_the_stability_limit_is_refused_with_the_fix():

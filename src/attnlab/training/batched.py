@@ -13,10 +13,9 @@ interact, and a run that diverges stops alone. The rule named here is built from
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
-import pandas as pd
 import torch
 
 from attnlab._validation import (
@@ -31,6 +30,7 @@ from attnlab._validation import (
     check_tensor,
 )
 from attnlab.losses import LOSSES
+from attnlab.metrics import as_metrics
 from attnlab.models.functional import token_scores
 from attnlab.models.heads import AttentionHeads, Head, as_head
 from attnlab.optim.spec import OPTIONS, OptimizerSpec
@@ -38,6 +38,7 @@ from attnlab.optim.spec import RULES as OPTIMIZERS
 from attnlab.optim.transforms import Rule
 from attnlab.training.engine import fit
 from attnlab.training.recording import Recorder
+from attnlab.training.result import TrainingResult
 from attnlab.training.spaces import Problem, optimal_loss
 
 __all__ = ["BatchedRun", "train", "PARAMETRIZATIONS", "OPTIMIZERS"]
@@ -59,35 +60,12 @@ _COMMON = {
     "train_head",
     "device",
     "trainable",
+    "metrics",
 }
 
 
-class BatchedRun(NamedTuple):
-    """Result of :func:`train`.
-
-    Attributes
-    ----------
-    W : torch.Tensor, shape (R, d, d)
-        Final combined matrices (a diverged run's last finite iterate).
-    frame : pandas.DataFrame or None
-        Tidy metrics (``run, step, loss, log_loss, grad_norm, norm`` and, when asked, ``alignment`` or
-        ``alignment_<name>``, ``opt_softmax``, ``margin``, ``bregman``) when ``record_every`` was given.
-    params : dict of str to torch.Tensor
-        Final parameters of the parametrisation (``W``; ``K, Q``; ``xi_k, xi_q``; and ``v`` with a trained head).
-    status : list of str
-        Per run ``"completed"``, ``"diverged"`` (stopped alone at a non-finite loss) or ``"stopped"`` (a callback).
-    last_step : list of int
-        Per run, the step of the returned iterate.
-    iterates : dict of str to torch.Tensor or None
-        With ``keep_iterates=True``: ``"step"`` (S,), ``"W"`` (S, R, d, d) and each parameter at the recorded steps.
-    """
-
-    W: torch.Tensor
-    frame: pd.DataFrame | None
-    params: dict[str, torch.Tensor]
-    status: list[str] = []
-    last_step: list[int] = []
-    iterates: dict[str, torch.Tensor] | None = None
+BatchedRun = TrainingResult
+"""The name :func:`train`'s result had before every front door returned one :class:`TrainingResult`."""
 
 
 def _runs_tensor(name: str, value: Any, axes: str, R: int | None, sizes: dict[str, int]) -> torch.Tensor:
@@ -116,7 +94,7 @@ def train(
     loss: str = "exp",
     steps: int = 1000,
     **options: Any,
-) -> BatchedRun:
+) -> TrainingResult:
     """Train R independent runs of token-selection attention at once.
 
     Parameters
@@ -159,12 +137,20 @@ def train(
         ``alignment_<name>`` for each, in one pass), ``select`` (``([R,] n)`` token indices, adds ``opt_softmax``
         and ``margin``; default the optimal tokens), ``keep_iterates`` (bool), ``train_head`` (bool), ``trainable`` (dict of tensor name to
         ``False`` or a boolean mask of the tensor's shape: those entries stay fixed, e.g. ``{"Q": False}``),
+        ``metrics`` (functions of the state, :class:`attnlab.metrics.Metric`: one column each),
         ``callbacks`` (see :mod:`attnlab.training.callbacks`), ``progress`` (bool; default a bar only on a terminal),
         ``device`` (default that of ``X``; ``"cuda"`` when asked for and present).
 
     Returns
     -------
-    BatchedRun
+    TrainingResult
+        ``frame`` (``run, step, loss, log_loss, grad_norm, norm`` and, when asked, ``alignment`` or
+        ``alignment_<name>``, ``opt_softmax``, ``margin``, ``bregman``; the first and last steps unless
+        ``record_every`` is given), ``status`` (per run ``"completed"``, ``"diverged"``: stopped alone at a
+        non-finite loss, or ``"stopped"``: a callback) and ``last_step`` per run, ``params`` (the final tensors of
+        the parametrisation: ``W``; ``K, Q``; ``xi_k, xi_q``; and ``v`` with a trained head), ``W`` (the final
+        combined matrices, shape (R, d, d): a diverged run's last finite iterate), ``iterates`` (with
+        ``keep_iterates=True``: ``"step"`` (S,), ``"W"`` (S, R, d, d) and each parameter at the recorded steps).
 
     Raises
     ------
@@ -174,8 +160,8 @@ def train(
 
     Notes
     -----
-    A run whose loss becomes non-finite stops alone: it keeps its last iterate with a finite loss, its
-    ``status`` is ``"diverged"``, and the other runs go on.
+    The one divergence policy (:mod:`attnlab.training.loop`): a run whose loss becomes non-finite stops alone; it
+    keeps its last iterate with a finite loss, its ``status`` is ``"diverged"``, and the other runs go on.
     """
     check_in("param", param, PARAMETRIZATIONS)
     own_rule = isinstance(optimizer, Rule)
@@ -264,6 +250,7 @@ def train(
         refs=_refs(options, R, d, columns),
         select=_select(options, Xr, yr, vr, R, sizes["n"]),
         bregman_p=options.get("bregman_p"),
+        metrics=as_metrics(options.get("metrics")),
         keep_iterates=keep_iterates,
     )
     result = fit(
@@ -279,8 +266,7 @@ def train(
         trainable=_trainable(options.get("trainable"), params, R),
         desc=f"batched {'rule' if spec is None else spec.name}",
     )
-    frame = result.frame if record_every is not None else None
-    return BatchedRun(result.W, frame, result.params, result.status, result.last_step, result.iterates)
+    return result
 
 
 def _device(value: Any) -> torch.device:

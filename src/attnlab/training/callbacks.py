@@ -1,13 +1,13 @@
 """What a training loop tells the outside world: recorded rows, progress, early stopping, trackers.
 
-Every loop in attnlab (the token-selection engine, gradient flow, the regression, NTK and real-model loops) calls
-the same callbacks, so a progress bar, a logger, an early stop or an experiment tracker written once works with
-all of them. A callback sees a :class:`Record` each time the loop records: the step, the rows it just recorded
-(one per run: ``run, step, loss, ...``) and a read-only view of the state.
+Every training path of attnlab runs in the one loop (:func:`attnlab.training.loop.run_loop`), which calls these
+callbacks, so a progress bar, a logger, an early stop or an experiment tracker written once works with all of them.
+A callback sees a :class:`Record` each time the loop records: the step, the rows it just recorded (one per run:
+``run, step, loss, ...``) and a read-only view of the state.
 
 A callback is either a plain function ``fn(record) -> bool | None`` (called at every record; returning True asks
 the loop to stop) or a :class:`Callback` that overrides any of ``on_start``, ``on_step``, ``on_record`` and
-``on_end``. Loops take ``callbacks=[...]`` and wrap them in a :class:`CallbackList`.
+``on_end``. Front doors take ``callbacks=[...]``; the loop wraps them in a :class:`CallbackList`.
 
 Examples
 --------
@@ -32,54 +32,16 @@ import numpy as np
 import pandas as pd
 
 __all__ = [
-    "COMPLETED",
-    "DIVERGED",
-    "STATUSES",
-    "STOPPED",
     "Callback",
     "CallbackList",
     "EarlyStop",
     "ProgressBar",
     "Record",
-    "TrainingResult",
     "callback_list",
     "default_progress",
     "progress_bar",
     "tidy_frame",
 ]
-
-# The one divergence policy, shared by every training loop of attnlab (the token-selection engine and its front
-# doors, the regression loop, NTK gradient descent and the real-model classifier loop): a run whose loss or iterate
-# turns non-finite stops, keeps its last finite state, and is marked DIVERGED; a run that a callback stops is
-# STOPPED; the others end COMPLETED. A loop never warns or raises about it: its result says so, per run.
-COMPLETED = "completed"
-"""Status of a run that ended its iterations with a finite loss and iterate."""
-DIVERGED = "diverged"
-"""Status of a run whose loss or iterate turned non-finite; it keeps its last finite state."""
-STOPPED = "stopped"
-"""Status of a run that a callback stopped."""
-STATUSES = (COMPLETED, DIVERGED, STOPPED)
-
-
-class TrainingResult:
-    """The shape every training loop's result shares: a tidy ``frame`` and one ``status`` word per run.
-
-    Subclasses are dataclasses with (at least) the fields ``frame`` (one row per recorded run and step, built by
-    :func:`tidy_frame`) and ``status`` (a list of :data:`STATUSES`, one per run), plus their final parameters.
-    """
-
-    frame: pd.DataFrame
-    status: list[str]
-
-    @property
-    def diverged_runs(self) -> list[int]:
-        """Indices of the runs that diverged (each holds its last finite state)."""
-        return [r for r, s in enumerate(self.status) if s == DIVERGED]
-
-    @property
-    def ok(self) -> bool:
-        """No run diverged."""
-        return DIVERGED not in self.status
 
 
 @dataclass(frozen=True)
@@ -97,7 +59,8 @@ class Record:
     state : mapping of str to object
         Read-only view of the loop's state at this step (parameters such as ``"W"`` with the runs axis first,
         ``"model"`` for a loop over an ``nn.Module``, ``"status"`` per run). Do not modify it. The engine's
-        tensors are inference-mode tensors (:func:`attnlab.training.fit`): ``.clone()`` one to keep it for autograd.
+        tensors are inference-mode tensors (:func:`attnlab.training.engine.fit`): ``.clone()`` one to keep it for
+        autograd.
     """
 
     step: int
@@ -165,7 +128,7 @@ def _as_callback(value: Any) -> Callback:
     if callable(value):
         return _FunctionCallback(value)
     raise TypeError(
-        f"callbacks must be attnlab.callbacks.Callback objects or functions record -> bool | None, got "
+        f"callbacks must be attnlab.training.callbacks.Callback objects or functions record -> bool | None, got "
         f"{type(value).__name__}"
     )
 
@@ -233,8 +196,8 @@ class CallbackList:
 
 
 def callback_list(callbacks: Iterable[Any] | None, progress: bool | None, desc: str) -> CallbackList:
-    """The callbacks of a loop plus, when ``progress`` asks for it, a :class:`ProgressBar`: the one way loops show
-    progress.
+    """The callbacks of the loop plus, when ``progress`` asks for it, a :class:`ProgressBar`: the one way training
+    shows progress.
 
     Parameters
     ----------
@@ -375,7 +338,8 @@ class EarlyStop(Callback):
 def tidy_frame(columns: Mapping[str, Any], **constants: Any) -> pd.DataFrame:
     """One tidy frame from equal-length columns (arrays, tensors or lists) plus constant columns placed first.
 
-    The frame builder every loop of attnlab uses: ``run`` and ``step`` come first, snake_case columns after.
+    The frame builder of attnlab: the one loop builds every training frame with it, ``run`` and ``step`` first,
+    snake_case columns after.
 
     Parameters
     ----------

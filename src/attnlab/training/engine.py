@@ -1,4 +1,5 @@
-"""The one training loop of token-selection attention: R runs on a runs axis, any parametrisation, any rule.
+"""The token-selection engine: R runs of attention on a runs axis, any parametrisation, any rule, as a problem of
+the one loop (:func:`attnlab.training.loop.run_loop`).
 
 Spec: implicit-bias-ngd §4 (the algorithms), mirror-descent-lp §4, kq-nuclear-norm §3 (the same rules on ``(K, Q)``
 and on the diagonal).
@@ -6,11 +7,8 @@ and on the diagonal).
 Each step computes the log-scaled gradients of every run (:mod:`attnlab.training.spaces`), records at the recorded
 steps (:mod:`attnlab.training.recording`), runs the rule (a chain of :mod:`attnlab.optim.transforms`, or any other
 ``torch.optim.Optimizer`` through its ``step``) and moves the runs. Runs never interact: norms, step sizes and the
-divergence policy are per run.
-
-Divergence: a run whose loss at the current iterate is not finite stops alone. It is put back to its previous
-iterate (whose loss was finite), marked ``"diverged"`` at that step, and takes no further step; the other runs go
-on. No row of a non-finite state is recorded.
+divergence policy (the loop's) are per run; the guard of a run is its loss at the current iterate, read off the
+gradient's log-scale.
 
 Speed: a step that neither records nor runs a rule that reads the loss skips computing it (a non-finite gradient
 scale tells a diverged run as well), and the rules run under ``torch.inference_mode`` (no autograd bookkeeping per
@@ -21,59 +19,21 @@ operation; what :func:`fit` returns is copied out of it, so it is an ordinary te
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-import pandas as pd
 import torch
 
 from attnlab._validation import ValidationError
 from attnlab.models import Parametrization, log_excess_risk, token_scores
 from attnlab.models.heads import Head
 from attnlab.optim.transforms import Context, Rule
-from attnlab.training.callbacks import COMPLETED, DIVERGED, STOPPED, Record, TrainingResult, callback_list
+from attnlab.training.loop import run_loop
 from attnlab.training.recording import Recorder
+from attnlab.training.result import TrainingResult
 from attnlab.training.spaces import Gradient, KernelSpace, ParamSpace, Problem
 
-__all__ = ["EngineResult", "fit"]
-
-
-@dataclass
-class EngineResult(TrainingResult):
-    """What :func:`fit` returns.
-
-    Attributes
-    ----------
-    params : dict of str to torch.Tensor
-        Final tensors of the parametrisation, runs axis first (a diverged run's last finite iterate).
-    W : torch.Tensor, shape (R, d, d)
-        Final combined matrices.
-    frame : pandas.DataFrame or None
-        Tidy rows, one per recorded (run, step) (None when nothing was recorded).
-    status : list of str
-        Per run: ``"completed"``, ``"diverged"`` or ``"stopped"`` (a callback asked to stop).
-    last_step : list of int
-        Per run, the step of the returned iterate.
-    iterates : dict of str to torch.Tensor, optional
-        With ``keep_iterates``: ``"step"`` (S,), ``"W"`` (S, R, d, d) and each tensor (S, R, ...) at the
-        recorded steps.
-    rule_state : list
-        The rule's final state (momentum buffers, step counts), its tensors shaped as the parameters.
-    """
-
-    params: dict[str, torch.Tensor]
-    W: torch.Tensor
-    frame: pd.DataFrame | None
-    status: list[str]
-    last_step: list[int]
-    iterates: dict[str, torch.Tensor] | None = None
-    rule_state: list[Any] = field(default_factory=list)
-
-    @property
-    def diverged(self) -> list[int]:
-        """Indices of the runs that diverged (the name the engine had before :class:`TrainingResult`)."""
-        return self.diverged_runs
+__all__ = ["TokenRuns", "fit", "kernel_applies"]
 
 
 def kernel_applies(
@@ -160,9 +120,8 @@ def fit(
     callbacks: Iterable[Any] = (),
     progress: bool | None = None,
     desc: str = "train",
-    sync: Callable[[dict[str, torch.Tensor]], None] | None = None,
     trainable: Mapping[str, torch.Tensor] | None = None,
-) -> EngineResult:
+) -> TrainingResult:
     """Train R runs for ``steps`` steps with ``rule`` (or a ``torch.optim`` ``optimizer``) and record them.
 
     Parameters
@@ -191,15 +150,13 @@ def fit(
     record_every : int, optional
         Record steps 0, k, 2k, ... and the last; None records the first and the last.
     recorder : Recorder, optional
-        What to record (columns, references, iterates); default loss, gradient norm and ``||W||``.
+        What to record (columns, references, metrics, iterates); default loss, gradient norm and ``||W||``.
     callbacks : iterable of Callback or callable
         See :mod:`attnlab.training.callbacks`; a progress bar is added unless ``progress`` is False.
     progress : bool, optional
         Default: a bar only when stderr is a terminal.
     desc : str
         Progress-bar label.
-    sync : callable, optional
-        Called with the current tensors before each record (e.g. to copy them into a module for its metrics).
     trainable : mapping of str to torch.Tensor, optional
         Boolean masks of the entries that move, by tensor name, broadcastable to the tensor (runs axis first; a 0-d
         ``False`` freezes the whole tensor). A frozen entry's gradient is zero (so it is left out of every norm) and
@@ -207,13 +164,22 @@ def fit(
 
     Returns
     -------
-    EngineResult
+    TrainingResult
+        ``frame``, ``status`` and ``last_step`` per run, ``params`` (the final tensors, runs axis first; a diverged
+        run's last finite iterate), ``iterates`` (with ``keep_iterates``: ``"step"`` (S,), ``"W"`` (S, R, d, d) and
+        each tensor (S, R, ...) at the recorded steps), ``rule_state`` (the rule's final state, its tensors shaped as
+        the parameters) and ``extra["W"]`` (the final combined matrices, shape (R, d, d); also ``result.W``).
+
+    Raises
+    ------
+    ValidationError
+        On both or neither of ``rule`` and ``optimizer``, non-finite initial tensors or an initial loss that is not
+        finite, or an L* infimum for a run without a fixed linear head.
     """
     if (rule is None) == (optimizer is None):
         raise ValidationError("pass exactly one of rule= (a transforms Rule) and optimizer= (a torch optimizer)")
     # gradients are formed explicitly (log-scaled): no autograd graph, ever
     with torch.no_grad() if rule is None else torch.inference_mode():
-        R = problem.X.shape[0]
         bad = [k for k, t in params.items() if not bool(torch.isfinite(t).all())]
         if bad:
             raise ValidationError(f"initial parameters {bad} are not finite; pass finite initial values")
@@ -222,96 +188,101 @@ def fit(
         else:
             space = ParamSpace(param, params, problem, trainable)
             space.want_weights = rule is not None and rule.needs_weights
-        recorder = recorder or Recorder()
-        state = (
-            rule.init([space.theta[k] for k in space.names] if isinstance(space, ParamSpace) else [space.omega])
-            if rule is not None and rule_state is None
-            else rule_state
-        )
-        calls = callback_list(callbacks, progress, desc)
-        active = torch.ones(R, dtype=torch.bool, device=problem.X.device)
-        status = [COMPLETED] * R
-        last_step = [steps] * R
-        frozen = False
-        stop_requested = False
+        runs = TokenRuns(space, rule, rule_state, optimizer, optimizer_params, recorder or Recorder())
+        result = run_loop(runs, steps, record_every=record_every, callbacks=callbacks, progress=progress, desc=desc)
+        state = runs.rule_state
+        if isinstance(space, KernelSpace) and state:
+            state = _directions_as_matrices(rule, state, space)
+        result.params, result.extra = space.params(), {"W": space.W()}
+        result.iterates, result.rule_state = runs.recorder.iterates(), state or []
+    return result if rule is None else _ordinary(result)
 
-        calls.start(steps)
-        ctx = Context(params=[], run_dims=1, norms=space.norms, gradient_at=getattr(space, "gradient_at", None))
-        running = R  # runs still active (kept in Python: no device sync per step)
-        reads_loss = rule is None or rule.needs_loss
-        reads_excess = rule is not None and rule.needs_excess
-        if reads_excess and not isinstance(problem.v, torch.Tensor):
+
+class TokenRuns:
+    """R runs of token-selection attention as a problem of the one loop (:class:`attnlab.training.loop.LoopProblem`).
+
+    Parameters
+    ----------
+    space : ParamSpace or KernelSpace
+        Where the runs' parameters live; owned from here on.
+    rule : Rule or None
+        The update rule (None: ``optimizer`` steps).
+    rule_state : list or None
+        The rule's state to start from (None: ``rule.init``).
+    optimizer : torch.optim.Optimizer or None
+        A torch optimizer over ``optimizer_params`` instead of ``rule``.
+    optimizer_params : mapping of str to torch.Tensor or None
+        The tensors ``optimizer`` was built over, sharing storage with the space's (see :func:`fit`).
+    recorder : Recorder
+        What to record.
+    """
+
+    def __init__(
+        self,
+        space: Any,
+        rule: Rule | None,
+        rule_state: list[Any] | None,
+        optimizer: torch.optim.Optimizer | None,
+        optimizer_params: Mapping[str, torch.Tensor] | None,
+        recorder: Recorder,
+    ) -> None:
+        problem = space.problem
+        self.space, self.rule, self.optimizer, self.optimizer_params = space, rule, optimizer, optimizer_params
+        self.recorder = recorder
+        self.runs, self.device = problem.X.shape[0], problem.X.device
+        tensors = [space.theta[k] for k in space.names] if isinstance(space, ParamSpace) else [space.omega]
+        self.rule_state = rule.init(tensors) if rule is not None and rule_state is None else rule_state
+        self.ctx = Context(params=[], run_dims=1, norms=space.norms, gradient_at=getattr(space, "gradient_at", None))
+        self.reads_loss = rule is None or rule.needs_loss
+        self.reads_excess = rule is not None and rule.needs_excess
+        if self.reads_excess and not isinstance(problem.v, torch.Tensor):
             raise ValidationError(
                 "optimal_loss='infimum' reads L - L_* of a fixed linear head; this run "
                 + ("trains its head" if problem.v is None else "has a nonlinear head")
                 + ": pass the number L_* instead"
             )
-        scores = token_scores(problem.X, problem.y, problem.v) if reads_excess else None  # fixed data: once
-        step = 0
-        for step in range(steps + 1):
-            records = step == 0 or step == steps or (record_every is not None and step % record_every == 0)
-            gradient = space.gradient(risk=reads_loss or records)
-            if not math.isfinite(float(gradient.log_scale.sum())):  # one divergence policy, per run (a sum of finite
-                # logs cannot overflow, so a non-finite sum means some run's loss is not finite)
-                newly = ~torch.isfinite(gradient.log_scale) & active
-                if step == 0:
-                    raise ValidationError(
-                        f"the loss is not finite at the initial parameters of runs {newly.nonzero().flatten().tolist()}; "
-                        "check the data and the initialisation for overflow"
-                    )
-                space.keep(newly)
-                active &= ~newly
-                for r in newly.nonzero().flatten().tolist():
-                    status[r], last_step[r] = DIVERGED, step - 1
-                    running -= 1
-                frozen = True
-                gradient = space.gradient(risk=reads_loss or records)
-            if records:
-                current = space.params()
-                if sync is not None:
-                    sync(current)
-                rows = recorder.record(step, space, gradient, active, current)
-                if calls.callbacks and calls.record(
-                    Record(step, steps, rows(), {"status": status, "rule_state": state, **current})
-                ):
-                    stop_requested = True
-            if step == steps or stop_requested or running == 0:
-                break
-            if optimizer is None:
-                ctx.params, ctx.log_risk, ctx.weights = _tensors(space), gradient.log_risk, gradient.weights
-                if reads_excess:  # spec ngd §4 A3: L - L_* from the margins (models.excess_risk)
-                    ctx.log_excess = log_excess_risk(
-                        problem.X, problem.Z, problem.y, problem.v, space.W(), problem.loss, scores=scores
-                    )
-                ctx.step = step
-                update, state = rule.step(gradient.mantissas, gradient.log_scale, state, ctx)
-                space.apply(rule, update)
-            else:
-                _torch_step(optimizer, optimizer_params, space, gradient)
-            if frozen:
-                space.keep(~active)
-            if calls.wants_steps:
-                calls.step(step + 1)
-        if stop_requested:
-            for r in range(R):
-                if status[r] == COMPLETED:
-                    status[r], last_step[r] = STOPPED, step
-        calls.end()
-        if isinstance(space, KernelSpace) and state:
-            state = _directions_as_matrices(rule, state, space)
-        result = EngineResult(
-            params=space.params(),
-            W=space.W(),
-            frame=recorder.frame(),
-            status=status,
-            last_step=last_step,
-            iterates=recorder.iterates(),
-            rule_state=state or [],
-        )
-    return result if rule is None else _ordinary(result)
+        self.scores = token_scores(problem.X, problem.y, problem.v) if self.reads_excess else None  # fixed: once
+        self.current: dict[str, torch.Tensor] = {}
+
+    def gradient(self, step: int, records: bool) -> Gradient:
+        """The log-scaled gradient at the current iterates (with ``log L`` where recorded or read by the rule)."""
+        return self.space.gradient(risk=self.reads_loss or records)
+
+    def guard(self, gradient: Gradient) -> torch.Tensor | None:
+        """The runs whose loss is not finite: the gradient's log-scale is finite exactly where the loss is."""
+        if math.isfinite(float(gradient.log_scale.sum())):  # a sum of finite logs cannot overflow: one sync
+            return None
+        return ~torch.isfinite(gradient.log_scale)
+
+    def record(self, step: int, gradient: Gradient, active: torch.Tensor) -> dict[str, Any]:
+        """The recorder's columns of the active runs at ``step``."""
+        self.current = self.space.params()
+        return self.recorder.record(step, self.space, gradient, active, self.current, self.rule_state)
+
+    def state(self) -> dict[str, Any]:
+        """The rule's state and the current tensors, for callbacks."""
+        return {"rule_state": self.rule_state, **self.current}
+
+    def apply(self, step: int, gradient: Gradient, active: torch.Tensor) -> None:
+        """One step of the rule (or of the torch optimizer) for every run."""
+        if self.optimizer is not None:
+            _torch_step(self.optimizer, self.optimizer_params, self.space, gradient)
+            return
+        ctx, space = self.ctx, self.space
+        ctx.params, ctx.log_risk, ctx.weights = _tensors(space), gradient.log_risk, gradient.weights
+        if self.reads_excess:  # spec ngd §4 A3: L - L_* from the margins (models.excess_risk)
+            X, Z, y, v, loss = space.problem
+            ctx.log_excess = log_excess_risk(X, Z, y, v, space.W(), loss, scores=self.scores)
+        ctx.step = step
+        update, self.rule_state = self.rule.step(gradient.mantissas, gradient.log_scale, self.rule_state, ctx)
+        space.apply(self.rule, update)
+
+    def keep(self, runs: torch.Tensor) -> None:
+        """Put ``runs`` back to their iterates before the last step."""
+        self.space.keep(runs)
 
 
-def _ordinary(result: EngineResult) -> EngineResult:
+def _ordinary(result: TrainingResult) -> TrainingResult:
     """``result`` with every tensor copied out of inference mode (usable with autograd and in-place updates)."""
 
     def copy(value: Any) -> Any:
@@ -323,15 +294,9 @@ def _ordinary(result: EngineResult) -> EngineResult:
             return type(value)(copy(v) for v in value)
         return value
 
-    return EngineResult(
-        params=copy(result.params),
-        W=copy(result.W),
-        frame=result.frame,
-        status=result.status,
-        last_step=result.last_step,
-        iterates=copy(result.iterates),
-        rule_state=copy(result.rule_state),
-    )
+    for name in ("params", "extra", "iterates", "rule_state"):
+        setattr(result, name, copy(getattr(result, name)))
+    return result
 
 
 def _tensors(space: Any) -> list[torch.Tensor]:

@@ -6,17 +6,16 @@ default, same path at unit speed -- and (c) RK4), §3.1 (integrated weights ``ph
 
 The flow moves every trainable parameter of a :class:`attnlab.models.TokenSelectionModel` (``Factored`` ``(K, Q)``,
 ``Diagonal`` ``(xi_k, xi_q)``, or ``Combined`` ``W``) along ``-grad L``. It is a front door to the training engine
-(:func:`attnlab.training.fit`, rules of :mod:`attnlab.training.integrators`): log-scaled, cancellation-free gradients,
+(:func:`attnlab.training.engine.fit`, rules of :mod:`attnlab.training.integrators`): log-scaled, cancellation-free gradients,
 so the normalised path stays exact after the softmax saturates. Parameters may carry a leading runs axis ``R``;
 each run is normalised by its own joint gradient norm, so runs are independent.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any, NamedTuple
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
-import pandas as pd
 import torch
 
 from attnlab._validation import (
@@ -29,11 +28,13 @@ from attnlab._validation import (
     model_as_float64,
 )
 from attnlab.losses import LOSSES
+from attnlab.metrics import Metric, as_metrics
 from attnlab.models.functional import attention_logits, logit_derivatives, score_gaps, token_scores
 from attnlab.training.callbacks import Record
 from attnlab.training.engine import fit
 from attnlab.training.integrators import METHODS, flow_rule
 from attnlab.training.recording import Recorder
+from attnlab.training.result import TrainingResult
 from attnlab.training.spaces import Problem
 
 __all__ = [
@@ -47,54 +48,8 @@ __all__ = [
 ]
 
 
-class Flow(NamedTuple):
-    """What :func:`gradient_flow` returns.
-
-    Attributes
-    ----------
-    model : TokenSelectionModel
-        The model, its parameters moved to the end of the path.
-    phi : torch.Tensor, shape ([R,] n, T), float64, or None
-        Integrated weights ``phi(t)`` at the end (``track_phi=True``), zero on no token by construction.
-    log_time : torch.Tensor, shape ([R,]), float64
-        ``log t``: flow time covered (for ``"ngd"`` each step of length ``eta`` takes ``eta / ||grad L||``).
-    path : dict of str to torch.Tensor
-        Snapshots at the recorded steps, stacked along a leading axis ``S``: ``"step"`` (S,), ``"log_time"``
-        (S, [R]), ``"log_loss"`` (S, [R]), ``"W"`` (S, [R,] d, d), one entry per parameter name (e.g. ``"K"``,
-        ``"Q"`` or ``"xi_k"``, ``"xi_q"``) and ``"phi"`` (S, [R,] n, T) when tracked.
-    """
-
-    model: Any
-    phi: torch.Tensor | None
-    log_time: torch.Tensor
-    path: dict[str, torch.Tensor]
-
-    def frame(self) -> pd.DataFrame:
-        """Tidy table, one row per recorded (run, step): ``run, step, time, log_time, loss, log_loss, norm``.
-
-        ``norm`` is ``||W||_F``; ``time`` is ``exp(log_time)`` (``inf`` past 1e308 on very long NGD paths).
-
-        Returns
-        -------
-        pandas.DataFrame
-            ``S * R`` rows for ``S`` recorded steps and ``R`` runs (1 for an unbatched flow).
-        """
-        log_time = self.path["log_time"]
-        S = log_time.shape[0]
-        columns = {
-            "log_time": log_time,
-            "time": log_time.exp(),
-            "log_loss": self.path["log_loss"],
-            "loss": self.path["log_loss"].exp(),
-            "norm": torch.linalg.matrix_norm(self.path["W"], "fro"),
-        }
-        flat = {k: v.reshape(S, -1) for k, v in columns.items()}
-        R = flat["log_time"].shape[1]
-        steps = self.path["step"][:, None].expand(S, R)
-        runs = torch.arange(R)[None, :].expand(S, R)
-        table = {"run": runs.reshape(-1).numpy(), "step": steps.reshape(-1).numpy()}
-        table.update({k: v.reshape(-1).numpy() for k, v in flat.items()})
-        return pd.DataFrame(table)
+Flow = TrainingResult
+"""The name :func:`gradient_flow`'s result had before every front door returned one :class:`TrainingResult`."""
 
 
 def constraint_vectors(X: torch.Tensor, Z: torch.Tensor, select: torch.Tensor) -> torch.Tensor:
@@ -211,7 +166,8 @@ def gradient_flow(
     loss: str = "exp",
     progress: bool | None = None,
     callbacks: Iterable[Any] = (),
-) -> Flow:
+    metrics: Sequence[Metric] | Mapping[str, Any] = (),
+) -> TrainingResult:
     """Follow the gradient flow ``d theta/dt = -grad L(theta)`` of ``model`` on ``data``.
 
     Spec: kq-nuclear-norm §3 (flow (1), discretisations (a)-(c)), §3.1 (``phi``), §8 (tracked state).
@@ -243,10 +199,22 @@ def gradient_flow(
         Progress bar; default only on a terminal.
     callbacks : iterable of Callback or callable
         See :mod:`attnlab.training.callbacks`.
+    metrics : sequence of Metric, or mapping of str to callable
+        Extra columns: functions of the state (:class:`attnlab.metrics.Metric`: ``"W"``, the model's tensors, the
+        data, ``"rule_state"``).
 
     Returns
     -------
-    Flow
+    TrainingResult
+        ``model`` (moved to the end of the path), ``frame`` (one row per recorded (run, step): ``run, step, loss,
+        log_loss, grad_norm, norm, log_time, time``; ``norm`` is ``||W||_F``, ``time`` is ``exp(log_time)``, ``inf``
+        past 1e308 on very long NGD paths), ``status`` and ``last_step`` per run, and in ``extra`` (also read as
+        attributes): ``phi`` (shape ([R,] n, T): the integrated weights at the end with ``track_phi=True``, else
+        None), ``log_time`` (shape ([R,]): the flow time covered, ``log t``; for ``"ngd"`` each step of length
+        ``eta`` takes ``eta / ||grad L||``) and ``path``: snapshots at the recorded steps, stacked along a leading
+        axis ``S``: ``"step"`` (S,), ``"log_time"`` (S, [R]), ``"log_loss"`` (S, [R]; NaN after a run diverged),
+        ``"W"`` (S, [R,] d, d), one entry per parameter name (e.g. ``"K"``, ``"Q"`` or ``"xi_k"``, ``"xi_q"``) and
+        ``"phi"`` (S, [R,] n, T) when tracked.
 
     Raises
     ------
@@ -255,8 +223,8 @@ def gradient_flow(
 
     Notes
     -----
-    A front door to :func:`attnlab.training.fit` with the rules of :mod:`attnlab.training.integrators`; a run whose
-    loss turns non-finite stops alone at its last finite state. With ``g = grad L(theta)`` and
+    A front door to :func:`attnlab.training.engine.fit` with the rules of :mod:`attnlab.training.integrators`; a run
+    whose loss turns non-finite stops alone at its last finite state (the one divergence policy). With ``g = grad L(theta)`` and
     ``w_il = dL/ds_il`` (:func:`logit_weights`):
 
     - ngd: ``theta <- theta - eta g / ||g||``, ``phi <- phi + 2 eta w / ||g||``, ``t <- t + eta / ||g||``;
@@ -326,7 +294,7 @@ def gradient_flow(
         steps,
         rule,
         record_every=record_every,
-        recorder=Recorder(keep_iterates=True),
+        recorder=Recorder(metrics={**_CLOCK, **as_metrics(metrics)}, keep_iterates=True),
         callbacks=[snapshot, *callbacks],
         progress=progress,
         desc=f"flow ({method})",
@@ -351,4 +319,12 @@ def gradient_flow(
     if track_phi:
         path["phi"] = squeeze(torch.stack(clock["phi"]))
     final = {k: v if batched else v[0] for k, v in result.rule_state[0].items()}
-    return Flow(model=model, phi=final.get("phi"), log_time=final["log_time"], path=path)
+    result.model, result.extra = model, {"phi": final.get("phi"), "log_time": final["log_time"], "path": path}
+    return result
+
+
+# the flow's clock, log t and t, read off the integrator's state at each record (columns of the frame)
+_CLOCK = {
+    "log_time": lambda state: state["rule_state"][0]["log_time"],
+    "time": lambda state: state["rule_state"][0]["log_time"].exp(),
+}

@@ -5,7 +5,7 @@ Spec: implicit-bias-ngd §4 (the algorithms are optimizers; this front door hand
 An attnlab optimizer (:class:`~attnlab.optim.NormalizedGD`, :class:`~attnlab.optim.PolyakStep`,
 :class:`~attnlab.optim.MirrorDescent`, :class:`~attnlab.optim.JointAdaptive`,
 :class:`~attnlab.optim.PreconditionedGD`) is a chain of :mod:`attnlab.optim.transforms`; :func:`train` asks it for
-that rule and runs it in :func:`attnlab.training.fit` on log-scaled gradients, exactly as
+that rule and runs it in :func:`attnlab.training.engine.fit` on log-scaled gradients, exactly as
 :func:`attnlab.training.batched.train` runs the rule of the same name (one code path, exact after the softmax saturates).
 Any other ``torch.optim.Optimizer`` (SGD, Adam, ...) runs through its own ``step`` and receives true gradients.
 An optimizer string (``"ngd:lr=0.2,momentum=0.9"``, :mod:`attnlab.optim.spec`) or a rule of your own transforms
@@ -14,12 +14,9 @@ goes to the engine as a rule directly, with no optimizer object in between.
 
 from __future__ import annotations
 
-import warnings
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-import pandas as pd
 import torch
 
 from attnlab._validation import (
@@ -32,43 +29,22 @@ from attnlab._validation import (
     model_as_float64,
 )
 from attnlab.losses import LOSSES
-from attnlab.metrics import Metric
+from attnlab.metrics import Metric, as_metrics
+from attnlab.models.functional import token_scores
 from attnlab.models.heads import Head
 from attnlab.optim._base import FunctionalOptimizer
 from attnlab.optim.spec import RULES, OptimizerSpec
 from attnlab.optim.transforms import Rule
-from attnlab.training.callbacks import DIVERGED
 from attnlab.training.engine import fit
 from attnlab.training.recording import Recorder
+from attnlab.training.result import TrainingResult
 from attnlab.training.spaces import Problem, optimal_loss
 
 __all__ = ["Trajectory", "train"]
 
 
-@dataclass
-class Trajectory:
-    """What :func:`train` returns.
-
-    Attributes
-    ----------
-    frame : pandas.DataFrame
-        One row per recorded (run, step): ``run``, ``step``, ``loss``, ``log_loss``, ``grad_norm``, ``norm`` and
-        one column per metric.
-    model : torch.nn.Module
-        The trained model (a diverged run's last parameters with a finite loss).
-    status : str
-        ``"completed"``, ``"diverged"`` (some run diverged) or ``"stopped"`` (a callback asked to stop).
-    message : str
-        Why a run stopped early, if one did.
-    extra : dict
-        ``"status"`` and ``"last_step"`` per run.
-    """
-
-    frame: pd.DataFrame
-    model: Any
-    status: str = "completed"
-    message: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
+Trajectory = TrainingResult
+"""The name :func:`train`'s result had before every front door returned one :class:`TrainingResult`."""
 
 
 def train(
@@ -78,12 +54,12 @@ def train(
     loss: str = "exp",
     steps: int = 1000,
     record_every: int = 1,
-    metrics: Sequence[Metric] = (),
+    metrics: Sequence[Metric] | Mapping[str, Any] = (),
     *,
     progress: bool | None = None,
     callbacks: Iterable[Any] = (),
     broadcast: bool = False,
-) -> Trajectory:
+) -> TrainingResult:
     """Run ``steps`` optimizer steps on ``model`` and record metrics every ``record_every`` steps.
 
     Parameters
@@ -107,8 +83,10 @@ def train(
         Number of optimizer steps.
     record_every : int, default=1
         Steps 0, k, 2k, ... and the last step are recorded.
-    metrics : sequence of Metric
-        E.g. ``[attnlab.metrics.alignment(sol.W), attnlab.metrics.opt_softmax()]``.
+    metrics : sequence of Metric, or mapping of str to callable
+        E.g. ``[attnlab.metrics.alignment(sol.W), attnlab.metrics.opt_softmax()]``: functions of the state
+        (:class:`attnlab.metrics.Metric`: ``"W"``, the model's tensors, the data ``"X"``, ``"Z"``, ``"y"``, ``"v"``,
+        and ``"select"``, the data's selection or else its optimal tokens).
     progress : bool, optional
         Progress bar; default only when stderr is a terminal.
     callbacks : iterable of Callback or callable
@@ -120,12 +98,16 @@ def train(
 
     Returns
     -------
-    Trajectory
+    TrainingResult
+        ``frame`` (one row per recorded (run, step): ``run``, ``step``, ``loss``, ``log_loss``, ``grad_norm``,
+        ``norm`` and one column per metric), ``model`` (the trained model, moved in place), ``status`` and
+        ``last_step`` per run, ``params`` (the final tensors, runs axis first) and ``rule_state``.
 
     Notes
     -----
-    If a run's loss becomes non-finite, that run is put back to its last parameters with a finite loss, stops, and
-    is reported (a warning names the step); the other runs and everything already recorded are kept.
+    The one divergence policy (:mod:`attnlab.training.loop`): a run whose loss becomes non-finite is put back to
+    its last parameters with a finite loss, stops, and is marked ``"diverged"`` in ``status`` (``result.message``
+    says at which step); the other runs and everything already recorded are kept. Nothing warns or raises.
 
     Examples
     --------
@@ -176,8 +158,8 @@ def train(
     module_params = [tensors[k] for k in tensors]
     trainable = {k: torch.zeros((), dtype=torch.bool, device=model.W.device) for k in frozen}
 
-    recorder = Recorder(metrics={m.name: _module_metric(m, model, data) for m in metrics})
     batched = model.W.dim() == 3
+    recorder = Recorder(metrics=as_metrics(metrics), view=_view(model, data, batched) if metrics else None)
     as_runs = (lambda t: t) if batched else (lambda t: t.detach().unsqueeze(0).clone())
 
     def sync(current: dict[str, torch.Tensor]) -> None:
@@ -216,7 +198,6 @@ def train(
             recorder=recorder,
             callbacks=callbacks,
             progress=progress,
-            sync=sync if metrics else None,
             trainable=trainable,
         )
         sync(result.params)
@@ -239,26 +220,8 @@ def train(
             progress=progress,
             trainable=trainable,
         )
-    status, message = "completed", ""
-    if result.diverged:
-        status = DIVERGED
-        message = (
-            "; ".join(
-                f"run {r}: non-finite loss at step {result.last_step[r] + 1}; parameters kept at step {result.last_step[r]}"
-                for r in result.diverged
-            )
-            + ". Lower the learning rate or add a step cap."
-        )
-        warnings.warn(message, RuntimeWarning, stacklevel=2)
-    elif "stopped" in result.status:
-        status = "stopped"
-    return Trajectory(
-        frame=result.frame,
-        model=model,
-        status=status,
-        message=message,
-        extra={"status": result.status, "last_step": result.last_step},
-    )
+    result.model = model
+    return result
 
 
 def _broadcast(model: Any, tensors: dict[str, torch.Tensor], optimizer: Any, R: int) -> None:
@@ -306,6 +269,18 @@ def _state(state: list[Any], convert: Any) -> list[Any]:
     ]
 
 
-def _module_metric(metric: Metric, model: Any, data: Any):
-    """An engine metric from a module metric: the engine copies the current parameters into ``model`` first."""
-    return lambda state: metric(model, data)
+def _view(model: Any, data: Any, batched: bool) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """The metrics' state as the caller holds it: the model's tensors in its own shapes (no runs axis for a model
+    without one), its combined ``W`` and head, and the caller's data with its selection (else its optimal tokens)."""
+    select = getattr(data, "select", None)
+    if select is None and isinstance(data.v, torch.Tensor):
+        select = token_scores(data.X, data.y, data.v).argmax(dim=-1)  # spec ngd §1: opt_i
+    names = [*model.parametrization.names, *(["v"] if model.train_head else [])]
+
+    def view(state: dict[str, Any]) -> dict[str, Any]:
+        own = {k: state[k] if batched else state[k][0] for k in names}
+        W = model.parametrization.combine(own)  # as model.W combines them
+        head = own["v"] if model.train_head else data.v
+        return {**state, **own, "W": W, "v": head, "X": data.X, "Z": data.Z, "y": data.y, "select": select}
+
+    return view

@@ -1,22 +1,23 @@
-"""Full-batch gradient descent on the first layer, ``a`` fixed (Algorithm C), with optional early stopping.
+"""NTK gradient descent (Algorithm C) and kernel regression (Algorithm D) as problems of the one loop.
 
-Spec: softmax-ntk-diffusion §3.3 (Definition 3.5), §8 (Algorithm C and its practical step).
+Spec: softmax-ntk-diffusion §3.3 (Definition 3.5), §6.1 (Definition F.1), §8 (Algorithms C, D, E and the
+practical step).
 
-One loop serves every :class:`~attnlab.ntk.network.TwoLayerNet` (softmax, ReLU, exp): it needs only the
-network's output and Jacobian factors.
+One problem serves every :class:`~attnlab.ntk.network.TwoLayerNet` (softmax, ReLU, exp): it needs only the
+network's output and Jacobian factors. The guard of a run is its squared error (Algorithm C) or its kernel
+residual (Algorithm D): not finite, the one divergence policy (:mod:`attnlab.training.loop`) keeps the step before.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-import pandas as pd
 import torch
 
 from attnlab._validation import ValidationError, check_in, check_scalar, check_tensor
+from attnlab.metrics import metric_columns
 from attnlab.ntk.forward_process import ForwardProcess
 from attnlab.ntk.kernel_regression import unvec, vec
 from attnlab.ntk.network import TwoLayerNet, weight_gradient
@@ -24,47 +25,15 @@ from attnlab.ntk.score_data import INPUT_MAPS, DenoisingSet, fit_input_map
 from attnlab.ntk.score_model import ScoreModel
 from attnlab.ntk.tangent_kernel import practical_step, stability_limit
 from attnlab.ntk.unit_ball import to_unit_ball
-from attnlab.training.callbacks import COMPLETED, DIVERGED, STOPPED, Record, TrainingResult, callback_list, tidy_frame
+from attnlab.training.loop import run_loop
+from attnlab.training.result import TrainingResult
 
 __all__ = ["GDResult", "gradient_descent", "kernel_regression_path", "train_score_model"]
 
-RecordHook = Callable[[int, torch.Tensor], dict[str, float]]
+GDResult = TrainingResult
+"""The name :func:`gradient_descent`'s result had before every front door returned one :class:`TrainingResult`."""
 
-
-@dataclass
-class GDResult(TrainingResult):
-    """What :func:`gradient_descent` returns; the network's ``W`` holds the final (or best) weights.
-
-    Attributes
-    ----------
-    frame : pandas.DataFrame
-        One row per recorded step: ``run`` (0: one run), ``step``, ``sq_error`` (``||F - Y||_F^2``), ``weight_movement``
-        (``max_r ||w_r - w_r(0)||``), ``val_error`` (mean squared error per held-out point, when validating),
-        and the hook's columns.
-    W0 : torch.Tensor, shape (d_in, m)
-        Weights at the start.
-    lr : float
-        The step size used.
-    steps : int
-        Steps taken.
-    best_step : int
-        Step whose weights the network holds (the last one without validation).
-    input_scale : float
-        Divisor applied to ``X`` to put it in the unit ball (1.0 if none).
-    status : list of str
-        One word (one run): ``"completed"``, ``"stopped"`` (``stop`` or a callback ended it early) or
-        ``"diverged"``: the loss turned non-finite after ``steps`` steps; the network holds the last weights whose
-        loss was finite (or the best held-out ones before them): the one divergence policy of
-        :mod:`attnlab.training.callbacks`.
-    """
-
-    frame: pd.DataFrame
-    W0: torch.Tensor
-    lr: float
-    steps: int
-    best_step: int
-    input_scale: float
-    status: list[str] = field(default_factory=lambda: [COMPLETED])
+_TRUE = torch.ones(1, dtype=torch.bool)  # the guard's answer for the one run of a network
 
 
 def gradient_descent(
@@ -76,14 +45,14 @@ def gradient_descent(
     steps: int,
     record_every: int = 1,
     tol: float = 0.0,
-    record: RecordHook | None = None,
+    metrics: Mapping[str, Callable[[Mapping[str, Any]], Any]] | None = None,
     validation: tuple[torch.Tensor, torch.Tensor] | None = None,
     patience: int | None = None,
     stop: Callable[[dict[str, float]], bool] | None = None,
-    callbacks: Sequence[Any] | None = None,
+    callbacks: Iterable[Any] | None = None,
     progress: bool | None = False,
     desc: str = "ntk gd",
-) -> GDResult:
+) -> TrainingResult:
     """Train ``net.W`` by ``W <- W - lr * dL/dW`` on ``L = 0.5 ||F(X) - Y||_F^2``; ``a`` stays fixed.
 
     Spec: softmax-ntk-diffusion §3.3 (Definition 3.5), Algorithm C.
@@ -96,25 +65,26 @@ def gradient_descent(
         Rows outside the unit ball trigger a warning and a rescaling of all rows (Assumption 6.1).
     Y : torch.Tensor, shape (n, d_out)
     lr : float
-        Step size, ``0 < lr < 2 / (s lambda_max(H*))``; see :func:`practical_step`.
+        Step size, ``0 < lr < 2 / (s lambda_max(H*))``; see :func:`~attnlab.ntk.practical_step`.
     steps : int
         Maximum number of steps.
     record_every : int, default=1
         Record a row every this many steps (step 0 and the last step are always recorded).
     tol : float, default=0.0
         Stop once ``||F - Y||_F^2 <= tol``.
-    record : callable, optional
-        ``record(step, W) -> dict`` of extra columns, called at each recorded step with the current weights.
+    metrics : mapping of str to callable, optional
+        Extra columns: ``metric(state)`` of the state ``{"W": (d_in, m), "step": int, "net": net}`` at each recorded
+        step (:class:`attnlab.metrics.Metric`; one returning a mapping fills one column per key).
     validation : (X_val, Y_val), optional
         Held-out set, shapes (n_val, d_in), (n_val, d_out); its error is recorded and the weights of the step
         with the lowest held-out error are restored at the end (early stopping).
     patience : int, optional
         With ``validation``: stop after this many records without a new best held-out error.
     stop : callable, optional
-        ``stop(row) -> bool`` on each recorded row (after the hook's columns are added); True ends the run.
+        ``stop(row) -> bool`` on each recorded row (after the metrics' columns are added); True ends the run.
     callbacks : sequence of attnlab.training.callbacks.Callback or callable, optional
-        Called at each recorded step with a :class:`~attnlab.training.callbacks.Record` (``rows``: the row, ``run`` 0;
-        ``state``: ``{"W": ...}``); one returning True ends the run (status ``"stopped"``).
+        Called at each recorded step with a :class:`~attnlab.training.callbacks.Record` (``rows``: the row, ``run``
+        0; ``state``: ``{"W": ...}``); one returning True ends the run (status ``"stopped"``).
     progress : bool or None, default=False
         A progress bar over the steps: True always, None only on a terminal.
     desc : str, default="ntk gd"
@@ -122,7 +92,15 @@ def gradient_descent(
 
     Returns
     -------
-    GDResult
+    TrainingResult
+        ``frame`` (one row per recorded step: ``run`` 0, ``step``, ``sq_error`` ``||F - Y||_F^2``,
+        ``weight_movement`` ``max_r ||w_r - w_r(0)||``, ``val_error`` (mean squared error per held-out point, when
+        validating) and the metrics' columns), ``status`` (``"completed"``; ``"stopped"`` by ``stop`` or a
+        callback; ``"diverged"``: the loss turned non-finite and the network holds the last weights whose loss was
+        finite, or the best held-out ones before them), ``last_step``, ``model`` (``net``, holding the final or
+        best weights, also ``params["W"]``) and in ``extra`` (also read as attributes): ``W0`` (the start),
+        ``lr``, ``steps`` (steps taken), ``best_step`` (the step whose weights the network holds) and
+        ``input_scale`` (the divisor that put ``X`` in the unit ball, 1.0 if none).
 
     Raises
     ------
@@ -137,13 +115,16 @@ def gradient_descent(
     check_scalar("record_every", record_every, kind=int, low=1)
     check_scalar("tol", tol, low=0.0)
     X, scale = to_unit_ball(X, "X")
+    held_out = None
     if patience is not None:
         check_scalar("patience", patience, kind=int, low=1)
         if validation is None:
             raise ValidationError("patience is set but validation is None; pass validation=(X_val, Y_val)")
     if validation is not None:
-        X_val = check_tensor("validation[0]", validation[0], "vk", sizes) / scale
-        Y_val = check_tensor("validation[1]", validation[1], "vL", sizes)
+        held_out = (
+            check_tensor("validation[0]", validation[0], "vk", sizes) / scale,
+            check_tensor("validation[1]", validation[1], "vL", sizes),
+        )
     check_scalar("lr", lr, low=0.0, low_inclusive=False)
     limit = stability_limit(net, X)
     if lr >= limit:
@@ -151,63 +132,103 @@ def gradient_descent(
             f"lr == {lr:.6g}, must be < 2 / (s lambda_max(H*)) = {limit:.6g}: past this stability limit the "
             f"linearized dynamics diverge (softmax-ntk-diffusion theory page §8); pass lr=practical_step(net, X), here {limit / 4:.6g}"
         )
-
-    a = net.a.detach()
-    W = net.W.detach().clone()
-    W0 = W.clone()
-    rows: list[dict[str, float]] = []
-    best = (math.inf, 0, W.clone())
-    since_best = 0
-    step = 0
-    status = COMPLETED
-    calls = callback_list(callbacks, progress, desc)
-    calls.start(steps)
-    # every (n, m) and (d_in, m) tensor of a step lives in a buffer reused by every step: at n m in the millions,
-    # fresh allocations (page faults) cost several times the arithmetic
-    logits, work = X.new_empty(X.shape[0], W.shape[1]), X.new_empty(X.shape[0], W.shape[1])
-    grad = torch.empty_like(W)
-    previous = torch.empty_like(W)  # the iterate before W, from the first step on (two buffers take turns)
-    for step in range(steps + 1):
-        F, phi, b = net.output_and_factors(torch.mm(X, W, out=logits), overwrite=True)
-        R = F - Y
-        sq_error = float(R.pow(2).sum())  # spec §3.1: 2 L = ||F - Y||_F^2
-        if not math.isfinite(sq_error):  # the one divergence policy: stop, keep the last finite weights
-            if step == 0:
-                raise ValidationError("the loss is not finite at the initial weights; check X, Y and the network")
-            W, step, status = previous, step - 1, DIVERGED
-            break
-        last = step == steps or sq_error <= tol
-        if step % record_every == 0 or last:
-            row = {"step": step, "sq_error": sq_error, "weight_movement": float((W - W0).norm(dim=0).max())}
-            if validation is not None:
-                val_error = float((net.output_from_logits(X_val @ W) - Y_val).pow(2).sum(dim=1).mean())
-                row["val_error"] = val_error
-                if val_error < best[0]:
-                    best, since_best = (val_error, step, W.clone()), 0
-                else:
-                    since_best += 1
-                    last = last or (patience is not None and since_best >= patience)
-            if record is not None:
-                row.update(record(step, W))
-            rows.append(row)
-            recorded = Record(step, steps, tidy_frame({k: [v] for k, v in row.items()}, run=0), {"W": W})
-            asked = (stop is not None and stop(row)) | calls.record(recorded)
-            status = STOPPED if asked and not last else status
-            last = last or asked
-        calls.step(step)
-        if last:
-            break
-        delta = weight_gradient(X, R, phi, b, a, out=grad, work=work)
-        # spec §3.3: W(t+1) = W(t) - eta Delta W(t), into the spare buffer; the old W stays as the last finite state
-        previous, W = W, torch.add(W, delta, alpha=-lr, out=previous)
-    best_step = step
-    if validation is not None:
-        best_step, W = best[1], best[2]
+    problem = _AlgorithmC(net, X, Y, lr, tol, dict(metrics or {}), held_out, patience)
+    if stop is not None:
+        callbacks = [
+            lambda record: stop({k: v for k, v in record.rows.iloc[0].items() if k != "run"}),
+            *(callbacks or ()),
+        ]
+    result = run_loop(
+        problem, steps, record_every=record_every, callbacks=callbacks or (), progress=progress, desc=desc
+    )
+    best_step, W = result.last_step[0], problem.W
+    if held_out is not None:
+        best_step, W = problem.best[1], problem.best[2]
     with torch.no_grad():
         net.W.copy_(W)
-    calls.end()
-    frame = tidy_frame({k: [row[k] for row in rows] for k in rows[0]}, run=0) if rows else pd.DataFrame()
-    return GDResult(frame, W0, float(lr), step, best_step, scale, [status])
+    result.model, result.params = net, {"W": net.W.detach()}
+    result.extra = {"W0": problem.W0, "lr": float(lr), "steps": result.last_step[0], "best_step": best_step}
+    result.extra["input_scale"] = scale
+    return result
+
+
+class _AlgorithmC:
+    """Full-batch GD on a network's first layer as a problem of the one loop (one run)."""
+
+    runs = 1
+
+    def __init__(
+        self,
+        net: TwoLayerNet,
+        X: torch.Tensor,
+        Y: torch.Tensor,
+        lr: float,
+        tol: float,
+        metrics: dict[str, Any],
+        held_out: tuple[torch.Tensor, torch.Tensor] | None,
+        patience: int | None,
+    ) -> None:
+        self.net, self.X, self.Y, self.lr, self.tol, self.metrics = net, X, Y, lr, tol, metrics
+        self.held_out, self.patience = held_out, patience
+        self.a = net.a.detach()
+        self.W = net.W.detach().clone()
+        self.W0 = self.W.clone()
+        self.best, self.since_best = (math.inf, 0, self.W.clone()), 0
+        # every (n, m) and (d_in, m) tensor of a step lives in a buffer reused by every step: at n m in the millions,
+        # fresh allocations (page faults) cost several times the arithmetic
+        self.logits, self.work = X.new_empty(X.shape[0], self.W.shape[1]), X.new_empty(X.shape[0], self.W.shape[1])
+        self.grad = torch.empty_like(self.W)
+        self.previous = torch.empty_like(self.W)  # the iterate before W, from the first step on (two take turns)
+        self.sq_error = math.nan
+
+    def gradient(self, step: int, records: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The residual ``F - Y`` and the Jacobian factors at the current weights."""
+        F, phi, b = self.net.output_and_factors(torch.mm(self.X, self.W, out=self.logits), overwrite=True)
+        R = F - self.Y
+        self.sq_error = float(R.pow(2).sum())  # spec §3.1: 2 L = ||F - Y||_F^2
+        return R, phi, b
+
+    def guard(self, gradient: Any) -> torch.Tensor | None:
+        """The run, when its squared error is not finite."""
+        return None if math.isfinite(self.sq_error) else _TRUE
+
+    def done(self, gradient: Any) -> bool:
+        """The error is within ``tol``, or the held-out error has not improved for ``patience`` records."""
+        return self.sq_error <= self.tol or (self.patience is not None and self.since_best >= self.patience)
+
+    def record(self, step: int, gradient: Any, active: torch.Tensor) -> dict[str, list]:
+        """The row of this step: errors, movement, the held-out error (tracking the best) and the metrics."""
+        W = self.W
+        row = {
+            "run": 0,
+            "step": step,
+            "sq_error": self.sq_error,
+            "weight_movement": float((W - self.W0).norm(dim=0).max()),
+        }
+        if self.held_out is not None:
+            X_val, Y_val = self.held_out
+            row["val_error"] = float((self.net.output_from_logits(X_val @ W) - Y_val).pow(2).sum(dim=1).mean())
+            if row["val_error"] < self.best[0]:
+                self.best, self.since_best = (row["val_error"], step, W.clone()), 0
+            else:
+                self.since_best += 1
+        row.update(metric_columns(self.metrics, {"W": W, "step": step, "net": self.net}))
+        return {k: [v] for k, v in row.items()}
+
+    def state(self) -> dict[str, torch.Tensor]:
+        """The current weights, for callbacks."""
+        return {"W": self.W}
+
+    def apply(self, step: int, gradient: Any, active: torch.Tensor) -> None:
+        """``W(t+1) = W(t) - eta Delta W(t)`` (spec §3.3), into the spare buffer: the old W stays as the keep."""
+        R, phi, b = gradient
+        delta = weight_gradient(self.X, R, phi, b, self.a, out=self.grad, work=self.work)
+        self.previous, self.W = self.W, torch.add(self.W, delta, alpha=-self.lr, out=self.previous)
+
+    def keep(self, runs: torch.Tensor) -> None:
+        """Back to the weights before the last step."""
+        if bool(runs.any()):
+            self.W = self.previous
 
 
 def kernel_regression_path(
@@ -218,7 +239,10 @@ def kernel_regression_path(
     lr: float,
     scale: float,
     steps: Sequence[int],
-) -> torch.Tensor:
+    metrics: Mapping[str, Callable[[Mapping[str, Any]], Any]] | None = None,
+    callbacks: Iterable[Any] = (),
+    progress: bool | None = False,
+) -> TrainingResult:
     """Predictions ``F_ker(gamma(t), X_test) = s K(X_test, X) gamma(t)`` at the given steps, ``gamma(0) = 0``.
 
     Spec: §6.1, Algorithm D: ``gamma <- gamma - lr (s H* gamma - vec Y)``; on the training inputs this is the
@@ -237,10 +261,25 @@ def kernel_regression_path(
         ``s = net.kernel_scale`` (``m`` for softmax).
     steps : sequence of int
         Increasing steps at which to report.
+    metrics : mapping of str to callable, optional
+        Extra columns: ``metric(state)`` of the state ``{"gamma": (n L,), "step": int}`` at the reported steps.
+    callbacks : iterable of Callback or callable
+        See :mod:`attnlab.training.callbacks`.
+    progress : bool or None, default=False
+        A progress bar over the steps: True always, None only on a terminal.
 
     Returns
     -------
-    torch.Tensor, shape (len(steps), p, L)
+    TrainingResult
+        ``iterates``: ``"step"`` (len(steps),) and ``"F"`` (len(steps), p, L), the predictions at the given steps;
+        ``frame``: ``run`` 0, ``step`` and ``sq_residual`` ``||s H* gamma - vec Y||^2`` at the recorded steps;
+        ``params["gamma"]`` (n L,), the final coefficients; ``status`` (``"diverged"`` when the residual turned
+        non-finite: the predictions then stop at the last finite coefficients).
+
+    Raises
+    ------
+    ValidationError
+        On bad shapes, a non-positive ``lr`` or ``scale``, or steps that are not increasing non-negative integers.
     """
     H = check_tensor("H", H, "NM")
     Y = check_tensor("Y", Y, "nL")
@@ -248,16 +287,62 @@ def kernel_regression_path(
     K_test = check_tensor("K_test", K_test, "PN", {"N": n * L})
     check_scalar("lr", lr, low=0.0, low_inclusive=False)
     check_scalar("scale", scale, low=0.0, low_inclusive=False)
-    y = vec(Y)
-    gamma = torch.zeros_like(y)
-    out = []
-    done = 0
-    for target in steps:
-        for _ in range(target - done):
-            gamma = gamma - lr * (scale * (H @ gamma) - y)  # spec §8 Alg. D
-        done = target
-        out.append(unvec(scale * (K_test @ gamma), L))  # spec §6.1: F_ker = m K(x, X) gamma
-    return torch.stack(out)
+    steps = [check_scalar("steps", s, kind=int, low=0) for s in steps]
+    if not steps or any(b <= a for a, b in zip(steps, steps[1:])):
+        raise ValidationError(f"steps must be increasing non-negative integers, got {steps}")
+    problem = _AlgorithmD(H, K_test, vec(Y), L, lr, scale, dict(metrics or {}))
+    result = run_loop(
+        problem, steps[-1], record_at=set(steps), callbacks=callbacks, progress=progress, desc="ntk kernel"
+    )
+    kept = [i for i, s in enumerate(problem.recorded) if s in set(steps)]  # a diverged run stops short of some
+    F = [problem.predictions[i] for i in kept]
+    result.iterates = {
+        "step": torch.tensor([problem.recorded[i] for i in kept], dtype=torch.int64),
+        "F": torch.stack(F) if F else K_test.new_empty(0, K_test.shape[0] // L, L),
+    }
+    result.params = {"gamma": problem.gamma}
+    return result
+
+
+class _AlgorithmD:
+    """Gradient descent on the NTK regression coefficients as a problem of the one loop (one run)."""
+
+    runs = 1
+
+    def __init__(
+        self, H: torch.Tensor, K_test: torch.Tensor, y: torch.Tensor, L: int, lr: float, scale: float, metrics: dict
+    ) -> None:
+        self.H, self.K_test, self.y, self.L, self.lr, self.scale = H, K_test, y, L, lr, scale
+        self.metrics = metrics
+        self.gamma = torch.zeros_like(y)
+        self.previous = self.gamma
+        self.recorded: list[int] = []
+        self.predictions: list[torch.Tensor] = []
+
+    def gradient(self, step: int, records: bool) -> torch.Tensor:
+        """The residual ``s H* gamma - vec Y``."""
+        return self.scale * (self.H @ self.gamma) - self.y
+
+    def guard(self, residual: torch.Tensor) -> torch.Tensor | None:
+        """The run, when its residual is not finite."""
+        return None if bool(torch.isfinite(residual).all()) else _TRUE
+
+    def record(self, step: int, residual: torch.Tensor, active: torch.Tensor) -> dict[str, list]:
+        """The squared residual, and the predictions on the test inputs (kept for the result)."""
+        self.recorded.append(step)
+        self.predictions.append(unvec(self.scale * (self.K_test @ self.gamma), self.L))  # spec §6.1: F_ker = m K gamma
+        row = {"run": 0, "step": step, "sq_residual": float(residual.pow(2).sum())}
+        row.update(metric_columns(self.metrics, {"gamma": self.gamma, "step": step}))
+        return {k: [v] for k, v in row.items()}
+
+    def apply(self, step: int, residual: torch.Tensor, active: torch.Tensor) -> None:
+        """``gamma <- gamma - lr (s H* gamma - vec Y)`` (spec §8 Alg. D)."""
+        self.previous, self.gamma = self.gamma, self.gamma - self.lr * residual
+
+    def keep(self, runs: torch.Tensor) -> None:
+        """Back to the coefficients before the last step."""
+        if bool(runs.any()):
+            self.gamma = self.previous
 
 
 def train_score_model(
@@ -275,7 +360,7 @@ def train_score_model(
     input_map: str = "spec",
     T0: float | None = None,
     decay: float = 0.9,
-) -> tuple[ScoreModel, GDResult]:
+) -> tuple[ScoreModel, TrainingResult]:
     """Fit the denoiser by GD on the squared loss to the noisy labels ``x_0`` (Algorithm E), early-stopped on the
     held-out denoising loss.
 
@@ -309,7 +394,8 @@ def train_score_model(
     -------
     model : ScoreModel
         Holds the weights of the best held-out step.
-    result : GDResult
+    result : TrainingResult
+        What :func:`gradient_descent` returns.
     """
     check_in("input_map", input_map, INPUT_MAPS)
     inputs = fit_input_map(train, process, T, skip, input_map, T0, decay)

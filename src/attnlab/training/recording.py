@@ -1,4 +1,4 @@
-"""What the engine records on the runs axis, and the one tidy frame builder of the library.
+"""What the token-selection engine records on the runs axis.
 
 Spec: implicit-bias-ngd §5 (alignment ``corr(W_t, W_ref)``), §9 fig. 2 (softmax on the selected tokens),
 kq-nuclear-norm §4 (margin ``mu(W)``), mirror-descent-lp §3 (directional Bregman divergence).
@@ -6,59 +6,33 @@ kq-nuclear-norm §4 (margin ``mu(W)``), mirror-descent-lp §3 (directional Bregm
 Every recorded step gives one row per active run: ``run, step, loss, log_loss, grad_norm, norm`` and, when asked,
 ``opt_softmax`` and ``margin`` of the selected tokens, the alignment with any number of reference directions per
 run (``alignment`` for one unnamed reference, ``alignment_<name>`` for named ones), their directional Bregman
-divergences, and any metric given as a plain function of the state. Columns are gathered as arrays and turned into
-one frame at the end (:func:`tidy_frame`).
+divergences, and any metric (:class:`attnlab.metrics.Metric`, the one metric protocol: a function of the state).
+Columns are gathered as arrays; the one loop turns them into one frame at the end.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
-import pandas as pd
 import torch
 
-from attnlab.metrics import attention_margin, cosine, directional_bregman, matrix_norm, selected_probability
-from attnlab.training.callbacks import tidy_frame
+from attnlab.metrics import (
+    Metric,
+    attention_margin,
+    cosine,
+    directional_bregman,
+    matrix_norm,
+    metric_columns,
+    selected_probability,
+)
 
-__all__ = ["Metric", "Recorder"]
-
-
-class Metric(Protocol):
-    """A metric of the engine: ``metric(state) -> torch.Tensor of shape (R,)``, one extra column of the frame.
-
-    Any function of one positional argument is one (a ``lambda state: ...`` included); :class:`Recorder` calls it
-    at every recorded step with the current ``state``:
-
-    - ``"W"``: torch.Tensor, shape (R, d, d), the attention weights of every run;
-    - the parametrisation's own tensors by name (shapes (R, ...)), e.g. ``"K"`` and ``"Q"``, or ``"v"`` when the
-      head trains;
-    - the data :class:`~attnlab.training.spaces.Problem`: ``"X"`` (R, n, T, d), ``"Z"`` (R, n, d), ``"y"`` (R, n)
-      and ``"v"``, the head (the fixed one, else the trained one).
-
-    It returns one value per run (shape (R,)), or one value for all runs, which the recorder repeats; the recorder
-    writes the values of the runs still active.
-    """
-
-    def __call__(self, state: Mapping[str, torch.Tensor], /) -> torch.Tensor:
-        """The metric's value per run at this step.
-
-        Parameters
-        ----------
-        state : mapping of str to torch.Tensor
-            The runs' current tensors and data (see the class docstring).
-
-        Returns
-        -------
-        torch.Tensor, shape (R,) or ()
-            One value per run, or one for all of them.
-        """
-        ...
+__all__ = ["Recorder"]
 
 
 class Recorder:
-    """What to record, and the rows recorded so far.
+    """What the engine records, and the iterates kept so far.
 
     Parameters
     ----------
@@ -69,7 +43,12 @@ class Recorder:
     bregman_p : float, optional
         Adds the directional Bregman divergence to each reference (``bregman`` / ``bregman_<key>``).
     metrics : mapping of str to Metric, optional
-        Extra columns by name: each ``fn(state)`` gives one value per run (see :class:`Metric`).
+        Extra columns by name: each ``metric(state)`` gives one value per run (:class:`attnlab.metrics.Metric`).
+    context : mapping of str to object, optional
+        Constant entries of the metrics' state (e.g. ``"select"``, the tokens a metric reads by default).
+    view : callable, optional
+        ``view(state) -> state``: the front door's view of the engine's state for its metrics (``al.train``: the
+        model's own shapes and the caller's data).
     keep_iterates : bool, default=False
         Keep ``W`` and the tensors at every recorded step.
     columns : mapping of str to sequence, optional
@@ -84,6 +63,8 @@ class Recorder:
         metrics: Mapping[str, Metric] | None = None,
         keep_iterates: bool = False,
         columns: Mapping[str, Any] | None = None,
+        context: Mapping[str, Any] | None = None,
+        view: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ) -> None:
         self.refs = dict(refs or {})
         # every reference in one (K, R, d, d) stack (a reference without the runs axis serves every run): one cosine
@@ -92,14 +73,20 @@ class Recorder:
         self.stacked = torch.stack(torch.broadcast_tensors(*runs_first)) if self.refs else None
         self.select, self.bregman_p = select, bregman_p
         self.metrics = dict(metrics or {})
+        self.context, self.view = {"select": select, **(context or {})}, view
         self.keep = keep_iterates
         self.columns = {k: np.asarray(v) for k, v in (columns or {}).items()}
-        self.parts: list[dict[str, np.ndarray]] = []
         self.path: dict[str, list[torch.Tensor]] = {}
 
     def record(
-        self, step: int, space: Any, gradient: Any, active: torch.Tensor, current: Mapping[str, torch.Tensor]
-    ) -> Callable[[], pd.DataFrame]:
+        self,
+        step: int,
+        space: Any,
+        gradient: Any,
+        active: torch.Tensor,
+        current: Mapping[str, torch.Tensor],
+        rule_state: Any = None,
+    ) -> dict[str, np.ndarray]:
         """Record the active runs at ``step``.
 
         Parameters
@@ -114,12 +101,13 @@ class Recorder:
             The runs that get a row.
         current : mapping of str to torch.Tensor
             The parametrisation's current tensors (shapes (R, ...)); its ``"W"``, when present, saves a recombination.
+        rule_state : object, optional
+            The rule's state, for the metrics' state (``"rule_state"``).
 
         Returns
         -------
-        callable
-            Takes no argument and builds this step's rows as a tidy :class:`pandas.DataFrame` (one row per active
-            run), for callbacks that read the step's values.
+        dict of str to numpy.ndarray
+            This step's columns, one entry per active run: ``run``, ``step``, the constant columns, the recorded ones.
         """
         W = current["W"] if "W" in current else space.W()
         X, Z, y, v, _ = space.problem
@@ -140,32 +128,20 @@ class Recorder:
             if self.bregman_p is not None:
                 cols["bregman" + suffix] = directional_bregman(ref, W, float(self.bregman_p))  # spec md §3
         if self.metrics:
-            state = {"W": W, **current, "X": X, "Z": Z, "y": y, "v": v if v is not None else current.get("v")}
-            for name, fn in self.metrics.items():
-                cols[name] = torch.as_tensor(fn(state)).reshape(-1).expand(W.shape[0])
+            head = v if v is not None else current.get("v")
+            state = {**self.context, "W": W, **current, "X": X, "Z": Z, "y": y, "v": head, "rule_state": rule_state}
+            for name, value in metric_columns(self.metrics, state if self.view is None else self.view(state)).items():
+                cols[name] = torch.as_tensor(value).reshape(-1).expand(W.shape[0])
         keep = active.cpu().numpy()
         runs = np.arange(W.shape[0])[keep]
         part = {"run": runs, "step": np.full(len(runs), step)}
         part.update({k: v[keep] for k, v in self.columns.items()})
         part.update({k: t.detach().cpu().numpy()[keep] for k, t in cols.items()})
-        self.parts.append(part)
         if self.keep:
             for k, t in {"W": W, **current}.items():
                 self.path.setdefault(k, []).append(t.detach().clone())
             self.path.setdefault("step", []).append(torch.tensor(step))
-        return lambda: tidy_frame(part)
-
-    def frame(self) -> pd.DataFrame | None:
-        """Every row recorded so far, as one frame.
-
-        Returns
-        -------
-        pandas.DataFrame or None
-            One row per (recorded step, active run), in recording order; None when nothing was recorded.
-        """
-        if not self.parts:
-            return None
-        return tidy_frame({k: np.concatenate([p[k] for p in self.parts]) for k in self.parts[0]})
+        return part
 
     def iterates(self) -> dict[str, torch.Tensor] | None:
         """The iterates at every recorded step, when ``keep_iterates`` was set.

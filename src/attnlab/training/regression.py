@@ -1,63 +1,37 @@
-"""Algorithm 1 (and its baselines) as one loop: oracle gradient + regularizer, any torch optimizer, renormalization.
+"""Algorithm 1 (and its baselines) as a problem of the one loop: oracle gradient + regularizer, any torch
+optimizer, renormalization.
 
 Spec: preconditioned-regression §6.2 (Algorithm 1), §6.3 (minibatch variant), §6.4 (renormalization), §6.5
 (baselines and ablations: a baseline is the same loop with another optimizer, start or regularizer weight).
-A run that blows up (non-finite or huge iterate) follows the one divergence policy of :mod:`attnlab.training.callbacks`: it
-stops, keeps its last good iterate, is marked ``"diverged"``, and its rows stop at the step before the blow-up, so
-tables and figures never hold NaN. Progress and recording go through callbacks, as in every attnlab loop.
+The guard of a run is its iterate: non-finite or past ``max_norm``, it has blown up, and the one divergence policy
+(:mod:`attnlab.training.loop`) puts it back to its last good iterate, stops it and marks it ``"diverged"``; its
+rows stop at the step before the blow-up, so tables and figures never hold NaN.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 import torch
 
 from attnlab._validation import ValidationError, check_in, check_scalar, check_tensor
+from attnlab.metrics import metric_columns
 from attnlab.regression.data import RegressionProblem
 from attnlab.regression.metrics import gap_metrics
 from attnlab.regression.oracles import MonteCarloOracle
 from attnlab.regression.regularizer import gradient as regularizer_gradient
 from attnlab.regression.renormalization import RENORMALIZATIONS, renormalize
-from attnlab.training.callbacks import COMPLETED, DIVERGED, STOPPED, Record, TrainingResult, callback_list, tidy_frame
+from attnlab.training.loop import run_loop
+from attnlab.training.result import DIVERGED, TrainingResult
 
 __all__ = ["Fit", "fit", "oracle_floors"]
 
 Oracle = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
-Metric = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
-
-@dataclass
-class Fit(TrainingResult):
-    """Result of :func:`fit`.
-
-    Attributes
-    ----------
-    V : torch.Tensor, shape (R, k, p), float64
-        Last good value matrices.
-    Q : torch.Tensor, shape (R, p, d), float64
-        Last good key-query matrices.
-    frame : pandas.DataFrame
-        Tidy table: ``run``, ``step`` and one column per metric, one row per recorded (run, step).
-    diverged_at : torch.Tensor, shape (R,), int64
-        Step at which each run blew up (-1: never); its iterate is the one before that step.
-    status : list of str
-        Per run: ``"completed"``, ``"diverged"`` or ``"stopped"`` (a callback asked to stop).
-    """
-
-    V: torch.Tensor
-    Q: torch.Tensor
-    frame: pd.DataFrame
-    diverged_at: torch.Tensor
-    status: list[str]
-
-    @property
-    def diverged(self) -> torch.Tensor:
-        """Which runs blew up, shape (R,), bool."""
-        return self.diverged_at >= 0
+Fit = TrainingResult
+"""The name :func:`fit`'s result had before every front door returned one :class:`TrainingResult`."""
 
 
 def fit(
@@ -67,7 +41,7 @@ def fit(
     make_optimizer: Callable[[list[torch.Tensor]], torch.optim.Optimizer],
     *,
     steps: int,
-    metrics: Mapping[str, Metric],
+    metrics: Mapping[str, Callable[[Mapping[str, Any]], Any]],
     record_every: int = 1,
     record_steps: Collection[int] = (),
     regularizer_weight: float = 0.0,
@@ -79,7 +53,7 @@ def fit(
     callbacks: Iterable[Any] | None = None,
     progress: bool | None = False,
     desc: str = "regression",
-) -> Fit:
+) -> TrainingResult:
     """Run ``steps`` iterations of ``theta <- optimizer step on oracle(theta) + mu grad R_hat(theta)`` for R runs at once.
 
     Spec: preconditioned-regression §6.2-6.5. With ``PreconditionedGD.for_attention``, the spectral start and
@@ -98,7 +72,8 @@ def fit(
     steps : int
         Number of iterations T.
     metrics : mapping of str to callable
-        ``metric(V, Q) -> (R,)`` tensors recorded every ``record_every`` steps (and at 0 and T).
+        ``metric(state) -> (R,)`` tensors of the state ``{"V": (R, k, p), "Q": (R, p, d)}``
+        (:class:`attnlab.metrics.Metric`), recorded every ``record_every`` steps (and at 0 and T).
     record_every : int, default=1
     record_steps : collection of int, optional
         Extra steps to record (e.g. the steps of a reference table).
@@ -124,12 +99,15 @@ def fit(
 
     Returns
     -------
-    Fit
+    TrainingResult
+        ``frame`` (``run``, ``step`` and one column per metric, one row per recorded (run, step)), ``status`` and
+        ``last_step`` per run (a blown-up run holds its iterate of the step before), and ``params``: ``V`` (R, k, p)
+        and ``Q`` (R, p, d), the last good iterates (also ``result.V``, ``result.Q``).
 
     Raises
     ------
     ValidationError
-        Bad shapes or settings; a regularizer or renormalization without ``covariance``.
+        Bad shapes or settings; a regularizer or renormalization without ``covariance``; a start past ``max_norm``.
     """
     sizes: dict[str, int] = {}
     V = check_tensor("V0", V0, "Rkp", sizes).clone()
@@ -145,52 +123,81 @@ def fit(
             "X^T X / n of the training sample"
         )
     token_covariance = covariance if token_covariance is None else token_covariance
-    optimizer = make_optimizer([V, Q])
-    runs = V.shape[0]
-    alive = torch.ones(runs, dtype=torch.bool)
-    diverged_at = torch.full((runs,), -1, dtype=torch.int64)
-    rows: list[pd.DataFrame] = []
-    calls = callback_list(callbacks, progress, desc)
+    problem = _Algorithm1(V, Q, oracle, make_optimizer([V, Q]), metrics, max_norm)
+    problem.regularizer = (regularizer_weight, covariance, token_covariance)
+    problem.renormalization = (renormalization, tau_Q)
+    result = run_loop(
+        problem,
+        steps,
+        record_every=record_every,
+        record_at=record_steps,
+        callbacks=callbacks or (),
+        progress=progress,
+        desc=desc,
+    )
+    result.params = {"V": V.detach(), "Q": Q.detach()}
+    return result
 
-    def record(step: int) -> bool:
-        values = {name: metric(V, Q).detach() for name, metric in metrics.items()}
-        index = torch.nonzero(alive).flatten()
-        rows.append(tidy_frame({"run": index, **{k: v[index] for k, v in values.items()}}, step=step))
-        return calls.record(Record(step, steps, rows[-1], {"V": V, "Q": Q, "alive": alive}))
 
-    calls.start(steps)
-    step, stopped = 0, record(0)
-    for step in range(1, steps + 1):
-        if stopped:
-            break
-        grad_V, grad_Q = oracle(V, Q)  # spec §6.2 step a
-        if regularizer_weight > 0:
+class _Algorithm1:
+    """R runs of Algorithm 1 as a problem of the one loop (:class:`attnlab.training.loop.LoopProblem`)."""
+
+    def __init__(
+        self,
+        V: torch.Tensor,
+        Q: torch.Tensor,
+        oracle: Oracle,
+        optimizer: torch.optim.Optimizer,
+        metrics: Mapping[str, Callable[[Mapping[str, Any]], Any]],
+        max_norm: float,
+    ) -> None:
+        self.V, self.Q, self.oracle, self.optimizer, self.metrics = V, Q, oracle, optimizer, metrics
+        self.runs, self.max_norm = V.shape[0], max_norm
+        self.last = (V, Q)
+        self.regularizer: tuple[float, Any, Any] = (0.0, None, None)
+        self.renormalization: tuple[str, float] = ("none", 1.0)
+
+    def gradient(self, step: int, records: bool) -> None:
+        """Nothing: the oracle is called in :meth:`apply` (a random oracle draws once per step)."""
+
+    def guard(self, gradient: None) -> torch.Tensor | None:
+        """The runs whose ``||V||_F`` or ``||Q||_F`` is not finite or exceeds ``max_norm``."""
+        norms = torch.maximum(torch.linalg.matrix_norm(self.V), torch.linalg.matrix_norm(self.Q))
+        blown = ~torch.isfinite(norms) | (norms > self.max_norm)
+        return blown if bool(blown.any()) else None
+
+    def record(self, step: int, gradient: None, active: torch.Tensor) -> dict[str, Any]:
+        """One row per active run: ``run``, ``step`` and the metrics."""
+        values = metric_columns(self.metrics, {"V": self.V, "Q": self.Q})
+        index = torch.nonzero(active).flatten()
+        columns = {k: torch.as_tensor(v).detach().reshape(-1).expand(self.runs)[index] for k, v in values.items()}
+        return {"run": index, "step": torch.full_like(index, step), **columns}
+
+    def state(self) -> dict[str, Any]:
+        """The iterates, for callbacks."""
+        return {"V": self.V, "Q": self.Q}
+
+    def apply(self, step: int, gradient: None, active: torch.Tensor) -> None:
+        """Steps a-d of Algorithm 1 (spec §6.2) for every run; the stopped runs get a zero gradient."""
+        V, Q = self.V, self.Q
+        mu, covariance, token_covariance = self.regularizer
+        grad_V, grad_Q = self.oracle(V, Q)  # spec §6.2 step a
+        if mu > 0:
             reg_V, reg_Q = regularizer_gradient(V, Q, covariance, token_covariance)  # spec §6.2 step b
-            grad_V, grad_Q = grad_V + regularizer_weight * reg_V, grad_Q + regularizer_weight * reg_Q
-        dead = ~alive[:, None, None]
+            grad_V, grad_Q = grad_V + mu * reg_V, grad_Q + mu * reg_Q
+        dead = ~active[:, None, None]
         V.grad, Q.grad = grad_V.masked_fill(dead, 0.0), grad_Q.masked_fill(dead, 0.0)
-        last_V, last_Q = V.detach().clone(), Q.detach().clone()
-        optimizer.step()  # spec §6.2 step c
+        self.last = (V.detach().clone(), Q.detach().clone())
+        self.optimizer.step()  # spec §6.2 step c
         with torch.no_grad():
-            new_V, new_Q = renormalize(V, Q, covariance, token_covariance, renormalization, tau_Q)  # spec §6.2 step d
+            new_V, new_Q = renormalize(V, Q, covariance, token_covariance, *self.renormalization)  # spec §6.2 d
             V.copy_(new_V)
             Q.copy_(new_Q)
-            norms = torch.maximum(torch.linalg.matrix_norm(V), torch.linalg.matrix_norm(Q))
-            blown = ~torch.isfinite(norms) | (norms > max_norm)
-            diverged_at[blown & alive] = step
-            alive &= ~blown
-            V.copy_(torch.where(alive[:, None, None], V, last_V))  # a blown-up run keeps its last good iterate
-            Q.copy_(torch.where(alive[:, None, None], Q, last_Q))
-        calls.step(step)
-        if not bool(alive.any()):
-            break
-        if step % record_every == 0 or step == steps or step in record_steps:
-            stopped = record(step)
-    calls.end()
-    frame = pd.concat(rows, ignore_index=True)
-    done = STOPPED if stopped and step < steps else COMPLETED
-    status = [DIVERGED if int(at) >= 0 else done for at in diverged_at]
-    return Fit(V=V.detach(), Q=Q.detach(), frame=frame, diverged_at=diverged_at, status=status)
+
+    def keep(self, runs: torch.Tensor) -> None:
+        """Put ``runs`` back to their iterates before the last step."""
+        with torch.no_grad():
+            self.V[runs], self.Q[runs] = self.last[0][runs], self.last[1][runs]
 
 
 def oracle_floors(
@@ -260,11 +267,12 @@ def oracle_floors(
                 covariance=Sigma,
                 metrics=gap_metrics(problem),
             )
+            diverged_at = [s + 1 if status == DIVERGED else -1 for s, status in zip(result.last_step, result.status)]
             frame = result.frame.assign(n=n, batches=b)
-            frame["diverged_at"] = frame.run.map(dict(enumerate(result.diverged_at.tolist())))
+            frame["diverged_at"] = frame.run.map(dict(enumerate(diverged_at)))
             trajectories.append(frame)
             tail = frame[frame.step >= steps // 2].groupby("run").gap.mean()
             for run in range(runs):
-                floor = float("nan") if result.diverged[run] else float(tail.get(run, float("nan")))
+                floor = float("nan") if diverged_at[run] >= 0 else float(tail.get(run, float("nan")))
                 floors.append({"n": n, "batches": b, "run": run, "floor": floor})
     return pd.DataFrame(floors), pd.concat(trajectories, ignore_index=True)

@@ -179,7 +179,7 @@ def run_fixed_decoder(config: Fig2Config, ctx: RunContext) -> ExperimentResult:
             model, make(model.parameters()), data, config.loss, config.steps, config.record_every, metrics,
             progress=ctx.progress,
         )  # fmt: skip
-        frames.append(traj.frame.assign(method=method, status=traj.status))
+        frames.append(traj.frame.assign(method=method, status=traj.frame["run"].map(dict(enumerate(traj.status)))))
     frame = pd.concat(frames, ignore_index=True)
     W_mm_norm = float(sol.W.norm())
     checks = _theory_checks(config, frame, W_mm_norm, L_star, float(largest_gap(data.X, data.y, data.v, data.select)))

@@ -109,32 +109,32 @@ CLAIMS = (LOSS_RATE, W_LOG_NORM, W_ALIGNS, U_ALIGNS, U_MARGIN, GAPS, PHI, PL)
 def _metrics(data, u_mm: torch.Tensor, loss: str) -> list[Metric]:
     """Per-run summaries recorded along joint training (spec §8.11-13): margins, gaps, loss ratio, PL ratio."""
 
-    def min_gap(model, _):
-        g = token_scores(data.X, data.y, model.v)  # (n, 2), with the current head
+    def min_gap(state):
+        g = token_scores(data.X, data.y, state["v"])  # (n, 2), with the current head
         return (g[:, 0] - g[:, 1]).min()  # spec §8.12 (ii): gamma_i1 - gamma_i2
 
-    def log_loss_ratio(model, _):
-        z = margins(data.X, data.Z, data.y, model.v, model.W)  # y_i f(X_i); exp loss: log l_i = -z_i
+    def log_loss_ratio(state):
+        z = margins(data.X, data.Z, data.y, state["v"], state["W"])  # y_i f(X_i); exp loss: log l_i = -z_i
         return z.max() - z.min()  # spec §8.12 (i): log max_ij l_i / l_j
 
-    def u_margin(model, _):
-        x_opt = data.X[torch.arange(data.n), data.select]
-        return (data.y * (x_opt @ model.v)).min() / model.v.norm() * u_mm.norm()  # spec §8.11
+    def u_margin(state):
+        x_opt, v = data.X[torch.arange(data.n), data.select], state["v"]
+        return (data.y * (x_opt @ v)).min() / v.norm() * u_mm.norm()  # spec §8.11
 
-    def log_pl_ratio(model, _):
-        _, grad_u, log_risk = loss_gradients(data.X, data.Z, data.y, model.v, model.W, loss, head=True)
+    def log_pl_ratio(state):
+        _, grad_u, log_risk = loss_gradients(data.X, data.Z, data.y, state["v"], state["W"], loss, head=True)
         log_norm = torch.log(torch.linalg.vector_norm(grad_u.mantissa)) + grad_u.log_scale
         return log_norm + torch.log(u_mm.norm()) - log_risk  # spec §8.13: log(||grad_u L|| ||u_mm|| / L)
 
     return [
         Metric("min_score_gap", min_gap),
         Metric(
-            "min_opt_softmax", lambda model, _: selected_probabilities(data.X, data.Z, model.W, data.select).min()
+            "min_opt_softmax", lambda state: selected_probabilities(data.X, data.Z, state["W"], data.select).min()
         ),  # spec §8.12 (iii)
         Metric("log_loss_ratio", log_loss_ratio),
         Metric("u_margin_fraction", u_margin),
         Metric("log_pl_ratio", log_pl_ratio),
-        Metric("head_norm", lambda model, _: model.v.norm()),
+        Metric("head_norm", lambda state: state["v"].norm()),
     ]
 
 

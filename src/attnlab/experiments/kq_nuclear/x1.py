@@ -134,7 +134,7 @@ def run_x1(config: X1Config, ctx: RunContext) -> ExperimentResult:
     invariant = path["xi_k"] ** 2 - path["xi_q"] ** 2  # conserved, spec kq §3.1
     size = (path["xi_k"] ** 2 + path["xi_q"] ** 2).clamp(min=1.0)
     drift = ((invariant - invariant[:1]).abs() / size).amax(dim=-1)
-    frame = flow.frame().assign(
+    frame = flow.frame.assign(
         closed_form_error=error.reshape(-1).numpy(),
         lemma41_difference=equivalence.reshape(-1).numpy(),
         conserved_drift=drift.reshape(-1).numpy(),

@@ -185,7 +185,7 @@ def run_x2(config: X2Config, ctx: RunContext) -> ExperimentResult:
         columns = _measure(data, flow, refs, kkt=name == "KQ")
         omegas = config.omegas if name == "KQ" else (math.nan,)
         frames.append(
-            flow.frame().assign(
+            flow.frame.assign(
                 param=name,
                 omega=np.tile(omegas, len(flow.path["step"])),
                 **{k: v.reshape(-1).numpy() for k, v in columns.items()},

@@ -156,7 +156,7 @@ def _one_width(config: X3Config, d: int, ctx: RunContext) -> tuple[pd.DataFrame,
         )
         columns = _columns(data, flow, refs)
         spectra.append(_spectrum(d, name, columns.pop("W_hat_end")))
-        frames.append(flow.frame().assign(d=d, param=name, **{k: v.reshape(-1).numpy() for k, v in columns.items()}))
+        frames.append(flow.frame.assign(d=d, param=name, **{k: v.reshape(-1).numpy() for k, v in columns.items()}))
     spectra += [_spectrum(d, f"{norm}-SVM", refs[norm].W[None]) for norm in ("nuc", "fro")]
     return pd.concat(frames, ignore_index=True), spectra, float(cosine(refs["nuc"].W, refs["fro"].W))
 

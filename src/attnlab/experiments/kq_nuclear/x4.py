@@ -178,7 +178,7 @@ def run_x4(config: X4Config, ctx: RunContext) -> ExperimentResult:
     nuc = attention_svm(data, norm="nuc")
     beta9 = aligned.beta.abs().sort(descending=True).values[: config.n]  # |beta| of (9): n non-zero entries
     sv_hat = torch.linalg.svdvals(W_hat)  # (S, d)
-    frame = flow.frame().assign(
+    frame = flow.frame.assign(
         off_diagonal_K=off_k.numpy(),
         off_diagonal_Q=off_q.numpy(),
         mu=mu.numpy(),

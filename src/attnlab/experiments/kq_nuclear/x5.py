@@ -138,7 +138,7 @@ def run_x5(config: X5Config, ctx: RunContext) -> ExperimentResult:
     args = (batch.X, batch.Z, flow.path["W"], batch.select)
     mu, W_hat = attention_margin(*args), margin_normalized(*args)  # (S, R)
     ratio = torch.diagonal(W_hat, dim1=-2, dim2=-1).abs().sum(-1) / l1_values  # (S, R)
-    frame = flow.frame().assign(
+    frame = flow.frame.assign(
         gap=np.tile(config.gaps, len(mu)), mu=mu.reshape(-1).numpy(), l1_ratio=ratio.reshape(-1).numpy()
     )
     table = _sweep_table(config, datasets, ratio)

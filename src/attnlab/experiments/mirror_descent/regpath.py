@@ -147,7 +147,9 @@ def _path(config: RegPathConfig, data: TokenSelectionData, run: int, p: float) -
         start = W * (rho / previous)  # the previous solution stretched to the new radius
         W = constrained_erm(data, p, rho * unit, start, select)  # spec §8.1: W_R
         if k == config.cross_check:
-            W_md = projected_mirror_descent(_risk_gradient(data), start, p=p, radius=rho * unit, steps=config.md_steps)
+            W_md = projected_mirror_descent(
+                _risk_gradient(data), start, p=p, radius=rho * unit, steps=config.md_steps
+            ).W
             # spec §3: the two solvers' directions, relative to the dB_p the rows measure there
             cross = float(directional_bregman(W, W_md, p) / directional_bregman(svms[p], W, p))
         kkt = max(kkt, constrained_stationarity(data, p, W, select))

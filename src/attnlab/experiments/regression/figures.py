@@ -232,9 +232,9 @@ def _train_methods(config: _FigureConfig, ctx: RunContext) -> tuple[pd.DataFrame
             progress=ctx.progress,
             desc=name,
         )
-        for run in torch.nonzero(result.diverged).flatten().tolist():
+        for run in result.diverged_runs:
             notes.append(
-                f"{name}, seed {config.seed + run}: iterates blew up at step {int(result.diverged_at[run])}; "
+                f"{name}, seed {config.seed + run}: iterates blew up at step {result.last_step[run] + 1}; "
                 f"stopped there with the last good iterate (lower lr or use renormalization)"
             )
         frame = result.frame.assign(method=name, seed=lambda f: config.seed + f.run)

@@ -57,15 +57,16 @@ def training_rows(config: TheoryConfig, problem: RegressionProblem, spectrum: np
         record_every=5,
         regularizer_weight=config.mu,
         covariance=Sigma,
-        metrics={**gap_metrics(problem), "f_gap": lambda V, Q: objective_excess(problem, config.mu, V, Q)},
+        metrics={**gap_metrics(problem), "f_gap": lambda s: objective_excess(problem, config.mu, s["V"], s["Q"])},
         progress=ctx.progress,
         desc="T2 population oracle",
     )
     frame = result.frame
     normal = normal_curvatures(spectrum, config.d)
     predicted_rate = float(np.abs(1 - config.lr * normal).max())  # spec §5.4: GD on (A, C), linearised at M
-    if bool(result.diverged.any()):
-        reason = f"diverged at step {int(result.diverged_at.max())} (lr {config.lr}): no rate, no floor"
+    if not result.ok:
+        at = max(result.last_step[r] + 1 for r in result.diverged_runs)
+        reason = f"diverged at step {at} (lr {config.lr}): no rate, no floor"
         return [
             T2_POPULATION.format(steps=config.steps).holds("round-off", reason, "run must stay finite", False),
             T2_RATE.holds(predicted_rate, reason, "run must stay finite", False),
