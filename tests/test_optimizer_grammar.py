@@ -14,6 +14,7 @@ import torch
 from click.testing import CliRunner
 
 import attnlab as al
+import attnlab.tasks  # noqa: F401  (registers the batched-train sweep task)
 from attnlab.cli import main
 from attnlab.data import example1
 from attnlab.explain import explain

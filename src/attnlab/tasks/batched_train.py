@@ -70,8 +70,15 @@ def _full(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def _data(p: dict[str, Any]) -> Any:
+    """The run's data set; built once per process (the generator checks its arguments as it builds it)."""
+    return _built(json.dumps({k: p[k] for k in ("data", "data_args", "data_seed", *_SIZES) if k in p}, sort_keys=True))
+
+
+@functools.lru_cache(maxsize=256)
+def _built(key: str) -> Any:
     from attnlab.data import GENERATORS
 
+    p = json.loads(key)
     sizes = {k: p[k] for k in _SIZES if k in p}
     data = GENERATORS[p["data"]](**sizes, **p["data_args"], seed=p["data_seed"])
     return getattr(data, "data", data)  # aligned_pairs returns an AlignedPairs holding the data set
@@ -121,31 +128,24 @@ def _check_generator_arguments(p: dict[str, Any]) -> None:
         )
 
 
-@functools.lru_cache(maxsize=256)
-def _dry_run(shared: str, data_seed: int) -> None:
-    """Build the data of a batch and call :func:`attnlab.training.batched.train` for 0 steps, so that the generator and the
-    trainer refuse bad values (``sigma: -1``, ``momentum: 1.5``, a misspelt option) before any run starts.
+_OPTIONS: dict[str, Any] = {}  # the parsed options of each batch (by its shared parameters), in this process
 
-    ``shared`` is :func:`_shared` of a run (the parameters runs of one batch share), so each batch is tried once.
-    """
-    from attnlab.training.batched import train
 
-    p = {**json.loads(shared), "seed": 0, "data_seed": data_seed, "lr": None}
-    data = _data(p)
-    train(
-        data.X,
-        data.Z,
-        data.y,
-        data.v,
-        param=p["param"],
-        optimizer=p["optimizer"],
-        lr=None,
-        loss=p["loss"],
-        steps=0,
-        record_every=1,
-        **{k: v for k, v in _initial(p, int(data.X.shape[-1])).items() if k != "W0"},
-        **p["options"],
-    )
+def _options(p: dict[str, Any], data: Any) -> Any:
+    """The batch's options, checked once per batch and process by :func:`attnlab.training.batched.parse_options`
+    against the sizes of one of its data sets (those of a batch share them)."""
+    from attnlab.training.batched import parse_options
+
+    shared = _shared(p)
+    if shared not in _OPTIONS:
+        n, T, d = data.X.shape[-3:]
+        init = {k[:-1]: t[None] for k, t in _initial({**p, "seed": 0}, int(d)).items()}  # names, runs axis of 1
+        sizes = {"n": n, "T": T, "d": d, "q": data.Z.shape[-1], "columns": data.Z.shape[-1]}
+        options = parse_options(p["options"], p["optimizer"], param=p["param"], sizes=sizes, params=init, head=data.v)
+        if len(_OPTIONS) >= 256:  # a bounded cache, as the data sets' (a long session runs many sweeps)
+            _OPTIONS.clear()
+        _OPTIONS[shared] = options
+    return _OPTIONS[shared]
 
 
 class BatchedTrain(Task):
@@ -177,7 +177,7 @@ class BatchedTrain(Task):
         from attnlab.data import GENERATORS
         from attnlab.losses import LOSSES
         from attnlab.optim import parse_optimizer
-        from attnlab.training.batched import OPTIMIZERS, PARAMETRIZATIONS
+        from attnlab.training.batched import PARAMETRIZATIONS
 
         unknown = sorted(set(params) - set(DEFAULTS) - set(_SIZES))
         if unknown:
@@ -189,7 +189,6 @@ class BatchedTrain(Task):
         check_in("data", p["data"], sorted(GENERATORS))
         check_in("param", p["param"], PARAMETRIZATIONS)
         spec = parse_optimizer(p["optimizer"])
-        check_in("optimizer", spec.name, OPTIMIZERS)
         check_in("loss", p["loss"], LOSSES)
         if p["lr"] is not None:
             if spec.name == "polyak":
@@ -205,8 +204,7 @@ class BatchedTrain(Task):
             check_scalar("lr", p["lr"], low=0.0, low_inclusive=False)
         check_scalar("steps", p["steps"], kind=int, low=0)
         check_scalar("init_scale", p["init_scale"], low=0.0)
-        for key in ("seed", "data_seed"):
-            check_scalar(key, p[key], kind=int, low=0)
+        check_scalar("seed", p["seed"], kind=int, low=0)  # data_seed: the generator checks it, as its seed
         if p["record_every"] is not None:
             check_scalar("record_every", p["record_every"], kind=int, low=1)
         if p["param"] != "W" and p["init_scale"] == 0:
@@ -219,9 +217,10 @@ class BatchedTrain(Task):
         if p["d_e"] is not None:
             check_scalar("d_e", p["d_e"], kind=int, low=1)
         _check_generator_arguments(p)
-        # Everything else (sizes, data_args values, options and their values) is checked by the code that will
-        # run: the generator and attnlab.training.batched.train, called once per batch with steps = 0.
-        _dry_run(_shared(params), p["data_seed"])
+        # Everything else is checked once by the code that will run: the generator checks the sizes, data_args and
+        # data_seed as it builds the data set (kept for the run), and attnlab.training.batched.parse_options the
+        # options (the optimizer's name among them), once per batch; run_batch trains these typed values.
+        _options(p, _data(p))
 
     def label(self, params: dict[str, Any]) -> str:
         p = _full(params)
@@ -248,7 +247,8 @@ class BatchedTrain(Task):
         return self.run_batch([params], [run_dir])[0]
 
     def run_batch(self, params: Sequence[dict[str, Any]], run_dirs: Sequence[Path]) -> list[dict[str, Any]]:
-        """Train the runs as one call of :func:`attnlab.training.batched.train`, then write each run's files.
+        """Train the runs as one batch (:func:`attnlab.training.batched.train_stacked`: the values :meth:`check`
+        checked are not checked again), then write each run's files.
 
         Parameters
         ----------
@@ -264,35 +264,30 @@ class BatchedTrain(Task):
         list of dict of str to Any
             One summary per run, as :meth:`run` returns.
         """
+        import dataclasses
         import time
 
         from attnlab.data import stack
-        from attnlab.optim import parse_optimizer
-        from attnlab.training.batched import train
+        from attnlab.training.batched import train_stacked
 
         full = [_full(p) for p in params]
         first = full[0]
-        spec = parse_optimizer(first["optimizer"])
         start = time.perf_counter()
         data = stack([_data(p) for p in full])  # X (R, n, T, d)
         d = int(data.X.shape[-1])
         inits = [_initial(p, d) for p in full]
-        init = {k: torch.stack([i[k] for i in inits]) for k in inits[0]}  # each ([R,] ...)
+        init = {k[:-1]: torch.stack([i[k] for i in inits]) for k in inits[0]}  # each (R, ...), named as the tensors
         steps = first["steps"]
-        result = train(
-            data.X,
-            data.Z,
-            data.y,
-            data.v,
-            init.pop("W0", None),
+        options = _options(first, _data(first))
+        options = dataclasses.replace(options, record_every=first["record_every"] or max(steps, 1))
+        result = train_stacked(
+            data,
+            init,
+            options,
             param=first["param"],
-            optimizer=spec,
-            lr=None if spec.name == "polyak" or spec.get("lr") is not None else _lrs(full),  # (R,)
+            lr=None if options.spec.name == "polyak" or options.spec.get("lr") is not None else _lrs(full),  # (R,)
             loss=first["loss"],
             steps=steps,
-            record_every=first["record_every"] or max(steps, 1),
-            **init,
-            **first["options"],
         )
         seconds = (time.perf_counter() - start) / len(full)
         summaries = []

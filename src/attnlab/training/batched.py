@@ -13,6 +13,7 @@ interact, and a run that diverges stops alone. The rule named here is built from
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -41,14 +42,11 @@ from attnlab.training.recording import Recorder
 from attnlab.training.result import TrainingResult
 from attnlab.training.spaces import Problem, optimal_loss
 
-__all__ = ["BatchedRun", "train", "PARAMETRIZATIONS", "OPTIMIZERS"]
+__all__ = ["BatchedRun", "OPTIMIZERS", "Options", "PARAMETRIZATIONS", "parse_options", "train", "train_stacked"]
 
 PARAMETRIZATIONS = ("W", "KQ", "diag")
+_INITS = ("K0", "Q0", "xi_k0", "xi_q0")
 _COMMON = {
-    "K0",
-    "Q0",
-    "xi_k0",
-    "xi_q0",
     "record_every",
     "W_ref",
     "refs",
@@ -157,6 +155,8 @@ def train(
     ValidationError
         On bad shapes, an unknown option or one the rule cannot use (the message lists the valid ones), ``lr``
         for Polyak, ``lr <= 0``, ``p <= 1``, a cap ``<= 0``, momentum outside [0, 1), or non-finite initial values.
+        Every argument is checked once, here (:func:`parse_options` for the options); :func:`train_stacked` runs
+        already-typed arguments without checking them again.
 
     Notes
     -----
@@ -164,12 +164,104 @@ def train(
     keeps its last iterate with a finite loss, its ``status`` is ``"diverged"``, and the other runs go on.
     """
     check_in("param", param, PARAMETRIZATIONS)
+    check_in("loss", loss, LOSSES)
+    steps = check_scalar("steps", steps, kind=int, low=0)
+    inits = {k: options.pop(k) for k in _INITS if k in options}
+    (Xr, Zr, yr, vr), params, sizes = _arrays(X, Z, y, v, W0, param, inits)
+    parsed = parse_options(options, optimizer, param=param, sizes=sizes, params=params, head=vr)
+    lr_t = None
+    if lr is not None:
+        if parsed.rule is not None:
+            raise ValidationError("lr sets the step of a named optimizer; a Rule carries its own, drop lr")
+        lr_t = check_tensor("lr", lr).to(Xr.device)
+        if lr_t.dim() == 0:
+            lr_t = lr_t.expand(sizes["R"]).clone()
+        else:
+            check_shape("lr", lr_t, "R", {"R": sizes["R"]})
+        if bool((lr_t <= 0).any()):
+            raise ValidationError(f"lr must be > 0 for every run, got min {float(lr_t.min()):g}")
+    return _run(Problem(Xr, Zr, yr, vr, loss), param, params, parsed, lr_t, steps)
+
+
+@dataclass(frozen=True)
+class Options:
+    """The keyword options of :func:`train`, parsed once by :func:`parse_options`: typed, checked values.
+
+    Attributes
+    ----------
+    spec : OptimizerSpec or None
+        The named optimizer with its rule options (None when ``rule`` is given).
+    rule : Rule or None
+        A rule of the caller's own transforms.
+    record_every : int or None
+    refs : dict of str to torch.Tensor
+        Reference directions by name (``""``: the ``W_ref`` column), each ``([R,] d, d_q)``.
+    select : torch.Tensor or None
+        Selected tokens, ``([R,] n)``; None records the optimal ones (when the head has scores).
+    bregman_p : float or None
+    metrics : dict of str to callable
+    keep_iterates, train_head : bool
+    trainable : dict of str to torch.Tensor
+        Masks of the entries that move, by tensor name (0-d or the tensor's shape, with or without the runs axis).
+    callbacks : tuple
+    progress : bool or None
+    device : torch.device or None
+    """
+
+    spec: OptimizerSpec | None
+    rule: Rule | None
+    record_every: int | None = None
+    refs: dict[str, torch.Tensor] = field(default_factory=dict)
+    select: torch.Tensor | None = None
+    bregman_p: float | None = None
+    metrics: dict[str, Any] = field(default_factory=dict)
+    keep_iterates: bool = False
+    train_head: bool = False
+    trainable: dict[str, torch.Tensor] = field(default_factory=dict)
+    callbacks: tuple = ()
+    progress: bool | None = None
+    device: torch.device | None = None
+
+
+def parse_options(
+    options: dict[str, Any],
+    optimizer: str | OptimizerSpec | Rule,
+    *,
+    param: str,
+    sizes: dict[str, int],
+    params: dict[str, torch.Tensor],
+    head: Any,
+) -> Options:
+    """Check the keyword options of :func:`train` once, against the sizes of the data, and type them.
+
+    Parameters
+    ----------
+    options : dict of str to object
+        The keywords of :func:`train` past its named arguments (rule options and the common ones), without the
+        initial tensors.
+    optimizer : str, OptimizerSpec or Rule
+        As :func:`train` takes it.
+    param : {"W", "KQ", "diag"}
+    sizes : dict of str to int
+        ``"n"``, ``"T"``, ``"d"`` and ``"q"`` (the queries' width) of the data.
+    params : dict of str to torch.Tensor
+        The initial tensors (their shapes, runs axis first, bound the masks of ``trainable``).
+    head : torch.Tensor, Head or torch.nn.Module
+        The data's head (a nonlinear one refuses ``train_head`` and needs Polyak's ``optimal_loss``).
+
+    Returns
+    -------
+    Options
+
+    Raises
+    ------
+    ValidationError
+        On an unknown option or one the rule cannot use, or a value out of its range or of the wrong shape.
+    """
     own_rule = isinstance(optimizer, Rule)
     spec = None if own_rule else OptimizerSpec.parse(optimizer)
     if spec is not None:
         check_in("optimizer", spec.name, OPTIMIZERS)
-    check_in("loss", loss, LOSSES)
-    steps = check_scalar("steps", steps, kind=int, low=0)
     allowed = (set() if own_rule else OPTIONS[spec.name]) | _COMMON
     unknown = set(options) - allowed
     if unknown:
@@ -177,10 +269,118 @@ def train(
             f"unknown option(s) {sorted(unknown)} for optimizer {str(optimizer if spec is None else spec)!r}; "
             f"valid: {sorted(allowed)}"
         )
-    device = None if options.get("device") is None else _device(options["device"])
+    nonlinear = isinstance(head, (Head, torch.nn.Module))
+    train_head = check_bool("train_head", options.get("train_head", False))
+    if train_head and nonlinear:
+        raise ValidationError("train_head=True trains a linear head; a nonlinear head v is fixed: drop train_head")
+    if nonlinear and spec is not None and spec.name == "polyak" and options.get("optimal_loss") is None:
+        raise ValidationError(
+            "optimizer='polyak' with a nonlinear head needs optimal_loss (L* has no closed form there); pass it"
+        )
+    if spec is not None:
+        spec = spec.with_options(**{k: v for k, v in options.items() if k in OPTIONS[spec.name]})
+    record_every, progress = options.get("record_every"), options.get("progress")
+    return Options(
+        spec=spec,
+        rule=optimizer if own_rule else None,
+        record_every=None if record_every is None else check_scalar("record_every", record_every, kind=int, low=1),
+        refs=_refs(options, sizes),
+        select=_select(options, sizes),
+        bregman_p=options.get("bregman_p"),
+        metrics=as_metrics(options.get("metrics")),
+        keep_iterates=check_bool("keep_iterates", options.get("keep_iterates", False)),
+        train_head=train_head,
+        trainable=_trainable(options.get("trainable"), params),
+        callbacks=tuple(options.get("callbacks") or ()),
+        progress=None if progress is None else check_bool("progress", progress),  # None: a bar only on a terminal
+        device=None if options.get("device") is None else _device(options["device"]),
+    )
 
+
+def train_stacked(
+    data: Any,
+    init: dict[str, torch.Tensor],
+    options: Options,
+    *,
+    param: str,
+    lr: torch.Tensor | None,
+    loss: str,
+    steps: int,
+) -> TrainingResult:
+    """Train runs whose arguments are typed already, as :func:`train` does after checking its own (no check twice).
+
+    Parameters
+    ----------
+    data : StackedData
+        The runs' data (``X`` (R, n, T, d), ``Z``, ``y``, ``v``), checked when each data set was built.
+    init : dict of str to torch.Tensor
+        The initial tensors of ``param`` by name (``W``; ``K``, ``Q``; ``xi_k``, ``xi_q``), runs axis first.
+    options : Options
+        From :func:`parse_options`.
+    param : {"W", "KQ", "diag"}
+    lr : torch.Tensor of shape (R,), float64, positive, or None
+        Step sizes per run (None: the optimizer's own).
+    loss : {"exp", "logistic"}
+    steps : int
+
+    Returns
+    -------
+    TrainingResult
+        As :func:`train` returns.
+    """
+    return _run(Problem(data.X, data.Z, data.y, data.v, loss), param, dict(init), options, lr, steps)
+
+
+def _run(
+    problem: Problem, param: str, params: dict[str, torch.Tensor], opts: Options, lr: Any, steps: int
+) -> TrainingResult:
+    """The typed core of :func:`train`: the rule, the recorder and the engine, nothing checked again."""
+    R = problem.X.shape[0]
+    if opts.train_head:
+        params["v"], problem = problem.v.clone(), problem._replace(v=None)
+    if opts.device is not None:
+        X, Z, y = (t.to(opts.device) for t in problem[:3])
+        v = problem.v if isinstance(problem.v, Head) or problem.v is None else problem.v.to(opts.device)
+        problem, params = Problem(X, Z, y, v, problem.loss), {k: t.to(opts.device) for k, t in params.items()}
+    rule = opts.rule
+    if rule is None:
+        linear = isinstance(problem.v, torch.Tensor) or (opts.train_head and problem.v is None)
+        head = params["v"] if opts.train_head else problem.v
+        target = optimal_loss(problem.X, problem.y, head, problem.loss) if linear else None  # no closed form else
+        rule = opts.spec.rule(list(params), lr=lr, optimal_loss=target)
+    scores = None if isinstance(problem.v, Head) else (params["v"] if opts.train_head else problem.v)
+    select = opts.select
+    if select is None and scores is not None:
+        select = token_scores(problem.X, problem.y, scores).argmax(dim=-1)  # the optimal tokens
+    recorder = Recorder(
+        refs={k: t.to(problem.X.device).expand((R,) + tuple(t.shape[-2:])) for k, t in opts.refs.items()},
+        select=None if select is None else select.to(problem.X.device).expand(R, problem.X.shape[-3]),
+        bregman_p=opts.bregman_p,
+        metrics=opts.metrics,
+        keep_iterates=opts.keep_iterates,
+    )
+    return fit(
+        problem,
+        param,
+        params,
+        steps,
+        rule,
+        record_every=opts.record_every,
+        recorder=recorder,
+        callbacks=opts.callbacks,
+        progress=opts.progress,
+        trainable={k: m.to(problem.X.device) for k, m in opts.trainable.items()},
+        desc=f"batched {'rule' if opts.spec is None else opts.spec.name}",
+    )
+
+
+def _arrays(
+    X: Any, Z: Any, y: Any, v: Any, W0: Any, param: str, inits: dict[str, Any]
+) -> tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor, Any], dict[str, torch.Tensor], dict[str, int]]:
+    """``(X, Z, y, v)`` on a runs axis (checked, float64), the initial tensors, and the sizes ``R, n, T, d, q`` and
+    ``columns`` (the width of ``W``: ``q``, or ``H q`` for a sum of ``H`` heads)."""
     sizes: dict[str, int] = {}
-    R = _infer_runs(W0, options, param)
+    R = _infer_runs(W0, inits, param)
     Xr = _runs_tensor("X", X, "ntd", R, sizes)
     R = Xr.shape[0] if R is None and Xr.dim() == 4 else R
     if R is None:
@@ -194,79 +394,23 @@ def train(
     yr = check_labels("y", _runs_tensor("y", y, "n", R, sizes))
     nonlinear = isinstance(v, (Head, torch.nn.Module))
     vr = as_head(v, sizes["d"]) if nonlinear else _runs_tensor("v", v, "d", R, sizes)
-    d, d_q = sizes["d"], sizes["q"]
-    if param == "diag" and d_q != d:
+    sizes.update(R=R, n=Xr.shape[-3], T=Xr.shape[-2])
+    if param == "diag" and sizes["q"] != sizes["d"]:
         raise ValidationError(
             f"param='diag' needs queries of the tokens' width (W = diag(xi_k * xi_q) is square), but Z has width "
-            f"{d_q} and X width {d}; use param='W' or 'KQ' for cross-attention"
+            f"{sizes['q']} and X width {sizes['d']}; use param='W' or 'KQ' for cross-attention"
         )
     for name, t in (("Z", Zr), ("y", yr), *(() if nonlinear else (("v", vr),))):
         check_device(name, t, Xr.device)
     if isinstance(vr, AttentionHeads) and param != "W":
         raise ValidationError(f"a sum of heads trains its heads side by side with param='W', got param={param!r}")
-    columns = vr.columns(d_q) if isinstance(vr, AttentionHeads) else d_q  # multi-token §9: [W_1, ..., W_H]
-    params = _initial_params(param, W0, options, R, d, columns)
+    columns = vr.columns(sizes["q"]) if isinstance(vr, AttentionHeads) else sizes["q"]  # multi-token §9: [W_1, ...]
+    params = _initial_params(param, W0, inits, R, sizes["d"], columns)
     for name, t in params.items():
         check_device(f"the initial {name}", t, Xr.device)
     if W0 is not None and param != "W":
         raise ValidationError(f"W0 sets the initial W of param='W'; for param={param!r} pass its initial tensors only")
-    head = check_bool("train_head", options.get("train_head", False))
-    keep_iterates = check_bool("keep_iterates", options.get("keep_iterates", False))
-    progress = options.get("progress")  # None: a bar only on a terminal, as every loop of attnlab
-    if progress is not None:
-        check_bool("progress", progress)
-    if head and nonlinear:
-        raise ValidationError("train_head=True trains a linear head; a nonlinear head v is fixed: drop train_head")
-    if nonlinear and spec is not None and spec.name == "polyak" and options.get("optimal_loss") is None:
-        raise ValidationError(
-            "optimizer='polyak' with a nonlinear head needs optimal_loss (L* has no closed form there); pass it"
-        )
-    if head:
-        params["v"] = vr.clone()
-    if device is not None:
-        Xr, Zr, yr = (t.to(device) for t in (Xr, Zr, yr))
-        vr = vr if nonlinear else vr.to(device)
-        params = {k: t.to(device) for k, t in params.items()}
-
-    lr_t = None
-    if lr is not None:
-        lr_t = check_tensor("lr", lr).to(Xr.device)
-        lr_t = lr_t.expand(R).clone() if lr_t.dim() == 0 else check_tensor("lr", lr_t, "R", {"R": R})
-        if bool((lr_t <= 0).any()):
-            raise ValidationError(f"lr must be > 0 for every run, got min {float(lr_t.min()):g}")
-    if own_rule:
-        if lr_t is not None:
-            raise ValidationError("lr sets the step of a named optimizer; a Rule carries its own, drop lr")
-        rule = optimizer
-    else:
-        rule_options = {k: v for k, v in options.items() if k in OPTIONS[spec.name]}
-        target = None if nonlinear else optimal_loss(Xr, yr, vr, loss)  # no closed-form L* for a nonlinear head
-        rule = spec.with_options(**rule_options).rule(list(params), lr=lr_t, optimal_loss=target)
-
-    record_every = options.get("record_every")
-    if record_every is not None:
-        record_every = check_scalar("record_every", record_every, kind=int, low=1)
-    recorder = Recorder(
-        refs=_refs(options, R, d, columns),
-        select=_select(options, Xr, yr, vr, R, sizes["n"]),
-        bregman_p=options.get("bregman_p"),
-        metrics=as_metrics(options.get("metrics")),
-        keep_iterates=keep_iterates,
-    )
-    result = fit(
-        Problem(Xr, Zr, yr, None if head else vr, loss),
-        param,
-        params,
-        steps,
-        rule,
-        record_every=record_every,
-        recorder=recorder,
-        callbacks=options.get("callbacks") or (),
-        progress=progress,
-        trainable=_trainable(options.get("trainable"), params, R),
-        desc=f"batched {'rule' if spec is None else spec.name}",
-    )
-    return result
+    return (Xr, Zr, yr, vr), params, {**sizes, "columns": columns}
 
 
 def _device(value: Any) -> torch.device:
@@ -280,24 +424,31 @@ def _device(value: Any) -> torch.device:
     return device
 
 
-def _refs(options: dict[str, Any], R: int, d: int, d_q: int) -> dict[str, torch.Tensor]:
+def _refs(options: dict[str, Any], sizes: dict[str, int]) -> dict[str, torch.Tensor]:
+    """``W_ref`` (as ``""``) and the named ``refs``, each ``([R,] d, d_q)`` (the runs axis as given)."""
+    shape = {"d": sizes["d"], "q": sizes["columns"], **({"R": sizes["R"]} if "R" in sizes else {})}
     refs = {}
     if options.get("W_ref") is not None:
-        refs[""] = _runs_tensor("W_ref", options["W_ref"], "dq", R, {"d": d, "q": d_q})
+        refs[""] = _ref("W_ref", options["W_ref"], shape)
     for name, ref in (options.get("refs") or {}).items():
-        refs[str(name)] = _runs_tensor(f"refs[{name!r}]", ref, "dq", R, {"d": d, "q": d_q})
+        refs[str(name)] = _ref(f"refs[{name!r}]", ref, shape)
     return refs
 
 
-def _select(options: dict[str, Any], X: torch.Tensor, y: torch.Tensor, v: torch.Tensor, R: int, n: int) -> torch.Tensor:
-    """The tokens whose softmax and margin are recorded: given, or the optimal ones."""
+def _ref(name: str, value: Any, sizes: dict[str, int]) -> torch.Tensor:
+    t = check_tensor(name, value)
+    check_shape(name, t, "dq" if t.dim() == 2 else "Rdq", dict(sizes))
+    return t
+
+
+def _select(options: dict[str, Any], sizes: dict[str, int]) -> torch.Tensor | None:
+    """The tokens whose softmax and margin are recorded, ``([R,] n)``: given, or None (the optimal ones)."""
     if options.get("select") is None:
-        return None if isinstance(v, Head) else token_scores(X, y, v).argmax(dim=-1)
-    select = check_select("select", options["select"], n, X.shape[-2], runs=R).to(X.device)
-    return select.expand(R, n) if select.dim() == 1 else select
+        return None
+    return check_select("select", options["select"], sizes["n"], sizes["T"], runs=sizes.get("R"))
 
 
-def _trainable(value: Any, params: dict[str, torch.Tensor], R: int) -> dict[str, torch.Tensor]:
+def _trainable(value: Any, params: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """Masks of the entries that move, by tensor name: ``False`` (or a boolean array of the tensor's shape, with or
     without the runs axis) freezes; names not given are trained in full."""
     if value is None:
@@ -313,7 +464,7 @@ def _trainable(value: Any, params: dict[str, torch.Tensor], R: int) -> dict[str,
     for name, mask in value.items():
         shape = tuple(params[name].shape)
         if isinstance(mask, (bool, np.bool_)):
-            masks[name] = torch.tensor(bool(mask), device=params[name].device)
+            masks[name] = torch.tensor(bool(mask))
             continue
         m = torch.as_tensor(np.asarray(mask.cpu() if isinstance(mask, torch.Tensor) else mask))
         if m.dtype != torch.bool or tuple(m.shape) not in (shape, shape[1:]):
@@ -321,14 +472,14 @@ def _trainable(value: Any, params: dict[str, torch.Tensor], R: int) -> dict[str,
                 f"trainable[{name!r}] must be a bool or a boolean mask of shape {shape[1:]} or {shape}, got "
                 f"{m.dtype} of shape {tuple(m.shape)}"
             )
-        masks[name] = m.to(params[name].device)
+        masks[name] = m
     if all(not bool(m.any()) for m in masks.values()) and set(masks) == set(params):
         raise ValidationError("trainable freezes every tensor; nothing would move. Leave at least one trainable")
     return masks
 
 
-def _infer_runs(W0: Any, options: dict[str, Any], param: str) -> int | None:
-    first = {"W": W0, "KQ": options.get("K0"), "diag": options.get("xi_k0")}[param]
+def _infer_runs(W0: Any, inits: dict[str, Any], param: str) -> int | None:
+    first = {"W": W0, "KQ": inits.get("K0"), "diag": inits.get("xi_k0")}[param]
     if first is None:
         return None
     t = torch.as_tensor(first)
@@ -336,15 +487,15 @@ def _infer_runs(W0: Any, options: dict[str, Any], param: str) -> int | None:
     return int(t.shape[0]) if t.dim() == expected + 1 else None
 
 
-def _initial_params(param: str, W0: Any, options: dict[str, Any], R: int, d: int, d_q: int) -> dict[str, torch.Tensor]:
+def _initial_params(param: str, W0: Any, inits: dict[str, Any], R: int, d: int, d_q: int) -> dict[str, torch.Tensor]:
     if param == "W":
         if W0 is None:
             return {"W": torch.zeros(R, d, d_q, dtype=torch.float64)}
         return {"W": _runs_tensor("W0", W0, "dq", R, {"d": d, "q": d_q}).clone()}
     names = ("K0", "Q0") if param == "KQ" else ("xi_k0", "xi_q0")
-    missing = [k for k in names if options.get(k) is None]
+    missing = [k for k in names if inits.get(k) is None]
     if missing:
         raise ValidationError(f"param={param!r} needs initial values {list(names)}; missing {missing}")
     axes = ("de", "qe") if param == "KQ" else ("d", "d")  # K (d, d_e), Q (d_q, d_e): W = K Q^T is (d, d_q)
     sizes = {"d": d, "q": d_q}
-    return {k[:-1]: _runs_tensor(k, options[k], a, R, sizes).clone() for k, a in zip(names, axes)}
+    return {k[:-1]: _runs_tensor(k, inits[k], a, R, sizes).clone() for k, a in zip(names, axes)}

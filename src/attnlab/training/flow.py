@@ -273,12 +273,6 @@ def gradient_flow(
     R = check_runs(model, data, broadcast=False)
     batched = model.W.dim() == 3
     runs = (lambda t: t.detach().clone()) if batched else (lambda t: t.detach().unsqueeze(0).clone())
-
-    def expand(t: torch.Tensor, axes: int) -> torch.Tensor:
-        return t if t.dim() == axes + 1 else t.expand((R,) + tuple(t.shape))
-
-    head = None if model.train_head else expand(model.head(data.v), 1)
-    problem = Problem(expand(data.X, 3), expand(data.Z, 2), expand(data.y, 1), head, loss)
     clock: dict[str, list[torch.Tensor]] = {}
 
     def snapshot(record: Record) -> None:
@@ -288,7 +282,7 @@ def gradient_flow(
 
     rule = flow_rule(method, step, track_phi, R, tuple(data.X.shape[-3:-1]))
     result = fit(
-        problem,
+        _problem(model, data, R, loss),
         model.parametrization,
         {k: runs(t) for k, t in tensors.items()},
         steps,
@@ -303,6 +297,27 @@ def gradient_flow(
     with torch.no_grad():
         for k, t in tensors.items():
             t.copy_(result.params[k] if batched else result.params[k][0])
+    final = {k: v if batched else v[0] for k, v in result.rule_state[0].items()}
+    path = _path(result, clock, {names.get(id(t), k): k for k, t in tensors.items()}, R, batched)
+    result.model, result.extra = model, {"phi": final.get("phi"), "log_time": final["log_time"], "path": path}
+    return result
+
+
+def _problem(model: Any, data: Any, R: int, loss: str) -> Problem:
+    """The data on a runs axis of R (shared data sets are stride-0 views) and the model's fixed head."""
+
+    def expand(t: torch.Tensor, axes: int) -> torch.Tensor:
+        return t if t.dim() == axes + 1 else t.expand((R,) + tuple(t.shape))
+
+    head = None if model.train_head else expand(model.head(data.v), 1)
+    return Problem(expand(data.X, 3), expand(data.Z, 2), expand(data.y, 1), head, loss)
+
+
+def _path(
+    result: TrainingResult, clock: dict[str, list[torch.Tensor]], names: dict[str, str], R: int, batched: bool
+) -> dict[str, torch.Tensor]:
+    """The snapshots at the recorded steps (see :func:`gradient_flow`'s Returns), each tensor under the name of
+    its module parameter (``names``: parameter name -> tensor name)."""
     iterates = result.iterates
     squeeze = (lambda t: t) if batched else (lambda t: t[:, 0])  # no runs axis in, none out
     log_loss = result.frame.pivot(index="step", columns="run", values="log_loss").reindex(
@@ -314,13 +329,11 @@ def gradient_flow(
         "W": squeeze(iterates["W"]),
     }
     path["log_time"] = squeeze(torch.stack(clock["log_time"]))
-    for k in tensors:
-        path[names.get(id(tensors[k]), k)] = squeeze(iterates[k])
-    if track_phi:
+    for name, k in names.items():
+        path[name] = squeeze(iterates[k])
+    if "phi" in clock:
         path["phi"] = squeeze(torch.stack(clock["phi"]))
-    final = {k: v if batched else v[0] for k, v in result.rule_state[0].items()}
-    result.model, result.extra = model, {"phi": final.get("phi"), "log_time": final["log_time"], "path": path}
-    return result
+    return path
 
 
 # the flow's clock, log t and t, read off the integrator's state at each record (columns of the frame)

@@ -14,6 +14,7 @@ goes to the engine as a rule directly, with no optimizer object in between.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -137,6 +138,45 @@ def train(
             f"'ngd' or 'md:1.5', or a Rule; got {type(optimizer).__name__}"
         )
     model_as_float64(model)
+    tensors, frozen, in_optimizer = _trained(model, optimizer)
+    R = check_runs(model, data, broadcast)
+    if broadcast and model.W.dim() == 2:
+        _broadcast(model, tensors, optimizer, R)
+    problem = _problem(model, data, R, loss)
+    batched = model.W.dim() == 3
+    run = functools.partial(
+        fit,
+        problem,
+        parametrization,
+        steps=steps,
+        record_every=record_every,
+        recorder=Recorder(metrics=as_metrics(metrics), view=_view(model, data, batched) if metrics else None),
+        callbacks=callbacks,
+        progress=progress,
+        trainable={k: torch.zeros((), dtype=torch.bool, device=model.W.device) for k in frozen},
+    )
+    rule, state, optimizer = _rule(optimizer, tensors, frozen, in_optimizer, problem, model, loss)
+    if rule is None:  # any other torch optimizer: through its own step, on the module's own tensors
+        views = {k: t.data if batched else t.data.unsqueeze(0) for k, t in tensors.items()}
+        result = run(params=views, optimizer=optimizer, optimizer_params=tensors)
+    else:
+        as_runs = (lambda t: t) if batched else (lambda t: t.detach().unsqueeze(0).clone())
+        result = run(params={k: as_runs(t).clone() for k, t in tensors.items()}, rule=rule, rule_state=state)
+        with torch.no_grad():
+            for k, t in tensors.items():
+                t.copy_(result.params[k] if batched else result.params[k][0])
+        if isinstance(optimizer, FunctionalOptimizer):
+            kept = [k not in frozen for k in tensors]
+            saved = _state(result.rule_state, lambda t: t if batched else t[0])
+            module_params = list(tensors.values())
+            optimizer.save_rule_state(rule, [t for t, keep in zip(module_params, kept) if keep], _only(saved, kept))
+    result.model = model
+    return result
+
+
+def _trained(model: Any, optimizer: Any) -> tuple[dict[str, torch.Tensor], set[str], set[int]]:
+    """The model's tensors by name (``"v"`` too when it trains its head), the names of those that stay fixed, and
+    the ids of the tensors the optimizer holds; refused when nothing would move."""
     tensors = dict(model.tensors())
     if model.train_head:
         tensors["v"] = model.v
@@ -151,23 +191,22 @@ def train(
             f"no parameter of the model is trained: {sorted(frozen)} have requires_grad=False or are not in the "
             "optimizer; build the optimizer on model.parameters() and leave requires_grad=True on what should move"
         )
-    R = check_runs(model, data, broadcast)
-    if broadcast and model.W.dim() == 2:
-        _broadcast(model, tensors, optimizer, R)
-    problem = _problem(model, data, R, loss)
-    module_params = [tensors[k] for k in tensors]
-    trainable = {k: torch.zeros((), dtype=torch.bool, device=model.W.device) for k in frozen}
+    return tensors, frozen, in_optimizer
 
+
+def _rule(
+    optimizer: Any,
+    tensors: dict[str, torch.Tensor],
+    frozen: set[str],
+    in_optimizer: set[int],
+    problem: Problem,
+    model: Any,
+    loss: str,
+) -> tuple[Rule | None, list[Any] | None, Any]:
+    """``(rule, its state, optimizer)``: the engine rule of an optimizer string, a Rule or an attnlab optimizer;
+    None for any other torch optimizer, which runs through its own ``step`` (a string may build one)."""
     batched = model.W.dim() == 3
-    recorder = Recorder(metrics=as_metrics(metrics), view=_view(model, data, batched) if metrics else None)
     as_runs = (lambda t: t) if batched else (lambda t: t.detach().unsqueeze(0).clone())
-
-    def sync(current: dict[str, torch.Tensor]) -> None:
-        with torch.no_grad():
-            for k, t in tensors.items():
-                if k in current and current[k] is not t:
-                    t.copy_(current[k] if batched else current[k][0])
-
     rule, state = None, None
     if isinstance(optimizer, (str, OptimizerSpec)):
         spec = OptimizerSpec.parse(optimizer)
@@ -183,45 +222,11 @@ def train(
     elif isinstance(optimizer, FunctionalOptimizer):
         # a frozen tensor outside the optimizer takes the rule of a trained one: its gradient is zero and it never
         # moves (the engine's masks), so only its place in the rule's lists matters
+        module_params = list(tensors.values())
         stand_in = next(t for k, t in tensors.items() if k not in frozen)
         rule = optimizer.rule([t if id(t) in in_optimizer else stand_in for t in module_params])
         state = _state(optimizer.load_rule_state(rule, module_params), as_runs)
-    if rule is not None:
-        result = fit(
-            problem,
-            parametrization,
-            {k: as_runs(t).clone() for k, t in tensors.items()},
-            steps,
-            rule,
-            rule_state=state,
-            record_every=record_every,
-            recorder=recorder,
-            callbacks=callbacks,
-            progress=progress,
-            trainable=trainable,
-        )
-        sync(result.params)
-        if isinstance(optimizer, FunctionalOptimizer):
-            kept = [k not in frozen for k in tensors]
-            saved = _state(result.rule_state, lambda t: t if batched else t[0])
-            optimizer.save_rule_state(rule, [t for t, keep in zip(module_params, kept) if keep], _only(saved, kept))
-    else:
-        views = {k: t.data if batched else t.data.unsqueeze(0) for k, t in tensors.items()}
-        result = fit(
-            problem,
-            parametrization,
-            views,
-            steps,
-            optimizer=optimizer,
-            optimizer_params=tensors,
-            record_every=record_every,
-            recorder=recorder,
-            callbacks=callbacks,
-            progress=progress,
-            trainable=trainable,
-        )
-    result.model = model
-    return result
+    return rule, state, optimizer
 
 
 def _broadcast(model: Any, tensors: dict[str, torch.Tensor], optimizer: Any, R: int) -> None:

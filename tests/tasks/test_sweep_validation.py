@@ -3,6 +3,7 @@ points at once: names, types and ranges, the data generator's own arguments, dat
 
 import pytest
 
+import attnlab.tasks  # noqa: F401  (registers the batched-train task these files name)
 from attnlab._validation import ValidationError
 from attnlab.runner import SweepSpec, run_sweep
 
