@@ -13,6 +13,7 @@ our proposals, and the reference numbers of spec §9.3 come from the spec's reco
 
 from attnlab.experiments.coverage import register_results
 from attnlab.experiments.regression import figures, scaling, theory
+from attnlab.experiments.regression.common import TheoryConfig
 from attnlab.experiments.regression.figures import (
     METHODS,
     REFERENCE_GAPS,
@@ -21,7 +22,6 @@ from attnlab.experiments.regression.figures import (
     Method,
 )
 from attnlab.experiments.regression.scaling import ScalingConfig
-from attnlab.experiments.regression.theory import TheoryConfig
 from attnlab.verify import PaperResult
 
 __all__ = [

@@ -6,17 +6,12 @@ Spec: docs/theory/preconditioned-regression.md §3.1-3.4, §8 (T1.1, T3-T5).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import scipy.stats
 
-from attnlab.experiments.regression.common import SOURCE
+from attnlab.experiments.regression.common import SOURCE, TheoryConfig
 from attnlab.regression import RegressionProblem, perturbed_manifold_point
 from attnlab.regression.finite_context import bias_expansion, bias_table, profile_exponent
 from attnlab.verify import Claim, RunContext, fit_weighted_slope
-
-if TYPE_CHECKING:
-    from attnlab.experiments.regression.theory import TheoryConfig
 
 _S8 = f"{SOURCE} §8"
 T11_RATE = Claim(

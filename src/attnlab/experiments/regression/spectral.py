@@ -5,17 +5,12 @@ Spec: docs/theory/preconditioned-regression.md §6.1, §8 (L3); the paper's Lemm
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 import torch
 
-from attnlab.experiments.regression.common import SOURCE
+from attnlab.experiments.regression.common import SOURCE, TheoryConfig
 from attnlab.regression import RegressionProblem, population, project, sample, spectral_init, sym_inv_sqrt
 from attnlab.verify import Claim, RunContext, fit_slope, spread_tolerance
-
-if TYPE_CHECKING:
-    from attnlab.experiments.regression.theory import TheoryConfig
 
 _S8 = f"{SOURCE} §8"
 L3_DISTANCE = Claim(

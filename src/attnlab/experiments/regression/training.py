@@ -7,21 +7,17 @@ Spec: docs/theory/preconditioned-regression.md §5.4, §6.2, §8 (T2, L2).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
-from attnlab.experiments.regression.common import SOURCE, true_sigma_step
+from attnlab.experiments.regression.common import SOURCE, TheoryConfig, true_sigma_step
 from attnlab.experiments.regression.floor import floor_rows
 from attnlab.optim.preconditioned import PreconditionedGD
 from attnlab.regression import PopulationOracle, RegressionProblem, gap_metrics, perturbed_manifold_point
 from attnlab.regression.curvature import normal_curvatures, objective_excess
 from attnlab.training.regression import fit, oracle_floors
 from attnlab.verify import Claim, RunContext, fit_slope, fit_weighted_slope
-
-if TYPE_CHECKING:
-    from attnlab.experiments.regression.theory import TheoryConfig
 
 _S8 = f"{SOURCE} §8"
 T2_POPULATION = Claim(
