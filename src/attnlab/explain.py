@@ -278,7 +278,9 @@ def explain(
     ValidationError
         On a bad ``param``, ``opt``, ``loss``, ``select`` or size, data without a head (and no ``head``),
         ``param="diag"`` on cross-attention data, when no candidate is feasible, when
-        training diverged (non-finite loss), or when the gradient is zero throughout (every token ties).
+        training diverged (non-finite loss), or when the gradient is zero throughout (every token ties). The
+        training loop itself never raises on divergence (its one policy, :mod:`attnlab.training.loop`, marks the
+        run ``"diverged"``); this function reads that status and raises, since it names no SVM for such a run.
 
     Notes
     -----
@@ -348,7 +350,7 @@ def explain(
         keep_iterates=True,
         **init,
     )
-    if run.status[0] != "completed":
+    if run.status[0] != "completed":  # the loop's status, read: explain's own API refuses a diverged run
         raise ValidationError(
             f"training diverged: the loss became non-finite after step {run.last_step[0]} with opt={str(spec)!r}, "
             f"lr={lr}; no SVM is named for a diverged run. Lower lr (or use ngd or a capped polyak)"
