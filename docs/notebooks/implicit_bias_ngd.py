@@ -11,10 +11,14 @@
 # %% [markdown]
 # # Implicit bias of normalised GD: the key figure of implicit-bias-ngd, small
 #
-# Fig. 2 of the paper: on Example 1 data with the decoder fixed, the attention weights `W_t` of gradient descent
-# and of normalised GD both turn towards the solution `W_mm` of the W-SVM (theory page §5), NGD much faster.
-# This notebook rebuilds that panel at a small size (a few seconds on a CPU); `attnlab run implicit-bias.fig2`
-# runs the full experiment with its checks. Open it as a notebook with `jupytext --to ipynb`.
+# Fig. 2 of the paper ([theory page](../theory/implicit-bias-ngd.md)): on Example 1 data with the decoder fixed, the
+# attention weights $W_t$ of gradient descent and of normalised GD both turn towards the solution $W_{\mathrm{mm}}$ of
+# the W-SVM (theory page §5), NGD much faster. This notebook rebuilds that panel at a small size (a few seconds on a
+# CPU); `attnlab run implicit-bias.fig2` runs the full experiment with its checks.
+#
+# The notebook is a plain Python file in jupytext's percent format ([implicit_bias_ngd.py](implicit_bias_ngd.py)): run it with `python`, or
+# open it as a notebook with `jupytext --to ipynb implicit_bias_ngd.py`. The site runs it when it is built and shows what it
+# prints and draws; `tests/test_notebooks.py` runs it too and checks what its last cell says.
 
 # %%
 import matplotlib.pyplot as plt
@@ -50,10 +54,9 @@ axes.set_ylabel("corr(W_t, W_mm)")
 axes.set_title("Example 1, fixed decoder (fig. 2, small)")
 axes.legend()
 figure.tight_layout()
-figure.savefig("implicit-bias-ngd.png", dpi=100)
 
 # %% [markdown]
-# NGD's alignment with `W_mm` is above 0.99 within about 100 steps; GD's is still below 0.98 at step 300
+# NGD's alignment with $W_{\mathrm{mm}}$ is above 0.99 within about 100 steps; GD's is still below 0.98 at step 300
 # (`tests/test_notebooks.py` runs this notebook and checks both).
 
 # %%

@@ -11,16 +11,21 @@
 # %% [markdown]
 # # Separate key and query matrices regularise the nuclear norm: the key figure of kq-nuclear-norm, small
 #
-# The paper has no figures of its own; this is the picture its theorems draw (our experiments X2 and X3). The
-# same attention model is trained three ways on one data set, following the gradient flow of the exponential loss
-# with normalised GD (theory page §3): with separate key and query matrices `K, Q` (`W = K Q^T`), with the combined
-# matrix `W` itself, and with diagonal `K, Q` (`W = diag(xi_k * xi_q)`, initialisation (5) of §3.1). Each run's
-# direction is compared with the max-margin programs of §4. Theory page §7: `K, Q` tend to the nuclear-norm SVM
-# (Theorem 5.1, prediction 3), `W` to the Frobenius SVM (prediction 4), and diagonal `K, Q` to the l1-SVM rather
-# than the l2 one (Theorem 4.1, prediction 2). Theorem 5.1 is proved for the aligned data of Assumption 4 only;
-# these random data are the open general case (§10), which experiment X3 probes and this notebook shows. This notebook runs a small size (a few seconds on a CPU);
-# `attnlab run kq-nuclear.x3` and `attnlab run kq-nuclear.x2` run the full experiments with their checks. Open it as
-# a notebook with `jupytext --to ipynb`.
+# The paper ([theory page](../theory/kq-nuclear-norm.md)) has no figures of its own; this is the picture its theorems
+# draw (our experiments X2 and X3). The same attention model is trained three ways on one data set, following the
+# gradient flow of the exponential loss with normalised GD (theory page §3): with separate key and query matrices
+# $K, Q$ ($W = K Q^\top$), with the combined matrix $W$ itself, and with diagonal $K, Q$
+# ($W = \operatorname{diag}(\xi_k \odot \xi_q)$, initialisation (5) of §3.1). Each run's direction is compared with the
+# max-margin programs of §4. Theory page §7: $K, Q$ tend to the nuclear-norm SVM (Theorem 5.1, prediction 3), $W$ to
+# the Frobenius SVM (prediction 4), and diagonal $K, Q$ to the $\ell_1$-SVM rather than the $\ell_2$ one (Theorem 4.1,
+# prediction 2). Theorem 5.1 is proved for the aligned data of Assumption 4 only; these random data are the open
+# general case (§10), which experiment X3 probes and this notebook shows. This notebook runs a small size (a few
+# seconds on a CPU); `attnlab run kq-nuclear.x3` and `attnlab run kq-nuclear.x2` run the full experiments with their
+# checks.
+#
+# The notebook is a plain Python file in jupytext's percent format ([kq_nuclear_norm.py](kq_nuclear_norm.py)): run it with `python`, or
+# open it as a notebook with `jupytext --to ipynb kq_nuclear_norm.py`. The site runs it when it is built and shows what it
+# prints and draws; `tests/test_notebooks.py` runs it too and checks what its last cell says.
 
 # %%
 import matplotlib.pyplot as plt
@@ -70,12 +75,11 @@ for ax, names, targets in pairs:
 axes[0].set_title("full weights")
 axes[1].set_title("diagonal weights")
 figure.tight_layout()
-figure.savefig("kq-nuclear-norm.png", dpi=100)
 
 # %% [markdown]
-# At the last step, `K, Q` are within `1e-3` of the nuclear-norm SVM's direction (correlation) and `W` within
-# `1e-3` of the Frobenius SVM's, each further from the other program; diagonal `K, Q` are within `1e-3` of the
-# l1-SVM and further from the l2 one (`tests/test_notebooks.py` runs this notebook and checks all three).
+# At the last step, $K, Q$ are within $10^{-3}$ of the nuclear-norm SVM's direction (correlation) and $W$ within
+# $10^{-3}$ of the Frobenius SVM's, each further from the other program; diagonal $K, Q$ are within $10^{-3}$ of the
+# $\ell_1$-SVM and further from the $\ell_2$ one (`tests/test_notebooks.py` runs this notebook and checks all three).
 
 # %%
 final = {pair: float(value[-1]) for pair, value in correlation.items()}  # corr(W_K, W_svm) at the last step

@@ -11,15 +11,20 @@
 # %% [markdown]
 # # Mirror descent picks its own l_p geometry: the key figure of mirror-descent-lp, small
 #
-# Fig. 4 of the paper: train the attention weights `W` of a fixed-head softmax model with normalised l_p mirror
-# descent (theory page §4) for `p` in {1.75, 2, 3}, then measure how far the last iterate's direction is from the
-# solution `W^mm_q` of the l_q attention SVM (§5) for each `q` in the same set, with the directional Bregman
-# divergence `dB_p(W^mm_q, W_K)` of §3. Theory page §8, predictions 2 and 4: mirror descent with potential `p`
-# converges in direction to the l_p-SVM, so in each row of the `q x p` grid the divergence is smallest on the
-# diagonal, `q = p`. The theorem needs the selected tokens (the argmax of the final softmax, §6) to be locally
-# optimal (§5, Definition 3); the full experiment checks that per data set, this notebook takes the median over
-# all six. It runs at a small size (about fifteen seconds on a CPU); `attnlab run mirror-descent.e1` runs the full
-# experiment (100 data sets) with its checks. Open it as a notebook with `jupytext --to ipynb`.
+# Fig. 4 of the paper ([theory page](../theory/mirror-descent-lp.md)): train the attention weights $W$ of a
+# fixed-head softmax model with normalised $\ell_p$ mirror descent (theory page §4) for $p \in \{1.75, 2, 3\}$, then
+# measure how far the last iterate's direction is from the solution $W^{\mathrm{mm}}_q$ of the $\ell_q$ attention SVM
+# (§5) for each $q$ in the same set, with the directional Bregman divergence $\mathrm{dB}_p(W^{\mathrm{mm}}_q, W_K)$ of
+# §3. Theory page §8, predictions 2 and 4: mirror descent with potential $p$ converges in direction to the
+# $\ell_p$-SVM, so in each row of the $q \times p$ grid the divergence is smallest on the diagonal, $q = p$. The
+# theorem needs the selected tokens (the argmax of the final softmax, §6) to be locally optimal (§5, Definition 3);
+# the full experiment checks that per data set, this notebook takes the median over all six. It runs at a small size
+# (about fifteen seconds on a CPU); `attnlab run mirror-descent.e1` runs the full experiment (100 data sets) with its
+# checks.
+#
+# The notebook is a plain Python file in jupytext's percent format ([mirror_descent_lp.py](mirror_descent_lp.py)): run it with `python`, or
+# open it as a notebook with `jupytext --to ipynb mirror_descent_lp.py`. The site runs it when it is built and shows what it
+# prints and draws; `tests/test_notebooks.py` runs it too and checks what its last cell says.
 
 # %%
 import matplotlib.pyplot as plt
@@ -65,11 +70,10 @@ axes.set_ylabel("mirror descent p")
 axes.set_title("median $dB_p(W^{mm}_q, W_K)$ (fig. 4, small)", fontsize=10)
 figure.colorbar(image, label="log10 of the divergence")
 figure.tight_layout()
-figure.savefig("mirror-descent-lp.png", dpi=100)
 
 # %% [markdown]
-# Each row's smallest divergence sits on the diagonal: l_p mirror descent is closest to the l_p-SVM, for each of
-# the three `p` (`tests/test_notebooks.py` runs this notebook and checks it, row by row).
+# Each row's smallest divergence sits on the diagonal: $\ell_p$ mirror descent is closest to the $\ell_p$-SVM, for each
+# of the three $p$ (`tests/test_notebooks.py` runs this notebook and checks it, row by row).
 
 # %%
 closest = {p: PS[int(np.argmin(row))] for p, row in zip(PS, divergence)}

@@ -11,15 +11,19 @@
 # %% [markdown]
 # # Preconditioned, regularised GD for softmax attention: the key figure of preconditioned-regression, small
 #
-# Fig. 1 of the paper: one softmax-attention layer fitted to in-context linear regression. Algorithm 1 (the
-# spectral start of theory page §6.1, then gradient steps preconditioned by the sample covariance, §5.4, plus the
-# balancing regulariser, §3.4) sits near the optimum from its first iterate, while SGD from a random start stays
-# orders of magnitude above it. Every loss here is the closed-form population loss `L(V, Q)` of §3.3 (Theorem 1.1),
-# so the curves carry no Monte-Carlo noise of their own. A third curve feeds Algorithm 1 the exact population
-# gradient instead of minibatches (the oracle of §8, which allows a step of 0.5): Theorem 2 (§8) says its gap then
-# falls geometrically, like `(1 - c eta)^t`, with no floor but round-off. This notebook runs a small size (about
-# ten seconds on a CPU); `attnlab run regression.fig1` runs the full experiment with its checks. Open it as a
-# notebook with `jupytext --to ipynb`.
+# Fig. 1 of the paper ([theory page](../theory/preconditioned-regression.md)): one softmax-attention layer fitted to
+# in-context linear regression. Algorithm 1 (the spectral start of theory page §6.1, then gradient steps
+# preconditioned by the sample covariance, §5.4, plus the balancing regulariser, §3.4) sits near the optimum from its
+# first iterate, while SGD from a random start stays orders of magnitude above it. Every loss here is the closed-form
+# population loss $L(V, Q)$ of §3.3 (Theorem 1.1), so the curves carry no Monte-Carlo noise of their own. A third
+# curve feeds Algorithm 1 the exact population gradient instead of minibatches (the oracle of §8, which allows a step
+# of 0.5): Theorem 2 (§8) says its gap then falls geometrically, like $(1 - c\,\eta)^t$, with no floor but round-off.
+# This notebook runs a small size (about ten seconds on a CPU); `attnlab run regression.fig1` runs the full experiment
+# with its checks.
+#
+# The notebook is a plain Python file in jupytext's percent format ([preconditioned_regression.py](preconditioned_regression.py)): run it with `python`, or
+# open it as a notebook with `jupytext --to ipynb preconditioned_regression.py`. The site runs it when it is built and shows what it
+# prints and draws; `tests/test_notebooks.py` runs it too and checks what its last cell says.
 
 # %%
 import matplotlib.pyplot as plt
@@ -78,13 +82,12 @@ axes.set_ylabel(r"$L(\theta_t) - L_{irr}$ (closed form)")
 axes.set_title("in-context regression, d = 4, k = 8 (fig. 1, small)")
 axes.legend(fontsize=8)
 figure.tight_layout()
-figure.savefig("preconditioned-regression.png", dpi=100)
 
 # %% [markdown]
-# Algorithm 1's gap stays within 2% of `L_irr` at every iteration (the minibatch noise sets its floor), and SGD's
-# last gap is more than 100 times Algorithm 1's. With the exact gradient the gap falls by the same factor, more
-# than a thousand, every 50 steps (a straight line on the log axis) until round-off, below `1e-25` of `L_irr`
-# (`tests/test_notebooks.py` runs this notebook and checks all three).
+# Algorithm 1's gap stays within 2% of $L_{\mathrm{irr}}$ at every iteration (the minibatch noise sets its floor), and
+# SGD's last gap is more than 100 times Algorithm 1's. With the exact gradient the gap falls by the same factor, more
+# than a thousand, every 50 steps (a straight line on the log axis) until round-off, below $10^{-25}$ of
+# $L_{\mathrm{irr}}$ (`tests/test_notebooks.py` runs this notebook and checks all three).
 
 # %%
 irreducible = problem.irreducible_loss

@@ -11,15 +11,19 @@
 # %% [markdown]
 # # Lazy training of the two-layer softmax network: the key figure of softmax-ntk-diffusion, small
 #
-# The paper has no experiments; this is the picture of its main theorem (our experiment `ntk.lazy`). A two-layer
-# network with a softmax over its `m` hidden neurons (theory page §2), started symmetrically so that its output is
-# zero (§2.1), is fitted to random targets by full-batch gradient descent with the practical step
-# `c / (m lambda_max(H*))` (§8). Theorem 4.2 (§5, Lemma 5.3) says that, once `m` is large, the squared error falls
-# geometrically while every neuron's weights move only by about `1/m`: the network trains "lazily", in its
-# neural-tangent-kernel regime (§4). The figure shows the error and the root-mean-square movement of a neuron's
-# weights, `sqrt(mean_r ||w_r(t) - w_r(0)||^2)`, at three widths. This notebook runs a small size (a few seconds on
-# a CPU); `attnlab run ntk.lazy` runs the full experiment with its checks (the largest movement over neurons, the
-# kernel's drift, the coupling to kernel regression). Open it as a notebook with `jupytext --to ipynb`.
+# The paper ([theory page](../theory/softmax-ntk-diffusion.md)) has no experiments; this is the picture of its main
+# theorem (our experiment `ntk.lazy`). A two-layer network with a softmax over its $m$ hidden neurons (theory page
+# §2), started symmetrically so that its output is zero (§2.1), is fitted to random targets by full-batch gradient
+# descent with the practical step $c / (m\, \lambda_{\max}(H^*))$ (§8). Theorem 4.2 (§5, Lemma 5.3) says that, once
+# $m$ is large, the squared error falls geometrically while every neuron's weights move only by about $1/m$: the
+# network trains "lazily", in its neural-tangent-kernel regime (§4). The figure shows the error and the
+# root-mean-square movement of a neuron's weights, $\sqrt{\operatorname{mean}_r \|w_r(t) - w_r(0)\|^2}$, at three
+# widths. This notebook runs a small size (a few seconds on a CPU); `attnlab run ntk.lazy` runs the full experiment
+# with its checks (the largest movement over neurons, the kernel's drift, the coupling to kernel regression).
+#
+# The notebook is a plain Python file in jupytext's percent format ([softmax_ntk_diffusion.py](softmax_ntk_diffusion.py)): run it with `python`, or
+# open it as a notebook with `jupytext --to ipynb softmax_ntk_diffusion.py`. The site runs it when it is built and shows what it
+# prints and draws; `tests/test_notebooks.py` runs it too and checks what its last cell says.
 
 # %%
 import matplotlib.pyplot as plt
@@ -60,13 +64,12 @@ axes[1].set(xlabel="GD step t", ylabel=r"$m \times$ rms of $\|w_r(t) - w_r(0)\|$
 for ax in axes:
     ax.legend()
 figure.tight_layout()
-figure.savefig("softmax-ntk-diffusion.png", dpi=100)
 
 # %% [markdown]
 # At every width the squared error falls by more than a factor of 100 in 1000 steps, while the typical neuron's
-# movement (its largest over the run) shrinks like `1/m`: its log-log slope in `m` is within 0.15 of -1 (on the
-# right, `m` times the movement stays of one size across a 16-fold range of widths). `tests/test_notebooks.py` runs this notebook and
-# checks both.
+# movement (its largest over the run) shrinks like $1/m$: its log-log slope in $m$ is within 0.15 of $-1$ (on the
+# right, $m$ times the movement stays of one size across a 16-fold range of widths). `tests/test_notebooks.py` runs
+# this notebook and checks both.
 
 # %%
 error_drop = {m: float(frame["sq_error"].iloc[0] / frame["sq_error"].iloc[-1]) for m, frame in frames.items()}

@@ -84,6 +84,8 @@ def test_run_writes_every_output(tmp_path, monkeypatch):
             "observations": 0,
             "properties_passed": 1,
             "properties": 1,
+            "findings": 0,
+            "revisions": 0,
         }
         and "torch" in rec["versions"]
     )

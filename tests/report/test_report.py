@@ -66,7 +66,7 @@ LONG_CLAIM = (
 DECREASES = Claim("loss decreases", "000:Toy1", "spec §1", falsifier="toy")
 VANISHES = Claim("loss <b>vanishes</b>", "000:Toy2", "spec §2", falsifier="toy")
 LONG = Claim(LONG_CLAIM, "000:Toy3", "implicit-bias-ngd §8.3", falsifier="toy")
-TOY_FALSIFIER = Falsifier("toy", "the loss doubled", "math:sqrt", lambda f: f)
+TOY_FALSIFIER = Falsifier("toy", "the loss doubled", "math:sqrt", lambda f: f, "mechanism")
 
 
 def broken_run(config, ctx):
@@ -98,19 +98,36 @@ def test_reproduce_records_the_error_and_runs_the_others(fake_paper, tmp_path):
     assert [e.name for e in summary.errors] == ["fake.broken"]
     assert not summary.ok
     page = summary.path.read_text()
-    assert "2 of 3 theory checks passed, 1 failed; 0 of 0 properties of our code hold; 0 of 2 observations" in page
     assert (
-        "3 theorem predictions (kind theory), 2 passed; 0 properties of our code (kind property), 0 hold; 2 observations"
-        in page
+        "2 of 3 theory checks passed, 0 findings (failed after an investigation), 1 failed; 0 of 0 properties of our "
+        "code hold; 0 of 2 observations" in page
+    )
+    assert (
+        "3 theorem predictions (kind theory), 2 passed, 0 findings (failed after an investigation; reported, not a "
+        "failure); 0 revised readings shown beside their rows; 0 properties of our code (kind property), 0 hold; 2 "
+        "observations" in page
     )  # per paper
     papers = json.loads((tmp_path / "summary.json").read_text())["papers"]
-    assert papers == {"fake-paper": {"theory": 3, "theory_passed": 2, "observations": 2, "observations_agree": 0}}
-    assert '<span class="disagree">disagrees</span>' in page  # shown, never hidden
-    assert '<span class="inconclusive">inconclusive</span>' in page  # inside the seeds' spread
-    assert '<td class="value missing">none stated</td>' in page  # a check without a tolerance says so
-    assert "RuntimeError: this experiment is broken" in page
-    assert "loss &lt;b&gt;vanishes&lt;/b&gt;" in page  # text is escaped, never markup
-    assert "lr=0.1" in page  # the defaults that are ours
+    assert papers == {
+        "fake-paper": {
+            "theory": 3,
+            "theory_passed": 2,
+            "findings": 0,
+            "revisions": 0,
+            "observations": 2,
+            "observations_agree": 0,
+        }
+    }
+    assert 'href="experiments/fake-ok.html"' in page and 'href="experiments/fake-broken.html"' in page
+    assert '<span class="disagree">0/2 observations agree with the paper</span>' in page  # coloured by verdict
+    ok = (tmp_path / "experiments" / "fake-ok.html").read_text()
+    assert '<span class="disagree">disagrees</span>' in ok  # shown, never hidden
+    assert '<span class="inconclusive">inconclusive</span>' in ok  # inside the seeds' spread
+    assert '<td class="value missing">none stated</td>' in ok  # a check without a tolerance says so
+    assert "RuntimeError: this experiment is broken" in (tmp_path / "experiments" / "fake-broken.html").read_text()
+    assert "loss &lt;b&gt;vanishes&lt;/b&gt;" in ok  # text is escaped, never markup
+    assert "<td>lr*</td><td>0.1 (our default" in ok  # the defaults that are ours, once, in the config
+    assert "steps=5 (full: 50)" in ok  # a quick run states the sizes it actually ran
     ok = next(e for e in summary.entries if e.name == "fake.ok")
     assert ok.record["config"] == {"steps": 5, "lr": 0.1}  # quick settings used
     counts = pd.read_csv(tmp_path / "paper_counts.csv").set_index("paper")  # theory checks vs observations
@@ -196,23 +213,28 @@ def test_report_in_headless_chromium_has_no_broken_images_or_links(fake_paper, t
     driver = chrome(tmp_path / "profile")
     try:
         summary = reproduce(tmp_path / "report", paper="fake-paper", quick=True, progress=False)
+        root = summary.path.parent
         driver.get(summary.path.resolve().as_uri())
         assert driver.title == "attnlab reproduction report"
-        images = driver.execute_script(
-            "return Array.from(document.images).map(i => [i.src, i.complete && i.naturalWidth > 0])"
-        )
-        assert images, "the report shows no figure"
-        assert not [src for src, ok in images if not ok], f"broken images: {images}"
-        page = driver.current_url.partition("#")[0]
-        links = driver.execute_script("return Array.from(document.links).map(a => a.href)")
-        assert links
-        for href in links:
-            target, _, fragment = href.partition("#")
-            if target == page:
-                assert driver.execute_script("return document.getElementById(arguments[0]) !== null", fragment), href
-            else:
+        seen_images = 0
+        for page in [summary.path, *sorted((root / "experiments").glob("*.html"))]:
+            driver.get(page.resolve().as_uri())
+            images = driver.execute_script(
+                "return Array.from(document.images).map(i => [i.src, i.complete && i.naturalWidth > 0])"
+            )
+            seen_images += len(images)
+            assert not [src for src, ok in images if not ok], f"broken images on {page.name}: {images}"
+            links = driver.execute_script("return Array.from(document.links).map(a => a.href)")
+            assert links
+            for href in links:
+                target, _, fragment = href.partition("#")
                 assert target.startswith("file://"), f"the report links outside itself: {href}"
-                assert Path(target.removeprefix("file://")).is_file(), f"broken link: {href}"
+                file = Path(target.removeprefix("file://"))
+                assert file.is_file(), f"broken link on {page.name}: {href}"
+                if fragment and file.suffix == ".html":
+                    assert f'id="{fragment}"' in file.read_text(), f"no anchor #{fragment} in {file.name}: {href}"
+        assert seen_images, "the report shows no figure"
+        driver.get((root / "experiments" / "fake-ok.html").resolve().as_uri())
         rows = driver.execute_script("return document.querySelectorAll('table.check-table tr').length")
         assert rows == 6  # header + the three checks and the two observations of fake.ok
     finally:
@@ -227,7 +249,7 @@ def test_report_at_1400px_fits_the_width_shows_figures_full_width_and_readable_c
     try:
         summary = reproduce(tmp_path / "report", paper="fake-paper", quick=True, progress=False)
         driver.set_window_size(WIDTH, 900)
-        driver.get(summary.path.resolve().as_uri())
+        driver.get((summary.path.parent / "experiments" / "fake-ok.html").resolve().as_uri())
         inner = driver.execute_script("return window.innerWidth")
         assert inner >= WIDTH - 20, inner  # the window is what we asked for (less a scrollbar, if drawn)
         scroll, client = driver.execute_script(
@@ -269,18 +291,24 @@ def test_report_screenshot_shows_the_sticky_contents_math_a_disclosure_a_source_
     try:
         summary = reproduce(tmp_path / "report", paper="fake-paper", quick=True, progress=False)
         driver.set_window_size(WIDTH, 900)
-        driver.get(summary.path.resolve().as_uri())
-        # the contents: papers, then their experiments, and still on screen once the page is scrolled to its end
+        driver.get((summary.path.parent / "experiments" / "fake-ok.html").resolve().as_uri())
+        # the contents: papers, then their experiments' pages, and still on screen once the page is scrolled down
         toc = driver.execute_script(
             "return Array.from(document.querySelectorAll('nav#toc a')).map(a => a.getAttribute('href'))"
         )
-        assert toc == ["#summary", "#paper-fake-paper", "#fake-broken", "#fake-ok"], toc
+        assert toc == [
+            "../index.html#summary",
+            "../index.html#paper-fake-paper",
+            "../experiments/fake-broken.html",
+            "../experiments/fake-ok.html",
+            "../theory/findings.html",
+        ], toc
         driver.execute_script("window.scrollTo(0, document.documentElement.scrollHeight)")
         top, bottom, scrolled = driver.execute_script(
             "const r = document.querySelector('nav#toc').getBoundingClientRect();"
             "return [r.top, r.bottom, window.scrollY]"
         )
-        assert scrolled > 900 and 0 <= top <= 1 and bottom > 100, (top, bottom, scrolled)
+        assert scrolled > 300 and 0 <= top <= 1 and bottom > 100, (top, bottom, scrolled)
         driver.execute_script("window.scrollTo(0, 0)")
         # typeset math: lambda_max is a Greek letter with a lowered, smaller subscript
         sub = driver.execute_script(
@@ -307,8 +335,9 @@ def test_report_screenshot_shows_the_sticky_contents_math_a_disclosure_a_source_
             "  const a = r.cells[5].querySelector('a'); return [r.cells[5].textContent, a ? a.href : ''] })"
         )
         linked = [href for text, href in sources if text.startswith("implicit-bias-ngd §8.3")]
-        assert linked and linked[0].endswith("/report/theory/implicit-bias-ngd.md"), sources
-        assert Path(linked[0].removeprefix("file://")).read_text().startswith("#")
+        assert linked and linked[0].endswith("/report/theory/implicit-bias-ngd.html#8-predictions"), sources
+        rendered = Path(linked[0].removeprefix("file://").partition("#")[0]).read_text()
+        assert 'id="8-predictions"' in rendered and 'class="arithmatex"' in rendered  # the section, typeset
         assert ["spec §1", ""] in sources
         # verdicts: every observation shows its tolerance (or says none) and one of the three verdicts
         observations = driver.execute_script(
@@ -317,10 +346,9 @@ def test_report_screenshot_shows_the_sticky_contents_math_a_disclosure_a_source_
         )
         assert [verdict for _, verdict in observations] == ["disagrees", "inconclusive"], observations
         assert observations[0][0] == "none stated" and observations[1][0].startswith("± 0.00015")
-        # the settings the run used: quick, with our default marked once
+        # the settings the run used: quick, the sizes it changed with their full values, our default marked once
         settings = driver.execute_script("return document.querySelector('#fake-ok .settings').textContent")
-        assert "quick (CI-sized)" in settings and "lr=0.1*, steps=5" in settings, settings
-        assert settings.count("lr=0.1") == 2  # in the settings, and once in the note on our defaults
+        assert "quick (CI-sized)" in settings and "steps=5 (full: 50)" in settings and "lr" not in settings, settings
         _save_full_page(driver, tmp_path / "report-features.png")
         assert (tmp_path / "report-features.png").stat().st_size > 10_000
     finally:

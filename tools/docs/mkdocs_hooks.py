@@ -8,6 +8,7 @@ example script, the license) becomes its text in code, so that --strict sees no 
 
 from __future__ import annotations
 
+import importlib.util
 import posixpath
 import re
 from pathlib import Path
@@ -40,8 +41,30 @@ def _repo_path(page_src: str, target: str) -> str:
     return posixpath.normpath(posixpath.join(base, target))
 
 
+def _sibling(name: str):
+    """A module of tools/docs, beside this file (hooks are loaded by path, not as a package)."""
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _cli_reference() -> str:
+    """The generated command-line reference (tools/docs/cli_reference.py)."""
+    return _sibling("cli_reference").cli_reference()
+
+
+def on_post_build(config) -> None:
+    """Links both ways between theory pages and the API reference (tools/docs/crosslinks.py)."""
+    _sibling("crosslinks").link_site(Path(config["site_dir"]))
+
+
 def on_page_markdown(markdown: str, page, config, files: Files) -> str:
     src = page.file.src_uri
+    if src == "cli/index.md":  # the command-line reference, generated from the click commands at every build
+        if "<!-- cli-reference -->" not in markdown:
+            raise ValueError("docs/cli/index.md lost its <!-- cli-reference --> marker: the CLI reference goes there")
+        markdown = markdown.replace("<!-- cli-reference -->", _cli_reference())
 
     def rewrite(match: re.Match) -> str:
         text, target = match["text"], match["target"]
@@ -59,3 +82,14 @@ def on_page_markdown(markdown: str, page, config, files: Files) -> str:
         return f"[{text}]({relative}{'#' + anchor if anchor else ''})"
 
     return _LINK.sub(rewrite, markdown)
+
+
+_MD_LINK = re.compile(r'href="(?P<path>[^":#"]+)\.md(?P<anchor>#[^"]*)?"')
+
+
+def on_post_page(output: str, page, config) -> str:
+    """A notebook page (mkdocs-jupyter renders its Markdown cells itself): its links to pages, written to the
+    Markdown source as on every other page, go to their HTML (the site has no directory URLs)."""
+    if page.file.src_uri.startswith("notebooks/") and page.file.src_uri.endswith(".py"):
+        return _MD_LINK.sub(lambda m: f'href="{m["path"]}.html{m["anchor"] or ""}"', output)
+    return output

@@ -49,7 +49,10 @@ def data_group() -> None:
 @click.option("--seed", type=int, default=None, help="Seed of the generator (default: its own, 0).")
 @user_errors
 def make_cmd(generator: str, out: str, sets: tuple[str, ...], seed: int | None) -> None:
-    """Write the data set of GENERATOR (example1, dm, unit_gaussian, joint_toy, scores_equal, aligned_pairs)."""
+    """Write the data set of GENERATOR (example1, dm, unit_gaussian, joint_toy, scores_equal, aligned_pairs).
+
+    Exit status 2 for an unknown GENERATOR or a --set it does not take.
+    """
     from attnlab.data import GENERATORS, AlignedPairs
 
     if generator not in GENERATORS:
@@ -263,7 +266,8 @@ def check_cmd(path: str, generator: str | None, which: tuple[str, ...], strict: 
     assumptions are each paper's sufficient conditions: a failure means its theorem does not cover the data.
     A data set that stores token sets (select of shape (n, T)) is first reported on: its set sizes, the sequences
     whose selection is degenerate (an empty set, a set equal to the whole sequence, a tie), and whether the sets'
-    direction program is feasible; --strict exits 1 when it is not.
+    direction program is feasible; --strict exits 1 when it is not. Exit status 1 with --strict when an assumption
+    fails or the token sets are unusable, 2 on bad input.
     """
     from attnlab.data import check_assumptions, default_assumptions
 

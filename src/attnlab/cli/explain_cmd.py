@@ -45,7 +45,8 @@ from attnlab.cli.main import main, user_errors
 def explain_cmd(path: str, param: str, opt: str, steps: int, lr: float | None, loss: str, out: str | None) -> None:
     """Train on the tokens in PATH (an .npz with X, y, v and optionally Z, select), then rank every candidate SVM.
 
-    Exits with status 1 when the run has not converged in direction (no candidate is named).
+    Exit status 1 when the run has not converged in direction (no candidate is named; the outputs are written), 2
+    on bad input (a diverged run included).
     """
     import matplotlib.pyplot as plt
 

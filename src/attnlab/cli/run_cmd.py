@@ -21,7 +21,10 @@ if TYPE_CHECKING:
     help="Only experiments of this paper: its theory page's name (implicit-bias-ngd, docs/theory/implicit-bias-ngd.md) or an experiment name prefix (implicit-bias).",
 )
 def list_cmd(paper: str | None) -> None:
-    """List every named experiment, one line each, with its paper."""
+    """List every named experiment, one line each, with its paper.
+
+    Exit status 0.
+    """
     from attnlab.experiments.catalog import list_entries  # a table: importing the experiments takes seconds
 
     for exp in list_entries(paper):
@@ -57,7 +60,9 @@ def run_cmd(
 ) -> None:
     """Run the experiment NAME (or replay the run of --config); write its table, checks, record and figures.
 
-    `attnlab show NAME` lists the settings --set can change, with types, defaults and meanings.
+    `attnlab show NAME` lists the settings --set can change, with types, defaults and meanings. Exit status 1 when a
+    theory check or a property failed (observations that disagree with a paper are reported, not failures), 2 on bad
+    input (an unknown NAME, a --set the config refuses).
     """
     from attnlab.experiments import run_experiment
 
@@ -69,14 +74,18 @@ def run_cmd(
         _check_settings(name, sets, quick)
         record = run_experiment(name, sets, quick=quick, out=out, progress=not no_progress, overwrite=overwrite)
     for row in record.checks.itertuples():
-        if row.kind == "observation":
-            mark = (getattr(row, "verdict", "") or ("agrees" if row.passed else "disagrees")).upper()
-            click.echo(f"  [{mark}] {row.claim}: measured {row.measured} (paper {row.predicted})")
+        mark = str(row.verdict).upper()
+        if row.kind in ("observation", "exploration"):
+            whose = "paper" if row.kind == "observation" else "ours"
+            click.echo(f"  [{mark}] {row.claim}: measured {row.measured} ({whose} {row.predicted})")
+        elif row.kind == "revision":
+            click.echo(f"    [OLD READING, {mark}] {row.claim}: measured {row.measured} (predicted {row.predicted})")
         else:
-            mark = "PASS" if row.passed else "FAIL"
             click.echo(
                 f"  [{mark}] {row.claim}: measured {row.measured} (predicted {row.predicted}, tol {row.tolerance})"
             )
+            if mark == "FINDING":
+                click.echo(f"    a finding: the investigation is {row.investigation}")
     click.echo(f"{name}: {record.counts.describe()} in {record.seconds:.1f}s")
     click.echo(f"outputs in {record.out}")
     if not record.passed:

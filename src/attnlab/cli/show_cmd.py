@@ -28,5 +28,8 @@ def settings_text(name: str, *, fields: list[str] | None = None) -> str:
 @click.argument("name")
 @user_errors
 def show_cmd(name: str) -> None:
-    """Print every setting of the experiment NAME: type, default, quick value, whose default, and meaning."""
+    """Print every setting of the experiment NAME: type, default, quick value, whose default, and meaning.
+
+    Exit status 2 for an unknown NAME.
+    """
     click.echo(settings_text(name))

@@ -63,7 +63,10 @@ def read_select_key(path: str, key: str) -> object:
 def svm_cmd(
     path: str, norm_text: str, select_text: str | None, select_key: str | None, solver: str, out: str | None
 ) -> None:
-    """Solve the attention SVM on the tokens in PATH (an .npz with X, y and optionally Z, v, select)."""
+    """Solve the attention SVM on the tokens in PATH (an .npz with X, y and optionally Z, v, select).
+
+    Exit status 2 on bad input, an infeasible program included (the message says which constraint).
+    """
     import numpy as np
 
     from attnlab._io import atomic_write

@@ -95,6 +95,7 @@ FALSIFIERS = (
         "the SVM-equivalence direction built as W_fin - R W_dir (R with the wrong sign)",
         "attnlab.experiments.multi_token:svm_equivalence",
         _wrong_sign,
+        kind="reference",
     ),
 )
 

@@ -98,6 +98,7 @@ FALSIFIERS = (
         "the steepest-descent direction computed with the dual exponent q off by 0.3",
         "attnlab.experiments.steepest_descent:steepest",
         _off_dual_exponent,
+        kind="mechanism",
     ),
 )
 

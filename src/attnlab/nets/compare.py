@@ -120,7 +120,7 @@ class ComparisonConfig:
     sps_c: float = 0.5
     seeds: int = 5
     seed: int = 0
-    epochs: int = 20  # 30 before issue 12 (--set epochs=30): the full reproduction's budget (docs)
+    epochs: int = 20  # 30 before the checks review (--set epochs=30): the full reproduction's budget (docs)
     batch_size: int = 32
     workers: int = 2
     probes: int = 4

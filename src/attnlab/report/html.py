@@ -1,26 +1,28 @@
-"""The static reproduction report: ``index.html`` drawn from the run directories of a reproduce sweep.
+"""The static reproduction report: ``index.html`` and one page per experiment, drawn from the run directories of a
+reproduce sweep.
 
-The page is rendered from the Jinja2 templates in ``report/templates`` (autoescaped: every value read from a run is
-escaped) after this module has turned each run into plain data. A sticky table of contents lists the papers, then
-their experiments. One section per paper, headed by how many of its checks are theorem predictions
-(``kind="theory"``), properties of our code and observations of the paper's figures (``kind="observation"``),
-counted from each run's ``checks.csv``. One card per experiment: the settings it actually ran with (quick or full,
-and the config from ``record.json``, our defaults marked once), its figures, each full width and linked to the
-full-size PNG and the PDF, then its check table (claim, predicted, measured, a short tolerance with the whole
-derivation behind a disclosure, the verdict, the source linked to our theory page), notes, timings and versions.
-Claims and notes are ASCII in ``checks.csv``; the page typesets them with Unicode symbols and HTML sub- and
-superscripts (:mod:`attnlab.report.text`), which need no script and no network. A run that raised shows its
-traceback instead. Every image and link is relative to the report folder (the theory pages are copied into
-``theory/``), so the folder can be copied or served as it is.
+The pages are rendered from the Jinja2 templates in ``report/templates`` (autoescaped: every value read from a run
+is escaped) after this module has turned each run into plain data. ``index.html`` has the summary, one row per paper
+(results covered of the paper's own numbered results, theorem checks, findings, revised readings, properties,
+observations) and, per paper, its experiments with their counts, each part coloured by its verdict, each linking to
+``experiments/<name>.html``. An experiment's page has a sticky table of contents of every page, the sizes it actually
+ran with (for a quick run, each size that differs from the full run, with the full value), its figures, each full
+width and linked to the full-size PNG and the PDF, its check table (claim, predicted, measured, a short tolerance
+with the whole derivation behind a disclosure, the verdict, old readings right under the row they were replaced by,
+a finding's link to its investigation, the source linked to the rendered section of our theory page), notes, the
+whole config (our defaults marked) and versions. Claims and notes are ASCII in ``checks.csv``; the pages typeset them
+with Unicode symbols and HTML sub- and superscripts (:mod:`attnlab.report.text`). The theory pages are rendered with
+KaTeX into ``theory/`` (:mod:`attnlab.report.theory_pages`). A run that raised shows its traceback instead. Every
+image and link is relative to the report folder, so the folder can be copied or served as it is.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import json
 import os
 import re
-import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,12 +33,13 @@ import pandas as pd
 from markupsafe import Markup
 
 from attnlab._validation import ValidationError
-from attnlab.verify import CheckCounts, count_checks
 from attnlab.experiments import get_experiment
 from attnlab.report.text import math_html, note_html
+from attnlab.report.theory_pages import TheoryPages, render_theory_pages
 from attnlab.runner import read_index, write_json
 from attnlab.runner.manifest import read_manifest, reused_from
 from attnlab.runner.store import atomic_write
+from attnlab.verify import CheckCounts, count_checks
 
 __all__ = ["ExperimentEntry", "ReportSummary", "build_report"]
 
@@ -60,6 +63,9 @@ class ExperimentEntry:
     origin : str
         Where the result comes from: ``"computed now"`` (with the reason when the stored run was stale or
         damaged) or ``"reused from <time>, commit <hash>"``; ``""`` when the run did not finish.
+    full_config : dict
+        The experiment's full-size config (its defaults), to show which sizes a quick run changed; empty when the
+        experiment is not registered any more.
     """
 
     name: str
@@ -71,6 +77,7 @@ class ExperimentEntry:
     record: dict[str, Any] = field(default_factory=dict)
     error: str = ""
     origin: str = ""
+    full_config: dict[str, Any] = field(default_factory=dict)
 
     @property
     def counts(self) -> CheckCounts:
@@ -136,9 +143,19 @@ def _read_entry(root: Path, row: Any, describe: Any, computed_since: float | Non
         if "kind" not in entry.checks:  # written before checks had a kind: every row is a theory check
             entry.checks["kind"] = "theory"
         entry.origin = _origin(run_dir, computed_since)
+        entry.full_config = _full_config(name)
     elif not entry.error and (run_dir / "error.txt").is_file():
         entry.error = (run_dir / "error.txt").read_text()
     return entry
+
+
+def _full_config(name: str) -> dict[str, Any]:
+    """The registered experiment's default (full-size) config as JSON-like values; empty when it is unknown."""
+    try:
+        experiment = get_experiment(name)
+    except ValidationError:
+        return {}
+    return json.loads(json.dumps(dataclasses.asdict(experiment.config_type()), default=str))
 
 
 def _anchor(text: str) -> str:
@@ -146,8 +163,15 @@ def _anchor(text: str) -> str:
 
 
 _SHORT_TOLERANCE = 40  # characters: a tolerance cell longer than this shows its first clause, the rest on a click
-_PAGE_REF = re.compile(r"^(?:docs/theory/)?(?P<page>[A-Za-z0-9-]+?)(?:\.md)?\s+§")
-_VERDICTS = {"pass": "pass", "FAIL": "fail", "agrees": "pass", "disagrees": "disagree", "inconclusive": "inconclusive"}
+_VERDICTS = {
+    "pass": "pass",
+    "FAIL": "fail",
+    "finding": "finding",
+    "agrees": "pass",
+    "disagrees": "disagree",
+    "inconclusive": "inconclusive",
+    "recorded": "inconclusive",
+}
 
 
 def _tolerance(text: str) -> tuple[str, str]:
@@ -160,34 +184,28 @@ def _tolerance(text: str) -> tuple[str, str]:
     return head, text
 
 
-def _source_href(source: str, paper: str, pages: set[str]) -> str:
-    """``theory/<page>.md`` for a source that names one of our theory pages (``spec §N`` is the paper's page)."""
-    match = _PAGE_REF.match(source.strip())
-    if not match:
-        return ""
-    page = paper if match.group("page") == "spec" else match.group("page")
-    return f"theory/{page}.md" if page in pages else ""
-
-
 def _verdict(row: Any) -> str:
     """The row's ``verdict`` column (:data:`~attnlab.verify.CHECK_VERDICTS`), derived from ``passed``
     in tables written before that column existed; a failed theory check reads "FAIL"."""
     verdict = str(getattr(row, "verdict", "") or "")
     if not verdict:
-        if row.kind == "observation":
+        if row.kind in ("observation", "exploration"):
             verdict = "agrees" if row.passed else "disagrees"
         else:
             verdict = "pass" if row.passed else "fail"
     return "FAIL" if verdict == "fail" else verdict
 
 
-def _check_view(row: Any, paper: str, pages: set[str]) -> dict[str, Any]:
+def _check_view(row: Any, paper: str, pages: TheoryPages) -> dict[str, Any]:
     verdict = _verdict(row)
     short, derivation = _tolerance(str(row.tolerance).strip())
-    if row.kind == "observation":
-        row_cls = "observation"
+    if row.kind in ("observation", "exploration", "revision"):
+        row_cls = "observation" if row.kind == "exploration" else row.kind  # an old reading sits right under its current row, marked as such
+    elif verdict == "finding":
+        row_cls = "finding-row"
     else:
         row_cls = "" if row.passed else "fail-row"
+    investigation = str(getattr(row, "investigation", "") or "")
     return {
         "claim": row.claim,
         "predicted": row.predicted,
@@ -198,18 +216,40 @@ def _check_view(row: Any, paper: str, pages: set[str]) -> dict[str, Any]:
         "verdict_cls": _VERDICTS[verdict],
         "row_cls": row_cls,
         "source": row.source,
-        "source_href": _source_href(str(row.source), paper, pages),
+        "source_href": pages.source_href(str(row.source), paper, prefix="../"),
+        "revision": row.kind == "revision",
+        "investigation": _investigation_href(investigation),
     }
 
 
-def _entry_view(entry: ExperimentEntry, pages: set[str]) -> dict[str, Any]:
+def _investigation_href(investigation: str) -> str:
+    """``docs/findings.md#x`` -> ``../theory/findings.html#x``: the rendered investigation, from an experiment page."""
+    if not investigation or investigation == "nan":
+        return ""
+    page, _, anchor = investigation.partition("#")
+    return f"../theory/{Path(page).stem}.html" + (f"#{anchor}" if anchor else "")
+
+
+def _sizes(entry: ExperimentEntry) -> list[dict[str, Any]]:
+    """For a quick run, each config value that differs from the full run's default, with that default."""
+    config = entry.record.get("config", {})
+    if not entry.record.get("quick") or not entry.full_config:
+        return []
+    return [
+        {"key": key, "value": value, "full": entry.full_config[key]}
+        for key, value in config.items()
+        if key in entry.full_config and entry.full_config[key] != value
+    ]
+
+
+def _entry_view(entry: ExperimentEntry, pages: TheoryPages) -> dict[str, Any]:
     rec = entry.record
     names = rec.get("figures", [])
     figures = [
         {
             "stem": png[: -len(".png")],
-            "png": f"{entry.run_dir}/{png}",
-            "pdf": f"{entry.run_dir}/{png[: -len('.png')]}.pdf" if f"{png[: -len('.png')]}.pdf" in names else "",
+            "png": f"../{entry.run_dir}/{png}",
+            "pdf": f"../{entry.run_dir}/{png[: -len('.png')]}.pdf" if f"{png[: -len('.png')]}.pdf" in names else "",
         }
         for png in names
         if png.endswith(".png")
@@ -222,13 +262,15 @@ def _entry_view(entry: ExperimentEntry, pages: set[str]) -> dict[str, Any]:
         "anchor": _anchor(entry.name),
         "status": entry.status,
         "cls": "pass" if ok else "fail",
-        "counts_text": entry.counts.describe(),
+        "counts_parts": [{"text": text, "cls": _VERDICTS.get(verdict, verdict)} for text, verdict in entry.counts.parts()],
+        "page": f"experiments/{_anchor(entry.name)}.html",
         "summary": entry.summary,
         "error": entry.error or "the run did not finish",
         "origin": entry.origin,
         "quick": rec.get("quick"),
         "settings": "quick (CI-sized)" if rec.get("quick") else "full",
         "config": config,
+        "sizes": _sizes(entry),
         "ours": ours,
         "figures": figures,
         "checks": [_check_view(c, entry.paper, pages) for c in entry.checks.itertuples()],
@@ -237,7 +279,7 @@ def _entry_view(entry: ExperimentEntry, pages: set[str]) -> dict[str, Any]:
         "config_hash": rec.get("config_hash", ""),
         "seconds": float(rec.get("timings", {}).get("run_seconds", float("nan"))),
         "versions": rec.get("versions", {}),
-        "run_dir": entry.run_dir,
+        "run_dir": f"../{entry.run_dir}",
     }
 
 
@@ -255,7 +297,8 @@ def _paper_counts(items: list[ExperimentEntry]) -> CheckCounts:
 
 
 def _coverage(paper: str) -> str:
-    """``"13 / 20"``: the paper's numbered results that declared checks cover, of those with a checkable claim."""
+    """``"20 / 28 (2 findings, 5 not checkable)"``: the paper's own numbered results that declared checks, findings
+    or unit tests cover, of all its own numbered results."""
     from attnlab.experiments.coverage import coverage_rows
 
     try:
@@ -264,18 +307,9 @@ def _coverage(paper: str) -> str:
         return "n/a"
     if not rows:
         return "n/a"
-    return f"{sum(r['status'] == 'checked' for r in rows)} / {len(rows)}"
-
-
-def _copy_theory_pages(root: Path) -> set[str]:
-    """Copy our theory pages into ``root/theory`` (the sources link there); the stems of the pages copied."""
-    docs = Path(__file__).resolve().parents[3] / "docs" / "theory"  # a checkout: src/attnlab/report/html.py
-    if not docs.is_dir():
-        return set()
-    (root / "theory").mkdir(exist_ok=True)
-    for page in docs.glob("*.md"):
-        shutil.copyfile(page, root / "theory" / page.name)
-    return {page.stem for page in docs.glob("*.md")}
+    status = [r["status"] for r in rows]
+    covered = len(rows) - status.count("not checkable")
+    return f"{covered} / {len(rows)} ({status.count('finding')} findings, {status.count('not checkable')} not checkable)"
 
 
 def _environment() -> jinja2.Environment:
@@ -291,7 +325,10 @@ def _environment() -> jinja2.Environment:
     return env
 
 
-def _page(entries: list[ExperimentEntry], title: str, subtitle: str, summary: ReportSummary, pages: set[str]) -> str:
+def _pages(
+    entries: list[ExperimentEntry], title: str, subtitle: str, summary: ReportSummary, pages: TheoryPages
+) -> dict[str, str]:
+    """Every page of the report by its path in the report folder: ``index.html`` and one per experiment."""
     papers = []
     for paper, items in _by_paper(entries).items():
         counts = _paper_counts(items)
@@ -309,19 +346,27 @@ def _page(entries: list[ExperimentEntry], title: str, subtitle: str, summary: Re
         )
     counts = summary.counts
     line = (
-        f"{counts.passed} of {counts.total} theory checks passed, {counts.total - counts.passed} failed; "
-        f"{counts.properties_passed} of {counts.properties} properties of our code hold; {counts.agree} of "
-        f"{counts.observations} observations agree with the paper; {len(summary.entries) - len(summary.errors)} of "
-        f"{len(summary.entries)} experiments finished, {len(summary.errors)} raised an error."
+        f"{counts.passed} of {counts.total} theory checks passed, {counts.findings} findings (failed after an "
+        f"investigation), {counts.failed} failed; {counts.properties_passed} of "
+        f"{counts.properties} properties of our code hold; {counts.agree} of {counts.observations} observations agree "
+        f"with the paper ({counts.ours_agree} of {counts.ours} remarks of ours, counted apart); {counts.revisions} revised "
+        "readings, each shown beside its current row; "
+        f"{len(summary.entries) - len(summary.errors)} of {len(summary.entries)} experiments finished, "
+        f"{len(summary.errors)} raised an error."
     )
-    template = _environment().get_template("report.html.j2")
-    return template.render(
-        title=title,
-        subtitle=subtitle,
-        summary_line=line,
-        summary_cls="pass" if summary.ok else "fail",
-        papers=papers,
-    )
+    env = _environment()
+    shared = {"title": title, "subtitle": subtitle, "papers": papers}
+    out = {
+        "index.html": env.get_template("report.html.j2").render(
+            **shared, summary_line=line, summary_cls="pass" if summary.ok else "fail", prefix=""
+        )
+    }
+    for paper in papers:
+        for entry in paper["entries"]:
+            out[entry["page"]] = env.get_template("experiment.html.j2").render(
+                **shared, paper=paper, entry=entry, prefix="../"
+            )
+    return out
 
 
 def build_report(
@@ -370,20 +415,29 @@ def build_report(
         f"generated {stamp}; attnlab {versions.get('attnlab', '?')}, torch {versions.get('torch', '?')}, "
         f"python {versions.get('python', '?')}; settings: {'quick (CI-sized)' if quick == {True} else 'full'}"
     )
-    text = _page(entries, title, subtitle, summary, _copy_theory_pages(root))
-    atomic_write(path, lambda p: p.write_text(text, encoding="utf-8"))
+    docs = Path(__file__).resolve().parents[3] / "docs"  # a checkout: src/attnlab/report/html.py
+    pages = render_theory_pages(docs, root)
+    (root / "experiments").mkdir(exist_ok=True)
+    for name, text in _pages(entries, title, subtitle, summary, pages).items():
+        atomic_write(root / name, lambda p, text=text: p.write_text(text, encoding="utf-8"))
     write_json(
         root / "summary.json",
         {
             "checks_passed": summary.counts.passed,
             "checks_total": summary.counts.total,
+            "findings": summary.counts.findings,
+            "revisions": summary.counts.revisions,
             "observations_agree": summary.counts.agree,
+            "remarks_of_ours": summary.counts.ours,
+            "remarks_of_ours_agree": summary.counts.ours_agree,
             "observations_total": summary.counts.observations,
             "experiments": len(entries),
             "papers": {
                 paper: {
                     "theory": c.total,
                     "theory_passed": c.passed,
+                    "findings": c.findings,
+                    "revisions": c.revisions,
                     "observations": c.observations,
                     "observations_agree": c.agree,
                 }
@@ -395,7 +449,13 @@ def build_report(
                 f"{e.name}: {c.claim}"
                 for e in entries
                 for c in e.checks.itertuples()
-                if not c.passed and c.kind != "observation"
+                if not c.passed and c.kind in ("theory", "property") and getattr(c, "verdict", "") != "finding"
+            ],
+            "findings_checks": [
+                f"{e.name}: {c.claim}"
+                for e in entries
+                for c in e.checks.itertuples()
+                if getattr(c, "verdict", "") == "finding"
             ],
         },
     )

@@ -14,11 +14,11 @@ from pathlib import Path
 import pandas as pd
 
 from attnlab._validation import ValidationError
-from attnlab.verify import CheckCounts
 from attnlab.experiments import list_experiments
 from attnlab.tasks.experiment import ExperimentTask
 from attnlab.report.html import ReportSummary, build_report
 from attnlab.runner import InProcessExecutor, Job, PoolExecutor, RayExecutor, run_sweep
+from attnlab.verify import CheckCounts
 
 __all__ = ["PAPER_COUNT_COLUMNS", "paper_counts", "reproduce"]
 

@@ -10,6 +10,9 @@ fail. :func:`run_experiment` runs any experiment (the project's named ones, thro
 - :mod:`attnlab.verify.compare`: the helpers that build rows from numbers (close, bounds, ordering, slopes, rate
   shapes, observations) and write the tolerance from what they test;
 - :mod:`attnlab.verify.claim`: :class:`Claim` and :class:`Falsifier`;
+- :mod:`attnlab.verify.reading`: :class:`Reading` (how a claim is read, fixed before it runs), :class:`Revision`
+  (an old reading kept with its outcome) and :class:`Finding` (a theorem row our runs contradict, investigated);
+- :mod:`attnlab.verify.lock`: the lock of readings, a digest per claim, which a reading may not leave silently;
 - :mod:`attnlab.verify.experiment`: :class:`Experiment`, :func:`run_experiment` and what a run writes;
 - :mod:`attnlab.verify.coverage`: which numbered results of a paper the declared claims cover;
 - :mod:`attnlab.verify.registry`: experiments by name from a catalog, and the results of their papers;
@@ -17,7 +20,7 @@ fail. :func:`run_experiment` runs any experiment (the project's named ones, thro
 """
 
 from attnlab.verify.check import CHECK_COLUMNS, CHECK_KINDS, CHECK_VERDICTS, Check, CheckCounts, count_checks
-from attnlab.verify.claim import Claim, Falsifier, check_declared
+from attnlab.verify.claim import FALSIFIER_KINDS, Claim, Falsifier, check_declared, with_revisions
 from attnlab.verify.compare import (
     OBSERVATION_MARKS,
     check_close,
@@ -42,6 +45,7 @@ from attnlab.verify.experiment import (
     read_record,
     run_experiment,
 )
+from attnlab.verify.reading import Finding, Reading, Revision
 from attnlab.verify.registry import CatalogEntry, Registry
 from attnlab.verify.replay import load_record, rerun
 from attnlab.verify.steps import at_steps, geometric_steps
@@ -52,6 +56,7 @@ __all__ = [
     "CHECK_COLUMNS",
     "CHECK_KINDS",
     "CHECK_VERDICTS",
+    "FALSIFIER_KINDS",
     "OBSERVATION_MARKS",
     "CatalogEntry",
     "Check",
@@ -60,7 +65,10 @@ __all__ = [
     "Experiment",
     "ExperimentResult",
     "Falsifier",
+    "Finding",
     "PaperResult",
+    "Reading",
+    "Revision",
     "Registry",
     "RunContext",
     "RunRecord",
@@ -82,4 +90,5 @@ __all__ = [
     "run_experiment",
     "spread_observation",
     "spread_tolerance",
+    "with_revisions",
 ]

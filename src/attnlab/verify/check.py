@@ -7,17 +7,29 @@ its claims and falsifiers when it registers; ``tests/experiments/test_falsifiers
 experiment's quick size and asserts that every check naming it fails, and the build fails when a theory check names
 no result or no falsifier.
 
-Three kinds of rows:
+Four kinds of rows:
 
-- ``"theory"``: a theorem's prediction. It must pass, names its result and has a falsifier.
+- ``"theory"``: a theorem's prediction. It must pass, names its result and has a falsifier. A theory row that fails
+  while its claim declares a :class:`~attnlab.verify.Finding` (a written investigation that ruled out our own
+  defects) has the verdict ``"finding"``: reported and counted, it does not fail the run.
 - ``"property"``: a property of our own construction or code (two solvers agree, all methods start from one point),
   reported and counted apart from theorem checks; it must pass too.
 - ``"observation"``: a paper's empirical remark about its own figure or table, set against our measurement;
   its verdict is "agrees", "disagrees" or, when the difference is inside the measured spread, "inconclusive"
   (:func:`spread_observation`); never fails a run.
+- ``"exploration"``: a remark of ours, not of any paper (e.g. which SVM Adam ends nearest), set against our
+  measurement with the same verdicts as an observation but counted apart from the papers' observations; never
+  fails a run.
+- ``"revision"``: an old reading of a claim (:class:`~attnlab.verify.Revision`), kept beside the current row so a
+  reader sees both: "pass" or "fail" when the run recomputed it, "recorded" when it shows the outcome written in
+  the revision; never fails a run.
 
 ``checks.csv`` keeps ``passed`` a bool (an observation passes when it agrees) and adds a ``verdict`` column:
-"pass" or "fail" for theory checks and properties, "agrees", "disagrees" or "inconclusive" for observations.
+"pass", "fail" or "finding" for theory checks, "pass" or "fail" for properties, "agrees", "disagrees" or
+"inconclusive" for observations, "pass", "fail" or "recorded" for revisions. ``margin`` is how far the measured value
+is inside the tolerance (negative: outside), ``support`` how many runs, data sets or samples the statistic was taken
+over, ``claim_id`` the declared claim's id, ``revisions`` how many revisions its reading has had, and
+``investigation`` the finding's written investigation.
 """
 
 from __future__ import annotations
@@ -57,7 +69,7 @@ class Check:
         For an observation: the measurement agrees with the paper's remark.
     source : str
         The theory page and section that state the claim, e.g. ``"docs/theory/implicit-bias-ngd.md §8.1"``.
-    kind : {"theory", "property", "observation"}, default="theory"
+    kind : {"theory", "property", "observation", "exploration", "revision"}, default="theory"
         ``"theory"``: a theorem's prediction; must pass, and names its ``result`` and ``falsifier``.
         ``"property"``: a property of our own construction or code, counted apart from theorem checks; must pass.
         ``"observation"``: a paper's *empirical* remark about its figure or table set against our measurement;
@@ -70,6 +82,20 @@ class Check:
     inconclusive : bool, default=False
         For an observation: the difference from the paper's remark lies inside the measured spread, so the run
         neither agrees nor disagrees (``passed`` is then False). See :func:`spread_observation`.
+    margin : float, optional
+        How far ``measured`` lies inside the tolerance, in the measured quantity's units (negative: outside by that
+        much); ``None`` when the row has no number to compare (a censored or non-numeric measurement). A falsifier
+        fails a row *numerically* when the margin is finite and the row fails.
+    support : int, optional
+        How many runs, data sets, seeds or samples the statistic was taken over (after the reading's subset filter).
+    claim_id : str, default=""
+        The id of the declared claim the row stands for (``"<id>#rev<k>"`` for its k-th revision).
+    revisions : int, default=0
+        How many revisions the claim's reading has had.
+    investigation : str, default=""
+        For a theory row whose claim declares a finding: the link to the written investigation.
+    recorded : bool, default=False
+        For a revision row the run did not recompute: it shows the outcome the revision recorded.
     """
 
     claim: str
@@ -82,11 +108,17 @@ class Check:
     result: str = ""
     falsifier: str = ""
     inconclusive: bool = False
+    margin: float | None = None
+    support: int | None = None
+    claim_id: str = ""
+    revisions: int = 0
+    investigation: str = ""
+    recorded: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in CHECK_KINDS:
             raise ValidationError(f"Check.kind must be one of {CHECK_KINDS}, got {self.kind!r}")
-        if self.inconclusive and (self.kind != "observation" or self.passed):
+        if self.inconclusive and (self.kind not in ("observation", "exploration") or self.passed):
             raise ValidationError(
                 f"Check {self.claim!r}: only an observation that did not pass can be inconclusive, got "
                 f"kind={self.kind!r}, passed={self.passed!r}; a theory check or property passes or fails"
@@ -94,8 +126,13 @@ class Check:
 
     @property
     def verdict(self) -> str:
-        """``"pass"``/``"fail"`` (theory, property) or ``"agrees"``/``"disagrees"``/``"inconclusive"``."""
-        if self.kind != "observation":
+        """``"pass"``/``"fail"``/``"finding"`` (theory), ``"pass"``/``"fail"`` (property), ``"agrees"``/``"disagrees"``/
+        ``"inconclusive"`` (observation), ``"pass"``/``"fail"``/``"recorded"`` (revision)."""
+        if self.recorded:
+            return "recorded"
+        if self.kind == "theory" and not self.passed and self.investigation:
+            return "finding"
+        if self.kind not in ("observation", "exploration"):
             return "pass" if self.passed else "fail"
         if self.inconclusive:
             return "inconclusive"
@@ -114,12 +151,14 @@ class Check:
         row = {key: getattr(self, key) for key in CHECK_COLUMNS}
         for key in ("predicted", "measured", "tolerance"):
             row[key] = format_value(row[key])
+        row["margin"] = "" if self.margin is None else format_value(float(self.margin))
+        row["support"] = "" if self.support is None else int(self.support)
         row["passed"] = bool(row["passed"])
         return row
 
 
-CHECK_KINDS = ("theory", "property", "observation")
-CHECK_VERDICTS = ("pass", "fail", "agrees", "disagrees", "inconclusive")
+CHECK_KINDS = ("theory", "property", "observation", "exploration", "revision")
+CHECK_VERDICTS = ("pass", "fail", "finding", "agrees", "disagrees", "inconclusive", "recorded")
 CHECK_COLUMNS = [
     "claim",
     "predicted",
@@ -131,12 +170,17 @@ CHECK_COLUMNS = [
     "result",
     "falsifier",
     "verdict",
+    "margin",
+    "support",
+    "claim_id",
+    "revisions",
+    "investigation",
 ]
 
 
 @dataclass(frozen=True)
 class CheckCounts:
-    """Totals of a check table: theorem checks and properties (must pass), observations (agree or disagree).
+    """Totals of a check table: theorem checks and properties (must pass), findings, observations, revisions.
 
     Made by :func:`count_checks`; counts of several tables add up with ``+``.
 
@@ -145,7 +189,7 @@ class CheckCounts:
     passed : int
         Theory checks that passed.
     total : int
-        Theory checks (``kind="theory"``).
+        Theory checks (``kind="theory"``), findings included.
     agree : int
         Observations that agree with the paper.
     observations : int
@@ -154,6 +198,14 @@ class CheckCounts:
         Properties of our own code that hold.
     properties : int, default=0
         Properties (``kind="property"``).
+    findings : int, default=0
+        Theory checks that failed with a written investigation (verdict ``"finding"``): reported, never a failure.
+    revisions : int, default=0
+        Old readings shown beside their current rows (``kind="revision"``).
+    ours_agree : int, default=0
+        Remarks of ours (``kind="exploration"``) that the measurement agrees with.
+    ours : int, default=0
+        Remarks of ours: counted apart from the papers' observations.
     """
 
     passed: int
@@ -162,30 +214,67 @@ class CheckCounts:
     observations: int
     properties_passed: int = 0
     properties: int = 0
+    findings: int = 0
+    revisions: int = 0
+    ours_agree: int = 0
+    ours: int = 0
+
+    @property
+    def failed(self) -> int:
+        """Theory checks that failed without an investigation: each fails the run."""
+        return self.total - self.passed - self.findings
 
     @property
     def ok(self) -> bool:
-        """Every theorem check and every property passed (observations never fail a run)."""
-        return self.passed == self.total and self.properties_passed == self.properties
+        """No theorem check failed without a finding, and every property held (observations never fail a run)."""
+        return self.failed == 0 and self.properties_passed == self.properties
+
+    def parts(self) -> list[tuple[str, str]]:
+        """The parts of :meth:`describe`, each with the verdict it shows: ``"pass"``, ``"fail"``, ``"finding"``,
+        ``"agrees"``, ``"disagrees"`` or ``"revision"`` (the report colours each part by it).
+
+        Returns
+        -------
+        list of (str, str)
+        """
+        parts = []
+        if self.total or not (self.properties or self.observations):
+            theory = f"{self.passed}/{self.total} theorem checks passed"
+            if self.findings:
+                theory += f", {self.findings} finding{'s' * (self.findings != 1)}"
+            if self.failed:
+                theory += f", {self.failed} failed"
+            parts.append((theory, "fail" if self.failed else ("finding" if self.findings else "pass")))
+        if self.properties:
+            held = self.properties_passed == self.properties
+            parts.append(
+                (f"{self.properties_passed}/{self.properties} properties of our code hold", "pass" if held else "fail")
+            )
+        if self.observations:
+            agreed = self.agree == self.observations
+            text = f"{self.agree}/{self.observations} observations agree with the paper"
+            parts.append((text, "agrees" if agreed else "disagrees"))
+        if self.ours:
+            text = f"{self.ours_agree}/{self.ours} remarks of ours (no paper's) agree"
+            parts.append((text, "agrees" if self.ours_agree == self.ours else "disagrees"))
+        if self.revisions:
+            many = self.revisions != 1
+            text = f"{self.revisions} revised reading{'s' * many} shown beside {'their' if many else 'its'} row"
+            parts.append((text, "revision"))
+        return parts
 
     def describe(self) -> str:
-        """``"12/12 theorem checks passed"``, then properties and observations; the groups a table has.
+        """``"12/12 theorem checks passed"``, then findings, failures, properties, observations and revisions.
 
         Returns
         -------
         str
-            ``"; "``-joined parts: the theorem checks (also when the table has no rows at all), then the
-            properties and the observations where there are any, e.g. ``"3/3 theorem checks passed; 1/2
-            observations agree with the paper"``.
+            ``"; "``-joined parts (:meth:`parts`): the theorem checks (also when the table has no rows at all, with
+            ``", 2 findings"`` and ``", 1 failed"`` where there are any), then the properties, the observations and
+            the revised readings where there are any, e.g. ``"3/4 theorem checks passed, 1 finding; 1/2
+            observations agree with the paper; 1 revised reading shown beside its row"``.
         """
-        parts = []
-        if self.total or not (self.properties or self.observations):
-            parts.append(f"{self.passed}/{self.total} theorem checks passed")
-        if self.properties:
-            parts.append(f"{self.properties_passed}/{self.properties} properties of our code hold")
-        if self.observations:
-            parts.append(f"{self.agree}/{self.observations} observations agree with the paper")
-        return "; ".join(parts)
+        return "; ".join(text for text, _ in self.parts())
 
     def __add__(self, other: CheckCounts) -> CheckCounts:
         return CheckCounts(*(a + b for a, b in zip(dataclasses.astuple(self), dataclasses.astuple(other))))
@@ -198,7 +287,7 @@ def count_checks(checks: pd.DataFrame) -> CheckCounts:
     ----------
     checks : pandas.DataFrame
         A check table with the columns of :data:`CHECK_COLUMNS` (at least ``passed``; without a ``kind`` column
-        every row counts as a theory check); may be empty.
+        every row counts as a theory check, without a ``verdict`` column no row is a finding); may be empty.
 
     Returns
     -------
@@ -209,6 +298,7 @@ def count_checks(checks: pd.DataFrame) -> CheckCounts:
         return CheckCounts(0, 0, 0, 0)
     passed = checks["passed"].astype(bool)
     kind = checks["kind"] if "kind" in checks else pd.Series("theory", index=checks.index)
+    verdict = checks["verdict"] if "verdict" in checks else pd.Series("", index=checks.index)
     theory, prop, obs = (kind == "theory"), (kind == "property"), (kind == "observation")
     return CheckCounts(
         passed=int((passed & theory).sum()),
@@ -217,6 +307,10 @@ def count_checks(checks: pd.DataFrame) -> CheckCounts:
         observations=int(obs.sum()),
         properties_passed=int((passed & prop).sum()),
         properties=int(prop.sum()),
+        findings=int((theory & (verdict == "finding")).sum()),
+        revisions=int((kind == "revision").sum()),
+        ours_agree=int((passed & (kind == "exploration")).sum()),
+        ours=int((kind == "exploration").sum()),
     )
 
 

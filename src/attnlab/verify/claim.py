@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import importlib
+import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,8 +26,13 @@ from attnlab.verify.compare import (
     check_rate_shape,
     check_slope,
 )
+from attnlab.verify.reading import Finding, Reading, Revision
 
-__all__ = ["Claim", "Falsifier", "check_declared"]
+__all__ = ["FALSIFIER_KINDS", "Claim", "Falsifier", "check_declared"]
+
+FALSIFIER_KINDS = ("mechanism", "reference", "gross")
+# tolerance keywords of the row methods that a claim's reading may fix (Reading.params)
+_DECLARED = ("rtol", "atol", "tol", "margin", "min_decades")
 
 
 @dataclass(frozen=True)
@@ -47,13 +54,19 @@ class Falsifier:
         ``"package.module:attribute"`` (dotted attributes allowed after the colon, e.g. ``"mod:Class.method"``).
     wrap : callable
         ``wrap(original) -> replacement``.
+    kind : {"mechanism", "reference", "gross"}
+        What it changes. ``"mechanism"``: the optimizer, the data model, the model or the algorithm a theorem is
+        about, as a real bug could (a halved gradient, a wrong mirror exponent, a temperature); every theory claim
+        needs one that fails it numerically. ``"reference"``: the prediction or the reference the run is compared
+        with (a closed form, an SVM of another norm), or a rescaled measurement. ``"gross"``: a change no real bug
+        would make quietly (the whole model swapped, a divergent step).
     slow : bool, default=False
         The quick run under this falsifier takes long: its test is marked slow.
 
     Examples
     --------
     >>> import math
-    >>> f = Falsifier("sqrt-off", "square root off by 10%", "math:sqrt", lambda sqrt: lambda x: 1.1 * sqrt(x))
+    >>> f = Falsifier("sqrt-off", "square root off by 10%", "math:sqrt", lambda sqrt: lambda x: 1.1 * sqrt(x), "mechanism")
     >>> with f.applied():
     ...     round(math.sqrt(4.0), 6)
     2.2
@@ -65,9 +78,11 @@ class Falsifier:
     mechanism: str
     target: str
     wrap: Callable[[Any], Any]
+    kind: str
     slow: bool = False
 
     def __post_init__(self) -> None:
+        check_in("Falsifier.kind", self.kind, FALSIFIER_KINDS)
         if ":" not in self.target:
             raise ValidationError(
                 f"Falsifier.target must be 'module:attribute', got {self.target!r}; name the attribute where the "
@@ -78,10 +93,20 @@ class Falsifier:
     def applied(self) -> Iterator[None]:
         """Replace ``target`` by ``wrap(original)`` inside the block, and restore it after.
 
+        A falsifier that patches a name nothing reads does nothing, and both runs would "pass". So a callable
+        replacement (a function, or a class: it is then subclassed) counts its calls, and a block that ends without
+        calling it raises. A replacement that is not callable (a constant) cannot be counted.
+
         Yields
         ------
         None
             Inside the block the target is replaced; the original is put back on leaving it, an exception included.
+
+        Raises
+        ------
+        ValidationError
+            When the block ended normally and never called a callable replacement: the experiment looks the
+            mechanism up somewhere else than ``target``.
         """
         module_name, _, path = self.target.partition(":")
         owner: Any = importlib.import_module(module_name)
@@ -89,21 +114,59 @@ class Falsifier:
         for part in parents:
             owner = getattr(owner, part)
         original = getattr(owner, attribute)
-        setattr(owner, attribute, self.wrap(original))
+        calls = [0]
+        replacement = _counting(self.wrap(original), calls)
+        setattr(owner, attribute, replacement)
         try:
             yield
         finally:
             setattr(owner, attribute, original)
+        if callable(replacement) and calls[0] == 0:
+            raise ValidationError(
+                f"falsifier {self.name!r} replaced {self.target} but nothing called the replacement while it was "
+                "applied, so the run was not falsified: the experiment looks the mechanism up elsewhere (a name "
+                "imported under another module, an experiment defined in a script run as __main__ whose module is "
+                "imported a second time); set target to the module where the run looks it up"
+            )
+
+
+def _counting(replacement: Any, calls: list[int]) -> Any:
+    """``replacement`` that adds 1 to ``calls[0]`` on each call; a class is subclassed (isinstance still holds) and
+    counts its instantiations and the reads of its public attributes (a classmethod such as ``for_attention``)."""
+    if isinstance(replacement, type):
+
+        class Counting(type(replacement)):  # type: ignore[misc]
+            def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+                calls[0] += 1
+                return super().__call__(*args, **kwargs)
+
+            def __getattribute__(cls, name: str) -> Any:  # a classmethod or attribute read uses it too
+                if not name.startswith("__"):
+                    calls[0] += 1
+                return super().__getattribute__(name)
+
+        namespace = {"__module__": replacement.__module__, "__qualname__": replacement.__qualname__}
+        return Counting(replacement.__name__, (replacement,), namespace)
+    if not callable(replacement):
+        return replacement
+
+    @functools.wraps(replacement)
+    def counted_call(*args: Any, **kwargs: Any) -> Any:
+        calls[0] += 1
+        return replacement(*args, **kwargs)
+
+    return counted_call
 
 
 @dataclass(frozen=True)
 class Claim:
-    """A check declared once: what it claims, the paper result it tests, where, and its falsifier.
+    """A check declared once: what it claims, the paper result it tests, how it is read, and its falsifiers.
 
     Rows come from its methods (:meth:`close`, :meth:`less`, :meth:`greater`, :meth:`ordering`, :meth:`slope`,
-    :meth:`rate_shape`, :meth:`holds`), so the claim text, result id, source and falsifier are written once and the
-    tolerance text comes from the numbers the row tests. An experiment lists its claims when it registers; the
-    coverage tables of docs/theory are generated from them.
+    :meth:`rate_shape`, :meth:`holds`), so the claim text, result id, source, falsifiers, reading and finding are
+    written once and the tolerance text comes from the numbers the row tests. An experiment lists its claims when it
+    registers; the coverage tables of docs/theory and the project's lock of readings (``checks.lock``) are built from
+    them.
 
     Parameters
     ----------
@@ -113,20 +176,40 @@ class Claim:
         ``"<paper id>:<result>"``, e.g. ``"001:Thm1"`` (paper ids: :data:`attnlab.experiments.catalog.PAPER_IDS`).
     source : str
         Our theory page and section: ``"docs/theory/implicit-bias-ngd.md §8.3"``.
-    falsifier : str, default=""
-        The experiment's :class:`Falsifier` under which the row must fail; required for ``kind="theory"``.
+    falsifier : str or tuple of str, default=""
+        The experiment's :class:`Falsifier` (or several) under which every row of the claim must fail; required for
+        ``kind="theory"``, and at least one of them must be of kind ``"mechanism"``.
     kind : {"theory", "property"}, default="theory"
-        Observations are made with :func:`observation`, which names the paper's figure or remark instead.
+        Observations are made with :func:`observation`, which names the paper's figure or remark instead; the rows
+        of an old reading have kind ``"revision"`` (:meth:`revised`).
+    id : str, default=""
+        A short name, unique in its experiment (``"lem20-correlation"``): the claim's key in the lock of readings.
+    reading : Reading, optional
+        How the rows are computed, declared before the run: statistic, window, subset, tolerance, sizes
+        (:class:`~attnlab.verify.Reading`). Its ``params`` fix the tolerance keywords of the row methods.
+    revisions : tuple of Revision, default=()
+        Earlier readings that ran and were replaced, oldest first, each with its outcome
+        (:class:`~attnlab.verify.Revision`); their rows stay in ``checks.csv`` beside the current one.
+    finding : Finding, optional
+        A written investigation of this claim failing at our settings (:class:`~attnlab.verify.Finding`): a failing
+        row then has the verdict ``"finding"`` and does not fail the run.
     """
 
     claim: str
     result: str
     source: str
-    falsifier: str = ""
+    falsifier: str | tuple[str, ...] = ""
     kind: str = "theory"
+    id: str = ""
+    reading: Reading | None = None
+    revisions: tuple[Revision, ...] = ()
+    finding: Finding | None = None
 
     def __post_init__(self) -> None:
-        check_in("kind", self.kind, ("theory", "property"))
+        check_in("kind", self.kind, ("theory", "property", "revision"))
+        names = (self.falsifier,) if isinstance(self.falsifier, str) else tuple(self.falsifier)
+        object.__setattr__(self, "falsifier", ",".join(n for n in names if n))
+        object.__setattr__(self, "revisions", tuple(self.revisions))
         if not RESULT_ID.match(self.result):
             raise ValidationError(
                 f"Claim.result must be '<paper id>:<result>' such as '001:Thm1', got {self.result!r} "
@@ -137,11 +220,52 @@ class Claim:
                 f"theory claim {self.claim!r} names no falsifier; declare the wrong mechanism under which it must "
                 "fail, or make it kind='property' if it is a property of our code"
             )
+        if self.finding is not None and self.kind != "theory":
+            raise ValidationError(f"claim {self.claim!r}: only a theory claim can have a finding, not a {self.kind}")
+        wrong = [type(r).__name__ for r in self.revisions if not isinstance(r, Revision)]
+        if wrong or (self.revisions and (self.reading is None or not self.id)):
+            raise ValidationError(
+                f"claim {self.claim!r}: revisions must be Revision objects of a claim with an id and a current "
+                f"Reading, got {wrong or 'no id or no reading'}"
+            )
 
     @property
-    def tags(self) -> dict[str, str]:
-        """The row fields a claim fixes besides its text and source: ``kind``, ``result`` and ``falsifier``."""
-        return {"kind": self.kind, "result": self.result, "falsifier": self.falsifier}
+    def falsifiers(self) -> tuple[str, ...]:
+        """The names of the claim's falsifiers."""
+        return tuple(self.falsifier.split(",")) if self.falsifier else ()
+
+    @property
+    def tags(self) -> dict[str, Any]:
+        """The row fields a claim fixes besides its text and source (kind, result, falsifiers, id, revisions, finding)."""
+        return {
+            "kind": self.kind,
+            "result": self.result,
+            "falsifier": self.falsifier,
+            "claim_id": self.id,
+            "revisions": len(self.revisions),
+            "investigation": self.finding.investigation if self.finding else "",
+        }
+
+    def param(self, name: str) -> Any:
+        """The value of ``name`` in the claim's declared reading (:meth:`Reading.param`).
+
+        Parameters
+        ----------
+        name : str
+            A key of the reading's ``params``.
+
+        Returns
+        -------
+        Any
+
+        Raises
+        ------
+        ValidationError
+            When the claim declares no reading, or its reading has no such parameter.
+        """
+        if self.reading is None:
+            raise ValidationError(f"claim {self.claim!r} declares no reading, so it has no parameter {name!r}")
+        return self.reading.param(name)
 
     def format(self, **values: Any) -> Claim:
         """This claim with its ``{name}`` fields filled in (e.g. the step count of this run).
@@ -154,12 +278,67 @@ class Claim:
         Returns
         -------
         Claim
-            A copy whose ``claim`` text is filled in; result, source, falsifier and kind are the same, so its rows
-            still stand for this declaration (:func:`check_declared`).
+            A copy whose ``claim`` text is filled in; everything else is the same, so its rows still stand for this
+            declaration (:func:`check_declared`).
         """
         return dataclasses.replace(self, claim=self.claim.format(**values))
 
-    def close(self, predicted: float, measured: float, rtol: float = 0.0, **kwargs: Any) -> Check:
+    def revised(self, number: int) -> Claim:
+        """The claim as its revision ``number`` read it (1 = the oldest): rows of kind ``"revision"``.
+
+        An experiment that can still compute an old reading builds its row from this claim, beside the current row;
+        for an old reading it does not compute, the run shows the outcome the revision recorded.
+
+        Parameters
+        ----------
+        number : int
+            1 to ``len(revisions)``.
+
+        Returns
+        -------
+        Claim
+            Kind ``"revision"``, the old reading (and old text, where it changed); its rows carry the claim id
+            ``"<id>#rev<number>"``.
+
+        Raises
+        ------
+        ValidationError
+            When the claim has no revision ``number``.
+        """
+        if not 1 <= number <= len(self.revisions):
+            raise ValidationError(f"claim {self.claim!r} has {len(self.revisions)} revisions, not a number {number}")
+        old = self.revisions[number - 1]
+        return dataclasses.replace(
+            self,
+            claim=old.claim or self.claim,
+            kind="revision",
+            id=f"{self.id}#rev{number}",
+            reading=old.reading,
+            revisions=(),
+            finding=None,
+        )
+
+    def _spread(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """``kwargs`` with ``spread`` defaulting to the reading's tolerance text (where its numbers come from)."""
+        if self.reading is not None and not kwargs.get("spread"):
+            kwargs = {**kwargs, "spread": self.reading.tolerance}
+        return kwargs
+
+    def _declared(self, name: str, given: Any, default: Any) -> Any:
+        """A row method's tolerance keyword: the reading's value, which a call may repeat but not change."""
+        declared = self.reading.params.get(name) if self.reading is not None else None
+        if given is None:
+            return default if declared is None else declared
+        if declared is not None and given != declared:
+            raise ValidationError(
+                f"claim {self.claim!r}: the row uses {name}={given!r} but its reading declares {declared!r}; a reading "
+                "is fixed before it runs (change it with a Revision that keeps the old one)"
+            )
+        return given
+
+    def close(
+        self, predicted: float, measured: float, rtol: float | None = None, *, atol: float | None = None, **kwargs: Any
+    ) -> Check:
         """Row of :func:`check_close`: passes when ``|measured - predicted| <= atol + rtol * |predicted|``.
 
         Parameters
@@ -168,17 +347,19 @@ class Claim:
             The theory's value.
         measured : float
             The run's value; NaN fails.
-        rtol : float, default=0.0
-            Relative tolerance; it and ``atol`` (a keyword) may not both be 0.
+        rtol, atol : float, optional
+            Relative and absolute tolerances (not both 0); default: the reading's ``params``, else 0.
         **kwargs
-            The keywords of :func:`check_close`: ``atol``, ``spread``.
+            ``spread`` (see :func:`check_close`) and ``support`` (see :class:`Check`).
 
         Returns
         -------
         Check
-            The row, with this claim's text, source, kind, result and falsifier.
+            The row, with this claim's text, source, kind, result, falsifiers, id and finding.
         """
-        return check_close(self.claim, predicted, measured, rtol, self.source, **kwargs, **self.tags)
+        rtol, atol = self._declared("rtol", rtol, 0.0), self._declared("atol", atol, 0.0)
+        kwargs = self._spread(kwargs)
+        return check_close(self.claim, predicted, measured, rtol, self.source, atol=atol, **kwargs, **self.tags)
 
     def less(self, measured: float, bound: float, **kwargs: Any) -> Check:
         """Row of :func:`check_less`: passes when ``measured <= bound`` (``<`` with ``strict=True``).
@@ -190,14 +371,14 @@ class Claim:
         bound : float
             The theory's upper bound.
         **kwargs
-            The keywords of :func:`check_less`: ``strict``, ``spread``.
+            ``strict``, ``spread`` (see :func:`check_less`) and ``support`` (see :class:`Check`).
 
         Returns
         -------
         Check
-            The row, with this claim's text, source, kind, result and falsifier.
+            The row, with this claim's text, source, kind, result, falsifiers, id and finding.
         """
-        return check_less(self.claim, measured, bound, self.source, **kwargs, **self.tags)
+        return check_less(self.claim, measured, bound, self.source, **self._spread(kwargs), **self.tags)
 
     def greater(self, measured: float, bound: float, **kwargs: Any) -> Check:
         """Row of :func:`check_greater`: passes when ``measured >= bound`` (``>`` with ``strict=True``).
@@ -209,16 +390,18 @@ class Claim:
         bound : float
             The theory's lower bound.
         **kwargs
-            The keywords of :func:`check_greater`: ``strict``, ``spread``.
+            ``strict``, ``spread`` (see :func:`check_greater`) and ``support`` (see :class:`Check`).
 
         Returns
         -------
         Check
-            The row, with this claim's text, source, kind, result and falsifier.
+            The row, with this claim's text, source, kind, result, falsifiers, id and finding.
         """
-        return check_greater(self.claim, measured, bound, self.source, **kwargs, **self.tags)
+        return check_greater(self.claim, measured, bound, self.source, **self._spread(kwargs), **self.tags)
 
-    def ordering(self, values: Mapping[str, float], order: Sequence[str], **kwargs: Any) -> Check:
+    def ordering(
+        self, values: Mapping[str, float], order: Sequence[str], *, margin: float | None = None, **kwargs: Any
+    ) -> Check:
         """Row of :func:`check_ordering`: passes when the ``values`` named in ``order`` increase along it.
 
         Parameters
@@ -227,22 +410,28 @@ class Claim:
             The measured quantity per name (method, norm, activation).
         order : sequence of str
             At least two names of ``values``, from smallest to largest as the theory predicts.
+        margin : float, optional
+            Each step of the order must exceed it; default: the reading's ``params``, else 0.
         **kwargs
-            The keywords of :func:`check_ordering`: ``margin``, ``spread``.
+            ``spread`` (see :func:`check_ordering`) and ``support`` (see :class:`Check`).
 
         Returns
         -------
         Check
-            The row, with this claim's text, source, kind, result and falsifier.
+            The row, with this claim's text, source, kind, result, falsifiers, id and finding.
 
         Raises
         ------
         ValidationError
             When ``order`` has fewer than two names or names one that ``values`` lacks.
         """
-        return check_ordering(self.claim, values, order, self.source, **kwargs, **self.tags)
+        margin = self._declared("margin", margin, 0.0)
+        kwargs = self._spread(kwargs)
+        return check_ordering(self.claim, values, order, self.source, margin=margin, **kwargs, **self.tags)
 
-    def slope(self, x: Sequence[float], y: Sequence[float], predicted: float, tol: float, **kwargs: Any) -> Check:
+    def slope(
+        self, x: Sequence[float], y: Sequence[float], predicted: float, tol: float | None = None, **kwargs: Any
+    ) -> Check:
         """Row of :func:`check_slope`: passes when the fitted slope of ``y`` on ``x`` is ``predicted +- tol``.
 
         Parameters
@@ -251,24 +440,29 @@ class Claim:
             The points, of equal length (log-log by default; see :func:`fit_slope`).
         predicted : float
             The theory's slope.
-        tol : float
-            How far the fitted slope may be from ``predicted``.
+        tol : float, optional
+            How far the fitted slope may be from ``predicted``; default: the reading's ``params``.
         **kwargs
-            The keywords of :func:`check_slope`: ``side``, ``logx``, ``logy``, ``spread``.
+            ``side``, ``logx``, ``logy``, ``spread`` (see :func:`check_slope`) and ``support`` (see :class:`Check`).
 
         Returns
         -------
         Check
-            The row (measured: the slope), with this claim's text, source, kind, result and falsifier.
+            The row (measured: the slope), with this claim's text, source, kind, result, falsifiers, id and finding.
 
         Raises
         ------
         ValidationError
-            When ``side`` is not one of ``"both"``, ``"at_most"``, ``"at_least"``.
+            When ``side`` is not one of ``"both"``, ``"at_most"``, ``"at_least"``, or no ``tol`` is given or declared.
         """
-        return check_slope(self.claim, x, y, predicted, tol, self.source, **kwargs, **self.tags)
+        tol = self._declared("tol", tol, None)
+        if tol is None:
+            raise ValidationError(f"claim {self.claim!r}: slope() needs tol=, or a reading that declares it")
+        return check_slope(self.claim, x, y, predicted, tol, self.source, **self._spread(kwargs), **self.tags)
 
-    def rate_shape(self, t: Sequence[float], y: Sequence[float], expected: str, **kwargs: Any) -> Check:
+    def rate_shape(
+        self, t: Sequence[float], y: Sequence[float], expected: str, *, min_decades: float | None = None, **kwargs: Any
+    ) -> Check:
         """Row of :func:`check_rate_shape`: passes when ``y`` follows the ``expected`` shape in ``t`` better.
 
         Parameters
@@ -277,23 +471,35 @@ class Claim:
             Positive times and positive values, of equal length.
         expected : {"log", "power"}
             The shape the theorem predicts: ``y ~ log t`` or ``y ~ t^a``.
+        min_decades : float, optional
+            The least decades of ``t`` the points must span; default: the reading's ``params``, else 2.
         **kwargs
-            The keywords of :func:`check_rate_shape`: ``min_decades``.
+            ``support`` (see :class:`Check`).
 
         Returns
         -------
         Check
-            The row, with this claim's text, source, kind, result and falsifier; it fails when the points span fewer
-            than ``min_decades`` decades of ``t``.
+            The row, with this claim's text, source, kind, result, falsifiers, id and finding; it fails when the
+            points span fewer than ``min_decades`` decades of ``t`` (a censored row: no margin).
 
         Raises
         ------
         ValidationError
             When ``expected`` is not ``"log"`` or ``"power"``.
         """
-        return check_rate_shape(self.claim, t, y, expected, self.source, **kwargs, **self.tags)
+        min_decades = self._declared("min_decades", min_decades, 2.0)
+        return check_rate_shape(self.claim, t, y, expected, self.source, min_decades=min_decades, **kwargs, **self.tags)
 
-    def holds(self, predicted: Any, measured: Any, tolerance: str, passed: bool) -> Check:
+    def holds(
+        self,
+        predicted: Any,
+        measured: Any,
+        tolerance: str,
+        passed: bool,
+        *,
+        margin: float | None = None,
+        support: int | None = None,
+    ) -> Check:
         """A row whose rule no helper states; ``tolerance`` must say the rule and where its numbers come from.
 
         Parameters
@@ -306,20 +512,40 @@ class Claim:
             The rule the row was judged by, and where its numbers come from.
         passed : bool
             Whether the measurement meets the rule (any truthy value is taken as a bool).
+        margin : float, optional
+            How far the measurement lies inside the rule (negative: outside), in its own units; without it a
+            failure of this row does not count as a numeric failure under a falsifier.
+        support : int, optional
+            How many runs, data sets or samples the statistic was taken over.
 
         Returns
         -------
         Check
-            The row, with this claim's text, source, kind, result and falsifier.
+            The row, with this claim's text, source, kind, result, falsifiers, id and finding.
+
+        Raises
+        ------
+        ValidationError
+            When ``margin`` has the wrong sign for ``passed`` (a row that passes lies inside its rule).
         """
-        return Check(self.claim, predicted, measured, tolerance, bool(passed), self.source, **self.tags)
+        if margin is not None and math.isfinite(margin) and (margin >= 0) != bool(passed) and margin != 0:
+            raise ValidationError(
+                f"claim {self.claim!r}: margin {margin:g} disagrees with passed={bool(passed)}; a margin is how far "
+                "the measurement lies inside the rule (negative outside)"
+            )
+        margin = float(margin) if margin is not None and math.isfinite(margin) else None
+        return Check(
+            self.claim, predicted, measured, tolerance, bool(passed), self.source, margin=margin, support=support,
+            **self.tags,
+        )  # fmt: skip
 
 
 def check_declared(rows: Sequence[Check], claims: Sequence[Claim], experiment: str) -> None:
-    """Refuse theory and property rows that no declared claim of ``experiment`` stands for.
+    """Refuse theory, property and revision rows that no declared claim of ``experiment`` stands for.
 
-    A row stands for a claim when its kind, result, source and falsifier are the claim's (its text may be the
-    claim's template filled in by :meth:`Claim.format`). Observations are declared by :func:`observation` itself.
+    A row stands for a claim when its kind, result, source, falsifiers and id are the claim's (its text may be the
+    claim's template filled in by :meth:`Claim.format`); a revision row stands for a revision of a declared claim
+    (:meth:`Claim.revised`). Observations are declared by :func:`observation` itself.
 
     Parameters
     ----------
@@ -333,16 +559,69 @@ def check_declared(rows: Sequence[Check], claims: Sequence[Claim], experiment: s
     Raises
     ------
     ValidationError
-        When a theory or property row matches no claim; the message lists the rows' claim texts.
+        When a row matches no claim; the message lists the rows' claim texts.
     """
-    declared = {(c.kind, c.result, c.source, c.falsifier) for c in claims}
+    versions = [c for claim in claims for c in (claim, *(claim.revised(k) for k in range(1, len(claim.revisions) + 1)))]
+    declared = {(c.kind, c.result, c.source, c.falsifier, c.id) for c in versions}
     stray = [
         row.claim
         for row in rows
-        if row.kind != "observation" and (row.kind, row.result, row.source, row.falsifier) not in declared
+        if row.kind != "observation" and (row.kind, row.result, row.source, row.falsifier, row.claim_id) not in declared
     ]
     if stray:
         raise ValidationError(
             f"{experiment!r} wrote checks that no declared Claim stands for: {stray}; build theory checks and "
             "properties from a Claim listed in the experiment's claims=(...), naming its paper result and falsifier"
         )
+
+
+def with_revisions(rows: Sequence[Check], claims: Sequence[Claim]) -> list[Check]:
+    """``rows`` with every revision of a claim beside the claim's rows: recomputed, or as the revision recorded it.
+
+    A revision the run recomputed (a row built from :meth:`Claim.revised`) moves next to the current rows of its
+    claim; one it did not gets a ``recorded`` row that shows the old reading and its outcome at quick and full size.
+
+    Parameters
+    ----------
+    rows : sequence of Check
+        The rows a run wrote.
+    claims : sequence of Claim
+        The claims of the experiment.
+
+    Returns
+    -------
+    list of Check
+        Every row of ``rows`` once, in order, each claim's revision rows right after its last current row.
+    """
+    revision_rows: dict[str, list[Check]] = {}
+    for row in rows:
+        if row.kind == "revision":
+            revision_rows.setdefault(row.claim_id, []).append(row)
+    pending: dict[str, list[Check]] = {}
+    for claim in claims:
+        for number, revision in enumerate(claim.revisions, start=1):
+            old = claim.revised(number)
+            pending.setdefault(claim.id, []).extend(revision_rows.get(old.id) or [_recorded(old, revision)])
+    current = [row for row in rows if row.kind != "revision"]
+    last = {row.claim_id: i for i, row in enumerate(current) if row.claim_id in pending}
+    out: list[Check] = []
+    for i, row in enumerate(current):
+        out.append(row)
+        if last.get(row.claim_id) == i:
+            out.extend(pending.pop(row.claim_id))
+    return out + [row for extra in pending.values() for row in extra]  # claims with no current row this run
+
+
+def _recorded(old: Claim, revision: Revision) -> Check:
+    """The row of an old reading that the run did not recompute: what the revision recorded of it."""
+    reading = revision.reading
+    return Check(
+        old.claim,
+        reading.tolerance,
+        f"quick: {revision.quick}; full: {revision.full}",
+        f"{reading.statistic}, over {reading.window}, {reading.subset}; replaced {revision.date}: {revision.why}",
+        False,
+        old.source,
+        recorded=True,
+        **old.tags,
+    )

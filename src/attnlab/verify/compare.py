@@ -1,6 +1,8 @@
 """The helpers that build check rows: close, bound (less / greater), ordering, slope, rate shape, observations.
 
-Each helper writes the tolerance text from the numbers it tests, so a row's ``tolerance`` is the code's tolerance;
+Each helper writes the tolerance text from the numbers it tests, so a row's ``tolerance`` is the code's tolerance,
+and the row's ``margin``: how far the measured value lies inside the tolerance (negative outside, ``None`` when
+there is no number to compare);
 ``spread`` says where a tolerance comes from (a seed spread, a discretisation error, the theorem), written so that
 a reader can redo the derivation, e.g. ``"3 x the std over 5 seeds (0.011)"``. ``**tags`` are the row's ``kind``,
 ``result`` and ``falsifier`` (see :class:`~attnlab.verify.check.Check`); a declared
@@ -41,6 +43,11 @@ def _why(text: str, spread: str) -> str:
     return f"{text}; {spread}" if spread else text
 
 
+def _finite(value: float) -> float | None:
+    """``value`` as a margin: ``None`` when it is NaN or infinite (no number to compare)."""
+    return float(value) if math.isfinite(value) else None
+
+
 def spread_tolerance(samples: Sequence[float], k: float = 3.0, *, what: str = "seeds") -> tuple[float, str]:
     """``k`` standard errors of the mean of ``samples``, and the sentence that says so (for ``spread=``).
 
@@ -79,7 +86,7 @@ def check_close(
     *,
     atol: float = 0.0,
     spread: str = "",
-    **tags: str,
+    **tags: Any,
 ) -> Check:
     """A theory :class:`Check` that passes when ``|measured - predicted| <= atol + rtol * |predicted|``.
 
@@ -102,8 +109,9 @@ def check_close(
         Absolute tolerance, ``>= 0``; it and ``rtol`` may not both be 0.
     spread : str, default=""
         Where the tolerance comes from, appended to the row's tolerance text.
-    **tags : str
-        The row's ``kind``, ``result`` and ``falsifier`` (a :class:`~attnlab.verify.claim.Claim` passes them).
+    **tags
+        The row's ``kind``, ``result``, ``falsifier``, ``support`` and the other fields a
+        :class:`~attnlab.verify.claim.Claim` passes (see :class:`~attnlab.verify.check.Check`).
 
     Returns
     -------
@@ -125,19 +133,21 @@ def check_close(
         raise ValidationError(f"check_close needs rtol >= 0 and atol >= 0, not both 0; got rtol={rtol}, atol={atol}")
     allowed = atol + rtol * abs(predicted)
     parts = ([f"abs {atol:.3g}"] if atol else []) + ([f"rel {rtol:g}"] if rtol else [])
-    passed = math.isfinite(measured) and abs(measured - predicted) <= allowed
-    return Check(
-        claim, float(predicted), float(measured), _why(" + ".join(parts), spread), bool(passed), source, **tags
-    )
+    margin = _finite(allowed - abs(measured - predicted))
+    passed = margin is not None and margin >= 0
+    text = _why(" + ".join(parts), spread)
+    return Check(claim, float(predicted), float(measured), text, passed, source, margin=margin, **tags)
 
 
 _COMPARE = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 
 
-def _bound(claim: str, measured: float, bound: float, op: str, source: str, spread: str, tags: dict) -> Check:
+def _bound(claim: str, measured: float, bound: float, op: str, source: str, spread: str, tags: dict[str, Any]) -> Check:
     """The row of :func:`check_less` and :func:`check_greater`: ``measured op bound``; NaN fails every ``op``."""
     passed = _COMPARE[op](measured, bound)
-    return Check(claim, f"{op} {bound:.6g}", float(measured), _why("bound", spread), bool(passed), source, **tags)
+    margin = _finite(bound - measured if op in ("<", "<=") else measured - bound)
+    predicted = f"{op} {bound:.6g}"
+    return Check(claim, predicted, float(measured), _why("bound", spread), bool(passed), source, margin=margin, **tags)
 
 
 def check_less(
@@ -148,7 +158,7 @@ def check_less(
     *,
     strict: bool = False,
     spread: str = "",
-    **tags: str,
+    **tags: Any,
 ) -> Check:
     """A theory :class:`Check` that passes when ``measured <= bound`` (``<`` if ``strict``); NaN fails.
 
@@ -166,8 +176,9 @@ def check_less(
         Require ``measured < bound``.
     spread : str, default=""
         Where the tolerance comes from, appended to the row's tolerance text.
-    **tags : str
-        The row's ``kind``, ``result`` and ``falsifier`` (a :class:`~attnlab.verify.claim.Claim` passes them).
+    **tags
+        The row's ``kind``, ``result``, ``falsifier``, ``support`` and the other fields a
+        :class:`~attnlab.verify.claim.Claim` passes (see :class:`~attnlab.verify.check.Check`).
 
     Returns
     -------
@@ -185,7 +196,7 @@ def check_greater(
     *,
     strict: bool = False,
     spread: str = "",
-    **tags: str,
+    **tags: Any,
 ) -> Check:
     """A theory :class:`Check` that passes when ``measured >= bound`` (``>`` if ``strict``); NaN fails.
 
@@ -203,8 +214,9 @@ def check_greater(
         Require ``measured > bound``.
     spread : str, default=""
         Where the tolerance comes from, appended to the row's tolerance text.
-    **tags : str
-        The row's ``kind``, ``result`` and ``falsifier`` (a :class:`~attnlab.verify.claim.Claim` passes them).
+    **tags
+        The row's ``kind``, ``result``, ``falsifier``, ``support`` and the other fields a
+        :class:`~attnlab.verify.claim.Claim` passes (see :class:`~attnlab.verify.check.Check`).
 
     Returns
     -------
@@ -222,7 +234,7 @@ def check_ordering(
     *,
     margin: float = 0.0,
     spread: str = "",
-    **tags: str,
+    **tags: Any,
 ) -> Check:
     """A theory :class:`Check` that passes when ``values[order[0]] < values[order[1]] < ...``, each by ``margin``.
 
@@ -240,8 +252,9 @@ def check_ordering(
         Each step of the order must exceed it (a spread of the measurement; say which in ``spread``).
     spread : str, default=""
         Where the tolerance comes from, appended to the row's tolerance text.
-    **tags : str
-        The row's ``kind``, ``result`` and ``falsifier`` (a :class:`~attnlab.verify.claim.Claim` passes them).
+    **tags
+        The row's ``kind``, ``result``, ``falsifier``, ``support`` and the other fields a
+        :class:`~attnlab.verify.claim.Claim` passes (see :class:`~attnlab.verify.check.Check`).
 
     Returns
     -------
@@ -260,7 +273,8 @@ def check_ordering(
     passed = all(math.isfinite(s) and s > margin for s in steps)
     measured = ", ".join(f"{name} {float(v):.4g}" for name, v in values.items())
     tolerance = _why(f"each step > {margin:.3g}" if margin else "strict order", spread)
-    return Check(claim, " < ".join(order), measured, tolerance, bool(passed), source, **tags)
+    slack = _finite(min(s - margin for s in steps))  # the tightest step of the order
+    return Check(claim, " < ".join(order), measured, tolerance, bool(passed), source, margin=slack, **tags)
 
 
 def _line(points: Sequence[tuple[float, float]], weights: Sequence[float]) -> tuple[float, float, float, float]:
@@ -360,7 +374,7 @@ def check_slope(
     logx: bool = True,
     logy: bool = True,
     spread: str = "",
-    **tags: str,
+    **tags: Any,
 ) -> Check:
     """A theory :class:`Check` on the fitted slope of ``y`` against ``x`` (log-log by default).
 
@@ -386,8 +400,9 @@ def check_slope(
         Fit on ``log x`` / ``log y``.
     spread : str, default=""
         Where the tolerance comes from, appended to the row's tolerance text.
-    **tags : str
-        The row's ``kind``, ``result`` and ``falsifier`` (a :class:`~attnlab.verify.claim.Claim` passes them).
+    **tags
+        The row's ``kind``, ``result``, ``falsifier``, ``support`` and the other fields a
+        :class:`~attnlab.verify.claim.Claim` passes (see :class:`~attnlab.verify.check.Check`).
 
     Returns
     -------
@@ -407,6 +422,7 @@ def check_slope(
     elif side == "at_least":
         high = math.inf
     passed = math.isfinite(slope) and low <= slope <= high
+    margin = _finite(min(slope - low, high - slope)) if math.isfinite(slope) else None
     shown = {"both": f"{predicted:g} +- {tol:g}", "at_most": f"<= {high:g}", "at_least": f">= {low:g}"}[side]
     scale = {
         (True, True): "log-log",
@@ -415,7 +431,7 @@ def check_slope(
         (False, False): "linear",
     }
     text = f"{scale[(logx, logy)]} fit over {len(list(x))} points, R^2 {r2:.3f}"
-    return Check(claim, shown, float(slope), _why(text, spread), bool(passed), source, **tags)
+    return Check(claim, shown, float(slope), _why(text, spread), bool(passed), source, margin=margin, **tags)
 
 
 def check_rate_shape(
@@ -426,7 +442,7 @@ def check_rate_shape(
     source: str = "",
     *,
     min_decades: float = 2.0,
-    **tags: str,
+    **tags: Any,
 ) -> Check:
     """A theory :class:`Check` that ``y`` grows like ``log t`` rather than a power ``t^a`` (or the reverse).
 
@@ -447,8 +463,9 @@ def check_rate_shape(
         The theory page and section that state the claim.
     min_decades : float, default=2.0
         The least ``log10(t_max / t_min)`` the points must span.
-    **tags : str
-        The row's ``kind``, ``result`` and ``falsifier`` (a :class:`~attnlab.verify.claim.Claim` passes them).
+    **tags
+        The row's ``kind``, ``result``, ``falsifier``, ``support`` and the other fields a
+        :class:`~attnlab.verify.claim.Claim` passes (see :class:`~attnlab.verify.check.Check`).
 
     Returns
     -------
@@ -486,10 +503,11 @@ def check_rate_shape(
 
     log_rms = relative_rms([a0 + b * lt for lt in logt])
     power_rms = relative_rms([math.exp(c + a * lt) for lt in logt])
-    passed = log_rms < power_rms if expected == "log" else power_rms < log_rms
+    advantage = power_rms - log_rms if expected == "log" else log_rms - power_rms
     measured = f"log-fit RMS {log_rms:.3g}, power-fit RMS {power_rms:.3g} (a = {a:.3g})"
     text = f"the {expected} fit has the smaller relative residual over {decades:.2g} decades, {len(pts)} points"
-    return Check(claim, f"{expected} shape", measured, text, bool(passed), source, **tags)
+    margin = _finite(advantage)
+    return Check(claim, f"{expected} shape", measured, text, advantage > 0, source, margin=margin, **tags)
 
 
 def observation(
@@ -501,6 +519,7 @@ def observation(
     *,
     tolerance: str = "agrees or not (the paper's remark)",
     result: str = "",
+    ours: bool = False,
 ) -> Check:
     """A paper's *empirical* remark about its figure or table (``paper_says``) set against our measurement.
 
@@ -525,17 +544,23 @@ def observation(
         The criterion and the spread the agreement is judged within.
     result : str, default=""
         The paper result the remark bears on, if any (``"002:Fig-E3"``).
+    ours : bool, default=False
+        The remark is ours, not any paper's (``paper_says`` is then what we expected): the row has
+        ``kind="exploration"`` and is counted apart from the papers' observations.
 
     Returns
     -------
     Check
-        ``kind="observation"``: a disagreement is shown but never fails a run.
+        ``kind="observation"`` (or ``"exploration"``): a disagreement is shown but never fails a run.
 
     Raises
     ------
     ValidationError
-        When neither ``claim`` nor ``source`` names a figure, table or remark (:data:`OBSERVATION_MARKS`).
+        When a paper's observation names no figure, table or remark in ``claim`` or ``source``
+        (:data:`OBSERVATION_MARKS`).
     """
+    if ours:
+        return Check(claim, paper_says, measured, tolerance, bool(agrees), source, kind="exploration", result=result)
     if not any(mark in f"{claim} {source}".lower() for mark in OBSERVATION_MARKS):
         raise ValidationError(
             f"observation {claim!r} names no figure, table or remark of the paper (one of "
@@ -554,6 +579,7 @@ def spread_observation(
     k: float = 3.0,
     what: str = "seeds",
     result: str = "",
+    ours: bool = False,
 ) -> Check:
     """An observation that the mean of ``samples`` lies above (or below) ``reference``, judged within its spread.
 
@@ -576,6 +602,10 @@ def spread_observation(
         Standard errors allowed.
     what : str, default="seeds"
         What the repetitions are, for the tolerance text.
+    result : str, default=""
+        The paper result the remark bears on, if any.
+    ours : bool, default=False
+        The remark is ours, not any paper's (see :func:`observation`).
 
     Returns
     -------
@@ -600,5 +630,7 @@ def spread_observation(
         tol, text = spread_tolerance(values, k, what=what)
         text = f"+- {tol:.3g}; {text}; inside it: inconclusive"
     side = ">" if above else "<"
-    row = observation(claim, f"{side} {reference:.4g}", mean, gap > tol, source, tolerance=text, result=result)
+    row = observation(
+        claim, f"{side} {reference:.4g}", mean, gap > tol, source, tolerance=text, result=result, ours=ours
+    )
     return dataclasses.replace(row, inconclusive=abs(gap) <= tol)

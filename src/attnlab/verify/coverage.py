@@ -1,9 +1,10 @@
 """Which numbered results of a paper the declared claims cover: the table each theory page carries.
 
-A paper's numbered results that make an empirically checkable claim are declared as :class:`PaperResult`, each
-marked ``checked`` (its rows are the declared :class:`~attnlab.verify.Claim` objects, of any experiment, that name
-it), ``unit`` (tested only as a unit test: the note names the test) or ``not checkable`` (the note gives the
-reason). :func:`coverage_rows` matches results to claims, :func:`coverage_markdown` writes the table, and
+A paper's numbered results are declared as :class:`PaperResult`, each marked ``checked`` (its rows are the declared
+theory :class:`~attnlab.verify.Claim` objects, of any experiment, that name it; properties of our code name a result
+too but do not check it), ``finding`` (a theory claim naming it declares a :class:`~attnlab.verify.Finding`: our
+runs contradict it at our settings), ``unit`` (tested only as a unit test against an independent computation: the
+note names the test) or ``not checkable`` (the note gives the concrete reason). :func:`coverage_rows` matches results to claims, :func:`coverage_markdown` writes the table, and
 :func:`replace_block` puts it between the coverage markers of a page.
 """
 
@@ -18,7 +19,7 @@ from attnlab._validation import ValidationError, check_in
 
 __all__ = ["EXTENSION", "STATUSES", "PaperResult", "coverage_markdown", "coverage_rows", "replace_block"]
 
-STATUSES = ("checked", "unit", "not checkable")
+STATUSES = ("checked", "finding", "unit", "not checkable")
 # Claims whose result id holds this mark (``"001:Ext-SD"``) test an extension of a paper, not one of its numbered
 # results; the paper's coverage table leaves them out (their experiment's page says what they extend).
 EXTENSION = ":Ext-"
@@ -38,9 +39,11 @@ class PaperResult:
         ``"<paper id>:<result>"``, e.g. ``"001:Thm1"``; claims name it in their ``result``.
     name : str
         What it says, in a few words.
-    status : {"checked", "unit", "not checkable"}, default="checked"
-        ``"checked"``: declared claims of some experiment test it. ``"unit"``: only a unit test does (``note``
-        names it). ``"not checkable"``: ``note`` says why (no finite-size prediction, a size we cannot afford, ...).
+    status : {"checked", "finding", "unit", "not checkable"}, default="checked"
+        ``"checked"``: declared theory claims of some experiment test it. ``"finding"``: one of them declares a
+        finding (our runs contradict it; ``note`` may say which reading). ``"unit"``: only a unit test does
+        (``note`` names it). ``"not checkable"``: ``note`` says why (which constant or exponent was lost, a size we
+        cannot afford and its measured cost).
     note : str, default=""
     """
 
@@ -51,7 +54,7 @@ class PaperResult:
 
     def __post_init__(self) -> None:
         check_in("status", self.status, STATUSES)
-        if self.status != "checked" and not self.note:
+        if self.status in ("unit", "not checkable") and not self.note:
             raise ValidationError(f"{self.id}: a result marked {self.status!r} needs a note saying which test or why")
 
 
@@ -75,18 +78,22 @@ def coverage_rows(paper_id: str, results: Sequence[PaperResult], experiments: Se
     Raises
     ------
     ValidationError
-        When a result marked ``checked`` has no claim, or a theory claim names a result that is not declared.
+        When a result marked ``checked`` has no theory claim, one marked ``finding`` has no theory claim with a
+        finding, or a theory claim names a result that is not declared.
     """
     prefix = paper_id + ":"
     claims: dict[str, list[str]] = {}
     theory: set[str] = set()
+    found: set[str] = set()
     for experiment in experiments:
         for claim in experiment.claims:
             if EXTENSION in claim.result:  # ours, not one of the paper's numbered results: not in its table
                 continue
             if claim.result.startswith(prefix):
-                claims.setdefault(claim.result, []).append(f"`{experiment.name}`: {claim.claim} ({claim.kind})")
+                verdict = f"{claim.kind}, finding" if claim.finding else claim.kind
+                claims.setdefault(claim.result, []).append(f"`{experiment.name}`: {claim.claim} ({verdict})")
                 theory |= {claim.result} if claim.kind == "theory" else set()
+                found |= {claim.result} if claim.finding else set()
     declared = {r.id for r in results}
     stray = sorted(theory - declared)  # a property may name a section of the paper's setup instead of a result
     if stray:
@@ -94,8 +101,10 @@ def coverage_rows(paper_id: str, results: Sequence[PaperResult], experiments: Se
     rows = []
     for r in results:
         rows_for = claims.get(r.id, [])
-        if r.status == "checked" and not rows_for:
-            raise ValidationError(f"{r.id} is marked checked but no declared claim names it")
+        if r.status == "checked" and r.id not in theory:
+            raise ValidationError(f"{r.id} is marked checked but no declared theory claim names it")
+        if r.status == "finding" and r.id not in found:
+            raise ValidationError(f"{r.id} is marked finding but no theory claim naming it declares a Finding")
         rows.append({"id": r.id, "name": r.name, "status": r.status, "checks": "; ".join(rows_for), "note": r.note})
     return rows
 
@@ -112,18 +121,21 @@ def coverage_markdown(rows: Sequence[dict[str, str]]) -> str:
     -------
     str
     """
-    checked = sum(r["status"] == "checked" for r in rows)
-    unit = sum(r["status"] == "unit" for r in rows)
+    count = {status: sum(r["status"] == status for r in rows) for status in STATUSES}
     lines = [
         START,
-        f"**Coverage:** {checked} of {len(rows)} checkable results are tested by declared checks"
-        f" ({unit} by unit tests only).",
+        f"**Coverage:** {count['checked'] + count['finding'] + count['unit']} of the paper's {len(rows)} own numbered "
+        f"results are covered: {count['checked']} checked by declared theory checks, {count['finding']} findings "
+        f"(checked, and contradicted at our settings), {count['unit']} by unit tests only; {count['not checkable']} "
+        "not checkable, each with its reason.",
         "",
         "| result | what it says | status | checks or note |",
         "|---|---|---|---|",
     ]
     for r in rows:
-        detail = r["checks"] if r["status"] == "checked" else r["note"]
+        detail = r["checks"] if r["status"] in ("checked", "finding") else r["note"]
+        if r["status"] in ("checked", "finding") and r["note"]:
+            detail = f"{detail} ({r['note']})"
         lines.append(f"| {r['id']} | {r['name']} | {r['status']} | {detail.replace('|', '/')} |")
     lines.append(END)
     return "\n".join(lines)

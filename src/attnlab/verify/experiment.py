@@ -41,7 +41,7 @@ from attnlab.runner.store import (
 )
 from attnlab.training.callbacks import progress_bar
 from attnlab.verify.check import CHECK_COLUMNS, Check, CheckCounts, count_checks
-from attnlab.verify.claim import Claim, Falsifier, check_declared
+from attnlab.verify.claim import Claim, Falsifier, check_declared, with_revisions
 
 __all__ = [
     "Experiment",
@@ -174,7 +174,10 @@ class Experiment(Generic[C]):
         names = [f.name for f in self.falsifiers]
         if len(set(names)) != len(names):
             raise ValidationError(f"falsifiers of {self.name!r} repeat a name: {names}")
-        named = {c.falsifier for c in self.claims if c.kind == "theory"}
+        ids = [c.id for c in self.claims if c.id]
+        if len(set(ids)) != len(ids):
+            raise ValidationError(f"claims of {self.name!r} repeat an id: {sorted(ids)}")
+        named = {name for c in self.claims if c.kind == "theory" for name in c.falsifiers}
         unknown = sorted(named - set(names))
         if unknown:
             raise ValidationError(
@@ -324,12 +327,10 @@ def run_experiment(
     result = experiment.run(config, RunContext(out=run_dir, progress=None if progress else False, quick=quick))
     seconds = time.perf_counter() - start
     check_declared(result.checks, experiment.claims, name)
+    rows = with_revisions(result.checks, experiment.claims)
 
     write_parquet(run_dir / "trajectory.parquet", result.frame)
-    checks = pd.DataFrame(
-        [c.as_row() for c in result.checks],
-        columns=CHECK_COLUMNS,
-    )
+    checks = pd.DataFrame([c.as_row() for c in rows], columns=CHECK_COLUMNS)
     write_csv(run_dir / "checks.csv", checks)
     for table_name, table in result.tables.items():
         write_parquet(run_dir / f"{table_name}.parquet", table)
@@ -362,6 +363,7 @@ def run_experiment(
         "checks": dataclasses.asdict(count_checks(checks)),
         "notes": result.notes,
         "command": list(sys.argv),  # what started the run; `attnlab run --config record.json` replays it
+        "module": experiment.run.__module__,  # where a replay finds an experiment that no registry knows
         "code": code_fingerprint([experiment.run.__module__, experiment.config_type.__module__]),
         "finished": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
     }

@@ -1,15 +1,22 @@
 """Replay a recorded run: the experiment, config, seed and quick flag of its ``record.json``, run again.
 
-``attnlab run --config runs/<name>-<hash>/record.json`` calls :func:`rerun` with the project's registry.
+``attnlab run --config runs/<name>-<hash>/record.json`` calls :func:`rerun` with the project's registry. An
+experiment of your own that no registry knows is found by the module its ``record.json`` names (the module of its
+``run`` function, imported from ``sys.path`` or the current directory), where it is a module-level
+:class:`~attnlab.verify.Experiment` or is registered in a module-level :class:`~attnlab.verify.Registry`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
+import os
+import sys
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from attnlab._overrides import parse_overrides
@@ -17,10 +24,10 @@ from attnlab._validation import ValidationError
 from attnlab.runner.provenance import git_state
 from attnlab.runner.read import tuples_from_lists
 from attnlab.runner.store import config_hash
-from attnlab.verify.experiment import RunRecord, make_config
+from attnlab.verify.experiment import Experiment, RunRecord, make_config, run_experiment
 from attnlab.verify.registry import Registry
 
-__all__ = ["load_record", "rerun"]
+__all__ = ["find_experiment", "load_record", "rerun"]
 
 _KEYS = ("experiment", "config", "quick")
 
@@ -103,7 +110,7 @@ def rerun(
     """
     record = load_record(path)
     name = record["experiment"]
-    experiment = registry.get(name)
+    experiment = find_experiment(record, registry)
     config = {key: tuples_from_lists(value) for key, value in record["config"].items()}
     rebuilt = dataclasses.asdict(make_config(experiment, config, record["quick"]))
     if "config_hash" in record and config_hash({"experiment": name, "config": rebuilt}) != record["config_hash"]:
@@ -117,4 +124,61 @@ def rerun(
     if recorded and now and recorded != now:
         warnings.warn(f"{path} was recorded at commit {recorded[:12]}; the code is now at {now[:12]}", stacklevel=2)
     config.update(parse_overrides(experiment.config_type, overrides))
-    return registry.run(name, config, quick=record["quick"], out=out, progress=progress)
+    return run_experiment(experiment, config, quick=record["quick"], out=out, progress=progress)
+
+
+def find_experiment(record: Mapping[str, Any], registry: Registry) -> Experiment[Any]:
+    """The experiment a ``record.json`` ran: by name in ``registry``, else in the module the record names.
+
+    Parameters
+    ----------
+    record : mapping
+        A loaded record (:func:`load_record`).
+    registry : Registry
+        Searched first, by the recorded name.
+
+    Returns
+    -------
+    Experiment
+
+    Raises
+    ------
+    ValidationError
+        When neither the registry nor the recorded module holds it; the message says why (a script run as
+        ``__main__`` cannot be imported again) and what to do.
+    """
+    name = record["experiment"]
+    try:
+        return registry.get(name)
+    except ValidationError as unknown:
+        module_name = record.get("module")
+        if not module_name:
+            raise unknown from None
+    if module_name == "__main__":
+        raise ValidationError(
+            f"{name!r} was defined in a script run as __main__, which cannot be imported again to replay it; move the "
+            "Experiment into a module (e.g. my_experiments.py beside your script) and run it from there"
+        )
+    module = _import(module_name, name)
+    found = [v for v in vars(module).values() if isinstance(v, Experiment) and v.name == name]
+    found += [v.experiments[name] for v in vars(module).values() if isinstance(v, Registry) and name in v.experiments]
+    if not found:
+        raise ValidationError(
+            f"module {module_name!r} holds no Experiment named {name!r} at module level (nor a Registry with it): "
+            "define the Experiment as a module-level name so a replay can find it"
+        )
+    return found[0]
+
+
+def _import(module_name: str, name: str) -> ModuleType:
+    """``module_name`` imported from ``sys.path``, then from the current directory (``attnlab`` is a script)."""
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError:
+        if os.getcwd() in sys.path:
+            raise ValidationError(
+                f"{name!r} was run from module {module_name!r}, which is not importable here; run the replay from the "
+                "folder that holds it, or put that folder on PYTHONPATH"
+            ) from None
+    sys.path.insert(0, os.getcwd())
+    return _import(module_name, name)

@@ -35,6 +35,7 @@ def svm_nuclear_norm(module: str) -> Falsifier:
         "the max-margin reference W_mm solved in the nuclear norm instead of the Frobenius norm",
         f"{module}:attention_svm",
         lambda svm: lambda data, norm="fro", **kw: svm(data, norm="nuc", **kw),
+        kind="reference",
     )
 
 
@@ -45,6 +46,7 @@ def svm_other_token(module: str) -> Falsifier:
         "the max-margin reference W_mm solved for the wrong selection (the token after the optimal one)",
         f"{module}:attention_svm",
         lambda svm: lambda data, norm="fro", **kw: svm(data, norm, select=(data.select + 1) % data.X.shape[1], **kw),
+        kind="reference",
     )
 
 
@@ -55,6 +57,7 @@ def u_svm_other_token(module: str) -> Falsifier:
         "the u-SVM solved on the non-optimal token of each sequence (wrong selection)",
         f"{module}:head_svm",
         lambda svm: lambda data, p=2.0, **kw: svm(data, p, select=1 - data.select, **kw),
+        kind="reference",
     )
 
 
@@ -65,20 +68,30 @@ def _plain_step(ngd):
 def ngd_gradient_step(module: str) -> Falsifier:
     """NGD that forgets to normalise: a plain gradient step with NGD's step size."""
     return Falsifier(
-        "ngd-gradient-step", "NGD's update not normalised by ||grad||", f"{module}:NormalizedGD", _plain_step
+        "ngd-gradient-step",
+        "NGD's update not normalised by ||grad||",
+        f"{module}:NormalizedGD",
+        _plain_step,
+        kind="mechanism",
     )
 
 
 def rule_gradient_step(module: str) -> Falsifier:
     """The module's NGD rule name (``NGD_RULE``) swapped for plain GD: unnormalised steps of size ``eta``."""
     return Falsifier(
-        "ngd-gradient-step", "NGD's update not normalised by ||grad||", f"{module}:NGD_RULE", lambda rule: "gd"
+        "ngd-gradient-step",
+        "NGD's update not normalised by ||grad||",
+        f"{module}:NGD_RULE",
+        lambda rule: "gd",
+        kind="mechanism",
     )
 
 
 def rule_gd_normalized(module: str) -> Falsifier:
     """The module's GD rule name (``GD_RULE``) swapped for NGD: GD's step divided by ``||grad||``."""
-    return Falsifier("gd-normalized", "GD's step divided by ||grad||", f"{module}:GD_RULE", lambda rule: "ngd")
+    return Falsifier(
+        "gd-normalized", "GD's step divided by ||grad||", f"{module}:GD_RULE", lambda rule: "ngd", kind="mechanism"
+    )
 
 
 def _gd_normalized(sgd):
@@ -87,7 +100,9 @@ def _gd_normalized(sgd):
 
 def gd_normalized(module: str) -> Falsifier:
     """GD whose step is divided by the gradient's norm: NGD under GD's name."""
-    return Falsifier("gd-normalized", "GD's step divided by ||grad||", f"{module}:_sgd", _gd_normalized)
+    return Falsifier(
+        "gd-normalized", "GD's step divided by ||grad||", f"{module}:_sgd", _gd_normalized, kind="mechanism"
+    )
 
 
 def l_star_zero(module: str) -> Falsifier:
@@ -97,6 +112,7 @@ def l_star_zero(module: str) -> Falsifier:
         "the infimum of the loss taken as 0 instead of (1/n) sum_i l(gamma_opt)",
         f"{module}:optimal_loss",
         lambda closed_form: lambda *args: 0.0,
+        kind="reference",
     )
 
 
@@ -110,7 +126,11 @@ def _half_gap(polyak):
 def polyak_half_gap(module: str) -> Falsifier:
     """Polyak's step computed from half the loss gap."""
     return Falsifier(
-        "polyak-half-gap", "Polyak's step with the loss gap L - L_* halved", f"{module}:PolyakStep", _half_gap
+        "polyak-half-gap",
+        "Polyak's step with the loss gap L - L_* halved",
+        f"{module}:PolyakStep",
+        _half_gap,
+        kind="mechanism",
     )
 
 
@@ -121,6 +141,7 @@ def polyak_doubled_gap(module: str) -> Falsifier:
         "Polyak's step size (L - L_*) / (c ||g||^2) with c = 1/2 (the loss gap doubled)",
         f"{module}:polyak_step_size",
         lambda size: lambda *args, c=1.0, **kw: size(*args, c=c / 2, **kw),
+        kind="mechanism",
     )
 
 
@@ -145,4 +166,5 @@ def optimal_score_shifted(module: str) -> Falsifier:
         "Example 1 with the optimal token's score shifted from rho to -rho/2, below the other tokens' 0",
         f"{module}:example1",
         _shift_optimal_score,
+        kind="mechanism",
     )

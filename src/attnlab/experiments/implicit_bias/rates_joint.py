@@ -61,7 +61,11 @@ def _no_decay(optimizer):
 _RATES = "attnlab.experiments.implicit_bias.rates"  # where the DM data and both SVMs are built
 U_SVM_OTHER = u_svm_other_token(_RATES)
 HEAD_HALVED = Falsifier(
-    "head-gradient-halved", "the gradient of the head u halved", f"{__name__}:loss_gradients", _halve_head_gradient
+    "head-gradient-halved",
+    "the gradient of the head u halved",
+    f"{__name__}:loss_gradients",
+    _halve_head_gradient,
+    kind="mechanism",
 )
 TOKENS_SWAPPED = Falsifier(
     "dm-norms-swapped",
@@ -69,16 +73,19 @@ TOKENS_SWAPPED = Falsifier(
     "so only the selection changes)",
     f"{_RATES}:dm",
     _swap_tokens,
+    kind="mechanism",
 )  # fmt: skip
 NO_DECAY = Falsifier(
     "joint-no-decay", "the joint rule A6 without its (t+1)^-alpha decay (alpha = 0)", f"{__name__}:JointAdaptive",
     _no_decay,
+    kind="mechanism",
 )  # fmt: skip
 BLOCK_NORMALIZED = Falsifier(
     "joint-block-normalized",
     "the joint rule A6 normalised by each block's gradient norm instead of the loss (A7 with A6's decay)",
     f"{__name__}:JointAdaptive",
     _block_normalized,
+    kind="mechanism",
 )
 FALSIFIERS = (U_SVM_OTHER, HEAD_HALVED, TOKENS_SWAPPED, NO_DECAY, BLOCK_NORMALIZED)  # and rates_fixed.SVM_NUCLEAR
 

@@ -81,7 +81,7 @@ class ScoresConfig(KQConfig):
     T: int = 3
     d: int = 8
 
-    RENAMED: ClassVar[dict[str, str]] = {"L": "T"}  # issue 20: the token axis is T everywhere (the paper writes L)
+    RENAMED: ClassVar[dict[str, str]] = {"L": "T"}  # the token axis is T everywhere (the paper writes L)
 
 
 # ---- falsifiers: wrong mechanisms, each patched where one experiment module looks it up ------------------------
@@ -104,6 +104,7 @@ def k_gradient_halved(module: str) -> Falsifier:
         "gradient flow on (xi_k, xi_q) with xi_k's gradient halved (the balanced factorisation broken)",
         f"attnlab.experiments.kq_nuclear.{module}:Diagonal",
         lambda cls: _with_chain(cls, lambda g: {**g, "xi_k": g["xi_k"] / 2}),
+        kind="mechanism",
     )
 
 
@@ -114,6 +115,7 @@ def q_gradient_reversed(module: str) -> Falsifier:
         "xi_q moves up its gradient (a sign error in the chain rule of beta = xi_k xi_q)",
         f"attnlab.experiments.kq_nuclear.{module}:Diagonal",
         lambda cls: _with_chain(cls, lambda g: {**g, "xi_q": -g["xi_q"]}),
+        kind="mechanism",
     )
 
 
@@ -124,6 +126,7 @@ def kq_as_beta(module: str) -> Falsifier:
         "the diagonal K, Q factorisation replaced by beta = diag(W) trained directly (no product structure)",
         f"attnlab.experiments.kq_nuclear.{module}:Diagonal",
         lambda cls: lambda d, xi_k0, xi_q0: DiagonalW(xi_k0 * xi_q0),
+        kind="gross",
     )
 
 
@@ -139,6 +142,7 @@ def beta_as_kq(module: str) -> Falsifier:
         "beta trained directly replaced by the diagonal factorisation beta = xi_k xi_q (initialisation (5))",
         f"attnlab.experiments.kq_nuclear.{module}:DiagonalW",
         lambda cls: factored,
+        kind="gross",
     )
 
 
@@ -149,6 +153,7 @@ def kq_as_w(module: str) -> Falsifier:
         "the factorisation W = K Q^T replaced by W trained directly (from W(0) = K(0) Q(0)^T)",
         f"attnlab.experiments.kq_nuclear.{module}:Factored",
         lambda cls: lambda d, d_e, K0, Q0: Combined(d, W0=K0 @ Q0.transpose(-1, -2)),
+        kind="gross",
     )
 
 
@@ -159,4 +164,5 @@ def w_as_kq(module: str) -> Falsifier:
         "W trained directly replaced by the factorisation W = K Q^T (K(0) = W(0), Q(0) = W(0)^T)",
         f"attnlab.experiments.kq_nuclear.{module}:Combined",
         lambda cls: lambda d, W0: Factored(d, d, K0=W0, Q0=W0.transpose(-1, -2)),
+        kind="gross",
     )

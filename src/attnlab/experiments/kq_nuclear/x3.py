@@ -76,7 +76,7 @@ class X3Config(KQConfig):
     seed: int = 2
 
     OURS = ("n", "T", "gap", "runs", "init_scale", "step", "steps", "record_every", "nuc_rtol", "fro_rtol", "seed")
-    RENAMED = {"L": "T"}  # issue 20: the token axis is T everywhere (the paper writes L)
+    RENAMED = {"L": "T"}  # the token axis is T everywhere (the paper writes L)
 
     INTS = ("n", "T", "runs", "steps", "record_every", "seed")
     POSITIVE = ("gap", "init_scale", "step", "nuc_rtol", "fro_rtol")

@@ -109,6 +109,7 @@ PAIRING = Falsifier(
     "the data's non-optimal tokens tilted by 5% at random, so Assumption 4 (iii)'s pairs no longer cancel",
     "attnlab.experiments.kq_nuclear.x4:aligned_pairs",
     _pairing_broken,
+    kind="mechanism",
 )
 FALSIFIERS = (PAIRING,)
 ALIGNED = Claim(

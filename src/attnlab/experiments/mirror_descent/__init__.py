@@ -30,7 +30,13 @@ _NO_CONSTANTS = "a bound by data-dependent constants the paper does not give, so
 register_results(
     "mirror-descent-lp",
     (
-        PaperResult("002:Lem4", "||W_k||_p increases by bounded amounts per step (plain l_p-AttGD)"),
+        PaperResult(
+            "002:Lem4",
+            "||W_k||_p increases by bounded amounts per step (plain l_p-AttGD)",
+            "unit",
+            "tested only as a property row of mirror-descent.e1 (Hoelder: it holds for any gradient, so it checks our "
+            "MD update, not the lemma's data-dependent constant)",
+        ),
         PaperResult(
             "002:Lem12",
             "l_p and l_2 norms of a matrix compare within m^(1/p - 1/2)",
@@ -59,7 +65,13 @@ register_results(
             "not checkable",
             "the radius R_eps for a given eps is not computable from the paper's constants, so no finite-size bound",
         ),
-        PaperResult("002:Lem22", "||W_k||^(p-1) + eta <-grad L, W_k>/||W_k|| <= ||W_(k+1)||^(p-1)"),
+        PaperResult(
+            "002:Lem22",
+            "||W_k||^(p-1) + eta <-grad L, W_k>/||W_k|| <= ||W_(k+1)||^(p-1)",
+            "unit",
+            "tested only as a property row of mirror-descent.e1 (convexity of the mirror step: it holds for any "
+            "gradient, so it checks our MD update)",
+        ),
         PaperResult(
             "002:Lem26",
             "the three-point identity of the Bregman divergence",

@@ -34,12 +34,14 @@ EXPONENT_SHIFT = Falsifier(
     "the mirror map's exponent taken from the next entry of ps (1.75 -> 2 -> 3 -> 1.75; others p + 0.3)",
     _TARGET,
     _with(p=lambda p: _NEXT.get(float(p), float(p) + 0.3)),
+    kind="mechanism",
 )
 STEP_TEN_TIMES = Falsifier(
     "step-ten-times",
     "l_p-AttGD with 10x the step size (Lemma 27 needs a small step)",
     _TARGET,
     _with(lr=lambda lr: 10 * lr),
+    kind="mechanism",
 )
 
 
@@ -57,4 +59,5 @@ RUNNER_UP = Falsifier(
     "the SVM solved for the token of second-largest final attention instead of the largest",
     "attnlab.experiments.mirror_descent.e1:selected",
     _runner_up,
+    kind="reference",
 )

@@ -106,6 +106,7 @@ FROZEN_STEP = Falsifier(
     "of shrinking with the gradient: ||W_k||^(p-1) then grows linearly in k",
     "attnlab.experiments.mirror_descent.common:batched_train",
     _frozen_step,
+    kind="mechanism",
 )
 LOG_GROWTH = Claim(
     "p={p:g}: from the cone at large norm, the median ||W_k||_p over the data sets grows like log k (Lemma 29): the "

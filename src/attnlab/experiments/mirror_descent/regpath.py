@@ -93,6 +93,7 @@ BALL_NORM = Falsifier(
     "p + 0.3), so the path follows another SVM",
     "attnlab.experiments.mirror_descent.regpath:constrained_erm",
     _ball_of_the_next_p,
+    kind="mechanism",
 )
 CLOSEST = Claim(
     "p={p:g}: at the largest radius the path W_R is closer in dB_p to W^mm_opt,p than to W^mm_opt,q of every other "

@@ -18,7 +18,12 @@ from attnlab.verify import PaperResult
 register_results(
     "softmax-ntk-diffusion",
     (
-        PaperResult("004:Def3.7", "symmetric initialisation: F(W(0), .) = 0"),
+        PaperResult(
+            "004:Def3.7",
+            "symmetric initialisation: F(W(0), .) = 0",
+            "unit",
+            "a definition, tested as a property row of ntk.lazy (F(W(0), x) = 0 to rounding)",
+        ),
         PaperResult("004:Def3.6", "the NTK Gram H* and its infinite-width limit I (x) K (spec §4.2, derived)"),
         PaperResult("004:Thm4.2", "GD reaches ||F - Y||^2 <= eps at a geometric rate once m is large enough"),
         PaperResult("004:Cor4.3", "scalar output: width and iterations lambda^-2 n^(2+o(1)) suffice"),

@@ -1,4 +1,4 @@
-"""Wrong mechanisms shared by the softmax-NTK experiments (issue 19): each must fail the theory rows that name it.
+"""Wrong mechanisms shared by the softmax-NTK experiments: each must fail the theory rows that name it.
 
 Spec: docs/theory/softmax-ntk-diffusion.md §9 (the falsifiers paragraph). They patch the library where the
 experiments reach it, never a check's arithmetic.
@@ -20,16 +20,19 @@ LR_PAST_STABILITY = Falsifier(
     "GD's lambda_max(H*) under-estimated 20x: the step 10 / (s lambda_max) is 5x the stability limit 2 / (...)",
     "attnlab.ntk.tangent_kernel:lambda_max",
     _underestimated_lambda_max,
+    kind="gross",
 )
 SOFTMAX_KERNEL_OF_EXP = Falsifier(
     "softmax-kernel-of-exp",
     "the softmax network's limit kernel replaced by the exp network's closed form (activation swapped in §4.2)",
     "attnlab.ntk.softmax_mlp:SoftmaxMLP.limit_kernel",
     lambda _: ExpMLP.limit_kernel,
+    kind="reference",
 )
 EXP_KERNEL_OF_SOFTMAX = Falsifier(
     "exp-kernel-of-softmax",
     "the exp network's limit kernel replaced by the softmax network's closed form (activation swapped in §4.2)",
     "attnlab.ntk.comparison_nets:ExpMLP.limit_kernel",
     lambda _: SoftmaxMLP.limit_kernel,
+    kind="reference",
 )

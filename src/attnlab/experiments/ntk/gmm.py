@@ -70,6 +70,7 @@ FALSIFIERS = (
         "attnlab.experiments.ntk.gmm:denoising_set",
         _noisier_training_data,
         slow=True,
+        kind="mechanism",
     ),
 )
 

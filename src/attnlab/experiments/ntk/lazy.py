@@ -216,6 +216,7 @@ FALSIFIERS = (
         "the network's output scale m replaced by sqrt(m): F = sqrt(m) a softmax(W^T x)",
         "attnlab.experiments.ntk.lazy:SoftmaxMLP",
         _sqrt_m_output,
+        kind="mechanism",
     ),
     SOFTMAX_KERNEL_OF_EXP,
     GRAM_UNNORMALISED,

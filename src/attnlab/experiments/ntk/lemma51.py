@@ -28,6 +28,7 @@ GRAM_UNNORMALISED = Falsifier(
     "the Gram matrix without its 1/m: H = J J^T",
     "attnlab.ntk.perturbation:gram",
     lambda gram: lambda net, X: net.kernel_scale * gram(net, X),
+    kind="reference",
 )
 
 

@@ -139,6 +139,7 @@ FALSIFIERS = (
         "the limit Gram I (x) K of §4.2, which H* concentrates around, scaled by 1.1",
         "attnlab.experiments.ntk.table1:infinite_width_gram",
         lambda limit: lambda net, X: 1.1 * limit(net, X),
+        kind="reference",
     ),
     dataclasses.replace(LR_PAST_STABILITY, slow=True),
     SOFTMAX_KERNEL_OF_EXP,
@@ -204,7 +205,7 @@ def _training_width(config: Table1Config, cls, X, Y, lam_inf: float, seed: int) 
 def run_table1(config: Table1Config, ctx: RunContext) -> ExperimentResult:
     jobs = [(act, n, seed) for act in config.activations for n in config.ns for seed in range(config.seeds)]
     frame = pd.DataFrame([_needed(config, act, n, seed) for act, n, seed in ctx.bar(jobs, desc="ntk.table1 runs")])
-    slope_names = {  # column -> its slope's name in slopes.parquet (the first three as before issue 19)
+    slope_names = {  # column -> its slope's name in slopes.parquet (the first three as before the falsifier audit)
         "width_needed": "width_slope",
         "steps_needed": "steps_slope",
         "lambda_inf": "lambda_inf_slope",

@@ -1,0 +1,57 @@
+"""The project's lock of readings, ``checks.lock``: check it, or write it after review.
+
+``python -m attnlab.experiments.lock`` prints what differs between the claims every experiment declares and the
+lock (exit 1 when anything does); ``--write`` records new claims and revised readings after you reviewed them and
+refuses a reading changed without a :class:`~attnlab.verify.Revision`; ``--retire KEY=WHY`` retires a locked claim
+that no experiment declares any more; ``--only NAME`` (repeatable) restricts both to the named experiments and
+leaves the rest of the lock as it is. ``tests/experiments/test_lock.py`` fails while the lock is not current.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+from attnlab._validation import ValidationError
+from attnlab.experiments.registry import REGISTRY
+from attnlab.verify.lock import lock_entries, lock_problems, only_experiments, read_lock, write_lock
+
+__all__ = ["LOCK_FILE", "main"]
+
+LOCK_FILE = "checks.lock"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m attnlab.experiments.lock [--write] [--retire KEY=WHY ...] [--lock checks.lock]``."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--write", action="store_true", help="record new claims and revised readings")
+    parser.add_argument("--retire", action="append", default=[], metavar="KEY=WHY", help="retire a locked claim")
+    parser.add_argument("--lock", default=LOCK_FILE, help="the lock file (default: checks.lock)")
+    parser.add_argument("--only", action="append", default=[], metavar="NAME", help="only these experiments")
+    args = parser.parse_args(argv)
+    retire = dict(item.split("=", 1) for item in args.retire if "=" in item)
+    if len(retire) != len(args.retire):
+        parser.error("--retire takes KEY=WHY, e.g. --retire 'mirror-descent.e1/old-row=replaced by lem20-correlation'")
+    experiments = [REGISTRY.get(name) for name in args.only] or REGISTRY.list()
+    entries = lock_entries(experiments)
+    whole = read_lock(args.lock)
+    lock = only_experiments(whole, [e.name for e in experiments])
+    rest = {key: {k: v for k, v in whole[key].items() if k not in lock[key]} for key in ("claims", "retired")}
+    if args.write:
+        try:
+            recorded = write_lock(args.lock, entries, lock, retire, keep=rest)
+        except ValidationError as err:
+            print(err)
+            return 1
+        print("\n".join(recorded) or "the lock was current")
+        return 0
+    pending, refused = lock_problems(entries, lock)
+    for line in refused:
+        print(f"refused: {line}")
+    for line in pending:
+        print(f"pending review (--write records it): {line}")
+    return 1 if pending or refused else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

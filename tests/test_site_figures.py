@@ -1,0 +1,25 @@
+"""Every experiment has its figures on the site (docs/experiments/figures, from `make site-figures`) and one of them
+in the gallery."""
+
+import re
+from pathlib import Path
+
+from attnlab.experiments import list_experiments
+
+ROOT = Path(__file__).resolve().parents[1]
+FIGURES = ROOT / "docs" / "experiments" / "figures"
+
+
+def test_every_experiment_has_a_committed_figure():
+    missing = [e.name for e in list_experiments() if not list((FIGURES / e.name).glob("*.png"))]
+    assert not missing, (
+        f"no figure on the site for {missing}: run make site-figures and commit docs/experiments/figures"
+    )
+
+
+def test_the_gallery_shows_one_existing_figure_per_experiment():
+    text = (ROOT / "docs" / "gallery.md").read_text()
+    shown = dict(re.findall(r"^!\[([^\]]+)\]\(([^)]+)\)$", text, flags=re.M))
+    assert set(shown) == {e.name for e in list_experiments()}
+    assert all((ROOT / "docs" / path).is_file() for path in shown.values()), shown
+    assert "- Gallery: gallery.md" in (ROOT / "mkdocs.yml").read_text()

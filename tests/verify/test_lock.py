@@ -1,0 +1,132 @@
+"""The lock of readings: new claims are locked after review, a changed reading needs a revision that keeps the
+locked one, history cannot be edited, and a retired claim needs a reason."""
+
+import dataclasses
+import json
+from dataclasses import dataclass
+
+import pytest
+
+from attnlab._validation import ValidationError
+from attnlab.verify import Claim, Experiment, ExperimentResult, Falsifier, Reading, Revision
+from attnlab.verify.lock import lock_entries, lock_problems, read_lock, write_lock
+
+
+@dataclass(frozen=True)
+class ToyConfig:
+    n: int = 8
+    steps: int = 100
+    label: str = "toy"
+
+
+READING = Reading("|ratio - 1|", "the last step", "all seeds", "rel 0.05 (ours)", {"rtol": 0.05}, sizes=("steps",))
+CLAIM = Claim("ratio -> 1", "001:Thm1", "docs/theory/x.md §1", "halved", id="ratio", reading=READING)
+PROPERTY = Claim("finite", "001:Thm1", "docs/theory/x.md §1", kind="property", id="finite")
+HALVED = Falsifier("halved", "the gradient halved", "math:sqrt", lambda f: f, "mechanism")
+
+
+def _toy(*claims, quick=None):
+    return Experiment(
+        name="toy.exp",
+        config_type=ToyConfig,
+        run=lambda config, ctx: ExperimentResult(frame=None),
+        quick=quick if quick is not None else {"steps": 10},
+        paper="x",
+        summary="a toy",
+        claims=claims or (CLAIM, PROPERTY),
+        falsifiers=(HALVED,),
+    )
+
+
+def _locked(tmp_path, experiment):
+    path = tmp_path / "checks.lock"
+    pending = write_lock(path, lock_entries([experiment]), read_lock(path))
+    assert len(pending) == 2  # both claims were new
+    return path
+
+
+def test_new_claims_are_pending_until_locked_then_the_lock_is_current(tmp_path):
+    experiment = _toy()
+    pending, refused = lock_problems(lock_entries([experiment]), read_lock(tmp_path / "none.lock"))
+    assert refused == [] and [p.split(":")[0] for p in pending] == ["toy.exp/ratio", "toy.exp/finite"]
+    path = _locked(tmp_path, experiment)
+    assert lock_problems(lock_entries([experiment]), read_lock(path)) == ([], [])
+    assert set(json.loads(path.read_text())["claims"]) == {"toy.exp/ratio", "toy.exp/finite"}
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"reading": dataclasses.replace(READING, tolerance="rel 0.2 (ours)", params={"rtol": 0.2})},
+        {"reading": dataclasses.replace(READING, window="the middle step")},
+        {"claim": "ratio -> 1 at the middle step"},
+    ],
+)
+def test_a_reading_changed_without_a_revision_is_refused_and_not_written(tmp_path, change):
+    path = _locked(tmp_path, _toy())
+    before = path.read_text()
+    edited = _toy(dataclasses.replace(CLAIM, **change), PROPERTY)
+    pending, refused = lock_problems(lock_entries([edited]), read_lock(path))
+    assert pending == [] and len(refused) == 1 and "changed without a revision entry" in refused[0]
+    with pytest.raises(ValidationError, match="toy.exp/ratio: the reading changed without a revision"):
+        write_lock(path, lock_entries([edited]), read_lock(path))
+    assert path.read_text() == before
+
+
+def test_a_changed_size_is_a_changed_reading(tmp_path):
+    path = _locked(tmp_path, _toy())
+    resized = _toy(quick={"steps": 20})
+    _, refused = lock_problems(lock_entries([resized]), read_lock(path))
+    assert [r.split(":")[0] for r in refused] == ["toy.exp/ratio", "toy.exp/finite"]  # both depend on steps
+    relabelled = _toy(quick={"steps": 10, "label": "other"})
+    _, refused = lock_problems(lock_entries([relabelled]), read_lock(path))
+    assert [r.split(":")[0] for r in refused] == ["toy.exp/finite"]  # a property without a reading: every field
+
+
+def test_a_revision_that_keeps_the_locked_reading_is_recorded(tmp_path):
+    path = _locked(tmp_path, _toy())
+    revised = dataclasses.replace(
+        CLAIM,
+        reading=dataclasses.replace(READING, window="the middle step"),
+        revisions=(Revision(READING, "2026-11-27", "the last step is past the cap", "pass: 0.01", "fail: 0.3"),),
+    )
+    entries = lock_entries([_toy(revised, PROPERTY)])
+    pending, refused = lock_problems(entries, read_lock(path))
+    assert refused == [] and "revision 1 keeps the locked reading" in pending[0]
+    write_lock(path, entries, read_lock(path))
+    assert lock_problems(entries, read_lock(path)) == ([], [])
+    dropped = lock_entries([_toy(dataclasses.replace(revised, revisions=()), PROPERTY)])
+    _, refused = lock_problems(dropped, read_lock(path))
+    assert "edited or dropped" in refused[0]  # history is kept
+
+
+def test_a_revision_that_does_not_keep_the_locked_reading_is_refused(tmp_path):
+    path = _locked(tmp_path, _toy())
+    invented = Reading("|ratio - 1|", "some step", "all seeds", "rel 0.5", {"rtol": 0.5}, sizes=("steps",))
+    revised = dataclasses.replace(
+        CLAIM,
+        reading=dataclasses.replace(READING, window="the middle step"),
+        revisions=(Revision(invented, "2026-11-27", "why", "pass", "pass"),),
+    )
+    _, refused = lock_problems(lock_entries([_toy(revised, PROPERTY)]), read_lock(path))
+    assert "changed without a revision entry" in refused[0]
+
+
+def test_a_claim_gone_from_the_experiments_must_be_retired_with_a_reason(tmp_path):
+    path = _locked(tmp_path, _toy())
+    entries = lock_entries([_toy(CLAIM)])
+    _, refused = lock_problems(entries, read_lock(path))
+    assert refused == [
+        "toy.exp/finite: locked, but no experiment declares it; retire it with a reason (--retire KEY=WHY)"
+    ]
+    with pytest.raises(ValidationError, match="needs a reason"):
+        write_lock(path, entries, read_lock(path), {"toy.exp/finite": " "})
+    write_lock(path, entries, read_lock(path), {"toy.exp/finite": "merged into ratio"})
+    assert lock_problems(entries, read_lock(path)) == ([], [])
+
+
+def test_a_theory_claim_needs_a_reading_and_every_claim_an_id(tmp_path):
+    bare = Claim("ratio -> 1", "001:Thm1", "docs/theory/x.md §1", "halved", id="ratio")
+    anonymous = Claim("finite", "001:Thm1", "docs/theory/x.md §1", kind="property")
+    _, refused = lock_problems(lock_entries([_toy(bare, anonymous)]), read_lock(tmp_path / "none.lock"))
+    assert "declares no Reading" in refused[0] and "has no id" in refused[1]

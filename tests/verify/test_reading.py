@@ -1,0 +1,207 @@
+"""Readings fixed before a run, revisions kept beside the current row, findings reported: the row-level rules."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from attnlab._validation import ValidationError
+from attnlab.verify import (
+    Claim,
+    Falsifier,
+    Finding,
+    Reading,
+    Revision,
+    check_close,
+    check_declared,
+    check_greater,
+    check_less,
+    check_ordering,
+    check_rate_shape,
+    check_slope,
+    count_checks,
+    with_revisions,
+)
+from attnlab.verify.reading import reading_digest
+
+READING = Reading("|ratio - 1|", "the last step", "all seeds", "rel 0.05 (ours)", {"rtol": 0.05})
+OLD = Reading("|ratio - 1|", "the middle step", "all seeds", "rel 0.1 (ours)", {"rtol": 0.1})
+REVISION = Revision(OLD, "2026-11-20", "the middle step hid the late drift", "pass: 0.07", "fail: 0.12")
+FINDING = Finding(
+    "the ratio stays 0.2 above 1 at every size we ran",
+    "docs/findings.md#toy-ratio",
+    ("seeds 0-9: 0.19-0.21", "float64: the same in mpmath"),
+)
+
+
+def _claim(**kw):
+    base = dict(claim="ratio -> 1", result="001:Thm1", source="docs/theory/x.md §1", falsifier="f", id="ratio")
+    return Claim(**{**base, "reading": READING, **kw})
+
+
+def test_reading_needs_every_part_in_words():
+    with pytest.raises(ValidationError, match="window"):
+        Reading("x", " ", "all", "<= 1")
+    assert READING.param("rtol") == 0.05
+    with pytest.raises(ValidationError, match="declares no parameter 'tol'.*rtol"):
+        READING.param("tol")
+
+
+def test_digest_changes_with_every_part_of_a_reading_and_with_the_sizes():
+    base = reading_digest("c", "theory", "001:Thm1", READING, {"n": {"full": 8, "quick": 4}})
+    assert base == reading_digest("c", "theory", "001:Thm1", READING, {"n": {"full": 8, "quick": 4}})
+    changed = [
+        reading_digest("c", "theory", "001:Thm1", OLD, {"n": {"full": 8, "quick": 4}}),
+        reading_digest("c", "theory", "001:Thm1", READING, {"n": {"full": 8, "quick": 2}}),
+        reading_digest("c2", "theory", "001:Thm1", READING, {"n": {"full": 8, "quick": 4}}),
+        reading_digest("c", "theory", "001:Thm2", READING, {"n": {"full": 8, "quick": 4}}),
+    ]
+    assert len({base, *changed}) == 5
+
+
+def test_a_row_takes_its_tolerance_from_the_reading_and_refuses_another():
+    claim = _claim()
+    row = claim.close(1.0, 1.04)
+    assert row.passed and row.tolerance.startswith("rel 0.05")
+    assert row.claim_id == "ratio" and row.revisions == 0
+    assert claim.close(1.0, 1.04, rtol=0.05).passed  # repeating the declared number is fine
+    with pytest.raises(ValidationError, match="rtol=0.2 but its reading declares 0.05"):
+        claim.close(1.0, 1.04, rtol=0.2)
+
+
+@pytest.mark.parametrize(
+    ("row", "margin"),
+    [
+        (check_close("c", 1.0, 1.04, 0.05), 0.01),
+        (check_close("c", 1.0, 1.10, 0.05), -0.05),
+        (check_less("c", 0.3, 0.5), 0.2),
+        (check_less("c", 0.7, 0.5), -0.2),
+        (check_greater("c", 0.7, 0.5), 0.2),
+        (check_ordering("c", {"a": 1.0, "b": 3.0, "c": 4.0}, ["a", "b", "c"], margin=0.5), 0.5),
+        (check_slope("c", [1, 10, 100], [1, 10, 100], 0.9, 0.2), 0.1),
+    ],
+)
+def test_margin_is_how_far_inside_the_tolerance(row, margin):
+    assert row.margin == pytest.approx(margin)
+    assert row.passed == (margin >= 0)
+
+
+def test_no_margin_without_a_number_to_compare():
+    assert check_less("c", math.nan, 1.0).margin is None
+    censored = check_rate_shape("c", [1, 2, 3], [1, 2, 3], "log")  # under 2 decades: refused, not measured
+    assert not censored.passed and censored.margin is None
+    shaped = check_rate_shape("c", [1, 10, 100, 1000], [1.0, 2.0, 3.0, 4.0], "log")
+    assert shaped.passed and shaped.margin > 0
+
+
+def test_holds_refuses_a_margin_on_the_wrong_side():
+    claim = _claim()
+    assert claim.holds("> 0", 0.2, "> 0", True, margin=0.2).margin == 0.2
+    with pytest.raises(ValidationError, match="margin -0.2 disagrees with passed=True"):
+        claim.holds("> 0", -0.2, "> 0", True, margin=-0.2)
+
+
+def test_a_failing_row_of_a_claim_with_a_finding_is_a_finding_not_a_failure():
+    claim = _claim(finding=FINDING)
+    failing, passing = claim.close(1.0, 1.2), claim.close(1.0, 1.01)
+    assert failing.verdict == "finding" and not failing.passed
+    assert failing.investigation == "docs/findings.md#toy-ratio"
+    assert passing.verdict == "pass"
+    counts = count_checks(pd.DataFrame([failing.as_row(), passing.as_row()]))
+    assert (counts.passed, counts.findings, counts.failed, counts.ok) == (1, 1, 0, True)
+    plain = count_checks(pd.DataFrame([_claim().close(1.0, 1.2).as_row()]))
+    assert (plain.failed, plain.ok) == (1, False)  # a failure without an investigation still fails
+
+
+def test_a_finding_needs_an_investigation_and_what_was_ruled_out():
+    with pytest.raises(ValidationError, match="investigation"):
+        Finding("it fails", "docs/findings.md", ("seeds",))
+    with pytest.raises(ValidationError, match="ruled_out"):
+        Finding("it fails", "docs/findings.md#x", ())
+
+
+def test_a_revision_needs_its_outcome_and_a_claim_with_an_id():
+    with pytest.raises(ValidationError, match="quick"):
+        Revision(OLD, "2026-11-20", "why", "", "fail")
+    with pytest.raises(ValidationError, match="id"):
+        _claim(id="", revisions=(REVISION,))
+
+
+def test_revised_rows_stand_beside_the_current_row():
+    claim = _claim(revisions=(REVISION,))
+    old = claim.revised(1)
+    assert (old.kind, old.id, old.reading) == ("revision", "ratio#rev1", OLD)
+    current = claim.close(1.0, 1.04)
+    recomputed = old.close(1.0, 1.04)  # the old rtol 0.1, from the old reading
+    other_claim = Claim("other", "001:Thm1", "docs/theory/x.md §2", kind="property", id="other")
+    other = other_claim.holds("1", 1, "equal", True)
+    rows = with_revisions([recomputed, current, other], [claim, other_claim])
+    assert [r.claim_id for r in rows] == ["ratio", "ratio#rev1", "other"]
+    check_declared(rows, [claim, other_claim], "toy")
+    assert recomputed.tolerance.startswith("rel 0.1") and recomputed.revisions == 0
+
+
+def test_an_old_reading_not_recomputed_shows_its_recorded_outcome():
+    claim = _claim(revisions=(REVISION,))
+    rows = with_revisions([claim.close(1.0, 1.04)], [claim])
+    recorded = rows[1]
+    assert (recorded.kind, recorded.verdict) == ("revision", "recorded")
+    assert recorded.measured == "quick: pass: 0.07; full: fail: 0.12"
+    assert "the middle step" in recorded.tolerance and "2026-11-20" in recorded.tolerance
+    counts = count_checks(pd.DataFrame([r.as_row() for r in rows]))
+    assert (counts.total, counts.revisions, counts.ok) == (1, 1, True)  # an old reading never fails a run
+
+
+def test_rows_of_an_undeclared_revision_are_refused():
+    claim = _claim()
+    stray = _claim(revisions=(REVISION,)).revised(1).close(1.0, 1.0)
+    with pytest.raises(ValidationError, match="no declared Claim"):
+        check_declared([stray], [claim], "toy")
+
+
+def test_a_claim_may_name_several_falsifiers():
+    claim = _claim(falsifier=("halved-gradient", "other-svm"))
+    assert claim.falsifiers == ("halved-gradient", "other-svm")
+    assert claim.close(1.0, 1.0).falsifier == "halved-gradient,other-svm"
+
+
+def test_a_falsifier_whose_replacement_is_never_called_is_an_error():
+    called = Falsifier("sqrt-off", "sqrt off by 10%", "math:sqrt", lambda sqrt: lambda x: 1.1 * sqrt(x), "mechanism")
+    with called.applied():
+        assert math.sqrt(4.0) == pytest.approx(2.2)
+    unread = Falsifier("floor-off", "floor off by one", "math:floor", lambda f: lambda x: f(x) + 1, "mechanism")
+    with pytest.raises(ValidationError, match="nothing called the replacement"):
+        with unread.applied():
+            math.sqrt(4.0)
+    assert math.floor(2.5) == 2  # restored
+
+
+class Adder:
+    def __init__(self, k):
+        self.k = k
+
+
+def test_a_falsified_class_is_counted_and_stays_a_subclass():
+    class Tagged(Adder):
+        pass
+
+    swap = Falsifier("adder", "an Adder subclass", f"{__name__}:Adder", lambda cls: Tagged, "mechanism")
+    with swap.applied():
+        value = Adder(2)
+    assert isinstance(value, Tagged) and isinstance(value, Adder) and value.k == 2
+    with pytest.raises(ValidationError, match="nothing called"):
+        with swap.applied():
+            pass
+
+
+def test_a_remark_of_ours_is_counted_apart_from_the_papers_observations():
+    from attnlab.verify import observation
+
+    ours = observation("Adam ends nearest the l_inf SVM", "l_inf nearest", "l_2 nearest", False, "", ours=True)
+    paper = observation("NGD trains faster (fig. 3)", "faster", "faster", True, "paper fig. 3")
+    assert (ours.kind, ours.verdict, paper.kind) == ("exploration", "disagrees", "observation")
+    counts = count_checks(pd.DataFrame([ours.as_row(), paper.as_row()]))
+    assert (counts.observations, counts.agree, counts.ours, counts.ours_agree, counts.ok) == (1, 1, 1, 0, True)
+    assert "0/1 remarks of ours (no paper's) agree" in counts.describe()
+    with pytest.raises(ValidationError, match="names no figure"):
+        observation("Adam ends nearest the l_inf SVM", "l_inf", "l_2", False, "")  # a paper's needs its figure
