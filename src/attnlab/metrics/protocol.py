@@ -38,27 +38,20 @@ __all__ = [
 class Metric:
     """A named diagnostic of a training state: ``metric(state)`` gives one value per run, recorded as a column.
 
-    The one metric protocol of attnlab's training: every front door records its metrics by calling them on its
-    state, a mapping of names to values:
-
-    - token selection (:func:`attnlab.train`, :func:`attnlab.training.batched.train`, the flow): ``"W"``
-      (R, d, d); the parametrisation's tensors by name (``"K"``, ``"Q"``, ``"xi_k"``, ``"xi_q"``, and ``"v"`` when
-      the head trains); the data ``"X"`` (R, n, T, d), ``"Z"`` (R, n, d), ``"y"`` (R, n), ``"v"`` (the head) and
-      ``"select"`` (R, n; the data's selection, else its optimal tokens, when known); ``"rule_state"``;
-    - in-context regression: ``"V"`` (R, k, p), ``"Q"`` (R, p, d);
-    - NTK gradient descent: ``"W"`` (d_in, m), ``"step"``, ``"net"``;
-    - the real-model classifier: ``"model"``, ``"epoch"``.
-
-    A plain function of the state is a metric too, named by the mapping it is passed in (:func:`as_metrics`).
-    Calling the metric calls ``fn`` under :func:`torch.no_grad`.
+    The one metric protocol of attnlab's training: every front door calls its metrics on its state, a mapping of
+    names to values (documented by each front door): for token selection ``"W"`` (R, d, d), the tensors by name,
+    the data ``"X"``, ``"Z"``, ``"y"``, the head ``"v"``, ``"select"`` (the data's selection, else its optimal
+    tokens) and ``"rule_state"``; for regression ``"V"``, ``"Q"``; for NTK gradient descent ``"W"``, ``"step"``,
+    ``"net"``; for the classifier ``"model"``, ``"epoch"``. A plain function of the state is a metric too, named by
+    the mapping it is passed in. ``fn`` runs under :func:`torch.no_grad`.
 
     Attributes
     ----------
     name : str
         The column it fills in the frame.
     fn : callable
-        ``fn(state)``: one value per run (shape (R,)), one value for all runs, or a mapping of column names to such
-        values (several columns at once, e.g. from one shared computation).
+        ``fn(state)``: one value per run (shape (R,)), one for all runs, or a mapping of column names to such
+        values (several columns from one computation).
     """
 
     name: str
@@ -70,17 +63,15 @@ class Metric:
 
 
 def as_metrics(metrics: Sequence[Metric] | Mapping[str, Callable[[Mapping[str, Any]], Any]] | None) -> dict[str, Any]:
-    """The metrics by column name, from named :class:`Metric` objects or a mapping of names to functions.
+    """A front door's ``metrics`` argument (named :class:`Metric` objects, or a mapping name -> function) by name.
 
     Parameters
     ----------
     metrics : sequence of Metric, mapping of str to callable, or None
-        What a front door's ``metrics`` argument takes.
 
     Returns
     -------
     dict of str to callable
-        ``name -> metric``; each is called as ``metric(state)``.
 
     Raises
     ------
@@ -103,7 +94,7 @@ def as_metrics(metrics: Sequence[Metric] | Mapping[str, Callable[[Mapping[str, A
 
 
 def metric_columns(metrics: Mapping[str, Callable[[Mapping[str, Any]], Any]], state: Mapping[str, Any]) -> dict:
-    """Every metric evaluated on ``state``: one column per metric, or the columns of a metric that returns a mapping.
+    """Every metric on ``state``: one column per metric, or the columns of a metric that returns a mapping.
 
     Parameters
     ----------
@@ -115,7 +106,7 @@ def metric_columns(metrics: Mapping[str, Callable[[Mapping[str, Any]], Any]], st
     Returns
     -------
     dict of str to object
-        Column name -> the metric's value (a tensor of shape (R,) or (), a float, ...).
+        Column name -> value (a tensor of shape (R,) or (), a float, ...).
     """
     columns: dict[str, Any] = {}
     for name, metric in metrics.items():

@@ -29,16 +29,12 @@ from attnlab.checkpoint import read_checkpoint
 from attnlab.metrics import metric_columns
 from attnlab.nets.datasets.split import Split
 from attnlab.training.callbacks import tidy_frame
-from attnlab.training.loop import run_loop
+from attnlab.training.loop import LoopProblem, run_loop
 from attnlab.training.result import TrainingResult
 
-__all__ = ["History", "evaluate", "fit_classifier", "layer_norms"]
+__all__ = ["evaluate", "fit_classifier", "layer_norms"]
 
 _TRUE = torch.ones(1, dtype=torch.bool)  # the guard's answer for the one run
-
-
-History = TrainingResult
-"""The name :func:`fit_classifier`'s result had before every front door returned one :class:`TrainingResult`."""
 
 
 def layer_norms(model: nn.Module) -> dict[str, float]:
@@ -220,7 +216,7 @@ def fit_classifier(
     return result
 
 
-class _Epochs:
+class _Epochs(LoopProblem):
     """Epochs of mini-batch training of one classifier as a problem of the one loop (one run)."""
 
     runs = 1
@@ -270,11 +266,9 @@ class _Epochs:
         """Nothing: an epoch's gradients are taken in :meth:`apply`, one per mini-batch."""
 
     def guard(self, gradient: None) -> torch.Tensor | None:
-        """The run, when the last epoch met a non-finite mini-batch loss or left a non-finite parameter."""
         return _TRUE if self.bad else None
 
     def record(self, step: int, gradient: None, active: torch.Tensor) -> dict[str, list]:
-        """The epoch's row (the stored one when resuming) and the layers' norms; then the checkpoint."""
         if self.rows and self.rows[-1]["epoch"] == step:  # resumed: this epoch's row is in the checkpoint
             return _columns(self.rows[-1:])
         row = _epoch_row(self.model, self.data, step, self.clock, self.metrics, self.eval_batch_size)
@@ -289,7 +283,6 @@ class _Epochs:
         return {"model": self.model, "optimizer": self.optimizer, "epoch": self.rows[-1]["epoch"]}
 
     def apply(self, step: int, gradient: None, active: torch.Tensor) -> None:
-        """One epoch: a fresh permutation of the training set in mini-batches, one optimizer step each."""
         model, optimizer, data = self.model, self.optimizer, self.data
         self.last_finite = copy.deepcopy((model.state_dict(), optimizer.state_dict()))
         model.train()
@@ -313,7 +306,6 @@ class _Epochs:
         self.bad = self.bad or not all(bool(torch.isfinite(p).all()) for p in model.parameters())
 
     def keep(self, runs: torch.Tensor) -> None:
-        """Back to the end of the last finite epoch: the model and the optimizer state."""
         if bool(runs.any()):
             self.model.load_state_dict(self.last_finite[0])
             self.optimizer.load_state_dict(self.last_finite[1])

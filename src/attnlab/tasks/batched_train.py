@@ -141,7 +141,7 @@ def _options(p: dict[str, Any], data: Any) -> Any:
         n, T, d = data.X.shape[-3:]
         init = {k[:-1]: t[None] for k, t in _initial({**p, "seed": 0}, int(d)).items()}  # names, runs axis of 1
         sizes = {"n": n, "T": T, "d": d, "q": data.Z.shape[-1], "columns": data.Z.shape[-1]}
-        options = parse_options(p["options"], p["optimizer"], param=p["param"], sizes=sizes, params=init, head=data.v)
+        options = parse_options(p["options"], p["optimizer"], sizes=sizes, params=init, head=data.v)
         if len(_OPTIONS) >= 256:  # a bounded cache, as the data sets' (a long session runs many sweeps)
             _OPTIONS.clear()
         _OPTIONS[shared] = options
@@ -247,7 +247,7 @@ class BatchedTrain(Task):
         return self.run_batch([params], [run_dir])[0]
 
     def run_batch(self, params: Sequence[dict[str, Any]], run_dirs: Sequence[Path]) -> list[dict[str, Any]]:
-        """Train the runs as one batch (:func:`attnlab.training.batched.train_stacked`: the values :meth:`check`
+        """Train the runs as one batch (:func:`attnlab.training.batched.train_parsed`: the values :meth:`check`
         checked are not checked again), then write each run's files.
 
         Parameters
@@ -268,7 +268,8 @@ class BatchedTrain(Task):
         import time
 
         from attnlab.data import stack
-        from attnlab.training.batched import train_stacked
+        from attnlab.training.batched import train_parsed
+        from attnlab.training.spaces import Problem
 
         full = [_full(p) for p in params]
         first = full[0]
@@ -280,13 +281,12 @@ class BatchedTrain(Task):
         steps = first["steps"]
         options = _options(first, _data(first))
         options = dataclasses.replace(options, record_every=first["record_every"] or max(steps, 1))
-        result = train_stacked(
-            data,
+        result = train_parsed(
+            Problem(data.X, data.Z, data.y, data.v, first["loss"]),
             init,
             options,
             param=first["param"],
             lr=None if options.spec.name == "polyak" or options.spec.get("lr") is not None else _lrs(full),  # (R,)
-            loss=first["loss"],
             steps=steps,
         )
         seconds = (time.perf_counter() - start) / len(full)

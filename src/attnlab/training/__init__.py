@@ -20,7 +20,7 @@ from typing import Any
 from attnlab.training.callbacks import tidy_frame
 from attnlab.training.engine import fit, kernel_applies
 from attnlab.training.loop import LoopProblem, run_loop
-from attnlab.training.model import Trajectory, train
+from attnlab.training.model import train
 from attnlab.training.recording import Recorder
 from attnlab.training.result import COMPLETED, DIVERGED, STATUSES, STOPPED, TrainingResult
 from attnlab.training.spaces import Gradient, KernelSpace, ParamSpace, Problem
@@ -37,7 +37,6 @@ __all__ = [
     "Problem",
     "Recorder",
     "TrainingResult",
-    "Trajectory",
     "fit",
     "kernel_applies",
     "run_loop",

@@ -42,7 +42,7 @@ from attnlab.training.recording import Recorder
 from attnlab.training.result import TrainingResult
 from attnlab.training.spaces import Problem, optimal_loss
 
-__all__ = ["BatchedRun", "OPTIMIZERS", "Options", "PARAMETRIZATIONS", "parse_options", "train", "train_stacked"]
+__all__ = ["OPTIMIZERS", "Options", "PARAMETRIZATIONS", "parse_options", "train", "train_parsed"]
 
 PARAMETRIZATIONS = ("W", "KQ", "diag")
 _INITS = ("K0", "Q0", "xi_k0", "xi_q0")
@@ -60,10 +60,6 @@ _COMMON = {
     "trainable",
     "metrics",
 }
-
-
-BatchedRun = TrainingResult
-"""The name :func:`train`'s result had before every front door returned one :class:`TrainingResult`."""
 
 
 def _runs_tensor(name: str, value: Any, axes: str, R: int | None, sizes: dict[str, int]) -> torch.Tensor:
@@ -155,7 +151,7 @@ def train(
     ValidationError
         On bad shapes, an unknown option or one the rule cannot use (the message lists the valid ones), ``lr``
         for Polyak, ``lr <= 0``, ``p <= 1``, a cap ``<= 0``, momentum outside [0, 1), or non-finite initial values.
-        Every argument is checked once, here (:func:`parse_options` for the options); :func:`train_stacked` runs
+        Every argument is checked once, here (:func:`parse_options` for the options); :func:`train_parsed` runs
         already-typed arguments without checking them again.
 
     Notes
@@ -168,7 +164,7 @@ def train(
     steps = check_scalar("steps", steps, kind=int, low=0)
     inits = {k: options.pop(k) for k in _INITS if k in options}
     (Xr, Zr, yr, vr), params, sizes = _arrays(X, Z, y, v, W0, param, inits)
-    parsed = parse_options(options, optimizer, param=param, sizes=sizes, params=params, head=vr)
+    parsed = parse_options(options, optimizer, sizes=sizes, params=params, head=vr)
     lr_t = None
     if lr is not None:
         if parsed.rule is not None:
@@ -180,32 +176,20 @@ def train(
             check_shape("lr", lr_t, "R", {"R": sizes["R"]})
         if bool((lr_t <= 0).any()):
             raise ValidationError(f"lr must be > 0 for every run, got min {float(lr_t.min()):g}")
-    return _run(Problem(Xr, Zr, yr, vr, loss), param, params, parsed, lr_t, steps)
+    return train_parsed(Problem(Xr, Zr, yr, vr, loss), params, parsed, param=param, lr=lr_t, steps=steps)
 
 
 @dataclass(frozen=True)
 class Options:
-    """The keyword options of :func:`train`, parsed once by :func:`parse_options`: typed, checked values.
+    """The keyword options of :func:`train`, parsed once by :func:`parse_options`: checked, typed values.
 
     Attributes
     ----------
-    spec : OptimizerSpec or None
-        The named optimizer with its rule options (None when ``rule`` is given).
-    rule : Rule or None
-        A rule of the caller's own transforms.
-    record_every : int or None
-    refs : dict of str to torch.Tensor
-        Reference directions by name (``""``: the ``W_ref`` column), each ``([R,] d, d_q)``.
-    select : torch.Tensor or None
-        Selected tokens, ``([R,] n)``; None records the optimal ones (when the head has scores).
-    bregman_p : float or None
-    metrics : dict of str to callable
-    keep_iterates, train_head : bool
-    trainable : dict of str to torch.Tensor
-        Masks of the entries that move, by tensor name (0-d or the tensor's shape, with or without the runs axis).
-    callbacks : tuple
-    progress : bool or None
-    device : torch.device or None
+    spec, rule : OptimizerSpec or None, Rule or None
+        The named optimizer with its rule options, or a rule of the caller's own transforms (one of them is None).
+    record_every, refs, select, bregman_p, metrics, keep_iterates, train_head, trainable, callbacks, progress, device
+        :func:`train`'s options of these names (``refs`` holds ``W_ref`` as ``""``; ``select`` None records the
+        optimal tokens; ``trainable`` holds boolean masks).
     """
 
     spec: OptimizerSpec | None
@@ -227,25 +211,22 @@ def parse_options(
     options: dict[str, Any],
     optimizer: str | OptimizerSpec | Rule,
     *,
-    param: str,
     sizes: dict[str, int],
     params: dict[str, torch.Tensor],
     head: Any,
 ) -> Options:
-    """Check the keyword options of :func:`train` once, against the sizes of the data, and type them.
+    """Check the keyword options of :func:`train` once, against the data's sizes, and type them.
 
     Parameters
     ----------
     options : dict of str to object
-        The keywords of :func:`train` past its named arguments (rule options and the common ones), without the
-        initial tensors.
+        :func:`train`'s keywords past its named arguments and the initial tensors.
     optimizer : str, OptimizerSpec or Rule
         As :func:`train` takes it.
-    param : {"W", "KQ", "diag"}
     sizes : dict of str to int
-        ``"n"``, ``"T"``, ``"d"`` and ``"q"`` (the queries' width) of the data.
+        ``"n"``, ``"T"``, ``"d"``, ``"q"`` (the queries' width), ``"columns"`` (``W``'s) and, when known, ``"R"``.
     params : dict of str to torch.Tensor
-        The initial tensors (their shapes, runs axis first, bound the masks of ``trainable``).
+        The initial tensors, runs axis first (they bound the masks of ``trainable``).
     head : torch.Tensor, Head or torch.nn.Module
         The data's head (a nonlinear one refuses ``train_head`` and needs Polyak's ``optimal_loss``).
 
@@ -297,30 +278,23 @@ def parse_options(
     )
 
 
-def train_stacked(
-    data: Any,
-    init: dict[str, torch.Tensor],
-    options: Options,
-    *,
-    param: str,
-    lr: torch.Tensor | None,
-    loss: str,
-    steps: int,
+def train_parsed(
+    problem: Problem, init: dict[str, torch.Tensor], options: Options, *, param: str, lr: Any, steps: int
 ) -> TrainingResult:
-    """Train runs whose arguments are typed already, as :func:`train` does after checking its own (no check twice).
+    """Train runs whose arguments are typed already: what :func:`train` runs after checking its own, checking nothing
+    again (a caller that holds checked values, such as the ``batched-train`` sweep task, calls it directly).
 
     Parameters
     ----------
-    data : StackedData
-        The runs' data (``X`` (R, n, T, d), ``Z``, ``y``, ``v``), checked when each data set was built.
+    problem : Problem
+        The runs' data (``X`` (R, n, T, d), ``Z``, ``y``, the head ``v``) and loss, checked where they were built.
     init : dict of str to torch.Tensor
         The initial tensors of ``param`` by name (``W``; ``K``, ``Q``; ``xi_k``, ``xi_q``), runs axis first.
     options : Options
         From :func:`parse_options`.
     param : {"W", "KQ", "diag"}
-    lr : torch.Tensor of shape (R,), float64, positive, or None
+    lr : torch.Tensor of shape (R,), positive, or None
         Step sizes per run (None: the optimizer's own).
-    loss : {"exp", "logistic"}
     steps : int
 
     Returns
@@ -328,14 +302,7 @@ def train_stacked(
     TrainingResult
         As :func:`train` returns.
     """
-    return _run(Problem(data.X, data.Z, data.y, data.v, loss), param, dict(init), options, lr, steps)
-
-
-def _run(
-    problem: Problem, param: str, params: dict[str, torch.Tensor], opts: Options, lr: Any, steps: int
-) -> TrainingResult:
-    """The typed core of :func:`train`: the rule, the recorder and the engine, nothing checked again."""
-    R = problem.X.shape[0]
+    params, opts, R = dict(init), options, problem.X.shape[0]
     if opts.train_head:
         params["v"], problem = problem.v.clone(), problem._replace(v=None)
     if opts.device is not None:

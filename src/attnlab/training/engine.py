@@ -28,7 +28,7 @@ from attnlab._validation import ValidationError
 from attnlab.models import Parametrization, log_excess_risk, token_scores
 from attnlab.models.heads import Head
 from attnlab.optim.transforms import Context, Rule
-from attnlab.training.loop import run_loop
+from attnlab.training.loop import LoopProblem, run_loop
 from attnlab.training.recording import Recorder
 from attnlab.training.result import TrainingResult
 from attnlab.training.spaces import Gradient, KernelSpace, ParamSpace, Problem
@@ -198,7 +198,7 @@ def fit(
     return result if rule is None else _ordinary(result)
 
 
-class TokenRuns:
+class TokenRuns(LoopProblem):
     """R runs of token-selection attention as a problem of the one loop (:class:`attnlab.training.loop.LoopProblem`).
 
     Parameters
@@ -245,17 +245,14 @@ class TokenRuns:
         self.current: dict[str, torch.Tensor] = {}
 
     def gradient(self, step: int, records: bool) -> Gradient:
-        """The log-scaled gradient at the current iterates (with ``log L`` where recorded or read by the rule)."""
         return self.space.gradient(risk=self.reads_loss or records)
 
     def guard(self, gradient: Gradient) -> torch.Tensor | None:
-        """The runs whose loss is not finite: the gradient's log-scale is finite exactly where the loss is."""
         if math.isfinite(float(gradient.log_scale.sum())):  # a sum of finite logs cannot overflow: one sync
             return None
         return ~torch.isfinite(gradient.log_scale)
 
     def record(self, step: int, gradient: Gradient, active: torch.Tensor) -> dict[str, Any]:
-        """The recorder's columns of the active runs at ``step``."""
         self.current = self.space.params()
         return self.recorder.record(step, self.space, gradient, active, self.current, self.rule_state)
 
@@ -264,7 +261,6 @@ class TokenRuns:
         return {"rule_state": self.rule_state, **self.current}
 
     def apply(self, step: int, gradient: Gradient, active: torch.Tensor) -> None:
-        """One step of the rule (or of the torch optimizer) for every run."""
         if self.optimizer is not None:
             _torch_step(self.optimizer, self.optimizer_params, self.space, gradient)
             return
@@ -278,7 +274,6 @@ class TokenRuns:
         space.apply(self.rule, update)
 
     def keep(self, runs: torch.Tensor) -> None:
-        """Put ``runs`` back to their iterates before the last step."""
         self.space.keep(runs)
 
 

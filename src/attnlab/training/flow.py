@@ -33,23 +33,18 @@ from attnlab.models.functional import attention_logits, logit_derivatives, score
 from attnlab.training.callbacks import Record
 from attnlab.training.engine import fit
 from attnlab.training.integrators import METHODS, flow_rule
+from attnlab.training.model import module_problem
 from attnlab.training.recording import Recorder
 from attnlab.training.result import TrainingResult
-from attnlab.training.spaces import Problem
 
 __all__ = [
     "METHODS",
-    "Flow",
     "closed_form_beta",
     "constraint_vectors",
     "gradient_flow",
     "kkt_multipliers",
     "logit_weights",
 ]
-
-
-Flow = TrainingResult
-"""The name :func:`gradient_flow`'s result had before every front door returned one :class:`TrainingResult`."""
 
 
 def constraint_vectors(X: torch.Tensor, Z: torch.Tensor, select: torch.Tensor) -> torch.Tensor:
@@ -282,7 +277,7 @@ def gradient_flow(
 
     rule = flow_rule(method, step, track_phi, R, tuple(data.X.shape[-3:-1]))
     result = fit(
-        _problem(model, data, R, loss),
+        module_problem(model, data, R, loss),
         model.parametrization,
         {k: runs(t) for k, t in tensors.items()},
         steps,
@@ -301,16 +296,6 @@ def gradient_flow(
     path = _path(result, clock, {names.get(id(t), k): k for k, t in tensors.items()}, R, batched)
     result.model, result.extra = model, {"phi": final.get("phi"), "log_time": final["log_time"], "path": path}
     return result
-
-
-def _problem(model: Any, data: Any, R: int, loss: str) -> Problem:
-    """The data on a runs axis of R (shared data sets are stride-0 views) and the model's fixed head."""
-
-    def expand(t: torch.Tensor, axes: int) -> torch.Tensor:
-        return t if t.dim() == axes + 1 else t.expand((R,) + tuple(t.shape))
-
-    head = None if model.train_head else expand(model.head(data.v), 1)
-    return Problem(expand(data.X, 3), expand(data.Z, 2), expand(data.y, 1), head, loss)
 
 
 def _path(

@@ -37,14 +37,12 @@ __all__ = ["LoopProblem", "run_loop"]
 class LoopProblem(Protocol):
     """What :func:`run_loop` runs: R independent runs of one training problem.
 
-    A problem holds its current state and the state before its last step (so a bad run can be put back without a
-    copy per step). At step ``k`` the loop calls ``gradient``, ``guard``, then ``record`` (on recorded steps),
-    then ``apply`` (state ``k`` to ``k + 1``). Optional members: ``device`` (of the runs' masks; default CPU),
-    ``done(gradient) -> bool`` (the problem reached its own end, such as a tolerance: the loop records this step
-    and ends, ``"completed"``) and ``state() -> mapping`` (extra read-only state for callbacks). A problem whose
-    step is made of smaller steps (an epoch of mini-batches) sets ``substeps = True``: the loop then hands it
-    ``tick(count)`` to call after each smaller step (callbacks' ``on_step``) and reads its count so far from
-    ``clock`` for the callbacks' records.
+    A problem holds its current state and the one before its last step (so a bad run is put back without a copy per
+    step). At step ``k`` the loop calls :meth:`gradient`, :meth:`guard`, :meth:`record` (on recorded steps) and
+    :meth:`apply`. Optional members: ``device`` (of the runs' masks), ``done(gradient) -> bool`` (the problem's
+    own end, such as a tolerance: the loop records the step and ends, ``"completed"``), ``state() -> mapping``
+    (extra read-only state for callbacks), and ``substeps = True`` for a step made of smaller ones (an epoch of
+    mini-batches): the loop hands the problem ``tick(count)`` to call after each and reads ``clock``.
 
     Attributes
     ----------
@@ -55,56 +53,50 @@ class LoopProblem(Protocol):
     runs: int
 
     def gradient(self, step: int, records: bool) -> Any:
-        """What the step and the record read at the current state.
+        """What the step and the record read at the current state (None when :meth:`apply` computes it).
 
         Parameters
         ----------
         step : int
-            The step of the current state.
         records : bool
             Whether this step is recorded (a problem may skip the loss on the other steps).
 
         Returns
         -------
         object
-            Passed to :meth:`guard`, :meth:`record` and :meth:`apply`; None for a problem that computes its update
-            inside :meth:`apply`.
+            Passed to :meth:`guard`, :meth:`record` and :meth:`apply`.
         """
 
     def guard(self, gradient: Any) -> torch.Tensor | None:
-        """The runs whose current state is bad.
+        """The runs whose current state is bad: non-finite, or past a bound of the problem.
 
         Parameters
         ----------
         gradient : object
-            What :meth:`gradient` returned at this state.
 
         Returns
         -------
         torch.Tensor of shape (R,), bool, or None
-            True for a run in a bad state (non-finite, or past a bound of the problem); None when every run is good.
+            None when every run is good.
         """
 
     def apply(self, step: int, gradient: Any, active: torch.Tensor) -> None:
-        """Move every run one step, keeping the state before it for :meth:`keep`.
+        """Move every run one step (``step`` to ``step + 1``), keeping the state before it for :meth:`keep`.
 
         Parameters
         ----------
         step : int
-            The step of the current state (it becomes ``step + 1``).
         gradient : object
-            What :meth:`gradient` returned at this state.
         active : torch.Tensor, shape (R,), bool
-            The runs still going (the others are put back by :meth:`keep` after the step).
+            The runs still going (the loop puts the others back after the step).
         """
 
     def keep(self, runs: torch.Tensor) -> None:
-        """Put some runs back to their state before the last :meth:`apply`.
+        """Put ``runs`` (shape (R,), bool) back to their state before the last :meth:`apply`.
 
         Parameters
         ----------
         runs : torch.Tensor, shape (R,), bool
-            The runs to put back.
         """
 
     def record(self, step: int, gradient: Any, active: torch.Tensor) -> Mapping[str, Any]:
@@ -113,11 +105,8 @@ class LoopProblem(Protocol):
         Parameters
         ----------
         step : int
-            The step recorded.
         gradient : object
-            What :meth:`gradient` returned at this state.
         active : torch.Tensor, shape (R,), bool
-            The runs that get a row.
 
         Returns
         -------

@@ -41,11 +41,7 @@ from attnlab.training.recording import Recorder
 from attnlab.training.result import TrainingResult
 from attnlab.training.spaces import Problem, optimal_loss
 
-__all__ = ["Trajectory", "train"]
-
-
-Trajectory = TrainingResult
-"""The name :func:`train`'s result had before every front door returned one :class:`TrainingResult`."""
+__all__ = ["train"]
 
 
 def train(
@@ -142,7 +138,7 @@ def train(
     R = check_runs(model, data, broadcast)
     if broadcast and model.W.dim() == 2:
         _broadcast(model, tensors, optimizer, R)
-    problem = _problem(model, data, R, loss)
+    problem = module_problem(model, data, R, loss)
     batched = model.W.dim() == 3
     run = functools.partial(
         fit,
@@ -250,9 +246,9 @@ def _only(state: list[Any], keep: list[bool]) -> list[Any]:
     ]
 
 
-def _problem(model: Any, data: Any, R: int, loss: str) -> Problem:
-    """The data on a runs axis of R (shared data sets are stride-0 views, so one kernel serves every run)."""
-
+def module_problem(model: Any, data: Any, R: int, loss: str) -> Problem:
+    """The engine's data of a model's R runs: the data on a runs axis (shared data sets as stride-0 views, so one
+    kernel serves every run), on the model's device, with its fixed head (None when it trains its own)."""
     device = model.W.device  # the data follows the model (CPU, or CUDA when the model is there)
 
     def runs(t: torch.Tensor, axes: int) -> torch.Tensor:

@@ -25,13 +25,10 @@ from attnlab.ntk.score_data import INPUT_MAPS, DenoisingSet, fit_input_map
 from attnlab.ntk.score_model import ScoreModel
 from attnlab.ntk.tangent_kernel import practical_step, stability_limit
 from attnlab.ntk.unit_ball import to_unit_ball
-from attnlab.training.loop import run_loop
+from attnlab.training.loop import LoopProblem, run_loop
 from attnlab.training.result import TrainingResult
 
-__all__ = ["GDResult", "gradient_descent", "kernel_regression_path", "train_score_model"]
-
-GDResult = TrainingResult
-"""The name :func:`gradient_descent`'s result had before every front door returned one :class:`TrainingResult`."""
+__all__ = ["gradient_descent", "kernel_regression_path", "train_score_model"]
 
 _TRUE = torch.ones(1, dtype=torch.bool)  # the guard's answer for the one run of a network
 
@@ -152,7 +149,7 @@ def gradient_descent(
     return result
 
 
-class _AlgorithmC:
+class _AlgorithmC(LoopProblem):
     """Full-batch GD on a network's first layer as a problem of the one loop (one run)."""
 
     runs = 1
@@ -182,14 +179,12 @@ class _AlgorithmC:
         self.sq_error = math.nan
 
     def gradient(self, step: int, records: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The residual ``F - Y`` and the Jacobian factors at the current weights."""
         F, phi, b = self.net.output_and_factors(torch.mm(self.X, self.W, out=self.logits), overwrite=True)
         R = F - self.Y
         self.sq_error = float(R.pow(2).sum())  # spec §3.1: 2 L = ||F - Y||_F^2
         return R, phi, b
 
     def guard(self, gradient: Any) -> torch.Tensor | None:
-        """The run, when its squared error is not finite."""
         return None if math.isfinite(self.sq_error) else _TRUE
 
     def done(self, gradient: Any) -> bool:
@@ -197,7 +192,6 @@ class _AlgorithmC:
         return self.sq_error <= self.tol or (self.patience is not None and self.since_best >= self.patience)
 
     def record(self, step: int, gradient: Any, active: torch.Tensor) -> dict[str, list]:
-        """The row of this step: errors, movement, the held-out error (tracking the best) and the metrics."""
         W = self.W
         row = {
             "run": 0,
@@ -220,13 +214,12 @@ class _AlgorithmC:
         return {"W": self.W}
 
     def apply(self, step: int, gradient: Any, active: torch.Tensor) -> None:
-        """``W(t+1) = W(t) - eta Delta W(t)`` (spec §3.3), into the spare buffer: the old W stays as the keep."""
         R, phi, b = gradient
         delta = weight_gradient(self.X, R, phi, b, self.a, out=self.grad, work=self.work)
+        # spec §3.3: W(t+1) = W(t) - eta Delta W(t), into the spare buffer; the old W stays for keep
         self.previous, self.W = self.W, torch.add(self.W, delta, alpha=-self.lr, out=self.previous)
 
     def keep(self, runs: torch.Tensor) -> None:
-        """Back to the weights before the last step."""
         if bool(runs.any()):
             self.W = self.previous
 
@@ -304,7 +297,7 @@ def kernel_regression_path(
     return result
 
 
-class _AlgorithmD:
+class _AlgorithmD(LoopProblem):
     """Gradient descent on the NTK regression coefficients as a problem of the one loop (one run)."""
 
     runs = 1
@@ -320,15 +313,12 @@ class _AlgorithmD:
         self.predictions: list[torch.Tensor] = []
 
     def gradient(self, step: int, records: bool) -> torch.Tensor:
-        """The residual ``s H* gamma - vec Y``."""
-        return self.scale * (self.H @ self.gamma) - self.y
+        return self.scale * (self.H @ self.gamma) - self.y  # the residual s H* gamma - vec Y
 
     def guard(self, residual: torch.Tensor) -> torch.Tensor | None:
-        """The run, when its residual is not finite."""
         return None if bool(torch.isfinite(residual).all()) else _TRUE
 
     def record(self, step: int, residual: torch.Tensor, active: torch.Tensor) -> dict[str, list]:
-        """The squared residual, and the predictions on the test inputs (kept for the result)."""
         self.recorded.append(step)
         self.predictions.append(unvec(self.scale * (self.K_test @ self.gamma), self.L))  # spec §6.1: F_ker = m K gamma
         row = {"run": 0, "step": step, "sq_residual": float(residual.pow(2).sum())}
@@ -336,11 +326,9 @@ class _AlgorithmD:
         return {k: [v] for k, v in row.items()}
 
     def apply(self, step: int, residual: torch.Tensor, active: torch.Tensor) -> None:
-        """``gamma <- gamma - lr (s H* gamma - vec Y)`` (spec §8 Alg. D)."""
-        self.previous, self.gamma = self.gamma, self.gamma - self.lr * residual
+        self.previous, self.gamma = self.gamma, self.gamma - self.lr * residual  # spec §8 Alg. D
 
     def keep(self, runs: torch.Tensor) -> None:
-        """Back to the coefficients before the last step."""
         if bool(runs.any()):
             self.gamma = self.previous
 

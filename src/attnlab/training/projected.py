@@ -17,7 +17,7 @@ import torch
 from attnlab._validation import ValidationError, check_scalar, check_tensor
 from attnlab.metrics import entrywise_norm, metric_columns
 from attnlab.optim.mirror_descent import mirror_descent
-from attnlab.training.loop import run_loop
+from attnlab.training.loop import LoopProblem, run_loop
 from attnlab.training.result import TrainingResult
 
 __all__ = ["projected_mirror_descent"]
@@ -90,7 +90,7 @@ def projected_mirror_descent(
     return result
 
 
-class _ProjectedMD:
+class _ProjectedMD(LoopProblem):
     """Projected normalised mirror descent as a problem of the one loop (one run)."""
 
     runs = 1
@@ -101,26 +101,21 @@ class _ProjectedMD:
         self.grad, self.W, self.previous, self.p, self.radius, self.metrics = grad, W, W, p, radius, metrics
 
     def gradient(self, step: int, records: bool) -> torch.Tensor:
-        """The caller's gradient at the current iterate."""
         return self.grad(self.W)
 
     def guard(self, gradient: torch.Tensor) -> torch.Tensor | None:
-        """The run, when its iterate is not finite."""
         return None if bool(torch.isfinite(self.W).all()) else _TRUE
 
     def record(self, step: int, gradient: torch.Tensor, active: torch.Tensor) -> dict[str, list]:
-        """``||W||_p`` and the metrics at this step."""
         row = {"run": 0, "step": step, "norm": float(entrywise_norm(self.W, self.p))}
         row.update(metric_columns(self.metrics, {"W": self.W, "step": step}))
         return {k: [v] for k, v in row.items()}
 
     def apply(self, step: int, gradient: torch.Tensor, active: torch.Tensor) -> None:
-        """One normalised mirror step (md §4), then the Bregman projection onto the ball (md §3)."""
         lr = self.radius ** (self.p - 1.0) / np.sqrt(step + 1.0)
         W = mirror_descent([self.W], [gradient], lr=lr, p=self.p, normalized=True)[0]  # md §4: normalised l_p step
         self.previous, self.W = self.W, W * torch.clamp(self.radius / entrywise_norm(W, self.p), max=1.0)  # md §3
 
     def keep(self, runs: torch.Tensor) -> None:
-        """Back to the iterate before the last step."""
         if bool(runs.any()):
             self.W = self.previous

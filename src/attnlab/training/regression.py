@@ -23,15 +23,12 @@ from attnlab.regression.metrics import gap_metrics
 from attnlab.regression.oracles import MonteCarloOracle
 from attnlab.regression.regularizer import gradient as regularizer_gradient
 from attnlab.regression.renormalization import RENORMALIZATIONS, renormalize
-from attnlab.training.loop import run_loop
+from attnlab.training.loop import LoopProblem, run_loop
 from attnlab.training.result import DIVERGED, TrainingResult
 
-__all__ = ["Fit", "fit", "oracle_floors"]
+__all__ = ["fit", "oracle_floors"]
 
 Oracle = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
-
-Fit = TrainingResult
-"""The name :func:`fit`'s result had before every front door returned one :class:`TrainingResult`."""
 
 
 def fit(
@@ -139,7 +136,7 @@ def fit(
     return result
 
 
-class _Algorithm1:
+class _Algorithm1(LoopProblem):
     """R runs of Algorithm 1 as a problem of the one loop (:class:`attnlab.training.loop.LoopProblem`)."""
 
     def __init__(
@@ -161,13 +158,11 @@ class _Algorithm1:
         """Nothing: the oracle is called in :meth:`apply` (a random oracle draws once per step)."""
 
     def guard(self, gradient: None) -> torch.Tensor | None:
-        """The runs whose ``||V||_F`` or ``||Q||_F`` is not finite or exceeds ``max_norm``."""
         norms = torch.maximum(torch.linalg.matrix_norm(self.V), torch.linalg.matrix_norm(self.Q))
         blown = ~torch.isfinite(norms) | (norms > self.max_norm)
         return blown if bool(blown.any()) else None
 
     def record(self, step: int, gradient: None, active: torch.Tensor) -> dict[str, Any]:
-        """One row per active run: ``run``, ``step`` and the metrics."""
         values = metric_columns(self.metrics, {"V": self.V, "Q": self.Q})
         index = torch.nonzero(active).flatten()
         columns = {k: torch.as_tensor(v).detach().reshape(-1).expand(self.runs)[index] for k, v in values.items()}
@@ -178,7 +173,6 @@ class _Algorithm1:
         return {"V": self.V, "Q": self.Q}
 
     def apply(self, step: int, gradient: None, active: torch.Tensor) -> None:
-        """Steps a-d of Algorithm 1 (spec §6.2) for every run; the stopped runs get a zero gradient."""
         V, Q = self.V, self.Q
         mu, covariance, token_covariance = self.regularizer
         grad_V, grad_Q = self.oracle(V, Q)  # spec §6.2 step a
@@ -195,7 +189,6 @@ class _Algorithm1:
             Q.copy_(new_Q)
 
     def keep(self, runs: torch.Tensor) -> None:
-        """Put ``runs`` back to their iterates before the last step."""
         with torch.no_grad():
             self.V[runs], self.Q[runs] = self.last[0][runs], self.last[1][runs]
 

@@ -1,10 +1,5 @@
-"""What every training path of attnlab returns: one result type, with one status word per run.
-
-Every front door (:func:`attnlab.train`, :func:`attnlab.training.batched.train`, the flow, the regression loop, NTK
-gradient descent, kernel regression, projected mirror descent, the real-model classifier) returns a
-:class:`TrainingResult` built by the one loop (:func:`attnlab.training.loop.run_loop`): a tidy frame, the final
-state, the status and last step of each run, and the loop's wall time.
-"""
+"""What every training front door returns: one result type (built by :func:`attnlab.training.loop.run_loop`), with
+one status word per run."""
 
 from __future__ import annotations
 
