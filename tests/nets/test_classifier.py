@@ -11,6 +11,7 @@ from attnlab.nets.classifier import evaluate, fit_classifier, layer_norms
 from attnlab.nets.datasets.split import Split, train_test_split
 from attnlab.nets.optimizers import make_optimizer
 from attnlab.nets.vit import ViT
+from attnlab.training.callbacks import Callback
 
 
 def _blobs(n=120, seed=0):
@@ -161,3 +162,19 @@ def test_a_damaged_checkpoint_names_its_file_and_what_to_delete(tmp_path, damage
         fit_classifier(
             model, torch.optim.SGD(model.parameters(), lr=0.1), data, epochs=2, batch_size=16, seed=0, checkpoint=path
         )
+
+
+def test_callbacks_count_optimizer_steps_of_the_epochs():
+    data = _blobs()
+    model, seen, ticks = _tiny_model(), [], []
+
+    class Ticks(Callback):
+        def on_step(self, step):
+            ticks.append(step)
+
+    callbacks = [lambda record: seen.append((record.step, record.steps, int(record.rows["epoch"].iloc[0]))), Ticks()]
+    fit_classifier(
+        model, torch.optim.SGD(model.parameters(), lr=0.1), data, epochs=2, batch_size=16, seed=0, callbacks=callbacks
+    )
+    assert seen == [(0, 12, 0), (6, 12, 1), (12, 12, 2)]  # 90 training samples / 16: 6 optimizer steps per epoch
+    assert ticks == list(range(1, 13))

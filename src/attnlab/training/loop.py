@@ -175,7 +175,8 @@ def run_loop(
     extra_state = getattr(problem, "state", None)
     parts, running, frozen, stop, finished = list(recorded), runs, False, False, False
     started = time.perf_counter()
-    calls.start(steps if total is None else total)
+    planned = steps if total is None else total  # in the callbacks' unit: the smaller steps of a problem with substeps
+    calls.start(planned)
     step = start
     for step in range(start, steps + 1):
         records = step == start or step == steps or (record_every is not None and step % record_every == 0)
@@ -204,7 +205,7 @@ def run_loop(
             parts.append(part)
             if calls.callbacks:
                 view = {"status": status, **(extra_state() if extra_state is not None else {})}
-                record = Record(problem.clock if substeps else step, steps, tidy_frame(part), view)
+                record = Record(problem.clock if substeps else step, planned, tidy_frame(part), view)
                 stop = calls.record(record)
             finished = finished or (done is not None and done(gradient))  # e.g. patience, read off this record
         if step == steps or stop or finished:
