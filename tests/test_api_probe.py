@@ -16,11 +16,13 @@ from torch import nn
 
 import attnlab as al
 from attnlab._validation import ValidationError
-from attnlab.data import TokenSelectionData, example1, stack
-from attnlab.metrics import alignment, attention_margin, cosine
-from attnlab.models import Combined, Diagonal, Factored
+from attnlab.data import TokenSelectionData, example1, sets_from_probabilities, stack
+from attnlab.explain import explain
+from attnlab.metrics import alignment, attention_margin, bregman, cosine, head_alignment
+from attnlab.models import Combined, Diagonal, Factored, ReluHead, attention_logits, attention_probabilities
 from attnlab.ntk import empirical_ntk
-from attnlab.svm import attention_svm
+from attnlab.probe import capture, head_W
+from attnlab.svm import attention_svm, set_direction_svm
 from attnlab.training import batched
 from attnlab.training.flow import gradient_flow
 
@@ -186,6 +188,81 @@ def _broadcast_metrics_per_run():
     return np.allclose(last, [float(cosine(model.W[r].detach(), W_ref)) for r in range(2)], rtol=1e-12)
 
 
+class _MixesSamples(nn.Module):
+    """A module whose output for a sample depends on the batch: ``Linear(x - mean over the batch)``."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(3, 2, dtype=torch.float64)
+
+    def forward(self, x):
+        return self.linear(x - x.mean(0))
+
+
+def _eval_batchnorm_ntk():
+    """BatchNorm in eval mode is per sample: the kernel is the linear layer's on the normalised inputs."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.BatchNorm1d(3, dtype=torch.float64), nn.Linear(3, 1, dtype=torch.float64))
+    net[0].running_mean.fill_(0.5)
+    net[0].running_var.fill_(4.0)
+    net[0].weight.requires_grad_(False)
+    net[0].bias.requires_grad_(False)
+    x = torch.randn(4, 3, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    u = (x - 0.5) / (4.0 + net[0].eps) ** 0.5 * net[0].weight.detach() + net[0].bias.detach()
+    return _close(empirical_ntk(net, x, mode="trace", eval_mode=True), u @ u.T + 1, 1e-12)  # closed form
+
+
+def _whole_sequence_set_direction():
+    """Sequence 1's set is its whole sequence: the program keeps its equalities (every logit equal) and warns."""
+    g = torch.Generator().manual_seed(3)
+    data = TokenSelectionData(torch.randn(3, 4, 5, generator=g, dtype=torch.float64), y=[1, -1, 1])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sol = set_direction_svm(data, [[0, 2], [0, 1, 2, 3], [1]])
+    logits = attention_logits(data.X, sol.W, data.Z)
+    named = any("sequences [1] hold the whole sequence" in str(w.message) for w in caught)
+    loop = min(  # plain loop over the margin constraints of sequences 0 and 2
+        float((data.X[i, a] - data.X[i, t]) @ sol.W @ data.Z[i])
+        for i, inside in ((0, (0, 2)), (2, (1,)))
+        for a in inside
+        for t in range(4)
+        if t not in inside
+    )
+    return named and float((logits[1] - logits[1, 0]).abs().max()) < 1e-7 and abs(loop - 1) < 1e-7
+
+
+def _relu_head():
+    g = torch.Generator().manual_seed(4)
+    return ReluHead(torch.randn(5, 5, generator=g, dtype=torch.float64), torch.ones(5, dtype=torch.float64))
+
+
+class _MaskedMHA(nn.Module):
+    """A model around a MultiheadAttention that passes its masks on."""
+
+    def __init__(self, **masks):
+        super().__init__()
+        torch.manual_seed(0)
+        self.mha, self.masks = nn.MultiheadAttention(4, 2, batch_first=True, dtype=torch.float64), masks
+
+    def forward(self, x):
+        return self.mha(x, x, x, **self.masks)
+
+
+def _captured_padding_reproduces_torch():
+    padding = torch.tensor([[0, 0, 1, 0], [1, 0, 0, 0]], dtype=torch.bool)
+    model, x = _MaskedMHA(key_padding_mask=padding), torch.randn(2, 4, 4, dtype=torch.float64)
+    data = capture(model, model.mha, x, query=1)
+    with torch.no_grad():
+        own = model.mha(x, x, x, key_padding_mask=padding, average_attn_weights=False)[1][:, 0, 1]  # (n, T)
+    mine = attention_probabilities(data.X, head_W(model.mha, 0), data.Z)
+    return _close(mine, own[~padding].reshape(2, 3), 1e-12)
+
+
+def _captured_bias():
+    model = _MaskedMHA(attn_mask=torch.full((3, 3), 0.5, dtype=torch.float64))  # a bias, not a mask
+    return capture(model, model.mha, torch.ones(1, 3, 4, dtype=torch.float64))
+
+
 D = _data()
 X, Z, Y, V = D.X, D.Z, D.y, D.v
 
@@ -232,6 +309,25 @@ CASES = [
     ("batched: integer labels", _integer_labels_equal_float_labels, None),
     ("batched: all frozen", lambda: batched.train(X, Z, Y, V, steps=1, trainable={"W": False}), "freezes every"),
     ("batched: device tpu", lambda: batched.train(X, Z, Y, V, steps=1, device="tpu"), "is not a torch device"),
+    (
+        "batched: device meta",
+        lambda: batched.train(X, Z, Y, V, steps=1, device="meta"),
+        "device == 'meta' holds shapes",
+    ),
+    ("batched: W0 'zeros'", lambda: batched.train(X, Z, Y, V, "zeros", steps=1), "W0 == 'zeros' is a string"),
+    (
+        "batched: d = 0",
+        lambda: batched.train(X[..., :0], Z[..., :0], Y, V[:0], steps=1),
+        "X has width d = 0 and Z width d_q = 0",
+    ),
+    ("batched: zero W_ref", lambda: batched.train(X, Z, Y, V, steps=1, W_ref=torch.zeros(5, 5)), "W_ref is zero"),
+    (
+        "batched: a zero ref of one run",
+        lambda: batched.train(
+            torch.stack([X, X]), Z, Y, V, steps=1, refs={"svm": torch.stack([torch.eye(5), torch.zeros(5, 5)])}
+        ),
+        r"refs\['svm'\] is zero \(runs \[1\]\)",
+    ),
     # flow
     ("flow: step 0", lambda: gradient_flow(Combined(5), D, step=0.0, steps=1), "step == 0.0, must be > 0"),
     ("flow: unknown method", lambda: gradient_flow(Combined(5), D, step=0.1, steps=1, method="euler"), "method"),
@@ -246,12 +342,35 @@ CASES = [
     ("svm: near tie", _near_tie_svm, None),
     ("svm: primal equals dual", _svm_primal_equals_dual, None),
     ("svm: data as tuple", lambda: attention_svm((X, Z, Y)), "data must be a TokenSelectionData"),
+    ("svm: a whole-sequence set", _whole_sequence_set_direction, None),
+    (
+        "svm: every set a whole sequence",
+        lambda: set_direction_svm(D, torch.ones(4, 3, dtype=torch.bool)),
+        r"sequences \[0, 1, 2, 3\] \(every sequence\) hold the whole sequence",
+    ),
+    ("svm: probability rows summing to 1.8", lambda: sets_from_probabilities([[0.9, 0.9, 0.0]]), "do not sum to 1"),
+    ("svm: negative probabilities", lambda: sets_from_probabilities([[1.1, -0.1, 0.0]]), "negative entries"),
+    # explain
+    (
+        "explain: nonlinear head without select",
+        lambda: explain(D.with_(select=None), head=_relu_head(), steps=2),
+        r"head= trains with a fixed nonlinear head.*pass select=",
+    ),
+    # probe
+    ("capture: key_padding_mask", _captured_padding_reproduces_torch, None),
+    ("capture: a float bias mask", _captured_bias, r"finite non-zero entries \(e.g. 0.5\)"),
     # metrics
     ("metrics: cosine scale-free", lambda: abs(float(cosine(2 * X[0], X[0])) - 1) < 1e-15, None),
     ("metrics: margin by a loop", _margin_loop, None),
     ("metrics: W_ref vector", lambda: alignment([1.0, 2.0]), r"W_ref has shape \(2,\)"),
+    ("metrics: zero W_ref", lambda: alignment(torch.zeros(5, 5)), "W_ref is zero"),
+    ("metrics: zero W_ref of Bregman", lambda: bregman(torch.zeros(5, 5), 2.0), "W_ref is zero"),
+    ("metrics: zero v_ref", lambda: head_alignment(torch.zeros(5)), "v_ref is zero"),
     # data
     ("data: X of 2 axes", lambda: TokenSelectionData(X[0], y=[1, -1, 1]), "expected 3 axes"),
+    ("data: d = 0", lambda: TokenSelectionData(X[..., :0], y=Y), "X has 0 entries along axis 'd'"),
+    ("data: d_q = 0", lambda: TokenSelectionData(X, Z=Z[:, :0], y=Y), "Z has 0 entries along axis 'q'"),
+    ("data: complex tokens", lambda: TokenSelectionData(X.to(torch.complex128), y=Y), "X is complex"),
     ("data: Z of another n", lambda: TokenSelectionData(X, Z=Z[:2], y=Y), "axis 'n' has size 2"),
     ("data: boolean select", lambda: TokenSelectionData(X, y=Y, select=np.ones(4, bool)), "got dtype bool"),
     ("data: float32 converted", _float32_data, None),
@@ -266,6 +385,13 @@ CASES = [
         r"training mode and holds Dropout",
     ),
     ("ntk: linear closed form", _linear_ntk, None),
+    (
+        "ntk: module mixing samples",
+        lambda: empirical_ntk(_MixesSamples(), torch.ones(4, 3).double().cumsum(0)),
+        "mixes samples",
+    ),
+    ("ntk: module returning a tuple", lambda: empirical_ntk(nn.GRU(3, 2), torch.ones(4, 3)), "returns a tuple"),
+    ("ntk: batch norm in eval mode", _eval_batchnorm_ntk, None),
     ("ntk: chunk_size 0", lambda: empirical_ntk(nn.Linear(3, 2), torch.ones(2, 3), chunk_size=0), "chunk_size == 0"),
     (
         "ntk: eval_mode 'yes'",

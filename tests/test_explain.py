@@ -9,6 +9,7 @@ from attnlab._validation import ValidationError
 from attnlab.data import TokenSelectionData, example1, scores_equal
 from attnlab.explain import explain, parse_opt
 from attnlab.metrics import cosine, directional_bregman
+from attnlab.models import ReluHead
 from attnlab.svm import attention_svm
 
 
@@ -69,7 +70,7 @@ def test_data_without_a_head_is_refused():
         ("md:x", r"optimizer 'md:x': p must be a Real, got 'x'"),
         ("md:inf", r"optimizer 'md:inf': p == inf has no l_p mirror map; pass a finite p > 1, or 'sd:inf'"),
         ("ngd:2", r"optimizer 'ngd:2': '2' is not key=value; only md and sd take a positional argument"),
-        ("adam", r"optimizer == 'adam', must be one of 'gd', 'ngd', 'polyak', 'md', 'joint'"),
+        ("lbfgs", r"optimizer 'lbfgs': unknown name 'lbfgs'; the form is"),
     ],
 )
 def test_bad_opt_strings_are_refused_naming_the_bad_part(example, text, message):
@@ -195,6 +196,23 @@ def test_sign_descent_is_explained_by_the_linf_svm():
     assert result.closest == "linf"
 
 
+@pytest.mark.parametrize(
+    "opt,family",
+    [
+        ("sign:lr=0.01", {"linf", "l8", "l4"}),
+        ("adam-noeps", {"linf", "l8", "l4"}),
+        ("sd:3", {"l3"}),
+        ("md:1.5", {"l1.5"}),
+    ],
+)
+def test_an_optimizer_of_a_norm_family_adds_that_familys_svms(opt, family):
+    """The registry entry's family: l_p for sd:<p> and md:<p>, l_inf and nearby l_p for sign descent and Adam."""
+    result = explain(example1(n=4, T=3, d=8, seed=0), opt=opt, steps=20)
+    candidates = set(result.table["candidate"])
+    assert family <= candidates
+    assert not {"linf", "l8", "l4", "l3", "l1.5"} - family & candidates  # no other family's
+
+
 def test_token_sets_rank_the_direction_program_and_the_equivalence_direction_for_a_relu_head():
     # multi-token §1-3: a ReLU head (the TF-as-SVM setting, draw 32) keeps mass on tokens 0 and 3 of sequence 0
     from attnlab.data.multi_token import multi_token
@@ -227,3 +245,17 @@ def test_a_nonlinear_head_without_a_one_token_selection_has_only_set_candidates(
     assert "fro" not in set(result.table["candidate"])
     with pytest.raises(ValidationError, match="no head v"):
         explain(data, "W", "ngd", steps=5, select=[[0, 3], [3], [2]])
+
+
+def test_a_head_trained_from_zero_gives_the_candidates_of_the_trained_head():
+    """train_head=True on data without v: v moves from 0, and the one-token SVMs are those of the trained head's
+    optimal tokens (checked here from the returned v by the definition argmax_t y_i v^T x_it)."""
+    full = example1(n=4, T=3, d=6, seed=0)
+    data = TokenSelectionData(full.X, y=full.y)  # no head
+    result = explain(data, train_head=True, steps=300)
+    assert result.v is not None and float(result.v.abs().max()) > 0
+    optimal = (data.y[:, None] * (data.X @ result.v)).argmax(dim=-1)
+    fro = result.table.set_index("candidate").at["fro", "select"]
+    assert fro == ",".join(map(str, optimal.tolist()))
+    with pytest.raises(ValidationError, match="train_head=True trains a linear head"):
+        explain(data, train_head=True, head=ReluHead(torch.eye(6), torch.ones(6)), select=[0, 0, 0, 0])

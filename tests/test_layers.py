@@ -17,6 +17,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "attnlab"
 # (svm / regression / ntk), which share only the layers below them.
 LAYERS = {
     "_validation": 0,
+    "_deprecation": 0,
     "_numerics": 0,
     "_errors": 0,
     "_io": 0,
@@ -27,6 +28,7 @@ LAYERS = {
     "losses": 2,
     "models": 2,
     "metrics": 2,
+    "geometry": 2,
     "svm": 3,
     "regression": 3,
     "ntk": 3,

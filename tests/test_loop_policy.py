@@ -21,8 +21,8 @@ import torch
 from torch import nn
 
 import attnlab as al
+import attnlab.ntk.network as network  # NTK gradient descent looks its gradient up there at every step
 import attnlab.training.loop as loop
-import attnlab.training.ntk as ntk_training
 from attnlab.data import example1, scores_equal
 from attnlab.models import Diagonal
 from attnlab.nets.classifier import fit_classifier
@@ -132,17 +132,17 @@ def _ntk(steps, fault, metric):
     lr = practical_step(net, X)
     if not fault:
         return gradient_descent(net, X, Y, lr=lr, steps=steps, metrics={"probe": metric})
-    calls, real = [0], ntk_training.weight_gradient
+    calls, real = [0], network.weight_gradient
 
     def poisoned(*args, **kwargs):
         calls[0] += 1
         return real(*args, **kwargs) * (math.nan if calls[0] == AT + 1 else 1.0)
 
-    ntk_training.weight_gradient = poisoned
+    network.weight_gradient = poisoned
     try:
         return gradient_descent(net, X, Y, lr=lr, steps=steps, metrics={"probe": metric})
     finally:
-        ntk_training.weight_gradient = real
+        network.weight_gradient = real
 
 
 def _kernel(steps, fault, metric):

@@ -11,6 +11,7 @@ from attnlab.metrics import (
     bregman_divergence,
     cosine,
     directional_bregman,
+    entrywise_norm,
     gradient_direction,
     largest_gap,
     log_one_minus_selected,
@@ -81,6 +82,24 @@ def test_norms_and_cosine():
         matrix_norm(W, "max")
     with pytest.raises(ValidationError, match="p =="):
         bregman_divergence(W, W, 0.5)
+
+
+@pytest.mark.parametrize("p", [1.1, 1.5, 2.0, 3.0, 5.0])
+def test_lp_and_l2_norms_of_a_matrix_lie_in_lemma_12s_interval_with_both_ends_attained(p):
+    """mirror-descent-lp Lemma 12: for m entries, ||W||_2 <= ||W||_p <= m^(1/p - 1/2) ||W||_2 for p <= 2, the ends
+    exchanged for p >= 2; 1-sparse matrices attain the end 1, constant ones the end m^(1/p - 1/2)."""
+    gen = torch.Generator().manual_seed(12)
+    m = 100
+    dense = torch.randn(1000, 10, 10, generator=gen, dtype=torch.float64)
+    sparse = torch.zeros(10, 10, 10, dtype=torch.float64)
+    sparse.view(10, -1)[torch.arange(10), torch.randint(0, m, (10,), generator=gen)] = 3.0
+    constant = torch.full((1, 10, 10), -0.7, dtype=torch.float64)
+    W = torch.cat([dense, sparse, constant])
+    ratio = entrywise_norm(W, p) / torch.linalg.vector_norm(W.flatten(1), dim=-1)  # the l_2 norm of the entries
+    ends = sorted((1.0, m ** (1 / p - 0.5)))
+    assert bool((ratio >= ends[0] * (1 - 1e-12)).all()) and bool((ratio <= ends[1] * (1 + 1e-12)).all())
+    torch.testing.assert_close(ratio[1000:1010], torch.ones(10, dtype=torch.float64), rtol=1e-13, atol=0)
+    assert math.isclose(float(ratio[-1]), m ** (1 / p - 0.5), rel_tol=1e-13)  # a constant matrix: (m c^p)^(1/p)
 
 
 @pytest.mark.parametrize("scale", [1e300, 1e-300, 1.0])

@@ -49,7 +49,8 @@ def W0():
 
 
 def reference(data, W0, text, **options):
-    run = al.batched.train(data.X, data.Z, data.y, data.v, W0, optimizer=text, steps=STEPS, **options)
+    spec = parse_optimizer(text).replace(**options)
+    run = al.batched.train(data.X, data.Z, data.y, data.v, W0, optimizer=spec, steps=STEPS)
     assert run.status == ["completed"]
     return run.W[0]
 
@@ -61,7 +62,7 @@ def test_al_train_takes_the_string_and_its_built_optimizer(data, W0, text):
     al.train(model, text, data, steps=STEPS, record_every=STEPS)
     torch.testing.assert_close(model.W.detach(), W, **CLOSE)
     model = al.models.Combined(D, W0=W0)
-    l_star = float(optimal_loss(data.X[None], data.y[None], data.v[None], "exp")[0])
+    l_star = float(optimal_loss(data.X[None], data.y[None], data.v[None], loss="exp")[0])
     built = parse_optimizer(text).build(model.parameters(), optimal_loss=l_star)
     al.train(model, built, data, steps=STEPS, record_every=STEPS)
     torch.testing.assert_close(model.W.detach(), W, **CLOSE)
@@ -72,7 +73,8 @@ def test_the_real_harness_builds_the_same_optimizer(data, W0, text):
     # the harness's Polyak target is 0 (cross-entropy), so the reference is told L* = 0 too
     W = reference(data, W0, text, **({"optimal_loss": 0.0} if text.startswith("polyak") else {}))
     model = al.models.Combined(D, W0=W0)
-    al.train(model, make_optimizer(text, model.parameters(), lr=0.1), data, steps=STEPS, record_every=STEPS)
+    lr = 0.1 if parse_optimizer(text).entry.takes_lr else None  # lr is the step size; Polyak has none
+    al.train(model, make_optimizer(text, model.parameters(), lr=lr), data, steps=STEPS, record_every=STEPS)
     torch.testing.assert_close(model.W.detach(), W, **CLOSE)
 
 

@@ -61,3 +61,35 @@ def test_the_readme_cites_the_papers_as_citation_cff_does():
     titles = re.findall(r"^  title   = \{(.*)\},$", README, re.M)
     assert sorted(titles) == sorted(ref["title"] for ref in cff["references"])
     assert len(titles) == 6  # the five seed papers and the source of the extensions (multi-token theory page)
+
+
+def test_the_own_data_path_runs_from_a_file_holding_only_x_and_y(tmp_path, monkeypatch):
+    """The data section's commands, as written, on an .npz of X and y (and the head beside it in head.npy)."""
+    import numpy as np
+
+    from attnlab.data import example1
+
+    section = README.split("Your own tokens need only", 1)[1].split("\n**", 1)[0]
+    commands = re.findall(r"^\| `(attnlab [^`]+)` \|", section, re.M)
+    assert [shlex.split(c)[1] for c in commands] == ["data", "svm", "explain", "sweep"]
+    (sweep_file,) = re.findall(r"```yaml\n(.*?)```", section, re.S)
+    monkeypatch.chdir(tmp_path)
+    data = example1(n=4, T=3, d=8, seed=0)
+    np.savez("mine.npz", X=data.X.numpy(), y=data.y.numpy())  # as a user writes it: X and y only
+    np.save("head.npy", data.v.numpy())
+    Path("own.yaml").write_text(sweep_file)
+    outputs = {}
+    for command in commands:
+        result = CliRunner().invoke(main, shlex.split(command)[1:])
+        assert result.exit_code == 0, (command, result.output)
+        outputs[shlex.split(command)[1]] = result.output
+    assert "selected      0,0,0,0" in outputs["svm"]  # Example 1's optimal tokens under its head
+    assert "closest: fro" in outputs["explain"]
+    frame = attnlab.runner.read_sweep("runs/own")
+    assert sorted(frame["lr"].unique()) == [0.1, 0.3]
+    assert (frame.query("step == 300")["alignment_fro"] > 0.99).all()  # NGD aligns with its attended SVM
+    # the other heads the section names: a head trained from 0, and a file without a head is told what to pass
+    trained = CliRunner().invoke(main, ["explain", "mine.npz", "--train-head", "--out", "trained"])
+    assert trained.exit_code in (0, 1) and Path("trained/v.npy").exists(), trained.output
+    missing = CliRunner().invoke(main, ["svm", "mine.npz"])
+    assert missing.exit_code == 2 and "holds no selection and no head v" in missing.output

@@ -62,7 +62,7 @@ def test_one_al_train_checks_each_argument_once(counted):
 
 
 def test_one_sweep_run_checks_each_parameter_once_between_the_sweep_check_and_the_run(tmp_path, counted):
-    base = {"n": 4, "T": 3, "d": 8, "steps": 3, "lr": 0.1, "seed": 3, "data_seed": 5, "options": {"momentum": 0.5}}
+    base = {"n": 4, "T": 3, "d": 8, "steps": 3, "lr": 0.1, "seed": 3, "data_seed": 5, "optimizer": "ngd:momentum=0.5"}
     spec = SweepSpec.from_mapping({"task": "batched-train", "base": base})
     batched_train._built.cache_clear()  # this process may hold the data set and options from an earlier sweep
     batched_train._OPTIONS.clear()
@@ -75,7 +75,7 @@ def test_one_sweep_run_checks_each_parameter_once_between_the_sweep_check_and_th
         ("check_scalar", "steps", 3),
         ("check_scalar", "seed", 3),  # the initialisation's seed, by the sweep's check
         ("check_scalar", "seed", 5),  # data_seed, by the data generator, once: the run reuses the data set
-        ("check_scalar", "momentum", 0.5),  # an option, by the one parse of the batch's options
+        ("check_scalar", "momentum", 0.5),  # an option of the string, by its one parse (the sweep's check)
         ("check_tensor", "X", None),  # the data set's arrays, when the generator builds it
     ):
         assert counted[key] == 1, key

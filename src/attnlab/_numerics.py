@@ -11,7 +11,7 @@ import math
 
 import torch
 
-__all__ = ["LOG2_E", "exp", "exp_", "inverse_mirror_map", "logsumexp", "mirror_map"]
+__all__ = ["LOG2_E", "exp", "exp_", "inverse_mirror_map", "log_mean_exp", "logsumexp", "mirror_map"]
 
 LOG2_E = 1.0 / math.log(2.0)
 
@@ -40,6 +40,12 @@ def logsumexp(x: torch.Tensor, dim: int) -> torch.Tensor:
     """
     top = x.amax(dim=dim, keepdim=True).nan_to_num_(nan=0.0, posinf=0.0, neginf=0.0)  # a finite shift
     return exp_(x - top).sum(dim=dim).log_().add_(top.squeeze(dim))
+
+
+def log_mean_exp(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """``log((1/N) sum_dim exp(x))`` by ``torch.logsumexp``, ``N`` the size of ``dim``: the log of a mean of
+    quantities held as logs (a risk from per-sample log losses), never forming them."""
+    return torch.logsumexp(x, dim=dim) - math.log(x.shape[dim])
 
 
 def mirror_map(x: torch.Tensor, p: float) -> torch.Tensor:

@@ -127,6 +127,20 @@ def as_float64_tensor(name: str, value: object) -> torch.Tensor:
     return torch.from_numpy(arr.copy())  # copy: contiguous, writable, keeps 0-d arrays 0-d
 
 
+def check_nonzero(name: str, tensor: torch.Tensor, axes: int) -> torch.Tensor:
+    """Refuse a reference direction that is zero: each slice over the last ``axes`` axes (one per run) must hold a
+    non-zero entry, since a cosine or a normalised divergence against zero is 0/0."""
+    zero = (tensor.flatten(-axes) == 0).all(dim=-1) if tensor.numel() else torch.ones((), dtype=torch.bool)
+    if bool(zero.any()):
+        runs = torch.nonzero(zero.reshape(-1)).flatten().tolist() if zero.dim() else []
+        where = f" (runs {runs[:5]})" if zero.dim() else ""
+        raise ValidationError(
+            f"{name} is zero{where}: a direction of reference must be non-zero (the alignment with 0 is 0/0); pass "
+            "the reference you mean, e.g. the SVM solution of the data"
+        )
+    return tensor
+
+
 def check_token_data(name: str, data: object) -> object:
     """Refuse anything without the fields ``X, Z, y, v`` of a token-selection data set (a tuple, a dict, arrays)."""
     if (

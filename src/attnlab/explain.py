@@ -4,10 +4,10 @@ Spec: implicit-bias-ngd §5 (W-SVM, Frobenius) and §8.3 (NGD -> W_mm), kq-nucle
 ``(K, Q)``, l1 for the diagonal) and §7, mirror-descent-lp §5 (l_p-AttSVM, locally optimal selections) and §8.
 
 The candidates are every SVM the three papers name: Frobenius, nuclear, l1-diagonal and l2-diagonal for the default
-selection (``data.select``, else the optimal tokens), the entrywise l_p SVM for ``opt="md:<p>"`` and for steepest
-descent ``opt="sd:<p>"`` (``"sign"``: the l_inf SVM, a linear program; the optimizer grammar of
-:mod:`attnlab.optim.spec`), the Frobenius SVM of each other locally optimal selection, and the Frobenius
-SVM of the selection the trained model itself attends to. With token sets (``select=`` an ``(n, T)`` mask or lists of
+selection (``data.select``, else the optimal tokens), the entrywise l_p SVMs of the optimizer's own norm family
+(its registry entry's ``family``, :mod:`attnlab.optim.registry`: l_p for ``opt="md:<p>"`` and ``"sd:<p>"``, l_inf
+and the nearby l_8 and l_4 for sign descent and Adam; the l_inf SVM is a linear program), the Frobenius SVM of each
+other locally optimal selection, and the Frobenius SVM of the selection the trained model itself attends to. With token sets (``select=`` an ``(n, T)`` mask or lists of
 indices, multi-token §2) the set-direction programs (Frobenius and nuclear) and the SVM-equivalence direction of
 the trained ``W`` join the candidates (multi-token §3); a fixed nonlinear head (``head=``, multi-token §1) trains
 in place of the data's linear one. Cross-attention data (``d_q != d``, multi-token §8) train a rectangular ``W``;
@@ -29,12 +29,13 @@ from typing import Any
 import pandas as pd
 import torch
 
-from attnlab._validation import ValidationError, check_in, check_scalar
-from attnlab.data import TokenSelectionData
+from attnlab._validation import ValidationError, check_bool, check_in, check_scalar
+from attnlab.data import Selection, TokenSelectionData
 from attnlab.losses import LOSSES
 from attnlab.metrics import cosine, directional_bregman
 from attnlab.models.functional import token_scores
 from attnlab.models.heads import Head, as_head
+from attnlab.optim import registry
 from attnlab.optim.spec import OptimizerSpec
 from attnlab.plotting import STEP, house_figure, label_axes, log_gap_axis, new_figure
 from attnlab.probe.capture import attended_tokens
@@ -73,7 +74,12 @@ def parse_opt(opt: str) -> tuple[str, float | None]:
         stacklevel=2,
     )
     spec = OptimizerSpec.parse(opt)
-    return spec.name, (spec.get("p", 2.0) if spec.name == "md" else None)
+    return spec.name, _potential(spec)
+
+
+def _potential(spec: OptimizerSpec) -> float | None:
+    """The exponent of the optimizer's l_p mirror map (its registry entry's ``potential``), else None."""
+    return None if spec.entry.potential is None else spec.entry.potential(dict(spec.options))
 
 
 @dataclass
@@ -97,6 +103,8 @@ class Explanation:
         Candidates left out (an infeasible program, no head for the local selections) and why.
     W : torch.Tensor, shape (d, d_q)
         The final combined matrix.
+    v : torch.Tensor, shape (d,), or None
+        The trained head, with ``train_head=True`` (the candidates are the SVMs of its optimal tokens).
     converged : bool
         Whether the run converged in direction (see :func:`explain`).
     nearest : str
@@ -114,19 +122,21 @@ class Explanation:
     converged: bool = True
     nearest: str = ""
     verdict: str = ""
+    v: torch.Tensor | None = None
 
 
 def _candidates(
     data: TokenSelectionData,
-    p: float | None,
+    norms: tuple[float, ...],
     max_selections: int,
     solver: str | None,
     sets: torch.Tensor | None,
     linear: bool,
 ):
     """``{name: AttentionSVMResult or SetProgramResult}`` of every feasible candidate, and the reasons for the ones
-    left out. ``sets``: token sets (multi-token §3.1 adds their direction programs); ``linear``: training uses the
-    data's linear head (the one-token selections of the head exist only then)."""
+    left out; refuses data on which none is feasible. ``norms``: the l_p exponents of the optimizer's family; ``sets``:
+    token sets (multi-token §3.1 adds their direction programs); ``linear``: training uses the data's linear head (the
+    one-token selections of the head exist only then)."""
     plain = data if sets is None else data.with_(select=None)  # the one-token programs' data
     one_token = linear or (data.select is not None and data.select.dim() == 1)
     square = data.d_q == data.d
@@ -140,9 +150,8 @@ def _candidates(
         if square:
             programs["l1-diag"] = lambda: diagonal_svm(plain, 1.0, solver=solver)  # kq-nuclear-norm §4 (l1-SVM)
             programs["l2-diag"] = lambda: diagonal_svm(plain, 2.0, solver=solver)  # kq §7.2 (beta trained directly)
-        if p is not None:
-            norm = "fro" if p == 2.0 else p
-            programs[f"l{p:g}"] = lambda: attention_svm(plain, norm, solver=solver)  # md §5
+        for p in norms:  # md §5, steepest-descent §2: the SVM of the optimizer's own norm
+            programs[f"l{p:g}"] = lambda norm=("fro" if p == 2.0 else p): attention_svm(plain, norm, solver=solver)
     found, skipped = {}, []
     if not square:
         skipped.append("l1-diag, l2-diag: a diagonal W is square, the data are cross-attention (d_q != d)")
@@ -151,14 +160,21 @@ def _candidates(
             found[name] = solve()
         except InfeasibleProgramError as err:
             skipped.append(f"{name}: infeasible ({str(err).split(';')[0]})")
+        except ValidationError as err:  # an exponent the l_p program cannot solve (p too close to 1, or above 100)
+            skipped.append(f"{name}: {err}")
     if not linear or data.v is None:
         skipped.append("locally optimal selections: training has no linear head v")
-        return found, skipped
-    default = tuple(found["fro"].select.tolist()) if "fro" in found else None
-    for report in locally_optimal_selections(plain, "fro", max_candidates=max_selections, solver=solver):
-        select = tuple(report.select.tolist())
-        if select != default:
-            found["fro[" + ",".join(map(str, select)) + "]"] = report.svm  # mirror-descent-lp §5 Def. 3
+    else:
+        default = tuple(found["fro"].select.tolist()) if "fro" in found else None
+        for report in locally_optimal_selections(plain, "fro", max_candidates=max_selections, solver=solver):
+            select = tuple(report.select.tolist())
+            if select != default:
+                found["fro[" + ",".join(map(str, select)) + "]"] = report.svm  # mirror-descent-lp §5 Def. 3
+    if not found:
+        raise ValidationError(
+            f"no candidate SVM is feasible on this data ({'; '.join(skipped)}); the selected tokens "
+            "cannot be separated, check attnlab.svm.is_separable(data)"
+        )
     return found, skipped
 
 
@@ -180,7 +196,7 @@ def _attended(
         if (name == "fro" or name.startswith("fro[")) and torch.equal(svm.select, attended):  # one-token SVMs
             return name
     try:
-        svms[f"fro[{label}]"] = attention_svm(data, "fro", select=attended, solver=solver)
+        svms[f"fro[{label}]"] = attention_svm(data, "fro", select=Selection(tokens=attended), solver=solver)
     except InfeasibleProgramError as err:
         skipped.append(f"fro[{label}] (the attended selection): infeasible ({str(err).split(';')[0]})")
         return None
@@ -204,6 +220,7 @@ def _initial(param: str, d: int, d_q: int, d_e: int, init_scale: float, seed: in
     return {"xi_k0": math.sqrt(2.0) * init_scale * ones, "xi_q0": torch.zeros_like(ones)}  # spec kq §3.1 (5)
 
 
+@registry.documented
 def explain(
     data: TokenSelectionData,
     param: str = "W",
@@ -221,6 +238,7 @@ def explain(
     direction_tol: float = 1e-2,
     select: object = None,
     head: Head | torch.nn.Module | None = None,
+    train_head: bool = False,
 ) -> Explanation:
     """Train ``param`` with ``opt`` on ``data`` and rank every candidate SVM by its distance to the final direction.
 
@@ -235,9 +253,12 @@ def explain(
         Combined ``W``, factored ``W = K Q^T`` (``K (d, d_e)``, ``Q (d_q, d_e)``), or diagonal
         ``W = diag(xi_k * xi_q)`` (square data only).
     opt : str or OptimizerSpec, default="ngd"
-        An optimizer of the one grammar (:mod:`attnlab.optim.spec`) that :func:`attnlab.training.batched.train` runs:
-        ``"gd"``, ``"ngd:momentum=0.9"``, ``"polyak:max_step=5"``, ``"md:1.5"`` (l_p mirror descent, normalised
-        unless ``normalized=false``; adds the l_p SVM and the Bregman divergence), ``"joint"``.
+        An optimizer of the one grammar (:mod:`attnlab.optim.spec`) that :func:`attnlab.training.batched.train`
+        runs, e.g. ``"ngd:momentum=0.9"``, ``"polyak:max_step=5"``, ``"md:1.5"`` (l_p mirror descent: adds the l_p
+        SVM and the Bregman divergence), ``"sign:schedule=inv_sqrt"`` (adds the l_inf, l_8 and l_4 SVMs). The names
+        of the registry (:mod:`attnlab.optim.registry`):
+
+        .. optimizers::
     steps : int, default=1000
     lr : float, optional
         Step size, when the string sets none (default 0.1). For Polyak, ``lr`` as its cap is deprecated: write
@@ -268,6 +289,10 @@ def explain(
         A fixed nonlinear head to train with in place of ``data.v`` (e.g.
         :class:`~attnlab.models.ReluHead`; multi-token §1). The one-token candidates then need ``data.select``
         (or ``select``) of shape ``(n,)``; the locally optimal selections are left out (they are a linear head's).
+    train_head : bool, default=False
+        Train the linear head ``v`` together with the attention (implicit-bias-ngd §8.11), from ``data.v`` or,
+        when the data have none, from ``v = 0``. The candidates are then those of the trained head: the SVMs
+        of its optimal tokens, its locally optimal selections and the attended selection.
 
     Returns
     -------
@@ -276,7 +301,8 @@ def explain(
     Raises
     ------
     ValidationError
-        On a bad ``param``, ``opt``, ``loss``, ``select`` or size, data without a head (and no ``head``),
+        On a bad ``param``, ``opt``, ``loss``, ``select`` or size, data without a head (and no ``head``), a
+        ``head`` without a selection (``select`` or ``data.select``),
         ``param="diag"`` on cross-attention data, when no candidate is feasible, when
         training diverged (non-finite loss), or when the gradient is zero throughout (every token ties). The
         training loop itself never raises on divergence (its one policy, :mod:`attnlab.training.loop`, marks the
@@ -291,11 +317,23 @@ def explain(
     """
     if not isinstance(data, TokenSelectionData):
         raise ValidationError(f"data must be a TokenSelectionData, got {type(data).__name__}")
+    train_head = check_bool("train_head", train_head)
     linear = head is None
+    if train_head and not linear:
+        raise ValidationError("train_head=True trains a linear head v; a nonlinear head= is fixed: pass one of them")
+    if train_head and data.v is None:
+        data = data.with_(v=torch.zeros(data.d, dtype=torch.float64))  # implicit-bias-ngd §8.11: v trained from 0
     training_head = data.require_head() if linear else as_head(head, data.d)  # multi-token §1
     if select is not None:
         data = data.with_(select=select)  # validated there: (n,) tokens or (n, T) sets
     sets = data.select if data.select is not None and data.select.dim() == 2 else None  # multi-token §2
+    if not linear and data.select is None:
+        raise ValidationError(
+            "head= trains with a fixed nonlinear head, which has no optimal tokens of its own, so explain has no "
+            "selection whose SVMs to compare: pass select= (one token per sequence, shape (n,), or token sets, an "
+            "(n, T) mask or n lists of indices, e.g. attnlab.data.sets_from_probabilities of a trained softmax) or "
+            "store it in data.select"
+        )
     check_in("param", param, PARAMETRIZATIONS)
     if param == "diag" and data.d_q != data.d:
         raise ValidationError(
@@ -308,8 +346,8 @@ def explain(
             f"lr as Polyak's cap is deprecated; write 'polyak:max_step={lr}'", DeprecationWarning, stacklevel=2
         )
         spec, lr = spec.with_options(max_step=lr), None
-    p = spec.get("p", 2.0) if spec.name == "md" else None  # the mirror map's p: Bregman divergences
-    norm_p = spec.get("p", 2.0) if spec.name == "sd" else p  # steepest descent in l_p: its own norm's SVM too
+    p = _potential(spec)  # the mirror map's p: Bregman divergences
+    family = () if spec.entry.family is None else spec.entry.family(dict(spec.options))  # its own norms' SVMs
     check_in("loss", loss, LOSSES)
     steps = check_scalar("steps", steps, kind=int, low=1)
     check_scalar("direction_tol", direction_tol, low=0.0, low_inclusive=False)
@@ -322,18 +360,15 @@ def explain(
     d_e = data.d if d_e is None else d_e
     d_e = check_scalar("d_e", d_e, kind=int, low=1)
 
-    gamma = token_scores(data.X, data.y, data.v) if linear else None
+    gamma = token_scores(data.X, data.y, data.v) if linear and not train_head else None
     if gamma is not None and bool((gamma.amax(dim=-1) == gamma.amin(dim=-1)).all()):
         raise ValidationError(
             "every token ties in every sequence (the head v gives all tokens one score, e.g. v = 0): the gradient is "
-            "zero, training cannot move and no SVM can be named; pass data whose head separates the tokens"
+            "zero, training cannot move and no SVM can be named; pass data whose head separates the tokens, or "
+            "train the head with train_head=True"
         )
-    svms, skipped = _candidates(data, norm_p, max_selections, solver, sets, linear)
-    if not svms:
-        raise ValidationError(
-            f"no candidate SVM is feasible on this data ({'; '.join(skipped)}); the selected tokens "
-            "cannot be separated, check attnlab.svm.is_separable(data)"
-        )
+    if not train_head:  # a trained head's candidates exist only after training
+        svms, skipped = _candidates(data, family, max_selections, solver, sets, linear)
     init = _initial(param, data.d, data.d_q, d_e, init_scale, seed)
     run = batched_train(
         data.X,
@@ -348,6 +383,7 @@ def explain(
         steps=steps,
         record_every=record_every,
         keep_iterates=True,
+        train_head=train_head,
         **init,
     )
     if run.status[0] != "completed":  # the loop's status, read: explain's own API refuses a diverged run
@@ -361,6 +397,9 @@ def explain(
             "the gradient is zero at every recorded step (every token ties: the head v scores all tokens alike, "
             "e.g. v = 0), so training cannot move and no SVM is named; pass data whose head separates the tokens"
         )
+    if train_head:  # the candidates of the trained head (implicit-bias-ngd §8.11)
+        data = data.with_(v=run.params["v"][0])
+        svms, skipped = _candidates(data, family, max_selections, solver, sets, linear)
     attended = _attended(data, run.W[0], svms, skipped, solver)
     if sets is not None:
         try:  # multi-token §3.3: W_fin + R W_dir, R fitted to the trained W
@@ -407,6 +446,7 @@ def explain(
         converged=converged,
         nearest=nearest,
         verdict=verdict,
+        v=run.params["v"][0] if train_head else None,
     )
 
 

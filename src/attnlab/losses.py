@@ -8,11 +8,10 @@ All functions act elementwise on margins ``z = y f(X)`` of any shape, so a leadi
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 
+from attnlab._numerics import log_mean_exp
 from attnlab._validation import check_in
 
 __all__ = ["LOSSES", "log_loss", "log_abs_loss_derivative", "loss", "mean_loss", "log_mean_loss"]
@@ -107,7 +106,7 @@ def log_mean_loss(z: torch.Tensor, name: str = "exp") -> torch.Tensor:
     torch.Tensor
         The log of the empirical risk, shape ``z.shape[:-1]``.
     """
-    return torch.logsumexp(log_loss(z, name), dim=-1) - math.log(z.shape[-1])
+    return log_mean_exp(log_loss(z, name))  # log((1/n) sum_i l(z_i)), from the log losses
 
 
 def mean_loss(z: torch.Tensor, name: str = "exp") -> torch.Tensor:

@@ -124,6 +124,23 @@ def test_token_sets_are_counted_and_a_feasible_selection_is_certified(tmp_path):
     assert result.exit_code == 0, result.output
 
 
+def test_a_whole_sequence_set_beside_others_is_named_and_adds_equalities_only(tmp_path):
+    path = _sets_file(tmp_path, "whole", X3, Z3, [[1, 1, 0], [1, 1, 1]])
+    result = run("data", "check", path, "--strict", "--which", "condition1")
+    lines = result.output.splitlines()
+    assert lines[2] == (
+        "  sequences whose set is the whole sequence (all 3 tokens): 1; they contribute equal logits only (no "
+        "margin), as in the source's program"
+    )
+    # the library's program with the same sets: sequence 0's margins and sequence 1's equalities
+    with pytest.warns(UserWarning, match=r"sequences \[1\] hold the whole sequence"):
+        expected = set_direction_svm(TokenSelectionData(X3, Z3, [1, -1]), [[0, 1], [0, 1, 2]])
+    assert lines[3].startswith(
+        f"feasible: the direction program separates every set with margin 1 at ||W||_F = {expected.norm_value:.4g}"
+    )
+    assert result.exit_code == 0, result.output
+
+
 @pytest.mark.parametrize(
     ("name", "X", "Z", "sets", "expected"),
     [
@@ -131,8 +148,8 @@ def test_token_sets_are_counted_and_a_feasible_selection_is_certified(tmp_path):
             "whole",
             X3,
             Z3,
-            [[1, 1, 0], [1, 1, 1]],
-            "degenerate: the sets of sequences 1 hold the whole sequence (all 3 tokens)",
+            [[1, 1, 1], [1, 1, 1]],
+            "degenerate: the sets of sequences 0, 1 (every sequence) hold the whole sequence (all 3 tokens)",
         ),
         (
             "tie",

@@ -1,5 +1,7 @@
 """``attnlab explain``: trains, names the closest SVM, writes the table and figure, refuses a bad --opt."""
 
+import re
+
 import pandas as pd
 from click.testing import CliRunner
 
@@ -46,3 +48,71 @@ def test_a_run_not_converged_in_direction_exits_1_and_names_no_candidate(tmp_pat
     assert result.exit_code == 1, result.output
     assert "not converged in direction" in result.output and "closest:" not in result.output
     assert not pd.read_parquet(tmp_path / "out" / "explain.parquet")["closest"].any()
+
+
+def _xy_file(tmp_path):
+    """A user's file with X and y only; its head, saved beside it, and the same data with the head inside."""
+    import numpy as np
+
+    data = example1(n=3, T=3, d=8, seed=0)
+    np.savez(tmp_path / "xy.npz", X=data.X.numpy(), y=data.y.numpy(), v_true=data.v.numpy())
+    np.save(tmp_path / "head.npy", data.v.numpy())
+    data.save(tmp_path / "full.npz")
+    return data
+
+
+def test_the_head_comes_from_a_npy_file_or_a_key_of_the_data_file(tmp_path):
+    _xy_file(tmp_path)
+    tables = {}
+    for name, args in {
+        "file": ["xy.npz", "--v", "head.npy"],
+        "key": ["xy.npz", "--v", "v_true"],
+        "inside": ["full.npz"],
+    }.items():
+        args = [str(tmp_path / a) if a.endswith((".npz", ".npy")) else a for a in args]
+        result = invoke("explain", *args, "--steps", 300, "--lr", 0.3, "--out", tmp_path / name)
+        assert result.exit_code == 0, result.output
+        tables[name] = pd.read_csv(tmp_path / name / "explain.csv")
+    pd.testing.assert_frame_equal(tables["file"], tables["inside"])  # the same head, the same run
+    pd.testing.assert_frame_equal(tables["key"], tables["inside"])
+    bad = invoke("explain", tmp_path / "xy.npz", "--v", "nothere")
+    assert bad.exit_code == 2 and "is neither a .npy file nor a key of" in bad.output and "v_true" in bad.output
+
+
+def test_a_trained_head_is_written_and_a_relu_head_needs_its_matrix_and_a_selection(tmp_path):
+    import numpy as np
+
+    data = _xy_file(tmp_path)
+    src = tmp_path / "xy.npz"
+    trained = invoke("explain", src, "--train-head", "--steps", 200, "--out", tmp_path / "t")
+    assert trained.exit_code in (0, 1), trained.output  # joint training converges in direction slowly
+    v = np.load(tmp_path / "t" / "v.npy")
+    assert v.shape == (8,) and np.abs(v).max() > 0  # trained from 0
+    V = np.random.default_rng(0).standard_normal((5, 8))
+    np.save(tmp_path / "V.npy", V)
+    relu = invoke(
+        "explain",
+        src,
+        "--head",
+        "relu",
+        "--V",
+        tmp_path / "V.npy",
+        "--select",
+        "0,0,0",
+        "--steps",
+        200,
+        "--out",
+        tmp_path / "r",
+    )
+    assert relu.exit_code in (0, 1), relu.output
+    table = pd.read_csv(tmp_path / "r" / "explain.csv", dtype={"select": str})
+    assert table.set_index("candidate").at["fro", "select"] == "0,0,0"  # the SVMs of the selection given
+    for args, message in (
+        (["--head", "relu"], "--head relu needs --V FILE.npy"),
+        (["--V", str(tmp_path / "V.npy")], "--V is the ReLU head's value matrix: add --head relu"),
+        (["--head", "relu", "--V", str(tmp_path / "V.npy"), "--train-head"], "--train-head trains a linear head"),
+        (["--head", "relu", "--V", str(tmp_path / "V.npy")], "head= trains with a fixed nonlinear head.*select="),
+    ):
+        result = invoke("explain", src, *args, "--steps", 5)
+        assert result.exit_code == 2 and re.search(message, result.output), (args, result.output)
+    del data

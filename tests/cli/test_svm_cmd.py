@@ -110,3 +110,22 @@ def test_token_sets_stored_in_the_file_are_solved_as_sets(tmp_path, data):
     with np.load(out) as f:
         np.testing.assert_allclose(f["W"], expected.W.numpy(), atol=1e-12)
         assert f["select"].shape == (4, 3) and f["select"].dtype == bool
+
+
+def test_a_file_of_x_and_y_takes_its_head_from_a_npy_file_or_a_key(tmp_path):
+    import numpy as np
+
+    from attnlab.data import example1
+
+    data = example1(n=3, T=3, d=6, seed=1)
+    np.savez(tmp_path / "xy.npz", X=data.X.numpy(), y=data.y.numpy(), head=data.v.numpy())
+    np.save(tmp_path / "head.npy", data.v.numpy())
+    expected = ",".join(map(str, data.optimal_tokens().tolist()))  # independent: argmax_t y v^T x_t
+    for source in (str(tmp_path / "head.npy"), "head"):
+        result = CliRunner().invoke(main, ["svm", str(tmp_path / "xy.npz"), "--v", source])
+        assert result.exit_code == 0, result.output
+        assert f"selected      {expected}" in result.output
+    missing = CliRunner().invoke(main, ["svm", str(tmp_path / "xy.npz")])
+    assert missing.exit_code == 2 and "holds no selection and no head v: pass --select" in missing.output
+    wrong = CliRunner().invoke(main, ["svm", str(tmp_path / "xy.npz"), "--v", str(tmp_path / "none.npy")])
+    assert wrong.exit_code == 2 and "none.npy': no such file" in wrong.output

@@ -86,6 +86,8 @@ def test_run_writes_every_output(tmp_path, monkeypatch):
             "properties": 1,
             "findings": 0,
             "revisions": 0,
+            "ours_agree": 0,
+            "ours": 0,
         }
         and "torch" in rec["versions"]
     )

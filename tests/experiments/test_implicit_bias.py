@@ -1,5 +1,7 @@
 """Each implicit-bias experiment runs in its --quick form and its theory checks and properties pass; configs validate
-their keys; the cap detector and the geometric record steps behave as documented."""
+their keys; the cap detector, the cap-grid remark and the geometric record steps behave as documented."""
+
+import math
 
 import numpy as np
 import pandas as pd
@@ -7,11 +9,17 @@ import pytest
 
 from attnlab._validation import ValidationError
 from attnlab.experiments import get_experiment, run_experiment
-from attnlab.experiments.implicit_bias import Fig2Config, Fig3Config
-from attnlab.experiments.implicit_bias.remarks import capped_from
+from attnlab.experiments.implicit_bias import AssumptionsConfig, Fig2Config, Fig3Config
+from attnlab.experiments.implicit_bias.remarks import cap_grid_remark, capped_from
 from attnlab.verify import make_config
 
-NAMES = ["implicit-bias.fig2", "implicit-bias.fig3", "implicit-bias.fig5", "implicit-bias.rates"]
+NAMES = [
+    "implicit-bias.assumptions",
+    "implicit-bias.fig2",
+    "implicit-bias.fig3",
+    "implicit-bias.fig5",
+    "implicit-bias.rates",
+]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -52,3 +60,37 @@ def test_the_cap_binds_from_the_first_step_after_which_every_gradient_is_below_e
     assert capped_from(grad, eta=0.1, cap=None) is None  # uncapped: never
     assert capped_from(grad, eta=0.1, cap=1e-3) == 0  # eta / cap = 100: every gradient is below, from the start
     assert capped_from(grad.assign(grad_norm=1.0), eta=0.1, cap=10.0) is None
+
+
+def _run(steps_to_align: int, steps_to_loss: int, L_star: float = 1.0) -> pd.DataFrame:
+    """One run recorded every 10 steps that reaches corr 0.99 and L - L_* <= 1e-6 L_* at the given steps."""
+    step = np.arange(0, 110, 10)
+    return pd.DataFrame({
+        "step": step,
+        "alignment": np.where(step >= steps_to_align, 0.995, 0.5),
+        "loss": L_star + np.where(step >= steps_to_loss, 1e-7, 1e-3),
+    })  # fmt: skip
+
+
+def test_the_cap_grid_remark_lists_the_pairs_where_polyak_is_faster_on_both_metrics():
+    config = Fig2Config(ngd_caps=(1.0, math.inf), polyak_caps=(1.0, math.inf))
+    runs = {
+        ("NGD", 1.0): _run(50, 50),
+        ("NGD", math.inf): _run(20, 20),
+        ("Polyak", 1.0): _run(40, 60),  # faster than NGD cap 1 in direction only
+        ("Polyak", math.inf): _run(10, 10),  # faster than both on both
+    }
+    row, table = cap_grid_remark(config, runs, L_star=1.0)
+    holds = {(r.ngd_cap, r.polyak_cap): r.holds for r in table.itertuples()}
+    assert holds == {(1.0, 1.0): False, (1.0, math.inf): True, (math.inf, 1.0): False, (math.inf, math.inf): True}
+    assert row.kind == "observation" and row.passed
+    assert "holds at 2 of 4 pairs" in row.measured and "NGD cap 1: Polyak cap inf" in row.measured
+
+
+def test_assumptions_config_refuses_bad_grids_by_name():
+    with pytest.raises(ValidationError, match="dims"):
+        AssumptionsConfig(dims=(256, 64))
+    with pytest.raises(ValidationError, match="delta"):
+        AssumptionsConfig(delta=1.5)
+    with pytest.raises(ValidationError, match="ngd_caps"):
+        Fig2Config(ngd_caps=())

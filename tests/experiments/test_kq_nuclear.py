@@ -57,6 +57,20 @@ def test_x3_ordering_fails_when_the_two_svms_coincide():
         [{**end, "param": "KQ", "run": 0}, {**end, "param": "W", "run": 0, "corr_nuc": 0.98, "corr_fro": 0.99}]
     )
     config = X3Config(steps=10)
-    distinct = _x3_checks(config, 4, frame, corr_refs=0.95)[2]
-    same = _x3_checks(config, 4, frame, corr_refs=0.9995)[2]
+    distinct, same = (
+        next(c for c in _x3_checks(config, 4, frame, corr_refs=corr) if c.claim_id == "separated")
+        for corr in (0.95, 0.9995)
+    )
     assert distinct.passed and not same.passed and "untestable" in same.predicted
+    assert abs(distinct.margin - 0.01) < 1e-12 and same.margin is None  # 0.99 - 0.98 (rounding); none unread
+
+
+def test_residual_limit_recovers_the_intercept_of_a_plus_b_over_log_mu():
+    """The KKT row's limit a of residual = a + b / ln mu, against the exact values it was built from."""
+    import numpy as np
+
+    from attnlab.experiments.kq_nuclear.x2 import residual_limit
+
+    log_mu = np.linspace(10.4, 10.8, 10)  # the quick run's narrow window of ln mu
+    a, b = residual_limit(log_mu, 0.414 + 398.0 / log_mu)
+    assert abs(a - 0.414) < 1e-9 and abs(b - 398.0) < 1e-7  # exact data: only rounding (cond ~ 1e4) remains

@@ -1,14 +1,18 @@
 """Each mirror-descent experiment runs in its --quick form and its theory checks pass; configs validate their keys."""
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from attnlab._validation import ValidationError
 from attnlab.experiments import get_experiment, run_experiment
-from attnlab.experiments.mirror_descent import E1Config, E2Config, GrowthConfig, RegPathConfig
+from attnlab.experiments.mirror_descent import BoundsConfig, ConeConfig, E1Config, E2Config, GrowthConfig, RegPathConfig
+from attnlab.experiments.mirror_descent.common import still_decreasing
 from attnlab.verify import make_config
 
 NAMES = [
+    "mirror-descent.bounds",
+    "mirror-descent.cone",
     "mirror-descent.e1",
     "mirror-descent.e2",
     "mirror-descent.e3",
@@ -24,7 +28,9 @@ def test_quick_run_writes_outputs_and_passes_its_checks(name, tmp_path):
     assert failed.empty, failed[["claim", "predicted", "measured", "tolerance"]].to_string()
     assert len(record.checks) >= 3
     frame = pd.read_parquet(tmp_path / "trajectory.parquet")
-    assert ({"run", "radius", "q", "bregman"} if name.endswith("regpath") else {"run", "step"}) <= set(frame.columns)
+    expected = {"regpath": {"run", "radius", "q", "bregman"}, "bounds": {"scale", "violation", "gradient_ratio"}}
+    expected["cone"] = {"radius", "noise", "bregman", "correlation", "slack"}
+    assert expected.get(name.split(".")[1], {"run", "step"}) <= set(frame.columns)
     assert list(tmp_path.glob("*.png")) and list(tmp_path.glob("*.pdf"))
     if name == "mirror-descent.e1":
         grid = pd.read_parquet(tmp_path / "grid.parquet")
@@ -60,6 +66,14 @@ def test_configs_refuse_bad_values_by_name():
         RegPathConfig(radii=(1.0, 2.0, 4.0), cross_check=3)
     with pytest.raises(ValidationError, match=r"steps == 50, must be >= 100"):
         GrowthConfig(steps=50)
+    with pytest.raises(ValidationError, match="lrs must be a non-empty tuple of positive step sizes"):
+        GrowthConfig(lrs=(1.0, -10.0))
+    with pytest.raises(ValidationError, match="distances must be >= 2 increasing sizes"):
+        BoundsConfig(distances=(0.1, 0.01))
+    with pytest.raises(ValidationError, match=r"scales must be norms in \(0, 100\]"):
+        BoundsConfig(scales=(1.0, 1e3))
+    with pytest.raises(ValidationError, match="radii must be >= 2 positive, increasing values"):
+        ConeConfig(radii=(8.0,))
 
 
 def test_every_row_of_the_quick_runs_is_declared_and_e3_claims_no_theorem(tmp_path):
@@ -67,3 +81,38 @@ def test_every_row_of_the_quick_runs_is_declared_and_e3_claims_no_theorem(tmp_pa
     record = run_experiment("mirror-descent.e3", quick=True, out=tmp_path, progress=False)
     assert set(record.checks["kind"]) == {"observation"}
     assert record.checks["result"].str.startswith("002:").all()
+
+
+def test_growth_runs_every_step_size_on_every_data_set_and_recomputes_the_old_reading(tmp_path):
+    """Lemma 30's old reading (log k against a power at lr 100) is recomputed beside the lower-bound row."""
+    record = run_experiment("mirror-descent.growth", {"steps": 300, "lrs": (10.0, 100.0), "ps": (2.0,)}, out=tmp_path)
+    frame = pd.read_parquet(tmp_path / "trajectory.parquet")
+    assert sorted(frame["lr"].unique()) == [10.0, 100.0] and frame["dataset"].nunique() == 2
+    assert set(frame.groupby("run")["step"].max()) == {300}  # every step of every run is kept
+    revisions = record.checks[record.checks["kind"] == "revision"]
+    assert list(revisions["claim_id"]) == ["lem30-norm-growth#rev1"]
+    assert "log-fit RMS" in revisions["measured"].iloc[0]
+
+
+def test_the_plateau_of_a_dB_curve_reads_as_a_plateau():
+    """A curve that falls by 1e-9 of its value over [K/4, K] is a plateau (inconclusive), not a decrease."""
+    steps = np.arange(0, 101)
+    settled = 0.0023 + 0.5 * np.exp(-steps / 3.0) + 1e-12 * (100 - steps)  # settles at 0.0023 by k = 25
+    row = still_decreasing("the E3 fig.: dB still decreasing", steps, settled, "fig.", result="002:Fig-E3")
+    assert row.verdict == "inconclusive" and "(a plateau)" in row.measured
+    falling = 1.0 / np.log(np.e + steps)  # a poly-log decay keeps falling
+    assert still_decreasing("fig.", steps, falling, "fig.", result="002:Fig-E3").verdict == "agrees"
+    rising = 0.01 + 1e-4 * steps
+    assert still_decreasing("fig.", steps, rising, "fig.", result="002:Fig-E3").verdict == "disagrees"
+
+
+def test_growth_rows_fail_with_the_step_where_every_run_stopped():
+    """All runs of a p diverging before K (a wrong mechanism can do it) fail every row instead of crashing it."""
+    from attnlab.experiments.mirror_descent.growth import _checks
+
+    config = GrowthConfig(steps=300, lrs=(10.0,), ps=(3.0,))
+    steps = np.repeat(np.arange(7), 2)
+    rows = pd.DataFrame({"run": np.tile([0, 1], 7), "step": steps, "diverged": True, "p": 3.0})
+    checks = _checks(config, 3.0, rows)
+    assert len(checks) == 6 and not any(c.passed for c in checks)
+    assert all("stopped at step 6 of 300: diverged runs [0, 1]" in c.measured for c in checks)

@@ -8,19 +8,74 @@ from attnlab.experiments import run_experiment
 
 def test_quick_run_passes_its_checks_and_counts_every_draw(tmp_path):
     record = run_experiment("multi-token.equivalence", quick=True, out=tmp_path, progress=False)
-    failed = record.checks[~record.checks["passed"] & (record.checks["kind"] == "theory")]
+    failed = record.checks[~record.checks["passed"] & record.checks["kind"].isin(["theory", "property"])]
     assert failed.empty, failed[["claim", "predicted", "measured", "tolerance"]].to_string()
     acceptance = pd.read_parquet(tmp_path / "acceptance.parquet")
+    assert list(acceptance.filter(like="rejected").columns) == [
+        f"rejected: {reason}"
+        for reason in (
+            "labels all +1",
+            "probability in (low, high]",
+            "nothing at or below low",
+            "a set is its whole sequence",
+            "SVM infeasible",
+        )
+    ]
     rejected = acceptance.filter(like="rejected").sum(axis=1)
     assert (acceptance["kept"] + rejected == acceptance["draws"]).all()  # every draw kept or rejected once
-    assert (acceptance["kept"] == 10).all()
+    assert (acceptance["kept"] == 10).all() and (acceptance["acceptance_rule"] == "source").all()
+    # the source's rule keeps at least what ours keeps; here some kept runs have a whole-sequence set
+    assert (acceptance["acceptance_source"] >= acceptance["acceptance_ours"]).all()
     frame = pd.read_parquet(tmp_path / "trajectory.parquet")
     assert {"alignment_eq", "alignment_mm", "alignment_one"} <= set(frame.columns)
     runs = pd.read_parquet(tmp_path / "runs.parquet")
+    assert runs["whole_sequence_set"].any() and (acceptance["kept"] == len(runs)).all()
     # singleton sets: the equivalence direction is the one-token SVM, so their gaps agree
     single = runs[~runs["multi_token"]]
     assert ((single["gap_eq"] - single["gap_one"]).abs() <= 1e-6).all()
+    # the theory rows, the fitted property and the old reading (a revision row right below its claim)
+    kinds = record.checks.set_index("claim_id")["kind"].to_dict()
+    assert kinds["direction-closer"] == "theory" and kinds["fitted-closer"] == "property"
+    assert kinds["direction-closer#rev1"] == "revision" and kinds["finite-bounded"] == "theory"
     assert list(tmp_path.glob("*.png"))
+
+
+def test_the_finite_exponent_is_recomputed_from_the_runs_norms(tmp_path):
+    """Independent of the experiment's table: the finite part at the kept run's W_T/2 and W_T, from the library."""
+    import numpy as np
+    import torch
+
+    from attnlab.batched import train
+    from attnlab.data import multi_token
+    from attnlab.models import ReluHead
+    from attnlab.svm import finite_part
+
+    run_experiment("multi-token.equivalence", quick=True, out=tmp_path, progress=False)
+    row = pd.read_parquet(tmp_path / "runs.parquet").query("multi_token").iloc[0]
+    draw = multi_token(3, 4, 4, seed=int(row["seed"]))
+    g = torch.Generator().manual_seed(10**6 + int(row["seed"]))
+    W0 = (2 * torch.rand(4, 4, generator=g, dtype=torch.float64) - 1) / 2  # U(-1/sqrt d, 1/sqrt d), d = 4
+    data, head = draw.data, ReluHead(draw.V, draw.v)
+    kwargs = {"optimizer": "ngd", "lr": 0.1, "loss": "logistic"}
+    W_half = train(data.X, data.Z, data.y, head, W0, steps=int(row["half_step"]), **kwargs).W[0]
+    W_last = train(data.X, data.Z, data.y, head, W0, steps=2000, **kwargs).W[0]
+    sets = torch.softmax(data.X @ W_last @ data.Z.unsqueeze(-1), dim=1).squeeze(-1) > 1e-3
+    logits = [torch.einsum("ntd,de,ne->nt", data.X, W, data.Z) for W in (W_half, W_last)]
+    fin = [float(finite_part(data, sets, lg).W.norm()) for lg in logits]
+    expected = np.log(fin[1] / fin[0]) / np.log(float(W_last.norm()) / float(W_half.norm()))
+    assert row["finite_exponent"] == pytest.approx(expected, rel=1e-6, abs=1e-9)
+
+
+def test_our_acceptance_rule_is_an_option_and_refuses_whole_sequence_sets(tmp_path):
+    record = run_experiment(
+        "multi-token.equivalence", quick=True, out=tmp_path, progress=False, overrides={"acceptance": "ours"}
+    )
+    acceptance = pd.read_parquet(tmp_path / "acceptance.parquet")
+    assert (acceptance["acceptance_rule"] == "ours").all() and (
+        acceptance["rejected: a set is its whole sequence"] > 0
+    ).all()
+    assert not pd.read_parquet(tmp_path / "runs.parquet")["whole_sequence_set"].any()
+    assert record.checks.query("kind == 'theory'")["passed"].all()
 
 
 def test_the_width_trend_is_the_figures_mean_judged_within_three_standard_errors():

@@ -16,7 +16,7 @@ from attnlab.regression import whitened_hessian_spectrum
 from attnlab.verify import RunContext, make_config
 
 
-@pytest.mark.parametrize("name", ["regression.fig1", "regression.fig2", "regression.theory"])
+@pytest.mark.parametrize("name", ["regression.fig1", "regression.fig2", "regression.theory", "regression.context"])
 def test_quick_experiment_runs_and_its_checks_pass(tmp_path, name):
     record = run_experiment(name, quick=True, out=tmp_path, progress=False)
     failed = record.checks[~record.checks.passed & (record.checks.kind == "theory")]  # observations may disagree
@@ -56,7 +56,7 @@ def test_bad_config_is_refused():
         make_config(get_experiment("regression.fig2"), ["methods=newton"])
 
 
-@pytest.mark.parametrize("name", ["regression.theory", "regression.scaling"])
+@pytest.mark.parametrize("name", ["regression.theory", "regression.scaling", "regression.context"])
 def test_the_shared_theory_instance_settings_are_checked_in_both_experiments(name):
     experiment = get_experiment(name)
     with pytest.raises(ValidationError, match="k"):

@@ -143,8 +143,7 @@ def test_training_matches_the_sources_autograd_loop(kind):
         y,
         head,
         param=kind,
-        optimizer="ngd",
-        normalization="tensor",
+        optimizer="ngd:normalization=tensor",
         loss="logistic",
         steps=100,
         **({"W0": runs["W0"]} if kind == "W" else {k: runs[k] for k in init}),
@@ -163,8 +162,8 @@ def test_every_rule_runs_a_relu_head_on_the_runs_axis(optimizer):
     Z = torch.stack([dr.data.Z for dr in draws])
     y = torch.stack([dr.data.y for dr in draws])
     head = ReluHead(torch.stack([dr.V for dr in draws]), torch.stack([dr.v for dr in draws]))
-    extra = {"optimal_loss": 0.0, "max_step": 1.0} if optimizer == "polyak" else {}
-    batch = al.batched.train(X, Z, y, head, optimizer=optimizer, loss="logistic", steps=30, **extra)
+    optimizer = "polyak:optimal_loss=0,max_step=1" if optimizer == "polyak" else optimizer
+    batch = al.batched.train(X, Z, y, head, optimizer=optimizer, loss="logistic", steps=30)
     for r, dr in enumerate(draws):
         alone = al.batched.train(
             dr.data.X,
@@ -174,7 +173,6 @@ def test_every_rule_runs_a_relu_head_on_the_runs_axis(optimizer):
             optimizer=optimizer,
             loss="logistic",
             steps=30,
-            **extra,
         )
         torch.testing.assert_close(batch.W[r], alone.W[0], rtol=1e-12, atol=1e-13)
         assert float(batch.W[r].norm()) > 0.1  # it moved

@@ -73,7 +73,7 @@ def test_layer_norms_split_the_total_norm_by_block():
     assert norms["encoder.blocks.1"] ** 2 == pytest.approx(block, rel=1e-12)
 
 
-@pytest.mark.parametrize("name, lr", [("adam", 1e-2), ("sps", 0.5), ("md:1.1,normalized=false", 0.05)])
+@pytest.mark.parametrize("name, lr", [("adam", 1e-2), ("sps:max_step=0.5", None), ("md:1.1,normalized=false", 0.05)])
 def test_resumed_run_ends_bit_identical_to_an_uninterrupted_one(tmp_path, name, lr):
     data = _digits_subset()
 

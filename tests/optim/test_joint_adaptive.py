@@ -92,7 +92,7 @@ def test_loss_normalizer_refuses_a_missing_closure_or_a_non_positive_loss():
         (dict(lr=0.0), "lr == 0.0, must be > 0"),
         (dict(lr=0.1, alpha=-0.5), "alpha == -0.5, must be >= 0"),
         (dict(lr=0.1, normalizer="grad"), "normalizer == 'grad', must be one of"),
-        (dict(lr=0.1, adaptive="on"), "adaptive == 'on', must be one of"),
+        (dict(lr=0.1, adaptive="on"), "adaptive == 'on', must be a bool"),
     ],
 )
 def test_bad_arguments_raise_errors_naming_the_argument(kwargs, match):

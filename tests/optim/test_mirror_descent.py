@@ -99,7 +99,7 @@ def test_normalized_step_moves_the_mirror_point_by_exactly_lr_in_the_dual_norm(p
         (dict(lr=0.1, p=0.5), "p == 0.5, must be > 1"),
         (dict(lr=0.0, p=2.0), "lr == 0.0, must be > 0"),
         (dict(lr=0.1, p=2.0, eps=-1e-3), "eps == -0.001, must be >= 0"),
-        (dict(lr=0.1, p=2.0, normalized="yes"), "normalized == 'yes', must be one of"),
+        (dict(lr=0.1, p=2.0, normalized="yes"), "normalized == 'yes', must be a bool"),
     ],
 )
 def test_bad_arguments_raise_errors_naming_the_argument(kwargs, match):

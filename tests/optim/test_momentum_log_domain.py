@@ -59,7 +59,8 @@ def fig2():
 
 def engine(data, W0, steps, lr, **options):
     arrays = (data.X, data.Z, data.y, data.v, W0)
-    run = al.batched.train(*arrays, optimizer="ngd", lr=lr, steps=steps, keep_iterates=True, record_every=1, **options)
+    spec = al.optim.parse_optimizer("ngd").with_options(**options)
+    run = al.batched.train(*arrays, optimizer=spec, lr=lr, steps=steps, keep_iterates=True, record_every=1)
     assert run.status == ["completed"]
     return run.iterates["W"][1:, 0]  # (steps, d, d): the iterate after each step
 

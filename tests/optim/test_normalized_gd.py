@@ -200,3 +200,29 @@ def test_the_rule_is_built_once_and_kept_across_steps_until_a_hyperparameter_cha
         torch.testing.assert_close(param.detach(), expected, rtol=1e-14, atol=1e-16)  # same steps as the functional
     optimizer.param_groups[0]["lr"] = 0.1  # e.g. a learning-rate scheduler
     assert optimizer.rule(params) is not rules[0]
+
+
+def test_ngd_with_eps_replays_a_peers_loop_until_its_autograd_gradient_is_rounding_noise():
+    """``"ngd:eps=1e-8"`` is ``W <- W - lr g / (||g|| + eps)`` (the Transformers-as-SVMs code's loop): it follows a
+    plain autograd loop while that loop's gradient is accurate (the first steps, before the softmax saturates)."""
+    from attnlab import batched
+    from attnlab.data import example1
+
+    data = example1(4, 3, 16, seed=0)
+    lr, eps, steps = 0.5, 1e-8, 10
+    W = torch.zeros(16, 16, dtype=torch.float64)
+    plain = []
+    for _ in range(steps):
+        leaf = W.clone().requires_grad_()
+        s = torch.softmax(torch.einsum("ntd,de,ne->nt", data.X, leaf, data.Z), -1)
+        loss = torch.exp(-data.y * (s * (data.X @ data.v)).sum(-1)).mean()
+        (g,) = torch.autograd.grad(loss, leaf)
+        W = W - lr * g / (g.norm() + eps)
+        plain.append(W)
+    run = batched.train(
+        data.X, data.Z, data.y, data.v, optimizer=f"ngd:lr={lr},eps={eps}", steps=steps, record_every=1,
+        keep_iterates=True,
+    )  # fmt: skip
+    # ten steps of length 0.5 from W = 0, where autograd's gradient is accurate to ~1e-9 relative (it loses digits as
+    # L - L_* shrinks: docs/theory/steepest-descent.md §7); a missing eps would be off by ~1e-8 relative per step
+    torch.testing.assert_close(run.iterates["W"][1:, 0], torch.stack(plain), rtol=1e-9, atol=1e-10)

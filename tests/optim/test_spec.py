@@ -6,7 +6,18 @@ import pytest
 import torch
 
 from attnlab._validation import ValidationError
-from attnlab.optim import MirrorDescent, NormalizedGD, OptimizerSpec, PolyakStep, parse_optimizer, polyak_step_size
+from attnlab.optim import (
+    GD,
+    Adam,
+    MirrorDescent,
+    NormalizedGD,
+    OptimizerSpec,
+    PolyakStep,
+    parse_optimizer,
+    polyak_step_size,
+    registry,
+)
+from attnlab.optim.transforms import Rule
 
 
 @pytest.mark.parametrize(
@@ -72,10 +83,13 @@ def test_retired_spellings_warn_and_mean_the_new_ones():
         assert parse_optimizer("polyak:max_lr=2") == parse_optimizer("polyak:max_step=2")
 
 
-def test_adam_has_no_engine_rule_but_builds_torch_adam():
-    with pytest.raises(ValidationError, match="'adam' has no engine rule"):
-        parse_optimizer("adam").rule(["W"])
-    assert isinstance(parse_optimizer("adam").build([torch.nn.Parameter(torch.zeros(2))]), torch.optim.Adam)
+def test_every_name_has_an_engine_rule_and_a_torch_class_of_the_same_chain():
+    params = [torch.nn.Parameter(torch.zeros(2, dtype=torch.float64))]
+    for name in registry.names():
+        spec = parse_optimizer(name).with_options(**({"optimal_loss": 0.0} if name == "polyak" else {}))
+        assert isinstance(spec.rule(["W"]), Rule)
+        assert isinstance(spec.build(params), registry.get(name).optimizer_class())
+    assert isinstance(parse_optimizer("adam").build(params), Adam)  # log-domain Adam with eps, not torch's
 
 
 def test_build_carries_every_option_to_the_class():
@@ -88,7 +102,8 @@ def test_build_carries_every_option_to_the_class():
     assert isinstance(md, MirrorDescent) and md.param_groups[0]["p"] == 1.5 and md.param_groups[0]["normalized"]
     sps = parse_optimizer("sps:max_step=4").build(params)
     assert isinstance(sps, PolyakStep) and sps.param_groups[0]["max_step"] == 4.0 and sps.optimal_loss == 0.0
-    assert isinstance(OptimizerSpec.parse("sgd:momentum=0.9").build(params), torch.optim.SGD)
+    gd = OptimizerSpec.parse("sgd:momentum=0.9").build(params)
+    assert isinstance(gd, GD) and gd.param_groups[0]["momentum"] == 0.9  # the registry's class of gd's chain
 
 
 def test_the_former_name_of_polyaks_cap_still_works_with_a_warning():

@@ -39,7 +39,7 @@ def reference(data, W0, l_star, c):
 def test_a_user_transform_that_asks_for_the_loss_runs_through_both_front_doors():
     data = example1(4, 3, 8, seed=0)
     W0 = 0.1 * torch.randn(8, 8, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
-    l_star = float(optimal_loss(data.X[None], data.y[None], data.v[None], "exp")[0])  # spec ngd A3: L*
+    l_star = float(optimal_loss(data.X[None], data.y[None], data.v[None], loss="exp")[0])  # spec ngd A3: L*
     expected = reference(data, W0, l_star, c=2.0)
     assert float((expected - W0).norm()) > 0.1  # it moved
     model = al.models.Combined(8, W0=W0)
@@ -57,7 +57,7 @@ def test_the_declaration_is_what_brings_the_loss():
 
 
 def test_the_docstrings_sign_like_transform_keeps_stepping_after_the_gradient_underflows():
-    """The example of "Writing a transform" (optim/transforms.py), run as a user would: every late step still moves
+    """The example of "Writing a transform" (optim/transforms/__init__.py), run as a user would: every late step still moves
     the larger entries by lr (1000 steps of 0.01 between the last two records), past the gradient's underflow."""
 
     def update(step, state, ctx):

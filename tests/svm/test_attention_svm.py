@@ -4,6 +4,8 @@ dual in closed form, an explicit LP (scipy linprog), a second solver and SLSQP, 
 Spec: implicit-bias-ngd §5, mirror-descent-lp §5, kq-nuclear-norm §4.
 """
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -12,7 +14,8 @@ from scipy.optimize import linprog, minimize
 import attnlab.svm._program as program
 from attnlab._validation import ValidationError
 from attnlab.data import TokenSelectionData, example1
-from attnlab.svm import InfeasibleProgramError, SolverAccuracyWarning, TieWarning, attention_svm
+from attnlab.svm import InfeasibleProgramError, SolverAccuracyWarning, TieWarning, attention_svm, norms
+from attnlab.svm.norms import as_norm
 
 # Clarabel runs at gap 1e-10; solutions and multipliers of these well-conditioned small programs agree to ~1e-7,
 # so 1e-6 separates solver noise from any real error (a wrong sign or a wrong constraint moves things by O(1)).
@@ -228,7 +231,7 @@ def test_result_fields(norm):
     assert bool((sol.duals[torch.arange(data.n), sol.select] == 0).all())  # zero on the selected tokens
     assert sol.status == "optimal" and sol.solver == "CLARABEL"
     assert sol.margin == pytest.approx(1.0, abs=TOL)
-    assert sol.max_violation <= TOL and sol.kkt_residual <= program.kkt_tolerance(norm)
+    assert sol.max_violation <= TOL and sol.kkt_residual <= as_norm(norm).kkt_tol
     assert len(sol.support) >= 1 and all(t != int(sol.select[i]) for i, t in sol.support)
     assert (sol.beta is not None) == (norm == "l1-diag")
 
@@ -240,10 +243,10 @@ def test_select_defaults_to_data_select_then_optimal_tokens(data):
     assert torch.equal(attention_svm(data, select=chosen.tolist()).select, chosen)
 
 
-def test_accuracy_warning_when_kkt_residual_exceeds_tolerance(data, monkeypatch):
-    monkeypatch.setattr(program, "KKT_TOL", 0.0)  # any real residual is now "too large"
+def test_accuracy_warning_when_kkt_residual_exceeds_tolerance(data):
+    strict = dataclasses.replace(norms.NUC, kkt_tol=0.0)  # the nuclear norm whose any real residual is "too large"
     with pytest.warns(SolverAccuracyWarning, match="KKT residual"):
-        attention_svm(data, "nuc")
+        attention_svm(data, strict)
 
 
 # --- bad input ----------------------------------------------------------------------------------------------------
@@ -375,7 +378,7 @@ def test_extreme_p_is_a_clear_error(data, p, match):
 @pytest.mark.parametrize("p", [1.001, 100.0])
 def test_p_at_the_ends_of_the_range_is_solved_and_certified(data, p):
     sol = attention_svm(data, p)
-    assert sol.max_violation <= TOL and 0 < sol.kkt_residual <= program.KKT_TOL_POWER_CONE  # a non-vacuous certificate
+    assert sol.max_violation <= TOL and 0 < sol.kkt_residual <= norms.KKT_TOL_POWER_CONE  # a non-vacuous certificate
 
 
 def test_a_zero_head_is_an_error_not_token_zero_everywhere(data):
@@ -425,7 +428,7 @@ def test_linf_matches_an_independent_linprog(which, constraints, make_data):
     W = sol.W.numpy().reshape(-1)
     cos = W @ w / (np.linalg.norm(W) * np.linalg.norm(w))
     assert cos >= 1 - 1e-9  # the issue's bar: the same direction, not only the same optimal value
-    assert sol.kkt_residual <= program.KKT_TOL and sol.status == "optimal"
+    assert sol.kkt_residual <= norms.KKT_TOL and sol.status == "optimal"
 
 
 def test_linf_kkt_sum_of_multipliers_is_an_l1_unit_subgradient(any_data, constraints):
@@ -451,5 +454,5 @@ def test_linf_kkt_certificate_accepts_the_lp_solution_and_rejects_the_frobenius_
     pairs, A = constraints(data, data.optimal_tokens())
     M = A.reshape(len(pairs), -1)
     linf, fro = attention_svm(data, float("inf")), attention_svm(data, "fro")
-    assert program.kkt_residual(linf.W.numpy(), M, multipliers(linf, pairs), float("inf")) <= program.KKT_TOL
+    assert program.kkt_residual(linf.W.numpy(), M, multipliers(linf, pairs), float("inf")) <= norms.KKT_TOL
     assert program.kkt_residual(fro.W.numpy(), M, multipliers(fro, pairs), float("inf")) > 1e-2  # O(1) defects

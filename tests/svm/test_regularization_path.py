@@ -11,7 +11,7 @@ from attnlab.data import unit_gaussian
 from attnlab.losses import mean_loss
 from attnlab.metrics import directional_bregman, entrywise_norm
 from attnlab.models.functional import loss_gradients, margins, token_scores
-from attnlab.svm import constrained_erm, constrained_stationarity, log_excess_risk
+from attnlab.svm import constrained_erm, constrained_stationarity, log_excess_risk_and_gradient
 from attnlab.training.projected import projected_mirror_descent
 
 
@@ -25,22 +25,27 @@ def test_log_excess_risk_is_the_risk_above_its_infimum_with_the_gradient_of_fini
     data, select = _seed_one()
     gen = torch.Generator().manual_seed(0)
     W = torch.randn(10, 10, generator=gen, dtype=torch.float64)
-    value, grad = log_excess_risk(data, W, select)
+    value, grad = log_excess_risk_and_gradient(data, W, select)
     gamma = token_scores(data.X, data.y, data.v)
     floor = mean_loss(gamma.gather(-1, select[:, None]).squeeze(-1), "logistic")  # all attention on the opt tokens
     risk = mean_loss(margins(data.X, data.Z, data.y, data.v, W), "logistic")
     assert value == pytest.approx(math.log(float(risk - floor)), rel=1e-12)
     E = torch.randn(10, 10, generator=gen, dtype=torch.float64)
     h = 1e-6
-    numeric = (log_excess_risk(data, W + h * E, select)[0] - log_excess_risk(data, W - h * E, select)[0]) / (2 * h)
+    numeric = (
+        log_excess_risk_and_gradient(data, W + h * E, select)[0]
+        - log_excess_risk_and_gradient(data, W - h * E, select)[0]
+    ) / (2 * h)
     assert float((grad * E).sum()) == pytest.approx(numeric, rel=1e-7)
 
 
 def test_log_excess_risk_stays_resolved_where_the_risk_rounds_to_its_infimum():
     data, select = _seed_one()
     W = 200.0 * torch.eye(10, dtype=torch.float64)
-    value, grad = log_excess_risk(data, 2 * W, select)
-    assert math.isfinite(value) and value < log_excess_risk(data, W, select)[0] and torch.isfinite(grad).all()
+    value, grad = log_excess_risk_and_gradient(data, 2 * W, select)
+    assert (
+        math.isfinite(value) and value < log_excess_risk_and_gradient(data, W, select)[0] and torch.isfinite(grad).all()
+    )
 
 
 @pytest.mark.parametrize("p", [1.75, 3.0])
@@ -58,7 +63,9 @@ def test_the_two_solvers_of_the_constrained_risk_agree_on_the_sphere(p):
     assert float(entrywise_norm(W, p)) == pytest.approx(R, rel=1e-5)
     assert float(entrywise_norm(W_md, p)) <= R * (1 + 1e-12)
     assert constrained_stationarity(data, p, W, select) < 1e-10
-    assert log_excess_risk(data, W_md, select)[0] >= log_excess_risk(data, W, select)[0] - 1e-9  # no better than W_R
+    assert (
+        log_excess_risk_and_gradient(data, W_md, select)[0] >= log_excess_risk_and_gradient(data, W, select)[0] - 1e-9
+    )  # no better than W_R
     assert float(directional_bregman(W, W_md, p)) < 1e-6  # dB_p is quadratic: the points agree to ~0.1%
 
 
@@ -77,12 +84,29 @@ def test_arguments_are_checked_by_name():
     data, select = _seed_one()
     W = torch.zeros(10, 10, dtype=torch.float64)
     with pytest.raises(ValidationError, match=r"W has shape \(3, 3\)"):
-        log_excess_risk(data, torch.zeros(3, 3), select)
+        log_excess_risk_and_gradient(data, torch.zeros(3, 3), select)
     with pytest.raises(ValidationError, match=r"select holds indices outside \[0, 7\]"):
-        log_excess_risk(data, W, select + 8)
+        log_excess_risk_and_gradient(data, W, select + 8)
     with pytest.raises(ValidationError, match="p"):
         constrained_erm(data, 1.0, 1.0, W, select)
     with pytest.raises(ValidationError, match="R"):
         constrained_erm(data, 2.0, 0.0, W, select)
     with pytest.raises(ValidationError, match="must be a TokenSelectionData"):
         constrained_stationarity((data.X, data.Z), 2.0, W, select)
+
+
+def test_the_formula_is_the_models_one_and_the_old_name_warns():
+    """One definition: the value is attnlab.models.log_excess_risk's (logistic loss); the svm name is an alias."""
+    from attnlab.models import log_excess_risk
+
+    data, select = _seed_one()
+    W = 0.3 * torch.randn(10, 10, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    value, _ = log_excess_risk_and_gradient(data, W, select)
+    assert value == float(log_excess_risk(data.X, data.Z, data.y, data.v, W, "logistic"))
+    with pytest.warns(DeprecationWarning, match="log_excess_risk_and_gradient"):
+        from attnlab.svm import log_excess_risk as old
+    assert old is log_excess_risk_and_gradient
+    other = select.clone()
+    other[0] = (other[0] + 1) % data.T
+    with pytest.raises(ValidationError, match="select must be the optimal tokens"):
+        log_excess_risk_and_gradient(data, W, other)

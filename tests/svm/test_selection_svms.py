@@ -36,8 +36,8 @@ def test_each_program_is_solved_once(datasets, monkeypatch):
     import attnlab.svm.selection_svms as module
 
     calls = []
-    real = module.attention_svm
-    monkeypatch.setattr(module, "attention_svm", lambda *a, **k: calls.append(a) or real(*a, **k))
+    real = module.solve_attention_svm
+    monkeypatch.setattr(module, "solve_attention_svm", lambda *a, **k: calls.append(a) or real(*a, **k))
     svms, select = SelectionSVMs(datasets), _optimal(datasets)
     first = svms.directions(select, 1.5)
     assert torch.equal(svms.directions(select, 1.5), first)
@@ -49,6 +49,33 @@ def test_each_program_is_solved_once(datasets, monkeypatch):
     except Exception:  # that selection may be infeasible; the count is what is tested
         pass
     assert len(calls) == len(datasets) + 1
+
+
+@pytest.fixture
+def compilations(monkeypatch):
+    """How many times cvxpy canonicalises a problem (its solving chain's ``apply``; a re-solve of a problem whose
+    Parameters changed skips it: cvxpy's DPP fast path)."""
+    from cvxpy.reductions.solvers.solving_chain import SolvingChain
+
+    count = []
+    real = SolvingChain.apply
+    monkeypatch.setattr(SolvingChain, "apply", lambda self, *a, **k: count.append(1) or real(self, *a, **k))
+    return count
+
+
+@pytest.mark.parametrize("norm", [1.5, float("inf"), "fro"])
+def test_programs_of_one_shape_are_compiled_once_and_agree_with_a_fresh_solve(norm, compilations):
+    datasets = [unit_gaussian(3, 4, 4, seed=s) for s in range(6)]
+    select = _optimal(datasets)
+    got = SelectionSVMs(datasets).directions(select, norm)
+    # six programs, one shape (the reduced "fro" programs live on the spans of the differences and the queries:
+    # ranks 4 and 3 for every data set here), one canonicalisation
+    assert len(compilations) == 1, len(compilations)
+    for r, data in enumerate(datasets):
+        fresh = attention_svm(data, norm, select=select[r]).W  # a new cvxpy problem of constants
+        # Clarabel at gap 1e-10: two canonical forms of one program agree to ~1e-8 relative (power cones ~1e-6)
+        assert torch.allclose(got[r], fresh, rtol=0, atol=1e-6 * float(fresh.norm())), r
+    assert len(compilations) == 1 + len(datasets)  # each fresh problem is canonicalised on its own
 
 
 def test_locally_optimal_matches_the_per_data_set_test_and_keeps_its_svm(datasets):

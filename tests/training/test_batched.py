@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from attnlab._validation import ValidationError
+from attnlab.optim import parse_optimizer
 from attnlab.training import batched
 
 
@@ -36,9 +37,10 @@ def _lr(optimizer, lr=0.1):
 def test_batch_of_R_equals_R_single_runs(optimizer, options):
     X, Z, y, v, W0 = _runs()
     lr = _lr(optimizer)
-    batch = batched.train(X, Z, y, v, W0, optimizer=optimizer, lr=lr, steps=100, **options).W
+    spec = parse_optimizer(optimizer).with_options(**options)
+    batch = batched.train(X, Z, y, v, W0, optimizer=spec, lr=lr, steps=100).W
     for r in range(4):
-        single = batched.train(X[r], Z[r], y[r], v[r], W0[r], optimizer=optimizer, lr=lr, steps=100, **options).W[0]
+        single = batched.train(X[r], Z[r], y[r], v[r], W0[r], optimizer=spec, lr=lr, steps=100).W[0]
         # 1e-12: the bar; reductions over a batch may sum in a different order than over one run
         torch.testing.assert_close(batch[r], single, rtol=1e-12, atol=1e-12)
 
@@ -52,7 +54,7 @@ def test_ngd_steps_have_exactly_the_asked_length_per_run():
 
 def test_md_p2_equals_gd():
     X, Z, y, v, W0 = _runs()
-    md = batched.train(X, Z, y, v, W0, optimizer="md", lr=0.3, steps=20, p=2.0, normalized=False).W
+    md = batched.train(X, Z, y, v, W0, optimizer="md:2,normalized=false", lr=0.3, steps=20).W
     gd = batched.train(X, Z, y, v, W0, optimizer="gd", lr=0.3, steps=20).W
     torch.testing.assert_close(md, gd, rtol=1e-12, atol=1e-14)
 
@@ -183,7 +185,8 @@ def _reference_W_loop(X, Z, y, v, W0, optimizer, lr, steps, momentum=0.0, max_st
 def test_kernel_coefficients_path_equals_steps_on_W(optimizer, options):
     # d = 12 >= sqrt(n) T: train moves the nT kernel coefficients, not W; it must follow the same iterates
     X, Z, y, v, W0 = _runs(R=3, n=5, T=3, d=12, seed=7)
-    res = batched.train(X, Z, y, v, W0, optimizer=optimizer, lr=_lr(optimizer), steps=60, **options)
+    spec = parse_optimizer(optimizer).with_options(**options)
+    res = batched.train(X, Z, y, v, W0, optimizer=spec, lr=_lr(optimizer), steps=60)
     for r in range(3):
         ref = _reference_W_loop(X[r], Z[r], y[r], v[r], W0[r], optimizer, 0.1, 60, **options)
         # 1e-11: 60 steps of rounding, logits updated rather than recomputed; a wrong step is off by ~1e-2
@@ -227,7 +230,7 @@ def test_normalized_md_on_kq_normalises_each_tensor_by_its_own_dual_norm():
     X, Z, y, v, _ = (t.double() for t in _runs(R=1))
     g = torch.Generator().manual_seed(3)
     K0, Q0 = torch.randn(6, 4, generator=g, dtype=torch.float64), torch.randn(6, 4, generator=g, dtype=torch.float64)
-    one = batched.train(X, Z, y, v, param="KQ", optimizer="md", lr=0.1, steps=1, p=2.0, K0=K0, Q0=Q0, eps=0.0)
+    one = batched.train(X, Z, y, v, param="KQ", optimizer="md:2,eps=0", lr=0.1, steps=1, K0=K0, Q0=Q0)
     for name, start in (("K", K0), ("Q", Q0)):
         moved = torch.linalg.matrix_norm(one.params[name][0] - start)
         torch.testing.assert_close(moved, torch.tensor(0.1, dtype=torch.float64), rtol=1e-12, atol=0.0)

@@ -1,5 +1,6 @@
 """One rule, three doors: the torch.optim class through al.train, the string name through batched.train, and a slow
-reference written from the spec with autograd gradients, over every rule x parametrisation.
+reference written from the spec with autograd gradients, over every entry of the optimizer registry x
+parametrisation.
 
 The reference shares no code with the engine: plain softmax attention, autograd for the gradient, each rule's
 formula written out (spec implicit-bias-ngd §4 A1-A6, mirror-descent-lp §4). The steps are taken before the
@@ -14,11 +15,12 @@ import pytest
 import torch
 
 import attnlab as al
+from attnlab._validation import ValidationError
 from attnlab.data import TokenSelectionData
 from attnlab.losses import log_mean_loss
 from attnlab.models import Combined, Diagonal, Factored
 from attnlab.models.functional import token_scores
-from attnlab.optim import JointAdaptive, MirrorDescent, NormalizedGD, PolyakStep
+from attnlab.optim import JointAdaptive, NormalizedGD, parse_optimizer, registry
 from attnlab.training import batched
 
 STEPS = 25
@@ -74,7 +76,9 @@ def _reference(param, init, data, rule, opts, steps=STEPS, head=False):
     if head:
         p["v"] = torch.zeros_like(data.v)
     m = {k: torch.zeros_like(t) for k, t in p.items()}
+    v2 = {k: torch.zeros_like(t) for k, t in p.items()}
     l_star = float(log_mean_loss(token_scores(data.X, data.y, data.v).amax(-1), "exp").exp())
+    decay = {"constant": 0.0, "inv_sqrt": 0.5}.get(opts.get("schedule", "constant"))  # steepest-descent §2
     for t in range(steps):
         leaves = {k: x.clone().requires_grad_() for k, x in p.items()}
         W = _combine(param, leaves)
@@ -84,15 +88,17 @@ def _reference(param, init, data, rule, opts, steps=STEPS, head=False):
         L = torch.exp(-data.y * f).mean()
         g = dict(zip(leaves, torch.autograd.grad(L, list(leaves.values()))))
         joint = math.sqrt(sum(float(x.pow(2).sum()) for x in g.values()))
-        if rule == "gd":  # A1
-            p = {k: p[k] - LR * g[k] for k in p}
-        elif rule == "ngd":  # A2 (cap), A4 (heavy ball: step from ||g||; normalised buffer: m / ||m||)
+        lr = LR * (t + 1) ** -decay
+        if rule == "gd":  # A1 (A4: heavy ball m <- beta m + g)
+            m = {k: opts.get("momentum", 0.0) * m[k] + g[k] for k in p}
+            p = {k: p[k] - lr * m[k] for k in p}
+        elif rule == "ngd":  # A2 (cap, eps), A4 (heavy ball: step from ||g||; normalised buffer: m / ||m||)
             beta, variant = opts.get("momentum", 0.0), opts.get("momentum_variant", "heavy_ball")
             m = {k: beta * m[k] + g[k] for k in p}
             if variant == "heavy_ball":
-                eta = min(LR / joint, opts.get("max_step", math.inf))
+                eta = min(lr / (joint + opts.get("eps", 0.0)), opts.get("max_step", math.inf))
             else:
-                eta = LR / math.sqrt(sum(float(x.pow(2).sum()) for x in m.values()))
+                eta = lr / math.sqrt(sum(float(x.pow(2).sum()) for x in m.values()))
             p = {k: p[k] - eta * m[k] for k in p}
         elif rule == "polyak":  # A3
             eta = min((float(L.detach()) - l_star) / joint**2, opts.get("max_step", math.inf))
@@ -106,35 +112,67 @@ def _reference(param, init, data, rule, opts, steps=STEPS, head=False):
                     if opts["normalized"]
                     else g[k]
                 )
-                M = torch.sign(p[k]) * p[k].abs().pow(opts["p"] - 1.0) - LR * G
+                M = torch.sign(p[k]) * p[k].abs().pow(opts["p"] - 1.0) - lr * G
                 new[k] = torch.sign(M) * M.abs().pow(1.0 / (opts["p"] - 1.0))
             p = new
+        elif rule == "sd":  # steepest-descent §1: sign(g)|g|^(q-1) / ||g||_q^(q-1), one norm over all tensors
+            if opts["p"] == math.inf:
+                p = {k: p[k] - lr * torch.sign(g[k]) for k in p}
+            else:
+                q = opts["p"] / (opts["p"] - 1.0)
+                norm = sum(float(x.abs().pow(q).sum()) for x in g.values()) ** (1.0 / q)
+                p = {k: p[k] - lr * torch.sign(g[k]) * (g[k].abs() / norm) ** (q - 1.0) for k in p}
+        elif rule in ("adam", "adam-noeps"):  # Kingma & Ba Algorithm 1; Loshchilov & Hutter Algorithm 2 (decay)
+            b1, b2, eps = 0.9, 0.999, (opts.get("eps", 1e-8) if rule == "adam" else 0.0)
+            m = {k: b1 * m[k] + (1 - b1) * g[k] for k in p}
+            v2 = {k: b2 * v2[k] + (1 - b2) * g[k] ** 2 for k in p}
+            step = {k: (m[k] / (1 - b1 ** (t + 1))) / ((v2[k] / (1 - b2 ** (t + 1))).sqrt() + eps) for k in p}
+            p = {k: p[k] - lr * (step[k] + opts.get("weight_decay", 0.0) * p[k]) for k in p}
+        elif rule == "preconditioned":  # preconditioned-regression §5.4: L^-1 g R^-1
+            left, right = torch.linalg.inv(opts["left"]), torch.linalg.inv(opts["right"])
+            p = {k: p[k] - lr * left @ g[k] @ right for k in p}
         else:  # A6: per block (v, attention), eta / (L (t+1)^alpha)
-            eta = LR / (float(L.detach()) * (t + 1) ** opts["alpha"])
+            eta = lr / (float(L.detach()) * (t + 1) ** opts["alpha"])
             p = {k: p[k] - eta * g[k] for k in p}
     return p
 
 
+def _spd(d, seed):
+    A = torch.randn(d, d, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    return A @ A.T / d + torch.eye(d, dtype=torch.float64)
+
+
 RULES = [
     ("gd", {}),
+    ("gd", {"momentum": 0.5}),
     ("ngd", {}),
     ("ngd", {"max_step": 0.3}),
     ("ngd", {"momentum": 0.5, "max_step": 2.0}),
     ("ngd", {"momentum": 0.5, "momentum_variant": "normalized_buffer"}),
+    ("ngd", {"eps": 0.01, "schedule": "inv_sqrt"}),
     ("polyak", {"max_step": 5.0}),
     ("md", {"p": 3.0, "normalized": True}),
     ("md", {"p": 1.5, "normalized": False}),
+    ("sd", {"p": math.inf}),
+    ("sd", {"p": 1.5}),
+    ("sd", {"p": 3.0, "schedule": "inv_sqrt"}),
+    ("adam", {}),
+    ("adam", {"eps": 1e-3, "weight_decay": 0.1}),
+    ("adam-noeps", {}),
+    ("preconditioned", {"left": 3, "right": 4}),  # seeds of SPD covariances of the data's width (_covariances)
 ]
 
 
+def _covariances(rule, opts, d):
+    return {k: _spd(d, seed) for k, seed in opts.items()} if rule == "preconditioned" else opts
+
+
 def _optimizer(rule, opts, model, l_star):
-    if rule == "gd":
-        return torch.optim.SGD(model.parameters(), lr=LR)
-    if rule == "ngd":
-        return NormalizedGD(model.parameters(), lr=LR, **opts)
+    """The registry entry's torch.optim class, built as a user would (its own keyword arguments)."""
+    cls = registry.get(rule).optimizer_class()
     if rule == "polyak":
-        return PolyakStep(model.parameters(), max_step=opts["max_step"], optimal_loss=l_star)
-    return MirrorDescent(model.parameters(), lr=LR, **opts)
+        return cls(model.parameters(), optimal_loss=l_star, **opts)
+    return cls(model.parameters(), lr=LR, **opts)
 
 
 def _batched(param, init, data, rule, opts, **extra):
@@ -151,11 +189,10 @@ def _batched(param, init, data, rule, opts, **extra):
         data.v,
         W0,
         param=param,
-        optimizer=rule,
+        optimizer=parse_optimizer(rule).with_options(**opts),
         lr=None if rule == "polyak" else LR,
         steps=STEPS,
         **kwargs,
-        **opts,
         **extra,
     )
 
@@ -164,9 +201,21 @@ def _batched(param, init, data, rule, opts, **extra):
 SPACES = [("W", (4, 3, 5)), ("W", (3, 3, 6)), ("KQ", (4, 3, 5)), ("diag", (4, 3, 5))]
 
 
-@pytest.mark.parametrize("param,shape", SPACES, ids=["W", "W-kernel", "KQ", "diag"])
-@pytest.mark.parametrize("rule,opts", RULES, ids=lambda x: str(x))
+def test_the_table_covers_every_registry_entry():
+    assert {rule for rule, _ in RULES} | {"joint"} == set(registry.names())  # joint: the trained-head test below
+
+
+CASES = [
+    pytest.param(rule, opts, param, shape, id=f"{rule}-{','.join(opts) or '-'}-{name}")
+    for rule, opts in RULES
+    for (param, shape), name in zip(SPACES, ["W", "W-kernel", "KQ", "diag"])
+    if not (rule == "preconditioned" and param == "diag")  # matrices only: refused by name (test below)
+]
+
+
+@pytest.mark.parametrize("rule,opts,param,shape", CASES)
 def test_class_name_and_spec_reference_agree(rule, opts, param, shape):
+    opts = _covariances(rule, opts, shape[2])
     data = _data(*shape)
     init = _init(param, shape[2])
     reference = _combine(param, _reference(param, init, data, rule, opts))
@@ -177,6 +226,12 @@ def test_class_name_and_spec_reference_agree(rule, opts, param, shape):
     # 1e-12: the issue's bar; the three agree to ~1e-15 over these 25 unsaturated steps
     torch.testing.assert_close(model.W.detach(), reference, rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(named, reference, rtol=1e-12, atol=1e-12)
+
+
+def test_the_preconditioner_refuses_the_diagonals_vectors_by_name():
+    data, init = _data(), _init("diag", 5)
+    with pytest.raises(ValidationError, match=r"the preconditioner.s left covariance has shape \(5, 5\), but tensor 0"):
+        _batched("diag", init, data, "preconditioned", _covariances("preconditioned", dict(RULES)["preconditioned"], 5))
 
 
 @pytest.mark.parametrize("param", ["W", "KQ", "diag"])

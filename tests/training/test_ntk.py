@@ -105,13 +105,13 @@ def test_patience_without_validation_is_refused():
 
 def test_a_run_whose_loss_turns_non_finite_stops_with_its_last_finite_weights(monkeypatch):
     # fault injection: the third update is NaN (lr is capped below the stability limit, so real data cannot do it)
-    import attnlab.training.ntk as gd
+    import attnlab.ntk.network as network  # GD looks the gradient up there at every step
 
     X, Y = _data()
     net = SoftmaxMLP(4, 2, 64, seed=4)
     lr = practical_step(net, X)
     calls, kept = [0], []
-    real = gd.weight_gradient
+    real = network.weight_gradient
 
     def faulty(*args, **kwargs):
         calls[0] += 1
@@ -121,7 +121,7 @@ def test_a_run_whose_loss_turns_non_finite_stops_with_its_last_finite_weights(mo
     reference = SoftmaxMLP(4, 2, 64, seed=4)
     gradient_descent(reference, X, Y, lr=lr, steps=2)  # the same run, stopped where the fault strikes
     kept.append(reference.W.detach().clone())
-    monkeypatch.setattr(gd, "weight_gradient", faulty)
+    monkeypatch.setattr(network, "weight_gradient", faulty)
     result = gradient_descent(net, X, Y, lr=lr, steps=10)  # the one policy: no warning, the status says it
     assert result.status == ["diverged"] and result.steps == 2 and result.best_step == 2
     assert torch.equal(net.W.detach(), kept[0])

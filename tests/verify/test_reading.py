@@ -20,6 +20,7 @@ from attnlab.verify import (
     check_rate_shape,
     check_slope,
     count_checks,
+    observation,
     with_revisions,
 )
 from attnlab.verify.reading import reading_digest
@@ -157,6 +158,18 @@ def test_rows_of_an_undeclared_revision_are_refused():
     stray = _claim(revisions=(REVISION,)).revised(1).close(1.0, 1.0)
     with pytest.raises(ValidationError, match="no declared Claim"):
         check_declared([stray], [claim], "toy")
+
+
+def test_observations_and_remarks_of_ours_need_no_claim():
+    """An observation declares itself (it names its figure), and so does a remark of ours (kind exploration)."""
+    rows = [
+        observation("fig. 2: ours converges", "converges", 0.005, True, "docs/theory/x.md §9"),
+        observation(
+            "ours stays near-optimal (our remark)", "near-optimal", 0.02, False, "docs/theory/x.md §9", ours=True
+        ),
+    ]
+    check_declared(rows, [], "toy")
+    assert [row.kind for row in rows] == ["observation", "exploration"]
 
 
 def test_a_claim_may_name_several_falsifiers():

@@ -2,7 +2,9 @@
 
 The docstrings are written for ``help()`` and numpydoc; mkdocstrings renders their text as Markdown. This turns
 ``.. math::`` blocks and ``:math:`` roles into the ``$$ $$`` and ``$ $`` that pymdownx.arithmatex hands to KaTeX,
-and Sphinx cross-reference roles (``:class:`~attnlab.optim.NormalizedGD```) into inline code.
+and Sphinx cross-reference roles (``:class:`~attnlab.optim.NormalizedGD```) into inline code. A ``.. optimizers::``
+line becomes the optimizer registry's list (``attnlab.optim.registry.document``, which fills the same marker in
+the imported docstrings), so the site's optimizer lists are generated from the registry.
 """
 
 from __future__ import annotations
@@ -44,6 +46,10 @@ def _math_blocks(text: str) -> str:
 
 def rst_to_markdown(text: str) -> str:
     """The docstring ``text`` with its math and cross-reference roles in the site's Markdown."""
+    if ".. optimizers::" in text:
+        from attnlab.optim.registry import document  # imports torch: only for the docstrings that list optimizers
+
+        text = document(text)
     text = _math_blocks(text)
     text = _MATH_ROLE.sub(lambda m: f"${m[1]}$", text)
     return _XREF_ROLE.sub(lambda m: f"`{m[1].rsplit('.', 1)[-1] if m[0].count('~') else m[1]}`", text)

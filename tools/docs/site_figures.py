@@ -41,7 +41,7 @@ PAGES = {
     "ntk": "ntk",
     "diffusion": "ntk",
     "real": "real",
-    "multi-token": None,  # explained on its theory page
+    "multi-token": "multi-token",
 }
 
 

@@ -3,6 +3,7 @@
 from attnlab.cli import (
     data_cmd,  # noqa: F401
     explain_cmd,  # noqa: F401  (registers `explain`)
+    optimizers_cmd,  # noqa: F401  (registers `optimizers`)
     reproduce_cmd,  # noqa: F401  (registers `reproduce`)
     run_cmd,  # noqa: F401  (registers `list` and `run`)
     show_cmd,  # noqa: F401  (registers `show`)

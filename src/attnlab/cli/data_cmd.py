@@ -188,13 +188,15 @@ def _token_set_report(data: Any, mask: Any) -> tuple[list[str], bool]:
     """Lines describing the token sets ``mask`` (n, T) of ``data``, and whether the selection is usable.
 
     Spec: multi-token §2 (degenerate selections), §3.1 (the direction program, solved when none is degenerate).
-    Degenerate, each naming its sequences: an empty set, a set equal to its whole sequence (no token is left to
-    separate from), a tie (a token of a set equal to a token outside it, or a zero query: the margin constraint
-    reads 0 >= 1).
+    Degenerate, each naming its sequences: an empty set, every set equal to its whole sequence (no margin
+    constraint anywhere), a tie (a token of a set equal to a token outside it, or a zero query: the margin
+    constraint reads 0 >= 1). A whole-sequence set beside others is named as contributing equalities only.
     """
+    import warnings
+
     import numpy as np
 
-    from attnlab.svm import InfeasibleProgramError, set_direction_svm
+    from attnlab.svm import InfeasibleProgramError, WholeSequenceWarning, set_direction_svm
 
     X, Z = data.X.numpy(), data.Z.numpy()
     sizes = mask.sum(axis=1)
@@ -207,10 +209,16 @@ def _token_set_report(data: Any, mask: Any) -> tuple[list[str], bool]:
     empty, whole = np.flatnonzero(sizes == 0).tolist(), np.flatnonzero(sizes == data.T).tolist()
     if empty:
         problems.append(f"degenerate: the sets of sequences {_shown(empty)} are empty; every set needs a token")
-    if whole:
+    if whole and len(whole) == data.n:
         problems.append(
-            f"degenerate: the sets of sequences {_shown(whole)} hold the whole sequence (all {data.T} tokens): no token "
-            "is separated from the set there, so the direction program has no margin; leave a token out"
+            f"degenerate: the sets of sequences {_shown(whole)} (every sequence) hold the whole sequence (all {data.T} "
+            "tokens): no token is separated from a set anywhere, so the direction program has no margin; leave a "
+            "token out"
+        )
+    elif whole:
+        lines.append(
+            f"  sequences whose set is the whole sequence (all {data.T} tokens): {_shown(whole)}; they contribute "
+            "equal logits only (no margin), as in the source's program"
         )
     scale = max(float(np.abs(X).max(initial=0.0)), 1e-300)
     for i in range(data.n):
@@ -230,7 +238,9 @@ def _token_set_report(data: Any, mask: Any) -> tuple[list[str], bool]:
     if problems:
         return lines, False
     try:
-        result = set_direction_svm(data, mask)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", WholeSequenceWarning)  # the line above names those sequences
+            result = set_direction_svm(data, mask)
     except InfeasibleProgramError as err:
         lines.append(f"infeasible: {err}")
         return lines, False
@@ -265,9 +275,9 @@ def check_cmd(path: str, generator: str | None, which: tuple[str, ...], strict: 
     With --generator, the default checks are the assumptions that generator is meant to satisfy. The
     assumptions are each paper's sufficient conditions: a failure means its theorem does not cover the data.
     A data set that stores token sets (select of shape (n, T)) is first reported on: its set sizes, the sequences
-    whose selection is degenerate (an empty set, a set equal to the whole sequence, a tie), and whether the sets'
-    direction program is feasible; --strict exits 1 when it is not. Exit status 1 with --strict when an assumption
-    fails or the token sets are unusable, 2 on bad input.
+    whose set is the whole sequence (they add equal logits only), those whose selection is degenerate (an empty
+    set, a tie, every set the whole sequence), and whether the sets' direction program is feasible. Exit status 1
+    with --strict when an assumption fails or the token sets are unusable, 2 on bad input.
     """
     from attnlab.data import check_assumptions, default_assumptions
 

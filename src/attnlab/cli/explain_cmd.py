@@ -11,7 +11,10 @@ from pathlib import Path
 
 import click
 
+from attnlab._errors import ValidationError  # not attnlab._validation, which loads torch
+from attnlab.cli.head_options import read_array
 from attnlab.cli.main import main, user_errors
+from attnlab.cli.svm_cmd import parse_select, read_select_key
 
 
 @main.command("explain")
@@ -30,11 +33,39 @@ from attnlab.cli.main import main, user_errors
     default="ngd",
     show_default=True,
     metavar="SPEC",
-    help="Optimizer, e.g. ngd, ngd:momentum=0.9, polyak:max_step=5, md:1.5 (l_p mirror descent); see attnlab.optim.spec.",
+    help="Optimizer string, e.g. ngd, ngd:momentum=0.9, md:1.5, sign:schedule=inv_sqrt; `attnlab optimizers` lists them.",
 )
 @click.option("--steps", type=int, default=1000, show_default=True)
 @click.option("--lr", type=float, default=None, help="Step size when the optimizer string sets none [default: 0.1].")
 @click.option("--loss", type=click.Choice(["exp", "logistic"]), default="exp", show_default=True)
+@click.option(
+    "--head",
+    "head_kind",
+    type=click.Choice(["linear", "relu"]),
+    default="linear",
+    show_default=True,
+    help="linear: f = v^T X^T softmax(X W z); relu: f = v^T ReLU(V X^T softmax(X W z)), fixed (needs --V and a "
+    "selection).",
+)
+@click.option(
+    "--v",
+    "v_source",
+    default=None,
+    metavar="FILE.npy|KEY",
+    help="The linear head v (d,), or the ReLU head's output weights (m,) [default: the file's v; ones for relu]: "
+    "a .npy file or a key of the data file.",
+)
+@click.option("--V", "V_source", default=None, metavar="FILE.npy|KEY", help="The ReLU head's value matrix V (m, d).")
+@click.option(
+    "--train-head",
+    is_flag=True,
+    help="Train the linear head v with W (from the file's v, or from 0 when it has none); the candidates are the "
+    "trained head's.",
+)
+@click.option("--select", "select_text", default=None, help="Selected token per sequence, e.g. 0,2,1.")
+@click.option(
+    "--select-key", default=None, metavar="KEY", help="Read the selection (token indices or sets) from this key."
+)
 @click.option(
     "--out",
     type=click.Path(file_okay=False),
@@ -42,23 +73,59 @@ from attnlab.cli.main import main, user_errors
     help="Output folder (default runs/explain-<file stem>-<param>-<opt>).",
 )
 @user_errors
-def explain_cmd(path: str, param: str, opt: str, steps: int, lr: float | None, loss: str, out: str | None) -> None:
-    """Train on the tokens in PATH (an .npz with X, y, v and optionally Z, select), then rank every candidate SVM.
+def explain_cmd(
+    path: str,
+    param: str,
+    opt: str,
+    steps: int,
+    lr: float | None,
+    loss: str,
+    head_kind: str,
+    v_source: str | None,
+    V_source: str | None,  # noqa: N803 (the spec's symbol)
+    train_head: bool,
+    select_text: str | None,
+    select_key: str | None,
+    out: str | None,
+) -> None:
+    """Train on the tokens in PATH (an .npz with X, y and optionally Z, v, select), then rank every candidate SVM.
 
-    Exit status 1 when the run has not converged in direction (no candidate is named; the outputs are written), 2
-    on bad input (a diverged run included).
+    The head: the file's v or --v; --train-head trains v with W (a file with only X and y then works as it is);
+    --head relu --V FILE.npy trains with a fixed ReLU head, whose SVMs need a selection (--select, --select-key or
+    the file's select). Exit status 1 when the run has not converged in direction (no candidate is named; the
+    outputs are written), 2 on bad input (a diverged run included).
     """
     import matplotlib.pyplot as plt
+    import numpy as np
 
-    from attnlab._io import make_dir
+    from attnlab._io import atomic_write, make_dir
     from attnlab.data import TokenSelectionData
     from attnlab.explain import explain
+    from attnlab.models import ReluHead
     from attnlab.optim import parse_optimizer
     from attnlab.runner.store import save_figure, write_csv, write_parquet
 
     spec = parse_optimizer(opt)  # once, and before loading anything: a bad --optimizer is refused first
+    if select_text is not None and select_key is not None:
+        raise ValidationError("pass either --select or --select-key, not both")
+    if head_kind == "relu" and V_source is None:
+        raise ValidationError("--head relu needs --V FILE.npy or --V KEY: its value matrix, of shape (m, d)")
+    if head_kind == "relu" and train_head:
+        raise ValidationError("--train-head trains a linear head v; the ReLU head is fixed: drop one of them")
+    if head_kind == "linear" and V_source is not None:
+        raise ValidationError("--V is the ReLU head's value matrix: add --head relu")
     data = TokenSelectionData.load(path)
-    result = explain(data, param, spec, steps, lr, loss=loss)
+    head = None
+    if head_kind == "relu":
+        V = read_array("--V", V_source, path)
+        v = read_array("--v", v_source, path) if v_source is not None else np.ones(np.shape(V)[0])
+        head = ReluHead(V, v)
+    elif v_source is not None:
+        data = data.with_(v=read_array("--v", v_source, path))
+    select = parse_select(select_text) if select_text is not None else None
+    if select_key is not None:
+        select = read_select_key(path, select_key)
+    result = explain(data, param, spec, steps, lr, loss=loss, head=head, select=select, train_head=train_head)
     default = Path("runs") / f"explain-{Path(path).stem}-{param}-{opt.replace(':', '').replace(',', '-')}"
     folder = make_dir(Path(out) if out is not None else default)
     write_parquet(folder / "explain.parquet", result.table)
@@ -69,6 +136,9 @@ def explain_cmd(path: str, param: str, opt: str, steps: int, lr: float | None, l
     click.echo(result.table.to_string(index=False, float_format=lambda x: f"{x:.3e}"))
     for reason in result.skipped:
         click.echo(f"skipped {reason}")
+    if result.v is not None:  # the trained head, for svm --v or a later run
+        atomic_write(folder / "v.npy", lambda p: np.save(p, result.v.numpy()))
+        click.echo(f"trained head v written to {folder / 'v.npy'}")
     click.echo(result.verdict)
     click.echo(
         f"wrote {folder / 'explain.parquet'}, explain.csv, trajectory.parquet, "

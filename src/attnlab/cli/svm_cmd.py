@@ -10,21 +10,26 @@ import warnings
 import click
 
 from attnlab._errors import ValidationError  # not attnlab._validation, which loads torch
+from attnlab.cli.head_options import read_array
 from attnlab.cli.main import main, user_errors
 
 _NORM_HELP = "fro, nuc, l1 (entrywise, an LP), l1-diag (diagonal W) or a number p >= 1 (entrywise l_p)."
 
 
 def parse_norm(text: str) -> str | float:
-    """``"fro"``, ``"nuc"``, ``"l1-diag"`` as given; ``"l1"`` as ``1.0``; anything else as a float ``p``."""
-    if text in ("fro", "nuc", "l1-diag"):
-        return text
+    """``"l1"`` as ``1.0``; a number as a float ``p``; a registered norm's name (``"fro"``, ``"nuc"``, ``"l1-diag"``,
+    or one of :func:`attnlab.svm.norms.register_norm`) as given."""
     if text == "l1":
         return 1.0
     try:
         return float(text)
     except ValueError:
-        raise ValidationError(f"--norm must be one of {_NORM_HELP[:-1]}; got {text!r}") from None
+        pass
+    from attnlab.svm.norms import NORMS  # the registry of norms (loads cvxpy): only for a name
+
+    if text in NORMS:
+        return text
+    raise ValidationError(f"--norm must be one of {_NORM_HELP[:-1]} (registered: {', '.join(NORMS)}); got {text!r}")
 
 
 def parse_select(text: str) -> list[int]:
@@ -56,16 +61,32 @@ def read_select_key(path: str, key: str) -> object:
 )
 @click.option("--select-key", default=None, metavar="KEY", help="Read the selection from this key of the data file.")
 @click.option(
+    "--v",
+    "v_source",
+    default=None,
+    metavar="FILE.npy|KEY",
+    help="The linear head v (d,) whose optimal tokens are the default selection: a .npy file or a key of the data "
+    "file (default: the file's v).",
+)
+@click.option(
     "--solver", type=click.Choice(["CLARABEL", "SCS"], case_sensitive=False), default="CLARABEL", show_default=True
 )
 @click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write W, margin, status, ... to this .npz.")
 @user_errors
 def svm_cmd(
-    path: str, norm_text: str, select_text: str | None, select_key: str | None, solver: str, out: str | None
+    path: str,
+    norm_text: str,
+    select_text: str | None,
+    select_key: str | None,
+    v_source: str | None,
+    solver: str,
+    out: str | None,
 ) -> None:
     """Solve the attention SVM on the tokens in PATH (an .npz with X, y and optionally Z, v, select).
 
-    Exit status 2 on bad input, an infeasible program included (the message says which constraint).
+    The selection: --select or --select-key, else the file's select, else the optimal tokens of the head v (the
+    file's, or --v). A file with only X and y needs one of them. Exit status 2 on bad input, an infeasible program
+    included (the message says which constraint).
     """
     import numpy as np
 
@@ -77,7 +98,14 @@ def svm_cmd(
         raise ValidationError("pass either --select or --select-key, not both")
     norm = parse_norm(norm_text)
     data = TokenSelectionData.load(path)
+    if v_source is not None:
+        data = data.with_(v=read_array("--v", v_source, path))
     select = parse_select(select_text) if select_text is not None else None
+    if select is None and select_key is None and data.select is None and data.v is None:
+        raise ValidationError(
+            f"{path} holds no selection and no head v: pass --select 0,2,1, --select-key KEY (token indices or "
+            "sets stored in the file), or a head whose optimal tokens to select, --v FILE.npy or --v KEY"
+        )
     if select_key is not None:
         select = read_select_key(path, select_key)
     with warnings.catch_warnings(record=True) as caught:

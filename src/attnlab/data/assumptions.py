@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
+from attnlab._numerics import log_mean_exp
 from attnlab._validation import ValidationError, check_scalar, check_tensor
 from attnlab.data.dataset import TokenSelectionData
 
@@ -262,12 +263,12 @@ def small_initial_loss(data: TokenSelectionData, W0: object = None) -> Assumptio
     W = _check_W(W0, data)
     scores = data.token_scores()  # (n, T)
     margin = (scores * torch.softmax(_logits(data, W), dim=1)).sum(dim=1)  # spec §2: y_i f_i = gamma_i^T sigma(g_i)
-    log_loss = torch.logsumexp(-margin, dim=0) - math.log(data.n)  # spec §2: log L = log (1/n) sum exp(-y f)
+    log_loss = log_mean_exp(-margin, dim=0)  # spec §2: log L = log (1/n) sum exp(-y f)
     top2 = scores.topk(2, dim=1).values  # (n, 2): gamma_opt, gamma_nopt
     a = -top2[:, 0]  # -gamma_{i,opt}, (n,)
     M = a[None, :].expand(data.n, data.n).clone()
     M.diagonal().copy_(-top2[:, 1])  # row j: -gamma_{j,nopt} at i = j, -gamma_{i,opt} elsewhere
-    log_bound = (torch.logsumexp(M, dim=1) - math.log(data.n)).min()  # spec §5: A3 right-hand side
+    log_bound = log_mean_exp(M, dim=1).min()  # spec §5: A3 right-hand side
     return AssumptionReport(
         name="A3 small initial loss",
         holds=bool(log_loss <= log_bound),

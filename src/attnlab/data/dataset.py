@@ -13,8 +13,8 @@ import numpy as np
 import torch
 
 from attnlab._io import atomic_write, read_npz
-from attnlab._validation import ValidationError, check_labels, check_select, check_tensor
-from attnlab.data.token_sets import as_token_sets, is_token_sets
+from attnlab._validation import ValidationError, check_labels, check_tensor
+from attnlab.data.selection import Selection
 
 __all__ = ["TokenSelectionData"]
 
@@ -55,7 +55,8 @@ class TokenSelectionData:
     ------
     ValidationError
         On wrong shapes (the message names the argument: ``Z`` must have ``n`` rows, ``v`` width ``d``),
-        non-finite values, labels outside {-1, +1}, T < 2, or out-of-range ``select``.
+        non-finite or complex values, labels outside {-1, +1}, T < 2, a token or query width of 0, or
+        out-of-range ``select``.
 
     Examples
     --------
@@ -72,16 +73,14 @@ class TokenSelectionData:
 
     def __init__(self, X, Z=None, y=None, v=None, select=None) -> None:  # noqa: D107 (documented on the class)
         sizes: dict[str, int] = {}
-        X_t = check_tensor("X", X, "nTd", sizes, min_size={"T": 2, "n": 1})
-        Z_t = X_t[:, 0].clone() if Z is None else check_tensor("Z", Z, "nq", sizes)  # multi-token §8: d_q free
+        X_t = check_tensor("X", X, "nTd", sizes, min_size={"T": 2, "n": 1, "d": 1})
+        # multi-token §8: queries of their own width d_q
+        Z_t = X_t[:, 0].clone() if Z is None else check_tensor("Z", Z, "nq", sizes, min_size={"q": 1})
         if y is None:
             raise ValidationError("y is required: pass labels of shape (n,) with values in {-1, +1}")
         y_t = check_labels("y", check_tensor("y", y, "n", sizes))
         v_t = None if v is None else check_tensor("v", v, "d", sizes)
-        if is_token_sets(select):
-            sel_t = as_token_sets(select, sizes["n"], sizes["T"])  # (n, T) bool: multi-token §2
-        else:
-            sel_t = None if select is None else check_select("select", select, sizes["n"], sizes["T"])
+        sel_t = None if select is None else Selection.parse(select, sizes["n"], sizes["T"]).value  # multi-token §2
         object.__setattr__(self, "X", X_t)
         object.__setattr__(self, "Z", Z_t)
         object.__setattr__(self, "y", y_t)
@@ -146,7 +145,7 @@ class TokenSelectionData:
         return self.token_scores().argmax(dim=1)
 
     def with_(self, **changes) -> TokenSelectionData:
-        """A copy with some fields replaced (validated again).
+        """A copy with some fields replaced: the new values are validated, the kept ones are not checked again.
 
         Parameters
         ----------
@@ -159,8 +158,14 @@ class TokenSelectionData:
             The copy; this data set is unchanged.
         """
         fields = {"X": self.X, "Z": self.Z, "y": self.y, "v": self.v, "select": self.select}
-        fields.update(changes)
-        return TokenSelectionData(**fields)
+        if set(changes) != {"select"}:  # a token field changed: the sizes are checked together again
+            return TokenSelectionData(**{**fields, **changes})
+        select = changes["select"]
+        copy = object.__new__(TokenSelectionData)
+        for name, value in fields.items():
+            object.__setattr__(copy, name, value)
+        object.__setattr__(copy, "select", None if select is None else Selection.parse(select, self.n, self.T).value)
+        return copy
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write an ``.npz`` with keys ``X, Z, y`` and, when present, ``v, select`` (no pickle), atomically.

@@ -6,15 +6,20 @@ checks); after Tarzanagh, Li, Thrampoulidis and Oymak, arXiv 2308.16898, and the
 
 For each width ``d``: draw data sets, train ``W`` on each by normalised GD (the source's form) with the logistic
 loss, all draws as one batched program; keep the runs whose final softmax is saturated by the source's rule
-(nothing in ``(1e-6, 1e-3]``, something at or below ``1e-6``) and ours (no set equal to its whole sequence);
-solve the set-direction SVM, the finite part and the one-token SVM of each kept run; then train the kept runs
-again, recording ``1 - corr`` against the three directions.
+(nothing in ``(1e-6, 1e-3]``, something at or below ``1e-6``; a set may be its whole sequence, which then adds
+equalities only) or, with ``acceptance="ours"``, by ours (no set equal to its whole sequence); both rules' rates
+are reported. Solve the set-direction SVM ``W_dir``, the finite part and the one-token SVM of each kept run; then
+train the kept runs again, recording ``1 - corr`` against the three directions and keeping ``W`` at ``T/2`` and
+``T`` for the finite part's growth. The theory rows test the conjecture's unfitted predictions: ``W_T`` closer in
+direction to ``W_dir`` than to the one-token SVM, and a finite part that stays bounded while ``||W_t||`` grows;
+the comparison with ``W_fin + R W_dir``, fitted to ``W_T`` itself, is a property of the construction.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from collections import Counter
 from dataclasses import dataclass
 
@@ -22,13 +27,14 @@ import numpy as np
 import pandas as pd
 import torch
 
+from attnlab._validation import check_in
 from attnlab.data import multi_token
 from attnlab.experiments.registry import register
 from attnlab.models import ReluHead
 from attnlab.models.functional import attention_logits
 from attnlab.optim.spec import parse_optimizer
 from attnlab.plotting import EPS, STEP, house_figure, label_ours, log_gap_axis, new_figure
-from attnlab.svm import InfeasibleProgramError, attention_svm, svm_equivalence
+from attnlab.svm import InfeasibleProgramError, WholeSequenceWarning, attention_svm, finite_part, svm_equivalence
 from attnlab.training.batched import train as batched_train
 from attnlab.verify import (
     Check,
@@ -36,6 +42,8 @@ from attnlab.verify import (
     Experiment,
     ExperimentResult,
     Falsifier,
+    Reading,
+    Revision,
     RunContext,
     observation,
     spread_tolerance,
@@ -47,7 +55,7 @@ SOURCE = "docs/theory/multi-token.md"
 # the references of the recorded alignments: column alignment_<key>
 DIRECTIONS = {"eq": r"$W^{SVMeq}$", "mm": r"$W^{mm}$ (sets)", "one": r"$W^{1token}$"}
 # rejection reasons, in the order they are tested
-LABELS, BETWEEN, FINITE, WHOLE, INFEASIBLE = (
+LABELS, BETWEEN, UNSATURATED, WHOLE, INFEASIBLE = (
     "labels all +1",
     "probability in (low, high]",
     "nothing at or below low",
@@ -59,45 +67,146 @@ LABELS, BETWEEN, FINITE, WHOLE, INFEASIBLE = (
 FINITE_TOL = 1e-6
 KKT_TOL = 1e-5  # the KKT tolerance of every program in attnlab.svm
 
-KEPT = Claim("kept runs (the acceptance rule left some)", "2308.16898:SVMeq", SOURCE + " §6", kind="property")
+_MULTI = (
+    "kept runs (by the config's acceptance rule, the source's by default) whose sets hold two or more tokens in some "
+    "sequence, per d; with one token per sequence W_dir is the one-token SVM and the comparison is empty"
+)
+KEPT = Claim(
+    "kept runs (the acceptance rule left some)",
+    "2308.16898:SVMeq",
+    SOURCE + " §6",
+    kind="property",
+    id="kept",
+    reading=Reading("number of kept runs", "every width d", "all draws tried", "> 0 (there is something to test)"),
+)
 FINITE = Claim(
     "the finite part reproduces the trained softmax on the selected sets (max |log-ratio error|)",
     "2308.16898:SVMeq",
     SOURCE + " §3.2",
     kind="property",
+    id="finite-reproduces",
+    reading=Reading(
+        "max over kept runs and sets of |logit gap of W_fin - logit gap of W_T| inside the set",
+        "the last step T",
+        "every kept run",
+        "<= 1e-6: Clarabel at gap 1e-10 on gaps of size ~10 gives ~1e-14; a wrong log-ratio is O(1)",
+        {"bound": FINITE_TOL},
+    ),
 )
 KKT = Claim(
-    "KKT residual of every direction program and finite part", "2308.16898:SVMeq", SOURCE + " §4", kind="property"
+    "KKT residual of every direction program and finite part",
+    "2308.16898:SVMeq",
+    SOURCE + " §4",
+    kind="property",
+    id="kkt",
+    reading=Reading(
+        "max KKT residual of the direction programs and finite parts",
+        "the last step T",
+        "every kept run",
+        "<= 1e-5 (the KKT tolerance of every program in attnlab.svm)",
+        {"bound": KKT_TOL},
+    ),
 )
-ENOUGH = Claim("d={d}: multi-token runs kept (at least 2)", "2308.16898:Conj", SOURCE + " §6", kind="property")
-CLOSER = Claim(
-    "d={d}: share of runs whose W_t is closer to W^SVMeq than to the one-token SVM (Conjecture; mean 1-corr gained "
-    "{gain:.3g})",
+ENOUGH = Claim(
+    "d={d}: multi-token runs kept (at least 2)",
     "2308.16898:Conj",
     SOURCE + " §6",
-    falsifier="equivalence-sign",
+    kind="property",
+    id="enough",
+    reading=Reading("number of kept multi-token runs", "the last step T", _MULTI, ">= 2 (a share needs runs)"),
+)
+_OLD_CLOSER = Reading(
+    statistic="share of runs with 1 - corr(W_T, W^SVMeq) < 1 - corr(W_T, W^1token); W^SVMeq = W_fin + R W_dir with "
+    "W_fin reproducing W_T's logit gaps inside the sets and R W_T's least-squares coefficient on W_dir",
+    window="the last step T of the replayed run",
+    subset="runs kept by our rule (no set equal to its whole sequence) with a set of two or more tokens, per d",
+    tolerance="> 1/2 (the source's figure draws W^SVMeq below W^1token)",
+    params={"bound": 0.5},
+)
+DIRECTION = Claim(
+    "d={d}: share of multi-token runs whose W_T is closer in direction to W_dir, the sets' max-margin direction "
+    "(unfitted), than to the one-token SVM (Conjecture; mean 1-corr gained {gain:.3g})",
+    "2308.16898:Conj",
+    SOURCE + " §6",
+    falsifier="replay-linear-head",
+    id="direction-closer",
+    reading=Reading(
+        statistic="share of runs with 1 - corr(W_T, W_dir) < 1 - corr(W_T, W^1token); W_dir the direction program "
+        "of the sets read off W_T's softmax (nothing fitted to W_T), W^1token the Frobenius SVM of W_T's arg-max "
+        "tokens",
+        window="the last step T of the replayed run",
+        subset=_MULTI,
+        tolerance="> 1/2: the conjecture W_t = W_fin + ||W_t|| W_dir / ||W_dir|| + o(1) with W_fin bounded puts "
+        "W_t's direction on W_dir; the source's figure draws the sets' direction below the one-token SVM",
+        params={"bound": 0.5},
+    ),
+    revisions=(
+        Revision(
+            reading=_OLD_CLOSER,
+            date="2026-11-27",
+            why="circular: W_fin reproduces W_T's own logit gaps (to 1e-14) and R is W_T's own least-squares "
+            "projection on W_dir, so W^SVMeq is fitted to the W it is compared with and the unfitted W_dir, the "
+            "conjecture's prediction, was never tested; the fitted comparison stays as the property row "
+            "'fitted-closer'",
+            quick="pass: 0.8 > 0.5 over 5 multi-token runs at d=4 (dfa98f4)",
+            full="pass: 0.66, 0.65, 0.59, 0.74 > 0.5 over 70, 69, 64, 46 multi-token runs at d = 4, 6, 8, 10 (b02043c)",
+            claim="d={d}: share of runs whose W_t is closer to W^SVMeq than to the one-token SVM (Conjecture; mean "
+            "1-corr gained {gain:.3g})",
+        ),
+    ),
+)
+FITTED = Claim(
+    "d={d}: fitted: share of multi-token runs whose W_T is closer to W^SVMeq = W_fin + R W_dir than to the one-token "
+    "SVM (W_fin and R are fitted to W_T: a property of the construction)",
+    "2308.16898:SVMeq",
+    SOURCE + " §3.3",
+    kind="property",
+    id="fitted-closer",
+    reading=dataclasses.replace(_OLD_CLOSER, subset=_MULTI),
+)
+FINITE_BOUNDED = Claim(
+    "d={d}: the finite part stays bounded while ||W_t|| grows (median growth exponent of ||W_fin|| against ||W_t|| "
+    "from T/2 to T)",
+    "2308.16898:Conj",
+    SOURCE + " §6",
+    falsifier="replay-linear-head",
+    id="finite-bounded",
+    reading=Reading(
+        statistic="median over runs of log(||W_fin(W_T)|| / ||W_fin(W_T/2)||) / log(||W_T|| / ||W_T/2||), W_fin(W) "
+        "the finite part of the sets (read off W_T) at W's logit gaps",
+        window="the replayed run's recorded steps nearest T/2 and T",
+        subset=_MULTI,
+        tolerance="< 1/2: the conjecture (a bounded W_fin, the rest along W_dir) gives 0, a finite part growing with "
+        "||W_t|| gives 1; 1/2 is halfway",
+        params={"bound": 0.5},
+    ),
 )
 
 
-def _wrong_sign(svm_equivalence):
-    """W^SVMeq = W_fin - R W_dir: the fitted R with the wrong sign (the direction points away from the sets)."""
+def _linear_head(head):
+    """The replay's head without its ReLU: h(u) = v^T V u, the linear head V^T v (multi-token §1 with ReLU = id)."""
 
-    def wrong(*args, **kwargs):
-        eq = svm_equivalence(*args, **kwargs)
-        return dataclasses.replace(eq, W=eq.finite.W - eq.R * eq.direction.W)
+    def linear(V, v):
+        return torch.einsum("...md,...m->...d", V, v)  # ([R,] d): a linear head v_lin = V^T v
 
-    return wrong
+    return linear
 
 
 FALSIFIERS = (
     Falsifier(
-        "equivalence-sign",
-        "the SVM-equivalence direction built as W_fin - R W_dir (R with the wrong sign)",
-        "attnlab.experiments.multi_token:svm_equivalence",
-        _wrong_sign,
-        kind="reference",
+        "replay-linear-head",
+        "the replayed runs train with the ReLU dropped from the head (h(u) = v^T V u), the kept runs and their sets "
+        "unchanged",
+        "attnlab.experiments.multi_token:_replay_head",
+        _linear_head,
+        kind="mechanism",
     ),
 )
+
+
+def _replay_head(V: torch.Tensor, v: torch.Tensor) -> ReluHead:
+    """The head the kept runs are replayed with (the falsifier's target; the first training builds its own)."""
+    return ReluHead(V, v)
 
 
 @dataclass(frozen=True)
@@ -132,6 +241,9 @@ class MultiTokenConfig:
         Draws tried per d before giving up (ours).
     seed : int
         Seed of the first draw.
+    acceptance : str
+        Which runs are kept: "source" (the notebook's rule: a set may be its whole sequence, adding equalities
+        only) or "ours" (no set equal to its whole sequence). Both rules' rates are reported either way.
     """
 
     n: int = 3
@@ -147,11 +259,13 @@ class MultiTokenConfig:
     chunk: int = 2000
     max_draws: int = 20000
     seed: int = 1
+    acceptance: str = "source"
 
     OURS = ("runs", "chunk", "max_draws")
 
     def __post_init__(self) -> None:
         parse_optimizer(self.optimizer)  # the grammar's own message names a bad part and lists what is accepted
+        check_in("acceptance", self.acceptance, ("source", "ours"))
 
 
 def _draws(config: MultiTokenConfig, d: int, seeds: range) -> tuple[torch.Tensor, ...]:
@@ -173,24 +287,21 @@ def _draws(config: MultiTokenConfig, d: int, seeds: range) -> tuple[torch.Tensor
     return X, Z, y, V, v, W0
 
 
-def _verdicts(probabilities: torch.Tensor, y: torch.Tensor, config: MultiTokenConfig) -> list[str | None]:
-    """The source's acceptance rule, then ours (no whole-sequence set), per run: None when kept."""
+def _verdicts(probabilities: torch.Tensor, y: torch.Tensor, config: MultiTokenConfig) -> list[tuple[str | None, bool]]:
+    """Per run: the source's rejection reason (None when its rule keeps the run), and whether a set is its whole
+    sequence (our rule rejects those too)."""
     flat = probabilities.flatten(1)
     between = ((flat > config.low) & (flat <= config.high)).any(dim=1)
-    finite = ~(flat <= config.low).any(dim=1)
+    unsaturated = ~(flat <= config.low).any(dim=1)
     whole = (probabilities > config.high).all(dim=-1).any(dim=-1)
     labels = (y == 1).all(dim=1)
-    out: list[str | None] = []
+    out: list[tuple[str | None, bool]] = []
     for r in range(len(flat)):
         reason = next(
-            (
-                name
-                for name, bad in ((LABELS, labels), (BETWEEN, between), (FINITE, finite), (WHOLE, whole))
-                if bool(bad[r])
-            ),
+            (name for name, bad in ((LABELS, labels), (BETWEEN, between), (UNSATURATED, unsaturated)) if bool(bad[r])),
             None,
         )
-        out.append(reason)
+        out.append((reason, bool(whole[r])))
     return out
 
 
@@ -202,6 +313,13 @@ def _max_finite_gap(X, Z, W, W_fin, sets) -> float:
         inside = gap[i, sets[i]]
         worst = max(worst, float((inside - inside[0]).abs().max()))
     return worst
+
+
+def _finite_norm(data, sets: torch.Tensor, W: torch.Tensor) -> float:
+    """``||W_fin||_F`` of the sets at the logit gaps of ``W`` (multi-token §3.2)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", WholeSequenceWarning)  # the acceptance table counts those runs
+        return float(finite_part(data, sets, attention_logits(data.X, W, data.Z)).W.norm())
 
 
 def _one_width(config: MultiTokenConfig, d: int, ctx: RunContext) -> tuple[pd.DataFrame, pd.DataFrame, Counter]:
@@ -225,15 +343,23 @@ def _one_width(config: MultiTokenConfig, d: int, ctx: RunContext) -> tuple[pd.Da
             steps=config.steps,
         ).W
         probabilities = torch.softmax(attention_logits(X, trained, Z), dim=-1)
-        for r, reason in enumerate(_verdicts(probabilities, y, config)):
+        for r, (reason, whole) in enumerate(_verdicts(probabilities, y, config)):
             if len(kept) == config.runs:  # draws after the last run needed are not examined (nor counted)
                 break
+            reasons["examined"] += 1
             if reason is not None:
                 reasons[reason] += 1
                 continue
+            reasons["source rule"] += 1  # multi-token §6: the source's rule keeps it
+            reasons["our rule"] += not whole  # ours keeps it when no set is its whole sequence
+            if whole and config.acceptance == "ours":
+                reasons[WHOLE] += 1
+                continue
             data = multi_token(config.n, config.T, d, seed=seeds[r]).data
             try:
-                eq = svm_equivalence(data, trained[r], low=config.low, high=config.high)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", WholeSequenceWarning)  # counted in the acceptance table
+                    eq = svm_equivalence(data, trained[r], low=config.low, high=config.high)
                 one = attention_svm(data, "fro", select=probabilities[r].argmax(dim=-1))
             except InfeasibleProgramError:
                 reasons[INFEASIBLE] += 1
@@ -242,6 +368,7 @@ def _one_width(config: MultiTokenConfig, d: int, ctx: RunContext) -> tuple[pd.Da
             kept.append(
                 {
                     "seed": seeds[r],
+                    "data": data,
                     "X": X[r],
                     "Z": Z[r],
                     "y": y[r],
@@ -251,6 +378,7 @@ def _one_width(config: MultiTokenConfig, d: int, ctx: RunContext) -> tuple[pd.Da
                     "W": trained[r],
                     "eq": eq,
                     "one": one.W,
+                    "whole": whole,
                     "set_sizes": eq.sets.sum(dim=1).tolist(),
                     "outside_max": float(probabilities[r][~eq.sets].max()),
                 }
@@ -267,7 +395,7 @@ def _one_width(config: MultiTokenConfig, d: int, ctx: RunContext) -> tuple[pd.Da
         stack["X"],
         stack["Z"],
         stack["y"],
-        ReluHead(stack["V"], stack["v"]),
+        _replay_head(stack["V"], stack["v"]),
         W0=stack["W0"],
         optimizer=config.optimizer,
         lr=config.lr,
@@ -275,16 +403,23 @@ def _one_width(config: MultiTokenConfig, d: int, ctx: RunContext) -> tuple[pd.Da
         steps=config.steps,
         record_every=config.record_every,
         refs=refs,
+        keep_iterates=True,  # W at T/2 and T: the finite part's growth
         progress=ctx.progress,
     )
     frame = replay.frame.assign(d=d, seed=[kept[r]["seed"] for r in replay.frame["run"]])
     last = frame[frame["step"] == config.steps].set_index("run")
+    steps = replay.iterates["step"]
+    half = int(torch.argmin((steps - config.steps / 2).abs()))  # the recorded step nearest T/2
+    W_half, W_last = replay.iterates["W"][half], replay.W  # (R, d, d) each
+    fin_half = [_finite_norm(run["data"], run["eq"].sets, W_half[r]) for r, run in enumerate(kept)]
+    fin_last = [_finite_norm(run["data"], run["eq"].sets, W_last[r]) for r, run in enumerate(kept)]
     table = pd.DataFrame(
         {
             "d": d,
             "seed": [run["seed"] for run in kept],
             "set_sizes": [str(run["set_sizes"]) for run in kept],
             "multi_token": [max(run["set_sizes"]) > 1 for run in kept],
+            "whole_sequence_set": [run["whole"] for run in kept],
             "R": [run["eq"].R for run in kept],
             "kkt_direction": [run["eq"].direction.kkt_residual for run in kept],
             "kkt_finite": [run["eq"].finite.kkt_residual for run in kept],
@@ -293,7 +428,16 @@ def _one_width(config: MultiTokenConfig, d: int, ctx: RunContext) -> tuple[pd.Da
             ],
             "outside_max": [run["outside_max"] for run in kept],
             **{f"gap_{k}": (1 - last[f"alignment_{k}"]).clip(lower=EPS).to_numpy() for k in DIRECTIONS},
+            "half_step": int(steps[half]),
+            "finite_norm_half": fin_half,
+            "finite_norm_last": fin_last,
+            "norm_half": W_half.flatten(1).norm(dim=1).tolist(),
+            "norm_last": W_last.flatten(1).norm(dim=1).tolist(),
         }
+    )
+    # multi-token §6: the finite part's growth exponent against W's, log ||W_fin|| ratio over log ||W|| ratio
+    table["finite_exponent"] = np.log(table["finite_norm_last"] / table["finite_norm_half"]) / np.log(
+        table["norm_last"] / table["norm_half"]
     )
     return frame, table, reasons
 
@@ -305,16 +449,17 @@ def run(config: MultiTokenConfig, ctx: RunContext) -> ExperimentResult:
         frame, table, reasons = _one_width(config, d, ctx)
         frames.append(frame)
         tables.append(table)
-        drawn = sum(reasons[k] for k in (LABELS, BETWEEN, FINITE, WHOLE, INFEASIBLE, "kept"))
-        peer = reasons[WHOLE] + reasons[INFEASIBLE] + reasons["kept"]  # the source's rule keeps these draws
+        drawn = max(reasons["examined"], 1)
         counts.append(
             {
                 "d": d,
-                "draws": drawn,
+                "acceptance_rule": config.acceptance,
+                "draws": reasons["examined"],
                 "kept": reasons["kept"],
-                "acceptance": reasons["kept"] / max(drawn, 1),
-                "peer_rule_acceptance": peer / max(drawn, 1),
-                **{f"rejected: {k}": reasons[k] for k in (LABELS, BETWEEN, FINITE, WHOLE, INFEASIBLE)},
+                "acceptance": reasons["kept"] / drawn,
+                "acceptance_source": reasons["source rule"] / drawn,  # multi-token §6: the notebook's rule
+                "acceptance_ours": reasons["our rule"] / drawn,  # ours: no set equal to its whole sequence
+                **{f"rejected: {k}": reasons[k] for k in (LABELS, BETWEEN, UNSATURATED, WHOLE, INFEASIBLE)},
             }
         )
     frame = pd.concat(frames, ignore_index=True)
@@ -322,8 +467,9 @@ def run(config: MultiTokenConfig, ctx: RunContext) -> ExperimentResult:
     acceptance = pd.DataFrame(counts)
     checks = _checks(config, runs)
     notes = [
-        f"d={row.d}: kept {row.kept} of {row.draws} draws ({row.acceptance:.1%}); the source's rule alone keeps "
-        f"{row.peer_rule_acceptance:.1%} of the same draws (it also keeps sets equal to their whole sequence)"
+        f"d={row.d}: kept {row.kept} of {row.draws} draws ({row.acceptance:.1%}) by the {row.acceptance_rule} rule; "
+        f"the source's rule keeps {row.acceptance_source:.1%} of them (a set may be its whole sequence), ours "
+        f"{row.acceptance_ours:.1%} (no set equal to its whole sequence)"
         for row in acceptance.itertuples()
     ]
     figures = {"multi_token_equivalence": _figure(config, frame)} if len(frame) else {}
@@ -332,29 +478,56 @@ def run(config: MultiTokenConfig, ctx: RunContext) -> ExperimentResult:
     )
 
 
+def _share(closer: np.ndarray) -> str:
+    """The spread of a share over runs, for the row's tolerance text."""
+    return "the measured share's spread: " + spread_tolerance(closer.tolist(), k=1.0, what="runs")[1]
+
+
 def _checks(config: MultiTokenConfig, runs: pd.DataFrame) -> list[Check]:
     if runs.empty:
         return [KEPT.greater(0.0, 1.0)]
     checks = [
         # multi-token §3.2: a property of the construction, W_fin reproduces the trained log-ratios inside the sets
-        FINITE.less(float(runs["finite_gap"].max()), FINITE_TOL, spread="the solver's accuracy (Clarabel, gap 1e-10)"),
+        FINITE.less(float(runs["finite_gap"].max()), FINITE.param("bound")),
         # multi-token §4: every program certified by its own KKT conditions
-        KKT.less(float(runs[["kkt_direction", "kkt_finite"]].to_numpy().max()), KKT_TOL),
+        KKT.less(float(runs[["kkt_direction", "kkt_finite"]].to_numpy().max()), KKT.param("bound")),
     ]
     for d, part in runs[runs["multi_token"]].groupby("d"):
-        # multi-token §6 (the source's Conjecture, 2308.16898): W aligns with W^SVMeq better than with the one-token
-        # SVM. The source's figure draws the W^SVMeq curve of 1 - mean corr below the W^1token one, which implies
-        # that most runs are closer to W^SVMeq: the share of runs (with a set of two or more tokens; with
-        # singletons the two directions coincide) closer to W^SVMeq at the last step must exceed 1/2
-        closer = (part["gap_eq"] < part["gap_one"]).to_numpy(dtype=float)
-        if len(closer) < 2:
-            checks.append(ENOUGH.format(d=d).greater(len(closer), 2))
+        if len(part) < 2:
+            checks.append(ENOUGH.format(d=d).greater(len(part), 2, support=len(part)))
             continue
-        _, text = spread_tolerance(closer.tolist(), k=1.0, what="runs")
-        gain = float((part["gap_one"] - part["gap_eq"]).mean())
+        # multi-token §6 (the source's Conjecture): W_t = W_fin + ||W_t|| W_dir / ||W_dir|| + o(1), so W_T's direction
+        # is W_dir's, the sets' max-margin direction, which nothing here fits to W_T. The source's figure draws it
+        # below the one-token SVM: most runs (with a set of two or more tokens; with singletons the two coincide)
+        # are closer to it at the last step
+        closer = (part["gap_mm"] < part["gap_one"]).to_numpy(dtype=float)
+        gain = float((part["gap_one"] - part["gap_mm"]).mean())
         checks.append(
-            CLOSER.format(d=d, gain=gain).greater(
-                float(closer.mean()), 0.5, strict=True, spread=f"the measured share's spread: {text}"
+            DIRECTION.format(d=d, gain=gain).greater(
+                float(closer.mean()), DIRECTION.param("bound"), strict=True, spread=_share(closer), support=len(part)
+            )
+        )
+        # its first reading (revision 1): against W^SVMeq = W_fin + R W_dir, fitted to W_T, on runs our rule keeps
+        ours = part[~part["whole_sequence_set"]]
+        if len(ours) >= 2:
+            fitted = (ours["gap_eq"] < ours["gap_one"]).to_numpy(dtype=float)
+            old = DIRECTION.revised(1).format(d=d, gain=float((ours["gap_one"] - ours["gap_eq"]).mean()))
+            checks.append(old.greater(float(fitted.mean()), 0.5, strict=True, spread=_share(fitted), support=len(ours)))
+        # multi-token §3.3: the fitted comparison, a property of the construction (W_fin and R come from W_T)
+        fitted = (part["gap_eq"] < part["gap_one"]).to_numpy(dtype=float)
+        checks.append(
+            FITTED.format(d=d).greater(
+                float(fitted.mean()), FITTED.param("bound"), strict=True, spread=_share(fitted), support=len(part)
+            )
+        )
+        # multi-token §6: W_fin bounded while ||W_t|| grows (NGD: ||W_t|| ~ lr t), growth exponent 0 against 1
+        exponents = part["finite_exponent"][np.isfinite(part["finite_exponent"])]
+        checks.append(
+            FINITE_BOUNDED.format(d=d).less(
+                float(exponents.median()) if len(exponents) else math.nan,
+                FINITE_BOUNDED.param("bound"),
+                strict=True,
+                support=len(exponents),
             )
         )
     by_width = {int(d): part["gap_eq"].tolist() for d, part in runs.groupby("d")}
@@ -422,7 +595,7 @@ register(
         run=run,
         quick={"ds": (4,), "runs": 10, "chunk": 100, "max_draws": 300},
         cost=1370.0,  # seconds, one worker, load average ~17 on 2 cores (ff9c73e)
-        claims=(KEPT, FINITE, KKT, ENOUGH, CLOSER),
+        claims=(KEPT, FINITE, KKT, ENOUGH, DIRECTION, FITTED, FINITE_BOUNDED),
         falsifiers=FALSIFIERS,
     )
 )

@@ -12,7 +12,8 @@ from typing import Any
 
 import torch
 
-from attnlab._validation import ValidationError, check_in, check_scalar, check_select, check_tensor
+from attnlab._validation import ValidationError, check_in, check_nonzero, check_scalar, check_tensor
+from attnlab.data.selection import Selection
 from attnlab.metrics.diagnostics import (
     attention_margin,
     cosine,
@@ -128,7 +129,7 @@ def _selection(select: Any) -> Callable[[Mapping[str, Any]], torch.Tensor]:
         if not checked:
             X = state["X"]
             runs = X.shape[0] if X.dim() == 4 else None
-            checked.append(check_select("select", select, X.shape[-3], X.shape[-2], runs=runs))
+            checked.append(Selection.parse(select, X.shape[-3], X.shape[-2], runs=runs).one_token("select"))
         return checked[0]
 
     return get
@@ -140,7 +141,7 @@ def _reference(name: str, value: Any, axes: int) -> torch.Tensor:
     if ref.dim() not in (axes, axes + 1) or (axes == 2 and ref.shape[-1] != ref.shape[-2]):
         shape = "(d, d) or (R, d, d)" if axes == 2 else "(d,) or (R, d)"
         raise ValidationError(f"{name} has shape {tuple(ref.shape)}, expected {shape}")
-    return ref
+    return check_nonzero(name, ref, axes)
 
 
 def _against(name: str, ref: torch.Tensor, current: torch.Tensor, what: str) -> torch.Tensor:

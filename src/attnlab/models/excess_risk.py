@@ -13,10 +13,9 @@ each built from ``log delta``, a log-sum-exp of non-negative terms.
 
 from __future__ import annotations
 
-import math
-
 import torch
 
+from attnlab._numerics import log_mean_exp
 from attnlab._validation import ValidationError, check_in
 from attnlab.losses import LOSSES, log_loss
 from attnlab.models.functional import attention_logits, token_scores
@@ -88,4 +87,4 @@ def log_excess_risk(
     else:
         # log log1p(x) = log l(-log x) of the logistic loss, x = sigmoid(-gamma) expm1(delta)
         per_sample = log_loss(-(torch.nn.functional.logsigmoid(-top[..., 0]) + log_expm1), "logistic")
-    return torch.logsumexp(per_sample, dim=-1) - math.log(per_sample.shape[-1])  # (1/n) sum_i
+    return log_mean_exp(per_sample)  # (1/n) sum_i

@@ -15,7 +15,7 @@ mirror descent on an IMDb encoder and a ViT). The experiments ``real.digits-vit`
 from attnlab.nets.classifier import evaluate, fit_classifier, layer_norms
 from attnlab.nets.compare import Comparison, ComparisonConfig, Setup, Trial, compare_optimizers, summary_table
 from attnlab.nets.encoder import Encoder, EncoderBlock, SelfAttention, attention_weights
-from attnlab.nets.optimizers import make_optimizer, parse_optimizer
+from attnlab.nets.optimizers import make_optimizer, optimizer_kind, parse_optimizer
 from attnlab.nets.probes import first_token_attention, hoyer_sparsity, projection_entries
 from attnlab.nets.text_encoder import TextEncoder
 from attnlab.nets.vit import ViT
@@ -39,6 +39,7 @@ __all__ = [
     "hoyer_sparsity",
     "layer_norms",
     "make_optimizer",
+    "optimizer_kind",
     "parse_optimizer",
     "projection_entries",
 ]

@@ -29,8 +29,9 @@ from attnlab._io import config_hash
 from attnlab._validation import ValidationError, check_scalar
 from attnlab.nets.classifier import fit_classifier
 from attnlab.nets.datasets.split import Split
-from attnlab.nets.optimizers import make_optimizer, parse_optimizer
+from attnlab.nets.optimizers import make_optimizer
 from attnlab.nets.probes import first_token_attention, hoyer_sparsity, projection_entries
+from attnlab.optim import OptimizerSpec, parse_optimizer
 
 __all__ = ["Comparison", "ComparisonConfig", "Setup", "Trial", "compare_optimizers", "summary_table"]
 
@@ -64,9 +65,11 @@ class Trial:
     Parameters
     ----------
     optimizer : str
-        An optimizer string (see :func:`~attnlab.nets.parse_optimizer`), e.g. ``"md:1.1,normalized=false"``.
+        An optimizer string of the registry (:func:`attnlab.optim.parse_optimizer`), e.g.
+        ``"md:1.1,normalized=false"``.
     lr : float
-        Its learning rate (see :func:`~attnlab.nets.make_optimizer` for what it means per kind).
+        Its rate: its step size ``lr``, or for an optimizer without one (Polyak, ``"sps"``) its cap ``max_step``,
+        the SPS threshold the papers tune (implicit-bias-ngd A8); unless the string sets it.
     seed : int
         Seeds the model's initialisation and the mini-batch order.
     """
@@ -86,7 +89,7 @@ class ComparisonConfig:
     Attributes
     ----------
     optimizers : tuple of str
-        Names as in :func:`~attnlab.nets.parse_optimizer`.
+        Optimizer strings of the registry (:func:`attnlab.optim.parse_optimizer`).
     lrs : tuple of float
         One per optimizer; for "sps" the cap on the Polyak step, for "sngd" the step length. Tuned by a short
         sweep on seed 0 (see docs/experiments/real.md); "md:2,normalized=false" shares SGD's rate so that the two must agree.
@@ -217,6 +220,14 @@ def _attention_rows(model: nn.Module, inputs: torch.Tensor, label: str) -> pd.Da
     )
 
 
+def _rated(trial: Trial) -> OptimizerSpec:
+    """The trial's optimizer with its rate set: ``lr``, or ``max_step`` for an optimizer without a step size (SPS's
+    threshold, implicit-bias-ngd A8), unless the string sets it."""
+    spec = parse_optimizer(trial.optimizer)
+    rate = "lr" if spec.entry.takes_lr else "max_step"
+    return spec if spec.get(rate) is not None else spec.with_options(**{rate: trial.lr})
+
+
 def _run_trial(
     build: Callable[[Any, int], Setup],
     config: Any,
@@ -234,7 +245,7 @@ def _run_trial(
             out["init_entries"] = projection_entries(setup.model).assign(optimizer="init")
             out["init_attention"] = _attention_rows(setup.model, setup.probe_inputs, "init")
         optimizer = make_optimizer(
-            trial.optimizer, setup.model.parameters(), trial.lr, sngd_cap=options["sngd_cap"], sps_c=options["sps_c"]
+            _rated(trial), setup.model.parameters(), sngd_cap=options["sngd_cap"], sps_c=options["sps_c"]
         )
         # the name carries a hash of everything that shapes the trial: a checkpoint of another config is never resumed
         key = config_hash({"config": dataclasses.asdict(config), "trial": dataclasses.asdict(trial), **options})
@@ -287,7 +298,7 @@ def compare_optimizers(
     optimizers : sequence of str
         Optimizer names, e.g. ``("sgd", "sngd", "sps", "adam", "md:1.1,normalized=false")``.
     lrs : sequence of float
-        One learning rate per optimizer (see :func:`make_optimizer` for what it means per kind).
+        One rate per optimizer: its ``lr``, or Polyak's ``max_step`` (see :class:`Trial`).
     seeds : sequence of int
         Model-initialisation and mini-batch seeds; the first one is probed for weights and attention.
     epochs, batch_size : int

@@ -1,5 +1,5 @@
-"""Name an optimizer in one short string (``"sngd"``, ``"md:1.1,normalized=false"``) and build it over a model's
-parameters: the one optimizer grammar of :mod:`attnlab.optim.spec`, with the real-data harness's defaults.
+"""Build any optimizer of the registry over a real model's parameters by its string (``"sngd"``,
+``"md:1.1,normalized=false"``, ``"adam"``), with the real-data harness's defaults for SNGD's cap and SPS's constant.
 
 Spec: implicit-bias-ngd §4 A8 (SNGD, SPS) and §9 (SGD, SNGD, SPS, Adam on real data); mirror-descent-lp §4
 (l_p mirror descent) and §9 E4-E5 (unnormalised l_p-MD on every parameter of a transformer, p = 1.1, 2, 3).
@@ -7,64 +7,78 @@ Spec: implicit-bias-ngd §4 A8 (SNGD, SPS) and §9 (SGD, SNGD, SPS, Adam on real
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable
 
 import torch
 
-from attnlab._validation import ValidationError, check_scalar
 from attnlab.optim import OptimizerSpec
 
-__all__ = ["KINDS", "make_optimizer", "parse_optimizer"]
+__all__ = ["KINDS", "make_optimizer", "optimizer_kind", "parse_optimizer"]
 
+#: The real-data papers' names of the registry's optimizers (the others keep their own).
 KINDS = ("sgd", "sngd", "sps", "adam", "md")
-_KIND = {"gd": "sgd", "ngd": "sngd", "polyak": "sps", "adam": "adam", "md": "md"}
+_PAPER = {"gd": "sgd", "ngd": "sngd", "polyak": "sps"}
 
 
-def parse_optimizer(name: str) -> tuple[str, float | None]:
-    """The kind of an optimizer string (:mod:`attnlab.optim.spec`) and, for mirror descent, its exponent ``p``.
-
-    ``"sgd"``, ``"sngd"``, ``"sps"``, ``"adam"`` or ``"md:<p>"`` (``p > 1``; write ``"md:1.1,normalized=false"``
-    for the unnormalised update of the paper's real-data runs; the spelling ``"md-1.1"`` is deprecated), with any
-    option the grammar allows. Joint training has no kind here.
+def optimizer_kind(name: str | OptimizerSpec) -> tuple[str, float | None]:
+    """The real-data papers' name of an optimizer and, for mirror descent, its exponent ``p``.
 
     Parameters
     ----------
-    name : str
-        An optimizer string of the grammar of :mod:`attnlab.optim.spec`; aliases (``"gd"``, ``"ngd"``,
-        ``"polyak"``) map to their kind.
+    name : str or OptimizerSpec
+        An optimizer string of the grammar (:mod:`attnlab.optim.spec`), any name of the registry.
 
     Returns
     -------
-    kind : {"sgd", "sngd", "sps", "adam", "md"}
-        One of :data:`KINDS`.
+    kind : str
+        ``"sgd"``, ``"sngd"``, ``"sps"`` for GD, NGD and Polyak (the papers' names), else the registry's name.
     p : float or None
-        Mirror descent's exponent (2.0 when ``"md"`` gives none); None for the other kinds.
+        The exponent of the optimizer's mirror map (2.0 for ``"md"`` with none given); None for the others.
 
     Raises
     ------
     ValidationError
-        When ``name`` does not parse, or names a joint (head and attention) rule.
+        When ``name`` does not parse.
 
     Examples
     --------
-    >>> parse_optimizer("md:1.1")
+    >>> optimizer_kind("md:1.1")
     ('md', 1.1)
-    >>> parse_optimizer("adam")
-    ('adam', None)
+    >>> optimizer_kind("polyak:max_step=1")
+    ('sps', None)
     """
     spec = OptimizerSpec.parse(name)
-    if spec.name not in _KIND:
-        raise ValidationError(
-            f"optimizer == {name!r} trains a head and attention jointly, which the real-data models do not; pass "
-            "one of 'sgd', 'sngd', 'sps', 'adam' or 'md:<p>'"
-        )
-    return _KIND[spec.name], (spec.get("p", 2.0) if spec.name == "md" else None)
+    potential = spec.entry.potential
+    return _PAPER.get(spec.name, spec.name), (None if potential is None else potential(dict(spec.options)))
+
+
+def parse_optimizer(name: str) -> tuple[str, float | None]:
+    """Deprecated: :func:`optimizer_kind` (``attnlab.optim.parse_optimizer`` is the grammar's parser).
+
+    Parameters
+    ----------
+    name : str
+        An optimizer string.
+
+    Returns
+    -------
+    tuple of (str, float or None)
+        :func:`optimizer_kind` of ``name``.
+    """
+    warnings.warn(
+        "attnlab.nets.parse_optimizer is deprecated: use attnlab.nets.optimizer_kind (the real-data name of an "
+        "optimizer) or attnlab.optim.parse_optimizer (the grammar)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return optimizer_kind(name)
 
 
 def make_optimizer(
-    name: str,
+    name: str | OptimizerSpec,
     params: Iterable[torch.nn.Parameter],
-    lr: float,
+    lr: float | None = None,
     *,
     sngd_cap: float | None = None,
     sps_c: float | None = None,
@@ -73,13 +87,13 @@ def make_optimizer(
 
     Parameters
     ----------
-    name : str
-        An optimizer string (see :func:`parse_optimizer`).
+    name : str or OptimizerSpec
+        An optimizer string of the registry (:mod:`attnlab.optim.registry`).
     params : iterable of Parameter
-    lr : float
-        sgd, adam, md: the learning rate. sngd: the base step :math:`\\eta` (each uncapped step has length
-        :math:`\\eta`). sps: the cap :math:`\\eta_{\\max}` on the Polyak step size, unless ``name`` sets
-        ``max_step``.
+    lr : float, optional
+        The optimizer's step size ``lr`` (for SNGD the length of each uncapped step), unless ``name`` sets it;
+        default the string's, else 0.1. An optimizer without one (Polyak, ``"sps"``) refuses it: write its cap as
+        ``"sps:max_step=..."``.
     sngd_cap : float, optional
         SNGD's cap :math:`\\eta_{\\max}` on :math:`\\eta/\\|g\\|` (spec A8), unless ``name`` sets ``max_step``;
         ``None``: no cap.
@@ -90,17 +104,15 @@ def make_optimizer(
     Returns
     -------
     torch.optim.Optimizer
-        ``torch.optim.SGD``/``Adam``, or ``attnlab.optim.NormalizedGD``/``PolyakStep``/``MirrorDescent``.
+        The registry entry's class (``attnlab.optim.GD``, ``NormalizedGD``, ``PolyakStep``, ``Adam``,
+        ``MirrorDescent``, ...).
+
+    Raises
+    ------
+    ValidationError
+        When ``name`` does not parse, or ``lr`` is given to an optimizer without one or set twice.
     """
-    parse_optimizer(name)
     spec = OptimizerSpec.parse(name)
-    check_scalar("lr", lr, low=0.0, low_inclusive=False)
-    extra: dict[str, float | None] = {}
-    if spec.name == "polyak":
-        extra["max_step"] = lr  # spec A8: SPS_max's cap
-        if sps_c is not None:
-            extra["c"] = sps_c
-    if spec.name == "ngd" and sngd_cap is not None:
-        extra["max_step"] = sngd_cap
-    spec = spec.with_options(**{k: v for k, v in extra.items() if spec.get(k) is None})
-    return spec.build(params, lr=None if spec.name == "polyak" or spec.get("lr") is not None else lr)
+    extra = {"max_step": sngd_cap} if spec.name == "ngd" else {"c": sps_c} if spec.name == "polyak" else {}
+    spec = spec.with_options(**{k: v for k, v in extra.items() if v is not None and spec.get(k) is None})
+    return spec.build(params, lr=lr)

@@ -4,6 +4,7 @@ Spec: docs/theory/softmax-ntk-diffusion.md.
 """
 
 from attnlab.ntk.comparison_nets import ExpMLP, ReluMLP
+from attnlab.ntk.decomposition import StepTerms, step_terms
 from attnlab.ntk.empirical import empirical_ntk
 from attnlab.ntk.forward_process import ForwardProcess
 from attnlab.ntk.gaussian_mixture import GaussianMixture, circle_mixture
@@ -39,6 +40,7 @@ __all__ = [
     "perturbed_kernels",
     "with_weights",
     "DenoisingSet",
+    "StepTerms",
     "ExpMLP",
     "ForwardProcess",
     "GaussianMixture",
@@ -69,6 +71,7 @@ __all__ = [
     "reverse_sde_sample",
     "score_from_denoiser",
     "stability_limit",
+    "step_terms",
     "symmetric_init",
     "theorem_B",
     "theorem_step",

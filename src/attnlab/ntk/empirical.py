@@ -74,6 +74,45 @@ def _per_sample_function(module: nn.Module, buffers: dict[str, torch.Tensor]) ->
     return f
 
 
+def _check_per_sample(
+    module: nn.Module, f: Callable, params: dict[str, torch.Tensor], name: str, x: torch.Tensor
+) -> None:
+    """Refuse a module that does not map a batch to one tensor of per-sample outputs: a tuple (``nn.GRU``'s
+    ``(output, h_n)``), a batch axis of another size, or outputs that depend on the other samples of the batch
+    (``x - x.mean(0)``, batch statistics): the per-sample Jacobians would then differentiate another function."""
+    with torch.no_grad():
+        batch = functional_call(module, {**params, **dict(module.named_buffers())}, (x,))
+        if not isinstance(batch, torch.Tensor):
+            raise ValidationError(
+                f"module {type(module).__name__} returns a {type(batch).__name__}, not one tensor (nn.GRU and nn.LSTM "
+                "return (output, state)); wrap it in a module whose forward returns the one tensor to take the kernel of "
+                "(e.g. gru(x)[0])"
+            )
+        if batch.dim() < 1 or batch.shape[0] != x.shape[0]:
+            raise ValidationError(
+                f"module {type(module).__name__} maps {name} of shape {tuple(x.shape)} to {tuple(batch.shape)}; it "
+                f"must map a batch (N, ...) to outputs (N, ...) with the batch axis first"
+            )
+        try:
+            alone = vmap(f, in_dims=(None, 0))(params, x)
+        except RuntimeError as err:
+            if "vmap" not in str(err):
+                raise
+            alone = torch.stack([f(params, sample) for sample in x])
+    batch = batch.reshape(len(x), -1)
+    # the same function of each sample, batched or alone, agrees to rounding: 1e3 ulps of the output's scale
+    scale = float(batch.abs().max()) if batch.numel() else 0.0
+    tol = 1e3 * torch.finfo(batch.dtype).eps * max(scale, 1.0) if batch.is_floating_point() else 0.0
+    gap = float((batch - alone.reshape(batch.shape)).abs().max()) if batch.numel() else 0.0
+    if alone.shape[-1] != batch.shape[-1] or not gap <= tol:
+        raise ValidationError(
+            f"module {type(module).__name__}'s output for a sample of {name} depends on the other samples of the "
+            f"batch (batched and one-at-a-time outputs differ by {gap:.3g}): it mixes samples (e.g. x - x.mean(0), "
+            "batch statistics), so it has no per-sample kernel; take the NTK of a module whose outputs are per "
+            "sample (batch norm: module.eval())"
+        )
+
+
 def _jacobians(f: Callable, params: dict[str, torch.Tensor], x: torch.Tensor) -> Jacobians:
     """Per-sample Jacobians ``{name: (N, O, *shape)}``: vmapped, or one sample at a time for a module whose
     forward cannot run under vmap (data-dependent control flow such as input checks)."""
@@ -143,8 +182,9 @@ def empirical_ntk(
     ------
     ValidationError
         On a module with no trainable parameters, a module in training mode with dropout or batch norm (without
-        ``eval_mode=True``), 'meta' parameters or inputs, inputs that are not batches, batches of different sample
-        shapes, or a bad ``mode`` or ``chunk_size``.
+        ``eval_mode=True``), a module that returns a tuple (``nn.GRU``) or mixes the samples of a batch (its
+        output for a sample changes with the others, e.g. ``x - x.mean(0)``), 'meta' parameters or inputs, inputs
+        that are not batches, batches of different sample shapes, or a bad ``mode`` or ``chunk_size``.
 
     Notes
     -----
@@ -207,6 +247,9 @@ def _kernel(
     """The kernel of :func:`empirical_ntk` on checked arguments, in one block or in blocks of ``chunk_size``."""
     buffers = {name: b.detach() for name, b in module.named_buffers()}
     f = _per_sample_function(module, buffers)
+    _check_per_sample(module, f, params, "x1", x1)
+    if x2 is not x1:
+        _check_per_sample(module, f, params, "x2", x2)
     if chunk_size is None:
         jac_1 = _jacobians(f, params, x1)
         return _contract(jac_1, jac_1 if x2 is x1 else _jacobians(f, params, x2), mode)

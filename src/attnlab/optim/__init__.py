@@ -12,13 +12,16 @@ four take ``run_dims`` so that a batch of independent runs (leading axis ``R``) 
 The step-size rules on their own (``normalized_step_size``, ``polyak_step_size``) read the step size off the
 transforms for callers that want it alone.
 
-An optimizer is named in one string grammar everywhere (``"ngd:momentum=0.9"``, ``"polyak:max_step=5"``,
-``"md:1.5"``; :mod:`attnlab.optim.spec`): :func:`parse_optimizer` returns an :class:`OptimizerSpec`, which builds
-the engine rule or the ``torch.optim`` optimizer. How to write a transform of your own:
-:mod:`attnlab.optim.transforms`.
+Every optimizer is one entry of the registry (:mod:`attnlab.optim.registry`: name, typed options, transform
+chain, ``torch.optim`` class; the built-in ones in :mod:`attnlab.optim.entries`), named in one string grammar
+everywhere (``"ngd:momentum=0.9"``, ``"polyak:max_step=5"``, ``"md:1.5"``, ``"sign:schedule=inv_sqrt"``;
+:mod:`attnlab.optim.spec`): :func:`parse_optimizer` returns an :class:`OptimizerSpec`, which builds the engine rule
+or the ``torch.optim`` optimizer. How to write a transform of your own: :mod:`attnlab.optim.transforms`; how to
+register an optimizer of your own: :mod:`attnlab.optim.registry`.
 """
 
-from attnlab.optim.adam_noeps import AdamNoEps
+from attnlab.optim import registry
+from attnlab.optim.adam import Adam, AdamNoEps
 from attnlab.optim.joint_adaptive import JointAdaptive, joint_adaptive
 from attnlab.optim.mirror_descent import MirrorDescent, mirror_descent, norm_growth_bounds
 from attnlab.optim.normalized_gd import NormalizedGD, normalized_gd, normalized_step_size
@@ -27,8 +30,12 @@ from attnlab.optim.preconditioned import PreconditionedGD, preconditioned_gd
 from attnlab.optim.spec import OptimizerSpec, parse_optimizer
 from attnlab.optim.steepest_descent import SteepestDescent
 
+GD = registry.get("gd").optimizer_class()  # generated from the registry entry (the chain of spec A1, A4)
+
 __all__ = [
+    "Adam",
     "AdamNoEps",
+    "GD",
     "JointAdaptive",
     "MirrorDescent",
     "NormalizedGD",
@@ -45,4 +52,5 @@ __all__ = [
     "polyak_step",
     "polyak_step_size",
     "preconditioned_gd",
+    "registry",
 ]

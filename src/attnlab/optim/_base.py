@@ -10,6 +10,7 @@ the same rule (:meth:`FunctionalOptimizer.rule`).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -17,6 +18,7 @@ import torch
 from torch.optim import Optimizer
 
 from attnlab._validation import ValidationError
+from attnlab.optim import registry
 from attnlab.optim.transforms import Context, Rule
 
 Closure = Callable[[], torch.Tensor]
@@ -71,13 +73,17 @@ class ScaleInvariance:
 class FunctionalOptimizer(Optimizer):
     """Base of attnlab's optimizers: validates every parameter group and runs the group's rule at ``step``.
 
-    Subclasses set ``scale_invariant = ScaleInvariance(default)`` and implement ``_check_group(group)`` (raise
-    :class:`~attnlab._validation.ValidationError` naming the bad hyperparameter), ``_group_is_scale_invariant(group)``
-    and ``_rule(groups, group_ids) -> Rule`` (the chain of transforms for tensors in those groups); ``_needs_loss()``
-    says whether ``step`` must be given a closure.
+    Subclasses name their registry entry in ``entry_name`` (:mod:`attnlab.optim.registry`): its options check every
+    group once (type and bounds; a key the class does not take is refused by name), and its chain is the rule
+    (``_rule(groups, group_ids) -> Rule``, the chain of transforms for tensors in those groups; ``_rule_inputs()``
+    adds the class's own arguments that are not group keys). They set ``scale_invariant = ScaleInvariance(default)``
+    and implement ``_group_is_scale_invariant(group)``; ``_needs_loss()`` says whether ``step`` must be given a
+    closure.
     """
 
+    entry_name = ""  # the registry entry whose options and chain this class runs
     _kept: tuple[tuple, Rule] | None = None  # (what the rule was built for, the rule)
+    _reads_loss: tuple[tuple, bool] | None = None  # (the groups' setting, whether their rule reads the loss)
     _steps_taken = 0  # steps taken by this object (Context.step)
 
     @torch.no_grad()
@@ -155,14 +161,20 @@ class FunctionalOptimizer(Optimizer):
                             self.state[p][key] = value
 
     def _rule(self, groups: list[dict], group_ids: list[int]) -> Rule:
-        raise NotImplementedError
+        entry = registry.get(self.entry_name)
+        return entry.rule(registry.group_hyper(entry, groups, group_ids, **self._rule_inputs()))
 
     def _rule_inputs(self) -> dict:
         """What the rule is built from besides the groups (attributes of the optimizer)."""
         return {}
 
     def _needs_loss(self) -> bool:
-        return False
+        """Whether the groups' rule reads the loss (the rule per group, built once per setting of the groups)."""
+        key = (tuple(_hyperparameters(g) for g in self.param_groups), _hyperparameters(self._rule_inputs()))
+        if self._reads_loss is None or self._reads_loss[0] != key:
+            groups = list(self.param_groups)
+            self._reads_loss = (key, self._rule(groups, list(range(len(groups)))).needs_loss)
+        return self._reads_loss[1]
 
     def add_param_group(self, param_group: dict) -> None:
         super().add_param_group(param_group)
@@ -173,7 +185,29 @@ class FunctionalOptimizer(Optimizer):
             raise
 
     def _check_group(self, group: dict) -> None:
-        raise NotImplementedError
+        """Check the group's hyperparameters with the registry entry's options (converted in place)."""
+        self._check_options(group, skip=())
+
+    def _check_options(self, group: dict, skip: tuple[str, ...]) -> None:
+        """Refuse keys the class does not take; check every other hyperparameter but ``skip`` by its option."""
+        index = len(self.param_groups) - 1
+        unknown = sorted(set(group) - set(self.defaults) - {"params"})
+        if unknown:
+            raise ValidationError(
+                f"parameter group {index} sets {unknown}, which {type(self).__name__} does not take; its "
+                f"hyperparameters are {sorted(self.defaults)}"
+            )
+        options = registry.get(self.entry_name).all_options
+        for name in self.defaults:
+            if name not in options or name in skip:
+                continue
+            group[name] = options[name].check(name, group[name])
+            if options[name].shared and group[name] != self.defaults[name]:
+                raise ValidationError(
+                    f"{name} == {group[name]!r} in a parameter group, but the optimizer's {name} is "
+                    f"{self.defaults[name]!r}: it is one value over all parameters; drop {name} from the group or "
+                    "build one optimizer per setting"
+                )
 
     def _group_is_scale_invariant(self, group: dict) -> bool:
         raise NotImplementedError
@@ -197,6 +231,43 @@ class FunctionalOptimizer(Optimizer):
     def _write(params: Sequence[torch.Tensor], new_params: Sequence[torch.Tensor]) -> None:
         for param, new in zip(params, new_params):
             param.copy_(new)
+
+
+def generated_class(entry: registry.OptimizerEntry) -> type[FunctionalOptimizer]:
+    """The ``torch.optim`` class of a registry entry that names none: its options as keyword arguments (defaults
+    the entry's), its chain as the rule."""
+    options = {name: o for name, o in entry.all_options.items() if o.group and not o.engine_only}
+
+    def __init__(self, params, **hyperparameters) -> None:  # noqa: N807
+        unknown = sorted(set(hyperparameters) - set(options))
+        if unknown:
+            raise ValidationError(
+                f"{type(self).__name__} takes no argument {unknown}; its hyperparameters are {sorted(options)}"
+            )
+        FunctionalOptimizer.__init__(self, params, {**{k: o.default for k, o in options.items()}, **hyperparameters})
+
+    lines = [f"    {name} : default={o.default!r}\n        {o.doc}" for name, o in options.items()]
+    doc = (
+        f"{entry.summary[0].upper()}{entry.summary[1:]} (the optimizer {entry.name!r} of the registry).\n\n"
+        f"    Spec: {entry.spec}. Generated from its registry entry: the rule is the entry's chain.\n\n"
+        "    Parameters\n    ----------\n    params : iterable of torch.Tensor or of dict\n"
+        "        Parameters or parameter groups; every hyperparameter below may be overridden per group.\n"
+        + "\n".join(lines)
+        + "\n\n    Attributes\n    ----------\n    scale_invariant : bool\n        False (not declared).\n"
+    )
+    name = entry.class_name or "".join(part.capitalize() for part in re.split(r"[-_]", entry.name))
+    return type(
+        name,
+        (FunctionalOptimizer,),
+        {
+            "__init__": __init__,
+            "__doc__": doc,
+            "__module__": "attnlab.optim",
+            "entry_name": entry.name,
+            "scale_invariant": ScaleInvariance(default=False),
+            "_group_is_scale_invariant": lambda self, group: False,
+        },
+    )
 
 
 def _hyperparameters(group: dict) -> tuple:

@@ -10,7 +10,7 @@ from collections.abc import Hashable, Sequence
 
 import torch
 
-from attnlab._validation import ValidationError, check_in, check_scalar
+from attnlab._validation import ValidationError
 from attnlab.optim import transforms as tx
 from attnlab.optim._base import FunctionalOptimizer, ScaleInvariance
 
@@ -145,6 +145,9 @@ class JointAdaptive(FunctionalOptimizer):
         over all parameters of all groups.
     adaptive : bool, default=True
         Per-block on/off of the adaptive factor: False gives the block the step :math:`\eta (t+1)^{-\alpha}`.
+    schedule : str, default="constant"
+        ``"inv_sqrt"`` or ``"poly:<a>"``: the step times :math:`(t + 1)^{-a}` besides :math:`(t+1)^{-\alpha}`
+        (:mod:`attnlab.optim.registry`).
 
     Attributes
     ----------
@@ -173,6 +176,7 @@ class JointAdaptive(FunctionalOptimizer):
     tensor([-0.6000, -0.8000], dtype=torch.float64)
     """
 
+    entry_name = "joint"
     scale_invariant = ScaleInvariance(default=False)
 
     def __init__(
@@ -182,21 +186,10 @@ class JointAdaptive(FunctionalOptimizer):
         alpha: float = 2.0 / 3.0,
         normalizer: str = "loss",
         adaptive: bool = True,
+        schedule: str = "constant",
     ) -> None:
-        super().__init__(params, dict(lr=lr, alpha=alpha, normalizer=normalizer, adaptive=adaptive))
-
-    def _check_group(self, group: dict) -> None:
-        check_scalar("lr", group["lr"], low=0.0, low_inclusive=False)
-        check_scalar("alpha", group["alpha"], low=0.0)
-        check_in("normalizer", group["normalizer"], NORMALIZERS)
-        check_in("adaptive", group["adaptive"], (False, True))
+        defaults = dict(lr=lr, alpha=alpha, normalizer=normalizer, adaptive=adaptive, schedule=schedule)
+        super().__init__(params, defaults)
 
     def _group_is_scale_invariant(self, group: dict) -> bool:
         return group["adaptive"] and group["normalizer"] != "loss"
-
-    def _needs_loss(self) -> bool:
-        return any(group["adaptive"] and group["normalizer"] == "loss" for group in self.param_groups)
-
-    def _rule(self, groups: list[dict], group_ids: list[int]) -> tx.Rule:
-        hyper = [[g[k] for g in groups] for k in ("lr", "alpha", "normalizer", "adaptive")]
-        return joint_rule(*hyper, blocks=group_ids)

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import torch
 
-from attnlab._validation import ValidationError, check_in, check_scalar, check_tensor
+from attnlab._validation import ValidationError, check_scalar, check_tensor
 from attnlab.metrics import entrywise_norm
 from attnlab.optim import transforms as tx
 from attnlab.optim._base import FunctionalOptimizer, ScaleInvariance
@@ -147,6 +147,8 @@ class MirrorDescent(FunctionalOptimizer):
         the theory and the real-data experiments use the plain update.
     eps : float, default=FLOAT64_EPS
         :math:`\epsilon \ge 0` added to the dual norm (float64 machine epsilon, as in the official code).
+    schedule : str, default="constant"
+        ``"inv_sqrt"`` or ``"poly:<a>"``: the step times :math:`(t + 1)^{-a}` (:mod:`attnlab.optim.registry`).
 
     Attributes
     ----------
@@ -174,19 +176,19 @@ class MirrorDescent(FunctionalOptimizer):
     tensor([[ 0.7071, -1.2247]], dtype=torch.float64)
     """
 
+    entry_name = "md"
     scale_invariant = ScaleInvariance(default=False)
 
-    def __init__(self, params, lr: float, p: float, normalized: bool = False, eps: float = FLOAT64_EPS) -> None:
-        super().__init__(params, dict(lr=lr, p=p, normalized=normalized, eps=eps))
-
-    def _check_group(self, group: dict) -> None:
-        check_scalar("lr", group["lr"], low=0.0, low_inclusive=False)
-        check_scalar("p", group["p"], low=1.0, low_inclusive=False)
-        check_in("normalized", group["normalized"], (False, True))
-        check_scalar("eps", group["eps"], low=0.0)
+    def __init__(
+        self,
+        params,
+        lr: float,
+        p: float,
+        normalized: bool = False,
+        eps: float = FLOAT64_EPS,
+        schedule: str = "constant",
+    ) -> None:
+        super().__init__(params, dict(lr=lr, p=p, normalized=normalized, eps=eps, schedule=schedule))
 
     def _group_is_scale_invariant(self, group: dict) -> bool:
         return group["normalized"]
-
-    def _rule(self, groups: list[dict], group_ids: list[int]) -> tx.Rule:
-        return md_rule(*([g[k] for g in groups] for k in ("lr", "p", "normalized", "eps")))

@@ -9,7 +9,6 @@ from collections.abc import Hashable, Sequence
 
 import torch
 
-from attnlab._validation import check_in, check_scalar
 from attnlab.optim import transforms as tx
 from attnlab.optim._base import FunctionalOptimizer, ScaleInvariance
 
@@ -126,17 +125,23 @@ def normalized_gd(
 
 
 def ngd_rule(
-    lr: list, max_step: list, momentum: list, momentum_variant: list, blocks: str | Sequence[Hashable] | None = None
+    lr: list,
+    max_step: list,
+    momentum: list,
+    momentum_variant: list,
+    blocks: str | Sequence[Hashable] | None = None,
+    eps: float | list = 0.0,
 ) -> tx.Rule:
     """The chain of transforms of normalised GD, one hyperparameter per tensor.
 
     Spec: implicit-bias-ngd §4 A2 (normalise, scale by ``eta``, cap), A4 (momentum: heavy ball normalises by the
-    gradient *before* the buffer, the normalised-buffer variant by the buffer *after* it).
+    gradient *before* the buffer, the normalised-buffer variant by the buffer *after* it). ``eps > 0`` divides by
+    ``||g|| + eps`` instead, as the Transformers-as-SVMs code does (``"ngd:eps=..."``).
     """
     heavy = [v == "heavy_ball" or b == 0.0 for v, b in zip(momentum_variant, momentum)]  # beta = 0: buffer = g
-    chain = [tx.normalize(blocks, enabled=heavy)]
+    chain = [tx.normalize(blocks, eps=eps, enabled=heavy)]
     if any(b != 0.0 for b in momentum):
-        chain += [tx.momentum(momentum), tx.normalize(blocks, enabled=[not h for h in heavy])]
+        chain += [tx.momentum(momentum), tx.normalize(blocks, eps=eps, enabled=[not h for h in heavy])]
     chain.append(tx.scale_by_lr(lr))
     if not all(tx.uncapped(m) for m in max_step):
         chain.append(tx.cap(max_step))
@@ -177,11 +182,16 @@ class NormalizedGD(FunctionalOptimizer):
     normalization : {"global", "group", "tensor"}, default="global"
         Over which tensors the norm is taken: all parameters of all groups (one global norm; NGD on
         :math:`\theta`, joint NGD A5 and SNGD A8), each parameter group, or each tensor (per-block NGD, A7).
+    eps : float, default=0.0
+        :math:`\epsilon \ge 0`: divide by :math:`\|g\| + \epsilon` (the true norm), as the Transformers-as-SVMs
+        code does; replay such a loop with ``"ngd:eps=1e-8"`` (0 is the theory's NGD).
+    schedule : str, default="constant"
+        ``"inv_sqrt"`` or ``"poly:<a>"``: the step times :math:`(t + 1)^{-a}` (:mod:`attnlab.optim.registry`).
 
     Attributes
     ----------
     scale_invariant : bool
-        True when every group is uncapped and without momentum: the update is then unchanged if each step's
+        True when every group is uncapped, without momentum and eps: the update is then unchanged if each step's
         gradients are all multiplied by one positive constant. The class attribute gives the default's value.
 
     Raises
@@ -207,6 +217,7 @@ class NormalizedGD(FunctionalOptimizer):
             [ 0.0000, -0.4000]], dtype=torch.float64)
     """
 
+    entry_name = "ngd"
     scale_invariant = ScaleInvariance(default=True)
 
     def __init__(
@@ -217,6 +228,8 @@ class NormalizedGD(FunctionalOptimizer):
         momentum: float = 0.0,
         momentum_variant: str = "heavy_ball",
         normalization: str = "global",
+        eps: float = 0.0,
+        schedule: str = "constant",
     ) -> None:
         defaults = dict(
             lr=lr,
@@ -224,25 +237,11 @@ class NormalizedGD(FunctionalOptimizer):
             momentum=momentum,
             momentum_variant=momentum_variant,
             normalization=normalization,
+            eps=eps,
+            schedule=schedule,
         )
         super().__init__(params, defaults)
 
-    def _check_group(self, group: dict) -> None:
-        check_scalar("lr", group["lr"], low=0.0, low_inclusive=False)
-        if group["max_step"] is not None:
-            check_scalar("max_step", group["max_step"], low=0.0, low_inclusive=False, allow_inf=True)
-        check_scalar("momentum", group["momentum"], low=0.0, high=1.0, high_inclusive=False)
-        check_in("momentum_variant", group["momentum_variant"], MOMENTUM_VARIANTS)
-        check_in("normalization", group["normalization"], NORMALIZATIONS)
-
     def _group_is_scale_invariant(self, group: dict) -> bool:
         uncapped = group["max_step"] is None or group["max_step"] == float("inf")
-        return uncapped and group["momentum"] == 0.0
-
-    def _rule(self, groups: list[dict], group_ids: list[int]) -> tx.Rule:
-        blocks = [
-            {"global": "global", "group": ("group", index), "tensor": ("tensor", position)}[group["normalization"]]
-            for position, (group, index) in enumerate(zip(groups, group_ids))
-        ]
-        hyper = [[group[k] for group in groups] for k in ("lr", "max_step", "momentum", "momentum_variant")]
-        return ngd_rule(*hyper, blocks=blocks)
+        return uncapped and group["momentum"] == 0.0 and group["eps"] == 0.0

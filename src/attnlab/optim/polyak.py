@@ -166,6 +166,8 @@ class PolyakStep(FunctionalOptimizer):
     c : float, default=1.0
         Constant :math:`c > 0`. The default 1 is the theory form of A3 (no constant); SPS uses :math:`c = 0.5`
         (spec A8, value [L]: proposed, not from the paper).
+    schedule : str, default="constant"
+        ``"inv_sqrt"`` or ``"poly:<a>"``: the step times :math:`(t + 1)^{-a}` (:mod:`attnlab.optim.registry`).
 
     Attributes
     ----------
@@ -197,21 +199,23 @@ class PolyakStep(FunctionalOptimizer):
     tensor([1.], dtype=torch.float64)
     """
 
+    entry_name = "polyak"
     scale_invariant = ScaleInvariance(default=False)
 
     def __init__(
         self,
         params,
-        max_step: float = math.inf,
+        max_step: float | None = math.inf,
         optimal_loss: float | Callable[[], float] | str = 0.0,
         c: float = 1.0,
+        schedule: str = "constant",
         **retired: float,
     ) -> None:
         max_step = _retired_max_lr(retired, max_step, "PolyakStep")
         if not callable(optimal_loss) and not (isinstance(optimal_loss, str) and optimal_loss == tx.INFIMUM):
             check_scalar("optimal_loss", optimal_loss)
         self.optimal_loss = optimal_loss
-        super().__init__(params, dict(max_step=max_step, c=c))
+        super().__init__(params, dict(max_step=max_step, c=c, schedule=schedule))
 
     def add_param_group(self, param_group: dict) -> None:
         """Add a parameter group, as ``torch.optim.Optimizer.add_param_group`` does.
@@ -234,18 +238,8 @@ class PolyakStep(FunctionalOptimizer):
             if "max_lr" in group:
                 group["max_step"] = group.pop("max_lr")
 
-    def _check_group(self, group: dict) -> None:
-        check_scalar("max_step", group["max_step"], low=0.0, low_inclusive=False, allow_inf=True)
-        check_scalar("c", group["c"], low=0.0, low_inclusive=False)
-
     def _group_is_scale_invariant(self, group: dict) -> bool:
         return False
 
-    def _needs_loss(self) -> bool:
-        return True
-
     def _rule_inputs(self) -> dict:
         return {"optimal_loss": self.optimal_loss}
-
-    def _rule(self, groups: list[dict], group_ids: list[int]) -> tx.Rule:
-        return polyak_rule(self.optimal_loss, [g["c"] for g in groups], [g["max_step"] for g in groups])

@@ -9,11 +9,49 @@ from collections.abc import Sequence
 
 import torch
 
-from attnlab._validation import ValidationError, check_scalar
+from attnlab._validation import ValidationError
 from attnlab.optim import transforms as tx
 from attnlab.optim._base import FunctionalOptimizer
 
-__all__ = ["PreconditionedGD", "preconditioned_gd", "preconditioned_rule"]
+__all__ = ["PreconditionedGD", "covariance", "preconditioned_gd", "preconditioned_rule"]
+
+# A covariance counts as symmetric when its largest asymmetry is below this fraction of its largest entry.
+_SYMMETRY_TOL = 1e-10
+
+
+def covariance(name: str, value: object, where: str = "") -> torch.Tensor | None:
+    """A symmetric positive definite covariance (``([R,] a, a)``, float64, detached), or None (the identity).
+
+    Parameters
+    ----------
+    name : str
+        ``"left"`` or ``"right"``, for the message.
+    value : array-like of shape ([R,] a, a), or None
+    where : str, optional
+        Where it was given (``" of parameter group 0"``), for the message.
+
+    Returns
+    -------
+    torch.Tensor or None
+
+    Raises
+    ------
+    ValidationError
+        When it is not a square matrix, not symmetric, or not positive definite.
+    """
+    if value is None:
+        return None
+    cov = (value if isinstance(value, torch.Tensor) else torch.as_tensor(value)).detach().to(torch.float64)
+    if cov.dim() < 2 or cov.shape[-1] != cov.shape[-2]:
+        raise ValidationError(f"{name} covariance{where} has shape {tuple(cov.shape)}; pass a square matrix")
+    _, info = torch.linalg.cholesky_ex(cov)
+    asym = float((cov - cov.transpose(-1, -2)).abs().amax())
+    if bool((info != 0).any()) or asym > _SYMMETRY_TOL * max(1.0, float(cov.abs().amax())):
+        raise ValidationError(
+            f"{name} covariance{where} is not symmetric positive definite; pass a sample covariance X^T X / n of at "
+            "least as many samples as dimensions"
+        )
+    return cov
 
 
 def preconditioned_gd(
@@ -73,7 +111,9 @@ class PreconditionedGD(FunctionalOptimizer):
         Step size :math:`\eta > 0`.
     left, right : torch.Tensor, shape ([R,] a, a) / ([R,] b, b), float64, optional
         Covariance estimates whose inverses multiply the gradient from the left / right (``None``: identity).
-        Inverted once, through a Cholesky factorization, when the group is added.
+        Inverted once, through a Cholesky factorization, when the rule is built.
+    schedule : str, default="constant"
+        ``"inv_sqrt"`` or ``"poly:<a>"``: the step times :math:`(t + 1)^{-a}` (:mod:`attnlab.optim.registry`).
 
     Raises
     ------
@@ -91,10 +131,18 @@ class PreconditionedGD(FunctionalOptimizer):
     tensor([[-0.5000, -0.2500]], dtype=torch.float64)
     """
 
+    entry_name = "preconditioned"
     scale_invariant = False
 
-    def __init__(self, params, lr: float, left: torch.Tensor | None = None, right: torch.Tensor | None = None) -> None:
-        super().__init__(params, dict(lr=lr, left=left, right=right))
+    def __init__(
+        self,
+        params,
+        lr: float,
+        left: torch.Tensor | None = None,
+        right: torch.Tensor | None = None,
+        schedule: str = "constant",
+    ) -> None:
+        super().__init__(params, dict(lr=lr, left=left, right=right, schedule=schedule))
 
     @classmethod
     def for_attention(
@@ -139,32 +187,19 @@ class PreconditionedGD(FunctionalOptimizer):
         )
 
     def _check_group(self, group: dict) -> None:
-        check_scalar("lr", group["lr"], low=0.0, low_inclusive=False)
+        self._check_options(group, skip=("left", "right"))
         index = len(self.param_groups) - 1
         for side, axis in (("left", -2), ("right", -1)):
-            cov = group[side]
+            group[side] = cov = covariance(side, group[side], f" of parameter group {index}")
             if cov is None:
-                group[side + "_inverse"] = None
                 continue
             for param in group["params"]:
-                if param.dim() < 2 or param.shape[axis] != cov.shape[-1] or cov.shape[-1] != cov.shape[-2]:
+                if param.dim() < 2 or param.shape[axis] != cov.shape[-1]:
                     raise ValidationError(
                         f"{side} covariance of parameter group {index} has shape {tuple(cov.shape)}, but the "
                         f"parameter has shape {tuple(param.shape)}; pass a square matrix of size "
                         f"{param.shape[axis] if param.dim() >= 2 else '?'} (the parameter's {side} dimension)"
                     )
-            cov = cov.detach().to(torch.float64)
-            factor, info = torch.linalg.cholesky_ex(cov)
-            asym = float((cov - cov.transpose(-1, -2)).abs().amax())
-            if bool((info != 0).any()) or asym > 1e-10 * max(1.0, float(cov.abs().amax())):
-                raise ValidationError(
-                    f"{side} covariance of parameter group {index} is not symmetric positive definite; pass a "
-                    f"sample covariance X^T X / n of at least as many samples as dimensions"
-                )
-            group[side + "_inverse"] = torch.cholesky_inverse(factor)
 
     def _group_is_scale_invariant(self, group: dict) -> bool:
         return False
-
-    def _rule(self, groups: list[dict], group_ids: list[int]) -> tx.Rule:
-        return preconditioned_rule(*([g[k] for g in groups] for k in ("lr", "left_inverse", "right_inverse")))

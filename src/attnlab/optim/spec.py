@@ -1,123 +1,101 @@
 """One grammar for naming an optimizer in a string, parsed once into an :class:`OptimizerSpec`.
 
 Spec: implicit-bias-ngd §4 (A1 GD, A2/A4/A7 NGD with cap and momentum, A3/A8 Polyak and SPS, A6 joint rule) and
-§9 (SGD, SNGD, SPS, Adam on real data), mirror-descent-lp §4 (l_p mirror descent).
+§9 (SGD, SNGD, SPS, Adam on real data), mirror-descent-lp §4 (l_p mirror descent), steepest-descent §1, §5.
 
 A spec reads ``name[:p][,key=value...]``::
 
     "ngd"                          normalised GD, lr 0.1
     "ngd:momentum=0.9,max_step=5"  with momentum and a cap on the step size
+    "ngd:eps=1e-8"                 divided by ||g|| + eps, as peer code does
     "polyak:max_step=5"            the Polyak step, capped
     "md:1.5"                       l_p mirror descent with p = 1.5 (p is the one positional argument)
     "md:3,normalized=false,lr=0.01"
-    "sign"                         sign descent (steepest descent in l_inf), lr 0.1
+    "sign:lr=0.1,schedule=inv_sqrt"  sign descent (steepest descent in l_inf) with step 0.1 / sqrt(t + 1)
     "sd:1.5"                       normalised steepest descent in l_1.5 (p positional, inf allowed)
-    "adam-noeps:beta1=0"           Adam without epsilon in the log domain (beta1 = 0: RMSProp-style)
+    "adam:eps=1e-8,weight_decay=0.01"  Adam with AdamW's decoupled decay
+    "ngd:schedule=poly:0.5"        any rule with a decaying step (t + 1)^-0.5
 
-Names and their options (every rule but Polyak also takes ``lr``, default :data:`DEFAULT_LR`):
+The names, their aliases and options are the optimizer registry's (:mod:`attnlab.optim.registry`, the built-in
+entries in :mod:`attnlab.optim.entries`); every name but Polyak takes ``lr`` (default 0.1) and every name takes
+``schedule``. The names:
 
-========== =======================================================================================================
-gd         ``momentum`` (A1, A4)
-ngd        ``max_step``, ``momentum``, ``momentum_variant``, ``normalization`` (A2, A4, A7)
-polyak     ``max_step``, ``optimal_loss`` (a number, or ``infimum``: ``L - L_*`` from the margins), ``c``; no ``lr``
-           (A3, A8)
-md         ``p`` (default 2, or positional), ``normalized`` (default true), ``eps`` (mirror-descent-lp §4)
-joint      ``alpha``, ``normalizer``, ``head_lr`` (A6)
-sd         ``p`` (positional, ``1 < p <= inf``; default 2): ``-lr`` times the unit-l_p steepest-descent direction
-adam-noeps ``beta1`` (default 0.9), ``beta2`` (default 0.999): Adam with ``epsilon = 0``, log-domain buffers
-adam       ``torch.optim.Adam`` (real-data baselines; no engine rule)
-========== =======================================================================================================
+.. optimizers::
 
-The paper's names ``sgd``, ``sngd`` (NGD on mini-batches) and ``sps`` (Polyak with ``c = 0.5`` and
-``optimal_loss = 0``, spec A8) are aliases, and so is ``sign`` (``sd:inf``).
-``sd`` and ``adam-noeps`` run in the engine (:func:`attnlab.train`, :func:`attnlab.training.batched.train`, sweeps) on the
-gradient's mantissa, so their directions stay exact after the true gradient underflows, and build the
-``torch.optim`` classes :class:`~attnlab.optim.SteepestDescent` and :class:`~attnlab.optim.AdamNoEps`; ``adam`` stays
-``torch.optim.Adam`` (with its epsilon), as the real-data experiments use it. The cap is ``max_step`` everywhere. Retired spellings still parse, with
-a :class:`DeprecationWarning` naming the new one: ``max_lr=`` (now ``max_step=``) and ``"md-<p>"`` (the real-data
-experiments' unnormalised mirror descent, now ``"md:<p>,normalized=false"``).
+An alias that fixes an option refuses it written again (``"sign:p=2"`` is refused: write ``"sd:2"``); an unknown
+option is refused by name with the list of the known ones. Retired spellings still parse, with a
+:class:`DeprecationWarning` naming the new one: ``max_lr=`` (now ``max_step=``) and ``"md-<p>"`` (now
+``"md:<p>,normalized=false"``).
 
 A spec turns into a rule of the training engine (:meth:`OptimizerSpec.rule`, what :func:`attnlab.training.fit`
-runs) or into a ``torch.optim.Optimizer`` (:meth:`OptimizerSpec.build`); both are made of the same transforms.
+runs) or into a ``torch.optim.Optimizer`` (:meth:`OptimizerSpec.build`); both are the entry's chain of transforms.
 """
 
 from __future__ import annotations
 
-import math
 import re
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from attnlab._validation import ValidationError, check_bool, check_in, check_scalar, check_tensor
+from attnlab._validation import ValidationError
+from attnlab.optim import entries as _builtins
+from attnlab.optim import registry
 from attnlab.optim import transforms as tx
-from attnlab.optim.adam_noeps import AdamNoEps, adam_noeps_rule
-from attnlab.optim.joint_adaptive import NORMALIZERS, JointAdaptive, joint_rule
-from attnlab.optim.mirror_descent import FLOAT64_EPS, MirrorDescent, md_rule
-from attnlab.optim.normalized_gd import MOMENTUM_VARIANTS, NORMALIZATIONS, NormalizedGD, ngd_rule
-from attnlab.optim.polyak import PolyakStep, polyak_rule
-from attnlab.optim.steepest_descent import SteepestDescent, sd_rule
 
 __all__ = ["DEFAULT_LR", "NAMES", "OPTIONS", "RULES", "OptimizerSpec", "named_rule", "parse_optimizer"]
 
-DEFAULT_LR = 0.1
-#: Every name and the options it takes.
-NAMES: dict[str, tuple[str, ...]] = {
-    "gd": ("lr", "momentum"),
-    "ngd": ("lr", "max_step", "momentum", "momentum_variant", "normalization"),
-    "polyak": ("max_step", "optimal_loss", "c"),
-    "md": ("lr", "p", "normalized", "eps"),
-    "joint": ("lr", "alpha", "normalizer", "head_lr"),
-    "sd": ("lr", "p"),
-    "adam-noeps": ("lr", "beta1", "beta2"),
-    "adam": ("lr",),
-}
-#: The names the training engine runs as a rule (``adam`` runs as a torch optimizer only).
-RULES = ("gd", "ngd", "polyak", "md", "joint", "sd", "adam-noeps")
-#: Options of each rule beyond ``lr``: what :func:`attnlab.training.batched.train` takes as keywords.
-OPTIONS: dict[str, set[str]] = {name: set(NAMES[name]) - {"lr"} for name in RULES}
-_ALIASES: dict[str, tuple[str, dict[str, Any]]] = {
-    "sgd": ("gd", {}),
-    "sngd": ("ngd", {}),  # spec A8: NGD on mini-batches, one global norm
-    "sps": ("polyak", {"c": 0.5, "optimal_loss": 0.0}),  # spec A8: SPS_max, L_B* = 0 for cross-entropy
-    "sign": ("sd", {"p": math.inf}),  # steepest descent in l_inf
-}
-_POSITIONAL = {"md": "p", "sd": "p"}
+DEFAULT_LR = _builtins.DEFAULT_LR
 _RETIRED_OPTIONS = {"max_lr": "max_step"}
-_FORMS = (
-    'name[:p][,key=value...] with name one of "gd", "ngd", "polyak", "md", "joint", "sd", "adam-noeps", "adam" '
-    '(aliases "sgd", "sngd", "sps", "sign"), e.g. "ngd:momentum=0.9", "polyak:max_step=5", "md:1.5", "sd:inf"'
-)
 
 
-def _positive(name: str, value: Any) -> float:
-    return float(check_scalar(name, value, low=0.0, low_inclusive=False))
+class _Names(Sequence):
+    """The registered names, read from the registry at each use (a test's own optimizer included)."""
+
+    def __getitem__(self, index: Any) -> Any:
+        return registry.names()[index]
+
+    def __len__(self) -> int:
+        return len(registry.names())
+
+    def __repr__(self) -> str:
+        return repr(registry.names())
 
 
-def _cap(name: str, value: Any) -> float | None:
-    return None if value is None else float(check_scalar(name, value, low=0.0, low_inclusive=False, allow_inf=True))
+class _Options(Mapping):
+    """Each registered name's options (``without``: minus those), read from the registry at each use."""
+
+    def __init__(self, without: tuple[str, ...] = ()) -> None:
+        self._without = without
+
+    def __getitem__(self, name: str) -> Any:
+        options = [o for o in registry.get(name).all_options if o not in self._without]
+        return set(options) if self._without else tuple(options)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(registry.names())
+
+    def __len__(self) -> int:
+        return len(registry.names())
 
 
-_CHECKS = {
-    "lr": _positive,
-    "momentum": lambda k, v: float(check_scalar(k, v, low=0.0, high=1.0, high_inclusive=False)),
-    "max_step": _cap,
-    "momentum_variant": lambda k, v: check_in(k, v, MOMENTUM_VARIANTS),
-    "normalization": lambda k, v: check_in(k, v, NORMALIZATIONS),
-    "optimal_loss": lambda k, v: None if v is None else _optimal_loss(v),
-    "c": _positive,
-    "p": lambda k, v: float(check_scalar(k, v, low=1.0, low_inclusive=False, allow_inf=True)),
-    "beta1": lambda k, v: float(check_scalar(k, v, low=0.0, high=1.0, high_inclusive=False)),
-    "beta2": lambda k, v: float(check_scalar(k, v, low=0.0, high=1.0, low_inclusive=False, high_inclusive=False)),
-    "normalized": lambda k, v: check_bool(k, v),
-    "eps": lambda k, v: float(check_scalar(k, v, low=0.0)),
-    "alpha": lambda k, v: float(check_scalar(k, v, low=0.0)),
-    "normalizer": lambda k, v: check_in(k, v, NORMALIZERS),
-    "head_lr": _positive,
-}
+#: Every name and the options it takes (live: read from the registry).
+NAMES: Mapping[str, tuple[str, ...]] = _Options()
+#: The names the training engine runs as a rule: every registered name.
+RULES: Sequence[str] = _Names()
+#: Options of each rule beyond ``lr``.
+OPTIONS: Mapping[str, set[str]] = _Options(without=("lr",))
+
+
+def _forms() -> str:
+    aliases = ", ".join(f'"{a}"' for a in registry.names(aliases=True)[len(registry.names()) :])
+    return (
+        f"name[:p][,key=value...] with name one of {', '.join(repr(n) for n in registry.names())} (aliases "
+        f'{aliases}), e.g. "ngd:momentum=0.9", "polyak:max_step=5", "md:1.5", "sign:schedule=inv_sqrt"'
+    )
 
 
 @dataclass(frozen=True)
@@ -126,7 +104,8 @@ class OptimizerSpec:
 
     Attributes
     ----------
-    name : {"gd", "ngd", "polyak", "md", "joint", "sd", "adam-noeps", "adam"}
+    name : str
+        A registered name (:mod:`attnlab.optim.registry`).
     options : tuple of (str, value) pairs
         The options given, checked, sorted by key.
 
@@ -142,9 +121,14 @@ class OptimizerSpec:
     name: str
     options: tuple[tuple[str, Any], ...] = ()
 
+    @property
+    def entry(self) -> registry.OptimizerEntry:
+        """The registry entry of this optimizer."""
+        return registry.get(self.name)
+
     @classmethod
     def parse(cls, text: str | OptimizerSpec) -> OptimizerSpec:
-        """Parse ``text`` (a spec passes through).
+        """Parse ``text`` (a spec passes through: it is checked already).
 
         Parameters
         ----------
@@ -164,10 +148,10 @@ class OptimizerSpec:
         if isinstance(text, OptimizerSpec):
             return text
         if not isinstance(text, str):
-            raise ValidationError(f"optimizer must be a string such as 'ngd', got {text!r}; the form is {_FORMS}")
+            raise ValidationError(f"optimizer must be a string such as 'ngd', got {text!r}; the form is {_forms()}")
         head, _, tail = text.strip().partition(":")
         name = head.strip().lower()
-        options: dict[str, Any] = {}
+        written: dict[str, Any] = {}
         retired = re.fullmatch(r"md-(.+)", name)
         if retired:
             warnings.warn(
@@ -175,28 +159,33 @@ class OptimizerSpec:
                 DeprecationWarning,
                 stacklevel=2,
             )
-            name, options = "md", {"p": _value(retired.group(1)), "normalized": False}
-        name, implied = _ALIASES.get(name, (name, {}))
-        if name not in NAMES:
-            raise ValidationError(f"optimizer {text!r}: unknown name {head!r}; the form is {_FORMS}")
-        options = {**implied, **options}
+            name, written = "md", {"p": _value(retired.group(1)), "normalized": False}
+        found = registry.lookup(name)
+        if found is None:
+            raise ValidationError(f"optimizer {text!r}: unknown name {head!r}; the form is {_forms()}")
+        entry, alias = found
         parts = [p.strip() for p in tail.split(",")] if tail.strip() else []
-        written: set[str] = set()
         for index, part in enumerate(parts):
             key, eq, raw = part.partition("=")
             key = key.strip()
             if not eq:
-                if index > 0 or name not in _POSITIONAL:
+                if index > 0 or entry.positional is None:
+                    positional = [e.name for e in registry.entries() if e.positional]
                     raise ValidationError(
-                        f"optimizer {text!r}: {part!r} is not key=value; only md and sd take a positional argument "
-                        f"(p, as in 'md:1.5' or 'sd:inf')"
+                        f"optimizer {text!r}: {part!r} is not key=value; only {' and '.join(positional)} take a "
+                        "positional argument (p, as in 'md:1.5' or 'sd:inf')"
                     )
-                key, raw = _POSITIONAL[name], part
+                key, raw = entry.positional, part
             if key in written:
                 raise ValidationError(f"optimizer {text!r}: {key} is given twice; give each option once")
-            written.add(key)
-            options[key] = _value(raw)
-        return cls(name)._with(options, text)
+            if alias is not None and key in alias.fixed:
+                raise ValidationError(
+                    f"optimizer {text!r}: {head.strip()!r} fixes {key} = {alias.implied[key]!r} ({alias.doc}); "
+                    f"write '{entry.name}:{key}=...' for another {key}"
+                )
+            written[key] = _value(raw)
+        implied = {} if alias is None else dict(alias.implied)
+        return cls(entry.name)._with({**implied, **written}, text)
 
     def get(self, key: str, default: Any = None) -> Any:
         """The option ``key`` as written, else ``default``.
@@ -221,7 +210,8 @@ class OptimizerSpec:
         Parameters
         ----------
         **options
-            Options of this optimizer by name, as they would be written in the string.
+            Options of this optimizer by name, as they would be written in the string (tensors too, for options
+            a string cannot hold: a per-run ``optimal_loss``, a covariance).
 
         Returns
         -------
@@ -238,10 +228,28 @@ class OptimizerSpec:
             raise ValidationError(
                 f"optimizer {str(self)!r} already sets {twice}; pass each option once, in the string or as a keyword"
             )
-        return OptimizerSpec(self.name)._with({**dict(self.options), **options}, str(self))
+        return self._with(options, str(self))
+
+    def replace(self, **options: Any) -> OptimizerSpec:
+        """A spec with ``options`` set, replacing those the string sets (checked as if written in the string).
+
+        Parameters
+        ----------
+        **options
+            Options of this optimizer by name.
+
+        Returns
+        -------
+        OptimizerSpec
+            A new spec; this one is unchanged.
+        """
+        kept = OptimizerSpec(self.name, tuple((k, v) for k, v in self.options if k not in options))
+        return kept._with(options, str(self))
 
     def _with(self, options: Mapping[str, Any], text: str) -> OptimizerSpec:
-        checked = {}
+        """This spec with ``options`` checked and added (the options it holds are checked already)."""
+        entry, checked = self.entry, dict(self.options)
+        known = entry.all_options
         for key, value in options.items():
             if key in _RETIRED_OPTIONS:
                 new = _RETIRED_OPTIONS[key]
@@ -251,33 +259,54 @@ class OptimizerSpec:
                     stacklevel=3,
                 )
                 key = new
-            if key == "lr" and self.name == "polyak":
+            if key in entry.refusals:
+                raise ValidationError(f"optimizer {text!r}: {entry.name} takes no {key}, {entry.refusals[key]}")
+            if key not in known:
                 raise ValidationError(
-                    f"optimizer {text!r}: polyak takes no lr, its step size is (L - L*) / (c ||g||^2); pass max_step to "
-                    "cap it, c to scale it, or optimal_loss for L*"
-                )
-            if key not in NAMES[self.name]:
-                raise ValidationError(
-                    f"optimizer {text!r}: unknown option {key!r} for {self.name}; {self.name} takes "
-                    f"{', '.join(NAMES[self.name])}"
+                    f"optimizer {text!r}: unknown option {key!r} for {entry.name}; {entry.name} takes "
+                    f"{', '.join(known)}"
                 )
             try:
-                checked[key] = _CHECKS[key](key, value)
+                checked[key] = known[key].check(key, value)
             except ValidationError as err:
                 raise ValidationError(f"optimizer {text!r}: {err}") from None
-            if key == "p" and self.name == "md" and checked[key] == math.inf:
-                raise ValidationError(
-                    f"optimizer {text!r}: p == inf has no l_p mirror map; pass a finite p > 1, or 'sd:inf' (sign "
-                    "descent) for steepest descent in l_inf"
-                )
+        if entry.validate is not None:
+            entry.validate(checked, text)
         return OptimizerSpec(self.name, tuple(sorted(checked.items())))
 
     def __str__(self) -> str:
-        """The canonical spelling (md's ``p`` positional first, then the other options by key)."""
-        positional = _POSITIONAL.get(self.name)
+        """The canonical spelling (the positional option first, then the other options by key)."""
+        positional = self.entry.positional
         parts = [_text(v) for k, v in self.options if k == positional]
         parts += [f"{k}={_text(v)}" for k, v in self.options if k != positional]
         return f"{self.name}:{','.join(parts)}" if parts else self.name
+
+    def resolved(self, *, lr: Any = None, optimal_loss: Any = None) -> dict[str, Any]:
+        """Every option of this spec, with ``lr`` and ``optimal_loss`` given outside the string added.
+
+        Parameters
+        ----------
+        lr : float or torch.Tensor of shape (R,), optional
+            Step size given outside the string (per run); refused when the string sets ``lr`` too or the optimizer
+            takes none.
+        optimal_loss : float or torch.Tensor of shape (R,), optional
+            Polyak's ``L*`` when the string does not set it.
+
+        Returns
+        -------
+        dict of str to Any
+            The options written, plus ``lr`` and ``optimal_loss`` where given.
+        """
+        entry, options = self.entry, dict(self.options)
+        if lr is not None:
+            if not entry.takes_lr:
+                raise ValidationError(f"optimizer {self.name!r} takes no lr: {entry.refusals.get('lr', '')}")
+            if "lr" in options:
+                raise ValidationError(f"optimizer {str(self)!r} sets lr, and lr is given again; pass it once")
+            options["lr"] = lr
+        if optimal_loss is not None and "optimal_loss" in entry.all_options and options.get("optimal_loss") is None:
+            options["optimal_loss"] = optimal_loss
+        return options
 
     def rule(
         self,
@@ -300,53 +329,17 @@ class OptimizerSpec:
         Returns
         -------
         Rule
-            The engine rule (``attnlab.optim.transforms.Rule``): one chain of transforms per tensor of ``names``.
+            The engine rule (``attnlab.optim.transforms.Rule``): the entry's chain over the tensors of ``names``.
 
         Raises
         ------
         ValidationError
-            For ``adam`` (no engine rule), ``lr`` given twice or to Polyak, ``normalization="group"`` (the engine has
-            no parameter groups), ``head_lr`` without a trained head, or Polyak without an optimal loss.
+            For ``lr`` given twice or to Polyak, what the entry's chain refuses in the engine (``normalization="group"``,
+            ``head_lr`` without a trained head, Polyak without an optimal loss).
         """
-        n, o = len(names), dict(self.options)
-        if self.name == "adam":
-            raise ValidationError(
-                "optimizer 'adam' has no engine rule; train with attnlab.train(model, 'adam:lr=...', data) or a "
-                "torch.optim.Adam, or pick one of " + ", ".join(RULES)
-            )
-        lr = self._lr(lr)
-        if self.name == "polyak":
-            target = o.get("optimal_loss", optimal_loss)
-            if target is None:
-                raise ValidationError(f"optimizer {str(self)!r} needs L*: pass optimal_loss (0 is a lower bound)")
-            cap = o.get("max_step")
-            return polyak_rule(target, [o.get("c", 1.0)] * n, [math.inf if cap is None else cap] * n)  # spec A3, A8
-        if self.name == "gd":
-            beta = o.get("momentum", 0.0)
-            return tx.Rule(tuple(([tx.momentum(beta)] if beta else []) + [tx.scale_by_lr(lr)]))  # spec A1 (A4)
-        if self.name == "ngd":
-            normalization = o.get("normalization", "global")
-            if normalization == "group":
-                raise ValidationError(
-                    f"optimizer {str(self)!r}: the engine has no parameter groups; pass normalization=global or tensor"
-                )
-            hyper = [o.get(k, default) for k, default in _NGD_DEFAULTS]
-            return ngd_rule([lr] * n, *([h] * n for h in hyper), blocks=normalization)  # spec A2, A4, A7
-        if self.name == "md":
-            p, normalized, eps = o.get("p", 2.0), o.get("normalized", True), o.get("eps", FLOAT64_EPS)
-            return md_rule([lr] * n, [p] * n, [normalized] * n, [eps] * n)  # spec md §4
-        if self.name == "sd":
-            return sd_rule(lr, o.get("p", 2.0))  # steepest-descent §1: -lr d, ||d||_p = 1
-        if self.name == "adam-noeps":
-            return adam_noeps_rule(lr, *(o.get(k, default) for k, default in _ADAM_DEFAULTS))  # steepest-descent §5
-        lrs = [lr] * n
-        if "head_lr" in o:
-            if "v" not in names:
-                raise ValidationError("head_lr sets the step of a trained head; pass train_head=True or drop head_lr")
-            lrs[list(names).index("v")] = o["head_lr"]
-        blocks = ["v" if k == "v" else "W" for k in names]  # the paper's two blocks: the head u and the attention W
-        alpha, normalizer = o.get("alpha", 2.0 / 3.0), o.get("normalizer", "loss")
-        return joint_rule(lrs, [alpha] * n, [normalizer] * n, [True] * n, blocks)  # spec ngd A6, A7
+        options = self.resolved(lr=lr, optimal_loss=optimal_loss)
+        entry = self.entry
+        return entry.rule(registry.per_tensor_hyper(entry, options, len(names), names=tuple(names)))
 
     def build(
         self,
@@ -355,11 +348,11 @@ class OptimizerSpec:
         lr: float | None = None,
         optimal_loss: float | None = None,
     ) -> torch.optim.Optimizer:
-        """The ``torch.optim.Optimizer`` of this spec over ``params`` (same transforms as :meth:`rule`).
+        """The ``torch.optim.Optimizer`` of this spec over ``params``: the entry's class, the same chain as
+        :meth:`rule`.
 
-        ``gd`` is ``torch.optim.SGD`` (bit for bit the rule's update), ``adam`` ``torch.optim.Adam``, the others the
-        classes of :mod:`attnlab.optim`. ``lr`` and ``optimal_loss`` play the same part as in :meth:`rule`;
-        Polyak's ``L*`` defaults to 0 here (a lower bound of every loss attnlab trains with).
+        ``lr`` and ``optimal_loss`` play the same part as in :meth:`rule`; an option left out takes the class's
+        default (Polyak's ``L*`` is then 0, a lower bound of every loss attnlab trains with).
 
         Parameters
         ----------
@@ -375,61 +368,15 @@ class OptimizerSpec:
         torch.optim.Optimizer
             The optimizer over ``params``.
         """
-        o, params = dict(self.options), list(params)
-        if self.name == "polyak":
-            self._lr(lr)
-            target = o.get("optimal_loss", 0.0 if optimal_loss is None else optimal_loss)
-            cap = o.get("max_step")
-            return PolyakStep(params, max_step=math.inf if cap is None else cap, optimal_loss=target, c=o.get("c", 1.0))
-        lr = self._lr(lr)
-        if self.name == "gd":
-            return torch.optim.SGD(params, lr=lr, momentum=o.get("momentum", 0.0))
-        if self.name == "adam":
-            return torch.optim.Adam(params, lr=lr)
-        if self.name == "ngd":
-            hyper = {k: o.get(k, default) for k, default in _NGD_DEFAULTS}
-            return NormalizedGD(params, lr=lr, normalization=o.get("normalization", "global"), **hyper)
-        if self.name == "sd":
-            return SteepestDescent(params, lr=lr, p=o.get("p", 2.0))
-        if self.name == "adam-noeps":
-            return AdamNoEps(params, lr=lr, **{k: o.get(k, default) for k, default in _ADAM_DEFAULTS})
-        if self.name == "md":
-            return MirrorDescent(
-                params, lr=lr, p=o.get("p", 2.0), normalized=o.get("normalized", True), eps=o.get("eps", FLOAT64_EPS)
-            )
-        if "head_lr" in o:
-            raise ValidationError(
-                "head_lr needs the head in its own parameter group; build JointAdaptive with groups and an lr per group"
-            )
-        return JointAdaptive(params, lr=lr, alpha=o.get("alpha", 2.0 / 3.0), normalizer=o.get("normalizer", "loss"))
-
-    def _lr(self, lr: float | torch.Tensor | None) -> float | torch.Tensor:
-        if lr is not None and self.name == "polyak":
-            raise ValidationError(
-                "optimizer 'polyak' takes no lr: its step size is (L - L*) / (c ||g||^2); pass max_step to cap it, "
-                "c to scale it, or optimal_loss for L*"
-            )
-        if lr is not None and "lr" in dict(self.options):
-            raise ValidationError(f"optimizer {str(self)!r} sets lr, and lr is given again; pass it once")
-        return dict(self.options).get("lr", DEFAULT_LR) if lr is None else lr
-
-
-_NGD_DEFAULTS = (("max_step", None), ("momentum", 0.0), ("momentum_variant", "heavy_ball"))
-_ADAM_DEFAULTS = (("beta1", 0.9), ("beta2", 0.999))
-
-
-def _optimal_loss(value: Any) -> float | torch.Tensor | str:
-    """Polyak's target ``L*`` as given: a finite number ``>= 0``, one per run (shape (R,)), or ``"infimum"``."""
-    if isinstance(value, str) and value == tx.INFIMUM:
-        return tx.INFIMUM  # the fixed-head infimum, L - L_* from the margins (engine only)
-    target = check_tensor("optimal_loss", value)
-    if target.dim() > 1:
-        raise ValidationError(f"optimal_loss has shape {tuple(target.shape)}, expected a number or one value per run")
-    if not bool(torch.isfinite(target).all()) or bool((target < 0).any()):
-        raise ValidationError(
-            f"optimal_loss == {value!r}, must be finite and >= 0 (a loss is never negative); leave it out for L*"
-        )
-    return float(target) if target.dim() == 0 else target
+        entry, options = self.entry, self.resolved(lr=lr, optimal_loss=optimal_loss)
+        kwargs = {}
+        for name, option in entry.all_options.items():
+            value = options.get(name, option.default)
+            if option.engine_only and options.get(name) is not None:
+                raise ValidationError(f"optimizer {str(self)!r}: {name} is the engine's only; {option.doc}")
+            if value is not None and not option.engine_only:
+                kwargs[name] = value
+        return entry.optimizer_class()(list(params), **kwargs)
 
 
 def _value(raw: str) -> Any:
@@ -507,3 +454,6 @@ def named_rule(
         no engine rule for these arguments (see :meth:`OptimizerSpec.rule`).
     """
     return OptimizerSpec.parse(optimizer).with_options(**options).rule(names, lr=lr, optimal_loss=l_star)
+
+
+__doc__ = registry.document(__doc__)

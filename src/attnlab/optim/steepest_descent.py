@@ -10,7 +10,6 @@ from collections.abc import Sequence
 
 import torch
 
-from attnlab._validation import ValidationError, check_scalar
 from attnlab.optim import transforms as tx
 from attnlab.optim._base import FunctionalOptimizer, ScaleInvariance
 
@@ -51,6 +50,9 @@ class SteepestDescent(FunctionalOptimizer):
     p : float, default=2.0
         :math:`1 < p \le \infty`; ``float("inf")`` is sign descent, 2 is NGD with one global Frobenius norm. One
         value for every group: the norm is taken over all parameters together.
+    schedule : str, default="constant"
+        ``"inv_sqrt"`` or ``"poly:<a>"``: the step times :math:`(t + 1)^{-a}` (:mod:`attnlab.optim.registry`); the
+        linear-classifier theory of sign descent assumes a decaying step (steepest-descent §2).
 
     Attributes
     ----------
@@ -79,29 +81,11 @@ class SteepestDescent(FunctionalOptimizer):
             [ 0.5000, -0.5000]], dtype=torch.float64)
     """
 
+    entry_name = "sd"
     scale_invariant = ScaleInvariance(default=True)
 
-    def __init__(self, params, lr: float, p: float = 2.0) -> None:
-        super().__init__(params, dict(lr=lr, p=p))
-
-    def _check_group(self, group: dict) -> None:
-        check_scalar("lr", group["lr"], low=0.0, low_inclusive=False)
-        check_scalar("p", group["p"], low=1.0, low_inclusive=False, allow_inf=True)
-        _one_norm(group["p"], self.defaults["p"])
+    def __init__(self, params, lr: float, p: float = 2.0, schedule: str = "constant") -> None:
+        super().__init__(params, dict(lr=lr, p=p, schedule=schedule))
 
     def _group_is_scale_invariant(self, group: dict) -> bool:
         return True
-
-    def _rule(self, groups: list[dict], group_ids: list[int]) -> tx.Rule:
-        for group in groups:  # a group edited after construction is checked again here
-            _one_norm(group["p"], groups[0]["p"])
-        return sd_rule([g["lr"] for g in groups], float(groups[0]["p"]))
-
-
-def _one_norm(p: float, shared: float) -> None:
-    """Refuse a parameter group whose ``p`` is not the one shared by all groups."""
-    if p != shared:
-        raise ValidationError(
-            f"p == {p!r} in a parameter group, but the optimizer's p is {shared!r}: steepest descent takes one l_p "
-            "norm over all parameters; drop p from the group or build one optimizer per norm"
-        )

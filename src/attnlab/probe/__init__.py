@@ -8,12 +8,20 @@ from attnlab.probe.adapters import (
     Adapter,
     HeadProjection,
     adapter_for,
+    additive_mask,
     linear_projection,
     register_adapter,
     registered,
 )
 from attnlab.probe.callback import HeadProbe
-from attnlab.probe.capture import attended_tokens, capture, capture_from_tokens, module_tokens
+from attnlab.probe.capture import (
+    attended_tokens,
+    capture,
+    capture_from_tokens,
+    head_mask,
+    module_calls,
+    module_tokens,
+)
 from attnlab.probe.head import has_bias, head_W, homogeneous_tokens, weight_part
 
 __all__ = [
@@ -21,13 +29,16 @@ __all__ = [
     "HeadProbe",
     "HeadProjection",
     "adapter_for",
+    "additive_mask",
     "attended_tokens",
     "capture",
     "capture_from_tokens",
     "has_bias",
     "head_W",
+    "head_mask",
     "homogeneous_tokens",
     "linear_projection",
+    "module_calls",
     "module_tokens",
     "register_adapter",
     "registered",

@@ -2,14 +2,17 @@
 
 Spec: implicit-bias-ngd §2 (logits ``s_t = x_t^T W z``); a real head computes ``scale * (W_K x + b_K)^T (W_Q z + b_Q)``.
 
-An :class:`Adapter` answers three questions about a module type:
+An :class:`Adapter` answers three questions about a module type, and optionally a fourth:
 
 - ``heads(module)``: how many heads it has;
 - ``projection(module, head)``: that head's query and key maps and its logit scale, as a :class:`HeadProjection`
   (raise :class:`~attnlab._validation.ValidationError` when the module is configured so that its logits are
   not a bilinear form of the tokens, e.g. with a normalisation of q and k);
 - ``tokens(module, args, kwargs)``: from the arguments of one call of ``module.forward``, the query-side and the
-  key-side tokens, both batch-first, ``(n, L, d_q)`` and ``(n, T, d_k)``.
+  key-side tokens, both batch-first, ``(n, L, d_q)`` and ``(n, T, d_k)``;
+- ``mask(module, args, kwargs)`` (optional): the attention mask of that call as an additive float tensor
+  broadcastable to ``(n, heads, L, T)`` (0 keeps a key, ``-inf`` masks it; :func:`additive_mask` converts a
+  boolean one), or None when the call has none.
 
 Register an adapter under the module's class, or under the class's dotted name
 (``"package.module.ClassName"``) so that the package need not be imported; a module is matched by its own class
@@ -44,7 +47,15 @@ from torch import nn
 
 from attnlab._validation import ValidationError
 
-__all__ = ["Adapter", "HeadProjection", "adapter_for", "linear_projection", "register_adapter", "registered"]
+__all__ = [
+    "Adapter",
+    "HeadProjection",
+    "adapter_for",
+    "additive_mask",
+    "linear_projection",
+    "register_adapter",
+    "registered",
+]
 
 
 @dataclass(frozen=True)
@@ -78,11 +89,14 @@ class Adapter:
     heads : callable ``module -> int``
     projection : callable ``(module, head) -> HeadProjection``
     tokens : callable ``(module, args, kwargs) -> (queries (n, L, d_q), keys (n, T, d_k))``
+    mask : callable ``(module, args, kwargs) -> tensor broadcastable to (n, heads, L, T), or None``, optional
+        The call's additive attention mask; None (the default) reads no mask.
     """
 
     heads: Callable[[nn.Module], int]
     projection: Callable[[nn.Module, int], HeadProjection]
     tokens: Callable[[nn.Module, tuple, dict], tuple[torch.Tensor, torch.Tensor]]
+    mask: Callable[[nn.Module, tuple, dict], torch.Tensor | None] | None = None
 
 
 _REGISTRY: dict[type | str, Adapter] = {}
@@ -205,6 +219,37 @@ def _batch_first(name: str, x: Any, width: int, batch_first: bool = True) -> tor
     return x if batch_first else x.transpose(0, 1)
 
 
+def additive_mask(name: str, mask: Any, masked: bool = True) -> torch.Tensor:
+    """An attention mask as the float64 tensor added to the logits: 0 keeps a key, ``-inf`` masks it.
+
+    Parameters
+    ----------
+    name : str
+        The argument's name, for messages.
+    mask : torch.Tensor
+        Boolean (``masked`` marks the keys left out) or floating (added to the logits as it is).
+    masked : bool, default=True
+        The boolean value that masks a key: True in torch (``attn_mask``, ``key_padding_mask``), False where a mask
+        marks the kept keys (attnlab's ``key_mask``, transformers' boolean masks).
+
+    Returns
+    -------
+    torch.Tensor
+        Same shape, float64.
+
+    Raises
+    ------
+    ValidationError
+        When ``mask`` is not a tensor, or is complex.
+    """
+    if not isinstance(mask, torch.Tensor) or mask.is_complex():
+        raise ValidationError(f"{name} must be a boolean or real floating tensor, got {type(mask).__name__}")
+    if mask.dtype == torch.bool:
+        hidden = mask if masked else ~mask
+        return torch.zeros(mask.shape, dtype=torch.float64, device=mask.device).masked_fill(hidden, -math.inf)
+    return mask.detach().to(torch.float64)
+
+
 # --- torch.nn.MultiheadAttention -------------------------------------------------------------------------------
 
 
@@ -231,8 +276,36 @@ def _mha_tokens(module: nn.MultiheadAttention, args: tuple, kwargs: dict) -> tup
     return query, key
 
 
+def _mha_mask(module: nn.MultiheadAttention, args: tuple, kwargs: dict) -> torch.Tensor | None:
+    """``attn_mask`` ((L, T) or (n heads, L, T)) plus ``key_padding_mask`` ((n, T)), as torch combines them."""
+    query, key = _mha_tokens(module, args, kwargs)
+    n, L, T, H = query.shape[0], query.shape[1], key.shape[1], module.num_heads
+    padding = _argument(args, kwargs, 3, "key_padding_mask")
+    need_weights = _argument(args, kwargs, 4, "need_weights")
+    attn_mask = _argument(args, kwargs, 5, "attn_mask")
+    if _argument(args, kwargs, 7, "is_causal") and padding is None and need_weights is False:
+        # torch then drops attn_mask and passes is_causal to its kernel: the causal mask, aligned top-left
+        attn_mask = torch.ones(L, T, dtype=torch.bool).triu(diagonal=1)
+    total = torch.zeros(n, H, L, T, dtype=torch.float64)
+    if attn_mask is not None:
+        m = additive_mask("attn_mask", attn_mask).cpu()
+        if tuple(m.shape) not in ((L, T), (n * H, L, T)):
+            raise ValidationError(
+                f"attn_mask has shape {tuple(m.shape)}, expected (L, T) = ({L}, {T}) or (n * heads, L, T) = "
+                f"({n * H}, {L}, {T})"
+            )
+        total = total + m.reshape(-1, H, L, T) if m.dim() == 3 else total + m
+    if padding is not None:
+        k = additive_mask("key_padding_mask", padding).cpu()
+        if k.numel() != n * T:
+            raise ValidationError(f"key_padding_mask has shape {tuple(k.shape)}, expected (n, T) = ({n}, {T})")
+        total = total + k.reshape(n, 1, 1, T)
+    return total if attn_mask is not None or padding is not None else None
+
+
 register_adapter(
-    nn.MultiheadAttention, Adapter(heads=lambda m: m.num_heads, projection=_mha_projection, tokens=_mha_tokens)
+    nn.MultiheadAttention,
+    Adapter(heads=lambda m: m.num_heads, projection=_mha_projection, tokens=_mha_tokens, mask=_mha_mask),
 )
 
 
@@ -249,14 +322,28 @@ def _self_tokens(width: Callable[[nn.Module], int], name: str = "x") -> Callable
     return tokens
 
 
+def _key_mask(module: nn.Module, args: tuple, kwargs: dict) -> torch.Tensor | None:
+    """attnlab's ``key_mask`` (n, T), True on the real tokens."""
+    mask = _argument(args, kwargs, 1, "key_mask")
+    return None if mask is None else additive_mask("key_mask", mask, masked=False)[:, None, None, :]
+
+
 register_adapter(
     "attnlab.nets.encoder.SelfAttention",
     Adapter(
         heads=lambda m: m.heads,
         projection=lambda m, h: linear_projection(m.q, m.k, h, m.heads),  # encoder.attention_weights: /sqrt(e)
         tokens=_self_tokens(lambda m: m.q.in_features),
+        mask=_key_mask,
     ),
 )
+
+
+def _hf_mask(module: nn.Module, args: tuple, kwargs: dict) -> torch.Tensor | None:
+    """transformers' ``attention_mask``: additive (its dtype's lowest value on padding), or boolean True on kept
+    keys; shape (n, 1, L, T)."""
+    mask = _argument(args, kwargs, 1, "attention_mask")
+    return None if mask is None else additive_mask("attention_mask", mask, masked=False)
 
 
 # --- Hugging Face transformers (eager attention): BERT's and ViT's self-attention -------------------------------
@@ -267,6 +354,7 @@ register_adapter(
         heads=lambda m: m.num_attention_heads,
         projection=lambda m, h: linear_projection(m.query, m.key, h, m.num_attention_heads, m.scaling),
         tokens=_self_tokens(lambda m: m.query.in_features, "hidden_states"),
+        mask=_hf_mask,
     ),
 )
 

@@ -16,7 +16,8 @@ from torch import nn
 
 from attnlab._validation import ValidationError, check_scalar
 from attnlab.metrics import cosine, selected_probability
-from attnlab.probe.capture import attended_tokens, capture_from_tokens, module_tokens
+from attnlab.probe.adapters import adapter_for
+from attnlab.probe.capture import attended_tokens, capture_from_tokens, head_mask, module_calls
 from attnlab.probe.head import head_W, resolve_homogeneous, weight_part
 from attnlab.svm import InfeasibleProgramError, attention_svm
 from attnlab.training.callbacks import Callback, Record
@@ -137,14 +138,22 @@ class HeadProbe(Callback):
         was_training = self.model.training
         self.model.eval()
         try:
-            tokens = module_tokens(self.model, list(self.modules.values()), self.inputs)
+            calls = module_calls(self.model, list(self.modules.values()), self.inputs)
         finally:
             self.model.train(was_training)
         rows = []
-        for (name, module), (queries, keys) in zip(self.modules.items(), tokens):
+        for (name, module), ((queries, keys), mask) in zip(self.modules.items(), calls):
             homogeneous = self.homogeneous[name]
-            data = capture_from_tokens(queries, keys, query=self.query, keys=self.keys, homogeneous=homogeneous)
+            heads = adapter_for(module).heads(module)
             for head in self.heads:
+                data = capture_from_tokens(
+                    queries,
+                    keys,
+                    query=self.query,
+                    keys=self.keys,
+                    homogeneous=homogeneous,
+                    mask=head_mask(mask, head, heads),  # the keys this head lets the query see
+                )
                 W = head_W(module, head, homogeneous=homogeneous)
                 select = attended_tokens(data.X, data.Z, W) if isinstance(self.select, str) else self.select
                 rows.append(

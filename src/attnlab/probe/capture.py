@@ -14,12 +14,21 @@ from torch import nn
 
 from attnlab._validation import ValidationError, check_scalar, check_tensor
 from attnlab.data.dataset import TokenSelectionData
+from attnlab.data.selection import Selection
 from attnlab.data.token_sets import HIGH, LOW, sets_from_probabilities
 from attnlab.models.functional import attention_logits, attention_probabilities
 from attnlab.probe.adapters import adapter_for
 from attnlab.probe.head import head_W, homogeneous_tokens, resolve_homogeneous
 
-__all__ = ["Tokens", "attended_tokens", "capture", "capture_from_tokens", "module_tokens"]
+__all__ = [
+    "Tokens",
+    "attended_tokens",
+    "capture",
+    "capture_from_tokens",
+    "head_mask",
+    "module_calls",
+    "module_tokens",
+]
 
 Tokens = tuple[torch.Tensor, torch.Tensor]  # (queries (n, L, d_q), keys (n, T, d_k)), batch-first
 
@@ -56,14 +65,40 @@ def module_tokens(model: nn.Module, modules: Sequence[nn.Module], inputs: Any) -
     ValidationError
         When a module is not called by ``model(inputs)``, or receives tokens of the wrong width.
     """
+    return [tokens for tokens, _ in module_calls(model, modules, inputs)]
+
+
+def module_calls(
+    model: nn.Module, modules: Sequence[nn.Module], inputs: Any
+) -> list[tuple[Tokens, torch.Tensor | None]]:
+    """:func:`module_tokens` with each call's attention mask, as its adapter reads it.
+
+    Parameters
+    ----------
+    model, modules, inputs
+        As in :func:`module_tokens`.
+
+    Returns
+    -------
+    list of ((queries, keys), mask)
+        Per module, its tokens and its mask: an additive float64 tensor broadcastable to ``(n, heads, L, T)``
+        (0 keeps a key, ``-inf`` masks it), or None (no mask, or an adapter that reads none).
+
+    Raises
+    ------
+    ValidationError
+        As :func:`module_tokens`, and on a mask of the wrong shape.
+    """
     adapters = [adapter_for(module) for module in modules]
-    seen: list[Tokens | None] = [None] * len(modules)
+    seen: list[tuple[Tokens, torch.Tensor | None] | None] = [None] * len(modules)
 
     def hook(index: int):
         def record(module: nn.Module, args: tuple, kwargs: dict) -> None:
             if seen[index] is None:  # a module called twice (shared weights): its first call
-                queries, keys = adapters[index].tokens(module, args, kwargs)
-                seen[index] = (queries.detach(), keys.detach())
+                adapter = adapters[index]
+                queries, keys = adapter.tokens(module, args, kwargs)
+                mask = None if adapter.mask is None else adapter.mask(module, args, kwargs)
+                seen[index] = ((queries.detach(), keys.detach()), mask)
 
         return record
 
@@ -74,13 +109,65 @@ def module_tokens(model: nn.Module, modules: Sequence[nn.Module], inputs: Any) -
     finally:
         for handle in handles:
             handle.remove()
-    for module, tokens in zip(modules, seen):
-        if tokens is None:
+    for module, call in zip(modules, seen):
+        if call is None:
             raise ValidationError(
                 f"the {type(module).__name__} passed as module was not called when running model(inputs); pass "
                 f"a module that lives inside model (e.g. model.encoder.blocks[0].attn), and the model itself"
             )
     return seen  # type: ignore[return-value]
+
+
+def head_mask(mask: torch.Tensor | None, head: int | str | None, heads: int) -> torch.Tensor | None:
+    """One head's mask ``(n, L, T)`` of a call's mask ``(n, heads, L, T)`` (broadcast), or the heads' shared one.
+
+    Parameters
+    ----------
+    mask : torch.Tensor or None
+        As :func:`module_calls` returns it.
+    head : int, "all" or None
+        The head whose mask to take; "all" or None: every head's mask must be the same.
+    heads : int
+        The module's number of heads.
+
+    Returns
+    -------
+    torch.Tensor of shape (n, L, T), or None
+
+    Raises
+    ------
+    ValidationError
+        When the heads' masks differ and ``head`` is not an index.
+    """
+    if mask is None:
+        return None
+    mask = mask.expand(mask.shape[0], heads, *mask.shape[2:]) if mask.shape[1] == 1 else mask
+    if isinstance(head, int):
+        return mask[:, head]
+    if not bool((mask == mask[:, :1]).all()):
+        raise ValidationError(
+            "the attention mask differs between heads (a 3-D attn_mask of n * heads rows), so each head sees other "
+            "keys: capture one head at a time with head=<index>"
+        )
+    return mask[:, 0]
+
+
+# A mask entry at or below this is a masked key: exp(logit - 1e30) is 0 in float64 for any logit a model makes.
+# transformers writes its dtype's lowest value (-3.4e38 or -1.8e308) where torch writes -inf.
+_MASKED = -1e30
+
+
+def _visible(mask: torch.Tensor) -> torch.Tensor:
+    """Which keys a mask leaves visible, refusing entries that are neither 0 nor a masking value."""
+    bias = (mask != 0) & (mask > _MASKED)
+    if bool(bias.any()):
+        value = float(mask[bias][0])
+        raise ValidationError(
+            f"the attention mask holds finite non-zero entries (e.g. {value:g}): a float mask adds them to the logits "
+            "as a bias of each (query, key), which no W of the logits x^T W z carries; attnlab reads masks of 0 "
+            "(visible) and -inf (masked), or a boolean mask"
+        )
+    return mask == 0
 
 
 def _indices(name: str, value: Any, size: int) -> torch.Tensor:
@@ -91,6 +178,28 @@ def _indices(name: str, value: Any, size: int) -> torch.Tensor:
             f"[0, {size - 1}] or a slice), got {value!r}"
         )
     return index % size
+
+
+def _unmasked(X: torch.Tensor, visible: torch.Tensor, query: int | str) -> torch.Tensor:
+    """The keys each problem sees, ``(P, T', d)`` from ``X (P, T, d)``: every problem must see the same number."""
+    counts = visible.sum(dim=1)
+    if bool((counts != counts[0]).any()):
+        shown = ", ".join(f"{i}: {int(c)}" for i, c in list(enumerate(counts.tolist()))[:6])
+        hint = (
+            "a causal mask gives query l the keys 0..l: capture one query position at a time (query=l)"
+            if query == "all"
+            else "capture sequences of equal length together, or choose the keys with keys="
+        )
+        raise ValidationError(
+            f"the attention mask leaves the problems different numbers of keys (problem: keys {shown}); attnlab's "
+            f"data sets hold one length T for every problem: {hint}"
+        )
+    if int(counts[0]) < 2:
+        raise ValidationError(
+            f"the attention mask leaves each problem {int(counts[0])} key(s): attention selects among T >= 2 tokens; "
+            "pick a later query position or unmask keys"
+        )
+    return X[visible].reshape(len(X), int(counts[0]), X.shape[-1])  # the visible keys, in their order
 
 
 def attended_tokens(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
@@ -109,7 +218,7 @@ def attended_tokens(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor) -> torch.
     -------
     torch.Tensor, shape ([R,] n), int64
     """
-    return attention_logits(X, W, Z).argmax(dim=-1)
+    return Selection.attended(attention_logits(X, W, Z)).tokens
 
 
 _ATTENDED = ("attended", "attended-sets")
@@ -154,17 +263,21 @@ def capture(
         query token, over the same keys, so ``n L`` problems (``y`` and an array ``select`` then have ``n L``
         entries; ``y`` given with ``n`` entries is repeated per query).
     keys : slice or sequence of int, optional
-        Positions of the key tokens ``X_i`` (default all). With a causal mask the query at position ``s`` sees
-        only keys ``0..s``: pass ``keys=slice(0, s + 1)``. Sequences must have equal lengths (no padding).
+        Positions of the key tokens ``X_i`` (default all). The call's attention mask, when the module's adapter
+        reads one (``torch.nn.MultiheadAttention``'s ``attn_mask`` and ``key_padding_mask``, boolean or float,
+        ``is_causal`` included; attnlab's ``key_mask``; transformers' BERT ``attention_mask``), then drops the keys
+        it hides from the query: the query at position ``s`` of a causal mask keeps keys ``0..s``, a padded
+        sequence its real tokens. Every problem must keep the same number of keys (data sets have one ``T``).
     y : array-like, shape (n,), optional
         Labels in {-1, +1}; default +1 for every sequence (the SVM and the selection do not use them).
     v : array-like, shape (d_k,), optional
         A head ``v`` for the key tokens (``d_k`` without the homogeneous coordinate; a 0 is appended for it).
     select : array-like of int of shape (n,), token sets, "attended" or "attended-sets", optional
-        The selected token per sequence, as a position among ``keys``, or a set of tokens per sequence (an
-        ``(n, T)`` bool mask or ``n`` lists of positions, multi-token §2); ``"attended"`` (needs ``head``): the
-        token the head puts most weight on; ``"attended-sets"`` (needs ``head``): the tokens whose softmax weight
-        exceeds ``thresholds[1]`` (:func:`attnlab.data.sets_from_probabilities`). Default: none.
+        The selected token per sequence, as a position among the keys kept (after ``keys`` and the mask), or a
+        set of tokens per sequence (an ``(n, T)`` bool mask or ``n`` lists of positions, multi-token §2);
+        ``"attended"`` (needs ``head``): the token the head puts most weight on; ``"attended-sets"`` (needs
+        ``head``): the tokens whose softmax weight exceeds ``thresholds[1]``
+        (:func:`attnlab.data.sets_from_probabilities`). Default: none.
     head : int or "all", optional
         The head whose attention defines an ``"attended"`` selection; ``"all"``: one data set per head (a list, in
         head order), each with that head's selection.
@@ -187,8 +300,11 @@ def capture(
     ------
     ValidationError
         On a module not called by ``model``, tokens of the wrong width, ``query`` or ``keys`` out of range, a
-        bad ``select`` or ``y``, an ``"attended"`` selection without ``head``, or an ``"attended-sets"`` selection
-        with a weight between the thresholds or a set that is a whole sequence.
+        mask it cannot represent (finite non-zero entries: a bias no ``W`` carries; a different number of visible
+        keys per problem, or fewer than 2; masks that differ between heads without an index ``head``), a bad
+        ``select`` or ``y``, an ``"attended"`` selection without ``head``, or an ``"attended-sets"`` selection
+        with a weight between the thresholds or with no token dropped in any sequence (every set its whole
+        sequence).
     TypeError
         When ``module``'s type has no adapter.
 
@@ -211,7 +327,7 @@ def capture(
             f'select == {select!r}: pass "attended" (the head\'s most-attended token) or "attended-sets" (its '
             "tokens above the thresholds) together with head=<index>, or token positions or token sets"
         )
-    ((queries, key_tokens),) = module_tokens(model, [module], inputs)  # cross-attention: d_q != d (§8)
+    (((queries, key_tokens), mask),) = module_calls(model, [module], inputs)  # cross-attention: d_q != d (§8)
     data = capture_from_tokens(
         queries,
         key_tokens,
@@ -221,6 +337,7 @@ def capture(
         v=v,
         select=None if isinstance(select, str) else select,
         homogeneous=homogeneous,
+        mask=head_mask(mask, head, adapter_for(module).heads(module)),
     )
     if head == "all":  # multi-token §7: the tokens are shared, each head selects its own
         return [
@@ -243,6 +360,7 @@ def capture_from_tokens(
     v: object = None,
     select: object = None,
     homogeneous: bool = False,
+    mask: torch.Tensor | None = None,
 ) -> TokenSelectionData:
     """Token-selection data from the tokens a module received (see :func:`capture` for the arguments).
 
@@ -252,25 +370,37 @@ def capture_from_tokens(
     key_tokens : torch.Tensor, shape (n, T_all, d_k)
     query, keys, y, v, select, homogeneous
         As in :func:`capture` (``select`` an array, ``homogeneous`` a bool).
+    mask : torch.Tensor, shape (n, L, T_all), optional
+        The head's additive attention mask (:func:`head_mask`): 0 keeps a key, ``-inf`` masks it.
 
     Returns
     -------
     TokenSelectionData
+
+    Raises
+    ------
+    ValidationError
+        On ``query`` or ``keys`` out of range, or a mask that leaves the problems different numbers of keys (or
+        fewer than 2), or holds finite non-zero entries.
     """
     n, L = queries.shape[:2]
     if key_tokens.shape[0] != n:
         raise ValidationError(f"the module received {n} query sequences but {key_tokens.shape[0]} key sequences")
-    X = key_tokens[:, _indices("keys", slice(None) if keys is None else keys, key_tokens.shape[1])]
-    X = X.to(torch.float64)  # (n, T, d_k)
+    positions = _indices("keys", slice(None) if keys is None else keys, key_tokens.shape[1])
+    X = key_tokens[:, positions].to(torch.float64)  # (n, T, d_k)
     if query == "all":  # multi-token §7: every query token over the same keys, problem i L + l
         Z = queries.reshape(n * L, queries.shape[-1]).to(torch.float64)  # (n L, d_q)
         X = X.repeat_interleave(L, dim=0)  # (n L, T, d_k)
+        rows = None if mask is None else mask.expand(n, L, mask.shape[-1]).reshape(n * L, -1)  # (n L, T_all)
         if y is not None and len(torch.as_tensor(y)) == n:
             y = torch.as_tensor(y, dtype=torch.float64).repeat_interleave(L)
         n = n * L
     else:
         check_scalar("query", query, kind=int, low=-L, high=L - 1)
         Z = queries[:, query].to(torch.float64)  # (n, d_q)
+        rows = None if mask is None else mask.expand(n, L, mask.shape[-1])[:, query]  # (n, T_all)
+    if rows is not None:
+        X = _unmasked(X, _visible(rows[:, positions].to(X.device)), query)
     if homogeneous:
         X, Z = homogeneous_tokens(X), homogeneous_tokens(Z)
     if v is not None:

@@ -6,9 +6,11 @@ Spec: docs/theory/preconditioned-regression.md (Goel, Soltanolkotabi, Bartlett 2
 optional leading runs axis R batches independent runs.
 """
 
+from attnlab._deprecation import moved_names
+from attnlab.regression.context import ContextStatistics, conditional_moments, context_statistics, mean_jacobian
 from attnlab.regression.curvature import normal_curvatures, objective_excess, whitened_hessian_spectrum
 from attnlab.regression.data import (
-    AssumptionReport,
+    RegressionAssumptions,
     RegressionProblem,
     assumptions,
     make_problem,
@@ -54,13 +56,16 @@ __all__ = [
     "whitened_hessian_spectrum",
     "objective_excess",
     "normal_curvatures",
-    "AssumptionReport",
+    "RegressionAssumptions",
+    "ContextStatistics",
     "MinibatchOracle",
     "MonteCarloOracle",
     "PopulationOracle",
     "Projection",
     "RegressionProblem",
     "assumptions",
+    "conditional_moments",
+    "context_statistics",
     "cross_logit_mgf",
     "empirical_covariance",
     "empirical_loss",
@@ -72,6 +77,7 @@ __all__ = [
     "perturbed_manifold_point",
     "make_problem",
     "manifold_point",
+    "mean_jacobian",
     "population_excess_loss",
     "population_gradient",
     "population_loss",
@@ -91,3 +97,6 @@ __all__ = [
     "unwhiten",
     "whiten",
 ]
+
+# the former name of RegressionAssumptions (attnlab.data.AssumptionReport is the one class of that name)
+__getattr__ = moved_names(__name__, {"AssumptionReport": "attnlab.regression.data.RegressionAssumptions"})

@@ -14,7 +14,7 @@ from attnlab.regression._checks import check_spd, check_tokens
 from attnlab.regression.linalg import sym_sqrt
 
 __all__ = [
-    "AssumptionReport",
+    "RegressionAssumptions",
     "RegressionProblem",
     "assumptions",
     "make_problem",
@@ -25,7 +25,7 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class AssumptionReport:
+class RegressionAssumptions:
     """Measured quantities behind assumptions A1-A3 (spec §7) and whether each holds.
 
     Attributes
@@ -86,7 +86,7 @@ class AssumptionReport:
         )
 
 
-def assumptions(Sigma: object, W_star: object, *, c3: float = 0.25) -> AssumptionReport:
+def assumptions(Sigma: object, W_star: object, *, c3: float = 0.25) -> RegressionAssumptions:
     """Measure assumptions A1-A3 of spec §7 for ``(Sigma, W_star)``.
 
     Parameters
@@ -100,7 +100,7 @@ def assumptions(Sigma: object, W_star: object, *, c3: float = 0.25) -> Assumptio
 
     Returns
     -------
-    AssumptionReport
+    RegressionAssumptions
     """
     sizes: dict[str, int] = {}
     Sigma = check_tensor("Sigma", Sigma, "dd", sizes)
@@ -113,7 +113,7 @@ def assumptions(Sigma: object, W_star: object, *, c3: float = 0.25) -> Assumptio
         smin, smax = float(sv[-1]) if sizes["k"] >= sizes["d"] else 0.0, float(sv[0])
     else:
         smin = smax = float("nan")
-    return AssumptionReport(lam, sizes["k"], sizes["d"], smin, smax, float(c3))
+    return RegressionAssumptions(lam, sizes["k"], sizes["d"], smin, smax, float(c3))
 
 
 @dataclass(frozen=True)
@@ -159,7 +159,7 @@ class RegressionProblem:
         """``M* = W* Sigma^{1/2}``, shape (k, d) (spec §1)."""
         return self.W_star @ sym_sqrt(self.Sigma)  # spec §1: M* = W* Sigma^{1/2}
 
-    def assumptions(self, c3: float = 0.25) -> AssumptionReport:
+    def assumptions(self, c3: float = 0.25) -> RegressionAssumptions:
         """A1-A3 measured on this problem (spec §7); see :func:`assumptions`.
 
         Parameters
@@ -169,7 +169,7 @@ class RegressionProblem:
 
         Returns
         -------
-        AssumptionReport
+        RegressionAssumptions
         """
         return assumptions(self.Sigma, self.W_star, c3=c3)
 

@@ -36,7 +36,7 @@ class PopulationOracle:
 
     def __call__(self, V: torch.Tensor, Q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         p = self.problem
-        return population.gradient(V, Q, p.Sigma, self.Sigma_z, p.W_star)  # spec §6.2 (i)
+        return population._gradient(V, Q, p.Sigma, self.Sigma_z, p.W_star)  # spec §6.2 (i)
 
 
 class MonteCarloOracle:

@@ -37,7 +37,7 @@ def excess(
     return (E @ Sigma * E).sum((-2, -1))  # spec §3.3: tr(E Sigma E^T), no square root, no cancellation
 
 
-def gradient(
+def _gradient(
     V: torch.Tensor, Q: torch.Tensor, Sigma: torch.Tensor, Sigma_z: torch.Tensor, W_star: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(grad_V L, grad_Q L)`` without checks, shapes ([R,] k, p), ([R,] p, d) (spec §5.1)."""
@@ -160,4 +160,4 @@ def population_gradient(
     ValidationError
         Non-SPD ``Sigma``, mismatched shapes, negative ``noise_std``.
     """
-    return gradient(*_check(V, Q, Sigma, W_star, noise_std, tokens))
+    return _gradient(*_check(V, Q, Sigma, W_star, noise_std, tokens))

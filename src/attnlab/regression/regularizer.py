@@ -27,7 +27,7 @@ def value(V: torch.Tensor, Q: torch.Tensor, Sigma: torch.Tensor, Sigma_z: torch.
     return (DS * DS.transpose(-1, -2)).sum((-2, -1))  # spec §3.4: tr[(D Sigma_z)^2]
 
 
-def gradient(
+def _gradient(
     V: torch.Tensor, Q: torch.Tensor, Sigma: torch.Tensor, Sigma_z: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(4 V D~, -4 D~ Q Sigma)`` with ``D~ = Sigma_z (V^T V - Q Sigma Q^T) Sigma_z``, without checks (spec §5.2)."""
@@ -94,7 +94,7 @@ def regularizer_gradient(
     grad_V : torch.Tensor, shape ([R,] k, p), float64
     grad_Q : torch.Tensor, shape ([R,] p, d), float64
     """
-    return gradient(*_check(V, Q, Sigma, Sigma_z))
+    return _gradient(*_check(V, Q, Sigma, Sigma_z))
 
 
 def empirical_regularizer(

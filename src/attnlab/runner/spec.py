@@ -31,6 +31,7 @@ import yaml
 
 from attnlab._validation import ValidationError, check_scalar
 from attnlab.runner.store import config_hash
+from attnlab.runner.task import known_task
 
 __all__ = ["Job", "SweepSpec", "derive_seed", "expand", "load_sweep"]
 
@@ -209,8 +210,10 @@ def derive_seed(seed: int, index: int) -> int:
 def expand(spec: SweepSpec) -> list[Job]:
     """All runs of ``spec``, in order: list entries, then grid points (last key fastest), then repeats.
 
-    Each run's parameters are ``base``, updated by its list entry, then by its grid point; with ``repeats``, its
-    ``seed`` becomes :func:`derive_seed` of that seed (default 0) and the repeat.
+    Each run's parameters are ``base``, updated by its list entry, then by its grid point; a built-in or
+    registered task may turn them into several (:meth:`~attnlab.runner.task.Task.expand`: ``batched-train``
+    makes one run per data file of a ``data`` folder); with ``repeats``, each one's ``seed`` becomes
+    :func:`derive_seed` of that seed (default 0) and the repeat.
 
     Parameters
     ----------
@@ -232,18 +235,24 @@ def expand(spec: SweepSpec) -> list[Job]:
     repeats: Sequence[int | None] = range(spec.repeats) if spec.repeats is not None else [None]
     jobs: list[Job] = []
     seen: dict[str, int] = {}
-    for point in points:
-        for combo in combos:
-            for repeat in repeats:
-                params = {**spec.base, **point, **combo}
-                if repeat is not None:
-                    params["seed"] = derive_seed(int(params.get("seed", 0)), repeat)
-                job = Job(task=spec.task, params=params, index=len(jobs))
-                if job.key in seen:
-                    raise ValidationError(
-                        f"runs {seen[job.key]} and {job.index} of the sweep have the same parameters {params}; "
-                        "vary a parameter between them or use repeats to vary the seed"
-                    )
-                seen[job.key] = job.index
-                jobs.append(job)
+    task = known_task(spec.task)
+    variants = [
+        params
+        for point in points
+        for combo in combos
+        for params in (task.expand if task is not None else lambda p: [p])({**spec.base, **point, **combo})
+    ]
+    for variant in variants:
+        for repeat in repeats:
+            params = dict(variant)
+            if repeat is not None:
+                params["seed"] = derive_seed(int(params.get("seed", 0)), repeat)
+            job = Job(task=spec.task, params=params, index=len(jobs))
+            if job.key in seen:
+                raise ValidationError(
+                    f"runs {seen[job.key]} and {job.index} of the sweep have the same parameters {params}; "
+                    "vary a parameter between them or use repeats to vary the seed"
+                )
+            seen[job.key] = job.index
+            jobs.append(job)
     return jobs

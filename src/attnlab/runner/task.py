@@ -12,7 +12,9 @@ Its contract:
   own module), so that an edit to them makes a stored run stale;
 - ``batch_key(params)`` returns a hashable key when runs with equal keys can go through one batched tensor
   program (``run_batch``), or ``None``; the in-process executor groups runs by it;
-- ``check(params)`` refuses bad parameters before anything runs.
+- ``check(params)`` refuses bad parameters before anything runs;
+- ``expand(params)`` (optional) lists the runs one parameter set stands for (``batched-train``: one per data file
+  of a folder); :func:`~attnlab.runner.spec.expand` calls it for registered and built-in tasks.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ __all__ = [
     "finished_status",
     "get_task",
     "is_finished",
+    "known_task",
     "register_task",
 ]
 
@@ -73,6 +76,21 @@ class Task:
             When ``params`` cannot run; the message names the parameter, the constraint and the fix.
         """
         del params
+
+    def expand(self, params: dict[str, Any]) -> list[dict[str, Any]]:
+        """The runs that one expanded parameter set stands for; default ``[params]``.
+
+        Parameters
+        ----------
+        params : dict of str to Any
+            One point of the sweep (base, list entry and grid point), before repeats.
+
+        Returns
+        -------
+        list of dict of str to Any
+            JSON-compatible parameter sets, in run order.
+        """
+        return [params]
 
     def label(self, params: dict[str, Any]) -> str:
         """A readable prefix of the run directory name (the task name by default).
@@ -186,6 +204,21 @@ def register_task(task: Task) -> Task:
         raise ValueError(f"{type(task).__name__} has no name; set the class attribute name")
     _TASKS[task.name] = task
     return task
+
+
+def known_task(name: str) -> Task | None:
+    """The task called ``name`` when it is registered (attnlab's own register when :mod:`attnlab.tasks` is
+    imported), else None (nothing is imported by path).
+
+    Parameters
+    ----------
+    name : str
+
+    Returns
+    -------
+    Task or None
+    """
+    return _TASKS.get(name)
 
 
 def get_task(name: str) -> Task:

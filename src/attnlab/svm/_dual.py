@@ -9,7 +9,8 @@ import numpy as np
 from scipy.optimize import nnls
 
 from attnlab._validation import ValidationError
-from attnlab.svm._program import ProgramSolution, kkt_residual, norm_value, warn_if_inaccurate
+from attnlab.svm._program import ProgramSolution, kkt_residual, warn_if_inaccurate
+from attnlab.svm.norms import FRO
 
 # ||M c - 1|| above this (times sqrt m) means the equality system M c = 1 has no solution (dependent rows leave a
 # residual of order one; near ties give a least-norm c of norm ~1/gap, whose round-off reaches ~1e-8).
@@ -65,8 +66,8 @@ def solve_frobenius_dual(M: np.ndarray, shape: tuple[int, ...], *, what: str) ->
         duals=duals,
         status="optimal",
         solver="NNLS",
-        norm_value=norm_value(W, "fro"),
-        kkt_residual=kkt_residual(W, M, duals, "fro"),
+        norm_value=FRO.value(W),
+        kkt_residual=kkt_residual(W, M, duals, FRO),
     )
-    warn_if_inaccurate(solution, "fro", what)
+    warn_if_inaccurate(solution, FRO, what)
     return solution

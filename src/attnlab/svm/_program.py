@@ -11,25 +11,22 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from typing import Any, NamedTuple
 
 import cvxpy as cp
 import numpy as np
 import torch
 
-from attnlab._numerics import inverse_mirror_map, mirror_map
-from attnlab._validation import ValidationError, check_scalar
+from attnlab._validation import ValidationError
 from attnlab.data.dataset import TokenSelectionData
+from attnlab.data.selection import Selection
 from attnlab.svm.errors import InfeasibleProgramError, SolverAccuracyWarning, SolverToleranceError, TieWarning
+from attnlab.svm.norms import Norm, as_norm
 
 SOLVERS = ("CLARABEL", "SCS")
 # spec mirror-descent-lp §5: a constraint is active when its slack is below 1e-6 (relative to the margin 1).
 SUPPORT_TOL = 1e-6
-# At the solver tolerances below, QP, SDP and LP solves reach KKT residuals of 1e-12 to 1e-7 (up to n (T-1) = 40,
-# d = 16); the power-cone form of l_p norms (1 < p, cvxpy pnorm) only 1e-6 to 1e-5. The tolerances leave a margin
-# above that and are far below any error that changes a support set or a norm comparison.
-KKT_TOL = 1e-5
-KKT_TOL_POWER_CONE = 1e-4
 # Clarabel's default gap tolerance 1e-8 leaves KKT residuals up to 7e-5 on power-cone (l_p) programs and SCS stops
 # at eps 1e-4 by default; these programs are small, so ask both for more. At 1e-10 Clarabel often stops a digit
 # short on round-off and reports "optimal_inaccurate" (about one solve in five) with KKT residuals still below
@@ -39,13 +36,6 @@ _CLARABEL_OPTIONS = {"tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-
 _SCS_OPTIONS = {"eps_abs": 1e-9, "eps_rel": 1e-9, "max_iters": 200_000}
 # Singular values below this fraction of the largest count as zero when finding the span of the constraint vectors.
 _RANK_TOL = 1e-12
-# Entries of a solution below this fraction of its largest entry count as zero in the l1 subgradient test.
-_ZERO_TOL = 1e-6
-# The entrywise l_p programs are solved for these p only. cvxpy writes pnorm with a rational approximation of p
-# (denominators up to 1024): below p = 1.001 it rounds p to 1 and refuses the program (DCPError), and beyond
-# p ~ 1e3 the fraction degenerates (ZeroDivisionError). Above p = 100 the psi-normalised duals
-# lambda = mu ||W||_p^(p-1) fall below 1e-88 and soon underflow, which would make the KKT certificate vacuous.
-P_MIN, P_MAX = 1.001, 100.0
 # Unit-norm margins at or below this count as "not separable": solver round-off on a zero optimum is ~1e-10.
 SEPARABLE_TOL = 1e-8
 # Constraint norms |x_sel - x_t| |z_i| spread over more than this ratio are a near tie: the program is then solved
@@ -53,8 +43,6 @@ SEPARABLE_TOL = 1e-8
 NEAR_TIE = 1e-6
 # Two token scores within this fraction of the largest |score| of their sequence are a tie (float64 rounding).
 _TIE_TOL = 1e-12
-
-Norm = str | float
 
 
 @dataclass(frozen=True, eq=False)
@@ -68,6 +56,8 @@ class ProgramSolution:
     solver: str
     norm_value: float
     kkt_residual: float
+    equality_duals: np.ndarray = field(default_factory=lambda: np.zeros(0))  # (k,): the equality rows' multipliers
+    equality_violation: float = 0.0  # max_j |E_j x - target_j|
 
 
 def check_data(data: object) -> TokenSelectionData:
@@ -89,41 +79,6 @@ def check_square(data: TokenSelectionData, program: str) -> None:
         )
 
 
-def check_norm(norm: object) -> Norm:
-    """Return ``"fro"``, ``"nuc"``, ``"l1-diag"`` or a float ``p >= 1`` (``inf`` included); refuse others with the fix."""
-    if isinstance(norm, str):
-        if norm in ("fro", "nuc", "l1-diag"):
-            return norm
-        raise ValidationError(
-            f'norm must be "fro", "nuc", "l1-diag" or a float p >= 1, got {norm!r}; pass "fro" for Frobenius '
-            f'or a number such as 1.5 (float("inf") for l_inf) for the entrywise l_p norm'
-        )
-    return check_p(norm)
-
-
-def check_p(p: object) -> float:
-    """Return ``float(p)`` for ``p = 1``, ``P_MIN <= p <= P_MAX`` (see ``P_MIN``) or ``p = inf``; refuse others.
-
-    ``p = 1`` and ``p = inf`` are linear programs, solved exactly; the power-cone range between is capped.
-    """
-    check_scalar("p", p, low=1.0, allow_inf=True)
-    p = float(p)
-    if p == math.inf:
-        return p
-    if 1.0 < p < P_MIN:
-        raise ValidationError(
-            f"p == {p!r} is too close to 1: the power-cone solver approximates p by a fraction and would solve "
-            f"p = 1; pass p = 1 (an exact LP) or p >= {P_MIN}"
-        )
-    if p > P_MAX:
-        raise ValidationError(
-            f"p == {p!r} is too large: beyond p = {P_MAX:g} the power-cone approximation and the KKT certificate "
-            f"of the solution break down; pass p <= {P_MAX:g} (the solutions change little beyond it) or "
-            'p = float("inf") (the l_inf program, an exact LP)'
-        )
-    return p
-
-
 def check_solver(solver: object) -> str:
     """Return the upper-case solver name; ``None`` means Clarabel."""
     if solver is None:
@@ -140,17 +95,8 @@ def resolve_select(data: TokenSelectionData, select: object) -> torch.Tensor:
     Token sets (a ``(n, T)`` mask) are refused: only :func:`~attnlab.svm.attention_svm` (Frobenius or nuclear) and
     :func:`~attnlab.svm.set_direction_svm` solve them.
     """
-    if select is not None:
-        chosen = data.with_(select=select).select  # validated by TokenSelectionData
-    else:
-        chosen = data.select
-    if chosen is not None and chosen.dim() == 2:
-        raise ValidationError(
-            "this program takes one selected token per sequence, but the selection holds token sets (an (n, T) "
-            "mask); solve sets with attention_svm(data, 'fro' or 'nuc', select=sets) or set_direction_svm"
-        )
-    if chosen is not None:
-        return chosen
+    if select is not None or data.select is not None:  # parsed once (a Selection passes through unchecked)
+        return Selection.parse(data.select if select is None else select, data.n, data.T).one_token("this program")
     if data.v is None:
         raise ValidationError(
             "no token selection: pass select=(n,) token indices (--select on the command line), store one in "
@@ -213,9 +159,10 @@ def unit_scale(rows: np.ndarray) -> tuple[np.ndarray, float]:
 def scaled_back(solution: ProgramSolution, scales: tuple[float, float], norm: Norm, what: str) -> ProgramSolution:
     """The solution of the program whose constraint vectors are ``a b`` times those solved, ``scales = (a, b)``.
 
-    The variable and the norm scale by ``1 / (a b)``; the multipliers by ``(a b)^(-e)`` with ``e = 2`` for
-    ``"fro"`` (``x = sum lambda A``), ``p`` for a finite ``p`` (``grad psi(x) = sum lambda A``) and ``1`` for
-    ``"nuc"`` and ``p = inf`` (a subgradient does not scale); margins and the KKT residual (relative) do not change.
+    The variable and the norm scale by ``1 / (a b)``; the multipliers (the equality rows' too, whose targets do not
+    scale) by ``(a b)^(-e)`` with ``e`` the norm's ``multiplier_exponent`` (2 for ``"fro"``, ``x = sum lambda A``;
+    ``p`` for a finite ``p``, ``grad psi(x) = sum lambda A``; 1 for a subgradient, which does not scale); margins and
+    the KKT residual (relative) do not change.
 
     Raises
     ------
@@ -226,12 +173,9 @@ def scaled_back(solution: ProgramSolution, scales: tuple[float, float], norm: No
     if (a, b) == (1.0, 1.0):
         return solution
     value = solution.norm_value / a / b
-    e = 2.0 if norm == "fro" else (1.0 if norm in ("nuc", math.inf) else float(norm))
     log_scale = math.log(a) + math.log(b)
-    duals = np.zeros_like(solution.duals)
-    positive = solution.duals > 0
-    with np.errstate(over="ignore", under="ignore"):
-        duals[positive] = np.exp(np.log(solution.duals[positive]) - e * log_scale)  # lambda / (a b)^e, in logs
+    e = norm.multiplier_exponent  # lambda / (a b)^e, in logs
+    duals, equality_duals = (_rescaled(d, e * log_scale) for d in (solution.duals, solution.equality_duals))
     if not (np.finfo(np.float64).tiny <= value < math.inf) or not np.isfinite(duals).all():
         exponent = math.log10(solution.norm_value) - log_scale / math.log(10)
         raise ValidationError(
@@ -240,7 +184,16 @@ def scaled_back(solution: ProgramSolution, scales: tuple[float, float], norm: No
             f"{scales[0]:.3g}, largest |z| {scales[1]:.3g}); divide X and Z by a common factor c and the solution "
             "by c^2 (its direction does not depend on the scale)"
         )
-    return replace(solution, x=solution.x / a / b, duals=duals, norm_value=value)
+    return replace(solution, x=solution.x / a / b, duals=duals, equality_duals=equality_duals, norm_value=value)
+
+
+def _rescaled(duals: np.ndarray, log_factor: float) -> np.ndarray:
+    """``duals / e^log_factor`` computed in logs (multipliers of 1e-300 programs stay in range), signs kept."""
+    out = np.zeros_like(duals)
+    nonzero = duals != 0
+    with np.errstate(over="ignore", under="ignore"):
+        out[nonzero] = np.sign(duals[nonzero]) * np.exp(np.log(np.abs(duals[nonzero])) - log_factor)
+    return out
 
 
 def constraint_matrices(diff: np.ndarray, queries: np.ndarray) -> np.ndarray:
@@ -275,112 +228,37 @@ def refuse_empty_constraints(M: np.ndarray, labels: list[str], cause: str) -> No
         )
 
 
-def margins(x: cp.Variable, M: np.ndarray) -> cp.Expression:
+def margin_values(x: cp.Variable, M: np.ndarray) -> cp.Expression:
     """The constraint values ``M @ vec(x)``, shape (m,): margins ``<A_k, W>`` of every constraint."""
     return M @ cp.vec(x, order="C")
 
 
-def margin_constraints(x: cp.Variable, M: np.ndarray) -> list[cp.Constraint]:
-    """Every margin at least one: ``<A_k, W> >= 1``."""
-    return [margins(x, M) >= 1]  # spec implicit-bias-ngd §5 / mirror-descent-lp §5: (x_sel - x_t)^T W z >= 1
+def kkt_residual(
+    x: np.ndarray,
+    M: np.ndarray,
+    duals: np.ndarray,
+    norm: Norm | str | float,
+    E: np.ndarray | None = None,
+    equality_duals: np.ndarray | None = None,
+) -> float:
+    """Largest KKT defect of ``min ||x|| s.t. M vec(x) >= 1 (, E vec(x) = b)`` at ``(x, duals)``, primal feasibility
+    excluded.
 
-
-def norm_objective(x: cp.Variable, norm: Norm) -> cp.Minimize:
-    """The objective: ``1/2 ||x||_F^2`` for ``"fro"`` (a QP), ``||x||_*`` for ``"nuc"`` (an SDP), ``||vec x||_p``
-    (``p = 1`` and ``p = inf``: LPs)."""
-    if norm == "fro":
-        return cp.Minimize(0.5 * cp.sum_squares(x))  # spec implicit-bias-ngd §5: QP form of min ||W||_F
-    if norm == "nuc":
-        return cp.Minimize(cp.normNuc(x))  # spec kq-nuclear-norm §4: (W*-SVM), cvxpy builds the SDP epigraph
-    if norm == math.inf:
-        return cp.Minimize(cp.norm_inf(cp.vec(x, order="C")))  # mirror-descent-lp §5 at p = inf: an LP epigraph
-    return cp.Minimize(cp.pnorm(cp.vec(x, order="C"), norm))  # spec mirror-descent-lp §5: entrywise l_p
-
-
-def norm_value(x: np.ndarray, norm: Norm) -> float:
-    """``||x||_F``, ``||x||_*`` or the entrywise ``||x||_p`` of a solution."""
-    if norm == "fro":
-        return float(np.linalg.norm(x))
-    if norm == "nuc":
-        return float(np.linalg.svd(x, compute_uv=False).sum())
-    return float(np.linalg.norm(x.reshape(-1), ord=norm))
-
-
-def grad_psi(x: np.ndarray, p: float) -> np.ndarray:
-    """``grad psi(x) = sign(x) |x|^(p-1)`` entrywise, ``psi = 1/p ||x||_p^p``. Spec: mirror-descent-lp §3."""
-    return mirror_map(torch.from_numpy(np.asarray(x, dtype=np.float64)), p).numpy()
-
-
-def inverse_grad_psi(g: np.ndarray, p: float) -> np.ndarray:
-    """``(grad psi)^{-1}(g) = sign(g) |g|^(1/(p-1))`` entrywise, ``p > 1``. Spec: mirror-descent-lp §3."""
-    return inverse_mirror_map(torch.from_numpy(np.asarray(g, dtype=np.float64)), p).numpy()
-
-
-def l1_subgradient_gap(x: np.ndarray, g: np.ndarray) -> float:
-    """How far ``g`` is from ``partial ||x||_1``: ``|g_j - sign x_j|`` on the support, ``(|g_j| - 1)_+`` off it.
-
-    Spec: kq-nuclear-norm §4, KKT (b) (Clarke subdifferential of the l1 norm).
-    """
-    on = np.abs(x) > _ZERO_TOL * max(float(np.abs(x).max(initial=0.0)), 1e-300)
-    gap_on = np.abs(g[on] - np.sign(x[on]))  # spec kq-nuclear-norm §4 (b): g_j = sign(beta_j) where beta_j != 0
-    gap_off = np.maximum(np.abs(g[~on]) - 1.0, 0.0)  # spec kq-nuclear-norm §4 (b): |g_j| <= 1 where beta_j = 0
-    return float(max(gap_on.max(initial=0.0), gap_off.max(initial=0.0)))
-
-
-def stationarity_residual(x: np.ndarray, g: np.ndarray, norm: Norm) -> float:
-    """Relative distance of ``g = sum_k lambda_k A_k`` from the optimality condition of the norm at ``x``.
-
-    ``"fro"`` and ``p``: ``grad psi(x) = g`` (mirror-descent-lp §5), measured on the well-conditioned side:
-    ``||x - (grad psi)^{-1}(g)||_p / ||x||_p`` for ``p <= 2``, ``||grad psi(x) - g||_q / ||grad psi(x)||_q`` for
-    ``p > 2``. ``p = 1``: the l1 subgradient gap. ``"nuc"``: ``g`` is a subgradient of ``||.||_*`` at ``x`` iff
-    ``||g||_op <= 1`` and ``<g, x> = ||x||_*``; ``p = inf`` likewise with the dual norm ``||g||_1 <= 1``; the
-    residual adds both defects (the second relative).
-    """
-    if norm == "nuc":
-        nuclear = norm_value(x, "nuc")
-        op_excess = max(float(np.linalg.norm(g, ord=2)) - 1.0, 0.0)  # spec kq-nuclear-norm §4: ||g||_op <= 1
-        pairing = abs(float(np.sum(g * x)) - nuclear) / max(nuclear, 1e-300)  # <g, W> = ||W||_*
-        return op_excess + pairing
-    if norm == math.inf:
-        largest = norm_value(x, math.inf)
-        l1_excess = max(norm_value(g, 1.0) - 1.0, 0.0)  # md §5 at p = inf: ||g||_1 <= 1 (dual norm)
-        pairing = abs(float(np.sum(g * x)) - largest) / max(largest, 1e-300)  # <g, W> = ||W||_inf
-        return l1_excess + pairing
-    p = 2.0 if norm == "fro" else float(norm)
-    if p == 1.0:
-        return l1_subgradient_gap(x, g)
-    if p <= 2.0:
-        scale = max(norm_value(x, p), 1e-300)
-        return norm_value(x - inverse_grad_psi(g, p), p) / scale  # spec mirror-descent-lp §5: x = grad psi^-1(g)
-    q = p / (p - 1.0)
-    grad = grad_psi(x, p)
-    return norm_value(grad - g, q) / max(norm_value(grad, q), 1e-300)  # spec mirror-descent-lp §5: grad psi(x) = g
-
-
-def kkt_residual(x: np.ndarray, M: np.ndarray, duals: np.ndarray, norm: Norm) -> float:
-    """Largest KKT defect of ``min ||x|| s.t. M vec(x) >= 1`` at ``(x, duals)``, primal feasibility excluded.
-
-    The maximum of the stationarity residual, the complementarity ``max_k lambda_k |M_k x - 1| / max lambda``
+    The maximum of the norm's stationarity residual at ``g = sum_k lambda_k A_k - sum_j nu_j E_j`` (cvxpy's
+    Lagrangian adds ``nu^T (E x - b)``), the complementarity ``max_k lambda_k |M_k x - 1| / max lambda``
     (scale-free, since the slack is relative to the margin 1) and the dual infeasibility
-    ``max_k (-lambda_k)_+ / max |lambda|``.
-    Primal feasibility is reported apart, as ``max_violation``.
+    ``max_k (-lambda_k)_+ / max |lambda|``. Primal feasibility is reported apart, as ``max_violation``.
     """
-    g = (M.T @ duals).reshape(x.shape)  # sum_k lambda_k A_k
-    stationarity = stationarity_residual(x, g, norm)
+    norm = as_norm(norm)
+    g = M.T @ duals
+    if E is not None and len(E):
+        g = g - E.T @ equality_duals  # multi-token §4: sum lambda A - sum nu E in the subdifferential
+    # x = 0 (the finite part of sets whose log-ratios are all 0) is optimal whatever the multipliers of its equalities
+    stationarity = norm.stationarity(x, g.reshape(x.shape)) if x.any() else 0.0
     slack = M @ x.reshape(-1) - 1.0
     complementarity = float(np.max(np.abs(duals * slack), initial=0.0)) / max(float(duals.max(initial=0.0)), 1e-300)
     dual_infeasibility = float(np.max(-duals, initial=0.0)) / max(float(np.abs(duals).max(initial=0.0)), 1e-300)
     return max(stationarity, complementarity, dual_infeasibility)
-
-
-def _psi_duals(mu: np.ndarray, x: np.ndarray, norm: Norm) -> np.ndarray:
-    """Rescale multipliers of ``min ||x||_p`` to those of ``min 1/p ||x||_p^p`` (same minimiser).
-
-    Spec: mirror-descent-lp §5: ``grad psi(W) = ||W||_p^{p-1} grad ||W||_p``, so ``lambda = mu ||W||_p^{p-1}``.
-    """
-    if isinstance(norm, float) and norm < math.inf:  # l_inf keeps its subgradient multipliers, as "nuc"
-        return mu * norm_value(x, norm) ** (norm - 1.0)  # spec mirror-descent-lp §5: lambda = mu ||W||_p^(p-1)
-    return mu
 
 
 def describe_sizes(M: np.ndarray, shape: tuple[int, ...]) -> str:
@@ -407,38 +285,112 @@ def run_solver(problem: cp.Problem, solver: str, *, what: str) -> str:
     return problem.status
 
 
+class Equalities(NamedTuple):
+    """Equality rows ``E vec(x) = target`` of a program (multi-token §3: equal logits inside a set)."""
+
+    E: np.ndarray  # (k, prod(shape))
+    target: np.ndarray  # (k,)
+
+
+class ProgramCache:
+    """cvxpy problems built once per shape, their constraint data ``cp.Parameter`` s, re-solved with new values.
+
+    Repeated solves of one program shape (the SVM of each data set of a batch, :class:`~attnlab.svm.SelectionSVMs`)
+    then canonicalise the problem once (cvxpy's DPP fast path) instead of once per solve. The solutions agree with a
+    fresh solve's to the solver's accuracy (``tests/svm/test_selection_svms.py``).
+    """
+
+    def __init__(self) -> None:
+        self._problems: dict[tuple, tuple[cp.Problem, cp.Variable, list[cp.Parameter]]] = {}
+
+    def problem(
+        self, norm: Norm, shape: tuple[int, ...], m: int, k: int
+    ) -> tuple[cp.Problem, cp.Variable, list[cp.Parameter]]:
+        """The problem of ``m`` margin rows and ``k`` equality rows on a variable of ``shape`` (built once)."""
+        key = (norm, shape, m, k)
+        if key not in self._problems:
+            n = int(np.prod(shape))
+            params = [cp.Parameter((m, n)), cp.Parameter(m), cp.Parameter((k, n)), cp.Parameter(k)]
+            x = cp.Variable(shape)
+            self._problems[key] = (_problem(x, norm, *params), x, params)
+        return self._problems[key]
+
+    def __len__(self) -> int:
+        return len(self._problems)
+
+
+def _problem(x: cp.Variable, norm: Norm, M: Any, rhs: Any, E: Any = None, target: Any = None) -> cp.Problem:
+    """``min ||x|| s.t. M vec(x) >= rhs, E vec(x) = target`` (constants or Parameters); the margin rows come first."""
+    constraints = [margin_values(x, M) >= rhs] if M.shape[0] else []  # spec ngd §5 / md §5: (x_sel - x_t)^T W z >= 1
+    if E is not None and E.shape[0]:
+        constraints.append(margin_values(x, E) == target)  # multi-token §3.1-3.2: equal logits inside a set
+    return cp.Problem(norm.objective(x), constraints)
+
+
 def _solve(
-    M: np.ndarray, shape: tuple[int, ...], norm: Norm, solver: str, what: str, rhs: np.ndarray | None = None
-) -> tuple[np.ndarray | None, np.ndarray | None, str]:
-    """One cvxpy solve of ``min ||x|| s.t. M vec(x) >= rhs`` (default 1): ``(x, constraint duals, status)``, the
-    values None unless the status is optimal or optimal_inaccurate."""
-    x = cp.Variable(shape)
-    constraints = [margins(x, M) >= (1 if rhs is None else rhs)]  # spec ngd §5 / md §5: (x_sel - x_t)^T W z >= 1
-    problem = cp.Problem(norm_objective(x, norm), constraints)
+    M: np.ndarray,
+    shape: tuple[int, ...],
+    norm: Norm,
+    solver: str,
+    what: str,
+    rhs: np.ndarray | None = None,
+    equalities: Equalities | None = None,
+    cache: ProgramCache | None = None,
+) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None, str]:
+    """One cvxpy solve of ``min ||x|| s.t. M vec(x) >= rhs`` (default 1), with equality rows if given:
+    ``(x, margin duals, equality duals, status)``, the values None unless the status is optimal or
+    optimal_inaccurate."""
+    E, target = equalities if equalities is not None else (np.zeros((0, M.shape[1])), np.zeros(0))
+    rhs = np.ones(len(M)) if rhs is None and cache is not None else rhs
+    if cache is None:
+        x = cp.Variable(shape)
+        problem = _problem(x, norm, M, 1 if rhs is None else rhs, E, target)
+    else:
+        problem, x, params = cache.problem(norm, shape, len(M), len(E))
+        for param, value in zip(params, (M, rhs, E, target)):
+            param.value = value
     status = run_solver(problem, solver, what=f"{what} ({describe_sizes(M, shape)})")
     if status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):  # values are None here: never read them
-        return None, None, status
+        return None, None, None, status
     value = np.asarray(x.value, dtype=np.float64).reshape(shape)
-    return value, np.asarray(constraints[0].dual_value, dtype=np.float64).reshape(-1), status
+    duals = [np.asarray(c.dual_value, dtype=np.float64).reshape(-1) for c in problem.constraints]
+    mu = duals.pop(0) if len(M) else np.zeros(0)
+    return value, mu, duals[0] if duals else np.zeros(0), status
 
 
 def _solution(
-    M: np.ndarray, value: np.ndarray, mu: np.ndarray, norm: Norm, status: str, solver: str
+    M: np.ndarray,
+    value: np.ndarray,
+    mu: np.ndarray,
+    norm: Norm,
+    status: str,
+    solver: str,
+    equalities: Equalities | None = None,
+    nu: np.ndarray | None = None,
 ) -> ProgramSolution:
     """A checked :class:`ProgramSolution` of ``min ||x|| s.t. M vec(x) >= 1`` from a value and its multipliers."""
-    duals = _psi_duals(mu, value, norm)
+    psi = norm.psi_multipliers
+    duals = mu if psi is None else psi(mu, value)
+    nu = np.zeros(0) if nu is None else (nu if psi is None else psi(nu, value))
+    E = None if equalities is None else equalities.E
     return ProgramSolution(
         x=value,
         constraint_values=M @ value.reshape(-1),
         duals=np.maximum(duals, 0.0),
         status=status,
         solver=solver,
-        norm_value=norm_value(value, norm),
-        kkt_residual=kkt_residual(value, M, duals, norm),
+        norm_value=norm.value(value),
+        kkt_residual=kkt_residual(value, M, duals, norm, E, nu),
+        equality_duals=nu,
+        equality_violation=0.0
+        if E is None
+        else float(np.max(np.abs(E @ value.reshape(-1) - equalities.target), initial=0.0)),
     )
 
 
-def _rescued(M: np.ndarray, shape: tuple[int, ...], norm: Norm, solver: str, what: str) -> ProgramSolution | None:
+def _rescued(
+    M: np.ndarray, shape: tuple[int, ...], norm: Norm, solver: str, what: str, cache: ProgramCache | None
+) -> ProgramSolution | None:
     """The solution of a program the solver called infeasible, found by two equivalent, better-scaled programs.
 
     Near ties (a selected token within ~1e-7 of another) the solution's norm is ~1/gap and the solver's absolute
@@ -448,92 +400,103 @@ def _rescued(M: np.ndarray, shape: tuple[int, ...], norm: Norm, solver: str, wha
     tolerance, with a KKT residual within it, is returned; None when neither does.
     """
     r = np.linalg.norm(M, axis=1)
-    tol = kkt_tolerance(norm)
     attempts = [(M / r.min(), None, 1.0 / r.min()), (M / r[:, None], 1.0 / r, 1.0)]
     for M_try, rhs, unscale in attempts:
         try:
-            value, mu, status = _solve(M_try, shape, norm, solver, what, rhs)
+            value, mu, _, status = _solve(M_try, shape, norm, solver, what, rhs, cache=cache)
         except InfeasibleProgramError:  # the solver itself failed on this form: try the next
             continue
         if value is None:
             continue
         value = value * unscale  # (a): x = x' / r_min
-        # multipliers of the original constraints: (a) a norm's subgradient does not scale, so mu = mu' / r_min
-        # (1/2 ||x||^2: lambda = lambda' / r_min^2); (b) mu_k = mu'_k / ||M_k||
-        mu = mu * unscale ** (2 if norm == "fro" else 1) if rhs is None else mu / r
+        # multipliers of the original constraints: (a) mu = mu' unscale^degree (a norm's subgradient: mu' / r_min;
+        # 1/2 ||x||^2: lambda' / r_min^2); (b) mu_k = mu'_k / ||M_k||
+        mu = mu * unscale**norm.objective_degree if rhs is None else mu / r
         solution = _solution(M, value, mu, norm, status, solver)
-        if max_violation(solution.constraint_values) <= tol and solution.kkt_residual <= tol:
+        if max_violation(solution.constraint_values) <= norm.kkt_tol and solution.kkt_residual <= norm.kkt_tol:
             return solution
     return None
 
 
 def solve_margin_program(
-    M: np.ndarray, shape: tuple[int, ...], norm: Norm, solver: str, *, what: str, cause: str
+    M: np.ndarray,
+    shape: tuple[int, ...],
+    norm: Norm | str | float,
+    solver: str,
+    *,
+    what: str,
+    cause: str,
+    equalities: Equalities | None = None,
+    cache: ProgramCache | None = None,
 ) -> ProgramSolution:
-    """Solve ``min ||x|| s.t. M vec(x) >= 1`` with cvxpy, check the status, read values and duals, self-check KKT.
+    """Solve ``min ||x|| s.t. M vec(x) >= 1 (, E vec(x) = target)`` with cvxpy, check the status, read values and
+    duals, self-check KKT.
 
     Parameters
     ----------
     M : np.ndarray, shape (m, prod(shape)), float64
-        One flattened constraint matrix per row.
+        One flattened constraint matrix per row (``m = 0``: equality rows only).
     shape : tuple of int
         Shape of the variable, ``(d, d)`` or ``(d,)``.
-    norm : "fro", "nuc" or float
-        Objective (see :func:`norm_objective`); ``"fro"`` duals satisfy ``x = sum lambda A``, a float ``p``'s duals
+    norm : Norm (or what :func:`~attnlab.svm.norms.as_norm` reads)
+        The objective and its optimality test; ``"fro"`` duals satisfy ``x = sum lambda A``, a float ``p``'s duals
         ``grad psi(x) = sum lambda A``, ``"nuc"`` and ``p = 1`` duals give a subgradient.
     solver : "CLARABEL" or "SCS"
     what, cause : str
         Name of the program and the likely cause of infeasibility, for error messages.
+    equalities : Equalities, optional
+        Equality rows (multi-token §3); their multipliers are ``equality_duals`` and enter the stationarity test.
+    cache : ProgramCache, optional
+        Solve through the cache's problem of this shape (Parameters; built once) instead of a new problem.
 
     Raises
     ------
     InfeasibleProgramError
         On any status other than ``optimal`` / ``optimal_inaccurate``, or a solver failure. Near ties (constraint
-        norms spread over more than ``NEAR_TIE`` to one) two better-scaled equivalent programs are tried first
-        (:func:`_rescued`); if they fail too, the separability of the constraints decides the message:
-        :class:`SolverToleranceError` when they are separable (the solver could not reach its tolerance at this
-        scale), "infeasible" otherwise. Both messages give the smallest constraint norm.
+        norms spread over more than ``NEAR_TIE`` to one) of a program without equality rows, two better-scaled
+        equivalent programs are tried first (:func:`_rescued`); if they fail too, the separability of the
+        constraints decides the message: :class:`SolverToleranceError` when they are separable (the solver could
+        not reach its tolerance at this scale), "infeasible" otherwise. Both messages give the smallest constraint
+        norm.
     """
-    value, mu, status = _solve(M, shape, norm, solver, what)
+    norm = as_norm(norm)
+    value, mu, nu, status = _solve(M, shape, norm, solver, what, equalities=equalities, cache=cache)
     if value is not None:
-        solution = _solution(M, value, mu, norm, status, solver)
+        solution = _solution(M, value, mu, norm, status, solver, equalities, nu)
         warn_if_inaccurate(solution, norm, what)
         return solution
     r = np.linalg.norm(M, axis=1)
     spread = float(r.min() / r.max()) if r.size and r.max() > 0 else 1.0
-    sizes = f"{describe_sizes(M, shape)}, solver {solver}"
-    if spread <= NEAR_TIE:
-        rescued = _rescued(M, shape, norm, solver, what)
+    sizes = describe_sizes(M, shape) + ("" if equalities is None else f" and {len(equalities.E)} equalities")
+    if spread <= NEAR_TIE and equalities is None:
+        rescued = _rescued(M, shape, norm, solver, what, cache)
         if rescued is not None:
             warn_if_inaccurate(rescued, norm, what)
             return rescued
         margin = max_unit_margin(M / r[:, None], solver, what=what)  # separability of the row-normalised program
         if margin > SEPARABLE_TOL:
             raise SolverToleranceError(
-                f"{what}: solver {solver} says {status} ({sizes}), but the constraints are separable (unit-norm "
-                f"margin {margin:.3g} of the normalised constraints): the solver cannot reach its tolerance at this "
-                f"scale. The smallest constraint |x_sel - x_t| |z_i| is {spread:.3g} of the largest (a near tie); "
-                f"try norm='fro' with method='dual', the other solver, or move the near-tied tokens apart"
+                f"{what}: solver {solver} says {status} ({sizes}, solver {solver}), but the constraints are "
+                f"separable (unit-norm margin {margin:.3g} of the normalised constraints): the solver cannot reach "
+                f"its tolerance at this scale. The smallest constraint |x_sel - x_t| |z_i| is {spread:.3g} of the "
+                f"largest (a near tie); try norm='fro' with method='dual', the other solver, or move the near-tied "
+                "tokens apart"
             )
     raise InfeasibleProgramError(
-        f"{what} is {status} ({sizes}); likely cause: {cause}. Smallest constraint |x_sel - x_t| |z_i|: "
-        f"{spread:.3g} of the largest"
+        f"{what} is {status} ({sizes}, solver {solver}); likely cause: {cause}. Smallest constraint "
+        f"|x_sel - x_t| |z_i|: {spread:.3g} of the largest"
     )
 
 
-def kkt_tolerance(norm: Norm) -> float:
-    """The KKT residual a solve must reach: ``KKT_TOL_POWER_CONE`` for a finite ``p > 1``, else ``KKT_TOL``."""
-    return KKT_TOL_POWER_CONE if isinstance(norm, float) and 1.0 < norm < math.inf else KKT_TOL
-
-
 def warn_if_inaccurate(solution: ProgramSolution, norm: Norm, what: str) -> None:
-    """Warn (:class:`SolverAccuracyWarning`) when the KKT residual or the constraint violation exceeds tolerance.
+    """Warn (:class:`SolverAccuracyWarning`) when the KKT residual or the constraint violation exceeds the norm's
+    tolerance (``norm.kkt_tol``).
 
     Our KKT check certifies the solution itself, so an ``optimal_inaccurate`` status whose solution passes it is
     only recorded (in the result's ``status``), not warned about.
     """
-    tol = kkt_tolerance(norm)
-    violation = max_violation(solution.constraint_values)
+    tol = norm.kkt_tol
+    violation = max(max_violation(solution.constraint_values), solution.equality_violation)
     if solution.kkt_residual > tol or violation > tol:
         warnings.warn(
             f"{what}: solver {solution.solver} returned status {solution.status} with KKT residual "
@@ -551,7 +514,7 @@ def max_unit_margin(M: np.ndarray, solver: str, *, what: str) -> float:
     SVM it measures how far non-separable data are from separable (0 or below).
     """
     w, t = cp.Variable(M.shape[1]), cp.Variable()
-    problem = cp.Problem(cp.Maximize(t), [margins(w, M) >= t, cp.norm(w, 2) <= 1])  # unit-norm margin
+    problem = cp.Problem(cp.Maximize(t), [margin_values(w, M) >= t, cp.norm(w, 2) <= 1])  # unit-norm margin
     run_solver(problem, solver, what=what)
     if problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):  # cannot happen for this bounded feasible program
         sizes = describe_sizes(M, (M.shape[1],))

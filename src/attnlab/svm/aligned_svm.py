@@ -19,6 +19,7 @@ from attnlab.svm._program import (
     resolve_select,
     solve_margin_program,
 )
+from attnlab.svm.norms import lp
 from attnlab.svm.result import AttentionSVMResult, svm_result
 
 __all__ = ["aligned_l1_svm"]
@@ -97,7 +98,7 @@ def aligned_l1_svm(
     )
     what = f"aligned l1 program (9) (n={data.n}, T={data.T}, d={data.d})"
     cause = "some non-selected token is at least as aligned with the query as the selected token (c_il <= 0)"
-    solution = solve_margin_program(M, (data.d,), 1.0, solver, what=what, cause=cause)
+    solution = solve_margin_program(M, (data.d,), lp(1.0), solver, what=what, cause=cause)
     W = bases["U_K"] @ np.diag(solution.x) @ bases["U_Q"].T  # spec §4: W_inf = U_K diag(beta) U_Q^T
     return svm_result(solution, W, torch.from_numpy(solution.x.copy()), pairs, data, select_t, "l1-aligned")
 

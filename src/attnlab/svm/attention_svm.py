@@ -7,21 +7,21 @@ kq-nuclear-norm §4 (W*-SVM nuclear norm, (l1-SVM) diagonal program).
 from __future__ import annotations
 
 import numpy as np
+import torch
 
-from attnlab._validation import ValidationError, check_in
+from attnlab._validation import ValidationError, check_in, check_tensor
 from attnlab.data.dataset import TokenSelectionData
+from attnlab.data.selection import Selection
 from attnlab.data.token_sets import is_token_sets
+from attnlab.models.functional import attention_logits
 from attnlab.svm._dual import solve_frobenius_dual
 from attnlab.svm._program import (
-    KKT_TOL,
-    Norm,
+    ProgramCache,
     ProgramSolution,
     attention_constraint_vectors,
     check_data,
-    check_norm,
     check_solver,
     constraint_matrices,
-    kkt_tolerance,
     max_violation,
     range_bases,
     refuse_empty_constraints,
@@ -30,33 +30,37 @@ from attnlab.svm._program import (
     solve_margin_program,
     unit_scale,
 )
-from attnlab.svm.diagonal_svm import diagonal_svm
+from attnlab.svm.diagonal_svm import diagonal_program
 from attnlab.svm.errors import SolverToleranceError
 from attnlab.svm.multi_token import SetProgramResult, set_direction_svm
+from attnlab.svm.norms import KKT_TOL, Norm, as_norm
 from attnlab.svm.result import EMPTY_CAUSE, INFEASIBLE_CAUSE, AttentionSVMResult, svm_result
 
-__all__ = ["AttentionSVMResult", "attention_svm"]
+__all__ = ["AttentionSVMResult", "attended_svm", "attention_svm", "solve_attention_svm"]
 
 
-def _primal(M: np.ndarray, shape: tuple[int, int], norm: Norm, solver: str, what: str) -> ProgramSolution:
-    """The primal program; for ``"fro"``, when the solver cannot reach its tolerance at near ties, the exact dual."""
+def _primal(
+    M: np.ndarray, shape: tuple[int, int], norm: Norm, solver: str, what: str, cache: ProgramCache | None
+) -> ProgramSolution:
+    """The primal program; for a norm with an exact dual (Frobenius), when the solver cannot reach its tolerance at
+    near ties, the exact dual."""
     try:
-        return solve_margin_program(M, shape, norm, solver, what=what, cause=INFEASIBLE_CAUSE)
+        return solve_margin_program(M, shape, norm, solver, what=what, cause=INFEASIBLE_CAUSE, cache=cache)
     except SolverToleranceError as err:
-        if norm != "fro":
+        if not norm.exact_dual:
             raise
         try:
             solution = solve_frobenius_dual(M, shape, what=what)
         except ValidationError:  # dependent constraints: the dual's reduction does not apply
             raise err from None
-        if max_violation(solution.constraint_values) > kkt_tolerance(norm) or solution.kkt_residual > KKT_TOL:
+        if max_violation(solution.constraint_values) > norm.kkt_tol or solution.kkt_residual > KKT_TOL:
             raise err from None
         return solution
 
 
 def attention_svm(
     data: TokenSelectionData,
-    norm: Norm = "fro",
+    norm: Norm | str | float = "fro",
     select: object = None,
     solver: str | None = None,
     *,
@@ -71,11 +75,11 @@ def attention_svm(
     data : TokenSelectionData
         Tokens ``X (n, T, d)``, queries ``Z (n, d_q)`` (``d_q != d``: cross-attention, ``W`` is ``(d, d_q)``;
         multi-token §8), labels, optional head ``v (d,)``.
-    norm : {"fro", "nuc", "l1-diag"} or float, default="fro"
+    norm : {"fro", "nuc", "l1-diag"}, float or Norm, default="fro"
         ``"fro"``: Frobenius (a QP on ``1/2 ||W||_F^2``); ``"nuc"``: nuclear norm (an SDP); a float ``p >= 1``:
         the entrywise ``||vec W||_p`` (``p = 1`` and ``p = float("inf")``, the limit of sign descent, are LPs);
-        ``"l1-diag"``: ``W = diag(beta)`` with
-        ``min ||beta||_1`` (an LP).
+        ``"l1-diag"``: ``W = diag(beta)`` with ``min ||beta||_1`` (an LP); a :class:`~attnlab.svm.norms.Norm` of
+        your own, or its registered name (:func:`~attnlab.svm.norms.register_norm`).
     select : array-like of int of shape (n,), or token sets, optional
         Selected token per sequence; default ``data.select``, else ``data.optimal_tokens()``. Token sets (an
         ``(n, T)`` bool mask or n lists of indices; multi-token §2) solve the set-direction program instead
@@ -129,39 +133,84 @@ def attention_svm(
     1.0
     """
     data = check_data(data)
-    norm = check_norm(norm)
+    norm = as_norm(norm)
     solver = check_solver(solver)
     check_in("method", method, ("primal", "dual"))
-    if method == "dual" and norm != "fro":
-        raise ValidationError(f'method="dual" solves only norm="fro", got norm={norm!r}; use method="primal"')
+    if method == "dual" and not norm.exact_dual:
+        raise ValidationError(f'method="dual" solves only norm="fro", got norm={norm.label!r}; use method="primal"')
     sets = select if select is not None else data.select
+    sets = sets.value if isinstance(sets, Selection) else sets  # a parsed selection: its indices or its mask
     if is_token_sets(sets):
         if method != "primal":
             raise ValidationError('token sets are solved by the primal program only; pass method="primal"')
         return set_direction_svm(data, sets, norm, solver)  # multi-token §3.1
-    if norm == "l1-diag":
-        return diagonal_svm(data, 1.0, select=select, solver=solver)
-    select_t = resolve_select(data, select)
-    pairs, diff, queries = attention_constraint_vectors(data, select_t)
+    return solve_attention_svm(data, norm, resolve_select(data, select), solver, method=method)
+
+
+def solve_attention_svm(
+    data: TokenSelectionData,
+    norm: Norm,
+    select: torch.Tensor,
+    solver: str,
+    *,
+    method: str = "primal",
+    cache: ProgramCache | None = None,
+) -> AttentionSVMResult:
+    """:func:`attention_svm` on checked inputs (one token per sequence, a :class:`Norm`, a solver name); ``cache``
+    re-solves programs of one shape through one cvxpy problem (:class:`~attnlab.svm._program.ProgramCache`)."""
+    if norm.diagonal is not None:
+        return diagonal_program(data, norm.diagonal, norm.label, select, solver, cache=cache)
+    pairs, diff, queries = attention_constraint_vectors(data, select)
     (diff, diff_scale), (queries, query_scale) = unit_scale(diff), unit_scale(queries)  # solved at unit scale
     m, d, d_q = len(pairs), data.d, data.d_q
     labels = [f"(i={i}, t={t})" for i, t in pairs]
-    what = f"attention SVM (norm={norm!r}, n={data.n}, T={data.T}, d={d}{'' if d_q == d else f', d_q={d_q}'})"
-    if norm in ("fro", "nuc"):
+    what = f"attention SVM (norm={norm.label!r}, n={data.n}, T={data.T}, d={d}{'' if d_q == d else f', d_q={d_q}'})"
+    if norm.unitarily_invariant:
         U, V = range_bases(diff, queries)  # unitarily invariant: W = U What V^T exactly (see range_bases)
         M = constraint_matrices(diff @ U, queries @ V).reshape(m, -1)  # <A_k, U What V^T> = <U^T A_k V, What>
-        refuse_empty_constraints(M, labels, EMPTY_CAUSE)
         shape = (U.shape[1], V.shape[1])
-        if method == "dual":
-            solution = solve_frobenius_dual(M, shape, what=what)
-        else:
-            solution = _primal(M, shape, norm, solver, what)
-        solution = scaled_back(solution, (diff_scale, query_scale), norm, what)  # W(a X, b Z) = W(X, Z) / (a b)
-        W = U @ solution.x @ V.T
     else:
+        U = V = None
         M = constraint_matrices(diff, queries).reshape(m, d * d_q)  # multi-token §8: W is (d, d_q)
-        refuse_empty_constraints(M, labels, EMPTY_CAUSE)
-        solution = solve_margin_program(M, (d, d_q), norm, solver, what=what, cause=INFEASIBLE_CAUSE)
-        solution = scaled_back(solution, (diff_scale, query_scale), norm, what)
-        W = solution.x
-    return svm_result(solution, W, None, pairs, data, select_t, norm)
+        shape = (d, d_q)
+    refuse_empty_constraints(M, labels, EMPTY_CAUSE)
+    if method == "dual":
+        solution = solve_frobenius_dual(M, shape, what=what)
+    else:
+        solution = _primal(M, shape, norm, solver, what, cache)
+    solution = scaled_back(solution, (diff_scale, query_scale), norm, what)  # W(a X, b Z) = W(X, Z) / (a b)
+    W = solution.x if U is None else U @ solution.x @ V.T
+    return svm_result(solution, W, None, pairs, data, select, norm.label)
+
+
+def attended_svm(
+    data: TokenSelectionData, W: object, norm: Norm | str | float = "fro", *, solver: str | None = None
+) -> AttentionSVMResult:
+    """The SVM of the selection a trained ``W`` attends to: ``select_i = argmax_t x_{i,t}^T W z_i``.
+
+    Spec: implicit-bias-ngd §2 (the attended token) and §5 (the SVM of a selection): the direction a run that
+    keeps its attended selection converges to.
+
+    Parameters
+    ----------
+    data : TokenSelectionData
+    W : array-like, shape (d, d_q)
+        The trained combined matrix.
+    norm : {"fro", "nuc", "l1-diag"} or float, default="fro"
+        As in :func:`attention_svm`.
+    solver : {"CLARABEL", "SCS"}, optional
+
+    Returns
+    -------
+    AttentionSVMResult
+        Its ``select`` is the attended selection.
+
+    Raises
+    ------
+    InfeasibleProgramError
+        When the attended selection cannot be separated (e.g. a tie with another token).
+    """
+    data = check_data(data)
+    W_t = check_tensor("W", W, "dq", {"d": data.d, "q": data.d_q})
+    select = Selection.attended(attention_logits(data.X, W_t, data.Z))  # implicit-bias-ngd §2: the attended token
+    return attention_svm(data, norm, select=select, solver=solver)

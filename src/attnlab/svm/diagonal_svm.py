@@ -10,9 +10,9 @@ import torch
 
 from attnlab.data.dataset import TokenSelectionData
 from attnlab.svm._program import (
+    ProgramCache,
     attention_constraint_vectors,
     check_data,
-    check_p,
     check_solver,
     check_square,
     refuse_empty_constraints,
@@ -21,9 +21,10 @@ from attnlab.svm._program import (
     solve_margin_program,
     unit_scale,
 )
+from attnlab.svm.norms import FRO, Norm, check_p, lp
 from attnlab.svm.result import EMPTY_CAUSE, INFEASIBLE_CAUSE, AttentionSVMResult, svm_result
 
-__all__ = ["diagonal_svm"]
+__all__ = ["diagonal_program", "diagonal_svm"]
 
 
 def diagonal_svm(
@@ -63,19 +64,50 @@ def diagonal_svm(
     restricted to diagonal ``W``.
     """
     data = check_data(data)
-    check_square(data, "diagonal SVM")
     p = check_p(p)
     solver = check_solver(solver)
-    select_t = resolve_select(data, select)
-    pairs, diff, queries = attention_constraint_vectors(data, select_t)
+    name = "l1-diag" if p == 1.0 else f"l{p:g}-diag"
+    return diagonal_program(data, FRO if p == 2.0 else lp(p), name, resolve_select(data, select), solver)
+
+
+def diagonal_program(
+    data: TokenSelectionData,
+    norm: Norm,
+    label: str,
+    select: torch.Tensor,
+    solver: str,
+    *,
+    cache: ProgramCache | None = None,
+) -> AttentionSVMResult:
+    """:func:`diagonal_svm` for the norm ``norm`` of ``beta`` on checked inputs; the result's ``norm`` is ``label``.
+
+    Spec: kq-nuclear-norm §4 ((W*diag-SVM) = (l1-SVM) for the l1 norm of ``beta``).
+
+    Parameters
+    ----------
+    data : TokenSelectionData
+    norm : Norm
+        The norm of ``beta`` (``FRO`` solves the l2 program as the QP on ``1/2 ||beta||^2``).
+    label : str
+        The program's name in the result (``"l1-diag"``).
+    select : torch.Tensor, shape (n,), int64
+        The selected token of each sequence.
+    solver : str
+    cache : ProgramCache, optional
+        Re-solve programs of one shape through one cvxpy problem.
+
+    Returns
+    -------
+    AttentionSVMResult
+    """
+    check_square(data, "diagonal SVM")
+    pairs, diff, queries = attention_constraint_vectors(data, select)
     (diff, diff_scale), (queries, query_scale) = unit_scale(diff), unit_scale(queries)  # solved at unit scale
     M = diff * queries  # spec kq-nuclear-norm §1: B_il = z_i * (x_opt - x_il), the diagonal of A_il
     labels = [f"(i={i}, t={t})" for i, t in pairs]
     refuse_empty_constraints(M, labels, EMPTY_CAUSE + " in the diagonal (z_i * (x_sel - x_t) = 0)")
-    name = "l1-diag" if p == 1.0 else f"l{p:g}-diag"
-    what = f"diagonal attention SVM ({name}, n={data.n}, T={data.T}, d={data.d})"
-    objective = "fro" if p == 2.0 else p  # the QP form of the l2 program
-    solution = solve_margin_program(M, (data.d,), objective, solver, what=what, cause=INFEASIBLE_CAUSE)
-    solution = scaled_back(solution, (diff_scale, query_scale), objective, what)  # beta(a X, b Z) = beta / (a b)
+    what = f"diagonal attention SVM ({label}, n={data.n}, T={data.T}, d={data.d})"
+    solution = solve_margin_program(M, (data.d,), norm, solver, what=what, cause=INFEASIBLE_CAUSE, cache=cache)
+    solution = scaled_back(solution, (diff_scale, query_scale), norm, what)  # beta(a X, b Z) = beta / (a b)
     W = np.diag(solution.x)  # spec kq-nuclear-norm §4: (W*diag-SVM) = (l1-SVM), W = diag(beta)
-    return svm_result(solution, W, torch.from_numpy(solution.x.copy()), pairs, data, select_t, name)
+    return svm_result(solution, W, torch.from_numpy(solution.x.copy()), pairs, data, select, label)

@@ -7,7 +7,13 @@ from __future__ import annotations
 
 from attnlab._validation import ValidationError
 
-__all__ = ["InfeasibleProgramError", "SolverAccuracyWarning", "SolverToleranceError", "TieWarning"]
+__all__ = [
+    "InfeasibleProgramError",
+    "SolverAccuracyWarning",
+    "SolverToleranceError",
+    "TieWarning",
+    "WholeSequenceWarning",
+]
 
 
 class InfeasibleProgramError(ValidationError):
@@ -31,3 +37,11 @@ class SolverAccuracyWarning(UserWarning):
 
 class TieWarning(UserWarning):
     """The optimal token of some sequences is not unique (equal scores), so the selection took the lowest index."""
+
+
+class WholeSequenceWarning(UserWarning):
+    """Some token sets are their whole sequence: those sequences contribute equal logits only (no margin).
+
+    The source's multi-token program keeps such sequences (multi-token §2); the message names them, so a caller can
+    drop them (a different program, with another direction) or accept them.
+    """

@@ -14,13 +14,13 @@ from attnlab.data.dataset import TokenSelectionData
 from attnlab.svm._program import (
     active,
     check_data,
-    check_p,
     check_solver,
     max_violation,
     refuse_empty_constraints,
     resolve_select,
     solve_margin_program,
 )
+from attnlab.svm.norms import FRO, check_p, lp
 
 __all__ = ["HeadSVMResult", "head_svm"]
 
@@ -113,7 +113,7 @@ def head_svm(
     refuse_empty_constraints(M, [f"(i={i})" for i in range(data.n)], "the selected token of that sequence is zero")
     what = f"head SVM (p={p}, n={data.n}, d={data.d})"
     cause = "the selected tokens are not linearly separable by their labels (e.g. one token selected with both labels)"
-    solution = solve_margin_program(M, (data.d,), "fro" if p == 2.0 else p, solver, what=what, cause=cause)
+    solution = solve_margin_program(M, (data.d,), FRO if p == 2.0 else lp(p), solver, what=what, cause=cause)
     return HeadSVMResult(
         v=torch.from_numpy(solution.x.copy()),
         status=solution.status,

@@ -24,9 +24,10 @@ import torch
 from attnlab._validation import ValidationError, check_tensor
 from attnlab.data.dataset import TokenSelectionData
 from attnlab.models.sum_of_heads import SummedHeads, side_by_side
-from attnlab.svm._program import Norm, check_data, check_norm, check_solver
+from attnlab.svm._program import check_data, check_solver
 from attnlab.svm.attention_svm import attention_svm
 from attnlab.svm.errors import InfeasibleProgramError
+from attnlab.svm.norms import Norm, as_norm
 from attnlab.svm.result import AttentionSVMResult
 
 __all__ = ["JointSVMResult", "joint_attention_svm"]
@@ -65,7 +66,7 @@ class JointSVMResult:
     kkt_residual: float
     max_violation: float
     status: str
-    norm: Norm
+    norm: str | float
 
     @property
     def side_by_side(self) -> torch.Tensor:
@@ -98,7 +99,7 @@ def joint_attention_svm(
     data: TokenSelectionData,
     values: Any = None,
     select: Any = None,
-    norm: Norm = "fro",
+    norm: Norm | str | float = "fro",
     solver: str | None = None,
 ) -> JointSVMResult:
     """Solve the joint max-margin program of a sum of heads: ``min sum_h ||W_h||`` with every head's selected
@@ -144,8 +145,8 @@ def joint_attention_svm(
     ((2, 2, 2), 1.0)
     """
     data = check_data(data)
-    norm = check_norm(norm)
-    if norm == "l1-diag":
+    norm = as_norm(norm)
+    if norm.diagonal is not None:
         raise ValidationError('norm="l1-diag" is a single-head program; pass "fro", "nuc" or a float p >= 1')
     solver = check_solver(solver)
     if values is not None and not isinstance(values, SummedHeads):
@@ -167,5 +168,5 @@ def joint_attention_svm(
         kkt_residual=max(r.kkt_residual for r in heads),
         max_violation=max(r.max_violation for r in heads),
         status=statuses[0] if statuses else "optimal",
-        norm=norm,
+        norm=norm.label,
     )

@@ -16,40 +16,42 @@ Both programs are ``min ||x|| s.t. M vec(x) >= 1, E vec(x) = b``: one solve rout
 queries (exact for the Frobenius and nuclear norms), certified by its own KKT residual. Within a set only the
 differences to its first token are constrained: the other pairs are their differences, so the feasible set is the
 same as with all pairs and the equality rows stay independent.
+
+A set may be its whole sequence (the source's notebook keeps such runs): that sequence has no token outside its set,
+so it contributes equalities only. The programs warn with :class:`~attnlab.svm.errors.WholeSequenceWarning`, naming
+those sequences, and the direction program is refused only when no sequence has a margin constraint.
 """
 
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import cvxpy as cp
 import numpy as np
 import torch
 
-from attnlab._validation import check_in, check_tensor
+from attnlab._validation import ValidationError, check_tensor
 from attnlab.data.dataset import TokenSelectionData
-from attnlab.data.token_sets import HIGH, LOW, as_token_sets, sets_from_probabilities
-from attnlab.models.functional import attention_logits
+from attnlab.data.token_sets import HIGH, LOW, as_token_sets, refuse_no_margin, sets_from_probabilities, whole_sequences
+from attnlab.models.functional import attention_logits, attention_probabilities
 from attnlab.svm._program import (
+    Equalities,
+    ProgramSolution,
     check_data,
     check_solver,
-    kkt_tolerance,
-    margin_constraints,
-    margins,
-    norm_objective,
-    norm_value,
+    constraint_matrices,
     range_bases,
     refuse_empty_constraints,
-    run_solver,
-    stationarity_residual,
+    scaled_back,
+    solve_margin_program,
     unit_scale,
 )
-from attnlab.svm.errors import InfeasibleProgramError, SolverAccuracyWarning
+from attnlab.svm.errors import InfeasibleProgramError, WholeSequenceWarning
+from attnlab.svm.norms import Norm, as_norm
 
 __all__ = ["EquivalenceResult", "SetProgramResult", "finite_part", "set_direction_svm", "svm_equivalence"]
 
-NORMS = ("fro", "nuc")
 _TIE_CAUSE = "a token of the set equals a token outside it (a tie), or the query z_i is zero"
 _INFEASIBLE_CAUSE = (
     "the sets are not separable with equal logits inside each set: the constraints contradict each other (e.g. two "
@@ -145,24 +147,19 @@ def _set_rows(
     return pairs_a, diff, Z[pairs_a[:, 0]], eq_a, eq_diff, Z[eq_a[:, 0]]
 
 
-def _rows(diff: np.ndarray, queries: np.ndarray, U: np.ndarray, V: np.ndarray) -> np.ndarray:
-    """Flattened ``U^T (diff_k queries_k^T) V``, shape (m, r1 r2): ``<A_k, U What V^T> = row_k . vec(What)``."""
-    return ((diff @ U)[:, :, None] * (queries @ V)[:, None, :]).reshape(len(diff), U.shape[1] * V.shape[1])
-
-
 def _solve(
     diff: np.ndarray,
     queries: np.ndarray,
     eq_diff: np.ndarray,
     eq_queries: np.ndarray,
     target: np.ndarray,
-    norm: str,
+    norm: Norm,
     solver: str,
     *,
     what: str,
     labels: list[str],
-) -> tuple[np.ndarray, str, np.ndarray, np.ndarray, float]:
-    """``min ||W|| s.t. <A_k, W> >= 1, <E_j, W> = target_j``; returns ``W, status, lambda, nu, kkt``.
+) -> ProgramSolution:
+    """``min ||W|| s.t. <A_k, W> >= 1, <E_j, W> = target_j`` by the programs' one solver, ``x`` the ``(d, d_q)`` ``W``.
 
     Solved at unit scale on the spans of the differences and the queries (both exact for unitarily invariant norms;
     :func:`~attnlab.svm._program.range_bases`), then scaled back: ``W(a X, b Z) = W(X, Z) / (a b)``.
@@ -170,90 +167,76 @@ def _solve(
     d, d_q = diff.shape[1], queries.shape[1]  # multi-token §8: W is (d, d_q)
     all_diff, all_queries = np.concatenate([diff, eq_diff]), np.concatenate([queries, eq_queries])
     if len(all_diff) == 0:  # no constraint at all (singleton sets in the finite part): the minimiser is 0
-        return np.zeros((d, d_q)), cp.OPTIMAL, np.zeros(0), np.zeros(0), 0.0
+        zero = np.zeros(0)
+        return ProgramSolution(np.zeros((d, d_q)), zero, zero, cp.OPTIMAL, solver, 0.0, 0.0)
     (unit_diff, a), (unit_queries, b) = unit_scale(all_diff), unit_scale(all_queries)
     U, V = range_bases(unit_diff, unit_queries)
-    m = len(diff)
-    M = _rows(unit_diff[:m], unit_queries[:m], U, V)
-    E = _rows(unit_diff[m:], unit_queries[m:], U, V)
-    refuse_empty_constraints(M, labels, _TIE_CAUSE) if m else None
-    x = cp.Variable((U.shape[1], V.shape[1]))
-    constraints = (margin_constraints(x, M) if m else []) + ([margins(x, E) == target] if len(E) else [])
-    problem = cp.Problem(norm_objective(x, norm), constraints)
-    status = run_solver(problem, solver, what=what)
-    if status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):  # values are None here: never read them
-        raise InfeasibleProgramError(
-            f"{what} is {status} ({m} margins and {len(E)} equalities on a ({d}, {d_q}) matrix, solver {solver}); "
-            f"likely cause: {_INFEASIBLE_CAUSE}"
-        )
-    value = np.asarray(x.value, dtype=np.float64)
-    lam = np.asarray(constraints[0].dual_value, dtype=np.float64).reshape(-1) if m else np.zeros(0)
-    nu = np.asarray(constraints[-1].dual_value, dtype=np.float64).reshape(-1) if len(E) else np.zeros(0)
-    # multi-token §4: stationarity sum lambda A - sum nu E in d||W|| (cvxpy's Lagrangian adds nu^T (E x - b))
-    g = (M.T @ lam if m else 0.0) - (E.T @ nu if len(E) else 0.0)
-    stationarity = stationarity_residual(value, np.reshape(g, value.shape), norm) if value.any() else 0.0
-    slack = M @ value.reshape(-1) - 1.0 if m else np.zeros(0)
-    top = max(float(lam.max(initial=0.0)), 1e-300)
-    complementarity = float(np.max(np.abs(lam * slack), initial=0.0)) / top
-    dual_infeasibility = float(np.max(-lam, initial=0.0)) / top
-    kkt = max(stationarity, complementarity, dual_infeasibility)
-    e = 2.0 if norm == "fro" else 1.0  # multipliers scale by (a b)^-e (see _program.scaled_back)
-    W = U @ value @ V.T / a / b  # the larger scale first never overflows at the papers' sizes
-    return W, status, np.maximum(lam, 0.0) / (a * b) ** e, nu / (a * b) ** e, kkt
+    m, r = len(diff), U.shape[1] * V.shape[1]
+    M = constraint_matrices(unit_diff[:m] @ U, unit_queries[:m] @ V).reshape(m, r)  # <A_k, U What V^T>
+    E = constraint_matrices(unit_diff[m:] @ U, unit_queries[m:] @ V).reshape(-1, r)  # multi-token §3: equal logits
+    if m:
+        refuse_empty_constraints(M, labels, _TIE_CAUSE)
+    equalities = Equalities(E, target) if len(E) else None
+    shape = (U.shape[1], V.shape[1])
+    solution = solve_margin_program(M, shape, norm, solver, what=what, cause=_INFEASIBLE_CAUSE, equalities=equalities)
+    W = U @ solution.x @ V.T / a / b  # back on the data's scale; the larger scale first never overflows here
+    return replace(scaled_back(solution, (a, b), norm, what), x=W)
 
 
 def _result(
-    W: np.ndarray,
-    status: str,
-    lam: np.ndarray,
-    nu: np.ndarray,
-    kkt: float,
+    solution: ProgramSolution,
     rows: tuple[np.ndarray, ...],
     target: np.ndarray,
-    norm: str,
-    solver: str,
+    norm: Norm,
     sets: torch.Tensor,
     *,
-    what: str,
     with_margins: bool,
 ) -> SetProgramResult:
     pairs, diff, queries, equalities, eq_diff, eq_queries = rows
+    W = solution.x
     values = np.einsum("kd,de,ke->k", diff, W, queries) if with_margins else np.zeros(0)
     eq_values = np.einsum("kd,de,ke->k", eq_diff, W, eq_queries)
     violation = max(float(np.max(1.0 - values, initial=0.0)), float(np.max(np.abs(eq_values - target), initial=0.0)))
-    tol = kkt_tolerance(norm)
-    if kkt > tol or violation > tol:
-        warnings.warn(
-            f"{what}: solver {solver} returned status {status} with KKT residual {kkt:.2e} and constraint "
-            f"violation {violation:.2e} (tolerance {tol:.0e}); treat the solution as approximate or try the other "
-            "solver",
-            SolverAccuracyWarning,
-            stacklevel=3,
-        )
     return SetProgramResult(
         W=torch.from_numpy(np.ascontiguousarray(W)),
-        status=status,
+        status=solution.status,
         margin=float(values.min()) if values.size else float("inf"),
-        norm_value=norm_value(W, norm),
+        norm_value=norm.value(W),
         pairs=torch.from_numpy(pairs if with_margins else pairs[:0]),
-        duals=torch.from_numpy(lam),
+        duals=torch.from_numpy(solution.duals),
         equalities=torch.from_numpy(equalities),
-        equality_duals=torch.from_numpy(nu),
-        kkt_residual=kkt,
+        equality_duals=torch.from_numpy(solution.equality_duals),
+        kkt_residual=solution.kkt_residual,
         max_violation=violation,
-        solver=solver,
-        norm=norm,
+        solver=solution.solver,
+        norm=norm.label,
         sets=sets.clone(),
     )
 
 
 def _inputs(
     data: object, sets: object, norm: object, solver: object
-) -> tuple[TokenSelectionData, torch.Tensor, str, str]:
+) -> tuple[TokenSelectionData, torch.Tensor, Norm, str]:
     data = check_data(data)
-    check_in("norm", norm, NORMS)
+    norm = as_norm(norm)
+    if not norm.unitarily_invariant:  # solved on the spans of the differences and queries (exact only then)
+        raise ValidationError(f'norm == {norm.label!r}, must be "fro" or "nuc" (a unitarily invariant norm)')
     mask = as_token_sets(sets, data.n, data.T)
-    return data, mask, str(norm), check_solver(solver)
+    return data, mask, norm, check_solver(solver)
+
+
+def _warn_whole(mask: torch.Tensor, what: str, stacklevel: int = 3) -> None:
+    """Warn, naming them, about the sequences whose set is the whole sequence (multi-token §2)."""
+    whole = whole_sequences(mask)
+    if whole:
+        shown = ", ".join(map(str, whole[:8])) + (f" and {len(whole) - 8} more" if len(whole) > 8 else "")
+        warnings.warn(
+            f"{what}: the token sets of sequences [{shown}] hold the whole sequence (all {mask.shape[1]} tokens); "
+            "they contribute equal logits only (no margin), as in the source's program. Dropping those sequences "
+            "is a different program with another direction",
+            WholeSequenceWarning,
+            stacklevel=stacklevel,
+        )
 
 
 def set_direction_svm(
@@ -282,7 +265,14 @@ def set_direction_svm(
         When no ``W`` separates the sets with equal logits inside them, or a token of a set equals one outside it
         (the constraint reads ``0 >= 1``; the message names the sequence and tokens).
     ValidationError
-        On a bad ``norm``, ``solver`` or ``sets`` (an empty set, a set equal to its whole sequence).
+        On a bad ``norm``, ``solver`` or ``sets`` (an empty set), or when every set is its whole sequence (no
+        margin constraint is left).
+
+    Warns
+    -----
+    WholeSequenceWarning
+        When some sets are their whole sequence: those sequences contribute equalities only (the message names
+        them).
 
     Notes
     -----
@@ -296,13 +286,20 @@ def set_direction_svm(
     1.0
     """
     data, mask, norm, solver = _inputs(data, sets, norm, solver)
+    refuse_no_margin(mask, "set-direction SVM")  # multi-token §3.1: whole-sequence sets add equalities only
+    _warn_whole(mask, "set-direction SVM")
+    return _direction(data, mask, norm, solver)
+
+
+def _direction(data: TokenSelectionData, mask: torch.Tensor, norm: Norm, solver: str) -> SetProgramResult:
+    """:func:`set_direction_svm` on validated inputs with a margin constraint somewhere (no warning)."""
+    what = f"set-direction SVM (norm={norm.label!r}, n={data.n}, T={data.T}, d={data.d})"
     rows = _set_rows(data, mask)
     pairs = rows[0]
-    what = f"set-direction SVM (norm={norm!r}, n={data.n}, T={data.T}, d={data.d})"
     labels = [f"(sequence i={i}: tau={tau} in the set, t={t} outside)" for i, tau, t in pairs]
     target = np.zeros(len(rows[3]))
-    W, status, lam, nu, kkt = _solve(rows[1], rows[2], rows[4], rows[5], target, norm, solver, what=what, labels=labels)
-    return _result(W, status, lam, nu, kkt, rows, target, norm, solver, mask, what=what, with_margins=True)
+    solution = _solve(rows[1], rows[2], rows[4], rows[5], target, norm, solver, what=what, labels=labels)
+    return _result(solution, rows, target, norm, mask, with_margins=True)
 
 
 def finite_part(
@@ -334,9 +331,23 @@ def finite_part(
     ------
     InfeasibleProgramError
         When no matrix reproduces the log-ratios (possible only for log-probabilities not made by one ``W``).
+
+    Warns
+    -----
+    WholeSequenceWarning
+        When some sets are their whole sequence (the message names them): every logit gap there is fixed.
     """
     data, mask, norm, solver = _inputs(data, sets, norm, solver)
-    log_s = check_tensor("log_probabilities", log_probabilities, "nT", {"n": data.n, "T": data.T}).numpy()
+    log_s = check_tensor("log_probabilities", log_probabilities, "nT", {"n": data.n, "T": data.T})
+    _warn_whole(mask, "finite part")
+    return _finite(data, mask, log_s, norm, solver)
+
+
+def _finite(
+    data: TokenSelectionData, mask: torch.Tensor, log_s: torch.Tensor, norm: Norm, solver: str
+) -> SetProgramResult:
+    """:func:`finite_part` on validated inputs (no warning)."""
+    log_s = log_s.numpy()
     rows = _set_rows(data, mask)
     equalities = rows[3]
     target = log_s[equalities[:, 0], equalities[:, 2]] - log_s[equalities[:, 0], equalities[:, 1]]  # log(s'/s)
@@ -349,11 +360,9 @@ def finite_part(
         )
     keep = ~zero  # equal tokens inside a set: 0 = 0, no constraint
     rows = (rows[0][:0], rows[1][:0], rows[2][:0], equalities[keep], rows[4][keep], rows[5][keep])
-    what = f"finite part (norm={norm!r}, n={data.n}, T={data.T}, d={data.d})"
-    W, status, lam, nu, kkt = _solve(
-        rows[1], rows[2], rows[4], rows[5], target[keep], norm, solver, what=what, labels=[]
-    )
-    return _result(W, status, lam, nu, kkt, rows, target[keep], norm, solver, mask, what=what, with_margins=False)
+    what = f"finite part (norm={norm.label!r}, n={data.n}, T={data.T}, d={data.d})"
+    solution = _solve(rows[1], rows[2], rows[4], rows[5], target[keep], norm, solver, what=what, labels=[])
+    return _result(solution, rows, target[keep], norm, mask, with_margins=False)
 
 
 def svm_equivalence(
@@ -386,6 +395,19 @@ def svm_equivalence(
     -------
     EquivalenceResult
 
+    Raises
+    ------
+    ValidationError
+        On a bad ``W``, ``norm`` or ``sets``; when ``sets`` is not given, on a softmax with a weight between the
+        thresholds or one saturated nowhere (:func:`sets_from_probabilities`).
+    InfeasibleProgramError
+        When the direction program or the finite part has no solution.
+
+    Warns
+    -----
+    WholeSequenceWarning
+        When some sets are their whole sequence (once, naming them): those sequences contribute equalities only.
+
     Notes
     -----
     ``R = <W - W_fin, W_dir> / ||W_dir||_F^2`` (least squares in closed form; the source fits it with cvxpy).
@@ -396,9 +418,12 @@ def svm_equivalence(
     W_t = check_tensor("W", W, "dq", {"d": data.d, "q": data.d_q})
     logits = attention_logits(data.X, W_t, data.Z)  # (n, T): log s up to a per-sequence constant
     if sets is None:
-        sets = sets_from_probabilities(torch.softmax(logits, dim=-1), low, high)
-    direction = set_direction_svm(data, sets, norm, solver)
-    finite = finite_part(data, direction.sets, logits, norm, solver)
+        sets = sets_from_probabilities(attention_probabilities(data.X, W_t, data.Z), low, high)
+    data, mask, norm, solver = _inputs(data, sets, norm, solver)
+    refuse_no_margin(mask, "SVM-equivalence")  # multi-token §3.1: the direction needs a margin somewhere
+    _warn_whole(mask, "SVM-equivalence")
+    direction = _direction(data, mask, norm, solver)
+    finite = _finite(data, mask, logits, norm, solver)
     W_dir, W_fin = direction.W, finite.W
     R = float(((W_t - W_fin) * W_dir).sum() / (W_dir * W_dir).sum())  # multi-token §3.3: least-squares R
     return EquivalenceResult(W_fin + R * W_dir, R, direction, finite, direction.sets)

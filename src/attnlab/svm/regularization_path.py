@@ -3,7 +3,7 @@
 Spec: mirror-descent-lp §8.1 (``W_R = argmin_{||W||_p <= R} L(W)``; ``W_R / R`` turns toward the l_p-AttSVM of the
 optimal tokens as ``R`` grows), §2 (the logistic risk), §3 (``grad psi``, the ball's normal).
 
-The risk is minimised through :func:`log_excess_risk`, ``log(L(W) - L_sel)``, which has the minimiser of ``L``
+The risk is minimised through :func:`log_excess_risk_and_gradient`, ``log(L(W) - L_sel)``, which has the minimiser of ``L``
 and stays resolved at the large radii of the path, where ``L - L_sel`` is below float64's resolution of ``L``.
 A second solver, independent of this one, is :func:`attnlab.training.projected.projected_mirror_descent`.
 """
@@ -14,48 +14,51 @@ import numpy as np
 import torch
 from scipy.optimize import minimize
 
+from attnlab._deprecation import moved_names
 from attnlab._numerics import mirror_map
-from attnlab._validation import check_scalar, check_select, check_tensor, check_token_data
+from attnlab._validation import ValidationError, check_scalar, check_select, check_tensor, check_token_data
 from attnlab.data import TokenSelectionData
-from attnlab.models.functional import attention_logits, token_scores
+from attnlab.models.excess_risk import log_excess_risk as models_log_excess_risk
 
-__all__ = ["constrained_erm", "constrained_stationarity", "log_excess_risk"]
+__all__ = ["constrained_erm", "constrained_stationarity", "log_excess_risk_and_gradient"]
 
 FTOL = 1e-12  # SLSQP's stopping tolerance on log(L - L_sel)
 
 
 def _checked(data: object, W: object, select: object, p: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """The public functions' arguments: a data set with a head, ``W`` (d, d) finite, ``select`` (n,), ``p > 1``."""
+    """The public functions' arguments: a data set with a head, ``W`` (d, d) finite, ``select`` (n,) the optimal
+    tokens, ``p > 1``."""
     check_token_data("data", data)
     n, T, d = data.X.shape
     W = check_tensor("W", W, "ij", {"i": d, "j": d})
     if p is not None:
         check_scalar("p", p, low=1.0, low_inclusive=False)
-    return W, check_select("select", select, n, T)
+    select = check_select("select", select, n, T)
+    gamma = data.token_scores()  # (n, T); needs the head
+    if bool((gamma.gather(-1, select[:, None])[:, 0] < gamma.amax(dim=-1)).any()):
+        raise ValidationError(
+            "select must be the optimal tokens argmax_t y_i v^T x_it (L_sel is then the risk's infimum); pass "
+            "data.optimal_tokens()"
+        )
+    return W, select
 
 
-def _log_excess_risk(data: TokenSelectionData, W: torch.Tensor, select: torch.Tensor) -> tuple[float, torch.Tensor]:
-    gamma = token_scores(data.X, data.y, data.v)  # (n, T)
-    top = gamma.gather(-1, select[:, None])  # (n, 1): gamma_{i, sel_i}
-    gap = top - gamma  # >= 0 for the optimal tokens
-    s = torch.softmax(attention_logits(data.X, W, data.Z).contiguous(), dim=-1)  # contiguous: a fast kernel
-    delta = (s * gap).sum(dim=-1)  # md §8.1: the margin lost to the other tokens, a sum of non-negative terms
-    weight = torch.sigmoid(-top[:, 0])
-    per_sample = torch.log1p(weight * torch.expm1(delta))  # md §2: l(gamma - delta) - l(gamma), logistic l
-    excess = per_sample.mean()
-    slope = weight * torch.exp(delta) / (1.0 + weight * torch.expm1(delta))  # d per_sample / d delta
-    dlogits = slope[:, None] * s * (gap - delta[:, None]) / (len(delta) * excess)  # d log(excess) / d logits
-    grad = torch.einsum("nt,ntd,ne->de", dlogits, data.X, data.Z)  # logits_it = x_it^T W z_i
-    return float(torch.log(excess)), grad
+def _value_and_gradient(data: TokenSelectionData, W: torch.Tensor) -> tuple[float, torch.Tensor]:
+    """``log(L(W) - L_*)`` of the logistic risk (:func:`attnlab.models.log_excess_risk`) and its gradient by autograd."""
+    W = W.detach().to(torch.float64).requires_grad_()
+    value = models_log_excess_risk(data.X, data.Z, data.y, data.v, W, "logistic")  # md §2, §8.1: log(L - L_sel)
+    (grad,) = torch.autograd.grad(value, W)
+    return float(value.detach()), grad
 
 
-def log_excess_risk(data: TokenSelectionData, W: torch.Tensor, select: torch.Tensor) -> tuple[float, torch.Tensor]:
+def log_excess_risk_and_gradient(
+    data: TokenSelectionData, W: torch.Tensor, select: torch.Tensor
+) -> tuple[float, torch.Tensor]:
     """``log(L(W) - L_sel)`` of the logistic risk and its gradient in ``W``, without cancellation.
 
-    Spec: mirror-descent-lp §2, §8.1. ``L_sel = (1/n) sum_i l(gamma_{i,sel_i})`` is the risk's infimum when ``select``
-    picks the optimal tokens; with ``delta_i = sum_t s_it (gamma_{i,sel_i} - gamma_it) >= 0`` (``s`` the softmax),
-    ``l(gamma_sel - delta) - l(gamma_sel) = log1p(sigmoid(-gamma_sel) expm1(delta))``, a sum of non-negative terms
-    that keeps its relative precision when the softmax saturates.
+    Spec: mirror-descent-lp §2, §8.1. ``L_sel = (1/n) sum_i l(gamma_{i,sel_i})`` is the risk's infimum for the
+    optimal tokens ``select``; the value is :func:`attnlab.models.log_excess_risk` (from the margins, in the log
+    domain, keeping its relative precision when the softmax saturates) and the gradient its autograd gradient.
 
     Parameters
     ----------
@@ -64,7 +67,7 @@ def log_excess_risk(data: TokenSelectionData, W: torch.Tensor, select: torch.Ten
     W : torch.Tensor, shape (d, d)
         Key-query weights (converted to float64).
     select : torch.Tensor of int, shape (n,)
-        The optimal tokens ``argmax_t gamma_it`` (every ``delta_i`` is then >= 0).
+        The optimal tokens ``argmax_t gamma_it`` (others are refused).
 
     Returns
     -------
@@ -74,7 +77,7 @@ def log_excess_risk(data: TokenSelectionData, W: torch.Tensor, select: torch.Ten
         Its gradient in ``W``.
     """
     W, select = _checked(data, W, select)
-    return _log_excess_risk(data, W, select)
+    return _value_and_gradient(data, W)
 
 
 def constrained_erm(
@@ -83,7 +86,7 @@ def constrained_erm(
     """``W_R = argmin_{||W||_p <= R} L(W)``, the l_p regularisation path at radius ``R``, by SLSQP from ``W0``.
 
     Spec: mirror-descent-lp §8.1 (the constrained ERM). Solved in ``U = W / R`` (unit ball, O(1) variables) on
-    :func:`log_excess_risk`. SLSQP's own status is not used: near the optimum it often ends on "positive directional
+    :func:`log_excess_risk_and_gradient`. SLSQP's own status is not used: near the optimum it often ends on "positive directional
     derivative in the line search" (the objective's rounding); :func:`constrained_stationarity` certifies the point.
 
     Parameters
@@ -97,7 +100,7 @@ def constrained_erm(
     W0 : torch.Tensor, shape (d, d)
         Start, best inside the ball (a path's previous solution stretched to the new radius).
     select : torch.Tensor of int, shape (n,)
-        The optimal tokens ``argmax_t gamma_it`` (see :func:`log_excess_risk`).
+        The optimal tokens ``argmax_t gamma_it`` (see :func:`log_excess_risk_and_gradient`).
 
     Returns
     -------
@@ -109,7 +112,7 @@ def constrained_erm(
     shape = W0.shape
 
     def objective(u: np.ndarray) -> tuple[float, np.ndarray]:
-        value, grad = _log_excess_risk(data, R * torch.from_numpy(u).reshape(shape), select)
+        value, grad = _value_and_gradient(data, R * torch.from_numpy(u).reshape(shape))
         return value, R * grad.reshape(-1).numpy()
 
     ball = {
@@ -147,6 +150,10 @@ def constrained_stationarity(data: TokenSelectionData, p: float, W: torch.Tensor
         In ``[0, 2]``; 0 at a minimiser on the sphere.
     """
     W, select = _checked(data, W, select, p)
-    _, grad = _log_excess_risk(data, W, select)
+    _, grad = _value_and_gradient(data, W)
     normal = mirror_map(W, p)
     return float(1.0 - (-grad * normal).sum() / (grad.norm() * normal.norm()))
+
+
+# the former name of log_excess_risk_and_gradient (attnlab.models.log_excess_risk is the formula's one definition)
+__getattr__ = moved_names(__name__, {"log_excess_risk": f"{__name__}.log_excess_risk_and_gradient"})

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from attnlab.data.dataset import TokenSelectionData
-from attnlab.svm._program import Norm, ProgramSolution, active, max_violation
+from attnlab.svm._program import ProgramSolution, active, max_violation
 
 __all__ = ["AttentionSVMResult"]
 
@@ -70,7 +70,7 @@ class AttentionSVMResult:
     kkt_residual: float
     solver: str
     max_violation: float
-    norm: Norm
+    norm: str | float
     select: torch.Tensor
     beta: torch.Tensor | None = None
 
@@ -82,7 +82,7 @@ def svm_result(
     pairs: np.ndarray,
     data: TokenSelectionData,
     select: torch.Tensor,
-    norm: Norm,
+    norm: str | float,
 ) -> AttentionSVMResult:
     """Wrap a raw solution: duals onto the (n, T) grid, support pairs, margin and violation."""
     duals = torch.zeros(data.n, data.T, dtype=torch.float64)

@@ -19,7 +19,7 @@ from attnlab.data.assumptions import AssumptionReport
 from attnlab.data.dataset import TokenSelectionData
 from attnlab.svm._program import (
     SEPARABLE_TOL,
-    Norm,
+    ProgramCache,
     attention_constraint_vectors,
     check_data,
     check_solver,
@@ -29,8 +29,9 @@ from attnlab.svm._program import (
     resolve_select,
     unit_scale,
 )
-from attnlab.svm.attention_svm import attention_svm
+from attnlab.svm.attention_svm import attention_svm, solve_attention_svm
 from attnlab.svm.errors import InfeasibleProgramError, TieWarning
+from attnlab.svm.norms import Norm, as_norm
 from attnlab.svm.result import AttentionSVMResult
 
 __all__ = [
@@ -110,7 +111,11 @@ def is_locally_optimal(
         When the selection's SVM is infeasible (Definition 3 needs ``W_alpha``).
     """
     scores = check_data(data).token_scores()  # (n, T); needs the head
-    svm = attention_svm(data, p, select=select, solver=solver)
+    return local_optimality(scores, attention_svm(data, p, select=select, solver=solver), p)
+
+
+def local_optimality(scores: torch.Tensor, svm: AttentionSVMResult, p: object) -> SelectionReport:
+    """:func:`is_locally_optimal` of a selection whose SVM ``svm`` is solved already (token scores ``(n, T)``)."""
     gaps = {(i, t): float(scores[i, svm.select[i]] - scores[i, t]) for i, t in svm.support}  # spec §5 Def. 3
     worst = min(gaps, key=gaps.get)
     bad = [pair for pair, gap in gaps.items() if gap <= 0]
@@ -195,13 +200,16 @@ def locally_optimal_selections(
     max_candidates = check_scalar("max_candidates", max_candidates, kind=int, low=1)
     solver = check_solver(solver)
     scores = check_data(data).token_scores()  # (n, T)
+    norm = as_norm(p)
     extra = [resolve_select(data, select).tolist() for select in include]
-    found = []
+    found, cache = [], ProgramCache()  # the candidates' programs share one shape: solved through one problem
     for candidate in _unique(extra + _candidates(scores, max_candidates)):
+        select = resolve_select(data, candidate)
         try:
-            report = is_locally_optimal(data, candidate, p, solver)
+            svm = solve_attention_svm(data, norm, select, solver, cache=cache)
         except InfeasibleProgramError:
             continue  # spec §5: Definition 3 applies only where the selection's SVM is feasible
+        report = local_optimality(scores, svm, norm.label)
         if report.holds:
             found.append(report)
     total = [float(scores[torch.arange(data.n), r.select].sum()) for r in found]

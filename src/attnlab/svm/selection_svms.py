@@ -4,7 +4,9 @@ Spec: mirror-descent-lp §5 (l_p-AttSVM of a selection, Definition 3), implicit-
 
 A batched run trains one head per data set (:func:`attnlab.data.stack` puts them on the runs axis); its final
 selection is known only after training, and several measurements ask for the same program again (the SVM of
-every q's norm, the local optimality of the selection, which solves the same SVM).
+every q's norm, the local optimality of the selection, which solves the same SVM). The programs of one shape (one
+norm, the data sets' ``n, T, d``) are one cvxpy problem whose constraint data are Parameters, canonicalised once
+(:class:`~attnlab.svm._program.ProgramCache`).
 """
 
 from __future__ import annotations
@@ -13,18 +15,22 @@ from collections.abc import Sequence
 
 import torch
 
-from attnlab._validation import ValidationError, check_select, check_token_data
+from attnlab._validation import ValidationError, check_token_data
 from attnlab.data.dataset import TokenSelectionData
-from attnlab.svm._program import Norm
-from attnlab.svm.attention_svm import attention_svm
-from attnlab.svm.selection import is_locally_optimal
+from attnlab.data.selection import Selection
+from attnlab.svm._program import ProgramCache, check_solver
+from attnlab.svm.attention_svm import solve_attention_svm
+from attnlab.svm.norms import FRO, Norm, as_norm
+from attnlab.svm.result import AttentionSVMResult
+from attnlab.svm.selection import local_optimality
 
 __all__ = ["SelectionSVMs"]
 
 
-def _program_norm(norm: Norm) -> Norm:
+def _program_norm(norm: Norm | str | float) -> Norm:
     """The exact QP ``"fro"`` for ``norm = 2`` (the entrywise l_2 norm is the Frobenius norm), else ``norm``."""
-    return "fro" if not isinstance(norm, str) and float(norm) == 2.0 else norm
+    norm = as_norm(norm)
+    return FRO if norm.p == 2.0 else norm
 
 
 class SelectionSVMs:
@@ -55,18 +61,26 @@ class SelectionSVMs:
         shapes = {tuple(d.X.shape[:2]) for d in self.datasets}
         if len(shapes) > 1:
             raise ValidationError(f"datasets must all have the same (n, T), got {sorted(shapes)}")
-        self.solver = solver
-        self._solved: dict[tuple, torch.Tensor] = {}
+        self.solver = check_solver(solver)
+        self._solved: dict[tuple, AttentionSVMResult] = {}
+        self.cache = ProgramCache()  # one cvxpy problem per program shape, re-solved with each data set's values
 
     def _rows(self, select: object) -> list[torch.Tensor]:
         """``select`` as one checked row of token indices per data set."""
         n, T = self.datasets[0].X.shape[:2]
-        rows = check_select("select", select, n, T, runs=len(self.datasets))
+        rows = Selection.parse(select, n, T, runs=len(self.datasets)).one_token("SelectionSVMs")
         if rows.dim() == 1:
             raise ValidationError(f"select must have shape (R, n) = ({len(self.datasets)}, {n}), one row per data set")
         return list(rows)
 
-    def directions(self, select: object, norm: Norm = "fro") -> torch.Tensor:
+    def _svm(self, r: int, row: torch.Tensor, norm: Norm) -> AttentionSVMResult:
+        """The SVM of data set ``r`` for the selection ``row``, solved once."""
+        key = (r, tuple(row.tolist()), norm)
+        if key not in self._solved:  # spec §5: l_p-AttSVM of the selection
+            self._solved[key] = solve_attention_svm(self.datasets[r], norm, row, self.solver, cache=self.cache)
+        return self._solved[key]
+
+    def directions(self, select: object, norm: Norm | str | float = "fro") -> torch.Tensor:
         """``W^mm_{alpha_r, norm}`` of every data set ``r`` for its selection ``select[r]``.
 
         Parameters
@@ -81,15 +95,9 @@ class SelectionSVMs:
         torch.Tensor, shape (R, d, d_q), float64
         """
         norm = _program_norm(norm)
-        out = []
-        for r, row in enumerate(self._rows(select)):
-            key = (r, tuple(row.tolist()), norm)
-            if key not in self._solved:  # spec §5: l_p-AttSVM of the selection
-                self._solved[key] = attention_svm(self.datasets[r], norm, select=row, solver=self.solver).W
-            out.append(self._solved[key])
-        return torch.stack(out)
+        return torch.stack([self._svm(r, row, norm).W for r, row in enumerate(self._rows(select))])
 
-    def locally_optimal(self, select: object, p: Norm = "fro") -> torch.Tensor:
+    def locally_optimal(self, select: object, p: Norm | str | float = "fro") -> torch.Tensor:
         """Whether each data set's selection is locally optimal for the SVM of norm ``p`` (Definition 3).
 
         Parameters
@@ -103,10 +111,9 @@ class SelectionSVMs:
         -------
         torch.Tensor, shape (R,), bool
         """
-        p = _program_norm(p)
+        norm = _program_norm(p)
         holds = []
         for r, row in enumerate(self._rows(select)):
-            report = is_locally_optimal(self.datasets[r], select=row, p=p, solver=self.solver)  # spec §5 Def. 3
-            self._solved.setdefault((r, tuple(row.tolist()), p), report.svm.W)
-            holds.append(report.holds)
+            scores = self.datasets[r].token_scores()  # (n, T); needs the head
+            holds.append(local_optimality(scores, self._svm(r, row, norm), norm.label).holds)  # spec §5 Def. 3
         return torch.tensor(holds)

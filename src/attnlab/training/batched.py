@@ -13,6 +13,7 @@ interact, and a run that diverges stops alone. The rule named here is built from
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +26,7 @@ from attnlab._validation import (
     check_device,
     check_in,
     check_labels,
+    check_nonzero,
     check_scalar,
     check_select,
     check_shape,
@@ -34,6 +36,7 @@ from attnlab.losses import LOSSES
 from attnlab.metrics import as_metrics
 from attnlab.models.functional import token_scores
 from attnlab.models.heads import AttentionHeads, Head, as_head
+from attnlab.optim import registry
 from attnlab.optim.spec import OPTIONS, OptimizerSpec
 from attnlab.optim.spec import RULES as OPTIMIZERS
 from attnlab.optim.transforms import Rule
@@ -76,6 +79,7 @@ def _runs_tensor(name: str, value: Any, axes: str, R: int | None, sizes: dict[st
     raise ValidationError(f"{name} has shape {tuple(t.shape)}, expected ({', '.join(axes)}) or (R, {', '.join(axes)})")
 
 
+@registry.documented
 def train(
     X: Any,
     Z: Any,
@@ -111,22 +115,24 @@ def train(
         ``([R,] d_q, d_e)`` (options, required); diagonal ``xi_k0, xi_q0`` of shape ``([R,] d)`` (options, required).
     optimizer : str, OptimizerSpec or Rule
         An optimizer string of the one grammar (:mod:`attnlab.optim.spec`: ``"ngd"``, ``"ngd:momentum=0.9"``,
-        ``"polyak:max_step=5"``, ``"md:1.5"``), its parsed spec, or a rule of your own transforms
-        (:mod:`attnlab.optim.transforms`). The options below may be written in the string or passed as keywords
-        (not both). Names: gd, ngd, polyak, md, joint. Spec implicit-bias-ngd A1 (``momentum``); A2/A4/A7 (``max_step``, ``momentum``, ``momentum_variant`` in
-        {"heavy_ball", "normalized_buffer"}, ``normalization`` in {"global", "tensor"}: one norm per run over all
-        tensors, K and Q together, or one per tensor); A3 (``max_step``, ``optimal_loss`` default ``L*``, ``c``;
-        no ``lr``); mirror-descent-lp §4 (``p`` > 1, ``normalized`` default True, ``eps``: each tensor is
-        normalised by its own dual norm ``||G||_q + eps``, as in the official code, so K and Q are normalised
-        separately); A6 (``alpha``, ``normalizer``, ``head_lr``; blocks ``v`` and the attention tensors).
+        ``"polyak:max_step=5"``, ``"md:1.5"``, ``"sign:schedule=inv_sqrt"``), its parsed spec (options a string
+        cannot hold, such as a per-run ``optimal_loss`` of shape (R,), go in with
+        :meth:`~attnlab.optim.OptimizerSpec.with_options`), or a rule of your own transforms
+        (:mod:`attnlab.optim.transforms`). Polyak's ``optimal_loss`` defaults to the data's ``L*``; in the engine
+        ``ngd``'s ``normalization`` is ``global`` or ``tensor`` (K and Q together or apart) and mirror descent
+        normalises each tensor by its own dual norm. The names of the registry
+        (:mod:`attnlab.optim.registry`):
+
+        .. optimizers::
     lr : float or array-like of shape (R,), optional
-        Step size, per run if an array; default 0.1. Polyak refuses it (its step is ``(L - L*)/||g||^2``).
+        Step size, per run if an array; default the string's, else 0.1. Polyak refuses it (its step is
+        ``(L - L*)/||g||^2``).
     loss : {"exp", "logistic"}
         ``"exp"``: ``l(z) = e^{-z}`` of the margin ``z = y f``; ``"logistic"``: ``log(1 + e^{-z})``.
     steps : int
         Number of update steps (0: only the initial point is recorded).
     **options
-        Rule options above, initial parameters, and: ``record_every`` (int), ``W_ref`` (``([R,] d, d_q)``: adds
+        Initial parameters, and: ``record_every`` (int), ``W_ref`` (``([R,] d, d_q)``: adds
         ``alignment`` and, with ``bregman_p``, ``bregman``), ``refs`` (mapping name -> ``([R,] d, d_q)``: adds
         ``alignment_<name>`` for each, in one pass), ``select`` (``([R,] n)`` token indices, adds ``opt_softmax``
         and ``margin``; default the optimal tokens), ``keep_iterates`` (bool), ``train_head`` (bool), ``trainable`` (dict of tensor name to
@@ -153,6 +159,12 @@ def train(
         for Polyak, ``lr <= 0``, ``p <= 1``, a cap ``<= 0``, momentum outside [0, 1), or non-finite initial values.
         Every argument is checked once, here (:func:`parse_options` for the options); :func:`train_parsed` runs
         already-typed arguments without checking them again.
+
+    Warns
+    -----
+    DeprecationWarning
+        For an option of the optimizer passed as a keyword (``momentum=0.9``): the one spelling is the string
+        (``"ngd:momentum=0.9"``) or the spec's ``with_options``; the keyword still works, as before.
 
     Notes
     -----
@@ -254,12 +266,25 @@ def parse_options(
     train_head = check_bool("train_head", options.get("train_head", False))
     if train_head and nonlinear:
         raise ValidationError("train_head=True trains a linear head; a nonlinear head v is fixed: drop train_head")
-    if nonlinear and spec is not None and spec.name == "polyak" and options.get("optimal_loss") is None:
+    if (
+        nonlinear
+        and spec is not None
+        and spec.name == "polyak"
+        and spec.get("optimal_loss", options.get("optimal_loss")) is None
+    ):
         raise ValidationError(
             "optimizer='polyak' with a nonlinear head needs optimal_loss (L* has no closed form there); pass it"
         )
-    if spec is not None:
-        spec = spec.with_options(**{k: v for k, v in options.items() if k in OPTIONS[spec.name]})
+    rule_options = {} if spec is None else {k: v for k, v in options.items() if k in OPTIONS[spec.name]}
+    if rule_options:
+        spec = spec.with_options(**rule_options)
+        warnings.warn(
+            f"batched.train({', '.join(f'{k}=...' for k in rule_options)}) is deprecated: write the options in "
+            f"the optimizer string ({str(spec)!r}), or pass parse_optimizer(...).with_options(...) for values "
+            "a string cannot hold",
+            DeprecationWarning,
+            stacklevel=3,
+        )
     record_every, progress = options.get("record_every"), options.get("progress")
     return Options(
         spec=spec,
@@ -313,7 +338,7 @@ def train_parsed(
     if rule is None:
         linear = isinstance(problem.v, torch.Tensor) or (opts.train_head and problem.v is None)
         head = params["v"] if opts.train_head else problem.v
-        target = optimal_loss(problem.X, problem.y, head, problem.loss) if linear else None  # no closed form else
+        target = optimal_loss(problem.X, problem.y, head, loss=problem.loss) if linear else None  # no closed form else
         rule = opts.spec.rule(list(params), lr=lr, optimal_loss=target)
     scores = None if isinstance(problem.v, Head) else (params["v"] if opts.train_head else problem.v)
     select = opts.select
@@ -358,6 +383,10 @@ def _arrays(
             f"X has {Xr.shape[-2]} entries along axis 'T', needs at least 2: attention selects among T >= 2 tokens"
         )
     Zr = _runs_tensor("Z", Z, "nq", R, sizes)  # multi-token §8: queries of their own width d_q
+    if 0 in (Xr.shape[-1], Zr.shape[-1]):
+        raise ValidationError(
+            f"X has width d = {Xr.shape[-1]} and Z width d_q = {Zr.shape[-1]}: tokens need d, d_q >= 1"
+        )
     yr = check_labels("y", _runs_tensor("y", y, "n", R, sizes))
     nonlinear = isinstance(v, (Head, torch.nn.Module))
     vr = as_head(v, sizes["d"]) if nonlinear else _runs_tensor("v", v, "d", R, sizes)
@@ -386,6 +415,10 @@ def _device(value: Any) -> torch.device:
         device = torch.device(value)
     except (RuntimeError, TypeError) as err:
         raise ValidationError(f"device == {value!r} is not a torch device; pass 'cpu' or 'cuda'") from err
+    if device.type == "meta":
+        raise ValidationError(
+            f"device == {value!r} holds shapes without values, so nothing can train there; pass 'cpu' or 'cuda'"
+        )
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValidationError(f"device == {value!r}, but CUDA is not available on this machine; pass device='cpu'")
     return device
@@ -399,6 +432,8 @@ def _refs(options: dict[str, Any], sizes: dict[str, int]) -> dict[str, torch.Ten
         refs[""] = _ref("W_ref", options["W_ref"], shape)
     for name, ref in (options.get("refs") or {}).items():
         refs[str(name)] = _ref(f"refs[{name!r}]", ref, shape)
+    for name, ref in refs.items():
+        check_nonzero(f"refs[{name!r}]" if name else "W_ref", ref, 2)
     return refs
 
 
@@ -446,10 +481,13 @@ def _trainable(value: Any, params: dict[str, torch.Tensor]) -> dict[str, torch.T
 
 
 def _infer_runs(W0: Any, inits: dict[str, Any], param: str) -> int | None:
+    name = {"W": "W0", "KQ": "K0", "diag": "xi_k0"}[param]
     first = {"W": W0, "KQ": inits.get("K0"), "diag": inits.get("xi_k0")}[param]
     if first is None:
         return None
-    t = torch.as_tensor(first)
+    if isinstance(first, str):
+        raise ValidationError(f"{name} == {first!r} is a string; pass an array of the initial values (W0=None: zeros)")
+    t = check_tensor(name, first)
     expected = 2 if param != "diag" else 1
     return int(t.shape[0]) if t.dim() == expected + 1 else None
 

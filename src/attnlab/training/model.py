@@ -33,6 +33,7 @@ from attnlab.losses import LOSSES
 from attnlab.metrics import Metric, as_metrics
 from attnlab.models.functional import token_scores
 from attnlab.models.heads import Head
+from attnlab.optim import registry
 from attnlab.optim._base import FunctionalOptimizer
 from attnlab.optim.spec import RULES, OptimizerSpec
 from attnlab.optim.transforms import Rule
@@ -44,6 +45,7 @@ from attnlab.training.spaces import Problem, optimal_loss
 __all__ = ["train"]
 
 
+@registry.documented
 def train(
     model: Any,
     optimizer: torch.optim.Optimizer | str | OptimizerSpec | Rule,
@@ -72,6 +74,9 @@ def train(
         A torch optimizer built on ``model.parameters()`` (attnlab's run through the engine; others through their
         ``step`` with a closure), an optimizer string (:mod:`attnlab.optim.spec`; Polyak's ``L*`` defaults to the
         data's optimal loss, as in :func:`attnlab.training.batched.train`), or a :class:`~attnlab.optim.transforms.Rule`.
+        The names of the registry (:mod:`attnlab.optim.registry`), each also a ``torch.optim`` class:
+
+        .. optimizers::
     data : TokenSelectionData or StackedData
         ``X`` ([R,] n, T, d), ``Z``, ``y`` and, unless the model trains its own head, ``v``.
     loss : {"exp", "logistic"}, default="exp"
@@ -209,7 +214,7 @@ def _rule(
         if spec.name in RULES:
             v = problem.v if problem.v is not None else as_runs(model.v) if not batched else model.v
             # no closed-form L* for a nonlinear head (Polyak then needs optimal_loss in the string)
-            target = None if isinstance(v, Head) else optimal_loss(problem.X, problem.y, v.detach(), loss)
+            target = None if isinstance(v, Head) else optimal_loss(problem.X, problem.y, v.detach(), loss=loss)
             rule = spec.rule(list(tensors), optimal_loss=target)
         else:
             optimizer = spec.build([t for k, t in tensors.items() if k not in frozen])

@@ -18,9 +18,10 @@ import torch
 
 from attnlab._validation import ValidationError, check_in, check_scalar, check_tensor
 from attnlab.metrics import metric_columns
+from attnlab.ntk import network
 from attnlab.ntk.forward_process import ForwardProcess
 from attnlab.ntk.kernel_regression import unvec, vec
-from attnlab.ntk.network import TwoLayerNet, weight_gradient
+from attnlab.ntk.network import TwoLayerNet
 from attnlab.ntk.score_data import INPUT_MAPS, DenoisingSet, fit_input_map
 from attnlab.ntk.score_model import ScoreModel
 from attnlab.ntk.tangent_kernel import practical_step, stability_limit
@@ -215,7 +216,7 @@ class _AlgorithmC(LoopProblem):
 
     def apply(self, step: int, gradient: Any, active: torch.Tensor) -> None:
         R, phi, b = gradient
-        delta = weight_gradient(self.X, R, phi, b, self.a, out=self.grad, work=self.work)
+        delta = network.weight_gradient(self.X, R, phi, b, self.a, out=self.grad, work=self.work)  # looked up per call
         # spec §3.3: W(t+1) = W(t) - eta Delta W(t), into the spare buffer; the old W stays for keep
         self.previous, self.W = self.W, torch.add(self.W, delta, alpha=-self.lr, out=self.previous)
 

@@ -21,7 +21,7 @@ from attnlab.metrics import metric_columns
 from attnlab.regression.data import RegressionProblem
 from attnlab.regression.metrics import gap_metrics
 from attnlab.regression.oracles import MonteCarloOracle
-from attnlab.regression.regularizer import gradient as regularizer_gradient
+from attnlab.regression.regularizer import _gradient as regularizer_gradient
 from attnlab.regression.renormalization import RENORMALIZATIONS, renormalize
 from attnlab.training.loop import LoopProblem, run_loop
 from attnlab.training.result import DIVERGED, TrainingResult

@@ -23,7 +23,7 @@ from typing import NamedTuple
 import torch
 
 from attnlab._validation import ValidationError
-from attnlab.losses import log_mean_loss
+from attnlab.metrics import optimal_loss  # the one L* (the Polyak target); kept importable here
 from attnlab.models import PARAMETRIZATIONS, Parametrization
 from attnlab.models.functional import (
     ScoreGaps,
@@ -64,25 +64,6 @@ class Problem(NamedTuple):
     y: torch.Tensor
     v: torch.Tensor | None
     loss: str
-
-
-def optimal_loss(X: torch.Tensor, y: torch.Tensor, v: torch.Tensor, loss: str) -> torch.Tensor:
-    """The optimal loss ``L*`` of each run (the Polyak target when none is given), shape (R,).
-
-    Spec: implicit-bias-ngd §4 A3: ``L* = (1/n) sum_i l(gamma_{i,opt_i})``, all attention on the best token.
-
-    Parameters
-    ----------
-    X : torch.Tensor, shape (R, n, T, d)
-        Token sequences.
-    y : torch.Tensor, shape (R, n)
-        Labels in {-1, +1}.
-    v : torch.Tensor, shape (R, d)
-        The fixed linear head.
-    loss : {"exp", "logistic"}
-        ``"exp"``: ``l(z) = e^{-z}`` of the margin ``z = y f``; ``"logistic"``: ``log(1 + e^{-z})``.
-    """
-    return log_mean_loss(token_scores(X, y, v).amax(dim=-1), loss).exp()  # spec ngd A3
 
 
 class Gradient(NamedTuple):

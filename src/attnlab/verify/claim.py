@@ -566,7 +566,8 @@ def check_declared(rows: Sequence[Check], claims: Sequence[Claim], experiment: s
     stray = [
         row.claim
         for row in rows
-        if row.kind != "observation" and (row.kind, row.result, row.source, row.falsifier, row.claim_id) not in declared
+        if row.kind not in ("observation", "exploration")
+        and (row.kind, row.result, row.source, row.falsifier, row.claim_id) not in declared
     ]
     if stray:
         raise ValidationError(

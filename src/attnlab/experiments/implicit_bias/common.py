@@ -1,5 +1,5 @@
-"""Pieces every implicit-bias experiment shares: the source page, the configs' base and its checks, the least saturated sequence, the
-last value of a method. The paper's quantities (``L_*``, ``B``, ``Delta_max``, per-sequence margins) are
+"""Pieces every implicit-bias experiment shares: the source page, the configs' base and its checks, the small
+initialisation, the least saturated sequence, the last value of a method. The paper's quantities (``L_*``, ``B``, ``Delta_max``, per-sequence margins) are
 :mod:`attnlab.metrics`.
 
 Spec: docs/theory/implicit-bias-ngd.md §8.4 (Lemma 1: ``log(1 - phi_opt)``).
@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import pandas as pd
+import torch
 
 from attnlab._validation import check_in, check_scalar
 from attnlab.losses import LOSSES
@@ -72,6 +73,11 @@ class Example1Config(ImplicitBiasConfig):
     d: int = 64
     rho: float = 1.0
     sigma: float = 2.0
+
+
+def small_init(d: int, scale: float, generator: torch.Generator) -> torch.Tensor:
+    """``W_0`` with i.i.d. ``N(0, scale^2)`` entries, shape ``(d, d)``: the small initialisation of Lemma 4 (spec §7)."""
+    return scale * torch.randn(d, d, generator=generator, dtype=torch.float64)
 
 
 def worst_log_one_minus_opt() -> Metric:

@@ -10,21 +10,27 @@ from __future__ import annotations
 import torch
 
 from attnlab.data import TokenSelectionData
-from attnlab.optim import NormalizedGD, PolyakStep
+from attnlab.models import Parametrization
+from attnlab.optim import NormalizedGD
 from attnlab.verify import Falsifier
 
 __all__ = [
     "gd_normalized",
     "l_star_zero",
     "ngd_gradient_step",
+    "attention_temperature",
+    "dm_equal_norms",
+    "head_scaled",
     "optimal_score_shifted",
     "polyak_doubled_gap",
-    "polyak_half_gap",
+    "polyak_l_star_zero",
     "rule_gd_normalized",
     "rule_gradient_step",
     "svm_nuclear_norm",
     "svm_other_token",
     "u_svm_other_token",
+    "w_ascent",
+    "w_frozen",
 ]
 
 
@@ -116,24 +122,6 @@ def l_star_zero(module: str) -> Falsifier:
     )
 
 
-def _half_gap(polyak):
-    """Polyak's step with the loss gap halved: ``(L - L_*) / (2 ||g||^2)``."""
-    return lambda params, max_step=float("inf"), optimal_loss=0.0: PolyakStep(
-        params, max_step=max_step, optimal_loss=optimal_loss, c=2.0
-    )
-
-
-def polyak_half_gap(module: str) -> Falsifier:
-    """Polyak's step computed from half the loss gap."""
-    return Falsifier(
-        "polyak-half-gap",
-        "Polyak's step with the loss gap L - L_* halved",
-        f"{module}:PolyakStep",
-        _half_gap,
-        kind="mechanism",
-    )
-
-
 def polyak_doubled_gap(module: str) -> Falsifier:
     """Polyak's step size computed with SPS's constant ``c = 1/2``: the loss gap doubled."""
     return Falsifier(
@@ -168,3 +156,108 @@ def optimal_score_shifted(module: str) -> Falsifier:
         _shift_optimal_score,
         kind="mechanism",
     )
+
+
+def _trained_on(change):
+    """``train`` whose model sees ``change(data)`` instead of ``data`` (the experiment's checks see the true data)."""
+
+    def wrap(train):
+        def changed(model, optimizer, data, *args, **kw):
+            return train(model, optimizer, change(data), *args, **kw)
+
+        return changed
+
+    return wrap
+
+
+def attention_temperature(module: str, scale: float = 1.3) -> Falsifier:
+    """The trained model's attention logits multiplied by ``scale``: a softmax temperature ``1 / scale``."""
+    return Falsifier(
+        "attention-temperature",
+        f"a softmax temperature 1/{scale:g} in the trained model: its logits x^T W ({scale:g} z)",
+        f"{module}:train",
+        _trained_on(lambda data: TokenSelectionData(data.X, Z=scale * data.Z, y=data.y, v=data.v, select=data.select)),
+        kind="mechanism",
+    )
+
+
+def head_scaled(module: str, scale: float = 1.3) -> Falsifier:
+    """The trained model's fixed decoder scaled by ``scale`` (the unit decoder of spec §6.1 left unnormalised)."""
+    return Falsifier(
+        "head-scaled",
+        f"the fixed decoder u of the trained model scaled by {scale:g} (u not normalised)",
+        f"{module}:train",
+        _trained_on(lambda data: TokenSelectionData(data.X, Z=data.Z, y=data.y, v=scale * data.v, select=data.select)),
+        kind="mechanism",
+    )
+
+
+def _without_w(model_type):
+    def make(*args, **kw):
+        model = model_type(*args, **kw)
+        model.weight.requires_grad_(False)  # training leaves a parameter with requires_grad=False where it is
+        return model
+
+    return make
+
+
+def w_frozen(module: str) -> Falsifier:
+    """Joint training that forgets ``W``: only the head ``u`` moves (the attention stays uniform from ``W_0 = 0``)."""
+    return Falsifier(
+        "w-frozen", "W left out of the update: only the head u trains", f"{module}:Combined", _without_w, "mechanism"
+    )
+
+
+def polyak_l_star_zero(module: str) -> Falsifier:
+    """The module's Polyak rule (``POLYAK_RULE``) with ``L_* = 0``, the usual SPS default, instead of the infimum."""
+    return Falsifier(
+        "polyak-l-star-zero",
+        "Polyak's step (L - L_*) / ||g||^2 with L_* = 0 (the SPS default) instead of the infimum: over-long steps",
+        f"{module}:POLYAK_RULE",
+        lambda rule: "polyak",
+        kind="mechanism",
+    )
+
+
+def _equal_norms(dm):
+    """DM whose other token is drawn at the optimal token's scale: Condition 1's norm gap removed."""
+
+    def equal(n, d, sigma_opt, sigma_oth, *args, **kw):
+        data = dm(n, d, sigma_opt, sigma_oth, *args, **kw)
+        X = data.X.clone()
+        X[:, 1] *= sigma_opt / sigma_oth
+        return TokenSelectionData(X, Z=data.Z, y=data.y, v=data.v, select=data.select)
+
+    return equal
+
+
+def dm_equal_norms(module: str) -> Falsifier:
+    """DM with both tokens at the optimal token's scale (Condition 1 off): which token wins is no longer fixed."""
+    return Falsifier(
+        "dm-equal-norms",
+        "DM with the other token drawn at the optimal token's scale (Condition 1's norm gap removed)",
+        f"{module}:dm",
+        _equal_norms,
+        kind="mechanism",
+    )
+
+
+# spec §2: W trained directly, with the chain rule's sign flipped (the model moves W up its gradient)
+_ASCENT = Parametrization("W", ("W",), lambda p: p["W"], lambda p, g: {"W": -g})
+
+
+def _w_uphill(model_type):
+    def make(*args, **kw):
+        model = model_type(*args, **kw)
+        model.parametrization = _ASCENT  # the engine moves each parameter by the rule applied to its chain's gradient
+        return model
+
+    return make
+
+
+def w_ascent(module: str) -> Falsifier:
+    """Joint training whose ``W`` moves up its gradient (a sign slip in ``W``'s update); ``u`` trains as it should."""
+    return Falsifier(
+        "w-ascent", "W's update with the wrong sign: W moves up the loss gradient", f"{module}:Combined", _w_uphill,
+        "mechanism",
+    )  # fmt: skip

@@ -40,7 +40,7 @@ def fixed_decoder_figure(config, frame: pd.DataFrame, W_mm_norm: float, L_star: 
         axes[3].plot(rows["step"], rows["log_one_minus_opt"], label=method)
         positive = rows[rows["step"] > 0]
         axes[4].plot(positive["step"], 1 - positive["alignment"], label=method)
-    ngd = frame[frame["method"] == "NGD"].sort_values("step")
+    ngd = frame[frame["method"] == "NGD-uncapped"].sort_values("step")
     t_end, y_end = float(ngd["step"].iloc[-1]), float(ngd["log_one_minus_opt"].iloc[-1])
     n_end = float(ngd["norm"].iloc[-1])
     t_line = np.linspace(config.steps / 2, t_end, 20)

@@ -16,7 +16,7 @@ import torch
 from attnlab._validation import ValidationError, check_scalar
 from attnlab.data import dm
 from attnlab.experiments.implicit_bias.common import SOURCE, ImplicitBiasConfig
-from attnlab.experiments.implicit_bias.falsifiers import u_svm_other_token
+from attnlab.experiments.implicit_bias.falsifiers import u_svm_other_token, w_frozen
 from attnlab.experiments.implicit_bias.figures import joint_figure
 from attnlab.experiments.registry import register
 from attnlab.metrics import Metric, alignment, head_alignment, opt_softmax
@@ -24,7 +24,7 @@ from attnlab.models import Combined
 from attnlab.optim import JointAdaptive, NormalizedGD, PolyakStep
 from attnlab.svm import attention_svm, head_svm
 from attnlab.training import train
-from attnlab.verify import Claim, Experiment, ExperimentResult, RunContext, observation
+from attnlab.verify import Claim, Experiment, ExperimentResult, Reading, RunContext, observation
 
 __all__ = ["Fig3Config", "run_fig3"]
 
@@ -135,13 +135,24 @@ def run_fig3(config: Fig3Config, ctx: RunContext) -> ExperimentResult:
 
 # ---- declared checks ------------------------------------------------------------------------------------------------
 
-U_SVM_OTHER = u_svm_other_token(__name__)
+U_SVM_OTHER, W_FROZEN = u_svm_other_token(__name__), w_frozen(__name__)
 HEAD_ALIGNS = Claim(
     "Thm 4: every normalised method (NGD, NGD-joint, Polyak) aligns u with u_mm: the worst 1 - corr(u_t, u_mm) "
     "falls over the last decade at least as fast as 1/log t",
     "001:Thm4",
     f"{SOURCE} §8.11",
-    falsifier=U_SVM_OTHER.name,
+    falsifier=(W_FROZEN.name, U_SVM_OTHER.name),
+    id="head-aligns",
+    reading=Reading(
+        statistic="G(T) / G(t0), G(t) = max over NGD (A7), NGD-joint (A5) and Polyak (A3, L_* = 0) of "
+        "1 - corr(u_t, u_mm), u_mm the u-SVM of the optimal tokens",
+        window="t0 the recorded step t > 0 nearest T / decade, T the last recorded step",
+        subset="the one DM data set of the config's seed, (u, W) from zero (Condition 1)",
+        tolerance="<= ln t0 / ln T: the factor by which C / log t shrinks from t0 to T (Thm 4 gives no rate for u; "
+        "Thm 3's O(1/log t) for W is the slowest we accept)",
+        params={"decade": 10},
+        sizes=("n", "d", "sigma_opt", "sigma_oth", "lr", "polyak_cap", "steps", "record_every", "loss", "seed"),
+    ),
 )
 CLAIMS = (HEAD_ALIGNS,)
 
@@ -151,7 +162,7 @@ def _head_check(frame: pd.DataFrame):
     rows = frame[frame["method"].isin(["NGD", "NGD-joint", "Polyak"]) & (frame["step"] > 0)]
     gap = (1 - rows.pivot_table(index="step", columns="method", values="head_alignment")).max(axis=1)
     T = int(gap.index[-1])
-    t0 = int(gap.index[int(np.abs(gap.index.to_numpy() - T / 10).argmin())])
+    t0 = int(gap.index[int(np.abs(gap.index.to_numpy() - T / HEAD_ALIGNS.param("decade")).argmin())])
     bound = math.log(t0) / math.log(T)  # spec §8.10-11: C / log t from t0 to T
     return HEAD_ALIGNS.less(
         float(gap.iloc[-1] / gap.loc[t0]),
@@ -216,6 +227,6 @@ register(
         run=run_fig3,
         quick={"n": 4, "d": 30, "steps": 150},
         claims=CLAIMS,
-        falsifiers=(U_SVM_OTHER,),
+        falsifiers=(U_SVM_OTHER, W_FROZEN),
     )
 )

@@ -21,17 +21,16 @@ register_results(
     "kq-nuclear-norm",
     (
         PaperResult("003:Lem4.1", "the flows on (xi_k, xi_q) and on (w_+, w_-) give the same beta(t) under (4)"),
-        PaperResult("003:Lem4.2", "the loss decreases along the flow and ||beta(t)|| -> infinity"),
+        PaperResult(
+            "003:Lem4.2",
+            "under A2 and init (5), ||beta(t)|| = ||xi_k xi_q|| -> infinity (its proof: the loss never increases)",
+        ),
         PaperResult("003:LemA.1", "closed form beta(t) = omega_0^2 sinh(B phi(t)) under initialisation (5)"),
         PaperResult("003:Thm4.1", "diagonal K, Q: beta(t) / mu(t) tends to an l1-SVM solution (A2, A3, init (5))"),
-        PaperResult(
-            "003:Sec4.2",
-            "the contrast: W (or beta) trained directly tends to the Frobenius (l2) max-margin solution",
-        ),
         PaperResult("003:Lem5.1", "under Assumption 4 an aligned initialisation stays aligned"),
         PaperResult(
             "003:Thm5.1",
-            "under A2-A4 the limit solves the W*-SVM: the value of program (9), rank <= n, the rest of the spectrum kept",
+            "under A2-A4 and an aligned init the limit U_K diag(beta_hat) U_Q^T solves the W*-SVM, beta_hat solves (9)",
         ),
     ),
 )

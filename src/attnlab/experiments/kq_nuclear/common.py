@@ -1,7 +1,9 @@
 """What the kq-nuclear experiments share: the paper's initialisation (5), the configs' base and its
-validation, and the falsifiers' wrong models (the diagonal models they swap in are :mod:`attnlab.models.diagonal`).
+validation, and the falsifiers' wrong mechanisms (the diagonal models the whole-model swaps put in are
+:mod:`attnlab.models.diagonal`).
 
-Spec: kq-nuclear-norm §3.1 (initialisation (5)), §7.2 (``beta`` trained directly).
+Spec: kq-nuclear-norm §3.1 (initialisation (5)), §2 (the chain rule of ``W = K Q^T``), §7.2 (``beta`` trained
+directly).
 """
 
 from __future__ import annotations
@@ -9,13 +11,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 
 from attnlab._validation import ValidationError, check_scalar
 from attnlab.models import Combined, Diagonal, DiagonalW, Factored
-from attnlab.verify import Falsifier
+from attnlab.models.functional import LogScaled
+from attnlab.verify import Claim, Falsifier
 
 PAPER = "kq-nuclear-norm"
 SOURCE = f"docs/theory/{PAPER}.md"  # what checks cite
@@ -25,6 +28,11 @@ def diagonal_init(omegas: tuple[float, ...], d: int) -> tuple[torch.Tensor, torc
     """Initialisation (5) for each omega: ``xi_k = sqrt(2) omega 1``, ``xi_q = 0``; returns ``omega0 (R, d)`` too."""
     omega0 = torch.tensor(omegas, dtype=torch.float64)[:, None].expand(len(omegas), d).clone()
     return omega0, math.sqrt(2.0) * omega0, torch.zeros_like(omega0)  # spec kq §3.1 (5)
+
+
+def revised_size(claim: Claim, number: int, name: str, quick: bool) -> Any:
+    """The value of config field ``name`` that revision ``number`` of ``claim`` ran with, at the quick or full size."""
+    return claim.revisions[number - 1].sizes[name]["quick" if quick else "full"]
 
 
 def check_positive(config, names: tuple[str, ...]) -> None:
@@ -87,14 +95,19 @@ class ScoresConfig(KQConfig):
 # ---- falsifiers: wrong mechanisms, each patched where one experiment module looks it up ------------------------
 
 
-def _with_chain(model_cls: type, change: Callable[[dict], dict]) -> type:
-    """``model_cls`` whose chain rule is ``change(original grads)``: a wrong gradient of one factor."""
-    original = model_cls.parametrization
+def _chain_replaced(model_cls: type, chain: Callable[[dict, torch.Tensor], dict]) -> type:
+    """``model_cls`` whose chain rule from ``grad_W`` to its tensors is ``chain(params, grad_W)``."""
 
     class Wrong(model_cls):
-        parametrization = original._replace(chain=lambda p, g: change(original.chain(p, g)))
+        parametrization = model_cls.parametrization._replace(chain=chain)
 
     return Wrong
+
+
+def _with_chain(model_cls: type, change: Callable[[dict], dict]) -> type:
+    """``model_cls`` whose chain rule is ``change(original grads)``: a wrong gradient of one factor."""
+    original = model_cls.parametrization.chain
+    return _chain_replaced(model_cls, lambda p, g: change(original(p, g)))
 
 
 def k_gradient_halved(module: str) -> Falsifier:
@@ -165,4 +178,105 @@ def w_as_kq(module: str) -> Falsifier:
         f"attnlab.experiments.kq_nuclear.{module}:Combined",
         lambda cls: lambda d, W0: Factored(d, d, K0=W0, Q0=W0.transpose(-1, -2)),
         kind="gross",
+    )
+
+
+def factor_not_trained(module: str, model: str = "Diagonal") -> Falsifier:
+    """The key factor (``xi_k`` of ``Diagonal``, ``K`` of ``Factored``) left out of training: only the query moves.
+
+    With ``xi_q(0) = 0`` the diagonal run is then ``beta = xi_k(0) xi_q``, linear in the trained factor: ``beta``
+    trained directly with a fixed step per entry, which tends to the l2 solution (spec §7.2).
+    """
+    name = {"Diagonal": "xi_k", "Factored": "K"}[model]
+
+    def frozen(cls: type) -> type:
+        class KeyFrozen(cls):
+            def __init__(self, *args, **kwargs) -> None:
+                super().__init__(*args, **kwargs)
+                getattr(self, name).requires_grad_(False)
+
+        return KeyFrozen
+
+    return Falsifier(
+        "k-not-trained",
+        f"{name} left out of training (requires_grad off: one factor of the product never moves)",
+        f"attnlab.experiments.kq_nuclear.{module}:{model}",
+        frozen,
+        kind="mechanism",
+    )
+
+
+def transpose_misplaced(module: str) -> Falsifier:
+    """The chain rule of ``W = K Q^T`` with the other factor transposed: ``G Q^T`` and ``G^T K^T`` (``d_e = d``)."""
+    return Falsifier(
+        "transpose-misplaced",
+        "the chain rule of W = K Q^T written grad_K = G Q^T, grad_Q = G^T K^T (for G Q, G^T K): a transpose in the "
+        "wrong place, which square K and Q (d_e = d) do not catch",
+        f"attnlab.experiments.kq_nuclear.{module}:Factored",
+        lambda cls: _chain_replaced(
+            cls, lambda p, g: {"K": g @ p["Q"].transpose(-1, -2), "Q": g.transpose(-1, -2) @ p["K"].transpose(-1, -2)}
+        ),
+        kind="mechanism",
+    )
+
+
+SIZE_STEP_FLOOR = 1e-2  # the size-scaled step's floor: omega_0^2 at omega_0 = 0.1, so a zero entry still moves
+
+
+def step_scaled_by_size(module: str, model: str) -> Falsifier:
+    """``beta`` (``DiagonalW``) or ``W`` (``Combined``) trained with each entry's step scaled by its own size.
+
+    The update ``-(|w| + c) * grad`` (a multiplicative, size-proportional step, as exponentiated-gradient and
+    per-weight trust-ratio optimizers take) is the geometry of the factorised flow (Lemma A.1's
+    ``2 sqrt(beta^2 + omega_0^4)``), so it moves the limit from the l2 towards the l1 solution.
+    """
+    name = {"DiagonalW": "beta", "Combined": "W"}[model]
+
+    def chain(p: dict, g: torch.Tensor) -> dict:
+        grad = torch.diagonal(g, dim1=-2, dim2=-1) if name == "beta" else g
+        return {name: (p[name].abs() + SIZE_STEP_FLOOR) * grad}
+
+    return Falsifier(
+        "step-scaled-by-size",
+        f"{name} trained directly with each entry's step scaled by |{name}| + {SIZE_STEP_FLOOR:g} (a multiplicative, "
+        "size-proportional update instead of the plain gradient)",
+        f"attnlab.experiments.kq_nuclear.{module}:{model}",
+        lambda cls: _chain_replaced(cls, chain),
+        kind="mechanism",
+    )
+
+
+L2_PENALTY = 1e-3  # weight of the penalty: the penalised minimum sits at a margin of a few units (ln(1/1e-3) ~ 7)
+
+
+def _penalised(loss_gradients: Callable) -> Callable:
+    """``loss_gradients`` of the loss plus ``(L2_PENALTY / 2) ||W||_F^2``: the gradient in ``W`` gains ``L2_PENALTY W``.
+
+    The other log-scaled outputs share ``grad_W``'s scale, so they are moved to the new one.
+    """
+
+    def wrong(X, Z, y, v, W, loss="exp", **kwargs):
+        grad_W, *rest = loss_gradients(X, Z, y, v, W, loss, **kwargs)
+        value = grad_W.value() + L2_PENALTY * W  # the true gradient (it does not underflow: W stays bounded)
+        scale = value.abs().amax(dim=(-2, -1)).clamp(min=torch.finfo(value.dtype).tiny)
+        moved = torch.exp(grad_W.log_scale) / scale
+        out = [LogScaled(value / scale[..., None, None], scale.log())]
+        for item in rest:
+            if isinstance(item, LogScaled):
+                extra = item.mantissa.dim() - moved.dim()
+                item = LogScaled(item.mantissa * moved.reshape(moved.shape + (1,) * extra), scale.log())
+            out.append(item)
+        return tuple(out)
+
+    return wrong
+
+
+def l2_penalty() -> Falsifier:
+    """Weight decay on ``W`` in the loss: the penalised loss has a finite minimiser, so ``||beta||`` stops growing."""
+    return Falsifier(
+        "l2-penalty",
+        f"an L2 penalty ({L2_PENALTY:g} / 2) ||W||_F^2 added to the loss (weight decay), whose minimiser is finite",
+        "attnlab.training.spaces:loss_gradients",
+        _penalised,
+        kind="mechanism",
     )

@@ -6,6 +6,7 @@ Spec: kq-nuclear-norm §9 X3 (d in {4, 8, 16}), §7.3-7.4 (Theorem 5.1 and the F
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,7 +18,11 @@ from attnlab.data import scores_equal
 from attnlab.experiments.kq_nuclear.common import (
     SOURCE,
     KQConfig,
+    factor_not_trained,
     kq_as_w,
+    revised_size,
+    step_scaled_by_size,
+    transpose_misplaced,
     w_as_kq,
 )
 from attnlab.experiments.registry import register
@@ -26,7 +31,7 @@ from attnlab.models import Combined, Factored
 from attnlab.plotting import EPS, house_figure, label_axes, label_ours, log_gap_axis, new_figure
 from attnlab.svm import attention_svm
 from attnlab.training.flow import gradient_flow
-from attnlab.verify import Check, Claim, Experiment, ExperimentResult, RunContext
+from attnlab.verify import Check, Claim, Experiment, ExperimentResult, Reading, Revision, RunContext
 
 __all__ = ["X3Config", "run_x3"]
 
@@ -88,26 +93,172 @@ class X3Config(KQConfig):
 
 
 KQ_AS_W, W_AS_KQ = kq_as_w("x3"), w_as_kq("x3")
-FALSIFIERS = (KQ_AS_W, W_AS_KQ)
+TRANSPOSE, K_FROZEN, SIZE_SCALED = (
+    transpose_misplaced("x3"),
+    factor_not_trained("x3", "Factored"),
+    step_scaled_by_size("x3", "Combined"),
+)
+FALSIFIERS = (TRANSPOSE, K_FROZEN, SIZE_SCALED, KQ_AS_W, W_AS_KQ)
+# beyond Assumption 4 the paper proves nothing (the general case is open, §10.3), and the Frobenius contrast of its
+# Section 4.2 is cited from earlier work: both are ours to check, not numbered results of the paper
+_OPEN, _SEC42 = "003:Ext-NonAligned", "003:Ext-Sec4.2"
+_RUNS = ("n", "T", "ds", "gap", "runs", "init_scale", "step", "steps", "seed")
+_LAST = "the last step"
+_WORST = (
+    "the runs random initialisations N(0, init_scale^2) at each d of ds (one row per d), on the scores_equal data "
+    "set of the config's seed"
+)
+_FINITE_REL = "(ours: the gap left after a finite arc length; the theorem gives the limit, no rate, §10)"
+
+
+def _sizes(seed: int, steps: int, record_every: int, **rtol: tuple[float, float]) -> dict:
+    """Old values of X3's size fields (the quick size and the seed changed; the rest never did)."""
+    full = {"n": 3, "T": 3, "ds": [4, 8, 16], "gap": 6.0, "runs": 3, "init_scale": 0.1, "step": 0.1, "steps": 10000}
+    quick = {**full, "ds": [6], "runs": 2, "step": 0.5, "steps": steps}
+    sizes = {k: {"full": full[k], "quick": quick[k]} for k in full}
+    sizes["seed"] = {"full": seed, "quick": seed}
+    for name, (f, q) in rtol.items():
+        sizes[name] = {"full": f, "quick": q}
+    return sizes
+
+
+_CI_BUDGET = (
+    "the quick size changed for the CI budget with every experiment's (12fefa3: 800 -> 500 steps, recorded every "
+    "40 -> 50); the full size did not change"
+)
+_SEED_2 = (
+    "the data seed went from 0 to 2 in the checks review (b0fb727): at seed 0 the nuc- and fro-SVMs nearly "
+    "coincide at d = 4 (corr 0.9994), so the full run's ordering row at d = 4 passed as 'n/a' and tested nothing; "
+    "at seed 2 they differ at every d (corr 0.896, 0.881, 0.774)"
+)
+_NUC_READING = Reading(
+    "||W/mu||_* / (nuc-SVM optimum) of each K,Q run (W = K Q^T, d_e = d); the row shows the worst run's ratio",
+    _LAST,
+    _WORST,
+    f"|ratio - 1| <= config.nuc_rtol at every run: 0.05 full, 0.02 quick {_FINITE_REL}",
+    sizes=(*_RUNS, "nuc_rtol"),
+)
+_NUC_OLD_READING = dataclasses.replace(
+    _NUC_READING, tolerance=f"|ratio - 1| <= config.nuc_rtol at every run: 0.05 full, 0.1 quick {_FINITE_REL}"
+)
+_OLD_NUC = "d={d}: K,Q direction has ||W/mu||_* -> nuc-SVM optimum (worst run)"
 NUC_LIMIT = Claim(
     "d={d}: K,Q direction has ||W/mu||_* -> nuc-SVM optimum (worst run; Thm 5.1 beyond Assumption 4, open §10.3)",
-    "003:Thm5.1",
+    _OPEN,
     f"{SOURCE} §7.3, §9 X3, §10.3",
-    KQ_AS_W.name,
+    (TRANSPOSE.name, K_FROZEN.name, KQ_AS_W.name),
+    id="nuc-limit",
+    reading=_NUC_READING,
+    revisions=(
+        Revision(
+            _NUC_OLD_READING,
+            "2026-11-22",
+            _CI_BUDGET,
+            "pass: 1.0102 (rel 0.1; d = 6, seed 0; recomputed at the old sizes with the current code)",
+            "pass: 1.0000068, 1.00020, 1.0050 at d = 4, 8, 16 (rel 0.05; seed 0, recomputed)",
+            claim=_OLD_NUC,
+            sizes=_sizes(0, 800, 40, nuc_rtol=(0.05, 0.1)),
+        ),
+        Revision(
+            _NUC_OLD_READING,
+            "2026-11-25",
+            _SEED_2,
+            "pass: 1.0156 (rel 0.1; d = 6, seed 0)",
+            "pass: 1.0000068, 1.00020, 1.0050 at d = 4, 8, 16 (rel 0.05; seed 0)",
+            claim=_OLD_NUC,
+            sizes=_sizes(0, 500, 50, nuc_rtol=(0.05, 0.1)),
+        ),
+        Revision(
+            _NUC_OLD_READING,
+            "2026-11-25",
+            "the quick tolerance went from 0.1 to 0.02 near its measurement (1e-3; 80dbfce), after the falsifier "
+            "audit had named the theorem in the row's text (02eeba0); the full size did not change",
+            "pass: 1.0022 (rel 0.1)",
+            "pass: 1.0015, 1.00035, 1.0073 at d = 4, 8, 16 (rel 0.05)",
+            claim=_OLD_NUC,
+            sizes=_sizes(2, 500, 50, nuc_rtol=(0.05, 0.1)),
+        ),
+    ),
+)
+_FRO_READING = Reading(
+    "||W/mu||_F / (fro-SVM optimum) of each run of W trained directly; the row shows the worst run's ratio",
+    _LAST,
+    _WORST,
+    f"|ratio - 1| <= config.fro_rtol at every run: 0.01 full, 0.02 quick {_FINITE_REL}",
+    sizes=(*_RUNS, "fro_rtol"),
 )
 FRO_LIMIT = Claim(
     "d={d}: combined W has ||W/mu||_F -> fro-SVM optimum (worst run; Section 4.2)",
-    "003:Sec4.2",
+    _SEC42,
     f"{SOURCE} §7.4",
-    W_AS_KQ.name,
+    (SIZE_SCALED.name, W_AS_KQ.name),
+    id="fro-limit",
+    reading=_FRO_READING,
+    revisions=(
+        Revision(
+            _FRO_READING,
+            "2026-11-22",
+            _CI_BUDGET,
+            "pass: 1.0037 (rel 0.02; d = 6, seed 0; recomputed at the old sizes with the current code)",
+            "pass: 1.000029, 1.000085, 1.000069 at d = 4, 8, 16 (rel 0.01; seed 0, recomputed)",
+            claim="d={d}: combined W has ||W/mu||_F -> fro-SVM optimum (worst run)",
+            sizes=_sizes(0, 800, 40, fro_rtol=(0.01, 0.02)),
+        ),
+        Revision(
+            _FRO_READING,
+            "2026-11-25",
+            _SEED_2,
+            "pass: 1.0060 (rel 0.02; d = 6, seed 0)",
+            "pass: 1.000029, 1.000085, 1.000069 at d = 4, 8, 16 (rel 0.01; seed 0)",
+            claim="d={d}: combined W has ||W/mu||_F -> fro-SVM optimum (worst run)",
+            sizes=_sizes(0, 500, 50, fro_rtol=(0.01, 0.02)),
+        ),
+    ),
+)
+_SEPARATED_READING = Reading(
+    "min over runs of corr(W_hat, W_nuc) - corr(W_hat, W_fro) for the K,Q runs and of corr(W_hat, W_fro) - "
+    "corr(W_hat, W_nuc) for the W runs (cosines of W/mu with the two SVM solutions)",
+    _LAST,
+    f"{_WORST}; both parametrisations",
+    "> 0 at every run (the sign); fails when the two SVMs coincide (corr(nuc, fro) >= 0.999), asking for another seed",
+    {"coincide": 0.999},
+    _RUNS,
+)
+_OLD_SEPARATED = Reading(
+    _SEPARATED_READING.statistic,
+    _LAST,
+    f"{_WORST}; both parametrisations",
+    "> 0 at every run (the sign); passes as 'n/a' when the two SVMs coincide (corr(nuc, fro) >= 0.999)",
+    {"coincide": 0.999},
+    _RUNS,
 )
 SEPARATED = Claim(
     "d={d}: K,Q closer to the nuc-SVM, W closer to the fro-SVM (min over runs of the corr gap)",
-    "003:Thm5.1",
+    _OPEN,
     f"{SOURCE} §7.4, §10.3",
-    KQ_AS_W.name,
+    (TRANSPOSE.name, K_FROZEN.name, SIZE_SCALED.name, KQ_AS_W.name),
+    id="separated",
+    reading=_SEPARATED_READING,
+    revisions=(
+        Revision(
+            _OLD_SEPARATED,
+            "2026-11-22",
+            _CI_BUDGET,
+            "pass: 0.138 (d = 6, seed 0: corr(nuc, fro) 0.852; recomputed at the old sizes with the current code)",
+            "pass, vacuous at d = 4: 'n/a' (corr(nuc, fro) 0.9994, gap 0.00057); 0.069 at d = 8, 0.166 at d = 16 "
+            "(seed 0, recomputed)",
+            sizes=_sizes(0, 800, 40),
+        ),
+        Revision(
+            _OLD_SEPARATED,
+            "2026-11-25",
+            f"{_SEED_2}; and a run whose SVMs coincide now fails the row instead of passing it as 'n/a'",
+            "pass: 0.135 (d = 6, seed 0: corr(nuc, fro) 0.852)",
+            "pass, vacuous at d = 4: 'n/a' (corr(nuc, fro) 0.9994); 0.069 at d = 8, 0.166 at d = 16 (seed 0)",
+            sizes=_sizes(0, 500, 50),
+        ),
+    ),
 )
-_FINITE = "ours: the gap left after a finite arc length; the theorem gives the limit, no rate (§10)"
 
 
 def _columns(data, flow, refs: dict) -> dict[str, torch.Tensor]:
@@ -168,7 +319,7 @@ def run_x3(config: X3Config, ctx: RunContext) -> ExperimentResult:
         frame, spectrum, corr_refs = _one_width(config, d, ctx)
         frames.append(frame)
         spectra += spectrum
-        checks += _x3_checks(config, d, frame, corr_refs)
+        checks += _x3_checks(config, d, frame, corr_refs, ctx.quick)
     frame = pd.concat(frames, ignore_index=True)
     spectrum = pd.concat(spectra, ignore_index=True)
     fig = _x3_figure(config, frame, spectrum)
@@ -177,25 +328,35 @@ def run_x3(config: X3Config, ctx: RunContext) -> ExperimentResult:
     )
 
 
-def _x3_checks(config: X3Config, d: int, frame: pd.DataFrame, corr_refs: float) -> list[Check]:
-    """The three rows of one width from its frame (both parametrisations) at the last step."""
+def _worst(ratios: pd.Series) -> float:
+    """The ratio farthest from 1; NaN when a run ended with ``mu <= 0`` (no direction: the row then fails)."""
+    if ratios.isna().any():
+        return float("nan")
+    return float(ratios.iloc[int((ratios - 1).abs().argmax())])
+
+
+def _x3_checks(config: X3Config, d: int, frame: pd.DataFrame, corr_refs: float, quick: bool = False) -> list[Check]:
+    """The three rows of one width from its frame (both parametrisations) at the last step, and the nuclear row's
+    revision 3 (the quick tolerance of the time) beside them."""
     end = frame[frame["step"] == frame["step"].max()]
     kq, w = end[end["param"] == "KQ"], end[end["param"] == "W"]
-    distinct = corr_refs < 0.999  # else the ordering below says nothing: the run fails and asks for another seed
+    coincide = SEPARATED.param("coincide")
+    distinct = corr_refs < coincide  # else the ordering below says nothing: the run fails and asks for another seed
     gap = float(min((kq["corr_nuc"] - kq["corr_fro"]).min(), (w["corr_fro"] - w["corr_nuc"]).min()))
     separated = bool((kq["corr_nuc"] > kq["corr_fro"]).all() and (w["corr_fro"] > w["corr_nuc"]).all())
-    worst_nuc = float(kq["nuc_ratio"].iloc[int((kq["nuc_ratio"] - 1).abs().argmax())])
-    worst_fro = float(w["fro_ratio"].iloc[int((w["fro_ratio"] - 1).abs().argmax())])
+    worst_nuc, worst_fro = _worst(kq["nuc_ratio"]), _worst(w["fro_ratio"])
     return [
-        NUC_LIMIT.format(d=d).close(1.0, worst_nuc, config.nuc_rtol, spread=_FINITE),
-        FRO_LIMIT.format(d=d).close(1.0, worst_fro, config.fro_rtol, spread=_FINITE),
+        NUC_LIMIT.format(d=d).close(1.0, worst_nuc, config.nuc_rtol),
+        NUC_LIMIT.revised(3).format(d=d).close(1.0, worst_nuc, revised_size(NUC_LIMIT, 3, "nuc_rtol", quick)),
+        FRO_LIMIT.format(d=d).close(1.0, worst_fro, config.fro_rtol),
         SEPARATED.format(d=d).holds(
             f"> 0 (SVMs differ: corr(nuc, fro) = {corr_refs:.4g})"
             if distinct
-            else f"untestable: the two SVMs coincide (corr {corr_refs:.5f} >= 0.999); pick another seed",
+            else f"untestable: the two SVMs coincide (corr {corr_refs:.5f} >= {coincide:g}); pick another seed",
             gap,
             "sign: deterministic runs, every run on its own side",
             distinct and separated,
+            margin=gap if distinct else None,
         ),
     ]
 

@@ -5,6 +5,7 @@ Spec: kq-nuclear-norm §9 X5, §5 (A3 and its reduced form for beta(0) = 0), §7
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -19,6 +20,7 @@ from attnlab.experiments.kq_nuclear.common import (
     SOURCE,
     ScoresConfig,
     diagonal_init,
+    factor_not_trained,
     kq_as_beta,
 )
 from attnlab.experiments.registry import register
@@ -36,7 +38,7 @@ from attnlab.plotting import (
 )
 from attnlab.svm import attention_svm
 from attnlab.training.flow import gradient_flow
-from attnlab.verify import Claim, Experiment, ExperimentResult, RunContext
+from attnlab.verify import Claim, Experiment, ExperimentResult, Reading, Revision, RunContext
 
 __all__ = ["X5Config", "run_x5"]
 
@@ -83,21 +85,62 @@ class X5Config(ScoresConfig):
             raise ValidationError(f"gaps must be a non-empty tuple of positive score gaps, got {self.gaps}")
 
 
-KQ_AS_BETA = kq_as_beta("x5")
-FALSIFIERS = (KQ_AS_BETA,)
+KQ_AS_BETA, K_FROZEN = kq_as_beta("x5"), factor_not_trained("x5")
+FALSIFIERS = (K_FROZEN, KQ_AS_BETA)
+_DATA = ("n", "T", "d", "gaps", "seed")
 A3_SHARE = Claim(
     "hypothesis of the sweep's row: Assumption 3 holds at some gap of the sweep (share of gaps where it holds)",
     "003:Thm4.1",
     f"{SOURCE} §5, §9 X5",
     kind="property",
+    id="a3-share",
+    reading=Reading(
+        "number of gaps of the sweep whose data set satisfies Assumption 3 at initialisation (5) "
+        "(data.assumptions.small_initial_loss)",
+        "initialisation (no run)",
+        "the scores_equal data set of each gap, the config's seed",
+        ">= 1 gap, so that the row below tests the theorem",
+        sizes=_DATA,
+    ),
 )
+_REACHED_READING = Reading(
+    "||beta_hat||_1 / (l1-SVM optimum) of each gap's diagonal K,Q run, beta_hat = diag(W) / mu(W); the row shows "
+    "the gap whose ratio is farthest from 1",
+    "the last step",
+    "the gaps where Assumption 3 holds (the hypothesis row), one run each from initialisation (5) at omega",
+    "|ratio - 1| <= config.l1_rtol: 0.05 full, 0.1 quick (ours: the gap left after a finite arc length; the theorem "
+    "gives the limit, no rate, §10)",
+    sizes=(*_DATA, "omega", "step", "steps", "l1_rtol"),
+)
+_FULL = {"n": 2, "T": 3, "d": 8, "gaps": [0.5, 1.0, 2.0, 3.0, 4.0, 6.0], "seed": 0, "omega": 0.1, "l1_rtol": 0.05}
 REACHED = Claim(
     "where A3 holds, ||beta_hat||_1 reaches the l1-SVM optimum (Thm 4.1; worst gap)",
     "003:Thm4.1",
     f"{SOURCE} §7.2, §9 X5",
-    KQ_AS_BETA.name,
+    (K_FROZEN.name, KQ_AS_BETA.name),
+    id="l1-reached",
+    reading=_REACHED_READING,
+    revisions=(
+        Revision(
+            dataclasses.replace(
+                _REACHED_READING,
+                tolerance="|ratio - 1| <= config.l1_rtol: 0.05 full, 0.3 quick (ours: the gap left after a finite arc "
+                "length; the theorem gives the limit, no rate, §10)",
+            ),
+            "2026-11-22",
+            "the quick size changed for the CI budget with every experiment's (12fefa3: 1500 steps of 0.2 -> 800 "
+            "of 0.3) and its tolerance came down from 0.3 to 0.1; the full size did not change",
+            "pass: 1.0119 (rel 0.3; recomputed at the old sizes with the current code)",
+            "pass: 1.0046 (rel 0.05)",
+            sizes={
+                **{k: {"full": v, "quick": v} for k, v in _FULL.items()},
+                "step": {"full": 0.04, "quick": 0.2},
+                "steps": {"full": 50000, "quick": 1500},
+                "l1_rtol": {"full": 0.05, "quick": 0.3},
+            },
+        ),
+    ),
 )
-_FINITE = "ours: the gap left after a finite arc length; the theorem gives the limit, no rate (§10)"
 
 
 def _sweep_table(config: X5Config, datasets: list, ratio: torch.Tensor) -> pd.DataFrame:
@@ -150,10 +193,10 @@ def run_x5(config: X5Config, ctx: RunContext) -> ExperimentResult:
         A3_SHARE.holds(
             ">= 1 gap",
             f"{len(holds)} of {len(table)} gaps ({', '.join(f'{g:g}' for g in holds['gap']) or 'none'})",
-            "at least one gap, so the row below tests the theorem",
+            A3_SHARE.reading.tolerance,
             len(holds) > 0,
         ),
-        REACHED.close(1.0, worst, config.l1_rtol, spread=_FINITE),
+        REACHED.close(1.0, worst, config.l1_rtol, support=len(holds)),
     ]
     notes = [
         f"A3 violated at gaps {violated['gap'].tolist()}; of those, reached the l1 limit: "

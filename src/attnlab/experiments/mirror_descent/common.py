@@ -10,6 +10,8 @@ the recorded steps, because the SVM directions are known only after training.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import torch
@@ -19,10 +21,11 @@ from attnlab.data import StackedData
 from attnlab.losses import LOSSES, mean_loss
 from attnlab.metrics import entrywise_norm, selected_logistic_probability
 from attnlab.models.functional import attention_probabilities, margins
+from attnlab.optim import parse_optimizer
 from attnlab.probe import attended_tokens
 from attnlab.training.batched import train as batched_train
 from attnlab.training.callbacks import tidy_frame
-from attnlab.verify import RunContext
+from attnlab.verify import Check, RunContext, observation
 
 __all__ = [
     "PAPER",
@@ -61,7 +64,7 @@ def md_path(
     batch: StackedData,
     W0: torch.Tensor,
     p: float,
-    lr: float,
+    lr: float | torch.Tensor,
     normalized: bool,
     steps: int,
     every: int,
@@ -88,12 +91,10 @@ def md_path(
         batch.v,
         W0,
         param="W",
-        optimizer="md",
+        optimizer=parse_optimizer("md").with_options(p=p, normalized=normalized),
         lr=lr,
         loss=loss,
         steps=steps,
-        p=p,
-        normalized=normalized,
         record_every=every,
         keep_iterates=True,
         progress=ctx.progress,
@@ -107,10 +108,38 @@ def selected(batch: StackedData, W: torch.Tensor) -> torch.Tensor:
     return attended_tokens(batch.X, batch.Z, W)  # spec §6: argmax of the softmax, i.e. of the logits
 
 
-def still_decreasing(steps: np.ndarray, values: np.ndarray) -> dict[str, float]:
-    """``values`` at the recorded steps nearest ``K/4``, ``K/2`` and ``K`` (``K`` the last step), by name."""
+ROUNDING = 1e-12  # float64 rounding of dB_p relative to its value: differences of O(1) terms, a few ulps each
+# a half-window [K/4, K/2] or [K/2, K] that falls by less than this fraction of dB(K/4) reads as a plateau: a
+# poly-logarithmic decay (log k)^(-a) falls by about a log 2 / log K per half-window, >= 1e-3 for a >= 0.01 here
+PLATEAU = 1e-3
+
+
+def still_decreasing(
+    claim: str, steps: np.ndarray, values: np.ndarray, source: str, *, result: str, paper_says: str = "K < K/2 < K/4"
+) -> Check:
+    """Observation that ``values`` (a ``dB_p`` curve) still falls at ``K/4, K/2, K``, a plateau read as a plateau.
+
+    The tolerance of each half-window's change is the largest of float64 rounding (``ROUNDING`` of ``dB(K/4)``),
+    the curve's measured scatter over ``[K/4, K]`` (three times the RMS of its second differences between records:
+    zero for a smooth curve) and the plateau level ``PLATEAU`` of ``dB(K/4)``. Agrees when both halves fall by more
+    than it; disagrees when one rises by more than it; otherwise inconclusive: a plateau.
+    """
     K = steps[-1]
-    return {name: float(values[int(np.abs(steps - K / k).argmin())]) for name, k in (("K", 1), ("K/2", 2), ("K/4", 4))}
+    at = {name: float(values[int(np.abs(steps - K / k).argmin())]) for name, k in (("K", 1), ("K/2", 2), ("K/4", 4))}
+    late = values[steps >= K / 4]
+    scatter = 3 * float(np.sqrt(np.mean(np.diff(late, 2) ** 2))) if len(late) > 2 else 0.0
+    tolerance = max(ROUNDING * abs(at["K/4"]), scatter, PLATEAU * abs(at["K/4"]))
+    falls = (at["K/4"] - at["K/2"], at["K/2"] - at["K"])
+    agrees = min(falls) > tolerance
+    rises = min(falls) < -tolerance
+    plateau = not agrees and not rises
+    measured = ", ".join(f"{name} {value:.10g}" for name, value in at.items()) + (" (a plateau)" if plateau else "")
+    rule = (
+        f"each half of [K/4, K] falls by more than {tolerance:.3g}: the largest of float64 rounding, the measured "
+        f"scatter between records ({scatter:.2g}) and {PLATEAU:g} of dB(K/4) (a plateau); within it: inconclusive"
+    )
+    row = observation(claim, paper_says, measured, agrees, source, tolerance=rule, result=result)
+    return dataclasses.replace(row, inconclusive=plateau)
 
 
 def path_metrics(batch: StackedData, path: torch.Tensor, p: float, loss: str) -> dict[str, torch.Tensor]:

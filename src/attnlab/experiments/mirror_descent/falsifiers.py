@@ -1,28 +1,50 @@
 """Wrong mechanisms under which the mirror-descent theory rows must fail (tests/experiments/test_falsifiers.py).
 
-Each patches the batched trainer where :func:`~attnlab.experiments.mirror_descent.common.md_path` looks it up, so
-it changes the algorithm (l_p-AttGD) the lemmas are about, never a check's arithmetic.
+Each changes the algorithm (l_p-AttGD), the model's gradient or the divergence a lemma is about, where the
+experiment looks it up, never a check's arithmetic. The training falsifiers patch the batched trainer that
+:func:`~attnlab.experiments.mirror_descent.common.md_path` calls; the others patch one function of one experiment.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
-from attnlab.models.functional import attention_probabilities
+import torch
+
+from attnlab.models.functional import attention_logits
+from attnlab.optim import parse_optimizer
+from attnlab.optim import transforms as tx
+from attnlab.optim.mirror_descent import FLOAT64_EPS, md_rule
 from attnlab.verify import Falsifier
 
-__all__ = ["EXPONENT_SHIFT", "RUNNER_UP", "STEP_TEN_TIMES"]
+__all__ = [
+    "DENOMINATOR_DROPPED",
+    "EXPONENT_SHIFT",
+    "GRADIENT_TRANSPOSED",
+    "LOGITS_TRANSPOSED",
+    "MIRROR_SIGN_DROPPED",
+    "WEIGHT_DECAY",
+    "gradient_transposed",
+]
 
 _TARGET = "attnlab.experiments.mirror_descent.common:batched_train"
 _NEXT = {1.75: 2.0, 2.0: 3.0, 3.0: 1.75}  # the default ps, each mapped to the next one, cyclically
+DECAY = 1e-3  # weight decay of WEIGHT_DECAY: lambda ||W|| ~ 1e-2 at the start, the size of the gradient there
 
 
 def _with(**change: Any):
+    """The trainer with keyword ``lr`` or an option of the optimizer (``p``) changed by ``change[key](value)``."""
+
     def wrap(train):
         def wrong(*args: Any, **kwargs: Any) -> Any:
+            spec = parse_optimizer(kwargs["optimizer"])
             for key, mend in change.items():
-                kwargs[key] = mend(kwargs[key])
-            return train(*args, **kwargs)
+                if key == "lr":
+                    kwargs[key] = mend(kwargs[key])
+                else:
+                    spec = spec.replace(**{key: mend(spec.get(key))})
+            return train(*args, **{**kwargs, "optimizer": spec})
 
         return wrong
 
@@ -36,28 +58,114 @@ EXPONENT_SHIFT = Falsifier(
     _with(p=lambda p: _NEXT.get(float(p), float(p) + 0.3)),
     kind="mechanism",
 )
-STEP_TEN_TIMES = Falsifier(
-    "step-ten-times",
-    "l_p-AttGD with 10x the step size (Lemma 27 needs a small step)",
-    _TARGET,
-    _with(lr=lambda lr: 10 * lr),
-    kind="mechanism",
-)
 
 
-def _runner_up(selected):
-    """The SVM's tokens taken as the second-largest final attention (an off-by-one in the ranking)."""
+def _transposed_training(train):
+    """Train under the logits ``z^T W x`` (the transposed convention): the true model's run on ``W^T``."""
 
-    def wrong(batch, W):
-        return attention_probabilities(batch.X, W, batch.Z).topk(2, dim=-1).indices[..., 1]
+    def wrong(X, Z, y, v, W0, **kwargs):
+        run = train(X, Z, y, v, W0.mT.contiguous(), **kwargs)
+        W = run.W.mT.contiguous()
+        iterates = {**run.iterates, "W": run.iterates["W"].mT.contiguous()}
+        return dataclasses.replace(run, params={**run.params, "W": W}, extra={**run.extra, "W": W}, iterates=iterates)
 
     return wrong
 
 
-RUNNER_UP = Falsifier(
-    "svm-of-the-runner-up",
-    "the SVM solved for the token of second-largest final attention instead of the largest",
-    "attnlab.experiments.mirror_descent.e1:selected",
-    _runner_up,
-    kind="reference",
+LOGITS_TRANSPOSED = Falsifier(
+    "logits-transposed",
+    "l_p-AttGD trains the model with the transposed logit convention z_i^T W x_it (the gradient is grad L(W^T)^T), "
+    "while every quantity is measured in the model x_it^T W z_i of the lemmas",
+    _TARGET,
+    _transposed_training,
+    kind="mechanism",
+)
+
+
+def _decay_transform(decay: float) -> tx.Transform:
+    """Weight decay: the step's direction becomes ``grad L + decay W`` (on the gradient's mantissa scale)."""
+
+    def update(step: tx.Step, state: None, ctx: tx.Context) -> tuple[tx.Step, None]:
+        out = []
+        for m, W in zip(step.direction, ctx.params):
+            scale = torch.exp(-step.log_scale).reshape(step.log_scale.shape + (1,) * (W.dim() - ctx.run_dims))
+            out.append(m + decay * W * scale)  # mantissa of grad L + decay W, the true gradient being m e^log_scale
+        return tx.Step(out, step.log_scale, step.log_coef, step.factor), state
+
+    return tx.Transform("weight_decay", lambda params: None, update, coefficient_only=False, scale_invariant=False)
+
+
+def _weight_decay(train):
+    """Plain l_p mirror descent with a weight decay ``DECAY`` added to the gradient (as ``SGD(weight_decay=)``)."""
+
+    def wrong(X, Z, y, v, W0, **kwargs):
+        spec = parse_optimizer(kwargs.pop("optimizer"))
+        lr, p, normalized = kwargs.pop("lr"), spec.get("p"), spec.get("normalized")
+        plain = md_rule([lr], [p], [normalized], [spec.get("eps", FLOAT64_EPS)])
+        rule = tx.Rule((_decay_transform(DECAY), *plain.transforms), mirror_p=plain.mirror_p)
+        return train(X, Z, y, v, W0, **{**kwargs, "optimizer": rule})
+
+    return wrong
+
+
+WEIGHT_DECAY = Falsifier(
+    "weight-decay",
+    f"l_p-AttGD with a weight decay {DECAY:g} W added to the gradient (an optimizer default a real run could "
+    "carry): the norm settles where the decay balances the vanishing gradient",
+    _TARGET,
+    _weight_decay,
+    kind="mechanism",
+)
+
+
+def gradient_transposed(direction):
+    """``gradient_direction`` of the model with the transposed logits ``z^T W x``: ``grad L(W^T)^T``."""
+
+    def wrong(X, Z, y, v, W, loss="exp"):
+        d, log_norm, log_risk = direction(X, Z, y, v, W.mT, loss)
+        return d.mT, log_norm, log_risk
+
+    return wrong
+
+
+GRADIENT_TRANSPOSED = Falsifier(
+    "gradient-logits-transposed",
+    "the gradient whose correlation Lemma 20 reads is that of the transposed logit convention z_i^T W x_it",
+    "attnlab.experiments.mirror_descent.e1:gradient_direction",
+    gradient_transposed,
+    kind="mechanism",
+)
+
+
+def _unnormalised(probabilities):
+    """Attention weights ``exp(X W z)`` without the softmax's denominator."""
+    return lambda X, W, Z: torch.exp(attention_logits(X, W, Z))
+
+
+DENOMINATOR_DROPPED = Falsifier(
+    "softmax-denominator-dropped",
+    "the attention weights are exp(X W z) without the softmax's denominator (unnormalised exponential attention)",
+    "attnlab.experiments.mirror_descent.bounds:attention_probabilities",
+    _unnormalised,
+    kind="mechanism",
+)
+
+
+def _sign_dropped(bregman):
+    """``D(A, B)`` with ``|B|^(p-1)`` in place of ``grad psi(B) = sign(B) |B|^(p-1)`` in the linear term."""
+
+    def wrong(A, B, p):
+        dims = (-2, -1)
+        linear = (B.abs() ** (p - 1) * (A - B)).sum(dims)
+        return (A.abs() ** p).sum(dims) / p - (B.abs() ** p).sum(dims) / p - linear
+
+    return wrong
+
+
+MIRROR_SIGN_DROPPED = Falsifier(
+    "mirror-map-sign-dropped",
+    "the Bregman divergence linearises psi with |B|^(p-1) instead of grad psi(B) = sign(B) |B|^(p-1)",
+    "attnlab.experiments.mirror_descent.bounds:bregman_divergence",
+    _sign_dropped,
+    kind="mechanism",
 )

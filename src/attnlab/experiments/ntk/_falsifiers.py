@@ -10,6 +10,31 @@ from attnlab.ntk import ExpMLP, SoftmaxMLP
 from attnlab.verify import Falsifier
 
 
+def output_scale(power: float):
+    """The softmax network with output ``m^power a S`` instead of ``m a S``; its Jacobian ``phi (a - b)`` scales
+    through ``phi`` (``b = <a, S>`` is the softmax's own)."""
+
+    def wrap(cls):
+        class Scaled(cls):
+            def _scale(self) -> float:
+                return self.width ** (1.0 - power)
+
+            def output_from_logits(self, Z):
+                return super().output_from_logits(Z) / self._scale()
+
+            def jacobian_factors(self, Z):
+                phi, b = super().jacobian_factors(Z)
+                return phi / self._scale(), b
+
+            def output_and_factors(self, Z, *, overwrite=False):
+                F, phi, b = super().output_and_factors(Z, overwrite=overwrite)
+                return F / self._scale(), phi / self._scale(), b
+
+        return Scaled
+
+    return wrap
+
+
 def _underestimated_lambda_max(lambda_max):
     """GD's stability estimate 20x too small: the practical step becomes 10 / (s lambda_max), 5x the limit."""
     return lambda net, X: lambda_max(net, X) / 20

@@ -19,36 +19,102 @@ from attnlab.experiments.registry import register
 from attnlab.ntk import ForwardProcess, SoftmaxMLP, circle_mixture, denoising_set, reverse_sde_sample
 from attnlab.plotting import house_figure, label_ours, new_figure
 from attnlab.training.ntk import train_score_model
-from attnlab.verify import Claim, Experiment, ExperimentResult, Falsifier, RunContext
+from attnlab.verify import (
+    Claim,
+    Experiment,
+    ExperimentResult,
+    Falsifier,
+    Reading,
+    RunContext,
+    fit_slope,
+    spread_tolerance,
+)
 
 __all__ = ["GMMConfig", "run_gmm"]
 
 
 # ---- declared checks ----------------------------------------------------------------------------------------
 _SRC = f"{SOURCE} §9 P8, §7.8 Thm 6.6"
-ERROR_FALLS = Claim(
-    "P8: weighted score error decreases with n (m={width})", "004:Thm6.6", _SRC, kind="property"
-)  # any consistent learner's error falls with n: no wrong mechanism we tried reverses it (docs), so a property
+# the config fields a trained model's weighted error depends on (not the sampler's)
+_FIT_SIZES = (
+    "ns", "widths", "sigma_w", "c", "T0", "T", "modes", "radius", "std", "n_val", "n_eval", "max_steps",
+    "record_every", "patience", "skip", "input_map", "decay", "times", "time_power", "seed",
+)  # fmt: skip
+_WEIGHTED = (
+    "the weighted score error (theory page §9: uniform t on [T0, T], the denoiser against the closed-form posterior "
+    "mean) on n_eval fresh draws in 5 chunks (the same draws for every model), of the GD-trained network "
+    "early-stopped on n_val held-out triples"
+)
+FALLS_WITH_N = Claim(
+    "Thm 6.6: the weighted score error falls with n beyond the evaluation noise (m={width}; exponent in n: the "
+    "measured value)",
+    "004:Thm6.6",
+    _SRC,
+    falsifier="target-is-noisy-sample",
+    id="thm66-falls-with-n",
+    reading=Reading(
+        statistic="mean over the 5 chunks of the evaluation draws of the log-log slope in n of "
+        + _WEIGHTED
+        + " (each chunk's slope over the ns; the same draws for every n: paired)",
+        window="the early-stopped weights (best held-out step, at most max_steps steps)",
+        subset="each width, the nested training sets (the first n triples of one pool, seed); one row per width",
+        tolerance="mean + se_multiple standard errors of the chunk slopes < 0: the label-mismatch and "
+        "early-stopping terms of Theorem 6.6 fall with n (their exponents are lost, so the sign of the rate is what "
+        "is tested); training-set randomness is one seed",
+        params={"se_multiple": 3.0},
+        sizes=_FIT_SIZES,
+    ),
+)
 WIDER_NOT_WORSE = Claim(
     "P8: coupling: at the largest n, the widest network's error does not exceed the narrowest's "
     "(m = {wide} vs {narrow}; saturates at the RKHS floor)",
     "004:Thm6.6",
     _SRC,
-    falsifier="forward-variance-4x",
+    falsifier=("forward-variance-4x", "target-is-noisy-sample"),
+    id="thm66-wider-not-worse",
+    reading=Reading(
+        statistic=_WEIGHTED + ", of the widest and of the narrowest width",
+        window="the early-stopped weights (best held-out step, at most max_steps steps)",
+        subset="the largest n; one training set, one initialization (seed)",
+        tolerance="widest <= narrowest + se_multiple standard errors of the paired difference over the 5 chunks of "
+        "the evaluation draws (training-set randomness is one seed)",
+        params={"se_multiple": 3.0},
+        sizes=_FIT_SIZES,
+    ),
 )
+_SAMPLES = "reverse-SDE samples (Euler-Maruyama, sde_steps steps from T to T0, then E[X_0 | X_T0]) of the model"
+_SAMPLE_SIZES = (*_FIT_SIZES, "n_samples", "sde_steps")
 COVERAGE = Claim(
     "samples: a majority within 3 std of a mode (largest n, m)",
     "004:Thm6.6",
     f"{SOURCE} §9 (sampling)",
     kind="property",
+    id="samples-coverage",
+    reading=Reading(
+        statistic="share of the " + _SAMPLES + " within 3 std of some mode",
+        window="the early-stopped weights",
+        subset="the model of the largest n and the largest width; n_samples samples",
+        tolerance=">= bound: a majority of the samples",
+        params={"bound": 0.5},
+        sizes=_SAMPLE_SIZES,
+    ),
 )
 BALANCE = Claim(
     "samples: no mode starved: each holds >= 1/(2K) of the samples near a mode",
     "004:Thm6.6",
     f"{SOURCE} §9 (sampling)",
     kind="property",
+    id="samples-balance",
+    reading=Reading(
+        statistic="the smallest mode's share of the " + _SAMPLES + " that landed within 3 std of some mode",
+        window="the early-stopped weights",
+        subset="the model of the largest n and the largest width; the samples near some mode",
+        tolerance=">= share / K: half the fair share 1/K",
+        params={"share": 0.5},
+        sizes=_SAMPLE_SIZES,
+    ),
 )
-CLAIMS = (ERROR_FALLS, WIDER_NOT_WORSE, COVERAGE, BALANCE)
+CLAIMS = (FALLS_WITH_N, WIDER_NOT_WORSE, COVERAGE, BALANCE)
 
 
 class _NoisierProcess(ForwardProcess):
@@ -63,7 +129,26 @@ def _noisier_training_data(denoising_set):
     return lambda x0, process, *args, **kwargs: denoising_set(x0, _NoisierProcess(1.0), *args, **kwargs)
 
 
+def _noisy_sample_target(denoising_set):
+    """Training and held-out triples whose regression target is the noisy sample x_t instead of the clean x_0."""
+
+    def swapped(*args, **kwargs):
+        triples = denoising_set(*args, **kwargs)
+        return type(triples)(triples.t, triples.x_t.clone(), triples.x_t)
+
+    return swapped
+
+
 FALSIFIERS = (
+    Falsifier(
+        "target-is-noisy-sample",
+        "the denoising regression's target is the noisy sample x_t instead of the clean x_0 (a swapped pair in the "
+        "training and held-out triples); evaluation keeps the closed-form denoiser",
+        "attnlab.experiments.ntk.gmm:denoising_set",
+        _noisy_sample_target,
+        slow=True,
+        kind="mechanism",
+    ),
     Falsifier(
         "forward-variance-4x",
         "the training triples' forward process with variance 4 h(t) (noise std doubled); evaluation keeps h(t)",
@@ -168,13 +253,10 @@ def _departure(table: pd.DataFrame, row: dict, n: int, width: int) -> tuple[pd.D
 
 # ---- checks -------------------------------------------------------------------------------------------------------
 def _gmm_checks(table: pd.DataFrame, config: GMMConfig) -> list:
-    checks = [
-        ERROR_FALLS.format(width=width).slope(part["n"], part["weighted_error"], 0.0, 0.0, side="at_most")
-        for width, part in ((w, p.sort_values("n")) for w, p in table.groupby("width"))
-    ]
+    chunks = [c for c in table.columns if c.startswith("error_chunk_")]
+    checks = [_falls_with_n(width, part.sort_values("n"), chunks) for width, part in table.groupby("width")]
     largest = table[table["n"] == max(config.ns)].sort_values("width")
     if len(largest) >= 2:
-        chunks = [c for c in table.columns if c.startswith("error_chunk_")]
         paired = largest[chunks].iloc[-1].to_numpy() - largest[chunks].iloc[0].to_numpy()  # same draws: paired
         se = float(paired.std(ddof=1) / math.sqrt(len(paired)))
         widest, narrowest = float(largest["weighted_error"].iloc[-1]), float(largest["weighted_error"].iloc[0])
@@ -182,7 +264,7 @@ def _gmm_checks(table: pd.DataFrame, config: GMMConfig) -> list:
         checks.append(
             WIDER_NOT_WORSE.format(wide=wide, narrow=narrow).less(
                 widest,
-                narrowest + 3 * se,
+                narrowest + WIDER_NOT_WORSE.param("se_multiple") * se,
                 spread=f"narrowest + 3 SE of the paired difference over {len(paired)} chunks of the evaluation draws "
                 f"(SE {se:.3g}); training-set randomness is one seed",
             )
@@ -190,17 +272,32 @@ def _gmm_checks(table: pd.DataFrame, config: GMMConfig) -> list:
     return checks + _sample_checks(table, config)
 
 
+def _falls_with_n(width: int, part: pd.DataFrame, chunks: list[str]):
+    """Theorem 6.6's n-dependence at one width: the chunk-paired log-log slope in n, mean + k SE below 0."""
+    slopes = [fit_slope(part["n"], part[chunk])[0] for chunk in chunks]
+    tol, text = spread_tolerance(slopes, FALLS_WITH_N.param("se_multiple"), what="chunks of the evaluation draws")
+    mean = float(sum(slopes) / len(slopes))
+    return FALLS_WITH_N.format(width=width).holds(
+        f"< {-tol:.3g} (mean slope + {FALLS_WITH_N.param('se_multiple'):g} SE < 0)",
+        mean,
+        f"{text}; the chunk slopes over n = {', '.join(str(int(n)) for n in part['n'])}",
+        mean + tol < 0,
+        margin=-(mean + tol),
+    )
+
+
 def _sample_checks(table: pd.DataFrame, config: GMMConfig) -> list:
     """Coverage and balance of the best model's samples against their definitions, with the binomial SE stated."""
     best = table[(table["n"] == max(config.ns)) & (table["width"] == max(config.widths))].iloc[0]
-    covered, balance, fair = float(best["coverage"]), float(best["mode_balance"]), 0.5 / config.modes
+    covered, balance = float(best["coverage"]), float(best["mode_balance"])
+    fair = BALANCE.param("share") / config.modes
     near = max(1, round(covered * config.n_samples))  # samples near some mode: the balance's denominator
     se_cov = math.sqrt(covered * (1 - covered) / config.n_samples)
     se_bal = math.sqrt(balance * (1 - balance) / near)
     return [
         COVERAGE.greater(
             covered,
-            0.5,
+            COVERAGE.param("bound"),
             spread=f"a majority of the samples, what 'the samples land on the modes' means here; binomial SE "
             f"{se_cov:.2g} over {config.n_samples} samples",
         ),

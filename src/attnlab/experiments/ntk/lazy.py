@@ -13,9 +13,16 @@ import pandas as pd
 import torch
 
 from attnlab._validation import ValidationError, check_scalar
-from attnlab.experiments.ntk._falsifiers import LR_PAST_STABILITY, SOFTMAX_KERNEL_OF_EXP
+from attnlab.experiments.ntk import induction
+from attnlab.experiments.ntk._falsifiers import LR_PAST_STABILITY, SOFTMAX_KERNEL_OF_EXP, output_scale
 from attnlab.experiments.ntk._shared import SOURCE, check_sizes, log_factor_allowance
-from attnlab.experiments.ntk.lemma51 import GRAM_UNNORMALISED, PERTURBATION, perturbation_check
+from attnlab.experiments.ntk.induction import autograd_gap, induction_checks, record_terms, summarize
+from attnlab.experiments.ntk.lemma51 import (
+    GRAM_UNNORMALISED,
+    OUTPUT_SCALE_M_SQUARED,
+    PERTURBATION,
+    perturbation_check,
+)
 from attnlab.experiments.registry import register
 from attnlab.ntk import (
     SoftmaxMLP,
@@ -36,11 +43,19 @@ from attnlab.ntk import (
 from attnlab.ntk.network import TwoLayerNet
 from attnlab.plotting import STEP, house_figure, label_ours, new_figure, theory_line
 from attnlab.training.ntk import gradient_descent, kernel_regression_path
-from attnlab.verify import Claim, Experiment, ExperimentResult, Falsifier, RunContext, fit_slope, spread_tolerance
+from attnlab.verify import (
+    Claim,
+    Experiment,
+    ExperimentResult,
+    Falsifier,
+    Reading,
+    Revision,
+    RunContext,
+    fit_slope,
+    spread_tolerance,
+)
 
 __all__ = ["LazyConfig", "run_lazy"]
-
-ROUND_OFF = 1e-20  # ||F - Y||^2 below this is float64 round-off; per-step factors are fitted above it
 
 
 @dataclass(frozen=True)
@@ -128,29 +143,58 @@ class LazyConfig:
 
 # ---- declared checks: each theory row names its paper result and the wrong mechanism under which it must fail --
 _SRC = f"{SOURCE} §9"
-ZERO_AT_INIT = Claim(
-    "P1: symmetric init gives F(W(0), .) = 0 up to round-off (max |F| over widths)",
-    "004:Def3.7",
-    f"{_SRC} P1, §2.1",
-    kind="property",
+_EACH_WIDTH = "each width of the config, one symmetric initialization (seed + 1) and one data set (seed) each"
+_RUN_SIZES = ("n", "d_in", "d_out", "widths", "sigma_w", "c", "steps", "record_every", "seed")
+_LOG_RULE = (
+    "the change a log^2 m factor (the theorem's log factors) can make to the slope over the widths, "
+    "log_power log(log m_max / log m_min) / log(m_max / m_min): 0.29 for m in [250, 4000]"
 )
 LOSS_FACTOR = Claim(
     "P2: per-step loss factor < 1 - m eta lambda / 2 (m={width})",
     "004:Lem5.3",
     f"{_SRC} P2, §5 Lemma 5.3",
-    falsifier="lr-past-stability",
+    falsifier=("lr-past-stability", "gradient-missing-m"),
+    id="p2-loss-factor",
+    reading=Reading(
+        statistic="per-step factor (||F(t) - Y||^2 / ||F(0) - Y||^2)^(1/t), t the last recorded step with "
+        "||F(t) - Y||^2 > round_off",
+        window="from step 0 to the last recorded step above round_off (float64 round-off of the loss)",
+        subset=_EACH_WIDTH + "; one row per width",
+        tolerance="< 1 - m eta lambda / 2 strictly, lambda = lambda_min(H*) of that initialization (Lemma 5.3's "
+        "loss factor, spec reading)",
+        params={"round_off": 1e-20},
+        sizes=_RUN_SIZES,
+    ),
 )
 LOSS_ENVELOPE = Claim(
     "P2: ||F(t)-Y||^2 <= (1 - m eta lambda/2)^t ||Y||^2 at every recorded t (m={width})",
     "004:Thm4.2",
     f"{_SRC} P2, §5 Theorem 4.2",
-    falsifier="lr-past-stability",
+    falsifier=("lr-past-stability", "gradient-missing-m"),
+    id="p2-envelope",
+    reading=Reading(
+        statistic="whether ||F(t) - Y||^2 <= (1 - m eta lambda / 2)^t ||F(0) - Y||^2 (1 + round_off_rel) at every "
+        "recorded t; margin: min over t of 1 - ||F(t) - Y||^2 / (envelope (1 + round_off_rel))",
+        window="every recorded step (every record_every steps, and the last)",
+        subset=_EACH_WIDTH + "; one row per width",
+        tolerance="exact, with round_off_rel relative allowance for float64 round-off",
+        params={"round_off_rel": 1e-9},
+        sizes=_RUN_SIZES,
+    ),
 )
 KERNEL_NEAR = Claim(
     "P4: sup_t ||H(t) - H*||_F < lambda / 2 (m={width})",
     "004:Lem5.3",
     f"{_SRC} P4, §5 Lemma 5.3",
-    falsifier="lr-past-stability",
+    falsifier=("lr-past-stability", "uncoupled-init"),
+    id="p4-kernel-near",
+    reading=Reading(
+        statistic="sup over recorded t of ||H(t) - H*||_F",
+        window="every recorded step",
+        subset=_EACH_WIDTH + "; one row per width",
+        tolerance="<= lambda_min(H*) / 2 (the kernel radius of Lemma 5.3's induction, spec reading)",
+        sizes=_RUN_SIZES,
+    ),
 )
 LAZY_WEIGHTS = Claim(
     "P3: lazy weights: sup_t max_r ||w_r(t) - w_r(0)|| <= D ~ e^{2B} / m, with e^{2B} measured as "
@@ -158,12 +202,30 @@ LAZY_WEIGHTS = Claim(
     "004:Lem5.3",
     f"{_SRC} P3, §5 Lemma 5.3",
     falsifier="output-scale-sqrt-m",
+    id="p3-lazy-weights",
+    reading=Reading(
+        statistic="log-log slope in m of sup_t max_r ||w_r(t) - w_r(0)|| / max_{i,r} m S_{i,r}(W(0))",
+        window="sup over every recorded step",
+        subset="the widths of the config, one initialization each",
+        tolerance="-1 +- " + _LOG_RULE,
+        params={"log_power": 2.0},
+        sizes=_RUN_SIZES,
+    ),
 )
 KERNEL_DRIFT_RATE = Claim(
     "P4: sup_t ||H(t) - H*||_F shrinks at least like 1/m",
     "004:Lem5.3",
     f"{_SRC} P4, §5 Lemma 5.3",
-    falsifier="lr-past-stability",
+    falsifier=("lr-past-stability", "uncoupled-init"),
+    id="p4-drift-rate",
+    reading=Reading(
+        statistic="log-log slope in m of sup_t ||H(t) - H*||_F",
+        window="sup over every recorded step",
+        subset="the widths of the config, one initialization each",
+        tolerance="<= -1 + " + _LOG_RULE,
+        params={"log_power": 2.0},
+        sizes=_RUN_SIZES,
+    ),
 )
 COUPLING_RATE = Claim(
     "P5: max_t |F_nn - F_ker| at test points shrinks at least like the kernel drift, 1/m "
@@ -171,15 +233,81 @@ COUPLING_RATE = Claim(
     "004:ThmF.2",
     f"{_SRC} P5, §6.2 Thm F.2",
     falsifier="output-scale-sqrt-m",
+    id="p5-coupling-rate",
+    reading=Reading(
+        statistic="log-log slope in m of max over recorded t, test points and outputs of |F_nn - F_ker|, F_ker "
+        "Algorithm D from gamma(0) = 0 with the network's step",
+        window="every recorded step",
+        subset="the widths of the config, one initialization each; n_test unit-norm test points (seed)",
+        tolerance="<= -1 + " + _LOG_RULE,
+        params={"log_power": 2.0},
+        sizes=(*_RUN_SIZES, "n_test"),
+    ),
 )
+_LIMIT_WINDOW = "H* at initialization (no training)"
+
+
+def _p6_training_sizes(inits_full: int, inits_quick: int) -> dict:
+    """The sizes of P6's readings on the training widths (before the kernel widths existed)."""
+    same = {"n": 12, "d_in": 5, "d_out": 3, "sigma_w": 1.0, "seed": 0}
+    return {
+        **{name: {"full": value, "quick": value} for name, value in same.items()},
+        "widths": {"full": [250, 1000, 4000, 16000], "quick": [250, 1000, 4000]},
+        "kernel_seeds": {"full": inits_full, "quick": inits_quick},
+    }
+
+
 LIMIT_KERNEL = Claim(
     "P6: ||H* - I (x) K||_F / ||I (x) K||_F ~ m^{-1/2}",
-    "004:Def3.6",
+    "004:Ext-LimitKernel",  # the spec's derived limit of Definition 3.6's Gram, not a numbered result
     f"{_SRC} P6, §4.2",
-    falsifier="softmax-kernel-of-exp",
+    falsifier=("softmax-kernel-of-exp", "init-std-mismatch"),
+    id="ext-limit-kernel",
+    reading=Reading(
+        statistic="log-log slope in m of the mean over initializations of ||H* - I (x) K||_F / ||I (x) K||_F",
+        window=_LIMIT_WINDOW + ", at the kernel widths (m = 16000, 64000, 256000; quick 250, 1000, 4000)",
+        subset="kernel_seeds initializations (seeds seed + 1 ...) of one data set",
+        tolerance="-0.5 +- se_multiple standard errors of the slopes fitted per initialization",
+        params={"se_multiple": 3.0},
+        sizes=("n", "d_in", "d_out", "sigma_w", "kernel_seeds", "kernel_widths", "seed"),
+    ),
+    revisions=(
+        Revision(
+            Reading(
+                statistic="log-log slope in m of the mean over initializations of ||H* - I (x) K||_F / ||I (x) K||_F",
+                window=_LIMIT_WINDOW + ", at the training widths",
+                subset="kernel_seeds initializations of one data set",
+                tolerance="-0.5 +- 0.25 (ours): Monte-Carlo error of the mean over kernel_seeds inits",
+                params={"tol": 0.25},
+                sizes=("n", "d_in", "d_out", "widths", "sigma_w", "kernel_seeds", "seed"),
+            ),
+            date="2026-11-25",
+            why="the tolerance 0.25 was chosen by us, not measured; replaced by 3 standard errors of the per-init "
+            "slopes (the spread of the statistic itself)",
+            quick="pass: -0.497 (widths 250, 1000, 4000; 2 inits; recomputed 2026-11-27)",
+            full="pass: -0.385 (widths 250 ... 16000; 4 inits)",
+            sizes=_p6_training_sizes(4, 2),
+        ),
+        Revision(
+            Reading(
+                statistic="log-log slope in m of the mean over initializations of ||H* - I (x) K||_F / ||I (x) K||_F",
+                window=_LIMIT_WINDOW + ", at the training widths (m = 250 ... 16000; quick 250, 1000, 4000)",
+                subset="kernel_seeds initializations (seeds seed + 1 ...) of one data set",
+                tolerance="-0.5 +- se_multiple standard errors of the slopes fitted per initialization",
+                params={"se_multiple": 3.0},
+                sizes=("n", "d_in", "d_out", "widths", "sigma_w", "kernel_seeds", "seed"),
+            ),
+            date="2026-11-25",
+            why="failed at full size (-0.373 against -0.5 +- 0.104): the training widths are pre-asymptotic for "
+            "the m^-1/2 rate at sigma_w = 1 (heavy-tailed neuron terms e^{2 w_r^T x}); measured on its own grid "
+            "m = 16000 ... 256000 instead, with the same tolerance rule",
+            quick="pass: -0.420 (-0.5 +- 0.185, 4 inits)",
+            full="fail: -0.373 (-0.5 +- 0.104, 8 inits, SE 0.035)",
+            sizes=_p6_training_sizes(8, 4),
+        ),
+    ),
 )
 CLAIMS = (
-    ZERO_AT_INIT,
     LOSS_FACTOR,
     LOSS_ENVELOPE,
     KERNEL_NEAR,
@@ -188,25 +316,20 @@ CLAIMS = (
     COUPLING_RATE,
     LIMIT_KERNEL,
     PERTURBATION,
+    *induction.CLAIMS,
 )
 
 
-def _sqrt_m_output(cls):
-    """The softmax network with output ``sqrt(m) a S`` instead of ``m a S`` (the mean-field-like scale)."""
+def _init_std_mismatch(cls):
+    """The softmax network whose W is drawn with std 1.5 sigma_w while it (and its limit kernel) reads sigma_w."""
 
-    class SqrtScaled(cls):
-        def output_from_logits(self, Z):
-            return super().output_from_logits(Z) / math.sqrt(self.width)
+    class Mismatched(cls):
+        def __init__(self, d_in, d_out, width, sigma_w=1.0, seed=0):
+            super().__init__(d_in, d_out, width, sigma_w, seed)
+            with torch.no_grad():
+                self.W.mul_(1.5)
 
-        def jacobian_factors(self, Z):
-            phi, b = super().jacobian_factors(Z)
-            return phi / math.sqrt(self.width), b
-
-        def output_and_factors(self, Z, *, overwrite=False):
-            F, phi, b = super().output_and_factors(Z, overwrite=overwrite)
-            return F / math.sqrt(self.width), phi / math.sqrt(self.width), b
-
-    return SqrtScaled
+    return Mismatched
 
 
 FALSIFIERS = (
@@ -215,11 +338,20 @@ FALSIFIERS = (
         "output-scale-sqrt-m",
         "the network's output scale m replaced by sqrt(m): F = sqrt(m) a softmax(W^T x)",
         "attnlab.experiments.ntk.lazy:SoftmaxMLP",
-        _sqrt_m_output,
+        output_scale(0.5),
+        kind="mechanism",
+    ),
+    Falsifier(
+        "init-std-mismatch",
+        "W drawn with std 1.5 sigma_w while the network and its limit kernel I (x) K read sigma_w",
+        "attnlab.experiments.ntk.lazy:SoftmaxMLP",
+        _init_std_mismatch,
         kind="mechanism",
     ),
     SOFTMAX_KERNEL_OF_EXP,
     GRAM_UNNORMALISED,
+    OUTPUT_SCALE_M_SQUARED,
+    *induction.FALSIFIERS,
 )
 
 
@@ -231,10 +363,16 @@ def _softmax_peak(net: TwoLayerNet, X: torch.Tensor) -> float:
 
 
 def _per_step_factor(frame: pd.DataFrame) -> float:
-    """``(||F(t) - Y||^2 / ||F(0) - Y||^2)^{1/t}`` at the last recorded step above round-off."""
-    above = frame[frame["sq_error"] > ROUND_OFF]
+    """``(||F(t) - Y||^2 / ||F(0) - Y||^2)^{1/t}`` at the last recorded step above round-off (P2's reading)."""
+    above = frame[frame["sq_error"] > LOSS_FACTOR.param("round_off")]
     last = above.iloc[-1]
     return float((last["sq_error"] / above["sq_error"].iloc[0]) ** (1.0 / last["step"]))
+
+
+def _envelope_margin(frame: pd.DataFrame) -> float:
+    """P2's envelope margin: ``min_t 1 - ||F(t) - Y||^2 / (envelope_t (1 + round_off_rel))``; >= 0 where it held."""
+    allowed = frame["envelope"] * (1 + LOSS_ENVELOPE.param("round_off_rel"))
+    return float((1 - frame["sq_error"] / allowed).min())
 
 
 def _train_width(config: LazyConfig, width: int, data: tuple[torch.Tensor, ...]) -> tuple[pd.DataFrame, dict]:
@@ -254,12 +392,14 @@ def _train_width(config: LazyConfig, width: int, data: tuple[torch.Tensor, ...])
     def measure(state: dict) -> dict[str, float]:
         step, W = state["step"], state["W"]
         moved = with_weights(net, W)
+        H = gram(moved, X)
         return {
             "rms_movement": float((W - W0).norm(dim=0).pow(2).mean().sqrt()),  # the typical neuron, reported
-            "kernel_drift": kernel_drift(gram(moved, X), H0),  # P4: ||H(t) - H*||_F
+            "kernel_drift": kernel_drift(H, H0),  # P4: ||H(t) - H*||_F
             "test_kernel_drift": kernel_drift(cross_kernel(moved, X_test, X), K0),
             # P5; NaN past the step where the kernel path diverged (its predictions stop at the last finite one)
             "coupling_gap": float((moved(X_test).detach() - F_ker[step]).abs().max()) if step in F_ker else math.nan,
+            **record_terms(moved, X, Y, lr, H),  # Appendices C-E (induction.py)
         }
 
     result = gradient_descent(
@@ -269,6 +409,7 @@ def _train_width(config: LazyConfig, width: int, data: tuple[torch.Tensor, ...])
     bound = contraction_bound(lr, net.kernel_scale, lam)
     frame["envelope"] = bound ** frame["step"] * frame["sq_error"].iloc[0]  # spec §5 Lemma 5.3
     eps_H = float(max(frame["kernel_drift"].max(), frame["test_kernel_drift"].max()))
+    induction = summarize(frame, width=width, lam=lam, lr=lr, n=config.n, d_out=config.d_out)
     theorem_lr = theorem_step(lam, config.n, config.d_out, width, theorem_B(config.sigma_w, config.n, config.d_out))
     row = {
         "width": width,
@@ -279,7 +420,8 @@ def _train_width(config: LazyConfig, width: int, data: tuple[torch.Tensor, ...])
         "log10_theorem_lr": math.log10(max(theorem_lr, 1e-300)),  # spec §5 Thm 4.2, for comparison
         "factor": _per_step_factor(frame),
         "factor_bound": bound,
-        "envelope_held": bool((frame["sq_error"] <= frame["envelope"] * (1 + 1e-9)).all()),
+        "envelope_margin": _envelope_margin(frame),
+        "envelope_held": _envelope_margin(frame) >= 0,
         "final_sq_error": float(frame["sq_error"].iloc[-1]),
         "softmax_peak": peak,
         "max_movement": float(frame["weight_movement"].max()),
@@ -289,14 +431,17 @@ def _train_width(config: LazyConfig, width: int, data: tuple[torch.Tensor, ...])
         "m_times_drift": width * float(frame["kernel_drift"].max()),
         "max_coupling_gap": float(frame["coupling_gap"].max()),
         "coupling_bound": coupling_bound(eps_H, config.n, config.d_out, float(Y.norm()), lam),
+        "autograd_gap": autograd_gap(net, X),  # Claim 3.4 at W(T)
+        **induction,
     }
     return frame, row
 
 
 def _limit_kernel_errors(config: LazyConfig, X: torch.Tensor) -> pd.DataFrame:
-    """P6: ``||H* - I (x) K||_F / ||I (x) K||_F`` for ``kernel_seeds`` initializations at every kernel width."""
+    """P6: ``||H* - I (x) K||_F / ||I (x) K||_F`` for ``kernel_seeds`` initializations at every kernel width and
+    every training width (the grid of P6's second revision)."""
     rows = []
-    for width in config.kernel_widths:
+    for width in sorted({*config.kernel_widths, *config.widths}):
         for s in range(config.kernel_seeds):
             net = SoftmaxMLP(config.d_in, config.d_out, width, config.sigma_w, seed=config.seed + 1 + s)
             H_inf = infinite_width_gram(net, X)
@@ -316,57 +461,61 @@ def run_lazy(config: LazyConfig, ctx: RunContext) -> ExperimentResult:
         frames.append(frame)
         summary.append(row)
     errors = _limit_kernel_errors(config, X)
+    grids = {
+        "kernel": errors[errors["width"].isin(config.kernel_widths)],
+        "training": errors[errors["width"].isin(config.widths)],
+    }
     table = pd.DataFrame(summary)
     perturbed = perturbed_kernels(config.widths, config.radii, X, config.d_out, config.sigma_w, config.seed + 1)
     frame = pd.concat(frames, ignore_index=True)
     return ExperimentResult(
         frame,
-        _lazy_checks(table, errors, perturbed),
-        {"lazy": _lazy_figure(frame, table, errors, config)},
+        _lazy_checks(table, grids, perturbed),
+        {"lazy": _lazy_figure(frame, table, grids["kernel"], config)},
         {"summary": table, "limit_kernel": errors, "perturbation": perturbed},
         _lazy_notes(table),
     )
 
 
 # ---- checks -------------------------------------------------------------------------------------------------------
-def _lazy_checks(table: pd.DataFrame, errors: pd.DataFrame, perturbed: pd.DataFrame) -> list:
+def _lazy_checks(table: pd.DataFrame, grids: dict[str, pd.DataFrame], perturbed: pd.DataFrame) -> list:
     widths = table["width"].tolist()
-    round_off = max(widths) * 2.0**-52  # F(W(0)) sums m cancelling terms of size O(1): m float64 epsilons at most
-    checks = [
-        ZERO_AT_INIT.less(
-            float(table["max_abs_output_at_init"].max()),
-            round_off,
-            spread="m_max x 2^-52: round-off of the m cancelling terms",
-        )
-    ]
+    checks = []
     for row in table.itertuples():
         checks += [
             LOSS_FACTOR.format(width=row.width).less(row.factor, row.factor_bound, strict=True),
             LOSS_ENVELOPE.format(width=row.width).holds(
-                "True", str(row.envelope_held), "exact (1e-9 relative for round-off)", row.envelope_held
+                "True",
+                str(row.envelope_held),
+                f"exact ({LOSS_ENVELOPE.param('round_off_rel'):g} relative for round-off)",
+                row.envelope_held,
+                margin=row.envelope_margin,
             ),
             KERNEL_NEAR.format(width=row.width).less(row.sup_kernel_drift, row.lambda_min / 2),
         ]
     if len(widths) < 2:
         return checks
-    logs = log_factor_allowance(widths)
+    logs = log_factor_allowance(widths, LAZY_WEIGHTS.param("log_power"))  # the three rate rows share the rule
     why = f"the theorem's log^2 factors can move the slope by {logs:.3g} over m in [{min(widths)}, {max(widths)}]"
     checks += [
         LAZY_WEIGHTS.slope(widths, (table["max_movement"] / table["softmax_peak"]).tolist(), -1.0, logs, spread=why),
         KERNEL_DRIFT_RATE.slope(widths, table["sup_kernel_drift"].tolist(), -1.0, logs, side="at_most", spread=why),
         COUPLING_RATE.slope(widths, table["max_coupling_gap"].tolist(), -1.0, logs, side="at_most", spread=why),
-        _limit_kernel_check(errors),
+        _limit_kernel_check(LIMIT_KERNEL, grids["kernel"]),
+        _limit_kernel_check(LIMIT_KERNEL.revised(2), grids["training"]),  # the reading before, still computed
         perturbation_check(perturbed),
     ]
-    return checks
+    return checks + induction_checks(table)
 
 
-def _limit_kernel_check(errors: pd.DataFrame):
+def _limit_kernel_check(claim: Claim, errors: pd.DataFrame):
     """P6: the slope of the mean relative error in m is -1/2, within 3 standard errors of the per-init slopes."""
     per_init = [fit_slope(part["width"], part["hinf_rel_error"])[0] for _, part in errors.groupby("init")]
-    tol, text = spread_tolerance(per_init, what="initializations (the slope fitted per initialization)")
+    tol, text = spread_tolerance(
+        per_init, claim.param("se_multiple"), what="initializations (the slope fitted per initialization)"
+    )
     mean = errors.groupby("width")["hinf_rel_error"].mean()
-    return LIMIT_KERNEL.slope(mean.index.tolist(), mean.tolist(), -0.5, tol, spread=text)
+    return claim.slope(mean.index.tolist(), mean.tolist(), -0.5, tol, spread=text)
 
 
 def _lazy_notes(table: pd.DataFrame) -> list[str]:

@@ -17,6 +17,8 @@ from attnlab.regression import (
 
 PAPER = "preconditioned-regression"
 SOURCE = "docs/theory/preconditioned-regression.md"
+INSTANCE = ("d", "k", "noise_std", "singular_values", "problem_seed", "seed")
+"""The config fields of the theory instance and its seed: every reading of the theory rows depends on them."""
 
 
 @dataclass(frozen=True)
@@ -118,6 +120,14 @@ class TheoryConfig(TheoryInstanceConfig):
         Starts per n of the floor runs.
     mc_steps : int
         Steps of the floor runs; the floor is the mean gap over their second half.
+    lem4_n : int
+        Context size of the fresh samples of the Lemma 4 rows.
+    lem4_batches : int
+        Fresh samples per point of the Lemma 4 rows (the Monte-Carlo mean of the empirical gradient).
+    lem4_directions : int
+        Points per radius of the Lemma 4 rows.
+    lem4_train : int
+        Size of the training sample whose Sigma_hat preconditions the Lemma 4 rows.
     """
 
     bias_ns: tuple[int, ...] = (25, 50, 100, 200, 400, 800)
@@ -133,13 +143,17 @@ class TheoryConfig(TheoryInstanceConfig):
     mc_batches: int = 16
     mc_runs: int = 3
     mc_steps: int = 150
+    lem4_n: int = 100
+    lem4_batches: int = 64
+    lem4_directions: int = 10
+    lem4_train: int = 1000
 
     OURS = TheoryInstanceConfig.OURS + ("bias_ns", "bias_scale", "mc_ns", "radii")
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_scalar("mc_batches", self.mc_batches, kind=int, low=2)
-        for name in ("bias_samples", "regularizer_samples", "spectral_seeds", "directions", "mc_runs"):
+        for name in ("bias_samples", "regularizer_samples", "spectral_seeds", "directions", "mc_runs", "lem4_batches"):
             check_scalar(name, getattr(self, name), kind=int, low=2)
         if len(self.bias_ns) < 3 or len(self.mc_ns) < 2:
             raise ValidationError(

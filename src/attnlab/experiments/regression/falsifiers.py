@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import torch
 
-from attnlab.regression import manifold_point, sym_inv_sqrt, whiten
+from attnlab.optim.preconditioned import PreconditionedGD
+from attnlab.regression import manifold_point, sym_inv_sqrt, target_svd, unwhiten, whiten
 from attnlab.regression.manifold import Projection
 from attnlab.verify import Falsifier
 
@@ -71,12 +72,65 @@ def _correlated_noise(sample):
     return correlated
 
 
+def _unbalanced(point):
+    """theta_R built as the unbalanced factorization A = U S R^T, C = R V_M^T of M* (still A C = M*)."""
+
+    def unbalanced(R, W, Sigma, Sigma_z):
+        U, S, V_M = target_svd(W, Sigma)
+        return unwhiten((U * S.unsqueeze(-2)) @ R.transpose(-1, -2), R @ V_M.transpose(-1, -2), Sigma, Sigma_z)
+
+    return unbalanced
+
+
+def _sign_flipped(gradient):
+    return lambda *args, **kwargs: tuple(-g for g in gradient(*args, **kwargs))
+
+
+def _doubled(gradient):
+    return lambda *args, **kwargs: tuple(2 * g for g in gradient(*args, **kwargs))
+
+
+def _transposed_balance(regularizer):
+    """The regularizer balancing A^T A against C^T C (a transpose dropped): tr[((V^T V - Q^T Sigma Q) Sigma)^2]."""
+
+    def wrong(V, Q, Sigma, Sigma_z=None):
+        return regularizer(V, Q.transpose(-1, -2), Sigma, Sigma_z)
+
+    return wrong
+
+
 class _PlainGD:
     """PreconditionedGD's constructor with the identity preconditioner: torch's SGD on (V, Q)."""
 
     @staticmethod
     def for_attention(V, Q, covariance, *, lr, **kwargs):
         return torch.optim.SGD([V, Q], lr=lr)
+
+
+def _shared_draw(sample):
+    """Covariates of one sample sharing a draw g: x_l = (g + x_l') / sqrt(2), each still N(0, Sigma), not independent."""
+
+    def shared(problem, n, **kwargs):
+        X, Y = sample(problem, n + 1, **kwargs)
+        return (X[..., :1, :] + X[..., 1:, :]) / 2**0.5, Y[..., 1:, :]
+
+    return shared
+
+
+class _TwicePreconditioned:
+    """PreconditionedGD's constructor preconditioning twice: Sigma^-2 on each side instead of Sigma^-1."""
+
+    @staticmethod
+    def for_attention(V, Q, covariance, *, lr, **kwargs):
+        return PreconditionedGD.for_attention(V, Q, covariance @ covariance, lr=lr)
+
+
+class _InvertedPreconditioner:
+    """PreconditionedGD's constructor with the covariance inverted: the step multiplies by Sigma_hat, not its inverse."""
+
+    @staticmethod
+    def for_attention(V, Q, covariance, *, lr, **kwargs):
+        return PreconditionedGD.for_attention(V, Q, torch.linalg.inv(covariance), lr=lr)
 
 
 FALSIFIERS = (
@@ -130,10 +184,76 @@ FALSIFIERS = (
         kind="mechanism",
     ),
     Falsifier(
+        "sample-shared-draw",
+        "a data model whose covariates share one draw per sample: x_i = (g + x_i') / sqrt(2), not independent",
+        "attnlab.experiments.regression.spectral:sample",
+        _shared_draw,
+        kind="mechanism",
+    ),
+    Falsifier(
         "identity-preconditioner",
-        "Algorithm 1's preconditioner replaced by the identity (plain GD on V, Q)",
+        "Algorithm 1's preconditioner replaced by the identity (plain GD on V, Q): at eta = 0.5 it diverges",
         "attnlab.experiments.regression.training:PreconditionedGD",
         lambda cls: _PlainGD,
+        kind="gross",
+    ),
+    Falsifier(
+        "preconditioner-twice",
+        "Algorithm 1's preconditioner applied twice: Sigma^-2 on each side instead of Sigma^-1",
+        "attnlab.experiments.regression.training:PreconditionedGD",
+        lambda cls: _TwicePreconditioned,
+        kind="mechanism",
+    ),
+    Falsifier(
+        "preconditioner-inverted",
+        "Algorithm 1's preconditioner inverted: the step multiplies the gradient by Sigma_hat instead of Sigma_hat^-1",
+        "attnlab.experiments.regression.empirical_geometry:PreconditionedGD",
+        lambda cls: _InvertedPreconditioner,
+        kind="mechanism",
+    ),
+    Falsifier(
+        "unbalanced-minima",
+        "the points theta_R of M built from the unbalanced factorization A = U S R^T, C = R V_M^T of M*",
+        "attnlab.regression.manifold:_point",
+        _unbalanced,
+        kind="mechanism",
+    ),
+    Falsifier(
+        "regularizer-sign-flipped",
+        "the closed-form gradient of the regularizer with its sign flipped (-4 V D, +4 D Q Sigma)",
+        "attnlab.regression.regularizer:_gradient",
+        _sign_flipped,
+        kind="mechanism",
+    ),
+    Falsifier(
+        "loss-gradient-doubled",
+        "the closed-form gradient of the population loss doubled (the prefactor slip 2/n for 1/n)",
+        "attnlab.regression.population:_gradient",
+        _doubled,
+        kind="mechanism",
+    ),
+    Falsifier(
+        "regularizer-transposed",
+        "the regularizer of the objective f balancing A^T A against C^T C (a transpose dropped)",
+        "attnlab.regression.curvature:regularizer",
+        _transposed_balance,
+        kind="mechanism",
+    ),
+)
+
+CONTEXT_FALSIFIERS = (
+    Falsifier(
+        "softmax-unnormalized",
+        "the softmax weights of a query without their normalizer: s_l = exp(x_l^T Q x)",
+        "attnlab.regression.context:softmax_weights",
+        lambda weights: lambda Q, query, X: (X @ (Q @ query.unsqueeze(-1))).squeeze(-1).exp(),
+        kind="mechanism",
+    ),
+    Falsifier(
+        "context-shared-draw",
+        "a data model whose covariates share one draw per sample: x_l = (g + x_l') / sqrt(2), not independent",
+        "attnlab.regression.context:sample",
+        _shared_draw,
         kind="mechanism",
     ),
 )

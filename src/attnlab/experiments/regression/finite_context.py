@@ -6,40 +6,129 @@ Spec: docs/theory/preconditioned-regression.md §3.1-3.4, §8 (T1.1, T3-T5).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import scipy.stats
 
-from attnlab.experiments.regression.common import SOURCE, TheoryConfig
+from attnlab.experiments.regression.common import INSTANCE, SOURCE, TheoryConfig
 from attnlab.regression import RegressionProblem, perturbed_manifold_point
 from attnlab.regression.finite_context import bias_expansion, bias_table, profile_exponent
-from attnlab.verify import Claim, RunContext, fit_weighted_slope
+from attnlab.verify import Claim, Reading, Revision, RunContext, fit_weighted_slope
 
 _S8 = f"{SOURCE} §8"
+_POINT = "one point theta_R + N(0, bias_scale^2) entries off M (perturbed_manifold_point, seed)"
+_BIAS_SIZES = (*INSTANCE, "bias_ns", "bias_samples", "bias_scale")
 T11_RATE = Claim(
     "T1.1 E L_n - L -> 0 like c/n off M: leading exponent s of n^-s (c + c2/n) fitted to the Monte-Carlo biases",
     "000:Thm1",
     _S8,
     falsifier="temperature-1.3",
+    id="t11-rate",
+    reading=Reading(
+        statistic="leading exponent s of E L_n - L = n^-s (c + c2/n) by profile least squares (grid of step 1e-3 on "
+        "[0, 3], weights 1/SE); E L_n the plain Monte-Carlo mean of the softmax in-sample loss, L the closed form",
+        window="every context size n of bias_ns",
+        subset=f"{_POINT}; bias_samples fresh samples of size n per n (seed + 1 + n)",
+        tolerance="|s - 1| <= 3 profile-chi^2 half-widths of s (the range with chi^2 <= min + 1), Monte-Carlo SEs",
+        params={"exponent": 1.0, "halfwidths": 3},
+        sizes=_BIAS_SIZES,
+    ),
 )
 T11_LIMIT = Claim(
     "T1.1 the limit is the closed form: c/n + c2/n^2 with no constant fits E L_n - L (chi^2 over {dof} dof)",
     "000:Thm1",
     _S8,
-    falsifier="irreducible-d-sigma2",
+    falsifier=("irreducible-d-sigma2", "temperature-1.3"),
+    id="t11-limit",
+    reading=Reading(
+        statistic="chi^2 of the weighted least-squares fit E L_n - L = c/n + c2/n^2 (no constant), weights 1/SE",
+        window="every context size n of bias_ns",
+        subset=f"{_POINT}; the Monte-Carlo means of t11-rate",
+        tolerance="chi^2 <= its 99.9% quantile with len(bias_ns) - 2 dof (a constant offset would not fit)",
+        params={"quantile": 0.999},
+        sizes=_BIAS_SIZES,
+    ),
 )
-T3_OBJECTIVE = Claim(
+
+
+def _gradient_bias_claim(
+    text: str,
+    result: str,
+    falsifier: str | tuple[str, ...],
+    key: str,
+    what: str,
+    samples: str,
+    outcomes: Mapping[str, tuple],
+) -> Claim:
+    """A Theorem 3-5 row: the log-log slope over n of a squared gradient bias, <= -0.75 (C/n with slack);
+    ``outcomes``: the last quick and full (slope, bound) of the reading it replaced, "<= -1 + 3 SE of the slope"."""
+    statistic = (
+        f"weighted least-squares log-log slope over n of the debiased squared bias {what} (Monte-Carlo mean minus "
+        "the closed form, minus tr Cov / S), weights from its delta-method SE"
+    )
+    subset = f"{_POINT}; {samples}"
+    sizes = (*_BIAS_SIZES, "regularizer_samples", "mu")
+    within_spread = Revision(
+        reading=Reading(
+            statistic=statistic,
+            window="every context size n of bias_ns",
+            subset=subset,
+            tolerance="slope <= -1 + 3 standard errors of the weighted slope (C/n means slope <= -1)",
+            params={"slope": -1.0, "ses": 3},
+            sizes=sizes,
+        ),
+        date="2026-11-27",
+        why="the bound -1 + 3 SE of the slope widened with the Monte-Carlo spread of the quick run (to "
+        f"{outcomes['quick'][1]:.2f}), so a bias whose square falls like n^-1/2 passed there; the bound now does not "
+        "depend on the spread",
+        quick=f"pass: {outcomes['quick'][0]:.2f} (bound <= {outcomes['quick'][1]:.2f})",
+        full=f"pass: {outcomes['full'][0]:.2f} (bound <= {outcomes['full'][1]:.2f})",
+    )
+    return Claim(
+        text,
+        result,
+        _S8,
+        falsifier=falsifier,
+        id=key,
+        reading=Reading(
+            statistic=statistic,
+            window="every context size n of bias_ns",
+            subset=subset,
+            tolerance="slope <= -0.75: the theorem's C/n (slope -1) with a quarter decade per decade of slack for "
+            "finite-n curvature and Monte-Carlo noise, halfway to a half rate (-0.5)",
+            params={"bound": -0.75},
+            sizes=sizes,
+        ),
+        revisions=(within_spread,),
+    )
+
+
+T3_OBJECTIVE = _gradient_bias_claim(
     "Thm 3 ||E grad f_hat_n - grad f||^2 <= C/n off M (f_hat = L_n + mu R_hat): log-log slope over n",
     "000:Thm3",
-    _S8,
-    falsifier="temperature-1.3",
+    "temperature-1.3",
+    "thm3-objective",
+    "||E grad f_hat_n - grad f||^2 (f_hat = L_n + mu R_hat; grad R by autograd of its closed-form value)",
+    "bias_samples fresh samples per n",
+    {"quick": (-1.59618, -0.403757), "full": (-1.51342, -0.727954)},
 )
-T4_GRADIENT = Claim(
-    "Thm 4 ||E grad L_n - grad L||^2 <= C/n off M: log-log slope over n", "000:Thm4", _S8, falsifier="temperature-1.3"
+T4_GRADIENT = _gradient_bias_claim(
+    "Thm 4 ||E grad L_n - grad L||^2 <= C/n off M: log-log slope over n",
+    "000:Thm4",
+    "temperature-1.3",
+    "thm4-loss-gradient",
+    "||E grad L_n - grad L||^2",
+    "bias_samples fresh samples per n",
+    {"quick": (-1.54372, -0.409265), "full": (-1.43531, -0.727198)},
 )
-T5_REGULARIZER = Claim(
+T5_REGULARIZER = _gradient_bias_claim(
     "Thm 5 ||E grad R_hat_n - grad R||^2 <= C/n off M: log-log slope over n",
     "000:Thm5",
-    _S8,
-    falsifier="regularizer-gradient-halved",
+    ("regularizer-gradient-halved", "regularizer-sign-flipped"),
+    "thm5-regularizer-gradient",
+    "||E grad R_hat_n - grad R||^2 (grad R by autograd of its closed-form value)",
+    "regularizer_samples fresh covariances Sigma_hat per n (seed + 1 + 7 n)",
+    {"quick": (-2.22369, -0.680985), "full": (-2.08768, -0.833257)},
 )
 
 
@@ -60,15 +149,15 @@ def finite_context_rows(config: TheoryConfig, problem: RegressionProblem, ctx: R
     s, s_se, _ = profile_exponent(ns, table.loss_bias, table.loss_se)
     rows = [
         T11_RATE.close(
-            1.0,
+            T11_RATE.param("exponent"),
             s,
-            atol=3 * s_se,
+            atol=T11_RATE.param("halfwidths") * s_se,
             spread=f"3 x the profile-chi^2 half-width of s ({s_se:.3g}), Monte-Carlo SEs of {config.bias_samples} "
             f"samples per n as weights; n E L_n - L = {', '.join(f'{v:.3g}' for v in ns * table.loss_bias)}",
         )
     ]
     _, _, chi2, dof = bias_expansion(ns, table.loss_bias, table.loss_se)
-    quantile = float(scipy.stats.chi2.ppf(0.999, dof))
+    quantile = float(scipy.stats.chi2.ppf(T11_LIMIT.param("quantile"), dof))
     rows.append(
         T11_LIMIT.format(dof=dof).less(
             chi2, quantile, spread="99.9% quantile of chi^2 with the Monte-Carlo SEs (a constant offset would not fit)"
@@ -81,10 +170,15 @@ def finite_context_rows(config: TheoryConfig, problem: RegressionProblem, ctx: R
     )
     for claim, value, se in gradients:
         slope, slope_se = fit_weighted_slope(ns, table[value], table[se])
+        spread = (
+            f"C/n means slope <= -1; weighted slope SE {slope_se:.3g} (Monte-Carlo SEs of the debiased squared bias)"
+        )
+        rows.append(claim.less(slope, claim.param("bound"), spread=spread))
+        old = claim.revised(1)
         rows.append(
-            claim.less(
+            old.less(
                 slope,
-                -1.0 + 3 * slope_se,
+                old.param("slope") + old.param("ses") * slope_se,
                 spread=f"C/n means slope <= -1; + 3 SE of the weighted slope ({slope_se:.3g}, Monte-Carlo SEs "
                 f"of the debiased squared bias)",
             )

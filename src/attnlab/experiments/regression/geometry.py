@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from attnlab.experiments.regression.common import SOURCE, TheoryConfig
+from attnlab.experiments.regression.common import INSTANCE, SOURCE, TheoryConfig
 from attnlab.regression import (
     RegressionProblem,
     manifold_point,
@@ -22,33 +22,91 @@ from attnlab.regression import (
     whiten,
 )
 from attnlab.regression.curvature import normal_curvatures, objective_excess
-from attnlab.verify import Claim, RunContext
+from attnlab.verify import Claim, Reading, RunContext
 
 _S8 = f"{SOURCE} §8"
+_ON_M = "6 points theta_R of M: Haar rotations R (seed), every other with its first column negated (det -1)"
+_BALL = (
+    "directions random perturbations of theta_R per radius r in radii, of Sigma~-norm r sigma_d^{1/2} "
+    "(Haar R of seed + 7, Gaussian directions of seed + 1e4 r)"
+)
+_BALL_SIZES = (*INSTANCE, "mu", "radii", "directions")
 T12_MINIMUM = Claim(
     "T1.2 f(theta_R) = L_irr on M: max |f - L_irr| over 6 R, both det signs",
     "000:Thm1",
     _S8,
-    falsifier="irreducible-d-sigma2",
+    falsifier=("irreducible-d-sigma2", "unbalanced-minima"),
+    id="t12-minimum",
+    reading=Reading(
+        statistic="max |f(theta_R) - L_irr|, f = L + mu R by the closed forms (population_loss, regularizer)",
+        window="the points themselves (no run)",
+        subset=_ON_M,
+        tolerance="<= 64 ulp of L_irr (float64 round-off of the closed form)",
+        params={"ulps": 64, "points": 6},
+        sizes=(*INSTANCE, "mu"),
+    ),
 )
-T12_STATIONARY = Claim("T1.2 grad f(theta_R) = 0 on M: max entry", "000:Thm1", _S8, kind="property")
+T12_STATIONARY = Claim(
+    "T1.2 grad f(theta_R) = 0 on M: max entry",
+    "000:Thm1",
+    _S8,
+    kind="property",
+    id="t12-stationary",
+    reading=Reading(
+        statistic="max |entry| of grad f = grad L + mu grad R (closed-form gradients) at the points",
+        window="the points themselves (no run)",
+        subset=_ON_M,
+        tolerance="<= 1e-12 (round-off of the closed-form gradients)",
+        params={"bound": 1e-12},
+        sizes=(*INSTANCE, "mu"),
+    ),
+)
 L1_SYMMETRY = Claim(
     "L1 Delta_A^T A_bar + Delta_C C_bar^T is symmetric at the projection: max defect",
     "000:Lem1",
     _S8,
-    falsifier="projection-skipped",
+    falsifier=("projection-skipped", "unbalanced-minima"),
+    id="lem1-symmetry",
+    reading=Reading(
+        statistic="max |S - S^T| entry of S = Delta_A^T A_bar + Delta_C C_bar^T at the Sigma~-projection (Procrustes)",
+        window="every point of every radius",
+        subset=_BALL,
+        tolerance="<= 1e-12 (round-off of an SVD-based projection)",
+        params={"bound": 1e-12},
+        sizes=_BALL_SIZES,
+    ),
 )
 T13_CONVEXITY = Claim(
     "T1.3 one-point strong convexity within rho: min <grad f, theta - theta_bar> / dist^2 over {count} points",
     "000:Thm1",
     _S8,
-    falsifier="projection-skipped",
+    falsifier=("projection-skipped", "regularizer-sign-flipped"),
+    id="t13-convexity",
+    reading=Reading(
+        statistic="min of <grad_Sigma~ f, theta - theta_bar> / dist^2 (whitened gradient of the closed forms, "
+        "theta_bar the Sigma~-projection)",
+        window="every point of every radius",
+        subset=_BALL,
+        tolerance="> 0 strictly (the theorem's alpha > 0)",
+        params={"bound": 0.0},
+        sizes=_BALL_SIZES,
+    ),
 )
 T13_SMOOTHNESS = Claim(
     "T1.3 smoothness within rho: max ||grad f||^2 / dist^2 over {count} points, against lambda_max(H)^2",
     "000:Thm1",
     _S8,
-    falsifier="identity-metric",
+    falsifier=("identity-metric", "loss-gradient-doubled"),
+    id="t13-smoothness",
+    reading=Reading(
+        statistic="max of ||grad_Sigma~ f||^2 / dist^2 (whitened gradient of the closed forms)",
+        window="every point of every radius",
+        subset=_BALL,
+        tolerance="<= lambda_max(H)^2, H the Hessian of f at theta_R in whitened coordinates (autograd of the "
+        "closed-form values, seed): the r -> 0 limit of ||H Delta||^2 / ||Delta||^2",
+        params={"power": 2},
+        sizes=_BALL_SIZES,
+    ),
 )
 
 
@@ -60,15 +118,15 @@ def _grad_f(problem: RegressionProblem, mu: float, V: torch.Tensor, Q: torch.Ten
 
 def minima_rows(config: TheoryConfig, problem: RegressionProblem):
     """T1.2 at 6 points of M, both components of O(d)."""
-    Rs = random_rotation(config.d, runs=6, seed=config.seed)
+    Rs = random_rotation(config.d, runs=T12_MINIMUM.param("points"), seed=config.seed)
     Rs[::2, :, 0] *= -1  # both components of O(d)
     V, Q = manifold_point(Rs, problem.W_star, problem.Sigma)
-    roundoff = 64 * torch.finfo(torch.float64).eps * problem.irreducible_loss
+    roundoff = T12_MINIMUM.param("ulps") * torch.finfo(torch.float64).eps * problem.irreducible_loss
     value = float(objective_excess(problem, config.mu, V, Q).abs().max())
     grad = max(float(g.abs().max()) for g in _grad_f(problem, config.mu, V, Q))
     return [
         T12_MINIMUM.less(value, roundoff, spread="round-off: 64 ulp of L_irr"),
-        T12_STATIONARY.less(grad, 1e-12, spread="round-off of the closed-form gradients"),
+        T12_STATIONARY.less(grad, T12_STATIONARY.param("bound"), spread="round-off of the closed-form gradients"),
     ]
 
 
@@ -101,17 +159,17 @@ def geometry_rows(config: TheoryConfig, problem: RegressionProblem, spectrum: np
     lam_max = float(spectrum[-1])
     alpha = min(ratios_a)
     rows = [
-        L1_SYMMETRY.less(sym_defect, 1e-12, spread="round-off of an SVD-based projection"),
+        L1_SYMMETRY.less(sym_defect, L1_SYMMETRY.param("bound"), spread="round-off of an SVD-based projection"),
         T13_CONVEXITY.format(count=count).greater(
             alpha,
-            0.0,
+            T13_CONVEXITY.param("bound"),
             strict=True,
             spread=f"the theorem's alpha > 0; alpha / sigma_d = {alpha / s_min:.3g}, lambda_min of the normal "
             f"Hessian / sigma_d = {float(normal_curvatures(spectrum, config.d)[0]) / s_min:.3g}",
         ),
         T13_SMOOTHNESS.format(count=count).less(
             max(ratios_b),
-            lam_max**2,
+            lam_max ** T13_SMOOTHNESS.param("power"),
             spread=f"beta^2 <= lambda_max(H)^2 = {lam_max**2:.3g} (the r -> 0 limit of ||H Delta||^2 / ||Delta||^2; "
             f"= {lam_max**2 / max(config.singular_values) ** 2:.3g} sigma_1^2)",
         ),

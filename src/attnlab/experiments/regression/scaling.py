@@ -16,7 +16,7 @@ import pandas as pd
 from attnlab._validation import ValidationError, check_scalar
 from attnlab.experiments.registry import register
 from attnlab.experiments.regression.common import TheoryInstanceConfig, true_sigma_step
-from attnlab.experiments.regression.floor import FLOOR_BOUND, FLOOR_ORACLE, floor_rows
+from attnlab.experiments.regression.floor import SCALING_FLOOR, floor_rows
 from attnlab.experiments.regression.theory import FALSIFIERS
 from attnlab.plotting import house_figure, label_ours, log_gap_axis, new_figure, plot_band
 from attnlab.regression import perturbed_manifold_point
@@ -82,7 +82,7 @@ def run_scaling(config: ScalingConfig, ctx: RunContext) -> ExperimentResult:
         record_every=config.record_every,
         bar=lambda ns: ctx.bar(ns, desc="n"),
     )
-    checks, parts, _ = floor_rows(floors, config.batches, config.ns)
+    checks, parts, _ = floor_rows(floors, config.batches, config.ns, SCALING_FLOOR)
     frame = frame[frame.batches == config.batches].assign(seed=lambda f: config.seed + f.run)
     table = parts.groupby("n")[["floor", "noise", "bias"]].mean().reset_index()
     table["n_times_bias"] = table.n * table.bias
@@ -126,7 +126,7 @@ register(
         config_type=ScalingConfig,
         run=run_scaling,
         quick={"ns": (50, 100, 200), "seeds": 2, "steps": 60, "batches": 8},
-        claims=(FLOOR_ORACLE, FLOOR_BOUND),
+        claims=(SCALING_FLOOR.oracle, SCALING_FLOOR.bound),
         falsifiers=tuple(f for f in FALSIFIERS if f.name == "temperature-1.3"),
     )
 )

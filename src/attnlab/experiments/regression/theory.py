@@ -13,6 +13,7 @@ import pandas as pd
 
 from attnlab.experiments.registry import register
 from attnlab.experiments.regression.common import TheoryConfig
+from attnlab.experiments.regression.empirical_geometry import L4_CONVEXITY, L4_SMOOTHNESS, empirical_geometry_rows
 from attnlab.experiments.regression.falsifiers import FALSIFIERS
 from attnlab.experiments.regression.finite_context import (
     T3_OBJECTIVE,
@@ -22,7 +23,7 @@ from attnlab.experiments.regression.finite_context import (
     T11_RATE,
     finite_context_rows,
 )
-from attnlab.experiments.regression.floor import FLOOR_BOUND, FLOOR_ORACLE
+from attnlab.experiments.regression.floor import THEORY_FLOOR
 from attnlab.experiments.regression.geometry import (
     L1_SYMMETRY,
     T12_MINIMUM,
@@ -32,7 +33,14 @@ from attnlab.experiments.regression.geometry import (
     geometry_rows,
     minima_rows,
 )
-from attnlab.experiments.regression.spectral import L3_DISTANCE, L3_GAP, L6_OLS, spectral_rows
+from attnlab.experiments.regression.spectral import (
+    L3_DISTANCE,
+    L3_GAP,
+    L3_PRECISION,
+    L5_RATIO,
+    L6_OLS,
+    spectral_rows,
+)
 from attnlab.experiments.regression.training import (
     L2_DESCENT,
     T2_POPULATION,
@@ -58,14 +66,18 @@ CLAIMS = (
     L1_SYMMETRY,
     T13_CONVEXITY,
     T13_SMOOTHNESS,
+    L4_CONVEXITY,
+    L4_SMOOTHNESS,
     L3_DISTANCE,
     L3_GAP,
+    L3_PRECISION,
+    L5_RATIO,
     L6_OLS,
     T2_POPULATION,
     T2_RATE,
     L2_DESCENT,
-    FLOOR_ORACLE,
-    FLOOR_BOUND,
+    THEORY_FLOOR.oracle,
+    THEORY_FLOOR.bound,
 )
 
 
@@ -105,15 +117,18 @@ def run_theory(config: TheoryConfig, ctx: RunContext) -> ExperimentResult:
     spectrum = whitened_hessian_spectrum(problem, config.mu, config.seed)
     bias_rows, biases = finite_context_rows(config, problem, ctx)
     geometry_checks, geometry = geometry_rows(config, problem, spectrum, ctx)
+    lemma4_checks, lemma4 = empirical_geometry_rows(config, problem, spectrum, ctx)
     spectral_checks, spectral = spectral_rows(config, problem, ctx)
     training_checks, population_run = training_rows(config, problem, spectrum, ctx)
     floor_rows, parts, trajectories, floor_note = floor_checks(config, problem, biases, ctx)
-    checks = [*bias_rows, *minima_rows(config, problem), *geometry_checks, *spectral_checks, *training_checks]
+    checks = [*bias_rows, *minima_rows(config, problem), *geometry_checks, *lemma4_checks, *spectral_checks]
+    checks += training_checks
     checks += floor_rows
     spectral_table = pd.DataFrame(spectral)
     tables = {
         "biases": biases,
         "one_point": pd.DataFrame(geometry),
+        "lemma4": pd.DataFrame([lemma4]),
         "spectral": spectral_table,
         "floors": parts,
         "hessian": pd.DataFrame({"eigenvalue": spectrum}),
@@ -145,6 +160,8 @@ register(
             "mc_batches": 8,
             "mc_runs": 2,
             "mc_steps": 60,
+            "lem4_batches": 32,
+            "lem4_directions": 5,
         },
         claims=CLAIMS,
         falsifiers=FALSIFIERS,

@@ -11,32 +11,63 @@ import math
 import numpy as np
 import pandas as pd
 
-from attnlab.experiments.regression.common import SOURCE, TheoryConfig, true_sigma_step
-from attnlab.experiments.regression.floor import floor_rows
+from attnlab.experiments.regression.common import INSTANCE, SOURCE, TheoryConfig, true_sigma_step
+from attnlab.experiments.regression.floor import THEORY_FLOOR, floor_rows
 from attnlab.optim.preconditioned import PreconditionedGD
 from attnlab.regression import PopulationOracle, RegressionProblem, gap_metrics, perturbed_manifold_point
 from attnlab.regression.curvature import normal_curvatures, objective_excess
 from attnlab.training.regression import fit, oracle_floors
-from attnlab.verify import Claim, RunContext, fit_slope, fit_weighted_slope
+from attnlab.verify import Claim, Reading, RunContext, fit_slope, fit_weighted_slope
 
 _S8 = f"{SOURCE} §8"
+_RUNS = "mc_runs perturbed-manifold starts theta_R + N(0, start_scale^2) entries (seed + 3), all of them"
+_POPULATION_SIZES = (*INSTANCE, "mu", "lr", "start_scale", "steps", "mc_runs")
 T2_POPULATION = Claim(
     "T2 population oracle: L - L_irr after {steps} steps (geometric decay to round-off)",
     "000:Thm2",
     _S8,
-    falsifier="identity-preconditioner",
+    falsifier=("identity-preconditioner", "preconditioner-twice"),
+    id="thm2-population",
+    reading=Reading(
+        statistic="max over runs of L(theta_T) - L_irr, Algorithm 1 with the population oracle and the true Sigma",
+        window="the last step T = steps",
+        subset=_RUNS,
+        tolerance="<= 1e-20 (round-off of L - L_irr, ~1e-31)",
+        params={"bound": 1e-20},
+        sizes=_POPULATION_SIZES,
+    ),
 )
 T2_RATE = Claim(
     "T2 rate (1 - c eta)^T: per-step contraction of dist, against max |1 - eta lambda| over the normal Hessian",
     "000:Thm2",
     _S8,
-    falsifier="identity-preconditioner",
+    falsifier=("identity-preconditioner", "loss-gradient-doubled"),
+    id="thm2-rate",
+    reading=Reading(
+        statistic="exp of the least-squares slope of log dist(theta_t, M) on t, every run's recorded steps pooled "
+        "(record every 5 steps), population oracle",
+        window="recorded steps t > 0 with 1e-7 < dist < 1e-2",
+        subset=_RUNS,
+        tolerance="|rate - max |1 - eta lambda|| <= 3 x the difference of the rates fitted on the two halves of the "
+        "window; lambda the normal eigenvalues of the Hessian of f at theta_R (whitened, autograd)",
+        params={"window": (1e-7, 1e-2), "spreads": 3},
+        sizes=_POPULATION_SIZES,
+    ),
 )
 L2_DESCENT = Claim(
     "L2 descent lemma along the population run: 0 <= (f - f*) / dist^2 <= lambda_max(H) / 2",
     "000:Lem2",
     _S8,
-    falsifier="irreducible-d-sigma2",
+    falsifier=("irreducible-d-sigma2", "regularizer-transposed"),
+    id="lem2-descent",
+    reading=Reading(
+        statistic="min and max of (f - f*) / dist^2 with f* = L_irr, f by the closed forms",
+        window="recorded steps (every 5) with dist > 1e-6",
+        subset=_RUNS,
+        tolerance="min >= 0 and max <= lambda_max(H) / 2 (beta = lambda_max of the Hessian of f at M, whitened)",
+        params={"min_dist": 1e-6},
+        sizes=_POPULATION_SIZES,
+    ),
 )
 
 
@@ -69,20 +100,23 @@ def training_rows(config: TheoryConfig, problem: RegressionProblem, spectrum: np
             L2_DESCENT.holds("<= lambda_max / 2", reason, "run must stay finite", False),
         ], frame
     final = float(frame[frame.step == frame.step.max()].gap.max())
-    window = frame[(frame.step > 0) & (frame.dist > 1e-7) & (frame.dist < 1e-2)].sort_values("step")
+    low_dist, high_dist = T2_RATE.param("window")
+    window = frame[(frame.step > 0) & (frame.dist > low_dist) & (frame.dist < high_dist)].sort_values("step")
     half = len(window) // 2
     halves = [part for part in (window.iloc[:half], window.iloc[half:]) if part.step.nunique() > 1]
     rates = [math.exp(fit_slope(part.step, part.dist, logx=False)[0]) for part in halves]
     rate = math.exp(fit_slope(window.step, window.dist, logx=False)[0]) if len(window) > 1 else math.nan
     spread = abs(rates[0] - rates[-1]) if len(rates) == 2 else math.nan
-    ratios = (frame.f_gap / frame.dist**2)[frame.dist > 1e-6]
+    ratios = (frame.f_gap / frame.dist**2)[frame.dist > L2_DESCENT.param("min_dist")]
     low, high, bound = float(ratios.min()), float(ratios.max()), float(spectrum[-1]) / 2
     rows = [
-        T2_POPULATION.format(steps=config.steps).less(final, 1e-20, spread="round-off of L - L_irr (~1e-31)"),
+        T2_POPULATION.format(steps=config.steps).less(
+            final, T2_POPULATION.param("bound"), spread="round-off of L - L_irr (~1e-31)"
+        ),
         T2_RATE.close(
             predicted_rate,
             rate,
-            atol=3 * spread if math.isfinite(spread) else 0.0,
+            atol=T2_RATE.param("spreads") * spread if math.isfinite(spread) else 0.0,
             spread=f"3 x the difference of the rates fitted on the two halves of the window 1e-7 < dist < 1e-2 "
             f"({spread:.2g}); eigenvalues of the normal Hessian {', '.join(f'{v:.3g}' for v in normal)}",
         )
@@ -93,6 +127,7 @@ def training_rows(config: TheoryConfig, problem: RegressionProblem, spectrum: np
             f"{low:.4g} .. {high:.4g}",
             "f* = L_irr is the minimum (ratio >= 0) and beta = lambda_max of the Hessian of f at M",
             low >= 0 and high <= bound,
+            margin=min(low, bound - high),
         ),
     ]
     return rows, frame
@@ -112,7 +147,7 @@ def floor_checks(config: TheoryConfig, problem: RegressionProblem, table: pd.Dat
         seed=config.seed,
         bar=lambda ns: ctx.bar(ns, desc="T2 floors"),
     )
-    rows, parts, slope = floor_rows(floors, config.mc_batches, config.mc_ns)
+    rows, parts, slope = floor_rows(floors, config.mc_batches, config.mc_ns, THEORY_FLOOR)
     gradient_slope, gradient_se = fit_weighted_slope(table.n, table.grad_bias_sq, table.grad_se)
     note = (
         f"T2 floor: the bias floor falls like n^{slope:.3g}, faster than Theorem 2's O(1/n); Thm 4's squared "
