@@ -23,7 +23,7 @@ from __future__ import annotations
 import copy
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,13 +36,14 @@ from torch.func import functional_call, stack_module_state, vmap
 
 from attnlab._io import atomic_write
 from attnlab._validation import ValidationError, check_scalar
-from attnlab.callbacks import COMPLETED, DIVERGED, callback_list
 from attnlab.checkpoint import read_checkpoint
-from attnlab.nets.classifier import History, Metric, _epoch_row, layer_norms
+from attnlab.nets.classifier import _epoch_row, layer_norms
 from attnlab.nets.datasets.split import Split
 from attnlab.nets.optimizers import harness_spec
 from attnlab.optim import OptimizerSpec
 from attnlab.optim.transforms import Rule, run_rule
+from attnlab.training.callbacks import callback_list
+from attnlab.training.result import COMPLETED, DIVERGED, TrainingResult
 
 __all__ = ["fit_stacked"]
 
@@ -134,12 +135,12 @@ def fit_stacked(
     sngd_cap: float | None = None,
     sps_c: float | None = None,
     checkpoint: str | Path | None = None,
-    metrics: Mapping[str, Metric] | None = None,
+    metrics: Mapping[str, Callable[[Mapping[str, Any]], Any]] | None = None,
     eval_batch_size: int = 512,
     eval_every: int = 1,
     progress: bool = False,
     desc: str = "",
-) -> list[History]:
+) -> list[TrainingResult]:
     """Train R runs of one architecture together on mini-batches of ``data``: :func:`fit_classifier` for each.
 
     Spec: implicit-bias-ngd §4 A8 (mini-batch steps; SPS takes each run's mini-batch loss).
@@ -165,11 +166,12 @@ def fit_stacked(
         optimizers' states, the RNG states and the rows so far; a resumed run ends bit-identical to an
         uninterrupted one. The runs must be given the same way again.
     metrics : mapping of str to callable, optional
-        Extra per-epoch metrics ``name -> f(model) -> float``, computed for each run's model in eval mode.
+        Extra per-epoch metrics ``name -> metric(state) -> float`` of each run's state ``{"model", "epoch"}``
+        (:class:`attnlab.metrics.Metric`), computed in eval mode.
     eval_batch_size : int, default=512
     eval_every : int, default=1
-        Rows (and layer norms) at epoch 0, every ``eval_every`` epochs and the last epoch, and at the epoch a run
-        diverges; ``epochs`` records only the first and the last (all a tuning run needs).
+        Rows (and layer norms) at epoch 0, every ``eval_every`` epochs and the last epoch; ``epochs`` records only
+        the first and the last (all a tuning run needs).
     progress : bool, default=False
         A bar over the optimizer steps (when stderr is a terminal).
     desc : str, default=""
@@ -177,10 +179,11 @@ def fit_stacked(
 
     Returns
     -------
-    list of History
-        One per run, in order, as :func:`fit_classifier` returns it. A run whose mini-batch loss turns non-finite
-        goes back to its weights at the end of its last finite epoch, gets a last row with ``diverged = True``
-        and stops; the other runs go on.
+    list of TrainingResult
+        One per run, in order, as :func:`fit_classifier` returns it (``frame`` without its ``run`` column,
+        ``status``, ``last_step``, ``model``, ``norms``). A run whose mini-batch loss or parameters turn non-finite
+        goes back to its weights at the end of its last finite epoch, gets no row past it, its status
+        ``"diverged"``, and stops; the other runs go on.
 
     Raises
     ------
@@ -210,6 +213,7 @@ def fit_stacked(
             for g, seed in zip(generators, seeds):
                 g.manual_seed(seed)
             rows = [[_epoch_row(m, data, 0, 0, metrics, eval_batch_size) | {"seconds": 0.0}] for m in models]
+            active = [True] * runs
             norms = [[{"epoch": 0, "layer": k, "norm": v} for k, v in layer_norms(m).items()] for m in models]
             start_epoch, step, seconds = 1, 0, 0.0
         else:
@@ -219,10 +223,9 @@ def fit_stacked(
                     "same runs or a new path"
                 )
             _load(groups, state, generators)
-            rows, norms = state["rows"], state["norms"]
+            rows, norms, active = state["rows"], state["norms"], state["active"]
             start_epoch, step, seconds = state["epoch"] + 1, state["step"], state["seconds"]
             _write_models(models, groups, names)
-        active = [not r[-1]["diverged"] for r in rows]
         planned = epochs * math.ceil(len(data.y_train) / batch_size)
         calls = callback_list(None, None if progress else False, desc or "fit_stacked")
         calls.start(planned)
@@ -262,19 +265,25 @@ def fit_stacked(
             _write_models(models, groups, names)
             record = epoch % eval_every == 0 or epoch == epochs
             for r, model in enumerate(models):
-                if not active[r] or not (record or failed[r]):
-                    continue
-                row = _epoch_row(model, data, epoch, step, metrics, eval_batch_size)
-                row["diverged"] = failed[r] or not math.isfinite(row["train_loss"])
-                rows[r].append(row | {"seconds": seconds})
-                norms[r] += [{"epoch": epoch, "layer": k, "norm": v} for k, v in layer_norms(model).items()]
-                active[r] = not row["diverged"]
+                if active[r] and failed[r]:  # diverged: it keeps its last good state and gets no row for this epoch
+                    active[r] = False
+                elif active[r] and record:
+                    rows[r].append(
+                        _epoch_row(model, data, epoch, step, metrics, eval_batch_size) | {"seconds": seconds}
+                    )
+                    norms[r] += [{"epoch": epoch, "layer": k, "norm": v} for k, v in layer_norms(model).items()]
             if path is not None:
-                _save(path, groups, generators, identity, rows, norms, epoch, step, seconds)
+                _save(path, groups, generators, identity, rows, norms, active, epoch, step, seconds)
         calls.end()
     return [
-        History(pd.DataFrame(r), pd.DataFrame(n), [DIVERGED if r[-1]["diverged"] else COMPLETED])
-        for r, n in zip(rows, norms)
+        TrainingResult(
+            frame=pd.DataFrame(r),
+            status=[COMPLETED if a else DIVERGED],
+            last_step=[int(r[-1]["epoch"])],
+            model=model,
+            extra={"norms": pd.DataFrame(n)},
+        )
+        for r, n, a, model in zip(rows, norms, active, models)
     ]
 
 
@@ -303,8 +312,9 @@ def _write_models(models: Sequence[nn.Module], groups: list[_Group], names: list
                     own[name].copy_(g.leaves[j][r - g.start])
 
 
-def _save(path: Path, groups, generators, identity, rows, norms, epoch, step, seconds) -> None:
+def _save(path: Path, groups, generators, identity, rows, norms, active, epoch, step, seconds) -> None:
     state = {
+        "active": active,
         "identity": identity,
         "leaves": [[p.detach().clone() for p in g.leaves] for g in groups],
         "optimizers": [g.state for g in groups],

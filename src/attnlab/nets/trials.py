@@ -26,7 +26,6 @@ from torch import nn
 
 from attnlab._io import config_hash
 from attnlab._validation import ValidationError, check_scalar
-from attnlab.nets.classifier import Metric
 from attnlab.nets.datasets.split import Split, train_test_split
 from attnlab.nets.probes import first_token_attention, hoyer_sparsity, projection_entries
 from attnlab.nets.stacked import fit_stacked
@@ -45,14 +44,15 @@ class Setup:
     data : Split
         The same for every seed of a config.
     metrics : mapping of str to callable
-        Extra per-epoch metrics for :func:`~attnlab.nets.fit_classifier`.
+        Extra per-epoch metrics for :func:`~attnlab.nets.fit_classifier`: functions of its state ``{"model",
+        "epoch"}`` (:class:`attnlab.metrics.Metric`).
     probe_inputs : torch.Tensor, shape (k, ...)
         A few test inputs whose first-token attention is recorded.
     """
 
     model: nn.Module
     data: Split
-    metrics: Mapping[str, Metric] = field(default_factory=dict)
+    metrics: Mapping[str, Callable[[Mapping[str, Any]], Any]] = field(default_factory=dict)
     probe_inputs: torch.Tensor | None = None
 
 
@@ -159,7 +159,7 @@ def _train_chunk(
             eval_every=options["eval_every"],
         )
         for o, trial, setup, history, start, p in zip(out, trials, setups, histories, starts, probe):
-            labels = {"optimizer": trial.optimizer, "lr": trial.lr, "seed": trial.seed}
+            labels = {"optimizer": trial.optimizer, "lr": trial.lr, "seed": trial.seed, "diverged": not history.ok}
             o["frame"] = history.frame.assign(**labels)
             o["norms"] = history.norms.assign(optimizer=trial.optimizer, seed=trial.seed)
             o["sparsity"] = _sparsity(trial, start, _qkv(setup.model))
@@ -228,8 +228,8 @@ def train_trials(
     Returns
     -------
     list of dict
-        Per trial: ``frame`` (the :func:`~attnlab.nets.fit_classifier` columns plus ``optimizer``, ``lr``,
-        ``seed``), ``norms``, ``sparsity`` (Hoyer sparsity of the K/Q/V entries at init, at the end and of their
+        Per trial: ``frame`` (the :func:`~attnlab.nets.fit_classifier` columns but ``run``, plus ``optimizer``,
+        ``lr``, ``seed`` and ``diverged``, whether the run diverged: its rows end at its last good epoch), ``norms``, ``sparsity`` (Hoyer sparsity of the K/Q/V entries at init, at the end and of their
         change, and the relative size of the change); for probed trials also ``entries``, ``attention``,
         ``init_entries`` and ``init_attention``.
 
