@@ -1,6 +1,6 @@
 """Achieved GFLOP/s of batched NGD on W at large d, as a fraction of a float64 matmul peak measured alongside.
 
-With ``n T^2 <= d^2`` (every default shape) :func:`attnlab.batched.train` trains ``W = W_0 + sum_it omega_it x_it
+With ``n T^2 <= d^2`` (every default shape) :func:`attnlab.training.batched.train` trains ``W = W_0 + sum_it omega_it x_it
 z_i^T`` through the ``nT`` coefficients ``omega`` of each run (``batched._KernelSpace``). Its flops, counted from
 the contractions it does (a multiply-add counts 2), per run:
 
@@ -30,8 +30,8 @@ import time
 
 import torch
 
-from attnlab import batched
 from attnlab.data import example1, stack
+from attnlab.training import batched
 
 LR = 0.1
 

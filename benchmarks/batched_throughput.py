@@ -4,7 +4,7 @@ Workload (issue 6, item 5): Example 1 (``n=8, T=6, d=64``, spec implicit-bias-ng
 normalised gradient descent ``W <- W - eta grad / ||grad||_F`` with ``eta = 0.1`` and the exponential loss, run
 ``R = 1, 16, 256`` times on independent data sets (seeds ``0..R-1``). Three ways to run it:
 
-- ``batched``: one call of :func:`attnlab.batched.train` with all ``R`` runs on the leading axis;
+- ``batched``: one call of :func:`attnlab.training.batched.train` with all ``R`` runs on the leading axis;
 - ``loop``: the same function called once per run, in a Python loop;
 - ``reference``: the model written with plain torch ops, ``loss.backward()`` and a ``torch.optim.SGD`` step on the
   normalised gradient (``W.grad / ||W.grad||``), one run at a time, as public reference code trains it.
@@ -25,8 +25,8 @@ import platform
 import torch
 from _timing import median_seconds
 
-from attnlab import batched
 from attnlab.data import example1, stack
+from attnlab.training import batched
 
 N, T, D = 8, 6, 64
 LR = 0.1

@@ -7,7 +7,7 @@ only the first and last step. Three ways to run it:
 - ``plain``: the model in plain torch ops, ``loss.backward()``, the gradient divided by its norm and a
   ``torch.optim.SGD`` step -- the ten-line loop a user writes first;
 - ``al.train``: ``attnlab.train(Combined(d), NormalizedGD(lr=0.1), data, record_every=steps)``;
-- ``batched``: ``attnlab.batched.train(..., optimizer="ngd")`` with one run.
+- ``batched``: ``attnlab.training.batched.train(..., optimizer="ngd")`` with one run.
 
 The three are timed in turn, ``--repeats`` times, in a rotating order, so a change of machine load hits all of
 them; each ratio is the median over the repeats of ``plain time / front-door time`` (higher is faster).
@@ -25,8 +25,8 @@ import time
 import torch
 
 import attnlab as al
-from attnlab import batched
 from attnlab.data import example1
+from attnlab.training import batched
 
 N, T, D = 6, 8, 10
 LR = 0.1

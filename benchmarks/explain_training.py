@@ -2,7 +2,7 @@
 
 Before the engine, ``attnlab explain`` trained one identical run per candidate SVM, because recording took one
 reference direction per run. Now it trains one run and records its alignment with every candidate in one pass.
-Both training programs are run here with today's :func:`attnlab.batched.train` on the same data, so the ratio is
+Both training programs are run here with today's :func:`attnlab.training.batched.train` on the same data, so the ratio is
 the cost of that design choice alone:
 
 - ``before``: 16 runs (the initialisation repeated), ``W_ref`` of shape (16, d, d), one alignment column each;
@@ -24,9 +24,9 @@ import time
 
 import torch
 
-from attnlab import batched
 from attnlab.data import example1
 from attnlab.svm import InfeasibleProgramError, attention_svm
+from attnlab.training import batched
 
 N, T, D = 8, 6, 16
 CANDIDATES = 16

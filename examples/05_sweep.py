@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 
 import attnlab as al
+import attnlab.tasks  # noqa: F401  (registers the sweep tasks attnlab ships: batched-train, experiment)
 
 HERE = Path(__file__).resolve().parent
 

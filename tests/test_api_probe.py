@@ -15,16 +15,16 @@ import torch
 from torch import nn
 
 import attnlab as al
-from attnlab import batched
 from attnlab._validation import ValidationError
 from attnlab.data import TokenSelectionData, example1, sets_from_probabilities, stack
 from attnlab.explain import explain
-from attnlab.flow import gradient_flow
 from attnlab.metrics import alignment, attention_margin, bregman, cosine, head_alignment
 from attnlab.models import Combined, Diagonal, Factored, ReluHead, attention_logits, attention_probabilities
 from attnlab.ntk import empirical_ntk
 from attnlab.probe import capture, head_W
 from attnlab.svm import attention_svm, set_direction_svm
+from attnlab.training import batched
+from attnlab.training.flow import gradient_flow
 
 
 def _data(n=4, T=3, d=5, seed=0):
@@ -286,7 +286,7 @@ CASES = [
     (
         "train: stacked runs reference on one model",
         lambda: _sgd(Combined(5), D, metrics=[alignment(torch.ones(2, 5, 5))]),
-        r"W_ref has shape \(2, 5, 5\), but the model's W has shape \(5, 5\)",
+        r"W_ref has shape \(2, 5, 5\), but the trained W has shape \(5, 5\)",
     ),
     # batched.train
     ("batched: 0/1 labels", lambda: batched.train(X, Z, (Y + 1) / 2, V, steps=1), r"y must hold only -1 and \+1"),

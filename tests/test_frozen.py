@@ -4,11 +4,11 @@ import pytest
 import torch
 
 import attnlab as al
-from attnlab import batched
 from attnlab.data import example1
-from attnlab.flow import gradient_flow
 from attnlab.models import Factored
 from attnlab.optim import NormalizedGD
+from attnlab.training import batched
+from attnlab.training.flow import gradient_flow
 
 
 def _data():

@@ -33,6 +33,17 @@ def test_dir_lists_every_public_subpackage_and_each_resolves():
         assert getattr(attnlab, name) is not None, name
 
 
+def test_the_short_names_of_the_front_doors_are_the_training_modules_themselves():
+    code = (
+        "import attnlab, sys; import attnlab.flow as f; from attnlab.batched import train; "
+        "from attnlab.callbacks import EarlyStop; import attnlab.training.flow as g; "
+        "print(f is g, attnlab.flow is g, train is attnlab.training.batched.train, f.__spec__.name, "
+        "EarlyStop.__module__)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["True", "True", "True", "attnlab.training.flow", "attnlab.training.callbacks"]
+
+
 def test_validation_error_is_public_and_the_one_class_everywhere():
     assert attnlab.ValidationError is _validation.ValidationError is _errors.ValidationError
     assert issubclass(attnlab.ValidationError, ValueError)

@@ -1,96 +1,169 @@
-"""The one loop policy (attnlab.callbacks): every training loop rolls a diverged run back to its last finite state,
-says so with the same status words, reports progress through callbacks, and returns a TrainingResult.
+"""The one loop and its one policy (attnlab.training.loop), seen from every training entry point.
 
-Each test injects a fault (a NaN at a known step) and compares the kept state with a clean run stopped just before
-the fault. The token-selection engine's own fault tests are in tests/test_training.py and tests/test_batched.py, and
-NTK gradient descent's in tests/ntk/test_gd.py; here all four loops meet the same assertions.
+Each entry point (token selection single and batched, the flow, regression, NTK gradient descent, kernel regression,
+projected mirror descent, the classifier) is run twice: once clean, stopped at the step a fault will strike, and
+once with a NaN injected at that step. The faulty run must go through the one loop function, end "diverged" with its
+last finite state (equal to the clean run's), have no row past it, and neither warn nor raise; every other run goes
+on. Each entry point also returns the one result type and accepts the one metric protocol (a function of the state).
 """
 
-import math
+from __future__ import annotations
 
+import math
+import sys
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
 import torch
 from torch import nn
 
+import attnlab as al
 import attnlab.ntk.network as network  # NTK gradient descent looks its gradient up there at every step
-from attnlab.callbacks import COMPLETED, DIVERGED, STATUSES, STOPPED, TrainingResult
-from attnlab.nets.classifier import History, fit_classifier
+import attnlab.training.loop as loop
+from attnlab.data import example1, scores_equal
+from attnlab.models import Diagonal
+from attnlab.nets.classifier import fit_classifier
 from attnlab.nets.datasets.split import train_test_split
-from attnlab.ntk import SoftmaxMLP, gradient_descent, practical_step
+from attnlab.ntk import SoftmaxMLP, gram, practical_step
 from attnlab.optim import NormalizedGD
-from attnlab.regression import PopulationOracle, fit, make_problem, manifold_point, random_rotation
+from attnlab.optim.transforms import Rule, Step, Transform, scale_by_lr
+from attnlab.regression import PopulationOracle, make_problem, manifold_point, random_rotation
+from attnlab.training import COMPLETED, DIVERGED, STATUSES, STOPPED, TrainingResult
+from attnlab.training import flow as flow_module
+from attnlab.training.batched import train as batched_train
+from attnlab.training.flow import gradient_flow
+from attnlab.training.ntk import gradient_descent, kernel_regression_path
+from attnlab.training.projected import projected_mirror_descent
+from attnlab.training.regression import fit as regression_fit
+
+AT = 3  # the step whose update the fault poisons: the state after it is bad, so every faulty run keeps step AT
 
 
-def test_every_loop_result_is_a_training_result_with_the_shared_status_words():
-    from attnlab.engine import EngineResult
-    from attnlab.ntk.gd import GDResult
-    from attnlab.regression.algorithm import Fit
+def _poison(at: int, run: int) -> Transform:
+    """A transform that turns run ``run``'s step ``at`` into NaN (its coefficient), and leaves the rest alone."""
 
-    assert all(issubclass(cls, TrainingResult) for cls in (EngineResult, Fit, GDResult, History))
-    assert STATUSES == (COMPLETED, DIVERGED, STOPPED) == ("completed", "diverged", "stopped")
+    def update(step: Step, state: None, ctx: Any) -> tuple[Step, None]:
+        if ctx.step != at:
+            return step, state
+        coefs = [c.clone() for c in step.log_coef]
+        for c in coefs:
+            c[run] = math.nan
+        return Step(step.direction, step.log_scale, coefs, step.factor), state
+
+    return Transform("poison", lambda params: None, update)
 
 
-def _regression(steps, oracle, callbacks=()):
-    problem = make_problem(d=3, k=5, singular_values=(0.25, 0.2, 0.15), seed=0)
-    V, Q = manifold_point(random_rotation(3, runs=2, seed=0), problem.W_star, problem.Sigma)
-    V = V + 0.05 * torch.randn(V.shape, generator=torch.Generator().manual_seed(1))
-    return fit(
-        V,
-        Q,
-        oracle(PopulationOracle(problem)),
-        lambda ps: torch.optim.SGD(ps, lr=0.1),
-        steps=steps,
-        metrics={"norm": lambda V, Q: torch.linalg.matrix_norm(V)},
-        callbacks=callbacks,
+def _gd(fault: bool, run: int = 0) -> Rule:
+    return Rule((scale_by_lr(0.5), *([_poison(AT, run)] if fault else [])))
+
+
+@dataclass
+class Case:
+    """One entry point: ``run(steps, fault, metric)`` returns its result; ``state(result)`` the tensors compared;
+    ``faulty`` the runs the fault hits (the others must complete)."""
+
+    run: Callable[[int, bool, Any], TrainingResult]
+    state: Callable[[TrainingResult], torch.Tensor]
+    faulty: tuple[int, ...] = (0,)
+    runs: int = 1
+    clock: str = "step"  # the frame's column of the loop's step (the classifier's is the epoch)
+
+
+def _single(steps, fault, metric):
+    data = example1(n=4, T=3, d=6, seed=0)
+    model = al.models.Combined(6)
+    return al.train(model, _gd(fault), data, steps=steps, metrics={"probe": metric}, record_every=1)
+
+
+def _batched(steps, fault, metric):
+    data = al.data.stack([example1(n=4, T=3, d=6, seed=s) for s in (0, 1)])
+    rule = _gd(fault, run=1)
+    return batched_train(
+        data.X, data.Z, data.y, data.v, optimizer=rule, steps=steps, record_every=1, metrics={"probe": metric}
     )
 
 
-def test_regression_loop_rolls_a_nan_run_back_and_marks_it_diverged():
-    def faulty(oracle, at=4, run=1):
-        calls = [0]
-
-        def wrong(V, Q):
-            calls[0] += 1
-            gV, gQ = oracle(V, Q)
-            if calls[0] == at:
-                gV = gV.clone()
-                gV[run] = math.nan
-            return gV, gQ
-
-        return wrong
-
-    clean = _regression(3, lambda o: o)  # the same runs, stopped just before the fault
-    seen = []
-    result = _regression(10, faulty, callbacks=[lambda record: seen.append(record.step)])
-    assert result.status == [COMPLETED, DIVERGED] and result.diverged_runs == [1]
-    assert torch.equal(result.V[1], clean.V[1]) and torch.equal(result.Q[1], clean.Q[1])  # last finite state
-    assert seen == list(range(11)) and result.frame[result.frame.run == 1].step.max() == 3
+def _flow(steps, fault, metric):
+    data = scores_equal(n=2, T=3, d=4, seed=0)
+    real = flow_module.flow_rule
+    if fault:  # the integrator's rule with the fault after it
+        flow_module.flow_rule = lambda *args: Rule((*real(*args).transforms, _poison(AT, 0)))
+    try:
+        model = Diagonal(4, omega=0.5)
+        return gradient_flow(model, data, step=0.05, steps=steps, record_every=1, metrics={"probe": metric})
+    finally:
+        flow_module.flow_rule = real
 
 
-def test_regression_loop_stops_when_a_callback_asks():
-    result = _regression(10, lambda o: o, callbacks=[lambda record: record.step >= 2])
-    assert result.status == [STOPPED, STOPPED] and result.frame.step.max() == 2
+def _regression_problem():
+    problem = make_problem(d=3, k=5, singular_values=(0.25, 0.2, 0.15), seed=0)
+    V, Q = manifold_point(random_rotation(3, runs=2, seed=0), problem.W_star, problem.Sigma)
+    return problem, V + 0.05 * torch.randn(V.shape, generator=torch.Generator().manual_seed(1)), Q
 
 
-def test_ntk_gd_rolls_back_with_the_same_words_and_reports_through_callbacks(monkeypatch):
+def _regression(steps, fault, metric):
+    problem, V, Q = _regression_problem()
+    oracle, calls = PopulationOracle(problem), [0]
+
+    def faulty(V, Q):
+        calls[0] += 1
+        gV, gQ = oracle(V, Q)
+        if fault and calls[0] == AT + 1:  # the oracle's call at step AT
+            gV = gV.clone()
+            gV[1] = math.nan
+        return gV, gQ
+
+    opt = lambda ps: torch.optim.SGD(ps, lr=0.1)  # noqa: E731
+    return regression_fit(V, Q, faulty, opt, steps=steps, metrics={"probe": metric})
+
+
+def _ntk_data():
     g = torch.Generator().manual_seed(0)
     X = torch.randn(8, 4, generator=g, dtype=torch.float64)
-    X = X / X.norm(dim=1, keepdim=True)
-    Y = torch.randn(8, 2, generator=g, dtype=torch.float64)
-    reference = SoftmaxMLP(4, 2, 32, seed=1)
-    lr = practical_step(reference, X)
-    gradient_descent(reference, X, Y, lr=lr, steps=4)
+    return X / X.norm(dim=1, keepdim=True), torch.randn(8, 2, generator=g, dtype=torch.float64)
+
+
+def _ntk(steps, fault, metric):
+    X, Y = _ntk_data()
+    net = SoftmaxMLP(4, 2, 32, seed=1)
+    lr = practical_step(net, X)
+    if not fault:
+        return gradient_descent(net, X, Y, lr=lr, steps=steps, metrics={"probe": metric})
     calls, real = [0], network.weight_gradient
 
-    def faulty(*args, **kwargs):
+    def poisoned(*args, **kwargs):
         calls[0] += 1
-        return real(*args, **kwargs) * (math.nan if calls[0] == 5 else 1.0)
+        return real(*args, **kwargs) * (math.nan if calls[0] == AT + 1 else 1.0)
 
-    monkeypatch.setattr(network, "weight_gradient", faulty)
-    net, seen = SoftmaxMLP(4, 2, 32, seed=1), []
-    result = gradient_descent(net, X, Y, lr=lr, steps=10, callbacks=[lambda record: seen.append(record.step)])
-    assert result.status == [DIVERGED] and result.diverged_runs == [0]
-    assert torch.equal(net.W.detach(), reference.W.detach()) and seen == [0, 1, 2, 3, 4]
-    assert list(result.frame.columns[:2]) == ["run", "step"]
+    network.weight_gradient = poisoned
+    try:
+        return gradient_descent(net, X, Y, lr=lr, steps=steps, metrics={"probe": metric})
+    finally:
+        network.weight_gradient = real
+
+
+def _kernel(steps, fault, metric):
+    X, Y = _ntk_data()
+    net = SoftmaxMLP(4, 2, 32, seed=1)
+    H = gram(net, X)
+    # the fault is the step size, in both runs: far past the stability limit the coefficients grow by ~1e60 per step
+    # until they overflow (a natural fault); the clean run stops before it
+    lr = 1e60 * practical_step(net, X)
+    return kernel_regression_path(H, H, Y, lr=lr, scale=net.kernel_scale, steps=[steps], metrics={"probe": metric})
+
+
+def _projected(steps, fault, metric):
+    A = torch.tensor([[0.3, -0.2], [0.1, 0.4]], dtype=torch.float64)
+    calls = [0]
+
+    def grad(W):
+        calls[0] += 1
+        return (W - A) * (math.nan if fault and calls[0] == AT + 1 else 1.0)
+
+    return projected_mirror_descent(grad, torch.zeros(2, 2), p=2.0, radius=10.0, steps=steps, metrics={"probe": metric})
 
 
 class _Poisonable(nn.Module):
@@ -106,7 +179,7 @@ class _Poisonable(nn.Module):
         return out * math.nan if self.poisoned else out
 
 
-def _classifier_run(epochs, poison_after=None):
+def _classifier(epochs, fault, metric):
     g = torch.Generator().manual_seed(0)
     y = torch.randint(0, 2, (64,), generator=g)
     x = torch.randn(64, 2, generator=g, dtype=torch.float64) + 2.0 * (2.0 * y[:, None] - 1.0)
@@ -115,20 +188,104 @@ def _classifier_run(epochs, poison_after=None):
     model = _Poisonable()
 
     def poison(record):
-        if poison_after is not None and record.rows["epoch"].iloc[0] == poison_after:
+        if fault and record.rows["epoch"].iloc[0] == AT:
             model.poisoned = True
 
     optimizer = NormalizedGD(model.parameters(), lr=0.1)
-    history = fit_classifier(model, optimizer, data, epochs=epochs, batch_size=16, seed=0, callbacks=[poison])
+    history = fit_classifier(
+        model, optimizer, data, epochs=epochs, batch_size=16, seed=0, callbacks=[poison], metrics={"probe": metric}
+    )
     model.poisoned = False
-    return model, history
+    return history
 
 
-def test_classifier_loop_rolls_back_to_the_last_finite_epoch():
-    clean, _ = _classifier_run(epochs=2)
-    model, history = _classifier_run(epochs=5, poison_after=2)
-    assert history.status == [DIVERGED] and history.diverged_runs == [0]
-    assert history.frame["diverged"].tolist() == [False, False, False, True]
-    for kept, reference in zip(model.state_dict().values(), clean.state_dict().values()):
-        assert torch.equal(kept, reference)  # the state at the end of epoch 2, not the NaN one
-    assert all(bool(torch.isfinite(p).all()) for p in model.parameters())
+def _weights(result):
+    return torch.cat([p.detach().reshape(-1) for p in result.model.parameters()])
+
+
+CASES = {
+    "al.train": Case(_single, lambda r: r.W),
+    "batched.train": Case(_batched, lambda r: r.W, faulty=(1,), runs=2),
+    "flow": Case(_flow, lambda r: torch.cat([r.params["xi_k"], r.params["xi_q"]], dim=-1)),
+    "regression": Case(_regression, lambda r: torch.cat([r.V.flatten(1), r.Q.flatten(1)], 1), faulty=(1,), runs=2),
+    "ntk gd": Case(_ntk, lambda r: r.W),
+    "kernel regression": Case(_kernel, lambda r: r.params["gamma"]),
+    "projected md": Case(_projected, lambda r: r.W),
+    "classifier": Case(_classifier, _weights, clock="epoch"),
+}
+
+
+def _probe(state: Any) -> float:
+    """A metric of any state: the count of its entries (a function of the state, the one protocol)."""
+    return float(len(state))
+
+
+def _through_the_loop(monkeypatch) -> list[int]:
+    """Wrap the one loop function wherever it was imported; the list counts its calls."""
+    calls, real = [], loop.run_loop
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    for module in list(sys.modules.values()):
+        if getattr(module, "__name__", "").startswith("attnlab") and getattr(module, "run_loop", None) is real:
+            monkeypatch.setattr(module, "run_loop", counting)
+    return calls
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_every_entry_point_runs_the_one_loop_under_the_one_policy(name, monkeypatch):
+    case = CASES[name]
+    calls = _through_the_loop(monkeypatch)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the policy never warns ...
+        faulty = case.run(10, True, _probe)  # ... and never raises
+    assert len(calls) == 1, f"{name} did not run through attnlab.training.loop.run_loop exactly once"
+    assert isinstance(faulty, TrainingResult) and set(faulty.status) <= set(STATUSES)
+    assert "probe" in faulty.frame.columns  # the one metric protocol: a function of the state, as a column
+    assert faulty.diverged_runs == list(case.faulty) and faulty.seconds > 0
+    last = faulty.last_step[case.faulty[0]]
+    clean = case.run(last, False, _probe)  # the same runs, stopped at the kept step
+    assert clean.ok and clean.status == [COMPLETED] * case.runs
+    for r in range(case.runs):
+        rows = faulty.frame[faulty.frame["run"] == r]
+        if r in case.faulty:
+            assert faulty.status[r] == DIVERGED and rows[case.clock].max() <= last  # no row past the kept state
+            kept = case.state(faulty)[r] if case.runs > 1 else case.state(faulty)
+            reference = case.state(clean)[r] if case.runs > 1 else case.state(clean)
+            assert torch.equal(kept, reference), "the diverged run does not hold its last finite state"
+            assert bool(torch.isfinite(kept).all())
+        else:
+            assert faulty.status[r] == COMPLETED and faulty.last_step[r] == 10
+    assert last == AT or (name == "kernel regression" and 0 < last < 10)  # a natural fault: after finite steps
+
+
+def test_the_status_words_are_one():
+    assert STATUSES == (COMPLETED, DIVERGED, STOPPED) == ("completed", "diverged", "stopped")
+
+
+def test_a_callback_stops_every_run_still_going_and_the_last_step_stays_completed():
+    problem, V, Q = _regression_problem()
+    opt = lambda ps: torch.optim.SGD(ps, lr=0.1)  # noqa: E731
+    stopped = regression_fit(
+        V, Q, PopulationOracle(problem), opt, steps=10, metrics={}, callbacks=[lambda r: r.step >= 2]
+    )
+    assert stopped.status == [STOPPED, STOPPED] and stopped.last_step == [2, 2] and stopped.frame.step.max() == 2
+    at_end = regression_fit(
+        V, Q, PopulationOracle(problem), opt, steps=10, metrics={}, callbacks=[lambda r: r.step >= 10]
+    )
+    assert at_end.status == [COMPLETED, COMPLETED]
+
+
+def test_a_bad_initial_state_is_bad_input_not_divergence():
+    problem, V, Q = _regression_problem()
+    with pytest.raises(al.ValidationError, match="state at step 0 of runs \\[0, 1\\] is not finite"):
+        regression_fit(
+            1e7 * V, Q, PopulationOracle(problem), lambda ps: torch.optim.SGD(ps, lr=0.1), steps=3, metrics={}
+        )
+
+
+def test_the_flow_clock_columns_come_from_the_integrator():
+    flow = _flow(5, False, _probe)
+    assert flow.frame["time"].iloc[0] == 0.0 and flow.frame["time"].is_monotonic_increasing

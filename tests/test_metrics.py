@@ -137,11 +137,11 @@ def test_a_reference_of_the_wrong_shape_is_refused_by_name():
     data = example1(n=4, T=3, d=5, seed=0)
     model = al.models.Combined(5)
     opt = al.optim.NormalizedGD(model.parameters(), lr=0.1)
-    with pytest.raises(ValidationError, match=r"W_ref has shape \(3, 3\), but the model's W has shape \(5, 5\)"):
+    with pytest.raises(ValidationError, match=r"W_ref has shape \(3, 3\), but the trained W has shape \(5, 5\)"):
         al.train(model, opt, data, steps=1, metrics=[alignment(torch.ones(3, 3))])
     with pytest.raises(ValidationError, match=r"W_ref has shape \(5,\), expected \(d, d\) or \(R, d, d\)"):
         alignment(torch.ones(5))
-    with pytest.raises(ValidationError, match=r"W_ref has shape \(2, 5, 5\), but the model's W has shape \(5, 5\)"):
+    with pytest.raises(ValidationError, match=r"W_ref has shape \(2, 5, 5\), but the trained W has shape \(5, 5\)"):
         al.train(model, opt, data, steps=1, metrics=[bregman(torch.ones(2, 5, 5), 3.0)])
     with pytest.raises(ValidationError, match=r"v_ref has shape \(2, 2, 5\), expected \(d,\) or \(R, d\)"):
         head_alignment(torch.ones(2, 2, 5))

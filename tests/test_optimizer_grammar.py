@@ -1,7 +1,7 @@
 """One optimizer string, every front door: batched.train, al.train (string, built optimizer), a sweep, the real
 harness's make_optimizer, explain and the ``explain`` command all run the same update for the same string.
 
-The reference is :func:`attnlab.batched.train`; every other front door must reach the same final ``W`` (the same
+The reference is :func:`attnlab.training.batched.train`; every other front door must reach the same final ``W`` (the same
 float64 program, so only summation order may differ) from the same start.
 """
 
@@ -14,13 +14,14 @@ import torch
 from click.testing import CliRunner
 
 import attnlab as al
+import attnlab.tasks  # noqa: F401  (registers the batched-train sweep task)
 from attnlab.cli import main
 from attnlab.data import example1
-from attnlab.engine.spaces import optimal_loss
 from attnlab.explain import explain
 from attnlab.nets.optimizers import make_optimizer
 from attnlab.optim import parse_optimizer
 from attnlab.runner import load_sweep, run_sweep
+from attnlab.training.spaces import optimal_loss
 
 STRINGS = [
     "gd",

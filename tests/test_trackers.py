@@ -8,8 +8,8 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from attnlab._validation import ValidationError
-from attnlab.callbacks import CallbackList, EarlyStop, Record
 from attnlab.trackers import TensorBoardLogger
+from attnlab.training.callbacks import CallbackList, EarlyStop, Record
 
 # TensorBoard stores scalars as float32: 2**-24 relative rounding, so 1e-6 relative is the float32 agreement.
 FLOAT32_RTOL = 1e-6

@@ -40,8 +40,8 @@ generator = torch.Generator().manual_seed(1)
 random = tuple(torch.randn(start.shape, generator=generator, dtype=torch.float64) for start in spectral)
 
 
-def gap(V, Q):  # L(V, Q) - L_irr in closed form (theory page §3.3)
-    return al.regression.population_excess_loss(V, Q, problem.Sigma, problem.W_star)
+def gap(state):  # L(V, Q) - L_irr in closed form (theory page §3.3), a metric of the state {"V", "Q"}
+    return al.regression.population_excess_loss(state["V"], state["Q"], problem.Sigma, problem.W_star)
 
 
 # %%
@@ -60,7 +60,7 @@ for name, (start, source, make_optimizer, weight, covariance) in runs.items():
         oracle = al.regression.MinibatchOracle(X, Y, batch_size=128, seed=2)
     else:
         oracle = al.regression.PopulationOracle(problem)
-    result = al.regression.fit(
+    result = al.training.regression.fit(
         *start,
         oracle,
         make_optimizer,

@@ -41,8 +41,8 @@ Y = Y / Y.norm(dim=1, keepdim=True)
 
 
 def movement_from(W0):
-    """A record hook: the typical neuron's movement, sqrt(mean_r ||w_r(t) - w_r(0)||^2), from W0 (d_in, m)."""
-    return lambda step, W: {"rms_movement": float((W - W0).norm(dim=0).pow(2).mean().sqrt())}
+    """A metric of the state: the typical neuron's movement, sqrt(mean_r ||w_r(t) - w_r(0)||^2), from W0 (d_in, m)."""
+    return lambda state: float((state["W"] - W0).norm(dim=0).pow(2).mean().sqrt())
 
 
 # %%
@@ -50,8 +50,8 @@ frames = {}
 for m in WIDTHS:
     net = al.ntk.SoftmaxMLP(5, 3, m, sigma_w=1.0, seed=1)  # W (d_in, m) symmetric at init, a (d_out, m) fixed
     lr = al.ntk.practical_step(net, X, c=0.5)  # c / (m lambda_max(H*)), theory page §8
-    record = movement_from(net.W.detach().clone())
-    result = al.ntk.gradient_descent(net, X, Y, lr=lr, steps=STEPS, record_every=20, record=record)
+    metrics = {"rms_movement": movement_from(net.W.detach().clone())}
+    result = al.training.ntk.gradient_descent(net, X, Y, lr=lr, steps=STEPS, record_every=20, metrics=metrics)
     frames[m] = result.frame  # step, sq_error ||F - Y||^2, weight_movement (the largest), rms_movement
 
 # %%

@@ -1,11 +1,11 @@
-"""Old import paths that keep working for one release: a module ``__getattr__`` (PEP 562) that warns and forwards.
+"""Old names that keep working for one release: a module ``__getattr__`` (PEP 562) that warns and forwards.
 
-A module that moved leaves a stub at its old path::
+A module whose names moved or were renamed forwards them::
 
-    __getattr__ = moved_module(__name__, "attnlab.nets.vit")
+    __getattr__ = moved_names(__name__, {"OldName": "package.module.NewName"})
 
-and ``from attnlab.experiments.real.vit import ViT`` then returns :class:`attnlab.nets.ViT` with a
-``DeprecationWarning`` that names the new path.
+and ``from <that module> import OldName`` then returns ``NewName`` with a ``DeprecationWarning`` that names the new
+path (the regression and SVM packages forward their renamed names this way).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["moved_module", "moved_names"]
+__all__ = ["moved_names"]
 
 
 def moved_names(old: str, targets: Mapping[str, str]) -> Callable[[str], Any]:
@@ -48,13 +48,3 @@ def moved_names(old: str, targets: Mapping[str, str]) -> Callable[[str], Any]:
         return getattr(importlib.import_module(module), attribute)
 
     return forward
-
-
-def moved_module(old: str, new: str, renames: Mapping[str, str] | None = None) -> Callable[[str], Any]:
-    """A module ``__getattr__`` for the module ``old``, which moved to ``new``: every name of ``new.__all__``.
-
-    ``renames`` maps an old name to its new name in ``new`` (``{"fit": "fit_classifier"}``).
-    """
-    targets = {name: f"{new}.{name}" for name in importlib.import_module(new).__all__}
-    targets.update({name: f"{new}.{now}" for name, now in (renames or {}).items()})
-    return moved_names(old, targets)

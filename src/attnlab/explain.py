@@ -11,7 +11,7 @@ other locally optimal selection, and the Frobenius SVM of the selection the trai
 indices, multi-token §2) the set-direction programs (Frobenius and nuclear) and the SVM-equivalence direction of
 the trained ``W`` join the candidates (multi-token §3); a fixed nonlinear head (``head=``, multi-token §1) trains
 in place of the data's linear one. Cross-attention data (``d_q != d``, multi-token §8) train a rectangular ``W``;
-the diagonal candidates, square by definition, are left out there. Training is one run of :func:`attnlab.batched.train` that
+the diagonal candidates, square by definition, are left out there. Training is one run of :func:`attnlab.training.batched.train` that
 keeps its recorded iterates; every candidate is measured on them afterwards.
 
 A candidate is named only when the run has converged in direction: the nearest candidate within
@@ -30,8 +30,6 @@ import pandas as pd
 import torch
 
 from attnlab._validation import ValidationError, check_bool, check_in, check_scalar
-from attnlab.batched import PARAMETRIZATIONS
-from attnlab.batched import train as batched_train
 from attnlab.data import Selection, TokenSelectionData
 from attnlab.losses import LOSSES
 from attnlab.metrics import cosine, directional_bregman
@@ -43,6 +41,8 @@ from attnlab.plotting import STEP, house_figure, label_axes, log_gap_axis, new_f
 from attnlab.probe.capture import attended_tokens
 from attnlab.svm import InfeasibleProgramError, attention_svm, diagonal_svm, locally_optimal_selections
 from attnlab.svm.multi_token import SetProgramResult, set_direction_svm, svm_equivalence
+from attnlab.training.batched import PARAMETRIZATIONS
+from attnlab.training.batched import train as batched_train
 
 __all__ = ["Explanation", "explain", "parse_opt"]
 
@@ -253,10 +253,10 @@ def explain(
         Combined ``W``, factored ``W = K Q^T`` (``K (d, d_e)``, ``Q (d_q, d_e)``), or diagonal
         ``W = diag(xi_k * xi_q)`` (square data only).
     opt : str or OptimizerSpec, default="ngd"
-        An optimizer of the one grammar (:mod:`attnlab.optim.spec`) that :func:`attnlab.batched.train` runs, e.g.
-        ``"ngd:momentum=0.9"``, ``"polyak:max_step=5"``, ``"md:1.5"`` (l_p mirror descent: adds the l_p SVM and
-        the Bregman divergence), ``"sign:schedule=inv_sqrt"`` (adds the l_inf, l_8 and l_4 SVMs). The names of
-        the registry (:mod:`attnlab.optim.registry`):
+        An optimizer of the one grammar (:mod:`attnlab.optim.spec`) that :func:`attnlab.training.batched.train`
+        runs, e.g. ``"ngd:momentum=0.9"``, ``"polyak:max_step=5"``, ``"md:1.5"`` (l_p mirror descent: adds the l_p
+        SVM and the Bregman divergence), ``"sign:schedule=inv_sqrt"`` (adds the l_inf, l_8 and l_4 SVMs). The names
+        of the registry (:mod:`attnlab.optim.registry`):
 
         .. optimizers::
     steps : int, default=1000
@@ -304,7 +304,9 @@ def explain(
         On a bad ``param``, ``opt``, ``loss``, ``select`` or size, data without a head (and no ``head``), a
         ``head`` without a selection (``select`` or ``data.select``),
         ``param="diag"`` on cross-attention data, when no candidate is feasible, when
-        training diverged (non-finite loss), or when the gradient is zero throughout (every token ties).
+        training diverged (non-finite loss), or when the gradient is zero throughout (every token ties). The
+        training loop itself never raises on divergence (its one policy, :mod:`attnlab.training.loop`, marks the
+        run ``"diverged"``); this function reads that status and raises, since it names no SVM for such a run.
 
     Notes
     -----
@@ -384,7 +386,7 @@ def explain(
         train_head=train_head,
         **init,
     )
-    if run.status[0] != "completed":
+    if run.status[0] != "completed":  # the loop's status, read: explain's own API refuses a diverged run
         raise ValidationError(
             f"training diverged: the loss became non-finite after step {run.last_step[0]} with opt={str(spec)!r}, "
             f"lr={lr}; no SVM is named for a diverged run. Lower lr (or use ngd or a capped polyak)"

@@ -1,6 +1,6 @@
 """Experiment trackers as callbacks: what a training loop records, sent to TensorBoard.
 
-A tracker is an :class:`attnlab.callbacks.Callback`, so every loop that takes ``callbacks=[...]`` feeds it.
+A tracker is an :class:`attnlab.training.callbacks.Callback`, so every loop that takes ``callbacks=[...]`` feeds it.
 :class:`TensorBoardLogger` writes each numeric column of the recorded rows as a scalar, one TensorBoard run
 (a subfolder of ``log_dir``) per attnlab run, so TensorBoard overlays the runs of a batch on one chart per column.
 
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from attnlab._validation import ValidationError, check_scalar
-from attnlab.callbacks import Callback, Record
+from attnlab.training.callbacks import Callback, Record
 
 __all__ = ["TensorBoardLogger"]
 
@@ -48,7 +48,7 @@ class TensorBoardLogger(Callback):
     Examples
     --------
     >>> import pandas as pd, tempfile
-    >>> from attnlab.callbacks import Record
+    >>> from attnlab.training.callbacks import Record
     >>> logger = TensorBoardLogger(tempfile.mkdtemp())
     >>> logger.on_start(steps=1)
     >>> rows = pd.DataFrame({"run": [0, 1], "step": [0, 0], "loss": [0.7, 0.6]})

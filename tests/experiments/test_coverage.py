@@ -10,7 +10,6 @@ from attnlab.experiments.coverage import coverage_rows, paper_results, update_pa
 from attnlab.experiments.inventory import OWN_RESULTS
 from attnlab.verify import PaperResult
 from attnlab.verify.coverage import EXTENSION
-from tests.experiments import migrating
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "theory"
 
@@ -41,9 +40,6 @@ def test_the_coverage_table_lists_exactly_the_inventorys_own_results(paper):
     paper_id = PAPER_IDS[paper]
     registered = {r.id for r in paper_results(paper) if EXTENSION not in r.id}
     own = set(OWN_RESULTS[paper_id])
-    if paper_id in migrating.PAPERS:
-        assert registered != own, f"{paper_id} lists the inventory: remove it from tests/experiments/migrating.py"
-        return
     assert not own - registered, f"{paper_id}: results of the inventory missing from the table: {own - registered}"
     assert not registered - own, f"{paper_id}: ids counted that are not own results of the paper: {registered - own}"
 

@@ -18,7 +18,6 @@ import pytest
 from attnlab.experiments import get_experiment, list_experiments
 from attnlab.experiments.catalog import PAPER_IDS
 from attnlab.verify import RunContext, make_config
-from tests.experiments import migrating
 
 
 def _cases():
@@ -52,7 +51,7 @@ def test_every_theory_claim_names_a_paper_result_and_a_falsifier():
                 assert claim.falsifiers and set(claim.falsifiers) <= names, (experiment.name, claim.claim)
 
 
-@pytest.mark.parametrize("name", sorted(e.name for e in list_experiments() if e.name not in migrating.EXPERIMENTS))
+@pytest.mark.parametrize("name", sorted(e.name for e in list_experiments()))
 def test_every_theory_claim_has_a_mechanism_falsifier(name):
     experiment = get_experiment(name)
     for claim in experiment.claims:
@@ -70,7 +69,6 @@ def test_falsifier_fails_every_check_that_names_it(name, falsifier_name, tmp_pat
     named = [c for c in rows if falsifier.name in c.falsifier.split(",") and c.kind == "theory"]
     declared = [c.claim for c in experiment.claims if falsifier.name in c.falsifiers]
     assert named, f"no row of the quick run names {falsifier.name!r}; declared by {declared}"
-    strict = name not in migrating.EXPERIMENTS
     for check in named:
         if isinstance(check.measured, float):
             assert math.isfinite(check.measured), f"{check.claim}: a NaN is not a failed check ({falsifier.mechanism})"
@@ -78,12 +76,12 @@ def test_falsifier_fails_every_check_that_names_it(name, falsifier_name, tmp_pat
             f"{check.claim!r} still passes under {falsifier.mechanism!r}: measured {check.measured}, "
             f"predicted {check.predicted}, tolerance {check.tolerance}"
         )
-        if strict and falsifier.kind == "mechanism":
+        if falsifier.kind == "mechanism":
             assert check.margin is not None and math.isfinite(check.margin) and check.margin <= 0, (
                 f"{check.claim!r} fails under {falsifier.name!r} without a number on the wrong side of its "
                 f"tolerance (measured {check.measured}, margin {check.margin}): a censored or non-numeric failure"
             )
-    if strict and any(check.support is not None for check in named):
+    if any(check.support is not None for check in named):
         true_rows = [c for c in _unmutated(name, tmp_path_factory) if c.kind == "theory"]
         for check in named:
             twins = [c for c in true_rows if c.claim_id == check.claim_id and c.support is not None]
@@ -93,15 +91,3 @@ def test_falsifier_fails_every_check_that_names_it(name, falsifier_name, tmp_pat
                     f"{check.claim!r}: {falsifier.name!r} changed the subset the statistic is taken over "
                     f"({same[0].support} -> {check.support}); a falsifier must not move a hypothesis filter"
                 )
-
-
-@pytest.mark.parametrize("name", sorted(migrating.EXPERIMENTS))
-def test_a_migrating_experiment_is_not_yet_strict(name):
-    experiment = get_experiment(name)
-    weak = [
-        c
-        for c in experiment.claims
-        if c.kind == "theory" and "mechanism" not in {experiment.falsifier(f).kind for f in c.falsifiers}
-    ]
-    unlocked = [c for c in experiment.claims if not c.id or (c.reading is None and c.kind == "theory")]
-    assert weak or unlocked, f"{name} may meet the strict rules: remove it from tests/experiments/migrating.py"

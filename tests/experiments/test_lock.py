@@ -6,24 +6,17 @@
 import dataclasses
 from pathlib import Path
 
-import pytest
-
 from attnlab.experiments import list_experiments
 from attnlab.experiments.lock import main
 from attnlab.verify import Revision
 from attnlab.verify.lock import lock_entries, lock_problems, read_lock
-from tests.experiments import migrating
 
 LOCK = Path(__file__).resolve().parents[2] / "checks.lock"
 
 
-def _experiments(migrated: bool):
-    return [e for e in list_experiments() if (e.name not in migrating.EXPERIMENTS) == migrated]
-
-
-def test_the_lock_is_current_for_every_migrated_experiment():
-    pending, refused = lock_problems(lock_entries(_experiments(True)), read_lock(LOCK))
-    stale = [line for line in refused if "no experiment declares it" not in line]  # unmigrated ones are not listed
+def test_the_lock_is_current_for_every_experiment():
+    pending, refused = lock_problems(lock_entries(list_experiments()), read_lock(LOCK))
+    stale = [line for line in refused if "no experiment declares it" not in line]  # retired claims: the test below
     assert not pending and not stale, "\n".join(
         ["checks.lock is not current (python -m attnlab.experiments.lock; --write after review):", *pending, *stale]
     )
@@ -35,19 +28,12 @@ def test_no_locked_claim_disappears_without_being_retired():
     assert not gone, "\n".join(gone)
 
 
-@pytest.mark.parametrize("name", sorted(migrating.EXPERIMENTS))
-def test_a_migrating_experiment_is_not_yet_locked(name):
-    experiment = next(e for e in list_experiments() if e.name == name)
-    pending, refused = lock_problems(lock_entries([experiment]), read_lock(LOCK))
-    assert pending or refused, f"{name} meets the lock's rules: remove it from tests/experiments/migrating.py"
-
-
 def _a_locked_theory_claim():
-    for experiment in _experiments(True):
+    for experiment in list_experiments():
         for i, claim in enumerate(experiment.claims):
             if claim.kind == "theory":
                 return experiment, i, claim
-    pytest.skip("no experiment is migrated yet")  # pragma: no cover - only while the migration starts
+    raise AssertionError("no experiment declares a theory claim")
 
 
 def test_editing_a_locked_reading_without_a_revision_fails():

@@ -103,8 +103,8 @@ def test_a_model_of_another_query_width_is_refused_naming_d_q():
 
 def test_the_kernel_coefficient_space_trains_a_rectangular_w_as_a_plain_ngd_loop():
     # n T^2 = 8 <= d^2: the engine trains W through its n T coefficients (engine/spaces.py KernelSpace)
-    from attnlab.engine.loop import kernel_applies
-    from attnlab.engine.spaces import Problem
+    from attnlab.training.engine import kernel_applies
+    from attnlab.training.spaces import Problem
 
     gen = torch.Generator().manual_seed(6)
     X, Z = (

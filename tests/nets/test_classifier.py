@@ -11,6 +11,7 @@ from attnlab.nets.classifier import evaluate, fit_classifier, layer_norms
 from attnlab.nets.datasets.split import Split, train_test_split
 from attnlab.nets.optimizers import make_optimizer
 from attnlab.nets.vit import ViT
+from attnlab.training.callbacks import Callback
 
 
 def _blobs(n=120, seed=0):
@@ -46,7 +47,7 @@ def test_fit_trains_a_tiny_model_and_records_every_epoch():
     assert frame["step"].tolist() == [0, 6, 12, 18, 24, 30]  # 90 training samples / 16 = 6 batches per epoch
     assert frame["train_loss"].iloc[-1] < 0.5 * frame["train_loss"].iloc[0]
     assert frame["test_accuracy"].iloc[-1] >= 0.9  # separable blobs, 2.0 apart in units of 0.5
-    assert not frame["diverged"].any()
+    assert history.status == ["completed"] and history.last_step == [5]
     assert set(history.norms["layer"]) == {"0", "3"}
 
 
@@ -109,8 +110,8 @@ def test_fit_stops_and_flags_a_non_finite_loss():
     history = fit_classifier(
         model, torch.optim.SGD(model.parameters(), lr=0.1), poisoned, epochs=3, batch_size=16, seed=0
     )
-    assert history.frame["diverged"].tolist() == [False, True]
-    assert history.frame["step"].iloc[-1] == 1
+    assert history.status == ["diverged"] and history.last_step == [0]  # epoch 1 went non-finite: back to 0
+    assert history.frame["epoch"].tolist() == [0] and all(bool(torch.isfinite(p).all()) for p in model.parameters())
 
 
 def test_fit_refuses_a_checkpoint_of_another_seed(tmp_path):
@@ -161,3 +162,19 @@ def test_a_damaged_checkpoint_names_its_file_and_what_to_delete(tmp_path, damage
         fit_classifier(
             model, torch.optim.SGD(model.parameters(), lr=0.1), data, epochs=2, batch_size=16, seed=0, checkpoint=path
         )
+
+
+def test_callbacks_count_optimizer_steps_of_the_epochs():
+    data = _blobs()
+    model, seen, ticks = _tiny_model(), [], []
+
+    class Ticks(Callback):
+        def on_step(self, step):
+            ticks.append(step)
+
+    callbacks = [lambda record: seen.append((record.step, record.steps, int(record.rows["epoch"].iloc[0]))), Ticks()]
+    fit_classifier(
+        model, torch.optim.SGD(model.parameters(), lr=0.1), data, epochs=2, batch_size=16, seed=0, callbacks=callbacks
+    )
+    assert seen == [(0, 12, 0), (6, 12, 1), (12, 12, 2)]  # 90 training samples / 16: 6 optimizer steps per epoch
+    assert ticks == list(range(1, 13))

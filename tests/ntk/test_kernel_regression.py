@@ -2,7 +2,8 @@
 
 import torch
 
-from attnlab.ntk import SoftmaxMLP, cross_kernel, gram, kernel_regression_limit, kernel_regression_path, practical_step
+from attnlab.ntk import SoftmaxMLP, cross_kernel, gram, kernel_regression_limit, practical_step
+from attnlab.training.ntk import kernel_regression_path
 
 
 def _setup():
@@ -21,7 +22,7 @@ def test_path_on_training_inputs_is_the_linearized_network():
     H = gram(net, X)
     lr = practical_step(net, X)
     m = net.width
-    path = kernel_regression_path(H, H, Y, lr=lr, scale=m, steps=[0, 1, 5])
+    path = kernel_regression_path(H, H, Y, lr=lr, scale=m, steps=[0, 1, 5]).iterates["F"]
     F = torch.zeros(12, dtype=torch.float64)
     y = Y.T.reshape(-1)
     linear = {0: F.clone()}
@@ -37,7 +38,7 @@ def test_path_converges_to_the_closed_form_limit():
     H, K = gram(net, X), cross_kernel(net, Xt, X)
     lam_rate = practical_step(net, X) * net.width * float(torch.linalg.eigvalsh(H)[0])
     steps = int(40 / lam_rate)  # e^{-40}: converged to round-off
-    path = kernel_regression_path(H, K, Y, lr=practical_step(net, X), scale=net.width, steps=[steps])
+    path = kernel_regression_path(H, K, Y, lr=practical_step(net, X), scale=net.width, steps=[steps]).iterates["F"]
     limit = kernel_regression_limit(H, K, Y)
     assert torch.allclose(path[-1], limit, rtol=0, atol=1e-8 * float(limit.abs().max()))
     assert torch.allclose(kernel_regression_limit(H, H, Y), Y, atol=1e-8)  # interpolates the training labels

@@ -10,9 +10,9 @@ from attnlab.ntk import (
     circle_mixture,
     denoiser_error_at,
     denoising_set,
-    train_score_model,
     weighted_score_error,
 )
+from attnlab.training.ntk import train_score_model
 
 PROCESS = ForwardProcess(1.0)
 T0, T = 0.01, 2.0

@@ -186,7 +186,7 @@ def _example():
 
 def test_the_infimum_takes_the_same_steps_as_the_number_while_float64_resolves_the_gap():
     """optimal_loss="infimum" (L - L_* from the margins) against L_* as a number, while L - L_* >> 2e-16 L."""
-    from attnlab.batched import train
+    from attnlab.training.batched import train
 
     data = _example()
     number = train(data.X, data.Z, data.y, data.v, None, optimizer="polyak", steps=8, keep_iterates=True)
@@ -198,8 +198,8 @@ def test_the_infimum_takes_the_same_steps_as_the_number_while_float64_resolves_t
 
 def test_the_infimum_keeps_stepping_where_the_numbers_gap_has_rounded_to_zero():
     """spec A3 with L_* > 0: log L carries no gap once L - L_* < 2e-16 L; the margins still do, so the run goes on."""
-    from attnlab.batched import train
     from attnlab.models import log_excess_risk
+    from attnlab.training.batched import train
 
     data = _example()
     runs = {
@@ -214,8 +214,8 @@ def test_the_infimum_keeps_stepping_where_the_numbers_gap_has_rounded_to_zero():
 
 def test_the_infimum_through_al_train_and_its_refusals():
     import attnlab as al
-    from attnlab.batched import train
     from attnlab.models.heads import ReluHead
+    from attnlab.training.batched import train
 
     data = _example()
     model = al.models.Combined(6)

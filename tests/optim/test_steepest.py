@@ -81,7 +81,7 @@ def test_steepest_descent_equals_the_reference_loop(name, p):
 
 
 def test_a_per_run_lr_as_sweeps_pass_it_equals_separate_runs():
-    """Sweeps (runner/batched_train.py) hand batched.train one lr per run, shape (R,)."""
+    """Sweeps (tasks/batched_train.py) hand batched.train one lr per run, shape (R,)."""
     data, W0 = _data(), _W0()
     lrs = torch.tensor([0.02, 0.05], dtype=torch.float64)
     W0s = torch.stack([W0, W0])  # (R, d, d): the runs axis

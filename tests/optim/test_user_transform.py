@@ -5,9 +5,9 @@ import torch
 
 import attnlab as al
 from attnlab.data import example1
-from attnlab.engine.spaces import optimal_loss
 from attnlab.models.functional import attention_loss
 from attnlab.optim.transforms import Rule, Step, Transform, scale_by_lr
+from attnlab.training.spaces import optimal_loss
 
 STEPS = 12
 

@@ -13,27 +13,26 @@ from attnlab._validation import ValidationError
 from attnlab.optim import PreconditionedGD
 from attnlab.regression import (
     MonteCarloOracle,
-    fit,
     gap_metrics,
     noise_and_bias,
-    oracle_floors,
     perturbed_manifold_point,
     population_excess_loss,
     project,
 )
+from attnlab.training.regression import fit, oracle_floors
 
 
 def test_a_start_of_scale_zero_lies_on_the_manifold_and_the_gap_metrics_vanish_there(problem):
     V, Q = perturbed_manifold_point(problem, runs=3, scale=0.0, seed=4)
     metrics = gap_metrics(problem)
     assert V.shape == (3, 5, 3) and Q.shape == (3, 3, 3) and V.dtype == torch.float64
-    assert float(metrics["gap"](V, Q).abs().max()) < 1e-12
-    assert float(metrics["dist"](V, Q).abs().max()) < 1e-10
+    assert float(metrics["gap"]({"V": V, "Q": Q}).abs().max()) < 1e-12
+    assert float(metrics["dist"]({"V": V, "Q": Q}).abs().max()) < 1e-10
 
 
 def test_a_perturbed_start_is_off_the_manifold_by_about_its_scale(problem):
     V, Q = perturbed_manifold_point(problem, runs=2, scale=0.05, seed=4)
-    dist = gap_metrics(problem)["dist"](V, Q)
+    dist = gap_metrics(problem)["dist"]({"V": V, "Q": Q})
     assert bool((dist > 0).all()) and float(dist.max()) < 1.0
     again = perturbed_manifold_point(problem, runs=2, scale=0.05, seed=4)
     assert torch.equal(V, again[0]) and torch.equal(Q, again[1])
@@ -42,8 +41,10 @@ def test_a_perturbed_start_is_off_the_manifold_by_about_its_scale(problem):
 def test_gap_metrics_are_the_closed_form_and_the_projection(problem, params):
     V, Q = params(runs=2)
     metrics = gap_metrics(problem)
-    torch.testing.assert_close(metrics["gap"](V, Q), population_excess_loss(V, Q, problem.Sigma, problem.W_star))
-    torch.testing.assert_close(metrics["dist"](V, Q), project(V, Q, problem.W_star, problem.Sigma).distance)
+    torch.testing.assert_close(
+        metrics["gap"]({"V": V, "Q": Q}), population_excess_loss(V, Q, problem.Sigma, problem.W_star)
+    )
+    torch.testing.assert_close(metrics["dist"]({"V": V, "Q": Q}), project(V, Q, problem.W_star, problem.Sigma).distance)
 
 
 @pytest.mark.parametrize(

@@ -20,9 +20,10 @@ import pandas as pd
 import torch
 
 from attnlab._validation import check_scalar
-from attnlab.batched import train
 from attnlab.data import example1
-from attnlab.runner import BatchedTrain, SweepSpec, Task, run_sweep, write_json, write_parquet
+from attnlab.runner import SweepSpec, Task, run_sweep, write_json, write_parquet
+from attnlab.tasks import BatchedTrain
+from attnlab.training.batched import train
 
 
 def toy_problem(seed: int, d: int) -> tuple[torch.Tensor, torch.Tensor]:

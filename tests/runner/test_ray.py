@@ -49,7 +49,7 @@ def test_an_address_that_accepts_tcp_but_is_no_ray_cluster_fails_in_bounded_time
         server.listen(8)  # accepts connections (the kernel completes the handshake), never answers
         address = f"127.0.0.1:{server.getsockname()[1]}"
         code = (
-            "import sys; from attnlab.runner import RayExecutor, SweepSpec, run_sweep\n"
+            "import sys; import attnlab.tasks; from attnlab.runner import RayExecutor, SweepSpec, run_sweep\n"
             "from attnlab._validation import ValidationError\n"
             "spec = SweepSpec(task='batched-train', base={'n': 4, 'T': 3, 'd': 4, 'steps': 1})\n"
             "try:\n"

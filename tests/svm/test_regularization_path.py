@@ -11,8 +11,8 @@ from attnlab.data import unit_gaussian
 from attnlab.losses import mean_loss
 from attnlab.metrics import directional_bregman, entrywise_norm
 from attnlab.models.functional import loss_gradients, margins, token_scores
-from attnlab.optim import projected_mirror_descent
 from attnlab.svm import constrained_erm, constrained_stationarity, log_excess_risk_and_gradient
+from attnlab.training.projected import projected_mirror_descent
 
 
 def _seed_one():
@@ -59,7 +59,7 @@ def test_the_two_solvers_of_the_constrained_risk_agree_on_the_sphere(p):
         return loss_gradients(data.X, data.Z, data.y, data.v, W, "logistic", risk=False)[0].mantissa
 
     W = constrained_erm(data, p, R, start, select)
-    W_md = projected_mirror_descent(grad, start, p=p, radius=R, steps=2000)
+    W_md = projected_mirror_descent(grad, start, p=p, radius=R, steps=2000).W
     assert float(entrywise_norm(W, p)) == pytest.approx(R, rel=1e-5)
     assert float(entrywise_norm(W_md, p)) <= R * (1 + 1e-12)
     assert constrained_stationarity(data, p, W, select) < 1e-10

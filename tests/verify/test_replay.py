@@ -142,9 +142,20 @@ def test_a_hand_edited_quick_that_is_not_a_boolean_is_refused(tmp_path):
         load_record(tmp_path)
 
 
-def test_the_experiment_task_is_found_without_importing_attnlab_report():
+def test_attnlab_tasks_registers_the_experiment_task_without_attnlab_report():
     import subprocess
 
-    code = "from attnlab.runner.task import get_task; print(type(get_task('experiment')).__name__)"
+    code = (
+        "import sys; import attnlab.tasks; from attnlab.runner.task import get_task\n"
+        "print(type(get_task('experiment')).__name__, 'attnlab.report' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "ExperimentTask"
+    assert out.strip() == "ExperimentTask False"
+
+
+def test_the_runner_alone_knows_no_task_and_says_where_they_are():
+    import subprocess
+
+    code = "from attnlab.runner.task import get_task\nget_task('experiment')"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 1 and "import attnlab.tasks registers attnlab's own" in done.stderr

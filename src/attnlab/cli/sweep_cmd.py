@@ -42,7 +42,7 @@ def sweep_cmd(
     record.json under OUT/runs/<label>-<config hash>/, and OUT/index.parquet lists every run with its status.
     Exit status 1 when a run failed, 2 on a bad SWEEP_FILE.
     """
-    import attnlab.report  # noqa: F401  (registers the "experiment" task)
+    import attnlab.tasks  # noqa: F401  (registers attnlab's sweep tasks: experiment, batched-train)
     from attnlab.runner import load_sweep, make_executor, run_sweep
 
     spec = load_sweep(sweep_file)

@@ -12,43 +12,13 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from attnlab._deprecation import moved_names
-
 __all__ = ["get_experiment", "list_experiments", "register", "run_experiment"]
-
-# attnlab.experiments.<name> of the experiment framework, which moved to attnlab.verify: warn for one release
-_MOVED = moved_names(
-    __name__,
-    {
-        name: f"attnlab.verify.{name}"
-        for name in (
-            "Check",
-            "CheckCounts",
-            "Claim",
-            "Experiment",
-            "ExperimentResult",
-            "Falsifier",
-            "RunContext",
-            "RunRecord",
-            "check_close",
-            "check_greater",
-            "check_less",
-            "check_ordering",
-            "check_slope",
-            "count_checks",
-            "make_config",
-            "observation",
-            "spread_observation",
-            "spread_tolerance",
-        )
-    },
-)
 
 
 def __getattr__(name: str) -> Any:
-    """The registry's names (loaded, with torch, on first use); the framework's old names warn and forward."""
+    """The registry's names, loaded (with torch) on first use."""
     if name in __all__:
         value = getattr(importlib.import_module("attnlab.experiments.registry"), name)
         globals()[name] = value  # later look-ups skip this function
         return value
-    return _MOVED(name)
+    raise AttributeError(f"module 'attnlab.experiments' has no attribute {name!r}")

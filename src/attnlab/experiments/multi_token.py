@@ -28,7 +28,6 @@ import pandas as pd
 import torch
 
 from attnlab._validation import check_in
-from attnlab.batched import train as batched_train
 from attnlab.data import multi_token
 from attnlab.experiments.registry import register
 from attnlab.models import ReluHead
@@ -36,6 +35,7 @@ from attnlab.models.functional import attention_logits
 from attnlab.optim.spec import parse_optimizer
 from attnlab.plotting import EPS, STEP, house_figure, label_ours, log_gap_axis, new_figure
 from attnlab.svm import InfeasibleProgramError, WholeSequenceWarning, attention_svm, finite_part, svm_equivalence
+from attnlab.training.batched import train as batched_train
 from attnlab.verify import (
     Check,
     Claim,

@@ -18,13 +18,13 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
-from attnlab import batched
 from attnlab._validation import check_scalar
 from attnlab.data import example1
 from attnlab.experiments.registry import register
 from attnlab.optim.transforms import Rule, adam, scale_by_lr, steepest
 from attnlab.plotting import CORR_GAP, STEP, house_figure, label_ours, log_gap_axis, new_figure
 from attnlab.svm import attention_svm
+from attnlab.training import batched
 from attnlab.verify import (
     Claim,
     Experiment,

@@ -12,7 +12,7 @@ mirror descent on an IMDb encoder and a ViT). The experiments ``real.digits-vit`
                              epochs=10, batch_size=32, seed=0, checkpoint="run.pt")
 """
 
-from attnlab.nets.classifier import History, evaluate, fit_classifier, layer_norms
+from attnlab.nets.classifier import evaluate, fit_classifier, layer_norms
 from attnlab.nets.compare import Comparison, ComparisonConfig, Setup, Trial, compare_optimizers, summary_table
 from attnlab.nets.encoder import Encoder, EncoderBlock, SelfAttention, attention_weights
 from attnlab.nets.optimizers import make_optimizer, optimizer_kind, parse_optimizer
@@ -29,7 +29,6 @@ __all__ = [
     "summary_table",
     "Encoder",
     "EncoderBlock",
-    "History",
     "SelfAttention",
     "TextEncoder",
     "ViT",

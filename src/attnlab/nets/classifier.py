@@ -6,7 +6,8 @@ mini-batches, train and test accuracy per epoch).
 
 Every step calls ``optimizer.step(closure)``; the closure zeroes the gradients, computes the mini-batch
 cross-entropy, back-propagates and returns the loss. ``torch.optim`` optimizers accept a closure, and the
-Polyak/SPS step needs one for the loss value.
+Polyak/SPS step needs one for the loss value. The epochs run in the one loop (:mod:`attnlab.training.loop`): its
+divergence policy rolls a run back to the end of its last finite epoch.
 """
 
 from __future__ import annotations
@@ -15,46 +16,25 @@ import copy
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from attnlab._io import atomic_write
 from attnlab._validation import ValidationError, check_scalar
-from attnlab.callbacks import COMPLETED, DIVERGED, STOPPED, CallbackList, Record, TrainingResult, callback_list
 from attnlab.checkpoint import read_checkpoint
+from attnlab.metrics import metric_columns
 from attnlab.nets.datasets.split import Split
+from attnlab.training.callbacks import tidy_frame
+from attnlab.training.loop import LoopProblem, run_loop
+from attnlab.training.result import TrainingResult
 
-__all__ = ["History", "Metric", "evaluate", "fit_classifier", "layer_norms"]
+__all__ = ["evaluate", "fit_classifier", "layer_norms"]
 
-Metric = Callable[[nn.Module], float]  # an extra per-epoch metric: f(model) -> float
-
-
-@dataclass
-class History(TrainingResult):
-    """What :func:`fit_classifier` returns: one row per epoch, per-layer norms per epoch, and the run's status.
-
-    Attributes
-    ----------
-    frame : pandas.DataFrame
-        Columns ``epoch`` (0 = before training), ``step``, ``train_loss``, ``train_accuracy``, ``test_loss``,
-        ``test_accuracy``, ``diverged``, ``seconds`` (training time so far) and one column per extra metric.
-    norms : pandas.DataFrame
-        Columns ``epoch``, ``layer``, ``norm``: Frobenius norm of each layer's parameters (see
-        :func:`layer_norms`).
-    status : list of str
-        One word (one run): ``"completed"``, ``"diverged"`` (a mini-batch loss turned non-finite: the model holds
-        its state at the end of the last finite epoch) or ``"stopped"`` (a callback asked to stop).
-    """
-
-    frame: pd.DataFrame
-    norms: pd.DataFrame
-    status: list[str] = field(default_factory=lambda: [COMPLETED])
+_TRUE = torch.ones(1, dtype=torch.bool)  # the guard's answer for the one run
 
 
 def layer_norms(model: nn.Module) -> dict[str, float]:
@@ -118,7 +98,7 @@ def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int
 
 
 def _epoch_row(
-    model: nn.Module, data: Split, epoch: int, step: int, metrics: Mapping[str, Metric], eval_batch_size: int
+    model: nn.Module, data: Split, epoch: int, step: int, metrics: Mapping[str, Any], eval_batch_size: int
 ) -> dict[str, Any]:
     train_loss, train_accuracy = evaluate(model, data.x_train, data.y_train, eval_batch_size)
     test_loss, test_accuracy = evaluate(model, data.x_test, data.y_test, eval_batch_size)
@@ -129,27 +109,13 @@ def _epoch_row(
         "train_accuracy": train_accuracy,
         "test_loss": test_loss,
         "test_accuracy": test_accuracy,
-        "diverged": False,
     }
     was_training = model.training
     model.eval()
     with torch.no_grad():
-        row.update({name: float(metric(model)) for name, metric in metrics.items()})
+        row.update({k: float(v) for k, v in metric_columns(metrics, {"model": model, "epoch": epoch}).items()})
     model.train(was_training)
     return row
-
-
-def _report(
-    calls: CallbackList, row: dict[str, Any], steps: int, model: nn.Module, optimizer: torch.optim.Optimizer
-) -> bool:
-    """Hand one epoch's row to the callbacks; True when one asks to stop."""
-    record = Record(
-        step=row["step"],
-        steps=steps,
-        rows=pd.DataFrame([{"run": 0} | row]),
-        state={"model": model, "optimizer": optimizer, "epoch": row["epoch"]},
-    )
-    return calls.record(record)
 
 
 def _save(path: Path, state: dict[str, Any]) -> None:
@@ -165,15 +131,16 @@ def fit_classifier(
     batch_size: int,
     seed: int,
     checkpoint: str | Path | None = None,
-    metrics: Mapping[str, Metric] | None = None,
+    metrics: Mapping[str, Callable[[Mapping[str, Any]], Any]] | None = None,
     eval_batch_size: int = 512,
     progress: bool = False,
     desc: str = "",
     callbacks: Sequence[Any] | None = None,
-) -> History:
+) -> TrainingResult:
     """Train ``model`` with ``optimizer`` on mini-batches of ``data`` for ``epochs`` epochs of cross-entropy.
 
-    Spec: implicit-bias-ngd §4 A8 (mini-batch steps with the loss passed through a closure).
+    Spec: implicit-bias-ngd §4 A8 (mini-batch steps with the loss passed through a closure). An epoch is one step of
+    the one loop (:func:`attnlab.training.loop.run_loop`); its guard is the epoch's losses and parameters.
 
     Parameters
     ----------
@@ -194,26 +161,31 @@ def fit_classifier(
         optimizer state, both RNG states, the epoch and the history so far. A resumed run ends bit-identical to
         an uninterrupted one. The model and optimizer passed in must be built the same way as the first time.
     metrics : mapping of str to callable, optional
-        Extra per-epoch metrics ``name -> f(model) -> float``, computed in eval mode without gradients.
+        Extra per-epoch metrics ``name -> metric(state) -> float`` of the state ``{"model": model, "epoch": int}``
+        (:class:`attnlab.metrics.Metric`), computed in eval mode without gradients.
     eval_batch_size : int, default=512
     progress : bool, default=False
         Show a bar over the optimizer steps (when stderr is a terminal): a
-        :class:`~attnlab.callbacks.ProgressBar` among the callbacks, as in every attnlab loop.
+        :class:`~attnlab.training.callbacks.ProgressBar` among the callbacks, as in every attnlab loop.
     desc : str, default=""
         Label of the progress bar.
-    callbacks : sequence of attnlab.callbacks.Callback or callable, optional
-        Called through :class:`attnlab.callbacks.CallbackList`: ``on_start(steps)`` with the planned number of
-        optimizer steps, ``on_step(step)`` after each step, ``on_record`` with each epoch's row (``run`` 0,
-        ``state = {"model", "optimizer", "epoch"}``; epoch 0 before training, or the last finished epoch when
-        resuming), ``on_end``. A callback returning True from ``on_record`` stops training after that epoch.
+    callbacks : sequence of attnlab.training.callbacks.Callback or callable, optional
+        Called through :class:`attnlab.training.callbacks.CallbackList`: ``on_start(steps)`` with the planned number
+        of optimizer steps, ``on_step(step)`` after each step, ``on_record`` with each epoch's row (``run`` 0,
+        ``step`` the optimizer steps so far, ``state = {"model", "optimizer", "epoch"}``; epoch 0 before training,
+        or the last finished epoch when resuming), ``on_end``. A callback returning True from ``on_record`` stops
+        training after that epoch.
 
     Returns
     -------
-    History
-        Row ``epoch = 0`` holds the metrics before training. When a mini-batch loss is not finite, training
-        stops (the one divergence policy of :mod:`attnlab.callbacks`): the model and the optimizer go back to
-        their state at the end of the last finite epoch, the last row (computed on that state) has
-        ``diverged = True``, and ``status`` is ``["diverged"]``.
+    TrainingResult
+        ``frame``: one row per epoch, ``run`` (0), ``step`` (optimizer steps so far), ``epoch`` (0 = before
+        training), ``train_loss``, ``train_accuracy``, ``test_loss``, ``test_accuracy``, ``seconds`` (training time
+        so far) and one column per extra metric; ``status`` (one word: ``"completed"``, ``"stopped"`` by a callback,
+        or ``"diverged"``: a mini-batch loss or a parameter turned non-finite, and the model and the optimizer went
+        back to their state at the end of the last finite epoch, the last row's; the one divergence policy);
+        ``last_step`` (that epoch); ``model``; and ``extra["norms"]`` (also ``result.norms``): columns ``epoch``,
+        ``layer``, ``norm``, the Frobenius norm of each layer's parameters per epoch (:func:`layer_norms`).
 
     Raises
     ------
@@ -224,81 +196,134 @@ def fit_classifier(
     check_scalar("batch_size", batch_size, kind=int, low=1)
     check_scalar("seed", seed, kind=int, low=0)
     check_scalar("eval_batch_size", eval_batch_size, kind=int, low=1)
-    metrics = dict(metrics or {})
     path = None if checkpoint is None else Path(checkpoint)
     with torch.random.fork_rng(devices=[]):
-        state = read_checkpoint(path) if path is not None else None
-        generator = torch.Generator()
-        if state is None:
-            torch.manual_seed(seed)  # scoped by fork_rng: the caller's global RNG is restored on exit
-            generator.manual_seed(seed)
-            rows = [_epoch_row(model, data, 0, 0, metrics, eval_batch_size) | {"seconds": 0.0}]
-            norms = [{"epoch": 0, "layer": k, "norm": v} for k, v in layer_norms(model).items()]
-            start_epoch, step, seconds = 1, 0, 0.0
-        else:
-            if (state["seed"], state["batch_size"]) != (seed, batch_size):
-                raise ValidationError(
-                    f"checkpoint {path} was written with seed={state['seed']}, batch_size={state['batch_size']}, "
-                    f"but this call has seed={seed}, batch_size={batch_size}; pass the same values or a new path"
-                )
-            model.load_state_dict(state["model"])
-            optimizer.load_state_dict(state["optimizer"])
-            torch.set_rng_state(state["torch_rng"])
-            generator.set_state(state["generator"])
-            rows, norms = state["rows"], state["norms"]
-            start_epoch, step, seconds = state["epoch"] + 1, rows[-1]["step"], rows[-1]["seconds"]
+        problem = _Epochs(model, optimizer, data, batch_size, seed, dict(metrics or {}), eval_batch_size, path)
+        start = problem.resume() if path is not None else 0
         planned = epochs * math.ceil(len(data.y_train) / batch_size)
-        calls = callback_list(callbacks, None if progress else False, desc or "fit_classifier")
-        calls.start(planned)
-        stop = _report(calls, rows[-1], planned, model, optimizer)
-        for epoch in range(start_epoch, epochs + 1):
-            if rows[-1]["diverged"] or stop:
+        result = run_loop(
+            problem,
+            epochs,
+            record_every=1,
+            start=start,
+            callbacks=callbacks or (),
+            progress=None if progress else False,
+            desc=desc or "fit_classifier",
+            total=planned,
+            recorded=[_columns(problem.rows[:-1])] if len(problem.rows) > 1 else (),
+        )
+    result.model, result.extra = model, {"norms": tidy_frame(_columns(problem.norms))}
+    return result
+
+
+class _Epochs(LoopProblem):
+    """Epochs of mini-batch training of one classifier as a problem of the one loop (one run)."""
+
+    runs = 1
+    substeps = True  # an epoch is made of optimizer steps: the callbacks count those
+
+    def __init__(
+        self,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        data: Split,
+        batch_size: int,
+        seed: int,
+        metrics: dict[str, Any],
+        eval_batch_size: int,
+        path: Path | None,
+    ) -> None:
+        self.model, self.optimizer, self.data, self.batch_size, self.seed = model, optimizer, data, batch_size, seed
+        self.metrics, self.eval_batch_size, self.path = metrics, eval_batch_size, path
+        self.generator = torch.Generator()
+        torch.manual_seed(seed)  # scoped by the caller's fork_rng: the caller's global RNG is restored on exit
+        self.generator.manual_seed(seed)
+        self.rows: list[dict[str, Any]] = []
+        self.norms: list[dict[str, Any]] = []
+        self.clock, self.seconds, self.bad = 0, 0.0, False
+        self.last_finite: Any = None
+        self.tick: Callable[[int], None] = lambda count: None
+
+    def resume(self) -> int:
+        """Load the checkpoint when there is one; the epoch to start from (0 without one)."""
+        state = read_checkpoint(self.path)
+        if state is None:
+            return 0
+        if (state["seed"], state["batch_size"]) != (self.seed, self.batch_size):
+            raise ValidationError(
+                f"checkpoint {self.path} was written with seed={state['seed']}, batch_size={state['batch_size']}, "
+                f"but this call has seed={self.seed}, batch_size={self.batch_size}; pass the same values or a new path"
+            )
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["torch_rng"])
+        self.generator.set_state(state["generator"])
+        self.rows, self.norms = state["rows"], state["norms"]
+        self.clock, self.seconds = self.rows[-1]["step"], self.rows[-1]["seconds"]
+        return state["epoch"]
+
+    def gradient(self, step: int, records: bool) -> None:
+        """Nothing: an epoch's gradients are taken in :meth:`apply`, one per mini-batch."""
+
+    def guard(self, gradient: None) -> torch.Tensor | None:
+        return _TRUE if self.bad else None
+
+    def record(self, step: int, gradient: None, active: torch.Tensor) -> dict[str, list]:
+        if self.rows and self.rows[-1]["epoch"] == step:  # resumed: this epoch's row is in the checkpoint
+            return _columns(self.rows[-1:])
+        row = _epoch_row(self.model, self.data, step, self.clock, self.metrics, self.eval_batch_size)
+        self.rows.append(row | {"seconds": self.seconds})
+        self.norms += [{"epoch": step, "layer": k, "norm": v} for k, v in layer_norms(self.model).items()]
+        if self.path is not None and step > 0:
+            _save(self.path, self._checkpoint(step))
+        return _columns(self.rows[-1:])
+
+    def state(self) -> dict[str, Any]:
+        """The model, the optimizer and the epoch, for callbacks."""
+        return {"model": self.model, "optimizer": self.optimizer, "epoch": self.rows[-1]["epoch"]}
+
+    def apply(self, step: int, gradient: None, active: torch.Tensor) -> None:
+        model, optimizer, data = self.model, self.optimizer, self.data
+        self.last_finite = copy.deepcopy((model.state_dict(), optimizer.state_dict()))
+        model.train()
+        started = time.perf_counter()
+        for batch in torch.randperm(len(data.y_train), generator=self.generator).split(self.batch_size):
+            xb, yb = data.x_train[batch], data.y_train[batch]
+
+            def closure(xb: torch.Tensor = xb, yb: torch.Tensor = yb) -> torch.Tensor:
+                optimizer.zero_grad(set_to_none=True)
+                loss = F.cross_entropy(model(xb), yb)
+                loss.backward()
+                return loss
+
+            loss = optimizer.step(closure)
+            self.clock += 1
+            self.tick(self.clock)
+            if loss is not None and not torch.isfinite(loss):
+                self.bad = True
                 break
-            last_finite = copy.deepcopy((model.state_dict(), optimizer.state_dict()))
-            model.train()
-            started = time.perf_counter()
-            diverged = False
-            for batch in torch.randperm(len(data.y_train), generator=generator).split(batch_size):
-                xb, yb = data.x_train[batch], data.y_train[batch]
+        self.seconds += time.perf_counter() - started
+        self.bad = self.bad or not all(bool(torch.isfinite(p).all()) for p in model.parameters())
 
-                def closure(xb: torch.Tensor = xb, yb: torch.Tensor = yb) -> torch.Tensor:
-                    optimizer.zero_grad(set_to_none=True)
-                    loss = F.cross_entropy(model(xb), yb)
-                    loss.backward()
-                    return loss
+    def keep(self, runs: torch.Tensor) -> None:
+        if bool(runs.any()):
+            self.model.load_state_dict(self.last_finite[0])
+            self.optimizer.load_state_dict(self.last_finite[1])
 
-                loss = optimizer.step(closure)
-                step += 1
-                calls.step(step)
-                if loss is not None and not torch.isfinite(loss):
-                    diverged = True
-                    break
-            seconds += time.perf_counter() - started
-            diverged = diverged or not all(bool(torch.isfinite(p).all()) for p in model.parameters())
-            if diverged:  # back to the end of the last finite epoch
-                model.load_state_dict(last_finite[0])
-                optimizer.load_state_dict(last_finite[1])
-            row = _epoch_row(model, data, epoch, step, metrics, eval_batch_size)
-            row["diverged"] = diverged or not math.isfinite(row["train_loss"])
-            rows.append(row | {"seconds": seconds})
-            norms += [{"epoch": epoch, "layer": k, "norm": v} for k, v in layer_norms(model).items()]
-            stop = _report(calls, rows[-1], planned, model, optimizer)
-            if path is not None:
-                _save(
-                    path,
-                    {
-                        "model": model.state_dict(),
-                        "optimizer": optimizer.state_dict(),
-                        "torch_rng": torch.get_rng_state(),
-                        "generator": generator.get_state(),
-                        "epoch": epoch,
-                        "seed": seed,
-                        "batch_size": batch_size,
-                        "rows": rows,
-                        "norms": norms,
-                    },
-                )
-        calls.end()
-    finished = rows[-1]["epoch"] >= epochs
-    status = DIVERGED if rows[-1]["diverged"] else COMPLETED if finished or not stop else STOPPED
-    return History(pd.DataFrame(rows), pd.DataFrame(norms), [status])
+    def _checkpoint(self, epoch: int) -> dict[str, Any]:
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "torch_rng": torch.get_rng_state(),
+            "generator": self.generator.get_state(),
+            "epoch": epoch,
+            "seed": self.seed,
+            "batch_size": self.batch_size,
+            "rows": self.rows,
+            "norms": self.norms,
+        }
+
+
+def _columns(rows: Sequence[Mapping[str, Any]]) -> dict[str, list]:
+    """Rows (dicts of one key set) as columns, ``run`` 0 first."""
+    return {"run": [0] * len(rows), **{k: [row[k] for row in rows] for k in rows[0]}} if rows else {}

@@ -27,7 +27,7 @@ from torch import nn
 
 from attnlab._io import config_hash
 from attnlab._validation import ValidationError, check_scalar
-from attnlab.nets.classifier import Metric, fit_classifier
+from attnlab.nets.classifier import fit_classifier
 from attnlab.nets.datasets.split import Split
 from attnlab.nets.optimizers import make_optimizer
 from attnlab.nets.probes import first_token_attention, hoyer_sparsity, projection_entries
@@ -46,14 +46,15 @@ class Setup:
         Freshly initialised from ``seed``; has ``attention(inputs)`` for the attention maps.
     data : Split
     metrics : mapping of str to callable
-        Extra per-epoch metrics for :func:`~attnlab.nets.fit_classifier`.
+        Extra per-epoch metrics for :func:`~attnlab.nets.fit_classifier`: functions of its state ``{"model",
+        "epoch"}`` (:class:`attnlab.metrics.Metric`).
     probe_inputs : torch.Tensor, shape (k, ...)
         A few test inputs whose first-token attention is recorded.
     """
 
     model: nn.Module
     data: Split
-    metrics: Mapping[str, Metric] = field(default_factory=dict)
+    metrics: Mapping[str, Callable[[Mapping[str, Any]], Any]] = field(default_factory=dict)
     probe_inputs: torch.Tensor | None = None
 
 
@@ -260,8 +261,8 @@ def _run_trial(
             checkpoint=checkpoint,
             metrics=setup.metrics,
         )
-        labels = {"optimizer": trial.optimizer, "lr": trial.lr, "seed": trial.seed}
-        out["frame"] = history.frame.assign(**labels)
+        labels = {"optimizer": trial.optimizer, "lr": trial.lr, "seed": trial.seed, "diverged": not history.ok}
+        out["frame"] = history.frame.drop(columns="run").assign(**labels)
         out["norms"] = history.norms.assign(optimizer=trial.optimizer, seed=trial.seed)
         if probe:
             out["entries"] = projection_entries(setup.model).assign(optimizer=trial.optimizer)

@@ -8,9 +8,8 @@ from attnlab.ntk.decomposition import StepTerms, step_terms
 from attnlab.ntk.empirical import empirical_ntk
 from attnlab.ntk.forward_process import ForwardProcess
 from attnlab.ntk.gaussian_mixture import GaussianMixture, circle_mixture
-from attnlab.ntk.gd import GDResult, gradient_descent, practical_step, stability_limit
 from attnlab.ntk.init import symmetric_init
-from attnlab.ntk.kernel_regression import kernel_regression_limit, kernel_regression_path
+from attnlab.ntk.kernel_regression import kernel_regression_limit
 from attnlab.ntk.network import TwoLayerNet
 from attnlab.ntk.perturbation import perturbed_kernels, with_weights
 from attnlab.ntk.sample_metrics import energy_distance, mode_coverage
@@ -20,7 +19,6 @@ from attnlab.ntk.score_model import (
     ScoreModel,
     denoiser_error_at,
     score_from_denoiser,
-    train_score_model,
     weighted_score_error,
 )
 from attnlab.ntk.softmax_mlp import SoftmaxMLP
@@ -32,6 +30,8 @@ from attnlab.ntk.tangent_kernel import (
     infinite_width_gram,
     kernel_drift,
     lambda_max,
+    practical_step,
+    stability_limit,
 )
 from attnlab.ntk.theory import contraction_bound, coupling_bound, theorem_B, theorem_step
 from attnlab.ntk.unit_ball import to_unit_ball, unit_rows
@@ -43,7 +43,6 @@ __all__ = [
     "StepTerms",
     "ExpMLP",
     "ForwardProcess",
-    "GDResult",
     "GaussianMixture",
     "InputMap",
     "ReluMLP",
@@ -61,13 +60,11 @@ __all__ = [
     "euler_maruyama",
     "extreme_eigenvalues",
     "fit_input_map",
-    "gradient_descent",
     "gram",
     "gram_jacobian",
     "infinite_width_gram",
     "kernel_drift",
     "kernel_regression_limit",
-    "kernel_regression_path",
     "lambda_max",
     "mode_coverage",
     "practical_step",
@@ -80,6 +77,5 @@ __all__ = [
     "theorem_step",
     "to_unit_ball",
     "unit_rows",
-    "train_score_model",
     "weighted_score_error",
 ]

@@ -10,14 +10,13 @@ from dataclasses import dataclass
 
 import torch
 
-from attnlab._validation import check_in, check_scalar
+from attnlab._validation import check_scalar
 from attnlab.ntk.forward_process import ForwardProcess
 from attnlab.ntk.gaussian_mixture import GaussianMixture
-from attnlab.ntk.gd import GDResult, gradient_descent, practical_step
 from attnlab.ntk.network import TwoLayerNet
-from attnlab.ntk.score_data import INPUT_MAPS, DenoisingSet, InputMap, denoising_set, fit_input_map
+from attnlab.ntk.score_data import InputMap, denoising_set
 
-__all__ = ["ScoreModel", "denoiser_error_at", "score_from_denoiser", "train_score_model", "weighted_score_error"]
+__all__ = ["ScoreModel", "denoiser_error_at", "score_from_denoiser", "weighted_score_error"]
 
 
 def score_from_denoiser(
@@ -95,76 +94,6 @@ class ScoreModel:
         """
         t = torch.as_tensor(t, dtype=torch.float64).expand(x.shape[0])
         return score_from_denoiser(self.process, x, t, self.denoiser(x, t))
-
-
-def train_score_model(
-    net: TwoLayerNet,
-    train: DenoisingSet,
-    held_out: DenoisingSet,
-    process: ForwardProcess,
-    T: float,
-    *,
-    c: float = 0.5,
-    steps: int = 10_000,
-    record_every: int = 10,
-    patience: int = 20,
-    skip: bool = True,
-    input_map: str = "spec",
-    T0: float | None = None,
-    decay: float = 0.9,
-) -> tuple[ScoreModel, GDResult]:
-    """Fit the denoiser by GD on the squared loss to the noisy labels ``x_0`` (Algorithm E), early-stopped on the
-    held-out denoising loss.
-
-    Spec: softmax-ntk-diffusion §7.4 (with ``lambda(t) = h^2 / alpha^2`` the DSM loss is this squared loss),
-    §8 Algorithm E.
-
-    Parameters
-    ----------
-    net : TwoLayerNet
-        At initialization; ``d_in = d + 1``, ``d_out = d``. Trained in place.
-    train, held_out : DenoisingSet
-        Training and held-out triples (spec §7.5).
-    process : ForwardProcess
-    T : float
-        Final diffusion time (sets the input map).
-    c : float, default=0.5
-        Step ``lr = c / (m lambda_max(H*))``.
-    steps, record_every, patience : int
-        Maximum steps; held-out loss checked every ``record_every`` steps; stop after ``patience`` checks
-        without improvement.
-    skip : bool, default=True
-        Learn the residual over the linear (Gaussian) denoiser (ours; ``False`` is spec §7.4 as written).
-    input_map : {"spec", "scaled", "sphere"}, default="spec"
-        The network input ``u(t, x)``; see :class:`~attnlab.ntk.score_data.InputMap` (``"spec"`` is spec §7.5).
-    T0 : float, optional
-        Smallest diffusion time; required by ``input_map="sphere"``.
-    decay : float, default=0.9
-        ``input_map="sphere"``: the input radius falls from 1 at ``T0`` to ``1 - decay`` at ``T``.
-
-    Returns
-    -------
-    model : ScoreModel
-        Holds the weights of the best held-out step.
-    result : GDResult
-    """
-    check_in("input_map", input_map, INPUT_MAPS)
-    inputs = fit_input_map(train, process, T, skip, input_map, T0, decay)
-    U = inputs(train.t, train.x_t)  # (n, d + 1), in the unit ball by construction (rho, or the sphere's r <= 1)
-    U_val = inputs(held_out.t, held_out.x_t)
-    labels = train.x0 - inputs.skip_gain(train.t)[:, None] * train.x_t  # residual labels (= x0 without skip)
-    val_labels = held_out.x0 - inputs.skip_gain(held_out.t)[:, None] * held_out.x_t
-    result = gradient_descent(
-        net,
-        U,
-        labels,
-        lr=practical_step(net, U, c),
-        steps=steps,
-        record_every=record_every,
-        validation=(U_val, val_labels),
-        patience=patience,
-    )
-    return ScoreModel(net, process, inputs), result
 
 
 def _denoiser_error(model: ScoreModel, target: GaussianMixture, x_t: torch.Tensor, t: torch.Tensor) -> float:

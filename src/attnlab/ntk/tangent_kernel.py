@@ -12,7 +12,7 @@ import torch
 from scipy.sparse.linalg import LinearOperator, eigsh
 from torch.func import functional_call, jacrev
 
-from attnlab._validation import check_tensor
+from attnlab._validation import check_scalar, check_tensor
 from attnlab.ntk.network import TwoLayerNet, output_tangent, weight_gradient
 
 __all__ = [
@@ -23,6 +23,8 @@ __all__ = [
     "infinite_width_gram",
     "kernel_drift",
     "lambda_max",
+    "practical_step",
+    "stability_limit",
 ]
 
 _DENSE_MAX = 512  # Gram sizes n * d_out up to this are formed densely; beyond, Lanczos is faster (lambda_max only)
@@ -191,3 +193,41 @@ def kernel_drift(H: torch.Tensor, H0: torch.Tensor) -> float:
         The Frobenius norm of the difference, >= 0.
     """
     return float(torch.linalg.matrix_norm(H - H0))
+
+
+def stability_limit(net: TwoLayerNet, X: torch.Tensor) -> float:
+    """``2 / (s lambda_max(H))``: the largest step for which the linearized dynamics do not diverge.
+
+    Spec: §4.1 (``F(t+1) - F(t) ~ -lr s H (F - Y)``), §8 step 3. ``s = net.kernel_scale``.
+
+    Parameters
+    ----------
+    net : TwoLayerNet
+        The network at the weights of interest (at initialization, ``H = H*``).
+    X : torch.Tensor, shape (n, d_in)
+        Training inputs.
+
+    Returns
+    -------
+    float
+        The step bound, > 0.
+    """
+    return 2.0 / (net.kernel_scale * lambda_max(net, X))  # spec §4.1: |1 - lr s lambda_max| < 1
+
+
+def practical_step(net: TwoLayerNet, X: torch.Tensor, c: float = 0.5) -> float:
+    """The practical step ``lr = c / (s lambda_max(H*))``, ``0 < c <= 1`` (spec §8, Algorithm C step 3).
+
+    Parameters
+    ----------
+    net : TwoLayerNet
+        At initialization, so that ``H = H*``.
+    X : torch.Tensor, shape (n, d_in)
+    c : float, default=0.5
+
+    Returns
+    -------
+    float
+    """
+    check_scalar("c", c, low=0.0, high=1.0, low_inclusive=False)
+    return c * stability_limit(net, X) / 2  # spec §8: eta = c / (m lambda_max(H*))

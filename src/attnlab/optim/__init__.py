@@ -27,7 +27,6 @@ from attnlab.optim.mirror_descent import MirrorDescent, mirror_descent, norm_gro
 from attnlab.optim.normalized_gd import NormalizedGD, normalized_gd, normalized_step_size
 from attnlab.optim.polyak import PolyakStep, polyak_step, polyak_step_size
 from attnlab.optim.preconditioned import PreconditionedGD, preconditioned_gd
-from attnlab.optim.projected import projected_mirror_descent
 from attnlab.optim.spec import OptimizerSpec, parse_optimizer
 from attnlab.optim.steepest_descent import SteepestDescent
 
@@ -53,6 +52,5 @@ __all__ = [
     "polyak_step",
     "polyak_step_size",
     "preconditioned_gd",
-    "projected_mirror_descent",
     "registry",
 ]

@@ -6,9 +6,9 @@ Spec: implicit-bias-ngd §4 (A1-A8), mirror-descent-lp §4, steepest-descent §1
 An :class:`OptimizerEntry` is a name, its options (:class:`Option`: type and bounds, checked once, where the string
 or the keyword is read), the chain of transforms (:mod:`attnlab.optim.transforms`) built from those options, and
 the ``torch.optim`` class built from the same chain. The optimizer grammar (:mod:`attnlab.optim.spec`), the
-engine's front doors (:func:`attnlab.train`, :func:`attnlab.batched.train`), the real models' optimizers
-(:mod:`attnlab.nets.optimizers`), :func:`attnlab.explain.explain`, the command line, sweeps and the documentation's
-optimizer list all read this registry, so an optimizer of your own is one transform and one :func:`register` call::
+engine's front doors (:func:`attnlab.train`, :func:`attnlab.training.batched.train`), the real models'
+optimizers (:mod:`attnlab.nets.optimizers`), :func:`attnlab.explain.explain`, the command line, sweeps and the
+documentation's optimizer list all read this registry, so an optimizer of your own is one transform and one :func:`register` call::
 
     from attnlab.optim import registry
     from attnlab.optim import transforms as tx
@@ -479,8 +479,8 @@ _MARKER = re.compile(r"^(?P<indent>[ \t]*)\.\. optimizers::[ \t]*$", re.MULTILIN
 def document(text: str) -> str:
     """``text`` with each ``.. optimizers::`` line replaced by :func:`table`, at that line's indent.
 
-    The docstrings of :func:`attnlab.train`, :func:`attnlab.batched.train` and :func:`attnlab.explain.explain` hold
-    the marker; it is filled at import and by the site's build (``tools/docs/griffe_rst.py``), so the list they
+    The docstrings of :func:`attnlab.train`, :func:`attnlab.training.batched.train` and
+    :func:`attnlab.explain.explain` hold the marker; it is filled at import and by the site's build (``tools/docs/griffe_rst.py``), so the list they
     show is the registry's.
 
     Parameters

@@ -27,7 +27,7 @@ option is refused by name with the list of the known ones. Retired spellings sti
 :class:`DeprecationWarning` naming the new one: ``max_lr=`` (now ``max_step=``) and ``"md-<p>"`` (now
 ``"md:<p>,normalized=false"``).
 
-A spec turns into a rule of the training engine (:meth:`OptimizerSpec.rule`, what :func:`attnlab.engine.fit`
+A spec turns into a rule of the training engine (:meth:`OptimizerSpec.rule`, what :func:`attnlab.training.fit`
 runs) or into a ``torch.optim.Optimizer`` (:meth:`OptimizerSpec.build`); both are the entry's chain of transforms.
 """
 

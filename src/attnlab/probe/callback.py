@@ -15,12 +15,12 @@ import torch
 from torch import nn
 
 from attnlab._validation import ValidationError, check_scalar
-from attnlab.callbacks import Callback, Record
 from attnlab.metrics import cosine, selected_probability
 from attnlab.probe.adapters import adapter_for
 from attnlab.probe.capture import attended_tokens, capture_from_tokens, head_mask, module_calls
 from attnlab.probe.head import head_W, resolve_homogeneous, weight_part
 from attnlab.svm import InfeasibleProgramError, attention_svm
+from attnlab.training.callbacks import Callback, Record
 
 __all__ = ["HeadProbe"]
 

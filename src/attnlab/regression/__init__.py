@@ -7,7 +7,6 @@ optional leading runs axis R batches independent runs.
 """
 
 from attnlab._deprecation import moved_names
-from attnlab.regression.algorithm import Fit, fit
 from attnlab.regression.context import ContextStatistics, conditional_moments, context_statistics, mean_jacobian
 from attnlab.regression.curvature import normal_curvatures, objective_excess, whitened_hessian_spectrum
 from attnlab.regression.data import (
@@ -41,7 +40,7 @@ from attnlab.regression.manifold import (
     whiten,
 )
 from attnlab.regression.metrics import gap_metrics
-from attnlab.regression.oracle_floor import noise_and_bias, oracle_floors
+from attnlab.regression.oracle_floor import noise_and_bias
 from attnlab.regression.oracles import MinibatchOracle, MonteCarloOracle, PopulationOracle
 from attnlab.regression.population import population_excess_loss, population_gradient, population_loss
 from attnlab.regression.regularizer import empirical_regularizer, regularizer, regularizer_gradient
@@ -59,7 +58,6 @@ __all__ = [
     "normal_curvatures",
     "RegressionAssumptions",
     "ContextStatistics",
-    "Fit",
     "MinibatchOracle",
     "MonteCarloOracle",
     "PopulationOracle",
@@ -74,10 +72,8 @@ __all__ = [
     "empirical_loss_and_gradient",
     "empirical_regularizer",
     "extended_inner",
-    "fit",
     "gap_metrics",
     "noise_and_bias",
-    "oracle_floors",
     "perturbed_manifold_point",
     "make_problem",
     "manifold_point",

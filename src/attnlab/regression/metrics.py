@@ -5,10 +5,7 @@ Spec: preconditioned-regression §3.3 (the closed-form excess loss), §4.3 (the 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-import torch
-
+from attnlab.metrics import Metric
 from attnlab.regression._checks import check_tokens
 from attnlab.regression.data import RegressionProblem
 from attnlab.regression.manifold import project
@@ -17,10 +14,8 @@ from attnlab.regression.population import population_excess_loss
 __all__ = ["gap_metrics"]
 
 
-def gap_metrics(
-    problem: RegressionProblem, tokens: str = "covariates"
-) -> dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]]:
-    """The ``metrics`` of :func:`~attnlab.regression.fit` that every regression run records.
+def gap_metrics(problem: RegressionProblem, tokens: str = "covariates") -> dict[str, Metric]:
+    """The ``metrics`` of :func:`~attnlab.training.regression.fit` that every regression run records.
 
     Parameters
     ----------
@@ -31,13 +26,15 @@ def gap_metrics(
 
     Returns
     -------
-    dict of str to callable
-        ``"gap"``: ``(V, Q) -> L(V, Q) - L_irr`` (spec §3.3), ``"dist"``: ``(V, Q) -> dist((V, Q), M)`` (spec §4.3),
-        each of shape ``(R,)`` for ``V`` (R, k, p) and ``Q`` (R, p, d).
+    dict of str to Metric
+        ``"gap"``: ``L(V, Q) - L_irr`` (spec §3.3), ``"dist"``: ``dist((V, Q), M)`` (spec §4.3), each a metric of the
+        state ``{"V": (R, k, p), "Q": (R, p, d)}`` with values of shape ``(R,)``.
     """
     tokens = check_tokens(tokens)
     Sigma_z = problem.token_covariance(tokens)
     return {
-        "gap": lambda V, Q: population_excess_loss(V, Q, problem.Sigma, problem.W_star, tokens=tokens),
-        "dist": lambda V, Q: project(V, Q, problem.W_star, problem.Sigma, Sigma_z).distance,
+        "gap": Metric(
+            "gap", lambda s: population_excess_loss(s["V"], s["Q"], problem.Sigma, problem.W_star, tokens=tokens)
+        ),
+        "dist": Metric("dist", lambda s: project(s["V"], s["Q"], problem.W_star, problem.Sigma, Sigma_z).distance),
     }

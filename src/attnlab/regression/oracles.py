@@ -2,7 +2,7 @@
 
 Spec: preconditioned-regression §6.2 (oracle form and its implementable substitutes), §6.3 (minibatch, context option).
 Each oracle is called as ``oracle(V, Q) -> (grad_V, grad_Q)`` on batched iterates ``V`` (R, k, p), ``Q`` (R, p, d)
-and returns the gradient of the (expected) loss only; the regularizer is added by :func:`attnlab.regression.fit`.
+and returns the gradient of the (expected) loss only; the regularizer is added by :func:`attnlab.training.regression.fit`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """``attnlab reproduce``: run every registered experiment (or one paper's) as a sweep, then write the report.
 
-The experiments run through the runner (:class:`~attnlab.report.experiment_task.ExperimentTask`), so a
+The experiments run through the runner (:class:`~attnlab.tasks.experiment.ExperimentTask`), so a
 reproduction that is stopped resumes where it stopped, and an experiment that raises is recorded in the report
 while the others still run.
 """
@@ -15,7 +15,7 @@ import pandas as pd
 
 from attnlab._validation import ValidationError
 from attnlab.experiments import list_experiments
-from attnlab.report.experiment_task import ExperimentTask
+from attnlab.tasks.experiment import ExperimentTask
 from attnlab.report.html import ReportSummary, build_report
 from attnlab.runner import InProcessExecutor, Job, PoolExecutor, RayExecutor, run_sweep
 from attnlab.verify import CheckCounts

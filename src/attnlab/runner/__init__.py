@@ -6,7 +6,6 @@ in a process pool or on Ray; :func:`run_sweep` skips finished runs and keeps ``i
 """
 
 from attnlab.checkpoint import Checkpoint
-from attnlab.runner.batched_train import BatchedTrain
 from attnlab.runner.executors import EXECUTORS, InProcessExecutor, PoolExecutor, RayExecutor, make_executor
 from attnlab.runner.read import IncompleteSweepWarning, flatten_params, read_sweep
 from attnlab.runner.results import ResultsStore, read_index
@@ -15,11 +14,8 @@ from attnlab.runner.store import atomic_write, config_hash, save_figure, write_c
 from attnlab.runner.sweep import SweepResult, run_sweep
 from attnlab.runner.task import Outcome, Task, execute, execute_batch, get_task, is_finished, register_task
 
-register_task(BatchedTrain())
-
 __all__ = [
     "EXECUTORS",
-    "BatchedTrain",
     "Checkpoint",
     "InProcessExecutor",
     "IncompleteSweepWarning",

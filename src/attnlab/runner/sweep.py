@@ -20,7 +20,6 @@ from pathlib import Path
 import pandas as pd
 
 from attnlab._validation import ValidationError
-from attnlab.callbacks import progress_bar
 from attnlab.runner.claim import wait_for_claim
 from attnlab.runner.executors import InProcessExecutor, PoolExecutor, RayExecutor
 from attnlab.runner.fingerprint import code_fingerprint
@@ -28,6 +27,7 @@ from attnlab.runner.manifest import reuse_problem
 from attnlab.runner.results import INDEX_COLUMNS, ResultsStore
 from attnlab.runner.spec import Job, SweepSpec, expand
 from attnlab.runner.task import Outcome, Reuse, Task, get_task
+from attnlab.training.callbacks import progress_bar
 
 __all__ = ["SweepResult", "run_sweep"]
 
@@ -86,7 +86,7 @@ def run_sweep(
     executor : executor, optional
         Where runs execute; default :class:`InProcessExecutor` (batched where the task allows).
     progress : bool, default=True
-        Show a progress bar with ETA (:func:`attnlab.callbacks.progress_bar`: only when stderr is a terminal).
+        Show a progress bar with ETA (:func:`attnlab.training.callbacks.progress_bar`: only when stderr is a terminal).
     fresh : bool, default=False
         Compute every run again, even one stored intact by the current code. Runs that another process is
         computing are never wiped: they are waited for, and kept when they finish after this call started.

@@ -180,9 +180,6 @@ class Task:
 
 
 _TASKS: dict[str, Task] = {}
-#: Built-in tasks of higher layers, by import path: registered on first use, so ``task: experiment`` works from
-#: Python without importing :mod:`attnlab.report` first.
-_BUILT_IN = {"experiment": "attnlab.report.experiment_task:ExperimentTask"}
 
 
 def register_task(task: Task) -> Task:
@@ -210,7 +207,8 @@ def register_task(task: Task) -> Task:
 
 
 def known_task(name: str) -> Task | None:
-    """The task called ``name`` when it is built in or registered, else None (nothing is imported by path).
+    """The task called ``name`` when it is registered (attnlab's own register when :mod:`attnlab.tasks` is
+    imported), else None (nothing is imported by path).
 
     Parameters
     ----------
@@ -220,7 +218,7 @@ def known_task(name: str) -> Task | None:
     -------
     Task or None
     """
-    return get_task(name) if name in _TASKS or name in _BUILT_IN else None
+    return _TASKS.get(name)
 
 
 def get_task(name: str) -> Task:
@@ -232,8 +230,8 @@ def get_task(name: str) -> Task:
     Parameters
     ----------
     name : str
-        A registered task name (built-in ones, such as ``"experiment"``, register on first use) or an import path
-        ``"package.module:Class"``.
+        A registered task name (attnlab's own, ``"experiment"`` and ``"batched-train"``, register when
+        :mod:`attnlab.tasks` is imported) or an import path ``"package.module:Class"``.
 
     Returns
     -------
@@ -244,8 +242,6 @@ def get_task(name: str) -> Task:
     ValidationError
         When the name is not registered, the import path cannot be imported, or it names no task.
     """
-    if name not in _TASKS and name in _BUILT_IN:
-        register_task(get_task(_BUILT_IN[name]))
     if name in _TASKS:
         return _TASKS[name]
     if ":" in name:
@@ -262,9 +258,10 @@ def get_task(name: str) -> Task:
                 f"task == {name!r} is a {type(obj).__name__}, not an attnlab.runner.Task subclass or instance"
             )
         return task
-    known = ", ".join(sorted(set(_TASKS) | set(_BUILT_IN)))
+    known = ", ".join(sorted(_TASKS)) or "none"
     raise ValidationError(
-        f"task == {name!r} is not a registered task; registered tasks: {known} (or give 'package.module:Class')"
+        f"task == {name!r} is not a registered task; registered tasks: {known}. Give 'package.module:Class', or "
+        "register it first (import attnlab.tasks registers attnlab's own: experiment and batched-train)"
     )
 
 

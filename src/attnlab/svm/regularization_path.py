@@ -5,7 +5,7 @@ optimal tokens as ``R`` grows), §2 (the logistic risk), §3 (``grad psi``, the 
 
 The risk is minimised through :func:`log_excess_risk_and_gradient`, ``log(L(W) - L_sel)``, which has the minimiser of ``L``
 and stays resolved at the large radii of the path, where ``L - L_sel`` is below float64's resolution of ``L``.
-A second solver, independent of this one, is :func:`attnlab.optim.projected_mirror_descent`.
+A second solver, independent of this one, is :func:`attnlab.training.projected.projected_mirror_descent`.
 """
 
 from __future__ import annotations

@@ -28,7 +28,6 @@ import pandas as pd
 from attnlab._io import make_dir
 from attnlab._overrides import parse_overrides
 from attnlab._validation import ValidationError
-from attnlab.callbacks import progress_bar
 from attnlab.runner.fingerprint import code_fingerprint
 from attnlab.runner.provenance import git_state
 from attnlab.runner.store import (
@@ -40,6 +39,7 @@ from attnlab.runner.store import (
     write_json,
     write_parquet,
 )
+from attnlab.training.callbacks import progress_bar
 from attnlab.verify.check import CHECK_COLUMNS, Check, CheckCounts, count_checks
 from attnlab.verify.claim import Claim, Falsifier, check_declared, with_revisions
 
@@ -100,7 +100,7 @@ class RunContext:
     quick: bool = False
 
     def bar(self, iterable: Iterable[Any] | None = None, *, total: int | None = None, desc: str = "") -> Any:
-        """A progress bar (:func:`attnlab.callbacks.progress_bar`), shown as ``progress`` says.
+        """A progress bar (:func:`attnlab.training.callbacks.progress_bar`), shown as ``progress`` says.
 
         Parameters
         ----------

@@ -84,7 +84,7 @@ def worst_log_one_minus_opt() -> Metric:
     """``max_i log(1 - phi_{i,opt})``: the least saturated sequence (spec §8.4, Lemma 1)."""
     return Metric(
         "log_one_minus_opt",
-        lambda model, data: log_one_minus_selected(data.X, data.Z, model.W, data.select).amax(dim=-1),
+        lambda state: log_one_minus_selected(state["X"], state["Z"], state["W"], state["select"]).amax(dim=-1),
     )
 
 

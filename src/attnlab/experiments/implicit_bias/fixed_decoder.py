@@ -217,7 +217,7 @@ def run_fixed_decoder(config: Fig2Config, ctx: RunContext) -> ExperimentResult:
             model, make(model.parameters()), data, config.loss, config.steps, config.record_every, watch,
             progress=ctx.progress,
         )  # fmt: skip
-        return traj.frame.assign(status=traj.status)
+        return traj.frame.assign(status=traj.frame["run"].map(dict(enumerate(traj.status))))
 
     runs = {method: run(make, metrics) for method, make in ctx.bar(_optimizers(config).items(), desc="methods")}
     frame = pd.concat([rows.assign(method=method) for method, rows in runs.items()], ignore_index=True)

@@ -102,7 +102,7 @@ def _optimizers(config: Fig3Config) -> dict:
 
 
 def _head_norm() -> Metric:
-    return Metric("head_norm", lambda model, data: torch.linalg.vector_norm(model.v, dim=-1))
+    return Metric("head_norm", lambda state: torch.linalg.vector_norm(state["v"], dim=-1))
 
 
 # ---- measure --------------------------------------------------------------------------------------------------------
@@ -120,7 +120,7 @@ def run_fig3(config: Fig3Config, ctx: RunContext) -> ExperimentResult:
         traj = train(
             model, make(model), data, config.loss, config.steps, config.record_every, metrics, progress=ctx.progress
         )
-        frames.append(traj.frame.assign(method=method, status=traj.status))
+        frames.append(traj.frame.assign(method=method, status=traj.frame["run"].map(dict(enumerate(traj.status)))))
     frame = pd.concat(frames, ignore_index=True)
     checks = [_head_check(frame), *_remarks(frame)]
     table = frame[frame["step"] > 0].pivot_table(index="step", columns="method", values="log_loss")

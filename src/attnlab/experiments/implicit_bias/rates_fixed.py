@@ -13,7 +13,6 @@ import numpy as np
 import pandas as pd
 import torch
 
-from attnlab.batched import train as batched_train
 from attnlab.experiments.implicit_bias.common import SOURCE, small_init
 from attnlab.experiments.implicit_bias.falsifiers import (
     optimal_score_shifted,
@@ -23,7 +22,6 @@ from attnlab.experiments.implicit_bias.falsifiers import (
     rule_gradient_step,
     svm_nuclear_norm,
 )
-from attnlab.flow import gradient_flow
 from attnlab.metrics import (
     cosine,
     gradient_direction,
@@ -36,6 +34,8 @@ from attnlab.metrics import (
 )
 from attnlab.models import Combined
 from attnlab.optim.polyak import polyak_step_size
+from attnlab.training.batched import train as batched_train
+from attnlab.training.flow import gradient_flow
 from attnlab.verify import Check, Claim, Reading, Revision, at_steps, fit_slope, geometric_steps
 
 NGD_RULE = "ngd"  # spec A2 (uncapped): the rule of the NGD path and of the NGD directions

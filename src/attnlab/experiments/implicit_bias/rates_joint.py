@@ -205,31 +205,31 @@ CLAIMS = (LOSS_RATE, W_LOG_NORM, W_ALIGNS, U_ALIGNS, U_MARGIN, GAPS, PHI, SEPARA
 def _metrics(data, u_mm: torch.Tensor, loss: str) -> list[Metric]:
     """Per-run summaries recorded along joint training (spec §8.11-12): margins, gaps, loss ratio, separation."""
 
-    def min_gap(model, _):
-        g = token_scores(data.X, data.y, model.v)  # (n, 2), with the current head
+    def min_gap(state):
+        g = token_scores(data.X, data.y, state["v"])  # (n, 2), with the current head
         return (g[:, 0] - g[:, 1]).min()  # spec §8.12 (ii): gamma_i1 - gamma_i2
 
-    def log_loss_ratio(model, _):
-        z = margins(data.X, data.Z, data.y, model.v, model.W)  # y_i f(X_i); exp loss: log l_i = -z_i
+    def log_loss_ratio(state):
+        z = margins(data.X, data.Z, data.y, state["v"], state["W"])  # y_i f(X_i); exp loss: log l_i = -z_i
         return z.max() - z.min()  # spec §8.12 (i): log max_ij l_i / l_j
 
-    def u_margin(model, _):
-        x_opt = data.X[torch.arange(data.n), data.select]
-        return (data.y * (x_opt @ model.v)).min() / model.v.norm() * u_mm.norm()  # spec §8.11
+    def u_margin(state):
+        x_opt, v = data.X[torch.arange(data.n), data.select], state["v"]
+        return (data.y * (x_opt @ v)).min() / v.norm() * u_mm.norm()  # spec §8.11
 
-    def separation(model, _):
-        mixed = mixtures(data.X, attention_probabilities(data.X, model.W, data.Z))  # (n, d): X_i^T phi_i
+    def separation(state):
+        mixed = mixtures(data.X, attention_probabilities(data.X, state["W"], data.Z))  # (n, d): X_i^T phi_i
         return (data.y * (mixed @ u_mm)).min() / u_mm.norm()  # spec §8.12 (Lemma 14)
 
     return [
         Metric("min_score_gap", min_gap),
         Metric(
-            "min_opt_softmax", lambda model, _: selected_probabilities(data.X, data.Z, model.W, data.select).min()
+            "min_opt_softmax", lambda state: selected_probabilities(data.X, data.Z, state["W"], data.select).min()
         ),  # spec §8.12 (iii)
         Metric("log_loss_ratio", log_loss_ratio),
         Metric("u_margin_fraction", u_margin),
         Metric("min_separation", separation),
-        Metric("head_norm", lambda model, _: model.v.norm()),
+        Metric("head_norm", lambda state: state["v"].norm()),
     ]
 
 

@@ -2,7 +2,7 @@
 
 Spec: docs/theory/kq-nuclear-norm.md §9 (proposed experiments X1-X5 [X]), §3 (flow, Lemma 4.1, closed form
 Lemma A.1), §4 (programs), §5 (assumptions), §7 (predictions 1-5). Every run follows the gradient flow through
-:func:`attnlab.flow.gradient_flow` (normalised-GD path by default, RK4 for the identity checks of X1) and compares
+:func:`attnlab.training.flow.gradient_flow` (normalised-GD path by default, RK4 for the identity checks of X1) and compares
 margin-normalised directions ``W / mu(W)`` with the max-margin programs of :mod:`attnlab.svm`. Importing the
 package registers the five experiments and the paper's checkable results (its coverage table).
 """

@@ -276,7 +276,7 @@ def l2_penalty() -> Falsifier:
     return Falsifier(
         "l2-penalty",
         f"an L2 penalty ({L2_PENALTY:g} / 2) ||W||_F^2 added to the loss (weight decay), whose minimiser is finite",
-        "attnlab.engine.spaces:loss_gradients",
+        "attnlab.training.spaces:loss_gradients",
         _penalised,
         kind="mechanism",
     )

@@ -22,9 +22,9 @@ from attnlab.experiments.kq_nuclear.common import (
     q_gradient_reversed,
 )
 from attnlab.experiments.registry import register
-from attnlab.flow import closed_form_beta, constraint_vectors, gradient_flow
 from attnlab.models import Diagonal, SignedSquares
 from attnlab.plotting import house_figure, label_axes, label_ours, log_gap_axis, new_figure, theory_hline
+from attnlab.training.flow import closed_form_beta, constraint_vectors, gradient_flow
 from attnlab.verify import Claim, Experiment, ExperimentResult, Reading, Revision, RunContext
 
 __all__ = ["X1Config", "run_x1"]
@@ -242,7 +242,7 @@ def run_x1(config: X1Config, ctx: RunContext) -> ExperimentResult:
     invariant = path["xi_k"] ** 2 - path["xi_q"] ** 2  # conserved, spec kq §3.1
     size = (path["xi_k"] ** 2 + path["xi_q"] ** 2).clamp(min=1.0)
     drift = ((invariant - invariant[:1]).abs() / size).amax(dim=-1)
-    frame = flow.frame().assign(
+    frame = flow.frame.assign(
         closed_form_error=error.reshape(-1).numpy(),
         lemma41_difference=equivalence.reshape(-1).numpy(),
         conserved_drift=drift.reshape(-1).numpy(),

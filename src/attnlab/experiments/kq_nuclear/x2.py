@@ -28,11 +28,11 @@ from attnlab.experiments.kq_nuclear.common import (
     step_scaled_by_size,
 )
 from attnlab.experiments.registry import register
-from attnlab.flow import constraint_vectors, gradient_flow, kkt_multipliers
 from attnlab.metrics import attention_margin, margin_normalized
 from attnlab.models import Diagonal, DiagonalW
 from attnlab.plotting import house_figure, label_ours, log_gap_axis, new_figure, theory_hline
 from attnlab.svm import attention_svm, diagonal_svm
+from attnlab.training.flow import constraint_vectors, gradient_flow, kkt_multipliers
 from attnlab.verify import Check, Claim, Experiment, ExperimentResult, Reading, Revision, RunContext
 
 __all__ = ["X2Config", "run_x2"]
@@ -503,7 +503,7 @@ def run_x2(config: X2Config, ctx: RunContext) -> ExperimentResult:
         columns = _measure(data, flow, refs, kkt=name == "KQ")
         omegas = config.omegas if name == "KQ" else (math.nan,)
         frames.append(
-            flow.frame().assign(
+            flow.frame.assign(
                 param=name,
                 omega=np.tile(omegas, len(flow.path["step"])),
                 **{k: v.reshape(-1).numpy() for k, v in columns.items()},

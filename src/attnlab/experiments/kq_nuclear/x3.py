@@ -26,11 +26,11 @@ from attnlab.experiments.kq_nuclear.common import (
     w_as_kq,
 )
 from attnlab.experiments.registry import register
-from attnlab.flow import gradient_flow
 from attnlab.metrics import attention_margin, cosine, margin_normalized
 from attnlab.models import Combined, Factored
 from attnlab.plotting import EPS, house_figure, label_axes, label_ours, log_gap_axis, new_figure
 from attnlab.svm import attention_svm
+from attnlab.training.flow import gradient_flow
 from attnlab.verify import Check, Claim, Experiment, ExperimentResult, Reading, Revision, RunContext
 
 __all__ = ["X3Config", "run_x3"]
@@ -307,7 +307,7 @@ def _one_width(config: X3Config, d: int, ctx: RunContext) -> tuple[pd.DataFrame,
         )
         columns = _columns(data, flow, refs)
         spectra.append(_spectrum(d, name, columns.pop("W_hat_end")))
-        frames.append(flow.frame().assign(d=d, param=name, **{k: v.reshape(-1).numpy() for k, v in columns.items()}))
+        frames.append(flow.frame.assign(d=d, param=name, **{k: v.reshape(-1).numpy() for k, v in columns.items()}))
     spectra += [_spectrum(d, f"{norm}-SVM", refs[norm].W[None]) for norm in ("nuc", "fro")]
     return pd.concat(frames, ignore_index=True), spectra, float(cosine(refs["nuc"].W, refs["fro"].W))
 

@@ -22,11 +22,11 @@ from attnlab.experiments.kq_nuclear.common import (
     transpose_misplaced,
 )
 from attnlab.experiments.registry import register
-from attnlab.flow import gradient_flow
 from attnlab.metrics import attention_margin, cosine, margin_normalized
 from attnlab.models import Factored
 from attnlab.plotting import EPS, STEP, house_figure, label_axes, label_ours, log_gap_axis, new_figure
 from attnlab.svm import aligned_l1_svm, attention_svm
+from attnlab.training.flow import gradient_flow
 from attnlab.verify import Claim, Experiment, ExperimentResult, Falsifier, Reading, Revision, RunContext
 
 __all__ = ["X4Config", "run_x4"]
@@ -344,7 +344,7 @@ def run_x4(config: X4Config, ctx: RunContext) -> ExperimentResult:
     nuc = attention_svm(data, norm="nuc")
     beta9 = aligned.beta.abs().sort(descending=True).values[: config.n]  # |beta| of (9): n non-zero entries
     sv_hat = torch.linalg.svdvals(W_hat)  # (S, d)
-    frame = flow.frame().assign(
+    frame = flow.frame.assign(
         off_diagonal_K=off_k.numpy(),
         off_diagonal_Q=off_q.numpy(),
         mu=mu.numpy(),

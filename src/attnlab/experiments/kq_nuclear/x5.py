@@ -24,7 +24,6 @@ from attnlab.experiments.kq_nuclear.common import (
     kq_as_beta,
 )
 from attnlab.experiments.registry import register
-from attnlab.flow import gradient_flow
 from attnlab.metrics import attention_margin, margin_normalized
 from attnlab.models import Diagonal
 from attnlab.plotting import (
@@ -38,6 +37,7 @@ from attnlab.plotting import (
     theory_line,
 )
 from attnlab.svm import attention_svm
+from attnlab.training.flow import gradient_flow
 from attnlab.verify import Claim, Experiment, ExperimentResult, Reading, Revision, RunContext
 
 __all__ = ["X5Config", "run_x5"]
@@ -181,7 +181,7 @@ def run_x5(config: X5Config, ctx: RunContext) -> ExperimentResult:
     args = (batch.X, batch.Z, flow.path["W"], batch.select)
     mu, W_hat = attention_margin(*args), margin_normalized(*args)  # (S, R)
     ratio = torch.diagonal(W_hat, dim1=-2, dim2=-1).abs().sum(-1) / l1_values  # (S, R)
-    frame = flow.frame().assign(
+    frame = flow.frame.assign(
         gap=np.tile(config.gaps, len(mu)), mu=mu.reshape(-1).numpy(), l1_ratio=ratio.reshape(-1).numpy()
     )
     table = _sweep_table(config, datasets, ratio)

@@ -3,7 +3,7 @@
 Spec: docs/theory/mirror-descent-lp.md §4 (l_p-AttGD), §5 (l_p-AttSVM, locally optimal selections), §6 (the
 official code's selection: the argmax of the final softmax), §9 (settings of the official scripts).
 
-The fixed-head runs are :func:`attnlab.batched.train` programs with the data sets on the runs axis. Mirror descent
+The fixed-head runs are :func:`attnlab.training.batched.train` programs with the data sets on the runs axis. Mirror descent
 keeps no state, so a run cut into chunks continues exactly; :func:`md_path` uses that to keep the iterates at
 the recorded steps, because the SVM directions are known only after training.
 """
@@ -17,14 +17,14 @@ import pandas as pd
 import torch
 
 from attnlab._validation import ValidationError, check_in, check_scalar
-from attnlab.batched import train as batched_train
-from attnlab.callbacks import tidy_frame
 from attnlab.data import StackedData
 from attnlab.losses import LOSSES, mean_loss
 from attnlab.metrics import entrywise_norm, selected_logistic_probability
 from attnlab.models.functional import attention_probabilities, margins
 from attnlab.optim import parse_optimizer
 from attnlab.probe import attended_tokens
+from attnlab.training.batched import train as batched_train
+from attnlab.training.callbacks import tidy_frame
 from attnlab.verify import Check, RunContext, observation
 
 __all__ = [
@@ -157,7 +157,7 @@ def path_metrics(batch: StackedData, path: torch.Tensor, p: float, loss: str) ->
 
 
 def tidy(columns: dict[str, torch.Tensor], steps: np.ndarray, **constants) -> pd.DataFrame:
-    """:func:`~attnlab.callbacks.tidy_frame` of ``(S, R)`` tensors: one row per (step, run), constants after them."""
+    """:func:`~attnlab.training.callbacks.tidy_frame` of ``(S, R)`` tensors: one row per (step, run), constants after them."""
     S, R = next(iter(columns.values())).shape
     grid = {"run": np.tile(np.arange(R), S), "step": np.repeat(steps, R)}
     return tidy_frame({**grid, **{k: v.reshape(-1) for k, v in columns.items()}}, **constants)

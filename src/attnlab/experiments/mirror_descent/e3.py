@@ -70,17 +70,15 @@ class E3Config:
 def _joint_metrics() -> list[Metric]:
     """Entries of ``W`` (2, 2) and ``v`` (2,), mean max-softmax probability and logistic probability (spec §9 E3)."""
 
-    def softmax_prob(model, data):
-        return attention_probabilities(data.X, model.W, data.Z).amax(dim=-1).mean(dim=-1)
+    def softmax_prob(state):
+        return attention_probabilities(state["X"], state["W"], state["Z"]).amax(dim=-1).mean(dim=-1)
 
-    def logistic_prob(model, data):
-        chosen = attention_probabilities(data.X, model.W, data.Z).argmax(dim=-1)
-        return selected_logistic_probability(data.X, data.y, model.v, chosen)  # spec §9
+    def logistic_prob(state):
+        chosen = attention_probabilities(state["X"], state["W"], state["Z"]).argmax(dim=-1)
+        return selected_logistic_probability(state["X"], state["y"], state["v"], chosen)  # spec §9
 
-    entries = [
-        Metric(f"w_{i}{j}", lambda model, data, i=i, j=j: model.W[..., i, j]) for i in range(2) for j in range(2)
-    ]
-    heads = [Metric(f"v_{i}", lambda model, data, i=i: model.v[..., i]) for i in range(2)]
+    entries = [Metric(f"w_{i}{j}", lambda state, i=i, j=j: state["W"][..., i, j]) for i in range(2) for j in range(2)]
+    heads = [Metric(f"v_{i}", lambda state, i=i: state["v"][..., i]) for i in range(2)]
     return entries + heads + [Metric("softmax_prob", softmax_prob), Metric("logistic_prob", logistic_prob)]
 
 

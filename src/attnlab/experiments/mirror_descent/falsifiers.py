@@ -7,6 +7,7 @@ experiment looks it up, never a check's arithmetic. The training falsifiers patc
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import torch
@@ -64,8 +65,9 @@ def _transposed_training(train):
 
     def wrong(X, Z, y, v, W0, **kwargs):
         run = train(X, Z, y, v, W0.mT.contiguous(), **kwargs)
+        W = run.W.mT.contiguous()
         iterates = {**run.iterates, "W": run.iterates["W"].mT.contiguous()}
-        return run._replace(W=run.W.mT.contiguous(), iterates=iterates)
+        return dataclasses.replace(run, params={**run.params, "W": W}, extra={**run.extra, "W": W}, iterates=iterates)
 
     return wrong
 

@@ -7,7 +7,7 @@ no experiment of it.
 
 The constrained risk is minimised by :func:`attnlab.svm.constrained_erm` (SLSQP) along an increasing grid of
 radii, each solve started from the previous solution stretched to the new radius; one radius is solved again by
-:func:`attnlab.optim.projected_mirror_descent` as a second solver.
+:func:`attnlab.training.projected.projected_mirror_descent` as a second solver.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from attnlab.experiments.mirror_descent.common import SOURCE, check_config
 from attnlab.experiments.registry import register
 from attnlab.metrics import directional_bregman, entrywise_norm
 from attnlab.models.functional import loss_gradients, token_scores
-from attnlab.optim import projected_mirror_descent
 from attnlab.plotting import house_figure, label_axes, label_ours, new_figure
 from attnlab.svm import SelectionSVMs, constrained_erm, constrained_stationarity
+from attnlab.training.projected import projected_mirror_descent
 from attnlab.verify import Claim, Experiment, ExperimentResult, Falsifier, Reading, RunContext
 
 __all__ = ["RegPathConfig", "run_regpath"]
@@ -172,7 +172,9 @@ def _path(config: RegPathConfig, data: TokenSelectionData, run: int, p: float) -
         start = W * (rho / previous)  # the previous solution stretched to the new radius
         W = constrained_erm(data, p, rho * unit, start, select)  # spec §8.1: W_R
         if k == config.cross_check:
-            W_md = projected_mirror_descent(_risk_gradient(data), start, p=p, radius=rho * unit, steps=config.md_steps)
+            W_md = projected_mirror_descent(
+                _risk_gradient(data), start, p=p, radius=rho * unit, steps=config.md_steps
+            ).W
             # spec §3: the two solvers' directions, relative to the dB_p the rows measure there
             cross = float(directional_bregman(W, W_md, p) / directional_bregman(svms[p], W, p))
         kkt = max(kkt, constrained_stationarity(data, p, W, select))

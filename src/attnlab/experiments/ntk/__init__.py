@@ -6,7 +6,7 @@ Spec: docs/theory/softmax-ntk-diffusion.md §9. The paper has no experiments; ev
 """
 
 from attnlab.experiments.ntk import gmm, lazy, table1  # noqa: F401
-from attnlab.experiments.ntk.gmm import GMMConfig
+from attnlab.experiments.ntk.gmm_config import GMMConfig
 from attnlab.experiments.ntk.lazy import LazyConfig
 from attnlab.experiments.ntk.table1 import Table1Config
 

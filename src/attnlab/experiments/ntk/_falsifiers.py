@@ -43,7 +43,7 @@ def _underestimated_lambda_max(lambda_max):
 LR_PAST_STABILITY = Falsifier(
     "lr-past-stability",
     "GD's lambda_max(H*) under-estimated 20x: the step 10 / (s lambda_max) is 5x the stability limit 2 / (...)",
-    "attnlab.ntk.gd:lambda_max",
+    "attnlab.ntk.tangent_kernel:lambda_max",
     _underestimated_lambda_max,
     kind="gross",
 )

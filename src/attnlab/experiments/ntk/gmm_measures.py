@@ -5,23 +5,13 @@ Spec: docs/theory/softmax-ntk-diffusion.md §9 P8 (weighted score error, sample 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 import pandas as pd
 import torch
 
-from attnlab.ntk import (
-    SoftmaxMLP,
-    denoiser_error_at,
-    energy_distance,
-    mode_coverage,
-    train_score_model,
-    weighted_score_error,
-)
-
-if TYPE_CHECKING:
-    from attnlab.experiments.ntk.gmm import GMMConfig
+from attnlab.experiments.ntk.gmm_config import GMMConfig
+from attnlab.ntk import SoftmaxMLP, denoiser_error_at, energy_distance, mode_coverage, weighted_score_error
+from attnlab.training.ntk import train_score_model
 
 __all__ = ["EVAL_CHUNKS", "baselines", "chunked_errors", "errors_by_time", "measure", "sample_stats"]
 

@@ -33,16 +33,10 @@ from attnlab.experiments.ntk._shared import (
     log_factor_allowance,
 )
 from attnlab.experiments.registry import register
-from attnlab.ntk import (
-    contraction_bound,
-    gradient_descent,
-    gram,
-    infinite_width_gram,
-    practical_step,
-    unit_rows,
-)
+from attnlab.ntk import contraction_bound, gram, infinite_width_gram, practical_step, unit_rows
 from attnlab.ntk.network import TwoLayerNet
 from attnlab.plotting import house_figure, label_ours, new_figure
+from attnlab.training.ntk import gradient_descent
 from attnlab.verify import Claim, Experiment, ExperimentResult, Falsifier, Reading, Revision, RunContext, fit_slope
 
 __all__ = ["Table1Config", "run_table1"]

@@ -3,15 +3,12 @@
 Spec: implicit-bias-ngd §4 A8 and §9 (SGD, SNGD, SPS, Adam on BERT and ViTs), mirror-descent-lp §9 E4-E5 (l_p
 mirror descent on an IMDb encoder and a ViT). Importing this package registers ``real.digits-vit`` and
 ``real.text``. The models, loaders, training loop and probes they are built from are the library
-:mod:`attnlab.nets`, and so is the comparison of optimizers (:mod:`attnlab.nets.compare`); their old names here warn and go in the next release.
+:mod:`attnlab.nets`, and so is the comparison of optimizers (:mod:`attnlab.nets.compare`).
 """
 
-from attnlab import nets as _nets
-from attnlab._deprecation import moved_names
 from attnlab.experiments.real.digits_vit import DigitsViTConfig, build_digits_vit, run_digits_vit
 from attnlab.experiments.real.summary import paper_checks
 from attnlab.experiments.real.text import TextConfig, build_text, run_text
-from attnlab.nets import datasets as _datasets
 
 __all__ = [
     "DigitsViTConfig",
@@ -22,10 +19,3 @@ __all__ = [
     "run_digits_vit",
     "run_text",
 ]
-
-__getattr__ = moved_names(
-    __name__,
-    {name: f"attnlab.nets.{name}" for name in _nets.__all__}
-    | {name: f"attnlab.nets.datasets.{name}" for name in _datasets.__all__}
-    | {"fit": "attnlab.nets.fit_classifier"},
-)

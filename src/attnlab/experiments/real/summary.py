@@ -12,7 +12,6 @@ import math
 import pandas as pd
 import torch
 
-from attnlab._deprecation import moved_names
 from attnlab.nets.compare import Comparison
 from attnlab.nets.optimizers import optimizer_kind
 from attnlab.nets.probes import hoyer_sparsity
@@ -188,6 +187,3 @@ def paper_checks(
             )
         )
     return checks
-
-
-__getattr__ = moved_names(__name__, {"summary_table": "attnlab.nets.compare.summary_table"})

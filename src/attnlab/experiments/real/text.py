@@ -107,8 +107,8 @@ class TextConfig(ComparisonConfig):
 def _keyword_attention(inputs: torch.Tensor, positions: torch.Tensor):
     rows = torch.arange(len(positions))
 
-    def metric(model: torch.nn.Module) -> float:
-        return float(first_token_attention(model, inputs)[rows, positions].mean())
+    def metric(state: dict) -> float:  # a metric of the classifier's state (attnlab.metrics.Metric)
+        return float(first_token_attention(state["model"], inputs)[rows, positions].mean())
 
     return metric
 

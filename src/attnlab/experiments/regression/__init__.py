@@ -14,6 +14,7 @@ our proposals, and the reference numbers of spec §9.3 come from the spec's reco
 
 from attnlab.experiments.coverage import register_results
 from attnlab.experiments.regression import context, figures, scaling, theory
+from attnlab.experiments.regression.common import TheoryConfig
 from attnlab.experiments.regression.context import ContextConfig
 from attnlab.experiments.regression.figures import (
     METHODS,
@@ -23,7 +24,6 @@ from attnlab.experiments.regression.figures import (
     Method,
 )
 from attnlab.experiments.regression.scaling import ScalingConfig
-from attnlab.experiments.regression.theory import TheoryConfig
 from attnlab.verify import PaperResult
 
 __all__ = [

@@ -11,12 +11,10 @@ from the sharp ``alpha``, ``beta`` of Theorem 1.3 (the extreme normal eigenvalue
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 import torch
 
-from attnlab.experiments.regression.common import INSTANCE, SOURCE
+from attnlab.experiments.regression.common import INSTANCE, SOURCE, TheoryConfig
 from attnlab.optim.preconditioned import PreconditionedGD
 from attnlab.regression import (
     RegressionProblem,
@@ -35,9 +33,6 @@ from attnlab.regression import (
 from attnlab.regression.curvature import normal_curvatures
 from attnlab.regression.linalg import spd_inverse
 from attnlab.verify import Claim, Reading, RunContext
-
-if TYPE_CHECKING:
-    from attnlab.experiments.regression.theory import TheoryConfig
 
 _S8 = f"{SOURCE} §8"
 _POINTS = (

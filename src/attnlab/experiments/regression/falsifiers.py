@@ -221,14 +221,14 @@ FALSIFIERS = (
     Falsifier(
         "regularizer-sign-flipped",
         "the closed-form gradient of the regularizer with its sign flipped (-4 V D, +4 D Q Sigma)",
-        "attnlab.regression.regularizer:gradient",
+        "attnlab.regression.regularizer:_gradient",
         _sign_flipped,
         kind="mechanism",
     ),
     Falsifier(
         "loss-gradient-doubled",
         "the closed-form gradient of the population loss doubled (the prefactor slip 2/n for 1/n)",
-        "attnlab.regression.population:gradient",
+        "attnlab.regression.population:_gradient",
         _doubled,
         kind="mechanism",
     ),

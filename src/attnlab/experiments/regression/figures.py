@@ -26,7 +26,6 @@ from attnlab.regression import (
     MinibatchOracle,
     RegressionProblem,
     empirical_covariance,
-    fit,
     gap_metrics,
     make_problem,
     sample,
@@ -36,6 +35,7 @@ from attnlab.regression import (
 from attnlab.regression._checks import TOKENS
 from attnlab.regression.oracles import CONTEXTS
 from attnlab.regression.renormalization import RENORMALIZATIONS
+from attnlab.training.regression import fit
 from attnlab.verify import Experiment, ExperimentResult, RunContext, observation
 
 __all__ = ["FigureOneConfig", "FigureTwoConfig", "METHODS", "REFERENCE_GAPS", "Method"]
@@ -248,9 +248,9 @@ def _train_methods(config: _FigureConfig, ctx: RunContext) -> tuple[pd.DataFrame
             progress=ctx.progress,
             desc=name,
         )
-        for run in torch.nonzero(result.diverged).flatten().tolist():
+        for run in result.diverged_runs:
             notes.append(
-                f"{name}, seed {config.seed + run}: iterates blew up at step {int(result.diverged_at[run])}; "
+                f"{name}, seed {config.seed + run}: iterates blew up at step {result.last_step[run] + 1}; "
                 f"stopped there with the last good iterate (lower lr or use renormalization)"
             )
         frame = result.frame.assign(method=name, seed=lambda f: config.seed + f.run)

@@ -7,17 +7,13 @@ Spec: docs/theory/preconditioned-regression.md §3.1-3.4, §8 (T1.1, T3-T5).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 import scipy.stats
 
-from attnlab.experiments.regression.common import INSTANCE, SOURCE
+from attnlab.experiments.regression.common import INSTANCE, SOURCE, TheoryConfig
 from attnlab.regression import RegressionProblem, perturbed_manifold_point
 from attnlab.regression.finite_context import bias_expansion, bias_table, profile_exponent
 from attnlab.verify import Claim, Reading, Revision, RunContext, fit_weighted_slope
-
-if TYPE_CHECKING:
-    from attnlab.experiments.regression.theory import TheoryConfig
 
 _S8 = f"{SOURCE} §8"
 _POINT = "one point theta_R + N(0, bias_scale^2) entries off M (perturbed_manifold_point, seed)"

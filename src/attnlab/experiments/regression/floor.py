@@ -2,9 +2,9 @@
 the oracle's own noise stays below it.
 
 Spec: docs/theory/preconditioned-regression.md §6.2 (the oracle), §8 T2. The floors and their split into noise and
-bias are :func:`attnlab.regression.oracle_floors` and :func:`attnlab.regression.noise_and_bias`. ``regression.theory``
-and ``regression.scaling`` read the floor the same way on their own sizes and with their own history of readings,
-so each declares its own pair of claims (:data:`THEORY_FLOOR`, :data:`SCALING_FLOOR`).
+bias are :func:`attnlab.training.regression.oracle_floors` and :func:`attnlab.regression.noise_and_bias`.
+``regression.theory`` and ``regression.scaling`` read the floor the same way on their own sizes and with their own
+history of readings, so each declares its own pair of claims (:data:`THEORY_FLOOR`, :data:`SCALING_FLOOR`).
 """
 
 from __future__ import annotations
@@ -215,9 +215,9 @@ SCALING_FLOOR = _floor_claims(
 def floor_rows(
     floors: pd.DataFrame, batches: int, ns: Sequence[int], claims: FloorClaims = THEORY_FLOOR
 ) -> tuple[list, pd.DataFrame, float]:
-    """T2's floor rows from :func:`~attnlab.regression.oracle_floors`: the oracle is enough at each n (a property of
-    the measurement) and the bias floor is O(1/n) (``claims.bound``'s reading, and its revisions that the same data
-    still computes); also the per-(n, run) parts and the mean slope (NaN when a run diverged)."""
+    """T2's floor rows from :func:`~attnlab.training.regression.oracle_floors`: the oracle is enough at each n (a
+    property of the measurement) and the bias floor is O(1/n) (``claims.bound``'s reading, and its revisions that the
+    same data still computes); also the per-(n, run) parts and the mean slope (NaN when a run diverged)."""
     parts = noise_and_bias(floors, batches)
     rows, slopes = [], []
     for n, at_n in parts.groupby("n"):

@@ -6,12 +6,10 @@ Spec: docs/theory/preconditioned-regression.md §4.2-4.4, §8 (T1.2, T1.3, L1).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 import torch
 
-from attnlab.experiments.regression.common import INSTANCE, SOURCE
+from attnlab.experiments.regression.common import INSTANCE, SOURCE, TheoryConfig
 from attnlab.regression import (
     RegressionProblem,
     manifold_point,
@@ -25,9 +23,6 @@ from attnlab.regression import (
 )
 from attnlab.regression.curvature import normal_curvatures, objective_excess
 from attnlab.verify import Claim, Reading, RunContext
-
-if TYPE_CHECKING:
-    from attnlab.experiments.regression.theory import TheoryConfig
 
 _S8 = f"{SOURCE} §8"
 _ON_M = "6 points theta_R of M: Haar rotations R (seed), every other with its first column negated (det -1)"

@@ -19,7 +19,8 @@ from attnlab.experiments.regression.common import TheoryInstanceConfig, true_sig
 from attnlab.experiments.regression.floor import SCALING_FLOOR, floor_rows
 from attnlab.experiments.regression.theory import FALSIFIERS
 from attnlab.plotting import house_figure, label_ours, log_gap_axis, new_figure, plot_band
-from attnlab.regression import oracle_floors, perturbed_manifold_point
+from attnlab.regression import perturbed_manifold_point
+from attnlab.training.regression import oracle_floors
 from attnlab.verify import Experiment, ExperimentResult, RunContext
 
 __all__ = ["ScalingConfig"]

@@ -5,12 +5,10 @@ Spec: docs/theory/preconditioned-regression.md §6.1, §8 (L3); the paper's Lemm
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 import torch
 
-from attnlab.experiments.regression.common import INSTANCE, SOURCE
+from attnlab.experiments.regression.common import INSTANCE, SOURCE, TheoryConfig
 from attnlab.regression import (
     RegressionProblem,
     empirical_covariance,
@@ -22,9 +20,6 @@ from attnlab.regression import (
 )
 from attnlab.regression.linalg import spd_inverse
 from attnlab.verify import Claim, Reading, RunContext, fit_slope, spread_tolerance
-
-if TYPE_CHECKING:
-    from attnlab.experiments.regression.theory import TheoryConfig
 
 _S8 = f"{SOURCE} §8"
 

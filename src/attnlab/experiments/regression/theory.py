@@ -9,13 +9,10 @@ seed spreads give every tolerance.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pandas as pd
 
-from attnlab._validation import ValidationError, check_scalar
 from attnlab.experiments.registry import register
-from attnlab.experiments.regression.common import TheoryInstanceConfig
+from attnlab.experiments.regression.common import TheoryConfig
 from attnlab.experiments.regression.empirical_geometry import L4_CONVEXITY, L4_SMOOTHNESS, empirical_geometry_rows
 from attnlab.experiments.regression.falsifiers import FALSIFIERS
 from attnlab.experiments.regression.finite_context import (
@@ -56,86 +53,6 @@ from attnlab.regression.curvature import whitened_hessian_spectrum
 from attnlab.verify import Experiment, ExperimentResult, RunContext
 
 __all__ = ["TheoryConfig"]
-
-
-@dataclass(frozen=True)
-class TheoryConfig(TheoryInstanceConfig):
-    """Settings of the measured checks of spec §8 (sizes are ours; the paper gives none).
-
-    The instance (d, k, noise_std, singular_values, problem_seed), seed, mu, lr and start_scale are
-    :class:`~attnlab.experiments.regression.common.TheoryInstanceConfig`'s; the T2 runs amend lr and start_scale.
-
-    Attributes
-    ----------
-    bias_ns : tuple of int
-        Context sizes of the Monte-Carlo biases (T1.1, Theorems 4 and 5).
-    bias_samples : int
-        Fresh samples per n for the loss and gradient biases.
-    regularizer_samples : int
-        Fresh covariances per n for the regularizer-gradient bias (Theorem 5; cheap, so many).
-    bias_scale : float
-        Entry size of the perturbation of theta_R: the point off the manifold M where the biases are measured.
-    spectral_ns : tuple of int
-        Sample sizes of the spectral start (Lemma 3).
-    spectral_seeds : int
-        Samples per n of the spectral start.
-    radii : tuple of float
-        T1.3 radii, multiples of sigma_d^{1/2}; rho = 0.25 (Tu et al.).
-    directions : int
-        Random directions per radius (T1.3).
-    lr : float
-        Step of the population-oracle and Monte-Carlo-oracle runs (T2).
-    start_scale : float
-        Entry size of the perturbation of theta_R where the T2 runs start (the perturbed-manifold start).
-    steps : int
-        Steps of the population-oracle run (T2, L2).
-    mc_ns : tuple of int
-        Context sizes of the Monte-Carlo-oracle floor (T2).
-    mc_batches : int
-        Fresh samples per step of the Monte-Carlo oracle (the floor is also run at half of it).
-    mc_runs : int
-        Starts per n of the floor runs.
-    mc_steps : int
-        Steps of the floor runs; the floor is the mean gap over their second half.
-    lem4_n : int
-        Context size of the fresh samples of the Lemma 4 rows.
-    lem4_batches : int
-        Fresh samples per point of the Lemma 4 rows (the Monte-Carlo mean of the empirical gradient).
-    lem4_directions : int
-        Points per radius of the Lemma 4 rows.
-    lem4_train : int
-        Size of the training sample whose Sigma_hat preconditions the Lemma 4 rows.
-    """
-
-    bias_ns: tuple[int, ...] = (25, 50, 100, 200, 400, 800)
-    bias_samples: int = 400
-    regularizer_samples: int = 4000
-    bias_scale: float = 0.05
-    spectral_ns: tuple[int, ...] = (100, 1000, 10_000, 100_000)
-    spectral_seeds: int = 20
-    radii: tuple[float, ...] = (0.02, 0.05, 0.1, 0.25)
-    directions: int = 300
-    steps: int = 300
-    mc_ns: tuple[int, ...] = (50, 100, 200)
-    mc_batches: int = 16
-    mc_runs: int = 3
-    mc_steps: int = 150
-    lem4_n: int = 100
-    lem4_batches: int = 64
-    lem4_directions: int = 10
-    lem4_train: int = 1000
-
-    OURS = TheoryInstanceConfig.OURS + ("bias_ns", "bias_scale", "mc_ns", "radii")
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_scalar("mc_batches", self.mc_batches, kind=int, low=2)
-        for name in ("bias_samples", "regularizer_samples", "spectral_seeds", "directions", "mc_runs", "lem4_batches"):
-            check_scalar(name, getattr(self, name), kind=int, low=2)
-        if len(self.bias_ns) < 3 or len(self.mc_ns) < 2:
-            raise ValidationError(
-                f"bias_ns needs >= 3 sizes and mc_ns >= 2 to fit their rates, got {self.bias_ns} and {self.mc_ns}"
-            )
 
 
 CLAIMS = (

@@ -7,27 +7,17 @@ Spec: docs/theory/preconditioned-regression.md §5.4, §6.2, §8 (T2, L2).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
-from attnlab.experiments.regression.common import INSTANCE, SOURCE, true_sigma_step
+from attnlab.experiments.regression.common import INSTANCE, SOURCE, TheoryConfig, true_sigma_step
 from attnlab.experiments.regression.floor import THEORY_FLOOR, floor_rows
 from attnlab.optim.preconditioned import PreconditionedGD
-from attnlab.regression import (
-    PopulationOracle,
-    RegressionProblem,
-    fit,
-    gap_metrics,
-    oracle_floors,
-    perturbed_manifold_point,
-)
+from attnlab.regression import PopulationOracle, RegressionProblem, gap_metrics, perturbed_manifold_point
 from attnlab.regression.curvature import normal_curvatures, objective_excess
+from attnlab.training.regression import fit, oracle_floors
 from attnlab.verify import Claim, Reading, RunContext, fit_slope, fit_weighted_slope
-
-if TYPE_CHECKING:
-    from attnlab.experiments.regression.theory import TheoryConfig
 
 _S8 = f"{SOURCE} §8"
 _RUNS = "mc_runs perturbed-manifold starts theta_R + N(0, start_scale^2) entries (seed + 3), all of them"
@@ -94,15 +84,16 @@ def training_rows(config: TheoryConfig, problem: RegressionProblem, spectrum: np
         record_every=5,
         regularizer_weight=config.mu,
         covariance=Sigma,
-        metrics={**gap_metrics(problem), "f_gap": lambda V, Q: objective_excess(problem, config.mu, V, Q)},
+        metrics={**gap_metrics(problem), "f_gap": lambda s: objective_excess(problem, config.mu, s["V"], s["Q"])},
         progress=ctx.progress,
         desc="T2 population oracle",
     )
     frame = result.frame
     normal = normal_curvatures(spectrum, config.d)
     predicted_rate = float(np.abs(1 - config.lr * normal).max())  # spec §5.4: GD on (A, C), linearised at M
-    if bool(result.diverged.any()):
-        reason = f"diverged at step {int(result.diverged_at.max())} (lr {config.lr}): no rate, no floor"
+    if not result.ok:
+        at = max(result.last_step[r] + 1 for r in result.diverged_runs)
+        reason = f"diverged at step {at} (lr {config.lr}): no rate, no floor"
         return [
             T2_POPULATION.format(steps=config.steps).holds("round-off", reason, "run must stay finite", False),
             T2_RATE.holds(predicted_rate, reason, "run must stay finite", False),

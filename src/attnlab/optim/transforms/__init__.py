@@ -13,17 +13,17 @@ domain and leaves mantissas alone, so a normalised rule stays exact after the tr
 A :class:`Transform` is a pair of pure functions (``init(params) -> state``, ``update(step, state, context) ->
 (step, state)``); state is plain data (lists with one entry per tensor), passed in and out, never hidden. A
 :class:`Rule` is a chain of transforms plus how the update is applied (added, or through the l_p mirror map). The
-``torch.optim`` classes of :mod:`attnlab.optim` and the training engine (:mod:`attnlab.engine`) run the same rules,
-so ``NormalizedGD`` handed to :func:`attnlab.train` and ``optimizer="ngd"`` in :func:`attnlab.batched.train` are
-one code path.
+``torch.optim`` classes of :mod:`attnlab.optim` and the training engine (:mod:`attnlab.training`) run the same
+rules, so ``NormalizedGD`` handed to :func:`attnlab.train` and ``optimizer="ngd"`` in
+:func:`attnlab.training.batched.train` are one code path.
 
 Hyperparameters are given once (a scalar, or a per-run tensor of shape ``(R,)``) or per tensor (a list), which is
 how parameter groups map onto a rule.
 
 Writing a transform
 -------------------
-A transform of your own is a :class:`Transform` built from two functions; the engine (:func:`attnlab.engine.fit`,
-so :func:`attnlab.train` and :func:`attnlab.batched.train`) and the ``torch.optim`` classes run it alike. It
+A transform of your own is a :class:`Transform` built from two functions; the engine (:func:`attnlab.training.fit`,
+so :func:`attnlab.train` and :func:`attnlab.training.batched.train`) and the ``torch.optim`` classes run it alike. It
 declares what it reads beyond the step, so the engine computes that only when some transform asks:
 
 - ``needs_loss=True``: :attr:`Context.log_risk` (``log L`` per run) is filled at every step;
@@ -70,7 +70,7 @@ Work on the coefficients in the log domain, as the transforms below do. A Polyak
 
     mine = Rule((Transform("my_polyak", lambda params: None, update, scale_invariant=False, needs_loss=True),))
 
-and runs as ``attnlab.train(model, mine, data)`` or ``attnlab.batched.train(X, Z, y, v, optimizer=mine)``.
+and runs as ``attnlab.train(model, mine, data)`` or ``attnlab.training.batched.train(X, Z, y, v, optimizer=mine)``.
 """
 
 from attnlab.optim.transforms.core import (

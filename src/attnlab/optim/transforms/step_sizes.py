@@ -204,7 +204,8 @@ def polyak(
             if ctx.log_excess is None:
                 raise ValidationError(
                     f"optimal_loss={INFIMUM!r} needs L - L_* from the margins, which only the engine computes: train "
-                    "with attnlab.train or attnlab.batched.train on a fixed linear head, or pass the number L_*"
+                    "with attnlab.train or attnlab.training.batched.train on a fixed linear head, or pass the number "
+                    "L_*"
                 )
             log_gap = ctx.log_excess  # spec A3 with L* = inf L: exact however close L is to L_*
         elif ctx.log_risk is None:

@@ -1,0 +1,310 @@
+"""The one metric protocol of training, ``metric(state)``, and the metric objects of token selection.
+
+Spec: implicit-bias-ngd §5 (alignment), §9 (softmax on the selected tokens), kq-nuclear-norm §4 (margin),
+mirror-descent-lp §3 (directional Bregman divergence).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from attnlab._validation import ValidationError, check_in, check_nonzero, check_scalar, check_tensor
+from attnlab.data.selection import Selection
+from attnlab.metrics.diagnostics import (
+    attention_margin,
+    cosine,
+    directional_bregman,
+    matrix_norm,
+    selected_probability,
+)
+
+__all__ = [
+    "Metric",
+    "alignment",
+    "as_metrics",
+    "bregman",
+    "head_alignment",
+    "margin",
+    "metric_columns",
+    "norm",
+    "opt_softmax",
+]
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A named diagnostic of a training state: ``metric(state)`` gives one value per run, recorded as a column.
+
+    The one metric protocol of attnlab's training: every front door calls its metrics on its state, a mapping of
+    names to values (documented by each front door): for token selection ``"W"`` (R, d, d), the tensors by name,
+    the data ``"X"``, ``"Z"``, ``"y"``, the head ``"v"``, ``"select"`` (the data's selection, else its optimal
+    tokens) and ``"rule_state"``; for regression ``"V"``, ``"Q"``; for NTK gradient descent ``"W"``, ``"step"``,
+    ``"net"``; for the classifier ``"model"``, ``"epoch"``. A plain function of the state is a metric too, named by
+    the mapping it is passed in. ``fn`` runs under :func:`torch.no_grad`.
+
+    Attributes
+    ----------
+    name : str
+        The column it fills in the frame.
+    fn : callable
+        ``fn(state)``: one value per run (shape (R,)), one for all runs, or a mapping of column names to such
+        values (several columns from one computation).
+    """
+
+    name: str
+    fn: Callable[[Mapping[str, Any]], Any]
+
+    def __call__(self, state: Mapping[str, Any]) -> Any:
+        with torch.no_grad():
+            return self.fn(state)
+
+
+def as_metrics(metrics: Sequence[Metric] | Mapping[str, Callable[[Mapping[str, Any]], Any]] | None) -> dict[str, Any]:
+    """A front door's ``metrics`` argument (named :class:`Metric` objects, or a mapping name -> function) by name.
+
+    Parameters
+    ----------
+    metrics : sequence of Metric, mapping of str to callable, or None
+
+    Returns
+    -------
+    dict of str to callable
+
+    Raises
+    ------
+    ValidationError
+        When an entry of a sequence is not a :class:`Metric`, or a value of a mapping is not callable.
+    """
+    if metrics is None:
+        return {}
+    if isinstance(metrics, Mapping):
+        bad = [k for k, m in metrics.items() if not callable(m)]
+        if bad:
+            raise ValidationError(f"metrics {bad} are not callable; pass functions state -> value per run")
+        return dict(metrics)
+    bad = [type(m).__name__ for m in metrics if not isinstance(m, Metric)]
+    if bad:
+        raise ValidationError(
+            f"metrics must be attnlab.metrics.Metric objects (or a mapping name -> function of the state), got {bad}"
+        )
+    return {m.name: m for m in metrics}
+
+
+def metric_columns(metrics: Mapping[str, Callable[[Mapping[str, Any]], Any]], state: Mapping[str, Any]) -> dict:
+    """Every metric on ``state``: one column per metric, or the columns of a metric that returns a mapping.
+
+    Parameters
+    ----------
+    metrics : mapping of str to callable
+        ``name -> metric`` (:func:`as_metrics`).
+    state : mapping of str to object
+        The front door's state (see :class:`Metric`).
+
+    Returns
+    -------
+    dict of str to object
+        Column name -> value (a tensor of shape (R,) or (), a float, ...).
+    """
+    columns: dict[str, Any] = {}
+    for name, metric in metrics.items():
+        value = metric(state)
+        if isinstance(value, Mapping):
+            columns.update(value)
+        else:
+            columns[name] = value
+    return columns
+
+
+def _selection(select: Any) -> Callable[[Mapping[str, Any]], torch.Tensor]:
+    """The selected tokens of a state: ``select`` checked once against the data's (n, T), else the state's own."""
+    checked: list[torch.Tensor] = []
+
+    def get(state: Mapping[str, Any]) -> torch.Tensor:
+        if select is None:
+            return state["select"]
+        if not checked:
+            X = state["X"]
+            runs = X.shape[0] if X.dim() == 4 else None
+            checked.append(Selection.parse(select, X.shape[-3], X.shape[-2], runs=runs).one_token("select"))
+        return checked[0]
+
+    return get
+
+
+def _reference(name: str, value: Any, axes: int) -> torch.Tensor:
+    """A reference direction: a float64 copy of ``value`` with ``axes`` axes, or one more (a runs axis)."""
+    ref = check_tensor(name, value)
+    if ref.dim() not in (axes, axes + 1) or (axes == 2 and ref.shape[-1] != ref.shape[-2]):
+        shape = "(d, d) or (R, d, d)" if axes == 2 else "(d,) or (R, d)"
+        raise ValidationError(f"{name} has shape {tuple(ref.shape)}, expected {shape}")
+    return check_nonzero(name, ref, axes)
+
+
+def _against(name: str, ref: torch.Tensor, current: torch.Tensor, what: str) -> torch.Tensor:
+    """``ref`` checked against the runs' ``current`` tensor at recording time: same trailing shape, and the same
+    runs axis when both have one."""
+    if ref.dim() > current.dim() or tuple(ref.shape) != tuple(current.shape[current.dim() - ref.dim() :]):
+        raise ValidationError(
+            f"{name} has shape {tuple(ref.shape)}, but the trained {what} has shape {tuple(current.shape)}; pass a "
+            f"reference of the model's shape (e.g. the SVM of the data the model is trained on)"
+        )
+    return ref
+
+
+def alignment(W_ref: Any, name: str = "alignment") -> Metric:
+    """``corr(W_t, W_ref)``, e.g. with ``W_ref = attention_svm(data).W``. Spec: implicit-bias-ngd §5.
+
+    Parameters
+    ----------
+    W_ref : array_like, shape (d, d) or (R, d, d)
+        The reference direction: one for every run, or one per run.
+    name : str, default="alignment"
+        The column name.
+
+    Returns
+    -------
+    Metric
+        Records :func:`cosine` of the model's ``W`` and ``W_ref``, shape ([R,]).
+
+    Raises
+    ------
+    ValidationError
+        When ``W_ref`` is not of shape (d, d) or (R, d, d); when recorded, if its shape does not match the model's
+        ``W``.
+    """
+    ref = _reference("W_ref", W_ref, 2)
+    return Metric(name, lambda state: cosine(state["W"], _against("W_ref", ref, state["W"], "W")))
+
+
+def head_alignment(v_ref: Any, name: str = "head_alignment") -> Metric:
+    """``corr(v_t, v_ref)`` for a trained head, e.g. ``v_ref = head_svm(data).v``. Spec: implicit-bias-ngd §8.11.
+
+    Parameters
+    ----------
+    v_ref : array_like, shape (d,) or (R, d)
+        The reference head direction: one for every run, or one per run.
+    name : str, default="head_alignment"
+        The column name.
+
+    Returns
+    -------
+    Metric
+        Records :func:`cosine` of the model's head ``v`` and ``v_ref``, shape ([R,]).
+
+    Raises
+    ------
+    ValidationError
+        When ``v_ref`` is not of shape (d,) or (R, d); when recorded, if its shape does not match the model's ``v``.
+    """
+    ref = _reference("v_ref", v_ref, 1)
+    return Metric(name, lambda state: cosine(state["v"], _against("v_ref", ref, state["v"], "head v")))
+
+
+def opt_softmax(select: Any = None, name: str = "opt_softmax") -> Metric:
+    """Mean softmax probability of the selected (default: optimal) tokens. Spec: implicit-bias-ngd §9.
+
+    Parameters
+    ----------
+    select : array_like of int, shape ([R,] n), optional
+        The selected token of each sequence; None takes the data's own ``select`` if it has one, else its optimal
+        tokens.
+    name : str, default="opt_softmax"
+        The column name.
+
+    Returns
+    -------
+    Metric
+        Records :func:`selected_probability`, shape ([R,]), in [0, 1].
+
+    Raises
+    ------
+    ValidationError
+        When recorded, if ``select`` does not fit the data's (n, T).
+    """
+    tokens = _selection(select)
+    return Metric(name, lambda state: selected_probability(state["X"], state["Z"], state["W"], tokens(state)))
+
+
+def margin(select: Any = None, name: str = "margin") -> Metric:
+    """Attention margin ``mu(W_t)`` of the selected tokens. Spec: kq-nuclear-norm §4.
+
+    Parameters
+    ----------
+    select : array_like of int, shape ([R,] n), optional
+        The selected token of each sequence; None takes the data's own ``select`` if it has one, else its optimal
+        tokens.
+    name : str, default="margin"
+        The column name.
+
+    Returns
+    -------
+    Metric
+        Records :func:`attention_margin`, shape ([R,]).
+
+    Raises
+    ------
+    ValidationError
+        When recorded, if ``select`` does not fit the data's (n, T).
+    """
+    tokens = _selection(select)
+    return Metric(name, lambda state: attention_margin(state["X"], state["Z"], state["W"], tokens(state)))
+
+
+def norm(kind: str | float = "fro", name: str | None = None) -> Metric:
+    """A norm of ``W_t``.
+
+    Parameters
+    ----------
+    kind : {"fro", "nuc", "op"} or float, default="fro"
+        Frobenius, nuclear or operator norm, or an entrywise ``l_p`` norm (see :func:`matrix_norm`).
+    name : str, optional
+        The column name; default ``"norm_<kind>"``.
+
+    Returns
+    -------
+    Metric
+        Records :func:`matrix_norm` of the model's ``W``, shape ([R,]).
+
+    Raises
+    ------
+    ValidationError
+        When ``kind`` is a string other than ``"fro"``, ``"nuc"`` or ``"op"``.
+    """
+    if not isinstance(kind, (int, float)):
+        check_in("kind", kind, ("fro", "nuc", "op"))
+    return Metric(name or f"norm_{kind}", lambda state: matrix_norm(state["W"], kind))
+
+
+def bregman(W_ref: Any, p: float, name: str | None = None) -> Metric:
+    """Directional Bregman divergence ``dB_p(W_ref, W_t)``. Spec: mirror-descent-lp §3.
+
+    Parameters
+    ----------
+    W_ref : array_like, shape (d, d) or (R, d, d)
+        The reference direction (an l_p SVM solution ``W^mm``): one for every run, or one per run.
+    p : float
+        The potential's exponent, > 1.
+    name : str, optional
+        The column name; default ``"bregman_p<p>"``.
+
+    Returns
+    -------
+    Metric
+        Records :func:`directional_bregman` of ``W_ref`` and the model's ``W``, shape ([R,]), >= 0.
+
+    Raises
+    ------
+    ValidationError
+        When ``p <= 1``, when ``W_ref`` is not of shape (d, d) or (R, d, d), or, when recorded, if its shape does
+        not match the model's ``W``.
+    """
+    check_scalar("p", p, low=1.0, low_inclusive=False)
+    ref = _reference("W_ref", W_ref, 2)
+    return Metric(
+        name or f"bregman_p{p:g}",
+        lambda state: directional_bregman(_against("W_ref", ref, state["W"], "W"), state["W"], p),
+    )

@@ -1,0 +1,293 @@
+"""Batched runs: R runs at once equal R single runs; per-run rules match the single-run formulas."""
+
+import pytest
+import torch
+
+from attnlab._validation import ValidationError
+from attnlab.optim import parse_optimizer
+from attnlab.training import batched
+
+
+def _runs(R=4, n=5, T=4, d=6, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    X = torch.randn(R, n, T, d, generator=g)
+    y = torch.sign(torch.randn(R, n, generator=g))
+    v = torch.randn(R, d, generator=g)
+    W0 = 0.01 * torch.randn(R, d, d, generator=g)
+    return X, X[:, :, 0], y, v, W0
+
+
+CASES = [
+    ("gd", {}),
+    ("ngd", {"max_step": 10.0}),
+    ("ngd", {"momentum": 0.9, "max_step": 10.0}),
+    ("ngd", {"momentum": 0.5, "momentum_variant": "normalized_buffer"}),
+    ("polyak", {"max_step": 10.0}),
+    ("md", {"p": 1.75}),
+    ("md", {"p": 3.0, "normalized": False}),
+]
+
+
+def _lr(optimizer, lr=0.1):
+    """Polyak takes no lr (its step is (L - L*)/||g||^2); every other rule takes one."""
+    return None if optimizer == "polyak" else lr
+
+
+@pytest.mark.parametrize("optimizer,options", CASES)
+def test_batch_of_R_equals_R_single_runs(optimizer, options):
+    X, Z, y, v, W0 = _runs()
+    lr = _lr(optimizer)
+    spec = parse_optimizer(optimizer).with_options(**options)
+    batch = batched.train(X, Z, y, v, W0, optimizer=spec, lr=lr, steps=100).W
+    for r in range(4):
+        single = batched.train(X[r], Z[r], y[r], v[r], W0[r], optimizer=spec, lr=lr, steps=100).W[0]
+        # 1e-12: the issue's bar; reductions over a batch may sum in a different order than over one run
+        torch.testing.assert_close(batch[r], single, rtol=1e-12, atol=1e-12)
+
+
+def test_ngd_steps_have_exactly_the_asked_length_per_run():
+    X, Z, y, v, W0 = _runs()
+    lr = torch.tensor([0.1, 0.2, 0.3, 0.4])
+    one = batched.train(X, Z, y, v, W0, optimizer="ngd", lr=lr, steps=1).W
+    torch.testing.assert_close(torch.linalg.matrix_norm(one - W0), lr, rtol=1e-12, atol=0.0)
+
+
+def test_md_p2_equals_gd():
+    X, Z, y, v, W0 = _runs()
+    md = batched.train(X, Z, y, v, W0, optimizer="md:2,normalized=false", lr=0.3, steps=20).W
+    gd = batched.train(X, Z, y, v, W0, optimizer="gd", lr=0.3, steps=20).W
+    torch.testing.assert_close(md, gd, rtol=1e-12, atol=1e-14)
+
+
+def test_kq_and_diag_match_the_module_gradients():
+    from attnlab.data import TokenSelectionData
+    from attnlab.models import Diagonal, Factored
+
+    X, Z, y, v, _ = _runs(R=1)
+    data = TokenSelectionData(X[0], Z[0], y[0], v[0])
+    g = torch.Generator().manual_seed(1)
+    K0, Q0 = torch.randn(6, 7, generator=g), torch.randn(6, 7, generator=g)
+    res = batched.train(X, Z, y, v, param="KQ", optimizer="gd", lr=0.05, steps=3, K0=K0, Q0=Q0)
+    model = Factored(6, 7, K0=K0, Q0=Q0)
+    sgd = torch.optim.SGD(model.parameters(), lr=0.05)
+    for _ in range(3):
+        sgd.zero_grad()
+        model.loss(data).sum().backward()
+        sgd.step()
+    torch.testing.assert_close(res.W[0], model.W.detach(), rtol=1e-12, atol=1e-13)
+    xk, xq = torch.randn(6, generator=g), torch.randn(6, generator=g)
+    res = batched.train(X, Z, y, v, param="diag", optimizer="gd", lr=0.05, steps=3, xi_k0=xk, xi_q0=xq)
+    model = Diagonal(6, xi_k0=xk, xi_q0=xq)
+    sgd = torch.optim.SGD(model.parameters(), lr=0.05)
+    for _ in range(3):
+        sgd.zero_grad()
+        model.loss(data).sum().backward()
+        sgd.step()
+    torch.testing.assert_close(res.W[0], model.W.detach(), rtol=1e-12, atol=1e-13)
+
+
+def test_records_tidy_metrics():
+    X, Z, y, v, W0 = _runs()
+    res = batched.train(X, Z, y, v, W0, optimizer="ngd", lr=0.1, steps=10, record_every=5, W_ref=W0, bregman_p=2.0)
+    assert len(res.frame) == 4 * 3
+    assert {"run", "step", "loss", "grad_norm", "norm", "opt_softmax", "margin", "alignment", "bregman"} <= set(
+        res.frame.columns
+    )
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"lr": -1.0}, "lr"),
+        ({"optimizer": "md", "p": 1.0}, "p =="),
+        ({"optimizer": "ngd", "max_step": 0.0}, "max_step"),
+        ({"optimizer": "ngd", "momentum": 1.0}, "momentum"),
+        ({"optimizer": "gd", "p": 2.0}, "unknown option"),
+        ({"param": "KQ"}, "K0"),
+    ],
+)
+def test_bad_arguments_name_the_problem(kwargs, match):
+    X, Z, y, v, W0 = _runs()
+    args = {"optimizer": "ngd", "lr": 0.1, "steps": 2, **kwargs}
+    with pytest.raises(ValidationError, match=match):
+        batched.train(X, Z, y, v, W0, **args)
+
+
+def test_polyak_refuses_an_lr_it_would_ignore():
+    X, Z, y, v, W0 = _runs()
+    with pytest.raises(ValidationError, match="polyak' takes no lr.*max_step"):
+        batched.train(X, Z, y, v, W0, optimizer="polyak", lr=1e-3, steps=2)
+
+
+def test_a_diverging_run_stops_alone_with_its_last_finite_iterate():
+    from attnlab.models.functional import attention_loss
+
+    X, Z, y, v, W0 = (t.double() for t in _runs())
+    # run 1 overflows: its first step puts W near 1e307, the logits at inf (an lr of 1e306 does not diverge: the
+    # log-domain loss stays finite and the gradient underflows)
+    lr = torch.tensor([0.1, 1.7e308, 0.1, 0.1], dtype=torch.float64)
+    res = batched.train(X, Z, y, v, W0, optimizer="gd", lr=lr, steps=50, record_every=1)
+    assert res.status == ["completed", "diverged", "completed", "completed"]
+    stop = res.last_step[1]
+    assert stop < 50
+    # the returned iterate of the diverged run has a finite loss, and it is the iterate of its last step
+    assert bool(torch.isfinite(attention_loss(X[1], Z[1], y[1], v[1], res.W[1])).all())
+    again = batched.train(X[1], Z[1], y[1], v[1], W0[1], optimizer="gd", lr=lr[1], steps=stop).W[0]
+    torch.testing.assert_close(res.W[1], again, rtol=0, atol=0)
+    # the other runs are exactly the runs trained without it
+    alone = batched.train(
+        X[[0, 2, 3]],
+        Z[[0, 2, 3]],
+        y[[0, 2, 3]],
+        v[[0, 2, 3]],
+        W0[[0, 2, 3]],
+        optimizer="gd",
+        lr=lr[[0, 2, 3]],
+        steps=50,
+    ).W
+    torch.testing.assert_close(res.W[[0, 2, 3]], alone, rtol=1e-12, atol=1e-14)
+    rows = res.frame[res.frame["run"] == 1]
+    assert rows["step"].max() == stop and bool(rows["loss"].notna().all()) and bool((rows["loss"] < float("inf")).all())
+
+
+def _reference_W_loop(X, Z, y, v, W0, optimizer, lr, steps, momentum=0.0, max_step=None):
+    """Plain per-run loop from the spec on W itself (loss_gradients, no kernel, no log-domain step sizes)."""
+    from attnlab.losses import log_mean_loss
+    from attnlab.models.functional import loss_gradients, token_scores
+
+    W, m = W0.clone(), torch.zeros_like(W0)
+    l_star = log_mean_loss(token_scores(X, y, v).amax(dim=-1), "exp").exp()
+    for _ in range(steps):
+        grad, _, log_risk = loss_gradients(X, Z, y, v, W, "exp")
+        g = grad.value()
+        norm = torch.linalg.matrix_norm(g)
+        m = momentum * m + g
+        if optimizer == "gd":
+            eta = lr
+        elif optimizer == "ngd":
+            eta = lr / norm if max_step is None else min(lr / norm, max_step)
+        else:  # spec ngd A3: min((L - L*) / ||g||^2, cap)
+            eta = min((log_risk.exp() - l_star) / norm**2, max_step)
+        W = W - eta * m
+    return W
+
+
+@pytest.mark.parametrize(
+    "optimizer,options",
+    [
+        ("gd", {}),
+        ("ngd", {}),
+        ("ngd", {"max_step": 0.5}),
+        ("ngd", {"momentum": 0.9, "max_step": 10.0}),
+        ("polyak", {"max_step": 10.0}),
+    ],
+)
+def test_kernel_coefficients_path_equals_steps_on_W(optimizer, options):
+    # d = 12 >= sqrt(n) T: train moves the nT kernel coefficients, not W; it must follow the same iterates
+    X, Z, y, v, W0 = _runs(R=3, n=5, T=3, d=12, seed=7)
+    spec = parse_optimizer(optimizer).with_options(**options)
+    res = batched.train(X, Z, y, v, W0, optimizer=spec, lr=_lr(optimizer), steps=60)
+    for r in range(3):
+        ref = _reference_W_loop(X[r], Z[r], y[r], v[r], W0[r], optimizer, 0.1, 60, **options)
+        # 1e-11: 60 steps of rounding, logits updated rather than recomputed; a wrong step is off by ~1e-2
+        torch.testing.assert_close(res.W[r], ref, rtol=1e-11, atol=1e-12)
+
+
+def test_kernel_path_batch_equals_single_runs_and_shared_data():
+    X, Z, y, v, W0 = _runs(R=4, n=5, T=3, d=12, seed=8)
+    batch = batched.train(X, Z, y, v, W0, optimizer="ngd", lr=0.1, steps=100).W
+    for r in range(4):
+        single = batched.train(X[r], Z[r], y[r], v[r], W0[r], optimizer="ngd", lr=0.1, steps=100).W[0]
+        torch.testing.assert_close(batch[r], single, rtol=1e-12, atol=1e-12)  # 1e-12: the issue's bar
+    # one data set, R initialisations: one shared kernel, same runs as with the data repeated per run
+    shared = batched.train(X[0], Z[0], y[0], v[0], W0, optimizer="ngd", lr=0.1, steps=100).W
+    repeated = batched.train(
+        X[:1].expand(4, -1, -1, -1).clone(),
+        Z[:1].expand(4, -1, -1).clone(),
+        y[:1].expand(4, -1).clone(),
+        v[:1].expand(4, -1).clone(),
+        W0,
+        optimizer="ngd",
+        lr=0.1,
+        steps=100,
+    ).W
+    torch.testing.assert_close(shared, repeated, rtol=1e-12, atol=1e-12)
+
+
+def test_kernel_path_ngd_step_has_the_asked_length_and_records():
+    X, Z, y, v, W0 = _runs(R=4, n=5, T=3, d=12, seed=9)
+    lr = torch.tensor([0.1, 0.2, 0.3, 0.4])
+    one = batched.train(X, Z, y, v, W0, optimizer="ngd", lr=lr, steps=1).W
+    # ||W_1 - W_0|| comes out of the kernel form u^T K u; 1e-12 relative
+    torch.testing.assert_close(torch.linalg.matrix_norm(one - W0), lr, rtol=1e-12, atol=0.0)
+    res = batched.train(X, Z, y, v, W0, optimizer="ngd", lr=0.1, steps=10, record_every=5, W_ref=W0)
+    assert len(res.frame) == 4 * 3 and bool((res.frame["loss"].diff().dropna() != 0).any())
+
+
+def test_normalized_md_on_kq_normalises_each_tensor_by_its_own_dual_norm():
+    # documented: K and Q are normalised separately (the official code's per-tensor ||G||_q + eps), so with p = 2 each
+    # of K and Q moves by exactly lr in Frobenius norm (a joint normalisation would move (K, Q) by lr together)
+    X, Z, y, v, _ = (t.double() for t in _runs(R=1))
+    g = torch.Generator().manual_seed(3)
+    K0, Q0 = torch.randn(6, 4, generator=g, dtype=torch.float64), torch.randn(6, 4, generator=g, dtype=torch.float64)
+    one = batched.train(X, Z, y, v, param="KQ", optimizer="md:2,eps=0", lr=0.1, steps=1, K0=K0, Q0=Q0)
+    for name, start in (("K", K0), ("Q", Q0)):
+        moved = torch.linalg.matrix_norm(one.params[name][0] - start)
+        torch.testing.assert_close(moved, torch.tensor(0.1, dtype=torch.float64), rtol=1e-12, atol=0.0)
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        ({"y": "zero-one"}, r"y must hold only -1 and \+1, found \[0.0\]"),
+        ({"y": "two"}, r"y must hold only -1 and \+1, found \[-2.0, 2.0\]"),
+        ({"X": "one-token"}, "X has 1 entries along axis 'T', needs at least 2"),
+        ({"optimizer": "polyak", "optimal_loss": float("nan")}, "optimal_loss has 1 non-finite"),
+        ({"optimizer": "polyak", "optimal_loss": -1.0}, "optimal_loss == -1.0, must be finite and >= 0"),
+        ({"train_head": "no"}, "train_head == 'no', must be a bool"),
+        ({"keep_iterates": 1}, "keep_iterates == 1, must be a bool"),
+        ({"select": [0.0, 1.0, 2.0, 0.0, 1.0]}, "select must be 5 integer token indices .* got dtype float64"),
+        ({"select": [0, 1, 2, 0]}, r"select must be 5 integer token indices .* got shape \(4,\)"),
+        ({"select": [0, 1, 2, 0, 4]}, r"select holds indices outside \[0, 3\]"),
+        ({"optimizer": "md", "p": 3.0, "normalized": 1}, "normalized == 1, must be a bool"),
+    ],
+)
+def test_refuses_what_the_rest_refuses(change, match):
+    X, Z, y, v, W0 = _runs(R=2)
+    change = dict(change)
+    y = {None: y, "zero-one": (y + 1) / 2, "two": 2 * y}[change.pop("y", None)]
+    if change.pop("X", None):
+        X = X[:, :, :1]
+    optimizer = change.pop("optimizer", "ngd")
+    lr = None if optimizer == "polyak" else 0.1
+    with pytest.raises(ValidationError, match=match):
+        batched.train(X, Z, y, v, W0, optimizer=optimizer, lr=lr, steps=2, **change)
+
+
+def test_integers_of_any_integral_type_are_accepted():
+    import numpy as np
+
+    X, Z, y, v, W0 = _runs(R=2)
+    a = batched.train(
+        X, Z, y, v, W0, steps=np.int64(3), record_every=np.int32(1), select=torch.zeros(2, 5, dtype=torch.int32)
+    )
+    b = batched.train(X, Z, y, v, W0, steps=3, record_every=1, select=torch.zeros(2, 5, dtype=torch.int64))
+    assert torch.equal(a.W, b.W) and a.frame.equals(b.frame)
+
+
+def test_inputs_are_copied_not_aliased():
+    X, Z, y, v, W0 = (t.double() for t in _runs(R=2))
+    run = batched.train(X, Z, y, v, W0, steps=0)
+    W0.add_(1.0)  # the caller's array changes after the call: the run's does not
+    assert not torch.equal(run.W, W0)
+
+
+def test_progress_none_shows_a_bar_only_on_a_terminal_and_a_non_bool_is_refused(capsys):
+    """progress=None is what an experiment's RunContext passes (a bar only on a terminal): it must run, silently here."""
+    X, Z, y, v, W0 = _runs()
+    quiet = batched.train(X, Z, y, v, W0, optimizer="ngd", lr=0.1, steps=3, progress=False).W
+    auto = batched.train(X, Z, y, v, W0, optimizer="ngd", lr=0.1, steps=3, progress=None).W
+    torch.testing.assert_close(auto, quiet, rtol=0, atol=0)
+    assert capsys.readouterr().err == ""  # pytest's stderr is not a terminal
+    with pytest.raises(ValidationError, match="progress == 'yes', must be a bool"):
+        batched.train(X, Z, y, v, W0, optimizer="ngd", lr=0.1, steps=3, progress="yes")

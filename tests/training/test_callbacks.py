@@ -1,0 +1,120 @@
+"""The callback protocol every loop reports to: records per run, early stopping, progress bars, the frame builder."""
+
+import pandas as pd
+import pytest
+import torch
+
+import attnlab as al
+from attnlab._validation import ValidationError
+from attnlab.training import batched
+from attnlab.training.callbacks import (
+    Callback,
+    CallbackList,
+    EarlyStop,
+    ProgressBar,
+    Record,
+    default_progress,
+    tidy_frame,
+)
+
+
+def _data():
+    return al.data.example1(n=3, T=3, d=6, seed=0)
+
+
+class _Log(Callback):
+    def __init__(self):
+        self.starts, self.steps, self.records, self.ends = [], [], [], []
+
+    def on_start(self, steps):
+        self.starts.append(steps)
+
+    def on_step(self, step):
+        self.steps.append(step)
+
+    def on_record(self, record):
+        self.records.append(record)
+
+    def on_end(self, record):
+        self.ends.append(record.step)
+
+
+def test_every_hook_is_called_with_the_recorded_rows_and_state():
+    data, log = _data(), _Log()
+    model = al.models.Combined(data.d)
+    al.train(model, al.optim.NormalizedGD(model.parameters(), lr=0.1), data, steps=6, record_every=3, callbacks=[log])
+    assert log.starts == [6] and log.steps == list(range(1, 7)) and log.ends == [6]
+    assert [r.step for r in log.records] == [0, 3, 6]
+    rows = log.records[-1].rows
+    assert list(rows["run"]) == [0] and list(rows["step"]) == [6] and {"loss", "grad_norm", "norm"} <= set(rows)
+    assert log.records[-1].state["W"].shape == (1, data.d, data.d)  # read-only view, runs axis first
+
+
+def test_a_plain_function_is_a_callback_and_early_stop_ends_every_front_door():
+    data = _data()
+    seen = []
+    res = batched.train(
+        data.X,
+        data.Z,
+        data.y,
+        data.v,
+        None,
+        optimizer="ngd",
+        lr=0.5,
+        steps=500,
+        record_every=1,
+        callbacks=[lambda r: seen.append(r.step), EarlyStop("opt_softmax", 0.9, mode="above")],
+    )
+    stop = seen[-1]
+    assert stop < 500 and res.status == ["stopped"] and res.last_step == [stop]
+    assert float(res.frame["opt_softmax"].iloc[-1]) > 0.9 >= float(res.frame["opt_softmax"].iloc[-2])
+    flow = al.flow.gradient_flow(
+        al.models.Combined(data.d),
+        data,
+        step=0.5,
+        steps=500,
+        record_every=1,
+        callbacks=[EarlyStop("loss", float(res.frame["loss"].iloc[-1]))],
+    )
+    assert int(flow.path["step"][-1]) < 500
+
+
+def test_early_stop_on_a_column_that_is_not_recorded_says_which_are():
+    stop = EarlyStop("alignment", 0.5)
+    with pytest.raises(KeyError, match="recorded columns.*loss"):
+        stop.on_record(Record(0, 1, pd.DataFrame({"run": [0], "step": [0], "loss": [1.0]})))
+
+
+def test_bars_show_only_on_a_terminal_by_default(capsys):
+    assert default_progress() is False  # pytest captures stderr: not a terminal
+    bar = ProgressBar()
+    bar.on_start(5)
+    assert bar.bar.disable
+    bar.on_end(None)
+    forced = ProgressBar(show=True)
+    forced.on_start(5)
+    assert not forced.bar.disable
+    forced.on_end(None)
+
+
+def test_a_callback_must_be_a_callable():
+    with pytest.raises(TypeError, match="Callback objects or functions"):
+        CallbackList([3])
+
+
+def test_tidy_frame_puts_run_and_step_first_and_accepts_tensors():
+    frame = tidy_frame({"loss": torch.tensor([0.5, 0.25]), "run": [0, 1]}, step=4)
+    assert frame.columns.tolist() == ["run", "step", "loss"] and frame["step"].tolist() == [4, 4]
+
+
+def test_device_cpu_is_accepted_and_missing_cuda_is_refused_by_name():
+    data = _data()
+    cpu = batched.train(data.X, data.Z, data.y, data.v, None, optimizer="ngd", steps=3, device="cpu").W
+    default = batched.train(data.X, data.Z, data.y, data.v, None, optimizer="ngd", steps=3).W
+    torch.testing.assert_close(cpu, default, rtol=0, atol=0)
+    if torch.cuda.is_available():  # the same program on the GPU (float64 kernels may sum in another order)
+        cuda = batched.train(data.X, data.Z, data.y, data.v, None, optimizer="ngd", steps=3, device="cuda").W
+        torch.testing.assert_close(cuda.cpu(), default, rtol=1e-12, atol=1e-12)
+    else:
+        with pytest.raises(ValidationError, match="CUDA is not available"):
+            batched.train(data.X, data.Z, data.y, data.v, None, optimizer="ngd", steps=3, device="cuda")
