@@ -319,6 +319,71 @@ def explain(
         raise ValidationError(f"data must be a TokenSelectionData, got {type(data).__name__}")
     train_head = check_bool("train_head", train_head)
     linear = head is None
+    data, training_head, sets = _training_data(data, select, head, train_head)
+    check_in("param", param, PARAMETRIZATIONS)
+    if param == "diag" and data.d_q != data.d:
+        raise ValidationError(
+            f"param='diag' trains a square diagonal W, but the queries have width d_q = {data.d_q} and the tokens "
+            f"d = {data.d} (cross-attention); use param='W' or 'KQ'"
+        )
+    spec, lr = _optimizer(opt, lr)
+    p = _potential(spec)  # the mirror map's p: Bregman divergences
+    family = () if spec.entry.family is None else spec.entry.family(dict(spec.options))  # its own norms' SVMs
+    check_in("loss", loss, LOSSES)
+    steps = check_scalar("steps", steps, kind=int, low=1)
+    check_scalar("direction_tol", direction_tol, low=0.0, low_inclusive=False)
+    if lr is not None:
+        check_scalar("lr", lr, low=0.0, low_inclusive=False)
+    check_scalar("init_scale", init_scale, low=0.0, low_inclusive=False)
+    seed = check_scalar("seed", seed, kind=int, low=0)
+    record_every = max(1, steps // 100) if record_every is None else record_every
+    record_every = check_scalar("record_every", record_every, kind=int, low=1)
+    d_e = data.d if d_e is None else d_e
+    d_e = check_scalar("d_e", d_e, kind=int, low=1)
+
+    if linear and not train_head:
+        _refuse_ties(data)
+    if not train_head:  # a trained head's candidates exist only after training
+        svms, skipped = _candidates(data, family, max_selections, solver, sets, linear)
+    init = _initial(param, data.d, data.d_q, d_e, init_scale, seed)
+    run = _train(data, training_head, init, param, spec, lr, loss, steps, record_every, train_head)
+    if train_head:  # the candidates of the trained head (implicit-bias-ngd §8.11)
+        data = data.with_(v=run.params["v"][0])
+        svms, skipped = _candidates(data, family, max_selections, solver, sets, linear)
+    attended = _attended(data, run.W[0], svms, skipped, solver)
+    if sets is not None:
+        try:  # multi-token §3.3: W_fin + R W_dir, R fitted to the trained W
+            svms["equivalence"] = svm_equivalence(data, run.W[0], sets, "fro", solver=solver)
+        except InfeasibleProgramError as err:
+            skipped.append(f"equivalence: infeasible ({str(err).split(';')[0]})")
+    path = run.iterates["W"][:, 0]  # (S, d, d) at the recorded steps, the rows of run.frame in order
+    trajectory = _trajectory(run.frame, path, svms, p)
+    table = _table(svms, trajectory[trajectory["step"] == steps].set_index("candidate"), p, attended)
+    nearest = str(table.loc[table["one_minus_cos"].idxmin(), "candidate"])
+    converged, verdict = _verdict(table, path, run.iterates["step"], nearest, direction_tol)
+    closest = nearest if converged else None
+    table["closest"] = table["candidate"] == closest
+    figure = _figure(trajectory, table, param, str(spec))
+    return Explanation(
+        table=table,
+        trajectory=trajectory,
+        closest=closest,
+        figure=figure,
+        skipped=skipped,
+        W=run.W[0],
+        converged=converged,
+        nearest=nearest,
+        verdict=verdict,
+        v=run.params["v"][0] if train_head else None,
+    )
+
+
+def _training_data(
+    data: TokenSelectionData, select: object, head: Head | torch.nn.Module | None, train_head: bool
+) -> tuple[TokenSelectionData, Any, torch.Tensor | None]:
+    """The data :func:`explain` trains on (``select`` and a zero head to train stored), the head it trains with, and
+    the token sets (``(n, T)``, multi-token §2; None for one token per sequence); refuses a head it cannot use."""
+    linear = head is None
     if train_head and not linear:
         raise ValidationError("train_head=True trains a linear head v; a nonlinear head= is fixed: pass one of them")
     if train_head and data.v is None:
@@ -334,42 +399,46 @@ def explain(
             "(n, T) mask or n lists of indices, e.g. attnlab.data.sets_from_probabilities of a trained softmax) or "
             "store it in data.select"
         )
-    check_in("param", param, PARAMETRIZATIONS)
-    if param == "diag" and data.d_q != data.d:
-        raise ValidationError(
-            f"param='diag' trains a square diagonal W, but the queries have width d_q = {data.d_q} and the tokens "
-            f"d = {data.d} (cross-attention); use param='W' or 'KQ'"
-        )
+    return data, training_head, sets
+
+
+def _optimizer(opt: str | OptimizerSpec, lr: float | None) -> tuple[OptimizerSpec, float | None]:
+    """The parsed optimizer and the step size left to pass; Polyak's deprecated ``lr`` cap becomes ``max_step``."""
     spec = OptimizerSpec.parse(opt)
     if spec.name == "polyak" and lr is not None:
-        warnings.warn(
-            f"lr as Polyak's cap is deprecated; write 'polyak:max_step={lr}'", DeprecationWarning, stacklevel=2
+        warnings.warn(  # stacklevel 3: the caller of explain
+            f"lr as Polyak's cap is deprecated; write 'polyak:max_step={lr}'", DeprecationWarning, stacklevel=3
         )
         spec, lr = spec.with_options(max_step=lr), None
-    p = _potential(spec)  # the mirror map's p: Bregman divergences
-    family = () if spec.entry.family is None else spec.entry.family(dict(spec.options))  # its own norms' SVMs
-    check_in("loss", loss, LOSSES)
-    steps = check_scalar("steps", steps, kind=int, low=1)
-    check_scalar("direction_tol", direction_tol, low=0.0, low_inclusive=False)
-    if lr is not None:
-        check_scalar("lr", lr, low=0.0, low_inclusive=False)
-    check_scalar("init_scale", init_scale, low=0.0, low_inclusive=False)
-    seed = check_scalar("seed", seed, kind=int, low=0)
-    record_every = max(1, steps // 100) if record_every is None else record_every
-    record_every = check_scalar("record_every", record_every, kind=int, low=1)
-    d_e = data.d if d_e is None else d_e
-    d_e = check_scalar("d_e", d_e, kind=int, low=1)
+    return spec, lr
 
-    gamma = token_scores(data.X, data.y, data.v) if linear and not train_head else None
-    if gamma is not None and bool((gamma.amax(dim=-1) == gamma.amin(dim=-1)).all()):
+
+def _refuse_ties(data: TokenSelectionData) -> None:
+    """Refuse data whose fixed linear head scores every token of every sequence alike: no gradient, no SVM."""
+    gamma = token_scores(data.X, data.y, data.v)
+    if bool((gamma.amax(dim=-1) == gamma.amin(dim=-1)).all()):
         raise ValidationError(
             "every token ties in every sequence (the head v gives all tokens one score, e.g. v = 0): the gradient is "
             "zero, training cannot move and no SVM can be named; pass data whose head separates the tokens, or "
             "train the head with train_head=True"
         )
-    if not train_head:  # a trained head's candidates exist only after training
-        svms, skipped = _candidates(data, family, max_selections, solver, sets, linear)
-    init = _initial(param, data.d, data.d_q, d_e, init_scale, seed)
+
+
+def _train(
+    data: TokenSelectionData,
+    training_head: Any,
+    init: dict[str, torch.Tensor],
+    param: str,
+    spec: OptimizerSpec,
+    lr: float | None,
+    loss: str,
+    steps: int,
+    record_every: int,
+    train_head: bool,
+) -> Any:
+    """The one run of :func:`attnlab.training.batched.train` that keeps its iterates; refuses a diverged run and one
+    whose gradient is zero throughout (explain names no SVM for either)."""
+    init = dict(init)
     run = batched_train(
         data.X,
         data.Z,
@@ -391,23 +460,17 @@ def explain(
             f"training diverged: the loss became non-finite after step {run.last_step[0]} with opt={str(spec)!r}, "
             f"lr={lr}; no SVM is named for a diverged run. Lower lr (or use ngd or a capped polyak)"
         )
-    frame = run.frame
-    if not bool((frame["grad_norm"] > 0).any()):
+    if not bool((run.frame["grad_norm"] > 0).any()):
         raise ValidationError(
             "the gradient is zero at every recorded step (every token ties: the head v scores all tokens alike, "
             "e.g. v = 0), so training cannot move and no SVM is named; pass data whose head separates the tokens"
         )
-    if train_head:  # the candidates of the trained head (implicit-bias-ngd §8.11)
-        data = data.with_(v=run.params["v"][0])
-        svms, skipped = _candidates(data, family, max_selections, solver, sets, linear)
-    attended = _attended(data, run.W[0], svms, skipped, solver)
-    if sets is not None:
-        try:  # multi-token §3.3: W_fin + R W_dir, R fitted to the trained W
-            svms["equivalence"] = svm_equivalence(data, run.W[0], sets, "fro", solver=solver)
-        except InfeasibleProgramError as err:
-            skipped.append(f"equivalence: infeasible ({str(err).split(';')[0]})")
-    names = list(svms)
-    path = run.iterates["W"][:, 0]  # (S, d, d) at the recorded steps, the rows of frame in order
+    return run
+
+
+def _trajectory(frame: pd.DataFrame, path: torch.Tensor, svms: dict[str, Any], p: float | None) -> pd.DataFrame:
+    """Each candidate's ``1 - cos`` (and Bregman divergence for a mirror map, ``p``) at every recorded iterate of
+    ``path`` (``(S, d, d_q)``, the rows of ``frame`` in order), one block of rows per candidate."""
     trajectory = pd.concat(
         [
             frame[["step", "loss", "norm"]].assign(
@@ -415,13 +478,19 @@ def explain(
                 alignment=cosine(path, svms[c].W).numpy(),  # spec ngd §5: corr(W_t, W_c)
                 **({"bregman": directional_bregman(svms[c].W, path, p).numpy()} if p is not None else {}),  # md §3
             )
-            for c in names
+            for c in svms
         ],
         ignore_index=True,
     )
     trajectory["one_minus_cos"] = 1.0 - trajectory["alignment"]
-    final = trajectory[trajectory["step"] == steps].set_index("candidate")
-    table = pd.DataFrame(
+    return trajectory
+
+
+def _table(svms: dict[str, Any], final: pd.DataFrame, p: float | None, attended: str | None) -> pd.DataFrame:
+    """One row per candidate: its norm, selection, final ``1 - cos`` and Bregman divergence (``final``: the last
+    step's rows of the trajectory, indexed by candidate) and whether it is the attended selection's."""
+    names = list(svms)
+    return pd.DataFrame(
         {
             "candidate": names,
             "norm": [str(getattr(svms[c], "norm", "fro")) for c in names],
@@ -430,23 +499,6 @@ def explain(
             "bregman": [float(final.at[c, "bregman"]) if p is not None else math.nan for c in names],
             "attended": [c == attended for c in names],
         }
-    )
-    nearest = str(table.loc[table["one_minus_cos"].idxmin(), "candidate"])
-    converged, verdict = _verdict(table, path, run.iterates["step"], nearest, direction_tol)
-    closest = nearest if converged else None
-    table["closest"] = table["candidate"] == closest
-    figure = _figure(trajectory, table, param, str(spec))
-    return Explanation(
-        table=table,
-        trajectory=trajectory,
-        closest=closest,
-        figure=figure,
-        skipped=skipped,
-        W=run.W[0],
-        converged=converged,
-        nearest=nearest,
-        verdict=verdict,
-        v=run.params["v"][0] if train_head else None,
     )
 
 

@@ -13,9 +13,9 @@ from attnlab.verify import make_config
 def test_quick_run_writes_outputs_and_passes_its_check(tmp_path):
     record = run_experiment("steepest-descent.norms", quick=True, out=tmp_path, progress=False)
     checks = record.checks
-    failed = checks[~checks["passed"] & (checks["kind"] == "theory")]  # the Adam row is an observation
+    failed = checks[~checks["passed"] & (checks["kind"] == "theory")]  # the Adam row is a remark of ours
     assert failed.empty, failed[["claim", "predicted", "measured", "tolerance"]].to_string()
-    assert list(checks["kind"]) == ["theory", "observation"]
+    assert list(checks["kind"]) == ["theory", "exploration"]  # no paper's observation: counted apart
     assert checks["result"].iloc[0] == "001:Ext-SD"
     frame = pd.read_parquet(tmp_path / "trajectory.parquet")
     assert {"rule", "svm", "run", "step", "one_minus_cos"} <= set(frame.columns)

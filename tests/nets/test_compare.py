@@ -48,18 +48,18 @@ def test_comparison_tables_cover_every_optimizer_and_seed(tmp_path):
     assert set(result.entries["optimizer"]) == {"init", "sgd", MD}
     assert len(result.entries) == 3 * 3 * 8 * 8  # (init + 2 optimizers) x (k, q, v) x dim x dim
     assert set(result.attention["sample"]) == {0, 1}
-    names = sorted(p.name.rsplit("-", 1)[0] for p in tmp_path.iterdir())  # <optimizer>-seed<seed>-<config hash>.pt
-    assert names == ["md_1.1_normalized_false-seed0", "md_1.1_normalized_false-seed1", "sgd-seed0", "sgd-seed1"]
-    again = _run(1, tmp_path)  # every checkpoint is finished: nothing retrains, the tables come back
+    names = [p.name for p in tmp_path.iterdir()]  # one worker: one stack, runs-<hash of its config and trials>.pt
+    assert len(names) == 1 and names[0].startswith("runs-")
+    again = _run(1, tmp_path)  # the checkpoint is finished: nothing retrains, the tables come back
     columns = [c for c in result.frame.columns if c != "seconds"]
     pd.testing.assert_frame_equal(result.frame[columns], again.frame[columns])
-    assert len(list(tmp_path.iterdir())) == 4
+    assert len(list(tmp_path.iterdir())) == 1
 
 
 def test_a_changed_config_does_not_resume_another_configs_checkpoints(tmp_path):
     first = _run(1, tmp_path)
     other = _run(1, tmp_path, config=dataclasses.replace(CONFIG, dim=12))
-    assert len(list(tmp_path.iterdir())) == 8  # new trials, new checkpoints
+    assert len(list(tmp_path.iterdir())) == 2  # a new stack, a new checkpoint
     fresh = _run(1, None, config=dataclasses.replace(CONFIG, dim=12))
     columns = [c for c in first.frame.columns if c != "seconds"]
     pd.testing.assert_frame_equal(other.frame[columns], fresh.frame[columns])
@@ -71,12 +71,38 @@ class TinyComparison(ComparisonConfig):
 
 
 def test_a_configs_compare_trains_its_own_optimizers_rates_and_seeds(tmp_path):
-    config = TinyComparison(optimizers=("sgd", MD), lrs=(0.3, 0.05), seeds=2, epochs=1, batch_size=256, workers=1)
+    config = TinyComparison(
+        optimizers=("sgd", MD), lrs=(0.3, 0.05), tune_epochs=0, seeds=2, epochs=1, batch_size=256, workers=1
+    )
     result = config.compare(build_digits_vit, checkpoint_dir=tmp_path)
     want = _run(1)  # the same trials through compare_optimizers, named one by one
     columns = [c for c in want.frame.columns if c != "seconds"]
     pd.testing.assert_frame_equal(result.frame[columns], want.frame[columns])
-    assert sorted(set(result.frame["seed"])) == [0, 1] and len(list(tmp_path.iterdir())) == 4
+    assert sorted(set(result.frame["seed"])) == [0, 1] and len(list(tmp_path.iterdir())) == 1
+    assert result.tuning.empty  # the rates were given
+
+
+def test_a_tuned_comparison_trains_every_optimizer_at_the_rate_it_won(tmp_path):
+    config = TinyComparison(
+        optimizers=("sgd", MD),
+        lrs=(1.0, 1.0),  # not used: the rates are tuned
+        lr_grids=((1e-4, 0.3), (1e-4, 0.05)),
+        tied_lrs=(),
+        tune_epochs=1,
+        seeds=2,
+        epochs=1,
+        batch_size=256,
+    )
+    result = config.compare(build_digits_vit, checkpoint_dir=tmp_path)
+    chosen = result.tuning[result.tuning["chosen"]].set_index("optimizer")["lr"]
+    assert set(result.tuning["optimizer"]) == {"sgd", MD} and len(result.tuning) == 4
+    for name, lr in chosen.items():
+        assert set(result.frame[result.frame["optimizer"] == name]["lr"]) == {lr}
+    want = _run(1)  # what compare_optimizers trains at those rates
+    columns = [c for c in want.frame.columns if c != "seconds"]
+    assert tuple(chosen[["sgd", MD]]) == (0.3, 0.05)
+    pd.testing.assert_frame_equal(result.frame[columns], want.frame[columns])
+    assert list(result.sparsity.columns[:2]) == ["optimizer", "seed"] and len(result.sparsity) == 4
 
 
 @pytest.mark.slow
@@ -106,6 +132,10 @@ def test_compare_needs_one_lr_per_optimizer():
         ({"workers": 0}, "workers"),
         ({"probes": 0}, "probes"),
         ({"seed": -1}, "seed"),
+        ({"tune_epochs": -1}, "tune_epochs"),
+        ({"tune_seeds": 0}, "tune_seeds"),
+        ({"validation_fraction": 1.0}, "validation_fraction"),
+        ({"lr_grids": ((0.1,),), "tune_epochs": 1}, "give one grid per optimizer"),
     ],
 )
 def test_comparison_config_names_the_field_it_rejects(change, message):

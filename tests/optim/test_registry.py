@@ -14,6 +14,7 @@ import torch
 from click.testing import CliRunner
 
 import attnlab as al
+import attnlab.tasks  # noqa: F401  (registers the batched-train sweep task, as a user's script must)
 from attnlab import batched
 from attnlab._validation import ValidationError
 from attnlab.cli import main

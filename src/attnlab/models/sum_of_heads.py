@@ -12,7 +12,7 @@ on ``W`` is normalised jointly over the heads, and every rule, recorder and metr
 Gradient: with ``gamma_{h,it} = y_i v_h^T x_it`` and the shared margin ``y_i f(X_i)``, the derivative in each
 head's logits is ``dL/ds_{h,it} = -(|l'_i| / n) phi_{h,it} c_{h,it}`` (the single-head formula of implicit-bias-ngd
 §3.1 per head, one loss derivative per sequence for all heads). It is computed by
-:func:`~attnlab.models.functional.logit_derivatives` with the ``H n`` (head, sequence) pairs as samples (each
+:func:`~attnlab.models.logit_derivatives.logit_derivatives` with the ``H n`` (head, sequence) pairs as samples (each
 sequence's margin repeated per head), so it stays exact in the log domain after the softmax saturates, with one
 scale per run.
 """

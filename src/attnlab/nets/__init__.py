@@ -17,7 +17,10 @@ from attnlab.nets.compare import Comparison, ComparisonConfig, Setup, Trial, com
 from attnlab.nets.encoder import Encoder, EncoderBlock, SelfAttention, attention_weights
 from attnlab.nets.optimizers import make_optimizer, optimizer_kind, parse_optimizer
 from attnlab.nets.probes import first_token_attention, hoyer_sparsity, projection_entries
+from attnlab.nets.stacked import fit_stacked
 from attnlab.nets.text_encoder import TextEncoder
+from attnlab.nets.trials import train_trials
+from attnlab.nets.tuning import tune_rates
 from attnlab.nets.vit import ViT
 
 __all__ = [
@@ -36,10 +39,13 @@ __all__ = [
     "evaluate",
     "first_token_attention",
     "fit_classifier",
+    "fit_stacked",
     "hoyer_sparsity",
     "layer_norms",
     "make_optimizer",
     "optimizer_kind",
     "parse_optimizer",
     "projection_entries",
+    "train_trials",
+    "tune_rates",
 ]

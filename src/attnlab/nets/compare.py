@@ -1,82 +1,31 @@
 """Train one task under several optimizers and seeds, gather tidy tables of everything the figures show, and
-summarise them per optimizer.
+summarise them per optimizer; with a config, each optimizer's rate is first tuned on a declared grid.
 
 Spec: implicit-bias-ngd §9 fig. 1, 4, 6, 7 (SGD, SNGD, SPS, Adam: training loss per epoch, layer-norm growth);
 mirror-descent-lp §9 E4-E5 (l_p-MD, p = 1.1, 2, 3: test accuracy, K/Q/V entry histograms, attention maps).
 
-Each (optimizer, seed) trial builds its model and data afresh from ``build(config, seed)``, trains with
-:func:`~attnlab.nets.fit_classifier` on one CPU thread (small models run faster on one thread, and two workers then use two cores), and
-checkpoints every epoch, so an interrupted comparison resumes where it stopped.
+Each (optimizer, seed) trial builds its model and data from ``build(config, seed)``; the trials train stacked
+(:func:`~attnlab.nets.trials.train_trials`, one vmapped step for all of them) on one CPU thread per worker, and
+checkpoint every epoch, so an interrupted comparison resumes where it stopped.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import multiprocessing
-import re
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import torch
-from torch import nn
 
-from attnlab._io import config_hash
 from attnlab._validation import ValidationError, check_scalar
-from attnlab.nets.classifier import fit_classifier
-from attnlab.nets.datasets.split import Split
-from attnlab.nets.optimizers import make_optimizer
-from attnlab.nets.probes import first_token_attention, hoyer_sparsity, projection_entries
-from attnlab.optim import OptimizerSpec, parse_optimizer
+from attnlab.nets.probes import hoyer_sparsity
+from attnlab.nets.trials import Setup, Trial, train_trials
+from attnlab.nets.tuning import check_grids, tune_rates
+from attnlab.optim import parse_optimizer
 
 __all__ = ["Comparison", "ComparisonConfig", "Setup", "Trial", "compare_optimizers", "summary_table"]
-
-
-@dataclass
-class Setup:
-    """What ``build(config, seed)`` returns for one trial.
-
-    Attributes
-    ----------
-    model : nn.Module
-        Freshly initialised from ``seed``; has ``attention(inputs)`` for the attention maps.
-    data : Split
-    metrics : mapping of str to callable
-        Extra per-epoch metrics for :func:`~attnlab.nets.fit_classifier`: functions of its state ``{"model",
-        "epoch"}`` (:class:`attnlab.metrics.Metric`).
-    probe_inputs : torch.Tensor, shape (k, ...)
-        A few test inputs whose first-token attention is recorded.
-    """
-
-    model: nn.Module
-    data: Split
-    metrics: Mapping[str, Callable[[Mapping[str, Any]], Any]] = field(default_factory=dict)
-    probe_inputs: torch.Tensor | None = None
-
-
-@dataclass(frozen=True)
-class Trial:
-    """One training run: an optimizer name, its learning rate, and a seed.
-
-    Parameters
-    ----------
-    optimizer : str
-        An optimizer string of the registry (:func:`attnlab.optim.parse_optimizer`), e.g.
-        ``"md:1.1,normalized=false"``.
-    lr : float
-        Its rate: its step size ``lr``, or for an optimizer without one (Polyak, ``"sps"``) its cap ``max_step``,
-        the SPS threshold the papers tune (implicit-bias-ngd A8); unless the string sets it.
-    seed : int
-        Seeds the model's initialisation and the mini-batch order.
-    """
-
-    optimizer: str
-    lr: float
-    seed: int
 
 
 @dataclass(frozen=True)
@@ -84,15 +33,28 @@ class ComparisonConfig:
     """The settings every optimizer comparison shares; a task's config inherits them and adds its data and model.
 
     The defaults are the real experiments' (``real.digits-vit``, ``real.text``): the optimizers of
-    implicit-bias-ngd §9 and mirror-descent-lp §9 E4-E5 at rates of our own.
+    implicit-bias-ngd §9 and mirror-descent-lp §9 E4-E5 with their rate grids; each trains at its rate in ``lrs``
+    unless ``tune_epochs > 0``, which first tunes each rate on its grid (the experiments do).
 
     Attributes
     ----------
     optimizers : tuple of str
         Optimizer strings of the registry (:func:`attnlab.optim.parse_optimizer`).
     lrs : tuple of float
-        One per optimizer; for "sps" the cap on the Polyak step, for "sngd" the step length. Tuned by a short
-        sweep on seed 0 (see docs/experiments/real.md); "md:2,normalized=false" shares SGD's rate so that the two must agree.
+        One rate per optimizer (see :class:`~attnlab.nets.Trial`), used as given when ``tune_epochs`` is 0.
+    lr_grids : tuple of tuple of float
+        One grid per optimizer, searched when ``tune_epochs > 0`` (:func:`~attnlab.nets.tuning.tune_rates`); an
+        empty grid for an optimizer that ``tied_lrs`` ties to another.
+    tied_lrs : tuple of (str, str)
+        ``(optimizer, other)``: the optimizer is not tuned and takes ``other``'s rate ("md:2,normalized=false" is
+        SGD, so it takes SGD's rate and the two must agree step for step).
+    tune_epochs : int
+        Epochs of each tuning run; 0 skips tuning and trains at ``lrs``.
+    tune_seeds : int
+        Seeds of each tuning cell, ``seed, seed + 1, ...``.
+    validation_fraction : float
+        Share of the training set held out to score the tuning runs (they train on the rest); the test set is
+        never seen while tuning.
     sngd_cap : float
         Cap on SNGD's step size lr / ||g|| (implicit-bias-ngd A8).
     sps_c : float
@@ -100,11 +62,12 @@ class ComparisonConfig:
     seeds : int
         Runs per optimizer; run seeds are ``seed, seed + 1, ...``.
     seed : int
-        Seeds the data and the first run.
+        Seeds the data, the validation split and the first run.
     epochs, batch_size : int
         Passes over the training set, and examples per mini-batch.
     workers : int
-        Worker processes (one CPU thread each); 2 uses both cores of the reference machine.
+        Stacks trained in parallel processes (one CPU thread each); 1 trains every run in one stack in this
+        process, which is fastest when other work keeps the other core busy (a reproduction's pool).
     probes : int
         Test inputs whose first-token attention maps are drawn.
     """
@@ -119,13 +82,26 @@ class ComparisonConfig:
         "md:3,normalized=false",
     )
     lrs: tuple[float, ...] = (0.3, 0.2, 1.0, 1e-3, 0.05, 0.3, 1e-2)
+    lr_grids: tuple[tuple[float, ...], ...] = (
+        (0.003, 0.01, 0.03, 0.1, 0.3, 1.0),
+        (0.02, 0.05, 0.1, 0.2, 0.5, 1.0),
+        (0.1, 0.3, 1.0, 3.0, 10.0),
+        (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2),
+        (0.003, 0.01, 0.03, 0.1, 0.3),
+        (),
+        (1e-3, 3e-3, 1e-2, 3e-2, 0.1),
+    )
+    tied_lrs: tuple[tuple[str, str], ...] = (("md:2,normalized=false", "sgd"),)
+    tune_epochs: int = 0
+    tune_seeds: int = 1
+    validation_fraction: float = 0.2
     sngd_cap: float = 1.0
     sps_c: float = 0.5
     seeds: int = 5
     seed: int = 0
     epochs: int = 20  # 30 before the checks review (--set epochs=30): the full reproduction's budget (docs)
     batch_size: int = 32
-    workers: int = 2
+    workers: int = 1
     probes: int = 4
 
     def __post_init__(self) -> None:
@@ -139,9 +115,20 @@ class ComparisonConfig:
             check_scalar("lrs", lr, low=0.0, low_inclusive=False)
         check_scalar("sngd_cap", self.sngd_cap, low=0.0, low_inclusive=False)
         check_scalar("sps_c", self.sps_c, low=0.0, low_inclusive=False)
-        for name in ("seeds", "epochs", "batch_size", "workers", "probes"):
+        for name in ("seeds", "epochs", "batch_size", "workers", "probes", "tune_seeds"):
             check_scalar(name, getattr(self, name), kind=int, low=1)
         check_scalar("seed", self.seed, kind=int, low=0)
+        check_scalar("tune_epochs", self.tune_epochs, kind=int, low=0)
+        check_scalar(
+            "validation_fraction",
+            self.validation_fraction,
+            low=0.0,
+            high=1.0,
+            low_inclusive=False,
+            high_inclusive=False,
+        )
+        if self.tune_epochs:
+            check_grids(self.optimizers, self.lr_grids, self.tied_lrs)
 
     def compare(
         self,
@@ -150,37 +137,52 @@ class ComparisonConfig:
         checkpoint_dir: str | Path | None = None,
         bar: Callable[..., Any] | None = None,
     ) -> Comparison:
-        """Every optimizer of this config (each with its lr), for ``seeds`` seeds from ``seed``.
+        """Tune every optimizer's rate on its grid (unless ``tune_epochs`` is 0), then train every optimizer at its
+        rate for ``seeds`` seeds from ``seed``.
 
-        :func:`compare_optimizers` with this config's settings; ``build(self, seed)`` builds each trial.
+        :func:`~attnlab.nets.tuning.tune_rates` then :func:`compare_optimizers` with this config's settings;
+        ``build(self, seed)`` builds each trial.
 
         Parameters
         ----------
         build : callable
             ``build(config, seed) -> Setup``, a module-level function (it is sent to worker processes).
         checkpoint_dir : path, optional
-            Folder of per-trial checkpoints, resumed when the config is unchanged.
+            Folder of per-stack checkpoints, resumed when the config is unchanged.
         bar : callable, optional
-            ``bar(iterable, total=..., desc=...)`` progress bar over trials.
+            ``bar(iterable, total=..., desc=...)`` progress bar over stacks.
 
         Returns
         -------
         Comparison
+            With the tuning table in ``tuning`` (empty without tuning).
         """
-        return compare_optimizers(
-            build,
-            self,
-            self.optimizers,
-            self.lrs,
-            [self.seed + i for i in range(self.seeds)],
-            epochs=self.epochs,
-            batch_size=self.batch_size,
-            sngd_cap=self.sngd_cap,
-            sps_c=self.sps_c,
-            workers=self.workers,
-            checkpoint_dir=checkpoint_dir,
-            bar=bar,
+        options = {
+            "batch_size": self.batch_size,
+            "sngd_cap": self.sngd_cap,
+            "sps_c": self.sps_c,
+            "workers": self.workers,
+            "checkpoint_dir": checkpoint_dir,
+            "bar": bar,
+        }
+        lrs, tuning = self.lrs, pd.DataFrame()
+        if self.tune_epochs:
+            lrs, tuning = tune_rates(
+                build,
+                self,
+                self.optimizers,
+                self.lr_grids,
+                self.tied_lrs,
+                [self.seed + i for i in range(self.tune_seeds)],
+                epochs=self.tune_epochs,
+                validation=(self.validation_fraction, self.seed),
+                **options,
+            )
+        comparison = compare_optimizers(
+            build, self, self.optimizers, lrs, [self.seed + i for i in range(self.seeds)], epochs=self.epochs, **options
         )
+        comparison.tuning = tuning
+        return comparison
 
 
 @dataclass
@@ -199,77 +201,21 @@ class Comparison:
     attention : pandas.DataFrame
         First-token attention of the first seed on the probe inputs: ``optimizer`` ("init" before training),
         ``sample``, ``token``, ``weight``.
+    sparsity : pandas.DataFrame
+        One row per (optimizer, seed): Hoyer sparsity of all K/Q/V entries at init (``qkv_hoyer_init``), at the end
+        (``qkv_hoyer``) and of their change (``qkv_hoyer_change``), and the change's norm relative to the initial
+        entries' (``qkv_change_ratio``).
+    tuning : pandas.DataFrame
+        The tuning of the rates (:func:`~attnlab.nets.tuning.tune_rates`), one row per (optimizer, rate); empty
+        when the rates were given.
     """
 
     frame: pd.DataFrame
     norms: pd.DataFrame
     entries: pd.DataFrame
     attention: pd.DataFrame
-
-
-def _attention_rows(model: nn.Module, inputs: torch.Tensor, label: str) -> pd.DataFrame:
-    weights = first_token_attention(model, inputs).double()  # (k, T)
-    k, T = weights.shape
-    return pd.DataFrame(
-        {
-            "optimizer": label,
-            "sample": torch.arange(k).repeat_interleave(T).numpy(),
-            "token": torch.arange(T).repeat(k).numpy(),
-            "weight": weights.flatten().numpy(),
-        }
-    )
-
-
-def _rated(trial: Trial) -> OptimizerSpec:
-    """The trial's optimizer with its rate set: ``lr``, or ``max_step`` for an optimizer without a step size (SPS's
-    threshold, implicit-bias-ngd A8), unless the string sets it."""
-    spec = parse_optimizer(trial.optimizer)
-    rate = "lr" if spec.entry.takes_lr else "max_step"
-    return spec if spec.get(rate) is not None else spec.with_options(**{rate: trial.lr})
-
-
-def _run_trial(
-    build: Callable[[Any, int], Setup],
-    config: Any,
-    trial: Trial,
-    probe: bool,
-    options: dict[str, Any],
-    checkpoint_dir: Path | None,
-) -> dict[str, pd.DataFrame]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # restored below: the caller's setting is left as it was
-    try:
-        setup = build(config, trial.seed)
-        out = {}
-        if probe:
-            out["init_entries"] = projection_entries(setup.model).assign(optimizer="init")
-            out["init_attention"] = _attention_rows(setup.model, setup.probe_inputs, "init")
-        optimizer = make_optimizer(
-            _rated(trial), setup.model.parameters(), sngd_cap=options["sngd_cap"], sps_c=options["sps_c"]
-        )
-        # the name carries a hash of everything that shapes the trial: a checkpoint of another config is never resumed
-        key = config_hash({"config": dataclasses.asdict(config), "trial": dataclasses.asdict(trial), **options})
-        stem = re.sub(r"[^\w.-]+", "_", trial.optimizer)  # "md:1.1,normalized=false" -> "md_1.1_normalized_false"
-        checkpoint = None if checkpoint_dir is None else checkpoint_dir / f"{stem}-seed{trial.seed}-{key}.pt"
-        history = fit_classifier(
-            setup.model,
-            optimizer,
-            setup.data,
-            epochs=options["epochs"],
-            batch_size=options["batch_size"],
-            seed=trial.seed,
-            checkpoint=checkpoint,
-            metrics=setup.metrics,
-        )
-        labels = {"optimizer": trial.optimizer, "lr": trial.lr, "seed": trial.seed, "diverged": not history.ok}
-        out["frame"] = history.frame.drop(columns="run").assign(**labels)
-        out["norms"] = history.norms.assign(optimizer=trial.optimizer, seed=trial.seed)
-        if probe:
-            out["entries"] = projection_entries(setup.model).assign(optimizer=trial.optimizer)
-            out["attention"] = _attention_rows(setup.model, setup.probe_inputs, trial.optimizer)
-        return out
-    finally:
-        torch.set_num_threads(threads)
+    sparsity: pd.DataFrame = field(default_factory=pd.DataFrame)
+    tuning: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def compare_optimizers(
@@ -305,13 +251,13 @@ def compare_optimizers(
     sngd_cap : float, optional
     sps_c : float, default=0.5
     workers : int, default=1
-        1 trains in this process; more trains in that many spawned processes, one CPU thread each.
+        1 trains every trial as one stack in this process; more cut them into that many stacks, each in a
+        spawned process with one CPU thread (:func:`~attnlab.nets.trials.train_trials`).
     checkpoint_dir : path, optional
-        Folder of per-trial checkpoints (``<optimizer>-seed<seed>-<hash of config, lr and options>.pt``, the
-        optimizer's characters other than letters, digits, ``.`` and ``-`` written ``_``); existing
-        ones are resumed, and a changed config starts afresh instead of resuming another config's trial.
+        Folder of per-stack checkpoints (``runs-<hash of config, trials and options>.pt``); existing ones are
+        resumed, and a changed config starts afresh instead of resuming another config's runs.
     bar : callable, optional
-        ``bar(iterable, total=..., desc=...)`` progress bar over trials (``RunContext.bar``).
+        ``bar(iterable, total=..., desc=...)`` progress bar over the stacks (``RunContext.bar``).
 
     Returns
     -------
@@ -325,24 +271,21 @@ def compare_optimizers(
         parse_optimizer(name)
     if not seeds:
         raise ValidationError("seeds is empty; pass at least one seed")
-    check_scalar("workers", workers, kind=int, low=1)
-    directory = None if checkpoint_dir is None else Path(checkpoint_dir)
-    if directory is not None:
-        directory.mkdir(parents=True, exist_ok=True)
-    options = {"epochs": epochs, "batch_size": batch_size, "sngd_cap": sngd_cap, "sps_c": sps_c}
     trials = [Trial(name, float(lr), int(seed)) for seed in seeds for name, lr in zip(optimizers, lrs)]
-    probes = [trial.seed == seeds[0] for trial in trials]
-    tasks = [
-        partial(_run_trial, build, config, trial, probe, options, directory) for trial, probe in zip(trials, probes)
-    ]
-    wrap = bar if bar is not None else (lambda iterable, **_: iterable)
-    if workers == 1:
-        results = [task() for task in wrap(tasks, total=len(tasks), desc="trials")]
-    else:
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-            futures = [pool.submit(task) for task in tasks]
-            results = [future.result() for future in wrap(futures, total=len(futures), desc="trials")]
-    first_init = next(r for r, probe in zip(results, probes) if probe)
+    results = train_trials(
+        build,
+        config,
+        trials,
+        epochs=epochs,
+        batch_size=batch_size,
+        sngd_cap=sngd_cap,
+        sps_c=sps_c,
+        workers=workers,
+        checkpoint_dir=checkpoint_dir,
+        bar=bar,
+        probe_seed=int(seeds[0]),
+    )
+    first_init = next(r for r in results if "init_entries" in r)
 
     def gather(key: str) -> pd.DataFrame:
         return pd.concat([r[key] for r in results if key in r], ignore_index=True)
@@ -352,6 +295,7 @@ def compare_optimizers(
         norms=gather("norms"),
         entries=pd.concat([first_init["init_entries"], gather("entries")], ignore_index=True),
         attention=pd.concat([first_init["init_attention"], gather("attention")], ignore_index=True),
+        sparsity=gather("sparsity"),
     )
 
 

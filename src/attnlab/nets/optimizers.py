@@ -14,7 +14,7 @@ import torch
 
 from attnlab.optim import OptimizerSpec
 
-__all__ = ["KINDS", "make_optimizer", "optimizer_kind", "parse_optimizer"]
+__all__ = ["KINDS", "harness_spec", "make_optimizer", "optimizer_kind", "parse_optimizer"]
 
 #: The real-data papers' names of the registry's optimizers (the others keep their own).
 KINDS = ("sgd", "sngd", "sps", "adam", "md")
@@ -112,7 +112,27 @@ def make_optimizer(
     ValidationError
         When ``name`` does not parse, or ``lr`` is given to an optimizer without one or set twice.
     """
+    return harness_spec(name, sngd_cap=sngd_cap, sps_c=sps_c).build(params, lr=lr)
+
+
+def harness_spec(
+    name: str | OptimizerSpec, *, sngd_cap: float | None = None, sps_c: float | None = None
+) -> OptimizerSpec:
+    """The optimizer ``name`` with the real-data harness's defaults: SNGD's cap and SPS's constant, unless it sets them.
+
+    Parameters
+    ----------
+    name : str or OptimizerSpec
+        An optimizer string of the registry.
+    sngd_cap, sps_c : float, optional
+        As for :func:`make_optimizer`.
+
+    Returns
+    -------
+    OptimizerSpec
+        What :func:`make_optimizer` builds (``spec.build(params, lr=...)``); ``spec.rule(names, lr=...)`` gives the
+        same update for stacked runs, ``lr`` a per-run tensor where the runs' rates differ.
+    """
     spec = OptimizerSpec.parse(name)
     extra = {"max_step": sngd_cap} if spec.name == "ngd" else {"c": sps_c} if spec.name == "polyak" else {}
-    spec = spec.with_options(**{k: v for k, v in extra.items() if v is not None and spec.get(k) is None})
-    return spec.build(params, lr=lr)
+    return spec.with_options(**{k: v for k, v in extra.items() if v is not None and spec.get(k) is None})

@@ -95,7 +95,7 @@ def logit_weights(
     ``dL/ds_il = (l'_i / n) sigma_il c_il`` with ``c_il = sum_tau sigma_i tau (gamma_il - gamma_i tau)``, so
     ``grad_W L = sum_il (dL/ds_il) x_il z_i^T`` -- the same weights as in
     :func:`attnlab.models.functional.loss_gradients` (both come from
-    :func:`attnlab.models.functional.logit_derivatives`). Under Assumption 2 the weight is positive on every
+    :func:`attnlab.models.logit_derivatives.logit_derivatives`). Under Assumption 2 the weight is positive on every
     non-selected token (raising a wrong token's logit raises the loss), hence ``phi >= 0`` there.
     """
     logits = attention_logits(X, W, Z).movedim(-1, 0).contiguous()  # token-first, as logit_derivatives takes them

@@ -9,7 +9,9 @@ fail. :func:`run_experiment` runs any experiment (the project's named ones, thro
 - :mod:`attnlab.verify.check`: :class:`Check`, one row of ``checks.csv``, and its counts;
 - :mod:`attnlab.verify.compare`: the helpers that build rows from numbers (close, bounds, ordering, slopes, rate
   shapes, observations) and write the tolerance from what they test;
-- :mod:`attnlab.verify.claim`: :class:`Claim` and :class:`Falsifier`;
+- :mod:`attnlab.verify.fits`: the least-squares slopes (plain and weighted) behind the slope rows;
+- :mod:`attnlab.verify.claim`: :class:`Claim`;
+- :mod:`attnlab.verify.falsifier`: :class:`Falsifier`, a wrong mechanism patched in by name;
 - :mod:`attnlab.verify.reading`: :class:`Reading` (how a claim is read, fixed before it runs), :class:`Revision`
   (an old reading kept with its outcome) and :class:`Finding` (a theorem row our runs contradict, investigated);
 - :mod:`attnlab.verify.lock`: the lock of readings, a digest per claim, which a reading may not leave silently;

@@ -24,7 +24,14 @@ def test_quick_digits_vit_writes_tables_checks_and_figures(tmp_path):
     checks = record.checks
     assert record.passed, checks.to_string()  # every optimizer learns, no run diverges, l_2-MD is SGD
     properties = checks[checks["kind"] == "property"]  # no theorem speaks of a ViT: our code's properties
-    assert len(properties) == len(config.optimizers) + 2
+    assert len(properties) == 2 * len(config.optimizers) + 2  # learns (mean, every seed) per optimizer; 2 more
+    tuning = pd.read_parquet(tmp_path / "tuning.parquet")  # every rate searched on its declared grid
+    chosen = tuning[tuning["chosen"]].set_index("optimizer")["lr"]
+    assert summary.set_index("optimizer")["lr"].to_dict() == chosen.to_dict()
+    for name, grid in zip(config.optimizers, config.lr_grids):
+        assert sorted(tuning.loc[tuning["optimizer"] == name, "lr"]) == sorted(grid or [chosen["sgd"]])
+    revisions = checks[checks["kind"] == "revision"]  # the untuned readings, as they were recorded
+    assert len(revisions) == 3 and revisions["measured"].str.startswith("quick: pass").all()
     assert "l_2 mirror descent is SGD" in " ".join(properties["claim"]) and "theory" not in set(checks["kind"])
     assert (summary["test_accuracy_mean"] >= 0.4).all(), summary  # a clear margin over the majority rate (~0.12)
     observations = checks[checks["kind"] == "observation"]

@@ -14,11 +14,13 @@ def test_paper_checks_state_each_claim_with_its_outcome():
         for c in paper_checks(comparison, summary_table(comparison), chance=0.75, language=False, test_size=10000)
     }
     rule = "learns: mean final test accuracy exceeds the majority-class rate by 3 binomial standard errors"
-    learns = checks[f"sgd {rule}"]
+    learns = checks[f"sgd (lr 0.1) {rule}"]  # each row names the rate its optimizer trained at
     assert learns.passed and learns.kind == "property"  # sgd 0.91 > 0.75 + 3 * 0.0043
     assert learns.predicted == ">= 0.76299"  # 0.75 + 3 sqrt(0.75 * 0.25 / 10000)
-    sngd = checks[f"sngd {rule}"]
+    sngd = checks[f"sngd (lr 0.2) {rule}"]
     assert not sngd.passed and sngd.kind == "property"  # 0.71: an optimizer that does not learn fails the run
+    every = "learns on every seed: the lowest final test accuracy over seeds exceeds the majority-class rate by 3"
+    assert checks[f"sgd (lr 0.1) {every} binomial standard errors"].measured == pytest.approx(0.9)  # seeds 0.9, 0.92
     finite = checks["no run diverges: every mini-batch loss is finite (runs that diverged)"]
     assert finite.passed and finite.kind == "property" and finite.tolerance == "0 of 8"  # 4 optimizers x 2 seeds
     same = checks["l_2 mirror descent is SGD: same training loss at the same lr (max relative gap)"]
@@ -53,3 +55,15 @@ def test_a_diverged_run_fails_the_finite_loss_check():
     checks = paper_checks(comparison, summary_table(comparison), chance=0.5, language=True, test_size=10000)
     finite = next(c for c in checks if c.claim.startswith("no run diverges"))
     assert not finite.passed and finite.measured == 1
+
+
+def test_a_seed_left_at_chance_fails_its_optimizer_even_when_the_mean_passes():
+    comparison = hand_made_comparison()
+    frame = comparison.frame
+    stuck = (frame["optimizer"] == "sgd") & (frame["seed"] == 1) & (frame["epoch"] == 1)
+    frame.loc[stuck, "test_accuracy"] = 0.75  # at the majority rate: a setup defect, never an observation
+    checks = paper_checks(comparison, summary_table(comparison), chance=0.75, language=True, test_size=10000)
+    learns = next(c for c in checks if c.claim.startswith("sgd (lr 0.1) learns: mean"))
+    every = next(c for c in checks if c.claim.startswith("sgd (lr 0.1) learns on every seed"))
+    assert learns.passed and learns.measured == pytest.approx(0.825)  # the mean over seeds hides the stuck seed
+    assert not every.passed and every.measured == pytest.approx(0.75) and every.kind == "property"

@@ -38,6 +38,7 @@ def test_quick_text_on_an_aclimdb_folder(tmp_path, aclimdb_root):
         "imdb_root": str(aclimdb_root),
         "optimizers": ("sgd", "md:1.1,normalized=false"),
         "lrs": (0.1, 0.05),
+        "tune_epochs": 0,  # the rates as given: the tuning has its own tests
         "seeds": 1,
         "max_len": 12,
         "batch_size": 2,

@@ -1,4 +1,5 @@
-"""Experiments of the key/query nuclear-norm paper: X1-X5 (the paper itself has none), one module each.
+"""Experiments of the key/query nuclear-norm paper: X1-X5 (the paper itself has none), one module each (X2's claims
+in a module of their own, ``x2_claims``).
 
 Spec: docs/theory/kq-nuclear-norm.md §9 (proposed experiments X1-X5 [X]), §3 (flow, Lemma 4.1, closed form
 Lemma A.1), §4 (programs), §5 (assumptions), §7 (predictions 1-5). Every run follows the gradient flow through

@@ -23,20 +23,33 @@ def comparison_result(
     notes: list[str],
     grid: tuple[int, int] | None = None,
 ) -> ExperimentResult:
-    """The tables (trajectory, ``summary`` from :func:`summary_table`, layer norms, K/Q/V entries, attention) and
-    the four figures, each labelled with the defaults that are ours; ``grid`` lays image attention out as patches."""
+    """The tables (trajectory, ``summary`` from :func:`summary_table`, layer norms, K/Q/V entries, attention, and the
+    rate tuning when the rates were tuned) and the four figures, each labelled with the defaults that are ours;
+    ``grid`` lays image attention out as patches; a note says which rate each optimizer trained at."""
     figures = comparison_figures(comparison, grid)
     for figure in figures.values():
         label_ours(figure, config)
+    tables = {
+        "summary": summary,
+        "layer_norms": comparison.norms,
+        "qkv_entries": comparison.entries,
+        "attention": comparison.attention,
+    }
+    rates = ", ".join(f"{row.optimizer} {row.lr:g}" for row in summary.itertuples())
+    if comparison.tuning.empty:
+        rates = f"rates as given (config.lrs): {rates}"
+    else:
+        tables["tuning"] = comparison.tuning
+        grid_edge = sorted(comparison.tuning.loc[comparison.tuning["at_edge"], "optimizer"])
+        rates = (
+            f"rates tuned on the declared grids (config.lr_grids; {config.tune_epochs} epochs x {config.tune_seeds} "
+            f"seeds on a validation part {config.validation_fraction:g} of the training set; tuning.parquet): {rates}"
+            + (f"; at a grid edge: {', '.join(grid_edge)}" if grid_edge else "")
+        )
     return ExperimentResult(
         frame=comparison.frame,
         checks=checks,
         figures=figures,
-        tables={
-            "summary": summary,
-            "layer_norms": comparison.norms,
-            "qkv_entries": comparison.entries,
-            "attention": comparison.attention,
-        },
-        notes=notes + ["one CPU thread per run; runs spread over config.workers processes"],
+        tables=tables,
+        notes=[*notes, rates, "runs trained as vmapped stacks, one CPU thread each, over config.workers processes"],
     )

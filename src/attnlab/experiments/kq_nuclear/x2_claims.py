@@ -1,0 +1,383 @@
+"""X2's declared claims (kq-nuclear-norm §9 X2): the falsifiers, each claim's reading, and every revision of a
+reading with the outcome it had; :mod:`attnlab.experiments.kq_nuclear.x2` runs the experiment and builds the rows.
+
+Spec: kq-nuclear-norm §7.1 (Lemma 4.2), §7.2 (Theorem 4.1 and the l2 contrast of Section 4.2), §7.5 (approximate
+KKT at the ``1 / ln mu`` rate).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from attnlab.experiments.kq_nuclear.common import (
+    SOURCE,
+    beta_as_kq,
+    factor_not_trained,
+    k_gradient_halved,
+    kq_as_beta,
+    l2_penalty,
+    step_scaled_by_size,
+)
+from attnlab.verify import Claim, Reading, Revision
+
+__all__ = ["CLOSER_L1", "CLOSER_L2", "DIVERGES", "FALSIFIERS", "KKT_RATE", "L1_OPTIMUM", "L2_OPTIMUM", "PATTERN"]
+
+# the falsifiers patch the models where run_x2 looks them up (attnlab.experiments.kq_nuclear.x2)
+KQ_AS_BETA, BETA_AS_KQ = kq_as_beta("x2"), beta_as_kq("x2")
+K_FROZEN, SIZE_SCALED = factor_not_trained("x2"), step_scaled_by_size("x2", "DiagonalW")
+K_HALVED, PENALTY = k_gradient_halved("x2"), l2_penalty()
+FALSIFIERS = (K_FROZEN, SIZE_SCALED, K_HALVED, PENALTY, KQ_AS_BETA, BETA_AS_KQ)
+# the contrast of the paper's Section 4.2 is cited from earlier work (GD on W tends to the Frobenius SVM): ours to
+# check, not one of this paper's numbered results
+_THM41, _SEC42 = "003:Thm4.1", "003:Ext-Sec4.2"
+_DATA = ("n", "T", "d", "gap", "seed")
+_LIMIT_SIZES = (*_DATA, "omegas", "step", "steps")
+_RATE_SIZES = (*_DATA, "omegas", "step", "steps", "record_every")
+_LAST = "the last step"
+_EACH_OMEGA = (
+    "each omega0 of omegas (one row each), initialisation (5), the one scores_equal data set of the config's seed"
+)
+_BETA_RUN = "beta = diag(W) trained directly from beta(0) = 0, on the same data set"
+_FINITE_REL = "(ours: the gap left after a finite arc length; the theorem gives the limit, no rate, §10)"
+
+
+def _sizes(step: float, steps: int, record_every: int | None = None, **rtol: float) -> dict:
+    """Old values of X2's size fields whose quick value differed (the full values never changed)."""
+    full = {"n": 2, "T": 3, "d": 8, "gap": 3.0, "seed": 0, "omegas": [1e-3, 1e-1, 1.0], "step": 0.04, "steps": 50000}
+    quick = {**full, "step": step, "steps": steps}
+    if record_every is not None:
+        full, quick = {**full, "record_every": 250}, {**quick, "record_every": record_every}
+    for name, (f, q) in rtol.items():
+        full, quick = {**full, name: f}, {**quick, name: q}
+    return {k: {"full": full[k], "quick": quick[k]} for k in full}
+
+
+_CI_BUDGET = (
+    "the quick size changed for the CI budget with every experiment's (12fefa3: step 0.2 -> 0.3, steps 1500 -> 800); "
+    "the full size did not change"
+)
+_QUICK_1600 = (
+    "the quick run went from 800 to 1600 steps (02eeba0) so that omega0 = 1e-3 reaches the l1 zero pattern and "
+    "the approximate-KKT rate is tested at the quick size too; the full size did not change"
+)
+_L1_READING = Reading(
+    "||beta_hat||_1 of the K,Q run, beta_hat = diag(W) / mu(W), against the l1-SVM optimum (LP, "
+    "attention_svm(norm='l1-diag'))",
+    _LAST,
+    _EACH_OMEGA,
+    f"relative gap <= config.l1_rtol: 0.03 full, 0.05 quick {_FINITE_REL}",
+    sizes=(*_LIMIT_SIZES, "l1_rtol"),
+)
+L1_OPTIMUM = Claim(
+    "diagonal K,Q (omega0={omega:g}): ||beta_hat||_1 -> l1-SVM optimum (Thm 4.1)",
+    _THM41,
+    f"{SOURCE} §7.2, §9 X2",
+    (K_FROZEN.name, KQ_AS_BETA.name),
+    id="l1-optimum",
+    reading=_L1_READING,
+    revisions=(
+        Revision(
+            _L1_READING,
+            "2026-11-22",
+            _CI_BUDGET,
+            "pass: 0.8555, 0.8602, 0.8766 for omega0 = 1e-3, 0.1, 1 against 0.852232 (rel 0.05; recomputed at the "
+            "old sizes with the current code)",
+            "pass: 0.85243, 0.85515, 0.86387 (rel 0.03)",
+            sizes=_sizes(0.2, 1500, l1_rtol=(0.03, 0.05)),
+        ),
+        Revision(
+            _L1_READING,
+            "2026-11-25",
+            _QUICK_1600,
+            "pass: 0.85536, 0.86123, 0.88250 against 0.852232 (rel 0.05)",
+            "pass: 0.85243, 0.85515, 0.86387 (rel 0.03)",
+            sizes=_sizes(0.3, 800, l1_rtol=(0.03, 0.05)),
+        ),
+    ),
+)
+_CLOSER_L1_READING = Reading(
+    "max-entry distances |beta_hat - beta_l1|_inf and |beta_hat - beta_l2|_inf of the K,Q run to the l1- and "
+    "l2-SVM solutions",
+    _LAST,
+    _EACH_OMEGA,
+    "to l1 < to l2 strictly (the sign the theorem gives)",
+    sizes=_LIMIT_SIZES,
+)
+_OLD_CLOSER_L1 = "diagonal K,Q (omega0={omega:g}) is closer to the l1 than to the l2 solution"
+CLOSER_L1 = Claim(
+    "diagonal K,Q (omega0={omega:g}) is closer to the l1 than to the l2 solution (max-entry distance)",
+    _THM41,
+    f"{SOURCE} §7.2",
+    (K_FROZEN.name, KQ_AS_BETA.name),
+    id="closer-to-l1",
+    reading=_CLOSER_L1_READING,
+    revisions=(
+        Revision(
+            _CLOSER_L1_READING,
+            "2026-11-22",
+            _CI_BUDGET,
+            "pass: to l1 0.0038, 0.0357, 0.118 against to l2 0.357, 0.324, 0.242 (omega0 = 1e-3, 0.1, 1; recomputed "
+            "at the old sizes with the current code)",
+            "pass: to l1 0.0009, 0.0166, 0.0642 against to l2 0.359, 0.344, 0.296",
+            claim=_OLD_CLOSER_L1,
+            sizes=_sizes(0.2, 1500),
+        ),
+        Revision(
+            _CLOSER_L1_READING,
+            "2026-11-25",
+            _QUICK_1600,
+            "pass: to l1 0.0070, 0.0391, 0.124 against to l2 0.353, 0.321, 0.236",
+            "pass: to l1 0.0009, 0.0166, 0.0642 against to l2 0.359, 0.344, 0.296",
+            claim=_OLD_CLOSER_L1,
+            sizes=_sizes(0.3, 800),
+        ),
+    ),
+)
+_L2_READING = Reading(
+    "||beta_hat||_2 of beta trained directly against the diagonal l2-SVM optimum (diagonal_svm(p=2))",
+    _LAST,
+    _BETA_RUN,
+    f"relative gap <= config.l2_rtol: 1e-3 full, 0.002 quick {_FINITE_REL}",
+    sizes=(*_LIMIT_SIZES, "l2_rtol"),
+)
+_L2_OLD_READING = dataclasses.replace(
+    _L2_READING, tolerance=f"relative gap <= config.l2_rtol: 1e-3 full, 0.01 quick {_FINITE_REL}"
+)
+_OLD_L2 = "beta trained directly: ||beta_hat||_2 -> diagonal l2-SVM optimum"
+_L2_TIGHTER = (
+    "the quick tolerance was tightened from 0.01 to 0.002 (measured 2.8e-4) and the quick run went to 1600 steps "
+    "(02eeba0), in the falsifier audit; the full size did not change"
+)
+L2_OPTIMUM = Claim(
+    "beta trained directly: ||beta_hat||_2 -> diagonal l2-SVM optimum (Section 4.2)",
+    _SEC42,
+    f"{SOURCE} §7.2, §7.4",
+    (SIZE_SCALED.name, BETA_AS_KQ.name),
+    id="l2-optimum",
+    reading=_L2_READING,
+    revisions=(
+        Revision(
+            _L2_OLD_READING,
+            "2026-11-22",
+            _CI_BUDGET,
+            "pass: 0.414199 against 0.414013 (rel 0.01; recomputed at the old sizes with the current code)",
+            "pass: 0.414041 (rel 1e-3)",
+            claim=_OLD_L2,
+            sizes=_sizes(0.2, 1500, l2_rtol=(1e-3, 0.01)),
+        ),
+        Revision(
+            _L2_OLD_READING,
+            "2026-11-25",
+            _L2_TIGHTER,
+            "pass: 0.414245 against 0.414013 (rel 0.01)",
+            "pass: 0.414041 (rel 1e-3)",
+            claim=_OLD_L2,
+            sizes=_sizes(0.3, 800, l2_rtol=(1e-3, 0.01)),
+        ),
+    ),
+)
+_CLOSER_L2_READING = Reading(
+    "max-entry distances of beta trained directly to the l2- and l1-SVM solutions",
+    _LAST,
+    _BETA_RUN,
+    "to l2 < to l1 strictly (the sign the contrast gives)",
+    sizes=_LIMIT_SIZES,
+)
+_OLD_CLOSER_L2 = "beta trained directly is closer to the l2 than to the l1 solution"
+CLOSER_L2 = Claim(
+    "beta trained directly is closer to the l2 than to the l1 solution (max-entry distance; Section 4.2)",
+    _SEC42,
+    f"{SOURCE} §7.2",
+    (SIZE_SCALED.name, BETA_AS_KQ.name),
+    id="closer-to-l2",
+    reading=_CLOSER_L2_READING,
+    revisions=(
+        Revision(
+            _CLOSER_L2_READING,
+            "2026-11-22",
+            _CI_BUDGET,
+            "pass: to l2 0.00068 against to l1 0.360 (recomputed at the old sizes with the current code)",
+            "pass: to l2 0.00010 against to l1 0.360",
+            claim=_OLD_CLOSER_L2,
+            sizes=_sizes(0.2, 1500),
+        ),
+        Revision(
+            _CLOSER_L2_READING,
+            "2026-11-25",
+            _QUICK_1600,
+            "pass: to l2 0.00085 against to l1 0.360",
+            "pass: to l2 0.00010 against to l1 0.360",
+            claim=_OLD_CLOSER_L2,
+            sizes=_sizes(0.3, 800),
+        ),
+    ),
+)
+DIVERGES = Claim(
+    "diagonal K,Q (omega0={omega:g}): ||beta(t)|| -> infinity, at least like ln t (Lemma 4.2; exponent of ||beta|| "
+    "against ln t over the second half of the path)",
+    "003:Lem4.2",
+    f"{SOURCE} §3.1, §7.1",
+    PENALTY.name,
+    id="beta-diverges",
+    reading=Reading(
+        "fitted exponent a of ||beta(t)||_2 ~ c (ln t)^a (least squares of log ||beta|| on log ln t): beta = "
+        "diag(W) of the K,Q run, t the flow time the NGD path's clock accumulates (dt = step / ||grad L||)",
+        "the second half of the recorded steps",
+        _EACH_OMEGA,
+        "a >= 1 - tol, tol = 0.1: the lemma says ||beta|| -> infinity, read at the rate we derive (the loss gap "
+        "falls like 1 / t, so mu and ||beta|| grow like ln t: a = 1, spec §7.1); tol covers the ln ln t correction "
+        "over the window; a path that stalls at a finite minimiser has a -> 0",
+        {"tol": 0.1},
+        _RATE_SIZES,
+    ),
+)
+_RESIDUAL = (
+    "residual = max-entry distance of g = sum_il lambda_il B_il to the l1 subdifferential at beta_hat (entries "
+    "below zero_tol of the largest count as zero), lambda = phi / ln mu (phi integrated along the path)"
+)
+_SETTLED = (
+    "the records with mu > 1 from the arrival of the l1 solution's zero pattern on (held to the last record); the "
+    "second half of them"
+)
+PATTERN = Claim(
+    "hypothesis of the rate row: beta_hat has the l1 solution's zero pattern over >= 5 records at the end "
+    "(the residual's 1 / ln mu rate is measurable only then)",
+    _THM41,
+    f"{SOURCE} §7.5",
+    kind="property",
+    id="kkt-hypothesis",
+    reading=Reading(
+        "number of omega0 whose K,Q run has at least min_records records in the second half of the records that "
+        "hold the l1 solution's zero pattern (entries below zero_tol of the largest) to the end",
+        _SETTLED,
+        _EACH_OMEGA,
+        ">= 1 omega0, so that the rate row tests something",
+        {"zero_tol": 1e-2, "min_records": 5},
+        _RATE_SIZES,
+    ),
+)
+_KKT_SLOPE = Reading(
+    f"fitted slope of log residual on log ln mu; {_RESIDUAL}",
+    _SETTLED,
+    "each omega0 where that window has >= min_records records (the hypothesis row); all of them must pass",
+    "-1 +- tol at each, tol = 0.05 (ours: the lower-order terms of O(1/ln mu) over the fitted range of ln mu); "
+    "both sides, as check_slope's default computes it, though the row's text says 'slope <= -0.95'",
+    {"tol": 0.05, "zero_tol": 1e-2, "min_records": 5},
+    _RATE_SIZES,
+)
+_KKT_READING = Reading(
+    f"intercept a of the least-squares fit residual = a + b / ln mu: the residual's limit as mu -> infinity, "
+    f"read along the O(1 / ln mu) form the proof gives; {_RESIDUAL}",
+    _SETTLED,
+    "each omega0 where that window has >= min_records records (the hypothesis row); all of them must pass",
+    "|a| <= atol at each, atol = 0.05 (ours: 5% of the unit entries sign(beta_j) that the l1 subgradient must "
+    "match; a multiplier estimate off by a constant factor c leaves a = |c - 1| on the support)",
+    {"atol": 0.05, "zero_tol": 1e-2, "min_records": 5},
+    _RATE_SIZES,
+)
+_OLD_KKT_V5 = (
+    "approx. KKT: the stationarity residual of lambda = phi / ln mu -> 0 at least like 1 / ln mu (slope against "
+    "ln mu, second half of the records with the l1 zero pattern) for every omega0 where the hypothesis holds"
+)
+_OLD_KKT_V1 = "approximate KKT (omega0={omega:g}): stationarity residual of lambda = phi / ln mu decreases"
+_KKT_V1 = Reading(
+    f"{_RESIDUAL}, at the last record against the first record where it is defined (mu > 1)",
+    "the first and the last record with mu > 1",
+    _EACH_OMEGA,
+    "last < first (a decrease; the row's text said '-> 0 like 1/ln mu')",
+    {"zero_tol": 1e-2},
+    _RATE_SIZES,
+)
+_OLD_KKT_V3 = (
+    "approx. KKT (omega0={omega:g}): stationarity residual of lambda = phi / ln mu -> 0 at least like 1 / ln mu "
+    "(slope against ln mu, second half)"
+)
+_KKT_V3 = Reading(
+    f"fitted slope of log residual on log ln mu; {_RESIDUAL}",
+    "the second half of the records with mu > 1",
+    _EACH_OMEGA,
+    "slope <= -1 + 0.05 (ours: the lower-order terms of O(1/ln mu) over the fitted range of ln mu)",
+    {"tol": 0.05, "zero_tol": 1e-2},
+    _RATE_SIZES,
+)
+_OLD_KKT_V4 = (
+    "approx. KKT (omega0={omega:g}): stationarity residual of lambda = phi / ln mu -> 0 at least like 1 / ln mu "
+    "(slope against ln mu, second half of the records with the l1 zero pattern)"
+)
+_KKT_V4 = Reading(
+    f"fitted slope of log residual on log ln mu; {_RESIDUAL}",
+    _SETTLED,
+    "each omega0 where that window has >= 5 records; the others get a note and no row",
+    "slope <= -1 + 0.05 (ours: the lower-order terms of O(1/ln mu) over the fitted range of ln mu)",
+    {"tol": 0.05, "zero_tol": 1e-2, "min_records": 5},
+    _RATE_SIZES,
+)
+_KKT_V1_FULL = "pass at each omega0: 15.2 -> 4.36, 1.17 -> 0.352, 0.844 -> 0.168 (omega0 = 1e-3, 0.1, 1)"
+KKT_RATE = Claim(
+    "approx. KKT: the stationarity residual of lambda = phi / ln mu -> 0 (its fit a + b / ln mu over the second "
+    "half of the records with the l1 zero pattern has a = 0) for every omega0 where the hypothesis holds",
+    _THM41,
+    f"{SOURCE} §7.5",
+    K_HALVED.name,
+    id="kkt-rate",
+    reading=_KKT_READING,
+    revisions=(
+        Revision(
+            _KKT_V1,
+            "2026-11-22",
+            _CI_BUDGET,
+            "pass at each omega0: 68.0 -> 26.6, 1.39 -> 0.560, 0.845 -> 0.397 (omega0 = 1e-3, 0.1, 1; recomputed at "
+            "the old sizes with the current code)",
+            _KKT_V1_FULL,
+            claim=_OLD_KKT_V1,
+            sizes=_sizes(0.2, 1500, 50),
+        ),
+        Revision(
+            _KKT_V1,
+            "2026-11-25",
+            "'decreases' says nothing about the limit the lemma needs (a residual that stalls at 0.4 decreases "
+            "too): replaced by the 1 / ln mu rate the proof gives, in the checks review (b0fb727); the docs say the "
+            "decrease had itself replaced a small-value check that failed before the first commit (not in git)",
+            "pass at each omega0: 97.3 -> 41.5, 1.55 -> 0.687, 0.841 -> 0.396",
+            _KKT_V1_FULL,
+            claim=_OLD_KKT_V1,
+            sizes=_sizes(0.3, 800, 40),
+        ),
+        Revision(
+            _KKT_V3,
+            "2026-11-25",
+            "failed at full size for omega0 = 1 (slope -0.05): before the l1 zero pattern arrives the residual is a "
+            "plateau of an entry's sign mismatch, not the multipliers; the window moved to the records that hold "
+            "the pattern (9237f3b), re-read after this failure",
+            "pass: slopes -1.0001, -0.9905, -3.11 (omega0 = 1e-3, 0.1, 1)",
+            "fail: slopes -0.99998, -0.981, -0.052 (omega0 = 1: a plateau)",
+            claim=_OLD_KKT_V3,
+            sizes=_sizes(0.3, 800, 40),
+        ),
+        Revision(
+            _KKT_V4,
+            "2026-11-25",
+            "an omega0 without the pattern left a note and no row, so the quick run (800 steps, the pattern at no "
+            "omega0) tested nothing; in the falsifier audit (02eeba0) the hypothesis became its own property row, "
+            "one rate row covers the omega0 where it holds, and the quick run went to 1600 steps",
+            "vacuous: no row (the pattern at no omega0 after 800 steps; three notes)",
+            "pass: omega0 = 1e-3 slope -0.99998 over 100 records; notes for 0.1 and 1 (pattern not reached)",
+            claim=_OLD_KKT_V4,
+            sizes=_sizes(0.3, 800, 40),
+        ),
+        Revision(
+            _KKT_SLOPE,
+            "2026-11-28",
+            "no small wrong mechanism failed it at the quick size. With K's gradient halved the flow is the "
+            "balanced flow of a rescaled product, so phi / ln mu tends to sqrt(2) times the KKT multipliers and the "
+            "residual to sqrt(2) - 1 = 0.414, not 0; yet its slope over the quick window is -0.989 (passes), "
+            "because there the residual is dominated by its b / ln mu term (b ~ 400 at ln mu ~ 10.5). The theorem's "
+            "claim is the limit (the multipliers become a KKT certificate), so the new reading extrapolates the fit "
+            "a + b / ln mu to a; the slope is kept beside it. The row also computed -1 +- 0.05 on both sides while "
+            "its text said '<= -0.95'",
+            "pass: omega0 = 1e-3 slope -1.000 over 10 records (and -0.989 with K's gradient halved)",
+            "pass: omega0 = 1e-3 slope -0.99998 over 100 records",
+            claim=_OLD_KKT_V5,
+        ),
+    ),
+)

@@ -1,0 +1,340 @@
+"""Train many runs of one small classifier at once: their parameters stacked on a leading runs axis, one vmapped
+step for all of them.
+
+Spec: implicit-bias-ngd §4 A8 (SGD, SNGD, SPS, Adam on mini-batches) and §9; mirror-descent-lp §9 E4-E5 (l_p mirror
+descent on every parameter of a transformer).
+
+A run is a model (one architecture for all runs, each its own initial weights), an optimizer with its rate, and a
+seed (the mini-batch order). :func:`fit_stacked` does what :func:`~attnlab.nets.fit_classifier` does for each run,
+for R runs together: the R models' parameters become tensors of shape ``(R, ...)``
+(:func:`torch.func.stack_module_state`), and one forward and backward pass of :func:`torch.func.vmap` over
+:func:`torch.func.functional_call` gives every run its mini-batch loss and gradient (the runs do not interact: the
+gradient of the summed losses is each run's own gradient). On small models a step costs little more than one run's
+step, where R separate runs pay R times the per-step overhead of the framework.
+
+Each optimizer then updates its own runs (neighbouring runs that share an optimizer string are one group, a slice of
+the stack, their rates one per-run tensor; Polyak's cap, which takes no tensor, makes a group per rate). Every optimizer of attnlab's registry runs its update rule (:mod:`attnlab.optim.transforms`) with a runs
+axis, so gradient norms, Polyak step sizes, caps and Adam's moments are per run, never over the stack. Batched matrix products round differently from
+one run's, so a stacked run equals the same run trained alone up to float32 rounding, not to the bit.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.func import functional_call, stack_module_state, vmap
+
+from attnlab._io import atomic_write
+from attnlab._validation import ValidationError, check_scalar
+from attnlab.checkpoint import read_checkpoint
+from attnlab.nets.classifier import _epoch_row, layer_norms
+from attnlab.nets.datasets.split import Split
+from attnlab.nets.optimizers import harness_spec
+from attnlab.optim import OptimizerSpec
+from attnlab.optim.transforms import Rule, run_rule
+from attnlab.training.callbacks import callback_list
+from attnlab.training.result import COMPLETED, DIVERGED, TrainingResult
+
+__all__ = ["fit_stacked"]
+
+
+@dataclass
+class _Group:
+    """Runs that share an optimizer string (and, for an optimizer without a step size, a rate): the slice
+    ``start:stop`` of the stack; their rates enter the rule as one per-run tensor."""
+
+    start: int
+    stop: int
+    leaves: list[torch.Tensor]  # one (stop - start, ...) tensor per parameter, requires_grad
+    rule: Rule
+    state: list[Any] = field(default_factory=list)
+
+
+def _rated(name: str, lr: float) -> OptimizerSpec:
+    """The optimizer ``name`` with its rate set: ``lr``, or ``max_step`` for an optimizer without a step size (SPS's
+    threshold, implicit-bias-ngd A8), unless the string sets it."""
+    spec = OptimizerSpec.parse(name)
+    rate = "lr" if spec.entry.takes_lr else "max_step"
+    return spec if spec.get(rate) is not None else spec.with_options(**{rate: lr})
+
+
+def _rule(name: str, rates: list[float], names: list[str], sngd_cap: float | None, sps_c: float | None) -> Rule:
+    """The update rule of ``name`` for a group of runs at ``rates`` (one per run), with a runs axis."""
+    spec = harness_spec(name, sngd_cap=sngd_cap, sps_c=sps_c)
+    if not spec.entry.takes_lr or spec.get("lr") is not None:  # one rate for the group (see _groups)
+        return _rated(str(spec), rates[0]).rule(names, optimal_loss=0.0)  # L* = 0, as the class's default
+    lr = rates[0] if len(set(rates)) == 1 else torch.tensor(rates, dtype=torch.float64)  # one float: SGD to the bit
+    return spec.rule(names, lr=lr, optimal_loss=0.0)
+
+
+def _groups(
+    names: list[str],
+    stacked: list[torch.Tensor],
+    optimizers: Sequence[tuple[str, float]],
+    sngd_cap: float | None,
+    sps_c: float | None,
+) -> list[_Group]:
+    groups, start = [], 0
+    while start < len(optimizers):
+        name, lr = optimizers[start]
+        one_rate = not OptimizerSpec.parse(name).entry.takes_lr  # Polyak's cap is a float: a group per rate
+        stop = start
+        while stop < len(optimizers) and optimizers[stop][0] == name and (not one_rate or optimizers[stop][1] == lr):
+            stop += 1
+        leaves = [p[start:stop].detach().clone().requires_grad_(True) for p in stacked]
+        rule = _rule(name, [r for _, r in optimizers[start:stop]], names, sngd_cap, sps_c)
+        groups.append(_Group(start, stop, leaves, rule, rule.init([p.detach() for p in leaves])))
+        start = stop
+    return groups
+
+
+def _step(groups: list[_Group], losses: torch.Tensor) -> None:
+    """Each group's update from the gradients in its leaves' ``.grad``, per run."""
+    for g in groups:
+        params = [p.detach() for p in g.leaves]
+        log_risk = losses[g.start : g.stop].detach().to(torch.float64).log()  # Polyak/SPS: each run's batch loss
+        new, g.state = run_rule(g.rule, params, [p.grad for p in g.leaves], g.state, run_dims=1, log_risk=log_risk)
+        for p, value in zip(params, new):
+            p.copy_(value)
+
+
+def _check_runs(models: Sequence[nn.Module], optimizers: Sequence[tuple[str, float]], seeds: Sequence[int]) -> None:
+    if not models or len(models) != len(optimizers) or len(models) != len(seeds):
+        raise ValidationError(
+            f"got {len(models)} models, {len(optimizers)} optimizers and {len(seeds)} seeds; pass one of each per run "
+            "(at least one run)"
+        )
+    names = [[(n, p.shape, p.dtype) for n, p in m.named_parameters()] for m in models]
+    if any(type(m) is not type(models[0]) or n != names[0] for m, n in zip(models, names)):
+        raise ValidationError(
+            "the models differ in class or in their parameters' names, shapes or dtypes; stack runs of one "
+            "architecture (build every run's model with the same settings, only the seed differs)"
+        )
+    for seed in seeds:
+        check_scalar("seed", seed, kind=int, low=0)
+
+
+def fit_stacked(
+    models: Sequence[nn.Module],
+    optimizers: Sequence[tuple[str, float]],
+    seeds: Sequence[int],
+    data: Split,
+    *,
+    epochs: int,
+    batch_size: int,
+    sngd_cap: float | None = None,
+    sps_c: float | None = None,
+    checkpoint: str | Path | None = None,
+    metrics: Mapping[str, Callable[[Mapping[str, Any]], Any]] | None = None,
+    eval_batch_size: int = 512,
+    eval_every: int = 1,
+    progress: bool = False,
+    desc: str = "",
+) -> list[TrainingResult]:
+    """Train R runs of one architecture together on mini-batches of ``data``: :func:`fit_classifier` for each.
+
+    Spec: implicit-bias-ngd §4 A8 (mini-batch steps; SPS takes each run's mini-batch loss).
+
+    Parameters
+    ----------
+    models : sequence of nn.Module
+        One per run, all of one class with the same parameters (names, shapes, dtypes); each maps a batch of
+        inputs to logits ``(batch, num_classes)``. They are left with their run's final weights.
+    optimizers : sequence of (str, float)
+        Each run's optimizer string and rate (``lr``, or Polyak's ``max_step``); neighbouring runs that share the
+        string are stepped as one group.
+    seeds : sequence of int
+        Each run's seed: its mini-batch order (a private ``torch.Generator``, as in :func:`fit_classifier`).
+        Dropout draws from the global RNG seeded with the first seed, inside ``torch.random.fork_rng``.
+    data : Split
+    epochs, batch_size : int
+        As in :func:`fit_classifier`; every run sees the same number of batches.
+    sngd_cap, sps_c : float, optional
+        SNGD's cap and SPS's constant (see :func:`~attnlab.nets.make_optimizer`).
+    checkpoint : path, optional
+        File saved (atomically) after every epoch and resumed from when it exists: every run's weights, the
+        optimizers' states, the RNG states and the rows so far; a resumed run ends bit-identical to an
+        uninterrupted one. The runs must be given the same way again.
+    metrics : mapping of str to callable, optional
+        Extra per-epoch metrics ``name -> metric(state) -> float`` of each run's state ``{"model", "epoch"}``
+        (:class:`attnlab.metrics.Metric`), computed in eval mode.
+    eval_batch_size : int, default=512
+    eval_every : int, default=1
+        Rows (and layer norms) at epoch 0, every ``eval_every`` epochs and the last epoch; ``epochs`` records only
+        the first and the last (all a tuning run needs).
+    progress : bool, default=False
+        A bar over the optimizer steps (when stderr is a terminal).
+    desc : str, default=""
+        Label of the bar.
+
+    Returns
+    -------
+    list of TrainingResult
+        One per run, in order, as :func:`fit_classifier` returns it (``frame`` without its ``run`` column,
+        ``status``, ``last_step``, ``model``, ``norms``). A run whose mini-batch loss or parameters turn non-finite
+        goes back to its weights at the end of its last finite epoch, gets no row past it, its status
+        ``"diverged"``, and stops; the other runs go on.
+
+    Raises
+    ------
+    ValidationError
+        On runs that do not line up (counts, architectures), an optimizer whose update may mix runs,
+        bad ``epochs``/``batch_size``, or a checkpoint written for other runs.
+    """
+    check_scalar("epochs", epochs, kind=int, low=1)
+    check_scalar("batch_size", batch_size, kind=int, low=1)
+    check_scalar("eval_batch_size", eval_batch_size, kind=int, low=1)
+    check_scalar("eval_every", eval_every, kind=int, low=1)
+    _check_runs(models, optimizers, seeds)
+    metrics = dict(metrics or {})
+    runs = len(models)
+    path = None if checkpoint is None else Path(checkpoint)
+    names = [name for name, _ in models[0].named_parameters()]
+    params, buffers = stack_module_state(list(models))
+    base = copy.deepcopy(models[0]).to("meta").train()
+    forward = vmap(lambda p, b, x: functional_call(base, (p, b), (x,)), randomness="different")
+    groups = _groups(names, [params[n] for n in names], optimizers, sngd_cap, sps_c)
+    identity = {"seeds": list(seeds), "batch_size": batch_size, "optimizers": [list(o) for o in optimizers]}
+    with torch.random.fork_rng(devices=[]):
+        state = read_checkpoint(path) if path is not None else None
+        generators = [torch.Generator() for _ in seeds]
+        if state is None:
+            torch.manual_seed(seeds[0])
+            for g, seed in zip(generators, seeds):
+                g.manual_seed(seed)
+            rows = [[_epoch_row(m, data, 0, 0, metrics, eval_batch_size) | {"seconds": 0.0}] for m in models]
+            active = [True] * runs
+            norms = [[{"epoch": 0, "layer": k, "norm": v} for k, v in layer_norms(m).items()] for m in models]
+            start_epoch, step, seconds = 1, 0, 0.0
+        else:
+            if state["identity"] != identity:
+                raise ValidationError(
+                    f"checkpoint {path} was written for other runs ({state['identity']}), not {identity}; pass the "
+                    "same runs or a new path"
+                )
+            _load(groups, state, generators)
+            rows, norms, active = state["rows"], state["norms"], state["active"]
+            start_epoch, step, seconds = state["epoch"] + 1, state["step"], state["seconds"]
+            _write_models(models, groups, names)
+        planned = epochs * math.ceil(len(data.y_train) / batch_size)
+        calls = callback_list(None, None if progress else False, desc or "fit_stacked")
+        calls.start(planned)
+        for epoch in range(start_epoch, epochs + 1):
+            if not any(active):
+                break
+            last_finite = [[p.detach().clone() for p in g.leaves] for g in groups]
+            started = time.perf_counter()
+            failed = [False] * runs
+            perms = torch.stack([torch.randperm(len(data.y_train), generator=g) for g in generators])
+            for batch in perms.split(batch_size, dim=1):  # (R, b) indices, each run its own order
+                xb, yb = data.x_train[batch], data.y_train[batch]
+                stack = {n: torch.cat([g.leaves[j] for g in groups]) for j, n in enumerate(names)}
+                logits = forward(stack, buffers, xb)  # (R, b, classes)
+                losses = F.cross_entropy(logits.flatten(0, 1), yb.flatten(), reduction="none").view(yb.shape).mean(1)
+                for g in groups:
+                    for p in g.leaves:
+                        p.grad = None
+                losses.sum().backward()  # runs are independent: each leaf gets its own run's gradient
+                with torch.no_grad():
+                    _step(groups, losses)
+                    finite = torch.isfinite(losses).tolist()
+                    for r in range(runs):
+                        if active[r] and not failed[r] and not finite[r]:
+                            failed[r] = True
+                    _freeze(groups, last_finite, [not a or f for a, f in zip(active, failed)])
+                step += 1
+                calls.step(step)
+                if all(f or not a for a, f in zip(active, failed)):
+                    break
+            seconds += time.perf_counter() - started
+            with torch.no_grad():
+                _freeze(groups, last_finite, [not a for a in active])
+                nonfinite = [not all(bool(torch.isfinite(p[r]).all()) for p in _stack(groups)) for r in range(runs)]
+                failed = [f or n for f, n in zip(failed, nonfinite)]
+                _freeze(groups, last_finite, [a and f for a, f in zip(active, failed)])  # back to the last finite
+            _write_models(models, groups, names)
+            record = epoch % eval_every == 0 or epoch == epochs
+            for r, model in enumerate(models):
+                if active[r] and failed[r]:  # diverged: it keeps its last good state and gets no row for this epoch
+                    active[r] = False
+                elif active[r] and record:
+                    rows[r].append(
+                        _epoch_row(model, data, epoch, step, metrics, eval_batch_size) | {"seconds": seconds}
+                    )
+                    norms[r] += [{"epoch": epoch, "layer": k, "norm": v} for k, v in layer_norms(model).items()]
+            if path is not None:
+                _save(path, groups, generators, identity, rows, norms, active, epoch, step, seconds)
+        calls.end()
+    return [
+        TrainingResult(
+            frame=pd.DataFrame(r),
+            status=[COMPLETED if a else DIVERGED],
+            last_step=[int(r[-1]["epoch"])],
+            model=model,
+            extra={"norms": pd.DataFrame(n)},
+        )
+        for r, n, a, model in zip(rows, norms, active, models)
+    ]
+
+
+def _stack(groups: list[_Group]) -> list[torch.Tensor]:
+    """Every parameter as one ``(R, ...)`` tensor (a copy), groups in order."""
+    return [torch.cat([g.leaves[j].detach() for g in groups]) for j in range(len(groups[0].leaves))]
+
+
+def _freeze(groups: list[_Group], saved: list[list[torch.Tensor]], which: Sequence[bool]) -> None:
+    """Put the runs flagged in ``which`` back to their ``saved`` weights (runs that diverged or stopped)."""
+    for g, kept in zip(groups, saved):
+        rows = [r - g.start for r in range(g.start, g.stop) if which[r]]
+        if rows:
+            index = torch.tensor(rows)
+            for p, value in zip(g.leaves, kept):
+                p.detach()[index] = value[index]
+
+
+def _write_models(models: Sequence[nn.Module], groups: list[_Group], names: list[str]) -> None:
+    """Copy each run's weights from the stack into its model."""
+    with torch.no_grad():
+        for g in groups:
+            for r in range(g.start, g.stop):
+                own = dict(models[r].named_parameters())
+                for j, name in enumerate(names):
+                    own[name].copy_(g.leaves[j][r - g.start])
+
+
+def _save(path: Path, groups, generators, identity, rows, norms, active, epoch, step, seconds) -> None:
+    state = {
+        "active": active,
+        "identity": identity,
+        "leaves": [[p.detach().clone() for p in g.leaves] for g in groups],
+        "optimizers": [g.state for g in groups],
+        "torch_rng": torch.get_rng_state(),
+        "generators": [g.get_state() for g in generators],
+        "rows": rows,
+        "norms": norms,
+        "epoch": epoch,
+        "step": step,
+        "seconds": seconds,
+    }
+    atomic_write(path, lambda tmp: torch.save(state, tmp))
+
+
+def _load(groups: list[_Group], state: dict[str, Any], generators: list[torch.Generator]) -> None:
+    with torch.no_grad():
+        for g, leaves, opt in zip(groups, state["leaves"], state["optimizers"]):
+            for p, value in zip(g.leaves, leaves):
+                p.copy_(value)
+            g.state = opt
+    torch.set_rng_state(state["torch_rng"])
+    for g, s in zip(generators, state["generators"]):
+        g.set_state(s)

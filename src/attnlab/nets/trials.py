@@ -1,0 +1,287 @@
+"""Train a set of trials (an optimizer, its rate and a seed each) of one task, stacked, in one or more processes.
+
+Spec: implicit-bias-ngd §9 fig. 1, 4, 6, 7 (SGD, SNGD, SPS, Adam on real data); mirror-descent-lp §9 E4-E5 (l_p
+mirror descent; K/Q/V entries and first-token attention of the trained models).
+
+Every trial builds its model and data from ``build(config, seed)``. The trials are sorted by optimizer and rate,
+cut into ``workers`` chunks, and each chunk trains as one stack (:func:`~attnlab.nets.stacked.fit_stacked`) on one
+CPU thread, in this process or in a spawned one, checkpointed after every epoch under a name that carries a hash of
+everything that shapes it. :func:`train_trials` returns each trial's tables in the order the trials were given.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+from torch import nn
+
+from attnlab._io import config_hash
+from attnlab._validation import ValidationError, check_scalar
+from attnlab.nets.datasets.split import Split, train_test_split
+from attnlab.nets.probes import first_token_attention, hoyer_sparsity, projection_entries
+from attnlab.nets.stacked import fit_stacked
+
+__all__ = ["Setup", "Trial", "train_trials"]
+
+
+@dataclass
+class Setup:
+    """What ``build(config, seed)`` returns for one trial.
+
+    Attributes
+    ----------
+    model : nn.Module
+        Freshly initialised from ``seed``; has ``attention(inputs)`` for the attention maps.
+    data : Split
+        The same for every seed of a config.
+    metrics : mapping of str to callable
+        Extra per-epoch metrics for :func:`~attnlab.nets.fit_classifier`: functions of its state ``{"model",
+        "epoch"}`` (:class:`attnlab.metrics.Metric`).
+    probe_inputs : torch.Tensor, shape (k, ...)
+        A few test inputs whose first-token attention is recorded.
+    """
+
+    model: nn.Module
+    data: Split
+    metrics: Mapping[str, Callable[[Mapping[str, Any]], Any]] = field(default_factory=dict)
+    probe_inputs: torch.Tensor | None = None
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One training run: an optimizer name, its learning rate, and a seed.
+
+    Parameters
+    ----------
+    optimizer : str
+        An optimizer string of the registry (:func:`attnlab.optim.parse_optimizer`), e.g.
+        ``"md:1.1,normalized=false"``.
+    lr : float
+        Its rate: its step size ``lr``, or for an optimizer without one (Polyak, ``"sps"``) its cap ``max_step``,
+        the SPS threshold the papers tune (implicit-bias-ngd A8); unless the string sets it.
+    seed : int
+        Seeds the model's initialisation and the mini-batch order.
+    """
+
+    optimizer: str
+    lr: float
+    seed: int
+
+
+def _attention_rows(model: nn.Module, inputs: torch.Tensor, label: str) -> pd.DataFrame:
+    weights = first_token_attention(model, inputs).double()  # (k, T)
+    k, T = weights.shape
+    return pd.DataFrame(
+        {
+            "optimizer": label,
+            "sample": torch.arange(k).repeat_interleave(T).numpy(),
+            "token": torch.arange(T).repeat(k).numpy(),
+            "weight": weights.flatten().numpy(),
+        }
+    )
+
+
+def _qkv(model: nn.Module) -> torch.Tensor:
+    """Every key, query and value weight entry of ``model``, flattened (float64)."""
+    return torch.tensor(projection_entries(model)["value"].to_numpy())
+
+
+def _sparsity(trial: Trial, start: torch.Tensor, end: torch.Tensor) -> pd.DataFrame:
+    """Hoyer sparsity of the K/Q/V entries at the start and end of a trial, and of what training added."""
+    return pd.DataFrame(
+        [
+            {
+                "optimizer": trial.optimizer,
+                "seed": trial.seed,
+                "qkv_hoyer_init": hoyer_sparsity(start),
+                "qkv_hoyer": hoyer_sparsity(end),
+                "qkv_hoyer_change": hoyer_sparsity(end - start),
+                "qkv_change_ratio": float(torch.linalg.vector_norm(end - start) / torch.linalg.vector_norm(start)),
+            }
+        ]
+    )
+
+
+def _same_data(first: Split, other: Split) -> bool:
+    return all(
+        torch.equal(getattr(first, name), getattr(other, name)) for name in ("x_train", "y_train", "x_test", "y_test")
+    )
+
+
+def _train_chunk(
+    build: Callable[[Any, int], Setup],
+    config: Any,
+    trials: Sequence[Trial],
+    probe: Sequence[bool],
+    options: dict[str, Any],
+    checkpoint: Path | None,
+    validation: tuple[float, int] | None,
+) -> list[dict[str, pd.DataFrame]]:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # restored below: the caller's setting is left as it was
+    try:
+        setups = [build(config, trial.seed) for trial in trials]
+        data = setups[0].data
+        if not all(_same_data(data, s.data) for s in setups[1:]):
+            raise ValidationError(
+                "build(config, seed) returned different data for different seeds; fix the data by config"
+            )
+        metrics = setups[0].metrics
+        if validation is not None:  # tuning: train on part of the training set, score on the rest
+            data = train_test_split(data.x_train, data.y_train, test_fraction=validation[0], seed=validation[1])
+            metrics = {}
+        out: list[dict[str, pd.DataFrame]] = [{} for _ in trials]
+        starts = [_qkv(s.model) for s in setups]
+        for o, setup, p in zip(out, setups, probe):
+            if p:
+                o["init_entries"] = projection_entries(setup.model).assign(optimizer="init")
+                o["init_attention"] = _attention_rows(setup.model, setup.probe_inputs, "init")
+        histories = fit_stacked(
+            [s.model for s in setups],
+            [(t.optimizer, t.lr) for t in trials],
+            [t.seed for t in trials],
+            data,
+            epochs=options["epochs"],
+            batch_size=options["batch_size"],
+            sngd_cap=options["sngd_cap"],
+            sps_c=options["sps_c"],
+            checkpoint=checkpoint,
+            metrics=metrics,
+            eval_every=options["eval_every"],
+        )
+        for o, trial, setup, history, start, p in zip(out, trials, setups, histories, starts, probe):
+            labels = {"optimizer": trial.optimizer, "lr": trial.lr, "seed": trial.seed, "diverged": not history.ok}
+            o["frame"] = history.frame.assign(**labels)
+            o["norms"] = history.norms.assign(optimizer=trial.optimizer, seed=trial.seed)
+            o["sparsity"] = _sparsity(trial, start, _qkv(setup.model))
+            if p:
+                o["entries"] = projection_entries(setup.model).assign(optimizer=trial.optimizer)
+                o["attention"] = _attention_rows(setup.model, setup.probe_inputs, trial.optimizer)
+        return out
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _chunks(order: list[int], workers: int) -> list[list[int]]:
+    """``order`` cut into at most ``workers`` contiguous parts of near-equal size."""
+    parts = min(workers, len(order))
+    size, extra = divmod(len(order), parts)
+    bounds = [i * size + min(i, extra) for i in range(parts + 1)]
+    return [order[bounds[i] : bounds[i + 1]] for i in range(parts)]
+
+
+def train_trials(
+    build: Callable[[Any, int], Setup],
+    config: Any,
+    trials: Sequence[Trial],
+    *,
+    epochs: int,
+    batch_size: int,
+    sngd_cap: float | None = None,
+    sps_c: float | None = None,
+    workers: int = 1,
+    checkpoint_dir: str | Path | None = None,
+    bar: Callable[..., Any] | None = None,
+    probe_seed: int | None = None,
+    validation: tuple[float, int] | None = None,
+    eval_every: int = 1,
+) -> list[dict[str, pd.DataFrame]]:
+    """Train every trial (stacked, in ``workers`` processes); each one's tables, in the order of ``trials``.
+
+    Parameters
+    ----------
+    build : callable
+        ``build(config, seed) -> Setup``, a module-level function (it is sent to worker processes); the data must
+        not depend on the seed.
+    config : any
+        Passed to ``build`` (a frozen dataclass config).
+    trials : sequence of Trial
+        At least one.
+    epochs, batch_size : int
+    sngd_cap, sps_c : float, optional
+        See :func:`~attnlab.nets.make_optimizer`.
+    workers : int, default=1
+        1 trains in this process; more cut the trials into that many stacks, each in a spawned process with one
+        CPU thread.
+    checkpoint_dir : path, optional
+        Folder of checkpoints (``runs-<hash of config, trials and options>.pt``, one per stack); existing ones
+        are resumed, and a changed config starts afresh instead of resuming another config's runs.
+    bar : callable, optional
+        ``bar(iterable, total=..., desc=...)`` progress bar over the stacks (``RunContext.bar``).
+    probe_seed : int, optional
+        Trials of this seed also record their K/Q/V entries and first-token attention (before and after).
+    validation : (float, int), optional
+        ``(fraction, seed)``: train on the training set less a validation part of that fraction (split by that
+        seed) and report the validation part in the ``test_*`` columns, with no extra metrics: for tuning.
+    eval_every : int, default=1
+        Epochs between recorded rows (see :func:`~attnlab.nets.stacked.fit_stacked`).
+
+    Returns
+    -------
+    list of dict
+        Per trial: ``frame`` (the :func:`~attnlab.nets.fit_classifier` columns but ``run``, plus ``optimizer``,
+        ``lr``, ``seed`` and ``diverged``, whether the run diverged: its rows end at its last good epoch), ``norms``, ``sparsity`` (Hoyer sparsity of the K/Q/V entries at init, at the end and of their
+        change, and the relative size of the change); for probed trials also ``entries``, ``attention``,
+        ``init_entries`` and ``init_attention``.
+
+    Raises
+    ------
+    ValidationError
+        On no trials, ``workers < 1``, or a ``build`` whose data depends on the seed.
+    """
+    if not trials:
+        raise ValidationError("trials is empty; pass at least one Trial")
+    check_scalar("workers", workers, kind=int, low=1)
+    directory = None if checkpoint_dir is None else Path(checkpoint_dir)
+    if directory is not None:
+        directory.mkdir(parents=True, exist_ok=True)
+    options = {
+        "epochs": epochs,
+        "batch_size": batch_size,
+        "sngd_cap": sngd_cap,
+        "sps_c": sps_c,
+        "eval_every": eval_every,
+    }
+    first: dict[Any, int] = {}
+    for trial in trials:  # runs of one optimizer are neighbours (one group of the stack), by rate within it
+        first.setdefault(trial.optimizer, len(first))
+        first.setdefault((trial.optimizer, trial.lr), len(first))
+    order = sorted(
+        range(len(trials)), key=lambda i: (first[trials[i].optimizer], first[(trials[i].optimizer, trials[i].lr)], i)
+    )
+    tasks = []
+    for chunk in _chunks(order, workers):
+        part = [trials[i] for i in chunk]
+        # the name carries a hash of everything that shapes the stack: another config's runs are never resumed
+        key = config_hash(
+            {
+                "config": dataclasses.asdict(config),
+                "trials": [dataclasses.asdict(t) for t in part],
+                "validation": validation,
+                **options,
+            }
+        )
+        checkpoint = None if directory is None else directory / f"runs-{key}.pt"
+        probe = [t.seed == probe_seed for t in part]
+        tasks.append((chunk, partial(_train_chunk, build, config, part, probe, options, checkpoint, validation)))
+    wrap = bar if bar is not None else (lambda iterable, **_: iterable)
+    if len(tasks) == 1:
+        results = [task() for _, task in wrap(tasks, total=1, desc="stacks")]
+    else:
+        with ProcessPoolExecutor(len(tasks), mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = [pool.submit(task) for _, task in tasks]
+            results = [future.result() for future in wrap(futures, total=len(futures), desc="stacks")]
+    out: list[dict[str, pd.DataFrame]] = [{} for _ in trials]
+    for (chunk, _), result in zip(tasks, results):
+        for i, tables in zip(chunk, result):
+            out[i] = tables
+    return out

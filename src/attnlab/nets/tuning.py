@@ -1,0 +1,166 @@
+"""Each optimizer's rate searched on a declared grid, scored on a validation split: the papers' lost learning rates
+are searched, not chosen.
+
+Spec: implicit-bias-ngd §9 and appendix C (each optimizer runs at its own learning rate and cap; the values were
+lost in extraction), mirror-descent-lp §9 E4 (a learning rate per p and model size).
+
+Every rate of every optimizer's grid trains for a short budget on the training set less a validation part; the
+rate with the best validation accuracy at the last epoch (mean over the tuning seeds; a run that diverged
+disqualifies its rate) wins, the lower mean validation loss breaking ties, then the smaller rate. The test set is
+never seen. An optimizer tied to another (``"md:2,normalized=false"`` is SGD) takes the other's rate untuned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pandas as pd
+
+from attnlab._validation import ValidationError, check_scalar
+from attnlab.nets.trials import Setup, Trial, train_trials
+
+__all__ = ["check_grids", "tune_rates"]
+
+
+def check_grids(optimizers: Sequence[str], grids: Sequence[Sequence[float]], tied: Sequence[tuple[str, str]]) -> None:
+    """Refuse grids that do not give every optimizer exactly one way to its rate.
+
+    Parameters
+    ----------
+    optimizers : sequence of str
+    grids : sequence of sequence of float
+        One grid per optimizer (positive rates); empty for a tied optimizer.
+    tied : sequence of (str, str)
+        ``(optimizer, other)``: ``optimizer`` takes ``other``'s tuned rate.
+
+    Raises
+    ------
+    ValidationError
+        When the counts differ, a rate is not positive, a tie names an optimizer not in ``optimizers``, ties an
+        optimizer to a tied one, or an optimizer has both or neither of a grid and a tie.
+    """
+    if len(grids) != len(optimizers):
+        raise ValidationError(
+            f"lr_grids has {len(grids)} grids for {len(optimizers)} optimizers; give one grid per optimizer (an "
+            "empty one for an optimizer in tied_lrs)"
+        )
+    ties = dict(tied)
+    for name, other in ties.items():
+        if name not in optimizers or other not in optimizers or other in ties:
+            raise ValidationError(
+                f"tied_lrs ties {name!r} to {other!r}: both must be among the optimizers {list(optimizers)}, and the "
+                "second must be tuned itself"
+            )
+    for name, grid in zip(optimizers, grids):
+        for lr in grid:
+            check_scalar("lr_grids", lr, low=0.0, low_inclusive=False)
+        if bool(grid) == (name in ties):
+            raise ValidationError(
+                f"optimizer {name!r} has {'a grid and a tie' if grid else 'neither a grid nor a tie'}; give it a "
+                "non-empty grid in lr_grids, or an empty grid and an entry in tied_lrs"
+            )
+
+
+def _choose(cells: pd.DataFrame) -> pd.Series:
+    """The winning row of one optimizer's cells: no run diverged, best accuracy, then lower loss, then smaller lr."""
+    ranked = cells.assign(ok=cells["diverged"] == 0).sort_values(
+        ["ok", "validation_accuracy", "validation_loss", "lr"], ascending=[False, False, True, True]
+    )
+    return ranked.iloc[0]
+
+
+def tune_rates(
+    build: Callable[[Any, int], Setup],
+    config: Any,
+    optimizers: Sequence[str],
+    grids: Sequence[Sequence[float]],
+    tied: Sequence[tuple[str, str]],
+    seeds: Sequence[int],
+    *,
+    epochs: int,
+    validation: tuple[float, int],
+    **training: Any,
+) -> tuple[tuple[float, ...], pd.DataFrame]:
+    """Each optimizer's rate: the grid value that scores best on a validation split after ``epochs`` epochs.
+
+    Parameters
+    ----------
+    build : callable
+        ``build(config, seed) -> Setup`` (see :func:`~attnlab.nets.trials.train_trials`).
+    config : any
+        Passed to ``build``.
+    optimizers : sequence of str
+    grids : sequence of sequence of float
+        One grid per optimizer, declared before the run (see :func:`check_grids`).
+    tied : sequence of (str, str)
+        ``(optimizer, other)``: ``optimizer`` takes ``other``'s rate without tuning.
+    seeds : sequence of int
+        The seeds of every (optimizer, rate) cell.
+    epochs : int
+        The tuning budget: epochs of every tuning run.
+    validation : (float, int)
+        ``(fraction, seed)`` of the validation split, carved from the training set.
+    **training
+        ``batch_size`` (required), ``sngd_cap``, ``sps_c``, ``workers``, ``checkpoint_dir``, ``bar``: as for
+        :func:`~attnlab.nets.trials.train_trials`.
+
+    Returns
+    -------
+    lrs : tuple of float
+        The chosen rate of each optimizer, in order.
+    table : pandas.DataFrame
+        One row per (optimizer, rate): ``optimizer``, ``lr``, ``seeds``, ``validation_accuracy`` and
+        ``validation_loss`` (means over seeds at the last epoch), ``diverged`` (runs), ``chosen``, ``at_edge`` (the
+        chosen rate is the grid's smallest or largest: the best may lie outside it) and ``tied_to`` (the optimizer
+        whose rate a tied one takes; its one row has no scores).
+
+    Raises
+    ------
+    ValidationError
+        On grids that :func:`check_grids` refuses, or no seeds.
+    """
+    check_grids(optimizers, grids, tied)
+    if not seeds:
+        raise ValidationError("seeds is empty; tune on at least one seed")
+    ties = dict(tied)
+    trials = [
+        Trial(name, float(lr), int(seed)) for name, grid in zip(optimizers, grids) for lr in grid for seed in seeds
+    ]
+    # only the last epoch is scored
+    results = train_trials(build, config, trials, epochs=epochs, validation=validation, eval_every=epochs, **training)
+    last = pd.concat([r["frame"].tail(1) for r in results], ignore_index=True)
+    cells = (
+        last.groupby(["optimizer", "lr"], sort=False)
+        .agg(
+            seeds=("seed", "size"),
+            validation_accuracy=("test_accuracy", "mean"),
+            validation_loss=("test_loss", "mean"),
+            diverged=("diverged", "sum"),
+        )
+        .reset_index()
+    )
+    cells = cells.assign(chosen=False, at_edge=False, tied_to="", diverged=cells["diverged"].astype(int))
+    chosen: dict[str, float] = {}
+    for name, grid in zip(optimizers, grids):
+        if not grid:
+            continue
+        best = _choose(cells[cells["optimizer"] == name])
+        chosen[name] = float(best["lr"])
+        cells.loc[best.name, "chosen"] = True
+        cells.loc[best.name, "at_edge"] = len(grid) > 1 and chosen[name] in (min(grid), max(grid))
+    tied_rows = [
+        {
+            "optimizer": name,
+            "lr": chosen[ties[name]],
+            "seeds": 0,
+            "chosen": True,
+            "at_edge": False,
+            "tied_to": ties[name],
+        }
+        for name in optimizers
+        if name in ties
+    ]
+    table = pd.concat([cells, pd.DataFrame(tied_rows)], ignore_index=True)
+    lrs = tuple(chosen[ties.get(name, name)] for name in optimizers)
+    return lrs, table

@@ -1,0 +1,124 @@
+"""Tests of fit_stacked against its reference, the plain per-run loop (fit_classifier), seed for seed."""
+
+import pytest
+import torch
+
+from attnlab._validation import ValidationError
+from attnlab.nets import ViT, fit_classifier, fit_stacked, make_optimizer
+from attnlab.nets.datasets import load_digits_split
+from attnlab.nets.datasets.split import Split
+from attnlab.nets.stacked import _rated
+
+FULL = load_digits_split(seed=0)
+DATA = Split(FULL.x_train[:96], FULL.y_train[:96], FULL.x_test[:64], FULL.y_test[:64])
+OPTIONS = {"sngd_cap": 1.0, "sps_c": 0.5}
+# every kind the real experiments train; two seeds of SGD at one rate, SNGD, Adam and l_1.1-MD at two rates (one
+# group each, its rates a per-run tensor), SPS at two caps (a group per cap), seeds out of order
+RUNS = [
+    ("sgd", 0.3, 0),
+    ("sgd", 0.3, 1),
+    ("sngd", 0.2, 0),
+    ("sngd", 0.05, 1),
+    ("sps", 1.0, 1),
+    ("sps", 0.3, 0),
+    ("adam", 1e-3, 0),
+    ("adam", 1e-2, 0),
+    ("md:1.1,normalized=false", 0.05, 0),
+    ("md:1.1,normalized=false", 0.01, 1),
+    ("md:3,normalized=false", 0.01, 1),
+]
+
+
+def _model(seed: int) -> ViT:
+    return ViT(patch_size=4, dim=8, depth=1, heads=2, mlp_dim=8, seed=seed)
+
+
+def _alone(name: str, lr: float, seed: int, epochs: int = 2):
+    model = _model(seed)
+    optimizer = make_optimizer(_rated(name, lr), model.parameters(), **OPTIONS)
+    return model, fit_classifier(model, optimizer, DATA, epochs=epochs, batch_size=32, seed=seed)
+
+
+def _stacked(runs, epochs: int = 2, **kwargs):
+    models = [_model(seed) for _, _, seed in runs]
+    histories = fit_stacked(
+        models,
+        [(name, lr) for name, lr, _ in runs],
+        [seed for _, _, seed in runs],
+        DATA,
+        epochs=epochs,
+        batch_size=32,
+        **OPTIONS,
+        **kwargs,
+    )
+    return models, histories
+
+
+def test_each_stacked_run_is_the_run_trained_alone():
+    models, histories = _stacked(RUNS)
+    for (name, lr, seed), model, history in zip(RUNS, models, histories):
+        alone, reference = _alone(name, lr, seed)
+        # batched products round differently from one run's: equal up to float32 rounding, not to the bit
+        torch.testing.assert_close(
+            torch.tensor(history.frame["train_loss"].to_numpy()),
+            torch.tensor(reference.frame["train_loss"].to_numpy()),
+            rtol=1e-5,
+            atol=1e-6,
+        )
+        assert history.frame["test_accuracy"].tolist() == reference.frame["test_accuracy"].tolist()
+        for p, q in zip(model.parameters(), alone.parameters()):
+            torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
+        assert history.status == reference.status == ["completed"]
+
+
+def test_a_diverging_run_stops_alone_as_it_does_alone():
+    runs = [("sgd", 1e30, 0), ("sgd", 0.3, 1)]
+    _, histories = _stacked(runs)
+    _, blown = _alone(*runs[0])
+    assert histories[0].status == blown.status == ["diverged"]
+    assert histories[0].frame["epoch"].tolist() == blown.frame["epoch"].tolist()  # no row past the last good epoch
+    assert histories[0].last_step == blown.last_step
+    _, fine = _alone(*runs[1])  # its neighbour in the stack is untouched
+    torch.testing.assert_close(
+        torch.tensor(histories[1].frame["train_loss"].to_numpy()),
+        torch.tensor(fine.frame["train_loss"].to_numpy()),
+        rtol=1e-5,
+        atol=1e-6,
+    )
+
+
+def test_a_resumed_stack_ends_bit_identical(tmp_path):
+    runs = RUNS[2:8]  # SNGD, SPS (a loss-reading rule) and Adam (a stateful one), two rates each
+    _, whole = _stacked(runs, epochs=2)
+    path = tmp_path / "runs.pt"
+    _stacked(runs, epochs=1, checkpoint=path)
+    models, resumed = _stacked(runs, epochs=2, checkpoint=path)
+    for a, b in zip(whole, resumed):
+        columns = [c for c in a.frame.columns if c != "seconds"]
+        assert a.frame[columns].equals(b.frame[columns])
+    with pytest.raises(ValidationError, match="written for other runs"):
+        _stacked(RUNS[:2], epochs=2, checkpoint=path)
+
+
+def test_eval_every_records_the_first_and_last_epochs():
+    _, histories = _stacked(RUNS[:1], epochs=3, eval_every=3)
+    assert histories[0].frame["epoch"].tolist() == [0, 3]
+
+
+@pytest.mark.parametrize(
+    "models, optimizers, seeds, message",
+    [
+        ([], [], [], "at least one run"),
+        ([_model(0)], [("sgd", 0.1), ("sgd", 0.1)], [0], "one of each per run"),
+        (
+            [_model(0), ViT(patch_size=4, dim=12, depth=1, heads=2, mlp_dim=8, seed=1)],
+            [("sgd", 0.1)] * 2,
+            [0, 1],
+            "one architecture",
+        ),
+        ([_model(0)], [("sgd", 0.1)], [-1], "seed"),
+    ],
+)
+def test_fit_stacked_refuses_runs_that_do_not_line_up(models, optimizers, seeds, message):
+    with pytest.raises(ValidationError, match=message):
+        fit_stacked(models, optimizers, seeds, DATA, epochs=1, batch_size=32)

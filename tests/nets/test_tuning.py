@@ -1,0 +1,89 @@
+"""Tests of the rate tuning: the choice on a validation split (against a plain per-run loop), ties, and the grids
+it refuses."""
+
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+from attnlab._validation import ValidationError
+from attnlab.nets import Setup, ViT, evaluate, fit_classifier, make_optimizer, tune_rates
+from attnlab.nets.datasets import load_digits_split
+from attnlab.nets.datasets.split import Split, train_test_split
+from attnlab.nets.stacked import _rated
+from attnlab.nets.tuning import check_grids
+
+FULL = load_digits_split(seed=0)
+DATA = Split(FULL.x_train[:120], FULL.y_train[:120], FULL.x_test[:40], FULL.y_test[:40])
+
+
+@dataclass(frozen=True)
+class Tiny:
+    poison_test: bool = False
+
+
+def build(config: Tiny, seed: int) -> Setup:
+    """A one-layer ViT; ``poison_test`` scrambles the test labels, which tuning must never read."""
+    y_test = (DATA.y_test + 1) % 10 if config.poison_test else DATA.y_test
+    data = Split(DATA.x_train, DATA.y_train, DATA.x_test, y_test)
+    return Setup(ViT(patch_size=4, dim=8, depth=1, heads=2, mlp_dim=8, seed=seed), data)
+
+
+OPTIMIZERS = ("sgd", "adam", "md:2,normalized=false")
+GRIDS = ((1e-4, 0.3), (1e-5, 3e-3), ())
+TIED = (("md:2,normalized=false", "sgd"),)
+
+
+def _tune(config=Tiny()):
+    return tune_rates(build, config, OPTIMIZERS, GRIDS, TIED, [0, 1], epochs=2, batch_size=32, validation=(0.25, 0))
+
+
+def test_each_rate_wins_on_the_validation_split_and_a_tie_takes_its_partners_rate():
+    lrs, table = _tune()
+    assert lrs == (0.3, 3e-3, 0.3)  # the grid's tiny rates barely move in two epochs
+    held = train_test_split(DATA.x_train, DATA.y_train, test_fraction=0.25, seed=0)
+    for name, lr in [("sgd", 1e-4), ("sgd", 0.3), ("adam", 3e-3)]:
+        scores = []
+        for seed in (0, 1):  # the reference: each run alone, scored on the held-out part of the training set
+            model = build(Tiny(), seed).model
+            optimizer = make_optimizer(_rated(name, lr), model.parameters())
+            fit_classifier(model, optimizer, held, epochs=2, batch_size=32, seed=seed)
+            scores.append(evaluate(model, held.x_test, held.y_test)[1])
+        row = table[(table["optimizer"] == name) & (table["lr"] == lr)].iloc[0]
+        assert row["validation_accuracy"] == pytest.approx(sum(scores) / 2, abs=1e-12)
+        assert row["seeds"] == 2 and row["diverged"] == 0
+    chosen = table[table["chosen"]].set_index("optimizer")
+    assert chosen.loc["md:2,normalized=false", "tied_to"] == "sgd" and chosen.loc["md:2,normalized=false", "seeds"] == 0
+    assert bool(chosen.loc["sgd", "at_edge"]) and bool(chosen.loc["adam", "at_edge"])
+
+
+def test_tuning_never_reads_the_test_set():
+    lrs, table = _tune()
+    poisoned_lrs, poisoned = _tune(Tiny(poison_test=True))
+    assert lrs == poisoned_lrs
+    assert table["validation_accuracy"].equals(poisoned["validation_accuracy"])
+
+
+@pytest.mark.parametrize(
+    "grids, tied, message",
+    [
+        (((0.1,),), (), "1 grids for 2 optimizers"),
+        (((0.1,), (0.0,)), (), "lr_grids"),
+        (((0.1,), ()), (), "neither a grid nor a tie"),
+        (((0.1,), (0.1,)), (("adam", "sgd"),), "a grid and a tie"),
+        (((0.1,), ()), (("adam", "nope"),), "among the optimizers"),
+        (((), ()), (("adam", "sgd"), ("sgd", "adam")), "tuned itself"),
+    ],
+)
+def test_check_grids_refuses_a_grid_that_does_not_give_one_rate(grids, tied, message):
+    with pytest.raises(ValidationError, match=message):
+        check_grids(("sgd", "adam"), grids, tied)
+
+
+def test_tune_rates_needs_seeds():
+    with pytest.raises(ValidationError, match="seeds is empty"):
+        tune_rates(build, Tiny(), ("sgd",), ((0.1,),), (), [], epochs=1, batch_size=32, validation=(0.25, 0))
+
+
+def test_poisoned_labels_differ():  # the poisoned build really changes what a test-set score would read
+    assert not torch.equal(build(Tiny(poison_test=True), 0).data.y_test, DATA.y_test)
