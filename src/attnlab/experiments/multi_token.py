@@ -594,7 +594,7 @@ register(
         config_type=MultiTokenConfig,
         run=run,
         quick={"ds": (4,), "runs": 10, "chunk": 100, "max_draws": 300},
-        cost=1370.0,  # seconds, one worker, load average ~17 on 2 cores (ff9c73e)
+        cost=239.0,
         claims=(KEPT, FINITE, KKT, ENOUGH, DIRECTION, FITTED, FINITE_BOUNDED),
         falsifiers=FALSIFIERS,
     )

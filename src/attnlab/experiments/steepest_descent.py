@@ -220,7 +220,7 @@ def _figure(config: SteepestDescentConfig, frame: pd.DataFrame):
 register(
     Experiment(
         name="steepest-descent.norms",
-        cost=1.0,
+        cost=9.0,
         config_type=SteepestDescentConfig,
         run=run,
         quick={"steps": 1000, "record_every": 50},

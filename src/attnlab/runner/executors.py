@@ -103,6 +103,14 @@ def _exit_with_parent() -> None:
     threading.Thread(target=watch, name="attnlab-parent-watchdog", daemon=True).start()
 
 
+#: What the fork server imports once, for every worker it forks: torch and the runner, and the libraries that the
+#: experiments import lazily and that cost seconds each in a cold process (measured, loaded 2-core machine: torch's
+#: ``_dynamo``, which the first ``torch.optim`` optimizer imports, 6 s; cvxpy 3.6 s; scipy.stats 2.6 s; pyplot 1.8 s).
+#: Imported per worker instead, they cost each worker's CPU and the first experiment's own seconds that needs them.
+#: A module that fails to import here is skipped by the fork server (the worker imports it when needed).
+_FORKSERVER_PRELOAD = ["torch", "torch._dynamo", "attnlab.runner.task", "cvxpy", "scipy.stats", "matplotlib.pyplot"]
+
+
 def _init_worker(threads: int) -> None:
     # Pool workers share the cores: one BLAS/OpenMP pool per core avoids oversubscription.
     import torch
@@ -167,7 +175,7 @@ class PoolExecutor:
         threads = max(1, (os.cpu_count() or 1) // self.workers)
         context = multiprocessing.get_context("forkserver")
         # The fork server imports torch and the runner once; each worker forks from it, clean of threads.
-        context.set_forkserver_preload(["torch", "attnlab.runner.task"])
+        context.set_forkserver_preload(_FORKSERVER_PRELOAD)
         for attempt in range(self.retries + 1):
             broken: list[int] = []
             pool = cf.ProcessPoolExecutor(

@@ -137,8 +137,9 @@ class Experiment(Generic[C]):
         Field overrides for ``--quick`` (CI-sized).
     cost : float, default=0.0
         Seconds the full-size run took in one worker of the last ``make reproduce-full`` (2 workers on 2 cores;
-        docs/experiments/ntk.md, "Full reproduction"). ``attnlab reproduce`` starts the costliest experiments first,
-        so parallel workers finish together instead of one long run starting last.
+        docs/experiments/ntk.md, "Full reproduction"; BENCHMARKS.md, "The reproduction, per experiment", says which
+        run set them). ``attnlab reproduce`` starts the costliest experiments first, so parallel workers finish
+        together instead of one long run starting last.
     claims : tuple of Claim
         Every theory check and property the run writes, declared once (:class:`attnlab.verify.Claim`).
         Each theory claim names one of ``falsifiers``; the coverage tables of docs/theory are built from them.

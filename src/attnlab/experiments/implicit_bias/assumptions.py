@@ -331,7 +331,7 @@ def _figure(config: AssumptionsConfig, quantile: pd.Series, bound: np.ndarray, s
 register(
     Experiment(
         name="implicit-bias.assumptions",
-        cost=2.0,
+        cost=5.0,
         config_type=AssumptionsConfig,
         run=run_assumptions,
         quick={"draws": 20, "init_draws": 100},

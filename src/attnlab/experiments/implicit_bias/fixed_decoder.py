@@ -478,5 +478,5 @@ def _register(name: str, cost: float, config_type: type[Fig2Config]) -> None:
     )
 
 
-_register("implicit-bias.fig2", 8.0, Fig2Config)
-_register("implicit-bias.fig5", 6.0, Fig5Config)
+_register("implicit-bias.fig2", 30.0, Fig2Config)
+_register("implicit-bias.fig5", 20.0, Fig5Config)

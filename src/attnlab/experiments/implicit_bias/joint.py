@@ -222,7 +222,7 @@ def _remarks(frame: pd.DataFrame) -> list:
 register(
     Experiment(
         name="implicit-bias.fig3",
-        cost=10.0,
+        cost=27.0,
         config_type=Fig3Config,
         run=run_fig3,
         quick={"n": 4, "d": 30, "steps": 150},

@@ -126,7 +126,7 @@ def run_rates(config: RatesConfig, ctx: RunContext) -> ExperimentResult:
 register(
     Experiment(
         name="implicit-bias.rates",
-        cost=30.0,
+        cost=66.0,
         config_type=RatesConfig,
         run=run_rates,
         quick={

@@ -284,7 +284,7 @@ def _x1_figure(config: X1Config, path: dict, beta: torch.Tensor, closed: torch.T
 register(
     Experiment(
         name="kq-nuclear.x1",
-        cost=45.0,
+        cost=82.0,
         config_type=X1Config,
         run=run_x1,
         quick={"dt": 1e-2, "t_max": 1.0, "record_every": 10, "tolerance": 1e-9},

@@ -281,7 +281,7 @@ def _x2_figure(config: X2Config, frame: pd.DataFrame, l1_value: float, beta_l2_l
 register(
     Experiment(
         name="kq-nuclear.x2",
-        cost=43.0,
+        cost=77.0,
         config_type=X2Config,
         run=run_x2,
         quick={"step": 0.3, "steps": 1600, "record_every": 40, "l1_rtol": 0.05, "l2_rtol": 0.002},

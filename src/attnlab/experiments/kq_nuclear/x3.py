@@ -394,7 +394,7 @@ def _x3_figure(config: X3Config, frame: pd.DataFrame, spectrum: pd.DataFrame):
 register(
     Experiment(
         name="kq-nuclear.x3",
-        cost=30.0,
+        cost=54.0,
         config_type=X3Config,
         run=run_x3,
         quick={

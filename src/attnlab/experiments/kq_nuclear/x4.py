@@ -415,7 +415,7 @@ def _x4_figure(config: X4Config, frame: pd.DataFrame, spectrum: pd.DataFrame):
 register(
     Experiment(
         name="kq-nuclear.x4",
-        cost=7.0,
+        cost=11.0,
         config_type=X4Config,
         run=run_x4,
         quick={"steps": 1000, "step": 0.05, "record_every": 50, "spectrum_rtol": 0.01},

@@ -235,7 +235,7 @@ def _x5_figure(config: X5Config, frame: pd.DataFrame, table: pd.DataFrame):
 register(
     Experiment(
         name="kq-nuclear.x5",
-        cost=21.0,
+        cost=42.0,
         config_type=X5Config,
         run=run_x5,
         quick={"steps": 800, "step": 0.3, "record_every": 40, "l1_rtol": 0.1},

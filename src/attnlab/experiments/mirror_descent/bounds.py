@@ -281,7 +281,7 @@ def _figure(config: BoundsConfig, pairs: pd.DataFrame, sweep: pd.DataFrame):
 register(
     Experiment(
         name="mirror-descent.bounds",
-        cost=2.0,
+        cost=0.1,
         config_type=BoundsConfig,
         run=run_bounds,
         quick={"pairs": 16, "datasets": 3, "directions": 8},

@@ -294,7 +294,7 @@ def _figure(config: ConeConfig, frame: pd.DataFrame):
 register(
     Experiment(
         name="mirror-descent.cone",
-        cost=3.0,
+        cost=1.0,
         config_type=ConeConfig,
         run=run_cone,
         quick={"datasets": 3, "samples": 8},

@@ -472,7 +472,7 @@ def run_e1(config: E1Config, ctx: RunContext) -> ExperimentResult:
 register(
     Experiment(
         name="mirror-descent.e1",
-        cost=56.0,
+        cost=88.0,
         config_type=E1Config,
         run=run_e1,
         quick={

@@ -230,7 +230,7 @@ def _e2_figure(config: E2Config, frame: pd.DataFrame, rays: pd.DataFrame):
 register(
     Experiment(
         name="mirror-descent.e2",
-        cost=12.0,
+        cost=39.0,
         config_type=E2Config,
         run=run_e2,
         quick={"epochs": (200, 200, 400), "lr": 1.0, "arrows": (20, 40, 60, 80, 20, 40, 60, 80, 50, 100, 200, 300)},

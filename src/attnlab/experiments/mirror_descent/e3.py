@@ -179,7 +179,7 @@ def _e3_figure(config: E3Config, frame: pd.DataFrame, svms: pd.DataFrame):
 register(
     Experiment(
         name="mirror-descent.e3",
-        cost=35.0,
+        cost=112.0,
         config_type=E3Config,
         run=run_e3,
         quick={"epochs": (100, 100, 200), "lr": 1.0},

@@ -431,7 +431,7 @@ def _growth_figure(config: GrowthConfig, frame: pd.DataFrame):
 register(
     Experiment(
         name="mirror-descent.growth",
-        cost=60.0,  # seconds: one thread, loaded 2-core machine
+        cost=41.0,
         config_type=GrowthConfig,
         run=run_growth,
         quick={"steps": 3000, "lrs": (10.0, 100.0)},

@@ -280,7 +280,7 @@ def run_regpath(config: RegPathConfig, ctx: RunContext) -> ExperimentResult:
 register(
     Experiment(
         name="mirror-descent.regpath",
-        cost=69.0,  # seconds: one thread, loaded 2-core machine (quick: ~15 s there)
+        cost=40.0,
         config_type=RegPathConfig,
         run=run_regpath,
         quick={"datasets": 1, "radii": (8.0, 16.0, 32.0), "cross_check": 0, "md_steps": 1000},

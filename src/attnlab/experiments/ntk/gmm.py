@@ -366,7 +366,7 @@ def _gmm_figure(table: pd.DataFrame, learned, exact, linear, target, config: GMM
 register(
     Experiment(
         name="diffusion.gmm",
-        cost=371.0,
+        cost=818.0,
         config_type=GMMConfig,
         run=run_gmm,
         quick={

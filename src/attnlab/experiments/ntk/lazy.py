@@ -564,7 +564,7 @@ def _lazy_figure(frame: pd.DataFrame, table: pd.DataFrame, errors: pd.DataFrame,
 register(
     Experiment(
         name="ntk.lazy",
-        cost=22.0,
+        cost=83.0,
         config_type=LazyConfig,
         run=run_lazy,
         quick={

@@ -641,7 +641,7 @@ def _table1_figure(medians: pd.DataFrame, config: Table1Config):
 register(
     Experiment(
         name="ntk.table1",
-        cost=573.0,
+        cost=858.0,
         config_type=Table1Config,
         run=run_table1,
         quick={"ns": (8, 16, 32), "seeds": 3, "widths": tuple(2**k for k in range(6, 19)), "max_steps": 5000},

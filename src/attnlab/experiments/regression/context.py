@@ -217,7 +217,7 @@ def _figure(config: ContextConfig, table: pd.DataFrame):
 register(
     Experiment(
         name="regression.context",
-        cost=20.0,
+        cost=26.0,
         config_type=ContextConfig,
         run=run_context,
         quick={"ns": (25, 50, 100, 200), "draws": 4000},

@@ -432,7 +432,7 @@ _FIGURE_QUICK = {"n": 2000, "batch_size": 128, "steps": 1000, "seeds": 2, "recor
 register(
     Experiment(
         name="regression.fig1",
-        cost=66.0,
+        cost=108.0,
         config_type=FigureOneConfig,
         run=run_fig1,
         quick={**_FIGURE_QUICK, "methods": ("ours", "sgd")},
@@ -441,7 +441,7 @@ register(
 register(
     Experiment(
         name="regression.fig2",
-        cost=106.0,
+        cost=243.0,
         config_type=FigureTwoConfig,
         run=run_fig2,
         quick={**_FIGURE_QUICK, "methods": ("ours_random", "sgd"), "grid_seeds": 1},

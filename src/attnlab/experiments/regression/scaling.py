@@ -122,7 +122,7 @@ def _figure(config: ScalingConfig, frame: pd.DataFrame):
 register(
     Experiment(
         name="regression.scaling",
-        cost=150.0,
+        cost=48.0,
         config_type=ScalingConfig,
         run=run_scaling,
         quick={"ns": (50, 100, 200), "seeds": 2, "steps": 60, "batches": 8},

@@ -145,7 +145,7 @@ def run_theory(config: TheoryConfig, ctx: RunContext) -> ExperimentResult:
 register(
     Experiment(
         name="regression.theory",
-        cost=120.0,
+        cost=53.0,
         config_type=TheoryConfig,
         run=run_theory,
         quick={
