@@ -105,6 +105,39 @@ def test_a_tuned_comparison_trains_every_optimizer_at_the_rate_it_won(tmp_path):
     assert list(result.sparsity.columns[:2]) == ["optimizer", "seed"] and len(result.sparsity) == 4
 
 
+@dataclass(frozen=True)
+class BudgetComparison(TinyComparison):
+    def optimizer_epochs(self) -> dict[str, int]:
+        return {MD: 2}
+
+
+def test_an_optimizer_with_its_own_budget_tunes_and_trains_that_long_and_the_rest_as_before(tmp_path):
+    fields = {"optimizers": ("sgd", MD), "lrs": (1.0, 1.0), "tied_lrs": (), "seeds": 2, "epochs": 1}
+    fields |= {"lr_grids": ((1e-4, 0.3), (1e-4, 0.05)), "tune_epochs": 1, "batch_size": 256}
+    result = BudgetComparison(**fields).compare(build_digits_vit, checkpoint_dir=tmp_path)
+    last = result.frame.groupby("optimizer")["epoch"].max()
+    assert last["sgd"] == 1 and last[MD] == 2
+    assert len(list(tmp_path.iterdir())) == 4  # tuning and comparison: one stack per budget each
+    # the references: each optimizer alone through compare_optimizers at its rate and budget
+    sgd = compare_optimizers(
+        build_digits_vit, BudgetComparison(**fields), ("sgd",), (0.3,), (0, 1), epochs=1, batch_size=256
+    )
+    md = compare_optimizers(
+        build_digits_vit, BudgetComparison(**fields), (MD,), (0.05,), (0, 1), epochs=2, batch_size=256
+    )
+    columns = [c for c in sgd.frame.columns if c != "seconds"]
+    for name, want in (("sgd", sgd), (MD, md)):
+        got = result.frame[result.frame["optimizer"] == name].reset_index(drop=True)
+        pd.testing.assert_frame_equal(got[columns], want.frame[columns])
+    tuned = result.tuning.set_index(["optimizer", "lr"])
+    assert tuned.loc[("sgd", 0.3), "chosen"] and tuned.loc[(MD, 0.05), "chosen"]
+
+
+def test_train_trials_refuses_a_budget_below_one():
+    with pytest.raises(ValidationError, match="epochs_of"):
+        compare_optimizers(build_digits_vit, CONFIG, (MD,), (0.05,), (0,), epochs=1, batch_size=8, epochs_of={MD: 0})
+
+
 @pytest.mark.slow
 def test_two_worker_processes_give_the_same_runs_as_one():
     one, two = _run(1), _run(2)

@@ -130,6 +130,18 @@ class ComparisonConfig:
         if self.tune_epochs:
             check_grids(self.optimizers, self.lr_grids, self.tied_lrs)
 
+    def optimizer_epochs(self) -> dict[str, int]:
+        """Per-optimizer epoch budgets that replace both ``tune_epochs`` and ``epochs``: none here.
+
+        A task's config may declare some (``real.text``'s ``epochs_by_optimizer``).
+
+        Returns
+        -------
+        dict of str to int
+            ``{optimizer: epochs}``.
+        """
+        return {}
+
     def compare(
         self,
         build: Callable[[Any, int], Setup],
@@ -162,6 +174,7 @@ class ComparisonConfig:
             "sngd_cap": self.sngd_cap,
             "sps_c": self.sps_c,
             "workers": self.workers,
+            "epochs_of": self.optimizer_epochs(),
             "checkpoint_dir": checkpoint_dir,
             "bar": bar,
         }
@@ -230,6 +243,7 @@ def compare_optimizers(
     sngd_cap: float | None = None,
     sps_c: float = 0.5,
     workers: int = 1,
+    epochs_of: dict[str, int] | None = None,
     checkpoint_dir: str | Path | None = None,
     bar: Callable[..., Any] | None = None,
 ) -> Comparison:
@@ -253,6 +267,8 @@ def compare_optimizers(
     workers : int, default=1
         1 trains every trial as one stack in this process; more cut them into that many stacks, each in a
         spawned process with one CPU thread (:func:`~attnlab.nets.trials.train_trials`).
+    epochs_of : dict of str to int, optional
+        ``{optimizer: epochs}``: that optimizer trains for that many epochs instead of ``epochs``.
     checkpoint_dir : path, optional
         Folder of per-stack checkpoints (``runs-<hash of config, trials and options>.pt``); existing ones are
         resumed, and a changed config starts afresh instead of resuming another config's runs.
@@ -281,6 +297,7 @@ def compare_optimizers(
         sngd_cap=sngd_cap,
         sps_c=sps_c,
         workers=workers,
+        epochs_of=epochs_of,
         checkpoint_dir=checkpoint_dir,
         bar=bar,
         probe_seed=int(seeds[0]),

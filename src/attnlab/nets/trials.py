@@ -179,6 +179,36 @@ def _chunks(order: list[int], workers: int) -> list[list[int]]:
     return [order[bounds[i] : bounds[i + 1]] for i in range(parts)]
 
 
+def _tasks(
+    build: Callable[[Any, int], Setup],
+    config: Any,
+    trials: Sequence[Trial],
+    group: list[int],
+    options: dict[str, Any],
+    workers: int,
+    directory: Path | None,
+    probe_seed: int | None,
+    validation: tuple[float, int] | None,
+) -> list[tuple[list[int], Callable[[], list[dict[str, pd.DataFrame]]]]]:
+    """The stacks of the trials ``group`` (indices into ``trials``, one epoch budget): ``(indices, task)`` pairs."""
+    tasks = []
+    for chunk in _chunks(group, workers):
+        part = [trials[i] for i in chunk]
+        # the name carries a hash of everything that shapes the stack: another config's runs are never resumed
+        key = config_hash(
+            {
+                "config": dataclasses.asdict(config),
+                "trials": [dataclasses.asdict(t) for t in part],
+                "validation": validation,
+                **options,
+            }
+        )
+        checkpoint = None if directory is None else directory / f"runs-{key}.pt"
+        probe = [t.seed == probe_seed for t in part]
+        tasks.append((chunk, partial(_train_chunk, build, config, part, probe, options, checkpoint, validation)))
+    return tasks
+
+
 def train_trials(
     build: Callable[[Any, int], Setup],
     config: Any,
@@ -194,6 +224,7 @@ def train_trials(
     probe_seed: int | None = None,
     validation: tuple[float, int] | None = None,
     eval_every: int = 1,
+    epochs_of: Mapping[str, int] | None = None,
 ) -> list[dict[str, pd.DataFrame]]:
     """Train every trial (stacked, in ``workers`` processes); each one's tables, in the order of ``trials``.
 
@@ -224,6 +255,9 @@ def train_trials(
         seed) and report the validation part in the ``test_*`` columns, with no extra metrics: for tuning.
     eval_every : int, default=1
         Epochs between recorded rows (see :func:`~attnlab.nets.stacked.fit_stacked`).
+    epochs_of : mapping of str to int, optional
+        ``{optimizer: epochs}``: that optimizer's trials train for that many epochs instead of ``epochs`` (in
+        stacks of their own).
 
     Returns
     -------
@@ -236,11 +270,15 @@ def train_trials(
     Raises
     ------
     ValidationError
-        On no trials, ``workers < 1``, or a ``build`` whose data depends on the seed.
+        On no trials, ``workers < 1``, an ``epochs_of`` budget below 1, or a ``build`` whose data depends on the
+        seed.
     """
     if not trials:
         raise ValidationError("trials is empty; pass at least one Trial")
     check_scalar("workers", workers, kind=int, low=1)
+    budgets = dict(epochs_of or {})
+    for budget in budgets.values():
+        check_scalar("epochs_of", budget, kind=int, low=1)
     directory = None if checkpoint_dir is None else Path(checkpoint_dir)
     if directory is not None:
         directory.mkdir(parents=True, exist_ok=True)
@@ -259,25 +297,15 @@ def train_trials(
         range(len(trials)), key=lambda i: (first[trials[i].optimizer], first[(trials[i].optimizer, trials[i].lr)], i)
     )
     tasks = []
-    for chunk in _chunks(order, workers):
-        part = [trials[i] for i in chunk]
-        # the name carries a hash of everything that shapes the stack: another config's runs are never resumed
-        key = config_hash(
-            {
-                "config": dataclasses.asdict(config),
-                "trials": [dataclasses.asdict(t) for t in part],
-                "validation": validation,
-                **options,
-            }
-        )
-        checkpoint = None if directory is None else directory / f"runs-{key}.pt"
-        probe = [t.seed == probe_seed for t in part]
-        tasks.append((chunk, partial(_train_chunk, build, config, part, probe, options, checkpoint, validation)))
+    for budget in dict.fromkeys(budgets.get(trials[i].optimizer, epochs) for i in order):
+        group = [i for i in order if budgets.get(trials[i].optimizer, epochs) == budget]
+        budget_options = {**options, "epochs": budget}
+        tasks += _tasks(build, config, trials, group, budget_options, workers, directory, probe_seed, validation)
     wrap = bar if bar is not None else (lambda iterable, **_: iterable)
-    if len(tasks) == 1:
-        results = [task() for _, task in wrap(tasks, total=1, desc="stacks")]
+    if workers == 1 or len(tasks) == 1:
+        results = [task() for _, task in wrap(tasks, total=len(tasks), desc="stacks")]
     else:
-        with ProcessPoolExecutor(len(tasks), mp_context=multiprocessing.get_context("spawn")) as pool:
+        with ProcessPoolExecutor(min(workers, len(tasks)), mp_context=multiprocessing.get_context("spawn")) as pool:
             futures = [pool.submit(task) for _, task in tasks]
             results = [future.result() for future in wrap(futures, total=len(futures), desc="stacks")]
     out: list[dict[str, pd.DataFrame]] = [{} for _ in trials]

@@ -102,7 +102,8 @@ def tune_rates(
     validation : (float, int)
         ``(fraction, seed)`` of the validation split, carved from the training set.
     **training
-        ``batch_size`` (required), ``sngd_cap``, ``sps_c``, ``workers``, ``checkpoint_dir``, ``bar``: as for
+        ``batch_size`` (required), ``sngd_cap``, ``sps_c``, ``workers``, ``epochs_of`` (per-optimizer tuning
+        budgets), ``checkpoint_dir``, ``bar``: as for
         :func:`~attnlab.nets.trials.train_trials`.
 
     Returns
@@ -128,7 +129,8 @@ def tune_rates(
         Trial(name, float(lr), int(seed)) for name, grid in zip(optimizers, grids) for lr in grid for seed in seeds
     ]
     # only the last epoch is scored
-    results = train_trials(build, config, trials, epochs=epochs, validation=validation, eval_every=epochs, **training)
+    longest = max([epochs, *(training.get("epochs_of") or {}).values()])
+    results = train_trials(build, config, trials, epochs=epochs, validation=validation, eval_every=longest, **training)
     last = pd.concat([r["frame"].tail(1) for r in results], ignore_index=True)
     cells = (
         last.groupby(["optimizer", "lr"], sort=False)

@@ -53,3 +53,14 @@ def test_quick_text_on_an_aclimdb_folder(tmp_path, aclimdb_root):
 def test_text_config_needs_a_folder_for_aclimdb():
     with pytest.raises(ValidationError, match="imdb_root"):
         TextConfig(dataset="aclimdb")
+
+
+@pytest.mark.parametrize("budget", [(("md:7", 60),), (("md:1.1,normalized=false", 0),)])
+def test_text_config_refuses_a_budget_for_an_unknown_optimizer_or_below_one(budget):
+    with pytest.raises(ValidationError, match="epochs_by_optimizer"):
+        TextConfig(epochs_by_optimizer=budget)
+
+
+def test_text_config_gives_l11_md_its_own_budget_and_the_rest_none():
+    assert TextConfig().optimizer_epochs() == {"md:1.1,normalized=false": 60}
+    assert TextConfig(epochs_by_optimizer=()).optimizer_epochs() == {}
