@@ -29,6 +29,17 @@ import torch
 
 from attnlab._validation import check_in
 from attnlab.data import multi_token
+from attnlab.experiments.multi_token_claims import (
+    DIRECTION,
+    ENOUGH,
+    FALSIFIERS,
+    FINITE,
+    FINITE_BOUNDED,
+    FITTED,
+    KEPT,
+    KKT,
+    SOURCE,
+)
 from attnlab.experiments.registry import register
 from attnlab.models import ReluHead
 from attnlab.models.functional import attention_logits
@@ -38,12 +49,8 @@ from attnlab.svm import InfeasibleProgramError, WholeSequenceWarning, attention_
 from attnlab.training.batched import train as batched_train
 from attnlab.verify import (
     Check,
-    Claim,
     Experiment,
     ExperimentResult,
-    Falsifier,
-    Reading,
-    Revision,
     RunContext,
     observation,
     spread_tolerance,
@@ -51,7 +58,6 @@ from attnlab.verify import (
 
 __all__ = ["MultiTokenConfig"]
 
-SOURCE = "docs/theory/multi-token.md"
 # the references of the recorded alignments: column alignment_<key>
 DIRECTIONS = {"eq": r"$W^{SVMeq}$", "mm": r"$W^{mm}$ (sets)", "one": r"$W^{1token}$"}
 # rejection reasons, in the order they are tested
@@ -61,146 +67,6 @@ LABELS, BETWEEN, UNSATURATED, WHOLE, INFEASIBLE = (
     "nothing at or below low",
     "a set is its whole sequence",
     "SVM infeasible",
-)
-# The finite part reproduces the trained logit gaps inside the sets to the solver's accuracy (Clarabel at gap 1e-10,
-# gaps of size ~10): 1e-6 leaves three decades above what we measure and is far below a wrong log-ratio (O(1)).
-FINITE_TOL = 1e-6
-KKT_TOL = 1e-5  # the KKT tolerance of every program in attnlab.svm
-
-_MULTI = (
-    "kept runs (by the config's acceptance rule, the source's by default) whose sets hold two or more tokens in some "
-    "sequence, per d; with one token per sequence W_dir is the one-token SVM and the comparison is empty"
-)
-KEPT = Claim(
-    "kept runs (the acceptance rule left some)",
-    "2308.16898:SVMeq",
-    SOURCE + " §6",
-    kind="property",
-    id="kept",
-    reading=Reading("number of kept runs", "every width d", "all draws tried", "> 0 (there is something to test)"),
-)
-FINITE = Claim(
-    "the finite part reproduces the trained softmax on the selected sets (max |log-ratio error|)",
-    "2308.16898:SVMeq",
-    SOURCE + " §3.2",
-    kind="property",
-    id="finite-reproduces",
-    reading=Reading(
-        "max over kept runs and sets of |logit gap of W_fin - logit gap of W_T| inside the set",
-        "the last step T",
-        "every kept run",
-        "<= 1e-6: Clarabel at gap 1e-10 on gaps of size ~10 gives ~1e-14; a wrong log-ratio is O(1)",
-        {"bound": FINITE_TOL},
-    ),
-)
-KKT = Claim(
-    "KKT residual of every direction program and finite part",
-    "2308.16898:SVMeq",
-    SOURCE + " §4",
-    kind="property",
-    id="kkt",
-    reading=Reading(
-        "max KKT residual of the direction programs and finite parts",
-        "the last step T",
-        "every kept run",
-        "<= 1e-5 (the KKT tolerance of every program in attnlab.svm)",
-        {"bound": KKT_TOL},
-    ),
-)
-ENOUGH = Claim(
-    "d={d}: multi-token runs kept (at least 2)",
-    "2308.16898:Conj",
-    SOURCE + " §6",
-    kind="property",
-    id="enough",
-    reading=Reading("number of kept multi-token runs", "the last step T", _MULTI, ">= 2 (a share needs runs)"),
-)
-_OLD_CLOSER = Reading(
-    statistic="share of runs with 1 - corr(W_T, W^SVMeq) < 1 - corr(W_T, W^1token); W^SVMeq = W_fin + R W_dir with "
-    "W_fin reproducing W_T's logit gaps inside the sets and R W_T's least-squares coefficient on W_dir",
-    window="the last step T of the replayed run",
-    subset="runs kept by our rule (no set equal to its whole sequence) with a set of two or more tokens, per d",
-    tolerance="> 1/2 (the source's figure draws W^SVMeq below W^1token)",
-    params={"bound": 0.5},
-)
-DIRECTION = Claim(
-    "d={d}: share of multi-token runs whose W_T is closer in direction to W_dir, the sets' max-margin direction "
-    "(unfitted), than to the one-token SVM (Conjecture; mean 1-corr gained {gain:.3g})",
-    "2308.16898:Conj",
-    SOURCE + " §6",
-    falsifier="replay-linear-head",
-    id="direction-closer",
-    reading=Reading(
-        statistic="share of runs with 1 - corr(W_T, W_dir) < 1 - corr(W_T, W^1token); W_dir the direction program "
-        "of the sets read off W_T's softmax (nothing fitted to W_T), W^1token the Frobenius SVM of W_T's arg-max "
-        "tokens",
-        window="the last step T of the replayed run",
-        subset=_MULTI,
-        tolerance="> 1/2: the conjecture W_t = W_fin + ||W_t|| W_dir / ||W_dir|| + o(1) with W_fin bounded puts "
-        "W_t's direction on W_dir; the source's figure draws the sets' direction below the one-token SVM",
-        params={"bound": 0.5},
-    ),
-    revisions=(
-        Revision(
-            reading=_OLD_CLOSER,
-            date="2026-11-27",
-            why="circular: W_fin reproduces W_T's own logit gaps (to 1e-14) and R is W_T's own least-squares "
-            "projection on W_dir, so W^SVMeq is fitted to the W it is compared with and the unfitted W_dir, the "
-            "conjecture's prediction, was never tested; the fitted comparison stays as the property row "
-            "'fitted-closer'",
-            quick="pass: 0.8 > 0.5 over 5 multi-token runs at d=4 (dfa98f4)",
-            full="pass: 0.66, 0.65, 0.59, 0.74 > 0.5 over 70, 69, 64, 46 multi-token runs at d = 4, 6, 8, 10 (b02043c)",
-            claim="d={d}: share of runs whose W_t is closer to W^SVMeq than to the one-token SVM (Conjecture; mean "
-            "1-corr gained {gain:.3g})",
-        ),
-    ),
-)
-FITTED = Claim(
-    "d={d}: fitted: share of multi-token runs whose W_T is closer to W^SVMeq = W_fin + R W_dir than to the one-token "
-    "SVM (W_fin and R are fitted to W_T: a property of the construction)",
-    "2308.16898:SVMeq",
-    SOURCE + " §3.3",
-    kind="property",
-    id="fitted-closer",
-    reading=dataclasses.replace(_OLD_CLOSER, subset=_MULTI),
-)
-FINITE_BOUNDED = Claim(
-    "d={d}: the finite part stays bounded while ||W_t|| grows (median growth exponent of ||W_fin|| against ||W_t|| "
-    "from T/2 to T)",
-    "2308.16898:Conj",
-    SOURCE + " §6",
-    falsifier="replay-linear-head",
-    id="finite-bounded",
-    reading=Reading(
-        statistic="median over runs of log(||W_fin(W_T)|| / ||W_fin(W_T/2)||) / log(||W_T|| / ||W_T/2||), W_fin(W) "
-        "the finite part of the sets (read off W_T) at W's logit gaps",
-        window="the replayed run's recorded steps nearest T/2 and T",
-        subset=_MULTI,
-        tolerance="< 1/2: the conjecture (a bounded W_fin, the rest along W_dir) gives 0, a finite part growing with "
-        "||W_t|| gives 1; 1/2 is halfway",
-        params={"bound": 0.5},
-    ),
-)
-
-
-def _linear_head(head):
-    """The replay's head without its ReLU: h(u) = v^T V u, the linear head V^T v (multi-token §1 with ReLU = id)."""
-
-    def linear(V, v):
-        return torch.einsum("...md,...m->...d", V, v)  # ([R,] d): a linear head v_lin = V^T v
-
-    return linear
-
-
-FALSIFIERS = (
-    Falsifier(
-        "replay-linear-head",
-        "the replayed runs train with the ReLU dropped from the head (h(u) = v^T V u), the kept runs and their sets "
-        "unchanged",
-        "attnlab.experiments.multi_token:_replay_head",
-        _linear_head,
-        kind="mechanism",
-    ),
 )
 
 
@@ -324,6 +190,18 @@ def _finite_norm(data, sets: torch.Tensor, W: torch.Tensor) -> float:
 
 def _one_width(config: MultiTokenConfig, d: int, ctx: RunContext) -> tuple[pd.DataFrame, pd.DataFrame, Counter]:
     """Train, accept and solve at width ``d``; returns the trajectory frame, the per-run table and the counts."""
+    kept, reasons = _kept_runs(config, d)
+    if not kept:
+        return pd.DataFrame(), pd.DataFrame(), reasons
+    replay = _replay(config, kept, ctx)
+    frame = replay.frame.assign(d=d, seed=[kept[r]["seed"] for r in replay.frame["run"]])
+    return frame, _run_table(config, d, kept, replay, frame), reasons
+
+
+def _kept_runs(config: MultiTokenConfig, d: int) -> tuple[list[dict], Counter]:
+    """Train draws at width ``d`` in chunks of ``config.chunk``, one batched program each, until ``config.runs`` are
+    kept or ``config.max_draws`` tried; returns the kept runs (their draw, trained ``W`` and programs, see
+    :func:`_examine`) and the counts of every verdict."""
     reasons: Counter = Counter()
     kept: list[dict] = []
     start = config.seed
@@ -346,52 +224,65 @@ def _one_width(config: MultiTokenConfig, d: int, ctx: RunContext) -> tuple[pd.Da
         for r, (reason, whole) in enumerate(_verdicts(probabilities, y, config)):
             if len(kept) == config.runs:  # draws after the last run needed are not examined (nor counted)
                 break
-            reasons["examined"] += 1
-            if reason is not None:
-                reasons[reason] += 1
-                continue
-            reasons["source rule"] += 1  # multi-token §6: the source's rule keeps it
-            reasons["our rule"] += not whole  # ours keeps it when no set is its whole sequence
-            if whole and config.acceptance == "ours":
-                reasons[WHOLE] += 1
-                continue
-            data = multi_token(config.n, config.T, d, seed=seeds[r]).data
-            try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", WholeSequenceWarning)  # counted in the acceptance table
-                    eq = svm_equivalence(data, trained[r], low=config.low, high=config.high)
-                one = attention_svm(data, "fro", select=probabilities[r].argmax(dim=-1))
-            except InfeasibleProgramError:
-                reasons[INFEASIBLE] += 1
-                continue
-            reasons["kept"] += 1
-            kept.append(
-                {
-                    "seed": seeds[r],
-                    "data": data,
-                    "X": X[r],
-                    "Z": Z[r],
-                    "y": y[r],
-                    "V": V[r],
-                    "v": v[r],
-                    "W0": W0[r],
-                    "W": trained[r],
-                    "eq": eq,
-                    "one": one.W,
-                    "whole": whole,
-                    "set_sizes": eq.sets.sum(dim=1).tolist(),
-                    "outside_max": float(probabilities[r][~eq.sets].max()),
-                }
-            )
-    if not kept:
-        return pd.DataFrame(), pd.DataFrame(), reasons
+            run = _examine(config, d, seeds[r], reason, whole, trained[r], probabilities[r], reasons)
+            if run is not None:
+                draw = {"X": X[r], "Z": Z[r], "y": y[r], "V": V[r], "v": v[r], "W0": W0[r]}
+                kept.append({"seed": seeds[r], **draw, **run})
+    return kept, reasons
+
+
+def _examine(
+    config: MultiTokenConfig,
+    d: int,
+    seed: int,
+    reason: str | None,
+    whole: bool,
+    W: torch.Tensor,
+    probabilities: torch.Tensor,
+    reasons: Counter,
+) -> dict | None:
+    """One trained run's acceptance (counted in ``reasons``) and, when kept, its programs: the SVM-equivalence of its
+    sets and the one-token SVM of its arg-max tokens. ``W`` (d, d) and ``probabilities`` (n, T) are the run's."""
+    reasons["examined"] += 1
+    if reason is not None:
+        reasons[reason] += 1
+        return None
+    reasons["source rule"] += 1  # multi-token §6: the source's rule keeps it
+    reasons["our rule"] += not whole  # ours keeps it when no set is its whole sequence
+    if whole and config.acceptance == "ours":
+        reasons[WHOLE] += 1
+        return None
+    data = multi_token(config.n, config.T, d, seed=seed).data
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", WholeSequenceWarning)  # counted in the acceptance table
+            eq = svm_equivalence(data, W, low=config.low, high=config.high)
+        one = attention_svm(data, "fro", select=probabilities.argmax(dim=-1))
+    except InfeasibleProgramError:
+        reasons[INFEASIBLE] += 1
+        return None
+    reasons["kept"] += 1
+    return {
+        "data": data,
+        "W": W,
+        "eq": eq,
+        "one": one.W,
+        "whole": whole,
+        "set_sizes": eq.sets.sum(dim=1).tolist(),
+        "outside_max": float(probabilities[~eq.sets].max()),
+    }
+
+
+def _replay(config: MultiTokenConfig, kept: list[dict], ctx: RunContext):
+    """Train the kept runs again from their ``W_0``, one batched program, recording ``1 - corr`` against the three
+    directions (:data:`DIRECTIONS`) and keeping ``W`` at every recorded step (the finite part's growth)."""
     stack = {k: torch.stack([run[k] for run in kept]) for k in ("X", "Z", "y", "V", "v", "W0")}
     refs = {
         "eq": torch.stack([run["eq"].W for run in kept]),
         "mm": torch.stack([run["eq"].direction.W for run in kept]),
         "one": torch.stack([run["one"] for run in kept]),
     }
-    replay = batched_train(
+    return batched_train(
         stack["X"],
         stack["Z"],
         stack["y"],
@@ -406,7 +297,11 @@ def _one_width(config: MultiTokenConfig, d: int, ctx: RunContext) -> tuple[pd.Da
         keep_iterates=True,  # W at T/2 and T: the finite part's growth
         progress=ctx.progress,
     )
-    frame = replay.frame.assign(d=d, seed=[kept[r]["seed"] for r in replay.frame["run"]])
+
+
+def _run_table(config: MultiTokenConfig, d: int, kept: list[dict], replay, frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per kept run: its sets, programs' residuals, the last step's ``1 - corr`` against each direction, and
+    the norms of ``W`` and of the finite part at ``T/2`` and ``T`` with the growth exponent they give."""
     last = frame[frame["step"] == config.steps].set_index("run")
     steps = replay.iterates["step"]
     half = int(torch.argmin((steps - config.steps / 2).abs()))  # the recorded step nearest T/2
@@ -439,7 +334,7 @@ def _one_width(config: MultiTokenConfig, d: int, ctx: RunContext) -> tuple[pd.Da
     table["finite_exponent"] = np.log(table["finite_norm_last"] / table["finite_norm_half"]) / np.log(
         table["norm_last"] / table["norm_half"]
     )
-    return frame, table, reasons
+    return table
 
 
 def run(config: MultiTokenConfig, ctx: RunContext) -> ExperimentResult:
