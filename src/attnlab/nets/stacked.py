@@ -234,28 +234,9 @@ def fit_stacked(
                 break
             last_finite = [[p.detach().clone() for p in g.leaves] for g in groups]
             started = time.perf_counter()
-            failed = [False] * runs
-            perms = torch.stack([torch.randperm(len(data.y_train), generator=g) for g in generators])
-            for batch in perms.split(batch_size, dim=1):  # (R, b) indices, each run its own order
-                xb, yb = data.x_train[batch], data.y_train[batch]
-                stack = {n: torch.cat([g.leaves[j] for g in groups]) for j, n in enumerate(names)}
-                logits = forward(stack, buffers, xb)  # (R, b, classes)
-                losses = F.cross_entropy(logits.flatten(0, 1), yb.flatten(), reduction="none").view(yb.shape).mean(1)
-                for g in groups:
-                    for p in g.leaves:
-                        p.grad = None
-                losses.sum().backward()  # runs are independent: each leaf gets its own run's gradient
-                with torch.no_grad():
-                    _step(groups, losses)
-                    finite = torch.isfinite(losses).tolist()
-                    for r in range(runs):
-                        if active[r] and not failed[r] and not finite[r]:
-                            failed[r] = True
-                    _freeze(groups, last_finite, [not a or f for a, f in zip(active, failed)])
-                step += 1
-                calls.step(step)
-                if all(f or not a for a, f in zip(active, failed)):
-                    break
+            failed, step = _epoch_steps(
+                groups, names, forward, buffers, data, generators, batch_size, active, last_finite, calls, step
+            )
             seconds += time.perf_counter() - started
             with torch.no_grad():
                 _freeze(groups, last_finite, [not a for a in active])
@@ -285,6 +266,47 @@ def fit_stacked(
         )
         for r, n, a, model in zip(rows, norms, active, models)
     ]
+
+
+def _epoch_steps(
+    groups: list[_Group],
+    names: list[str],
+    forward: Callable,
+    buffers: dict[str, torch.Tensor],
+    data: Split,
+    generators: list[torch.Generator],
+    batch_size: int,
+    active: list[bool],
+    last_finite: list[list[torch.Tensor]],
+    calls: Any,
+    step: int,
+) -> tuple[list[bool], int]:
+    """One epoch of mini-batch steps of every run, each in its own order; returns which runs turned non-finite
+    (kept at ``last_finite`` from then on) and the step count after the epoch."""
+    runs = len(active)
+    failed = [False] * runs
+    perms = torch.stack([torch.randperm(len(data.y_train), generator=g) for g in generators])
+    for batch in perms.split(batch_size, dim=1):  # (R, b) indices, each run its own order
+        xb, yb = data.x_train[batch], data.y_train[batch]
+        stack = {n: torch.cat([g.leaves[j] for g in groups]) for j, n in enumerate(names)}
+        logits = forward(stack, buffers, xb)  # (R, b, classes)
+        losses = F.cross_entropy(logits.flatten(0, 1), yb.flatten(), reduction="none").view(yb.shape).mean(1)
+        for g in groups:
+            for p in g.leaves:
+                p.grad = None
+        losses.sum().backward()  # runs are independent: each leaf gets its own run's gradient
+        with torch.no_grad():
+            _step(groups, losses)
+            finite = torch.isfinite(losses).tolist()
+            for r in range(runs):
+                if active[r] and not failed[r] and not finite[r]:
+                    failed[r] = True
+            _freeze(groups, last_finite, [not a or f for a, f in zip(active, failed)])
+        step += 1
+        calls.step(step)
+        if all(f or not a for a, f in zip(active, failed)):
+            break
+    return failed, step
 
 
 def _stack(groups: list[_Group]) -> list[torch.Tensor]:
