@@ -19,7 +19,7 @@ pytestmark = pytest.mark.timm
 OPTIMIZERS = [
     ("sgd", 0.1),
     ("sngd", 0.1),
-    ("sps", 0.5),
+    ("sps:max_step=0.5", None),  # Polyak takes no lr: its cap is an option
     ("adam", 1e-3),
     ("md:1.1,normalized=false", 0.05),
     ("md:2,normalized=false", 0.1),
@@ -47,7 +47,7 @@ def test_timm_vit_trains_one_epoch_under_each_optimizer(name, lr):
     history = fit_classifier(
         model, make_optimizer(name, model.parameters(), lr, sngd_cap=1.0), data, epochs=1, batch_size=16, seed=0
     )
-    assert history.frame["step"].iloc[-1] == 3 and not history.frame["diverged"].any()
+    assert history.frame["step"].iloc[-1] == 3 and history.status == ["completed"]
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
 
 
