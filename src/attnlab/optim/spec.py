@@ -23,9 +23,7 @@ entries in :mod:`attnlab.optim.entries`); every name but Polyak takes ``lr`` (de
 .. optimizers::
 
 An alias that fixes an option refuses it written again (``"sign:p=2"`` is refused: write ``"sd:2"``); an unknown
-option is refused by name with the list of the known ones. Retired spellings still parse, with a
-:class:`DeprecationWarning` naming the new one: ``max_lr=`` (now ``max_step=``) and ``"md-<p>"`` (now
-``"md:<p>,normalized=false"``).
+option is refused by name with the list of the known ones.
 
 A spec turns into a rule of the training engine (:meth:`OptimizerSpec.rule`, what :func:`attnlab.training.fit`
 runs) or into a ``torch.optim.Optimizer`` (:meth:`OptimizerSpec.build`); both are the entry's chain of transforms.
@@ -33,8 +31,6 @@ runs) or into a ``torch.optim.Optimizer`` (:meth:`OptimizerSpec.build`); both ar
 
 from __future__ import annotations
 
-import re
-import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -49,7 +45,6 @@ from attnlab.optim import transforms as tx
 __all__ = ["DEFAULT_LR", "NAMES", "OPTIONS", "RULES", "OptimizerSpec", "named_rule", "parse_optimizer"]
 
 DEFAULT_LR = _builtins.DEFAULT_LR
-_RETIRED_OPTIONS = {"max_lr": "max_step"}
 
 
 class _Names(Sequence):
@@ -152,14 +147,6 @@ class OptimizerSpec:
         head, _, tail = text.strip().partition(":")
         name = head.strip().lower()
         written: dict[str, Any] = {}
-        retired = re.fullmatch(r"md-(.+)", name)
-        if retired:
-            warnings.warn(
-                f"optimizer {text!r}: the spelling 'md-<p>' is deprecated; write 'md:{retired.group(1)},normalized=false'",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-            name, written = "md", {"p": _value(retired.group(1)), "normalized": False}
         found = registry.lookup(name)
         if found is None:
             raise ValidationError(f"optimizer {text!r}: unknown name {head!r}; the form is {_forms()}")
@@ -251,14 +238,6 @@ class OptimizerSpec:
         entry, checked = self.entry, dict(self.options)
         known = entry.all_options
         for key, value in options.items():
-            if key in _RETIRED_OPTIONS:
-                new = _RETIRED_OPTIONS[key]
-                warnings.warn(
-                    f"optimizer {text!r}: the option {key!r} is deprecated; write {new!r}",
-                    DeprecationWarning,
-                    stacklevel=3,
-                )
-                key = new
             if key in entry.refusals:
                 raise ValidationError(f"optimizer {text!r}: {entry.name} takes no {key}, {entry.refusals[key]}")
             if key not in known:
