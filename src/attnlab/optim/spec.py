@@ -42,7 +42,7 @@ from attnlab.optim import entries as _builtins
 from attnlab.optim import registry
 from attnlab.optim import transforms as tx
 
-__all__ = ["DEFAULT_LR", "NAMES", "OPTIONS", "RULES", "OptimizerSpec", "named_rule", "parse_optimizer"]
+__all__ = ["DEFAULT_LR", "OPTIONS", "RULES", "OptimizerSpec", "parse_optimizer"]
 
 DEFAULT_LR = _builtins.DEFAULT_LR
 
@@ -61,14 +61,10 @@ class _Names(Sequence):
 
 
 class _Options(Mapping):
-    """Each registered name's options (``without``: minus those), read from the registry at each use."""
-
-    def __init__(self, without: tuple[str, ...] = ()) -> None:
-        self._without = without
+    """Each registered name's options beyond ``lr``, read from the registry at each use."""
 
     def __getitem__(self, name: str) -> Any:
-        options = [o for o in registry.get(name).all_options if o not in self._without]
-        return set(options) if self._without else tuple(options)
+        return {o for o in registry.get(name).all_options if o != "lr"}
 
     def __iter__(self) -> Iterator[str]:
         return iter(registry.names())
@@ -77,12 +73,10 @@ class _Options(Mapping):
         return len(registry.names())
 
 
-#: Every name and the options it takes (live: read from the registry).
-NAMES: Mapping[str, tuple[str, ...]] = _Options()
 #: The names the training engine runs as a rule: every registered name.
 RULES: Sequence[str] = _Names()
 #: Options of each rule beyond ``lr``.
-OPTIONS: Mapping[str, set[str]] = _Options(without=("lr",))
+OPTIONS: Mapping[str, set[str]] = _Options()
 
 
 def _forms() -> str:
@@ -397,42 +391,6 @@ def parse_optimizer(text: str | OptimizerSpec) -> OptimizerSpec:
     'md:1.5'
     """
     return OptimizerSpec.parse(text)
-
-
-def named_rule(
-    optimizer: str | OptimizerSpec,
-    lr: float | torch.Tensor | None,
-    options: Mapping[str, Any],
-    names: list[str],
-    l_star: torch.Tensor,
-) -> tx.Rule:
-    """The engine rule of ``optimizer`` with keyword ``options`` added: ``parse(optimizer).with_options(...).rule``.
-
-    Parameters
-    ----------
-    optimizer : str or OptimizerSpec
-        An optimizer string (``"ngd:momentum=0.9"``) or a parsed spec.
-    lr : float or torch.Tensor of shape (R,) or None
-        Step size given outside the string (per run); None leaves it to the string or the optimizer's default.
-    options : mapping of str to Any
-        Options added to those of the string, by name (:meth:`OptimizerSpec.with_options`).
-    names : list of str
-        The names of the tensors the rule updates, in the engine's order.
-    l_star : torch.Tensor of shape (R,)
-        Polyak's ``L*`` when the string does not set it (the data's optimal loss).
-
-    Returns
-    -------
-    Rule
-        The engine rule (``attnlab.optim.transforms.Rule``): one chain of transforms per tensor of ``names``.
-
-    Raises
-    ------
-    ValidationError
-        When the string does not parse, an option is given twice or is not the optimizer's, or the optimizer has
-        no engine rule for these arguments (see :meth:`OptimizerSpec.rule`).
-    """
-    return OptimizerSpec.parse(optimizer).with_options(**options).rule(names, lr=lr, optimal_loss=l_star)
 
 
 __doc__ = registry.document(__doc__)
