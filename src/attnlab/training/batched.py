@@ -253,8 +253,6 @@ def parse_options(
     """
     own_rule = isinstance(optimizer, Rule)
     spec = None if own_rule else OptimizerSpec.parse(optimizer)
-    if spec is not None:
-        check_in("optimizer", spec.name, OPTIMIZERS)
     allowed = (set() if own_rule else OPTIONS[spec.name]) | _COMMON
     unknown = set(options) - allowed
     if unknown:
