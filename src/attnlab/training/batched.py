@@ -283,13 +283,13 @@ def parse_options(
             DeprecationWarning,
             stacklevel=3,
         )
-    record_every, progress = options.get("record_every"), options.get("progress")
+    record_every, progress, select = options.get("record_every"), options.get("progress"), options.get("select")
     return Options(
         spec=spec,
         rule=optimizer if own_rule else None,
         record_every=None if record_every is None else check_scalar("record_every", record_every, kind=int, low=1),
         refs=_refs(options, sizes),
-        select=_select(options, sizes),
+        select=None if select is None else check_select("select", select, sizes["n"], sizes["T"], runs=sizes.get("R")),
         bregman_p=options.get("bregman_p"),
         metrics=as_metrics(options.get("metrics")),
         keep_iterates=check_bool("keep_iterates", options.get("keep_iterates", False)),
@@ -439,13 +439,6 @@ def _ref(name: str, value: Any, sizes: dict[str, int]) -> torch.Tensor:
     t = check_tensor(name, value)
     check_shape(name, t, "dq" if t.dim() == 2 else "Rdq", dict(sizes))
     return t
-
-
-def _select(options: dict[str, Any], sizes: dict[str, int]) -> torch.Tensor | None:
-    """The tokens whose softmax and margin are recorded, ``([R,] n)``: given, or None (the optimal ones)."""
-    if options.get("select") is None:
-        return None
-    return check_select("select", options["select"], sizes["n"], sizes["T"], runs=sizes.get("R"))
 
 
 def _trainable(value: Any, params: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
