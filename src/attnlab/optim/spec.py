@@ -31,7 +31,7 @@ runs) or into a ``torch.optim.Optimizer`` (:meth:`OptimizerSpec.build`); both ar
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,41 +42,9 @@ from attnlab.optim import entries as _builtins
 from attnlab.optim import registry
 from attnlab.optim import transforms as tx
 
-__all__ = ["DEFAULT_LR", "OPTIONS", "RULES", "OptimizerSpec", "parse_optimizer"]
+__all__ = ["DEFAULT_LR", "OptimizerSpec", "parse_optimizer"]
 
 DEFAULT_LR = _builtins.DEFAULT_LR
-
-
-class _Names(Sequence):
-    """The registered names, read from the registry at each use (a test's own optimizer included)."""
-
-    def __getitem__(self, index: Any) -> Any:
-        return registry.names()[index]
-
-    def __len__(self) -> int:
-        return len(registry.names())
-
-    def __repr__(self) -> str:
-        return repr(registry.names())
-
-
-class _Options(Mapping):
-    """Each registered name's options beyond ``lr``, read from the registry at each use."""
-
-    def __getitem__(self, name: str) -> Any:
-        return {o for o in registry.get(name).all_options if o != "lr"}
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(registry.names())
-
-    def __len__(self) -> int:
-        return len(registry.names())
-
-
-#: The names the training engine runs as a rule: every registered name.
-RULES: Sequence[str] = _Names()
-#: Options of each rule beyond ``lr``.
-OPTIONS: Mapping[str, set[str]] = _Options()
 
 
 def _forms() -> str:

@@ -37,15 +37,14 @@ from attnlab.metrics import as_metrics
 from attnlab.models.functional import token_scores
 from attnlab.models.heads import AttentionHeads, Head, as_head
 from attnlab.optim import registry
-from attnlab.optim.spec import OPTIONS, OptimizerSpec
-from attnlab.optim.spec import RULES as OPTIMIZERS
+from attnlab.optim.spec import OptimizerSpec
 from attnlab.optim.transforms import Rule
 from attnlab.training.engine import fit
 from attnlab.training.recording import Recorder
 from attnlab.training.result import TrainingResult
 from attnlab.training.spaces import Problem, optimal_loss
 
-__all__ = ["OPTIMIZERS", "Options", "PARAMETRIZATIONS", "parse_options", "train", "train_parsed"]
+__all__ = ["Options", "PARAMETRIZATIONS", "parse_options", "train", "train_parsed"]
 
 PARAMETRIZATIONS = ("W", "KQ", "diag")
 _INITS = ("K0", "Q0", "xi_k0", "xi_q0")
@@ -253,7 +252,8 @@ def parse_options(
     """
     own_rule = isinstance(optimizer, Rule)
     spec = None if own_rule else OptimizerSpec.parse(optimizer)
-    allowed = (set() if own_rule else OPTIONS[spec.name]) | _COMMON
+    rule_keys = set() if own_rule else set(spec.entry.all_options) - {"lr"}  # the optimizer's options beyond lr
+    allowed = rule_keys | _COMMON
     unknown = set(options) - allowed
     if unknown:
         raise ValidationError(
@@ -273,7 +273,7 @@ def parse_options(
         raise ValidationError(
             "optimizer='polyak' with a nonlinear head needs optimal_loss (L* has no closed form there); pass it"
         )
-    rule_options = {} if spec is None else {k: v for k, v in options.items() if k in OPTIONS[spec.name]}
+    rule_options = {k: v for k, v in options.items() if k in rule_keys}
     if rule_options:
         spec = spec.with_options(**rule_options)
         warnings.warn(
