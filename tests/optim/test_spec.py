@@ -76,11 +76,11 @@ def test_an_option_given_twice_is_refused():
         parse_optimizer("ngd:lr=0.2").rule(["W"], lr=0.1)
 
 
-def test_retired_spellings_warn_and_mean_the_new_ones():
-    with pytest.warns(DeprecationWarning, match="write 'md:1.1,normalized=false'"):
-        assert parse_optimizer("md-1.1") == parse_optimizer("md:1.1,normalized=false")
-    with pytest.warns(DeprecationWarning, match="'max_lr' is deprecated; write 'max_step'"):
-        assert parse_optimizer("polyak:max_lr=2") == parse_optimizer("polyak:max_step=2")
+def test_retired_spellings_are_refused_by_name():
+    with pytest.raises(ValidationError, match="unknown name 'md-1.1'"):
+        parse_optimizer("md-1.1")
+    with pytest.raises(ValidationError, match="unknown option 'max_lr' for polyak"):
+        parse_optimizer("polyak:max_lr=2")
 
 
 def test_every_name_has_an_engine_rule_and_a_torch_class_of_the_same_chain():
@@ -106,14 +106,11 @@ def test_build_carries_every_option_to_the_class():
     assert isinstance(gd, GD) and gd.param_groups[0]["momentum"] == 0.9  # the registry's class of gd's chain
 
 
-def test_the_former_name_of_polyaks_cap_still_works_with_a_warning():
+def test_the_former_name_of_polyaks_cap_is_refused():
     w = [torch.nn.Parameter(torch.tensor([3.0], dtype=torch.float64))]
-    with pytest.warns(DeprecationWarning, match=r"PolyakStep\(max_lr=...\) is deprecated; pass max_step"):
-        old = PolyakStep(w, max_lr=0.25)
-    assert old.param_groups[0]["max_step"] == 0.25 and "max_lr" not in old.param_groups[0]
-    with pytest.warns(DeprecationWarning, match="group key 'max_lr' is deprecated"):
-        grouped = PolyakStep([{"params": w, "max_lr": 0.5}])
-    assert grouped.param_groups[0]["max_step"] == 0.5
-    with pytest.warns(DeprecationWarning, match="polyak_step_size"):
-        size = polyak_step_size(1.0, 0.0, torch.tensor(0.25, dtype=torch.float64), max_lr=2.0)
+    with pytest.raises(TypeError, match="max_lr"):
+        PolyakStep(w, max_lr=0.25)
+    with pytest.raises(ValidationError, match=r"sets \['max_lr'\], which PolyakStep does not take"):
+        PolyakStep([{"params": w, "max_lr": 0.5}])
+    size = polyak_step_size(1.0, 0.0, torch.tensor(0.25, dtype=torch.float64), max_step=2.0)
     assert float(size) == 2.0  # (1 - 0) / 0.25 = 4, capped at 2

@@ -6,7 +6,6 @@ Spec: kq-nuclear-norm §6 (generators; both are ours [D], the paper has no exper
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
 
 import torch
@@ -25,7 +24,6 @@ def scores_equal(
     gap: float = 3.0,
     *,
     seed: int = 0,
-    L: int | None = None,  # noqa: N803 (the retired name of T)
 ) -> TokenSelectionData:
     """Gaussian tokens with the head's coordinate zeroed except on the optimal token: A1-A2 by construction.
 
@@ -44,8 +42,6 @@ def scores_equal(
         (:func:`attnlab.data.small_initial_loss`), roughly ``gap >~ T log n``.
     seed : int, default=0
         Seed of the ``torch.Generator``.
-    L : int, optional
-        Deprecated name of ``T`` (warns; the token axis is ``T`` everywhere in attnlab).
 
     Returns
     -------
@@ -64,13 +60,6 @@ def scores_equal(
     >>> bool((scores[:, 0] == 3.0).all()), bool((scores[:, 1:] == 0.0).all())
     (True, True)
     """
-    if L is not None:
-        warnings.warn(
-            f"scores_equal(L={L}) is deprecated: the token count is T; write scores_equal(T={L})",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        T = L
     check_scalar("n", n, kind=int, low=1)
     check_scalar("T", T, kind=int, low=2)
     check_scalar("d", d, kind=int, low=2)

@@ -264,12 +264,6 @@ def token_bound(X: torch.Tensor) -> torch.Tensor:
     return torch.linalg.vector_norm(X, dim=-1).flatten(-2).amax(dim=-1)  # spec ngd §1: B
 
 
-def _selected_scores(X: torch.Tensor, y: torch.Tensor, v: torch.Tensor, select: torch.Tensor):
-    gamma = token_scores(X, y, v)  # spec ngd §1: gamma_it = y_i v^T x_it, ([R,] n, T)
-    idx = _selected(select, gamma.shape)
-    return gamma, idx, torch.gather(gamma, -1, idx).squeeze(-1)
-
-
 def largest_gap(X: torch.Tensor, y: torch.Tensor, v: torch.Tensor, select: torch.Tensor) -> torch.Tensor:
     """``Delta_max = max_i (gamma_{i,sel_i} - max_{t != sel_i} gamma_{it})``, shape ``([R,])``.
 
@@ -290,7 +284,9 @@ def largest_gap(X: torch.Tensor, y: torch.Tensor, v: torch.Tensor, select: torch
     -------
     torch.Tensor, shape ([R,])
     """
-    gamma, idx, best = _selected_scores(X, y, v, select)
+    gamma = token_scores(X, y, v)  # spec ngd §1: gamma_it = y_i v^T x_it, ([R,] n, T)
+    idx = _selected(select, gamma.shape)
+    best = torch.gather(gamma, -1, idx).squeeze(-1)
     return (best - gamma.scatter(-1, idx, -math.inf).amax(dim=-1)).amax(dim=-1)  # spec ngd §1: max_i Delta_i
 
 

@@ -6,7 +6,6 @@ Spec: implicit-bias-ngd §4 A3 (Polyak step, cap), A8 (SPS_max on mini-batches, 
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Callable, Sequence
 
 import torch
@@ -26,7 +25,6 @@ def polyak_step_size(
     max_step: float = math.inf,
     c: float = 1.0,
     log_scale: torch.Tensor | None = None,
-    **retired: float,
 ) -> torch.Tensor:
     r"""The Polyak step size :math:`\eta_t = \min((L - L^*) / (c\|g\|^2), \eta_{\max})`, per run; 0 where g = 0.
 
@@ -40,7 +38,7 @@ def polyak_step_size(
     grad_sq_norm : torch.Tensor, shape ([R,])
         :math:`\|g_t\|^2` over all parameters.
     max_step : float, default=inf
-        Cap :math:`\eta_{\max}` (``max_lr``, its former name, is deprecated).
+        Cap :math:`\eta_{\max}`.
     c : float, default=1.0
     log_scale : torch.Tensor, shape ([R,]), optional
         For log-scaled gradients :math:`g = m\,e^{s}`: ``grad_sq_norm`` is :math:`\|m\|^2` and the result is the
@@ -56,22 +54,10 @@ def polyak_step_size(
     ValidationError
         If ``optimal_loss`` is above ``loss``.
     """
-    max_step = _retired_max_lr(retired, max_step, "polyak_step_size")
     norm = torch.sqrt(torch.as_tensor(grad_sq_norm, dtype=torch.float64))
     scale = torch.zeros_like(norm) if log_scale is None else log_scale.to(torch.float64)
     log_risk = torch.log(torch.as_tensor(loss, dtype=torch.float64)).expand(norm.shape)
     return tx.step_size(polyak_rule(optimal_loss, [c], [max_step]), norm, scale, log_risk=log_risk)
-
-
-def _retired_max_lr(retired: dict, max_step: float | Sequence[float], where: str) -> float | Sequence[float]:
-    """``max_step``, or the value of the deprecated ``max_lr`` keyword (with a warning); other keywords refused."""
-    unknown = set(retired) - {"max_lr"}
-    if unknown:
-        raise TypeError(f"{where}() got unexpected keyword arguments {sorted(unknown)}")
-    if "max_lr" in retired:
-        warnings.warn(f"{where}(max_lr=...) is deprecated; pass max_step=...", DeprecationWarning, stacklevel=3)
-        return retired["max_lr"]
-    return max_step
 
 
 def polyak_step(
@@ -83,7 +69,6 @@ def polyak_step(
     max_step: float | Sequence[float] = math.inf,
     c: float | Sequence[float] = 1.0,
     run_dims: int = 0,
-    **retired: float,
 ) -> list[torch.Tensor]:
     r"""One Polyak step on a list of tensors; returns new tensors, the inputs are left unchanged.
 
@@ -98,7 +83,7 @@ def polyak_step(
     optimal_loss : float or torch.Tensor, shape ([R,]), default=0.0
         :math:`\mathcal L^* \le \mathcal L(\theta_t)`.
     max_step : float or sequence of float, default=inf
-        Cap :math:`\eta_{\max}` on the step size (one value, or one per tensor; ``max_lr`` is deprecated).
+        Cap :math:`\eta_{\max}` on the step size (one value, or one per tensor).
     c : float or sequence of float, default=1.0
         SPS constant :math:`c > 0`.
     run_dims : int, default=0
@@ -125,7 +110,6 @@ def polyak_step(
     A zero gradient takes no step.
     """
     n = len(params)
-    max_step = _retired_max_lr(retired, max_step, "polyak_step")
     rule = polyak_rule(optimal_loss, tx.per_tensor(c, n, "c"), tx.per_tensor(max_step, n, "max_step"))
     log_risk = torch.log(torch.as_tensor(loss, dtype=torch.float64))
     return tx.run_rule(rule, params, grads, run_dims=run_dims, log_risk=log_risk)[0]
@@ -156,7 +140,7 @@ class PolyakStep(FunctionalOptimizer):
         global norm over all parameters of all groups.
     max_step : float, default=inf
         Cap :math:`\eta_{\max} > 0` on the step size (the paper's "threshold"); once the uncapped value exceeds it
-        the method is GD with step ``max_step``. ``max_lr``, its former name, is deprecated (also as a group key).
+        the method is GD with step ``max_step``.
     optimal_loss : float, callable or "infimum", default=0.0
         :math:`\mathcal L^*`, or a function of no arguments called once per step (after the closure) that returns
         it, e.g. the mini-batch optimum for SPS. For the fixed-decoder problem of spec A3 pass
@@ -209,34 +193,11 @@ class PolyakStep(FunctionalOptimizer):
         optimal_loss: float | Callable[[], float] | str = 0.0,
         c: float = 1.0,
         schedule: str = "constant",
-        **retired: float,
     ) -> None:
-        max_step = _retired_max_lr(retired, max_step, "PolyakStep")
         if not callable(optimal_loss) and not (isinstance(optimal_loss, str) and optimal_loss == tx.INFIMUM):
             check_scalar("optimal_loss", optimal_loss)
         self.optimal_loss = optimal_loss
         super().__init__(params, dict(max_step=max_step, c=c, schedule=schedule))
-
-    def add_param_group(self, param_group: dict) -> None:
-        """Add a parameter group, as ``torch.optim.Optimizer.add_param_group`` does.
-
-        Parameters
-        ----------
-        param_group : dict
-            ``{"params": [...], ...}`` with this optimizer's keys (``max_step``, ``c``); the former key ``max_lr``
-            is read as ``max_step`` with a DeprecationWarning.
-        """
-        if "max_lr" in param_group:  # the former name of the cap
-            warnings.warn("the group key 'max_lr' is deprecated; use 'max_step'", DeprecationWarning, stacklevel=2)
-            param_group = {**param_group, "max_step": param_group["max_lr"]}
-            del param_group["max_lr"]
-        super().add_param_group(param_group)
-
-    def __setstate__(self, state: dict) -> None:
-        super().__setstate__(state)
-        for group in self.param_groups:  # a state saved before the cap was renamed
-            if "max_lr" in group:
-                group["max_step"] = group.pop("max_lr")
 
     def _group_is_scale_invariant(self, group: dict) -> bool:
         return False

@@ -23,9 +23,7 @@ entries in :mod:`attnlab.optim.entries`); every name but Polyak takes ``lr`` (de
 .. optimizers::
 
 An alias that fixes an option refuses it written again (``"sign:p=2"`` is refused: write ``"sd:2"``); an unknown
-option is refused by name with the list of the known ones. Retired spellings still parse, with a
-:class:`DeprecationWarning` naming the new one: ``max_lr=`` (now ``max_step=``) and ``"md-<p>"`` (now
-``"md:<p>,normalized=false"``).
+option is refused by name with the list of the known ones.
 
 A spec turns into a rule of the training engine (:meth:`OptimizerSpec.rule`, what :func:`attnlab.training.fit`
 runs) or into a ``torch.optim.Optimizer`` (:meth:`OptimizerSpec.build`); both are the entry's chain of transforms.
@@ -33,9 +31,7 @@ runs) or into a ``torch.optim.Optimizer`` (:meth:`OptimizerSpec.build`); both ar
 
 from __future__ import annotations
 
-import re
-import warnings
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,48 +42,9 @@ from attnlab.optim import entries as _builtins
 from attnlab.optim import registry
 from attnlab.optim import transforms as tx
 
-__all__ = ["DEFAULT_LR", "NAMES", "OPTIONS", "RULES", "OptimizerSpec", "named_rule", "parse_optimizer"]
+__all__ = ["DEFAULT_LR", "OptimizerSpec", "parse_optimizer"]
 
 DEFAULT_LR = _builtins.DEFAULT_LR
-_RETIRED_OPTIONS = {"max_lr": "max_step"}
-
-
-class _Names(Sequence):
-    """The registered names, read from the registry at each use (a test's own optimizer included)."""
-
-    def __getitem__(self, index: Any) -> Any:
-        return registry.names()[index]
-
-    def __len__(self) -> int:
-        return len(registry.names())
-
-    def __repr__(self) -> str:
-        return repr(registry.names())
-
-
-class _Options(Mapping):
-    """Each registered name's options (``without``: minus those), read from the registry at each use."""
-
-    def __init__(self, without: tuple[str, ...] = ()) -> None:
-        self._without = without
-
-    def __getitem__(self, name: str) -> Any:
-        options = [o for o in registry.get(name).all_options if o not in self._without]
-        return set(options) if self._without else tuple(options)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(registry.names())
-
-    def __len__(self) -> int:
-        return len(registry.names())
-
-
-#: Every name and the options it takes (live: read from the registry).
-NAMES: Mapping[str, tuple[str, ...]] = _Options()
-#: The names the training engine runs as a rule: every registered name.
-RULES: Sequence[str] = _Names()
-#: Options of each rule beyond ``lr``.
-OPTIONS: Mapping[str, set[str]] = _Options(without=("lr",))
 
 
 def _forms() -> str:
@@ -152,14 +109,6 @@ class OptimizerSpec:
         head, _, tail = text.strip().partition(":")
         name = head.strip().lower()
         written: dict[str, Any] = {}
-        retired = re.fullmatch(r"md-(.+)", name)
-        if retired:
-            warnings.warn(
-                f"optimizer {text!r}: the spelling 'md-<p>' is deprecated; write 'md:{retired.group(1)},normalized=false'",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-            name, written = "md", {"p": _value(retired.group(1)), "normalized": False}
         found = registry.lookup(name)
         if found is None:
             raise ValidationError(f"optimizer {text!r}: unknown name {head!r}; the form is {_forms()}")
@@ -251,14 +200,6 @@ class OptimizerSpec:
         entry, checked = self.entry, dict(self.options)
         known = entry.all_options
         for key, value in options.items():
-            if key in _RETIRED_OPTIONS:
-                new = _RETIRED_OPTIONS[key]
-                warnings.warn(
-                    f"optimizer {text!r}: the option {key!r} is deprecated; write {new!r}",
-                    DeprecationWarning,
-                    stacklevel=3,
-                )
-                key = new
             if key in entry.refusals:
                 raise ValidationError(f"optimizer {text!r}: {entry.name} takes no {key}, {entry.refusals[key]}")
             if key not in known:
@@ -418,42 +359,6 @@ def parse_optimizer(text: str | OptimizerSpec) -> OptimizerSpec:
     'md:1.5'
     """
     return OptimizerSpec.parse(text)
-
-
-def named_rule(
-    optimizer: str | OptimizerSpec,
-    lr: float | torch.Tensor | None,
-    options: Mapping[str, Any],
-    names: list[str],
-    l_star: torch.Tensor,
-) -> tx.Rule:
-    """The engine rule of ``optimizer`` with keyword ``options`` added: ``parse(optimizer).with_options(...).rule``.
-
-    Parameters
-    ----------
-    optimizer : str or OptimizerSpec
-        An optimizer string (``"ngd:momentum=0.9"``) or a parsed spec.
-    lr : float or torch.Tensor of shape (R,) or None
-        Step size given outside the string (per run); None leaves it to the string or the optimizer's default.
-    options : mapping of str to Any
-        Options added to those of the string, by name (:meth:`OptimizerSpec.with_options`).
-    names : list of str
-        The names of the tensors the rule updates, in the engine's order.
-    l_star : torch.Tensor of shape (R,)
-        Polyak's ``L*`` when the string does not set it (the data's optimal loss).
-
-    Returns
-    -------
-    Rule
-        The engine rule (``attnlab.optim.transforms.Rule``): one chain of transforms per tensor of ``names``.
-
-    Raises
-    ------
-    ValidationError
-        When the string does not parse, an option is given twice or is not the optimizer's, or the optimizer has
-        no engine rule for these arguments (see :meth:`OptimizerSpec.rule`).
-    """
-    return OptimizerSpec.parse(optimizer).with_options(**options).rule(names, lr=lr, optimal_loss=l_star)
 
 
 __doc__ = registry.document(__doc__)

@@ -37,15 +37,14 @@ from attnlab.metrics import as_metrics
 from attnlab.models.functional import token_scores
 from attnlab.models.heads import AttentionHeads, Head, as_head
 from attnlab.optim import registry
-from attnlab.optim.spec import OPTIONS, OptimizerSpec
-from attnlab.optim.spec import RULES as OPTIMIZERS
+from attnlab.optim.spec import OptimizerSpec
 from attnlab.optim.transforms import Rule
 from attnlab.training.engine import fit
 from attnlab.training.recording import Recorder
 from attnlab.training.result import TrainingResult
 from attnlab.training.spaces import Problem, optimal_loss
 
-__all__ = ["OPTIMIZERS", "Options", "PARAMETRIZATIONS", "parse_options", "train", "train_parsed"]
+__all__ = ["Options", "PARAMETRIZATIONS", "parse_options", "train", "train_parsed"]
 
 PARAMETRIZATIONS = ("W", "KQ", "diag")
 _INITS = ("K0", "Q0", "xi_k0", "xi_q0")
@@ -253,9 +252,8 @@ def parse_options(
     """
     own_rule = isinstance(optimizer, Rule)
     spec = None if own_rule else OptimizerSpec.parse(optimizer)
-    if spec is not None:
-        check_in("optimizer", spec.name, OPTIMIZERS)
-    allowed = (set() if own_rule else OPTIONS[spec.name]) | _COMMON
+    rule_keys = set() if own_rule else set(spec.entry.all_options) - {"lr"}  # the optimizer's options beyond lr
+    allowed = rule_keys | _COMMON
     unknown = set(options) - allowed
     if unknown:
         raise ValidationError(
@@ -275,7 +273,7 @@ def parse_options(
         raise ValidationError(
             "optimizer='polyak' with a nonlinear head needs optimal_loss (L* has no closed form there); pass it"
         )
-    rule_options = {} if spec is None else {k: v for k, v in options.items() if k in OPTIONS[spec.name]}
+    rule_options = {k: v for k, v in options.items() if k in rule_keys}
     if rule_options:
         spec = spec.with_options(**rule_options)
         warnings.warn(
@@ -285,13 +283,13 @@ def parse_options(
             DeprecationWarning,
             stacklevel=3,
         )
-    record_every, progress = options.get("record_every"), options.get("progress")
+    record_every, progress, select = options.get("record_every"), options.get("progress"), options.get("select")
     return Options(
         spec=spec,
         rule=optimizer if own_rule else None,
         record_every=None if record_every is None else check_scalar("record_every", record_every, kind=int, low=1),
         refs=_refs(options, sizes),
-        select=_select(options, sizes),
+        select=None if select is None else check_select("select", select, sizes["n"], sizes["T"], runs=sizes.get("R")),
         bregman_p=options.get("bregman_p"),
         metrics=as_metrics(options.get("metrics")),
         keep_iterates=check_bool("keep_iterates", options.get("keep_iterates", False)),
@@ -441,13 +439,6 @@ def _ref(name: str, value: Any, sizes: dict[str, int]) -> torch.Tensor:
     t = check_tensor(name, value)
     check_shape(name, t, "dq" if t.dim() == 2 else "Rdq", dict(sizes))
     return t
-
-
-def _select(options: dict[str, Any], sizes: dict[str, int]) -> torch.Tensor | None:
-    """The tokens whose softmax and margin are recorded, ``([R,] n)``: given, or None (the optimal ones)."""
-    if options.get("select") is None:
-        return None
-    return check_select("select", options["select"], sizes["n"], sizes["T"], runs=sizes.get("R"))
 
 
 def _trainable(value: Any, params: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

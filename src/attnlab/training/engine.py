@@ -265,7 +265,8 @@ class TokenRuns(LoopProblem):
             _torch_step(self.optimizer, self.optimizer_params, self.space, gradient)
             return
         ctx, space = self.ctx, self.space
-        ctx.params, ctx.log_risk, ctx.weights = _tensors(space), gradient.log_risk, gradient.weights
+        params = [space.theta[k] for k in space.names] if isinstance(space, ParamSpace) else [space.omega]
+        ctx.params, ctx.log_risk, ctx.weights = params, gradient.log_risk, gradient.weights
         if self.reads_excess:  # spec ngd §4 A3: L - L_* from the margins (models.excess_risk)
             X, Z, y, v, loss = space.problem
             ctx.log_excess = log_excess_risk(X, Z, y, v, space.W(), loss, scores=self.scores)
@@ -292,10 +293,6 @@ def _ordinary(result: TrainingResult) -> TrainingResult:
     for name in ("params", "extra", "iterates", "rule_state"):
         setattr(result, name, copy(getattr(result, name)))
     return result
-
-
-def _tensors(space: Any) -> list[torch.Tensor]:
-    return [space.theta[k] for k in space.names] if isinstance(space, ParamSpace) else [space.omega]
 
 
 def _torch_step(

@@ -35,7 +35,7 @@ from attnlab.models.functional import token_scores
 from attnlab.models.heads import Head
 from attnlab.optim import registry
 from attnlab.optim._base import FunctionalOptimizer
-from attnlab.optim.spec import RULES, OptimizerSpec
+from attnlab.optim.spec import OptimizerSpec
 from attnlab.optim.transforms import Rule
 from attnlab.training.engine import fit
 from attnlab.training.recording import Recorder
@@ -205,19 +205,15 @@ def _rule(
     loss: str,
 ) -> tuple[Rule | None, list[Any] | None, Any]:
     """``(rule, its state, optimizer)``: the engine rule of an optimizer string, a Rule or an attnlab optimizer;
-    None for any other torch optimizer, which runs through its own ``step`` (a string may build one)."""
+    None for any other torch optimizer, which runs through its own ``step``."""
     batched = model.W.dim() == 3
     as_runs = (lambda t: t) if batched else (lambda t: t.detach().unsqueeze(0).clone())
     rule, state = None, None
     if isinstance(optimizer, (str, OptimizerSpec)):
-        spec = OptimizerSpec.parse(optimizer)
-        if spec.name in RULES:
-            v = problem.v if problem.v is not None else as_runs(model.v) if not batched else model.v
-            # no closed-form L* for a nonlinear head (Polyak then needs optimal_loss in the string)
-            target = None if isinstance(v, Head) else optimal_loss(problem.X, problem.y, v.detach(), loss=loss)
-            rule = spec.rule(list(tensors), optimal_loss=target)
-        else:
-            optimizer = spec.build([t for k, t in tensors.items() if k not in frozen])
+        v = problem.v if problem.v is not None else as_runs(model.v) if not batched else model.v
+        # no closed-form L* for a nonlinear head (Polyak then needs optimal_loss in the string)
+        target = None if isinstance(v, Head) else optimal_loss(problem.X, problem.y, v.detach(), loss=loss)
+        rule = OptimizerSpec.parse(optimizer).rule(list(tensors), optimal_loss=target)  # every name has a rule
     elif isinstance(optimizer, Rule):
         rule = optimizer
     elif isinstance(optimizer, FunctionalOptimizer):
