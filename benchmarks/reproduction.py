@@ -11,7 +11,8 @@ only comparable within one session, so measure the codes to compare one after th
 code: the script imports whichever ``attnlab`` is first on the path).
 
 Run ``python benchmarks/reproduction.py [--quick | --full] [--only PREFIX ...] [--exclude PREFIX ...]
-[--record LABEL] [--out DIR]``. ``--quick`` (the default) takes a couple of minutes on two quiet cores.
+[--record LABEL] [--out DIR]``, or ``--from-report DIR [--record LABEL]`` to read (and store) the per-experiment
+seconds of an ``attnlab reproduce --executor pool`` run instead of running anything. ``--quick`` (the default) takes a couple of minutes on two quiet cores.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import argparse
 import cProfile
 import csv
 import io
+import json
 import os
 import platform
 import pstats
@@ -135,6 +137,37 @@ def measure(names: list[str], quick: bool, out: Path, profile: Path | None = Non
     return rows
 
 
+def rows_from_report(folder: Path) -> list[dict[str, object]]:
+    """One row of :data:`COLUMNS` per experiment of an ``attnlab reproduce`` report in ``folder`` (``code`` unset).
+
+    ``seconds`` is each run's ``run_seconds`` (record.json) and ``call_seconds`` the job's seconds in its pool worker
+    with its files (outcome.json); the load average was not recorded by the run (left empty). This stores a pool
+    reproduction's own seconds, e.g. the full size, where running every experiment again here would take as long.
+    """
+    rows = []
+    for record_path in sorted(folder.glob("runs/*/record.json")):
+        record = json.loads(record_path.read_text())
+        outcome_path = record_path.parent / "outcome.json"
+        call = json.loads(outcome_path.read_text())["seconds"] if outcome_path.exists() else ""
+        with (record_path.parent / "checks.csv").open() as handle:
+            count = sum(1 for _ in csv.DictReader(handle))
+        rows.append(
+            {
+                "size": "quick" if record["quick"] else "full",
+                "experiment": record["experiment"],
+                "seconds": round(record["timings"]["run_seconds"], 3),
+                "call_seconds": round(call, 3) if call != "" else "",
+                "rows": count,
+                "load1": "",
+                "date": record.get("finished", ""),
+                "threads": 1,
+            }
+        )
+    if not rows:
+        raise SystemExit(f"{folder} holds no runs/*/record.json: pass the --out folder of `attnlab reproduce`")
+    return rows
+
+
 def write_profile(profiler: cProfile.Profile, folder: Path, name: str) -> None:
     """``folder/<name>.prof`` and ``folder/<name>.txt`` (the top 30 functions by own and by cumulative time)."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -206,6 +239,12 @@ def main(argv: list[str] | None = None) -> None:
         "--compare", metavar="LABEL", help="run nothing: print the stored LABEL's best runs against the other codes"
     )
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (the pool's workers: 1)")
+    parser.add_argument(
+        "--from-report",
+        metavar="DIR",
+        type=Path,
+        help="run nothing: read the seconds of an `attnlab reproduce --out DIR` run (its size is the run's own)",
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     size_name = "quick" if args.quick else "full"
@@ -217,6 +256,16 @@ def main(argv: list[str] | None = None) -> None:
         mine = [r for r in stored[args.compare].values() if r["experiment"] in names]
         print(f"## The reproduction, {size_name} size: {args.compare} against the stored codes (best of the rounds)\n")
         print(table(mine, stored, args.compare))
+        return
+    if args.from_report:
+        rows = rows_from_report(args.from_report)
+        size_name = str(rows[0]["size"])
+        label = args.record or code_label()
+        stored = read_stored(size_name)
+        if args.record:
+            append_stored(size_name, label, rows)
+        print(f"## The reproduction, {size_name} size, per experiment ({label}, read from {args.from_report})\n")
+        print(table(rows, stored, label))
         return
     names = chosen(args.only, args.exclude)
     if not names:
