@@ -34,6 +34,7 @@ from attnlab.models.functional import (
     outer_sum,
     score_gaps,
     token_scores,
+    tokens_first,
 )
 from attnlab.models.heads import Head
 from attnlab.optim.transforms import Rule, Step, block_norms
@@ -117,6 +118,7 @@ class ParamSpace:
         # (a nonlinear head's scores move with W: recomputed at every gradient)
         fixed = not self.head and not isinstance(problem.v, Head)
         self.gaps: ScoreGaps | None = score_gaps(token_scores(problem.X, problem.y, problem.v)) if fixed else None
+        self.X_first = tokens_first(problem.X)  # the logits token-first with no copy per step
         self.spare: dict[str, torch.Tensor] | None = None  # the state before the last step, once one was taken
         self.buffer: torch.Tensor | None = None  # each gradient's W mantissa is used up within its step: reuse it
         self.want_weights = False  # also return dL/ds (set by the engine for rules that integrate it)
@@ -190,6 +192,7 @@ class ParamSpace:
             out=out,
             return_weights=self.want_weights,
             risk=risk,
+            X_first=self.X_first,
         )
         if out is not None:
             self.buffer = gW.mantissa
