@@ -317,7 +317,7 @@ class KernelSpace:
         -------
         torch.Tensor, shape (R, d, d)
         """
-        return outer_sum(self.problem.X, self.problem.Z, u.view(self.shape).transpose(1, 2))
+        return outer_sum(self.problem.X, self.problem.Z, u.view(*self.shape).transpose(1, 2))
 
     def params(self) -> dict[str, torch.Tensor]:
         """The current matrix as the combined parametrisation's one tensor.
@@ -393,7 +393,7 @@ class KernelSpace:
         (u,) = step.direction
         Ku = self.moved[1] if self.moved is not None and u is self.moved[0] else self._apply_kernel(u)
         coef = -(torch.exp(step.log_coef[0]) * step.factor[0])[:, None]  # (R, 1): broadcasts on both layouts
-        Ku = Ku.view(self.shape).transpose(0, 1)  # (T, R, n), as the logits
+        Ku = Ku.view(*self.shape).transpose(0, 1)  # (T, R, n), as the logits
         if self.spare is None:
             new = (torch.addcmul(self.omega, coef, u), torch.addcmul(self.logits, coef, Ku))
         else:
