@@ -110,7 +110,7 @@ def _centred_first(log_phi: torch.Tensor, gaps: ScoreGaps) -> tuple[torch.Tensor
     terms = log_gap + log_phi.unsqueeze(1)  # (tau, t, ..., n): log(phi_tau |gamma_t - gamma_tau|)
     top = terms.amax(dim=0)
     top = top.nan_to_num_(neginf=0.0)  # no term at all (every score equal): c = 0
-    total = exp_(terms.sub_(top).clamp_(min=_EXP_FLOOR)).mul_(sign).sum(dim=0)  # spec ngd §3.1: c e^{-top}
+    total = exp_(terms.sub_(top).clamp_min_(_EXP_FLOOR)).mul_(sign).sum(dim=0)  # spec ngd §3.1: c e^{-top}
     return top.add_(torch.log(total.abs())), torch.sign(total)
 
 
