@@ -19,13 +19,16 @@ $(RUN_STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --no-compile --upgrade pip
 	# The CPU build of torch: from PyTorch's CPU index when it answers within 3 s, else the pinned version (a
 	# local CPU wheel here); never PyPI's multi-GB CUDA build. It prints the build it installed.
-	# --no-compile: Python compiles what it imports on first use; precompiling all of torch costs a minute.
+	# --no-compile: precompiling all of torch costs a minute; warm_bytecode.py compiles what a run imports (~10 s),
+	# which Python would otherwise compile again in every process where writing bytecode is off.
 	$(BIN)/python tools/install_torch.py
 	$(BIN)/pip install --quiet --no-compile -e .
+	$(BIN)/python tools/warm_bytecode.py
 	touch $@
 
 $(TEST_STAMP): $(RUN_STAMP)
 	$(BIN)/pip install --quiet --no-compile -e '.[test,ray]'
+	$(BIN)/python tools/warm_bytecode.py --test
 	touch $@
 
 install: $(TEST_STAMP)

@@ -106,6 +106,20 @@ def test_the_old_footnote_under_the_figure_overlaps_the_x_label():
     assert any("overlaps panel 1 x-label" in p for p in figure_problems(fig))
 
 
+def test_a_colorbar_label_taller_than_the_figure_is_cut_off():
+    # the real models' attention maps: a one-row figure of text whose colorbar label was longer than it was tall
+    fig, axes = new_figure(4, width=1.6, height=0.8)
+    for ax in axes:
+        shown = ax.imshow(np.ones((1, 5)), aspect="auto")
+        ax.set_xticks([])
+        ax.set_yticks([])
+    bar = fig.colorbar(shown, ax=list(axes))
+    bar.set_label("first-token attention weight")
+    assert any("reaches past the figure's edge" in p for p in figure_problems(fig))
+    bar.set_label("weight")
+    assert not [p for p in figure_problems(fig) if "edge" in p]
+
+
 @pytest.mark.parametrize("width", [2.2, 3.6, 8.0])
 def test_label_ours_keeps_a_wrapped_footnote_clear_of_the_axes_at_any_width(width):
     fig = _clean(width)

@@ -71,7 +71,8 @@ def test_run_writes_every_output(tmp_path, monkeypatch):
     record = run_experiment("test.tmp", ["lr=0.2"], quick=True, out=tmp_path, progress=False)
     assert record.passed
     names = {p.name for p in tmp_path.iterdir()}
-    assert {"trajectory.parquet", "checks.csv", "record.json", "fig.png", "fig.pdf", "extra.parquet"} <= names
+    assert {"trajectory.parquet", "checks.csv", "record.json", "fig.png", "extra.parquet"} <= names
+    assert "fig.pdf" not in names  # a quick run writes the PNG only
     assert not [n for n in names if n.endswith(".tmp") or n.startswith(".")]  # no temp files left behind
     rec = json.loads((tmp_path / "record.json").read_text())
     assert rec["config"]["n"] == 1 and rec["config"]["lr"] == 0.2 and rec["defaults_ours"] == {"lr": 0.2}
@@ -92,6 +93,9 @@ def test_run_writes_every_output(tmp_path, monkeypatch):
         and "torch" in rec["versions"]
     )
     assert pd.read_csv(tmp_path / "checks.csv")["passed"].tolist() == [True]
+    full = run_experiment("test.tmp", quick=False, out=tmp_path / "full", progress=False)
+    assert {p.name for p in full.out.glob("fig.*")} == {"fig.png", "fig.pdf"}  # a full-size run adds the PDF
+    assert json.loads((full.out / "record.json").read_text())["figures"] == ["fig.png", "fig.pdf"]
 
 
 def test_a_disagreeing_observation_is_recorded_but_does_not_fail_the_run(tmp_path, monkeypatch):

@@ -42,14 +42,16 @@ def reproduce_cmd(
     when a theory check failed or an experiment raised (observations that disagree with a paper are reported,
     not failures).
     """
-    from attnlab.report import reproduce
     from attnlab.runner import make_executor
+
+    chosen = make_executor(executor, workers=workers, address=address)  # first: a pool's server imports meanwhile
+    from attnlab.report import reproduce
 
     summary = reproduce(
         out,
         paper=paper,
         quick=quick,
-        executor=make_executor(executor, workers=workers, address=address),
+        executor=chosen,
         fresh=fresh,
         progress=not no_progress,
     )

@@ -478,7 +478,7 @@ def _figure(config: MultiTokenConfig, frame: pd.DataFrame):
         ax.set_xlabel(STEP)
         ax.set_title(f"$d={d}$ ({runs} runs)")
         ax.legend()
-    fig.suptitle(f"ReLU head, $n={config.n}$, $T={config.T}$: NGD against three max-margin directions")
+    fig.suptitle(f"ReLU head, $n={config.n}$, $T={config.T}$:\nNGD against three max-margin directions")  # 1 panel wide
     label_ours(fig, config)
     return fig
 

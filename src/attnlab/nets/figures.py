@@ -157,7 +157,7 @@ def attention_figure(attention: pd.DataFrame, grid: tuple[int, int] | None = Non
             if c == 0:
                 ax.set_ylabel(f"sample {sample}", fontsize=7, rotation=0, ha="right", va="center")
     bar = fig.colorbar(shown, ax=axes.ravel().tolist(), shrink=0.9, aspect=15)
-    bar.set_label("attention weight")
+    bar.set_label("weight")  # "attention weight" is taller than a one-row figure of text
     bar.ax.yaxis.set_major_locator(MaxNLocator(4))
     what = "tokens 1.. as an image" if grid else "every token, the first at the left"
     fig.suptitle(f"first-token attention, last layer,\nmean over heads ({what})")

@@ -7,7 +7,8 @@ The rules:
 - a quantity that decays to 0 is plotted as a gap on a log axis (``1 - corr``, ``L - L*``;
   :func:`attnlab.plotting.log_gap_axis`), and an axis shows at least two tick labels;
 - theory lines (:func:`attnlab.plotting.theory_line`) are black, dashed and named in the legend;
-- nothing overlaps: figures use constrained layout, and :func:`attnlab.plotting.label_ours` reserves its own strip.
+- nothing overlaps: figures use constrained layout, and :func:`attnlab.plotting.label_ours` reserves its own strip;
+- nothing reaches past the figure's edge (figures are saved as laid out, never cropped to their contents).
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ def _texts(figure: Any) -> list[tuple[str, Any]]:
 
 def figure_problems(figure: Any) -> list[str]:
     """Where ``figure`` breaks the house rules: unlabelled axes, axes with a single tick label, ASCII math, unnamed
-    theory lines, overlaps.
+    theory lines, overlaps, text cut off at the figure's edge.
 
     Parameters
     ----------
@@ -122,7 +123,19 @@ def figure_problems(figure: Any) -> list[str]:
             if bad:
                 problems.append(f"{legend_name}: {text.get_text()!r} spells {bad!r} in ASCII; use mathtext")
     problems += _overlaps(_texts(figure), renderer)
+    problems += _cut_off(_texts(figure), renderer, figure.bbox)
     return problems
+
+
+def _cut_off(texts: list[tuple[str, Any]], renderer: Any, frame: Any) -> list[str]:
+    """Text boxes that reach past the figure's edge by more than a pixel: the saved file cuts them off."""
+    slack = 1.0
+    out = []
+    for where, text in texts:
+        x0, y0, x1, y1 = text.get_window_extent(renderer).extents
+        if x0 < frame.x0 - slack or y0 < frame.y0 - slack or x1 > frame.x1 + slack or y1 > frame.y1 + slack:
+            out.append(f"{where} reaches past the figure's edge (cut off in the saved file)")
+    return out
 
 
 def _overlaps(texts: list[tuple[str, Any]], renderer: Any) -> list[str]:

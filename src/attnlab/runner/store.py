@@ -106,11 +106,16 @@ def write_csv(path: str | os.PathLike[str], frame: pd.DataFrame) -> Path:
 def save_figure(
     figure: Any, path_stem: str | os.PathLike[str], formats: tuple[str, ...] = ("png", "pdf")
 ) -> list[Path]:
-    """Save a matplotlib figure as ``<stem>.png`` and ``<stem>.pdf`` atomically (120 dpi, tight bounding box).
+    """Save a matplotlib figure as ``<stem>.png`` and ``<stem>.pdf`` atomically (120 dpi).
+
+    A figure with a layout engine (attnlab's are in constrained layout) is laid out by the first format's save (two
+    draws: matplotlib settles the layout in a draw before the one it writes), and that layout is then kept for the
+    other formats, which draw once each. Other figures are cropped to a tight bounding box.
 
     Parameters
     ----------
     figure : matplotlib.figure.Figure
+        Left without a layout engine when it had one (its axes keep the positions of the one layout).
     path_stem : path
         The files' path without suffix (a suffix it has is replaced); its folder is created when missing.
     formats : tuple of str, default=("png", "pdf")
@@ -127,10 +132,14 @@ def save_figure(
         If the file system refuses (the temp file is removed, an older file at ``path`` is left as it was).
     """
     stem = Path(path_stem)
+    laid_out = figure.get_layout_engine() is not None
+    crop: dict[str, Any] = {} if laid_out else {"bbox_inches": "tight"}  # constrained layout fits the figure itself
     out = []
     for fmt in formats:
         target = stem.with_suffix("." + fmt)
-        out.append(atomic_write(target, lambda p, fmt=fmt: figure.savefig(p, format=fmt, dpi=120, bbox_inches="tight")))
+        out.append(atomic_write(target, lambda p, fmt=fmt: figure.savefig(p, format=fmt, dpi=120, **crop)))
+        if laid_out:
+            figure.set_layout_engine(None)  # the layout stays as the first format's draws left it
     return out
 
 

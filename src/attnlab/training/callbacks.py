@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -44,29 +43,58 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
 class Record:
     """What a loop hands its callbacks at a recorded step.
 
-    Attributes
+    Parameters
     ----------
     step : int
         The step just recorded (0 is the initial point).
     steps : int
         The number of steps the loop plans to take.
-    rows : pandas.DataFrame
-        The rows recorded at this step, one per run, with at least ``run`` and ``step``.
-    state : mapping of str to object
+    rows : pandas.DataFrame or mapping of str to array-like
+        The rows recorded at this step, one per run, with at least ``run`` and ``step``: a frame, or its columns
+        (the loop passes the columns, and the frame is built the first time a callback reads :attr:`rows`).
+    state : mapping of str to object, optional
         Read-only view of the loop's state at this step (parameters such as ``"W"`` with the runs axis first,
         ``"model"`` for a loop over an ``nn.Module``, ``"status"`` per run). Do not modify it. The engine's
         tensors are inference-mode tensors (:func:`attnlab.training.engine.fit`): ``.clone()`` one to keep it for
         autograd.
     """
 
-    step: int
-    steps: int
-    rows: pd.DataFrame
-    state: Mapping[str, Any] = field(default_factory=dict)
+    __slots__ = ("step", "steps", "state", "_rows")
+
+    def __init__(
+        self, step: int, steps: int, rows: pd.DataFrame | Mapping[str, Any], state: Mapping[str, Any] | None = None
+    ) -> None:
+        self.step, self.steps, self._rows = step, steps, rows
+        self.state: Mapping[str, Any] = {} if state is None else state
+
+    @property
+    def rows(self) -> pd.DataFrame:
+        """The rows recorded at this step as a frame (:func:`tidy_frame`), one per run."""
+        if not isinstance(self._rows, pd.DataFrame):
+            self._rows = tidy_frame(self._rows)
+        return self._rows
+
+    def first_row(self) -> dict[str, Any]:
+        """The first run's row as ``{column: value}`` (Python scalars), without building the frame.
+
+        Returns
+        -------
+        dict of str to object
+        """
+        if isinstance(self._rows, pd.DataFrame):
+            return {k: _scalar(v) for k, v in self._rows.iloc[0].items()}
+        return {k: _scalar(v[0]) for k, v in self._rows.items()}
+
+    def __repr__(self) -> str:
+        return f"Record(step={self.step}, steps={self.steps}, rows={len(self.rows)} rows)"
+
+
+def _scalar(value: Any) -> Any:
+    """A NumPy or torch scalar as the Python number it holds; anything else as it is."""
+    return value.item() if hasattr(value, "item") else value
 
 
 class Callback:

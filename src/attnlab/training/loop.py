@@ -205,7 +205,7 @@ def run_loop(
             parts.append(part)
             if calls.callbacks:
                 view = {"status": status, **(extra_state() if extra_state is not None else {})}
-                record = Record(problem.clock if substeps else step, planned, tidy_frame(part), view)
+                record = Record(problem.clock if substeps else step, planned, part, view)  # its frame built if read
                 stop = calls.record(record)
             finished = finished or (done is not None and done(gradient))  # e.g. patience, read off this record
         if step == steps or stop or finished:

@@ -133,7 +133,7 @@ def gradient_descent(
     problem = _AlgorithmC(net, X, Y, lr, tol, dict(metrics or {}), held_out, patience)
     if stop is not None:
         callbacks = [
-            lambda record: stop({k: v for k, v in record.rows.iloc[0].items() if k != "run"}),
+            lambda record: stop({k: v for k, v in record.first_row().items() if k != "run"}),
             *(callbacks or ()),
         ]
     result = run_loop(
@@ -177,6 +177,7 @@ class _AlgorithmC(LoopProblem):
         self.logits, self.work = X.new_empty(X.shape[0], self.W.shape[1]), X.new_empty(X.shape[0], self.W.shape[1])
         self.grad = torch.empty_like(self.W)
         self.previous = torch.empty_like(self.W)  # the iterate before W, from the first step on (two take turns)
+        self.moved = torch.empty_like(self.W)  # W - W0 at a record
         self.sq_error = math.nan
 
     def gradient(self, step: int, records: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -198,7 +199,7 @@ class _AlgorithmC(LoopProblem):
             "run": 0,
             "step": step,
             "sq_error": self.sq_error,
-            "weight_movement": float((W - self.W0).norm(dim=0).max()),
+            "weight_movement": float(torch.linalg.vector_norm(torch.sub(W, self.W0, out=self.moved), dim=0).max()),
         }
         if self.held_out is not None:
             X_val, Y_val = self.held_out

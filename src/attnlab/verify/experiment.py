@@ -44,6 +44,7 @@ from attnlab.verify.check import CHECK_COLUMNS, Check, CheckCounts, count_checks
 from attnlab.verify.claim import Claim, Falsifier, check_declared, with_revisions
 
 __all__ = [
+    "FIGURE_FORMATS",
     "Experiment",
     "ExperimentResult",
     "RunContext",
@@ -54,6 +55,11 @@ __all__ = [
 ]
 
 C = TypeVar("C")
+
+#: The files of each figure, by ``quick``: a quick run (the CI-sized preview, ``make demo``) writes the PNG the
+#: report shows; a full-size run adds the PDF for papers. Each format is one more draw of the figure, and at quick
+#: size drawing is most of a run's seconds.
+FIGURE_FORMATS: dict[bool, tuple[str, ...]] = {True: ("png",), False: ("png", "pdf")}
 
 
 @dataclass
@@ -66,7 +72,7 @@ class ExperimentResult:
         Tidy trajectory, one row per recorded (run, step), snake_case columns.
     checks : list of Check
     figures : dict of str to matplotlib Figure
-        Saved as ``<name>.png`` and ``<name>.pdf``.
+        Saved as ``<name>.png``, and as ``<name>.pdf`` too by a full-size run (:data:`FIGURE_FORMATS`).
     tables : dict of str to pandas.DataFrame
         Extra tidy tables, saved as ``<name>.parquet``.
     notes : list of str
@@ -345,7 +351,7 @@ def run_experiment(
         if footnoted:
             drop_ours(figure)
         footnoted = footnoted or has_ours(figure)
-        figure_files += [p.name for p in save_figure(figure, run_dir / fig_name)]
+        figure_files += [p.name for p in save_figure(figure, run_dir / fig_name, FIGURE_FORMATS[quick])]
         plt.close(figure)
     ours = tuple(getattr(experiment.config_type, "OURS", ()))
     record = {

@@ -18,7 +18,7 @@ def test_quick_digits_vit_writes_tables_checks_and_figures(tmp_path):
     summary = pd.read_parquet(tmp_path / "summary.parquet")
     assert summary["optimizer"].tolist() == list(config.optimizers)
     for name in ("curves", "norms", "qkv_histograms", "attention"):
-        assert (tmp_path / f"{name}.png").exists() and (tmp_path / f"{name}.pdf").exists()
+        assert (tmp_path / f"{name}.png").exists() and not (tmp_path / f"{name}.pdf").exists()  # quick: PNG only
     attention = pd.read_parquet(tmp_path / "attention.parquet")
     assert attention.groupby(["optimizer", "sample"])["weight"].sum().round(6).eq(1).all()
     checks = record.checks

@@ -423,7 +423,7 @@ def _growth_figure(config: GrowthConfig, frame: pd.DataFrame):
         bottom.set(xlabel="iteration $k$", title=f"$p = {p:g}$: direction (Lemmas 28, 29)")
         top.legend(fontsize=6)
         bottom.legend(fontsize=6)
-    fig.suptitle(f"Plain $\\ell_p$-AttGD from the thin cone: $W_0 = {config.rho:g}\\, W^{{mm}} +$ noise")
+    fig.suptitle(f"Plain $\\ell_p$-AttGD from the thin cone:\n$W_0 = {config.rho:g}\\, W^{{mm}} +$ noise")
     label_ours(fig, config)
     return fig
 
