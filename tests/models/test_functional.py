@@ -14,6 +14,7 @@ from attnlab.models.functional import (
     margins,
     outputs,
     token_scores,
+    tokens_first,
 )
 
 LOSSES = ("exp", "logistic")
@@ -134,6 +135,24 @@ def test_runs_axis_equals_single_runs(loss):
         single, _, risk_r = loss_gradients(X, Z, y, v, W[r], loss)
         torch.testing.assert_close(batch.value()[r], single.value(), rtol=1e-12, atol=1e-15)
         torch.testing.assert_close(risk[r], risk_r, rtol=1e-12, atol=0.0)
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_token_first_tokens_give_the_same_bits(shared):
+    """The logits from ``tokens_first`` are the transposed logits' bits (the engine's per-step layout)."""
+    X, Z, y, v, W = _problem(seed=7, R=3, n=4, T=5, d=6)
+    X, Z, y, v, W = (t.double() for t in (X, Z, y, v, W))
+    XR = X.expand(3, *X.shape) if shared else X[None] * torch.tensor([1.0, -2.0, 0.5]).double()[:, None, None, None]
+    ZR, yR, vR = Z.expand(3, *Z.shape), y.expand(3, *y.shape), v.expand(3, *v.shape)
+    first = tokens_first(XR)
+    assert first.shape == (5, 3, 4, 6) and (first.stride(1) == 0) == shared
+    torch.testing.assert_close(first, XR.movedim(-2, 0), rtol=0, atol=0)
+    for risk in (True, False):
+        plain = loss_gradients(XR, ZR, yR, vR, W, "exp", risk=risk)
+        fast = loss_gradients(XR, ZR, yR, vR, W, "exp", risk=risk, X_first=first)
+        assert torch.equal(plain[0].mantissa, fast[0].mantissa)
+        assert torch.equal(plain[0].log_scale, fast[0].log_scale)
+        assert (plain[2] is None and fast[2] is None) or torch.equal(plain[2], fast[2])
 
 
 def test_outputs_and_scores_shapes():

@@ -13,6 +13,7 @@ from attnlab.training.callbacks import (
     EarlyStop,
     ProgressBar,
     Record,
+    callback_list,
     default_progress,
     tidy_frame,
 )
@@ -95,6 +96,14 @@ def test_bars_show_only_on_a_terminal_by_default(capsys):
     forced.on_start(5)
     assert not forced.bar.disable
     forced.on_end(None)
+
+
+def test_a_loop_gets_a_bar_only_when_it_shows():
+    """A hidden bar is no callback at all (a loop with no other callback then builds no record frames)."""
+    assert callback_list(None, None, "train").callbacks == []  # pytest captures stderr: not a terminal
+    assert callback_list(None, False, "train").callbacks == []
+    shown = callback_list([lambda record: None], True, "train").callbacks
+    assert len(shown) == 2 and isinstance(shown[1], ProgressBar) and shown[1].show is True
 
 
 def test_a_callback_must_be_a_callable():

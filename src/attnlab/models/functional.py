@@ -48,6 +48,7 @@ __all__ = [
     "outputs",
     "score_gaps",
     "token_scores",
+    "tokens_first",
 ]
 
 
@@ -77,6 +78,37 @@ def attention_logits(X: torch.Tensor, W: torch.Tensor, Z: torch.Tensor) -> torch
     # spec ngd §2: s_i = X_i (W z_i); W z_i first costs n d^2 flops per run instead of the n T d^2 of (X_i W) z_i
     WZ = _matmul(Z, W.transpose(-1, -2))
     return torch.linalg.vecdot(X, WZ.unsqueeze(-2))  # one fused product over d, no batched matrix-vector views
+
+
+def tokens_first(X: torch.Tensor) -> torch.Tensor:
+    """The tokens with their token axis first, ``(T, R, n, d)`` from ``X (R, n, T, d)``, for :func:`loss_gradients`'
+    ``X_first``: computed once per data set, it gives the token-first logits with no copy per step.
+
+    Runs that share one data set (``X.stride(0) == 0``) keep sharing it: one copy, a stride-0 runs axis.
+
+    Parameters
+    ----------
+    X : torch.Tensor, shape (R, n, T, d)
+
+    Returns
+    -------
+    torch.Tensor, shape (T, R, n, d)
+        Contiguous in ``(n, d)`` per token (and in the runs axis unless it is shared).
+    """
+    if X.stride(0) == 0:
+        return X[0].movedim(-2, 0).contiguous().unsqueeze(1).expand(-1, X.shape[0], -1, -1)
+    return X.movedim(-2, 0).contiguous()
+
+
+def _logits_first(X: torch.Tensor, W: torch.Tensor, Z: torch.Tensor, X_first: torch.Tensor | None) -> torch.Tensor:
+    """:func:`attention_logits` token-first, ``(T, [R,] n)`` and contiguous (the layout of :class:`ScoreGaps`).
+
+    From ``X_first`` (:func:`tokens_first`) the product lands in that layout directly: every logit is the same sum
+    over ``d`` of the same products, by the same row reduction, so the values are the bits of the transposed copy.
+    """
+    if X_first is None:
+        return attention_logits(X, W, Z).movedim(-1, 0).contiguous()
+    return torch.linalg.vecdot(X_first, _matmul(Z, W.transpose(-1, -2)))  # spec ngd §2: s_i = X_i (W z_i)
 
 
 def attention_probabilities(X: torch.Tensor, W: torch.Tensor, Z: torch.Tensor) -> torch.Tensor:
@@ -240,6 +272,7 @@ def loss_gradients(
     out: torch.Tensor | None = None,
     return_weights: bool = False,
     risk: bool = True,
+    X_first: torch.Tensor | None = None,
 ) -> (
     tuple[LogScaled, LogScaled | None, torch.Tensor | None]
     | tuple[LogScaled, LogScaled | None, torch.Tensor | None, LogScaled]
@@ -274,6 +307,9 @@ def loss_gradients(
         integrand of the gradient flow's ``phi`` (kq-nuclear-norm §3.1).
     risk : bool, default=True
         Also compute ``log L``; with False, ``log_risk`` is None (a step that does not read the loss).
+    X_first : torch.Tensor, shape (T, R, n, d), optional
+        :func:`tokens_first` of ``X`` (with ``X`` of shape (R, n, T, d)), computed beforehand: a training loop with
+        fixed ``X`` passes it to skip a transposed copy of the logits at every step (same result).
 
     Returns
     -------
@@ -293,7 +329,7 @@ def loss_gradients(
                 "needs one attention head; use a rule that does not integrate dL/ds (not gradient flow)"
             )
         return v.loss_gradients(X, Z, y, W, loss, risk=risk)
-    logits = attention_logits(X, W, Z).movedim(-1, 0).contiguous()  # token-first (ScoreGaps)
+    logits = _logits_first(X, W, Z, X_first)  # token-first (ScoreGaps)
     margin = None
     if isinstance(v, Head):
         if head:

@@ -107,10 +107,10 @@ def _centred_first(log_phi: torch.Tensor, gaps: ScoreGaps) -> tuple[torch.Tensor
     """:func:`centred_scores` in the token-first layout: ``log_phi`` and the results have shape ``(T, [R,] n)``."""
     extra = log_phi.dim() - gaps.gamma.dim()  # a runs axis that only W carries: the gaps broadcast over it
     log_gap, sign = _after_tokens(gaps.log_gap, 2, extra), _after_tokens(gaps.sign, 2, extra)
-    terms = log_gap + log_phi[:, None]  # (tau, t, ..., n): log(phi_tau |gamma_t - gamma_tau|)
+    terms = log_gap + log_phi.unsqueeze(1)  # (tau, t, ..., n): log(phi_tau |gamma_t - gamma_tau|)
     top = terms.amax(dim=0)
     top = top.nan_to_num_(neginf=0.0)  # no term at all (every score equal): c = 0
-    total = exp_(terms.sub_(top).clamp_(min=_EXP_FLOOR)).mul_(sign).sum(dim=0)  # spec ngd §3.1: c e^{-top}
+    total = exp_(terms.sub_(top).clamp_min_(_EXP_FLOOR)).mul_(sign).sum(dim=0)  # spec ngd §3.1: c e^{-top}
     return top.add_(torch.log(total.abs())), torch.sign(total)
 
 
@@ -179,7 +179,7 @@ class LogitDerivatives(NamedTuple):
         ``|y_i f_i|`` meets an order-one term before the samples are normalised.
         """
         top = self.log_dl.amax(dim=-1).nan_to_num_(nan=math.nan, posinf=math.inf, neginf=0.0)  # no l' at all: 0
-        return self.log_dl - top[..., None], top
+        return self.log_dl - top.unsqueeze(-1), top
 
     def scaled(self, floor: torch.Tensor | None = None) -> LogScaled:
         """``dL/ds`` as mantissa (largest entry 1 in size; shape (T, [R,] n)) times ``exp(log_scale)``, one scale
@@ -210,7 +210,7 @@ class LogitDerivatives(NamedTuple):
         # raw = -inf: every weight 0 (all scores equal), no step, scale 1; top is then finite, so raw + top is -inf
         shift = raw.nan_to_num(nan=math.nan, posinf=math.inf, neginf=0.0)
         log_scale = (raw + top).nan_to_num_(nan=math.nan, posinf=math.inf, neginf=0.0)
-        return exp_(log_rel.sub_(shift[..., None])).mul_(self.sign), shift, log_scale
+        return exp_(log_rel.sub_(shift.unsqueeze(-1))).mul_(self.sign), shift, log_scale
 
 
 def logit_derivatives(

@@ -239,9 +239,11 @@ def callback_list(callbacks: Iterable[Any] | None, progress: bool | None, desc: 
     Returns
     -------
     CallbackList
-        The caller's callbacks, then the bar.
+        The caller's callbacks, then the bar (none when it would not show: a hidden bar is no callback, so a loop
+        with no other callback builds no record view).
     """
-    extra = [] if progress is False else [ProgressBar(desc=desc, show=progress)]
+    shown = default_progress() if progress is None else bool(progress)
+    extra = [ProgressBar(desc=desc, show=True)] if shown else []
     return CallbackList([*(callbacks or ()), *extra])
 
 

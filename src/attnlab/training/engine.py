@@ -248,7 +248,9 @@ class TokenRuns(LoopProblem):
         return self.space.gradient(risk=self.reads_loss or records)
 
     def guard(self, gradient: Gradient) -> torch.Tensor | None:
-        if math.isfinite(float(gradient.log_scale.sum())):  # a sum of finite logs cannot overflow: one sync
+        log_scale = gradient.log_scale
+        # a sum of finite logs cannot overflow: one sync (one run: its own value, no sum formed)
+        if math.isfinite(float(log_scale if log_scale.numel() == 1 else log_scale.sum())):
             return None
         return ~torch.isfinite(gradient.log_scale)
 

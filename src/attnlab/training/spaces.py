@@ -34,6 +34,7 @@ from attnlab.models.functional import (
     outer_sum,
     score_gaps,
     token_scores,
+    tokens_first,
 )
 from attnlab.models.heads import Head
 from attnlab.optim.transforms import Rule, Step, block_norms
@@ -117,6 +118,7 @@ class ParamSpace:
         # (a nonlinear head's scores move with W: recomputed at every gradient)
         fixed = not self.head and not isinstance(problem.v, Head)
         self.gaps: ScoreGaps | None = score_gaps(token_scores(problem.X, problem.y, problem.v)) if fixed else None
+        self.X_first = tokens_first(problem.X)  # the logits token-first with no copy per step
         self.spare: dict[str, torch.Tensor] | None = None  # the state before the last step, once one was taken
         self.buffer: torch.Tensor | None = None  # each gradient's W mantissa is used up within its step: reuse it
         self.want_weights = False  # also return dL/ds (set by the engine for rules that integrate it)
@@ -190,6 +192,7 @@ class ParamSpace:
             out=out,
             return_weights=self.want_weights,
             risk=risk,
+            X_first=self.X_first,
         )
         if out is not None:
             self.buffer = gW.mantissa
@@ -314,7 +317,7 @@ class KernelSpace:
         -------
         torch.Tensor, shape (R, d, d)
         """
-        return outer_sum(self.problem.X, self.problem.Z, u.view(self.shape).transpose(1, 2))
+        return outer_sum(self.problem.X, self.problem.Z, u.view(*self.shape).transpose(1, 2))
 
     def params(self) -> dict[str, torch.Tensor]:
         """The current matrix as the combined parametrisation's one tensor.
@@ -390,7 +393,7 @@ class KernelSpace:
         (u,) = step.direction
         Ku = self.moved[1] if self.moved is not None and u is self.moved[0] else self._apply_kernel(u)
         coef = -(torch.exp(step.log_coef[0]) * step.factor[0])[:, None]  # (R, 1): broadcasts on both layouts
-        Ku = Ku.view(self.shape).transpose(0, 1)  # (T, R, n), as the logits
+        Ku = Ku.view(*self.shape).transpose(0, 1)  # (T, R, n), as the logits
         if self.spare is None:
             new = (torch.addcmul(self.omega, coef, u), torch.addcmul(self.logits, coef, Ku))
         else:

@@ -68,16 +68,23 @@ def block_norms(
     labels = [0] * len(tensors) if blocks is None else list(blocks)
     if len(labels) != len(tensors):
         raise ValidationError(f"blocks has {len(labels)} labels for {len(tensors)} tensors; pass one per tensor")
+    if len(tensors) == 1:  # one tensor, one block: its own norm (the step of a single-tensor model)
+        return [_tensor_norm(tensors[0], run_dims, ord)]
     members: dict[Hashable, list[torch.Tensor]] = {}
     for label, tensor in zip(labels, tensors):
-        dims = tuple(range(run_dims, tensor.dim()))
-        part = torch.linalg.vector_norm(tensor, ord, dim=dims) if dims else tensor.abs()
-        members.setdefault(label, []).append(part if part.dtype == torch.float64 else part.to(torch.float64))
+        members.setdefault(label, []).append(_tensor_norm(tensor, run_dims, ord))
     norms = {
         label: parts[0] if len(parts) == 1 else torch.linalg.vector_norm(torch.stack(parts), ord, dim=0)
         for label, parts in members.items()
     }
     return [norms[label] for label in labels]
+
+
+def _tensor_norm(tensor: torch.Tensor, run_dims: int, ord: float) -> torch.Tensor:
+    """Entrywise l_ord norm of one tensor per run, float64 (``|tensor|`` when it has only runs axes)."""
+    dims = tuple(range(run_dims, tensor.dim()))
+    part = torch.linalg.vector_norm(tensor, ord, dim=dims) if dims else tensor.abs()
+    return part if part.dtype == torch.float64 else part.to(torch.float64)
 
 
 @dataclass
@@ -173,7 +180,7 @@ def _log(value: float | torch.Tensor, like: torch.Tensor) -> float | torch.Tenso
 def _expand(value: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     """A per-run value ``([R,])`` shaped to broadcast against ``like`` (``([R,] ...)``), in its dtype."""
     value = value if value.dtype == like.dtype else value.to(like.dtype)
-    return value.view(value.shape + (1,) * (like.dim() - value.dim()))
+    return value.view(*value.shape, *(1,) * (like.dim() - value.dim()))  # ints, not a Size: torch parses them faster
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,15 @@ def divide_by_norm(
     return log_coef - torch.log(norm).nan_to_num_(neginf=math.inf) - log_scale  # spec A2: eta / ||g||
 
 
+def _times(factor: float | torch.Tensor, lr: float | torch.Tensor) -> float | torch.Tensor:
+    """``factor * lr``; a factor still the float 1 leaves a float ``lr`` as it is (``1 * lr`` is ``lr`` to the bit),
+    with no tensor product formed per step."""
+    if type(factor) is float and factor == 1.0:
+        if type(lr) is float or (isinstance(lr, torch.Tensor) and lr.is_floating_point()):
+            return lr
+    return factor * lr
+
+
 def scale_by_lr(lr: float | torch.Tensor | Sequence[float | torch.Tensor]) -> Transform:
     """Multiply each tensor's step by its learning rate ``eta`` (a float, a per-run ``(R,)`` tensor, or per tensor).
 
@@ -32,9 +41,8 @@ def scale_by_lr(lr: float | torch.Tensor | Sequence[float | torch.Tensor]) -> Tr
 
     def update(step: Step, state: None, ctx: Context) -> tuple[Step, None]:
         lrs = per_tensor(lr, len(step.direction), "lr")
-        return Step(
-            step.direction, step.log_scale, step.log_coef, [f * r for f, r in zip(step.factor, lrs)]
-        ), None  # spec A1: eta g
+        factors = [_times(f, r) for f, r in zip(step.factor, lrs)]  # spec A1: eta g
+        return Step(step.direction, step.log_scale, step.log_coef, factors), None
 
     return Transform("scale_by_lr", _stateless, update, scale_invariant=False)
 
