@@ -70,6 +70,23 @@ class ToyTrain(Task):
         return out
 
 
+class ThreadCounts(ToyTrain):
+    """ToyTrain one run at a time that also writes the thread counts its process runs with (``threads.json``):
+    torch's and every BLAS/OpenMP pool's that threadpoolctl sees (numpy's and scipy's OpenBLAS among them)."""
+
+    name = "thread-counts"
+
+    def batch_key(self, params):
+        return None
+
+    def run(self, params, run_dir):
+        from threadpoolctl import threadpool_info
+
+        pools = {f"{p['internal_api']} {p['filepath']}": p["num_threads"] for p in threadpool_info()}
+        write_json(run_dir / "threads.json", {"torch": torch.get_num_threads(), "pools": pools})
+        return super().run_batch([params], [run_dir])[0]
+
+
 class SlowToy(ToyTrain):
     """ToyTrain one run at a time, logging each start to ``<log>`` and sleeping ``sleep`` seconds first."""
 

@@ -1,12 +1,13 @@
 """Executors: a batched in-process sweep, runs of one, and a process pool give the same per-run results."""
 
+import json
 import os
 import signal
 
 import numpy as np
 import pandas as pd
 import pytest
-from sweep_fixtures import ToyTrain, alive, log_lines, log_pids, sweep_process, wait_until
+from sweep_fixtures import ThreadCounts, ToyTrain, alive, log_lines, log_pids, sweep_process, wait_until
 
 from attnlab._validation import ValidationError
 from attnlab.runner.executors import InProcessExecutor, PoolExecutor, make_executor
@@ -33,6 +34,21 @@ def test_batched_runs_equal_runs_of_one_and_pool_runs(tmp_path):
         # 1e-12: the same float64 ops, only batched matmul blocking can change rounding
         np.testing.assert_allclose(singles[key], W, rtol=0, atol=1e-12)
         np.testing.assert_allclose(pooled[key], W, rtol=0, atol=1e-12)
+
+
+def test_pool_workers_limit_every_blas_pool_as_they_limit_torch(tmp_path, monkeypatch):
+    # whatever the environment says: numpy's OpenBLAS reads OMP_NUM_THREADS, not torch's setting (without the limit
+    # this fails where the variable is unset, as on CI; a fork server already running keeps the environment it had)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    jobs = expand(SweepSpec(task="thread-counts", base={"d": 3, "steps": 2, "lr": 0.1}, grid={"seed": [0, 1]}))
+    run_dirs = [tmp_path / job.key for job in jobs]
+    assert all(o.status == "done" for o in PoolExecutor(workers=2).map(ThreadCounts(), jobs, run_dirs))
+    expected = max(1, (os.cpu_count() or 1) // 2)
+    for run_dir in run_dirs:
+        seen = json.loads((run_dir / "threads.json").read_text())
+        assert seen["torch"] == expected
+        assert seen["pools"] and set(seen["pools"].values()) == {expected}, seen["pools"]
 
 
 def test_batch_size_chunks_a_group(tmp_path):

@@ -113,10 +113,15 @@ _FORKSERVER_PRELOAD = ["torch", "torch._dynamo", "attnlab.runner.task", "cvxpy",
 
 
 def _init_worker(threads: int) -> None:
-    # Pool workers share the cores: one BLAS/OpenMP pool per core avoids oversubscription.
+    # Pool workers share the cores: ``threads`` for torch and for every BLAS/OpenMP pool (numpy's and scipy's
+    # OpenBLAS too, which read no torch setting). Without it each worker's OpenBLAS took every core: oversubscribed,
+    # and its results (an SLSQP path's rounding in mirror-descent.regpath) depended on the machine's core count and
+    # on OMP_NUM_THREADS.
     import torch
+    from threadpoolctl import threadpool_limits
 
     torch.set_num_threads(threads)
+    threadpool_limits(threads)  # held for the worker's life
     _exit_with_parent()
 
 
