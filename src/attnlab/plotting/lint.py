@@ -22,6 +22,8 @@ from attnlab.plotting.annotate import FOOTNOTE_GID
 
 __all__ = ["figure_problems"]
 
+_SLACK = 1.0  # pixels: glyph boxes of neighbouring tick labels touch without overlapping; rounding at the edge
+
 _MATH = re.compile(r"\$[^$]*\$")
 _ASCII_MATH = re.compile(  # ||x||, x^2, a short subscript (W_t, W_mm, L_irr, x_1, W_{mm}), a Greek letter
     # spelled out; a code name such as pos_embed or cls_token (a word of four letters or more after _) is not math
@@ -111,39 +113,39 @@ def figure_problems(figure: Any) -> list[str]:
             theory = line.get_color() in ("k", "black", "#000000") and line.get_linestyle() in ("--", ":")
             if (level or theory) and line.get_label().startswith("_"):
                 problems.append(f"{name}: a reference or theory line has no legend label")
-    for where, text in _texts(figure):
+    texts = _texts(figure)
+    for where, text in texts:
         if where == "footnote" or " tick " in where or not hasattr(text, "get_text"):
             continue
         bad = _ascii_math(text.get_text())
         if bad:
             problems.append(f"{where}: {text.get_text()!r} spells {bad!r} in ASCII; use mathtext")
-    for legend_name, legend in [(w, t) for w, t in _texts(figure) if w.endswith("legend")]:
+    for legend_name, legend in [(w, t) for w, t in texts if w.endswith("legend")]:
         for text in legend.get_texts():
             bad = _ascii_math(text.get_text())
             if bad:
                 problems.append(f"{legend_name}: {text.get_text()!r} spells {bad!r} in ASCII; use mathtext")
-    problems += _overlaps(_texts(figure), renderer)
-    problems += _cut_off(_texts(figure), renderer, figure.bbox)
+    boxes = np.array([[*t.get_window_extent(renderer).extents] for _, t in texts]).reshape(-1, 4)  # x0 y0 x1 y1
+    problems += _overlaps(texts, boxes)
+    problems += _cut_off(texts, boxes, figure.bbox)
     return problems
 
 
-def _cut_off(texts: list[tuple[str, Any]], renderer: Any, frame: Any) -> list[str]:
-    """Text boxes that reach past the figure's edge by more than a pixel: the saved file cuts them off."""
-    slack = 1.0
-    out = []
-    for where, text in texts:
-        x0, y0, x1, y1 = text.get_window_extent(renderer).extents
-        if x0 < frame.x0 - slack or y0 < frame.y0 - slack or x1 > frame.x1 + slack or y1 > frame.y1 + slack:
-            out.append(f"{where} reaches past the figure's edge (cut off in the saved file)")
-    return out
+def _cut_off(texts: list[tuple[str, Any]], boxes: np.ndarray, frame: Any) -> list[str]:
+    """Text boxes (``boxes``, one row of display extents per text) that reach past the figure's edge by more than a
+    pixel: the saved file cuts them off."""
+    outside = (boxes[:, :2] < np.array([frame.x0, frame.y0]) - _SLACK).any(axis=1)
+    outside |= (boxes[:, 2:] > np.array([frame.x1, frame.y1]) + _SLACK).any(axis=1)
+    return [
+        f"{texts[i][0]} reaches past the figure's edge (cut off in the saved file)" for i in np.flatnonzero(outside)
+    ]
 
 
-def _overlaps(texts: list[tuple[str, Any]], renderer: Any) -> list[str]:
-    """Pairs of text boxes that overlap by more than a pixel each way."""
-    boxes = np.array([[*t.get_window_extent(renderer).extents] for _, t in texts]).reshape(-1, 4)
-    slack = 1.0  # pixels: glyph boxes of neighbouring tick labels touch without overlapping
+def _overlaps(texts: list[tuple[str, Any]], boxes: np.ndarray) -> list[str]:
+    """Pairs of text boxes (``boxes``, one row of display extents per text) that overlap by more than a pixel each
+    way."""
     x0, y0, x1, y1 = (boxes[:, k] for k in range(4))
-    wide = np.minimum(x1[:, None], x1[None, :]) - np.maximum(x0[:, None], x0[None, :]) > slack
-    tall = np.minimum(y1[:, None], y1[None, :]) - np.maximum(y0[:, None], y0[None, :]) > slack
+    wide = np.minimum(x1[:, None], x1[None, :]) - np.maximum(x0[:, None], x0[None, :]) > _SLACK
+    tall = np.minimum(y1[:, None], y1[None, :]) - np.maximum(y0[:, None], y0[None, :]) > _SLACK
     hits = np.argwhere(np.triu(wide & tall, k=1))
     return [f"{texts[a][0]} overlaps {texts[b][0]}" for a, b in hits]
