@@ -75,9 +75,13 @@ def attention_logits(X: torch.Tensor, W: torch.Tensor, Z: torch.Tensor) -> torch
     -------
     torch.Tensor, shape ([R,] n, T)
     """
-    # spec ngd §2: s_i = X_i (W z_i); W z_i first costs n d^2 flops per run instead of the n T d^2 of (X_i W) z_i
-    WZ = _matmul(Z, W.transpose(-1, -2))
-    return torch.linalg.vecdot(X, WZ.unsqueeze(-2))  # one fused product over d, no batched matrix-vector views
+    return torch.linalg.vecdot(X, _w_z(W, Z).unsqueeze(-2))  # one fused product over d, no batched matrix-vector views
+
+
+def _w_z(W: torch.Tensor, Z: torch.Tensor) -> torch.Tensor:
+    """``W z_i`` for every query, shape ([R,] n, d): spec ngd §2, ``s_i = X_i (W z_i)``; ``W z_i`` first costs
+    ``n d^2`` flops per run instead of the ``n T d^2`` of ``(X_i W) z_i``."""
+    return _matmul(Z, W.transpose(-1, -2))
 
 
 def tokens_first(X: torch.Tensor) -> torch.Tensor:
@@ -108,7 +112,7 @@ def _logits_first(X: torch.Tensor, W: torch.Tensor, Z: torch.Tensor, X_first: to
     """
     if X_first is None:
         return attention_logits(X, W, Z).movedim(-1, 0).contiguous()
-    return torch.linalg.vecdot(X_first, _matmul(Z, W.transpose(-1, -2)))  # spec ngd §2: s_i = X_i (W z_i)
+    return torch.linalg.vecdot(X_first, _w_z(W, Z))  # spec ngd §2: s_i = X_i (W z_i), token-first
 
 
 def attention_probabilities(X: torch.Tensor, W: torch.Tensor, Z: torch.Tensor) -> torch.Tensor:
