@@ -205,27 +205,11 @@ def fit_stacked(
     forward = vmap(lambda p, b, x: functional_call(base, (p, b), (x,)), randomness="different")
     groups = _groups(names, [params[n] for n in names], optimizers, sngd_cap, sps_c)
     identity = {"seeds": list(seeds), "batch_size": batch_size, "optimizers": [list(o) for o in optimizers]}
+    generators = [torch.Generator() for _ in seeds]
     with torch.random.fork_rng(devices=[]):
-        state = read_checkpoint(path) if path is not None else None
-        generators = [torch.Generator() for _ in seeds]
-        if state is None:
-            torch.manual_seed(seeds[0])
-            for g, seed in zip(generators, seeds):
-                g.manual_seed(seed)
-            rows = [[_epoch_row(m, data, 0, 0, metrics, eval_batch_size) | {"seconds": 0.0}] for m in models]
-            active = [True] * runs
-            norms = [[{"epoch": 0, "layer": k, "norm": v} for k, v in layer_norms(m).items()] for m in models]
-            start_epoch, step, seconds = 1, 0, 0.0
-        else:
-            if state["identity"] != identity:
-                raise ValidationError(
-                    f"checkpoint {path} was written for other runs ({state['identity']}), not {identity}; pass the "
-                    "same runs or a new path"
-                )
-            _load(groups, state, generators)
-            rows, norms, active = state["rows"], state["norms"], state["active"]
-            start_epoch, step, seconds = state["epoch"] + 1, state["step"], state["seconds"]
-            _write_models(models, groups, names)
+        rows, norms, active, start_epoch, step, seconds = _begin(
+            path, identity, groups, generators, models, names, data, metrics, eval_batch_size
+        )
         planned = epochs * math.ceil(len(data.y_train) / batch_size)
         calls = callback_list(None, None if progress else False, desc or "fit_stacked")
         calls.start(planned)
@@ -244,15 +228,10 @@ def fit_stacked(
                 failed = [f or n for f, n in zip(failed, nonfinite)]
                 _freeze(groups, last_finite, [a and f for a, f in zip(active, failed)])  # back to the last finite
             _write_models(models, groups, names)
-            record = epoch % eval_every == 0 or epoch == epochs
-            for r, model in enumerate(models):
-                if active[r] and failed[r]:  # diverged: it keeps its last good state and gets no row for this epoch
-                    active[r] = False
-                elif active[r] and record:
-                    rows[r].append(
-                        _epoch_row(model, data, epoch, step, metrics, eval_batch_size) | {"seconds": seconds}
-                    )
-                    norms[r] += [{"epoch": epoch, "layer": k, "norm": v} for k, v in layer_norms(model).items()]
+            if epoch % eval_every == 0 or epoch == epochs:
+                _record(models, data, epoch, step, seconds, metrics, eval_batch_size, rows, norms, active, failed)
+            else:
+                active = [a and not f for a, f in zip(active, failed)]
             if path is not None:
                 _save(path, groups, generators, identity, rows, norms, active, epoch, step, seconds)
         calls.end()
@@ -266,6 +245,60 @@ def fit_stacked(
         )
         for r, n, a, model in zip(rows, norms, active, models)
     ]
+
+
+def _begin(
+    path: Path | None,
+    identity: dict[str, Any],
+    groups: list[_Group],
+    generators: list[torch.Generator],
+    models: Sequence[nn.Module],
+    names: list[str],
+    data: Split,
+    metrics: dict[str, Callable],
+    eval_batch_size: int,
+) -> tuple[list[list[dict]], list[list[dict]], list[bool], int, int, float]:
+    """The runs' rows, norms and flags, the first epoch, the step and the seconds: fresh (seeding the RNGs and
+    recording epoch 0) or resumed from the checkpoint at ``path``."""
+    state = read_checkpoint(path) if path is not None else None
+    if state is None:
+        torch.manual_seed(identity["seeds"][0])
+        for g, seed in zip(generators, identity["seeds"]):
+            g.manual_seed(seed)
+        rows = [[_epoch_row(m, data, 0, 0, metrics, eval_batch_size) | {"seconds": 0.0}] for m in models]
+        norms = [[{"epoch": 0, "layer": k, "norm": v} for k, v in layer_norms(m).items()] for m in models]
+        return rows, norms, [True] * len(models), 1, 0, 0.0
+    if state["identity"] != identity:
+        raise ValidationError(
+            f"checkpoint {path} was written for other runs ({state['identity']}), not {identity}; pass the "
+            "same runs or a new path"
+        )
+    _load(groups, state, generators)
+    _write_models(models, groups, names)
+    return state["rows"], state["norms"], state["active"], state["epoch"] + 1, state["step"], state["seconds"]
+
+
+def _record(
+    models: Sequence[nn.Module],
+    data: Split,
+    epoch: int,
+    step: int,
+    seconds: float,
+    metrics: dict[str, Callable],
+    eval_batch_size: int,
+    rows: list[list[dict]],
+    norms: list[list[dict]],
+    active: list[bool],
+    failed: list[bool],
+) -> None:
+    """Each active run's row and layer norms at ``epoch``, in place; a run that failed in it is made inactive and
+    gets no row (it keeps its last good state)."""
+    for r, model in enumerate(models):
+        if active[r] and failed[r]:
+            active[r] = False
+        elif active[r]:
+            rows[r].append(_epoch_row(model, data, epoch, step, metrics, eval_batch_size) | {"seconds": seconds})
+            norms[r] += [{"epoch": epoch, "layer": k, "norm": v} for k, v in layer_norms(model).items()]
 
 
 def _epoch_steps(
