@@ -11,7 +11,16 @@ import math
 
 import torch
 
-__all__ = ["LOG2_E", "exp", "exp_", "inverse_mirror_map", "log_mean_exp", "logsumexp", "mirror_map"]
+__all__ = [
+    "LOG2_E",
+    "exp",
+    "exp_",
+    "inverse_mirror_map",
+    "log_mean_exp",
+    "logsumexp",
+    "max_column_norm",
+    "mirror_map",
+]
 
 LOG2_E = 1.0 / math.log(2.0)
 # the same number as a 0-d CPU tensor, for float64 products: torch skips the Python-scalar wrap (~0.4 us of a ~1 us
@@ -51,6 +60,32 @@ def log_mean_exp(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     """``log((1/N) sum_dim exp(x))`` by ``torch.logsumexp``, ``N`` the size of ``dim``: the log of a mean of
     quantities held as logs (a risk from per-sample log losses), never forming them."""
     return torch.logsumexp(x, dim=dim) - math.log(x.shape[dim])
+
+
+# squares of entries within these bounds neither overflow nor lose digits to float64's subnormal range
+_SQUARE_SAFE = (1e-290, 1e290)
+
+
+def max_column_norm(M: torch.Tensor, *, work: torch.Tensor | None = None) -> float:
+    """``max_r ||M[:, r]||_2`` of a matrix ``M`` of shape (k, m), in one pass over its rows.
+
+    ``torch.linalg.vector_norm(M, dim=0)`` walks a row-major matrix column by column: at ``k = 16`` rows it is
+    6-14x slower than summing the squared rows (measured, one thread, m = 4096 to 262144). The squares are summed
+    here and the root taken of the largest sum (the root is monotone, so that is the largest column's norm); the
+    result can differ from ``vector_norm``'s in the last bit. Where a square could overflow or fall into the
+    subnormal range (where ``vector_norm`` overflows or loses digits too), ``M`` is first divided by its largest
+    ``|entry|``.
+
+    ``work``, of ``M``'s shape and dtype, receives the squares (a loop that passes the same one allocates nothing
+    of ``M``'s size).
+    """
+    top = float(torch.square(M, out=work).sum(dim=0).max())
+    if _SQUARE_SAFE[0] <= top <= _SQUARE_SAFE[1]:
+        return math.sqrt(top)
+    scale = float(M.abs().max())
+    if not math.isfinite(scale) or scale == 0.0:  # inf, NaN or 0 as they are
+        return math.sqrt(top) if scale == 0.0 else float(torch.linalg.vector_norm(M, dim=0).max())
+    return scale * math.sqrt(float((M / scale).square().sum(dim=0).max()))  # entries <= 1: squares in range
 
 
 def mirror_map(x: torch.Tensor, p: float) -> torch.Tensor:

@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from attnlab._numerics import max_column_norm
 from attnlab._validation import ValidationError, check_in, check_scalar, check_tensor
 from attnlab.metrics import metric_columns
 from attnlab.ntk import network
@@ -177,7 +178,7 @@ class _AlgorithmC(LoopProblem):
         self.logits, self.work = X.new_empty(X.shape[0], self.W.shape[1]), X.new_empty(X.shape[0], self.W.shape[1])
         self.grad = torch.empty_like(self.W)
         self.previous = torch.empty_like(self.W)  # the iterate before W, from the first step on (two take turns)
-        self.moved = torch.empty_like(self.W)  # W - W0 at a record
+        self.moved, self.squares = torch.empty_like(self.W), torch.empty_like(self.W)  # W - W0 at a record, its squares
         self.sq_error = math.nan
 
     def gradient(self, step: int, records: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -199,7 +200,8 @@ class _AlgorithmC(LoopProblem):
             "run": 0,
             "step": step,
             "sq_error": self.sq_error,
-            "weight_movement": float(torch.linalg.vector_norm(torch.sub(W, self.W0, out=self.moved), dim=0).max()),
+            # spec §5 Lemma 5.3: max_r ||w_r(t) - w_r(0)||
+            "weight_movement": max_column_norm(torch.sub(W, self.W0, out=self.moved), work=self.squares),
         }
         if self.held_out is not None:
             X_val, Y_val = self.held_out
