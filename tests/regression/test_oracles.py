@@ -15,6 +15,7 @@ from attnlab.regression import (
     population_gradient,
     sample,
 )
+from attnlab.regression.oracles import smallest_first
 
 
 def test_population_oracle_is_the_closed_form_gradient(problem, params):
@@ -79,3 +80,17 @@ def test_bad_settings_are_refused(problem):
         MinibatchOracle(X, Y, 5, context="train")
     with pytest.raises(ValidationError, match="X has shape"):
         MinibatchOracle(X[0], Y[0], 5)
+
+
+@pytest.mark.parametrize("shape, k", [((5, 10_000), 256), ((3, 7), 7), ((2, 4, 300), 299), ((50,), 1)])
+def test_smallest_first_is_argsorts_first_k_ties_included(shape, k):
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(200):  # float32 draws: at (5, 10^4) about one draw in six has a tie among the 257 smallest
+        u = torch.rand(*shape, generator=gen)
+        assert torch.equal(smallest_first(u, k), u.argsort(-1)[..., :k])
+
+
+def test_smallest_first_orders_ties_as_argsort():
+    u = torch.tensor([[0.5, 0.1, 0.1, 0.3, 0.1], [0.9, 0.8, 0.7, 0.6, 0.5]])
+    assert torch.equal(smallest_first(u, 3), u.argsort(-1)[:, :3])
+    assert smallest_first(u, 3)[1].tolist() == [4, 3, 2]

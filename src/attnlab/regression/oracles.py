@@ -14,10 +14,37 @@ from attnlab.regression import empirical, population
 from attnlab.regression._checks import check_tokens
 from attnlab.regression.data import RegressionProblem, sample, token_matrix
 
-__all__ = ["CONTEXTS", "MinibatchOracle", "MonteCarloOracle", "PopulationOracle"]
+__all__ = ["CONTEXTS", "MinibatchOracle", "MonteCarloOracle", "PopulationOracle", "smallest_first"]
 
 CONTEXTS = ("minibatch", "all")
 """Context of a minibatch query (spec §6.3 [R]): the minibatch itself (default) or all n training tokens."""
+
+
+def smallest_first(u: torch.Tensor, k: int) -> torch.Tensor:
+    """``u.argsort(-1)[..., :k]``: the indices of the ``k`` smallest entries of each row, smallest first.
+
+    ``topk`` finds them in time linear in the row (a sort is ``n log n``: 6x slower at ``n = 10^4``, ``k = 256``).
+    Among distinct values the order is unique, so both give the same indices; where two of the ``k + 1`` smallest
+    values tie (uniform float32 draws do, in about one row of 30 at that size), the order of the ties is
+    ``argsort``'s own, so those rows are sorted by it: a minibatch oracle draws the same minibatches as with
+    ``argsort``, to the bit.
+
+    Parameters
+    ----------
+    u : torch.Tensor, shape (..., n)
+    k : int
+        ``1 <= k <= n``.
+
+    Returns
+    -------
+    torch.Tensor of int64, shape (..., k)
+    """
+    values, idx = u.topk(min(k + 1, u.shape[-1]), dim=-1, largest=False, sorted=True)
+    idx = idx[..., :k]
+    tied = (values[..., 1:] == values[..., :-1]).any(dim=-1)  # a tie decides the order or the k-th entry
+    if bool(tied.any()):
+        idx[tied] = u[tied].argsort(-1)[..., :k]  # those rows as argsort orders them
+    return idx
 
 
 class PopulationOracle:
@@ -132,7 +159,7 @@ class MinibatchOracle:
 
     def __call__(self, V: torch.Tensor, Q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         R, n = self.X.shape[:2]
-        idx = torch.rand(R, n, generator=self.generator).argsort(-1)[:, : self.batch_size]  # without replacement
+        idx = smallest_first(torch.rand(R, n, generator=self.generator), self.batch_size)  # without replacement
         Xb = self.X.gather(1, idx.unsqueeze(-1).expand(-1, -1, self.X.shape[-1]))  # (R, b, d)
         Yb = self.Y.gather(1, idx.unsqueeze(-1).expand(-1, -1, self.Y.shape[-1]))  # (R, b, k)
         if self.context == "minibatch":
