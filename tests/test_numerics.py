@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from attnlab._numerics import max_column_norm
+from attnlab._numerics import all_finite, max_column_norm
 
 
 def _reference(M: torch.Tensor) -> float:
@@ -44,3 +44,18 @@ def test_work_receives_the_squares_and_leaves_the_matrix():
     work = torch.empty_like(M)
     assert max_column_norm(M, work=work) == math.sqrt(5.0)
     assert torch.equal(work, M.square()) and torch.equal(M, torch.tensor([[1.0, -2.0], [2.0, 1.0]]).double())
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+@pytest.mark.parametrize("where", [0, 17, -1])
+def test_all_finite_finds_every_non_finite_entry(bad, where):
+    t = torch.randn(4, 5, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    assert all_finite(t) and bool(torch.isfinite(t).all())
+    t.view(-1)[where] = bad
+    assert not all_finite(t)
+
+
+def test_all_finite_on_empty_huge_and_integer_tensors():
+    assert all_finite(torch.empty(0, 3, dtype=torch.float64))
+    assert all_finite(torch.tensor([1e308, -1e308], dtype=torch.float64))  # finite extremes, no overflow in a sum
+    assert all_finite(torch.arange(5))

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from attnlab._errors import ValidationError
+from attnlab._numerics import all_finite
 
 __all__ = [
     "ValidationError",
@@ -265,7 +266,7 @@ def check_tensor(
                 raise ValidationError(
                     f"{name} has {tensor.shape[idx]} entries along axis {letter!r}, needs at least {lo}"
                 )
-    if finite and tensor.numel() and not bool(torch.isfinite(tensor).all()):
+    if finite and not all_finite(tensor):
         bad = int((~torch.isfinite(tensor)).sum())
         raise ValidationError(f"{name} has {bad} non-finite (NaN or inf) entries; remove or impute them first")
     return tensor

@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnlab._io import atomic_write
+from attnlab._numerics import all_finite
 from attnlab._validation import ValidationError, check_scalar
 from attnlab.checkpoint import read_checkpoint
 from attnlab.metrics import metric_columns
@@ -303,7 +304,7 @@ class _Epochs(LoopProblem):
                 self.bad = True
                 break
         self.seconds += time.perf_counter() - started
-        self.bad = self.bad or not all(bool(torch.isfinite(p).all()) for p in model.parameters())
+        self.bad = self.bad or not all(all_finite(p.detach()) for p in model.parameters())
 
     def keep(self, runs: torch.Tensor) -> None:
         if bool(runs.any()):

@@ -35,6 +35,7 @@ from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 
 from attnlab._io import atomic_write
+from attnlab._numerics import all_finite
 from attnlab._validation import ValidationError, check_scalar
 from attnlab.checkpoint import read_checkpoint
 from attnlab.nets.classifier import _epoch_row, layer_norms
@@ -224,7 +225,7 @@ def fit_stacked(
             seconds += time.perf_counter() - started
             with torch.no_grad():
                 _freeze(groups, last_finite, [not a for a in active])
-                nonfinite = [not all(bool(torch.isfinite(p[r]).all()) for p in _stack(groups)) for r in range(runs)]
+                nonfinite = [not all(all_finite(p[r]) for p in _stack(groups)) for r in range(runs)]
                 failed = [f or n for f, n in zip(failed, nonfinite)]
                 _freeze(groups, last_finite, [a and f for a, f in zip(active, failed)])  # back to the last finite
             _write_models(models, groups, names)

@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from attnlab._numerics import all_finite
 from attnlab._validation import ValidationError
 from attnlab.models import Parametrization, log_excess_risk, token_scores
 from attnlab.models.heads import Head
@@ -180,7 +181,7 @@ def fit(
         raise ValidationError("pass exactly one of rule= (a transforms Rule) and optimizer= (a torch optimizer)")
     # gradients are formed explicitly (log-scaled): no autograd graph, ever
     with torch.no_grad() if rule is None else torch.inference_mode():
-        bad = [k for k, t in params.items() if not bool(torch.isfinite(t).all())]
+        bad = [k for k, t in params.items() if not all_finite(t)]
         if bad:
             raise ValidationError(f"initial parameters {bad} are not finite; pass finite initial values")
         if optimizer is None and not trainable and kernel_applies(param, params, problem, rule, rule_state):
