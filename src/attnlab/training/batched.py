@@ -478,20 +478,21 @@ def _infer_runs(W0: Any, inits: dict[str, Any], param: str) -> int | None:
         return None
     if isinstance(first, str):
         raise ValidationError(f"{name} == {first!r} is a string; pass an array of the initial values (W0=None: zeros)")
-    t = check_tensor(name, first)
+    # only its shape is read here (a tensor's or an array's without a copy); _initial_params validates the values
+    shape = first.shape if isinstance(first, (torch.Tensor, np.ndarray)) else check_tensor(name, first).shape
     expected = 2 if param != "diag" else 1
-    return int(t.shape[0]) if t.dim() == expected + 1 else None
+    return int(shape[0]) if len(shape) == expected + 1 else None
 
 
 def _initial_params(param: str, W0: Any, inits: dict[str, Any], R: int, d: int, d_q: int) -> dict[str, torch.Tensor]:
     if param == "W":
         if W0 is None:
             return {"W": torch.zeros(R, d, d_q, dtype=torch.float64)}
-        return {"W": _runs_tensor("W0", W0, "dq", R, {"d": d, "q": d_q}).clone()}
+        return {"W": _runs_tensor("W0", W0, "dq", R, {"d": d, "q": d_q}).contiguous()}  # a copy, expanded runs laid out
     names = ("K0", "Q0") if param == "KQ" else ("xi_k0", "xi_q0")
     missing = [k for k in names if inits.get(k) is None]
     if missing:
         raise ValidationError(f"param={param!r} needs initial values {list(names)}; missing {missing}")
     axes = ("de", "qe") if param == "KQ" else ("d", "d")  # K (d, d_e), Q (d_q, d_e): W = K Q^T is (d, d_q)
     sizes = {"d": d, "q": d_q}
-    return {k[:-1]: _runs_tensor(k, inits[k], a, R, sizes).clone() for k, a in zip(names, axes)}
+    return {k[:-1]: _runs_tensor(k, inits[k], a, R, sizes).contiguous() for k, a in zip(names, axes)}
