@@ -94,8 +94,8 @@ def max_column_norm(M: torch.Tensor, *, work: torch.Tensor | None = None) -> flo
     if _SQUARE_SAFE[0] <= top <= _SQUARE_SAFE[1]:
         return math.sqrt(top)
     scale = float(M.abs().max())
-    if not math.isfinite(scale) or scale == 0.0:  # inf, NaN or 0 as they are
-        return math.sqrt(top) if scale == 0.0 else float(torch.linalg.vector_norm(M, dim=0).max())
+    if scale == 0.0 or not math.isfinite(scale):  # all zeros: 0; an inf or a NaN entry: that column's norm, inf or NaN
+        return scale
     return scale * math.sqrt(float((M / scale).square().sum(dim=0).max()))  # entries <= 1: squares in range
 
 

@@ -229,10 +229,9 @@ def fit_stacked(
                 failed = [f or n for f, n in zip(failed, nonfinite)]
                 _freeze(groups, last_finite, [a and f for a, f in zip(active, failed)])  # back to the last finite
             _write_models(models, groups, names)
+            active = [a and not f for a, f in zip(active, failed)]  # diverged: its last good state, no more rows
             if epoch % eval_every == 0 or epoch == epochs:
-                _record(models, data, epoch, step, seconds, metrics, eval_batch_size, rows, norms, active, failed)
-            else:
-                active = [a and not f for a, f in zip(active, failed)]
+                _record(models, data, epoch, step, seconds, metrics, eval_batch_size, rows, norms, active)
             if path is not None:
                 _save(path, groups, generators, identity, rows, norms, active, epoch, step, seconds)
         calls.end()
@@ -290,14 +289,10 @@ def _record(
     rows: list[list[dict]],
     norms: list[list[dict]],
     active: list[bool],
-    failed: list[bool],
 ) -> None:
-    """Each active run's row and layer norms at ``epoch``, in place; a run that failed in it is made inactive and
-    gets no row (it keeps its last good state)."""
+    """Each active run's row and layer norms at ``epoch``, appended in place."""
     for r, model in enumerate(models):
-        if active[r] and failed[r]:
-            active[r] = False
-        elif active[r]:
+        if active[r]:
             rows[r].append(_epoch_row(model, data, epoch, step, metrics, eval_batch_size) | {"seconds": seconds})
             norms[r] += [{"epoch": epoch, "layer": k, "norm": v} for k, v in layer_norms(model).items()]
 

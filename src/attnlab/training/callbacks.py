@@ -89,7 +89,9 @@ class Record:
         return {k: _scalar(v[0]) for k, v in self._rows.items()}
 
     def __repr__(self) -> str:
-        return f"Record(step={self.step}, steps={self.steps}, rows={len(self.rows)} rows)"
+        rows = self._rows
+        count = len(rows) if isinstance(rows, pd.DataFrame) else len(next(iter(rows.values()), ()))  # frame not built
+        return f"Record(step={self.step}, steps={self.steps}, rows={count} rows)"
 
 
 def _scalar(value: Any) -> Any:
