@@ -1,0 +1,89 @@
+"""shared_encodings: one encoder pass per input inside the block, the same values to the bit, and a fresh pass
+whenever the input, the weights, the mode or autograd make the earlier one stale."""
+
+import torch
+from torch import nn
+
+from attnlab.nets import TextEncoder
+from attnlab.nets.classifier import _epoch_row, evaluate
+from attnlab.nets.datasets.split import Split
+from attnlab.nets.probes import first_token_attention
+from attnlab.nets.shared_forward import shared_encodings
+
+
+def _model() -> TextEncoder:
+    return TextEncoder(vocab_size=11, max_len=6, dim=8, depth=2, heads=2, mlp_dim=16, dropout=0.1, seed=3).eval()
+
+
+def _ids(n: int, seed: int = 0) -> torch.Tensor:
+    ids = torch.randint(1, 11, (n, 6), generator=torch.Generator().manual_seed(seed))
+    ids[:, -2:] = 0  # padding
+    return ids
+
+
+def _counted(model: nn.Module) -> list[int]:
+    calls = [0]
+    model.encoder.register_forward_hook(lambda *_: calls.__setitem__(0, calls[0] + 1))
+    return calls
+
+
+def test_second_call_on_the_same_input_is_answered_with_the_same_values():
+    model, x, y = _model(), _ids(20), torch.randint(0, 2, (20,), generator=torch.Generator().manual_seed(1))
+    alone = (evaluate(model, x, y), first_token_attention(model, x))
+    calls = _counted(model)
+    with torch.no_grad(), shared_encodings(model):
+        shared = (evaluate(model, x, y), first_token_attention(model, x))
+    assert calls[0] == 1
+    assert shared[0] == alone[0]
+    assert torch.equal(shared[1], alone[1])
+    assert "encode" not in vars(model)  # the class's method again
+
+
+def test_a_view_of_the_same_memory_is_the_same_input_and_other_memory_is_not():
+    model, x = _model(), _ids(20)
+    calls = _counted(model)
+    with torch.no_grad(), shared_encodings(model):
+        model(x[0:20])
+        model(x)
+        model(x.clone())  # equal values, other memory: encoded again
+        model(x[:10])  # other shape
+    assert calls[0] == 3
+
+
+def test_stale_answers_are_never_given():
+    model, x = _model(), _ids(20)
+    calls = _counted(model)
+    with shared_encodings(model):
+        with torch.no_grad():
+            before = model(x)
+            model.head.weight.add_(1.0)  # the weights changed in place
+            after = model(x)
+            x[0, 0] = 5  # the input changed in place
+            model(x)
+            model.train()  # dropout draws: never shared
+            model(x)
+            model(x)
+            model.eval()
+        model(x)  # autograd on: never shared
+    assert calls[0] == 6
+    assert not torch.equal(before, after)
+
+
+def test_a_model_without_encode_and_a_nested_block_are_left_alone():
+    linear = nn.Linear(2, 2)
+    with shared_encodings(linear) as same:
+        assert same is linear
+    model = _model()
+    with shared_encodings(model), shared_encodings(model):
+        pass
+    assert "encode" not in vars(model)
+
+
+def test_an_epoch_row_encodes_the_test_set_once_for_its_loss_and_its_metric():
+    model = _model()
+    data = Split(_ids(12, 1), torch.zeros(12, dtype=torch.int64), _ids(30, 2), torch.ones(30, dtype=torch.int64))
+    metric = {"cls_to_1": lambda state: float(first_token_attention(state["model"], data.x_test)[:, 1].mean())}
+    expected = _epoch_row(model, data, 0, 0, metric, 512)
+    calls = _counted(model)
+    assert _epoch_row(model, data, 0, 0, metric, 512) == expected
+    assert calls[0] == 2  # the training set and the test set, each once
