@@ -1,6 +1,8 @@
 """shared_encodings: one encoder pass per input inside the block, the same values to the bit, and a fresh pass
 whenever the input, the weights, the mode or autograd make the earlier one stale."""
 
+from copy import deepcopy
+
 import torch
 from torch import nn
 
@@ -36,7 +38,7 @@ def test_second_call_on_the_same_input_is_answered_with_the_same_values():
     assert calls[0] == 1
     assert shared[0] == alone[0]
     assert torch.equal(shared[1], alone[1])
-    assert "encode" not in vars(model)  # the class's method again
+    assert "_shared_encodings" not in vars(model)  # the answers are dropped after the block
 
 
 def test_a_view_of_the_same_memory_is_the_same_input_and_other_memory_is_not():
@@ -69,14 +71,36 @@ def test_stale_answers_are_never_given():
     assert not torch.equal(before, after)
 
 
-def test_a_model_without_encode_and_a_nested_block_are_left_alone():
-    linear = nn.Linear(2, 2)
-    with shared_encodings(linear) as same:
-        assert same is linear
+def test_a_copy_taken_inside_the_block_encodes_with_its_own_weights():
+    model, x = _model(), _ids(20)
+    with torch.no_grad(), shared_encodings(model):
+        before = model(x)
+        copy = deepcopy(model)
+        copy.head.weight.data = copy.head.weight.data + 1.0  # new memory, no version bump
+        assert not torch.equal(copy(x), before)
+        model.head.weight.data = model.head.weight.data * 2.0  # the same on the model itself: a new answer
+        assert not torch.equal(model(x), before)
+    assert vars(copy)["_shared_encodings"] is None  # the copy took no answers
+    with torch.no_grad(), shared_encodings(copy):  # and can open its own block
+        calls = _counted(copy)
+        copy(x), copy(x)
+    assert calls[0] == 1
+
+
+def test_models_without_a_shareable_encode_and_nested_blocks_are_left_alone():
+    class Plain(nn.Linear):
+        def encode(self, x):
+            return self(x)
+
+    for plain in (nn.Linear(2, 2), Plain(2, 2)):
+        with shared_encodings(plain) as same:
+            assert same is plain and "_shared_encodings" not in vars(plain)
     model = _model()
-    with shared_encodings(model), shared_encodings(model):
-        pass
-    assert "encode" not in vars(model)
+    with shared_encodings(model):
+        with shared_encodings(model):
+            pass
+        assert "_shared_encodings" in vars(model)  # the inner block left the outer one's answers
+    assert "_shared_encodings" not in vars(model)
 
 
 def test_an_epoch_row_encodes_the_test_set_once_for_its_loss_and_its_metric():

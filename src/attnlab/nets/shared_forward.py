@@ -2,38 +2,83 @@
 
 An epoch's row evaluates the model on its test set and then runs its metrics, which may encode the same inputs
 again (the keyword experiment's first-token attention reads the whole test set). Inside :func:`shared_encodings`,
-``model.encode`` runs once per input: a second call on the same tensor, with the same weights, in eval mode and
-without autograd, returns the first call's result, which is the same computation and so the same values to the bit.
+an ``encode`` method marked :func:`shareable` runs once per input: a second call on the same tensor, with the same
+weights, in eval mode and without autograd, returns the first call's result, which is the same computation and so
+the same values to the bit.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from torch import nn
 
-__all__ = ["shared_encodings"]
+__all__ = ["shareable", "shared_encodings"]
+
+_ATTRIBUTE = "_shared_encodings"
+M = TypeVar("M", bound=nn.Module)
+
+
+class _Answers(dict):
+    """A block's answers, held by the model it was opened on; a copy of the model (``deepcopy``, pickling) gets
+    ``None`` instead, so it encodes with its own weights."""
+
+    def __deepcopy__(self, memo: dict) -> None:
+        return None
+
+    def __reduce__(self) -> tuple:
+        return type(None), ()
 
 
 def _key(model: nn.Module, x: torch.Tensor) -> tuple:
     """What an encoding depends on: the input's memory, layout and version (views of one storage share the version,
-    which every in-place write bumps) and the version of every parameter and buffer."""
+    which every in-place write bumps), and the memory and version of every parameter and buffer."""
     tensors = [*model.parameters(), *model.buffers()]
-    return (x.data_ptr(), x.shape, x.stride(), x.dtype, x.device, x._version, tuple(t._version for t in tensors))
+    weights = tuple((t.data_ptr(), t._version) for t in tensors)
+    return (x.data_ptr(), x.shape, x.stride(), x.dtype, x.device, x._version, weights)
+
+
+def shareable(encode: Callable[[M, torch.Tensor], Any]) -> Callable[[M, torch.Tensor], Any]:
+    """Mark a model's ``encode(self, x)`` as answerable from an earlier call inside :func:`shared_encodings`.
+
+    Parameters
+    ----------
+    encode : callable
+        The method; its result must depend only on ``x``, the model's parameters and buffers, and its mode.
+
+    Returns
+    -------
+    callable
+        The method, which outside a block (or in training mode, or with autograd on) calls ``encode`` as before.
+    """
+
+    @functools.wraps(encode)
+    def method(self: M, x: torch.Tensor) -> Any:
+        answers = self.__dict__.get(_ATTRIBUTE)
+        if answers is None or self.training or torch.is_grad_enabled() or not isinstance(x, torch.Tensor):
+            return encode(self, x)
+        key = _key(self, x)
+        if key not in answers:
+            answers[key] = (x, encode(self, x))  # x held: its memory cannot be handed to another input
+        return answers[key][1]
+
+    method.shareable = True  # type: ignore[attr-defined]
+    return method
 
 
 @contextmanager
-def shared_encodings(model: nn.Module) -> Iterator[nn.Module]:
-    """Within the block, ``model.encode(x)`` runs once per input ``x`` (models with an ``encode`` method, such as
-    :class:`~attnlab.nets.ViT` and :class:`~attnlab.nets.TextEncoder`; others are left as they are).
+def shared_encodings(model: M) -> Iterator[M]:
+    """Within the block, ``model.encode(x)`` runs once per input ``x``, for models whose ``encode`` is marked
+    :func:`shareable` (:class:`~attnlab.nets.ViT`, :class:`~attnlab.nets.TextEncoder`); others are left as they are.
 
     A call is answered from an earlier one when the input is the same memory with the same shape, strides, dtype
-    and version, the weights' versions are unchanged, the model is in eval mode (no dropout draws) and autograd is
-    off; any other call runs ``encode``. The inputs answered are kept alive by the block, so their memory is
-    never reused by another tensor while it lasts.
+    and version, the weights are the same memory at the same versions, the model is in eval mode (no dropout
+    draws) and autograd is off; any other call runs ``encode``. The inputs answered are kept alive by the block, so
+    their memory is never reused by another tensor while it lasts.
 
     Parameters
     ----------
@@ -42,24 +87,16 @@ def shared_encodings(model: nn.Module) -> Iterator[nn.Module]:
     Yields
     ------
     nn.Module
-        ``model``; its ``encode`` is its own again after the block.
+        ``model``; after the block its answers are dropped.
     """
-    encode = getattr(model, "encode", None)
-    if encode is None or "encode" in vars(model):
+    if (
+        not getattr(getattr(type(model), "encode", None), "shareable", False)
+        or model.__dict__.get(_ATTRIBUTE) is not None
+    ):
         yield model  # nothing to share, or an enclosing block already shares it
         return
-    answers: dict[tuple, tuple[torch.Tensor, Any]] = {}
-
-    def shared(x: torch.Tensor) -> Any:
-        if model.training or torch.is_grad_enabled() or not isinstance(x, torch.Tensor):
-            return encode(x)
-        key = _key(model, x)
-        if key not in answers:
-            answers[key] = (x, encode(x))  # x held: its memory cannot be handed to another input
-        return answers[key][1]
-
-    model.encode = shared  # an instance attribute: forward and attention call it through self.encode
+    model.__dict__[_ATTRIBUTE] = _Answers()
     try:
         yield model
     finally:
-        del model.encode
+        del model.__dict__[_ATTRIBUTE]

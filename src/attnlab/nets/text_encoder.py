@@ -11,6 +11,7 @@ from torch import nn
 
 from attnlab._validation import check_scalar
 from attnlab.nets.encoder import Encoder, init_weights
+from attnlab.nets.shared_forward import shareable
 
 __all__ = ["TextEncoder"]
 
@@ -90,6 +91,7 @@ class TextEncoder(nn.Module):
         self.to(dtype)
         init_weights(self, torch.Generator().manual_seed(seed))
 
+    @shareable  # an epoch's row encodes each input once (nets.shared_forward)
     def encode(self, ids: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """Embed the tokens, add positions and run the encoder with padding keys masked out.
 

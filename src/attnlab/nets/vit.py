@@ -11,6 +11,7 @@ from torch import nn
 
 from attnlab._validation import ValidationError, check_scalar
 from attnlab.nets.encoder import Encoder, init_weights
+from attnlab.nets.shared_forward import shareable
 
 __all__ = ["ViT"]
 
@@ -122,6 +123,7 @@ class ViT(nn.Module):
         grid = images.unfold(2, s, s).unfold(3, s, s)  # (n, C, H/s, W/s, s, s)
         return grid.permute(0, 2, 3, 1, 4, 5).reshape(n, -1, self.channels * s * s)
 
+    @shareable  # an epoch's row encodes each input once (nets.shared_forward)
     def encode(self, images: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """Embed the patches, prepend the class token, add positions and run the encoder.
 
