@@ -17,6 +17,7 @@ from attnlab.nets.compare import Comparison, ComparisonConfig, Setup, Trial, com
 from attnlab.nets.encoder import Encoder, EncoderBlock, SelfAttention, attention_weights
 from attnlab.nets.optimizers import make_optimizer, optimizer_kind, parse_optimizer
 from attnlab.nets.probes import first_token_attention, hoyer_sparsity, projection_entries
+from attnlab.nets.shared_forward import shareable, shared_encodings
 from attnlab.nets.stacked import fit_stacked
 from attnlab.nets.text_encoder import TextEncoder
 from attnlab.nets.trials import train_trials
@@ -46,6 +47,8 @@ __all__ = [
     "optimizer_kind",
     "parse_optimizer",
     "projection_entries",
+    "shareable",
+    "shared_encodings",
     "train_trials",
     "tune_rates",
 ]

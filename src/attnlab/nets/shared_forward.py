@@ -88,6 +88,16 @@ def shared_encodings(model: M) -> Iterator[M]:
     ------
     nn.Module
         ``model``; after the block its answers are dropped.
+
+    Examples
+    --------
+    >>> from attnlab.nets import TextEncoder, first_token_attention
+    >>> model, ids = TextEncoder(vocab_size=10, max_len=4).eval(), torch.tensor([[1, 2, 3, 0]])
+    >>> with torch.no_grad(), shared_encodings(model):
+    ...     logits = model(ids)  # encodes ids
+    ...     cls = first_token_attention(model, ids)  # answered from that pass
+    >>> torch.equal(cls, first_token_attention(model, ids))
+    True
     """
     if (
         not getattr(getattr(type(model), "encode", None), "shareable", False)
