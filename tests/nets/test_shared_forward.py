@@ -1,6 +1,7 @@
 """shared_encodings: one encoder pass per input inside the block, the same values to the bit, and a fresh pass
 whenever the input, the weights, the mode or autograd make the earlier one stale."""
 
+import pickle
 from copy import deepcopy
 
 import torch
@@ -81,6 +82,8 @@ def test_a_copy_taken_inside_the_block_encodes_with_its_own_weights():
         model.head.weight.data = model.head.weight.data * 2.0  # the same on the model itself: a new answer
         assert not torch.equal(model(x), before)
     assert vars(copy)["_shared_encodings"] is None  # the copy took no answers
+    with shared_encodings(model):
+        assert vars(pickle.loads(pickle.dumps(model)))["_shared_encodings"] is None  # nor does a pickled one
     with torch.no_grad(), shared_encodings(copy):  # and can open its own block
         calls = _counted(copy)
         copy(x), copy(x)
