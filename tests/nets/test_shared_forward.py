@@ -1,5 +1,5 @@
-"""shared_encodings: one encoder pass per input inside the block, the same values to the bit, and a fresh pass
-whenever the input, the weights, the mode or autograd make the earlier one stale."""
+"""shared_encodings: a call on the last call's input reuses its encoder pass, the same values to the bit; a fresh
+pass whenever the input, the weights, the mode or autograd make the kept one stale; one encoding kept at a time."""
 
 import pickle
 from copy import deepcopy
@@ -51,6 +51,18 @@ def test_a_view_of_the_same_memory_is_the_same_input_and_other_memory_is_not():
         model(x.clone())  # equal values, other memory: encoded again
         model(x[:10])  # other shape
     assert calls[0] == 3
+
+
+def test_one_encoding_is_kept_at_a_time():
+    model, x = _model(), _ids(40)
+    calls = _counted(model)
+    with torch.no_grad(), shared_encodings(model):
+        for batch in x.split(10):  # a batched evaluation: each batch replaces the one before
+            model(batch)
+            assert len(vars(model)["_shared_encodings"]) == 1
+        model(x[30:40])  # the last batch: answered
+        model(x[0:10])  # an earlier batch: encoded again
+    assert calls[0] == 5
 
 
 def test_stale_answers_are_never_given():

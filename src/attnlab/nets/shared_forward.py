@@ -2,9 +2,10 @@
 
 An epoch's row evaluates the model on its test set and then runs its metrics, which may encode the same inputs
 again (the keyword experiment's first-token attention reads the whole test set). Inside :func:`shared_encodings`,
-an ``encode`` method marked :func:`shareable` runs once per input: a second call on the same tensor, with the same
-weights, in eval mode and without autograd, returns the first call's result, which is the same computation and so
-the same values to the bit.
+an ``encode`` method marked :func:`shareable` answers a call on the same tensor as the call before it, with the same
+weights, in eval mode and without autograd, with that call's result: the same computation, so the same values to the
+bit. Only the last encoding is kept, so an evaluation in batches holds no more than one batch's encoding at a time,
+as without the block.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ M = TypeVar("M", bound=nn.Module)
 
 
 class _Answers(dict):
-    """A block's answers, held by the model it was opened on; a copy of the model (``deepcopy``, pickling) gets
-    ``None`` instead, so it encodes with its own weights."""
+    """A block's answer (the last encoding, keyed by what it depends on), held by the model it was opened on; a copy
+    of the model (``deepcopy``, pickling) gets ``None`` instead, so it encodes with its own weights."""
 
     def __deepcopy__(self, memo: dict) -> None:
         return None
@@ -63,6 +64,7 @@ def shareable(encode: Callable[[M, torch.Tensor], Any]) -> Callable[[M, torch.Te
             return encode(self, x)
         key = _key(self, x)
         if key not in answers:
+            answers.clear()  # one encoding kept: a batched evaluation holds one batch's, as without the block
             answers[key] = (x, encode(self, x))  # x held: its memory cannot be handed to another input
         return answers[key][1]
 
@@ -72,13 +74,15 @@ def shareable(encode: Callable[[M, torch.Tensor], Any]) -> Callable[[M, torch.Te
 
 @contextmanager
 def shared_encodings(model: M) -> Iterator[M]:
-    """Within the block, ``model.encode(x)`` runs once per input ``x``, for models whose ``encode`` is marked
-    :func:`shareable` (:class:`~attnlab.nets.ViT`, :class:`~attnlab.nets.TextEncoder`); others are left as they are.
+    """Within the block, ``model.encode(x)`` called again on the input of the call before it returns that call's
+    result, for models whose ``encode`` is marked :func:`shareable` (:class:`~attnlab.nets.ViT`,
+    :class:`~attnlab.nets.TextEncoder`); others are left as they are.
 
-    A call is answered from an earlier one when the input is the same memory with the same shape, strides, dtype
-    and version, the weights are the same memory at the same versions, the model is in eval mode (no dropout
-    draws) and autograd is off; any other call runs ``encode``. The inputs answered are kept alive by the block, so
-    their memory is never reused by another tensor while it lasts.
+    A call is answered from the last one when the input is the same memory with the same shape, strides, dtype and
+    version, the weights are the same memory at the same versions, the model is in eval mode (no dropout draws) and
+    autograd is off; any other call runs ``encode`` and its result replaces the kept one (one encoding is held at a
+    time, so a batched evaluation needs no more memory than without the block). The kept input is held alive with
+    its answer, so its memory is never reused by another tensor while the answer lasts.
 
     Parameters
     ----------

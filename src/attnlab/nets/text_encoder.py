@@ -91,7 +91,7 @@ class TextEncoder(nn.Module):
         self.to(dtype)
         init_weights(self, torch.Generator().manual_seed(seed))
 
-    @shareable  # an epoch's row encodes each input once (nets.shared_forward)
+    @shareable  # an epoch row's metrics reuse its test-loss pass (nets.shared_forward)
     def encode(self, ids: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """Embed the tokens, add positions and run the encoder with padding keys masked out.
 

@@ -123,7 +123,7 @@ class ViT(nn.Module):
         grid = images.unfold(2, s, s).unfold(3, s, s)  # (n, C, H/s, W/s, s, s)
         return grid.permute(0, 2, 3, 1, 4, 5).reshape(n, -1, self.channels * s * s)
 
-    @shareable  # an epoch's row encodes each input once (nets.shared_forward)
+    @shareable  # an epoch row's metrics reuse its test-loss pass (nets.shared_forward)
     def encode(self, images: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """Embed the patches, prepend the class token, add positions and run the encoder.
 
