@@ -291,3 +291,15 @@ def test_progress_none_shows_a_bar_only_on_a_terminal_and_a_non_bool_is_refused(
     assert capsys.readouterr().err == ""  # pytest's stderr is not a terminal
     with pytest.raises(ValidationError, match="progress == 'yes', must be a bool"):
         batched.train(X, Z, y, v, W0, optimizer="ngd", lr=0.1, steps=3, progress="yes")
+
+
+def test_the_callers_initial_values_are_never_trained_in_place():
+    X, Z, y, v, W0 = _runs()
+    for start in (
+        W0.double(),
+        W0[0].double(),
+    ):  # float64 with a runs axis (the validated copy is the one trained), one W0 for all
+        kept = start.clone()
+        result = batched.train(X, Z, y, v, W0=start, optimizer="gd", lr=0.5, steps=20)
+        assert torch.equal(start, kept)
+        assert not torch.equal(result.W[0], kept if start.dim() == 2 else kept[0])  # it did train
