@@ -265,3 +265,18 @@ def assert_one_diverging_run_stops_alone(tmp_path: Path, executor) -> None:
     data = example1(n=4, T=3, d=8, seed=0)
     alone = train(data.X, data.Z, data.y, data.v, torch.zeros(8, 8), optimizer="gd", lr=0.1, steps=20).W[0]
     np.testing.assert_allclose(W_ok, alone.numpy(), rtol=0, atol=1e-12)  # the healthy run is untouched by it
+
+
+class FailsWhenTold(ToyTrain):
+    """ToyTrain one run at a time that raises while its class attribute ``fail`` is true (a code change)."""
+
+    name = "fails-when-told"
+    fail = False
+
+    def batch_key(self, params):
+        return None
+
+    def run(self, params, run_dir):
+        if FailsWhenTold.fail:
+            raise RuntimeError("the new code raises")
+        return super().run_batch([params], [run_dir])[0]

@@ -5,7 +5,15 @@ import signal
 
 import pandas as pd
 import pytest
-from sweep_fixtures import Diverges, Explodes, ToyTrain, log_lines, sweep_process, wait_until
+from sweep_fixtures import (
+    Diverges,
+    Explodes,
+    FailsWhenTold,
+    ToyTrain,
+    log_lines,
+    sweep_process,
+    wait_until,
+)
 
 from attnlab._validation import ValidationError
 from attnlab.runner import register_task
@@ -18,6 +26,7 @@ from attnlab.runner.task import execute
 register_task(ToyTrain())
 register_task(Explodes())
 register_task(Diverges())
+register_task(FailsWhenTold())
 SPEC = SweepSpec(task="toy-train", base={"d": 3, "steps": 5}, grid={"lr": [0.1, 0.2], "seed": [0, 1, 2]})
 
 
@@ -51,6 +60,19 @@ def test_a_failing_run_is_recorded_and_the_others_finish(tmp_path):
     assert list(result.index["status"]) == ["done", "failed"]
     assert "RuntimeError: boom" in result.failed["error"].iloc[0]
     assert list(read_index(tmp_path)["status"]) == ["done", "failed"]
+
+
+def test_a_finished_run_computed_again_is_listed_as_it_ended_now(tmp_path, monkeypatch):
+    # The sweep's first scan reads the stored runs while they are finished; recomputed (--fresh, or new code) and
+    # failing, they must be listed failed, not as the finished runs read before they ran.
+    spec = SweepSpec(task="fails-when-told", base={"d": 3, "steps": 5, "lr": 0.1}, grid={"seed": [0, 1]})
+    assert list(run_sweep(spec, tmp_path, progress=False).index["status"]) == ["done", "done"]
+    monkeypatch.setattr(FailsWhenTold, "fail", True)
+    result = run_sweep(spec, tmp_path, progress=False, fresh=True)
+    assert result.ran == 2
+    assert list(result.index["status"]) == ["failed", "failed"]
+    assert list(pd.read_parquet(tmp_path / "index.parquet")["status"]) == ["failed", "failed"]
+    assert (result.index["reason"] == "").all()  # no manifest: nothing of the runs read before they ran
 
 
 def test_read_index_trusts_the_run_directories_over_a_stale_index(tmp_path):

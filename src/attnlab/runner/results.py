@@ -80,7 +80,8 @@ class ResultsStore:
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = make_dir(root)
-        self._final: dict[str, dict[str, Any]] = {}  # rows of finished runs, which never change: read once
+        # rows of finished runs, each with its manifest's stamp: read again only when the run was computed again
+        self._final: dict[str, tuple[tuple[int, int, int], dict[str, Any]]] = {}
         self._jobs: dict[str, dict[str, Any]] = {}  # job.json of each run directory, which never changes
 
     def run_dir(self, job: Job, label: str) -> Path:
@@ -129,6 +130,11 @@ class ResultsStore:
             self._final.pop(run_dir.name, None)
         return run_dir
 
+    def forget(self, run_dir: Path) -> None:
+        """Drop the row of ``run_dir`` read while it was finished: the next scan reads it from disk (a run that was
+        computed again since)."""
+        self._final.pop(Path(run_dir).name, None)
+
     def status(self, job: Job, label: str) -> tuple[str, str]:
         """The run's status as its directory shows it now (see the module docstring), and what went wrong, if anything.
 
@@ -165,9 +171,11 @@ class ResultsStore:
         for run_dir in sorted(runs.iterdir()) if runs.is_dir() else []:
             if not run_dir.is_dir():
                 continue
-            row = self._final.get(run_dir.name) or self._row(run_dir)
-            if row["status"] in ("done", "diverged"):
-                self._final[run_dir.name] = row
+            stamp = _stamp(run_dir / MANIFEST)
+            cached = self._final.get(run_dir.name)
+            row = cached[1] if cached is not None and stamp is not None and cached[0] == stamp else self._row(run_dir)
+            if stamp is not None and row["status"] in ("done", "diverged"):
+                self._final[run_dir.name] = (stamp, row)
             rows.append(row)
         frame = pd.DataFrame(rows, columns=INDEX_COLUMNS)
         return frame.sort_values(["index", "key"], kind="stable").reset_index(drop=True)
@@ -228,6 +236,16 @@ _EMPTY_ROW: dict[str, Any] = {
     "commit": "",
     "reason": "",
 }
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    """``(inode, mtime in ns, size)`` of ``path``, or ``None`` when it is missing: a run computed again writes a new
+    manifest (a new file, renamed into place), so a finished run's row read under one stamp holds while it lasts."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns, st.st_size
 
 
 def _status(run_dir: Path) -> tuple[str, str]:

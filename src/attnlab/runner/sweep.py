@@ -136,6 +136,8 @@ def run_sweep(
                     busy.append(outcome_index)
                     continue
                 ran += outcome.ran
+                if outcome.ran:
+                    store.forget(run_dirs[outcome_index])  # its row, read before it ran, is stale
                 if outcome.reason:
                     recomputed[outcome.key] = outcome.reason
                 bar.update(1)
