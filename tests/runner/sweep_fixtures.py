@@ -267,6 +267,20 @@ def assert_one_diverging_run_stops_alone(tmp_path: Path, executor) -> None:
     np.testing.assert_allclose(W_ok, alone.numpy(), rtol=0, atol=1e-12)  # the healthy run is untouched by it
 
 
+class KillAlways(ToyTrain):
+    """ToyTrain one run at a time; the run with ``kill: true`` SIGKILLs its worker every time it runs."""
+
+    name = "kill-always"
+
+    def batch_key(self, params):
+        return None
+
+    def run(self, params, run_dir):
+        if params.get("kill"):
+            os.kill(os.getpid(), signal.SIGKILL)
+        return super().run_batch([params], [run_dir])[0]
+
+
 class FailsWhenTold(ToyTrain):
     """ToyTrain one run at a time that raises while its class attribute ``fail`` is true (a code change)."""
 

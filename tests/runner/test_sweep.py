@@ -9,6 +9,7 @@ from sweep_fixtures import (
     Diverges,
     Explodes,
     FailsWhenTold,
+    KillAlways,
     ToyTrain,
     log_lines,
     sweep_process,
@@ -27,6 +28,7 @@ register_task(ToyTrain())
 register_task(Explodes())
 register_task(Diverges())
 register_task(FailsWhenTold())
+register_task(KillAlways())
 SPEC = SweepSpec(task="toy-train", base={"d": 3, "steps": 5}, grid={"lr": [0.1, 0.2], "seed": [0, 1, 2]})
 
 
@@ -73,6 +75,14 @@ def test_a_finished_run_computed_again_is_listed_as_it_ended_now(tmp_path, monke
     assert list(result.index["status"]) == ["failed", "failed"]
     assert list(pd.read_parquet(tmp_path / "index.parquet")["status"]) == ["failed", "failed"]
     assert (result.index["reason"] == "").all()  # no manifest: nothing of the runs read before they ran
+
+
+def test_a_run_whose_worker_always_dies_is_listed_failed_with_why(tmp_path):
+    spec = SweepSpec(task="kill-always", base={"d": 3, "steps": 5, "lr": 0.1, "seed": 0}, grid={"kill": [False, True]})
+    result = run_sweep(spec, tmp_path, PoolExecutor(workers=1, retries=0), progress=False)
+    assert list(result.index["status"]) == ["done", "failed"]
+    assert "a pool worker died 1 times" in result.failed["error"].iloc[0]
+    assert list(read_index(tmp_path)["status"]) == ["done", "failed"]
 
 
 def test_read_index_trusts_the_run_directories_over_a_stale_index(tmp_path):

@@ -20,7 +20,7 @@ from typing import Any
 
 from attnlab._validation import ValidationError, check_in, check_scalar
 from attnlab.runner.spec import Job
-from attnlab.runner.task import Outcome, Reuse, Task, execute, execute_batch
+from attnlab.runner.task import Outcome, Reuse, Task, execute, execute_batch, gave_up
 
 __all__ = ["EXECUTORS", "InProcessExecutor", "PoolExecutor", "RayExecutor", "make_executor"]
 
@@ -211,8 +211,8 @@ class PoolExecutor:
             todo = sorted(broken)
             if attempt == self.retries:
                 for i in todo:
-                    yield Outcome(
-                        jobs[i].key, "failed", 0.0, f"a pool worker died {self.retries + 1} times running this job"
+                    yield gave_up(
+                        jobs[i].key, run_dirs[i], f"a pool worker died {self.retries + 1} times running this job"
                     )
 
 
@@ -363,8 +363,8 @@ class RayExecutor:
                     ray.exceptions.RayTaskError,
                     ray.exceptions.NodeDiedError,
                 ) as err:
-                    yield Outcome(
-                        jobs[i].key, "failed", 0.0, f"Ray gave up on this job after {self.retries} retries: {err}"
+                    yield gave_up(
+                        jobs[i].key, run_dirs[i], f"Ray gave up on this job after {self.retries} retries: {err}"
                     )
         finally:
             if started_here:

@@ -43,6 +43,7 @@ __all__ = [
     "execute",
     "execute_batch",
     "finished_status",
+    "gave_up",
     "get_task",
     "is_finished",
     "known_task",
@@ -369,6 +370,34 @@ def _failed(key: str, run_dir: Path, seconds: float, text: str | None = None) ->
     text = traceback.format_exc() if text is None else text
     atomic_write(run_dir / ERROR, lambda p: p.write_text(text))
     return Outcome(key=key, status="failed", seconds=seconds, error=text)
+
+
+def gave_up(key: str, run_dir: Path, text: str) -> Outcome:
+    """The ``"failed"`` outcome of a job its executor gave up on (its worker died each time), written to its run
+    directory's ``error.txt`` so that the store lists the run as failed with ``text``, not as pending.
+
+    Written under the run's claim, and only when the run is not finished: a run another process holds or has
+    finished since is left as it is.
+
+    Parameters
+    ----------
+    key : str
+        The job's key.
+    run_dir : pathlib.Path
+        The job's directory.
+    text : str
+        Why the executor gave up.
+
+    Returns
+    -------
+    Outcome
+        ``"failed"`` with ``text`` as its error.
+    """
+    run_dir = Path(run_dir)
+    with claim(run_dir) as mine:
+        if mine and not is_finished(run_dir):
+            return _failed(key, run_dir, 0.0, text)
+    return Outcome(key=key, status="failed", seconds=0.0, error=text)
 
 
 def _succeeded(
