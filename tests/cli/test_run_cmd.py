@@ -2,14 +2,18 @@
 
 import dataclasses
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
 from click.testing import CliRunner
 
+from attnlab._io import OutputError
 from attnlab.cli import main
 from attnlab.experiments import registry
+from attnlab.runner.store import prepare_out
 from attnlab.verify import Claim, Experiment, ExperimentResult
+from attnlab.verify import experiment as verify_experiment
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +47,36 @@ def test_the_same_run_again_reuses_its_folder(tmp_path):
     assert run("--out", str(tmp_path / "o")).exit_code == 0
     again = run("--out", str(tmp_path / "o"))
     assert again.exit_code == 0, again.output
+
+
+def test_a_rerun_stopped_before_its_record_leaves_the_folder_unfinished(tmp_path, monkeypatch):
+    out = tmp_path / "o"
+    assert run("--out", str(out)).exit_code == 0
+    (out / "keep.txt").write_text("the user's")
+    write_json = verify_experiment.write_json
+
+    def interrupted(path, payload):  # Ctrl-C after the tables, before record.json
+        if Path(path).name == "record.json":
+            raise KeyboardInterrupt
+        return write_json(path, payload)
+
+    monkeypatch.setattr(verify_experiment, "write_json", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        verify_experiment.run_experiment(registry.get_experiment("tiny.run"), out=out, overwrite=False, progress=False)
+    assert not (out / "record.json").exists()  # the old record never vouches for the new checks.csv
+    assert (out / "checks.csv").is_file() and (out / "keep.txt").read_text() == "the user's"  # nothing else removed
+
+
+def test_prepare_out_removes_the_record_of_the_same_run_only(tmp_path):
+    owner = {"experiment": "tiny.run", "config_hash": "abc"}
+    (tmp_path / "record.json").write_text(json.dumps(owner))
+    (tmp_path / "checks.csv").write_text("claim,passed\n")
+    assert prepare_out(tmp_path, owner) == tmp_path
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checks.csv"]
+    (tmp_path / "record.json").write_text(json.dumps({**owner, "config_hash": "other"}))
+    with pytest.raises(OutputError, match="already holds another run"):
+        prepare_out(tmp_path, owner)
+    assert (tmp_path / "record.json").is_file()  # another run's record is left as it was
 
 
 def test_another_run_in_out_is_refused_without_overwrite_and_replaced_with_it(tmp_path):

@@ -11,11 +11,12 @@ import pandas as pd
 import pytest
 
 from attnlab._validation import ValidationError
-from attnlab.verify import experiment as verify_experiment
 from attnlab.experiments import registry
-from attnlab.verify import Check, Claim, Experiment, ExperimentResult, Falsifier, spread_observation
 from attnlab.plotting import has_ours, label_ours
 from attnlab.report import build_report, reproduce
+from attnlab.runner import read_index
+from attnlab.verify import Check, Claim, Experiment, ExperimentResult, Falsifier, spread_observation
+from attnlab.verify import experiment as verify_experiment
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -164,6 +165,48 @@ def test_reproduce_resumes_and_fresh_reruns(fake_paper, tmp_path):
     assert record.stat().st_mtime_ns == mtime
     reproduce(tmp_path, paper="fake-paper", quick=True, progress=False, fresh=True)
     assert record.stat().st_mtime_ns != mtime
+
+
+def test_the_report_shows_only_this_calls_experiments(fake_paper, tmp_path, monkeypatch):
+    # another paper's run and a quick run of the same experiments share the folder, but are not this call's
+    other = Experiment(
+        name="other.ok",
+        paper="other-paper",
+        summary="another paper",
+        config_type=ToyConfig,
+        run=toy_run,
+        quick={"steps": 5},
+        claims=(DECREASES, VANISHES, LONG),
+        falsifiers=(TOY_FALSIFIER,),
+    )
+    monkeypatch.setitem(registry.REGISTRY.experiments, "other.ok", other)
+    reproduce(tmp_path, paper="other-paper", quick=True, progress=False)
+    reproduce(tmp_path, paper="fake-paper", quick=True, progress=False)
+    summary = reproduce(tmp_path, paper="fake-paper", progress=False)  # full settings
+    assert sorted((e.name, e.record.get("quick")) for e in summary.entries) == [
+        ("fake.broken", None),
+        ("fake.ok", False),
+    ]
+    assert all(e.origin in ("", "computed now") for e in summary.entries)  # nothing reused from the other calls
+    assert len(list(tmp_path.glob("runs/*"))) == 5  # the other runs stay in the store, out of the report
+    page = summary.path.read_text()
+    assert "settings: full" in page and "other.ok" not in page and "other-paper" not in page
+    written = json.loads((tmp_path / "summary.json").read_text())
+    assert written["experiments"] == 2 and list(written["papers"]) == ["fake-paper"]
+    counts = pd.read_csv(tmp_path / "paper_counts.csv")
+    assert counts["paper"].tolist() == ["fake-paper"] and counts["experiments"].tolist() == [2]
+
+
+def test_build_report_keeps_the_runs_of_the_keys_given(fake_paper, tmp_path):
+    reproduce(tmp_path, paper="fake-paper", quick=True, progress=False)
+    index = read_index(tmp_path)
+    ok = index.loc[index["label"] == "fake.ok", "key"].tolist()
+    assert [e.name for e in build_report(tmp_path, keys=ok).entries] == ["fake.ok"]
+    assert [e.name for e in build_report(tmp_path).entries] == ["fake.broken", "fake.ok"]  # default: every run
+    with pytest.raises(ValidationError, match=r"keys holds 1 key that no experiment run in .* has: 'nokey'"):
+        build_report(tmp_path, keys=[*ok, "nokey"])
+    with pytest.raises(ValidationError, match="keys == 'abc', must be a collection of run keys"):
+        build_report(tmp_path, keys="abc")
 
 
 def test_unknown_paper_lists_the_papers(tmp_path):

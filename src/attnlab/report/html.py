@@ -23,7 +23,7 @@ import datetime as _dt
 import json
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -200,7 +200,8 @@ def _check_view(row: Any, paper: str, pages: TheoryPages) -> dict[str, Any]:
     verdict = _verdict(row)
     short, derivation = _tolerance(str(row.tolerance).strip())
     if row.kind in ("observation", "exploration", "revision"):
-        row_cls = "observation" if row.kind == "exploration" else row.kind  # an old reading sits right under its current row, marked as such
+        # an old reading sits right under its current row, marked as such
+        row_cls = "observation" if row.kind == "exploration" else row.kind
     elif verdict == "finding":
         row_cls = "finding-row"
     else:
@@ -262,7 +263,9 @@ def _entry_view(entry: ExperimentEntry, pages: TheoryPages) -> dict[str, Any]:
         "anchor": _anchor(entry.name),
         "status": entry.status,
         "cls": "pass" if ok else "fail",
-        "counts_parts": [{"text": text, "cls": _VERDICTS.get(verdict, verdict)} for text, verdict in entry.counts.parts()],
+        "counts_parts": [
+            {"text": text, "cls": _VERDICTS.get(verdict, verdict)} for text, verdict in entry.counts.parts()
+        ],
         "page": f"experiments/{_anchor(entry.name)}.html",
         "summary": entry.summary,
         "error": entry.error or "the run did not finish",
@@ -309,7 +312,9 @@ def _coverage(paper: str) -> str:
         return "n/a"
     status = [r["status"] for r in rows]
     covered = len(rows) - status.count("not checkable")
-    return f"{covered} / {len(rows)} ({status.count('finding')} findings, {status.count('not checkable')} not checkable)"
+    return (
+        f"{covered} / {len(rows)} ({status.count('finding')} findings, {status.count('not checkable')} not checkable)"
+    )
 
 
 def _environment() -> jinja2.Environment:
@@ -375,6 +380,7 @@ def build_report(
     title: str = "attnlab reproduction report",
     describe: Any = None,
     computed_since: float | None = None,
+    keys: Collection[str] | None = None,
 ) -> ReportSummary:
     """Write ``root/index.html`` (and ``root/summary.json``) from the experiment runs of the sweep in ``root``.
 
@@ -389,6 +395,10 @@ def build_report(
     computed_since : float, optional
         Unix time the reproduction started: runs finished since then read "computed now", earlier ones
         "reused from <time, commit>"; ``None`` gives each run's time and commit.
+    keys : collection of str, optional
+        The run keys (:attr:`attnlab.runner.Job.key`) of the experiments to report, e.g. those of one
+        reproduction; ``None``: every experiment run in ``root``. A folder keeps the runs of earlier calls (other
+        papers, quick and full settings, older code), which only their keys tell apart from this call's.
 
     Returns
     -------
@@ -397,12 +407,14 @@ def build_report(
     Raises
     ------
     ValidationError
-        If ``root`` is not the folder of a sweep.
+        If ``root`` is not the folder of a sweep, or ``keys`` is not a collection of strings or names a run that
+        is not an experiment run in ``root``.
     """
     root = Path(root)
     describe = describe or _describe
     index = read_index(root)
-    rows: Iterable[Any] = index[index["task"] == "experiment"].itertuples()
+    runs = _select_runs(index[index["task"] == "experiment"], keys, root)
+    rows: Iterable[Any] = runs.itertuples()
     entries = sorted(
         (_read_entry(root, row, describe, computed_since) for row in rows), key=lambda e: (e.paper, e.name)
     )
@@ -460,6 +472,26 @@ def build_report(
         },
     )
     return summary
+
+
+def _select_runs(runs: pd.DataFrame, keys: Collection[str] | None, root: Path) -> pd.DataFrame:
+    """The rows of ``runs`` whose key is in ``keys`` (all of them for ``None``); an unknown key raises."""
+    if keys is None:
+        return runs
+    if isinstance(keys, (str, bytes)) or not isinstance(keys, Collection):
+        raise ValidationError(f"keys == {keys!r}, must be a collection of run keys (str), e.g. a list")
+    wanted = list(keys)
+    if not all(isinstance(key, str) for key in wanted):
+        bad = next(key for key in wanted if not isinstance(key, str))
+        raise ValidationError(f"keys holds {bad!r} of type {type(bad).__name__}; a run key is a str")
+    unknown = sorted(set(wanted) - set(runs["key"]))
+    if unknown:
+        shown = ", ".join(repr(key) for key in unknown[:5]) + (", ..." if len(unknown) > 5 else "")
+        raise ValidationError(
+            f"keys holds {len(unknown)} key{'s' if len(unknown) > 1 else ''} that no experiment run in "
+            f"{str(root)!r} has: {shown}"
+        )
+    return runs[runs["key"].isin(wanted)]
 
 
 def _describe(name: str) -> tuple[str, str]:

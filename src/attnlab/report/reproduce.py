@@ -15,9 +15,9 @@ import pandas as pd
 
 from attnlab._validation import ValidationError
 from attnlab.experiments import list_experiments
-from attnlab.tasks.experiment import ExperimentTask
 from attnlab.report.html import ReportSummary, build_report
-from attnlab.runner import InProcessExecutor, Job, PoolExecutor, RayExecutor, run_sweep
+from attnlab.runner import InProcessExecutor, Job, PoolExecutor, RayExecutor, run_sweep, write_csv
+from attnlab.tasks.experiment import ExperimentTask
 from attnlab.verify import CheckCounts
 
 __all__ = ["PAPER_COUNT_COLUMNS", "paper_counts", "reproduce"]
@@ -48,7 +48,8 @@ def reproduce(
     ----------
     out : path, default="report"
         Report folder: ``index.html``, ``summary.json``, ``paper_counts.csv`` (:func:`paper_counts`),
-        ``index.parquet`` and ``runs/<experiment>-<hash>/``.
+        ``index.parquet`` and ``runs/<experiment>-<hash>/``. The report and its counts cover this call's
+        experiments only; runs of earlier calls into ``out`` (other papers, the other settings) stay in ``runs/``.
     paper : str, optional
         A spec stem (``"implicit-bias-ngd"``) or name prefix (``"implicit-bias"``); ``None`` or ``"all"``: all.
     quick : bool, default=False
@@ -85,8 +86,9 @@ def reproduce(
     jobs = [Job(task.name, {"experiment": e.name, "quick": quick}, index=i) for i, e in enumerate(longest_first)]
     started = time.time()
     run_sweep(jobs, out, executor, progress=progress, fresh=fresh)
-    summary = build_report(Path(out), computed_since=started)
-    paper_counts(summary).to_csv(Path(out) / "paper_counts.csv", index=False)
+    # only this call's runs: the folder keeps those of other papers and of the other settings (quick or full)
+    summary = build_report(Path(out), computed_since=started, keys=[job.key for job in jobs])
+    write_csv(Path(out) / "paper_counts.csv", paper_counts(summary))
     return summary
 
 

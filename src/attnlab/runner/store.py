@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from attnlab._io import OutputError, atomic_write, config_hash, json_default, make_dir
+from attnlab._io import OutputError, _output_error, atomic_write, config_hash, json_default, make_dir
 
 __all__ = [
     "atomic_write",
@@ -152,7 +152,9 @@ def prepare_out(folder: str | os.PathLike[str], owner: Mapping[str, Any], *, ove
         The output folder (``--out``); created when missing.
     owner : mapping
         Keys of ``record.json`` that identify the run, e.g. ``{"experiment": name, "config_hash": digest}``.
-        A folder whose ``record.json`` has the same values holds this very run and is reused as it is.
+        A folder whose ``record.json`` has the same values holds this very run and is reused, all but its
+        ``record.json``: that is removed, since it marks a finished run and is written last, so a rerun stopped
+        before it writes its own reads as unfinished instead of the old record vouching for the new files.
     overwrite : bool, default=False
         Empty a folder that holds another attnlab run first (its files would otherwise sit beside the new ones).
 
@@ -165,7 +167,7 @@ def prepare_out(folder: str | os.PathLike[str], owner: Mapping[str, Any], *, ove
     OutputError
         If ``folder`` holds other files and ``overwrite`` is false (the message says to pass ``--overwrite``),
         if ``overwrite`` is given for a folder that holds no attnlab run (it is never emptied), or if the folder
-        cannot be made.
+        cannot be made or the same run's ``record.json`` cannot be removed.
     """
     folder = make_dir(folder)
     entries = sorted(p.name for p in folder.iterdir())
@@ -176,7 +178,9 @@ def prepare_out(folder: str | os.PathLike[str], owner: Mapping[str, Any], *, ove
     except (OSError, ValueError):
         record = None
     if isinstance(record, dict) and all(record.get(k) == v for k, v in owner.items()):
-        return folder  # the same run again: its outputs are rewritten one by one, the same set of files
+        # the same run again: its outputs are rewritten one by one, the same set of files, record.json last
+        _remove(folder / "record.json")
+        return folder
     held = ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
     if not overwrite:
         if isinstance(record, dict):
@@ -197,6 +201,14 @@ def prepare_out(folder: str | os.PathLike[str], owner: Mapping[str, Any], *, ove
         else:
             entry.unlink()
     return folder
+
+
+def _remove(path: Path) -> None:
+    """Delete the file ``path`` (gone already is fine); an OS refusal is the one-line :class:`OutputError`."""
+    try:
+        path.unlink(missing_ok=True)
+    except OSError as err:
+        raise _output_error(path, err) from None
 
 
 def versions() -> dict[str, str]:
