@@ -2,6 +2,8 @@
 
 import json
 import signal
+import sys
+import types
 
 import pandas as pd
 import pytest
@@ -10,6 +12,7 @@ from sweep_fixtures import Diverges, Explodes, ToyTrain, log_lines, sweep_proces
 from attnlab._validation import ValidationError
 from attnlab.runner import register_task
 from attnlab.runner.executors import InProcessExecutor, PoolExecutor
+from attnlab.runner.fingerprint import source_hash
 from attnlab.runner.results import INDEX_COLUMNS, read_index
 from attnlab.runner.spec import Job, SweepSpec, expand
 from attnlab.runner.sweep import run_sweep
@@ -144,3 +147,84 @@ def test_two_concurrent_sweeps_and_a_kill_lose_nothing_and_compute_no_finished_r
     assert list(pd.read_parquet(out / "index.parquet")["status"]) == ["done"] * 10  # the last index is true
     again = run_sweep(SweepSpec(**spec), out, progress=False)
     assert again.ran == 0 and log_lines(log, "end") == ends
+
+
+class ScriptToy(ToyTrain):
+    """ToyTrain as if defined in the script that runs the sweep."""
+
+    name = "script-toy"
+
+
+ScriptToy.__module__ = "__main__"
+register_task(ScriptToy())
+SCRIPT_SPEC = SweepSpec(task="script-toy", base={"d": 3, "steps": 5, "lr": 0.1, "seed": 0})
+
+
+@pytest.fixture
+def fake_main(monkeypatch):
+    """Replace ``__main__`` by a bare module (give it a ``__file__`` to make it a script); source hashes reset."""
+    main = types.ModuleType("__main__")
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    source_hash.cache_clear()
+    yield main
+    source_hash.cache_clear()
+
+
+def test_a_task_defined_in_the_running_script_is_recomputed_after_the_script_changes(tmp_path, fake_main):
+    script = tmp_path / "sweep_script.py"
+    script.write_text("FACTOR = 20\n")
+    fake_main.__file__ = str(script)
+    assert run_sweep(SCRIPT_SPEC, tmp_path / "out", progress=False).ran == 1
+    assert run_sweep(SCRIPT_SPEC, tmp_path / "out", progress=False).ran == 0  # the script did not change
+    script.write_text("FACTOR = 30\n")
+    source_hash.cache_clear()  # a new process hashes the edited script
+    again = run_sweep(SCRIPT_SPEC, tmp_path / "out", progress=False)
+    assert again.ran == 1 and "the source of __main__" in next(iter(again.recomputed.values()))
+
+
+def test_a_task_without_a_source_file_is_never_reused(tmp_path, fake_main):
+    # an interactive session or a notebook: no file to hash, so no stored run can be known to match the code
+    assert not hasattr(fake_main, "__file__")
+    assert run_sweep(SCRIPT_SPEC, tmp_path, progress=False).ran == 1
+    again = run_sweep(SCRIPT_SPEC, tmp_path, progress=False)
+    assert again.ran == 1
+    assert "the source of __main__ cannot be read" in next(iter(again.recomputed.values()))
+
+
+NAMESPACE_TASK = """
+from attnlab.runner import Task, write_json
+
+from nsfake import helpers
+
+
+class Scale(Task):
+    name = "ns-scale"
+
+    def run(self, params, run_dir):
+        write_json(run_dir / "record.json", {"value": params["x"] * helpers.FACTOR})
+        return {}
+"""
+
+
+def test_a_task_of_a_namespace_package_is_recomputed_after_any_of_its_files_changes(tmp_path, monkeypatch):
+    # nsfake has no __init__.py and two portions, one holding the task and one its helper
+    first, second = tmp_path / "one", tmp_path / "two"
+    (first / "nsfake").mkdir(parents=True)
+    (second / "nsfake").mkdir(parents=True)
+    (first / "nsfake" / "tasks.py").write_text(NAMESPACE_TASK)
+    (second / "nsfake" / "helpers.py").write_text("FACTOR = 2\n")
+    monkeypatch.syspath_prepend(str(first))
+    monkeypatch.syspath_prepend(str(second))
+    source_hash.cache_clear()
+    spec = SweepSpec(task="nsfake.tasks:Scale", base={"x": 1})
+    try:
+        assert run_sweep(spec, tmp_path / "out", progress=False).ran == 1
+        assert run_sweep(spec, tmp_path / "out", progress=False).ran == 0
+        (second / "nsfake" / "helpers.py").write_text("FACTOR = 3\n")
+        source_hash.cache_clear()  # a new process hashes the edited source
+        again = run_sweep(spec, tmp_path / "out", progress=False)
+        assert again.ran == 1 and "the source of nsfake" in next(iter(again.recomputed.values()))
+    finally:
+        for name in [m for m in sys.modules if m == "nsfake" or m.startswith("nsfake.")]:
+            del sys.modules[name]
+        source_hash.cache_clear()

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from attnlab.runner.claim import LOCK
+from attnlab.runner.fingerprint import is_unreadable
 from attnlab.runner.provenance import git_state
 from attnlab.runner.store import write_json
 
@@ -155,7 +156,8 @@ def reuse_problem(
     -------
     str or None
         The reason to compute the run, in words: ``"new run"``, ``"the last attempt did not finish"``,
-        ``"the stored run was damaged: ..."``, ``"the code changed since the run of <time, commit>: ..."`` or
+        ``"the stored run was damaged: ..."``, ``"the code changed since the run of <time, commit>: ..."``,
+        ``"the source of __main__ cannot be read ..."`` (never reused, see :mod:`attnlab.runner.fingerprint`) or
         ``"--fresh: the run of <time, commit> is not reused"``.
     """
     run_dir = Path(run_dir)
@@ -169,6 +171,12 @@ def reuse_problem(
     if broken is not None:
         return f"the stored run was damaged: {broken}"
     if manifest.get("code") != code:
+        unreadable = sorted(p for p, h in code["source"].items() if is_unreadable(h))
+        if unreadable:
+            return (
+                f"the source of {', '.join(unreadable)} cannot be read (an interactive session or a notebook), so its "
+                "runs are never reused; define the task in a file to reuse them"
+            )
         return f"the code changed since the run of {_when(manifest)}: {_code_change(manifest.get('code'), code)}"
     if not_before is not None and float(manifest.get("finished_unix", 0.0)) < not_before:
         return f"--fresh: the run of {_when(manifest)} is not reused"
