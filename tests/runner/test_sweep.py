@@ -4,13 +4,14 @@ import json
 import signal
 import sys
 import types
+from pathlib import Path
 
 import pandas as pd
 import pytest
 from sweep_fixtures import Diverges, Explodes, ToyTrain, log_lines, sweep_process, wait_until
 
 from attnlab._validation import ValidationError
-from attnlab.runner import register_task
+from attnlab.runner import Task, register_task, write_json
 from attnlab.runner.executors import InProcessExecutor, PoolExecutor
 from attnlab.runner.fingerprint import source_hash
 from attnlab.runner.results import INDEX_COLUMNS, read_index
@@ -228,3 +229,49 @@ def test_a_task_of_a_namespace_package_is_recomputed_after_any_of_its_files_chan
         for name in [m for m in sys.modules if m == "nsfake" or m.startswith("nsfake.")]:
             del sys.modules[name]
         source_hash.cache_clear()
+
+
+class ReadsFile(Task):
+    """Copies the text file its parameter ``path`` names into record.json, and names that file as its input."""
+
+    name = "reads-file"
+
+    def inputs(self, params):
+        return [Path(params["path"])]
+
+    def run(self, params, run_dir):
+        write_json(run_dir / "record.json", {"text": Path(params["path"]).read_text()})
+        return {}
+
+
+register_task(ReadsFile())
+
+
+def test_a_run_whose_input_file_changed_is_recomputed_and_one_whose_input_is_missing_fails(tmp_path):
+    source, out = tmp_path / "input.txt", tmp_path / "out"
+    source.write_text("old")
+    spec = SweepSpec(task="reads-file", base={"path": str(source)})
+    assert run_sweep(spec, out, progress=False).ran == 1
+    assert run_sweep(spec, out, progress=False).ran == 0  # same contents: reused
+    source.write_text("new")  # same path and size, other contents
+    again = run_sweep(spec, out, progress=False)
+    assert again.ran == 1
+    assert next(iter(again.recomputed.values())).endswith(f"the contents of {source}")
+    assert json.loads(next(out.glob("runs/*/record.json")).read_text())["text"] == "new"
+    source.unlink()  # not reusable: computed again, and the task says what is missing
+    assert run_sweep(spec, out, progress=False).ran == 1
+    # read from disk: the index run_sweep returns keeps a row cached as "done" when the run was finished at the start
+    assert "FileNotFoundError" in read_index(out)["error"].iloc[0]
+
+
+def test_a_run_executed_without_the_sweeps_fingerprints_digests_its_input_files_itself(tmp_path):
+    # the worker fallback (Reuse.code): a run handed over without a fingerprint takes it where it executes
+    source = tmp_path / "input.txt"
+    source.write_text("old")
+    job = Job(task="reads-file", params={"path": str(source)})
+    run_dir = tmp_path / "run"
+    assert execute(ReadsFile(), job.key, job.params, run_dir).ran
+    assert not execute(ReadsFile(), job.key, job.params, run_dir).ran
+    source.write_text("new")
+    outcome = execute(ReadsFile(), job.key, job.params, run_dir)
+    assert outcome.ran and outcome.reason.endswith(f"the contents of {source}")

@@ -16,14 +16,24 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib
+import os
 import sys
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, MutableMapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DEPENDENCIES", "UNREADABLE", "code_fingerprint", "dependency_versions", "is_unreadable", "source_hash"]
+__all__ = [
+    "DEPENDENCIES",
+    "MISSING",
+    "UNREADABLE",
+    "code_fingerprint",
+    "dependency_versions",
+    "input_digests",
+    "is_unreadable",
+    "source_hash",
+]
 
 #: The libraries whose version can change a result (attnlab's own version is recorded too).
 DEPENDENCIES = ("torch", "numpy", "scipy", "cvxpy")
@@ -31,6 +41,9 @@ DEPENDENCIES = ("torch", "numpy", "scipy", "cvxpy")
 #: What :func:`source_hash` returns for a module without source on disk; :func:`code_fingerprint` appends a random
 #: suffix to it, so that a run computed by such code is never reused.
 UNREADABLE = "unreadable"
+
+#: The digest :func:`input_digests` gives a missing input file, followed by a random suffix (never reused).
+MISSING = "missing"
 
 _MAIN = "__main__"
 _MAIN_ALIASES = ("__main__", "__mp_main__")  # a spawned worker imports the parent's script as __mp_main__
@@ -157,3 +170,42 @@ def is_unreadable(digest: object) -> bool:
     bool
     """
     return isinstance(digest, str) and digest.startswith(UNREADABLE)
+
+
+def input_digests(
+    paths: Iterable[str | os.PathLike[str]], known: MutableMapping[str, str] | None = None
+) -> dict[str, str]:
+    """SHA-256 of the contents of each input file of a run, by path, for its fingerprint.
+
+    Parameters
+    ----------
+    paths : iterable of path
+        The files the run reads (:meth:`attnlab.runner.task.Task.inputs`).
+    known : mutable mapping of str to str, optional
+        Digests already taken, by path; filled with the new ones, so that a sweep reads each file once.
+
+    Returns
+    -------
+    dict of str to str
+        ``{path: sha256}``; a missing file (or one that cannot be read) gets ``"missing:<random hex>"``, which no
+        stored run matches: the run is computed, and the task reports the missing file.
+    """
+    known = {} if known is None else known
+    found = {}
+    for path in paths:
+        name = str(path)
+        if name not in known:
+            known[name] = _file_sha256(Path(path))
+        found[name] = known[name]
+    return found
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    try:
+        with path.open("rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+    except OSError:  # missing, a folder, unreadable: the run cannot be known to match, and its task says why
+        return f"{MISSING}:{uuid.uuid4().hex}"
+    return digest.hexdigest()

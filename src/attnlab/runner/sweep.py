@@ -22,11 +22,10 @@ import pandas as pd
 from attnlab._validation import ValidationError
 from attnlab.runner.claim import wait_for_claim
 from attnlab.runner.executors import InProcessExecutor, PoolExecutor, RayExecutor
-from attnlab.runner.fingerprint import code_fingerprint
 from attnlab.runner.manifest import reuse_problem
 from attnlab.runner.results import INDEX_COLUMNS, ResultsStore
 from attnlab.runner.spec import Job, SweepSpec, expand
-from attnlab.runner.task import Outcome, Reuse, Task, get_task
+from attnlab.runner.task import Outcome, Reuse, Task, get_task, run_fingerprint
 from attnlab.training.callbacks import progress_bar
 
 __all__ = ["SweepResult", "run_sweep"]
@@ -107,10 +106,11 @@ def run_sweep(
     store = ResultsStore(out)
     labels = [tasks[job.task].label(job.params) for job in jobs]
     run_dirs = [store.add(job, label) for job, label in zip(jobs, labels)]
-    # The code fingerprints are taken here, once, and sent with the runs: a worker (a Ray node that received a
-    # task by value) may not be able to read the task's source itself.
+    # The fingerprints (code and input files) are taken here, once, and sent with the runs: a worker (a Ray node
+    # that received a task by value) may not be able to read the task's source or its input files itself.
+    digests: dict[str, str] = {}  # each input file is read once
     reuse = Reuse(
-        codes={job.key: code_fingerprint(tasks[job.task].modules(job.params)) for job in jobs},
+        codes={job.key: run_fingerprint(tasks[job.task], job.params, digests) for job in jobs},
         not_before=time.time() if fresh else None,
     )
     # Runs to hand to the executor: unfinished, stale or damaged ones (SHA-256 compared). Under its claim, execute
