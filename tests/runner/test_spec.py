@@ -81,3 +81,14 @@ def test_a_yaml_error_is_one_line_with_its_position(tmp_path):
     with pytest.raises(ValidationError, match=match) as info:
         load_sweep(write(tmp_path, "task: [\n"))
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "seed", [2.9, 2.0, "abc", None, True, -1], ids=["float", "whole-float", "str", "none", "bool", "negative"]
+)
+def test_a_seed_with_repeats_that_is_not_a_whole_number_is_refused_not_rounded(seed):
+    # int(2.9) would silently run seed 2; int("abc") and int(None) raise errors that name nothing
+    with pytest.raises(
+        ValidationError, match=r"^seed .*with repeats, seed is the base seed .*give a whole number >= 0"
+    ):
+        expand(SweepSpec(task="toy", base={"seed": seed}, repeats=2))

@@ -207,6 +207,17 @@ def derive_seed(seed: int, index: int) -> int:
     return int(np.random.SeedSequence(int(seed), spawn_key=(int(index),)).generate_state(1)[0] % 2**31)
 
 
+def _base_seed(seed: Any) -> int:
+    """The ``seed`` of a run with ``repeats``, refused unless a whole number >= 0 (never rounded)."""
+    try:
+        return int(check_scalar("seed", seed, kind=int, low=0))
+    except ValidationError as err:
+        raise ValidationError(
+            f"{err}; with repeats, seed is the base seed of each repeat's own seed: give a whole number >= 0 "
+            "(e.g. seed: 2), or leave seed out for 0"
+        ) from None
+
+
 def expand(spec: SweepSpec) -> list[Job]:
     """All runs of ``spec``, in order: list entries, then grid points (last key fastest), then repeats.
 
@@ -227,7 +238,8 @@ def expand(spec: SweepSpec) -> list[Job]:
     Raises
     ------
     ValidationError
-        If two runs have the same parameters (they would share a run directory); vary a parameter or the seed.
+        If two runs have the same parameters (they would share a run directory); vary a parameter or the seed. With
+        ``repeats``, if a run's ``seed`` is not a whole number >= 0 (``2.9`` is refused, not rounded).
     """
     points = spec.points or [{}]
     keys = list(spec.grid)
@@ -246,7 +258,7 @@ def expand(spec: SweepSpec) -> list[Job]:
         for repeat in repeats:
             params = dict(variant)
             if repeat is not None:
-                params["seed"] = derive_seed(int(params.get("seed", 0)), repeat)
+                params["seed"] = derive_seed(_base_seed(params.get("seed", 0)), repeat)
             job = Job(task=spec.task, params=params, index=len(jobs))
             if job.key in seen:
                 raise ValidationError(
