@@ -275,3 +275,23 @@ def test_a_run_executed_without_the_sweeps_fingerprints_digests_its_input_files_
     source.write_text("new")
     outcome = execute(ReadsFile(), job.key, job.params, run_dir)
     assert outcome.ran and outcome.reason.endswith(f"the contents of {source}")
+
+
+@pytest.mark.parametrize(
+    ("arguments", "match"),
+    [
+        ({"spec": "sweep.yaml"}, r"^spec == 'sweep.yaml' is a path; .*pass load_sweep\('sweep.yaml'\)"),
+        ({"spec": [SPEC]}, r"^spec must be a SweepSpec or a list of Job, got list"),
+        ({"spec": {"task": "toy-train"}}, r"^spec must be a SweepSpec or a list of Job, got dict"),
+        ({"executor": "pool"}, r"^executor == 'pool' is a name; pass an executor: make_executor\('pool'\)"),
+        ({"executor": 2}, r"^executor must be an InProcessExecutor, PoolExecutor or RayExecutor, got int"),
+        ({"out": None}, r"^out must be the path of the output folder"),
+    ],
+    ids=["spec-path", "spec-list-of-specs", "spec-mapping", "executor-name", "executor-int", "out-none"],
+)
+def test_arguments_of_the_wrong_type_are_refused_before_the_store_is_touched(tmp_path, arguments, match):
+    # were AttributeErrors and TypeErrors, the executor's after job.json and index.parquet were written
+    arguments = {"spec": SPEC, "out": tmp_path / "out", **arguments}
+    with pytest.raises(ValidationError, match=match):
+        run_sweep(arguments.pop("spec"), arguments.pop("out"), progress=False, **arguments)
+    assert not (tmp_path / "out").exists()
