@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+import stat
 import time
 from pathlib import Path
 from typing import Any
@@ -105,16 +106,26 @@ def damage(run_dir: str | Path, manifest: dict[str, Any], *, deep: bool = True) 
         One phrase per damaged file, e.g. ``"W.npy is missing; trajectory.parquet has 812 bytes, not 4096"``.
     """
     run_dir = Path(run_dir)
-    problems = []
-    for name, entry in sorted(manifest["files"].items()):
-        path = run_dir / name
-        if not isinstance(entry, dict) or not path.is_file():
-            problems.append(f"{name} is missing")
-        elif path.stat().st_size != entry.get("size"):
-            problems.append(f"{name} has {path.stat().st_size} bytes, not {entry.get('size')}")
-        elif deep and _sha256(path) != entry.get("sha256"):
-            problems.append(f"{name} changed after the run (its SHA-256 differs)")
-    return "; ".join(problems) or None
+    problems = [_file_damage(run_dir / name, name, entry, deep) for name, entry in sorted(manifest["files"].items())]
+    return "; ".join(p for p in problems if p is not None) or None
+
+
+def _file_damage(path: Path, name: str, entry: Any, deep: bool) -> str | None:
+    """What is wrong with one file a manifest lists, or None. A file deleted while it is checked (a rerun of the
+    run, by another sweep, empties the run directory) is missing: the run is damaged, which is the truth."""
+    if not isinstance(entry, dict):
+        return f"{name} is missing"
+    try:
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):
+            return f"{name} is missing"
+        if info.st_size != entry.get("size"):
+            return f"{name} has {info.st_size} bytes, not {entry.get('size')}"
+        if deep and _sha256(path) != entry.get("sha256"):
+            return f"{name} changed after the run (its SHA-256 differs)"
+    except (FileNotFoundError, NotADirectoryError):
+        return f"{name} is missing"
+    return None
 
 
 def _when(manifest: dict[str, Any]) -> str:
