@@ -15,6 +15,7 @@ import secrets
 import zipfile
 import zlib
 from collections.abc import Callable, Mapping
+from numbers import Integral
 from pathlib import Path
 from typing import Any
 
@@ -189,7 +190,7 @@ def config_hash(payload: Mapping[str, Any], length: int = 12) -> str:
         JSON-serialisable values (arrays, paths and sets as :func:`write_json` converts them); key order does
         not matter.
     length : int, default=12
-        Number of hex digits kept, at most 64.
+        Number of hex digits kept, from 1 to 64.
 
     Returns
     -------
@@ -198,8 +199,14 @@ def config_hash(payload: Mapping[str, Any], length: int = 12) -> str:
 
     Raises
     ------
+    ValidationError
+        If ``length`` is not an int in 1..64.
     TypeError
         If a value cannot be written as JSON.
     """
+    if isinstance(length, bool) or not isinstance(length, Integral) or not 1 <= length <= 64:
+        raise ValidationError(
+            f"length == {length!r}, must be an int from 1 to 64 (the hex digits of a SHA-256 kept); the default is 12"
+        )
     text = json.dumps(payload, sort_keys=True, default=json_default)
-    return hashlib.sha256(text.encode()).hexdigest()[:length]
+    return hashlib.sha256(text.encode()).hexdigest()[: int(length)]

@@ -126,3 +126,12 @@ def test_the_summary_counts_diverged_runs(tmp_path, monkeypatch):
     result = CliRunner().invoke(main, ["sweep", str(sweep), "--out", str(tmp_path / "o"), "--no-progress"])
     assert result.exit_code == 0, result.output
     assert "2 runs: 1 done (0 were already), 0 failed, 1 diverged" in result.output
+
+
+def test_a_seed_with_repeats_that_is_not_a_whole_number_is_a_one_line_error(tmp_path):
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text("task: batched-train\nbase: {steps: 5, seed: 2.9, alignment: []}\nrepeats: 2\n")
+    result = CliRunner().invoke(main, ["sweep", str(sweep), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2
+    assert "error: seed must be a int, got 2.9 of type float; with repeats" in result.output
+    assert not (tmp_path / "o").exists()  # refused before the store is touched

@@ -4,13 +4,14 @@ digests, so a truncated table, a deleted array or a garbage record is never serv
 import json
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from sweep_fixtures import ToyTrain
 
 from attnlab.runner import IncompleteSweepWarning, SweepSpec, read_index, read_sweep, register_task, run_sweep
 from attnlab.runner.claim import claim
-from attnlab.runner.manifest import read_manifest
+from attnlab.runner.manifest import damage, read_manifest
 from attnlab.runner.spec import expand
 
 register_task(ToyTrain())
@@ -110,3 +111,25 @@ def test_fresh_never_wipes_a_run_another_process_holds(tmp_path):
     sweep.join(60)
     assert done.is_set()
     assert read_manifest(held)["reason"].startswith("--fresh: the run of ")  # computed again once released
+
+
+@pytest.mark.parametrize("deep", [True, False], ids=["digests", "sizes"])
+def test_a_file_deleted_while_it_is_checked_is_missing_not_an_error(tmp_path, monkeypatch, deep):
+    # a rerun of the run by another sweep empties its directory while this process checks it: the first look at
+    # W.npy finds it, every later one does not (was: FileNotFoundError out of damage and of every index scan)
+    run_sweep(SPEC, tmp_path, progress=False)
+    target = _run_dirs(tmp_path)[0]
+    victim, real_stat, seen = target / "W.npy", Path.stat, []
+
+    def stat_then_delete(path, *args, **kwargs):
+        result = real_stat(path, *args, **kwargs)
+        if path == victim and not seen:
+            seen.append(path)
+            path.unlink()
+        return result
+
+    manifest = read_manifest(target)
+    monkeypatch.setattr(Path, "stat", stat_then_delete)
+    found = damage(target, manifest, deep=deep)
+    assert found == ("W.npy is missing" if deep else None) and seen  # sizes only: it was there when looked at
+    assert damage(target, manifest, deep=deep) == "W.npy is missing"

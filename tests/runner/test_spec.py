@@ -1,8 +1,13 @@
 """Sweep files: parsing, expansion order, seeds derived per repeat, duplicate and malformed sweeps refused."""
 
+import datetime
+from pathlib import Path
+
+import numpy as np
 import pytest
 
 from attnlab._validation import ValidationError
+from attnlab.runner import config_hash
 from attnlab.runner.spec import Job, SweepSpec, derive_seed, expand, load_sweep
 
 
@@ -81,3 +86,53 @@ def test_a_yaml_error_is_one_line_with_its_position(tmp_path):
     with pytest.raises(ValidationError, match=match) as info:
         load_sweep(write(tmp_path, "task: [\n"))
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "seed", [2.9, 2.0, "abc", None, True, -1], ids=["float", "whole-float", "str", "none", "bool", "negative"]
+)
+def test_a_seed_with_repeats_that_is_not_a_whole_number_is_refused_not_rounded(seed):
+    # int(2.9) would silently run seed 2; int("abc") and int(None) raise errors that name nothing
+    with pytest.raises(
+        ValidationError, match=r"^seed .*with repeats, seed is the base seed .*give a whole number >= 0"
+    ):
+        expand(SweepSpec(task="toy", base={"seed": seed}, repeats=2))
+
+
+@pytest.mark.parametrize(
+    ("fields", "match"),
+    [
+        ({"repeats": 0}, r"^SweepSpec: repeats == 0, must be >= 1"),  # expanded to no run at all
+        ({"repeats": True}, r"^SweepSpec: repeats must be a int"),
+        ({"grid": {"lr": 0.1}}, r"^SweepSpec: grid.lr must be a non-empty list of values, got 0.1"),  # a TypeError
+        ({"grid": {"lr": []}}, r"^SweepSpec: grid.lr must be a non-empty list"),
+        ({"task": ""}, r"^SweepSpec: task must be a task name"),
+        ({"points": [1]}, r"^SweepSpec: list\[0\] must be a mapping"),
+    ],
+)
+def test_a_spec_built_in_python_is_checked_like_a_file(fields, match):
+    with pytest.raises(ValidationError, match=match):
+        SweepSpec(**{"task": "toy", **fields})
+
+
+def test_a_yaml_date_is_refused_naming_the_parameter(tmp_path):
+    # an unquoted 2020-01-01 is a datetime.date, which job.json cannot hold: was a TypeError naming no parameter
+    match = r"base\.note == datetime\.date\(2020, 1, 1\) is a date; parameter values must be numbers, strings"
+    with pytest.raises(ValidationError, match=match):
+        load_sweep(write(tmp_path, "task: toy\nbase: {note: 2020-01-01}\n"))
+    with pytest.raises(ValidationError, match=r"^params\.when\[0\] == datetime\.date"):
+        Job("toy", {"when": [datetime.date(2020, 1, 1)]})
+    with pytest.raises(ValidationError, match=r"^SweepSpec: grid\.when\[1\] == datetime\.date"):
+        SweepSpec(task="toy", grid={"when": ["a", datetime.date(2020, 1, 1)]})
+
+
+def test_values_that_job_json_converts_are_still_parameters():
+    job = Job("toy", {"path": Path("a/b.npz"), "n": np.int64(3), "lr": np.float64(0.5), "opts": {"k": [1, None]}})
+    assert job.key == Job("toy", {"path": "a/b.npz", "n": 3, "lr": 0.5, "opts": {"k": [1, None]}}).key
+
+
+@pytest.mark.parametrize("length", [0, -3, 65, True, 2.0])
+def test_config_hash_length_is_checked(length):
+    with pytest.raises(ValidationError, match=r"^length == .*, must be an int from 1 to 64"):
+        config_hash({"a": 1}, length=length)
+    assert len(config_hash({"a": 1}, length=64)) == 64 and len(config_hash({"a": 1}, length=1)) == 1

@@ -2,6 +2,9 @@
 
 import json
 import signal
+import sys
+import types
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -17,8 +20,9 @@ from sweep_fixtures import (
 )
 
 from attnlab._validation import ValidationError
-from attnlab.runner import register_task
+from attnlab.runner import Task, register_task, write_json
 from attnlab.runner.executors import InProcessExecutor, PoolExecutor
+from attnlab.runner.fingerprint import source_hash
 from attnlab.runner.results import INDEX_COLUMNS, read_index
 from attnlab.runner.spec import Job, SweepSpec, expand
 from attnlab.runner.sweep import run_sweep
@@ -176,3 +180,150 @@ def test_two_concurrent_sweeps_and_a_kill_lose_nothing_and_compute_no_finished_r
     assert list(pd.read_parquet(out / "index.parquet")["status"]) == ["done"] * 10  # the last index is true
     again = run_sweep(SweepSpec(**spec), out, progress=False)
     assert again.ran == 0 and log_lines(log, "end") == ends
+
+
+class ScriptToy(ToyTrain):
+    """ToyTrain as if defined in the script that runs the sweep."""
+
+    name = "script-toy"
+
+
+ScriptToy.__module__ = "__main__"
+register_task(ScriptToy())
+SCRIPT_SPEC = SweepSpec(task="script-toy", base={"d": 3, "steps": 5, "lr": 0.1, "seed": 0})
+
+
+@pytest.fixture
+def fake_main(monkeypatch):
+    """Replace ``__main__`` by a bare module (give it a ``__file__`` to make it a script); source hashes reset."""
+    main = types.ModuleType("__main__")
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    source_hash.cache_clear()
+    yield main
+    source_hash.cache_clear()
+
+
+def test_a_task_defined_in_the_running_script_is_recomputed_after_the_script_changes(tmp_path, fake_main):
+    script = tmp_path / "sweep_script.py"
+    script.write_text("FACTOR = 20\n")
+    fake_main.__file__ = str(script)
+    assert run_sweep(SCRIPT_SPEC, tmp_path / "out", progress=False).ran == 1
+    assert run_sweep(SCRIPT_SPEC, tmp_path / "out", progress=False).ran == 0  # the script did not change
+    script.write_text("FACTOR = 30\n")
+    source_hash.cache_clear()  # a new process hashes the edited script
+    again = run_sweep(SCRIPT_SPEC, tmp_path / "out", progress=False)
+    assert again.ran == 1 and "the source of __main__" in next(iter(again.recomputed.values()))
+
+
+def test_a_task_without_a_source_file_is_never_reused(tmp_path, fake_main):
+    # an interactive session or a notebook: no file to hash, so no stored run can be known to match the code
+    assert not hasattr(fake_main, "__file__")
+    assert run_sweep(SCRIPT_SPEC, tmp_path, progress=False).ran == 1
+    again = run_sweep(SCRIPT_SPEC, tmp_path, progress=False)
+    assert again.ran == 1
+    assert "the source of __main__ cannot be read" in next(iter(again.recomputed.values()))
+
+
+NAMESPACE_TASK = """
+from attnlab.runner import Task, write_json
+
+from nsfake import helpers
+
+
+class Scale(Task):
+    name = "ns-scale"
+
+    def run(self, params, run_dir):
+        write_json(run_dir / "record.json", {"value": params["x"] * helpers.FACTOR})
+        return {}
+"""
+
+
+def test_a_task_of_a_namespace_package_is_recomputed_after_any_of_its_files_changes(tmp_path, monkeypatch):
+    # nsfake has no __init__.py and two portions, one holding the task and one its helper
+    first, second = tmp_path / "one", tmp_path / "two"
+    (first / "nsfake").mkdir(parents=True)
+    (second / "nsfake").mkdir(parents=True)
+    (first / "nsfake" / "tasks.py").write_text(NAMESPACE_TASK)
+    (second / "nsfake" / "helpers.py").write_text("FACTOR = 2\n")
+    monkeypatch.syspath_prepend(str(first))
+    monkeypatch.syspath_prepend(str(second))
+    source_hash.cache_clear()
+    spec = SweepSpec(task="nsfake.tasks:Scale", base={"x": 1})
+    try:
+        assert run_sweep(spec, tmp_path / "out", progress=False).ran == 1
+        assert run_sweep(spec, tmp_path / "out", progress=False).ran == 0
+        (second / "nsfake" / "helpers.py").write_text("FACTOR = 3\n")
+        source_hash.cache_clear()  # a new process hashes the edited source
+        again = run_sweep(spec, tmp_path / "out", progress=False)
+        assert again.ran == 1 and "the source of nsfake" in next(iter(again.recomputed.values()))
+    finally:
+        for name in [m for m in sys.modules if m == "nsfake" or m.startswith("nsfake.")]:
+            del sys.modules[name]
+        source_hash.cache_clear()
+
+
+class ReadsFile(Task):
+    """Copies the text file its parameter ``path`` names into record.json, and names that file as its input."""
+
+    name = "reads-file"
+
+    def inputs(self, params):
+        return [Path(params["path"])]
+
+    def run(self, params, run_dir):
+        write_json(run_dir / "record.json", {"text": Path(params["path"]).read_text()})
+        return {}
+
+
+register_task(ReadsFile())
+
+
+def test_a_run_whose_input_file_changed_is_recomputed_and_one_whose_input_is_missing_fails(tmp_path):
+    source, out = tmp_path / "input.txt", tmp_path / "out"
+    source.write_text("old")
+    spec = SweepSpec(task="reads-file", base={"path": str(source)})
+    assert run_sweep(spec, out, progress=False).ran == 1
+    assert run_sweep(spec, out, progress=False).ran == 0  # same contents: reused
+    source.write_text("new")  # same path and size, other contents
+    again = run_sweep(spec, out, progress=False)
+    assert again.ran == 1
+    assert next(iter(again.recomputed.values())).endswith(f"the contents of {source}")
+    assert json.loads(next(out.glob("runs/*/record.json")).read_text())["text"] == "new"
+    source.unlink()  # not reusable: computed again, and the task says what is missing
+    assert run_sweep(spec, out, progress=False).ran == 1
+    # read from disk: the index run_sweep returns keeps a row cached as "done" when the run was finished at the start
+    assert "FileNotFoundError" in read_index(out)["error"].iloc[0]
+
+
+def test_a_run_executed_without_the_sweeps_fingerprints_digests_its_input_files_itself(tmp_path):
+    # the worker fallback (Reuse.code): a run handed over without a fingerprint takes it where it executes
+    source = tmp_path / "input.txt"
+    source.write_text("old")
+    job = Job(task="reads-file", params={"path": str(source)})
+    run_dir = tmp_path / "run"
+    assert execute(ReadsFile(), job.key, job.params, run_dir).ran
+    assert not execute(ReadsFile(), job.key, job.params, run_dir).ran
+    source.write_text("new")
+    outcome = execute(ReadsFile(), job.key, job.params, run_dir)
+    assert outcome.ran and outcome.reason.endswith(f"the contents of {source}")
+
+
+@pytest.mark.parametrize(
+    ("arguments", "match"),
+    [
+        ({"spec": "sweep.yaml"}, r"^spec == 'sweep.yaml' is a path; .*pass load_sweep\('sweep.yaml'\)"),
+        ({"spec": [SPEC]}, r"^spec must be a SweepSpec or a list of Job, got list"),
+        ({"spec": {"task": "toy-train"}}, r"^spec must be a SweepSpec or a list of Job, got dict"),
+        ({"executor": "pool"}, r"^executor == 'pool' is a name; pass an executor: make_executor\('pool'\)"),
+        ({"executor": 2}, r"^executor must be an InProcessExecutor, PoolExecutor or RayExecutor, got int"),
+        ({"out": None}, r"^out must be the path of the output folder"),
+    ],
+    ids=["spec-path", "spec-list-of-specs", "spec-mapping", "executor-name", "executor-int", "out-none"],
+)
+def test_arguments_of_the_wrong_type_are_refused_before_the_store_is_touched(tmp_path, arguments, match):
+    # were AttributeErrors and TypeErrors, the executor's after job.json and index.parquet were written
+    arguments = {"spec": SPEC, "out": tmp_path / "out", **arguments}
+    with pytest.raises(ValidationError, match=match):
+        run_sweep(arguments.pop("spec"), arguments.pop("out"), progress=False, **arguments)
+    assert not (tmp_path / "out").exists()

@@ -1,6 +1,7 @@
 """The batched-train task: a batch of R runs equals R runs of one, a process pool and a direct train() call."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -143,3 +144,23 @@ def test_a_folder_of_data_files_is_one_run_per_file_and_a_missing_head_is_traine
         expand(SweepSpec(task="batched-train", base={"data": str(empty)}))
     with pytest.raises(ValidationError, match="alignment entries are fro, nuc or a number"):
         task.check({"alignment": ["l1-diag"]})
+
+
+def test_a_data_file_written_again_with_other_data_makes_its_run_computed_again(tmp_path):
+    data = tmp_path / "mine.npz"
+    spec = SweepSpec(task="batched-train", base={"data": str(data), "steps": 20, "alignment": []})
+    _own_file(data, 0, with_head=True)
+    assert run_sweep(spec, tmp_path / "out", progress=False).ran == 1
+    _own_file(data, 1, with_head=True)  # the same path, other data
+    again = run_sweep(spec, tmp_path / "out", progress=False)
+    assert again.ran == 1 and next(iter(again.recomputed.values())).endswith(f"the contents of {data}")
+    fresh = run_sweep(spec, tmp_path / "fresh", progress=False)  # the loss of the data as they are now
+    assert read_sweep(tmp_path / "out")["loss"].iloc[-1] == read_sweep(tmp_path / "fresh")["loss"].iloc[-1]
+    assert fresh.ran == 1
+
+
+def test_the_input_files_of_a_run_are_its_data_file_and_its_heads_file():
+    task = BatchedTrain()
+    assert task.inputs({"data": "set.npz", "v": "head.npy"}) == [Path("set.npz"), Path("head.npy")]
+    assert task.inputs({"data": "set.npz", "v": "v2"}) == [Path("set.npz")]  # v2: a key of the data file
+    assert task.inputs({"data": "example1"}) == []  # generated: its parameters are its data

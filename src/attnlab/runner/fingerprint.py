@@ -3,6 +3,12 @@
 A finished run is reused only when its fingerprint equals the current one, so an edit to any function an
 experiment calls (in attnlab, or in the package that defines a task or experiment of your own) makes the next
 sweep or ``attnlab reproduce`` compute the run again instead of serving the old result.
+
+A task or experiment defined in the script that runs the sweep (module ``__main__``) is fingerprinted by that
+script's source; one defined in a namespace package (no ``__init__.py``) by every ``.py`` file of each of its
+folders. A task defined where there is no source file to read (``__main__`` of an interactive session, a notebook
+or ``python -c``) cannot be fingerprinted: its runs are computed every time and never reused (their fingerprint
+holds a random :data:`UNREADABLE` value that no later run matches). Define such a task in a file to reuse its runs.
 """
 
 from __future__ import annotations
@@ -10,47 +16,88 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib
+import os
 import sys
-from collections.abc import Iterable
+import uuid
+from collections.abc import Iterable, MutableMapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DEPENDENCIES", "code_fingerprint", "dependency_versions", "source_hash"]
+__all__ = [
+    "DEPENDENCIES",
+    "MISSING",
+    "UNREADABLE",
+    "code_fingerprint",
+    "dependency_versions",
+    "input_digests",
+    "is_unreadable",
+    "source_hash",
+]
 
 #: The libraries whose version can change a result (attnlab's own version is recorded too).
 DEPENDENCIES = ("torch", "numpy", "scipy", "cvxpy")
+
+#: What :func:`source_hash` returns for a module without source on disk; :func:`code_fingerprint` appends a random
+#: suffix to it, so that a run computed by such code is never reused.
+UNREADABLE = "unreadable"
+
+#: The digest :func:`input_digests` gives a missing input file, followed by a random suffix (never reused).
+MISSING = "missing"
+
+_MAIN = "__main__"
+_MAIN_ALIASES = ("__main__", "__mp_main__")  # a spawned worker imports the parent's script as __mp_main__
 
 
 @functools.cache
 def source_hash(package: str = "attnlab") -> str:
     """SHA-256 of every ``.py`` file of the installed ``package`` (relative paths and contents, in sorted order).
 
-    Computed once per process: the code a process runs is the code it imported when it started.
+    Computed once per process: the code a process runs is the code it imported when it started. A namespace
+    package (no ``__init__.py``) hashes the files of every folder of its ``__path__``; ``"__main__"`` hashes the
+    script that runs.
 
     Parameters
     ----------
     package : str, default="attnlab"
-        An importable top-level package or module.
+        An importable top-level package or module, or ``"__main__"``.
 
     Returns
     -------
     str
-        64 hex digits.
+        64 hex digits, or :data:`UNREADABLE` when the module has no source on disk (``__main__`` of an interactive
+        session or a notebook).
     """
-    module = importlib.import_module(package)
-    if module.__file__ is None:  # a namespace package: no source of its own to hash
-        return hashlib.sha256(package.encode()).hexdigest()
-    origin = Path(module.__file__).resolve()
-    root = origin.parent if origin.name == "__init__.py" else origin
-    files = sorted(root.rglob("*.py")) if root.is_dir() else [root]
+    files = _source_files(importlib.import_module(package))
+    if files is None:
+        return UNREADABLE
     digest = hashlib.sha256()
-    for path in files:
-        digest.update(str(path.relative_to(root.parent)).encode())
+    for name, path in files:
+        digest.update(name.encode())
         digest.update(b"\0")
         digest.update(path.read_bytes())
         digest.update(b"\0")
     return digest.hexdigest()
+
+
+def _source_files(module: Any) -> list[tuple[str, Path]] | None:
+    """``(relative name, path)`` of each source file of ``module``, in sorted order, or None when it has none on
+    disk. A package's names start with its folder's name (``pkg/sub/mod.py``), a module's is its file's name."""
+    file = getattr(module, "__file__", None)
+    if file is not None:
+        origin = Path(file).resolve()
+        if not origin.is_file():  # "<stdin>", a zip archive's member
+            return None
+        root = origin.parent if origin.name == "__init__.py" else origin
+        files = sorted(root.rglob("*.py")) if root.is_dir() else [root]
+        return [(str(p.relative_to(root.parent)), p) for p in files]
+    folders = getattr(module, "__path__", None)
+    if folders is None:  # __main__ of an interactive session or a notebook, a module built in memory
+        return None
+    found = []  # a namespace package: its portions may lie in several folders
+    for folder in sorted({Path(f).resolve() for f in folders}):
+        found += [(str(p.relative_to(folder.parent)), p) for p in sorted(folder.rglob("*.py"))]
+    return sorted(found)
 
 
 @functools.cache
@@ -69,9 +116,15 @@ def dependency_versions() -> dict[str, str]:
 
 
 def _top_packages(modules: Iterable[str]) -> list[str]:
-    """The top-level packages of ``modules``, leaving out attnlab (hashed always) and the standard library."""
-    tops = {m.split(".")[0] for m in modules if m and m != "__main__"}
-    return sorted(t for t in tops if t != "attnlab" and t not in sys.stdlib_module_names)
+    """The top-level packages of ``modules``, leaving out attnlab (hashed always) and the standard library.
+
+    ``__main__`` (the running script) is kept; when it runs as ``python -m package.module``, its package too."""
+    tops = {_MAIN if m in _MAIN_ALIASES else m.split(".")[0] for m in modules if m}
+    if _MAIN in tops:
+        spec = getattr(sys.modules.get(_MAIN), "__spec__", None)
+        if spec is not None and spec.name:
+            tops.add(spec.name.split(".")[0])
+    return sorted(t for t in tops if t != "attnlab" and (t == _MAIN or t not in sys.stdlib_module_names))
 
 
 def code_fingerprint(modules: Iterable[str] = ()) -> dict[str, Any]:
@@ -89,7 +142,70 @@ def code_fingerprint(modules: Iterable[str] = ()) -> dict[str, Any]:
     -------
     dict
         ``{"source": {package: sha256}, "versions": {name: version}}``; two runs are computed by the same code
-        exactly when their fingerprints are equal.
+        exactly when their fingerprints are equal. A module without source on disk (``__main__`` of an interactive
+        session or a notebook) gets ``"unreadable:<random hex>"``, unique to this call: no other run's fingerprint
+        equals it, so its runs are computed every time and never reused.
     """
     packages = ["attnlab", *_top_packages(modules)]
-    return {"source": {p: source_hash(p) for p in packages}, "versions": dict(dependency_versions())}
+    return {
+        "source": {p: _unique_if_unreadable(source_hash(p)) for p in packages},
+        "versions": dict(dependency_versions()),
+    }
+
+
+def _unique_if_unreadable(digest: str) -> str:
+    return f"{UNREADABLE}:{uuid.uuid4().hex}" if digest == UNREADABLE else digest
+
+
+def is_unreadable(digest: object) -> bool:
+    """Whether a source hash of a fingerprint stands for code without source on disk (never reused).
+
+    Parameters
+    ----------
+    digest : object
+        A value of a fingerprint's ``"source"`` mapping.
+
+    Returns
+    -------
+    bool
+    """
+    return isinstance(digest, str) and digest.startswith(UNREADABLE)
+
+
+def input_digests(
+    paths: Iterable[str | os.PathLike[str]], known: MutableMapping[str, str] | None = None
+) -> dict[str, str]:
+    """SHA-256 of the contents of each input file of a run, by path, for its fingerprint.
+
+    Parameters
+    ----------
+    paths : iterable of path
+        The files the run reads (:meth:`attnlab.runner.task.Task.inputs`).
+    known : mutable mapping of str to str, optional
+        Digests already taken, by path; filled with the new ones, so that a sweep reads each file once.
+
+    Returns
+    -------
+    dict of str to str
+        ``{path: sha256}``; a missing file (or one that cannot be read) gets ``"missing:<random hex>"``, which no
+        stored run matches: the run is computed, and the task reports the missing file.
+    """
+    known = {} if known is None else known
+    found = {}
+    for path in paths:
+        name = str(path)
+        if name not in known:
+            known[name] = _file_sha256(Path(path))
+        found[name] = known[name]
+    return found
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    try:
+        with path.open("rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+    except OSError:  # missing, a folder, unreadable: the run cannot be known to match, and its task says why
+        return f"{MISSING}:{uuid.uuid4().hex}"
+    return digest.hexdigest()

@@ -11,11 +11,13 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+import stat
 import time
 from pathlib import Path
 from typing import Any
 
 from attnlab.runner.claim import LOCK
+from attnlab.runner.fingerprint import MISSING, is_unreadable
 from attnlab.runner.provenance import git_state
 from attnlab.runner.store import write_json
 
@@ -49,7 +51,8 @@ def write_manifest(run_dir: str | Path, code: dict[str, Any], reason: str) -> di
     run_dir : path
         The run directory, its outputs written.
     code : dict
-        :func:`attnlab.runner.fingerprint.code_fingerprint` of the code that computed the run.
+        The fingerprint of the run (:func:`attnlab.runner.task.run_fingerprint`): the code that computed it and
+        the digests of its input files.
     reason : str
         Why the run was computed (``"new run"``, ``"the code changed since ..."``, ``"the stored run was
         damaged: ..."``), shown by the report and ``attnlab sweep``.
@@ -103,16 +106,26 @@ def damage(run_dir: str | Path, manifest: dict[str, Any], *, deep: bool = True) 
         One phrase per damaged file, e.g. ``"W.npy is missing; trajectory.parquet has 812 bytes, not 4096"``.
     """
     run_dir = Path(run_dir)
-    problems = []
-    for name, entry in sorted(manifest["files"].items()):
-        path = run_dir / name
-        if not isinstance(entry, dict) or not path.is_file():
-            problems.append(f"{name} is missing")
-        elif path.stat().st_size != entry.get("size"):
-            problems.append(f"{name} has {path.stat().st_size} bytes, not {entry.get('size')}")
-        elif deep and _sha256(path) != entry.get("sha256"):
-            problems.append(f"{name} changed after the run (its SHA-256 differs)")
-    return "; ".join(problems) or None
+    problems = [_file_damage(run_dir / name, name, entry, deep) for name, entry in sorted(manifest["files"].items())]
+    return "; ".join(p for p in problems if p is not None) or None
+
+
+def _file_damage(path: Path, name: str, entry: Any, deep: bool) -> str | None:
+    """What is wrong with one file a manifest lists, or None. A file deleted while it is checked (a rerun of the
+    run, by another sweep, empties the run directory) is missing: the run is damaged, which is the truth."""
+    if not isinstance(entry, dict):
+        return f"{name} is missing"
+    try:
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):
+            return f"{name} is missing"
+        if info.st_size != entry.get("size"):
+            return f"{name} has {info.st_size} bytes, not {entry.get('size')}"
+        if deep and _sha256(path) != entry.get("sha256"):
+            return f"{name} changed after the run (its SHA-256 differs)"
+    except (FileNotFoundError, NotADirectoryError):
+        return f"{name} is missing"
+    return None
 
 
 def _when(manifest: dict[str, Any]) -> str:
@@ -121,16 +134,38 @@ def _when(manifest: dict[str, Any]) -> str:
     return f"{manifest.get('finished', '?')}{commit}"
 
 
-def _code_change(stored: Any, current: dict[str, Any]) -> str:
+def _code_change(stored: dict[str, Any], current: dict[str, Any]) -> list[str]:
     """Which parts of the code fingerprint differ: the packages whose source changed, the versions that moved."""
-    stored = stored if isinstance(stored, dict) else {}
-    changed = []
     old_source, old_versions = stored.get("source") or {}, stored.get("versions") or {}
-    changed += [f"the source of {p}" for p, h in current["source"].items() if old_source.get(p) != h]
+    changed = [f"the source of {p}" for p, h in current["source"].items() if old_source.get(p) != h]
     changed += [
         f"{n} {old_versions.get(n, '?')} -> {v}" for n, v in current["versions"].items() if old_versions.get(n) != v
     ]
-    return ", ".join(changed) or "the code"
+    return changed
+
+
+def _input_change(stored: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """Which input files of the fingerprint differ: missing now, or with other contents (or none recorded)."""
+    old, new = stored.get("inputs") or {}, current.get("inputs") or {}
+    changed = [f"{f} is missing" for f, h in new.items() if str(h).startswith(MISSING)]
+    changed += [f"the contents of {f}" for f, h in new.items() if not str(h).startswith(MISSING) and old.get(f) != h]
+    return changed
+
+
+def _stale(manifest: dict[str, Any], code: dict[str, Any]) -> str:
+    """Why a finished run whose fingerprint differs from ``code`` is computed again, in words."""
+    unreadable = sorted(p for p, h in code["source"].items() if is_unreadable(h))
+    if unreadable:
+        return (
+            f"the source of {', '.join(unreadable)} cannot be read (an interactive session or a notebook), so its "
+            "runs are never reused; define the task in a file to reuse them"
+        )
+    stored = manifest.get("code") if isinstance(manifest.get("code"), dict) else {}
+    code_parts, input_parts = _code_change(stored, code), _input_change(stored, code)
+    subject = "the input files" if input_parts and not code_parts else "the code"
+    if input_parts and code_parts:
+        subject = "the code and the input files"
+    return f"{subject} changed since the run of {_when(manifest)}: {', '.join(code_parts + input_parts) or 'the code'}"
 
 
 def reuse_problem(
@@ -139,13 +174,15 @@ def reuse_problem(
     """Why the run stored in ``run_dir`` cannot be reused as the result of ``code``, or None when it can.
 
     A stored run is reused only when it finished (its manifest is there), its files are intact, it was computed
-    by the same code and library versions, and (for ``--fresh``) it finished at or after ``not_before``.
+    by the same code and library versions from input files of the same contents, and (for ``--fresh``) it
+    finished at or after ``not_before``.
 
     Parameters
     ----------
     run_dir : path
     code : dict
-        The current :func:`~attnlab.runner.fingerprint.code_fingerprint`.
+        The current fingerprint of the run (:func:`~attnlab.runner.task.run_fingerprint`: the code's
+        :func:`~attnlab.runner.fingerprint.code_fingerprint` and its input files' digests).
     not_before : float, optional
         Unix time; a run finished earlier is not reused (``--fresh``: only runs of this sweep count).
     deep : bool, default=True
@@ -155,7 +192,8 @@ def reuse_problem(
     -------
     str or None
         The reason to compute the run, in words: ``"new run"``, ``"the last attempt did not finish"``,
-        ``"the stored run was damaged: ..."``, ``"the code changed since the run of <time, commit>: ..."`` or
+        ``"the stored run was damaged: ..."``, ``"the code changed since the run of <time, commit>: ..."`` (or ``"the input files changed ..."``),
+        ``"the source of __main__ cannot be read ..."`` (never reused, see :mod:`attnlab.runner.fingerprint`) or
         ``"--fresh: the run of <time, commit> is not reused"``.
     """
     run_dir = Path(run_dir)
@@ -169,7 +207,7 @@ def reuse_problem(
     if broken is not None:
         return f"the stored run was damaged: {broken}"
     if manifest.get("code") != code:
-        return f"the code changed since the run of {_when(manifest)}: {_code_change(manifest.get('code'), code)}"
+        return _stale(manifest, code)
     if not_before is not None and float(manifest.get("finished_unix", 0.0)) < not_before:
         return f"--fresh: the run of {_when(manifest)} is not reused"
     return None

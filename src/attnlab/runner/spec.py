@@ -19,7 +19,9 @@ run always lands in the same directory, whichever sweep asked for it.
 
 from __future__ import annotations
 
+import datetime as dt
 import itertools
+import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +31,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from attnlab._io import json_default
 from attnlab._validation import ValidationError, check_scalar
 from attnlab.runner.store import config_hash
 from attnlab.runner.task import known_task
@@ -55,6 +58,12 @@ class Job:
     ----------
     key : str
         12 hex digits, ``config_hash({"task": task, "params": params})``: names the run directory.
+
+    Raises
+    ------
+    ValidationError
+        When ``params`` is not a mapping of names to values that ``job.json`` can hold (numbers, strings, booleans,
+        null, and lists and mappings of them; a YAML date is none of these).
     """
 
     task: str
@@ -63,6 +72,7 @@ class Job:
     key: str = field(init=False)
 
     def __post_init__(self) -> None:
+        _check_values("params", _mapping(self.params, "params"))
         object.__setattr__(self, "key", config_hash({"task": self.task, "params": self.params}))
 
 
@@ -82,6 +92,13 @@ class SweepSpec:
         Explicit parameter sets (the file's ``list``); each is combined with every grid point.
     repeats : int or None
         Run every point this many times, with ``seed = derive_seed(base seed, repeat)``.
+
+    Raises
+    ------
+    ValidationError
+        When a field is malformed: an empty task name, a ``base`` or entry of ``points`` that is not a mapping, a
+        ``grid`` value that is not a non-empty list, ``repeats`` not an int >= 1, or a parameter value that is not a
+        number, string, boolean, null, or a list or mapping of them.
     """
 
     task: str
@@ -89,6 +106,9 @@ class SweepSpec:
     grid: dict[str, list[Any]] = field(default_factory=dict)
     points: list[dict[str, Any]] = field(default_factory=list)
     repeats: int | None = None
+
+    def __post_init__(self) -> None:
+        _check_spec(self.task, self.base, self.grid, self.points, self.repeats, "SweepSpec")
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any], source: str = "sweep") -> SweepSpec:
@@ -109,7 +129,8 @@ class SweepSpec:
         ------
         ValidationError
             When ``raw`` is not a mapping, has unknown keys, lacks a task name, or has a malformed ``base``,
-            ``grid`` (each value a non-empty list), ``list`` (a list of mappings) or ``repeats`` (an int >= 1).
+            ``grid`` (each value a non-empty list), ``list`` (a list of mappings) or ``repeats`` (an int >= 1), or a
+            parameter value that is not a number, string, boolean, null, or a list or mapping of them (a date).
         """
         if not isinstance(raw, Mapping):
             raise ValidationError(
@@ -118,26 +139,60 @@ class SweepSpec:
         unknown = sorted(set(raw) - set(_SPEC_KEYS))
         if unknown:
             raise ValidationError(f"{source}: unknown keys {unknown}; a sweep has the keys {', '.join(_SPEC_KEYS)}")
-        task = raw.get("task")
-        if not isinstance(task, str) or not task:
-            raise ValidationError(
-                f"{source}: task must be a task name such as 'batched-train' or 'experiment', got {task!r}"
-            )
-        base = _mapping(raw.get("base") or {}, f"{source}: base")
-        grid = _mapping(raw.get("grid") or {}, f"{source}: grid")
-        for key, values in grid.items():
-            if not isinstance(values, list) or not values:
-                raise ValidationError(f"{source}: grid.{key} must be a non-empty list of values, got {values!r}")
-        points_raw = raw.get("list") or []
-        if not isinstance(points_raw, list):
-            raise ValidationError(f"{source}: list must be a list of mappings, got {type(points_raw).__name__}")
-        points = [_mapping(p, f"{source}: list[{i}]") for i, p in enumerate(points_raw)]
+        base = raw.get("base") or {}
+        grid = raw.get("grid") or {}
+        points = raw.get("list") or []
         repeats = raw.get("repeats")
-        if repeats is not None:
-            check_scalar(f"{source}: repeats", repeats, kind=int, low=1)
+        _check_spec(raw.get("task"), base, grid, points, repeats, source)
         return cls(
-            task=task, base=dict(base), grid={k: list(v) for k, v in grid.items()}, points=points, repeats=repeats
+            task=raw["task"],
+            base=dict(base),
+            grid={k: list(v) for k, v in grid.items()},
+            points=[dict(p) for p in points],
+            repeats=repeats,
         )
+
+
+def _check_spec(task: Any, base: Any, grid: Any, points: Any, repeats: Any, source: str) -> None:
+    """Refuse malformed fields of a sweep; messages start with ``source`` and name the field."""
+    if not isinstance(task, str) or not task:
+        raise ValidationError(
+            f"{source}: task must be a task name such as 'batched-train' or 'experiment', got {task!r}"
+        )
+    _check_values(f"{source}: base", _mapping(base, f"{source}: base"))
+    for key, values in _mapping(grid, f"{source}: grid").items():
+        if not isinstance(values, (list, tuple)) or not values:
+            raise ValidationError(f"{source}: grid.{key} must be a non-empty list of values, got {values!r}")
+        _check_values(f"{source}: grid.{key}", values)
+    if not isinstance(points, (list, tuple)):
+        raise ValidationError(f"{source}: list must be a list of mappings, got {type(points).__name__}")
+    for i, point in enumerate(points):
+        _check_values(f"{source}: list[{i}]", _mapping(point, f"{source}: list[{i}]"))
+    if repeats is not None:
+        check_scalar(f"{source}: repeats", repeats, kind=int, low=1)
+
+
+def _check_values(where: str, value: Any) -> None:
+    """Refuse a parameter value that ``job.json`` cannot hold (a YAML date, an object), naming where it is."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ValidationError(f"{where} has the key {key!r}; the keys of a mapping of parameters are strings")
+            _check_values(f"{where}.{key}", item)
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            _check_values(f"{where}[{i}]", item)
+    elif not isinstance(value, (str, int, float, bool, type(None))):
+        try:  # what write_json converts (NumPy numbers and arrays, paths, sets) is kept as before
+            json.dumps(value, default=json_default)
+        except (TypeError, ValueError):
+            hint = (
+                " (YAML reads an unquoted date as a date: quote it, '2020-01-01')" if isinstance(value, dt.date) else ""
+            )
+            raise ValidationError(
+                f"{where} == {value!r} is a {type(value).__name__}; parameter values must be numbers, strings, "
+                f"booleans or null, or lists and mappings of them{hint}"
+            ) from None
 
 
 def _mapping(value: Any, where: str) -> dict[str, Any]:
@@ -207,6 +262,17 @@ def derive_seed(seed: int, index: int) -> int:
     return int(np.random.SeedSequence(int(seed), spawn_key=(int(index),)).generate_state(1)[0] % 2**31)
 
 
+def _base_seed(seed: Any) -> int:
+    """The ``seed`` of a run with ``repeats``, refused unless a whole number >= 0 (never rounded)."""
+    try:
+        return int(check_scalar("seed", seed, kind=int, low=0))
+    except ValidationError as err:
+        raise ValidationError(
+            f"{err}; with repeats, seed is the base seed of each repeat's own seed: give a whole number >= 0 "
+            "(e.g. seed: 2), or leave seed out for 0"
+        ) from None
+
+
 def expand(spec: SweepSpec) -> list[Job]:
     """All runs of ``spec``, in order: list entries, then grid points (last key fastest), then repeats.
 
@@ -227,7 +293,8 @@ def expand(spec: SweepSpec) -> list[Job]:
     Raises
     ------
     ValidationError
-        If two runs have the same parameters (they would share a run directory); vary a parameter or the seed.
+        If two runs have the same parameters (they would share a run directory); vary a parameter or the seed. With
+        ``repeats``, if a run's ``seed`` is not a whole number >= 0 (``2.9`` is refused, not rounded).
     """
     points = spec.points or [{}]
     keys = list(spec.grid)
@@ -246,7 +313,7 @@ def expand(spec: SweepSpec) -> list[Job]:
         for repeat in repeats:
             params = dict(variant)
             if repeat is not None:
-                params["seed"] = derive_seed(int(params.get("seed", 0)), repeat)
+                params["seed"] = derive_seed(_base_seed(params.get("seed", 0)), repeat)
             job = Job(task=spec.task, params=params, index=len(jobs))
             if job.key in seen:
                 raise ValidationError(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,11 +22,10 @@ import pandas as pd
 from attnlab._validation import ValidationError
 from attnlab.runner.claim import wait_for_claim
 from attnlab.runner.executors import InProcessExecutor, PoolExecutor, RayExecutor
-from attnlab.runner.fingerprint import code_fingerprint
 from attnlab.runner.manifest import reuse_problem
 from attnlab.runner.results import INDEX_COLUMNS, ResultsStore
 from attnlab.runner.spec import Job, SweepSpec, expand
-from attnlab.runner.task import Outcome, Reuse, Task, get_task
+from attnlab.runner.task import Outcome, Reuse, Task, get_task, run_fingerprint
 from attnlab.training.callbacks import progress_bar
 
 __all__ = ["SweepResult", "run_sweep"]
@@ -98,19 +97,23 @@ def run_sweep(
     Raises
     ------
     ValidationError
-        For an unknown task or parameters the task refuses, before any run starts.
+        For an unknown task or parameters the task refuses, or a ``spec``, ``out`` or ``executor`` of the wrong type
+        (a path for ``spec``: load it with :func:`~attnlab.runner.spec.load_sweep`; a name for ``executor``: pass
+        :func:`~attnlab.runner.executors.make_executor` of it), before anything is written or run.
     """
-    jobs = expand(spec) if isinstance(spec, SweepSpec) else list(spec)
-    executor = executor if executor is not None else InProcessExecutor()
+    jobs = _jobs(spec)
+    _check_out(out)
+    executor = _executor(executor)
     tasks = {job.task: get_task(job.task) for job in jobs}
     _check_every_run(tasks, jobs)
     store = ResultsStore(out)
     labels = [tasks[job.task].label(job.params) for job in jobs]
     run_dirs = [store.add(job, label) for job, label in zip(jobs, labels)]
-    # The code fingerprints are taken here, once, and sent with the runs: a worker (a Ray node that received a
-    # task by value) may not be able to read the task's source itself.
+    # The fingerprints (code and input files) are taken here, once, and sent with the runs: a worker (a Ray node
+    # that received a task by value) may not be able to read the task's source or its input files itself.
+    digests: dict[str, str] = {}  # each input file is read once
     reuse = Reuse(
-        codes={job.key: code_fingerprint(tasks[job.task].modules(job.params)) for job in jobs},
+        codes={job.key: run_fingerprint(tasks[job.task], job.params, digests) for job in jobs},
         not_before=time.time() if fresh else None,
     )
     # Runs to hand to the executor: unfinished, stale or damaged ones (SHA-256 compared). Under its claim, execute
@@ -156,6 +159,45 @@ def run_sweep(
     mine = mine[INDEX_COLUMNS]
     mine["index"] = [job.index for job in jobs]
     return SweepResult(root=store.root, index=mine, ran=ran, recomputed=recomputed)
+
+
+def _jobs(spec: object) -> list[Job]:
+    """The jobs of ``spec`` (a SweepSpec expanded, or a sequence of Job), or a ValidationError naming ``spec``."""
+    if isinstance(spec, SweepSpec):
+        return expand(spec)
+    if isinstance(spec, (str, bytes, os.PathLike)):
+        raise ValidationError(
+            f"spec == {spec!r} is a path; run_sweep takes a SweepSpec or a list of Job: pass load_sweep({spec!r}) "
+            "(from attnlab.runner) to read a sweep file"
+        )
+    jobs = list(spec) if isinstance(spec, Iterable) and not isinstance(spec, Mapping) else None
+    if jobs is None or not all(isinstance(job, Job) for job in jobs):
+        raise ValidationError(
+            f"spec must be a SweepSpec or a list of Job, got {type(spec).__name__}; build one with "
+            "SweepSpec(task=..., base=..., grid=...) or read a sweep file with load_sweep(path)"
+        )
+    return jobs
+
+
+def _check_out(out: object) -> None:
+    if not isinstance(out, (str, os.PathLike)):
+        raise ValidationError(f"out must be the path of the output folder (a str or pathlib.Path), got {out!r}")
+
+
+def _executor(executor: object) -> InProcessExecutor | PoolExecutor | RayExecutor:
+    """``executor``, the in-process executor for None, or a ValidationError naming ``executor`` and the fix."""
+    if executor is None:
+        return InProcessExecutor()
+    if isinstance(executor, str):
+        raise ValidationError(
+            f"executor == {executor!r} is a name; pass an executor: make_executor({executor!r}) (from attnlab.runner)"
+        )
+    if not callable(getattr(executor, "map", None)):
+        raise ValidationError(
+            f"executor must be an InProcessExecutor, PoolExecutor or RayExecutor, got {type(executor).__name__}; "
+            "make one with make_executor('inprocess' | 'pool' | 'ray') (from attnlab.runner)"
+        )
+    return executor  # type: ignore[return-value]
 
 
 def _check_every_run(tasks: dict[str, Task], jobs: Sequence[Job]) -> None:

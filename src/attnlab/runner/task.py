@@ -10,6 +10,8 @@ Its contract:
   says why. A summary ``{"status": "diverged", ...}`` marks a run that stopped on its own (finished, not failed);
 - ``modules(params)`` names the modules, besides attnlab's, whose code computes the run (default: the task's
   own module), so that an edit to them makes a stored run stale;
+- ``inputs(params)`` names the files the run reads (default: none; ``batched-train``: its data file and head), so
+  that a change of their contents makes a stored run stale (a missing one: the run is computed, and fails);
 - ``batch_key(params)`` returns a hashable key when runs with equal keys can go through one batched tensor
   program (``run_batch``), or ``None``; the in-process executor groups runs by it;
 - ``check(params)`` refuses bad parameters before anything runs;
@@ -24,7 +26,7 @@ import json
 import shutil
 import time
 import traceback
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, MutableMapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +34,7 @@ from typing import Any
 
 from attnlab._validation import ValidationError
 from attnlab.runner.claim import LOCK, claim
-from attnlab.runner.fingerprint import code_fingerprint
+from attnlab.runner.fingerprint import code_fingerprint, input_digests
 from attnlab.runner.manifest import MANIFEST, damage, read_manifest, reuse_problem, write_manifest
 from attnlab.runner.store import atomic_write
 
@@ -48,6 +50,7 @@ __all__ = [
     "is_finished",
     "known_task",
     "register_task",
+    "run_fingerprint",
 ]
 
 RECORD = "record.json"
@@ -145,6 +148,26 @@ class Task:
         """
         del params
         return [type(self).__module__]
+
+    def inputs(self, params: dict[str, Any]) -> list[Path]:
+        """The files a run reads besides its parameters (data files); default none.
+
+        A run's parameters name a file by its path only: the SHA-256 of each file's contents is part of the run's
+        fingerprint (:func:`run_fingerprint`), so a stored run is not reused once a file it read has changed. A
+        missing file makes the run computed again (the task then reports the file as it runs).
+
+        Parameters
+        ----------
+        params : dict of str to Any
+            One job's parameters, as the sweep expanded them (JSON-compatible values).
+
+        Returns
+        -------
+        list of pathlib.Path
+            The input files; they need not exist.
+        """
+        del params
+        return []
 
     def batch_key(self, params: dict[str, Any]) -> Hashable | None:
         """A key shared by runs that one batched call can run together, or ``None`` (run alone).
@@ -266,6 +289,34 @@ def get_task(name: str) -> Task:
     )
 
 
+def run_fingerprint(
+    task: Task, params: dict[str, Any], known: MutableMapping[str, str] | None = None
+) -> dict[str, Any]:
+    """The fingerprint of one run: what must equal a stored run's for it to be reused.
+
+    Parameters
+    ----------
+    task : Task
+        The task that computes the run.
+    params : dict of str to Any
+        The run's parameters.
+    known : mutable mapping of str to str, optional
+        Digests of input files already read, by path (shared by the runs of a sweep: each file is read once).
+
+    Returns
+    -------
+    dict
+        :func:`~attnlab.runner.fingerprint.code_fingerprint` of :meth:`Task.modules`, and, when the task names
+        input files (:meth:`Task.inputs`), ``"inputs"``: the SHA-256 of each one's contents, by path
+        (:func:`~attnlab.runner.fingerprint.input_digests`).
+    """
+    code = code_fingerprint(task.modules(params))
+    files = task.inputs(params)
+    if files:
+        code["inputs"] = input_digests(files, known)
+    return code
+
+
 @dataclass(frozen=True)
 class Reuse:
     """What a stored run must match to be reused instead of computed.
@@ -273,8 +324,8 @@ class Reuse:
     Attributes
     ----------
     codes : dict of str to dict
-        The code fingerprint (:func:`~attnlab.runner.fingerprint.code_fingerprint`) of each run, by job key, as
-        the sweep's own process computed it; a run missing here is fingerprinted where it executes.
+        The fingerprint (:func:`run_fingerprint`: the code's, and the input files') of each run, by job key, as the
+        sweep's own process computed it; a run missing here is fingerprinted where it executes.
     not_before : float, optional
         Unix time: a run finished earlier is computed again (``--fresh``); runs finished since are kept.
     """
@@ -283,8 +334,8 @@ class Reuse:
     not_before: float | None = None
 
     def code(self, task: Task, key: str, params: dict[str, Any]) -> dict[str, Any]:
-        """The fingerprint of run ``key``."""
-        return self.codes.get(key) or code_fingerprint(task.modules(params))
+        """The fingerprint of run ``key`` (:func:`run_fingerprint`, taken here when the sweep sent none)."""
+        return self.codes.get(key) or run_fingerprint(task, params)
 
     def of(self, key: str) -> Reuse:
         """What run ``key`` must match, alone: what a worker process receives with the run."""

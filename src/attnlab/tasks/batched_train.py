@@ -349,6 +349,33 @@ class BatchedTrain(Task):
         # options (the optimizer's name among them), once per batch; run_batch trains these typed values.
         _options(p, _data(p), spec)
 
+    def inputs(self, params: dict[str, Any]) -> list[Path]:
+        """The files a run reads: its data file (each ``.npz`` of a ``data`` folder) and its head's ``.npy`` file.
+
+        Their contents are part of the run's fingerprint, so a data file written again with other data makes the
+        next sweep compute the run again instead of serving the loss of the old data.
+
+        Parameters
+        ----------
+        params : dict of str to Any
+            One run's parameters.
+
+        Returns
+        -------
+        list of pathlib.Path
+            Empty for a generated data set with the data's own head (``v`` unset or a key of the data file).
+        """
+        p = _full(params)
+        files = []
+        data = p["data"]
+        if isinstance(data, str) and data.endswith(".npz"):
+            files.append(Path(data))
+        elif isinstance(data, str) and Path(data).is_dir():  # expand makes one run per file; a Job may name a folder
+            files += sorted(Path(data).glob("*.npz"))
+        if isinstance(p["v"], str) and p["v"].endswith(".npy"):  # else a key of the data file, or none
+            files.append(Path(p["v"]))
+        return files
+
     def label(self, params: dict[str, Any]) -> str:
         p = _full(params)
         return f"{p['data']}-{p['param']}-{p['optimizer']}"
