@@ -236,3 +236,30 @@ def test_integral_steps_of_any_type_and_a_float32_model():
     assert model.W.dtype == torch.float64 and len(traj.frame) == 4
     assert torch.allclose(model.W.detach(), ref.W.detach(), rtol=0, atol=1e-15)
     assert plain.frame["loss"].iloc[-1] == traj.frame["loss"].iloc[-1]
+
+
+@pytest.mark.parametrize(
+    "make", [lambda p: torch.optim.SGD(p, lr=0.5, momentum=0.9), lambda p: torch.optim.Adam(p, 1e110)]
+)
+def test_a_torch_optimizers_state_of_a_diverged_run_stops_with_it(make):
+    # a run stopped by the divergence policy kept stepping its optimizer: its buffers took every later gradient
+    g = torch.Generator().manual_seed(0)
+
+    def data(scale):
+        X = scale * torch.randn(4, 3, 5, generator=g, dtype=torch.float64)
+        y = torch.sign(torch.randn(4, generator=g, dtype=torch.float64))
+        return TokenSelectionData(X, X[:, 0].clone(), y, torch.randn(5, generator=g, dtype=torch.float64) / scale)
+
+    # run 1: a finite gradient of 1e200 whose step overflows the logits; run 0's steps move them by 1e-90 at most
+    stacked = al.data.stack([data(1e-100), data(1e100)])
+
+    def buffers(steps):
+        model = Combined(5, W0=torch.zeros(2, 5, 5, dtype=torch.float64))
+        optimizer = make(model.parameters())
+        result = al.train(model, optimizer, stacked, steps=steps, record_every=steps)
+        assert result.status == ["completed", "diverged"] and result.last_step == [steps, 0]
+        (state,) = optimizer.state.values()  # of W, the one tensor trained
+        return {k: v[1].clone() for k, v in state.items() if v.dim() > 0}
+
+    early, late = buffers(3), buffers(10)
+    assert early and all(torch.equal(early[k], late[k]) for k in early)
