@@ -303,3 +303,19 @@ def test_the_callers_initial_values_are_never_trained_in_place():
         result = batched.train(X, Z, y, v, W0=start, optimizer="gd", lr=0.5, steps=20)
         assert torch.equal(start, kept)
         assert not torch.equal(result.W[0], kept if start.dim() == 2 else kept[0])  # it did train
+
+
+def test_polyak_with_a_trained_head_takes_l_star_zero_not_the_initial_heads():
+    # the default L* was the initial head's: no lower bound once the head moves, so a run stalled at it or was refused
+    # mid-run (ValidationError "optimal_loss ... is above the current loss") when its loss fell below it
+    from attnlab.metrics import optimal_loss
+
+    X, Z, y, v, W0 = (t.double() for t in _runs(R=3, d=6, T=3))
+    result = batched.train(X, Z, y, v, W0, optimizer="polyak:max_step=2", steps=40, train_head=True, record_every=1)
+    initial = optimal_loss(X, y, v)  # the fixed-head L* of the initial head, per run
+    lowest = torch.tensor(result.frame.groupby("run").loss.min().to_numpy())
+    assert result.status == ["completed"] * 3 and bool((lowest < initial).all())
+    explicit = batched.train(
+        X, Z, y, v, W0, optimizer="polyak:max_step=2,optimal_loss=0", steps=40, train_head=True, record_every=1
+    )
+    assert torch.equal(result.W, explicit.W) and torch.equal(result.params["v"], explicit.params["v"])

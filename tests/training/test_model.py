@@ -263,3 +263,24 @@ def test_a_torch_optimizers_state_of_a_diverged_run_stops_with_it(make):
 
     early, late = buffers(3), buffers(10)
     assert early and all(torch.equal(early[k], late[k]) for k in early)
+
+
+def test_polyak_string_on_a_model_that_trains_its_head_takes_l_star_zero():
+    # the default L* was the initial head's, no lower bound once the head moves: the run was refused mid-way
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(5, 3, 6, generator=g, dtype=torch.float64)
+    data = TokenSelectionData(X, X[:, 0].clone(), torch.sign(torch.randn(5, generator=g)), torch.randn(6, generator=g))
+    initial = al.metrics.optimal_loss(data.X, data.y, data.v)
+
+    def run(optimizer, freeze_head=False):
+        model = Combined(6, W0=0.01 * torch.randn(6, 6, generator=g, dtype=torch.float64), v0=data.v, train_head=True)
+        model.v.requires_grad_(not freeze_head)
+        return al.train(model, optimizer, data, steps=40, record_every=1)
+
+    trained = run("polyak:max_step=2")
+    assert trained.status == ["completed"] and trained.frame.loss.min() < float(initial)
+    g.manual_seed(1)
+    default = run("polyak:max_step=2", freeze_head=True)  # a head that never moves keeps its own L*
+    g.manual_seed(1)
+    explicit = run(f"polyak:max_step=2,optimal_loss={float(initial)!r}", freeze_head=True)
+    assert torch.equal(default.W, explicit.W)
