@@ -319,3 +319,13 @@ def test_polyak_with_a_trained_head_takes_l_star_zero_not_the_initial_heads():
         X, Z, y, v, W0, optimizer="polyak:max_step=2,optimal_loss=0", steps=40, train_head=True, record_every=1
     )
     assert torch.equal(result.W, explicit.W) and torch.equal(result.params["v"], explicit.params["v"])
+
+
+@pytest.mark.parametrize("length", [1, 3])
+def test_a_per_run_optimal_loss_of_another_length_is_refused_by_name(length):
+    # it failed inside the first step with a raw RuntimeError (3 values for 2 runs) or broadcast silently (1 value)
+    X, Z, y, v, W0 = _runs(R=2)
+    spec = parse_optimizer("polyak")
+    with pytest.raises(ValidationError, match=f"optimal_loss has {length} values for 2 runs"):
+        batched.train(X, Z, y, v, W0, optimizer=spec.with_options(optimal_loss=torch.zeros(length)), steps=3)
+    assert batched.train(X, Z, y, v, W0, optimizer=spec.with_options(optimal_loss=torch.zeros(2)), steps=3).ok

@@ -284,3 +284,13 @@ def test_polyak_string_on_a_model_that_trains_its_head_takes_l_star_zero():
     g.manual_seed(1)
     explicit = run(f"polyak:max_step=2,optimal_loss={float(initial)!r}", freeze_head=True)
     assert torch.equal(default.W, explicit.W)
+
+
+def test_a_per_run_optimal_loss_of_another_length_is_refused_by_name():
+    from attnlab.optim import parse_optimizer
+
+    data = al.data.stack([al.data.example1(n=4, T=3, d=6, seed=s) for s in (0, 1)])
+    model = Combined(6, W0=torch.zeros(2, 6, 6, dtype=torch.float64))
+    spec = parse_optimizer("polyak").with_options(optimal_loss=torch.zeros(3))
+    with pytest.raises(ValidationError, match="optimal_loss has 3 values for 2 runs"):
+        al.train(model, spec, data, steps=3)

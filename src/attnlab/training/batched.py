@@ -42,7 +42,7 @@ from attnlab.optim.transforms import Rule
 from attnlab.training.engine import fit
 from attnlab.training.recording import Recorder
 from attnlab.training.result import TrainingResult
-from attnlab.training.spaces import Problem, default_optimal_loss
+from attnlab.training.spaces import Problem, check_optimal_loss, default_optimal_loss
 
 __all__ = ["Options", "PARAMETRIZATIONS", "parse_options", "train", "train_parsed"]
 
@@ -284,6 +284,8 @@ def parse_options(
             DeprecationWarning,
             stacklevel=3,
         )
+    if spec is not None and "R" in sizes:  # a per-run L* against the runs, before any step
+        check_optimal_loss(spec.get("optimal_loss"), sizes["R"])
     record_every, progress, select = options.get("record_every"), options.get("progress"), options.get("select")
     return Options(
         spec=spec,

@@ -40,7 +40,7 @@ from attnlab.optim.transforms import Rule
 from attnlab.training.engine import fit
 from attnlab.training.recording import Recorder
 from attnlab.training.result import TrainingResult
-from attnlab.training.spaces import Problem, default_optimal_loss
+from attnlab.training.spaces import Problem, check_optimal_loss, default_optimal_loss
 
 __all__ = ["train"]
 
@@ -213,7 +213,9 @@ def _rule(
         # the fixed head's L*; 0 for a trained head; none for a nonlinear head (Polyak then needs optimal_loss)
         head = problem.v if problem.v is not None else as_runs(model.v)
         target = default_optimal_loss(problem, head, model.train_head and "v" not in frozen)
-        rule = OptimizerSpec.parse(optimizer).rule(list(tensors), optimal_loss=target)  # every name has a rule
+        spec = OptimizerSpec.parse(optimizer)
+        check_optimal_loss(spec.get("optimal_loss"), problem.X.shape[0])  # a per-run L*, one per run
+        rule = spec.rule(list(tensors), optimal_loss=target)  # every name has a rule
     elif isinstance(optimizer, Rule):
         rule = optimizer
     elif isinstance(optimizer, FunctionalOptimizer):

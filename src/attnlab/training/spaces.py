@@ -39,7 +39,15 @@ from attnlab.models.functional import (
 from attnlab.models.heads import Head
 from attnlab.optim.transforms import Rule, Step, block_norms
 
-__all__ = ["Gradient", "KernelSpace", "ParamSpace", "Problem", "default_optimal_loss", "optimal_loss"]
+__all__ = [
+    "Gradient",
+    "KernelSpace",
+    "ParamSpace",
+    "Problem",
+    "check_optimal_loss",
+    "default_optimal_loss",
+    "optimal_loss",
+]
 
 
 class Problem(NamedTuple):
@@ -94,6 +102,28 @@ def default_optimal_loss(problem: Problem, head: Any, moves: bool) -> float | to
     if not isinstance(head, torch.Tensor):
         return None  # a nonlinear head: no closed form
     return optimal_loss(problem.X, problem.y, head.detach(), loss=problem.loss)  # spec ngd §3: the fixed head's L_*
+
+
+def check_optimal_loss(value: Any, runs: int) -> None:
+    """Refuse a per-run Polyak ``L*`` (``optimal_loss``) whose length is not the number of runs.
+
+    Parameters
+    ----------
+    value : float, torch.Tensor of shape (R,), str or None
+        The optimizer's ``optimal_loss`` as its options hold it (a number, one value per run, ``"infimum"``).
+    runs : int
+        The number of runs R.
+
+    Raises
+    ------
+    ValidationError
+        When ``value`` is a tensor of another length than ``runs``.
+    """
+    if isinstance(value, torch.Tensor) and value.dim() == 1 and value.shape[0] != runs:
+        raise ValidationError(
+            f"optimal_loss has {value.shape[0]} values for {runs} runs; pass one L* per run (shape ({runs},)) or "
+            "one number for every run"
+        )
 
 
 class Gradient(NamedTuple):
