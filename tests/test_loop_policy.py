@@ -289,3 +289,64 @@ def test_a_bad_initial_state_is_bad_input_not_divergence():
 def test_the_flow_clock_columns_come_from_the_integrator():
     flow = _flow(5, False, _probe)
     assert flow.frame["time"].iloc[0] == 0.0 and flow.frame["time"].is_monotonic_increasing
+
+
+def _state_tensors(state: Any, run: int) -> list[torch.Tensor]:
+    """Every tensor of a rule state with the runs axis first, at ``run`` (shared counts left out)."""
+    if isinstance(state, dict):
+        return [t for key in sorted(state) for t in _state_tensors(state[key], run)]
+    if isinstance(state, (list, tuple)):
+        return [t for s in state for t in _state_tensors(s, run)]
+    return [state[run]] if isinstance(state, torch.Tensor) and state.dim() > 0 else []
+
+
+@pytest.mark.parametrize("direction", ["momentum", "adam"])
+def test_a_diverged_run_keeps_the_rule_state_of_its_last_finite_step(direction):
+    # the loop put the run's parameters back but went on stepping its rule: its buffers took every later gradient
+    from attnlab.optim.transforms import adam, momentum
+
+    data = al.data.stack([example1(n=4, T=3, d=6, seed=s) for s in (0, 1)])
+
+    def train(steps, fault):
+        transform = momentum(0.9) if direction == "momentum" else adam(0.9, 0.999)
+        rule = Rule((transform, scale_by_lr(0.5), *([_poison(AT, 1)] if fault else [])))
+        return batched_train(data.X, data.Z, data.y, data.v, optimizer=rule, steps=steps)
+
+    faulty = train(10, True)
+    assert faulty.status == [COMPLETED, DIVERGED] and faulty.last_step == [10, AT]
+    stopped, clean = train(AT, False), train(10, False)  # the diverged run stopped at its kept step; no fault at all
+    kept, reference = _state_tensors(faulty.rule_state, 1), _state_tensors(stopped.rule_state, 1)
+    assert len(kept) == len(reference) > 0
+    assert all(torch.equal(a, b) for a, b in zip(kept, reference)), "the diverged run's rule state moved on"
+    assert all(
+        torch.equal(a, b) for a, b in zip(_state_tensors(faulty.rule_state, 0), _state_tensors(clean.rule_state, 0))
+    )
+
+
+def test_a_run_that_diverges_on_its_first_step_keeps_an_empty_buffer():
+    data = al.data.stack([example1(n=4, T=3, d=6, seed=s) for s in (0, 1)])
+    lr = torch.tensor([0.1, 1.7e308], dtype=torch.float64)  # run 1's first step overflows
+    result = batched_train(data.X, data.Z, data.y, data.v, optimizer="gd:momentum=0.9", lr=lr, steps=20)
+    assert result.status == [COMPLETED, DIVERGED] and result.last_step == [20, 0]
+    state = result.rule_state[0]
+    assert bool((state["momentum_buffer"][0][1] == 0).all())  # the buffer of a run that took no step: zero
+    assert state["momentum_log_scale"][0][1] == -math.inf and bool(torch.isfinite(state["momentum_buffer"][0][0]).all())
+
+
+def test_a_diverged_flow_keeps_the_clock_and_phi_of_its_last_finite_step():
+    data = al.data.stack([scores_equal(n=2, T=3, d=4, seed=s) for s in (0, 1)])
+    real = flow_module.flow_rule
+
+    def flow(steps, fault):
+        if fault:
+            flow_module.flow_rule = lambda *args: Rule((*real(*args).transforms, _poison(AT, 1)))
+        try:
+            model = Diagonal(4, xi_k0=torch.full((2, 4), 0.5), xi_q0=torch.full((2, 4), 0.1))
+            return gradient_flow(model, data, step=0.05, steps=steps, method="gd", track_phi=True)
+        finally:
+            flow_module.flow_rule = real
+
+    faulty, stopped = flow(10, True), flow(AT, False)
+    assert faulty.status == [COMPLETED, DIVERGED] and faulty.last_step == [10, AT]
+    assert torch.equal(faulty.log_time[1], stopped.log_time[1]) and torch.equal(faulty.phi[1], stopped.phi[1])
+    assert math.isclose(math.exp(float(faulty.log_time[1])), AT * 0.05, rel_tol=1e-12)

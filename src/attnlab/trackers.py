@@ -58,6 +58,8 @@ class TensorBoardLogger(Callback):
     ['run-0', 'run-1']
     """
 
+    reads_state = False  # the rows only: the loop need not copy its state for this logger
+
     def __init__(
         self,
         log_dir: str | os.PathLike[str],

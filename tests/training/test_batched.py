@@ -303,3 +303,29 @@ def test_the_callers_initial_values_are_never_trained_in_place():
         result = batched.train(X, Z, y, v, W0=start, optimizer="gd", lr=0.5, steps=20)
         assert torch.equal(start, kept)
         assert not torch.equal(result.W[0], kept if start.dim() == 2 else kept[0])  # it did train
+
+
+def test_polyak_with_a_trained_head_takes_l_star_zero_not_the_initial_heads():
+    # the default L* was the initial head's: no lower bound once the head moves, so a run stalled at it or was refused
+    # mid-run (ValidationError "optimal_loss ... is above the current loss") when its loss fell below it
+    from attnlab.metrics import optimal_loss
+
+    X, Z, y, v, W0 = (t.double() for t in _runs(R=3, d=6, T=3))
+    result = batched.train(X, Z, y, v, W0, optimizer="polyak:max_step=2", steps=40, train_head=True, record_every=1)
+    initial = optimal_loss(X, y, v)  # the fixed-head L* of the initial head, per run
+    lowest = torch.tensor(result.frame.groupby("run").loss.min().to_numpy())
+    assert result.status == ["completed"] * 3 and bool((lowest < initial).all())
+    explicit = batched.train(
+        X, Z, y, v, W0, optimizer="polyak:max_step=2,optimal_loss=0", steps=40, train_head=True, record_every=1
+    )
+    assert torch.equal(result.W, explicit.W) and torch.equal(result.params["v"], explicit.params["v"])
+
+
+@pytest.mark.parametrize("length", [1, 3])
+def test_a_per_run_optimal_loss_of_another_length_is_refused_by_name(length):
+    # it failed inside the first step with a raw RuntimeError (3 values for 2 runs) or broadcast silently (1 value)
+    X, Z, y, v, W0 = _runs(R=2)
+    spec = parse_optimizer("polyak")
+    with pytest.raises(ValidationError, match=f"optimal_loss has {length} values for 2 runs"):
+        batched.train(X, Z, y, v, W0, optimizer=spec.with_options(optimal_loss=torch.zeros(length)), steps=3)
+    assert batched.train(X, Z, y, v, W0, optimizer=spec.with_options(optimal_loss=torch.zeros(2)), steps=3).ok

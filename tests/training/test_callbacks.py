@@ -127,3 +127,70 @@ def test_device_cpu_is_accepted_and_missing_cuda_is_refused_by_name():
     else:
         with pytest.raises(ValidationError, match="CUDA is not available"):
             batched.train(data.X, data.Z, data.y, data.v, None, optimizer="ngd", steps=3, device="cuda")
+
+
+def _kept_states(run):
+    """The state each record hands a callback that keeps it, by step."""
+    kept = {}
+    result = run([lambda record: kept.__setitem__(record.step, record.state)])
+    return result, kept
+
+
+def test_a_kept_state_holds_the_values_of_its_step():
+    # the state held the loop's live tensors, which later steps overwrite in place (the engine's two buffers take
+    # turns, NTK's W too, regression's V and Q are copied into): a kept W was that of a later step
+    from attnlab.ntk import SoftmaxMLP, practical_step
+    from attnlab.regression import PopulationOracle, make_problem, manifold_point, random_rotation
+    from attnlab.training.ntk import gradient_descent
+    from attnlab.training.regression import fit
+
+    data = al.data.stack([al.data.example1(n=4, T=3, d=6, seed=s) for s in (0, 1)])
+    tokens, kept = _kept_states(
+        lambda cbs: batched.train(
+            data.X, data.Z, data.y, data.v, optimizer="gd", steps=6, record_every=2, keep_iterates=True, callbacks=cbs
+        )
+    )
+    for i, step in enumerate(tokens.iterates["step"].tolist()):
+        assert torch.equal(kept[step]["W"], tokens.iterates["W"][i])
+    g = torch.Generator().manual_seed(0)
+    X, Y = torch.randn(8, 4, generator=g, dtype=torch.float64), torch.randn(8, 2, generator=g, dtype=torch.float64)
+    X = X / X.norm(dim=1, keepdim=True)
+    net = SoftmaxMLP(4, 2, 16, seed=1)
+    walk = []  # the weights of every step, from a metric (read while the step is current)
+    lr = practical_step(net, X)
+    _, kept = _kept_states(
+        lambda cbs: gradient_descent(
+            net, X, Y, lr=lr, steps=4, metrics={"w": lambda s: walk.append(s["W"].clone()) or 0.0}, callbacks=cbs
+        )
+    )
+    assert all(torch.equal(kept[step]["W"], walk[step]) for step in range(5))
+    problem = make_problem(d=3, k=5, noise_std=0.1, seed=3)
+    V, Q = manifold_point(random_rotation(3, runs=2, seed=0), problem.W_star, problem.Sigma)
+    seen = []
+    _, kept = _kept_states(
+        lambda cbs: fit(
+            V + 0.1,
+            Q,
+            PopulationOracle(problem),
+            lambda ps: torch.optim.SGD(ps, lr=0.1),
+            steps=3,
+            metrics={"v": lambda s: seen.append(s["V"].clone()) or torch.zeros(2)},
+            callbacks=cbs,
+        )
+    )
+    assert all(torch.equal(kept[step]["V"], seen[step]) for step in range(4))
+    assert kept[0]["status"] == ["completed", "completed"]
+
+
+def test_the_state_is_copied_only_for_a_callback_that_reads_it(monkeypatch):
+    import attnlab.training.loop as loop
+
+    copies, real = [], loop._copied
+    copied = lambda value: copies.append(1) if isinstance(value, dict) and "status" in value else None  # noqa: E731
+    monkeypatch.setattr(loop, "_copied", lambda value: copied(value) or real(value))  # one per record's state
+    data = _data()
+    for callbacks in ([], [EarlyStop("loss", 0.0)], [ProgressBar(show=False)]):
+        batched.train(data.X, data.Z, data.y, data.v, optimizer="gd", steps=3, callbacks=callbacks, record_every=1)
+    assert copies == []
+    batched.train(data.X, data.Z, data.y, data.v, optimizer="gd", steps=3, callbacks=[lambda r: None], record_every=1)
+    assert len(copies) == 4

@@ -236,3 +236,61 @@ def test_integral_steps_of_any_type_and_a_float32_model():
     assert model.W.dtype == torch.float64 and len(traj.frame) == 4
     assert torch.allclose(model.W.detach(), ref.W.detach(), rtol=0, atol=1e-15)
     assert plain.frame["loss"].iloc[-1] == traj.frame["loss"].iloc[-1]
+
+
+@pytest.mark.parametrize(
+    "make", [lambda p: torch.optim.SGD(p, lr=0.5, momentum=0.9), lambda p: torch.optim.Adam(p, 1e110)]
+)
+def test_a_torch_optimizers_state_of_a_diverged_run_stops_with_it(make):
+    # a run stopped by the divergence policy kept stepping its optimizer: its buffers took every later gradient
+    g = torch.Generator().manual_seed(0)
+
+    def data(scale):
+        X = scale * torch.randn(4, 3, 5, generator=g, dtype=torch.float64)
+        y = torch.sign(torch.randn(4, generator=g, dtype=torch.float64))
+        return TokenSelectionData(X, X[:, 0].clone(), y, torch.randn(5, generator=g, dtype=torch.float64) / scale)
+
+    # run 1: a finite gradient of 1e200 whose step overflows the logits; run 0's steps move them by 1e-90 at most
+    stacked = al.data.stack([data(1e-100), data(1e100)])
+
+    def buffers(steps):
+        model = Combined(5, W0=torch.zeros(2, 5, 5, dtype=torch.float64))
+        optimizer = make(model.parameters())
+        result = al.train(model, optimizer, stacked, steps=steps, record_every=steps)
+        assert result.status == ["completed", "diverged"] and result.last_step == [steps, 0]
+        (state,) = optimizer.state.values()  # of W, the one tensor trained
+        return {k: v[1].clone() for k, v in state.items() if v.dim() > 0}
+
+    early, late = buffers(3), buffers(10)
+    assert early and all(torch.equal(early[k], late[k]) for k in early)
+
+
+def test_polyak_string_on_a_model_that_trains_its_head_takes_l_star_zero():
+    # the default L* was the initial head's, no lower bound once the head moves: the run was refused mid-way
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(5, 3, 6, generator=g, dtype=torch.float64)
+    data = TokenSelectionData(X, X[:, 0].clone(), torch.sign(torch.randn(5, generator=g)), torch.randn(6, generator=g))
+    initial = al.metrics.optimal_loss(data.X, data.y, data.v)
+
+    def run(optimizer, freeze_head=False):
+        model = Combined(6, W0=0.01 * torch.randn(6, 6, generator=g, dtype=torch.float64), v0=data.v, train_head=True)
+        model.v.requires_grad_(not freeze_head)
+        return al.train(model, optimizer, data, steps=40, record_every=1)
+
+    trained = run("polyak:max_step=2")
+    assert trained.status == ["completed"] and trained.frame.loss.min() < float(initial)
+    g.manual_seed(1)
+    default = run("polyak:max_step=2", freeze_head=True)  # a head that never moves keeps its own L*
+    g.manual_seed(1)
+    explicit = run(f"polyak:max_step=2,optimal_loss={float(initial)!r}", freeze_head=True)
+    assert torch.equal(default.W, explicit.W)
+
+
+def test_a_per_run_optimal_loss_of_another_length_is_refused_by_name():
+    from attnlab.optim import parse_optimizer
+
+    data = al.data.stack([al.data.example1(n=4, T=3, d=6, seed=s) for s in (0, 1)])
+    model = Combined(6, W0=torch.zeros(2, 6, 6, dtype=torch.float64))
+    spec = parse_optimizer("polyak").with_options(optimal_loss=torch.zeros(3))
+    with pytest.raises(ValidationError, match="optimal_loss has 3 values for 2 runs"):
+        al.train(model, spec, data, steps=3)

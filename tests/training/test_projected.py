@@ -39,3 +39,19 @@ def test_arguments_are_checked_by_name():
         projected_mirror_descent(lambda W: W, torch.zeros(2), p=2.0, radius=1.0, steps=0)
     with pytest.raises(ValidationError, match="W0 has 1 non-finite"):
         projected_mirror_descent(lambda W: W, torch.tensor([1.0, float("nan")]), p=2.0, radius=1.0, steps=1)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"record_every": 0}, "record_every == 0, must be >= 1"),
+        ({"record_every": -2}, "record_every == -2, must be >= 1"),
+        ({"record_every": 2.5}, "record_every must be a int"),
+        ({"progress": 3}, "progress == 3, must be a bool"),
+    ],
+)
+def test_record_every_and_progress_are_checked_by_name(kwargs, match):
+    # record_every=0 raised ZeroDivisionError inside the loop; -2 and 2.5 were accepted, and so was progress=3
+    A = torch.tensor([[0.3, -0.2], [0.1, 0.4]], dtype=torch.float64)
+    with pytest.raises(ValidationError, match=match):
+        projected_mirror_descent(lambda W: W - A, torch.zeros(2, 2), p=1.5, radius=1.0, steps=6, **kwargs)

@@ -96,3 +96,26 @@ def test_missing_covariance_and_unbatched_start_are_refused(problem, near_minimu
         fit(V0, Q0, PopulationOracle(problem), opt, steps=1, metrics={}, regularizer_weight=0.25)
     with pytest.raises(ValidationError, match="V0 has shape"):
         fit(V0[0], Q0[0], PopulationOracle(problem), opt, steps=1, metrics={})
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"renormalization": "cap", "tau_Q": -1.0}, "tau_Q == -1.0, must be > 0"),
+        ({"renormalization": "cap", "tau_Q": 0.0}, "tau_Q == 0.0, must be > 0"),
+        ({"renormalization": "cap", "tau_Q": math.nan}, "tau_Q == nan, must be a finite number"),
+        ({"covariance": torch.eye(4, dtype=torch.float64)}, "covariance has shape \\(4, 4\\)"),
+        ({"covariance": torch.full((3, 3), math.nan, dtype=torch.float64)}, "covariance has 9 non-finite"),
+        ({"covariance": -torch.eye(3, dtype=torch.float64)}, "covariance is not positive definite"),
+        ({"covariance": torch.tensor([[1.0, 0.5, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])}, "covariance is not symm"),
+        ({"token_covariance": torch.eye(2, dtype=torch.float64)}, "token_covariance has shape \\(2, 2\\)"),
+        ({"token_covariance": torch.zeros(3, 3, dtype=torch.float64)}, "token_covariance is not positive definite"),
+    ],
+)
+def test_tau_q_and_the_covariances_are_checked_up_front_by_name(problem, near_minimum, kwargs, match):
+    # a negative tau_Q disabled the cap, 0 or NaN were reported as "diverged"; a covariance of the wrong shape raised
+    # a raw RuntimeError mid-run, a NaN one ended "diverged", one not positive definite was accepted
+    V0, Q0 = near_minimum
+    kwargs = {"regularizer_weight": 0.25, "covariance": problem.Sigma, **kwargs}
+    with pytest.raises(ValidationError, match=match):
+        fit(V0, Q0, PopulationOracle(problem), lambda ps: torch.optim.SGD(ps, lr=0.1), steps=3, metrics={}, **kwargs)

@@ -42,7 +42,7 @@ from attnlab.optim.transforms import Rule
 from attnlab.training.engine import fit
 from attnlab.training.recording import Recorder
 from attnlab.training.result import TrainingResult
-from attnlab.training.spaces import Problem, optimal_loss
+from attnlab.training.spaces import Problem, check_optimal_loss, default_optimal_loss
 
 __all__ = ["Options", "PARAMETRIZATIONS", "parse_options", "train", "train_parsed"]
 
@@ -117,7 +117,8 @@ def train(
         ``"polyak:max_step=5"``, ``"md:1.5"``, ``"sign:schedule=inv_sqrt"``), its parsed spec (options a string
         cannot hold, such as a per-run ``optimal_loss`` of shape (R,), go in with
         :meth:`~attnlab.optim.OptimizerSpec.with_options`), or a rule of your own transforms
-        (:mod:`attnlab.optim.transforms`). Polyak's ``optimal_loss`` defaults to the data's ``L*``; in the engine
+        (:mod:`attnlab.optim.transforms`). Polyak's ``optimal_loss`` defaults to the data's ``L*`` (0 with
+        ``train_head``: the ``L*`` of the initial head bounds nothing once the head moves); in the engine
         ``ngd``'s ``normalization`` is ``global`` or ``tensor`` (K and Q together or apart) and mirror descent
         normalises each tensor by its own dual norm. The names of the registry
         (:mod:`attnlab.optim.registry`):
@@ -283,6 +284,8 @@ def parse_options(
             DeprecationWarning,
             stacklevel=3,
         )
+    if spec is not None and "R" in sizes:  # a per-run L* against the runs, before any step
+        check_optimal_loss(spec.get("optimal_loss"), sizes["R"])
     record_every, progress, select = options.get("record_every"), options.get("progress"), options.get("select")
     return Options(
         spec=spec,
@@ -334,10 +337,8 @@ def train_parsed(
         problem, params = Problem(X, Z, y, v, problem.loss), {k: t.to(opts.device) for k, t in params.items()}
     rule = opts.rule
     if rule is None:
-        linear = isinstance(problem.v, torch.Tensor) or (opts.train_head and problem.v is None)
         head = params["v"] if opts.train_head else problem.v
-        target = optimal_loss(problem.X, problem.y, head, loss=problem.loss) if linear else None  # no closed form else
-        rule = opts.spec.rule(list(params), lr=lr, optimal_loss=target)
+        rule = opts.spec.rule(list(params), lr=lr, optimal_loss=default_optimal_loss(problem, head, opts.train_head))
     scores = None if isinstance(problem.v, Head) else (params["v"] if opts.train_head else problem.v)
     select = opts.select
     if select is None and scores is not None:

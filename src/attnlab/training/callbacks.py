@@ -56,10 +56,12 @@ class Record:
         The rows recorded at this step, one per run, with at least ``run`` and ``step``: a frame, or its columns
         (the loop passes the columns, and the frame is built the first time a callback reads :attr:`rows`).
     state : mapping of str to object, optional
-        Read-only view of the loop's state at this step (parameters such as ``"W"`` with the runs axis first,
-        ``"model"`` for a loop over an ``nn.Module``, ``"status"`` per run). Do not modify it. The engine's
-        tensors are inference-mode tensors (:func:`attnlab.training.engine.fit`): ``.clone()`` one to keep it for
-        autograd.
+        The loop's state at this step (parameters such as ``"W"`` with the runs axis first, ``"model"`` for a loop
+        over an ``nn.Module``, ``"status"`` per run). The loop hands each callback that reads it
+        (:attr:`Callback.reads_state`) copies of its tensors and lists, so a kept state keeps this step's values;
+        other objects (``"model"``, ``"optimizer"``) are the live ones, which later steps move. The engine's
+        tensors are inference-mode tensors (:func:`attnlab.training.engine.fit`): ``.clone()`` one outside
+        inference mode to use it with autograd.
     """
 
     __slots__ = ("step", "steps", "state", "_rows")
@@ -100,7 +102,16 @@ def _scalar(value: Any) -> Any:
 
 
 class Callback:
-    """Base class of callbacks; override what you need. Each hook runs in the loop's process."""
+    """Base class of callbacks; override what you need. Each hook runs in the loop's process.
+
+    Attributes
+    ----------
+    reads_state : bool
+        Whether :meth:`on_record` reads :attr:`Record.state` (True unless a subclass says otherwise): the loop
+        copies the state for each record only when some callback reads it.
+    """
+
+    reads_state = True
 
     def on_start(self, steps: int) -> None:
         """Called once before the first step with the number of steps planned.
@@ -174,6 +185,7 @@ class CallbackList:
 
     def __init__(self, callbacks: Iterable[Any] | None = ()) -> None:
         self.callbacks: list[Callback] = [_as_callback(c) for c in (callbacks or ())]
+        self.reads_state = any(getattr(c, "reads_state", True) for c in self.callbacks)  # copy the state per record
         self.wants_steps = any(type(c).on_step is not Callback.on_step for c in self.callbacks)
         self.last: Record | None = None
 
@@ -309,6 +321,8 @@ class ProgressBar(Callback):
         Recorded columns shown (mean over runs) next to the bar.
     """
 
+    reads_state = False  # the rows only
+
     def __init__(self, desc: str = "train", show: bool | None = None, columns: Sequence[str] = ("loss",)) -> None:
         self.desc, self.show, self.columns = desc, show, tuple(columns)
         self.bar: Any = None
@@ -351,6 +365,8 @@ class EarlyStop(Callback):
     >>> stop.on_record(Record(step=3, steps=9, rows=pd.DataFrame({"run": [0, 1], "step": 3, "loss": [0.4, 0.6]})))
     False
     """
+
+    reads_state = False  # the rows only
 
     def __init__(self, column: str, threshold: float, mode: str = "below") -> None:
         if mode not in ("below", "above"):

@@ -169,7 +169,8 @@ def fit(
         ``frame``, ``status`` and ``last_step`` per run, ``params`` (the final tensors, runs axis first; a diverged
         run's last finite iterate), ``iterates`` (with ``keep_iterates``: ``"step"`` (S,), ``"W"`` (S, R, d, d) and
         each tensor (S, R, ...) at the recorded steps), ``rule_state`` (the rule's final state, its tensors shaped as
-        the parameters) and ``extra["W"]`` (the final combined matrices, shape (R, d, d); also ``result.W``).
+        the parameters; a diverged run's as at its last finite iterate, see :meth:`TokenRuns.keep`) and
+        ``extra["W"]`` (the final combined matrices, shape (R, d, d); also ``result.W``).
 
     Raises
     ------
@@ -244,6 +245,8 @@ class TokenRuns(LoopProblem):
             )
         self.scores = token_scores(problem.X, problem.y, problem.v) if self.reads_excess else None  # fixed: once
         self.current: dict[str, torch.Tensor] = {}
+        self.previous_rule_state: list[Any] | None = None  # the rule's state before the last step, for keep
+        self.optimizer_state: dict[Any, dict[str, Any]] | None = None  # a torch optimizer's, once a run has stopped
 
     def gradient(self, step: int, records: bool) -> Gradient:
         return self.space.gradient(risk=self.reads_loss or records)
@@ -265,6 +268,8 @@ class TokenRuns(LoopProblem):
 
     def apply(self, step: int, gradient: Gradient, active: torch.Tensor) -> None:
         if self.optimizer is not None:
+            if self.optimizer_state is not None:  # a run has stopped: its optimizer state is put back after the step
+                self.optimizer_state = _copy_state(self.optimizer.state)
             _torch_step(self.optimizer, self.optimizer_params, self.space, gradient)
             return
         ctx, space = self.ctx, self.space
@@ -274,11 +279,72 @@ class TokenRuns(LoopProblem):
             X, Z, y, v, loss = space.problem
             ctx.log_excess = log_excess_risk(X, Z, y, v, space.W(), loss, scores=self.scores)
         ctx.step = step
+        # no copy: every transform's update is pure (returns new state, never writes into the old), so a reference
+        # keeps the state before this step for keep
+        self.previous_rule_state = self.rule_state
         update, self.rule_state = self.rule.step(gradient.mantissas, gradient.log_scale, self.rule_state, ctx)
         space.apply(self.rule, update)
 
     def keep(self, runs: torch.Tensor) -> None:
+        """Put ``runs`` back to their parameters and rule state before the last step (the loop's divergence policy).
+
+        Every tensor of the rule's state with the runs axis first (momentum and Adam buffers, their log-scales, the
+        flow's ``log_time`` and ``phi``) takes the runs' values from the state before the step; an entry that was
+        None then (a buffer not started yet: the run diverged on its first step) becomes the empty buffer for them,
+        0 (a per-run log-scale, shape (R,): ``-inf``, the scale of 0). A count shared by every run (Adam's or a
+        schedule's step count, a plain integer) cannot be put back per run: it keeps counting the steps of the
+        runs still going. A ``torch.optim`` optimizer's own state is copied before each step only once some run
+        has stopped (no copy on the normal path), so a diverged run keeps that state as it was after the step
+        into the bad state, and it stays so.
+
+        Parameters
+        ----------
+        runs : torch.Tensor, shape (R,), bool
+        """
         self.space.keep(runs)
+        if self.optimizer is not None:
+            if self.optimizer_state is not None:
+                _put_back_optimizer(self.optimizer.state, self.optimizer_state, runs)
+            self.optimizer_state = self.optimizer_state or {}  # from now on, copied before each step
+        elif self.previous_rule_state is not None:
+            self.rule_state = _put_back(self.previous_rule_state, self.rule_state, runs)
+
+
+def _put_back(previous: Any, current: Any, runs: torch.Tensor) -> Any:
+    """``current`` (a rule state) with the entries of ``runs`` taken from ``previous`` (see :meth:`TokenRuns.keep`)."""
+    if isinstance(current, dict):
+        return {
+            k: _put_back(previous.get(k) if isinstance(previous, dict) else None, v, runs) for k, v in current.items()
+        }
+    if isinstance(current, (list, tuple)):
+        before = previous if isinstance(previous, (list, tuple)) else [None] * len(current)
+        return type(current)(_put_back(p, c, runs) for p, c in zip(before, current))
+    if not isinstance(current, torch.Tensor) or current.dim() == 0 or current.shape[0] != runs.shape[0]:
+        return current  # shared by every run (a step count): nothing to put back per run
+    if previous is None:
+        if bool(runs.all()):
+            return None  # every run back before its first step: the state as it was
+        previous = torch.full_like(current, -math.inf if current.dim() == 1 else 0.0)  # the empty buffer
+    mask = runs.to(current.device).view(-1, *(1,) * (current.dim() - 1))
+    return torch.where(mask, previous, current)
+
+
+def _copy_state(state: Mapping[Any, Mapping[str, Any]]) -> dict[Any, dict[str, Any]]:
+    """A copy of a ``torch.optim`` optimizer's state (its tensors cloned)."""
+    return {p: {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in s.items()} for p, s in state.items()}
+
+
+def _put_back_optimizer(
+    state: Mapping[Any, dict[str, Any]], before: Mapping[Any, Mapping[str, Any]], runs: torch.Tensor
+) -> None:
+    """Write the entries of ``runs`` of ``before`` into a torch optimizer's ``state``, in place (tensors whose first
+    axis is the runs axis; a step count shared by the runs stays)."""
+    for param, entries in state.items():
+        for key, value in entries.items():
+            old = before.get(param, {}).get(key)
+            if isinstance(value, torch.Tensor) and isinstance(old, torch.Tensor) and value.dim() > 0:
+                if value.shape == old.shape and value.shape[0] == runs.shape[0]:
+                    value[runs.to(value.device)] = old[runs.to(value.device)]
 
 
 def _ordinary(result: TrainingResult) -> TrainingResult:

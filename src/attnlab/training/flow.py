@@ -271,9 +271,9 @@ def gradient_flow(
     clock: dict[str, list[torch.Tensor]] = {}
 
     def snapshot(record: Record) -> None:
-        state = record.state["rule_state"][0]
+        state = record.state["rule_state"][0]  # a copy, this step's (the loop copies the state for callbacks)
         for key, value in state.items():
-            clock.setdefault(key, []).append(value.clone())
+            clock.setdefault(key, []).append(value)
 
     rule = flow_rule(method, step, track_phi, R, tuple(data.X.shape[-3:-1]))
     result = fit(

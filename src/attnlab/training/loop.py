@@ -205,6 +205,8 @@ def run_loop(
             parts.append(part)
             if calls.callbacks:
                 view = {"status": status, **(extra_state() if extra_state is not None else {})}
+                if calls.reads_state:  # copies: later steps overwrite the live tensors (and statuses) in place
+                    view = _copied(view)
                 record = Record(problem.clock if substeps else step, planned, part, view)  # its frame built if read
                 stop = calls.record(record)
             finished = finished or (done is not None and done(gradient))  # e.g. patience, read off this record
@@ -225,6 +227,18 @@ def run_loop(
     return TrainingResult(
         frame=_frame(parts), status=status, last_step=last_step, seconds=time.perf_counter() - started
     )
+
+
+def _copied(value: Any) -> Any:
+    """``value`` with every tensor cloned and every dict, list and tuple rebuilt; other objects (a model, an
+    optimizer) as they are."""
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    if isinstance(value, dict):
+        return {k: _copied(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_copied(v) for v in value)
+    return value
 
 
 def _frame(parts: Sequence[Mapping[str, Any]]) -> pd.DataFrame:

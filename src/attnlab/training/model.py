@@ -40,7 +40,7 @@ from attnlab.optim.transforms import Rule
 from attnlab.training.engine import fit
 from attnlab.training.recording import Recorder
 from attnlab.training.result import TrainingResult
-from attnlab.training.spaces import Problem, optimal_loss
+from attnlab.training.spaces import Problem, check_optimal_loss, default_optimal_loss
 
 __all__ = ["train"]
 
@@ -73,7 +73,8 @@ def train(
     optimizer : torch.optim.Optimizer, str, OptimizerSpec or Rule
         A torch optimizer built on ``model.parameters()`` (attnlab's run through the engine; others through their
         ``step`` with a closure), an optimizer string (:mod:`attnlab.optim.spec`; Polyak's ``L*`` defaults to the
-        data's optimal loss, as in :func:`attnlab.training.batched.train`), or a :class:`~attnlab.optim.transforms.Rule`.
+        data's optimal loss, 0 for a model that trains its head, as in :func:`attnlab.training.batched.train`), or a
+        :class:`~attnlab.optim.transforms.Rule`.
         The names of the registry (:mod:`attnlab.optim.registry`), each also a ``torch.optim`` class:
 
         .. optimizers::
@@ -156,7 +157,7 @@ def train(
         progress=progress,
         trainable={k: torch.zeros((), dtype=torch.bool, device=model.W.device) for k in frozen},
     )
-    rule, state, optimizer = _rule(optimizer, tensors, frozen, in_optimizer, problem, model, loss)
+    rule, state, optimizer = _rule(optimizer, tensors, frozen, in_optimizer, problem, model)
     if rule is None:  # any other torch optimizer: through its own step, on the module's own tensors
         views = {k: t.data if batched else t.data.unsqueeze(0) for k, t in tensors.items()}
         result = run(params=views, optimizer=optimizer, optimizer_params=tensors)
@@ -202,7 +203,6 @@ def _rule(
     in_optimizer: set[int],
     problem: Problem,
     model: Any,
-    loss: str,
 ) -> tuple[Rule | None, list[Any] | None, Any]:
     """``(rule, its state, optimizer)``: the engine rule of an optimizer string, a Rule or an attnlab optimizer;
     None for any other torch optimizer, which runs through its own ``step``."""
@@ -210,10 +210,12 @@ def _rule(
     as_runs = (lambda t: t) if batched else (lambda t: t.detach().unsqueeze(0).clone())
     rule, state = None, None
     if isinstance(optimizer, (str, OptimizerSpec)):
-        v = problem.v if problem.v is not None else as_runs(model.v) if not batched else model.v
-        # no closed-form L* for a nonlinear head (Polyak then needs optimal_loss in the string)
-        target = None if isinstance(v, Head) else optimal_loss(problem.X, problem.y, v.detach(), loss=loss)
-        rule = OptimizerSpec.parse(optimizer).rule(list(tensors), optimal_loss=target)  # every name has a rule
+        # the fixed head's L*; 0 for a trained head; none for a nonlinear head (Polyak then needs optimal_loss)
+        head = problem.v if problem.v is not None else as_runs(model.v)
+        target = default_optimal_loss(problem, head, model.train_head and "v" not in frozen)
+        spec = OptimizerSpec.parse(optimizer)
+        check_optimal_loss(spec.get("optimal_loss"), problem.X.shape[0])  # a per-run L*, one per run
+        rule = spec.rule(list(tensors), optimal_loss=target)  # every name has a rule
     elif isinstance(optimizer, Rule):
         rule = optimizer
     elif isinstance(optimizer, FunctionalOptimizer):

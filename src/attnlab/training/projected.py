@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from attnlab._validation import ValidationError, check_scalar, check_tensor
+from attnlab._validation import ValidationError, check_bool, check_scalar, check_tensor
 from attnlab.metrics import entrywise_norm, metric_columns
 from attnlab.optim.mirror_descent import mirror_descent
 from attnlab.training.loop import LoopProblem, run_loop
@@ -76,7 +76,8 @@ def projected_mirror_descent(
     Raises
     ------
     ValidationError
-        When ``grad`` is not callable, ``W0`` is not finite, ``p <= 1``, ``radius <= 0`` or ``steps < 1``.
+        When ``grad`` is not callable, ``W0`` is not finite, ``p <= 1``, ``radius <= 0``, ``steps < 1``,
+        ``record_every`` is not an integer >= 1, or ``progress`` is not a bool or None.
     """
     if not callable(grad):
         raise ValidationError(f"grad must be a callable W -> gradient at W, got {type(grad).__name__}")
@@ -84,6 +85,10 @@ def projected_mirror_descent(
     check_scalar("p", p, low=1.0, low_inclusive=False)
     check_scalar("radius", radius, low=0.0, low_inclusive=False)
     check_scalar("steps", steps, kind=int, low=1)
+    if record_every is not None:
+        record_every = check_scalar("record_every", record_every, kind=int, low=1)
+    if progress is not None:
+        progress = check_bool("progress", progress)
     problem = _ProjectedMD(grad, W, p, radius, dict(metrics or {}))
     result = run_loop(problem, steps, record_every=record_every, callbacks=callbacks, progress=progress, desc="md")
     result.params = {"W": problem.W}

@@ -18,6 +18,7 @@ import torch
 
 from attnlab._validation import ValidationError, check_in, check_scalar, check_tensor
 from attnlab.metrics import metric_columns
+from attnlab.regression._checks import check_spd
 from attnlab.regression.data import RegressionProblem
 from attnlab.regression.metrics import gap_metrics
 from attnlab.regression.oracles import MonteCarloOracle
@@ -83,7 +84,7 @@ def fit(
     renormalization : {"none", "balance", "cap"}, default="none"
         Rule of spec §6.4 applied after each step.
     tau_Q : float, default=1.0
-        Bound of the "cap" rule.
+        Bound of the "cap" rule, finite and > 0.
     max_norm : float, default=1e6
         A run whose ``||V||_F`` or ``||Q||_F`` exceeds this (or turns non-finite) has blown up and is stopped.
     callbacks : sequence of attnlab.training.callbacks.Callback or callable, optional
@@ -104,7 +105,9 @@ def fit(
     Raises
     ------
     ValidationError
-        Bad shapes or settings; a regularizer or renormalization without ``covariance``; a start past ``max_norm``.
+        Bad shapes or settings; ``tau_Q`` not a finite number > 0; a covariance of the wrong shape, not finite or
+        not symmetric positive definite; a regularizer or renormalization without ``covariance``; a start past
+        ``max_norm``.
     """
     sizes: dict[str, int] = {}
     V = check_tensor("V0", V0, "Rkp", sizes).clone()
@@ -114,12 +117,15 @@ def fit(
     check_scalar("regularizer_weight", regularizer_weight, low=0.0)
     check_scalar("max_norm", max_norm, low=0.0, low_inclusive=False)
     check_in("renormalization", renormalization, RENORMALIZATIONS)
+    check_scalar(
+        "tau_Q", tau_Q, low=0.0, low_inclusive=False
+    )  # spec §6.4: the cap ||Sigma_z^1/2 Q Sigma^1/2|| <= tau_Q
     if (regularizer_weight > 0 or renormalization != "none") and covariance is None:
         raise ValidationError(
             "covariance is None, but the regularizer or the renormalization needs Sigma_hat; pass covariance="
             "X^T X / n of the training sample"
         )
-    token_covariance = covariance if token_covariance is None else token_covariance
+    covariance, token_covariance = _covariances(covariance, token_covariance, sizes)
     problem = _Algorithm1(V, Q, oracle, make_optimizer([V, Q]), metrics, max_norm)
     problem.regularizer = (regularizer_weight, covariance, token_covariance)
     problem.renormalization = (renormalization, tau_Q)
@@ -134,6 +140,23 @@ def fit(
     )
     result.params = {"V": V.detach(), "Q": Q.detach()}
     return result
+
+
+def _covariances(
+    covariance: object, token_covariance: object, sizes: dict[str, int]
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """``Sigma_hat`` (``([R,] d, d)``) and ``Sigma_z_hat`` (``([R,] p, p)``, default ``Sigma_hat``), each finite and
+    symmetric positive definite (spec §7 A1), or None; the sizes are those of ``V0`` and ``Q0``."""
+    if covariance is not None:
+        covariance = check_spd("covariance", covariance, sizes)
+    if token_covariance is not None:
+        return covariance, check_spd("token_covariance", token_covariance, sizes, letter="p")
+    if covariance is not None and sizes["p"] != sizes["d"]:
+        raise ValidationError(
+            f"token_covariance is None, so it is covariance, of size d = {sizes['d']}, but the tokens of V0 and Q0 "
+            f"have size p = {sizes['p']}; pass token_covariance of shape ([R,] {sizes['p']}, {sizes['p']})"
+        )
+    return covariance, covariance
 
 
 class _Algorithm1(LoopProblem):

@@ -18,7 +18,7 @@ a run whose loss turns non-finite can be put back to its last finite state witho
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 
@@ -39,7 +39,15 @@ from attnlab.models.functional import (
 from attnlab.models.heads import Head
 from attnlab.optim.transforms import Rule, Step, block_norms
 
-__all__ = ["Gradient", "KernelSpace", "ParamSpace", "Problem", "optimal_loss"]
+__all__ = [
+    "Gradient",
+    "KernelSpace",
+    "ParamSpace",
+    "Problem",
+    "check_optimal_loss",
+    "default_optimal_loss",
+    "optimal_loss",
+]
 
 
 class Problem(NamedTuple):
@@ -65,6 +73,57 @@ class Problem(NamedTuple):
     y: torch.Tensor
     v: torch.Tensor | None
     loss: str
+
+
+def default_optimal_loss(problem: Problem, head: Any, moves: bool) -> float | torch.Tensor | None:
+    """Polyak's ``L*`` when none is given: a fixed linear head's, 0 for a head that is trained, None for a nonlinear one.
+
+    Spec: implicit-bias-ngd §3 (``L_*`` of a fixed decoder, all attention on the optimal tokens), §4 A3 (Polyak).
+    A trained head can grow, so the ``L*`` of its initial value is no lower bound of the joint loss: a run would
+    stall at it, or be refused mid-run once its loss fell below it. 0 bounds every loss (exp, logistic) and is the
+    joint problem's infimum when the head separates the data (Fig. 3 takes ``L_* = 0`` for the same reason).
+
+    Parameters
+    ----------
+    problem : Problem
+        The runs' data and loss.
+    head : torch.Tensor of shape (R, d), Head or None
+        The head, fixed or initial.
+    moves : bool
+        Whether the head is trained (some of its entries move).
+
+    Returns
+    -------
+    float, torch.Tensor of shape (R,) or None
+        None where ``L*`` has no closed form (a nonlinear head): Polyak then needs ``optimal_loss``.
+    """
+    if moves:
+        return 0.0  # spec ngd §4 A3: L - 0 >= L - inf L, a valid Polyak gap however the head moves
+    if not isinstance(head, torch.Tensor):
+        return None  # a nonlinear head: no closed form
+    return optimal_loss(problem.X, problem.y, head.detach(), loss=problem.loss)  # spec ngd §3: the fixed head's L_*
+
+
+def check_optimal_loss(value: Any, runs: int) -> None:
+    """Refuse a per-run Polyak ``L*`` (``optimal_loss``) whose length is not the number of runs.
+
+    Parameters
+    ----------
+    value : float, torch.Tensor of shape (R,), str or None
+        The optimizer's ``optimal_loss`` as its options hold it (a number, one value per run, ``"infimum"``).
+    runs : int
+        The number of runs R.
+
+    Raises
+    ------
+    ValidationError
+        When ``value`` is a tensor of another length than ``runs``.
+    """
+    if isinstance(value, torch.Tensor) and value.dim() == 1 and value.shape[0] != runs:
+        raise ValidationError(
+            f"optimal_loss has {value.shape[0]} values for {runs} runs; pass one L* per run (shape ({runs},)) or "
+            "one number for every run"
+        )
 
 
 class Gradient(NamedTuple):
