@@ -159,7 +159,7 @@ def scaled_back(solution: ProgramSolution, scales: tuple[float, float], norm: No
     The variable and the norm scale by ``1 / (a b)``; the multipliers (the equality rows' too, whose targets do not
     scale) by ``(a b)^(-e)`` with ``e`` the norm's ``multiplier_exponent`` (2 for ``"fro"``, ``x = sum lambda A``;
     ``p`` for a finite ``p``, ``grad psi(x) = sum lambda A``; 1 for a subgradient, which does not scale); margins and
-    the KKT residual (relative) do not change.
+    the KKT residual (relative) do not change. A zero solution (``x = 0``) stays zero.
 
     Raises
     ------
@@ -173,10 +173,11 @@ def scaled_back(solution: ProgramSolution, scales: tuple[float, float], norm: No
     log_scale = math.log(a) + math.log(b)
     e = norm.multiplier_exponent  # lambda / (a b)^e, in logs
     duals, equality_duals = (_rescaled(d, e * log_scale) for d in (solution.duals, solution.equality_duals))
-    if not (np.finfo(np.float64).tiny <= value < math.inf) or not np.isfinite(duals).all():
-        exponent = math.log10(solution.norm_value) - log_scale / math.log(10)
+    zero = solution.norm_value == 0.0  # W = 0 (a finite part whose log-ratios are all 0) is 0 at every scale
+    if not (zero or np.finfo(np.float64).tiny <= value < math.inf) or not np.isfinite(duals).all():
+        size = "0" if zero else f"about 1e{math.log10(solution.norm_value) - log_scale / math.log(10):.0f}"
         raise ValidationError(
-            f"{what}: the data are separable, but the max-margin solution has norm about 1e{exponent:.0f} (or "
+            f"{what}: the data are separable, but the max-margin solution has norm {size} (or "
             f"multipliers) outside float64's range, because of the scale of the tokens (largest |x_sel - x_t| "
             f"{scales[0]:.3g}, largest |z| {scales[1]:.3g}); divide X and Z by a common factor c and the solution "
             "by c^2 (its direction does not depend on the scale)"
