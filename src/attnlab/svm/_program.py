@@ -153,13 +153,16 @@ def unit_scale(rows: np.ndarray) -> tuple[np.ndarray, float]:
     return rows / s, s
 
 
-def scaled_back(solution: ProgramSolution, scales: tuple[float, float], norm: Norm, what: str) -> ProgramSolution:
+def scaled_back(
+    solution: ProgramSolution, scales: tuple[float, float], norm: Norm, what: str, *, scale_note: str | None = None
+) -> ProgramSolution:
     """The solution of the program whose constraint vectors are ``a b`` times those solved, ``scales = (a, b)``.
 
     The variable and the norm scale by ``1 / (a b)``; the multipliers (the equality rows' too, whose targets do not
     scale) by ``(a b)^(-e)`` with ``e`` the norm's ``multiplier_exponent`` (2 for ``"fro"``, ``x = sum lambda A``;
     ``p`` for a finite ``p``, ``grad psi(x) = sum lambda A``; 1 for a subgradient, which does not scale); margins and
-    the KKT residual (relative) do not change. A zero solution (``x = 0``) stays zero.
+    the KKT residual (relative) do not change. A zero solution (``x = 0``) stays zero. ``scale_note`` replaces the
+    error message's account of the scales and the fix (default: those of ``X`` and ``Z``, ``x`` times ``c^2``).
 
     Raises
     ------
@@ -176,11 +179,14 @@ def scaled_back(solution: ProgramSolution, scales: tuple[float, float], norm: No
     zero = solution.norm_value == 0.0  # W = 0 (a finite part whose log-ratios are all 0) is 0 at every scale
     if not (zero or np.finfo(np.float64).tiny <= value < math.inf) or not np.isfinite(duals).all():
         size = "0" if zero else f"about 1e{math.log10(solution.norm_value) - log_scale / math.log(10):.0f}"
+        note = scale_note or (
+            f"largest |x_sel - x_t| {scales[0]:.3g}, largest |z| {scales[1]:.3g}; divide X and Z by a common factor "
+            "c and the solution by c^2"
+        )
         raise ValidationError(
-            f"{what}: the data are separable, but the max-margin solution has norm {size} (or "
-            f"multipliers) outside float64's range, because of the scale of the tokens (largest |x_sel - x_t| "
-            f"{scales[0]:.3g}, largest |z| {scales[1]:.3g}); divide X and Z by a common factor c and the solution "
-            "by c^2 (its direction does not depend on the scale)"
+            f"{what}: the data are separable, but the max-margin solution has norm {size} (or multipliers) outside "
+            f"float64's range, because of the scale of the tokens ({note}; its direction does not depend on the "
+            "scale)"
         )
     return replace(solution, x=solution.x / a / b, duals=duals, equality_duals=equality_duals, norm_value=value)
 
