@@ -70,6 +70,26 @@ def test_a_row_takes_its_tolerance_from_the_reading_and_refuses_another():
         claim.close(1.0, 1.04, rtol=0.2)
 
 
+def test_a_row_may_not_add_a_tolerance_beside_the_one_its_reading_declares():
+    """A reading that declares atol alone declared close()'s whole tolerance: rtol=0.5 widened it (1.4 passed)."""
+    absolute = Reading("x", "the last step", "all", "abs 1e-3", {"atol": 1e-3})
+    claim = _claim(reading=absolute)
+    with pytest.raises(ValidationError, match=r"adds rtol=0.5 to the tolerance its reading declares \(atol=0.001, "):
+        claim.close(1.0, 1.4, rtol=0.5)
+    with pytest.raises(ValidationError, match="a reading is fixed before it runs"):
+        _claim().close(1.0, 1.04, atol=0.1)  # READING declares rtol alone
+    assert claim.close(1.0, 1.0005).passed and claim.close(1.0, 1.0005, atol=1e-3).passed
+    assert not claim.close(1.0, 1.4).passed
+
+
+def test_a_reading_that_declares_no_tolerance_of_the_row_leaves_it_to_the_row():
+    """Rows whose tolerance is a locked config size or a rule computed in the run (stated in spread=) keep it."""
+    claim = _claim(reading=Reading("x", "the last step", "all", "3 standard errors (ses)", {"ses": 3}))
+    row = claim.close(1.0, 1.1, atol=0.2, spread="3 standard errors over 5 seeds (SE 0.0667)")
+    assert row.passed and "3 standard errors over 5 seeds" in row.tolerance
+    assert _claim(reading=None).close(1.0, 1.1, rtol=0.2).passed
+
+
 @pytest.mark.parametrize(
     ("row", "margin"),
     [
