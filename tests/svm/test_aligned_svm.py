@@ -3,6 +3,8 @@
 Spec: kq-nuclear-norm §4 (program (9)), §3.2, §7 item 3.
 """
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -59,3 +61,27 @@ def test_bad_bases_and_maps_are_named(aligned):
         aligned_l1_svm(data, aligned.U_K, aligned.U_Q, [0, 0])
     with pytest.raises(ValidationError, match=r"U_Q has shape \(4, 4\)"):
         aligned_l1_svm(data, aligned.U_K, torch.eye(4), aligned.pi)
+
+
+@pytest.mark.parametrize("scale", [1e-4, 1e-2, 1e2, 1e4])
+def test_program_9_is_scale_covariant(aligned, scale):
+    """beta(a X, a Z) = beta(X, Z) / a^2 for a^2 from 1e-8 to 1e8 (solved at unit scale, then scaled back); solved as
+    written, a^2 = 1e-14 read 0 >= 1 and a^2 = 1e14 was 3% off with only a warning."""
+    base = aligned_l1_svm(aligned.data, aligned.U_K, aligned.U_Q, aligned.pi)
+    data = aligned.data.with_(X=aligned.data.X * scale, Z=aligned.data.Z * scale)
+    sol = aligned_l1_svm(data, aligned.U_K, aligned.U_Q, aligned.pi)
+    np.testing.assert_allclose(sol.beta.numpy() * scale**2, base.beta.numpy(), rtol=1e-6, atol=1e-9 * base.norm_value)
+    np.testing.assert_allclose(sol.W.numpy() * scale**2, base.W.numpy(), rtol=1e-6, atol=1e-9 * base.norm_value)
+    assert sol.norm_value * scale**2 == pytest.approx(base.norm_value, rel=1e-6)
+    np.testing.assert_allclose(sol.duals.numpy() * scale**2, base.duals.numpy(), rtol=1e-6, atol=1e-9)
+    assert sol.support == base.support
+
+
+@pytest.mark.parametrize("scale", [1e-7, 1e7])
+def test_program_9_at_extreme_scales_is_solved_without_a_warning(aligned, scale):
+    base = aligned_l1_svm(aligned.data, aligned.U_K, aligned.U_Q, aligned.pi)
+    data = aligned.data.with_(X=aligned.data.X * scale, Z=aligned.data.Z * scale)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # SolverAccuracyWarning at 1e7 before the program was solved at unit scale
+        sol = aligned_l1_svm(data, aligned.U_K, aligned.U_Q, aligned.pi)
+    assert sol.norm_value * scale**2 == pytest.approx(base.norm_value, rel=1e-6)

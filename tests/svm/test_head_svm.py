@@ -90,3 +90,24 @@ def test_l1_head_svm_kkt_subgradient(any_data):
     assert np.abs(g[on] - np.sign(v[on])).max() <= TOL  # g_j = sign v_j on the support
     assert np.abs(g[~on]).max(initial=0) <= 1 + TOL  # |g_j| <= 1 off it
     assert np.abs(v).sum() == pytest.approx(sol.duals.sum().item(), rel=TOL)  # strong duality
+
+
+# l3 multipliers scale as a^-3, out of float64's range at 1e+-150 (refused: see the test below)
+_SCALED = [(p, e, a) for p, e in ((2.0, 2), (1.0, 1), (3.0, 3)) for a in (1e-150, 1e-8, 1e-5, 1e5, 1e8, 1e150)]
+
+
+@pytest.mark.parametrize("p, exponent, scale", [c for c in _SCALED if c[0] != 3.0 or 1e-100 < c[2] < 1e100])
+def test_the_head_svm_is_scale_covariant(any_data, p, exponent, scale):
+    """v(a X) = v(X) / a and lambda(a X) = lambda(X) / a^e: solved at unit scale, then scaled back. Solved as
+    written, scale 1e-8 was called infeasible, 1e-150 read 0 >= 1, and 1e5 to 1e8 gave norms off by 4% to 51x."""
+    base = head_svm(any_data, p)
+    sol = head_svm(any_data.with_(X=any_data.X * scale), p, select=any_data.optimal_tokens())
+    np.testing.assert_allclose(sol.v.numpy() * scale, base.v.numpy(), rtol=1e-6, atol=1e-9 * base.norm_value)
+    assert sol.norm_value * scale == pytest.approx(base.norm_value, rel=1e-6)
+    np.testing.assert_allclose(sol.duals.numpy() * scale**exponent, base.duals.numpy(), rtol=1e-6, atol=1e-9)
+    assert sol.support == base.support and sol.kkt_residual <= 1e-5
+
+
+def test_a_head_svm_whose_multipliers_leave_float64_says_how_to_rescale(data):
+    with pytest.raises(ValidationError, match=r"outside float64.s range.*largest \|x_sel\| .*divide X by a factor c"):
+        head_svm(data.with_(X=data.X * 1e-150), 3.0)

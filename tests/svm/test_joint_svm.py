@@ -68,3 +68,12 @@ def test_bad_selections_and_norms_are_refused_by_name():
         joint_attention_svm(data)
     with pytest.raises(ValidationError, match='norm="l1-diag" is a single-head program'):
         joint_attention_svm(data, V, norm="l1-diag")
+
+
+def test_zero_heads_are_refused_naming_select_or_values():
+    """H = 0 reached torch.stack and raised RuntimeError: stack expects a non-empty TensorList."""
+    data, _ = _data()
+    with pytest.raises(ValidationError, match=r"select has no heads \(shape \(0, 4\)\).*H >= 1"):
+        joint_attention_svm(data, select=torch.zeros(0, N, dtype=torch.int64))
+    with pytest.raises(ValidationError, match=r"values has no heads \(shape \(0, 4\)\).*H >= 1"):
+        joint_attention_svm(data, values=torch.zeros(0, D, dtype=torch.float64))

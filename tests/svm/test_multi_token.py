@@ -118,6 +118,18 @@ def test_scale_handling_matches_the_unscaled_solution():
     np.testing.assert_allclose(big.W.numpy() * 1e50, base.W.numpy(), rtol=1e-6, atol=1e-9)
 
 
+@pytest.mark.parametrize("norm", ["fro", "nuc"])
+@pytest.mark.parametrize("scale", [1e-8, 3.0, 1e8])
+def test_a_finite_part_of_zero_is_zero_at_any_data_scale(norm, scale):
+    """Log-ratios all 0 make W_fin = 0; off unit scale this crashed in the scale-back (log10 of the norm 0)."""
+    X = scale * torch.tensor([[[2.0, 0.0], [0.0, 3.0], [1.0, 1.0]]], dtype=torch.float64)
+    data = TokenSelectionData(X, Z=[[0.5, 1.0]], y=[1])
+    fin = finite_part(data, [[0, 1]], torch.zeros(1, 3, dtype=torch.float64), norm)
+    assert fin.norm_value == 0.0 and not fin.W.any() and fin.max_violation == 0.0
+    eq = svm_equivalence(data, torch.zeros(2, 2, dtype=torch.float64), sets=[[0, 1]], norm=norm)
+    assert not eq.finite.W.any() and eq.R == 0.0 and not eq.W.any()
+
+
 def test_equivalence_direction_reproduces_a_saturated_softmax():
     """W = A + 200 W_dir: inside each set the softmax is A's, outside it below e^-150 (read off by the thresholds)."""
     data = _sets_data(10)

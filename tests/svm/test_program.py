@@ -75,3 +75,12 @@ def test_max_unit_margin_is_inverse_frobenius_norm_of_the_svm(make_data, constra
 def test_max_unit_margin_is_negative_for_opposite_constraints():
     M = np.array([[1.0, 0.0], [-2.0, 0.0]])  # w_1 >= t and -2 w_1 >= t: best t is 0 at w_1 = 0
     assert program.max_unit_margin(M, "CLARABEL", what="test") == pytest.approx(0.0, abs=1e-8)
+
+
+@pytest.mark.parametrize("scales", [(3.0, 2.0), (1e-20, 1e-30), (1e40, 1e30)])
+def test_a_zero_solution_scales_back_to_zero_with_its_multipliers_scaled(scales):
+    duals = np.array([0.5, 0.0, 2.0])
+    zero = program.ProgramSolution(np.zeros((2, 2)), np.zeros(3), duals, "optimal", "CLARABEL", 0.0, 0.0)
+    back = program.scaled_back(zero, scales, as_norm("fro"), "test")
+    assert back.norm_value == 0.0 and not back.x.any()
+    np.testing.assert_allclose(back.duals, duals / (scales[0] * scales[1]) ** 2, rtol=1e-12)

@@ -70,6 +70,26 @@ def test_a_row_takes_its_tolerance_from_the_reading_and_refuses_another():
         claim.close(1.0, 1.04, rtol=0.2)
 
 
+def test_a_row_may_not_add_a_tolerance_beside_the_one_its_reading_declares():
+    """A reading that declares atol alone declared close()'s whole tolerance: rtol=0.5 widened it (1.4 passed)."""
+    absolute = Reading("x", "the last step", "all", "abs 1e-3", {"atol": 1e-3})
+    claim = _claim(reading=absolute)
+    with pytest.raises(ValidationError, match=r"adds rtol=0.5 to the tolerance its reading declares \(atol=0.001, "):
+        claim.close(1.0, 1.4, rtol=0.5)
+    with pytest.raises(ValidationError, match="a reading is fixed before it runs"):
+        _claim().close(1.0, 1.04, atol=0.1)  # READING declares rtol alone
+    assert claim.close(1.0, 1.0005).passed and claim.close(1.0, 1.0005, atol=1e-3).passed
+    assert not claim.close(1.0, 1.4).passed
+
+
+def test_a_reading_that_declares_no_tolerance_of_the_row_leaves_it_to_the_row():
+    """Rows whose tolerance is a locked config size or a rule computed in the run (stated in spread=) keep it."""
+    claim = _claim(reading=Reading("x", "the last step", "all", "3 standard errors (ses)", {"ses": 3}))
+    row = claim.close(1.0, 1.1, atol=0.2, spread="3 standard errors over 5 seeds (SE 0.0667)")
+    assert row.passed and "3 standard errors over 5 seeds" in row.tolerance
+    assert _claim(reading=None).close(1.0, 1.1, rtol=0.2).passed
+
+
 @pytest.mark.parametrize(
     ("row", "margin"),
     [
@@ -218,3 +238,53 @@ def test_a_remark_of_ours_is_counted_apart_from_the_papers_observations():
     assert "0/1 remarks of ours (no paper's) agree" in counts.describe()
     with pytest.raises(ValidationError, match="names no figure"):
         observation("Adam ends nearest the l_inf SVM", "l_inf", "l_2", False, "")  # a paper's needs its figure
+
+
+class Scaler:
+    @staticmethod
+    def scale(x):
+        return 2 * x
+
+    @classmethod
+    def make(cls, x):
+        return f"{cls.__name__}{x}"
+
+    def use(self, x):
+        return self.scale(x)
+
+
+class SubScaler(Scaler):
+    pass
+
+
+def test_a_falsified_staticmethod_stays_static_inside_the_block_and_after():
+    """getattr handed back the bare function, which went back into the class as a plain method: after the block
+    Scaler().use(1) called scale(self, 1) and raised."""
+    off = Falsifier("scale", "scale 3x", f"{__name__}:Scaler.scale", lambda f: lambda x: 3 * f(x) / 2, "mechanism")
+    with off.applied():
+        assert Scaler.scale(1) == 3 and Scaler().use(1) == 3 and SubScaler().use(2) == 6
+    assert type(Scaler.__dict__["scale"]) is staticmethod and Scaler().use(1) == 2 and Scaler.scale(1) == 2
+
+
+def test_a_falsified_classmethod_binds_each_class_inside_the_block_and_is_restored():
+    """getattr handed back the method bound to Scaler, which went back as it was: SubScaler.make said 'Scaler'."""
+    off = Falsifier("make", "make!", f"{__name__}:Scaler.make", lambda f: lambda cls, x: f(cls, x) + "!", "mechanism")
+    with off.applied():
+        assert Scaler.make(1) == "Scaler1!" and SubScaler.make(1) == "SubScaler1!"
+    assert type(Scaler.__dict__["make"]) is classmethod
+    assert Scaler.make(1) == "Scaler1" and SubScaler.make(1) == "SubScaler1"
+
+
+def test_a_falsified_inherited_method_is_removed_from_the_subclass_after_the_block():
+    off = Falsifier("use", "use + 1", f"{__name__}:SubScaler.use", lambda f: lambda self, x: f(self, x) + 1, "gross")
+    with off.applied():
+        assert SubScaler().use(1) == 3 and Scaler().use(1) == 2  # only the subclass is patched
+    assert "use" not in SubScaler.__dict__ and SubScaler.use is Scaler.use
+    inherited = Falsifier("make", "make?", f"{__name__}:SubScaler.make", lambda f: lambda c, x: f(c, x) + "?", "gross")
+    with inherited.applied():
+        assert SubScaler.make(1) == "SubScaler1?" and Scaler.make(1) == "Scaler1"
+    assert "make" not in SubScaler.__dict__ and SubScaler.make(1) == "SubScaler1"
+    with pytest.raises(ValidationError, match="nothing called"):  # restored even when the block is refused
+        with off.applied():
+            pass
+    assert "use" not in SubScaler.__dict__

@@ -38,9 +38,6 @@ _SCS_OPTIONS = {"eps_abs": 1e-9, "eps_rel": 1e-9, "max_iters": 200_000}
 _RANK_TOL = 1e-12
 # Unit-norm margins at or below this count as "not separable": solver round-off on a zero optimum is ~1e-10.
 SEPARABLE_TOL = 1e-8
-# Constraint norms |x_sel - x_t| |z_i| spread over more than this ratio are a near tie: the program is then solved
-# again, rescaled, before a non-optimal status is believed (solvers misreport infeasibility from ~1e-7 on).
-NEAR_TIE = 1e-6
 # Two token scores within this fraction of the largest |score| of their sequence are a tie (float64 rounding).
 _TIE_TOL = 1e-12
 
@@ -156,13 +153,16 @@ def unit_scale(rows: np.ndarray) -> tuple[np.ndarray, float]:
     return rows / s, s
 
 
-def scaled_back(solution: ProgramSolution, scales: tuple[float, float], norm: Norm, what: str) -> ProgramSolution:
+def scaled_back(
+    solution: ProgramSolution, scales: tuple[float, float], norm: Norm, what: str, *, scale_note: str | None = None
+) -> ProgramSolution:
     """The solution of the program whose constraint vectors are ``a b`` times those solved, ``scales = (a, b)``.
 
     The variable and the norm scale by ``1 / (a b)``; the multipliers (the equality rows' too, whose targets do not
     scale) by ``(a b)^(-e)`` with ``e`` the norm's ``multiplier_exponent`` (2 for ``"fro"``, ``x = sum lambda A``;
     ``p`` for a finite ``p``, ``grad psi(x) = sum lambda A``; 1 for a subgradient, which does not scale); margins and
-    the KKT residual (relative) do not change.
+    the KKT residual (relative) do not change. A zero solution (``x = 0``) stays zero. ``scale_note`` replaces the
+    error message's account of the scales and the fix (default: those of ``X`` and ``Z``, ``x`` times ``c^2``).
 
     Raises
     ------
@@ -176,13 +176,17 @@ def scaled_back(solution: ProgramSolution, scales: tuple[float, float], norm: No
     log_scale = math.log(a) + math.log(b)
     e = norm.multiplier_exponent  # lambda / (a b)^e, in logs
     duals, equality_duals = (_rescaled(d, e * log_scale) for d in (solution.duals, solution.equality_duals))
-    if not (np.finfo(np.float64).tiny <= value < math.inf) or not np.isfinite(duals).all():
-        exponent = math.log10(solution.norm_value) - log_scale / math.log(10)
+    zero = solution.norm_value == 0.0  # W = 0 (a finite part whose log-ratios are all 0) is 0 at every scale
+    if not (zero or np.finfo(np.float64).tiny <= value < math.inf) or not np.isfinite(duals).all():
+        size = "0" if zero else f"about 1e{math.log10(solution.norm_value) - log_scale / math.log(10):.0f}"
+        note = scale_note or (
+            f"largest |x_sel - x_t| {scales[0]:.3g}, largest |z| {scales[1]:.3g}; divide X and Z by a common factor "
+            "c and the solution by c^2"
+        )
         raise ValidationError(
-            f"{what}: the data are separable, but the max-margin solution has norm about 1e{exponent:.0f} (or "
-            f"multipliers) outside float64's range, because of the scale of the tokens (largest |x_sel - x_t| "
-            f"{scales[0]:.3g}, largest |z| {scales[1]:.3g}); divide X and Z by a common factor c and the solution "
-            "by c^2 (its direction does not depend on the scale)"
+            f"{what}: the data are separable, but the max-margin solution has norm {size} (or multipliers) outside "
+            f"float64's range, because of the scale of the tokens ({note}; its direction does not depend on the "
+            "scale)"
         )
     return replace(solution, x=solution.x / a / b, duals=duals, equality_duals=equality_duals, norm_value=value)
 
@@ -393,8 +397,8 @@ def _rescued(
 ) -> ProgramSolution | None:
     """The solution of a program the solver called infeasible, found by two equivalent, better-scaled programs.
 
-    Near ties (a selected token within ~1e-7 of another) the solution's norm is ~1/gap and the solver's absolute
-    tolerances no longer fit the program as written. (a) The variable rescaled, ``x = x' / r_min`` with ``r_min``
+    Near ties (a selected token within ~1e-4 of another, or closer) the solution's norm is ~1/gap and the solver's
+    absolute tolerances no longer fit the program as written. (a) The variable rescaled, ``x = x' / r_min`` with ``r_min``
     the smallest constraint norm: the solution is of order one. (b) Every constraint divided by its norm,
     ``M_k x / ||M_k|| >= 1 / ||M_k||``. The first whose solution meets every original constraint to the KKT
     tolerance, with a KKT residual within it, is returned; None when neither does.
@@ -452,12 +456,12 @@ def solve_margin_program(
     Raises
     ------
     InfeasibleProgramError
-        On any status other than ``optimal`` / ``optimal_inaccurate``, or a solver failure. Near ties (constraint
-        norms spread over more than ``NEAR_TIE`` to one) of a program without equality rows, two better-scaled
-        equivalent programs are tried first (:func:`_rescued`); if they fail too, the separability of the
-        constraints decides the message: :class:`SolverToleranceError` when they are separable (the solver could
-        not reach its tolerance at this scale), "infeasible" otherwise. Both messages give the smallest constraint
-        norm.
+        On any status other than ``optimal`` / ``optimal_inaccurate``, or a solver failure. For a program without
+        equality rows such a status is not believed at once, whatever the spread of the constraint norms: two
+        better-scaled equivalent programs are tried first (:func:`_rescued`); if they fail too, the separability
+        of the constraints decides the message: :class:`SolverToleranceError` when they are separable (the solver
+        could not reach its tolerance at this scale), "infeasible" otherwise. Both messages give the smallest
+        constraint norm.
     """
     norm = as_norm(norm)
     value, mu, nu, status = _solve(M, shape, norm, solver, what, equalities=equalities, cache=cache)
@@ -468,7 +472,9 @@ def solve_margin_program(
     r = np.linalg.norm(M, axis=1)
     spread = float(r.min() / r.max()) if r.size and r.max() > 0 else 1.0
     sizes = describe_sizes(M, shape) + ("" if equalities is None else f" and {len(equalities.E)} equalities")
-    if spread <= NEAR_TIE and equalities is None:
+    # Whatever the spread: solvers misreport infeasibility at spreads of 1e-5 as well as 1e-8 (only failures pay);
+    # a zero row (0 >= 1) is infeasible as it stands.
+    if equalities is None and r.size and r.min() > 0:
         rescued = _rescued(M, shape, norm, solver, what, cache)
         if rescued is not None:
             warn_if_inaccurate(rescued, norm, what)
@@ -479,8 +485,7 @@ def solve_margin_program(
                 f"{what}: solver {solver} says {status} ({sizes}, solver {solver}), but the constraints are "
                 f"separable (unit-norm margin {margin:.3g} of the normalised constraints): the solver cannot reach "
                 f"its tolerance at this scale. The smallest constraint |x_sel - x_t| |z_i| is {spread:.3g} of the "
-                f"largest (a near tie); try norm='fro' with method='dual', the other solver, or move the near-tied "
-                "tokens apart"
+                f"largest; try norm='fro' with method='dual', the other solver, or move near-tied tokens apart"
             )
     raise InfeasibleProgramError(
         f"{what} is {status} ({sizes}, solver {solver}); likely cause: {cause}. Smallest constraint "

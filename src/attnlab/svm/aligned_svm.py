@@ -17,7 +17,9 @@ from attnlab.svm._program import (
     constraint_pairs,
     refuse_empty_constraints,
     resolve_select,
+    scaled_back,
     solve_margin_program,
+    unit_scale,
 )
 from attnlab.svm.norms import lp
 from attnlab.svm.result import AttentionSVMResult, svm_result
@@ -62,7 +64,8 @@ def aligned_l1_svm(
     Raises
     ------
     ValidationError
-        On non-orthogonal bases, a ``pi`` that is not injective or out of range.
+        On non-orthogonal bases, a ``pi`` that is not injective or out of range; when the data are so far from
+        unit scale that ``beta`` leaves float64's range (the program is solved at unit scale and scaled back).
     InfeasibleProgramError
         When (9) is infeasible (a non-selected token at least as aligned with ``z_i`` as the selected one).
 
@@ -93,12 +96,15 @@ def aligned_l1_svm(
     coefficient = np.sign(np.sum(x_sel * Z[i], axis=1)) * np.sum((x_sel - X[i, t]) * Z[i], axis=1)  # spec §4 (9)
     M = np.zeros((len(pairs), data.d))
     M[np.arange(len(pairs)), pi_arr[i]] = coefficient  # spec kq-nuclear-norm §4 (9): b_il = c_il e_pi(i)
+    M, scale = unit_scale(M)  # solved at unit scale (data of scale 1e-4 or 1e4 defeat the solver's tolerances)
     refuse_empty_constraints(
         M, [f"(i={a}, t={b})" for a, b in pairs], "<x_sel - x_t, z_i> = 0 or <x_sel, z_i> = 0 for that token"
     )
     what = f"aligned l1 program (9) (n={data.n}, T={data.T}, d={data.d})"
     cause = "some non-selected token is at least as aligned with the query as the selected token (c_il <= 0)"
     solution = solve_margin_program(M, (data.d,), lp(1.0), solver, what=what, cause=cause)
+    note = f"largest |<x_sel - x_t, z_i>| {scale:.3g}; divide X and Z by a common factor c and the solution by c^2"
+    solution = scaled_back(solution, (scale, 1.0), lp(1.0), what, scale_note=note)  # beta(a X, b Z) = beta / (a b)
     W = bases["U_K"] @ np.diag(solution.x) @ bases["U_Q"].T  # spec §4: W_inf = U_K diag(beta) U_Q^T
     return svm_result(solution, W, torch.from_numpy(solution.x.copy()), pairs, data, select_t, "l1-aligned")
 

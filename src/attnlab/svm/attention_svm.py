@@ -99,10 +99,11 @@ def attention_svm(
     ------
     InfeasibleProgramError
         When the program is infeasible (the message names the status, the sizes, the likely cause and the smallest
-        constraint ``|x_sel - x_t| |z_i|``) or the solver fails. Near ties (a selected token within ~1e-7 of
-        another) a status other than optimal is not believed at once: rescaled programs, and for ``"fro"`` the
-        exact dual, are tried first; :class:`~attnlab.svm.SolverToleranceError` (a subclass) says when the
-        constraints are separable but no solve reached the tolerance.
+        constraint ``|x_sel - x_t| |z_i|``) or the solver fails. A status other than optimal is not believed at
+        once (solvers misreport near ties, a selected token within ~1e-4 of another or closer, as infeasible):
+        rescaled programs, and for ``"fro"`` the exact dual, are tried first;
+        :class:`~attnlab.svm.SolverToleranceError` (a subclass) says when the constraints are separable but no
+        solve reached the tolerance.
     ValidationError
         On a bad ``norm`` (e.g. ``p < 1``), ``solver``, ``method`` or ``select``.
 

@@ -18,7 +18,9 @@ from attnlab.svm._program import (
     max_violation,
     refuse_empty_constraints,
     resolve_select,
+    scaled_back,
     solve_margin_program,
+    unit_scale,
 )
 from attnlab.svm.norms import FRO, check_p, lp
 
@@ -93,7 +95,8 @@ def head_svm(
     InfeasibleProgramError
         When no head separates the selected tokens by label (e.g. one token selected with both labels).
     ValidationError
-        On ``p < 1``, a bad solver or selection.
+        On ``p < 1``, a bad solver or selection; when the data are so far from unit scale that the solution or its
+        multipliers leave float64's range (the program is solved at unit scale and scaled back).
 
     Examples
     --------
@@ -110,15 +113,19 @@ def head_svm(
     select_t = resolve_select(data, select)
     idx = torch.arange(data.n)
     M = (data.y[:, None] * data.X[idx, select_t]).numpy()  # spec implicit-bias-ngd §5: y_i x_{i,opt}^T u >= 1, (n, d)
+    M, scale = unit_scale(M)  # solved at unit scale (data of scale 1e-8 or 1e8 defeat the solver's tolerances)
     refuse_empty_constraints(M, [f"(i={i})" for i in range(data.n)], "the selected token of that sequence is zero")
     what = f"head SVM (p={p}, n={data.n}, d={data.d})"
     cause = "the selected tokens are not linearly separable by their labels (e.g. one token selected with both labels)"
-    solution = solve_margin_program(M, (data.d,), FRO if p == 2.0 else lp(p), solver, what=what, cause=cause)
+    norm = FRO if p == 2.0 else lp(p)
+    solution = solve_margin_program(M, (data.d,), norm, solver, what=what, cause=cause)
+    note = f"largest |x_sel| {scale:.3g}; divide X by a factor c and the solution by c"
+    solution = scaled_back(solution, (scale, 1.0), norm, what, scale_note=note)  # v(a X) = v(X) / a
     return HeadSVMResult(
         v=torch.from_numpy(solution.x.copy()),
         status=solution.status,
         margin=float(solution.constraint_values.min()),
-        norm_value=float(np.linalg.norm(solution.x, ord=p)),
+        norm_value=solution.norm_value,  # ||v||_p, scaled back in logs (|v|^p of a 1e-150 v underflows)
         support=tuple(int(i) for i in np.flatnonzero(active(solution.constraint_values))),
         duals=torch.from_numpy(solution.duals.copy()),
         kkt_residual=solution.kkt_residual,

@@ -83,6 +83,11 @@ def _selection(data: TokenSelectionData, values: Any, select: Any) -> torch.Tens
                 f"select must hold one token index per head and sequence, shape (H, {data.n}), got "
                 f"{tuple(chosen.shape)} of {chosen.dtype}; pass e.g. [[0] * n, [1] * n] for two heads"
             )
+        if chosen.shape[0] == 0:
+            raise ValidationError(
+                f"select has no heads (shape (0, {data.n})); pass one row of token indices per head, shape "
+                f"(H, {data.n}) with H >= 1, e.g. [[0] * n] for one head"
+            )
         return chosen.to(torch.int64)
     if values is None:
         raise ValidationError(
@@ -92,6 +97,11 @@ def _selection(data: TokenSelectionData, values: Any, select: Any) -> torch.Tens
     heads = values if isinstance(values, SummedHeads) else SummedHeads(values)
     if heads.values.dim() != 2 or heads.d != data.d:
         raise ValidationError(f"values has shape {tuple(heads.values.shape)}, expected (H, {data.d})")
+    if heads.values.shape[0] == 0:
+        raise ValidationError(
+            f"values has no heads (shape (0, {data.d})); pass the output v_h of each head, shape (H, {data.d}) with "
+            "H >= 1"
+        )
     return heads.scores(data.X, data.y).argmax(dim=-1)  # spec ngd §1 per head: opt_{h,i}
 
 
@@ -129,7 +139,8 @@ def joint_attention_svm(
         When a head's selection cannot be separated; the message names the head, and for a tie (a constraint
         ``0 >= 1``) the sequence and token, e.g. ``head 1: ... (i=2, t=0)``.
     ValidationError
-        On a bad ``norm`` (``"l1-diag"`` and token sets are single-head programs), ``select`` or ``values``.
+        On a bad ``norm`` (``"l1-diag"`` and token sets are single-head programs), ``select`` or ``values`` (no
+        heads, ``H = 0``, included).
 
     Notes
     -----

@@ -199,15 +199,29 @@ class Claim:
             kwargs = {**kwargs, "spread": self.reading.tolerance}
         return kwargs
 
-    def _declared(self, name: str, given: Any, default: Any) -> Any:
-        """A row method's tolerance keyword: the reading's value, which a call may repeat but not change."""
-        declared = self.reading.params.get(name) if self.reading is not None else None
+    def _declared(self, name: str, given: Any, default: Any, row: tuple[str, ...] = ()) -> Any:
+        """A row method's tolerance keyword: the reading's value, which a call may repeat but not change.
+
+        ``row`` names all the tolerance keywords of the row method (``("rtol", "atol")`` for :meth:`close`): when the
+        reading declares any of them, it declares the row's whole tolerance, and a call may not add another one.
+        A reading that declares none of them leaves the tolerance to the row (a config size its ``sizes`` lock, or
+        a rule computed in the run and stated in ``spread``).
+        """
+        params = self.reading.params if self.reading is not None else {}
+        declared = params.get(name)
         if given is None:
             return default if declared is None else declared
         if declared is not None and given != declared:
             raise ValidationError(
                 f"claim {self.claim!r}: the row uses {name}={given!r} but its reading declares {declared!r}; a reading "
                 "is fixed before it runs (change it with a Revision that keeps the old one)"
+            )
+        fixed = {key: params[key] for key in row if params.get(key) is not None}
+        if declared is None and fixed:
+            shown = ", ".join(f"{key}={value!r}" for key, value in fixed.items())
+            raise ValidationError(
+                f"claim {self.claim!r}: the row adds {name}={given!r} to the tolerance its reading declares ({shown}, "
+                f"no {name}); a reading is fixed before it runs (declare {name} with a Revision that keeps the old one)"
             )
         return given
 
@@ -223,7 +237,8 @@ class Claim:
         measured : float
             The run's value; NaN fails.
         rtol, atol : float, optional
-            Relative and absolute tolerances (not both 0); default: the reading's ``params``, else 0.
+            Relative and absolute tolerances (not both 0); default: the reading's ``params``, else 0. A reading that
+            declares either declares both: a call may repeat a declared value, never change it or add the other.
         **kwargs
             ``spread`` (see :func:`check_close`) and ``support`` (see :class:`Check`).
 
@@ -231,8 +246,15 @@ class Claim:
         -------
         Check
             The row, with this claim's text, source, kind, result, falsifiers, id and finding.
+
+        Raises
+        ------
+        ValidationError
+            When ``rtol`` or ``atol`` differs from the reading's, or is given where the reading declares only the
+            other: a reading is fixed before it runs.
         """
-        rtol, atol = self._declared("rtol", rtol, 0.0), self._declared("atol", atol, 0.0)
+        row = ("rtol", "atol")  # a reading that declares one declares the row's whole tolerance
+        rtol, atol = self._declared("rtol", rtol, 0.0, row), self._declared("atol", atol, 0.0, row)
         kwargs = self._spread(kwargs)
         return check_close(self.claim, predicted, measured, rtol, self.source, atol=atol, **kwargs, **self.tags)
 

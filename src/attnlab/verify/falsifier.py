@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
+import inspect
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -39,7 +40,7 @@ class Falsifier:
     target : str
         ``"package.module:attribute"`` (dotted attributes allowed after the colon, e.g. ``"mod:Class.method"``).
     wrap : callable
-        ``wrap(original) -> replacement``.
+        ``wrap(original) -> replacement`` (for a classmethod, ``original`` is the function of ``cls``).
     kind : {"mechanism", "reference", "gross"}
         What it changes. ``"mechanism"``: the optimizer, the data model, the model or the algorithm a theorem is
         about, as a real bug could (a halved gradient, a wrong mirror exponent, a temperature); every theory claim
@@ -83,6 +84,11 @@ class Falsifier:
         replacement (a function, or a class: it is then subclassed) counts its calls, and a block that ends without
         calling it raises. A replacement that is not callable (a constant) cannot be counted.
 
+        A ``staticmethod`` or ``classmethod`` target stays one: ``wrap`` gets the function inside it (for a
+        classmethod, the function of ``cls``: ``lambda make: lambda cls, x: make(cls, x) + 1``) and the replacement
+        is decorated alike. On leaving, the owner's own attribute is put back as it was (the decorator object
+        itself), and an attribute the owner only inherited is deleted from it again.
+
         Yields
         ------
         None
@@ -99,14 +105,16 @@ class Falsifier:
         *parents, attribute = path.split(".")
         for part in parents:
             owner = getattr(owner, part)
-        original = getattr(owner, attribute)
+        saved = _own_value(owner, attribute)
         calls = [0]
-        replacement = _counting(self.wrap(original), calls)
-        setattr(owner, attribute, replacement)
+        replacement = _install(owner, attribute, self.wrap, calls)
         try:
             yield
         finally:
-            setattr(owner, attribute, original)
+            if saved is _MISSING:
+                delattr(owner, attribute)  # inherited or dynamic: the owner's base (or __getattr__) answers again
+            else:
+                setattr(owner, attribute, saved)  # the raw value: a staticmethod / classmethod stays one
         if callable(replacement) and calls[0] == 0:
             raise ValidationError(
                 f"falsifier {self.name!r} replaced {self.target} but nothing called the replacement while it was "
@@ -114,6 +122,39 @@ class Falsifier:
                 "imported under another module, an experiment defined in a script run as __main__ whose module is "
                 "imported a second time); set target to the module where the run looks it up"
             )
+
+
+_MISSING = object()  # the owner had no attribute of its own: it is deleted again on leaving the block
+
+
+def _own_value(owner: Any, attribute: str) -> Any:
+    """What ``applied`` puts back: the raw entry of the owner's own ``__dict__`` (a ``staticmethod`` object, not the
+    function it hands out), ``_MISSING`` when the owner only inherits it (or makes it in ``__getattr__``), the plain
+    value for an owner without a ``__dict__`` (slots)."""
+    own = getattr(owner, "__dict__", None)
+    if own is None:
+        return getattr(owner, attribute)
+    return own.get(attribute, _MISSING)
+
+
+def _install(owner: Any, attribute: str, wrap: Callable[[Any], Any], calls: list[int]) -> Any:
+    """Set ``owner.attribute`` to the counted ``wrap(original)`` and return the counted replacement.
+
+    On a class whose attribute is a ``staticmethod`` or ``classmethod`` (found with ``inspect.getattr_static``, its
+    own or inherited), ``wrap`` gets the function inside it (for a classmethod, the function of ``cls``) and the
+    replacement is put back in the same decorator, so that calls through the class and its instances bind as before.
+    """
+    try:
+        raw = inspect.getattr_static(owner, attribute)
+    except AttributeError:  # made by a module's or a class's __getattr__
+        raw = None
+    decorator = type(raw) if isinstance(owner, type) and isinstance(raw, staticmethod | classmethod) else None
+    made = wrap(getattr(owner, attribute) if decorator is None else raw.__func__)
+    if isinstance(made, staticmethod | classmethod):  # wrap re-decorated it itself: count the function inside
+        decorator, made = type(made), made.__func__
+    replacement = _counting(made, calls)
+    setattr(owner, attribute, decorator(replacement) if decorator and callable(replacement) else replacement)
+    return replacement
 
 
 def _counting(replacement: Any, calls: list[int]) -> Any:

@@ -52,7 +52,8 @@ class Reading:
     params : mapping of str to number, str or tuple, default={}
         The numbers the run reads from the reading (``claim.param("rtol")``): tolerances, window fractions, grids.
         A row method of :class:`~attnlab.verify.Claim` takes a tolerance keyword it is not given (``rtol``, ``atol``,
-        ``tol``, ``margin``, ``min_decades``, ``k``) from here, and refuses one that differs from it.
+        ``tol``, ``margin``, ``min_decades``, ``k``) from here, and refuses one that differs from it, or one that
+        adds to a tolerance declared here (``rtol`` beside a declared ``atol``).
     sizes : tuple of str, optional
         The config fields whose values (full and quick) the reading depends on; they enter the lock's digest, so
         changing a size is a revision too. ``None`` (the default): every field of the experiment's config.
