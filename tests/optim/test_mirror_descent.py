@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import mpmath
 import numpy as np
 import pytest
 import scipy.optimize
 import torch
 
+from attnlab._numerics import mirror_map
 from attnlab._validation import ValidationError
 from attnlab.metrics import entrywise_norm
 from attnlab.optim import MirrorDescent, NormalizedGD, mirror_descent, norm_growth_bounds
+from attnlab.optim import transforms as tx
+from attnlab.optim.mirror_descent import FLOAT64_EPS, md_rule
 
 
 def random_tensors(seed, shapes=((3, 3), (3,))):
@@ -128,3 +132,75 @@ def test_norm_growth_bounds_hold_for_any_gradient_and_are_equalities_along_the_m
 def test_norm_growth_bounds_refuse_mismatched_shapes_by_name():
     with pytest.raises(ValidationError, match=r"W and grad must be matrices of one shape \(\.\.\., d, d\)"):
         norm_growth_bounds(torch.ones(2, 2), torch.ones(3, 3), lr=0.1, p=2.0)
+
+
+def mp_dual_norm(G: torch.Tensor, q: float) -> float:
+    """``||G||_q`` in 60-digit mpmath from the entries themselves (no rescaling), rounded once to float64."""
+    with mpmath.workdps(60):
+        q_mp = mpmath.mpf(q)
+        total = mpmath.fsum(abs(mpmath.mpf(x)) ** q_mp for x in G.reshape(-1).tolist())
+        return float(total ** (1 / q_mp))
+
+
+SCALES = [1e-300, 1e-200, 1e-100, 1e-30, 1e-10, 1e-4, 1e-3, 1.0, 1e3, 1e30, 1e100, 1e200, 1e300]
+
+
+@pytest.mark.parametrize("p", [1.01, 1.1, 1.5, 2.0, 3.0])
+def test_normalized_dual_step_is_right_at_any_gradient_scale(p):
+    # spec §4: the dual step is -eta G / (||G||_q + eps) at any size of G; q = p/(p-1) is 101 at p = 1.01, where the
+    # plain ||G||_q overflowed (no step) from |G| ~ 1e3 and underflowed (W to +-inf) below |G| ~ 6e-4
+    W, G = random_tensors(0, shapes=((3, 4),))[0], random_tensors(1, shapes=((3, 4),))[0]
+    q = p / (p - 1.0)
+    for scale in SCALES:
+        grad = G * scale
+        new = mirror_descent([W], [grad], lr=0.1, p=p, normalized=True)[0]
+        assert bool(torch.isfinite(new).all()), f"scale {scale:g}"
+        expected = -0.1 * grad / (mp_dual_norm(grad, q) + FLOAT64_EPS)
+        dual = mirror_map(new, p) - mirror_map(W, p)  # the step the rule took, read back in the dual space
+        # pow and its inverse round-trip to ~1e-15 relative (1/(p-1) = 100 amplifies it in W, not in the dual)
+        torch.testing.assert_close(dual, expected, rtol=0, atol=1e-13, msg=f"scale {scale:g}")
+
+
+@pytest.mark.parametrize("p", [1.01, 1.1, 1.5, 2.0, 3.0])
+def test_the_dual_norm_of_true_gradients_is_exact_from_1e_minus_300_to_1e300_per_run(p):
+    # runs at wildly different scales in one call: each run is rescaled on its own (no shared scale, no host sync)
+    q = p / (p - 1.0)
+    G = random_tensors(1, shapes=((3, 4),))[0]
+    # 1e-29, 1e-105, 1e-158, 1e-210: largest |entry|^q subnormal at p = 1.1, 1.5, 2, 3 (the plain sum kept few bits)
+    scales = [1e-300, 1e-210, 1e-158, 1e-150, 1e-105, 1e-40, 1e-29, 1e-3, 1.0, 1e40, 1e150, 1e300]
+    grads = torch.stack([G * s for s in scales] + [torch.zeros_like(G)])
+    norms = tx.Context(params=[grads], run_dims=1).block_norms([grads, 2 * grads], [0, 1], q, rescue=True)
+    for k, scale in enumerate(scales):
+        expected = mp_dual_norm(G * scale, q)
+        assert abs(float(norms[0][k]) - expected) <= 1e-13 * expected, f"scale {scale:g}"
+        assert abs(float(norms[1][k]) - 2 * expected) <= 2e-13 * expected, f"scale {scale:g}"
+    assert float(norms[0][-1]) == 0.0  # a zero gradient: norm 0, no 0 / 0
+    assert torch.equal(norms[0][8], torch.linalg.vector_norm(grads[8], q))  # runs in range keep the plain bits
+    empty = tx.block_norms([torch.zeros(2, 0, 3)], None, 1, q, rescue=True)[0]  # no entries: norm 0, as the plain one
+    assert torch.equal(empty, torch.zeros(2, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("p", [1.01, 1.1, 1.5, 2.0, 3.0])
+def test_the_torch_optim_class_is_right_at_a_scale_where_the_plain_norm_overflowed(p):
+    W0, G = random_tensors(0, shapes=((3, 4),))[0], random_tensors(1, shapes=((3, 4),))[0]
+    W = torch.nn.Parameter(W0.clone())
+    optimizer = MirrorDescent([W], lr=0.1, p=p, normalized=True)
+    W.grad = G * 1e300
+    optimizer.step()
+    torch.testing.assert_close(W.data, mirror_descent([W0], [G], lr=0.1, p=p, normalized=True)[0], rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("p", [1.01, 1.1, 1.5, 2.0, 3.0])
+def test_an_ordinary_step_is_bit_identical_to_the_plain_norm(p):
+    # the rescue only replaces norms that left float64's normal range: experiments' results keep every bit
+    params, grads = random_tensors(2, shapes=((2, 3, 3), (2, 3))), random_tensors(3, shapes=((2, 3, 3), (2, 3)))
+    q = p / (p - 1.0)
+    for g in grads:
+        plain = torch.linalg.vector_norm(g, q, dim=tuple(range(1, g.dim())))
+        assert torch.equal(tx.Context(params=params, run_dims=1).block_norms([g], None, q, rescue=True)[0], plain)
+    new = mirror_descent(params, grads, lr=[0.1, 0.2], p=p, normalized=True, run_dims=1)
+    rule = md_rule([0.1, 0.2], [p, p], [True, True], [FLOAT64_EPS, FLOAT64_EPS])
+    ctx = tx.Context(params=params, run_dims=1, norms=lambda t, b, o: tx.block_norms(t, b, 1, o))  # before the fix
+    step, _ = rule.step(grads, torch.zeros(2, dtype=torch.float64), rule.init(params), ctx)
+    for a, b in zip(new, rule.apply(params, step)):
+        assert torch.equal(a, b)

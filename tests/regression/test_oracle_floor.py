@@ -47,6 +47,21 @@ def test_gap_metrics_are_the_closed_form_and_the_projection(problem, params):
     torch.testing.assert_close(metrics["dist"]({"V": V, "Q": Q}), project(V, Q, problem.W_star, problem.Sigma).distance)
 
 
+def test_joint_gap_metrics_use_the_problems_noise_and_match_the_closed_form(problem):
+    # spec §10.1: the joint Sigma_z has sigma^2 I_k in its corner, so the gap must be taken with the problem's sigma
+    gen = torch.Generator().manual_seed(1)
+    p = problem.d + problem.k
+    V = torch.randn(2, problem.k, p, generator=gen, dtype=torch.float64)
+    Q = torch.randn(2, p, problem.d, generator=gen, dtype=torch.float64)
+    metrics = gap_metrics(problem, "joint")
+    expected = population_excess_loss(V, Q, problem.Sigma, problem.W_star, problem.noise_std, tokens="joint")
+    assert torch.equal(metrics["gap"]({"V": V, "Q": Q}), expected)
+    Sigma_z = problem.token_covariance("joint")
+    torch.testing.assert_close(
+        metrics["dist"]({"V": V, "Q": Q}), project(V, Q, problem.W_star, problem.Sigma, Sigma_z).distance
+    )
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [({"runs": 0}, "runs"), ({"scale": -1.0}, "scale"), ({"seed": 1.5}, "seed")],

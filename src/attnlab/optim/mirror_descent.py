@@ -75,10 +75,13 @@ def mirror_descent(
 def md_rule(lr: list, p: list, normalized: list, eps: list) -> tx.Rule:
     """The chain of l_p mirror descent: dual-norm normalisation per tensor (optional), ``eta``, the mirror map.
 
-    Spec: mirror-descent-lp §4 (``G / (||G||_q + eps)``, ``q = p / (p - 1)``), §3 (mirror map).
+    Spec: mirror-descent-lp §4 (``G / (||G||_q + eps)``, ``q = p / (p - 1)``), §3 (mirror map). The dual norm of a
+    true gradient is taken rescaled where its plain form over- or underflows (``q = 101`` at ``p = 1.01``: from
+    ``|G| ~ 1e3`` it was ``inf`` and the step 0, below ``|G| ~ 6e-4`` it was 0 and ``W`` went to ``+-inf``).
     """
     q = [p_i / (p_i - 1.0) for p_i in p]
-    return tx.Rule((tx.normalize("tensor", ord=q, eps=eps, enabled=normalized), tx.scale_by_lr(lr)), mirror_p=p)
+    normalize = tx.normalize("tensor", ord=q, eps=eps, enabled=normalized, rescue=True)  # md §4: ||G||_q any size
+    return tx.Rule((normalize, tx.scale_by_lr(lr)), mirror_p=p)
 
 
 def norm_growth_bounds(

@@ -33,8 +33,11 @@ def gap_metrics(problem: RegressionProblem, tokens: str = "covariates") -> dict[
     tokens = check_tokens(tokens)
     Sigma_z = problem.token_covariance(tokens)
     return {
-        "gap": Metric(
-            "gap", lambda s: population_excess_loss(s["V"], s["Q"], problem.Sigma, problem.W_star, tokens=tokens)
+        "gap": Metric(  # spec §3.3, §10.1: the joint Sigma_z holds sigma^2 I_k, so it needs the problem's sigma
+            "gap",
+            lambda s: population_excess_loss(
+                s["V"], s["Q"], problem.Sigma, problem.W_star, problem.noise_std, tokens=tokens
+            ),
         ),
         "dist": Metric("dist", lambda s: project(s["V"], s["Q"], problem.W_star, problem.Sigma, Sigma_z).distance),
     }

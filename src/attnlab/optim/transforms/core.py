@@ -47,7 +47,12 @@ class Step(NamedTuple):
 
 
 def block_norms(
-    tensors: Sequence[torch.Tensor], blocks: Sequence[Hashable] | None = None, run_dims: int = 0, ord: float = 2.0
+    tensors: Sequence[torch.Tensor],
+    blocks: Sequence[Hashable] | None = None,
+    run_dims: int = 0,
+    ord: float = 2.0,
+    *,
+    rescue: bool = False,
 ) -> list[torch.Tensor]:
     r"""Entrywise l_ord norm of the block each tensor belongs to, per run; one float64 tensor per tensor.
 
@@ -60,6 +65,14 @@ def block_norms(
     run_dims : int, default=0
         Leading axes that index independent runs; each run gets its own norm.
     ord : float, default=2
+    rescue : bool, default=False
+        Where a run's plain norm overflows to ``inf``, or underflows (to 0, or through subnormal numbers that keep
+        few bits) although its entries are finite and not all zero (``ord`` in the hundreds for l_p mirror descent
+        with ``p`` near 1, or true gradients far from 1), take it as ``s ||t / s||_ord`` with ``s`` the largest
+        ``|entry|`` instead; elsewhere the plain norm is kept to the bit. It costs a check of each norm on the CPU
+        and two more passes over each tensor, with no host sync, on an accelerator; l_p mirror descent's dual-norm
+        normalisation asks for it on true gradients (:meth:`Context.block_norms`), the engine's mantissas (largest
+        entry about 1) go without.
 
     Returns
     -------
@@ -68,16 +81,22 @@ def block_norms(
     labels = [0] * len(tensors) if blocks is None else list(blocks)
     if len(labels) != len(tensors):
         raise ValidationError(f"blocks has {len(labels)} labels for {len(tensors)} tensors; pass one per tensor")
+    norm = _rescued_norm if rescue else _tensor_norm
     if len(tensors) == 1:  # one tensor, one block: its own norm (the step of a single-tensor model)
-        return [_tensor_norm(tensors[0], run_dims, ord)]
+        return [norm(tensors[0], run_dims, ord)]
     members: dict[Hashable, list[torch.Tensor]] = {}
     for label, tensor in zip(labels, tensors):
-        members.setdefault(label, []).append(_tensor_norm(tensor, run_dims, ord))
+        members.setdefault(label, []).append(norm(tensor, run_dims, ord))
     norms = {
-        label: parts[0] if len(parts) == 1 else torch.linalg.vector_norm(torch.stack(parts), ord, dim=0)
+        label: parts[0] if len(parts) == 1 else (_rescued_stack(parts, ord) if rescue else _stacked(parts, ord))
         for label, parts in members.items()
     }
     return [norms[label] for label in labels]
+
+
+def _stacked(parts: list[torch.Tensor], ord: float) -> torch.Tensor:
+    """The l_ord norm of the per-tensor norms of one block, per run (the plain form, as the engine takes it)."""
+    return torch.linalg.vector_norm(torch.stack(parts), ord, dim=0)
 
 
 def _tensor_norm(tensor: torch.Tensor, run_dims: int, ord: float) -> torch.Tensor:
@@ -85,6 +104,43 @@ def _tensor_norm(tensor: torch.Tensor, run_dims: int, ord: float) -> torch.Tenso
     dims = tuple(range(run_dims, tensor.dim()))
     part = torch.linalg.vector_norm(tensor, ord, dim=dims) if dims else tensor.abs()
     return part if part.dtype == torch.float64 else part.to(torch.float64)
+
+
+def _rescued_norm(tensor: torch.Tensor, run_dims: int, ord: float) -> torch.Tensor:
+    """:func:`_tensor_norm` with :func:`_rescue`: exact at any size of the entries."""
+    dims = tuple(range(run_dims, tensor.dim()))
+    return _rescue(_tensor_norm(tensor, run_dims, ord), tensor, dims, ord)
+
+
+def _rescued_stack(parts: list[torch.Tensor], ord: float) -> torch.Tensor:
+    """:func:`_stacked` with :func:`_rescue`: one block's norm from its tensors' norms, exact at any size."""
+    stack = torch.stack(parts)
+    return _rescue(torch.linalg.vector_norm(stack, ord, dim=0), stack, (0,), ord)
+
+
+def _rescue(plain: torch.Tensor, tensor: torch.Tensor, dims: tuple[int, ...], ord: float) -> torch.Tensor:
+    """``plain`` (the l_ord norm of ``tensor`` over ``dims``, float64), taken again as ``s ||tensor / s||_ord`` with
+    ``s`` the largest ``|entry|`` in the runs where the plain sum of ``|entry|^ord`` left the normal range (``inf``, or
+    ``s^ord`` below the smallest normal number, where it lost bits or all of them) although the entries are finite
+    and not all zero; bit for bit ``plain`` elsewhere. On an accelerator it runs with no host sync (both forms, then
+    ``torch.where``); on the CPU it looks at the entries again only when ``plain`` is near the ends of the range.
+
+    Spec: mirror-descent-lp §4 (``||G||_q`` with ``q = p / (p - 1)`` in the hundreds for ``p`` near 1); the same
+    rescaling as :func:`attnlab.geometry._unit_scale` and :func:`~attnlab.optim.transforms.steepest`.
+    """
+    if not dims or not 0 < ord < math.inf or tensor.numel() == 0:  # |entry| and max |entry| are exact at any size
+        return plain
+    normal = torch.finfo(tensor.dtype).tiny ** (1.0 / ord)  # below it, s^ord is subnormal or 0
+    if tensor.device.type == "cpu":  # nothing waits on the CPU: skip both passes where s >= plain / n^(1/ord) >= normal
+        bound = normal * (tensor.numel() // plain.numel()) ** (1.0 / ord)
+        if bool(((plain > bound) & (plain < math.inf)).all()):
+            return plain
+    largest = torch.linalg.vector_norm(tensor, math.inf, dim=dims, keepdim=True)  # s; nan or inf: left as is
+    fell = plain.view(largest.shape)
+    lost = ((largest > 0) & (largest < normal)) | ((fell == math.inf) & (largest < math.inf))
+    unit = torch.where(lost, largest, 1.0)  # 1 where the plain norm stands: no 0 / 0, nothing to undo
+    scaled = torch.linalg.vector_norm(tensor / unit, ord, dim=dims, keepdim=True).to(torch.float64)
+    return torch.where(lost, unit.to(torch.float64) * scaled, fell).view(plain.shape)  # md §4: ||G|| = s ||G / s||
 
 
 @dataclass
@@ -127,10 +183,19 @@ class Context:
     gradient_at: Callable[..., Any] | None = None
     step: int = 0
 
-    def block_norms(self, tensors: Sequence[torch.Tensor], blocks: Sequence[Hashable] | None, ord: float = 2.0):
+    def block_norms(
+        self,
+        tensors: Sequence[torch.Tensor],
+        blocks: Sequence[Hashable] | None,
+        ord: float = 2.0,
+        rescue: bool = False,
+    ) -> list[torch.Tensor]:
+        """``norms`` when given (the engine's, on mantissas with a largest entry about 1), else :func:`block_norms`
+        on the directions as they are: true gradients of any size (:func:`run_rule`, the ``torch.optim`` classes),
+        whose norms ``rescue`` keeps exact where the plain sum over- or underflows (``ord`` large)."""
         if self.norms is not None:
             return self.norms(tensors, blocks, ord)
-        return block_norms(tensors, blocks, self.run_dims, ord)
+        return block_norms(tensors, blocks, self.run_dims, ord, rescue=rescue)
 
 
 class Transform(NamedTuple):
