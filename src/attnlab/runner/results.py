@@ -132,7 +132,13 @@ class ResultsStore:
 
     def forget(self, run_dir: Path) -> None:
         """Drop the row of ``run_dir`` read while it was finished: the next scan reads it from disk (a run that was
-        computed again since)."""
+        computed again since).
+
+        Parameters
+        ----------
+        run_dir : pathlib.Path
+            A run directory of this store.
+        """
         self._final.pop(Path(run_dir).name, None)
 
     def status(self, job: Job, label: str) -> tuple[str, str]:
