@@ -1,12 +1,14 @@
-"""atomic_write: files respect the umask, and every file-system failure is one line naming the path and a fix."""
+"""atomic_write: files respect the umask, land at the path given, and every file-system failure is one line naming
+the path and a fix."""
 
 import errno
 import os
 import stat
 
+import numpy as np
 import pytest
 
-from attnlab._io import OutputError, atomic_write, make_dir
+from attnlab._io import OutputError, atomic_write, make_dir, read_npz, save_npy, save_npz
 
 
 @pytest.fixture
@@ -70,3 +72,34 @@ def test_an_unwritable_folder_is_one_clear_line(tmp_path, monkeypatch):
         OutputError, match=r"cannot write .*a\.txt': Permission denied .*; check the folder's permissions"
     ):
         atomic_write(tmp_path / "ro" / "a.txt", lambda p: p.write_text("x"))
+
+
+@pytest.mark.parametrize("name", ["data", "sol.NPZ", "sol.npz", "run.v1"])
+def test_save_npz_writes_at_the_path_whatever_its_suffix(name, tmp_path):
+    # numpy.savez given a path appends .npz to a name without it: the data went to a stray hidden file and the
+    # empty temp file was renamed onto the output
+    path = save_npz(tmp_path / name, {"X": np.arange(6.0).reshape(2, 3)})
+    assert [p.name for p in tmp_path.iterdir()] == [name] and path.stat().st_size > 0
+    np.testing.assert_array_equal(read_npz(path)["X"], np.arange(6.0).reshape(2, 3))
+
+
+@pytest.mark.parametrize("name", ["v", "v.NPY", "v.npy"])
+def test_save_npy_writes_at_the_path_whatever_its_suffix(name, tmp_path):
+    path = save_npy(tmp_path / name, np.array([1.0, -2.0]))
+    assert [p.name for p in tmp_path.iterdir()] == [name]
+    np.testing.assert_array_equal(np.load(path, allow_pickle=False), [1.0, -2.0])
+
+
+@pytest.mark.parametrize("name", ["x" * 255, "x" * 239 + ".npz", "é" * 125 + ".npz", "a." + "s" * 200])
+def test_a_valid_long_name_gets_a_temp_name_within_the_limit(name, tmp_path):
+    # a temp name of 14 bytes more than a valid name of 242 to 255 bytes was refused as too long
+    assert len(os.fsencode(name)) <= 255
+    seen = []
+
+    def write(tmp):
+        seen.append(tmp.name)
+        tmp.write_text("x")
+
+    path = atomic_write(tmp_path / name, write)
+    assert path.read_text() == "x" and [p.name for p in tmp_path.iterdir()] == [name]
+    assert len(os.fsencode(seen[0])) <= 255 and seen[0].startswith(".x" if name[0] == "x" else ".")

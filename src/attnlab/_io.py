@@ -21,7 +21,21 @@ from typing import Any
 
 from attnlab._validation import ValidationError
 
-__all__ = ["OutputError", "atomic_write", "config_hash", "json_default", "make_dir", "read_npz"]
+__all__ = [
+    "OutputError",
+    "atomic_write",
+    "config_hash",
+    "json_default",
+    "make_dir",
+    "read_npz",
+    "save_npy",
+    "save_npz",
+]
+
+# The longest file name most file systems take (NAME_MAX, in bytes): a temp name is kept within it.
+_NAME_MAX = 255
+# A temp name keeps the destination's suffix only up to this length (a suffix tells writers the format).
+_SUFFIX_MAX = 16
 
 _FIXES = {
     errno.EACCES: "check the folder's permissions or choose another path",
@@ -63,6 +77,21 @@ def make_dir(path: str | os.PathLike[str]) -> Path:
     return path
 
 
+def _temp_parts(name: str) -> tuple[str, str]:
+    """The prefix and suffix of the temp name of the file ``name``: ``.<name>.`` and ``.tmp<suffix>``.
+
+    A valid name of up to 255 bytes would give a temp name of up to 14 bytes more, which the file system refuses
+    (ENAMETOOLONG): the name part is cut (never inside a character) so that the whole stays within 255 bytes.
+    """
+    suffix = Path(name).suffix
+    suffix = ".tmp" + (suffix if len(os.fsencode(suffix)) <= _SUFFIX_MAX else "")
+    room = _NAME_MAX - len(os.fsencode(suffix)) - 8 - 2  # 8 hex digits, the two dots around the name
+    stem = name
+    while len(os.fsencode(stem)) > room:
+        stem = stem[:-1]
+    return f".{stem}.", suffix
+
+
 def _new_file(folder: Path, prefix: str, suffix: str) -> Path:
     # tempfile.mkstemp would make the file 0600 whatever the umask; O_EXCL with 0o666 lets the umask decide.
     while True:
@@ -85,8 +114,10 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[Path], None]) ->
     path : path
         The destination file; its folder is created when missing.
     write : callable
-        ``write(tmp_path)`` writes the whole file at ``tmp_path`` (a :class:`pathlib.Path` with ``path``'s
-        suffix); its return value is ignored.
+        ``write(tmp_path)`` writes the whole file at ``tmp_path`` (a :class:`pathlib.Path` in ``path``'s folder,
+        ending in ``.tmp`` and ``path``'s suffix when it has a short one); its return value is ignored. It must
+        write exactly that file: a writer that adds its own suffix (``numpy.savez`` and ``numpy.save`` given a
+        path) writes elsewhere; give them an open file instead (:func:`save_npz`, :func:`save_npy`).
 
     Returns
     -------
@@ -101,7 +132,8 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[Path], None]) ->
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp_path = _new_file(path.parent, prefix=f".{path.name}.", suffix=".tmp" + path.suffix)
+        prefix, suffix = _temp_parts(path.name)
+        tmp_path = _new_file(path.parent, prefix=prefix, suffix=suffix)
     except OSError as err:
         raise _output_error(path, err) from None
     try:
@@ -113,6 +145,67 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[Path], None]) ->
         if tmp_path.exists():
             tmp_path.unlink()
     return path
+
+
+def save_npz(path: str | os.PathLike[str], arrays: Mapping[str, Any]) -> Path:
+    """Write ``arrays`` as an ``.npz`` archive at ``path`` exactly (whatever its suffix), atomically.
+
+    ``numpy.savez`` given a path appends ``.npz`` to a name without it; here it writes to an open file, so the
+    archive lands at ``path`` itself (``data``, ``sol.NPZ`` and ``sol.npz`` alike).
+
+    Parameters
+    ----------
+    path : path
+        The destination file; its folder is created when missing.
+    arrays : mapping of str to array-like
+        The archive's arrays by key (no Python objects: they would need pickle to be read back).
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+
+    Raises
+    ------
+    OutputError
+        If the file system refuses (see the module docstring).
+    """
+    import numpy as np
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as f:
+            np.savez(f, **arrays)
+
+    return atomic_write(path, write)
+
+
+def save_npy(path: str | os.PathLike[str], array: Any) -> Path:
+    """Write ``array`` as a ``.npy`` file at ``path`` exactly (whatever its suffix), atomically.
+
+    Parameters
+    ----------
+    path : path
+        The destination file; its folder is created when missing.
+    array : array-like
+        Numbers (no Python objects).
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+
+    Raises
+    ------
+    OutputError
+        If the file system refuses (see the module docstring).
+    """
+    import numpy as np
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as f:
+            np.save(f, array, allow_pickle=False)
+
+    return atomic_write(path, write)
 
 
 def read_npz(path: str | os.PathLike[str], what: str = "data file") -> dict[str, Any]:

@@ -43,6 +43,18 @@ def test_writes_the_library_solution(tmp_path, data, norm_text, norm):
     assert not list(tmp_path.glob(".*tmp*"))  # the atomic writer left no temporary file
 
 
+@pytest.mark.parametrize("name", ["sol.NPZ", "sol"])
+def test_an_out_without_the_npz_suffix_holds_the_solution(tmp_path, data, name):
+    # np.savez(path) wrote to path + ".npz" and renamed the empty temp file onto --out
+    src, out = tmp_path / "d.npz", tmp_path / name
+    data.save(src)
+    result = invoke("svm", src, "--out", out)
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["d.npz", name])
+    with np.load(out, allow_pickle=False) as f:
+        np.testing.assert_allclose(f["W"], attention_svm(data, "fro").W.numpy(), atol=1e-12)  # same program
+
+
 def test_select_from_option_and_from_key(tmp_path, data):
     src = tmp_path / "d.npz"
     np.savez(src, X=data.X.numpy(), y=data.y.numpy(), v=data.v.numpy(), alpha=np.array([1, 0, 2, 1]))

@@ -82,6 +82,17 @@ def test_npz_round_trip_is_exact_and_pickle_free(parts, tmp_path):
         assert torch.equal(getattr(back, key), getattr(data, key)), key
 
 
+@pytest.mark.parametrize("name", ["data", "data.NPZ"])
+def test_a_file_name_without_the_npz_suffix_round_trips(parts, tmp_path, name):
+    # numpy.savez(path) would write to path + ".npz" and leave path empty
+    data = TokenSelectionData(**parts, select=[0, 3, 1])
+    path = data.save(tmp_path / name)
+    assert path == tmp_path / name and [p.name for p in tmp_path.iterdir()] == [name]
+    back = TokenSelectionData.load(path)
+    for key in ("X", "Z", "y", "v", "select"):
+        assert torch.equal(getattr(back, key), getattr(data, key)), key
+
+
 def test_npz_without_optional_keys(parts, tmp_path):
     path = TokenSelectionData(parts["X"], y=parts["y"]).save(tmp_path / "d.npz")
     with np.load(path) as f:

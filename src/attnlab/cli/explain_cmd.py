@@ -98,7 +98,7 @@ def explain_cmd(
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from attnlab._io import atomic_write, make_dir
+    from attnlab._io import make_dir, save_npy
     from attnlab.data import TokenSelectionData
     from attnlab.explain import explain
     from attnlab.models import ReluHead
@@ -137,7 +137,7 @@ def explain_cmd(
     for reason in result.skipped:
         click.echo(f"skipped {reason}")
     if result.v is not None:  # the trained head, for svm --v or a later run
-        atomic_write(folder / "v.npy", lambda p: np.save(p, result.v.numpy()))
+        save_npy(folder / "v.npy", result.v.numpy())
         click.echo(f"trained head v written to {folder / 'v.npy'}")
     click.echo(result.verdict)
     click.echo(

@@ -45,8 +45,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from attnlab._io import save_npy
 from attnlab._validation import ValidationError, check_in, check_scalar
-from attnlab.runner.store import atomic_write, versions, write_json, write_parquet
+from attnlab.runner.store import versions, write_json, write_parquet
 from attnlab.runner.task import Task
 
 __all__ = ["BatchedTrain", "DEFAULTS"]
@@ -459,7 +460,7 @@ class BatchedTrain(Task):
             svms = _svm_alignments(frame, runs[r], result, r, _alignment_norms(p["alignment"]))
             write_parquet(run_dir / "trajectory.parquet", frame)
             W = result.W[r].detach().numpy()  # (d, d_q)
-            atomic_write(run_dir / "W.npy", lambda path, W=W: np.save(path, W))
+            save_npy(run_dir / "W.npy", W)
             last = frame.iloc[-1]
             summary = {
                 "final_loss": float(last["loss"]),
