@@ -141,3 +141,11 @@ def test_a_file_of_x_and_y_takes_its_head_from_a_npy_file_or_a_key(tmp_path):
     assert missing.exit_code == 2 and "holds no selection and no head v: pass --select" in missing.output
     wrong = CliRunner().invoke(main, ["svm", str(tmp_path / "xy.npz"), "--v", str(tmp_path / "none.npy")])
     assert wrong.exit_code == 2 and "none.npy': no such file" in wrong.output
+
+
+def test_a_complex_data_file_is_refused_not_solved_on_its_real_part(tmp_path, data):
+    src = tmp_path / "c.npz"
+    np.savez(src, X=data.X.numpy() + 0.5j, y=data.y.numpy(), v=data.v.numpy())
+    result = invoke("svm", src)
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert f"error: data file '{src}': X is complex (complex128)" in result.output

@@ -190,3 +190,19 @@ def test_cross_attention_queries_of_their_own_width_are_kept_saved_and_stacked(t
         ValidationError, match=r"v has shape \(2,\): axis 'd' has size 2, but earlier arguments fixed d = 6"
     ):
         TokenSelectionData(X, Z=Z, y=[1, -1, 1], v=torch.ones(2))
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        ({"X": np.ones((2, 2, 2)) + 1j}, "X is complex"),
+        ({"X": np.ones((2, 2, 2)).astype(str)}, "X holds text"),
+        ({"y": ["1", "-1"]}, "y holds text"),
+        ({"v": np.ones(2) + 0j}, "v is complex"),
+    ],
+)
+def test_complex_and_text_fields_are_refused(change, match):
+    # they were read as their real part, or parsed from the text, without an error
+    fields = {"X": np.ones((2, 2, 2)), "y": [1, -1], **change}
+    with pytest.raises(ValidationError, match=match):
+        TokenSelectionData(**fields)
