@@ -8,7 +8,8 @@ import stat
 import numpy as np
 import pytest
 
-from attnlab._io import OutputError, atomic_write, make_dir, read_npz, save_npy, save_npz
+from attnlab._io import OutputError, atomic_write, make_dir, read_npy, read_npz, save_npy, save_npz
+from attnlab._validation import ValidationError
 
 
 @pytest.fixture
@@ -103,3 +104,39 @@ def test_a_valid_long_name_gets_a_temp_name_within_the_limit(name, tmp_path):
     path = atomic_write(tmp_path / name, write)
     assert path.read_text() == "x" and [p.name for p in tmp_path.iterdir()] == [name]
     assert len(os.fsencode(seen[0])) <= 255 and seen[0].startswith(".x" if name[0] == "x" else ".")
+
+
+def _archive(path):
+    with open(path, "wb") as f:
+        np.savez(f, v=np.ones(2))
+
+
+def _truncated(path):
+    np.save(path, np.arange(10.0))
+    path.write_bytes(path.read_bytes()[:-8])
+
+
+@pytest.mark.parametrize(
+    ("make", "match"),
+    [
+        (
+            lambda p: p.write_text("hello"),
+            r"--v '.*h.npy' is not a .npy array \(it does not start with the .npy header",
+        ),
+        (lambda p: p.write_bytes(b""), r"is not a .npy array \(it is empty\)"),
+        (_archive, r"is an .npz archive of named arrays, not a single .npy"),
+        (_truncated, r"is not a readable .npy array of numbers \(ValueError"),
+        (lambda p: np.save(p, np.array([None]), allow_pickle=True), r"holds Python objects \(dtype=object\)"),
+        (lambda p: p.mkdir(), r"is a folder"),
+        (lambda p: None, r"--v '.*h.npy': no such file"),
+    ],
+)
+def test_read_npy_refuses_every_bad_file_in_one_line(make, match, tmp_path):
+    make(tmp_path / "h.npy")
+    with pytest.raises(ValidationError, match=match):
+        read_npy(tmp_path / "h.npy", "--v")
+
+
+def test_read_npy_reads_an_array(tmp_path):
+    np.save(tmp_path / "v.npy", np.array([1.0, 2.0]))
+    np.testing.assert_array_equal(read_npy(tmp_path / "v.npy"), [1.0, 2.0])

@@ -27,6 +27,7 @@ __all__ = [
     "config_hash",
     "json_default",
     "make_dir",
+    "read_npy",
     "read_npz",
     "save_npy",
     "save_npz",
@@ -261,6 +262,61 @@ def read_npz(path: str | os.PathLike[str], what: str = "data file") -> dict[str,
         raise ValidationError(f"{name} is corrupt ({err}); write it again") from None
     except (zipfile.BadZipFile, zlib.error, EOFError, OSError, KeyError) as err:
         raise ValidationError(f"{name} is truncated or corrupt ({type(err).__name__}: {err}); write it again") from None
+
+
+def read_npy(path: str | os.PathLike[str], what: str = "array file") -> Any:
+    """The array of the ``.npy`` file at ``path``, read without unpickling anything; no file is left open.
+
+    Parameters
+    ----------
+    path : path
+        A file written by ``numpy.save``.
+    what : str, default="array file"
+        How messages name the file (an option such as ``"--v"``, or ``"v"`` of a sweep file).
+
+    Returns
+    -------
+    numpy.ndarray
+
+    Raises
+    ------
+    ValidationError
+        One line naming ``what`` and the file: missing, a folder, an ``.npz`` archive (``numpy.load`` would return
+        an open archive, not an array), not a readable ``.npy`` array of numbers (text, truncated, corrupt), or
+        holding Python objects (``dtype=object``, which would need pickle).
+    """
+    import numpy as np
+
+    path = Path(path)
+    name = f"{what} {str(path)!r}"
+    if not path.exists():
+        raise ValidationError(f"{name}: no such file; check the path")
+    if path.is_dir():
+        raise ValidationError(f"{name} is a folder; pass a .npy file written by numpy.save")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(6)
+            if head.startswith(b"PK"):
+                raise ValidationError(
+                    f"{name} is an .npz archive of named arrays, not a single .npy array; save the array with "
+                    "numpy.save, or pass the key of the array in the data file"
+                )
+            if head != b"\x93NUMPY":  # text, a pickle, an empty file: numpy.load would call it pickled data
+                reason = "it is empty" if not head else "it does not start with the .npy header"
+                raise ValidationError(f"{name} is not a .npy array ({reason}); write it with numpy.save(path, array)")
+            f.seek(0)
+            array = np.load(f, allow_pickle=False)  # from an open file: closed here whatever it holds
+    except ValidationError:
+        raise
+    except (OSError, ValueError, EOFError) as err:
+        if "allow_pickle" in str(err) or "Object arrays" in str(err):
+            reason = "it holds Python objects (dtype=object), which attnlab does not unpickle"
+        else:
+            reason = f"{type(err).__name__}: {err}"
+        raise ValidationError(
+            f"{name} is not a readable .npy array of numbers ({reason}); write it with numpy.save(path, array)"
+        ) from None
+    return array
 
 
 def json_default(obj: Any) -> Any:

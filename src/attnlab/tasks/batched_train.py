@@ -113,14 +113,16 @@ def _built(key: str) -> Any:
 
 
 def _array(name: str, source: str, data: str) -> np.ndarray:
-    """A ``.npy`` file, or the key ``source`` of the data file ``data``."""
-    from attnlab._io import read_npz
+    """A ``.npy`` file, or the key ``source`` of the data file ``data``.
+
+    A file that is missing, unreadable or an ``.npz`` archive is refused with a message naming ``name`` (the sweep
+    file's key): a raw ``numpy.load`` error would fail the run with a traceback.
+    """
+    from attnlab._io import read_npy, read_npz
     from attnlab.data import is_data_path
 
     if str(source).endswith(".npy"):
-        if not Path(source).is_file():
-            raise ValidationError(f"{name}: {source!r}: no such file")
-        return np.load(source, allow_pickle=False)
+        return read_npy(source, name)
     arrays = read_npz(data) if is_data_path(data) else {}
     if source not in arrays:
         raise ValidationError(f"{name}: {source!r} is neither a .npy file nor a key of the data file {data!r}")
