@@ -20,10 +20,11 @@ if TYPE_CHECKING:
     default=None,
     help="Only experiments of this paper: its theory page's name (implicit-bias-ngd, docs/theory/implicit-bias-ngd.md) or an experiment name prefix (implicit-bias).",
 )
+@user_errors
 def list_cmd(paper: str | None) -> None:
     """List every named experiment, one line each, with its paper.
 
-    Exit status 0.
+    Exit status 0, 2 when --paper matches no experiment (the message lists the papers).
     """
     from attnlab.experiments.catalog import list_entries  # a table: importing the experiments takes seconds
 
