@@ -88,6 +88,8 @@ def test_bad_param_and_sizes_name_the_argument(example):
         explain(example, "W", "ngd", steps=0)
     with pytest.raises(ValidationError, match="lr"):
         explain(example, "W", "ngd", lr=-1.0)
+    with pytest.raises(ValidationError, match=r"^max_selections == 0, must be >= 1"):  # not max_candidates
+        explain(example, "W", "ngd", steps=5, max_selections=0)
 
 
 def test_infeasible_candidates_are_skipped_with_the_reason():

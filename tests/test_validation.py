@@ -74,3 +74,27 @@ def test_select_is_integer_of_the_right_length_and_range():
         check_select("select", [1.0, 2.0], n=2, T=3)
     with pytest.raises(ValidationError, match=r"select holds indices outside \[0, 2\]"):
         check_select("select", [0, 3], n=2, T=3)
+
+
+@pytest.mark.parametrize(
+    ("value", "match"),
+    [
+        (np.ones((2, 2)) + 0.5j, r"X is complex \(complex128\); pass a real-valued array"),
+        ([1.0, 2j], r"X is complex"),
+        (np.array(["1", "-1"]), r"X holds text \(dtype <U2\), not numbers"),
+        (np.array([b"1"]), r"X holds text"),
+        (np.array([1.0, None]), r"X holds Python objects \(dtype object, e.g. a NoneType\)"),
+        (np.array(["2020-01-01"], dtype="datetime64[D]"), r"X has dtype datetime64\[D\], not numbers"),
+    ],
+)
+def test_complex_text_and_objects_are_refused_not_converted(value, match):
+    # np.asarray(value, dtype=float64) kept the real part of complex values (with only a warning) and parsed text
+    with pytest.raises(ValidationError, match=match):
+        check_tensor("X", value)
+
+
+def test_numbers_of_every_real_kind_are_converted():
+    assert check_tensor("y", [True, False]).tolist() == [1.0, 0.0]  # booleans are 1 and 0
+    assert check_tensor("y", np.array([1, -1], dtype=np.int8)).tolist() == [1.0, -1.0]
+    assert check_tensor("y", np.array([1, 2**70], dtype=object)).tolist() == [1.0, 2.0**70]  # ints beyond int64
+    assert check_tensor("y", [torch.tensor(0.1, dtype=torch.float64), 0.2]).tolist() == [0.1, 0.2]  # not via f32

@@ -21,7 +21,22 @@ from typing import Any
 
 from attnlab._validation import ValidationError
 
-__all__ = ["OutputError", "atomic_write", "config_hash", "json_default", "make_dir", "read_npz"]
+__all__ = [
+    "OutputError",
+    "atomic_write",
+    "config_hash",
+    "json_default",
+    "make_dir",
+    "read_npy",
+    "read_npz",
+    "save_npy",
+    "save_npz",
+]
+
+# The longest file name most file systems take (NAME_MAX, in bytes): a temp name is kept within it.
+_NAME_MAX = 255
+# A temp name keeps the destination's suffix only up to this length (a suffix tells writers the format).
+_SUFFIX_MAX = 16
 
 _FIXES = {
     errno.EACCES: "check the folder's permissions or choose another path",
@@ -63,6 +78,21 @@ def make_dir(path: str | os.PathLike[str]) -> Path:
     return path
 
 
+def _temp_parts(name: str) -> tuple[str, str]:
+    """The prefix and suffix of the temp name of the file ``name``: ``.<name>.`` and ``.tmp<suffix>``.
+
+    A valid name of up to 255 bytes would give a temp name of up to 14 bytes more, which the file system refuses
+    (ENAMETOOLONG): the name part is cut (never inside a character) so that the whole stays within 255 bytes.
+    """
+    suffix = Path(name).suffix
+    suffix = ".tmp" + (suffix if len(os.fsencode(suffix)) <= _SUFFIX_MAX else "")
+    room = _NAME_MAX - len(os.fsencode(suffix)) - 8 - 2  # 8 hex digits, the two dots around the name
+    stem = name
+    while len(os.fsencode(stem)) > room:
+        stem = stem[:-1]
+    return f".{stem}.", suffix
+
+
 def _new_file(folder: Path, prefix: str, suffix: str) -> Path:
     # tempfile.mkstemp would make the file 0600 whatever the umask; O_EXCL with 0o666 lets the umask decide.
     while True:
@@ -85,8 +115,10 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[Path], None]) ->
     path : path
         The destination file; its folder is created when missing.
     write : callable
-        ``write(tmp_path)`` writes the whole file at ``tmp_path`` (a :class:`pathlib.Path` with ``path``'s
-        suffix); its return value is ignored.
+        ``write(tmp_path)`` writes the whole file at ``tmp_path`` (a :class:`pathlib.Path` in ``path``'s folder,
+        ending in ``.tmp`` and ``path``'s suffix when it has a short one); its return value is ignored. It must
+        write exactly that file: a writer that adds its own suffix (``numpy.savez`` and ``numpy.save`` given a
+        path) writes elsewhere; give them an open file instead (:func:`save_npz`, :func:`save_npy`).
 
     Returns
     -------
@@ -101,7 +133,8 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[Path], None]) ->
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp_path = _new_file(path.parent, prefix=f".{path.name}.", suffix=".tmp" + path.suffix)
+        prefix, suffix = _temp_parts(path.name)
+        tmp_path = _new_file(path.parent, prefix=prefix, suffix=suffix)
     except OSError as err:
         raise _output_error(path, err) from None
     try:
@@ -113,6 +146,67 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[Path], None]) ->
         if tmp_path.exists():
             tmp_path.unlink()
     return path
+
+
+def save_npz(path: str | os.PathLike[str], arrays: Mapping[str, Any]) -> Path:
+    """Write ``arrays`` as an ``.npz`` archive at ``path`` exactly (whatever its suffix), atomically.
+
+    ``numpy.savez`` given a path appends ``.npz`` to a name without it; here it writes to an open file, so the
+    archive lands at ``path`` itself (``data``, ``sol.NPZ`` and ``sol.npz`` alike).
+
+    Parameters
+    ----------
+    path : path
+        The destination file; its folder is created when missing.
+    arrays : mapping of str to array-like
+        The archive's arrays by key (no Python objects: they would need pickle to be read back).
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+
+    Raises
+    ------
+    OutputError
+        If the file system refuses (see the module docstring).
+    """
+    import numpy as np
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as f:
+            np.savez(f, **arrays)
+
+    return atomic_write(path, write)
+
+
+def save_npy(path: str | os.PathLike[str], array: Any) -> Path:
+    """Write ``array`` as a ``.npy`` file at ``path`` exactly (whatever its suffix), atomically.
+
+    Parameters
+    ----------
+    path : path
+        The destination file; its folder is created when missing.
+    array : array-like
+        Numbers (no Python objects).
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+
+    Raises
+    ------
+    OutputError
+        If the file system refuses (see the module docstring).
+    """
+    import numpy as np
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as f:
+            np.save(f, array, allow_pickle=False)
+
+    return atomic_write(path, write)
 
 
 def read_npz(path: str | os.PathLike[str], what: str = "data file") -> dict[str, Any]:
@@ -168,6 +262,61 @@ def read_npz(path: str | os.PathLike[str], what: str = "data file") -> dict[str,
         raise ValidationError(f"{name} is corrupt ({err}); write it again") from None
     except (zipfile.BadZipFile, zlib.error, EOFError, OSError, KeyError) as err:
         raise ValidationError(f"{name} is truncated or corrupt ({type(err).__name__}: {err}); write it again") from None
+
+
+def read_npy(path: str | os.PathLike[str], what: str = "array file") -> Any:
+    """The array of the ``.npy`` file at ``path``, read without unpickling anything; no file is left open.
+
+    Parameters
+    ----------
+    path : path
+        A file written by ``numpy.save``.
+    what : str, default="array file"
+        How messages name the file (an option such as ``"--v"``, or ``"v"`` of a sweep file).
+
+    Returns
+    -------
+    numpy.ndarray
+
+    Raises
+    ------
+    ValidationError
+        One line naming ``what`` and the file: missing, a folder, an ``.npz`` archive (``numpy.load`` would return
+        an open archive, not an array), not a readable ``.npy`` array of numbers (text, truncated, corrupt), or
+        holding Python objects (``dtype=object``, which would need pickle).
+    """
+    import numpy as np
+
+    path = Path(path)
+    name = f"{what} {str(path)!r}"
+    if not path.exists():
+        raise ValidationError(f"{name}: no such file; check the path")
+    if path.is_dir():
+        raise ValidationError(f"{name} is a folder; pass a .npy file written by numpy.save")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(6)
+            if head.startswith(b"PK"):
+                raise ValidationError(
+                    f"{name} is an .npz archive of named arrays, not a single .npy array; save the array with "
+                    "numpy.save, or pass the key of the array in the data file"
+                )
+            if head != b"\x93NUMPY":  # text, a pickle, an empty file: numpy.load would call it pickled data
+                reason = "it is empty" if not head else "it does not start with the .npy header"
+                raise ValidationError(f"{name} is not a .npy array ({reason}); write it with numpy.save(path, array)")
+            f.seek(0)
+            array = np.load(f, allow_pickle=False)  # from an open file: closed here whatever it holds
+    except ValidationError:
+        raise
+    except (OSError, ValueError, EOFError) as err:
+        if "allow_pickle" in str(err) or "Object arrays" in str(err):
+            reason = "it holds Python objects (dtype=object), which attnlab does not unpickle"
+        else:
+            reason = f"{type(err).__name__}: {err}"
+        raise ValidationError(
+            f"{name} is not a readable .npy array of numbers ({reason}); write it with numpy.save(path, array)"
+        ) from None
+    return array
 
 
 def json_default(obj: Any) -> Any:

@@ -112,8 +112,26 @@ def check_device(name: str, tensor: torch.Tensor, device: torch.device) -> torch
 def as_float64_tensor(name: str, value: object) -> torch.Tensor:
     """Copy an array-like (NumPy array, list, tensor) into a new float64 tensor, naming ``name`` on failure.
 
-    Always a copy, never a view of the caller's data (a float64 tensor is cloned too); float32 and integer input is
-    converted. 'meta' tensors (shapes without data) and complex values are refused.
+    Always a copy, never a view of the caller's data (a float64 tensor is cloned too); float32, integer and boolean
+    input is converted (``True`` is 1). 'meta' tensors (shapes without data), complex values (their imaginary part
+    would be dropped) and text or Python objects (``"1"`` would be parsed as 1) are refused.
+
+    Parameters
+    ----------
+    name : str
+        Argument name used in error messages.
+    value : array-like
+        Real numbers: a tensor, a NumPy array of bool, integer or float dtype, or (nested) lists of numbers.
+
+    Returns
+    -------
+    torch.Tensor
+        A new float64 tensor of ``value``'s shape.
+
+    Raises
+    ------
+    ValidationError
+        On a complex, text, object or 'meta' ``value``, or one NumPy cannot make an array of (ragged lists).
     """
     if isinstance(value, torch.Tensor):
         if value.is_complex():
@@ -122,10 +140,37 @@ def as_float64_tensor(name: str, value: object) -> torch.Tensor:
             raise ValidationError(f"{name} is a 'meta' tensor (a shape without values); pass a tensor with data")
         return value.detach().to(torch.float64, copy=True)
     try:
-        arr = np.asarray(value, dtype=np.float64)
+        raw = np.asarray(value)  # its own dtype first: converting complex or text to float64 would not say so
+        _check_real_dtype(name, raw)
+        arr = raw if raw.dtype == np.float64 else np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError) as err:
+        if isinstance(err, ValidationError):
+            raise
         raise ValidationError(f"{name} could not be converted to a float64 array: {err}") from err
     return torch.from_numpy(arr.copy())  # copy: contiguous, writable, keeps 0-d arrays 0-d
+
+
+def _check_real_dtype(name: str, arr: np.ndarray) -> None:
+    """Refuse an array that is not of real numbers: complex, text, Python objects other than numbers, dates."""
+    kind = arr.dtype.kind
+    if kind == "c":
+        raise ValidationError(
+            f"{name} is complex ({arr.dtype}); pass a real-valued array (np.real({name}) or np.abs({name}) if you "
+            "mean one of them: converting would drop the imaginary part)"
+        )
+    if kind in "US":
+        raise ValidationError(
+            f"{name} holds text (dtype {arr.dtype}), not numbers; pass a numeric array (convert it yourself, e.g. "
+            f"np.asarray({name}, dtype=float), once you have checked the values)"
+        )
+    if kind == "O" and not all(isinstance(a, Real) for a in arr.flat):  # numbers too large for int64 are fine
+        found = next(type(a).__name__ for a in arr.flat if not isinstance(a, Real))
+        raise ValidationError(
+            f"{name} holds Python objects (dtype object, e.g. a {found}), not only real numbers; pass a numeric "
+            "array of bool, int or float"
+        )
+    if kind not in "biufO":
+        raise ValidationError(f"{name} has dtype {arr.dtype}, not numbers; pass a numeric array of bool, int or float")
 
 
 def check_nonzero(name: str, tensor: torch.Tensor, axes: int) -> torch.Tensor:

@@ -299,6 +299,7 @@ def explain(
         check_scalar("lr", lr, low=0.0, low_inclusive=False)
     check_scalar("init_scale", init_scale, low=0.0, low_inclusive=False)
     seed = check_scalar("seed", seed, kind=int, low=0)
+    max_selections = check_scalar("max_selections", max_selections, kind=int, low=1)  # named as the caller wrote it
     record_every = max(1, steps // 100) if record_every is None else record_every
     record_every = check_scalar("record_every", record_every, kind=int, low=1)
     d_e = data.d if d_e is None else d_e

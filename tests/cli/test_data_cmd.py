@@ -98,3 +98,11 @@ def test_an_impossible_out_is_one_line(tmp_path):
     result = run("data", "make", "example1", "--out", str(tmp_path / "blocker" / "d.npz"))
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert "a file is in the way" in result.output.strip().splitlines()[-1]
+
+
+def test_an_out_without_the_npz_suffix_holds_the_data(tmp_path):
+    # the data went to a hidden .ex1.<hex>.tmp.npz and ex1 was left empty, with exit status 0
+    result = run("data", "make", "example1", "--out", str(tmp_path / "ex1"), "--set", "n=4")
+    assert result.exit_code == 0, result.output
+    assert [p.name for p in tmp_path.iterdir()] == ["ex1"]
+    assert torch.equal(TokenSelectionData.load(tmp_path / "ex1").X, example1(n=4, seed=0).X)

@@ -116,3 +116,52 @@ def test_a_trained_head_is_written_and_a_relu_head_needs_its_matrix_and_a_select
         result = invoke("explain", src, *args, "--steps", 5)
         assert result.exit_code == 2 and re.search(message, result.output), (args, result.output)
     del data
+
+
+def test_another_runs_folder_is_refused_before_training_unless_overwrite(tmp_path):
+    # a later run without --train-head left the earlier run's v.npy beside its own outputs, for a later
+    # --v out/v.npy to read as this run's head; nothing recorded which options made the folder
+    import json
+
+    _xy_file(tmp_path)
+    src, out = tmp_path / "xy.npz", tmp_path / "out"
+    first = invoke("explain", src, "--train-head", "--steps", 20, "--out", out)
+    assert first.exit_code in (0, 1), first.output
+    recorded = json.loads((out / "explain.json").read_text())
+    assert recorded["options"]["train_head"] is True and recorded["options"]["steps"] == 20
+    assert list(recorded["inputs"]) == [str(src)] and (out / "v.npy").is_file()
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    refused = invoke("explain", src, "--v", "v_true", "--steps", 20, "--out", out)
+    assert refused.exit_code == 2 and "Traceback" not in refused.output
+    assert f"error: --out '{out}' already holds another run (explain, config " in refused.output
+    assert "pass --overwrite to replace it" in refused.output
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # refused before training: untouched
+    replaced = invoke("explain", src, "--v", "v_true", "--steps", 20, "--out", out, "--overwrite")
+    assert replaced.exit_code in (0, 1), replaced.output
+    assert not (out / "v.npy").exists()  # the earlier run's head is gone with the rest of it
+    options = json.loads((out / "explain.json").read_text())["options"]
+    assert options["train_head"] is False and options["v"] == "v_true"
+
+
+def test_the_same_run_again_rewrites_its_folder_and_leaves_no_stale_head(tmp_path):
+    import numpy as np
+
+    _xy_file(tmp_path)
+    src, out = tmp_path / "xy.npz", tmp_path / "out"
+    first = invoke("explain", src, "--v", "v_true", "--steps", 20, "--out", out)
+    assert first.exit_code in (0, 1), first.output
+    (out / "v.npy").write_bytes(b"a head from elsewhere")  # the same run has no trained head: it must not stay
+    again = invoke("explain", src, "--v", "v_true", "--steps", 20, "--out", out)
+    assert again.exit_code == first.exit_code, again.output
+    assert sorted(p.name for p in out.iterdir()) == [
+        "explain.csv",
+        "explain.json",
+        "explain.parquet",
+        "explain.pdf",
+        "explain.png",
+        "trajectory.parquet",
+    ]
+    other = example1(n=3, T=3, d=8, seed=1)  # other data in the same file, under the same options: another run
+    np.savez(src, X=other.X.numpy(), y=other.y.numpy(), v_true=other.v.numpy())
+    refused = invoke("explain", src, "--v", "v_true", "--steps", 20, "--out", out)
+    assert refused.exit_code == 2 and "already holds another run (explain" in refused.output

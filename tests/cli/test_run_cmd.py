@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from attnlab._io import OutputError
 from attnlab.cli import main
 from attnlab.experiments import registry
-from attnlab.runner.store import prepare_out
+from attnlab.runner.store import check_out, prepare_out
 from attnlab.verify import Claim, Experiment, ExperimentResult
 from attnlab.verify import experiment as verify_experiment
 
@@ -127,3 +127,14 @@ def test_every_out_problem_is_one_line(make, message, tmp_path):
     assert result.exit_code == 2, result.output
     last = result.output.strip().splitlines()[-1]  # click's usage errors put "Usage:" lines before theirs
     assert "Traceback" not in result.output and str(out) in last and message in last
+
+
+def test_check_out_refuses_as_prepare_out_does_and_touches_nothing(tmp_path):
+    owner = {"experiment": "tiny.run", "config_hash": "abc"}
+    assert check_out(tmp_path / "new", owner) == "empty" and not (tmp_path / "new").exists()
+    (tmp_path / "record.json").write_text(json.dumps(owner))
+    assert check_out(tmp_path, owner) == "same" and (tmp_path / "record.json").is_file()  # the record is kept
+    (tmp_path / "record.json").write_text(json.dumps({**owner, "config_hash": "other"}))
+    with pytest.raises(OutputError, match="already holds another run \\(tiny.run, config other\\)"):
+        check_out(tmp_path, owner)
+    assert check_out(tmp_path, owner, overwrite=True) == "other" and (tmp_path / "record.json").is_file()

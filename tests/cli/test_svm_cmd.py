@@ -43,6 +43,18 @@ def test_writes_the_library_solution(tmp_path, data, norm_text, norm):
     assert not list(tmp_path.glob(".*tmp*"))  # the atomic writer left no temporary file
 
 
+@pytest.mark.parametrize("name", ["sol.NPZ", "sol"])
+def test_an_out_without_the_npz_suffix_holds_the_solution(tmp_path, data, name):
+    # np.savez(path) wrote to path + ".npz" and renamed the empty temp file onto --out
+    src, out = tmp_path / "d.npz", tmp_path / name
+    data.save(src)
+    result = invoke("svm", src, "--out", out)
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["d.npz", name])
+    with np.load(out, allow_pickle=False) as f:
+        np.testing.assert_allclose(f["W"], attention_svm(data, "fro").W.numpy(), atol=1e-12)  # same program
+
+
 def test_select_from_option_and_from_key(tmp_path, data):
     src = tmp_path / "d.npz"
     np.savez(src, X=data.X.numpy(), y=data.y.numpy(), v=data.v.numpy(), alpha=np.array([1, 0, 2, 1]))
@@ -129,3 +141,11 @@ def test_a_file_of_x_and_y_takes_its_head_from_a_npy_file_or_a_key(tmp_path):
     assert missing.exit_code == 2 and "holds no selection and no head v: pass --select" in missing.output
     wrong = CliRunner().invoke(main, ["svm", str(tmp_path / "xy.npz"), "--v", str(tmp_path / "none.npy")])
     assert wrong.exit_code == 2 and "none.npy': no such file" in wrong.output
+
+
+def test_a_complex_data_file_is_refused_not_solved_on_its_real_part(tmp_path, data):
+    src = tmp_path / "c.npz"
+    np.savez(src, X=data.X.numpy() + 0.5j, y=data.y.numpy(), v=data.v.numpy())
+    result = invoke("svm", src)
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert f"error: data file '{src}': X is complex (complex128)" in result.output

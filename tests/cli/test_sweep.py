@@ -135,3 +135,39 @@ def test_a_seed_with_repeats_that_is_not_a_whole_number_is_a_one_line_error(tmp_
     assert result.exit_code == 2
     assert "error: seed must be a int, got 2.9 of type float; with repeats" in result.output
     assert not (tmp_path / "o").exists()  # refused before the store is touched
+
+
+def test_an_unreadable_head_file_is_a_one_line_error(tmp_path):
+    # numpy.load's ValueError escaped as a traceback with exit status 1
+    import numpy as np
+
+    from attnlab.data import example1
+
+    data = example1(n=4, T=3, d=6, seed=0)
+    np.savez(tmp_path / "mine.npz", X=data.X.numpy(), y=data.y.numpy())
+    (tmp_path / "head.npy").write_text("not an array")
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text(f"task: batched-train\nbase: {{data: {tmp_path / 'mine.npz'}, v: {tmp_path / 'head.npy'}}}\n")
+    result = CliRunner().invoke(main, ["sweep", str(sweep), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert f"error: v '{tmp_path / 'head.npy'}' is not a .npy array" in result.output
+
+
+def test_an_option_of_another_executor_is_refused(tmp_path):
+    # --workers and --address did nothing with the inprocess executor, --batch-size nothing with pool or ray
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text("task: batched-train\nbase: {n: 4, T: 3, d: 6, steps: 5}\n")
+    for args, says in (
+        (["--workers", "7"], "workers == 7 (--workers) applies to the 'pool' executor only"),
+        (["--address", "1.2.3.4:10001"], "address == '1.2.3.4:10001' (--address) applies to the 'ray' executor"),
+        (["--executor", "pool", "--batch-size", "8"], "batch_size == 8 (--batch-size) applies to the 'inprocess'"),
+    ):
+        result = CliRunner().invoke(main, ["sweep", str(sweep), "--out", str(tmp_path / "o"), *args])
+        assert result.exit_code == 2 and f"error: {says}" in result.output, (args, result.output)
+    assert not (tmp_path / "o").exists()  # refused before anything ran
+
+
+def test_reproduce_refuses_an_option_of_another_executor(tmp_path):
+    result = CliRunner().invoke(main, ["reproduce", "--paper", "ntk", "--workers", "3", "--out", str(tmp_path / "r")])
+    assert result.exit_code == 2 and "error: workers == 3 (--workers) applies to the 'pool' executor" in result.output
+    assert not (tmp_path / "r").exists()

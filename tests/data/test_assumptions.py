@@ -185,6 +185,29 @@ def test_check_assumptions_defaults_and_errors():
         check_assumptions(torch.zeros(2, 2, 2))
 
 
+def test_token_sets_are_refused_by_the_checks_that_need_one_optimal_token():
+    # the (n, T) mask was used as token indices: a raw IndexError from condition1 and the kappa' of A1 and A4
+    data = dm(n=4, d=12, seed=0)
+    sets = torch.zeros(4, data.T, dtype=torch.bool)
+    sets[:, :2] = True
+    masked = data.with_(select=sets)
+    needs_one = "needs one optimal token per sequence, but data.select holds token sets"
+    for which in (["condition1"], ["A1", "condition1"]):
+        with pytest.raises(ValidationError, match=needs_one):
+            check_assumptions(masked, which=which)
+    with pytest.raises(ValidationError, match=needs_one):
+        near_orthogonal(masked, exclude_opt_pairs=True)
+    report = near_orthogonal(masked)  # kappa' is a diagnostic: unknown without one optimal token per sequence
+    assert report.measured == near_orthogonal(data.with_(select=None)).measured and "kappa' (opt pairs" in report.detail
+    headed = example1(n=4, T=3, d=8, seed=0)
+    headed_sets = headed.with_(select=torch.ones(4, 3, dtype=torch.bool))  # with a head: its optimal tokens
+    with pytest.raises(ValidationError, match=needs_one):
+        condition1(headed_sets)
+    assert [r.measured for r in check_assumptions(headed_sets, which=["A1", "A4"])] == [
+        r.measured for r in check_assumptions(headed, which=["A1", "A4"])
+    ]
+
+
 @pytest.mark.parametrize("scale", [1e300, 1e-300, 1e-20])
 @pytest.mark.parametrize("check", [near_orthogonal, assumption4_geometry], ids=["kappa", "A4-cosines"])
 def test_scale_free_checks_do_not_depend_on_the_scale(check, scale):

@@ -82,6 +82,17 @@ def test_npz_round_trip_is_exact_and_pickle_free(parts, tmp_path):
         assert torch.equal(getattr(back, key), getattr(data, key)), key
 
 
+@pytest.mark.parametrize("name", ["data", "data.NPZ"])
+def test_a_file_name_without_the_npz_suffix_round_trips(parts, tmp_path, name):
+    # numpy.savez(path) would write to path + ".npz" and leave path empty
+    data = TokenSelectionData(**parts, select=[0, 3, 1])
+    path = data.save(tmp_path / name)
+    assert path == tmp_path / name and [p.name for p in tmp_path.iterdir()] == [name]
+    back = TokenSelectionData.load(path)
+    for key in ("X", "Z", "y", "v", "select"):
+        assert torch.equal(getattr(back, key), getattr(data, key)), key
+
+
 def test_npz_without_optional_keys(parts, tmp_path):
     path = TokenSelectionData(parts["X"], y=parts["y"]).save(tmp_path / "d.npz")
     with np.load(path) as f:
@@ -179,3 +190,19 @@ def test_cross_attention_queries_of_their_own_width_are_kept_saved_and_stacked(t
         ValidationError, match=r"v has shape \(2,\): axis 'd' has size 2, but earlier arguments fixed d = 6"
     ):
         TokenSelectionData(X, Z=Z, y=[1, -1, 1], v=torch.ones(2))
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        ({"X": np.ones((2, 2, 2)) + 1j}, "X is complex"),
+        ({"X": np.ones((2, 2, 2)).astype(str)}, "X holds text"),
+        ({"y": ["1", "-1"]}, "y holds text"),
+        ({"v": np.ones(2) + 0j}, "v is complex"),
+    ],
+)
+def test_complex_and_text_fields_are_refused(change, match):
+    # they were read as their real part, or parsed from the text, without an error
+    fields = {"X": np.ones((2, 2, 2)), "y": [1, -1], **change}
+    with pytest.raises(ValidationError, match=match):
+        TokenSelectionData(**fields)

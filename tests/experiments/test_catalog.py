@@ -34,9 +34,23 @@ def test_the_registry_shows_the_catalog_text():
     assert len({e.name for e in EXPERIMENTS}) == len(EXPERIMENTS)
 
 
-@pytest.mark.parametrize("paper", ["all", "implicit-bias-ngd", "ntk", "regression", "flagship", "no-such-paper"])
+@pytest.mark.parametrize("paper", ["all", "implicit-bias-ngd", "ntk", "regression", "flagship"])
 def test_filtering_by_paper_or_prefix_matches_list_experiments(paper):
     assert [e.name for e in list_entries(paper)] == [e.name for e in list_experiments(paper)]
+
+
+def test_a_paper_that_matches_nothing_is_refused_as_reproduce_refuses_it():
+    # list_entries returned [] and `attnlab list --paper bogus` printed nothing with exit status 0
+    with pytest.raises(ValidationError, match="paper == 'bogus' matches no experiment; papers: implicit-bias-ngd"):
+        list_entries("bogus")
+    assert list_experiments("bogus") == []  # what reproduce reads before it raises the same message
+    from click.testing import CliRunner
+
+    from attnlab.cli import main
+
+    result = CliRunner().invoke(main, ["list", "--paper", "bogus"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert result.output.startswith("error: paper == 'bogus' matches no experiment; papers: ")
 
 
 @dataclass(frozen=True)

@@ -70,8 +70,28 @@ def test_make_executor_refuses_unknown_names():
         make_executor("threads")
 
 
+@pytest.mark.parametrize(
+    ("name", "setting", "owner"),
+    [
+        ("inprocess", {"workers": 7}, "pool"),
+        ("inprocess", {"address": "1.2.3.4:10001"}, "ray"),
+        ("pool", {"batch_size": 8}, "inprocess"),
+        ("pool", {"address": "1.2.3.4:10001"}, "ray"),
+        ("ray", {"workers": 2}, "pool"),
+        ("ray", {"batch_size": 8}, "inprocess"),
+    ],
+)
+def test_make_executor_refuses_a_setting_another_executor_takes(name, setting, owner):
+    # it was ignored: a sweep ran on one process with --workers 7, or locally with --address
+    (key, value), option = next(iter(setting.items())), "--" + next(iter(setting)).replace("_", "-")
+    expected = f"{key} == {value!r} \\({option}\\) applies to the '{owner}' executor only and would do nothing with "
+    with pytest.raises(ValidationError, match=f"^{expected}executor '{name}'; drop it, or choose executor '{owner}'"):
+        make_executor(name, **setting)
+
+
 def test_make_executor_builds_each_kind():
-    assert isinstance(make_executor("inprocess", batch_size=8), InProcessExecutor)
+    assert make_executor("inprocess", batch_size=8).batch_size == 8
+    assert make_executor("inprocess").batch_size == 256
     assert make_executor("pool", workers=3).workers == 3
     with pytest.raises(ValidationError, match="workers == 0, must be >= 1"):
         make_executor("pool", workers=0)

@@ -9,6 +9,7 @@ import pytest
 import torch
 from sweep_fixtures import assert_one_diverging_run_stops_alone
 
+from attnlab._io import save_npz
 from attnlab._validation import ValidationError
 from attnlab.data import example1
 from attnlab.runner import InProcessExecutor, PoolExecutor, SweepSpec, expand, read_sweep, run_sweep
@@ -157,6 +158,25 @@ def test_a_data_file_written_again_with_other_data_makes_its_run_computed_again(
     fresh = run_sweep(spec, tmp_path / "fresh", progress=False)  # the loss of the data as they are now
     assert read_sweep(tmp_path / "out")["loss"].iloc[-1] == read_sweep(tmp_path / "fresh")["loss"].iloc[-1]
     assert fresh.ran == 1
+
+
+@pytest.mark.parametrize(
+    ("write", "match"),
+    [
+        (
+            lambda p: p.write_text("hello"),
+            r"v '.*head.npy' is not a .npy array \(it does not start with the .npy header",
+        ),
+        (lambda p: save_npz(p, {"v": np.ones(6)}), r"v '.*head.npy' is an .npz archive of named arrays"),
+        (lambda p: np.save(p, np.array(["1"] * 6)), r"v holds text"),
+    ],
+)
+def test_an_unreadable_head_file_is_refused_naming_v(tmp_path, write, match):
+    # numpy.load's own error escaped as a traceback (exit status 1), and an .npz named .npy gave an open archive
+    _own_file(tmp_path / "mine.npz", 0)
+    write(tmp_path / "head.npy")
+    with pytest.raises(ValidationError, match=match):
+        BatchedTrain().check({"data": str(tmp_path / "mine.npz"), "v": str(tmp_path / "head.npy")})
 
 
 def test_the_input_files_of_a_run_are_its_data_file_and_its_heads_file():

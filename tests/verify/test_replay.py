@@ -124,6 +124,36 @@ def test_the_cli_replays_with_run_config(tmp_path):
     pd.testing.assert_frame_equal(_table(tmp_path / "a"), _table(tmp_path / "b"))
 
 
+def test_a_replay_into_another_runs_folder_is_refused_unless_overwrite(tmp_path):
+    # rerun called run_experiment without overwrite (None: no check), so the replay's files joined the other run's
+    run_experiment("test.replay", ["seed=1"], out=tmp_path / "other", progress=False)
+    (tmp_path / "other" / "stale.png").write_text("the other run's figure")
+    run_experiment("test.replay", ["seed=2"], out=tmp_path / "a", progress=False)
+    with pytest.raises(ValidationError, match="already holds another run \\(test.replay, config .*pass --overwrite"):
+        rerun(tmp_path / "a", registry=registry.REGISTRY, out=tmp_path / "other", progress=False)
+    assert json.loads((tmp_path / "other" / "record.json").read_text())["config"]["seed"] == 1  # untouched
+    again = rerun(tmp_path / "a", registry=registry.REGISTRY, out=tmp_path / "other", progress=False, overwrite=True)
+    assert json.loads((again.out / "record.json").read_text())["config"]["seed"] == 2
+    assert not (tmp_path / "other" / "stale.png").exists()
+    # the recorded run's own folder holds this very run: reused without --overwrite
+    rerun(tmp_path / "a", registry=registry.REGISTRY, out=tmp_path / "a", progress=False)
+
+
+def test_the_cli_replay_honours_overwrite(tmp_path):
+    cli = CliRunner()
+    for seed, folder in ((1, "other"), (2, "a")):
+        made = cli.invoke(main, ["run", "test.replay", "--set", f"seed={seed}", "--out", str(tmp_path / folder)])
+        assert made.exit_code == 0, made.output
+    replay = ["run", "--config", str(tmp_path / "a"), "--out", str(tmp_path / "other"), "--no-progress"]
+    refused = cli.invoke(main, replay)
+    assert refused.exit_code == 2 and "Traceback" not in refused.output
+    assert f"--out '{tmp_path / 'other'}' already holds another run (test.replay" in refused.output
+    assert json.loads((tmp_path / "other" / "record.json").read_text())["config"]["seed"] == 1
+    replaced = cli.invoke(main, [*replay, "--overwrite"])
+    assert replaced.exit_code == 0, replaced.output
+    assert json.loads((tmp_path / "other" / "record.json").read_text())["config"]["seed"] == 2
+
+
 def test_the_cli_refuses_a_mismatched_name_quick_or_nothing(tmp_path):
     cli = CliRunner()
     cli.invoke(main, ["run", "test.replay", "--out", str(tmp_path / "a"), "--no-progress"])

@@ -8,6 +8,7 @@ converged in direction: no limit is named then.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -15,6 +16,8 @@ from attnlab._errors import ValidationError  # not attnlab._validation, which lo
 from attnlab.cli.head_options import read_array
 from attnlab.cli.main import main, user_errors
 from attnlab.cli.svm_cmd import parse_select, read_select_key
+
+RECORD = "explain.json"  # the run's options and input files, written last: it marks a finished run
 
 
 @main.command("explain")
@@ -72,6 +75,11 @@ from attnlab.cli.svm_cmd import parse_select, read_select_key
     default=None,
     help="Output folder (default runs/explain-<file stem>-<param>-<opt>).",
 )
+@click.option(
+    "--overwrite",
+    is_flag=True,
+    help="Replace the outputs of another run in --out (refused without it; the same run again is rewritten).",
+)
 @user_errors
 def explain_cmd(
     path: str,
@@ -87,23 +95,22 @@ def explain_cmd(
     select_text: str | None,
     select_key: str | None,
     out: str | None,
+    overwrite: bool,
 ) -> None:
     """Train on the tokens in PATH (an .npz with X, y and optionally Z, v, select), then rank every candidate SVM.
 
     The head: the file's v or --v; --train-head trains v with W (a file with only X and y then works as it is);
     --head relu --V FILE.npy trains with a fixed ReLU head, whose SVMs need a selection (--select, --select-key or
-    the file's select). Exit status 1 when the run has not converged in direction (no candidate is named; the
-    outputs are written), 2 on bad input (a diverged run included).
+    the file's select). The folder gets explain.json (this run's options and input files) last; a folder that holds
+    another run is refused unless --overwrite. Exit status 1 when the run has not converged in direction (no
+    candidate is named; the outputs are written), 2 on bad input (a diverged run included).
     """
-    import matplotlib.pyplot as plt
     import numpy as np
 
-    from attnlab._io import atomic_write, make_dir
     from attnlab.data import TokenSelectionData
     from attnlab.explain import explain
     from attnlab.models import ReluHead
     from attnlab.optim import parse_optimizer
-    from attnlab.runner.store import save_figure, write_csv, write_parquet
 
     spec = parse_optimizer(opt)  # once, and before loading anything: a bad --optimizer is refused first
     if select_text is not None and select_key is not None:
@@ -125,9 +132,71 @@ def explain_cmd(
     select = parse_select(select_text) if select_text is not None else None
     if select_key is not None:
         select = read_select_key(path, select_key)
-    result = explain(data, param, spec, steps, lr, loss=loss, head=head, select=select, train_head=train_head)
+    options = {
+        "data": path,
+        "param": param,
+        "optimizer": opt,
+        "steps": steps,
+        "lr": lr,
+        "loss": loss,
+        "head": head_kind,
+        "v": v_source,
+        "V": V_source,
+        "train_head": train_head,
+        "select": select_text,
+        "select_key": select_key,
+    }
     default = Path("runs") / f"explain-{Path(path).stem}-{param}-{opt.replace(':', '').replace(',', '-')}"
-    folder = make_dir(Path(out) if out is not None else default)
+    folder = Path(out) if out is not None else default
+    record = _run_record(folder, options, overwrite)  # a folder of another run is refused before training
+    result = explain(data, param, spec, steps, lr, loss=loss, head=head, select=select, train_head=train_head)
+    _write_outputs(folder, result, record, overwrite)
+    if not result.converged:
+        raise SystemExit(1)  # no limit is named: a script must not read the table as one
+
+
+def _run_record(folder: Path, options: dict[str, Any], overwrite: bool) -> dict[str, Any]:
+    """The ``explain.json`` of this run, after checking (touching nothing, before it trains) that ``folder`` may
+    take its outputs.
+
+    The run is its options and the contents of the files it reads: a folder whose ``explain.json`` says the same
+    is this run's and is rewritten; one that holds another run (or other files) is refused unless ``overwrite``,
+    so that no file of an earlier run (its ``v.npy``, its figures) is read as this run's.
+    """
+    import attnlab
+    from attnlab.runner.fingerprint import input_digests
+    from attnlab.runner.store import check_out, config_hash
+
+    files = [options["data"], *(options[k] for k in ("v", "V") if str(options[k]).endswith(".npy"))]
+    inputs = input_digests(files)
+    digest = config_hash({"options": options, "inputs": inputs})
+    check_out(folder, {"experiment": "explain", "config_hash": digest}, overwrite=overwrite, record=RECORD)
+    return {
+        "experiment": "explain",
+        "config_hash": digest,
+        "options": options,
+        "inputs": inputs,
+        "attnlab": attnlab.__version__,
+    }
+
+
+def _write_outputs(folder: Path, result: Any, record: dict[str, Any], overwrite: bool) -> None:
+    """Write the tables, figures and trained head of ``result`` into ``folder``, then ``explain.json``; print them.
+
+    ``folder`` is emptied first when it holds another run and ``overwrite`` is set (after training: a run refused
+    by its options leaves the earlier one as it was).
+    """
+    import matplotlib.pyplot as plt
+
+    from attnlab._io import save_npy
+    from attnlab.runner.store import prepare_out, save_figure, write_csv, write_json, write_parquet
+
+    owner = {key: record[key] for key in ("experiment", "config_hash")}
+    try:
+        prepare_out(folder, owner, overwrite=overwrite, record=RECORD)
+    except BaseException:
+        plt.close(result.figure)
+        raise
     write_parquet(folder / "explain.parquet", result.table)
     write_csv(folder / "explain.csv", result.table)
     write_parquet(folder / "trajectory.parquet", result.trajectory)
@@ -137,12 +206,14 @@ def explain_cmd(
     for reason in result.skipped:
         click.echo(f"skipped {reason}")
     if result.v is not None:  # the trained head, for svm --v or a later run
-        atomic_write(folder / "v.npy", lambda p: np.save(p, result.v.numpy()))
+        save_npy(folder / "v.npy", result.v.numpy())
         click.echo(f"trained head v written to {folder / 'v.npy'}")
+    else:  # never left from an earlier run, where a later --v out/v.npy would read it as this run's head
+        (folder / "v.npy").unlink(missing_ok=True)
     click.echo(result.verdict)
+    final = {"converged": bool(result.converged), "closest": result.closest}
+    write_json(folder / RECORD, {**record, "result": final})  # last: it marks a finished run
     click.echo(
         f"wrote {folder / 'explain.parquet'}, explain.csv, trajectory.parquet, "
-        f"{', '.join(p.name for p in figures)} in {folder}"
+        f"{', '.join(p.name for p in figures)}{', v.npy' * (result.v is not None)}, explain.json in {folder}"
     )
-    if not result.converged:
-        raise SystemExit(1)  # no limit is named: a script must not read the table as one

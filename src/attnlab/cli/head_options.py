@@ -6,7 +6,6 @@ multi-token §1 (the ReLU head ``h(u) = v^T ReLU(V u)``).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from attnlab._errors import ValidationError  # not attnlab._validation, which loads torch
@@ -33,20 +32,14 @@ def read_array(option: str, source: str, data_path: str) -> Any:
     Raises
     ------
     ValidationError
-        When the ``.npy`` file is missing or unreadable (or holds Python objects), or ``source`` is neither such a
-        file nor a key of the data file; the message lists the file's keys.
+        When the ``.npy`` file is missing, unreadable, an ``.npz`` archive or holds Python objects (see
+        :func:`attnlab._io.read_npy`), or ``source`` is neither such a file nor a key of the data file; the message
+        lists the file's keys.
     """
-    import numpy as np
-
-    from attnlab._io import read_npz
+    from attnlab._io import read_npy, read_npz
 
     if source.endswith(".npy"):
-        if not Path(source).is_file():
-            raise ValidationError(f"{option} {source!r}: no such file")
-        try:
-            return np.load(source, allow_pickle=False)
-        except (OSError, ValueError) as err:
-            raise ValidationError(f"{option} {source!r} is not a readable .npy array of numbers: {err}") from None
+        return read_npy(source, option)
     arrays = read_npz(data_path)
     if source not in arrays:
         raise ValidationError(

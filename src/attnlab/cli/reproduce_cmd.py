@@ -14,8 +14,8 @@ from attnlab.cli.main import main, user_errors
 @click.option("--quick", is_flag=True, help="CI-sized settings.")
 @click.option("--out", type=click.Path(file_okay=False), default="report", show_default=True, help="Report folder.")
 @click.option("--executor", type=click.Choice(["inprocess", "pool", "ray"]), default="inprocess", show_default=True)
-@click.option("--workers", type=int, default=None, help="Pool size (default: CPU cores).")
-@click.option("--address", default=None, help="Ray cluster address (default: start a local cluster).")
+@click.option("--workers", type=int, default=None, help="Pool size (pool only; default: CPU cores).")
+@click.option("--address", default=None, help="Ray cluster address (ray only; default: start a local cluster).")
 @click.option(
     "--fresh",
     is_flag=True,
@@ -40,7 +40,8 @@ def reproduce_cmd(
     only when its files are intact and its code, config and library versions are the current ones.
     An experiment that raises is shown in the report with its traceback; the others still run. Exit status 1
     when a theory check failed or an experiment raised (observations that disagree with a paper are reported,
-    not failures).
+    not failures), 2 on bad input (an unknown --paper, --workers without --executor pool, --address without
+    --executor ray).
     """
     from attnlab.runner import make_executor
 

@@ -20,10 +20,11 @@ if TYPE_CHECKING:
     default=None,
     help="Only experiments of this paper: its theory page's name (implicit-bias-ngd, docs/theory/implicit-bias-ngd.md) or an experiment name prefix (implicit-bias).",
 )
+@user_errors
 def list_cmd(paper: str | None) -> None:
     """List every named experiment, one line each, with its paper.
 
-    Exit status 0.
+    Exit status 0, 2 when --paper matches no experiment (the message lists the papers).
     """
     from attnlab.experiments.catalog import list_entries  # a table: importing the experiments takes seconds
 
@@ -67,7 +68,7 @@ def run_cmd(
     from attnlab.experiments import run_experiment
 
     if record_path is not None:
-        record, name = _replay(name, record_path, sets, out, quick, not no_progress)
+        record, name = _replay(name, record_path, sets, out, quick, not no_progress, overwrite)
     elif name is None:
         raise ValidationError("attnlab run needs an experiment NAME (see attnlab list) or --config RECORD")
     else:
@@ -115,7 +116,13 @@ def _check_settings(name: str, sets: tuple[str, ...], quick: bool) -> None:
 
 
 def _replay(
-    name: str | None, record_path: str, sets: tuple[str, ...], out: str | None, quick: bool, progress: bool
+    name: str | None,
+    record_path: str,
+    sets: tuple[str, ...],
+    out: str | None,
+    quick: bool,
+    progress: bool,
+    overwrite: bool,
 ) -> tuple[RunRecord, str]:
     """Rerun the recorded run of ``--config``; a NAME, when given, must be the recorded experiment."""
     from attnlab.experiments.registry import REGISTRY
@@ -126,4 +133,4 @@ def _replay(
         raise ValidationError(f"--config {record_path} records experiment {recorded!r}, not {name!r}; drop NAME")
     if quick:
         raise ValidationError("--quick does not apply with --config: the record says whether the run was quick")
-    return rerun(record_path, sets, registry=REGISTRY, out=out, progress=progress), recorded
+    return rerun(record_path, sets, registry=REGISTRY, out=out, progress=progress, overwrite=overwrite), recorded

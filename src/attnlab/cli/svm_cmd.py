@@ -90,7 +90,7 @@ def svm_cmd(
     """
     import numpy as np
 
-    from attnlab._io import atomic_write
+    from attnlab._io import save_npz
     from attnlab.data import TokenSelectionData
     from attnlab.svm import SetProgramResult, attention_svm
 
@@ -140,5 +140,5 @@ def svm_cmd(
             arrays.update(pairs=sol.pairs.numpy(), select=sol.sets.numpy())
         else:
             arrays.update(support=np.array(sol.support, dtype=np.int64).reshape(-1, 2), select=sol.select.numpy())
-        written = atomic_write(out, lambda p: np.savez(p, **arrays))
+        written = save_npz(out, arrays)  # at --out exactly, whatever its suffix
         click.echo(f"wrote {written}")

@@ -19,9 +19,11 @@ from attnlab.cli.main import main, user_errors
     show_default=True,
     help="inprocess: batched in this process; pool: local worker processes; ray: a Ray cluster.",
 )
-@click.option("--address", default=None, help="Ray cluster address (default: start a local cluster).")
-@click.option("--workers", type=int, default=None, help="Pool size (default: CPU cores).")
-@click.option("--batch-size", type=int, default=256, show_default=True, help="Most runs per batched call (inprocess).")
+@click.option("--address", default=None, help="Ray cluster address (ray only; default: start a local cluster).")
+@click.option("--workers", type=int, default=None, help="Pool size (pool only; default: CPU cores).")
+@click.option(
+    "--batch-size", type=int, default=None, help="Most runs per batched call (inprocess only) [default: 256]."
+)
 @click.option(
     "--out", type=click.Path(file_okay=False), default=None, help="Results folder (default runs/<file stem>)."
 )
@@ -32,7 +34,7 @@ def sweep_cmd(
     executor: str,
     address: str | None,
     workers: int | None,
-    batch_size: int,
+    batch_size: int | None,
     out: str | None,
     no_progress: bool,
 ) -> None:
@@ -40,7 +42,8 @@ def sweep_cmd(
 
     Finished runs are skipped, so rerunning a stopped sweep finishes it. Each run writes its table and
     record.json under OUT/runs/<label>-<config hash>/, and OUT/index.parquet lists every run with its status.
-    Exit status 1 when a run failed, 2 on a bad SWEEP_FILE.
+    Exit status 1 when a run failed, 2 on a bad SWEEP_FILE or an option of another executor (--workers is the
+    pool's, --address Ray's, --batch-size inprocess's).
     """
     import attnlab.tasks  # noqa: F401  (registers attnlab's sweep tasks: experiment, batched-train)
     from attnlab.runner import load_sweep, make_executor, run_sweep

@@ -80,12 +80,31 @@ def _unit_scaled(data: TokenSelectionData) -> TokenSelectionData:
     return TokenSelectionData(X, Z=Z, y=data.y, v=data.v, select=data.select)  # scores scale by 1/sx > 0: same argmax
 
 
+def _one_token_select(data: TokenSelectionData) -> torch.Tensor | None:
+    """The stored selection when it is one token per sequence, ``(n,)``; None when there is none.
+
+    These checks are about one optimal token per sequence (the papers' assumptions); token sets (an ``(n, T)``
+    mask, multi-token §2) name no such token, so a check that needs one refuses them instead of indexing with the
+    mask. ``attnlab data check`` reports on the sets apart and checks the head's optimal tokens.
+    """
+    if data.select is None:
+        return None
+    if data.select.dim() == 2:
+        raise ValidationError(
+            f"this check needs one optimal token per sequence, but data.select holds token sets (an ({data.n}, "
+            f"{data.T}) mask); pass data.with_(select=tokens) with one token index per sequence, or "
+            "data.with_(select=None) to check the head's optimal tokens (or the default of the check)"
+        )
+    return data.select
+
+
 def _opt_tokens(data: TokenSelectionData) -> torch.Tensor:
     """Optimal tokens from the head when there is one, else the stored selection; shape (n,), int64."""
     if data.v is not None:
         return data.optimal_tokens()
-    if data.select is not None:
-        return data.select
+    select = _one_token_select(data)
+    if select is not None:
+        return select
     raise ValidationError(
         "this check needs the optimal tokens: give the data a head v or a select (one index per sequence)"
     )
@@ -166,7 +185,7 @@ def near_orthogonal(data: TokenSelectionData, C: float = 1.0, exclude_opt_pairs:
         Holds when ``kappa * n * T <= 1 / C``.
     exclude_opt_pairs : bool, default=False
         Gate on ``kappa'`` (pairs of two optimal tokens left out), for the antipodal Example 1; needs a head or a
-        ``select``.
+        ``select`` of one token per sequence (token sets are refused; without it they leave ``kappa'`` unknown).
 
     Returns
     -------
@@ -182,8 +201,9 @@ def near_orthogonal(data: TokenSelectionData, C: float = 1.0, exclude_opt_pairs:
     """
     data = _unit_scaled(_check_data(data))  # kappa is scale-free
     check_scalar("C", C, low=0.0, low_inclusive=False)
-    known = exclude_opt_pairs or data.v is not None or data.select is not None
-    opt = _opt_tokens(data) if known else None  # without a head or selection kappa' is unknown (nan)
+    sets = data.select is not None and data.select.dim() == 2  # token sets name no optimal token (multi-token §2)
+    known = exclude_opt_pairs or data.v is not None or (data.select is not None and not sets)
+    opt = _opt_tokens(data) if known else None  # without a head or a one-token selection kappa' is unknown (nan)
     kappa, kappa_prime = _kappas(data, opt)
     used = kappa_prime if exclude_opt_pairs else kappa
     measured = used * data.n * data.T  # spec §7: A1 holds if kappa n T <= 1/C
@@ -413,7 +433,8 @@ def condition1(
     Parameters
     ----------
     data : TokenSelectionData
-        The optimal token is ``select`` when stored, else position 0.
+        The optimal token is ``select`` when stored (one token per sequence; token sets are refused), else
+        position 0.
     C : float, default=1.0
         Holds when ``min_i ||x_{i,opt}||^2 / max_{i, t != opt} ||x_{i,t}||^2 >= C``.
     u0 : array-like, shape (d,), optional
@@ -430,7 +451,8 @@ def condition1(
     """
     data = _check_data(data)
     check_scalar("C", C, low=0.0, low_inclusive=False)
-    opt = data.select if data.select is not None else torch.zeros(data.n, dtype=torch.int64)
+    select = _one_token_select(data)
+    opt = select if select is not None else torch.zeros(data.n, dtype=torch.int64)
     sq = (data.X**2).sum(dim=2)  # ||x_{i,t}||^2, (n, T)
     is_opt = torch.zeros_like(sq, dtype=torch.bool)
     is_opt[torch.arange(data.n), opt] = True
@@ -505,7 +527,9 @@ def check_assumptions(
     Raises
     ------
     ValidationError
-        On an unknown name (the message lists the known ones), or a check that needs a head the data lack.
+        On an unknown name (the message lists the known ones), a check that needs a head the data lack, or one that
+        needs one optimal token per sequence on data whose ``select`` holds token sets (``condition1``; A1's
+        ``kappa'`` and A4 without a head): pass ``data.with_(select=None)`` to check without them.
 
     Examples
     --------

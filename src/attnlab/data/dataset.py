@@ -9,10 +9,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
 
-from attnlab._io import atomic_write, read_npz
+from attnlab._io import read_npz, save_npz
 from attnlab._validation import ValidationError, check_labels, check_tensor
 from attnlab.data.selection import Selection
 
@@ -181,7 +180,7 @@ class TokenSelectionData:
             The file written.
         """
         arrays = {k: getattr(self, k).numpy() for k in _NPZ_KEYS if getattr(self, k) is not None}
-        return atomic_write(path, lambda p: np.savez(p, **arrays))
+        return save_npz(path, arrays)  # at path exactly: np.savez(path) would append .npz to a name without it
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> TokenSelectionData:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from attnlab._errors import ValidationError  # not attnlab._validation, which loads torch
+
 __all__ = ["EXPERIMENTS", "PAPER_IDS", "Entry", "find_entry", "list_entries"]
 
 
@@ -239,8 +241,28 @@ def find_entry(name: str) -> Entry | None:
 
 
 def list_entries(paper: str | None = None) -> list[Entry]:
-    """The entries sorted by name; ``paper`` filters by paper or name prefix (as ``list_experiments`` does)."""
+    """The entries sorted by name; ``paper`` filters by paper or name prefix (as ``list_experiments`` does).
+
+    Parameters
+    ----------
+    paper : str, optional
+        A paper's theory page name (``implicit-bias-ngd``) or an experiment name prefix (``implicit-bias``);
+        ``None`` or ``"all"`` lists every entry.
+
+    Returns
+    -------
+    list of Entry
+
+    Raises
+    ------
+    ValidationError
+        If ``paper`` matches no entry (an empty list would read as a paper without experiments); the message
+        lists the papers, as ``attnlab reproduce --paper`` does.
+    """
     entries = sorted(EXPERIMENTS)
     if paper is not None and paper != "all":
         entries = [e for e in entries if e.paper == paper or e.name.split(".")[0] == paper]
+        if not entries:
+            papers = sorted({e.paper for e in EXPERIMENTS})
+            raise ValidationError(f"paper == {paper!r} matches no experiment; papers: {', '.join(papers)}")
     return entries

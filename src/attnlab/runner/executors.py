@@ -371,8 +371,16 @@ class RayExecutor:
                 ray.shutdown()
 
 
+# The setting of make_executor that each executor alone takes, with its command-line option.
+_SETTINGS = {
+    "workers": ("pool", "--workers"),
+    "address": ("ray", "--address"),
+    "batch_size": ("inprocess", "--batch-size"),
+}
+
+
 def make_executor(
-    name: str, *, workers: int | None = None, address: str | None = None, batch_size: int = 256
+    name: str, *, workers: int | None = None, address: str | None = None, batch_size: int | None = None
 ) -> InProcessExecutor | PoolExecutor | RayExecutor:
     """The executor called ``name`` (``"inprocess"``, ``"pool"`` or ``"ray"``).
 
@@ -380,11 +388,11 @@ def make_executor(
     ----------
     name : {"inprocess", "pool", "ray"}
     workers : int, optional
-        Pool size (``"pool"`` only).
+        Pool size (``"pool"`` only); default the CPU cores.
     address : str, optional
         Ray cluster address (``"ray"`` only); ``None`` starts a local cluster.
-    batch_size : int, default=256
-        Most runs per batched call (``"inprocess"`` only).
+    batch_size : int, optional
+        Most runs per batched call (``"inprocess"`` only); default 256.
 
     Returns
     -------
@@ -394,11 +402,20 @@ def make_executor(
     Raises
     ------
     ValidationError
-        If ``name`` is unknown, a setting is out of range, or ``"ray"`` is asked for without Ray installed.
+        If ``name`` is unknown, a setting is out of range or given to an executor that does not take it (it would
+        do nothing: ``workers`` with ``"inprocess"``), or ``"ray"`` is asked for without Ray installed.
     """
     check_in("executor", name, EXECUTORS)
+    given = {"workers": workers, "address": address, "batch_size": batch_size}
+    for setting, value in given.items():
+        owner, option = _SETTINGS[setting]
+        if value is not None and name != owner:
+            raise ValidationError(
+                f"{setting} == {value!r} ({option}) applies to the {owner!r} executor only and would do nothing with "
+                f"executor {name!r}; drop it, or choose executor {owner!r} (--executor {owner})"
+            )
     if name == "pool":
         return PoolExecutor(workers)
     if name == "ray":
         return RayExecutor(address)
-    return InProcessExecutor(batch_size)
+    return InProcessExecutor(256 if batch_size is None else batch_size)

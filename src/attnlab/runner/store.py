@@ -20,6 +20,7 @@ from attnlab._io import OutputError, _output_error, atomic_write, config_hash, j
 
 __all__ = [
     "atomic_write",
+    "check_out",
     "config_hash",
     "prepare_out",
     "write_json",
@@ -30,7 +31,7 @@ __all__ = [
 ]
 
 # Files whose presence shows that a folder holds an attnlab run (so that --overwrite may empty it).
-_RUN_FILES = ("record.json", "trajectory.parquet", "checks.csv")
+_RUN_FILES = ("record.json", "trajectory.parquet", "checks.csv", "explain.json")
 
 
 def write_json(path: str | os.PathLike[str], payload: Mapping[str, Any]) -> Path:
@@ -143,7 +144,69 @@ def save_figure(
     return out
 
 
-def prepare_out(folder: str | os.PathLike[str], owner: Mapping[str, Any], *, overwrite: bool = False) -> Path:
+def check_out(
+    folder: str | os.PathLike[str], owner: Mapping[str, Any], *, overwrite: bool = False, record: str = "record.json"
+) -> str:
+    """Refuse ``folder`` as :func:`prepare_out` would, touching nothing: to refuse before a long computation.
+
+    Parameters
+    ----------
+    folder : path
+        The output folder (``--out``); it need not exist.
+    owner : mapping
+        Keys of the record that identify the run (see :func:`prepare_out`).
+    overwrite : bool, default=False
+        Whether another run's folder may be emptied.
+    record : str, default="record.json"
+        The name of the run's record in ``folder``.
+
+    Returns
+    -------
+    str
+        ``"empty"`` (missing or empty), ``"same"`` (it holds this very run) or ``"other"`` (another run, which
+        ``overwrite`` allows to empty).
+
+    Raises
+    ------
+    OutputError
+        If ``folder`` holds other files and ``overwrite`` is false, or ``overwrite`` is given for a folder that holds
+        no attnlab run, or ``folder`` is a file.
+    """
+    folder = Path(folder)
+    if not folder.exists():
+        return "empty"
+    try:
+        entries = sorted(p.name for p in folder.iterdir())
+    except OSError as err:
+        raise _output_error(folder, err) from None
+    if not entries:
+        return "empty"
+    try:
+        held_record = json.loads((folder / record).read_text())
+    except (OSError, ValueError):
+        held_record = None
+    if isinstance(held_record, dict) and all(held_record.get(k) == v for k, v in owner.items()):
+        return "same"
+    held = ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
+    if not overwrite:
+        if isinstance(held_record, dict):
+            what = f"another run ({held_record.get('experiment', '?')}, config {held_record.get('config_hash', '?')})"
+        else:
+            what = f"other files ({held})"
+        raise OutputError(
+            f"--out {str(folder)!r} already holds {what}; pass --overwrite to replace it, or choose an empty folder"
+        )
+    if not any(name in entries for name in _RUN_FILES):
+        raise OutputError(
+            f"--out {str(folder)!r} holds files that are not an attnlab run ({held}); --overwrite only empties a "
+            "run's folder, never another one: choose an empty folder"
+        )
+    return "other"
+
+
+def prepare_out(
+    folder: str | os.PathLike[str], owner: Mapping[str, Any], *, overwrite: bool = False, record: str = "record.json"
+) -> Path:
     """Make ``folder`` ready for the outputs of the run ``owner``, never mixing them with another run's files.
 
     Parameters
@@ -157,6 +220,8 @@ def prepare_out(folder: str | os.PathLike[str], owner: Mapping[str, Any], *, ove
         before it writes its own reads as unfinished instead of the old record vouching for the new files.
     overwrite : bool, default=False
         Empty a folder that holds another attnlab run first (its files would otherwise sit beside the new ones).
+    record : str, default="record.json"
+        The name of the run's record in ``folder`` (``explain.json`` for ``attnlab explain``).
 
     Returns
     -------
@@ -170,36 +235,16 @@ def prepare_out(folder: str | os.PathLike[str], owner: Mapping[str, Any], *, ove
         cannot be made or the same run's ``record.json`` cannot be removed.
     """
     folder = make_dir(folder)
-    entries = sorted(p.name for p in folder.iterdir())
-    if not entries:
-        return folder
-    try:
-        record = json.loads((folder / "record.json").read_text())
-    except (OSError, ValueError):
-        record = None
-    if isinstance(record, dict) and all(record.get(k) == v for k, v in owner.items()):
-        # the same run again: its outputs are rewritten one by one, the same set of files, record.json last
-        _remove(folder / "record.json")
-        return folder
-    held = ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
-    if not overwrite:
-        if isinstance(record, dict):
-            what = f"another run ({record.get('experiment', '?')}, config {record.get('config_hash', '?')})"
-        else:
-            what = f"other files ({held})"
-        raise OutputError(
-            f"--out {str(folder)!r} already holds {what}; pass --overwrite to replace it, or choose an empty folder"
-        )
-    if not any(name in entries for name in _RUN_FILES):
-        raise OutputError(
-            f"--out {str(folder)!r} holds files that are not an attnlab run ({held}); --overwrite only empties a "
-            "run's folder, never another one: choose an empty folder"
-        )
-    for entry in folder.iterdir():
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry)
-        else:
-            entry.unlink()
+    held = check_out(folder, owner, overwrite=overwrite, record=record)
+    if held == "same":
+        # the same run again: its outputs are rewritten one by one, the same set of files, the record last
+        _remove(folder / record)
+    elif held == "other":
+        for entry in folder.iterdir():
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
     return folder
 
 

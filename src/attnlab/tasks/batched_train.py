@@ -45,8 +45,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from attnlab._io import save_npy
 from attnlab._validation import ValidationError, check_in, check_scalar
-from attnlab.runner.store import atomic_write, versions, write_json, write_parquet
+from attnlab.runner.store import versions, write_json, write_parquet
 from attnlab.runner.task import Task
 
 __all__ = ["BatchedTrain", "DEFAULTS"]
@@ -112,14 +113,16 @@ def _built(key: str) -> Any:
 
 
 def _array(name: str, source: str, data: str) -> np.ndarray:
-    """A ``.npy`` file, or the key ``source`` of the data file ``data``."""
-    from attnlab._io import read_npz
+    """A ``.npy`` file, or the key ``source`` of the data file ``data``.
+
+    A file that is missing, unreadable or an ``.npz`` archive is refused with a message naming ``name`` (the sweep
+    file's key): a raw ``numpy.load`` error would fail the run with a traceback.
+    """
+    from attnlab._io import read_npy, read_npz
     from attnlab.data import is_data_path
 
     if str(source).endswith(".npy"):
-        if not Path(source).is_file():
-            raise ValidationError(f"{name}: {source!r}: no such file")
-        return np.load(source, allow_pickle=False)
+        return read_npy(source, name)
     arrays = read_npz(data) if is_data_path(data) else {}
     if source not in arrays:
         raise ValidationError(f"{name}: {source!r} is neither a .npy file nor a key of the data file {data!r}")
@@ -459,7 +462,7 @@ class BatchedTrain(Task):
             svms = _svm_alignments(frame, runs[r], result, r, _alignment_norms(p["alignment"]))
             write_parquet(run_dir / "trajectory.parquet", frame)
             W = result.W[r].detach().numpy()  # (d, d_q)
-            atomic_write(run_dir / "W.npy", lambda path, W=W: np.save(path, W))
+            save_npy(run_dir / "W.npy", W)
             last = frame.iloc[-1]
             summary = {
                 "final_loss": float(last["loss"]),

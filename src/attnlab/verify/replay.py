@@ -20,7 +20,7 @@ from types import ModuleType
 from typing import Any
 
 from attnlab._overrides import parse_overrides
-from attnlab._validation import ValidationError
+from attnlab._validation import ValidationError, check_bool
 from attnlab.runner.provenance import git_state
 from attnlab.runner.read import tuples_from_lists
 from attnlab.runner.store import config_hash
@@ -81,6 +81,7 @@ def rerun(
     registry: Registry,
     out: str | Path | None = None,
     progress: bool = True,
+    overwrite: bool = False,
 ) -> RunRecord:
     """Run the experiment of a ``record.json`` again with its config (seed included) and quick flag.
 
@@ -96,11 +97,20 @@ def rerun(
         Run directory; default ``runs/<name>-<config hash>``, the recorded run's own when nothing is overridden.
     progress : bool, default=True
         Show progress bars on a terminal.
+    overwrite : bool, default=False
+        Empty an ``out`` that holds another run first; without it such a folder is refused, so that the replay's
+        files never sit beside another run's (the recorded run's own folder is reused: it holds this run).
 
     Returns
     -------
     RunRecord
         The new run's directory, check table and wall time.
+
+    Raises
+    ------
+    ValidationError
+        When the record cannot be replayed (see :func:`load_record`, :func:`find_experiment`), an override is
+        refused, or ``out`` holds another run and ``overwrite`` is false.
 
     Warns
     -----
@@ -108,6 +118,7 @@ def rerun(
         When the recorded config no longer rebuilds to its recorded hash (the experiment's config fields changed
         since), or the code is at another git commit than the one recorded: the replay may then differ.
     """
+    overwrite = check_bool("overwrite", overwrite)
     record = load_record(path)
     name = record["experiment"]
     experiment = find_experiment(record, registry)
@@ -124,7 +135,7 @@ def rerun(
     if recorded and now and recorded != now:
         warnings.warn(f"{path} was recorded at commit {recorded[:12]}; the code is now at {now[:12]}", stacklevel=2)
     config.update(parse_overrides(experiment.config_type, overrides))
-    return run_experiment(experiment, config, quick=record["quick"], out=out, progress=progress)
+    return run_experiment(experiment, config, quick=record["quick"], out=out, progress=progress, overwrite=overwrite)
 
 
 def find_experiment(record: Mapping[str, Any], registry: Registry) -> Experiment[Any]:
