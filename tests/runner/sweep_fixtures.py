@@ -209,8 +209,8 @@ def sweep_process(out: Path, executor: str = "inprocess", **spec) -> subprocess.
     whole process group, as Ctrl-C in a terminal does); stdout and stderr go to the pipe ``stdout``."""
     code = (
         "import json, sys; from attnlab.runner import SweepSpec, make_executor, run_sweep; "
-        "run_sweep(SweepSpec(**json.loads(sys.argv[1])), sys.argv[2], make_executor(sys.argv[3], workers=2), "
-        "progress=False)"
+        "name = sys.argv[3]; executor = make_executor(name, workers=2) if name == 'pool' else make_executor(name); "
+        "run_sweep(SweepSpec(**json.loads(sys.argv[1])), sys.argv[2], executor, progress=False)"
     )
     path = os.pathsep.join(filter(None, [str(Path(__file__).parent), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1"}
