@@ -94,6 +94,15 @@ def test_matrix_free_lambda_max_matches_dense(cls, monkeypatch):
     assert math.isclose(lambda_max(net, X), dense, rel_tol=1e-8)  # eigsh tol 1e-8
 
 
+@pytest.mark.parametrize("cls", NETS)
+def test_matrix_free_lambda_max_is_the_same_on_every_call(cls, monkeypatch):
+    # the practical step is built on it: a value that moved in its last digits made every NTK run after it differ
+    net, X = _moved(cls, m=40), _unit_rows(60, 4, 6)
+    monkeypatch.setattr(tangent_kernel, "_DENSE_MAX", 10)  # force the Lanczos path
+    values = {lambda_max(net, X) for _ in range(5)}
+    assert len(values) == 1
+
+
 def test_gram_approaches_the_infinite_width_kernel_like_inverse_sqrt_width():
     X = _unit_rows(8, 4, 0)
     widths = [500, 2000, 8000, 32000]
