@@ -119,3 +119,19 @@ def test_tau_q_and_the_covariances_are_checked_up_front_by_name(problem, near_mi
     kwargs = {"regularizer_weight": 0.25, "covariance": problem.Sigma, **kwargs}
     with pytest.raises(ValidationError, match=match):
         fit(V0, Q0, PopulationOracle(problem), lambda ps: torch.optim.SGD(ps, lr=0.1), steps=3, metrics={}, **kwargs)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"record_steps": [7]}, "record_steps\\[0\\] == 7, must be <= 5"),
+        ({"record_steps": [2, -1]}, "record_steps\\[1\\] == -1, must be >= 0"),
+        ({"record_steps": [2.5]}, "record_steps\\[0\\]"),
+        ({"progress": 3}, "progress"),
+    ],
+)
+def test_record_steps_and_progress_are_checked_by_name(problem, near_minimum, kwargs, match):
+    # a step past the run (or before it) was skipped without a word, and progress=3 was taken as True
+    V0, Q0 = near_minimum
+    with pytest.raises(ValidationError, match=match):
+        fit(V0, Q0, PopulationOracle(problem), lambda ps: torch.optim.SGD(ps, lr=0.1), steps=5, metrics={}, **kwargs)

@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from attnlab._validation import ValidationError, check_in, check_scalar, check_tensor
+from attnlab._validation import ValidationError, check_bool, check_in, check_scalar, check_tensor
 from attnlab.metrics import metric_columns
 from attnlab.regression._checks import check_spd
 from attnlab.regression.data import RegressionProblem
@@ -74,7 +74,7 @@ def fit(
         (:class:`attnlab.metrics.Metric`), recorded every ``record_every`` steps (and at 0 and T).
     record_every : int, default=1
     record_steps : collection of int, optional
-        Extra steps to record (e.g. the steps of a reference table).
+        Extra steps to record (e.g. the steps of a reference table), each an integer in ``[0, steps]``.
     regularizer_weight : float, default=0.0
         mu >= 0 (spec §3.4 default 1/4 for Algorithm 1).
     covariance : torch.Tensor, shape ([R,] d, d), optional
@@ -105,7 +105,8 @@ def fit(
     Raises
     ------
     ValidationError
-        Bad shapes or settings; ``tau_Q`` not a finite number > 0; a covariance of the wrong shape, not finite or
+        Bad shapes or settings (a ``record_steps`` entry outside ``[0, steps]``, ``progress`` not a bool or None);
+        ``tau_Q`` not a finite number > 0; a covariance of the wrong shape, not finite or
         not symmetric positive definite; a regularizer or renormalization without ``covariance``; a start past
         ``max_norm``.
     """
@@ -114,6 +115,10 @@ def fit(
     Q = check_tensor("Q0", Q0, "Rpd", sizes).clone()
     check_scalar("steps", steps, kind=int, low=0)
     check_scalar("record_every", record_every, kind=int, low=1)
+    for i, at in enumerate(record_steps):  # a step past the run is never reached: refused, not skipped
+        check_scalar(f"record_steps[{i}]", at, kind=int, low=0, high=steps)
+    if progress is not None:
+        progress = check_bool("progress", progress)
     check_scalar("regularizer_weight", regularizer_weight, low=0.0)
     check_scalar("max_norm", max_norm, low=0.0, low_inclusive=False)
     check_in("renormalization", renormalization, RENORMALIZATIONS)
