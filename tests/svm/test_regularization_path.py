@@ -110,3 +110,14 @@ def test_the_formula_is_the_models_one_and_the_old_name_warns():
     other[0] = (other[0] + 1) % data.T
     with pytest.raises(ValidationError, match="select must be the optimal tokens"):
         log_excess_risk_and_gradient(data, W, other)
+
+
+def test_stationarity_refuses_a_zero_w_and_a_risk_without_direction():
+    # both gave NaN (0/0), which the regularization path's max(kkt, ...) then dropped without a word
+    data, select = _seed_one()
+    W = torch.randn(10, 10, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    with pytest.raises(ValidationError, match="W is zero"):
+        constrained_stationarity(data, 2.0, torch.zeros(10, 10, dtype=torch.float64), select)
+    headless = data.with_(v=torch.zeros_like(data.v))  # v = 0: every margin 0, the risk flat in W
+    with pytest.raises(ValidationError, match="the risk has no direction at W"):
+        constrained_stationarity(headless, 2.0, W, select)

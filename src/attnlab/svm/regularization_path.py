@@ -15,7 +15,7 @@ import torch
 from scipy.optimize import minimize
 
 from attnlab._deprecation import moved_names
-from attnlab._numerics import mirror_map
+from attnlab._numerics import all_finite, mirror_map
 from attnlab._validation import ValidationError, check_scalar, check_select, check_tensor, check_token_data
 from attnlab.data import TokenSelectionData
 from attnlab.models.excess_risk import log_excess_risk as models_log_excess_risk
@@ -148,9 +148,22 @@ def constrained_stationarity(data: TokenSelectionData, p: float, W: torch.Tensor
     -------
     float
         In ``[0, 2]``; 0 at a minimiser on the sphere.
+
+    Raises
+    ------
+    ValidationError
+        When ``W`` is zero (on no sphere), the risk has no direction at ``W`` (a zero or non-finite gradient), or the
+        inputs do not fit ``data``.
     """
     W, select = _checked(data, W, select, p)
+    if not bool(W.any()):
+        raise ValidationError("W is zero: it lies on no sphere ||W||_p = R > 0; pass the constrained ERM's W_R")
     _, grad = _value_and_gradient(data, W)
+    if not all_finite(grad) or not bool(grad.any()):
+        raise ValidationError(
+            "the risk has no direction at W (its excess over the infimum is 0 there, e.g. a zero head v, or its "
+            "gradient is not finite); the residual is defined where the risk still slopes"
+        )
     normal = mirror_map(W, p)
     return float(1.0 - (-grad * normal).sum() / (grad.norm() * normal.norm()))
 
