@@ -42,15 +42,41 @@ def test_second_call_on_the_same_input_is_answered_with_the_same_values():
     assert "_shared_encodings" not in vars(model)  # the answers are dropped after the block
 
 
-def test_a_view_of_the_same_memory_is_the_same_input_and_other_memory_is_not():
+def test_an_input_is_the_same_when_its_values_are_whatever_its_memory():
     model, x = _model(), _ids(20)
     calls = _counted(model)
     with torch.no_grad(), shared_encodings(model):
         model(x[0:20])
         model(x)
-        model(x.clone())  # equal values, other memory: encoded again
+        model(x.clone())  # equal values, other memory: the same encoding
         model(x[:10])  # other shape
+        model(x[:10].int())  # other dtype
     assert calls[0] == 3
+
+
+def test_writes_through_data_are_seen():
+    # .data has a version counter of its own: keyed on versions, these writes were served the stale encoding
+    model, x = _model(), _ids(20)
+    with torch.no_grad(), shared_encodings(model):
+        a = model(x)
+        model.tokens.weight.data.mul_(2)
+        b = model(x)
+        x_b = x.clone()
+        x.data[:, 0] = x[:, 0] % 10 + 1  # every first token changes
+        c = model(x)
+    with torch.no_grad():
+        assert torch.equal(b, model(x_b)) and torch.equal(c, model(x))
+    assert not torch.equal(a, b) and not torch.equal(b, c)
+
+
+def test_inference_mode_is_served_like_no_grad():
+    model = _model()
+    calls = _counted(model)
+    with torch.inference_mode(), shared_encodings(model):
+        x = _ids(20)  # an inference tensor: it keeps no version counter to key on
+        first = model(x)
+        again = model(x)
+    assert calls[0] == 1 and torch.equal(first, again)
 
 
 def test_one_encoding_is_kept_at_a_time():
@@ -73,7 +99,7 @@ def test_stale_answers_are_never_given():
             before = model(x)
             model.head.weight.add_(1.0)  # the weights changed in place
             after = model(x)
-            x[0, 0] = 5  # the input changed in place
+            x[0, 0] = x[0, 0] % 10 + 1  # the input changed in place
             model(x)
             model.train()  # dropout draws: never shared
             model(x)

@@ -2,9 +2,9 @@
 
 An epoch's row evaluates the model on its test set and then runs its metrics, which may encode the same inputs
 again (the keyword experiment's first-token attention reads the whole test set). Inside :func:`shared_encodings`,
-an ``encode`` method marked :func:`shareable` answers a call on the same tensor as the call before it, with the same
-weights, in eval mode and without autograd, with that call's result: the same computation, so the same values to the
-bit. Only the last encoding is kept, so an evaluation in batches holds no more than one batch's encoding at a time,
+an ``encode`` method marked :func:`shareable` answers a call on the same input values as the call before it, with
+the same weight values, in eval mode and without autograd, with that call's result: the same computation, so the
+same values to the bit. Only the last encoding is kept, so an evaluation in batches holds no more than one batch's encoding at a time,
 as without the block.
 """
 
@@ -35,12 +35,21 @@ class _Answers(dict):
         return type(None), ()
 
 
-def _key(model: nn.Module, x: torch.Tensor) -> tuple:
-    """What an encoding depends on: the input's memory, layout and version (views of one storage share the version,
-    which every in-place write bumps), and the memory and version of every parameter and buffer."""
-    tensors = [*model.parameters(), *model.buffers()]
-    weights = tuple((t.data_ptr(), t._version) for t in tensors)
-    return (x.data_ptr(), x.shape, x.stride(), x.dtype, x.device, x._version, weights)
+def _same(held: torch.Tensor, now: torch.Tensor) -> bool:
+    """Whether ``now`` holds what ``held`` (a copy taken at the kept call) holds: shape, dtype, device and every
+    value. Compared by content, not by memory and version counters: a write through ``.data`` bumps no version."""
+    return held.shape == now.shape and held.dtype == now.dtype and held.device == now.device and torch.equal(held, now)
+
+
+class _Kept:
+    """The kept call: copies of its input and of the model's parameters and buffers, and its result."""
+
+    def __init__(self, x: torch.Tensor, weights: list[torch.Tensor], result: Any) -> None:
+        self.x, self.weights, self.result = x, weights, result
+
+    def weights_equal(self, weights: list[torch.Tensor]) -> bool:
+        """Whether ``weights`` hold the kept call's weights."""
+        return len(weights) == len(self.weights) and all(_same(a, b) for a, b in zip(self.weights, weights))
 
 
 def shareable(encode: Callable[[M, torch.Tensor], Any]) -> Callable[[M, torch.Tensor], Any]:
@@ -62,11 +71,16 @@ def shareable(encode: Callable[[M, torch.Tensor], Any]) -> Callable[[M, torch.Te
         answers = self.__dict__.get(_ATTRIBUTE)
         if answers is None or self.training or torch.is_grad_enabled() or not isinstance(x, torch.Tensor):
             return encode(self, x)
-        key = _key(self, x)
-        if key not in answers:
-            answers.clear()  # one encoding kept: a batched evaluation holds one batch's, as without the block
-            answers[key] = (x, encode(self, x))  # x held: its memory cannot be handed to another input
-        return answers[key][1]
+        weights = [*self.parameters(), *self.buffers()]
+        kept = answers.get("last")
+        same_weights = kept is not None and kept.weights_equal(weights)
+        if same_weights and _same(kept.x, x):
+            return kept.result
+        held = kept.weights if same_weights else [w.detach().clone() for w in weights]
+        result = encode(self, x)
+        # one encoding kept: a batched evaluation holds one batch's, as without the block
+        answers["last"] = _Kept(x.detach().clone(), held, result)
+        return result
 
     method.shareable = True  # type: ignore[attr-defined]
     return method
@@ -78,11 +92,12 @@ def shared_encodings(model: M) -> Iterator[M]:
     result, for models whose ``encode`` is marked :func:`shareable` (:class:`~attnlab.nets.ViT`,
     :class:`~attnlab.nets.TextEncoder`); others are left as they are.
 
-    A call is answered from the last one when the input is the same memory with the same shape, strides, dtype and
-    version, the weights are the same memory at the same versions, the model is in eval mode (no dropout draws) and
-    autograd is off; any other call runs ``encode`` and its result replaces the kept one (one encoding is held at a
-    time, so a batched evaluation needs no more memory than without the block). The kept input is held alive with
-    its answer, so its memory is never reused by another tensor while the answer lasts.
+    A call is answered from the last one when the input holds the same values (shape, dtype, device and every entry)
+    and so do the model's parameters and buffers, the model is in eval mode (no dropout draws) and autograd is off;
+    any other call runs ``encode`` and its result replaces the kept one (one encoding is held at a time, so a batched
+    evaluation needs no more memory than without the block). Inputs and weights are compared by content against
+    copies taken at the kept call, so a write by any route (in place, through ``.data``, a new tensor at the same
+    address) is seen; the copies cost one input and one set of weights of memory.
 
     Parameters
     ----------
