@@ -71,8 +71,9 @@ def test_each_stacked_run_is_the_run_trained_alone():
         assert history.status == reference.status == ["completed"]
 
 
-def test_a_diverging_run_stops_alone_as_it_does_alone():
-    runs = [("sgd", 1e30, 0), ("sgd", 0.3, 1)]
+@pytest.mark.parametrize("name, lr", [("sgd", 0.3), ("joint", 0.1)])  # joint reads the loss: never a NaN one
+def test_a_diverging_run_stops_alone_as_it_does_alone(name, lr):
+    runs = [(name, 1e30, 0), (name, lr, 1)]
     _, histories = _stacked(runs)
     _, blown = _alone(*runs[0])
     assert histories[0].status == blown.status == ["diverged"]

@@ -292,12 +292,18 @@ class _Epochs(LoopProblem):
         started = time.perf_counter()
         for batch in torch.randperm(len(data.y_train), generator=self.generator).split(self.batch_size):
             xb, yb = data.x_train[batch], data.y_train[batch]
+            first = _loss_and_gradient(model, optimizer, xb, yb)
+            if not torch.isfinite(first):  # diverged before the step: a loss-reading rule never sees a NaN loss
+                self.clock += 1
+                self.tick(self.clock)
+                self.bad = True
+                break
 
-            def closure(xb: torch.Tensor = xb, yb: torch.Tensor = yb) -> torch.Tensor:
-                optimizer.zero_grad(set_to_none=True)
-                loss = F.cross_entropy(model(xb), yb)
-                loss.backward()
-                return loss
+            pending = iter([first])
+
+            def closure(xb: torch.Tensor = xb, yb: torch.Tensor = yb, taken: Any = pending) -> torch.Tensor:
+                loss = next(taken, None)  # the first call: the loss and gradients taken above (one forward pass)
+                return _loss_and_gradient(model, optimizer, xb, yb) if loss is None else loss
 
             loss = optimizer.step(closure)
             self.clock += 1
@@ -325,6 +331,17 @@ class _Epochs(LoopProblem):
             "rows": self.rows,
             "norms": self.norms,
         }
+
+
+def _loss_and_gradient(
+    model: nn.Module, optimizer: torch.optim.Optimizer, xb: torch.Tensor, yb: torch.Tensor
+) -> torch.Tensor:
+    """The mini-batch cross-entropy of ``model`` on ``(xb, yb)``, its gradients left in the parameters' ``.grad``."""
+    with torch.enable_grad():
+        optimizer.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(xb), yb)
+        loss.backward()
+    return loss
 
 
 def _columns(rows: Sequence[Mapping[str, Any]]) -> dict[str, list]:

@@ -100,10 +100,14 @@ def _groups(
 
 
 def _step(groups: list[_Group], losses: torch.Tensor) -> None:
-    """Each group's update from the gradients in its leaves' ``.grad``, per run."""
+    """Each group's update from the gradients in its leaves' ``.grad``, per run. A run whose loss is not finite has
+    diverged (its caller puts it back to its last finite weights): its rule reads the loss 1 in its place, so a
+    loss-reading rule (Polyak, SPS, a loss normaliser) steps the other runs instead of refusing a NaN loss."""
+    losses = losses.detach().to(torch.float64)
+    losses = torch.where(torch.isfinite(losses), losses, torch.ones_like(losses))
     for g in groups:
         params = [p.detach() for p in g.leaves]
-        log_risk = losses[g.start : g.stop].detach().to(torch.float64).log()  # Polyak/SPS: each run's batch loss
+        log_risk = losses[g.start : g.stop].log()  # Polyak/SPS: each run's batch loss
         new, g.state = run_rule(g.rule, params, [p.grad for p in g.leaves], g.state, run_dims=1, log_risk=log_risk)
         for p, value in zip(params, new):
             p.copy_(value)
