@@ -123,3 +123,38 @@ def test_eval_every_records_the_first_and_last_epochs():
 def test_fit_stacked_refuses_runs_that_do_not_line_up(models, optimizers, seeds, message):
     with pytest.raises(ValidationError, match=message):
         fit_stacked(models, optimizers, seeds, DATA, epochs=1, batch_size=32)
+
+
+class _BlowsUp(ViT):
+    """A ViT whose ``blow``-th training forward pass returns NaN logits: a run that diverges at a chosen epoch."""
+
+    def __init__(self, blow: int, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.blow, self.calls = blow, 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = super().forward(x)
+        if self.training:
+            self.calls += 1
+            if self.calls == self.blow:
+                out = out * float("nan")
+        return out
+
+
+def test_a_run_diverging_between_rows_reports_its_last_finite_epoch():
+    # 3 batches an epoch: the 8th is in epoch 3, so the run ends at epoch 2, a row eval_every=4 would not record
+    def blows() -> _BlowsUp:
+        return _BlowsUp(8, patch_size=4, dim=8, depth=1, heads=2, mlp_dim=8, seed=0)
+
+    model = blows()
+    alone = fit_classifier(model, make_optimizer("sgd", model.parameters(), 0.1), DATA, epochs=4, batch_size=32, seed=0)
+    models = [blows()]
+    (stacked,) = fit_stacked(models, [("sgd", 0.1)], [0], DATA, epochs=4, batch_size=32, eval_every=4)
+    assert stacked.status == alone.status == ["diverged"]
+    assert stacked.last_step == alone.last_step == [2]
+    assert stacked.frame["epoch"].tolist() == [0, 2]  # the first row and the last finite epoch's, fit_classifier's last
+    last, reference = stacked.frame.iloc[-1], alone.frame.iloc[-1]
+    assert last["step"] == reference["step"] == 6
+    torch.testing.assert_close(float(last["train_loss"]), float(reference["train_loss"]), rtol=1e-5, atol=1e-6)
+    for p, q in zip(models[0].parameters(), model.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)

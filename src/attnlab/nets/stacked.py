@@ -187,8 +187,9 @@ def fit_stacked(
     list of TrainingResult
         One per run, in order, as :func:`fit_classifier` returns it (``frame`` without its ``run`` column,
         ``status``, ``last_step``, ``model``, ``norms``). A run whose mini-batch loss or parameters turn non-finite
-        goes back to its weights at the end of its last finite epoch, gets no row past it, its status
-        ``"diverged"``, and stops; the other runs go on.
+        goes back to its weights at the end of its last finite epoch, gets a row there (even one ``eval_every``
+        skips, as :func:`fit_classifier`'s last row) and none past it, its status ``"diverged"``, its ``last_step``
+        that epoch, and stops; the other runs go on.
 
     Raises
     ------
@@ -222,6 +223,7 @@ def fit_stacked(
             if not any(active):
                 break
             last_finite = [[p.detach().clone() for p in g.leaves] for g in groups]
+            before = (step, seconds)  # the last finite epoch's step count and time, for a run that diverges in this one
             started = time.perf_counter()
             failed, step = _epoch_steps(
                 groups, names, forward, buffers, data, generators, batch_size, active, last_finite, calls, step
@@ -233,6 +235,9 @@ def fit_stacked(
                 failed = [f or n for f, n in zip(failed, nonfinite)]
                 _freeze(groups, last_finite, [a and f for a, f in zip(active, failed)])  # back to the last finite
             _write_models(models, groups, names)
+            # diverged: back at epoch - 1, its row there (as fit_classifier's last row) when eval_every skipped it
+            late = [a and f and rows[r][-1]["epoch"] != epoch - 1 for r, (a, f) in enumerate(zip(active, failed))]
+            _record(models, data, epoch - 1, *before, metrics, eval_batch_size, rows, norms, late)
             active = [a and not f for a, f in zip(active, failed)]  # diverged: its last good state, no more rows
             if epoch % eval_every == 0 or epoch == epochs:
                 _record(models, data, epoch, step, seconds, metrics, eval_batch_size, rows, norms, active)
