@@ -101,6 +101,15 @@ def test_a_resumed_stack_ends_bit_identical(tmp_path):
         _stacked(RUNS[:2], epochs=2, checkpoint=path)
 
 
+def test_a_stack_refuses_a_checkpoint_past_epochs(tmp_path):
+    path = tmp_path / "runs.pt"
+    _stacked(RUNS[:1], epochs=3, checkpoint=path)
+    with pytest.raises(ValidationError, match=r"is at epoch 3 > epochs=2; pass epochs >= 3 or a new checkpoint path"):
+        _stacked(RUNS[:1], epochs=2, checkpoint=path)
+    (done,) = _stacked(RUNS[:1], epochs=3, checkpoint=path)[1]  # the same epochs: already there, as before
+    assert done.status == ["completed"] and done.last_step == [3]
+
+
 def test_eval_every_records_the_first_and_last_epochs():
     _, histories = _stacked(RUNS[:1], epochs=3, eval_every=3)
     assert histories[0].frame["epoch"].tolist() == [0, 3]

@@ -195,7 +195,7 @@ def fit_stacked(
     ------
     ValidationError
         On runs that do not line up (counts, architectures), an optimizer whose update may mix runs,
-        bad ``epochs``/``batch_size``, or a checkpoint written for other runs.
+        bad ``epochs``/``batch_size``, or a checkpoint written for other runs or past ``epochs``.
     """
     check_scalar("epochs", epochs, kind=int, low=1)
     check_scalar("batch_size", batch_size, kind=int, low=1)
@@ -214,7 +214,7 @@ def fit_stacked(
     generators = [torch.Generator() for _ in seeds]
     with torch.random.fork_rng(devices=[]):
         rows, norms, active, start_epoch, step, seconds = _begin(
-            path, identity, groups, generators, models, names, data, metrics, eval_batch_size
+            path, identity, groups, generators, models, names, data, metrics, eval_batch_size, epochs
         )
         planned = epochs * math.ceil(len(data.y_train) / batch_size)
         calls = callback_list(None, None if progress else False, desc or "fit_stacked")
@@ -266,9 +266,10 @@ def _begin(
     data: Split,
     metrics: dict[str, Callable],
     eval_batch_size: int,
+    epochs: int,
 ) -> tuple[list[list[dict]], list[list[dict]], list[bool], int, int, float]:
     """The runs' rows, norms and flags, the first epoch, the step and the seconds: fresh (seeding the RNGs and
-    recording epoch 0) or resumed from the checkpoint at ``path``."""
+    recording epoch 0) or resumed from the checkpoint at ``path`` (at most at epoch ``epochs``)."""
     state = read_checkpoint(path) if path is not None else None
     if state is None:
         torch.manual_seed(identity["seeds"][0])
@@ -282,9 +283,18 @@ def _begin(
             f"checkpoint {path} was written for other runs ({state['identity']}), not {identity}; pass the "
             "same runs or a new path"
         )
+    _check_resumed_epoch(path, state["epoch"], epochs)
     _load(groups, state, generators)
     _write_models(models, groups, names)
     return state["rows"], state["norms"], state["active"], state["epoch"] + 1, state["step"], state["seconds"]
+
+
+def _check_resumed_epoch(path: Path, epoch: int, epochs: int) -> None:
+    """Refuse a checkpoint past ``epochs``: its weights are at ``epoch``, which the run would report as ``epochs``."""
+    if epoch > epochs:
+        raise ValidationError(
+            f"checkpoint {path} is at epoch {epoch} > epochs={epochs}; pass epochs >= {epoch} or a new checkpoint path"
+        )
 
 
 def _record(
