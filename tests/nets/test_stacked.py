@@ -101,6 +101,24 @@ def test_a_resumed_stack_ends_bit_identical(tmp_path):
         _stacked(RUNS[:2], epochs=2, checkpoint=path)
 
 
+@pytest.mark.parametrize("option", ["sngd_cap", "sps_c"])
+def test_a_resumed_stack_refuses_another_cap_or_constant(tmp_path, option):
+    path = tmp_path / "runs.pt"
+    _stacked(RUNS[2:6], epochs=1, checkpoint=path)  # SNGD and SPS under OPTIONS
+    models = [_model(seed) for _, _, seed in RUNS[2:6]]
+    with pytest.raises(ValidationError, match="written for other runs"):
+        fit_stacked(
+            models,
+            [(name, lr) for name, lr, _ in RUNS[2:6]],
+            [seed for _, _, seed in RUNS[2:6]],
+            DATA,
+            epochs=2,
+            batch_size=32,
+            **(OPTIONS | {option: 1e-6}),
+            checkpoint=path,
+        )
+
+
 def test_a_stack_refuses_a_checkpoint_past_epochs(tmp_path):
     path = tmp_path / "runs.pt"
     _stacked(RUNS[:1], epochs=3, checkpoint=path)

@@ -169,7 +169,7 @@ def fit_stacked(
     checkpoint : path, optional
         File saved (atomically) after every epoch and resumed from when it exists: every run's weights, the
         optimizers' states, the RNG states and the rows so far; a resumed run ends bit-identical to an
-        uninterrupted one. The runs must be given the same way again.
+        uninterrupted one. The runs must be given the same way again, with the same ``sngd_cap`` and ``sps_c``.
     metrics : mapping of str to callable, optional
         Extra per-epoch metrics ``name -> metric(state) -> float`` of each run's state ``{"model", "epoch"}``
         (:class:`attnlab.metrics.Metric`), computed in eval mode.
@@ -210,7 +210,13 @@ def fit_stacked(
     base = copy.deepcopy(models[0]).to("meta").train()
     forward = vmap(lambda p, b, x: functional_call(base, (p, b), (x,)), randomness="different")
     groups = _groups(names, [params[n] for n in names], optimizers, sngd_cap, sps_c)
-    identity = {"seeds": list(seeds), "batch_size": batch_size, "optimizers": [list(o) for o in optimizers]}
+    identity = {
+        "seeds": list(seeds),
+        "batch_size": batch_size,
+        "optimizers": [list(o) for o in optimizers],
+        "sngd_cap": sngd_cap,
+        "sps_c": sps_c,
+    }
     generators = [torch.Generator() for _ in seeds]
     with torch.random.fork_rng(devices=[]):
         rows, norms, active, start_epoch, step, seconds = _begin(
