@@ -185,3 +185,36 @@ def test_a_run_diverging_between_rows_reports_its_last_finite_epoch():
     torch.testing.assert_close(float(last["train_loss"]), float(reference["train_loss"]), rtol=1e-5, atol=1e-6)
     for p, q in zip(models[0].parameters(), model.parameters()):
         torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
+
+
+def test_a_stacked_run_with_dropout_is_the_run_trained_alone(tmp_path):
+    # each run's dropout masks come from its own seed, as fit_classifier draws them: not from its neighbours
+    runs = [("sgd", 0.3, 1), ("adam", 1e-2, 0), ("sgd", 0.3, 0)]
+
+    def build(seed: int) -> ViT:
+        return ViT(patch_size=4, dim=8, depth=1, heads=2, mlp_dim=8, seed=seed, dropout=0.3)
+
+    def stack(epochs: int, checkpoint=None):
+        models = [build(seed) for _, _, seed in runs]
+        optimizers = [(name, lr) for name, lr, _ in runs]
+        seeds = [seed for _, _, seed in runs]
+        kwargs = {"epochs": epochs, "batch_size": 32, "checkpoint": checkpoint}
+        return models, fit_stacked(models, optimizers, seeds, DATA, **kwargs, **OPTIONS)
+
+    models, histories = stack(2)
+    for (name, lr, seed), model, history in zip(runs, models, histories):
+        alone = build(seed)
+        optimizer = make_optimizer(_rated(name, lr), alone.parameters(), **OPTIONS)
+        reference = fit_classifier(alone, optimizer, DATA, epochs=2, batch_size=32, seed=seed)
+        torch.testing.assert_close(
+            torch.tensor(history.frame["train_loss"].to_numpy()),
+            torch.tensor(reference.frame["train_loss"].to_numpy()),
+            rtol=1e-5,
+            atol=1e-6,
+        )
+        for p, q in zip(model.parameters(), alone.parameters()):
+            torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
+    stack(1, tmp_path / "runs.pt")  # and a resumed stack draws the masks of an uninterrupted one
+    resumed, _ = stack(2, tmp_path / "runs.pt")
+    for a, b in zip(models, resumed):
+        assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
