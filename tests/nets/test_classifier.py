@@ -138,6 +138,19 @@ def test_fit_refuses_a_checkpoint_of_another_seed(tmp_path):
         )
 
 
+def test_fit_refuses_a_checkpoint_past_epochs(tmp_path):
+    data, path = _blobs(), tmp_path / "c.pt"
+    model = _tiny_model()
+    fit_classifier(
+        model, torch.optim.SGD(model.parameters(), lr=0.1), data, epochs=3, batch_size=16, seed=0, checkpoint=path
+    )
+    model = _tiny_model()
+    with pytest.raises(ValidationError, match=r"is at epoch 3 > epochs=2; pass epochs >= 3 or a new checkpoint path"):
+        fit_classifier(
+            model, torch.optim.SGD(model.parameters(), lr=0.1), data, epochs=2, batch_size=16, seed=0, checkpoint=path
+        )
+
+
 def test_fit_refuses_zero_epochs():
     model = _tiny_model()
     with pytest.raises(ValidationError, match="epochs == 0, must be >= 1"):

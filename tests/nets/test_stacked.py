@@ -71,8 +71,9 @@ def test_each_stacked_run_is_the_run_trained_alone():
         assert history.status == reference.status == ["completed"]
 
 
-def test_a_diverging_run_stops_alone_as_it_does_alone():
-    runs = [("sgd", 1e30, 0), ("sgd", 0.3, 1)]
+@pytest.mark.parametrize("name, lr", [("sgd", 0.3), ("joint", 0.1)])  # joint reads the loss: never a NaN one
+def test_a_diverging_run_stops_alone_as_it_does_alone(name, lr):
+    runs = [(name, 1e30, 0), (name, lr, 1)]
     _, histories = _stacked(runs)
     _, blown = _alone(*runs[0])
     assert histories[0].status == blown.status == ["diverged"]
@@ -100,6 +101,33 @@ def test_a_resumed_stack_ends_bit_identical(tmp_path):
         _stacked(RUNS[:2], epochs=2, checkpoint=path)
 
 
+@pytest.mark.parametrize("option", ["sngd_cap", "sps_c"])
+def test_a_resumed_stack_refuses_another_cap_or_constant(tmp_path, option):
+    path = tmp_path / "runs.pt"
+    _stacked(RUNS[2:6], epochs=1, checkpoint=path)  # SNGD and SPS under OPTIONS
+    models = [_model(seed) for _, _, seed in RUNS[2:6]]
+    with pytest.raises(ValidationError, match="written for other runs"):
+        fit_stacked(
+            models,
+            [(name, lr) for name, lr, _ in RUNS[2:6]],
+            [seed for _, _, seed in RUNS[2:6]],
+            DATA,
+            epochs=2,
+            batch_size=32,
+            **(OPTIONS | {option: 1e-6}),
+            checkpoint=path,
+        )
+
+
+def test_a_stack_refuses_a_checkpoint_past_epochs(tmp_path):
+    path = tmp_path / "runs.pt"
+    _stacked(RUNS[:1], epochs=3, checkpoint=path)
+    with pytest.raises(ValidationError, match=r"is at epoch 3 > epochs=2; pass epochs >= 3 or a new checkpoint path"):
+        _stacked(RUNS[:1], epochs=2, checkpoint=path)
+    (done,) = _stacked(RUNS[:1], epochs=3, checkpoint=path)[1]  # the same epochs: already there, as before
+    assert done.status == ["completed"] and done.last_step == [3]
+
+
 def test_eval_every_records_the_first_and_last_epochs():
     _, histories = _stacked(RUNS[:1], epochs=3, eval_every=3)
     assert histories[0].frame["epoch"].tolist() == [0, 3]
@@ -122,3 +150,71 @@ def test_eval_every_records_the_first_and_last_epochs():
 def test_fit_stacked_refuses_runs_that_do_not_line_up(models, optimizers, seeds, message):
     with pytest.raises(ValidationError, match=message):
         fit_stacked(models, optimizers, seeds, DATA, epochs=1, batch_size=32)
+
+
+class _BlowsUp(ViT):
+    """A ViT whose ``blow``-th training forward pass returns NaN logits: a run that diverges at a chosen epoch."""
+
+    def __init__(self, blow: int, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.blow, self.calls = blow, 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = super().forward(x)
+        if self.training:
+            self.calls += 1
+            if self.calls == self.blow:
+                out = out * float("nan")
+        return out
+
+
+def test_a_run_diverging_between_rows_reports_its_last_finite_epoch():
+    # 3 batches an epoch: the 8th is in epoch 3, so the run ends at epoch 2, a row eval_every=4 would not record
+    def blows() -> _BlowsUp:
+        return _BlowsUp(8, patch_size=4, dim=8, depth=1, heads=2, mlp_dim=8, seed=0)
+
+    model = blows()
+    alone = fit_classifier(model, make_optimizer("sgd", model.parameters(), 0.1), DATA, epochs=4, batch_size=32, seed=0)
+    models = [blows()]
+    (stacked,) = fit_stacked(models, [("sgd", 0.1)], [0], DATA, epochs=4, batch_size=32, eval_every=4)
+    assert stacked.status == alone.status == ["diverged"]
+    assert stacked.last_step == alone.last_step == [2]
+    assert stacked.frame["epoch"].tolist() == [0, 2]  # the first row and the last finite epoch's, fit_classifier's last
+    last, reference = stacked.frame.iloc[-1], alone.frame.iloc[-1]
+    assert last["step"] == reference["step"] == 6
+    torch.testing.assert_close(float(last["train_loss"]), float(reference["train_loss"]), rtol=1e-5, atol=1e-6)
+    for p, q in zip(models[0].parameters(), model.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
+
+
+def test_a_stacked_run_with_dropout_is_the_run_trained_alone(tmp_path):
+    # each run's dropout masks come from its own seed, as fit_classifier draws them: not from its neighbours
+    runs = [("sgd", 0.3, 1), ("adam", 1e-2, 0), ("sgd", 0.3, 0)]
+
+    def build(seed: int) -> ViT:
+        return ViT(patch_size=4, dim=8, depth=1, heads=2, mlp_dim=8, seed=seed, dropout=0.3)
+
+    def stack(epochs: int, checkpoint=None):
+        models = [build(seed) for _, _, seed in runs]
+        optimizers = [(name, lr) for name, lr, _ in runs]
+        seeds = [seed for _, _, seed in runs]
+        kwargs = {"epochs": epochs, "batch_size": 32, "checkpoint": checkpoint}
+        return models, fit_stacked(models, optimizers, seeds, DATA, **kwargs, **OPTIONS)
+
+    models, histories = stack(2)
+    for (name, lr, seed), model, history in zip(runs, models, histories):
+        alone = build(seed)
+        optimizer = make_optimizer(_rated(name, lr), alone.parameters(), **OPTIONS)
+        reference = fit_classifier(alone, optimizer, DATA, epochs=2, batch_size=32, seed=seed)
+        torch.testing.assert_close(
+            torch.tensor(history.frame["train_loss"].to_numpy()),
+            torch.tensor(reference.frame["train_loss"].to_numpy()),
+            rtol=1e-5,
+            atol=1e-6,
+        )
+        for p, q in zip(model.parameters(), alone.parameters()):
+            torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
+    stack(1, tmp_path / "runs.pt")  # and a resumed stack draws the masks of an uninterrupted one
+    resumed, _ = stack(2, tmp_path / "runs.pt")
+    for a, b in zip(models, resumed):
+        assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))

@@ -193,7 +193,8 @@ def fit_classifier(
     Raises
     ------
     ValidationError
-        On a non-positive ``epochs``/``batch_size``, or a checkpoint written with another seed or batch size.
+        On a non-positive ``epochs``/``batch_size``, or a checkpoint written with another seed or batch size or past
+        ``epochs``.
     """
     check_scalar("epochs", epochs, kind=int, low=1)
     check_scalar("batch_size", batch_size, kind=int, low=1)
@@ -202,7 +203,7 @@ def fit_classifier(
     path = None if checkpoint is None else Path(checkpoint)
     with torch.random.fork_rng(devices=[]):
         problem = _Epochs(model, optimizer, data, batch_size, seed, dict(metrics or {}), eval_batch_size, path)
-        start = problem.resume() if path is not None else 0
+        start = problem.resume(epochs) if path is not None else 0
         planned = epochs * math.ceil(len(data.y_train) / batch_size)
         result = run_loop(
             problem,
@@ -247,8 +248,9 @@ class _Epochs(LoopProblem):
         self.last_finite: Any = None
         self.tick: Callable[[int], None] = lambda count: None
 
-    def resume(self) -> int:
-        """Load the checkpoint when there is one; the epoch to start from (0 without one)."""
+    def resume(self, epochs: int) -> int:
+        """Load the checkpoint when there is one (at most at epoch ``epochs``); the epoch to start from (0 without
+        one)."""
         state = read_checkpoint(self.path)
         if state is None:
             return 0
@@ -256,6 +258,11 @@ class _Epochs(LoopProblem):
             raise ValidationError(
                 f"checkpoint {self.path} was written with seed={state['seed']}, batch_size={state['batch_size']}, "
                 f"but this call has seed={self.seed}, batch_size={self.batch_size}; pass the same values or a new path"
+            )
+        if state["epoch"] > epochs:  # its weights are past the run's end, which the run would report as epochs
+            raise ValidationError(
+                f"checkpoint {self.path} is at epoch {state['epoch']} > epochs={epochs}; pass epochs >= "
+                f"{state['epoch']} or a new checkpoint path"
             )
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
@@ -292,12 +299,18 @@ class _Epochs(LoopProblem):
         started = time.perf_counter()
         for batch in torch.randperm(len(data.y_train), generator=self.generator).split(self.batch_size):
             xb, yb = data.x_train[batch], data.y_train[batch]
+            first = _loss_and_gradient(model, optimizer, xb, yb)
+            if not torch.isfinite(first):  # diverged before the step: a loss-reading rule never sees a NaN loss
+                self.clock += 1
+                self.tick(self.clock)
+                self.bad = True
+                break
 
-            def closure(xb: torch.Tensor = xb, yb: torch.Tensor = yb) -> torch.Tensor:
-                optimizer.zero_grad(set_to_none=True)
-                loss = F.cross_entropy(model(xb), yb)
-                loss.backward()
-                return loss
+            pending = iter([first])
+
+            def closure(xb: torch.Tensor = xb, yb: torch.Tensor = yb, taken: Any = pending) -> torch.Tensor:
+                loss = next(taken, None)  # the first call: the loss and gradients taken above (one forward pass)
+                return _loss_and_gradient(model, optimizer, xb, yb) if loss is None else loss
 
             loss = optimizer.step(closure)
             self.clock += 1
@@ -325,6 +338,17 @@ class _Epochs(LoopProblem):
             "rows": self.rows,
             "norms": self.norms,
         }
+
+
+def _loss_and_gradient(
+    model: nn.Module, optimizer: torch.optim.Optimizer, xb: torch.Tensor, yb: torch.Tensor
+) -> torch.Tensor:
+    """The mini-batch cross-entropy of ``model`` on ``(xb, yb)``, its gradients left in the parameters' ``.grad``."""
+    with torch.enable_grad():
+        optimizer.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(xb), yb)
+        loss.backward()
+    return loss
 
 
 def _columns(rows: Sequence[Mapping[str, Any]]) -> dict[str, list]:

@@ -10,7 +10,8 @@ for R runs together: the R models' parameters become tensors of shape ``(R, ...)
 (:func:`torch.func.stack_module_state`), and one forward and backward pass of :func:`torch.func.vmap` over
 :func:`torch.func.functional_call` gives every run its mini-batch loss and gradient (the runs do not interact: the
 gradient of the summed losses is each run's own gradient). On small models a step costs little more than one run's
-step, where R separate runs pay R times the per-step overhead of the framework.
+step, where R separate runs pay R times the per-step overhead of the framework. A model with dropout takes one
+forward pass per run instead, each with its own RNG state, so a run's dropout masks are its own seed's.
 
 Each optimizer then updates its own runs (neighbouring runs that share an optimizer string are one group, a slice of
 the stack, their rates one per-run tensor; Polyak's cap, which takes no tensor, makes a group per rate). Every optimizer of attnlab's registry runs its update rule (:mod:`attnlab.optim.transforms`) with a runs
@@ -100,13 +101,49 @@ def _groups(
 
 
 def _step(groups: list[_Group], losses: torch.Tensor) -> None:
-    """Each group's update from the gradients in its leaves' ``.grad``, per run."""
+    """Each group's update from the gradients in its leaves' ``.grad``, per run. A run whose loss is not finite has
+    diverged (its caller puts it back to its last finite weights): its rule reads the loss 1 in its place, so a
+    loss-reading rule (Polyak, SPS, a loss normaliser) steps the other runs instead of refusing a NaN loss."""
+    losses = losses.detach().to(torch.float64)
+    losses = torch.where(torch.isfinite(losses), losses, torch.ones_like(losses))
     for g in groups:
         params = [p.detach() for p in g.leaves]
-        log_risk = losses[g.start : g.stop].detach().to(torch.float64).log()  # Polyak/SPS: each run's batch loss
+        log_risk = losses[g.start : g.stop].log()  # Polyak/SPS: each run's batch loss
         new, g.state = run_rule(g.rule, params, [p.grad for p in g.leaves], g.state, run_dims=1, log_risk=log_risk)
         for p, value in zip(params, new):
             p.copy_(value)
+
+
+class _PerRun:
+    """Each run's forward pass on its own batch, one run at a time, with its own global RNG state: the dropout masks
+    :func:`fit_classifier` draws for that seed (from ``torch.manual_seed(seed)``), whatever the other runs are.
+
+    :func:`torch.func.vmap` with ``randomness="different"`` draws every run's masks from one RNG, so a run's masks
+    would depend on its neighbours; a model without dropout keeps the one vmapped pass."""
+
+    def __init__(self, base: nn.Module, seeds: Sequence[int]) -> None:
+        self.base = base
+        self.states: list[torch.Tensor] = []
+        for seed in seeds:  # inside fit_stacked's fork_rng: the caller's RNG is restored on exit
+            torch.manual_seed(seed)
+            self.states.append(torch.get_rng_state())
+
+    def __call__(self, params: dict[str, torch.Tensor], buffers: dict[str, torch.Tensor], x: torch.Tensor):
+        out = []
+        for r, state in enumerate(self.states):
+            torch.set_rng_state(state)
+            own = ({n: p[r] for n, p in params.items()}, {n: b[r] for n, b in buffers.items()})
+            out.append(functional_call(self.base, own, (x[r],)))
+            self.states[r] = torch.get_rng_state()
+        return torch.stack(out)
+
+
+def _forward(base: nn.Module, model: nn.Module, seeds: Sequence[int]) -> Callable:
+    """Every run's logits ``(R, b, classes)`` from the stacked parameters, buffers and batches ``(R, b, ...)``: one
+    vmapped pass, or :class:`_PerRun` when ``model`` has a dropout layer with ``p > 0``."""
+    if any(isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0 for m in model.modules()):
+        return _PerRun(base, seeds)
+    return vmap(lambda p, b, x: functional_call(base, (p, b), (x,)), randomness="different")
 
 
 def _check_runs(models: Sequence[nn.Module], optimizers: Sequence[tuple[str, float]], seeds: Sequence[int]) -> None:
@@ -155,8 +192,10 @@ def fit_stacked(
         Each run's optimizer string and rate (``lr``, or Polyak's ``max_step``); neighbouring runs that share the
         string are stepped as one group.
     seeds : sequence of int
-        Each run's seed: its mini-batch order (a private ``torch.Generator``, as in :func:`fit_classifier`).
-        Dropout draws from the global RNG seeded with the first seed, inside ``torch.random.fork_rng``.
+        Each run's seed: its mini-batch order (a private ``torch.Generator``, as in :func:`fit_classifier`) and its
+        dropout masks (the global RNG seeded with it, inside ``torch.random.fork_rng``, as in
+        :func:`fit_classifier`): a run with dropout is the run trained alone whatever its neighbours. A model with
+        dropout takes one forward pass per run instead of one vmapped pass for all.
     data : Split
     epochs, batch_size : int
         As in :func:`fit_classifier`; every run sees the same number of batches.
@@ -165,7 +204,7 @@ def fit_stacked(
     checkpoint : path, optional
         File saved (atomically) after every epoch and resumed from when it exists: every run's weights, the
         optimizers' states, the RNG states and the rows so far; a resumed run ends bit-identical to an
-        uninterrupted one. The runs must be given the same way again.
+        uninterrupted one. The runs must be given the same way again, with the same ``sngd_cap`` and ``sps_c``.
     metrics : mapping of str to callable, optional
         Extra per-epoch metrics ``name -> metric(state) -> float`` of each run's state ``{"model", "epoch"}``
         (:class:`attnlab.metrics.Metric`), computed in eval mode.
@@ -183,14 +222,15 @@ def fit_stacked(
     list of TrainingResult
         One per run, in order, as :func:`fit_classifier` returns it (``frame`` without its ``run`` column,
         ``status``, ``last_step``, ``model``, ``norms``). A run whose mini-batch loss or parameters turn non-finite
-        goes back to its weights at the end of its last finite epoch, gets no row past it, its status
-        ``"diverged"``, and stops; the other runs go on.
+        goes back to its weights at the end of its last finite epoch, gets a row there (even one ``eval_every``
+        skips, as :func:`fit_classifier`'s last row) and none past it, its status ``"diverged"``, its ``last_step``
+        that epoch, and stops; the other runs go on.
 
     Raises
     ------
     ValidationError
         On runs that do not line up (counts, architectures), an optimizer whose update may mix runs,
-        bad ``epochs``/``batch_size``, or a checkpoint written for other runs.
+        bad ``epochs``/``batch_size``, or a checkpoint written for other runs or past ``epochs``.
     """
     check_scalar("epochs", epochs, kind=int, low=1)
     check_scalar("batch_size", batch_size, kind=int, low=1)
@@ -203,13 +243,20 @@ def fit_stacked(
     names = [name for name, _ in models[0].named_parameters()]
     params, buffers = stack_module_state(list(models))
     base = copy.deepcopy(models[0]).to("meta").train()
-    forward = vmap(lambda p, b, x: functional_call(base, (p, b), (x,)), randomness="different")
+    forward = _forward(base, models[0], seeds)
+    rngs = forward.states if isinstance(forward, _PerRun) else None  # each run's dropout RNG, saved and resumed
     groups = _groups(names, [params[n] for n in names], optimizers, sngd_cap, sps_c)
-    identity = {"seeds": list(seeds), "batch_size": batch_size, "optimizers": [list(o) for o in optimizers]}
+    identity = {
+        "seeds": list(seeds),
+        "batch_size": batch_size,
+        "optimizers": [list(o) for o in optimizers],
+        "sngd_cap": sngd_cap,
+        "sps_c": sps_c,
+    }
     generators = [torch.Generator() for _ in seeds]
     with torch.random.fork_rng(devices=[]):
         rows, norms, active, start_epoch, step, seconds = _begin(
-            path, identity, groups, generators, models, names, data, metrics, eval_batch_size
+            path, identity, groups, generators, models, names, data, metrics, eval_batch_size, epochs, rngs
         )
         planned = epochs * math.ceil(len(data.y_train) / batch_size)
         calls = callback_list(None, None if progress else False, desc or "fit_stacked")
@@ -218,6 +265,7 @@ def fit_stacked(
             if not any(active):
                 break
             last_finite = [[p.detach().clone() for p in g.leaves] for g in groups]
+            before = (step, seconds)  # the last finite epoch's step count and time, for a run that diverges in this one
             started = time.perf_counter()
             failed, step = _epoch_steps(
                 groups, names, forward, buffers, data, generators, batch_size, active, last_finite, calls, step
@@ -229,11 +277,14 @@ def fit_stacked(
                 failed = [f or n for f, n in zip(failed, nonfinite)]
                 _freeze(groups, last_finite, [a and f for a, f in zip(active, failed)])  # back to the last finite
             _write_models(models, groups, names)
+            # diverged: back at epoch - 1, its row there (as fit_classifier's last row) when eval_every skipped it
+            late = [a and f and rows[r][-1]["epoch"] != epoch - 1 for r, (a, f) in enumerate(zip(active, failed))]
+            _record(models, data, epoch - 1, *before, metrics, eval_batch_size, rows, norms, late)
             active = [a and not f for a, f in zip(active, failed)]  # diverged: its last good state, no more rows
             if epoch % eval_every == 0 or epoch == epochs:
                 _record(models, data, epoch, step, seconds, metrics, eval_batch_size, rows, norms, active)
             if path is not None:
-                _save(path, groups, generators, identity, rows, norms, active, epoch, step, seconds)
+                _save(path, groups, generators, identity, rows, norms, active, epoch, step, seconds, rngs)
         calls.end()
     return [
         TrainingResult(
@@ -257,9 +308,11 @@ def _begin(
     data: Split,
     metrics: dict[str, Callable],
     eval_batch_size: int,
+    epochs: int,
+    rngs: list[torch.Tensor] | None,
 ) -> tuple[list[list[dict]], list[list[dict]], list[bool], int, int, float]:
     """The runs' rows, norms and flags, the first epoch, the step and the seconds: fresh (seeding the RNGs and
-    recording epoch 0) or resumed from the checkpoint at ``path``."""
+    recording epoch 0) or resumed from the checkpoint at ``path`` (at most at epoch ``epochs``)."""
     state = read_checkpoint(path) if path is not None else None
     if state is None:
         torch.manual_seed(identity["seeds"][0])
@@ -273,9 +326,18 @@ def _begin(
             f"checkpoint {path} was written for other runs ({state['identity']}), not {identity}; pass the "
             "same runs or a new path"
         )
-    _load(groups, state, generators)
+    _check_resumed_epoch(path, state["epoch"], epochs)
+    _load(groups, state, generators, rngs)
     _write_models(models, groups, names)
     return state["rows"], state["norms"], state["active"], state["epoch"] + 1, state["step"], state["seconds"]
+
+
+def _check_resumed_epoch(path: Path, epoch: int, epochs: int) -> None:
+    """Refuse a checkpoint past ``epochs``: its weights are at ``epoch``, which the run would report as ``epochs``."""
+    if epoch > epochs:
+        raise ValidationError(
+            f"checkpoint {path} is at epoch {epoch} > epochs={epochs}; pass epochs >= {epoch} or a new checkpoint path"
+        )
 
 
 def _record(
@@ -363,7 +425,7 @@ def _write_models(models: Sequence[nn.Module], groups: list[_Group], names: list
                     own[name].copy_(g.leaves[j][r - g.start])
 
 
-def _save(path: Path, groups, generators, identity, rows, norms, active, epoch, step, seconds) -> None:
+def _save(path: Path, groups, generators, identity, rows, norms, active, epoch, step, seconds, rngs) -> None:
     state = {
         "active": active,
         "identity": identity,
@@ -371,6 +433,7 @@ def _save(path: Path, groups, generators, identity, rows, norms, active, epoch, 
         "optimizers": [g.state for g in groups],
         "torch_rng": torch.get_rng_state(),
         "generators": [g.get_state() for g in generators],
+        "run_rngs": None if rngs is None else [s.clone() for s in rngs],
         "rows": rows,
         "norms": norms,
         "epoch": epoch,
@@ -380,7 +443,9 @@ def _save(path: Path, groups, generators, identity, rows, norms, active, epoch, 
     atomic_write(path, lambda tmp: torch.save(state, tmp))
 
 
-def _load(groups: list[_Group], state: dict[str, Any], generators: list[torch.Generator]) -> None:
+def _load(
+    groups: list[_Group], state: dict[str, Any], generators: list[torch.Generator], rngs: list[torch.Tensor] | None
+) -> None:
     with torch.no_grad():
         for g, leaves, opt in zip(groups, state["leaves"], state["optimizers"]):
             for p, value in zip(g.leaves, leaves):
@@ -389,3 +454,5 @@ def _load(groups: list[_Group], state: dict[str, Any], generators: list[torch.Ge
     torch.set_rng_state(state["torch_rng"])
     for g, s in zip(generators, state["generators"]):
         g.set_state(s)
+    if rngs is not None:
+        rngs[:] = state["run_rngs"]
