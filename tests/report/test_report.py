@@ -191,6 +191,8 @@ def test_the_report_shows_only_this_calls_experiments(fake_paper, tmp_path, monk
     assert len(list(tmp_path.glob("runs/*"))) == 5  # the other runs stay in the store, out of the report
     page = summary.path.read_text()
     assert "settings: full" in page and "other.ok" not in page and "other-paper" not in page
+    pages = sorted(p.name for p in (tmp_path / "experiments").glob("*.html"))  # the other paper's page is gone
+    assert len(pages) == 2 and not any("other" in name for name in pages)
     written = json.loads((tmp_path / "summary.json").read_text())
     assert written["experiments"] == 2 and list(written["papers"]) == ["fake-paper"]
     counts = pd.read_csv(tmp_path / "paper_counts.csv")

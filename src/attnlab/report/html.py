@@ -384,6 +384,9 @@ def build_report(
 ) -> ReportSummary:
     """Write ``root/index.html`` (and ``root/summary.json``) from the experiment runs of the sweep in ``root``.
 
+    The folder's ``experiments/`` keeps one page per reported experiment: a page an earlier call wrote for a run not
+    in this report is removed (its run stays in ``runs/``), so no page there shows values this report does not.
+
     Parameters
     ----------
     root : path
@@ -430,8 +433,12 @@ def build_report(
     docs = Path(__file__).resolve().parents[3] / "docs"  # a checkout: src/attnlab/report/html.py
     pages = render_theory_pages(docs, root)
     (root / "experiments").mkdir(exist_ok=True)
-    for name, text in _pages(entries, title, subtitle, summary, pages).items():
+    written = _pages(entries, title, subtitle, summary, pages)
+    for name, text in written.items():
         atomic_write(root / name, lambda p, text=text: p.write_text(text, encoding="utf-8"))
+    for page in (root / "experiments").glob("*.html"):  # an earlier call's page: its run is not in this report
+        if f"experiments/{page.name}" not in written:
+            page.unlink()
     write_json(
         root / "summary.json",
         {
