@@ -319,6 +319,44 @@ def read_npy(path: str | os.PathLike[str], what: str = "array file") -> Any:
     return array
 
 
+def read_array(what: str, source: str, data_path: str | os.PathLike[str] | None) -> Any:
+    """The array ``what`` names: a ``.npy`` file, or the key ``source`` of the ``.npz`` data file at ``data_path``.
+
+    Parameters
+    ----------
+    what : str
+        How messages name the array (an option such as ``"--v"``, or ``"v"`` of a sweep file).
+    source : str
+        A path ending in ``.npy``, or a key of the data file (e.g. a head stored beside ``X`` under ``v_true``).
+    data_path : path or None
+        The data file (``.npz``); ``None`` when the data are generated (no file holds keys).
+
+    Returns
+    -------
+    numpy.ndarray
+
+    Raises
+    ------
+    ValidationError
+        When the ``.npy`` file is missing, unreadable, an ``.npz`` archive or holds Python objects (see
+        :func:`read_npy`), or ``source`` is neither such a file nor a key of the data file; the message lists the
+        file's keys.
+    """
+    if str(source).endswith(".npy"):
+        return read_npy(source, what)
+    if data_path is None:
+        raise ValidationError(
+            f"{what} {source!r} is neither a .npy file nor a key of a data file (the data are generated)"
+        )
+    arrays = read_npz(data_path)
+    if source not in arrays:
+        raise ValidationError(
+            f"{what} {source!r} is neither a .npy file nor a key of {data_path} (its keys: {', '.join(arrays)}); "
+            "pass FILE.npy or one of those keys"
+        )
+    return arrays[source]
+
+
 def json_default(obj: Any) -> Any:
     """JSON form of what ``json`` cannot write: arrays and tensors (``tolist``), paths, sets (sorted)."""
     if hasattr(obj, "tolist"):

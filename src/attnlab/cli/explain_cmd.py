@@ -13,7 +13,6 @@ from typing import Any
 import click
 
 from attnlab._errors import ValidationError  # not attnlab._validation, which loads torch
-from attnlab.cli.head_options import read_array
 from attnlab.cli.main import main, user_errors
 from attnlab.cli.svm_cmd import parse_select, read_select_key
 
@@ -107,6 +106,7 @@ def explain_cmd(
     """
     import numpy as np
 
+    from attnlab._io import read_array
     from attnlab.data import TokenSelectionData
     from attnlab.explain import explain
     from attnlab.models import ReluHead

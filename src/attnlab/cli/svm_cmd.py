@@ -10,7 +10,6 @@ import warnings
 import click
 
 from attnlab._errors import ValidationError  # not attnlab._validation, which loads torch
-from attnlab.cli.head_options import read_array
 from attnlab.cli.main import main, user_errors
 
 _NORM_HELP = "fro, nuc, l1 (entrywise, an LP), l1-diag (diagonal W) or a number p >= 1 (entrywise l_p)."
@@ -90,7 +89,7 @@ def svm_cmd(
     """
     import numpy as np
 
-    from attnlab._io import save_npz
+    from attnlab._io import read_array, save_npz
     from attnlab.data import TokenSelectionData
     from attnlab.svm import SetProgramResult, attention_svm
 

@@ -42,10 +42,9 @@ from collections.abc import Hashable, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
-from attnlab._io import save_npy
+from attnlab._io import read_array, save_npy
 from attnlab._validation import ValidationError, check_in, check_scalar
 from attnlab.runner.store import versions, write_json, write_parquet
 from attnlab.runner.task import Task
@@ -84,14 +83,15 @@ def _data(p: dict[str, Any]) -> Any:
     trained (``options: {train_head: true}``)."""
     from attnlab.data import TokenSelectionData, is_data_path
 
-    if is_data_path(p["data"]):
-        data = TokenSelectionData.load(p["data"])
+    path = p["data"] if is_data_path(p["data"]) else None  # None: generated data, no file to take a key from
+    if path is not None:
+        data = TokenSelectionData.load(path)
     else:
         data = _built(
             json.dumps({k: p[k] for k in ("data", "data_args", "data_seed", *_SIZES) if k in p}, sort_keys=True)
         )
     if p["v"] is not None:
-        data = data.with_(v=_array("v", p["v"], p["data"]))
+        data = data.with_(v=read_array("v", p["v"], path))
     if data.v is None and p["options"].get("train_head"):
         data = data.with_(v=torch.zeros(data.d, dtype=torch.float64))  # implicit-bias-ngd §8.11: v trained from 0
     if data.v is None:
@@ -110,23 +110,6 @@ def _built(key: str) -> Any:
     sizes = {k: p[k] for k in _SIZES if k in p}
     data = GENERATORS[p["data"]](**sizes, **p["data_args"], seed=p["data_seed"])
     return getattr(data, "data", data)  # aligned_pairs returns an AlignedPairs holding the data set
-
-
-def _array(name: str, source: str, data: str) -> np.ndarray:
-    """A ``.npy`` file, or the key ``source`` of the data file ``data``.
-
-    A file that is missing, unreadable or an ``.npz`` archive is refused with a message naming ``name`` (the sweep
-    file's key): a raw ``numpy.load`` error would fail the run with a traceback.
-    """
-    from attnlab._io import read_npy, read_npz
-    from attnlab.data import is_data_path
-
-    if str(source).endswith(".npy"):
-        return read_npy(source, name)
-    arrays = read_npz(data) if is_data_path(data) else {}
-    if source not in arrays:
-        raise ValidationError(f"{name}: {source!r} is neither a .npy file nor a key of the data file {data!r}")
-    return arrays[source]
 
 
 def _initial(p: dict[str, Any], d: int, d_q: int) -> dict[str, torch.Tensor]:
