@@ -185,9 +185,9 @@ def test_a_kept_state_holds_the_values_of_its_step():
 def test_the_state_is_copied_only_for_a_callback_that_reads_it(monkeypatch):
     import attnlab.training.loop as loop
 
-    copies, real = [], loop._copied
+    copies, real = [], loop.map_tensors
     copied = lambda value: copies.append(1) if isinstance(value, dict) and "status" in value else None  # noqa: E731
-    monkeypatch.setattr(loop, "_copied", lambda value: copied(value) or real(value))  # one per record's state
+    monkeypatch.setattr(loop, "map_tensors", lambda value, fn: copied(value) or real(value, fn))  # one per record
     data = _data()
     for callbacks in ([], [EarlyStop("loss", 0.0)], [ProgressBar(show=False)]):
         batched.train(data.X, data.Z, data.y, data.v, optimizer="gd", steps=3, callbacks=callbacks, record_every=1)

@@ -29,7 +29,7 @@ from attnlab._validation import ValidationError
 from attnlab.models import Parametrization, log_excess_risk, token_scores
 from attnlab.models.heads import Head
 from attnlab.optim.transforms import Context, Rule
-from attnlab.training.loop import LoopProblem, run_loop
+from attnlab.training.loop import LoopProblem, map_tensors, run_loop
 from attnlab.training.recording import Recorder
 from attnlab.training.result import TrainingResult
 from attnlab.training.spaces import Gradient, KernelSpace, ParamSpace, Problem
@@ -269,7 +269,7 @@ class TokenRuns(LoopProblem):
     def apply(self, step: int, gradient: Gradient, active: torch.Tensor) -> None:
         if self.optimizer is not None:
             if self.optimizer_state is not None:  # a run has stopped: its optimizer state is put back after the step
-                self.optimizer_state = _copy_state(self.optimizer.state)
+                self.optimizer_state = map_tensors(dict(self.optimizer.state), torch.Tensor.clone)
             _torch_step(self.optimizer, self.optimizer_params, self.space, gradient)
             return
         ctx, space = self.ctx, self.space
@@ -329,11 +329,6 @@ def _put_back(previous: Any, current: Any, runs: torch.Tensor) -> Any:
     return torch.where(mask, previous, current)
 
 
-def _copy_state(state: Mapping[Any, Mapping[str, Any]]) -> dict[Any, dict[str, Any]]:
-    """A copy of a ``torch.optim`` optimizer's state (its tensors cloned)."""
-    return {p: {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in s.items()} for p, s in state.items()}
-
-
 def _put_back_optimizer(
     state: Mapping[Any, dict[str, Any]], before: Mapping[Any, Mapping[str, Any]], runs: torch.Tensor
 ) -> None:
@@ -349,18 +344,8 @@ def _put_back_optimizer(
 
 def _ordinary(result: TrainingResult) -> TrainingResult:
     """``result`` with every tensor copied out of inference mode (usable with autograd and in-place updates)."""
-
-    def copy(value: Any) -> Any:
-        if isinstance(value, torch.Tensor):
-            return value.clone() if value.is_inference() else value
-        if isinstance(value, dict):
-            return {k: copy(v) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return type(value)(copy(v) for v in value)
-        return value
-
     for name in ("params", "extra", "iterates", "rule_state"):
-        setattr(result, name, copy(getattr(result, name)))
+        setattr(result, name, map_tensors(getattr(result, name), lambda t: t.clone() if t.is_inference() else t))
     return result
 
 

@@ -20,7 +20,7 @@ about divergence: the result's ``status`` says it, per run. Only a bad *initial*
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -206,7 +206,7 @@ def run_loop(
             if calls.callbacks:
                 view = {"status": status, **(extra_state() if extra_state is not None else {})}
                 if calls.reads_state:  # copies: later steps overwrite the live tensors (and statuses) in place
-                    view = _copied(view)
+                    view = map_tensors(view, torch.Tensor.clone)
                 record = Record(problem.clock if substeps else step, planned, part, view)  # its frame built if read
                 stop = calls.record(record)
             finished = finished or (done is not None and done(gradient))  # e.g. patience, read off this record
@@ -229,15 +229,15 @@ def run_loop(
     )
 
 
-def _copied(value: Any) -> Any:
-    """``value`` with every tensor cloned and every dict, list and tuple rebuilt; other objects (a model, an
+def map_tensors(value: Any, fn: Callable[[torch.Tensor], Any]) -> Any:
+    """``value`` with ``fn`` applied to every tensor, every dict, list and tuple rebuilt; other objects (a model, an
     optimizer) as they are."""
     if isinstance(value, torch.Tensor):
-        return value.clone()
+        return fn(value)
     if isinstance(value, dict):
-        return {k: _copied(v) for k, v in value.items()}
+        return {k: map_tensors(v, fn) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return type(value)(_copied(v) for v in value)
+        return type(value)(map_tensors(v, fn) for v in value)
     return value
 
 
