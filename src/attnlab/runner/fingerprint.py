@@ -195,17 +195,19 @@ def input_digests(
     for path in paths:
         name = str(path)
         if name not in known:
-            known[name] = _file_sha256(Path(path))
+            try:
+                known[name] = file_sha256(Path(path))
+            except OSError:  # missing, a folder, unreadable: the run cannot be known to match, and its task says why
+                known[name] = f"{MISSING}:{uuid.uuid4().hex}"
         found[name] = known[name]
     return found
 
 
-def _file_sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """SHA-256 of the contents of the file ``path``, read in 1 MiB chunks (an input of a run, or an output that its
+    manifest lists); raises ``OSError`` when it cannot be read."""
     digest = hashlib.sha256()
-    try:
-        with path.open("rb") as handle:
-            for chunk in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(chunk)
-    except OSError:  # missing, a folder, unreadable: the run cannot be known to match, and its task says why
-        return f"{MISSING}:{uuid.uuid4().hex}"
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
     return digest.hexdigest()

@@ -9,7 +9,6 @@ garbage) is therefore seen as damaged, never served as a result, and the next sw
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import json
 import stat
 import time
@@ -17,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from attnlab.runner.claim import LOCK
-from attnlab.runner.fingerprint import MISSING, is_unreadable
+from attnlab.runner.fingerprint import MISSING, file_sha256, is_unreadable
 from attnlab.runner.provenance import git_state
 from attnlab.runner.store import write_json
 
@@ -25,15 +24,6 @@ __all__ = ["MANIFEST", "damage", "read_manifest", "reuse_problem", "reused_from"
 
 MANIFEST = "manifest.json"
 _NOT_OUTPUTS = (LOCK, "job.json", MANIFEST, "error.txt")  # the store's own files and a failed attempt's traceback
-_CHUNK = 1 << 20
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(_CHUNK), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _outputs(run_dir: Path) -> list[Path]:
@@ -64,7 +54,9 @@ def write_manifest(run_dir: str | Path, code: dict[str, Any], reason: str) -> di
         (UTC, ISO 8601), ``finished_unix`` and ``git`` (commit and dirty flag, or None outside a checkout).
     """
     run_dir = Path(run_dir)
-    files = {str(p.relative_to(run_dir)): {"size": p.stat().st_size, "sha256": _sha256(p)} for p in _outputs(run_dir)}
+    files = {
+        str(p.relative_to(run_dir)): {"size": p.stat().st_size, "sha256": file_sha256(p)} for p in _outputs(run_dir)
+    }
     now = time.time()
     manifest = {
         "files": files,
@@ -121,7 +113,7 @@ def _file_damage(path: Path, name: str, entry: Any, deep: bool) -> str | None:
             return f"{name} is missing"
         if info.st_size != entry.get("size"):
             return f"{name} has {info.st_size} bytes, not {entry.get('size')}"
-        if deep and _sha256(path) != entry.get("sha256"):
+        if deep and file_sha256(path) != entry.get("sha256"):
             return f"{name} changed after the run (its SHA-256 differs)"
     except (FileNotFoundError, NotADirectoryError):
         return f"{name} is missing"
