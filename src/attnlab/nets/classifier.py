@@ -220,6 +220,15 @@ def fit_classifier(
     return result
 
 
+def check_resumed_epoch(path: Path, epoch: int, epochs: int) -> None:
+    """Refuse a checkpoint past ``epochs``: its weights are at ``epoch``, which the run would report as ``epochs``
+    (:func:`fit_classifier` and :func:`~attnlab.nets.stacked.fit_stacked` alike)."""
+    if epoch > epochs:
+        raise ValidationError(
+            f"checkpoint {path} is at epoch {epoch} > epochs={epochs}; pass epochs >= {epoch} or a new checkpoint path"
+        )
+
+
 class _Epochs(LoopProblem):
     """Epochs of mini-batch training of one classifier as a problem of the one loop (one run)."""
 
@@ -259,11 +268,7 @@ class _Epochs(LoopProblem):
                 f"checkpoint {self.path} was written with seed={state['seed']}, batch_size={state['batch_size']}, "
                 f"but this call has seed={self.seed}, batch_size={self.batch_size}; pass the same values or a new path"
             )
-        if state["epoch"] > epochs:  # its weights are past the run's end, which the run would report as epochs
-            raise ValidationError(
-                f"checkpoint {self.path} is at epoch {state['epoch']} > epochs={epochs}; pass epochs >= "
-                f"{state['epoch']} or a new checkpoint path"
-            )
+        check_resumed_epoch(self.path, state["epoch"], epochs)
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         torch.set_rng_state(state["torch_rng"])

@@ -39,7 +39,7 @@ from attnlab._io import atomic_write
 from attnlab._numerics import all_finite
 from attnlab._validation import ValidationError, check_scalar
 from attnlab.checkpoint import read_checkpoint
-from attnlab.nets.classifier import _epoch_row, layer_norms
+from attnlab.nets.classifier import _epoch_row, check_resumed_epoch, layer_norms
 from attnlab.nets.datasets.split import Split
 from attnlab.nets.optimizers import harness_spec
 from attnlab.optim import OptimizerSpec
@@ -326,18 +326,10 @@ def _begin(
             f"checkpoint {path} was written for other runs ({state['identity']}), not {identity}; pass the "
             "same runs or a new path"
         )
-    _check_resumed_epoch(path, state["epoch"], epochs)
+    check_resumed_epoch(path, state["epoch"], epochs)
     _load(groups, state, generators, rngs)
     _write_models(models, groups, names)
     return state["rows"], state["norms"], state["active"], state["epoch"] + 1, state["step"], state["seconds"]
-
-
-def _check_resumed_epoch(path: Path, epoch: int, epochs: int) -> None:
-    """Refuse a checkpoint past ``epochs``: its weights are at ``epoch``, which the run would report as ``epochs``."""
-    if epoch > epochs:
-        raise ValidationError(
-            f"checkpoint {path} is at epoch {epoch} > epochs={epochs}; pass epochs >= {epoch} or a new checkpoint path"
-        )
 
 
 def _record(
