@@ -34,6 +34,7 @@ from attnlab.verify.compare import (
     fit_slope,
     fit_weighted_slope,
     observation,
+    share_lower_bound,
     spread_observation,
     spread_tolerance,
 )
@@ -90,6 +91,7 @@ __all__ = [
     "read_record",
     "rerun",
     "run_experiment",
+    "share_lower_bound",
     "spread_observation",
     "spread_tolerance",
     "with_revisions",
