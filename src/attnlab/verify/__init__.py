@@ -34,7 +34,6 @@ from attnlab.verify.compare import (
     fit_slope,
     fit_weighted_slope,
     observation,
-    share_lower_bound,
     spread_observation,
     spread_tolerance,
 )
@@ -51,6 +50,7 @@ from attnlab.verify.experiment import (
 from attnlab.verify.reading import Finding, Reading, Revision
 from attnlab.verify.registry import CatalogEntry, Registry
 from attnlab.verify.replay import load_record, rerun
+from attnlab.verify.shares import share_lower_bound
 from attnlab.verify.steps import at_steps, geometric_steps
 
 __all__ = [
