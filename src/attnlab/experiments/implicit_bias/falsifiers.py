@@ -20,6 +20,7 @@ __all__ = [
     "ngd_gradient_step",
     "attention_temperature",
     "dm_equal_norms",
+    "head_preconditioned",
     "head_scaled",
     "optimal_score_shifted",
     "polyak_doubled_gap",
@@ -188,6 +189,63 @@ def head_scaled(module: str, scale: float = 1.3) -> Falsifier:
         f"the fixed decoder u of the trained model scaled by {scale:g} (u not normalised)",
         f"{module}:train",
         _trained_on(lambda data: TokenSelectionData(data.X, Z=data.Z, y=data.y, v=scale * data.v, select=data.select)),
+        kind="mechanism",
+    )
+
+
+class _HeadPreconditioned(torch.optim.Optimizer):
+    """``inner`` stepping on the head's gradient times a fixed diagonal ``scale``: the 1-D parameter (``u``) only.
+
+    A plain ``torch.optim.Optimizer``, so the training engine loads the gradients into ``.grad`` and calls
+    :meth:`step`; it keeps the inner optimizer's scale invariance (a fixed diagonal commutes with a positive
+    rescaling of the gradient), so a scale-invariant method still gets the exact gradient mantissas.
+    """
+
+    def __init__(self, inner: torch.optim.Optimizer, scale: torch.Tensor) -> None:
+        super().__init__(inner.param_groups, inner.defaults)  # the same group dicts: hyperparameters stay shared
+        self.inner, self.scale = inner, scale
+        self.scale_invariant = bool(getattr(inner, "scale_invariant", False))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        """The inner optimizer's step after the head's gradient is multiplied by ``scale``."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None and p.dim() == 1:
+                    p.grad.mul_(self.scale.to(p.grad.dtype))  # (d,): u's gradient, coordinate i times scale_i
+        return self.inner.step(closure)
+
+
+def _preconditioned_heads(low: float, high: float):
+    def wrap(optimizers):
+        def changed(config):
+            def preconditioned(make):
+                def made(model):
+                    scale = torch.linspace(low, high, model.v.shape[-1], dtype=torch.float64)
+                    return _HeadPreconditioned(make(model), scale)
+
+                return made
+
+            return {name: preconditioned(make) for name, make in optimizers(config).items()}
+
+        return changed
+
+    return wrap
+
+
+def head_preconditioned(module: str, low: float = 0.95, high: float = 1.05) -> Falsifier:
+    """Every method of the module's ``_optimizers`` stepping on ``diag(linspace(low, high)) grad_u``.
+
+    A fixed diagonal preconditioner on the head (steepest descent in a weighted norm, as a per-coordinate step size
+    left in by mistake would do): the head still grows, but towards the max-margin head of that weighted norm, not
+    the u-SVM of spec §5, so ``1 - corr(u_t, u_mm)`` levels off at a positive value.
+    """
+    return Falsifier(
+        "head-preconditioned",
+        f"the head's gradient times diag(linspace({low:g}, {high:g})) before every method's step (a fixed diagonal "
+        "preconditioner on u: its max-margin head is another direction)",
+        f"{module}:_optimizers",
+        _preconditioned_heads(low, high),
         kind="mechanism",
     )
 

@@ -16,7 +16,7 @@ import torch
 from attnlab._validation import ValidationError, check_scalar
 from attnlab.data import dm
 from attnlab.experiments.implicit_bias.common import SOURCE, ImplicitBiasConfig
-from attnlab.experiments.implicit_bias.falsifiers import u_svm_other_token, w_frozen
+from attnlab.experiments.implicit_bias.falsifiers import head_preconditioned, u_svm_other_token, w_frozen
 from attnlab.experiments.implicit_bias.figures import joint_figure
 from attnlab.experiments.registry import register
 from attnlab.metrics import Metric, alignment, head_alignment, opt_softmax
@@ -24,7 +24,7 @@ from attnlab.models import Combined
 from attnlab.optim import JointAdaptive, NormalizedGD, PolyakStep
 from attnlab.svm import attention_svm, head_svm
 from attnlab.training import train
-from attnlab.verify import Claim, Experiment, ExperimentResult, Reading, RunContext, observation
+from attnlab.verify import Claim, Experiment, ExperimentResult, Reading, Revision, RunContext, fit_slope, observation
 
 __all__ = ["Fig3Config", "run_fig3"]
 
@@ -122,7 +122,7 @@ def run_fig3(config: Fig3Config, ctx: RunContext) -> ExperimentResult:
         )
         frames.append(traj.frame.assign(method=method, status=traj.frame["run"].map(dict(enumerate(traj.status)))))
     frame = pd.concat(frames, ignore_index=True)
-    checks = [_head_check(frame), *_remarks(frame)]
+    checks = [*_head_checks(frame), *_remarks(frame)]
     table = frame[frame["step"] > 0].pivot_table(index="step", columns="method", values="log_loss")
     overtaken = table.index[table["NGD"] < table["Polyak"]]
     notes = [
@@ -136,40 +136,114 @@ def run_fig3(config: Fig3Config, ctx: RunContext) -> ExperimentResult:
 # ---- declared checks ------------------------------------------------------------------------------------------------
 
 U_SVM_OTHER, W_FROZEN = u_svm_other_token(__name__), w_frozen(__name__)
+HEAD_PRECONDITIONED = head_preconditioned(__name__)
+_METHODS = ("NGD", "NGD-joint", "Polyak")
+_WORST = (
+    "G(t) = max over NGD (A7), NGD-joint (A5) and Polyak (A3, L_* = 0) of 1 - corr(u_t, u_mm), u_mm the u-SVM of the "
+    "optimal tokens"
+)
+_SUBSET = "the one DM data set of the config's seed, (u, W) from zero (Condition 1)"
+_SIZES = ("n", "d", "sigma_opt", "sigma_oth", "lr", "polyak_cap", "steps", "record_every", "loss", "seed")
+_DECADE_RATIO = Reading(
+    statistic="G(T) / G(t0), " + _WORST,
+    window="t0 the recorded step t > 0 nearest T / decade, T the last recorded step",
+    subset=_SUBSET,
+    tolerance="<= ln t0 / ln T: the factor by which C / log t shrinks from t0 to T (Thm 4 gives no rate for u; "
+    "Thm 3's O(1/log t) for W is the slowest we accept)",
+    params={"decade": 10},
+    sizes=_SIZES,
+)
 HEAD_ALIGNS = Claim(
     "Thm 4: every normalised method (NGD, NGD-joint, Polyak) aligns u with u_mm: the worst 1 - corr(u_t, u_mm) "
-    "falls over the last decade at least as fast as 1/log t",
+    "falls like a power of t over the last half-decade (log-log slope at most -1)",
     "001:Thm4",
     f"{SOURCE} §8.11",
-    falsifier=(W_FROZEN.name, U_SVM_OTHER.name),
+    falsifier=(W_FROZEN.name, HEAD_PRECONDITIONED.name, U_SVM_OTHER.name),
     id="head-aligns",
     reading=Reading(
-        statistic="G(T) / G(t0), G(t) = max over NGD (A7), NGD-joint (A5) and Polyak (A3, L_* = 0) of "
-        "1 - corr(u_t, u_mm), u_mm the u-SVM of the optimal tokens",
-        window="t0 the recorded step t > 0 nearest T / decade, T the last recorded step",
-        subset="the one DM data set of the config's seed, (u, W) from zero (Condition 1)",
-        tolerance="<= ln t0 / ln T: the factor by which C / log t shrinks from t0 to T (Thm 4 gives no rate for u; "
-        "Thm 3's O(1/log t) for W is the slowest we accept)",
-        params={"decade": 10},
-        sizes=("n", "d", "sigma_opt", "sigma_oth", "lr", "polyak_cap", "steps", "record_every", "loss", "seed"),
+        statistic="least-squares slope of log G(t) on log t, " + _WORST,
+        window="every recorded step t >= T / sqrt(decade) (the last half-decade), T the last recorded step",
+        subset=_SUBSET,
+        tolerance="<= bound = -1, ours: Thm 4 gives no rate for u. Normalised steps of fixed length grow the head "
+        "linearly (||u_t|| ~ t), so a bounded offset from u_mm's direction leaves 1 - corr ~ t^-2 (slope -2), while "
+        "a head that tends to another direction levels off (slope -> 0); -1 is halfway. A C / log t rate (slope "
+        "-1 / ln t) is refused: over a finite window it cannot be told from a head that levels off",
+        params={"decade": 10, "bound": -1.0},
+        sizes=_SIZES,
+    ),
+    revisions=(
+        Revision(
+            reading=_DECADE_RATIO,
+            date="2026-11-28",
+            why="too weak to fail: the last-decade ratio against ln t0 / ln T passed at the quick size (150 steps) "
+            "under wrong mechanisms that turn u towards another direction: the head's gradient times "
+            "diag(linspace(0.95, 1.05)) in every method (now the falsifier 'head-preconditioned') gave 0.0214 "
+            "<= 0.460, times diag(linspace(0.9, 1.1)) 0.0657, the tokens the model sees times "
+            "diag(linspace(0.9, 1.1)) 0.0820; at the full size they fail (0.875, 0.966, 0.963 > 0.697). Their "
+            "gap levels off, so the log-log slope over the last half-decade separates them (-0.256, -0.089, "
+            "-0.077 at 400 steps, about 0 at the full size) from the true run's -2.01; the quick size grew to 400 "
+            "steps, where the preconditioned head (0.95-1.05) reads -0.896 at 150 steps but -0.256 at 400",
+            quick="pass: 0.00432 <= 0.460 (t0 = 10, T = 150; worst gap 0.0221 at t0, 9.56e-05 at T) (afb0975)",
+            full="pass: 0.00990 <= 0.697 (t0 = 200, T = 2000; worst gap 6.84e-05 at t0, 6.78e-07 at T) (afb0975)",
+            claim="Thm 4: every normalised method (NGD, NGD-joint, Polyak) aligns u with u_mm: the worst "
+            "1 - corr(u_t, u_mm) falls over the last decade at least as fast as 1/log t",
+            sizes={
+                **{
+                    name: {"full": value, "quick": value}
+                    for name, value in {
+                        "sigma_opt": 2.0,
+                        "sigma_oth": 1.0,
+                        "lr": 0.5,
+                        "polyak_cap": None,
+                        "record_every": 10,
+                        "loss": "exp",
+                        "seed": 0,
+                    }.items()
+                },
+                "n": {"full": 8, "quick": 4},
+                "d": {"full": 200, "quick": 30},
+                "steps": {"full": 2000, "quick": 150},
+            },
+        ),
     ),
 )
 CLAIMS = (HEAD_ALIGNS,)
 
 
-def _head_check(frame: pd.DataFrame):
-    """Theorem 4 gives no rate for ``u``; Theorem 3's ``O(1/log t)`` for ``W`` is the slowest one we accept."""
-    rows = frame[frame["method"].isin(["NGD", "NGD-joint", "Polyak"]) & (frame["step"] > 0)]
-    gap = (1 - rows.pivot_table(index="step", columns="method", values="head_alignment")).max(axis=1)
-    T = int(gap.index[-1])
-    t0 = int(gap.index[int(np.abs(gap.index.to_numpy() - T / HEAD_ALIGNS.param("decade")).argmin())])
+def _worst_gap(frame: pd.DataFrame) -> pd.Series:
+    """``G(t)``: the worst ``1 - corr(u_t, u_mm)`` over the normalised methods at each recorded step ``t > 0``."""
+    rows = frame[frame["method"].isin(_METHODS) & (frame["step"] > 0)]
+    return (1 - rows.pivot_table(index="step", columns="method", values="head_alignment")).max(axis=1)
+
+
+def _head_checks(frame: pd.DataFrame) -> list:
+    """Thm 4 on ``u``: the slope of ``log G`` over the last half-decade, and the old last-decade ratio (revision 1).
+
+    Thm 4 gives no rate for ``u``; the slope's bound is ours (the tolerance text of :data:`HEAD_ALIGNS` says why).
+    """
+    gap = _worst_gap(frame)
+    steps = gap.index.to_numpy()
+    T = int(steps[-1])
+    last = steps >= T / math.sqrt(HEAD_ALIGNS.param("decade"))  # spec §8.11: the last half-decade
+    slope, _ = fit_slope(steps[last], gap.to_numpy()[last])
+    first = int(steps[last][0])
+    current = HEAD_ALIGNS.less(
+        slope,
+        HEAD_ALIGNS.param("bound"),
+        spread=f"ours: halfway between a bounded offset's t^-2 and a gap that levels off (Thm 4 gives no rate); "
+        f"slope over {int(last.sum())} records from t = {first} to T = {T} (worst gap {float(gap.loc[first]):.3g} "
+        f"at t = {first}, {float(gap.iloc[-1]):.3g} at T)",
+    )
+    old = HEAD_ALIGNS.revised(1)
+    t0 = int(steps[int(np.abs(steps - T / old.param("decade")).argmin())])
     bound = math.log(t0) / math.log(T)  # spec §8.10-11: C / log t from t0 to T
-    return HEAD_ALIGNS.less(
+    ratio = old.less(
         float(gap.iloc[-1] / gap.loc[t0]),
         bound,
         spread=f"ln t0 / ln T for C / log t from t0 = {t0} to T = {T} (worst gap {float(gap.loc[t0]):.3g} at t0, "
         f"{float(gap.iloc[-1]):.3g} at T)",
     )
+    return [current, ratio]
 
 
 def _remarks(frame: pd.DataFrame) -> list:
@@ -225,8 +299,8 @@ register(
         cost=27.0,
         config_type=Fig3Config,
         run=run_fig3,
-        quick={"n": 4, "d": 30, "steps": 150},
+        quick={"n": 4, "d": 30, "steps": 400},
         claims=CLAIMS,
-        falsifiers=(U_SVM_OTHER, W_FROZEN),
+        falsifiers=(U_SVM_OTHER, W_FROZEN, HEAD_PRECONDITIONED),
     )
 )
