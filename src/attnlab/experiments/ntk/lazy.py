@@ -247,11 +247,14 @@ COUPLING_RATE = Claim(
 _LIMIT_WINDOW = "H* at initialization (no training)"
 
 
+_LIMIT_SIZES = ("n", "d_in", "d_out", "sigma_w", "kernel_seeds", "kernel_widths", "seed")
+_P6_SAME = {"n": 12, "d_in": 5, "d_out": 3, "sigma_w": 1.0, "seed": 0}  # P6's sizes no revision changed
+
+
 def _p6_training_sizes(inits_full: int, inits_quick: int) -> dict:
     """The sizes of P6's readings on the training widths (before the kernel widths existed)."""
-    same = {"n": 12, "d_in": 5, "d_out": 3, "sigma_w": 1.0, "seed": 0}
     return {
-        **{name: {"full": value, "quick": value} for name, value in same.items()},
+        **{name: {"full": value, "quick": value} for name, value in _P6_SAME.items()},
         "widths": {"full": [250, 1000, 4000, 16000], "quick": [250, 1000, 4000]},
         "kernel_seeds": {"full": inits_full, "quick": inits_quick},
     }
@@ -261,15 +264,15 @@ LIMIT_KERNEL = Claim(
     "P6: ||H* - I (x) K||_F / ||I (x) K||_F ~ m^{-1/2}",
     "004:Ext-LimitKernel",  # the spec's derived limit of Definition 3.6's Gram, not a numbered result
     f"{_SRC} P6, §4.2",
-    falsifier=("softmax-kernel-of-exp", "init-std-mismatch"),
+    falsifier=("softmax-kernel-of-exp", "init-std-mismatch", "init-std-5pct"),
     id="ext-limit-kernel",
     reading=Reading(
         statistic="log-log slope in m of the mean over initializations of ||H* - I (x) K||_F / ||I (x) K||_F",
-        window=_LIMIT_WINDOW + ", at the kernel widths (m = 16000, 64000, 256000; quick 250, 1000, 4000)",
+        window=_LIMIT_WINDOW + ", at the kernel widths (m = 16000, 64000, 256000; quick 4000, 16000, 64000)",
         subset="kernel_seeds initializations (seeds seed + 1 ...) of one data set",
         tolerance="-0.5 +- se_multiple standard errors of the slopes fitted per initialization",
         params={"se_multiple": 3.0},
-        sizes=("n", "d_in", "d_out", "sigma_w", "kernel_seeds", "kernel_widths", "seed"),
+        sizes=_LIMIT_SIZES,
     ),
     revisions=(
         Revision(
@@ -305,6 +308,28 @@ LIMIT_KERNEL = Claim(
             full="fail: -0.373 (-0.5 +- 0.104, 8 inits, SE 0.035)",
             sizes=_p6_training_sizes(8, 4),
         ),
+        Revision(
+            Reading(
+                statistic="log-log slope in m of the mean over initializations of ||H* - I (x) K||_F / ||I (x) K||_F",
+                window=_LIMIT_WINDOW + ", at the kernel widths (m = 16000, 64000, 256000; quick 250, 1000, 4000)",
+                subset="kernel_seeds initializations (seeds seed + 1 ...) of one data set",
+                tolerance="-0.5 +- se_multiple standard errors of the slopes fitted per initialization",
+                params={"se_multiple": 3.0},
+                sizes=_LIMIT_SIZES,
+            ),
+            date="2026-11-28",
+            why="too weak at the quick size: W drawn with std 1.05 or 1.1 sigma_w (a limit kernel of the wrong "
+            "scale) gave -0.387 and -0.329 against -0.5 +- 0.21 and passed; the quick widths 250 ... 4000 are as "
+            "pre-asymptotic as the training widths were at full size. The quick size moved to m = 4000, 16000, "
+            "64000, where the true slope is -0.46 and W's std x 1.05 (now the falsifier 'init-std-5pct') fails",
+            quick="pass: -0.420 (-0.5 +- 0.185, 4 inits; afb0975)",
+            full="the full size did not change: the current row's full outcome is this reading's",
+            sizes={
+                **{name: {"full": value, "quick": value} for name, value in _P6_SAME.items()},
+                "kernel_seeds": {"full": 8, "quick": 4},
+                "kernel_widths": {"full": [16000, 64000, 256000], "quick": [250, 1000, 4000]},
+            },
+        ),
     ),
 )
 CLAIMS = (
@@ -320,16 +345,20 @@ CLAIMS = (
 )
 
 
-def _init_std_mismatch(cls):
-    """The softmax network whose W is drawn with std 1.5 sigma_w while it (and its limit kernel) reads sigma_w."""
+def init_std_scaled(factor: float):
+    """A falsifier's wrapper: the softmax network whose W is drawn with std ``factor`` sigma_w while it (and its limit
+    kernel) reads sigma_w."""
 
-    class Mismatched(cls):
-        def __init__(self, d_in, d_out, width, sigma_w=1.0, seed=0):
-            super().__init__(d_in, d_out, width, sigma_w, seed)
-            with torch.no_grad():
-                self.W.mul_(1.5)
+    def wrap(cls):
+        class Mismatched(cls):
+            def __init__(self, d_in, d_out, width, sigma_w=1.0, seed=0):
+                super().__init__(d_in, d_out, width, sigma_w, seed)
+                with torch.no_grad():
+                    self.W.mul_(factor)
 
-    return Mismatched
+        return Mismatched
+
+    return wrap
 
 
 FALSIFIERS = (
@@ -345,7 +374,14 @@ FALSIFIERS = (
         "init-std-mismatch",
         "W drawn with std 1.5 sigma_w while the network and its limit kernel I (x) K read sigma_w",
         "attnlab.experiments.ntk.lazy:SoftmaxMLP",
-        _init_std_mismatch,
+        init_std_scaled(1.5),
+        kind="mechanism",
+    ),
+    Falsifier(
+        "init-std-5pct",
+        "W drawn with std 1.05 sigma_w while the network and its limit kernel I (x) K read sigma_w",
+        "attnlab.experiments.ntk.lazy:SoftmaxMLP",
+        init_std_scaled(1.05),
         kind="mechanism",
     ),
     SOFTMAX_KERNEL_OF_EXP,
@@ -572,7 +608,7 @@ register(
             "steps": 1000,
             "record_every": 50,
             "kernel_seeds": 4,
-            "kernel_widths": (250, 1000, 4000),
+            "kernel_widths": (4000, 16000, 64000),
         },
         claims=CLAIMS,
         falsifiers=FALSIFIERS,
