@@ -39,9 +39,10 @@ def cuda_rng_states() -> list[torch.Tensor] | None:
     Returns
     -------
     list of torch.Tensor or None
-        ``torch.cuda.get_rng_state_all()`` when CUDA is available, else None.
+        ``torch.cuda.get_rng_state_all()`` when CUDA is available and initialised, else None: nothing has drawn
+        from a device RNG before CUDA starts, and a CPU run on a GPU machine is not made to start it.
     """
-    return torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
+    return torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
 
 
 def restore_cuda_rng_states(states: list[torch.Tensor] | None) -> None:

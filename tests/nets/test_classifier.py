@@ -215,6 +215,7 @@ def test_a_checkpoint_saves_and_restores_the_cuda_rng_when_cuda_is_available(tmp
 
     cuda = _FakeCuda()
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_rng_state_all", cuda.get_rng_state_all)
     monkeypatch.setattr(torch.cuda, "set_rng_state_all", cuda.set_rng_state_all)
     data, path = _blobs(), tmp_path / "c.pt"

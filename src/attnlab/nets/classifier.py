@@ -161,8 +161,9 @@ def fit_classifier(
         ``torch.random.fork_rng``, so the caller's RNG state is left as it was).
     checkpoint : path, optional
         File to save to after every epoch (atomically) and to resume from when it exists: the model, the
-        optimizer state, the RNG states (the mini-batch order's, the CPU's and, when CUDA is available, every GPU's), the
-        epoch and the history so far. A resumed run ends bit-identical to an uninterrupted one. The model and optimizer passed in must be built the same way as the first time.
+        optimizer state, the RNG states (the mini-batch order's, the CPU's and, when CUDA is in use, every GPU's),
+        the epoch and the history so far. A resumed run ends bit-identical to an uninterrupted one. The model and
+        optimizer passed in must be built the same way as the first time.
     metrics : mapping of str to callable, optional
         Extra per-epoch metrics ``name -> metric(state) -> float`` of the state ``{"model": model, "epoch": int}``
         (:class:`attnlab.metrics.Metric`), computed in eval mode without gradients.
