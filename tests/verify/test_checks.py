@@ -162,3 +162,37 @@ def test_every_observation_in_the_experiments_goes_through_the_helper():
                 if kinds or len(node.args) >= 7:
                     offenders.append(f"{path.name}:{node.lineno}")
     assert not offenders, offenders
+
+
+@pytest.mark.parametrize(("successes", "trials"), [(0, 5), (4, 7), (7, 7), (27, 32), (56, 81), (19, 32)])
+def test_share_lower_bound_is_the_exact_binomial_bound(successes, trials):
+    """Independent truth: at the bound p, P(Binomial(trials, p) >= successes) is 1 - confidence (binomial tail)."""
+    from scipy.stats import binom
+
+    from attnlab.verify import share_lower_bound
+
+    bound, text = share_lower_bound(successes, trials, 0.95)
+    if successes == 0:
+        assert bound == 0.0
+    else:
+        assert binom.sf(successes - 1, trials, bound) == pytest.approx(0.05, abs=1e-9)
+        assert binom.sf(successes - 1, trials, bound + 1e-6) > 0.05  # the largest such p: above it, more likely
+    assert bound <= successes / trials and f"{successes}/{trials} runs" in text
+
+
+def test_share_lower_bound_separates_a_chance_majority_from_a_true_one():
+    """A share of 4/7 passes "> 1/2" as a raw share, never as a 95% bound; 7/7 is the fewest runs that can pass."""
+    from attnlab.verify import share_lower_bound
+
+    assert share_lower_bound(4, 7)[0] < 0.5 and share_lower_bound(7, 7)[0] > 0.5
+    assert share_lower_bound(4, 4)[0] < 0.5  # 0.05 ** (1/4) = 0.47: four runs can never show a majority
+
+
+@pytest.mark.parametrize(
+    ("successes", "trials", "confidence"), [(1.5, 3, 0.95), (4, 3, 0.95), (0, 0, 0.95), (1, 3, 1.0)]
+)
+def test_share_lower_bound_refuses_bad_counts(successes, trials, confidence):
+    from attnlab.verify import share_lower_bound
+
+    with pytest.raises(ValidationError):
+        share_lower_bound(successes, trials, confidence)

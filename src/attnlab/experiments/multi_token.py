@@ -53,6 +53,7 @@ from attnlab.verify import (
     ExperimentResult,
     RunContext,
     observation,
+    share_lower_bound,
     spread_tolerance,
 )
 
@@ -397,11 +398,15 @@ def _checks(config: MultiTokenConfig, runs: pd.DataFrame) -> list[Check]:
         # are closer to it at the last step
         closer = (part["gap_mm"] < part["gap_one"]).to_numpy(dtype=float)
         gain = float((part["gap_one"] - part["gap_mm"]).mean())
+        bound, how = share_lower_bound(int(closer.sum()), len(closer), DIRECTION.param("confidence"))
         checks.append(
             DIRECTION.format(d=d, gain=gain).greater(
-                float(closer.mean()), DIRECTION.param("bound"), strict=True, spread=_share(closer), support=len(part)
+                bound, DIRECTION.param("bound"), strict=True, spread=how, support=len(part)
             )
         )
+        # its second reading (revision 2): the raw share, which a mechanism favouring neither direction passed
+        raw = DIRECTION.revised(2).format(d=d, gain=gain)
+        checks.append(raw.greater(float(closer.mean()), 0.5, strict=True, spread=_share(closer), support=len(part)))
         # its first reading (revision 1): against W^SVMeq = W_fin + R W_dir, fitted to W_T, on runs our rule keeps
         ours = part[~part["whole_sequence_set"]]
         if len(ours) >= 2:
@@ -488,7 +493,7 @@ register(
         name="multi-token.equivalence",
         config_type=MultiTokenConfig,
         run=run,
-        quick={"ds": (4,), "runs": 10, "chunk": 100, "max_draws": 300},
+        quick={"ds": (8,), "runs": 40, "chunk": 250, "max_draws": 1000},
         cost=239.0,
         claims=(KEPT, FINITE, KKT, ENOUGH, DIRECTION, FITTED, FINITE_BOUNDED),
         falsifiers=FALSIFIERS,

@@ -50,6 +50,7 @@ from attnlab.verify.experiment import (
 from attnlab.verify.reading import Finding, Reading, Revision
 from attnlab.verify.registry import CatalogEntry, Registry
 from attnlab.verify.replay import load_record, rerun
+from attnlab.verify.shares import share_lower_bound
 from attnlab.verify.steps import at_steps, geometric_steps
 
 __all__ = [
@@ -90,6 +91,7 @@ __all__ = [
     "read_record",
     "rerun",
     "run_experiment",
+    "share_lower_bound",
     "spread_observation",
     "spread_tolerance",
     "with_revisions",
