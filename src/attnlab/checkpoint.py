@@ -30,7 +30,31 @@ import torch
 from attnlab._io import atomic_write
 from attnlab._validation import ValidationError, check_scalar
 
-__all__ = ["Checkpoint", "read_checkpoint"]
+__all__ = ["Checkpoint", "cuda_rng_states", "read_checkpoint", "restore_cuda_rng_states"]
+
+
+def cuda_rng_states() -> list[torch.Tensor] | None:
+    """Every CUDA device's RNG state, for a checkpoint: dropout on a GPU draws from these, not from the CPU's.
+
+    Returns
+    -------
+    list of torch.Tensor or None
+        ``torch.cuda.get_rng_state_all()`` when CUDA is available and initialised, else None: nothing has drawn
+        from a device RNG before CUDA starts, and a CPU run on a GPU machine is not made to start it.
+    """
+    return torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+
+
+def restore_cuda_rng_states(states: list[torch.Tensor] | None) -> None:
+    """Put back what :func:`cuda_rng_states` saved, so that a resumed run draws the GPU dropout masks it would have.
+
+    Parameters
+    ----------
+    states : list of torch.Tensor or None
+        None (a checkpoint written without CUDA, or before these states were saved) or no CUDA here: nothing.
+    """
+    if states is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states)
 
 
 def read_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any] | None:

@@ -191,3 +191,46 @@ def test_callbacks_count_optimizer_steps_of_the_epochs():
     )
     assert seen == [(0, 12, 0), (6, 12, 1), (12, 12, 2)]  # 90 training samples / 16: 6 optimizer steps per epoch
     assert ticks == list(range(1, 13))
+
+
+class _FakeCuda:
+    """A CUDA RNG for a machine without a GPU: one device whose state only ``set_rng_state_all`` changes."""
+
+    def __init__(self) -> None:
+        self.states = [torch.tensor([42], dtype=torch.uint8)]
+
+    def get_rng_state_all(self) -> list[torch.Tensor]:
+        return [s.clone() for s in self.states]
+
+    def set_rng_state_all(self, states: list[torch.Tensor]) -> None:
+        self.states = [s.clone() for s in states]
+
+
+@pytest.mark.parametrize("stacked", [False, True])
+def test_a_checkpoint_saves_and_restores_the_cuda_rng_when_cuda_is_available(tmp_path, monkeypatch, stacked):
+    # no GPU here: torch.cuda's availability and RNG are stand-ins; what is tested is that the checkpoint carries the
+    # device RNG state (dropout on a GPU draws from it) and that resuming puts it back
+    from attnlab.checkpoint import read_checkpoint
+    from attnlab.nets import fit_stacked
+
+    cuda = _FakeCuda()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_rng_state_all", cuda.get_rng_state_all)
+    monkeypatch.setattr(torch.cuda, "set_rng_state_all", cuda.set_rng_state_all)
+    data, path = _blobs(), tmp_path / "c.pt"
+
+    def run(epochs):
+        if stacked:
+            fit_stacked([_tiny_model(0), _tiny_model(1)], [("sgd", 0.1)] * 2, [0, 1], data, epochs=epochs,
+                        batch_size=16, checkpoint=path)  # fmt: skip
+        else:
+            model = _tiny_model()
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            fit_classifier(model, optimizer, data, epochs=epochs, batch_size=16, seed=0, checkpoint=path)
+
+    run(1)
+    assert [s.tolist() for s in read_checkpoint(path)["cuda_rng"]] == [[42]]
+    cuda.states = [torch.tensor([0], dtype=torch.uint8)]  # a new process: the device RNG starts elsewhere
+    run(2)  # resumed at epoch 1
+    assert [s.tolist() for s in cuda.states] == [[42]]  # back where the interrupted run left it

@@ -3,6 +3,7 @@ it refuses."""
 
 from dataclasses import dataclass
 
+import pandas as pd
 import pytest
 import torch
 
@@ -11,7 +12,7 @@ from attnlab.nets import Setup, ViT, evaluate, fit_classifier, make_optimizer, t
 from attnlab.nets.datasets import load_digits_split
 from attnlab.nets.datasets.split import Split, train_test_split
 from attnlab.nets.stacked import _rated
-from attnlab.nets.tuning import check_grids
+from attnlab.nets.tuning import _choose, check_grids
 
 FULL = load_digits_split(seed=0)
 DATA = Split(FULL.x_train[:120], FULL.y_train[:120], FULL.x_test[:40], FULL.y_test[:40])
@@ -87,3 +88,31 @@ def test_tune_rates_needs_seeds():
 
 def test_poisoned_labels_differ():  # the poisoned build really changes what a test-set score would read
     assert not torch.equal(build(Tiny(poison_test=True), 0).data.y_test, DATA.y_test)
+
+
+def test_equal_mean_accuracies_are_a_tie_that_the_loss_breaks():
+    # two seeds each: 0.1 + 0.7 and 0.3 + 0.5 are the same mean 0.4, but the float sums differ in the last bit
+    per_seed = pd.DataFrame(
+        {
+            "optimizer": "sgd",
+            "lr": [0.01, 0.01, 0.1, 0.1],
+            "test_accuracy": [0.1, 0.7, 0.3, 0.5],
+            "test_loss": [1.0, 1.0, 2.0, 2.0],
+            "diverged": False,
+        }
+    )
+    cells = per_seed.groupby(["optimizer", "lr"]).agg(
+        validation_accuracy=("test_accuracy", "mean"),
+        validation_loss=("test_loss", "mean"),
+        diverged=("diverged", "sum"),
+    )
+    cells = cells.reset_index()
+    assert cells["validation_accuracy"].iloc[0] != cells["validation_accuracy"].iloc[1]  # round-off tells them apart
+    assert _choose(cells)["lr"] == 0.01  # the rule: equal accuracy, so the lower validation loss wins
+
+
+def test_a_diverged_seed_disqualifies_its_rate_whatever_the_others_scored():
+    cells = pd.DataFrame(
+        {"optimizer": "sgd", "lr": [0.1, 1.0], "validation_accuracy": [0.2, 0.9], "validation_loss": [2.0, 0.1]}
+    ).assign(diverged=[0, 1])
+    assert _choose(cells)["lr"] == 0.1

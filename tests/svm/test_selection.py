@@ -11,6 +11,7 @@ from attnlab._validation import ValidationError
 from attnlab.data import TokenSelectionData
 from attnlab.svm import (
     InfeasibleProgramError,
+    SolverToleranceError,
     attention_svm,
     is_globally_optimal,
     is_locally_optimal,
@@ -18,6 +19,7 @@ from attnlab.svm import (
     locally_optimal_selections,
     support_tokens,
 )
+from attnlab.svm import _program as program
 
 
 @pytest.fixture
@@ -137,6 +139,58 @@ def test_contradictory_data_are_not_separable():
     data = TokenSelectionData(X, Z=[[1.0, 1.0], [1.0, 1.0]], y=[1, 1], select=[0, 1])
     report = is_separable(data)
     assert not report.holds and report.measured <= 1e-8  # best unit-norm margin is 0
+
+
+def _rows_over_seven_decades(seed: int) -> TokenSelectionData:
+    """12 sequences of 2 tokens whose differences span 1e-7..1: SCS stops ``optimal_inaccurate`` on these."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((12, 2, 3)) * 10.0 ** rng.uniform(-7, 0, size=(12, 1, 1))
+    return TokenSelectionData(torch.tensor(X), rng.standard_normal((12, 3)), np.ones(12), select=np.zeros(12, int))
+
+
+@pytest.mark.parametrize("seed", [3, 11])  # separable data that SCS's inaccurate stop called "not separable"
+def test_separability_verdict_is_certified_against_an_exact_lp(seed):
+    from scipy.optimize import linprog
+
+    data = _rows_over_seven_decades(seed)
+    rows = torch.arange(data.n)
+    diff = (data.X[rows, 0] - data.X[:, 1]).numpy()  # (n, d): the one constraint of each sequence
+    M = (diff[:, :, None] * data.Z.numpy()[:, None, :]).reshape(data.n, -1)  # <A_i, W> = M_i vec(W)
+    lp = linprog(np.zeros(M.shape[1]), A_ub=-M, b_ub=-np.ones(data.n), bounds=(None, None), method="highs")
+    assert lp.status in (0, 2)  # the second solver: feasible (separable) or infeasible
+    # unit scale as is_separable reads it: the LP's point bounds the unit-norm margin from below
+    unit = 1 / (np.abs(diff).max() * np.abs(data.Z.numpy()).max())
+    separable = lp.status == 0 and 1 / (np.linalg.norm(lp.x) * unit) > 1e-8
+    assert separable
+    for solver in ("SCS", "CLARABEL"):
+        assert is_separable(data, solver=solver).holds == separable
+
+
+@pytest.mark.parametrize("bad_solves", [1, 2])
+def test_an_uncertified_inaccurate_margin_is_solved_again_or_refused(monkeypatch, bad_solves):
+    # a solver that stops "optimal_inaccurate" at a point claiming margin 1e-3 on contradictory data (true margin 0)
+    X = torch.tensor([[[1.0, 0.0], [0.0, 1.0]], [[1.0, 0.0], [0.0, 1.0]]])
+    data = TokenSelectionData(X, Z=[[1.0, 1.0], [1.0, 1.0]], y=[1, 1], select=[0, 1])
+    real, calls = program.run_solver, []
+
+    def inaccurate(problem, solver, *, what):
+        calls.append(solver)
+        if len(calls) > bad_solves:
+            return real(problem, solver, what=what)
+        for variable in problem.variables():
+            variable.value = np.full(variable.shape, 1e-3)  # w = (1e-3, ...), t = 1e-3: w's own margin is 0
+        for constraint in problem.constraints:
+            constraint.dual_variables[0].value = np.zeros(constraint.shape)
+        problem._status = "optimal_inaccurate"
+        return problem.status
+
+    monkeypatch.setattr(program, "run_solver", inaccurate)
+    if bad_solves == 2:  # neither solver's verdict is certified: refused, never a guess
+        with pytest.raises(SolverToleranceError, match="do not certify a verdict"):
+            is_separable(data, solver="SCS")
+        return
+    report = is_separable(data, solver="SCS")
+    assert calls == ["SCS", "CLARABEL"] and not report.holds and report.measured <= 1e-8
 
 
 def test_separability_needs_a_unique_optimal_token():

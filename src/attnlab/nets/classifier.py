@@ -26,7 +26,7 @@ from torch import nn
 from attnlab._io import atomic_write
 from attnlab._numerics import all_finite
 from attnlab._validation import ValidationError, check_scalar
-from attnlab.checkpoint import read_checkpoint
+from attnlab.checkpoint import cuda_rng_states, read_checkpoint, restore_cuda_rng_states
 from attnlab.metrics import metric_columns
 from attnlab.nets.datasets.split import Split
 from attnlab.nets.shared_forward import shared_encodings
@@ -161,8 +161,9 @@ def fit_classifier(
         ``torch.random.fork_rng``, so the caller's RNG state is left as it was).
     checkpoint : path, optional
         File to save to after every epoch (atomically) and to resume from when it exists: the model, the
-        optimizer state, both RNG states, the epoch and the history so far. A resumed run ends bit-identical to
-        an uninterrupted one. The model and optimizer passed in must be built the same way as the first time.
+        optimizer state, the RNG states (the mini-batch order's, the CPU's and, when CUDA is in use, every GPU's),
+        the epoch and the history so far. A resumed run ends bit-identical to an uninterrupted one. The model and
+        optimizer passed in must be built the same way as the first time.
     metrics : mapping of str to callable, optional
         Extra per-epoch metrics ``name -> metric(state) -> float`` of the state ``{"model": model, "epoch": int}``
         (:class:`attnlab.metrics.Metric`), computed in eval mode without gradients.
@@ -272,6 +273,7 @@ class _Epochs(LoopProblem):
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         torch.set_rng_state(state["torch_rng"])
+        restore_cuda_rng_states(state.get("cuda_rng"))  # a model on a GPU draws its dropout masks there
         self.generator.set_state(state["generator"])
         self.rows, self.norms = state["rows"], state["norms"]
         self.clock, self.seconds = self.rows[-1]["step"], self.rows[-1]["seconds"]
@@ -336,6 +338,7 @@ class _Epochs(LoopProblem):
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "torch_rng": torch.get_rng_state(),
+            "cuda_rng": cuda_rng_states(),
             "generator": self.generator.get_state(),
             "epoch": epoch,
             "seed": self.seed,

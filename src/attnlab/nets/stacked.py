@@ -38,7 +38,7 @@ from torch.func import functional_call, stack_module_state, vmap
 from attnlab._io import atomic_write
 from attnlab._numerics import all_finite
 from attnlab._validation import ValidationError, check_scalar
-from attnlab.checkpoint import read_checkpoint
+from attnlab.checkpoint import cuda_rng_states, read_checkpoint, restore_cuda_rng_states
 from attnlab.nets.classifier import _epoch_row, check_resumed_epoch, layer_norms
 from attnlab.nets.datasets.split import Split
 from attnlab.nets.optimizers import harness_spec
@@ -424,6 +424,7 @@ def _save(path: Path, groups, generators, identity, rows, norms, active, epoch, 
         "leaves": [[p.detach().clone() for p in g.leaves] for g in groups],
         "optimizers": [g.state for g in groups],
         "torch_rng": torch.get_rng_state(),
+        "cuda_rng": cuda_rng_states(),
         "generators": [g.get_state() for g in generators],
         "run_rngs": None if rngs is None else [s.clone() for s in rngs],
         "rows": rows,
@@ -444,6 +445,7 @@ def _load(
                 p.copy_(value)
             g.state = opt
     torch.set_rng_state(state["torch_rng"])
+    restore_cuda_rng_states(state.get("cuda_rng"))
     for g, s in zip(generators, state["generators"]):
         g.set_state(s)
     if rngs is not None:

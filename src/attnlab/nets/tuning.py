@@ -62,12 +62,22 @@ def check_grids(optimizers: Sequence[str], grids: Sequence[Sequence[float]], tie
             )
 
 
+# Two mean accuracies closer than this are equal: a mean of k/N accuracies over S seeds moves in steps of 1/(N S)
+# (above 1e-9 for N S < 1e9), while summing the same value in another order moves it by round-off (1e-16).
+_ACCURACY_TIE = 1e-12
+
+
 def _choose(cells: pd.DataFrame) -> pd.Series:
-    """The winning row of one optimizer's cells: no run diverged, best accuracy, then lower loss, then smaller lr."""
-    ranked = cells.assign(ok=cells["diverged"] == 0).sort_values(
-        ["ok", "validation_accuracy", "validation_loss", "lr"], ascending=[False, False, True, True]
-    )
-    return ranked.iloc[0]
+    """The winning row of one optimizer's cells: no run diverged, best accuracy, then lower loss, then smaller lr.
+
+    Mean accuracies equal up to round-off are a tie (``0.1 + 0.7`` and ``0.3 + 0.5`` differ in the last bit), so
+    the loss decides between them, as the rule says, not the order in which the seeds' accuracies were summed.
+    """
+    ok = cells.assign(ok=cells["diverged"] == 0)
+    ok = ok[ok["ok"]] if bool(ok["ok"].any()) else ok
+    best = ok["validation_accuracy"].max()
+    tied = ok[ok["validation_accuracy"] >= best - _ACCURACY_TIE] if pd.notna(best) else ok
+    return tied.sort_values(["validation_loss", "lr"], ascending=[True, True]).iloc[0]
 
 
 def tune_rates(

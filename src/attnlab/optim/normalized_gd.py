@@ -102,8 +102,12 @@ def normalized_gd(
         \theta_i &\leftarrow \theta_i - \eta_i\, m_i
 
     A block whose normalizing vector is zero takes no step. Uncapped and without momentum, the step of each block
-    has Frobenius length exactly :math:`\eta`. The heavy-ball variant is PyTorch's SGD with momentum whose
-    learning rate is reset every step to the NGD value (spec A4 default); the normalized-buffer variant is
+    has Frobenius length exactly :math:`\eta`. Uncapped heavy ball steps :math:`\eta\,\|m\| / \|g\|`: when the
+    gradient collapses while the buffer still holds earlier, larger gradients (softmax saturation), that length
+    follows the ratio (``1e19`` after a drop of 18 orders) and the iterate can leave float64 (the run ends
+    diverged, as the rule says); cap it with :math:`\eta_{\max}` or use the normalized-buffer variant. The
+    heavy-ball variant is PyTorch's SGD with momentum whose learning rate is reset every step to the NGD value
+    (spec A4 default); the normalized-buffer variant is
     :math:`\theta \leftarrow \theta - \eta\, m/\|m\|`.
     """
     n = len(params)

@@ -266,7 +266,14 @@ def is_separable(data: TokenSelectionData, select: object = None, solver: str | 
         ``measured = max_{||W||_F <= 1} min_{i, t != sel_i} (x_{i,sel_i} - x_it)^T W z_i``, the unit-norm
         margin (``1 / ||W_fro||_F`` when separable, ``<= 0`` otherwise), computed on the differences
         ``x_{i,sel_i} - x_it`` divided by their largest entry and the queries divided by theirs, so that it does
-        not depend on the scale of the data; holds when above ``1e-8``.
+        not depend on the scale of the data; holds when above ``1e-8``. The verdict is certified by the solution
+        (its own margin, or its multipliers by weak duality), whatever the solver's status; an uncertified solve is
+        done again with the other solver.
+
+    Raises
+    ------
+    SolverToleranceError
+        When neither solver certifies its verdict (the margin is within their accuracy of ``1e-8``).
     """
     solver = check_solver(solver)
     with warnings.catch_warnings():  # a tie is reported in the detail below, not warned about
