@@ -7,11 +7,14 @@ patches the mechanism *where that module looks it up*, so each module builds its
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from attnlab.data import TokenSelectionData
 from attnlab.models import Parametrization
 from attnlab.optim import NormalizedGD
+from attnlab.optim.transforms import Context, Step, Transform
 from attnlab.verify import Falsifier
 
 __all__ = [
@@ -193,48 +196,45 @@ def head_scaled(module: str, scale: float = 1.3) -> Falsifier:
     )
 
 
-class _HeadPreconditioned(torch.optim.Optimizer):
-    """``inner`` stepping on the head's gradient times a fixed diagonal ``scale``: the 1-D parameter (``u``) only.
+def _head_scale(scale: torch.Tensor) -> Transform:
+    """A transform put first in a rule: the head's gradient (the tensor with one axis past the runs) times
+    ``diag(scale)``, the other tensors' unchanged; every later transform (the norms, Polyak's step) sees the product."""
 
-    A plain ``torch.optim.Optimizer``, so the training engine loads the gradients into ``.grad`` and calls
-    :meth:`step`; it keeps the inner optimizer's scale invariance (a fixed diagonal commutes with a positive
-    rescaling of the gradient), so a scale-invariant method still gets the exact gradient mantissas.
-    """
+    def update(step: Step, state: None, ctx: Context) -> tuple[Step, None]:
+        directions = [
+            d * scale.to(d) if p.dim() - ctx.run_dims == 1 else d  # (R, d): u's gradient, coordinate i times scale_i
+            for d, p in zip(step.direction, ctx.params)
+        ]
+        return Step(directions, step.log_scale, step.log_coef, step.factor), None
 
-    def __init__(self, inner: torch.optim.Optimizer, scale: torch.Tensor) -> None:
-        super().__init__(inner.param_groups, inner.defaults)  # the same group dicts: hyperparameters stay shared
-        self.inner, self.scale = inner, scale
-        self.scale_invariant = bool(getattr(inner, "scale_invariant", False))
-
-    @torch.no_grad()
-    def step(self, closure=None):
-        """The inner optimizer's step after the head's gradient is multiplied by ``scale``."""
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is not None and p.dim() == 1:
-                    p.grad.mul_(self.scale.to(p.grad.dtype))  # (d,): u's gradient, coordinate i times scale_i
-        return self.inner.step(closure)
+    return Transform("head-preconditioned", lambda params: None, update, coefficient_only=False)
 
 
 def _preconditioned_heads(low: float, high: float):
+    def preconditioned(make):
+        def made(model):
+            optimizer = make(model)
+            built = getattr(optimizer, "rule", None)  # attnlab's optimizers hand the engine their rule; SGD has none
+            if callable(built):
+                scale = torch.linspace(low, high, model.v.shape[-1], dtype=torch.float64)
+
+                def rule(params):
+                    plain = built(params)
+                    return dataclasses.replace(plain, transforms=(_head_scale(scale), *plain.transforms))
+
+                optimizer.rule = rule
+            return optimizer
+
+        return made
+
     def wrap(optimizers):
-        def changed(config):
-            def preconditioned(make):
-                def made(model):
-                    scale = torch.linspace(low, high, model.v.shape[-1], dtype=torch.float64)
-                    return _HeadPreconditioned(make(model), scale)
-
-                return made
-
-            return {name: preconditioned(make) for name, make in optimizers(config).items()}
-
-        return changed
+        return lambda config: {name: preconditioned(make) for name, make in optimizers(config).items()}
 
     return wrap
 
 
 def head_preconditioned(module: str, low: float = 0.95, high: float = 1.05) -> Falsifier:
-    """Every method of the module's ``_optimizers`` stepping on ``diag(linspace(low, high)) grad_u``.
+    """Every attnlab optimizer of the module's ``_optimizers`` stepping on ``diag(linspace(low, high)) grad_u``.
 
     A fixed diagonal preconditioner on the head (steepest descent in a weighted norm, as a per-coordinate step size
     left in by mistake would do): the head still grows, but towards the max-margin head of that weighted norm, not
@@ -242,8 +242,8 @@ def head_preconditioned(module: str, low: float = 0.95, high: float = 1.05) -> F
     """
     return Falsifier(
         "head-preconditioned",
-        f"the head's gradient times diag(linspace({low:g}, {high:g})) before every method's step (a fixed diagonal "
-        "preconditioner on u: its max-margin head is another direction)",
+        f"the head's gradient times diag(linspace({low:g}, {high:g})) in the rule of every normalised method (a fixed "
+        "diagonal preconditioner on u: its max-margin head is another direction)",
         f"{module}:_optimizers",
         _preconditioned_heads(low, high),
         kind="mechanism",
