@@ -80,7 +80,7 @@ def md_rule(lr: list, p: list, normalized: list, eps: list) -> tx.Rule:
     ``|G| ~ 1e3`` it was ``inf`` and the step 0, below ``|G| ~ 6e-4`` it was 0 and ``W`` went to ``+-inf``).
     """
     q = [p_i / (p_i - 1.0) for p_i in p]
-    normalize = tx.normalize("tensor", ord=q, eps=eps, enabled=normalized, rescue=True)  # md §4: ||G||_q any size
+    normalize = tx.normalize("tensor", ord=q, eps=eps, enabled=normalized)  # md §4: ||G||_q, exact at any size
     return tx.Rule((normalize, tx.scale_by_lr(lr)), mirror_p=p)
 
 

@@ -71,8 +71,8 @@ def block_norms(
         with ``p`` near 1, or true gradients far from 1), take it as ``s ||t / s||_ord`` with ``s`` the largest
         ``|entry|`` instead; elsewhere the plain norm is kept to the bit. It costs a check of each norm on the CPU
         and two more passes over each tensor, with no host sync, on an accelerator; l_p mirror descent's dual-norm
-        normalisation asks for it on true gradients (:meth:`Context.block_norms`), the engine's mantissas (largest
-        entry about 1) go without.
+        normalisation and every other rule on true gradients take it (:meth:`Context.block_norms`), the engine's
+        mantissas (largest entry about 1) go without.
 
     Returns
     -------
@@ -133,7 +133,11 @@ def _rescue(plain: torch.Tensor, tensor: torch.Tensor, dims: tuple[int, ...], or
     normal = torch.finfo(tensor.dtype).tiny ** (1.0 / ord)  # below it, s^ord is subnormal or 0
     if tensor.device.type == "cpu":  # nothing waits on the CPU: skip both passes where s >= plain / n^(1/ord) >= normal
         bound = normal * (tensor.numel() // plain.numel()) ** (1.0 / ord)
-        if bool(((plain > bound) & (plain < math.inf)).all()):
+        if (
+            bound < float(plain) < math.inf
+            if plain.numel() == 1
+            else bool(((plain > bound) & (plain < math.inf)).all())
+        ):
             return plain
     largest = torch.linalg.vector_norm(tensor, math.inf, dim=dims, keepdim=True)  # s; nan or inf: left as is
     fell = plain.view(largest.shape)
@@ -184,18 +188,16 @@ class Context:
     step: int = 0
 
     def block_norms(
-        self,
-        tensors: Sequence[torch.Tensor],
-        blocks: Sequence[Hashable] | None,
-        ord: float = 2.0,
-        rescue: bool = False,
+        self, tensors: Sequence[torch.Tensor], blocks: Sequence[Hashable] | None, ord: float = 2.0
     ) -> list[torch.Tensor]:
         """``norms`` when given (the engine's, on mantissas with a largest entry about 1), else :func:`block_norms`
-        on the directions as they are: true gradients of any size (:func:`run_rule`, the ``torch.optim`` classes),
-        whose norms ``rescue`` keeps exact where the plain sum over- or underflows (``ord`` large)."""
+        on the directions as they are, true gradients of any size (:func:`run_rule`, the ``torch.optim`` classes),
+        rescued where the plain sum of ``|g|^ord`` leaves float64's normal range (a gradient below about 1e-154 or
+        above 1e154 at ``ord = 2``, late in a run on separable data; ``ord`` in the hundreds for l_p mirror
+        descent), so that a normalised or Polyak step is the same at any gradient size."""
         if self.norms is not None:
             return self.norms(tensors, blocks, ord)
-        return block_norms(tensors, blocks, self.run_dims, ord, rescue=rescue)
+        return block_norms(tensors, blocks, self.run_dims, ord, rescue=True)
 
 
 class Transform(NamedTuple):

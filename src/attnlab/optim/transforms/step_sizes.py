@@ -52,7 +52,6 @@ def normalize(
     ord: float | Sequence[float] = 2.0,
     eps: float | Sequence[float] = 0.0,
     enabled: bool | Sequence[bool] = True,
-    rescue: bool = False,
 ) -> Transform:
     r"""Divide each tensor's step by the norm of the base direction over its block: :math:`g / (\|g\|_b + \epsilon)`.
 
@@ -71,11 +70,6 @@ def normalize(
         Added to the *true* norm (``||G|| + eps``, the Transformers-as-SVMs / mirror-descent code's convention).
     enabled : bool or per-tensor sequence, default=True
         Tensors left unnormalised keep their coefficient (per-block on/off of the joint rule).
-    rescue : bool, default=False
-        On true gradients (:func:`~attnlab.optim.transforms.run_rule`, the ``torch.optim`` classes), take a norm
-        whose plain sum of ``|g|^ord`` over- or underflows as ``s ||g / s||`` (``s`` the largest ``|entry|``), per
-        run and bit for bit the plain norm elsewhere (:func:`~attnlab.optim.transforms.block_norms`); l_p mirror
-        descent needs it, its ``ord = q`` being 101 at ``p = 1.01``. The engine's mantissas go without.
     """
 
     plans: dict[tuple[int, tuple], list] = {}  # per (tensor count, group labels): the norms to take, worked out once
@@ -97,7 +91,7 @@ def normalize(
             plans[key] = plan(n, ctx)
         coefs = list(step.log_coef)
         for order, members, labels, targets in plans[key]:
-            norms = ctx.block_norms([step.direction[i] for i in members], labels, order, rescue)
+            norms = ctx.block_norms([step.direction[i] for i in members], labels, order)
             for k, i, eps_i in targets:
                 if eps_i == 0:
                     coefs[i] = divide_by_norm(coefs[i], norms[k], step.log_scale)  # spec A2: g / ||g||
