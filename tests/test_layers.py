@@ -22,6 +22,7 @@ LAYERS = {
     "_errors": 0,
     "_io": 0,
     "_overrides": 0,
+    "_sources": 0,
     "checkpoint": 0,
     "plotting": 0,
     "data": 1,

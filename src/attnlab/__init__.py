@@ -20,6 +20,10 @@ from typing import Any
 
 __version__ = "0.1.0"  # the one place the version is written; pyproject.toml reads it (tool.setuptools.dynamic)
 
+# the source files' stats as this process imports attnlab, before any submodule: the runs' fingerprint checks that
+# the code on disk is still the code in memory (attnlab._sources, attnlab.runner.fingerprint)
+importlib.import_module("attnlab._sources")
+
 _SUBMODULES = (
     "data",
     "experiments",

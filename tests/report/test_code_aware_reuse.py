@@ -127,3 +127,26 @@ def test_fresh_recomputes_what_would_be_reused(fake_code, tmp_path):
     reproduce(out, paper="fake-code", progress=False)
     (entry,) = reproduce(out, paper="fake-code", progress=False, fresh=True).entries
     assert entry.origin.startswith("computed now (--fresh: the run of ")
+
+
+def test_an_attnlab_source_edited_after_import_keys_no_run(fake_code, tmp_path, monkeypatch):
+    """A notebook that edits attnlab's code and keeps its kernel runs the old code in memory: the hash of the files
+    on disk would key those runs as the new code's. They are computed, never reused, and the warning says why."""
+    import os
+
+    from attnlab import _sources
+    from attnlab.runner.fingerprint import code_fingerprint, is_unreadable
+
+    assert not is_unreadable(code_fingerprint()["source"]["attnlab"])  # nothing edited in this process
+    path = sorted(_sources.AT_IMPORT)[0]
+    mtime, size = _sources.AT_IMPORT[path]
+    monkeypatch.setitem(_sources.AT_IMPORT, path, (mtime - 1, size))  # as if the file changed after the import
+    out = tmp_path / "report"
+    with pytest.warns(RuntimeWarning, match=os.path.relpath(path, _sources.ROOT)):
+        reproduce(out, paper="fake-code", progress=False)
+        (entry,) = reproduce(out, paper="fake-code", progress=False).entries
+    assert not entry.origin.startswith("reused")  # computed again: its first run's code was not the code on disk
+    monkeypatch.setitem(_sources.AT_IMPORT, path, (mtime, size))  # the file as imported: runs are keyed again
+    reproduce(out, paper="fake-code", progress=False)
+    (entry,) = reproduce(out, paper="fake-code", progress=False).entries
+    assert entry.origin.startswith("reused from ")

@@ -19,10 +19,13 @@ import importlib
 import os
 import sys
 import uuid
+import warnings
 from collections.abc import Iterable, MutableMapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from attnlab import _sources
 
 __all__ = [
     "DEPENDENCIES",
@@ -144,13 +147,25 @@ def code_fingerprint(modules: Iterable[str] = ()) -> dict[str, Any]:
         ``{"source": {package: sha256}, "versions": {name: version}}``; two runs are computed by the same code
         exactly when their fingerprints are equal. A module without source on disk (``__main__`` of an interactive
         session or a notebook) gets ``"unreadable:<random hex>"``, unique to this call: no other run's fingerprint
-        equals it, so its runs are computed every time and never reused.
+        equals it, so its runs are computed every time and never reused. So does attnlab itself, with a
+        ``RuntimeWarning``, once a source file of it changed since this process imported it
+        (:func:`attnlab._sources.changed_since_import`): the hash of the files on disk would not be that of the code
+        in memory.
     """
     packages = ["attnlab", *_top_packages(modules)]
-    return {
-        "source": {p: _unique_if_unreadable(source_hash(p)) for p in packages},
-        "versions": dict(dependency_versions()),
-    }
+    source = {p: _unique_if_unreadable(source_hash(p)) for p in packages}
+    edited = _sources.changed_since_import()
+    if edited:  # the hash is of the files on disk now, not of the code this process runs
+        source["attnlab"] = _unique_if_unreadable(UNREADABLE)
+        shown = ", ".join(edited[:3]) + (f" and {len(edited) - 3} more" if len(edited) > 3 else "")
+        warnings.warn(
+            f"attnlab's source changed since this process imported it ({shown}): the code in memory may not be the "
+            "code on disk, so runs computed now are never reused; restart the Python process (the notebook's "
+            "kernel) to reuse runs again",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    return {"source": source, "versions": dict(dependency_versions())}
 
 
 def _unique_if_unreadable(digest: str) -> str:
