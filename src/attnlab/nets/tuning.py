@@ -73,11 +73,11 @@ def _choose(cells: pd.DataFrame) -> pd.Series:
     Mean accuracies equal up to round-off are a tie (``0.1 + 0.7`` and ``0.3 + 0.5`` differ in the last bit), so
     the loss decides between them, as the rule says, not the order in which the seeds' accuracies were summed.
     """
-    ok = cells.assign(ok=cells["diverged"] == 0)
-    ok = ok[ok["ok"]] if bool(ok["ok"].any()) else ok
-    best = ok["validation_accuracy"].max()
-    tied = ok[ok["validation_accuracy"] >= best - _ACCURACY_TIE] if pd.notna(best) else ok
-    return tied.sort_values(["validation_loss", "lr"], ascending=[True, True]).iloc[0]
+    healthy = cells[cells["diverged"] == 0]
+    pool = healthy if len(healthy) else cells  # every rate diverged: the table's counts say so
+    best = pool["validation_accuracy"].max()
+    tied = pool[pool["validation_accuracy"] >= best - _ACCURACY_TIE] if pd.notna(best) else pool
+    return tied.sort_values(["validation_loss", "lr"]).iloc[0]
 
 
 def tune_rates(
