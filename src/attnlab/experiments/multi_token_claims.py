@@ -11,7 +11,7 @@ import dataclasses
 
 import torch
 
-from attnlab.verify import Claim, Falsifier, Reading, Revision
+from attnlab.verify import Claim, Falsifier, Reading, Revision, old_sizes
 
 __all__ = [
     "DIRECTION",
@@ -35,27 +35,24 @@ CONFIDENCE = 0.95  # direction-closer: the one-sided confidence of the share's C
 
 # Every config field's full and quick values before 2026-11-28, when the quick size grew from 10 runs at d=4 (300
 # draws) to 40 runs at d=8 (1000 draws) so that direction-closer's confidence bound can show a true majority
-_OLD_SIZES = {
-    **{
-        name: {"full": value, "quick": value}
-        for name, value in {
-            "n": 3,
-            "T": 4,
-            "lr": 0.1,
-            "optimizer": "ngd",
-            "steps": 2000,
-            "record_every": 100,
-            "low": 1e-6,
-            "high": 1e-3,
-            "seed": 1,
-            "acceptance": "source",
-        }.items()
+_OLD_SIZES = old_sizes(
+    {
+        "n": 3,
+        "T": 4,
+        "lr": 0.1,
+        "optimizer": "ngd",
+        "steps": 2000,
+        "record_every": 100,
+        "low": 1e-6,
+        "high": 1e-3,
+        "seed": 1,
+        "acceptance": "source",
     },
-    "ds": {"full": [4, 6, 8, 10], "quick": [4]},
-    "runs": {"full": 100, "quick": 10},
-    "chunk": {"full": 2000, "quick": 100},
-    "max_draws": {"full": 20000, "quick": 300},
-}
+    ds=([4, 6, 8, 10], [4]),
+    runs=(100, 10),
+    chunk=(2000, 100),
+    max_draws=(20000, 300),
+)
 _GREW = (
     "the quick size grew from 10 runs at d=4 (300 draws) to 40 runs at d=8 (1000 draws), so that direction-closer's "
     "confidence bound (its revision 2) can show a true majority at the quick size; this reading is unchanged"

@@ -47,7 +47,7 @@ from attnlab.verify.experiment import (
     read_record,
     run_experiment,
 )
-from attnlab.verify.reading import Finding, Reading, Revision
+from attnlab.verify.reading import Finding, Reading, Revision, old_sizes
 from attnlab.verify.registry import CatalogEntry, Registry
 from attnlab.verify.replay import load_record, rerun
 from attnlab.verify.shares import share_lower_bound
@@ -88,6 +88,7 @@ __all__ = [
     "load_record",
     "make_config",
     "observation",
+    "old_sizes",
     "read_record",
     "rerun",
     "run_experiment",

@@ -21,7 +21,7 @@ from typing import Any
 
 from attnlab._validation import ValidationError
 
-__all__ = ["Finding", "Reading", "Revision", "reading_digest"]
+__all__ = ["Finding", "Reading", "Revision", "old_sizes", "reading_digest"]
 
 
 def _frozen(value: Any) -> Any:
@@ -168,6 +168,31 @@ class Revision:
 
     def __hash__(self) -> int:
         return hash((self.reading, self.date, self.why, self.quick, self.full, self.claim))
+
+
+def old_sizes(same: Mapping[str, Any], **changed: tuple[Any, Any]) -> dict[str, dict[str, Any]]:
+    """:attr:`Revision.sizes` of a reading that ran at other sizes: ``{field: {"full": value, "quick": value}}``.
+
+    Parameters
+    ----------
+    same : mapping of str to value
+        The fields whose full and quick values were one value then.
+    **changed : (full, quick)
+        The fields whose full and quick values differed then, as pairs.
+
+    Returns
+    -------
+    dict
+
+    Examples
+    --------
+    >>> old_sizes({"n": 3}, runs=(100, 10))
+    {'n': {'full': 3, 'quick': 3}, 'runs': {'full': 100, 'quick': 10}}
+    """
+    return {
+        **{name: {"full": value, "quick": value} for name, value in same.items()},
+        **{name: {"full": full, "quick": quick} for name, (full, quick) in changed.items()},
+    }
 
 
 @dataclass(frozen=True)

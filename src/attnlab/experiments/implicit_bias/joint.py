@@ -24,7 +24,17 @@ from attnlab.models import Combined
 from attnlab.optim import JointAdaptive, NormalizedGD, PolyakStep
 from attnlab.svm import attention_svm, head_svm
 from attnlab.training import train
-from attnlab.verify import Claim, Experiment, ExperimentResult, Reading, Revision, RunContext, fit_slope, observation
+from attnlab.verify import (
+    Claim,
+    Experiment,
+    ExperimentResult,
+    Reading,
+    Revision,
+    RunContext,
+    fit_slope,
+    observation,
+    old_sizes,
+)
 
 __all__ = ["Fig3Config", "run_fig3"]
 
@@ -187,23 +197,20 @@ HEAD_ALIGNS = Claim(
             full="pass: 0.00990 <= 0.697 (t0 = 200, T = 2000; worst gap 6.84e-05 at t0, 6.78e-07 at T) (afb0975)",
             claim="Thm 4: every normalised method (NGD, NGD-joint, Polyak) aligns u with u_mm: the worst "
             "1 - corr(u_t, u_mm) falls over the last decade at least as fast as 1/log t",
-            sizes={
-                **{
-                    name: {"full": value, "quick": value}
-                    for name, value in {
-                        "sigma_opt": 2.0,
-                        "sigma_oth": 1.0,
-                        "lr": 0.5,
-                        "polyak_cap": None,
-                        "record_every": 10,
-                        "loss": "exp",
-                        "seed": 0,
-                    }.items()
+            sizes=old_sizes(
+                {
+                    "sigma_opt": 2.0,
+                    "sigma_oth": 1.0,
+                    "lr": 0.5,
+                    "polyak_cap": None,
+                    "record_every": 10,
+                    "loss": "exp",
+                    "seed": 0,
                 },
-                "n": {"full": 8, "quick": 4},
-                "d": {"full": 200, "quick": 30},
-                "steps": {"full": 2000, "quick": 150},
-            },
+                n=(8, 4),
+                d=(200, 30),
+                steps=(2000, 150),
+            ),
         ),
     ),
 )

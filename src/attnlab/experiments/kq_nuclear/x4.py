@@ -27,7 +27,7 @@ from attnlab.models import Factored
 from attnlab.plotting import EPS, STEP, house_figure, label_axes, label_ours, log_gap_axis, new_figure
 from attnlab.svm import aligned_l1_svm, attention_svm
 from attnlab.training.flow import gradient_flow
-from attnlab.verify import Claim, Experiment, ExperimentResult, Falsifier, Reading, Revision, RunContext
+from attnlab.verify import Claim, Experiment, ExperimentResult, Falsifier, Reading, Revision, RunContext, old_sizes
 
 __all__ = ["X4Config", "run_x4"]
 
@@ -133,10 +133,7 @@ _FIRST = {
 
 def _sizes(full: dict, quick: dict) -> dict:
     """``{field: {"full", "quick"}}`` of the first commit's X4 with ``full`` and ``quick`` values of the run fields."""
-    return {
-        **{k: {"full": v, "quick": v} for k, v in _FIRST.items()},
-        **{k: {"full": full[k], "quick": quick[k]} for k in full},
-    }
+    return old_sizes(_FIRST, **{k: (full[k], quick[k]) for k in full})
 
 
 def _of(reading: Reading, sizes: dict) -> dict:

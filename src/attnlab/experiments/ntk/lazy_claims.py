@@ -14,7 +14,7 @@ from attnlab.experiments.ntk import induction
 from attnlab.experiments.ntk._falsifiers import LR_PAST_STABILITY, SOFTMAX_KERNEL_OF_EXP, output_scale
 from attnlab.experiments.ntk._shared import SOURCE
 from attnlab.experiments.ntk.lemma51 import GRAM_UNNORMALISED, OUTPUT_SCALE_M_SQUARED, PERTURBATION
-from attnlab.verify import Claim, Falsifier, Reading, Revision
+from attnlab.verify import Claim, Falsifier, Reading, Revision, old_sizes
 
 __all__ = [
     "CLAIMS",
@@ -140,11 +140,9 @@ _P6_SAME = {"n": 12, "d_in": 5, "d_out": 3, "sigma_w": 1.0, "seed": 0}  # P6's s
 
 def _p6_training_sizes(inits_full: int, inits_quick: int) -> dict:
     """The sizes of P6's readings on the training widths (before the kernel widths existed)."""
-    return {
-        **{name: {"full": value, "quick": value} for name, value in _P6_SAME.items()},
-        "widths": {"full": [250, 1000, 4000, 16000], "quick": [250, 1000, 4000]},
-        "kernel_seeds": {"full": inits_full, "quick": inits_quick},
-    }
+    return old_sizes(
+        _P6_SAME, widths=([250, 1000, 4000, 16000], [250, 1000, 4000]), kernel_seeds=(inits_full, inits_quick)
+    )
 
 
 LIMIT_KERNEL = Claim(
@@ -211,11 +209,7 @@ LIMIT_KERNEL = Claim(
             "64000, where the true slope is -0.46 and W's std x 1.05 (now the falsifier 'init-std-5pct') fails",
             quick="pass: -0.420 (-0.5 +- 0.185, 4 inits; afb0975)",
             full="the full size did not change: the current row's full outcome is this reading's",
-            sizes={
-                **{name: {"full": value, "quick": value} for name, value in _P6_SAME.items()},
-                "kernel_seeds": {"full": 8, "quick": 4},
-                "kernel_widths": {"full": [16000, 64000, 256000], "quick": [250, 1000, 4000]},
-            },
+            sizes=old_sizes(_P6_SAME, kernel_seeds=(8, 4), kernel_widths=([16000, 64000, 256000], [250, 1000, 4000])),
         ),
     ),
 )

@@ -18,7 +18,7 @@ import pandas as pd
 
 from attnlab.experiments.regression.common import INSTANCE, SOURCE
 from attnlab.regression import noise_and_bias
-from attnlab.verify import Claim, Reading, Revision, fit_slope, spread_tolerance
+from attnlab.verify import Claim, Reading, Revision, fit_slope, old_sizes, spread_tolerance
 
 _S8 = f"{SOURCE} §8"
 
@@ -130,8 +130,7 @@ _OLD_SETTINGS = {  # the instance and Algorithm 1's settings when the one-sample
 
 def _old_sizes(**changed: tuple) -> dict[str, dict]:
     """``Revision.sizes`` of a one-sample floor: the settings above, and the ``changed`` fields' (full, quick)."""
-    sizes = {name: {"full": value, "quick": value} for name, value in _OLD_SETTINGS.items()}
-    return {**sizes, **{name: {"full": full, "quick": quick} for name, (full, quick) in changed.items()}}
+    return old_sizes(_OLD_SETTINGS, **changed)
 
 
 _ONE_BATCH = (
