@@ -274,12 +274,15 @@ def run_solver(problem: cp.Problem, solver: str, *, what: str) -> str:
     """Solve ``problem`` with the named solver at tight tolerances and return its status; a crash names the fix.
 
     cvxpy's own "may be inaccurate" warning is silenced: the status keeps that information, and
-    :func:`warn_if_inaccurate` warns from the KKT certificate instead.
+    :func:`warn_if_inaccurate` warns from the KKT certificate instead. So is its note that an l_p norm of a p with a
+    large denominator is written with more second-order cones (``p = 29/19``): the solution is certified by the same
+    KKT test whatever the cones.
     """
     options = _SCS_OPTIONS if solver == "SCS" else _CLARABEL_OPTIONS
     try:
         with warnings.catch_warnings():  # the status records it; our KKT check decides whether to warn
             warnings.filterwarnings("ignore", message="Solution may be inaccurate", category=UserWarning)
+            warnings.filterwarnings("ignore", message="pnorm with p=.* is being approximated", category=UserWarning)
             problem.solve(solver=solver, **options)
     except cp.error.SolverError as err:
         raise InfeasibleProgramError(
