@@ -22,6 +22,7 @@ import io
 import os
 import pickle
 import zipfile
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ import torch
 from attnlab._io import atomic_write
 from attnlab._validation import ValidationError, check_scalar
 
-__all__ = ["Checkpoint", "cuda_rng_states", "read_checkpoint", "restore_cuda_rng_states"]
+__all__ = ["Checkpoint", "cuda_rng_states", "fork_rngs", "read_checkpoint", "restore_cuda_rng_states"]
 
 
 def cuda_rng_states() -> list[torch.Tensor] | None:
@@ -43,6 +44,27 @@ def cuda_rng_states() -> list[torch.Tensor] | None:
         from a device RNG before CUDA starts, and a CPU run on a GPU machine is not made to start it.
     """
     return torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+
+
+def fork_rngs() -> AbstractContextManager[None]:
+    """A scope that puts back, on exit, the CPU RNG state and every CUDA device's when CUDA is initialised.
+
+    ``torch.random.fork_rng(devices=[])`` restores only the CPU's, while ``torch.manual_seed`` inside it reseeds
+    every GPU too: a run seeded that way on a GPU would leave its caller's CUDA RNG changed.
+
+    Returns
+    -------
+    contextlib.AbstractContextManager
+        ``torch.random.fork_rng`` over the CPU and every CUDA device when CUDA is available and initialised (named
+        explicitly, so fork_rng warns of nothing), over the CPU alone before that: a CPU run on a GPU machine is
+        not made to start CUDA, and no device RNG has been drawn from before it starts.
+
+    Notes
+    -----
+    The GPU case is tested with a stand-in for torch.cuda's RNG (tests/nets/test_gpu_rng.py): no GPU was at hand.
+    """
+    cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
+    return torch.random.fork_rng(devices=list(range(torch.cuda.device_count())) if cuda else [], device_type="cuda")
 
 
 def restore_cuda_rng_states(states: list[torch.Tensor] | None) -> None:

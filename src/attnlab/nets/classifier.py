@@ -26,7 +26,7 @@ from torch import nn
 from attnlab._io import atomic_write
 from attnlab._numerics import all_finite
 from attnlab._validation import ValidationError, check_scalar
-from attnlab.checkpoint import cuda_rng_states, read_checkpoint, restore_cuda_rng_states
+from attnlab.checkpoint import cuda_rng_states, fork_rngs, read_checkpoint, restore_cuda_rng_states
 from attnlab.metrics import metric_columns
 from attnlab.nets.datasets.split import Split
 from attnlab.nets.shared_forward import shared_encodings
@@ -157,8 +157,9 @@ def fit_classifier(
     batch_size : int
         Mini-batch size; each epoch visits a fresh random permutation, the last batch may be smaller.
     seed : int
-        Seeds the mini-batch order and the global torch RNG that dropout draws from (inside
-        ``torch.random.fork_rng``, so the caller's RNG state is left as it was).
+        Seeds the mini-batch order and the global torch RNGs that dropout draws from (``torch.manual_seed``: the
+        CPU's and, when CUDA is initialised, every GPU's), inside :func:`attnlab.checkpoint.fork_rngs`, so the
+        caller's RNG states are left as they were: the CPU's always, every GPU's too on a GPU run.
     checkpoint : path, optional
         File to save to after every epoch (atomically) and to resume from when it exists: the model, the
         optimizer state, the RNG states (the mini-batch order's, the CPU's and, when CUDA is in use, every GPU's),
@@ -202,7 +203,7 @@ def fit_classifier(
     check_scalar("seed", seed, kind=int, low=0)
     check_scalar("eval_batch_size", eval_batch_size, kind=int, low=1)
     path = None if checkpoint is None else Path(checkpoint)
-    with torch.random.fork_rng(devices=[]):
+    with fork_rngs():
         problem = _Epochs(model, optimizer, data, batch_size, seed, dict(metrics or {}), eval_batch_size, path)
         start = problem.resume(epochs) if path is not None else 0
         planned = epochs * math.ceil(len(data.y_train) / batch_size)

@@ -11,7 +11,8 @@ for R runs together: the R models' parameters become tensors of shape ``(R, ...)
 :func:`torch.func.functional_call` gives every run its mini-batch loss and gradient (the runs do not interact: the
 gradient of the summed losses is each run's own gradient). On small models a step costs little more than one run's
 step, where R separate runs pay R times the per-step overhead of the framework. A model with dropout takes one
-forward pass per run instead, each with its own RNG state, so a run's dropout masks are its own seed's.
+forward pass per run instead, each with its own RNG state, so a run's dropout masks are its own seed's: on the CPU
+its own CPU RNG state, on a GPU its own state of that device's CUDA RNG too (dropout there draws from it).
 
 Each optimizer then updates its own runs (neighbouring runs that share an optimizer string are one group, a slice of
 the stack, their rates one per-run tensor; Polyak's cap, which takes no tensor, makes a group per rate). Every optimizer of attnlab's registry runs its update rule (:mod:`attnlab.optim.transforms`) with a runs
@@ -38,7 +39,7 @@ from torch.func import functional_call, stack_module_state, vmap
 from attnlab._io import atomic_write
 from attnlab._numerics import all_finite
 from attnlab._validation import ValidationError, check_scalar
-from attnlab.checkpoint import cuda_rng_states, read_checkpoint, restore_cuda_rng_states
+from attnlab.checkpoint import cuda_rng_states, fork_rngs, read_checkpoint, restore_cuda_rng_states
 from attnlab.nets.classifier import _epoch_row, check_resumed_epoch, layer_norms
 from attnlab.nets.datasets.split import Split
 from attnlab.nets.optimizers import harness_spec
@@ -115,34 +116,65 @@ def _step(groups: list[_Group], losses: torch.Tensor) -> None:
 
 
 class _PerRun:
-    """Each run's forward pass on its own batch, one run at a time, with its own global RNG state: the dropout masks
+    """Each run's forward pass on its own batch, one run at a time, with its own global RNG states: the dropout masks
     :func:`fit_classifier` draws for that seed (from ``torch.manual_seed(seed)``), whatever the other runs are.
 
-    :func:`torch.func.vmap` with ``randomness="different"`` draws every run's masks from one RNG, so a run's masks
-    would depend on its neighbours; a model without dropout keeps the one vmapped pass."""
+    Per run it keeps the CPU RNG state and, when the batches are on the CUDA ``device``, that device's CUDA RNG state
+    (dropout on a GPU draws its masks there, not from the CPU's); both are set before the run's forward pass and read
+    back after it. Built inside :func:`fit_stacked`'s :func:`~attnlab.checkpoint.fork_rngs`, which puts the caller's
+    states back. :func:`torch.func.vmap` with ``randomness="different"`` draws every run's masks from one RNG, so a
+    run's masks would depend on its neighbours; a model without dropout keeps the one vmapped pass.
 
-    def __init__(self, base: nn.Module, seeds: Sequence[int]) -> None:
-        self.base = base
+    The GPU path is tested with a stand-in CUDA RNG (tests/nets/test_gpu_rng.py): no GPU was at hand."""
+
+    def __init__(self, base: nn.Module, seeds: Sequence[int], device: torch.device | None) -> None:
+        self.base, self.device = base, device
         self.states: list[torch.Tensor] = []
-        for seed in seeds:  # inside fit_stacked's fork_rng: the caller's RNG is restored on exit
+        self.device_states: list[torch.Tensor] = []
+        for seed in seeds:  # as torch.manual_seed(seed) seeds a run alone: every device, CUDA only once initialised
             torch.manual_seed(seed)
             self.states.append(torch.get_rng_state())
+            if device is not None:
+                self.device_states.append(torch.cuda.get_rng_state(device))
 
     def __call__(self, params: dict[str, torch.Tensor], buffers: dict[str, torch.Tensor], x: torch.Tensor):
         out = []
         for r, state in enumerate(self.states):
             torch.set_rng_state(state)
+            if self.device is not None:
+                torch.cuda.set_rng_state(self.device_states[r], self.device)
             own = ({n: p[r] for n, p in params.items()}, {n: b[r] for n, b in buffers.items()})
             out.append(functional_call(self.base, own, (x[r],)))
             self.states[r] = torch.get_rng_state()
+            if self.device is not None:
+                self.device_states[r] = torch.cuda.get_rng_state(self.device)
         return torch.stack(out)
 
+    def saved(self) -> dict[str, list[torch.Tensor] | None]:
+        """Every run's RNG states for a checkpoint: the CPU's and, on a GPU, the device's (None on the CPU)."""
+        device = None if self.device is None else [s.clone() for s in self.device_states]
+        return {"run_rngs": [s.clone() for s in self.states], "run_cuda_rngs": device}
 
-def _forward(base: nn.Module, model: nn.Module, seeds: Sequence[int]) -> Callable:
+    def load(self, state: Mapping[str, Any]) -> None:
+        """Put back what :meth:`saved` wrote. A checkpoint without device states (written on the CPU, or before they
+        were saved) leaves a GPU run's device states as seeded."""
+        self.states = [s.clone() for s in state["run_rngs"]]
+        device = state.get("run_cuda_rngs")
+        if self.device is not None and device is not None:
+            self.device_states = [s.clone() for s in device]
+
+
+def _cuda_device(x: torch.Tensor) -> torch.device | None:
+    """The CUDA device whose RNG dropout on ``x`` draws from, or None for a tensor off CUDA (the CPU RNG's)."""
+    return x.device if x.device.type == "cuda" else None
+
+
+def _forward(base: nn.Module, model: nn.Module, seeds: Sequence[int], device: torch.device | None) -> Callable:
     """Every run's logits ``(R, b, classes)`` from the stacked parameters, buffers and batches ``(R, b, ...)``: one
-    vmapped pass, or :class:`_PerRun` when ``model`` has a dropout layer with ``p > 0``."""
+    vmapped pass, or :class:`_PerRun` (its CUDA RNG that of ``device``) when ``model`` has a dropout layer with
+    ``p > 0``."""
     if any(isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0 for m in model.modules()):
-        return _PerRun(base, seeds)
+        return _PerRun(base, seeds, device)
     return vmap(lambda p, b, x: functional_call(base, (p, b), (x,)), randomness="different")
 
 
@@ -193,9 +225,12 @@ def fit_stacked(
         string are stepped as one group.
     seeds : sequence of int
         Each run's seed: its mini-batch order (a private ``torch.Generator``, as in :func:`fit_classifier`) and its
-        dropout masks (the global RNG seeded with it, inside ``torch.random.fork_rng``, as in
-        :func:`fit_classifier`): a run with dropout is the run trained alone whatever its neighbours. A model with
-        dropout takes one forward pass per run instead of one vmapped pass for all.
+        dropout masks (the global RNGs seeded with it by ``torch.manual_seed``, as in :func:`fit_classifier`): a run
+        with dropout is the run trained alone whatever its neighbours, on the CPU (each run its own CPU RNG state)
+        and on a GPU (each run its own state of that device's CUDA RNG too). A model with dropout takes one forward
+        pass per run instead of one vmapped pass for all. All of it runs inside
+        :func:`attnlab.checkpoint.fork_rngs`: the caller's RNG states are left as they were, the CPU's always and
+        every GPU's too on a GPU run.
     data : Split
     epochs, batch_size : int
         As in :func:`fit_classifier`; every run sees the same number of batches.
@@ -203,8 +238,9 @@ def fit_stacked(
         SNGD's cap and SPS's constant (see :func:`~attnlab.nets.make_optimizer`).
     checkpoint : path, optional
         File saved (atomically) after every epoch and resumed from when it exists: every run's weights, the
-        optimizers' states, the RNG states and the rows so far; a resumed run ends bit-identical to an
-        uninterrupted one. The runs must be given the same way again, with the same ``sngd_cap`` and ``sps_c``.
+        optimizers' states, the RNG states (each run's own dropout RNG states among them, its GPU's too on a GPU)
+        and the rows so far; a resumed run ends bit-identical to an uninterrupted one. The runs must be given the
+        same way again, with the same ``sngd_cap`` and ``sps_c``.
     metrics : mapping of str to callable, optional
         Extra per-epoch metrics ``name -> metric(state) -> float`` of each run's state ``{"model", "epoch"}``
         (:class:`attnlab.metrics.Metric`), computed in eval mode.
@@ -243,8 +279,6 @@ def fit_stacked(
     names = [name for name, _ in models[0].named_parameters()]
     params, buffers = stack_module_state(list(models))
     base = copy.deepcopy(models[0]).to("meta").train()
-    forward = _forward(base, models[0], seeds)
-    rngs = forward.states if isinstance(forward, _PerRun) else None  # each run's dropout RNG, saved and resumed
     groups = _groups(names, [params[n] for n in names], optimizers, sngd_cap, sps_c)
     identity = {
         "seeds": list(seeds),
@@ -254,9 +288,11 @@ def fit_stacked(
         "sps_c": sps_c,
     }
     generators = [torch.Generator() for _ in seeds]
-    with torch.random.fork_rng(devices=[]):
+    with fork_rngs():  # _PerRun seeds the global RNGs: every one the caller's again on exit
+        forward = _forward(base, models[0], seeds, _cuda_device(data.x_train))
+        per_run = forward if isinstance(forward, _PerRun) else None  # each run's dropout RNGs, saved and resumed
         rows, norms, active, start_epoch, step, seconds = _begin(
-            path, identity, groups, generators, models, names, data, metrics, eval_batch_size, epochs, rngs
+            path, identity, groups, generators, models, names, data, metrics, eval_batch_size, epochs, per_run
         )
         planned = epochs * math.ceil(len(data.y_train) / batch_size)
         calls = callback_list(None, None if progress else False, desc or "fit_stacked")
@@ -284,7 +320,7 @@ def fit_stacked(
             if epoch % eval_every == 0 or epoch == epochs:
                 _record(models, data, epoch, step, seconds, metrics, eval_batch_size, rows, norms, active)
             if path is not None:
-                _save(path, groups, generators, identity, rows, norms, active, epoch, step, seconds, rngs)
+                _save(path, groups, generators, identity, rows, norms, active, epoch, step, seconds, per_run)
         calls.end()
     return [
         TrainingResult(
@@ -309,7 +345,7 @@ def _begin(
     metrics: dict[str, Callable],
     eval_batch_size: int,
     epochs: int,
-    rngs: list[torch.Tensor] | None,
+    per_run: _PerRun | None,
 ) -> tuple[list[list[dict]], list[list[dict]], list[bool], int, int, float]:
     """The runs' rows, norms and flags, the first epoch, the step and the seconds: fresh (seeding the RNGs and
     recording epoch 0) or resumed from the checkpoint at ``path`` (at most at epoch ``epochs``)."""
@@ -327,7 +363,7 @@ def _begin(
             "same runs or a new path"
         )
     check_resumed_epoch(path, state["epoch"], epochs)
-    _load(groups, state, generators, rngs)
+    _load(groups, state, generators, per_run)
     _write_models(models, groups, names)
     return state["rows"], state["norms"], state["active"], state["epoch"] + 1, state["step"], state["seconds"]
 
@@ -417,7 +453,7 @@ def _write_models(models: Sequence[nn.Module], groups: list[_Group], names: list
                     own[name].copy_(g.leaves[j][r - g.start])
 
 
-def _save(path: Path, groups, generators, identity, rows, norms, active, epoch, step, seconds, rngs) -> None:
+def _save(path: Path, groups, generators, identity, rows, norms, active, epoch, step, seconds, per_run) -> None:
     state = {
         "active": active,
         "identity": identity,
@@ -426,7 +462,7 @@ def _save(path: Path, groups, generators, identity, rows, norms, active, epoch, 
         "torch_rng": torch.get_rng_state(),
         "cuda_rng": cuda_rng_states(),
         "generators": [g.get_state() for g in generators],
-        "run_rngs": None if rngs is None else [s.clone() for s in rngs],
+        **(per_run.saved() if per_run is not None else {"run_rngs": None, "run_cuda_rngs": None}),
         "rows": rows,
         "norms": norms,
         "epoch": epoch,
@@ -437,7 +473,7 @@ def _save(path: Path, groups, generators, identity, rows, norms, active, epoch, 
 
 
 def _load(
-    groups: list[_Group], state: dict[str, Any], generators: list[torch.Generator], rngs: list[torch.Tensor] | None
+    groups: list[_Group], state: dict[str, Any], generators: list[torch.Generator], per_run: _PerRun | None
 ) -> None:
     with torch.no_grad():
         for g, leaves, opt in zip(groups, state["leaves"], state["optimizers"]):
@@ -448,5 +484,5 @@ def _load(
     restore_cuda_rng_states(state.get("cuda_rng"))
     for g, s in zip(generators, state["generators"]):
         g.set_state(s)
-    if rngs is not None:
-        rngs[:] = state["run_rngs"]
+    if per_run is not None:
+        per_run.load(state)
