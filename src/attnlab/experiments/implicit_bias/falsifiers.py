@@ -25,6 +25,7 @@ __all__ = [
     "dm_equal_norms",
     "head_preconditioned",
     "head_scaled",
+    "joint_head_preconditioned",
     "optimal_score_shifted",
     "polyak_doubled_gap",
     "polyak_l_star_zero",
@@ -210,22 +211,24 @@ def _head_scale(scale: torch.Tensor) -> Transform:
     return Transform("head-preconditioned", lambda params: None, update, coefficient_only=False)
 
 
+def _scaled_head(optimizer, size: int, low: float, high: float):
+    """``optimizer`` (an attnlab optimizer, which hands the engine its ``rule``) with :func:`_head_scale` of
+    ``diag(linspace(low, high))`` put first in its rule; an optimizer without a rule (SGD) is returned as it is."""
+    built = getattr(optimizer, "rule", None)
+    if callable(built):
+        scale = torch.linspace(low, high, size, dtype=torch.float64)
+
+        def rule(params):
+            plain = built(params)
+            return dataclasses.replace(plain, transforms=(_head_scale(scale), *plain.transforms))
+
+        optimizer.rule = rule
+    return optimizer
+
+
 def _preconditioned_heads(low: float, high: float):
     def preconditioned(make):
-        def made(model):
-            optimizer = make(model)
-            built = getattr(optimizer, "rule", None)  # attnlab's optimizers hand the engine their rule; SGD has none
-            if callable(built):
-                scale = torch.linspace(low, high, model.v.shape[-1], dtype=torch.float64)
-
-                def rule(params):
-                    plain = built(params)
-                    return dataclasses.replace(plain, transforms=(_head_scale(scale), *plain.transforms))
-
-                optimizer.rule = rule
-            return optimizer
-
-        return made
+        return lambda model: _scaled_head(make(model), model.v.shape[-1], low, high)
 
     def wrap(optimizers):
         return lambda config: {name: preconditioned(make) for name, make in optimizers(config).items()}
@@ -246,6 +249,27 @@ def head_preconditioned(module: str, low: float = 0.95, high: float = 1.05) -> F
         "diagonal preconditioner on u: its max-margin head is another direction)",
         f"{module}:_optimizers",
         _preconditioned_heads(low, high),
+        kind="mechanism",
+    )
+
+
+def joint_head_preconditioned(module: str, low: float = 0.9, high: float = 1.1) -> Falsifier:
+    """The module's ``JointAdaptive`` (rule A6) stepping on ``diag(linspace(low, high)) grad_u``: the head grows
+    towards the max-margin head of a weighted norm, not the u-SVM, so ``1 - corr(u_t, u_mm)`` levels off."""
+
+    def wrap(optimizer_type):
+        def make(groups, *args, **kw):
+            head = groups[0]["params"][0]  # the head u comes first (spec A6's blocks: u, then W)
+            return _scaled_head(optimizer_type(groups, *args, **kw), head.shape[-1], low, high)
+
+        return make
+
+    return Falsifier(
+        "joint-head-preconditioned",
+        f"the joint rule A6 with the head's gradient times diag(linspace({low:g}, {high:g})) (a fixed diagonal "
+        "preconditioner on u: its max-margin head is another direction)",
+        f"{module}:JointAdaptive",
+        wrap,
         kind="mechanism",
     )
 

@@ -139,7 +139,7 @@ register(
             "random_W": 50,
             "n_joint": 4,
             "d_joint": 30,
-            "joint_steps": 2000,
+            "joint_steps": 10000,
             "joint_record_every": 10,
         },  # fmt: skip
         claims=rates_fixed.CLAIMS + rates_joint.CLAIMS,
