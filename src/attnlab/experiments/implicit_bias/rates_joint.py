@@ -63,6 +63,10 @@ def _no_decay(optimizer):
     return lambda groups, lr, alpha=0.0, **kw: optimizer(groups, lr=lr, alpha=0.0, **kw)
 
 
+def _decay_scaled(optimizer):
+    return lambda groups, lr, alpha=0.0, **kw: optimizer(groups, lr=lr, alpha=1.15 * alpha, **kw)
+
+
 _RATES = "attnlab.experiments.implicit_bias.rates"  # where the DM data and both SVMs are built
 U_SVM_OTHER, EQUAL_NORMS = u_svm_other_token(_RATES), dm_equal_norms(_RATES)
 W_FROZEN, W_ASCENT = w_frozen(__name__), w_ascent(__name__)
@@ -80,6 +84,12 @@ NO_DECAY = Falsifier(
     _no_decay,
     kind="mechanism",
 )  # fmt: skip
+DECAY_OFF = Falsifier(
+    "joint-alpha-x1.15", "the joint rule A6 with its decay exponent alpha x 1.15 ((t+1)^(-1.15 alpha))",
+    f"{__name__}:JointAdaptive",
+    _decay_scaled,
+    kind="mechanism",
+)  # fmt: skip
 BLOCK_NORMALIZED = Falsifier(
     "joint-block-normalized",
     "the joint rule A6 normalised by each block's gradient norm instead of the loss (A7 with A6's decay)",
@@ -91,6 +101,7 @@ FALSIFIERS = (
     U_SVM_OTHER,
     TOKENS_SWAPPED,
     NO_DECAY,
+    DECAY_OFF,
     BLOCK_NORMALIZED,
     W_FROZEN,
     EQUAL_NORMS,
@@ -115,27 +126,55 @@ _OLD_SIZES = old_sizes(
 )  # fmt: skip
 
 
+_GREW = (
+    "the quick joint run grew from 2000 to 10000 steps, so that u-aligns' slope reading (its revision 1) can fail a "
+    "head preconditioned towards another direction; this reading is unchanged"
+)
+_FULL_SAME = "the full size did not change: the current row's full outcome is this reading's"
+
+
 def _quick_grew(claim: Claim, quick: str) -> Claim:
     """``claim`` with the revision its reading took when only the quick size changed (2026-11-28): u-aligns' new
     reading needs 10000 quick steps (2000 before); this reading is unchanged, its quick outcome at 2000 kept."""
-    why = (
-        "the quick joint run grew from 2000 to 10000 steps, so that u-aligns' slope reading (its revision 1) can "
-        "fail a head preconditioned towards another direction; this reading is unchanged"
-    )
-    full = "the full size did not change: the current row's full outcome is this reading's"
-    grew = Revision(claim.reading, "2026-11-28", why, quick, full, sizes=_OLD_SIZES)
+    grew = Revision(claim.reading, "2026-11-28", _GREW, quick, _FULL_SAME, sizes=_OLD_SIZES)
     return dataclasses.replace(claim, revisions=(*claim.revisions, grew))
 
 
+_LOSS_TEXT = "joint loss (Thm 2): -log L(theta_t) grows like t^(1-alpha): log-log slope over the last decade"
+_LOSS_SLOPE = Reading(
+    "least-squares slope of log(-log L(theta_t)) on log t", "the recorded steps nearest geometric_steps(T, "
+    "first=1, 8 per decade) with t >= T / decade (the last decade)", _RUN,
+    "1 - alpha +- max(drift, 1/ln T), drift = |slope(last decade) - slope([T/decade^2, T/decade))|: Thm 2's rate "
+    "up to constants and lower-order terms", {"decade": 10}, _EVERY,
+)  # fmt: skip
 LOSS_RATE = _claim(
-    "joint loss (Thm 2): -log L(theta_t) grows like t^(1-alpha): log-log slope over the last decade", "001:Thm2",
-    "§8.9", NO_DECAY,
+    "joint loss (Thm 2): -log L(theta_t) grows like t^(1-alpha): its per-step gain falls like t^(-alpha) (log-log "
+    "slope + 1 over the last decade)", "001:Thm2", "§8.9", (NO_DECAY, DECAY_OFF),
     id="loss-rate",
     reading=Reading(
-        "least-squares slope of log(-log L(theta_t)) on log t", "the recorded steps nearest geometric_steps(T, "
-        "first=1, 8 per decade) with t >= T / decade (the last decade)", _RUN,
-        "1 - alpha +- max(drift, 1/ln T), drift = |slope(last decade) - slope([T/decade^2, T/decade))|: Thm 2's rate "
-        "up to constants and lower-order terms", {"decade": 10}, _EVERY,
+        "1 + least-squares slope of log g'(t) on log t, g'(t) = (g(t_k+1) - g(t_k)) / (t_k+1 - t_k) between "
+        "consecutive records, g = -log L(theta_t), at their geometric midpoints", "the pairs whose midpoint lies in "
+        "the last decade [T / decade, T]", _RUN,
+        "1 - alpha +- max(drift, floor), drift = |estimate(last decade) - estimate([T/decade^2, T/decade))|. Thm 2's "
+        "bound comes from A6's step (t+1)^(-alpha) times a gain per unit step bounded below (Lemma 3), so g' ~ "
+        "t^(-alpha); a constant offset in g, which biases the log-log slope of g itself by about 1/ln T, cancels in "
+        "g'. floor = 0.01 ours: the reading resolves an error of 1.5% in alpha",
+        {"decade": 10, "floor": 0.01}, _EVERY,
+    ),
+    revisions=(
+        Revision(_LOSS_SLOPE, "2026-11-28", _GREW, "pass: 0.425 against 1/3 +- 0.19 (700ea6b)", _FULL_SAME,
+                 claim=_LOSS_TEXT, sizes=_OLD_SIZES),
+        Revision(
+            _LOSS_SLOPE, "2026-11-28",
+            "too weak to fail: A6 with its exponent alpha x 1.15 passed at both sizes (0.312 quick and 0.320 full, "
+            "against the prediction 1/3 +- 0.109 and +- 0.107; the true run 0.384 and 0.387). -log L = c t^(1-alpha) "
+            "+ e with an offset e biases the log-log slope of -log L upwards (true +0.05, alpha x 1.15 +0.08 to "
+            "+0.09). The per-step gain's exponent cancels the offset: true 0.3334 at both sizes, alpha x 1.15 0.2335 "
+            "quick and 0.2338 full (now the falsifier 'joint-alpha-x1.15'), alpha x 0.85 0.4334. The run recomputes "
+            "this reading at the current sizes beside the current row",
+            "pass: 0.384 against 1/3 +- 0.109 (35538ac)", "pass: 0.387 against 1/3 +- 0.10 (35538ac)",
+            claim=_LOSS_TEXT,
+        ),
     ),
 )  # fmt: skip
 W_LOG_NORM = _claim(
@@ -264,7 +303,7 @@ SEPARABLE = _claim(
     ),
 )  # fmt: skip
 CLAIMS = (
-    _quick_grew(LOSS_RATE, "pass: 0.425 against 1/3 +- 0.19 (700ea6b)"),
+    LOSS_RATE,
     _quick_grew(W_LOG_NORM, "pass: log-fit RMS 0.0378, power-fit RMS 0.137 (a = 0.331) (700ea6b)"),
     _quick_grew(W_ALIGNS, "pass: 0.387 <= 0.697 (t0 = 200, T = 2000) (700ea6b)"),
     U_ALIGNS,
@@ -323,6 +362,7 @@ def joint_rates(config, ctx, data, W_mm: torch.Tensor, u_mm: torch.Tensor) -> tu
     T = config.joint_steps
     checks = [
         _loss_rate(frame, T, config.alpha),
+        _loss_slope(frame, T, config.alpha),
         W_LOG_NORM.rate_shape(
             *_geometric(frame, "norm", max(config.joint_record_every, T // W_LOG_NORM.param("first")), T), "log"
         ),
@@ -342,15 +382,40 @@ def _geometric(frame: pd.DataFrame, column: str, first: int, T: int) -> tuple[pd
     return rows["step"], rows[column]
 
 
+def _gain_exponent(t: np.ndarray, gain: np.ndarray, low: float, high: float) -> float:
+    """``1 +`` the log-log slope of the per-step gain ``g'`` between consecutive records whose geometric midpoint
+    lies in ``[low, high]``: the exponent of ``g = -log L ~ c t^beta`` with any constant offset cancelled."""
+    rate, middle = np.diff(gain) / np.diff(t), np.sqrt(t[1:] * t[:-1])
+    inside = (middle >= low) & (middle <= high)
+    slope, _ = fit_slope(middle[inside], rate[inside])  # spec §8.9: g' ~ t^(beta - 1)
+    return 1.0 + slope
+
+
 def _loss_rate(frame: pd.DataFrame, T: int, alpha: float) -> Check:
-    """Thm 2: ``-log L ~ c t^(1-alpha)``; the slope on the last decade, within its drift from the decade before."""
+    """Thm 2: ``-log L ~ c t^(1-alpha)``, read from the per-step gain over the last decade, within its drift from
+    the decade before (at least the reading's floor)."""
+    rows = frame[frame["step"] > 0]
+    t, gain = rows["step"].to_numpy(dtype=float), -rows["log_loss"].to_numpy()
+    decade, floor = LOSS_RATE.param("decade"), LOSS_RATE.param("floor")
+    last, before = _gain_exponent(t, gain, T / decade, T), _gain_exponent(t, gain, T / decade**2, T / decade)
+    drift = abs(last - before)
+    return LOSS_RATE.close(
+        1 - alpha, last, atol=max(drift, floor),
+        spread=f"the exponent's drift from the decade before ({drift:.3g}), at least {floor:g} (ours)",
+    )  # fmt: skip
+
+
+def _loss_slope(frame: pd.DataFrame, T: int, alpha: float) -> Check:
+    """Revision 2 of loss-rate: the log-log slope of ``-log L`` itself on the last decade, within its drift from the
+    decade before (at least ``1/ln T``)."""
+    old = LOSS_RATE.revised(2)
     t, y = _geometric(frame.assign(gain=-frame["log_loss"]), "gain", 1, T)
-    decade = LOSS_RATE.param("decade")
+    decade = old.param("decade")
     last, before = t >= T / decade, (t >= T / decade**2) & (t < T / decade)
     slope_last, _ = fit_slope(t[last], y[last])
     slope_before, _ = fit_slope(t[before], y[before])
     drift = abs(slope_last - slope_before)
-    return LOSS_RATE.close(
+    return old.close(
         1 - alpha, slope_last, atol=max(drift, 1 / math.log(T)),
         spread=f"the slope's drift from the decade before ({drift:.3g}), at least 1/ln T for the lower-order terms "
         "of Thm 2 (the rate holds up to constants)",
