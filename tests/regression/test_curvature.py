@@ -11,6 +11,7 @@ from attnlab.regression import (
     normal_curvatures,
     objective_excess,
     random_rotation,
+    whitened_hessian,
     whitened_hessian_spectrum,
 )
 
@@ -34,6 +35,13 @@ def test_hessian_has_zero_tangent_and_positive_normal_curvatures(problem):
     assert np.abs(spectrum[:tangent]).max() < 1e-9 * spectrum[-1]
     normal = normal_curvatures(spectrum, d)
     assert len(normal) == len(spectrum) - tangent and normal[0] > 1e-6 * spectrum[-1]
+
+
+def test_the_hessian_s_eigenvectors_are_orthonormal_and_its_eigenvalues_the_spectrum(problem):
+    eigenvalues, eigenvectors, (A, C) = whitened_hessian(problem, 0.1, seed=0)
+    assert np.array_equal(eigenvalues, whitened_hessian_spectrum(problem, 0.1, seed=0))
+    assert eigenvectors.shape == (A.numel() + C.numel(),) * 2
+    assert np.abs(eigenvectors.T @ eigenvectors - np.eye(len(eigenvalues))).max() < 1e-12
 
 
 def test_bad_arguments_are_refused(problem):

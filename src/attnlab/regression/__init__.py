@@ -8,7 +8,12 @@ optional leading runs axis R batches independent runs.
 
 from attnlab._deprecation import moved_names
 from attnlab.regression.context import ContextStatistics, conditional_moments, context_statistics, mean_jacobian
-from attnlab.regression.curvature import normal_curvatures, objective_excess, whitened_hessian_spectrum
+from attnlab.regression.curvature import (
+    normal_curvatures,
+    objective_excess,
+    whitened_hessian,
+    whitened_hessian_spectrum,
+)
 from attnlab.regression.data import (
     RegressionAssumptions,
     RegressionProblem,
@@ -54,6 +59,7 @@ __all__ = [
     "bias_table",
     "bias_expansion",
     "whitened_hessian_spectrum",
+    "whitened_hessian",
     "objective_excess",
     "normal_curvatures",
     "RegressionAssumptions",

@@ -17,7 +17,7 @@ from attnlab.regression.manifold import manifold_point, random_rotation, unwhite
 from attnlab.regression.regularizer import regularizer
 from attnlab.regression.regularizer import value as regularizer_value
 
-__all__ = ["normal_curvatures", "objective_excess", "whitened_hessian_spectrum"]
+__all__ = ["normal_curvatures", "objective_excess", "whitened_hessian", "whitened_hessian_spectrum"]
 
 
 def _check_problem(problem: object, mu: object) -> None:
@@ -50,6 +50,52 @@ def objective_excess(problem: RegressionProblem, mu: float, V: torch.Tensor, Q: 
     return loss - problem.irreducible_loss + mu * regularizer(V, Q, problem.Sigma)  # spec §3.4: + mu R
 
 
+def whitened_hessian(
+    problem: RegressionProblem, mu: float, seed: int
+) -> tuple[np.ndarray, np.ndarray, tuple[torch.Tensor, torch.Tensor]]:
+    """The Hessian of f in the whitened coordinates ``(A, C)`` at a point ``theta_R`` of M: eigenvalues, eigenvectors
+    and the point.
+
+    Spec: preconditioned-regression §4.4 (Theorem 1.3's alpha and beta and the directions that attain them), §5.4.
+
+    Parameters
+    ----------
+    problem : RegressionProblem
+    mu : float
+        Regularizer weight, >= 0.
+    seed : int
+        Seeds the rotation ``R`` in O(d) of the point ``theta_R`` (:func:`~attnlab.regression.random_rotation`).
+
+    Returns
+    -------
+    eigenvalues : numpy.ndarray, shape (k d + d d,)
+        Ascending, as :func:`whitened_hessian_spectrum`.
+    eigenvectors : numpy.ndarray, shape (k d + d d, k d + d d)
+        Unit eigenvectors as columns, in the coordinates ``concat(A.flatten(), C.flatten())``.
+    point : tuple of torch.Tensor
+        ``(A, C)`` of ``theta_R``, shapes (k, d) and (d, d).
+
+    Notes
+    -----
+    Autograd of the closed-form values (spec §3.3, §3.4), independent of the gradient formulas.
+    """
+    _check_problem(problem, mu)
+    check_scalar("seed", seed, kind=int, low=0)
+    S, d = problem.Sigma, problem.d
+    V, Q = manifold_point(random_rotation(d, seed=seed), problem.W_star, S)
+    A, C = whiten(V, Q, S, S)
+    sizes = (A.numel(), C.numel())
+
+    def f(flat: torch.Tensor) -> torch.Tensor:  # spec §3.3, §3.4: f - L_irr, unchecked so autograd sees it
+        a, c = flat.split(sizes)
+        V, Q = unwhiten(a.reshape(A.shape), c.reshape(C.shape), S, S)
+        return population.excess(V, Q, S, S, problem.W_star) + mu * regularizer_value(V, Q, S, S)
+
+    H = torch.autograd.functional.hessian(f, torch.cat([A.flatten(), C.flatten()]))
+    eigenvalues, eigenvectors = np.linalg.eigh(H.numpy())
+    return eigenvalues, eigenvectors, (A, C)
+
+
 def whitened_hessian_spectrum(problem: RegressionProblem, mu: float, seed: int) -> np.ndarray:
     """Eigenvalues of the Hessian of f in the whitened coordinates ``(A, C)`` at a point ``theta_R`` of M, ascending.
 
@@ -71,22 +117,10 @@ def whitened_hessian_spectrum(problem: RegressionProblem, mu: float, seed: int) 
 
     Notes
     -----
-    Autograd of the closed-form values (spec §3.3, §3.4), independent of the gradient formulas.
+    Autograd of the closed-form values (spec §3.3, §3.4), independent of the gradient formulas; the eigenvalues of
+    :func:`whitened_hessian`.
     """
-    _check_problem(problem, mu)
-    check_scalar("seed", seed, kind=int, low=0)
-    S, d = problem.Sigma, problem.d
-    V, Q = manifold_point(random_rotation(d, seed=seed), problem.W_star, S)
-    A, C = whiten(V, Q, S, S)
-    sizes = (A.numel(), C.numel())
-
-    def f(flat: torch.Tensor) -> torch.Tensor:  # spec §3.3, §3.4: f - L_irr, unchecked so autograd sees it
-        a, c = flat.split(sizes)
-        V, Q = unwhiten(a.reshape(A.shape), c.reshape(C.shape), S, S)
-        return population.excess(V, Q, S, S, problem.W_star) + mu * regularizer_value(V, Q, S, S)
-
-    H = torch.autograd.functional.hessian(f, torch.cat([A.flatten(), C.flatten()]))
-    return np.linalg.eigvalsh(H.numpy())
+    return whitened_hessian(problem, mu, seed)[0]
 
 
 def normal_curvatures(spectrum: np.ndarray, d: int) -> np.ndarray:

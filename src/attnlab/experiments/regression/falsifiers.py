@@ -90,6 +90,11 @@ def _doubled(gradient):
     return lambda *args, **kwargs: tuple(2 * g for g in gradient(*args, **kwargs))
 
 
+def _scaled(factor: float):
+    """A closed-form gradient times ``factor``: 0 drops the term, 1.05 is a prefactor slip of 5%."""
+    return lambda gradient: lambda *args, **kwargs: tuple(factor * g for g in gradient(*args, **kwargs))
+
+
 def _transposed_balance(regularizer):
     """The regularizer balancing A^T A against C^T C (a transpose dropped): tr[((V^T V - Q^T Sigma Q) Sigma)^2]."""
 
@@ -230,6 +235,20 @@ FALSIFIERS = (
         "the closed-form gradient of the population loss doubled (the prefactor slip 2/n for 1/n)",
         "attnlab.regression.population:_gradient",
         _doubled,
+        kind="mechanism",
+    ),
+    Falsifier(
+        "regularizer-gradient-dropped",
+        "the closed-form gradient of the regularizer dropped (x 0): f's gradient is the population loss's alone",
+        "attnlab.regression.regularizer:_gradient",
+        _scaled(0.0),
+        kind="mechanism",
+    ),
+    Falsifier(
+        "loss-gradient-x1.05",
+        "the closed-form gradient of the population loss x 1.05 (a prefactor slip of 5%)",
+        "attnlab.regression.population:_gradient",
+        _scaled(1.05),
         kind="mechanism",
     ),
     Falsifier(
