@@ -6,6 +6,8 @@ Spec: docs/theory/preconditioned-regression.md §8 (which row names which falsif
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from attnlab.optim.preconditioned import PreconditionedGD
@@ -62,6 +64,19 @@ def _swapped_eigenvectors(point):
         return point(R, (U * S.unsqueeze(-2)) @ Vh @ sym_inv_sqrt(Sigma), Sigma, Sigma_z)
 
     return swapped
+
+
+def _rotated_eigenvectors(point):
+    """The spectral start from M_hat with its first two left singular vectors rotated by 0.02 rad in their plane."""
+
+    def rotated(R, W, Sigma, Sigma_z):
+        U, S, Vh = torch.linalg.svd(W @ torch.linalg.inv(sym_inv_sqrt(Sigma)), full_matrices=False)
+        c, s = math.cos(0.02), math.sin(0.02)
+        U = U.clone()
+        U[..., 0], U[..., 1] = c * U[..., 0] - s * U[..., 1], s * U[..., 0] + c * U[..., 1]
+        return point(R, (U * S.unsqueeze(-2)) @ Vh @ sym_inv_sqrt(Sigma), Sigma, Sigma_z)
+
+    return rotated
 
 
 def _correlated_noise(sample):
@@ -179,6 +194,13 @@ FALSIFIERS = (
         "the spectral start built from M_hat with its first two left singular vectors swapped",
         "attnlab.regression.spectral:_point",
         _swapped_eigenvectors,
+        kind="mechanism",
+    ),
+    Falsifier(
+        "spectral-rotated-0.02",
+        "the spectral start built from M_hat with its first two left singular vectors rotated by 0.02 rad",
+        "attnlab.regression.spectral:_point",
+        _rotated_eigenvectors,
         kind="mechanism",
     ),
     Falsifier(

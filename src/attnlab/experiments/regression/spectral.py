@@ -5,6 +5,8 @@ Spec: docs/theory/preconditioned-regression.md §6.1, §8 (L3); the paper's Lemm
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import torch
 
@@ -19,9 +21,11 @@ from attnlab.regression import (
     sym_inv_sqrt,
 )
 from attnlab.regression.linalg import spd_inverse
-from attnlab.verify import Claim, Reading, RunContext, fit_slope, spread_tolerance
+from attnlab.verify import Claim, Reading, Revision, RunContext, fit_slope, old_sizes, spread_tolerance
 
 _S8 = f"{SOURCE} §8"
+_SPECTRAL_SIZES = (*INSTANCE, "spectral_ns", "spectral_seeds")
+_SEEDS = "spectral_seeds samples of size n per n (seed + n), all of them"
 
 
 def _slope_claim(text: str, result: str, falsifier: str, key: str, what: str, slope: float) -> Claim:
@@ -35,63 +39,128 @@ def _slope_claim(text: str, result: str, falsifier: str, key: str, what: str, sl
         reading=Reading(
             statistic=f"mean over seeds of the per-seed least-squares log-log slope of {what} on n",
             window="every sample size n of spectral_ns",
-            subset="spectral_seeds samples of size n per n (seed + n), all of them",
+            subset=_SEEDS,
             tolerance=f"|mean slope - ({slope:g})| <= 3 standard errors of the per-seed slopes",
             params={"slope": slope, "ses": 3},
-            sizes=(*INSTANCE, "spectral_ns", "spectral_seeds"),
+            sizes=_SPECTRAL_SIZES,
         ),
     )
 
 
-L3_DISTANCE = _slope_claim(
-    "L3 dist(theta_0, M) ~ n^-1/2 from the spectral start: mean log-log slope over {seeds} seeds",
-    "000:Lem3",
-    "spectral-wrong-eigenvector",
-    "lem3-distance",
-    "dist(theta_0, M) in the Sigma~ norm (theta_0 the spectral start, Algorithm S)",
-    -0.5,
+_OLD_SIZES = old_sizes(
+    {"d": 3, "k": 6, "noise_std": 0.1, "singular_values": (0.25, 0.2, 0.15), "problem_seed": 0, "seed": 0},
+    spectral_ns=((100, 1_000, 10_000, 100_000), (100, 1_000, 10_000)), spectral_seeds=(20, 10),
+)  # fmt: skip
+_GREW = (
+    "the quick size of the spectral rows grew to the full one (n up to 100000, 20 seeds; it was n up to 10000, 10 "
+    "seeds), so that lem5-ratio's last-decade reading (its revision 1) sees a start rotated by 0.02 rad; this reading "
+    "is unchanged"
 )
-L3_GAP = _slope_claim(
-    "L3 L(theta_0) - L_irr ~ 1/n from the spectral start: mean log-log slope over {seeds} seeds",
-    "000:Lem3",
-    "spectral-wrong-eigenvector",
-    "lem3-gap",
-    "L(theta_0) - L_irr (closed form)",
-    -1.0,
+_FULL_SAME = "the full size did not change: the current row's full outcome is this reading's"
+
+
+def _quick_grew(claim: Claim, quick: str) -> Claim:
+    """``claim`` with the revision its reading took when only the quick size changed (2026-11-28)."""
+    grew = Revision(claim.reading, "2026-11-28", _GREW, quick, _FULL_SAME, sizes=_OLD_SIZES)
+    return dataclasses.replace(claim, revisions=(*claim.revisions, grew))
+
+
+L3_DISTANCE = _quick_grew(
+    _slope_claim(
+        "L3 dist(theta_0, M) ~ n^-1/2 from the spectral start: mean log-log slope over {seeds} seeds",
+        "000:Lem3",
+        "spectral-wrong-eigenvector",
+        "lem3-distance",
+        "dist(theta_0, M) in the Sigma~ norm (theta_0 the spectral start, Algorithm S)",
+        -0.5,
+    ),
+    "pass: -0.486 against -0.5 +- 0.056 (3 SE over 10 seeds) (55b3e6f)",
 )
-L3_PRECISION = _slope_claim(
-    "L3 ||Sigma_hat^-1 - Sigma^-1||_op ~ n^-1/2, the second event: mean log-log slope over {seeds} seeds",
-    "000:Lem3",
-    "sample-shared-draw",
-    "lem3-precision",
-    "||Sigma_hat^{-1} - Sigma^{-1}||_op (Sigma_hat = X^T X / n, uncentred)",
-    -0.5,
+L3_GAP = _quick_grew(
+    _slope_claim(
+        "L3 L(theta_0) - L_irr ~ 1/n from the spectral start: mean log-log slope over {seeds} seeds",
+        "000:Lem3",
+        "spectral-wrong-eigenvector",
+        "lem3-gap",
+        "L(theta_0) - L_irr (closed form)",
+        -1.0,
+    ),
+    "pass: -0.975 against -1 +- 0.145 (3 SE over 10 seeds) (55b3e6f)",
+)
+L3_PRECISION = _quick_grew(
+    _slope_claim(
+        "L3 ||Sigma_hat^-1 - Sigma^-1||_op ~ n^-1/2, the second event: mean log-log slope over {seeds} seeds",
+        "000:Lem3",
+        "sample-shared-draw",
+        "lem3-precision",
+        "||Sigma_hat^{-1} - Sigma^{-1}||_op (Sigma_hat = X^T X / n, uncentred)",
+        -0.5,
+    ),
+    "pass: -0.504 against -0.5 +- 0.102 (3 SE over 10 seeds) (55b3e6f)",
+)
+_RATIO = (
+    "the max over seeds of dist(theta_0, M) / (||Sigma_hat - Sigma||_op + ||M_hat - M*||_F), M_hat = Sigma_yx_hat "
+    "Sigma_hat^{-1/2} the whitened estimate of M* = W* Sigma^{1/2} (spec §6.1 step 2), theta_0 the spectral start"
+)
+_OLD_RATIO = Reading(
+    statistic=f"least-squares log-log slope over n of {_RATIO}",
+    window="every sample size n of spectral_ns",
+    subset=_SEEDS,
+    tolerance="slope <= 0.25: Lemma 5's deterministic dist <= C (estimation errors) keeps the ratio bounded; "
+    "halfway to the n^{1/2} growth of a start that stays O(1) away from M while the errors fall",
+    params={"bound": 0.25},
+    sizes=_SPECTRAL_SIZES,
 )
 L5_RATIO = Claim(
-    "L5 dist(theta_0, M) / (||Sigma_hat - Sigma||_op + ||M_hat - M*||_F) stays bounded: log-log slope of its max",
+    "L5 dist(theta_0, M) / (||Sigma_hat - Sigma||_op + ||M_hat - M*||_F) stays bounded: log-log slope of its max over "
+    "the last decade of n",
     "000:Lem5",
     _S8,
-    falsifier="spectral-wrong-eigenvector",
+    falsifier=("spectral-wrong-eigenvector", "spectral-rotated-0.02"),
     id="lem5-ratio",
     reading=Reading(
-        statistic="least-squares log-log slope over n of the max over seeds of dist(theta_0, M) / (||Sigma_hat - "
-        "Sigma||_op + ||M_hat - M*||_F), M_hat = Sigma_yx_hat Sigma_hat^{-1/2} the whitened estimate of M* = W* "
-        "Sigma^{1/2} (spec §6.1 step 2), theta_0 the spectral start",
-        window="every sample size n of spectral_ns",
-        subset="spectral_seeds samples of size n per n (seed + n), all of them",
+        statistic=f"least-squares log-log slope over n of {_RATIO}",
+        window="the sample sizes n of spectral_ns in the last decade, n >= max(spectral_ns) / decade (10^4, 10^5)",
+        subset=_SEEDS,
         tolerance="slope <= 0.25: Lemma 5's deterministic dist <= C (estimation errors) keeps the ratio bounded; "
-        "halfway to the n^{1/2} growth of a start that stays O(1) away from M while the errors fall",
-        params={"bound": 0.25},
-        sizes=(*INSTANCE, "spectral_ns", "spectral_seeds"),
+        "halfway to the n^{1/2} growth of a start that stays a fixed distance c away from M while the errors fall. "
+        "Such a start reads ratio ~ R + c' c n^{1/2}, flat while the errors exceed c and rising like n^{1/2} after: "
+        "the last decade, where the errors are smallest, is where it shows, and the earlier flat decades dilute a "
+        "slope over every n",
+        params={"bound": 0.25, "decade": 10},
+        sizes=_SPECTRAL_SIZES,
+    ),
+    revisions=(
+        Revision(
+            _OLD_RATIO,
+            "2026-11-28",
+            "too weak to fail: the slope over every n dilutes a late rise. The spectral start with its first two "
+            "left singular vectors rotated by 0.02 rad (now the falsifier 'spectral-rotated-0.02') passed at full "
+            "size, 0.134 <= 0.25 (max ratios 0.434, 0.309, 0.474, 1.05), and at the old quick size (n up to 10000) "
+            "it does not show at all (-0.022). Over the last decade: true -0.005, rotated 0.345; over 12 seeds of "
+            "the config, true -0.014 +- 0.065 (sd; at most 0.094), rotated 0.34 +- 0.10 (2 of 12 below 0.25). The "
+            "quick size grew to the full one. The run recomputes this reading at the current sizes beside the "
+            "current row",
+            "pass: -0.072 <= 0.25 (max ratios 0.334, 0.341, 0.24; n up to 10000, 10 seeds) (55b3e6f)",
+            "pass: -0.017 <= 0.25 (max ratios 0.431, 0.313, 0.364, 0.36) (55b3e6f)",
+            claim="L5 dist(theta_0, M) / (||Sigma_hat - Sigma||_op + ||M_hat - M*||_F) stays bounded: log-log slope of "
+            "its max",
+            sizes=_OLD_SIZES,
+        ),
     ),
 )
-L6_OLS = _slope_claim(
-    "L6 OLS error ||(W_ols - W*) Sigma^1/2||_F ~ n^-1/2: mean log-log slope over {seeds} seeds",
-    "000:Lem6",
-    "noise-correlated-with-x",
-    "lem6-ols",
-    "||(W_ols - W*) Sigma^{1/2}||_F (W_ols by least squares)",
-    -0.5,
+
+
+L6_OLS = _quick_grew(
+    _slope_claim(
+        "L6 OLS error ||(W_ols - W*) Sigma^1/2||_F ~ n^-1/2: mean log-log slope over {seeds} seeds",
+        "000:Lem6",
+        "noise-correlated-with-x",
+        "lem6-ols",
+        "||(W_ols - W*) Sigma^{1/2}||_F (W_ols by least squares)",
+        -0.5,
+    ),
+    "pass: -0.478 against -0.5 +- 0.044 (3 SE over 10 seeds) (55b3e6f)",
 )
 
 
@@ -131,11 +200,17 @@ def spectral_rows(config: TheoryConfig, problem: RegressionProblem, ctx: RunCont
         mean = float(np.mean(slopes))
         rows.append(claim.format(seeds=len(slopes)).close(claim.param("slope"), mean, atol=tolerance, spread=text))
     largest = np.stack(ratios).max(1)  # (n,): the max over seeds
-    rows.append(
-        L5_RATIO.less(
-            fit_slope(ns, largest)[0],
-            L5_RATIO.param("bound"),
-            spread=f"max ratio over seeds {', '.join(f'{v:.3g}' for v in largest)}",
-        )
+    shown = (
+        f"max ratio over seeds {', '.join(f'{v:.3g}' for v in largest)} at n = {', '.join(map(str, ns.astype(int)))}"
     )
+    last = ns >= ns.max() / L5_RATIO.param("decade")  # Lemma 5: a fixed error of the start shows once errors are small
+    old = L5_RATIO.revised(1)
+    rows += [
+        L5_RATIO.less(
+            fit_slope(ns[last], largest[last])[0],
+            L5_RATIO.param("bound"),
+            spread=f"halfway to n^1/2 over the last decade (n >= {int(ns.max() / L5_RATIO.param('decade'))}); {shown}",
+        ),
+        old.less(fit_slope(ns, largest)[0], old.param("bound"), spread=f"halfway to n^1/2 over every n; {shown}"),
+    ]
     return rows, table

@@ -152,8 +152,6 @@ register(
             "bias_ns": (25, 50, 100, 200),
             "bias_samples": 200,
             "regularizer_samples": 2000,
-            "spectral_ns": (100, 1000, 10_000),
-            "spectral_seeds": 10,
             "directions": 100,
             "steps": 150,
             "mc_ns": (50, 100, 200),
