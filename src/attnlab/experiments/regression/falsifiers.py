@@ -145,6 +145,23 @@ class _TwicePreconditioned:
         return PreconditionedGD.for_attention(V, Q, covariance @ covariance, lr=lr)
 
 
+class _ScaledPreconditioner:
+    """PreconditionedGD's constructor with the covariance built as 1.1 Sigma instead of Sigma."""
+
+    @staticmethod
+    def for_attention(V, Q, covariance, *, lr, **kwargs):
+        return PreconditionedGD.for_attention(V, Q, 1.1 * covariance, lr=lr)
+
+
+class _DiagonalPreconditioner:
+    """PreconditionedGD's constructor with the covariance built as D^1/2 Sigma D^1/2, D = diag(linspace(0.9, 1.1))."""
+
+    @staticmethod
+    def for_attention(V, Q, covariance, *, lr, **kwargs):
+        root = torch.linspace(0.9, 1.1, covariance.shape[-1], dtype=covariance.dtype).sqrt()
+        return PreconditionedGD.for_attention(V, Q, root[:, None] * covariance * root, lr=lr)
+
+
 class _InvertedPreconditioner:
     """PreconditionedGD's constructor with the covariance inverted: the step multiplies by Sigma_hat, not its inverse."""
 
@@ -229,6 +246,20 @@ FALSIFIERS = (
         "Algorithm 1's preconditioner applied twice: Sigma^-2 on each side instead of Sigma^-1",
         "attnlab.experiments.regression.training:PreconditionedGD",
         lambda cls: _TwicePreconditioned,
+        kind="mechanism",
+    ),
+    Falsifier(
+        "preconditioner-1.1-sigma",
+        "Algorithm 1's preconditioner built from 1.1 Sigma instead of Sigma (its step eta / 1.1 in effect)",
+        "attnlab.experiments.regression.training:PreconditionedGD",
+        lambda cls: _ScaledPreconditioner,
+        kind="mechanism",
+    ),
+    Falsifier(
+        "preconditioner-diag",
+        "Algorithm 1's preconditioner built from D^1/2 Sigma D^1/2, D = diag(linspace(0.9, 1.1)), instead of Sigma",
+        "attnlab.experiments.regression.training:PreconditionedGD",
+        lambda cls: _DiagonalPreconditioner,
         kind="mechanism",
     ),
     Falsifier(

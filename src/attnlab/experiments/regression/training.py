@@ -17,7 +17,7 @@ from attnlab.optim.preconditioned import PreconditionedGD
 from attnlab.regression import PopulationOracle, RegressionProblem, gap_metrics, perturbed_manifold_point
 from attnlab.regression.curvature import normal_curvatures, objective_excess
 from attnlab.training.regression import fit, oracle_floors
-from attnlab.verify import Claim, Reading, RunContext, fit_slope, fit_weighted_slope
+from attnlab.verify import Claim, Reading, Revision, RunContext, fit_slope, fit_weighted_slope
 
 _S8 = f"{SOURCE} §8"
 _RUNS = "mc_runs perturbed-manifold starts theta_R + N(0, start_scale^2) entries (seed + 3), all of them"
@@ -37,21 +37,60 @@ T2_POPULATION = Claim(
         sizes=_POPULATION_SIZES,
     ),
 )
+_WINDOW_HALVES = (
+    "|rate - max |1 - eta lambda|| <= 3 x the difference of the rates fitted on the two halves of the window; lambda "
+    "the normal eigenvalues of the Hessian of f at theta_R (whitened, autograd)"
+)
+_OLD_RATE = Reading(
+    statistic="exp of the least-squares slope of log dist(theta_t, M) on t, every run's recorded steps pooled "
+    "(record every 5 steps), population oracle",
+    window="recorded steps t > 0 with 1e-7 < dist < 1e-2",
+    subset=_RUNS,
+    tolerance=_WINDOW_HALVES,
+    params={"window": (1e-7, 1e-2), "spreads": 3},
+    sizes=_POPULATION_SIZES,
+)
 T2_RATE = Claim(
-    "T2 rate (1 - c eta)^T: per-step contraction of dist, against max |1 - eta lambda| over the normal Hessian",
+    "T2 rate (1 - c eta)^T: each run's per-step contraction of dist over the last half of its window, against "
+    "max |1 - eta lambda| over the normal Hessian",
     "000:Thm2",
     _S8,
-    falsifier=("identity-preconditioner", "loss-gradient-doubled"),
+    falsifier=("identity-preconditioner", "loss-gradient-doubled", "preconditioner-1.1-sigma", "preconditioner-diag"),
     id="thm2-rate",
     reading=Reading(
-        statistic="exp of the least-squares slope of log dist(theta_t, M) on t, every run's recorded steps pooled "
-        "(record every 5 steps), population oracle",
-        window="recorded steps t > 0 with 1e-7 < dist < 1e-2",
+        statistic="per run, exp of the least-squares slope of log dist(theta_t, M) on t over the window's later half "
+        "(record every 5 steps), population oracle; the row shows the run's rate farthest from the prediction",
+        window="each run's recorded steps t > 0 with 1e-7 < dist < 1e-2, the latest ceil(m / 2) of its m (at least "
+        "min_records = 5 of them, else the row fails)",
         subset=_RUNS,
-        tolerance="|rate - max |1 - eta lambda|| <= 3 x the difference of the rates fitted on the two halves of the "
-        "window; lambda the normal eigenvalues of the Hessian of f at theta_R (whitened, autograd)",
-        params={"window": (1e-7, 1e-2), "spreads": 3},
+        tolerance="|rate - max |1 - eta lambda|| <= drifts x the largest drift over runs, drift = |rate fitted on "
+        "the first half of the run's fitted span - rate on its second half| (the halves share the middle record "
+        "when the span is odd), at least float64 eps; lambda the normal eigenvalues of the Hessian of f at "
+        "theta_R (whitened, autograd). Ours: the faster normal modes (rate 0.80 next to 0.85 here) pull a fitted "
+        "rate below the slowest mode's by an amount that decays geometrically along the run, so its change across "
+        "the span bounds what is left of it (0.65 x the drift in our quick run); drifts = 2 leaves room for a "
+        "slower-decaying mix. The window's first half, where those modes still matter, is not fitted",
+        params={"window": (1e-7, 1e-2), "min_records": 5, "drifts": 2},
         sizes=_POPULATION_SIZES,
+    ),
+    revisions=(
+        Revision(
+            _OLD_RATE,
+            "2026-11-28",
+            "too wide to fail: pooled over runs and the whole window, the fitted rate still carries the faster "
+            "modes, and 3 x the difference of its two half-window rates (0.033 quick, 0.0055 full) is about 100 x "
+            "the precision of a rate fitted where the slowest mode dominates. Algorithm 1 preconditioned by 1.1 "
+            "Sigma, 1.2 Sigma or D^1/2 Sigma D^1/2 (D = diag(linspace(0.9, 1.1))) passed at the quick size: 0.866, "
+            "0.876 and 0.855 against 0.85 +- 0.046, 0.041 and 0.034. Each run's rate over the later half of its "
+            "window: true 0.8495 and 0.8500 quick (largest drift 7.8e-4), 0.84995 to 0.85000 full (8.1e-5); 1.1 Sigma "
+            "0.8636 (now the falsifier 'preconditioner-1.1-sigma'), the diagonal one 0.8597 quick and 0.8613 full "
+            "(now 'preconditioner-diag'), 1.2 Sigma 0.8750, the loss gradient x 1.05 0.8419. The run recomputes this "
+            "reading beside the current row",
+            "pass: 0.8501 against 0.85 +- 0.033 (55b3e6f)",
+            "pass: 0.8510 against 0.85 +- 0.0055 (55b3e6f)",
+            claim="T2 rate (1 - c eta)^T: per-step contraction of dist, against max |1 - eta lambda| over the normal "
+            "Hessian",
+        ),
     ),
 )
 L2_DESCENT = Claim(
@@ -100,28 +139,14 @@ def training_rows(config: TheoryConfig, problem: RegressionProblem, spectrum: np
             L2_DESCENT.holds("<= lambda_max / 2", reason, "run must stay finite", False),
         ], frame
     final = float(frame[frame.step == frame.step.max()].gap.max())
-    low_dist, high_dist = T2_RATE.param("window")
-    window = frame[(frame.step > 0) & (frame.dist > low_dist) & (frame.dist < high_dist)].sort_values("step")
-    half = len(window) // 2
-    halves = [part for part in (window.iloc[:half], window.iloc[half:]) if part.step.nunique() > 1]
-    rates = [math.exp(fit_slope(part.step, part.dist, logx=False)[0]) for part in halves]
-    rate = math.exp(fit_slope(window.step, window.dist, logx=False)[0]) if len(window) > 1 else math.nan
-    spread = abs(rates[0] - rates[-1]) if len(rates) == 2 else math.nan
     ratios = (frame.f_gap / frame.dist**2)[frame.dist > L2_DESCENT.param("min_dist")]
     low, high, bound = float(ratios.min()), float(ratios.max()), float(spectrum[-1]) / 2
     rows = [
         T2_POPULATION.format(steps=config.steps).less(
             final, T2_POPULATION.param("bound"), spread="round-off of L - L_irr (~1e-31)"
         ),
-        T2_RATE.close(
-            predicted_rate,
-            rate,
-            atol=T2_RATE.param("spreads") * spread if math.isfinite(spread) else 0.0,
-            spread=f"3 x the difference of the rates fitted on the two halves of the window 1e-7 < dist < 1e-2 "
-            f"({spread:.2g}); eigenvalues of the normal Hessian {', '.join(f'{v:.3g}' for v in normal)}",
-        )
-        if math.isfinite(spread) and spread > 0
-        else T2_RATE.holds(predicted_rate, rate, "needs >= 4 recorded steps with 1e-7 < dist < 1e-2", False),
+        _rate_row(frame, predicted_rate, normal),
+        _old_rate_row(frame, predicted_rate, normal),
         L2_DESCENT.holds(
             f"0 <= ratio <= {bound:.4g}",
             f"{low:.4g} .. {high:.4g}",
@@ -131,6 +156,65 @@ def training_rows(config: TheoryConfig, problem: RegressionProblem, spectrum: np
         ),
     ]
     return rows, frame
+
+
+def _rate(steps: pd.Series, dist: pd.Series) -> float:
+    """exp of the least-squares slope of log dist on t: the per-step contraction (spec §5.4)."""
+    return math.exp(fit_slope(steps, dist, logx=False)[0]) if steps.nunique() > 1 else math.nan
+
+
+def _in_window(frame: pd.DataFrame, claim: Claim) -> pd.DataFrame:
+    low, high = claim.param("window")
+    return frame[(frame.step > 0) & (frame.dist > low) & (frame.dist < high)].sort_values("step")
+
+
+def _rate_row(frame: pd.DataFrame, predicted: float, normal: np.ndarray):
+    """T2's rate: each run's rate over the later half of its window, within the largest drift across that span."""
+    rates, drifts, short = {}, [], []
+    for run, records in _in_window(frame, T2_RATE).groupby("run"):
+        if len(records) < T2_RATE.param("min_records"):
+            short.append(run)
+            continue
+        span = records.iloc[len(records) // 2 :]  # the latest ceil(m / 2) records
+        first, second = span.iloc[: len(span) - len(span) // 2], span.iloc[len(span) // 2 :]
+        rates[run] = _rate(span.step, span.dist)
+        drifts.append(abs(_rate(first.step, first.dist) - _rate(second.step, second.dist)))
+    if short or not rates:
+        need = f"needs >= {T2_RATE.param('min_records')} recorded steps with 1e-7 < dist < 1e-2 in every run"
+        return T2_RATE.holds(predicted, f"runs {short} have fewer", need, False)
+    worst = max(rates.values(), key=lambda rate: abs(rate - predicted))
+    drift = max(max(drifts), np.finfo(float).eps)
+    return T2_RATE.close(
+        predicted,
+        worst,
+        atol=T2_RATE.param("drifts") * drift,
+        spread=f"{T2_RATE.param('drifts'):g} x the largest drift across a run's fitted span ({drift:.2g}; ours); runs' rates "
+        f"{', '.join(f'{rate:.5f}' for rate in rates.values())}; eigenvalues of the normal Hessian "
+        f"{', '.join(f'{v:.3g}' for v in normal)}",
+    )
+
+
+def _old_rate_row(frame: pd.DataFrame, predicted: float, normal: np.ndarray):
+    """Revision 1 of thm2-rate: every run pooled over the whole window, within 3 x its two halves' difference."""
+    old = T2_RATE.revised(1)
+    window = _in_window(frame, old)
+    half = len(window) // 2
+    halves = [part for part in (window.iloc[:half], window.iloc[half:]) if part.step.nunique() > 1]
+    rate = _rate(window.step, window.dist) if len(window) > 1 else math.nan
+    spread = (
+        abs(_rate(halves[0].step, halves[0].dist) - _rate(halves[-1].step, halves[-1].dist))
+        if len(halves) == 2
+        else math.nan
+    )
+    if not (math.isfinite(spread) and spread > 0):
+        return old.holds(predicted, rate, "needs >= 4 recorded steps with 1e-7 < dist < 1e-2", False)
+    return old.close(
+        predicted,
+        rate,
+        atol=old.param("spreads") * spread,
+        spread=f"3 x the difference of the rates fitted on the two halves of the window 1e-7 < dist < 1e-2 "
+        f"({spread:.2g}); eigenvalues of the normal Hessian {', '.join(f'{v:.3g}' for v in normal)}",
+    )
 
 
 def floor_checks(config: TheoryConfig, problem: RegressionProblem, table: pd.DataFrame, ctx: RunContext):
