@@ -46,6 +46,9 @@ def test_quick_run_writes_outputs_and_passes_its_checks(name, tmp_path):
         near = pd.read_parquet(tmp_path / "neighbours.parquet")  # selectivity's SVMs of p +- 0.1, the last step
         pairs = {(1.75, 1.65), (1.75, 1.85), (2.0, 1.9), (2.0, 2.1), (3.0, 2.9), (3.0, 3.1)}
         assert set(zip(near["p"], near["q"])) == pairs and len(near) == 6 * 24
+    if name == "mirror-descent.e2":  # closest-own-svm reads the SVMs of p +- 0.1 beside the grid's
+        closest = record.checks[record.checks["claim_id"] == "closest-own-svm"]["measured"]
+        assert "q=1.65" in closest.iloc[0] and "q=3.1" in closest.iloc[-1]
 
 
 def test_neighbours_are_the_svm_exponents_p_plus_minus_delta_above_one():
