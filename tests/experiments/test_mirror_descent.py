@@ -7,7 +7,7 @@ import pytest
 from attnlab._validation import ValidationError
 from attnlab.experiments import get_experiment, run_experiment
 from attnlab.experiments.mirror_descent import BoundsConfig, ConeConfig, E1Config, E2Config, GrowthConfig, RegPathConfig
-from attnlab.experiments.mirror_descent.common import still_decreasing
+from attnlab.experiments.mirror_descent.common import neighbours, still_decreasing
 from attnlab.verify import make_config
 
 NAMES = [
@@ -39,9 +39,21 @@ def test_quick_run_writes_outputs_and_passes_its_checks(name, tmp_path):
         metrics = pd.read_parquet(tmp_path / "metrics.parquet")
         assert set(metrics["locally_optimal"].unique()) <= {0.0, 1.0}
         claims = record.checks["claim"]
+        current = claims[record.checks["kind"] != "revision"]  # a resized property shows its old row once
         # the theorem's hypothesis is checked per p, and the claims name the share they are tested on
-        assert claims.str.contains("Lemma 28's hypothesis (the final", regex=False).sum() == 3
+        assert current.str.contains("Lemma 28's hypothesis (the final", regex=False).sum() == 3
         assert claims[claims.str.startswith("selectivity")].str.contains("locally optimal").all()
+        near = pd.read_parquet(tmp_path / "neighbours.parquet")  # selectivity's SVMs of p +- 0.1, the last step
+        pairs = {(1.75, 1.65), (1.75, 1.85), (2.0, 1.9), (2.0, 2.1), (3.0, 2.9), (3.0, 3.1)}
+        assert set(zip(near["p"], near["q"])) == pairs and len(near) == 6 * 24
+    if name == "mirror-descent.e2":  # closest-own-svm reads the SVMs of p +- 0.1 beside the grid's
+        closest = record.checks[record.checks["claim_id"] == "closest-own-svm"]["measured"]
+        assert "q=1.65" in closest.iloc[0] and "q=3.1" in closest.iloc[-1]
+
+
+def test_neighbours_are_the_svm_exponents_p_plus_minus_delta_above_one():
+    assert neighbours(1.75, 0.1) == [1.65, 1.85] and neighbours(3.0, 0.1) == [2.9, 3.1]
+    assert neighbours(1.05, 0.1) == [1.15]  # no l_q-AttSVM for q <= 1
 
 
 def test_unknown_set_key_lists_the_valid_keys():

@@ -100,6 +100,21 @@ def test_a_revision_that_keeps_the_locked_reading_is_recorded(tmp_path):
     assert "edited or dropped" in refused[0]  # history is kept
 
 
+def test_a_property_without_a_reading_is_resized_by_a_revision_that_gives_it_one(tmp_path):
+    """Its old digest is of no reading and every field: a revision with ``reading=None`` and the old sizes keeps it."""
+    path = _locked(tmp_path, _toy())
+    old = {"n": {"full": 8, "quick": 8}, "steps": {"full": 100, "quick": 10}, "label": {"full": "toy", "quick": "toy"}}
+    grew = Revision(None, "2026-11-28", "the quick size grew", "pass", "the full size did not change", sizes=old)
+    reading = Reading("runs that stopped", "every step", "all seeds", "none", sizes=("n", "steps"))
+    resized = dataclasses.replace(PROPERTY, reading=reading, revisions=(grew,))
+    entries = lock_entries([_toy(CLAIM, resized, quick={"steps": 20})])
+    pending, refused = lock_problems(entries, read_lock(path))
+    assert [r.split(":")[0] for r in refused] == ["toy.exp/ratio"]  # the theory claim's reading needs its own
+    assert "toy.exp/finite: reading revised (revision 1 keeps the locked reading)" in pending
+    with pytest.raises(ValidationError, match="a theory claim's revision keeps the Reading"):
+        dataclasses.replace(CLAIM, revisions=(grew,))
+
+
 def test_a_revision_that_does_not_keep_the_locked_reading_is_refused(tmp_path):
     path = _locked(tmp_path, _toy())
     invented = Reading("|ratio - 1|", "some step", "all seeds", "rel 0.5", {"rtol": 0.5}, sizes=("steps",))

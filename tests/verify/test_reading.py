@@ -173,6 +173,18 @@ def test_an_old_reading_not_recomputed_shows_its_recorded_outcome():
     assert (counts.total, counts.revisions, counts.ok) == (1, 1, True)  # an old reading never fails a run
 
 
+def test_a_property_that_had_no_reading_shows_its_recorded_outcome_as_its_text():
+    grew = Revision(None, "2026-11-28", "the quick size grew", "pass: no run diverged", "the full size did not change")
+    reading = Reading("runs that stopped", "every step", "all seeds", "none (exact)")
+    prop = Claim(
+        "finite", "001:Thm1", "docs/theory/x.md §1", kind="property", id="finite", reading=reading, revisions=(grew,)
+    )
+    rows = with_revisions([prop.holds("none", "none", "exact", True)], [prop])
+    recorded = rows[1]
+    assert (recorded.kind, recorded.verdict, recorded.predicted) == ("revision", "recorded", "as its text says")
+    assert recorded.tolerance.startswith("no reading (its text was its reading); replaced 2026-11-28")
+
+
 def test_rows_of_an_undeclared_revision_are_refused():
     claim = _claim()
     stray = _claim(revisions=(REVISION,)).revised(1).close(1.0, 1.0)

@@ -103,6 +103,11 @@ class Claim:
                 f"claim {self.claim!r}: revisions must be Revision objects of a claim with an id and a current "
                 f"Reading, got {wrong or 'no id or no reading'}"
             )
+        if self.kind != "property" and any(r.reading is None for r in self.revisions):
+            raise ValidationError(
+                f"claim {self.claim!r}: a revision without an old reading is a property's that had none; a "
+                f"{self.kind} claim's revision keeps the Reading it replaced"
+            )
 
     @property
     def falsifiers(self) -> tuple[str, ...]:
@@ -513,11 +518,15 @@ def with_revisions(rows: Sequence[Check], claims: Sequence[Claim]) -> list[Check
 def _recorded(old: Claim, revision: Revision) -> Check:
     """The row of an old reading that the run did not recompute: what the revision recorded of it."""
     reading = revision.reading
+    predicted = "as its text says" if reading is None else reading.tolerance
+    read = "no reading (its text was its reading)"
+    if reading is not None:
+        read = f"{reading.statistic}, over {reading.window}, {reading.subset}"
     return Check(
         old.claim,
-        reading.tolerance,
+        predicted,
         f"quick: {revision.quick}; full: {revision.full}",
-        f"{reading.statistic}, over {reading.window}, {reading.subset}; replaced {revision.date}: {revision.why}",
+        f"{read}; replaced {revision.date}: {revision.why}",
         False,
         old.source,
         recorded=True,

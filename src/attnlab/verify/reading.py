@@ -131,8 +131,9 @@ class Revision:
 
     Parameters
     ----------
-    reading : Reading
-        The old reading, as it was declared.
+    reading : Reading or None
+        The old reading, as it was declared; ``None`` only for a property that was declared without one (its text
+        was its reading, and its sizes every config field), in the revision that gives it a reading.
     date : str
         When it was replaced, ``"YYYY-MM-DD"``.
     why : str
@@ -148,7 +149,7 @@ class Revision:
         revision changed sizes (else the current sizes are meant).
     """
 
-    reading: Reading
+    reading: Reading | None
     date: str
     why: str
     quick: str
@@ -157,7 +158,7 @@ class Revision:
     sizes: Mapping[str, Mapping[str, Any]] | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.reading, Reading):
+        if self.reading is not None and not isinstance(self.reading, Reading):
             raise ValidationError(f"Revision.reading must be the old Reading, got {type(self.reading).__name__}")
         for name in ("date", "why", "quick", "full"):
             if not str(getattr(self, name)).strip():

@@ -22,28 +22,29 @@ from attnlab.experiments.mirror_descent.common import (
     check_config,
     hypothesis_share,
     md_path,
+    neighbours,
     path_metrics,
     selected,
     tidy,
 )
-from attnlab.experiments.mirror_descent.falsifiers import EXPONENT_SHIFT, GRADIENT_TRANSPOSED
+from attnlab.experiments.mirror_descent.e1_claims import (
+    CLAIMS,
+    CORRELATION,
+    FINITE,
+    HYPOTHESIS,
+    LOWER_BOUND,
+    ROUNDING,
+    SELECTIVITY,
+    UPPER_BOUND,
+)
+from attnlab.experiments.mirror_descent.falsifiers import EXPONENT_OFF, EXPONENT_SHIFT, GRADIENT_TRANSPOSED
 from attnlab.experiments.registry import register
 from attnlab.metrics import directional_bregman, entrywise_norm, gradient_direction
 from attnlab.models.functional import loss_gradients, token_scores
 from attnlab.optim import norm_growth_bounds
 from attnlab.plotting import house_figure, label_axes, label_ours, log_gap_axis, new_figure
 from attnlab.svm import SelectionSVMs
-from attnlab.verify import (
-    Check,
-    Claim,
-    Experiment,
-    ExperimentResult,
-    Reading,
-    Revision,
-    RunContext,
-    observation,
-    spread_tolerance,
-)
+from attnlab.verify import Check, Claim, Experiment, ExperimentResult, RunContext, observation, spread_tolerance
 
 __all__ = ["E1Config", "run_e1"]
 
@@ -119,130 +120,6 @@ class E1Config:
             raise ValidationError(f"rate_datasets == {self.rate_datasets}, must be <= datasets == {self.datasets}")
 
 
-_GRID = ("n", "T", "d", "ps", "epochs", "lr", "datasets", "first_seed", "init_std", "records", "loss", "seed")
-_LOCAL = "data sets whose final selection (the argmax of the last softmax) is locally optimal (Def. 3) for p"
-HYPOTHESIS = Claim(
-    "p={p:g}: Lemma 28's hypothesis (the final selection is locally optimal, Def. 3) holds on some data set, so "
-    "the rows below test something",
-    "002:Lem28",
-    f"{SOURCE} §5 Def. 3, §8.2",
-    kind="property",
-    id="hypothesis",
-)
-_SELECTIVITY_READING = dict(
-    statistic="for each q != p of ps, the paired gap dB_p(W^mm_q, W_K) - dB_p(W^mm_p, W_K) over the data sets "
-    "(W^mm_q the l_q-AttSVM of the data set's final selection); the row's margin is the smallest over q of the mean "
-    "gap minus k standard errors",
-    window="the last recorded step K of normalised l_p-AttGD",
-    tolerance="every mean gap > k = 3 standard errors of the mean over the data sets (spread_tolerance); fails "
-    "with fewer than 2 data sets (no spread)",
-    params={"k": 3.0, "min_datasets": 2},
-    sizes=_GRID,
-)
-SELECTIVITY = Claim(
-    "selectivity (p={p:g}): dB_p(W^mm_q, W_K) - dB_p(W^mm_p, W_K) > 0 for every q != p, over all {share}, each "
-    "against the SVMs of its own final selection",
-    "002:Ext-DirConv",  # the main text's directional convergence to the l_p-AttSVM (and its Fig. 4): not in the seed
-    f"{SOURCE} §8.2, §8.4 (fig. 4 of the paper)",
-    EXPONENT_SHIFT.name,
-    id="selectivity-all",
-    reading=Reading(
-        subset="every data set, as the paper's Fig. 4 averages them; how many have a locally optimal final "
-        "selection (Def. 3, the theorem's hypothesis) is reported by the row, not used to filter it",
-        **_SELECTIVITY_READING,
-    ),
-    revisions=(
-        Revision(
-            reading=Reading(subset=_LOCAL, **_SELECTIVITY_READING),
-            claim="selectivity (p={p:g}): dB_p(W^mm_q, W_K) - dB_p(W^mm_p, W_K) > 0 for every q != p, over {share}",
-            date="2026-11-28",
-            why="the locally optimal subset is a filter on the run's own final selection, so every wrong "
-            "mechanism of the algorithm moves it (a mirror exponent off by one turns 6/6 locally optimal data sets "
-            "into 4/6 at the quick size) and no falsifier could test the row with its subset fixed; all data sets "
-            "enter now, which can only make the row harder to pass. The claim's result moved from 002:Lem28 "
-            "(cone invariance in the seed's numbering) to the main text's directional convergence, so the lock "
-            "keeps the old claim as mirror-descent.e1/selectivity, retired",
-            quick="pass: worst margins 0.0045 / 0.0050 / 0.039 (p = 1.75 / 2 / 3, over 6 / 6 / 5 data sets); "
-            "recomputed by every run",
-            full="pass: worst margins 0.0071 / 0.0070 / 0.044 (over 94 / 97 / 94 data sets); recomputed by every "
-            "full run",
-        ),
-    ),
-)
-FINITE = Claim(
-    "every l_p-AttGD run of p={p:g} stays finite (no run stopped on a non-finite loss)",
-    "002:Lem27",
-    f"{SOURCE} §4",
-    kind="property",
-    id="finite",
-)
-LOWER_BOUND = Claim(
-    "norm growth lower bound ||W_k||^(p-1) + eta <-grad L, W_k>/||W_k|| <= ||W_(k+1)||^(p-1) (convexity of the "
-    "mirror step: holds for any gradient, so a property of our MD update): worst relative excess over steps, runs, p",
-    "002:Lem22",
-    f"{SOURCE} §4",
-    kind="property",
-    id="norm-growth-lower",
-)
-UPPER_BOUND = Claim(
-    "norm growth upper bound ||W_(k+1)||^(p-1) <= ||W_k||^(p-1) + eta ||grad L||_q (Hoelder: holds for any "
-    "gradient, a property of our MD update): worst relative excess over steps, runs and p",
-    "002:Lem4",
-    f"{SOURCE} §4",
-    kind="property",
-    id="norm-growth-upper",
-)
-_CORRELATION = (
-    "the normalised correlation <-grad L(W_k), W^mm_p / ||W^mm_p||_p> / ||grad L(W_k)||_F (gradient_direction)"
-)
-CORRELATION = Claim(
-    "p={p:g}: <-grad L(W_k), W^mm_p> > 0 at the middle record k = K/2 of every data set whose final selection is "
-    "locally optimal and already held at K/2, so the path stays in its cone from k on ({share}; smallest "
-    "normalised correlation)",
-    "002:Lem20",
-    f"{SOURCE} §8.2",
-    GRADIENT_TRANSPOSED.name,
-    id="lem20-correlation",
-    reading=Reading(
-        statistic=f"the smallest over the data sets of {_CORRELATION}, W^mm_p the l_p-AttSVM of the final selection",
-        window="the middle record k = steps[S // 2] (K/2) of normalised l_p-AttGD",
-        subset="data sets whose final selection is locally optimal (Def. 3) for p and is already the softmax's "
-        "argmax at the middle record",
-        tolerance="> 0 strictly (the lemma's sign; exact)",
-        params={"bound": 0.0},
-        sizes=_GRID,
-    ),
-    revisions=(
-        Revision(
-            reading=Reading(
-                statistic=f"the smallest over the data sets of {_CORRELATION}, W^mm_p the l_p-AttSVM of the final "
-                "selection",
-                window="the last iterate k = K of normalised l_p-AttGD",
-                subset=_LOCAL,
-                tolerance="> 0 strictly (the lemma's sign; exact)",
-                params={"bound": 0.0},
-                sizes=_GRID,
-            ),
-            claim="p={p:g}: <-grad L(W_K), W^mm_p> > 0 at the last iterate of every data set where Lemma 28's "
-            "hypothesis holds ({share}; smallest normalised correlation)",
-            date="2026-11-25",
-            why="the full run failed it at p = 3: data set 58 (seed 59) had correlation -0.334 at step 20 000 with "
-            "dB_3 = 0.006; alone, that data set reads +1.85 at step 5 000, +1.86 at 10 000, -0.33 at 20 000 and "
-            "+1.74 at 40 000, where sequence 0 selects token 5 instead of token 0: the last iterate was leaving "
-            "its selection, so the reading was moved to the middle record, whose second half witnesses the cone. "
-            "The move was made after seeing the failure; this row keeps the old reading beside the new one",
-            quick="pass: 0.762 / 1.000 / 1.85 (p = 1.75 / 2 / 3, over 6 / 6 / 5 data sets); recomputed by every run",
-            full="fail: 0.736 / 0.960 / -0.334 (p = 1.75 / 2 / 3, over 94 / 97 / 94 data sets; at p = 3 data set 58, "
-            "seed 59, whose selection's cone is narrower than 1e-6, docs/experiments/mirror-descent.md); recomputed "
-            "by every full run",
-        ),
-    ),
-)
-CLAIMS = (HYPOTHESIS, SELECTIVITY, CORRELATION, FINITE, LOWER_BOUND, UPPER_BOUND)
-# float64 rounding of dB_p and of ||W||^(p-1): relative 1e-12 per value; 1e-9 leaves three orders of margin
-ROUNDING = 1e-9
-
-
 def _e1_data(config: E1Config) -> tuple[list[TokenSelectionData], StackedData, torch.Tensor]:
     """Data sets of seeds ``first_seed, ...`` stacked on the runs axis, and ``W_0 ~ N(0, init_std^2)`` (R, d, d)."""
     datasets = [unit_gaussian(config.n, config.T, config.d, seed=config.first_seed + r) for r in range(config.datasets)]
@@ -265,9 +142,10 @@ def _correlations(batch: StackedData, W: torch.Tensor, W_mm: torch.Tensor, held:
 
 
 def _grid_runs(config: E1Config, ctx: RunContext, datasets, batch, W0) -> tuple[pd.DataFrame, ...]:
-    """Normalised MD for each p (one batched program over the data sets); dB_p against every q-SVM along the path."""
+    """Normalised MD for each p (one batched program over the data sets); dB_p against every q-SVM along the path,
+    and at the last step against the SVMs of p +- delta (selectivity's neighbours)."""
     svms = SelectionSVMs(datasets)
-    bregman_frames, metric_frames, correlations, diverged = [], [], [], {}
+    bregman_frames, metric_frames, correlations, near, diverged = [], [], [], [], {}
     optimal = token_scores(batch.X, batch.y, batch.v).argmax(dim=-1)  # (R, n): opt_i = argmax_t gamma_it
     for p, epochs in zip(config.ps, config.epochs):
         every = max(1, epochs // config.records)
@@ -289,11 +167,14 @@ def _grid_runs(config: E1Config, ctx: RunContext, datasets, batch, W0) -> tuple[
             bregman_frames.append(
                 tidy({"bregman": dB, "locally_optimal": local.expand(len(steps), -1)}, steps, p=p, q=q)
             )
+        for q in neighbours(p, SELECTIVITY.param("delta")):  # the last step only: the row reads no other
+            dB = directional_bregman(svms.directions(select, q), path[-1:], p)
+            near.append(tidy({"bregman": dB, "locally_optimal": local[None]}, steps[-1:], p=p, q=q))
         metrics = path_metrics(batch, path, p, config.loss)
         metrics["globally_optimal"] = globally.expand(len(steps), -1)  # of the final selection, on every row
         metrics["locally_optimal"] = local.expand(len(steps), -1)
         metric_frames.append(tidy(metrics, steps, p=p))
-    frames = (bregman_frames, metric_frames, correlations)
+    frames = (bregman_frames, metric_frames, correlations, near)
     return (*(pd.concat(f, ignore_index=True) for f in frames), diverged)
 
 
@@ -318,7 +199,11 @@ def _norm_growth(config: E1Config, ctx: RunContext, batch: StackedData, W0: torc
 
 
 def _selectivity(claim: Claim, p: float, rows: pd.DataFrame, share: str) -> Check:
-    """Paired over the data sets of ``rows``: dB_p to every other q's SVM exceeds dB_p to p's, by k SE."""
+    """Paired over the data sets of ``rows``: dB_p to every other q's SVM exceeds dB_p to p's, by k SE.
+
+    ``rows`` holds the last step's dB_p for every SVM exponent q the row compares (the grid's, and for the current
+    reading the neighbours p +- delta), one row per data set and q.
+    """
     per_run = rows.pivot(index="run", columns="q", values="bregman")
     gaps = {f"q={q:g}": per_run[q] - per_run[p] for q in per_run.columns if q != p}
     claim = claim.format(p=p, share=share)
@@ -330,7 +215,8 @@ def _selectivity(claim: Claim, p: float, rows: pd.DataFrame, share: str) -> Chec
     margins = {name: gap.mean() - spread_tolerance(gap, k, what="data sets")[0] for name, gap in gaps.items()}
     worst = min(margins, key=margins.get)
     _, text = spread_tolerance(gaps[worst], k, what="data sets")
-    measured = ", ".join(f"{name}: mean {gap.mean():.3g}" for name, gap in gaps.items())
+    ses = {name: gap.mean() / (gap.std(ddof=1) / math.sqrt(support)) for name, gap in gaps.items()}
+    measured = ", ".join(f"{name}: mean {gap.mean():.3g} ({ses[name]:+.1f} SE)" for name, gap in gaps.items())
     return claim.holds(
         f"each mean gap > {k:g} SE",
         measured,
@@ -376,7 +262,12 @@ def _correlation(p: float, rows: pd.DataFrame, claim: Claim, window: str, hypoth
 
 
 def _e1_checks(
-    config: E1Config, bregman: pd.DataFrame, growth: pd.DataFrame, correlation: pd.DataFrame, diverged: dict
+    config: E1Config,
+    bregman: pd.DataFrame,
+    near: pd.DataFrame,
+    growth: pd.DataFrame,
+    correlation: pd.DataFrame,
+    diverged: dict,
 ) -> list[Check]:
     final = bregman[bregman["step"] == bregman.groupby("p")["step"].transform("max")]
     checks = []
@@ -391,8 +282,9 @@ def _e1_checks(
         share = hypothesis_share(local)
         checks.append(HYPOTHESIS.format(p=p).holds("> 0 data sets", share, "at least one data set", bool(runs)))
         every = f"{mine['run'].nunique()} data sets ({len(runs)} with a locally optimal final selection, Def. 3)"
-        checks.append(_selectivity(SELECTIVITY, p, mine, every))
-        checks.append(_selectivity(SELECTIVITY.revised(1), p, held, share))
+        checks.append(_selectivity(SELECTIVITY, p, pd.concat([mine, near[near["p"] == p]]), every))
+        checks.append(_selectivity(SELECTIVITY.revised(1), p, held, share))  # grid only, locally optimal
+        checks.append(_selectivity(SELECTIVITY.revised(2), p, mine, every))  # grid only, every data set
         checks.append(
             _correlation(p, correlation, CORRELATION, "K/2", "whose final selection is locally optimal and held at K/2")
         )
@@ -444,9 +336,9 @@ def _e1_figure(config: E1Config, bregman: pd.DataFrame, growth: pd.DataFrame):
 def run_e1(config: E1Config, ctx: RunContext) -> ExperimentResult:
     """E1: the q x p grid of directional Bregman divergences, selectivity, monotone decrease and norm growth."""
     datasets, batch, W0 = _e1_data(config)
-    bregman, metrics, correlation, diverged = _grid_runs(config, ctx, datasets, batch, W0)
+    bregman, metrics, correlation, near, diverged = _grid_runs(config, ctx, datasets, batch, W0)
     growth = _norm_growth(config, ctx, batch, W0)
-    checks = _e1_checks(config, bregman, growth, correlation, diverged)
+    checks = _e1_checks(config, bregman, near, growth, correlation, diverged)
     final = bregman[bregman["step"] == bregman.groupby("p")["step"].transform("max")]
     grid = final.groupby(["p", "q"])["bregman"].agg(["mean", "std", "median"]).reset_index()  # every data set
     last = (
@@ -464,7 +356,13 @@ def run_e1(config: E1Config, ctx: RunContext) -> ExperimentResult:
         frame=bregman,
         checks=checks,
         figures={"e1": _e1_figure(config, bregman, growth)},
-        tables={"grid": grid, "metrics": metrics, "norm_growth": growth, "correlation": correlation},
+        tables={
+            "grid": grid,
+            "neighbours": near,
+            "metrics": metrics,
+            "norm_growth": growth,
+            "correlation": correlation,
+        },
         notes=notes,
     )
 
@@ -476,14 +374,14 @@ register(
         config_type=E1Config,
         run=run_e1,
         quick={
-            "datasets": 6,
-            "epochs": (150, 150, 300),
+            "datasets": 24,
+            "epochs": (150, 200, 2000),
             "lr": 1.0,
             "records": 40,
             "rate_datasets": 2,
             "rate_steps": 200,
         },
         claims=CLAIMS,
-        falsifiers=(EXPONENT_SHIFT, GRADIENT_TRANSPOSED),
+        falsifiers=(EXPONENT_SHIFT, EXPONENT_OFF, GRADIENT_TRANSPOSED),
     )
 )

@@ -20,6 +20,7 @@ from attnlab.verify import Falsifier
 
 __all__ = [
     "DENOMINATOR_DROPPED",
+    "EXPONENT_OFF",
     "EXPONENT_SHIFT",
     "GRADIENT_TRANSPOSED",
     "LOGITS_TRANSPOSED",
@@ -56,6 +57,16 @@ EXPONENT_SHIFT = Falsifier(
     "the mirror map's exponent taken from the next entry of ps (1.75 -> 2 -> 3 -> 1.75; others p + 0.3)",
     _TARGET,
     _with(p=lambda p: _NEXT.get(float(p), float(p) + 0.3)),
+    kind="mechanism",
+)
+
+
+EXPONENT_OFF = Falsifier(
+    "mirror-exponent-off-0.1",
+    "the mirror map's exponent p + 0.1 while every SVM keeps p: a slip the grid of ps (0.25 apart and more) does not "
+    "resolve, its SVMs being 1e-3 away from p's in dB_p",
+    _TARGET,
+    _with(p=lambda p: float(p) + 0.1),
     kind="mechanism",
 )
 
