@@ -223,9 +223,9 @@ def transpose_misplaced(module: str) -> Falsifier:
 _PRECONDITIONED = {"Diagonal": "xi_k", "DiagonalW": "beta", "Factored": "K", "Combined": "W"}
 
 
-def gradient_preconditioned(module: str, model: str, low: float, high: float) -> Falsifier:
+def gradient_preconditioned(module: str, model: str, low: float, high: float, suffix: str = "") -> Falsifier:
     """One tensor's gradient times the fixed diagonal preconditioner ``diag(linspace(low, high))`` over its first
-    axis: the entries of ``xi_k`` or ``beta``, the rows of ``K`` or ``W``.
+    axis: the entries of ``xi_k`` or ``beta``, the rows of ``K`` or ``W``; the falsifier's name ends in ``suffix``.
 
     A per-coordinate step of fixed scales (as a frozen Adagrad or Adam preconditioner) is steepest descent in a
     weighted norm, so the limit is a weighted max-margin solution: near the true one for mild weights, not it.
@@ -240,7 +240,7 @@ def gradient_preconditioned(module: str, model: str, low: float, high: float) ->
 
     where = "entries" if vector else "rows"
     return Falsifier(
-        f"{name.split('_')[-1].lower()}-gradient-preconditioned",
+        f"{name.split('_')[-1].lower()}-gradient-preconditioned{suffix}",
         f"{name}'s gradient times diag(linspace({low:g}, {high:g})) over its {where} (a fixed per-coordinate "
         "preconditioner: steepest descent in a weighted norm)",
         f"attnlab.experiments.kq_nuclear.{module}:{model}",
