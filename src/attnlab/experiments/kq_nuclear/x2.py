@@ -159,8 +159,22 @@ def _divergence_checks(frame: pd.DataFrame) -> list[Check]:
     return checks
 
 
-def _distance_limit(rows: pd.DataFrame) -> float:
-    """The limit ``a`` of ``dist_l1 = a + b / ln mu`` over the second half of a K,Q run's records with ``mu > 1``."""
+def distance_limit(rows: pd.DataFrame) -> float:
+    """The limit ``a`` of ``dist_l1 = a + b / ln mu`` over the second half of one K,Q run's records with ``mu > 1``.
+
+    Spec: kq-nuclear-norm §7.2 (the direction approaches the l1 solution roughly as ``1 / ln mu`` [D]).
+
+    Parameters
+    ----------
+    rows : pandas.DataFrame
+        One run's records: ``step``, ``mu`` and ``dist_l1`` (the max-entry distance of ``beta_hat`` to the l1-SVM
+        solution).
+
+    Returns
+    -------
+    float
+        The intercept of :func:`residual_limit` on those records.
+    """
     rows = rows[rows["mu"] > 1].sort_values("step")
     late = rows.iloc[len(rows) // 2 :]  # spec §7.2 [D]: the direction approaches the l1 solution roughly as 1 / ln mu
     return residual_limit(np.log(late["mu"].to_numpy()), late["dist_l1"].to_numpy())[0]
@@ -174,7 +188,7 @@ def _limit_checks(frame: pd.DataFrame, values: dict[str, float], quick: bool) ->
     checks = []
     for _, row in end[end["param"] == "KQ"].iterrows():
         omega, old_l1 = row["omega"], revised_size(L1_OPTIMUM, 3, "l1_rtol", quick)
-        a = _distance_limit(kq[kq["omega"] == omega])
+        a = distance_limit(kq[kq["omega"] == omega])
         checks.append(L1_OPTIMUM.format(omega=omega).less(a, L1_OPTIMUM.param("atol")))
         checks.append(L1_OPTIMUM.revised(3).format(omega=omega).close(values["l1"], float(row["l1_norm"]), old_l1))
         checks.append(
