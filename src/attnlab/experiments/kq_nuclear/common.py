@@ -220,6 +220,35 @@ def transpose_misplaced(module: str) -> Falsifier:
     )
 
 
+_PRECONDITIONED = {"Diagonal": "xi_k", "DiagonalW": "beta", "Factored": "K", "Combined": "W"}
+
+
+def gradient_preconditioned(module: str, model: str, low: float, high: float, suffix: str = "") -> Falsifier:
+    """One tensor's gradient times the fixed diagonal preconditioner ``diag(linspace(low, high))`` over its first
+    axis: the entries of ``xi_k`` or ``beta``, the rows of ``K`` or ``W``; the falsifier's name ends in ``suffix``.
+
+    A per-coordinate step of fixed scales (as a frozen Adagrad or Adam preconditioner) is steepest descent in a
+    weighted norm, so the limit is a weighted max-margin solution: near the true one for mild weights, not it.
+    """
+    name = _PRECONDITIONED[model]
+    vector = model in ("Diagonal", "DiagonalW")
+
+    def change(grads: dict) -> dict:
+        g = grads[name]
+        scales = torch.linspace(low, high, g.shape[-1] if vector else g.shape[-2], dtype=g.dtype)
+        return {**grads, name: g * scales if vector else scales[:, None] * g}
+
+    where = "entries" if vector else "rows"
+    return Falsifier(
+        f"{name.split('_')[-1].lower()}-gradient-preconditioned{suffix}",
+        f"{name}'s gradient times diag(linspace({low:g}, {high:g})) over its {where} (a fixed per-coordinate "
+        "preconditioner: steepest descent in a weighted norm)",
+        f"attnlab.experiments.kq_nuclear.{module}:{model}",
+        lambda cls: _with_chain(cls, change),
+        kind="mechanism",
+    )
+
+
 SIZE_STEP_FLOOR = 1e-2  # the size-scaled step's floor: omega_0^2 at omega_0 = 0.1, so a zero entry still moves
 
 

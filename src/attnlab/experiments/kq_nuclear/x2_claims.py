@@ -13,6 +13,7 @@ from attnlab.experiments.kq_nuclear.common import (
     SOURCE,
     beta_as_kq,
     factor_not_trained,
+    gradient_preconditioned,
     k_gradient_halved,
     kq_as_beta,
     l2_penalty,
@@ -26,7 +27,14 @@ __all__ = ["CLOSER_L1", "CLOSER_L2", "DIVERGES", "FALSIFIERS", "KKT_RATE", "L1_O
 KQ_AS_BETA, BETA_AS_KQ = kq_as_beta("x2"), beta_as_kq("x2")
 K_FROZEN, SIZE_SCALED = factor_not_trained("x2"), step_scaled_by_size("x2", "DiagonalW")
 K_HALVED, PENALTY = k_gradient_halved("x2"), l2_penalty()
-FALSIFIERS = (K_FROZEN, SIZE_SCALED, K_HALVED, PENALTY, KQ_AS_BETA, BETA_AS_KQ)
+K_TILTED, K_PRECONDITIONED, BETA_PRECONDITIONED = (
+    gradient_preconditioned("x2", "Diagonal", 1.25, 0.8, "-1.25-0.8"),
+    gradient_preconditioned("x2", "Diagonal", 0.95, 1.05, "-0.95-1.05"),
+    gradient_preconditioned("x2", "DiagonalW", 0.95, 1.05),
+)
+FALSIFIERS = (
+    K_FROZEN, SIZE_SCALED, K_HALVED, PENALTY, K_TILTED, K_PRECONDITIONED, BETA_PRECONDITIONED, KQ_AS_BETA, BETA_AS_KQ,
+)  # fmt: skip
 # the contrast of the paper's Section 4.2 is cited from earlier work (GD on W tends to the Frobenius SVM): ours to
 # check, not one of this paper's numbered results
 _THM41, _SEC42 = "003:Thm4.1", "003:Ext-Sec4.2"
@@ -68,13 +76,28 @@ _L1_READING = Reading(
     f"relative gap <= config.l1_rtol: 0.03 full, 0.05 quick {_FINITE_REL}",
     sizes=(*_LIMIT_SIZES, "l1_rtol"),
 )
+_OLD_L1 = "diagonal K,Q (omega0={omega:g}): ||beta_hat||_1 -> l1-SVM optimum (Thm 4.1)"
 L1_OPTIMUM = Claim(
-    "diagonal K,Q (omega0={omega:g}): ||beta_hat||_1 -> l1-SVM optimum (Thm 4.1)",
+    "diagonal K,Q (omega0={omega:g}): beta_hat -> the l1-SVM solution (Thm 4.1; limit of the max-entry distance "
+    "along a + b / ln mu)",
     _THM41,
     f"{SOURCE} §7.2, §9 X2",
-    (K_FROZEN.name, KQ_AS_BETA.name),
+    (K_FROZEN.name, K_TILTED.name, KQ_AS_BETA.name),
     id="l1-optimum",
-    reading=_L1_READING,
+    reading=Reading(
+        "intercept a of the least-squares fit dist = a + b / ln mu, dist = |beta_hat - beta_l1|_inf the max-entry "
+        "distance of the K,Q run's beta_hat = diag(W) / mu(W) to the l1-SVM solution (LP, "
+        "attention_svm(norm='l1-diag')): the distance's limit as mu -> infinity, read along the roughly 1 / ln mu "
+        "approach we derive (spec §7.2 [D])",
+        "the second half of the records with mu > 1",
+        _EACH_OMEGA,
+        "a <= atol, atol = 0.035 (ours: half the l1 solution's smallest nonzero entry, 0.0698, so that a limit "
+        "within it keeps the solution's nonzero entries and their signs). One-sided: a distance is >= 0, and where "
+        "it falls faster than 1 / ln mu over the window (omega0 = 0.1, 1) the fit extrapolates below 0 (true "
+        "a = -0.03 to -0.08), so there a wrong limit up to about atol + 0.08 away would pass",
+        {"atol": 0.035},
+        _RATE_SIZES,
+    ),
     revisions=(
         Revision(
             _L1_READING,
@@ -83,6 +106,7 @@ L1_OPTIMUM = Claim(
             "pass: 0.8555, 0.8602, 0.8766 for omega0 = 1e-3, 0.1, 1 against 0.852232 (rel 0.05; recomputed at the "
             "old sizes with the current code)",
             "pass: 0.85243, 0.85515, 0.86387 (rel 0.03)",
+            claim=_OLD_L1,
             sizes=_sizes(0.2, 1500, l1_rtol=(0.03, 0.05)),
         ),
         Revision(
@@ -91,7 +115,25 @@ L1_OPTIMUM = Claim(
             _QUICK_1600,
             "pass: 0.85536, 0.86123, 0.88250 against 0.852232 (rel 0.05)",
             "pass: 0.85243, 0.85515, 0.86387 (rel 0.03)",
+            claim=_OLD_L1,
             sizes=_sizes(0.3, 800, l1_rtol=(0.03, 0.05)),
+        ),
+        Revision(
+            _L1_READING,
+            "2026-11-28",
+            "too weak to fail: the l1 norm of a limit at another vertex of the feasible set is near the optimum. "
+            "xi_k's gradient times diag(linspace(1.25, 0.8)) converges to a weighted-l1 solution 0.109-0.121 from "
+            "the l1 solution in an entry, and at omega0 = 1e-3 its ||beta_hat||_1 passed (0.8742 quick, 0.8706 full: "
+            "2.6% and 2.2% within 5% and 3%; 0.8918 at omega0 = 0.1 quick, within 5%). The distance to the solution "
+            "reads the vertex itself: its limit a along a + b / ln mu is -0.009, -0.030, -0.062 quick and -0.0017, "
+            "-0.030, -0.084 full for the true runs (omega0 = 1e-3, 0.1, 1) against 0.135, 0.234, 0.237 and 0.122, "
+            "0.253, 0.247 under that preconditioner (now the falsifier 'k-gradient-preconditioned-1.25-0.8'). "
+            "Milder weights (0.9-1.1, 0.95-1.05) keep the LP's vertex and converge to the true solution (their "
+            "multipliers are off: kkt-rate). The run recomputes this reading beside the current row",
+            "pass: 0.85511, 0.85826, 0.87319 against 0.852232 (rel 0.05) (55b3e6f)",
+            "pass: 0.85243, 0.85515, 0.86387 (rel 0.03) (55b3e6f)",
+            claim=_OLD_L1,
+            sizes=_sizes(0.3, 1600, l1_rtol=(0.03, 0.05)),
         ),
     ),
 )
@@ -148,13 +190,24 @@ _L2_TIGHTER = (
     "the quick tolerance was tightened from 0.01 to 0.002 (measured 2.8e-4) and the quick run went to 1600 steps "
     "(02eeba0), in the falsifier audit; the full size did not change"
 )
+_L2_TEXT = "beta trained directly: ||beta_hat||_2 -> diagonal l2-SVM optimum (Section 4.2)"
 L2_OPTIMUM = Claim(
-    "beta trained directly: ||beta_hat||_2 -> diagonal l2-SVM optimum (Section 4.2)",
+    "beta trained directly: beta_hat -> the diagonal l2-SVM solution (max-entry distance; Section 4.2)",
     _SEC42,
     f"{SOURCE} §7.2, §7.4",
-    (SIZE_SCALED.name, BETA_AS_KQ.name),
+    (SIZE_SCALED.name, BETA_PRECONDITIONED.name, BETA_AS_KQ.name),
     id="l2-optimum",
-    reading=_L2_READING,
+    reading=Reading(
+        "max-entry distance |beta_hat - beta_l2|_inf of beta trained directly to the diagonal l2-SVM solution "
+        "(diagonal_svm(p=2))",
+        _LAST,
+        _BETA_RUN,
+        "<= bound, bound = 1e-3 (ours: the reading resolves a limit 1e-3 from the l2 solution in an entry, 2.6% of "
+        "its smallest entry 0.039). beta enters the scores linearly, so the direction's error falls like 1 / ||beta||, "
+        "i.e. like 1 / mu along the path (as for GD on separable linear data); the true run's is 0.5 / mu",
+        {"bound": 1e-3},
+        _LIMIT_SIZES,
+    ),
     revisions=(
         Revision(
             _L2_OLD_READING,
@@ -173,6 +226,20 @@ L2_OPTIMUM = Claim(
             "pass: 0.414041 (rel 1e-3)",
             claim=_OLD_L2,
             sizes=_sizes(0.3, 800, l2_rtol=(1e-3, 0.01)),
+        ),
+        Revision(
+            _L2_READING,
+            "2026-11-28",
+            "too weak to fail: the norm of a limit near the l2 solution is the optimum to second order in its "
+            "distance. beta's gradient times diag(linspace(0.95, 1.05)) converges to a weighted-l2 solution 7.7e-3 "
+            "from the l2 solution in an entry, and its ||beta_hat||_2 passed (0.414269: relative gap 6.2e-4 <= 2e-3 "
+            "quick; 4.1e-4 <= 1e-3 full). The max-entry distance reads the direction at first order: true 4.3e-4 "
+            "quick and 1.0e-4 full, the preconditioned run 7.7e-3 at both (now the falsifier "
+            "'beta-gradient-preconditioned'). The run recomputes this reading beside the current row",
+            "pass: 0.414129 against 0.414013 (rel 0.002) (55b3e6f)",
+            "pass: 0.414041 (rel 1e-3) (55b3e6f)",
+            claim=_L2_TEXT,
+            sizes=_sizes(0.3, 1600, l2_rtol=(1e-3, 0.002)),
         ),
     ),
 )
@@ -265,7 +332,7 @@ _KKT_SLOPE = Reading(
     {"tol": 0.05, "zero_tol": 1e-2, "min_records": 5},
     _RATE_SIZES,
 )
-_KKT_READING = Reading(
+_KKT_LOOSE = Reading(
     f"intercept a of the least-squares fit residual = a + b / ln mu: the residual's limit as mu -> infinity, "
     f"read along the O(1 / ln mu) form the proof gives; {_RESIDUAL}",
     _SETTLED,
@@ -274,6 +341,13 @@ _KKT_READING = Reading(
     "match; a multiplier estimate off by a constant factor c leaves a = |c - 1| on the support)",
     {"atol": 0.05, "zero_tol": 1e-2, "min_records": 5},
     _RATE_SIZES,
+)
+_KKT_READING = dataclasses.replace(
+    _KKT_LOOSE,
+    tolerance="|a| <= atol at each, atol = 0.005 (ours: a multiplier estimate off by a constant factor c leaves "
+    "a = |c - 1| on the support, so the reading resolves c off by 0.5%; the fit's own error is below it: the true "
+    "runs' a is 6.8e-4 at the quick size, whose NGD steps integrate phi coarsely, and 7.2e-5 at the full size)",
+    params={"atol": 0.005, "zero_tol": 1e-2, "min_records": 5},
 )
 _OLD_KKT_V5 = (
     "approx. KKT: the stationarity residual of lambda = phi / ln mu -> 0 at least like 1 / ln mu (slope against "
@@ -318,7 +392,7 @@ KKT_RATE = Claim(
     "half of the records with the l1 zero pattern has a = 0) for every omega0 where the hypothesis holds",
     _THM41,
     f"{SOURCE} §7.5",
-    K_HALVED.name,
+    (K_HALVED.name, K_PRECONDITIONED.name),
     id="kkt-rate",
     reading=_KKT_READING,
     revisions=(
@@ -378,6 +452,18 @@ KKT_RATE = Claim(
             "pass: omega0 = 1e-3 slope -1.000 over 10 records (and -0.989 with K's gradient halved)",
             "pass: omega0 = 1e-3 slope -0.99998 over 100 records",
             claim=_OLD_KKT_V5,
+        ),
+        Revision(
+            _KKT_LOOSE,
+            "2026-11-28",
+            "too wide to fail a mild wrong mechanism: atol 0.05 is 70 times the true quick run's a (6.8e-4) and 700 "
+            "times the full run's (7.2e-5); xi_k's gradient times diag(linspace(0.95, 1.05)) keeps the l1 vertex "
+            "but its multipliers phi / ln mu are off, and its a (0.029 quick, 0.026 full) passed. atol is now "
+            "0.005, from the limit's meaning (a = |c - 1| for multipliers off by a factor c) and the fit's accuracy "
+            "at our sizes; the preconditioner is now the falsifier 'k-gradient-preconditioned-0.95-1.05'. The run "
+            "recomputes this reading beside the current row",
+            "pass: omega0 = 1e-3 a = 6.8e-4 (b = 395, 10 records) (55b3e6f)",
+            "pass: omega0 = 1e-3 a = 7.2e-5 (b = 60, 100 records) (55b3e6f)",
         ),
     ),
 )

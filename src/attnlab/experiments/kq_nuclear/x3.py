@@ -19,6 +19,7 @@ from attnlab.experiments.kq_nuclear.common import (
     SOURCE,
     KQConfig,
     factor_not_trained,
+    gradient_preconditioned,
     kq_as_w,
     revised_size,
     step_scaled_by_size,
@@ -57,13 +58,10 @@ class X3Config(KQConfig):
     step : float
         Arc length of each normalised-GD step.
     steps : int
-        Normalised-GD steps.
+        Normalised-GD steps: 100 000 of 0.5 (arc length 50 000) take the slowest direction, K,Q at d = 16, under
+        the limit rows' bound (it falls about like arc length^-0.85 there).
     record_every : int
         Steps between records.
-    nuc_rtol : float
-        Relative gap allowed between ``||W/mu||_*`` of the K,Q runs and the nuc-SVM optimum at the last step.
-    fro_rtol : float
-        Relative gap allowed between ``||W/mu||_F`` of the W runs and the fro-SVM optimum at the last step.
     seed : int
         Data seed: at 2 the nuc- and fro-SVMs differ at every d (corr 0.77-0.96); at 0 they coincide at d=4.
     """
@@ -73,18 +71,16 @@ class X3Config(KQConfig):
     gap: float = 6.0
     runs: int = 3
     init_scale: float = 0.1
-    step: float = 0.1
-    steps: int = 10_000
-    record_every: int = 100
-    nuc_rtol: float = 0.05
-    fro_rtol: float = 0.01
+    step: float = 0.5
+    steps: int = 100_000
+    record_every: int = 1000
     seed: int = 2
 
-    OURS = ("n", "T", "gap", "runs", "init_scale", "step", "steps", "record_every", "nuc_rtol", "fro_rtol", "seed")
+    OURS = ("n", "T", "gap", "runs", "init_scale", "step", "steps", "record_every", "seed")
     RENAMED = {"L": "T"}  # the token axis is T everywhere (the paper writes L)
 
     INTS = ("n", "T", "runs", "steps", "record_every", "seed")
-    POSITIVE = ("gap", "init_scale", "step", "nuc_rtol", "fro_rtol")
+    POSITIVE = ("gap", "init_scale", "step")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -98,7 +94,11 @@ TRANSPOSE, K_FROZEN, SIZE_SCALED = (
     factor_not_trained("x3", "Factored"),
     step_scaled_by_size("x3", "Combined"),
 )
-FALSIFIERS = (TRANSPOSE, K_FROZEN, SIZE_SCALED, KQ_AS_W, W_AS_KQ)
+K_PRECONDITIONED, W_PRECONDITIONED = (
+    gradient_preconditioned("x3", "Factored", 0.9, 1.1),
+    gradient_preconditioned("x3", "Combined", 0.95, 1.05),
+)
+FALSIFIERS = (TRANSPOSE, K_FROZEN, SIZE_SCALED, K_PRECONDITIONED, W_PRECONDITIONED, KQ_AS_W, W_AS_KQ)
 # beyond Assumption 4 the paper proves nothing (the general case is open, §10.3), and the Frobenius contrast of its
 # Section 4.2 is cited from earlier work: both are ours to check, not numbered results of the paper
 _OPEN, _SEC42 = "003:Ext-NonAligned", "003:Ext-Sec4.2"
@@ -112,7 +112,8 @@ _FINITE_REL = "(ours: the gap left after a finite arc length; the theorem gives 
 
 
 def _sizes(seed: int, steps: int, record_every: int, **rtol: tuple[float, float]) -> dict:
-    """Old values of X3's size fields (the quick size and the seed changed; the rest never did)."""
+    """Old values of X3's size fields: the full run had 10000 steps of 0.1 until 2026-11-28; the quick size and the
+    seed changed before."""
     full = {"n": 3, "T": 3, "ds": [4, 8, 16], "gap": 6.0, "runs": 3, "init_scale": 0.1, "step": 0.1, "steps": 10000}
     quick = {**full, "ds": [6], "runs": 2, "step": 0.5, "steps": steps}
     sizes = {k: {"full": full[k], "quick": quick[k]} for k in full}
@@ -142,13 +143,42 @@ _NUC_OLD_READING = dataclasses.replace(
     _NUC_READING, tolerance=f"|ratio - 1| <= config.nuc_rtol at every run: 0.05 full, 0.1 quick {_FINITE_REL}"
 )
 _OLD_NUC = "d={d}: K,Q direction has ||W/mu||_* -> nuc-SVM optimum (worst run)"
+_NUC_RATIO = (
+    "d={d}: K,Q direction has ||W/mu||_* -> nuc-SVM optimum (worst run; Thm 5.1 beyond Assumption 4, open §10.3)"
+)
+_BOUND = (
+    "<= bound at every run, bound = 1e-4 (ours: the reading resolves a limit direction 1e-4 from the SVM's in "
+    "1 - corr, an angle of 0.8 degrees). The SVM solutions are far more accurate (true runs reach 1e-9 to 1e-10 "
+    "at the full size). The true runs' gap falls like a power of mu (W: about mu^-2; K,Q at d = 16, the slowest: "
+    "about mu^-0.4, as K Q^T's second singular value decays), so the full run's length (arc 50 000) is set to "
+    "bring d = 16 under the bound"
+)
+_DIRECTION_WHY = (
+    "too weak to fail: the ratio of ||W/mu|| to the SVM optimum sees a limit at another optimal point (of a "
+    "weighted norm) only to second order in its distance, but the finite run's own transient to first order (W/mu "
+    "off the optimal face lowers the margin linearly). A fixed preconditioner on the gradient converges to a "
+    "weighted SVM and passed: W's rows x linspace(0.95, 1.05) gave {fro} (tolerance 0.02 quick; full within 0.01), "
+    "K's rows x linspace(0.9, 1.1) gave {nuc} (0.02 quick; full within 0.05). 1 - corr with the SVM's direction "
+    "reads both at second order: true {true} quick, mechanism {wrong} (now the falsifier '{name}'). The full run "
+    "grew from 10000 steps of 0.1 to 100000 of 0.5 so that the slowest true run (K,Q at d = 16: 8.7e-4 at 10000 "
+    "steps) comes under the new bound. The run recomputes this reading at the current sizes beside the current row"
+)
+_NUC_SIZES = _sizes(2, 500, 50, nuc_rtol=(0.05, 0.02))
 NUC_LIMIT = Claim(
-    "d={d}: K,Q direction has ||W/mu||_* -> nuc-SVM optimum (worst run; Thm 5.1 beyond Assumption 4, open §10.3)",
+    "d={d}: K,Q direction W/mu -> the nuc-SVM's (1 - corr, worst run; Thm 5.1 beyond Assumption 4, open §10.3)",
     _OPEN,
     f"{SOURCE} §7.3, §9 X3, §10.3",
-    (TRANSPOSE.name, K_FROZEN.name, KQ_AS_W.name),
+    (TRANSPOSE.name, K_FROZEN.name, K_PRECONDITIONED.name, KQ_AS_W.name),
     id="nuc-limit",
-    reading=_NUC_READING,
+    reading=Reading(
+        "1 - corr(W/mu, W_nuc) of each K,Q run (W = K Q^T, d_e = d; corr the cosine of the two matrices, W_nuc "
+        "the nuc-SVM solution); the row shows the worst run's",
+        _LAST,
+        _WORST,
+        _BOUND,
+        {"bound": 1e-4},
+        _RUNS,
+    ),
     revisions=(
         Revision(
             _NUC_OLD_READING,
@@ -178,6 +208,17 @@ NUC_LIMIT = Claim(
             claim=_OLD_NUC,
             sizes=_sizes(2, 500, 50, nuc_rtol=(0.05, 0.1)),
         ),
+        Revision(
+            _NUC_READING,
+            "2026-11-28",
+            _DIRECTION_WHY.format(
+                fro="1.0029", nuc="1.0051", true="4.6e-6", wrong="9.8e-4", name="k-gradient-preconditioned"
+            ),
+            "pass: 1.0022 (rel 0.02) (55b3e6f)",
+            "pass: 1.0015, 1.00035, 1.0073 at d = 4, 8, 16 (rel 0.05) (55b3e6f)",
+            claim=_NUC_RATIO,
+            sizes=_NUC_SIZES,
+        ),
     ),
 )
 _FRO_READING = Reading(
@@ -188,12 +229,20 @@ _FRO_READING = Reading(
     sizes=(*_RUNS, "fro_rtol"),
 )
 FRO_LIMIT = Claim(
-    "d={d}: combined W has ||W/mu||_F -> fro-SVM optimum (worst run; Section 4.2)",
+    "d={d}: combined W's direction W/mu -> the fro-SVM's (1 - corr, worst run; Section 4.2)",
     _SEC42,
     f"{SOURCE} §7.4",
-    (SIZE_SCALED.name, W_AS_KQ.name),
+    (SIZE_SCALED.name, W_PRECONDITIONED.name, W_AS_KQ.name),
     id="fro-limit",
-    reading=_FRO_READING,
+    reading=Reading(
+        "1 - corr(W/mu, W_fro) of each run of W trained directly (corr the cosine of the two matrices, W_fro the "
+        "fro-SVM solution); the row shows the worst run's",
+        _LAST,
+        _WORST,
+        _BOUND,
+        {"bound": 1e-4},
+        _RUNS,
+    ),
     revisions=(
         Revision(
             _FRO_READING,
@@ -212,6 +261,17 @@ FRO_LIMIT = Claim(
             "pass: 1.000029, 1.000085, 1.000069 at d = 4, 8, 16 (rel 0.01; seed 0)",
             claim="d={d}: combined W has ||W/mu||_F -> fro-SVM optimum (worst run)",
             sizes=_sizes(0, 500, 50, fro_rtol=(0.01, 0.02)),
+        ),
+        Revision(
+            _FRO_READING,
+            "2026-11-28",
+            _DIRECTION_WHY.format(
+                fro="1.0029", nuc="1.0051", true="1.4e-5", wrong="4.0e-4", name="w-gradient-preconditioned"
+            ),
+            "pass: 1.0025 (rel 0.02) (55b3e6f)",
+            "pass: 1.00029, 1.00005, 1.00007 at d = 4, 8, 16 (rel 0.01) (55b3e6f)",
+            claim="d={d}: combined W has ||W/mu||_F -> fro-SVM optimum (worst run; Section 4.2)",
+            sizes=_sizes(2, 500, 50, fro_rtol=(0.01, 0.02)),
         ),
     ),
 )
@@ -256,6 +316,15 @@ SEPARATED = Claim(
             "pass: 0.135 (d = 6, seed 0: corr(nuc, fro) 0.852)",
             "pass, vacuous at d = 4: 'n/a' (corr(nuc, fro) 0.9994); 0.069 at d = 8, 0.166 at d = 16 (seed 0)",
             sizes=_sizes(0, 500, 50),
+        ),
+        Revision(
+            _SEPARATED_READING,
+            "2026-11-28",
+            "the full run grew from 10000 steps of 0.1 to 100000 of 0.5, so that the limit rows' direction reading "
+            "(nuc-limit's revision 4, fro-limit's 3) reaches its bound at d = 16; this reading is unchanged",
+            "the quick size did not change: the current row's quick outcome is this reading's",
+            "pass: 0.103, 0.119, 0.206 at d = 4, 8, 16 (55b3e6f)",
+            sizes=_sizes(2, 500, 50),
         ),
     ),
 )
@@ -335,20 +404,36 @@ def _worst(ratios: pd.Series) -> float:
     return float(ratios.iloc[int((ratios - 1).abs().argmax())])
 
 
+def _worst_gap(end: pd.DataFrame, column: str) -> float:
+    """The largest ``1 - corr`` over the runs at the last step; NaN when a run ended with ``mu <= 0``."""
+    if (end["mu"] <= 0).any() or end[column].isna().any():
+        return float("nan")
+    return float((1.0 - end[column]).max())
+
+
+def _limit_rows(claim: Claim, d: int, gap: float, ratio: float, old: dict[int, str], quick: bool) -> list[Check]:
+    """The direction row of a limit claim at width ``d``, and beside it the ratio readings it replaced (revision
+    number: the config field of its tolerance, read from the revision's sizes)."""
+    bound = claim.param("bound")
+    rows = [claim.format(d=d).less(gap, bound)]
+    for number, name in old.items():
+        rows.append(claim.revised(number).format(d=d).close(1.0, ratio, revised_size(claim, number, name, quick)))
+    return rows
+
+
 def _x3_checks(config: X3Config, d: int, frame: pd.DataFrame, corr_refs: float, quick: bool = False) -> list[Check]:
-    """The three rows of one width from its frame (both parametrisations) at the last step, and the nuclear row's
-    revision 3 (the quick tolerance of the time) beside them."""
+    """The three rows of one width from its frame (both parametrisations) at the last step, and the ratio readings
+    the limit rows replaced (nuclear: revisions 3 and 4; Frobenius: revision 3) beside them."""
     end = frame[frame["step"] == frame["step"].max()]
     kq, w = end[end["param"] == "KQ"], end[end["param"] == "W"]
     coincide = SEPARATED.param("coincide")
     distinct = corr_refs < coincide  # else the ordering below says nothing: the run fails and asks for another seed
     gap = float(min((kq["corr_nuc"] - kq["corr_fro"]).min(), (w["corr_fro"] - w["corr_nuc"]).min()))
     separated = bool((kq["corr_nuc"] > kq["corr_fro"]).all() and (w["corr_fro"] > w["corr_nuc"]).all())
-    worst_nuc, worst_fro = _worst(kq["nuc_ratio"]), _worst(w["fro_ratio"])
+    nuc_gap, fro_gap = _worst_gap(kq, "corr_nuc"), _worst_gap(w, "corr_fro")
     return [
-        NUC_LIMIT.format(d=d).close(1.0, worst_nuc, config.nuc_rtol),
-        NUC_LIMIT.revised(3).format(d=d).close(1.0, worst_nuc, revised_size(NUC_LIMIT, 3, "nuc_rtol", quick)),
-        FRO_LIMIT.format(d=d).close(1.0, worst_fro, config.fro_rtol),
+        *_limit_rows(NUC_LIMIT, d, nuc_gap, _worst(kq["nuc_ratio"]), {4: "nuc_rtol", 3: "nuc_rtol"}, quick),
+        *_limit_rows(FRO_LIMIT, d, fro_gap, _worst(w["fro_ratio"]), {3: "fro_rtol"}, quick),
         SEPARATED.format(d=d).holds(
             f"> 0 (SVMs differ: corr(nuc, fro) = {corr_refs:.4g})"
             if distinct
@@ -403,8 +488,6 @@ register(
             "steps": 500,
             "step": 0.5,
             "record_every": 50,
-            "nuc_rtol": 0.02,
-            "fro_rtol": 0.02,
         },
         claims=(NUC_LIMIT, FRO_LIMIT, SEPARATED),
         falsifiers=FALSIFIERS,

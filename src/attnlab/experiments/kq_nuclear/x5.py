@@ -21,8 +21,11 @@ from attnlab.experiments.kq_nuclear.common import (
     ScoresConfig,
     diagonal_init,
     factor_not_trained,
+    gradient_preconditioned,
     kq_as_beta,
+    revised_size,
 )
+from attnlab.experiments.kq_nuclear.x2 import distance_limit
 from attnlab.experiments.registry import register
 from attnlab.metrics import attention_margin, margin_normalized
 from attnlab.models import Diagonal
@@ -61,8 +64,6 @@ class X5Config(ScoresConfig):
         Normalised-GD steps.
     record_every : int
         Steps between records.
-    l1_rtol : float
-        Relative gap allowed between ``||beta_hat||_1`` and the l1-SVM optimum at the last step.
     seed : int
         Data seed.
     """
@@ -72,12 +73,11 @@ class X5Config(ScoresConfig):
     step: float = 0.04
     steps: int = 50_000
     record_every: int = 500
-    l1_rtol: float = 0.05
     seed: int = 0
 
-    OURS = ("n", "T", "d", "gaps", "omega", "step", "steps", "record_every", "l1_rtol", "seed")
+    OURS = ("n", "T", "d", "gaps", "omega", "step", "steps", "record_every", "seed")
     INTS = ("n", "T", "d", "steps", "record_every", "seed")
-    POSITIVE = ("omega", "step", "l1_rtol")
+    POSITIVE = ("omega", "step")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -86,7 +86,8 @@ class X5Config(ScoresConfig):
 
 
 KQ_AS_BETA, K_FROZEN = kq_as_beta("x5"), factor_not_trained("x5")
-FALSIFIERS = (K_FROZEN, KQ_AS_BETA)
+K_TILTED = gradient_preconditioned("x5", "Diagonal", 1.25, 0.8, "-1.25-0.8")
+FALSIFIERS = (K_FROZEN, K_TILTED, KQ_AS_BETA)
 _DATA = ("n", "T", "d", "gaps", "seed")
 A3_SHARE = Claim(
     "hypothesis of the sweep's row: Assumption 3 holds at some gap of the sweep (share of gaps where it holds)",
@@ -113,13 +114,28 @@ _REACHED_READING = Reading(
     sizes=(*_DATA, "omega", "step", "steps", "l1_rtol"),
 )
 _FULL = {"n": 2, "T": 3, "d": 8, "gaps": [0.5, 1.0, 2.0, 3.0, 4.0, 6.0], "seed": 0, "omega": 0.1, "l1_rtol": 0.05}
+_OLD_REACHED = "where A3 holds, ||beta_hat||_1 reaches the l1-SVM optimum (Thm 4.1; worst gap)"
 REACHED = Claim(
-    "where A3 holds, ||beta_hat||_1 reaches the l1-SVM optimum (Thm 4.1; worst gap)",
+    "where A3 holds, beta_hat reaches the l1-SVM solution (Thm 4.1; limit of the max-entry distance along a + b / "
+    "ln mu, worst gap)",
     "003:Thm4.1",
     f"{SOURCE} §7.2, §9 X5",
-    (K_FROZEN.name, KQ_AS_BETA.name),
+    (K_FROZEN.name, K_TILTED.name, KQ_AS_BETA.name),
     id="l1-reached",
-    reading=_REACHED_READING,
+    reading=Reading(
+        "intercept a of the least-squares fit dist = a + b / ln mu, dist = |beta_hat - beta_l1|_inf the max-entry "
+        "distance of each gap's diagonal K,Q run (beta_hat = diag(W) / mu(W)) to that gap's l1-SVM solution: the "
+        "distance's limit as mu -> infinity, read along the roughly 1 / ln mu approach we derive (spec §7.2 [D]); "
+        "the row shows the largest a",
+        "the second half of the records with mu > 1",
+        "the gaps where Assumption 3 holds (the hypothesis row), one run each from initialisation (5) at omega",
+        "a <= atol at every such gap, atol = 0.035 (ours: half the l1 solutions' smallest nonzero entry, 0.0698 at "
+        "every gap where A3 holds, so that a limit within it keeps the solution's nonzero entries and their signs; "
+        "as kq-nuclear.x2's l1-optimum). One-sided: a distance is >= 0, and where it falls faster than 1 / ln mu "
+        "over the window the fit extrapolates below 0",
+        {"atol": 0.035},
+        (*_DATA, "omega", "step", "steps", "record_every"),
+    ),
     revisions=(
         Revision(
             dataclasses.replace(
@@ -132,19 +148,36 @@ REACHED = Claim(
             "of 0.3) and its tolerance came down from 0.3 to 0.1; the full size did not change",
             "pass: 1.0119 (rel 0.3; recomputed at the old sizes with the current code)",
             "pass: 1.0046 (rel 0.05)",
+            claim=_OLD_REACHED,
             sizes=old_sizes(_FULL, step=(0.04, 0.2), steps=(50000, 1500), l1_rtol=(0.05, 0.3)),
+        ),
+        Revision(
+            _REACHED_READING,
+            "2026-11-28",
+            "too weak to fail: the l1 norm of a limit at another vertex of the feasible set is near the optimum. "
+            "xi_k's gradient times diag(linspace(1.25, 0.8)) converges to another vertex (0.20-0.25 from each "
+            "gap's solution in an entry), and its worst ratio passed at the quick size (1.063 within 10%; 1.059 "
+            "failed the full size's 5%). The distance to each gap's solution reads the vertex itself, as "
+            "kq-nuclear.x2's l1-optimum does since the same day: its limit a along a + b / ln mu is at most -0.026 "
+            "quick and -0.025 full for the true runs against 0.247 and 0.258 under that preconditioner (now the "
+            "falsifier 'k-gradient-preconditioned-1.25-0.8'). The run recomputes this reading beside the current row",
+            "pass: 1.0146 (rel 0.1) (55b3e6f)",
+            "pass: 1.0046 (rel 0.05) (55b3e6f)",
+            claim=_OLD_REACHED,
+            sizes=old_sizes(_FULL, step=(0.04, 0.3), steps=(50000, 800), l1_rtol=(0.05, 0.1)),
         ),
     ),
 )
 
 
-def _sweep_table(config: X5Config, datasets: list, ratio: torch.Tensor) -> pd.DataFrame:
-    """One row per gap: A3 (predicate and reduced form), the initial loss and its bound, the final l1 ratio."""
-    rows = []
+def _sweep_table(config: X5Config, datasets: list, frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per gap: A3 (predicate and reduced form), the initial loss and its bound, the final l1 ratio and
+    distance to the l1 solution, and the distance's limit (the row's reading)."""
+    rows, last = [], frame[frame["step"] == frame["step"].max()].set_index("run")
     for r, (gap, data) in enumerate(zip(config.gaps, datasets)):
         a3 = small_initial_loss(data)
         reduced = config.n * math.exp(-gap / config.T) <= 1 + (config.n - 1) * math.exp(-gap)  # spec kq §5 [D]
-        final = float(ratio[-1, r])
+        limit = distance_limit(frame[frame["run"] == r])
         rows.append(
             {
                 "gap": gap,
@@ -152,15 +185,17 @@ def _sweep_table(config: X5Config, datasets: list, ratio: torch.Tensor) -> pd.Da
                 "a3_reduced_form": reduced,
                 "initial_loss": a3.measured,
                 "a3_bound": a3.threshold,
-                "final_l1_ratio": final,
-                "reached": bool(abs(final - 1) <= config.l1_rtol),
+                "final_l1_ratio": float(last.loc[r, "l1_ratio"]),
+                "final_dist_l1": float(last.loc[r, "dist_l1"]),
+                "dist_limit": limit,
+                "reached": bool(limit <= REACHED.param("atol")),
             }
         )
     return pd.DataFrame(rows)
 
 
 def run_x5(config: X5Config, ctx: RunContext) -> ExperimentResult:
-    """X5: one diagonal NGD path per gap (data stacked on the runs axis); A3 and the reached l1 ratio per gap."""
+    """X5: one diagonal NGD path per gap (data stacked on the runs axis); A3 and the reached l1 solution per gap."""
     datasets = [scores_equal(config.n, config.T, config.d, gap, seed=config.seed) for gap in config.gaps]
     batch = stack(datasets)  # one run per gap, (R, n, T, d)
     _, xi_k0, xi_q0 = diagonal_init((config.omega,) * len(config.gaps), config.d)
@@ -172,14 +207,19 @@ def run_x5(config: X5Config, ctx: RunContext) -> ExperimentResult:
         record_every=config.record_every,
         progress=ctx.progress,
     )
-    l1_values = torch.tensor([attention_svm(data, norm="l1-diag").norm_value for data in datasets])
+    refs = [attention_svm(data, norm="l1-diag") for data in datasets]
     args = (batch.X, batch.Z, flow.path["W"], batch.select)
     mu, W_hat = attention_margin(*args), margin_normalized(*args)  # (S, R)
-    ratio = torch.diagonal(W_hat, dim1=-2, dim2=-1).abs().sum(-1) / l1_values  # (S, R)
+    beta_hat = torch.diagonal(W_hat, dim1=-2, dim2=-1)  # (S, R, d)
+    ratio = beta_hat.abs().sum(-1) / torch.tensor([ref.norm_value for ref in refs])
+    dist = (beta_hat - torch.stack([ref.beta for ref in refs])).abs().amax(-1)  # (S, R)
     frame = flow.frame.assign(
-        gap=np.tile(config.gaps, len(mu)), mu=mu.reshape(-1).numpy(), l1_ratio=ratio.reshape(-1).numpy()
+        gap=np.tile(config.gaps, len(mu)),
+        mu=mu.reshape(-1).numpy(),
+        l1_ratio=ratio.reshape(-1).numpy(),
+        dist_l1=dist.reshape(-1).numpy(),
     )
-    table = _sweep_table(config, datasets, ratio)
+    table = _sweep_table(config, datasets, frame)
     holds, violated = table[table["a3_holds"]], table[~table["a3_holds"]]
     worst = (
         float(holds["final_l1_ratio"].iloc[int((holds["final_l1_ratio"] - 1).abs().argmax())]) if len(holds) else 0.0
@@ -191,10 +231,13 @@ def run_x5(config: X5Config, ctx: RunContext) -> ExperimentResult:
             A3_SHARE.reading.tolerance,
             len(holds) > 0,
         ),
-        REACHED.close(1.0, worst, config.l1_rtol, support=len(holds)),
+        REACHED.less(
+            float(holds["dist_limit"].max()) if len(holds) else math.nan, REACHED.param("atol"), support=len(holds)
+        ),
+        REACHED.revised(2).close(1.0, worst, revised_size(REACHED, 2, "l1_rtol", ctx.quick), support=len(holds)),
     ]
     notes = [
-        f"A3 violated at gaps {violated['gap'].tolist()}; of those, reached the l1 limit: "
+        f"A3 violated at gaps {violated['gap'].tolist()}; of those, reached the l1 solution (the row's reading): "
         f"{violated.loc[violated['reached'], 'gap'].tolist()} "
         "(A3 is sufficient in the theorem, not shown necessary)"
     ]
@@ -211,11 +254,9 @@ def _x5_figure(config: X5Config, frame: pd.DataFrame, table: pd.DataFrame):
         part = frame[(frame["run"] == r) & (frame["mu"] > 1)]
         style = "-" if bool(table.loc[r, "a3_holds"]) else ":"
         suffix = "" if style == "-" else " (A3 fails)"
-        axes[0].plot(
-            np.log(part["mu"]), (1 - part["l1_ratio"]).abs().clip(lower=EPS), style, label=f"gap {gap:g}{suffix}"
-        )
-    theory_hline(axes[0], config.l1_rtol, "tolerance")
-    log_gap_axis(axes[0], r"$|1 - \|\hat\beta\|_1 \,/\, \ell_1\mathrm{-SVM\ optimum}|$")
+        axes[0].plot(np.log(part["mu"]), part["dist_l1"].clip(lower=EPS), style, label=f"gap {gap:g}{suffix}")
+    theory_hline(axes[0], REACHED.param("atol"), "the limit's tolerance")
+    log_gap_axis(axes[0], r"$|\hat\beta - \beta_{\ell_1}|_\infty$")
     axes[0].set_xlabel(r"$\ln \mu(t)$")
     axes[1].plot(table["gap"], table["initial_loss"], "o-", label=r"$L(\theta(0))$")
     theory_line(axes[1], table["gap"], table["a3_bound"], "A3 bound", marker="s")
@@ -233,7 +274,7 @@ register(
         cost=42.0,
         config_type=X5Config,
         run=run_x5,
-        quick={"steps": 800, "step": 0.3, "record_every": 40, "l1_rtol": 0.1},
+        quick={"steps": 800, "step": 0.3, "record_every": 40},
         claims=(A3_SHARE, REACHED),
         falsifiers=FALSIFIERS,
     )
