@@ -16,14 +16,17 @@ from attnlab.regression.manifold import Projection
 from attnlab.verify import Falsifier
 
 
-def _tempered(loss_and_gradient):
-    """The empirical loss with logits 1.3 x_l^T Q x_i, and its gradient (chain rule through 1.3 Q)."""
+def _tempered(temperature: float):
+    """The empirical loss with logits ``temperature x_l^T Q x_i``, and its gradient (chain rule through ``t Q``)."""
 
-    def tempered(V, Q, X, Y, Z, include_self=True):
-        loss, grad_V, grad_Q = loss_and_gradient(V, 1.3 * Q, X, Y, Z, include_self)
-        return loss, grad_V, 1.3 * grad_Q
+    def patch(loss_and_gradient):
+        def tempered(V, Q, X, Y, Z, include_self=True):
+            loss, grad_V, grad_Q = loss_and_gradient(V, temperature * Q, X, Y, Z, include_self)
+            return loss, grad_V, temperature * grad_Q
 
-    return tempered
+        return tempered
+
+    return patch
 
 
 def _irreducible_d(population_loss):
@@ -175,7 +178,21 @@ FALSIFIERS = (
         "temperature-1.3",
         "softmax temperature 1.3 in the empirical loss (logits 1.3 x_l^T Q x_i) and its gradient",
         "attnlab.regression.empirical:loss_and_gradient",
-        _tempered,
+        _tempered(1.3),
+        kind="mechanism",
+    ),
+    Falsifier(
+        "temperature-1.05",
+        "softmax temperature 1.05 in the empirical loss (logits 1.05 x_l^T Q x_i) and its gradient",
+        "attnlab.regression.empirical:loss_and_gradient",
+        _tempered(1.05),
+        kind="mechanism",
+    ),
+    Falsifier(
+        "regularizer-gradient-1.1",
+        "the empirical regularizer's gradient x 1.1 (a prefactor slip of 10%)",
+        "attnlab.regression.finite_context:regularizer_gradient",
+        _scaled(1.1),
         kind="mechanism",
     ),
     Falsifier(

@@ -149,8 +149,6 @@ register(
         config_type=TheoryConfig,
         run=run_theory,
         quick={
-            "bias_ns": (25, 50, 100, 200),
-            "bias_samples": 200,
             "regularizer_samples": 2000,
             "directions": 100,
             "steps": 150,
