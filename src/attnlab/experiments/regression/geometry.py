@@ -21,7 +21,7 @@ from attnlab.regression import (
     unwhiten,
     whiten,
 )
-from attnlab.regression.curvature import normal_curvatures, objective_excess, whitened_hessian
+from attnlab.regression.curvature import normal_curvatures, objective_excess
 from attnlab.verify import Claim, Reading, Revision, RunContext
 
 _S8 = f"{SOURCE} §8"
@@ -215,11 +215,15 @@ def _one_point(problem: RegressionProblem, mu: float, V: torch.Tensor, Q: torch.
     return inner / dist2, norm2 / dist2, float((sym - sym.transpose(-1, -2)).abs().max())
 
 
-def eigen_ratios(problem: RegressionProblem, mu: float, seed: int, r: float) -> tuple[np.ndarray, np.ndarray]:
+Hessian = tuple[np.ndarray, np.ndarray, tuple[torch.Tensor, torch.Tensor]]
+
+
+def eigen_ratios(problem: RegressionProblem, mu: float, hessian: Hessian, r: float) -> tuple[np.ndarray, np.ndarray]:
     """The central estimates ``(q(r u) + q(-r u)) / 2`` of both one-point ratios of :func:`_one_point` along every
-    normal eigenvector ``u`` of the whitened Hessian at ``theta_R`` (``R`` of ``seed``), in ascending eigenvalue order:
-    they tend to ``lambda_u`` and ``lambda_u^2`` as ``r -> 0`` (spec §4.4), with an error ``O(r^2)``."""
-    eigenvalues, eigenvectors, (A0, C0) = whitened_hessian(problem, mu, seed)
+    normal eigenvector ``u`` of the whitened Hessian at ``theta_R`` (``hessian``, from
+    :func:`~attnlab.regression.whitened_hessian`), in ascending eigenvalue order: they tend to ``lambda_u`` and
+    ``lambda_u^2`` as ``r -> 0`` (spec §4.4), with an error ``O(r^2)``."""
+    _, eigenvectors, (A0, C0) = hessian
     normal = torch.from_numpy(eigenvectors[:, problem.d * (problem.d - 1) // 2 :].T.copy())  # spec §4.4: dim O(d)
     steps = r * torch.cat([normal, -normal])
     A = A0 + steps[:, : A0.numel()].reshape(-1, *A0.shape)
@@ -229,16 +233,20 @@ def eigen_ratios(problem: RegressionProblem, mu: float, seed: int, r: float) -> 
     return ((convexity[:m] + convexity[m:]) / 2).numpy(), ((smoothness[:m] + smoothness[m:]) / 2).numpy()
 
 
-def _sharp_rows(config: TheoryConfig, problem: RegressionProblem, spectrum: np.ndarray):
+def _sharp_rows(config: TheoryConfig, problem: RegressionProblem, hessian: Hessian):
     """T1.3's sharp constants: the extreme central ratios over the normal eigenvectors at r and 2r (spec §4.4)."""
-    normal = normal_curvatures(spectrum, config.d)
+    normal = normal_curvatures(hessian[0], config.d)
+    ratios: dict[float, tuple[np.ndarray, np.ndarray]] = {}  # both rows read the ratios of one radius once
     rows = []
     for claim, which, pick, predicted in (
         (T13_CONVEXITY, 0, np.min, float(normal[0])),
         (T13_SMOOTHNESS, 1, np.max, float(normal[-1]) ** 2),
     ):
         r = claim.param("radius") * min(config.singular_values) ** 0.5
-        at_r, at_2r = (float(pick(eigen_ratios(problem, config.mu, config.seed, s)[which])) for s in (r, 2 * r))
+        for s in (r, 2 * r):
+            if s not in ratios:
+                ratios[s] = eigen_ratios(problem, config.mu, hessian, s)
+        at_r, at_2r = (float(pick(ratios[s][which])) for s in (r, 2 * r))
         change, floor = abs(at_2r - at_r), claim.param("floor")
         rows.append(
             claim.close(
@@ -252,9 +260,11 @@ def _sharp_rows(config: TheoryConfig, problem: RegressionProblem, spectrum: np.n
     return rows
 
 
-def geometry_rows(config: TheoryConfig, problem: RegressionProblem, spectrum: np.ndarray, ctx: RunContext):
+def geometry_rows(config: TheoryConfig, problem: RegressionProblem, hessian: Hessian, ctx: RunContext):
     """L1 and T1.3's old readings over random perturbations of theta_R at each radius (multiples of
-    sigma_d^{1/2}); T1.3 along the Hessian's normal eigenvectors (:func:`_sharp_rows`)."""
+    sigma_d^{1/2}); T1.3 along the Hessian's normal eigenvectors (:func:`_sharp_rows`). ``hessian``: the whitened
+    Hessian at theta_R (:func:`~attnlab.regression.whitened_hessian`), computed once by the caller."""
+    spectrum = hessian[0]
     S, W = problem.Sigma, problem.W_star
     s_min = min(config.singular_values)
     ratios_a, ratios_b, sym_defect, table = [], [], 0.0, []
@@ -277,7 +287,7 @@ def geometry_rows(config: TheoryConfig, problem: RegressionProblem, spectrum: np
     old_convexity, old_smoothness = T13_CONVEXITY.revised(1), T13_SMOOTHNESS.revised(1)
     rows = [
         L1_SYMMETRY.less(sym_defect, L1_SYMMETRY.param("bound"), spread="round-off of an SVD-based projection"),
-        *_sharp_rows(config, problem, spectrum),
+        *_sharp_rows(config, problem, hessian),
         old_convexity.format(count=count).greater(
             alpha,
             old_convexity.param("bound"),

@@ -49,7 +49,7 @@ from attnlab.experiments.regression.training import (
     training_rows,
 )
 from attnlab.plotting import house_figure, label_axes, label_ours, log_gap_axis, new_figure, plot_band
-from attnlab.regression.curvature import whitened_hessian_spectrum
+from attnlab.regression.curvature import whitened_hessian
 from attnlab.verify import Experiment, ExperimentResult, RunContext
 
 __all__ = ["TheoryConfig"]
@@ -114,9 +114,10 @@ def _figure(config: TheoryConfig, biases: pd.DataFrame, spectral: pd.DataFrame, 
 def run_theory(config: TheoryConfig, ctx: RunContext) -> ExperimentResult:
     """Every row of the table of spec §8 as a declared check."""
     problem = config.problem()
-    spectrum = whitened_hessian_spectrum(problem, config.mu, config.seed)
+    hessian = whitened_hessian(problem, config.mu, config.seed)  # once: the spectrum and T1.3's eigenvectors
+    spectrum = hessian[0]
     bias_rows, biases = finite_context_rows(config, problem, ctx)
-    geometry_checks, geometry = geometry_rows(config, problem, spectrum, ctx)
+    geometry_checks, geometry = geometry_rows(config, problem, hessian, ctx)
     lemma4_checks, lemma4 = empirical_geometry_rows(config, problem, spectrum, ctx)
     spectral_checks, spectral = spectral_rows(config, problem, ctx)
     training_checks, population_run = training_rows(config, problem, spectrum, ctx)
