@@ -21,6 +21,9 @@ from attnlab.verify import (
     check_slope,
     count_checks,
     observation,
+    old_sizes,
+    pinned,
+    size_change,
     with_revisions,
 )
 from attnlab.verify.reading import reading_digest
@@ -183,6 +186,31 @@ def test_a_property_that_had_no_reading_shows_its_recorded_outcome_as_its_text()
     recorded = rows[1]
     assert (recorded.kind, recorded.verdict, recorded.predicted) == ("revision", "recorded", "as its text says")
     assert recorded.tolerance.startswith("no reading (its text was its reading); replaced 2026-11-28")
+
+
+OLD_SIZES = old_sizes({"n": 3}, steps=(2000, 200))
+
+
+def test_a_size_change_keeps_the_old_sizes_of_the_fields_its_reading_names():
+    sized = Reading("|ratio - 1|", "the last step", "all seeds", "rel 0.05 (ours)", {"rtol": 0.05}, sizes=("steps",))
+    grew = size_change(sized, OLD_SIZES, "2026-11-28", "the quick run grew", "pass: 0.03")
+    assert grew.sizes == {"steps": {"full": 2000, "quick": 200}}
+    assert size_change(READING, OLD_SIZES, "2026-11-28", "grew", "pass").sizes == OLD_SIZES  # no sizes: every field
+    assert grew.full.startswith("the full size did not change")
+
+
+def test_pinned_names_the_old_sizes_only_where_a_revision_meant_the_current_ones():
+    explicit = Revision(OLD, "2026-11-20", "why", "pass", "pass", sizes={"n": {"full": 4, "quick": 4}})
+    kept, current = pinned((explicit, REVISION), OLD_SIZES)
+    assert kept is explicit
+    assert current.sizes == OLD_SIZES and (current.reading, current.quick) == (REVISION.reading, REVISION.quick)
+
+
+def test_a_resized_claim_keeps_its_reading_as_the_newest_revision_and_pins_the_older():
+    claim = _claim(revisions=(REVISION,)).resized(OLD_SIZES, "2026-11-28", "the quick run grew", "pass: 0.03")
+    assert claim.reading == READING and len(claim.revisions) == 2
+    assert claim.revisions[0].sizes == OLD_SIZES  # REVISION ran at the sizes that were current then
+    assert (claim.revisions[1].reading, claim.revisions[1].quick) == (READING, "pass: 0.03")
 
 
 def test_rows_of_an_undeclared_revision_are_refused():

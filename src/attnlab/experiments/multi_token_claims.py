@@ -11,7 +11,7 @@ import dataclasses
 
 import torch
 
-from attnlab.verify import Claim, Falsifier, Reading, Revision, old_sizes
+from attnlab.verify import Claim, Falsifier, Reading, Revision, old_sizes, size_change
 
 __all__ = [
     "DIRECTION",
@@ -57,12 +57,7 @@ _GREW = (
     "the quick size grew from 10 runs at d=4 (300 draws) to 40 runs at d=8 (1000 draws), so that direction-closer's "
     "confidence bound (its revision 2) can show a true majority at the quick size; this reading is unchanged"
 )
-_FULL_SAME = "the full size did not change: the current row's full outcome is this reading's"
-
-
-def _resized(reading: Reading, quick: str) -> Revision:
-    """The revision a claim took when only the quick size changed (2026-11-28): the same reading, old sizes."""
-    return Revision(reading=reading, date="2026-11-28", why=_GREW, quick=quick, full=_FULL_SAME, sizes=_OLD_SIZES)
+_RESIZED = "2026-11-28"  # the quick size grew for direction-closer's confidence bound
 
 
 _MULTI = (
@@ -77,7 +72,15 @@ KEPT = Claim(
     kind="property",
     id="kept",
     reading=_KEPT,
-    revisions=(_resized(_KEPT, "not shown: 10 runs were kept, and the row is written only when none are"),),
+    revisions=(
+        size_change(
+            _KEPT,
+            _OLD_SIZES,
+            _RESIZED,
+            _GREW,
+            "not shown: 10 runs were kept, and the row is written only when none are",
+        ),
+    ),
 )
 _FINITE = Reading(
     "max over kept runs and sets of |logit gap of W_fin - logit gap of W_T| inside the set",
@@ -93,7 +96,7 @@ FINITE = Claim(
     kind="property",
     id="finite-reproduces",
     reading=_FINITE,
-    revisions=(_resized(_FINITE, "pass: 4.44e-15 <= 1e-6 (1624d9d)"),),
+    revisions=(size_change(_FINITE, _OLD_SIZES, _RESIZED, _GREW, "pass: 4.44e-15 <= 1e-6 (1624d9d)"),),
 )
 _KKT = Reading(
     "max KKT residual of the direction programs and finite parts",
@@ -109,7 +112,7 @@ KKT = Claim(
     kind="property",
     id="kkt",
     reading=_KKT,
-    revisions=(_resized(_KKT, "pass: 4.48e-11 <= 1e-5 (1624d9d)"),),
+    revisions=(size_change(_KKT, _OLD_SIZES, _RESIZED, _GREW, "pass: 4.48e-11 <= 1e-5 (1624d9d)"),),
 )
 _ENOUGH = Reading("number of kept multi-token runs", "the last step T", _MULTI, ">= 2 (a share needs runs)")
 ENOUGH = Claim(
@@ -119,7 +122,15 @@ ENOUGH = Claim(
     kind="property",
     id="enough",
     reading=_ENOUGH,
-    revisions=(_resized(_ENOUGH, "not shown: 7 multi-token runs at d=4, and the row is written only below 2"),),
+    revisions=(
+        size_change(
+            _ENOUGH,
+            _OLD_SIZES,
+            _RESIZED,
+            _GREW,
+            "not shown: 7 multi-token runs at d=4, and the row is written only below 2",
+        ),
+    ),
 )
 _OLD_CLOSER = Reading(
     statistic="share of runs with 1 - corr(W_T, W^SVMeq) < 1 - corr(W_T, W^1token); W^SVMeq = W_fin + R W_dir with "
@@ -198,7 +209,9 @@ FITTED = Claim(
     kind="property",
     id="fitted-closer",
     reading=_FITTED,
-    revisions=(_resized(_FITTED, "pass: 0.571 > 0.5 over 7 multi-token runs at d=4 (1624d9d)"),),
+    revisions=(
+        size_change(_FITTED, _OLD_SIZES, _RESIZED, _GREW, "pass: 0.571 > 0.5 over 7 multi-token runs at d=4 (1624d9d)"),
+    ),
 )
 _FINITE_BOUNDED = Reading(
     statistic="median over runs of log(||W_fin(W_T)|| / ||W_fin(W_T/2)||) / log(||W_T|| / ||W_T/2||), W_fin(W) "
@@ -217,7 +230,11 @@ FINITE_BOUNDED = Claim(
     falsifier=("replay-linear-head", "replay-rolled-head"),
     id="finite-bounded",
     reading=_FINITE_BOUNDED,
-    revisions=(_resized(_FINITE_BOUNDED, "pass: 0.0957 < 0.5 over 7 multi-token runs at d=4 (1624d9d)"),),
+    revisions=(
+        size_change(
+            _FINITE_BOUNDED, _OLD_SIZES, _RESIZED, _GREW, "pass: 0.0957 < 0.5 over 7 multi-token runs at d=4 (1624d9d)"
+        ),
+    ),
 )
 
 

@@ -47,7 +47,7 @@ from attnlab.verify.experiment import (
     read_record,
     run_experiment,
 )
-from attnlab.verify.reading import Finding, Reading, Revision, old_sizes
+from attnlab.verify.reading import FULL_UNCHANGED, Finding, Reading, Revision, old_sizes, pinned, size_change
 from attnlab.verify.registry import CatalogEntry, Registry
 from attnlab.verify.replay import load_record, rerun
 from attnlab.verify.shares import share_lower_bound
@@ -89,6 +89,9 @@ __all__ = [
     "make_config",
     "observation",
     "old_sizes",
+    "pinned",
+    "size_change",
+    "FULL_UNCHANGED",
     "read_record",
     "rerun",
     "run_experiment",

@@ -25,7 +25,7 @@ from attnlab.verify.compare import (
     check_slope,
 )
 from attnlab.verify.falsifier import FALSIFIER_KINDS, Falsifier
-from attnlab.verify.reading import Finding, Reading, Revision
+from attnlab.verify.reading import FULL_UNCHANGED, Finding, Reading, Revision, pinned, size_change
 
 __all__ = ["FALSIFIER_KINDS", "Claim", "Falsifier", "check_declared"]
 
@@ -162,6 +162,37 @@ class Claim:
             declaration (:func:`check_declared`).
         """
         return dataclasses.replace(self, claim=self.claim.format(**values))
+
+    def resized(
+        self,
+        old: Mapping[str, Mapping[str, Any]],
+        date: str,
+        why: str,
+        quick: str,
+        full: str = FULL_UNCHANGED,
+        *,
+        reading: Reading | None = None,
+    ) -> Claim:
+        """This claim after a change of sizes only: its reading kept as a revision with the old sizes and outcome.
+
+        Parameters
+        ----------
+        old : mapping
+            Every config field's old full and quick value (:func:`~attnlab.verify.old_sizes`). Earlier revisions that
+            meant the current sizes are pinned to them (:func:`~attnlab.verify.pinned`), so their digests stay.
+        date, why, quick, full
+            As :class:`~attnlab.verify.Revision`; ``full`` by default says the full size did not change.
+        reading : Reading, optional
+            A first reading for a property declared without one (its text was its reading).
+
+        Returns
+        -------
+        Claim
+        """
+        grew = size_change(self.reading, old, date, why, quick, full)
+        return dataclasses.replace(
+            self, reading=reading or self.reading, revisions=(*pinned(self.revisions, old), grew)
+        )
 
     def revised(self, number: int) -> Claim:
         """The claim as its revision ``number`` read it (1 = the oldest): rows of kind ``"revision"``.

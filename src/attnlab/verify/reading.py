@@ -196,6 +196,61 @@ def old_sizes(same: Mapping[str, Any], **changed: tuple[Any, Any]) -> dict[str, 
     }
 
 
+FULL_UNCHANGED = "the full size did not change: the current row's full outcome is this reading's"
+
+
+def size_change(
+    reading: Reading | None,
+    old: Mapping[str, Mapping[str, Any]],
+    date: str,
+    why: str,
+    quick: str,
+    full: str = FULL_UNCHANGED,
+    *,
+    claim: str = "",
+) -> Revision:
+    """The revision of a reading whose sizes changed and whose statistic, window, subset and tolerance did not.
+
+    Parameters
+    ----------
+    reading : Reading or None
+        The reading as it ran (None: a property declared without one, whose sizes were every config field).
+    old : mapping
+        Every config field's old full and quick value (:func:`old_sizes`); the revision keeps those ``reading``
+        names (all of them for a reading without ``sizes`` and for None).
+    date, why, quick, full, claim
+        As :class:`Revision`; ``full`` by default says the full size did not change.
+
+    Returns
+    -------
+    Revision
+    """
+    fields = None if reading is None else reading.sizes
+    sizes = {name: value for name, value in old.items() if fields is None or name in fields}
+    return Revision(reading, date, why, quick, full, claim=claim, sizes=sizes)
+
+
+def pinned(revisions: tuple[Revision, ...], old: Mapping[str, Mapping[str, Any]]) -> tuple[Revision, ...]:
+    """``revisions`` with the old sizes named where they meant the current ones, which have since changed.
+
+    Parameters
+    ----------
+    revisions : tuple of Revision
+        A claim's revisions; those with ``sizes=None`` ran at the sizes that were current until now.
+    old : mapping
+        Every config field's old full and quick value, as :func:`size_change` takes them.
+
+    Returns
+    -------
+    tuple of Revision
+        The same revisions, each with explicit sizes, so that its lock digest stays the one it had.
+    """
+    return tuple(
+        r if r.sizes is not None else size_change(r.reading, old, r.date, r.why, r.quick, r.full, claim=r.claim)
+        for r in revisions
+    )
+
+
 @dataclass(frozen=True)
 class Finding:
     """A theory row that fails at our settings after an investigation: the paper's claim contradicted, reported.

@@ -6,7 +6,6 @@ Spec: docs/theory/implicit-bias-ngd.md §8 items 9-12 (Theorems 2-4, Lemmas 12-1
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import numpy as np
@@ -38,6 +37,7 @@ from attnlab.verify import (
     fit_slope,
     geometric_steps,
     old_sizes,
+    size_change,
 )
 
 
@@ -126,20 +126,11 @@ _OLD_SIZES = old_sizes(
 )  # fmt: skip
 
 
+_RESIZED = "2026-11-28"  # the quick joint run grew for u-aligns' slope reading
 _GREW = (
     "the quick joint run grew from 2000 to 10000 steps, so that u-aligns' slope reading (its revision 1) can fail a "
     "head preconditioned towards another direction; this reading is unchanged"
 )
-_FULL_SAME = "the full size did not change: the current row's full outcome is this reading's"
-
-
-def _quick_grew(claim: Claim, quick: str) -> Claim:
-    """``claim`` with the revision its reading took when only the quick size changed (2026-11-28): u-aligns' new
-    reading needs 10000 quick steps (2000 before); this reading is unchanged, its quick outcome at 2000 kept."""
-    grew = Revision(claim.reading, "2026-11-28", _GREW, quick, _FULL_SAME, sizes=_OLD_SIZES)
-    return dataclasses.replace(claim, revisions=(*claim.revisions, grew))
-
-
 _LOSS_TEXT = "joint loss (Thm 2): -log L(theta_t) grows like t^(1-alpha): log-log slope over the last decade"
 _LOSS_SLOPE = Reading(
     "least-squares slope of log(-log L(theta_t)) on log t", "the recorded steps nearest geometric_steps(T, "
@@ -162,8 +153,8 @@ LOSS_RATE = _claim(
         {"decade": 10, "floor": 0.01}, _EVERY,
     ),
     revisions=(
-        Revision(_LOSS_SLOPE, "2026-11-28", _GREW, "pass: 0.425 against 1/3 +- 0.19 (700ea6b)", _FULL_SAME,
-                 claim=_LOSS_TEXT, sizes=_OLD_SIZES),
+        size_change(_LOSS_SLOPE, _OLD_SIZES, _RESIZED, _GREW, "pass: 0.425 against 1/3 +- 0.19 (700ea6b)",
+                    claim=_LOSS_TEXT),
         Revision(
             _LOSS_SLOPE, "2026-11-28",
             "too weak to fail: A6 with its exponent alpha x 1.15 passed at both sizes (0.312 quick and 0.320 full, "
@@ -304,13 +295,15 @@ SEPARABLE = _claim(
 )  # fmt: skip
 CLAIMS = (
     LOSS_RATE,
-    _quick_grew(W_LOG_NORM, "pass: log-fit RMS 0.0378, power-fit RMS 0.137 (a = 0.331) (700ea6b)"),
-    _quick_grew(W_ALIGNS, "pass: 0.387 <= 0.697 (t0 = 200, T = 2000) (700ea6b)"),
+    W_LOG_NORM.resized(
+        _OLD_SIZES, _RESIZED, _GREW, "pass: log-fit RMS 0.0378, power-fit RMS 0.137 (a = 0.331) (700ea6b)"
+    ),
+    W_ALIGNS.resized(_OLD_SIZES, _RESIZED, _GREW, "pass: 0.387 <= 0.697 (t0 = 200, T = 2000) (700ea6b)"),
     U_ALIGNS,
-    _quick_grew(U_MARGIN, "pass: 0.982 in (0.5, 1] (700ea6b)"),
-    _quick_grew(GAPS, "pass: no drop, min gap 0.493 > 0 (700ea6b)"),
-    _quick_grew(PHI, "pass: no drop, min 0.5 >= 0.5 (700ea6b)"),
-    _quick_grew(SEPARABLE, "pass: 0.451 > 0 (700ea6b)"),
+    U_MARGIN.resized(_OLD_SIZES, _RESIZED, _GREW, "pass: 0.982 in (0.5, 1] (700ea6b)"),
+    GAPS.resized(_OLD_SIZES, _RESIZED, _GREW, "pass: no drop, min gap 0.493 > 0 (700ea6b)"),
+    PHI.resized(_OLD_SIZES, _RESIZED, _GREW, "pass: no drop, min 0.5 >= 0.5 (700ea6b)"),
+    SEPARABLE.resized(_OLD_SIZES, _RESIZED, _GREW, "pass: 0.451 > 0 (700ea6b)"),
 )
 
 

@@ -11,8 +11,6 @@ the recorded steps, because the SVM directions are known only after training.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -27,7 +25,7 @@ from attnlab.optim import parse_optimizer
 from attnlab.probe import attended_tokens
 from attnlab.training.batched import train as batched_train
 from attnlab.training.callbacks import tidy_frame
-from attnlab.verify import Check, Claim, Reading, Revision, RunContext, observation
+from attnlab.verify import Check, RunContext, observation
 
 __all__ = [
     "PAPER",
@@ -37,8 +35,7 @@ __all__ = [
     "md_path",
     "neighbours",
     "path_metrics",
-    "pinned",
-    "resized",
+    "RESIZED",
     "selected",
     "still_decreasing",
     "tidy",
@@ -180,31 +177,3 @@ def hypothesis_share(local: torch.Tensor) -> str:
 
 
 RESIZED = "2026-11-28"  # the date e1 and e2 grew for selectivity's and closest-own-svm's neighbour SVMs
-
-
-def _at(old: Mapping[str, Mapping[str, Any]], reading: Reading | None) -> dict[str, Mapping[str, Any]]:
-    """The old sizes of the fields ``reading`` names (every field for no reading, or a reading of every field)."""
-    fields = None if reading is None else reading.sizes
-    return {name: value for name, value in old.items() if fields is None or name in fields}
-
-
-def pinned(revisions: tuple[Revision, ...], old: Mapping[str, Mapping[str, Any]]) -> tuple[Revision, ...]:
-    """``revisions`` with the old sizes named where they meant the current ones, which have since changed."""
-    return tuple(r if r.sizes is not None else dataclasses.replace(r, sizes=_at(old, r.reading)) for r in revisions)
-
-
-def resized(
-    claim: Claim,
-    old: Mapping[str, Mapping[str, Any]],
-    why: str,
-    quick: str,
-    full: str,
-    reading: Reading | None = None,
-) -> Claim:
-    """``claim`` after a change of sizes only: its reading kept as a revision with the old sizes and outcomes.
-
-    ``old`` holds every config field's old full and quick values; ``reading`` gives a property that had none its
-    first reading (the revision then keeps ``None``, its text having been its reading).
-    """
-    grew = Revision(claim.reading, RESIZED, why, quick, full, sizes=_at(old, claim.reading))
-    return dataclasses.replace(claim, reading=reading or claim.reading, revisions=(*pinned(claim.revisions, old), grew))

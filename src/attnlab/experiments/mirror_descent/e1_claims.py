@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from attnlab.experiments.mirror_descent.common import SOURCE, pinned, resized
+from attnlab.experiments.mirror_descent.common import RESIZED, SOURCE
 from attnlab.experiments.mirror_descent.falsifiers import EXPONENT_OFF, EXPONENT_SHIFT, GRADIENT_TRANSPOSED
-from attnlab.verify import Claim, Reading, Revision, old_sizes
+from attnlab.verify import Claim, Reading, Revision, old_sizes, pinned
 
 __all__ = ["CLAIMS", "CORRELATION", "FINITE", "HYPOTHESIS", "LOWER_BOUND", "ROUNDING", "SELECTIVITY", "UPPER_BOUND"]
 
@@ -28,7 +28,6 @@ _GREW = (
     "steps, the full size's path lengths lr x steps, so that selectivity's comparison with the SVMs of p +- 0.1 "
     "(its revision 2) is resolved at the quick size; this reading is unchanged"
 )
-_FULL_SAME = "the full size did not change: the current row's full outcome is this reading's"
 _LOCAL = "data sets whose final selection (the argmax of the last softmax) is locally optimal (Def. 3) for p"
 _EVERY = "every data set of seeds first_seed, ..., first_seed + datasets - 1"
 HYPOTHESIS = Claim(
@@ -205,18 +204,16 @@ _HYPOTHESIS = Reading(
 _FINITE = Reading("the runs of p stopped on a non-finite loss", "every step of normalised l_p-AttGD", _EVERY, "none")
 _LOWER = dataclasses.replace(_BOUND, statistic=_GROWTH.format(what="(lower bound) - ||W_(k+1)||_p^(p-1)"))
 _UPPER = dataclasses.replace(_BOUND, statistic=_GROWTH.format(what="||W_(k+1)||_p^(p-1) - (upper bound)"))
-HYPOTHESIS = resized(
-    HYPOTHESIS, _OLD, _GREW, "pass: 6/6, 6/6, 5/6 data sets locally optimal (p = 1.75 / 2 / 3) (9393c7d)", _FULL_SAME,
-    _HYPOTHESIS,
+HYPOTHESIS = HYPOTHESIS.resized(
+    _OLD, RESIZED, _GREW, "pass: 6/6, 6/6, 5/6 data sets locally optimal (p = 1.75 / 2 / 3) (9393c7d)",
+    reading=_HYPOTHESIS,
 )  # fmt: skip
-CORRELATION = resized(
-    CORRELATION, _OLD, _GREW, "pass: 0.762 / 0.999 / 1.84 (p = 1.75 / 2 / 3, over 6 / 6 / 4 data sets) (9393c7d)",
-    _FULL_SAME,
+CORRELATION = CORRELATION.resized(
+    _OLD, RESIZED, _GREW, "pass: 0.762 / 0.999 / 1.84 (p = 1.75 / 2 / 3, over 6 / 6 / 4 data sets) (9393c7d)",
 )  # fmt: skip
-FINITE = resized(
-    FINITE, _OLD, _GREW, "pass: no run diverged, every p (9393c7d)", _FULL_SAME,
-    dataclasses.replace(_FINITE, sizes=_GRID),
+FINITE = FINITE.resized(
+    _OLD, RESIZED, _GREW, "pass: no run diverged, every p (9393c7d)", reading=dataclasses.replace(_FINITE, sizes=_GRID),
 )  # fmt: skip
-LOWER_BOUND = resized(LOWER_BOUND, _OLD, _GREW, "pass: -5.10e-07 <= 1e-9 (9393c7d)", _FULL_SAME, _LOWER)
-UPPER_BOUND = resized(UPPER_BOUND, _OLD, _GREW, "pass: -4.44e-04 <= 1e-9 (9393c7d)", _FULL_SAME, _UPPER)
+LOWER_BOUND = LOWER_BOUND.resized(_OLD, RESIZED, _GREW, "pass: -5.10e-07 <= 1e-9 (9393c7d)", reading=_LOWER)
+UPPER_BOUND = UPPER_BOUND.resized(_OLD, RESIZED, _GREW, "pass: -4.44e-04 <= 1e-9 (9393c7d)", reading=_UPPER)
 CLAIMS = (HYPOTHESIS, SELECTIVITY, CORRELATION, FINITE, LOWER_BOUND, UPPER_BOUND)

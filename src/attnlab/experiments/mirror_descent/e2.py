@@ -16,13 +16,12 @@ import torch
 from attnlab._validation import ValidationError
 from attnlab.data import stack, unit_gaussian
 from attnlab.experiments.mirror_descent.common import (
+    RESIZED,
     SOURCE,
     check_config,
     hypothesis_share,
     md_path,
     neighbours,
-    pinned,
-    resized,
     selected,
     still_decreasing,
     tidy,
@@ -32,7 +31,7 @@ from attnlab.experiments.registry import register
 from attnlab.metrics import directional_bregman, entrywise_norm
 from attnlab.plotting import house_figure, label_axes, label_ours, new_figure, theory_line
 from attnlab.svm import SelectionSVMs
-from attnlab.verify import Claim, Experiment, ExperimentResult, Reading, Revision, RunContext, old_sizes
+from attnlab.verify import Claim, Experiment, ExperimentResult, Reading, Revision, RunContext, old_sizes, pinned
 
 __all__ = ["E2Config", "run_e2"]
 
@@ -108,22 +107,22 @@ _OLD = old_sizes(
     arrows=((140, 225, 310, 425, 300, 500, 700, 900, 1500, 4000, 8000, 13000),
             (20, 40, 60, 80, 20, 40, 60, 80, 50, 100, 200, 300)),
 )  # fmt: skip
-HYPOTHESIS = resized(
-    Claim(
-        "p={p:g}: Lemma 28's hypothesis holds on the data set (its final selection is locally optimal, Def. 3), so "
-        "the path row tests the lemma",
-        "002:Lem28",
-        f"{SOURCE} §5 Def. 3, §8.2",
-        kind="property",
-        id="hypothesis",
-    ),
+HYPOTHESIS = Claim(
+    "p={p:g}: Lemma 28's hypothesis holds on the data set (its final selection is locally optimal, Def. 3), so "
+    "the path row tests the lemma",
+    "002:Lem28",
+    f"{SOURCE} §5 Def. 3, §8.2",
+    kind="property",
+    id="hypothesis",
+).resized(
     _OLD,
+    RESIZED,
     "the p = 3 path grew from 20000 steps of lr 0.1 (quick 400 of lr 1) to 80000 (quick 10000), so that "
     "closest-own-svm's comparison with the SVMs of p +- 0.1 (its revision 2) resolves at p = 3; this property is "
     "unchanged",
     "pass: locally optimal for p = 1.75 / 2 / 3 (9393c7d)",
     "pass: locally optimal for p = 1.75 / 2 / 3 (9393c7d)",
-    Reading(
+    reading=Reading(
         "whether the final selection of the one data set is locally optimal (Def. 3) for p, and its path finite",
         "the last recorded step K",
         "the one data set of the config's seed",

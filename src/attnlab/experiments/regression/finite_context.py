@@ -14,7 +14,7 @@ import scipy.stats
 from attnlab.experiments.regression.common import INSTANCE, SOURCE, TheoryConfig
 from attnlab.regression import RegressionProblem, perturbed_manifold_point
 from attnlab.regression.finite_context import bias_expansion, bias_table, profile_exponent
-from attnlab.verify import Claim, Reading, Revision, RunContext, fit_weighted_slope, old_sizes
+from attnlab.verify import Claim, Reading, Revision, RunContext, fit_weighted_slope, old_sizes, pinned, size_change
 
 _S8 = f"{SOURCE} §8"
 _POINT = "one point theta_R + N(0, bias_scale^2) entries off M (perturbed_manifold_point, seed)"
@@ -26,22 +26,12 @@ _OLD_BIAS = old_sizes(
     bias_ns=((25, 50, 100, 200, 400, 800), (25, 50, 100, 200)), bias_samples=(400, 200),
     regularizer_samples=(4000, 2000),
 )  # fmt: skip
+_RESIZED = "2026-11-28"  # the quick bias sizes became the full ones
 _GREW = (
     "the quick context sizes grew from 25 ... 200 with 200 samples per n to the full grid 25 ... 800 with 400, so "
     "that the Theorem 3-5 rows' slope over the three largest n (their newest revision) reaches the sizes where a "
     "floor shows (at 800 with 200 samples T1.1's exponent fit collapsed to s = 0 +- 0.44); this reading is unchanged"
 )
-
-
-def _old_bias(fields: tuple[str, ...]) -> dict:
-    """:data:`_OLD_BIAS` restricted to a reading's size fields."""
-    return {name: _OLD_BIAS[name] for name in fields}
-
-
-def _quick_grew(reading: Reading, quick: str) -> Revision:
-    """The revision of a reading whose quick bias_ns grew (2026-11-28); the full size did not change."""
-    same = "the full size did not change: the current row's full outcome is this reading's"
-    return Revision(reading, "2026-11-28", _GREW, quick, same, sizes=_old_bias(reading.sizes))
 
 
 _T11_RATE = Reading(
@@ -60,7 +50,7 @@ T11_RATE = Claim(
     falsifier="temperature-1.3",
     id="t11-rate",
     reading=_T11_RATE,
-    revisions=(_quick_grew(_T11_RATE, "pass: s = 1.11 within 1 +- 0.468 (0870f93)"),),
+    revisions=(size_change(_T11_RATE, _OLD_BIAS, _RESIZED, _GREW, "pass: s = 1.11 within 1 +- 0.468 (0870f93)"),),
 )
 _T11_LIMIT = Reading(
     statistic="chi^2 of the weighted least-squares fit E L_n - L = c/n + c2/n^2 (no constant), weights 1/SE",
@@ -77,7 +67,7 @@ T11_LIMIT = Claim(
     falsifier=("irreducible-d-sigma2", "temperature-1.3"),
     id="t11-limit",
     reading=_T11_LIMIT,
-    revisions=(_quick_grew(_T11_LIMIT, "pass: chi^2 2.62 <= 13.8 (2 dof) (0870f93)"),),
+    revisions=(size_change(_T11_LIMIT, _OLD_BIAS, _RESIZED, _GREW, "pass: chi^2 2.62 <= 13.8 (2 dof) (0870f93)"),),
 )
 
 
@@ -117,7 +107,6 @@ def _gradient_bias_claim(
         quick=f"pass: {outcomes['quick'][0]:.2f} (bound <= {outcomes['quick'][1]:.2f})",
         full=f"pass: {outcomes['full'][0]:.2f} (bound <= {outcomes['full'][1]:.2f})",
         claim=text.replace("the three largest n", "n"),
-        sizes=_old_bias(sizes),
     )
     tolerance = (
         "slope <= -0.75: the theorem's C/n (slope -1) with a quarter decade per decade of slack for finite-n "
@@ -133,7 +122,6 @@ def _gradient_bias_claim(
         quick=f"pass: {every_n['quick']:.3g} <= -0.75 (0870f93)",
         full=f"pass: {every_n['full']:.3g} <= -0.75 (0870f93)",
         claim=text.replace("the three largest n", "n"),
-        sizes=_old_bias(sizes),
     )
     return Claim(
         text,
@@ -142,7 +130,7 @@ def _gradient_bias_claim(
         falsifier=falsifier,
         id=key,
         reading=dataclasses.replace(every, window="the three largest context sizes n of bias_ns (the rate's regime)"),
-        revisions=(within_spread, over_every_n),
+        revisions=pinned((within_spread, over_every_n), _OLD_BIAS),  # both ran at the old quick bias sizes
     )
 
 
