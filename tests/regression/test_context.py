@@ -10,6 +10,7 @@ import torch
 
 from attnlab._validation import ValidationError
 from attnlab.regression import conditional_moments, context_statistics, mean_jacobian, sample
+from attnlab.regression.context import limit_offset, moments_and_offsets
 
 
 def _context(problem, m: int, seed: int = 0) -> torch.Tensor:
@@ -75,6 +76,23 @@ def test_a_large_context_tilts_the_mean_to_sigma_q_x(problem, params):
     assert row.mean_sq_dev - row.mean_var < 4 * row.mean_sq_dev_se + 1e-4
     assert row.covariance_sq_dev - row.covariance_var < 4 * row.covariance_sq_dev_se + 1e-3
     assert row.mean_var == pytest.approx(row.mean_sq_dev, rel=0.1)
+
+
+def test_the_limit_offset_sees_a_constant_and_not_a_one_over_n_bias(problem):
+    """Q = 0: mu is the plain mean of the n tokens, so E[mu | x] - Sigma Q x = x / n exactly (no constant term), and
+    the Wald chi^2 of c0 = 0 is a chi^2(3) draw; a limit off by a constant vector is rejected."""
+    Q = torch.zeros(3, 3, dtype=torch.float64)
+    query = torch.tensor([0.3, -0.2, 0.5], dtype=torch.float64)
+    ns = (4, 8, 16, 32, 64)
+    _, offsets = moments_and_offsets(problem, Q, query, ns, 4000, seed=3)
+    for n, mean, cov in zip(ns, offsets.means["mean"], offsets.covariances["mean"]):
+        assert np.all(np.abs(mean - query.numpy() / n) < 4 * np.sqrt(np.diag(cov)))  # Monte Carlo, 4 SE
+    chi2, dof, _ = limit_offset(offsets, "mean")
+    assert dof == 3 and offsets.means["outer"][0].shape == (6,) and chi2 < 16.27  # chi^2(3)'s 99.9% quantile
+    offsets.means["mean"][:] = [mean + 0.05 for mean in offsets.means["mean"]]  # a limit 0.05 (1, 1, 1) off
+    assert limit_offset(offsets, "mean")[0] > 100
+    with pytest.raises(ValidationError, match="terms"):
+        limit_offset(offsets, "mean", terms=5)
 
 
 def test_bad_input_is_refused(problem):

@@ -15,13 +15,23 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 import torch
 
 from attnlab._validation import ValidationError, check_scalar, check_tensor
 from attnlab.regression.data import RegressionProblem, sample
 
-__all__ = ["ContextStatistics", "conditional_moments", "context_statistics", "mean_jacobian", "softmax_weights"]
+__all__ = [
+    "ContextStatistics",
+    "LimitOffsets",
+    "conditional_moments",
+    "context_statistics",
+    "limit_offset",
+    "mean_jacobian",
+    "moments_and_offsets",
+    "softmax_weights",
+]
 
 _CHUNK_ENTRIES = 2**21  # context tokens per chunk of draws (16 MiB of covariates in float64 at d = 3)
 MOMENTS = (
@@ -182,10 +192,11 @@ def _square_deviation(values: torch.Tensor, target: torch.Tensor) -> tuple[float
     return _mean_and_se(((values - target) ** 2).sum(-1))
 
 
-def conditional_moments(
+def moments_and_offsets(
     problem: RegressionProblem, Q: object, query: object, ns: Sequence[int], draws: int, seed: int
-) -> pd.DataFrame:
-    """Monte-Carlo moments of the weights and statistics of one query given the query, per context size n.
+) -> tuple[pd.DataFrame, LimitOffsets]:
+    """Monte-Carlo moments of the weights and statistics of one query given the query, per context size n, and the
+    conditional biases of ``mu`` and ``mu mu^T`` from their limits (:class:`LimitOffsets`), from the same draws.
 
     Spec: preconditioned-regression §8 (Appendix D). Each draw is a context ``x_1 = query, x_2, ..., x_n`` with
     ``n - 1`` fresh covariates of ``problem``; ``m = Sigma Q x`` and ``Sigma`` are the ``n -> infinity`` limits of
@@ -212,6 +223,9 @@ def conditional_moments(
         ``normalizer_var`` ``Var(Z / n)``, ``Z = sum_l exp(x_l^T Q x)``; ``mean_sq_dev`` ``E ||mu - m||^2`` and
         ``mean_var`` ``tr Var(mu)``; ``outer_sq_dev``, ``outer_var`` the same for ``mu mu^T`` against ``m m^T``;
         ``covariance_sq_dev``, ``covariance_var`` for ``Cov_S`` against ``Sigma``. Every moment is given the query.
+    LimitOffsets
+        Per n, the Monte-Carlo means of ``mu - m`` and of the distinct entries of ``mu mu^T - m m^T``, with their
+        covariances.
 
     Raises
     ------
@@ -231,7 +245,7 @@ def conditional_moments(
     check_scalar("seed", seed, kind=int, low=0)
     target_mean = problem.Sigma @ Q @ query  # spec §3.3: the tilted mean of the context
     target_outer = torch.outer(target_mean, target_mean)
-    rows = []
+    rows, offsets = [], LimitOffsets(tuple(ns), {"mean": [], "outer": []}, {"mean": [], "outer": []})
     for n in ns:
         generator = torch.Generator().manual_seed(seed + n)
         parts: dict[str, list[torch.Tensor]] = {k: [] for k in ("cross", "self", "normalizer", "mean", "cov")}
@@ -248,6 +262,10 @@ def conditional_moments(
             parts["cov"].append(stats.covariance.flatten(-2))
         cross, self_weight, normalizer, mean, cov = (torch.cat(parts[k]) for k in parts)
         outer = (mean.unsqueeze(-1) * mean.unsqueeze(-2)).flatten(-2)
+        upper = torch.triu_indices(problem.d, problem.d)
+        upper = upper[0] * problem.d + upper[1]  # the distinct entries of the symmetric mu mu^T
+        offsets.add("mean", mean - target_mean)
+        offsets.add("outer", outer[:, upper] - target_outer.flatten()[upper])
         values = {
             "cross_weight_sq": _mean_and_se(cross),  # Lemma 9: E[s_ij^2 | x_i]
             "self_weight_var": _variance(self_weight),  # Lemma 10: Var(n s_ii | x_i)
@@ -263,4 +281,93 @@ def conditional_moments(
         for name, (value, se) in values.items():
             row[name], row[f"{name}_se"] = value, se
         rows.append(row)
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows), offsets
+
+
+@dataclass(frozen=True)
+class LimitOffsets:
+    """Per context size n, the Monte-Carlo mean of a statistic's deviation from its ``n -> infinity`` limit given the
+    query (the conditional bias) and the covariance of that mean (spec §8, Appendix D).
+
+    Attributes
+    ----------
+    ns : tuple of int
+        The context sizes.
+    means : dict of str to list of numpy.ndarray, each shape (p,)
+        ``"mean"``: ``E[mu | x] - m``; ``"outer"``: the distinct (upper-triangle) entries of ``E[mu mu^T | x] - m m^T``.
+    covariances : dict of str to list of numpy.ndarray, each shape (p, p)
+        The covariance of each mean: the draws' covariance over the number of draws.
+    """
+
+    ns: tuple[int, ...]
+    means: dict[str, list[np.ndarray]]
+    covariances: dict[str, list[np.ndarray]]
+
+    def add(self, name: str, deviations: torch.Tensor) -> None:
+        """Append one n's draws of a deviation, shape (D, p): their mean and its covariance.
+
+        Parameters
+        ----------
+        name : str
+            ``"mean"`` or ``"outer"``.
+        deviations : torch.Tensor, shape (D, p)
+            One deviation from the limit a draw.
+        """
+        values = deviations.numpy()
+        self.means[name].append(values.mean(0))
+        self.covariances[name].append(np.atleast_2d(np.cov(values.T)) / values.shape[0])
+
+
+def limit_offset(offsets: LimitOffsets, name: str, terms: int = 3) -> tuple[float, int, float]:
+    """Wald test that a conditional bias tends to 0: the generalised least-squares fit ``E[.] - limit = c0 + c1 / n
+    + ... + c_{terms-1} / n^(terms-1)`` over n (vector coefficients, weights the inverse covariances of the means).
+
+    Spec: preconditioned-regression §8 (Appendix D: each statistic's mean-square deviation from its limit is
+    ``<= C/n``, so its conditional bias has no constant term ``c0``).
+
+    Parameters
+    ----------
+    offsets : LimitOffsets
+    name : str
+        ``"mean"`` or ``"outer"``.
+    terms : int, default=3
+        Terms of the expansion in ``1/n``, the constant included; fewer than ``len(offsets.ns)``.
+
+    Returns
+    -------
+    chi2 : float
+        ``c0^T Cov(c0)^-1 c0``, chi^2 with ``dof`` degrees of freedom when ``c0 = 0``.
+    dof : int
+        The entries of the statistic.
+    size : float
+        ``||c0||``.
+    """
+    check_scalar("terms", terms, kind=int, low=1, high=len(offsets.ns) - 1)
+    dof = offsets.means[name][0].shape[0]
+    normal, moment = np.zeros((terms * dof, terms * dof)), np.zeros(terms * dof)
+    for n, mean, cov in zip(offsets.ns, offsets.means[name], offsets.covariances[name], strict=True):
+        design = np.kron(float(n) ** -np.arange(terms), np.eye(dof))  # (p, terms p): [I, I/n, I/n^2, ...]
+        weighted = np.linalg.solve(cov, design)
+        normal += design.T @ weighted
+        moment += weighted.T @ mean
+    covariance = np.linalg.inv(normal)
+    c0 = (covariance @ moment)[:dof]
+    return float(c0 @ np.linalg.solve(covariance[:dof, :dof], c0)), dof, float(np.linalg.norm(c0))
+
+
+def conditional_moments(
+    problem: RegressionProblem, Q: object, query: object, ns: Sequence[int], draws: int, seed: int
+) -> pd.DataFrame:
+    """The moments table of :func:`moments_and_offsets` alone.
+
+    Parameters
+    ----------
+    problem, Q, query, ns, draws, seed
+        As :func:`moments_and_offsets`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per n, as :func:`moments_and_offsets`' first value.
+    """
+    return moments_and_offsets(problem, Q, query, ns, draws, seed)[0]

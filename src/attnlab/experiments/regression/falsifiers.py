@@ -140,6 +140,22 @@ def _shared_draw(sample):
     return shared
 
 
+def _covariance_scaled(scale: float):
+    """Covariates drawn with covariance ``scale Sigma`` (``y = W* x + eps`` kept consistent) while every limit and
+    closed form keeps Sigma."""
+
+    def patch(sample):
+        def scaled(problem, n, **kwargs):
+            X, Y = sample(problem, n, **kwargs)
+            noise = Y - X @ problem.W_star.T
+            X = X * math.sqrt(scale)
+            return X, X @ problem.W_star.T + noise
+
+        return scaled
+
+    return patch
+
+
 class _TwicePreconditioned:
     """PreconditionedGD's constructor preconditioning twice: Sigma^-2 on each side instead of Sigma^-1."""
 
@@ -343,6 +359,20 @@ CONTEXT_FALSIFIERS = (
         "a data model whose covariates share one draw per sample: x_l = (g + x_l') / sqrt(2), not independent",
         "attnlab.regression.context:sample",
         _shared_draw,
+        kind="mechanism",
+    ),
+    Falsifier(
+        "context-covariance-1.03",
+        "contexts drawn with covariance 1.03 Sigma while the limits keep Sigma (Sigma Q x, Sigma)",
+        "attnlab.regression.context:sample",
+        _covariance_scaled(1.03),
+        kind="mechanism",
+    ),
+    Falsifier(
+        "context-temperature-1.05",
+        "the query's softmax weights at temperature 1.05 (logits 1.05 x_l^T Q x) while the limits keep Q",
+        "attnlab.regression.context:softmax_weights",
+        lambda weights: lambda Q, query, X: weights(1.05 * Q, query, X),
         kind="mechanism",
     ),
 )
