@@ -7,6 +7,7 @@ run as an experiment so that it writes the same outputs as every other one.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import pandas as pd
@@ -14,6 +15,7 @@ import torch
 
 from attnlab._validation import check_in, check_scalar
 from attnlab.data import example1
+from attnlab.experiments.implicit_bias.falsifiers import w_preconditioned
 from attnlab.experiments.registry import register
 from attnlab.metrics import alignment, opt_softmax
 from attnlab.models import Combined
@@ -22,7 +24,17 @@ from attnlab.plotting import CORR_GAP, EPS, STEP, house_figure, label_ours, log_
 from attnlab.runner.store import write_csv
 from attnlab.svm import attention_svm
 from attnlab.training import train
-from attnlab.verify import Claim, Experiment, ExperimentResult, Falsifier, Reading, RunContext
+from attnlab.verify import (
+    Claim,
+    Experiment,
+    ExperimentResult,
+    Falsifier,
+    Reading,
+    Revision,
+    RunContext,
+    fit_slope,
+    old_sizes,
+)
 
 __all__ = ["FlagshipConfig"]
 
@@ -81,20 +93,57 @@ class FlagshipConfig:
 
 _SOURCE = "docs/theory/implicit-bias-ngd.md"
 _EVERY_RUN = "the one Example-1 data set of the config's seed, W_0 = 0"
+_OLD_SIZES = old_sizes(
+    {"n": 8, "T": 6, "rho": 1.0, "sigma": 2.0, "ngd_lr": 0.1, "gd_lr": 1.0, "loss": "exp", "seed": 0},
+    d=(64, 32),
+    steps=(2000, 400),
+    record_every=(20, 2),
+)  # every field's full and quick value before 2026-11-28, when the quick run grew to the full run's steps
+_GREW = (
+    "the quick run grew from 400 to 2000 steps (record_every 2 -> 10), so that ngd-aligns' last half-decade reaches "
+    "the steps where a W gradient preconditioned by linspace(0.95, 1.05) levels off; this reading is unchanged"
+)
+_LAST_STEP = Reading(
+    statistic="alignment <W_T, W_mm> / (||W_T|| ||W_mm||) of NGD, W_mm the Frobenius W-SVM of the data",
+    window="the last step T",
+    subset=_EVERY_RUN,
+    tolerance=">= 0.99: Thm 1's rate 1 - corr ~ 1/t puts it below 1e-3 by step 400 at lr 0.1; a 10x margin",
+    params={"bound": 0.99},
+    sizes=("n", "T", "d", "rho", "sigma", "ngd_lr", "steps", "loss", "seed"),
+)
 NGD_ALIGNS = Claim(
-    "NGD alignment with W_mm at the last step",
+    "NGD converges in direction to W_mm at Theorem 1's rate: 1 - corr(W_t, W_mm) falls over the last half-decade "
+    "at least as fast as log t / t",
     "001:Thm1",
     f"{_SOURCE} §8.3",
-    falsifier=("ngd-gradient-step", "svm-nuclear-norm"),
+    falsifier=("ngd-gradient-step", "svm-nuclear-norm", "w-preconditioned"),
     id="ngd-aligns",
     reading=Reading(
-        statistic="alignment <W_T, W_mm> / (||W_T|| ||W_mm||) of NGD, W_mm the Frobenius W-SVM of the data",
-        window="the last step T",
+        statistic="least-squares slope of log(1 - corr(W_t, W_mm)) on log t of NGD, W_mm the Frobenius W-SVM",
+        window="every recorded step t >= T / sqrt(decade) (the last half-decade), T the last step",
         subset=_EVERY_RUN,
-        # 1 - corr of NGD falls like 1/t on this data (Thm 1's rate, spec §8.3); at the quick run's 400 steps ~1e-4
-        tolerance=">= 0.99: Thm 1's rate 1 - corr ~ 1/t puts it below 1e-3 by step 400 at lr 0.1; a 10x margin",
-        params={"bound": 0.99},
-        sizes=("n", "T", "d", "rho", "sigma", "ngd_lr", "steps", "loss", "seed"),
+        tolerance="<= -1 + 1/ln t_mid, t_mid the window's median step: the local slope of log t / t (Thm 1's "
+        "C polylog(t) / t with one log factor). NGD's steps have length eta, so ||W_t|| ~ eta t and a bounded offset "
+        "from W_mm's direction gives 1 - corr ~ t^-2 (slope -2); a limit at another direction levels off (slope 0)",
+        params={"decade": 10, "slope": -1.0},
+        sizes=("n", "T", "d", "rho", "sigma", "ngd_lr", "steps", "record_every", "loss", "seed"),
+    ),
+    revisions=(
+        Revision(
+            reading=_LAST_STEP,
+            date="2026-11-28",
+            why="too weak to fail: a level of the last step's alignment cannot tell a limit at W_mm from one a "
+            "little off it. NGD on W's gradient times linspace(0.95, 1.05) over its entries (now the falsifier "
+            "'w-preconditioned') read 0.99858 quick and 0.99945 full, linspace(0.9, 1.1) 0.99689 and 0.99780, NGD "
+            "dividing by ||g||^0.9 0.99379 and 0.99862 (true 0.99916 and 0.99998). Their gap levels off, so the "
+            "log-log slope over the last half-decade separates them (-0.375, -0.118, -0.433 at 2000 quick steps; "
+            "-0.209, -0.058, -0.443 full) from the true run's -1.95 and -1.91; the quick run grew to 2000 steps, "
+            "where linspace(0.95, 1.05) reads -1.25 at 400",
+            quick="pass: 0.999157 >= 0.99 (1e039b5)",
+            full="pass: 0.99998 >= 0.99 (1e039b5)",
+            claim="NGD alignment with W_mm at the last step",
+            sizes={name: _OLD_SIZES[name] for name in _LAST_STEP.sizes},
+        ),
     ),
 )
 GD_SLOWER = Claim(
@@ -111,7 +160,7 @@ GD_SLOWER = Claim(
         params={"margin": 0.0},
         sizes=("n", "T", "d", "rho", "sigma", "ngd_lr", "gd_lr", "steps", "loss", "seed"),
     ),
-)
+).resized(_OLD_SIZES, "2026-11-28", _GREW, "pass: GD 0.9755 < NGD 0.9992 (1e039b5)")
 GD_LOG_NORM = Claim(
     "GD's ||W_t|| grows like log t, not a power",
     "001:Thm6",
@@ -126,6 +175,11 @@ GD_LOG_NORM = Claim(
         params={"min_decades": 2.0},
         sizes=("n", "T", "d", "rho", "sigma", "gd_lr", "steps", "record_every", "loss", "seed"),
     ),
+).resized(
+    _OLD_SIZES,
+    "2026-11-28",
+    _GREW,
+    "pass: log-fit RMS 0.0349 < power-fit RMS 0.075 (a = 0.199) over 2.3 decades (1e039b5)",
 )
 NGD_LINEAR_NORM = Claim(
     "NGD's ||W_T|| / (eta T) -> 1",
@@ -142,7 +196,7 @@ NGD_LINEAR_NORM = Claim(
         params={"rtol": 0.05},
         sizes=("n", "T", "d", "rho", "sigma", "ngd_lr", "steps", "loss", "seed"),
     ),
-)
+).resized(_OLD_SIZES, "2026-11-28", _GREW, "pass: 0.995562 within 1 +- 5% (1e039b5)")
 
 
 def _normalized_sgd(sgd):
@@ -177,6 +231,7 @@ FALSIFIERS = (
         _plain_ngd,
         kind="mechanism",
     ),
+    w_preconditioned(__name__),
 )
 
 
@@ -212,7 +267,7 @@ def run(config: FlagshipConfig, ctx: RunContext) -> ExperimentResult:
 
     gd = frame[frame["method"] == "gd"]
     checks = [
-        NGD_ALIGNS.greater(float(final.loc["ngd", "alignment"]), NGD_ALIGNS.param("bound")),
+        *_ngd_aligns(frame[(frame["method"] == "ngd") & (frame["step"] > 0)], float(final.loc["ngd", "alignment"])),
         GD_SLOWER.ordering(
             {"GD": float(final.loc["gd", "alignment"]), "NGD": float(final.loc["ngd", "alignment"])}, ["GD", "NGD"]
         ),
@@ -225,6 +280,25 @@ def run(config: FlagshipConfig, ctx: RunContext) -> ExperimentResult:
         {"quantity": ["svm_margin", "svm_norm", "svm_status"], "value": [sol.margin, sol.norm_value, sol.status]}
     ).astype({"value": str})
     return ExperimentResult(frame=frame, checks=checks, figures={"flagship": fig}, tables={"svm": summary})
+
+
+def _ngd_aligns(ngd: pd.DataFrame, last: float) -> list:
+    """Thm 1's rate: the log-log slope of NGD's ``1 - corr`` over the last half-decade against the local slope of
+    ``log t / t``; and the old reading, the last step's alignment (revision 1)."""
+    steps = ngd["step"].to_numpy(dtype=float)
+    window = ngd[steps >= steps[-1] / math.sqrt(NGD_ALIGNS.param("decade"))]  # spec §8.3: the last half-decade
+    t_mid = float(window["step"].median())
+    bound = NGD_ALIGNS.param("slope") + 1.0 / math.log(t_mid)  # spec §8.3: d log(log t / t) / d log t
+    slope, _ = fit_slope(window["step"], 1 - window["alignment"])
+    current = NGD_ALIGNS.less(
+        slope,
+        bound,
+        spread=f"the local slope of log t / t is -1 + 1/ln t = {bound:.3g} at the median step {t_mid:g}; "
+        f"{len(window)} records from t = {int(window['step'].iloc[0])} to T = {int(steps[-1])} (gap "
+        f"{1 - float(window['alignment'].iloc[0]):.3g} to {1 - last:.3g})",
+    )
+    old = NGD_ALIGNS.revised(1)
+    return [current, old.greater(last, old.param("bound"))]
 
 
 @house_figure
@@ -253,7 +327,7 @@ register(
         cost=4.0,
         config_type=FlagshipConfig,
         run=run,
-        quick={"steps": 400, "d": 32, "record_every": 2},
+        quick={"steps": 2000, "d": 32, "record_every": 10},
         claims=(NGD_ALIGNS, GD_SLOWER, GD_LOG_NORM, NGD_LINEAR_NORM),
         falsifiers=FALSIFIERS,
     )
