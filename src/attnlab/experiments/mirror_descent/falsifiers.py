@@ -8,6 +8,7 @@ experiment looks it up, never a check's arithmetic. The training falsifiers patc
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -19,12 +20,14 @@ from attnlab.optim.mirror_descent import FLOAT64_EPS, md_rule
 from attnlab.verify import Falsifier
 
 __all__ = [
+    "BREGMAN_EXPONENT_OFF",
     "DENOMINATOR_DROPPED",
     "EXPONENT_OFF",
     "EXPONENT_SHIFT",
     "GRADIENT_TRANSPOSED",
     "LOGITS_TRANSPOSED",
     "MIRROR_SIGN_DROPPED",
+    "RISK_PENALISED",
     "WEIGHT_DECAY",
     "gradient_transposed",
 ]
@@ -32,6 +35,7 @@ __all__ = [
 _TARGET = "attnlab.experiments.mirror_descent.common:batched_train"
 _NEXT = {1.75: 2.0, 2.0: 3.0, 3.0: 1.75}  # the default ps, each mapped to the next one, cyclically
 DECAY = 1e-3  # weight decay of WEIGHT_DECAY: lambda ||W|| ~ 1e-2 at the start, the size of the gradient there
+PENALTY = 1e-3  # lam of RISK_PENALISED: lam ||W||_F = 0.1 at the sweep's largest norm, 0.01 a decade below
 
 
 def _with(**change: Any):
@@ -148,17 +152,21 @@ GRADIENT_TRANSPOSED = Falsifier(
 )
 
 
+def _in_bounds(name: str, mechanism: str, function: str, patch: Callable[[Any], Any]) -> Falsifier:
+    """A mechanism falsifier that patches ``function`` of the bounds experiment (where it looks the function up)."""
+    return Falsifier(name, mechanism, f"attnlab.experiments.mirror_descent.bounds:{function}", patch, kind="mechanism")
+
+
 def _unnormalised(probabilities):
     """Attention weights ``exp(X W z)`` without the softmax's denominator."""
     return lambda X, W, Z: torch.exp(attention_logits(X, W, Z))
 
 
-DENOMINATOR_DROPPED = Falsifier(
+DENOMINATOR_DROPPED = _in_bounds(
     "softmax-denominator-dropped",
     "the attention weights are exp(X W z) without the softmax's denominator (unnormalised exponential attention)",
-    "attnlab.experiments.mirror_descent.bounds:attention_probabilities",
+    "attention_probabilities",
     _unnormalised,
-    kind="mechanism",
 )
 
 
@@ -173,10 +181,42 @@ def _sign_dropped(bregman):
     return wrong
 
 
-MIRROR_SIGN_DROPPED = Falsifier(
+MIRROR_SIGN_DROPPED = _in_bounds(
     "mirror-map-sign-dropped",
     "the Bregman divergence linearises psi with |B|^(p-1) instead of grad psi(B) = sign(B) |B|^(p-1)",
-    "attnlab.experiments.mirror_descent.bounds:bregman_divergence",
+    "bregman_divergence",
     _sign_dropped,
-    kind="mechanism",
+)
+
+
+def _bregman_shifted(bregman):
+    """``D(A, B)`` of the potential ``||.||_(p+0.1)^(p+0.1) / (p+0.1)``; the sphere and the distance keep ``p``."""
+    return lambda A, B, p: bregman(A, B, p + 0.1)
+
+
+BREGMAN_EXPONENT_OFF = _in_bounds(
+    "bregman-potential-p+0.1",
+    "the Bregman divergence of the potential ||.||_(p+0.1)^(p+0.1) / (p+0.1) while the sphere and the distance keep "
+    "p: an exponent slip the grid of ps does not resolve (its power at small distances is p + 0.1 where it is p)",
+    "bregman_divergence",
+    _bregman_shifted,
+)
+
+
+def _penalised(risk_and_gradient):
+    """The risk plus ``PENALTY ||W||_F^2 / 2`` and its gradient plus ``PENALTY W``."""
+
+    def wrong(batch, W, loss):
+        risk, grad = risk_and_gradient(batch, W, loss)
+        return risk + PENALTY / 2 * (W**2).sum((-2, -1)), grad + PENALTY * W
+
+    return wrong
+
+
+RISK_PENALISED = _in_bounds(
+    "risk-l2-1e-3",
+    f"the risk carries a penalty {PENALTY:g} ||W||_F^2 / 2 (weight decay folded into the objective): its gradient "
+    "grows like ||W||, without bound, yet stays under the proof's constant up to ||W||_F = 100",
+    "_risk_and_gradient",
+    _penalised,
 )
