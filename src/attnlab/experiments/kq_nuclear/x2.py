@@ -15,7 +15,17 @@ import pandas as pd
 import torch
 
 from attnlab.data import scores_equal
-from attnlab.experiments.kq_nuclear.common import ScoresConfig, check_omegas, diagonal_init, revised_size
+from attnlab.experiments.kq_nuclear.common import (
+    ScoresConfig,
+    check_omegas,
+    diagonal_init,
+    distance_limit,
+    late_distances,
+    rate_limit,
+    residual_limit,
+    revised_size,
+    zero_entry_rate,
+)
 from attnlab.experiments.kq_nuclear.x2_claims import (
     CLOSER_L1,
     CLOSER_L2,
@@ -118,7 +128,7 @@ def run_x2(config: X2Config, ctx: RunContext) -> ExperimentResult:
     data = scores_equal(config.n, config.T, config.d, config.gap, seed=config.seed)
     l1 = attention_svm(data, norm="l1-diag")
     refs = {"l1": l1.beta, "l2": diagonal_svm(data, p=2.0).beta}
-    kappa = zero_entry_rate(data, l1.beta, l1.duals)
+    kappa = zero_entry_rate(data, l1.beta, l1.duals, L1_OPTIMUM.param("zero_tol"))
     _, xi_k0, xi_q0 = diagonal_init(config.omegas, config.d)
     models = {
         "KQ": Diagonal(config.d, xi_k0=xi_k0, xi_q0=xi_q0),
@@ -164,83 +174,6 @@ def _divergence_checks(frame: pd.DataFrame) -> list[Check]:
     return checks
 
 
-def distance_limit(rows: pd.DataFrame) -> float:
-    """The limit ``a`` of ``dist_l1 = a + b / ln mu`` over the second half of one K,Q run's records with ``mu > 1``.
-
-    Spec: kq-nuclear-norm §7.2: the approach X5's l1-reached reads and X2's l1-optimum read until 2026-11-28 (its
-    revision 4); the zero entries fall faster, like a power of ``mu`` (:func:`rate_limit`).
-
-    Parameters
-    ----------
-    rows : pandas.DataFrame
-        One run's records: ``step``, ``mu`` and ``dist_l1`` (the max-entry distance of ``beta_hat`` to the l1-SVM
-        solution).
-
-    Returns
-    -------
-    float
-        The intercept of :func:`residual_limit` on those records.
-    """
-    return residual_limit(*_late_distances(rows))[0]  # the second half of the records with mu > 1
-
-
-def zero_entry_rate(data, beta: torch.Tensor, duals: torch.Tensor) -> float:
-    """The rate ``kappa`` at which ``beta_hat``'s entries outside the l1 solution's support fall, in powers of ``mu``.
-
-    Spec: kq-nuclear-norm §7.2 [D]: along the flow ``beta = omega0^2 sinh(B^T phi)`` with ``phi -> lambda* ln mu``,
-    so an entry ``j`` that is zero in the solution is ``beta_hat_j ~ (omega0^2 / mu)^(1 - |g_j|)``, ``g = B^T
-    lambda*`` the dual certificate (``|g_j| = 1`` on the support, ``< 1`` off it); the slowest sets the rate.
-
-    Parameters
-    ----------
-    data : TokenSelectionData
-        The data set of the l1 program.
-    beta : torch.Tensor, shape (d,)
-        Its solution (``attention_svm(data, norm="l1-diag").beta``).
-    duals : torch.Tensor, shape (n, T)
-        Its multipliers ``lambda*`` (the same result's ``duals``).
-
-    Returns
-    -------
-    float
-        ``1 - max |g_j|`` over the entries below ``zero_tol`` of the largest (l1-optimum's reading); 1.0 when the
-        solution has no zero entry.
-    """
-    g = torch.einsum("nl,nld->d", duals, constraint_vectors(data.X, data.Z, data.select))  # spec kq §4: B^T lambda
-    zero = beta.abs() <= L1_OPTIMUM.param("zero_tol") * beta.abs().max()
-    return 1.0 - float(g.abs()[zero].max()) if bool(zero.any()) else 1.0
-
-
-def rate_limit(log_mu: np.ndarray, dist: np.ndarray, kappa: float) -> tuple[float, float]:
-    """Least-squares fit ``dist = a + b mu^-kappa``: the distance's limit ``a`` and its coefficient ``b``.
-
-    Spec: kq-nuclear-norm §7.2 [D] (the distance to the l1 solution falls like ``(omega0^2 / mu)^kappa``).
-
-    Parameters
-    ----------
-    log_mu : numpy.ndarray, shape (N,)
-        ``ln mu`` at the records, at least two distinct values.
-    dist : numpy.ndarray, shape (N,)
-    kappa : float
-        The rate (:func:`zero_entry_rate`), > 0.
-
-    Returns
-    -------
-    a, b : float
-        Intercept (the limit as ``mu -> infinity``) and coefficient of ``mu^-kappa``.
-    """
-    x = np.exp(-kappa * np.asarray(log_mu, dtype=float))
-    b, a = np.polyfit(x, np.asarray(dist, dtype=float), 1)
-    return float(a), float(b)
-
-
-def _late_distances(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """``ln mu`` and ``dist_l1`` over the second half of one K,Q run's records with ``mu > 1``."""
-    rows = rows[rows["mu"] > 1].sort_values("step")
-    late = rows.iloc[len(rows) // 2 :]
-    return np.log(late["mu"].to_numpy()), late["dist_l1"].to_numpy()
-
-
 def _limit_checks(frame: pd.DataFrame, values: dict[str, float], kappa: float, quick: bool) -> list[Check]:
     """Theorem 4.1 for each omega_0 and the l2 contrast for beta directly, and the readings the limit rows replaced
     (l1-optimum's revisions 4 and 3, l2-optimum's) beside them."""
@@ -250,7 +183,7 @@ def _limit_checks(frame: pd.DataFrame, values: dict[str, float], kappa: float, q
     for _, row in end[end["param"] == "KQ"].iterrows():
         omega, old_l1 = row["omega"], revised_size(L1_OPTIMUM, 3, "l1_rtol", quick)
         rows = kq[kq["omega"] == omega]
-        a, b = rate_limit(*_late_distances(rows), kappa)  # spec §7.2 [D]: dist = a + b mu^-kappa, a -> 0
+        a, b = rate_limit(*late_distances(rows), kappa)  # spec §7.2 [D]: dist = a + b mu^-kappa, a -> 0
         spread = f"kappa = {kappa:.4g} from the l1 program's dual; b = {b:.3g}"
         checks.append(L1_OPTIMUM.format(omega=omega).less(a, L1_OPTIMUM.param("atol"), spread=spread))
         ln_mu = L1_OPTIMUM.revised(4)
@@ -306,26 +239,6 @@ def _kkt_limit_row(claim: Claim, limits: dict, windows: dict, share: str) -> Che
         margin=min(margins) if margins else None,
         support=len(windows),
     )
-
-
-def residual_limit(log_mu: np.ndarray, residual: np.ndarray) -> tuple[float, float]:
-    """Least-squares fit ``residual = a + b / ln mu``: the residual's limit ``a`` and its ``1 / ln mu`` coefficient.
-
-    Spec: kq-nuclear-norm §7.5 (the approximate-KKT residual of ``lambda = phi / ln mu`` is ``O(1 / ln mu)``).
-
-    Parameters
-    ----------
-    log_mu : numpy.ndarray, shape (N,)
-        ``ln mu`` at the records (all > 0), at least two distinct values.
-    residual : numpy.ndarray, shape (N,)
-
-    Returns
-    -------
-    a, b : float
-        Intercept (the limit as ``mu -> infinity``) and slope in ``1 / ln mu``.
-    """
-    b, a = np.polyfit(1.0 / np.asarray(log_mu, dtype=float), np.asarray(residual, dtype=float), 1)
-    return float(a), float(b)
 
 
 def _kkt_slope_row(claim: Claim, windows: dict[str, tuple[np.ndarray, np.ndarray]], share: str) -> Check:
