@@ -69,8 +69,47 @@ def test_residual_limit_recovers_the_intercept_of_a_plus_b_over_log_mu():
     """The KKT row's limit a of residual = a + b / ln mu, against the exact values it was built from."""
     import numpy as np
 
-    from attnlab.experiments.kq_nuclear.x2 import residual_limit
+    from attnlab.experiments.kq_nuclear.common import residual_limit
 
     log_mu = np.linspace(10.4, 10.8, 10)  # the quick run's narrow window of ln mu
     a, b = residual_limit(log_mu, 0.414 + 398.0 / log_mu)
     assert abs(a - 0.414) < 1e-9 and abs(b - 398.0) < 1e-7  # exact data: only rounding (cond ~ 1e4) remains
+
+
+def test_rate_limit_recovers_the_limit_of_a_power_of_mu():
+    """l1-optimum's limit a of dist = a + b mu^-kappa, against exact values: a distance falling faster than 1 / ln mu
+    (a power of mu) is read at its limit, where the 1 / ln mu fit lands below it."""
+    import numpy as np
+
+    from attnlab.experiments.kq_nuclear.common import rate_limit, residual_limit
+
+    log_mu = np.linspace(12.9, 13.7, 100)  # the full run's window of ln mu
+    for limit in (0.0, 0.1):
+        dist = limit + 2.0 * np.exp(-0.214 * log_mu)
+        a, b = rate_limit(log_mu, dist, 0.214)
+        assert abs(a - limit) < 1e-9 and abs(b - 2.0) < 1e-7
+        assert residual_limit(log_mu, dist)[0] < limit - 0.05  # the 1 / ln mu fit: a wrong limit 0.1 away read < 0.05
+
+
+@pytest.mark.parametrize("gap", [3.0, 2.0, 6.0])
+def test_zero_entry_rate_is_one_minus_the_largest_off_support_dual_certificate(gap):
+    """kappa of x2's data (gap 3) and of x5's gaps from the SVM's duals, against the dual LP solved on its own
+    (scipy's HiGHS)."""
+    import numpy as np
+    from scipy.optimize import linprog
+
+    from attnlab.data import scores_equal
+    from attnlab.experiments.kq_nuclear.common import zero_entry_rate
+    from attnlab.svm import attention_svm
+    from attnlab.training.flow import constraint_vectors
+
+    data = scores_equal(2, 3, 8, gap, seed=0)
+    l1 = attention_svm(data, norm="l1-diag")
+    B = constraint_vectors(data.X, data.Z, data.select).numpy()
+    rows = np.concatenate([np.delete(B[i], int(data.select[i]), axis=0) for i in range(data.n)])  # (n (T - 1), d)
+    # dual of min ||beta||_1 s.t. rows beta >= 1: max sum lambda s.t. |rows^T lambda| <= 1, lambda >= 0
+    dual = linprog(-np.ones(len(rows)), A_ub=np.vstack([rows.T, -rows.T]), b_ub=np.ones(2 * data.d), method="highs")
+    g = rows.T @ dual.x
+    zero = np.abs(l1.beta.numpy()) < 1e-6
+    kappa = zero_entry_rate(data, l1.beta, l1.duals, 1e-2)
+    assert abs(kappa - (1 - np.abs(g[zero]).max())) < 1e-6  # 0.2139 at gap 3, 0.2061 at 2, 0.2217 at 6

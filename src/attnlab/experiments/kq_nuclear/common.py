@@ -1,9 +1,10 @@
 """What the kq-nuclear experiments share: the paper's initialisation (5), the configs' base and its
-validation, and the falsifiers' wrong mechanisms (the diagonal models the whole-model swaps put in are
+validation, the limit fits of the distance to the l1 solution (X2's l1-optimum, X5's l1-reached) and of the KKT
+residual, and the falsifiers' wrong mechanisms (the diagonal models the whole-model swaps put in are
 :mod:`attnlab.models.diagonal`).
 
 Spec: kq-nuclear-norm §3.1 (initialisation (5)), §2 (the chain rule of ``W = K Q^T``), §7.2 (``beta`` trained
-directly).
+directly; the rate of the zero entries [D]), §7.5 (the KKT residual's rate).
 """
 
 from __future__ import annotations
@@ -13,11 +14,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import numpy as np
+import pandas as pd
 import torch
 
 from attnlab._validation import ValidationError, check_scalar
 from attnlab.models import Combined, Diagonal, DiagonalW, Factored
 from attnlab.models.functional import LogScaled
+from attnlab.training.flow import constraint_vectors
 from attnlab.verify import Claim, Falsifier
 
 PAPER = "kq-nuclear-norm"
@@ -33,6 +37,118 @@ def diagonal_init(omegas: tuple[float, ...], d: int) -> tuple[torch.Tensor, torc
 def revised_size(claim: Claim, number: int, name: str, quick: bool) -> Any:
     """The value of config field ``name`` that revision ``number`` of ``claim`` ran with, at the quick or full size."""
     return claim.revisions[number - 1].sizes[name]["quick" if quick else "full"]
+
+
+def distance_limit(rows: pd.DataFrame) -> float:
+    """The limit ``a`` of ``dist_l1 = a + b / ln mu`` over the second half of one K,Q run's records with ``mu > 1``.
+
+    Spec: kq-nuclear-norm §7.2: the approach X2's l1-optimum and X5's l1-reached read until 2026-11-28 (their
+    revisions 4 and 3); the zero entries fall faster, like a power of ``mu`` (:func:`rate_limit`).
+
+    Parameters
+    ----------
+    rows : pandas.DataFrame
+        One run's records: ``step``, ``mu`` and ``dist_l1`` (the max-entry distance of ``beta_hat`` to the l1-SVM
+        solution).
+
+    Returns
+    -------
+    float
+        The intercept of :func:`residual_limit` on those records.
+    """
+    return residual_limit(*late_distances(rows))[0]  # the second half of the records with mu > 1
+
+
+def zero_entry_rate(data, beta: torch.Tensor, duals: torch.Tensor, zero_tol: float) -> float:
+    """The rate ``kappa`` at which ``beta_hat``'s entries outside the l1 solution's support fall, in powers of ``mu``.
+
+    Spec: kq-nuclear-norm §7.2 [D]: along the flow ``beta = omega0^2 sinh(B^T phi)`` with ``phi -> lambda* ln mu``,
+    so an entry ``j`` that is zero in the solution is ``beta_hat_j ~ (omega0^2 / mu)^(1 - |g_j|)``, ``g = B^T
+    lambda*`` the dual certificate (``|g_j| = 1`` on the support, ``< 1`` off it); the slowest sets the rate.
+
+    Parameters
+    ----------
+    data : TokenSelectionData
+        The data set of the l1 program.
+    beta : torch.Tensor, shape (d,)
+        Its solution (``attention_svm(data, norm="l1-diag").beta``).
+    duals : torch.Tensor, shape (n, T)
+        Its multipliers ``lambda*`` (the same result's ``duals``).
+    zero_tol : float
+        An entry below ``zero_tol`` times the largest is a zero entry (the reading's ``zero_tol``).
+
+    Returns
+    -------
+    float
+        ``1 - max |g_j|`` over the zero entries; 1.0 when the solution has no zero entry.
+    """
+    g = torch.einsum("nl,nld->d", duals, constraint_vectors(data.X, data.Z, data.select))  # spec kq §4: B^T lambda
+    zero = beta.abs() <= zero_tol * beta.abs().max()
+    return 1.0 - float(g.abs()[zero].max()) if bool(zero.any()) else 1.0
+
+
+def rate_limit(log_mu: np.ndarray, dist: np.ndarray, kappa: float) -> tuple[float, float]:
+    """Least-squares fit ``dist = a + b mu^-kappa``: the distance's limit ``a`` and its coefficient ``b``.
+
+    Spec: kq-nuclear-norm §7.2 [D] (the distance to the l1 solution falls like ``(omega0^2 / mu)^kappa``).
+
+    Parameters
+    ----------
+    log_mu : numpy.ndarray, shape (N,)
+        ``ln mu`` at the records, at least two distinct values.
+    dist : numpy.ndarray, shape (N,)
+    kappa : float
+        The rate (:func:`zero_entry_rate`), > 0.
+
+    Returns
+    -------
+    a, b : float
+        Intercept (the limit as ``mu -> infinity``) and coefficient of ``mu^-kappa``.
+    """
+    x = np.exp(-kappa * np.asarray(log_mu, dtype=float))
+    b, a = np.polyfit(x, np.asarray(dist, dtype=float), 1)
+    return float(a), float(b)
+
+
+def late_distances(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """``ln mu`` and ``dist_l1`` over the second half of one K,Q run's records with ``mu > 1``: the window of the
+    limit readings (X2's l1-optimum, X5's l1-reached).
+
+    Spec: kq-nuclear-norm §7.2 [D] (the limit of the distance to the l1 solution as ``mu -> infinity``).
+
+    Parameters
+    ----------
+    rows : pandas.DataFrame
+        One run's records: ``step``, ``mu`` and ``dist_l1``.
+
+    Returns
+    -------
+    log_mu, dist : numpy.ndarray, shape (N,)
+        ``ln mu`` and ``dist_l1`` at those records, in step order.
+    """
+    rows = rows[rows["mu"] > 1].sort_values("step")
+    late = rows.iloc[len(rows) // 2 :]
+    return np.log(late["mu"].to_numpy()), late["dist_l1"].to_numpy()
+
+
+def residual_limit(log_mu: np.ndarray, residual: np.ndarray) -> tuple[float, float]:
+    """Least-squares fit ``residual = a + b / ln mu``: the residual's limit ``a`` and its ``1 / ln mu`` coefficient.
+
+    Spec: kq-nuclear-norm §7.5 (the approximate-KKT residual of ``lambda = phi / ln mu`` is ``O(1 / ln mu)``).
+
+    Parameters
+    ----------
+    log_mu : numpy.ndarray, shape (N,)
+        ``ln mu`` at the records (all > 0), at least two distinct values.
+    residual : numpy.ndarray, shape (N,)
+
+    Returns
+    -------
+    a, b : float
+        Intercept (the limit as ``mu -> infinity``) and slope in ``1 / ln mu``.
+    """
+    b, a = np.polyfit(1.0 / np.asarray(log_mu, dtype=float), np.asarray(residual, dtype=float), 1)
+    return float(a), float(b)
 
 
 def check_positive(config, names: tuple[str, ...]) -> None:

@@ -15,7 +15,17 @@ import pandas as pd
 import torch
 
 from attnlab.data import scores_equal
-from attnlab.experiments.kq_nuclear.common import ScoresConfig, check_omegas, diagonal_init, revised_size
+from attnlab.experiments.kq_nuclear.common import (
+    ScoresConfig,
+    check_omegas,
+    diagonal_init,
+    distance_limit,
+    late_distances,
+    rate_limit,
+    residual_limit,
+    revised_size,
+    zero_entry_rate,
+)
 from attnlab.experiments.kq_nuclear.x2_claims import (
     CLOSER_L1,
     CLOSER_L2,
@@ -116,7 +126,9 @@ def _measure(data, flow, refs: dict[str, torch.Tensor], kkt: bool) -> dict[str, 
 def run_x2(config: X2Config, ctx: RunContext) -> ExperimentResult:
     """X2: NGD paths of diagonal K,Q (one run per omega_0, phi tracked) and of beta directly, against l1/l2 SVMs."""
     data = scores_equal(config.n, config.T, config.d, config.gap, seed=config.seed)
-    refs = {"l1": attention_svm(data, norm="l1-diag").beta, "l2": diagonal_svm(data, p=2.0).beta}
+    l1 = attention_svm(data, norm="l1-diag")
+    refs = {"l1": l1.beta, "l2": diagonal_svm(data, p=2.0).beta}
+    kappa = zero_entry_rate(data, l1.beta, l1.duals, L1_OPTIMUM.param("zero_tol"))
     _, xi_k0, xi_q0 = diagonal_init(config.omegas, config.d)
     models = {
         "KQ": Diagonal(config.d, xi_k0=xi_k0, xi_q0=xi_q0),
@@ -144,9 +156,12 @@ def run_x2(config: X2Config, ctx: RunContext) -> ExperimentResult:
         )
     frame = pd.concat(frames, ignore_index=True)
     values = {"l1": float(refs["l1"].abs().sum()), "l2": float(refs["l2"].norm())}
-    checks = _divergence_checks(frame) + _limit_checks(frame, values, ctx.quick) + _kkt_checks(frame)
+    checks = _divergence_checks(frame) + _limit_checks(frame, values, kappa, ctx.quick) + _kkt_checks(frame)
     fig = _x2_figure(config, frame, values["l1"], float(refs["l2"].abs().sum()))
-    notes = [f"l1-SVM optimum {values['l1']:.6g} (beta {refs['l1'].tolist()}); l2-SVM optimum {values['l2']:.6g}"]
+    notes = [
+        f"l1-SVM optimum {values['l1']:.6g} (beta {refs['l1'].tolist()}); l2-SVM optimum {values['l2']:.6g}; "
+        f"rate of the zero entries kappa = {kappa:.6g}"
+    ]
     return ExperimentResult(frame=frame, checks=checks, figures={"l1_vs_l2": fig}, notes=notes)
 
 
@@ -159,37 +174,20 @@ def _divergence_checks(frame: pd.DataFrame) -> list[Check]:
     return checks
 
 
-def distance_limit(rows: pd.DataFrame) -> float:
-    """The limit ``a`` of ``dist_l1 = a + b / ln mu`` over the second half of one K,Q run's records with ``mu > 1``.
-
-    Spec: kq-nuclear-norm §7.2 (the direction approaches the l1 solution roughly as ``1 / ln mu`` [D]).
-
-    Parameters
-    ----------
-    rows : pandas.DataFrame
-        One run's records: ``step``, ``mu`` and ``dist_l1`` (the max-entry distance of ``beta_hat`` to the l1-SVM
-        solution).
-
-    Returns
-    -------
-    float
-        The intercept of :func:`residual_limit` on those records.
-    """
-    rows = rows[rows["mu"] > 1].sort_values("step")
-    late = rows.iloc[len(rows) // 2 :]  # spec §7.2 [D]: the direction approaches the l1 solution roughly as 1 / ln mu
-    return residual_limit(np.log(late["mu"].to_numpy()), late["dist_l1"].to_numpy())[0]
-
-
-def _limit_checks(frame: pd.DataFrame, values: dict[str, float], quick: bool) -> list[Check]:
-    """Theorem 4.1 for each omega_0 and the l2 contrast for beta directly, and the norm readings the limit rows
-    replaced (l1-optimum's revision 3, l2-optimum's) beside them."""
+def _limit_checks(frame: pd.DataFrame, values: dict[str, float], kappa: float, quick: bool) -> list[Check]:
+    """Theorem 4.1 for each omega_0 and the l2 contrast for beta directly, and the readings the limit rows replaced
+    (l1-optimum's revisions 4 and 3, l2-optimum's) beside them."""
     end = frame[frame["step"] == frame["step"].max()]
     kq = frame[frame["param"] == "KQ"]
     checks = []
     for _, row in end[end["param"] == "KQ"].iterrows():
         omega, old_l1 = row["omega"], revised_size(L1_OPTIMUM, 3, "l1_rtol", quick)
-        a = distance_limit(kq[kq["omega"] == omega])
-        checks.append(L1_OPTIMUM.format(omega=omega).less(a, L1_OPTIMUM.param("atol")))
+        rows = kq[kq["omega"] == omega]
+        a, b = rate_limit(*late_distances(rows), kappa)  # spec §7.2 [D]: dist = a + b mu^-kappa, a -> 0
+        spread = f"kappa = {kappa:.4g} from the l1 program's dual; b = {b:.3g}"
+        checks.append(L1_OPTIMUM.format(omega=omega).less(a, L1_OPTIMUM.param("atol"), spread=spread))
+        ln_mu = L1_OPTIMUM.revised(4)
+        checks.append(ln_mu.format(omega=omega).less(distance_limit(rows), ln_mu.param("atol")))
         checks.append(L1_OPTIMUM.revised(3).format(omega=omega).close(values["l1"], float(row["l1_norm"]), old_l1))
         checks.append(
             CLOSER_L1.format(omega=omega).ordering(
@@ -241,26 +239,6 @@ def _kkt_limit_row(claim: Claim, limits: dict, windows: dict, share: str) -> Che
         margin=min(margins) if margins else None,
         support=len(windows),
     )
-
-
-def residual_limit(log_mu: np.ndarray, residual: np.ndarray) -> tuple[float, float]:
-    """Least-squares fit ``residual = a + b / ln mu``: the residual's limit ``a`` and its ``1 / ln mu`` coefficient.
-
-    Spec: kq-nuclear-norm §7.5 (the approximate-KKT residual of ``lambda = phi / ln mu`` is ``O(1 / ln mu)``).
-
-    Parameters
-    ----------
-    log_mu : numpy.ndarray, shape (N,)
-        ``ln mu`` at the records (all > 0), at least two distinct values.
-    residual : numpy.ndarray, shape (N,)
-
-    Returns
-    -------
-    a, b : float
-        Intercept (the limit as ``mu -> infinity``) and slope in ``1 / ln mu``.
-    """
-    b, a = np.polyfit(1.0 / np.asarray(log_mu, dtype=float), np.asarray(residual, dtype=float), 1)
-    return float(a), float(b)
 
 
 def _kkt_slope_row(claim: Claim, windows: dict[str, tuple[np.ndarray, np.ndarray]], share: str) -> Check:

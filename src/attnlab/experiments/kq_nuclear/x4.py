@@ -1,6 +1,8 @@
 """X4: alignment preserved along the flow (Lemma 5.1) and the limit of Theorem 5.1 on Assumption-4 data.
 
-Spec: kq-nuclear-norm §9 X4, §3.2 (Lemma 5.1), §7.3 (Theorem 5.1), §4 program (9).
+Spec: kq-nuclear-norm §9 X4, §3.2 (Lemma 5.1), §7.3 (Theorem 5.1), §4 program (9). On Assumption-4 data the
+W*-SVM and the Frobenius SVM have one solution (§7.3), so X4 cannot tell a nuclear-norm bias from a Frobenius one;
+X3 does, beyond Assumption 4.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from attnlab.experiments.kq_nuclear.common import (
     SOURCE,
     KQConfig,
     factor_not_trained,
+    gradient_preconditioned,
     revised_size,
     transpose_misplaced,
 )
@@ -63,8 +66,6 @@ class X4Config(KQConfig):
         Normalised-GD steps.
     record_every : int
         Steps between records.
-    spectrum_rtol : float
-        Relative gap allowed between the top-n singular values of ``W/mu`` and ``|beta|`` of program (9).
     seed : int
         Seed of the data and of the shared right frame ``V``.
     """
@@ -78,13 +79,12 @@ class X4Config(KQConfig):
     step: float = 0.025
     steps: int = 12_000
     record_every: int = 200
-    spectrum_rtol: float = 0.005
     seed: int = 0
 
-    OURS = ("n", "m_pairs", "d", "radii", "c", "score", "init_scale", "step", "steps", "spectrum_rtol", "seed")
+    OURS = ("n", "m_pairs", "d", "radii", "c", "score", "init_scale", "step", "steps", "seed")
 
     INTS = ("n", "m_pairs", "d", "steps", "record_every", "seed")
-    POSITIVE = ("score", "init_scale", "step", "spectrum_rtol")
+    POSITIVE = ("score", "init_scale", "step")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -118,7 +118,8 @@ PAIRING = Falsifier(
     kind="mechanism",
 )
 TRANSPOSE, K_FROZEN = transpose_misplaced("x4"), factor_not_trained("x4", "Factored")
-FALSIFIERS = (TRANSPOSE, K_FROZEN, PAIRING)
+K_PRECONDITIONED = gradient_preconditioned("x4", "Factored", 0.99, 1.01, "-0.99-1.01")
+FALSIFIERS = (TRANSPOSE, K_FROZEN, PAIRING, K_PRECONDITIONED)
 _RUN = (
     "the one aligned run on aligned_pairs data (Assumption 4) of the config's seed: K(0) = U_K Lambda_K V^T, "
     "Q(0) = U_Q Lambda_Q V^T"
@@ -149,6 +150,8 @@ _STEP_0025 = _sizes(
     {"step": 0.025, "steps": 12000, "record_every": 200, "spectrum_rtol": 0.05},
     {"step": 0.05, "steps": 1000, "record_every": 50, "spectrum_rtol": 0.1},
 )
+# the current sizes with the spectrum tolerance of 2026-11-25, until spectrum_rtol left the config (2026-11-28)
+_STEP_CURRENT = {**_STEP_0025, "spectrum_rtol": {"full": 0.005, "quick": 0.01}}
 _STEP_CHANGED = (
     "re-read after failing at full size: with NGD steps of 0.05 the iterates leave the aligned set near mu ~ 1e4 "
     "(off-diagonal mass 1e-15 -> 7.9e-5), so the full run's step went to 0.025 for 12 000 steps (12fefa3, the "
@@ -170,7 +173,7 @@ ALIGNED = Claim(
     "alignment preserved (Lemma 5.1): max_t off-diagonal mass of U_K^T K V and U_Q^T Q V",
     "003:Lem5.1",
     f"{SOURCE} §3.2, §9 X4",
-    (TRANSPOSE.name, PAIRING.name),
+    (TRANSPOSE.name, PAIRING.name, K_PRECONDITIONED.name),
     id="aligned",
     reading=_ALIGNED_READING,
     revisions=(
@@ -207,7 +210,7 @@ OUTSIDE = Claim(
     "(max rel change; Thm 5.1)",
     "003:Thm5.1",
     f"{SOURCE} §7.3",
-    (TRANSPOSE.name, PAIRING.name),
+    (TRANSPOSE.name, PAIRING.name, K_PRECONDITIONED.name),
     id="outside-kept",
     reading=_OUTSIDE_READING,
     revisions=(
@@ -259,7 +262,7 @@ PROGRAM9 = Claim(
         ),
     ),
 )
-_SPECTRUM_READING = Reading(
+_SPECTRUM_RTOL_READING = Reading(
     "max over i <= n of |sigma_i(W_T / mu) - |beta|_(i)| / |beta|_(i): the top-n singular values of the last "
     "direction against the sorted |beta| of program (9)",
     "the last step",
@@ -269,16 +272,35 @@ _SPECTRUM_READING = Reading(
     sizes=(*_FLOW, "spectrum_rtol"),
 )
 _SPECTRUM_OLD_READING = dataclasses.replace(
-    _SPECTRUM_READING, tolerance="<= config.spectrum_rtol: 0.05 full, 0.1 quick (ours)"
+    _SPECTRUM_RTOL_READING, tolerance="<= config.spectrum_rtol: 0.05 full, 0.1 quick (ours)"
 )
 _OLD_SPECTRUM = "top-n singular values of W/mu -> |beta| of program (9) (worst relative error)"
+_SPECTRUM_BLIND = (
+    "too weak to fail: singular values see the limit's spectrum, not its singular vectors. K's gradient times "
+    "diag(linspace(0.99, 1.01)) over its rows (a fixed per-coordinate preconditioner) leaves the aligned set and ends "
+    "at a rotated limit, 1 - corr 4.3e-4 quick / 7.6e-4 full from U_K diag(beta) U_Q^T, whose top singular values "
+    "stay within 9.5e-4 / 3.2e-3 of |beta| (passed 0.01 / 0.005). Theorem 5.1 states the limit itself, a "
+    "direction, so it is read as 1 - corr with it, as X3's limit rows (§9); that mechanism is now the falsifier "
+    "'k-gradient-preconditioned-0.99-1.01'. spectrum_rtol left the config. The run recomputes this reading beside "
+    "the current row"
+)
 SPECTRUM = Claim(
-    "top-n singular values of W/mu -> |beta| of program (9) (worst relative error; Thm 5.1)",
+    "the limit direction W/mu -> U_K diag(beta) U_Q^T of program (9), whose top-n singular values are |beta| "
+    "(1 - corr; Thm 5.1)",
     "003:Thm5.1",
     f"{SOURCE} §7.3, §9 X4",
-    (TRANSPOSE.name, K_FROZEN.name, PAIRING.name),
+    (TRANSPOSE.name, K_FROZEN.name, PAIRING.name, K_PRECONDITIONED.name),
     id="top-spectrum",
-    reading=_SPECTRUM_READING,
+    reading=Reading(
+        "1 - corr(W_T / mu, W_(9)): corr the cosine of the two matrices, W_(9) = U_K diag(beta) U_Q^T the solution "
+        "of program (9) in the aligned frame (aligned_l1_svm)",
+        "the last step",
+        _RUN,
+        "<= bound, bound = 1e-4 (ours, as X3's limit rows: an angle of 0.8 degrees; the true run reaches 1.5e-7 "
+        "quick and 1.8e-9 full, and the gap falls with mu; no rate is proved, §10)",
+        {"bound": 1e-4},
+        _FLOW,
+    ),
     revisions=(
         Revision(
             _SPECTRUM_OLD_READING,
@@ -287,7 +309,7 @@ SPECTRUM = Claim(
             "pass: 7.2e-4 (<= 0.1; recomputed at the old sizes with the current code)",
             "pass: 1.7e-4 (<= 0.05; recomputed at the old sizes with the current code)",
             claim=_OLD_SPECTRUM,
-            sizes=_of(_SPECTRUM_READING, _STEP_005),
+            sizes=_of(_SPECTRUM_RTOL_READING, _STEP_005),
         ),
         Revision(
             _SPECTRUM_OLD_READING,
@@ -297,7 +319,16 @@ SPECTRUM = Claim(
             "pass: 1.6e-3 (<= 0.1)",
             "pass: 1.7e-4 (<= 0.05)",
             claim=_OLD_SPECTRUM,
-            sizes=_of(_SPECTRUM_READING, _STEP_0025),
+            sizes=_of(_SPECTRUM_RTOL_READING, _STEP_0025),
+        ),
+        Revision(
+            _SPECTRUM_RTOL_READING,
+            "2026-11-28",
+            _SPECTRUM_BLIND,
+            "pass: 1.6e-3 (<= 0.01) (1e039b5)",
+            "pass: 1.7e-4 (<= 0.005) (1e039b5)",
+            claim="top-n singular values of W/mu -> |beta| of program (9) (worst relative error; Thm 5.1)",
+            sizes=_of(_SPECTRUM_RTOL_READING, _STEP_CURRENT),
         ),
     ),
 )
@@ -366,8 +397,8 @@ def run_x4(config: X4Config, ctx: RunContext) -> ExperimentResult:
         OUTSIDE.less(kept, max(rounding, read_off), spread=kept_text),
         old_outside.less(kept, old_outside.param("bound")),
         PROGRAM9.close(aligned.norm_value, nuc.norm_value),
-        SPECTRUM.less(top_error, config.spectrum_rtol),
-        SPECTRUM.revised(2).less(top_error, revised_size(SPECTRUM, 2, "spectrum_rtol", ctx.quick)),
+        SPECTRUM.less(float(1.0 - cosine(W_hat[-1], aligned.W)), SPECTRUM.param("bound")),
+        *(SPECTRUM.revised(k).less(top_error, revised_size(SPECTRUM, k, "spectrum_rtol", ctx.quick)) for k in (3, 2)),
     ]
     spectrum = pd.DataFrame(
         {
@@ -415,7 +446,7 @@ register(
         cost=11.0,
         config_type=X4Config,
         run=run_x4,
-        quick={"steps": 1000, "step": 0.05, "record_every": 50, "spectrum_rtol": 0.01},
+        quick={"steps": 1000, "step": 0.05, "record_every": 50},
         claims=(ALIGNED, OUTSIDE, PROGRAM9, SPECTRUM),
         falsifiers=FALSIFIERS,
     )
