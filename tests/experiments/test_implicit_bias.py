@@ -96,6 +96,24 @@ def test_assumptions_config_refuses_bad_grids_by_name():
         Fig2Config(ngd_caps=())
 
 
+def test_init_linear_standard_error_is_the_variance_of_the_gaussian_logits_second_moment():
+    """`init-linear`'s standard error comes from the logits' law, not the draws: one draw's mean of the normalised
+    squared logits has the variance 2 sum_kl cos_kl^2 / (n T)^2 that 4000 Gaussian W_0 reproduce."""
+    import torch
+
+    from attnlab.data import example1
+    from attnlab.experiments.implicit_bias.assumptions import _moment_variance
+    from attnlab.models.functional import attention_logits
+
+    data = example1(4, 4, 16, 1.0, 2.0, seed=0)
+    W0 = torch.randn(4000, 16, 16, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    scale = data.X.norm(dim=-1) * data.Z.norm(dim=-1, keepdim=True)
+    moment = (attention_logits(data.X, W0, data.Z) / scale).square().mean(dim=(-2, -1))
+    assert moment.mean().item() == pytest.approx(1.0, abs=4 * math.sqrt(_moment_variance(data) / 4000))
+    assert moment.var().item() == pytest.approx(_moment_variance(data), rel=0.1)
+    assert _moment_variance(data) > 2.0 / 16  # the tokens correlate at d = 16: more than independent logits' 2 / (n T)
+
+
 def test_head_preconditioner_at_scale_one_reproduces_the_run_to_the_bit_and_moves_only_the_normalised_methods(tmp_path):
     """The falsifier `head-preconditioned` is only its diagonal: at diag(1) every method's trajectory is the unmutated
     one exactly (the transform sits inside each rule, so the engine's log-scaled path is kept); at 0.95-1.05 GD (a
