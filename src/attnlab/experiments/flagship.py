@@ -15,7 +15,7 @@ import torch
 
 from attnlab._validation import check_in, check_scalar
 from attnlab.data import example1
-from attnlab.experiments.implicit_bias.falsifiers import w_preconditioned
+from attnlab.experiments.preconditioners import w_preconditioned
 from attnlab.experiments.registry import register
 from attnlab.metrics import alignment, opt_softmax
 from attnlab.models import Combined

@@ -7,15 +7,12 @@ patches the mechanism *where that module looks it up*, so each module builds its
 
 from __future__ import annotations
 
-import dataclasses
-import math
-
 import torch
 
 from attnlab.data import TokenSelectionData
+from attnlab.experiments.preconditioners import scaled_entries
 from attnlab.models import Parametrization
 from attnlab.optim import NormalizedGD
-from attnlab.optim.transforms import Context, Step, Transform
 from attnlab.verify import Falsifier
 
 __all__ = [
@@ -37,7 +34,6 @@ __all__ = [
     "u_svm_other_token",
     "w_ascent",
     "w_frozen",
-    "w_preconditioned",
 ]
 
 
@@ -199,45 +195,9 @@ def head_scaled(module: str, scale: float = 1.3) -> Falsifier:
     )
 
 
-def _entry_scale(low: float, high: float, rank: int) -> Transform:
-    """A transform put first in a rule: the gradient of each tensor with ``rank`` axes past the runs (1: the head
-    ``u``, 2: ``W``) times ``linspace(low, high)`` over its entries in row-major order (a fixed diagonal
-    preconditioner), the other tensors' unchanged; every later transform (the norms, Polyak's step) sees the product."""
-    scales: dict[tuple[int, ...], torch.Tensor] = {}
-
-    def update(step: Step, state: None, ctx: Context) -> tuple[Step, None]:
-        directions = []
-        for d, p in zip(step.direction, ctx.params):
-            if p.dim() - ctx.run_dims == rank:  # (R, d) or (R, d, d): entry i times scale_i
-                shape = tuple(d.shape[-rank:])
-                if shape not in scales:
-                    scales[shape] = torch.linspace(low, high, math.prod(shape), dtype=torch.float64).reshape(shape)
-                d = d * scales[shape].to(d)
-            directions.append(d)
-        return Step(directions, step.log_scale, step.log_coef, step.factor), None
-
-    name = "head-preconditioned" if rank == 1 else "w-preconditioned"
-    return Transform(name, lambda params: None, update, coefficient_only=False)
-
-
-def _scaled_entries(optimizer, low: float, high: float, rank: int = 1):
-    """``optimizer`` (an attnlab optimizer, which hands the engine its ``rule``) with :func:`_entry_scale` put first
-    in its rule; an optimizer without a rule (SGD) is returned as it is."""
-    built = getattr(optimizer, "rule", None)
-    if callable(built):
-        first = _entry_scale(low, high, rank)
-
-        def rule(params):
-            plain = built(params)
-            return dataclasses.replace(plain, transforms=(first, *plain.transforms))
-
-        optimizer.rule = rule
-    return optimizer
-
-
 def _preconditioned_heads(low: float, high: float):
     def preconditioned(make):
-        return lambda model: _scaled_entries(make(model), low, high)
+        return lambda model: scaled_entries(make(model), low, high)
 
     def wrap(optimizers):
         return lambda config: {name: preconditioned(make) for name, make in optimizers(config).items()}
@@ -268,7 +228,7 @@ def joint_head_preconditioned(module: str, low: float = 0.9, high: float = 1.1) 
 
     def wrap(optimizer_type):
         def make(groups, *args, **kw):
-            return _scaled_entries(optimizer_type(groups, *args, **kw), low, high)
+            return scaled_entries(optimizer_type(groups, *args, **kw), low, high)
 
         return make
 
@@ -277,27 +237,6 @@ def joint_head_preconditioned(module: str, low: float = 0.9, high: float = 1.1) 
         f"the joint rule A6 with the head's gradient times diag(linspace({low:g}, {high:g})) (a fixed diagonal "
         "preconditioner on u: its max-margin head is another direction)",
         f"{module}:JointAdaptive",
-        wrap,
-        kind="mechanism",
-    )
-
-
-def w_preconditioned(module: str, low: float = 0.95, high: float = 1.05) -> Falsifier:
-    """The module's ``NormalizedGD`` stepping on ``W``'s gradient times ``linspace(low, high)`` over its entries.
-
-    A fixed diagonal preconditioner on ``W`` (steepest descent in a weighted Frobenius norm): NGD still grows
-    ``||W_t||`` linearly, but towards the max-margin matrix of that weighted norm, not the W-SVM of spec §5, so
-    ``1 - corr(W_t, W_mm)`` levels off at a positive value (about 5e-4 on the flagship's data at 0.95-1.05).
-    """
-
-    def wrap(ngd_type):
-        return lambda *args, **kw: _scaled_entries(ngd_type(*args, **kw), low, high, rank=2)
-
-    return Falsifier(
-        "w-preconditioned",
-        f"NGD's W gradient times linspace({low:g}, {high:g}) over its entries (a fixed diagonal preconditioner on W: "
-        "its max-margin direction is another matrix)",
-        f"{module}:NormalizedGD",
         wrap,
         kind="mechanism",
     )
