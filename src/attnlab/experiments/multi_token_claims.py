@@ -209,7 +209,7 @@ DIRECTION = Claim(
     "(unfitted), falls like ||W_t||^-2, at 95% confidence (Conjecture; median exponent {exponent:.3g})",
     "2308.16898:Conj",
     SOURCE + " §6",
-    falsifier=("replay-linear-head", "replay-rolled-head", "replay-w0-redrawn"),
+    falsifier=("replay-linear-head", "replay-rolled-head", "replay-w0-redrawn", "replay-tokens-scaled"),
     id="direction-closer",
     reading=_CONVERGES,
     revisions=(
@@ -251,7 +251,7 @@ DIRECTION = Claim(
             "of the re-drawn runs end in other sets and stop approaching W_dir. The conjecture's rate does: in a run "
             "that converges 1 - corr(W_t, W_dir) falls like ||W_t||^-2, in one bound for another direction it stays "
             "put. The runs with a sequence the head leaves flat and a set other than its whole sequence are left "
-            "out: their 1 - corr stays at 0.03-0.3 for 8000 steps with unchanged sets, because nothing pushes that "
+            "out: their 1 - corr stays at 0.03-0.3 over 2T with unchanged sets, because nothing pushes that "
             "set's tokens out, and falls like ||W_t||^-2 against the program without that set's margin constraints",
             quick="pass: 0.699 > 0.5 over 32 multi-token runs at d=8 (1e039b5)",
             full=_FULL_BOUND,
@@ -337,6 +337,20 @@ def _redrawn_w0(replay):
     return redrawn
 
 
+def _scaled_tokens(replay):
+    """The kept runs replayed on tokens and queries scaled by ``diag(linspace(0.95, 1.05))``, a 5% anisotropy the
+    sets and ``W_dir`` (read off the unscaled data) do not have (multi-token §5's unit tokens, stretched)."""
+
+    def scaled(config, kept, ctx):
+        starts = []
+        for run in kept:
+            stretch = torch.linspace(0.95, 1.05, run["X"].shape[-1], dtype=run["X"].dtype)  # (d,)
+            starts.append({**run, "X": run["X"] * stretch, "Z": run["Z"] * stretch})
+        return replay(config, starts, ctx)
+
+    return scaled
+
+
 FALSIFIERS = (
     Falsifier(
         "replay-linear-head",
@@ -360,6 +374,14 @@ FALSIFIERS = (
         "them end in other sets than those that define W_dir; the kept runs and their sets unchanged",
         "attnlab.experiments.multi_token:_replay",
         _redrawn_w0,
+        kind="mechanism",
+    ),
+    Falsifier(
+        "replay-tokens-scaled",
+        "each replayed run trains on its tokens and query scaled by diag(linspace(0.95, 1.05)), data whose sets' "
+        "direction is not W_dir; the kept runs and their sets unchanged",
+        "attnlab.experiments.multi_token:_replay",
+        _scaled_tokens,
         kind="mechanism",
     ),
 )
