@@ -9,7 +9,8 @@ from attnlab.verify import share_lower_bound
 
 def test_quick_run_passes_its_checks_and_counts_every_draw(tmp_path):
     record = run_experiment("multi-token.equivalence", quick=True, out=tmp_path, progress=False)
-    failed = record.checks[~record.checks["passed"] & record.checks["kind"].isin(["theory", "property"])]
+    checks = record.checks
+    failed = checks[~checks["passed"] & checks["kind"].isin(["theory", "property"]) & (checks["verdict"] != "finding")]
     assert failed.empty, failed[["claim", "predicted", "measured", "tolerance"]].to_string()
     acceptance = pd.read_parquet(tmp_path / "acceptance.parquet")
     assert list(acceptance.filter(like="rejected").columns) == [
@@ -46,6 +47,12 @@ def test_quick_run_passes_its_checks_and_counts_every_draw(tmp_path):
     falls = int((pushed["direction_exponent"] < -1).sum())
     assert 2 <= len(pushed) < len(multi) and int(rows.loc["direction-closer", "support"]) == len(pushed)
     assert float(rows.loc["direction-closer", "measured"]) == pytest.approx(share_lower_bound(falls, len(pushed))[0])
+    # direction-all, the same reading on every multi-token run, fails: the runs parked at f = 0 do not fall (a finding,
+    # the only row allowed to fail, and only with its investigation)
+    every = int((multi["direction_exponent"] < -1).sum())
+    assert float(rows.loc["direction-all", "measured"]) == pytest.approx(share_lower_bound(every, len(multi))[0])
+    assert rows.loc["direction-all", "verdict"] == "finding" and int(rows.loc["direction-all", "support"]) == len(multi)
+    assert (checks["verdict"] == "finding").sum() == 1
     closer = int((multi["gap_mm"] < multi["gap_one"]).sum())
     assert float(rows.loc["direction-closer#rev3", "measured"]) == pytest.approx(
         share_lower_bound(closer, len(multi))[0]
@@ -100,12 +107,12 @@ def test_our_acceptance_rule_is_an_option_and_refuses_whole_sequence_sets(tmp_pa
     ).all()
     runs = pd.read_parquet(tmp_path / "runs.parquet")
     assert not runs["whole_sequence_set"].any()
-    # finite-bounded reads the runs our rule keeps (whether it passes there is the run's finding, not a property);
-    # direction-closer's subset is empty under our rule: every run has a label -1 sequence, whose set is then not its
-    # whole sequence, so the row says there are not enough pushed runs
+    # finite-bounded and direction-all read the runs our rule keeps (whether they pass there is the run's finding, not
+    # a property); direction-closer's subset is empty under our rule: every run has a label -1 sequence, whose set is
+    # then not its whole sequence, so the row says there are not enough pushed runs
     multi = int(runs["multi_token"].sum())
     theory = record.checks.query("kind == 'theory'")
-    assert set(theory["claim_id"]) == {"finite-bounded"} and (theory["support"] == multi).all()
+    assert set(theory["claim_id"]) == {"finite-bounded", "direction-all"} and (theory["support"] == multi).all()
     assert runs["unpushed_set"].all()
     enough = record.checks.set_index("claim_id").loc["enough-pushed"]
     assert enough["kind"] == "property" and int(enough["support"]) == 0 and not enough["passed"]

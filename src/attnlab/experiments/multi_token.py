@@ -11,8 +11,8 @@ equalities only) or, with ``acceptance="ours"``, by ours (no set equal to its wh
 are reported. Solve the set-direction SVM ``W_dir``, the finite part and the one-token SVM of each kept run; then
 train the kept runs again, recording ``1 - corr`` against the three directions and keeping ``W`` at ``T/2`` and
 ``T`` for the finite part's growth. The theory rows test the conjecture's unfitted predictions: ``1 - corr(W_t,
-W_dir)`` falling like ``||W_t||^-2`` on the runs whose every set is pushed by the loss, and a finite part that stays
-bounded while ``||W_t||`` grows; the comparison with ``W_fin + R W_dir``, fitted to ``W_T`` itself, is a property of
+W_dir)`` falling like ``||W_t||^-2`` on the runs whose every set is pushed by the loss (on every multi-token run it
+does not: a finding, docs/findings.md), and a finite part that stays bounded while ``||W_t||`` grows; the comparison with ``W_fin + R W_dir``, fitted to ``W_T`` itself, is a property of
 the construction.
 """
 
@@ -32,6 +32,7 @@ from attnlab._validation import check_in
 from attnlab.data import multi_token
 from attnlab.experiments.multi_token_claims import (
     DIRECTION,
+    DIRECTION_ALL,
     ENOUGH,
     ENOUGH_PUSHED,
     FALSIFIERS,
@@ -51,6 +52,7 @@ from attnlab.svm import InfeasibleProgramError, WholeSequenceWarning, attention_
 from attnlab.training.batched import train as batched_train
 from attnlab.verify import (
     Check,
+    Claim,
     Experiment,
     ExperimentResult,
     RunContext,
@@ -413,7 +415,10 @@ def _checks(config: MultiTokenConfig, runs: pd.DataFrame) -> list[Check]:
             checks.append(ENOUGH.format(d=d).greater(len(part), 2, support=len(part)))
             continue
         if d >= DIRECTION.param("min_d"):
-            checks.append(_converges(d, part[~part["unpushed_set"]]))
+            pushed = part[~part["unpushed_set"]]
+            checks.append(_converges(DIRECTION, d, pushed) if len(pushed) >= 2 else _too_few(d, pushed))
+            # the same reading on every multi-token run, pushed or not: a finding (docs/findings.md)
+            checks.append(_converges(DIRECTION_ALL, d, part))
         # its third reading (revision 3): W_T closer to W_dir than to the one-token SVM at the last step, on every
         # multi-token run (with a set of two or more tokens; with singletons the two coincide)
         closer = (part["gap_mm"] < part["gap_one"]).to_numpy(dtype=float)
@@ -454,21 +459,25 @@ def _checks(config: MultiTokenConfig, runs: pd.DataFrame) -> list[Check]:
     return checks
 
 
-def _converges(d: int, pushed: pd.DataFrame) -> Check:
-    """direction-closer's row at width ``d`` over its subset, the pushed multi-token runs (``unpushed_set`` False).
+def _converges(claim: Claim, d: int, runs: pd.DataFrame) -> Check:
+    """A conjecture-rate row at width ``d`` over ``runs``: direction-closer's (the pushed multi-token runs) or
+    direction-all's (every multi-token run).
 
     multi-token §6 (the source's Conjecture): ``W_t = W_fin + ||W_t|| W_dir / ||W_dir|| + o(1)`` with ``W_fin``
     bounded, so ``1 - corr(W_t, W_dir) = O(||W_t||^-2)``: its exponent against ``||W_t||`` from ``T/2`` to ``T`` is
     -2 in a run that converges and 0 in one bound for another direction. The row is the Clopper-Pearson bound on the
     share of runs below -1, halfway.
     """
-    if len(pushed) < 2:
-        return ENOUGH_PUSHED.format(d=d).greater(len(pushed), 2, support=len(pushed))
-    exponents = pushed["direction_exponent"].to_numpy()
-    falls = int((exponents < DIRECTION.param("exponent")).sum())  # NaN (no finite exponent) counts as not falling
-    bound, how = share_lower_bound(falls, len(exponents), DIRECTION.param("confidence"))
-    row = DIRECTION.format(d=d, exponent=float(np.median(exponents)))
-    return row.greater(bound, DIRECTION.param("bound"), strict=True, spread=how, support=len(pushed))
+    exponents = runs["direction_exponent"].to_numpy()
+    falls = int((exponents < claim.param("exponent")).sum())  # NaN (no finite exponent) counts as not falling
+    bound, how = share_lower_bound(falls, len(exponents), claim.param("confidence"))
+    row = claim.format(d=d, exponent=float(np.median(exponents)))
+    return row.greater(bound, claim.param("bound"), strict=True, spread=how, support=len(runs))
+
+
+def _too_few(d: int, pushed: pd.DataFrame) -> Check:
+    """enough-pushed's row: direction-closer's subset at width ``d`` holds fewer than 2 runs."""
+    return ENOUGH_PUSHED.format(d=d).greater(len(pushed), 2, support=len(pushed))
 
 
 def _width_trend(by_width: dict[int, list[float]]) -> Check:
@@ -529,7 +538,7 @@ register(
         run=run,
         quick={"ds": (8,), "runs": 40, "chunk": 250, "max_draws": 1000},
         cost=239.0,
-        claims=(KEPT, FINITE, KKT, ENOUGH, ENOUGH_PUSHED, DIRECTION, FITTED, FINITE_BOUNDED),
+        claims=(KEPT, FINITE, KKT, ENOUGH, ENOUGH_PUSHED, DIRECTION, DIRECTION_ALL, FITTED, FINITE_BOUNDED),
         falsifiers=FALSIFIERS,
     )
 )
