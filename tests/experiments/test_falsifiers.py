@@ -91,3 +91,22 @@ def test_falsifier_fails_every_check_that_names_it(name, falsifier_name, tmp_pat
                     f"{check.claim!r}: {falsifier.name!r} changed the subset the statistic is taken over "
                     f"({same[0].support} -> {check.support}); a falsifier must not move a hypothesis filter"
                 )
+    findings = [c for c in named if c.investigation]
+    if findings:
+        _fail_further(findings, _unmutated(name, tmp_path_factory), falsifier)
+
+
+def _fail_further(findings, true_rows, falsifier):
+    """The rows of claims that declare a finding, under a falsifier: their true rows fail as well (the finding), so
+    each must fail further, with a margin below its true row's (the k-th row of a claim against the true run's k-th,
+    one per width)."""
+    for i, check in enumerate(findings):
+        twins = [c for c in true_rows if c.kind == "theory" and c.claim_id == check.claim_id]
+        k = sum(c.claim_id == check.claim_id for c in findings[:i])  # its rank among the claim's rows
+        assert k < len(twins), f"{check.claim!r}: no row of the unmutated run to compare {falsifier.name!r} with"
+        true = twins[k]
+        assert true.margin is not None and math.isfinite(true.margin), f"{true.claim!r}: the true row has no margin"
+        assert check.margin < true.margin, (
+            f"{check.claim!r} (a finding: the true row fails at {true.measured}, margin {true.margin}) fails no "
+            f"further under {falsifier.name!r} (measured {check.measured}, margin {check.margin}): not seen"
+        )

@@ -9,7 +9,8 @@ from attnlab.verify import share_lower_bound
 
 def test_quick_run_passes_its_checks_and_counts_every_draw(tmp_path):
     record = run_experiment("multi-token.equivalence", quick=True, out=tmp_path, progress=False)
-    failed = record.checks[~record.checks["passed"] & record.checks["kind"].isin(["theory", "property"])]
+    checks = record.checks
+    failed = checks[~checks["passed"] & checks["kind"].isin(["theory", "property"]) & (checks["verdict"] != "finding")]
     assert failed.empty, failed[["claim", "predicted", "measured", "tolerance"]].to_string()
     acceptance = pd.read_parquet(tmp_path / "acceptance.parquet")
     assert list(acceptance.filter(like="rejected").columns) == [
@@ -38,24 +39,38 @@ def test_quick_run_passes_its_checks_and_counts_every_draw(tmp_path):
     kinds = record.checks.set_index("claim_id")["kind"].to_dict()
     assert kinds["direction-closer"] == "theory" and kinds["fitted-closer"] == "property"
     assert kinds["direction-closer#rev1"] == "revision" and kinds["finite-bounded"] == "theory"
-    # the current reading is the raw share's confidence bound; the raw share (revision 2) is computed beside it
+    # the current reading is the confidence bound of the share of pushed runs whose 1 - corr(W_t, W_dir) falls faster
+    # than ||W_t||^-1; the closer share's bound (revision 3) and the raw share (revision 2) are computed beside it
     rows = record.checks.set_index("claim_id")
     multi = runs[runs["multi_token"]]
+    pushed = multi[~multi["unpushed_set"]]
+    falls = int((pushed["direction_exponent"] < -1).sum())
+    assert 2 <= len(pushed) < len(multi) and int(rows.loc["direction-closer", "support"]) == len(pushed)
+    assert float(rows.loc["direction-closer", "measured"]) == pytest.approx(share_lower_bound(falls, len(pushed))[0])
+    # direction-all, the same reading on every multi-token run, fails: the runs parked at f = 0 do not fall (a finding,
+    # the only row allowed to fail, and only with its investigation)
+    every = int((multi["direction_exponent"] < -1).sum())
+    assert float(rows.loc["direction-all", "measured"]) == pytest.approx(share_lower_bound(every, len(multi))[0])
+    assert rows.loc["direction-all", "verdict"] == "finding" and int(rows.loc["direction-all", "support"]) == len(multi)
+    assert (checks["verdict"] == "finding").sum() == 1
     closer = int((multi["gap_mm"] < multi["gap_one"]).sum())
+    assert float(rows.loc["direction-closer#rev3", "measured"]) == pytest.approx(
+        share_lower_bound(closer, len(multi))[0]
+    )
     assert float(rows.loc["direction-closer#rev2", "measured"]) == pytest.approx(closer / len(multi))
-    assert float(rows.loc["direction-closer", "measured"]) == pytest.approx(share_lower_bound(closer, len(multi))[0])
     assert list(tmp_path.glob("*.png"))
 
 
-def test_the_finite_exponent_is_recomputed_from_the_runs_norms(tmp_path):
-    """Independent of the experiment's table: the finite part at the kept run's W_T/2 and W_T, from the library."""
+def test_the_exponents_and_the_subset_are_recomputed_from_the_library(tmp_path):
+    """Independent of the experiment's table: the finite part and W_dir at the kept run's W_T/2 and W_T, and whether
+    a set is not pushed, from the library."""
     import numpy as np
     import torch
 
     from attnlab.batched import train
     from attnlab.data import multi_token
     from attnlab.models import ReluHead
-    from attnlab.svm import finite_part
+    from attnlab.svm import finite_part, set_direction_svm
 
     run_experiment("multi-token.equivalence", quick=True, out=tmp_path, progress=False)
     row = pd.read_parquet(tmp_path / "runs.parquet").query("multi_token").iloc[0]
@@ -70,8 +85,16 @@ def test_the_finite_exponent_is_recomputed_from_the_runs_norms(tmp_path):
     sets = torch.softmax(data.X @ W_last @ data.Z.unsqueeze(-1), dim=1).squeeze(-1) > 1e-3
     logits = [torch.einsum("ntd,de,ne->nt", data.X, W, data.Z) for W in (W_half, W_last)]
     fin = [float(finite_part(data, sets, lg).W.norm()) for lg in logits]
-    expected = np.log(fin[1] / fin[0]) / np.log(float(W_last.norm()) / float(W_half.norm()))
-    assert row["finite_exponent"] == pytest.approx(expected, rel=1e-6, abs=1e-9)
+    growth = np.log(float(W_last.norm()) / float(W_half.norm()))
+    assert row["finite_exponent"] == pytest.approx(np.log(fin[1] / fin[0]) / growth, rel=1e-6, abs=1e-9)
+    # the direction's decay exponent: 1 - cos(W_t, W_dir) at T/2 and T, W_dir the direction program of the sets
+    W_dir = set_direction_svm(data, sets).W
+    gaps = [1 - float((W * W_dir).sum() / (W.norm() * W_dir.norm())) for W in (W_half, W_last)]
+    assert row["direction_exponent"] == pytest.approx(np.log(gaps[1] / gaps[0]) / growth, rel=1e-5, abs=1e-6)
+    # unpushed: a label -1 sequence, or one whose ReLU head outputs 0, with a set that is not its whole sequence
+    u = torch.einsum("nt,ntd->nd", torch.softmax(torch.einsum("ntd,de,ne->nt", data.X, W_last, data.Z), -1), data.X)
+    output = torch.relu(u @ draw.V.T) @ draw.v
+    assert row["unpushed_set"] == bool((((data.y < 0) | (output <= 0)) & ~sets.all(dim=1)).any())
 
 
 def test_our_acceptance_rule_is_an_option_and_refuses_whole_sequence_sets(tmp_path):
@@ -84,10 +107,15 @@ def test_our_acceptance_rule_is_an_option_and_refuses_whole_sequence_sets(tmp_pa
     ).all()
     runs = pd.read_parquet(tmp_path / "runs.parquet")
     assert not runs["whole_sequence_set"].any()
-    # the theory rows read the runs our rule keeps (whether they pass there is the run's finding, not a property)
+    # finite-bounded and direction-all read the runs our rule keeps (whether they pass there is the run's finding, not
+    # a property); direction-closer's subset is empty under our rule: every run has a label -1 sequence, whose set is
+    # then not its whole sequence, so the row says there are not enough pushed runs
     multi = int(runs["multi_token"].sum())
     theory = record.checks.query("kind == 'theory'")
-    assert set(theory["claim_id"]) == {"direction-closer", "finite-bounded"} and (theory["support"] == multi).all()
+    assert set(theory["claim_id"]) == {"finite-bounded", "direction-all"} and (theory["support"] == multi).all()
+    assert runs["unpushed_set"].all()
+    enough = record.checks.set_index("claim_id").loc["enough-pushed"]
+    assert enough["kind"] == "property" and int(enough["support"]) == 0 and not enough["passed"]
 
 
 def test_the_width_trend_is_the_figures_mean_judged_within_three_standard_errors():

@@ -10,9 +10,10 @@ loss, all draws as one batched program; keep the runs whose final softmax is sat
 equalities only) or, with ``acceptance="ours"``, by ours (no set equal to its whole sequence); both rules' rates
 are reported. Solve the set-direction SVM ``W_dir``, the finite part and the one-token SVM of each kept run; then
 train the kept runs again, recording ``1 - corr`` against the three directions and keeping ``W`` at ``T/2`` and
-``T`` for the finite part's growth. The theory rows test the conjecture's unfitted predictions: ``W_T`` closer in
-direction to ``W_dir`` than to the one-token SVM, and a finite part that stays bounded while ``||W_t||`` grows;
-the comparison with ``W_fin + R W_dir``, fitted to ``W_T`` itself, is a property of the construction.
+``T`` for the finite part's growth. The theory rows test the conjecture's unfitted predictions: ``1 - corr(W_t,
+W_dir)`` falling like ``||W_t||^-2`` on the runs whose every set is pushed by the loss (on every multi-token run it
+does not: a finding, docs/findings.md), and a finite part that stays bounded while ``||W_t||`` grows; the comparison with ``W_fin + R W_dir``, fitted to ``W_T`` itself, is a property of
+the construction.
 """
 
 from __future__ import annotations
@@ -31,7 +32,9 @@ from attnlab._validation import check_in
 from attnlab.data import multi_token
 from attnlab.experiments.multi_token_claims import (
     DIRECTION,
+    DIRECTION_ALL,
     ENOUGH,
+    ENOUGH_PUSHED,
     FALSIFIERS,
     FINITE,
     FINITE_BOUNDED,
@@ -49,6 +52,7 @@ from attnlab.svm import InfeasibleProgramError, WholeSequenceWarning, attention_
 from attnlab.training.batched import train as batched_train
 from attnlab.verify import (
     Check,
+    Claim,
     Experiment,
     ExperimentResult,
     RunContext,
@@ -300,12 +304,27 @@ def _replay(config: MultiTokenConfig, kept: list[dict], ctx: RunContext):
     )
 
 
+def _unpushed_set(run: dict) -> bool:
+    """Whether a sequence whose loss the head can leave flat holds a set that is not its whole sequence.
+
+    multi-token §6: with ``v = 1`` the head's output ``v^T ReLU(V u)`` is ``>= 0``, so a label -1 sequence's loss is
+    least at ``f = 0``, where every ReLU unit is off and its gradient is 0 (as for any sequence whose output is 0 at
+    ``W_T``); nothing then pushes its tokens out of its set, and its set's margin constraints are not GD's. A set that
+    is its whole sequence adds equalities only. Read off the kept run's own ``W_T`` (the first training).
+    """
+    u = torch.einsum("nt,ntd->nd", torch.softmax(attention_logits(run["X"], run["W"], run["Z"]), dim=-1), run["X"])
+    flat = (run["y"] < 0) | (ReluHead(run["V"], run["v"]).value_and_gradient(u)[0] <= 0)
+    return bool((flat & ~run["eq"].sets.all(dim=-1)).any())
+
+
 def _run_table(config: MultiTokenConfig, d: int, kept: list[dict], replay, frame: pd.DataFrame) -> pd.DataFrame:
-    """One row per kept run: its sets, programs' residuals, the last step's ``1 - corr`` against each direction, and
-    the norms of ``W`` and of the finite part at ``T/2`` and ``T`` with the growth exponent they give."""
+    """One row per kept run: its sets, programs' residuals, the last step's ``1 - corr`` against each direction (and
+    against ``W_dir`` at ``T/2``), and the norms of ``W`` and of the finite part at ``T/2`` and ``T`` with the growth
+    exponents they give."""
     last = frame[frame["step"] == config.steps].set_index("run")
     steps = replay.iterates["step"]
     half = int(torch.argmin((steps - config.steps / 2).abs()))  # the recorded step nearest T/2
+    at_half = frame[frame["step"] == int(steps[half])].set_index("run")
     W_half, W_last = replay.iterates["W"][half], replay.W  # (R, d, d) each
     fin_half = [_finite_norm(run["data"], run["eq"].sets, W_half[r]) for r, run in enumerate(kept)]
     fin_last = [_finite_norm(run["data"], run["eq"].sets, W_last[r]) for r, run in enumerate(kept)]
@@ -315,6 +334,7 @@ def _run_table(config: MultiTokenConfig, d: int, kept: list[dict], replay, frame
             "seed": [run["seed"] for run in kept],
             "set_sizes": [str(run["set_sizes"]) for run in kept],
             "multi_token": [max(run["set_sizes"]) > 1 for run in kept],
+            "unpushed_set": [_unpushed_set(run) for run in kept],
             "whole_sequence_set": [run["whole"] for run in kept],
             "R": [run["eq"].R for run in kept],
             "kkt_direction": [run["eq"].direction.kkt_residual for run in kept],
@@ -324,6 +344,7 @@ def _run_table(config: MultiTokenConfig, d: int, kept: list[dict], replay, frame
             ],
             "outside_max": [run["outside_max"] for run in kept],
             **{f"gap_{k}": (1 - last[f"alignment_{k}"]).clip(lower=EPS).to_numpy() for k in DIRECTIONS},
+            "gap_mm_half": (1 - at_half["alignment_mm"]).clip(lower=EPS).to_numpy(),
             "half_step": int(steps[half]),
             "finite_norm_half": fin_half,
             "finite_norm_last": fin_last,
@@ -332,9 +353,10 @@ def _run_table(config: MultiTokenConfig, d: int, kept: list[dict], replay, frame
         }
     )
     # multi-token §6: the finite part's growth exponent against W's, log ||W_fin|| ratio over log ||W|| ratio
-    table["finite_exponent"] = np.log(table["finite_norm_last"] / table["finite_norm_half"]) / np.log(
-        table["norm_last"] / table["norm_half"]
-    )
+    growth = np.log(table["norm_last"] / table["norm_half"])
+    table["finite_exponent"] = np.log(table["finite_norm_last"] / table["finite_norm_half"]) / growth
+    # multi-token §6: 1 - corr(W_t, W_dir) against ||W_t||, -2 when W_t = W_fin + ||W_t|| W_dir / ||W_dir|| + O(1)
+    table["direction_exponent"] = np.log(table["gap_mm"] / table["gap_mm_half"]) / growth
     return table
 
 
@@ -392,18 +414,18 @@ def _checks(config: MultiTokenConfig, runs: pd.DataFrame) -> list[Check]:
         if len(part) < 2:
             checks.append(ENOUGH.format(d=d).greater(len(part), 2, support=len(part)))
             continue
-        # multi-token §6 (the source's Conjecture): W_t = W_fin + ||W_t|| W_dir / ||W_dir|| + o(1), so W_T's direction
-        # is W_dir's, the sets' max-margin direction, which nothing here fits to W_T. The source's figure draws it
-        # below the one-token SVM: most runs (with a set of two or more tokens; with singletons the two coincide)
-        # are closer to it at the last step
+        if d >= DIRECTION.param("min_d"):
+            pushed = part[~part["unpushed_set"]]
+            checks.append(_converges(DIRECTION, d, pushed) if len(pushed) >= 2 else _too_few(d, pushed))
+            # the same reading on every multi-token run, pushed or not: a finding (docs/findings.md)
+            checks.append(_converges(DIRECTION_ALL, d, part))
+        # its third reading (revision 3): W_T closer to W_dir than to the one-token SVM at the last step, on every
+        # multi-token run (with a set of two or more tokens; with singletons the two coincide)
         closer = (part["gap_mm"] < part["gap_one"]).to_numpy(dtype=float)
         gain = float((part["gap_one"] - part["gap_mm"]).mean())
-        bound, how = share_lower_bound(int(closer.sum()), len(closer), DIRECTION.param("confidence"))
-        checks.append(
-            DIRECTION.format(d=d, gain=gain).greater(
-                bound, DIRECTION.param("bound"), strict=True, spread=how, support=len(part)
-            )
-        )
+        bounded = DIRECTION.revised(3).format(d=d, gain=gain)
+        bound, how = share_lower_bound(int(closer.sum()), len(closer), bounded.param("confidence"))
+        checks.append(bounded.greater(bound, bounded.param("bound"), strict=True, spread=how, support=len(part)))
         # its second reading (revision 2): the raw share, which a mechanism favouring neither direction passed
         raw = DIRECTION.revised(2).format(d=d, gain=gain)
         checks.append(raw.greater(float(closer.mean()), 0.5, strict=True, spread=_share(closer), support=len(part)))
@@ -435,6 +457,27 @@ def _checks(config: MultiTokenConfig, runs: pd.DataFrame) -> list[Check]:
         return checks
     checks.append(_width_trend(by_width))
     return checks
+
+
+def _converges(claim: Claim, d: int, runs: pd.DataFrame) -> Check:
+    """A conjecture-rate row at width ``d`` over ``runs``: direction-closer's (the pushed multi-token runs) or
+    direction-all's (every multi-token run).
+
+    multi-token §6 (the source's Conjecture): ``W_t = W_fin + ||W_t|| W_dir / ||W_dir|| + o(1)`` with ``W_fin``
+    bounded, so ``1 - corr(W_t, W_dir) = O(||W_t||^-2)``: its exponent against ``||W_t||`` from ``T/2`` to ``T`` is
+    -2 in a run that converges and 0 in one bound for another direction. The row is the Clopper-Pearson bound on the
+    share of runs below -1, halfway.
+    """
+    exponents = runs["direction_exponent"].to_numpy()
+    falls = int((exponents < claim.param("exponent")).sum())  # NaN (no finite exponent) counts as not falling
+    bound, how = share_lower_bound(falls, len(exponents), claim.param("confidence"))
+    row = claim.format(d=d, exponent=float(np.median(exponents)))
+    return row.greater(bound, claim.param("bound"), strict=True, spread=how, support=len(runs))
+
+
+def _too_few(d: int, pushed: pd.DataFrame) -> Check:
+    """enough-pushed's row: direction-closer's subset at width ``d`` holds fewer than 2 runs."""
+    return ENOUGH_PUSHED.format(d=d).greater(len(pushed), 2, support=len(pushed))
 
 
 def _width_trend(by_width: dict[int, list[float]]) -> Check:
@@ -495,7 +538,7 @@ register(
         run=run,
         quick={"ds": (8,), "runs": 40, "chunk": 250, "max_draws": 1000},
         cost=239.0,
-        claims=(KEPT, FINITE, KKT, ENOUGH, DIRECTION, FITTED, FINITE_BOUNDED),
+        claims=(KEPT, FINITE, KKT, ENOUGH, ENOUGH_PUSHED, DIRECTION, DIRECTION_ALL, FITTED, FINITE_BOUNDED),
         falsifiers=FALSIFIERS,
     )
 )
