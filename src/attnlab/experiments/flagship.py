@@ -15,6 +15,7 @@ import torch
 
 from attnlab._validation import check_in, check_scalar
 from attnlab.data import example1
+from attnlab.experiments.norm_growth import LOG_GROWTH_TOLERANCE, LOG_GROWTH_WINDOW, log_growth
 from attnlab.experiments.preconditioners import w_preconditioned
 from attnlab.experiments.registry import register
 from attnlab.metrics import alignment, opt_softmax
@@ -190,13 +191,9 @@ GD_LOG_NORM = Claim(
     id="gd-log-norm",
     reading=Reading(
         statistic="least-squares slope of ||W_t|| on ln t of GD over ||W_mm||, W_mm the Frobenius W-SVM (margin 1)",
-        window="every recorded step t >= T / decade (the last decade), T the last step",
+        window=LOG_GROWTH_WINDOW,
         subset=_EVERY_RUN,
-        tolerance="1 +- 1/ln t_mid, t_mid the window's median step. GD's gradient is ~ 1 - phi_opt ~ "
-        "exp(-||W|| / ||W_mm||) (Lemma 1), so ||W_t|| = ||W_mm|| ln t + r(t); an exponential-tailed loss's "
-        "residual r grows at most like ln ln t (Soudry et al. 2018), whose slope on ln t is 1/ln t (its unit "
-        "coefficient ours), and a bounded residual off W_mm's direction moves the ratio by 1 - corr(W_t, W_mm) ~ "
-        "1/ln^2 t. A norm that levels off reads 0, a wrong exponent of ||grad|| (step ~ ||grad||^(1-p)) 1/(1-p)",
+        tolerance=LOG_GROWTH_TOLERANCE,
         params={"decade": 10, "ratio": 1.0},
         sizes=("n", "T", "d", "rho", "sigma", "gd_lr", "steps", "record_every", "loss", "seed"),
     ),
@@ -347,18 +344,8 @@ def _ngd_aligns(ngd: pd.DataFrame, last: float) -> list:
 def _gd_log_norm(gd: pd.DataFrame, w_mm: float) -> list:
     """Lemma 1's constant of GD's log t growth: the slope of ``||W_t||`` on ``ln t`` over the last decade, over
     ``||W_mm||``, within ``1 +- 1/ln t_mid``; and the old reading, the log fit against the power fit (revision 2)."""
-    steps = gd["step"].to_numpy(dtype=float)
-    window = gd[steps >= steps[-1] / GD_LOG_NORM.param("decade")]  # spec §8.8: the last decade
-    t_mid = float(window["step"].median())
-    slope, _ = fit_slope(window["step"], window["norm"], logy=False)
-    tol = 1.0 / math.log(t_mid)  # spec §8.8: d(ln ln t) / d(ln t), the residual's largest slope
-    current = GD_LOG_NORM.close(
-        GD_LOG_NORM.param("ratio"),
-        slope / w_mm,
-        atol=tol,
-        spread=f"1/ln t_mid = {tol:.3g} at the median step {t_mid:g}; slope {slope:.4g} over ||W_mm|| = {w_mm:.4g}, "
-        f"{len(window)} records from t = {int(window['step'].iloc[0])} to T = {int(steps[-1])}",
-    )
+    growth = log_growth(gd["step"], gd["norm"], w_mm, GD_LOG_NORM.param("decade"))  # spec §8.8
+    current = GD_LOG_NORM.close(GD_LOG_NORM.param("ratio"), growth.ratio, atol=growth.tolerance, spread=growth.spread())
     return [current, GD_LOG_NORM.revised(2).rate_shape(gd["step"], gd["norm"], "log")]
 
 

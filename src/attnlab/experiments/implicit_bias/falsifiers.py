@@ -13,6 +13,7 @@ from attnlab.data import TokenSelectionData
 from attnlab.experiments.preconditioners import scaled_entries
 from attnlab.models import Parametrization
 from attnlab.optim import NormalizedGD
+from attnlab.optim import transforms as tx
 from attnlab.verify import Falsifier
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "polyak_doubled_gap",
     "polyak_l_star_zero",
     "rule_gd_normalized",
+    "rule_gd_weight_decay",
     "rule_gradient_step",
     "svm_nuclear_norm",
     "svm_other_token",
@@ -100,6 +102,28 @@ def rule_gd_normalized(module: str) -> Falsifier:
     """The module's GD rule name (``GD_RULE``) swapped for NGD: GD's step divided by ``||grad||``."""
     return Falsifier(
         "gd-normalized", "GD's step divided by ||grad||", f"{module}:GD_RULE", lambda rule: "ngd", kind="mechanism"
+    )
+
+
+def _gd_weight_decay(train):
+    """``train`` whose ``"gd"`` runs decay: ``W <- W - lr (grad + 1e-3 W)`` (torch SGD's ``weight_decay``)."""
+
+    def decayed(*args, optimizer="ngd", lr=None, **options):
+        if optimizer != "gd":
+            return train(*args, optimizer=optimizer, lr=lr, **options)
+        return train(*args, optimizer=tx.Rule((tx.decoupled_decay(1e-3), tx.scale_by_lr(lr))), **options)
+
+    return decayed
+
+
+def rule_gd_weight_decay(module: str) -> Falsifier:
+    """The module's batched GD runs (rule ``"gd"``) with weight decay 1e-3: a bounded norm, not a log t growth."""
+    return Falsifier(
+        "gd-weight-decay",
+        "GD with weight decay 1e-3 (a bounded norm: the gradient and the decay balance)",
+        f"{module}:batched_train",
+        _gd_weight_decay,
+        kind="mechanism",
     )
 
 

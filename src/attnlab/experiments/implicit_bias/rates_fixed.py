@@ -19,9 +19,11 @@ from attnlab.experiments.implicit_bias.falsifiers import (
     polyak_doubled_gap,
     polyak_l_star_zero,
     rule_gd_normalized,
+    rule_gd_weight_decay,
     rule_gradient_step,
     svm_nuclear_norm,
 )
+from attnlab.experiments.norm_growth import LOG_GROWTH_TOLERANCE, LOG_GROWTH_WINDOW, log_growth
 from attnlab.metrics import (
     cosine,
     gradient_direction,
@@ -48,7 +50,10 @@ SVM_NUCLEAR = svm_nuclear_norm("attnlab.experiments.implicit_bias.rates")
 NGD_GRADIENT_STEP, GD_NORMALIZED = rule_gradient_step(__name__), rule_gd_normalized(__name__)
 OPT_SHIFTED = optimal_score_shifted("attnlab.experiments.implicit_bias.rates")
 POLYAK_DOUBLED, POLYAK_L_STAR_ZERO = polyak_doubled_gap(__name__), polyak_l_star_zero(__name__)
-FALSIFIERS = (SVM_NUCLEAR, NGD_GRADIENT_STEP, GD_NORMALIZED, OPT_SHIFTED, POLYAK_DOUBLED, POLYAK_L_STAR_ZERO)
+GD_WEIGHT_DECAY = rule_gd_weight_decay(__name__)
+FALSIFIERS = (
+    SVM_NUCLEAR, NGD_GRADIENT_STEP, GD_NORMALIZED, OPT_SHIFTED, POLYAK_DOUBLED, POLYAK_L_STAR_ZERO, GD_WEIGHT_DECAY,
+)  # fmt: skip
 
 
 def _claim(text: str, result: str, section: str, falsifier=(), kind: str = "theory", **declared) -> Claim:
@@ -265,10 +270,16 @@ _GD_LOG_READING = Reading(
     "the log fit has the smaller residual, over at least min_decades decades of t", {"min_decades": 2.0,
     "first": 100}, (*_DIRECTION_SIZES, "gd_lr"),
 )  # fmt: skip
+_GD_LOG_CLAIM = "plain GD: ||W_t|| = Theta(log t), not a power (median run, geometric steps)"
 GD_LOG_NORM = _claim(
-    "plain GD: ||W_t|| = Theta(log t), not a power (median run, geometric steps)", "001:Thm6", "§8.8", GD_NORMALIZED,
+    "plain GD: ||W_t|| grows like ||W_mm|| log t from every random direction (Thm 6's Theta(log t), its constant "
+    "from Lemma 1's tail)", "001:Thm6", "§8.8", (GD_NORMALIZED, GD_WEIGHT_DECAY),
     id="gd-log-norm",
-    reading=_GD_LOG_READING,
+    reading=Reading(
+        "over the directions, the ratio farthest from 1 of the least-squares slope of GD's ||W_t|| on ln t over "
+        "||W_mm||, W_mm the Frobenius W-SVM (margin 1) of the data set", LOG_GROWTH_WINDOW, _DIRECTIONS,
+        LOG_GROWTH_TOLERANCE, {"decade": 10, "ratio": 1.0}, (*_DIRECTION_SIZES, "gd_lr"),
+    ),
     revisions=(
         Revision(
             _GD_LOG_READING,
@@ -280,6 +291,7 @@ GD_LOG_NORM = _claim(
             "fail: log-fit RMS 0.0125, power-fit RMS 0.0120 (a = 0.16) over [3, 300], as the docs of 09bab5a record "
             "it; recomputed at cdadd74 with 20 directions recorded every 3: 0.0133 against 0.0120 (a = 0.16), fail",
             "the full size did not change: the current row's full outcome is this reading's",
+            claim=_GD_LOG_CLAIM,
             sizes={
                 "n": {"full": 4, "quick": 3}, "T": {"full": 4, "quick": 3}, "d": {"full": 64, "quick": 16},
                 "rho": {"full": 1.0, "quick": 1.0}, "sigma": {"full": 2.0, "quick": 2.0},
@@ -288,6 +300,20 @@ GD_LOG_NORM = _claim(
                 "steps": {"full": 2000, "quick": 300}, "record_every": {"full": 20, "quick": 3},
                 "gd_lr": {"full": 1.0, "quick": 1.0},
             },
+        ),
+        Revision(
+            _GD_LOG_READING,
+            "2026-11-28",
+            "too weak to fail: a bounded norm's slow approach passes a log-against-power comparison. GD with weight "
+            "decay 1e-3 (now the falsifier 'gd-weight-decay'), whose ||W_t|| levels off, read log-fit RMS 0.0427 < "
+            "power-fit 0.0477 quick and 0.0395 < 0.0402 full (true 0.0054 < 0.0138 and 0.00203 < 0.00989); weight "
+            "decay 1e-4 0.00553 < 0.0204 and 0.0140 < 0.0219. Lemma 1's tail fixes the constant of Thm 6's "
+            "Theta(log t), ||W_t|| ~ ||W_mm|| ln t (as the flagship's gd-log-norm reads it), so the slope of ||W_t|| "
+            "on ln t over the last decade over ||W_mm|| separates them (the worst direction): weight decay 1e-3 0.057 "
+            "quick and -0.127 full, 1e-4 0.749 and 0.565, true 0.922 and 0.943",
+            "pass: log-fit RMS 0.0054 < power-fit RMS 0.0138 (a = 0.143) over 2 decades",
+            "pass: log-fit RMS 0.00203 < power-fit RMS 0.00989 (a = 0.114) over 2 decades",
+            claim=_GD_LOG_CLAIM,
         ),
     ),
 )  # fmt: skip
@@ -339,8 +365,6 @@ def directions(config, ctx, data, sol) -> tuple[pd.DataFrame, list[Check]]:
     rates = [fit_slope(g["step"], 1 - g["alignment"])[0] for _, g in late.groupby("run")]
     t_mid = float(late["step"].median())
     end = {name: rows[rows["step"] == T]["alignment"] for name, rows in part.items()}
-    gd_median = part["gd"].groupby("step")["norm"].median().reset_index()
-    gd_median = at_steps(gd_median, geometric_steps(T, first=max(config.record_every, T // GD_LOG_NORM.param("first"))))
     worst, factor, why = _shrinks(part["ngd"], T / NGD_GLOBAL.param("decade"), T)
     polyak_worst, polyak_factor, polyak_why = _shrinks(part["polyak"], config.record_every, T)
     checks = [
@@ -355,7 +379,7 @@ def directions(config, ctx, data, sol) -> tuple[pd.DataFrame, list[Check]]:
             ["NGD", "GD"],
             spread="ours: Thm 1's O~(1/t) against GD's O(1/log t) (Thm 6 gives no rate); one decade",
         ),  # fmt: skip
-        GD_LOG_NORM.rate_shape(gd_median["step"], gd_median["norm"], "log"),
+        *_gd_log_norm(part["gd"], float(sol.W.norm()), config.record_every),
         POLYAK_GLOBAL.less(
             polyak_worst,
             polyak_factor,
@@ -363,6 +387,26 @@ def directions(config, ctx, data, sol) -> tuple[pd.DataFrame, list[Check]]:
         ),  # fmt: skip
     ]
     return frame, checks
+
+
+def _gd_log_norm(gd: pd.DataFrame, w_mm: float, record_every: int) -> list[Check]:
+    """Lemma 1's constant of GD's log t growth from every direction: the ratio farthest from 1 of the slope of
+    ``||W_t||`` on ``ln t`` over the last decade over ``||W_mm||``; and the old reading, the log fit against the power
+    fit of the median run (revision 2)."""
+    growths = [log_growth(g["step"], g["norm"], w_mm, GD_LOG_NORM.param("decade")) for _, g in gd.groupby("run")]
+    worst = max(growths, key=lambda g: abs(g.ratio - GD_LOG_NORM.param("ratio")))  # spec §8.8: every direction
+    ratios = [g.ratio for g in growths]
+    current = GD_LOG_NORM.close(
+        GD_LOG_NORM.param("ratio"), worst.ratio, atol=worst.tolerance,
+        spread=f"{worst.spread()}; the worst of {len(growths)} directions (ratios {min(ratios):.4g} to "
+        f"{max(ratios):.4g})",
+    )  # fmt: skip
+    old, T = GD_LOG_NORM.revised(2), int(gd["step"].max())
+    median = at_steps(
+        gd.groupby("step")["norm"].median().reset_index(),
+        geometric_steps(T, first=max(record_every, T // old.param("first"))),
+    )
+    return [current, old.rate_shape(median["step"], median["norm"], "log")]
 
 
 # ---- item 7: Polyak's step length at random W ----------------------------------------------------------------------
