@@ -32,6 +32,8 @@ def test_quick_run_passes_its_checks_and_counts_every_draw(tmp_path):
     assert {"alignment_eq", "alignment_mm", "alignment_one"} <= set(frame.columns)
     runs = pd.read_parquet(tmp_path / "runs.parquet")
     assert runs["whole_sequence_set"].any() and (acceptance["kept"] == len(runs)).all()
+    # every replay reaches T under plain NGD: no ended-early row
+    assert (runs["status"] == "completed").all() and "ended-early" not in set(checks["claim_id"])
     # singleton sets: the equivalence direction is the one-token SVM, so their gaps agree
     single = runs[~runs["multi_token"]]
     assert ((single["gap_eq"] - single["gap_one"]).abs() <= 1e-6).all()
@@ -116,6 +118,28 @@ def test_our_acceptance_rule_is_an_option_and_refuses_whole_sequence_sets(tmp_pa
     assert runs["unpushed_set"].all()
     enough = record.checks.set_index("claim_id").loc["enough-pushed"]
     assert enough["kind"] == "property" and int(enough["support"]) == 0 and not enough["passed"]
+
+
+def test_runs_that_diverge_in_the_replay_are_kept_listed_and_left_out_of_the_statistics(tmp_path):
+    """Heavy-ball NGD with momentum steps lr ||m|| / ||g||, which explodes when the gradient collapses: half of these
+    runs diverge, end at their last finite iterate (the loop's policy) and have no row at T. The run once crashed
+    building its table; now each run has its status, and the rows read the completed runs only."""
+    sizes = {"ds": (8,), "runs": 8, "chunk": 100, "max_draws": 300, "steps": 300, "record_every": 50}
+    overrides = {"optimizer": "ngd:momentum=0.5", **sizes}
+    record = run_experiment("multi-token.equivalence", quick=True, out=tmp_path, progress=False, overrides=overrides)
+    runs = pd.read_parquet(tmp_path / "runs.parquet")
+    ended = runs[runs["status"] != "completed"]
+    assert len(runs) == 8 and (ended["status"] == "diverged").all() and 0 < len(ended) < len(runs)
+    assert (ended["last_step"] < 300).all() and (runs.loc[runs["status"] == "completed", "last_step"] == 300).all()
+    # no W at T for an ended run: its replay columns are NaN, the completed runs' are not
+    replayed = ["gap_eq", "gap_mm", "gap_one", "norm_last", "finite_norm_last", "direction_exponent"]
+    assert ended[replayed].isna().all().all() and runs.loc[runs["status"] == "completed", replayed].notna().all().all()
+    rows = record.checks.set_index("claim_id")
+    row = rows.loc["ended-early"]
+    assert row["kind"] == "property" and not row["passed"] and int(row["support"]) == len(runs)
+    assert str(row["measured"]).startswith(f"{len(ended)} of {len(runs)} ({len(ended)} diverged;")
+    multi = int(runs.loc[runs["status"] == "completed", "multi_token"].sum())
+    assert int(rows.loc["enough", "support"]) == multi  # the completed multi-token runs only
 
 
 def test_the_width_trend_is_the_figures_mean_judged_within_three_standard_errors():

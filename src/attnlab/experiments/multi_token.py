@@ -33,6 +33,7 @@ from attnlab.data import multi_token
 from attnlab.experiments.multi_token_claims import (
     DIRECTION,
     DIRECTION_ALL,
+    ENDED,
     ENOUGH,
     ENOUGH_PUSHED,
     FALSIFIERS,
@@ -199,7 +200,10 @@ def _one_width(config: MultiTokenConfig, d: int, ctx: RunContext) -> tuple[pd.Da
     if not kept:
         return pd.DataFrame(), pd.DataFrame(), reasons
     replay = _replay(config, kept, ctx)
-    frame = replay.frame.assign(d=d, seed=[kept[r]["seed"] for r in replay.frame["run"]])
+    run_ids = replay.frame["run"]
+    frame = replay.frame.assign(
+        d=d, seed=[kept[r]["seed"] for r in run_ids], status=[replay.status[r] for r in run_ids]
+    )  # a run that ended early has no rows past its last step
     return frame, _run_table(config, d, kept, replay, frame), reasons
 
 
@@ -304,6 +308,11 @@ def _replay(config: MultiTokenConfig, kept: list[dict], ctx: RunContext):
     )
 
 
+def _finite_norm_at(run: dict, W: torch.Tensor, reached: bool) -> float:
+    """``||W_fin||_F`` of a kept run's sets at ``W``, NaN when the replay ended before the step of ``W``."""
+    return _finite_norm(run["data"], run["eq"].sets, W) if reached else math.nan
+
+
 def _unpushed_set(run: dict) -> bool:
     """Whether a sequence whose loss the head can leave flat holds a set that is not its whole sequence.
 
@@ -318,16 +327,21 @@ def _unpushed_set(run: dict) -> bool:
 
 
 def _run_table(config: MultiTokenConfig, d: int, kept: list[dict], replay, frame: pd.DataFrame) -> pd.DataFrame:
-    """One row per kept run: its sets, programs' residuals, the last step's ``1 - corr`` against each direction (and
-    against ``W_dir`` at ``T/2``), and the norms of ``W`` and of the finite part at ``T/2`` and ``T`` with the growth
-    exponents they give."""
-    last = frame[frame["step"] == config.steps].set_index("run")
+    """One row per kept run: its sets, programs' residuals, the replay's ``status`` and ``last_step``, the last step's
+    ``1 - corr`` against each direction (and against ``W_dir`` at ``T/2``), and the norms of ``W`` and of the finite
+    part at ``T/2`` and ``T`` with the growth exponents they give; NaN at a step the run did not reach (it ended
+    early: the loop's divergence policy gives it no row past its ``last_step``)."""
+    runs = range(len(kept))
+    last = frame[frame["step"] == config.steps].set_index("run").reindex(runs)
     steps = replay.iterates["step"]
     half = int(torch.argmin((steps - config.steps / 2).abs()))  # the recorded step nearest T/2
-    at_half = frame[frame["step"] == int(steps[half])].set_index("run")
+    at_half = frame[frame["step"] == int(steps[half])].set_index("run").reindex(runs)
     W_half, W_last = replay.iterates["W"][half], replay.W  # (R, d, d) each
-    fin_half = [_finite_norm(run["data"], run["eq"].sets, W_half[r]) for r, run in enumerate(kept)]
-    fin_last = [_finite_norm(run["data"], run["eq"].sets, W_last[r]) for r, run in enumerate(kept)]
+    # a run that ended early holds its last finite iterate, not W at T/2 or T
+    reached_half = [step >= int(steps[half]) for step in replay.last_step]
+    reached_last = [step >= config.steps for step in replay.last_step]
+    fin_half = [_finite_norm_at(run, W_half[r], reached_half[r]) for r, run in enumerate(kept)]
+    fin_last = [_finite_norm_at(run, W_last[r], reached_last[r]) for r, run in enumerate(kept)]
     table = pd.DataFrame(
         {
             "d": d,
@@ -343,13 +357,15 @@ def _run_table(config: MultiTokenConfig, d: int, kept: list[dict], replay, frame
                 _max_finite_gap(run["X"], run["Z"], run["W"], run["eq"].finite.W, run["eq"].sets) for run in kept
             ],
             "outside_max": [run["outside_max"] for run in kept],
+            "status": replay.status,  # "completed", or "diverged" / "stopped": left out of every row but ended-early
+            "last_step": replay.last_step,
             **{f"gap_{k}": (1 - last[f"alignment_{k}"]).clip(lower=EPS).to_numpy() for k in DIRECTIONS},
             "gap_mm_half": (1 - at_half["alignment_mm"]).clip(lower=EPS).to_numpy(),
             "half_step": int(steps[half]),
             "finite_norm_half": fin_half,
             "finite_norm_last": fin_last,
-            "norm_half": W_half.flatten(1).norm(dim=1).tolist(),
-            "norm_last": W_last.flatten(1).norm(dim=1).tolist(),
+            "norm_half": W_half.flatten(1).norm(dim=1).where(torch.tensor(reached_half), math.nan).tolist(),
+            "norm_last": W_last.flatten(1).norm(dim=1).where(torch.tensor(reached_last), math.nan).tolist(),
         }
     )
     # multi-token §6: the finite part's growth exponent against W's, log ||W_fin|| ratio over log ||W|| ratio
@@ -401,10 +417,33 @@ def _share(closer: np.ndarray) -> str:
     return "the measured share's spread: " + spread_tolerance(closer.tolist(), k=1.0, what="runs")[1]
 
 
+def _ended_early(runs: pd.DataFrame, steps: int) -> list[Check]:
+    """ended-early's rows: per d where some kept run's replay ended before T, how many, how and when."""
+    rows = []
+    for d, part in runs.groupby("d"):
+        ended = part[part["status"] != "completed"]
+        if len(ended):
+            how = ", ".join(f"{k} {s}" for s, k in ended["status"].value_counts().sort_index().items())
+            measured = (
+                f"{len(ended)} of {len(part)} ({how}; last finite steps {ended['last_step'].min()}-"
+                f"{ended['last_step'].max()} of {steps})"
+            )
+            rows.append(
+                ENDED.format(d=d).holds(
+                    0, measured, ENDED.reading.tolerance, False, margin=-float(len(ended)), support=len(part)
+                )
+            )
+    return rows
+
+
 def _checks(config: MultiTokenConfig, runs: pd.DataFrame) -> list[Check]:
     if runs.empty:
         return [KEPT.greater(0.0, 1.0)]
-    checks = [
+    ended = _ended_early(runs, config.steps)
+    runs = runs[runs["status"] == "completed"]  # every other row reads W_t at T/2 or T
+    if runs.empty:
+        return ended
+    checks = ended + [
         # multi-token §3.2: a property of the construction, W_fin reproduces the trained log-ratios inside the sets
         FINITE.less(float(runs["finite_gap"].max()), FINITE.param("bound")),
         # multi-token §4: every program certified by its own KKT conditions
@@ -518,13 +557,15 @@ def _figure(config: MultiTokenConfig, frame: pd.DataFrame):
     axes = np.atleast_1d(axes)
     for ax, d in zip(axes, widths):
         part = frame[frame["d"] == d]
+        ended = part.loc[part["status"] != "completed", "run"].nunique()  # no rows past their last step: left out
+        part = part[part["status"] == "completed"]
         runs = part["run"].nunique()
         for key, label in DIRECTIONS.items():
             mean = (1 - part.groupby("step")[f"alignment_{key}"].mean()).clip(lower=EPS)
             ax.plot(mean.index, mean.to_numpy(), label=label)
         log_gap_axis(ax, r"$1 - \mathrm{corr}(W_t, \cdot)$, mean over runs")  # (far above rounding: no floor)
         ax.set_xlabel(STEP)
-        ax.set_title(f"$d={d}$ ({runs} runs)")
+        ax.set_title(f"$d={d}$ ({runs} runs" + (f"; {ended} ended early, left out)" if ended else ")"))
         ax.legend()
     fig.suptitle(f"ReLU head, $n={config.n}$, $T={config.T}$:\nNGD against three max-margin directions")  # 1 panel wide
     label_ours(fig, config)
@@ -538,7 +579,7 @@ register(
         run=run,
         quick={"ds": (8,), "runs": 40, "chunk": 250, "max_draws": 1000},
         cost=239.0,
-        claims=(KEPT, FINITE, KKT, ENOUGH, ENOUGH_PUSHED, DIRECTION, DIRECTION_ALL, FITTED, FINITE_BOUNDED),
+        claims=(KEPT, ENDED, FINITE, KKT, ENOUGH, ENOUGH_PUSHED, DIRECTION, DIRECTION_ALL, FITTED, FINITE_BOUNDED),
         falsifiers=FALSIFIERS,
     )
 )

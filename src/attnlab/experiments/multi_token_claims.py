@@ -19,6 +19,7 @@ __all__ = [
     "DIRECTION_ALL",
     "CONFIDENCE",
     "ENOUGH",
+    "ENDED",
     "ENOUGH_PUSHED",
     "FALSIFIERS",
     "FINITE",
@@ -138,6 +139,22 @@ ENOUGH = Claim(
             "not shown: 7 multi-token runs at d=4, and the row is written only below 2",
         ),
     ),
+)
+_ENDED = Reading(
+    "number of kept runs whose replay ended before T: diverged (its loss or iterate turned non-finite, and the "
+    "loop's one divergence policy stopped it at its last finite iterate, attnlab.training.loop) or stopped",
+    "the replay, steps 0 to T",
+    "every kept run, per d",
+    "== 0: every other row reads W_t at T/2 or T, which a run that ended early does not have; such runs are left "
+    "out of every other row (their support counts the rest), listed in runs.parquet with their status and last step",
+)
+ENDED = Claim(
+    "d={d}: kept runs whose replay ended before the last step T (left out of every other row)",
+    "2308.16898:SVMeq",
+    SOURCE + " §6",
+    kind="property",
+    id="ended-early",
+    reading=_ENDED,
 )
 _ENOUGH_PUSHED = Reading(
     "number of pushed multi-token runs", "the last step T", _PUSHED_SHORT, ">= 2 (a share needs runs)"
