@@ -320,6 +320,10 @@ DIRECTION_ALL = dataclasses.replace(
             "the step size: NGD's ||W_T|| is about lr T, so lr = 0.05 is the run at T/2: it passes at T (22 of 30, "
             "bound 0.570, 11 not pushed; lr = 0.1 at T/2 gives 0.557) and fails at 2T (16 of 32, 0.344, 15 not "
             "pushed), as lr = 0.1 at T does",
+            "the optimizer: NGD with heavy-ball momentum 0.5 (quick) diverges in half the runs (20 of 40 at d = 8, "
+            "26 of 40 at d = 6; property ended-early), pushes none of the rest, and leaves the parked ones off W_dir "
+            "(1 - corr 0.01-0.46, flat from T/2 to T) while their norm stalls: no evidence against the finding, and "
+            "no clean test of it",
             "float64 and the solver: every run is float64; the KKT residual of every direction program and finite "
             "part is at most 5.8e-11 quick, 1.8e-10 full (property kkt, <= 1e-5), and the finite part reproduces the "
             "trained logit gaps to 3.8e-15 quick, 4.8e-13 full (property finite-reproduces, <= 1e-6)",
