@@ -203,10 +203,12 @@ def _risk_gradient(data: TokenSelectionData):
     return grad
 
 
-def _path(config: RegPathConfig, data: TokenSelectionData, run: int, p: float) -> tuple[list[dict], dict]:
-    """One data set's path for exponent ``p``: dB_p to every q's SVM at each radius, and the solver report."""
+def _path(
+    config: RegPathConfig, data: TokenSelectionData, solved: SelectionSVMs, run: int, p: float
+) -> tuple[list[dict], dict]:
+    """One data set's path for exponent ``p``: dB_p to every q's SVM at each radius, and the solver report.
+    ``solved`` holds the data set's SVMs, each solved once for all its ``p`` (the grid's serve every ``p``)."""
     select = token_scores(data.X, data.y, data.v).argmax(dim=-1)  # spec §5: the optimal tokens opt_i
-    solved = SelectionSVMs([data])
     qs = (*config.ps, *neighbours(p, CLOSEST.param("delta")))
     svms = {q: solved.directions(select[None], q)[0] for q in qs}  # spec §5: l_q-AttSVM, the grid's and p +- delta
     unit = float(entrywise_norm(svms[p], p))
@@ -308,8 +310,9 @@ def run_regpath(config: RegPathConfig, ctx: RunContext) -> ExperimentResult:
     """The l_p regularisation path of each data set and p, against the l_q-AttSVM of the optimal tokens."""
     rows, solvers = [], []
     datasets = [unit_gaussian(config.n, config.T, config.d, seed=config.first_seed + r) for r in range(config.datasets)]
+    solved = [SelectionSVMs([data]) for data in datasets]
     for r, p in ctx.bar([(r, p) for r in range(config.datasets) for p in config.ps], desc="RegPath"):
-        path, report = _path(config, datasets[r], r, p)
+        path, report = _path(config, datasets[r], solved[r], r, p)
         rows += path
         solvers.append(report)
     frame, solver_table = pd.DataFrame(rows), pd.DataFrame(solvers)
