@@ -46,7 +46,7 @@ from attnlab.experiments.multi_token_claims import (
 )
 from attnlab.experiments.registry import register
 from attnlab.models import ReluHead
-from attnlab.models.functional import attention_logits
+from attnlab.models.functional import attention_logits, attention_probabilities, outputs
 from attnlab.optim.spec import parse_optimizer
 from attnlab.plotting import EPS, STEP, house_figure, label_ours, log_gap_axis, new_figure
 from attnlab.svm import InfeasibleProgramError, WholeSequenceWarning, attention_svm, finite_part, svm_equivalence
@@ -229,7 +229,7 @@ def _kept_runs(config: MultiTokenConfig, d: int) -> tuple[list[dict], Counter]:
             loss="logistic",
             steps=config.steps,
         ).W
-        probabilities = torch.softmax(attention_logits(X, trained, Z), dim=-1)
+        probabilities = attention_probabilities(X, trained, Z)
         for r, (reason, whole) in enumerate(_verdicts(probabilities, y, config)):
             if len(kept) == config.runs:  # draws after the last run needed are not examined (nor counted)
                 break
@@ -321,8 +321,8 @@ def _unpushed_set(run: dict) -> bool:
     ``W_T``); nothing then pushes its tokens out of its set, and its set's margin constraints are not GD's. A set that
     is its whole sequence adds equalities only. Read off the kept run's own ``W_T`` (the first training).
     """
-    u = torch.einsum("nt,ntd->nd", torch.softmax(attention_logits(run["X"], run["W"], run["Z"]), dim=-1), run["X"])
-    flat = (run["y"] < 0) | (ReluHead(run["V"], run["v"]).value_and_gradient(u)[0] <= 0)
+    f = outputs(run["X"], run["W"], run["Z"], ReluHead(run["V"], run["v"]))  # multi-token §1: h(X^T softmax(X W z))
+    flat = (run["y"] < 0) | (f <= 0)
     return bool((flat & ~run["eq"].sets.all(dim=-1)).any())
 
 
