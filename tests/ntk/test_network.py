@@ -46,9 +46,10 @@ def test_softmax_gradient_matches_the_per_neuron_formula_of_the_spec():
     assert torch.allclose(net.loss_gradient(X, Y), expected, rtol=0, atol=TOL)
 
 
+@pytest.mark.parametrize("d_out", [1, 3])  # one output takes weight_gradient's factored path where b = 0
 @pytest.mark.parametrize("cls", NETS)
-def test_closed_form_gradient_matches_autograd(cls):
-    net, X, Y = _setup(cls)
+def test_closed_form_gradient_matches_autograd(cls, d_out):
+    net, X, Y = _setup(cls, d_out=d_out)
     loss = 0.5 * (net(X) - Y).pow(2).sum()
     (auto,) = torch.autograd.grad(loss, net.W)
     assert torch.allclose(net.loss_gradient(X, Y), auto, rtol=0, atol=TOL)
@@ -87,3 +88,15 @@ def test_inputs_of_the_wrong_width_are_refused():
         net(torch.zeros(3, 5))
     with pytest.raises(ValidationError, match=r"Y has shape \(3, 3\)"):
         net.loss_gradient(torch.zeros(3, 4), torch.zeros(3, 3))
+
+
+@pytest.mark.parametrize("d_out", [1, 3])
+@pytest.mark.parametrize("cls", NETS)
+def test_output_and_factors_in_place_match_the_out_of_place_ones(cls, d_out):
+    net, X, _ = _setup(cls, d_out=d_out)
+    with torch.no_grad():
+        Z = X @ net.W
+        expected = net.output_and_factors(Z)
+        got = net.output_and_factors(Z.clone(), overwrite=True)
+    for name, e, g in zip(("F", "phi", "b"), expected, got):
+        assert torch.allclose(g, e, rtol=1e-14, atol=1e-14), name

@@ -68,7 +68,12 @@ def weight_gradient(
     -------
     torch.Tensor, shape (d_in, m)
     """
-    coef = torch.addmm(-(R * b).sum(dim=1, keepdim=True), R, a, out=work)  # R a - rowsum(R o S a^T), spec §3.2
+    c = (R * b).sum(dim=1, keepdim=True)  # (n, 1): rowsum(R o S a^T), 0 where b = 0 (ReLU, exp)
+    if R.shape[1] == 1 and not bool(c.any()):
+        # one output and no b term: coef = phi o (R a) factors as diag(R) phi diag(a), so Delta W = ((R o X)^T phi) o a,
+        # one product with phi and no (n, m) coefficient matrix (the general path's two extra passes over n m)
+        return torch.mm((X * R).T, phi, out=out).mul_(a)  # spec §3.2: Delta W = X coef
+    coef = torch.addmm(c.neg_(), R, a, out=work)  # R a - rowsum(R o S a^T), spec §3.2
     coef.mul_(phi)  # spec §3.2: coef = m S o (R a - rowsum(R o S a^T))
     return torch.mm(X.T, coef, out=out)  # spec §3.2: Delta W = X coef
 

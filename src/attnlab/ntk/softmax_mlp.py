@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import torch
 
-from attnlab._numerics import exp_
 from attnlab._validation import check_tensor
 from attnlab.ntk.network import TwoLayerNet
 
@@ -98,8 +97,7 @@ class SoftmaxMLP(TwoLayerNet):
             phi, b = softmax_factors(Z, self.a)
             return Z.shape[-1] * b, phi, b  # spec §2: F = m S a^T = m b, one softmax for the output and the factors
         m = Z.shape[-1]
-        phi = exp_(Z.sub_(Z.amax(dim=-1, keepdim=True)))  # the softmax in place: phi = m S (spec §3.2)
-        phi.mul_(m / phi.sum(dim=-1, keepdim=True))
+        phi = torch.softmax(Z, dim=-1, out=Z).mul_(m)  # the softmax in place, one fused pass: phi = m S (spec §3.2)
         F = phi @ self.a.T  # spec §2: F = m S a^T
         return F, phi, F / m  # b = S a^T
 
