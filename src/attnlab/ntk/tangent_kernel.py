@@ -51,7 +51,7 @@ def cross_kernel(net: TwoLayerNet, X_test: torch.Tensor, X: torch.Tensor) -> tor
     X_test = check_tensor("X_test", X_test, "pk", sizes)
     X = check_tensor("X", X, "nk", sizes)
     C_test = net.jacobian(X_test).transpose(0, 1)  # (L, n_test, m)
-    C = net.jacobian(X).transpose(0, 1)  # (L, n, m)
+    C = C_test if X is X_test else net.jacobian(X).transpose(0, 1)  # (L, n, m); the Gram's once
     L, n_test, m = C_test.shape
     n = C.shape[1]
     feature = C_test.reshape(L * n_test, m) @ C.reshape(L * n, m).T  # sum_r C C
