@@ -3,6 +3,8 @@ functional."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -79,3 +81,35 @@ def test_a_batch_of_runs_equals_the_runs_one_at_a_time(name):
         single = update([p[r] for p in params], [g[r] for g in grads], 0, losses[r])
         for b, s in zip(batched, single):
             torch.testing.assert_close(b[r], s, rtol=1e-14, atol=1e-16)  # same math, reduction order may differ
+
+
+def test_rule_apply_forms_a_shared_coefficient_once_with_the_same_bits():
+    # the old path: exp(log_coef) * factor per tensor; tensors sharing the pair share the one product
+    from attnlab.optim.transforms import Rule, Step
+    from attnlab.optim.transforms.core import _coefficients
+
+    params = random_tensors(2, [(3, 2, 2), (3, 2, 2), (3, 4)])
+    directions = random_tensors(3, [(3, 2, 2), (3, 2, 2), (3, 4)])
+    shared, other = torch.tensor([-0.3, 0.2, -1.7], dtype=torch.float64), torch.tensor([0.1, -2.0, 0.4])
+    other = other.to(torch.float64)
+    step = Step(directions, torch.zeros(3, dtype=torch.float64), [shared, shared, other], [0.5, 0.5, 0.5])
+    coefs = _coefficients(step)
+    assert coefs[0] is coefs[1] and coefs[2] is not coefs[0]
+    for coef, lc, f in zip(coefs, step.log_coef, step.factor):
+        assert torch.equal(coef, torch.exp(lc) * f)
+    moved = Rule(()).apply(params, step)
+    for p, d, lc, f, new in zip(params, directions, step.log_coef, step.factor, moved):
+        assert torch.equal(new, torch.addcmul(p, (torch.exp(lc) * f).view(3, *(1,) * (p.dim() - 1)), d, value=-1.0))
+
+
+def test_divide_by_norm_with_a_zero_float_scale_equals_the_subtraction():
+    from attnlab.optim.transforms import divide_by_norm
+
+    norm = torch.tensor([0.0, 1e-300, 2.5, math.inf, math.nan], dtype=torch.float64)
+    for log_coef in (0.0, torch.tensor([-1.0, 0.0, 3.0, 2.0, 1.0], dtype=torch.float64)):
+        zero = torch.zeros(5, dtype=torch.float64)
+        plain = log_coef - torch.log(norm).nan_to_num_(neginf=math.inf) - zero  # the old path: one more op
+        for got in (divide_by_norm(log_coef, norm), divide_by_norm(log_coef, norm, zero)):
+            assert torch.equal(got.isnan(), plain.isnan())
+            assert torch.equal(got.nan_to_num(nan=7.0), plain.nan_to_num(nan=7.0))
+            assert torch.equal(got.signbit(), plain.signbit())  # signed zeros too

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from attnlab._validation import ValidationError, check_bool, check_scalar, check_tensor
-from attnlab.models.functional import LogScaled, attention_loss, loss_gradients, outputs
+from attnlab.models.functional import LogScaled, _matmul, attention_loss, loss_gradients, outputs
 from attnlab.models.heads import Head, as_head
 
 __all__ = ["PARAMETRIZATIONS", "Combined", "Diagonal", "Factored", "Parametrization", "TokenSelectionModel"]
@@ -48,7 +48,8 @@ class Parametrization(NamedTuple):
 
 
 def _factored_chain(p: dict[str, torch.Tensor], g: torch.Tensor) -> dict[str, torch.Tensor]:
-    return {"K": g @ p["Q"], "Q": g.transpose(-1, -2) @ p["K"]}  # spec kq §2: grad_K = G Q, grad_Q = G^T K
+    # spec kq §2: grad_K = G Q, grad_Q = G^T K (bmm for stacked runs, as matmul would call it, without its views)
+    return {"K": _matmul(g, p["Q"]), "Q": _matmul(g.transpose(-1, -2), p["K"])}
 
 
 def _diagonal_chain(p: dict[str, torch.Tensor], g: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -60,7 +61,7 @@ def _diagonal_chain(p: dict[str, torch.Tensor], g: torch.Tensor) -> dict[str, to
 #: (W = Diag(xi_k * xi_q)).
 PARAMETRIZATIONS: dict[str, Parametrization] = {
     "W": Parametrization("W", ("W",), lambda p: p["W"], lambda p, g: {"W": g}),
-    "KQ": Parametrization("KQ", ("K", "Q"), lambda p: p["K"] @ p["Q"].transpose(-1, -2), _factored_chain),
+    "KQ": Parametrization("KQ", ("K", "Q"), lambda p: _matmul(p["K"], p["Q"].transpose(-1, -2)), _factored_chain),
     "diag": Parametrization(
         "diag", ("xi_k", "xi_q"), lambda p: torch.diag_embed(p["xi_k"] * p["xi_q"]), _diagonal_chain
     ),

@@ -65,8 +65,8 @@ def flow_rule(method: str, step: float, track_phi: bool, runs: int, tokens: tupl
         norm = ctx.block_norms(step_.direction, None, 2.0)[0]  # ||m||, one joint norm per run
         log_unit = divide_by_norm(0.0, norm)  # g / ||g|| = m / ||m||: exact after g underflows (NGD, spec A2)
         log_dt = math.log(step) + log_unit - step_.log_scale  # spec kq §3 (b): dt = eta / ||grad L||
-        unit = torch.exp(log_unit)
-        dphi = 2.0 * step * _expand(unit, ctx.weights) * ctx.weights if track_phi else None  # 2 eta w / ||g||
+        # spec kq §3.1: phi += 2 eta w / ||g||, its unit factor formed only where phi is tracked (no exp per step else)
+        dphi = 2.0 * step * _expand(torch.exp(log_unit), ctx.weights) * ctx.weights if track_phi else None
         coefs = [log_unit] * len(step_.direction)
         return Step(step_.direction, step_.log_scale, coefs, [step] * len(coefs)), tick(state, log_dt, dphi)
 

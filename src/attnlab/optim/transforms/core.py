@@ -308,7 +308,7 @@ class Rule:
         self, params: Sequence[torch.Tensor], step: Step, out: Sequence[torch.Tensor] | None = None
     ) -> list[torch.Tensor]:
         """New parameters from a finished step; the inputs are left unchanged (``out``: write there instead)."""
-        coefs = [torch.exp(lc) * f for lc, f in zip(step.log_coef, step.factor)]
+        coefs = _coefficients(step)
         if self.mirror_p is None:
             outs = [None] * len(params) if out is None else out
             return [_descend(p, d, c, out=o) for p, c, d, o in zip(params, coefs, step.direction, outs)]
@@ -316,6 +316,19 @@ class Rule:
             mirror_step(p, d, c, float(q))
             for p, d, c, q in zip(params, step.direction, coefs, per_tensor(self.mirror_p, len(params), "p"))
         ]
+
+
+def _coefficients(step: Step) -> list[torch.Tensor]:
+    """``exp(log_coef) * factor`` of each tensor; tensors that share one ``(log_coef, factor)`` pair (the same
+    objects: a joint normalisation's one coefficient for K and Q) share one product, formed once."""
+    formed: dict[tuple[int, int], torch.Tensor] = {}
+    coefs = []
+    for lc, f in zip(step.log_coef, step.factor):
+        key = (id(lc), id(f))
+        if key not in formed:
+            formed[key] = torch.exp(lc) * f
+        coefs.append(formed[key])
+    return coefs
 
 
 def _descend(x: torch.Tensor, d: torch.Tensor, coef: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:

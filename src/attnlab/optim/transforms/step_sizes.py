@@ -21,7 +21,9 @@ def divide_by_norm(
 ) -> torch.Tensor:
     """The NGD step size in the log domain: ``log_coef - log(norm * e^log_scale)``, ``-inf`` (no step) where
     ``norm`` is 0. Spec: implicit-bias-ngd §4 A2 (``eta / ||g||`` with ``||g|| = norm e^log_scale``)."""
-    return log_coef - torch.log(norm).nan_to_num_(neginf=math.inf) - log_scale  # spec A2: eta / ||g||
+    log_unit = log_coef - torch.log(norm).nan_to_num_(neginf=math.inf)  # spec A2: eta / ||g||
+    # a scale still the float 0 (the engine's mantissas) subtracts nothing: x - 0.0 is x to the bit, no op per step
+    return log_unit if type(log_scale) is float and log_scale == 0.0 else log_unit - log_scale
 
 
 def _times(factor: float | torch.Tensor, lr: float | torch.Tensor) -> float | torch.Tensor:
