@@ -274,7 +274,6 @@ def fit_stacked(
     check_scalar("eval_every", eval_every, kind=int, low=1)
     _check_runs(models, optimizers, seeds)
     metrics = dict(metrics or {})
-    runs = len(models)
     path = None if checkpoint is None else Path(checkpoint)
     names = [name for name, _ in models[0].named_parameters()]
     params, buffers = stack_module_state(list(models))
@@ -307,11 +306,7 @@ def fit_stacked(
                 groups, names, forward, buffers, data, generators, batch_size, active, last_finite, calls, step
             )
             seconds += time.perf_counter() - started
-            with torch.no_grad():
-                _freeze(groups, last_finite, [not a for a in active])
-                nonfinite = [not all(all_finite(p[r]) for p in _stack(groups)) for r in range(runs)]
-                failed = [f or n for f, n in zip(failed, nonfinite)]
-                _freeze(groups, last_finite, [a and f for a, f in zip(active, failed)])  # back to the last finite
+            failed = _settle(groups, last_finite, active, failed)
             _write_models(models, groups, names)
             # diverged: back at epoch - 1, its row there (as fit_classifier's last row) when eval_every skipped it
             late = [a and f and rows[r][-1]["epoch"] != epoch - 1 for r, (a, f) in enumerate(zip(active, failed))]
@@ -426,6 +421,19 @@ def _epoch_steps(
         if all(f or not a for a, f in zip(active, failed)):
             break
     return failed, step
+
+
+@torch.no_grad()
+def _settle(
+    groups: list[_Group], last_finite: list[list[torch.Tensor]], active: list[bool], failed: list[bool]
+) -> list[bool]:
+    """After an epoch: the runs that failed in it or whose weights are no longer finite; those and the inactive
+    runs are put back to ``last_finite``."""
+    _freeze(groups, last_finite, [not a for a in active])
+    stack = _stack(groups)  # once for every run (it copies every parameter)
+    failed = [f or not all(all_finite(p[r]) for p in stack) for r, f in enumerate(failed)]
+    _freeze(groups, last_finite, [a and f for a, f in zip(active, failed)])  # back to the last finite
+    return failed
 
 
 def _stack(groups: list[_Group]) -> list[torch.Tensor]:
