@@ -100,7 +100,7 @@ def test_each_shareable_method_is_answered_from_its_own_last_call():
         assert model.encode_first(x) is first and model.encode(x) is full
     assert calls[0] == 2
     assert first[0].shape == (8, 1, 8) and full[0].shape == (8, 6, 8)
-    assert torch.equal(first[0], full[0][:, :1])
+    torch.testing.assert_close(first[0], full[0][:, :1], rtol=1e-6, atol=1e-6)  # the same values on any BLAS
 
 
 def test_stale_answers_are_never_given():
