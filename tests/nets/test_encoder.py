@@ -2,6 +2,7 @@
 
 import math
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -57,3 +58,22 @@ def test_init_weights_depends_only_on_the_generator_and_leaves_the_global_rng_al
     for a, b in zip(first.parameters(), second.parameters()):
         assert torch.equal(a, b)
     assert all(torch.all(block.norm1.weight == 1) for block in first.blocks)
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_first_only_is_the_full_encoders_first_token_and_weights(norm_first, dtype):
+    # the truth: the full pass (every token through every block), its first token read off; the weights are the
+    # same computation, the states the same values up to the rounding of a product over fewer rows (MKL here: the
+    # same bits in float32, not always in float64)
+    encoder = Encoder(dim=8, depth=2, heads=2, mlp_dim=16, dropout=0.0, norm_first=norm_first).to(dtype)
+    init_weights(encoder, torch.Generator().manual_seed(0), std=0.5)
+    x = torch.randn(5, 7, 8, generator=torch.Generator().manual_seed(1), dtype=dtype)
+    key_mask = torch.ones(5, 7, dtype=torch.bool)
+    key_mask[1, 4:] = False
+    with torch.no_grad():
+        full, weights = encoder(x, key_mask)
+        first, first_weights = encoder(x, key_mask, first_only=True)
+    assert first.shape == (5, 1, 8)
+    torch.testing.assert_close(first, full[:, :1])
+    assert all(torch.equal(a, b) for a, b in zip(first_weights, weights))

@@ -91,6 +91,18 @@ def test_one_encoding_is_kept_at_a_time():
     assert calls[0] == 5
 
 
+def test_each_shareable_method_is_answered_from_its_own_last_call():
+    model, x = _model(), _ids(8)
+    calls = _counted(model)
+    with torch.no_grad(), shared_encodings(model):
+        first = model.encode_first(x)  # what eval-mode logits and attention maps read
+        full = model.encode(x)  # the same input, another method: encoded, not answered with the first token alone
+        assert model.encode_first(x) is first and model.encode(x) is full
+    assert calls[0] == 2
+    assert first[0].shape == (8, 1, 8) and full[0].shape == (8, 6, 8)
+    torch.testing.assert_close(first[0], full[0][:, :1], rtol=1e-6, atol=1e-6)  # the same values on any BLAS
+
+
 def test_stale_answers_are_never_given():
     model, x = _model(), _ids(20)
     calls = _counted(model)

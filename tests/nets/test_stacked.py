@@ -133,6 +133,18 @@ def test_eval_every_records_the_first_and_last_epochs():
     assert histories[0].frame["epoch"].tolist() == [0, 3]
 
 
+def test_last_only_records_each_runs_last_row_without_the_training_part():
+    # the reference: the same runs recording every row; the last rows' test columns agree to the bit
+    _, every = _stacked(RUNS[:4], epochs=3)
+    _, last = _stacked(RUNS[:4], epochs=3, last_only=True)
+    for full, only in zip(every, last):
+        assert only.frame["epoch"].tolist() == [3] and only.last_step == full.last_step == [3]
+        for column in ("step", "test_loss", "test_accuracy"):
+            assert only.frame[column].tolist() == full.frame[column].tolist()[-1:]
+        assert only.frame[["train_loss", "train_accuracy"]].isna().all(axis=None)
+        assert only.norms["epoch"].unique().tolist() == [3]
+
+
 @pytest.mark.parametrize(
     "models, optimizers, seeds, message",
     [
@@ -185,6 +197,19 @@ def test_a_run_diverging_between_rows_reports_its_last_finite_epoch():
     torch.testing.assert_close(float(last["train_loss"]), float(reference["train_loss"]), rtol=1e-5, atol=1e-6)
     for p, q in zip(models[0].parameters(), model.parameters()):
         torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("blow", [2, 8])  # epoch 1: the last finite epoch is 0, whose row last_only skipped
+def test_a_run_diverging_under_last_only_reports_its_last_finite_epoch(blow):
+    def run(**kwargs):
+        model = _BlowsUp(blow, patch_size=4, dim=8, depth=1, heads=2, mlp_dim=8, seed=0)
+        return fit_stacked([model], [("sgd", 0.1)], [0], DATA, epochs=4, batch_size=32, **kwargs)[0]
+
+    every, last = run(), run(last_only=True)
+    assert last.status == every.status == ["diverged"] and last.last_step == every.last_step
+    assert last.frame["epoch"].tolist() == every.frame["epoch"].tolist()[-1:]
+    assert last.frame["test_loss"].tolist() == every.frame["test_loss"].tolist()[-1:]
+    assert last.frame["train_loss"].isna().all()
 
 
 def test_a_stacked_run_with_dropout_is_the_run_trained_alone(tmp_path):

@@ -24,3 +24,15 @@ def test_prediction_depends_on_tokens_after_the_first():
     a, b = torch.tensor([[1, 5, 9, 7]]), torch.tensor([[1, 5, 9, 8]])
     assert not torch.allclose(model(a), model(b))
     assert model(a).shape == (1, 2)
+
+
+def test_eval_logits_read_the_first_token_alone_and_equal_the_full_pass():
+    # real.text's sizes, float32: the eval path (encode_first) gives the full pass's values, to the bit with this
+    # machine's MKL; a product over fewer rows may round differently on another BLAS, so the test allows for that
+    model = TextEncoder(vocab_size=64, max_len=33, dim=32, depth=2, heads=2, mlp_dim=64, seed=2).eval()
+    ids = torch.randint(1, 64, (41, 33), generator=torch.Generator().manual_seed(0))
+    ids[:5, 20:] = 0  # padding
+    with torch.no_grad():
+        states, attention = model.encode(ids)
+        torch.testing.assert_close(model(ids), model.head(states[:, 0]), rtol=1e-6, atol=1e-6)  # any BLAS
+        assert all(torch.equal(a, b) for a, b in zip(model.attention(ids), attention))

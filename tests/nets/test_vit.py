@@ -41,3 +41,16 @@ def test_vit_refuses_images_without_a_channel_axis():
 def test_vit_refuses_a_patch_size_that_does_not_divide_the_image():
     with pytest.raises(ValidationError, match="patch_size == 3 does not divide image_size == 8"):
         ViT(patch_size=3)
+
+
+@pytest.mark.parametrize("sizes", [{"patch_size": 2, "dim": 32, "depth": 2}, {"patch_size": 4, "dim": 16, "depth": 1}])
+def test_eval_logits_read_the_class_token_alone_and_equal_the_full_pass(sizes):
+    # real.digits-vit's full and quick sizes, float32: the eval path (encode_first) gives the full pass's values,
+    # to the bit with this machine's MKL; a product over fewer rows may round differently on another BLAS, so the test
+    # allows for that
+    model = ViT(seed=1, mlp_dim=2 * sizes["dim"], **sizes).eval()
+    images = torch.rand(37, 1, 8, 8, generator=torch.Generator().manual_seed(0), dtype=torch.float32)
+    with torch.no_grad():
+        states, attention = model.encode(images)
+        torch.testing.assert_close(model(images), model.head(model.norm(states[:, 0])), rtol=1e-6, atol=1e-6)
+        assert all(torch.equal(a, b) for a, b in zip(model.attention(images), attention))

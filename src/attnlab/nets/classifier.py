@@ -100,10 +100,20 @@ def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int
 
 
 def _epoch_row(
-    model: nn.Module, data: Split, epoch: int, step: int, metrics: Mapping[str, Any], eval_batch_size: int
+    model: nn.Module,
+    data: Split,
+    epoch: int,
+    step: int,
+    metrics: Mapping[str, Any],
+    eval_batch_size: int,
+    *,
+    train: bool = True,
 ) -> dict[str, Any]:
+    """The row of ``epoch``: loss and accuracy on both parts (``train=False``: the test part alone, the training
+    columns NaN) and the metrics."""
     with shared_encodings(model):  # a metric that encodes the test set reuses evaluate's pass
-        train_loss, train_accuracy = evaluate(model, data.x_train, data.y_train, eval_batch_size)
+        nan = (math.nan, math.nan)
+        train_loss, train_accuracy = evaluate(model, data.x_train, data.y_train, eval_batch_size) if train else nan
         test_loss, test_accuracy = evaluate(model, data.x_test, data.y_test, eval_batch_size)
         row = {
             "epoch": epoch,

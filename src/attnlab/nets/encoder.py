@@ -63,7 +63,9 @@ class SelfAttention(nn.Module):
         n, T, d = x.shape
         return x.view(n, T, self.heads, d // self.heads).transpose(1, 2)  # (n, h, T, e)
 
-    def forward(self, x: torch.Tensor, key_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, x: torch.Tensor, key_mask: torch.Tensor | None = None, *, first_only: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Attend from every token to every (unpadded) token, in each head.
 
         Parameters
@@ -72,6 +74,8 @@ class SelfAttention(nn.Module):
             Token sequences.
         key_mask : torch.Tensor of bool, shape (n, T), optional
             True where a key is a real token, False where it is padding (see :func:`attention_weights`).
+        first_only : bool, default=False
+            Project only the first token's output (``output`` of shape (n, 1, d)); the weights are all of them.
 
         Returns
         -------
@@ -83,7 +87,8 @@ class SelfAttention(nn.Module):
         n, T, d = x.shape
         weights = attention_weights(self._split(self.q(x)), self._split(self.k(x)), key_mask)
         mixed = weights @ self._split(self.v(x))  # (n, h, T, e)
-        return self.out(mixed.transpose(1, 2).reshape(n, T, d)), weights
+        rows = 1 if first_only else T
+        return self.out(mixed[:, :, :rows].transpose(1, 2).reshape(n, rows, d)), weights
 
 
 class EncoderBlock(nn.Module):
@@ -112,7 +117,9 @@ class EncoderBlock(nn.Module):
         )
         self.drop = nn.Dropout(dropout)
 
-    def forward(self, x: torch.Tensor, key_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, x: torch.Tensor, key_mask: torch.Tensor | None = None, *, first_only: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """One block: attention, then the MLP, each with its residual and LayerNorm.
 
         Parameters
@@ -121,6 +128,9 @@ class EncoderBlock(nn.Module):
             Token sequences.
         key_mask : torch.Tensor of bool, shape (n, T), optional
             True where a key is a real token, False where it is padding.
+        first_only : bool, default=False
+            The first token's output alone (shape (n, 1, d)): every token is attended to, only the first goes on
+            through the residuals and the MLP (each token's are its own, so its values are the full block's).
 
         Returns
         -------
@@ -129,11 +139,11 @@ class EncoderBlock(nn.Module):
             The block's attention weights.
         """
         if self.norm_first:
-            mixed, weights = self.attn(self.norm1(x), key_mask)
-            x = x + self.drop(mixed)
+            mixed, weights = self.attn(self.norm1(x), key_mask, first_only=first_only)
+            x = x[:, : mixed.shape[1]] + self.drop(mixed)
             return x + self.drop(self.mlp(self.norm2(x))), weights
-        mixed, weights = self.attn(x, key_mask)
-        x = self.norm1(x + self.drop(mixed))
+        mixed, weights = self.attn(x, key_mask, first_only=first_only)
+        x = self.norm1(x[:, : mixed.shape[1]] + self.drop(mixed))
         return self.norm2(x + self.drop(self.mlp(x))), weights
 
 
@@ -152,7 +162,9 @@ class Encoder(nn.Module):
         super().__init__()
         self.blocks = nn.ModuleList(EncoderBlock(dim, heads, mlp_dim, dropout, norm_first) for _ in range(depth))
 
-    def forward(self, x: torch.Tensor, key_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    def forward(
+        self, x: torch.Tensor, key_mask: torch.Tensor | None = None, *, first_only: bool = False
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """Run the blocks in order.
 
         Parameters
@@ -161,6 +173,9 @@ class Encoder(nn.Module):
             Token sequences.
         key_mask : torch.Tensor of bool, shape (n, T), optional
             True where a key is a real token, False where it is padding; the same mask serves every block.
+        first_only : bool, default=False
+            The first token's output alone (shape (n, 1, d)): the last block carries only that token past its
+            attention (see :class:`EncoderBlock`); every attention weight is computed.
 
         Returns
         -------
@@ -169,8 +184,8 @@ class Encoder(nn.Module):
             Every block's attention weights, ``depth`` of them, first block first.
         """
         attentions = []
-        for block in self.blocks:
-            x, weights = block(x, key_mask)
+        for i, block in enumerate(self.blocks):
+            x, weights = block(x, key_mask, first_only=first_only and i == len(self.blocks) - 1)
             attentions.append(weights)
         return x, attentions
 

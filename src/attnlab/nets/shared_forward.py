@@ -2,9 +2,9 @@
 
 An epoch's row evaluates the model on its test set and then runs its metrics, which may encode the same inputs
 again (the keyword experiment's first-token attention reads the whole test set). Inside :func:`shared_encodings`,
-an ``encode`` method marked :func:`shareable` answers a call on the same input values as the call before it, with
-the same weight values, in eval mode and without autograd, with that call's result: the same computation, so the
-same values to the bit. Only the last encoding is kept, so an evaluation in batches holds no more than one batch's encoding at a time,
+a method marked :func:`shareable` (``encode``, ``encode_first``) answers a call on the same input values as its call
+before, with the same weight values, in eval mode and without autograd, with that call's result: the same computation,
+so the same values to the bit. Only each method's last encoding is kept, so an evaluation in batches holds no more than one batch's encoding at a time,
 as without the block.
 """
 
@@ -72,14 +72,14 @@ def shareable(encode: Callable[[M, torch.Tensor], Any]) -> Callable[[M, torch.Te
         if answers is None or self.training or torch.is_grad_enabled() or not isinstance(x, torch.Tensor):
             return encode(self, x)
         weights = [*self.parameters(), *self.buffers()]
-        kept = answers.get("last")
+        kept = answers.get(encode.__name__)  # each shareable method keeps its own last call
         same_weights = kept is not None and kept.weights_equal(weights)
         if same_weights and _same(kept.x, x):
             return kept.result
         held = kept.weights if same_weights else [w.detach().clone() for w in weights]
         result = encode(self, x)
         # one encoding kept: a batched evaluation holds one batch's, as without the block
-        answers["last"] = _Kept(x.detach().clone(), held, result)
+        answers[encode.__name__] = _Kept(x.detach().clone(), held, result)
         return result
 
     method.shareable = True  # type: ignore[attr-defined]
@@ -90,7 +90,8 @@ def shareable(encode: Callable[[M, torch.Tensor], Any]) -> Callable[[M, torch.Te
 def shared_encodings(model: M) -> Iterator[M]:
     """Within the block, ``model.encode(x)`` called again on the input of the call before it returns that call's
     result, for models whose ``encode`` is marked :func:`shareable` (:class:`~attnlab.nets.ViT`,
-    :class:`~attnlab.nets.TextEncoder`); others are left as they are.
+    :class:`~attnlab.nets.TextEncoder`; their ``encode_first`` too, each method answered from its own last call);
+    others are left as they are.
 
     A call is answered from the last one when the input holds the same values (shape, dtype, device and every entry)
     and so do the model's parameters and buffers, the model is in eval mode (no dropout draws) and autograd is off;

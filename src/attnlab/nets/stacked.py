@@ -208,6 +208,7 @@ def fit_stacked(
     metrics: Mapping[str, Callable[[Mapping[str, Any]], Any]] | None = None,
     eval_batch_size: int = 512,
     eval_every: int = 1,
+    last_only: bool = False,
     progress: bool = False,
     desc: str = "",
 ) -> list[TrainingResult]:
@@ -247,7 +248,12 @@ def fit_stacked(
     eval_batch_size : int, default=512
     eval_every : int, default=1
         Rows (and layer norms) at epoch 0, every ``eval_every`` epochs and the last epoch; ``epochs`` records only
-        the first and the last (all a tuning run needs).
+        the first and the last.
+    last_only : bool, default=False
+        Only each run's last row (and layer norms): at ``epochs``, or at the last finite epoch of a run that
+        diverged; its ``train_loss`` and ``train_accuracy`` are NaN, as only the test part is evaluated. What a
+        tuning run reads (its validation score at the end), without the evaluations it would not read;
+        ``eval_every`` is then unused.
     progress : bool, default=False
         A bar over the optimizer steps (when stderr is a terminal).
     desc : str, default=""
@@ -274,7 +280,6 @@ def fit_stacked(
     check_scalar("eval_every", eval_every, kind=int, low=1)
     _check_runs(models, optimizers, seeds)
     metrics = dict(metrics or {})
-    runs = len(models)
     path = None if checkpoint is None else Path(checkpoint)
     names = [name for name, _ in models[0].named_parameters()]
     params, buffers = stack_module_state(list(models))
@@ -291,8 +296,9 @@ def fit_stacked(
     with fork_rngs():  # _PerRun seeds the global RNGs: every one the caller's again on exit
         forward = _forward(base, models[0], seeds, _cuda_device(data.x_train))
         per_run = forward if isinstance(forward, _PerRun) else None  # each run's dropout RNGs, saved and resumed
+        evaluation = (metrics, eval_batch_size, not last_only)  # not last_only: every row, both parts evaluated
         rows, norms, active, start_epoch, step, seconds = _begin(
-            path, identity, groups, generators, models, names, data, metrics, eval_batch_size, epochs, per_run
+            path, identity, groups, generators, models, names, data, evaluation, epochs, per_run
         )
         planned = epochs * math.ceil(len(data.y_train) / batch_size)
         calls = callback_list(None, None if progress else False, desc or "fit_stacked")
@@ -307,18 +313,16 @@ def fit_stacked(
                 groups, names, forward, buffers, data, generators, batch_size, active, last_finite, calls, step
             )
             seconds += time.perf_counter() - started
-            with torch.no_grad():
-                _freeze(groups, last_finite, [not a for a in active])
-                nonfinite = [not all(all_finite(p[r]) for p in _stack(groups)) for r in range(runs)]
-                failed = [f or n for f, n in zip(failed, nonfinite)]
-                _freeze(groups, last_finite, [a and f for a, f in zip(active, failed)])  # back to the last finite
+            failed = _settle(groups, last_finite, active, failed)
             _write_models(models, groups, names)
             # diverged: back at epoch - 1, its row there (as fit_classifier's last row) when eval_every skipped it
-            late = [a and f and rows[r][-1]["epoch"] != epoch - 1 for r, (a, f) in enumerate(zip(active, failed))]
-            _record(models, data, epoch - 1, *before, metrics, eval_batch_size, rows, norms, late)
+            late = [
+                a and f and not (kept and kept[-1]["epoch"] == epoch - 1) for kept, a, f in zip(rows, active, failed)
+            ]
+            _record(models, data, epoch - 1, *before, *evaluation, rows, norms, late)
             active = [a and not f for a, f in zip(active, failed)]  # diverged: its last good state, no more rows
-            if epoch % eval_every == 0 or epoch == epochs:
-                _record(models, data, epoch, step, seconds, metrics, eval_batch_size, rows, norms, active)
+            if (epoch % eval_every == 0 and not last_only) or epoch == epochs:
+                _record(models, data, epoch, step, seconds, *evaluation, rows, norms, active)
             if path is not None:
                 _save(path, groups, generators, identity, rows, norms, active, epoch, step, seconds, per_run)
         calls.end()
@@ -342,20 +346,21 @@ def _begin(
     models: Sequence[nn.Module],
     names: list[str],
     data: Split,
-    metrics: dict[str, Callable],
-    eval_batch_size: int,
+    evaluation: tuple[dict[str, Callable], int, bool],
     epochs: int,
     per_run: _PerRun | None,
 ) -> tuple[list[list[dict]], list[list[dict]], list[bool], int, int, float]:
     """The runs' rows, norms and flags, the first epoch, the step and the seconds: fresh (seeding the RNGs and
-    recording epoch 0) or resumed from the checkpoint at ``path`` (at most at epoch ``epochs``)."""
+    recording epoch 0, when ``evaluation`` (metrics, batch size, every row) asks for every row) or resumed from the
+    checkpoint at ``path`` (at most at epoch ``epochs``)."""
     state = read_checkpoint(path) if path is not None else None
     if state is None:
         torch.manual_seed(identity["seeds"][0])
         for g, seed in zip(generators, identity["seeds"]):
             g.manual_seed(seed)
-        rows = [[_epoch_row(m, data, 0, 0, metrics, eval_batch_size) | {"seconds": 0.0}] for m in models]
-        norms = [[{"epoch": 0, "layer": k, "norm": v} for k, v in layer_norms(m).items()] for m in models]
+        rows: list[list[dict]] = [[] for _ in models]
+        norms: list[list[dict]] = [[] for _ in models]
+        _record(models, data, 0, 0, 0.0, *evaluation, rows, norms, [evaluation[2]] * len(models))
         return rows, norms, [True] * len(models), 1, 0, 0.0
     if state["identity"] != identity:
         raise ValidationError(
@@ -376,14 +381,17 @@ def _record(
     seconds: float,
     metrics: dict[str, Callable],
     eval_batch_size: int,
+    train: bool,
     rows: list[list[dict]],
     norms: list[list[dict]],
     active: list[bool],
 ) -> None:
-    """Each active run's row and layer norms at ``epoch``, appended in place."""
+    """Each active run's row and layer norms at ``epoch``, appended in place (``train``: evaluated on the
+    training part too, else its columns NaN)."""
     for r, model in enumerate(models):
         if active[r]:
-            rows[r].append(_epoch_row(model, data, epoch, step, metrics, eval_batch_size) | {"seconds": seconds})
+            row = _epoch_row(model, data, epoch, step, metrics, eval_batch_size, train=train)
+            rows[r].append(row | {"seconds": seconds})
             norms[r] += [{"epoch": epoch, "layer": k, "norm": v} for k, v in layer_norms(model).items()]
 
 
@@ -426,6 +434,19 @@ def _epoch_steps(
         if all(f or not a for a, f in zip(active, failed)):
             break
     return failed, step
+
+
+@torch.no_grad()
+def _settle(
+    groups: list[_Group], last_finite: list[list[torch.Tensor]], active: list[bool], failed: list[bool]
+) -> list[bool]:
+    """After an epoch: the runs that failed in it or whose weights are no longer finite; those and the inactive
+    runs are put back to ``last_finite``."""
+    _freeze(groups, last_finite, [not a for a in active])
+    stack = _stack(groups)  # once for every run (it copies every parameter)
+    failed = [f or not all(all_finite(p[r]) for p in stack) for r, f in enumerate(failed)]
+    _freeze(groups, last_finite, [a and f for a, f in zip(active, failed)])  # back to the last finite
+    return failed
 
 
 def _stack(groups: list[_Group]) -> list[torch.Tensor]:

@@ -107,9 +107,32 @@ class TextEncoder(nn.Module):
         attentions : list of torch.Tensor, shape (n, heads, L, L)
             Each layer's attention weights, ``depth`` of them; padded keys get weight 0.
         """
+        return self.encoder(*self._inputs(ids))
+
+    @shareable  # eval mode: the logits and the attention maps share this pass (nets.shared_forward)
+    def encode_first(self, ids: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """:meth:`encode` with the first token's final state alone: the last block carries only that token past
+        its attention, the one state the logits read (its values are :meth:`encode`'s).
+
+        Parameters
+        ----------
+        ids : torch.Tensor, shape (n, L), int64
+            As :meth:`encode` takes them.
+
+        Returns
+        -------
+        states : torch.Tensor, shape (n, 1, dim)
+            The first token's state after the encoder.
+        attentions : list of torch.Tensor, shape (n, heads, L, L)
+            Each layer's attention weights, all of them, as :meth:`encode` returns them.
+        """
+        return self.encoder(*self._inputs(ids), first_only=True)
+
+    def _inputs(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The encoder's input (token and position embeddings, dropout) and its key mask (True on real tokens)."""
         mask = ids != self.pad_id  # (n, L), True on real tokens
         x = self.tokens(ids) + self.positions[:, : ids.shape[1]]  # (n, L, dim)
-        return self.encoder(self.drop(x), mask)
+        return self.drop(x), mask
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         """Class logits, read from the first token's final state.
@@ -123,7 +146,7 @@ class TextEncoder(nn.Module):
         -------
         torch.Tensor, shape (n, num_classes)
         """
-        x, _ = self.encode(ids)
+        x, _ = self.encode(ids) if self.training else self.encode_first(ids)  # eval: no draws, token 0 read
         return self.head(x[:, 0])  # spec E4: prediction from the first token
 
     def attention(self, ids: torch.Tensor) -> list[torch.Tensor]:
@@ -139,4 +162,4 @@ class TextEncoder(nn.Module):
         list of torch.Tensor, shape (n, heads, L, L)
             ``depth`` tensors, first layer first; token 0 is [CLS].
         """
-        return self.encode(ids)[1]
+        return (self.encode if self.training else self.encode_first)(ids)[1]

@@ -157,6 +157,7 @@ def _train_chunk(
             checkpoint=checkpoint,
             metrics=metrics,
             eval_every=options["eval_every"],
+            last_only=validation is not None,  # tuning reads each run's last validation score, nothing else
         )
         for o, trial, setup, history, start, p in zip(out, trials, setups, histories, starts, probe):
             labels = {"optimizer": trial.optimizer, "lr": trial.lr, "seed": trial.seed, "diverged": not history.ok}
@@ -252,7 +253,8 @@ def train_trials(
         Trials of this seed also record their K/Q/V entries and first-token attention (before and after).
     validation : (float, int), optional
         ``(fraction, seed)``: train on the training set less a validation part of that fraction (split by that
-        seed) and report the validation part in the ``test_*`` columns, with no extra metrics: for tuning.
+        seed) and report the validation part in the ``test_*`` columns, with no extra metrics, in each trial's last
+        row alone (its training columns NaN): for tuning.
     eval_every : int, default=1
         Epochs between recorded rows (see :func:`~attnlab.nets.stacked.fit_stacked`).
     epochs_of : mapping of str to int, optional

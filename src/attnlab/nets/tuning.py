@@ -138,9 +138,7 @@ def tune_rates(
     trials = [
         Trial(name, float(lr), int(seed)) for name, grid in zip(optimizers, grids) for lr in grid for seed in seeds
     ]
-    # only the last epoch is scored
-    longest = max([epochs, *(training.get("epochs_of") or {}).values()])
-    results = train_trials(build, config, trials, epochs=epochs, validation=validation, eval_every=longest, **training)
+    results = train_trials(build, config, trials, epochs=epochs, validation=validation, **training)  # last rows alone
     last = pd.concat([r["frame"].tail(1) for r in results], ignore_index=True)
     cells = (
         last.groupby(["optimizer", "lr"], sort=False)

@@ -144,9 +144,31 @@ class ViT(nn.Module):
         ValidationError
             When ``images`` has the wrong shape (see :meth:`patches`).
         """
+        return self.encoder(self._tokens(images))
+
+    @shareable  # eval mode: the logits and the attention maps share this pass (nets.shared_forward)
+    def encode_first(self, images: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """:meth:`encode` with the class token's final state alone: the last block carries only that token past
+        its attention, the one state the logits read (its values are :meth:`encode`'s).
+
+        Parameters
+        ----------
+        images : torch.Tensor, shape (n, channels, image_size, image_size)
+
+        Returns
+        -------
+        states : torch.Tensor, shape (n, 1, dim)
+            The class token's state after the encoder (before the final LayerNorm).
+        attentions : list of torch.Tensor, shape (n, heads, T, T)
+            Each layer's attention weights, all of them, as :meth:`encode` returns them.
+        """
+        return self.encoder(self._tokens(images), first_only=True)
+
+    def _tokens(self, images: torch.Tensor) -> torch.Tensor:
+        """The encoder's input: embedded patches after the class token, positions added, dropout."""
         x = self.patch_embed(self.patches(images))  # (n, P, dim)
         x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1) + self.pos_embed  # (n, T, dim)
-        return self.encoder(self.drop(x))
+        return self.drop(x)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         """Class logits, read from the class token's final state.
@@ -159,7 +181,7 @@ class ViT(nn.Module):
         -------
         torch.Tensor, shape (n, num_classes)
         """
-        x, _ = self.encode(images)
+        x, _ = self.encode(images) if self.training else self.encode_first(images)  # eval: no draws, token 0 read
         return self.head(self.norm(x[:, 0]))
 
     def attention(self, images: torch.Tensor) -> list[torch.Tensor]:
@@ -174,4 +196,4 @@ class ViT(nn.Module):
         list of torch.Tensor, shape (n, heads, T, T)
             ``depth`` tensors, first layer first; token 0 is the class token (CLS).
         """
-        return self.encode(images)[1]
+        return (self.encode if self.training else self.encode_first)(images)[1]
