@@ -75,6 +75,16 @@ def test_gram_is_symmetric_psd_and_cross_kernel_reduces_to_it():
     assert lam_min > -1e-10 and lam_max > lam_min  # PSD up to round-off
 
 
+def test_gram_forms_the_jacobian_factors_once_and_equals_the_two_sided_kernel(monkeypatch):
+    net, X = _moved(SoftmaxMLP), _unit_rows(6, 4, 3)
+    two_sided = cross_kernel(net, X, X.clone())  # two inputs of equal values: each side's factors formed
+    calls = []
+    jacobian = net.jacobian
+    monkeypatch.setattr(net, "jacobian", lambda x: calls.append(x) or jacobian(x))
+    assert torch.equal(gram(net, X), two_sided)
+    assert len(calls) == 1
+
+
 def test_cross_kernel_rows_are_the_gram_rows_of_the_joint_set():
     net, X, Xt = _moved(SoftmaxMLP, d_out=2), _unit_rows(4, 4, 4), _unit_rows(3, 4, 5)
     joint = gram(net, torch.cat([Xt, X]))  # (2*7, 2*7); output l block rows l*7 + p

@@ -48,10 +48,11 @@ def cross_kernel(net: TwoLayerNet, X_test: torch.Tensor, X: torch.Tensor) -> tor
         l2*n + j``, with ``s = net.kernel_scale`` (``m`` for softmax).
     """
     sizes = {"k": net.d_in}
+    same = X is X_test  # the Gram: one input, validated and its Jacobian factors formed once (check_tensor copies)
     X_test = check_tensor("X_test", X_test, "pk", sizes)
-    X = check_tensor("X", X, "nk", sizes)
+    X = X_test if same else check_tensor("X", X, "nk", sizes)
     C_test = net.jacobian(X_test).transpose(0, 1)  # (L, n_test, m)
-    C = C_test if X is X_test else net.jacobian(X).transpose(0, 1)  # (L, n, m); the Gram's once
+    C = C_test if same else net.jacobian(X).transpose(0, 1)  # (L, n, m)
     L, n_test, m = C_test.shape
     n = C.shape[1]
     feature = C_test.reshape(L * n_test, m) @ C.reshape(L * n, m).T  # sum_r C C
