@@ -90,14 +90,14 @@ def test_poisoned_labels_differ():  # the poisoned build really changes what a t
     assert not torch.equal(build(Tiny(poison_test=True), 0).data.y_test, DATA.y_test)
 
 
-def test_equal_mean_accuracies_are_a_tie_that_the_loss_breaks():
+def test_equal_mean_accuracies_are_a_tie():
     # two seeds each: 0.1 + 0.7 and 0.3 + 0.5 are the same mean 0.4, but the float sums differ in the last bit
     per_seed = pd.DataFrame(
         {
             "optimizer": "sgd",
             "lr": [0.01, 0.01, 0.1, 0.1],
             "test_accuracy": [0.1, 0.7, 0.3, 0.5],
-            "test_loss": [1.0, 1.0, 2.0, 2.0],
+            "test_loss": [2.0, 2.0, 1.0, 1.0],
             "diverged": False,
         }
     )
@@ -108,7 +108,23 @@ def test_equal_mean_accuracies_are_a_tie_that_the_loss_breaks():
     )
     cells = cells.reset_index()
     assert cells["validation_accuracy"].iloc[0] != cells["validation_accuracy"].iloc[1]  # round-off tells them apart
-    assert _choose(cells)["lr"] == 0.01  # the rule: equal accuracy, so the lower validation loss wins
+    assert _choose(cells)["lr"] == 0.01  # a tie, so the band's middle: the smaller of two, whatever the loss says
+
+
+@pytest.mark.parametrize(("rates", "middle"), [((0.1, 0.3, 1.0, 3.0, 10.0), 1.0), ((0.1, 0.3, 1.0, 3.0), 0.3)])
+def test_a_saturated_tie_takes_the_middle_of_its_band_not_the_lowest_loss(rates, middle):
+    # every rate at validation accuracy 1.0, the loss falling with the rate: the loss ranks only how aggressive a
+    # rate is, and the band's top is where a fresh seed stalls at chance (real.text --quick: SPS at 10)
+    cells = pd.DataFrame(
+        {
+            "optimizer": "sps",
+            "lr": [*rates, 30.0],
+            "validation_accuracy": [1.0] * len(rates) + [0.5],
+            "validation_loss": [1e-3 / lr for lr in rates] + [0.7],
+            "diverged": 0,
+        }
+    )
+    assert _choose(cells)["lr"] == middle  # the lower middle of an even band
 
 
 def test_a_diverged_seed_disqualifies_its_rate_whatever_the_others_scored():
