@@ -9,11 +9,14 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
+from click.testing import CliRunner
 
 from attnlab._validation import ValidationError
+from attnlab.cli import main
 from attnlab.experiments import registry
 from attnlab.plotting import has_ours, label_ours
 from attnlab.report import build_report, reproduce
+from attnlab.report.reproduce import seed_field
 from attnlab.runner import read_index
 from attnlab.verify import Check, Claim, Experiment, ExperimentResult, Falsifier, spread_observation
 from attnlab.verify import experiment as verify_experiment
@@ -90,6 +93,54 @@ def fake_paper(monkeypatch):
             falsifiers=(TOY_FALSIFIER,),
         )
         monkeypatch.setitem(registry.REGISTRY.experiments, name, exp)
+
+
+@dataclasses.dataclass(frozen=True)
+class SeededConfig:
+    steps: int = 50
+    seed: int = 0
+
+
+def seeded_run(config, ctx):
+    frame = pd.DataFrame({"step": range(config.steps), "seed": config.seed})
+    return ExperimentResult(frame=frame, checks=[DECREASES.holds("< 1", 0.5, "bound", True)])
+
+
+def test_reproduce_at_a_seed_sets_each_seed_field_and_leaves_out_the_unseeded(fake_paper, monkeypatch, tmp_path):
+    exp = Experiment(
+        name="fake.seeded",
+        paper="fake-paper",
+        summary="a seeded toy",
+        config_type=SeededConfig,
+        run=seeded_run,
+        quick={"steps": 5},
+        claims=(DECREASES,),
+        falsifiers=(TOY_FALSIFIER,),
+    )
+    monkeypatch.setitem(registry.REGISTRY.experiments, exp.name, exp)
+    assert seed_field(exp) == "seed" and seed_field(registry.REGISTRY.experiments["fake.ok"]) is None
+    summary = reproduce(tmp_path, paper="fake-paper", quick=True, progress=False, seed=3)
+    assert [e.name for e in summary.entries] == ["fake.seeded"]  # fake.ok and fake.broken have no seed field
+    (run,) = (tmp_path / "runs").glob("fake.seeded-*")
+    assert set(pd.read_parquet(run / "trajectory.parquet")["seed"]) == {3}
+    reproduce(tmp_path, paper="fake-paper", quick=True, progress=False)  # the seed-0 run is a run of its own
+    assert len(list((tmp_path / "runs").glob("fake.seeded-*"))) == 2
+    with pytest.raises(ValidationError, match="seed"):
+        reproduce(tmp_path, paper="fake-paper", quick=True, progress=False, seed=-1)
+
+
+def test_the_cli_at_a_seed_names_the_experiments_it_left_out(fake_paper, monkeypatch, tmp_path):
+    exp = dataclasses.replace(registry.REGISTRY.experiments["fake.ok"], name="fake.seeded", config_type=SeededConfig)
+    monkeypatch.setitem(registry.REGISTRY.experiments, exp.name, dataclasses.replace(exp, run=seeded_run))
+    args = ["reproduce", "--paper", "fake-paper", "--quick", "--seed", "2", "--out", str(tmp_path), "--no-progress"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert "left out at --seed 2 (no seed field): fake.broken, fake.ok" in result.output
+
+
+def test_reproduce_at_a_seed_refuses_a_paper_without_seed_fields(fake_paper, tmp_path):
+    with pytest.raises(ValidationError, match="no experiment of paper 'fake-paper' has a seed field"):
+        reproduce(tmp_path, paper="fake-paper", quick=True, progress=False, seed=1)
 
 
 def test_reproduce_records_the_error_and_runs_the_others(fake_paper, tmp_path):

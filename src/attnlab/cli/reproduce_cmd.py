@@ -22,6 +22,13 @@ from attnlab.cli.main import main, user_errors
     help="Rerun every experiment. Without it, a run finished in OUT by the same code, config and library versions "
     "is reused; any other is computed again.",
 )
+@click.option(
+    "--seed",
+    type=int,
+    default=None,
+    help="Set every experiment's seed field (seed, first_seed) to this: the same reproduction on other draws. "
+    "Experiments without one are left out.",
+)
 @click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
 @user_errors
 def reproduce_cmd(
@@ -32,6 +39,7 @@ def reproduce_cmd(
     workers: int | None,
     address: str | None,
     fresh: bool,
+    seed: int | None,
     no_progress: bool,
 ) -> None:
     """Run the experiments and write OUT/index.html: figures next to theory checks, configs and versions.
@@ -41,7 +49,8 @@ def reproduce_cmd(
     An experiment that raises is shown in the report with its traceback; the others still run. Exit status 1
     when a theory check failed or an experiment raised (observations that disagree with a paper are reported,
     not failures), 2 on bad input (an unknown --paper, --workers without --executor pool, --address without
-    --executor ray).
+    --executor ray). With --seed S, every experiment with a seed field runs at seed S, the others are named and left
+    out.
     """
     from attnlab.runner import make_executor
 
@@ -55,6 +64,7 @@ def reproduce_cmd(
         executor=chosen,
         fresh=fresh,
         progress=not no_progress,
+        seed=seed,
     )
     for entry in summary.entries:
         if entry.status != "done":
@@ -68,5 +78,11 @@ def reproduce_cmd(
         f"{reused} reused from earlier runs of the same code and config (--fresh recomputes them); "
         f"report: {summary.path}"
     )
+    if seed is not None:
+        from attnlab.experiments import list_experiments
+        from attnlab.report.reproduce import seed_field
+
+        unseeded = [e.name for e in list_experiments(paper) if seed_field(e) is None]
+        click.echo(f"left out at --seed {seed} (no seed field): {', '.join(unseeded) or 'none'}")
     if not summary.ok:
         sys.exit(1)

@@ -7,20 +7,24 @@ while the others still run.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from pathlib import Path
 
 import pandas as pd
 
-from attnlab._validation import ValidationError
+from attnlab._validation import ValidationError, check_scalar
 from attnlab.experiments import list_experiments
 from attnlab.report.html import ReportSummary, build_report
 from attnlab.runner import InProcessExecutor, Job, PoolExecutor, RayExecutor, run_sweep, write_csv
 from attnlab.tasks.experiment import ExperimentTask
-from attnlab.verify import CheckCounts
+from attnlab.verify import CheckCounts, Experiment
 
-__all__ = ["PAPER_COUNT_COLUMNS", "paper_counts", "reproduce"]
+__all__ = ["PAPER_COUNT_COLUMNS", "SEED_FIELDS", "paper_counts", "reproduce", "seed_field"]
+
+#: The config fields that seed an experiment's draws, in the order they are looked for.
+SEED_FIELDS = ("seed", "first_seed")
 
 PAPER_COUNT_COLUMNS = [
     "paper",
@@ -41,6 +45,7 @@ def reproduce(
     executor: InProcessExecutor | PoolExecutor | RayExecutor | None = None,
     fresh: bool = False,
     progress: bool = True,
+    seed: int | None = None,
 ) -> ReportSummary:
     """Run the experiments of ``paper`` (default all) and write ``out/index.html``.
 
@@ -64,6 +69,10 @@ def reproduce(
         is never deleted, even with ``fresh``.
     progress : bool, default=True
         Progress bar over experiments, with ETA.
+    seed : int, optional
+        Run every experiment that has a seed field (:func:`seed_field`) with that field set to ``seed``: the same
+        reproduction on other draws, to see which verdicts hold beyond the seed they were declared at. Experiments
+        without one are left out of the call (and its report). Seeded runs are separate runs in ``out``.
 
     Returns
     -------
@@ -73,7 +82,8 @@ def reproduce(
     Raises
     ------
     ValidationError
-        If no experiment matches ``paper``.
+        If no experiment matches ``paper``, ``seed`` is not an integer >= 0, or no matching experiment has a seed
+        field.
     """
     experiments = list_experiments(paper)
     if not experiments:
@@ -81,15 +91,42 @@ def reproduce(
         raise ValidationError(
             f"paper == {paper!r} matches no experiment; papers: {', '.join(papers) or 'none registered'}"
         )
+    seeded: dict[str, dict[str, int]] = {e.name: {} for e in experiments}
+    if seed is not None:
+        check_scalar("seed", seed, kind=int, low=0)
+        seeded = {e.name: {field: seed} for e in experiments if (field := seed_field(e)) is not None}
+        if not seeded:
+            raise ValidationError(
+                f"no experiment of paper {paper!r} has a seed field ({', '.join(SEED_FIELDS)}); run it without seed"
+            )
     task = ExperimentTask()
-    longest_first = sorted(experiments, key=lambda e: -e.cost)  # workers finish together (Experiment.cost)
-    jobs = [Job(task.name, {"experiment": e.name, "quick": quick}, index=i) for i, e in enumerate(longest_first)]
+    longest_first = sorted((e for e in experiments if e.name in seeded), key=lambda e: -e.cost)  # Experiment.cost
+    jobs = [
+        Job(task.name, {"experiment": e.name, "quick": quick, **seeded[e.name]}, index=i)
+        for i, e in enumerate(longest_first)
+    ]
     started = time.time()
     run_sweep(jobs, out, executor, progress=progress, fresh=fresh)
     # only this call's runs: the folder keeps those of other papers and of the other settings (quick or full)
     summary = build_report(Path(out), computed_since=started, keys=[job.key for job in jobs])
     write_csv(Path(out) / "paper_counts.csv", paper_counts(summary))
     return summary
+
+
+def seed_field(experiment: Experiment) -> str | None:
+    """The config field that seeds ``experiment``'s draws: the first of :data:`SEED_FIELDS` its config has.
+
+    Parameters
+    ----------
+    experiment : Experiment
+
+    Returns
+    -------
+    str or None
+        ``None`` when the config has none (its draws are fixed, or seeded by a tuple of seeds).
+    """
+    names = {field.name for field in dataclasses.fields(experiment.config_type)}
+    return next((name for name in SEED_FIELDS if name in names), None)
 
 
 def paper_counts(summary: ReportSummary) -> pd.DataFrame:
