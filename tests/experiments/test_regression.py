@@ -86,3 +86,12 @@ def test_a_diverging_run_gives_failing_rows_with_the_reason(tmp_path):
     theory_rows = [row for row in floor_checks if row.kind == "theory"]
     assert theory_rows and not any(row.passed for row in theory_rows)
     assert all("diverged" in str(row.measured) for row in theory_rows) and np.isnan(slope)
+
+
+def test_a_slope_row_whose_bias_falls_below_its_noise_says_so(tmp_path):
+    # seed 4, quick: Thm 3's debiased squared bias at n = 800 is below its Monte-Carlo noise (<= 0), so its log and
+    # the slope are nan; the row fails and names the n, instead of a bare nan (docs/findings.md, other seeds)
+    record = run_experiment("regression.theory", ["seed=4"], quick=True, out=tmp_path, progress=False)
+    row = record.checks[record.checks["claim_id"] == "thm3-objective"].iloc[0]
+    assert row["verdict"] == "fail" and np.isnan(float(row["measured"]))
+    assert "no slope: the debiased squared bias is <= 0 at n = 800" in row["tolerance"]
