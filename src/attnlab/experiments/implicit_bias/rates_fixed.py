@@ -117,14 +117,34 @@ LEMMA2 = _claim(
         {"eps": 0.01, "half": 2}, _PATH_SIZES,
     ),
 )  # fmt: skip
+_LEMMA1_STATISTIC = "least-squares slope of max_i log(1 - phi_opt,i(W_t)) on t"
+_LEMMA1_WINDOW = "t >= steps // half (the second half)"
+_LEMMA1_DRIFT = "drift * |slope on [steps/2, 3 steps/4) - slope on [3 steps/4, steps]|: Lemma 1's o(1) still moving"
 LEMMA1 = _claim(
     "softmax saturation (Lemma 1): per-step slope of max_i log(1 - phi_opt) (second half)", "001:Lem1", "§8.4",
     (NGD_GRADIENT_STEP, SVM_NUCLEAR),
     id="lemma1-slope",
     reading=Reading(
-        "least-squares slope of max_i log(1 - phi_opt,i(W_t)) on t", "t >= steps // half (the second half)", _PATH,
-        "-eta / ||W_mm|| +- drift * |slope on [steps/2, 3 steps/4) - slope on [3 steps/4, steps]|: Lemma 1's o(1) "
-        "still moving", {"half": 2, "drift": 3.0}, _PATH_SIZES,
+        _LEMMA1_STATISTIC, _LEMMA1_WINDOW, _PATH,
+        f"-eta / ||W_mm|| +- ({_LEMMA1_DRIFT}) + rtol * eta / ||W_mm|| (the W-SVM norm's relative accuracy)",
+        {"half": 2, "drift": 3.0, "rtol": 1e-9}, _PATH_SIZES,
+    ),
+    revisions=(
+        Revision(
+            Reading(
+                _LEMMA1_STATISTIC, _LEMMA1_WINDOW, _PATH, f"-eta / ||W_mm|| +- {_LEMMA1_DRIFT}",
+                {"half": 2, "drift": 3.0}, _PATH_SIZES,
+            ),
+            "2026-11-29",
+            "the tolerance left out the prediction's own error: where the slope has stopped moving, 3 x its drift "
+            "is round-off (3.3e-16 and 5.2e-15 at seeds 2 and 3, quick), below the relative accuracy of ||W_mm|| from "
+            "the W-SVM solve, and the row failed by 1.1e-11 and 1.9e-12 (relative 3.6e-11 and 6.3e-12) on a slope "
+            "that matched Lemma 1 to 11 digits (`attnlab reproduce --quick --seed S`, docs/findings.md, 'Verdicts "
+            "at other seeds'). rtol 1e-9 covers that accuracy and stays far below what the registered falsifiers "
+            "move (percent-level slopes); the full size at seeds 2 and 3 passed the old reading",
+            "pass: -0.255437 against -0.255436 +- 1.7e-06 (default seed 0)",
+            "pass: -0.299885 against -0.299885 +- 4.0e-09 (default seed 0)",
+        ),
     ),
 )  # fmt: skip
 LEMMA5 = _claim(
@@ -191,7 +211,7 @@ def ngd_path(config, ctx, data, sol) -> tuple[pd.DataFrame, list[Check], float]:
             1 - LEMMA2.param("eps"),
             spread=f"eps = {LEMMA2.param('eps'):g} (ours: Lemma 2 holds for every eps)",
         ),
-        _slope_check(t, log_gap, predicted, config.steps),
+        *_slope_checks(t, log_gap, predicted, config.steps),
         LEMMA5.holds(
             0,
             lemma5_failures,
@@ -215,14 +235,21 @@ def _turning(norms: torch.Tensor, eta: float) -> float:
     return max(0.0, 1.0 - float(norms[t]) / (eta * t))
 
 
-def _slope_check(t: torch.Tensor, log_gap: torch.Tensor, predicted: float, steps: int) -> Check:
-    """Lemma 1's per-step slope on the second half; tolerance three times its drift between the last quarters."""
+def _slope_checks(t: torch.Tensor, log_gap: torch.Tensor, predicted: float, steps: int) -> list[Check]:
+    """Lemma 1's per-step slope on the second half; tolerance three times its drift between the last quarters plus
+    the prediction's own accuracy (``rtol``), and the revised reading without it beside it."""
     third, fourth = (t >= steps // 2) & (t < 3 * steps // 4), t >= 3 * steps // 4
     drift = abs(fit_slope(t[third], log_gap[third], logx=False, logy=False)[0]
                 - fit_slope(t[fourth], log_gap[fourth], logx=False, logy=False)[0])  # fmt: skip
     half, factor = t >= steps // LEMMA1.param("half"), LEMMA1.param("drift")
-    return LEMMA1.slope(t[half], log_gap[half], predicted, factor * drift, logx=False, logy=False,
-                        spread=f"{factor:g} x the slope's drift between the third and last quarter ({drift:.3g})")  # fmt: skip
+    accuracy = LEMMA1.param("rtol") * abs(predicted)  # spec §8.4: the slope -eta / ||W_mm||, ||W_mm|| from a solver
+    spread = f"{factor:g} x the slope's drift between the third and last quarter ({drift:.3g})"
+    return [
+        LEMMA1.slope(t[half], log_gap[half], predicted, factor * drift + accuracy, logx=False, logy=False,
+                     spread=f"{spread} + rtol {LEMMA1.param('rtol'):g} of the prediction ({accuracy:.3g})"),
+        LEMMA1.revised(1).slope(t[half], log_gap[half], predicted, factor * drift, logx=False, logy=False,
+                                spread=spread),
+    ]  # fmt: skip
 
 
 # ---- items 3, 7, 8: NGD, GD and Polyak from random directions -------------------------------------------------------
