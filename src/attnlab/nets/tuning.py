@@ -8,7 +8,8 @@ Every rate of every optimizer's grid trains for a short budget on the training s
 rate with the best validation accuracy at the last epoch (mean over the tuning seeds; a run that diverged
 disqualifies its rate) wins. Rates tied at the best accuracy form a band, and its middle wins (the smaller of the two
 middles of an even band): a tie is mostly a saturated accuracy, where the loss only ranks how aggressive a rate is,
-and the band's top edge is where a fresh seed stalls at chance. The test set is never seen. An optimizer tied to another (``"md:2,normalized=false"`` is SGD) takes the other's rate untuned.
+and the band's top edge is where a fresh seed stalls at chance. The test set is never seen. An optimizer tied to
+another (``"md:2,normalized=false"`` is SGD) takes the other's rate untuned.
 """
 
 from __future__ import annotations
