@@ -106,18 +106,16 @@ def seeded_run(config, ctx):
     return ExperimentResult(frame=frame, checks=[DECREASES.holds("< 1", 0.5, "bound", True)])
 
 
-def test_reproduce_at_a_seed_sets_each_seed_field_and_leaves_out_the_unseeded(fake_paper, monkeypatch, tmp_path):
-    exp = Experiment(
-        name="fake.seeded",
-        paper="fake-paper",
-        summary="a seeded toy",
-        config_type=SeededConfig,
-        run=seeded_run,
-        quick={"steps": 5},
-        claims=(DECREASES,),
-        falsifiers=(TOY_FALSIFIER,),
-    )
+def _register_seeded(monkeypatch) -> Experiment:
+    """fake.ok's twin with a seed field, in the fake paper."""
+    ok = registry.REGISTRY.experiments["fake.ok"]
+    exp = dataclasses.replace(ok, name="fake.seeded", config_type=SeededConfig, run=seeded_run, claims=(DECREASES,))
     monkeypatch.setitem(registry.REGISTRY.experiments, exp.name, exp)
+    return exp
+
+
+def test_reproduce_at_a_seed_sets_each_seed_field_and_leaves_out_the_unseeded(fake_paper, monkeypatch, tmp_path):
+    exp = _register_seeded(monkeypatch)
     assert seed_field(exp) == "seed" and seed_field(registry.REGISTRY.experiments["fake.ok"]) is None
     summary = reproduce(tmp_path, paper="fake-paper", quick=True, progress=False, seed=3)
     assert [e.name for e in summary.entries] == ["fake.seeded"]  # fake.ok and fake.broken have no seed field
@@ -130,8 +128,7 @@ def test_reproduce_at_a_seed_sets_each_seed_field_and_leaves_out_the_unseeded(fa
 
 
 def test_the_cli_at_a_seed_names_the_experiments_it_left_out(fake_paper, monkeypatch, tmp_path):
-    exp = dataclasses.replace(registry.REGISTRY.experiments["fake.ok"], name="fake.seeded", config_type=SeededConfig)
-    monkeypatch.setitem(registry.REGISTRY.experiments, exp.name, dataclasses.replace(exp, run=seeded_run))
+    _register_seeded(monkeypatch)
     args = ["reproduce", "--paper", "fake-paper", "--quick", "--seed", "2", "--out", str(tmp_path), "--no-progress"]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
