@@ -72,7 +72,9 @@ def reproduce(
     seed : int, optional
         Run every experiment that has a seed field (:func:`seed_field`) with that field set to ``seed``: the same
         reproduction on other draws, to see which verdicts hold beyond the seed they were declared at. Experiments
-        without one are left out of the call (and its report). Seeded runs are separate runs in ``out``.
+        without one are left out of the call (and its report). Seeded runs are separate runs in ``out``. A
+        ``first_seed`` seeds a run's data sets ``S, S + 1, ...``: nearby seeds share data sets, and ``S`` equal to
+        the default reruns the default draw.
 
     Returns
     -------

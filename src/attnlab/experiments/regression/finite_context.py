@@ -225,7 +225,7 @@ def finite_context_rows(config: TheoryConfig, problem: RegressionProblem, ctx: R
             every.less(
                 slope,
                 every.param("bound"),
-                spread=f"C/n means slope <= -1; weighted slope SE {slope_se:.3g} over every n",
+                spread=f"C/n means slope <= -1; weighted slope SE {slope_se:.3g} over every n{why}",
             )
         )
         old = claim.revised(1)
@@ -234,7 +234,7 @@ def finite_context_rows(config: TheoryConfig, problem: RegressionProblem, ctx: R
                 slope,
                 old.param("slope") + old.param("ses") * slope_se,
                 spread=f"C/n means slope <= -1; + 3 SE of the weighted slope ({slope_se:.3g}, Monte-Carlo SEs "
-                f"of the debiased squared bias)",
+                f"of the debiased squared bias){why}",
             )
         )
     return rows, table
