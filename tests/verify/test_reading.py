@@ -188,6 +188,25 @@ def test_a_property_that_had_no_reading_shows_its_recorded_outcome_as_its_text()
     assert recorded.tolerance.startswith("no reading (its text was its reading); replaced 2026-11-28")
 
 
+def test_the_recorded_row_of_a_template_claim_names_its_fields_instead_of_printing_the_template():
+    """One recorded row stands for every p a templated claim was filled with; the template's '{p:g}' is shown as
+    '<each p>', doubled braces as one."""
+    grew = Revision(None, "2026-11-29", "given a reading", "pass", "pass")
+    reading = Reading("largest residual", "every radius", "all data sets", "<= 1e-10")
+    prop = Claim(
+        "p={p:g}: solved in {{W}}",
+        "001:Thm1",
+        "docs/theory/x.md §1",
+        kind="property",
+        id="s",
+        reading=reading,
+        revisions=(grew,),
+    )
+    rows = with_revisions([prop.format(p=2.0).holds("0", "0", "exact", True)], [prop])
+    assert rows[0].claim == "p=2: solved in {W}"
+    assert rows[1].claim == "p=<each p>: solved in {W}"
+
+
 OLD_SIZES = old_sizes({"n": 3}, steps=(2000, 200))
 
 

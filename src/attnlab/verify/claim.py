@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -546,6 +547,15 @@ def with_revisions(rows: Sequence[Check], claims: Sequence[Claim]) -> list[Check
     return out + [row for extra in pending.values() for row in extra]  # claims with no current row this run
 
 
+def _each(template: str) -> str:
+    """A claim's template with each field ``{p:g}`` shown as ``<each p>``: one row stands for every value."""
+    try:
+        parts = list(string.Formatter().parse(template))
+    except ValueError:  # not a template (an unpaired brace)
+        return template
+    return "".join(literal + ("" if field is None else f"<each {field}>") for literal, field, _, _ in parts)
+
+
 def _recorded(old: Claim, revision: Revision) -> Check:
     """The row of an old reading that the run did not recompute: what the revision recorded of it."""
     reading = revision.reading
@@ -554,7 +564,7 @@ def _recorded(old: Claim, revision: Revision) -> Check:
     if reading is not None:
         read = f"{reading.statistic}, over {reading.window}, {reading.subset}"
     return Check(
-        old.claim,
+        _each(old.claim),
         predicted,
         f"quick: {revision.quick}; full: {revision.full}",
         f"{read}; replaced {revision.date}: {revision.why}",
