@@ -3,11 +3,17 @@
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from attnlab._validation import ValidationError
+from attnlab.data import unit_gaussian
 from attnlab.experiments import get_experiment, run_experiment
 from attnlab.experiments.mirror_descent import BoundsConfig, ConeConfig, E1Config, E2Config, GrowthConfig, RegPathConfig
 from attnlab.experiments.mirror_descent.common import neighbours, still_decreasing
+from attnlab.experiments.mirror_descent.regpath import _solve
+from attnlab.metrics import entrywise_norm
+from attnlab.models.functional import token_scores
+from attnlab.svm import SelectionSVMs, constrained_stationarity, log_excess_risk_and_gradient
 from attnlab.verify import make_config
 
 NAMES = [
@@ -128,3 +134,20 @@ def test_growth_rows_fail_with_the_step_where_every_run_stopped():
     checks = _checks(config, 3.0, rows)
     assert len(checks) == 6 and not any(c.passed for c in checks)
     assert all("stopped at step 6 of 300: diverged runs [0, 1]" in c.measured for c in checks)
+
+
+def test_regpath_solves_again_from_the_svm_ray_when_the_warm_start_sits_on_a_plateau():
+    """At first_seed 4 the path from 0 at R = 8 ||W^mm||_2 stops where another token's attention has saturated; the
+    ray's solve is lower and stationary. At first_seed 1 the path's own solve is kept (the same object back)."""
+    risks = {}
+    for seed in (4, 1):
+        data = unit_gaussian(6, 8, 10, seed=seed)
+        select = token_scores(data.X, data.y, data.v).argmax(dim=-1)
+        ray = 8.0 * SelectionSVMs([data]).directions(select[None], 2.0)[0]
+        R = float(entrywise_norm(ray, 2.0))
+        start = torch.zeros(10, 10, dtype=torch.float64)
+        W, used = _solve(data, 2.0, R, start, ray, select)
+        risks[seed] = (used is ray, log_excess_risk_and_gradient(data, W, select)[0])
+        assert constrained_stationarity(data, 2.0, W, select) < 1e-10
+    assert risks[4][0] and risks[4][1] < -8.0  # the plateau's log excess risk is -4.3
+    assert not risks[1][0]

@@ -11,7 +11,7 @@ from attnlab.data import unit_gaussian
 from attnlab.losses import mean_loss
 from attnlab.metrics import directional_bregman, entrywise_norm
 from attnlab.models.functional import loss_gradients, margins, token_scores
-from attnlab.svm import constrained_erm, constrained_stationarity, log_excess_risk_and_gradient
+from attnlab.svm import SelectionSVMs, constrained_erm, constrained_stationarity, log_excess_risk_and_gradient
 from attnlab.training.projected import projected_mirror_descent
 
 
@@ -121,3 +121,27 @@ def test_stationarity_refuses_a_zero_w_and_a_risk_without_direction():
     headless = data.with_(v=torch.zeros_like(data.v))  # v = 0: every margin 0, the risk flat in W
     with pytest.raises(ValidationError, match="the risk has no direction at W"):
         constrained_stationarity(headless, 2.0, W, select)
+
+
+def test_a_smaller_mirror_step_stays_in_the_basin_of_its_start():
+    """At first_seed 4, from p's SVM ray at R = 8 ||W^mm||_p: at step scale 1 the first steps cross the ball and
+    projected MD ends on a plateau (log excess risk -4.5); at 0.3 it reaches SLSQP's W_R from the same start."""
+    data = unit_gaussian(6, 8, 10, seed=4)
+    select = token_scores(data.X, data.y, data.v).argmax(dim=-1)
+    p = 1.75
+    ray = 8.0 * SelectionSVMs([data]).directions(select[None], p)[0]
+    R = float(entrywise_norm(ray, p))
+
+    def grad(W):
+        return loss_gradients(data.X, data.Z, data.y, data.v, W, "logistic", risk=False)[0].mantissa
+
+    W = constrained_erm(data, p, R, ray, select)
+    ends = {c: projected_mirror_descent(grad, ray, p=p, radius=R, steps=1000, step_scale=c).W for c in (1.0, 0.3)}
+    assert (
+        log_excess_risk_and_gradient(data, ends[1.0], select)[0]
+        > -5.0
+        > log_excess_risk_and_gradient(data, W, select)[0]
+    )
+    assert float(directional_bregman(W, ends[0.3], p)) < 1e-12
+    with pytest.raises(ValidationError, match="step_scale"):
+        projected_mirror_descent(grad, ray, p=p, radius=R, steps=1, step_scale=0.0)

@@ -32,6 +32,7 @@ def projected_mirror_descent(
     p: float,
     radius: float,
     steps: int,
+    step_scale: float = 1.0,
     record_every: int | None = None,
     metrics: Mapping[str, Callable[[Mapping[str, Any]], Any]] | None = None,
     callbacks: Iterable[Any] = (),
@@ -40,8 +41,8 @@ def projected_mirror_descent(
     """Minimise a convex function on ``{||W||_p <= radius}`` by projected normalised l_p mirror descent.
 
     Spec: mirror-descent-lp §4, §3. Each step is the normalised mirror step of
-    :func:`~attnlab.optim.mirror_descent.mirror_descent` with ``eta_k = radius^(p-1) / sqrt(k + 1)``
-    (``||grad psi(W)||_q = radius^(p-1)`` on the sphere), followed by the Bregman projection of
+    :func:`~attnlab.optim.mirror_descent.mirror_descent` with ``eta_k = c radius^(p-1) / sqrt(k + 1)``
+    (``||grad psi(W)||_q = radius^(p-1)`` on the sphere, so at ``c = 1`` the first step may cross the ball), followed by the Bregman projection of
     ``psi = ||.||_p^p / p`` onto the ball, a radial rescaling (its KKT condition is
     ``(1 + lambda) grad psi(W) = grad psi(Y)``).
 
@@ -58,6 +59,9 @@ def projected_mirror_descent(
         Radius ``R > 0`` of the ball.
     steps : int
         Steps, ``>= 1``.
+    step_scale : float, default=1.0
+        ``c > 0``. On a non-convex function (the attention risk) a ``c`` below 1 keeps the first steps in the
+        start's basin; at 1 they may land on a plateau of another one.
     record_every : int, optional
         Rows every this many steps (default: the first and the last).
     metrics : mapping of str to callable, optional
@@ -77,7 +81,7 @@ def projected_mirror_descent(
     ------
     ValidationError
         When ``grad`` is not callable, ``W0`` is not finite, ``p <= 1``, ``radius <= 0``, ``steps < 1``,
-        ``record_every`` is not an integer >= 1, or ``progress`` is not a bool or None.
+        ``step_scale <= 0``, ``record_every`` is not an integer >= 1, or ``progress`` is not a bool or None.
     """
     if not callable(grad):
         raise ValidationError(f"grad must be a callable W -> gradient at W, got {type(grad).__name__}")
@@ -85,11 +89,12 @@ def projected_mirror_descent(
     check_scalar("p", p, low=1.0, low_inclusive=False)
     check_scalar("radius", radius, low=0.0, low_inclusive=False)
     check_scalar("steps", steps, kind=int, low=1)
+    check_scalar("step_scale", step_scale, low=0.0, low_inclusive=False)
     if record_every is not None:
         record_every = check_scalar("record_every", record_every, kind=int, low=1)
     if progress is not None:
         progress = check_bool("progress", progress)
-    problem = _ProjectedMD(grad, W, p, radius, dict(metrics or {}))
+    problem = _ProjectedMD(grad, W, p, radius, step_scale, dict(metrics or {}))
     result = run_loop(problem, steps, record_every=record_every, callbacks=callbacks, progress=progress, desc="md")
     result.params = {"W": problem.W}
     return result
@@ -101,9 +106,16 @@ class _ProjectedMD(LoopProblem):
     runs = 1
 
     def __init__(
-        self, grad: Callable[[torch.Tensor], torch.Tensor], W: torch.Tensor, p: float, radius: float, metrics: dict
+        self,
+        grad: Callable[[torch.Tensor], torch.Tensor],
+        W: torch.Tensor,
+        p: float,
+        radius: float,
+        step_scale: float,
+        metrics: dict,
     ) -> None:
         self.grad, self.W, self.previous, self.p, self.radius, self.metrics = grad, W, W, p, radius, metrics
+        self.step_scale = step_scale
 
     def gradient(self, step: int, records: bool) -> torch.Tensor:
         return self.grad(self.W)
@@ -117,7 +129,7 @@ class _ProjectedMD(LoopProblem):
         return {k: [v] for k, v in row.items()}
 
     def apply(self, step: int, gradient: torch.Tensor, active: torch.Tensor) -> None:
-        lr = self.radius ** (self.p - 1.0) / np.sqrt(step + 1.0)
+        lr = self.step_scale * self.radius ** (self.p - 1.0) / np.sqrt(step + 1.0)  # md §4: eta_k
         W = mirror_descent([self.W], [gradient], lr=lr, p=self.p, normalized=True)[0]  # md §4: normalised l_p step
         self.previous, self.W = self.W, W * torch.clamp(self.radius / entrywise_norm(W, self.p), max=1.0)  # md §3
 
