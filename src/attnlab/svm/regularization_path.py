@@ -88,6 +88,9 @@ def constrained_erm(
     Spec: mirror-descent-lp §8.1 (the constrained ERM). Solved in ``U = W / R`` (unit ball, O(1) variables) on
     :func:`log_excess_risk_and_gradient`. SLSQP's own status is not used: near the optimum it often ends on "positive directional
     derivative in the line search" (the objective's rounding); :func:`constrained_stationarity` certifies the point.
+    The solve is local: the risk is not convex, and from a poor start it can end where another token's attention has
+    saturated (a local minimiser, or a plateau the KKT residual flags). Compare starts by their risk; the
+    ``mirror-descent.regpath`` experiment solves again from the SVM direction when that point's risk is lower.
 
     Parameters
     ----------
