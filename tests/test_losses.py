@@ -21,6 +21,13 @@ def test_logistic_log_loss_is_exact_beyond_underflow():
     torch.testing.assert_close(log_loss(z, "logistic"), -z, rtol=1e-15, atol=0.0)
 
 
+def test_logistic_log_loss_has_its_gradient_beyond_underflow():
+    """d/dz log l(z) -> -1 for large z; softplus(-z) = 0 in the unused branch made it NaN past z ~ 745."""
+    z = torch.tensor([30.0, 800.0, 1e4], dtype=torch.float64, requires_grad=True)
+    (grad,) = torch.autograd.grad(log_loss(z, "logistic").sum(), z)
+    torch.testing.assert_close(grad, torch.full_like(grad, -1.0), rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize("name", ["exp", "logistic"])
 def test_derivative_against_autograd(name):
     z = torch.linspace(-5, 5, 11, requires_grad=True)

@@ -50,7 +50,8 @@ def log_loss(z: torch.Tensor, name: str = "exp") -> torch.Tensor:
     u = torch.exp(-z.clamp(min=0.0))
     ratio = torch.where(u < _SERIES_CUTOFF, 1.0 - u / 2.0, torch.log1p(u) / torch.where(u > 0, u, 1.0))
     positive = -z + torch.log(ratio)  # spec ngd §3: log(1 + e^{-z}) for z > 0
-    return torch.where(z > 0, positive, torch.log(F.softplus(-z)))
+    # the other branch sees z <= 0 only: at a large z its log softplus(-z) = log 0 would make where's gradient NaN
+    return torch.where(z > 0, positive, torch.log(F.softplus(-torch.where(z > 0, 0.0, z))))
 
 
 def loss(z: torch.Tensor, name: str = "exp") -> torch.Tensor:

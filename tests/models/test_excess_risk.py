@@ -49,6 +49,21 @@ def test_the_gap_matches_a_60_digit_reference_along_the_svm_direction(setting, l
     assert ours == pytest.approx(exact, rel=1e-12, abs=1e-12), (ours, exact)
 
 
+@pytest.mark.parametrize("loss", ["exp", "logistic"])
+@pytest.mark.parametrize("norm", [40.0, 2000.0, 20000.0])
+def test_the_gradient_is_finite_and_matches_central_differences_past_exp_underflow(setting, loss, norm):
+    """At ||W|| = 2000 every non-optimal weight is below e^-745, where a where() whose unused branch is log 0 made
+    the gradient NaN; the value's central differences (the value is exact there) are the reference."""
+    data, direction = setting
+    W = (norm * direction).requires_grad_()
+    (grad,) = torch.autograd.grad(log_excess_risk(data.X, data.Z, data.y, data.v, W, loss), W)
+    assert bool(torch.isfinite(grad).all())
+    E = torch.randn(W.shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    h = 1e-5  # the value's rounding (1e-16 of |log(L - L_*)| <= 2e4) costs 1e-7 of the difference at most
+    f = [float(log_excess_risk(data.X, data.Z, data.y, data.v, W.detach() + s * h * E, loss)) for s in (1, -1)]
+    assert float((grad * E).sum()) == pytest.approx((f[0] - f[1]) / (2 * h), rel=1e-6)
+
+
 def test_the_float_gap_is_gone_where_the_margins_still_have_it(setting):
     data, direction = setting
     W = 40.0 * direction

@@ -24,10 +24,15 @@ __all__ = ["log_excess_risk"]
 
 
 def _log_expm1(log_x: torch.Tensor) -> torch.Tensor:
-    """``log(expm1(x))`` from ``log x``, for ``x >= 0`` as small as ``e^-1e300`` (``-inf`` at ``x = 0``)."""
+    """``log(expm1(x))`` from ``log x``, for ``x >= 0`` as small as ``e^-1e300`` (``-inf`` at ``x = 0``), with a
+    finite gradient wherever the value is finite: each branch sees only inputs where it is finite (a branch's
+    infinite gradient times ``where``'s zero would be NaN, as once ``x = e^{log x}`` underflowed below ``e^-745``)."""
     x = torch.exp(log_x)
-    small = torch.where(x > 0, torch.expm1(x) / torch.where(x > 0, x, 1.0), 1.0)  # expm1(x) / x, 1 at x -> 0
-    return torch.where(x > 1, x + torch.log(-torch.expm1(-x)), log_x + torch.log(small))
+    large = x > 1
+    x_large = torch.where(large, x, 2.0)  # 2.0: any x > 0 where the large branch is not read
+    x_small = torch.where(large, 0.0, x)
+    ratio = torch.where(x_small > 0, torch.expm1(x_small) / torch.where(x_small > 0, x_small, 1.0), 1.0)  # -> 1 at 0
+    return torch.where(large, x_large + torch.log(-torch.expm1(-x_large)), log_x + torch.log(ratio))
 
 
 def log_excess_risk(
