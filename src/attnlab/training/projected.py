@@ -42,9 +42,9 @@ def projected_mirror_descent(
 
     Spec: mirror-descent-lp §4, §3. Each step is the normalised mirror step of
     :func:`~attnlab.optim.mirror_descent.mirror_descent` with ``eta_k = c radius^(p-1) / sqrt(k + 1)``
-    (``||grad psi(W)||_q = radius^(p-1)`` on the sphere, so at ``c = 1`` the first step may cross the ball), followed by the Bregman projection of
-    ``psi = ||.||_p^p / p`` onto the ball, a radial rescaling (its KKT condition is
-    ``(1 + lambda) grad psi(W) = grad psi(Y)``).
+    (``||grad psi(W)||_q = radius^(p-1)`` on the sphere, so at ``c = 1`` the first step may cross the ball),
+    followed by the Bregman projection of ``psi = ||.||_p^p / p`` onto the ball, a radial rescaling (its KKT
+    condition is ``(1 + lambda) grad psi(W) = grad psi(Y)``).
 
     Parameters
     ----------
