@@ -28,17 +28,8 @@ from attnlab.models.functional import loss_gradients, token_scores
 from attnlab.plotting import house_figure, label_axes, label_ours, new_figure
 from attnlab.svm import SelectionSVMs, constrained_erm, constrained_stationarity, log_excess_risk_and_gradient
 from attnlab.training.projected import projected_mirror_descent
-from attnlab.verify import (
-    Check,
-    Claim,
-    Experiment,
-    ExperimentResult,
-    Falsifier,
-    Reading,
-    Revision,
-    RunContext,
-    old_sizes,
-)
+from attnlab.verify import Check, Claim, Experiment, ExperimentResult, Falsifier, Reading, Revision, RunContext
+from attnlab.verify.reading import old_sizes
 
 __all__ = ["RegPathConfig", "run_regpath"]
 
