@@ -10,6 +10,7 @@ import pytest
 
 from attnlab._validation import ValidationError
 from attnlab.experiments import get_experiment, run_experiment
+from attnlab.experiments.regression.finite_context import _no_slope
 from attnlab.experiments.regression.floor import floor_rows
 from attnlab.experiments.regression.training import training_rows
 from attnlab.regression import whitened_hessian_spectrum
@@ -95,3 +96,10 @@ def test_a_slope_row_whose_bias_falls_below_its_noise_says_so(tmp_path):
     row = record.checks[record.checks["claim_id"] == "thm3-objective"].iloc[0]
     assert row["verdict"] == "fail" and np.isnan(float(row["measured"]))
     assert "no slope: the debiased squared bias is <= 0 at n = 800" in row["tolerance"]
+
+
+def test_the_no_slope_note_names_only_the_ns_of_its_own_window():
+    """A bias <= 0 at a small n leaves the three largest n's slope defined: only the every-n rows say "no slope"."""
+    ns, values = np.array([50.0, 100.0, 200.0, 400.0, 800.0]), pd.Series([-1e-6, 4.0, 2.0, 1.0, 0.5])
+    assert _no_slope(ns, values) == "; no slope: the debiased squared bias is <= 0 at n = 50"
+    assert _no_slope(ns[-3:], values.iloc[-3:]) == ""

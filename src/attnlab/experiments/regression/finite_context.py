@@ -208,15 +208,14 @@ def finite_context_rows(config: TheoryConfig, problem: RegressionProblem, ctx: R
     largest = slice(-3, None)  # the rate's regime: the three largest n
     for claim, value, se in gradients:
         last, last_se = fit_weighted_slope(ns[largest], table[value].iloc[largest], table[se].iloc[largest])
-        # a debiased squared bias below its Monte-Carlo noise is <= 0: its log, so the slope, is undefined (nan)
-        unresolved = [f"{n:g}" for n, v in zip(ns, table[value]) if not v > 0]
-        why = f"; no slope: the debiased squared bias is <= 0 at n = {', '.join(unresolved)}" if unresolved else ""
+        why = _no_slope(ns, table[value])
         rows.append(
             claim.less(
                 last,
                 claim.param("bound"),
                 spread=f"C/n means slope <= -1; over n = {', '.join(f'{n:g}' for n in ns[largest])}, weighted slope "
-                f"SE {last_se:.3g} (Monte-Carlo SEs of the debiased squared bias){why}",
+                f"SE {last_se:.3g} (Monte-Carlo SEs of the debiased squared bias)"
+                + _no_slope(ns[largest], table[value].iloc[largest]),
             )
         )
         slope, slope_se = fit_weighted_slope(ns, table[value], table[se])
@@ -238,3 +237,10 @@ def finite_context_rows(config: TheoryConfig, problem: RegressionProblem, ctx: R
             )
         )
     return rows, table
+
+
+def _no_slope(ns, values) -> str:
+    """The note of a slope over ``ns`` that is undefined: a debiased squared bias below its Monte-Carlo noise is
+    ``<= 0``, and its log, so the slope, is nan. Empty when every value is positive."""
+    unresolved = [f"{n:g}" for n, v in zip(ns, values) if not v > 0]
+    return f"; no slope: the debiased squared bias is <= 0 at n = {', '.join(unresolved)}" if unresolved else ""
