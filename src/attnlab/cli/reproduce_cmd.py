@@ -80,9 +80,9 @@ def reproduce_cmd(
     )
     if seed is not None:
         from attnlab.experiments import list_experiments
-        from attnlab.report.reproduce import seed_field
 
-        unseeded = [e.name for e in list_experiments(paper) if seed_field(e) is None]
+        ran = {entry.name for entry in summary.entries}  # reproduce() left out the experiments with no seed field
+        unseeded = [e.name for e in list_experiments(paper) if e.name not in ran]
         click.echo(f"left out at --seed {seed} (no seed field): {', '.join(unseeded) or 'none'}")
     if not summary.ok:
         sys.exit(1)
