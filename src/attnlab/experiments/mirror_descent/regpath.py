@@ -24,9 +24,10 @@ from attnlab.data import TokenSelectionData, unit_gaussian
 from attnlab.experiments.mirror_descent.common import SOURCE, check_config, neighbours
 from attnlab.experiments.registry import register
 from attnlab.metrics import directional_bregman, entrywise_norm
+from attnlab.models import log_excess_risk
 from attnlab.models.functional import loss_gradients, token_scores
 from attnlab.plotting import house_figure, label_axes, label_ours, new_figure
-from attnlab.svm import SelectionSVMs, constrained_erm, constrained_stationarity, log_excess_risk_and_gradient
+from attnlab.svm import SelectionSVMs, constrained_erm, constrained_stationarity
 from attnlab.training.projected import projected_mirror_descent
 from attnlab.verify import Check, Claim, Experiment, ExperimentResult, Falsifier, Reading, Revision, RunContext
 from attnlab.verify.reading import old_sizes
@@ -244,11 +245,15 @@ def _solve(
     that point's risk is already below the solution's: the risk is not convex, and a warm-started path can stay on a
     plateau where another token's attention has saturated. Returns the lower-risk solution and the start it came from.
     """
+
+    def risk(W: torch.Tensor) -> float:  # md §2, §8.1: log(L(W) - L_sel), the objective SLSQP minimised (no gradient)
+        return float(log_excess_risk(data.X, data.Z, data.y, data.v, W, "logistic"))
+
     W = constrained_erm(data, p, R, start, select)  # spec §8.1: W_R
-    risk = log_excess_risk_and_gradient(data, W, select)[0]
-    if log_excess_risk_and_gradient(data, ray, select)[0] < risk:  # the path's solve is a local minimiser only
+    reached = risk(W)
+    if risk(ray) < reached:  # the path's solve is a local minimiser only
         W_ray = constrained_erm(data, p, R, ray, select)
-        if log_excess_risk_and_gradient(data, W_ray, select)[0] < risk:
+        if risk(W_ray) < reached:
             return W_ray, ray
     return W, start
 
