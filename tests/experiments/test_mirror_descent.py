@@ -1,5 +1,7 @@
 """Each mirror-descent experiment runs in its --quick form and its theory checks pass; configs validate their keys."""
 
+from functools import partial
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -10,10 +12,10 @@ from attnlab.data import unit_gaussian
 from attnlab.experiments import get_experiment, run_experiment
 from attnlab.experiments.mirror_descent import BoundsConfig, ConeConfig, E1Config, E2Config, GrowthConfig, RegPathConfig
 from attnlab.experiments.mirror_descent.common import neighbours, still_decreasing
-from attnlab.experiments.mirror_descent.regpath import _solve
+from attnlab.experiments.mirror_descent.regpath import _cross_check, _risk, _solve
 from attnlab.metrics import entrywise_norm
 from attnlab.models.functional import token_scores
-from attnlab.svm import SelectionSVMs, constrained_stationarity, log_excess_risk_and_gradient
+from attnlab.svm import SelectionSVMs, constrained_erm, constrained_stationarity, log_excess_risk_and_gradient
 from attnlab.verify import make_config
 
 NAMES = [
@@ -146,8 +148,27 @@ def test_regpath_solves_again_from_the_svm_ray_when_the_warm_start_sits_on_a_pla
         ray = 8.0 * SelectionSVMs([data]).directions(select[None], 2.0)[0]
         R = float(entrywise_norm(ray, 2.0))
         start = torch.zeros(10, 10, dtype=torch.float64)
-        W, used = _solve(data, 2.0, R, start, ray, select)
+        W, used = _solve(partial(constrained_erm, data, 2.0, R, select=select), _risk(data), start, ray)
         risks[seed] = (used is ray, log_excess_risk_and_gradient(data, W, select)[0])
         assert constrained_stationarity(data, 2.0, W, select) < 1e-10
     assert risks[4][0] and risks[4][1] < -8.0  # the plateau's log excess risk is -4.3
     assert not risks[1][0]
+
+
+def test_regpath_mirror_descent_takes_the_path_solves_restart_rule():
+    """At first_seed 6, p = 3, R = 8 ||W^mm||_3 (the quick cross-check) SLSQP from 0 reaches W_R, but MD from 0 at
+    step scale 0.3 stops at another minimiser on the sphere (log excess risk -8.02 against -9.07): from the start
+    alone the solvers disagree by 7.2; with the restart from the SVM ray they agree. At first_seed 1 MD keeps its
+    own run (no restart, the same distance both ways)."""
+    config = RegPathConfig(**{"datasets": 1, "radii": (8.0, 16.0, 32.0), "cross_check": 0, "md_steps": 1000})
+    found = {}
+    for seed in (6, 1):
+        data = unit_gaussian(6, 8, 10, seed=seed)
+        select = token_scores(data.X, data.y, data.v).argmax(dim=-1)
+        W_mm = SelectionSVMs([data]).directions(select[None], 3.0)[0]
+        R = 8.0 * float(entrywise_norm(W_mm, 3.0))
+        start = torch.zeros(10, 10, dtype=torch.float64)
+        W, used = _solve(partial(constrained_erm, data, 3.0, R, select=select), _risk(data), start, 8.0 * W_mm)
+        found[seed] = _cross_check(config, data, 3.0, R, (W, used, 8.0 * W_mm), _risk(data), W_mm)
+    assert found[6]["md_restart"] and found[6]["solvers_from_start"] > 1.0 and found[6]["solvers"] < 1e-4
+    assert not found[1]["md_restart"] and found[1]["solvers"] == found[1]["solvers_from_start"] < 1e-4
