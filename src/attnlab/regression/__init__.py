@@ -11,6 +11,7 @@ from attnlab.regression.context import ContextStatistics, conditional_moments, c
 from attnlab.regression.curvature import (
     normal_curvatures,
     objective_excess,
+    segment_curvature,
     whitened_hessian,
     whitened_hessian_spectrum,
 )
@@ -61,6 +62,7 @@ __all__ = [
     "whitened_hessian_spectrum",
     "whitened_hessian",
     "objective_excess",
+    "segment_curvature",
     "normal_curvatures",
     "RegressionAssumptions",
     "ContextStatistics",

@@ -12,12 +12,19 @@ import torch
 
 from attnlab._validation import ValidationError, check_scalar
 from attnlab.regression import population
+from attnlab.regression._checks import check_batched
 from attnlab.regression.data import RegressionProblem
-from attnlab.regression.manifold import manifold_point, random_rotation, unwhiten, whiten
+from attnlab.regression.manifold import manifold_point, projection, random_rotation, unwhiten, whiten
 from attnlab.regression.regularizer import regularizer
 from attnlab.regression.regularizer import value as regularizer_value
 
-__all__ = ["normal_curvatures", "objective_excess", "whitened_hessian", "whitened_hessian_spectrum"]
+__all__ = [
+    "normal_curvatures",
+    "objective_excess",
+    "segment_curvature",
+    "whitened_hessian",
+    "whitened_hessian_spectrum",
+]
 
 
 def _check_problem(problem: object, mu: object) -> None:
@@ -84,16 +91,63 @@ def whitened_hessian(
     S, d = problem.Sigma, problem.d
     V, Q = manifold_point(random_rotation(d, seed=seed), problem.W_star, S)
     A, C = whiten(V, Q, S, S)
-    sizes = (A.numel(), C.numel())
-
-    def f(flat: torch.Tensor) -> torch.Tensor:  # spec §3.3, §3.4: f - L_irr, unchecked so autograd sees it
-        a, c = flat.split(sizes)
-        V, Q = unwhiten(a.reshape(A.shape), c.reshape(C.shape), S, S)
-        return population.excess(V, Q, S, S, problem.W_star) + mu * regularizer_value(V, Q, S, S)
-
-    H = torch.autograd.functional.hessian(f, torch.cat([A.flatten(), C.flatten()]))
-    eigenvalues, eigenvectors = np.linalg.eigh(H.numpy())
+    eigenvalues, eigenvectors = np.linalg.eigh(_hessians(problem, mu, A[None], C[None])[0].numpy())
     return eigenvalues, eigenvectors, (A, C)
+
+
+def _hessians(problem: RegressionProblem, mu: float, A: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
+    """The Hessian of f in the whitened coordinates at each of P points ``(A, C)``, shapes (P, k, d) and (P, d, d):
+    (P, k d + d d, k d + d d), in the coordinates ``concat(A.flatten(), C.flatten())``. Autograd of the closed-form
+    values (spec §3.3, §3.4), independent of the gradient formulas; one backward pass per coordinate serves every
+    point (the points do not interact)."""
+    S, sizes = problem.Sigma, (A[0].numel(), C[0].numel())
+    x = torch.cat([A.flatten(-2), C.flatten(-2)], dim=-1).detach().requires_grad_(True)
+    a, c = x.split(sizes, dim=-1)
+    V, Q = unwhiten(a.unflatten(-1, A.shape[-2:]), c.unflatten(-1, C.shape[-2:]), S, S)
+    total = (population.excess(V, Q, S, S, problem.W_star) + mu * regularizer_value(V, Q, S, S)).sum()  # §3.3-3.4
+    (gradient,) = torch.autograd.grad(total, x, create_graph=True)
+    rows = [torch.autograd.grad(gradient[:, j].sum(), x, retain_graph=True)[0] for j in range(x.shape[-1])]
+    return torch.stack(rows, dim=-2).detach()
+
+
+def segment_curvature(
+    problem: RegressionProblem, mu: float, V: torch.Tensor, Q: torch.Tensor, points: int = 9
+) -> torch.Tensor:
+    """The largest eigenvalue of f's whitened Hessian on the segment from ``theta``'s projection onto M to ``theta``:
+    the smoothness constant of the descent lemma on that segment.
+
+    Spec: preconditioned-regression §8 (L2: ``f(theta) - f* <= beta / 2 dist^2(theta, M)``), §4.3 (the projection
+    ``theta_bar``), §4.4. With ``delta = theta - theta_bar`` in ``(A, C)``, ``f(theta_bar) = f*`` and
+    ``grad f(theta_bar) = 0``, Taylor's formula with integral remainder gives ``f(theta) - f* = int_0^1 (1 - s)
+    delta^T H(theta_bar + s delta) delta ds <= max_s lambda_max(H(theta_bar + s delta)) / 2 * |delta|^2``: the lemma
+    holds with this ``beta``, which is the Hessian's at M only to second order in ``dist``.
+
+    Parameters
+    ----------
+    problem : RegressionProblem
+    mu : float
+        Regularizer weight, >= 0.
+    V : torch.Tensor, shape ([R,] k, d), float64
+    Q : torch.Tensor, shape ([R,] d, d), float64
+    points : int, default=9
+        Equally spaced ``s`` in [0, 1] at which the Hessian is formed (the maximum is over these).
+
+    Returns
+    -------
+    torch.Tensor, shape ([R])
+    """
+    _check_problem(problem, mu)
+    check_scalar("points", points, kind=int, low=2)
+    S, W = problem.Sigma, problem.W_star
+    sizes = {"k": problem.W_star.shape[-2], "d": problem.d}
+    V, Q = check_batched("V", V, "kd", sizes), check_batched("Q", Q, "dd", sizes)
+    A, C = whiten(V, Q, S, S)
+    bar = projection(V, Q, W, S, S)
+    A_bar, C_bar = whiten(bar.V, bar.Q, S, S)
+    steps = torch.linspace(0.0, 1.0, points, dtype=torch.float64)[:, None, None, None]  # (s, 1, 1, 1)
+    on_segment = [(t0 + steps * (t - t0)).reshape((-1,) + t.shape[-2:]) for t, t0 in ((A, A_bar), (C, C_bar))]
+    top = torch.linalg.eigvalsh(_hessians(problem, mu, *on_segment))[..., -1]  # (s * R,)
+    return top.reshape((points,) + A.shape[:-2]).amax(dim=0)
 
 
 def whitened_hessian_spectrum(problem: RegressionProblem, mu: float, seed: int) -> np.ndarray:

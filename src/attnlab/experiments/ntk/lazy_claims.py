@@ -60,13 +60,34 @@ LOSS_ENVELOPE = Claim(
     falsifier=("lr-past-stability", "gradient-missing-m"),
     id="p2-envelope",
     reading=Reading(
-        statistic="whether ||F(t) - Y||^2 <= (1 - m eta lambda / 2)^t ||F(0) - Y||^2 (1 + round_off_rel) at every "
-        "recorded t; margin: min over t of 1 - ||F(t) - Y||^2 / (envelope (1 + round_off_rel))",
+        statistic="whether ||F(t) - Y||^2 <= (1 - m eta lambda / 2)^t ||F(0) - Y||^2 (1 + round_off_rel) + round_off "
+        "at every recorded t; margin: min over t of 1 - ||F(t) - Y||^2 / that allowance",
         window="every recorded step (every record_every steps, and the last)",
         subset=_EACH_WIDTH + "; one row per width",
-        tolerance="exact, with round_off_rel relative allowance for float64 round-off",
-        params={"round_off_rel": 1e-9},
+        tolerance="exact, with round_off_rel relative allowance for float64 round-off and round_off absolute: the "
+        "squared error's float64 floor, below which the loss-factor row reads no step either",
+        params={"round_off_rel": 1e-9, "round_off": LOSS_FACTOR.param("round_off")},
         sizes=_RUN_SIZES,
+    ),
+    revisions=(
+        Revision(
+            Reading(
+                statistic="whether ||F(t) - Y||^2 <= (1 - m eta lambda / 2)^t ||F(0) - Y||^2 (1 + round_off_rel) at "
+                "every recorded t; margin: min over t of 1 - ||F(t) - Y||^2 / (envelope (1 + round_off_rel))",
+                window="every recorded step (every record_every steps, and the last)",
+                subset=_EACH_WIDTH + "; one row per width",
+                tolerance="exact, with round_off_rel relative allowance for float64 round-off",
+                params={"round_off_rel": 1e-9},
+                sizes=_RUN_SIZES,
+            ),
+            date="2026-11-29",
+            why="a relative allowance alone fails any run whose envelope falls below the squared error's float64 "
+            "floor: at seed 5 (full) the m = 16000 run reaches ||F - Y||^2 = 7.2e-25 by step 2800 and stays there "
+            "(2.4e-13 per output), while the envelope falls on to 3.4e-29 at step 3000 (ratio 2.1e4). The loss-"
+            "factor row already reads nothing below round_off = 1e-20; the envelope now allows the same floor",
+            quick="pass at seeds 0-8 (quick)",
+            full="pass at seed 0; fail at seed 5 (m = 16000: 7.2e-25 against the envelope 3.4e-29 at step 3000)",
+        ),
     ),
 )
 KERNEL_NEAR = Claim(

@@ -15,7 +15,7 @@ from attnlab.experiments.regression.common import INSTANCE, SOURCE, TheoryConfig
 from attnlab.experiments.regression.floor import THEORY_FLOOR, floor_rows
 from attnlab.optim.preconditioned import PreconditionedGD
 from attnlab.regression import PopulationOracle, RegressionProblem, gap_metrics, perturbed_manifold_point
-from attnlab.regression.curvature import normal_curvatures, objective_excess
+from attnlab.regression.curvature import normal_curvatures, objective_excess, segment_curvature
 from attnlab.training.regression import fit, oracle_floors
 from attnlab.verify import Claim, Reading, Revision, RunContext, fit_slope, fit_weighted_slope
 
@@ -93,19 +93,46 @@ T2_RATE = Claim(
         ),
     ),
 )
+_L2_AT_M = Reading(
+    statistic="min and max of (f - f*) / dist^2 with f* = L_irr, f by the closed forms",
+    window="recorded steps (every 5) with dist > 1e-6",
+    subset=_RUNS,
+    tolerance="min >= 0 and max <= lambda_max(H) / 2 (beta = lambda_max of the Hessian of f at M, whitened)",
+    params={"min_dist": 1e-6},
+    sizes=_POPULATION_SIZES,
+)
 L2_DESCENT = Claim(
-    "L2 descent lemma along the population run: 0 <= (f - f*) / dist^2 <= lambda_max(H) / 2",
+    "L2 descent lemma along the population run: 0 <= (f - f*) / dist^2 <= beta / 2, beta the largest eigenvalue of "
+    "the Hessian of f on the segment from the point to its projection onto M",
     "000:Lem2",
     _S8,
     falsifier=("irreducible-d-sigma2", "regularizer-transposed"),
     id="lem2-descent",
     reading=Reading(
-        statistic="min and max of (f - f*) / dist^2 with f* = L_irr, f by the closed forms",
+        statistic="min of (f - f*) / dist^2 and max of (f - f*) / dist^2 / (beta_seg / 2) over the records, f* = "
+        "L_irr, f by the closed forms; beta_seg the largest eigenvalue of f's whitened Hessian at `points` equally "
+        "spaced points of the segment from the record's projection onto M to it (segment_curvature)",
         window="recorded steps (every 5) with dist > 1e-6",
         subset=_RUNS,
-        tolerance="min >= 0 and max <= lambda_max(H) / 2 (beta = lambda_max of the Hessian of f at M, whitened)",
-        params={"min_dist": 1e-6},
+        tolerance="min >= 0 and max <= 1: Taylor's formula with integral remainder from the projection, where f = f* "
+        "and grad f = 0, bounds (f - f*) / dist^2 by half the largest Hessian eigenvalue on the segment",
+        params={"min_dist": 1e-6, "points": 9},
         sizes=_POPULATION_SIZES,
+    ),
+    revisions=(
+        Revision(
+            _L2_AT_M,
+            "2026-11-29",
+            "beta was the Hessian's largest eigenvalue at M, the lemma's smoothness constant only to second order in "
+            "dist. At seed 6 (full) and 7 (quick) the ratio at the runs' starts (dist 0.47-0.54 in the whitened "
+            "norm) exceeded it: 0.580 and 0.502 against 0.5, while it fell to 0.25-0.28 as dist shrank to 0.02-0.1; "
+            "the largest Hessian eigenvalue on those starts' segments to M is 1.3-3.0 (seed 6, full), not 1. The "
+            "lemma holds with the segment's constant, which the reading now uses. The run recomputes this reading "
+            "beside the current row",
+            "pass at seeds 0-6 and 8; fail at seed 7 (0.502 against 0.5)",
+            "pass at seed 0 (0.15 .. 0.380); fail at seed 6 (0.580 against 0.5)",
+            claim="L2 descent lemma along the population run: 0 <= (f - f*) / dist^2 <= lambda_max(H) / 2",
+        ),
     ),
 )
 
@@ -123,7 +150,11 @@ def training_rows(config: TheoryConfig, problem: RegressionProblem, spectrum: np
         record_every=5,
         regularizer_weight=config.mu,
         covariance=Sigma,
-        metrics={**gap_metrics(problem), "f_gap": lambda s: objective_excess(problem, config.mu, s["V"], s["Q"])},
+        metrics={
+            **gap_metrics(problem),
+            "f_gap": lambda s: objective_excess(problem, config.mu, s["V"], s["Q"]),
+            "beta_seg": lambda s: segment_curvature(problem, config.mu, s["V"], s["Q"], L2_DESCENT.param("points")),
+        },
         progress=ctx.progress,
         desc="T2 population oracle",
     )
@@ -136,26 +167,42 @@ def training_rows(config: TheoryConfig, problem: RegressionProblem, spectrum: np
         return [
             T2_POPULATION.format(steps=config.steps).holds("round-off", reason, "run must stay finite", False),
             T2_RATE.holds(predicted_rate, reason, "run must stay finite", False),
-            L2_DESCENT.holds("<= lambda_max / 2", reason, "run must stay finite", False),
+            L2_DESCENT.holds("ratio / (beta_seg / 2) <= 1", reason, "run must stay finite", False),
         ], frame
     final = float(frame[frame.step == frame.step.max()].gap.max())
-    ratios = (frame.f_gap / frame.dist**2)[frame.dist > L2_DESCENT.param("min_dist")]
-    low, high, bound = float(ratios.min()), float(ratios.max()), float(spectrum[-1]) / 2
     rows = [
         T2_POPULATION.format(steps=config.steps).less(
             final, T2_POPULATION.param("bound"), spread="round-off of L - L_irr (~1e-31)"
         ),
         _rate_row(frame, predicted_rate, normal),
         _old_rate_row(frame, predicted_rate, normal),
-        L2_DESCENT.holds(
-            f"0 <= ratio <= {bound:.4g}",
-            f"{low:.4g} .. {high:.4g}",
-            "f* = L_irr is the minimum (ratio >= 0) and beta = lambda_max of the Hessian of f at M",
-            low >= 0 and high <= bound,
-            margin=min(low, bound - high),
-        ),
+        *_descent_rows(frame, float(spectrum[-1])),
     ]
     return rows, frame
+
+
+def _descent_rows(frame: pd.DataFrame, top_at_m: float) -> list:
+    """L2 against each record's segment constant, and the reading it replaced (the Hessian at M) beside it."""
+    kept = frame[frame.dist > L2_DESCENT.param("min_dist")]
+    ratios = kept.f_gap / kept.dist**2
+    low, high, used = float(ratios.min()), float((ratios / (kept.beta_seg / 2)).max()), float(ratios.max())
+    seg = f"beta_seg {kept.beta_seg.min():.3g} .. {kept.beta_seg.max():.3g}"
+    return [
+        L2_DESCENT.holds(
+            "0 <= ratio, ratio / (beta_seg / 2) <= 1",
+            f"ratio {low:.4g} .. {used:.4g}; largest ratio / (beta_seg / 2) {high:.4g} ({seg})",
+            "f* = L_irr is the minimum (ratio >= 0); Taylor from the projection onto M (ratio <= beta_seg / 2)",
+            low >= 0 and high <= 1,
+            margin=min(low, 1 - high),
+        ),
+        L2_DESCENT.revised(1).holds(
+            f"0 <= ratio <= {top_at_m / 2:.4g}",
+            f"{low:.4g} .. {used:.4g}",
+            "f* = L_irr is the minimum (ratio >= 0) and beta = lambda_max of the Hessian of f at M",
+            low >= 0 and used <= top_at_m / 2,
+            margin=min(low, top_at_m / 2 - used),
+        ),
+    ]
 
 
 def _rate(steps: pd.Series, dist: pd.Series) -> float:
