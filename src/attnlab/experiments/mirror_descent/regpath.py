@@ -12,6 +12,7 @@ radii, each solve started from the previous solution stretched to the new radius
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -193,14 +194,11 @@ _SOLVERS_READING = Reading(
     tolerance="KKT <= 1e-10, radius <= 1e-4, solvers <= 1e-4",
     sizes=(*_SIZES, "cross_check", "md_steps", "md_step_scale"),
 )
-_SOLVERS_FROM_START = Reading(
-    statistic="the largest KKT residual and | ||W_R||_p / R - 1 | over the radii and data sets; at the "
-    "cross-check radius dB_p(W_R, W_MD) / dB_p(W^mm_opt,p, W_R), W_MD from the start of the SLSQP solve it "
-    "checks at step scale md_step_scale; W_R the lower-risk of the path's solve and the SVM ray's (when tried)",
-    window="every radius of the grid",
-    subset=_EVERY,
-    tolerance="KKT <= 1e-10, radius <= 1e-4, solvers <= 1e-4",
-    sizes=(*_SIZES, "cross_check", "md_steps", "md_step_scale"),
+_SOLVERS_FROM_START = dataclasses.replace(
+    _SOLVERS_READING,
+    statistic="the largest KKT residual and | ||W_R||_p / R - 1 | over the radii and data sets; at the cross-check "
+    "radius dB_p(W_R, W_MD) / dB_p(W^mm_opt,p, W_R), W_MD from the start of the SLSQP solve it checks at step scale "
+    "md_step_scale; W_R the lower-risk of the path's solve and the SVM ray's (when tried)",
 )
 SOLVERS = Claim(
     "p={p:g}: the constrained ERM is solved: every W_R is stationary on the sphere ||W||_p = R (largest KKT residual "

@@ -8,6 +8,8 @@ Spec: docs/theory/softmax-ntk-diffusion.md §9 P1-P6, §4.3 (Lemma 5.1), §5 (Th
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from attnlab.experiments.ntk import induction
@@ -53,32 +55,31 @@ LOSS_FACTOR = Claim(
         sizes=_RUN_SIZES,
     ),
 )
+_ENVELOPE_READING = Reading(
+    statistic="whether ||F(t) - Y||^2 <= (1 - m eta lambda / 2)^t ||F(0) - Y||^2 (1 + round_off_rel) + round_off "
+    "at every recorded t; margin: min over t of 1 - ||F(t) - Y||^2 / that allowance",
+    window="every recorded step (every record_every steps, and the last)",
+    subset=_EACH_WIDTH + "; one row per width",
+    tolerance="exact, with round_off_rel relative allowance for float64 round-off and round_off absolute: the "
+    "squared error's float64 floor, below which the loss-factor row reads no step either",
+    params={"round_off_rel": 1e-9, "round_off": LOSS_FACTOR.param("round_off")},
+    sizes=_RUN_SIZES,
+)
 LOSS_ENVELOPE = Claim(
     "P2: ||F(t)-Y||^2 <= (1 - m eta lambda/2)^t ||Y||^2 at every recorded t (m={width})",
     "004:Thm4.2",
     f"{_SRC} P2, §5 Theorem 4.2",
     falsifier=("lr-past-stability", "gradient-missing-m"),
     id="p2-envelope",
-    reading=Reading(
-        statistic="whether ||F(t) - Y||^2 <= (1 - m eta lambda / 2)^t ||F(0) - Y||^2 (1 + round_off_rel) + round_off "
-        "at every recorded t; margin: min over t of 1 - ||F(t) - Y||^2 / that allowance",
-        window="every recorded step (every record_every steps, and the last)",
-        subset=_EACH_WIDTH + "; one row per width",
-        tolerance="exact, with round_off_rel relative allowance for float64 round-off and round_off absolute: the "
-        "squared error's float64 floor, below which the loss-factor row reads no step either",
-        params={"round_off_rel": 1e-9, "round_off": LOSS_FACTOR.param("round_off")},
-        sizes=_RUN_SIZES,
-    ),
+    reading=_ENVELOPE_READING,
     revisions=(
         Revision(
-            Reading(
+            dataclasses.replace(
+                _ENVELOPE_READING,
                 statistic="whether ||F(t) - Y||^2 <= (1 - m eta lambda / 2)^t ||F(0) - Y||^2 (1 + round_off_rel) at "
                 "every recorded t; margin: min over t of 1 - ||F(t) - Y||^2 / (envelope (1 + round_off_rel))",
-                window="every recorded step (every record_every steps, and the last)",
-                subset=_EACH_WIDTH + "; one row per width",
                 tolerance="exact, with round_off_rel relative allowance for float64 round-off",
                 params={"round_off_rel": 1e-9},
-                sizes=_RUN_SIZES,
             ),
             date="2026-11-29",
             why="a relative allowance alone fails any run whose envelope falls below the squared error's float64 "

@@ -11,6 +11,8 @@ from the sharp ``alpha``, ``beta`` of Theorem 1.3 (the extreme normal eigenvalue
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import torch
 
@@ -64,6 +66,17 @@ L4_CONVEXITY = Claim(
         sizes=_SIZES,
     ),
 )
+_L4_SMOOTHNESS_READING = Reading(
+    statistic=f"max over the points of (||g||_Sigma~^2 - v_g - 2 ||b||^2) / dist^2, v_g the Monte-Carlo variance "
+    f"of g (Algorithm 1's direction of the per-sample gradients' spread over the lem4_batches samples), so that "
+    f"both squared norms are debiased; {_DIRECTION}",
+    window="every point of every radius",
+    subset=_POINTS,
+    tolerance="<= 2 beta^2, beta = lambda_max of the normal Hessian of f at M: ||a + b||^2 <= 2 ||a||^2 + "
+    "2 ||b||^2 with Theorem 1.3's ||grad f||^2 <= beta^2 dist^2",
+    params={"factor": 2},
+    sizes=_SIZES,
+)
 L4_SMOOTHNESS = Claim(
     "L4 empirical one-point smoothness within rho: max (||g||^2 - v_g - 2 ||b||^2) / dist^2 over {count} points "
     "(both squared norms of Monte-Carlo means debiased), against 2 beta^2",
@@ -71,27 +84,12 @@ L4_SMOOTHNESS = Claim(
     _S8,
     falsifier="preconditioner-inverted",
     id="lem4-smoothness",
-    reading=Reading(
-        statistic=f"max over the points of (||g||_Sigma~^2 - v_g - 2 ||b||^2) / dist^2, v_g the Monte-Carlo variance "
-        f"of g (Algorithm 1's direction of the per-sample gradients' spread over the lem4_batches samples), so that "
-        f"both squared norms are debiased; {_DIRECTION}",
-        window="every point of every radius",
-        subset=_POINTS,
-        tolerance="<= 2 beta^2, beta = lambda_max of the normal Hessian of f at M: ||a + b||^2 <= 2 ||a||^2 + "
-        "2 ||b||^2 with Theorem 1.3's ||grad f||^2 <= beta^2 dist^2",
-        params={"factor": 2},
-        sizes=_SIZES,
-    ),
+    reading=_L4_SMOOTHNESS_READING,
     revisions=(
         Revision(
-            Reading(
+            dataclasses.replace(
+                _L4_SMOOTHNESS_READING,
                 statistic=f"max over the points of (||g||_Sigma~^2 - 2 ||b||^2) / dist^2; {_DIRECTION}",
-                window="every point of every radius",
-                subset=_POINTS,
-                tolerance="<= 2 beta^2, beta = lambda_max of the normal Hessian of f at M: ||a + b||^2 <= 2 ||a||^2 + "
-                "2 ||b||^2 with Theorem 1.3's ||grad f||^2 <= beta^2 dist^2",
-                params={"factor": 2},
-                sizes=_SIZES,
             ),
             "2026-11-29",
             "||b||^2 was debiased by the Monte-Carlo variance but ||g||^2, the squared norm of the same Monte-Carlo "
