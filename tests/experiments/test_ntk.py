@@ -140,10 +140,17 @@ def test_table1_width_rows_read_a_censored_median_as_a_lower_bound():
     assert not row.passed and row.margin < 0 and row.measured > 5.0
 
 
-def _perturbation_frame(width_power: float, radius_power: float) -> pd.DataFrame:
-    """Synthetic Lemma 5.1 grid: ||H(W) - H*|| / (R n d) ~ m^width_power R^radius_power, B fixed."""
+def _perturbation_frame(width_power: float, radius_power: float, B_drop: float = 0.0) -> pd.DataFrame:
+    """Synthetic Lemma 5.1 grid: ||H(W) - H*|| / (R n d) ~ m^width_power R^radius_power; B at the moved weights
+    falls by ``B_drop`` per unit of R, the ball's bound B_ball = 3 + R (unit inputs) grows."""
     rows = [
-        {"width": m, "radius": r, "B": 3.0, "per_radius": m**width_power * r**radius_power}
+        {
+            "width": m,
+            "radius": r,
+            "B": 3.0 - B_drop * r,
+            "B_ball": 3.0 + r,
+            "per_radius": m**width_power * r**radius_power,
+        }
         for m in (250, 1000, 4000)
         for r in (1e-3, 1e-2, 1e-1)
     ]
@@ -155,7 +162,15 @@ def _perturbation_frame(width_power: float, radius_power: float) -> pd.DataFrame
     [(0.0, 0.0, True), (-0.5, 0.0, True), (1.0, 0.0, False), (0.0, 1.0, False)],
 )
 def test_lemma_5_1_row_fails_when_the_kernel_change_grows_with_m_or_faster_than_r(width_power, radius_power, passes):
-    assert perturbation_check(_perturbation_frame(width_power, radius_power)).passed is passes
+    current, old = perturbation_check(_perturbation_frame(width_power, radius_power))
+    assert current.passed is passes and old.passed is passes and old.kind == "revision"
+
+
+def test_lemma_5_1_allowance_in_r_follows_the_ball_not_the_moved_point():
+    """A flat kernel change with B falling at the moved weights (seeds 1, 3, 5): the old reading's allowance in R went
+    negative and failed it; the ball's bound cannot fall, so the current reading passes it."""
+    current, old = perturbation_check(_perturbation_frame(0.0, 0.002, B_drop=1.0))
+    assert current.passed and not old.passed
 
 
 @pytest.mark.parametrize(

@@ -68,7 +68,9 @@ def perturbed_kernels(
     -------
     pandas.DataFrame
         One row per (width, radius): ``kernel_change``, ``B`` (Definition 4.1's bound, measured at the moved
-        weights as ``max |w_r^T x_i|``) and ``per_radius = kernel_change / (R n d_out)``.
+        weights as ``max |w_r^T x_i|``), ``B_ball`` (the same bound over the whole ball the lemma covers,
+        ``max |w_r(0)^T x_i| + R max_i ||x_i||``, which every W with ``||w_r - w_r(0)|| <= R`` satisfies) and
+        ``per_radius = kernel_change / (R n d_out)``.
 
     Notes
     -----
@@ -84,15 +86,24 @@ def perturbed_kernels(
         check_scalar("radii entry", radius, low=0.0, low_inclusive=False)
     u = X.mean(dim=0)
     u = u / u.norm()
+    x_norm = float(X.norm(dim=1).max())
     rows = []
     for width in widths:
         net = SoftmaxMLP(X.shape[1], d_out, width, sigma_w, seed=seed)
         H0, W0 = gram(net, X), net.W.detach()
         side = torch.sign(u @ W0)  # (m,): the two neurons of a pair share w_r, so they move together
+        B0 = float((X @ W0).abs().max())
         for radius in radii:
             moved = with_weights(net, W0 + radius * u[:, None] * side[None, :])  # ||w_r - w_r(0)|| = R
-            B = float((X @ moved.W.detach()).abs().max())  # spec §5 Def. 4.1: |w_r^T x_i| <= B
-            rows.append({"width": width, "radius": radius, "kernel_change": kernel_drift(gram(moved, X), H0), "B": B})
+            rows.append(
+                {
+                    "width": width,
+                    "radius": radius,
+                    "kernel_change": kernel_drift(gram(moved, X), H0),
+                    "B": float((X @ moved.W.detach()).abs().max()),  # spec §5 Def. 4.1: |w_r^T x_i| <= B
+                    "B_ball": B0 + radius * x_norm,  # Def. 4.1 over the ball: |w_r^T x| <= |w_r(0)^T x| + R ||x||
+                }
+            )
     frame = pd.DataFrame(rows)
     frame["per_radius"] = frame["kernel_change"] / (frame["radius"] * X.shape[0] * d_out)  # spec §4.3: <= e^{O(B)}
     return frame

@@ -301,7 +301,7 @@ def _lazy_checks(table: pd.DataFrame, grids: dict[str, pd.DataFrame], perturbed:
         COUPLING_RATE.slope(widths, table["max_coupling_gap"].tolist(), -1.0, logs, side="at_most", spread=why),
         _limit_kernel_check(LIMIT_KERNEL, grids["kernel"]),
         _limit_kernel_check(LIMIT_KERNEL.revised(2), grids["training"]),  # the reading before, still computed
-        perturbation_check(perturbed),
+        *perturbation_check(perturbed),
     ]
     return checks + induction_checks(table)
 
