@@ -100,12 +100,13 @@ def _perturbation_row(claim: Claim, perturbed: pd.DataFrame, bound_column: str) 
         in_R = claim.param("B_power") * (B.iloc[-1] - B.iloc[0]) / decades  # e^{4B} in log R
         excess.append(fit_slope(part["radius"], part["per_radius"])[0] - in_R)
     worst, bound = max(excess), claim.param("bound")
+    which = "B over the ball of radius R" if bound_column == "B_ball" else "B at the moved weights"
     return claim.holds(
         "largest excess <= 0",
         worst,
         f"{len(excess)} log-log slopes: in m at each R, allowed {in_m:.3g} (a log^2 m factor over the widths); in R "
-        f"at each m, allowed the slope of e^{{4B}} over the radii ({'B over the ball of radius R' if bound_column == 'B_ball' else 'B at the moved weights'}; "
-        "H sums products of two m S_{i,r} <= e^{2B})",
+        f"at each m, allowed the slope of e^{{4B}} over the radii ({which}; H sums products of two m S_{{i,r}} <= "
+        "e^{2B})",
         math.isfinite(worst) and worst <= bound,
         margin=bound - worst,
     )
