@@ -38,6 +38,24 @@ def test_profile_exponent_finds_the_leading_exponent_under_a_next_order_term():
         assert found == pytest.approx(s, abs=1e-3) and chi2 < 1e-3 and half_width < 0.01
 
 
+def test_profile_exponent_reads_a_squared_bias_below_its_noise_as_a_point_near_zero():
+    """A Theorem 3-5 fit: ``c n^-s`` with ``c >= 0`` over three sizes. A last value <= 0 (a debiased estimate below its
+    Monte-Carlo noise) has no log, but the fit still returns the exponent the other points and its SE allow."""
+    ns = np.array([200.0, 400.0, 800.0])
+    exact, _, chi2 = profile_exponent(ns, 0.4 / ns, np.full(3, 1e-7), corrections=0, nonnegative=True)
+    assert exact == pytest.approx(1.0, abs=1e-3) and chi2 < 1e-6
+    below = profile_exponent(ns, [2e-3, 5e-4, -1e-4], [1e-4, 1e-4, 1e-4], corrections=0, s_max=6.0, nonnegative=True)
+    assert 2.0 < below[0] < 6.0  # steeper than the first two points' slope of 2: the last one is near 0
+    floor = profile_exponent(ns, [2e-3, 1.9e-3, 1.8e-3], [1e-4] * 3, corrections=0, nonnegative=True)
+    assert floor[0] < 0.2  # a floor reads as a flat exponent, which the rows' bound -s <= -0.75 fails
+    nothing, _, _ = profile_exponent(ns, [-1e-4, 0.0, -2e-4], [1e-4] * 3, corrections=0, nonnegative=True)
+    assert nothing == 0.0  # no c > 0 fits: chi^2 is flat in s and the smallest s is returned
+    unconstrained, _, _ = profile_exponent(ns, -0.2 / ns, [1e-6] * 3, corrections=0)
+    assert unconstrained == pytest.approx(1.0, abs=0.1)  # without the constraint a negative c fits the shape
+    with pytest.raises(ValidationError, match="corrections"):
+        profile_exponent(ns, 0.4 / ns, np.full(3, 1e-7), corrections=2)
+
+
 def test_squared_bias_is_debiased_by_the_sampling_noise():
     """The mean of ||g_bar||^2 - tr Cov / S over repetitions is ||E g||^2 (here 0.25, with unit noise, S = 50)."""
     gen = torch.Generator().manual_seed(0)

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
+import scipy.optimize
 import torch
 
 from attnlab._validation import ValidationError, check_scalar, check_tensor
@@ -207,23 +208,40 @@ def _weighted(ns: Sequence[float], bias: Sequence[float], se: Sequence[float]) -
     return n, b, 1.0 / s
 
 
-def profile_exponent(ns: Sequence[float], bias: Sequence[float], se: Sequence[float]) -> tuple[float, float, float]:
-    """Exponent ``s`` of ``bias = n^-s (c + c2 / n)`` by profile least squares, its 1-sigma half-width, and chi^2.
+def profile_exponent(
+    ns: Sequence[float],
+    bias: Sequence[float],
+    se: Sequence[float],
+    *,
+    corrections: int = 1,
+    s_max: float = 3.0,
+    nonnegative: bool = False,
+) -> tuple[float, float, float]:
+    """Exponent ``s`` of ``bias = n^-s (c + c2 / n + ...)`` by profile least squares, its 1-sigma half-width, and chi^2.
 
-    Spec: preconditioned-regression §8 (T1.1: ``E L_n - L -> 0`` like ``c/n``).
+    Spec: preconditioned-regression §8 (T1.1: ``E L_n - L -> 0`` like ``c/n``; T3-T5: squared biases ``<= C/n``).
 
     Parameters
     ----------
     ns : sequence of float, shape (m,)
         Context sizes, m >= 3.
     bias : sequence of float, shape (m,)
+        Finite values; a Monte-Carlo estimate below its noise may be <= 0 (it has no log, but it has a residual).
     se : sequence of float, shape (m,)
         Standard errors of ``bias`` (the weights), > 0.
+    corrections : int, default=1
+        Next-order terms ``c_j / n^j`` beside the leading one, j = 1 ... corrections; 0 fits ``c n^-s`` alone.
+    s_max : float, default=3.0
+        The grid of ``s`` is ``[0, s_max]`` in steps of 1e-3.
+    nonnegative : bool, default=False
+        Fit the coefficients under ``c_j >= 0`` (non-negative least squares): for a quantity that cannot be
+        negative, such as a squared bias. Where no ``c >= 0`` fits better than ``c = 0`` (every value <= 0), chi^2
+        is flat in ``s`` and the smallest ``s``, 0, is returned.
 
     Returns
     -------
     s : float
-        The best exponent on a grid of step 1e-3 over [0, 3].
+        The best exponent on the grid (the smallest of ties).
     half_width : float
         Half the range of ``s`` with ``chi^2 <= chi^2_min + 1``.
     chi2 : float
@@ -231,15 +249,23 @@ def profile_exponent(ns: Sequence[float], bias: Sequence[float], se: Sequence[fl
 
     Notes
     -----
-    For each ``s`` the weighted fit in ``(c, c2)`` is linear. The ``c2 / n`` term is the next order of the
-    expansion in 1/n, so ``s`` is the leading exponent, not a local slope bent by the finite-n correction.
+    For each ``s`` the weighted fit in the coefficients is linear. The ``c_j / n^j`` terms are the next orders of the
+    expansion in 1/n, so ``s`` is the leading exponent, not a local slope bent by the finite-n correction. Unlike a
+    log-log slope, the fit reads values <= 0 as what they are, points near zero.
     """
+    check_scalar("corrections", corrections, kind=int, low=0)
+    check_scalar("s_max", s_max, low=0.0, low_inclusive=False)
     n, b, w = _weighted(ns, bias, se)
-    grid = np.linspace(0.0, 3.0, 3001)
+    if len(n) < corrections + 2:
+        raise ValidationError(f"{corrections} corrections need at least {corrections + 2} sizes, got {len(n)}")
+    grid = np.linspace(0.0, s_max, round(s_max * 1000) + 1)
     chi2 = np.empty_like(grid)
     for i, s in enumerate(grid):
-        design = np.stack([n**-s, n ** (-s - 1)], 1) * w[:, None]
-        coef, *_ = np.linalg.lstsq(design, b * w, rcond=None)
+        design = np.stack([n ** (-s - j) for j in range(corrections + 1)], 1) * w[:, None]
+        if nonnegative:
+            coef, _ = scipy.optimize.nnls(design, b * w)
+        else:
+            coef, *_ = np.linalg.lstsq(design, b * w, rcond=None)
         chi2[i] = ((design @ coef - b * w) ** 2).sum()
     best = int(chi2.argmin())
     inside = grid[chi2 <= chi2[best] + 1.0]

@@ -72,7 +72,7 @@ T11_LIMIT = Claim(
 
 
 def _gradient_bias_claim(
-    text: str,
+    head: str,
     result: str,
     falsifier: str | tuple[str, ...],
     key: str,
@@ -81,10 +81,14 @@ def _gradient_bias_claim(
     outcomes: Mapping[str, tuple],
     every_n: Mapping[str, float],
     wrong: str,
+    log_slope: Mapping[str, float],
 ) -> Claim:
-    """A Theorem 3-5 row: the log-log slope of a squared gradient bias over the three largest n, <= -0.75 (C/n with
-    slack). ``outcomes``: the quick and full (slope, bound) of revision 1, "<= -1 + 3 SE of the slope"; ``every_n``:
-    the quick and full slope of revision 2, the same bound over every n; ``wrong``: what passed revision 2."""
+    """A Theorem 3-5 row: the exponent of a squared gradient bias fitted as ``c n^-s`` over the three largest n,
+    ``-s <= -0.75`` (C/n with slack). ``outcomes``: the quick and full (slope, bound) of revision 1, "<= -1 + 3 SE
+    of the slope"; ``every_n``: the quick and full slope of revision 2, the same bound over every n; ``wrong``: what
+    passed revision 2; ``log_slope``: the quick and full slope of revision 3, the log-log slope over the three
+    largest n."""
+    text = f"{head}: log-log slope over the three largest n"
     statistic = (
         f"weighted least-squares log-log slope over n of the debiased squared bias {what} (Monte-Carlo mean minus "
         "the closed form, minus tr Cov / S), weights from its delta-method SE"
@@ -123,19 +127,39 @@ def _gradient_bias_claim(
         full=f"pass: {every_n['full']:.3g} <= -0.75 (0870f93)",
         claim=text.replace("the three largest n", "n"),
     )
+    largest = dataclasses.replace(every, window="the three largest context sizes n of bias_ns (the rate's regime)")
+    on_log_axes = Revision(
+        reading=largest,
+        date="2026-11-29",
+        why="undefined at other draws: where the debiased squared bias at one of the three largest n is <= 0 (below "
+        "its Monte-Carlo noise, as at n = 800 at seeds 4 and 5) it has no log, so the slope was nan and the row "
+        "failed on a point that says the bias is too small to resolve. The exponent is now fitted to the values "
+        "themselves, c n^-s with c >= 0, where such a point is a point near 0; the temperatures 1.3 and 1.05 and "
+        "the wrong regularizer gradients still leave a floor the fit reads as -s > -0.75",
+        quick=f"pass: {log_slope['quick']:.3g} <= -0.75 (cb3f4e7)",
+        full=f"pass: {log_slope['full']:.3g} <= -0.75 (cb3f4e7)",
+        claim=text,
+    )
     return Claim(
-        text,
+        f"{head}: exponent of c n^-s fitted over the three largest n",
         result,
         _S8,
         falsifier=falsifier,
         id=key,
-        reading=dataclasses.replace(every, window="the three largest context sizes n of bias_ns (the rate's regime)"),
-        revisions=pinned((within_spread, over_every_n), _OLD_BIAS),  # both ran at the old quick bias sizes
+        reading=dataclasses.replace(
+            largest,
+            statistic=f"-s, the exponent of the debiased squared bias {what} (Monte-Carlo mean minus the closed form, "
+            "minus tr Cov / S) fitted as c n^-s with c >= 0 by profile least squares (s on a grid of step 1e-3 on "
+            "[0, s_max]), weights 1/SE (its delta-method SE); a value <= 0 enters as a point near 0",
+            params={"bound": -0.75, "s_max": 6.0},
+        ),
+        # revisions 1 and 2 ran at the old quick bias sizes
+        revisions=(*pinned((within_spread, over_every_n), _OLD_BIAS), on_log_axes),
     )
 
 
 T3_OBJECTIVE = _gradient_bias_claim(
-    "Thm 3 ||E grad f_hat_n - grad f||^2 <= C/n off M (f_hat = L_n + mu R_hat): log-log slope over the three largest n",
+    "Thm 3 ||E grad f_hat_n - grad f||^2 <= C/n off M (f_hat = L_n + mu R_hat)",
     "000:Thm3",
     ("temperature-1.3", "temperature-1.05"),
     "thm3-objective",
@@ -144,9 +168,10 @@ T3_OBJECTIVE = _gradient_bias_claim(
     {"quick": (-1.59618, -0.403757), "full": (-1.51342, -0.727954)},
     {"quick": -1.59618, "full": -1.51342},
     "a softmax temperature of 1.05 in the empirical loss (-0.87)",
+    {"quick": -1.4902, "full": -1.4902},
 )
 T4_GRADIENT = _gradient_bias_claim(
-    "Thm 4 ||E grad L_n - grad L||^2 <= C/n off M: log-log slope over the three largest n",
+    "Thm 4 ||E grad L_n - grad L||^2 <= C/n off M",
     "000:Thm4",
     ("temperature-1.3", "temperature-1.05"),
     "thm4-loss-gradient",
@@ -155,9 +180,10 @@ T4_GRADIENT = _gradient_bias_claim(
     {"quick": (-1.54372, -0.409265), "full": (-1.43531, -0.727198)},
     {"quick": -1.54372, "full": -1.43531},
     "a softmax temperature of 1.05 in the empirical loss (-0.78)",
+    {"quick": -1.55618, "full": -1.55618},
 )
 T5_REGULARIZER = _gradient_bias_claim(
-    "Thm 5 ||E grad R_hat_n - grad R||^2 <= C/n off M: log-log slope over the three largest n",
+    "Thm 5 ||E grad R_hat_n - grad R||^2 <= C/n off M",
     "000:Thm5",
     ("regularizer-gradient-halved", "regularizer-sign-flipped", "regularizer-gradient-1.1"),
     "thm5-regularizer-gradient",
@@ -166,6 +192,7 @@ T5_REGULARIZER = _gradient_bias_claim(
     {"quick": (-2.22369, -0.680985), "full": (-2.08768, -0.833257)},
     {"quick": -2.22369, "full": -2.08768},
     "the empirical regularizer's gradient x 1.1 (-0.79)",
+    {"quick": -2.30011, "full": -2.05414},
 )
 
 
@@ -207,15 +234,27 @@ def finite_context_rows(config: TheoryConfig, problem: RegressionProblem, ctx: R
     )
     largest = slice(-3, None)  # the rate's regime: the three largest n
     for claim, value, se in gradients:
-        last, last_se = fit_weighted_slope(ns[largest], table[value].iloc[largest], table[se].iloc[largest])
-        why = _no_slope(ns, table[value])
+        tail, tail_se = table[value].to_numpy()[largest], table[se].to_numpy()[largest]
+        s, half_width, _ = profile_exponent(
+            ns[largest], tail, tail_se, corrections=0, s_max=claim.param("s_max"), nonnegative=True
+        )
+        over = f"over n = {', '.join(f'{n:g}' for n in ns[largest])}"
         rows.append(
             claim.less(
+                0.0 - s,
+                claim.param("bound"),
+                spread=f"C/n means -s <= -1; {over}, 1-sigma half-width of s {half_width:.3g} (chi^2 <= min + 1, "
+                "Monte-Carlo SEs of the debiased squared bias)" + _edge(s, tail, claim.param("s_max")),
+            )
+        )
+        last, last_se = fit_weighted_slope(ns[largest], tail, tail_se)
+        why = _no_slope(ns, table[value])
+        rows.append(
+            claim.revised(3).less(
                 last,
                 claim.param("bound"),
-                spread=f"C/n means slope <= -1; over n = {', '.join(f'{n:g}' for n in ns[largest])}, weighted slope "
-                f"SE {last_se:.3g} (Monte-Carlo SEs of the debiased squared bias)"
-                + _no_slope(ns[largest], table[value].iloc[largest]),
+                spread=f"C/n means slope <= -1; {over}, weighted slope SE {last_se:.3g} (Monte-Carlo SEs of the "
+                "debiased squared bias)" + _no_slope(ns[largest], tail),
             )
         )
         slope, slope_se = fit_weighted_slope(ns, table[value], table[se])
@@ -244,3 +283,11 @@ def _no_slope(ns, values) -> str:
     ``<= 0``, and its log, so the slope, is nan. Empty when every value is positive."""
     unresolved = [f"{n:g}" for n, v in zip(ns, values) if not v > 0]
     return f"; no slope: the debiased squared bias is <= 0 at n = {', '.join(unresolved)}" if unresolved else ""
+
+
+def _edge(s: float, values, s_max: float) -> str:
+    """The note of an exponent fit that ended at its grid's edge: 0 where no ``c > 0`` fits (every value <= 0),
+    ``s_max`` where the values fall faster than the grid reaches (the last one near 0). Empty inside the grid."""
+    if not (values > 0).any():
+        return "; no c > 0 fits: every value is <= 0, so s is the grid's 0"
+    return f"; s at the grid's end, {s_max:g}: the fall is at least this steep" if s >= s_max else ""
