@@ -110,25 +110,27 @@ def rate_limit(log_mu: np.ndarray, dist: np.ndarray, kappa: float) -> tuple[floa
     return float(a), float(b)
 
 
-def late_distances(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """``ln mu`` and ``dist_l1`` over the second half of one K,Q run's records with ``mu > 1``: the window of the
-    limit readings (X2's l1-optimum, X5's l1-reached).
+def late_distances(rows: pd.DataFrame, column: str = "dist_l1") -> tuple[np.ndarray, np.ndarray]:
+    """``ln mu`` and a distance (``dist_l1``) over the second half of one run's records with ``mu > 1``: the window
+    of the limit readings (X2's l1-optimum and l2-optimum, X5's l1-reached).
 
     Spec: kq-nuclear-norm §7.2 [D] (the limit of the distance to the l1 solution as ``mu -> infinity``).
 
     Parameters
     ----------
     rows : pandas.DataFrame
-        One run's records: ``step``, ``mu`` and ``dist_l1``.
+        One run's records: ``step``, ``mu`` and ``column``.
+    column : str, default="dist_l1"
+        The distance column (``"dist_l2"`` for beta trained directly).
 
     Returns
     -------
     log_mu, dist : numpy.ndarray, shape (N,)
-        ``ln mu`` and ``dist_l1`` at those records, in step order.
+        ``ln mu`` and the distance at those records, in step order.
     """
     rows = rows[rows["mu"] > 1].sort_values("step")
     late = rows.iloc[len(rows) // 2 :]
-    return np.log(late["mu"].to_numpy()), late["dist_l1"].to_numpy()
+    return np.log(late["mu"].to_numpy()), late[column].to_numpy()
 
 
 def residual_limit(log_mu: np.ndarray, residual: np.ndarray) -> tuple[float, float]:

@@ -231,22 +231,42 @@ _L2_TIGHTER = (
     "(02eeba0), in the falsifier audit; the full size did not change"
 )
 _L2_TEXT = "beta trained directly: ||beta_hat||_2 -> diagonal l2-SVM optimum (Section 4.2)"
+_L2_LAST = Reading(
+    "max-entry distance |beta_hat - beta_l2|_inf of beta trained directly to the diagonal l2-SVM solution "
+    "(diagonal_svm(p=2))",
+    _LAST,
+    _BETA_RUN,
+    "<= bound, bound = 1e-3 (ours: the reading resolves a limit 1e-3 from the l2 solution in an entry, 2.6% of "
+    "its smallest entry 0.039). beta enters the scores linearly, so the direction's error falls like 1 / ||beta||, "
+    "i.e. like 1 / mu along the path (as for GD on separable linear data); the true run's is 0.5 / mu",
+    {"bound": 1e-3},
+    _LIMIT_SIZES,
+)
+_L2_LIMIT = (
+    "the last value carried the draw's c / mu: at the quick size c is 0.49 at seed 0 and 0.41-1.96 at seeds 2, 3, 6 "
+    "and 8 (mu at the end 210-1030), so the row failed there (1.7e-3 to 3.6e-3) while the distance falls exactly as "
+    "the reading says, c / mu (the fit's intercept is below 1e-10 at seeds 0, 2, 3 and 6 and 2.2e-4 at seed 8). The "
+    "claim is the limit, so the row now reads it along that rate; the weighted-l2 limit of "
+    "'beta-gradient-preconditioned' stays 7.7e-3 away. The run recomputes this reading beside the current row"
+)
 L2_OPTIMUM = Claim(
-    "beta trained directly: beta_hat -> the diagonal l2-SVM solution (max-entry distance; Section 4.2)",
+    "beta trained directly: beta_hat -> the diagonal l2-SVM solution (limit of the max-entry distance along a + b / "
+    "mu; Section 4.2)",
     _SEC42,
     f"{SOURCE} §7.2, §7.4",
     (SIZE_SCALED.name, BETA_PRECONDITIONED.name, BETA_AS_KQ.name),
     id="l2-optimum",
     reading=Reading(
-        "max-entry distance |beta_hat - beta_l2|_inf of beta trained directly to the diagonal l2-SVM solution "
-        "(diagonal_svm(p=2))",
-        _LAST,
+        "intercept a of the least-squares fit dist = a + b / mu, dist = |beta_hat - beta_l2|_inf the max-entry "
+        "distance of beta trained directly to the diagonal l2-SVM solution (diagonal_svm(p=2)): the distance's limit "
+        "as mu -> infinity along the rate beta's linear scores give, 1 / ||beta|| ~ 1 / mu (as for GD on separable "
+        "linear data)",
+        "the second half of the records with mu > 1",
         _BETA_RUN,
-        "<= bound, bound = 1e-3 (ours: the reading resolves a limit 1e-3 from the l2 solution in an entry, 2.6% of "
-        "its smallest entry 0.039). beta enters the scores linearly, so the direction's error falls like 1 / ||beta||, "
-        "i.e. like 1 / mu along the path (as for GD on separable linear data); the true run's is 0.5 / mu",
+        "a <= bound, bound = 1e-3 (ours: a limit 1e-3 from the l2 solution in an entry, 2.6% of its smallest entry "
+        "0.039). One-sided: a distance is >= 0",
         {"bound": 1e-3},
-        _LIMIT_SIZES,
+        _RATE_SIZES,
     ),
     revisions=(
         Revision(
@@ -280,6 +300,14 @@ L2_OPTIMUM = Claim(
             "pass: 0.414041 (rel 1e-3) (55b3e6f)",
             claim=_L2_TEXT,
             sizes=_sizes(0.3, 1600, l2_rtol=(1e-3, 0.002)),
+        ),
+        Revision(
+            _L2_LAST,
+            "2026-11-29",
+            _L2_LIMIT,
+            "pass: 4.27e-4 (<= 1e-3) (a7d89bf)",
+            "pass: 1.0e-4 (<= 1e-3) (a7d89bf)",
+            claim="beta trained directly: beta_hat -> the diagonal l2-SVM solution (max-entry distance; Section 4.2)",
         ),
     ),
 )
