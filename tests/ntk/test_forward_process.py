@@ -40,3 +40,12 @@ def test_bad_schedules_are_refused():
         ForwardProcess(-1.0)
     with pytest.raises(ValidationError, match="positive rates"):
         ForwardProcess(lambda t: t - 1)
+
+
+@pytest.mark.parametrize("t", [-1.0, float("nan"), float("inf"), [0.5, -0.1]])
+def test_negative_or_non_finite_times_are_refused(t):
+    """alpha(-1) was e and h(-1) a negative variance, silently; the process starts at t = 0 (spec §7.1)."""
+    process = ForwardProcess(lambda s: 1 + s)
+    for method in (process.alpha, process.h, process.g, process.integral):
+        with pytest.raises(ValidationError, match="t must hold finite times >= 0"):
+            method(torch.as_tensor(t, dtype=torch.float64))

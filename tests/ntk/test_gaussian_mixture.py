@@ -65,3 +65,14 @@ def test_bad_mixtures_are_refused():
         GaussianMixture([[0.0], [1.0]], [1.0, 1.0], [0.5, 0.6])
     with pytest.raises(ValidationError, match="stds must be positive"):
         GaussianMixture([[0.0]], [0.0], [1.0])
+
+
+def test_bad_times_are_refused_by_the_score_and_the_density():
+    """A negative time gave NaN scores; a time per point of the wrong count a bare torch error."""
+    mixture, process, x = circle_mixture(), ForwardProcess(1.0), torch.zeros(2, 2, dtype=torch.float64)
+    for method in (mixture.score, mixture.log_density, mixture.denoiser):
+        with pytest.raises(ValidationError, match="t must hold finite times >= 0"):
+            method(x, -0.5, process)
+        with pytest.raises(ValidationError, match=r"t has shape \(3,\): pass one time for every point"):
+            method(x, torch.ones(3, dtype=torch.float64), process)
+        assert method(x, torch.tensor([0.3], dtype=torch.float64), process).shape[0] == 2

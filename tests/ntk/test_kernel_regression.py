@@ -1,7 +1,9 @@
 """NTK regression (Algorithm D) against the linearized network and its closed-form limit (spec §6.1)."""
 
+import pytest
 import torch
 
+from attnlab._validation import ValidationError
 from attnlab.ntk import SoftmaxMLP, cross_kernel, gram, kernel_regression_limit, practical_step
 from attnlab.training.ntk import kernel_regression_path
 
@@ -42,3 +44,14 @@ def test_path_converges_to_the_closed_form_limit():
     limit = kernel_regression_limit(H, K, Y)
     assert torch.allclose(path[-1], limit, rtol=0, atol=1e-8 * float(limit.abs().max()))
     assert torch.allclose(kernel_regression_limit(H, H, Y), Y, atol=1e-8)  # interpolates the training labels
+
+
+def test_a_gram_of_the_wrong_shape_or_singular_is_refused():
+    Y = torch.zeros(4, 1, dtype=torch.float64)
+    K = torch.zeros(2, 4, dtype=torch.float64)
+    with pytest.raises(ValidationError, match="H has shape"):
+        kernel_regression_limit(torch.eye(3, dtype=torch.float64), K, Y)
+    with pytest.raises(ValidationError, match="H has shape"):
+        kernel_regression_limit(torch.zeros(4, 3, dtype=torch.float64), K, Y)
+    with pytest.raises(ValidationError, match="H is singular.*distinct training inputs"):
+        kernel_regression_limit(torch.ones(4, 4, dtype=torch.float64), K, Y)  # the Gram of four equal inputs

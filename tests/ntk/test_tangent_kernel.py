@@ -146,3 +146,8 @@ def test_kernel_drift_is_frobenius_distance():
 def test_gram_refuses_inputs_of_the_wrong_width():
     with pytest.raises(ValidationError, match=r"X has shape \(2, 5\)"):
         gram(SoftmaxMLP(4, 2, 6), torch.zeros(2, 5))
+
+
+def test_extreme_eigenvalues_refuse_a_matrix_that_is_not_square():
+    with pytest.raises(ValidationError, match=r"H has shape \(3, 4\)"):
+        extreme_eigenvalues(torch.zeros(3, 4, dtype=torch.float64))

@@ -96,3 +96,10 @@ def test_bad_input_is_refused(problem, params):
     X_nan[0, 0] = float("nan")
     with pytest.raises(ValidationError, match="X has 1 non-finite"):
         empirical_loss(V, Q, X_nan, Y)
+
+
+def test_no_samples_are_refused(problem, params):
+    V, Q = params(k=problem.k)
+    X, Y = sample(problem, 5, seed=0)
+    with pytest.raises(ValidationError, match=r"no samples \(n == 0\)"):
+        empirical_loss(V, Q, X[:0], Y[:0])

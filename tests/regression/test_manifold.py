@@ -97,3 +97,9 @@ def test_joint_projection_has_orthonormal_columns(problem, params):
 def test_wrong_rotation_shape_is_refused(problem):
     with pytest.raises(ValidationError, match="R has shape"):
         manifold_point(torch.eye(2, dtype=torch.float64), problem.W_star, problem.Sigma)
+
+
+def test_a_rotation_without_orthonormal_columns_is_refused(problem):
+    """theta_R is a minimum only for R^T R = I (spec §4.2): a scaled R would give a point off the manifold."""
+    with pytest.raises(ValidationError, match=r"R does not have orthonormal columns: max \|R\^T R - I\| = 3"):
+        manifold_point(torch.diag(torch.tensor([2.0, 1.0, 1.0], dtype=torch.float64)), problem.W_star, problem.Sigma)

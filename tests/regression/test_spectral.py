@@ -55,3 +55,12 @@ def test_k_less_than_d_and_too_few_samples_are_refused(problem):
         spectral_init(X, Y[:, :2])
     with pytest.raises(ValidationError, match="singular.*n >= 3"):
         spectral_init(X[:2], Y[:2])
+
+
+def test_a_start_rotation_without_orthonormal_columns_is_refused(problem):
+    """R0 = diag(2, 1, 1) once returned a start 7 away from W_OLS (V0 Sigma_z Q0 != W_OLS) without a word."""
+    X, Y = sample(problem, 50, seed=0)
+    with pytest.raises(ValidationError, match="R0 does not have orthonormal columns"):
+        spectral_init(X, Y, R0=torch.diag(torch.tensor([2.0, 1.0, 1.0], dtype=torch.float64)))
+    with pytest.raises(ValidationError, match="R0 has shape"):
+        spectral_init(X, Y, R0=torch.eye(3, 2, dtype=torch.float64))

@@ -361,3 +361,10 @@ def test_every_run_the_notebooks_rule_accepts_is_solved():
                 closer += 1 - _cos(W, eq.direction.W) < 1 - _cos(W, dropped)
     assert whole == {4: 3, 6: 7, 8: 4, 10: 6}  # the seeds are fixed: which runs have a whole-sequence set
     assert moved == pytest.approx(0.48, abs=0.01) and closer == 18  # docs/theory/multi-token.md §2 quotes both
+
+
+def test_a_bad_set_is_named_by_the_argument_the_caller_passed():
+    with pytest.raises(al.ValidationError, match=r"sets\[1\] = \[7\] must hold token indices in \[0, 3\]"):
+        set_direction_svm(_sets_data(8), [[0], [7], [1]])
+    with pytest.raises(al.ValidationError, match=r"select\[1\] = \[7\]"):
+        as_token_sets([[0], [7], [1]], 3, 4)

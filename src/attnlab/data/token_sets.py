@@ -43,7 +43,7 @@ def is_token_sets(select: object) -> bool:
     return False
 
 
-def as_token_sets(select: object, n: int, T: int) -> torch.Tensor:  # noqa: N803 (the spec's symbol)
+def as_token_sets(select: object, n: int, T: int, name: str = "select") -> torch.Tensor:  # noqa: N803 (spec's)
     """A validated ``(n, T)`` boolean mask of token sets.
 
     Spec: multi-token §2.
@@ -53,6 +53,8 @@ def as_token_sets(select: object, n: int, T: int) -> torch.Tensor:  # noqa: N803
     select : array-like of bool, shape (n, T), or sequence of n sequences of int
         The sets ``O_i``: a mask, or the token indices of each set.
     n, T : int
+    name : str, default="select"
+        The caller's name for ``select``, used in every message.
 
     Returns
     -------
@@ -72,14 +74,14 @@ def as_token_sets(select: object, n: int, T: int) -> torch.Tensor:  # noqa: N803
     if isinstance(select, (torch.Tensor, np.ndarray)) and select.ndim == 2:
         arr = np.asarray(select.cpu() if isinstance(select, torch.Tensor) else select)
         if arr.shape != (n, T):
-            raise ValidationError(f"select as a mask of token sets must have shape ({n}, {T}), got {arr.shape}")
+            raise ValidationError(f"{name} as a mask of token sets must have shape ({n}, {T}), got {arr.shape}")
         if arr.dtype != bool and not np.isin(arr, (0, 1)).all():
-            raise ValidationError("select as a mask of token sets must hold only 0/1 (or bool) entries")
+            raise ValidationError(f"{name} as a mask of token sets must hold only 0/1 (or bool) entries")
         mask = torch.as_tensor(arr.astype(bool))
     else:
         if not isinstance(select, Sequence) or len(select) != n:
             raise ValidationError(
-                f"select as token sets must be a (n, T) = ({n}, {T}) mask or {n} lists of token indices, got "
+                f"{name} as token sets must be a (n, T) = ({n}, {T}) mask or {n} lists of token indices, got "
                 f"{type(select).__name__}"
             )
         mask = torch.zeros(n, T, dtype=torch.bool)
@@ -87,7 +89,7 @@ def as_token_sets(select: object, n: int, T: int) -> torch.Tensor:  # noqa: N803
             idx = np.atleast_1d(np.asarray(tokens if not isinstance(tokens, (set, frozenset)) else sorted(tokens)))
             if idx.size and (not np.issubdtype(idx.dtype, np.integer) or idx.min() < 0 or idx.max() >= T):
                 raise ValidationError(
-                    f"select[{i}] = {idx.tolist()} must hold token indices in [0, {T - 1}]; fix sequence {i}'s set"
+                    f"{name}[{i}] = {idx.tolist()} must hold token indices in [0, {T - 1}]; fix sequence {i}'s set"
                 )
             mask[i, torch.as_tensor(idx.astype(np.int64))] = True
     empty = torch.nonzero(~mask.any(dim=1)).flatten().tolist()

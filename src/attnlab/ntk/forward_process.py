@@ -17,6 +17,15 @@ __all__ = ["ForwardProcess"]
 _NODES, _WEIGHTS = np.polynomial.legendre.leggauss(64)  # Gauss-Legendre rule for int_0^t g (exact for deg <= 127)
 
 
+def _times(t: object) -> torch.Tensor:
+    """``t`` as float64, refused unless every time is finite and >= 0 (the process starts at 0, spec §7.1)."""
+    t = torch.as_tensor(t, dtype=torch.float64)
+    if not bool(torch.isfinite(t).all()) or bool((t < 0).any()):
+        bad = t[~torch.isfinite(t) | (t < 0)].flatten()[0]
+        raise ValidationError(f"t must hold finite times >= 0 (the process starts at t = 0); got {float(bad):g}")
+    return t
+
+
 class ForwardProcess:
     """Forward SDE with schedule ``g``; ``X_t = alpha(t) X_0 + sqrt(h(t)) xi``.
 
@@ -55,13 +64,13 @@ class ForwardProcess:
         Parameters
         ----------
         t : array_like of float, any shape
-            Times, >= 0; converted to float64.
+            Times, finite and >= 0 (a ValidationError otherwise); converted to float64.
 
         Returns
         -------
         torch.Tensor, shape of ``t``, float64
         """
-        return self._g(torch.as_tensor(t, dtype=torch.float64))
+        return self._g(_times(t))
 
     def integral(self, t: torch.Tensor) -> torch.Tensor:
         """``int_0^t g(s) ds`` (exact for a constant ``g``, else 64-point Gauss-Legendre quadrature).
@@ -69,13 +78,13 @@ class ForwardProcess:
         Parameters
         ----------
         t : array_like of float, any shape
-            Times, >= 0; converted to float64.
+            Times, finite and >= 0 (a ValidationError otherwise); converted to float64.
 
         Returns
         -------
         torch.Tensor, shape of ``t``, float64
         """
-        t = torch.as_tensor(t, dtype=torch.float64)
+        t = _times(t)
         if self.constant is not None:
             return self.constant * t
         nodes = torch.as_tensor(_NODES, dtype=torch.float64)
@@ -89,7 +98,7 @@ class ForwardProcess:
         Parameters
         ----------
         t : array_like of float, any shape
-            Times, >= 0; converted to float64.
+            Times, finite and >= 0 (a ValidationError otherwise); converted to float64.
 
         Returns
         -------
@@ -104,7 +113,7 @@ class ForwardProcess:
         Parameters
         ----------
         t : array_like of float, any shape
-            Times, >= 0; converted to float64.
+            Times, finite and >= 0 (a ValidationError otherwise); converted to float64.
 
         Returns
         -------

@@ -80,7 +80,12 @@ class GaussianMixture:
 
     def _posterior(self, x: torch.Tensor, t: torch.Tensor, process: ForwardProcess):
         x = check_tensor("x", x, "nd", {"d": self.dim})
-        t = torch.as_tensor(t, dtype=torch.float64).expand(x.shape[0])
+        t = torch.as_tensor(t, dtype=torch.float64)
+        if t.dim() > 1 or (t.dim() == 1 and t.numel() not in (1, x.shape[0])):
+            raise ValidationError(
+                f"t has shape {tuple(t.shape)}: pass one time for every point, or one per point (shape ({x.shape[0]},))"
+            )
+        t = t.expand(x.shape[0])
         alpha, h = process.alpha(t)[:, None], process.h(t)[:, None]  # (n, 1)
         var = alpha**2 * self.stds**2 + h  # (n, K): spec §9: alpha^2 s_k^2 + h
         centred = x[:, None, :] - alpha[:, :, None] * self.means  # (n, K, d): x - alpha mu_k
@@ -108,7 +113,7 @@ class GaussianMixture:
         Raises
         ------
         ValidationError
-            When ``x`` is not a finite array of shape (n, d).
+            When ``x`` is not a finite array of shape (n, d), or ``t`` not finite times >= 0 of shape () or (n,).
         """
         *_, log_joint = self._posterior(x, t, process)
         return torch.logsumexp(log_joint, dim=1)
@@ -134,7 +139,7 @@ class GaussianMixture:
         Raises
         ------
         ValidationError
-            When ``x`` is not a finite array of shape (n, d).
+            When ``x`` is not a finite array of shape (n, d), or ``t`` not finite times >= 0 of shape () or (n,).
         """
         x, alpha, var, centred, log_joint = self._posterior(x, t, process)
         w = torch.softmax(log_joint, dim=1)  # (n, K): spec §9 w_k(x)
@@ -160,7 +165,7 @@ class GaussianMixture:
         Raises
         ------
         ValidationError
-            When ``x`` is not a finite array of shape (n, d).
+            When ``x`` is not a finite array of shape (n, d), or ``t`` not finite times >= 0 of shape () or (n,).
         """
         x, alpha, var, centred, log_joint = self._posterior(x, t, process)
         w = torch.softmax(log_joint, dim=1)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from attnlab._validation import check_tensor
+from attnlab._validation import ValidationError, check_tensor
 
 __all__ = ["kernel_regression_limit", "unvec", "vec"]
 
@@ -62,9 +62,18 @@ def kernel_regression_limit(H: torch.Tensor, K_test: torch.Tensor, Y: torch.Tens
     Raises
     ------
     ValidationError
-        When an argument is not finite or ``K_test`` has not ``n * L`` columns.
+        When an argument is not finite, ``H`` is not ``(n * L, n * L)`` or is singular, or ``K_test`` has not
+        ``n * L`` columns.
     """
-    H = check_tensor("H", H, "NM")
     Y = check_tensor("Y", Y, "nL")
-    K_test = check_tensor("K_test", K_test, "PN", {"N": Y.numel()})
-    return unvec(K_test @ torch.linalg.solve(H, vec(Y)), Y.shape[1])  # spec §6.1: limit of F_ker
+    sizes = {"N": Y.numel()}
+    H = check_tensor("H", H, "NN", sizes)
+    K_test = check_tensor("K_test", K_test, "PN", sizes)
+    try:
+        coefficients = torch.linalg.solve(H, vec(Y))
+    except torch.linalg.LinAlgError as error:
+        raise ValidationError(
+            f"H is singular ({error}); the limit needs an invertible Gram: use distinct training inputs, or add a "
+            "ridge, H + eps I"
+        ) from None
+    return unvec(K_test @ coefficients, Y.shape[1])  # spec §6.1: limit of F_ker

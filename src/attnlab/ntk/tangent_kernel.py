@@ -142,9 +142,9 @@ def extreme_eigenvalues(H: torch.Tensor) -> tuple[float, float]:
     Raises
     ------
     ValidationError
-        When ``H`` is not a finite two-axis array.
+        When ``H`` is not a finite square matrix.
     """
-    H = check_tensor("H", H, "NM")
+    H = check_tensor("H", H, "NN")
     evals = torch.linalg.eigvalsh((H + H.T) / 2)
     return float(evals[0]), float(evals[-1])
 

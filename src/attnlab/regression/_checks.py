@@ -6,7 +6,7 @@ import torch
 
 from attnlab._validation import ValidationError, check_in, check_tensor
 
-__all__ = ["TOKENS", "check_batched", "check_spd", "check_tokens"]
+__all__ = ["TOKENS", "check_batched", "check_orthonormal", "check_spd", "check_tokens"]
 
 TOKENS = ("covariates", "joint")
 """Token readings of spec §0 / §10.1: covariates only (default) or ``z_j = (x_j; y_j)``."""
@@ -40,3 +40,22 @@ def check_spd(name: str, value: object, sizes: dict[str, int], letter: str = "d"
             f"use a full-rank covariance, e.g. with more samples than dimensions or a small ridge"
         )
     return matrix
+
+
+def check_orthonormal(name: str, value: object, sizes: dict[str, int]) -> torch.Tensor:
+    """A ``([R,] p, d)`` matrix with orthonormal columns (``R^T R = I_d`` to 1e-8, what a QR or SVD gives to
+    ~1e-15): a point of the manifold of minima needs one (spec §4.2); names the defect and the fix."""
+    R = check_batched(name, value, "pd", sizes)
+    if R.shape[-2] < R.shape[-1]:
+        raise ValidationError(
+            f"{name} has shape {tuple(R.shape)}: its {R.shape[-1]} columns cannot be orthonormal in "
+            f"{R.shape[-2]} dimensions; pass a (p, d) matrix with p >= d"
+        )
+    gram = R.transpose(-1, -2) @ R
+    defect = float((gram - torch.eye(R.shape[-1], dtype=R.dtype)).abs().amax())
+    if defect > 1e-8:
+        raise ValidationError(
+            f"{name} does not have orthonormal columns: max |{name}^T {name} - I| = {defect:.3g}; pass one, e.g. "
+            f"the Q factor of torch.linalg.qr or attnlab.regression.random_rotation"
+        )
+    return R

@@ -86,7 +86,7 @@ def empirical_loss_and_gradient(
     Raises
     ------
     ValidationError
-        Mismatched shapes, non-finite entries, fewer than 2 samples without the self-term.
+        Mismatched shapes, non-finite entries, no samples, fewer than 2 samples without the self-term.
     """
     check_tokens(tokens)
     sizes: dict[str, int] = {}
@@ -95,6 +95,8 @@ def empirical_loss_and_gradient(
     sizes["p"] = sizes["d"] + (sizes["k"] if tokens == "joint" else 0)
     V = check_batched("V", V, "kp", sizes)
     Q = check_batched("Q", Q, "pd", sizes)
+    if sizes["n"] < 1:
+        raise ValidationError("X and Y have no samples (n == 0); pass at least one (query, response) pair")
     if not include_self and sizes["n"] < 2:
         raise ValidationError("include_self=False needs n >= 2 samples (each query needs another context token)")
     return loss_and_gradient(V, Q, X, Y, token_matrix(X, Y, tokens), include_self)
@@ -129,7 +131,7 @@ def empirical_loss(
     Raises
     ------
     ValidationError
-        Mismatched shapes, non-finite entries, fewer than 2 samples without the self-term.
+        Mismatched shapes, non-finite entries, no samples, fewer than 2 samples without the self-term.
 
     Examples
     --------

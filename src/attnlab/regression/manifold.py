@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from attnlab._validation import check_scalar
-from attnlab.regression._checks import check_batched, check_spd
+from attnlab.regression._checks import check_batched, check_orthonormal, check_spd
 from attnlab.regression.data import RegressionProblem
 from attnlab.regression.linalg import sym_inv_sqrt, sym_sqrt
 
@@ -156,7 +156,7 @@ def manifold_point(
     Sigma_z = Sigma if Sigma_z is None else check_spd("Sigma_z", Sigma_z, sizes, letter="p")
     sizes.setdefault("p", sizes["d"])
     W = check_batched("W", W, "kd", sizes)
-    R = check_batched("R", R, "pd", sizes)
+    R = check_orthonormal("R", R, sizes)
     return _point(R, W, Sigma, Sigma_z)
 
 

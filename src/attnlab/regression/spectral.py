@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from attnlab._validation import ValidationError
-from attnlab.regression._checks import check_batched, check_tokens
+from attnlab.regression._checks import check_batched, check_orthonormal, check_tokens
 from attnlab.regression.data import token_matrix
 from attnlab.regression.linalg import empirical_covariance, spd_inverse
 from attnlab.regression.manifold import _point
@@ -66,5 +66,5 @@ def spectral_init(
         R0 = torch.eye(p, d, dtype=torch.float64)  # spec §6.1 step 4: R0 = I
     else:
         sizes["p"] = p
-        R0 = check_batched("R0", R0, "pd", sizes)
+        R0 = check_orthonormal("R0", R0, sizes)
     return _point(R0, W_ols, Sigma_hat, Sigma_z_hat)  # spec §6.1 steps 3, 5

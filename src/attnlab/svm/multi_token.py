@@ -221,7 +221,7 @@ def _inputs(
     norm = as_norm(norm)
     if not norm.unitarily_invariant:  # solved on the spans of the differences and queries (exact only then)
         raise ValidationError(f'norm == {norm.label!r}, must be "fro" or "nuc" (a unitarily invariant norm)')
-    mask = as_token_sets(sets, data.n, data.T)
+    mask = as_token_sets(sets, data.n, data.T, name="sets")
     return data, mask, norm, check_solver(solver)
 
 
