@@ -184,12 +184,20 @@ def _example():
     return example1(n=6, T=5, d=6, seed=3)
 
 
+def _the_number(data):
+    """``"polyak"`` with the fixed head's ``L_*`` as a float64 number: the gap is then ``L - L_*`` of two numbers."""
+    from attnlab.metrics import optimal_loss
+    from attnlab.optim import parse_optimizer
+
+    return parse_optimizer("polyak").with_options(optimal_loss=optimal_loss(data.X[None], data.y[None], data.v[None]))
+
+
 def test_the_infimum_takes_the_same_steps_as_the_number_while_float64_resolves_the_gap():
     """optimal_loss="infimum" (L - L_* from the margins) against L_* as a number, while L - L_* >> 2e-16 L."""
     from attnlab.training.batched import train
 
     data = _example()
-    number = train(data.X, data.Z, data.y, data.v, None, optimizer="polyak", steps=8, keep_iterates=True)
+    number = train(data.X, data.Z, data.y, data.v, None, optimizer=_the_number(data), steps=8, keep_iterates=True)
     infimum = train(data.X, data.Z, data.y, data.v, None, optimizer="polyak:optimal_loss=infimum", steps=8,
                     keep_iterates=True)  # fmt: skip
     # the number's gap log L + log(-expm1(log L* - log L)) keeps ~ eps L / (L - L_*) of relative precision
@@ -197,19 +205,30 @@ def test_the_infimum_takes_the_same_steps_as_the_number_while_float64_resolves_t
 
 
 def test_the_infimum_keeps_stepping_where_the_numbers_gap_has_rounded_to_zero():
-    """spec A3 with L_* > 0: log L carries no gap once L - L_* < 2e-16 L; the margins still do, so the run goes on."""
+    """spec A3 with L_* > 0: log L carries no gap once L - L_* < 2e-16 L; the margins still do, so the run goes on.
+    ``"polyak"`` alone is the infimum: its default was the number, and the default run stopped at step 37."""
     from attnlab.models import log_excess_risk
     from attnlab.training.batched import train
 
     data = _example()
     runs = {
-        name: train(data.X, data.Z, data.y, data.v, None, optimizer=name, steps=600).W[0]
-        for name in ("polyak", "polyak:optimal_loss=infimum")
+        name: train(data.X, data.Z, data.y, data.v, None, optimizer=spec, steps=600).W[0]
+        for name, spec in (
+            ("number", _the_number(data)),
+            ("infimum", "polyak:optimal_loss=infimum"),
+            ("default", "polyak"),
+        )
     }
     gaps = {k: float(log_excess_risk(data.X, data.Z, data.y, data.v, W)) for k, W in runs.items()}
-    assert gaps["polyak"] > -40.0  # stalled: L - L_* ~ 1e-16 L_*, the number's gap is 0 from there on
-    assert gaps["polyak:optimal_loss=infimum"] < -200.0  # went on: ||W|| grows, L - L_* falls like e^{-||W||}
-    assert float(runs["polyak:optimal_loss=infimum"].norm()) > 5 * float(runs["polyak"].norm())
+    assert gaps["number"] > -40.0  # stalled: L - L_* ~ 1e-16 L_*, the number's gap is 0 from there on
+    assert gaps["infimum"] < -200.0  # went on: ||W|| grows, L - L_* falls like e^{-||W||}
+    assert float(runs["infimum"].norm()) > 5 * float(runs["number"].norm())
+    assert torch.equal(runs["default"], runs["infimum"])
+
+
+def test_a_negative_optimal_loss_is_refused_by_the_class_as_by_the_string():
+    with pytest.raises(ValidationError, match=r"optimal_loss == -5.0, must be >= 0"):
+        PolyakStep([torch.nn.Parameter(torch.zeros(1, dtype=torch.float64))], optimal_loss=-5.0)
 
 
 def test_the_infimum_through_al_train_and_its_refusals():

@@ -250,14 +250,26 @@ def test_normalized_md_on_kq_normalises_each_tensor_by_its_own_dual_norm():
         ({"select": [0, 1, 2, 0]}, r"select must be 5 integer token indices .* got shape \(4,\)"),
         ({"select": [0, 1, 2, 0, 4]}, r"select holds indices outside \[0, 3\]"),
         ({"optimizer": "md", "p": 3.0, "normalized": 1}, "normalized == 1, must be a bool"),
+        ({"X": "no-sequences"}, r"X holds no sequences \(n == 0\)"),
+        ({"v": "zero"}, r"every token score y_i v\^T x_it of run\(s\) \[0, 1\] is 0 .* no token is optimal"),
+        ({"bregman_p": "x"}, "bregman_p must be a Real"),
+        ({"bregman_p": 1.0, "W_ref": "eye"}, "bregman_p == 1.0, must be > 1.0"),
+        (
+            {"bregman_p": 1.5},
+            "bregman_p adds the Bregman divergence to the references' directions, but no W_ref or refs was given",
+        ),
+        ({"trainable": {"W": "no"}}, r"trainable\['W'\] must be a bool or a boolean mask"),
     ],
 )
 def test_refuses_what_the_rest_refuses(change, match):
     X, Z, y, v, W0 = _runs(R=2)
     change = dict(change)
     y = {None: y, "zero-one": (y + 1) / 2, "two": 2 * y}[change.pop("y", None)]
-    if change.pop("X", None):
-        X = X[:, :, :1]
+    X = {None: X, "one-token": X[:, :, :1], "no-sequences": X[:, :0]}[change.pop("X", None)]
+    if change.pop("v", None):
+        v = torch.zeros_like(v)
+    if change.get("W_ref") == "eye":
+        change["W_ref"] = torch.eye(X.shape[-1], dtype=torch.float64)
     optimizer = change.pop("optimizer", "ngd")
     lr = None if optimizer == "polyak" else 0.1
     with pytest.raises(ValidationError, match=match):
@@ -329,3 +341,22 @@ def test_a_per_run_optimal_loss_of_another_length_is_refused_by_name(length):
     with pytest.raises(ValidationError, match=f"optimal_loss has {length} values for 2 runs"):
         batched.train(X, Z, y, v, W0, optimizer=spec.with_options(optimal_loss=torch.zeros(length)), steps=3)
     assert batched.train(X, Z, y, v, W0, optimizer=spec.with_options(optimal_loss=torch.zeros(2)), steps=3).ok
+
+
+def test_a_zero_head_with_a_selection_or_a_trained_head_runs():
+    """A head that scores every token 0 selects no optimal token; the selection given, or a head that learns, is fine."""
+    X, Z, y, v, W0 = _runs(R=2)
+    zero = torch.zeros_like(v)
+    given = batched.train(X, Z, y, zero, W0, steps=2, select=torch.zeros(2, 5, dtype=torch.int64))
+    learned = batched.train(X, Z, y, zero, W0, steps=2, train_head=True)
+    assert given.status == learned.status == ["completed", "completed"]
+
+
+def test_one_lr_per_run_on_one_data_set_names_the_runs_axis_to_add():
+    X, Z, y, v, _ = _runs(R=1)
+    with pytest.raises(
+        ValidationError, match=r"lr has 3 values, one per run, .* 1 run\(s\); .* W0=torch.zeros\(3, d, d_q\)"
+    ):
+        batched.train(X[0], Z[0], y[0], v[0], lr=[0.1, 0.2, 0.3], steps=2)
+    run = batched.train(X[0], Z[0], y[0], v[0], torch.zeros(3, X.shape[-1], Z.shape[-1]), lr=[0.1, 0.2, 0.3], steps=2)
+    assert run.status == ["completed"] * 3

@@ -40,7 +40,7 @@ _LR = r.Option("lr", r.positive, DEFAULT_LR, "step size eta > 0")
 def _optimal_loss(name: str, value: Any) -> float | torch.Tensor | str | None:
     """Polyak's target ``L*`` as given: a finite number ``>= 0``, one per run (shape (R,)), or ``"infimum"``."""
     if value is None or (isinstance(value, str) and value == tx.INFIMUM):
-        return value  # None: the data's L* (engine) or 0 (torch class); infimum: L - L_* from the margins
+        return value  # None: the engine's default (infimum for a fixed linear head) or 0 (torch class)
     target = check_tensor(name, value)
     if target.dim() > 1:
         raise ValidationError(f"{name} has shape {tuple(target.shape)}, expected a number or one value per run")

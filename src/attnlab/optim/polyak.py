@@ -161,8 +161,8 @@ class PolyakStep(FunctionalOptimizer):
     Raises
     ------
     ValidationError
-        If ``max_step <= 0``, ``c <= 0`` or ``optimal_loss`` is not a finite number or a callable; at ``step``, if
-        no closure is given or ``optimal_loss`` is above the loss.
+        If ``max_step <= 0``, ``c <= 0`` or ``optimal_loss`` is not a finite number ``>= 0`` or a callable; at
+        ``step``, if no closure is given or ``optimal_loss`` is above the loss.
 
     Notes
     -----
@@ -195,7 +195,7 @@ class PolyakStep(FunctionalOptimizer):
         schedule: str = "constant",
     ) -> None:
         if not callable(optimal_loss) and not (isinstance(optimal_loss, str) and optimal_loss == tx.INFIMUM):
-            check_scalar("optimal_loss", optimal_loss)
+            check_scalar("optimal_loss", optimal_loss, low=0.0)  # a loss is never negative (as the grammar says)
         self.optimal_loss = optimal_loss
         super().__init__(params, dict(max_step=max_step, c=c, schedule=schedule))
 

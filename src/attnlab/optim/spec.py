@@ -292,8 +292,10 @@ class OptimizerSpec:
         """The ``torch.optim.Optimizer`` of this spec over ``params``: the entry's class, the same chain as
         :meth:`rule`.
 
-        ``lr`` and ``optimal_loss`` play the same part as in :meth:`rule`; an option left out takes the class's
-        default (Polyak's ``L*`` is then 0, a lower bound of every loss attnlab trains with).
+        ``lr`` and ``optimal_loss`` play the same part as in :meth:`rule`; an option left out takes the registry's
+        default, the string's (``"md:1.5"`` builds ``MirrorDescent(p=1.5, normalized=True)``, where the class alone
+        defaults to ``normalized=False``), or the class's where the registry has none (Polyak's ``L*`` is then 0, a
+        lower bound of every loss attnlab trains with, where the engine takes a fixed head's infimum).
 
         Parameters
         ----------

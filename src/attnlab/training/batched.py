@@ -8,7 +8,10 @@ A front door to :func:`attnlab.training.fit`: a sweep over seeds, initialisation
 leading runs axis ``R`` on every array; step sizes and normalisations are computed per run, so runs never
 interact, and a run that diverges stops alone. The rule named here is built from the same transforms as its
 :mod:`attnlab.optim` class (``"ngd"`` is :class:`~attnlab.optim.NormalizedGD`, ``"md"`` is
-:class:`~attnlab.optim.MirrorDescent`, ...).
+:class:`~attnlab.optim.MirrorDescent`, ...), with the registry's defaults, which are the papers' and can differ from
+the class's: ``"md"`` normalises by the dual norm (``MirrorDescent``'s default is plain), and ``"polyak"`` takes a
+fixed head's ``L*`` as its infimum (``PolyakStep``'s default is 0). ``OptimizerSpec.build`` makes the class with the
+string's defaults.
 """
 
 from __future__ import annotations
@@ -117,8 +120,9 @@ def train(
         ``"polyak:max_step=5"``, ``"md:1.5"``, ``"sign:schedule=inv_sqrt"``), its parsed spec (options a string
         cannot hold, such as a per-run ``optimal_loss`` of shape (R,), go in with
         :meth:`~attnlab.optim.OptimizerSpec.with_options`), or a rule of your own transforms
-        (:mod:`attnlab.optim.transforms`). Polyak's ``optimal_loss`` defaults to the data's ``L*`` (0 with
-        ``train_head``: the ``L*`` of the initial head bounds nothing once the head moves); in the engine
+        (:mod:`attnlab.optim.transforms`). Polyak's ``optimal_loss`` defaults to ``"infimum"``, the fixed head's
+        ``L*`` with ``L - L*`` read from the margins, exact at every norm (0 with ``train_head``: the ``L*`` of the
+        initial head bounds nothing once the head moves); in the engine
         ``ngd``'s ``normalization`` is ``global`` or ``tensor`` (K and Q together or apart) and mirror descent
         normalises each tensor by its own dual norm. The names of the registry
         (:mod:`attnlab.optim.registry`):
@@ -184,6 +188,12 @@ def train(
         lr_t = check_tensor("lr", lr).to(Xr.device)
         if lr_t.dim() == 0:
             lr_t = lr_t.expand(sizes["R"]).clone()
+        elif lr_t.dim() == 1 and lr_t.shape[0] != sizes["R"]:
+            raise ValidationError(
+                f"lr has {lr_t.shape[0]} values, one per run, but the arrays and initial tensors hold "
+                f"{sizes['R']} run(s); give the runs a leading axis of length {lr_t.shape[0]}, e.g. "
+                f"W0=torch.zeros({lr_t.shape[0]}, d, d_q) for one data set, or pass one lr"
+            )
         else:
             check_shape("lr", lr_t, "R", {"R": sizes["R"]})
         if bool((lr_t <= 0).any()):
@@ -293,7 +303,7 @@ def parse_options(
         record_every=None if record_every is None else check_scalar("record_every", record_every, kind=int, low=1),
         refs=_refs(options, sizes),
         select=None if select is None else check_select("select", select, sizes["n"], sizes["T"], runs=sizes.get("R")),
-        bregman_p=options.get("bregman_p"),
+        bregman_p=_bregman_p(options),
         metrics=as_metrics(options.get("metrics")),
         keep_iterates=check_bool("keep_iterates", options.get("keep_iterates", False)),
         train_head=train_head,
@@ -342,7 +352,7 @@ def train_parsed(
     scores = None if isinstance(problem.v, Head) else (params["v"] if opts.train_head else problem.v)
     select = opts.select
     if select is None and scores is not None:
-        select = token_scores(problem.X, problem.y, scores).argmax(dim=-1)  # the optimal tokens
+        select = _optimal_tokens(problem, scores, fixed=not opts.train_head)
     recorder = Recorder(
         refs={k: t.to(problem.X.device).expand((R,) + tuple(t.shape[-2:])) for k, t in opts.refs.items()},
         select=None if select is None else select.to(problem.X.device).expand(R, problem.X.shape[-3]),
@@ -365,6 +375,19 @@ def train_parsed(
     )
 
 
+def _optimal_tokens(problem: Problem, head: torch.Tensor, fixed: bool) -> torch.Tensor:
+    """The optimal tokens ``argmax_t y_i v^T x_it`` per run and sequence (implicit-bias-ngd §1), shape (R, n); a fixed
+    head that scores every token of a run 0 selects none and is refused (what the recorded columns read)."""
+    scores = token_scores(problem.X, problem.y, head)  # (R, n, T)
+    blank = torch.nonzero(~(scores != 0).flatten(1).any(dim=1)).flatten().tolist()
+    if fixed and blank:
+        raise ValidationError(
+            f"every token score y_i v^T x_it of run(s) {blank[:5]} is 0 (the head v is zero or orthogonal to every "
+            "token), so no token is optimal; pass select=(n,) token indices or a head v that tells the tokens apart"
+        )
+    return scores.argmax(dim=-1)
+
+
 def _arrays(
     X: Any, Z: Any, y: Any, v: Any, W0: Any, param: str, inits: dict[str, Any]
 ) -> tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor, Any], dict[str, torch.Tensor], dict[str, int]]:
@@ -377,6 +400,8 @@ def _arrays(
     if R is None:
         R = 1
         Xr = Xr.expand((1,) + tuple(Xr.shape))
+    if Xr.shape[-3] < 1:
+        raise ValidationError("X holds no sequences (n == 0); pass at least one sequence of tokens")
     if Xr.shape[-2] < 2:
         raise ValidationError(
             f"X has {Xr.shape[-2]} entries along axis 'T', needs at least 2: attention selects among T >= 2 tokens"
@@ -442,6 +467,20 @@ def _ref(name: str, value: Any, sizes: dict[str, int]) -> torch.Tensor:
     return t
 
 
+def _bregman_p(options: dict[str, Any]) -> float | None:
+    """The exponent ``p > 1`` of the ``bregman`` columns (mirror-descent-lp §3), which need ``W_ref`` or ``refs``."""
+    p = options.get("bregman_p")
+    if p is None:
+        return None
+    p = float(check_scalar("bregman_p", p, low=1.0, low_inclusive=False))  # finite: the l_p potential
+    if options.get("W_ref") is None and not options.get("refs"):
+        raise ValidationError(
+            "bregman_p adds the Bregman divergence to the references' directions, but no W_ref or refs was given; "
+            "pass W_ref=..."
+        )
+    return p
+
+
 def _trainable(value: Any, params: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """Masks of the entries that move, by tensor name: ``False`` (or a boolean array of the tensor's shape, with or
     without the runs axis) freezes; names not given are trained in full."""
@@ -460,13 +499,13 @@ def _trainable(value: Any, params: dict[str, torch.Tensor]) -> dict[str, torch.T
         if isinstance(mask, (bool, np.bool_)):
             masks[name] = torch.tensor(bool(mask))
             continue
-        m = torch.as_tensor(np.asarray(mask.cpu() if isinstance(mask, torch.Tensor) else mask))
-        if m.dtype != torch.bool or tuple(m.shape) not in (shape, shape[1:]):
+        m = np.asarray(mask.cpu() if isinstance(mask, torch.Tensor) else mask)
+        if m.dtype != np.bool_ or tuple(m.shape) not in (shape, shape[1:]):
             raise ValidationError(
                 f"trainable[{name!r}] must be a bool or a boolean mask of shape {shape[1:]} or {shape}, got "
                 f"{m.dtype} of shape {tuple(m.shape)}"
             )
-        masks[name] = m
+        masks[name] = torch.as_tensor(m)
     if all(not bool(m.any()) for m in masks.values()) and set(masks) == set(params):
         raise ValidationError("trainable freezes every tensor; nothing would move. Leave at least one trainable")
     return masks

@@ -73,7 +73,8 @@ def train(
     optimizer : torch.optim.Optimizer, str, OptimizerSpec or Rule
         A torch optimizer built on ``model.parameters()`` (attnlab's run through the engine; others through their
         ``step`` with a closure), an optimizer string (:mod:`attnlab.optim.spec`; Polyak's ``L*`` defaults to the
-        data's optimal loss, 0 for a model that trains its head, as in :func:`attnlab.training.batched.train`), or a
+        fixed head's infimum, ``L - L*`` read from the margins, 0 for a model that trains its head, as in
+        :func:`attnlab.training.batched.train`), or a
         :class:`~attnlab.optim.transforms.Rule`.
         The names of the registry (:mod:`attnlab.optim.registry`), each also a ``torch.optim`` class:
 
@@ -210,7 +211,7 @@ def _rule(
     as_runs = (lambda t: t) if batched else (lambda t: t.detach().unsqueeze(0).clone())
     rule, state = None, None
     if isinstance(optimizer, (str, OptimizerSpec)):
-        # the fixed head's L*; 0 for a trained head; none for a nonlinear head (Polyak then needs optimal_loss)
+        # the fixed head's L* (its infimum); 0 for a trained head; none for a nonlinear one (then optimal_loss is needed)
         head = problem.v if problem.v is not None else as_runs(model.v)
         target = default_optimal_loss(problem, head, model.train_head and "v" not in frozen)
         spec = OptimizerSpec.parse(optimizer)

@@ -37,7 +37,7 @@ from attnlab.models.functional import (
     tokens_first,
 )
 from attnlab.models.heads import Head
-from attnlab.optim.transforms import Rule, Step, block_norms
+from attnlab.optim.transforms import INFIMUM, Rule, Step, block_norms
 
 __all__ = [
     "Gradient",
@@ -75,13 +75,18 @@ class Problem(NamedTuple):
     loss: str
 
 
-def default_optimal_loss(problem: Problem, head: Any, moves: bool) -> float | torch.Tensor | None:
-    """Polyak's ``L*`` when none is given: a fixed linear head's, 0 for a head that is trained, None for a nonlinear one.
+def default_optimal_loss(problem: Problem, head: Any, moves: bool) -> float | torch.Tensor | str | None:
+    """Polyak's ``L*`` when none is given: a fixed linear head's infimum (``"infimum"``), 0 for a head that is
+    trained, None for a nonlinear one.
 
     Spec: implicit-bias-ngd §3 (``L_*`` of a fixed decoder, all attention on the optimal tokens), §4 A3 (Polyak).
-    A trained head can grow, so the ``L*`` of its initial value is no lower bound of the joint loss: a run would
-    stall at it, or be refused mid-run once its loss fell below it. 0 bounds every loss (exp, logistic) and is the
-    joint problem's infimum when the head separates the data (Fig. 3 takes ``L_* = 0`` for the same reason).
+    A fixed linear head's ``L_*`` is the infimum of its risk, approached as ``||W||`` grows: ``L - L_*`` then falls
+    below float64's resolution of ``L`` (about ``2e-16 L``) within tens of steps, and a gap formed as the difference
+    of the two numbers is 0 there, so the step stops. ``"infimum"`` has the engine take ``L - L_*`` from the margins
+    (:func:`attnlab.models.log_excess_risk`), exact at every norm; its ``L_*`` is the same number. A trained head can
+    grow, so the ``L*`` of its initial value is no lower bound of the joint loss: a run would stall at it, or be
+    refused mid-run once its loss fell below it. 0 bounds every loss (exp, logistic) and is the joint problem's
+    infimum when the head separates the data (Fig. 3 takes ``L_* = 0`` for the same reason).
 
     Parameters
     ----------
@@ -94,14 +99,19 @@ def default_optimal_loss(problem: Problem, head: Any, moves: bool) -> float | to
 
     Returns
     -------
-    float, torch.Tensor of shape (R,) or None
-        None where ``L*`` has no closed form (a nonlinear head): Polyak then needs ``optimal_loss``.
+    float, torch.Tensor of shape (R,), str or None
+        ``"infimum"`` for a fixed linear head, 0.0 for a trained one, None where ``L*`` has no closed form (a
+        nonlinear head): Polyak then needs ``optimal_loss``. A head that is a parameter held fixed (a model that
+        trains its head, with the head frozen) gets its ``L*`` as a number, whose gap float64 resolves only while
+        ``L - L* > 2e-16 L``.
     """
     if moves:
         return 0.0  # spec ngd §4 A3: L - 0 >= L - inf L, a valid Polyak gap however the head moves
     if not isinstance(head, torch.Tensor):
         return None  # a nonlinear head: no closed form
-    return optimal_loss(problem.X, problem.y, head.detach(), loss=problem.loss)  # spec ngd §3: the fixed head's L_*
+    if problem.v is None:  # a head parameter held fixed: the engine reads margins of problem.v only, so the number
+        return optimal_loss(problem.X, problem.y, head.detach(), loss=problem.loss)  # spec ngd §3
+    return INFIMUM  # spec ngd §3, §4 A3: the fixed head's L_*, its gap L - L_* read from the margins
 
 
 def check_optimal_loss(value: Any, runs: int) -> None:

@@ -11,7 +11,8 @@ import torch
 
 from attnlab.data import TokenSelectionData
 from attnlab.experiments.preconditioners import scaled_entries
-from attnlab.models import Parametrization
+from attnlab.metrics import optimal_loss
+from attnlab.models import Parametrization, attention_loss
 from attnlab.optim import NormalizedGD
 from attnlab.optim import transforms as tx
 from attnlab.verify import Falsifier
@@ -27,7 +28,7 @@ __all__ = [
     "joint_head_preconditioned",
     "optimal_score_shifted",
     "polyak_doubled_gap",
-    "polyak_l_star_zero",
+    "polyak_float64_gap",
     "rule_gd_normalized",
     "rule_gd_weight_decay",
     "rule_gradient_step",
@@ -282,13 +283,27 @@ def w_frozen(module: str) -> Falsifier:
     )
 
 
-def polyak_l_star_zero(module: str) -> Falsifier:
-    """The module's Polyak rule (``POLYAK_RULE``) with ``L_* = 0``, the usual SPS default, instead of the infimum."""
+def polyak_float64_gap(module: str) -> Falsifier:
+    """Polyak's gap ``L - L_*`` formed as the difference of the two float64 numbers instead of from the margins.
+
+    ``L - L_*`` falls below float64's resolution of ``L`` within tens of steps, the difference rounds to 0 and the
+    step stops: the module's ``POLYAK_RULE`` runs as the numeric ``L_*`` once did by default. ``module`` is the
+    engine that fills the gap (``attnlab.training.engine``), where the rule reads it.
+    """
+
+    def in_float64(log_excess_risk):
+        def gap(X, Z, y, v, W, loss="exp", *, scores=None):
+            risk = attention_loss(X, Z, y, v, W, loss=loss)  # (R,)
+            return torch.log((risk - optimal_loss(X, y, v, loss=loss)).clamp_min(0.0))  # log 0 = -inf: no step
+
+        return gap
+
     return Falsifier(
-        "polyak-l-star-zero",
-        "Polyak's step (L - L_*) / ||g||^2 with L_* = 0 (the SPS default) instead of the infimum: over-long steps",
-        f"{module}:POLYAK_RULE",
-        lambda rule: "polyak",
+        "polyak-float64-gap",
+        "Polyak's gap L - L_* formed as the difference of the float64 numbers L and L_* (it rounds to 0 below "
+        "2e-16 L, and the step stops) instead of from the margins",
+        f"{module}:log_excess_risk",
+        in_float64,
         kind="mechanism",
     )
 

@@ -17,7 +17,7 @@ from attnlab.experiments.implicit_bias.common import SOURCE, small_init
 from attnlab.experiments.implicit_bias.falsifiers import (
     optimal_score_shifted,
     polyak_doubled_gap,
-    polyak_l_star_zero,
+    polyak_float64_gap,
     rule_gd_normalized,
     rule_gd_weight_decay,
     rule_gradient_step,
@@ -49,10 +49,11 @@ POLYAK_RULE = "polyak:optimal_loss=infimum"
 SVM_NUCLEAR = svm_nuclear_norm("attnlab.experiments.implicit_bias.rates")
 NGD_GRADIENT_STEP, GD_NORMALIZED = rule_gradient_step(__name__), rule_gd_normalized(__name__)
 OPT_SHIFTED = optimal_score_shifted("attnlab.experiments.implicit_bias.rates")
-POLYAK_DOUBLED, POLYAK_L_STAR_ZERO = polyak_doubled_gap(__name__), polyak_l_star_zero(__name__)
+POLYAK_DOUBLED = polyak_doubled_gap(__name__)
+POLYAK_FLOAT64_GAP = polyak_float64_gap("attnlab.training.engine")  # the engine forms the gap the rule reads
 GD_WEIGHT_DECAY = rule_gd_weight_decay(__name__)
 FALSIFIERS = (
-    SVM_NUCLEAR, NGD_GRADIENT_STEP, GD_NORMALIZED, OPT_SHIFTED, POLYAK_DOUBLED, POLYAK_L_STAR_ZERO, GD_WEIGHT_DECAY,
+    SVM_NUCLEAR, NGD_GRADIENT_STEP, GD_NORMALIZED, OPT_SHIFTED, POLYAK_DOUBLED, POLYAK_FLOAT64_GAP, GD_WEIGHT_DECAY,
 )  # fmt: skip
 
 
@@ -347,7 +348,7 @@ GD_LOG_NORM = _claim(
 POLYAK_GLOBAL = _claim(
     "Polyak converges in direction (Thm 7): over the random initial directions, the worst 1 - corr(W_t, W_mm) "
     "falls by at least the O~(1/t) factor (uncapped Polyak, L - L_* from the margins)",
-    "001:Thm7", "§8.7", (POLYAK_L_STAR_ZERO, SVM_NUCLEAR),
+    "001:Thm7", "§8.7", (POLYAK_FLOAT64_GAP, SVM_NUCLEAR),
     id="polyak-global",
     reading=Reading(
         "max over the directions of gap(t1) / gap(t0) of uncapped Polyak (A3, L_* the infimum, L - L_* from the "
