@@ -98,9 +98,33 @@ def test_overwrite_never_empties_a_folder_that_holds_no_run(tmp_path):
     (tmp_path / "thesis.tex").write_text("precious")
     result = run("--out", str(tmp_path), "--overwrite")
     assert result.exit_code == 2
-    expected = "holds files that are not an attnlab run (thesis.tex); --overwrite only empties a run's folder"
+    expected = "holds files that are not an attnlab run (thesis.tex); attnlab writes a run only into an empty folder"
     assert expected in result.output
     assert (tmp_path / "thesis.tex").read_text() == "precious"
+    without = run("--out", str(tmp_path))  # the advice never says --overwrite, which would be refused
+    assert without.exit_code == 2 and expected in without.output and "pass --overwrite" not in without.output
+
+
+@pytest.mark.parametrize("stop", [ValueError("the new run failed"), KeyboardInterrupt()])
+def test_overwrite_keeps_the_other_run_until_the_new_one_is_complete(tmp_path, monkeypatch, stop):
+    """--overwrite once emptied the other run's folder before computing: a failure or Ctrl-C then lost both."""
+    out = tmp_path / "o"
+    assert run("--out", str(out), "--set", "steps=3").exit_code == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    def failing(config, ctx):
+        (ctx.out / "checkpoint.pt").write_text("half of the new run")  # what a real experiment keeps to resume
+        raise stop
+
+    experiment = dataclasses.replace(registry.get_experiment("tiny.run"), run=failing)
+    with pytest.raises(type(stop)):
+        verify_experiment.run_experiment(experiment, ["steps=4"], out=out, overwrite=True, progress=False)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # the other run, whole
+    staged = [p for p in tmp_path.iterdir() if p.name.endswith(".partial")]
+    assert [p.name for p in staged[0].iterdir()] == ["checkpoint.pt"]  # kept for the next try
+    assert run("--out", str(out), "--set", "steps=4", "--overwrite").exit_code == 0
+    assert json.loads((out / "record.json").read_text())["config"]["steps"] == 4
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["o"]  # the staging folder moved in, and is gone
 
 
 def out_is_a_file(tmp):

@@ -5,12 +5,13 @@ A crash or Ctrl-C while writing leaves either the old file or the new one, never
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
 import shutil
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ __all__ = [
     "check_out",
     "config_hash",
     "prepare_out",
+    "staged_out",
     "write_json",
     "write_parquet",
     "write_csv",
@@ -188,7 +190,7 @@ def check_out(
     if isinstance(held_record, dict) and all(held_record.get(k) == v for k, v in owner.items()):
         return "same"
     held = ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
-    if not overwrite:
+    if not overwrite and any(name in entries for name in _RUN_FILES):
         if isinstance(held_record, dict):
             what = f"another run ({held_record.get('experiment', '?')}, config {held_record.get('config_hash', '?')})"
         else:
@@ -198,8 +200,9 @@ def check_out(
         )
     if not any(name in entries for name in _RUN_FILES):
         raise OutputError(
-            f"--out {str(folder)!r} holds files that are not an attnlab run ({held}); --overwrite only empties a "
-            "run's folder, never another one: choose an empty folder"
+            f"--out {str(folder)!r} holds files that are not an attnlab run ({held}); attnlab writes a run only into "
+            "an empty folder or a run's own (--overwrite empties a run's folder, never another one): choose an "
+            "empty folder"
         )
     return "other"
 
@@ -246,6 +249,68 @@ def prepare_out(
             else:
                 entry.unlink()
     return folder
+
+
+@contextlib.contextmanager
+def staged_out(
+    folder: str | os.PathLike[str],
+    owner: Mapping[str, Any],
+    *,
+    overwrite: bool | None,
+    tag: str,
+    record: str = "record.json",
+) -> Iterator[Path]:
+    """The folder a run writes its outputs into, inside a ``with`` block: ``folder`` made ready by
+    :func:`prepare_out`, or, when ``overwrite`` replaces another run, a staging folder beside it that replaces the
+    other run only when the block ends normally. A crash, a refusal or Ctrl-C on the way loses neither run: the other
+    stays whole and what the new one wrote (checkpoints) stays staged for its next try.
+
+    Parameters
+    ----------
+    folder : path
+        The output folder (``--out``).
+    owner : mapping
+        Keys of the record that identify the run (see :func:`prepare_out`).
+    overwrite : bool or None
+        Whether another run's folder may be replaced; None: use ``folder`` as it is (a sweep's own run folder).
+    tag : str
+        Names the staging folder, ``.<folder name>.<tag>.partial``: the run's config hash, so that a run of the
+        same config stopped before its end finds what it had written there.
+    record : str, default="record.json"
+        The name of the run's record.
+
+    Yields
+    ------
+    pathlib.Path
+        Where to write: ``folder``, or the staging folder.
+
+    Raises
+    ------
+    OutputError
+        As :func:`prepare_out`, or if the file system refuses the move.
+    """
+    folder = Path(folder)
+    if overwrite is None or not overwrite or check_out(folder, owner, overwrite=True, record=record) != "other":
+        yield (
+            make_dir(folder)
+            if overwrite is None
+            else prepare_out(folder, owner, overwrite=bool(overwrite), record=record)
+        )
+        return
+    staged = make_dir(folder.parent / f".{folder.name}.{tag}.partial")
+    try:
+        yield staged
+    except BaseException:
+        if not any(staged.iterdir()):
+            staged.rmdir()  # nothing to keep for a next try
+        raise
+    prepare_out(folder, owner, overwrite=True, record=record)  # the other run goes only now that this one is complete
+    try:
+        for entry in staged.iterdir():
+            entry.replace(folder / entry.name)  # one file system: renames
+        staged.rmdir()
+    except OSError as err:
+        raise _output_error(folder, err) from None
 
 
 def _remove(path: Path) -> None:

@@ -25,15 +25,14 @@ from typing import Any, Generic, TypeVar
 
 import pandas as pd
 
-from attnlab._io import make_dir
 from attnlab._overrides import parse_overrides
 from attnlab._validation import ValidationError
 from attnlab.runner.fingerprint import code_fingerprint
 from attnlab.runner.provenance import git_state
 from attnlab.runner.store import (
     config_hash,
-    prepare_out,
     save_figure,
+    staged_out,
     versions,
     write_csv,
     write_json,
@@ -322,13 +321,19 @@ def run_experiment(
     """
     name = experiment.name
     config = make_config(experiment, overrides, quick)
-    config_dict = dataclasses.asdict(config)
-    digest = config_hash({"experiment": name, "config": config_dict})
-    run_dir = Path(out) if out is not None else Path("runs") / f"{name}-{digest}"
-    if overwrite is None:
-        make_dir(run_dir)
-    else:
-        prepare_out(run_dir, {"experiment": name, "config_hash": digest}, overwrite=overwrite)
+    digest = config_hash({"experiment": name, "config": dataclasses.asdict(config)})
+    out_dir = Path(out) if out is not None else Path("runs") / f"{name}-{digest}"
+    # --overwrite of another run: this one is staged beside it, and the other goes only once this one is complete
+    with staged_out(out_dir, {"experiment": name, "config_hash": digest}, overwrite=overwrite, tag=digest) as run_dir:
+        checks, seconds = _run_into(run_dir, experiment, config, digest, quick=quick, progress=progress)
+    return RunRecord(name=name, out=out_dir, checks=checks, seconds=seconds)
+
+
+def _run_into(
+    run_dir: Path, experiment: Experiment[Any], config: Any, digest: str, *, quick: bool, progress: bool
+) -> tuple[pd.DataFrame, float]:
+    """Run ``experiment`` on ``config`` and write its outputs into ``run_dir``, the record last: (checks, seconds)."""
+    name, config_dict = experiment.name, dataclasses.asdict(config)
     start = time.perf_counter()
     # progress=True asks for bars where they can be seen: on a terminal (never forced into a piped log)
     result = experiment.run(config, RunContext(out=run_dir, progress=None if progress else False, quick=quick))
@@ -378,7 +383,7 @@ def run_experiment(
     if git is not None:  # absent when attnlab does not run from a git checkout (an installed wheel)
         record["git"] = git
     write_json(run_dir / "record.json", record)
-    return RunRecord(name=name, out=run_dir, checks=checks, seconds=seconds)
+    return checks, seconds
 
 
 def read_record(run_dir: str | Path) -> dict[str, Any]:
