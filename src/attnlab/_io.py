@@ -19,6 +19,7 @@ from numbers import Integral
 from pathlib import Path
 from typing import Any
 
+from attnlab._errors import FileSystemError
 from attnlab._validation import ValidationError
 
 __all__ = [
@@ -55,11 +56,15 @@ class OutputError(ValidationError):
     """An output could not be written: the message names the path, what the file system said, and a fix."""
 
 
+class _WriteRefusedError(OutputError, FileSystemError):
+    """An output the file system refused (not a folder refused as another run's): exit status 1 on the CLI."""
+
+
 def _output_error(path: Path, err: OSError) -> OutputError:
     reason = err.strerror or type(err).__name__
     where = f" ({err.filename})" if err.filename and str(err.filename) != str(path) else ""
     fix = _FIXES.get(err.errno or 0, "check the path")
-    return OutputError(f"cannot write {str(path)!r}: {reason}{where}; {fix}")
+    return _WriteRefusedError(f"cannot write {str(path)!r}: {reason}{where}; {fix}")
 
 
 def make_dir(path: str | os.PathLike[str]) -> Path:

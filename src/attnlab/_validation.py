@@ -30,6 +30,7 @@ __all__ = [
     "check_in",
     "check_labels",
     "check_scalar",
+    "check_seed",
     "check_select",
     "check_shape",
     "check_tensor",
@@ -80,6 +81,23 @@ def check_scalar(
         op = "<=" if high_inclusive else "<"
         raise ValidationError(f"{name} == {value!r}, must be {op} {high}")
     return value  # type: ignore[return-value]
+
+
+SEED_MAX = 2**63 - 1
+"""The largest seed accepted: torch's generators take up to ``2**64 - 1``, which leaves room for the offsets
+(``seed + 7``) that experiments add to draw independent streams."""
+
+
+def check_seed(name: str, value: object) -> int:
+    """Check that ``value`` is a whole number in ``[0, 2**63 - 1]`` (:data:`SEED_MAX`), a seed every generator takes.
+
+    Raises
+    ------
+    ValidationError
+        ``"seed == -1, must be >= 0"`` style messages (a larger seed raised torch's "Overflow when unpacking long
+        long" once).
+    """
+    return int(check_scalar(name, value, kind=int, low=0, high=SEED_MAX))
 
 
 def check_in(name: str, value: object, allowed: Sequence[object]) -> object:

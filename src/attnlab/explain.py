@@ -28,7 +28,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from attnlab._validation import ValidationError, check_bool, check_in, check_scalar
+from attnlab._validation import ValidationError, check_bool, check_in, check_scalar, check_seed
 from attnlab.data import Selection, TokenSelectionData
 from attnlab.losses import LOSSES
 from attnlab.metrics import cosine, directional_bregman
@@ -298,7 +298,7 @@ def explain(
     if lr is not None:
         check_scalar("lr", lr, low=0.0, low_inclusive=False)
     check_scalar("init_scale", init_scale, low=0.0, low_inclusive=False)
-    seed = check_scalar("seed", seed, kind=int, low=0)
+    seed = check_seed("seed", seed)
     max_selections = check_scalar("max_selections", max_selections, kind=int, low=1)  # named as the caller wrote it
     record_every = max(1, steps // 100) if record_every is None else record_every
     record_every = check_scalar("record_every", record_every, kind=int, low=1)
@@ -361,7 +361,7 @@ def _training_data(
             "head= trains with a fixed nonlinear head, which has no optimal tokens of its own, so explain has no "
             "selection whose SVMs to compare: pass select= (one token per sequence, shape (n,), or token sets, an "
             "(n, T) mask or n lists of indices, e.g. attnlab.data.sets_from_probabilities of a trained softmax) or "
-            "store it in data.select"
+            "store it in data.select (on the command line: --select 0,2,1 or --select-key KEY)"
         )
     return data, training_head, sets
 
@@ -373,7 +373,7 @@ def _refuse_ties(data: TokenSelectionData) -> None:
         raise ValidationError(
             "every token ties in every sequence (the head v gives all tokens one score, e.g. v = 0): the gradient is "
             "zero, training cannot move and no SVM can be named; pass data whose head separates the tokens, or "
-            "train the head with train_head=True"
+            "train the head with train_head=True (--train-head)"
         )
 
 

@@ -79,7 +79,7 @@ def test_infeasible_data_exit_non_zero_with_a_message(tmp_path):
     ("args", "match"),
     [
         (["--norm", "l2"], "--norm must be one of fro, nuc, l1"),
-        (["--norm", "0.5"], "p == 0.5, must be >= 1"),
+        (["--norm", "0.5"], "--norm 0.5: an l_p norm needs p >= 1"),
         (["--select", "0,a"], "--select must be comma-separated token indices"),
         (["--select-key", "nope"], "--select-key 'nope' is not in"),
         (["--select", "0,0,0,0", "--select-key", "X"], "either --select or --select-key"),
@@ -96,7 +96,7 @@ def test_an_impossible_out_is_one_line(tmp_path, data):
     data.save(tmp_path / "d.npz")
     (tmp_path / "blocker").write_text("")
     result = invoke("svm", tmp_path / "d.npz", "--out", tmp_path / "blocker" / "w.npz")
-    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert result.exit_code == 1 and "Traceback" not in result.output  # the file system refused: status 1
     assert f"error: cannot write '{tmp_path / 'blocker' / 'w.npz'}': File exists" in result.output
     assert "a file is in the way" in result.output
 
@@ -149,3 +149,21 @@ def test_a_complex_data_file_is_refused_not_solved_on_its_real_part(tmp_path, da
     result = invoke("svm", src)
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert f"error: data file '{src}': X is complex (complex128)" in result.output
+
+
+def test_a_head_the_stored_selection_overrides_is_said_to_be_unused(tmp_path, data):
+    src = tmp_path / "d.npz"
+    data.with_(select=[0, 1, 2, 0]).save(src)
+    np.save(tmp_path / "v.npy", -data.v.numpy())
+    result = invoke("svm", src, "--v", tmp_path / "v.npy")
+    assert result.exit_code == 0 and "warning: --v is not used" in result.output
+
+
+def test_library_warnings_are_one_line_each_once(tmp_path, data):
+    X, best = data.X.clone(), int(data.optimal_tokens()[0])
+    X[0, (best + 1) % 3] = X[0, best]  # a tie of the optimal token in sequence 0
+    src = tmp_path / "d.npz"
+    data.with_(X=X).save(src)
+    result = invoke("explain", src, "--steps", "20", "--out", tmp_path / "run")
+    lines = [line for line in result.output.splitlines() if "not unique" in line]
+    assert len(lines) == 1 and lines[0].startswith("warning: the optimal token is not unique in sequences [0]")

@@ -189,3 +189,9 @@ def test_the_runner_alone_knows_no_task_and_says_where_they_are():
     code = "from attnlab.runner.task import get_task\nget_task('experiment')"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 1 and "import attnlab.tasks registers attnlab's own" in done.stderr
+
+
+def test_a_binary_file_as_config_is_refused_by_name(tmp_path):
+    (tmp_path / "sol.npz").write_bytes(b"PK\x03\x04\xfe\xff binary")
+    with pytest.raises(ValidationError, match=r"--config .*sol.npz: not JSON"):
+        load_record(tmp_path / "sol.npz")

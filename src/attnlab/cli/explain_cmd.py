@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from attnlab._errors import ValidationError  # not attnlab._validation, which loads torch
-from attnlab.cli.main import main, user_errors
+from attnlab.cli.main import main, user_errors, warnings_as_lines
 from attnlab.cli.svm_cmd import parse_select, read_select_key
 
 RECORD = "explain.json"  # the run's options and input files, written last: it marks a finished run
@@ -149,7 +149,8 @@ def explain_cmd(
     default = Path("runs") / f"explain-{Path(path).stem}-{param}-{opt.replace(':', '').replace(',', '-')}"
     folder = Path(out) if out is not None else default
     record = _run_record(folder, options, overwrite)  # a folder of another run is refused before training
-    result = explain(data, param, spec, steps, lr, loss=loss, head=head, select=select, train_head=train_head)
+    with warnings_as_lines():
+        result = explain(data, param, spec, steps, lr, loss=loss, head=head, select=select, train_head=train_head)
     _write_outputs(folder, result, record, overwrite)
     if not result.converged:
         raise SystemExit(1)  # no limit is named: a script must not read the table as one

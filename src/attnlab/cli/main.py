@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
 import sys
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import click
 
 import attnlab
-from attnlab._errors import ValidationError  # not attnlab._validation, which loads torch
+from attnlab._errors import FileSystemError, ValidationError  # not attnlab._validation, which loads torch
 
-__all__ = ["main", "user_errors"]
+__all__ = ["main", "user_errors", "warnings_as_lines"]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -23,12 +26,18 @@ def main() -> None:
 
 def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
     """Turn a :class:`ValidationError` (bad input) into a one-line message and exit status 2, and a file-system
-    failure (:class:`OSError`, which names its file) into one line and exit status 1, without a traceback."""
+    failure (:class:`FileSystemError`, or an :class:`OSError`, which names its file) into one line and exit status 1,
+    without a traceback. A reader that closed the pipe (``attnlab list | head -1``) ends the command quietly."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
+        except BrokenPipeError:
+            _quiet_broken_pipe()
+        except FileSystemError as err:
+            click.echo(f"error: {err}", err=True)
+            sys.exit(1)
         except ValidationError as err:
             click.echo(f"error: {err}", err=True)
             sys.exit(2)
@@ -37,3 +46,24 @@ def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
             sys.exit(1)
 
     return wrapper
+
+
+def _quiet_broken_pipe() -> None:
+    """Exit 0 when stdout's reader has gone: the rest of the output was not wanted, which is not an error. stdout is
+    pointed at devnull first, so that the interpreter's flush at exit does not raise again (Python's own advice)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(0)
+
+
+@contextlib.contextmanager
+def warnings_as_lines() -> Iterator[None]:
+    """Print each distinct warning raised inside the block once, as ``warning: MESSAGE`` on stderr: the command
+    line's form of the library's warnings (Python's own shows the file, the line and the source line, each time)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            yield
+        finally:
+            for text in dict.fromkeys(str(w.message) for w in caught):  # distinct, in order
+                click.echo(f"warning: {text}", err=True)

@@ -5,12 +5,10 @@ Spec: implicit-bias-ngd §5, mirror-descent-lp §5, kq-nuclear-norm §4 (the pro
 
 from __future__ import annotations
 
-import warnings
-
 import click
 
 from attnlab._errors import ValidationError  # not attnlab._validation, which loads torch
-from attnlab.cli.main import main, user_errors
+from attnlab.cli.main import main, user_errors, warnings_as_lines
 
 _NORM_HELP = "fro, nuc, l1 (entrywise, an LP), l1-diag (diagonal W) or a number p >= 1 (entrywise l_p)."
 
@@ -21,9 +19,13 @@ def parse_norm(text: str) -> str | float:
     if text == "l1":
         return 1.0
     try:
-        return float(text)
+        p = float(text)
     except ValueError:
-        pass
+        p = None
+    if p is not None:
+        if not p >= 1:  # NaN too: the l_p norm needs p >= 1
+            raise ValidationError(f"--norm {text}: an l_p norm needs p >= 1 (1, 1.5, 2, inf), or a name: {_NORM_HELP}")
+        return p
     from attnlab.svm.norms import NORMS  # the registry of norms (loads cvxpy): only for a name
 
     if text in NORMS:
@@ -107,11 +109,14 @@ def svm_cmd(
         )
     if select_key is not None:
         select = read_select_key(path, select_key)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    if v_source is not None and select is None and data.select is not None:
+        click.echo(
+            f"warning: --v is not used: {path} stores a selection (select), which decides the program before any "
+            "head; pass --select or --select-key to choose another one",
+            err=True,
+        )
+    with warnings_as_lines():
         sol = attention_svm(data, norm, select=select, solver=solver)
-    for warning in caught:
-        click.echo(f"warning: {warning.message}", err=True)
     sets = isinstance(sol, SetProgramResult)  # token sets were selected: the set-direction program
     click.echo(f"status        {sol.status} ({sol.solver})")
     click.echo(f"norm          {norm_text} = {sol.norm_value:.10g}")

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import torch
 
-from attnlab._validation import check_scalar
+from attnlab._validation import check_seed
 
 __all__ = ["generator", "random_labels", "random_orthogonal"]
 
 
 def generator(seed: int) -> torch.Generator:
     """A CPU ``torch.Generator`` seeded with ``seed`` (a non-negative int); the global RNG is never touched."""
-    check_scalar("seed", seed, kind=int, low=0)
+    check_seed("seed", seed)
     return torch.Generator().manual_seed(seed)
 
 

@@ -120,7 +120,10 @@ class TokenSelectionData:
             When the data set has no head.
         """
         if self.v is None:
-            raise ValidationError("this data set has no head v; pass v=(d,) array or use a model with a trainable head")
+            raise ValidationError(
+                "this data set has no head v; pass v=(d,) array or use a model with a trainable head (on the command "
+                "line: --v FILE.npy or --v KEY, or explain's --train-head)"
+            )
         return self.v
 
     def token_scores(self) -> torch.Tensor:

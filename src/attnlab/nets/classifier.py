@@ -25,7 +25,7 @@ from torch import nn
 
 from attnlab._io import atomic_write
 from attnlab._numerics import all_finite
-from attnlab._validation import ValidationError, check_scalar
+from attnlab._validation import ValidationError, check_scalar, check_seed
 from attnlab.checkpoint import cuda_rng_states, fork_rngs, read_checkpoint, restore_cuda_rng_states
 from attnlab.metrics import metric_columns
 from attnlab.nets.datasets.split import Split
@@ -210,7 +210,7 @@ def fit_classifier(
     """
     check_scalar("epochs", epochs, kind=int, low=1)
     check_scalar("batch_size", batch_size, kind=int, low=1)
-    check_scalar("seed", seed, kind=int, low=0)
+    check_seed("seed", seed)
     check_scalar("eval_batch_size", eval_batch_size, kind=int, low=1)
     path = None if checkpoint is None else Path(checkpoint)
     with fork_rngs():

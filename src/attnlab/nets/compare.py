@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from attnlab._validation import ValidationError, check_scalar
+from attnlab._validation import ValidationError, check_scalar, check_seed
 from attnlab.nets.probes import hoyer_sparsity
 from attnlab.nets.trials import Setup, Trial, train_trials
 from attnlab.nets.tuning import check_grids, tune_rates
@@ -117,7 +117,7 @@ class ComparisonConfig:
         check_scalar("sps_c", self.sps_c, low=0.0, low_inclusive=False)
         for name in ("seeds", "epochs", "batch_size", "workers", "probes", "tune_seeds"):
             check_scalar(name, getattr(self, name), kind=int, low=1)
-        check_scalar("seed", self.seed, kind=int, low=0)
+        check_seed("seed", self.seed)
         check_scalar("tune_epochs", self.tune_epochs, kind=int, low=0)
         check_scalar(
             "validation_fraction",

@@ -38,7 +38,7 @@ from torch.func import functional_call, stack_module_state, vmap
 
 from attnlab._io import atomic_write
 from attnlab._numerics import all_finite
-from attnlab._validation import ValidationError, check_scalar
+from attnlab._validation import ValidationError, check_scalar, check_seed
 from attnlab.checkpoint import cuda_rng_states, fork_rngs, read_checkpoint, restore_cuda_rng_states
 from attnlab.nets.classifier import _epoch_row, check_resumed_epoch, layer_norms
 from attnlab.nets.datasets.split import Split
@@ -191,7 +191,7 @@ def _check_runs(models: Sequence[nn.Module], optimizers: Sequence[tuple[str, flo
             "architecture (build every run's model with the same settings, only the seed differs)"
         )
     for seed in seeds:
-        check_scalar("seed", seed, kind=int, low=0)
+        check_seed("seed", seed)
 
 
 def fit_stacked(

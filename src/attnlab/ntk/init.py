@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from attnlab._validation import ValidationError, check_scalar
+from attnlab._validation import ValidationError, check_scalar, check_seed
 
 __all__ = ["symmetric_init"]
 
@@ -57,7 +57,7 @@ def symmetric_init(
             f"pass width={width + 1}"
         )
     check_scalar("sigma_w", sigma_w, low=0.0, low_inclusive=False)
-    check_scalar("seed", seed, kind=int)
+    check_seed("seed", seed)
     gen = torch.Generator().manual_seed(seed)
     half = width // 2
     w_half = sigma_w * torch.randn(d_in, half, generator=gen, dtype=torch.float64)  # spec §8 Alg. A step 1

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from attnlab._validation import ValidationError, check_scalar, check_tensor
+from attnlab._validation import ValidationError, check_scalar, check_seed, check_tensor
 from attnlab.regression.data import RegressionProblem, sample
 
 __all__ = [
@@ -242,7 +242,7 @@ def moments_and_offsets(
     for n in ns:
         check_scalar("ns", n, kind=int, low=2)
     check_scalar("draws", draws, kind=int, low=2)
-    check_scalar("seed", seed, kind=int, low=0)
+    check_seed("seed", seed)
     target_mean = problem.Sigma @ Q @ query  # spec §3.3: the tilted mean of the context
     target_outer = torch.outer(target_mean, target_mean)
     rows, offsets = [], LimitOffsets(tuple(ns), {"mean": [], "outer": []}, {"mean": [], "outer": []})

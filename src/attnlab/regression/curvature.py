@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from attnlab._validation import ValidationError, check_scalar
+from attnlab._validation import ValidationError, check_scalar, check_seed
 from attnlab.regression import population
 from attnlab.regression._checks import check_batched
 from attnlab.regression.data import RegressionProblem
@@ -87,7 +87,7 @@ def whitened_hessian(
     Autograd of the closed-form values (spec §3.3, §3.4), independent of the gradient formulas.
     """
     _check_problem(problem, mu)
-    check_scalar("seed", seed, kind=int, low=0)
+    check_seed("seed", seed)
     S, d = problem.Sigma, problem.d
     V, Q = manifold_point(random_rotation(d, seed=seed), problem.W_star, S)
     A, C = whiten(V, Q, S, S)

@@ -18,7 +18,7 @@ import pandas as pd
 import scipy.optimize
 import torch
 
-from attnlab._validation import ValidationError, check_scalar, check_tensor
+from attnlab._validation import ValidationError, check_scalar, check_seed, check_tensor
 from attnlab.regression import empirical, population
 from attnlab.regression.data import RegressionProblem, sample
 from attnlab.regression.linalg import empirical_covariance
@@ -62,7 +62,7 @@ def _check_point(problem: RegressionProblem, V: object, Q: object) -> tuple[torc
 def _check_sampling(n: int, samples: int, seed: int) -> None:
     check_scalar("n", n, kind=int, low=1)
     check_scalar("samples", samples, kind=int, low=2)
-    check_scalar("seed", seed, kind=int, low=0)
+    check_seed("seed", seed)
 
 
 def loss_and_gradient_bias(

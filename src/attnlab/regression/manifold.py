@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from attnlab._validation import check_scalar
+from attnlab._validation import check_scalar, check_seed
 from attnlab.regression._checks import check_batched, check_orthonormal, check_spd
 from attnlab.regression.data import RegressionProblem
 from attnlab.regression.linalg import sym_inv_sqrt, sym_sqrt
@@ -286,7 +286,7 @@ def perturbed_manifold_point(
     """
     check_scalar("runs", runs, kind=int, low=1)
     check_scalar("scale", scale, low=0.0)
-    check_scalar("seed", seed, kind=int, low=0)
+    check_seed("seed", seed)
     V, Q = manifold_point(random_rotation(problem.d, runs=runs, seed=seed), problem.W_star, problem.Sigma)
     gen = torch.Generator().manual_seed(seed + 1)
     # drawn in float32 (the draw every recorded run used), then widened to float64 by the sum

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from attnlab._validation import ValidationError, check_scalar
+from attnlab._validation import ValidationError, check_scalar, check_seed
 from attnlab.experiments import list_experiments
 from attnlab.report.html import ReportSummary, build_report
 from attnlab.runner import InProcessExecutor, Job, PoolExecutor, RayExecutor, run_sweep, write_csv
@@ -95,7 +95,7 @@ def reproduce(
         )
     seeded: dict[str, dict[str, int]] = {e.name: {} for e in experiments}
     if seed is not None:
-        check_scalar("seed", seed, kind=int, low=0)
+        check_seed("seed", seed)
         seeded = {e.name: {field: seed} for e in experiments if (field := seed_field(e)) is not None}
         if not seeded:
             raise ValidationError(

@@ -45,7 +45,7 @@ from typing import Any
 import torch
 
 from attnlab._io import read_array, save_npy
-from attnlab._validation import ValidationError, check_in, check_scalar
+from attnlab._validation import ValidationError, check_in, check_scalar, check_seed
 from attnlab.runner.store import versions, write_json, write_parquet
 from attnlab.runner.task import Task
 
@@ -314,7 +314,7 @@ class BatchedTrain(Task):
             check_scalar("lr", p["lr"], low=0.0, low_inclusive=False)
         check_scalar("steps", p["steps"], kind=int, low=0)
         check_scalar("init_scale", p["init_scale"], low=0.0)
-        check_scalar("seed", p["seed"], kind=int, low=0)  # data_seed: the generator checks it, as its seed
+        check_seed("seed", p["seed"])  # data_seed: the generator checks it, as its seed
         if p["record_every"] is not None:
             check_scalar("record_every", p["record_every"], kind=int, low=1)
         if p["param"] != "W" and p["init_scale"] == 0:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -26,7 +27,7 @@ from typing import Any, Generic, TypeVar
 import pandas as pd
 
 from attnlab._overrides import parse_overrides
-from attnlab._validation import ValidationError
+from attnlab._validation import ValidationError, check_seed
 from attnlab.runner.fingerprint import code_fingerprint
 from attnlab.runner.provenance import git_state
 from attnlab.runner.store import (
@@ -243,7 +244,16 @@ def make_config(experiment: Experiment[C], overrides: Sequence[str] | Mapping[st
     base = experiment.config_type()
     if quick:
         base = dataclasses.replace(base, **experiment.quick)
-    return dataclasses.replace(base, **parse_overrides(experiment.config_type, overrides))
+    config = dataclasses.replace(base, **parse_overrides(experiment.config_type, overrides))
+    for f in dataclasses.fields(config):  # whatever each config checks itself: seeds a generator takes, no NaN
+        value = getattr(config, f.name)
+        if f.name == "seed" or f.name.endswith("_seed"):
+            check_seed(f.name, value)
+        if any(
+            isinstance(v, float) and math.isnan(v) for v in (value if isinstance(value, (tuple, list)) else [value])
+        ):
+            raise ValidationError(f"{f.name} == {value!r} holds NaN; `attnlab show {experiment.name}` lists its values")
+    return config
 
 
 @dataclass(frozen=True)

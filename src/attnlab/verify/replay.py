@@ -57,8 +57,10 @@ def load_record(path: str | Path) -> dict[str, Any]:
         raise ValidationError(f"--config {path}: no such record; pass a run's record.json or its run directory")
     try:
         record = json.loads(file.read_text())
-    except json.JSONDecodeError as err:
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:  # a binary file is not text at all
         raise ValidationError(f"--config {file}: not JSON ({err}); pass the record.json a run wrote") from None
+    except OSError as err:
+        raise ValidationError(f"--config {file}: cannot be read ({err.strerror or err})") from None
     missing = [key for key in _KEYS if key not in record] if isinstance(record, dict) else list(_KEYS)
     if missing:
         raise ValidationError(

@@ -164,8 +164,10 @@ def check_ints(config, names: tuple[str, ...]) -> None:
 
 
 def check_omegas(omegas: tuple[float, ...]) -> None:
-    if not omegas or any(w <= 0 for w in omegas):
-        raise ValidationError(f"omegas must be a non-empty tuple of positive scales, got {omegas}; e.g. (0.1, 1.0)")
+    if not omegas or not all(0 < w < math.inf for w in omegas):
+        raise ValidationError(
+            f"omegas must be a non-empty tuple of positive, finite scales, got {omegas}; e.g. (0.1, 1.0)"
+        )
 
 
 @dataclass(frozen=True)

@@ -84,7 +84,7 @@ class X5Config(ScoresConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not self.gaps or any(g <= 0 for g in self.gaps):
+        if not self.gaps or not all(0 < g < math.inf for g in self.gaps):
             raise ValidationError(f"gaps must be a non-empty tuple of positive score gaps, got {self.gaps}")
 
 

@@ -22,6 +22,7 @@ show from the thin cone.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -91,7 +92,7 @@ class GrowthConfig:
     def __post_init__(self) -> None:
         check_config(self, ("n", "T", "d", "datasets", "first_seed", "steps", "points"), ("rho",))
         check_scalar("sigma", self.sigma, low=0.0)
-        if not self.lrs or any(not isinstance(lr, int | float) or lr <= 0 for lr in self.lrs):
+        if not self.lrs or any(not isinstance(lr, int | float) or not 0 < lr < math.inf for lr in self.lrs):
             raise ValidationError(f"lrs must be a non-empty tuple of positive step sizes, got {self.lrs}")
         if self.steps < 100:
             raise ValidationError(

@@ -13,6 +13,7 @@ radii, each solve started from the previous solution stretched to the new radius
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -80,9 +81,10 @@ class RegPathConfig:
 
     def __post_init__(self) -> None:
         check_config(self, ("n", "T", "d", "datasets", "first_seed", "md_steps"), ("md_step_scale",))
-        if len(self.radii) < 3 or any(b <= a for a, b in zip(self.radii, self.radii[1:])) or self.radii[0] <= 0:
+        radii = self.radii
+        if len(radii) < 3 or any(b <= a for a, b in zip(radii, radii[1:])) or not 0 < radii[0] <= radii[-1] < math.inf:
             raise ValidationError(
-                f"radii must be >= 3 positive, strictly increasing values (two slopes to compare), got {self.radii}"
+                f"radii must be >= 3 positive, finite, strictly increasing values (two slopes to compare), got {radii}"
             )
         check_scalar("cross_check", self.cross_check, kind=int, low=0, high=len(self.radii) - 1)
 

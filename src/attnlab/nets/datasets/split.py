@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from attnlab._validation import ValidationError, check_scalar
+from attnlab._validation import ValidationError, check_scalar, check_seed
 
 __all__ = ["Split", "train_test_split"]
 
@@ -75,7 +75,7 @@ def train_test_split(x: torch.Tensor, y: torch.Tensor, *, test_fraction: float, 
     Split
     """
     check_scalar("test_fraction", test_fraction, low=0.0, high=1.0, low_inclusive=False, high_inclusive=False)
-    check_scalar("seed", seed, kind=int, low=0)
+    check_seed("seed", seed)
     n = len(y)
     n_test = max(1, round(test_fraction * n))
     if n_test >= n:
