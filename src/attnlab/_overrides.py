@@ -10,11 +10,16 @@ import dataclasses
 import types
 import typing
 from collections.abc import Mapping, Sequence
+from numbers import Integral, Real
 from typing import Any
 
 from attnlab._errors import ValidationError
 
 __all__ = ["OverrideError", "parse_overrides"]
+
+# how a list of each element type is written on the command line: bare, and as `attnlab show` prints it
+_WRITTEN = {float: ("0.1,0.5", "(0.1, 0.5)"), int: ("4,8", "(4, 8)"), bool: ("true,false", "(true, false)")}
+_ENCLOSING = {"(": ")", "[": "]"}
 
 
 class OverrideError(ValidationError):
@@ -25,15 +30,52 @@ class OverrideError(ValidationError):
         self.key = key
 
 
-def _parse_value(key: str, text: str, annotation: Any) -> Any:
-    origin = typing.get_origin(annotation)
+def _is_union(annotation: Any) -> bool:
+    return typing.get_origin(annotation) in (typing.Union, types.UnionType)
+
+
+def _describe(annotation: Any) -> str:
+    """What a value of ``annotation`` is, in words: ``float``, ``a list of float``, ``int or None``."""
+    args = typing.get_args(annotation)
+    if annotation is bool:
+        return "a boolean (true/false)"
+    if typing.get_origin(annotation) is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            inner = _describe(args[0])
+            return f"a list of {'lists' + inner[6:] if inner.startswith('a list') else inner}"
+        return f"({', '.join(map(_describe, args))})" if args else "a list"
+    if _is_union(annotation):
+        named = [_describe(a) for a in args if a is not type(None)]
+        return " or ".join(named + (["None"] if type(None) in args else []))
+    if typing.get_origin(annotation) is typing.Literal:
+        return f"one of {', '.join(map(str, args))}"
+    return getattr(annotation, "__name__", str(annotation))
+
+
+def _parse_list(label: str, text: str, annotation: Any) -> tuple[Any, ...]:
+    """``0.1,0.5``, ``(0.1, 0.5)`` or ``[0.1, 0.5]`` as a tuple, each element parsed by the element type."""
+    args = typing.get_args(annotation)
+    inner = args[0] if args else str
+    body = text.strip()
+    if body[:1] in _ENCLOSING and body.endswith(_ENCLOSING[body[:1]]):
+        body = body[1:-1]
+    parts = [p.strip() for p in body.replace(";", ",").split(",") if p.strip()]
+    try:
+        return tuple(_parse_value(label, p, inner) for p in parts)
+    except ValidationError:
+        bare, shown = _WRITTEN.get(inner, ("a,b", "(a, b)"))
+        raise ValidationError(f"{label}: expected {_describe(annotation)}, written {bare} or {shown}") from None
+
+
+def _parse_value(label: str, text: str, annotation: Any) -> Any:
+    """``text`` parsed by ``annotation``; errors start with ``label`` (``--set key=text`` or ``key=text``)."""
     if annotation is bool:
         low = text.strip().lower()
         if low in ("1", "true", "yes", "on"):
             return True
         if low in ("0", "false", "no", "off"):
             return False
-        raise ValidationError(f"--set {key}={text}: expected a boolean (true/false)")
+        raise ValidationError(f"{label}: expected a boolean (true/false)")
     if annotation in (int, float, str):
         try:
             if annotation is int and not text.strip().lstrip("+-").isdigit():
@@ -43,62 +85,131 @@ def _parse_value(key: str, text: str, annotation: Any) -> Any:
                 return int(as_float)
             return annotation(text)
         except ValueError:
-            raise ValidationError(f"--set {key}={text}: expected {annotation.__name__}") from None
-    if origin is tuple:
-        args = typing.get_args(annotation)
-        inner = args[0] if args else str
-        parts = [p for p in text.replace(";", ",").split(",") if p.strip()]
-        return tuple(_parse_value(key, p.strip(), inner) for p in parts)
-    if origin is typing.Union or origin is types.UnionType:
-        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+            raise ValidationError(f"{label}: expected {annotation.__name__}") from None
+    if typing.get_origin(annotation) is tuple:
+        return _parse_list(label, text, annotation)
+    if _is_union(annotation):
         if text.strip().lower() == "none":
             return None
         errors = []
-        for arg in args:
+        for arg in [a for a in typing.get_args(annotation) if a is not type(None)]:
             try:
-                return _parse_value(key, text, arg)
+                return _parse_value(label, text, arg)
             except ValidationError as err:
                 errors.append(str(err))
         raise ValidationError("; ".join(errors))
-    if origin is typing.Literal:
+    if typing.get_origin(annotation) is typing.Literal:
         allowed = typing.get_args(annotation)
         for a in allowed:
             if str(a) == text:
                 return a
-        raise ValidationError(f"--set {key}={text}: must be one of {', '.join(map(str, allowed))}")
+        raise ValidationError(f"{label}: must be one of {', '.join(map(str, allowed))}")
     return text
+
+
+def _convert(value: Any, annotation: Any) -> Any:
+    """``value`` (from a mapping: YAML, JSON, Python) as a value of ``annotation``; ValidationError if it is not one.
+
+    Strings are parsed as on the command line; a list or tuple for a tuple field becomes a tuple, each element
+    converted by its type; a whole float for an int field becomes an int; a boolean is never a number here.
+    """
+    if isinstance(value, str):
+        return _parse_value("", value, annotation)
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    number = isinstance(value, Real) and not isinstance(value, bool)
+    if annotation is bool and isinstance(value, bool):
+        return value
+    if annotation is int and number and (isinstance(value, Integral) or float(value).is_integer()):
+        return value if isinstance(value, Integral) else int(value)
+    if annotation is float and number:
+        return value
+    if origin is tuple and isinstance(value, (list, tuple)):
+        variadic = len(args) == 2 and args[1] is Ellipsis
+        if args and not variadic and len(value) != len(args):
+            raise ValidationError(f"expected {len(args)} elements, got {len(value)}")
+        return tuple(_convert(v, args[0] if variadic else args[i]) if args else v for i, v in enumerate(value))
+    if _is_union(annotation):
+        if value is None and type(None) in args:
+            return None
+        for arg in [a for a in args if a is not type(None)]:
+            try:
+                return _convert(value, arg)
+            except ValidationError:
+                pass
+    elif origin is typing.Literal:
+        for allowed in args:
+            if type(allowed) is type(value) and allowed == value:
+                return allowed
+    elif annotation not in (bool, int, float, str) and origin is not tuple:
+        return value  # an annotation this parser does not know: the config checks the value itself
+    raise ValidationError(f"expected {_describe(annotation)}")
+
+
+def _pairs(items: Sequence[str] | Mapping[str, Any]) -> list[tuple[str, Any]]:
+    if isinstance(items, Mapping):
+        return list(items.items())
+    if isinstance(items, str):
+        raise OverrideError(f"overrides must be a list of key=value strings or a mapping; write [{items!r}]")
+    pairs = []
+    for item in items:
+        if not isinstance(item, str) or "=" not in item:
+            raise OverrideError(f"--set {item!r}: expected key=value")
+        key, value = item.split("=", 1)
+        pairs.append((key.strip(), value))
+    return pairs
+
+
+def _typed(key: str, value: Any, annotation: Any, listed: bool) -> Any:
+    """``value`` of field ``key`` as its type; errors name it as ``--set key=value`` when ``listed``, else ``key``."""
+    if isinstance(value, str):
+        return _parse_value(f"--set {key}={value}" if listed else f"{key}={value}", value, annotation)
+    try:
+        return _convert(value, annotation)
+    except ValidationError:
+        raise ValidationError(f"{key}: expected {_describe(annotation)}, got {value!r}") from None
 
 
 def parse_overrides(config_type: type, items: Sequence[str] | Mapping[str, Any]) -> dict[str, Any]:
     """Turn ``["n=8", "lr=0.1"]`` (or a mapping) into typed field values of ``config_type``.
 
-    Strings are parsed by the field's type annotation; non-strings in a mapping pass through. An unknown key
-    raises an :class:`OverrideError` (a :class:`ValidationError`) listing the keys that exist, or, when the config
-    lists it in its ``RENAMED`` class attribute (old name -> new name), saying its new name; a value that does
-    not parse raises one whose ``key`` names the field.
+    Strings are parsed by the field's type annotation (a tuple field takes ``0.1,0.5``, ``(0.1, 0.5)`` or
+    ``[0.1, 0.5]``). Other values of a mapping (from YAML, JSON or Python) are checked against it: a list for a
+    tuple field becomes a tuple, each element checked by its type; an int is a float; a whole float is an int; a
+    boolean is neither. Messages name the key as ``--set key=value`` for the list form, ``key=value`` or ``key``
+    for a mapping.
+
+    Parameters
+    ----------
+    config_type : type
+        A dataclass; its fields' annotations type the values.
+    items : sequence of "key=value" or mapping
+        The overrides.
+
+    Returns
+    -------
+    dict of str to Any
+        Field name to typed value.
+
+    Raises
+    ------
+    OverrideError
+        A :class:`ValidationError`. For an unknown key, listing the keys that exist, or, when the config lists it
+        in its ``RENAMED`` class attribute (old name -> new name), saying its new name; for a value that does not
+        parse or is not of the field's type, with ``key`` naming the field.
     """
     hints = typing.get_type_hints(config_type)
     names = [f.name for f in dataclasses.fields(config_type)]
-    pairs: list[tuple[str, Any]] = []
-    if isinstance(items, Mapping):
-        pairs = list(items.items())
-    else:
-        for item in items:
-            if "=" not in item:
-                raise OverrideError(f"--set {item!r}: expected key=value")
-            key, value = item.split("=", 1)
-            pairs.append((key.strip(), value))
+    listed = not isinstance(items, Mapping)
     out: dict[str, Any] = {}
-    for key, value in pairs:
+    for key, value in _pairs(items):
         renamed = getattr(config_type, "RENAMED", {})
         if key not in names and key in renamed:
-            raise OverrideError(
-                f"key {key!r} of {config_type.__name__} is now {renamed[key]!r}; write --set {renamed[key]}={value}"
-            )
+            fix = f"write --set {renamed[key]}={value}" if listed else f"write {renamed[key]}: {value!r}"
+            raise OverrideError(f"key {key!r} of {config_type.__name__} is now {renamed[key]!r}; {fix}")
         if key not in names:
             raise OverrideError(f"unknown key {key!r} for {config_type.__name__}; keys: {', '.join(names)}")
         try:
-            out[key] = _parse_value(key, value, hints[key]) if isinstance(value, str) else value
+            out[key] = _typed(key, value, hints[key], listed)
         except ValidationError as err:
             raise OverrideError(str(err), key=key) from None
     return out

@@ -136,3 +136,37 @@ def test_config_hash_length_is_checked(length):
     with pytest.raises(ValidationError, match=r"^length == .*, must be an int from 1 to 64"):
         config_hash({"a": 1}, length=length)
     assert len(config_hash({"a": 1}, length=64)) == 64 and len(config_hash({"a": 1}, length=1)) == 1
+
+
+def test_yaml_exponents_without_a_dot_are_floats(tmp_path):
+    # PyYAML's YAML 1.1 needs a dot: 1e-3 was the string '1e-3', which batched-train refused as lr
+    spec = load_sweep(
+        write(tmp_path, "task: toy\nbase: {lr: 1e-3, big: 1E5, c: 1.5e3, m: -.5, n: 10, z: '09', s: 1e, h: .inf}\n")
+    )
+    assert spec.base == {"lr": 0.001, "big": 1e5, "c": 1500.0, "m": -0.5, "n": 10, "z": "09", "s": "1e", "h": np.inf}
+    assert type(spec.base["n"]) is int and type(spec.base["big"]) is float
+    import yaml
+
+    assert yaml.safe_load("lr: 1e-3") == {"lr": "1e-3"}  # the global SafeLoader is left alone
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        (
+            "task: toy\nbase: {steps: 10, steps: 20}\n",
+            r"'steps' is given twice .*line 2, column 8 and line 2, column 19",
+        ),
+        ("task: toy\nbase:\n  lr: 0.1\n  lr: 0.2\n", r"'lr' is given twice .*line 3, column 3 and line 4, column 3"),
+        ("task: toy\ntask: other\n", r"'task' is given twice .*line 1, column 1 and line 2, column 1"),
+    ],
+)
+def test_a_key_given_twice_is_refused_naming_it_and_its_lines(tmp_path, text, match):
+    # was: the last value silently won
+    with pytest.raises(ValidationError, match=rf"is not valid YAML: the key {match}\); keep one$"):
+        load_sweep(write(tmp_path, text))
+
+
+def test_keys_merged_from_an_anchor_may_be_overridden(tmp_path):
+    text = "task: toy\nlist:\n  - &a {lr: 0.1, d: 3}\n  - {<<: *a, lr: 0.2}\n"
+    assert load_sweep(write(tmp_path, text)).points == [{"lr": 0.1, "d": 3}, {"lr": 0.2, "d": 3}]

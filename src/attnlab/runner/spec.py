@@ -23,6 +23,7 @@ import datetime as dt
 import itertools
 import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +33,7 @@ import numpy as np
 import yaml
 
 from attnlab._io import json_default
-from attnlab._validation import ValidationError, check_scalar
+from attnlab._validation import ValidationError, check_scalar, check_seed
 from attnlab.runner.store import config_hash
 from attnlab.runner.task import known_task
 
@@ -201,6 +202,41 @@ def _mapping(value: Any, where: str) -> dict[str, Any]:
     return dict(value)
 
 
+class _SweepLoader(yaml.SafeLoader):
+    """PyYAML's safe loader with YAML 1.2 floats (``1e-3``, not only ``1.0e-3``) that refuses duplicate keys.
+
+    PyYAML implements YAML 1.1, whose floats need a dot, so ``lr: 1e-3`` would be the string ``'1e-3'``; and a
+    mapping that gives a key twice would silently keep the last value.
+    """
+
+    def construct_mapping(self, node: yaml.Node, deep: bool = False) -> dict[Any, Any]:
+        if isinstance(node, yaml.MappingNode):
+            first: dict[Any, yaml.Mark] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
+                    continue  # merged (<<) keys may repeat; a non-scalar key is left to PyYAML
+                key, mark = self.construct_object(key_node), key_node.start_mark
+                if key in first:
+                    raise yaml.constructor.ConstructorError(
+                        problem=f"the key {key!r} is given twice in one mapping (line {first[key].line + 1}, column "
+                        f"{first[key].column + 1} and line {mark.line + 1}, column {mark.column + 1}); keep one"
+                    )
+                first[key] = mark
+        return super().construct_mapping(node, deep=deep)
+
+
+# YAML 1.2's float pattern, tried after PyYAML's own resolvers; digits alone stay YAML 1.1's (an int, or "09" a
+# string). On the subclass: add_implicit_resolver copies the resolvers first, so yaml.SafeLoader is unchanged.
+_SweepLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(
+        r"^(?![-+]?[0-9]+$)(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+        r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+    ),
+    list("-+0123456789."),
+)
+
+
 def load_sweep(path: str | os.PathLike[str]) -> SweepSpec:
     """Read a sweep YAML file.
 
@@ -216,13 +252,19 @@ def load_sweep(path: str | os.PathLike[str]) -> SweepSpec:
     Raises
     ------
     ValidationError
-        If the file is missing, is not YAML, or has unknown keys or malformed values.
+        If the file is missing, is not YAML, gives a key twice in one mapping (naming the key and its lines), or
+        has unknown keys or malformed values.
+
+    Notes
+    -----
+    Numbers are read as YAML 1.2 reads them: ``1e-3`` and ``1E5`` are floats (PyYAML's YAML 1.1 would read
+    them as strings).
     """
     path = Path(path)
     if not path.is_file():
         raise ValidationError(f"sweep file {str(path)!r} does not exist; pass the path of a .yaml sweep file")
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = yaml.load(path.read_text(), Loader=_SweepLoader)  # a yaml.SafeLoader
     except yaml.YAMLError as err:
         where = "; ".join(line.strip() for line in str(err).splitlines() if line.strip())  # one line: problem, mark
         raise ValidationError(f"sweep file {str(path)!r} is not valid YAML: {where}") from None
@@ -257,7 +299,7 @@ def derive_seed(seed: int, index: int) -> int:
     >>> derive_seed(0, 3) == derive_seed(0, 3) != derive_seed(0, 4)
     True
     """
-    check_scalar("seed", seed, kind=(int, np.integer), low=0)
+    check_seed("seed", seed)
     check_scalar("index", index, kind=(int, np.integer), low=0)
     return int(np.random.SeedSequence(int(seed), spawn_key=(int(index),)).generate_state(1)[0] % 2**31)
 
@@ -265,7 +307,7 @@ def derive_seed(seed: int, index: int) -> int:
 def _base_seed(seed: Any) -> int:
     """The ``seed`` of a run with ``repeats``, refused unless a whole number >= 0 (never rounded)."""
     try:
-        return int(check_scalar("seed", seed, kind=int, low=0))
+        return check_seed("seed", seed)
     except ValidationError as err:
         raise ValidationError(
             f"{err}; with repeats, seed is the base seed of each repeat's own seed: give a whole number >= 0 "
