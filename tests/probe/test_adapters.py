@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -96,3 +97,30 @@ def test_a_non_positive_scale_from_an_adapter_is_refused():
     register_adapter(Zero, _adapter())
     with pytest.raises(ValidationError, match="scale == 0.0, must be > 0.0"):
         head_W(Zero(temperature=0.0), 0)
+
+
+def test_linear_projection_refuses_heads_that_do_not_split_the_width():
+    """heads=3 on a width-4 Linear returned a 5x5 W from one row; a head out of range gave empty tensors."""
+    q, k = nn.Linear(4, 4), nn.Linear(4, 4)
+    with pytest.raises(ValidationError, match=r"heads == 3 does not divide the projections' width out_features = 4"):
+        linear_projection(q, k, 0, 3)
+    with pytest.raises(ValidationError, match=r"head == 5, must be in \[0, 1\]"):
+        linear_projection(q, k, 5, 2)
+    with pytest.raises(ValidationError, match=r"head must be an int in \[0, 1\], got 0.5"):
+        linear_projection(q, k, 0.5, 2)
+    with pytest.raises(ValidationError, match="query has out_features = 4 but key has 6"):
+        linear_projection(q, nn.Linear(4, 6), 0, 2)
+    with pytest.raises(ValidationError, match="heads == 0, must be >= 1"):
+        linear_projection(q, k, 0, 0)
+    with pytest.raises(ValidationError, match="key must be a torch.nn.Linear, got Identity"):
+        linear_projection(q, nn.Identity(), 0, 2)
+    assert linear_projection(q, k, torch.tensor(1), np.int64(2)).W_q.shape == (2, 4)
+
+    class Three(ScaledAttention):
+        pass
+
+    register_adapter(
+        Three, Adapter(heads=lambda m: 3, projection=lambda m, h: linear_projection(m.to_q, m.to_k, h, 3), tokens=None)
+    )
+    with pytest.raises(ValidationError, match="heads == 3 does not divide"):
+        head_W(Three(), 0)

@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -95,6 +96,25 @@ def test_bad_arguments_are_refused_before_training():
         HeadProbe(model, {"b": model.encoder.blocks[0].attn}, None, select="first")
     with pytest.raises(ValidationError, match="every == 0, must be >= 1"):
         HeadProbe(model, {"b": model.encoder.blocks[0].attn}, None, every=0)
+
+
+def test_heads_query_and_select_are_refused_when_the_probe_is_built():
+    """heads=0 raised a bare TypeError; query=40 and a short select were accepted and failed at the first probe."""
+    model = ViT(seed=0, dtype=torch.float64)
+    modules, images = {"b": model.encoder.blocks[0].attn}, _digits_like().x_test[:6]
+    for heads in (0, (), "0"):
+        with pytest.raises(ValidationError, match=r"heads == .*, must be a non-empty sequence of head indices"):
+            HeadProbe(model, modules, images, heads=heads)
+    with pytest.raises(ValidationError, match="heads must be a int"):
+        HeadProbe(model, modules, images, heads=(0.5,))
+    with pytest.raises(ValidationError, match="query == 40, must be <= 16"):
+        HeadProbe(model, modules, images, query=40)
+    with pytest.raises(ValidationError, match=r"select must be 6 integer token indices .* got shape \(2,\)"):
+        HeadProbe(model, modules, images, select=[1, 2])
+    with pytest.raises(ValidationError, match=r"select holds indices outside \[0, 16\]"):
+        HeadProbe(model, modules, images, select=[50] * 6)
+    probe = HeadProbe(model, modules, images, heads=np.arange(2), select=np.ones(6, dtype=np.int64))
+    assert probe.heads == (0, 1) and [row["head"] for row in probe.probe(0)] == [0, 1]
 
 
 def test_first_block_with_one_shared_class_query_falls_back_to_the_primal_svm():

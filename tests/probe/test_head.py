@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -205,6 +206,29 @@ def test_head_index_out_of_range_or_not_an_int():
         head_W(_mha(False), -1)
     with pytest.raises(ValidationError, match=r"head must be an int in \[0, 2\], got 1.0"):
         head_W(_mha(False), 1.0)
+
+
+def test_a_head_index_of_any_integral_type_is_accepted():
+    """head_W refused np.int64(1) ("head must be an int"); the project's checks take any integral type."""
+    mha = _mha(True)
+    for head in (np.int64(1), np.int32(1), torch.tensor(1)):
+        torch.testing.assert_close(head_W(mha, head), head_W(mha, 1), rtol=0, atol=0)
+    for head in (np.float64(1.0), torch.tensor(1.0), True):
+        with pytest.raises(ValidationError, match=r"head must be an int in \[0, 2\]"):
+            head_W(mha, head)
+    with pytest.raises(ValidationError, match=r"head == 3, must be in \[0, 2\]"):
+        head_W(mha, np.int64(3))
+
+
+def test_weight_part_takes_only_a_bool():
+    """weight_part(W, "no") read "no" as True and zeroed the last real row of a W without a homogeneous row."""
+    W = head_W(_mha(False), 0)
+    for flag in ("no", 1, None):
+        with pytest.raises(ValidationError, match="homogeneous == .*, must be a bool"):
+            weight_part(W, flag)
+    with pytest.raises(ValidationError, match=r"W must be a tensor of shape \(\.\.\., d_k, d_q\)"):
+        weight_part(W[0], True)
+    assert weight_part(W, np.False_) is W
 
 
 def test_biases_without_homogeneous_coordinates_are_refused():

@@ -5,6 +5,7 @@ captured data reproduce the module's own weights (torch's ``need_weights`` outpu
 import math
 import re
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -104,6 +105,23 @@ def test_a_per_head_attn_mask_is_read_for_the_head_asked_for():
         assert data.select.tolist() == own[:, head, 1, keep].argmax(-1).tolist()
     with pytest.raises(ValidationError, match="differs between heads.*head=<index>"):
         capture(model, mha, x, query=1)
+
+
+def test_the_head_index_is_checked_before_a_mask_is_read():
+    """With a mask, head=7 indexed the mask (a bare IndexError) and "x" was ignored; a numpy index read no mask."""
+    mha, x = _mha(), _randn(2, 5, 6, seed=7)
+    padding = torch.tensor([[0, 0, 0, 1, 1], [0, 0, 0, 1, 1]], dtype=torch.bool)
+    model = _Masked(mha, key_padding_mask=padding)
+    with pytest.raises(ValidationError, match=r"head == 7, must be in \[0, 1\]: MultiheadAttention has 2 heads"):
+        capture(model, mha, x, head=7, select=[0, 0])
+    for where in (model, mha):  # with and without a mask
+        inputs = x if where is model else (x, x, x)
+        with pytest.raises(ValidationError, match=r'head must be an int in \[0, 1\] or "all", got \'x\''):
+            capture(where, mha, inputs, head="x")
+    per_head = torch.zeros(4, 5, 5, dtype=torch.bool)
+    per_head[1::2, :, 0] = True  # head 1 never sees key 0
+    data = capture(_Masked(mha, attn_mask=per_head), mha, x, query=1, head=np.int64(1), select="attended")
+    _reproduces(data, mha, 1, _weights(mha, x, attn_mask=per_head)[:, 1, 1, 1:])
 
 
 def test_the_causal_hint_of_an_encoder_layer_is_the_causal_mask():

@@ -45,13 +45,14 @@ from typing import Any
 import torch
 from torch import nn
 
-from attnlab._validation import ValidationError
+from attnlab._validation import ValidationError, check_scalar
 
 __all__ = [
     "Adapter",
     "HeadProjection",
     "adapter_for",
     "additive_mask",
+    "check_head",
     "linear_projection",
     "register_adapter",
     "registered",
@@ -167,6 +168,44 @@ def adapter_for(module: nn.Module) -> Adapter:
     )
 
 
+def check_head(head: object, heads: int, *, owner: str = "", all_allowed: bool = False) -> int | str:
+    """A head index checked against the number of heads: any integral type (``np.int64``, a 0-d integer tensor).
+
+    Parameters
+    ----------
+    head : int
+        The index to check.
+    heads : int
+        The number of heads; ``head`` must lie in ``[0, heads - 1]``.
+    owner : str, optional
+        The module type, named in the message (``"MultiheadAttention has 2 heads"``).
+    all_allowed : bool, default=False
+        Also accept the string ``"all"`` (returned as it is).
+
+    Returns
+    -------
+    int or "all"
+        ``head`` as a Python ``int``.
+
+    Raises
+    ------
+    ValidationError
+        On a non-integer ``head`` (``1.0``, ``"x"``, ``True``) or one outside ``[0, heads - 1]``; the message gives the
+        bound.
+    """
+    if all_allowed and isinstance(head, str) and head == "all":
+        return head
+    try:
+        index = check_scalar("head", head, kind=int)
+    except ValidationError:
+        also = ' or "all"' if all_allowed else ""
+        raise ValidationError(f"head must be an int in [0, {heads - 1}]{also}, got {head!r}") from None
+    if not 0 <= index < heads:
+        has = f": {owner} has {heads} heads" if owner else ""
+        raise ValidationError(f"head == {index}, must be in [0, {heads - 1}]{has}")
+    return index
+
+
 def linear_projection(
     query: nn.Linear, key: nn.Linear, head: int, heads: int, scale: float | None = None
 ) -> HeadProjection:
@@ -175,25 +214,50 @@ def linear_projection(
     Parameters
     ----------
     query, key : nn.Linear
-        Projections of width ``heads * e`` (``out_features``).
+        Projections of the same width ``heads * e`` (``out_features``).
     head, heads : int
-        The head's index and the number of heads (``e = out_features / heads`` rows each).
+        The head's index in ``[0, heads - 1]`` and the number of heads (``e = out_features / heads`` rows each).
     scale : float, optional
-        Default ``1 / sqrt(e)``.
+        A positive logit scale; default ``1 / sqrt(e)``.
 
     Returns
     -------
     HeadProjection
         The head's ``W_q (e, d_q)``, ``W_k (e, d_k)``, their biases (or None) and the logit scale.
+
+    Raises
+    ------
+    ValidationError
+        When ``query`` or ``key`` is not an ``nn.Linear``, their widths differ, ``heads`` does not divide the width,
+        ``head`` is out of range, or ``scale`` is not positive.
     """
-    e = query.out_features // heads
+    for name, linear in (("query", query), ("key", key)):
+        if not isinstance(linear, nn.Linear):
+            raise ValidationError(
+                f"{name} must be a torch.nn.Linear, got {type(linear).__name__}; for another layer, build the "
+                "attnlab.probe.HeadProjection of the head yourself"
+            )
+    width = query.out_features
+    if key.out_features != width:
+        raise ValidationError(
+            f"query has out_features = {width} but key has {key.out_features}: a head's q and k have the same width; "
+            "pass the query and key projections of one attention module"
+        )
+    heads = check_scalar("heads", heads, kind=int, low=1)
+    if width % heads:
+        raise ValidationError(
+            f"heads == {heads} does not divide the projections' width out_features = {width} (each head takes "
+            "out_features / heads rows); pass the module's own number of heads"
+        )
+    head = check_head(head, heads)
+    e = width // heads
     rows = slice(head * e, (head + 1) * e)
     return HeadProjection(
         query.weight.detach()[rows],
         key.weight.detach()[rows],
         _bias_rows(query, rows),
         _bias_rows(key, rows),
-        1 / math.sqrt(e) if scale is None else float(scale),
+        1 / math.sqrt(e) if scale is None else float(check_scalar("scale", scale, low=0.0, low_inclusive=False)),
     )
 
 

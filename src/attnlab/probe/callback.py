@@ -7,7 +7,7 @@ probability of the selected tokens), measured on a trained head's own tokens.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from attnlab._validation import ValidationError, check_scalar
+from attnlab.data.dataset import TokenSelectionData
 from attnlab.metrics import cosine, selected_probability
 from attnlab.probe.adapters import adapter_for
 from attnlab.probe.capture import attended_tokens, capture_from_tokens, head_mask, module_calls
@@ -23,6 +24,20 @@ from attnlab.svm import InfeasibleProgramError, attention_svm
 from attnlab.training.callbacks import Callback, Record
 
 __all__ = ["HeadProbe"]
+
+
+def _head_list(heads: object) -> tuple[int, ...]:
+    """``heads`` as a non-empty tuple of Python ints (the range is checked per module by ``head_W``)."""
+    try:
+        chosen = None if isinstance(heads, (str, bytes, Mapping)) else tuple(heads)
+    except TypeError:  # an int, a 0-d tensor
+        chosen = None
+    if not chosen:
+        raise ValidationError(
+            f"heads == {heads!r}, must be a non-empty sequence of head indices, e.g. heads=(0, 1); for one head h "
+            "pass heads=(h,)"
+        )
+    return tuple(check_scalar("heads", head, kind=int) for head in chosen)
 
 
 def _frobenius_svm(data):
@@ -56,14 +71,15 @@ class HeadProbe(Callback):
     inputs : tensor, tuple or mapping
         The fixed probe batch ``model`` is called with.
     heads : sequence of int, default=(0,)
-        Heads probed in every module.
+        Heads probed in every module, each in ``[0, heads - 1]`` of every module (a non-empty sequence: one head
+        ``h`` is ``(h,)``).
     query : int, default=0
-        Position of the query token (0: the class token).
+        Position of the query token (0: the class token), among the tokens entering the modules.
     keys : slice or sequence of int, optional
         Key positions (default all; see :func:`~attnlab.probe.capture`).
     select : "attended" or array-like of int, shape (n,), default="attended"
         The selection whose SVM ``W`` is compared with: the head's most-attended token at each probe, or fixed
-        positions among ``keys``.
+        positions among ``keys``, one per sequence of ``inputs``.
     every : int, optional
         Also probe every ``every`` optimizer steps (through :meth:`on_step`); default: only at records.
 
@@ -75,6 +91,17 @@ class HeadProbe(Callback):
         ``selected_mass`` (mean softmax probability of the selected tokens), ``svm_status``.
     frame : pandas.DataFrame
         ``rows`` as a tidy table.
+
+    Raises
+    ------
+    ValidationError
+        At construction, not mid-run: on bad ``modules``, ``heads`` (not a non-empty sequence of ints, or a head
+        out of range), ``select`` or ``every``; and, from one run of ``model`` on ``inputs`` (as a probe runs it:
+        eval mode, no random draws), on a ``query`` or ``keys`` out of range of the tokens entering the modules, a
+        ``select`` without one position per sequence or out of range, or a mask the probe cannot read. Build the
+        probe once ``model`` and ``inputs`` are ready to run together (same device and dtype).
+    TypeError
+        When a module's type has no adapter.
     """
 
     def __init__(
@@ -99,11 +126,14 @@ class HeadProbe(Callback):
         if isinstance(select, str) and select != "attended":
             raise ValidationError(f'select == {select!r}, must be "attended" or an array of n token positions')
         self.model, self.modules, self.inputs = model, dict(modules), inputs
-        self.heads, self.query, self.keys, self.select, self.every = tuple(heads), query, keys, select, every
+        self.heads, self.query, self.keys, self.select, self.every = _head_list(heads), query, keys, select, every
         self.homogeneous = {name: resolve_homogeneous(m, None) for name, m in self.modules.items()}
         for module in self.modules.values():
             for head in self.heads:
                 head_W(module, head)  # refuses an unknown module type or a head out of range now, not mid-run
+        for _, _, _, data in self._problems():  # query, keys, select and masks against the probe batch's tokens
+            if not isinstance(select, str):
+                data.with_(select=select)
         self.rows: list[dict[str, Any]] = []
 
     @property
@@ -135,15 +165,27 @@ class HeadProbe(Callback):
         """
         if self.rows and self.rows[-1]["step"] == step:
             return []
+        rows = []
+        for name, module, head, data in self._problems():
+            homogeneous = self.homogeneous[name]
+            W = head_W(module, head, homogeneous=homogeneous)
+            select = attended_tokens(data.X, data.Z, W) if isinstance(self.select, str) else self.select
+            rows.append(
+                {"step": step, "module": name, "head": head, **self._measure(data.with_(select=select), W, homogeneous)}
+            )
+        self.rows += rows
+        return rows
+
+    def _problems(self) -> Iterator[tuple[str, nn.Module, int, TokenSelectionData]]:
+        """Per probed (module, head): name, module, head and its tokens (no selection), from one run of ``model`` on
+        the probe batch in eval mode (the mode restored after)."""
         was_training = self.model.training
         self.model.eval()
         try:
             calls = module_calls(self.model, list(self.modules.values()), self.inputs)
         finally:
             self.model.train(was_training)
-        rows = []
         for (name, module), ((queries, keys), mask) in zip(self.modules.items(), calls):
-            homogeneous = self.homogeneous[name]
             heads = adapter_for(module).heads(module)
             for head in self.heads:
                 data = capture_from_tokens(
@@ -151,21 +193,10 @@ class HeadProbe(Callback):
                     keys,
                     query=self.query,
                     keys=self.keys,
-                    homogeneous=homogeneous,
+                    homogeneous=self.homogeneous[name],
                     mask=head_mask(mask, head, heads),  # the keys this head lets the query see
                 )
-                W = head_W(module, head, homogeneous=homogeneous)
-                select = attended_tokens(data.X, data.Z, W) if isinstance(self.select, str) else self.select
-                rows.append(
-                    {
-                        "step": step,
-                        "module": name,
-                        "head": head,
-                        **self._measure(data.with_(select=select), W, homogeneous),
-                    }
-                )
-        self.rows += rows
-        return rows
+                yield name, module, head, data
 
     @staticmethod
     def _measure(data, W: torch.Tensor, homogeneous: bool) -> dict[str, Any]:

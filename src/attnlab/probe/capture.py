@@ -17,8 +17,8 @@ from attnlab.data.dataset import TokenSelectionData
 from attnlab.data.selection import Selection
 from attnlab.data.token_sets import HIGH, LOW, sets_from_probabilities
 from attnlab.models.functional import attention_logits, attention_probabilities
-from attnlab.probe.adapters import adapter_for
-from attnlab.probe.head import head_W, homogeneous_tokens, resolve_homogeneous
+from attnlab.probe.adapters import adapter_for, check_head
+from attnlab.probe.head import head_index, head_W, homogeneous_tokens, resolve_homogeneous
 
 __all__ = [
     "Tokens",
@@ -126,7 +126,8 @@ def head_mask(mask: torch.Tensor | None, head: int | str | None, heads: int) -> 
     mask : torch.Tensor or None
         As :func:`module_calls` returns it.
     head : int, "all" or None
-        The head whose mask to take; "all" or None: every head's mask must be the same.
+        The head whose mask to take (any integral type, in ``[0, heads - 1]``); "all" or None: every head's mask
+        must be the same.
     heads : int
         The module's number of heads.
 
@@ -137,8 +138,10 @@ def head_mask(mask: torch.Tensor | None, head: int | str | None, heads: int) -> 
     Raises
     ------
     ValidationError
-        When the heads' masks differ and ``head`` is not an index.
+        On a head index out of range or not an integer (with or without a mask), or when the heads' masks differ and
+        ``head`` is not an index.
     """
+    head = None if head is None else check_head(head, heads, all_allowed=True)
     if mask is None:
         return None
     mask = mask.expand(mask.shape[0], heads, *mask.shape[2:]) if mask.shape[1] == 1 else mask
@@ -279,8 +282,9 @@ def capture(
         ``head``): the tokens whose softmax weight exceeds ``thresholds[1]``
         (:func:`attnlab.data.sets_from_probabilities`). Default: none.
     head : int or "all", optional
-        The head whose attention defines an ``"attended"`` selection; ``"all"``: one data set per head (a list, in
-        head order), each with that head's selection.
+        The head whose attention defines an ``"attended"`` selection and whose mask is read (an index in
+        ``[0, heads - 1]`` of any integral type, checked first); ``"all"``: one data set per head (a list, in head
+        order), each with that head's selection.
     homogeneous : bool, optional
         Append a coordinate 1 to the tokens (as :func:`~attnlab.probe.head_W` does); default: when the
         module has query/key biases.
@@ -299,12 +303,12 @@ def capture(
     Raises
     ------
     ValidationError
-        On a module not called by ``model``, tokens of the wrong width, ``query`` or ``keys`` out of range, a
-        mask it cannot represent (finite non-zero entries: a bias no ``W`` carries; a different number of visible
-        keys per problem, or fewer than 2; masks that differ between heads without an index ``head``), a bad
-        ``select`` or ``y``, an ``"attended"`` selection without ``head``, or an ``"attended-sets"`` selection
-        with a weight between the thresholds or with no token dropped in any sequence (every set its whole
-        sequence).
+        On a ``head`` out of range or neither an integer nor ``"all"``, a module not called by ``model``, tokens of
+        the wrong width, ``query`` or ``keys`` out of range, a mask it cannot represent (finite non-zero entries: a
+        bias no ``W`` carries; a different number of visible keys per problem, or fewer than 2; masks that differ
+        between heads without an index ``head``), a bad ``select`` or ``y``, an ``"attended"`` selection without
+        ``head``, or an ``"attended-sets"`` selection with a weight between the thresholds or with no token dropped
+        in any sequence (every set its whole sequence).
     TypeError
         When ``module``'s type has no adapter.
 
@@ -316,6 +320,7 @@ def capture(
     >>> (data.n, data.T, data.d)  # homogeneous: the 4 coordinates and a constant 1
     (5, 6, 5)
     """
+    head = None if head is None else head_index(module, head, all_allowed=True)  # before any mask indexes with it
     homogeneous = resolve_homogeneous(module, homogeneous)
     if head == "all" and select not in _ATTENDED:
         raise ValidationError(

@@ -15,10 +15,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from attnlab._validation import ValidationError, check_scalar
-from attnlab.probe.adapters import HeadProjection, adapter_for
+from attnlab._validation import ValidationError, check_bool, check_scalar
+from attnlab.probe.adapters import HeadProjection, adapter_for, check_head
 
-__all__ = ["has_bias", "head_W", "homogeneous_tokens", "resolve_homogeneous", "weight_part"]
+__all__ = ["has_bias", "head_W", "head_index", "homogeneous_tokens", "resolve_homogeneous", "weight_part"]
 
 
 def _affine(W: torch.Tensor, b: torch.Tensor | None, homogeneous: bool) -> torch.Tensor:
@@ -30,14 +30,34 @@ def _affine(W: torch.Tensor, b: torch.Tensor | None, homogeneous: bool) -> torch
     return torch.cat([W, column], dim=1)
 
 
-def _projection(module: nn.Module, head: int) -> HeadProjection:
-    adapter = adapter_for(module)
-    heads = int(adapter.heads(module))
-    if isinstance(head, bool) or not isinstance(head, int):
-        raise ValidationError(f"head must be an int in [0, {heads - 1}], got {head!r}")
-    if not 0 <= head < heads:
-        raise ValidationError(f"head == {head}, must be in [0, {heads - 1}]: {type(module).__name__} has {heads} heads")
-    return adapter.projection(module, head)
+def head_index(module: nn.Module, head: object, *, all_allowed: bool = False) -> int | str:
+    """``head`` checked against ``module``'s number of heads (:func:`~attnlab.probe.adapters.check_head`).
+
+    Parameters
+    ----------
+    module : nn.Module
+        An attention module with an adapter.
+    head : int
+        Any integral type (``np.int64``, a 0-d integer tensor).
+    all_allowed : bool, default=False
+        Also accept ``"all"``.
+
+    Returns
+    -------
+    int or "all"
+        The index as a Python ``int``.
+
+    Raises
+    ------
+    ValidationError
+        On a non-integer head or one out of range (the message gives the bound).
+    """
+    heads = int(adapter_for(module).heads(module))
+    return check_head(head, heads, owner=type(module).__name__, all_allowed=all_allowed)
+
+
+def _projection(module: nn.Module, head: object) -> HeadProjection:
+    return adapter_for(module).projection(module, head_index(module, head))
 
 
 def has_bias(module: nn.Module) -> bool:
@@ -83,7 +103,7 @@ def head_W(module: nn.Module, head: int, *, homogeneous: bool | None = None) -> 
         transformers' ``BertSelfAttention`` and ``ViTAttention``, ``attnlab.nets``'s
         ``SelfAttention``, or any type added with :func:`~attnlab.probe.register_adapter`.
     head : int
-        Head index in ``[0, heads - 1]``.
+        Head index in ``[0, heads - 1]``, of any integral type (``np.int64``, a 0-d integer tensor).
     homogeneous : bool, optional
         True: tokens carry a last coordinate 1 and ``W`` has shape ``(d_k + 1, d_q + 1)`` (exact with biases;
         the last row and column are zero without them). False: ``W`` is ``(d_k, d_q)`` (refused for a module with
@@ -157,13 +177,22 @@ def weight_part(W: torch.Tensor, homogeneous: bool) -> torch.Tensor:
     W : torch.Tensor, shape (..., d_k + 1, d_q + 1) or (..., d_k, d_q)
         A head's matrix.
     homogeneous : bool
-        Whether ``W`` acts on homogeneous tokens (its last row is the key-side constant's).
+        Whether ``W`` acts on homogeneous tokens (its last row is the key-side constant's); ``True`` or ``False``
+        only (a truthy ``"no"`` would zero a real row).
 
     Returns
     -------
     torch.Tensor
         ``W``'s shape; ``W`` itself when not homogeneous.
+
+    Raises
+    ------
+    ValidationError
+        When ``W`` is not a tensor of at least 2 axes or ``homogeneous`` is not a bool.
     """
-    if not homogeneous:
+    if not isinstance(W, torch.Tensor) or W.dim() < 2:
+        shape = tuple(W.shape) if isinstance(W, torch.Tensor) else type(W).__name__
+        raise ValidationError(f"W must be a tensor of shape (..., d_k, d_q), got {shape}; pass head_W's matrix")
+    if not check_bool("homogeneous", homogeneous):
         return W
     return torch.cat([W[..., :-1, :], torch.zeros_like(W[..., -1:, :])], dim=-2)
