@@ -292,7 +292,11 @@ CASES = [
     ("batched: 0/1 labels", lambda: batched.train(X, Z, (Y + 1) / 2, V, steps=1), r"y must hold only -1 and \+1"),
     ("batched: T = 1", lambda: batched.train(X[:, :1], Z, Y, V, steps=1), "needs at least 2"),
     ("batched: lr < 0", lambda: batched.train(X, Z, Y, V, lr=-1.0, steps=1), "lr must be > 0"),
-    ("batched: lr per run, wrong R", lambda: batched.train(X, Z, Y, V, lr=[0.1, 0.2], steps=1), "lr has shape"),
+    (
+        "batched: lr per run, wrong R",
+        lambda: batched.train(X, Z, Y, V, lr=[0.1, 0.2], steps=1),
+        "lr has 2 values, one per run",
+    ),
     ("batched: W0 of another d", lambda: batched.train(X, Z, Y, V, torch.zeros(4, 4), steps=1), "W0 has shape"),
     ("batched: float select", lambda: batched.train(X, Z, Y, V, steps=1, select=[0.0, 1.0, 2.0, 0.0]), "got dtype"),
     ("batched: select per run", _batched_select_margin, None),

@@ -234,3 +234,53 @@ def test_a_checkpoint_saves_and_restores_the_cuda_rng_when_cuda_is_available(tmp
     cuda.states = [torch.tensor([0], dtype=torch.uint8)]  # a new process: the device RNG starts elsewhere
     run(2)  # resumed at epoch 1
     assert [s.tolist() for s in cuda.states] == [[42]]  # back where the interrupted run left it
+
+
+def test_fit_refuses_a_checkpoint_of_another_optimizer_or_model(tmp_path):
+    """load_state_dict swapped Adam's settings for SGD's (lr 0.3) without a word; another model raised torch's error."""
+    data, path = _blobs(), tmp_path / "c.pt"
+    model = _tiny_model()
+    fit_classifier(
+        model, torch.optim.SGD(model.parameters(), lr=0.3), data, epochs=1, batch_size=16, seed=0, checkpoint=path
+    )
+    for optimizer in (torch.optim.Adam(model.parameters(), lr=1e-3), torch.optim.SGD(model.parameters(), lr=0.9)):
+        with pytest.raises(ValidationError, match=r"written by an optimizer with .*lr=0.3.* resume with the same"):
+            fit_classifier(model, optimizer, data, epochs=2, batch_size=16, seed=0, checkpoint=path)
+    wider = nn.Sequential(nn.Linear(2, 16), nn.Tanh(), nn.Dropout(0.1), nn.Linear(16, 2)).double()
+    with pytest.raises(ValidationError, match=r"holds another model's weights \(size mismatch"):
+        fit_classifier(
+            wider, torch.optim.SGD(wider.parameters(), lr=0.3), data, epochs=2, batch_size=16, seed=0, checkpoint=path
+        )
+    resumed = fit_classifier(
+        model, torch.optim.SGD(model.parameters(), lr=0.3), data, epochs=2, batch_size=16, seed=0, checkpoint=path
+    )
+    assert resumed.status == ["completed"]
+
+
+def test_fit_refuses_an_optimizer_of_another_model_and_labels_beyond_the_outputs():
+    data, model = _blobs(), _tiny_model()
+    other = _tiny_model(seed=1)
+    with pytest.raises(ValidationError, match="holds none of the model's parameters"):
+        fit_classifier(model, torch.optim.SGD(other.parameters(), lr=0.1), data, epochs=1, batch_size=16, seed=0)
+    three = Split(data.x_train, data.y_train.clamp(max=1) + (data.y_train == 1).long(), data.x_test, data.y_test)
+    with pytest.raises(ValidationError, match=r"labels go up to 2, but the model has 2 outputs"):
+        fit_classifier(model, torch.optim.SGD(model.parameters(), lr=0.1), three, epochs=1, batch_size=16, seed=0)
+    with pytest.raises(ValidationError, match="negative labels"):
+        Split(data.x_train, data.y_train - 1, data.x_test, data.y_test)
+
+
+@pytest.mark.parametrize(
+    ("x", "y", "batch_size", "match"),
+    [
+        (torch.zeros(0, 2), torch.zeros(0, dtype=torch.int64), 4, "x has 0 rows and y 0"),
+        (torch.zeros(4, 2), torch.zeros(4, dtype=torch.int64), 0, "batch_size == 0"),
+        (torch.zeros(4, 2), torch.zeros(3, dtype=torch.int64), 4, "x has 4 rows and y 3"),
+        (torch.zeros(4, 2), torch.zeros(4), 4, "int64 class labels"),
+        (torch.zeros(4, 2), torch.full((4,), 5), 4, "y holds labels 5 to 5, the model 2 classes"),
+    ],
+)
+def test_evaluate_refuses_bad_input_by_name(x, y, batch_size, match):
+    model = _tiny_model()
+    with pytest.raises(ValidationError, match=match):
+        evaluate(model, x.double(), y, batch_size)
+    assert model.training  # left as it was

@@ -1,7 +1,9 @@
 """Tests of the E4 text encoder: padding is invisible, the prediction comes from the first token."""
 
+import pytest
 import torch
 
+from attnlab._validation import ValidationError
 from attnlab.nets.text_encoder import TextEncoder
 
 
@@ -36,3 +38,26 @@ def test_eval_logits_read_the_first_token_alone_and_equal_the_full_pass():
         states, attention = model.encode(ids)
         torch.testing.assert_close(model(ids), model.head(states[:, 0]), rtol=1e-6, atol=1e-6)  # any BLAS
         assert all(torch.equal(a, b) for a, b in zip(model.attention(ids), attention))
+
+
+@pytest.mark.parametrize(
+    ("ids", "match"),
+    [
+        (torch.tensor([1, 2, 3]), r"an \(n, L\) tensor of int64 token ids, got \(3,\)"),
+        (torch.tensor([[1.0, 2.0]]), "int64 token ids"),
+        (torch.tensor([[1, 2, 3, 4, 5, 6, 7]]), "L = 7 tokens > max_len == 6"),
+        (torch.tensor([[1, 25]]), r"ids must lie in \[0, 19\]"),
+        (torch.tensor([[1, -1]]), r"ids must lie in \[0, 19\]"),
+        (torch.tensor([[1, 2], [0, 0]]), "padding only"),
+    ],
+)
+def test_bad_ids_are_refused_by_name(ids, match):
+    """Each was a bare IndexError, a size mismatch or, padding only, NaN logits."""
+    model = TextEncoder(vocab_size=20, max_len=6, seed=0)
+    with pytest.raises(ValidationError, match=match):
+        model(ids)
+
+
+def test_a_dtype_that_is_not_a_float_dtype_is_refused():
+    with pytest.raises(ValidationError, match="dtype == 'float64', must be a floating torch.dtype"):
+        TextEncoder(vocab_size=20, max_len=6, dtype="float64")

@@ -54,3 +54,13 @@ def test_eval_logits_read_the_class_token_alone_and_equal_the_full_pass(sizes):
         states, attention = model.encode(images)
         torch.testing.assert_close(model(images), model.head(model.norm(states[:, 0])), rtol=1e-6, atol=1e-6)
         assert all(torch.equal(a, b) for a, b in zip(model.attention(images), attention))
+
+
+def test_images_of_another_dtype_and_a_bad_dtype_or_width_are_refused():
+    model = ViT(image_size=8, patch_size=4, seed=0)
+    with pytest.raises(ValidationError, match=r"images are torch.float64 and the model's weights torch.float32"):
+        model(torch.zeros(2, 1, 8, 8, dtype=torch.float64))
+    with pytest.raises(ValidationError, match="dtype == 'float64', must be a floating torch.dtype"):
+        ViT(image_size=8, patch_size=4, dtype="float64")
+    with pytest.raises(ValidationError, match="dim == 30 is not divisible by heads == 4"):
+        ViT(image_size=8, patch_size=4, dim=30, heads=4)

@@ -86,16 +86,33 @@ def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int
     Returns
     -------
     (loss, accuracy) : tuple of float
+
+    Raises
+    ------
+    ValidationError
+        On a ``batch_size`` that is not an int >= 1, or ``x`` and ``y`` that are not tensors of equal, non-zero length
+        (``y`` int64 labels).
     """
+    check_scalar("batch_size", batch_size, kind=int, low=1)
+    if not isinstance(x, torch.Tensor) or not isinstance(y, torch.Tensor) or y.dim() != 1 or y.dtype != torch.int64:
+        raise ValidationError("evaluate needs tensors x (n, ...) and y (n,) of int64 class labels; pass y.long()")
+    if len(x) != len(y) or len(y) == 0:
+        raise ValidationError(f"x has {len(x)} rows and y {len(y)}; they must be equal and non-zero")
     was_training = model.training
     model.eval()
     total_loss, correct = 0.0, 0
-    for start in range(0, len(y), batch_size):
-        logits = model(x[start : start + batch_size])
-        target = y[start : start + batch_size]
-        total_loss += float(F.cross_entropy(logits, target, reduction="sum"))
-        correct += int((logits.argmax(dim=1) == target).sum())
-    model.train(was_training)
+    try:
+        for start in range(0, len(y), batch_size):
+            logits = model(x[start : start + batch_size])
+            target = y[start : start + batch_size]
+            if start == 0 and not 0 <= int(y.min()) <= int(y.max()) < logits.shape[-1]:
+                raise ValidationError(
+                    f"y holds labels {int(y.min())} to {int(y.max())}, the model {logits.shape[-1]} classes"
+                )
+            total_loss += float(F.cross_entropy(logits, target, reduction="sum"))
+            correct += int((logits.argmax(dim=1) == target).sum())
+    finally:
+        model.train(was_training)
     return total_loss / len(y), correct / len(y)
 
 
@@ -205,7 +222,8 @@ def fit_classifier(
     Raises
     ------
     ValidationError
-        On a non-positive ``epochs``/``batch_size``, or a checkpoint written with another seed or batch size or past
+        On a non-positive ``epochs``/``batch_size``, an optimizer over none of the model's parameters, labels beyond
+        the model's outputs, or a checkpoint written with another seed, batch size or optimizer settings, or past
         ``epochs``.
     """
     check_scalar("epochs", epochs, kind=int, low=1)
@@ -213,6 +231,7 @@ def fit_classifier(
     check_seed("seed", seed)
     check_scalar("eval_batch_size", eval_batch_size, kind=int, low=1)
     path = None if checkpoint is None else Path(checkpoint)
+    _check_fit(model, optimizer, data)
     with fork_rngs():
         problem = _Epochs(model, optimizer, data, batch_size, seed, dict(metrics or {}), eval_batch_size, path)
         start = problem.resume(epochs) if path is not None else 0
@@ -232,6 +251,31 @@ def fit_classifier(
     return result
 
 
+def _check_fit(model: nn.Module, optimizer: Any, data: Any) -> None:
+    """Refuse what would train nothing or fail mid-run: an optimizer over no parameter of ``model``, data that are
+    not a :class:`Split`, labels beyond the model's classes (one test input is classified to read their number)."""
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise ValidationError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
+    if not isinstance(data, Split):
+        raise ValidationError(f"data must be a Split (attnlab.nets.datasets), got {type(data).__name__}")
+    mine = {id(p) for p in model.parameters()}
+    if not any(id(p) in mine for group in optimizer.param_groups for p in group["params"]):
+        raise ValidationError(
+            "the optimizer holds none of the model's parameters, so training would change nothing; build it on "
+            "model.parameters()"
+        )
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        classes = model(data.x_test[:1]).shape[-1]
+    model.train(was_training)
+    if data.num_classes > classes:
+        raise ValidationError(
+            f"the labels go up to {data.num_classes - 1}, but the model has {classes} outputs; build it with "
+            f"num_classes >= {data.num_classes}"
+        )
+
+
 def check_resumed_epoch(path: Path, epoch: int, epochs: int) -> None:
     """Refuse a checkpoint past ``epochs``: its weights are at ``epoch``, which the run would report as ``epochs``
     (:func:`fit_classifier` and :func:`~attnlab.nets.stacked.fit_stacked` alike)."""
@@ -239,6 +283,30 @@ def check_resumed_epoch(path: Path, epoch: int, epochs: int) -> None:
         raise ValidationError(
             f"checkpoint {path} is at epoch {epoch} > epochs={epochs}; pass epochs >= {epoch} or a new checkpoint path"
         )
+
+
+def check_same_optimizer(path: Path, saved: dict[str, Any], optimizer: torch.optim.Optimizer) -> None:
+    """Refuse a checkpoint whose optimizer had other settings: ``load_state_dict`` would replace this optimizer's
+    (another class, ``lr`` or constant) by the saved ones without a word."""
+    groups = optimizer.state_dict()["param_groups"]
+    if len(saved["param_groups"]) != len(groups):
+        raise ValidationError(
+            f"checkpoint {path} holds an optimizer of {len(saved['param_groups'])} parameter groups, this one has "
+            f"{len(groups)}; resume with the optimizer that wrote it, or pass a new checkpoint path"
+        )
+    for old, new in zip(saved["param_groups"], groups):
+        settings = {k: v for k, v in old.items() if k != "params"}, {k: v for k, v in new.items() if k != "params"}
+        if _setting_text(settings[0]) != _setting_text(settings[1]):
+            raise ValidationError(
+                f"checkpoint {path} was written by an optimizer with {_setting_text(settings[0])}, but this one has "
+                f"{_setting_text(settings[1])}; resume with the same optimizer and settings, or pass a new path"
+            )
+
+
+def _setting_text(settings: dict[str, Any]) -> str:
+    """An optimizer's settings, comparable and readable (tensors by their values)."""
+    shown = {k: v.tolist() if isinstance(v, torch.Tensor) else v for k, v in sorted(settings.items())}
+    return ", ".join(f"{k}={v!r}" for k, v in shown.items())
 
 
 class _Epochs(LoopProblem):
@@ -281,7 +349,15 @@ class _Epochs(LoopProblem):
                 f"but this call has seed={self.seed}, batch_size={self.batch_size}; pass the same values or a new path"
             )
         check_resumed_epoch(self.path, state["epoch"], epochs)
-        self.model.load_state_dict(state["model"])
+        check_same_optimizer(self.path, state["optimizer"], self.optimizer)
+        try:
+            self.model.load_state_dict(state["model"])
+        except RuntimeError as err:  # torch lists every tensor whose name or shape differs
+            first = str(err).strip().splitlines()[1:2] or [str(err)]
+            raise ValidationError(
+                f"checkpoint {self.path} holds another model's weights ({first[0].strip()}); resume with the model "
+                "that wrote it, or pass a new path"
+            ) from None
         self.optimizer.load_state_dict(state["optimizer"])
         torch.set_rng_state(state["torch_rng"])
         restore_cuda_rng_states(state.get("cuda_rng"))  # a model on a GPU draws its dropout masks there

@@ -12,7 +12,9 @@ import math
 import torch
 from torch import nn
 
-__all__ = ["Encoder", "EncoderBlock", "SelfAttention", "attention_weights", "init_weights"]
+from attnlab._validation import ValidationError
+
+__all__ = ["Encoder", "EncoderBlock", "SelfAttention", "attention_weights", "check_float_dtype", "init_weights"]
 
 
 def attention_weights(q: torch.Tensor, k: torch.Tensor, key_mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -52,7 +54,7 @@ class SelfAttention(nn.Module):
     def __init__(self, dim: int, heads: int) -> None:
         super().__init__()
         if dim % heads:
-            raise ValueError(f"dim == {dim} is not divisible by heads == {heads}; pick dim = heads * head width")
+            raise ValidationError(f"dim == {dim} is not divisible by heads == {heads}; pick dim = heads * head width")
         self.heads = heads
         self.q = nn.Linear(dim, dim, bias=False)
         self.k = nn.Linear(dim, dim, bias=False)
@@ -210,3 +212,12 @@ def init_weights(module: nn.Module, generator: torch.Generator, std: float = 0.0
         for param in sub.parameters(recurse=False):
             scale = param.shape[1] ** -0.5 if isinstance(sub, nn.Linear) else std
             nn.init.trunc_normal_(param, std=scale, a=-2 * scale, b=2 * scale, generator=generator)
+
+
+def check_float_dtype(dtype: object) -> torch.dtype:
+    """``dtype`` when it is a floating-point ``torch.dtype`` (a model's weights); refused by name otherwise."""
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise ValidationError(
+            f"dtype == {dtype!r}, must be a floating torch.dtype such as torch.float32 or torch.float64"
+        )
+    return dtype

@@ -98,8 +98,8 @@ def make_optimizer(
         SNGD's cap :math:`\\eta_{\\max}` on :math:`\\eta/\\|g\\|` (spec A8), unless ``name`` sets ``max_step``;
         ``None``: no cap.
     sps_c : float, optional
-        SPS's constant :math:`c` in :math:`(\\mathcal L_B - 0)/(c\\,\\|g\\|^2)`, unless ``name`` sets it (``"sps"``
-        sets 0.5, spec A8 [L]).
+        SPS's constant :math:`c` in :math:`(\\mathcal L_B - 0)/(c\\,\\|g\\|^2)`, unless ``name`` writes it
+        (``"sps:c=1"``); it replaces the 0.5 that ``"sps"`` implies (spec A8 [L]).
 
     Returns
     -------
@@ -135,4 +135,13 @@ def harness_spec(
     """
     spec = OptimizerSpec.parse(name)
     extra = {"max_step": sngd_cap} if spec.name == "ngd" else {"c": sps_c} if spec.name == "polyak" else {}
-    return spec.with_options(**{k: v for k, v in extra.items() if v is not None and spec.get(k) is None})
+    written = _written(name)  # what the string itself sets wins; what its alias implies ("sps": c = 0.5) does not
+    return spec.replace(**{k: v for k, v in extra.items() if v is not None and k not in written})
+
+
+def _written(name: str | OptimizerSpec) -> set[str]:
+    """The ``key=value`` options an optimizer string writes (a parsed spec: every option it holds)."""
+    if isinstance(name, OptimizerSpec):
+        return {key for key, _ in name.options}
+    tail = name.partition(":")[2]
+    return {part.partition("=")[0].strip() for part in tail.split(",") if "=" in part}

@@ -9,8 +9,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from attnlab._validation import check_scalar
-from attnlab.nets.encoder import Encoder, init_weights
+from attnlab._validation import ValidationError, check_scalar
+from attnlab.nets.encoder import Encoder, check_float_dtype, init_weights
 from attnlab.nets.shared_forward import shareable
 
 __all__ = ["TextEncoder"]
@@ -88,7 +88,7 @@ class TextEncoder(nn.Module):
         self.drop = nn.Dropout(dropout)
         self.encoder = Encoder(dim, depth, heads, mlp_dim, dropout, norm_first=False)  # spec E4: post-LN
         self.head = nn.Linear(dim, num_classes, bias=False)
-        self.to(dtype)
+        self.to(check_float_dtype(dtype))
         init_weights(self, torch.Generator().manual_seed(seed))
 
     @shareable  # an epoch row's metrics reuse its test-loss pass (nets.shared_forward)
@@ -130,9 +130,34 @@ class TextEncoder(nn.Module):
 
     def _inputs(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The encoder's input (token and position embeddings, dropout) and its key mask (True on real tokens)."""
+        self._check_ids(ids)
         mask = ids != self.pad_id  # (n, L), True on real tokens
         x = self.tokens(ids) + self.positions[:, : ids.shape[1]]  # (n, L, dim)
         return self.drop(x), mask
+
+    def _check_ids(self, ids: object) -> None:
+        """Refuse ids the embedding would fail on or the encoder would turn into NaN, naming what is wrong."""
+        vocab, max_len = self.tokens.num_embeddings, self.positions.shape[1]
+        if (
+            not isinstance(ids, torch.Tensor)
+            or ids.dim() != 2
+            or ids.dtype.is_floating_point
+            or ids.dtype == torch.bool
+        ):
+            shape = tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__
+            raise ValidationError(
+                f"ids must be an (n, L) tensor of int64 token ids, got {shape}; batch one with ids[None]"
+            )
+        if ids.shape[1] > max_len:
+            raise ValidationError(f"ids has L = {ids.shape[1]} tokens > max_len == {max_len}; cut the sequences")
+        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab):
+            raise ValidationError(
+                f"ids must lie in [0, {vocab - 1}] (vocab_size {vocab}), got {int(ids.min())} to {int(ids.max())}"
+            )
+        if ids.numel() and not bool((ids != self.pad_id).any(dim=1).all()):
+            raise ValidationError(
+                f"a sequence of ids is padding only (pad_id {self.pad_id}); every sequence needs a token"
+            )
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         """Class logits, read from the first token's final state.

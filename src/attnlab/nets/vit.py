@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from attnlab._validation import ValidationError, check_scalar
-from attnlab.nets.encoder import Encoder, init_weights
+from attnlab.nets.encoder import Encoder, check_float_dtype, init_weights
 from attnlab.nets.shared_forward import shareable
 
 __all__ = ["ViT"]
@@ -93,7 +93,7 @@ class ViT(nn.Module):
         self.encoder = Encoder(dim, depth, heads, mlp_dim, dropout, norm_first=True)
         self.norm = nn.LayerNorm(dim, bias=False)
         self.head = nn.Linear(dim, num_classes, bias=False)
-        self.to(dtype)
+        self.to(check_float_dtype(dtype))
         init_weights(self, torch.Generator().manual_seed(seed))
 
     def patches(self, images: torch.Tensor) -> torch.Tensor:
@@ -112,12 +112,17 @@ class ViT(nn.Module):
         Raises
         ------
         ValidationError
-            When ``images`` does not have shape (n, channels, image_size, image_size).
+            When ``images`` does not have shape (n, channels, image_size, image_size) or the weights' dtype.
         """
         if images.dim() != 4 or images.shape[1:] != (self.channels, self.image_size, self.image_size):
             raise ValidationError(
                 f"images has shape {tuple(images.shape)}, expected (n, {self.channels}, {self.image_size}, "
                 f"{self.image_size}); add a channel axis with images[:, None] if it is missing"
+            )
+        if images.dtype != self.patch_embed.weight.dtype:
+            raise ValidationError(
+                f"images are {images.dtype} and the model's weights {self.patch_embed.weight.dtype}; pass "
+                f"images.to({self.patch_embed.weight.dtype}) or build the model with that dtype"
             )
         n, s = images.shape[0], self.patch_size
         grid = images.unfold(2, s, s).unfold(3, s, s)  # (n, C, H/s, W/s, s, s)

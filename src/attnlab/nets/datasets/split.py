@@ -27,7 +27,8 @@ class Split:
     Raises
     ------
     ValidationError
-        When inputs and labels disagree in length, labels are not int64 vectors, or a part is empty.
+        When inputs and labels disagree in length, labels are not int64 vectors of labels >= 0, or a part is
+        empty.
     """
 
     x_train: torch.Tensor
@@ -39,7 +40,7 @@ class Split:
         for part in ("train", "test"):
             x, y = getattr(self, f"x_{part}"), getattr(self, f"y_{part}")
             if not isinstance(x, torch.Tensor) or not isinstance(y, torch.Tensor):
-                raise TypeError(
+                raise ValidationError(
                     f"x_{part} and y_{part} must be torch.Tensors, got {type(x).__name__}, {type(y).__name__}"
                 )
             if y.dim() != 1 or y.dtype != torch.int64:
@@ -51,6 +52,8 @@ class Split:
                 raise ValidationError(
                     f"x_{part} has {len(x)} rows and y_{part} {len(y)}; they must be equal and non-zero"
                 )
+            if bool((y < 0).any()):
+                raise ValidationError(f"y_{part} holds negative labels ({int(y.min())}); class labels are 0, 1, ...")
 
     @property
     def num_classes(self) -> int:
