@@ -93,3 +93,13 @@ def test_l2_mirror_descent_takes_the_sgd_step_on_a_vit():
             optimizer.step()
     for a, b in zip(*(m.parameters() for m in models)):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-14)  # float64; sign(w)|w|^1 is w up to rounding
+
+
+def test_sps_c_sets_the_constant_the_sps_alias_implies_but_not_one_the_string_writes():
+    """sps_c was recorded by the real experiments' configs while "sps" always ran with its alias's 0.5."""
+    params = [torch.nn.Parameter(torch.zeros(2))]
+    assert make_optimizer("sps", params, sps_c=2.0).param_groups[0]["c"] == 2.0
+    assert make_optimizer("sps", params).param_groups[0]["c"] == 0.5
+    assert make_optimizer("sps:c=1", params, sps_c=2.0).param_groups[0]["c"] == 1.0
+    with pytest.raises(ValidationError, match="c"):
+        make_optimizer("sps", params, sps_c=-3.0)
