@@ -1,7 +1,7 @@
 """03: a real model: the digits ViT trained with SGD and with normalised GD, one head's W probed during training.
 
-Run: ``python examples/03_digits_vit_head_probe.py [--out DIR]`` (about two minutes on two cores; ``--small`` or
-``ATTNLAB_EXAMPLE_SMALL=1``: a few seconds, for tests). Writes ``head_probe.csv`` (one row per optimizer, step and
+Run: ``python examples/03_digits_vit_head_probe.py [--out DIR]`` (about 21 minutes wall for both optimizers on two
+shared cores, docs/tutorial/your-model.md; ``--small`` or ``ATTNLAB_EXAMPLE_SMALL=1``: a few seconds, for tests). Writes ``head_probe.csv`` (one row per optimizer, step and
 head) and ``head_probe.png`` (alignment of the class-token head with its attention SVM, softmax mass on the
 selected tokens, ||W||, against the step).
 
