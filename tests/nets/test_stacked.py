@@ -243,3 +243,25 @@ def test_a_stacked_run_with_dropout_is_the_run_trained_alone(tmp_path):
     resumed, _ = stack(2, tmp_path / "runs.pt")
     for a, b in zip(models, resumed):
         assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+
+
+def test_stacked_text_encoders_train_under_vmap_as_one_does_alone():
+    """TextEncoder checks its ids; under vmap the ids are batched and hold no values to read (a check that read them
+    stopped every stacked text run)."""
+    from attnlab.nets import TextEncoder
+    from attnlab.nets.datasets.keywords import keyword_task
+
+    data = keyword_task(n_train=64, n_test=32, length=8, vocab_size=40, seed=0).split
+    models = [TextEncoder(vocab_size=40, max_len=9, dim=8, depth=1, heads=2, mlp_dim=8, seed=s) for s in (0, 1)]
+    (a, b) = fit_stacked(models, [("sgd", 0.3), ("sgd", 0.3)], [0, 1], data, epochs=1, batch_size=32)
+    alone = TextEncoder(vocab_size=40, max_len=9, dim=8, depth=1, heads=2, mlp_dim=8, seed=1)
+    reference = fit_classifier(
+        alone, make_optimizer("sgd", alone.parameters(), lr=0.3), data, epochs=1, batch_size=32, seed=1
+    )
+    assert a.status == b.status == ["completed"]
+    torch.testing.assert_close(
+        torch.tensor(b.frame["train_loss"].to_numpy()),
+        torch.tensor(reference.frame["train_loss"].to_numpy()),
+        rtol=1e-5,
+        atol=1e-6,
+    )

@@ -136,7 +136,10 @@ class TextEncoder(nn.Module):
         return self.drop(x), mask
 
     def _check_ids(self, ids: object) -> None:
-        """Refuse ids the embedding would fail on or the encoder would turn into NaN, naming what is wrong."""
+        """Refuse ids the embedding would fail on or the encoder would turn into NaN, naming what is wrong. Ids that
+        vmap batches (the stacked runs' own, checked where they were made) have no values to read here."""
+        if torch._C._functorch.is_batchedtensor(ids):
+            return
         vocab, max_len = self.tokens.num_embeddings, self.positions.shape[1]
         if (
             not isinstance(ids, torch.Tensor)
