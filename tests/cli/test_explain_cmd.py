@@ -154,6 +154,7 @@ def test_the_same_run_again_rewrites_its_folder_and_leaves_no_stale_head(tmp_pat
     again = invoke("explain", src, "--v", "v_true", "--steps", 20, "--out", out)
     assert again.exit_code == first.exit_code, again.output
     assert sorted(p.name for p in out.iterdir()) == [
+        ".attnlab-run.json",  # whose folder it is, written before the run
         "explain.csv",
         "explain.json",
         "explain.parquet",

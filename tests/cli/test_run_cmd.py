@@ -72,7 +72,7 @@ def test_prepare_out_removes_the_record_of_the_same_run_only(tmp_path):
     (tmp_path / "record.json").write_text(json.dumps(owner))
     (tmp_path / "checks.csv").write_text("claim,passed\n")
     assert prepare_out(tmp_path, owner) == tmp_path
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["checks.csv"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".attnlab-run.json", "checks.csv"]
     (tmp_path / "record.json").write_text(json.dumps({**owner, "config_hash": "other"}))
     with pytest.raises(OutputError, match="already holds another run"):
         prepare_out(tmp_path, owner)
@@ -163,3 +163,17 @@ def test_check_out_refuses_as_prepare_out_does_and_touches_nothing(tmp_path):
     with pytest.raises(OutputError, match="already holds another run \\(tiny.run, config other\\)"):
         check_out(tmp_path, owner)
     assert check_out(tmp_path, owner, overwrite=True) == "other" and (tmp_path / "record.json").is_file()
+
+
+def test_a_run_stopped_before_its_first_output_is_let_in_again(tmp_path):
+    """A real experiment stopped mid-run leaves only its checkpoints; the same command was then refused ("holds files
+    that are not an attnlab run (checkpoints)"), so the checkpoints could not be resumed from."""
+    out = tmp_path / "o"
+    verify_experiment.run_experiment(registry.get_experiment("tiny.run"), out=out, overwrite=False, progress=False)
+    for name in ("record.json", "checks.csv", "trajectory.parquet"):
+        (out / name).unlink()
+    (out / "checkpoints").mkdir()  # what a stopped run leaves
+    assert run("--out", str(out)).exit_code == 0
+    assert (out / "checkpoints").is_dir() and (out / "record.json").is_file()
+    other = run("--out", str(out), "--set", "steps=5")
+    assert other.exit_code == 2 and "already holds another run (tiny.run" in other.output

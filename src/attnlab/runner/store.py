@@ -33,7 +33,10 @@ __all__ = [
 ]
 
 # Files whose presence shows that a folder holds an attnlab run (so that --overwrite may empty it).
-_RUN_FILES = ("record.json", "trajectory.parquet", "checks.csv", "explain.json")
+_RUN_FILES = ("record.json", "trajectory.parquet", "checks.csv", "explain.json", ".attnlab-run.json")
+# Written by prepare_out before a run starts: which run the folder belongs to, read while it has no record yet (a run
+# stopped before its end, whose checkpoints the same run resumes from).
+_OWNER = ".attnlab-run.json"
 
 
 def write_json(path: str | os.PathLike[str], payload: Mapping[str, Any]) -> Path:
@@ -183,10 +186,9 @@ def check_out(
         raise _output_error(folder, err) from None
     if not entries:
         return "empty"
-    try:
-        held_record = json.loads((folder / record).read_text())
-    except (OSError, ValueError):
-        held_record = None
+    held_record = _read_owner(folder / record)
+    if held_record is None:
+        held_record = _read_owner(folder / _OWNER)
     if isinstance(held_record, dict) and all(held_record.get(k) == v for k, v in owner.items()):
         return "same"
     held = ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
@@ -220,7 +222,9 @@ def prepare_out(
         Keys of ``record.json`` that identify the run, e.g. ``{"experiment": name, "config_hash": digest}``.
         A folder whose ``record.json`` has the same values holds this very run and is reused, all but its
         ``record.json``: that is removed, since it marks a finished run and is written last, so a rerun stopped
-        before it writes its own reads as unfinished instead of the old record vouching for the new files.
+        before it writes its own reads as unfinished instead of the old record vouching for the new files. The
+        folder gets a hidden ``.attnlab-run.json`` holding ``owner``, which says whose folder it is while it has
+        no record: the same run, stopped before its end, is then let in again and resumes from its checkpoints.
     overwrite : bool, default=False
         Empty a folder that holds another attnlab run first (its files would otherwise sit beside the new ones).
     record : str, default="record.json"
@@ -248,6 +252,7 @@ def prepare_out(
                 shutil.rmtree(entry)
             else:
                 entry.unlink()
+    write_json(folder / _OWNER, owner)  # the folder is this run's from now on, finished or not
     return folder
 
 
@@ -311,6 +316,15 @@ def staged_out(
         staged.rmdir()
     except OSError as err:
         raise _output_error(folder, err) from None
+
+
+def _read_owner(path: Path) -> dict[str, Any] | None:
+    """The JSON object in ``path``, or None (missing, unreadable or not an object)."""
+    try:
+        held = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return held if isinstance(held, dict) else None
 
 
 def _remove(path: Path) -> None:
