@@ -108,6 +108,8 @@ def test_query_keys_and_select_out_of_range():
         capture(mha, mha, (x, x, x), query=3)
     with pytest.raises(ValidationError, match=r"keys must pick at least 2 key tokens among the 3"):
         capture(mha, mha, (x, x, x), keys=[0, 7])
+    with pytest.raises(ValidationError, match=r"keys == \[2, -1\] picks a key token twice \(\[2, 2\]\)"):
+        capture(mha, mha, (x, x, x), keys=[2, -1])  # the same token twice: no W separates it from itself
     with pytest.raises(ValidationError, match="select == 'attended': pass \"attended\" .* together with head"):
         capture(mha, mha, (x, x, x), select="attended")
     with pytest.raises(ValidationError, match=r"select holds indices outside \[0, 2\]"):

@@ -180,7 +180,13 @@ def _indices(name: str, value: Any, size: int) -> torch.Tensor:
             f"{name} must pick at least 2 key tokens among the {size} entering the module (indices in "
             f"[0, {size - 1}] or a slice), got {value!r}"
         )
-    return index % size
+    index = index % size
+    if len(set(index.tolist())) < len(index):
+        raise ValidationError(
+            f"{name} == {value!r} picks a key token twice ({index.tolist()}); a repeated token ties with itself and no "
+            "W separates it: pick each position once"
+        )
+    return index
 
 
 def _unmasked(X: torch.Tensor, visible: torch.Tensor, query: int | str) -> torch.Tensor:
