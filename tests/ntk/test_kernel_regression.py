@@ -55,3 +55,15 @@ def test_a_gram_of_the_wrong_shape_or_singular_is_refused():
         kernel_regression_limit(torch.zeros(4, 3, dtype=torch.float64), K, Y)
     with pytest.raises(ValidationError, match="H is singular.*distinct training inputs"):
         kernel_regression_limit(torch.ones(4, 4, dtype=torch.float64), K, Y)  # the Gram of four equal inputs
+
+
+def test_the_path_refuses_a_gram_of_the_wrong_shape_and_stops_where_its_residual_overflows():
+    """H of shape (11, 11) against n L = 12 outputs raised a bare RuntimeError; a residual whose squared norm
+    overflows float64 was recorded as inf for a state the guard called good."""
+    net, X, Xt, Y = _setup()
+    H, K = gram(net, X), cross_kernel(net, Xt, X)
+    for bad in (H[:11, :11], H[:, :11], torch.cat([H, H])):
+        with pytest.raises(ValidationError, match="H has shape"):
+            kernel_regression_path(bad, K, Y, lr=practical_step(net, X), scale=net.width, steps=[1])
+    run = kernel_regression_path(H, K, Y, lr=100 * practical_step(net, X), scale=net.width, steps=[0, 10, 100, 1000])
+    assert run.status == ["diverged"] and bool(torch.isfinite(torch.tensor(run.frame["sq_residual"].to_numpy())).all())

@@ -32,13 +32,18 @@ def test_an_interior_minimiser_is_reached_without_touching_the_sphere():
 
 def test_arguments_are_checked_by_name():
     with pytest.raises(ValidationError, match="grad must be a callable"):
-        projected_mirror_descent(None, torch.zeros(2), p=2.0, radius=1.0, steps=1)
+        projected_mirror_descent(None, torch.zeros(2, 2), p=2.0, radius=1.0, steps=1)
     with pytest.raises(ValidationError, match="radius"):
-        projected_mirror_descent(lambda W: W, torch.zeros(2), p=2.0, radius=-1.0, steps=1)
+        projected_mirror_descent(lambda W: W, torch.zeros(2, 2), p=2.0, radius=-1.0, steps=1)
     with pytest.raises(ValidationError, match="steps"):
-        projected_mirror_descent(lambda W: W, torch.zeros(2), p=2.0, radius=1.0, steps=0)
+        projected_mirror_descent(lambda W: W, torch.zeros(2, 2), p=2.0, radius=1.0, steps=0)
     with pytest.raises(ValidationError, match="W0 has 1 non-finite"):
-        projected_mirror_descent(lambda W: W, torch.tensor([1.0, float("nan")]), p=2.0, radius=1.0, steps=1)
+        projected_mirror_descent(lambda W: W, torch.tensor([[1.0, float("nan")]]), p=2.0, radius=1.0, steps=1)
+    for shape in ((4,), (2, 2, 2)):  # the ball bounds a matrix's entrywise norm: a vector or a stack raised IndexError
+        with pytest.raises(ValidationError, match=r"W0 has shape .* expected 2 axes"):
+            projected_mirror_descent(lambda W: W, torch.zeros(shape), p=2.0, radius=1.0, steps=1)
+    with pytest.raises(ValidationError, match=r"grad\(W\) returned \(3, 3\), not a tensor of W's shape \(2, 2\)"):
+        projected_mirror_descent(lambda W: torch.zeros(3, 3), torch.zeros(2, 2), p=2.0, radius=1.0, steps=1)
 
 
 @pytest.mark.parametrize(

@@ -270,17 +270,18 @@ def kernel_regression_path(
     TrainingResult
         ``iterates``: ``"step"`` (len(steps),) and ``"F"`` (len(steps), p, L), the predictions at the given steps;
         ``frame``: ``run`` 0, ``step`` and ``sq_residual`` ``||s H* gamma - vec Y||^2`` at the recorded steps;
-        ``params["gamma"]`` (n L,), the final coefficients; ``status`` (``"diverged"`` when the residual turned
-        non-finite: the predictions then stop at the last finite coefficients).
+        ``params["gamma"]`` (n L,), the final coefficients; ``status`` (``"diverged"`` when the residual or its
+        squared norm turned non-finite: the predictions then stop at the last finite coefficients).
 
     Raises
     ------
     ValidationError
-        On bad shapes, a non-positive ``lr`` or ``scale``, or steps that are not increasing non-negative integers.
+        On bad shapes (``H`` must be ``(n L, n L)``), a non-positive ``lr`` or ``scale``, or steps that are not
+        increasing non-negative integers.
     """
-    H = check_tensor("H", H, "NM")
     Y = check_tensor("Y", Y, "nL")
     n, L = Y.shape
+    H = check_tensor("H", H, "NN", {"N": n * L})  # H* of the n L training outputs
     K_test = check_tensor("K_test", K_test, "PN", {"N": n * L})
     check_scalar("lr", lr, low=0.0, low_inclusive=False)
     check_scalar("scale", scale, low=0.0, low_inclusive=False)
@@ -320,7 +321,8 @@ class _AlgorithmD(LoopProblem):
         return self.scale * (self.H @ self.gamma) - self.y  # the residual s H* gamma - vec Y
 
     def guard(self, residual: torch.Tensor) -> torch.Tensor | None:
-        return None if bool(torch.isfinite(residual).all()) else _TRUE
+        # the recorded ||residual||^2 too: entries near 1e155 square past float64 while each is finite
+        return None if bool(torch.isfinite(residual.pow(2).sum())) else _TRUE
 
     def record(self, step: int, residual: torch.Tensor, active: torch.Tensor) -> dict[str, list]:
         self.recorded.append(step)

@@ -51,8 +51,8 @@ def projected_mirror_descent(
     grad : callable
         ``grad(W)`` returns the gradient at ``W``, shape of ``W``, or any positive multiple of it (the step is
         normalised by its dual norm), such as a gradient's mantissa.
-    W0 : torch.Tensor, shape (...)
-        Start (converted to float64).
+    W0 : torch.Tensor, shape (d, d_q)
+        Start (converted to float64): a matrix, whose entrywise ``||.||_p`` the ball bounds.
     p : float
         Exponent ``p > 1`` of the potential and of the ball.
     radius : float
@@ -80,12 +80,13 @@ def projected_mirror_descent(
     Raises
     ------
     ValidationError
-        When ``grad`` is not callable, ``W0`` is not finite, ``p <= 1``, ``radius <= 0``, ``steps < 1``,
-        ``step_scale <= 0``, ``record_every`` is not an integer >= 1, or ``progress`` is not a bool or None.
+        When ``grad`` is not callable or returns another shape than ``W``'s, ``W0`` is not a finite matrix,
+        ``p <= 1``, ``radius <= 0``, ``steps < 1``, ``step_scale <= 0``, ``record_every`` is not an integer >= 1, or
+        ``progress`` is not a bool or None.
     """
     if not callable(grad):
         raise ValidationError(f"grad must be a callable W -> gradient at W, got {type(grad).__name__}")
-    W = check_tensor("W0", W0)
+    W = check_tensor("W0", W0, "dq")
     check_scalar("p", p, low=1.0, low_inclusive=False)
     check_scalar("radius", radius, low=0.0, low_inclusive=False)
     check_scalar("steps", steps, kind=int, low=1)
@@ -118,7 +119,11 @@ class _ProjectedMD(LoopProblem):
         self.step_scale = step_scale
 
     def gradient(self, step: int, records: bool) -> torch.Tensor:
-        return self.grad(self.W)
+        g = self.grad(self.W)
+        if not isinstance(g, torch.Tensor) or g.shape != self.W.shape:
+            shape = tuple(g.shape) if isinstance(g, torch.Tensor) else type(g).__name__
+            raise ValidationError(f"grad(W) returned {shape}, not a tensor of W's shape {tuple(self.W.shape)}")
+        return g
 
     def guard(self, gradient: torch.Tensor) -> torch.Tensor | None:
         return None if bool(torch.isfinite(self.W).all()) else _TRUE
