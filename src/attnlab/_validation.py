@@ -248,7 +248,13 @@ def check_select(name: str, value: object, n: int, T: int, runs: int | None = No
             raise ValidationError(f"{name} is a 'meta' tensor (a shape without values); pass token indices")
         arr = value.detach().cpu().numpy()
     else:
-        arr = np.asarray(value)
+        try:
+            arr = np.asarray(value)
+        except ValueError:  # ragged: lists of different lengths, token sets
+            raise ValidationError(
+                f"{name} must be {n} integer token indices (one per sequence), got lists of different lengths; "
+                "token sets (several tokens per sequence) go to set_direction_svm or attention_svm(norm='fro')"
+            ) from None
     if arr.dtype == np.bool_ or not (np.issubdtype(arr.dtype, np.integer) or arr.size == 0):
         raise ValidationError(
             f"{name} must be {n} integer token indices (one per sequence), got dtype {arr.dtype}; floats are not "

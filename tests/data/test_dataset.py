@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from attnlab._validation import ValidationError
-from attnlab.data import TokenSelectionData
+from attnlab.data import TokenSelectionData, example1
 
 
 @pytest.fixture
@@ -206,3 +206,14 @@ def test_complex_and_text_fields_are_refused(change, match):
     fields = {"X": np.ones((2, 2, 2)), "y": [1, -1], **change}
     with pytest.raises(ValidationError, match=match):
         TokenSelectionData(**fields)
+
+
+def test_new_tokens_bring_their_own_first_tokens_as_queries_and_unknown_fields_are_named():
+    """with_(X=...) on self-attention data kept the old queries X[:, 0], silently: cross-wired data."""
+    data = example1(n=3, T=3, d=8, seed=0)
+    X2 = data.X.flip(1)
+    assert torch.equal(data.with_(X=X2).Z, X2[:, 0])
+    queries = torch.ones(3, 8, dtype=torch.float64)  # cross-attention queries stay
+    assert torch.equal(data.with_(Z=queries).with_(X=X2).Z, queries)
+    with pytest.raises(ValidationError, match=r"with_ got \['W'\], not fields of TokenSelectionData"):
+        data.with_(W=1)

@@ -105,3 +105,8 @@ def test_dm_defaults_satisfy_condition1_and_are_seeded():
 def test_dm_bad_arguments(kwargs, match):
     with pytest.raises(ValidationError, match=match):
         dm(**kwargs)
+
+
+def test_dm_refuses_a_zero_label_direction():
+    with pytest.raises(ValidationError, match="mu == 0 labels every sequence"):
+        dm(n=4, d=8, mu=torch.zeros(8))

@@ -94,3 +94,9 @@ def test_batched_train_takes_the_same_steps_as_al_train():
     torch.testing.assert_close(run.W[0], model.W.detach(), rtol=1e-12, atol=1e-12)
     with pytest.raises(al.ValidationError, match="a sum of heads trains its heads side by side with param='W'"):
         al.batched.train(data.X, data.Z, data.y, SummedHeads(V), param="KQ", K0=torch.ones(D, 2), Q0=torch.ones(D_Q, 2))
+
+
+def test_a_sum_of_no_heads_is_refused_when_built():
+    """SummedHeads of shape (0, d) was accepted, and training it raised a bare RuntimeError from unflatten."""
+    with pytest.raises(al.ValidationError, match=r"values has shape \(0, 4\): a sum needs at least one head"):
+        SummedHeads(torch.zeros(0, 4, dtype=torch.float64))

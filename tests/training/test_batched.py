@@ -360,3 +360,9 @@ def test_one_lr_per_run_on_one_data_set_names_the_runs_axis_to_add():
         batched.train(X[0], Z[0], y[0], v[0], lr=[0.1, 0.2, 0.3], steps=2)
     run = batched.train(X[0], Z[0], y[0], v[0], torch.zeros(3, X.shape[-1], Z.shape[-1]), lr=[0.1, 0.2, 0.3], steps=2)
     assert run.status == ["completed"] * 3
+
+
+def test_token_sets_where_one_token_per_sequence_is_expected_are_named():
+    X, Z, y, v, W0 = _runs(R=1)
+    with pytest.raises(ValidationError, match="got lists of different lengths; token sets"):
+        batched.train(X[0], Z[0], y[0], v[0], steps=1, select=[[0, 1], [0], [0], [0], [0]])

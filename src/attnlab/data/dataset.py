@@ -152,14 +152,26 @@ class TokenSelectionData:
         Parameters
         ----------
         **changes
-            New values of fields by name (``X``, ``Z``, ``y``, ``v``, ``select``).
+            New values of fields by name (``X``, ``Z``, ``y``, ``v``, ``select``). New tokens ``X`` without ``Z``
+            on data whose queries are their first tokens (``Z = X[:, 0]``, the default) bring their own first
+            tokens as queries; other queries are kept.
 
         Returns
         -------
         TokenSelectionData
             The copy; this data set is unchanged.
+
+        Raises
+        ------
+        ValidationError
+            On a name that is not a field, or new values the constructor refuses.
         """
         fields = {"X": self.X, "Z": self.Z, "y": self.y, "v": self.v, "select": self.select}
+        unknown = sorted(set(changes) - set(fields))
+        if unknown:
+            raise ValidationError(f"with_ got {unknown}, not fields of TokenSelectionData; fields: {', '.join(fields)}")
+        if "X" in changes and "Z" not in changes and torch.equal(self.Z, self.X[:, 0]):
+            changes = {**changes, "Z": None}  # self-attention queries follow the tokens (the constructor's default)
         if set(changes) != {"select"}:  # a token field changed: the sizes are checked together again
             return TokenSelectionData(**{**fields, **changes})
         select = changes["select"]

@@ -142,7 +142,7 @@ def dm(
     Raises
     ------
     ValidationError
-        On non-positive sizes or scales, ``sigma_oth >= sigma_opt``, or ``mu`` of the wrong shape.
+        On non-positive sizes or scales, ``sigma_oth >= sigma_opt``, or ``mu`` of the wrong shape or zero.
 
     Notes
     -----
@@ -164,6 +164,10 @@ def dm(
             f"sigma_opt == {sigma_opt!r} must exceed sigma_oth == {sigma_oth!r}: the optimal token is the larger one"
         )
     mu_t = None if mu is None else check_tensor("mu", mu, "d", {"d": d})
+    if mu_t is not None and not bool(mu_t.any()):
+        raise ValidationError(
+            "mu == 0 labels every sequence +1 (sign(0)); pass a non-zero direction, or None to draw one"
+        )
     gen = generator(seed)
     scale = torch.tensor([sigma_opt, sigma_oth], dtype=torch.float64) / math.sqrt(d)
     X = torch.randn(n, 2, d, generator=gen, dtype=torch.float64) * scale[:, None]  # spec §6.2: (n, 2, d)

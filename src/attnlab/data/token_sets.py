@@ -165,7 +165,7 @@ def sets_from_probabilities(probabilities: object, low: float = LOW, high: float
     """
     check_scalar("low", low, low=0.0, low_inclusive=False)
     check_scalar("high", high, low=float(low), low_inclusive=False, high=1.0, high_inclusive=False)
-    s = check_tensor("probabilities", probabilities, "nT")
+    s = check_tensor("probabilities", probabilities, "nT", min_size={"n": 1, "T": 1})
     negative = torch.nonzero((s < 0).any(dim=1)).flatten().tolist()
     if negative:
         raise ValidationError(

@@ -82,6 +82,10 @@ class SummedHeads(AttentionHeads):
         values_t = check_tensor("values", values)
         if values_t.dim() not in (2, 3):
             raise ValidationError(f"values has shape {tuple(values_t.shape)}, expected (H, d) or (R, H, d)")
+        if 0 in values_t.shape[-2:]:
+            raise ValidationError(
+                f"values has shape {tuple(values_t.shape)}: a sum needs at least one head of width >= 1"
+            )
         self.values, self.H, self.d = values_t, int(values_t.shape[-2]), int(values_t.shape[-1])
 
     def columns(self, d_q: int) -> int:
