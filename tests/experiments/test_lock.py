@@ -56,3 +56,13 @@ def test_the_lock_command_reports_and_exits_nonzero_when_not_current(tmp_path, c
     assert main(["--lock", str(tmp_path / "empty.lock")]) == 1
     lines = capsys.readouterr().out.splitlines()
     assert lines and all(line.startswith(("refused: ", "pending review (--write records it): ")) for line in lines)
+
+
+def test_the_lock_is_format_2_and_migrate_refuses_any_other(tmp_path, capsys):
+    """checks.lock was migrated once (its revision digests cover date, reason and outcomes); --migrate runs alone."""
+    assert read_lock(LOCK)["format"] == 2
+    copy = tmp_path / "checks.lock"
+    copy.write_text(LOCK.read_text())
+    assert main(["--migrate", "--lock", str(copy)]) == 1
+    assert "lock format 2, this attnlab reads 1" in capsys.readouterr().out
+    assert copy.read_text() == LOCK.read_text()

@@ -9,7 +9,7 @@ import pytest
 
 from attnlab._validation import ValidationError
 from attnlab.verify import Claim, Experiment, ExperimentResult, Falsifier, Reading, Revision
-from attnlab.verify.lock import lock_entries, lock_problems, read_lock, write_lock
+from attnlab.verify.lock import lock_entries, lock_problems, migrate_lock, read_lock, write_lock
 
 
 @dataclass(frozen=True)
@@ -145,3 +145,46 @@ def test_a_theory_claim_needs_a_reading_and_every_claim_an_id(tmp_path):
     anonymous = Claim("finite", "001:Thm1", "docs/theory/x.md §1", kind="property")
     _, refused = lock_problems(lock_entries([_toy(bare, anonymous)]), read_lock(tmp_path / "none.lock"))
     assert "declares no Reading" in refused[0] and "has no id" in refused[1]
+
+
+REVISED = dataclasses.replace(
+    CLAIM,
+    reading=dataclasses.replace(READING, window="the middle step"),
+    revisions=(Revision(READING, "2026-11-27", "the last step is past the cap", "fail: 0.87", "fail: 0.86"),),
+)
+
+
+@pytest.mark.parametrize(
+    "edit", [{"quick": "pass: 0.99"}, {"full": "pass: 0.99"}, {"why": "tidying"}, {"date": "2026-12-01"}]
+)
+def test_what_a_locked_revision_recorded_cannot_be_edited(tmp_path, edit):
+    """s11: the outcome, reason and date of a locked revision could be rewritten without an error."""
+    path = _locked(tmp_path, _toy())
+    write_lock(path, lock_entries([_toy(REVISED, PROPERTY)]), read_lock(path))
+    edited = dataclasses.replace(REVISED, revisions=(dataclasses.replace(REVISED.revisions[0], **edit),))
+    _, refused = lock_problems(lock_entries([_toy(edited, PROPERTY)]), read_lock(path))
+    assert refused == ["toy.exp/ratio: its recorded revisions were edited or dropped; a revision is history, keep it"]
+
+
+def _format_1(path, experiment, **digest):
+    """A format-1 lock of ``experiment``: revision digests of the old readings alone."""
+    claims = {e.key: {"digest": digest.get(e.key, e.digest), "revisions": list(e.readings)} for e in
+              lock_entries([experiment])}  # fmt: skip
+    path.write_text(json.dumps({"format": 1, "claims": claims, "retired": {"toy.exp/gone": "merged"}}))
+
+
+def test_a_current_format_1_lock_is_migrated_once_and_a_stale_one_is_not(tmp_path):
+    experiment, path = _toy(REVISED, PROPERTY), tmp_path / "checks.lock"
+    _format_1(path, experiment)
+    with pytest.raises(ValidationError, match="lock format 1, this attnlab reads 2.*--migrate"):
+        read_lock(path)
+    assert migrate_lock(path, [experiment]) == ["toy.exp/ratio", "toy.exp/finite"]
+    assert lock_problems(lock_entries([experiment]), read_lock(path)) == ([], [])
+    assert read_lock(path)["retired"] == {"toy.exp/gone": "merged"}
+    with pytest.raises(ValidationError, match="lock format 2, this attnlab reads 1"):
+        migrate_lock(path, [experiment])  # once
+    _format_1(path, experiment, **{"toy.exp/ratio": "0" * 16})  # not what the claims declare under format 1
+    before = path.read_text()
+    with pytest.raises(ValidationError, match="not current under lock format 1, so it is not migrated"):
+        migrate_lock(path, [experiment])
+    assert path.read_text() == before

@@ -11,6 +11,8 @@ fail. :func:`run_experiment` runs any experiment (the project's named ones, thro
   shapes, observations) and write the tolerance from what they test;
 - :mod:`attnlab.verify.fits`: the least-squares slopes (plain and weighted) behind the slope rows;
 - :mod:`attnlab.verify.claim`: :class:`Claim`;
+- :mod:`attnlab.verify.declared`: a run's rows against the declared claims (:func:`check_declared`), and the old
+  readings beside them (:func:`with_revisions`);
 - :mod:`attnlab.verify.falsifier`: :class:`Falsifier`, a wrong mechanism patched in by name;
 - :mod:`attnlab.verify.reading`: :class:`Reading` (how a claim is read, fixed before it runs), :class:`Revision`
   (an old reading kept with its outcome) and :class:`Finding` (a theorem row our runs contradict, investigated);

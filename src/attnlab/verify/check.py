@@ -35,13 +35,14 @@ over, ``claim_id`` the declared claim's id, ``revisions`` how many revisions its
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
-from attnlab._validation import ValidationError
+from attnlab._validation import ValidationError, check_scalar
 
 __all__ = ["CHECK_COLUMNS", "CHECK_KINDS", "CHECK_VERDICTS", "RESULT_ID", "Check", "CheckCounts", "count_checks"]
 
@@ -96,6 +97,9 @@ class Check:
         For a theory row whose claim declares a finding: the link to the written investigation.
     recorded : bool, default=False
         For a revision row the run did not recompute: it shows the outcome the revision recorded.
+    origin : Claim, optional
+        The claim whose row method built the row (set by :class:`~attnlab.verify.Claim`); a run's rows are refused
+        unless it is the declared claim of their id (:func:`~attnlab.verify.check_declared`). Not a column.
     """
 
     claim: str
@@ -114,8 +118,11 @@ class Check:
     revisions: int = 0
     investigation: str = ""
     recorded: bool = False
+    origin: Any = dataclasses.field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        if self.support is not None:
+            object.__setattr__(self, "support", check_scalar("support", self.support, kind=int, low=0))
         if self.kind not in CHECK_KINDS:
             raise ValidationError(f"Check.kind must be one of {CHECK_KINDS}, got {self.kind!r}")
         if self.inconclusive and (self.kind not in ("observation", "exploration") or self.passed):
@@ -127,10 +134,13 @@ class Check:
     @property
     def verdict(self) -> str:
         """``"pass"``/``"fail"``/``"finding"`` (theory), ``"pass"``/``"fail"`` (property), ``"agrees"``/``"disagrees"``/
-        ``"inconclusive"`` (observation), ``"pass"``/``"fail"``/``"recorded"`` (revision)."""
+        ``"inconclusive"`` (observation), ``"pass"``/``"fail"``/``"recorded"`` (revision).
+
+        A failing theory row is a ``"finding"`` only when its claim declares one and the row failed numerically (a
+        finite margin): a NaN, an infinity or a failure without a number (a diverged run) stays ``"fail"``."""
         if self.recorded:
             return "recorded"
-        if self.kind == "theory" and not self.passed and self.investigation:
+        if self.kind == "theory" and not self.passed and self.investigation and _numeric(self.margin):
             return "finding"
         if self.kind not in ("observation", "exploration"):
             return "pass" if self.passed else "fail"
@@ -312,6 +322,11 @@ def count_checks(checks: pd.DataFrame) -> CheckCounts:
         ours_agree=int((passed & (kind == "exploration")).sum()),
         ours=int((kind == "exploration").sum()),
     )
+
+
+def _numeric(margin: float | None) -> bool:
+    """Whether a row's margin is a number: a failure with it is a numeric one."""
+    return margin is not None and math.isfinite(margin)
 
 
 def format_value(value: Any) -> str:

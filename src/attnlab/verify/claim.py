@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from numbers import Integral
 from typing import Any
 
-from attnlab._validation import ValidationError, check_in
+from attnlab._validation import ValidationError, check_bool, check_in
+from attnlab.verify._inputs import check_claim_types, number
 from attnlab.verify.check import RESULT_ID, Check
 from attnlab.verify.compare import (
     check_close,
@@ -25,13 +26,11 @@ from attnlab.verify.compare import (
     check_rate_shape,
     check_slope,
 )
+from attnlab.verify.declared import check_declared, template_fields, with_revisions
 from attnlab.verify.falsifier import FALSIFIER_KINDS, Falsifier
 from attnlab.verify.reading import FULL_UNCHANGED, Finding, Reading, Revision, pinned, size_change
 
-__all__ = ["FALSIFIER_KINDS", "Claim", "Falsifier", "check_declared"]
-
-# tolerance keywords of the row methods that a claim's reading may fix (Reading.params)
-_DECLARED = ("rtol", "atol", "tol", "margin", "min_decades")
+__all__ = ["FALSIFIER_KINDS", "Claim", "Falsifier", "check_declared", "with_revisions"]
 
 
 @dataclass(frozen=True)
@@ -53,8 +52,9 @@ class Claim:
     source : str
         Our theory page and section: ``"docs/theory/implicit-bias-ngd.md §8.3"``.
     falsifier : str or tuple of str, default=""
-        The experiment's :class:`Falsifier` (or several) under which every row of the claim must fail; required for
-        ``kind="theory"``, and at least one of them must be of kind ``"mechanism"``.
+        The name of the experiment's :class:`Falsifier` (or several names) under which every row of the claim must
+        fail; required for ``kind="theory"``, and at least one of them must be of kind ``"mechanism"`` (checked by
+        :class:`~attnlab.verify.Experiment`, which holds the falsifiers).
     kind : {"theory", "property"}, default="theory"
         Observations are made with :func:`observation`, which names the paper's figure or remark instead; the rows
         of an old reading have kind ``"revision"`` (:meth:`revised`).
@@ -65,7 +65,8 @@ class Claim:
         (:class:`~attnlab.verify.Reading`). Its ``params`` fix the tolerance keywords of the row methods.
     revisions : tuple of Revision, default=()
         Earlier readings that ran and were replaced, oldest first, each with its outcome
-        (:class:`~attnlab.verify.Revision`); their rows stay in ``checks.csv`` beside the current one.
+        (:class:`~attnlab.verify.Revision`); their rows stay in ``checks.csv`` beside the current one. A tuple (or
+        list) even for one: ``revisions=(revision,)``.
     finding : Finding, optional
         A written investigation of this claim failing at our settings (:class:`~attnlab.verify.Finding`): a failing
         row then has the verdict ``"finding"`` and does not fail the run.
@@ -82,6 +83,7 @@ class Claim:
     finding: Finding | None = None
 
     def __post_init__(self) -> None:
+        check_claim_types(self)
         check_in("kind", self.kind, ("theory", "property", "revision"))
         names = (self.falsifier,) if isinstance(self.falsifier, str) else tuple(self.falsifier)
         object.__setattr__(self, "falsifier", ",".join(n for n in names if n))
@@ -151,6 +153,9 @@ class Claim:
     def format(self, **values: Any) -> Claim:
         """This claim with its ``{name}`` fields filled in (e.g. the step count of this run).
 
+        Every ``{...}`` of a text that is formatted is a field, as for :meth:`str.format`: write a literal brace of
+        such a text doubled (``||W||_{{F}}``). A text never formatted keeps its braces as they are.
+
         Parameters
         ----------
         **values
@@ -161,8 +166,30 @@ class Claim:
         Claim
             A copy whose ``claim`` text is filled in; everything else is the same, so its rows still stand for this
             declaration (:func:`check_declared`).
+
+        Raises
+        ------
+        ValidationError
+            When a field of the text is not given, the text is not a template (an unpaired brace), or a value does
+            not fit its field's format spec.
         """
-        return dataclasses.replace(self, claim=self.claim.format(**values))
+        parts = template_fields(self.claim)
+        if parts is None:
+            raise ValidationError(
+                f"claim {self.claim!r} is not a template (an unpaired brace); double a literal brace: '{{{{' '}}}}'"
+            )
+        named = {field.split(".")[0].split("[")[0] for _, field in parts if field is not None}
+        missing = sorted(named - set(values))
+        if missing:
+            raise ValidationError(
+                f"claim {self.claim!r}: format() was not given the field(s) {missing}; pass them by name, or double "
+                "the braces of a literal ('||W||_{{F}}')"
+            )
+        try:
+            text = self.claim.format(**values)
+        except (KeyError, IndexError, ValueError, TypeError, AttributeError) as err:
+            raise ValidationError(f"claim {self.claim!r}: format({values}) failed: {err!r}") from None
+        return dataclasses.replace(self, claim=text)
 
     def resized(
         self,
@@ -217,8 +244,8 @@ class Claim:
         ValidationError
             When the claim has no revision ``number``.
         """
-        if not 1 <= number <= len(self.revisions):
-            raise ValidationError(f"claim {self.claim!r} has {len(self.revisions)} revisions, not a number {number}")
+        if isinstance(number, bool) or not isinstance(number, Integral) or not 1 <= number <= len(self.revisions):
+            raise ValidationError(f"claim {self.claim!r} has {len(self.revisions)} revisions, not a number {number!r}")
         old = self.revisions[number - 1]
         return dataclasses.replace(
             self,
@@ -230,19 +257,29 @@ class Claim:
             finding=None,
         )
 
-    def _spread(self, kwargs: dict[str, Any]) -> dict[str, Any]:
-        """``kwargs`` with ``spread`` defaulting to the reading's tolerance text (where its numbers come from)."""
+    def _spread(self, kwargs: dict[str, Any], *more: str) -> dict[str, Any]:
+        """``kwargs`` with ``spread`` defaulting to the reading's tolerance text, and the row's tags and origin."""
         if self.reading is not None and not kwargs.get("spread"):
             kwargs = {**kwargs, "spread": self.reading.tolerance}
-        return kwargs
+        return self._tagged(kwargs, "spread", *more)
+
+    def _tagged(self, kwargs: dict[str, Any], *more: str) -> dict[str, Any]:
+        """``kwargs`` (``support`` and the keywords ``more``, no other) with the row's tags and its origin: this claim."""
+        unknown = sorted(set(kwargs) - {"support", *more})
+        if unknown:
+            raise ValidationError(
+                f"claim {self.claim!r}: the row method takes no keyword {unknown} (it takes {sorted({'support', *more})}"
+                "); the claim fixes the row's kind, result, falsifiers and id"
+            )
+        return {**kwargs, **self.tags, "origin": self}
 
     def _declared(self, name: str, given: Any, default: Any, row: tuple[str, ...] = ()) -> Any:
         """A row method's tolerance keyword: the reading's value, which a call may repeat but not change.
 
         ``row`` names all the tolerance keywords of the row method (``("rtol", "atol")`` for :meth:`close`): when the
-        reading declares any of them, it declares the row's whole tolerance, and a call may not add another one.
-        A reading that declares none of them leaves the tolerance to the row (a config size its ``sizes`` lock, or
-        a rule computed in the run and stated in ``spread``).
+        reading declares any of them, it declares the row's whole tolerance, and a call may not add another one
+        (other than its default value). A reading that declares none of them leaves the tolerance to the row (a
+        config size its ``sizes`` lock, or a rule computed in the run and stated in ``spread``).
         """
         params = self.reading.params if self.reading is not None else {}
         declared = params.get(name)
@@ -254,7 +291,7 @@ class Claim:
                 "is fixed before it runs (change it with a Revision that keeps the old one)"
             )
         fixed = {key: params[key] for key in row if params.get(key) is not None}
-        if declared is None and fixed:
+        if declared is None and fixed and given != default:
             shown = ", ".join(f"{key}={value!r}" for key, value in fixed.items())
             raise ValidationError(
                 f"claim {self.claim!r}: the row adds {name}={given!r} to the tolerance its reading declares ({shown}, "
@@ -288,50 +325,84 @@ class Claim:
         ------
         ValidationError
             When ``rtol`` or ``atol`` differs from the reading's, or is given where the reading declares only the
-            other: a reading is fixed before it runs.
+            other: a reading is fixed before it runs; or when ``predicted`` or ``measured`` is not a number.
         """
         row = ("rtol", "atol")  # a reading that declares one declares the row's whole tolerance
         rtol, atol = self._declared("rtol", rtol, 0.0, row), self._declared("atol", atol, 0.0, row)
-        kwargs = self._spread(kwargs)
-        return check_close(self.claim, predicted, measured, rtol, self.source, atol=atol, **kwargs, **self.tags)
+        predicted, measured = number("predicted", predicted), number("measured", measured)
+        return check_close(self.claim, predicted, measured, rtol, self.source, atol=atol, **self._spread(kwargs))
 
-    def less(self, measured: float, bound: float, **kwargs: Any) -> Check:
+    def _bound(self, measured: float, bound: float | None, strict: bool | None) -> tuple[float, float, bool]:
+        """``(measured, bound, strict)`` of :meth:`less` and :meth:`greater`: the reading's ``bound`` and ``strict``,
+        which a call may repeat but not change; ``strict=True`` only tightens the rule, so a call may always ask it."""
+        row = ("bound", "strict")
+        bound = self._declared("bound", bound, None, row)
+        if bound is None:
+            raise ValidationError(f"claim {self.claim!r}: the row needs bound=, or a reading that declares it")
+        if strict is not True:
+            strict = self._declared("strict", strict, False, row)
+        check_bool("strict", strict)
+        return number("measured", measured), number("bound", bound), bool(strict)
+
+    def less(self, measured: float, bound: float | None = None, *, strict: bool | None = None, **kwargs: Any) -> Check:
         """Row of :func:`check_less`: passes when ``measured <= bound`` (``<`` with ``strict=True``).
 
         Parameters
         ----------
         measured : float
             The run's value; NaN fails.
-        bound : float
-            The theory's upper bound.
+        bound : float, optional
+            The theory's upper bound; default: the reading's ``params["bound"]``. Where the reading declares it, a
+            call may repeat it, never change it.
+        strict : bool, optional
+            ``<`` instead of ``<=``; default: the reading's ``params["strict"]``, else False. A call may always ask
+            ``strict=True`` (it only tightens the rule), never ``False`` where the reading declares True.
         **kwargs
-            ``strict``, ``spread`` (see :func:`check_less`) and ``support`` (see :class:`Check`).
+            ``spread`` (see :func:`check_less`) and ``support`` (see :class:`Check`).
 
         Returns
         -------
         Check
             The row, with this claim's text, source, kind, result, falsifiers, id and finding.
-        """
-        return check_less(self.claim, measured, bound, self.source, **self._spread(kwargs), **self.tags)
 
-    def greater(self, measured: float, bound: float, **kwargs: Any) -> Check:
+        Raises
+        ------
+        ValidationError
+            When ``bound`` or ``strict`` differs from what the reading declares, no bound is given or declared, or
+            ``measured`` or ``bound`` is not a number.
+        """
+        measured, bound, strict = self._bound(measured, bound, strict)
+        return check_less(self.claim, measured, bound, self.source, strict=strict, **self._spread(kwargs))
+
+    def greater(
+        self, measured: float, bound: float | None = None, *, strict: bool | None = None, **kwargs: Any
+    ) -> Check:
         """Row of :func:`check_greater`: passes when ``measured >= bound`` (``>`` with ``strict=True``).
 
         Parameters
         ----------
         measured : float
             The run's value; NaN fails.
-        bound : float
-            The theory's lower bound.
+        bound : float, optional
+            The theory's lower bound; default: the reading's ``params["bound"]``. Where the reading declares it, a
+            call may repeat it, never change it.
+        strict : bool, optional
+            ``>`` instead of ``>=``; as for :meth:`less`.
         **kwargs
-            ``strict``, ``spread`` (see :func:`check_greater`) and ``support`` (see :class:`Check`).
+            ``spread`` (see :func:`check_greater`) and ``support`` (see :class:`Check`).
 
         Returns
         -------
         Check
             The row, with this claim's text, source, kind, result, falsifiers, id and finding.
+
+        Raises
+        ------
+        ValidationError
+            As :meth:`less`.
         """
-        return check_greater(self.claim, measured, bound, self.source, **self._spread(kwargs), **self.tags)
+        measured, bound, strict = self._bound(measured, bound, strict)
+        return check_greater(self.claim, measured, bound, self.source, strict=strict, **self._spread(kwargs))
 
     def ordering(
         self, values: Mapping[str, float], order: Sequence[str], *, margin: float | None = None, **kwargs: Any
@@ -360,8 +431,7 @@ class Claim:
             When ``order`` has fewer than two names or names one that ``values`` lacks.
         """
         margin = self._declared("margin", margin, 0.0)
-        kwargs = self._spread(kwargs)
-        return check_ordering(self.claim, values, order, self.source, margin=margin, **kwargs, **self.tags)
+        return check_ordering(self.claim, values, order, self.source, margin=margin, **self._spread(kwargs))
 
     def slope(
         self, x: Sequence[float], y: Sequence[float], predicted: float, tol: float | None = None, **kwargs: Any
@@ -378,6 +448,8 @@ class Claim:
             How far the fitted slope may be from ``predicted``; default: the reading's ``params``.
         **kwargs
             ``side``, ``logx``, ``logy``, ``spread`` (see :func:`check_slope`) and ``support`` (see :class:`Check`).
+            ``side`` is part of the tolerance: default the reading's ``params["side"]``, else ``"both"``; a reading
+            that declares ``tol`` without ``side`` declares ``"both"`` (a one-sided test would widen it).
 
         Returns
         -------
@@ -387,12 +459,15 @@ class Claim:
         Raises
         ------
         ValidationError
-            When ``side`` is not one of ``"both"``, ``"at_most"``, ``"at_least"``, or no ``tol`` is given or declared.
+            When ``side`` is not one of ``"both"``, ``"at_most"``, ``"at_least"``, no ``tol`` is given or declared, or
+            ``tol`` or ``side`` differs from what the reading declares.
         """
-        tol = self._declared("tol", tol, None)
+        tol = self._declared("tol", tol, None, ("tol", "side"))
         if tol is None:
             raise ValidationError(f"claim {self.claim!r}: slope() needs tol=, or a reading that declares it")
-        return check_slope(self.claim, x, y, predicted, tol, self.source, **self._spread(kwargs), **self.tags)
+        side = self._declared("side", kwargs.pop("side", None), "both", ("tol", "side"))
+        kwargs = self._spread(kwargs, "logx", "logy")
+        return check_slope(self.claim, x, y, number("predicted", predicted), tol, self.source, side=side, **kwargs)
 
     def rate_shape(
         self, t: Sequence[float], y: Sequence[float], expected: str, *, min_decades: float | None = None, **kwargs: Any
@@ -422,7 +497,8 @@ class Claim:
             When ``expected`` is not ``"log"`` or ``"power"``.
         """
         min_decades = self._declared("min_decades", min_decades, 2.0)
-        return check_rate_shape(self.claim, t, y, expected, self.source, min_decades=min_decades, **kwargs, **self.tags)
+        kwargs = self._tagged(kwargs)
+        return check_rate_shape(self.claim, t, y, expected, self.source, min_decades=min_decades, **kwargs)
 
     def holds(
         self,
@@ -445,7 +521,7 @@ class Claim:
         tolerance : str
             The rule the row was judged by, and where its numbers come from.
         passed : bool
-            Whether the measurement meets the rule (any truthy value is taken as a bool).
+            Whether the measurement meets the rule: ``True`` or ``False`` (NumPy's booleans too; not ``"False"``).
         margin : float, optional
             How far the measurement lies inside the rule (negative: outside), in its own units; without it a
             failure of this row does not count as a numeric failure under a falsifier.
@@ -460,8 +536,12 @@ class Claim:
         Raises
         ------
         ValidationError
-            When ``margin`` has the wrong sign for ``passed`` (a row that passes lies inside its rule).
+            When ``passed`` is not a bool, ``margin`` is not a number or has the wrong sign for ``passed`` (a row that
+            passes lies inside its rule).
         """
+        passed = check_bool("passed", passed)
+        if margin is not None:
+            margin = number("margin", margin)
         if margin is not None and math.isfinite(margin) and (margin >= 0) != bool(passed) and margin != 0:
             raise ValidationError(
                 f"claim {self.claim!r}: margin {margin:g} disagrees with passed={bool(passed)}; a margin is how far "
@@ -469,107 +549,6 @@ class Claim:
             )
         margin = float(margin) if margin is not None and math.isfinite(margin) else None
         return Check(
-            self.claim, predicted, measured, tolerance, bool(passed), self.source, margin=margin, support=support,
-            **self.tags,
+            self.claim, predicted, measured, tolerance, passed, self.source, margin=margin, support=support,
+            **self._tagged({}),
         )  # fmt: skip
-
-
-def check_declared(rows: Sequence[Check], claims: Sequence[Claim], experiment: str) -> None:
-    """Refuse theory, property and revision rows that no declared claim of ``experiment`` stands for.
-
-    A row stands for a claim when its kind, result, source, falsifiers and id are the claim's (its text may be the
-    claim's template filled in by :meth:`Claim.format`); a revision row stands for a revision of a declared claim
-    (:meth:`Claim.revised`). Observations are declared by :func:`observation` itself.
-
-    Parameters
-    ----------
-    rows : sequence of Check
-        The rows a run wrote.
-    claims : sequence of Claim
-        The claims ``experiment`` declares.
-    experiment : str
-        The experiment's name, for the message.
-
-    Raises
-    ------
-    ValidationError
-        When a row matches no claim; the message lists the rows' claim texts.
-    """
-    versions = [c for claim in claims for c in (claim, *(claim.revised(k) for k in range(1, len(claim.revisions) + 1)))]
-    declared = {(c.kind, c.result, c.source, c.falsifier, c.id) for c in versions}
-    stray = [
-        row.claim
-        for row in rows
-        if row.kind not in ("observation", "exploration")
-        and (row.kind, row.result, row.source, row.falsifier, row.claim_id) not in declared
-    ]
-    if stray:
-        raise ValidationError(
-            f"{experiment!r} wrote checks that no declared Claim stands for: {stray}; build theory checks and "
-            "properties from a Claim listed in the experiment's claims=(...), naming its paper result and falsifier"
-        )
-
-
-def with_revisions(rows: Sequence[Check], claims: Sequence[Claim]) -> list[Check]:
-    """``rows`` with every revision of a claim beside the claim's rows: recomputed, or as the revision recorded it.
-
-    A revision the run recomputed (a row built from :meth:`Claim.revised`) moves next to the current rows of its
-    claim; one it did not gets a ``recorded`` row that shows the old reading and its outcome at quick and full size.
-
-    Parameters
-    ----------
-    rows : sequence of Check
-        The rows a run wrote.
-    claims : sequence of Claim
-        The claims of the experiment.
-
-    Returns
-    -------
-    list of Check
-        Every row of ``rows`` once, in order, each claim's revision rows right after its last current row.
-    """
-    revision_rows: dict[str, list[Check]] = {}
-    for row in rows:
-        if row.kind == "revision":
-            revision_rows.setdefault(row.claim_id, []).append(row)
-    pending: dict[str, list[Check]] = {}
-    for claim in claims:
-        for number, revision in enumerate(claim.revisions, start=1):
-            old = claim.revised(number)
-            pending.setdefault(claim.id, []).extend(revision_rows.get(old.id) or [_recorded(old, revision)])
-    current = [row for row in rows if row.kind != "revision"]
-    last = {row.claim_id: i for i, row in enumerate(current) if row.claim_id in pending}
-    out: list[Check] = []
-    for i, row in enumerate(current):
-        out.append(row)
-        if last.get(row.claim_id) == i:
-            out.extend(pending.pop(row.claim_id))
-    return out + [row for extra in pending.values() for row in extra]  # claims with no current row this run
-
-
-def _each(template: str) -> str:
-    """A claim's template with each field ``{p:g}`` shown as ``<each p>``: one row stands for every value."""
-    try:
-        parts = list(string.Formatter().parse(template))
-    except ValueError:  # not a template (an unpaired brace)
-        return template
-    return "".join(literal + ("" if field is None else f"<each {field}>") for literal, field, _, _ in parts)
-
-
-def _recorded(old: Claim, revision: Revision) -> Check:
-    """The row of an old reading that the run did not recompute: what the revision recorded of it."""
-    reading = revision.reading
-    predicted = "as its text says" if reading is None else reading.tolerance
-    read = "no reading (its text was its reading)"
-    if reading is not None:
-        read = f"{reading.statistic}, over {reading.window}, {reading.subset}"
-    return Check(
-        _each(old.claim),
-        predicted,
-        f"quick: {revision.quick}; full: {revision.full}",
-        f"{read}; replaced {revision.date}: {revision.why}",
-        False,
-        old.source,
-        recorded=True,
-        **old.tags,
-    )

@@ -27,7 +27,7 @@ from typing import Any, Generic, TypeVar
 import pandas as pd
 
 from attnlab._overrides import parse_overrides
-from attnlab._validation import ValidationError, check_seed
+from attnlab._validation import ValidationError, check_bool, check_seed
 from attnlab.runner.fingerprint import code_fingerprint
 from attnlab.runner.provenance import git_state
 from attnlab.runner.store import (
@@ -148,7 +148,9 @@ class Experiment(Generic[C]):
         together instead of one long run starting last.
     claims : tuple of Claim
         Every theory check and property the run writes, declared once (:class:`attnlab.verify.Claim`).
-        Each theory claim names one of ``falsifiers``; the coverage tables of docs/theory are built from them.
+        Each theory claim names ``falsifiers``, at least one of kind ``"mechanism"``; the coverage tables of
+        docs/theory are built from them. A run's rows must be built by these claims' row methods (their readings
+        judge them): a copy with another reading under the same id is refused.
     falsifiers : tuple of Falsifier
         The wrong mechanisms the claims name; ``tests/experiments/test_falsifiers.py`` runs each at the quick size
         and asserts that every row naming it fails.
@@ -158,8 +160,11 @@ class Experiment(Generic[C]):
     Raises
     ------
     ValidationError
-        When ``config_type`` is not a dataclass, ``quick`` names a field it lacks, the falsifiers repeat a name, a
-        theory claim names a falsifier that is not listed, or a falsifier is named by no claim.
+        When ``name`` is empty, ``config_type`` is not a dataclass class, ``run`` is not callable, ``quick`` is not
+        a mapping or names a field the config lacks, ``claims`` or ``falsifiers`` are not tuples of
+        :class:`~attnlab.verify.Claim` and :class:`~attnlab.verify.Falsifier`, a claim's reading names a size field
+        the config lacks, the falsifiers repeat a name, a theory claim names a falsifier that is not listed or none
+        of kind ``"mechanism"``, or a falsifier is named by no claim.
     """
 
     name: str
@@ -173,11 +178,7 @@ class Experiment(Generic[C]):
     falsifiers: tuple[Falsifier, ...] = ()
 
     def __post_init__(self) -> None:
-        if not dataclasses.is_dataclass(self.config_type):
-            raise ValidationError(f"config_type of {self.name!r} must be a dataclass, got {self.config_type!r}")
-        unknown_fields = set(self.quick) - {f.name for f in dataclasses.fields(self.config_type)}
-        if unknown_fields:
-            raise ValidationError(f"quick overrides of {self.name!r} name unknown fields {sorted(unknown_fields)}")
+        _check_parts(self)
         names = [f.name for f in self.falsifiers]
         if len(set(names)) != len(names):
             raise ValidationError(f"falsifiers of {self.name!r} repeat a name: {names}")
@@ -193,6 +194,14 @@ class Experiment(Generic[C]):
         unused = sorted(set(names) - named)
         if unused:
             raise ValidationError(f"falsifiers {unused} of {self.name!r} are named by no claim; declare or drop them")
+        kinds = {f.name: f.kind for f in self.falsifiers}
+        unfalsified = [c.id or c.claim for c in self.claims if c.kind == "theory" and "mechanism" not in
+                       {kinds[n] for n in c.falsifiers}]  # fmt: skip
+        if unfalsified:
+            raise ValidationError(
+                f"theory claims {unfalsified} of {self.name!r} name no falsifier of kind 'mechanism'; every theory "
+                "claim needs a wrong mechanism (the optimizer, the data model, the model) that fails it numerically"
+            )
 
     def falsifier(self, name: str) -> Falsifier:
         """The falsifier called ``name``.
@@ -218,6 +227,51 @@ class Experiment(Generic[C]):
         raise ValidationError(f"{self.name!r} has no falsifier {name!r}; it has {[f.name for f in self.falsifiers]}")
 
 
+def _check_parts(experiment: Experiment[Any]) -> None:
+    """Refuse an :class:`Experiment` part of the wrong type, naming it and the fix; make claims and falsifiers
+    tuples."""
+    name = experiment.name
+    if not isinstance(name, str) or not name.strip():
+        raise ValidationError(f"Experiment.name must be a dotted name such as 'my-paper.fig2', got {name!r}")
+    config_type = experiment.config_type
+    if not isinstance(config_type, type) or not dataclasses.is_dataclass(config_type):
+        raise ValidationError(
+            f"config_type of {name!r} must be a dataclass class (not an instance), got {config_type!r}"
+        )
+    if not callable(experiment.run):
+        raise ValidationError(f"run of {name!r} must be a function run(config, context), got {experiment.run!r}")
+    if not isinstance(experiment.quick, Mapping):
+        raise ValidationError(f"quick of {name!r} must be a mapping of field to value, got {experiment.quick!r}")
+    fields = {f.name for f in dataclasses.fields(config_type)}
+    unknown_fields = set(experiment.quick) - fields
+    if unknown_fields:
+        raise ValidationError(f"quick overrides of {name!r} name unknown fields {sorted(unknown_fields)}")
+    for part, kind in (("claims", Claim), ("falsifiers", Falsifier)):
+        items = getattr(experiment, part)
+        if not isinstance(items, tuple | list) or not all(isinstance(item, kind) for item in items):
+            raise ValidationError(
+                f"{part} of {name!r} must be a tuple of {kind.__name__}, got {items!r}; write {part}=(one,) for one"
+            )
+        object.__setattr__(experiment, part, tuple(items))
+    for claim in experiment.claims:
+        sizes = () if claim.reading is None or claim.reading.sizes is None else claim.reading.sizes
+        if set(sizes) - fields:
+            raise ValidationError(
+                f"claim {claim.id or claim.claim!r} of {name!r}: its reading's sizes name {sorted(set(sizes) - fields)}"
+                f", which are not fields of its config {sorted(fields)}"
+            )
+
+
+def _check_experiment(name: str, experiment: Any, quick: Any) -> None:
+    """Refuse an ``experiment`` that is not an :class:`Experiment` and a ``quick`` that is not a bool."""
+    if not isinstance(experiment, Experiment):
+        raise ValidationError(
+            f"{name}() takes an Experiment, got {experiment!r}; look a project experiment up by name with "
+            "attnlab.experiments.get_experiment(name)"
+        )
+    check_bool("quick", quick)
+
+
 def make_config(experiment: Experiment[C], overrides: Sequence[str] | Mapping[str, Any] = (), quick: bool = False) -> C:
     """Default config of ``experiment``, then its quick overrides (if ``quick``), then ``overrides``.
 
@@ -239,8 +293,10 @@ def make_config(experiment: Experiment[C], overrides: Sequence[str] | Mapping[st
     ------
     ValidationError
         When an override names an unknown field (the message lists the known ones) or a value does not parse, or
-        the config refuses the resulting values.
+        the config refuses the resulting values, ``experiment`` is not an :class:`Experiment`, or ``quick`` is not
+        a bool.
     """
+    _check_experiment("make_config", experiment, quick)
     base = experiment.config_type()
     if quick:
         base = dataclasses.replace(base, **experiment.quick)
@@ -326,9 +382,11 @@ def run_experiment(
     Raises
     ------
     ValidationError
-        When an override names an unknown field or a bad value, ``out`` holds another run, or the run writes a theory
-        check or property that none of ``experiment.claims`` stands for.
+        When an override names an unknown field or a bad value, ``out`` holds another run, ``experiment`` is not an
+        :class:`Experiment`, ``quick`` is not a bool, the run returns no :class:`ExperimentResult`, or it writes a
+        theory check or property that none of ``experiment.claims`` stands for (or one built from another reading).
     """
+    _check_experiment("run_experiment", experiment, quick)
     name = experiment.name
     config = make_config(experiment, overrides, quick)
     digest = config_hash({"experiment": name, "config": dataclasses.asdict(config)})
@@ -348,6 +406,8 @@ def _run_into(
     # progress=True asks for bars where they can be seen: on a terminal (never forced into a piped log)
     result = experiment.run(config, RunContext(out=run_dir, progress=None if progress else False, quick=quick))
     seconds = time.perf_counter() - start
+    if not isinstance(result, ExperimentResult):
+        raise ValidationError(f"the run of {name!r} returned a {type(result).__name__}, not an ExperimentResult")
     check_declared(result.checks, experiment.claims, name)
     rows = with_revisions(result.checks, experiment.claims)
 

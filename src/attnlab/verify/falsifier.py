@@ -69,8 +69,15 @@ class Falsifier:
     slow: bool = False
 
     def __post_init__(self) -> None:
+        for name in ("name", "mechanism", "target"):
+            if not isinstance(getattr(self, name), str) or not getattr(self, name).strip():
+                raise ValidationError(f"Falsifier.{name} must be a non-empty str, got {getattr(self, name)!r}")
+        if "," in self.name:
+            raise ValidationError(f"Falsifier.name {self.name!r} holds a comma; claims list their falsifiers by name")
+        if not callable(self.wrap):
+            raise ValidationError(f"Falsifier.wrap must be a function wrap(original) -> replacement, got {self.wrap!r}")
         check_in("Falsifier.kind", self.kind, FALSIFIER_KINDS)
-        if ":" not in self.target:
+        if ":" not in self.target or not self.target.partition(":")[2]:
             raise ValidationError(
                 f"Falsifier.target must be 'module:attribute', got {self.target!r}; name the attribute where the "
                 "experiment looks the mechanism up, e.g. 'attnlab.experiments.flagship:train'"
@@ -97,14 +104,11 @@ class Falsifier:
         Raises
         ------
         ValidationError
-            When the block ended normally and never called a callable replacement: the experiment looks the
-            mechanism up somewhere else than ``target``.
+            When ``target`` names a module that cannot be imported or an attribute it lacks, or the block ended
+            normally and never called a callable replacement: the experiment looks the mechanism up somewhere else
+            than ``target``.
         """
-        module_name, _, path = self.target.partition(":")
-        owner: Any = importlib.import_module(module_name)
-        *parents, attribute = path.split(".")
-        for part in parents:
-            owner = getattr(owner, part)
+        owner, attribute = self._owner()
         saved = _own_value(owner, attribute)
         calls = [0]
         replacement = _install(owner, attribute, self.wrap, calls)
@@ -122,6 +126,24 @@ class Falsifier:
                 "imported under another module, an experiment defined in a script run as __main__ whose module is "
                 "imported a second time); set target to the module where the run looks it up"
             )
+
+    def _owner(self) -> tuple[Any, str]:
+        """The object that holds the target's last attribute, and that attribute's name."""
+        module_name, _, path = self.target.partition(":")
+        try:
+            owner: Any = importlib.import_module(module_name)
+        except ImportError as err:
+            raise ValidationError(f"falsifier {self.name!r}: target {self.target!r}: {err}") from None
+        *parents, attribute = path.split(".")
+        for part in (*parents, attribute):
+            if not hasattr(owner, part):
+                raise ValidationError(
+                    f"falsifier {self.name!r}: target {self.target!r}: {owner!r} has no attribute {part!r}; name the "
+                    "attribute where the experiment looks the mechanism up"
+                )
+            if part != attribute:
+                owner = getattr(owner, part)
+        return owner, attribute
 
 
 _MISSING = object()  # the owner had no attribute of its own: it is deleted again on leaving the block

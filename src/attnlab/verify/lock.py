@@ -3,8 +3,10 @@ change after it ran without a visible :class:`~attnlab.verify.Revision`.
 
 A claim's digest covers its text, kind, result, :class:`~attnlab.verify.Reading` and the full and quick values of
 the config fields the reading depends on (:func:`claim_digest`). The lock file (the project's is ``checks.lock``)
-maps ``"<experiment>/<claim id>"`` to that digest and to the digests of its revisions' old readings. Against the
-lock, :func:`lock_problems` reports:
+maps ``"<experiment>/<claim id>"`` to that digest and to the digests of its revisions, each of which covers the old
+reading and what the revision recorded of it: date, reason, quick and full outcome (lock format 2; a format-1 lock,
+whose revision digests covered the old reading only, is rewritten once by :func:`migrate_lock`). Against the lock,
+:func:`lock_problems` reports:
 
 - a claim that is not locked yet (writing the lock records it: a new claim is reviewed, then locked);
 - a claim whose reading changed and whose newest revision keeps exactly the locked reading (writing the lock
@@ -27,7 +29,7 @@ from attnlab._validation import ValidationError
 from attnlab.runner.store import write_json
 from attnlab.verify.claim import Claim
 from attnlab.verify.experiment import Experiment
-from attnlab.verify.reading import Reading, reading_digest
+from attnlab.verify.reading import Reading, reading_digest, revision_digest
 
 __all__ = [
     "LockEntry",
@@ -35,12 +37,13 @@ __all__ = [
     "experiment_sizes",
     "lock_entries",
     "lock_problems",
+    "migrate_lock",
     "only_experiments",
     "read_lock",
     "write_lock",
 ]
 
-LOCK_FORMAT = 1
+LOCK_FORMAT = 2  # 2: a revision's digest covers its date, why, quick and full too (1: its old reading only)
 
 
 @dataclass(frozen=True)
@@ -54,11 +57,14 @@ class LockEntry:
     digest : str
         :func:`claim_digest` of the current reading.
     revisions : tuple of str
-        The digests of its revisions' old readings, oldest first.
+        The digests of its revisions (old reading, date, reason and outcomes), oldest first.
     kind : str
         The claim's kind.
     has_reading : bool
         Whether the claim declares a :class:`Reading`.
+    readings : tuple of str, default=()
+        The digests of its revisions' old readings alone, oldest first (the newest is the reading a revision
+        replaced: the one locked before it; a format-1 lock's revision digests).
     """
 
     key: str
@@ -66,6 +72,7 @@ class LockEntry:
     revisions: tuple[str, ...]
     kind: str
     has_reading: bool
+    readings: tuple[str, ...] = ()
 
 
 def _jsonable(value: Any) -> Any:
@@ -110,7 +117,10 @@ def experiment_sizes(experiment: Experiment[Any], fields: Sequence[str] | None) 
 
 
 def claim_digest(experiment: Experiment[Any], claim: Claim) -> tuple[str, tuple[str, ...]]:
-    """The digest of ``claim``'s current reading and those of its revisions' old readings, oldest first.
+    """The digest of ``claim``'s current reading and those of its revisions, oldest first.
+
+    A revision's digest (:func:`~attnlab.verify.reading.revision_digest`) covers its old reading (as the claim's
+    digest covers the current one) and its date, reason and quick and full outcome.
 
     Parameters
     ----------
@@ -124,6 +134,12 @@ def claim_digest(experiment: Experiment[Any], claim: Claim) -> tuple[str, tuple[
     digest : str
     revisions : tuple of str
     """
+    current, readings = _reading_digests(experiment, claim)
+    return current, tuple(revision_digest(d, r) for d, r in zip(readings, claim.revisions, strict=True))
+
+
+def _reading_digests(experiment: Experiment[Any], claim: Claim) -> tuple[str, tuple[str, ...]]:
+    """The digest of ``claim``'s current reading and those of its revisions' old readings alone, oldest first."""
 
     def digest(text: str, reading: Reading | None, sizes: Mapping[str, Any] | None) -> str:
         fields = None if reading is None else reading.sizes
@@ -152,31 +168,42 @@ def lock_entries(experiments: Sequence[Experiment[Any]]) -> list[LockEntry]:
     for experiment in experiments:
         for claim in experiment.claims:
             digest, revisions = claim_digest(experiment, claim)
-            entries.append(
-                LockEntry(f"{experiment.name}/{claim.id}", digest, revisions, claim.kind, claim.reading is not None)
-            )
+            readings = _reading_digests(experiment, claim)[1]
+            key = f"{experiment.name}/{claim.id}"
+            entries.append(LockEntry(key, digest, revisions, claim.kind, claim.reading is not None, readings))
     return entries
 
 
-def read_lock(path: str | Path) -> dict[str, Any]:
+def read_lock(path: str | Path, *, format: int = LOCK_FORMAT) -> dict[str, Any]:
     """The lock file at ``path``: ``{"format", "claims": {key: {"digest", "revisions"}}, "retired": {key: why}}``.
 
     Parameters
     ----------
     path : path
         A lock file; a missing one reads as empty.
+    format : int, default=LOCK_FORMAT
+        The format it must have (:func:`migrate_lock` reads a format-1 lock).
 
     Returns
     -------
     dict
+
+    Raises
+    ------
+    ValidationError
+        When the lock has another format; a format-1 lock is migrated once with ``python -m
+        attnlab.experiments.lock --migrate``.
     """
     path = Path(path)
     if not path.exists():
-        return {"format": LOCK_FORMAT, "claims": {}, "retired": {}}
+        return {"format": format, "claims": {}, "retired": {}}
     data = json.loads(path.read_text())
-    if data.get("format") != LOCK_FORMAT:
-        raise ValidationError(f"{path}: lock format {data.get('format')!r}, this attnlab reads {LOCK_FORMAT}")
-    return {"format": LOCK_FORMAT, "claims": data.get("claims", {}), "retired": data.get("retired", {})}
+    if data.get("format") != format:
+        raise ValidationError(
+            f"{path}: lock format {data.get('format')!r}, this attnlab reads {format}; a format-1 lock is rewritten "
+            "once with `python -m attnlab.experiments.lock --migrate` (it must be current first)"
+        )
+    return {"format": format, "claims": data.get("claims", {}), "retired": data.get("retired", {})}
 
 
 def lock_problems(entries: Sequence[LockEntry], lock: Mapping[str, Any]) -> tuple[list[str], list[str]]:
@@ -220,7 +247,7 @@ def lock_problems(entries: Sequence[LockEntry], lock: Mapping[str, Any]) -> tupl
         old_revisions = tuple(entry.get("revisions", ()))
         if e.digest == entry["digest"] and e.revisions == old_revisions:
             continue
-        if e.revisions == (*old_revisions, entry["digest"]):
+        if e.revisions[:-1] == old_revisions and e.readings[-1:] == (entry["digest"],):
             pending.append(f"{e.key}: reading revised (revision {len(e.revisions)} keeps the locked reading)")
         elif e.revisions[: len(old_revisions)] != old_revisions:
             refused.append(f"{e.key}: its recorded revisions were edited or dropped; a revision is history, keep it")
@@ -304,3 +331,43 @@ def write_lock(
         retired = {**keep["retired"], **retired}
     write_json(path, {"format": LOCK_FORMAT, "claims": claims, "retired": retired})
     return pending
+
+
+def migrate_lock(path: str | Path, experiments: Sequence[Experiment[Any]]) -> list[str]:
+    """Rewrite the format-1 lock at ``path`` in format 2, once, after checking that it is current under format 1.
+
+    A format-1 lock's revision digests covered the old readings only; format 2's cover the revisions' date, reason
+    and outcomes too. The lock stays a faithful record: the declared claims of ``experiments`` (all of the
+    project's) must match it exactly under the format-1 digests (no pending and no refused difference), and only
+    then is each claim's entry written with its format-2 digests; retired claims are kept as they are.
+
+    Parameters
+    ----------
+    path : path
+        The format-1 lock file.
+    experiments : sequence of Experiment
+        Every experiment the lock covers.
+
+    Returns
+    -------
+    list of str
+        The keys whose entries were rewritten.
+
+    Raises
+    ------
+    ValidationError
+        When the lock is not format 1, or differs from the declared claims under the format-1 digests; nothing is
+        written.
+    """
+    old = read_lock(path, format=1)
+    entries = lock_entries(experiments)
+    as_before = [dataclasses.replace(e, revisions=e.readings) for e in entries]  # format 1's revision digests
+    pending, refused = lock_problems(as_before, old)
+    if pending or refused:
+        raise ValidationError(
+            f"{path} is not current under lock format 1, so it is not migrated; bring it up to date with the "
+            "attnlab that wrote it first:\n  " + "\n  ".join([*refused, *pending])
+        )
+    claims = {**old["claims"], **{e.key: {"digest": e.digest, "revisions": list(e.revisions)} for e in entries}}
+    write_json(path, {"format": LOCK_FORMAT, "claims": claims, "retired": old["retired"]})
+    return [e.key for e in entries]

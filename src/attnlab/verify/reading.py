@@ -13,15 +13,21 @@ verdict ``"finding"``, counted, linked to its written investigation, and does no
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from attnlab._validation import ValidationError
+from attnlab._validation import ValidationError, check_bool, check_in, check_scalar
 
-__all__ = ["Finding", "Reading", "Revision", "old_sizes", "reading_digest"]
+__all__ = ["TOLERANCE_KEYWORDS", "Finding", "Reading", "Revision", "old_sizes", "reading_digest", "revision_digest"]
+
+#: The tolerance keywords of the row methods of :class:`~attnlab.verify.Claim` that a reading's ``params`` may fix:
+#: a row takes each from the reading and refuses a call that changes it.
+TOLERANCE_KEYWORDS = ("rtol", "atol", "tol", "side", "margin", "min_decades", "bound", "strict")
+_SIDES = ("both", "at_most", "at_least")
 
 
 def _frozen(value: Any) -> Any:
@@ -51,12 +57,17 @@ class Reading:
         The pass rule with its numbers and where they come from: ``"> 0 (the lemma's sign)"``.
     params : mapping of str to number, str or tuple, default={}
         The numbers the run reads from the reading (``claim.param("rtol")``): tolerances, window fractions, grids.
-        A row method of :class:`~attnlab.verify.Claim` takes a tolerance keyword it is not given (``rtol``, ``atol``,
-        ``tol``, ``margin``, ``min_decades``, ``k``) from here, and refuses one that differs from it, or one that
-        adds to a tolerance declared here (``rtol`` beside a declared ``atol``).
+        A row method of :class:`~attnlab.verify.Claim` takes a tolerance keyword it is not given
+        (:data:`TOLERANCE_KEYWORDS`: ``rtol``, ``atol``, ``tol``, ``side``, ``margin``, ``min_decades``, ``bound``,
+        ``strict``) from here, and refuses one that differs from it, or one that adds to a tolerance declared here
+        (``rtol`` beside a declared ``atol``, ``side="at_most"`` beside a declared ``tol``). Their values are checked:
+        ``rtol``, ``atol``, ``tol``, ``margin`` and ``min_decades`` finite numbers ``>= 0``, ``bound`` a finite
+        number, ``strict`` a bool, ``side`` one of ``"both"``, ``"at_most"``, ``"at_least"``. Other keys (``k`` of
+        :func:`~attnlab.verify.spread_tolerance`, a window fraction) are read by the run with :meth:`param`.
     sizes : tuple of str, optional
         The config fields whose values (full and quick) the reading depends on; they enter the lock's digest, so
-        changing a size is a revision too. ``None`` (the default): every field of the experiment's config.
+        changing a size is a revision too. ``None`` (the default): every field of the experiment's config. A tuple
+        of field names (not one name as a str); :class:`~attnlab.verify.Experiment` refuses a name its config lacks.
 
     Examples
     --------
@@ -74,12 +85,25 @@ class Reading:
 
     def __post_init__(self) -> None:
         for name in ("statistic", "window", "subset", "tolerance"):
-            if not str(getattr(self, name)).strip():
-                raise ValidationError(f"Reading.{name} is empty; say it in words, e.g. Reading.window='the last step'")
-        if not isinstance(self.params, Mapping):
-            raise ValidationError(f"Reading.params must be a mapping of name to value, got {type(self.params)}")
+            if not isinstance(getattr(self, name), str) or not getattr(self, name).strip():
+                raise ValidationError(
+                    f"Reading.{name} must say it in words (a non-empty str), got {getattr(self, name)!r}, e.g. "
+                    "Reading.window='the last step'"
+                )
+        if not isinstance(self.params, Mapping) or not all(isinstance(k, str) for k in self.params):
+            raise ValidationError(f"Reading.params must be a mapping of name (str) to value, got {self.params!r}")
         object.__setattr__(self, "params", dict(self.params))
+        for name in TOLERANCE_KEYWORDS:
+            if name in self.params:
+                _check_tolerance(name, self.params[name])
         if self.sizes is not None:
+            if isinstance(self.sizes, str) or not isinstance(self.sizes, tuple | list):
+                raise ValidationError(
+                    f"Reading.sizes must be a tuple of config field names, got {self.sizes!r}; write "
+                    "sizes=('steps',) for one field"
+                )
+            if not all(isinstance(n, str) for n in self.sizes) or len(set(self.sizes)) != len(self.sizes):
+                raise ValidationError(f"Reading.sizes must name config fields (str) once each, got {self.sizes!r}")
             object.__setattr__(self, "sizes", tuple(self.sizes))
 
     def __hash__(self) -> int:
@@ -161,14 +185,42 @@ class Revision:
         if self.reading is not None and not isinstance(self.reading, Reading):
             raise ValidationError(f"Revision.reading must be the old Reading, got {type(self.reading).__name__}")
         for name in ("date", "why", "quick", "full"):
-            if not str(getattr(self, name)).strip():
+            if not isinstance(getattr(self, name), str) or not getattr(self, name).strip():
                 raise ValidationError(
-                    f"Revision.{name} is empty: a revision keeps the date, the reason and the old reading's outcome "
-                    "at quick and full size"
+                    f"Revision.{name} must be a non-empty str, got {getattr(self, name)!r}: a revision keeps the date, "
+                    "the reason and the old reading's outcome at quick and full size"
                 )
+        try:
+            datetime.date.fromisoformat(self.date if len(self.date) == 10 else "")
+        except ValueError:
+            raise ValidationError(f"Revision.date must be 'YYYY-MM-DD', got {self.date!r}") from None
+        if not isinstance(self.claim, str):
+            raise ValidationError(f"Revision.claim must be the old claim text (a str) or '', got {self.claim!r}")
+        bad = self.sizes is not None and (
+            not isinstance(self.sizes, Mapping)
+            or not all(isinstance(v, Mapping) and set(v) == {"full", "quick"} for v in self.sizes.values())
+        )
+        if bad:
+            raise ValidationError(
+                f"Revision.sizes must map each field to its old {{'full': value, 'quick': value}} (old_sizes() "
+                f"builds it), got {self.sizes!r}"
+            )
 
     def __hash__(self) -> int:
         return hash((self.reading, self.date, self.why, self.quick, self.full, self.claim))
+
+
+def _check_tolerance(name: str, value: Any) -> None:
+    """Refuse a reading's tolerance keyword of the wrong type or range (see :data:`TOLERANCE_KEYWORDS`)."""
+    where = f"Reading.params[{name!r}]"
+    if name == "strict":
+        check_bool(where, value)
+    elif name == "side":
+        check_in(where, value, _SIDES)
+    elif name == "bound":
+        check_scalar(where, value)
+    else:
+        check_scalar(where, value, low=0)
 
 
 def old_sizes(same: Mapping[str, Any], **changed: tuple[Any, Any]) -> dict[str, dict[str, Any]]:
@@ -274,6 +326,14 @@ class Finding:
     ruled_out: tuple[str, ...]
 
     def __post_init__(self) -> None:
+        for name in ("summary", "investigation"):
+            if not isinstance(getattr(self, name), str):
+                raise ValidationError(f"Finding.{name} must be a str, got {getattr(self, name)!r}")
+        if not isinstance(self.ruled_out, tuple | list) or not all(isinstance(r, str) for r in self.ruled_out):
+            raise ValidationError(
+                f"Finding.ruled_out must be a tuple of str, one item each, got {self.ruled_out!r}; write "
+                "ruled_out=('seeds 0-4: ...',) for one"
+            )
         object.__setattr__(self, "ruled_out", tuple(self.ruled_out))
         if not self.summary.strip() or "#" not in self.investigation or not self.ruled_out:
             raise ValidationError(
@@ -309,4 +369,25 @@ def reading_digest(claim: str, kind: str, result: str, reading: Reading | None, 
         "sizes": _frozen(sizes),
     }
     text = json.dumps(payload, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def revision_digest(reading: str, revision: Revision) -> str:
+    """A short digest of a revision as recorded: its old reading's digest, its date, reason and outcomes.
+
+    Parameters
+    ----------
+    reading : str
+        :func:`reading_digest` of the revision's old reading (its text, kind, result, reading and sizes).
+    revision : Revision
+        The revision; its ``date``, ``why``, ``quick`` and ``full`` enter the digest, so that the lock refuses an
+        edit of the recorded history.
+
+    Returns
+    -------
+    str
+        16 hex digits of the SHA-256 of the canonical JSON.
+    """
+    record = {"reading": reading, **{k: getattr(revision, k) for k in ("date", "why", "quick", "full")}}
+    text = json.dumps(record, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
