@@ -73,7 +73,8 @@ def test_run_writes_every_output(tmp_path, monkeypatch):
     names = {p.name for p in tmp_path.iterdir()}
     assert {"trajectory.parquet", "checks.csv", "record.json", "fig.png", "extra.parquet"} <= names
     assert "fig.pdf" not in names  # a quick run writes the PNG only
-    assert not [n for n in names if n.endswith(".tmp") or n.startswith(".")]  # no temp files left behind
+    left = [n for n in names if n.endswith(".tmp") or n.startswith(".")]
+    assert left == [".attnlab-run.json"]  # no temp files left behind; the marker of whose folder it is stays
     rec = json.loads((tmp_path / "record.json").read_text())
     assert rec["config"]["n"] == 1 and rec["config"]["lr"] == 0.2 and rec["defaults_ours"] == {"lr": 0.2}
     assert (

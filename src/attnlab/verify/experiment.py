@@ -351,7 +351,7 @@ def run_experiment(
     quick: bool = False,
     out: str | Path | None = None,
     progress: bool = True,
-    overwrite: bool | None = None,
+    overwrite: bool | None = False,
 ) -> RunRecord:
     """Build the config of ``experiment``, run it, and write its outputs.
 
@@ -370,9 +370,10 @@ def run_experiment(
         Run directory; default ``runs/<name>-<config hash>``.
     progress : bool, default=True
         Show progress bars on a terminal.
-    overwrite : bool, optional
-        ``False``: refuse an ``out`` that holds another run; ``True``: empty it first (see
-        :func:`attnlab.runner.store.prepare_out`); ``None`` (a sweep's own run directory): use ``out`` as it is.
+    overwrite : bool or None, default=False
+        ``False``: refuse an ``out`` that holds another run; ``True``: replace it once this run is complete (see
+        :func:`attnlab.runner.store.staged_out`); ``None``: use ``out`` as it is (a sweep's own run directory,
+        which the sweep's store owns).
 
     Returns
     -------

@@ -158,7 +158,7 @@ class Registry:
         quick: bool = False,
         out: str | Path | None = None,
         progress: bool = True,
-        overwrite: bool | None = None,
+        overwrite: bool | None = False,
     ) -> RunRecord:
         """Run the named experiment and write its outputs (:func:`attnlab.verify.run_experiment`).
 
