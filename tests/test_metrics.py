@@ -215,3 +215,107 @@ def test_selected_logistic_probability_is_a_plain_loop_over_sequences_and_broadc
         ValidationError, match=r"select must be an integer tensor of shape \(\[S,\] \[R,\] n\) with n = 3"
     ):
         selected_logistic_probability(X, y, v, select.double())
+
+
+def test_alignment_and_bregman_take_rectangular_references():
+    """Cross-attention's W is (d, d_q): its reference is too, one for every run or one per run."""
+    import attnlab as al
+    import attnlab.batched as batched
+    from attnlab.data import TokenSelectionData, example1
+    from attnlab.metrics import alignment, bregman
+    from attnlab.svm import attention_svm
+
+    base = example1(n=4, T=3, d=6, seed=0)
+    queries = torch.randn(4, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    data = TokenSelectionData(base.X, Z=queries, y=base.y, v=base.v)
+    W_ref = attention_svm(data).W
+    assert W_ref.shape == (6, 3)
+    model = al.models.Combined(6, d_q=3)
+    metrics = [alignment(W_ref), bregman(W_ref, 2.0, name="dB")]
+    frame = al.train(model, "ngd:lr=0.5", data, steps=5, metrics=metrics, progress=False).frame
+    W = model.W.detach()
+    assert frame["alignment"].iloc[-1] == pytest.approx(float(cosine(W, W_ref)), rel=1e-14)
+    assert frame["dB"].iloc[-1] == pytest.approx(float(directional_bregman(W_ref, W, 2.0)), rel=1e-12)
+    refs = torch.stack([W_ref, -W_ref])  # (R, d, d_q): one reference per run
+    run = batched.train(
+        data.X, data.Z, data.y, data.v, torch.zeros(2, 6, 3), lr=0.5, steps=5, progress=False,
+        metrics=[alignment(refs, name="a"), bregman(refs, 2.0, name="dB")],
+    )  # fmt: skip
+    last = run.frame[run.frame["step"] == 5].sort_values("run")
+    torch.testing.assert_close(torch.tensor(last["a"].to_numpy()), cosine(run.W, refs), rtol=1e-14, atol=0)
+    torch.testing.assert_close(torch.tensor(last["dB"].to_numpy()), directional_bregman(refs, run.W, 2.0))
+    with pytest.raises(ValidationError, match=r"W_ref has shape \(3, 6\), but the trained W has shape \(6, 3\)"):
+        al.train(al.models.Combined(6, d_q=3), "ngd", data, steps=1, metrics=[alignment(W_ref.T)], progress=False)
+    with pytest.raises(ValidationError, match=r"W_ref has shape \(1, 1, 6, 3\), expected \(d, d\) or \(R, d, d\)"):
+        alignment(W_ref[None, None])
+
+
+def _diagnostic_args():
+    X, Z, W = (t.double() for t in _tokens(n=3, T=4, d=3))
+    return X, Z, W, torch.tensor([1.0, -1.0, 1.0], dtype=torch.float64), torch.tensor([0.5, -1.0, 2.0]).double()
+
+
+def _refused_calls():
+    X, Z, W, y, v = _diagnostic_args()
+    sel = torch.tensor([0, 2, 1])
+    return [
+        (lambda: optimal_loss(X, (y > 0).double(), v), r"y must hold only -1 and \+1, found \[0.0\]"),
+        (lambda: largest_gap(X, (y > 0).double(), v, sel), r"y must hold only -1 and \+1"),
+        (lambda: optimal_loss(X, y, v[:2]), r"v has shape \(2,\), but the tokens have width d = 3"),
+        (lambda: optimal_loss(X, y[:2], v), r"y has shape \(2,\), but X has n = 3 sequences"),
+        (lambda: matrix_norm(W, 0.5), r"kind == 0.5, must be >= 1"),
+        (lambda: matrix_norm(W, 0), r"kind == 0, must be >= 1"),
+        (lambda: matrix_norm(W, -2), r"kind == -2, must be >= 1"),
+        (lambda: entrywise_norm(W, 0.5), r"p == 0.5, must be >= 1"),
+        (lambda: matrix_norm(W[0]), r"W has shape \(3,\), expected \(\[R,\] d, d_q\)"),
+        (lambda: cosine(W, torch.zeros(3, 3)), "B is zero: a direction of reference must be non-zero"),
+        (lambda: cosine(W, torch.ones(4, 4)), r"the shapes of A \(3, 3\), B \(4, 4\) do not broadcast"),
+        (lambda: directional_bregman(torch.zeros(3, 3), W, 2.0), "W_ref is zero"),
+        (lambda: directional_bregman(W, W, 1.0), r"p == 1.0, must be > 1"),
+        (lambda: bregman_divergence(W, torch.ones(2, 2), 2.0), r"the shapes of A \(3, 3\), B \(2, 2\)"),
+        (lambda: attention_margin(X, Z, W, torch.tensor([0, 0, 7])), r"select holds indices outside \[0, 3\].*\[7\]"),
+        (lambda: attention_margin(X, Z, W, torch.tensor([0, 0, -1])), r"indices outside \[0, 3\].*\[-1\]"),
+        (lambda: largest_gap(X, y, v, torch.tensor([0, 0, 9])), r"select holds indices outside \[0, 3\]"),
+        (lambda: selected_probability(X, Z, W, sel.double()), "select must be integer token indices"),
+        (lambda: selected_probability(X, Z, W, [[0, 1], [1], [2]]), "one integer token index per sequence"),
+        (lambda: sequence_margins(X, Z, W, sel[:2]), r"select has shape \(2,\), expected \(\[R,\] n\) with n = 3"),
+        (lambda: attention_margin(X, Z, W[:2, :2], sel), r"W has shape \(2, 2\), but the tokens have width d = 3"),
+        (lambda: attention_margin(X, Z[:2], W, sel), r"Z has shape \(2, 3\): 2 queries, but X has n = 3"),
+        (lambda: attention_margin(X[0], Z, W, sel), r"X has shape \(4, 3\), expected \(\[R,\] n, T, d\)"),
+        (lambda: log_one_minus_selected(X, Z, torch.ones(2, 3, 3), torch.zeros(5, 3, dtype=torch.int64)), "select"),
+        (lambda: attention_margin(X[None].expand(2, -1, -1, -1), Z, torch.ones(3, 3, 3), sel), "do not broadcast"),
+        (lambda: gradient_direction(X, Z, (y > 0).double(), v, W), r"y must hold only -1 and \+1"),
+        (lambda: selected_logistic_probability(X, y, v, torch.tensor([0, 0, 4])), r"indices outside \[0, 3\]"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(_refused_calls())))
+def test_the_diagnostics_refuse_bad_input_by_name(case):
+    call, match = _refused_calls()[case]
+    with pytest.raises(ValidationError, match=match):
+        call()
+
+
+def test_the_diagnostics_convert_float32_and_lists_and_keep_their_values():
+    X, Z, W, y, v = _diagnostic_args()
+    sel = torch.tensor([0, 2, 1])
+    expected = attention_margin(X, Z, W, sel)
+    assert attention_margin(X, Z, W.float(), [0, 2, 1]) == pytest.approx(float(expected), rel=1e-6)
+    assert attention_margin(X, Z, W.float(), sel).dtype == torch.float64  # float32 beside float64 data: float64
+    assert selected_probability(X, Z, W, sel.int()) == selected_probability(X, Z, W, sel)
+    assert float(optimal_loss(X, y.int(), v, sel)) == float(optimal_loss(X, y, v, sel))
+    # a zero iterate has no direction yet (W_0 = 0 on a path): nan, not a refusal
+    assert math.isnan(float(cosine(torch.zeros(3, 3), W)))
+    path = torch.stack([torch.zeros(3, 3, dtype=torch.float64), W])
+    assert math.isnan(float(directional_bregman(W, path, 2.0)[0]))
+    assert float(directional_bregman(W, path, 2.0)[1]) == pytest.approx(0.0, abs=1e-12)
+    assert float(matrix_norm(W, math.inf)) == float(W.abs().max())
+
+
+def test_the_norm_metric_refuses_an_exponent_below_one():
+    from attnlab.metrics import norm
+
+    for kind in (0.5, 0, -1, True):
+        with pytest.raises(ValidationError, match="kind"):
+            norm(kind)
+    assert norm(1.5).name == "norm_1.5" and norm("nuc").name == "norm_nuc"

@@ -2,16 +2,78 @@
 
 Spec: mirror-descent-lp §1 (entrywise l_p norms), §3 (``psi = ||.||_p^p / p``, its Bregman divergence and the
 directional divergence that measures convergence). Re-exported by :mod:`attnlab.metrics`.
+
+The public functions check their arguments (matrices of real numbers, exponents in range, non-zero directions) and
+call the unchecked ``_`` versions, which the training loop's recorder calls directly with its own typed tensors.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from attnlab._numerics import mirror_map
-from attnlab._validation import ValidationError, check_scalar
+from attnlab._validation import ValidationError, as_float64_tensor, check_nonzero, check_scalar
 
 __all__ = ["bregman_divergence", "directional_bregman", "entrywise_norm", "matrix_norm"]
+
+_ORDS = {"fro": "fro", "nuc": "nuc", "op": 2}
+
+
+def _floats(name: str, value: Any) -> torch.Tensor:
+    """``value`` as a tensor of real floats: a floating-point tensor as it is (no copy), anything else (an integer
+    tensor, a NumPy array, nested lists) converted to float64; complex, text and 'meta' values are refused."""
+    if isinstance(value, torch.Tensor) and value.is_floating_point() and not value.is_meta:
+        return value
+    return as_float64_tensor(name, value)
+
+
+def _axes(name: str, tensor: torch.Tensor, least: int, shape: str) -> torch.Tensor:
+    """Refuse ``tensor`` with fewer than ``least`` axes; ``shape`` is the expected one, e.g. ``"([R,] d, d_q)"``."""
+    if tensor.dim() < least:
+        raise ValidationError(f"{name} has shape {tuple(tensor.shape)}, expected {shape}; reshape it")
+    return tensor
+
+
+def _matrices(name: str, value: Any) -> torch.Tensor:
+    """``value`` as matrices of floats, shape ``([R,] d, d_q)`` (:func:`_floats`)."""
+    return _axes(name, _floats(name, value), 2, "([R,] d, d_q): one matrix per run")
+
+
+def _alike(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The tensors in one dtype: as they are when they share one, else all float64 (float32 beside float64 data
+    is converted, not refused: attnlab computes in float64)."""
+    if len({t.dtype for t in tensors}) == 1:
+        return tensors
+    return tuple(t.to(torch.float64) for t in tensors)
+
+
+def _broadcast(what: str = "leading (runs) axes", **shapes: tuple[int, ...]) -> torch.Size:
+    """The broadcast of the named shapes (``what`` they are); refused, naming them, when they do not broadcast."""
+    try:
+        return torch.broadcast_shapes(*shapes.values())
+    except RuntimeError:
+        listed = ", ".join(f"{k} {tuple(s)}" for k, s in shapes.items())
+        raise ValidationError(
+            f"the {what} of {listed} do not broadcast; give them one shape (the same runs axis, or none)"
+        ) from None
+
+
+def _exponent(name: str, p: Any, strict: bool) -> float:
+    """An exponent ``p >= 1`` (``inf`` allowed) of a norm, or ``p > 1`` (finite) of the potential (``strict``)."""
+    if strict:
+        return check_scalar(name, p, low=1.0, low_inclusive=False)
+    return check_scalar(name, p, low=1.0, allow_inf=True)
+
+
+def _norm_kind(kind: Any) -> str | float:
+    """A norm's ``kind``: ``"fro"``, ``"nuc"``, ``"op"`` or a number ``p >= 1``; refused otherwise."""
+    if isinstance(kind, str):
+        if kind not in _ORDS:
+            raise ValidationError(f"kind == {kind!r}, must be 'fro', 'nuc', 'op' or a number p >= 1")
+        return kind
+    return _exponent("kind", kind, strict=False)
 
 
 def _unit_scale(A: torch.Tensor, dims: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -29,7 +91,7 @@ def entrywise_norm(W: torch.Tensor, p: float) -> torch.Tensor:
 
     Parameters
     ----------
-    W : torch.Tensor, shape ([R,] d, d)
+    W : torch.Tensor, shape ([R,] d, d_q)
         The matrices.
     p : float
         The exponent, >= 1 (``inf`` for the largest entry).
@@ -38,7 +100,17 @@ def entrywise_norm(W: torch.Tensor, p: float) -> torch.Tensor:
     -------
     torch.Tensor, shape ([R,])
         ``(sum_ij |W_ij|^p)^(1/p)``.
+
+    Raises
+    ------
+    ValidationError
+        When ``W`` has fewer than two axes or is not real, or ``p < 1``.
     """
+    W = _matrices("W", W)
+    return _entrywise_norm(W, _exponent("p", p, strict=False))
+
+
+def _entrywise_norm(W: torch.Tensor, p: float) -> torch.Tensor:
     unit, s = _unit_scale(W, (-2, -1))
     return s * torch.linalg.vector_norm(unit, ord=p, dim=(-2, -1))
 
@@ -51,7 +123,7 @@ def matrix_norm(W: torch.Tensor, kind: str | float = "fro") -> torch.Tensor:
 
     Parameters
     ----------
-    W : torch.Tensor, shape ([R,] d, d)
+    W : torch.Tensor, shape ([R,] d, d_q)
         The matrices.
     kind : {"fro", "nuc", "op"} or float, default="fro"
         Frobenius, nuclear or operator (largest singular value) norm, or an entrywise ``l_p`` norm, p >= 1.
@@ -60,14 +132,21 @@ def matrix_norm(W: torch.Tensor, kind: str | float = "fro") -> torch.Tensor:
     -------
     torch.Tensor, shape ([R,])
         The norm of each matrix.
+
+    Raises
+    ------
+    ValidationError
+        When ``W`` has fewer than two axes or is not real, or ``kind`` is another string or a number below 1.
     """
-    if isinstance(kind, (int, float)) and not isinstance(kind, bool):
-        return entrywise_norm(W, float(kind))
-    ords = {"fro": "fro", "nuc": "nuc", "op": 2}
-    if kind not in ords:
-        raise ValidationError(f"kind == {kind!r}, must be 'fro', 'nuc', 'op' or a number p >= 1")
+    W = _matrices("W", W)
+    return _matrix_norm(W, _norm_kind(kind))
+
+
+def _matrix_norm(W: torch.Tensor, kind: str | float) -> torch.Tensor:
+    if not isinstance(kind, str):
+        return _entrywise_norm(W, float(kind))
     unit, s = _unit_scale(W, (-2, -1))
-    return s * torch.linalg.matrix_norm(unit, ords[kind])
+    return s * torch.linalg.matrix_norm(unit, _ORDS[kind])
 
 
 def bregman_divergence(A: torch.Tensor, B: torch.Tensor, p: float) -> torch.Tensor:
@@ -77,7 +156,7 @@ def bregman_divergence(A: torch.Tensor, B: torch.Tensor, p: float) -> torch.Tens
 
     Parameters
     ----------
-    A, B : torch.Tensor, shape ([R,] d, d)
+    A, B : torch.Tensor, shape ([R,] d, d_q)
         The two points; ``B`` is where the potential is linearised.
     p : float
         The potential's exponent, > 1.
@@ -86,8 +165,19 @@ def bregman_divergence(A: torch.Tensor, B: torch.Tensor, p: float) -> torch.Tens
     -------
     torch.Tensor, shape ([R,])
         The divergence, >= 0 (0 when ``A == B``).
+
+    Raises
+    ------
+    ValidationError
+        When ``p <= 1``, or ``A`` and ``B`` are not matrices of one shape (leading axes that broadcast).
     """
-    check_scalar("p", p, low=1.0, low_inclusive=False)
+    p = _exponent("p", p, strict=True)
+    A, B = _alike(_matrices("A", A), _matrices("B", B))
+    _broadcast("shapes", A=A.shape, B=B.shape)
+    return _bregman_divergence(A, B, p)
+
+
+def _bregman_divergence(A: torch.Tensor, B: torch.Tensor, p: float) -> torch.Tensor:
     dims = (-2, -1)
     grad_b = mirror_map(B, p)  # spec md §3: grad psi(B)
     return (A.abs() ** p).sum(dims) / p + (p - 1) / p * (B.abs() ** p).sum(dims) - (grad_b * A).sum(dims)
@@ -98,18 +188,32 @@ def directional_bregman(W_ref: torch.Tensor, W: torch.Tensor, p: float) -> torch
 
     Parameters
     ----------
-    W_ref : torch.Tensor, shape ([R,] d, d)
-        The reference direction (an l_p SVM solution ``W^mm``).
-    W : torch.Tensor, shape ([R,] d, d)
-        The iterate; neither may be zero.
+    W_ref : torch.Tensor, shape ([R,] d, d_q)
+        The reference direction (an l_p SVM solution ``W^mm``), non-zero for every run.
+    W : torch.Tensor, shape ([S,] [R,] d, d_q)
+        The iterates (a path when ``S`` is given); a zero iterate (``W_0 = 0``) has no direction yet: its
+        divergence is nan.
     p : float
         The potential's exponent, > 1.
 
     Returns
     -------
-    torch.Tensor, shape ([R,])
+    torch.Tensor, shape ([S,] [R,])
         The Bregman divergence between the two directions, each normalised to unit l_p norm.
+
+    Raises
+    ------
+    ValidationError
+        When ``p <= 1``, ``W_ref`` is zero for some run, or the shapes of ``W_ref`` and ``W`` do not broadcast.
     """
-    a = W_ref / entrywise_norm(W_ref, p)[..., None, None]
-    b = W / entrywise_norm(W, p)[..., None, None]
-    return bregman_divergence(a, b, p)
+    p = _exponent("p", p, strict=True)
+    W_ref = check_nonzero("W_ref", _matrices("W_ref", W_ref), 2)
+    W_ref, W = _alike(W_ref, _matrices("W", W))
+    _broadcast("shapes", W_ref=W_ref.shape, W=W.shape)
+    return _directional_bregman(W_ref, W, p)
+
+
+def _directional_bregman(W_ref: torch.Tensor, W: torch.Tensor, p: float) -> torch.Tensor:
+    a = W_ref / _entrywise_norm(W_ref, p)[..., None, None]
+    b = W / _entrywise_norm(W, p)[..., None, None]
+    return _bregman_divergence(a, b, p)

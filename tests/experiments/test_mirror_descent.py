@@ -80,7 +80,7 @@ def test_configs_refuse_bad_values_by_name():
         E2Config(arrows=(1, 2, 3))
     with pytest.raises(ValidationError, match="arrows"):
         E2Config(epochs=(100, 100, 100))  # the default arrows lie beyond 100 steps
-    with pytest.raises(ValidationError, match="radii must be >= 3 positive, strictly increasing"):
+    with pytest.raises(ValidationError, match="radii must be >= 3 positive, finite, strictly increasing"):
         RegPathConfig(radii=(1.0, 4.0, 2.0))
     with pytest.raises(ValidationError, match="cross_check"):
         RegPathConfig(radii=(1.0, 2.0, 4.0), cross_check=3)

@@ -4,7 +4,9 @@ Spec: implicit-bias-ngd §5 (alignment ``corr``), §8.4 (softmax saturation), kq
 and margin-normalised direction), mirror-descent-lp §3 (Bregman and directional Bregman divergence).
 
 Pure functions take tensors with an optional leading runs axis and return one value per run; the metric objects
-built on them, which training records, are :mod:`attnlab.metrics.protocol`.
+built on them, which training records, are :mod:`attnlab.metrics.protocol`. Each public function checks its
+arguments once (:mod:`attnlab.metrics._checks`: shapes tied together, labels in {-1, +1}, token indices in range,
+one dtype) and calls its unchecked ``_`` version, which the training loop's recorder and the metric objects call.
 """
 
 from __future__ import annotations
@@ -13,9 +15,19 @@ import math
 
 import torch
 
-from attnlab._validation import ValidationError, check_in, check_tensor
-from attnlab.geometry import _unit_scale, bregman_divergence, directional_bregman, entrywise_norm, matrix_norm
+from attnlab._validation import ValidationError, check_in, check_nonzero, check_tensor
+from attnlab.geometry import (
+    _alike,
+    _broadcast,
+    _floats,
+    _unit_scale,
+    bregman_divergence,
+    directional_bregman,
+    entrywise_norm,
+    matrix_norm,
+)
 from attnlab.losses import LOSSES, log_mean_loss
+from attnlab.metrics._checks import attention_args, in_range, score_args
 from attnlab.models.functional import attention_logits, attention_probabilities, loss_gradients, token_scores
 
 __all__ = [
@@ -46,14 +58,31 @@ def cosine(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
 
     Parameters
     ----------
-    A, B : torch.Tensor, shape ([R,] d, d) or ([R,] d)
-        Matrices (or vectors when either is one-dimensional), broadcast against each other.
+    A : torch.Tensor, shape ([S,] [R,] d, d_q) or ([S,] [R,] d)
+        Matrices (or vectors when either is one-dimensional), e.g. the iterates ``W_t`` of a path; a zero one
+        (``W_0 = 0``) has no direction yet: its cosine is nan.
+    B : torch.Tensor, shape ([R,] d, d_q) or ([R,] d)
+        The reference direction(s), non-zero for every run, broadcast against ``A``.
 
     Returns
     -------
-    torch.Tensor, shape ([R,])
-        The cosine, in [-1, 1].
+    torch.Tensor, shape ([S,] [R,])
+        The cosine, in [-1, 1] (nan where ``A`` is zero).
+
+    Raises
+    ------
+    ValidationError
+        When ``B`` is zero for some run, either is not real, or their shapes do not broadcast.
     """
+    A, B = _floats("A", A), _floats("B", B)
+    if A.dim() == 0 or B.dim() == 0:
+        raise ValidationError(f"A and B must be matrices or vectors, got shapes {tuple(A.shape)} and {tuple(B.shape)}")
+    _broadcast("shapes", A=A.shape, B=B.shape)
+    B = check_nonzero("B", B, 2 if A.dim() >= 2 and B.dim() >= 2 else 1)
+    return _cosine(*_alike(A, B))
+
+
+def _cosine(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
     dims = (-2, -1) if A.dim() >= 2 and B.dim() >= 2 else (-1,)
     A, _ = _unit_scale(A, dims)
     B, _ = _unit_scale(B, dims)
@@ -74,9 +103,9 @@ def sequence_margins(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor, select: 
     ----------
     X : torch.Tensor, shape ([R,] n, T, d)
         Token sequences.
-    Z : torch.Tensor, shape ([R,] n, d)
+    Z : torch.Tensor, shape ([R,] n, d_q)
         Query tokens.
-    W : torch.Tensor, shape ([R,] d, d)
+    W : torch.Tensor, shape ([R,] d, d_q)
         Key-query weights.
     select : torch.Tensor of int, shape ([R,] n)
         The selected token of each sequence (its optimal token, or an SVM's selection).
@@ -85,7 +114,16 @@ def sequence_margins(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor, select: 
     -------
     torch.Tensor, shape ([R,] n)
         Each sequence's margin; the W-SVM constraint of sequence i holds when it is >= 1.
+
+    Raises
+    ------
+    ValidationError
+        When the shapes do not fit together, or ``select`` is not integer or holds an index outside ``[0, T - 1]``.
     """
+    return _sequence_margins(*attention_args(X, Z, W, select))
+
+
+def _sequence_margins(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor, select: torch.Tensor) -> torch.Tensor:
     s = attention_logits(X, W, Z)
     idx = _selected(select, s.shape)
     gaps = torch.gather(s, -1, idx) - s  # spec kq §4: (x_sel - x_t)^T W z
@@ -99,9 +137,9 @@ def attention_margin(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor, select: 
     ----------
     X : torch.Tensor, shape ([R,] n, T, d)
         Token sequences.
-    Z : torch.Tensor, shape ([R,] n, d)
+    Z : torch.Tensor, shape ([R,] n, d_q)
         Query tokens.
-    W : torch.Tensor, shape ([R,] d, d)
+    W : torch.Tensor, shape ([R,] d, d_q)
         Key-query weights.
     select : torch.Tensor of int, shape ([R,] n)
         The selected token of each sequence (its optimal token, or an SVM's selection).
@@ -110,8 +148,17 @@ def attention_margin(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor, select: 
     -------
     torch.Tensor, shape ([R,])
         The attention margin; negative while some sequence prefers another token.
+
+    Raises
+    ------
+    ValidationError
+        When the shapes do not fit together, or ``select`` is not integer or holds an index outside ``[0, T - 1]``.
     """
-    return sequence_margins(X, Z, W, select).amin(dim=-1)  # spec kq §4 Def. 4.1: min over sequences
+    return _attention_margin(*attention_args(X, Z, W, select))
+
+
+def _attention_margin(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor, select: torch.Tensor) -> torch.Tensor:
+    return _sequence_margins(X, Z, W, select).amin(dim=-1)  # spec kq §4 Def. 4.1: min over sequences
 
 
 def margin_normalized(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor, select: torch.Tensor) -> torch.Tensor:
@@ -121,9 +168,9 @@ def margin_normalized(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor, select:
     ----------
     X : torch.Tensor, shape ([R,] n, T, d)
         Token sequences.
-    Z : torch.Tensor, shape ([R,] n, d)
+    Z : torch.Tensor, shape ([R,] n, d_q)
         Query tokens.
-    W : torch.Tensor, shape ([R,] d, d)
+    W : torch.Tensor, shape ([R,] d, d_q)
         Key-query weights.
     select : torch.Tensor of int, shape ([R,] n)
         The selected token of each sequence.
@@ -133,8 +180,14 @@ def margin_normalized(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor, select:
     torch.Tensor, shape ([R,] d, d)
         ``W`` divided by its attention margin (:func:`attention_margin`); all ``nan`` for a run whose margin is not
         yet positive.
+
+    Raises
+    ------
+    ValidationError
+        When the shapes do not fit together, or ``select`` is not integer or holds an index outside ``[0, T - 1]``.
     """
-    mu = attention_margin(X, Z, W, select)
+    X, Z, W, select = attention_args(X, Z, W, select)
+    mu = _attention_margin(X, Z, W, select)
     mu = torch.where(mu > 0, mu, torch.nan)
     return W / mu[..., None, None]
 
@@ -148,9 +201,9 @@ def log_one_minus_selected(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor, se
     ----------
     X : torch.Tensor, shape ([R,] n, T, d)
         Token sequences.
-    Z : torch.Tensor, shape ([R,] n, d)
+    Z : torch.Tensor, shape ([R,] n, d_q)
         Query tokens.
-    W : torch.Tensor, shape ([R,] d, d)
+    W : torch.Tensor, shape ([R,] d, d_q)
         Key-query weights.
     select : torch.Tensor of int, shape ([R,] n)
         The selected token of each sequence (its optimal token, or an SVM's selection).
@@ -159,7 +212,16 @@ def log_one_minus_selected(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor, se
     -------
     torch.Tensor, shape ([R,] n)
         ``log(1 - phi_{i,sel_i})``, finite even when the softmax saturates.
+
+    Raises
+    ------
+    ValidationError
+        When the shapes do not fit together, or ``select`` is not integer or holds an index outside ``[0, T - 1]``.
     """
+    return _log_one_minus_selected(*attention_args(X, Z, W, select))
+
+
+def _log_one_minus_selected(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor, select: torch.Tensor) -> torch.Tensor:
     log_phi = torch.log_softmax(attention_logits(X, W, Z), dim=-1)
     idx = _selected(select, log_phi.shape)
     others = log_phi.scatter(-1, idx, -math.inf)
@@ -175,9 +237,9 @@ def selected_probabilities(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor, se
     ----------
     X : torch.Tensor, shape ([R,] n, T, d)
         Token sequences.
-    Z : torch.Tensor, shape ([R,] n, d)
+    Z : torch.Tensor, shape ([R,] n, d_q)
         Query tokens.
-    W : torch.Tensor, shape ([R,] d, d)
+    W : torch.Tensor, shape ([R,] d, d_q)
         Key-query weights.
     select : torch.Tensor of int, shape ([R,] n)
         The selected token of each sequence (its optimal token, or an SVM's selection).
@@ -185,7 +247,16 @@ def selected_probabilities(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor, se
     Returns
     -------
     torch.Tensor, shape ([R,] n)
+
+    Raises
+    ------
+    ValidationError
+        When the shapes do not fit together, or ``select`` is not integer or holds an index outside ``[0, T - 1]``.
     """
+    return _selected_probabilities(*attention_args(X, Z, W, select))
+
+
+def _selected_probabilities(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor, select: torch.Tensor) -> torch.Tensor:
     s = attention_probabilities(X, W, Z)
     return torch.gather(s, -1, _selected(select, s.shape)).squeeze(-1)
 
@@ -197,9 +268,9 @@ def selected_probability(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor, sele
     ----------
     X : torch.Tensor, shape ([R,] n, T, d)
         Token sequences.
-    Z : torch.Tensor, shape ([R,] n, d)
+    Z : torch.Tensor, shape ([R,] n, d_q)
         Query tokens.
-    W : torch.Tensor, shape ([R,] d, d)
+    W : torch.Tensor, shape ([R,] d, d_q)
         Key-query weights.
     select : torch.Tensor of int, shape ([R,] n)
         The selected token of each sequence (its optimal token, or an SVM's selection).
@@ -208,8 +279,17 @@ def selected_probability(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor, sele
     -------
     torch.Tensor, shape ([R,])
         The mean over sequences of the selected token's attention probability.
+
+    Raises
+    ------
+    ValidationError
+        When the shapes do not fit together, or ``select`` is not integer or holds an index outside ``[0, T - 1]``.
     """
-    return selected_probabilities(X, Z, W, select).mean(dim=-1)
+    return _selected_probability(*attention_args(X, Z, W, select))
+
+
+def _selected_probability(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor, select: torch.Tensor) -> torch.Tensor:
+    return _selected_probabilities(X, Z, W, select).mean(dim=-1)
 
 
 def selected_logistic_probability(
@@ -235,12 +315,21 @@ def selected_logistic_probability(
     -------
     torch.Tensor, shape ([S,] [R,])
         In (0, 1).
+
+    Raises
+    ------
+    ValidationError
+        When the shapes do not fit together, ``y`` holds a label other than -1 and +1, or ``select`` is not an
+        integer tensor of indices in ``[0, T - 1]``.
     """
-    if not isinstance(select, torch.Tensor) or select.is_floating_point() or select.shape[-1:] != X.shape[-3:-2]:
+    X, y, v, _ = score_args(X, y, v, selects=False)
+    integral = isinstance(select, torch.Tensor) and not (select.is_floating_point() or select.dtype == torch.bool)
+    if not integral or select.shape[-1:] != X.shape[-3:-2]:
         raise ValidationError(
             f"select must be an integer tensor of shape ([S,] [R,] n) with n = {X.shape[-3]} token indices per row, "
             f"got {getattr(select, 'dtype', type(select).__name__)} of shape {tuple(getattr(select, 'shape', ()))}"
         )
+    select = in_range("select", select, X.shape[-2]).to(X.device)
     gamma = token_scores(X, y, v)  # spec md §9: gamma_it = y_i v^T x_it, ([R,] n, T)
     gamma = gamma.expand(select.shape + gamma.shape[-1:]).gather(-1, select[..., None]).squeeze(-1)
     return torch.sigmoid(gamma).mean(dim=-1)  # spec md §9: (1/n) sum (1 + e^{-y_i v^T x_hat_i})^{-1}
@@ -283,7 +372,14 @@ def largest_gap(X: torch.Tensor, y: torch.Tensor, v: torch.Tensor, select: torch
     Returns
     -------
     torch.Tensor, shape ([R,])
+
+    Raises
+    ------
+    ValidationError
+        When the shapes do not fit together, ``y`` holds a label other than -1 and +1, or ``select`` is not integer
+        or holds an index outside ``[0, T - 1]``.
     """
+    X, y, v, select = score_args(X, y, v, select)
     gamma = token_scores(X, y, v)  # spec ngd §1: gamma_it = y_i v^T x_it, ([R,] n, T)
     idx = _selected(select, gamma.shape)
     best = torch.gather(gamma, -1, idx).squeeze(-1)
@@ -313,8 +409,15 @@ def optimal_loss(
     Returns
     -------
     torch.Tensor, shape ([R,])
+
+    Raises
+    ------
+    ValidationError
+        When ``loss`` is unknown, the shapes do not fit together, ``y`` holds a label other than -1 and +1 (map 0/1
+        labels with ``2 * label - 1``), or ``select`` is not integer or holds an index outside ``[0, T - 1]``.
     """
     check_in("loss", loss, LOSSES)
+    X, y, v, select = score_args(X, y, v, select, selects=select is not None)
     gamma = token_scores(X, y, v)  # spec ngd §1: gamma_it = y_i v^T x_it, ([R,] n, T)
     best = gamma.amax(dim=-1) if select is None else torch.gather(gamma, -1, _selected(select, gamma.shape))[..., 0]
     return log_mean_loss(best, loss).exp()  # spec ngd §3: L_* = (1/n) sum_i l(gamma_{i,sel_i}), in the log domain
@@ -331,20 +434,29 @@ def gradient_direction(
     Parameters
     ----------
     X : torch.Tensor, shape ([R,] n, T, d)
-    Z : torch.Tensor, shape ([R,] n, d)
+    Z : torch.Tensor, shape ([R,] n, d_q)
     y : torch.Tensor, shape ([R,] n)
     v : torch.Tensor, shape ([R,] d)
         The fixed linear head.
-    W : torch.Tensor, shape ([R,] d, d)
+    W : torch.Tensor, shape ([R,] d, d_q)
     loss : {"exp", "logistic"}, default="exp"
 
     Returns
     -------
-    direction : torch.Tensor, shape ([R,] d, d)
+    direction : torch.Tensor, shape ([R,] d, d_q)
     log_grad_norm : torch.Tensor, shape ([R,])
     log_risk : torch.Tensor, shape ([R,])
+
+    Raises
+    ------
+    ValidationError
+        When ``loss`` is unknown, the shapes do not fit together, or ``y`` holds a label other than -1 and +1.
     """
     check_in("loss", loss, LOSSES)
+    X, Z, W, _ = attention_args(X, Z, W, selects=False)
+    X, y, v, _ = score_args(X, y, v, selects=False)
+    X, Z, y, v, W = _alike(X, Z, y, v, W)
+    _broadcast(W=W.shape[:-2], v=v.shape[:-1])
     grad, _, log_risk = loss_gradients(X, Z, y, v, W, loss)  # log-scaled: grad = mantissa * e^{log_scale}
     norm = torch.linalg.matrix_norm(grad.mantissa)
     return -grad.mantissa / norm[..., None, None], torch.log(norm) + grad.log_scale, log_risk

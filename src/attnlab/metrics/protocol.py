@@ -12,15 +12,10 @@ from typing import Any
 
 import torch
 
-from attnlab._validation import ValidationError, check_in, check_nonzero, check_scalar, check_tensor
+from attnlab._validation import ValidationError, check_nonzero, check_scalar, check_tensor
 from attnlab.data.selection import Selection
-from attnlab.metrics.diagnostics import (
-    attention_margin,
-    cosine,
-    directional_bregman,
-    matrix_norm,
-    selected_probability,
-)
+from attnlab.geometry import _directional_bregman, _matrix_norm, _norm_kind
+from attnlab.metrics.diagnostics import _attention_margin, _cosine, _selected_probability
 
 __all__ = [
     "Metric",
@@ -58,6 +53,15 @@ class Metric:
     name: str
     fn: Callable[[Mapping[str, Any]], Any]
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ValidationError(f"Metric name == {self.name!r}, must be a non-empty str (the column it fills)")
+        if not callable(self.fn):
+            raise ValidationError(
+                f"Metric {self.name!r}: fn is a {type(self.fn).__name__}, not callable; pass a function state -> "
+                "value per run"
+            )
+
     def __call__(self, state: Mapping[str, Any]) -> Any:
         with torch.no_grad():
             return self.fn(state)
@@ -77,11 +81,15 @@ def as_metrics(metrics: Sequence[Metric] | Mapping[str, Callable[[Mapping[str, A
     Raises
     ------
     ValidationError
-        When an entry of a sequence is not a :class:`Metric`, or a value of a mapping is not callable.
+        When an entry of a sequence is not a :class:`Metric`, two of them share a name, a key of a mapping is not a
+        non-empty str, or a value of a mapping is not callable.
     """
     if metrics is None:
         return {}
     if isinstance(metrics, Mapping):
+        names = [k for k in metrics if not isinstance(k, str) or not k]
+        if names:
+            raise ValidationError(f"metrics names {names} are not non-empty str; name each column by a str")
         bad = [k for k, m in metrics.items() if not callable(m)]
         if bad:
             raise ValidationError(f"metrics {bad} are not callable; pass functions state -> value per run")
@@ -90,6 +98,13 @@ def as_metrics(metrics: Sequence[Metric] | Mapping[str, Callable[[Mapping[str, A
     if bad:
         raise ValidationError(
             f"metrics must be attnlab.metrics.Metric objects (or a mapping name -> function of the state), got {bad}"
+        )
+    named = [m.name for m in metrics]
+    twice = sorted({name for name in named if named.count(name) > 1})
+    if twice:
+        raise ValidationError(
+            f"metrics holds several Metric objects named {twice}: each fills its own column; give each its own name "
+            "(the name= argument of alignment, norm, ...)"
         )
     return {m.name: m for m in metrics}
 
@@ -108,23 +123,38 @@ def metric_columns(metrics: Mapping[str, Callable[[Mapping[str, Any]], Any]], st
     -------
     dict of str to object
         Column name -> value (a tensor of shape (R,) or (), a float, ...).
+
+    Raises
+    ------
+    ValidationError
+        When two metrics fill one column (a metric returning a mapping with a key that another metric fills).
     """
     columns: dict[str, Any] = {}
     for name, metric in metrics.items():
         value = metric(state)
-        if isinstance(value, Mapping):
-            columns.update(value)
-        else:
-            columns[name] = value
+        for column, entry in value.items() if isinstance(value, Mapping) else ((name, value),):
+            if column in columns:
+                raise ValidationError(
+                    f"metric {name!r} fills the column {column!r}, which another metric fills too; give every "
+                    "column its own name"
+                )
+            columns[column] = entry
     return columns
 
 
-def _selection(select: Any) -> Callable[[Mapping[str, Any]], torch.Tensor]:
-    """The selected tokens of a state: ``select`` checked once against the data's (n, T), else the state's own."""
+def _selection(select: Any, name: str) -> Callable[[Mapping[str, Any]], torch.Tensor]:
+    """The selected tokens of a state: ``select`` checked once against the data's (n, T), else the state's own
+    (refused, naming the metric ``name``, where the state has none: a nonlinear head has no optimal tokens)."""
     checked: list[torch.Tensor] = []
 
     def get(state: Mapping[str, Any]) -> torch.Tensor:
         if select is None:
+            if state.get("select") is None:
+                raise ValidationError(
+                    f"metric {name!r} has no tokens to read: the data has no selection and its head is nonlinear "
+                    f"(a ReluHead has no optimal tokens); pass select= (one token index per sequence, shape (n,) or "
+                    f"(R, n)), e.g. {name}(select=...)"
+                )
             return state["select"]
         if not checked:
             X = state["X"]
@@ -136,10 +166,12 @@ def _selection(select: Any) -> Callable[[Mapping[str, Any]], torch.Tensor]:
 
 
 def _reference(name: str, value: Any, axes: int) -> torch.Tensor:
-    """A reference direction: a float64 copy of ``value`` with ``axes`` axes, or one more (a runs axis)."""
+    """A reference direction: a float64 copy of ``value`` with ``axes`` axes, or one more (a runs axis); matrices
+    may be rectangular (cross-attention's (d, d_q), a sum of heads' (d, H d_q)), checked against ``W`` when
+    recorded."""
     ref = check_tensor(name, value)
-    if ref.dim() not in (axes, axes + 1) or (axes == 2 and ref.shape[-1] != ref.shape[-2]):
-        shape = "(d, d) or (R, d, d)" if axes == 2 else "(d,) or (R, d)"
+    if ref.dim() not in (axes, axes + 1):
+        shape = "(d, d) or (R, d, d), or (d, d_q) or (R, d, d_q)" if axes == 2 else "(d,) or (R, d)"
         raise ValidationError(f"{name} has shape {tuple(ref.shape)}, expected {shape}")
     return check_nonzero(name, ref, axes)
 
@@ -160,8 +192,8 @@ def alignment(W_ref: Any, name: str = "alignment") -> Metric:
 
     Parameters
     ----------
-    W_ref : array_like, shape (d, d) or (R, d, d)
-        The reference direction: one for every run, or one per run.
+    W_ref : array_like, shape (d, d_q) or (R, d, d_q)
+        The reference direction, non-zero, of the model's ``W`` shape: one for every run, or one per run.
     name : str, default="alignment"
         The column name.
 
@@ -173,11 +205,11 @@ def alignment(W_ref: Any, name: str = "alignment") -> Metric:
     Raises
     ------
     ValidationError
-        When ``W_ref`` is not of shape (d, d) or (R, d, d); when recorded, if its shape does not match the model's
-        ``W``.
+        When ``W_ref`` is zero or not of shape (d, d_q) or (R, d, d_q); when recorded, if its shape does not match
+        the model's ``W``.
     """
     ref = _reference("W_ref", W_ref, 2)
-    return Metric(name, lambda state: cosine(state["W"], _against("W_ref", ref, state["W"], "W")))
+    return Metric(name, lambda state: _cosine(state["W"], _against("W_ref", ref, state["W"], "W")))
 
 
 def head_alignment(v_ref: Any, name: str = "head_alignment") -> Metric:
@@ -201,7 +233,17 @@ def head_alignment(v_ref: Any, name: str = "head_alignment") -> Metric:
         When ``v_ref`` is not of shape (d,) or (R, d); when recorded, if its shape does not match the model's ``v``.
     """
     ref = _reference("v_ref", v_ref, 1)
-    return Metric(name, lambda state: cosine(state["v"], _against("v_ref", ref, state["v"], "head v")))
+
+    def measure(state: Mapping[str, Any]) -> torch.Tensor:
+        v = state["v"]
+        if not isinstance(v, torch.Tensor):
+            raise ValidationError(
+                f"metric {name!r} reads a linear head v, but the model's head is a {type(v).__name__}; drop it for a "
+                "nonlinear head"
+            )
+        return _cosine(v, _against("v_ref", ref, v, "head v"))
+
+    return Metric(name, measure)
 
 
 def opt_softmax(select: Any = None, name: str = "opt_softmax") -> Metric:
@@ -223,10 +265,11 @@ def opt_softmax(select: Any = None, name: str = "opt_softmax") -> Metric:
     Raises
     ------
     ValidationError
-        When recorded, if ``select`` does not fit the data's (n, T).
+        When recorded, if ``select`` does not fit the data's (n, T), or is not given for a model whose head is
+        nonlinear (no optimal tokens).
     """
-    tokens = _selection(select)
-    return Metric(name, lambda state: selected_probability(state["X"], state["Z"], state["W"], tokens(state)))
+    tokens = _selection(select, "opt_softmax")
+    return Metric(name, lambda state: _selected_probability(state["X"], state["Z"], state["W"], tokens(state)))
 
 
 def margin(select: Any = None, name: str = "margin") -> Metric:
@@ -248,10 +291,11 @@ def margin(select: Any = None, name: str = "margin") -> Metric:
     Raises
     ------
     ValidationError
-        When recorded, if ``select`` does not fit the data's (n, T).
+        When recorded, if ``select`` does not fit the data's (n, T), or is not given for a model whose head is
+        nonlinear (no optimal tokens).
     """
-    tokens = _selection(select)
-    return Metric(name, lambda state: attention_margin(state["X"], state["Z"], state["W"], tokens(state)))
+    tokens = _selection(select, "margin")
+    return Metric(name, lambda state: _attention_margin(state["X"], state["Z"], state["W"], tokens(state)))
 
 
 def norm(kind: str | float = "fro", name: str | None = None) -> Metric:
@@ -272,11 +316,10 @@ def norm(kind: str | float = "fro", name: str | None = None) -> Metric:
     Raises
     ------
     ValidationError
-        When ``kind`` is a string other than ``"fro"``, ``"nuc"`` or ``"op"``.
+        When ``kind`` is a string other than ``"fro"``, ``"nuc"`` or ``"op"``, or a number below 1.
     """
-    if not isinstance(kind, (int, float)):
-        check_in("kind", kind, ("fro", "nuc", "op"))
-    return Metric(name or f"norm_{kind}", lambda state: matrix_norm(state["W"], kind))
+    checked = _norm_kind(kind)
+    return Metric(name or f"norm_{kind}", lambda state: _matrix_norm(state["W"], checked))
 
 
 def bregman(W_ref: Any, p: float, name: str | None = None) -> Metric:
@@ -284,8 +327,8 @@ def bregman(W_ref: Any, p: float, name: str | None = None) -> Metric:
 
     Parameters
     ----------
-    W_ref : array_like, shape (d, d) or (R, d, d)
-        The reference direction (an l_p SVM solution ``W^mm``): one for every run, or one per run.
+    W_ref : array_like, shape (d, d_q) or (R, d, d_q)
+        The reference direction (an l_p SVM solution ``W^mm``), non-zero: one for every run, or one per run.
     p : float
         The potential's exponent, > 1.
     name : str, optional
@@ -299,12 +342,12 @@ def bregman(W_ref: Any, p: float, name: str | None = None) -> Metric:
     Raises
     ------
     ValidationError
-        When ``p <= 1``, when ``W_ref`` is not of shape (d, d) or (R, d, d), or, when recorded, if its shape does
-        not match the model's ``W``.
+        When ``p <= 1``, when ``W_ref`` is zero or not of shape (d, d_q) or (R, d, d_q), or, when recorded, if its
+        shape does not match the model's ``W``.
     """
     check_scalar("p", p, low=1.0, low_inclusive=False)
     ref = _reference("W_ref", W_ref, 2)
     return Metric(
         name or f"bregman_p{p:g}",
-        lambda state: directional_bregman(_against("W_ref", ref, state["W"], "W"), state["W"], p),
+        lambda state: _directional_bregman(_against("W_ref", ref, state["W"], "W"), state["W"], p),
     )

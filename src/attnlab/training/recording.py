@@ -7,7 +7,10 @@ Every recorded step gives one row per active run: ``run, step, loss, log_loss, g
 ``opt_softmax`` and ``margin`` of the selected tokens, the alignment with any number of reference directions per
 run (``alignment`` for one unnamed reference, ``alignment_<name>`` for named ones), their directional Bregman
 divergences, and any metric (:class:`attnlab.metrics.Metric`, the one metric protocol: a function of the state).
-Columns are gathered as arrays; the one loop turns them into one frame at the end.
+Columns are gathered as arrays; the one loop turns them into one frame at the end. A metric may not fill a column
+the recorder writes (or another metric's): refused when the recorder is built, or, for the columns of a metric that
+returns a mapping, at its first record. The recorder computes its columns with the diagnostics' unchecked versions
+(its tensors are typed where they entered) and checks what a metric returns: one value per run.
 """
 
 from __future__ import annotations
@@ -18,15 +21,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from attnlab.metrics import (
-    Metric,
-    attention_margin,
-    cosine,
-    directional_bregman,
-    matrix_norm,
-    metric_columns,
-    selected_probability,
-)
+from attnlab._validation import ValidationError
+from attnlab.geometry import _directional_bregman, _matrix_norm
+from attnlab.metrics import Metric, metric_columns
+from attnlab.metrics.diagnostics import _attention_margin, _cosine, _selected_probability
 
 __all__ = ["Recorder"]
 
@@ -53,6 +51,11 @@ class Recorder:
         Keep ``W`` and the tensors at every recorded step.
     columns : mapping of str to sequence, optional
         Constant per-run columns added to every row (e.g. ``seed``), each of length R.
+
+    Raises
+    ------
+    ValidationError
+        When a metric is named as a column the recorder writes (``loss``, ``norm``, ``alignment``, ...).
     """
 
     def __init__(
@@ -77,6 +80,19 @@ class Recorder:
         self.keep = keep_iterates
         self.columns = {k: np.asarray(v) for k, v in (columns or {}).items()}
         self.path: dict[str, list[torch.Tensor]] = {}
+        self.own = self._own_columns()
+        _refuse_taken(self.metrics, self.own)
+        self.filled: set[str] | None = None  # the metrics' columns, known at the first record
+
+    def _own_columns(self) -> set[str]:
+        """The columns the recorder itself writes."""
+        own = {"run", "step", *self.columns, "loss", "log_loss", "grad_norm", "norm"}
+        if self.select is not None:
+            own.update(("opt_softmax", "margin"))
+        for name in self.refs:
+            suffix = f"_{name}" if name else ""
+            own.update(["alignment" + suffix] + (["bregman" + suffix] if self.bregman_p is not None else []))
+        return own
 
     def record(
         self,
@@ -116,22 +132,30 @@ class Recorder:
             "loss": gradient.log_risk.exp(),
             "log_loss": gradient.log_risk,
             "grad_norm": log_norm.exp(),
-            "norm": matrix_norm(W, "fro"),
+            "norm": _matrix_norm(W, "fro"),
         }
         if self.select is not None:
-            cols["opt_softmax"] = selected_probability(X, Z, W, self.select)  # spec ngd §9 fig. 2
-            cols["margin"] = attention_margin(X, Z, W, self.select)  # spec kq §4: mu(W)
-        alignments = cosine(W, self.stacked) if self.refs else None  # spec ngd §5: corr(W_t, W_ref), (K, R)
+            cols["opt_softmax"] = _selected_probability(X, Z, W, self.select)  # spec ngd §9 fig. 2
+            cols["margin"] = _attention_margin(X, Z, W, self.select)  # spec kq §4: mu(W)
+        alignments = _cosine(W, self.stacked) if self.refs else None  # spec ngd §5: corr(W_t, W_ref), (K, R)
         for k, (name, ref) in enumerate(self.refs.items()):
             suffix = f"_{name}" if name else ""
             cols["alignment" + suffix] = alignments[k]
             if self.bregman_p is not None:
-                cols["bregman" + suffix] = directional_bregman(ref, W, float(self.bregman_p))  # spec md §3
+                cols["bregman" + suffix] = _directional_bregman(ref, W, float(self.bregman_p))  # spec md §3
         if self.metrics:
             head = v if v is not None else current.get("v")
             state = {**self.context, "W": W, **current, "X": X, "Z": Z, "y": y, "v": head, "rule_state": rule_state}
-            for name, value in metric_columns(self.metrics, state if self.view is None else self.view(state)).items():
-                cols[name] = torch.as_tensor(value).reshape(-1).expand(W.shape[0])
+            values = metric_columns(self.metrics, state if self.view is None else self.view(state))
+            if self.filled is None:  # the first record: a mapping's columns are known now
+                _refuse_taken(values, self.own)
+                self.filled = set(values)
+            elif values.keys() != self.filled:
+                raise ValidationError(
+                    f"the metrics filled the columns {sorted(self.filled)} at the first record but {sorted(values)} "
+                    f"at step {step}; a metric that returns a mapping must return the same keys at every record"
+                )
+            cols.update({name: _per_run(name, value, W.shape[0]) for name, value in values.items()})
         keep = active.cpu().numpy()
         runs = np.arange(W.shape[0])[keep]
         part = {"run": runs, "step": np.full(len(runs), step)}
@@ -153,3 +177,32 @@ class Recorder:
             parametrisation; None when iterates were not kept or nothing was recorded.
         """
         return {k: torch.stack(v) for k, v in self.path.items()} if self.keep and self.path else None
+
+
+def _refuse_taken(metrics: Mapping[str, Any], own: set[str]) -> None:
+    """Refuse metric columns named as a column the recorder writes: the metric would overwrite it silently."""
+    taken = sorted(set(metrics) & own)
+    if taken:
+        raise ValidationError(
+            f"metric column(s) {taken} would overwrite the column(s) of that name the training loop records itself "
+            f"({', '.join(sorted(own))}); rename the metric (e.g. Metric('my_{taken[0]}', fn)), or drop it and read "
+            "the recorded column"
+        )
+
+
+def _per_run(name: str, value: Any, runs: int) -> torch.Tensor:
+    """A metric's value as one value per run, shape (R,): a number (or a tensor of one entry) serves every run."""
+    try:
+        tensor = torch.as_tensor(value)
+    except (TypeError, ValueError, RuntimeError) as err:
+        raise ValidationError(
+            f"metric column {name!r} returned a {type(value).__name__}, not numbers; a metric must return one value "
+            f"per run (a number or a tensor of shape () or (R,) = ({runs},)), or a mapping of column names to such"
+        ) from err
+    if tensor.numel() == 1 or (tensor.numel() == runs and runs in tensor.shape):
+        return tensor.reshape(-1).expand(runs)
+    raise ValidationError(
+        f"metric column {name!r} returned shape {tuple(tensor.shape)}; a metric must return one value per run "
+        f"(shape () or (R,) = ({runs},)), not one per sequence or token: reduce it (e.g. .mean(dim=-1)), or return "
+        "a mapping of column names to such values"
+    )
