@@ -156,15 +156,17 @@ def test_quick_must_be_a_bool(tmp_path):
     assert not (tmp_path / "q").exists()
 
 
-def test_only_a_filled_template_is_shown_with_its_fields():
-    """s8: a recorded revision row rewrote '||W||_{F}' of a text that is no template to '||W||_<each F>'."""
+def test_only_a_template_field_is_shown_as_each():
+    """A recorded revision row rewrote 'm^{-1/2}', braces that hold no field name, to 'm^<each -1/2>'; a field name
+    is shown as <each name> whether or not this run filled it (a row written only at some sizes)."""
     revision = Revision(READING, "2026-11-30", "tightened", "pass: 0.989", "not run")
-    literal = Claim("||W||_{F} -> 1", "001:Thm1", "s", "halved", id="n", reading=READING, revisions=(revision,))
+    literal = Claim("error ~ m^{-1/2}", "001:Thm1", "s", "halved", id="n", reading=READING, revisions=(revision,))
     rows = with_revisions([literal.close(1.0, 1.0)], [literal])
-    assert [row.claim for row in rows] == ["||W||_{F} -> 1", "||W||_{F} -> 1"]
+    assert [row.claim for row in rows] == ["error ~ m^{-1/2}", "error ~ m^{-1/2}"]
     templated = dataclasses.replace(CLAIM, revisions=(revision,))
     rows = with_revisions([templated.format(steps=3).close(1.0, 1.0)], [templated])
     assert [row.claim for row in rows] == ["ratio -> 1 at T=3", "ratio -> 1 at T=<each steps>"]
+    assert [row.claim for row in with_revisions([], [templated])] == ["ratio -> 1 at T=<each steps>"]
     with pytest.raises(ValidationError, match=r"not given the field\(s\) \['F'\]"):
         Claim("||W||_{F} at T={T}", "001:Thm1", "s", "halved").format(T=3)
     with pytest.raises(ValidationError, match=r"\['steps'\]"):

@@ -3,8 +3,8 @@ declared claim judged, and :func:`with_revisions` sets every revision of a claim
 
 A row is judged by the :class:`~attnlab.verify.Claim` whose method built it (its ``origin``). That claim must be the
 declared one, or one of its revisions (:meth:`~attnlab.verify.Claim.revised`), with its text filled in at most
-(:meth:`~attnlab.verify.Claim.format`): a copy with another reading, finding or revisions under the same id is
-refused, since the declared reading (the one the lock freezes) is the one that must judge.
+(:meth:`~attnlab.verify.Claim.format`): a copy with another reading or finding under the same id is refused, since
+the declared reading (the one the lock freezes) is the one that must judge.
 """
 
 from __future__ import annotations
@@ -47,12 +47,13 @@ def _fills(template: str, text: str) -> bool:
 
 
 def _judged_by(claim: Claim) -> str:
-    """Everything of a claim that judges its rows except its text: a canonical JSON string."""
+    """Everything of a claim that judges its rows except its text: a canonical JSON string. Its revisions do not
+    judge (they are history, set beside the rows from the declared claim by :func:`with_revisions`): a module's
+    claim may build the rows while the experiment declares it with one more revision (:meth:`Claim.resized`)."""
     data = {
         "tags": claim.tags,
         "source": claim.source,
         "reading": None if claim.reading is None else claim.reading.as_dict(),
-        "revisions": [dataclasses.asdict(r) for r in claim.revisions],
         "finding": None if claim.finding is None else dataclasses.asdict(claim.finding),
     }
     return json.dumps(data, sort_keys=True, default=repr)
@@ -122,8 +123,8 @@ def with_revisions(rows: Sequence[Check], claims: Sequence[Claim]) -> list[Check
 
     A revision the run recomputed (a row built from :meth:`Claim.revised`) moves next to the current rows of its
     claim; one it did not gets a ``recorded`` row that shows the old reading and its outcome at quick and full size.
-    Its text is the claim's template with each field shown as ``<each name>`` when the run filled the template in
-    (:meth:`Claim.format`), else the text as it is (braces of a text that is not a template are kept).
+    Its text is the claim's template with each field shown as ``<each name>`` (braces that hold no field name,
+    as in ``m^{-1/2}``, are kept).
 
     Parameters
     ----------
@@ -138,18 +139,14 @@ def with_revisions(rows: Sequence[Check], claims: Sequence[Claim]) -> list[Check
         Every row of ``rows`` once, in order, each claim's revision rows right after its last current row.
     """
     revision_rows: dict[str, list[Check]] = {}
-    filled: set[str] = set()
-    texts = {claim.id: claim.claim for claim in claims}
     for row in rows:
         if row.kind == "revision":
             revision_rows.setdefault(row.claim_id, []).append(row)
-        elif row.claim_id in texts and row.claim != texts[row.claim_id]:
-            filled.add(row.claim_id)
     pending: dict[str, list[Check]] = {}
     for claim in claims:
         for number, revision in enumerate(claim.revisions, start=1):
             old = claim.revised(number)
-            recorded = _recorded(old, revision, claim.id in filled)
+            recorded = _recorded(old, revision)
             pending.setdefault(claim.id, []).extend(revision_rows.get(old.id) or [recorded])
     current = [row for row in rows if row.kind != "revision"]
     last = {row.claim_id: i for i, row in enumerate(current) if row.claim_id in pending}
@@ -162,14 +159,15 @@ def with_revisions(rows: Sequence[Check], claims: Sequence[Claim]) -> list[Check
 
 
 def _each(template: str) -> str:
-    """A filled-in claim's template with each field ``{p:g}`` shown as ``<each p>``: one row stands for every value."""
+    """A claim's template with each field ``{p:g}`` shown as ``<each p>``: one row stands for every value. A text
+    whose braces hold no field names (``m^{-1/2}``, an unpaired brace) is no template and is kept as written."""
     parts = template_fields(template)
-    if parts is None:  # not a template (an unpaired brace)
+    if parts is None or any(field is not None and not field.isidentifier() for _, field in parts):
         return template
     return "".join(literal + ("" if field is None else f"<each {field}>") for literal, field in parts)
 
 
-def _recorded(old: Claim, revision: Revision, filled: bool) -> Check:
+def _recorded(old: Claim, revision: Revision) -> Check:
     """The row of an old reading that the run did not recompute: what the revision recorded of it."""
     reading = revision.reading
     predicted = "as its text says" if reading is None else reading.tolerance
@@ -177,7 +175,7 @@ def _recorded(old: Claim, revision: Revision, filled: bool) -> Check:
     if reading is not None:
         read = f"{reading.statistic}, over {reading.window}, {reading.subset}"
     return Check(
-        _each(old.claim) if filled else old.claim,
+        _each(old.claim),
         predicted,
         f"quick: {revision.quick}; full: {revision.full}",
         f"{read}; replaced {revision.date}: {revision.why}",
