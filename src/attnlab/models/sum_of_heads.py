@@ -82,10 +82,13 @@ class SummedHeads(AttentionHeads):
         values_t = check_tensor("values", values)
         if values_t.dim() not in (2, 3):
             raise ValidationError(f"values has shape {tuple(values_t.shape)}, expected (H, d) or (R, H, d)")
-        if 0 in values_t.shape[-2:]:
+        if values_t.shape[-2] == 0:
             raise ValidationError(
-                f"values has shape {tuple(values_t.shape)}: a sum needs at least one head of width >= 1"
+                f"values has no heads (shape {tuple(values_t.shape)}); pass the output v_h of each head, shape (H, d) "
+                "with H >= 1"
             )
+        if values_t.shape[-1] == 0:
+            raise ValidationError(f"values has shape {tuple(values_t.shape)}: each head's output needs a width d >= 1")
         self.values, self.H, self.d = values_t, int(values_t.shape[-2]), int(values_t.shape[-1])
 
     def columns(self, d_q: int) -> int:

@@ -97,11 +97,6 @@ def _selection(data: TokenSelectionData, values: Any, select: Any) -> torch.Tens
     heads = values if isinstance(values, SummedHeads) else SummedHeads(values)
     if heads.values.dim() != 2 or heads.d != data.d:
         raise ValidationError(f"values has shape {tuple(heads.values.shape)}, expected (H, {data.d})")
-    if heads.values.shape[0] == 0:
-        raise ValidationError(
-            f"values has no heads (shape (0, {data.d})); pass the output v_h of each head, shape (H, {data.d}) with "
-            "H >= 1"
-        )
     return heads.scores(data.X, data.y).argmax(dim=-1)  # spec ngd §1 per head: opt_{h,i}
 
 
