@@ -33,7 +33,7 @@ from attnlab._validation import ValidationError
 from attnlab.runner.claim import is_claimed, locked
 from attnlab.runner.manifest import MANIFEST, damage, read_manifest
 from attnlab.runner.spec import Job
-from attnlab.runner.store import write_json, write_parquet
+from attnlab.runner.store import read_json_object, write_json, write_parquet
 from attnlab.runner.task import ERROR, JOB, OUTCOME, finished_status
 
 __all__ = ["INDEX_COLUMNS", "ResultsStore", "read_index"]
@@ -59,14 +59,6 @@ _INDEX_LOCK = ".index.lock"
 def _label(text: str) -> str:
     # Keep directory names portable: letters, digits, '.', '-', '_'.
     return "".join(c if c.isalnum() or c in ".-_" else "_" for c in text) or "run"
-
-
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        payload = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return payload if isinstance(payload, dict) else None
 
 
 class ResultsStore:
@@ -122,7 +114,7 @@ class ResultsStore:
             The run directory, created when missing.
         """
         run_dir = self.run_dir(job, label)
-        stored = _read_json(run_dir / JOB)
+        stored = read_json_object(run_dir / JOB)
         if stored is None or stored.get("key") != job.key or stored.get("task") != job.task:
             job_json = {"task": job.task, "key": job.key, "params": job.params, "label": label, "index": job.index}
             write_json(run_dir / JOB, job_json)
@@ -187,7 +179,7 @@ class ResultsStore:
         return frame.sort_values(["index", "key"], kind="stable").reset_index(drop=True)
 
     def _row(self, run_dir: Path) -> dict[str, Any]:
-        job = self._jobs.get(run_dir.name) or _read_json(run_dir / JOB)
+        job = self._jobs.get(run_dir.name) or read_json_object(run_dir / JOB)
         if job is None or not {"task", "key", "params"} <= set(job):
             label, _, key = run_dir.name.rpartition("-")
             return {
@@ -200,7 +192,7 @@ class ResultsStore:
             }
         self._jobs[run_dir.name] = job
         status, error = _status(run_dir)
-        outcome = _read_json(run_dir / OUTCOME) or {}
+        outcome = read_json_object(run_dir / OUTCOME) or {}
         manifest = read_manifest(run_dir) or {}
         return {
             "index": int(job.get("index", 0)),

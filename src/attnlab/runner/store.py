@@ -24,6 +24,7 @@ __all__ = [
     "check_out",
     "config_hash",
     "prepare_out",
+    "read_json_object",
     "staged_out",
     "write_json",
     "write_parquet",
@@ -186,9 +187,9 @@ def check_out(
         raise _output_error(folder, err) from None
     if not entries:
         return "empty"
-    held_record = _read_owner(folder / record)
+    held_record = read_json_object(folder / record)
     if held_record is None:
-        held_record = _read_owner(folder / _OWNER)
+        held_record = read_json_object(folder / _OWNER)
     if isinstance(held_record, dict) and all(held_record.get(k) == v for k, v in owner.items()):
         return "same"
     held = ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
@@ -318,8 +319,19 @@ def staged_out(
         raise _output_error(folder, err) from None
 
 
-def _read_owner(path: Path) -> dict[str, Any] | None:
-    """The JSON object in ``path``, or None (missing, unreadable or not an object)."""
+def read_json_object(path: Path) -> dict[str, Any] | None:
+    """The JSON object in ``path``, or None (missing, unreadable or not an object): a record, a job, an outcome.
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        The file.
+
+    Returns
+    -------
+    dict or None
+        The object, or None where there is none to read.
+    """
     try:
         held = json.loads(path.read_text())
     except (OSError, ValueError):
