@@ -261,6 +261,20 @@ def test_every_entry_point_runs_the_one_loop_under_the_one_policy(name, monkeypa
     assert last == AT or (name == "kernel regression" and 0 < last < 10)  # a natural fault: after finite steps
 
 
+@pytest.mark.parametrize("name", list(CASES))
+def test_no_entry_point_lets_a_metric_overwrite_a_column_it_records(name):
+    case = CASES[name]
+    with pytest.raises(al.ValidationError, match=rf"\['{case.clock}'\] would overwrite.*rename the metric"):
+        case.run(2, False, lambda state: {case.clock: 0.0})  # a metric filling the loop's own clock column
+
+
+@pytest.mark.parametrize("column", ["time", "log_time"])
+def test_the_flow_refuses_a_metric_named_as_its_clock(column):
+    data = scores_equal(n=2, T=3, d=4, seed=0)
+    with pytest.raises(al.ValidationError, match=rf"\['{column}'\] would overwrite"):
+        gradient_flow(Diagonal(4, omega=0.5), data, step=0.05, steps=2, metrics={column: _probe})
+
+
 def test_the_status_words_are_one():
     assert STATUSES == (COMPLETED, DIVERGED, STOPPED) == ("completed", "diverged", "stopped")
 

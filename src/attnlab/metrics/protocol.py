@@ -6,7 +6,7 @@ mirror-descent-lp §3 (directional Bregman divergence).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,7 +109,11 @@ def as_metrics(metrics: Sequence[Metric] | Mapping[str, Callable[[Mapping[str, A
     return {m.name: m for m in metrics}
 
 
-def metric_columns(metrics: Mapping[str, Callable[[Mapping[str, Any]], Any]], state: Mapping[str, Any]) -> dict:
+def metric_columns(
+    metrics: Mapping[str, Callable[[Mapping[str, Any]], Any]],
+    state: Mapping[str, Any],
+    taken: Collection[str] = (),
+) -> dict:
     """Every metric on ``state``: one column per metric, or the columns of a metric that returns a mapping.
 
     Parameters
@@ -118,6 +122,8 @@ def metric_columns(metrics: Mapping[str, Callable[[Mapping[str, Any]], Any]], st
         ``name -> metric`` (:func:`as_metrics`).
     state : mapping of str to object
         The front door's state (see :class:`Metric`).
+    taken : collection of str, optional
+        The columns the front door writes itself; a metric column of one of these names is refused.
 
     Returns
     -------
@@ -127,7 +133,8 @@ def metric_columns(metrics: Mapping[str, Callable[[Mapping[str, Any]], Any]], st
     Raises
     ------
     ValidationError
-        When two metrics fill one column (a metric returning a mapping with a key that another metric fills).
+        When two metrics fill one column (a metric returning a mapping with a key that another metric fills), or a
+        metric fills a column in ``taken``.
     """
     columns: dict[str, Any] = {}
     for name, metric in metrics.items():
@@ -139,7 +146,32 @@ def metric_columns(metrics: Mapping[str, Callable[[Mapping[str, Any]], Any]], st
                     "column its own name"
                 )
             columns[column] = entry
+    refuse_taken(columns, taken)
     return columns
+
+
+def refuse_taken(metrics: Collection[str], own: Collection[str]) -> None:
+    """Refuse metric columns named as a column the front door writes itself: the metric would overwrite it silently.
+
+    Parameters
+    ----------
+    metrics : collection of str
+        The metrics' column names.
+    own : collection of str
+        The columns the front door records itself.
+
+    Raises
+    ------
+    ValidationError
+        Naming the taken columns and how to rename the metric.
+    """
+    taken = sorted(set(metrics) & set(own))
+    if taken:
+        raise ValidationError(
+            f"metric column(s) {taken} would overwrite the column(s) of that name the training loop records itself "
+            f"({', '.join(sorted(own))}); rename the metric (e.g. Metric('my_{taken[0]}', fn)), or drop it and read "
+            "the recorded column"
+        )
 
 
 def _selection(select: Any, name: str) -> Callable[[Mapping[str, Any]], torch.Tensor]:

@@ -143,7 +143,7 @@ def _epoch_row(
         was_training = model.training
         model.eval()
         with torch.no_grad():
-            row.update({k: float(v) for k, v in metric_columns(metrics, {"model": model, "epoch": epoch}).items()})
+            row.update({k: float(v) for k, v in metric_columns(metrics, {"model": model, "epoch": epoch}, row).items()})
         model.train(was_training)
     return row
 

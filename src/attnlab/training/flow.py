@@ -29,6 +29,7 @@ from attnlab._validation import (
 )
 from attnlab.losses import LOSSES
 from attnlab.metrics import Metric, as_metrics
+from attnlab.metrics.protocol import refuse_taken
 from attnlab.models.functional import attention_logits, logit_derivatives, score_gaps, token_scores
 from attnlab.training.callbacks import Record
 from attnlab.training.engine import fit
@@ -275,6 +276,8 @@ def gradient_flow(
         for key, value in state.items():
             clock.setdefault(key, []).append(value)
 
+    metrics = as_metrics(metrics)
+    refuse_taken(metrics, _CLOCK)
     rule = flow_rule(method, step, track_phi, R, tuple(data.X.shape[-3:-1]))
     result = fit(
         module_problem(model, data, R, loss),
@@ -283,7 +286,7 @@ def gradient_flow(
         steps,
         rule,
         record_every=record_every,
-        recorder=Recorder(metrics={**_CLOCK, **as_metrics(metrics)}, keep_iterates=True),
+        recorder=Recorder(metrics={**_CLOCK, **metrics}, keep_iterates=True),
         callbacks=[snapshot, *callbacks],
         progress=progress,
         desc=f"flow ({method})",

@@ -210,7 +210,7 @@ class _AlgorithmC(LoopProblem):
                 self.best, self.since_best = (row["val_error"], step, W.clone()), 0
             else:
                 self.since_best += 1
-        row.update(metric_columns(self.metrics, {"W": W, "step": step, "net": self.net}))
+        row.update(metric_columns(self.metrics, {"W": W, "step": step, "net": self.net}, row))
         return {k: [v] for k, v in row.items()}
 
     def state(self) -> dict[str, torch.Tensor]:
@@ -328,7 +328,7 @@ class _AlgorithmD(LoopProblem):
         self.recorded.append(step)
         self.predictions.append(unvec(self.scale * (self.K_test @ self.gamma), self.L))  # spec §6.1: F_ker = m K gamma
         row = {"run": 0, "step": step, "sq_residual": float(residual.pow(2).sum())}
-        row.update(metric_columns(self.metrics, {"gamma": self.gamma, "step": step}))
+        row.update(metric_columns(self.metrics, {"gamma": self.gamma, "step": step}, row))
         return {k: [v] for k, v in row.items()}
 
     def apply(self, step: int, residual: torch.Tensor, active: torch.Tensor) -> None:

@@ -130,7 +130,7 @@ class _ProjectedMD(LoopProblem):
 
     def record(self, step: int, gradient: torch.Tensor, active: torch.Tensor) -> dict[str, list]:
         row = {"run": 0, "step": step, "norm": float(entrywise_norm(self.W, self.p))}
-        row.update(metric_columns(self.metrics, {"W": self.W, "step": step}))
+        row.update(metric_columns(self.metrics, {"W": self.W, "step": step}, row))
         return {k: [v] for k, v in row.items()}
 
     def apply(self, step: int, gradient: torch.Tensor, active: torch.Tensor) -> None:

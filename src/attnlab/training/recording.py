@@ -25,6 +25,7 @@ from attnlab._validation import ValidationError
 from attnlab.geometry import _directional_bregman, _matrix_norm
 from attnlab.metrics import Metric, metric_columns
 from attnlab.metrics.diagnostics import _attention_margin, _cosine, _selected_probability
+from attnlab.metrics.protocol import refuse_taken
 
 __all__ = ["Recorder"]
 
@@ -81,7 +82,7 @@ class Recorder:
         self.columns = {k: np.asarray(v) for k, v in (columns or {}).items()}
         self.path: dict[str, list[torch.Tensor]] = {}
         self.own = self._own_columns()
-        _refuse_taken(self.metrics, self.own)
+        refuse_taken(self.metrics, self.own)
         self.filled: set[str] | None = None  # the metrics' columns, known at the first record
 
     def _own_columns(self) -> set[str]:
@@ -146,9 +147,8 @@ class Recorder:
         if self.metrics:
             head = v if v is not None else current.get("v")
             state = {**self.context, "W": W, **current, "X": X, "Z": Z, "y": y, "v": head, "rule_state": rule_state}
-            values = metric_columns(self.metrics, state if self.view is None else self.view(state))
+            values = metric_columns(self.metrics, state if self.view is None else self.view(state), self.own)
             if self.filled is None:  # the first record: a mapping's columns are known now
-                _refuse_taken(values, self.own)
                 self.filled = set(values)
             elif values.keys() != self.filled:
                 raise ValidationError(
@@ -177,17 +177,6 @@ class Recorder:
             parametrisation; None when iterates were not kept or nothing was recorded.
         """
         return {k: torch.stack(v) for k, v in self.path.items()} if self.keep and self.path else None
-
-
-def _refuse_taken(metrics: Mapping[str, Any], own: set[str]) -> None:
-    """Refuse metric columns named as a column the recorder writes: the metric would overwrite it silently."""
-    taken = sorted(set(metrics) & own)
-    if taken:
-        raise ValidationError(
-            f"metric column(s) {taken} would overwrite the column(s) of that name the training loop records itself "
-            f"({', '.join(sorted(own))}); rename the metric (e.g. Metric('my_{taken[0]}', fn)), or drop it and read "
-            "the recorded column"
-        )
 
 
 def _per_run(name: str, value: Any, runs: int) -> torch.Tensor:

@@ -191,7 +191,7 @@ class _Algorithm1(LoopProblem):
         return blown if bool(blown.any()) else None
 
     def record(self, step: int, gradient: None, active: torch.Tensor) -> dict[str, Any]:
-        values = metric_columns(self.metrics, {"V": self.V, "Q": self.Q})
+        values = metric_columns(self.metrics, {"V": self.V, "Q": self.Q}, ("run", "step"))
         index = torch.nonzero(active).flatten()
         columns = {k: torch.as_tensor(v).detach().reshape(-1).expand(self.runs)[index] for k, v in values.items()}
         return {"run": index, "step": torch.full_like(index, step), **columns}
