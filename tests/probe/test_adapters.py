@@ -124,3 +124,22 @@ def test_linear_projection_refuses_heads_that_do_not_split_the_width():
     )
     with pytest.raises(ValidationError, match="heads == 3 does not divide"):
         head_W(Three(), 0)
+
+
+@pytest.mark.parametrize(
+    ("tokens", "got"),
+    [
+        (lambda m, args, kwargs: (args[0],), r"\[\(3, 5, 4\)\]"),  # one tensor, no keys
+        (lambda m, args, kwargs: args[0], "Tensor"),  # not a tuple
+        (lambda m, args, kwargs: (args[0], args[0][0]), r"\[\(3, 5, 4\), \(5, 4\)\]"),  # keys without the batch axis
+    ],
+)
+def test_an_adapter_whose_tokens_are_not_two_batched_tensors_is_named(tokens, got):
+    class Broken(ScaledAttention):
+        pass
+
+    register_adapter(Broken, Adapter(heads=lambda m: m.heads, projection=_adapter().projection, tokens=tokens))
+    module = Broken()
+    x = torch.randn(3, 5, 4, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    with pytest.raises(ValidationError, match=rf"adapter of Broken returned {got} from tokens.*fix the adapter"):
+        capture(module, module, x, query=2)

@@ -96,7 +96,7 @@ def module_calls(
         def record(module: nn.Module, args: tuple, kwargs: dict) -> None:
             if seen[index] is None:  # a module called twice (shared weights): its first call
                 adapter = adapters[index]
-                queries, keys = adapter.tokens(module, args, kwargs)
+                queries, keys = _adapter_tokens(adapter, module, args, kwargs)
                 mask = None if adapter.mask is None else adapter.mask(module, args, kwargs)
                 seen[index] = ((queries.detach(), keys.detach()), mask)
 
@@ -116,6 +116,27 @@ def module_calls(
                 f"a module that lives inside model (e.g. model.encoder.blocks[0].attn), and the model itself"
             )
     return seen  # type: ignore[return-value]
+
+
+def _adapter_tokens(adapter: Any, module: nn.Module, args: tuple, kwargs: dict) -> Tokens:
+    """The adapter's ``tokens(module, args, kwargs)``, checked: two tensors (queries, keys) of shape (n, ., d)."""
+    tokens = adapter.tokens(module, args, kwargs)
+    if (
+        not isinstance(tokens, tuple)
+        or len(tokens) != 2
+        or not all(isinstance(t, torch.Tensor) and t.dim() == 3 for t in tokens)
+    ):
+        got = (
+            [tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__ for t in tokens]
+            if isinstance(tokens, tuple)
+            else type(tokens).__name__
+        )
+        raise ValidationError(
+            f"the adapter of {type(module).__name__} returned {got} from tokens(module, args, kwargs); it must return "
+            "a tuple (queries, keys) of two tensors of shapes (n, L, d) and (n, T, d) (for self-attention the same "
+            "tensor twice); fix the adapter passed to register_adapter"
+        )
+    return tokens
 
 
 def head_mask(mask: torch.Tensor | None, head: int | str | None, heads: int) -> torch.Tensor | None:
