@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from attnlab._io import OutputError
 from attnlab._validation import ValidationError
 from attnlab.trackers import TensorBoardLogger
 from attnlab.training.callbacks import CallbackList, EarlyStop, Record
@@ -99,3 +100,11 @@ def test_a_missing_tensorboard_package_says_how_to_install_it(tmp_path, monkeypa
     monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)  # makes the import raise ImportError
     with pytest.raises(ImportError, match=r"pip install -e '\.\[tensorboard\]'"):
         TensorBoardLogger(tmp_path)
+
+
+def test_a_log_dir_that_cannot_be_made_is_refused_when_the_logger_is_built(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(OutputError, match=r"file"):
+        TensorBoardLogger(blocker / "logs")  # a folder under a file: refused before any training
+    assert TensorBoardLogger(tmp_path / "new" / "logs").log_dir.is_dir()

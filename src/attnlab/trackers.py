@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
+from attnlab._io import make_dir
 from attnlab._validation import ValidationError, check_scalar
 from attnlab.training.callbacks import Callback, Record
 
@@ -39,6 +39,8 @@ class TensorBoardLogger(Callback):
     ------
     ImportError
         When the ``tensorboard`` package is missing; the message says how to install it.
+    OutputError
+        When ``log_dir`` cannot be created (the message names the path and the reason).
 
     Notes
     -----
@@ -78,7 +80,7 @@ class TensorBoardLogger(Callback):
         if columns is not None and (isinstance(columns, str) or not all(isinstance(c, str) for c in columns)):
             raise ValidationError(f"columns must be a list of column names, got {columns!r}; e.g. columns=['loss']")
         self._writer_type = SummaryWriter
-        self.log_dir = Path(log_dir)
+        self.log_dir = make_dir(log_dir)  # created now: a folder that cannot be made is refused before training
         self.columns = None if columns is None else tuple(columns)
         self.prefix = prefix
         self.flush_secs = check_scalar("flush_secs", flush_secs, low=0.0, low_inclusive=False)
