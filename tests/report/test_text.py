@@ -88,6 +88,16 @@ def test_braces_that_are_not_a_literal_stay_text():
     assert note_html("a set {a, b} and [an open bracket") == "a set {a, b} and [an open bracket"
 
 
+@pytest.mark.parametrize("note", ["token sets {[0, 1], [2]}", "groups {[1, 2]}"])
+def test_braces_that_parse_to_no_value_stay_text(note):
+    assert note_html(note) == note  # a set of lists raised TypeError (unhashable) and stopped the whole report
+
+
+def test_identifiers_after_a_dot_or_colon_keep_their_underscores():
+    drawn = math_html("|ratio - 1| <= config.nuc_rtol, polyak:max_step=5, W_t")
+    assert "config.nuc_rtol" in drawn and "polyak:max_step=5" in drawn and "W<sub>t</sub>" in drawn
+
+
 def test_a_printed_table_keeps_its_columns():
     note = "final mean, rows p, columns q:\nq       1.75    2.00\np\n1.75 0.00152 0.00958"
     assert note_html(note) == f'<pre class="note-pre">{note}</pre>'

@@ -69,10 +69,12 @@ def _unicode(text: str) -> str:
 
 
 def _base_is_short(text: str, end: int) -> bool:
+    """Whether the letters before ``text[end]`` make a formula's base: short, and not a name's part after "." or
+    ":" (``config.nuc_rtol``, ``polyak:max_step`` are identifiers, not ``nuc`` with a subscript)."""
     start = end
     while start > 0 and text[start - 1].isascii() and text[start - 1].isalpha():
         start -= 1
-    return end - start <= _LONGEST_BASE
+    return end - start <= _LONGEST_BASE and (start == 0 or text[start - 1] not in ".:")
 
 
 def math_html(text: Any) -> str:
@@ -148,7 +150,7 @@ def _literals(text: str) -> list[tuple[int, int, Any]]:
                 break
         try:
             value = ast.literal_eval(text[i : j + 1])
-        except (ValueError, SyntaxError):
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):  # {[1]}: a set of lists
             i += 1
             continue
         if isinstance(value, (dict, list)):
