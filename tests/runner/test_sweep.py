@@ -85,8 +85,19 @@ def test_a_run_whose_worker_always_dies_is_listed_failed_with_why(tmp_path):
     spec = SweepSpec(task="kill-always", base={"d": 3, "steps": 5, "lr": 0.1, "seed": 0}, grid={"kill": [False, True]})
     result = run_sweep(spec, tmp_path, PoolExecutor(workers=1, retries=0), progress=False)
     assert list(result.index["status"]) == ["done", "failed"]
-    assert "a pool worker died 1 times" in result.failed["error"].iloc[0]
+    assert "a worker of the pool died before this job finished (retries=0" in result.failed["error"].iloc[0]
     assert list(read_index(tmp_path)["status"]) == ["done", "failed"]
+
+
+def test_jobs_that_kill_their_workers_do_not_fail_the_others(tmp_path):
+    # the killers start first and break the shared pool every time; retried each in a pool of its own, the
+    # healthy jobs finish and only the killers fail (before: every job failed, "died 2 times", none ever ran)
+    spec = SweepSpec(
+        task="kill-always", base={"d": 3, "steps": 5, "lr": 0.1}, grid={"kill": [True, False], "seed": [0, 1, 2]}
+    )
+    result = run_sweep(spec, tmp_path, PoolExecutor(workers=2, retries=1), progress=False)
+    assert list(result.index["status"]) == ["failed"] * 3 + ["done"] * 3
+    assert result.failed["error"].str.contains("died in each of 1 tries in a pool of its own").all()
 
 
 def test_read_index_trusts_the_run_directories_over_a_stale_index(tmp_path):

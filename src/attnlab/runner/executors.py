@@ -138,8 +138,9 @@ def _stop(pool: cf.ProcessPoolExecutor) -> None:
 class PoolExecutor:
     """Run jobs one at a time in a pool of local worker processes (forked from a fork server, safe with torch).
 
-    A worker that dies (killed, out of memory) breaks the pool; the jobs it left unfinished are resubmitted to a
-    fresh pool, at most ``retries`` times, after which they are reported failed. The workers end with the sweep:
+    A worker that dies (killed, out of memory) breaks the pool, and every job not finished in it then fails with
+    it, guilty or not. Those jobs are retried each in a pool of its own (at most ``workers`` at a time), so a job
+    that kills its worker again breaks only its own pool; a job is reported failed after ``retries`` such tries. The workers end with the sweep:
     on Ctrl-C (or any exception in the caller) they are terminated at once, and a worker whose parent was killed
     (``kill -9``) ends itself within a fraction of a second.
 
@@ -186,34 +187,89 @@ class PoolExecutor:
         """
         todo = list(range(len(jobs)))
         threads = max(1, (os.cpu_count() or 1) // self.workers)
-        context = self._context
         for attempt in range(self.retries + 1):
             broken: list[int] = []
-            pool = cf.ProcessPoolExecutor(
-                self.workers, mp_context=context, initializer=_init_worker, initargs=(threads,)
-            )
-            with pool:
-                futures = {
-                    pool.submit(execute, task, jobs[i].key, jobs[i].params, run_dirs[i], _of(reuse, jobs[i].key)): i
-                    for i in todo
-                }
-                try:
-                    for future in cf.as_completed(futures):
-                        try:
-                            yield future.result()
-                        except cf.process.BrokenProcessPool:
-                            broken.append(futures[future])
-                except BaseException:
-                    _stop(pool)
-                    raise
+            run = self._shared if attempt == 0 else self._isolated  # a retry cannot break an innocent job again
+            for i, outcome in run(task, jobs, run_dirs, reuse, todo, threads):
+                if outcome is None:
+                    broken.append(i)
+                else:
+                    yield outcome
             if not broken:
                 return
             todo = sorted(broken)
-            if attempt == self.retries:
-                for i in todo:
-                    yield gave_up(
-                        jobs[i].key, run_dirs[i], f"a pool worker died {self.retries + 1} times running this job"
-                    )
+        why = (
+            f"its worker died in each of {self.retries} tries in a pool of its own (after a worker of the shared pool "
+            "died)"
+            if self.retries
+            else "a worker of the pool died before this job finished (retries=0: not retried alone)"
+        )
+        for i in todo:
+            yield gave_up(jobs[i].key, run_dirs[i], why)
+
+    def _pool(self, workers: int, threads: int) -> cf.ProcessPoolExecutor:
+        return cf.ProcessPoolExecutor(workers, mp_context=self._context, initializer=_init_worker, initargs=(threads,))
+
+    def _shared(
+        self,
+        task: Task,
+        jobs: Sequence[Job],
+        run_dirs: Sequence[Path],
+        reuse: Reuse | None,
+        todo: list[int],
+        threads: int,
+    ) -> Iterator[tuple[int, Outcome | None]]:
+        """The jobs ``todo`` in one pool of ``workers`` processes: ``(i, outcome)``, None for a broken pool's jobs."""
+        pool = self._pool(self.workers, threads)
+        with pool:
+            futures = {pool.submit(execute, *_call(task, jobs[i], run_dirs[i], reuse)): i for i in todo}
+            try:
+                for future in cf.as_completed(futures):
+                    yield futures[future], _result(future)
+            except BaseException:
+                _stop(pool)
+                raise
+
+    def _isolated(
+        self,
+        task: Task,
+        jobs: Sequence[Job],
+        run_dirs: Sequence[Path],
+        reuse: Reuse | None,
+        todo: list[int],
+        threads: int,
+    ) -> Iterator[tuple[int, Outcome | None]]:
+        """The jobs ``todo`` each in a pool of one process, ``workers`` pools at a time: a job that kills its worker
+        breaks only its own pool. ``(i, outcome)``, None for a job whose pool broke."""
+        waiting, running = list(todo), {}
+        try:
+            while waiting or running:
+                while waiting and len(running) < self.workers:
+                    i = waiting.pop(0)
+                    pool = self._pool(1, threads)
+                    running[pool.submit(execute, *_call(task, jobs[i], run_dirs[i], reuse))] = (i, pool)
+                done, _ = cf.wait(running, return_when=cf.FIRST_COMPLETED)
+                for future in done:
+                    i, pool = running.pop(future)
+                    pool.shutdown(wait=True)
+                    yield i, _result(future)
+        except BaseException:
+            for _, pool in running.values():
+                _stop(pool)
+            raise
+
+
+def _call(task: Task, job: Job, run_dir: Path, reuse: Reuse | None) -> tuple[Any, ...]:
+    """The arguments of :func:`~attnlab.runner.task.execute` for one job."""
+    return task, job.key, job.params, run_dir, _of(reuse, job.key)
+
+
+def _result(future: cf.Future) -> Outcome | None:
+    """A finished job's outcome, or None when its pool broke (a worker died) before it finished."""
+    try:
+        return future.result()
+    except cf.process.BrokenProcessPool:
+        return None
 
 
 def _import_ray() -> Any:
