@@ -274,6 +274,33 @@ def test_a_task_of_a_namespace_package_is_recomputed_after_any_of_its_files_chan
         source_hash.cache_clear()
 
 
+def test_runs_computed_after_a_task_package_was_edited_in_process_are_never_reused(tmp_path, monkeypatch):
+    # a notebook sweeps, edits its task's package and sweeps again in the same process: the hash taken before the
+    # edit must not key runs that a worker computes with the edited code (a later process served them as current)
+    first, second = tmp_path / "one", tmp_path / "two"
+    (first / "nsfake").mkdir(parents=True)
+    (second / "nsfake").mkdir(parents=True)
+    (first / "nsfake" / "tasks.py").write_text(NAMESPACE_TASK)
+    (second / "nsfake" / "helpers.py").write_text("FACTOR = 2\n")
+    monkeypatch.syspath_prepend(str(first))
+    monkeypatch.syspath_prepend(str(second))
+    source_hash.cache_clear()
+    spec = SweepSpec(task="nsfake.tasks:Scale", base={"x": 1})
+    try:
+        assert run_sweep(spec, tmp_path / "out", progress=False).ran == 1
+        (second / "nsfake" / "helpers.py").write_text("FACTOR = 30\n")  # edited, the process keeps going
+        with pytest.warns(RuntimeWarning, match="nsfake's source changed since this process hashed it"):
+            assert run_sweep(spec, tmp_path / "out", progress=False).ran == 1  # not reused
+        (second / "nsfake" / "helpers.py").write_text("FACTOR = 2\n")
+        source_hash.cache_clear()  # a new process, the code as it was at the first sweep
+        again = run_sweep(spec, tmp_path / "out", progress=False)
+        assert again.ran == 1  # the run of the edit (keyed by no hash) is not served as this code's
+    finally:
+        for name in [m for m in sys.modules if m == "nsfake" or m.startswith("nsfake.")]:
+            del sys.modules[name]
+        source_hash.cache_clear()
+
+
 class ReadsFile(Task):
     """Copies the text file its parameter ``path`` names into record.json, and names that file as its input."""
 

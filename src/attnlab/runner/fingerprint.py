@@ -74,6 +74,7 @@ def source_hash(package: str = "attnlab") -> str:
     files = _source_files(importlib.import_module(package))
     if files is None:
         return UNREADABLE
+    _AT_HASH[package] = _stats(files)  # before reading: an edit made while hashing shows as a change later
     digest = hashlib.sha256()
     for name, path in files:
         digest.update(name.encode())
@@ -81,6 +82,35 @@ def source_hash(package: str = "attnlab") -> str:
         digest.update(path.read_bytes())
         digest.update(b"\0")
     return digest.hexdigest()
+
+
+#: ``{package: {path: (st_mtime_ns, st_size)}}`` of the files :func:`source_hash` read, when it read them.
+_AT_HASH: dict[str, dict[str, tuple[int, int]]] = {}
+
+
+def _stats(files: list[tuple[str, Path]]) -> dict[str, tuple[int, int]]:
+    """``{path: (st_mtime_ns, st_size)}`` of ``files`` (a file gone reads ``(-1, -1)``)."""
+    found = {}
+    for _, path in files:
+        try:
+            stat = path.stat()
+            found[str(path)] = (stat.st_mtime_ns, stat.st_size)
+        except OSError:
+            found[str(path)] = (-1, -1)
+    return found
+
+
+def _edited_since_hashed(package: str) -> list[str]:
+    """The source files of ``package`` added, removed or modified since this process hashed it (attnlab: since it
+    was imported, :func:`attnlab._sources.changed_since_import`)."""
+    if package == "attnlab":
+        return _sources.changed_since_import()
+    before = _AT_HASH.get(package)
+    files = _source_files(importlib.import_module(package))
+    if before is None or files is None:
+        return []
+    now = _stats(files)
+    return sorted(p for p in before.keys() | now.keys() if before.get(p) != now.get(p))
 
 
 def _source_files(module: Any) -> list[tuple[str, Path]] | None:
@@ -149,22 +179,24 @@ def code_fingerprint(modules: Iterable[str] = ()) -> dict[str, Any]:
         session or a notebook) gets ``"unreadable:<random hex>"``, unique to this call: no other run's fingerprint
         equals it, so its runs are computed every time and never reused. So does attnlab itself, with a
         ``RuntimeWarning``, once a source file of it changed since this process imported it
-        (:func:`attnlab._sources.changed_since_import`): the hash of the files on disk would not be that of the code
-        in memory.
+        (:func:`attnlab._sources.changed_since_import`), and another package once a file of it changed since this
+        process first hashed it: the hash would not be that of the code in memory, nor of the code a pool worker
+        imports from disk.
     """
     packages = ["attnlab", *_top_packages(modules)]
     source = {p: _unique_if_unreadable(source_hash(p)) for p in packages}
-    edited = _sources.changed_since_import()
-    if edited:  # the hash is of the files on disk now, not of the code this process runs
-        source["attnlab"] = _unique_if_unreadable(UNREADABLE)
-        shown = ", ".join(edited[:3]) + (f" and {len(edited) - 3} more" if len(edited) > 3 else "")
-        warnings.warn(
-            f"attnlab's source changed since this process imported it ({shown}): the code in memory may not be the "
-            "code on disk, so runs computed now are never reused; restart the Python process (the notebook's "
-            "kernel) to reuse runs again",
-            RuntimeWarning,
-            stacklevel=2,
-        )
+    for package in packages:
+        edited = _edited_since_hashed(package)
+        if edited:  # the hash is of the files as they were, not of the code that a worker would import now
+            source[package] = _unique_if_unreadable(UNREADABLE)
+            shown = ", ".join(edited[:3]) + (f" and {len(edited) - 3} more" if len(edited) > 3 else "")
+            warnings.warn(
+                f"{package}'s source changed since this process {'imported' if package == 'attnlab' else 'hashed'} "
+                f"it ({shown}): the code in memory may not be the code on disk, so runs computed now are never "
+                "reused; restart the Python process (the notebook's kernel) to reuse runs again",
+                RuntimeWarning,
+                stacklevel=2,
+            )
     return {"source": source, "versions": dict(dependency_versions())}
 
 
