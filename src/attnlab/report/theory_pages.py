@@ -84,7 +84,9 @@ class TheoryPages:
         page, section = match.group("page"), match.group("section")
         sections = self.anchors[page]
         parts = section.split(".")
-        anchor = next((sections[".".join(parts[:k])] for k in range(len(parts), 0, -1) if ".".join(parts[:k]) in sections), "")
+        anchor = next(
+            (sections[".".join(parts[:k])] for k in range(len(parts), 0, -1) if ".".join(parts[:k]) in sections), ""
+        )
         return f"{prefix}theory/{page}.html" + (f"#{anchor}" if anchor else "")
 
 
