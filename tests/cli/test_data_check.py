@@ -202,3 +202,24 @@ def test_cross_attention_data_are_checked_without_the_aligned_geometry_a4(tmp_pa
     assert checked == [str(r) for r in check_assumptions(data)]
     assert len(checked) == 4 and not any("A4" in line for line in checked)
     assert len(check_assumptions(square)) == 5  # A4 stays for self-attention data
+
+
+def test_an_assumption_named_twice_is_checked_once(tmp_path):
+    path = example1(n=4, T=3, d=16).save(tmp_path / "d.npz")
+    twice = run("data", "check", str(path), "--which", "A1", "--which", "A2", "--which", "A1")
+    once = run("data", "check", str(path), "--which", "A1", "--which", "A2")
+    assert twice.exit_code == once.exit_code == 0, twice.output
+    assert twice.output == once.output  # the same reports, in the order first given
+    assert "/2 assumptions hold" in twice.output
+
+
+@pytest.mark.parametrize("labels", [[True, True, True], [True, False, True]])
+@pytest.mark.parametrize("command", [["data", "check"], ["svm"], ["explain", "--steps", "2"]])
+def test_boolean_labels_are_refused_not_read_as_plus_one(tmp_path, labels, command):
+    path = tmp_path / "ybool.npz"
+    data = example1(n=3, T=3, d=8, seed=0)
+    np.savez(path, X=data.X.numpy(), y=np.array(labels), v=data.v.numpy())
+    result = run(*command, str(path), *(["--out", str(tmp_path / "out")] if command[0] == "explain" else []))
+    assert result.exit_code == 2, result.output
+    assert "y is boolean; labels must be the numbers -1 and +1" in result.output
+    assert not (tmp_path / "out").exists()

@@ -1,6 +1,7 @@
 """``attnlab explain``: trains, names the closest SVM, writes the table and figure, refuses a bad --opt."""
 
 import re
+from pathlib import Path
 
 import pandas as pd
 from click.testing import CliRunner
@@ -166,3 +167,30 @@ def test_the_same_run_again_rewrites_its_folder_and_leaves_no_stale_head(tmp_pat
     np.savez(src, X=other.X.numpy(), y=other.y.numpy(), v_true=other.v.numpy())
     refused = invoke("explain", src, "--v", "v_true", "--steps", 20, "--out", out)
     assert refused.exit_code == 2 and "already holds another run (explain" in refused.output
+
+
+def test_the_output_doc_names_every_candidate_and_file_explain_writes_for_token_sets(tmp_path):
+    import numpy as np
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "cli" / "output.md").read_text()
+    section = doc[doc.index("## attnlab explain") : doc.index("## attnlab svm")]
+    data = example1(n=3, T=3, d=8, seed=0)
+    sets = np.zeros((3, 3), dtype=bool)
+    sets[np.arange(3), data.select.numpy()] = True
+    sets[0, (int(data.select[0]) + 1) % 3] = True  # a set of two tokens: the token-set candidates join
+    np.savez(tmp_path / "sets.npz", X=data.X.numpy(), y=data.y.numpy(), v=data.v.numpy(), select=sets)
+    out = tmp_path / "out"
+    result = invoke("explain", tmp_path / "sets.npz", "--opt", "md:1.5", "--steps", 20, "--out", out)
+    assert result.exit_code in (0, 1), result.output
+    candidates = pd.read_csv(out / "explain.csv")["candidate"].tolist()
+    assert {"sets-fro", "sets-nuc", "fro", "nuc", "l1.5", "equivalence"} <= set(candidates), candidates
+    for candidate in candidates:  # fro[0,2,1] and l<p> stand for their families
+        named = (
+            "`fro["
+            if candidate.startswith("fro[")
+            else ("`l<p>`" if re.fullmatch(r"l[0-9.]+|linf", candidate) else f"`{candidate}`")
+        )
+        assert named in section, f"docs/cli/output.md does not name the candidate {candidate}"
+    for file in sorted(p.name for p in out.iterdir()):
+        assert f"`{file}`" in section, f"docs/cli/output.md does not name the file {file}"
+    assert "for a token-set file, always of the head's optimal tokens" in section  # not the file's token sets

@@ -163,6 +163,8 @@ def test_reproduce_records_the_error_and_runs_the_others(fake_paper, tmp_path):
             "theory_passed": 2,
             "findings": 0,
             "revisions": 0,
+            "properties": 0,
+            "properties_passed": 0,
             "observations": 2,
             "observations_agree": 0,
         }
@@ -185,6 +187,9 @@ def test_reproduce_records_the_error_and_runs_the_others(fake_paper, tmp_path):
         "experiments": 2,
         "theory_checks": 3,
         "theory_passed": 2,
+        "findings": 0,
+        "properties": 0,
+        "properties_passed": 0,
         "observations": 2,
         "observations_agree": 0,
         "errors": 1,

@@ -260,7 +260,10 @@ def _token_set_report(data: Any, mask: Any) -> tuple[list[str], bool]:
     help="The generator that made PATH: check what it is meant to satisfy, say what holds by construction.",
 )
 @click.option(
-    "--which", multiple=True, metavar="NAME", help="An assumption to check (repeatable); default: all that apply."
+    "--which",
+    multiple=True,
+    metavar="NAME",
+    help="An assumption to check (repeatable; a repeated one is checked once); default: all that apply.",
 )
 @click.option(
     "--strict",
@@ -290,7 +293,7 @@ def check_cmd(path: str, generator: str | None, which: tuple[str, ...], strict: 
         click.echo("the assumptions below are about one token per sequence (the head's optimal tokens):")
     intent = INTENTS[generator] if generator is not None else None
     if which:
-        names = list(which)
+        names = list(dict.fromkeys(which))  # each once, in the order given: --which A1 --which A1 checks A1 once
     elif intent is not None and (intent.built or intent.conditional):
         names = [*intent.built, *intent.conditional]
     else:  # check_assumptions' own default

@@ -10,7 +10,14 @@ from attnlab.cli.main import main, user_errors
 
 
 @main.command("reproduce")
-@click.option("--paper", default="all", show_default=True, help="Spec stem or name prefix of one paper, or 'all'.")
+@click.option(
+    "--paper",
+    default="all",
+    show_default=True,
+    help="A paper's spec stem (kq-nuclear-norm: all its experiments), a group of experiments, the part of their "
+    "names before the first dot (kq-nuclear: kq-nuclear.x1, ...), or 'all'. One experiment by its full name is "
+    "refused: `attnlab run NAME` runs it.",
+)
 @click.option("--quick", is_flag=True, help="CI-sized settings.")
 @click.option("--out", type=click.Path(file_okay=False), default="report", show_default=True, help="Report folder.")
 @click.option("--executor", type=click.Choice(["inprocess", "pool", "ray"]), default="inprocess", show_default=True)
@@ -47,10 +54,10 @@ def reproduce_cmd(
     Each experiment line says "computed now" or "reused from <time, commit>": a run finished in OUT is reused
     only when its files are intact and its code, config and library versions are the current ones.
     An experiment that raises is shown in the report with its traceback; the others still run. Exit status 1
-    when a theory check failed or an experiment raised (observations that disagree with a paper are reported,
-    not failures), 2 on bad input (an unknown --paper, --workers without --executor pool, --address without
-    --executor ray). With --seed S, every experiment with a seed field runs at seed S, the others are named and left
-    out.
+    when a theory check failed or an experiment did not finish (it raised, or its stored run is damaged;
+    observations that disagree with a paper are reported, not failures), 2 on bad input (an unknown --paper, one
+    experiment's full name as --paper, --workers without --executor pool, --address without --executor ray). With
+    --seed S, every experiment with a seed field runs at seed S, the others are named and left out.
     """
     from attnlab.runner import make_executor
 
@@ -67,14 +74,17 @@ def reproduce_cmd(
         seed=seed,
     )
     for entry in summary.entries:
-        if entry.status != "done":
-            click.echo(f"  [ERROR] {entry.name}: did not finish (traceback in the report)")
+        if entry.status == "failed":
+            click.echo(f"  [ERROR] {entry.name}: raised an error (traceback in the report)")
+        elif entry.status != "done":
+            click.echo(f"  [{entry.status.upper()}] {entry.name}: {entry.outcome}")
         else:
             mark = "PASS" if entry.counts.ok else "FAIL"
             click.echo(f"  [{mark}] {entry.name}: {entry.counts.describe()}; {entry.origin}")
     reused = sum(e.origin.startswith("reused") for e in summary.entries)
     click.echo(
-        f"{summary.counts.describe()}; {len(summary.errors)} of {len(summary.entries)} experiments raised; "
+        f"{summary.counts.describe()}; {len(summary.errors)} of {len(summary.entries)} experiments did not finish"
+        f"{' (' + summary.unfinished + ')' if summary.errors else ''}; "
         f"{reused} reused from earlier runs of the same code and config (--fresh recomputes them); "
         f"report: {summary.path}"
     )

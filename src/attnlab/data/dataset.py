@@ -20,6 +20,17 @@ __all__ = ["TokenSelectionData"]
 _NPZ_KEYS = ("X", "Z", "y", "v", "select")
 
 
+def _refuse_bool_labels(y: object) -> None:
+    """Refuse boolean labels: they would convert to 1 and 0, so an all-True ``y`` would pass as every label +1."""
+    dtype = getattr(y, "dtype", None)
+    flat = isinstance(y, (list, tuple)) and len(y) > 0 and all(isinstance(v, bool) for v in y)
+    if flat or dtype in (bool, torch.bool) or str(dtype) == "bool":
+        raise ValidationError(
+            "y is boolean; labels must be the numbers -1 and +1: write y = np.where(label, 1.0, -1.0) "
+            "(True -> +1, False -> -1)"
+        )
+
+
 @dataclass(frozen=True, init=False)
 class TokenSelectionData:
     """Tokens, queries, labels and an optional linear head, validated and stored as float64 tensors.
@@ -35,7 +46,7 @@ class TokenSelectionData:
         another width ``d_q`` are cross-attention (``kdim != embed_dim``): ``W`` is then ``(d, d_q)`` and the logit
         of token ``t`` is ``x_t^T W z`` (multi-token §8).
     y : array-like, shape (n,)
-        Labels in {-1, +1}.
+        Labels in {-1, +1}, as numbers: boolean labels are refused (``True`` alone would read as ``+1``).
     v : array-like, shape (d,), optional
         Linear head (the papers' ``u`` or ``v``); needed for token scores and the fixed-head models.
     select : array-like of int of shape (n,), or token sets, optional
@@ -54,8 +65,8 @@ class TokenSelectionData:
     ------
     ValidationError
         On wrong shapes (the message names the argument: ``Z`` must have ``n`` rows, ``v`` width ``d``),
-        non-finite or complex values, labels outside {-1, +1}, T < 2, a token or query width of 0, or
-        out-of-range ``select``.
+        non-finite or complex values, labels outside {-1, +1} or boolean ones, T < 2, a token or query width of
+        0, or out-of-range ``select``.
 
     Examples
     --------
@@ -77,6 +88,7 @@ class TokenSelectionData:
         Z_t = X_t[:, 0].clone() if Z is None else check_tensor("Z", Z, "nq", sizes, min_size={"q": 1})
         if y is None:
             raise ValidationError("y is required: pass labels of shape (n,) with values in {-1, +1}")
+        _refuse_bool_labels(y)
         y_t = check_labels("y", check_tensor("y", y, "n", sizes))
         v_t = None if v is None else check_tensor("v", v, "d", sizes)
         sel_t = None if select is None else Selection.parse(select, sizes["n"], sizes["T"]).value  # multi-token §2

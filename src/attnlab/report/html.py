@@ -3,23 +3,27 @@ reproduce sweep.
 
 The pages are rendered from the Jinja2 templates in ``report/templates`` (autoescaped: every value read from a run
 is escaped) after this module has turned each run into plain data. ``index.html`` has the summary, one row per paper
-(results covered of the paper's own numbered results, theorem checks, findings, revised readings, properties,
-observations) and, per paper, its experiments with their counts, each part coloured by its verdict, each linking to
-``experiments/<name>.html``. An experiment's page has a sticky table of contents of every page, the sizes it actually
-ran with (for a quick run, each size that differs from the full run, with the full value), its figures, each full
-width and linked to the full-size PNG and the PDF, its check table (claim, predicted, measured, a short tolerance
-with the whole derivation behind a disclosure, the verdict, old readings right under the row they were replaced by,
-a finding's link to its investigation, the source linked to the rendered section of our theory page), notes, the
-whole config (our defaults marked) and versions. Claims and notes are ASCII in ``checks.csv``; the pages typeset them
+(the paper's own numbered results that the registry declares covered, not derived from the runs; theorem checks,
+findings, revised readings, properties, observations) and, per paper, its experiments with their counts, each part
+coloured by its verdict, each linking to ``experiments/<name>.html`` (the name in lower case, any other character
+``-``; names that would share a page, ``qa.a-b`` and ``qa.a.b``, each end in a short hash of the exact name). An
+experiment's page has a sticky table of contents of every page, the sizes it actually ran with (for a quick run,
+each size that differs from the full run, with the full value), its figures, each full width and linked to the
+full-size PNG and the PDF, its check table (claim, predicted, measured, a short tolerance with the whole derivation
+behind a disclosure, the verdict, old readings right under the row they were replaced by, a finding's link to its
+investigation, the source linked to the rendered section of our theory page), notes, the whole config (our defaults
+marked) and versions. Claims and notes are ASCII in ``checks.csv``; the pages typeset them
 with Unicode symbols and HTML sub- and superscripts (:mod:`attnlab.report.text`). The theory pages are rendered with
-KaTeX into ``theory/`` (:mod:`attnlab.report.theory_pages`). A run that raised shows its traceback instead. Every
-image and link is relative to the report folder, so the folder can be copied or served as it is.
+KaTeX into ``theory/`` (:mod:`attnlab.report.theory_pages`). A run that raised shows its traceback instead, a
+damaged one (a stored file missing or changed) what is wrong with it. Every image and link is relative to the report
+folder, so the folder can be copied or served as it is.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import hashlib
 import json
 import os
 import re
@@ -51,7 +55,8 @@ class ExperimentEntry:
     Attributes
     ----------
     name, paper, summary : str
-    status : {"done", "failed", "pending"}
+    status : {"done", "diverged", "damaged", "failed", "running", "pending"}
+        The runner's status (:func:`attnlab.runner.read_index`); only ``"done"`` is a finished run.
     run_dir : str
         Relative to the report folder.
     checks : pandas.DataFrame
@@ -59,7 +64,7 @@ class ExperimentEntry:
     record : dict
         ``record.json`` (empty when the run did not finish).
     error : str
-        Traceback of a failed run.
+        Traceback of a failed run; what is wrong with a damaged one (e.g. ``"curve.png is missing"``).
     origin : str
         Where the result comes from: ``"computed now"`` (with the reason when the stored run was stale or
         damaged) or ``"reused from <time>, commit <hash>"``; ``""`` when the run did not finish.
@@ -84,6 +89,16 @@ class ExperimentEntry:
         """The totals of :attr:`checks`: theorem checks and properties passed, observations that agree."""
         return count_checks(self.checks)
 
+    @property
+    def outcome(self) -> str:
+        """What became of the run, in words: ``"finished"``, ``"raised an error"`` (status ``"failed"``),
+        ``"damaged: <what is wrong>"``, or the status itself (``"pending"``, ``"running"``, ``"diverged"``)."""
+        if self.status == "done":
+            return "finished"
+        if self.status == "damaged":
+            return f"damaged: {self.error.strip() or 'a stored file is missing or changed'}"
+        return _RAISED if self.status == "failed" else self.status
+
 
 @dataclass(frozen=True)
 class ReportSummary:
@@ -106,13 +121,33 @@ class ReportSummary:
 
     @property
     def errors(self) -> list[ExperimentEntry]:
-        """Experiments that did not finish (raised, or never ran)."""
+        """Experiments that did not finish (raised, damaged, or never ran): status other than ``"done"``."""
         return [e for e in self.entries if e.status != "done"]
+
+    @property
+    def unfinished(self) -> str:
+        """The experiments that did not finish, by :attr:`ExperimentEntry.outcome` without the damage's detail:
+        ``"1 raised an error, 1 damaged"``; ``""`` when every experiment finished."""
+        return _unfinished_text(self.entries)
 
     @property
     def ok(self) -> bool:
         """Every experiment finished and every check passed."""
         return not self.errors and self.counts.ok
+
+
+_RAISED = "raised an error"
+
+
+def _unfinished_text(entries: Iterable[ExperimentEntry]) -> str:
+    """``"1 raised an error, 2 damaged"``: the entries that did not finish, by what became of them (``""``: none)."""
+    words = {"failed": _RAISED}
+    counts: dict[str, int] = {}
+    for entry in entries:
+        if entry.status != "done":
+            word = words.get(entry.status, entry.status)
+            counts[word] = counts.get(word, 0) + 1
+    return ", ".join(f"{n} {word}" for word, n in counts.items())
 
 
 def _origin(run_dir: Path, computed_since: float | None) -> str:
@@ -160,6 +195,36 @@ def _full_config(name: str) -> dict[str, Any]:
 
 def _anchor(text: str) -> str:
     return "".join(c if c.isalnum() else "-" for c in text.lower())
+
+
+#: Element ids of the report's own, which no paper or experiment anchor may take.
+_RESERVED_IDS = frozenset({"summary", "overview", "toc"})
+
+
+def _distinct_anchors(items: list[tuple[str, str]], taken: Collection[str] = ()) -> list[str]:
+    """One anchor per ``(text, key)``: :func:`_anchor` of the text, unless two different keys share it (``qa.a-b``
+    and ``qa.a.b``) or it is ``taken``; each of those ends in ``-`` and the first 8 hex digits of the SHA-256 of
+    its key, stable from report to report. Anchors that collide with nothing are kept as they are."""
+    keys_of: dict[str, set[str]] = {}
+    for text, key in items:
+        keys_of.setdefault(_anchor(text), set()).add(key)
+    out = []
+    for text, key in items:
+        anchor = _anchor(text)
+        if len(keys_of[anchor]) > 1 or anchor in taken:
+            anchor += "-" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:8]
+        out.append(anchor)
+    return out
+
+
+def _entry_anchors(entries: list[ExperimentEntry], taken: Collection[str]) -> list[str]:
+    """The anchor (and page stem) of each entry: the name's, hashed by the exact name where names collide, and by
+    the name and run folder where one name appears twice (runs of one experiment at two settings)."""
+    seen: dict[str, int] = {}
+    for entry in entries:
+        seen[entry.name] = seen.get(entry.name, 0) + 1
+    items = [(e.name, e.name if seen[e.name] == 1 else f"{e.name}\n{e.run_dir}") for e in entries]
+    return _distinct_anchors(items, taken)
 
 
 _SHORT_TOLERANCE = 40  # characters: a tolerance cell longer than this shows its first clause, the rest on a click
@@ -243,7 +308,7 @@ def _sizes(entry: ExperimentEntry) -> list[dict[str, Any]]:
     ]
 
 
-def _entry_view(entry: ExperimentEntry, pages: TheoryPages) -> dict[str, Any]:
+def _entry_view(entry: ExperimentEntry, anchor: str, pages: TheoryPages) -> dict[str, Any]:
     rec = entry.record
     names = rec.get("figures", [])
     figures = [
@@ -260,15 +325,18 @@ def _entry_view(entry: ExperimentEntry, pages: TheoryPages) -> dict[str, Any]:
     ok = entry.status == "done" and entry.counts.ok
     return {
         "name": entry.name,
-        "anchor": _anchor(entry.name),
+        "anchor": anchor,
         "status": entry.status,
+        "outcome": entry.outcome,
+        "label": {"failed": "ERROR"}.get(entry.status, entry.status.upper()),
         "cls": "pass" if ok else "fail",
         "counts_parts": [
             {"text": text, "cls": _VERDICTS.get(verdict, verdict)} for text, verdict in entry.counts.parts()
         ],
-        "page": f"experiments/{_anchor(entry.name)}.html",
+        "page": f"experiments/{anchor}.html",
         "summary": entry.summary,
         "error": entry.error or "the run did not finish",
+        "damage": entry.outcome.removeprefix("damaged: ") if entry.status == "damaged" else "",
         "origin": entry.origin,
         "quick": rec.get("quick"),
         "settings": "quick (CI-sized)" if rec.get("quick") else "full",
@@ -334,19 +402,24 @@ def _pages(
     entries: list[ExperimentEntry], title: str, subtitle: str, summary: ReportSummary, pages: TheoryPages
 ) -> dict[str, str]:
     """Every page of the report by its path in the report folder: ``index.html`` and one per experiment."""
+    by_paper = _by_paper(entries)
+    paper_anchors = _distinct_anchors([("paper-" + paper, paper) for paper in by_paper], _RESERVED_IDS)
+    ordered = [e for items in by_paper.values() for e in items]
+    anchors = dict(zip(map(id, ordered), _entry_anchors(ordered, _RESERVED_IDS | set(paper_anchors))))
     papers = []
-    for paper, items in _by_paper(entries).items():
+    for (paper, items), paper_anchor in zip(by_paper.items(), paper_anchors):
         counts = _paper_counts(items)
         errors = sum(e.status != "done" for e in items)
         papers.append(
             {
                 "name": paper,
-                "anchor": _anchor("paper-" + paper),
+                "anchor": paper_anchor,
                 "cls": "pass" if counts.ok and not errors else "fail",
                 "counts": counts,
                 "errors": errors,
+                "errors_text": _unfinished_text(items) or "0",
                 "coverage": _coverage(paper),
-                "entries": [_entry_view(e, pages) for e in items],
+                "entries": [_entry_view(e, anchors[id(e)], pages) for e in items],
             }
         )
     counts = summary.counts
@@ -356,8 +429,8 @@ def _pages(
         f"{counts.properties} properties of our code hold; {counts.agree} of {counts.observations} observations agree "
         f"with the paper ({counts.ours_agree} of {counts.ours} remarks of ours, counted apart); {counts.revisions} revised "
         "readings, each shown beside its current row; "
-        f"{len(summary.entries) - len(summary.errors)} of {len(summary.entries)} experiments finished, "
-        f"{len(summary.errors)} raised an error."
+        f"{len(summary.entries) - len(summary.errors)} of {len(summary.entries)} experiments finished"
+        f"{', ' + summary.unfinished if summary.errors else ''}."
     )
     env = _environment()
     shared = {"title": title, "subtitle": subtitle, "papers": papers}
@@ -423,12 +496,11 @@ def build_report(
     )
     path = root / "index.html"
     summary = ReportSummary(path=path, entries=entries)
-    quick = {e.record.get("quick") for e in entries if e.record}
     versions = next((e.record.get("versions", {}) for e in entries if e.record), {})
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     subtitle = (
         f"generated {stamp}; attnlab {versions.get('attnlab', '?')}, torch {versions.get('torch', '?')}, "
-        f"python {versions.get('python', '?')}; settings: {'quick (CI-sized)' if quick == {True} else 'full'}"
+        f"python {versions.get('python', '?')}; settings: {_settings(entries)}"
     )
     docs = Path(__file__).resolve().parents[3] / "docs"  # a checkout: src/attnlab/report/html.py
     pages = render_theory_pages(docs, root)
@@ -445,6 +517,8 @@ def build_report(
             "checks_passed": summary.counts.passed,
             "checks_total": summary.counts.total,
             "findings": summary.counts.findings,
+            "properties": summary.counts.properties,
+            "properties_passed": summary.counts.properties_passed,
             "revisions": summary.counts.revisions,
             "observations_agree": summary.counts.agree,
             "remarks_of_ours": summary.counts.ours,
@@ -457,6 +531,8 @@ def build_report(
                     "theory_passed": c.passed,
                     "findings": c.findings,
                     "revisions": c.revisions,
+                    "properties": c.properties,
+                    "properties_passed": c.properties_passed,
                     "observations": c.observations,
                     "observations_agree": c.agree,
                 }
@@ -479,6 +555,17 @@ def build_report(
         },
     )
     return summary
+
+
+def _settings(entries: list[ExperimentEntry]) -> str:
+    """The settings of the finished runs: ``"quick (CI-sized)"``, ``"full"``, ``"mixed: quick and full runs"``, or
+    ``"unknown (no run finished)"``."""
+    quick = {bool(e.record.get("quick")) for e in entries if e.record}
+    if not quick:
+        return "unknown (no run finished)"
+    if len(quick) > 1:
+        return "mixed: quick and full runs"
+    return "quick (CI-sized)" if quick == {True} else "full"
 
 
 def _select_runs(runs: pd.DataFrame, keys: Collection[str] | None, root: Path) -> pd.DataFrame:

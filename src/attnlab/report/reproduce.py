@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from attnlab._validation import ValidationError, check_scalar, check_seed
+from attnlab._validation import ValidationError, check_seed
 from attnlab.experiments import list_experiments
 from attnlab.report.html import ReportSummary, build_report
 from attnlab.runner import InProcessExecutor, Job, PoolExecutor, RayExecutor, run_sweep, write_csv
@@ -31,6 +31,9 @@ PAPER_COUNT_COLUMNS = [
     "experiments",
     "theory_checks",
     "theory_passed",
+    "findings",
+    "properties",
+    "properties_passed",
     "observations",
     "observations_agree",
     "errors",
@@ -56,7 +59,10 @@ def reproduce(
         ``index.parquet`` and ``runs/<experiment>-<hash>/``. The report and its counts cover this call's
         experiments only; runs of earlier calls into ``out`` (other papers, the other settings) stay in ``runs/``.
     paper : str, optional
-        A spec stem (``"implicit-bias-ngd"``) or name prefix (``"implicit-bias"``); ``None`` or ``"all"``: all.
+        A paper's spec stem (``"implicit-bias-ngd"``: its experiments, whatever their names) or an experiment
+        group, the part of names before the first dot (``"implicit-bias"``: ``implicit-bias.fig2``, ...; a name
+        without a dot, ``"flagship"``, is its own group); ``None`` or ``"all"``: all. One experiment by its full
+        name is refused: :func:`attnlab.experiments.run_experiment` (``attnlab run NAME``) runs it.
     quick : bool, default=False
         CI-sized settings of every experiment.
     executor : executor, optional
@@ -84,15 +90,12 @@ def reproduce(
     Raises
     ------
     ValidationError
-        If no experiment matches ``paper``, ``seed`` is not an integer >= 0, or no matching experiment has a seed
-        field.
+        If no experiment matches ``paper`` (the message points an experiment's full name to ``attnlab run``),
+        ``seed`` is not an integer >= 0, or no matching experiment has a seed field.
     """
     experiments = list_experiments(paper)
     if not experiments:
-        papers = sorted({e.paper for e in list_experiments()})
-        raise ValidationError(
-            f"paper == {paper!r} matches no experiment; papers: {', '.join(papers) or 'none registered'}"
-        )
+        raise ValidationError(_unknown_paper(paper))
     seeded: dict[str, dict[str, int]] = {e.name: {} for e in experiments}
     if seed is not None:
         check_seed("seed", seed)
@@ -115,6 +118,24 @@ def reproduce(
     return summary
 
 
+def _unknown_paper(paper: str | None) -> str:
+    """Why ``paper`` selects nothing: the papers and groups it could be, and ``attnlab run`` for one experiment."""
+    everything = list_experiments()
+    papers = sorted({e.paper for e in everything})
+    groups = sorted({e.name.split(".")[0] for e in everything})
+    single = next((e for e in everything if e.name == paper), None)
+    if single is not None:
+        return (
+            f"paper == {paper!r} is one experiment, not a paper or group; run it alone with `attnlab run {paper}` "
+            f"(add --quick for CI-sized settings), or reproduce its whole paper, {single.paper}"
+        )
+    return (
+        f"paper == {paper!r} matches no experiment; papers: {', '.join(papers) or 'none registered'}; groups "
+        f"(the part of names before the first dot): {', '.join(groups) or 'none'}; or 'all'. One experiment runs "
+        "with `attnlab run NAME`"
+    )
+
+
 def seed_field(experiment: Experiment) -> str | None:
     """The config field that seeds ``experiment``'s draws: the first of :data:`SEED_FIELDS` its config has.
 
@@ -132,10 +153,13 @@ def seed_field(experiment: Experiment) -> str | None:
 
 
 def paper_counts(summary: ReportSummary) -> pd.DataFrame:
-    """Per paper: how many checks are theorem predictions (and passed) and how many are observations (and agree).
+    """Per paper: theorem predictions (passed, findings), properties of our code (hold), observations (agree).
 
-    A theory check is a theorem's prediction or a property of our code and fails the run; an observation sets a
-    paper's remark about its figure or table against our measurement (docs/theory/<paper>.md §9).
+    A theory check is a theorem's prediction: it fails the run unless it is a finding (it failed, and a written
+    investigation explains why; ``theory_checks - theory_passed - findings`` are the failures). A property of our
+    code fails the run when it does not hold. An observation sets a paper's remark about its figure or table
+    against our measurement (docs/theory/<paper>.md §9) and never fails a run. ``errors`` counts the experiments
+    that did not finish (raised, damaged, or never ran).
 
     Parameters
     ----------
@@ -157,6 +181,9 @@ def paper_counts(summary: ReportSummary) -> pd.DataFrame:
                 len(entries),
                 counts.total,
                 counts.passed,
+                counts.findings,
+                counts.properties,
+                counts.properties_passed,
                 counts.observations,
                 counts.agree,
                 sum(e.status != "done" for e in entries),
