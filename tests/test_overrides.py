@@ -142,3 +142,8 @@ def test_overrides_that_are_not_key_value_strings_are_refused():
         parse_overrides(_Config, "n=8")
     with pytest.raises(OverrideError, match="expected key=value"):
         parse_overrides(_Config, [8])
+
+
+def test_a_key_given_twice_in_the_list_form_is_refused():
+    with pytest.raises(OverrideError, match=r"--set n is given twice \(n=2 after an earlier n\); give each key once"):
+        parse_overrides(_Config, ["n=1", "lr=0.1", "n=2"])

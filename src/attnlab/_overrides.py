@@ -195,7 +195,7 @@ def parse_overrides(config_type: type, items: Sequence[str] | Mapping[str, Any])
     OverrideError
         A :class:`ValidationError`. For an unknown key, listing the keys that exist, or, when the config lists it
         in its ``RENAMED`` class attribute (old name -> new name), saying its new name; for a value that does not
-        parse or is not of the field's type, with ``key`` naming the field.
+        parse or is not of the field's type, with ``key`` naming the field; for a key given twice in the list form.
     """
     hints = typing.get_type_hints(config_type)
     names = [f.name for f in dataclasses.fields(config_type)]
@@ -208,6 +208,10 @@ def parse_overrides(config_type: type, items: Sequence[str] | Mapping[str, Any])
             raise OverrideError(f"key {key!r} of {config_type.__name__} is now {renamed[key]!r}; {fix}")
         if key not in names:
             raise OverrideError(f"unknown key {key!r} for {config_type.__name__}; keys: {', '.join(names)}")
+        if key in out:  # only the list form can repeat a key: --set seed=1 --set seed=2 is a conflict, not an order
+            raise OverrideError(
+                f"--set {key} is given twice ({key}={value} after an earlier {key}); give each key once", key=key
+            )
         try:
             out[key] = _typed(key, value, hints[key], listed)
         except ValidationError as err:
