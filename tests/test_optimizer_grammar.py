@@ -19,7 +19,7 @@ from attnlab.cli import main
 from attnlab.data import example1
 from attnlab.explain import explain
 from attnlab.nets.optimizers import make_optimizer
-from attnlab.optim import parse_optimizer
+from attnlab.optim import OptimizerSpec, parse_optimizer
 from attnlab.runner import load_sweep, run_sweep
 from attnlab.training.spaces import optimal_loss
 
@@ -115,3 +115,11 @@ def test_an_experiment_that_trains_with_one_optimizer_takes_the_string_by_set():
     assert make_config(experiment, ["optimizer=ngd:momentum=0.5"]).optimizer == "ngd:momentum=0.5"
     with pytest.raises(ValidationError, match="momentun"):
         make_config(experiment, ["optimizer=ngd:momentun=0.5"])
+
+
+def test_a_spec_knows_the_options_its_string_writes_from_those_its_alias_implies():
+    sps = OptimizerSpec.parse("sps")
+    assert sps == OptimizerSpec.parse("polyak:c=0.5,optimal_loss=0.0")  # the same optimizer ...
+    assert sps.written == frozenset() and set(sps.implied) == {"c", "optimal_loss"}  # ... written differently
+    assert OptimizerSpec.parse("sps:c=0.3").written == {"c"}
+    assert sps.replace(c=0.7).written == {"c"} and sps.with_options(max_step=2.0).written == {"max_step"}

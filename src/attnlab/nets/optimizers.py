@@ -135,13 +135,5 @@ def harness_spec(
     """
     spec = OptimizerSpec.parse(name)
     extra = {"max_step": sngd_cap} if spec.name == "ngd" else {"c": sps_c} if spec.name == "polyak" else {}
-    written = _written(name)  # what the string itself sets wins; what its alias implies ("sps": c = 0.5) does not
-    return spec.replace(**{k: v for k, v in extra.items() if v is not None and k not in written})
-
-
-def _written(name: str | OptimizerSpec) -> set[str]:
-    """The ``key=value`` options an optimizer string writes (a parsed spec: every option it holds)."""
-    if isinstance(name, OptimizerSpec):
-        return {key for key, _ in name.options}
-    tail = name.partition(":")[2]
-    return {part.partition("=")[0].strip() for part in tail.split(",") if "=" in part}
+    # what the string itself sets wins; what its alias implies ("sps": c = 0.5) does not
+    return spec.replace(**{k: v for k, v in extra.items() if v is not None and k not in spec.written})

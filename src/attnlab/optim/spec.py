@@ -32,7 +32,7 @@ runs) or into a ``torch.optim.Optimizer`` (:meth:`OptimizerSpec.build`); both ar
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -65,6 +65,9 @@ class OptimizerSpec:
         A registered name (:mod:`attnlab.optim.registry`).
     options : tuple of (str, value) pairs
         The options given, checked, sorted by key.
+    implied : tuple of str
+        The options among them that an alias implies rather than the string writes (``"sps"``: ``c`` and
+        ``optimal_loss``); not part of the spec's identity (equality, hash).
 
     Examples
     --------
@@ -77,6 +80,7 @@ class OptimizerSpec:
 
     name: str
     options: tuple[tuple[str, Any], ...] = ()
+    implied: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def entry(self) -> registry.OptimizerEntry:
@@ -134,7 +138,18 @@ class OptimizerSpec:
                 )
             written[key] = _value(raw)
         implied = {} if alias is None else dict(alias.implied)
-        return cls(entry.name)._with({**implied, **written}, text)
+        spec = cls(entry.name)._with({**implied, **written}, text)
+        return OptimizerSpec(spec.name, spec.options, tuple(sorted(k for k in implied if k not in written)))
+
+    @property
+    def written(self) -> frozenset[str]:
+        """The options the string (or a keyword) sets itself, not those its alias implies.
+
+        Returns
+        -------
+        frozenset of str
+        """
+        return frozenset(k for k, _ in self.options if k not in self.implied)
 
     def get(self, key: str, default: Any = None) -> Any:
         """The option ``key`` as written, else ``default``.
@@ -192,7 +207,7 @@ class OptimizerSpec:
         OptimizerSpec
             A new spec; this one is unchanged.
         """
-        kept = OptimizerSpec(self.name, tuple((k, v) for k, v in self.options if k not in options))
+        kept = OptimizerSpec(self.name, tuple((k, v) for k, v in self.options if k not in options), self.implied)
         return kept._with(options, str(self))
 
     def _with(self, options: Mapping[str, Any], text: str) -> OptimizerSpec:
@@ -213,7 +228,8 @@ class OptimizerSpec:
                 raise ValidationError(f"optimizer {text!r}: {err}") from None
         if entry.validate is not None:
             entry.validate(checked, text)
-        return OptimizerSpec(self.name, tuple(sorted(checked.items())))
+        implied = tuple(k for k in self.implied if k not in options)  # an option set now is written
+        return OptimizerSpec(self.name, tuple(sorted(checked.items())), implied)
 
     def __str__(self) -> str:
         """The canonical spelling (the positional option first, then the other options by key)."""
