@@ -190,7 +190,8 @@ class PoolExecutor:
         for attempt in range(self.retries + 1):
             broken: list[int] = []
             run = self._shared if attempt == 0 else self._isolated  # a retry cannot break an innocent job again
-            for i, outcome in run(task, jobs, run_dirs, reuse, todo, threads):
+            calls = [(i, (task, jobs[i].key, jobs[i].params, run_dirs[i], _of(reuse, jobs[i].key))) for i in todo]
+            for i, outcome in run(calls, threads):
                 if outcome is None:
                     broken.append(i)
                 else:
@@ -210,19 +211,12 @@ class PoolExecutor:
     def _pool(self, workers: int, threads: int) -> cf.ProcessPoolExecutor:
         return cf.ProcessPoolExecutor(workers, mp_context=self._context, initializer=_init_worker, initargs=(threads,))
 
-    def _shared(
-        self,
-        task: Task,
-        jobs: Sequence[Job],
-        run_dirs: Sequence[Path],
-        reuse: Reuse | None,
-        todo: list[int],
-        threads: int,
-    ) -> Iterator[tuple[int, Outcome | None]]:
-        """The jobs ``todo`` in one pool of ``workers`` processes: ``(i, outcome)``, None for a broken pool's jobs."""
+    def _shared(self, calls: list[tuple[int, tuple[Any, ...]]], threads: int) -> Iterator[tuple[int, Outcome | None]]:
+        """The jobs (``(i, arguments of execute)``) in one pool of ``workers`` processes: ``(i, outcome)``, None for
+        a broken pool's jobs."""
         pool = self._pool(self.workers, threads)
         with pool:
-            futures = {pool.submit(execute, *_call(task, jobs[i], run_dirs[i], reuse)): i for i in todo}
+            futures = {pool.submit(execute, *arguments): i for i, arguments in calls}
             try:
                 for future in cf.as_completed(futures):
                     yield futures[future], _result(future)
@@ -230,24 +224,16 @@ class PoolExecutor:
                 _stop(pool)
                 raise
 
-    def _isolated(
-        self,
-        task: Task,
-        jobs: Sequence[Job],
-        run_dirs: Sequence[Path],
-        reuse: Reuse | None,
-        todo: list[int],
-        threads: int,
-    ) -> Iterator[tuple[int, Outcome | None]]:
-        """The jobs ``todo`` each in a pool of one process, ``workers`` pools at a time: a job that kills its worker
-        breaks only its own pool. ``(i, outcome)``, None for a job whose pool broke."""
-        waiting, running = list(todo), {}
+    def _isolated(self, calls: list[tuple[int, tuple[Any, ...]]], threads: int) -> Iterator[tuple[int, Outcome | None]]:
+        """The jobs (``(i, arguments of execute)``) each in a pool of one process, ``workers`` pools at a time: a job
+        that kills its worker breaks only its own pool. ``(i, outcome)``, None for a job whose pool broke."""
+        waiting, running = list(calls), {}
         try:
             while waiting or running:
                 while waiting and len(running) < self.workers:
-                    i = waiting.pop(0)
+                    i, arguments = waiting.pop(0)
                     pool = self._pool(1, threads)
-                    running[pool.submit(execute, *_call(task, jobs[i], run_dirs[i], reuse))] = (i, pool)
+                    running[pool.submit(execute, *arguments)] = (i, pool)
                 done, _ = cf.wait(running, return_when=cf.FIRST_COMPLETED)
                 for future in done:
                     i, pool = running.pop(future)
@@ -257,11 +243,6 @@ class PoolExecutor:
             for _, pool in running.values():
                 _stop(pool)
             raise
-
-
-def _call(task: Task, job: Job, run_dir: Path, reuse: Reuse | None) -> tuple[Any, ...]:
-    """The arguments of :func:`~attnlab.runner.task.execute` for one job."""
-    return task, job.key, job.params, run_dir, _of(reuse, job.key)
 
 
 def _result(future: cf.Future) -> Outcome | None:
@@ -356,13 +337,19 @@ class RayExecutor:
     Raises
     ------
     ValidationError
-        If Ray is not installed (the message says ``pip install -e '.[ray]'``); when the sweep starts, if
-        ``address`` does not answer within ``connect_timeout`` seconds.
+        If ``address`` is neither None nor a str, or Ray is not installed (the message says
+        ``pip install -e '.[ray]'``); when the sweep starts, if ``address`` does not answer within
+        ``connect_timeout`` seconds.
     """
 
     def __init__(
         self, address: str | None = None, retries: int = 3, num_cpus: float = 1, connect_timeout: float = 30.0
     ) -> None:
+        if address is not None and not isinstance(address, str):
+            raise ValidationError(
+                f"address == {address!r} (of type {type(address).__name__}) is not a str; pass the cluster address "
+                "as a str ('127.0.0.1:6379', 'ray://host:10001' or 'auto'), or None to start a local cluster"
+            )
         _import_ray()
         self.address = address
         self.retries = check_scalar("retries", retries, kind=int, low=0)
@@ -458,8 +445,9 @@ def make_executor(
     Raises
     ------
     ValidationError
-        If ``name`` is unknown, a setting is out of range or given to an executor that does not take it (it would
-        do nothing: ``workers`` with ``"inprocess"``), or ``"ray"`` is asked for without Ray installed.
+        If ``name`` is unknown, a setting is of the wrong type (``address`` not a str) or out of range, or given to
+        an executor that does not take it (it would do nothing: ``workers`` with ``"inprocess"``), or ``"ray"`` is
+        asked for without Ray installed.
     """
     check_in("executor", name, EXECUTORS)
     given = {"workers": workers, "address": address, "batch_size": batch_size}
