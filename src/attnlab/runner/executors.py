@@ -227,21 +227,22 @@ class PoolExecutor:
     def _isolated(self, calls: list[tuple[int, tuple[Any, ...]]], threads: int) -> Iterator[tuple[int, Outcome | None]]:
         """The jobs (``(i, arguments of execute)``) each in a pool of one process, ``workers`` pools at a time: a job
         that kills its worker breaks only its own pool. ``(i, outcome)``, None for a job whose pool broke."""
-        waiting, running = list(calls), {}
+        waiting, running, starting = list(calls), {}, []
         try:
             while waiting or running:
                 while waiting and len(running) < self.workers:
                     i, arguments = waiting.pop(0)
-                    pool = self._pool(1, threads)
-                    running[pool.submit(execute, *arguments)] = (i, pool)
+                    starting.append(self._pool(1, threads))  # held, so Ctrl-C during submit stops its worker
+                    future = starting[-1].submit(execute, *arguments)
+                    running[future] = (i, starting.pop())
                 done, _ = cf.wait(running, return_when=cf.FIRST_COMPLETED)
                 for future in done:
                     i, pool = running.pop(future)
                     pool.shutdown(wait=True)
                     yield i, _result(future)
         except BaseException:
-            for _, pool in running.values():
-                _stop(pool)
+            for pool in [*starting, *(pool for _, pool in running.values())]:
+                _stop(pool)  # dead before the caller rebuilds the index: no claim is still held
             raise
 
 
