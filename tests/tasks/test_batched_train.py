@@ -78,6 +78,35 @@ def test_bad_parameters_name_the_key(params, match):
         BatchedTrain().check(params)
 
 
+@pytest.mark.parametrize(
+    ("data_seed", "match"),
+    [
+        (-3, r"^data_seed == -3, must be >= 0$"),
+        (2**63, rf"^data_seed == {2**63}, must be <= {2**63 - 1}$"),
+        (2.5, r"^data_seed must be a int, got 2.5"),
+        ("1", r"^data_seed must be a int, got '1'"),
+        (True, r"^data_seed must be a int, got True"),
+    ],
+)
+def test_a_bad_data_seed_is_refused_under_its_own_name(data_seed, match):
+    # the generator refused it as "seed == -3, must be >= 0", though the run's seed was fine
+    with pytest.raises(ValidationError, match=match):
+        BatchedTrain().check({"n": 4, "T": 3, "d": 8, "data_seed": data_seed})
+
+
+def test_a_sweep_with_a_bad_data_seed_names_data_seed_and_runs_nothing(tmp_path):
+    spec = SweepSpec.from_mapping({"task": "batched-train", "base": {"steps": 5, "data_seed": -3}})
+    with pytest.raises(ValidationError, match=r"^data_seed == -3, must be >= 0$"):
+        run_sweep(spec, tmp_path / "out", progress=False)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_data_seed_with_a_data_file_is_to_be_dropped_whatever_its_value(tmp_path):
+    _own_file(tmp_path / "mine.npz", 0, with_head=True)
+    with pytest.raises(ValidationError, match=r"is a data file, which fixes its sizes and draws nothing: drop"):
+        BatchedTrain().check({"data": str(tmp_path / "mine.npz"), "data_seed": -3})
+
+
 @pytest.mark.parametrize("executor", [InProcessExecutor(), PoolExecutor(workers=2)], ids=["inprocess", "pool"])
 def test_a_diverging_run_stops_alone_and_the_others_finish(tmp_path, executor):
     assert_one_diverging_run_stops_alone(tmp_path, executor)  # Ray: tests/runner/test_ray.py

@@ -97,9 +97,14 @@ def read_sweep(root: str | os.PathLike[str], table: str = "trajectory") -> pd.Da
     Raises
     ------
     ValidationError
-        If ``root`` is not a sweep folder, no run has finished, or a finished run lacks ``table`` (the message
-        lists the tables it has).
+        If ``root`` is not a path (a str or pathlib.Path) of a sweep folder, no run has finished, or a finished run
+        lacks ``table`` (the message lists the tables it has).
     """
+    if not isinstance(root, (str, os.PathLike)):
+        raise ValidationError(
+            f"root == {root!r} (of type {type(root).__name__}) is not a path; pass a sweep's output folder (attnlab "
+            "sweep --out) as a str or pathlib.Path"
+        )
     root = Path(root)
     index = read_index(root)
     for i in index.index[index["status"].isin(FINISHED)]:  # the index compared sizes; the digests decide here

@@ -63,8 +63,8 @@ class Job:
     Raises
     ------
     ValidationError
-        When ``params`` is not a mapping of names to values that ``job.json`` can hold (numbers, strings, booleans,
-        null, and lists and mappings of them; a YAML date is none of these).
+        When ``task`` is not a non-empty str, or ``params`` is not a mapping of names to values that ``job.json`` can
+        hold (numbers, strings, booleans, null, and lists and mappings of them; a YAML date is none of these).
     """
 
     task: str
@@ -73,6 +73,7 @@ class Job:
     key: str = field(init=False)
 
     def __post_init__(self) -> None:
+        _check_task_name("task", self.task)
         _check_values("params", _mapping(self.params, "params"))
         object.__setattr__(self, "key", config_hash({"task": self.task, "params": self.params}))
 
@@ -156,10 +157,7 @@ class SweepSpec:
 
 def _check_spec(task: Any, base: Any, grid: Any, points: Any, repeats: Any, source: str) -> None:
     """Refuse malformed fields of a sweep; messages start with ``source`` and name the field."""
-    if not isinstance(task, str) or not task:
-        raise ValidationError(
-            f"{source}: task must be a task name such as 'batched-train' or 'experiment', got {task!r}"
-        )
+    _check_task_name(f"{source}: task", task)
     _check_values(f"{source}: base", _mapping(base, f"{source}: base"))
     for key, values in _mapping(grid, f"{source}: grid").items():
         if not isinstance(values, (list, tuple)) or not values:
@@ -171,6 +169,15 @@ def _check_spec(task: Any, base: Any, grid: Any, points: Any, repeats: Any, sour
         _check_values(f"{source}: list[{i}]", _mapping(point, f"{source}: list[{i}]"))
     if repeats is not None:
         check_scalar(f"{source}: repeats", repeats, kind=int, low=1)
+
+
+def _check_task_name(where: str, task: Any) -> None:
+    """Refuse a task name that is not a non-empty str, naming ``where`` it was given."""
+    if not isinstance(task, str) or not task:
+        raise ValidationError(
+            f"{where} must be a task name such as 'batched-train' or 'experiment', got {task!r}"
+            + ("" if isinstance(task, str) else f" of type {type(task).__name__}")
+        )
 
 
 def _check_values(where: str, value: Any) -> None:
@@ -252,14 +259,19 @@ def load_sweep(path: str | os.PathLike[str]) -> SweepSpec:
     Raises
     ------
     ValidationError
-        If the file is missing, is not YAML, gives a key twice in one mapping (naming the key and its lines), or
-        has unknown keys or malformed values.
+        If ``path`` is not a str or path, the file is missing, is not YAML, gives a key twice in one mapping (naming
+        the key and its lines), or has unknown keys or malformed values.
 
     Notes
     -----
     Numbers are read as YAML 1.2 reads them: ``1e-3`` and ``1E5`` are floats (PyYAML's YAML 1.1 would read
     them as strings).
     """
+    if not isinstance(path, (str, os.PathLike)):
+        raise ValidationError(
+            f"path == {path!r} (of type {type(path).__name__}) is not a path; pass the path of a .yaml sweep file "
+            "as a str or pathlib.Path"
+        )
     path = Path(path)
     if not path.is_file():
         raise ValidationError(f"sweep file {str(path)!r} does not exist; pass the path of a .yaml sweep file")
@@ -335,9 +347,17 @@ def expand(spec: SweepSpec) -> list[Job]:
     Raises
     ------
     ValidationError
-        If two runs have the same parameters (they would share a run directory); vary a parameter or the seed. With
-        ``repeats``, if a run's ``seed`` is not a whole number >= 0 (``2.9`` is refused, not rounded).
+        If ``spec`` is not a SweepSpec; if two runs have the same parameters (they would share a run directory): vary
+        a parameter or the seed. With ``repeats``, if a run's ``seed`` is not a whole number >= 0 (``2.9`` is
+        refused, not rounded).
     """
+    if not isinstance(spec, SweepSpec):
+        hint = (
+            f"load_sweep({spec!r}) to read a sweep file"
+            if isinstance(spec, (str, os.PathLike))
+            else "SweepSpec(task=..., base=..., grid=...) to build one, or load_sweep(path) to read a sweep file"
+        )
+        raise ValidationError(f"spec must be a SweepSpec, got {spec!r} of type {type(spec).__name__}; pass {hint}")
     points = spec.points or [{}]
     keys = list(spec.grid)
     combos = [dict(zip(keys, values)) for values in itertools.product(*(spec.grid[k] for k in keys))]

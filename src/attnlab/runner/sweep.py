@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from attnlab._validation import ValidationError
+from attnlab._validation import ValidationError, check_bool
 from attnlab.runner.claim import wait_for_claim
 from attnlab.runner.executors import InProcessExecutor, PoolExecutor, RayExecutor
 from attnlab.runner.manifest import reuse_problem
-from attnlab.runner.results import INDEX_COLUMNS, ResultsStore
+from attnlab.runner.results import INDEX, INDEX_COLUMNS, ResultsStore
 from attnlab.runner.spec import Job, SweepSpec, expand
 from attnlab.runner.task import Outcome, Reuse, Task, get_task, run_fingerprint
 from attnlab.training.callbacks import progress_bar
@@ -99,8 +99,11 @@ def run_sweep(
     ValidationError
         For an unknown task or parameters the task refuses, or a ``spec``, ``out`` or ``executor`` of the wrong type
         (a path for ``spec``: load it with :func:`~attnlab.runner.spec.load_sweep`; a name for ``executor``: pass
-        :func:`~attnlab.runner.executors.make_executor` of it), before anything is written or run.
+        :func:`~attnlab.runner.executors.make_executor` of it), or a ``progress`` or ``fresh`` that is not a bool
+        (``"no"`` is refused, not read as true), before anything is written or run.
     """
+    progress = check_bool("progress", progress)
+    fresh = check_bool("fresh", fresh)
     jobs = _jobs(spec)
     _check_out(out)
     executor = _executor(executor)
@@ -180,8 +183,23 @@ def _jobs(spec: object) -> list[Job]:
 
 
 def _check_out(out: object) -> None:
+    """Refuse an ``out`` that is not a path, or a folder that holds files but no sweep (no ``runs/`` nor index): a
+    sweep's runs, index and report are not mixed into a folder of other files (hidden files aside)."""
     if not isinstance(out, (str, os.PathLike)):
         raise ValidationError(f"out must be the path of the output folder (a str or pathlib.Path), got {out!r}")
+    folder = Path(out)
+    if not folder.is_dir():
+        return  # missing (created later) or a file (refused where it is written, naming the path)
+    try:
+        held = sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
+    except OSError:
+        return  # unreadable: the first write says why
+    if held and not {"runs", INDEX} & set(held):
+        shown = ", ".join(held[:3]) + (", ..." if len(held) > 3 else "")
+        raise ValidationError(
+            f"out {str(folder)!r} holds files that are not an attnlab sweep ({shown}); a sweep writes its runs, index "
+            "and report only into an empty folder or a sweep's own (one with runs/): choose an empty folder"
+        )
 
 
 def _executor(executor: object) -> InProcessExecutor | PoolExecutor | RayExecutor:

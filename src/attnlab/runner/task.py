@@ -264,8 +264,13 @@ def get_task(name: str) -> Task:
     Raises
     ------
     ValidationError
-        When the name is not registered, the import path cannot be imported, or it names no task.
+        When ``name`` is not a str, is not registered, or is an import path that cannot be imported or names no task.
     """
+    if not isinstance(name, str):
+        raise ValidationError(
+            f"task == {name!r} (of type {type(name).__name__}) is not a task name; pass a str: a registered name "
+            "such as 'batched-train' or an import path 'package.module:Class'"
+        )
     if name in _TASKS:
         return _TASKS[name]
     if ":" in name:

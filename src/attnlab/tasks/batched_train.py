@@ -314,7 +314,7 @@ class BatchedTrain(Task):
             check_scalar("lr", p["lr"], low=0.0, low_inclusive=False)
         check_scalar("steps", p["steps"], kind=int, low=0)
         check_scalar("init_scale", p["init_scale"], low=0.0)
-        check_seed("seed", p["seed"])  # data_seed: the generator checks it, as its seed
+        check_seed("seed", p["seed"])
         if p["record_every"] is not None:
             check_scalar("record_every", p["record_every"], kind=int, low=1)
         if p["param"] != "W" and p["init_scale"] == 0:
@@ -329,9 +329,10 @@ class BatchedTrain(Task):
         _alignment_norms(p["alignment"])
         if p["v"] is not None and not isinstance(p["v"], str):
             raise ValidationError(f"v must name a .npy file or a key of the data file, got {p['v']!r}")
-        _check_generator_arguments(p, params)
-        # Everything else is checked once by the code that will run: the generator checks the sizes, data_args and
-        # data_seed as it builds the data set (kept for the run), and attnlab.training.batched.parse_options the
+        _check_generator_arguments(p, params)  # a data file refuses a data_seed first: it draws nothing
+        check_seed("data_seed", p["data_seed"])  # under its own name: the generator would call it seed
+        # Everything else is checked once by the code that will run: the generator checks the sizes and data_args
+        # as it builds the data set (kept for the run), and attnlab.training.batched.parse_options the
         # options (the optimizer's name among them), once per batch; run_batch trains these typed values.
         _options(p, _data(p), spec)
 
