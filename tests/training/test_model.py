@@ -294,3 +294,19 @@ def test_a_per_run_optimal_loss_of_another_length_is_refused_by_name():
     spec = parse_optimizer("polyak").with_options(optimal_loss=torch.zeros(3))
     with pytest.raises(ValidationError, match="optimal_loss has 3 values for 2 runs"):
         al.train(model, spec, data, steps=3)
+
+
+def test_the_selection_metrics_read_the_tokens_of_the_head_the_model_trains_with():
+    # a model with its own head v0 = -v on data carrying v: opt_softmax was measured at v's optimal tokens (3.7e-11
+    # at the end of a run that attends to -v's), not at the tokens of the head in use (batched.train's 0.99999999987)
+    g = torch.Generator().manual_seed(0)
+    X, Z = torch.randn(4, 3, 5, generator=g, dtype=torch.float64), torch.randn(4, 3, generator=g, dtype=torch.float64)
+    v, y = torch.randn(5, generator=g, dtype=torch.float64), torch.tensor([1.0, -1.0, 1.0, -1.0])
+    data = TokenSelectionData(X, Z=Z, y=y, v=v)
+    run = al.train(Combined(5, v0=-v, d_q=3), "ngd", data, steps=300, metrics=[opt_softmax()], progress=False)
+    alone = al.batched.train(X, Z, y, -v, optimizer="ngd", steps=300, progress=False)
+    assert run.frame.opt_softmax.iloc[-1] == pytest.approx(alone.frame.opt_softmax.iloc[-1], abs=1e-12)
+    assert run.frame.opt_softmax.iloc[-1] > 0.999
+    relu = al.models.ReluHead(torch.randn(6, 5, generator=g, dtype=torch.float64), torch.ones(6))
+    with pytest.raises(ValidationError, match="has no tokens to read"):  # a nonlinear head has no optimal tokens
+        al.train(Combined(5, v0=relu, d_q=3), "ngd", data, steps=5, metrics=[opt_softmax()], progress=False)

@@ -276,16 +276,19 @@ def _state(state: list[Any], convert: Any) -> list[Any]:
 
 def _view(model: Any, data: Any, batched: bool) -> Callable[[dict[str, Any]], dict[str, Any]]:
     """The metrics' state as the caller holds it: the model's tensors in its own shapes (no runs axis for a model
-    without one), its combined ``W`` and head, and the caller's data with its selection (else its optimal tokens)."""
+    without one), its combined ``W`` and head, and the caller's data with its selection (else the optimal tokens of
+    the head in use: the model's own ``v0`` before the data's; none for a nonlinear head)."""
+    fixed = None if model.train_head else model.head(data.v)  # the head the model trains with
     select = getattr(data, "select", None)
-    if select is None and isinstance(data.v, torch.Tensor):
-        select = token_scores(data.X, data.y, data.v).argmax(dim=-1)  # spec ngd §1: opt_i
+    scored = data.v if model.train_head else fixed
+    if select is None and isinstance(scored, torch.Tensor):
+        select = token_scores(data.X, data.y, scored).argmax(dim=-1)  # spec ngd §1: opt_i
     names = [*model.parametrization.names, *(["v"] if model.train_head else [])]
 
     def view(state: dict[str, Any]) -> dict[str, Any]:
         own = {k: state[k] if batched else state[k][0] for k in names}
         W = model.parametrization.combine(own)  # as model.W combines them
-        head = own["v"] if model.train_head else data.v
+        head = own["v"] if model.train_head else fixed
         return {**state, **own, "W": W, "v": head, "X": data.X, "Z": data.Z, "y": data.y, "select": select}
 
     return view
