@@ -174,18 +174,44 @@ def refuse_taken(metrics: Collection[str], own: Collection[str]) -> None:
         )
 
 
+def _one_head(state: Mapping[str, Any], name: str) -> None:
+    """Refuse, naming the metric ``name``, a state whose ``W`` is not one head's ``(d, d_q)`` matrix for the queries
+    ``Z (.., d_q)``: a sum of ``H`` heads trains ``[W_1, ..., W_H]`` of shape ``(d, H d_q)`` (multi-token §9), whose
+    selected-token metrics are each head's, not one of the side-by-side matrix. A shape comparison, per record."""
+    W, Z = state["W"], state["Z"]
+    if W.shape[-1] != Z.shape[-1]:
+        head = state.get("v")
+        H = getattr(head, "H", W.shape[-1] // max(Z.shape[-1], 1))
+        raise ValidationError(
+            f"metric {name!r} reads one head's W of shape (d, d_q) = (d, {Z.shape[-1]}), but the model's W has shape "
+            f"{tuple(W.shape)} (a {type(head).__name__} with {H} heads side by side); drop {name}() for a sum of heads, or "
+            f"record each head with a Metric of your own, e.g. "
+            f"Metric('{name}_0', lambda s: attnlab.metrics.attention_margin(s['X'], s['Z'], "
+            f"attnlab.models.head_matrices(s['W'], {H})[..., 0, :, :], select)) for head 0"
+        )
+
+
 def _selection(select: Any, name: str) -> Callable[[Mapping[str, Any]], torch.Tensor]:
     """The selected tokens of a state: ``select`` checked once against the data's (n, T), else the state's own
-    (refused, naming the metric ``name``, where the state has none: a nonlinear head has no optimal tokens)."""
+    (refused, naming the metric ``name``, where the state has none: a nonlinear head has no optimal tokens). A state
+    whose ``W`` holds several heads side by side is refused (:func:`_one_head`)."""
     checked: list[torch.Tensor] = []
 
     def get(state: Mapping[str, Any]) -> torch.Tensor:
+        _one_head(state, name)
         if select is None:
             if state.get("select") is None:
+                head = type(state.get("v")).__name__
                 raise ValidationError(
                     f"metric {name!r} has no tokens to read: the data has no selection and its head is nonlinear "
-                    f"(a ReluHead has no optimal tokens); pass select= (one token index per sequence, shape (n,) or "
+                    f"(a {head} has no optimal tokens); pass select= (one token index per sequence, shape (n,) or "
                     f"(R, n)), e.g. {name}(select=...)"
+                )
+            if state["select"].dtype == torch.bool:  # the data's token sets, an (n, T) mask
+                raise ValidationError(
+                    f"metric {name!r} reads one selected token per sequence, but the data's selection holds token sets "
+                    f"(a mask of shape {tuple(state['select'].shape)}); pass select= (one token index per sequence, "
+                    f"shape (n,) or (R, n)), e.g. {name}(select=...)"
                 )
             return state["select"]
         if not checked:
@@ -298,7 +324,8 @@ def opt_softmax(select: Any = None, name: str = "opt_softmax") -> Metric:
     ------
     ValidationError
         When recorded, if ``select`` does not fit the data's (n, T), or is not given for a model whose head is
-        nonlinear (no optimal tokens).
+        nonlinear (no optimal tokens), or the model's ``W`` holds several heads side by side (a sum of heads,
+        ``(d, H d_q)``: record each head with a :class:`Metric` of your own).
     """
     tokens = _selection(select, "opt_softmax")
     return Metric(name, lambda state: _selected_probability(state["X"], state["Z"], state["W"], tokens(state)))
@@ -324,7 +351,8 @@ def margin(select: Any = None, name: str = "margin") -> Metric:
     ------
     ValidationError
         When recorded, if ``select`` does not fit the data's (n, T), or is not given for a model whose head is
-        nonlinear (no optimal tokens).
+        nonlinear (no optimal tokens), or the model's ``W`` holds several heads side by side (a sum of heads,
+        ``(d, H d_q)``: record each head with a :class:`Metric` of your own).
     """
     tokens = _selection(select, "margin")
     return Metric(name, lambda state: _attention_margin(state["X"], state["Z"], state["W"], tokens(state)))

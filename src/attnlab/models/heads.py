@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from attnlab._validation import ValidationError, check_tensor
+from attnlab._validation import ValidationError, check_scalar, check_tensor, model_as_float64
 
 __all__ = ["AttentionHeads", "Head", "ModuleHead", "ReluHead", "as_head"]
 
@@ -138,6 +138,11 @@ class ReluHead(Head):
         if V_t.dim() not in (2, 3):
             raise ValidationError(f"V has shape {tuple(V_t.shape)}, expected (m, d) or (R, m, d)")
         sizes = {"m": V_t.shape[-2], "d": V_t.shape[-1]}
+        if 0 in sizes.values():
+            raise ValidationError(
+                f"V has shape {tuple(V_t.shape)}: a ReluHead needs m >= 1 units of width d >= 1 (with m = 0, "
+                "h(u) = 0 and its gradient is 0, so W never moves); pass V of shape (m, d) with m >= 1"
+            )
         v_t = check_tensor("v", v)
         if v_t.shape[-1] != sizes["m"] or v_t.dim() != V_t.dim() - 1:
             raise ValidationError(
@@ -164,20 +169,44 @@ class ModuleHead(Head):
     Parameters
     ----------
     module : torch.nn.Module
+        Its floating-point parameters and buffers are converted to float64 in place, as the models' are
+        (:func:`attnlab._validation.model_as_float64`: attnlab computes in float64).
     d : int
         Input width.
+
+    Raises
+    ------
+    ValidationError
+        When ``module`` is not a module, or its first layer (the module itself, or the first of a
+        ``torch.nn.Sequential``) is a linear layer of another input width than ``d``; a module of another input
+        width found only when it runs is refused then.
     """
 
     def __init__(self, module: nn.Module, d: int) -> None:
         if not isinstance(module, nn.Module):
             raise ValidationError(f"module must be a torch.nn.Module, got {type(module).__name__}")
-        self.module, self.d = module, int(d)
+        self.module, self.d = module, int(check_scalar("d", d, kind=int, low=1))
+        first = module[0] if isinstance(module, nn.Sequential) and len(module) else module
+        width = getattr(first, "in_features", None) if isinstance(first, nn.Linear) else None
+        if width and width != self.d:  # a lazy layer's width is 0 until it runs
+            raise ValidationError(self._width_message(f"its first layer is {first!r}"))
+        model_as_float64(module)
+
+    def _width_message(self, found: str) -> str:
+        return (
+            f"the head module {type(self.module).__name__} must take mixtures of width d = {self.d} (the tokens' "
+            f"width), but {found}; build it for inputs of width {self.d}, e.g. torch.nn.Linear({self.d}, 1)"
+        )
 
     def value_and_gradient(self, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         # the engine runs under inference mode: leave it to build a graph on a copy of u
         with torch.inference_mode(False), torch.enable_grad():
             leaf = u.detach().clone().requires_grad_(True)
-            out = self.module(leaf)
+            try:
+                out = self.module(leaf)
+            except RuntimeError as err:  # a module of another input width (or dtype) fails inside torch
+                found = f"it failed on float64 mixtures of shape {tuple(leaf.shape)}: {err}"
+                raise ValidationError(self._width_message(found)) from err
             if out.shape == leaf.shape[:-1] + (1,):
                 out = out.squeeze(-1)
             if out.shape != leaf.shape[:-1]:

@@ -31,6 +31,7 @@ runs) or into a ``torch.optim.Optimizer`` (:meth:`OptimizerSpec.build`); both ar
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -137,6 +138,12 @@ class OptimizerSpec:
                     f"write '{entry.name}:{key}=...' for another {key}"
                 )
             written[key] = _value(raw)
+            if written[key] in (math.inf, -math.inf) and raw.strip().lower().lstrip("+-") not in ("inf", "infinity"):
+                infinite = f"{entry.name}:inf" if key == entry.positional else f"{key}=inf"
+                raise ValidationError(
+                    f"optimizer {text!r}: {key} = {raw.strip()!r} overflows a float64 (it would be read as inf); "
+                    f"write '{infinite}' if you mean infinity, else a number below 1.8e308"
+                )
         implied = {} if alias is None else dict(alias.implied)
         spec = cls(entry.name)._with({**implied, **written}, text)
         return OptimizerSpec(spec.name, spec.options, tuple(sorted(k for k in implied if k not in written)))

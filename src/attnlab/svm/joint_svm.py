@@ -75,9 +75,18 @@ class JointSVMResult:
 
 
 def _selection(data: TokenSelectionData, values: Any, select: Any) -> torch.Tensor:
-    """The ``(H, n)`` selection: given, else each head's optimal tokens ``argmax_t y_i v_h^T x_it``."""
+    """The ``(H, n)`` selection: given (then ``values``, if given too, must have its ``H`` heads), else each head's
+    optimal tokens ``argmax_t y_i v_h^T x_it``."""
+    heads = None if values is None else _heads(data, values)
     if select is not None:
-        chosen = torch.as_tensor(select)
+        try:
+            chosen = torch.as_tensor(select)
+        except (ValueError, TypeError, RuntimeError) as err:  # ragged rows, token sets, text
+            raise ValidationError(
+                f"select must be a rectangular array of integer token indices, one per head and sequence, shape "
+                f"(H, {data.n}); got rows of different lengths or several tokens per sequence ({err}). Token sets are "
+                "single-head programs: attention_svm(data, 'fro' or 'nuc', select=sets) or set_direction_svm"
+            ) from None
         if chosen.dim() != 2 or chosen.shape[1] != data.n or chosen.is_floating_point():
             raise ValidationError(
                 f"select must hold one token index per head and sequence, shape (H, {data.n}), got "
@@ -88,16 +97,27 @@ def _selection(data: TokenSelectionData, values: Any, select: Any) -> torch.Tens
                 f"select has no heads (shape (0, {data.n})); pass one row of token indices per head, shape "
                 f"(H, {data.n}) with H >= 1, e.g. [[0] * n] for one head"
             )
+        if heads is not None and heads.H != chosen.shape[0]:
+            raise ValidationError(
+                f"values holds {heads.H} heads but select holds {chosen.shape[0]} (shape {tuple(chosen.shape)}); "
+                "values only sets the default selection (each head's optimal tokens): pass one of them, or both "
+                "with one row per head"
+            )
         return chosen.to(torch.int64)
-    if values is None:
+    if heads is None:
         raise ValidationError(
             "no selection: pass select of shape (H, n), or values (H, d) (the heads' outputs v_h) to select each "
             "head's optimal tokens"
         )
+    return heads.scores(data.X, data.y).argmax(dim=-1)  # spec ngd §1 per head: opt_{h,i}
+
+
+def _heads(data: TokenSelectionData, values: Any) -> SummedHeads:
+    """``values`` as the heads of the data: ``(H, d)``, no runs axis."""
     heads = values if isinstance(values, SummedHeads) else SummedHeads(values)
     if heads.values.dim() != 2 or heads.d != data.d:
         raise ValidationError(f"values has shape {tuple(heads.values.shape)}, expected (H, {data.d})")
-    return heads.scores(data.X, data.y).argmax(dim=-1)  # spec ngd §1 per head: opt_{h,i}
+    return heads
 
 
 def joint_attention_svm(
@@ -119,7 +139,8 @@ def joint_attention_svm(
     values : array-like of shape (H, d), or SummedHeads, optional
         The heads' outputs ``v_h``; they define the default selection (each head's optimal tokens).
     select : array-like of int, shape (H, n), optional
-        The selected token of each head and sequence.
+        The selected token of each head and sequence (one token each: token sets are single-head programs); given
+        with ``values``, it is the selection, and ``values`` must have its ``H`` heads.
     norm : {"fro", "nuc"} or float, default="fro"
         Each head's norm (Frobenius, nuclear, or entrywise ``l_p`` with ``p >= 1``, ``inf`` included).
     solver : {"CLARABEL", "SCS"}, optional
@@ -134,8 +155,8 @@ def joint_attention_svm(
         When a head's selection cannot be separated; the message names the head, and for a tie (a constraint
         ``0 >= 1``) the sequence and token, e.g. ``head 1: ... (i=2, t=0)``.
     ValidationError
-        On a bad ``norm`` (``"l1-diag"`` and token sets are single-head programs), ``select`` or ``values`` (no
-        heads, ``H = 0``, included).
+        On a bad ``norm`` (``"l1-diag"`` and token sets are single-head programs), ``select`` (ragged rows
+        included) or ``values`` (no heads, ``H = 0``, included), or ``values`` and ``select`` of different ``H``.
 
     Notes
     -----

@@ -26,11 +26,18 @@ FTOL = 1e-12  # SLSQP's stopping tolerance on log(L - L_sel)
 
 
 def _checked(data: object, W: object, select: object, p: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """The public functions' arguments: a data set with a head, ``W`` (d, d) finite, ``select`` (n,) the optimal
-    tokens, ``p > 1``."""
+    """The public functions' arguments: a data set with a head, ``W`` (d, d_q) finite (rectangular for
+    cross-attention, multi-token §8: the risk reads ``W`` only through the logits ``x_it^T W z_i``), ``select`` (n,)
+    the optimal tokens, ``p > 1``."""
     check_token_data("data", data)
     n, T, d = data.X.shape
-    W = check_tensor("W", W, "ij", {"i": d, "j": d})
+    d_q = data.Z.shape[-1]
+    W = check_tensor("W", W)
+    if tuple(W.shape) != (d, d_q):
+        raise ValidationError(
+            f"W has shape {tuple(W.shape)}, but the data's tokens have d = {d} and its queries d_q = {d_q}; pass W "
+            f"of shape ({d}, {d_q})"
+        )
     if p is not None:
         check_scalar("p", p, low=1.0, low_inclusive=False)
     select = check_select("select", select, n, T)
@@ -63,9 +70,9 @@ def log_excess_risk_and_gradient(
     Parameters
     ----------
     data : TokenSelectionData
-        ``X (n, T, d)``, ``Z (n, d)``, ``y (n,)``, ``v (d,)``.
-    W : torch.Tensor, shape (d, d)
-        Key-query weights (converted to float64).
+        ``X (n, T, d)``, ``Z (n, d_q)``, ``y (n,)``, ``v (d,)``.
+    W : torch.Tensor, shape (d, d_q)
+        Key-query weights (converted to float64); rectangular for cross-attention (multi-token §8).
     select : torch.Tensor of int, shape (n,)
         The optimal tokens ``argmax_t gamma_it`` (others are refused).
 
@@ -73,7 +80,7 @@ def log_excess_risk_and_gradient(
     -------
     value : float
         ``log(L(W) - L_sel)``.
-    grad : torch.Tensor, shape (d, d), float64
+    grad : torch.Tensor, shape (d, d_q), float64
         Its gradient in ``W``.
     """
     W, select = _checked(data, W, select)
@@ -95,19 +102,19 @@ def constrained_erm(
     Parameters
     ----------
     data : TokenSelectionData
-        ``X (n, T, d)``, ``Z (n, d)``, ``y (n,)``, ``v (d,)``.
+        ``X (n, T, d)``, ``Z (n, d_q)``, ``y (n,)``, ``v (d,)``.
     p : float
         Exponent ``p > 1`` of the ball.
     R : float
         Radius ``R > 0``.
-    W0 : torch.Tensor, shape (d, d)
+    W0 : torch.Tensor, shape (d, d_q)
         Start, best inside the ball (a path's previous solution stretched to the new radius).
     select : torch.Tensor of int, shape (n,)
         The optimal tokens ``argmax_t gamma_it`` (see :func:`log_excess_risk_and_gradient`).
 
     Returns
     -------
-    torch.Tensor, shape (d, d), float64
+    torch.Tensor, shape (d, d_q), float64
         The minimiser; for separable data it lies on the sphere ``||W||_p = R``.
     """
     W0, select = _checked(data, W0, select, p)
@@ -139,10 +146,10 @@ def constrained_stationarity(data: TokenSelectionData, p: float, W: torch.Tensor
     Parameters
     ----------
     data : TokenSelectionData
-        ``X (n, T, d)``, ``Z (n, d)``, ``y (n,)``, ``v (d,)``.
+        ``X (n, T, d)``, ``Z (n, d_q)``, ``y (n,)``, ``v (d,)``.
     p : float
         Exponent ``p > 1`` of the ball.
-    W : torch.Tensor, shape (d, d)
+    W : torch.Tensor, shape (d, d_q)
         A point on the sphere (any radius: the residual is scale-free).
     select : torch.Tensor of int, shape (n,)
         The optimal tokens ``argmax_t gamma_it``.

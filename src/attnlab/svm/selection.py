@@ -17,6 +17,7 @@ import torch
 from attnlab._validation import check_scalar
 from attnlab.data.assumptions import AssumptionReport
 from attnlab.data.dataset import TokenSelectionData
+from attnlab.data.selection import Selection
 from attnlab.svm._program import (
     SEPARABLE_TOL,
     ProgramCache,
@@ -80,7 +81,14 @@ def support_tokens(
     -------
     tuple of (int, int)
         Active constraints, slack at most 1e-6.
+
+    Raises
+    ------
+    ValidationError
+        When the selection (``select``, else ``data.select``) holds token sets: support tokens are those of one
+        selected token per sequence.
     """
+    _one_token(data, select, "support_tokens")
     return attention_svm(data, p, select=select, solver=solver).support
 
 
@@ -109,9 +117,21 @@ def is_locally_optimal(
     ------
     InfeasibleProgramError
         When the selection's SVM is infeasible (Definition 3 needs ``W_alpha``).
+    ValidationError
+        When the selection (``select``, else ``data.select``) holds token sets (Definition 3 takes one token per
+        sequence).
     """
+    _one_token(data, select, "is_locally_optimal")
     scores = check_data(data).token_scores()  # (n, T); needs the head
     return local_optimality(scores, attention_svm(data, p, select=select, solver=solver), p)
+
+
+def _one_token(data: TokenSelectionData, select: object, program: str) -> None:
+    """Refuse, by name of ``program``, a selection (``select``, else ``data.select``) of token sets, before the SVM
+    of a norm that takes sets only as Frobenius or nuclear blames the norm."""
+    chosen = check_data(data).select if select is None else select
+    if chosen is not None:
+        Selection.parse(chosen, data.n, data.T).one_token(program)
 
 
 def local_optimality(scores: torch.Tensor, svm: AttentionSVMResult, p: object) -> SelectionReport:

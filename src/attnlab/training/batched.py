@@ -38,7 +38,8 @@ from attnlab._validation import (
 from attnlab.losses import LOSSES
 from attnlab.metrics import as_metrics
 from attnlab.models.functional import token_scores
-from attnlab.models.heads import AttentionHeads, Head, as_head
+from attnlab.models.heads import AttentionHeads, Head, ReluHead, as_head
+from attnlab.models.sum_of_heads import SummedHeads
 from attnlab.optim import registry
 from attnlab.optim.spec import OptimizerSpec
 from attnlab.optim.transforms import Rule
@@ -107,7 +108,8 @@ def train(
         Labels in {-1, +1}.
     v : array-like of shape ([R,] d), Head or torch.nn.Module
         The head: fixed, or the initial head with ``train_head=True``; or a fixed nonlinear head
-        (:class:`~attnlab.models.heads.ReluHead`, any module mapping ``(..., d)`` to ``(...)``; multi-token §1).
+        (:class:`~attnlab.models.heads.ReluHead`, any module mapping ``(..., d)`` to ``(...)``, its parameters
+        converted to float64 in place as the models' are; multi-token §1).
     W0 : array-like, shape ([R,] d, d_q), optional
         Initial combined matrix for ``param="W"`` (default zeros); refused for the other parametrisations. For a sum
         of heads (``v`` a :class:`~attnlab.models.SummedHeads`, multi-token §9) the heads side by side, shape
@@ -297,6 +299,12 @@ def parse_options(
     if spec is not None and "R" in sizes:  # a per-run L* against the runs, before any step
         check_optimal_loss(spec.get("optimal_loss"), sizes["R"])
     record_every, progress, select = options.get("record_every"), options.get("progress"), options.get("select")
+    if select is not None and isinstance(head, AttentionHeads) and head.columns(sizes["q"]) != sizes["q"]:
+        raise ValidationError(
+            f"select adds opt_softmax and margin, which read one head's W (d, d_q), but a {type(head).__name__} "
+            "trains several heads side by side in W (d, H d_q); drop select, or record each head with a Metric of your "
+            "own (metrics=[Metric(name, fn)], with attnlab.models.head_matrices(state['W'], H) giving the heads)"
+        )
     return Options(
         spec=spec,
         rule=optimizer if own_rule else None,
@@ -414,6 +422,8 @@ def _arrays(
     yr = check_labels("y", _runs_tensor("y", y, "n", R, sizes))
     nonlinear = isinstance(v, (Head, torch.nn.Module))
     vr = as_head(v, sizes["d"]) if nonlinear else _runs_tensor("v", v, "d", R, sizes)
+    if nonlinear:
+        _check_head_runs(vr, R)
     sizes.update(R=R, n=Xr.shape[-3], T=Xr.shape[-2])
     if param == "diag" and sizes["q"] != sizes["d"]:
         raise ValidationError(
@@ -431,6 +441,21 @@ def _arrays(
     if W0 is not None and param != "W":
         raise ValidationError(f"W0 sets the initial W of param='W'; for param={param!r} pass its initial tensors only")
     return (Xr, Zr, yr, vr), params, {**sizes, "columns": columns}
+
+
+def _check_head_runs(head: Head, R: int) -> None:
+    """Refuse a per-run head (a :class:`ReluHead`'s ``V (R, m, d)``, a :class:`SummedHeads`' ``values (R, H, d)``)
+    whose runs axis is not the data's ``R`` runs (from ``X``, else ``W0``, else 1)."""
+    held = {ReluHead: ("V", "(m, d)"), SummedHeads: ("values", "(H, d)")}
+    for kind, (name, shape) in held.items():
+        tensor = getattr(head, name) if isinstance(head, kind) else None
+        if tensor is not None and tensor.dim() == 3 and tensor.shape[0] != R:
+            raise ValidationError(
+                f"the head's {name} has shape {tuple(tensor.shape)}: a runs axis of {tensor.shape[0]} runs, but the "
+                f"data has R = {R} run(s); give the head one {shape} per run ({name} of shape ({R}, "
+                f"{', '.join(str(k) for k in tensor.shape[1:])})), one {shape} shared by every run, or X (or W0) "
+                f"with a runs axis of {tensor.shape[0]}"
+            )
 
 
 def _device(value: Any) -> torch.device:
