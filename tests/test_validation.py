@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnlab._validation import ValidationError, check_in, check_scalar, check_tensor
+from attnlab._validation import SEED_MAX, ValidationError, check_in, check_scalar, check_seed, check_tensor
 
 
 def test_check_scalar_messages():
@@ -98,3 +98,11 @@ def test_numbers_of_every_real_kind_are_converted():
     assert check_tensor("y", np.array([1, -1], dtype=np.int8)).tolist() == [1.0, -1.0]
     assert check_tensor("y", np.array([1, 2**70], dtype=object)).tolist() == [1.0, 2.0**70]  # ints beyond int64
     assert check_tensor("y", [torch.tensor(0.1, dtype=torch.float64), 0.2]).tolist() == [0.1, 0.2]  # not via f32
+
+
+def test_integer_bounds_compare_exactly_at_the_largest_seed():
+    # float(2**63 - 1) rounds up to 2**63: the largest seed was refused as "must be <= 9223372036854775807"
+    assert check_seed("seed", SEED_MAX) == SEED_MAX
+    with pytest.raises(ValidationError, match=r"seed == 9223372036854775808, must be <= 9223372036854775807"):
+        check_seed("seed", SEED_MAX + 1)
+    assert check_scalar("n", 2**62 + 1, kind=int, high=2**62 + 1) == 2**62 + 1

@@ -71,8 +71,8 @@ def check_scalar(
         raise ValidationError(f"{name} must be a {expected}, got {value!r} of type {type(value).__name__}")
     if int in kinds and isinstance(value, Integral):
         value = int(value)
-    v = float(value)  # type: ignore[arg-type]
-    if math.isnan(v) or (math.isinf(v) and not allow_inf):
+    v = value if isinstance(value, int) else float(value)  # type: ignore[arg-type]  # an int compares exactly
+    if isinstance(v, float) and (math.isnan(v) or (math.isinf(v) and not allow_inf)):
         raise ValidationError(f"{name} == {value!r}, must be a finite number")
     if low is not None and (v < low or (v == low and not low_inclusive)):
         op = ">=" if low_inclusive else ">"
