@@ -195,3 +195,24 @@ def test_a_binary_file_as_config_is_refused_by_name(tmp_path):
     (tmp_path / "sol.npz").write_bytes(b"PK\x03\x04\xfe\xff binary")
     with pytest.raises(ValidationError, match=r"--config .*sol.npz: not JSON"):
         load_record(tmp_path / "sol.npz")
+
+
+def test_a_record_whose_seed_disagrees_with_its_config_is_refused(tmp_path):
+    # the record's top-level seed is a copy of config.seed; an edit of it alone was replayed at the config's seed
+    run_experiment("test.replay", ["seed=7"], out=tmp_path / "a", progress=False)
+    record = json.loads((tmp_path / "a" / "record.json").read_text())
+    record["seed"] = 5
+    (tmp_path / "a" / "record.json").write_text(json.dumps(record))
+    with pytest.raises(ValidationError, match=r"its seed \(5\) is not its config's seed \(7\).*edit config.seed"):
+        rerun(tmp_path / "a", registry=registry.REGISTRY, out=tmp_path / "b", progress=False)
+
+
+def test_the_command_line_shows_a_warning_as_one_line(tmp_path):
+    run_experiment("test.replay", out=tmp_path / "a", progress=False)
+    record = json.loads((tmp_path / "a" / "record.json").read_text())
+    record["git"] = {"commit": "f" * 40, "dirty": False}
+    (tmp_path / "a" / "record.json").write_text(json.dumps(record))
+    result = CliRunner().invoke(main, ["run", "--config", str(tmp_path / "a"), "--out", str(tmp_path / "b")])
+    lines = [line for line in result.output.splitlines() if "was recorded at commit" in line]
+    assert lines and all(line.startswith("warning: ") for line in lines), result.output
+    assert "UserWarning" not in result.output

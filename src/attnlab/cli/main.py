@@ -27,12 +27,15 @@ def main() -> None:
 def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
     """Turn a :class:`ValidationError` (bad input) into a one-line message and exit status 2, and a file-system
     failure (:class:`FileSystemError`, or an :class:`OSError`, which names its file) into one line and exit status 1,
-    without a traceback. A reader that closed the pipe (``attnlab list | head -1``) ends the command quietly."""
+    without a traceback. A reader that closed the pipe (``attnlab list | head -1``) ends the command quietly. A
+    warning is shown as one line, ``warning: MESSAGE``, when it is raised."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            return func(*args, **kwargs)
+            with warnings.catch_warnings():  # restores Python's warning printer after the command
+                warnings.showwarning = _warning_line
+                return func(*args, **kwargs)
         except BrokenPipeError:
             _quiet_broken_pipe()
         except FileSystemError as err:
@@ -46,6 +49,12 @@ def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
             sys.exit(1)
 
     return wrapper
+
+
+def _warning_line(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+    """A warning as the command line shows it, when it is raised: ``warning: MESSAGE`` on stderr (Python's own form
+    adds the file, the line and the source line of the library's code)."""
+    click.echo(f"warning: {message}", err=True)
 
 
 def _quiet_broken_pipe() -> None:

@@ -73,6 +73,11 @@ def load_record(path: str | Path) -> dict[str, Any]:
             f"--config {file}: experiment must be a name and config a mapping, got {record['experiment']!r} and "
             f"{type(record['config']).__name__}; pass the record.json a run wrote"
         )
+    if record.get("seed") is not None and record["seed"] != record["config"].get("seed"):  # a copy of config.seed
+        raise ValidationError(
+            f"--config {file}: its seed ({record['seed']!r}) is not its config's seed "
+            f"({record['config'].get('seed')!r}); the replay runs the config: edit config.seed (or pass --set seed=...)"
+        )
     return record
 
 
