@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
-from attnlab._validation import check_in, check_scalar
+from attnlab._validation import ValidationError, check_in, check_scalar
 from attnlab.data import example1
 from attnlab.experiments.norm_growth import LOG_GROWTH_TOLERANCE, LOG_GROWTH_WINDOW, log_growth
 from attnlab.experiments.preconditioners import w_preconditioned
@@ -40,6 +40,9 @@ from attnlab.verify import (
 
 __all__ = ["FlagshipConfig"]
 
+#: The most float64 entries the tokens and W of a flagship run may hold, ``n T d + d^2`` (ours: 512 MiB).
+MAX_ENTRIES = 2**26
+
 
 @dataclass(frozen=True)
 class FlagshipConfig:
@@ -52,7 +55,8 @@ class FlagshipConfig:
     T : int
         Tokens per sequence (>= 2).
     d : int
-        Token dimension; W is d x d.
+        Token dimension (>= 2, as Example 1's generator needs); W is d x d. The tokens and W, ``n T d + d^2`` float64
+        entries, must be at most ``2^26`` (512 MiB; ours, so that a run's data and its few copies of W fit in memory).
     rho : float
         Signal strength: the optimal token's score ``gamma_{i,opt} = rho``.
     sigma : float
@@ -62,7 +66,8 @@ class FlagshipConfig:
     gd_lr : float
         Step size of plain GD.
     steps : int
-        Training steps of each method, both from W_0 = 0.
+        Training steps of each method, both from W_0 = 0; > ``record_every``, so that the last half-decade
+        ``[steps / sqrt(10), steps]`` holds the >= 2 records ngd-aligns fits a slope to (ours, what the fit needs).
     record_every : int
         Steps between recorded rows of the trajectory.
     loss : str
@@ -87,10 +92,23 @@ class FlagshipConfig:
 
     def __post_init__(self) -> None:
         for name in ("n", "T", "d", "steps", "record_every"):
-            check_scalar(name, getattr(self, name), kind=int, low=2 if name == "T" else 1)
+            check_scalar(name, getattr(self, name), kind=int, low=2 if name in ("T", "d") else 1)
         for name in ("rho", "sigma", "ngd_lr", "gd_lr"):
             check_scalar(name, getattr(self, name), low=0.0, low_inclusive=False)
         check_in("loss", self.loss, ("exp", "logistic"))
+        entries, tokens = self.n * self.T * self.d + self.d**2, self.n * self.T
+        if entries > MAX_ENTRIES:
+            largest = int((math.sqrt(tokens**2 + 4 * MAX_ENTRIES) - tokens) / 2)
+            fix = f"d <= {largest} at this n and T" if largest >= 2 else "lower n or T"
+            raise ValidationError(
+                f"d == {self.d} with n == {self.n}, T == {self.T}: the tokens and W hold n T d + d^2 = {entries} "
+                f"float64 entries, must be <= 2^26 = {MAX_ENTRIES} (512 MiB; ours, so that they fit in memory): {fix}"
+            )
+        if self.steps <= self.record_every:  # the last half-decade then holds the last record alone
+            raise ValidationError(
+                f"steps == {self.steps}, must be > record_every == {self.record_every}: ngd-aligns fits a slope over "
+                "the last half-decade [steps / sqrt(10), steps], which needs >= 2 records (ours)"
+            )
 
 
 _SOURCE = "docs/theory/implicit-bias-ngd.md"

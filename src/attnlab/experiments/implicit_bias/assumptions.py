@@ -50,7 +50,7 @@ class AssumptionsConfig(ImplicitBiasConfig):
     n : int
         Sequences of the Example-1 data sets (Lemmas 4 and 8).
     T : int
-        Tokens per sequence of Example 1.
+        Tokens per sequence of Example 1 (>= 2).
     rho, sigma : float
         Example 1's signal and noise scale; Lemma 8 needs a large enough signal-to-noise ratio ``sigma / rho`` for
         the optimal tokens, which share the decoder's direction, to be nearly orthogonal (``rho^2 n T <= sigma^2``).

@@ -7,13 +7,15 @@ Spec: docs/theory/implicit-bias-ngd.md §8.4 (Lemma 1: ``log(1 - phi_opt)``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
+import numpy as np
 import pandas as pd
 import torch
 
-from attnlab._validation import check_in, check_scalar
+from attnlab._validation import ValidationError, check_in, check_scalar
 from attnlab.losses import LOSSES
 from attnlab.metrics import Metric, log_one_minus_selected
 
@@ -22,12 +24,53 @@ SOURCE = f"docs/theory/{PAPER}.md"  # what checks cite
 
 
 def validate_common(config) -> None:
-    """Validate the fields every config of this paper shares (sizes, steps, seed, loss)."""
+    """Validate the fields every config of this paper shares (sizes, steps, seed, loss); ``T >= 2``: a sequence
+    needs a token besides the optimal one (the data generators refuse fewer)."""
+    lows = {"seed": 0, "T": 2}
     for name in ("n", "T", "d", "steps", "record_every", "seed"):
         if hasattr(config, name):
-            check_scalar(name, getattr(config, name), kind=int, low=0 if name == "seed" else 1)
+            check_scalar(name, getattr(config, name), kind=int, low=lows.get(name, 1))
     if hasattr(config, "loss"):
         check_in("loss", config.loss, LOSSES)
+
+
+#: Beyond this many records a run holds plenty in every window its readings fit; :func:`check_windows` skips it.
+MANY_RECORDS = 10_000
+
+
+def recorded_steps(steps: int, every: int) -> np.ndarray:
+    """The steps a run of ``steps`` steps recorded every ``every`` steps records: ``0, every, 2 every, ...`` and
+    ``steps`` (the training loop's rule, :func:`attnlab.training.loop.run_loop`)."""
+    return np.unique(np.r_[np.arange(0, steps + 1, every), steps])
+
+
+def nearest_record(records: np.ndarray, t: float) -> int:
+    """The record nearest ``t``, the earlier one on a tie (``argmin``, as the readings pick it)."""
+    return int(records[int(np.abs(records - t).argmin())])
+
+
+def check_windows(
+    steps_name: str, steps: int, every_name: str, every: int, short: Callable[[np.ndarray, int], str | None]
+) -> None:
+    """Refuse a run too short for the windows its readings fit.
+
+    ``short(records, steps)`` returns why the records (:func:`recorded_steps`) leave a reading's window too few
+    points, or None when they suffice. A run of more than :data:`MANY_RECORDS` records is not checked.
+
+    Raises
+    ------
+    ValidationError
+        Naming ``steps_name``, its value, why, and the least step count that suffices at this ``every`` (ours).
+    """
+    if steps // every > MANY_RECORDS:
+        return
+    why = short(recorded_steps(steps, every), steps)
+    if why is None:
+        return
+    candidates = (s for k in range(1, 1001) for s in (k * every, k * every + 1))  # a window's count peaks at these
+    least = next((s for s in candidates if s > steps and short(recorded_steps(s, every), s) is None), None)
+    fix = f"; the next that suffices at {every_name} == {every} is {steps_name} == {least}" if least else ""
+    raise ValidationError(f"{steps_name} == {steps} with {every_name} == {every}: {why}{fix} (ours)")
 
 
 @dataclass(frozen=True)
@@ -60,9 +103,9 @@ class Example1Config(ImplicitBiasConfig):
     Attributes
     ----------
     T : int
-        Tokens per sequence.
+        Tokens per sequence (>= 2).
     d : int
-        Token width.
+        Token width (>= 2, as Example 1's generator needs).
     rho : float
         Signal: the optimal token's score ``gamma_opt``.
     sigma : float
@@ -73,6 +116,10 @@ class Example1Config(ImplicitBiasConfig):
     d: int = 64
     rho: float = 1.0
     sigma: float = 2.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_scalar("d", self.d, kind=int, low=2)  # Example 1's generator needs a coordinate besides the head's
 
 
 def small_init(d: int, scale: float, generator: torch.Generator) -> torch.Tensor:

@@ -21,7 +21,9 @@ from attnlab.data import example1
 from attnlab.experiments.implicit_bias.common import (
     SOURCE,
     Example1Config,
+    check_windows,
     last,
+    nearest_record,
     small_init,
     worst_log_one_minus_opt,
 )
@@ -84,7 +86,9 @@ class Fig2Config(Example1Config):
     gd_lr : float
         GD's step size (A1).
     steps : int
-        Training steps of every method.
+        Training steps of every method. With ``record_every`` it must leave >= 4 records in the second half (``t >=
+        steps // 2``: saturation-slope fits a slope on each of its quarters) and put the record nearest ``steps /
+        10`` strictly between 1 and ``steps`` (ngd-decade divides by its ``ln t0``); ours, what the fits need.
     record_every : int
         Steps between recorded rows.
     loss : str
@@ -143,6 +147,7 @@ class Fig2Config(Example1Config):
             caps = getattr(self, name)
             if not caps or any(not isinstance(c, int | float) or not c > 0 for c in caps):
                 raise ValidationError(f"{name} must be a non-empty tuple of caps > 0 (inf: uncapped), got {caps!r}")
+        check_windows("steps", self.steps, "record_every", self.record_every, _short_windows)
 
 
 @dataclass(frozen=True)
@@ -339,6 +344,26 @@ SATURATION_SLOPE = Claim(
         sizes=(*_SIZES, "ngd_lr", "steps", "record_every"),
     ),
 )
+
+
+def _short_windows(records: np.ndarray, steps: int) -> str | None:
+    """Why the records of a run of ``steps`` steps leave a window of :func:`_theory_checks` too few points, or None."""
+    positive = records[records > 0]  # the theory rows read NGD's records t > 0
+    late = positive[positive >= steps // SATURATION_SLOPE.param("half")]
+    if len(late) < 4:
+        return (
+            f"ngd-rate and saturation-slope fit the records t >= steps // 2, saturation-slope one slope on each of "
+            f"its two quarters (>= 2 records each), so they need >= 4 records there; it holds {len(late)}"
+        )
+    t0 = nearest_record(positive, steps / NGD_DECADE.param("decade"))
+    if not 1 < t0 < steps:
+        return (
+            f"ngd-decade reads the record nearest steps / 10, t0 = {t0}, against steps through ln steps / ln t0, "
+            "which needs 1 < t0 < steps"
+        )
+    return None
+
+
 _SAME_START_READING = Reading(
     statistic="number of distinct values of the loss, ||W_0|| and corr(W_0, W_mm) over the methods",
     window="step 0",

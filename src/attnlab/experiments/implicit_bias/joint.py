@@ -15,7 +15,7 @@ import torch
 
 from attnlab._validation import ValidationError, check_scalar
 from attnlab.data import dm
-from attnlab.experiments.implicit_bias.common import SOURCE, ImplicitBiasConfig
+from attnlab.experiments.implicit_bias.common import SOURCE, ImplicitBiasConfig, check_windows
 from attnlab.experiments.implicit_bias.falsifiers import head_preconditioned, u_svm_other_token, w_frozen
 from attnlab.experiments.implicit_bias.figures import joint_figure
 from attnlab.experiments.registry import register
@@ -62,7 +62,8 @@ class Fig3Config(ImplicitBiasConfig):
     polyak_cap : float or None
         Cap on Polyak's step size; None is uncapped.
     steps : int
-        Training steps of every method.
+        Training steps of every method; > ``record_every``, so that the last half-decade ``[steps / sqrt(10),
+        steps]`` holds the >= 2 records head-aligns fits a slope to (ours, what the fit needs).
     record_every : int
         Steps between recorded rows.
     loss : str
@@ -92,6 +93,7 @@ class Fig3Config(ImplicitBiasConfig):
             check_scalar("polyak_cap", self.polyak_cap, low=0.0, low_inclusive=False)
         if self.sigma_opt <= self.sigma_oth:
             raise ValidationError(f"sigma_opt == {self.sigma_opt} must exceed sigma_oth == {self.sigma_oth}")
+        check_windows("steps", self.steps, "record_every", self.record_every, _short_windows)
 
 
 # ---- build ----------------------------------------------------------------------------------------------------------
@@ -215,6 +217,18 @@ HEAD_ALIGNS = Claim(
     ),
 )
 CLAIMS = (HEAD_ALIGNS,)
+
+
+def _short_windows(records: np.ndarray, steps: int) -> str | None:
+    """Why the records of a run of ``steps`` steps leave head-aligns' window too few points, or None."""
+    positive = records[records > 0]
+    window = positive[positive >= steps / math.sqrt(HEAD_ALIGNS.param("decade"))]
+    if len(window) < 2:
+        return (
+            f"head-aligns fits a slope over the last half-decade [steps / sqrt(10), steps], which needs >= 2 records "
+            f"(it holds {len(window)}): steps must exceed record_every"
+        )
+    return None
 
 
 def _worst_gap(frame: pd.DataFrame) -> pd.Series:

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from attnlab._validation import check_scalar
+from attnlab._validation import ValidationError, check_scalar
 from attnlab.data import dm, example1
 from attnlab.experiments.implicit_bias import rates_fixed, rates_joint
-from attnlab.experiments.implicit_bias.common import Example1Config
+from attnlab.experiments.implicit_bias.common import Example1Config, check_windows
 from attnlab.experiments.implicit_bias.figures import rates_figure
 from attnlab.experiments.registry import register
 from attnlab.svm import attention_svm, head_svm
@@ -40,13 +40,18 @@ class RatesConfig(Example1Config):
     gd_lr : float
         GD's step size (directions).
     steps : int
-        Steps of the fixed-decoder runs.
+        Steps of the fixed-decoder runs; >= 7, so that each quarter of the second half of the single NGD path holds
+        the >= 2 steps lemma1-slope fits, and with ``record_every`` it must leave the direction runs >= 2 records in
+        the second half (ngd-rate) and in the last decade (gd-log-norm) and put the record nearest ``steps / 10``
+        strictly between 1 and ``steps`` (ngd-global's ``ln t0``); ours, what the fits need.
     directions : int
         Random initial directions (NGD, GD and Polyak each start from all of them).
     direction_norm : float
         ``||W_0||`` of every random direction.
     record_every : int
-        Steps between recorded rows of the direction runs (rate shapes need >= 2 decades above it).
+        Steps between recorded rows of the direction runs (rate shapes need >= 2 decades above it); >= 2 and <
+        ``steps``: polyak-global reads the record nearest ``record_every`` against the last through ``ln
+        record_every`` (ours).
     random_W : int
         Random ``W`` at which Polyak's step length is bounded.
     n_joint : int
@@ -60,9 +65,13 @@ class RatesConfig(Example1Config):
     joint_lr : float
         Step size ``eta`` of the joint rule A6.
     alpha : float
-        Decay exponent of A6, in [2/3, 1) for Theorem 2.
+        Decay exponent of A6, in [2/3, 1) for Theorem 2 (its hypothesis; other values are refused, since the joint
+        rows' readings assume it).
     joint_steps : int
-        Steps of the joint run.
+        Steps of the joint run; w-log-norm's log-against-power fit needs >= 2 decades of records, from the record
+        nearest ``max(joint_record_every, joint_steps // 100)`` to ``joint_steps``: ``joint_steps >= 100 x
+        joint_record_every``, and that record at most ``joint_steps / 100`` (a multiple of ``100 x
+        joint_record_every`` always does; ours, what the fit needs).
     joint_record_every : int
         Steps between recorded rows of the joint run.
     loss : str
@@ -103,8 +112,25 @@ class RatesConfig(Example1Config):
         super().__post_init__()
         for name in ("directions", "random_W", "n_joint", "d_joint", "joint_steps", "joint_record_every"):
             check_scalar(name, getattr(self, name), kind=int, low=1)
-        check_scalar("alpha", self.alpha, low=0.0)
+        check_scalar("alpha", self.alpha)
+        if not 2 / 3 <= self.alpha < 1:  # spec §4 A6, Thm 2: alpha in [2/3, 1)
+            raise ValidationError(
+                f"alpha == {self.alpha!r}, must be in [2/3, 1): Theorem 2's hypothesis on A6's decay (t+1)^-alpha, "
+                "which the joint rows' readings (loss-rate's 1 - alpha among them) assume"
+            )
         check_scalar("init_scale", self.init_scale, low=0.0)
+        if self.steps < 7:
+            raise ValidationError(
+                f"steps == {self.steps}, must be >= 7: lemma1-slope fits a slope on each quarter of the second half of "
+                "the single NGD path, [steps // 2, 3 steps // 4) and [3 steps // 4, steps], >= 2 steps each (ours)"
+            )
+        if not 2 <= self.record_every < self.steps:
+            raise ValidationError(
+                f"record_every == {self.record_every}, must be in [2, steps == {self.steps}): polyak-global reads the "
+                "record nearest record_every against the last through ln record_every / ln steps (ours)"
+            )
+        check_windows("steps", self.steps, "record_every", self.record_every, rates_fixed.short_windows)
+        rates_joint.check_joint_steps(self.joint_steps, self.joint_record_every)
 
 
 def run_rates(config: RatesConfig, ctx: RunContext) -> ExperimentResult:

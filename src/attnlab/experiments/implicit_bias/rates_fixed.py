@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from attnlab.experiments.implicit_bias.common import SOURCE, small_init
+from attnlab.experiments.implicit_bias.common import SOURCE, nearest_record, small_init
 from attnlab.experiments.implicit_bias.falsifiers import (
     optimal_score_shifted,
     polyak_doubled_gap,
@@ -435,6 +435,28 @@ def _gd_log_norm(gd: pd.DataFrame, w_mm: float, record_every: int) -> list[Check
         geometric_steps(T, first=max(record_every, T // old.param("first"))),
     )
     return [current, old.rate_shape(median["step"], median["norm"], "log")]
+
+
+def short_windows(records: np.ndarray, steps: int) -> str | None:
+    """Why the records of the direction runs (``steps`` steps) leave a window of :func:`directions` too few points,
+    or None (:class:`~attnlab.experiments.implicit_bias.rates.RatesConfig` refuses such a run)."""
+    late = records[records >= steps // NGD_RATE.param("half")]
+    if len(late) < 2:
+        return (
+            f"ngd-rate fits a slope per direction over the records t >= steps // 2, >= 2 of them (it holds {len(late)})"
+        )
+    decade = records[records >= steps / GD_LOG_NORM.param("decade")]
+    if len(decade) < 2:
+        return (
+            f"gd-log-norm fits a slope over the last decade [steps / 10, steps], >= 2 records (it holds {len(decade)})"
+        )
+    t0 = nearest_record(records, steps / NGD_GLOBAL.param("decade"))  # _shrinks reads the records with step 0
+    if not 1 < t0 < steps:
+        return (
+            f"ngd-global reads the record nearest steps / 10, t0 = {t0}, against steps through ln steps / ln t0, "
+            "which needs 1 < t0 < steps"
+        )
+    return None
 
 
 # ---- item 7: Polyak's step length at random W ----------------------------------------------------------------------

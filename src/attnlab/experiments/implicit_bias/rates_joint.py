@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from attnlab._validation import ValidationError
 from attnlab.data import TokenSelectionData
 from attnlab.experiments.implicit_bias.common import SOURCE
 from attnlab.experiments.implicit_bias.falsifiers import (
@@ -370,6 +371,31 @@ def joint_rates(config, ctx, data, W_mm: torch.Tensor, u_mm: torch.Tensor) -> tu
         _separation_check(frame),
     ]
     return frame, checks, loss_ratio_note(frame, T)
+
+
+def check_joint_steps(steps: int, every: int) -> None:
+    """Refuse a joint run whose w-log-norm window spans under the 2 decades its log-against-power fit needs.
+
+    The window reads the records nearest :func:`geometric_steps` from ``max(every, steps // first)`` to ``steps``
+    (:func:`joint_rates`), so it spans ``log10(steps / t0)`` decades, ``t0`` the record nearest that start (the
+    earlier on a tie); >= 2 decades also leaves every other window of the joint rows >= 8 records.
+
+    Raises
+    ------
+    ValidationError
+        Naming ``joint_steps``, its value and the fix (ours: what the fit needs).
+    """
+    start = max(every, steps // W_LOG_NORM.param("first"))
+    below = start // every * every
+    t0 = min((t for t in (below, below + every, steps) if t <= steps), key=lambda t: (abs(t - start), t))
+    if math.log10(steps / t0) < W_LOG_NORM.param("min_decades"):
+        raise ValidationError(
+            f"joint_steps == {steps} with joint_record_every == {every}: w-log-norm's log-against-power fit reads the "
+            f"records from t0 = {t0}, the one nearest max(joint_record_every, joint_steps // 100) = {start}, to "
+            f"joint_steps, a ratio joint_steps / t0 = {steps / t0:.4g} under the 100 (2 decades) it needs: joint_steps "
+            f"must be >= 100 x joint_record_every = {100 * every}, with t0 <= joint_steps / 100 (every multiple of "
+            f"{100 * every} is) (ours)"
+        )
 
 
 def _geometric(frame: pd.DataFrame, column: str, first: int, T: int) -> tuple[pd.Series, pd.Series]:

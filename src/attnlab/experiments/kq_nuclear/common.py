@@ -159,8 +159,26 @@ def check_positive(config, names: tuple[str, ...]) -> None:
 
 
 def check_ints(config, names: tuple[str, ...]) -> None:
+    """Integers >= 1; ``seed`` >= 0, ``T`` and ``d`` >= 2 (a token besides the optimal one, a coordinate besides the
+    head's: the data generators refuse fewer)."""
+    lows = {"seed": 0, "T": 2, "d": 2}
     for name in names:
-        check_scalar(name, getattr(config, name), kind=int, low=0 if name == "seed" else 1)
+        check_scalar(name, getattr(config, name), kind=int, low=lows.get(name, 1))
+
+
+def check_limit_records(config) -> None:
+    """Refuse a run whose records cannot fill the limit rows' window (X2's and X5's, :func:`late_distances`).
+
+    The window is the second half of the records with ``mu > 1``, and a line through it needs >= 2 of them, so the
+    run needs >= 3 records after step 0 (``W_0 = 0`` has ``mu = 0``): ``steps > 2 record_every``. Necessary only:
+    a run whose first records still have ``mu <= 1`` has fewer (ours).
+    """
+    if config.steps <= 2 * config.record_every:
+        raise ValidationError(
+            f"steps == {config.steps}, must be > 2 x record_every == {2 * config.record_every}: the limit rows fit a "
+            "line to the second half of the records with mu > 1, >= 2 of them, so the run needs >= 3 records after "
+            "step 0, whose W = 0 has mu = 0 (ours)"
+        )
 
 
 def check_omegas(omegas: tuple[float, ...]) -> None:
@@ -200,9 +218,9 @@ class ScoresConfig(KQConfig):
     Attributes
     ----------
     T : int
-        Tokens per sequence.
+        Tokens per sequence (>= 2).
     d : int
-        Token width.
+        Token width (>= 2).
     """
 
     n: int = 2

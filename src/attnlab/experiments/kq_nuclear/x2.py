@@ -17,6 +17,7 @@ import torch
 from attnlab.data import scores_equal
 from attnlab.experiments.kq_nuclear.common import (
     ScoresConfig,
+    check_limit_records,
     check_omegas,
     diagonal_init,
     distance_limit,
@@ -63,7 +64,8 @@ class X2Config(ScoresConfig):
     step : float
         Arc length of each normalised-GD step (ours; spec 2e-3).
     steps : int
-        Normalised-GD steps (ours; spec 1e6).
+        Normalised-GD steps (ours; spec 1e6); > 2 ``record_every``: the limit rows fit a line to the second half of
+        the records with ``mu > 1``, >= 2 of them, and ``W_0 = 0`` has ``mu = 0`` (ours, what the fit needs).
     record_every : int
         Steps between records (ours).
     seed : int
@@ -84,6 +86,7 @@ class X2Config(ScoresConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         check_omegas(self.omegas)
+        check_limit_records(self)
 
 
 def _zero(beta: torch.Tensor) -> torch.Tensor:

@@ -46,7 +46,7 @@ class X3Config(KQConfig):
     Attributes
     ----------
     T : int
-        Tokens per sequence.
+        Tokens per sequence (>= 2).
     ds : tuple of int
         Token widths, one data set each (spec: 4, 8, 16).
     gap : float

@@ -51,7 +51,7 @@ class X4Config(KQConfig):
     m_pairs : int
         Pairs of non-optimal tokens per sequence (Assumption 4 (iii)).
     d : int
-        Token width and key/query width ``d_e``.
+        Token width and key/query width ``d_e`` (>= 2).
     radii : tuple of float
         Norm of each sequence's optimal token, one per sequence.
     c : float

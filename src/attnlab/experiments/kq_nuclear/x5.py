@@ -19,6 +19,7 @@ from attnlab.data.assumptions import small_initial_loss
 from attnlab.experiments.kq_nuclear.common import (
     SOURCE,
     ScoresConfig,
+    check_limit_records,
     diagonal_init,
     distance_limit,
     factor_not_trained,
@@ -64,7 +65,8 @@ class X5Config(ScoresConfig):
     step : float
         Arc length of each normalised-GD step.
     steps : int
-        Normalised-GD steps.
+        Normalised-GD steps; > 2 ``record_every``: the limit rows fit a line to the second half of the records with
+        ``mu > 1``, >= 2 of them, and ``W_0 = 0`` has ``mu = 0`` (ours, what the fit needs).
     record_every : int
         Steps between records.
     seed : int
@@ -86,6 +88,7 @@ class X5Config(ScoresConfig):
         super().__post_init__()
         if not self.gaps or not all(0 < g < math.inf for g in self.gaps):
             raise ValidationError(f"gaps must be a non-empty tuple of positive score gaps, got {self.gaps}")
+        check_limit_records(self)
 
 
 KQ_AS_BETA, K_FROZEN = kq_as_beta("x5"), factor_not_trained("x5")

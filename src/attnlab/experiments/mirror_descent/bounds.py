@@ -51,7 +51,7 @@ class BoundsConfig:
     Attributes
     ----------
     n, T, d : int
-        Sequences, tokens per sequence and token dimension of each data set.
+        Sequences, tokens per sequence (>= 2) and token dimension of each data set.
     ps : tuple of float
         Exponents p > 1 of Lemma 13's rows: those >= 2 enter item L1, the others item L2.
     pairs : int

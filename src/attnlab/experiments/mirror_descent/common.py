@@ -46,9 +46,10 @@ SOURCE = f"docs/theory/{PAPER}.md"  # what checks cite
 
 
 def check_config(config, ints: tuple[str, ...], positives: tuple[str, ...]) -> None:
-    """Check integers >= 1 (``seed``, ``first_seed`` >= 0), positive floats, ``p > 1``, one epoch count each if any."""
+    """Check integers >= 1 (``seed``, ``first_seed`` >= 0; ``T`` >= 2: a token besides the optimal one, as the data
+    generator needs), positive floats, ``p > 1``, one epoch count each if any."""
     for name in ints:
-        check_scalar(name, getattr(config, name), kind=int, low=0 if name.endswith("seed") else 1)
+        check_scalar(name, getattr(config, name), kind=int, low=0 if name.endswith("seed") else 2 if name == "T" else 1)
     for name in positives:
         check_scalar(name, getattr(config, name), low=0.0, low_inclusive=False)
     if hasattr(config, "loss"):

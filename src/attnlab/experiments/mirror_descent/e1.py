@@ -62,7 +62,7 @@ class E1Config:
     n : int
         Sequences per data set.
     T : int
-        Tokens per sequence.
+        Tokens per sequence (>= 2).
     d : int
         Token dimension; W is d x d.
     ps : tuple of float

@@ -50,7 +50,7 @@ class E2Config:
     n : int
         Sequences of the data set.
     T : int
-        Tokens per sequence.
+        Tokens per sequence (>= 2).
     d : int
         Token dimension (>= 5, to hold the plotted entries).
     ps : tuple of float

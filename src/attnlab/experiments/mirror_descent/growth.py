@@ -55,7 +55,7 @@ class GrowthConfig:
     Attributes
     ----------
     n, T, d : int
-        Sequences, tokens per sequence and token dimension of each data set.
+        Sequences, tokens per sequence (>= 2) and token dimension of each data set.
     ps : tuple of float
         Exponents p > 1.
     datasets : int

@@ -48,9 +48,10 @@ class RegPathConfig:
     Attributes
     ----------
     n, T, d : int
-        Sequences, tokens per sequence and token dimension of each data set.
+        Sequences, tokens per sequence (>= 2) and token dimension of each data set.
     ps : tuple of float
-        Exponents p > 1 of the ball (the SVM exponents q of the comparison too).
+        Exponents p > 1 of the ball (the SVM exponents q of the comparison too); >= 2 distinct ones, since closest's
+        revised reading compares each p with the grid's other SVMs (ours).
     datasets : int
         Data sets, seeds ``first_seed, first_seed + 1, ...``.
     first_seed : int
@@ -81,6 +82,11 @@ class RegPathConfig:
 
     def __post_init__(self) -> None:
         check_config(self, ("n", "T", "d", "datasets", "first_seed", "md_steps"), ("md_step_scale",))
+        if len(set(self.ps)) < 2:
+            raise ValidationError(
+                f"ps == {self.ps!r} must hold >= 2 distinct exponents, e.g. ps=(1.75, 2.0): closest's revised reading "
+                "compares each p's path with the grid's other SVMs, none with one exponent (ours)"
+            )
         radii = self.radii
         if len(radii) < 3 or any(b <= a for a, b in zip(radii, radii[1:])) or not 0 < radii[0] <= radii[-1] < math.inf:
             raise ValidationError(
