@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attnlab._validation import check_in, check_scalar
+from attnlab._validation import ValidationError, check_in, check_scalar
 from attnlab.experiments.ntk._shared import check_sizes
 from attnlab.ntk.score_data import INPUT_MAPS, TIMES
 
@@ -24,22 +24,25 @@ class GMMConfig:
     ----------
     ns : tuple of int
         Training-set sizes (spec §9: 256, 1024, 4096); the size-n run trains on the first n triples of one pool.
+        Distinct, each >= 2, at least two (Thm 6.6's row is a slope in n).
     widths : tuple of int
-        Hidden widths (ours: the spec's 512, 2048, 8192 is ``spec_size=True``).
+        Hidden widths (ours: the spec's 512, 2048, 8192 is ``spec_size=True``): even, distinct, at least two (P8's
+        coupling row compares the widest with the narrowest).
     sigma_w : float
         Init standard deviation (ours: 2; spec §9: 1).
     c : float
         Practical step ``lr = c / (m lambda_max(H*))`` (spec §9: 0.5).
     T0 : float
-        Early-stopping time of the diffusion (spec §9: 0.01).
+        Early-stopping time of the diffusion (spec §9: 0.01); > 0.
     T : float
-        Final diffusion time (spec §9: 2).
+        Final diffusion time (spec §9: 2); > T0.
     modes : int
         Gaussians of the target, means on a circle (spec §9: 4).
     radius : float
-        Radius of the circle of means (spec §9: 0.5).
+        Radius of the circle of means (spec §9: 0.5); >= 0, with ``radius + 10 std <= 1``: the data inside the
+        unit ball (spec §1), with 10 std of room (ours).
     std : float
-        Standard deviation of each Gaussian (spec §9: 0.05).
+        Standard deviation of each Gaussian (spec §9: 0.05); > 0, with ``radius + 10 std <= 1`` (so <= 0.1).
     n_val : int
         Held-out triples for early stopping (spec §9: 1024).
     n_eval : int
@@ -123,15 +126,36 @@ class GMMConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        check_sizes("ns", self.ns, 2)
-        check_sizes("widths", self.widths, 2)
+        check_sizes("ns", self.ns, 2, points=2, why="Thm 6.6's row is a slope in n", example="256,1024")
+        check_sizes(
+            "widths",
+            self.widths,
+            2,
+            even=True,
+            points=2,
+            why="P8's coupling row compares the widest with the narrowest width",
+            example="128,512",
+        )
         for name in ("modes", "n_val", "n_eval", "max_steps", "record_every", "patience", "n_samples", "sde_steps"):
             check_scalar(name, getattr(self, name), kind=int, low=1)
-        for name in ("sigma_w", "std", "T0"):
+        for name in ("sigma_w", "T0"):
             check_scalar(name, getattr(self, name), low=0.0, low_inclusive=False)
-        check_scalar("T", self.T, low=self.T0, low_inclusive=False)
+        if check_scalar("T", self.T) <= self.T0:
+            raise ValidationError(
+                f"T == {self.T}, must be > T0 == {self.T0} (the diffusion runs from T0 up to T); raise T or lower T0"
+            )
         check_scalar("c", self.c, low=0.0, high=1.0, low_inclusive=False)
-        check_scalar("radius", self.radius, low=0.0, high=1.0 - 10 * self.std)  # p_0 inside the unit ball
+        # p_0 inside the unit ball (spec §1: ||x_i|| <= 1), with 10 std of each Gaussian of room (ours)
+        check_scalar("std", self.std, low=0.0, low_inclusive=False)
+        check_scalar("radius", self.radius, low=0.0, high=1.0)
+        if self.radius + 10 * self.std > 1.0:
+            fixes = [f"at this radius, std == {self.std}, must be <= {(1.0 - self.radius) / 10:g}"]
+            if 10 * self.std <= 1.0:  # some radius fits this std
+                fixes.insert(0, f"at this std, radius == {self.radius}, must be <= {1.0 - 10 * self.std:g}")
+            raise ValidationError(
+                f"radius + 10 std == {self.radius} + 10 x {self.std} = {self.radius + 10 * self.std:g}, must be <= 1 "
+                "(the data inside the unit ball, spec §1, with 10 std of room: ours): " + "; ".join(fixes)
+            )
         check_in("times", self.times, TIMES)
         check_in("input_map", self.input_map, INPUT_MAPS)
         check_scalar("decay", self.decay, low=0.0, high=1.0, high_inclusive=False)

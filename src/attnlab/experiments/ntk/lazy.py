@@ -14,8 +14,8 @@ from typing import Any
 import pandas as pd
 import torch
 
-from attnlab._validation import ValidationError, check_scalar
-from attnlab.experiments.ntk._shared import check_sizes, log_factor_allowance
+from attnlab._validation import SEED_MAX, ValidationError, check_scalar, check_seed
+from attnlab.experiments.ntk._shared import check_count, check_sizes, log_factor_allowance
 from attnlab.experiments.ntk.induction import autograd_gap, induction_checks, record_terms, summarize
 from attnlab.experiments.ntk.lazy_claims import (
     CLAIMS,
@@ -74,7 +74,7 @@ class LazyConfig:
     d_out : int
         Output dimension (spec §9: 3).
     widths : tuple of int
-        Hidden widths ``m`` (even).
+        Hidden widths ``m``: even, distinct, at least two (P3-P5 are slopes in ``m``).
     sigma_w : float
         Init standard deviation of ``W`` (spec §9: 1).
     c : float
@@ -86,13 +86,17 @@ class LazyConfig:
     n_test : int
         Test points for the network-vs-kernel coupling (P5).
     kernel_seeds : int
-        Initializations per width in the ``H* -> I (x) K`` fit (P6); their spread gives P6's tolerance.
+        Initializations per width in the ``H* -> I (x) K`` fit (P6); their spread gives P6's tolerance. From 2 (a
+        spread needs two) to 1000 (ours: about 0.3 s each at the default kernel widths), and ``seed + kernel_seeds
+        <= 2**63 - 1`` (their seeds are ``seed + 1, ..., seed + kernel_seeds``).
     kernel_widths : tuple of int
-        Widths ``m`` of the P6 fit (Gram matrices only, no training). P6 is a rate as ``m -> infinity``: with
+        Widths ``m`` of the P6 fit (Gram matrices only, no training): even, distinct, at least two (P6 is a slope
+        in ``m``). P6 is a rate as ``m -> infinity``: with
         ``sigma_w = 1`` the neurons' terms are heavy-tailed, and the fit reaches the ``m^{-1/2}`` regime only
         from ``m`` about 16000 (the slope is -0.37 over 250..16000 and -0.53 over 16000..256000).
     radii : tuple of float
-        Per-neuron perturbation radii ``R`` of Lemma 5.1 (at least two decades).
+        Per-neuron perturbation radii ``R`` of Lemma 5.1 (at least two decades): positive, distinct, at least two
+        (Lemma 5.1's slope in ``R``).
     seed : int
         Seed of the data and of the first initialization.
     """
@@ -130,18 +134,29 @@ class LazyConfig:
     def __post_init__(self) -> None:
         for name in ("n", "d_in", "d_out", "steps", "record_every", "n_test"):
             check_scalar(name, getattr(self, name), kind=int, low=1)
-        check_scalar("kernel_seeds", self.kernel_seeds, kind=int, low=2)  # a spread needs two
-        check_sizes("widths", self.widths, 2)
-        check_sizes("kernel_widths", self.kernel_widths, 2)
+        check_count("kernel_seeds", self.kernel_seeds, 2, MAX_KERNEL_SEEDS, _KERNEL_SEEDS_WHY)  # a spread needs two
+        if check_seed("seed", self.seed) > SEED_MAX - self.kernel_seeds:  # P6's seeds: seed + 1 ... seed + kernel_seeds
+            raise ValidationError(
+                f"seed == {self.seed} with kernel_seeds == {self.kernel_seeds}: P6's initializations are seeded seed + 1"
+                f" ... seed + kernel_seeds, so seed must be <= {SEED_MAX - self.kernel_seeds}"
+            )
+        check_sizes("widths", self.widths, 2, even=True, points=2, why=_SLOPE_WHY, example="250,1000,4000")
+        check_sizes("kernel_widths", self.kernel_widths, 2, even=True, points=2, why=_P6_WHY, example="4000,16000")
         check_scalar("sigma_w", self.sigma_w, low=0.0, low_inclusive=False)
         check_scalar("c", self.c, low=0.0, high=1.0, low_inclusive=False)
-        if len(self.radii) < 2:
-            raise ValidationError(
-                f"radii == {self.radii}, must hold at least two radii (Lemma 5.1's slope in R); "
-                "pass e.g. radii=(1e-3, 1e-2, 1e-1)"
-            )
         for radius in self.radii:
             check_scalar("radii entry", radius, low=0.0, low_inclusive=False)
+        if len(set(self.radii)) < 2:
+            raise ValidationError(
+                f"radii == {self.radii}, must hold at least two radii, distinct (Lemma 5.1's slope in R); "
+                "pass e.g. radii=(1e-3, 1e-2, 1e-1)"
+            )
+
+
+MAX_KERNEL_SEEDS = 1000
+_KERNEL_SEEDS_WHY = "ours: a bound on the run's time, about 0.3 s per initialization at the default kernel widths"
+_SLOPE_WHY = "P3-P5 and Lemma 5.1 fit slopes in m: one width leaves them out"
+_P6_WHY = "P6 fits a slope in m"
 
 
 # ---- build and measure ------------------------------------------------------------------------------------------

@@ -23,9 +23,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from attnlab._validation import check_in, check_scalar
+from attnlab._validation import ValidationError, check_in, check_scalar
 from attnlab.experiments.ntk._shared import (
     ACTIVATIONS,
+    check_count,
     check_sizes,
     log_factor_allowance,
 )
@@ -54,9 +55,11 @@ class Table1Config:
     Attributes
     ----------
     ns : tuple of int
-        Training-set sizes (spec §9 P7 adds 128: softmax and exp need m > 131072 there).
+        Training-set sizes (spec §9 P7 adds 128: softmax and exp need m > 131072 there): distinct, each >= 2, at
+        least two (P7's exponents are slopes in n).
     seeds : int
-        Data sets and initializations per (activation, n) (spec §9 P7: 5).
+        Data sets and initializations per (activation, n) (spec §9 P7: 5); from 2 (the comparison's bootstrap SE is a
+        spread over seeds) to 100 (ours: a bound on the run's time, which grows linearly in it).
     d_in : int
         Input dimension; with 5 the kernel of 128 unit vectors is too ill-conditioned to train.
     sigma_w : float
@@ -66,13 +69,14 @@ class Table1Config:
     eps : float
         Target ``||F - Y||^2 <= eps ||Y||^2``.
     widths : tuple of int
-        The width grid searched, smallest first (even widths).
+        The width grid searched, smallest first: even, distinct, increasing (the width needed is the first of the
+        grid that concentrates and trains).
     max_steps : int
         GD steps allowed at one width.
     record_every : int
         Steps between checks of the envelope.
     activations : tuple of str
-        Networks compared: ``"softmax"``, ``"relu"``, ``"exp"``.
+        Networks compared: ``"softmax"``, ``"relu"``, ``"exp"``; at least one, each once.
     """
 
     OURS = ("ns", "seeds", "d_in", "sigma_w", "c", "eps", "widths", "max_steps", "record_every", "activations")
@@ -89,15 +93,28 @@ class Table1Config:
     activations: tuple[str, ...] = ("softmax", "relu", "exp")
 
     def __post_init__(self) -> None:
-        check_sizes("ns", self.ns, 2)
-        check_sizes("widths", self.widths, 2)
-        for name in ("seeds", "d_in", "max_steps", "record_every"):
+        check_sizes("ns", self.ns, 2, points=2, why="P7's exponents are slopes in n", example="8,16,32")
+        check_sizes("widths", self.widths, 2, even=True)
+        if list(self.widths) != sorted(self.widths):
+            raise ValidationError(
+                f"widths == {tuple(self.widths)}, must be increasing: the width needed is the first width of the grid "
+                f"that concentrates and trains; pass widths={','.join(map(str, sorted(self.widths)))}"
+            )
+        for name in ("d_in", "max_steps", "record_every"):
             check_scalar(name, getattr(self, name), kind=int, low=1)
+        check_count("seeds", self.seeds, 2, MAX_SEEDS, "ours: a bound on the run's time, which grows linearly in it")
         check_scalar("sigma_w", self.sigma_w, low=0.0, low_inclusive=False)
         check_scalar("c", self.c, low=0.0, high=1.0, low_inclusive=False)
         check_scalar("eps", self.eps, low=0.0, high=1.0, low_inclusive=False, high_inclusive=False)
+        if not self.activations:
+            raise ValidationError("activations is empty; pass at least one of " + ", ".join(ACTIVATIONS))
         for act in self.activations:
             check_in("activations entry", act, tuple(ACTIVATIONS))
+        if len(set(self.activations)) < len(self.activations):
+            raise ValidationError(f"activations == {tuple(self.activations)} repeats a network; name each once")
+
+
+MAX_SEEDS = 100
 
 
 # ---- build and measure ----------------------------------------------------------------------------------------

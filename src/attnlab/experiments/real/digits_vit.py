@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from attnlab._validation import ValidationError, check_scalar
-from attnlab.experiments.real.result import comparison_result
+from attnlab.experiments.real.result import check_seed_counts, comparison_result
 from attnlab.experiments.real.revisions import revised_claims
 from attnlab.experiments.real.summary import CLAIMS, paper_checks
 from attnlab.experiments.registry import register
@@ -46,6 +46,12 @@ class DigitsViTConfig(ComparisonConfig):
         ViT sizes: 2x2 patches give 16 patch tokens plus the class token.
     dropout : float
         Dropout rate of the encoder blocks.
+    seeds : int
+        Runs per optimizer, seeded ``seed, seed + 1, ...``; from 1 to 100 (ours: a bound on the run's time), and
+        ``seed + seeds - 1 <= 2**63 - 1``.
+    tune_seeds : int
+        Seeds of each tuning cell, ``seed, seed + 1, ...``; from 1 to 100 (ours), and ``seed + tune_seeds - 1 <= 2**63
+        - 1``.
     """
 
     OURS = (
@@ -76,6 +82,7 @@ class DigitsViTConfig(ComparisonConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        check_seed_counts(self)
         for name in ("patch_size", "dim", "depth", "heads", "mlp_dim"):
             check_scalar(name, getattr(self, name), kind=int, low=1)
         check_scalar("test_fraction", self.test_fraction, low=0.0, high=1.0, low_inclusive=False, high_inclusive=False)

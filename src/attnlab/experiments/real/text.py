@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from attnlab._validation import ValidationError, check_in, check_scalar
-from attnlab.experiments.real.result import comparison_result
+from attnlab.experiments.real.result import check_seed_counts, comparison_result
 from attnlab.experiments.real.revisions import revised_claims
 from attnlab.experiments.real.summary import CLAIMS, paper_checks
 from attnlab.experiments.registry import register
@@ -45,11 +45,19 @@ class TextConfig(ComparisonConfig):
     dataset : {"keywords", "aclimdb"}
         The generated keyword task, or reviews read from ``imdb_root``.
     imdb_root : str
-        The ``aclImdb`` folder (only for ``dataset="aclimdb"``).
+        The ``aclImdb`` folder: needed with ``dataset="aclimdb"``, refused with the keyword task (which reads no
+        file).
     epochs, batch_size : int
         Passes over the training set, and sequences per mini-batch.
     n_train, n_test, length, vocab_size, keywords : int
-        Keyword task sizes (see :func:`keyword_task`).
+        Keyword task sizes (see :func:`keyword_task`), each >= 1; ``vocab_size >= 3 + 2 keywords`` (2 special ids,
+        the keyword ids of both classes, and a filler id).
+    seeds : int
+        Runs per optimizer, seeded ``seed, seed + 1, ...``; from 1 to 100 (ours: a bound on the run's time), and
+        ``seed + seeds - 1 <= 2**63 - 1``.
+    tune_seeds : int
+        Seeds of each tuning cell, ``seed, seed + 1, ...``; from 1 to 100 (ours), and ``seed + tune_seeds - 1 <= 2**63
+        - 1``.
     max_len, imdb_vocab, max_per_split : int
         ``aclImdb`` encoding: tokens kept per review ([CLS] included), vocabulary size, reviews per split.
     dim, depth, heads, mlp_dim : int
@@ -113,9 +121,20 @@ class TextConfig(ComparisonConfig):
                 'dataset == "aclimdb" needs imdb_root, the path of an aclImdb folder; '
                 "pass --set imdb_root=/path/to/aclImdb"
             )
+        if self.dataset != "aclimdb" and self.imdb_root:
+            raise ValidationError(
+                f"imdb_root == {self.imdb_root!r} is read only with dataset == 'aclimdb' (dataset is "
+                f"{self.dataset!r}, the generated task); pass --set dataset=aclimdb too, or leave imdb_root unset"
+            )
         super().__post_init__()
+        check_seed_counts(self)
         for name in ("n_train", "n_test", "length", "keywords", "dim", "depth", "heads", "mlp_dim", "max_per_split"):
             check_scalar(name, getattr(self, name), kind=int, low=1)
+        if check_scalar("vocab_size", self.vocab_size, kind=int, low=1) < 3 + 2 * self.keywords:
+            raise ValidationError(
+                f"vocab_size == {self.vocab_size} with keywords == {self.keywords}: the keyword task needs 2 special "
+                f"ids, 2 * {self.keywords} keyword ids and a filler id, so vocab_size must be >= {3 + 2 * self.keywords}"
+            )
         check_scalar("max_len", self.max_len, kind=int, low=2)
         check_scalar("imdb_vocab", self.imdb_vocab, kind=int, low=4)
         check_scalar("dropout", self.dropout, low=0.0, high=1.0, high_inclusive=False)

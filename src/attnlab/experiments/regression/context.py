@@ -22,7 +22,7 @@ import torch
 
 from attnlab._validation import ValidationError, check_scalar
 from attnlab.experiments.registry import register
-from attnlab.experiments.regression.common import INSTANCE, SOURCE, TheoryInstanceConfig
+from attnlab.experiments.regression.common import INSTANCE, SOURCE, InstanceConfig
 from attnlab.experiments.regression.falsifiers import CONTEXT_FALSIFIERS
 from attnlab.plotting import house_figure, label_axes, label_ours, new_figure, theory_line
 from attnlab.regression import perturbed_manifold_point, sym_sqrt
@@ -33,11 +33,12 @@ __all__ = ["ContextConfig"]
 
 
 @dataclass(frozen=True)
-class ContextConfig(TheoryInstanceConfig):
+class ContextConfig(InstanceConfig):
     """Settings of the Appendix D rows (sizes are ours; the paper gives none).
 
     The instance (d, k, noise_std, singular_values, problem_seed) and seed are
-    :class:`~attnlab.experiments.regression.common.TheoryInstanceConfig`'s; its step settings are not read here.
+    :class:`~attnlab.experiments.regression.common.InstanceConfig`'s; nothing here trains, so Algorithm 1's step
+    settings (mu, lr, start_scale) are not fields.
 
     Attributes
     ----------

@@ -18,7 +18,7 @@ import torch
 
 from attnlab._validation import ValidationError, check_in, check_scalar
 from attnlab.experiments.registry import register
-from attnlab.experiments.regression.common import SOURCE
+from attnlab.experiments.regression.common import MAX_SEEDS, SEEDS_WHY, SOURCE, check_count
 from attnlab.optim.preconditioned import PreconditionedGD
 from attnlab.optim.spec import parse_optimizer
 from attnlab.plotting import house_figure, label_ours, log_gap_axis, new_figure, plot_band, theory_hline
@@ -113,13 +113,16 @@ class _FigureConfig:
     lr : float
         Step size, the same for every method (spec §9.2 [U]).
     steps : int
-        Iterations T; SGD is unconverged after 2000 (spec §9.1).
+        Iterations T; SGD is unconverged after 2000 (spec §9.1). With the remarks' methods (fig. 1: ours and sgd;
+        fig. 2: ours_random and sgd), at least 1 / lr (fig. 2: the smallest of lr and lr_grid; ours: one unit of
+        time, 100 steps at lr = 1e-2, past SGD's random-start transient: a shorter run reads where SGD starts, not
+        whether it converges).
     mu : float
         Regularizer weight (spec §3.4 [R]).
     init_std : float
         Entry std of the random start, N(0, init_std^2) (spec §6.5 [R]).
     seeds : int
-        Runs; median and range over them (spec §9.2).
+        Runs; median and range over them (spec §9.2); at most 100 (ours: a bound on the run's time and memory).
     seed : int
         Run r's data, random start and minibatches use seed + r.
     problem_seed : int
@@ -133,7 +136,7 @@ class _FigureConfig:
     record_every : int
         Steps between recorded points.
     methods : tuple of str
-        Keys of ``METHODS`` to run.
+        Keys of ``METHODS`` to run; at least one, each once.
     """
 
     d: int = 4  # spec §9.2 [U]
@@ -156,6 +159,7 @@ class _FigureConfig:
     methods: tuple[str, ...] = ()
 
     OURS = ("d", "k", "noise_std", "c3", "n", "batch_size", "lr", "mu", "init_std")
+    REMARKED = ()  # the methods the figure's remarks compare: their rows need both
 
     def __post_init__(self) -> None:
         for name in ("d", "k", "n", "batch_size", "steps", "seeds", "record_every"):
@@ -170,8 +174,27 @@ class _FigureConfig:
         check_in("context", self.context, CONTEXTS)
         check_in("tokens", self.tokens, TOKENS)
         check_in("renormalization", self.renormalization, RENORMALIZATIONS)
+        check_count("seeds", self.seeds, 1, MAX_SEEDS, SEEDS_WHY)
+        if not self.methods:
+            raise ValidationError(f"methods is empty; pass at least one of {', '.join(METHODS)}")
         for method in self.methods:
             check_in("methods", method, tuple(METHODS))
+        if len(set(self.methods)) < len(self.methods):
+            raise ValidationError(f"methods == {tuple(self.methods)} repeats a method; name each once")
+        lr = min(self._remark_lrs())
+        need = math.ceil(1.0 / lr - 1e-9)
+        if set(self.REMARKED) <= set(self.methods) and self.steps < need:
+            at = "lr" if lr == self.lr else "the smallest rate of lr_grid"
+            raise ValidationError(
+                f"steps == {self.steps} with {at} == {lr:g}: the remarks on {' and '.join(self.REMARKED)} read the run "
+                f"at t = T, at least one unit of time past the start, so steps must be >= 1 / {lr:g} = {need} (ours: "
+                "SGD's random-start transient; a shorter run reads where SGD starts, not whether it converges); raise "
+                "steps"
+            )
+
+    def _remark_lrs(self) -> tuple[float, ...]:
+        """The step sizes at which the remarks' rows read the runs."""
+        return (self.lr,)
 
 
 @dataclass(frozen=True)
@@ -184,6 +207,8 @@ class FigureOneConfig(_FigureConfig):
 
     methods: tuple[str, ...] = ("ours", "sgd", "spectral_sgd")
 
+    REMARKED = ("ours", "sgd")
+
 
 @dataclass(frozen=True)
 class FigureTwoConfig(_FigureConfig):
@@ -195,7 +220,7 @@ class FigureTwoConfig(_FigureConfig):
     lr_grid : tuple of float
         Further step sizes (the paper's was lost) at which ours and SGD run again for the grid row.
     grid_seeds : int
-        Seeds of each further step size.
+        Seeds of each further step size; from 1 to 100 (ours: a bound on the run's time and memory).
 """
     )
 
@@ -203,13 +228,19 @@ class FigureTwoConfig(_FigureConfig):
     lr_grid: tuple[float, ...] = (2e-3, 2e-2)
     grid_seeds: int = 2
 
+    REMARKED = ("ours_random", "sgd")
+
     OURS = _FigureConfig.OURS + ("lr_grid", "grid_seeds")
 
     def __post_init__(self) -> None:
-        super().__post_init__()
-        check_scalar("grid_seeds", self.grid_seeds, kind=int, low=1)
-        for lr in self.lr_grid:
+        for lr in self.lr_grid:  # before the base's checks, which read the smallest rate
             check_scalar("lr_grid", lr, low=0.0, low_inclusive=False)
+        super().__post_init__()
+        check_count("grid_seeds", self.grid_seeds, 1, MAX_SEEDS, SEEDS_WHY)
+
+    def _remark_lrs(self) -> tuple[float, ...]:
+        """The step sizes at which the remarks' rows read the runs: ``lr`` and the grid's."""
+        return (self.lr, *self.lr_grid)
 
 
 def _train_methods(config: _FigureConfig, ctx: RunContext) -> tuple[pd.DataFrame, RegressionProblem, list[str]]:

@@ -15,7 +15,14 @@ import pandas as pd
 
 from attnlab._validation import ValidationError, check_scalar
 from attnlab.experiments.registry import register
-from attnlab.experiments.regression.common import TheoryInstanceConfig, true_sigma_step
+from attnlab.experiments.regression.common import (
+    MAX_SEEDS,
+    SEEDS_WHY,
+    TheoryInstanceConfig,
+    check_count,
+    check_grid,
+    true_sigma_step,
+)
 from attnlab.experiments.regression.floor import SCALING_FLOOR, floor_rows
 from attnlab.experiments.regression.theory import FALSIFIERS
 from attnlab.plotting import house_figure, label_ours, log_gap_axis, new_figure, plot_band
@@ -39,15 +46,16 @@ class ScalingConfig(TheoryInstanceConfig):
     seed : int
         Seed of the starts and the oracle's samples.
     steps : int
-        Iterations T; the floor is the mean gap over the second half.
+        Iterations T; the floor is the mean gap over the second half; >= 2 (a second half after the start).
     ns : tuple of int
-        Context sizes n of the oracle's samples.
+        Context sizes n of the oracle's samples: distinct, each >= 1, at least two (the floor's rate in n).
     seeds : int
-        Starts per n.
+        Starts per n; from 2 to 100 (ours: a bound on the run's time and memory).
     batches : int
-        Fresh samples per step of the oracle (every n also runs at half of it, to show the noise is below the bias).
+        Fresh samples per step of the oracle (every n also runs at half of it, to show the noise is below the bias):
+        even, >= 2.
     record_every : int
-        Steps between recorded points.
+        Steps between recorded points; >= 1.
     """
 
     steps: int = 150
@@ -61,9 +69,15 @@ class ScalingConfig(TheoryInstanceConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         check_scalar("batches", self.batches, kind=int, low=2)
-        check_scalar("seeds", self.seeds, kind=int, low=2)
-        if len(self.ns) < 2:
-            raise ValidationError(f"ns needs >= 2 context sizes to fit the floor's rate, got {self.ns}")
+        if self.batches % 2:
+            raise ValidationError(
+                f"batches == {self.batches}, must be even (every n also runs at batches // 2); pass "
+                f"batches={self.batches + 1}"
+            )
+        check_count("seeds", self.seeds, 2, MAX_SEEDS, SEEDS_WHY)
+        check_grid("ns", self.ns, low=1, points=2, why="the floor's rate in n")
+        check_scalar("steps", self.steps, kind=int, low=2)  # the floor: the mean gap over the second half
+        check_scalar("record_every", self.record_every, kind=int, low=1)
 
 
 def run_scaling(config: ScalingConfig, ctx: RunContext) -> ExperimentResult:
