@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from attnlab._validation import ValidationError
 from attnlab.cli import main
 from attnlab.data import example1
 from attnlab.experiments import get_experiment
@@ -14,6 +13,8 @@ from attnlab.experiments.implicit_bias.common import recorded_steps
 from attnlab.models import Combined
 from attnlab.training import train
 from attnlab.verify import make_config
+
+from .config_refusal import refused
 
 WITH_T = (
     "implicit-bias.assumptions",
@@ -34,17 +35,9 @@ WITH_T = (
 )
 
 
-def _refused(name: str, overrides: list[str], *words: str) -> str:
-    with pytest.raises(ValidationError) as err:
-        make_config(get_experiment(name), overrides, quick=True)
-    message = str(err.value)
-    assert all(word in message for word in words), message
-    return message
-
-
 @pytest.mark.parametrize("name", WITH_T)
 def test_one_token_per_sequence_is_refused_when_the_config_is_built(name):
-    _refused(name, ["T=1"], "T == 1", ">= 2")
+    refused(name, ["T=1"], "T == 1", ">= 2")
     make_config(get_experiment(name), ["T=2"], quick=True)
 
 
@@ -52,7 +45,7 @@ def test_one_token_per_sequence_is_refused_when_the_config_is_built(name):
     "name", ("flagship", "implicit-bias.fig2", "kq-nuclear.x1", "kq-nuclear.x2", "kq-nuclear.x4", "kq-nuclear.x5")
 )
 def test_a_width_the_data_generator_refuses_is_refused_by_the_config(name):
-    _refused(name, ["d=1"], "d == 1", ">= 2")
+    refused(name, ["d=1"], "d == 1", ">= 2")
 
 
 @pytest.mark.parametrize(
@@ -80,7 +73,7 @@ def test_a_width_the_data_generator_refuses_is_refused_by_the_config(name):
     ],
 )
 def test_a_run_too_short_for_its_fits_is_refused_naming_the_field_and_the_fix(name, overrides, words):
-    _refused(name, overrides, *words)
+    refused(name, overrides, *words)
 
 
 @pytest.mark.parametrize(
@@ -105,7 +98,7 @@ def test_the_least_values_that_suffice_are_accepted(name, overrides):
 
 @pytest.mark.parametrize("alpha", ["0", "0.1", "0.6", "1", "1.5"])
 def test_rates_refuses_an_alpha_outside_theorem_2s_hypothesis(alpha):
-    _refused("implicit-bias.rates", [f"alpha={alpha}"], "alpha ==", "[2/3, 1)", "Theorem 2")
+    refused("implicit-bias.rates", [f"alpha={alpha}"], "alpha ==", "[2/3, 1)", "Theorem 2")
 
 
 @pytest.mark.parametrize("alpha", ["0.6666666666666666", "0.75", "0.99"])
@@ -114,8 +107,8 @@ def test_rates_accepts_an_alpha_in_theorem_2s_hypothesis(alpha):
 
 
 def test_flagship_refuses_data_that_would_not_fit_in_memory():
-    _refused("flagship", ["d=1000000000"], "d == 1000000000", "2^26", "d <= 8168")
-    _refused("flagship", ["n=100000000"], "n == 100000000", "lower n or T")
+    refused("flagship", ["d=1000000000"], "d == 1000000000", "2^26", "d <= 8168")
+    refused("flagship", ["n=100000000"], "n == 100000000", "lower n or T")
     make_config(get_experiment("flagship"), ["d=8168"])
 
 

@@ -7,11 +7,13 @@ import dataclasses
 import pytest
 from click.testing import CliRunner
 
-from attnlab._validation import SEED_MAX, ValidationError
+from attnlab._validation import SEED_MAX
 from attnlab.cli import main
 from attnlab.cli.settings import settings
 from attnlab.experiments import get_experiment
 from attnlab.verify import make_config
+
+from .config_refusal import refused
 
 NAMES = (
     "multi-token.equivalence",
@@ -26,14 +28,6 @@ NAMES = (
     "real.text",
     "real.digits-vit",
 )
-
-
-def _refused(name: str, overrides: list[str], *words: str) -> str:
-    with pytest.raises(ValidationError) as err:
-        make_config(get_experiment(name), overrides, quick=True)
-    message = str(err.value)
-    assert all(word in message for word in words), message
-    return message
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -88,7 +82,7 @@ def test_the_default_and_quick_configs_still_build(name):
     ],
 )
 def test_the_values_the_qa_session_found_are_refused_with_the_field_and_the_fix(name, override, words):
-    _refused(name, [override], *words)
+    refused(name, [override], *words)
 
 
 @pytest.mark.parametrize(
@@ -139,7 +133,7 @@ def test_the_values_the_qa_session_found_are_refused_with_the_field_and_the_fix(
     ],
 )
 def test_the_other_bounds_of_these_configs(name, overrides, words):
-    _refused(name, overrides, *words)
+    refused(name, overrides, *words)
 
 
 @pytest.mark.parametrize(
