@@ -3,13 +3,16 @@ a run or leave a reading's fit too few points is refused when the config is buil
 the least values that suffice are accepted, and the default and quick configs are unchanged."""
 
 import numpy as np
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 
+from attnlab._validation import ValidationError
 from attnlab.cli import main
 from attnlab.data import example1
 from attnlab.experiments import get_experiment
 from attnlab.experiments.implicit_bias.common import recorded_steps
+from attnlab.experiments.kq_nuclear.common import late_distances
 from attnlab.models import Combined
 from attnlab.training import train
 from attnlab.verify import make_config
@@ -123,3 +126,12 @@ def test_the_bounds_read_the_steps_the_training_loop_records(steps, every):
     data = example1(n=2, T=2, d=2, seed=0)
     frame = train(Combined(2), "gd", data, steps=steps, record_every=every, progress=False).frame
     assert np.array_equal(np.sort(frame["step"].unique()), recorded_steps(steps, every))
+
+
+def test_a_run_whose_margin_passes_one_too_late_for_the_limit_fit_is_refused_by_name():
+    # steps=3, record_every=1 passes the config's bound, but mu > 1 at no record: np.polyfit raised on an empty vector
+    rows = pd.DataFrame({"step": [0, 1, 2, 3], "mu": [0.0, 0.4, 0.9, 1.2], "dist_l1": [1.0, 0.9, 0.8, 0.7]})
+    with pytest.raises(ValidationError, match=r"has 1 such records; run longer \(raise steps"):
+        late_distances(rows)
+    log_mu, dist = late_distances(rows.assign(mu=[0.0, 1.5, 2.0, 3.0]))
+    assert len(log_mu) == len(dist) == 2
