@@ -130,8 +130,8 @@ def test_the_bounds_read_the_steps_the_training_loop_records(steps, every):
 
 def test_a_run_whose_margin_passes_one_too_late_for_the_limit_fit_is_refused_by_name():
     # steps=3, record_every=1 passes the config's bound, but mu > 1 at no record: np.polyfit raised on an empty vector
-    rows = pd.DataFrame({"step": [0, 1, 2, 3], "mu": [0.0, 0.4, 0.9, 1.2], "dist_l1": [1.0, 0.9, 0.8, 0.7]})
-    with pytest.raises(ValidationError, match=r"has 1 such records; run longer \(raise steps"):
+    rows = pd.DataFrame({"step": [0, 1, 2, 3], "mu": [0.0, 0.4, 0.9, 0.95], "dist_l1": [1.0, 0.9, 0.8, 0.7]})
+    with pytest.raises(ValidationError, match=r"has 0 such records; run longer \(raise steps"):
         late_distances(rows)
     log_mu, dist = late_distances(rows.assign(mu=[0.0, 1.5, 2.0, 3.0]))
     assert len(log_mu) == len(dist) == 2
