@@ -250,55 +250,48 @@ class Scale(Task):
 """
 
 
-def test_a_task_of_a_namespace_package_is_recomputed_after_any_of_its_files_changes(tmp_path, monkeypatch):
-    # nsfake has no __init__.py and two portions, one holding the task and one its helper
+@pytest.fixture
+def nsfake_helper(tmp_path, monkeypatch):
+    """The namespace package nsfake (no __init__.py), in two portions: one holds the task, the other its helper;
+    yields the helper's path (FACTOR = 2). Source hashes reset, and nsfake is forgotten after the test."""
     first, second = tmp_path / "one", tmp_path / "two"
     (first / "nsfake").mkdir(parents=True)
     (second / "nsfake").mkdir(parents=True)
     (first / "nsfake" / "tasks.py").write_text(NAMESPACE_TASK)
-    (second / "nsfake" / "helpers.py").write_text("FACTOR = 2\n")
+    helper = second / "nsfake" / "helpers.py"
+    helper.write_text("FACTOR = 2\n")
     monkeypatch.syspath_prepend(str(first))
     monkeypatch.syspath_prepend(str(second))
     source_hash.cache_clear()
-    spec = SweepSpec(task="nsfake.tasks:Scale", base={"x": 1})
-    try:
-        assert run_sweep(spec, tmp_path / "out", progress=False).ran == 1
-        assert run_sweep(spec, tmp_path / "out", progress=False).ran == 0
-        (second / "nsfake" / "helpers.py").write_text("FACTOR = 3\n")
-        source_hash.cache_clear()  # a new process hashes the edited source
-        again = run_sweep(spec, tmp_path / "out", progress=False)
-        assert again.ran == 1 and "the source of nsfake" in next(iter(again.recomputed.values()))
-    finally:
-        for name in [m for m in sys.modules if m == "nsfake" or m.startswith("nsfake.")]:
-            del sys.modules[name]
-        source_hash.cache_clear()
+    yield helper
+    for name in [m for m in sys.modules if m == "nsfake" or m.startswith("nsfake.")]:
+        del sys.modules[name]
+    source_hash.cache_clear()
 
 
-def test_runs_computed_after_a_task_package_was_edited_in_process_are_never_reused(tmp_path, monkeypatch):
+NS_SPEC = SweepSpec(task="nsfake.tasks:Scale", base={"x": 1})
+
+
+def test_a_task_of_a_namespace_package_is_recomputed_after_any_of_its_files_changes(tmp_path, nsfake_helper):
+    assert run_sweep(NS_SPEC, tmp_path / "out", progress=False).ran == 1
+    assert run_sweep(NS_SPEC, tmp_path / "out", progress=False).ran == 0
+    nsfake_helper.write_text("FACTOR = 3\n")
+    source_hash.cache_clear()  # a new process hashes the edited source
+    again = run_sweep(NS_SPEC, tmp_path / "out", progress=False)
+    assert again.ran == 1 and "the source of nsfake" in next(iter(again.recomputed.values()))
+
+
+def test_runs_computed_after_a_task_package_was_edited_in_process_are_never_reused(tmp_path, nsfake_helper):
     # a notebook sweeps, edits its task's package and sweeps again in the same process: the hash taken before the
     # edit must not key runs that a worker computes with the edited code (a later process served them as current)
-    first, second = tmp_path / "one", tmp_path / "two"
-    (first / "nsfake").mkdir(parents=True)
-    (second / "nsfake").mkdir(parents=True)
-    (first / "nsfake" / "tasks.py").write_text(NAMESPACE_TASK)
-    (second / "nsfake" / "helpers.py").write_text("FACTOR = 2\n")
-    monkeypatch.syspath_prepend(str(first))
-    monkeypatch.syspath_prepend(str(second))
-    source_hash.cache_clear()
-    spec = SweepSpec(task="nsfake.tasks:Scale", base={"x": 1})
-    try:
-        assert run_sweep(spec, tmp_path / "out", progress=False).ran == 1
-        (second / "nsfake" / "helpers.py").write_text("FACTOR = 30\n")  # edited, the process keeps going
-        with pytest.warns(RuntimeWarning, match="nsfake's source changed since this process hashed it"):
-            assert run_sweep(spec, tmp_path / "out", progress=False).ran == 1  # not reused
-        (second / "nsfake" / "helpers.py").write_text("FACTOR = 2\n")
-        source_hash.cache_clear()  # a new process, the code as it was at the first sweep
-        again = run_sweep(spec, tmp_path / "out", progress=False)
-        assert again.ran == 1  # the run of the edit (keyed by no hash) is not served as this code's
-    finally:
-        for name in [m for m in sys.modules if m == "nsfake" or m.startswith("nsfake.")]:
-            del sys.modules[name]
-        source_hash.cache_clear()
+    assert run_sweep(NS_SPEC, tmp_path / "out", progress=False).ran == 1
+    nsfake_helper.write_text("FACTOR = 30\n")  # edited, the process keeps going
+    with pytest.warns(RuntimeWarning, match="nsfake's source changed since this process hashed it"):
+        assert run_sweep(NS_SPEC, tmp_path / "out", progress=False).ran == 1  # not reused
+    nsfake_helper.write_text("FACTOR = 2\n")
+    source_hash.cache_clear()  # a new process, the code as it was at the first sweep
+    again = run_sweep(NS_SPEC, tmp_path / "out", progress=False)
+    assert again.ran == 1  # the run of the edit (keyed by no hash) is not served as this code's
 
 
 class ReadsFile(Task):
