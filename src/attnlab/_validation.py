@@ -26,7 +26,9 @@ __all__ = [
     "ValidationError",
     "as_float64_tensor",
     "check_bool",
+    "check_count",
     "check_device",
+    "check_grid",
     "check_in",
     "check_labels",
     "check_scalar",
@@ -98,6 +100,60 @@ def check_seed(name: str, value: object) -> int:
         long" once).
     """
     return int(check_scalar(name, value, kind=int, low=0, high=SEED_MAX))
+
+
+def check_count(name: str, value: object, low: int, high: int, why: str) -> int:
+    """A whole number in ``[low, high]``; ``why`` says where ``high`` comes from, in the message.
+
+    Raises
+    ------
+    ValidationError
+        ``"seeds == 1000, must be <= 100 (ours: ...)"`` style messages.
+    """
+    value = check_scalar(name, value, kind=int, low=low)
+    if value > high:
+        raise ValidationError(f"{name} == {value}, must be <= {high} ({why})")
+    return int(value)
+
+
+def check_grid(
+    name: str,
+    values: Sequence[float],
+    low: float,
+    *,
+    kind: type = int,
+    even: bool = False,
+    points: int = 1,
+    why: str = "",
+    low_why: str = "",
+    example: str = "",
+) -> None:
+    """Refuse a grid of a config: fewer than ``points`` entries (``why``: what needs them; ``example``: a grid to
+    suggest), an entry not of type ``kind`` or below ``low`` (``low_why``: where ``low`` comes from), an odd entry
+    with ``even``, or a repeated entry.
+
+    Raises
+    ------
+    ValidationError
+        Naming ``name``, the entry or the grid, and the fix.
+    """
+    suggest = f"; pass e.g. {name}={example}" if example else ""
+    if not values:
+        raise ValidationError(
+            f"{name} is empty ({name} == ()); pass at least {points} value(s)" + (f" ({why})" if why else "") + suggest
+        )
+    for value in values:
+        if check_scalar(f"{name} entry", value, kind=kind) < low:
+            raise ValidationError(f"{name} entry == {value!r}, must be >= {low}" + (f" ({low_why})" if low_why else ""))
+        if even and value % 2:
+            raise ValidationError(
+                f"{name} entry == {value}, must be even (the symmetric initialization pairs the neurons); use {value + 1}"
+            )
+    repeated = sorted({v for v in values if list(values).count(v) > 1})
+    if repeated:
+        raise ValidationError(f"{name} == {tuple(values)} repeats {repeated}; pass distinct values")
+    if len(values) < points:
+        raise ValidationError(f"{name} == {tuple(values)}, must hold at least {points} values ({why}){suggest}")
 
 
 def check_in(name: str, value: object, allowed: Sequence[object]) -> object:

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attnlab._validation import ValidationError, check_in, check_scalar
-from attnlab.experiments.ntk._shared import check_sizes
+from attnlab._validation import ValidationError, check_grid, check_in, check_scalar
 from attnlab.ntk.score_data import INPUT_MAPS, TIMES
 
 __all__ = ["GMMConfig"]
@@ -126,8 +125,8 @@ class GMMConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        check_sizes("ns", self.ns, 2, points=2, why="Thm 6.6's row is a slope in n", example="256,1024")
-        check_sizes(
+        check_grid("ns", self.ns, 2, points=2, why="Thm 6.6's row is a slope in n", example="256,1024")
+        check_grid(
             "widths",
             self.widths,
             2,

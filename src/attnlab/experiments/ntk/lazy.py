@@ -14,8 +14,8 @@ from typing import Any
 import pandas as pd
 import torch
 
-from attnlab._validation import SEED_MAX, ValidationError, check_scalar, check_seed
-from attnlab.experiments.ntk._shared import check_count, check_sizes, log_factor_allowance
+from attnlab._validation import SEED_MAX, ValidationError, check_count, check_grid, check_scalar, check_seed
+from attnlab.experiments.ntk._shared import log_factor_allowance
 from attnlab.experiments.ntk.induction import autograd_gap, induction_checks, record_terms, summarize
 from attnlab.experiments.ntk.lazy_claims import (
     CLAIMS,
@@ -140,8 +140,8 @@ class LazyConfig:
                 f"seed == {self.seed} with kernel_seeds == {self.kernel_seeds}: P6's initializations are seeded seed + 1"
                 f" ... seed + kernel_seeds, so seed must be <= {SEED_MAX - self.kernel_seeds}"
             )
-        check_sizes("widths", self.widths, 2, even=True, points=2, why=_SLOPE_WHY, example="250,1000,4000")
-        check_sizes("kernel_widths", self.kernel_widths, 2, even=True, points=2, why=_P6_WHY, example="4000,16000")
+        check_grid("widths", self.widths, 2, even=True, points=2, why=_SLOPE_WHY, example="250,1000,4000")
+        check_grid("kernel_widths", self.kernel_widths, 2, even=True, points=2, why=_P6_WHY, example="4000,16000")
         check_scalar("sigma_w", self.sigma_w, low=0.0, low_inclusive=False)
         check_scalar("c", self.c, low=0.0, high=1.0, low_inclusive=False)
         for radius in self.radii:

@@ -23,11 +23,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from attnlab._validation import ValidationError, check_in, check_scalar
+from attnlab._validation import ValidationError, check_count, check_grid, check_in, check_scalar
 from attnlab.experiments.ntk._shared import (
     ACTIVATIONS,
-    check_count,
-    check_sizes,
     log_factor_allowance,
 )
 from attnlab.experiments.ntk.table1_claims import (
@@ -93,8 +91,8 @@ class Table1Config:
     activations: tuple[str, ...] = ("softmax", "relu", "exp")
 
     def __post_init__(self) -> None:
-        check_sizes("ns", self.ns, 2, points=2, why="P7's exponents are slopes in n", example="8,16,32")
-        check_sizes("widths", self.widths, 2, even=True)
+        check_grid("ns", self.ns, 2, points=2, why="P7's exponents are slopes in n", example="8,16,32")
+        check_grid("widths", self.widths, 2, even=True)
         if list(self.widths) != sorted(self.widths):
             raise ValidationError(
                 f"widths == {tuple(self.widths)}, must be increasing: the width needed is the first width of the grid "

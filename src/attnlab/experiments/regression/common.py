@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from numbers import Real
 
-from attnlab._validation import ValidationError, check_scalar
+from attnlab._validation import ValidationError, check_count, check_grid, check_scalar
 from attnlab.optim.preconditioned import PreconditionedGD
 from attnlab.regression import (
     RegressionProblem,
@@ -95,29 +95,6 @@ class TheoryInstanceConfig(InstanceConfig):
         check_scalar("mu", self.mu, low=0.0)  # checked here under its config name (fit calls it regularizer_weight)
         check_scalar("lr", self.lr, low=0.0, low_inclusive=False)
         check_scalar("start_scale", self.start_scale, low=0.0, low_inclusive=False)
-
-
-def check_count(name: str, value: object, low: int, high: int, why: str) -> int:
-    """A count in ``[low, high]``; ``why`` says where ``high`` comes from, in the message."""
-    value = check_scalar(name, value, kind=int, low=low)
-    if value > high:  # compared as ints: a float would round a large count
-        raise ValidationError(f"{name} == {value}, must be <= {high} ({why})")
-    return value
-
-
-def check_grid(
-    name: str, values: Sequence[float], *, low: float, points: int, why: str, low_why: str = "", kind: type = int
-) -> None:
-    """Refuse an entry below ``low`` (of type ``kind``; ``low_why``: where ``low`` comes from), a repeated entry, or
-    fewer than ``points`` entries (``why``: what needs them)."""
-    for value in values:
-        if check_scalar(f"{name} entry", value, kind=kind) < low:
-            raise ValidationError(f"{name} entry == {value!r}, must be >= {low}" + (f" ({low_why})" if low_why else ""))
-    repeated = sorted({v for v in values if list(values).count(v) > 1})
-    if repeated:
-        raise ValidationError(f"{name} == {tuple(values)} repeats {repeated}; pass distinct values")
-    if len(values) < points:
-        raise ValidationError(f"{name} == {tuple(values)}, must hold at least {points} values ({why})")
 
 
 MAX_SEEDS = 100
@@ -220,8 +197,8 @@ class TheoryConfig(TheoryInstanceConfig):
         for name in ("bias_samples", "regularizer_samples", "directions", "mc_runs", "lem4_batches"):
             check_scalar(name, getattr(self, name), kind=int, low=2)
         check_count("spectral_seeds", self.spectral_seeds, 2, MAX_SEEDS, SEEDS_WHY)
-        check_grid("bias_ns", self.bias_ns, low=1, points=3, why="the rows fit their rates in n")
-        check_grid("mc_ns", self.mc_ns, low=1, points=2, why="the floor's rate in n")
+        check_grid("bias_ns", self.bias_ns, 1, points=3, why="the rows fit their rates in n")
+        check_grid("mc_ns", self.mc_ns, 1, points=2, why="the floor's rate in n")
         check_grid(
             "spectral_ns",
             self.spectral_ns,
@@ -241,7 +218,7 @@ class TheoryConfig(TheoryInstanceConfig):
             raise ValidationError(f"radii is empty; pass at least one radius in (0, {RHO}], e.g. radii=0.02,0.1")
         for radius in self.radii:  # the T1.3 and L4 rows read points within rho of M
             check_scalar("radii entry", radius, low=0.0, high=RHO, low_inclusive=False)
-        check_grid("radii", self.radii, low=0.0, points=1, why="", kind=Real)
+        check_grid("radii", self.radii, 0.0, kind=Real)
         # T2's rate reads >= 5 recorded steps (one every 5, T2_RATE's min_records) with 1e-7 < dist < 1e-2
         check_scalar("steps", self.steps, kind=int, low=25)
         check_scalar("mc_batches", self.mc_batches, kind=int, low=2)

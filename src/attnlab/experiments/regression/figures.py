@@ -16,9 +16,9 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
-from attnlab._validation import ValidationError, check_in, check_scalar
+from attnlab._validation import ValidationError, check_count, check_in, check_scalar
 from attnlab.experiments.registry import register
-from attnlab.experiments.regression.common import MAX_SEEDS, SEEDS_WHY, SOURCE, check_count
+from attnlab.experiments.regression.common import MAX_SEEDS, SEEDS_WHY, SOURCE
 from attnlab.optim.preconditioned import PreconditionedGD
 from attnlab.optim.spec import parse_optimizer
 from attnlab.plotting import house_figure, label_ours, log_gap_axis, new_figure, plot_band, theory_hline

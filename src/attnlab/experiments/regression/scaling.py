@@ -13,14 +13,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from attnlab._validation import ValidationError, check_scalar
+from attnlab._validation import ValidationError, check_count, check_grid, check_scalar
 from attnlab.experiments.registry import register
 from attnlab.experiments.regression.common import (
     MAX_SEEDS,
     SEEDS_WHY,
     TheoryInstanceConfig,
-    check_count,
-    check_grid,
     true_sigma_step,
 )
 from attnlab.experiments.regression.floor import SCALING_FLOOR, floor_rows
@@ -75,7 +73,7 @@ class ScalingConfig(TheoryInstanceConfig):
                 f"batches={self.batches + 1}"
             )
         check_count("seeds", self.seeds, 2, MAX_SEEDS, SEEDS_WHY)
-        check_grid("ns", self.ns, low=1, points=2, why="the floor's rate in n")
+        check_grid("ns", self.ns, 1, points=2, why="the floor's rate in n")
         check_scalar("steps", self.steps, kind=int, low=2)  # the floor: the mean gap over the second half
         check_scalar("record_every", self.record_every, kind=int, low=1)
 
