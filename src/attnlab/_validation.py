@@ -33,6 +33,7 @@ __all__ = [
     "check_labels",
     "check_scalar",
     "check_seed",
+    "check_seed_range",
     "check_select",
     "check_shape",
     "check_tensor",
@@ -100,6 +101,34 @@ def check_seed(name: str, value: object) -> int:
         long" once).
     """
     return int(check_scalar(name, value, kind=int, low=0, high=SEED_MAX))
+
+
+def check_seed_range(seed: object, last: int, setting: str, what: str = "the runs") -> int:
+    """A seed whose runs are seeded ``seed ... seed + last``: every one of them a seed (:func:`check_seed`).
+
+    Parameters
+    ----------
+    seed : int
+        The config's ``seed``.
+    last : int
+        The largest offset a run adds to it.
+    setting : str
+        The setting that makes ``last``, as the message shows it (``"max_draws == 1000"``).
+    what : str, default="the runs"
+        What is seeded, for the message.
+
+    Raises
+    ------
+    ValidationError
+        When ``seed`` is not a seed, or ``seed + last`` passes :data:`SEED_MAX`.
+    """
+    seed = check_seed("seed", seed)
+    if seed > SEED_MAX - last:
+        raise ValidationError(
+            f"seed == {seed} with {setting}: {what} are seeded seed ... seed + {last}, so seed must be "
+            f"<= {SEED_MAX - last}"
+        )
+    return seed
 
 
 def check_count(name: str, value: object, low: int, high: int, why: str) -> int:

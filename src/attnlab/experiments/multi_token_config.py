@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attnlab._validation import SEED_MAX, ValidationError, check_in, check_scalar, check_seed
+from attnlab._validation import ValidationError, check_in, check_scalar, check_seed_range
 from attnlab.optim.spec import parse_optimizer
 
 __all__ = ["MAX_DRAWS", "MultiTokenConfig"]
@@ -109,9 +109,5 @@ class MultiTokenConfig:
                 f"runs == {self.runs} with max_draws == {self.max_draws}: no more runs can be kept than draws are "
                 f"tried; lower runs or raise max_draws to >= {self.runs}"
             )
-        if check_seed("seed", self.seed) > SEED_MAX + 1 - self.max_draws:
-            raise ValidationError(
-                f"seed == {self.seed} with max_draws == {self.max_draws}: the draws are seeded seed ... seed + "
-                f"max_draws - 1, so seed must be <= {SEED_MAX + 1 - self.max_draws}"
-            )
+        check_seed_range(self.seed, self.max_draws - 1, f"max_draws == {self.max_draws}", "the draws")
         check_in("acceptance", self.acceptance, ("source", "ours"))

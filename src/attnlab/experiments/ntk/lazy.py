@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from attnlab._validation import SEED_MAX, ValidationError, check_count, check_grid, check_scalar, check_seed
+from attnlab._validation import ValidationError, check_count, check_grid, check_scalar, check_seed_range
 from attnlab.experiments.ntk._shared import log_factor_allowance
 from attnlab.experiments.ntk.induction import autograd_gap, induction_checks, record_terms, summarize
 from attnlab.experiments.ntk.lazy_claims import (
@@ -135,11 +135,8 @@ class LazyConfig:
         for name in ("n", "d_in", "d_out", "steps", "record_every", "n_test"):
             check_scalar(name, getattr(self, name), kind=int, low=1)
         check_count("kernel_seeds", self.kernel_seeds, 2, MAX_KERNEL_SEEDS, _KERNEL_SEEDS_WHY)  # a spread needs two
-        if check_seed("seed", self.seed) > SEED_MAX - self.kernel_seeds:  # P6's seeds: seed + 1 ... seed + kernel_seeds
-            raise ValidationError(
-                f"seed == {self.seed} with kernel_seeds == {self.kernel_seeds}: P6's initializations are seeded seed + 1"
-                f" ... seed + kernel_seeds, so seed must be <= {SEED_MAX - self.kernel_seeds}"
-            )
+        # P6's initializations: seed + 1 ... seed + kernel_seeds
+        check_seed_range(self.seed, self.kernel_seeds, f"kernel_seeds == {self.kernel_seeds}", "P6's initializations")
         check_grid("widths", self.widths, 2, even=True, points=2, why=_SLOPE_WHY, example="250,1000,4000")
         check_grid("kernel_widths", self.kernel_widths, 2, even=True, points=2, why=_P6_WHY, example="4000,16000")
         check_scalar("sigma_w", self.sigma_w, low=0.0, low_inclusive=False)

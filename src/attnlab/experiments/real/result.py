@@ -7,7 +7,7 @@ from typing import Any
 
 import pandas as pd
 
-from attnlab._validation import SEED_MAX, ValidationError
+from attnlab._validation import check_count, check_seed_range
 from attnlab.nets.compare import Comparison
 from attnlab.nets.figures import comparison_figures
 from attnlab.plotting import label_ours
@@ -24,17 +24,11 @@ def check_seed_counts(config: Any) -> None:
     """Refuse ``seeds`` or ``tune_seeds`` above :data:`MAX_SEEDS`, and a ``seed`` whose run seeds ``seed, seed + 1,
     ...`` pass ``2**63 - 1`` (a config's ``__post_init__``, after :class:`ComparisonConfig`'s)."""
     for name in ("seeds", "tune_seeds"):
-        value = getattr(config, name)
-        if value > MAX_SEEDS:
-            raise ValidationError(
-                f"{name} == {value}, must be <= {MAX_SEEDS} (ours: a bound on the run's time, which grows linearly in it)"
-            )
-    most = max(config.seeds, config.tune_seeds)
-    if config.seed > SEED_MAX + 1 - most:
-        raise ValidationError(
-            f"seed == {config.seed} with {most} runs: the runs are seeded seed ... seed + {most - 1}, so seed must be "
-            f"<= {SEED_MAX + 1 - most}"
+        check_count(
+            name, getattr(config, name), 1, MAX_SEEDS, "ours: a bound on the run's time, which grows linearly in it"
         )
+    most = max(config.seeds, config.tune_seeds)
+    check_seed_range(config.seed, most - 1, f"{most} runs")
 
 
 def comparison_result(
