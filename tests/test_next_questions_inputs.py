@@ -279,3 +279,19 @@ def test_a_selection_metric_on_data_of_token_sets_asks_for_one_token_per_sequenc
     )
     with pytest.raises(ValidationError, match=r"'opt_softmax' reads one selected token per sequence.*token sets"):
         al.train(Combined(5, d_q=3), "ngd", data, steps=2, metrics=[opt_softmax()], progress=False)
+
+
+def test_any_head_says_its_runs_and_is_held_to_them():
+    """Head.runs is what the runs check reads: None for one head of every run, R for a head of R runs' tensors, so a
+    head of the user's own with per-run tensors is checked as the library's are."""
+    X, Z, y, _, rng = _arrays()
+    assert ReluHead(rng.standard_normal((4, D)), np.ones(4)).runs is None
+    assert ReluHead(rng.standard_normal((2, 4, D)), np.ones((2, 4))).runs == 2
+    assert SummedHeads(rng.standard_normal((2, D))).runs is None
+    assert SummedHeads(rng.standard_normal((5, 2, D))).runs == 5
+
+    class PerRun(ReluHead):  # the user's head: its runs from another tensor than V
+        runs = 4
+
+    with pytest.raises(ValidationError, match=r"runs axis of 4 runs, but the data has R = 1 run"):
+        B.train(X, Z, y, PerRun(rng.standard_normal((4, D)), np.ones(4)), optimizer="sign", steps=1, progress=False)

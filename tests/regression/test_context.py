@@ -10,7 +10,7 @@ import torch
 
 from attnlab._validation import ValidationError
 from attnlab.regression import conditional_moments, context_statistics, mean_jacobian, sample
-from attnlab.regression.context import limit_offset, moments_and_offsets
+from attnlab.regression.context import MOMENTS, limit_offset, moments_and_offsets
 
 
 def _context(problem, m: int, seed: int = 0) -> torch.Tensor:
@@ -59,6 +59,7 @@ def test_uniform_weights_give_the_exact_moments(problem):
     query = torch.tensor([0.3, -0.2, 0.5], dtype=torch.float64)
     ns, draws = (4, 16), 20_000
     table = conditional_moments(problem, Q, query, ns, draws, seed=5)
+    assert list(table.columns) == ["n", *(c for name in MOMENTS for c in (name, f"{name}_se"))]  # as documented
     for n, row in zip(ns, table.itertuples()):
         assert row.cross_weight_sq == pytest.approx(1 / n**2, rel=1e-12)
         assert row.self_weight_var == pytest.approx(0.0, abs=1e-20)

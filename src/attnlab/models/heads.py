@@ -25,10 +25,17 @@ __all__ = ["AttentionHeads", "Head", "ModuleHead", "ReluHead", "as_head"]
 class Head:
     """A fixed nonlinear head ``h: R^d -> R`` evaluated on ``([R,] n, d)`` mixtures.
 
-    Subclasses implement :meth:`value_and_gradient`; ``d`` is the input width.
+    Subclasses implement :meth:`value_and_gradient`; ``d`` is the input width. A head that holds one set of
+    tensors per run (a leading runs axis) says how many in :attr:`runs`.
     """
 
     d: int
+
+    @property
+    def runs(self) -> int | None:
+        """The number of runs the head holds its own tensors for (their leading axis), or None: one head for every
+        run (the default)."""
+        return None
 
     def value_and_gradient(self, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The head's value and gradient at the attention mixtures ``u`` (multi-token §1).
@@ -150,6 +157,11 @@ class ReluHead(Head):
                 f"V of shape {tuple(V_t.shape)}"
             )
         self.V, self.v, self.d = V_t, v_t, int(sizes["d"])
+
+    @property
+    def runs(self) -> int | None:
+        """R when ``V`` has shape ``(R, m, d)``, else None."""
+        return int(self.V.shape[0]) if self.V.dim() == 3 else None
 
     def value_and_gradient(self, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         pre = torch.einsum("...md,...nd->...nm", self.V, u)  # multi-token §1: V u, ([R,] n, m)

@@ -91,6 +91,11 @@ class SummedHeads(AttentionHeads):
             raise ValidationError(f"values has shape {tuple(values_t.shape)}: each head's output needs a width d >= 1")
         self.values, self.H, self.d = values_t, int(values_t.shape[-2]), int(values_t.shape[-1])
 
+    @property
+    def runs(self) -> int | None:
+        """R when ``values`` has shape ``(R, H, d)``, else None."""
+        return int(self.values.shape[0]) if self.values.dim() == 3 else None
+
     def columns(self, d_q: int) -> int:
         return self.H * d_q
 
@@ -144,7 +149,7 @@ class SummedHeads(AttentionHeads):
         return LogScaled(side_by_side(grad), weights.log_scale + math.log(self.H)), None, derivatives.log_risk
 
     def __repr__(self) -> str:
-        return f"SummedHeads(H={self.H}, d={self.d})"
+        return f"SummedHeads(H={self.H}, d={self.d}{'' if self.runs is None else f', runs={self.runs}'})"
 
 
 class SumOfHeads(TokenSelectionModel):

@@ -115,7 +115,7 @@ def _selection(data: TokenSelectionData, values: Any, select: Any) -> torch.Tens
 def _heads(data: TokenSelectionData, values: Any) -> SummedHeads:
     """``values`` as the heads of the data: ``(H, d)``, no runs axis."""
     heads = values if isinstance(values, SummedHeads) else SummedHeads(values)
-    if heads.values.dim() != 2 or heads.d != data.d:
+    if heads.runs is not None or heads.d != data.d:
         raise ValidationError(f"values has shape {tuple(heads.values.shape)}, expected (H, {data.d})")
     return heads
 

@@ -38,8 +38,7 @@ from attnlab._validation import (
 from attnlab.losses import LOSSES
 from attnlab.metrics import as_metrics
 from attnlab.models.functional import token_scores
-from attnlab.models.heads import AttentionHeads, Head, ReluHead, as_head
-from attnlab.models.sum_of_heads import SummedHeads
+from attnlab.models.heads import AttentionHeads, Head, as_head
 from attnlab.optim import registry
 from attnlab.optim.spec import OptimizerSpec
 from attnlab.optim.transforms import Rule
@@ -444,18 +443,14 @@ def _arrays(
 
 
 def _check_head_runs(head: Head, R: int) -> None:
-    """Refuse a per-run head (a :class:`ReluHead`'s ``V (R, m, d)``, a :class:`SummedHeads`' ``values (R, H, d)``)
-    whose runs axis is not the data's ``R`` runs (from ``X``, else ``W0``, else 1)."""
-    held = {ReluHead: ("V", "(m, d)"), SummedHeads: ("values", "(H, d)")}
-    for kind, (name, shape) in held.items():
-        tensor = getattr(head, name) if isinstance(head, kind) else None
-        if tensor is not None and tensor.dim() == 3 and tensor.shape[0] != R:
-            raise ValidationError(
-                f"the head's {name} has shape {tuple(tensor.shape)}: a runs axis of {tensor.shape[0]} runs, but the "
-                f"data has R = {R} run(s); give the head one {shape} per run ({name} of shape ({R}, "
-                f"{', '.join(str(k) for k in tensor.shape[1:])})), one {shape} shared by every run, or X (or W0) "
-                f"with a runs axis of {tensor.shape[0]}"
-            )
+    """Refuse a per-run head (:attr:`Head.runs`: a :class:`ReluHead`'s ``V (R, m, d)``, a :class:`SummedHeads`'
+    ``values (R, H, d)``) whose runs axis is not the data's ``R`` runs (from ``X``, else ``W0``, else 1)."""
+    if head.runs is not None and head.runs != R:
+        raise ValidationError(
+            f"the head {head!r} holds its tensors for a runs axis of {head.runs} runs, but the data has R = {R} "
+            f"run(s); give the head one set of tensors per run (a leading axis of {R}), one set shared by every run "
+            f"(no runs axis), or X (or W0) with a runs axis of {head.runs}"
+        )
 
 
 def _device(value: Any) -> torch.device:

@@ -9,7 +9,6 @@ import math
 
 from attnlab.ntk import ExpMLP, ReluMLP, SoftmaxMLP
 
-SPEC = "softmax-ntk-diffusion"
 SOURCE = "docs/theory/softmax-ntk-diffusion.md"
 ACTIVATIONS = {"softmax": SoftmaxMLP, "relu": ReluMLP, "exp": ExpMLP}
 
