@@ -87,6 +87,27 @@ class ThreadCounts(ToyTrain):
         return super().run_batch([params], [run_dir])[0]
 
 
+class Warning1(UserWarning):
+    """A warning class the caller can import by name (so a relay keeps it)."""
+
+
+class Warns(ToyTrain):
+    """ToyTrain one run at a time that warns twice: with :class:`Warning1`, and with a class made inside ``run``
+    (which no other process can unpickle)."""
+
+    name = "warns"
+
+    def batch_key(self, params):
+        return None
+
+    def run(self, params, run_dir):
+        import warnings
+
+        warnings.warn(f"importable category, seed {params['seed']}", Warning1, stacklevel=1)
+        warnings.warn(f"local category, seed {params['seed']}", type("Local", (UserWarning,), {}), stacklevel=1)
+        return super().run_batch([params], [run_dir])[0]
+
+
 class SlowToy(ToyTrain):
     """ToyTrain one run at a time, logging each start to ``<log>`` and sleeping ``sleep`` seconds first."""
 

@@ -7,7 +7,17 @@ import signal
 import numpy as np
 import pandas as pd
 import pytest
-from sweep_fixtures import ThreadCounts, ToyTrain, alive, log_lines, log_pids, sweep_process, wait_until
+from sweep_fixtures import (
+    ThreadCounts,
+    ToyTrain,
+    Warning1,
+    Warns,
+    alive,
+    log_lines,
+    log_pids,
+    sweep_process,
+    wait_until,
+)
 
 from attnlab._validation import ValidationError
 from attnlab.runner.executors import InProcessExecutor, PoolExecutor, make_executor
@@ -49,6 +59,20 @@ def test_pool_workers_limit_every_blas_pool_as_they_limit_torch(tmp_path, monkey
         seen = json.loads((run_dir / "threads.json").read_text())
         assert seen["torch"] == expected
         assert seen["pools"] and set(seen["pools"].values()) == {expected}, seen["pools"]
+
+
+def test_a_pool_workers_warnings_are_raised_again_in_the_caller(tmp_path):
+    """A job's warnings reach the caller as they do in process (its filters, its display), under their own class
+    where the caller can import it and as UserWarning where it cannot; the jobs are not failed by them."""
+    jobs = expand(SweepSpec(task="warns", base={"d": 3, "steps": 2, "lr": 0.1}, grid={"seed": [0, 1]}))
+    run_dirs = [tmp_path / job.key for job in jobs]
+    with pytest.warns(UserWarning) as caught:
+        assert all(o.status == "done" for o in PoolExecutor(workers=2).map(Warns(), jobs, run_dirs))
+    seen = {(w.category, str(w.message)) for w in caught}
+    for seed in (0, 1):
+        assert (Warning1, f"importable category, seed {seed}") in seen
+        assert (UserWarning, f"local category, seed {seed}") in seen
+    assert all(w.filename.endswith("sweep_fixtures.py") for w in caught)  # where the job raised them
 
 
 def test_batch_size_chunks_a_group(tmp_path):

@@ -2,7 +2,9 @@
 
 Every executor calls the same :func:`~attnlab.runner.task.execute` on each job (or
 :func:`~attnlab.runner.task.execute_batch` on a group), so results are the same whichever runs them; they
-differ only in where the work happens. ``map`` yields one :class:`Outcome` per job as jobs finish; its
+differ only in where the work happens. A job's warnings, raised in a pool or Ray worker, are raised again in the
+caller as the job finishes (through its filters and its display, at the file and line that raised them), as they
+are when the job runs in process. ``map`` yields one :class:`Outcome` per job as jobs finish; its
 ``reuse`` (what a stored run must match: :class:`~attnlab.runner.task.Reuse`) goes to each call unchanged.
 """
 
@@ -11,8 +13,10 @@ from __future__ import annotations
 import concurrent.futures as cf
 import multiprocessing
 import os
+import pickle
 import socket
 import threading
+import warnings
 from collections.abc import Iterator, Sequence
 from multiprocessing import forkserver
 from pathlib import Path
@@ -84,6 +88,37 @@ class InProcessExecutor:
                     [run_dirs[i] for i in chunk],
                     reuse,
                 )
+
+
+#: A warning raised in a worker, as the caller raises it again: category, message, file, line.
+_Caught = tuple[type[Warning], str, str, int]
+
+
+def _execute_relaying(*arguments: Any) -> tuple[Outcome, list[_Caught]]:
+    """:func:`execute` in a worker process, with the warnings the job raised (the worker's own filters applied),
+    for the caller to raise again: a worker's warning would otherwise print in Python's form beside the caller's
+    progress, never through the caller's filters or display, and under Ray (``log_to_driver=False``) not at all."""
+    with warnings.catch_warnings(record=True) as caught:
+        outcome = execute(*arguments)
+    return outcome, [(_picklable(w.category), str(w.message), w.filename, w.lineno) for w in caught]
+
+
+def _picklable(category: type[Warning]) -> type[Warning]:
+    """The warning's class, or :class:`UserWarning` for a class the caller could not unpickle (one defined where
+    it cannot be imported by name): a relayed warning must never fail the job it came with."""
+    try:
+        pickle.dumps(category)
+    except Exception:  # noqa: BLE001 - any failure to pickle means: relay the message under UserWarning
+        return UserWarning
+    return category
+
+
+def _relayed(result: tuple[Outcome, list[_Caught]]) -> Outcome:
+    """The job's outcome, after raising here each warning it raised in its worker (at the worker's file and line)."""
+    outcome, caught = result
+    for category, message, filename, lineno in caught:
+        warnings.warn_explicit(message, category, filename, lineno)
+    return outcome
 
 
 def _exit_with_parent() -> None:
@@ -216,7 +251,7 @@ class PoolExecutor:
         a broken pool's jobs."""
         pool = self._pool(self.workers, threads)
         with pool:
-            futures = {pool.submit(execute, *arguments): i for i, arguments in calls}
+            futures = {pool.submit(_execute_relaying, *arguments): i for i, arguments in calls}
             try:
                 for future in cf.as_completed(futures):
                     yield futures[future], _result(future)
@@ -233,7 +268,7 @@ class PoolExecutor:
                 while waiting and len(running) < self.workers:
                     i, arguments = waiting.pop(0)
                     starting.append(self._pool(1, threads))  # held, so Ctrl-C during submit stops its worker
-                    future = starting[-1].submit(execute, *arguments)
+                    future = starting[-1].submit(_execute_relaying, *arguments)
                     running[future] = (i, starting.pop())
                 done, _ = cf.wait(running, return_when=cf.FIRST_COMPLETED)
                 for future in done:
@@ -247,9 +282,10 @@ class PoolExecutor:
 
 
 def _result(future: cf.Future) -> Outcome | None:
-    """A finished job's outcome, or None when its pool broke (a worker died) before it finished."""
+    """A finished job's outcome (its warnings raised here), or None when its pool broke (a worker died) before it
+    finished."""
     try:
-        return future.result()
+        return _relayed(future.result())
     except cf.process.BrokenProcessPool:
         return None
 
@@ -391,7 +427,9 @@ class RayExecutor:
             _check_reachable(self.address, self.connect_timeout)
             _connect(ray, self.address, self.connect_timeout)
         try:
-            remote = ray.remote(max_retries=self.retries, retry_exceptions=False, num_cpus=self.num_cpus)(execute)
+            remote = ray.remote(max_retries=self.retries, retry_exceptions=False, num_cpus=self.num_cpus)(
+                _execute_relaying
+            )
             task_ref = ray.put(task)
             pending = {
                 remote.remote(task_ref, job.key, job.params, str(run_dir), _of(reuse, job.key)): i
@@ -401,7 +439,7 @@ class RayExecutor:
                 ready, _ = ray.wait(list(pending), num_returns=1)
                 i = pending.pop(ready[0])
                 try:
-                    yield ray.get(ready[0])
+                    yield _relayed(ray.get(ready[0]))
                 except (
                     ray.exceptions.WorkerCrashedError,
                     ray.exceptions.RayTaskError,
