@@ -67,6 +67,18 @@ def test_a_rerun_stopped_before_its_record_leaves_the_folder_unfinished(tmp_path
     assert (out / "checks.csv").is_file() and (out / "keep.txt").read_text() == "the user's"  # nothing else removed
 
 
+def test_ctrl_c_exits_130_with_one_line(tmp_path, monkeypatch):
+    """Interrupted is not failed: status 130 (the shell's for SIGINT), not click's ``Aborted!`` and 1 (a failed check)."""
+
+    def interrupted(path, payload):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(verify_experiment, "write_json", interrupted)
+    result = run("--out", str(tmp_path / "o"))
+    assert result.exit_code == 130, result.output
+    assert "interrupted: what finished is kept" in result.output and "Aborted" not in result.output
+
+
 def test_prepare_out_removes_the_record_of_the_same_run_only(tmp_path):
     owner = {"experiment": "tiny.run", "config_hash": "abc"}
     (tmp_path / "record.json").write_text(json.dumps(owner))

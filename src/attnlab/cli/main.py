@@ -27,8 +27,10 @@ def main() -> None:
 def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
     """Turn a :class:`ValidationError` (bad input) into a one-line message and exit status 2, and a file-system
     failure (:class:`FileSystemError`, or an :class:`OSError`, which names its file) into one line and exit status 1,
-    without a traceback. A reader that closed the pipe (``attnlab list | head -1``) ends the command quietly. A
-    warning is shown as one line, ``warning: MESSAGE``, when it is raised."""
+    without a traceback. A reader that closed the pipe (``attnlab list | head -1``) ends the command quietly. Ctrl-C
+    (SIGINT) ends it with one line and status 130, the shell's for an interrupted command (click's own ``Aborted!``
+    exits 1, which reads as a failed check). A warning is shown as one line, ``warning: MESSAGE``, when it is
+    raised."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -38,6 +40,9 @@ def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
                 return func(*args, **kwargs)
         except BrokenPipeError:
             _quiet_broken_pipe()
+        except KeyboardInterrupt:
+            click.echo("interrupted: what finished is kept; run the same command again to go on", err=True)
+            sys.exit(130)
         except FileSystemError as err:
             click.echo(f"error: {err}", err=True)
             sys.exit(1)

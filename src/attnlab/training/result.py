@@ -80,8 +80,11 @@ class TrainingResult:
 
     @property
     def message(self) -> str:
-        """Why runs stopped early, one clause per diverged run (empty when none did)."""
+        """Why runs stopped early, one clause per diverged run (empty when none did). The loop's guard does not say
+        which of its tests failed, so the clause names both: a non-finite state, or one past a bound of its problem
+        (the regression's ``max_norm``)."""
         return "; ".join(
-            f"run {r}: its state turned non-finite at step {self.last_step[r] + 1}; it keeps step {self.last_step[r]}"
+            f"run {r}: its state turned non-finite or out of its problem's bounds at step {self.last_step[r] + 1}; it "
+            f"keeps step {self.last_step[r]}"
             for r in self.diverged_runs
         )
