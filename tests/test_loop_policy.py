@@ -337,6 +337,35 @@ def test_a_diverged_run_keeps_the_rule_state_of_its_last_finite_step(direction):
     )
 
 
+@pytest.mark.parametrize("steps_before", [0, 3])  # the first step into the bad state, and a later one
+def test_a_torch_optimizer_of_a_diverged_run_goes_back_with_its_parameters(steps_before):
+    # the parameters went back but Adam's state did not: its step count and moments were those after the bad step
+    # (NaN moments when the bad gradient was NaN), so training on with the returned optimizer diverged at once
+    data = example1(n=4, T=3, d=6, seed=0)
+
+    class PoisonedAdam(torch.optim.Adam):  # its step number steps_before + 1 takes a NaN gradient
+        calls = 0
+
+        def step(self, closure=None):
+            self.calls += 1
+            if self.calls == steps_before + 1:
+                for p in self.param_groups[0]["params"]:
+                    p.grad.fill_(math.nan)
+            return super().step(closure)
+
+    def train(kind, steps):
+        model = al.models.Combined(6)
+        optimizer = kind(model.parameters(), lr=0.05)
+        return al.train(model, optimizer, data, steps=steps, progress=False), optimizer
+
+    faulty, optimizer = train(PoisonedAdam, 10)
+    assert faulty.status == [DIVERGED] and faulty.last_step == [steps_before]
+    _, reference = train(torch.optim.Adam, steps_before)
+    kept, clean = optimizer.state_dict()["state"], reference.state_dict()["state"]
+    assert kept.keys() == clean.keys()
+    assert all(torch.equal(torch.as_tensor(kept[k][e]), torch.as_tensor(clean[k][e])) for k in kept for e in kept[k])
+
+
 def test_a_run_that_diverges_on_its_first_step_keeps_an_empty_buffer():
     data = al.data.stack([example1(n=4, T=3, d=6, seed=s) for s in (0, 1)])
     lr = torch.tensor([0.1, 1.7e308], dtype=torch.float64)  # run 1's first step overflows

@@ -18,6 +18,7 @@ operation; what :func:`fit` returns is copied out of it, so it is an ordinary te
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -246,7 +247,7 @@ class TokenRuns(LoopProblem):
         self.scores = token_scores(problem.X, problem.y, problem.v) if self.reads_excess else None  # fixed: once
         self.current: dict[str, torch.Tensor] = {}
         self.previous_rule_state: list[Any] | None = None  # the rule's state before the last step, for keep
-        self.optimizer_state: dict[Any, dict[str, Any]] | None = None  # a torch optimizer's, once a run has stopped
+        self.optimizer_state: dict[Any, dict[str, Any]] = {}  # a torch optimizer's state before the last step
 
     def gradient(self, step: int, records: bool) -> Gradient:
         return self.space.gradient(risk=self.reads_loss or records)
@@ -268,8 +269,8 @@ class TokenRuns(LoopProblem):
 
     def apply(self, step: int, gradient: Gradient, active: torch.Tensor) -> None:
         if self.optimizer is not None:
-            if self.optimizer_state is not None:  # a run has stopped: its optimizer state is put back after the step
-                self.optimizer_state = map_tensors(dict(self.optimizer.state), torch.Tensor.clone)
+            # copied before every step (the optimizer updates its state in place), so keep can put a run back
+            self.optimizer_state = {param: copy.deepcopy(entries) for param, entries in self.optimizer.state.items()}
             _torch_step(self.optimizer, self.optimizer_params, self.space, gradient)
             return
         ctx, space = self.ctx, self.space
@@ -293,9 +294,9 @@ class TokenRuns(LoopProblem):
         None then (a buffer not started yet: the run diverged on its first step) becomes the empty buffer for them,
         0 (a per-run log-scale, shape (R,): ``-inf``, the scale of 0). A count shared by every run (Adam's or a
         schedule's step count, a plain integer) cannot be put back per run: it keeps counting the steps of the
-        runs still going. A ``torch.optim`` optimizer's own state is copied before each step only once some run
-        has stopped (no copy on the normal path), so a diverged run keeps that state as it was after the step
-        into the bad state, and it stays so.
+        runs still going. A ``torch.optim`` optimizer's own state is copied before each step and put back the
+        same way (per run where its tensors have the runs axis first; the whole state, its step count included,
+        for a model of one run), so the optimizer a diverged run returns goes on from its last good step.
 
         Parameters
         ----------
@@ -303,9 +304,7 @@ class TokenRuns(LoopProblem):
         """
         self.space.keep(runs)
         if self.optimizer is not None:
-            if self.optimizer_state is not None:
-                _put_back_optimizer(self.optimizer.state, self.optimizer_state, runs)
-            self.optimizer_state = self.optimizer_state or {}  # from now on, copied before each step
+            _put_back_optimizer(self.optimizer.state, self.optimizer_state, runs)
         elif self.previous_rule_state is not None:
             self.rule_state = _put_back(self.previous_rule_state, self.rule_state, runs)
 
@@ -333,7 +332,16 @@ def _put_back_optimizer(
     state: Mapping[Any, dict[str, Any]], before: Mapping[Any, Mapping[str, Any]], runs: torch.Tensor
 ) -> None:
     """Write the entries of ``runs`` of ``before`` into a torch optimizer's ``state``, in place (tensors whose first
-    axis is the runs axis; a step count shared by the runs stays)."""
+    axis is the runs axis; a step count shared by the runs stays). With one run, the whole state goes back: every
+    entry, the step count included, and none for a parameter that had none (the run's first step)."""
+    if runs.shape[0] == 1:
+        if bool(runs.all()):
+            for param in list(state):
+                if param in before:
+                    state[param] = before[param]
+                else:
+                    del state[param]
+        return
     for param, entries in state.items():
         for key, value in entries.items():
             old = before.get(param, {}).get(key)
