@@ -18,10 +18,12 @@ Examples
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import pickle
 import zipfile
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -108,6 +110,69 @@ def read_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any] | None:
             "over"
         )
     return state
+
+
+def tensor_digest(tensors: Sequence[torch.Tensor]) -> str:
+    """SHA-256 of ``tensors``: each one's dtype, shape and bytes, in order (what identifies the data of a run).
+
+    Parameters
+    ----------
+    tensors : sequence of torch.Tensor
+        Any dtype and device (read on the CPU, left unchanged).
+
+    Returns
+    -------
+    str
+        64 hex digits; equal for two sequences exactly when their tensors are bitwise equal, of the same dtypes and
+        shapes.
+    """
+    digest = hashlib.sha256()
+    for tensor in tensors:
+        flat = tensor.detach().cpu().contiguous().reshape(-1)
+        digest.update(f"{flat.dtype}{tuple(tensor.shape)}\0".encode())
+        digest.update(flat.view(torch.uint8).numpy())
+    return digest.hexdigest()
+
+
+def check_identity(path: Path, state: Mapping[str, Any], kind: str, identity: Mapping[str, Any]) -> None:
+    """Refuse a checkpoint that was not written by ``kind`` for the runs ``identity`` describes, before anything of
+    it is used: one check for :func:`~attnlab.nets.fit_classifier` and :func:`~attnlab.nets.stacked.fit_stacked`.
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        The checkpoint file, named in the messages.
+    state : mapping
+        What :func:`read_checkpoint` loaded from it.
+    kind : str
+        The front door and format that writes such checkpoints, e.g. ``"fit_classifier/2"``; saved under
+        ``"kind"`` beside ``"identity"``.
+    identity : mapping
+        Everything the saved state depends on besides the model and optimizer (seeds, batch size, metric names,
+        a digest of the data, dtypes): plain values that a weights-only load restores equal.
+
+    Raises
+    ------
+    ValidationError
+        If the checkpoint was written by another front door, by an older format or by something else (no
+        ``"kind"``), or for other runs: the message names each setting that differs, its value in the checkpoint
+        and in this call.
+    """
+    found, saved = state.get("kind"), state.get("identity")
+    if found != kind or not isinstance(saved, Mapping):
+        made = f"by {found}" if isinstance(found, str) else "by an older attnlab or by something else"
+        raise ValidationError(
+            f"checkpoint {path} was written {made}, not by {kind} (it holds {', '.join(sorted(map(str, state)))}); "
+            "delete it to start the run over, or pass a new checkpoint path"
+        )
+    differ = [k for k in dict.fromkeys([*identity, *saved]) if saved.get(k) != identity.get(k)]
+    if differ:
+        old = ", ".join(f"{k}={saved.get(k)!r}" for k in differ)
+        new = ", ".join(f"{k}={identity.get(k)!r}" for k in differ)
+        raise ValidationError(
+            f"checkpoint {path} was written for other runs: with {old}, but this call has {new}; pass the same "
+            "values, or a new checkpoint path to start over"
+        )
 
 
 class Checkpoint:

@@ -126,7 +126,7 @@ def test_fit_refuses_a_checkpoint_of_another_seed(tmp_path):
         seed=0,
         checkpoint=tmp_path / "c.pt",
     )
-    with pytest.raises(ValidationError, match="written with seed=0, batch_size=16"):
+    with pytest.raises(ValidationError, match="written for other runs: with seed=0, but this call has seed=1"):
         fit_classifier(
             model,
             torch.optim.SGD(model.parameters(), lr=0.1),

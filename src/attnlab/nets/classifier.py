@@ -26,7 +26,14 @@ from torch import nn
 from attnlab._io import atomic_write
 from attnlab._numerics import all_finite
 from attnlab._validation import ValidationError, check_scalar, check_seed
-from attnlab.checkpoint import cuda_rng_states, fork_rngs, read_checkpoint, restore_cuda_rng_states
+from attnlab.checkpoint import (
+    check_identity,
+    cuda_rng_states,
+    fork_rngs,
+    read_checkpoint,
+    restore_cuda_rng_states,
+    tensor_digest,
+)
 from attnlab.metrics import metric_columns
 from attnlab.nets.datasets.split import Split
 from attnlab.nets.shared_forward import shared_encodings
@@ -37,6 +44,7 @@ from attnlab.training.result import TrainingResult
 __all__ = ["evaluate", "fit_classifier", "layer_norms"]
 
 _TRUE = torch.ones(1, dtype=torch.bool)  # the guard's answer for the one run
+_KIND = "fit_classifier/2"  # the front door and format of its checkpoints (2: with "kind" and "identity")
 
 
 def layer_norms(model: nn.Module) -> dict[str, float]:
@@ -223,8 +231,9 @@ def fit_classifier(
     ------
     ValidationError
         On a non-positive ``epochs``/``batch_size``, an optimizer over none of the model's parameters, labels beyond
-        the model's outputs, or a checkpoint written with another seed, batch size or optimizer settings, or past
-        ``epochs``.
+        the model's outputs, a checkpoint written by something else than ``fit_classifier`` (or by an older attnlab),
+        or written with another seed, batch size, metric names, data, parameter dtypes or optimizer settings, or
+        past ``epochs``: all checked before any training.
     """
     check_scalar("epochs", epochs, kind=int, low=1)
     check_scalar("batch_size", batch_size, kind=int, low=1)
@@ -232,8 +241,12 @@ def fit_classifier(
     check_scalar("eval_batch_size", eval_batch_size, kind=int, low=1)
     path = None if checkpoint is None else Path(checkpoint)
     _check_fit(model, optimizer, data)
+    metrics = dict(metrics or {})
+    identity = (
+        {"seed": seed, "batch_size": batch_size, **run_identity(model, data, metrics)} if path is not None else {}
+    )
     with fork_rngs():
-        problem = _Epochs(model, optimizer, data, batch_size, seed, dict(metrics or {}), eval_batch_size, path)
+        problem = _Epochs(model, optimizer, data, batch_size, seed, metrics, eval_batch_size, path, identity)
         start = problem.resume(epochs) if path is not None else 0
         planned = epochs * math.ceil(len(data.y_train) / batch_size)
         result = run_loop(
@@ -274,6 +287,18 @@ def _check_fit(model: nn.Module, optimizer: Any, data: Any) -> None:
             f"the labels go up to {data.num_classes - 1}, but the model has {classes} outputs; build it with "
             f"num_classes >= {data.num_classes}"
         )
+
+
+def run_identity(model: nn.Module, data: Split, metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """What a checkpoint of :func:`fit_classifier` or :func:`~attnlab.nets.stacked.fit_stacked` holds besides the
+    runs' settings, and must hold again to be resumed: the metric names (the columns of its rows), a digest of the
+    data (:func:`attnlab.checkpoint.tensor_digest` of the four tensors of the split) and the parameters' dtypes
+    (``load_state_dict`` would cast another dtype's weights without a word)."""
+    return {
+        "metrics": list(metrics),
+        "data_sha256": tensor_digest([data.x_train, data.y_train, data.x_test, data.y_test])[:16],
+        "dtypes": sorted({str(p.dtype).removeprefix("torch.") for p in model.parameters()}),
+    }
 
 
 def check_resumed_epoch(path: Path, epoch: int, epochs: int) -> None:
@@ -325,9 +350,10 @@ class _Epochs(LoopProblem):
         metrics: dict[str, Any],
         eval_batch_size: int,
         path: Path | None,
+        identity: dict[str, Any],
     ) -> None:
         self.model, self.optimizer, self.data, self.batch_size, self.seed = model, optimizer, data, batch_size, seed
-        self.metrics, self.eval_batch_size, self.path = metrics, eval_batch_size, path
+        self.metrics, self.eval_batch_size, self.path, self.identity = metrics, eval_batch_size, path, identity
         self.generator = torch.Generator()
         torch.manual_seed(seed)  # scoped by the caller's fork_rng: the caller's global RNG is restored on exit
         self.generator.manual_seed(seed)
@@ -343,11 +369,7 @@ class _Epochs(LoopProblem):
         state = read_checkpoint(self.path)
         if state is None:
             return 0
-        if (state["seed"], state["batch_size"]) != (self.seed, self.batch_size):
-            raise ValidationError(
-                f"checkpoint {self.path} was written with seed={state['seed']}, batch_size={state['batch_size']}, "
-                f"but this call has seed={self.seed}, batch_size={self.batch_size}; pass the same values or a new path"
-            )
+        check_identity(self.path, state, _KIND, self.identity)  # before anything of it is used
         check_resumed_epoch(self.path, state["epoch"], epochs)
         check_same_optimizer(self.path, state["optimizer"], self.optimizer)
         try:
@@ -428,8 +450,8 @@ class _Epochs(LoopProblem):
             "cuda_rng": cuda_rng_states(),
             "generator": self.generator.get_state(),
             "epoch": epoch,
-            "seed": self.seed,
-            "batch_size": self.batch_size,
+            "kind": _KIND,
+            "identity": self.identity,
             "rows": self.rows,
             "norms": self.norms,
         }

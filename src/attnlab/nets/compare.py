@@ -160,7 +160,7 @@ class ComparisonConfig:
         build : callable
             ``build(config, seed) -> Setup``, a module-level function (it is sent to worker processes).
         checkpoint_dir : path, optional
-            Folder of per-stack checkpoints, resumed when the config is unchanged.
+            Folder of per-stack checkpoints, resumed when the config and the code are unchanged.
         bar : callable, optional
             ``bar(iterable, total=..., desc=...)`` progress bar over stacks.
 
@@ -270,8 +270,9 @@ def compare_optimizers(
     epochs_of : dict of str to int, optional
         ``{optimizer: epochs}``: that optimizer trains for that many epochs instead of ``epochs``.
     checkpoint_dir : path, optional
-        Folder of per-stack checkpoints (``runs-<hash of config, trials and options>.pt``); existing ones are
-        resumed, and a changed config starts afresh instead of resuming another config's runs.
+        Folder of per-stack checkpoints (``runs-<hash of config, trials and options>-<hash of the code>.pt``);
+        existing ones are resumed, and a changed config starts afresh instead of resuming another config's runs; one
+        made by other code is removed, with a warning, and computed again (:func:`~attnlab.nets.trials.train_trials`).
     bar : callable, optional
         ``bar(iterable, total=..., desc=...)`` progress bar over the stacks (``RunContext.bar``).
 

@@ -39,8 +39,8 @@ from torch.func import functional_call, stack_module_state, vmap
 from attnlab._io import atomic_write
 from attnlab._numerics import all_finite
 from attnlab._validation import ValidationError, check_scalar, check_seed
-from attnlab.checkpoint import cuda_rng_states, fork_rngs, read_checkpoint, restore_cuda_rng_states
-from attnlab.nets.classifier import _epoch_row, check_resumed_epoch, layer_norms
+from attnlab.checkpoint import check_identity, cuda_rng_states, fork_rngs, read_checkpoint, restore_cuda_rng_states
+from attnlab.nets.classifier import _epoch_row, check_resumed_epoch, layer_norms, run_identity
 from attnlab.nets.datasets.split import Split
 from attnlab.nets.optimizers import harness_spec
 from attnlab.optim import OptimizerSpec
@@ -49,6 +49,8 @@ from attnlab.training.callbacks import callback_list
 from attnlab.training.result import COMPLETED, DIVERGED, TrainingResult
 
 __all__ = ["fit_stacked"]
+
+_KIND = "fit_stacked/2"  # the front door and format of its checkpoints (2: the identity names metrics, data, dtypes)
 
 
 @dataclass
@@ -272,7 +274,9 @@ def fit_stacked(
     ------
     ValidationError
         On runs that do not line up (counts, architectures), an optimizer whose update may mix runs,
-        bad ``epochs``/``batch_size``, or a checkpoint written for other runs or past ``epochs``.
+        bad ``epochs``/``batch_size``, or a checkpoint written by something else than ``fit_stacked`` (or by an
+        older attnlab), for other runs (other seeds, batch size, optimizers, ``sngd_cap``, ``sps_c``, metric names,
+        data or parameter dtypes) or past ``epochs``: all checked before any training.
     """
     check_scalar("epochs", epochs, kind=int, low=1)
     check_scalar("batch_size", batch_size, kind=int, low=1)
@@ -291,6 +295,7 @@ def fit_stacked(
         "optimizers": [list(o) for o in optimizers],
         "sngd_cap": sngd_cap,
         "sps_c": sps_c,
+        **(run_identity(models[0], data, metrics) if path is not None else {}),
     }
     generators = [torch.Generator() for _ in seeds]
     with fork_rngs():  # _PerRun seeds the global RNGs: every one the caller's again on exit
@@ -362,11 +367,7 @@ def _begin(
         norms: list[list[dict]] = [[] for _ in models]
         _record(models, data, 0, 0, 0.0, *evaluation, rows, norms, [evaluation[2]] * len(models))
         return rows, norms, [True] * len(models), 1, 0, 0.0
-    if state["identity"] != identity:
-        raise ValidationError(
-            f"checkpoint {path} was written for other runs ({state['identity']}), not {identity}; pass the "
-            "same runs or a new path"
-        )
+    check_identity(path, state, _KIND, identity)  # before anything of it is used
     check_resumed_epoch(path, state["epoch"], epochs)
     _load(groups, state, generators, per_run)
     _write_models(models, groups, names)
@@ -477,6 +478,7 @@ def _write_models(models: Sequence[nn.Module], groups: list[_Group], names: list
 def _save(path: Path, groups, generators, identity, rows, norms, active, epoch, step, seconds, per_run) -> None:
     state = {
         "active": active,
+        "kind": _KIND,
         "identity": identity,
         "leaves": [[p.detach().clone() for p in g.leaves] for g in groups],
         "optimizers": [g.state for g in groups],

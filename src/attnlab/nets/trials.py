@@ -6,13 +6,16 @@ mirror descent; K/Q/V entries and first-token attention of the trained models).
 Every trial builds its model and data from ``build(config, seed)``. The trials are sorted by optimizer and rate,
 cut into ``workers`` chunks, and each chunk trains as one stack (:func:`~attnlab.nets.stacked.fit_stacked`) on one
 CPU thread, in this process or in a spawned one, checkpointed after every epoch under a name that carries a hash of
-everything that shapes it. :func:`train_trials` returns each trial's tables in the order the trials were given.
+everything that shapes it and one of the code that computes it (the fingerprint a run's record holds). A checkpoint
+of the same stack made by other code is not resumed: a warning says so, the file is removed and the stack is computed
+again, as the runner computes a stale run again. :func:`train_trials` returns each trial's tables in the order the trials were given.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import multiprocessing
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -180,6 +183,29 @@ def _chunks(order: list[int], workers: int) -> list[list[int]]:
     return [order[bounds[i] : bounds[i + 1]] for i in range(parts)]
 
 
+def _code_key(build: Callable[[Any, int], Setup], config: Any) -> str:
+    """A hash of the code that computes the trials: :func:`~attnlab.runner.fingerprint.code_fingerprint` of the
+    modules of ``build`` and of the config's class, as an experiment's record holds it (``code``)."""
+    from attnlab.runner.fingerprint import code_fingerprint  # the runner's package, imported only when checkpointing
+
+    modules = [m for m in (getattr(build, "__module__", None), type(config).__module__) if m]
+    return config_hash(code_fingerprint(modules))
+
+
+def _drop_stale(directory: Path, key: str, current: Path) -> None:
+    """Remove the checkpoints of the stack ``key`` made by other code than ``current``'s (another code hash in the
+    name, or none: an older attnlab's), saying so: their runs are computed again, never resumed by this code."""
+    for old in sorted(directory.glob(f"runs-{key}*.pt")):
+        if old != current and (old.name == f"runs-{key}.pt" or old.name.startswith(f"runs-{key}-")):
+            warnings.warn(
+                f"checkpoint {old} was made by other code (attnlab's or the task's source, or a library version, "
+                "changed since, or an older attnlab wrote it): it is not resumed, its stack is computed again",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+            old.unlink(missing_ok=True)
+
+
 def _tasks(
     build: Callable[[Any, int], Setup],
     config: Any,
@@ -190,8 +216,10 @@ def _tasks(
     directory: Path | None,
     probe_seed: int | None,
     validation: tuple[float, int] | None,
+    code: str,
 ) -> list[tuple[list[int], Callable[[], list[dict[str, pd.DataFrame]]]]]:
-    """The stacks of the trials ``group`` (indices into ``trials``, one epoch budget): ``(indices, task)`` pairs."""
+    """The stacks of the trials ``group`` (indices into ``trials``, one epoch budget): ``(indices, task)`` pairs;
+    ``code`` is :func:`_code_key`'s hash, part of each checkpoint's name."""
     tasks = []
     for chunk in _chunks(group, workers):
         part = [trials[i] for i in chunk]
@@ -204,7 +232,9 @@ def _tasks(
                 **options,
             }
         )
-        checkpoint = None if directory is None else directory / f"runs-{key}.pt"
+        checkpoint = None if directory is None else directory / f"runs-{key}-{code}.pt"  # this code's alone
+        if checkpoint is not None:
+            _drop_stale(directory, key, checkpoint)
         probe = [t.seed == probe_seed for t in part]
         tasks.append((chunk, partial(_train_chunk, build, config, part, probe, options, checkpoint, validation)))
     return tasks
@@ -245,8 +275,11 @@ def train_trials(
         1 trains in this process; more cut the trials into that many stacks, each in a spawned process with one
         CPU thread.
     checkpoint_dir : path, optional
-        Folder of checkpoints (``runs-<hash of config, trials and options>.pt``, one per stack); existing ones
-        are resumed, and a changed config starts afresh instead of resuming another config's runs.
+        Folder of checkpoints (``runs-<hash of config, trials and options>-<hash of the code>.pt``, one per stack);
+        existing ones are resumed, and a changed config starts afresh instead of resuming another config's runs. A
+        stack's checkpoint made by other code (attnlab's source, that of ``build``'s and the config's modules, or
+        a library version differ: :func:`~attnlab.runner.fingerprint.code_fingerprint`) is removed with a
+        ``RuntimeWarning`` and the stack computed again.
     bar : callable, optional
         ``bar(iterable, total=..., desc=...)`` progress bar over the stacks (``RunContext.bar``).
     probe_seed : int, optional
@@ -298,11 +331,12 @@ def train_trials(
     order = sorted(
         range(len(trials)), key=lambda i: (first[trials[i].optimizer], first[(trials[i].optimizer, trials[i].lr)], i)
     )
+    code = _code_key(build, config) if directory is not None else ""
     tasks = []
     for budget in dict.fromkeys(budgets.get(trials[i].optimizer, epochs) for i in order):
         group = [i for i in order if budgets.get(trials[i].optimizer, epochs) == budget]
         budget_options = {**options, "epochs": budget}
-        tasks += _tasks(build, config, trials, group, budget_options, workers, directory, probe_seed, validation)
+        tasks += _tasks(build, config, trials, group, budget_options, workers, directory, probe_seed, validation, code)
     wrap = bar if bar is not None else (lambda iterable, **_: iterable)
     if workers == 1 or len(tasks) == 1:
         results = [task() for _, task in wrap(tasks, total=len(tasks), desc="stacks")]
