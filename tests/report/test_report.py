@@ -127,6 +127,15 @@ def test_reproduce_at_a_seed_sets_each_seed_field_and_leaves_out_the_unseeded(fa
         reproduce(tmp_path, paper="fake-paper", quick=True, progress=False, seed=-1)
 
 
+def test_a_seed_redraws_the_data_sets_where_a_config_seeds_them_apart():
+    # mirror-descent.bounds, .cone and .e1 draw their data sets from first_seed and only W_0 or directions from seed:
+    # --seed set seed there, so their "other draws" reran the default data sets
+    registry.REGISTRY.load_all()
+    for name in ("bounds", "cone", "e1", "growth", "regpath"):
+        assert seed_field(registry.get_experiment(f"mirror-descent.{name}")) == "first_seed"
+    assert seed_field(registry.get_experiment("implicit-bias.fig2")) == "seed"
+
+
 def test_the_cli_at_a_seed_names_the_experiments_it_left_out(fake_paper, monkeypatch, tmp_path):
     _register_seeded(monkeypatch)
     args = ["reproduce", "--paper", "fake-paper", "--quick", "--seed", "2", "--out", str(tmp_path), "--no-progress"]

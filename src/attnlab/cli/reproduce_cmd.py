@@ -33,8 +33,8 @@ from attnlab.cli.main import main, user_errors
     "--seed",
     type=int,
     default=None,
-    help="Set every experiment's seed field (seed, first_seed) to this: the same reproduction on other draws. "
-    "Experiments without one are left out.",
+    help="Set every experiment's seed field to this (first_seed, the first of its data sets, where it has one, else "
+    "seed): the same reproduction on other draws. Experiments without one are left out.",
 )
 @click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
 @user_errors

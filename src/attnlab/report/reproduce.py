@@ -23,8 +23,10 @@ from attnlab.verify import CheckCounts, Experiment
 
 __all__ = ["PAPER_COUNT_COLUMNS", "SEED_FIELDS", "paper_counts", "reproduce", "seed_field"]
 
-#: The config fields that seed an experiment's draws, in the order they are looked for.
-SEED_FIELDS = ("seed", "first_seed")
+#: The config fields that seed an experiment's draws, in the order they are looked for: ``first_seed`` (the first of
+#: a config's data sets) first, since where a config has both, its ``seed`` draws only initialisations or directions
+#: and ``--seed`` is there to redraw the data.
+SEED_FIELDS = ("first_seed", "seed")
 
 PAPER_COUNT_COLUMNS = [
     "paper",
@@ -137,7 +139,8 @@ def _unknown_paper(paper: str | None) -> str:
 
 
 def seed_field(experiment: Experiment) -> str | None:
-    """The config field that seeds ``experiment``'s draws: the first of :data:`SEED_FIELDS` its config has.
+    """The config field that seeds ``experiment``'s draws: the first of :data:`SEED_FIELDS` its config has
+    (``first_seed``, the data sets', before ``seed``).
 
     Parameters
     ----------
