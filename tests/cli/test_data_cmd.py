@@ -106,3 +106,9 @@ def test_an_out_without_the_npz_suffix_holds_the_data(tmp_path):
     assert result.exit_code == 0, result.output
     assert [p.name for p in tmp_path.iterdir()] == ["ex1"]
     assert torch.equal(TokenSelectionData.load(tmp_path / "ex1").X, example1(n=4, seed=0).X)
+
+
+def test_a_seed_given_as_a_setting_is_pointed_to_its_option(tmp_path):
+    result = run("data", "make", "example1", "--out", str(tmp_path / "x.npz"), "--set", "seed=3")
+    assert result.exit_code == 2 and "the seed is an option of its own; pass --seed 3" in result.output
+    assert not (tmp_path / "x.npz").exists()

@@ -194,3 +194,18 @@ def test_the_output_doc_names_every_candidate_and_file_explain_writes_for_token_
     for file in sorted(p.name for p in out.iterdir()):
         assert f"`{file}`" in section, f"docs/cli/output.md does not name the file {file}"
     assert "for a token-set file, always of the head's optimal tokens" in section  # not the file's token sets
+
+
+def test_runs_of_other_options_get_default_folders_of_their_own(tmp_path, monkeypatch):
+    # the README's two head variants, one after the other: both wrote runs/explain-<stem>-<param>-<opt>, so the
+    # second was refused as "another run" (exit 2)
+    monkeypatch.chdir(tmp_path)
+    example1(n=3, T=3, d=8, seed=0).save("mine.npz")
+    common = ("explain", "mine.npz", "--steps", 50, "--lr", 0.3)
+    first = invoke(*common)
+    second = invoke(*common, "--train-head")
+    again = invoke(*common)  # the same run again: its own folder, rewritten
+    assert second.exit_code in (0, 1), second.output  # 1: not converged in direction at 50 steps, still written
+    assert first.exit_code == again.exit_code and first.exit_code in (0, 1), again.output
+    folders = sorted(p.name for p in Path("runs").iterdir())
+    assert len(folders) == 2 and all(re.fullmatch(r"explain-mine-W-ngd-[0-9a-f]{8}", f) for f in folders), folders

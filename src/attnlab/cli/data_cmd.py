@@ -26,9 +26,15 @@ def _parseable(annotation: Any) -> Any:
 def _generator_overrides(func: Callable[..., Any], sets: Sequence[str]) -> dict[str, Any]:
     """Typed keyword arguments for ``func`` from ``["key=value", ...]``, read from its signature (``seed`` aside).
 
-    An unknown key raises a :class:`ValidationError` that lists the valid keys.
+    An unknown key raises a :class:`ValidationError` that lists the valid keys; ``seed`` is pointed to ``--seed``.
     """
     from attnlab._overrides import parse_overrides
+
+    for item in sets:
+        if item.partition("=")[0].strip() == "seed":
+            raise ValidationError(
+                f"--set {item}: the seed is an option of its own; pass --seed {item.partition('=')[2]}"
+            )
 
     hints = typing.get_type_hints(func)
     params = [p for p in inspect.signature(func).parameters.values() if p.name != "seed"]

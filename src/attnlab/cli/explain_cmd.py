@@ -72,7 +72,8 @@ RECORD = "explain.json"  # the run's options and input files, written last: it m
     "--out",
     type=click.Path(file_okay=False),
     default=None,
-    help="Output folder (default runs/explain-<file stem>-<param>-<opt>).",
+    help="Output folder (default runs/explain-<file stem>-<param>-<opt>-<hash of the other options and the input "
+    "files>: one folder per distinct run, the same run again in its own).",
 )
 @click.option(
     "--overwrite",
@@ -146,9 +147,10 @@ def explain_cmd(
         "select": select_text,
         "select_key": select_key,
     }
-    default = Path("runs") / f"explain-{Path(path).stem}-{param}-{opt.replace(':', '').replace(',', '-')}"
-    folder = Path(out) if out is not None else default
-    record = _run_record(folder, options, overwrite)  # a folder of another run is refused before training
+    record = _run_record(options)
+    name = f"explain-{Path(path).stem}-{param}-{opt.replace(':', '').replace(',', '-')}-{record['config_hash'][:8]}"
+    folder = Path(out) if out is not None else Path("runs") / name
+    _check_folder(folder, record, overwrite)  # a folder of another run is refused before training
     with warnings_as_lines():
         result = explain(data, param, spec, steps, lr, loss=loss, head=head, select=select, train_head=train_head)
     _write_outputs(folder, result, record, overwrite)
@@ -156,22 +158,15 @@ def explain_cmd(
         raise SystemExit(1)  # no limit is named: a script must not read the table as one
 
 
-def _run_record(folder: Path, options: dict[str, Any], overwrite: bool) -> dict[str, Any]:
-    """The ``explain.json`` of this run, after checking (touching nothing, before it trains) that ``folder`` may
-    take its outputs.
-
-    The run is its options and the contents of the files it reads: a folder whose ``explain.json`` says the same
-    is this run's and is rewritten; one that holds another run (or other files) is refused unless ``overwrite``,
-    so that no file of an earlier run (its ``v.npy``, its figures) is read as this run's.
-    """
+def _run_record(options: dict[str, Any]) -> dict[str, Any]:
+    """The ``explain.json`` of this run: its options and the contents of the files it reads, and their hash."""
     import attnlab
     from attnlab.runner.fingerprint import input_digests
-    from attnlab.runner.store import check_out, config_hash
+    from attnlab.runner.store import config_hash
 
     files = [options["data"], *(options[k] for k in ("v", "V") if str(options[k]).endswith(".npy"))]
     inputs = input_digests(files)
     digest = config_hash({"options": options, "inputs": inputs})
-    check_out(folder, {"experiment": "explain", "config_hash": digest}, overwrite=overwrite, record=RECORD)
     return {
         "experiment": "explain",
         "config_hash": digest,
@@ -179,6 +174,17 @@ def _run_record(folder: Path, options: dict[str, Any], overwrite: bool) -> dict[
         "inputs": inputs,
         "attnlab": attnlab.__version__,
     }
+
+
+def _check_folder(folder: Path, record: dict[str, Any], overwrite: bool) -> None:
+    """Check, touching nothing and before the run trains, that ``folder`` may take the outputs of ``record``'s run: a
+    folder whose ``explain.json`` says the same run is rewritten; one that holds another run (or other files) is
+    refused unless ``overwrite``, so that no file of an earlier run (its ``v.npy``, its figures) is read as this
+    run's."""
+    from attnlab.runner.store import check_out
+
+    owner = {key: record[key] for key in ("experiment", "config_hash")}
+    check_out(folder, owner, overwrite=overwrite, record=RECORD)
 
 
 def _write_outputs(folder: Path, result: Any, record: dict[str, Any], overwrite: bool) -> None:
