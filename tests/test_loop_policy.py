@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import sys
+import threading
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -337,33 +338,52 @@ def test_a_diverged_run_keeps_the_rule_state_of_its_last_finite_step(direction):
     )
 
 
+class _LockedAdam(torch.optim.Adam):
+    """Adam whose state also holds an object that cannot be copied (a lock): the put-back copies tensors only."""
+
+    def step(self, closure=None):
+        value = super().step(closure)
+        for entries in self.state.values():
+            entries["lock"] = threading.Lock()
+        return value
+
+
+@pytest.mark.parametrize("runs", [1, 2])
 @pytest.mark.parametrize("steps_before", [0, 3])  # the first step into the bad state, and a later one
-def test_a_torch_optimizer_of_a_diverged_run_goes_back_with_its_parameters(steps_before):
+def test_a_torch_optimizer_of_a_diverged_run_goes_back_with_its_parameters(steps_before, runs):
     # the parameters went back but Adam's state did not: its step count and moments were those after the bad step
     # (NaN moments when the bad gradient was NaN), so training on with the returned optimizer diverged at once
-    data = example1(n=4, T=3, d=6, seed=0)
+    data = al.data.stack([example1(n=4, T=3, d=6, seed=s) for s in range(runs)]) if runs > 1 else example1(4, 3, 6)
 
-    class PoisonedAdam(torch.optim.Adam):  # its step number steps_before + 1 takes a NaN gradient
+    class PoisonedAdam(_LockedAdam):  # its step number steps_before + 1 takes a NaN gradient, in the last run
         calls = 0
 
         def step(self, closure=None):
             self.calls += 1
             if self.calls == steps_before + 1:
                 for p in self.param_groups[0]["params"]:
-                    p.grad.fill_(math.nan)
+                    p.grad[-1].fill_(math.nan)
             return super().step(closure)
 
     def train(kind, steps):
         model = al.models.Combined(6)
         optimizer = kind(model.parameters(), lr=0.05)
-        return al.train(model, optimizer, data, steps=steps, progress=False), optimizer
+        return al.train(model, optimizer, data, steps=steps, progress=False, broadcast=runs > 1), optimizer
 
     faulty, optimizer = train(PoisonedAdam, 10)
-    assert faulty.status == [DIVERGED] and faulty.last_step == [steps_before]
-    _, reference = train(torch.optim.Adam, steps_before)
+    assert faulty.status[-1] == DIVERGED and faulty.last_step[-1] == steps_before
+    _, reference = train(_LockedAdam, steps_before)
     kept, clean = optimizer.state_dict()["state"], reference.state_dict()["state"]
-    assert kept.keys() == clean.keys()
-    assert all(torch.equal(torch.as_tensor(kept[k][e]), torch.as_tensor(clean[k][e])) for k in kept for e in kept[k])
+    if runs == 1:  # the whole state, the step count included
+        assert kept.keys() == clean.keys()
+        tensors = [(kept[k][e], clean[k][e]) for k in kept for e in kept[k] if e != "lock"]
+    else:  # the diverged run's slices of the moments (the step count is shared by the runs); 0 before any step
+        tensors = [
+            (kept[k][e][-1], clean[k][e][-1] if clean else 0 * kept[k][e][-1])
+            for k in kept
+            for e in ("exp_avg", "exp_avg_sq")
+        ]
+    assert (tensors or runs == 1) and all(torch.equal(torch.as_tensor(a), torch.as_tensor(b)) for a, b in tensors)
 
 
 def test_a_run_that_diverges_on_its_first_step_keeps_an_empty_buffer():

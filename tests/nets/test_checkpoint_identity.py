@@ -138,7 +138,10 @@ def test_trials_resume_only_a_checkpoint_of_the_same_code(tmp_path, monkeypatch)
         warnings.simplefilter("error")  # the same code: resumed, without a word
         assert _trials(tmp_path)["test_loss"].iloc[-1] == -1.0
     code = {"source": {"attnlab": "b"}, "versions": {}}  # the code changed
-    with pytest.warns(RuntimeWarning, match=rf"checkpoint {path} was made by other code.*computed again"):
+    with pytest.warns(RuntimeWarning, match=rf"checkpoint {path} is not resumed.*computed again.*made by other code"):
         frame = _trials(tmp_path)
     assert frame["test_loss"].iloc[-1] != -1.0  # computed again by this code
     assert not path.exists() and len(list(tmp_path.iterdir())) == 1  # this code's checkpoint alone
+    code = {"source": {"attnlab": "b", "nb": "unreadable:1f"}, "versions": {}}  # a notebook's build: never resumed
+    with pytest.warns(RuntimeWarning, match="no readable source"):  # and said so, not "other code"
+        _trials(tmp_path)

@@ -3,6 +3,7 @@
 import json
 import os
 import signal
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -62,8 +63,8 @@ def test_pool_workers_limit_every_blas_pool_as_they_limit_torch(tmp_path, monkey
 
 
 def test_a_pool_workers_warnings_are_raised_again_in_the_caller(tmp_path):
-    """A job's warnings reach the caller as they do in process (its filters, its display), under their own class
-    where the caller can import it and as UserWarning where it cannot; the jobs are not failed by them."""
+    """A job's warnings reach the caller as they do in process (its display), under their own class where the caller
+    can import it and as UserWarning where it cannot; the jobs are not failed by them."""
     jobs = expand(SweepSpec(task="warns", base={"d": 3, "steps": 2, "lr": 0.1}, grid={"seed": [0, 1]}))
     run_dirs = [tmp_path / job.key for job in jobs]
     with pytest.warns(UserWarning) as caught:
@@ -72,7 +73,26 @@ def test_a_pool_workers_warnings_are_raised_again_in_the_caller(tmp_path):
     for seed in (0, 1):
         assert (Warning1, f"importable category, seed {seed}") in seen
         assert (UserWarning, f"local category, seed {seed}") in seen
-    assert all(w.filename.endswith("sweep_fixtures.py") for w in caught)  # where the job raised them
+    ours = [w for w in caught if "category, seed" in str(w.message)]  # not other libraries' (torch's, on first use)
+    assert len(ours) == 4 and all(w.filename.endswith("sweep_fixtures.py") for w in ours)  # where the job raised them
+
+
+@pytest.mark.parametrize("action", ["error", "ignore"])
+@pytest.mark.parametrize("executor", [InProcessExecutor(batch_size=1), PoolExecutor(workers=2)], ids=["here", "pool"])
+def test_a_job_runs_under_the_callers_warning_filters_wherever_it_runs(tmp_path, executor, action):
+    # relayed and raised again in the caller, an error filter's exception stopped the whole pool sweep (jobs done on
+    # disk lost their outcome) and a filter by module never matched; in the worker they act as in process
+    jobs = expand(SweepSpec(task="warns", base={"d": 3, "steps": 2, "lr": 0.1}, grid={"seed": [0, 1]}))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warnings.filterwarnings(action, category=UserWarning, module="sweep_fixtures")  # the module that warns
+        outcomes = list(executor.map(Warns(), jobs, [tmp_path / job.key for job in jobs]))
+    if action == "error":  # each job fails on its first warning, in its worker
+        assert [o.status for o in outcomes] == ["failed", "failed"]
+        assert all("Warning1: importable category" in o.error for o in outcomes)
+    else:
+        assert [o.status for o in outcomes] == ["done", "done"]
+    assert not [w for w in caught if "category, seed" in str(w.message)]  # none of the job's reached the caller
 
 
 def test_batch_size_chunks_a_group(tmp_path):

@@ -7,6 +7,7 @@ converged in direction: no limit is named then.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -133,16 +134,16 @@ def explain_cmd(
     select = parse_select(select_text) if select_text is not None else None
     if select_key is not None:
         select = read_select_key(path, select_key)
-    options = {
-        "data": path,
+    options = {  # files by their absolute path: mine.npz and ./mine.npz are one run, in one default folder
+        "data": os.path.abspath(path),
         "param": param,
         "optimizer": opt,
         "steps": steps,
         "lr": lr,
         "loss": loss,
         "head": head_kind,
-        "v": v_source,
-        "V": V_source,
+        "v": _absolute_if_file(v_source),
+        "V": _absolute_if_file(V_source),
         "train_head": train_head,
         "select": select_text,
         "select_key": select_key,
@@ -156,6 +157,11 @@ def explain_cmd(
     _write_outputs(folder, result, record, overwrite)
     if not result.converged:
         raise SystemExit(1)  # no limit is named: a script must not read the table as one
+
+
+def _absolute_if_file(source: str | None) -> str | None:
+    """``source`` (``FILE.npy`` or a key of the data file) with a file given by its absolute path."""
+    return os.path.abspath(source) if source is not None and source.endswith(".npy") else source
 
 
 def _run_record(options: dict[str, Any]) -> dict[str, Any]:

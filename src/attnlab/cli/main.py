@@ -41,7 +41,9 @@ def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
         except BrokenPipeError:
             _quiet_broken_pipe()
         except KeyboardInterrupt:
-            click.echo("interrupted: what finished is kept; run the same command again to go on", err=True)
+            click.echo(
+                "interrupted: what finished is kept (a run, sweep or reproduction run again goes on from it)", err=True
+            )
             sys.exit(130)
         except FileSystemError as err:
             click.echo(f"error: {err}", err=True)

@@ -185,21 +185,31 @@ def _chunks(order: list[int], workers: int) -> list[list[int]]:
 
 def _code_key(build: Callable[[Any, int], Setup], config: Any) -> str:
     """A hash of the code that computes the trials: :func:`~attnlab.runner.fingerprint.code_fingerprint` of the
-    modules of ``build`` and of the config's class, as an experiment's record holds it (``code``)."""
-    from attnlab.runner.fingerprint import code_fingerprint  # the runner's package, imported only when checkpointing
+    modules of ``build`` and of the config's class, as an experiment's record holds it (``code``). It ends in ``u``
+    when some of that code has no readable source (a notebook's ``build``): a hash unique to this call."""
+    from attnlab.runner.fingerprint import UNREADABLE, code_fingerprint  # the runner's, imported only when needed
 
     modules = [m for m in (getattr(build, "__module__", None), type(config).__module__) if m]
-    return config_hash(code_fingerprint(modules))
+    fingerprint = code_fingerprint(modules)
+    unreadable = any(str(h).startswith(UNREADABLE) for h in fingerprint["source"].values())
+    return config_hash(fingerprint) + ("u" if unreadable else "")
 
 
 def _drop_stale(directory: Path, key: str, current: Path) -> None:
     """Remove the checkpoints of the stack ``key`` made by other code than ``current``'s (another code hash in the
     name, or none: an older attnlab's), saying so: their runs are computed again, never resumed by this code."""
+    why = (
+        "this call's code has no readable source (``build`` or its config defined in a notebook or an interactive "
+        "session, or attnlab's source edited since this process imported it), so no checkpoint of it can be "
+        "recognised as its own; define them in a file to resume"
+        if current.stem.endswith("u")
+        else "it was made by other code (attnlab's or the task's source, or a library version, changed since, or "
+        "an older attnlab wrote it)"
+    )
     for old in sorted(directory.glob(f"runs-{key}*.pt")):
         if old != current and (old.name == f"runs-{key}.pt" or old.name.startswith(f"runs-{key}-")):
             warnings.warn(
-                f"checkpoint {old} was made by other code (attnlab's or the task's source, or a library version, "
-                "changed since, or an older attnlab wrote it): it is not resumed, its stack is computed again",
+                f"checkpoint {old} is not resumed, and its stack is computed again: {why}",
                 RuntimeWarning,
                 stacklevel=4,
             )

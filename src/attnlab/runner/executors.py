@@ -2,18 +2,18 @@
 
 Every executor calls the same :func:`~attnlab.runner.task.execute` on each job (or
 :func:`~attnlab.runner.task.execute_batch` on a group), so results are the same whichever runs them; they
-differ only in where the work happens. A job's warnings, raised in a pool or Ray worker, are raised again in the
-caller as the job finishes (through its filters and its display, at the file and line that raised them), as they
-are when the job runs in process. ``map`` yields one :class:`Outcome` per job as jobs finish; its
+differ only in where the work happens. A pool or Ray worker runs its job under the caller's warning filters and
+hands the warnings that passed them back with the outcome; the caller shows them (its display, at the file and line
+that raised them), as it does a job's warnings in process. ``map`` yields one :class:`Outcome` per job as jobs finish; its
 ``reuse`` (what a stored run must match: :class:`~attnlab.runner.task.Reuse`) goes to each call unchanged.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
+import importlib
 import multiprocessing
 import os
-import pickle
 import socket
 import threading
 import warnings
@@ -90,34 +90,63 @@ class InProcessExecutor:
                 )
 
 
-#: A warning raised in a worker, as the caller raises it again: category, message, file, line.
-_Caught = tuple[type[Warning], str, str, int]
+#: A warning class by where it is defined, ``(module, qualified name)``: classes cross between the caller and its
+#: workers by name, since one the other process cannot import (a script's own, one made inside a function) would
+#: break the unpickling of the job or of its result.
+_ClassName = tuple[str, str]
+
+#: A warning raised in a worker, as the caller shows it: its class, message, file and line.
+_Caught = tuple[_ClassName, str, str, int]
 
 
-def _execute_relaying(*arguments: Any) -> tuple[Outcome, list[_Caught]]:
-    """:func:`execute` in a worker process, with the warnings the job raised (the worker's own filters applied),
-    for the caller to raise again: a worker's warning would otherwise print in Python's form beside the caller's
-    progress, never through the caller's filters or display, and under Ray (``log_to_driver=False``) not at all."""
-    with warnings.catch_warnings(record=True) as caught:
-        outcome = execute(*arguments)
-    return outcome, [(_picklable(w.category), str(w.message), w.filename, w.lineno) for w in caught]
+def _class_name(cls: type) -> _ClassName:
+    return cls.__module__, cls.__qualname__
 
 
-def _picklable(category: type[Warning]) -> type[Warning]:
-    """The warning's class, or :class:`UserWarning` for a class the caller could not unpickle (one defined where
-    it cannot be imported by name): a relayed warning must never fail the job it came with."""
+def _class_of(name: _ClassName) -> type[Warning] | None:
+    """The warning class called ``name`` in this process, or None where it cannot be imported by that name."""
+    module, qualname = name
     try:
-        pickle.dumps(category)
-    except Exception:  # noqa: BLE001 - any failure to pickle means: relay the message under UserWarning
-        return UserWarning
-    return category
+        found: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            found = getattr(found, part)
+    except Exception:  # noqa: BLE001 - not importable here (a script's __main__, a class made inside a function)
+        return None
+    return found if isinstance(found, type) and issubclass(found, Warning) else None
+
+
+def _portable_filters() -> list[tuple[Any, ...]]:
+    """The caller's warning filters, each with its class by name (:data:`_ClassName`), for a worker to apply."""
+    return [
+        (action, message, _class_name(category), module, line)
+        for action, message, category, module, line in warnings.filters
+    ]
+
+
+def _execute_relaying(filters: list[tuple[Any, ...]], *arguments: Any) -> tuple[Outcome, list[_Caught]]:
+    """:func:`execute` in a worker process under the caller's warning ``filters`` (:func:`_portable_filters`; one
+    whose class cannot be imported here is left out), with the warnings that passed them, for the caller to show.
+
+    So a job's warnings act as they do when it runs in the caller's process: one the caller turns into an error
+    fails its job, one it ignores is dropped, the others are shown by the caller (its display: the command line's
+    one-line form), instead of printing in Python's form beside the caller's progress or, under Ray
+    (``log_to_driver=False``), not at all.
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.resetwarnings()
+        for action, message, name, module, line in filters:  # the caller's, in its order
+            if (category := _class_of(name)) is not None:
+                warnings.filters.append((action, message, category, module, line))
+        outcome = execute(*arguments)
+    return outcome, [(_class_name(w.category), str(w.message), w.filename, w.lineno) for w in caught]
 
 
 def _relayed(result: tuple[Outcome, list[_Caught]]) -> Outcome:
-    """The job's outcome, after raising here each warning it raised in its worker (at the worker's file and line)."""
+    """The job's outcome, after showing here each warning that passed the caller's filters in its worker (under its
+    own class where it can be imported here, else :class:`UserWarning`, at the file and line that raised it)."""
     outcome, caught = result
-    for category, message, filename, lineno in caught:
-        warnings.warn_explicit(message, category, filename, lineno)
+    for name, message, filename, lineno in caught:
+        warnings.showwarning(message, _class_of(name) or UserWarning, filename, lineno)  # filtered in the worker
     return outcome
 
 
@@ -251,7 +280,8 @@ class PoolExecutor:
         a broken pool's jobs."""
         pool = self._pool(self.workers, threads)
         with pool:
-            futures = {pool.submit(_execute_relaying, *arguments): i for i, arguments in calls}
+            filters = _portable_filters()
+            futures = {pool.submit(_execute_relaying, filters, *arguments): i for i, arguments in calls}
             try:
                 for future in cf.as_completed(futures):
                     yield futures[future], _result(future)
@@ -268,7 +298,7 @@ class PoolExecutor:
                 while waiting and len(running) < self.workers:
                     i, arguments = waiting.pop(0)
                     starting.append(self._pool(1, threads))  # held, so Ctrl-C during submit stops its worker
-                    future = starting[-1].submit(_execute_relaying, *arguments)
+                    future = starting[-1].submit(_execute_relaying, _portable_filters(), *arguments)
                     running[future] = (i, starting.pop())
                 done, _ = cf.wait(running, return_when=cf.FIRST_COMPLETED)
                 for future in done:
@@ -430,9 +460,9 @@ class RayExecutor:
             remote = ray.remote(max_retries=self.retries, retry_exceptions=False, num_cpus=self.num_cpus)(
                 _execute_relaying
             )
-            task_ref = ray.put(task)
+            task_ref, filters = ray.put(task), _portable_filters()
             pending = {
-                remote.remote(task_ref, job.key, job.params, str(run_dir), _of(reuse, job.key)): i
+                remote.remote(filters, task_ref, job.key, job.params, str(run_dir), _of(reuse, job.key)): i
                 for i, (job, run_dir) in enumerate(zip(jobs, run_dirs))
             }
             while pending:

@@ -18,7 +18,6 @@ operation; what :func:`fit` returns is copied out of it, so it is an ordinary te
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -270,7 +269,9 @@ class TokenRuns(LoopProblem):
     def apply(self, step: int, gradient: Gradient, active: torch.Tensor) -> None:
         if self.optimizer is not None:
             # copied before every step (the optimizer updates its state in place), so keep can put a run back
-            self.optimizer_state = {param: copy.deepcopy(entries) for param, entries in self.optimizer.state.items()}
+            self.optimizer_state = {
+                param: map_tensors(entries, torch.Tensor.clone) for param, entries in self.optimizer.state.items()
+            }
             _torch_step(self.optimizer, self.optimizer_params, self.space, gradient)
             return
         ctx, space = self.ctx, self.space
@@ -331,23 +332,29 @@ def _put_back(previous: Any, current: Any, runs: torch.Tensor) -> Any:
 def _put_back_optimizer(
     state: Mapping[Any, dict[str, Any]], before: Mapping[Any, Mapping[str, Any]], runs: torch.Tensor
 ) -> None:
-    """Write the entries of ``runs`` of ``before`` into a torch optimizer's ``state``, in place (tensors whose first
-    axis is the runs axis; a step count shared by the runs stays). With one run, the whole state goes back: every
-    entry, the step count included, and none for a parameter that had none (the run's first step)."""
+    """Write the entries of ``runs`` of ``before`` into a torch optimizer's ``state``, in place: tensors whose first
+    axis is the runs axis (a run that had no state before its step, which diverged on its first step, gets 0 there,
+    the state a torch optimizer starts from); a step count shared by the runs stays. With one run, the whole state
+    goes back: every entry, the step count included, and none for a parameter that had none (the run's first step).
+    """
     if runs.shape[0] == 1:
         if bool(runs.all()):
             for param in list(state):
                 if param in before:
-                    state[param] = before[param]
+                    state[param] = before[param]  # a copy already (map_tensors rebuilt it)
                 else:
                     del state[param]
         return
     for param, entries in state.items():
         for key, value in entries.items():
+            if not isinstance(value, torch.Tensor) or value.dim() == 0 or value.shape[0] != runs.shape[0]:
+                continue
             old = before.get(param, {}).get(key)
-            if isinstance(value, torch.Tensor) and isinstance(old, torch.Tensor) and value.dim() > 0:
-                if value.shape == old.shape and value.shape[0] == runs.shape[0]:
-                    value[runs.to(value.device)] = old[runs.to(value.device)]
+            mask = runs.to(value.device)
+            if old is None:
+                value[mask] = 0
+            elif isinstance(old, torch.Tensor) and old.shape == value.shape:
+                value[mask] = old[mask]
 
 
 def _ordinary(result: TrainingResult) -> TrainingResult:
