@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import pandas as pd
 import pytest
 import torch
 from torch import nn
@@ -252,7 +253,11 @@ def test_every_entry_point_runs_the_one_loop_under_the_one_policy(name, monkeypa
     for r in range(case.runs):
         rows = faulty.frame[faulty.frame["run"] == r]
         if r in case.faulty:
-            assert faulty.status[r] == DIVERGED and rows[case.clock].max() <= last  # no row past the kept state
+            assert faulty.status[r] == DIVERGED and rows[case.clock].max() == last  # a row there, none past it
+            kept_row = rows[rows[case.clock] == last].drop(columns=["seconds"], errors="ignore").reset_index(drop=True)
+            clean_rows = clean.frame[clean.frame["run"] == r]
+            reference_row = clean_rows[clean_rows[case.clock] == last].reset_index(drop=True)
+            pd.testing.assert_frame_equal(kept_row, reference_row[kept_row.columns])  # the row of the kept state
             kept = case.state(faulty)[r] if case.runs > 1 else case.state(faulty)
             reference = case.state(clean)[r] if case.runs > 1 else case.state(clean)
             assert torch.equal(kept, reference), "the diverged run does not hold its last finite state"

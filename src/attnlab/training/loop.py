@@ -9,8 +9,8 @@ The divergence policy (stated here, once)
 -----------------------------------------
 Runs never interact. At every step the loop asks the problem's guard which runs are in a bad state: a non-finite
 loss or iterate, or past a bound the problem sets (the regression's maximal norm). Each such run goes back to its
-state before the last step, takes no further step, gets no further row, and ends ``"diverged"`` with ``last_step``
-the step of the state it keeps; the other runs go on. A callback that returns True stops every run still going
+state before the last step, gets a row there (unless that step was recorded), takes no further step and gets no
+further row, and ends ``"diverged"`` with ``last_step`` the step of the state it keeps; the other runs go on. A callback that returns True stops every run still going
 (``"stopped"``, unless the last step was reached; then ``"completed"``). The loop never warns and never raises
 about divergence: the result's ``status`` says it, per run. Only a bad *initial* state raises
 (:class:`~attnlab.ValidationError`): it is bad input, not divergence. A front door whose own API must raise
@@ -177,7 +177,19 @@ def run_loop(
     started = time.perf_counter()
     planned = steps if total is None else total  # in the callbacks' unit: the smaller steps of a problem with substeps
     calls.start(planned)
-    step = start
+    step, recorded = start, False  # recorded: whether the last step was recorded
+
+    def emit(at: int, gradient: Any, runs_recorded: torch.Tensor) -> bool:
+        """Record ``runs_recorded`` at step ``at``; hand the record to the callbacks. Returns whether one says stop."""
+        part = problem.record(at, gradient, runs_recorded)
+        parts.append(part)
+        if not calls.callbacks:
+            return False
+        view = {"status": status, **(extra_state() if extra_state is not None else {})}
+        if calls.reads_state:  # copies: later steps overwrite the live tensors (and statuses) in place
+            view = map_tensors(view, torch.Tensor.clone)
+        return calls.record(Record(problem.clock if substeps else at, planned, part, view))  # its frame built if read
+
     for step in range(start, steps + 1):
         records = step == start or step == steps or (record_every is not None and step % record_every == 0)
         records = records or step in record_at
@@ -196,20 +208,18 @@ def run_loop(
                 status[r], last_step[r] = DIVERGED, step - 1
                 running -= 1
             frozen = True
+            if running == 0 and recorded:
+                break
+            gradient = problem.gradient(step, records or not recorded)  # at the kept state for the runs put back
+            if not recorded:  # the state a diverged run keeps gets its row, as the last step of a run does
+                stop = emit(step - 1, gradient, newly)
             if running == 0:
                 break
-            gradient = problem.gradient(step, records)
         finished = done is not None and done(gradient)
         if records or finished:
-            part = problem.record(step, gradient, active)
-            parts.append(part)
-            if calls.callbacks:
-                view = {"status": status, **(extra_state() if extra_state is not None else {})}
-                if calls.reads_state:  # copies: later steps overwrite the live tensors (and statuses) in place
-                    view = map_tensors(view, torch.Tensor.clone)
-                record = Record(problem.clock if substeps else step, planned, part, view)  # its frame built if read
-                stop = calls.record(record)
+            stop = emit(step, gradient, active) or stop
             finished = finished or (done is not None and done(gradient))  # e.g. patience, read off this record
+        recorded = records or finished
         if step == steps or stop or finished:
             break
         problem.apply(step, gradient, active)
