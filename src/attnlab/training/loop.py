@@ -227,16 +227,23 @@ def run_loop(
             problem.keep(~active)
         if calls.wants_steps and not substeps:
             calls.step(step + 1)
-    if stop and not finished and step < steps:
-        for r in range(runs):
-            if status[r] == COMPLETED:
-                status[r], last_step[r] = STOPPED, step
-    elif step < steps:  # every run ended early: the survivors hold this step's state
-        last_step = [s if st == DIVERGED else step for s, st in zip(last_step, status)]
+    _ended_early(status, last_step, step, steps, stop and not finished)
     calls.end()
     return TrainingResult(
         frame=_frame(parts), status=status, last_step=last_step, seconds=time.perf_counter() - started
     )
+
+
+def _ended_early(status: list[str], last_step: list[int], step: int, steps: int, stopped: bool) -> None:
+    """Fill in, in place, the statuses and last steps of a loop that ended at ``step`` before ``steps``: stopped by a
+    callback (the runs still going are ``"stopped"`` there), or with every run ended (the survivors hold ``step``)."""
+    if step >= steps:
+        return
+    for r, st in enumerate(status):
+        if st == COMPLETED:
+            last_step[r] = step
+            if stopped:
+                status[r] = STOPPED
 
 
 def map_tensors(value: Any, fn: Callable[[torch.Tensor], Any]) -> Any:
