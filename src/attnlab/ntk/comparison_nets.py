@@ -64,7 +64,8 @@ class ReluMLP(TwoLayerNet):
         Parameters
         ----------
         X : torch.Tensor, shape (n, d_in)
-            Inputs, none of them zero (the angle is undefined).
+            Inputs. A zero row has no angle, but ``<x_i, x_j> = 0`` there, so its row and column of ``K`` are 0
+            (the expectation's value: ``1{w.x_i > 0} = 0`` for every ``w``).
 
         Returns
         -------
@@ -78,7 +79,9 @@ class ReluMLP(TwoLayerNet):
         X = check_tensor("X", X, "nk", {"k": self.d_in})
         G = X @ X.T
         norms = X.norm(dim=1)
-        cos = (G / (norms[:, None] * norms[None, :])).clamp(-1.0, 1.0)
+        denominator = norms[:, None] * norms[None, :]
+        # a zero row: any angle will do, G is 0 on its row and column (0/0 would make K NaN there)
+        cos = torch.where(denominator > 0, G / denominator, 0.0).clamp(-1.0, 1.0)
         return G * (math.pi - torch.arccos(cos)) / (2 * math.pi)  # E[1{w.x_i>0} 1{w.x_j>0}] for Gaussian w
 
 

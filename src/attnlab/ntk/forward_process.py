@@ -10,20 +10,55 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from attnlab._validation import ValidationError, check_scalar, check_tensor
+from attnlab._validation import ValidationError, as_float64_tensor, check_scalar, check_tensor
+from attnlab.ntk._checks import check_generator
 
-__all__ = ["ForwardProcess"]
+__all__ = ["ForwardProcess", "check_process", "check_times"]
 
 _NODES, _WEIGHTS = np.polynomial.legendre.leggauss(64)  # Gauss-Legendre rule for int_0^t g (exact for deg <= 127)
 
 
-def _times(t: object) -> torch.Tensor:
+def _times(t: object, name: str = "t") -> torch.Tensor:
     """``t`` as float64, refused unless every time is finite and >= 0 (the process starts at 0, spec §7.1)."""
     t = torch.as_tensor(t, dtype=torch.float64)
     if not bool(torch.isfinite(t).all()) or bool((t < 0).any()):
         bad = t[~torch.isfinite(t) | (t < 0)].flatten()[0]
-        raise ValidationError(f"t must hold finite times >= 0 (the process starts at t = 0); got {float(bad):g}")
+        raise ValidationError(f"{name} must hold finite times >= 0 (the process starts at t = 0); got {float(bad):g}")
     return t
+
+
+def check_times(name: str, t: object, n: int, *, positive: bool = False) -> torch.Tensor:
+    """Diffusion times for ``n`` points: one for every point (a float, shape ()) or one per point (shape (n,)).
+
+    Parameters
+    ----------
+    name : str
+        Argument name used in error messages.
+    t : float or array_like, shape () or (n,)
+        Finite times, >= 0 (> 0 with ``positive``).
+    n : int
+        Number of points.
+    positive : bool, default=False
+        Refuse ``t = 0`` too (where ``h(0) = 0`` divides, as in Tweedie's formula).
+
+    Returns
+    -------
+    torch.Tensor, shape (n,), float64
+
+    Raises
+    ------
+    ValidationError
+        On another shape, a non-finite or negative time, or a zero time with ``positive``.
+    """
+    t = as_float64_tensor(name, t)
+    if t.dim() > 1 or (t.dim() == 1 and t.numel() not in (1, n)):
+        raise ValidationError(
+            f"{name} has shape {tuple(t.shape)}: pass one time for every point, or one per point (shape ({n},))"
+        )
+    t = _times(t, name)
+    if positive and bool((t == 0).any()):
+        raise ValidationError(f"{name} must hold times > 0 (h(0) = 0 divides in Tweedie's formula); got 0")
+    return t.expand(n)
 
 
 class ForwardProcess:
@@ -132,16 +167,40 @@ class ForwardProcess:
         x0 : torch.Tensor, shape (n, d)
         t : torch.Tensor, shape (n,)
         generator : torch.Generator
+            The only source of randomness (required: ``None`` would draw from torch's global RNG).
 
         Returns
         -------
         x_t : torch.Tensor, shape (n, d)
         xi : torch.Tensor, shape (n, d)
             The standard normal noise used.
+
+        Raises
+        ------
+        ValidationError
+            When ``x0`` or ``t`` is not finite or not of the shapes above, a time is negative, or ``generator`` is
+            not a ``torch.Generator``.
         """
         sizes: dict[str, int] = {}
         x0 = check_tensor("x0", x0, "nd", sizes)
         t = check_tensor("t", t, "n", sizes)
+        check_generator("generator", generator)
         xi = torch.randn(x0.shape, generator=generator, dtype=torch.float64)
         x_t = self.alpha(t)[:, None] * x0 + self.h(t).sqrt()[:, None] * xi  # spec §7.1
         return x_t, xi
+
+
+def check_process(name: str, process: object) -> ForwardProcess:
+    """Refuse anything but a :class:`ForwardProcess`.
+
+    Raises
+    ------
+    ValidationError
+        Naming ``name`` and the fix.
+    """
+    if not isinstance(process, ForwardProcess):
+        raise ValidationError(
+            f"{name} must be a ForwardProcess, got {type(process).__name__}; pass e.g. ForwardProcess(1.0) "
+            "(the Ornstein-Uhlenbeck process)"
+        )
+    return process

@@ -10,9 +10,14 @@ import math
 import torch
 
 from attnlab._validation import ValidationError, check_scalar, check_tensor
-from attnlab.ntk.forward_process import ForwardProcess
+from attnlab.ntk._checks import check_generator
+from attnlab.ntk.forward_process import ForwardProcess, check_process, check_times
 
-__all__ = ["GaussianMixture", "circle_mixture"]
+__all__ = ["MAX_REDRAWS", "GaussianMixture", "circle_mixture"]
+
+MAX_REDRAWS = 1000
+"""Rounds of redraws :meth:`GaussianMixture.sample` makes for the points outside ``max_norm`` before it gives up
+(each round redraws every point still outside)."""
 
 
 class GaussianMixture:
@@ -53,10 +58,10 @@ class GaussianMixture:
         n : int
             Number of points, >= 1.
         generator : torch.Generator
-            The only source of randomness.
+            The only source of randomness (required: ``None`` would draw from torch's global RNG).
         max_norm : float, optional
-            Redraw points of larger Euclidean norm until none is left (spec §9: data on a bounded set); None keeps
-            every draw.
+            Redraw points of larger Euclidean norm until none is left (spec §9: data on a bounded set), > 0; None
+            keeps every draw. At most ``MAX_REDRAWS`` rounds of redraws.
 
         Returns
         -------
@@ -65,27 +70,45 @@ class GaussianMixture:
         Raises
         ------
         ValidationError
-            When ``n`` is not an int >= 1.
+            When ``n`` is not an int >= 1, ``generator`` is not a ``torch.Generator``, ``max_norm`` is not > 0, or
+            points still lie outside ``max_norm`` after ``MAX_REDRAWS`` rounds (the mixture puts too little mass
+            within it).
         """
         check_scalar("n", n, kind=int, low=1)
+        check_generator("generator", generator)
+        if max_norm is not None:
+            check_scalar("max_norm", max_norm, low=0.0, low_inclusive=False)
+        x = self._draw(n, generator)
+        if max_norm is None:
+            return x
+        pending = torch.nonzero(x.norm(dim=1) > max_norm).flatten()  # rows still to redraw, in order
+        for _ in range(MAX_REDRAWS):
+            if not pending.numel():
+                return x
+            fresh = self._draw(pending.numel(), generator)
+            outside = fresh.norm(dim=1) > max_norm
+            x[pending[~outside]] = fresh[~outside]
+            pending = pending[outside]
+        if not pending.numel():
+            return x
+        raise ValidationError(
+            f"max_norm == {max_norm!r}: {pending.numel()} of {n} points still lie outside it after {MAX_REDRAWS} "
+            f"rounds of redraws, so the mixture puts little mass within it (its means have norms up to "
+            f"{float(self.means.norm(dim=1).max()):.3g}, its stds up to {float(self.stds.max()):.3g}); raise "
+            "max_norm, or pass None to keep every draw"
+        )
+
+    def _draw(self, n: int, generator: torch.Generator) -> torch.Tensor:
+        """``n`` independent draws of ``p_0``: a component, then a Gaussian around its mean."""
         comp = torch.multinomial(self.weights, n, replacement=True, generator=generator)
-        x = self.means[comp] + self.stds[comp, None] * torch.randn(
+        return self.means[comp] + self.stds[comp, None] * torch.randn(
             n, self.dim, generator=generator, dtype=torch.float64
         )
-        if max_norm is not None:
-            outside = x.norm(dim=1) > max_norm
-            if bool(outside.any()):
-                x[outside] = self.sample(int(outside.sum()), generator, max_norm)
-        return x
 
     def _posterior(self, x: torch.Tensor, t: torch.Tensor, process: ForwardProcess):
+        check_process("process", process)
         x = check_tensor("x", x, "nd", {"d": self.dim})
-        t = torch.as_tensor(t, dtype=torch.float64)
-        if t.dim() > 1 or (t.dim() == 1 and t.numel() not in (1, x.shape[0])):
-            raise ValidationError(
-                f"t has shape {tuple(t.shape)}: pass one time for every point, or one per point (shape ({x.shape[0]},))"
-            )
-        t = t.expand(x.shape[0])
+        t = check_times("t", t, x.shape[0])
         alpha, h = process.alpha(t)[:, None], process.h(t)[:, None]  # (n, 1)
         var = alpha**2 * self.stds**2 + h  # (n, K): spec §9: alpha^2 s_k^2 + h
         centred = x[:, None, :] - alpha[:, :, None] * self.means  # (n, K, d): x - alpha mu_k

@@ -9,7 +9,7 @@ import torch
 
 from attnlab._validation import ValidationError, check_tensor
 
-__all__ = ["kernel_regression_limit", "unvec", "vec"]
+__all__ = ["check_regression", "kernel_regression_limit", "unvec", "vec"]
 
 
 def vec(Y: torch.Tensor) -> torch.Tensor:
@@ -42,6 +42,26 @@ def unvec(v: torch.Tensor, L: int) -> torch.Tensor:
     return v.reshape(L, -1).T  # (L * p,) -> (p, L)
 
 
+def check_regression(H: object, K_test: object, Y: object) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The arguments of an NTK regression, as float64 tensors: ``H`` (n L, n L), ``K_test`` (p L, n L), ``Y`` (n, L).
+
+    Raises
+    ------
+    ValidationError
+        When an argument is not finite or not of these shapes (``K_test``'s rows: one per test point and output).
+    """
+    Y = check_tensor("Y", Y, "nL")
+    sizes = {"N": Y.numel()}  # H* of the n L training outputs
+    H = check_tensor("H", H, "NN", sizes)
+    K_test = check_tensor("K_test", K_test, "PN", sizes)
+    if K_test.shape[0] % Y.shape[1]:
+        raise ValidationError(
+            f"K_test has {K_test.shape[0]} rows, must be p * L = p * {Y.shape[1]} (one row per test point and "
+            "output, the layout of cross_kernel(net, X_test, X)); pass the whole cross kernel"
+        )
+    return H, K_test, Y
+
+
 def kernel_regression_limit(H: torch.Tensor, K_test: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
     """``K(X_test, X) H*^{-1} vec Y``: the limit of :func:`kernel_regression_path` as the steps grow (spec §6.1).
 
@@ -62,13 +82,10 @@ def kernel_regression_limit(H: torch.Tensor, K_test: torch.Tensor, Y: torch.Tens
     Raises
     ------
     ValidationError
-        When an argument is not finite, ``H`` is not ``(n * L, n * L)`` or is singular, or ``K_test`` has not
-        ``n * L`` columns.
+        When an argument is not finite, ``H`` is not ``(n * L, n * L)`` or is singular, or ``K_test`` is not
+        ``(p * L, n * L)``.
     """
-    Y = check_tensor("Y", Y, "nL")
-    sizes = {"N": Y.numel()}
-    H = check_tensor("H", H, "NN", sizes)
-    K_test = check_tensor("K_test", K_test, "PN", sizes)
+    H, K_test, Y = check_regression(H, K_test, Y)
     try:
         coefficients = torch.linalg.solve(H, vec(Y))
     except torch.linalg.LinAlgError as error:

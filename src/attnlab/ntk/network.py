@@ -18,10 +18,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from attnlab._validation import check_tensor
+from attnlab._validation import ValidationError, check_tensor
 from attnlab.ntk.init import symmetric_init
 
-__all__ = ["TwoLayerNet", "jacobian_coefficients", "output_tangent", "weight_gradient"]
+__all__ = ["TwoLayerNet", "check_net", "jacobian_coefficients", "output_tangent", "weight_gradient"]
 
 
 def jacobian_coefficients(phi: torch.Tensor, b: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
@@ -228,6 +228,7 @@ class TwoLayerNet(nn.Module):
         raise NotImplementedError
 
     def _inputs(self, X: object, name: str = "X") -> torch.Tensor:
+        _check_float64("the network", self)
         return check_tensor(name, X, "nk", {"k": self.d_in})
 
     def forward(self, X: torch.Tensor) -> torch.Tensor:
@@ -240,6 +241,11 @@ class TwoLayerNet(nn.Module):
         Returns
         -------
         torch.Tensor, shape (n, d_out), float64
+
+        Raises
+        ------
+        ValidationError
+            When ``X`` is not a finite array of shape (n, d_in), or the network's weights are not float64.
         """
         return self.output_from_logits(self._inputs(X) @ self.W)  # spec §8 Alg. B: Z = X^T W
 
@@ -259,7 +265,7 @@ class TwoLayerNet(nn.Module):
         Raises
         ------
         ValidationError
-            When ``X`` is not a finite array of shape (n, d_in).
+            When ``X`` is not a finite array of shape (n, d_in), or the network's weights are not float64.
         """
         X = self._inputs(X)
         with torch.no_grad():
@@ -283,10 +289,37 @@ class TwoLayerNet(nn.Module):
         Raises
         ------
         ValidationError
-            When ``X`` or ``Y`` is not finite or not of the shape above.
+            When ``X`` or ``Y`` is not finite or not of the shape above, or the network's weights are not float64.
         """
         X = self._inputs(X)
         Y = check_tensor("Y", Y, "nL", {"n": X.shape[0], "L": self.d_out})
         with torch.no_grad():
             F, phi, b = self.output_and_factors(X @ self.W)
             return weight_gradient(X, F - Y, phi, b, self.a)
+
+
+def check_net(name: str, net: object) -> TwoLayerNet:
+    """Refuse anything but a :class:`TwoLayerNet` holding float64 weights.
+
+    Raises
+    ------
+    ValidationError
+        Naming ``name``: not a TwoLayerNet (``None``, a ``torch.nn.Linear``), or weights of another dtype.
+    """
+    if not isinstance(net, TwoLayerNet):
+        raise ValidationError(
+            f"{name} must be a TwoLayerNet (SoftmaxMLP, ReluMLP or ExpMLP), got {type(net).__name__}; build one, "
+            "e.g. attnlab.ntk.SoftmaxMLP(d_in, d_out, width)"
+        )
+    _check_float64(name, net)
+    return net
+
+
+def _check_float64(name: str, net: TwoLayerNet) -> None:
+    """Refuse a network whose ``W`` or ``a`` is not float64 (``net.float()``): its inputs are float64."""
+    for tensor in (net.W, net.a):
+        if tensor.dtype != torch.float64:
+            raise ValidationError(
+                f"{name} holds {tensor.dtype} weights, but the NTK networks compute in float64; convert it with "
+                ".double() (or build it anew)"
+            )

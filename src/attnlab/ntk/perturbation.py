@@ -77,7 +77,13 @@ def perturbed_kernels(
     ``u`` is the mean input's direction. The move spreads the logits of all inputs coherently, so the kernel changes
     at first order in ``R`` (a common shift of every neuron leaves the softmax unchanged, and opposite moves of the
     two neurons of a pair cancel at first order): the order of the lemma's worst case, not a random direction's
-    ``R / sqrt(m)``.
+    ``R / sqrt(m)``. A neuron with ``<w_r, u> = 0`` moves to the ``+u`` side.
+
+    Raises
+    ------
+    ValidationError
+        When ``X`` is not a finite (n, d_in) array or its mean row is zero (``u`` undefined), a width is not an int
+        >= 1, a radius is not > 0, or the network's arguments are out of range (:class:`SoftmaxMLP`).
     """
     X = check_tensor("X", X, "nd")
     for width in widths:
@@ -85,6 +91,11 @@ def perturbed_kernels(
     for radius in radii:
         check_scalar("radii entry", radius, low=0.0, low_inclusive=False)
     u = X.mean(dim=0)
+    if not bool(u.norm() > 0):
+        raise ValidationError(
+            "X has mean row 0, so the move's direction u = mean(X) / ||mean(X)|| is undefined; pass inputs whose "
+            "mean is not zero (e.g. not symmetric about the origin)"
+        )
     u = u / u.norm()
     x_norm = float(X.norm(dim=1).max())
     rows = []
@@ -92,6 +103,7 @@ def perturbed_kernels(
         net = SoftmaxMLP(X.shape[1], d_out, width, sigma_w, seed=seed)
         H0, W0 = gram(net, X), net.W.detach()
         side = torch.sign(u @ W0)  # (m,): the two neurons of a pair share w_r, so they move together
+        side[side == 0] = 1.0  # <w_r, u> = 0: either side keeps ||w_r - w_r(0)|| = R; sign 0 would not move it
         B0 = float((X @ W0).abs().max())
         for radius in radii:
             moved = with_weights(net, W0 + radius * u[:, None] * side[None, :])  # ||w_r - w_r(0)|| = R

@@ -25,9 +25,15 @@ def mode_coverage(samples: torch.Tensor, means: torch.Tensor, radius: float) -> 
         Fraction of all samples within ``radius`` of some mode.
     shares : torch.Tensor, shape (K,)
         Fraction of all samples within ``radius`` of mode ``k`` (equal-weight targets give ``covered / K`` each).
+
+    Raises
+    ------
+    ValidationError
+        When ``samples`` is not a finite (n, d) array with n >= 1, ``means`` not a finite (K, d) array, or
+        ``radius <= 0``.
     """
     sizes: dict[str, int] = {}
-    samples = check_tensor("samples", samples, "nd", sizes)
+    samples = check_tensor("samples", samples, "nd", sizes, min_size={"n": 1})
     means = check_tensor("means", means, "Kd", sizes)
     check_scalar("radius", radius, low=0.0, low_inclusive=False)
     dist = torch.cdist(samples, means)  # (n, K)

@@ -9,8 +9,8 @@ from collections.abc import Callable
 
 import torch
 
-from attnlab._validation import check_scalar, check_tensor
-from attnlab.ntk.forward_process import ForwardProcess
+from attnlab._validation import ValidationError, check_scalar, check_seed, check_tensor
+from attnlab.ntk.forward_process import ForwardProcess, check_process
 
 __all__ = ["euler_maruyama", "reverse_sde_sample"]
 
@@ -30,22 +30,43 @@ def euler_maruyama(
         ``diffusion(s)``: scalar noise amplitude.
     y0 : torch.Tensor, shape (n, d)
     times : torch.Tensor, shape (K + 1,)
-        Increasing grid, ``times[0]`` the start.
+        Strictly increasing grid, ``times[0]`` the start.
     seed : int
 
     Returns
     -------
     torch.Tensor, shape (n, d)
         ``Y`` at ``times[-1]``.
+
+    Raises
+    ------
+    ValidationError
+        When ``y0`` is not a finite (n, d) array, ``times`` not a finite, strictly increasing grid of at least two
+        times, ``seed`` not a seed, or ``drift`` returns a value of another shape than ``y0``.
     """
     y = check_tensor("y0", y0, "nd").clone()
     times = check_tensor("times", times, "K", min_size={"K": 2})
-    gen = torch.Generator().manual_seed(seed)
+    if not bool((times[1:] > times[:-1]).all()):
+        raise ValidationError(
+            f"times must be strictly increasing (a negative step has no sqrt(ds)), got {times.tolist()[:8]}; "
+            "sort the grid, e.g. torch.linspace(0.0, T, K + 1)"
+        )
+    gen = torch.Generator().manual_seed(check_seed("seed", seed))
     for s, s_next in zip(times[:-1].tolist(), times[1:].tolist()):
         ds = s_next - s
         noise = torch.randn(y.shape, generator=gen, dtype=torch.float64)
-        y = y + drift(y, s) * ds + diffusion(s) * ds**0.5 * noise  # Euler-Maruyama step
+        y = y + _like(y, drift(y, s), "drift(y, s)") * ds + diffusion(s) * ds**0.5 * noise  # Euler-Maruyama step
     return y
+
+
+def _like(y: torch.Tensor, value: object, what: str) -> torch.Tensor:
+    """``value`` when it is a tensor of ``y``'s shape; a named error otherwise (a wrong shape broadcasts)."""
+    if not isinstance(value, torch.Tensor) or value.shape != y.shape:
+        shape = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
+        raise ValidationError(
+            f"{what} returned {shape}, expected a tensor of the points' shape {tuple(y.shape)} (n, d)"
+        )
+    return value
 
 
 def reverse_sde_sample(
@@ -82,16 +103,24 @@ def reverse_sde_sample(
     -------
     torch.Tensor, shape (n, d)
         Samples approximately from ``p_{T0}`` (from ``p_0`` with ``denoiser``).
+
+    Raises
+    ------
+    ValidationError
+        When ``process`` is not a :class:`ForwardProcess`, ``y0`` is not a finite (n, d) array, the times are not
+        ``0 <= T0 < T``, ``steps < 1``, ``seed`` is not a seed, or ``score`` returns another shape than ``y0``.
     """
+    check_process("process", process)
     check_scalar("steps", steps, kind=int, low=1)
     check_scalar("T0", T0, low=0.0)
     check_scalar("T", T, low=T0, low_inclusive=False)
+    check_seed("seed", seed)
 
     def g(s: float) -> float:
         return float(process.g(torch.tensor(T - s, dtype=torch.float64)))
 
     def drift(y: torch.Tensor, s: float) -> torch.Tensor:
-        return g(s) * y + 2 * g(s) * score(y, T - s)  # spec §7.2: g Y + 2 g grad log p_{T-s}
+        return g(s) * y + 2 * g(s) * _like(y, score(y, T - s), "score(x, t)")  # spec §7.2: g Y + 2 g grad log p
 
     times = torch.linspace(0.0, T - T0, steps + 1, dtype=torch.float64)
     y = euler_maruyama(drift, lambda s: (2 * g(s)) ** 0.5, y0, times, seed)  # spec §7.2: sqrt(2 g)

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 
 import torch
 
-from attnlab._validation import ValidationError, check_in, check_scalar, check_tensor
-from attnlab.ntk.forward_process import ForwardProcess
+from attnlab._validation import ValidationError, check_in, check_scalar, check_seed, check_tensor
+from attnlab.ntk.forward_process import ForwardProcess, check_process, check_times
 
-__all__ = ["INPUT_MAPS", "DenoisingSet", "InputMap", "denoising_set", "fit_input_map"]
+__all__ = ["INPUT_MAPS", "DenoisingSet", "InputMap", "check_denoising_set", "denoising_set", "fit_input_map"]
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,22 @@ class DenoisingSet:
 
 
 TIMES = ("uniform", "log-uniform")
+
+
+def check_denoising_set(name: str, data: object) -> DenoisingSet:
+    """Refuse anything but a :class:`DenoisingSet`.
+
+    Raises
+    ------
+    ValidationError
+        Naming ``name`` and the fix.
+    """
+    if not isinstance(data, DenoisingSet):
+        raise ValidationError(
+            f"{name} must be a DenoisingSet, got {type(data).__name__}; build it with denoising_set(x0, process, "
+            "T0, T, seed)"
+        )
+    return data
 
 
 def denoising_set(
@@ -65,13 +81,21 @@ def denoising_set(
     Returns
     -------
     DenoisingSet
+
+    Raises
+    ------
+    ValidationError
+        When ``x0`` is not a finite (n, d) array with n >= 1, ``process`` is not a :class:`ForwardProcess`, the
+        times are not ``0 < T0 < T``, ``seed`` is not a seed (:func:`~attnlab._validation.check_seed`), ``times`` is
+        unknown or ``power <= 0``.
     """
-    x0 = check_tensor("x0", x0, "nd")
+    x0 = check_tensor("x0", x0, "nd", min_size={"n": 1})
+    check_process("process", process)
     check_in("times", times, TIMES)
     check_scalar("T0", T0, low=0.0, low_inclusive=False)
     check_scalar("T", T, low=T0, low_inclusive=False)
     check_scalar("power", power, low=0.0, low_inclusive=False)
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator().manual_seed(check_seed("seed", seed))
     u = torch.rand(x0.shape[0], generator=gen, dtype=torch.float64)
     t = T0 + (T - T0) * u if times == "uniform" else T0 * (T / T0) ** u**power  # spec §7.5: U[T0, T]; or ours
     x_t, _ = process.sample(x0, t, gen)  # spec §7.5: x_t = alpha x0 + sqrt(h) xi
@@ -127,6 +151,9 @@ class InputMap:
         Smallest diffusion time, where ``r = 1``; required by ``"sphere"``, in ``(0, T)``.
     decay : float
         ``"sphere"``: ``1 - r(T)``, in ``[0, 1)``.
+    d : int, optional
+        Dimension of the points ``x`` the map was fitted on (:func:`fit_input_map` sets it); when given, a call
+        with points of another dimension is refused.
 
     Raises
     ------
@@ -142,9 +169,12 @@ class InputMap:
     kind: str = "spec"
     T0: float | None = None
     decay: float = 0.9
+    d: int | None = None
 
     def __post_init__(self) -> None:
         check_in("kind", self.kind, INPUT_MAPS)
+        if self.d is not None:
+            check_scalar("d", self.d, kind=int, low=1)
         if self.kind != "sphere":
             return
         if self.T0 is None:
@@ -191,8 +221,16 @@ class InputMap:
         return 1.0 - self.decay * frac
 
     def __call__(self, t: torch.Tensor | float, x: torch.Tensor) -> torch.Tensor:
-        """``u``, shape (n, d + 1), from ``t`` (n,) or a float and ``x`` (n, d)."""
-        t = torch.as_tensor(t, dtype=torch.float64).expand(x.shape[0])
+        """``u``, shape (n, d + 1), from ``t`` (n,) or a float and ``x`` (n, d).
+
+        Raises
+        ------
+        ValidationError
+            When ``x`` is not a finite (n, d) array (``d`` the fitted dimension, when known), or ``t`` not finite
+            times >= 0 of shape () or (n,).
+        """
+        x = check_tensor("x", x, "nd", {} if self.d is None else {"d": self.d})
+        t = check_times("t", t, x.shape[0])
         if self.kind == "spec":
             return torch.cat([t[:, None] / self.T, x], dim=1) / self.rho  # spec §7.5: u = (t/T, x_t) / rho_u
         z = x / (self.process.alpha(t) ** 2 * self.v0 + self.process.h(t)).sqrt()[:, None]  # x / c(t)
@@ -233,11 +271,20 @@ def fit_input_map(
     Returns
     -------
     InputMap
+        Fitted on the dimension of ``data``'s points.
+
+    Raises
+    ------
+    ValidationError
+        When ``data`` is not a :class:`DenoisingSet`, ``process`` not a :class:`ForwardProcess`, ``T <= 0``, or
+        the map's own arguments are out of range (:class:`InputMap`).
     """
+    check_denoising_set("data", data)
+    check_process("process", process)
     check_scalar("T", T, low=0.0, low_inclusive=False)
-    v0 = float(data.x0.pow(2).mean())
-    unscaled = InputMap(process, float(T), v0, 1.0, skip, kind, T0, decay)  # validates kind, T0 and decay
+    v0, d = float(data.x0.pow(2).mean()), data.x0.shape[1]
+    unscaled = InputMap(process, float(T), v0, 1.0, skip, kind, T0, decay, d)  # validates kind, T0 and decay
     if kind == "sphere":
         return unscaled  # |u| = r(t) <= 1 for every input: no divisor
     rho = float(unscaled(data.t, data.x_t).norm(dim=1).max())  # spec §7.5: rho >= max ||u_j||
-    return InputMap(process, float(T), v0, rho, skip, kind)
+    return InputMap(process, float(T), v0, rho, skip, kind, d=d)

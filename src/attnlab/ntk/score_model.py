@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import torch
 
-from attnlab._validation import check_scalar
-from attnlab.ntk.forward_process import ForwardProcess
+from attnlab._validation import ValidationError, check_scalar, check_seed, check_tensor
+from attnlab.ntk.forward_process import ForwardProcess, check_process, check_times
 from attnlab.ntk.gaussian_mixture import GaussianMixture
 from attnlab.ntk.network import TwoLayerNet
 from attnlab.ntk.score_data import InputMap, denoising_set
@@ -20,7 +20,7 @@ __all__ = ["ScoreModel", "denoiser_error_at", "score_from_denoiser", "weighted_s
 
 
 def score_from_denoiser(
-    process: ForwardProcess, x: torch.Tensor, t: torch.Tensor, denoised: torch.Tensor
+    process: ForwardProcess, x: torch.Tensor, t: torch.Tensor | float, denoised: torch.Tensor
 ) -> torch.Tensor:
     """Tweedie's formula ``grad log p_t(x) = (alpha(t) E[X_0 | X_t = x] - x) / h(t)`` (spec §7.4).
 
@@ -28,14 +28,26 @@ def score_from_denoiser(
     ----------
     process : ForwardProcess
     x : torch.Tensor, shape (n, d)
-    t : torch.Tensor, shape (n,)
+    t : float or torch.Tensor, shape (n,)
+        Diffusion times, > 0 (``h(0) = 0`` divides): one for every point, or one per point.
     denoised : torch.Tensor, shape (n, d)
         ``E[X_0 | X_t = x]`` or an estimate of it.
 
     Returns
     -------
     torch.Tensor, shape (n, d)
+
+    Raises
+    ------
+    ValidationError
+        When ``process`` is not a :class:`ForwardProcess`, ``x`` or ``denoised`` is not a finite (n, d) array
+        (the same n and d), or ``t`` not finite times > 0 of shape () or (n,).
     """
+    check_process("process", process)
+    sizes: dict[str, int] = {}
+    x = check_tensor("x", x, "nd", sizes)
+    denoised = check_tensor("denoised", denoised, "nd", sizes)
+    t = check_times("t", t, x.shape[0], positive=True)
     alpha, h = process.alpha(t)[:, None], process.h(t)[:, None]
     return (alpha * denoised - x) / h  # spec §7.4: s_W = (alpha F - x) / h
 
@@ -65,15 +77,20 @@ class ScoreModel:
         Parameters
         ----------
         x : torch.Tensor, shape (n, d), float64
-            Noisy points.
+            Noisy points, ``d = net.d_out``.
         t : float or torch.Tensor, shape (n,)
-            Diffusion times: one for every point, or one per point.
+            Diffusion times, >= 0: one for every point, or one per point.
 
         Returns
         -------
         torch.Tensor, shape (n, d), float64
+
+        Raises
+        ------
+        ValidationError
+            When ``x`` is not a finite (n, d) array, or ``t`` not finite times >= 0 of shape () or (n,).
         """
-        t = torch.as_tensor(t, dtype=torch.float64).expand(x.shape[0])
+        x, t = self._points(x, t, positive=False)
         with torch.no_grad():
             F = self.net.output_from_logits(self.inputs(t, x) @ self.net.W)
         return self.inputs.skip_gain(t)[:, None] * x + F
@@ -84,16 +101,44 @@ class ScoreModel:
         Parameters
         ----------
         x : torch.Tensor, shape (n, d), float64
-            Noisy points.
+            Noisy points, ``d = net.d_out``.
         t : float or torch.Tensor, shape (n,)
             Diffusion times, > 0 (``h(0) = 0`` divides): one for every point, or one per point.
 
         Returns
         -------
         torch.Tensor, shape (n, d), float64
+
+        Raises
+        ------
+        ValidationError
+            When ``x`` is not a finite (n, d) array, or ``t`` not finite times > 0 of shape () or (n,).
         """
-        t = torch.as_tensor(t, dtype=torch.float64).expand(x.shape[0])
+        x, t = self._points(x, t, positive=True)
         return score_from_denoiser(self.process, x, t, self.denoiser(x, t))
+
+    def _points(self, x: object, t: object, positive: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """``x`` (n, d) with ``d = net.d_out`` and ``t`` as (n,) times, refused by name when they are not."""
+        x = check_tensor("x", x, "nd", {"d": self.net.d_out})
+        return x, check_times("t", t, x.shape[0], positive=positive)
+
+
+def _check_target(model: ScoreModel, target: GaussianMixture) -> None:
+    """Refuse a ``model`` that is not a :class:`ScoreModel`, or a ``target`` that is not a mixture of its dimension."""
+    if not isinstance(model, ScoreModel):
+        raise ValidationError(
+            f"model must be a ScoreModel, got {type(model).__name__}; train one with "
+            "attnlab.training.ntk.train_score_model"
+        )
+    if not isinstance(target, GaussianMixture):
+        raise ValidationError(
+            f"target must be a GaussianMixture, got {type(target).__name__}; e.g. attnlab.ntk.circle_mixture()"
+        )
+    if target.dim != model.net.d_out:
+        raise ValidationError(
+            f"target has points of dimension {target.dim}, but the model denoises points of dimension "
+            f"{model.net.d_out} (net.d_out); pass the mixture the model was trained on"
+        )
 
 
 def _denoiser_error(model: ScoreModel, target: GaussianMixture, x_t: torch.Tensor, t: torch.Tensor) -> float:
@@ -130,10 +175,12 @@ def weighted_score_error(
     Raises
     ------
     ValidationError
-        When ``n < 1`` or the times are not ``0 < T0 < T``.
+        When ``n < 1``, the times are not ``0 < T0 < T``, ``seed`` (or ``seed + 1``) is not a seed, or ``target``
+        is not a :class:`GaussianMixture` of the model's dimension.
     """
     check_scalar("n", n, kind=int, low=1)
-    gen = torch.Generator().manual_seed(seed)
+    _check_target(model, target)
+    gen = torch.Generator().manual_seed(check_seed("seed", seed))
     fresh = denoising_set(target.sample(n, gen), model.process, T0, T, seed + 1)
     return _denoiser_error(model, target, fresh.x_t, fresh.t)
 
@@ -165,11 +212,13 @@ def denoiser_error_at(model: ScoreModel, target: GaussianMixture, t: float, n: i
     Raises
     ------
     ValidationError
-        When ``n < 1`` or ``t <= 0``.
+        When ``n < 1``, ``t <= 0``, ``seed`` is not a seed, or ``target`` is not a :class:`GaussianMixture` of the
+        model's dimension.
     """
     check_scalar("n", n, kind=int, low=1)
     check_scalar("t", t, low=0.0, low_inclusive=False)
-    gen = torch.Generator().manual_seed(seed)
+    _check_target(model, target)
+    gen = torch.Generator().manual_seed(check_seed("seed", seed))
     x0 = target.sample(n, gen)
     times = torch.full((n,), float(t), dtype=torch.float64)
     x_t, _ = model.process.sample(x0, times, gen)  # spec §7.1

@@ -12,8 +12,8 @@ import torch
 from scipy.sparse.linalg import LinearOperator, eigsh
 from torch.func import functional_call, jacrev
 
-from attnlab._validation import check_scalar, check_tensor
-from attnlab.ntk.network import TwoLayerNet, output_tangent, weight_gradient
+from attnlab._validation import ValidationError, check_scalar, check_tensor
+from attnlab.ntk.network import TwoLayerNet, check_net, output_tangent, weight_gradient
 
 __all__ = [
     "cross_kernel",
@@ -46,11 +46,17 @@ def cross_kernel(net: TwoLayerNet, X_test: torch.Tensor, X: torch.Tensor) -> tor
     torch.Tensor, shape (n_test * d_out, n * d_out), float64
         Entry ``[(l1, p), (l2, j)] = (1/s) <x_p, x_j> sum_r C[p, l1, r] C[j, l2, r]`` at ``l1*n_test + p,
         l2*n + j``, with ``s = net.kernel_scale`` (``m`` for softmax).
+
+    Raises
+    ------
+    ValidationError
+        When ``net`` is not a float64 :class:`TwoLayerNet`, or ``X_test`` or ``X`` is not a finite array of shape
+        (rows, d_in) with at least one row.
     """
-    sizes = {"k": net.d_in}
+    sizes = {"k": check_net("net", net).d_in}
     same = X is X_test  # the Gram: one input, validated and its Jacobian factors formed once (check_tensor copies)
-    X_test = check_tensor("X_test", X_test, "pk", sizes)
-    X = X_test if same else check_tensor("X", X, "nk", sizes)
+    X_test = check_tensor("X_test", X_test, "pk", sizes, min_size={"p": 1})
+    X = X_test if same else check_tensor("X", X, "nk", sizes, min_size={"n": 1})
     C_test = net.jacobian(X_test).transpose(0, 1)  # (L, n_test, m)
     C = C_test if same else net.jacobian(X).transpose(0, 1)  # (L, n, m)
     L, n_test, m = C_test.shape
@@ -74,13 +80,19 @@ def gram(net: TwoLayerNet, X: torch.Tensor) -> torch.Tensor:
     torch.Tensor, shape (n * d_out, n * d_out), float64
         Symmetric PSD; row ``(l, i)`` at ``l * n + i``.
 
+    Raises
+    ------
+    ValidationError
+        When ``net`` is not a float64 :class:`TwoLayerNet`, or ``X`` is not a finite array of shape (n, d_in) with
+        n >= 1.
+
     Examples
     --------
     >>> from attnlab.ntk import SoftmaxMLP
     >>> gram(SoftmaxMLP(3, 2, 8), torch.eye(3)).shape
     torch.Size([6, 6])
     """
-    X = check_tensor("X", X, "nk", {"k": net.d_in})
+    X = _train_inputs(net, X)
     return cross_kernel(net, X, X)
 
 
@@ -97,8 +109,13 @@ def gram_jacobian(net: TwoLayerNet, X: torch.Tensor) -> torch.Tensor:
     Returns
     -------
     torch.Tensor, shape (n * d_out, n * d_out), float64
+
+    Raises
+    ------
+    ValidationError
+        As :func:`gram`.
     """
-    X = check_tensor("X", X, "nk", {"k": net.d_in})
+    X = _train_inputs(net, X)
     params = {"W": net.W.detach()}
 
     def outputs(p: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -120,8 +137,13 @@ def infinite_width_gram(net: TwoLayerNet, X: torch.Tensor) -> torch.Tensor:
     Returns
     -------
     torch.Tensor, shape (n * d_out, n * d_out), float64
+
+    Raises
+    ------
+    ValidationError
+        When ``net`` is not a float64 :class:`TwoLayerNet`, or ``X`` is not a finite array of shape (n, d_in).
     """
-    K = net.limit_kernel(X)
+    K = check_net("net", net).limit_kernel(X)
     return torch.kron(torch.eye(net.d_out, dtype=K.dtype), K)  # spec §4.2: H^inf = I_d (x) K
 
 
@@ -142,9 +164,9 @@ def extreme_eigenvalues(H: torch.Tensor) -> tuple[float, float]:
     Raises
     ------
     ValidationError
-        When ``H`` is not a finite square matrix.
+        When ``H`` is not a finite square matrix of size >= 1.
     """
-    H = check_tensor("H", H, "NN")
+    H = check_tensor("H", H, "NN", min_size={"N": 1})
     evals = torch.linalg.eigvalsh((H + H.T) / 2)
     return float(evals[0]), float(evals[-1])
 
@@ -160,8 +182,13 @@ def lambda_max(net: TwoLayerNet, X: torch.Tensor) -> float:
     Returns
     -------
     float
+
+    Raises
+    ------
+    ValidationError
+        As :func:`gram`.
     """
-    X = check_tensor("X", X, "nk", {"k": net.d_in})
+    X = _train_inputs(net, X)
     n, L = X.shape[0], net.d_out
     if n * L <= _DENSE_MAX:
         return extreme_eigenvalues(gram(net, X))[1]
@@ -195,7 +222,16 @@ def kernel_drift(H: torch.Tensor, H0: torch.Tensor) -> float:
     -------
     float
         The Frobenius norm of the difference, >= 0.
+
+    Raises
+    ------
+    ValidationError
+        When ``H`` or ``H0`` is not a finite matrix, or their shapes differ (a test kernel ``(p * d_out, n * d_out)``
+        against its start is fine).
     """
+    sizes: dict[str, int] = {}
+    H = check_tensor("H", H, "PN", sizes)
+    H0 = check_tensor("H0", H0, "PN", sizes)
     return float(torch.linalg.matrix_norm(H - H0))
 
 
@@ -215,8 +251,19 @@ def stability_limit(net: TwoLayerNet, X: torch.Tensor) -> float:
     -------
     float
         The step bound, > 0.
+
+    Raises
+    ------
+    ValidationError
+        As :func:`gram`; and when ``lambda_max(H) <= 0`` (e.g. every row of ``X`` zero): no step moves the outputs.
     """
-    return 2.0 / (net.kernel_scale * lambda_max(net, X))  # spec §4.1: |1 - lr s lambda_max| < 1
+    top = lambda_max(net, X)
+    if not top > 0:
+        raise ValidationError(
+            f"X gives a Gram with lambda_max(H) == {top:.3g}, so no step size exists (the outputs cannot move, e.g. "
+            "every row of X is zero); pass inputs with a non-zero row"
+        )
+    return 2.0 / (net.kernel_scale * top)  # spec §4.1: |1 - lr s lambda_max| < 1
 
 
 def practical_step(net: TwoLayerNet, X: torch.Tensor, c: float = 0.5) -> float:
@@ -232,6 +279,16 @@ def practical_step(net: TwoLayerNet, X: torch.Tensor, c: float = 0.5) -> float:
     Returns
     -------
     float
+
+    Raises
+    ------
+    ValidationError
+        When ``c`` is not in (0, 1], or as :func:`stability_limit`.
     """
     check_scalar("c", c, low=0.0, high=1.0, low_inclusive=False)
     return c * stability_limit(net, X) / 2  # spec §8: eta = c / (m lambda_max(H*))
+
+
+def _train_inputs(net: TwoLayerNet, X: object) -> torch.Tensor:
+    """The training inputs of a Gram: ``X`` of shape (n, d_in), n >= 1, for a float64 ``net``; named errors else."""
+    return check_tensor("X", X, "nk", {"k": check_net("net", net).d_in}, min_size={"n": 1})

@@ -35,9 +35,10 @@ def contraction_bound(lr: float, scale: float, lam: float) -> float:
     Raises
     ------
     ValidationError
-        When ``lr <= 0`` or ``lam < 0``.
+        When ``lr <= 0``, ``scale <= 0`` or ``lam < 0`` (or one is not a finite number).
     """
     check_scalar("lr", lr, low=0.0, low_inclusive=False)
+    check_scalar("scale", scale, low=0.0, low_inclusive=False)
     check_scalar("lam", lam, low=0.0)
     return 1.0 - scale * lr * lam / 2  # spec §5 Lemma 5.3: (1 - m eta lambda / 2)
 
@@ -48,15 +49,15 @@ def theorem_B(sigma_w: float, n: int, d: int, delta: float = 0.1, C: float = 10.
     Parameters
     ----------
     sigma_w : float
-        Init standard deviation of ``W``'s entries.
+        Init standard deviation of ``W``'s entries, > 0.
     n : int
-        Number of training samples.
+        Number of training samples, >= 1.
     d : int
-        The spec's dimension ``d`` (input and output; the experiments pass the output dimension).
+        The spec's dimension ``d`` (input and output; the experiments pass the output dimension), >= 1.
     delta : float, default=0.1
         Failure probability, in (0, 1).
     C : float, default=10.0
-        The absolute constant (recalled, [R]).
+        The absolute constant (recalled, [R]), > 0.
 
     Returns
     -------
@@ -66,9 +67,12 @@ def theorem_B(sigma_w: float, n: int, d: int, delta: float = 0.1, C: float = 10.
     Raises
     ------
     ValidationError
-        When ``delta`` is not in (0, 1).
+        When ``sigma_w <= 0``, ``n`` or ``d`` is not an int >= 1, ``delta`` is not in (0, 1), or ``C <= 0``.
     """
+    check_scalar("sigma_w", sigma_w, low=0.0, low_inclusive=False)
+    _check_sizes(n=n, d=d)
     check_scalar("delta", delta, low=0.0, high=1.0, low_inclusive=False, high_inclusive=False)
+    check_scalar("C", C, low=0.0, low_inclusive=False)
     return max(C * sigma_w * math.sqrt(math.log(n * d / delta)), 1.0)  # spec §5 Def. 4.1
 
 
@@ -83,13 +87,13 @@ def theorem_step(lam: float, n: int, d: int, width: int, B: float) -> float:
     lam : float
         The smallest eigenvalue ``lambda`` of ``H*``, > 0.
     n : int
-        Number of training samples.
+        Number of training samples, >= 1.
     d : int
-        Output dimension (the spec's ``d``).
+        Output dimension (the spec's ``d``), >= 1.
     width : int
-        Hidden neurons ``m``.
+        Hidden neurons ``m``, >= 1.
     B : float
-        The bound of Definition 4.1 (:func:`theorem_B`).
+        The bound of Definition 4.1 (:func:`theorem_B`), finite and >= 0.
 
     Returns
     -------
@@ -99,9 +103,11 @@ def theorem_step(lam: float, n: int, d: int, width: int, B: float) -> float:
     Raises
     ------
     ValidationError
-        When ``lam <= 0``.
+        When ``lam <= 0``, ``n``, ``d`` or ``width`` is not an int >= 1, or ``B`` is not a finite number >= 0.
     """
     check_scalar("lam", lam, low=0.0, low_inclusive=False)
+    _check_sizes(n=n, d=d, width=width)
+    check_scalar("B", B, low=0.0)
     return math.exp(math.log(0.1 * lam) - math.log(width * n**2 * d**2) - 16 * B)  # spec §5 Thm 4.2
 
 
@@ -113,25 +119,36 @@ def coupling_bound(eps_H: float, n: int, d: int, y_norm: float, lam: float) -> f
     Parameters
     ----------
     eps_H : float
-        How far the Gram moves from ``H*`` along training (e.g. the largest :func:`~attnlab.ntk.kernel_drift`).
+        How far the Gram moves from ``H*`` along training (e.g. the largest :func:`~attnlab.ntk.kernel_drift`),
+        >= 0.
     n : int
-        Number of training samples.
+        Number of training samples, >= 1.
     d : int
-        Output dimension.
+        Output dimension, >= 1.
     y_norm : float
-        ``||Y||_F``, the Frobenius norm of the targets.
+        ``||Y||_F``, the Frobenius norm of the targets, >= 0.
     lam : float
         The smallest eigenvalue ``lambda`` of ``H*``, > 0.
 
     Returns
     -------
     float
-        The bound, >= 0 when ``eps_H >= 0``.
+        The bound, >= 0.
 
     Raises
     ------
     ValidationError
-        When ``lam <= 0``.
+        When ``eps_H < 0``, ``n`` or ``d`` is not an int >= 1, ``y_norm < 0`` or ``lam <= 0`` (or a number is not
+        finite).
     """
+    check_scalar("eps_H", eps_H, low=0.0, allow_inf=True)  # a diverged run's drift: the bound is inf
+    _check_sizes(n=n, d=d)
+    check_scalar("y_norm", y_norm, low=0.0)
     check_scalar("lam", lam, low=0.0, low_inclusive=False)
     return eps_H * math.sqrt(n * d) * y_norm / lam  # spec §6.2 Thm F.2
+
+
+def _check_sizes(**sizes: object) -> None:
+    """Refuse a size (``n``, ``d``, ``width``) that is not a whole number >= 1 (``log(n d)`` needs n d >= 1)."""
+    for name, value in sizes.items():
+        check_scalar(name, value, kind=int, low=1)

@@ -10,7 +10,8 @@ import warnings
 
 import torch
 
-from attnlab._validation import ValidationError, check_scalar
+from attnlab._validation import check_scalar, check_tensor
+from attnlab.ntk._checks import check_generator
 
 __all__ = ["to_unit_ball", "unit_rows"]
 
@@ -23,6 +24,7 @@ def to_unit_ball(X: torch.Tensor, name: str = "X") -> tuple[torch.Tensor, float]
     Parameters
     ----------
     X : torch.Tensor, shape (n, d)
+        Finite rows.
     name : str, default="X"
         Argument name used in the warning.
 
@@ -37,7 +39,13 @@ def to_unit_ball(X: torch.Tensor, name: str = "X") -> tuple[torch.Tensor, float]
     -----
     UserWarning
         When rows were rescaled: how many, the largest norm, and the divisor.
+
+    Raises
+    ------
+    ValidationError
+        When ``X`` is not a finite array of shape (n, d) (a NaN row has no norm to compare with 1).
     """
+    check_tensor(name, X, "nd")  # validation only: X itself comes back when it is inside
     norms = X.norm(dim=-1)
     largest = float(norms.max()) if norms.numel() else 0.0
     if largest <= 1.0 + _ROUND_OFF:
@@ -66,13 +74,14 @@ def unit_rows(n: int, d: int, generator: torch.Generator) -> torch.Tensor:
     Returns
     -------
     torch.Tensor, shape (n, d), float64
+
+    Raises
+    ------
+    ValidationError
+        When ``n`` or ``d`` is not an int >= 1, or ``generator`` is not a ``torch.Generator``.
     """
     check_scalar("n", n, kind=int, low=1)
     check_scalar("d", d, kind=int, low=1)
-    if not isinstance(generator, torch.Generator):
-        raise ValidationError(
-            f"generator must be a torch.Generator, got {type(generator).__name__}; pass "
-            "torch.Generator().manual_seed(seed)"
-        )
+    check_generator("generator", generator)
     X = torch.randn(n, d, generator=generator, dtype=torch.float64)
     return X / X.norm(dim=1, keepdim=True)  # spec §9: ||x_i|| = 1

@@ -21,9 +21,9 @@ from attnlab._validation import ValidationError, check_in, check_scalar, check_t
 from attnlab.metrics import metric_columns
 from attnlab.ntk import network
 from attnlab.ntk.forward_process import ForwardProcess
-from attnlab.ntk.kernel_regression import unvec, vec
-from attnlab.ntk.network import TwoLayerNet
-from attnlab.ntk.score_data import INPUT_MAPS, DenoisingSet, fit_input_map
+from attnlab.ntk.kernel_regression import check_regression, unvec, vec
+from attnlab.ntk.network import TwoLayerNet, check_net
+from attnlab.ntk.score_data import INPUT_MAPS, DenoisingSet, check_denoising_set, fit_input_map
 from attnlab.ntk.score_model import ScoreModel
 from attnlab.ntk.tangent_kernel import practical_step, stability_limit
 from attnlab.ntk.unit_ball import to_unit_ball
@@ -104,11 +104,12 @@ def gradient_descent(
     Raises
     ------
     ValidationError
-        Bad shapes, ``lr`` past the stability limit, ``patience`` without ``validation``, or a loss that is not
-        finite at the initial weights.
+        ``net`` not a float64 :class:`~attnlab.ntk.TwoLayerNet`, bad shapes (``X`` needs a row), ``lr`` past the
+        stability limit (none exists when every row of ``X`` is zero), ``patience`` without ``validation``, or a
+        loss that is not finite at the initial weights.
     """
-    sizes = {"k": net.d_in, "L": net.d_out}
-    X = check_tensor("X", X, "nk", sizes)
+    sizes = {"k": check_net("net", net).d_in, "L": net.d_out}
+    X = check_tensor("X", X, "nk", sizes, min_size={"n": 1})
     Y = check_tensor("Y", Y, "nL", sizes)
     check_scalar("steps", steps, kind=int, low=0)
     check_scalar("record_every", record_every, kind=int, low=1)
@@ -276,15 +277,18 @@ def kernel_regression_path(
     Raises
     ------
     ValidationError
-        On bad shapes (``H`` must be ``(n L, n L)``), a non-positive ``lr`` or ``scale``, or steps that are not
-        increasing non-negative integers.
+        On bad shapes (``H`` must be ``(n L, n L)``, ``K_test`` ``(p L, n L)``), a non-positive ``lr`` or ``scale``,
+        or ``steps`` not a sequence of increasing non-negative integers.
     """
-    Y = check_tensor("Y", Y, "nL")
-    n, L = Y.shape
-    H = check_tensor("H", H, "NN", {"N": n * L})  # H* of the n L training outputs
-    K_test = check_tensor("K_test", K_test, "PN", {"N": n * L})
+    H, K_test, Y = check_regression(H, K_test, Y)
+    L = Y.shape[1]
     check_scalar("lr", lr, low=0.0, low_inclusive=False)
     check_scalar("scale", scale, low=0.0, low_inclusive=False)
+    if isinstance(steps, (str, bytes)) or not isinstance(steps, Iterable) or isinstance(steps, torch.Tensor):
+        raise ValidationError(
+            f"steps must be a sequence of step counts, got {steps!r}; pass e.g. steps=[0, 10, 100] "
+            "(or [steps] for one step)"
+        )
     steps = [check_scalar("steps", s, kind=int, low=0) for s in steps]
     if not steps or any(b <= a for a, b in zip(steps, steps[1:])):
         raise ValidationError(f"steps must be increasing non-negative integers, got {steps}")
@@ -390,7 +394,17 @@ def train_score_model(
         Holds the weights of the best held-out step.
     result : TrainingResult
         What :func:`gradient_descent` returns.
+
+    Raises
+    ------
+    ValidationError
+        When ``net`` is not a float64 :class:`~attnlab.ntk.TwoLayerNet`, ``train`` or ``held_out`` not a
+        :class:`~attnlab.ntk.DenoisingSet`, ``process`` not a :class:`~attnlab.ntk.ForwardProcess`, an input-map
+        argument is out of range (:func:`~attnlab.ntk.fit_input_map`), or as :func:`gradient_descent`.
     """
+    check_net("net", net)
+    check_denoising_set("train", train)
+    check_denoising_set("held_out", held_out)
     check_in("input_map", input_map, INPUT_MAPS)
     inputs = fit_input_map(train, process, T, skip, input_map, T0, decay)
     U = inputs(train.t, train.x_t)  # (n, d + 1), in the unit ball by construction (rho, or the sphere's r <= 1)

@@ -63,7 +63,7 @@ class GMMConfig:
     time_power : float
         Log-uniform times ``t = T0 (T/T0)^(U^power)``: more draws at small t (ours).
     n_samples : int
-        Reverse-SDE samples per sampler.
+        Reverse-SDE samples per sampler; >= 2 (the energy distance compares pairs of samples).
     sde_steps : int
         Euler-Maruyama steps from T down to T0.
     spec_size : bool
@@ -135,8 +135,9 @@ class GMMConfig:
             why="P8's coupling row compares the widest with the narrowest width",
             example="128,512",
         )
-        for name in ("modes", "n_val", "n_eval", "max_steps", "record_every", "patience", "n_samples", "sde_steps"):
+        for name in ("modes", "n_val", "n_eval", "max_steps", "record_every", "patience", "sde_steps"):
             check_scalar(name, getattr(self, name), kind=int, low=1)
+        check_scalar("n_samples", self.n_samples, kind=int, low=2)  # the energy distance's within-sample pairs
         for name in ("sigma_w", "T0"):
             check_scalar(name, getattr(self, name), low=0.0, low_inclusive=False)
         if check_scalar("T", self.T) <= self.T0:
