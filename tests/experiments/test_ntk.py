@@ -224,3 +224,15 @@ def test_each_induction_row_fails_when_one_width_leaves_its_reading(column, valu
     rows = {row.claim_id: row for row in induction_checks(_induction_table(**{column: value}))}
     assert not rows[claim_id].passed and rows[claim_id].margin < 0
     assert all(row.passed for key, row in rows.items() if key != claim_id)
+
+
+def test_p2s_factor_of_a_run_converged_before_its_first_record_is_its_bound_not_one():
+    # only step 0 above round-off: the factor was read at t = 0 against itself, 1^(1/0) = 1, and P2 failed spuriously
+    # (ntk.lazy --set n=1: the loss falls ~4x a step, under round-off before the first record)
+    from attnlab.experiments.ntk.lazy import LOSS_FACTOR, _per_step_factor
+
+    round_off = LOSS_FACTOR.param("round_off")
+    converged = pd.DataFrame({"step": [0, 50, 100], "sq_error": [2.0, 0.1 * round_off, 0.0]})
+    assert _per_step_factor(converged) == pytest.approx((round_off / 2.0) ** (1 / 50), rel=1e-12)
+    ordinary = pd.DataFrame({"step": [0, 50, 100], "sq_error": [2.0, 0.5, 0.1 * round_off]})
+    assert _per_step_factor(ordinary) == (0.5 / 2.0) ** (1 / 50)  # the last recorded step above round-off, as before

@@ -164,10 +164,17 @@ def _softmax_peak(net: TwoLayerNet, X: torch.Tensor) -> float:
 
 
 def _per_step_factor(frame: pd.DataFrame) -> float:
-    """``(||F(t) - Y||^2 / ||F(0) - Y||^2)^{1/t}`` at the last recorded step above round-off (P2's reading)."""
-    above = frame[frame["sq_error"] > LOSS_FACTOR.param("round_off")]
-    last = above.iloc[-1]
-    return float((last["sq_error"] / above["sq_error"].iloc[0]) ** (1.0 / last["step"]))
+    """``(||F(t) - Y||^2 / ||F(0) - Y||^2)^{1/t}`` at the last recorded step above round-off (P2's reading).
+
+    A run whose error is below round-off at every recorded step after 0 (it converged before its first record)
+    is read at its first recorded step ``t > 0`` with the error there raised to the round-off: an upper bound on its
+    factor (it was read at ``t = 0`` against itself, ``1^{1/0} = 1``, a spurious failure).
+    """
+    round_off = LOSS_FACTOR.param("round_off")
+    above = frame[(frame["sq_error"] > round_off) & (frame["step"] > 0)]
+    last = above.iloc[-1] if len(above) else frame[frame["step"] > 0].iloc[0]
+    first = float(frame["sq_error"].iloc[0])
+    return float((max(float(last["sq_error"]), round_off) / first) ** (1.0 / last["step"]))
 
 
 def _envelope_margin(frame: pd.DataFrame, floor: float) -> float:
