@@ -5,8 +5,10 @@ import dataclasses
 import matplotlib as mpl
 import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
 import pytest
 
+from attnlab._validation import ValidationError
 from attnlab.data import example1
 from attnlab.explain import explain
 from attnlab.plotting import (
@@ -23,6 +25,7 @@ from attnlab.plotting import (
     log_gap_axis,
     new_figure,
     panel_grid,
+    plot_band,
     theory_hline,
     theory_line,
 )
@@ -237,3 +240,95 @@ def test_panel_grid_lays_many_panels_in_rows_and_drops_the_unused_places():
     assert tuple(fig.get_size_inches()) == (6.0, 3.0)
     rows = {round(ax.get_position().y0, 3) for ax in axes}
     assert len(rows) == 2
+
+
+def test_label_ours_twice_keeps_one_strip_and_drop_ours_gives_back_the_first_height():
+    fig = _clean()
+    height = fig.get_size_inches()[1]
+    label_ours(fig, _Config(rho=3.0))
+    notes = [t for t in fig.texts if t.get_gid() == "attnlab-ours"]
+    assert len(notes) == 1 and "rho=3.0" in notes[0].get_text()  # replaced, not stacked
+    assert fig.get_size_inches()[1] == height
+    assert figure_problems(fig) == []
+    assert drop_ours(fig) and tuple(fig.get_size_inches()) == (7.2, 3.0)
+
+
+def test_label_ours_refuses_a_config_it_cannot_read():
+    @dataclasses.dataclass
+    class Typo:
+        rho: float = 1.0
+        OURS = ("rho", "missing")
+
+    fig, _ = new_figure(1)
+    with pytest.raises(ValidationError, match=r"Typo.OURS names \['missing'\], which are not fields of config"):
+        label_ours(fig, Typo())
+    with pytest.raises(ValidationError, match="config must be a dataclass instance.*got {'rho': 1.0} of type dict"):
+        label_ours(fig, {"rho": 1.0})
+    with pytest.raises(ValidationError, match="config must be a dataclass instance"):
+        label_ours(fig, _Config)  # the class, not an instance
+    assert not has_ours(fig) and tuple(fig.get_size_inches()) == (3.6, 3.0)
+
+
+def _runs(values):
+    """Three runs at steps 0..4, run r's y given by values[r]."""
+    return pd.DataFrame([{"run": r, "step": s, "gap": v} for r, row in enumerate(values) for s, v in enumerate(row)])
+
+
+def test_plot_band_refuses_bad_tables_by_argument():
+    frame = _runs([[1.0, 0.5, 0.2, 0.1, 0.05]]).assign(name="a")
+    _, axes = new_figure(1)
+    cases = [
+        ({"frame": frame.to_dict(), "x": "step", "y": "gap"}, "frame must be a pandas DataFrame.*got dict"),
+        ({"frame": frame, "x": "nope", "y": "gap"}, r"x == 'nope' is not a column of frame"),
+        ({"frame": frame, "x": "step", "y": "nope"}, r"y == 'nope' is not a column of frame"),
+        ({"frame": frame, "x": "step", "y": "name"}, r"y == 'name' is a column of .* values, not numbers"),
+        ({"frame": frame.assign(step=[0.0, np.nan, 2, 3, 4]), "x": "step", "y": "gap"}, "x == 'step' has 1 missing"),
+    ]
+    for kwargs, message in cases:
+        with pytest.raises(ValidationError, match=message):
+            plot_band(axes[0], kwargs["frame"], kwargs["x"], kwargs["y"], label="NGD")
+
+
+def test_plot_band_leaves_out_values_a_log_axis_cannot_show_and_says_so():
+    # they were drawn at 0 and -1e-3, clipped by the log scale: the median line dived off the panel without a word
+    frame = _runs([[1.0, 0.5, 0.0, 0.1, 0.05], [1.0, 0.5, 0.2, -1e-3, 0.05]])
+    fig, axes = new_figure(1)
+    plot_band(axes[0], frame, "step", "gap", label="NGD", logy=True)
+    label_axes(axes[0], STEP, CORR_GAP)
+    axes[0].legend()
+    np.testing.assert_allclose(axes[0].lines[0].get_ydata(), [1.0, 0.5, 0.2, 0.1, 0.05])  # over the positive values
+    assert figure_problems(fig) == [
+        "panel 1: NGD: 2 of 10 values of gap not finite or <= 0 (log axis) (first at step = 2), left out of the band"
+    ]
+    _, axes = new_figure(1)
+    plot_band(axes[0], frame, "step", "gap", label="NGD")  # a linear axis shows them
+    np.testing.assert_allclose(axes[0].lines[0].get_ydata(), [1.0, 0.5, 0.1, 0.0495, 0.05])
+
+
+def test_plot_band_leaves_a_run_that_went_nan_out_of_the_band_and_says_so():
+    frame = _runs([[1.0, 0.5, np.nan, np.nan, np.nan], [1.0, 0.6, 0.3, 0.2, 0.1], [1.0, 0.4, 0.2, 0.1, np.inf]])
+    fig, axes = new_figure(1)
+    plot_band(axes[0], frame, "step", "gap", label="NGD", logy=True)
+    label_axes(axes[0], STEP, CORR_GAP)
+    axes[0].legend()
+    np.testing.assert_allclose(axes[0].lines[0].get_ydata(), [1.0, 0.5, 0.25, 0.15, 0.1])  # over finite runs
+    assert figure_problems(fig) == [
+        "panel 1: NGD: 4 of 15 values of gap not finite or <= 0 (log axis) (first at step = 2), left out of the band"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: panel_grid(0), "count == 0, must be >= 1"),
+        (lambda: panel_grid(-1), "count == -1, must be >= 1"),
+        (lambda: panel_grid(2.5), "count must be a int"),
+        (lambda: panel_grid(4, columns=0), "columns == 0, must be >= 1"),
+        (lambda: new_figure(0), "ncols == 0, must be >= 1"),
+        (lambda: new_figure(2, 0), "nrows == 0, must be >= 1"),
+        (lambda: new_figure(1, width=0.0), "width == 0.0, must be > 0.0"),
+    ],
+)
+def test_panel_counts_that_draw_nothing_are_refused_by_name(call, message):
+    with pytest.raises(ValidationError, match=message):
+        call()

@@ -108,3 +108,28 @@ def test_a_log_dir_that_cannot_be_made_is_refused_when_the_logger_is_built(tmp_p
     with pytest.raises(OutputError, match=r"file"):
         TensorBoardLogger(blocker / "logs")  # a folder under a file: refused before any training
     assert TensorBoardLogger(tmp_path / "new" / "logs").log_dir.is_dir()
+
+
+def test_a_resumed_loop_logs_the_step_it_sends_again_once(tmp_path):
+    records = _records(steps=(0, 4, 8, 12, 16), runs=(0,))
+    first = TensorBoardLogger(tmp_path)
+    for record in records[:3]:  # interrupted after step 8
+        first.on_record(record)
+    first.close()
+    _feed(TensorBoardLogger(tmp_path), records[2:])  # the resumed loop re-sends step 8's row, then goes on
+    steps = [s for s, _ in _scalars(tmp_path / "run-0")["loss"]]
+    assert steps == [0, 4, 8, 12, 16]
+
+
+def test_a_second_run_into_one_log_dir_replaces_the_first_instead_of_doubling_it(tmp_path):
+    _feed(TensorBoardLogger(tmp_path), _records())
+    _feed(TensorBoardLogger(tmp_path), _records())
+    for run in (0, 1):
+        assert [s for s, _ in _scalars(tmp_path / f"run-{run}")["loss"]] == [0, 5, 10]
+
+
+def test_repeated_columns_and_a_non_str_prefix_are_refused_when_the_logger_is_built(tmp_path):
+    with pytest.raises(ValidationError, match=r"columns lists \['loss'\] more than once"):
+        TensorBoardLogger(tmp_path, columns=["loss", "loss"])
+    with pytest.raises(ValidationError, match="prefix must be a str.*got 3"):
+        TensorBoardLogger(tmp_path, prefix=3)

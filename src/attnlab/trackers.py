@@ -41,11 +41,19 @@ class TensorBoardLogger(Callback):
         When the ``tensorboard`` package is missing; the message says how to install it.
     OutputError
         When ``log_dir`` cannot be created (the message names the path and the reason).
+    ValidationError
+        When ``columns`` is not a list of distinct column names, ``prefix`` is not a str, or ``flush_secs`` is not
+        a positive number.
 
     Notes
     -----
     A scalar is written at the loop's step (``record.step``) with tag ``prefix + column``. TensorBoard stores
     scalars as float32, so values read back agree with the float64 rows to about 7 significant digits.
+
+    Each run's writer starts with TensorBoard's purge marker at the first step it writes: whatever an earlier
+    logger wrote to the same ``log_dir/run-<r>`` at that step or later is dropped when TensorBoard reads the logs.
+    So a resumed loop (which re-sends the row of the last finished step) logs every step once, and a second
+    run written to the same ``log_dir`` replaces the first one's points instead of doubling them.
 
     Examples
     --------
@@ -79,6 +87,11 @@ class TensorBoardLogger(Callback):
             ) from err
         if columns is not None and (isinstance(columns, str) or not all(isinstance(c, str) for c in columns)):
             raise ValidationError(f"columns must be a list of column names, got {columns!r}; e.g. columns=['loss']")
+        if columns is not None and len(set(columns)) < len(columns):
+            repeated = sorted({c for c in columns if list(columns).count(c) > 1})
+            raise ValidationError(f"columns lists {repeated} more than once; pass each column once, got {columns!r}")
+        if not isinstance(prefix, str):
+            raise ValidationError(f"prefix must be a str put before every tag, got {prefix!r}; e.g. prefix='train/'")
         self._writer_type = SummaryWriter
         self.log_dir = make_dir(log_dir)  # created now: a folder that cannot be made is refused before training
         self.columns = None if columns is None else tuple(columns)
@@ -102,7 +115,7 @@ class TensorBoardLogger(Callback):
             )
         for column, values in self._scalar_columns(rows).items():
             for run, value in zip(rows["run"], values):
-                self._writer(run).add_scalar(self.prefix + column, float(value), global_step=record.step)
+                self._writer(run, record.step).add_scalar(self.prefix + column, float(value), global_step=record.step)
 
     def on_end(self, record: Record | None) -> None:
         """Flush and close every writer.
@@ -138,7 +151,13 @@ class TensorBoardLogger(Callback):
             raise ValidationError(f"columns {text} are not numeric, so TensorBoard cannot plot them; drop them")
         return {str(c): numeric[c].astype(float) for c in numeric.columns}
 
-    def _writer(self, run: Any) -> Any:
+    def _writer(self, run: Any, step: int) -> Any:
+        """Run ``run``'s writer, opened at its first record (``step``) with TensorBoard's purge marker there.
+
+        ``purge_step`` makes TensorBoard drop the points an earlier writer left in the folder at ``step`` or later:
+        the row a resumed loop sends again, or a previous run's points, are then logged once.
+        """
         if run not in self._writers:
-            self._writers[run] = self._writer_type(str(self.log_dir / f"run-{run}"), flush_secs=self.flush_secs)
+            folder = str(self.log_dir / f"run-{run}")
+            self._writers[run] = self._writer_type(folder, flush_secs=self.flush_secs, purge_step=int(step))
         return self._writers[run]

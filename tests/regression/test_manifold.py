@@ -103,3 +103,36 @@ def test_a_rotation_without_orthonormal_columns_is_refused(problem):
     """theta_R is a minimum only for R^T R = I (spec §4.2): a scaled R would give a point off the manifold."""
     with pytest.raises(ValidationError, match=r"R does not have orthonormal columns: max \|R\^T R - I\| = 3"):
         manifold_point(torch.diag(torch.tensor([2.0, 1.0, 1.0], dtype=torch.float64)), problem.W_star, problem.Sigma)
+
+
+def test_fewer_responses_than_covariates_are_refused_by_name(problem, params):
+    """A2 (k >= d), as make_problem and spectral_init refuse it: W* with k = 2 < d = 3 has no manifold of minima."""
+    W = problem.W_star[:2]
+    with pytest.raises(ValidationError, match=r"W has k == 2 rows < d == 3 columns.*assumption A2"):
+        manifold_point(torch.eye(3, dtype=torch.float64), W, problem.Sigma)
+    V, Q = params(k=2)
+    with pytest.raises(ValidationError, match=r"W_star has k == 2 rows < d == 3 columns.*assumption A2"):
+        project(V, Q, W, problem.Sigma)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"d": 3, "p": 2}, "p == 2, must be >= 3"),
+        ({"d": 0}, "d == 0, must be >= 1"),
+        ({"d": 2, "runs": 0}, "runs == 0, must be >= 1"),
+        ({"d": 2.0}, "d must be a int"),
+        ({"d": 2, "seed": 1.5}, "seed must be a int"),
+        ({"d": 2, "seed": -1}, "seed == -1, must be >= 0"),
+    ],
+)
+def test_random_rotation_refuses_shapes_it_cannot_draw_and_bad_seeds(kwargs, message):
+    d = kwargs.pop("d")
+    with pytest.raises(ValidationError, match=message):
+        random_rotation(d, **kwargs)
+
+
+def test_random_rotation_has_p_rows_and_orthonormal_columns():
+    R = random_rotation(2, 4, runs=3, seed=0)
+    assert R.shape == (3, 4, 2)
+    torch.testing.assert_close(R.transpose(-1, -2) @ R, torch.eye(2, dtype=torch.float64).expand(3, 2, 2))

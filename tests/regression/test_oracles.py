@@ -94,3 +94,58 @@ def test_smallest_first_orders_ties_as_argsort():
     u = torch.tensor([[0.5, 0.1, 0.1, 0.3, 0.1], [0.9, 0.8, 0.7, 0.6, 0.5]])
     assert torch.equal(smallest_first(u, 3), u.argsort(-1)[:, :3])
     assert smallest_first(u, 3)[1].tolist() == [4, 3, 2]
+
+
+@pytest.mark.parametrize("tokens", ["covariates", "joint"])
+def test_all_context_without_the_self_term_is_the_in_sample_gradient_without_it(problem, params, tokens):
+    """b = n, context "all", include_self=False: every query attends to the n - 1 other tokens (spec §3.1, §6.3)."""
+    X, Y = sample(problem, 30, runs=2, seed=1)
+    p = problem.d + (problem.k if tokens == "joint" else 0)
+    V, Q = params(k=problem.k, p=p, runs=2)
+    _, gV, gQ = empirical_loss_and_gradient(V, Q, X, Y, tokens=tokens, include_self=False)
+    oV, oQ = MinibatchOracle(X, Y, 30, context="all", tokens=tokens, include_self=False)(V, Q)
+    torch.testing.assert_close(oV, gV, rtol=1e-12, atol=1e-14)  # sums in another order
+    torch.testing.assert_close(oQ, gQ, rtol=1e-12, atol=1e-14)
+
+
+def test_all_context_without_the_self_term_on_a_minibatch_masks_each_querys_own_token(problem, params, monkeypatch):
+    """b < n: the gradient of the drawn queries against a plain loop, one query and its n - 1 other tokens at a
+    time; one query per chunk gives the same numbers."""
+    X, Y = sample(problem, 12, runs=2, seed=5)
+    V, Q = params(k=problem.k, runs=2)
+    got = MinibatchOracle(X, Y, 5, context="all", include_self=False, seed=7)(V, Q)
+    idx = smallest_first(torch.rand(2, 12, generator=torch.Generator().manual_seed(7)), 5)
+    want_V, want_Q = torch.zeros_like(V), torch.zeros_like(Q)
+    for r in range(2):
+        for i in idx[r].tolist():
+            keep = [j for j in range(12) if j != i]
+            _, bV, bQ = oracles.empirical.loss_and_gradient(V[r], Q[r], X[r, i : i + 1], Y[r, i : i + 1], X[r, keep])
+            want_V[r] += bV / 5
+            want_Q[r] += bQ / 5
+    torch.testing.assert_close(got[0], want_V, rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(got[1], want_Q, rtol=1e-12, atol=1e-14)
+    monkeypatch.setattr(oracles, "_CHUNK_ENTRIES", 1)
+    chunked = MinibatchOracle(X, Y, 5, context="all", include_self=False, seed=7)(V, Q)
+    torch.testing.assert_close(chunked[0], got[0], rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(chunked[1], got[1], rtol=1e-12, atol=1e-14)
+
+
+def test_a_context_of_one_token_without_the_self_term_and_a_non_bool_flag_are_refused(problem):
+    X, Y = sample(problem, 10, runs=1, seed=0)
+    with pytest.raises(ValidationError, match="include_self=False with context='minibatch' leaves a query no token"):
+        MinibatchOracle(X, Y, 1, include_self=False)
+    with pytest.raises(ValidationError, match="include_self == 'no', must be a bool"):
+        MinibatchOracle(X, Y, 5, include_self="no")
+
+
+def test_monte_carlo_oracle_refuses_unbatched_iterates_by_name(problem, params):
+    V, Q = params(k=problem.k)
+    with pytest.raises(ValidationError, match=r"oracles take batched iterates V \(R, k, p\).*V\[None\]"):
+        MonteCarloOracle(problem, 10, 2)(V, Q)
+
+
+def test_sample_refuses_a_fractional_seed_instead_of_truncating_it(problem):
+    with pytest.raises(ValidationError, match="seed must be a int, got 1.5"):
+        sample(problem, 5, seed=1.5)
+    with pytest.raises(ValidationError, match="seed == -1, must be >= 0"):
+        sample(problem, 5, seed=-1)

@@ -8,7 +8,9 @@ The rules:
   :func:`attnlab.plotting.log_gap_axis`), and an axis shows at least two tick labels;
 - theory lines (:func:`attnlab.plotting.theory_line`) are black, dashed and named in the legend;
 - nothing overlaps: figures use constrained layout, and :func:`attnlab.plotting.label_ours` reserves its own strip;
-- nothing reaches past the figure's edge (figures are saved as laid out, never cropped to their contents).
+- nothing reaches past the figure's edge (figures are saved as laid out, never cropped to their contents);
+- no data is left out unseen: a band of :func:`attnlab.plotting.plot_band` over runs of which some are not finite
+  is reported.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from attnlab.plotting.annotate import FOOTNOTE_GID
+from attnlab.plotting.annotate import FOOTNOTE_GID, NONFINITE_GID
 
 __all__ = ["figure_problems"]
 
@@ -76,7 +78,7 @@ def _texts(figure: Any) -> list[tuple[str, Any]]:
 
 def figure_problems(figure: Any) -> list[str]:
     """Where ``figure`` breaks the house rules: unlabelled axes, axes with a single tick label, ASCII math, unnamed
-    theory lines, overlaps, text cut off at the figure's edge.
+    theory lines, overlaps, text cut off at the figure's edge, bands that left out values that are not finite.
 
     Parameters
     ----------
@@ -113,6 +115,7 @@ def figure_problems(figure: Any) -> list[str]:
             theory = line.get_color() in ("k", "black", "#000000") and line.get_linestyle() in ("--", ":")
             if (level or theory) and line.get_label().startswith("_"):
                 problems.append(f"{name}: a reference or theory line has no legend label")
+        problems += [f"{name}: {t.get_text()}" for t in ax.texts if t.get_gid() == NONFINITE_GID]  # plot_band's
     texts = _texts(figure)
     for where, text in texts:
         if where == "footnote" or " tick " in where or not hasattr(text, "get_text"):

@@ -26,6 +26,8 @@ from matplotlib.ticker import (  # noqa: E402
     NullLocator,
 )
 
+from attnlab._validation import check_scalar  # noqa: E402
+
 __all__ = [
     "CORR_GAP",
     "EPS",
@@ -162,7 +164,16 @@ def new_figure(ncols: int, nrows: int = 1, *, width: float = 3.6, height: float 
     -------
     figure : matplotlib.figure.Figure
     axes : numpy.ndarray of Axes, shape (nrows * ncols,)
+
+    Raises
+    ------
+    ValidationError
+        When ``ncols`` or ``nrows`` is not an int ``>= 1``, or ``width`` or ``height`` is not a positive number.
     """
+    check_scalar("ncols", ncols, kind=int, low=1)
+    check_scalar("nrows", nrows, kind=int, low=1)
+    check_scalar("width", width, low=0.0, low_inclusive=False)
+    check_scalar("height", height, low=0.0, low_inclusive=False)
     with house_style():
         fig, axes = plt.subplots(
             nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False, layout="constrained"
@@ -187,7 +198,14 @@ def panel_grid(count: int, *, columns: int = 3, width: float = 3.6, height: floa
     figure : matplotlib.figure.Figure
     axes : numpy.ndarray of Axes, shape (count,)
         Row by row; the unused places of the last row are removed.
+
+    Raises
+    ------
+    ValidationError
+        When ``count`` or ``columns`` is not an int ``>= 1`` (or ``width``, ``height`` not positive).
     """
+    check_scalar("count", count, kind=int, low=1)
+    check_scalar("columns", columns, kind=int, low=1)
     ncols = min(count, columns)
     fig, axes = new_figure(ncols, -(-count // ncols), width=width, height=height)
     for ax in axes[count:]:

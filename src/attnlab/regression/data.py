@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import torch
 
-from attnlab._validation import ValidationError, check_scalar, check_tensor
+from attnlab._validation import ValidationError, check_scalar, check_seed, check_tensor
 from attnlab.regression._checks import check_spd, check_tokens
 from attnlab.regression.linalg import sym_sqrt
 
@@ -274,13 +274,19 @@ def sample(
     -------
     X : torch.Tensor, shape ([R,] n, d), float64
     Y : torch.Tensor, shape ([R,] n, k), float64
+
+    Raises
+    ------
+    ValidationError
+        When ``n`` or ``runs`` is not an int ``>= 1``, both or neither of ``generator`` and ``seed`` are given, or
+        ``seed`` is not a whole number in ``[0, 2**63 - 1]``.
     """
     check_scalar("n", n, kind=int, low=1)
     if runs is not None:
         check_scalar("runs", runs, kind=int, low=1)
     if (generator is None) == (seed is None):
         raise ValidationError("pass exactly one of generator= and seed= (an int seed gives the same sample every time)")
-    gen = generator if generator is not None else torch.Generator().manual_seed(int(seed))  # type: ignore[arg-type]
+    gen = generator if generator is not None else torch.Generator().manual_seed(check_seed("seed", seed))
     lead = () if runs is None else (runs,)
     root = sym_sqrt(problem.Sigma)
     X = torch.randn(*lead, n, problem.d, generator=gen, dtype=torch.float64) @ root  # x ~ N(0, Sigma)

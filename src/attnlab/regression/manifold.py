@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from attnlab._validation import check_scalar, check_seed
+from attnlab._validation import ValidationError, check_scalar, check_seed
 from attnlab.regression._checks import check_batched, check_orthonormal, check_spd
 from attnlab.regression.data import RegressionProblem
 from attnlab.regression.linalg import sym_inv_sqrt, sym_sqrt
@@ -150,14 +150,30 @@ def manifold_point(
     -------
     V : torch.Tensor, shape ([R,] k, p), float64
     Q : torch.Tensor, shape ([R,] p, d), float64
+
+    Raises
+    ------
+    ValidationError
+        Mismatched shapes, a non-SPD covariance, ``R`` without orthonormal columns, ``k < d`` (A2 needs ``k >= d``).
     """
     sizes: dict[str, int] = {}
     Sigma = check_spd("Sigma", Sigma, sizes)
     Sigma_z = Sigma if Sigma_z is None else check_spd("Sigma_z", Sigma_z, sizes, letter="p")
     sizes.setdefault("p", sizes["d"])
     W = check_batched("W", W, "kd", sizes)
+    _check_a2("W", sizes)
     R = check_orthonormal("R", R, sizes)
     return _point(R, W, Sigma, Sigma_z)
+
+
+def _check_a2(name: str, sizes: dict[str, int]) -> None:
+    """Refuse ``k < d``: the manifold of minima (spec §4.2) is built from the thin SVD of a ``k x d`` matrix of rank d."""
+    k, d = sizes["k"], sizes["d"]
+    if k < d:
+        raise ValidationError(
+            f"{name} has k == {k} rows < d == {d} columns: the manifold of minima needs k >= d (assumption A2); "
+            f"pass a {name} with at least {d} rows"
+        )
 
 
 def _point(
@@ -208,12 +224,18 @@ def project(V: object, Q: object, W_star: object, Sigma: object, Sigma_z: object
     Returns
     -------
     Projection
+
+    Raises
+    ------
+    ValidationError
+        Mismatched shapes, a non-SPD covariance, non-finite entries, ``k < d`` (A2 needs ``k >= d``).
     """
     sizes: dict[str, int] = {}
     Sigma = check_spd("Sigma", Sigma, sizes)
     Sigma_z = Sigma if Sigma_z is None else check_spd("Sigma_z", Sigma_z, sizes, letter="p")
     sizes.setdefault("p", sizes["d"])
     W_star = check_batched("W_star", W_star, "kd", sizes)
+    _check_a2("W_star", sizes)
     V = check_batched("V", V, "kp", sizes)
     Q = check_batched("Q", Q, "pd", sizes)
     return projection(V, Q, W_star, Sigma, Sigma_z)
@@ -253,10 +275,21 @@ def random_rotation(d: int, p: int | None = None, *, runs: int | None = None, se
     -------
     torch.Tensor, shape ([R,] p, d), float64
         ``R^T R = I_d``.
+
+    Raises
+    ------
+    ValidationError
+        When ``d`` is not an int ``>= 1``, ``p`` not an int ``>= d``, ``runs`` not an int ``>= 1``, or ``seed`` not
+        a valid seed.
     """
-    gen = torch.Generator().manual_seed(seed)
-    lead = () if runs is None else (runs,)
-    G = torch.randn(*lead, p or d, d, generator=gen, dtype=torch.float64)
+    check_scalar("d", d, kind=int, low=1)
+    if p is not None:
+        check_scalar("p", p, kind=int, low=d)
+    if runs is not None:
+        check_scalar("runs", runs, kind=int, low=1)
+    gen = torch.Generator().manual_seed(check_seed("seed", seed))
+    lead = () if runs is None else (int(runs),)
+    G = torch.randn(*lead, int(d if p is None else p), int(d), generator=gen, dtype=torch.float64)
     Qf, Rf = torch.linalg.qr(G)
     return Qf * torch.sign(torch.diagonal(Rf, dim1=-2, dim2=-1)).unsqueeze(-2)  # sign fix makes it Haar
 

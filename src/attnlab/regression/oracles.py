@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from attnlab._validation import check_in, check_scalar, check_tensor
+from attnlab._validation import ValidationError, check_bool, check_in, check_scalar, check_tensor
 from attnlab.regression import empirical, population
 from attnlab.regression._checks import check_tokens
 from attnlab.regression.data import RegressionProblem, sample, token_matrix
@@ -82,6 +82,12 @@ class MonteCarloOracle:
     include_self : bool, default=True
     seed : int, default=0
         Pass an int to get the same sequence of samples every time.
+
+    Raises
+    ------
+    ValidationError
+        At construction, ``n < 2`` or ``batches < 1``, bad ``tokens``; at a call, iterates without the runs axis
+        (``V`` must be (R, k, p) and ``Q`` (R, p, d)).
     """
 
     def __init__(
@@ -101,6 +107,7 @@ class MonteCarloOracle:
         self.generator = torch.Generator().manual_seed(seed)
 
     def __call__(self, V: torch.Tensor, Q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        _check_batched_iterates(V, Q)
         runs = V.shape[0]
         grad_V, grad_Q = torch.zeros_like(V), torch.zeros_like(Q)
         per_chunk = max(1, _CHUNK_ENTRIES // (runs * self.n * self.n))  # bounds the (b, R, n, n) softmax in memory
@@ -118,6 +125,40 @@ class MonteCarloOracle:
 _CHUNK_ENTRIES = 2**24  # softmax entries per chunk of fresh samples (128 MiB in float64)
 
 
+def _check_batched_iterates(V: torch.Tensor, Q: torch.Tensor) -> None:
+    """Refuse iterates without the leading runs axis: the oracles take ``V`` (R, k, p) and ``Q`` (R, p, d)."""
+    if V.dim() != 3 or Q.dim() != 3 or V.shape[0] != Q.shape[0]:
+        raise ValidationError(
+            f"the oracles take batched iterates V (R, k, p) and Q (R, p, d), got V of shape {tuple(V.shape)} and Q "
+            f"of shape {tuple(Q.shape)}; add the leading runs axis, e.g. oracle(V[None], Q[None]) for one run"
+        )
+
+
+def _all_but_self(
+    V: torch.Tensor, Q: torch.Tensor, Xb: torch.Tensor, Yb: torch.Tensor, Z: torch.Tensor, idx: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gradient of the minibatch queries ``Xb = X[idx]`` with all n tokens but their own as context.
+
+    Spec §6.3 (context = all n) with the §3.1 option (no self-term). ``empirical.loss_and_gradient`` masks the self
+    term only when the context is the queries' own tokens, so each query is a batch of one whose context is the
+    n - 1 other tokens; chunked over queries to bound the (R, c, n - 1, p + p^2) context moments in memory.
+    """
+    R, n, p = Z.shape
+    b = idx.shape[-1]
+    others = torch.arange(n).expand(R, b, n) != idx.unsqueeze(-1)  # (R, b, n): every token but the query's own
+    grad_V, grad_Q = torch.zeros_like(V), torch.zeros_like(Q)
+    per_chunk = max(1, _CHUNK_ENTRIES // (R * n * p * (p + 1)))
+    for start in range(0, b, per_chunk):
+        mask = others[:, start : start + per_chunk]
+        c = mask.shape[1]
+        context = Z.unsqueeze(1).expand(R, c, n, p)[mask].view(R, c, n - 1, p)  # (R, c, n - 1, p)
+        queries, responses = Xb[:, start : start + c, None], Yb[:, start : start + c, None]  # (R, c, 1, d/k)
+        _, gV, gQ = empirical.loss_and_gradient(V.unsqueeze(1), Q.unsqueeze(1), queries, responses, context)
+        grad_V += gV.sum(1) / b  # the mean over the b queries, as one batch of b gives it
+        grad_Q += gQ.sum(1) / b
+    return grad_V, grad_Q
+
+
 class MinibatchOracle:
     """In-sample gradient on ``batch_size`` samples drawn without replacement from the training set (spec §6.3).
 
@@ -132,8 +173,15 @@ class MinibatchOracle:
         Context of each query: the minibatch (the literal in-sample loss of a size-b sample) or all n tokens.
     tokens : {"covariates", "joint"}, default="covariates"
     include_self : bool, default=True
+        Whether a query is part of its own context, with either ``context``.
     seed : int, default=0
         Seeds the minibatch draws; two oracles with the same seed draw the same minibatches.
+
+    Raises
+    ------
+    ValidationError
+        Mismatched or non-finite ``X``/``Y``, ``batch_size`` not in ``[1, n]``, bad ``context``/``tokens``,
+        a non-bool ``include_self``, or ``include_self=False`` with a context of a single token.
     """
 
     def __init__(
@@ -153,7 +201,12 @@ class MinibatchOracle:
         check_scalar("batch_size", batch_size, kind=int, low=1, high=sizes["n"])
         self.context = str(check_in("context", context, CONTEXTS))
         self.tokens = check_tokens(tokens)
-        self.batch_size, self.include_self = batch_size, include_self
+        self.batch_size, self.include_self = batch_size, check_bool("include_self", include_self)
+        if not include_self and (batch_size if self.context == "minibatch" else sizes["n"]) < 2:
+            raise ValidationError(
+                f"include_self=False with context={self.context!r} leaves a query no token to attend to "
+                f"(batch_size == {batch_size}, n == {sizes['n']}); use a context of at least 2 tokens or include_self=True"
+            )
         self.Z = token_matrix(self.X, self.Y, tokens)
         self.generator = torch.Generator().manual_seed(seed)
 
@@ -164,6 +217,8 @@ class MinibatchOracle:
         Yb = self.Y.gather(1, idx.unsqueeze(-1).expand(-1, -1, self.Y.shape[-1]))  # (R, b, k)
         if self.context == "minibatch":
             _, gV, gQ = empirical.loss_and_gradient(V, Q, Xb, Yb, token_matrix(Xb, Yb, self.tokens), self.include_self)
-        else:
+        elif self.include_self:
             _, gV, gQ = empirical.loss_and_gradient(V, Q, Xb, Yb, self.Z)  # spec §6.3 option: context = all n
+        else:
+            gV, gQ = _all_but_self(V, Q, Xb, Yb, self.Z, idx)  # context = the n - 1 other tokens
         return gV, gQ
