@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from numbers import Integral, Real
+from typing import Any
 
 import numpy as np
 import torch
@@ -30,6 +31,7 @@ __all__ = [
     "check_device",
     "check_grid",
     "check_in",
+    "check_instance",
     "check_labels",
     "check_scalar",
     "check_seed",
@@ -190,6 +192,13 @@ def check_in(name: str, value: object, allowed: Sequence[object]) -> object:
     if value not in allowed:
         choices = ", ".join(repr(a) for a in allowed)
         raise ValidationError(f"{name} == {value!r}, must be one of {choices}")
+    return value
+
+
+def check_instance(name: str, value: Any, kind: type, fix: str) -> Any:
+    """``value`` when it is a ``kind``; else a :class:`ValidationError` naming ``name``, what it got, and ``fix``."""
+    if not isinstance(value, kind):
+        raise ValidationError(f"{name} must be a {kind.__name__}, got {type(value).__name__}; {fix}")
     return value
 
 

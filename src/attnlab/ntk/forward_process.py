@@ -10,7 +10,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from attnlab._validation import ValidationError, as_float64_tensor, check_scalar, check_tensor
+from attnlab._validation import ValidationError, as_float64_tensor, check_instance, check_scalar, check_tensor
 from attnlab.ntk._checks import check_generator
 
 __all__ = ["ForwardProcess", "check_process", "check_times"]
@@ -198,9 +198,6 @@ def check_process(name: str, process: object) -> ForwardProcess:
     ValidationError
         Naming ``name`` and the fix.
     """
-    if not isinstance(process, ForwardProcess):
-        raise ValidationError(
-            f"{name} must be a ForwardProcess, got {type(process).__name__}; pass e.g. ForwardProcess(1.0) "
-            "(the Ornstein-Uhlenbeck process)"
-        )
-    return process
+    return check_instance(
+        name, process, ForwardProcess, "pass e.g. ForwardProcess(1.0) (the Ornstein-Uhlenbeck process)"
+    )

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
-from attnlab._validation import ValidationError, check_in, check_scalar, check_seed, check_tensor
+from attnlab._validation import ValidationError, check_in, check_instance, check_scalar, check_seed, check_tensor
 from attnlab.ntk.forward_process import ForwardProcess, check_process, check_times
 
 __all__ = ["INPUT_MAPS", "DenoisingSet", "InputMap", "check_denoising_set", "denoising_set", "fit_input_map"]
@@ -43,12 +43,7 @@ def check_denoising_set(name: str, data: object) -> DenoisingSet:
     ValidationError
         Naming ``name`` and the fix.
     """
-    if not isinstance(data, DenoisingSet):
-        raise ValidationError(
-            f"{name} must be a DenoisingSet, got {type(data).__name__}; build it with denoising_set(x0, process, "
-            "T0, T, seed)"
-        )
-    return data
+    return check_instance(name, data, DenoisingSet, "build it with denoising_set(x0, process, T0, T, seed)")
 
 
 def denoising_set(
