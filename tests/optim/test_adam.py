@@ -4,6 +4,8 @@ moderate gradients, the same steps through batched.train and al.train, and epsil
 Spec: steepest-descent §5 (Kingma & Ba 2015, Algorithm 1; Loshchilov & Hutter 2019, Algorithm 2).
 """
 
+import copy
+
 import pytest
 import torch
 
@@ -76,3 +78,30 @@ def test_epsilon_zero_is_adam_without_epsilon():
         for name in ("adam:eps=0,lr=0.05", "adam-noeps:lr=0.05")
     ]
     assert torch.equal(runs[0], runs[1])  # one transform: epsilon 0 is its no-epsilon branch
+
+
+@pytest.mark.parametrize("joins", ["first", "last", "group"])
+def test_a_tensor_that_joins_later_keeps_the_others_moments_as_torch_adam_does(joins):
+    # the step count and log-scale were read from the first tensor alone: one that joined later (unfrozen, a group
+    # added) reset every other tensor's moments (first) or took another tensor's bias correction (last, group)
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(4, 5), torch.nn.Tanh(), torch.nn.Linear(5, 2)).double()
+    twin = copy.deepcopy(net)
+    x, y = torch.randn(16, 4, dtype=torch.float64), torch.randn(16, 2, dtype=torch.float64)
+    late = net[0] if joins == "first" else net[2]
+    ours_params = [p for m in (net[0], net[2]) if m is not late or joins != "group" for p in m.parameters()]
+    theirs_params = [p for m in (twin[0], twin[2]) if m is not twin[2] or joins != "group" for p in m.parameters()]
+    ours, theirs = Adam(ours_params, lr=0.05), torch.optim.Adam(theirs_params, lr=0.05)
+    for step in range(6):
+        if step == 3 and joins == "group":
+            ours.add_param_group({"params": list(late.parameters())})
+            theirs.add_param_group({"params": list(twin[2].parameters())})
+        for model, optimizer, frozen in ((net, ours, late), (twin, theirs, twin[0] if joins == "first" else twin[2])):
+            optimizer.zero_grad(set_to_none=True)
+            torch.nn.functional.mse_loss(model(x), y).backward()
+            if step < 3:  # the late layer has no gradient for three steps
+                for p in frozen.parameters():
+                    p.grad = None
+            optimizer.step()
+    for a, b in zip(net.parameters(), twin.parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-14)

@@ -113,3 +113,41 @@ def test_divide_by_norm_with_a_zero_float_scale_equals_the_subtraction():
             assert torch.equal(got.isnan(), plain.isnan())
             assert torch.equal(got.nan_to_num(nan=7.0), plain.nan_to_num(nan=7.0))
             assert torch.equal(got.signbit(), plain.signbit())  # signed zeros too
+
+
+def test_another_optimizers_state_dict_is_refused_by_name():
+    # torch loads any state dict of as many groups: MirrorDescent(p=1.5) given NormalizedGD's stepped as p = 2
+    from attnlab.optim import MirrorDescent, NormalizedGD
+
+    W = torch.nn.Parameter(torch.randn(3, 3, dtype=torch.float64))
+    md = MirrorDescent([W], lr=0.1, p=1.5)
+    with pytest.raises(ValidationError, match="saved by another optimizer; load a state dict saved by a MirrorDescent"):
+        md.load_state_dict(NormalizedGD([W], lr=0.1).state_dict())
+    with pytest.raises(ValidationError, match="saved by another optimizer"):
+        md.load_state_dict(torch.optim.SGD([W], lr=0.1).state_dict())
+    md.load_state_dict(MirrorDescent([W], lr=0.2, p=1.5).state_dict())  # its own kind: loaded
+    assert md.param_groups[0]["lr"] == 0.2
+
+
+def test_values_set_after_construction_are_checked_at_the_next_step():
+    # a scheduler's or a hand's lr = -1 took an ascent step; '0.1' failed deep inside the step sizes
+    from attnlab.optim import NormalizedGD
+
+    W = torch.nn.Parameter(torch.randn(3, 3, dtype=torch.float64))
+    W.grad = torch.ones_like(W)
+    optimizer = NormalizedGD([W], lr=0.1)
+    for bad, message in ((-1.0, "lr == -1.0, must be > 0.0"), ("0.1", "lr must be a Real")):
+        optimizer.param_groups[0]["lr"] = bad
+        before = W.detach().clone()
+        with pytest.raises(ValidationError, match=message):
+            optimizer.step()
+        assert torch.equal(W, before)  # refused before any write
+
+
+def test_sparse_gradients_are_refused_by_name():
+    from attnlab.optim import NormalizedGD
+
+    embedding = torch.nn.Embedding(5, 2, sparse=True).double()
+    embedding(torch.tensor([1, 2])).sum().backward()
+    with pytest.raises(ValidationError, match="sparse gradient.*nn.Embedding\\(..., sparse=False\\)"):
+        NormalizedGD(embedding.parameters(), lr=0.1).step()

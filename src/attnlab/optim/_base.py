@@ -125,6 +125,8 @@ class FunctionalOptimizer(Optimizer):
         groups_key = tuple(_hyperparameters(g) for g in self.param_groups)
         key = (tuple(id(p) for p in params), tuple(group_ids), groups_key, _hyperparameters(self._rule_inputs()))
         if self._kept is None or self._kept[0] != key:
+            for group in self.param_groups:  # values set since (by hand, a scheduler, a state dict): checked once each
+                self._check_group(group)
             self._kept = (key, self._rule(groups, group_ids))
         return self._kept[1]
 
@@ -176,6 +178,31 @@ class FunctionalOptimizer(Optimizer):
             self._reads_loss = (key, self._rule(groups, list(range(len(groups)))).needs_loss)
         return self._reads_loss[1]
 
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Load a state saved by :meth:`state_dict` of this class; refuse another optimizer's by name.
+
+        ``torch.optim.Optimizer`` loads any state dict with as many groups and parameters: another optimizer's
+        would leave this one's hyperparameters missing (filled with defaults: another rule, silently) or foreign.
+
+        Raises
+        ------
+        ValidationError
+            When a saved group's hyperparameters are not this class's (the state of another optimizer), or a value
+            is out of its range.
+        """
+        for i, group in enumerate(state_dict.get("param_groups", ())):
+            keys = set(group) - {"params", "param_names"}
+            if keys != set(self.defaults):
+                raise ValidationError(
+                    f"state_dict's parameter group {i} has the hyperparameters {sorted(keys)}, but "
+                    f"{type(self).__name__}'s are {sorted(self.defaults)}: it was saved by another optimizer; load "
+                    f"a state dict saved by a {type(self).__name__}"
+                )
+        super().load_state_dict(state_dict)
+        self._kept = self._reads_loss = None
+        for group in self.param_groups:
+            self._check_group(group)
+
     def add_param_group(self, param_group: dict) -> None:
         super().add_param_group(param_group)
         try:
@@ -190,7 +217,7 @@ class FunctionalOptimizer(Optimizer):
 
     def _check_options(self, group: dict, skip: tuple[str, ...]) -> None:
         """Refuse keys the class does not take; check every other hyperparameter but ``skip`` by its option."""
-        index = len(self.param_groups) - 1
+        index = next((i for i, g in enumerate(self.param_groups) if g is group), len(self.param_groups) - 1)
         unknown = sorted(set(group) - set(self.defaults) - {"params"})
         if unknown:
             raise ValidationError(
@@ -220,7 +247,10 @@ class FunctionalOptimizer(Optimizer):
                 if param.grad is None:
                     continue
                 if param.grad.is_sparse:
-                    raise TypeError(f"{type(self).__name__} does not support sparse gradients; use dense ones")
+                    raise ValidationError(
+                        f"a parameter of group {index} has a sparse gradient, which {type(self).__name__} does not "
+                        "support; use dense gradients (e.g. nn.Embedding(..., sparse=False))"
+                    )
                 gathered.params.append(param)
                 gathered.grads.append(param.grad)
                 gathered.groups.append(group)

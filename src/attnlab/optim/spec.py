@@ -318,7 +318,10 @@ class OptimizerSpec:
         ``lr`` and ``optimal_loss`` play the same part as in :meth:`rule`; an option left out takes the registry's
         default, the string's (``"md:1.5"`` builds ``MirrorDescent(p=1.5, normalized=True)``, where the class alone
         defaults to ``normalized=False``), or the class's where the registry has none (Polyak's ``L*`` is then 0, a
-        lower bound of every loss attnlab trains with, where the engine takes a fixed head's infimum).
+        lower bound of every loss attnlab trains with, where the engine takes a fixed head's infimum). A rule that
+        works by blocks (``joint``'s ``block_grad_norm`` normaliser) takes each parameter group as one block: the
+        engine's two blocks, the head and the attention, are two groups (``[{"params": head}, {"params":
+        attention}]``); a flat ``model.parameters()`` is one block, another rule.
 
         Parameters
         ----------

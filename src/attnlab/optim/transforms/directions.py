@@ -115,7 +115,9 @@ def adam(beta1: float, beta2: float, eps: float = 0.0) -> Transform:
     differently against the history).
 
     State: ``{"adam_m": [M], "adam_v": [V], "adam_log_scale": [S], "adam_step": [t]}``, one entry per tensor
-    (``None`` before the first step; ``S`` of shape ``([R,])``, the same for every tensor of a run).
+    (``None`` before the first step; ``S`` of shape ``([R,])``): each tensor has its own scale and count, equal
+    for tensors that step together, so a tensor that joins later (a torch optimizer's frozen layer, a new group)
+    starts its own moments at ``t = 1`` without resetting the others'.
     """
     log_eps = math.log(eps) if eps > 0 else -math.inf
 
@@ -124,20 +126,22 @@ def adam(beta1: float, beta2: float, eps: float = 0.0) -> Transform:
         return {"adam_m": [None] * n, "adam_v": [None] * n, "adam_log_scale": [None] * n, "adam_step": [0] * n}
 
     def update(step: Step, state: dict[str, list], ctx: Context) -> tuple[Step, dict[str, list]]:
-        s, old = step.log_scale, state["adam_log_scale"][0]
-        # one new scale per run, S' = max(S + log(beta2) / 2, s), so that neither buffer's factor exceeds 1 and the
-        # scale follows the decaying buffers down
-        new = s if old is None else torch.maximum(old + 0.5 * math.log(beta2), s)
-        shrink = torch.zeros_like(s) if old is None else torch.exp(old - new)  # e^{S - S'}
-        keep = torch.exp(s - new)  # e^{s - S'}
-        t = state["adam_step"][0] + 1
-        # Adam's bias corrections: m_hat / sqrt(v_hat) = m / sqrt(v) * sqrt(1 - beta2^t) / (1 - beta1^t); epsilon
-        # enters next to sqrt(v) as eps sqrt(1 - beta2^t), on the mantissa's scale e^{-S}
-        log_bias = 0.5 * math.log1p(-(beta2**t))
+        s = step.log_scale
         new_state: dict[str, list] = {"adam_m": [], "adam_v": [], "adam_log_scale": [], "adam_step": []}
         directions, coefs = [], []
-        for g, M, V, lc in zip(step.direction, state["adam_m"], state["adam_v"], step.log_coef):
-            g = g * _expand(keep, g)  # the gradient's mantissa on the new scale
+        entries = zip(step.direction, state["adam_m"], state["adam_v"], state["adam_log_scale"], state["adam_step"])
+        # each tensor's own scale and count: a torch optimizer's tensors need not all have stepped together (one
+        # frozen for a while, a group added later), as torch.optim.Adam keeps them per parameter
+        for (g, M, V, old, t), lc in zip(entries, step.log_coef):
+            # the new scale, S' = max(S + log(beta2) / 2, s), so that neither buffer's factor exceeds 1 and the
+            # scale follows the decaying buffers down
+            new = s if old is None else torch.maximum(old + 0.5 * math.log(beta2), s)
+            shrink = torch.zeros_like(s) if old is None else torch.exp(old - new)  # e^{S - S'}
+            t = t + 1
+            # Adam's bias corrections: m_hat / sqrt(v_hat) = m / sqrt(v) * sqrt(1 - beta2^t) / (1 - beta1^t);
+            # epsilon enters next to sqrt(v) as eps sqrt(1 - beta2^t), on the mantissa's scale e^{-S}
+            log_bias = 0.5 * math.log1p(-(beta2**t))
+            g = g * _expand(torch.exp(s - new), g)  # the gradient's mantissa on the new scale, e^{s - S'}
             M = (1.0 - beta1) * g if M is None else M * _expand(beta1 * shrink, M) + (1.0 - beta1) * g  # m update
             V = (1.0 - beta2) * g * g if V is None else V * _expand(beta2 * shrink**2, V) + (1.0 - beta2) * g * g
             if eps > 0:  # M / (sqrt(V) + eps sqrt(1 - beta2^t) e^{-S}) = M e^{S - log(e^S sqrt(V) + eps ...)}
