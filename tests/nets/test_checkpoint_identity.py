@@ -10,6 +10,7 @@ from torch import nn
 
 import attnlab.runner.fingerprint as fingerprint
 from attnlab._validation import ValidationError
+from attnlab.experiments.real.result import code_key
 from attnlab.nets import Setup, ViT, fit_classifier, fit_stacked
 from attnlab.nets.datasets import load_digits_split
 from attnlab.nets.datasets.split import Split
@@ -110,7 +111,9 @@ def build_tiny(config: Tiny, seed: int) -> Setup:
 
 
 def _trials(folder):
-    (result,) = train_trials(build_tiny, Tiny(), [Trial("sgd", 0.3, 0)], epochs=2, batch_size=32, checkpoint_dir=folder)
+    code = code_key(build_tiny, Tiny())  # as the real-data experiments key their checkpoints
+    trials = [Trial("sgd", 0.3, 0)]
+    (result,) = train_trials(build_tiny, Tiny(), trials, epochs=2, batch_size=32, checkpoint_dir=folder, code=code)
     return result["frame"]
 
 

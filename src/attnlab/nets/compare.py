@@ -148,6 +148,7 @@ class ComparisonConfig:
         *,
         checkpoint_dir: str | Path | None = None,
         bar: Callable[..., Any] | None = None,
+        code: str | None = None,
     ) -> Comparison:
         """Tune every optimizer's rate on its grid (unless ``tune_epochs`` is 0), then train every optimizer at its
         rate for ``seeds`` seeds from ``seed``.
@@ -160,9 +161,11 @@ class ComparisonConfig:
         build : callable
             ``build(config, seed) -> Setup``, a module-level function (it is sent to worker processes).
         checkpoint_dir : path, optional
-            Folder of per-stack checkpoints, resumed when the config and the code are unchanged.
+            Folder of per-stack checkpoints, resumed when the config (and ``code``) are unchanged.
         bar : callable, optional
             ``bar(iterable, total=..., desc=...)`` progress bar over stacks.
+        code : str, optional
+            A key of the code, in the checkpoints' names (:func:`~attnlab.nets.trials.train_trials`).
 
         Returns
         -------
@@ -177,6 +180,7 @@ class ComparisonConfig:
             "epochs_of": self.optimizer_epochs(),
             "checkpoint_dir": checkpoint_dir,
             "bar": bar,
+            "code": code,
         }
         lrs, tuning = self.lrs, pd.DataFrame()
         if self.tune_epochs:
@@ -246,6 +250,7 @@ def compare_optimizers(
     epochs_of: dict[str, int] | None = None,
     checkpoint_dir: str | Path | None = None,
     bar: Callable[..., Any] | None = None,
+    code: str | None = None,
 ) -> Comparison:
     """Train ``build(config, seed)`` under every optimizer and seed; return tidy tables.
 
@@ -270,11 +275,13 @@ def compare_optimizers(
     epochs_of : dict of str to int, optional
         ``{optimizer: epochs}``: that optimizer trains for that many epochs instead of ``epochs``.
     checkpoint_dir : path, optional
-        Folder of per-stack checkpoints (``runs-<hash of config, trials and options>-<hash of the code>.pt``);
-        existing ones are resumed, and a changed config starts afresh instead of resuming another config's runs; one
+        Folder of per-stack checkpoints (``runs-<hash of config, trials and options>[-<code>].pt``); existing ones
+        are resumed, and a changed config starts afresh instead of resuming another config's runs; with ``code``, one
         made by other code is removed, with a warning, and computed again (:func:`~attnlab.nets.trials.train_trials`).
     bar : callable, optional
         ``bar(iterable, total=..., desc=...)`` progress bar over the stacks (``RunContext.bar``).
+    code : str, optional
+        A key of the code, in the checkpoints' names (:func:`~attnlab.nets.trials.train_trials`).
 
     Returns
     -------
@@ -302,6 +309,7 @@ def compare_optimizers(
         checkpoint_dir=checkpoint_dir,
         bar=bar,
         probe_seed=int(seeds[0]),
+        code=code,
     )
     first_init = next(r for r in results if "init_entries" in r)
 

@@ -6,9 +6,9 @@ mirror descent; K/Q/V entries and first-token attention of the trained models).
 Every trial builds its model and data from ``build(config, seed)``. The trials are sorted by optimizer and rate,
 cut into ``workers`` chunks, and each chunk trains as one stack (:func:`~attnlab.nets.stacked.fit_stacked`) on one
 CPU thread, in this process or in a spawned one, checkpointed after every epoch under a name that carries a hash of
-everything that shapes it and one of the code that computes it (the fingerprint a run's record holds). A checkpoint
-of the same stack made by other code is not resumed: a warning says so, the file is removed and the stack is computed
-again, as the runner computes a stale run again. :func:`train_trials` returns each trial's tables in the order the trials were given.
+everything that shapes it and, when the caller gives one, a key of the code that computes it (an experiment's, the
+fingerprint its record holds). A checkpoint of the same stack made by other code is not resumed: a warning says so,
+the file is removed and the stack is computed again, as the runner computes a stale run again. :func:`train_trials` returns each trial's tables in the order the trials were given.
 """
 
 from __future__ import annotations
@@ -183,16 +183,9 @@ def _chunks(order: list[int], workers: int) -> list[list[int]]:
     return [order[bounds[i] : bounds[i + 1]] for i in range(parts)]
 
 
-def _code_key(build: Callable[[Any, int], Setup], config: Any) -> str:
-    """A hash of the code that computes the trials: :func:`~attnlab.runner.fingerprint.code_fingerprint` of the
-    modules of ``build`` and of the config's class, as an experiment's record holds it (``code``). It ends in ``u``
-    when some of that code has no readable source (a notebook's ``build``): a hash unique to this call."""
-    from attnlab.runner.fingerprint import UNREADABLE, code_fingerprint  # the runner's, imported only when needed
-
-    modules = [m for m in (getattr(build, "__module__", None), type(config).__module__) if m]
-    fingerprint = code_fingerprint(modules)
-    unreadable = any(str(h).startswith(UNREADABLE) for h in fingerprint["source"].values())
-    return config_hash(fingerprint) + ("u" if unreadable else "")
+#: How :func:`~attnlab.experiments.real.result.code_key` ends a key of code whose source cannot be read (unique to
+#: the call: its checkpoints are never resumed).
+UNREADABLE_CODE = "u"
 
 
 def _drop_stale(directory: Path, key: str, current: Path) -> None:
@@ -202,7 +195,7 @@ def _drop_stale(directory: Path, key: str, current: Path) -> None:
         "this call's code has no readable source (``build`` or its config defined in a notebook or an interactive "
         "session, or attnlab's source edited since this process imported it), so no checkpoint of it can be "
         "recognised as its own; define them in a file to resume"
-        if current.stem.endswith("u")
+        if current.stem.endswith(UNREADABLE_CODE)
         else "it was made by other code (attnlab's or the task's source, or a library version, changed since, or "
         "an older attnlab wrote it)"
     )
@@ -226,10 +219,10 @@ def _tasks(
     directory: Path | None,
     probe_seed: int | None,
     validation: tuple[float, int] | None,
-    code: str,
+    code: str | None,
 ) -> list[tuple[list[int], Callable[[], list[dict[str, pd.DataFrame]]]]]:
     """The stacks of the trials ``group`` (indices into ``trials``, one epoch budget): ``(indices, task)`` pairs;
-    ``code`` is :func:`_code_key`'s hash, part of each checkpoint's name."""
+    ``code`` is :func:`train_trials`'s, part of each checkpoint's name when given."""
     tasks = []
     for chunk in _chunks(group, workers):
         part = [trials[i] for i in chunk]
@@ -242,9 +235,9 @@ def _tasks(
                 **options,
             }
         )
-        checkpoint = None if directory is None else directory / f"runs-{key}-{code}.pt"  # this code's alone
-        if checkpoint is not None:
-            _drop_stale(directory, key, checkpoint)
+        checkpoint = None if directory is None else directory / f"runs-{key}{f'-{code}' if code else ''}.pt"
+        if checkpoint is not None and code:
+            _drop_stale(directory, key, checkpoint)  # this code's alone
         probe = [t.seed == probe_seed for t in part]
         tasks.append((chunk, partial(_train_chunk, build, config, part, probe, options, checkpoint, validation)))
     return tasks
@@ -266,6 +259,7 @@ def train_trials(
     validation: tuple[float, int] | None = None,
     eval_every: int = 1,
     epochs_of: Mapping[str, int] | None = None,
+    code: str | None = None,
 ) -> list[dict[str, pd.DataFrame]]:
     """Train every trial (stacked, in ``workers`` processes); each one's tables, in the order of ``trials``.
 
@@ -285,11 +279,8 @@ def train_trials(
         1 trains in this process; more cut the trials into that many stacks, each in a spawned process with one
         CPU thread.
     checkpoint_dir : path, optional
-        Folder of checkpoints (``runs-<hash of config, trials and options>-<hash of the code>.pt``, one per stack);
-        existing ones are resumed, and a changed config starts afresh instead of resuming another config's runs. A
-        stack's checkpoint made by other code (attnlab's source, that of ``build``'s and the config's modules, or
-        a library version differ: :func:`~attnlab.runner.fingerprint.code_fingerprint`) is removed with a
-        ``RuntimeWarning`` and the stack computed again.
+        Folder of checkpoints (``runs-<hash of config, trials and options>[-<code>].pt``, one per stack); existing
+        ones are resumed, and a changed config starts afresh instead of resuming another config's runs.
     bar : callable, optional
         ``bar(iterable, total=..., desc=...)`` progress bar over the stacks (``RunContext.bar``).
     probe_seed : int, optional
@@ -303,6 +294,11 @@ def train_trials(
     epochs_of : mapping of str to int, optional
         ``{optimizer: epochs}``: that optimizer's trials train for that many epochs instead of ``epochs`` (in
         stacks of their own).
+    code : str, optional
+        A key of the code that computes the trials, in each checkpoint's name: a stack's checkpoint of another key
+        (or of none) is removed with a ``RuntimeWarning`` and the stack computed again, never resumed. The real-data
+        experiments pass :func:`~attnlab.experiments.real.result.code_key` (a hash of the fingerprint their record
+        holds); None keys the checkpoints by the config alone.
 
     Returns
     -------
@@ -341,7 +337,6 @@ def train_trials(
     order = sorted(
         range(len(trials)), key=lambda i: (first[trials[i].optimizer], first[(trials[i].optimizer, trials[i].lr)], i)
     )
-    code = _code_key(build, config) if directory is not None else ""
     tasks = []
     for budget in dict.fromkeys(budgets.get(trials[i].optimizer, epochs) for i in order):
         group = [i for i in order if budgets.get(trials[i].optimizer, epochs) == budget]

@@ -119,7 +119,7 @@ def tune_rates(
         ``(fraction, seed)`` of the validation split, carved from the training set.
     **training
         ``batch_size`` (required), ``sngd_cap``, ``sps_c``, ``workers``, ``epochs_of`` (per-optimizer tuning
-        budgets), ``checkpoint_dir``, ``bar``: as for
+        budgets), ``checkpoint_dir``, ``bar``, ``code``: as for
         :func:`~attnlab.nets.trials.train_trials`.
 
     Returns

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from attnlab._validation import ValidationError, check_scalar
-from attnlab.experiments.real.result import check_seed_counts, comparison_result
+from attnlab.experiments.real.result import check_seed_counts, code_key, comparison_result
 from attnlab.experiments.real.revisions import revised_claims
 from attnlab.experiments.real.summary import CLAIMS, paper_checks
 from attnlab.experiments.registry import register
@@ -108,7 +108,9 @@ def build_digits_vit(config: DigitsViTConfig, seed: int) -> Setup:
 
 def run_digits_vit(config: DigitsViTConfig, ctx: RunContext) -> ExperimentResult:
     """Train every optimizer for every seed; tables, paper checks and figures."""
-    comparison = config.compare(build_digits_vit, checkpoint_dir=ctx.out / "checkpoints", bar=ctx.bar)
+    comparison = config.compare(
+        build_digits_vit, checkpoint_dir=ctx.out / "checkpoints", bar=ctx.bar, code=code_key(build_digits_vit, config)
+    )
     y_test = load_digits_split(test_fraction=config.test_fraction, seed=config.seed).y_test
     chance = float(torch.bincount(y_test).max()) / len(y_test)
     summary = summary_table(comparison)

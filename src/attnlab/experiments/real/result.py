@@ -3,17 +3,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
 
+from attnlab._io import config_hash
 from attnlab._validation import check_count, check_seed_range
 from attnlab.nets.compare import Comparison
 from attnlab.nets.figures import comparison_figures
+from attnlab.nets.trials import UNREADABLE_CODE
 from attnlab.plotting import label_ours
 from attnlab.verify import Check, ExperimentResult
 
-__all__ = ["MAX_SEEDS", "check_seed_counts", "comparison_result"]
+__all__ = ["MAX_SEEDS", "check_seed_counts", "code_key", "comparison_result"]
 
 MAX_SEEDS = 100
 """Most runs per optimizer (``seeds``) and tuning runs per cell (``tune_seeds``) of a real experiment (ours: a bound
@@ -29,6 +32,19 @@ def check_seed_counts(config: Any) -> None:
         )
     most = max(config.seeds, config.tune_seeds)
     check_seed_range(config.seed, most - 1, f"{most} runs")
+
+
+def code_key(build: Callable[..., Any], config: Any) -> str:
+    """A key of the code that computes a comparison, for its checkpoints' names
+    (:func:`~attnlab.nets.trials.train_trials`'s ``code``): a hash of
+    :func:`~attnlab.runner.fingerprint.code_fingerprint` of the modules of ``build`` and of the config's class, as
+    the run's record holds it (``code``). It ends in ``u`` when some of that code has no readable source (a
+    notebook's ``build``): a key unique to the call, whose checkpoints are never resumed."""
+    from attnlab.runner.fingerprint import UNREADABLE, code_fingerprint
+
+    fingerprint = code_fingerprint([build.__module__, type(config).__module__])
+    unreadable = any(str(h).startswith(UNREADABLE) for h in fingerprint["source"].values())
+    return config_hash(fingerprint) + (UNREADABLE_CODE if unreadable else "")
 
 
 def comparison_result(

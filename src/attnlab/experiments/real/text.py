@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from attnlab._validation import ValidationError, check_in, check_scalar
-from attnlab.experiments.real.result import check_seed_counts, comparison_result
+from attnlab.experiments.real.result import check_seed_counts, code_key, comparison_result
 from attnlab.experiments.real.revisions import revised_claims
 from attnlab.experiments.real.summary import CLAIMS, paper_checks
 from attnlab.experiments.registry import register
@@ -223,7 +223,9 @@ def _selection_checks(frame, length: int) -> list[Check]:
 
 def run_text(config: TextConfig, ctx: RunContext) -> ExperimentResult:
     """Train every optimizer for every seed on the chosen text data; tables, paper checks and figures."""
-    comparison = config.compare(build_text, checkpoint_dir=ctx.out / "checkpoints", bar=ctx.bar)
+    comparison = config.compare(
+        build_text, checkpoint_dir=ctx.out / "checkpoints", bar=ctx.bar, code=code_key(build_text, config)
+    )
     y_test = _data(config)[0].y_test
     chance = float(torch.bincount(y_test).max()) / len(y_test)
     summary = summary_table(comparison)
