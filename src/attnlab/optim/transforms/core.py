@@ -398,4 +398,6 @@ def mirror_step(W: torch.Tensor, direction: torch.Tensor, coef: torch.Tensor, p:
         ``p > 1``; ``p = 2`` is the additive update.
     """
     M = _descend(mirror_map(W, p), direction, coef)  # spec md §4: M = grad psi(W) - eta G
-    return inverse_mirror_map(M, p)  # spec md §3: W = (grad psi)^{-1}(M)
+    # spec md §3: W = (grad psi)^{-1}(M); psi is separable, so an entry whose direction is 0 keeps its W exactly
+    # (the round trip through the two maps moved it by round-off, step after step)
+    return torch.where(direction == 0, W, inverse_mirror_map(M, p))
