@@ -8,6 +8,7 @@ import math
 import pytest
 import torch
 
+from attnlab import optim
 from attnlab._validation import ValidationError
 from attnlab.optim import joint_adaptive, mirror_descent, normalized_gd, normalized_step_size, polyak_step
 from attnlab.optim.transforms import block_norms, per_tensor
@@ -151,3 +152,18 @@ def test_sparse_gradients_are_refused_by_name():
     embedding(torch.tensor([1, 2])).sum().backward()
     with pytest.raises(ValidationError, match="sparse gradient.*nn.Embedding\\(..., sparse=False\\)"):
         NormalizedGD(embedding.parameters(), lr=0.1).step()
+
+
+@pytest.mark.parametrize(
+    "build, unknown",
+    [
+        (lambda ps: optim.NormalizedGD(ps, lr=0.1, weight_decay=0.1), "weight_decay"),
+        (lambda ps: optim.Adam(ps, lr=0.1, betas=(0.9, 0.99)), "betas"),  # torch's spelling; ours beta1, beta2
+        (lambda ps: optim.AdamNoEps(ps, lr=0.1, eps=1e-8), "eps"),
+        (lambda ps: optim.PolyakStep(ps, lr=0.1), "lr"),
+    ],
+)
+def test_an_unknown_keyword_is_refused_with_the_arguments_the_class_takes(build, unknown):
+    W = torch.nn.Parameter(torch.zeros(2, 2, dtype=torch.float64))
+    with pytest.raises(ValidationError, match=rf"takes no \['{unknown}'\]; its arguments are params and \["):
+        build([W])

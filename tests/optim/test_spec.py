@@ -108,7 +108,7 @@ def test_build_carries_every_option_to_the_class():
 
 def test_the_former_name_of_polyaks_cap_is_refused():
     w = [torch.nn.Parameter(torch.tensor([3.0], dtype=torch.float64))]
-    with pytest.raises(TypeError, match="max_lr"):
+    with pytest.raises(ValidationError, match=r"PolyakStep takes no \['max_lr'\]; its arguments are params and"):
         PolyakStep(w, max_lr=0.25)
     with pytest.raises(ValidationError, match=r"sets \['max_lr'\], which PolyakStep does not take"):
         PolyakStep([{"params": w, "max_lr": 0.5}])

@@ -10,6 +10,8 @@ the same rule (:meth:`FunctionalOptimizer.rule`).
 
 from __future__ import annotations
 
+import functools
+import inspect
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -82,6 +84,29 @@ class FunctionalOptimizer(Optimizer):
     """
 
     entry_name = ""  # the registry entry whose options and chain this class runs
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        """Give each subclass's own ``__init__`` a refusal of unknown keywords by name (Python's ``TypeError`` names
+        the keyword, not the arguments the class takes: ``Adam(betas=...)`` is torch's spelling, ours
+        ``beta1, beta2``)."""
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is None:
+            return
+        parameters = inspect.signature(init).parameters
+        if any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
+            return  # a generated class: its keywords are checked against its options
+
+        @functools.wraps(init)
+        def checked(self: FunctionalOptimizer, *args: object, **keywords: object) -> None:
+            unknown = sorted(set(keywords) - set(parameters))
+            if unknown:
+                taken = [name for name in parameters if name not in ("self", "params")]
+                raise ValidationError(f"{cls.__name__} takes no {unknown}; its arguments are params and {taken}")
+            init(self, *args, **keywords)
+
+        cls.__init__ = checked  # type: ignore[method-assign]
+
     _kept: tuple[tuple, Rule] | None = None  # (what the rule was built for, the rule)
     _reads_loss: tuple[tuple, bool] | None = None  # (the groups' setting, whether their rule reads the loss)
     _steps_taken = 0  # steps taken by this object (Context.step)
