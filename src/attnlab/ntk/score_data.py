@@ -225,7 +225,10 @@ class InputMap:
             times >= 0 of shape () or (n,).
         """
         x = check_tensor("x", x, "nd", {} if self.d is None else {"d": self.d})
-        t = check_times("t", t, x.shape[0])
+        return self._unchecked(check_times("t", t, x.shape[0]), x)
+
+    def _unchecked(self, t: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """:meth:`__call__` on ``t`` (n,) and ``x`` (n, d) already checked (a :class:`ScoreModel`'s, once per call)."""
         if self.kind == "spec":
             return torch.cat([t[:, None] / self.T, x], dim=1) / self.rho  # spec §7.5: u = (t/T, x_t) / rho_u
         z = x / (self.process.alpha(t) ** 2 * self.v0 + self.process.h(t)).sqrt()[:, None]  # x / c(t)

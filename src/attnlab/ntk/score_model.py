@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
-from attnlab._validation import ValidationError, check_scalar, check_seed, check_tensor
+from attnlab._validation import ValidationError, check_instance, check_scalar, check_seed, check_tensor
 from attnlab.ntk.forward_process import ForwardProcess, check_process, check_times
 from attnlab.ntk.gaussian_mixture import GaussianMixture
 from attnlab.ntk.network import TwoLayerNet
@@ -47,7 +47,11 @@ def score_from_denoiser(
     sizes: dict[str, int] = {}
     x = check_tensor("x", x, "nd", sizes)
     denoised = check_tensor("denoised", denoised, "nd", sizes)
-    t = check_times("t", t, x.shape[0], positive=True)
+    return _tweedie(process, x, check_times("t", t, x.shape[0], positive=True), denoised)
+
+
+def _tweedie(process: ForwardProcess, x: torch.Tensor, t: torch.Tensor, denoised: torch.Tensor) -> torch.Tensor:
+    """:func:`score_from_denoiser` on checked ``x`` (n, d), ``t`` (n,) and ``denoised`` (n, d)."""
     alpha, h = process.alpha(t)[:, None], process.h(t)[:, None]
     return (alpha * denoised - x) / h  # spec §7.4: s_W = (alpha F - x) / h
 
@@ -90,10 +94,7 @@ class ScoreModel:
         ValidationError
             When ``x`` is not a finite (n, d) array, or ``t`` not finite times >= 0 of shape () or (n,).
         """
-        x, t = self._points(x, t, positive=False)
-        with torch.no_grad():
-            F = self.net.output_from_logits(self.inputs(t, x) @ self.net.W)
-        return self.inputs.skip_gain(t)[:, None] * x + F
+        return self._denoise(*self._points(x, t, positive=False))
 
     def score(self, x: torch.Tensor, t: torch.Tensor | float) -> torch.Tensor:
         """Estimated ``grad log p_t(x)`` from the denoiser by Tweedie's formula (spec §7.4).
@@ -115,25 +116,24 @@ class ScoreModel:
             When ``x`` is not a finite (n, d) array, or ``t`` not finite times > 0 of shape () or (n,).
         """
         x, t = self._points(x, t, positive=True)
-        return score_from_denoiser(self.process, x, t, self.denoiser(x, t))
+        return _tweedie(self.process, x, t, self._denoise(x, t))  # checked once: the sampler calls it every step
 
     def _points(self, x: object, t: object, positive: bool) -> tuple[torch.Tensor, torch.Tensor]:
         """``x`` (n, d) with ``d = net.d_out`` and ``t`` as (n,) times, refused by name when they are not."""
         x = check_tensor("x", x, "nd", {"d": self.net.d_out})
         return x, check_times("t", t, x.shape[0], positive=positive)
 
+    def _denoise(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        """:meth:`denoiser` on checked ``x`` (n, d) and ``t`` (n,)."""
+        with torch.no_grad():
+            F = self.net.output_from_logits(self.inputs._unchecked(t, x) @ self.net.W)
+        return self.inputs.skip_gain(t)[:, None] * x + F
+
 
 def _check_target(model: ScoreModel, target: GaussianMixture) -> None:
     """Refuse a ``model`` that is not a :class:`ScoreModel`, or a ``target`` that is not a mixture of its dimension."""
-    if not isinstance(model, ScoreModel):
-        raise ValidationError(
-            f"model must be a ScoreModel, got {type(model).__name__}; train one with "
-            "attnlab.training.ntk.train_score_model"
-        )
-    if not isinstance(target, GaussianMixture):
-        raise ValidationError(
-            f"target must be a GaussianMixture, got {type(target).__name__}; e.g. attnlab.ntk.circle_mixture()"
-        )
+    check_instance("model", model, ScoreModel, "train one with attnlab.training.ntk.train_score_model")
+    check_instance("target", target, GaussianMixture, "e.g. attnlab.ntk.circle_mixture()")
     if target.dim != model.net.d_out:
         raise ValidationError(
             f"target has points of dimension {target.dim}, but the model denoises points of dimension "
