@@ -165,7 +165,14 @@ class TheoryConfig(TheoryInstanceConfig):
     lem4_batches : int
         Fresh samples per point of the Lemma 4 rows (the Monte-Carlo mean of the empirical gradient).
     lem4_directions : int
-        Points per radius of the Lemma 4 rows; >= 1.
+        Points per radius of the Lemma 4 rows' old readings (their revisions); >= 1.
+    lem4_resolved_n : int
+        Context size of the fresh samples of the Lemma 4 rows at rho (along the Hessian's normal eigenvectors and
+        the scaling direction); >= 1. Ours: large enough that the oracle's squared bias ||b||^2 is well below
+        alpha^2 rho^2 (at M: 5.5e-5 at n = 1000 against alpha^2 rho^2 = 8.4e-4; 2.8e-3 at n = 100).
+    second_singular_values : tuple of float
+        sigma(W* Sigma^{1/2}) of the second instance of t13-sigma-scaling (the same Sigma, singular vectors and seed),
+        d values, each > 0; ours: sigma_1 halved and sigma_d a third of the default's, so that both constants move.
     lem4_train : int
         Size of the training sample whose Sigma_hat preconditions the Lemma 4 rows; >= d (an invertible
         Sigma_hat).
@@ -187,9 +194,11 @@ class TheoryConfig(TheoryInstanceConfig):
     lem4_n: int = 100
     lem4_batches: int = 64
     lem4_directions: int = 10
+    lem4_resolved_n: int = 1000
+    second_singular_values: tuple[float, ...] = (0.125, 0.1, 0.05)
     lem4_train: int = 1000
 
-    OURS = TheoryInstanceConfig.OURS + ("bias_ns", "bias_scale", "mc_ns", "radii")
+    OURS = TheoryInstanceConfig.OURS + ("bias_ns", "bias_scale", "mc_ns", "radii", "second_singular_values")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -230,6 +239,13 @@ class TheoryConfig(TheoryInstanceConfig):
         check_scalar("mc_steps", self.mc_steps, kind=int, low=2)  # the floor: the mean over the second half
         check_scalar("lem4_n", self.lem4_n, kind=int, low=1)
         check_scalar("lem4_directions", self.lem4_directions, kind=int, low=1)
+        check_scalar("lem4_resolved_n", self.lem4_resolved_n, kind=int, low=1)
+        if len(self.second_singular_values) != self.d:
+            raise ValidationError(
+                f"second_singular_values has {len(self.second_singular_values)} entries, needs d == {self.d}"
+            )
+        for value in self.second_singular_values:
+            check_scalar("second_singular_values entry", value, low=0.0, low_inclusive=False)
         if check_scalar("lem4_train", self.lem4_train, kind=int, low=1) < self.d:
             raise ValidationError(
                 f"lem4_train == {self.lem4_train}, must be >= d == {self.d} (an invertible Sigma_hat)"

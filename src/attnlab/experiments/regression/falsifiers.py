@@ -331,10 +331,26 @@ FALSIFIERS = (
         kind="mechanism",
     ),
     Falsifier(
-        "loss-gradient-x1.05",
-        "the closed-form gradient of the population loss x 1.05 (a prefactor slip of 5%)",
-        "attnlab.regression.population:_gradient",
-        _scaled(1.05),
+        "regularizer-removed",
+        "f = L (mu = 0): the objective of the one-point rows without its regularizer, value and gradient alike (the "
+        "regularizer removed consistently; the rows read f through its gradient)",
+        "attnlab.experiments.regression.geometry:_grad_f",
+        lambda grad_f: lambda problem, mu, V, Q: grad_f(problem, 0.0, V, Q),
+        kind="mechanism",
+    ),
+    Falsifier(
+        "lem4-step-dropped",
+        "Algorithm 1's step direction dropped (zero): the gradient never reaches the step",
+        "attnlab.experiments.regression.empirical_geometry:_direction",
+        lambda direction: lambda V, Q, grad_V, grad_Q, covariance: (torch.zeros_like(V), torch.zeros_like(Q)),
+        kind="gross",
+    ),
+    Falsifier(
+        "lem4-regularizer-removed",
+        "f_hat = L_n and f = L (mu = 0): the regularizer removed consistently from the empirical objective and the "
+        "closed form the bias is measured against",
+        "attnlab.experiments.regression.empirical_geometry:regularizer_gradient",
+        _scaled(0.0),
         kind="mechanism",
     ),
     Falsifier(

@@ -243,8 +243,7 @@ def finite_context_rows(config: TheoryConfig, problem: RegressionProblem, ctx: R
             claim.less(
                 0.0 - s,
                 claim.param("bound"),
-                spread=f"C/n means -s <= -1; {over}, 1-sigma half-width of s {half_width:.3g} (chi^2 <= min + 1, "
-                "Monte-Carlo SEs of the debiased squared bias)" + _edge(s, tail, claim.param("s_max")),
+                spread=_exponent_spread(over, s, half_width, tail, tail_se) + _edge(s, tail, claim.param("s_max")),
             )
         )
         last, last_se = fit_weighted_slope(ns[largest], tail, tail_se)
@@ -276,6 +275,16 @@ def finite_context_rows(config: TheoryConfig, problem: RegressionProblem, ctx: R
             )
         )
     return rows, table
+
+
+def _exponent_spread(over: str, s: float, half_width: float, tail, tail_se) -> str:
+    """The spread of a Theorem 3-5 row: the exponent's half-width, and how well the largest n is resolved (shown,
+    not judged: the docs say why)."""
+    return (
+        f"C/n means -s <= -1; {over}, 1-sigma half-width of s {half_width:.3g} (chi^2 <= min + 1, Monte-Carlo SEs of "
+        f"the debiased squared bias); largest n at {tail[-1] / tail_se[-1]:.2g} SE, upper 2-sigma limit of -s "
+        f"{2 * half_width - s:.3g} (not judged: unresolved at our sizes, docs)"
+    )
 
 
 def _no_slope(ns, values) -> str:
