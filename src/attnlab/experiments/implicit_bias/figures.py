@@ -84,8 +84,10 @@ def joint_figure(config, frame: pd.DataFrame):
     ]
     for method, rows in frame.groupby("method", sort=False):
         rows = rows[rows["step"] > 0].sort_values("step")  # (u_0, W_0) = 0: no direction yet
+        extra = method == "A6"  # Theorem 4's rule, run beside the paper's four methods (not one of its curves)
+        style = {"ls": "--", "label": "A6 (Thm 4's rule; not in the paper)"} if extra else {"label": method}
         for ax, (quantity, _, _) in zip(axes, columns):
-            ax.plot(rows["step"], quantity(rows), label=method)
+            ax.plot(rows["step"], quantity(rows), **style)
     for ax, (_, ylabel, gap) in zip(axes, columns):
         if gap:
             log_gap_axis(ax, ylabel)

@@ -160,7 +160,7 @@ register(
             "T": 3,
             "d": 16,
             "steps": 1000,
-            "directions": 8,
+            "directions": 20,
             "record_every": 10,
             "random_W": 50,
             "n_joint": 4,

@@ -19,6 +19,7 @@ from attnlab.experiments.implicit_bias.falsifiers import (
     polyak_doubled_gap,
     polyak_float64_gap,
     rule_gd_normalized,
+    rule_gd_preconditioned,
     rule_gd_weight_decay,
     rule_gradient_step,
     svm_nuclear_norm,
@@ -38,7 +39,16 @@ from attnlab.models import Combined
 from attnlab.optim.polyak import polyak_step_size
 from attnlab.training.batched import train as batched_train
 from attnlab.training.flow import gradient_flow
-from attnlab.verify import Check, Claim, Reading, Revision, at_steps, fit_slope, geometric_steps
+from attnlab.verify import (
+    Check,
+    Claim,
+    Reading,
+    Revision,
+    at_steps,
+    fit_slope,
+    geometric_steps,
+    old_sizes,
+)
 
 NGD_RULE = "ngd"  # spec A2 (uncapped): the rule of the NGD path and of the NGD directions
 GD_RULE = "gd"  # spec A1
@@ -49,11 +59,11 @@ POLYAK_RULE = "polyak:optimal_loss=infimum"
 SVM_NUCLEAR = svm_nuclear_norm("attnlab.experiments.implicit_bias.rates")
 NGD_GRADIENT_STEP, GD_NORMALIZED = rule_gradient_step(__name__), rule_gd_normalized(__name__)
 OPT_SHIFTED = optimal_score_shifted("attnlab.experiments.implicit_bias.rates")
-POLYAK_DOUBLED = polyak_doubled_gap(__name__)
+POLYAK_DOUBLED = polyak_doubled_gap(__name__)  # polyak-step-upper's test applies it (a property: not registered)
 POLYAK_FLOAT64_GAP = polyak_float64_gap("attnlab.training.engine")  # the engine forms the gap the rule reads
-GD_WEIGHT_DECAY = rule_gd_weight_decay(__name__)
+GD_WEIGHT_DECAY, GD_PRECONDITIONED = rule_gd_weight_decay(__name__), rule_gd_preconditioned(__name__)
 FALSIFIERS = (
-    SVM_NUCLEAR, NGD_GRADIENT_STEP, GD_NORMALIZED, OPT_SHIFTED, POLYAK_DOUBLED, POLYAK_FLOAT64_GAP, GD_WEIGHT_DECAY,
+    SVM_NUCLEAR, NGD_GRADIENT_STEP, GD_NORMALIZED, OPT_SHIFTED, POLYAK_FLOAT64_GAP, GD_WEIGHT_DECAY, GD_PRECONDITIONED,
 )  # fmt: skip
 
 
@@ -89,13 +99,31 @@ LEMMA7_LOWER = _claim(
         {"rounding": 1e-9}, _PATH_SIZES,
     ),
 )  # fmt: skip
+_NORM_RATIO_OWN = Reading(
+    "||W_T|| / (eta T)", "the last step T", _PATH,
+    "1 +- (||W_0|| / (eta T) + max(0, 1 - ||W_t'|| / (eta t'))), t' = T // turn: the start plus the length lost "
+    "while the first steps turn, which Lemma 7 says only shrinks", {"turn": 10}, _PATH_SIZES,
+)  # fmt: skip
 NORM_RATIO = _claim(
     "||W_T|| / (eta T) -> 1 (NGD steps align)", "001:Lem7", "§8.1", NGD_GRADIENT_STEP,
     id="norm-ratio",
     reading=Reading(
         "||W_T|| / (eta T)", "the last step T", _PATH,
-        "1 +- (||W_0|| / (eta T) + max(0, 1 - ||W_t'|| / (eta t'))), t' = T // turn: the start plus the length lost "
-        "while the first steps turn, which Lemma 7 says only shrinks", {"turn": 10}, _PATH_SIZES,
+        "1 +- atol, ours [D] (a consequence of A2 and Thm 1, not Lemma 7's linear lower bound): every uncapped NGD "
+        "step has length eta, and once the steps align (Thm 1) ||W_T|| = eta T minus the length lost while the "
+        "first steps turned, a constant, so the ratio -> 1 like 1 - O(1/T) (0.972 at T = 100 in the spec's "
+        "simulation). atol ours, fixed: a step length short by a constant fraction of more than atol fails",
+        {"atol": 0.05, "rtol": 0.0}, _PATH_SIZES,
+    ),
+    revisions=(
+        Revision(
+            _NORM_RATIO_OWN, "2026-11-29",
+            "the tolerance came from the run it judged: 1 - ||W_t'|| / (eta t') at t' = T / 10 widens it by any "
+            "constant shortfall of the steps, so NGD with steps of 0.8 eta read 0.798 and passed against a tolerance "
+            "of 0.218 at the quick size (audit fid1, 2026-11-29; the step-length property row and lemma1-slope "
+            "failed that probe). The tolerance is now fixed before the run",
+            "pass: 0.998062 against 1 +- 0.0189", "pass: 0.999902 against 1 +- 0.00341",
+        ),
     ),
 )  # fmt: skip
 LEMMA6 = _claim(
@@ -199,7 +227,8 @@ def ngd_path(config, ctx, data, sol) -> tuple[pd.DataFrame, list[Check], float]:
         LEMMA7_LOWER.greater(
             float((norms - lower).min()), -LEMMA7_LOWER.param("rounding"), spread="rounding of ||W_t||"
         ),
-        NORM_RATIO.close(
+        NORM_RATIO.close(1.0, ratio, spread="ours, fixed: a constant shortfall of the step length fails"),
+        NORM_RATIO.revised(1).close(
             1.0,
             ratio,
             atol=float(norms[0]) / (config.eta * config.steps) + _turning(norms, config.eta),
@@ -232,7 +261,7 @@ def ngd_path(config, ctx, data, sol) -> tuple[pd.DataFrame, list[Check], float]:
 
 def _turning(norms: torch.Tensor, eta: float) -> float:
     """``1 - ||W_t|| / (eta t)`` at ``t = T / 10``: the length lost by then, an upper bound on the loss at ``T``."""
-    t = max(1, (len(norms) - 1) // NORM_RATIO.param("turn"))
+    t = max(1, (len(norms) - 1) // NORM_RATIO.revised(1).param("turn"))
     return max(0.0, 1.0 - float(norms[t]) / (eta * t))
 
 
@@ -281,14 +310,19 @@ NGD_RATE = _claim(
         {"half": 2, "slope": -1.0}, (*_DIRECTION_SIZES, "eta"),
     ),
 )  # fmt: skip
-GD_BEHIND = _claim(
-    "GD also converges in direction (Thm 6) but NGD is ahead: median log10(1 - corr), NGD below GD by a decade",
-    "001:Thm6", "§8.8", GD_NORMALIZED,
-    id="gd-behind",
+GD_DIRECTION = _claim(
+    "plain GD converges in direction to W_mm (Thm 6) from every random direction: the displacement W_T - W_t0 over "
+    "the last decade points along W_mm", "001:Thm6", "§8.8", GD_PRECONDITIONED,
+    id="gd-direction",
     reading=Reading(
-        "median over the directions of log10(1 - corr(W_T, W_mm)), uncapped NGD (A2) and GD (A1)", "the last step T",
-        _DIRECTIONS, "NGD below GD by more than margin decades (ours: Thm 1's O~(1/t) against GD's O(1/log t); "
-        "Thm 6 gives GD no rate)", {"margin": 1.0}, (*_DIRECTION_SIZES, "eta", "gd_lr"),
+        "max over the directions of 1 - corr(W_T - W_t0, W_mm) of GD (A1): the direction GD moved in over the last "
+        "decade", "t0 the recorded step nearest T / decade, T the last", _DIRECTIONS,
+        "<= bound, ours [D]: Thm 6's direction with Lemma 1's Theta(log t) norm, W_t = W_mm ln t + rho_t with rho_t "
+        "bounded (as GD on separable linear data), leaves the displacement W_mm ln(T/t0) + (rho_T - rho_t0), whose "
+        "1 - corr ~ ||rho_T - rho_t0||^2 / (2 ||W_mm||^2 ln^2(T/t0)) -> 0 as rho_t settles, while W_0 and any "
+        "constant offset cancel; a GD whose limit direction W' is off W_mm reads 1 - corr(W', W_mm). The bound is "
+        "the smallest such offset the row resolves (an angle of 11 degrees)",
+        {"decade": 10, "bound": 0.02}, (*_DIRECTION_SIZES, "gd_lr"),
     ),
 )  # fmt: skip
 _GD_LOG_READING = Reading(
@@ -377,22 +411,23 @@ def directions(config, ctx, data, sol) -> tuple[pd.DataFrame, list[Check]]:
     gen = torch.Generator().manual_seed(config.seed + 2)
     G = torch.randn(config.directions, config.d, config.d, generator=gen, dtype=torch.float64)
     W0 = config.direction_norm * G / torch.linalg.matrix_norm(G)[:, None, None]  # random directions, (R, d, d)
-    frames = []
+    frames, gd_iterates = [], None
     for part, rule, options in (
-        ("ngd", NGD_RULE, {"lr": config.eta}), ("gd", GD_RULE, {"lr": config.gd_lr}), ("polyak", POLYAK_RULE, {}),
+        ("ngd", NGD_RULE, {"lr": config.eta}), ("gd", GD_RULE, {"lr": config.gd_lr, "keep_iterates": True}),
+        ("polyak", POLYAK_RULE, {}),
     ):  # fmt: skip
         run = batched_train(
             data.X, data.Z, data.y, data.v, W0, param="W", optimizer=rule, loss=config.loss, steps=config.steps,
             record_every=config.record_every, W_ref=sol.W, progress=ctx.progress, **options,
         )  # fmt: skip
         frames.append(run.frame.assign(part=f"{part}_directions"))
+        gd_iterates = run.iterates if part == "gd" else gd_iterates
     frame = pd.concat(frames, ignore_index=True)
     part = {name: frame[frame["part"] == f"{name}_directions"] for name in ("ngd", "gd", "polyak")}
     T = config.steps
     late = part["ngd"][part["ngd"]["step"] >= T // NGD_RATE.param("half")]
     rates = [fit_slope(g["step"], 1 - g["alignment"])[0] for _, g in late.groupby("run")]
     t_mid = float(late["step"].median())
-    end = {name: rows[rows["step"] == T]["alignment"] for name, rows in part.items()}
     worst, factor, why = _shrinks(part["ngd"], T / NGD_GLOBAL.param("decade"), T)
     polyak_worst, polyak_factor, polyak_why = _shrinks(part["polyak"], config.record_every, T)
     checks = [
@@ -402,11 +437,7 @@ def directions(config, ctx, data, sol) -> tuple[pd.DataFrame, list[Check]]:
             NGD_RATE.param("slope") + 1 / math.log(t_mid),
             spread=f"the local slope of log t / t, -1 + 1/ln t at the median step {t_mid:g}",
         ),  # fmt: skip
-        GD_BEHIND.ordering(
-            {"NGD": math.log10(1 - float(end["ngd"].median())), "GD": math.log10(1 - float(end["gd"].median()))},
-            ["NGD", "GD"],
-            spread="ours: Thm 1's O~(1/t) against GD's O(1/log t) (Thm 6 gives no rate); one decade",
-        ),  # fmt: skip
+        _gd_direction(gd_iterates, sol.W, T),
         *_gd_log_norm(part["gd"], float(sol.W.norm()), config.record_every),
         POLYAK_GLOBAL.less(
             polyak_worst,
@@ -415,6 +446,20 @@ def directions(config, ctx, data, sol) -> tuple[pd.DataFrame, list[Check]]:
         ),  # fmt: skip
     ]
     return frame, checks
+
+
+def _gd_direction(iterates: dict, W_mm: torch.Tensor, T: int) -> Check:
+    """Thm 6: ``1 - corr(W_T - W_t0, W_mm)`` of every GD run, ``t0`` the record nearest ``T / decade`` (spec §8.8;
+    the bounded-offset derivation is :data:`GD_DIRECTION`'s reading)."""
+    steps = iterates["step"].to(torch.float64)
+    t0 = int(steps[int((steps - T / GD_DIRECTION.param("decade")).abs().argmin())])
+    moved = iterates["W"][-1] - iterates["W"][int((steps == t0).nonzero()[0, 0])]  # (R, d, d): W_T - W_t0
+    gaps = 1 - cosine(moved, W_mm)  # spec §8.8 [D]: -> 0 along W_mm ln t + rho_t, rho_t bounded
+    return GD_DIRECTION.less(
+        float(gaps.max()), support=len(gaps),
+        spread=f"the worst of {len(gaps)} directions (median {float(gaps.median()):.3g}), displacement from t0 = {t0} "
+        f"to T = {T}; ours: a limit direction off W_mm by 1 - corr >= {GD_DIRECTION.param('bound'):g} fails",
+    )  # fmt: skip
 
 
 def _gd_log_norm(gd: pd.DataFrame, w_mm: float, record_every: int) -> list[Check]:
@@ -471,9 +516,9 @@ POLYAK_LOWER = _claim(
     ),
 )  # fmt: skip
 POLYAK_UPPER = _claim(
-    "Polyak step length <= ||W_mm|| / min_i phi_opt at random W (max of ratio/bound)", "001:Thm7", "§8.7",
-    POLYAK_DOUBLED,
-    id="polyak-upper",
+    "the library's uncapped Polyak step (polyak_step_size) has length <= ||W_mm|| / min_i phi_opt at random W (max "
+    "of ratio/bound): a property of our step rule against Thm 7's bound [D]", "001:Thm7", "§8.7", kind="property",
+    id="polyak-step-upper",
     reading=Reading(
         "max over the random W with L >= L_* of polyak_step_size(L, L_*, ||g||^2) ||g|| / (||W_mm|| / min_i "
         "phi_opt,i(W)), the library's Polyak step", "no steps", f"{_RANDOM_W}; those with L(W) >= L_*",
@@ -514,7 +559,26 @@ def polyak_bounds(config, data, sol) -> tuple[pd.DataFrame, list[Check]]:
     return frame, checks
 
 
+# the quick direction runs grew from 8 to 20 directions (spec §8.3: >= 20 to test globality)
+_DIRECTIONS_OLD = old_sizes(
+    {"rho": 1.0, "sigma": 2.0, "loss": "exp", "seed": 0, "direction_norm": 1.0, "eta": 0.1, "gd_lr": 1.0},
+    n=(4, 3), T=(4, 3), d=(64, 16), directions=(24, 8), steps=(2000, 1000), record_every=(20, 10),
+)  # fmt: skip
+_MORE = "2026-11-29"
+_TWENTY = (
+    "the quick direction runs grew from 8 to 20 random directions, the spec's least number to test globality "
+    "(§8.3: >= 20); the run costs about 0.1 s more. This reading is unchanged"
+)
+
+
 CLAIMS = (
     STEP_LENGTH, LEMMA7_LOWER, NORM_RATIO, LEMMA6, LEMMA2, LEMMA1, LEMMA5,
-    NGD_GLOBAL, NGD_RATE, GD_BEHIND, GD_LOG_NORM, POLYAK_GLOBAL, POLYAK_LOWER, POLYAK_UPPER,
+    NGD_GLOBAL.resized(_DIRECTIONS_OLD, _MORE, _TWENTY, "pass: 0.0117 <= 0.15 (t0 = 100, t1 = 1000)"),
+    NGD_RATE.resized(_DIRECTIONS_OLD, _MORE, _TWENTY, "pass: -1.97 <= -0.849"),
+    GD_DIRECTION,
+    GD_LOG_NORM.resized(_DIRECTIONS_OLD, _MORE, _TWENTY, "pass: 0.9216 within 1 +- 0.158 (ratios 0.9216 to 0.9258)"),
+    POLYAK_GLOBAL.resized(_DIRECTIONS_OLD, _MORE, _TWENTY, "pass: 0.000148 <= 0.03 (t0 = 10, t1 = 1000)"),
+    POLYAK_LOWER, POLYAK_UPPER,
 )  # fmt: skip
+# the rows are built by the claims as declared (with the sizes' revision), the ones the run is judged against
+NGD_GLOBAL, NGD_RATE, GD_LOG_NORM, POLYAK_GLOBAL = CLAIMS[7], CLAIMS[8], CLAIMS[10], CLAIMS[11]

@@ -14,13 +14,19 @@ import math
 import numpy as np
 import pandas as pd
 
+from attnlab.experiments.fig2_remark import ALIGNED, LEVELS, LOSS_LEVEL, MUCH, first_step, much_faster_than_gd
 from attnlab.experiments.implicit_bias.common import SOURCE
 from attnlab.verify import Check, observation
 
-__all__ = ["ALIGNED", "LOSS_LEVEL", "cap_grid_remark", "capped_from", "fixed_decoder_remarks"]
-
-ALIGNED = 0.99  # the remarks' level of alignment: corr(W_t, W_mm) >= 0.99
-LOSS_LEVEL = 1e-6  # the remarks' level of the loss: L - L_* <= 1e-6 L_*
+__all__ = [
+    "ALIGNED",
+    "LOSS_LEVEL",
+    "MUCH",
+    "cap_grid_remark",
+    "capped_from",
+    "fixed_decoder_remarks",
+    "much_faster_than_gd",
+]
 
 
 def capped_from(rows: pd.DataFrame, eta: float, cap: float | None) -> int | None:
@@ -39,18 +45,14 @@ def capped_from(rows: pd.DataFrame, eta: float, cap: float | None) -> int | None
     return int(rows["step"].iloc[first]) if first < len(rows) else None
 
 
-def _first_step(rows: pd.DataFrame, reached: pd.Series) -> float:
-    hits = rows.loc[reached, "step"]
-    return float(hits.min()) if len(hits) else math.inf
-
-
 def fixed_decoder_remarks(config, frame: pd.DataFrame, L_star: float) -> list[Check]:
     """The paper's three remarks about the figure, each judged by time to a stated level (first recorded step)."""
     fig = "fig. 5" if config.antipodal else "fig. 2"
+    result = "001:Fig5" if config.antipodal else "001:Fig2"
     source = f"{SOURCE} §9 {fig} (the paper's remark)"
     rows = {m: g.sort_values("step") for m, g in frame.groupby("method")}
-    to_align = {m: _first_step(g, g["alignment"] >= ALIGNED) for m, g in rows.items()}
-    to_loss = {m: _first_step(g, g["loss"] - L_star <= LOSS_LEVEL * L_star) for m, g in rows.items()}
+    to_align = {m: first_step(g, g["alignment"] >= ALIGNED) for m, g in rows.items()}
+    to_loss = {m: first_step(g, g["loss"] - L_star <= LOSS_LEVEL * L_star) for m, g in rows.items()}
     final = {m: float(g["alignment"].iloc[-1]) for m, g in rows.items()}
     capped = capped_from(rows["NGD-mom"], config.ngd_lr, config.mom_cap)
     stall_text = (
@@ -70,7 +72,8 @@ def fixed_decoder_remarks(config, frame: pd.DataFrame, L_star: float) -> list[Ch
             f"{final['NGD']:.6g})",
             to_align["Polyak"] < to_align["NGD"],
             source,
-            tolerance=f"time to corr 0.99, {every}; inf = never",
+            tolerance=f"time to corr 0.99, {every}; inf = never; {LEVELS}",
+            result=result,
         ),
         observation(
             f"{fig}: Polyak converges faster than NGD in the train loss (steps to L - L_* <= 1e-6 L_*)",
@@ -78,7 +81,8 @@ def fixed_decoder_remarks(config, frame: pd.DataFrame, L_star: float) -> list[Ch
             f"Polyak {to_loss['Polyak']:g}, NGD {to_loss['NGD']:g}",
             to_loss["Polyak"] < to_loss["NGD"],
             source,
-            tolerance=f"time to L - L_* <= 1e-6 L_*, {every}; inf = never",
+            tolerance=f"time to L - L_* <= 1e-6 L_*, {every}; inf = never; {LEVELS}",
+            result=result,
         ),
         observation(
             f"{fig}: NGD with momentum gives a boost over NGD (steps to corr >= 0.99, then corr at the last step)",
@@ -87,7 +91,11 @@ def fixed_decoder_remarks(config, frame: pd.DataFrame, L_star: float) -> list[Ch
             f"(last {final['NGD']:.6g}){stall_text}",
             (to_align["NGD-mom"], -final["NGD-mom"]) < (to_align["NGD"], -final["NGD"]),
             source,
-            tolerance=f"time to corr 0.99, {every}, ties broken by the last corr; inf = never",
+            tolerance=f"time to corr 0.99, {every}, ties broken by the last corr; inf = never; {LEVELS}",
+            result=result,
+        ),
+        much_faster_than_gd(
+            rows["NGD"], rows["GD"], fig, source, config.record_every, result, uncapped=rows.get("NGD-uncapped")
         ),
     ]
 
@@ -96,8 +104,8 @@ def _speeds(rows: pd.DataFrame, L_star: float) -> tuple[tuple[float, float], tup
     """(steps to corr >= ALIGNED, last 1 - corr) and (steps to L - L_* <= LOSS_LEVEL L_*, last L - L_*) of a run."""
     rows = rows.sort_values("step")
     excess = rows["loss"] - L_star
-    direction = (_first_step(rows, rows["alignment"] >= ALIGNED), 1 - float(rows["alignment"].iloc[-1]))
-    return direction, (_first_step(rows, excess <= LOSS_LEVEL * L_star), float(excess.iloc[-1]))
+    direction = (first_step(rows, rows["alignment"] >= ALIGNED), 1 - float(rows["alignment"].iloc[-1]))
+    return direction, (first_step(rows, excess <= LOSS_LEVEL * L_star), float(excess.iloc[-1]))
 
 
 def cap_grid_remark(config, runs: dict, L_star: float) -> tuple[Check, pd.DataFrame]:
@@ -154,6 +162,7 @@ def cap_grid_remark(config, runs: dict, L_star: float) -> tuple[Check, pd.DataFr
         f"{SOURCE} §9 {fig} (the paper's remark)",
         tolerance=f"per pair: first recorded step (every {config.record_every}) with corr >= {ALIGNED:g} and with "
         f"L - L_* <= {LOSS_LEVEL:g} L_*, ties to the smaller last value; agrees when some pair of the grid "
-        "reproduces the remark (the paper's caps were lost)",
+        f"reproduces the remark (the paper's caps were lost); {LEVELS}",
+        result="001:Fig5" if config.antipodal else "001:Fig2",
     )
     return row, table
