@@ -230,8 +230,9 @@ def _selectivity(claim: Claim, p: float, rows: pd.DataFrame, share: str) -> Chec
 def _monotone(p: float, path: pd.DataFrame, share: str) -> Check:
     """Observation: the mean dB_p(W^mm_p, W_k) never rises between records (fig. 4 of the paper shows it falling).
 
-    Lemma 27 predicts a fall at every step in the cone, but a fall from a random start is what any descent method
-    shows early on (no wrong mechanism we tried makes it rise at the quick size), so it is not a theorem row.
+    It reads the paper's figure, not Lemma 27: the lemma's (25) does not make dB_p fall at every step (theory doc
+    §8.7), and a fall from a random start is what any descent method shows early on (no wrong mechanism we tried
+    makes it rise at the quick size), so it is an observation of fig. 4 (result ``002:Fig-E1``).
     """
     mean = path.groupby("step")["bregman"].mean()
     worst = float(np.diff(mean.to_numpy()).max() / mean.iloc[0]) if len(mean) > 1 else math.nan
@@ -243,7 +244,7 @@ def _monotone(p: float, path: pd.DataFrame, share: str) -> Check:
         worst <= ROUNDING,
         f"{SOURCE} §8.2-8.3, §9 E1",
         tolerance="1e-9 of the start: float64 rounding of dB_p",
-        result="002:Lem27",
+        result="002:Fig-E1",  # the paper's figure of E1 (its fig. 4), not Lemma 27 (docs/theory §8.7)
     )
 
 
