@@ -18,11 +18,13 @@ from attnlab.experiments.kq_nuclear.common import (
     ScoresConfig,
     check_omegas,
     diagonal_init,
+    factor_gradient_swapped,
     k_gradient_halved,
     q_gradient_reversed,
 )
 from attnlab.experiments.registry import register
 from attnlab.models import Diagonal, SignedSquares
+from attnlab.models.functional import loss_gradients
 from attnlab.plotting import house_figure, label_axes, label_ours, log_gap_axis, new_figure, theory_hline
 from attnlab.training.flow import closed_form_beta, constraint_vectors, gradient_flow
 from attnlab.verify import Claim, Experiment, ExperimentResult, Reading, Revision, RunContext, size_change
@@ -34,7 +36,8 @@ __all__ = ["X1Config", "run_x1"]
 class X1Config(ScoresConfig):
     """X1: the RK4 flow on diagonal ``(xi_k, xi_q)`` against ``beta = omega_0^2 sinh(B phi)`` and the ``w`` flow.
 
-    Spec: kq-nuclear-norm §9 X1, §3.1 (Lemma 4.1, Lemma A.1).
+    Spec: kq-nuclear-norm §9 X1, §3.1 (Lemma 4.1, Lemma A.1). All values are ours (the paper has no experiments;
+    those marked "spec" are the spec's [X] proposals).
 
     Attributes
     ----------
@@ -64,7 +67,8 @@ class X1Config(ScoresConfig):
     tolerance: float = 1e-12
     seed: int = 0
 
-    OURS = ("gap", "omegas", "record_every", "seed")
+    # the paper has no experiments: n, T, d, dt, t_max and tolerance are the spec's [X] proposals, the rest ours
+    OURS = ("n", "T", "d", "gap", "omegas", "dt", "t_max", "record_every", "tolerance", "seed")
     INTS = ("n", "T", "d", "record_every", "seed")
     POSITIVE = ("gap", "dt", "t_max", "tolerance")
 
@@ -73,8 +77,8 @@ class X1Config(ScoresConfig):
         check_omegas(self.omegas)
 
 
-HALVED, REVERSED = k_gradient_halved("x1"), q_gradient_reversed("x1")
-FALSIFIERS = (HALVED, REVERSED)
+HALVED, REVERSED, SWAPPED = k_gradient_halved("x1"), q_gradient_reversed("x1"), factor_gradient_swapped("x1")
+FALSIFIERS = (HALVED, REVERSED, SWAPPED)
 _SIZES = ("n", "T", "d", "gap", "omegas", "dt", "t_max", "record_every", "tolerance", "seed")
 _WINDOW = "every recorded time t = 0, record_every dt, ..., t_max of the RK4 flow"
 _BOTH = (
@@ -120,16 +124,22 @@ _SECOND_INIT = (
 
 
 def _history(
-    reading: Reading, statistic: str, outcomes: tuple[tuple[str, str], ...], claim: str, why: str = _CARRIED
+    reading: Reading,
+    statistic: str,
+    outcomes: tuple[tuple[str, str], ...],
+    claim: str,
+    why: str = _CARRIED,
+    text: str = "",
 ) -> tuple[Revision, ...]:
     """The readings a row of the first commit had before both initialisations (5) entered (git history), and the
-    reading before the quick tolerance of 2026-11-29 (``reading``, ``outcomes[2]``: its quick outcome)."""
+    reading before the quick tolerance of 2026-11-29 (``reading``, ``outcomes[2]``: its quick outcome; ``text``: the
+    claim's text then, where it has changed since)."""
     old = dataclasses.replace(reading, statistic=statistic, subset=_CANONICAL)
     (quick1, full1), (quick2, full2), (quick3,) = outcomes
     return (
         Revision(old, "2026-11-22", _CI_BUDGET, quick1, full1, claim=claim, sizes=_QUICK_T2),
         Revision(old, "2026-11-25", _SECOND_INIT, quick2, full2, claim=claim, sizes=_QUICK_1E9),
-        size_change(reading, _QUICK_1E9, "2026-11-29", why, quick3),
+        size_change(reading, _QUICK_1E9, "2026-11-29", why, quick3, claim=text),
     )
 
 
@@ -213,26 +223,91 @@ _DECREASING_READING = Reading(
     "<= 0 exactly: any increase of the loss between records violates the monotone loss of the lemma's proof",
     sizes=_SIZES,
 )
+_MONOTONE_SIZES = tuple(f for f in _SIZES if f != "tolerance")
+_OLD_DECREASING = "the loss decreases monotonically along the flow (Lemma 4.2): max increase between records"
+_RATE_WHY = (
+    "a generic descent property, not the lemma: any gradient flow decreases its loss, and the wrong flow with xi_k's "
+    "gradient halved passed it (max increase -4.5e-4); its one falsifier turned descent into ascent. The lemma's "
+    "proof states a rate, dL/dt <= -(2 w_min^2 / n) ||grad_beta L||^2 (spec §3.1), which no row read; the row now "
+    "reads it at every record, and the plain decrease is the property row loss-monotone (the same reading)"
+)
 DECREASING = Claim(
-    "the loss decreases monotonically along the flow (Lemma 4.2): max increase between records",
+    "the loss falls at the proof's rate, dL/dt <= -(2 w_min^2 / n) ||grad_beta L||^2 at every record (Lemma 4.2; "
+    "min ratio of the two sides)",
     "003:Lem4.2",
     f"{SOURCE} §3.1, §7.1",
-    REVERSED.name,
+    (REVERSED.name, SWAPPED.name),
     id="loss-decreasing",
-    reading=dataclasses.replace(_DECREASING_READING, sizes=tuple(f for f in _SIZES if f != "tolerance")),
-    revisions=_history(
-        _DECREASING_READING,
-        _DECREASING_READING.statistic,
-        (
-            ("pass: -0.0015 (<= 0; recomputed at the old sizes with the current code)", "pass: -0.00027 (<= 0)"),
-            ("pass: -0.00076 (<= 0)", "pass: -0.00027 (<= 0)"),
-            ("pass: -0.00076 (<= 0) (cb3f4e7)",),
+    reading=Reading(
+        "min over runs and records of r = -(dL/dt) / ((2 w_min^2 / n) ||grad_beta L||_2^2): dL/dt = <grad_beta L, "
+        "beta_dot> at the recorded state, beta_dot = xi_k_dot xi_q + xi_k xi_q_dot with (xi_k_dot, xi_q_dot) the "
+        "velocity the flow integrates (minus the model's chain rule of grad_W L there), grad_beta L = diag(grad_W L), "
+        "w_min = min_j |omega0_j| of the run, n the number of sequences",
+        _WINDOW,
+        _BOTH,
+        "r >= 1: the proof's rate inequality (spec §3.1). Under (5) the proof's own steps give r >= n ([D]: dL/dt = "
+        "-sum_j (xi_k^2 + xi_q^2)_j (grad_beta L)_j^2 and xi_k^2 + xi_q^2 = 2 sqrt(beta^2 + omega0^4) >= 2 omega0^2), "
+        "so the paper's 1/n is slack; a flow whose factor geometry loses the floor 2 omega0^2 fails it",
+        {"bound": 1.0},
+        _MONOTONE_SIZES,
+    ),
+    revisions=(
+        *_history(
+            _DECREASING_READING,
+            _DECREASING_READING.statistic,
+            (
+                ("pass: -0.0015 (<= 0; recomputed at the old sizes with the current code)", "pass: -0.00027 (<= 0)"),
+                ("pass: -0.00076 (<= 0)", "pass: -0.00027 (<= 0)"),
+                ("pass: -0.00076 (<= 0) (cb3f4e7)",),
+            ),
+            "the loss decreases monotonically along the flow (Lemma 4.2): max increase",
+            "its sizes named config.tolerance, which it does not read (its tolerance is <= 0 exactly), so the quick "
+            "tolerance's change reached it; the statistic, window and tolerance are unchanged",
+            _OLD_DECREASING,
         ),
-        "the loss decreases monotonically along the flow (Lemma 4.2): max increase",
-        "its sizes named config.tolerance, which it does not read (its tolerance is <= 0 exactly), so the quick "
-        "tolerance's change reached it; the statistic, window and tolerance are unchanged",
+        Revision(
+            dataclasses.replace(_DECREASING_READING, sizes=_MONOTONE_SIZES),
+            "2026-11-29",
+            _RATE_WHY,
+            "pass: -0.00076 (<= 0) (8a9b237)",
+            "pass: -0.00027 (<= 0) (8a9b237)",
+            claim=_OLD_DECREASING,
+        ),
     ),
 )
+MONOTONE = Claim(
+    "the loss never increases along the flow (max increase between records; the descent of any gradient flow, "
+    "Lemma 4.2's theory row until 2026-11-29)",
+    "003:Lem4.2",
+    f"{SOURCE} §3.1",
+    kind="property",
+    id="loss-monotone",
+    reading=dataclasses.replace(_DECREASING_READING, sizes=_MONOTONE_SIZES),
+)
+
+
+_RATE_SPREAD = "the proof's steps give r >= n under (5)"
+
+
+def _rate_ratio(model, data, path: dict, omega0: torch.Tensor) -> torch.Tensor:
+    """``r = -(dL/dt) / ((2 w_min^2 / n) ||grad_beta L||^2)`` per record and run, shape (S, R); spec kq §3.1.
+
+    ``dL/dt`` uses the velocity the flow integrates: minus ``model``'s chain rule of ``grad_W L`` (a falsifier's
+    wrong one too). The gradients' common scale cancels in the ratio, so their mantissas suffice.
+    """
+    S, R = path["xi_k"].shape[:2]
+    W = path["W"].reshape(S * R, *path["W"].shape[-2:])
+    X, Z, y = (t.expand(S * R, *t.shape) for t in (data.X, data.Z, data.y))
+    v = data.require_head().expand(S * R, -1)
+    grad_W = loss_gradients(X, Z, y, v, W)[0].mantissa
+    params = {name: path[name].reshape(S * R, -1) for name in ("xi_k", "xi_q")}
+    velocity = {k: -g for k, g in model.parametrization.chain(params, grad_W).items()}
+    beta_dot = velocity["xi_k"] * params["xi_q"] + params["xi_k"] * velocity["xi_q"]
+    grad_beta = torch.diagonal(grad_W, dim1=-2, dim2=-1)  # spec kq §3.1: W = Diag(beta)
+    dL_dt = (grad_beta * beta_dot).sum(-1).reshape(S, R)
+    w_min = omega0.abs().amin(-1)  # spec kq §3.1: w_min = min_j |omega0_j|
+    n = data.X.shape[-3]
+    return -dL_dt / (2 * w_min**2 / n * grad_beta.pow(2).sum(-1).reshape(S, R))
 
 
 def _inits(config: X1Config) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -252,9 +327,8 @@ def run_x1(config: X1Config, ctx: RunContext) -> ExperimentResult:
     omega0, xi_k0, xi_q0 = _inits(config)
     steps = max(1, round(config.t_max / config.dt))
     common = {"step": config.dt, "steps": steps, "method": "rk4", "record_every": config.record_every}
-    flow = gradient_flow(
-        Diagonal(config.d, xi_k0=xi_k0, xi_q0=xi_q0), data, track_phi=True, progress=ctx.progress, **common
-    )
+    model = Diagonal(config.d, xi_k0=xi_k0, xi_q0=xi_q0)
+    flow = gradient_flow(model, data, track_phi=True, progress=ctx.progress, **common)
     k = len(config.omegas)
     w_flow = gradient_flow(SignedSquares(omega0[:k], omega0[:k]), data, progress=ctx.progress, **common)
     path = flow.path
@@ -273,13 +347,15 @@ def run_x1(config: X1Config, ctx: RunContext) -> ExperimentResult:
         conserved_drift=drift.reshape(-1).numpy(),
         omega=np.tile(config.omegas * 2, len(path["step"])),
         init=np.tile(["(5) canonical"] * k + ["(5) alternating"] * k, len(path["step"])),
+        rate_ratio=_rate_ratio(model, data, path, omega0).reshape(-1).numpy(),
     )
     increase = float(frame.sort_values("step").groupby("run")["loss"].diff().max())
     checks = [
         CLOSED_FORM.less(float(error.max()), config.tolerance),
         CONSERVED.less(float(drift.max()), config.tolerance),
         EQUIVALENT.less(float(equivalence.max()), config.tolerance),
-        DECREASING.less(increase, 0.0),
+        DECREASING.greater(float(frame["rate_ratio"].min()), spread=_RATE_SPREAD),
+        MONOTONE.less(increase, 0.0),
     ]
     fig = _x1_figure(config, path, beta, closed, error)
     return ExperimentResult(frame=frame, checks=checks, figures={"closed_form": fig})
@@ -313,7 +389,7 @@ register(
         config_type=X1Config,
         run=run_x1,
         quick={"dt": 1e-2, "t_max": 1.0, "record_every": 10, "tolerance": 1e-8},
-        claims=(CLOSED_FORM, CONSERVED, EQUIVALENT, DECREASING),
+        claims=(CLOSED_FORM, CONSERVED, EQUIVALENT, DECREASING, MONOTONE),
         falsifiers=FALSIFIERS,
     )
 )

@@ -17,11 +17,15 @@ from attnlab.experiments.kq_nuclear.common import (
     k_gradient_halved,
     kq_as_beta,
     l2_penalty,
+    resolvable_claim,
     step_scaled_by_size,
 )
 from attnlab.verify import Claim, Reading, Revision
 
-__all__ = ["CLOSER_L1", "CLOSER_L2", "DIVERGES", "FALSIFIERS", "KKT_RATE", "L1_OPTIMUM", "L2_OPTIMUM", "PATTERN"]
+__all__ = [
+    "A3_HOLDS", "CLOSER_L1", "CLOSER_L2", "DIVERGES", "FALSIFIERS", "KKT_RATE", "L1_OPTIMUM", "L2_OPTIMUM", "PATTERN",
+    "RESOLVABLE",
+]  # fmt: skip
 
 # the falsifiers patch the models where run_x2 looks them up (attnlab.experiments.kq_nuclear.x2)
 KQ_AS_BETA, BETA_AS_KQ = kq_as_beta("x2"), beta_as_kq("x2")
@@ -67,6 +71,22 @@ _CI_BUDGET = (
 _QUICK_1600 = (
     "the quick run went from 800 to 1600 steps (02eeba0) so that omega0 = 1e-3 reaches the l1 zero pattern and "
     "the approximate-KKT rate is tested at the quick size too; the full size did not change"
+)
+RESOLVABLE = resolvable_claim("the one scores_equal data set of the config's seed", _DATA)
+A3_HOLDS = Claim(
+    "hypothesis of Theorem 4.1: Assumption 3 at initialisation (5), L(beta(0) = 0) <= the smallest one-mistake loss",
+    _THM41,
+    f"{SOURCE} §5",
+    kind="property",
+    id="a3-holds",
+    reading=Reading(
+        "L(W(0)) at W(0) = Diag(xi_k(0) xi_q(0)) = 0 against the smallest one-mistake loss "
+        "(data.assumptions.small_initial_loss)",
+        "initialisation (no run)",
+        "the one scores_equal data set of the config's seed (every omega0: beta(0) = 0 under (5))",
+        "L(W(0)) <= that threshold (A3, spec §5)",
+        sizes=_DATA,
+    ),
 )
 _L1_READING = Reading(
     "||beta_hat||_1 of the K,Q run, beta_hat = diag(W) / mu(W), against the l1-SVM optimum (LP, "
@@ -431,12 +451,19 @@ _KKT_LOOSE = Reading(
     {"atol": 0.05, "zero_tol": 1e-2, "min_records": 5},
     _RATE_SIZES,
 )
-_KKT_READING = dataclasses.replace(
+_KKT_STALE = dataclasses.replace(
     _KKT_LOOSE,
     tolerance="|a| <= atol at each, atol = 0.005 (ours: a multiplier estimate off by a constant factor c leaves "
     "a = |c - 1| on the support, so the reading resolves c off by 0.5%; the fit's own error is below it: the true "
     "runs' a is 6.8e-4 at the quick size, whose NGD steps integrate phi coarsely, and 7.2e-5 at the full size)",
     params={"atol": 0.005, "zero_tol": 1e-2, "min_records": 5},
+)
+_KKT_READING = dataclasses.replace(
+    _KKT_STALE,
+    tolerance="|a| <= atol at each, atol = 0.005 (ours: a multiplier estimate off by a constant factor c leaves "
+    "a = |c - 1| on the support, so the reading resolves c off by 0.5%; the fit's own error is below it: the true "
+    "runs' a is 2.0e-3 at the quick size, whose NGD steps integrate phi coarsely (a margin of 3e-3, 2.5 times "
+    "below atol), and 4.5e-5 at the full size)",
 )
 _OLD_KKT_V5 = (
     "approx. KKT: the stationarity residual of lambda = phi / ln mu -> 0 at least like 1 / ln mu (slope against "
@@ -553,6 +580,15 @@ KKT_RATE = Claim(
             "recomputes this reading beside the current row",
             "pass: omega0 = 1e-3 a = 6.8e-4 (b = 395, 10 records) (55b3e6f)",
             "pass: omega0 = 1e-3 a = 7.2e-5 (b = 60, 100 records) (55b3e6f)",
+        ),
+        Revision(
+            _KKT_STALE,
+            "2026-11-29",
+            "its tolerance's justification quoted the true runs' a of 55b3e6f (6.8e-4 quick, 7.2e-5 full); the code "
+            "since gives 2.0e-3 quick and 4.5e-5 full (audit, 2026-11-29), so the text now says so, with the quick "
+            "margin. The statistic, window, subset and atol are unchanged",
+            "pass: omega0 = 1e-3 a = 0.002 (b = 395, 10 records) (8a9b237)",
+            "pass: omega0 = 1e-3 a = 4.49e-05 (b = 60, 100 records) (8a9b237)",
         ),
     ),
 )

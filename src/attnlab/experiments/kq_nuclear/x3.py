@@ -41,7 +41,8 @@ __all__ = ["X3Config", "run_x3"]
 class X3Config(KQConfig):
     """X3: the normalised-GD paths of full ``(K, Q)`` (``d_e = d``) and of combined ``W`` on random A1/A2 data.
 
-    Spec: kq-nuclear-norm §9 X3, §7.3-7.4, §10.3. Everything except ``ds`` is ours.
+    Spec: kq-nuclear-norm §9 X3, §7.3-7.4, §10.3. All values are ours (the paper has no experiments; ``ds`` is the
+    spec's [X] proposal).
 
     Attributes
     ----------
@@ -76,7 +77,7 @@ class X3Config(KQConfig):
     record_every: int = 1000
     seed: int = 2
 
-    OURS = ("n", "T", "gap", "runs", "init_scale", "step", "steps", "record_every", "seed")
+    OURS = ("n", "T", "ds", "gap", "runs", "init_scale", "step", "steps", "record_every", "seed")
     RENAMED = {"L": "T"}  # the token axis is T everywhere (the paper writes L)
 
     INTS = ("n", "T", "runs", "steps", "record_every", "seed")
