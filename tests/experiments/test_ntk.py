@@ -82,7 +82,7 @@ def test_table1_quick_finds_widths_growing_with_n(tmp_path):
     assert set(current["kind"]) == {"theory", "property"}
     binding = pd.read_parquet(tmp_path / "binding.parquet")  # issue 19: the concentration test sets the width
     assert (binding["width_training"] <= binding["width_concentration"]).all()
-    assert claims.str.contains(r"set by the kernel's concentration in (\d+) of \1 runs").sum() == 3  # what binds
+    assert claims.str.contains(r"which set the width GD needed in (\d+) of \1 runs").sum() == 3  # what binds
 
 
 def _table1_frame(exponents: dict[str, float], lam_slopes: dict[str, float], seeds: int = 5) -> pd.DataFrame:
@@ -127,16 +127,16 @@ def test_table1_width_rows_read_a_censored_median_as_a_lower_bound():
     frame.loc[censored, "binds"] = "none"
     rows = {c.claim_id: c for c in _table1_checks(frame, config)}
     # n^3.3 with its largest median cut to 2 x 262144: a lower bound inside the bound, so no number to fail by
-    softmax = rows["cor43-width-softmax"]
+    softmax = rows["ext-concentration-width-softmax"]
     assert not softmax.passed and softmax.margin is None and softmax.measured < 4.0
     assert "none in the grid at n = 64" in softmax.tolerance
-    assert rows["cor43-width-relu"].passed and rows["cor43-width-relu"].margin > 0
+    assert rows["ext-concentration-width-relu"].passed and rows["ext-concentration-width-relu"].margin > 0
     # a width flat in n that stops concentrating at n >= 32: the lower bound alone exceeds lambda^-2 n^2
     flat = _table1_frame({"relu": 2.3, "softmax": 0.0}, {"relu": -0.5, "softmax": -1.0})
     lost = (flat["activation"] == "softmax") & (flat["n"] >= 32)
     flat.loc[lost, ["width_needed", "width_concentration"]] = np.nan
     flat.loc[lost, "binds"] = "none"
-    row = next(c for c in _table1_checks(flat, config) if c.claim_id == "cor43-width-softmax")
+    row = next(c for c in _table1_checks(flat, config) if c.claim_id == "ext-concentration-width-softmax")
     assert not row.passed and row.margin < 0 and row.measured > 5.0
 
 
@@ -197,7 +197,7 @@ def _induction_table(**worse) -> pd.DataFrame:
     good = {
         "autograd_gap": 1e-13, "d1_ratio": 0.04, "max_abs_output_at_init": 0.0, "step_factor_excess": -0.003,
         "grad_step_max": 1e-3, "first_order_gap": 1e-14, "C0_ratio": 1e-4, "C1_ratio": 2.0, "lambda_ratio": 1.0,
-        "C2_ratio": 1e-3, "C2_ratio_rev1": 1e-3, "C3_ratio": 0.2,
+        "C2_ratio": 1e-3, "C2_ratio_rev1": 1e-3, "C3_ratio": 0.2, "e1_ratio": 0.5, "e1_ratio_max": 3.0,
     }  # fmt: skip
     return pd.DataFrame([{"width": 250, **good}, {"width": 1000, **good, **worse}])
 
@@ -210,7 +210,9 @@ def _induction_table(**worse) -> pd.DataFrame:
         ("max_abs_output_at_init", 1e-3, "lemD3-initial-loss"),
         ("step_factor_excess", 1e-3, "lemC3-loss-step"),
         ("grad_step_max", 0.02, "lemC4-gradient-step"),
-        ("first_order_gap", 1e-6, "lemE1-first-order"),
+        ("first_order_gap", 1e-6, "lemE1-first-order#rev1"),
+        ("e1_ratio", 0.9, "lemE1-first-order"),
+        ("e1_ratio", 0.35, "lemE1-first-order"),
         ("C0_ratio", 0.2, "lemE3-denominator-term"),
         ("C1_ratio", 0.9, "lemE4-progress"),
         ("lambda_ratio", 0.4, "claimE5-kernel-lambda"),
@@ -236,3 +238,44 @@ def test_p2s_factor_of_a_run_converged_before_its_first_record_is_its_bound_not_
     assert _per_step_factor(converged) == pytest.approx((round_off / 2.0) ** (1 / 50), rel=1e-12)
     ordinary = pd.DataFrame({"step": [0, 50, 100], "sq_error": [2.0, 0.5, 0.1 * round_off]})
     assert _per_step_factor(ordinary) == (0.5 / 2.0) ** (1 / 50)  # the last recorded step above round-off, as before
+
+
+def test_lemma_e1_gap_halves_with_the_step_and_not_under_a_doubled_gradient():
+    # Lemma E.1's content: the loss change less C_3 is -2 eta m R^T H R up to O(eta^2), H by autograd; a step that
+    # takes twice the gradient leaves a relative gap of 1 that does not shrink
+    import torch
+
+    from attnlab.experiments.ntk.induction import first_order_gaps
+    from attnlab.ntk import SoftmaxMLP, practical_step
+
+    gen = torch.Generator().manual_seed(0)
+    X = torch.nn.functional.normalize(torch.randn(6, 4, generator=gen, dtype=torch.float64), dim=1)
+    Y = torch.randn(6, 2, generator=gen, dtype=torch.float64)
+    net = SoftmaxMLP(4, 2, 200, seed=1)
+    with torch.no_grad():
+        net.W.add_(0.05 * torch.randn(net.W.shape, generator=gen, dtype=torch.float64))  # <a, S> != 0
+    lr = practical_step(net, X)
+    gap, half = first_order_gaps(net, X, Y, lr)
+    assert 0 < gap < 0.05 and half / gap == pytest.approx(0.5, abs=0.05)
+    true = net.loss_gradient
+    net.loss_gradient = lambda X, Y: 2 * true(X, Y)
+    gap, half = first_order_gaps(net, X, Y, lr)
+    assert gap == pytest.approx(1.0, abs=0.05) and half / gap == pytest.approx(1.0, abs=0.05)
+
+
+def test_assumption_62_record_uses_the_paired_rank_bound_and_measures_otherwise():
+    # Def. 3.7's pairs give rank(H*) <= d_in m / 2 at init: where that is below n d, lambda_min(H*) = 0 (Assumption
+    # 6.2 fails, nothing computed); else the eigenvalues are measured
+    import torch
+
+    from attnlab.experiments.ntk.gmm_measures import ASM62_RTOL, hypothesis_record
+    from attnlab.ntk import SoftmaxMLP, gram
+
+    gen = torch.Generator().manual_seed(0)
+    net = SoftmaxMLP(3, 2, 8, 2.0, seed=0)
+    many = torch.nn.functional.normalize(torch.randn(10, 3, generator=gen, dtype=torch.float64), dim=1)
+    record = hypothesis_record(net, many)
+    assert record == {"nd": 20, "rank_bound": 12, "lambda_min_rel": 0.0, "asm62": False}
+    assert int(torch.linalg.matrix_rank(gram(net, many))) <= 12  # the bound the record relies on
+    few = hypothesis_record(net, many[:2])
+    assert few["nd"] == 4 and few["lambda_min_rel"] > ASM62_RTOL and few["asm62"]

@@ -5,7 +5,7 @@ import math
 import pytest
 
 from attnlab._validation import ValidationError
-from attnlab.ntk import contraction_bound, coupling_bound, theorem_B, theorem_step
+from attnlab.ntk import contraction_bound, coupling_bound, theorem_B, theorem_log10_width, theorem_step
 
 
 def test_contraction_bound_is_one_minus_m_eta_lambda_over_two():
@@ -24,3 +24,9 @@ def test_coupling_bound():
     assert coupling_bound(0.01, 4, 1, 2.0, 0.5) == pytest.approx(0.01 * 2 * 2 / 0.5)
     with pytest.raises(ValidationError, match="lam == 0.0"):
         coupling_bound(0.01, 4, 1, 2.0, 0.0)
+
+
+def test_theorem_width_is_lambda_n_d_e18B_log2_in_log10():
+    expected = 0.5**-2 * 2**2 * 1**2 * math.exp(18) * math.log(2 / 0.1) ** 2
+    assert theorem_log10_width(0.5, 2, 1, 1.0) == pytest.approx(math.log10(expected), rel=1e-12)
+    assert theorem_log10_width(0.25, 12, 3, theorem_B(1.0, 12, 3)) > 190  # e^{18 B} with B ~ 24: far beyond any run

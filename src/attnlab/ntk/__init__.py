@@ -33,7 +33,7 @@ from attnlab.ntk.tangent_kernel import (
     practical_step,
     stability_limit,
 )
-from attnlab.ntk.theory import contraction_bound, coupling_bound, theorem_B, theorem_step
+from attnlab.ntk.theory import contraction_bound, coupling_bound, theorem_B, theorem_log10_width, theorem_step
 from attnlab.ntk.unit_ball import to_unit_ball, unit_rows
 
 __all__ = [
@@ -74,6 +74,7 @@ __all__ = [
     "step_terms",
     "symmetric_init",
     "theorem_B",
+    "theorem_log10_width",
     "theorem_step",
     "to_unit_ball",
     "unit_rows",

@@ -10,7 +10,7 @@ import math
 
 from attnlab._validation import check_scalar
 
-__all__ = ["contraction_bound", "coupling_bound", "theorem_B", "theorem_step"]
+__all__ = ["contraction_bound", "coupling_bound", "theorem_B", "theorem_log10_width", "theorem_step"]
 
 
 def contraction_bound(lr: float, scale: float, lam: float) -> float:
@@ -109,6 +109,45 @@ def theorem_step(lam: float, n: int, d: int, width: int, B: float) -> float:
     _check_sizes(n=n, d=d, width=width)
     check_scalar("B", B, low=0.0)
     return math.exp(math.log(0.1 * lam) - math.log(width * n**2 * d**2) - 16 * B)  # spec §5 Thm 4.2
+
+
+def theorem_log10_width(lam: float, n: int, d: int, B: float, delta: float = 0.1) -> float:
+    """``log10`` of Theorem 4.2's width ``lambda^-2 n^2 d^2 e^{18 B} log^2(n d / delta)`` (spec §5; constant 1).
+
+    The ``Omega`` hides a constant, taken as 1; with the ``B`` of Definition 4.1 the width is astronomically large
+    (about 10^195 for n = 12, d = 3, sigma_w = 1), hence the log domain.
+
+    Parameters
+    ----------
+    lam : float
+        The smallest eigenvalue ``lambda`` of ``H*``, > 0.
+    n : int
+        Number of training samples, >= 1.
+    d : int
+        Output dimension (the spec's ``d``), >= 1.
+    B : float
+        The bound of Definition 4.1 (:func:`theorem_B`), finite and >= 0.
+    delta : float, default=0.1
+        Failure probability, in (0, 1).
+
+    Returns
+    -------
+    float
+        ``log10`` of the width.
+
+    Raises
+    ------
+    ValidationError
+        When ``lam <= 0``, ``n`` or ``d`` is not an int >= 1, ``B`` is not a finite number >= 0, or ``delta`` is not
+        in (0, 1).
+    """
+    check_scalar("lam", lam, low=0.0, low_inclusive=False)
+    _check_sizes(n=n, d=d)
+    check_scalar("B", B, low=0.0)
+    check_scalar("delta", delta, low=0.0, high=1.0, low_inclusive=False, high_inclusive=False)
+    log_term = math.log(n * d / delta)  # > 0: n d >= 1 > delta
+    # spec §5 Thm 4.2: m = Omega(lambda^-2 n^2 d^2 e^{18 B} log^2(n d / delta))
+    return (-2 * math.log(lam) + 2 * math.log(n * d) + 18 * B + 2 * math.log(log_term)) / math.log(10)
 
 
 def coupling_bound(eps_H: float, n: int, d: int, y_norm: float, lam: float) -> float:

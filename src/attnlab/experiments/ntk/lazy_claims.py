@@ -93,10 +93,10 @@ LOSS_ENVELOPE = Claim(
 )
 KERNEL_NEAR = Claim(
     "P4: sup_t ||H(t) - H*||_F < lambda / 2 (m={width})",
-    "004:Lem5.3",
-    f"{_SRC} P4, §5 Lemma 5.3",
+    "004:ClaimE.5",  # the kernel staying near H* while the weights stay close (Lemma 5.3 bounds weights and loss)
+    f"{_SRC} P4, §5 Claim E.5",
     falsifier=("lr-past-stability", "uncoupled-init"),
-    id="p4-kernel-near",
+    id="claimE5-kernel-near",  # was p4-kernel-near (labelled Lemma 5.3)
     reading=Reading(
         statistic="sup over recorded t of ||H(t) - H*||_F",
         window="every recorded step",
@@ -108,10 +108,10 @@ KERNEL_NEAR = Claim(
 LAZY_WEIGHTS = Claim(
     "P3: lazy weights: sup_t max_r ||w_r(t) - w_r(0)|| <= D ~ e^{2B} / m, with e^{2B} measured as "
     "max_{i,r} m S_{i,r}(W(0)): the slope of max movement / e^{2B} in m is -1",
-    "004:Lem5.3",
-    f"{_SRC} P3, §5 Lemma 5.3",
+    "004:LemC.2",  # the induction's weight property (Lemma 5.3's part C.2); its radius R is lost, its 1/m scaling not
+    f"{_SRC} P3, §5 Lemmas 5.3, C.2",
     falsifier="output-scale-sqrt-m",
-    id="p3-lazy-weights",
+    id="lemC2-lazy-weights",  # was p3-lazy-weights (labelled Lemma 5.3)
     reading=Reading(
         statistic="log-log slope in m of sup_t max_r ||w_r(t) - w_r(0)|| / max_{i,r} m S_{i,r}(W(0))",
         window="sup over every recorded step",
@@ -123,10 +123,10 @@ LAZY_WEIGHTS = Claim(
 )
 KERNEL_DRIFT_RATE = Claim(
     "P4: sup_t ||H(t) - H*||_F shrinks at least like 1/m",
-    "004:Lem5.3",
-    f"{_SRC} P4, §5 Lemma 5.3",
+    "004:Lem5.1",  # weights moved by R ~ 1/m (P3) move the kernel by at most R n d e^{O(B)} (Lemma 5.1)
+    f"{_SRC} P4, §4.3 Lemma 5.1",
     falsifier=("lr-past-stability", "uncoupled-init"),
-    id="p4-drift-rate",
+    id="lem51-drift-rate",  # was p4-drift-rate (labelled Lemma 5.3)
     reading=Reading(
         statistic="log-log slope in m of sup_t ||H(t) - H*||_F",
         window="sup over every recorded step",
@@ -136,21 +136,37 @@ KERNEL_DRIFT_RATE = Claim(
         sizes=_RUN_SIZES,
     ),
 )
+_COUPLING_READING = Reading(
+    statistic="log-log slope in m of max over recorded t, test points and outputs of |F_nn - F_ker|, F_ker "
+    "Algorithm D from gamma(0) = 0 with the network's step",
+    window="every recorded step",
+    subset="the widths of the config, one initialization each; n_test unit-norm test points (seed)",
+    tolerance="<= -1 + " + _LOG_RULE,
+    params={"log_power": 2.0},
+    sizes=(*_RUN_SIZES, "n_test"),
+)
 COUPLING_RATE = Claim(
-    "P5: max_t |F_nn - F_ker| at test points shrinks at least like the kernel drift, 1/m "
-    "(Thm F.2: gap <= eps_H sqrt(nd) ||Y|| / lambda)",
+    "P5: max_t |F_nn - F_ker| at test points shrinks at least like 1/m, the order of the kernel drift eps_H in "
+    "Thm F.2's gap <= eps_H sqrt(nd) ||Y|| / lambda (a fixed slope: the measured eps_H and the bound are not read)",
     "004:ThmF.2",
     f"{_SRC} P5, §6.2 Thm F.2",
     falsifier="output-scale-sqrt-m",
     id="p5-coupling-rate",
-    reading=Reading(
-        statistic="log-log slope in m of max over recorded t, test points and outputs of |F_nn - F_ker|, F_ker "
-        "Algorithm D from gamma(0) = 0 with the network's step",
-        window="every recorded step",
-        subset="the widths of the config, one initialization each; n_test unit-norm test points (seed)",
-        tolerance="<= -1 + " + _LOG_RULE,
-        params={"log_power": 2.0},
-        sizes=(*_RUN_SIZES, "n_test"),
+    reading=_COUPLING_READING,
+    revisions=(
+        Revision(
+            _COUPLING_READING,
+            "2026-11-29",
+            "the claim said 'at least like the kernel drift', but the reading is a fixed slope -1 (+ 0.29): the "
+            "measured drift falls faster (slope -1.57 quick) than the gap (-1.26), and the ratio of the gap to the "
+            "measured bound eps_H sqrt(nd) ||Y|| / lambda rises with m (8.6e-5, 5.7e-4, 4.5e-4 at m = 250, 1000, "
+            "4000: slope +0.60 over the 0.29 allowance; +0.14 over m = 1000-16000), so Theorem F.2's form with one "
+            "constant is not what passes. The claim text now says what the row reads; the reading is unchanged",
+            "pass: -1.2613 <= -0.706487",
+            "pass: -1.51654 <= -0.729997",
+            claim="P5: max_t |F_nn - F_ker| at test points shrinks at least like the kernel drift, 1/m "
+            "(Thm F.2: gap <= eps_H sqrt(nd) ||Y|| / lambda)",
+        ),
     ),
 )
 _LIMIT_WINDOW = "H* at initialization (no training)"

@@ -244,15 +244,16 @@ def _table1_checks(frame: pd.DataFrame, config: Table1Config) -> list:
         if act not in WIDTH:
             continue
         found = part[part["binds"] != "none"]
-        claim = WIDTH[act].format(
-            conc=int((found["binds"] == "concentration").sum()),
-            runs=len(found),
-            lo=f"{part['width_training'].min():g}",
-            hi=f"{part['width_training'].max():g}",
-            lam=f"{lam[act]:.3g}",
-        )
+        fields = {
+            "conc": int((found["binds"] == "concentration").sum()),
+            "runs": len(found),
+            "lo": f"{part['width_training'].min():g}",
+            "hi": f"{part['width_training'].max():g}",
+            "lam": f"{lam[act]:.3g}",
+        }
         medians = part.fillna({"width_concentration": math.inf}).groupby("n")["width_concentration"].median()
-        checks.append(_rate_check(claim, medians, lam[act], config))
+        for claim in (WIDTH[act], WIDTH[act].revised(2)):  # revision 2: the old text (Cor 4.3), the same reading
+            checks.append(_rate_check(claim.format(**fields), medians, lam[act], config))
     if "relu" in lam:
         reading = COMPARABLE_READING
         cells = _width_cells(frame, reading.param("censored_as") * max(config.widths))
