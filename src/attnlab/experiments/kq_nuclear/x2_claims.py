@@ -17,14 +17,12 @@ from attnlab.experiments.kq_nuclear.common import (
     k_gradient_halved,
     kq_as_beta,
     l2_penalty,
-    resolvable_claim,
     step_scaled_by_size,
 )
 from attnlab.verify import Claim, Reading, Revision
 
 __all__ = [
     "A3_HOLDS", "CLOSER_L1", "CLOSER_L2", "DIVERGES", "FALSIFIERS", "KKT_RATE", "L1_OPTIMUM", "L2_OPTIMUM", "PATTERN",
-    "RESOLVABLE",
 ]  # fmt: skip
 
 # the falsifiers patch the models where run_x2 looks them up (attnlab.experiments.kq_nuclear.x2)
@@ -72,7 +70,6 @@ _QUICK_1600 = (
     "the quick run went from 800 to 1600 steps (02eeba0) so that omega0 = 1e-3 reaches the l1 zero pattern and "
     "the approximate-KKT rate is tested at the quick size too; the full size did not change"
 )
-RESOLVABLE = resolvable_claim("the one scores_equal data set of the config's seed", _DATA)
 A3_HOLDS = Claim(
     "hypothesis of Theorem 4.1: Assumption 3 at initialisation (5), L(beta(0) = 0) <= the smallest one-mistake loss",
     _THM41,
