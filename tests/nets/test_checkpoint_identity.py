@@ -148,3 +148,11 @@ def test_trials_resume_only_a_checkpoint_of_the_same_code(tmp_path, monkeypatch)
     code = {"source": {"attnlab": "b", "nb": "unreadable:1f"}, "versions": {}}  # a notebook's build: never resumed
     with pytest.warns(RuntimeWarning, match="no readable source"):  # and said so, not "other code"
         _trials(tmp_path)
+
+
+def test_checkpoints_without_a_key_of_the_code_are_refused_before_any_training(tmp_path):
+    # keyed by the config alone, a checkpoint would be resumed after build or attnlab changed
+    trials = [Trial("sgd", 0.1, 0)]
+    with pytest.raises(ValidationError, match="checkpoint_dir needs code"):
+        train_trials(build_tiny, Tiny(), trials, epochs=2, batch_size=32, checkpoint_dir=tmp_path)
+    assert not any(tmp_path.iterdir())

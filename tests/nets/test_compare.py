@@ -39,6 +39,7 @@ def _run(workers, checkpoint_dir=None, config=CONFIG):
         batch_size=256,
         workers=workers,
         checkpoint_dir=checkpoint_dir,
+        code=None if checkpoint_dir is None else "test-code",
     )
 
 
@@ -74,7 +75,7 @@ def test_a_configs_compare_trains_its_own_optimizers_rates_and_seeds(tmp_path):
     config = TinyComparison(
         optimizers=("sgd", MD), lrs=(0.3, 0.05), tune_epochs=0, seeds=2, epochs=1, batch_size=256, workers=1
     )
-    result = config.compare(build_digits_vit, checkpoint_dir=tmp_path)
+    result = config.compare(build_digits_vit, checkpoint_dir=tmp_path, code="test-code")
     want = _run(1)  # the same trials through compare_optimizers, named one by one
     columns = [c for c in want.frame.columns if c != "seconds"]
     pd.testing.assert_frame_equal(result.frame[columns], want.frame[columns])
@@ -93,7 +94,7 @@ def test_a_tuned_comparison_trains_every_optimizer_at_the_rate_it_won(tmp_path):
         epochs=1,
         batch_size=256,
     )
-    result = config.compare(build_digits_vit, checkpoint_dir=tmp_path)
+    result = config.compare(build_digits_vit, checkpoint_dir=tmp_path, code="test-code")
     chosen = result.tuning[result.tuning["chosen"]].set_index("optimizer")["lr"]
     assert set(result.tuning["optimizer"]) == {"sgd", MD} and len(result.tuning) == 4
     for name, lr in chosen.items():
@@ -114,7 +115,7 @@ class BudgetComparison(TinyComparison):
 def test_an_optimizer_with_its_own_budget_tunes_and_trains_that_long_and_the_rest_as_before(tmp_path):
     fields = {"optimizers": ("sgd", MD), "lrs": (1.0, 1.0), "tied_lrs": (), "seeds": 2, "epochs": 1}
     fields |= {"lr_grids": ((1e-4, 0.3), (1e-4, 0.05)), "tune_epochs": 1, "batch_size": 256}
-    result = BudgetComparison(**fields).compare(build_digits_vit, checkpoint_dir=tmp_path)
+    result = BudgetComparison(**fields).compare(build_digits_vit, checkpoint_dir=tmp_path, code="test-code")
     last = result.frame.groupby("optimizer")["epoch"].max()
     assert last["sgd"] == 1 and last[MD] == 2
     assert len(list(tmp_path.iterdir())) == 4  # tuning and comparison: one stack per budget each

@@ -161,7 +161,7 @@ class ComparisonConfig:
         build : callable
             ``build(config, seed) -> Setup``, a module-level function (it is sent to worker processes).
         checkpoint_dir : path, optional
-            Folder of per-stack checkpoints, resumed when the config (and ``code``) are unchanged.
+            Folder of per-stack checkpoints, resumed when the config and ``code`` are unchanged; needs ``code``.
         bar : callable, optional
             ``bar(iterable, total=..., desc=...)`` progress bar over stacks.
         code : str, optional
@@ -276,8 +276,9 @@ def compare_optimizers(
         ``{optimizer: epochs}``: that optimizer trains for that many epochs instead of ``epochs``.
     checkpoint_dir : path, optional
         Folder of per-stack checkpoints (``runs-<hash of config, trials and options>[-<code>].pt``); existing ones
-        are resumed, and a changed config starts afresh instead of resuming another config's runs; with ``code``, one
-        made by other code is removed, with a warning, and computed again (:func:`~attnlab.nets.trials.train_trials`).
+        are resumed, and a changed config starts afresh instead of resuming another config's runs; one made by other
+        code (another ``code``) is removed, with a warning, and computed again. Needs ``code``
+        (:func:`~attnlab.nets.trials.train_trials`).
     bar : callable, optional
         ``bar(iterable, total=..., desc=...)`` progress bar over the stacks (``RunContext.bar``).
     code : str, optional

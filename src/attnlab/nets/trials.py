@@ -298,7 +298,8 @@ def train_trials(
         A key of the code that computes the trials, in each checkpoint's name: a stack's checkpoint of another key
         (or of none) is removed with a ``RuntimeWarning`` and the stack computed again, never resumed. The real-data
         experiments pass :func:`~attnlab.experiments.real.result.code_key` (a hash of the fingerprint their record
-        holds); None keys the checkpoints by the config alone.
+        holds). Required with ``checkpoint_dir``: checkpoints keyed by the config alone would be resumed by changed
+        code.
 
     Returns
     -------
@@ -311,8 +312,8 @@ def train_trials(
     Raises
     ------
     ValidationError
-        On no trials, ``workers < 1``, an ``epochs_of`` budget below 1, or a ``build`` whose data depends on the
-        seed.
+        On no trials, ``workers < 1``, an ``epochs_of`` budget below 1, ``checkpoint_dir`` without ``code``, or a
+        ``build`` whose data depends on the seed.
     """
     if not trials:
         raise ValidationError("trials is empty; pass at least one Trial")
@@ -322,6 +323,12 @@ def train_trials(
         check_scalar("epochs_of", budget, kind=int, low=1)
     directory = None if checkpoint_dir is None else Path(checkpoint_dir)
     if directory is not None:
+        if not isinstance(code, str) or not code:
+            raise ValidationError(
+                "checkpoint_dir needs code, a key of the code that computes the trials: checkpoints keyed by the "
+                "config alone would be resumed after build or attnlab changed; pass "
+                "code=attnlab.experiments.real.result.code_key(build, config)"
+            )
         directory.mkdir(parents=True, exist_ok=True)
     options = {
         "epochs": epochs,
