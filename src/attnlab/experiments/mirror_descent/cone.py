@@ -125,7 +125,9 @@ REFERENCE_OF_ANOTHER_P = Falsifier(
     "the cone's reference direction is the SVM of another exponent (1.75 -> 3, 2 -> 3, 3 -> 1.75) of the same "
     "optimal tokens, not the l_p-AttSVM: a direction whose l_p-normalised margin is not the largest",
     "attnlab.experiments.mirror_descent.cone:_reference",
-    lambda reference: lambda svms, select, p: reference(svms, select, _NEXT.get(float(p), float(p) + 1.0)),
+    lambda reference: (
+        lambda svms, select, p, solved: reference(svms, select, _NEXT.get(float(p), float(p) + 1.0), solved)
+    ),
     kind="mechanism",
 )
 _TS = (0.125, 0.25, 0.5, 1.0)  # steps t along the segment from the reference to another exponent's SVM
@@ -254,9 +256,14 @@ def _gaps(logits: torch.Tensor, select: torch.Tensor) -> torch.Tensor:
     return torch.gather(logits, -1, select[..., None].expand(*logits.shape[:-1], 1)) - logits
 
 
-def _reference(svms: SelectionSVMs, select: torch.Tensor, p: float) -> torch.Tensor:
-    """The cone's reference direction, the l_p-AttSVM of ``select`` (spec §5), (D, d, d); a falsifier swaps it."""
-    return svms.directions(select, p)
+def _reference(svms: SelectionSVMs, select: torch.Tensor, p: float, solved: dict[float, torch.Tensor]) -> torch.Tensor:
+    """The cone's reference direction, the l_p-AttSVM of ``select`` (spec §5), (D, d, d); a falsifier swaps it.
+
+    ``solved`` holds the SVMs already solved, by exponent: p's is taken from it, or solved once and kept there.
+    """
+    if p not in solved:
+        solved[p] = svms.directions(select, p)  # spec §5: l_p-AttSVM of the same tokens
+    return solved[p]
 
 
 def _on_sphere(W_bar: torch.Tensor, p: float) -> torch.Tensor:
@@ -385,9 +392,10 @@ def run_cone(config: ConeConfig, ctx: RunContext) -> ExperimentResult:
     solved: dict[float, torch.Tensor] = {}  # the SVMs of every exponent, each solved once
     for p in config.ps:
         for q in (*config.ps, *neighbours(p, 0.1)):
-            solved.setdefault(q, svms.directions(select, q))  # spec §5: l_q-AttSVM of the same tokens
+            if q not in solved:
+                solved[q] = svms.directions(select, q)  # spec §5: l_q-AttSVM of the same tokens
         targets = [solved[q] for q in (*config.ps, *neighbours(p, 0.1))]
-        rows = _samples(config, p, batch, _reference(svms, select, p), targets, select, gen)  # the l_p-AttSVM
+        rows = _samples(config, p, batch, _reference(svms, select, p, solved), targets, select, gen)  # l_p-AttSVM
         frames.append(rows)
         checks += _checks(config, p, rows)
     frame = pd.concat(frames, ignore_index=True)
