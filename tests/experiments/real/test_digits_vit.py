@@ -30,8 +30,8 @@ def test_quick_digits_vit_writes_tables_checks_and_figures(tmp_path):
     assert summary.set_index("optimizer")["lr"].to_dict() == chosen.to_dict()
     for name, grid in zip(config.optimizers, config.lr_grids):
         assert sorted(tuning.loc[tuning["optimizer"] == name, "lr"]) == sorted(grid or [chosen["sgd"]])
-    revisions = checks[checks["kind"] == "revision"]  # the untuned readings, as they were recorded
-    assert len(revisions) == 3 and revisions["measured"].str.startswith("quick: pass").all()
+    revisions = checks[checks["kind"] == "revision"]  # the untuned and one-block readings, as they were recorded
+    assert len(revisions) == 3 + 4 and revisions["measured"].str.startswith("quick: pass").all()
     assert "l_2 mirror descent is SGD" in " ".join(properties["claim"]) and "theory" not in set(checks["kind"])
     assert (summary["test_accuracy_mean"] >= 0.4).all(), summary  # a clear margin over the majority rate (~0.12)
     observations = checks[checks["kind"] == "observation"]

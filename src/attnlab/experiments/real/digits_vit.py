@@ -126,7 +126,8 @@ register(
         config_type=DigitsViTConfig,
         run=run_digits_vit,
         # quick: 4x4 patches (4 tokens + CLS) make a step cheap enough for 3 epochs, where every optimizer passes
-        # test accuracy 0.5 (majority class 0.12); every rate tuned on its grid for the 3 epochs of one seed
+        # test accuracy 0.5 (majority class 0.12); every rate tuned on its grid for the 3 epochs of one seed; the full
+        # model's two blocks (with one, attention reads the raw patch embeddings and cannot show selection)
         quick={
             "seeds": 2,
             "epochs": 3,
@@ -136,7 +137,7 @@ register(
             "patch_size": 4,
             "dim": 16,
             "mlp_dim": 32,
-            "depth": 1,
+            "depth": 2,
             "batch_size": 64,
             "probes": 2,
         },

@@ -1,6 +1,7 @@
 """The real experiments' readings as they ran with given rates, before each optimizer's rate was tuned on a declared
-grid, and ``real.text``'s as they ran before l_1.1-MD got its own epoch budget and before its quick run tuned on both
-seeds: the old config sizes and outcomes their revisions keep.
+grid, ``real.text``'s as they ran before l_1.1-MD got its own epoch budget and before its quick run tuned on both
+seeds, and both as they ran before the quick model got the full model's two blocks: the old config sizes and outcomes
+their revisions keep.
 
 Spec: implicit-bias-ngd §9 and mirror-descent-lp §9 E4-E5 (the papers tune each optimizer's rate; our first runs
 took one rate per optimizer from a short sweep on seed 0, and SGD at 0.3 stayed at chance on 3 of 5 seeds of the
@@ -18,7 +19,14 @@ from typing import Any
 
 from attnlab.verify import Claim, Revision
 
-__all__ = ["BUDGET_TEXT_SIZES", "TUNED_TEXT_SIZES", "UNTUNED_SIZES", "revised_claims"]
+__all__ = [
+    "BUDGET_TEXT_SIZES",
+    "TIE_TEXT_SIZES",
+    "TUNED_DIGITS_SIZES",
+    "TUNED_TEXT_SIZES",
+    "UNTUNED_SIZES",
+    "revised_claims",
+]
 
 _DATE = "2026-11-28"
 _WHY = (
@@ -158,6 +166,64 @@ _TIE_OUTCOMES: dict[str, tuple[str, str]] = {
     "md2-is-sgd": ("pass: gap 0", "pass: gap 0"),
 }
 
+#: Every config field of ``real.text``, full and quick, as its readings ran from the tie rule (2026-11-29) until the
+#: quick model got two blocks: the quick run tuned on both seeds for 10 epochs and trained for 10.
+TIE_TEXT_SIZES: dict[str, Any] = BUDGET_TEXT_SIZES | {
+    "epochs": {"full": 20, "quick": 10},
+    "tune_epochs": {"full": 20, "quick": 10},
+    "tune_seeds": _same(2),
+}
+
+#: Every config field of ``real.digits-vit``, full and quick, as its readings ran with tuned rates (8f90add) until
+#: the quick model got two blocks.
+TUNED_DIGITS_SIZES: dict[str, Any] = UNTUNED_SIZES["real.digits-vit"] | {
+    "lr_grids": _same(_GRIDS),
+    "tied_lrs": _same([["md:2,normalized=false", "sgd"]]),
+    "tune_epochs": {"full": 10, "quick": 3},
+    "tune_seeds": _same(1),
+    "validation_fraction": _same(0.2),
+    "workers": _same(1),
+}
+
+_DEPTH_DATE = "2026-11-30"
+_DEPTH_WHY = (
+    "the quick model had one block, so its attention read the raw token embeddings (std 0.02), whose logits and "
+    "their gradients stay near 0: on the keyword task the first token's attention stayed uniform (0.20014 after "
+    "Adam fit the training set), and the papers' remarks on attention, sparsity and norms were read on a model that "
+    "could not show them (all seven attention rows inconclusive, both sparsity rows and the text norm row "
+    "disagreeing at quick size, agreeing at full size); the quick model now has the full model's two blocks, at "
+    "about the same quick cost (each run about 8 s)"
+)
+# the readings' outcomes just before the change, 2026-11-29: quick at eb38bf2's code (/work/meas/head_q18), full
+# at 40bae82's (the full model is unchanged, so are its outcomes)
+_DEPTH_OUTCOMES: dict[str, dict[str, tuple[str, str]]] = {
+    "real.text": {
+        "learns": (
+            "pass: every optimizer 1.0 (>= 0.660, majority rate 0.51 over 100 test sequences)",
+            "pass: 0.9696 (l_1.1-MD at 0.1) to 1.0, >= 0.587 (majority rate 0.52 over 500)",
+        ),
+        "each-run-learns": (
+            "pass: every seed of every optimizer 1.0 (>= 0.660)",
+            "pass: lowest seed 0.936 (l_1.1-MD at 0.1), >= 0.587",
+        ),
+        "no-divergence": ("pass: 0 of 14 runs", "pass: 0 of 35 runs"),
+        "md2-is-sgd": ("pass: gap 0", "pass: gap 0"),
+    },
+    "real.digits-vit": {
+        "learns": (
+            "pass: 0.596 (SGD, l_2-MD) to 0.858 (Adam), >= 0.168 (majority rate 0.117 over 359 test images)",
+            "pass: 0.889 (SGD, l_2-MD) to 0.938 (SPS), >= 0.168",
+        ),
+        "each-run-learns": (
+            "pass: lowest seed 0.448 (SGD, l_2-MD), >= 0.168",
+            "pass: lowest seed 0.777 (l_3-MD), >= 0.168",
+        ),
+        "no-divergence": ("pass: 0 of 14 runs", "pass: 0 of 35 runs"),
+        "md2-is-sgd": ("pass: gap 0", "pass: gap 0"),
+    },
+}
+_BEFORE_DEPTH = {"real.text": TIE_TEXT_SIZES, "real.digits-vit": TUNED_DIGITS_SIZES}
+
 # the old readings' outcomes: quick at dfa98f4 (the migration's baseline run), full rerun at 5fc77b2 (same readings
 # and training code) on 2026-11-28
 _OUTCOMES: dict[str, dict[str, tuple[str, str]]] = {
@@ -191,8 +257,9 @@ def revised_claims(experiment: str, claims: tuple[Claim, ...]) -> tuple[Claim, .
         ``"real.digits-vit"`` or ``"real.text"``.
     claims : tuple of Claim
         The shared claims of the two experiments (:data:`attnlab.experiments.real.summary.CLAIMS`). Every locked
-        claim gets the revision of the tuned rates (``each-run-learns``, new with them, does not); those of
-        ``real.text`` also that of l_1.1-MD's own epoch budget and that of the quick run's tuning and tie rule.
+        claim gets the revision of the tuned rates (``each-run-learns``, new with them, does not) and that of the
+        quick model's depth; those of ``real.text`` also that of l_1.1-MD's own epoch budget and that of the quick
+        run's tuning and tie rule.
 
     Returns
     -------
@@ -207,6 +274,7 @@ def revised_claims(experiment: str, claims: tuple[Claim, ...]) -> tuple[Claim, .
             (_DATE, _WHY, outcomes.get(claim.id), UNTUNED_SIZES[experiment]),
             (_BUDGET_DATE, _BUDGET_WHY, budget.get(claim.id), TUNED_TEXT_SIZES),
             (_TIE_DATE, _TIE_WHY, tie.get(claim.id), BUDGET_TEXT_SIZES),
+            (_DEPTH_DATE, _DEPTH_WHY, _DEPTH_OUTCOMES[experiment].get(claim.id), _BEFORE_DEPTH[experiment]),
         )
         return tuple(
             Revision(reading=claim.reading, date=date, why=why, quick=ran[0], full=ran[1], sizes=sizes)

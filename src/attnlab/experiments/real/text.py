@@ -244,7 +244,8 @@ register(
         run=run_text,
         # quick: one keyword per class among 4 tokens; every rate tuned on its grid for all 10 epochs of both seeds
         # (at 2 epochs most rates of SGD and l_p-MD are still at chance; at 7 epochs of one tuning seed, 2 to 4 of
-        # 10 seeds of the whole run had a seed at chance: docs/experiments/real.md)
+        # 10 seeds of the whole run had a seed at chance: docs/experiments/real.md); the full model's two blocks (with
+        # one, attention reads the raw token embeddings, whose logits stay near 0: docs/experiments/real.md)
         quick={
             "seeds": 2,
             "epochs": 10,
@@ -260,7 +261,7 @@ register(
             "tune_seeds": 2,
             "dim": 16,
             "mlp_dim": 32,
-            "depth": 1,
+            "depth": 2,
             "max_per_split": 200,
             "probes": 2,
         },
