@@ -1,6 +1,7 @@
 """The readings of implicit-bias.rates revised or added on 2026-11-29, on synthetic paths whose answer is known:
 gd-direction (Thm 6), loss-constant (Thm 2's constant), w-log-norm (Lemma 12), norm-ratio's fixed tolerance
-(Lemma 7 [D]), and the property row polyak-step-upper under the Polyak step with its gap doubled."""
+(Lemma 7 [D]), and the property row polyak-step-upper under the Polyak step with its gap doubled; and Lemma 2's
+reading off W_mm's ray (2026-11-30)."""
 
 import math
 import pathlib
@@ -94,3 +95,20 @@ def test_gd_behind_is_retired_for_gd_direction_and_its_remark_is_read_by_the_fig
     claims = {c.id for c in get_experiment("implicit-bias.rates").claims}
     assert "gd-behind" not in claims and {"gd-direction", "loss-constant", "polyak-step-upper"} <= claims
     assert 'result="001:Fig2"' not in pathlib.Path(rates_fixed.__file__).read_text()  # fig2, fig5, flagship read it
+
+
+def test_lemma2_reads_off_the_ray_where_the_transposed_logits_fail_and_lemma6_polyak_lower_are_unit_tests():
+    """2026-11-30: on W_mm's ray the ratio of Lemma 2 is 1 for any model, so the row reads a cone off it, where the
+    model with key and query swapped (its max-margin direction W_mm^T) falls below 1 - eps; Lemma 6 and Thm 7's lower
+    step bound hold at every W and are tests/experiments/test_implicit_bias_landscape.py."""
+    from attnlab.experiments.implicit_bias import rates_landscape
+
+    (row,) = rates_landscape.key_correlation(CONFIG, DATA, SOL)
+    assert row.passed and row.measured > 1.0  # the limit is >= 1 / cos(angle) > 1 (theory page §8 item 6)
+    with rates_landscape.ATTENTION_TRANSPOSED.applied():
+        (wrong,) = rates_landscape.key_correlation(CONFIG, DATA, SOL)
+    assert not wrong.passed and wrong.margin < 0
+    _, m = rates_landscape.cone_points(CONFIG, SOL)
+    assert float(m.min()) == pytest.approx(0.1) and float(m.max()) == pytest.approx(1.0)  # 5.7 to 45 degrees
+    claims = {c.id for c in get_experiment("implicit-bias.rates").claims}
+    assert not {"lemma6", "polyak-lower"} & claims and {"lemma2", "lemma5"} <= claims

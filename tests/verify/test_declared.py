@@ -140,8 +140,8 @@ def test_a_finding_is_the_verdict_of_a_numeric_failure_only():
 
 
 def test_a_theory_claim_needs_a_mechanism_falsifier():
-    """s6: a theory claim whose only falsifier was a reference one was accepted."""
-    for kind in ("reference", "gross"):
+    """s6: a theory claim whose only falsifier was a reference one was accepted (nor may a hypothesis one do)."""
+    for kind in ("reference", "gross", "hypothesis"):
         with pytest.raises(ValidationError, match="no falsifier of kind 'mechanism'"):
             _experiment(lambda c, x: None, falsifiers=(dataclasses.replace(HALVED, kind=kind),))
 

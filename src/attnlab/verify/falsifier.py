@@ -19,7 +19,7 @@ from attnlab._validation import ValidationError, check_in
 
 __all__ = ["FALSIFIER_KINDS", "Falsifier"]
 
-FALSIFIER_KINDS = ("mechanism", "reference", "gross")
+FALSIFIER_KINDS = ("mechanism", "reference", "gross", "hypothesis")
 
 
 @dataclass(frozen=True)
@@ -41,12 +41,15 @@ class Falsifier:
         ``"package.module:attribute"`` (dotted attributes allowed after the colon, e.g. ``"mod:Class.method"``).
     wrap : callable
         ``wrap(original) -> replacement`` (for a classmethod, ``original`` is the function of ``cls``).
-    kind : {"mechanism", "reference", "gross"}
+    kind : {"mechanism", "reference", "gross", "hypothesis"}
         What it changes. ``"mechanism"``: the optimizer, the data model, the model or the algorithm a theorem is
         about, as a real bug could (a halved gradient, a wrong mirror exponent, a temperature); every theory claim
         needs one that fails it numerically. ``"reference"``: the prediction or the reference the run is compared
         with (a closed form, an SVM of another norm), or a rescaled measurement. ``"gross"``: a change no real bug
-        would make quietly (the whole model swapped, a divergent step).
+        would make quietly (the whole model swapped, a divergent step). ``"hypothesis"``: a change that breaks a
+        theorem's hypothesis (the selected token no longer optimal, a data set outside the assumptions); a row that
+        fails under it depends on the hypothesis, which shows nothing about its mechanism, so it does not count as a
+        mechanism falsifier.
     slow : bool, default=False
         The quick run under this falsifier takes long: its test is marked slow.
 

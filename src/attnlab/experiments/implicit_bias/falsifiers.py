@@ -15,9 +15,11 @@ from attnlab.metrics import optimal_loss
 from attnlab.models import Parametrization, attention_loss
 from attnlab.optim import NormalizedGD
 from attnlab.optim import transforms as tx
+from attnlab.optim.spec import parse_optimizer
 from attnlab.verify import Falsifier
 
 __all__ = [
+    "attention_transposed",
     "gd_normalized",
     "l_star_zero",
     "ngd_gradient_step",
@@ -34,6 +36,7 @@ __all__ = [
     "rule_gd_preconditioned",
     "rule_gd_weight_decay",
     "rule_gradient_step",
+    "step_ascent",
     "svm_nuclear_norm",
     "svm_other_token",
     "u_svm_other_token",
@@ -227,13 +230,19 @@ def _shift_optimal_score(example1):
 
 
 def optimal_score_shifted(module: str) -> Falsifier:
-    """The data model with the optimal token's score shifted below the other tokens' (Assumption 2's gap < 0)."""
+    """The data model with the optimal token's score shifted below the other tokens' (Assumption 2's gap < 0).
+
+    It breaks a hypothesis of every fixed-decoder result (the selected token is no longer the optimal one) and fails
+    every fixed-decoder row alike, so it is of kind ``"hypothesis"``: it shows a row depends on the hypothesis, not
+    that the row tests a mechanism.
+    """
     return Falsifier(
         "optimal-score-shifted",
-        "Example 1 with the optimal token's score shifted from rho to -rho/2, below the other tokens' 0",
+        "Example 1 with the optimal token's score shifted from rho to -rho/2, below the other tokens' 0 (the selected "
+        "token no longer optimal: a broken hypothesis)",
         f"{module}:example1",
         _shift_optimal_score,
-        kind="mechanism",
+        kind="hypothesis",
     )
 
 
@@ -401,3 +410,49 @@ def w_ascent(module: str) -> Falsifier:
         "w-ascent", "W's update with the wrong sign: W moves up the loss gradient", f"{module}:Combined", _w_uphill,
         "mechanism",
     )  # fmt: skip
+
+
+def _transposed(gradient_direction):
+    """``gradient_direction`` of the model whose logits are ``z^T W x_t``: ``grad_W L(W^T)`` transposed (spec §2)."""
+
+    def transposed(X, Z, y, v, W, loss="exp"):
+        direction, log_grad_norm, log_risk = gradient_direction(X, Z, y, v, W.mT, loss)
+        return direction.mT, log_grad_norm, log_risk
+
+    return transposed
+
+
+def attention_transposed(module: str) -> Falsifier:
+    """The module's loss landscape of the model with key and query swapped: logits ``z_i^T W x_it`` for spec §2's
+    ``x_it^T W z_i`` (a transposed ``W`` in the logits). Its scores, optimal tokens and assumptions are the true ones;
+    its max-margin direction is ``W_mm^T``, so its gradient need not favour ``W_mm`` off the ray (Lemma 2)."""
+    return Falsifier(
+        "attention-transposed",
+        "the attention logits z^T W x_t instead of x_t^T W z (key and query swapped: the model's W transposed)",
+        f"{module}:gradient_direction",
+        _transposed,
+        kind="mechanism",
+    )
+
+
+def _ascending(train):
+    """``train`` whose rule steps up the gradient: the direction of ``W`` times -1 before the rule's chain."""
+
+    def climbed(*args, optimizer="ngd", lr=None, **options):
+        rule = parse_optimizer(optimizer).rule(("W",), lr=lr)
+        flipped = tx.Rule((entry_scale(-1.0, -1.0, 2), *rule.transforms), rule.mirror_p)  # W <- W + step(grad)
+        return train(*args, optimizer=flipped, **options)
+
+    return climbed
+
+
+def step_ascent(module: str) -> Falsifier:
+    """The module's batched runs (NGD, GD and Polyak alike) with the sign of ``W``'s step flipped: a sign slip in the
+    update, so ``W`` moves up the loss gradient (spec §4 A1-A3 descend)."""
+    return Falsifier(
+        "step-ascent",
+        "the fixed-decoder runs' W step with its sign flipped (W moves up the loss gradient; NGD, GD and Polyak)",
+        f"{module}:batched_train",
+        _ascending,
+        kind="mechanism",
+    )

@@ -12,7 +12,7 @@ import pandas as pd
 
 from attnlab._validation import ValidationError, check_scalar
 from attnlab.data import dm, example1
-from attnlab.experiments.implicit_bias import rates_fixed, rates_joint
+from attnlab.experiments.implicit_bias import rates_fixed, rates_joint, rates_landscape
 from attnlab.experiments.implicit_bias.common import Example1Config, check_windows
 from attnlab.experiments.implicit_bias.figures import rates_figure
 from attnlab.experiments.registry import register
@@ -140,6 +140,7 @@ def run_rates(config: RatesConfig, ctx: RunContext) -> ExperimentResult:
     single, checks, predicted_slope = rates_fixed.ngd_path(config, ctx, data, sol)
     directions, more = rates_fixed.directions(config, ctx, data, sol)
     polyak, bounds = rates_fixed.polyak_bounds(config, data, sol)
+    bounds += rates_landscape.key_correlation(config, data, sol) + rates_landscape.violated_steps(config, ctx, data)
     joint_data = dm(config.n_joint, config.d_joint, config.sigma_opt, config.sigma_oth, seed=config.seed)
     W_mm, u_mm = attention_svm(joint_data, norm="fro").W, head_svm(joint_data, p=2.0).v
     joint, joint_checks, ratio_note = rates_joint.joint_rates(config, ctx, joint_data, W_mm, u_mm)
@@ -168,7 +169,7 @@ register(
             "joint_steps": 10000,
             "joint_record_every": 10,
         },  # fmt: skip
-        claims=rates_fixed.CLAIMS + rates_joint.CLAIMS,
-        falsifiers=rates_fixed.FALSIFIERS + rates_joint.FALSIFIERS,
+        claims=rates_fixed.CLAIMS + rates_landscape.CLAIMS + rates_joint.CLAIMS,
+        falsifiers=rates_fixed.FALSIFIERS + rates_landscape.FALSIFIERS + rates_joint.FALSIFIERS,
     )
 )
