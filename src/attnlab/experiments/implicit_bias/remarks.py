@@ -54,6 +54,7 @@ def fixed_decoder_remarks(config, frame: pd.DataFrame, L_star: float) -> list[Ch
     to_align = {m: first_step(g, g["alignment"] >= ALIGNED) for m, g in rows.items()}
     to_loss = {m: first_step(g, g["loss"] - L_star <= LOSS_LEVEL * L_star) for m, g in rows.items()}
     final = {m: float(g["alignment"].iloc[-1]) for m, g in rows.items()}
+    excess = {m: float(g["loss"].iloc[-1]) - L_star for m, g in rows.items()}  # the last L - L_*: a tie's decider
     capped = capped_from(rows["NGD-mom"], config.ngd_lr, config.mom_cap)
     stall_text = (
         f"; NGD-mom runs at its cap from step {capped} (||grad L|| < eta / cap = {config.ngd_lr / config.mom_cap:g}, "
@@ -70,18 +71,21 @@ def fixed_decoder_remarks(config, frame: pd.DataFrame, L_star: float) -> list[Ch
             "Polyak faster",
             f"Polyak {to_align['Polyak']:g}, NGD {to_align['NGD']:g} (last corr {final['Polyak']:.6g}, "
             f"{final['NGD']:.6g})",
-            to_align["Polyak"] < to_align["NGD"],
+            (to_align["Polyak"], -final["Polyak"]) < (to_align["NGD"], -final["NGD"]),
             source,
-            tolerance=f"time to corr 0.99, {every}; inf = never; {LEVELS}",
+            tolerance=f"time to corr 0.99, {every}, ties broken by the last corr (as the cap grid; until 2026-11-30 a "
+            "tie, both never, disagreed); inf = never; " + LEVELS,
             result=result,
         ),
         observation(
             f"{fig}: Polyak converges faster than NGD in the train loss (steps to L - L_* <= 1e-6 L_*)",
             "Polyak faster",
-            f"Polyak {to_loss['Polyak']:g}, NGD {to_loss['NGD']:g}",
-            to_loss["Polyak"] < to_loss["NGD"],
+            f"Polyak {to_loss['Polyak']:g}, NGD {to_loss['NGD']:g} (last L - L_* {excess['Polyak']:.3g}, "
+            f"{excess['NGD']:.3g})",
+            (to_loss["Polyak"], excess["Polyak"]) < (to_loss["NGD"], excess["NGD"]),
             source,
-            tolerance=f"time to L - L_* <= 1e-6 L_*, {every}; inf = never; {LEVELS}",
+            tolerance=f"time to L - L_* <= 1e-6 L_*, {every}, ties broken by the last L - L_* (as the direction row "
+            "and the cap grid; until 2026-11-30 a tie, both never, disagreed); inf = never; " + LEVELS,
             result=result,
         ),
         observation(
