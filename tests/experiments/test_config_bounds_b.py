@@ -115,7 +115,8 @@ def test_the_values_the_qa_session_found_are_refused_with_the_field_and_the_fix(
         ("regression.scaling", ["batches=3"], ("batches == 3", "even")),
         ("regression.scaling", ["ns=50,50"], ("repeats [50]",)),
         ("regression.scaling", ["lr=0"], ("lr == 0.0", "> 0")),
-        ("regression.scaling", ["start_scale=0"], ("start_scale == 0.0", "> 0")),
+        ("regression.scaling", ["start_distance=0"], ("start_distance == 0.0", "> 0")),
+        ("regression.scaling", ["start_distance=1.5"], ("start_distance == 1.5", "<= 1")),
         ("regression.theory", ["radii=0.3"], ("radii entry == 0.3", "<= 0.25")),
         ("regression.theory", ["radii=inf"], ("radii entry == inf", "finite")),
         ("regression.theory", ["spectral_ns=2"], ("spectral_ns entry == 2", ">= 3", "invertible")),
@@ -123,9 +124,11 @@ def test_the_values_the_qa_session_found_are_refused_with_the_field_and_the_fix(
         ("regression.theory", ["spectral_seeds=18446744073709551616"], ("<= 100", "ours")),
         ("regression.theory", ["mc_batches=9"], ("mc_batches == 9", "even")),
         ("regression.theory", ["lem4_train=2"], ("lem4_train == 2", ">= d == 3")),
-        ("regression.theory", ["bias_scale=-1"], ("bias_scale == -1.0",)),
+        ("regression.theory", ["bias_distance=-1"], ("bias_distance == -1.0",)),
+        ("regression.theory", ["bias_distance=4.2"], ("bias_distance == 4.2", "<= 1")),
+        ("regression.context", ["point_distance=2"], ("point_distance == 2.0", "<= 1")),
         ("regression.context", ["mu=1"], ("unknown key 'mu'",)),
-        ("regression.context", ["start_scale=1"], ("unknown key 'start_scale'",)),
+        ("regression.context", ["start_distance=1"], ("unknown key 'start_distance'",)),
         ("real.text", ["vocab_size=4"], ("vocab_size == 4 with keywords == 1", ">= 5")),
         ("real.text", ["seeds=1000"], ("seeds == 1000", "<= 100", "ours")),
         ("real.text", [f"seed={SEED_MAX}"], (f"seed == {SEED_MAX}", f"<= {SEED_MAX - 1}")),
@@ -153,7 +156,8 @@ def test_the_other_bounds_of_these_configs(name, overrides, words):
         ("regression.fig2", ["steps=100", "lr_grid=()"]),
         ("regression.scaling", ["steps=2", "ns=1,2", "seeds=100", "batches=2"]),
         ("regression.theory", ["steps=25", "mc_steps=2", "spectral_ns=3,4", "radii=0.25", "lem4_train=3"]),
-        ("regression.context", ["point_scale=0"]),
+        ("regression.context", ["point_distance=0"]),
+        ("regression.theory", ["bias_distance=1", "start_distance=1"]),
         ("real.text", ["vocab_size=5", "seeds=100", "tune_seeds=100"]),
         ("real.text", ["dataset=aclimdb", "imdb_root=/data/aclImdb"]),
         ("real.digits-vit", ["seeds=100"]),
@@ -165,9 +169,9 @@ def test_the_least_values_that_suffice_are_accepted(name, overrides):
 
 def test_regression_context_has_no_fields_it_does_not_read():
     fields = {f.name for f in dataclasses.fields(get_experiment("regression.context").config_type)}
-    assert not fields & {"mu", "lr", "start_scale"}
+    assert not fields & {"mu", "lr", "start_distance"}
     for name in ("regression.theory", "regression.scaling"):  # the experiments that train keep them
-        assert {"mu", "lr", "start_scale"} <= {f.name for f in dataclasses.fields(get_experiment(name).config_type)}
+        assert {"mu", "lr", "start_distance"} <= {f.name for f in dataclasses.fields(get_experiment(name).config_type)}
 
 
 @pytest.mark.parametrize(

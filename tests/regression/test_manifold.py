@@ -9,6 +9,8 @@ from attnlab._validation import ValidationError
 from attnlab.regression import (
     extended_inner,
     manifold_point,
+    near_manifold_point,
+    perturbed_manifold_point,
     population_excess_loss,
     population_gradient,
     project,
@@ -136,3 +138,39 @@ def test_random_rotation_has_p_rows_and_orthonormal_columns():
     R = random_rotation(2, 4, runs=3, seed=0)
     assert R.shape == (3, 4, 2)
     torch.testing.assert_close(R.transpose(-1, -2) @ R, torch.eye(2, dtype=torch.float64).expand(3, 2, 2))
+
+
+@pytest.mark.parametrize("distance", [0.0, 0.01, 0.029, 0.1])
+def test_near_manifold_points_lie_at_the_distance_asked_for(problem, distance):
+    """spec §4.3: theta_bar + t (theta - theta_bar) projects onto theta_bar (Lemma 1), so dist is set exactly."""
+    V, Q = near_manifold_point(problem, 4, distance, seed=2)
+    assert V.shape == (4, problem.k, problem.d) and Q.shape == (4, problem.d, problem.d)
+    reached = project(V, Q, problem.W_star, problem.Sigma).distance
+    torch.testing.assert_close(reached, torch.full((4,), distance, dtype=torch.float64), rtol=1e-9, atol=1e-15)
+    again = near_manifold_point(problem, 4, distance, seed=2)
+    assert torch.equal(V, again[0]) and torch.equal(Q, again[1])  # the same points for the same seed
+
+
+def test_near_manifold_points_are_near_their_rotation_and_move_with_the_seed(problem):
+    """The point is theta_R of the seed's rotation moved by ``distance`` (whitened), not a point elsewhere on M."""
+    V, Q = near_manifold_point(problem, 3, 0.03, seed=5)
+    V0, Q0 = manifold_point(random_rotation(problem.d, runs=3, seed=5), problem.W_star, problem.Sigma)
+    A, C = whiten(V - V0, Q - Q0, problem.Sigma, problem.Sigma)
+    moved = (A.square().sum((-2, -1)) + C.square().sum((-2, -1))).sqrt()
+    # |theta_bar - theta_R| <= 2 x 0.03 (the drawn step and its residual), then 0.03 along the normal
+    assert float(moved.max()) < 0.09
+    other = near_manifold_point(problem, 3, 0.03, seed=6)
+    assert not torch.allclose(V, other[0])
+
+
+def test_the_old_perturbed_points_were_far_outside_rho(problem):
+    """Why the experiments moved: raw N(0, 0.05^2) entries put the point several rho from M (audit fid0 #2)."""
+    rho = 0.25 * float(torch.linalg.svdvals(problem.W_star @ torch.linalg.cholesky(problem.Sigma)).min()) ** 0.5
+    V, Q = perturbed_manifold_point(problem, 4, 0.05, seed=0)
+    assert float(project(V, Q, problem.W_star, problem.Sigma).distance.min()) > 2 * rho
+
+
+@pytest.mark.parametrize(("distance", "message"), [(-0.1, "distance == -0.1, must be >= 0"), (float("inf"), "finite")])
+def test_near_manifold_point_refuses_a_negative_or_infinite_distance(problem, distance, message):
+    with pytest.raises(ValidationError, match=message):
+        near_manifold_point(problem, 2, distance, seed=0)

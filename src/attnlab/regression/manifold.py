@@ -17,6 +17,7 @@ from attnlab.regression.data import RegressionProblem
 from attnlab.regression.linalg import sym_inv_sqrt, sym_sqrt
 
 __all__ = [
+    "near_manifold_point",
     "perturbed_manifold_point",
     "Projection",
     "extended_inner",
@@ -297,9 +298,11 @@ def random_rotation(d: int, p: int | None = None, *, runs: int | None = None, se
 def perturbed_manifold_point(
     problem: RegressionProblem, runs: int, scale: float, seed: int = 0
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``theta_R`` for ``runs`` Haar-random ``R`` in O(d), plus i.i.d. ``N(0, scale^2)`` entries: starts near M.
+    """``theta_R`` for ``runs`` Haar-random ``R`` in O(d), plus i.i.d. ``N(0, scale^2)`` raw entries.
 
-    Spec: preconditioned-regression §4.2 (``theta_R``), §9.3 (the perturbed-manifold start).
+    Spec: preconditioned-regression §4.2 (``theta_R``), §9.3 (the perturbed-manifold start). The entries are not
+    whitened, so the distance to M is not set: at ``scale = 0.05`` on the theory instance it is 3.5-5 rho (the
+    experiments' points until 2026-11-30); :func:`near_manifold_point` sets it.
 
     Parameters
     ----------
@@ -324,3 +327,63 @@ def perturbed_manifold_point(
     gen = torch.Generator().manual_seed(seed + 1)
     # drawn in float32 (the draw every recorded run used), then widened to float64 by the sum
     return V + scale * torch.randn(V.shape, generator=gen), Q + scale * torch.randn(Q.shape, generator=gen)
+
+
+def near_manifold_point(
+    problem: RegressionProblem, runs: int, distance: float, seed: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Points at ``dist(theta, M) == distance`` exactly: ``theta_R`` for ``runs`` Haar-random ``R`` in O(d), moved
+    along a random direction normal to M.
+
+    Spec: preconditioned-regression §4.1 (the Sigma~ norm: Frobenius of the whitened ``(A, C)``), §4.3 (Lemma 1: the
+    residual ``theta - theta_bar`` of a projection is normal to M at ``theta_bar``, so ``theta_bar + t (theta -
+    theta_bar)`` projects onto ``theta_bar`` and lies at ``t dist``). An i.i.d. N(0, 1) direction in the whitened
+    coordinates, scaled to ``distance``, is added to ``theta_R``; the point is then moved along its own residual to
+    the projection so that its distance is ``distance``, and the distance is checked by :func:`projection`.
+
+    Parameters
+    ----------
+    problem : RegressionProblem
+        Its ``W_star`` and ``Sigma`` build the manifold (covariate tokens).
+    runs : int
+        Leading runs axis R, one rotation and one direction per run.
+    distance : float
+        ``dist(theta, M)`` in the Sigma~ norm; 0 gives points on M.
+    seed : int, default=0
+        Seeds the rotations, and ``seed + 1`` the directions.
+
+    Returns
+    -------
+    V : torch.Tensor, shape (R, k, d), float64
+    Q : torch.Tensor, shape (R, d, d), float64
+
+    Raises
+    ------
+    ValidationError
+        ``runs`` not an int >= 1, ``distance`` not finite and >= 0, a bad ``seed``; or a ``distance`` so large that
+        the moved point projects elsewhere (its distance is then not ``distance``).
+    """
+    check_scalar("runs", runs, kind=int, low=1)
+    check_scalar("distance", distance, low=0.0)
+    check_seed("seed", seed)
+    W, Sigma = problem.W_star, problem.Sigma
+    V, Q = manifold_point(random_rotation(problem.d, runs=runs, seed=seed), W, Sigma)
+    if distance == 0:
+        return V, Q
+    A, C = whiten(V, Q, Sigma, Sigma)
+    gen = torch.Generator().manual_seed(seed + 1)
+    dA = torch.randn(A.shape, generator=gen, dtype=torch.float64)
+    dC = torch.randn(C.shape, generator=gen, dtype=torch.float64)
+    size = (dA.square().sum((-2, -1)) + dC.square().sum((-2, -1))).sqrt()[:, None, None]
+    A, C = A + distance * dA / size, C + distance * dC / size  # spec §4.1: whitened norm `distance`
+    off = projection(*unwhiten(A, C, Sigma, Sigma), W, Sigma, Sigma)
+    A_bar, C_bar = whiten(off.V, off.Q, Sigma, Sigma)
+    t = distance / off.distance[:, None, None]  # spec §4.3: the residual is normal at theta_bar (Lemma 1)
+    V, Q = unwhiten(A_bar + t * (A - A_bar), C_bar + t * (C - C_bar), Sigma, Sigma)
+    reached = projection(V, Q, W, Sigma, Sigma).distance
+    if not torch.allclose(reached, torch.full_like(reached, float(distance)), rtol=1e-9, atol=0.0):
+        raise ValidationError(
+            f"distance == {distance} is too far from M for a step along the normal: the moved points lie at "
+            f"{reached.tolist()}; pass a smaller distance (the local region is rho = 0.25 sigma_d^{{1/2}})"
+        )
+    return V, Q

@@ -5,21 +5,43 @@ Spec: docs/theory/preconditioned-regression.md §7 (A1-A3 on the instance), §6.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from numbers import Real
+from typing import Any
+
+import torch
 
 from attnlab._validation import ValidationError, check_count, check_grid, check_scalar
 from attnlab.optim.preconditioned import PreconditionedGD
 from attnlab.regression import (
     RegressionProblem,
     make_problem,
+    near_manifold_point,
 )
+from attnlab.verify import Claim, old_sizes, pinned, size_change
 
 PAPER = "preconditioned-regression"
 SOURCE = "docs/theory/preconditioned-regression.md"
 INSTANCE = ("d", "k", "noise_std", "singular_values", "problem_seed", "seed")
 """The config fields of the theory instance and its seed: every reading of the theory rows depends on them."""
+RHO = 0.25
+"""The local region of T1.3 in multiples of sigma_d^{1/2} (Tu et al.): the T1.3 and L4 rows read points within it."""
+NEAR_M = 0.3
+"""dist(theta, M) / rho of the points the T1.1, Theorem 2-5, L2 and Appendix D rows read 'near M' (ours, from
+seed-results 000:Thm3's 'fixed theta at 0.3 rho from M'): inside the region dist <= rho that Theorems 2-5 and Lemmas
+2, 9-23 assume, off M (the biases and the approach to M are read there). Declared 2026-11-30 before the first run
+at it (audit fid0 #2: the raw N(0, 0.05^2) perturbation put them 3.5-5 rho away)."""
+MOVED = "2026-11-30"
+"""The date the points read 'near M' moved inside rho (:data:`NEAR_M`): the revision date of every row they feed."""
+MOVED_WHY = (
+    "the point was theta_R + N(0, 0.05^2) raw entries, not whitened, and lay OUTSIDE the theorem's region dist <= "
+    "rho = 0.25 sigma_d^{{1/2}} = 0.097: {where} (seeds 0-9: 3.5-5.0 rho; audit fid0 #2), so the row read the "
+    "theorem's conclusion outside its hypothesis. The point is now at dist(theta, M) = 0.3 rho exactly (theta_R "
+    "moved along a random normal direction; seed-results' 0.3 rho, declared before the run){more}"
+)
+"""The reason of those revisions; ``where``: the distances of the rows' own points; ``more``: what else changed."""
 
 
 @dataclass(frozen=True)
@@ -79,14 +101,15 @@ class TheoryInstanceConfig(InstanceConfig):
         Regularizer weight (spec §3.4 [R]); >= 0.
     lr : float
         Step size eta of Algorithm 1; > 0.
-    start_scale : float
-        Entry size of the perturbation of theta_R: the perturbed-manifold start (spec §9.3); > 0 (the runs read
-        their approach to M from a start off it).
+    start_distance : float
+        dist(theta_0, M) / rho of the starts (spec §4.4: rho = 0.25 sigma_d^{1/2}; theta_R moved along a random
+        normal direction, :func:`near_points`); in (0, 1]: Theorem 2 assumes a start within rho, and the runs read
+        their approach to M from a start off it.
     """
 
     mu: float = 0.25  # spec §3.4 [R]
     lr: float = 0.5
-    start_scale: float = 0.05
+    start_distance: float = NEAR_M
 
     OURS = ("d", "k", "noise_std", "singular_values", "mu", "lr")
 
@@ -94,7 +117,7 @@ class TheoryInstanceConfig(InstanceConfig):
         super().__post_init__()
         check_scalar("mu", self.mu, low=0.0)  # checked here under its config name (fit calls it regularizer_weight)
         check_scalar("lr", self.lr, low=0.0, low_inclusive=False)
-        check_scalar("start_scale", self.start_scale, low=0.0, low_inclusive=False)
+        check_scalar("start_distance", self.start_distance, low=0.0, high=1.0, low_inclusive=False)  # within rho
 
 
 MAX_SEEDS = 100
@@ -108,6 +131,107 @@ def theory_problem(d: int, k: int, noise_std: float, singular_values: Sequence[f
     return make_problem(d, k, noise_std=noise_std, singular_values=tuple(singular_values), seed=seed)
 
 
+_INSTANCE_VALUES = {
+    "d": 3,
+    "k": 6,
+    "noise_std": 0.1,
+    "singular_values": (0.25, 0.2, 0.15),
+    "problem_seed": 0,
+    "seed": 0,
+}
+THEORY_BEFORE_MOVE = old_sizes(
+    {**_INSTANCE_VALUES, "mu": 0.25, "lr": 0.5, "bias_scale": 0.05, "start_scale": 0.05,
+     "bias_ns": (25, 50, 100, 200, 400, 800), "bias_samples": 400, "mc_ns": (50, 100, 200)},
+    regularizer_samples=(4000, 2000), steps=(300, 150), mc_runs=(3, 2), mc_batches=(16, 8), mc_steps=(150, 60),
+)  # fmt: skip
+"""regression.theory's fields (full, quick) that its moved rows read, before the move (:data:`MOVED`)."""
+SCALING_BEFORE_MOVE = old_sizes(
+    {**_INSTANCE_VALUES, "mu": 0.25, "lr": 0.5, "start_scale": 0.05, "record_every": 2},
+    ns=((25, 50, 100, 200), (50, 100, 200)), seeds=(4, 2), steps=(150, 60), batches=(16, 8),
+)  # fmt: skip
+"""regression.scaling's fields (full, quick) before the move."""
+CONTEXT_BEFORE_MOVE = old_sizes(
+    {**_INSTANCE_VALUES, "point_scale": 0.05, "ns": (25, 50, 100, 200, 400)}, draws=(16_000, 4_000)
+)
+"""regression.context's fields (full, quick) before the move."""
+
+
+def near_points(
+    problem: RegressionProblem, singular_values: Sequence[float], runs: int, fraction: float, seed: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``runs`` points at dist(theta, M) = ``fraction`` rho (spec §4.4: rho = 0.25 sigma_d^{1/2}), each theta_R of a
+    Haar R (``seed``) moved along a random normal direction (``seed + 1``; :func:`near_manifold_point`).
+
+    Parameters
+    ----------
+    problem : RegressionProblem
+        The instance whose manifold M the points are near.
+    singular_values : sequence of float
+        sigma(W* Sigma^{1/2}) of the instance: rho's sigma_d.
+    runs : int
+        Number of points.
+    fraction : float
+        dist(theta, M) / rho, >= 0.
+    seed : int
+        Seed of the rotations and directions.
+
+    Returns
+    -------
+    V : torch.Tensor, shape (runs, k, d)
+    Q : torch.Tensor, shape (runs, d, d)
+    """
+    rho = RHO * min(singular_values) ** 0.5  # spec §4.4
+    return near_manifold_point(problem, runs, fraction * rho, seed)
+
+
+def moved_inside(
+    claim: Claim,
+    old: Mapping[str, Mapping[str, Any]],
+    why: str,
+    quick: str,
+    full: str,
+    texts: Mapping[str, str],
+    **changes: Any,
+) -> Claim:
+    """``claim`` after its point moved inside rho (:data:`NEAR_M`): the reading as it ran kept as a revision at the
+    ``old`` sizes (its scale field included), earlier revisions that meant the current sizes pinned to them.
+
+    Parameters
+    ----------
+    claim : Claim
+        The claim as declared before the move.
+    old : mapping
+        Every config field's full and quick value before the move (:func:`~attnlab.verify.old_sizes`).
+    why, quick, full : str
+        As :class:`~attnlab.verify.Revision`: the reason, and the old reading's last quick and full outcome.
+    texts : mapping of str to str
+        Old text -> new text, replaced in the reading's statistic, window, subset and tolerance (the point's
+        description); the scale fields of its sizes become the distance fields.
+    **changes
+        Other fields of the new reading (``window``, ``params``...) where they differ.
+
+    Returns
+    -------
+    Claim
+    """
+    revision = size_change(claim.reading, old, MOVED, why, quick, full)
+    before = claim.reading
+    swapped = {name: _swap(getattr(before, name), texts) for name in ("statistic", "window", "subset", "tolerance")}
+    sizes = tuple(_DISTANCES.get(name, name) for name in before.sizes)
+    reading = dataclasses.replace(before, **{**swapped, "sizes": sizes, **changes})
+    return dataclasses.replace(claim, reading=reading, revisions=(*pinned(claim.revisions, old), revision))
+
+
+_DISTANCES = {"bias_scale": "bias_distance", "start_scale": "start_distance", "point_scale": "point_distance"}
+"""The config fields of the points before the move (entry sizes) and after (dist / rho)."""
+
+
+def _swap(text: str, texts: Mapping[str, str]) -> str:
+    for was, now in texts.items():
+        text = text.replace(was, now)
+    return text
+
+
 def true_sigma_step(problem: RegressionProblem, runs: int, lr: float) -> Callable[[list], PreconditionedGD]:
     """Algorithm 1's preconditioned step with the true Sigma for ``runs`` runs (the floors' ``make_optimizer``)."""
     Sigma = problem.Sigma.expand(runs, -1, -1)
@@ -118,8 +242,8 @@ def true_sigma_step(problem: RegressionProblem, runs: int, lr: float) -> Callabl
 class TheoryConfig(TheoryInstanceConfig):
     """Settings of the measured checks of spec §8 (sizes are ours; the paper gives none).
 
-    The instance (d, k, noise_std, singular_values, problem_seed), seed, mu, lr and start_scale are
-    :class:`~attnlab.experiments.regression.common.TheoryInstanceConfig`'s; the T2 runs amend lr and start_scale.
+    The instance (d, k, noise_std, singular_values, problem_seed), seed, mu, lr and start_distance are
+    :class:`~attnlab.experiments.regression.common.TheoryInstanceConfig`'s; the T2 runs amend lr and start_distance.
 
     Attributes
     ----------
@@ -130,8 +254,9 @@ class TheoryConfig(TheoryInstanceConfig):
         Fresh samples per n for the loss and gradient biases.
     regularizer_samples : int
         Fresh covariances per n for the regularizer-gradient bias (Theorem 5; cheap, so many).
-    bias_scale : float
-        Entry size of the perturbation of theta_R: the point off the manifold M where the biases are measured; >= 0.
+    bias_distance : float
+        dist(theta, M) / rho of the point off M where the biases are measured (theta_R moved along a random normal
+        direction, :func:`near_points`); in [0, 1]: Theorems 3-5 are stated for theta within rho.
     spectral_ns : tuple of int
         Sample sizes of the spectral start (Lemma 3): distinct, each >= d (an invertible Sigma_hat), at least two
         of them in the last decade, n >= max(spectral_ns) / 10 (L5 fits its slope there).
@@ -145,9 +270,9 @@ class TheoryConfig(TheoryInstanceConfig):
         Random directions per radius (T1.3).
     lr : float
         Step of the population-oracle and Monte-Carlo-oracle runs (T2); > 0.
-    start_scale : float
-        Entry size of the perturbation of theta_R where the T2 runs start (the perturbed-manifold start); > 0 (T2
-        reads the approach to M from a start off it).
+    start_distance : float
+        dist(theta_0, M) / rho of the T2 runs' starts; in (0, 1] (T2 reads the approach to M from a start off it,
+        within rho).
     steps : int
         Steps of the population-oracle run (T2, L2); >= 25 (T2's rate reads at least 5 recorded steps, one every 5).
     mc_ns : tuple of int
@@ -181,7 +306,7 @@ class TheoryConfig(TheoryInstanceConfig):
     bias_ns: tuple[int, ...] = (25, 50, 100, 200, 400, 800)
     bias_samples: int = 400
     regularizer_samples: int = 4000
-    bias_scale: float = 0.05
+    bias_distance: float = NEAR_M
     spectral_ns: tuple[int, ...] = (100, 1000, 10_000, 100_000)
     spectral_seeds: int = 20
     radii: tuple[float, ...] = (0.02, 0.05, 0.1, 0.25)
@@ -198,11 +323,11 @@ class TheoryConfig(TheoryInstanceConfig):
     second_singular_values: tuple[float, ...] = (0.125, 0.1, 0.05)
     lem4_train: int = 1000
 
-    OURS = TheoryInstanceConfig.OURS + ("bias_ns", "bias_scale", "mc_ns", "radii", "second_singular_values")
+    OURS = TheoryInstanceConfig.OURS + ("bias_ns", "bias_distance", "mc_ns", "radii", "second_singular_values")
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_scalar("bias_scale", self.bias_scale, low=0.0)
+        check_scalar("bias_distance", self.bias_distance, low=0.0, high=1.0)  # within rho
         for name in ("bias_samples", "regularizer_samples", "directions", "mc_runs", "lem4_batches"):
             check_scalar(name, getattr(self, name), kind=int, low=2)
         check_count("spectral_seeds", self.spectral_seeds, 2, MAX_SEEDS, SEEDS_WHY)
@@ -250,7 +375,3 @@ class TheoryConfig(TheoryInstanceConfig):
             raise ValidationError(
                 f"lem4_train == {self.lem4_train}, must be >= d == {self.d} (an invertible Sigma_hat)"
             )
-
-
-RHO = 0.25
-"""The local region of T1.3 in multiples of sigma_d^{1/2} (Tu et al.): the T1.3 and L4 rows read points within it."""

@@ -22,10 +22,19 @@ import torch
 
 from attnlab._validation import ValidationError, check_scalar
 from attnlab.experiments.registry import register
-from attnlab.experiments.regression.common import INSTANCE, SOURCE, InstanceConfig
+from attnlab.experiments.regression.common import (
+    CONTEXT_BEFORE_MOVE,
+    INSTANCE,
+    MOVED_WHY,
+    NEAR_M,
+    SOURCE,
+    InstanceConfig,
+    moved_inside,
+    near_points,
+)
 from attnlab.experiments.regression.falsifiers import CONTEXT_FALSIFIERS
 from attnlab.plotting import house_figure, label_axes, label_ours, new_figure, theory_line
-from attnlab.regression import perturbed_manifold_point, sym_sqrt
+from attnlab.regression import sym_sqrt
 from attnlab.regression.context import limit_offset, moments_and_offsets
 from attnlab.verify import Claim, Experiment, ExperimentResult, Reading, Revision, RunContext, fit_slope, old_sizes
 
@@ -42,23 +51,25 @@ class ContextConfig(InstanceConfig):
 
     Attributes
     ----------
-    point_scale : float
-        Entry size of the perturbation of theta_R whose key-query matrix Q the rows use (a point near M, off it).
+    point_distance : float
+        dist(theta, M) / rho of the point whose key-query matrix Q the rows use (spec §4.4: rho = 0.25
+        sigma_d^{1/2}; theta_R moved along a random normal direction); in [0, 1]: Lemmas 9-23 are stated for theta
+        within rho.
     ns : tuple of int
         Context sizes n (the query and n - 1 fresh covariates).
     draws : int
         Contexts per n.
     """
 
-    point_scale: float = 0.05
+    point_distance: float = NEAR_M
     ns: tuple[int, ...] = (25, 50, 100, 200, 400)
     draws: int = 16_000
 
-    OURS = ("d", "k", "noise_std", "singular_values", "point_scale", "ns", "draws")
+    OURS = ("d", "k", "noise_std", "singular_values", "point_distance", "ns", "draws")
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_scalar("point_scale", self.point_scale, low=0.0)
+        check_scalar("point_distance", self.point_distance, low=0.0, high=1.0)  # within rho
         check_scalar("draws", self.draws, kind=int, low=2)
         if len(self.ns) < 3 or min(self.ns) < 2:
             raise ValidationError(f"ns needs >= 3 context sizes, each >= 2, to fit a rate; got {self.ns}")
@@ -70,7 +81,13 @@ _SUBSET = (
     "point_scale^2) entries off M (perturbed_manifold_point, seed); draws contexts of n - 1 fresh covariates and "
     "the query per n (seed + 1 + n)"
 )
-_SIZES = (*INSTANCE, "point_scale", "ns", "draws")
+_SIZES = (*INSTANCE, "point_scale", "ns", "draws")  # the readings as declared before the move
+_INSIDE = (
+    "one query x = Sigma^{1/2} 1 / sqrt(d) (whitened norm 1) and the key-query matrix Q of the point at dist(theta, "
+    "M) = point_distance rho (0.3 rho; rho = 0.25 sigma_d^{1/2}), theta_R moved along a random normal direction "
+    "(near_points, seed), inside the lemmas' region; draws contexts of n - 1 fresh covariates and the query per n "
+    "(seed + 1 + n)"
+)
 _ONE_OVER_N = (
     "slope <= -0.75: the lemma's C(x)/n (slope -1) with a quarter decade per decade of slack for finite-n curvature, "
     "halfway to a half rate (-0.5)"
@@ -192,7 +209,7 @@ def _limit_claim(
     )
 
 
-CLAIMS = (
+_DECLARED = (  # the claims as read at the old point
     _moment_claim(
         "L9 E[s_ij^2 | x_i] <= C/n^2: log-log slope over n",
         "000:Lem9",
@@ -281,6 +298,29 @@ CLAIMS = (
         -0.900531,
     ),
 )
+_AT_OLD_POINT = {  # each reading's last (quick, full) outcome at the old point (908f6af)
+    "lem9-cross-weight": ("pass: -1.99 <= -1.75", "pass: -1.99 <= -1.75"),
+    "lem10-self-weight": ("pass: -0.976 <= -0.75", "pass: -0.973 <= -0.75"),
+    "lem10-normalizer": ("pass: -0.994 <= -0.75", "pass: -0.988 <= -0.75"),
+    "lem11-mean": ("pass: chi^2 0.653 <= 16.3", "pass: chi^2 3.06 <= 16.3"),
+    "lem14-mean-variance": ("pass: -0.975 <= -0.75", "pass: -0.971 <= -0.75"),
+    "lem15-outer": ("pass: chi^2 2.26 <= 22.5", "pass: chi^2 5.36 <= 22.5"),
+    "lem19-outer-variance": ("pass: -1.10 <= -0.75", "pass: -1.09 <= -0.75"),
+    "lem20-covariance": ("pass: -0.938 <= -0.75", "pass: -0.939 <= -0.75"),
+    "lem23-covariance-variance": ("pass: -0.919 <= -0.75", "pass: -0.921 <= -0.75"),
+}
+_WHY = MOVED_WHY.format(where="the point lay at 4.2 rho (the T1.1 bias point of regression.theory)", more="")
+CLAIMS = tuple(
+    moved_inside(
+        claim,
+        CONTEXT_BEFORE_MOVE,
+        _WHY,
+        f"{_AT_OLD_POINT[claim.id][0]} (908f6af)",
+        f"{_AT_OLD_POINT[claim.id][1]} (908f6af)",
+        {_SUBSET: _INSIDE},
+    )
+    for claim in _DECLARED
+)
 
 
 def _slope_row(claim: Claim, table: pd.DataFrame):
@@ -297,7 +337,7 @@ def _slope_row(claim: Claim, table: pd.DataFrame):
 def run_context(config: ContextConfig, ctx: RunContext) -> ExperimentResult:
     """The conditional moments of one query's weights and statistics against n, and their rates."""
     problem = config.problem()
-    _, Q = perturbed_manifold_point(problem, 1, config.point_scale, config.seed)
+    _, Q = near_points(problem, config.singular_values, 1, config.point_distance, config.seed)
     query = sym_sqrt(problem.Sigma) @ torch.ones(config.d, dtype=torch.float64) / math.sqrt(config.d)
     table, offsets = moments_and_offsets(problem, Q[0], query, config.ns, config.draws, config.seed + 1)
     checks = []

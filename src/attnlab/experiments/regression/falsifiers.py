@@ -204,13 +204,9 @@ FALSIFIERS = (
         _tempered(1.05),
         kind="mechanism",
     ),
-    Falsifier(
-        "regularizer-gradient-1.1",
-        "the empirical regularizer's gradient x 1.1 (a prefactor slip of 10%)",
-        "attnlab.regression.finite_context:regularizer_gradient",
-        _scaled(1.1),
-        kind="mechanism",
-    ),
+    # "regularizer-gradient-1.1" (the empirical regularizer's gradient x 1.1) was retired on 2026-11-30: at the
+    # point inside rho its floor 0.01 ||grad R||^2 = 3.1e-5 is below the true squared bias at n = 800, and thm5
+    # passes it (docs/experiments/regression.md, "Readings a wrong mechanism still passes" of docs/findings.md)
     Falsifier(
         "irreducible-d-sigma2",
         "the closed-form population loss with L_irr = d sigma^2 instead of k sigma^2",

@@ -3,7 +3,8 @@ law), with the floor measured by an oracle whose noise is shown to be below the 
 
 Spec: docs/theory/preconditioned-regression.md §8 T2. Algorithm 1 with the Monte-Carlo oracle (``batches`` fresh
 samples of size n per step, and half as many: :mod:`~attnlab.experiments.regression.floor`), the true-Sigma
-preconditioner and regularizer, from the perturbed-manifold start theta_R + N(0, start_scale^2).
+preconditioner and regularizer, from starts at dist(theta_0, M) = start_distance rho (0.3 rho, inside Theorem 2's
+start region).
 """
 
 from __future__ import annotations
@@ -19,12 +20,12 @@ from attnlab.experiments.regression.common import (
     MAX_SEEDS,
     SEEDS_WHY,
     TheoryInstanceConfig,
+    near_points,
     true_sigma_step,
 )
 from attnlab.experiments.regression.floor import SCALING_FLOOR, floor_rows
 from attnlab.experiments.regression.theory import FALSIFIERS
 from attnlab.plotting import house_figure, label_ours, log_gap_axis, new_figure, plot_band
-from attnlab.regression import perturbed_manifold_point
 from attnlab.training.regression import oracle_floors
 from attnlab.verify import Experiment, ExperimentResult, RunContext
 
@@ -36,7 +37,7 @@ class ScalingConfig(TheoryInstanceConfig):
     """Algorithm 1 with the Monte-Carlo oracle on the theory instance, from a fixed distance to the manifold, so both
     terms of ``C1 (1 - c eta)^T + O(1/n)`` (spec §8 T2) are visible.
 
-    The instance (d, k, noise_std, singular_values, problem_seed), seed, mu, lr and start_scale are
+    The instance (d, k, noise_std, singular_values, problem_seed), seed, mu, lr and start_distance are
     :class:`~attnlab.experiments.regression.common.TheoryInstanceConfig`'s.
 
     Attributes
@@ -62,7 +63,7 @@ class ScalingConfig(TheoryInstanceConfig):
     batches: int = 16
     record_every: int = 2
 
-    OURS = TheoryInstanceConfig.OURS + ("ns", "batches", "start_scale")
+    OURS = TheoryInstanceConfig.OURS + ("ns", "batches", "start_distance")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -81,7 +82,7 @@ class ScalingConfig(TheoryInstanceConfig):
 def run_scaling(config: ScalingConfig, ctx: RunContext) -> ExperimentResult:
     """Population excess loss L(theta_T) - L_irr over n and T; the floor's rate in n, noise and bias apart."""
     problem = config.problem()
-    start = perturbed_manifold_point(problem, config.seeds, config.start_scale, config.seed)
+    start = near_points(problem, config.singular_values, config.seeds, config.start_distance, config.seed)
     floors, frame = oracle_floors(
         problem,
         start,
