@@ -332,8 +332,8 @@ def perturbed_manifold_point(
 def near_manifold_point(
     problem: RegressionProblem, runs: int, distance: float, seed: int = 0
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Points at ``dist(theta, M) == distance`` exactly: ``theta_R`` for ``runs`` Haar-random ``R`` in O(d), moved
-    along a random direction normal to M.
+    """Points at ``dist(theta, M) == distance`` exactly: for ``runs`` Haar-random ``R`` in O(d), a point of M near
+    ``theta_R`` moved along a random direction normal to M there.
 
     Spec: preconditioned-regression §4.1 (the Sigma~ norm: Frobenius of the whitened ``(A, C)``), §4.3 (Lemma 1: the
     residual ``theta - theta_bar`` of a projection is normal to M at ``theta_bar``, so ``theta_bar + t (theta -
@@ -377,7 +377,9 @@ def near_manifold_point(
     size = (dA.square().sum((-2, -1)) + dC.square().sum((-2, -1))).sqrt()[:, None, None]
     A, C = A + distance * dA / size, C + distance * dC / size  # spec §4.1: whitened norm `distance`
     off = projection(*unwhiten(A, C, Sigma, Sigma), W, Sigma, Sigma)
-    A_bar, C_bar = whiten(off.V, off.Q, Sigma, Sigma)
+    if not bool((off.distance > 0).all()):
+        raise ValidationError(f"seed == {seed}: a drawn step lies along M (no normal part); pass another seed")
+    A_bar, C_bar = whiten(off.V, off.Q, Sigma, Sigma)  # a point of M near theta_R: itself a theta_R' (spec §4.2)
     t = distance / off.distance[:, None, None]  # spec §4.3: the residual is normal at theta_bar (Lemma 1)
     V, Q = unwhiten(A_bar + t * (A - A_bar), C_bar + t * (C - C_bar), Sigma, Sigma)
     reached = projection(V, Q, W, Sigma, Sigma).distance

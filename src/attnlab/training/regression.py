@@ -242,7 +242,7 @@ def oracle_floors(
     problem : RegressionProblem
     start : tuple of torch.Tensor
         ``(V0, Q0)`` of shapes (R, k, d) and (R, d, d): R runs (e.g.
-        :func:`~attnlab.regression.manifold.perturbed_manifold_point`).
+        :func:`~attnlab.regression.manifold.near_manifold_point`).
     ns : sequence of int
         Sample sizes (context lengths) of the oracle.
     batches : int

@@ -7,6 +7,7 @@ Spec: docs/theory/implicit-bias-ngd.md §8.4 (Lemma 1: ``log(1 - phi_opt)``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
@@ -17,10 +18,14 @@ import torch
 
 from attnlab._validation import ValidationError, check_in, check_scalar
 from attnlab.losses import LOSSES
-from attnlab.metrics import Metric, log_one_minus_selected
+from attnlab.metrics import Metric, log_one_minus_selected, selected_probabilities, sequence_margins
 
 PAPER = "implicit-bias-ngd"
 SOURCE = f"docs/theory/{PAPER}.md"  # what checks cite
+NGD_RULE = "ngd"  # spec A2 (uncapped): the rule of the NGD path and of the NGD directions
+GD_RULE = "gd"  # spec A1
+# spec A3 uncapped, L_* the infimum: L - L_* from the margins, which float64's L loses below 2e-16 L (a stall)
+POLYAK_RULE = "polyak:optimal_loss=infimum"
 
 
 def validate_common(config) -> None:
@@ -125,6 +130,29 @@ class Example1Config(ImplicitBiasConfig):
 def small_init(d: int, scale: float, generator: torch.Generator) -> torch.Tensor:
     """``W_0`` with i.i.d. ``N(0, scale^2)`` entries, shape ``(d, d)``: the small initialisation of Lemma 4 (spec §7)."""
     return scale * torch.randn(d, d, generator=generator, dtype=torch.float64)
+
+
+def violated_drops(data, W: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Lemma 5's events along iterates ``W`` of shape ``(S, ..., d, d)`` (spec §8.5).
+
+    Parameters
+    ----------
+    data : TokenSelectionData
+        The sequences, their head and their optimal tokens (``select``).
+    W : torch.Tensor, shape (S, ..., d, d)
+        Iterates in order; any run axes between.
+
+    Returns
+    -------
+    drops : torch.Tensor, shape (S - 1, ..., n)
+        ``phi_opt,i(W_t) - phi_opt,i(W_t+1)`` where sample ``i`` violates the W-SVM at ``W_t`` (``min_t' <A_it',
+        W_t> < 1``), ``-inf`` elsewhere.
+    violated : torch.Tensor of bool, shape (S, ..., n)
+        Whether sample ``i`` violates the W-SVM at ``W_t``.
+    """
+    phi = selected_probabilities(data.X, data.Z, W, data.select)
+    violated = sequence_margins(data.X, data.Z, W, data.select) < 1  # spec §8.5: W-SVM constraints violated
+    return torch.where(violated[:-1], phi[:-1] - phi[1:], -math.inf), violated  # a violated sample's fall
 
 
 def worst_log_one_minus_opt() -> Metric:

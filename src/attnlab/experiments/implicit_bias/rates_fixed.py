@@ -14,7 +14,15 @@ import numpy as np
 import pandas as pd
 import torch
 
-from attnlab.experiments.implicit_bias.common import SOURCE, nearest_record, small_init
+from attnlab.experiments.implicit_bias.common import (
+    GD_RULE,
+    NGD_RULE,
+    POLYAK_RULE,
+    SOURCE,
+    nearest_record,
+    small_init,
+    violated_drops,
+)
 from attnlab.experiments.implicit_bias.falsifiers import (
     polyak_doubled_gap,
     polyak_float64_gap,
@@ -33,7 +41,6 @@ from attnlab.metrics import (
     log_one_minus_selected,
     optimal_loss,
     selected_probabilities,
-    sequence_margins,
     token_bound,
 )
 from attnlab.models import Combined
@@ -50,11 +57,6 @@ from attnlab.verify import (
     geometric_steps,
     old_sizes,
 )
-
-NGD_RULE = "ngd"  # spec A2 (uncapped): the rule of the NGD path and of the NGD directions
-GD_RULE = "gd"  # spec A1
-# spec A3 uncapped, L_* the infimum: L - L_* from the margins, which float64's L loses below 2e-16 L (a stall)
-POLYAK_RULE = "polyak:optimal_loss=infimum"
 
 # Falsifiers of this module's mechanisms; the data-model one patches rates.py, where Example 1 is drawn.
 SVM_NUCLEAR = svm_nuclear_norm("attnlab.experiments.implicit_bias.rates")
@@ -181,12 +183,8 @@ def ngd_path(config, ctx, data, sol) -> tuple[pd.DataFrame, list[Check], float]:
     lemma6 = corr_mm * 2 * B**2 * float(W_mm.norm())  # spec §8.2: >= 1
     lemma2 = corr_mm / (direction * (W / norms[:, None, None])).sum((-2, -1))  # spec §8.6: -> >= 1 - eps
     log_gap = log_one_minus_selected(data.X, data.Z, W, data.select).amax(-1)  # (S,)
-    phi_opt = selected_probabilities(data.X, data.Z, W, data.select)  # (S, n)
-    violated = (
-        sequence_margins(data.X, data.Z, W, data.select)[:-1] < 1
-    )  # spec §8.5: samples whose W-SVM constraints are violated
+    drops, violated = violated_drops(data, W)  # spec §8.5: (S - 1, n), a violated sample's fall in phi_opt
     rounding = LEMMA5.revised(1).param("rounding")  # round-off guard at phi ~ 1
-    drops = torch.where(violated, phi_opt[:-1] - phi_opt[1:], -math.inf)  # a violated sample's fall in phi_opt
     lemma5_failures = int((drops > rounding).sum())
     predicted = -config.eta / float(W_mm.norm())  # spec §8.4: -eta min <A, W_mm> / ||W_mm||, min = 1
     late = norms >= norms[-1] / LEMMA2.revised(1).param("half")
@@ -220,7 +218,7 @@ def ngd_path(config, ctx, data, sol) -> tuple[pd.DataFrame, list[Check], float]:
             lemma5_failures,
             f"exact (phi drops below {rounding:g} are rounding); margin: rounding minus the largest drop",
             lemma5_failures == 0,
-            margin=rounding - float(drops.max()) if bool(violated.any()) else math.inf,
+            margin=rounding - float(drops.max()) if bool(violated[:-1].any()) else math.inf,
         ),
     ]
     frame = pd.DataFrame({

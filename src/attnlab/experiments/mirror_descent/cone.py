@@ -259,11 +259,16 @@ def _gaps(logits: torch.Tensor, select: torch.Tensor) -> torch.Tensor:
 def _reference(svms: SelectionSVMs, select: torch.Tensor, p: float, solved: dict[float, torch.Tensor]) -> torch.Tensor:
     """The cone's reference direction, the l_p-AttSVM of ``select`` (spec §5), (D, d, d); a falsifier swaps it.
 
-    ``solved`` holds the SVMs already solved, by exponent: p's is taken from it, or solved once and kept there.
+    ``solved`` holds the SVMs already solved, by exponent (:func:`_solved`).
     """
-    if p not in solved:
-        solved[p] = svms.directions(select, p)  # spec §5: l_p-AttSVM of the same tokens
-    return solved[p]
+    return _solved(svms, select, p, solved)
+
+
+def _solved(svms: SelectionSVMs, select: torch.Tensor, q: float, solved: dict[float, torch.Tensor]) -> torch.Tensor:
+    """The l_q-AttSVM of ``select`` (spec §5), (D, d, d): taken from ``solved``, or solved once and kept there."""
+    if q not in solved:
+        solved[q] = svms.directions(select, q)
+    return solved[q]
 
 
 def _on_sphere(W_bar: torch.Tensor, p: float) -> torch.Tensor:
@@ -391,10 +396,7 @@ def run_cone(config: ConeConfig, ctx: RunContext) -> ExperimentResult:
     frames, checks = [], []
     solved: dict[float, torch.Tensor] = {}  # the SVMs of every exponent, each solved once
     for p in config.ps:
-        for q in (*config.ps, *neighbours(p, 0.1)):
-            if q not in solved:
-                solved[q] = svms.directions(select, q)  # spec §5: l_q-AttSVM of the same tokens
-        targets = [solved[q] for q in (*config.ps, *neighbours(p, 0.1))]
+        targets = [_solved(svms, select, q, solved) for q in (*config.ps, *neighbours(p, 0.1))]  # spec §5: l_q-AttSVMs
         rows = _samples(config, p, batch, _reference(svms, select, p, solved), targets, select, gen)  # l_p-AttSVM
         frames.append(rows)
         checks += _checks(config, p, rows)

@@ -194,7 +194,7 @@ _DEPTH_WHY = (
     "disagreeing at quick size, agreeing at full size); the quick model now has the full model's two blocks, at "
     "about the same quick cost (each run about 8 s)"
 )
-# the readings' outcomes just before the change, 2026-11-29: quick at eb38bf2's code (/work/meas/head_q18), full
+# the readings' outcomes just before the change, 2026-11-29: quick at eb38bf2's code (its quick reproduction), full
 # at 40bae82's (the full model is unchanged, so are its outcomes)
 _DEPTH_OUTCOMES: dict[str, dict[str, tuple[str, str]]] = {
     "real.text": {

@@ -29,8 +29,8 @@ INSTANCE = ("d", "k", "noise_std", "singular_values", "problem_seed", "seed")
 RHO = 0.25
 """The local region of T1.3 in multiples of sigma_d^{1/2} (Tu et al.): the T1.3 and L4 rows read points within it."""
 NEAR_M = 0.3
-"""dist(theta, M) / rho of the points the T1.1, Theorem 2-5, L2 and Appendix D rows read 'near M' (ours, from
-seed-results 000:Thm3's 'fixed theta at 0.3 rho from M'): inside the region dist <= rho that Theorems 2-5 and Lemmas
+"""dist(theta, M) / rho of the points the T1.1, Theorem 2-5, L2 and Appendix D rows read 'near M' (ours, the
+fraction suggested for checking 000:Thm3, 'a fixed theta at 0.3 rho from M'): inside the region dist <= rho that Theorems 2-5 and Lemmas
 2, 9-23 assume, off M (the biases and the approach to M are read there). Declared 2026-11-30 before the first run
 at it (audit fid0 #2: the raw N(0, 0.05^2) perturbation put them 3.5-5 rho away)."""
 MOVED = "2026-11-30"

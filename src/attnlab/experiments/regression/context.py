@@ -47,7 +47,7 @@ class ContextConfig(InstanceConfig):
 
     The instance (d, k, noise_std, singular_values, problem_seed) and seed are
     :class:`~attnlab.experiments.regression.common.InstanceConfig`'s; nothing here trains, so Algorithm 1's step
-    settings (mu, lr, start_scale) are not fields.
+    settings (mu, lr, start_distance) are not fields.
 
     Attributes
     ----------
