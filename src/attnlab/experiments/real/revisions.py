@@ -191,8 +191,8 @@ _DEPTH_WHY = (
     "their gradients stay near 0: on the keyword task the first token's attention stayed uniform (0.20014 after "
     "Adam fit the training set), and the papers' remarks on attention, sparsity and norms were read on a model that "
     "could not show them (all seven attention rows inconclusive, both sparsity rows and the text norm row "
-    "disagreeing at quick size, agreeing at full size); the quick model now has the full model's two blocks, at "
-    "about the same quick cost (each run about 8 s)"
+    "disagreeing at quick size, agreeing at full size); the quick model now has the full model's two blocks "
+    "(each quick run about 3 s longer: 4.8 -> 7.5 s and 4.9 -> 8.0 s, alternated on a quiet machine)"
 )
 # the readings' outcomes just before the change, 2026-11-29: quick at eb38bf2's code (its quick reproduction), full
 # at 40bae82's (the full model is unchanged, so are its outcomes)
