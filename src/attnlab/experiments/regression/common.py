@@ -28,6 +28,23 @@ INSTANCE = ("d", "k", "noise_std", "singular_values", "problem_seed", "seed")
 """The config fields of the theory instance and its seed: every reading of the theory rows depends on them."""
 RHO = 0.25
 """The local region of T1.3 in multiples of sigma_d^{1/2} (Tu et al.): the T1.3 and L4 rows read points within it."""
+
+
+def local_radius(singular_values: Sequence[float]) -> float:
+    """rho = RHO sigma_d^{1/2}, the radius of T1.3's local region (spec §4.4), from sigma(W* Sigma^{1/2}).
+
+    Parameters
+    ----------
+    singular_values : sequence of float
+        The instance's singular values, each > 0.
+
+    Returns
+    -------
+    float
+    """
+    return RHO * min(singular_values) ** 0.5  # spec §4.4: rho = c_rho sigma_d^{1/2}
+
+
 NEAR_M = 0.3
 """dist(theta, M) / rho of the points the T1.1, Theorem 2-5, L2 and Appendix D rows read 'near M' (ours, the
 fraction suggested for checking 000:Thm3, 'a fixed theta at 0.3 rho from M'): inside the region dist <= rho that Theorems 2-5 and Lemmas
@@ -180,8 +197,7 @@ def near_points(
     V : torch.Tensor, shape (runs, k, d)
     Q : torch.Tensor, shape (runs, d, d)
     """
-    rho = RHO * min(singular_values) ** 0.5  # spec §4.4
-    return near_manifold_point(problem, runs, fraction * rho, seed)
+    return near_manifold_point(problem, runs, fraction * local_radius(singular_values), seed)
 
 
 def moved_inside(

@@ -18,7 +18,7 @@ import dataclasses
 import numpy as np
 import torch
 
-from attnlab.experiments.regression.common import INSTANCE, RHO, SOURCE, TheoryConfig
+from attnlab.experiments.regression.common import INSTANCE, SOURCE, TheoryConfig, local_radius
 from attnlab.experiments.regression.geometry import Hessian, _along_units, _directions, derived_constants
 from attnlab.optim.preconditioned import PreconditionedGD
 from attnlab.regression import (
@@ -229,7 +229,7 @@ def _resolved(config: TheoryConfig, problem: RegressionProblem, hessian: Hessian
     normal = normal_curvatures(hessian[0], config.d)
     extreme = (normal <= normal[0] * (1 + 1e-6)) | (normal >= normal[-1] * (1 - 1e-6))  # the least and largest
     keep = torch.from_numpy(np.append(extreme, True))  # and the scaling direction, the last unit
-    V, Q = _along_units(problem, hessian, units[: len(units) // 2][keep], RHO * min(config.singular_values) ** 0.5)
+    V, Q = _along_units(problem, hessian, units[: len(units) // 2][keep], local_radius(config.singular_values))
     parts = [
         _terms(config, problem, V[i : i + 1], Q[i : i + 1], config.lem4_resolved_n, config.seed + 5 + i)
         for i in range(V.shape[0])

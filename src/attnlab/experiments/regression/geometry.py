@@ -11,7 +11,7 @@ import math
 import numpy as np
 import torch
 
-from attnlab.experiments.regression.common import INSTANCE, RHO, SOURCE, TheoryConfig, theory_problem
+from attnlab.experiments.regression.common import INSTANCE, SOURCE, TheoryConfig, local_radius, theory_problem
 from attnlab.regression import (
     RegressionProblem,
     manifold_point,
@@ -514,7 +514,7 @@ def geometry_rows(config: TheoryConfig, problem: RegressionProblem, hessian: Hes
                 for q, x in ((smoothness, dist), (s_e, d_e))
             )
         )
-        far = max(far, float(torch.cat([dist, d_e]).max()) / (RHO * s_min**0.5))
+        far = max(far, float(torch.cat([dist, d_e]).max()) / local_radius(config.singular_values))
         table.append(
             {
                 "check": "one_point",

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from attnlab.experiments.regression.common import INSTANCE, RHO, SOURCE, TheoryConfig
+from attnlab.experiments.regression.common import INSTANCE, SOURCE, TheoryConfig, local_radius
 from attnlab.regression import (
     RegressionProblem,
     empirical_covariance,
@@ -218,7 +218,7 @@ def spectral_rows(config: TheoryConfig, problem: RegressionProblem, ctx: RunCont
         tolerance, text = spread_tolerance(slopes, claim.param("ses"), what="seeds' slopes")
         mean = float(np.mean(slopes))
         rows.append(claim.format(seeds=len(slopes)).close(claim.param("slope"), mean, atol=tolerance, spread=text))
-    radius = L3_EVENT.param("fraction") * RHO * min(config.singular_values) ** 0.5  # spec §4.4: rho / 2
+    radius = L3_EVENT.param("fraction") * local_radius(config.singular_values)  # spec §4.4: rho / 2
     shares = [float((d <= radius).mean()) for d in dists]
     rising = all(b >= a for a, b in zip(shares, shares[1:]))
     rows.append(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pandas as pd
 
 from attnlab.experiments.registry import register
-from attnlab.experiments.regression.common import INSTANCE, RHO, SOURCE, TheoryConfig, near_points
+from attnlab.experiments.regression.common import INSTANCE, SOURCE, TheoryConfig, local_radius, near_points
 from attnlab.experiments.regression.empirical_geometry import L4_CONVEXITY, L4_SMOOTHNESS, empirical_geometry_rows
 from attnlab.experiments.regression.falsifiers import FALSIFIERS
 from attnlab.experiments.regression.finite_context import (
@@ -83,7 +83,7 @@ INSIDE_RHO = Claim(
 
 def _inside_rho(config: TheoryConfig, problem: RegressionProblem) -> Check:
     """dist(theta, M) / rho at the points read as 'near M' by the finite-context and training rows."""
-    rho = RHO * min(config.singular_values) ** 0.5  # spec §4.4: rho = c_rho sigma_d^{1/2}
+    rho = local_radius(config.singular_values)  # spec §4.4
     points = {
         "bias point": near_points(problem, config.singular_values, 1, config.bias_distance, config.seed),
         "T2 starts": near_points(

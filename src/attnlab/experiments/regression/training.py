@@ -15,10 +15,10 @@ import pandas as pd
 from attnlab.experiments.regression.common import (
     INSTANCE,
     MOVED_WHY,
-    RHO,
     SOURCE,
     THEORY_BEFORE_MOVE,
     TheoryConfig,
+    local_radius,
     moved_inside,
     near_points,
     true_sigma_step,
@@ -253,7 +253,7 @@ def _descent_rows(config: TheoryConfig, frame: pd.DataFrame, top_at_m: float) ->
     ratios = kept.f_gap / kept.dist**2
     low, high, used = float(ratios.min()), float((ratios / (kept.beta_seg / 2)).max()), float(ratios.max())
     seg = f"beta_seg {kept.beta_seg.min():.3g} .. {kept.beta_seg.max():.3g}"
-    rho = RHO * min(config.singular_values) ** 0.5  # spec §4.4
+    rho = local_radius(config.singular_values)  # spec §4.4
     _, beta = derived_constants(config.singular_values, config.k, config.mu)
     inside = kept[kept.dist <= rho]
     within = inside.f_gap / inside.dist**2
