@@ -26,6 +26,9 @@ NGD_RULE = "ngd"  # spec A2 (uncapped): the rule of the NGD path and of the NGD 
 GD_RULE = "gd"  # spec A1
 # spec A3 uncapped, L_* the infimum: L - L_* from the margins, which float64's L loses below 2e-16 L (a stall)
 POLYAK_RULE = "polyak:optimal_loss=infimum"
+#: Figs. 2 and 5's NGD-mom in spec A4's alternative form, W - eta m / ||m|| (the buffer normalised), run beside the
+#: default heavy ball: the paper's form of NGD-mom was lost, so its remark is read in both forms.
+NORMED_MOM = "NGD-mom, m/||m||"
 
 
 def validate_common(config) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from attnlab.experiments.implicit_bias.common import NORMED_MOM
 from attnlab.plotting import (
     CORR_GAP,
     EPS,
@@ -34,12 +35,14 @@ def fixed_decoder_figure(config, frame: pd.DataFrame, W_mm_norm: float, L_star: 
     fig, axes = panel_grid(5)
     for method, rows in frame.groupby("method", sort=False):
         rows = rows.sort_values("step")
-        axes[0].plot(rows["step"], (rows["loss"] - L_star).clip(lower=EPS * L_star), label=method)
-        axes[1].plot(rows["step"], rows["norm"], label=method)
-        axes[2].plot(rows["step"], (1 - rows["opt_softmax"]).clip(lower=EPS), label=method)
-        axes[3].plot(rows["step"], rows["log_one_minus_opt"], label=method)
+        # NGD-mom's alternative form (spec A4), run beside the paper's methods: dashed
+        style = {"ls": "--", "label": f"{method} (A4's alternative)"} if method == NORMED_MOM else {"label": method}
+        axes[0].plot(rows["step"], (rows["loss"] - L_star).clip(lower=EPS * L_star), **style)
+        axes[1].plot(rows["step"], rows["norm"], **style)
+        axes[2].plot(rows["step"], (1 - rows["opt_softmax"]).clip(lower=EPS), **style)
+        axes[3].plot(rows["step"], rows["log_one_minus_opt"], **style)
         positive = rows[rows["step"] > 0]
-        axes[4].plot(positive["step"], 1 - positive["alignment"], label=method)
+        axes[4].plot(positive["step"], 1 - positive["alignment"], **style)
     ngd = frame[frame["method"] == "NGD-uncapped"].sort_values("step")
     t_end, y_end = float(ngd["step"].iloc[-1]), float(ngd["log_one_minus_opt"].iloc[-1])
     n_end = float(ngd["norm"].iloc[-1])

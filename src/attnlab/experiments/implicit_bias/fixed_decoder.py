@@ -20,6 +20,7 @@ from attnlab._validation import ValidationError, check_in, check_scalar
 from attnlab.data import example1
 from attnlab.experiments.fig2_remark import assumption1_note
 from attnlab.experiments.implicit_bias.common import (
+    NORMED_MOM,
     SOURCE,
     Example1Config,
     check_windows,
@@ -191,13 +192,17 @@ def _polyak(cap: float) -> Callable:
 
 
 def _optimizers(config: Fig2Config) -> dict[str, Callable]:
-    """Method name -> optimizer factory on a parameter list (spec §4 A1-A4): the figure's, then the theory's NGD."""
+    """Method name -> optimizer factory on a parameter list (spec §4 A1-A4): the figure's, the theory's NGD, then
+    NGD-mom in A4's alternative form (the paper's form was lost)."""
     return {
         "GD": lambda p: _sgd(p, config.gd_lr),  # A1
         "NGD": _ngd(config, config.ngd_cap),  # A2 with the paper's cap
         "NGD-mom": lambda p: NormalizedGD(p, lr=config.ngd_lr, max_step=config.mom_cap, momentum=config.momentum),
         "Polyak": _polyak(config.polyak_cap),
         THEORY_NGD: _ngd(config, None),  # A2 as Theorem 1 states it
+        NORMED_MOM: lambda p: NormalizedGD(
+            p, lr=config.ngd_lr, max_step=config.mom_cap, momentum=config.momentum, momentum_variant="normalized_buffer"
+        ),  # A4's alternative form, with NGD-mom's cap
     }
 
 
