@@ -36,7 +36,8 @@ def fixed_decoder_figure(config, frame: pd.DataFrame, W_mm_norm: float, L_star: 
     for method, rows in frame.groupby("method", sort=False):
         rows = rows.sort_values("step")
         # NGD-mom's alternative form (spec A4), run beside the paper's methods: dashed
-        style = {"ls": "--", "label": f"{method} (A4's alternative)"} if method == NORMED_MOM else {"label": method}
+        alternative = {"ls": "--", "label": r"NGD-mom, $m / \|m\|$ (A4's alternative)"}
+        style = alternative if method == NORMED_MOM else {"label": method}
         axes[0].plot(rows["step"], (rows["loss"] - L_star).clip(lower=EPS * L_star), **style)
         axes[1].plot(rows["step"], rows["norm"], **style)
         axes[2].plot(rows["step"], (1 - rows["opt_softmax"]).clip(lower=EPS), **style)
