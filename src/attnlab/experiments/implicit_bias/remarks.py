@@ -151,8 +151,10 @@ def cap_grid_remark(config, runs: dict, L_star: float) -> tuple[Check, pd.DataFr
 
     Spec: implicit-bias-ngd §9 figs. 2, 5: the paper caps both step sizes and the caps were lost, so the remark is
     judged at each ``(NGD cap, Polyak cap)`` of ``config.ngd_caps`` x ``config.polyak_caps`` by the criterion of
-    :func:`fixed_decoder_remarks` (first recorded step at the level; a tie, e.g. both never, goes to the smaller
-    last value). The row agrees when some pair of the grid reproduces the remark, and says which pairs do.
+    the figure's own Polyak rows (first recorded step at the level; at equal steps, e.g. both never, the last value
+    smaller by :data:`TIE_FACTOR`, a tie within it not holding). The row agrees when some pair of the grid
+    reproduces the remark, and says which pairs do; its ``measured`` also gives the reading until 2026-11-30 (a tie
+    to the smaller last value by any margin) on the same runs.
 
     Parameters
     ----------
@@ -168,7 +170,8 @@ def cap_grid_remark(config, runs: dict, L_star: float) -> tuple[Check, pd.DataFr
     row : Check
         The observation.
     table : pandas.DataFrame
-        One row per pair: the caps, each method's steps to the two levels, and whether Polyak is faster.
+        One row per pair: the caps, each method's steps to the two levels, whether Polyak is faster in each, whether
+        a tie fell within the factor (``inconclusive``), ``holds``, and ``held_before`` (the old reading).
     """
     fig = "fig. 5" if config.antipodal else "fig. 2"
     speeds = {key: _speeds(rows, L_star) for key, rows in runs.items()}
@@ -176,11 +179,15 @@ def cap_grid_remark(config, runs: dict, L_star: float) -> tuple[Check, pd.DataFr
     for ngd_cap in config.ngd_caps:
         for polyak_cap in config.polyak_caps:
             (n_dir, n_loss), (p_dir, p_loss) = speeds[("NGD", float(ngd_cap))], speeds[("Polyak", float(polyak_cap))]
+            (dir_faster, dir_tie), (loss_faster, loss_tie) = (
+                _faster((p[0], n[0]), (p[1], n[1])) for p, n in ((p_dir, n_dir), (p_loss, n_loss))
+            )
             table.append({
                 "ngd_cap": float(ngd_cap), "polyak_cap": float(polyak_cap),
                 "ngd_steps_to_corr": n_dir[0], "polyak_steps_to_corr": p_dir[0],
                 "ngd_steps_to_loss": n_loss[0], "polyak_steps_to_loss": p_loss[0],
-                "faster_in_direction": p_dir < n_dir, "faster_in_loss": p_loss < n_loss,
+                "faster_in_direction": dir_faster, "faster_in_loss": loss_faster,
+                "inconclusive": dir_tie or loss_tie, "held_before": p_dir < n_dir and p_loss < n_loss,
             })  # fmt: skip
     table = pd.DataFrame(table).assign(holds=lambda t: t["faster_in_direction"] & t["faster_in_loss"])
     where = "; ".join(
@@ -194,13 +201,19 @@ def cap_grid_remark(config, runs: dict, L_star: float) -> tuple[Check, pd.DataFr
         f"{fig}: Polyak converges faster than NGD in direction and in the loss, over the declared grid of the lost "
         "caps (NGD cap x Polyak cap)",
         "Polyak faster at the paper's caps (lost)",
-        f"holds at {int(table['holds'].sum())} of {len(table)} pairs; where it holds: {where}; at the figure's caps "
-        f"(NGD {ngd_cap:g}, Polyak {config.polyak_cap:g}) it {shown}",
+        f"holds at {int(table['holds'].sum())} of {len(table)} pairs ({int(table['inconclusive'].sum())} pairs a tie "
+        f"within the factor); where it holds: {where}; at the figure's caps (NGD {ngd_cap:g}, Polyak "
+        f"{config.polyak_cap:g}) it {shown}; the reading until 2026-11-30 (a tie to the smaller last value by any "
+        f"margin): holds at {int(table['held_before'].sum())} pairs, "
+        f"{'agrees' if bool(table['held_before'].any()) else 'disagrees'}",
         bool(table["holds"].any()),
         f"{SOURCE} §9 {fig} (the paper's remark)",
         tolerance=f"per pair: first recorded step (every {config.record_every}) with corr >= {ALIGNED:g} and with "
-        f"L - L_* <= {LOSS_LEVEL:g} L_*, ties to the smaller last value; agrees when some pair of the grid "
-        f"reproduces the remark (the paper's caps were lost); {LEVELS}",
+        f"L - L_* <= {LOSS_LEVEL:g} L_*; equal steps: the last value, a factor {TIE_FACTOR:g} deciding (the rule of "
+        "the figure's own Polyak rows, ours, 2026-11-30), a tie within it not holding; agrees when some pair of the "
+        "grid reproduces the remark (the paper's caps were lost), inconclusive when none does and some pair is such a "
+        f"tie; {LEVELS}",
         result="001:Fig5" if config.antipodal else "001:Fig2",
     )
-    return row, table
+    tie = not bool(table["holds"].any()) and bool(table["inconclusive"].any())
+    return dataclasses.replace(row, inconclusive=tie), table
