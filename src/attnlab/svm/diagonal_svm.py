@@ -21,7 +21,7 @@ from attnlab.svm._program import (
     solve_margin_program,
     unit_scale,
 )
-from attnlab.svm.norms import FRO, Norm, check_p, lp
+from attnlab.svm.norms import Norm, check_p, program_norm
 from attnlab.svm.result import EMPTY_CAUSE, INFEASIBLE_CAUSE, AttentionSVMResult, svm_result
 
 __all__ = ["diagonal_program", "diagonal_svm"]
@@ -67,7 +67,7 @@ def diagonal_svm(
     p = check_p(p)
     solver = check_solver(solver)
     name = "l1-diag" if p == 1.0 else f"l{p:g}-diag"
-    return diagonal_program(data, FRO if p == 2.0 else lp(p), name, resolve_select(data, select), solver)
+    return diagonal_program(data, program_norm(p), name, resolve_select(data, select), solver)
 
 
 def diagonal_program(

@@ -22,7 +22,7 @@ from attnlab.svm._program import (
     solve_margin_program,
     unit_scale,
 )
-from attnlab.svm.norms import FRO, check_p, lp
+from attnlab.svm.norms import check_p, program_norm
 
 __all__ = ["HeadSVMResult", "head_svm"]
 
@@ -117,7 +117,7 @@ def head_svm(
     refuse_empty_constraints(M, [f"(i={i})" for i in range(data.n)], "the selected token of that sequence is zero")
     what = f"head SVM (p={p}, n={data.n}, d={data.d})"
     cause = "the selected tokens are not linearly separable by their labels (e.g. one token selected with both labels)"
-    norm = FRO if p == 2.0 else lp(p)
+    norm = program_norm(p)
     solution = solve_margin_program(M, (data.d,), norm, solver, what=what, cause=cause)
     note = f"largest |x_sel| {scale:.3g}; divide X by a factor c and the solution by c"
     solution = scaled_back(solution, (scale, 1.0), norm, what, scale_note=note)  # v(a X) = v(X) / a

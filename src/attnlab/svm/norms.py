@@ -335,3 +335,9 @@ def as_norm(value: object) -> Norm:
             '1.5 (float("inf") for l_inf) for the entrywise l_p norm'
         )
     return lp(check_p(value))
+
+
+def program_norm(norm: Norm | str | float) -> Norm:
+    """:func:`as_norm`, but the exact QP :data:`FRO` for ``p = 2`` (the entrywise l_2 norm is the Frobenius norm)."""
+    norm = as_norm(norm)
+    return FRO if norm.p == 2.0 else norm

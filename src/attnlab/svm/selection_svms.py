@@ -20,17 +20,11 @@ from attnlab.data.dataset import TokenSelectionData
 from attnlab.data.selection import Selection
 from attnlab.svm._program import ProgramCache, check_solver
 from attnlab.svm.attention_svm import solve_attention_svm
-from attnlab.svm.norms import FRO, Norm, as_norm
+from attnlab.svm.norms import Norm, program_norm
 from attnlab.svm.result import AttentionSVMResult
 from attnlab.svm.selection import local_optimality
 
 __all__ = ["SelectionSVMs"]
-
-
-def _program_norm(norm: Norm | str | float) -> Norm:
-    """The exact QP ``"fro"`` for ``norm = 2`` (the entrywise l_2 norm is the Frobenius norm), else ``norm``."""
-    norm = as_norm(norm)
-    return FRO if norm.p == 2.0 else norm
 
 
 class SelectionSVMs:
@@ -94,7 +88,7 @@ class SelectionSVMs:
         -------
         torch.Tensor, shape (R, d, d_q), float64
         """
-        norm = _program_norm(norm)
+        norm = program_norm(norm)
         return torch.stack([self._svm(r, row, norm).W for r, row in enumerate(self._rows(select))])
 
     def locally_optimal(self, select: object, p: Norm | str | float = "fro") -> torch.Tensor:
@@ -111,7 +105,7 @@ class SelectionSVMs:
         -------
         torch.Tensor, shape (R,), bool
         """
-        norm = _program_norm(p)
+        norm = program_norm(p)
         holds = []
         for r, row in enumerate(self._rows(select)):
             scores = self.datasets[r].token_scores()  # (n, T); needs the head
