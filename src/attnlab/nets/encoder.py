@@ -12,7 +12,7 @@ import math
 import torch
 from torch import nn
 
-from attnlab._validation import ValidationError
+from attnlab._validation import ValidationError, check_scalar
 
 __all__ = ["Encoder", "EncoderBlock", "SelfAttention", "attention_weights", "check_float_dtype", "init_weights"]
 
@@ -221,3 +221,11 @@ def check_float_dtype(dtype: object) -> torch.dtype:
             f"dtype == {dtype!r}, must be a floating torch.dtype such as torch.float32 or torch.float64"
         )
     return dtype
+
+
+def check_sizes(num_classes: int, dim: int, depth: int, heads: int, mlp_dim: int, dropout: float, **first: int) -> None:
+    """Refuse sizes that are not ints >= 1 (the model's ``first``, in order), then a ``dropout`` not in [0, 1)."""
+    sizes = {**first, "num_classes": num_classes, "dim": dim, "depth": depth, "heads": heads, "mlp_dim": mlp_dim}
+    for name, value in sizes.items():
+        check_scalar(name, value, kind=int, low=1)
+    check_scalar("dropout", dropout, low=0.0, high=1.0, high_inclusive=False)

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from attnlab._validation import ValidationError, check_scalar
-from attnlab.nets.encoder import Encoder, check_float_dtype, init_weights
+from attnlab.nets.encoder import Encoder, check_float_dtype, check_sizes, init_weights
 from attnlab.nets.shared_forward import shareable
 
 __all__ = ["TextEncoder"]
@@ -70,17 +70,7 @@ class TextEncoder(nn.Module):
         dtype: torch.dtype = torch.float32,
     ) -> None:
         super().__init__()
-        for name, value in (
-            ("vocab_size", vocab_size),
-            ("max_len", max_len),
-            ("num_classes", num_classes),
-            ("dim", dim),
-            ("depth", depth),
-            ("heads", heads),
-            ("mlp_dim", mlp_dim),
-        ):
-            check_scalar(name, value, kind=int, low=1)
-        check_scalar("dropout", dropout, low=0.0, high=1.0, high_inclusive=False)
+        check_sizes(num_classes, dim, depth, heads, mlp_dim, dropout, vocab_size=vocab_size, max_len=max_len)
         check_scalar("pad_id", pad_id, kind=int, low=0, high=vocab_size - 1)
         self.pad_id = pad_id
         self.tokens = nn.Embedding(vocab_size, dim)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from attnlab._validation import ValidationError, check_scalar
-from attnlab.nets.encoder import Encoder, check_float_dtype, init_weights
+from attnlab._validation import ValidationError
+from attnlab.nets.encoder import Encoder, check_float_dtype, check_sizes, init_weights
 from attnlab.nets.shared_forward import shareable
 
 __all__ = ["ViT"]
@@ -68,18 +68,17 @@ class ViT(nn.Module):
         dtype: torch.dtype = torch.float32,
     ) -> None:
         super().__init__()
-        for name, value in (
-            ("image_size", image_size),
-            ("patch_size", patch_size),
-            ("channels", channels),
-            ("num_classes", num_classes),
-            ("dim", dim),
-            ("depth", depth),
-            ("heads", heads),
-            ("mlp_dim", mlp_dim),
-        ):
-            check_scalar(name, value, kind=int, low=1)
-        check_scalar("dropout", dropout, low=0.0, high=1.0, high_inclusive=False)
+        check_sizes(
+            num_classes,
+            dim,
+            depth,
+            heads,
+            mlp_dim,
+            dropout,
+            image_size=image_size,
+            patch_size=patch_size,
+            channels=channels,
+        )
         if image_size % patch_size:
             raise ValidationError(
                 f"patch_size == {patch_size} does not divide image_size == {image_size}; pick a divisor"
