@@ -42,6 +42,15 @@ def check_spd(name: str, value: object, sizes: dict[str, int], letter: str = "d"
     return matrix
 
 
+def check_covariances(Sigma: object, Sigma_z: object) -> tuple[torch.Tensor, torch.Tensor, dict[str, int]]:
+    """SPD ``Sigma`` ``([R,] d, d)`` and ``Sigma_z`` ``([R,] p, p)`` (``Sigma`` itself when None), with ``{d, p}``."""
+    sizes: dict[str, int] = {}
+    Sigma = check_spd("Sigma", Sigma, sizes)
+    Sigma_z = Sigma if Sigma_z is None else check_spd("Sigma_z", Sigma_z, sizes, letter="p")
+    sizes.setdefault("p", sizes["d"])
+    return Sigma, Sigma_z, sizes
+
+
 def check_orthonormal(name: str, value: object, sizes: dict[str, int]) -> torch.Tensor:
     """A ``([R,] p, d)`` matrix with orthonormal columns (``R^T R = I_d`` to 1e-8, what a QR or SVD gives to
     ~1e-15): a point of the manifold of minima needs one (spec §4.2); names the defect and the fix."""

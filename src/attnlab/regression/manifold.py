@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from attnlab._validation import ValidationError, check_scalar, check_seed
-from attnlab.regression._checks import check_batched, check_orthonormal, check_spd
+from attnlab.regression._checks import check_batched, check_covariances, check_orthonormal
 from attnlab.regression.data import RegressionProblem
 from attnlab.regression.linalg import sym_inv_sqrt, sym_sqrt
 
@@ -157,10 +157,7 @@ def manifold_point(
     ValidationError
         Mismatched shapes, a non-SPD covariance, ``R`` without orthonormal columns, ``k < d`` (A2 needs ``k >= d``).
     """
-    sizes: dict[str, int] = {}
-    Sigma = check_spd("Sigma", Sigma, sizes)
-    Sigma_z = Sigma if Sigma_z is None else check_spd("Sigma_z", Sigma_z, sizes, letter="p")
-    sizes.setdefault("p", sizes["d"])
+    Sigma, Sigma_z, sizes = check_covariances(Sigma, Sigma_z)
     W = check_batched("W", W, "kd", sizes)
     _check_a2("W", sizes)
     R = check_orthonormal("R", R, sizes)
@@ -231,10 +228,7 @@ def project(V: object, Q: object, W_star: object, Sigma: object, Sigma_z: object
     ValidationError
         Mismatched shapes, a non-SPD covariance, non-finite entries, ``k < d`` (A2 needs ``k >= d``).
     """
-    sizes: dict[str, int] = {}
-    Sigma = check_spd("Sigma", Sigma, sizes)
-    Sigma_z = Sigma if Sigma_z is None else check_spd("Sigma_z", Sigma_z, sizes, letter="p")
-    sizes.setdefault("p", sizes["d"])
+    Sigma, Sigma_z, sizes = check_covariances(Sigma, Sigma_z)
     W_star = check_batched("W_star", W_star, "kd", sizes)
     _check_a2("W_star", sizes)
     V = check_batched("V", V, "kp", sizes)

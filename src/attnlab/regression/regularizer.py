@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from attnlab._validation import check_tensor
-from attnlab.regression._checks import check_batched, check_spd, check_tokens
+from attnlab.regression._checks import check_batched, check_covariances, check_tokens
 from attnlab.regression.data import token_matrix
 from attnlab.regression.linalg import empirical_covariance
 
@@ -36,10 +36,7 @@ def _gradient(
 
 
 def _check(V, Q, Sigma, Sigma_z):  # noqa: ANN001, ANN202 - shared argument checks
-    sizes: dict[str, int] = {}
-    Sigma = check_spd("Sigma", Sigma, sizes)
-    Sigma_z = Sigma if Sigma_z is None else check_spd("Sigma_z", Sigma_z, sizes, letter="p")
-    sizes.setdefault("p", sizes["d"])
+    Sigma, Sigma_z, sizes = check_covariances(Sigma, Sigma_z)
     V = check_batched("V", V, "kp", sizes)
     Q = check_batched("Q", Q, "pd", sizes)
     return V, Q, Sigma, Sigma_z
