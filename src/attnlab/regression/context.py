@@ -20,7 +20,7 @@ import pandas as pd
 import torch
 
 from attnlab._validation import ValidationError, check_scalar, check_seed, check_tensor
-from attnlab.regression.data import RegressionProblem, sample
+from attnlab.regression.data import RegressionProblem, check_problem, sample
 
 __all__ = [
     "ContextStatistics",
@@ -232,10 +232,7 @@ def moments_and_offsets(
     ValidationError
         A context size below 2, fewer than 2 draws, mismatched shapes.
     """
-    if not isinstance(problem, RegressionProblem):
-        raise ValidationError(
-            f"problem must be a RegressionProblem, got {type(problem).__name__}; build one with make_problem"
-        )
+    check_problem(problem)
     sizes = {"d": problem.d}
     Q = check_tensor("Q", Q, "dd", sizes)
     query = check_tensor("query", query, "d", sizes)

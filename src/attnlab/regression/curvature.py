@@ -13,7 +13,7 @@ import torch
 from attnlab._validation import ValidationError, check_scalar, check_seed
 from attnlab.regression import population
 from attnlab.regression._checks import check_batched
-from attnlab.regression.data import RegressionProblem
+from attnlab.regression.data import RegressionProblem, check_problem
 from attnlab.regression.manifold import manifold_point, projection, random_rotation, unwhiten, whiten
 from attnlab.regression.regularizer import regularizer
 from attnlab.regression.regularizer import value as regularizer_value
@@ -28,10 +28,7 @@ __all__ = [
 
 
 def _check_problem(problem: object, mu: object) -> None:
-    if not isinstance(problem, RegressionProblem):
-        raise ValidationError(
-            f"problem must be a RegressionProblem, got {type(problem).__name__}; build one with make_problem"
-        )
+    check_problem(problem)
     check_scalar("mu", mu, low=0.0)
 
 

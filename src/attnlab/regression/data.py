@@ -188,6 +188,14 @@ class RegressionProblem:
         return token_covariance(self.Sigma, self.W_star, self.noise_std, tokens=tokens)
 
 
+def check_problem(problem: object) -> None:
+    """Refuse a ``problem`` that is not a :class:`RegressionProblem`, naming the fix."""
+    if not isinstance(problem, RegressionProblem):
+        raise ValidationError(
+            f"problem must be a RegressionProblem, got {type(problem).__name__}; build one with make_problem"
+        )
+
+
 def make_problem(
     d: int = 4,
     k: int = 8,

@@ -20,7 +20,7 @@ import torch
 
 from attnlab._validation import ValidationError, check_scalar, check_seed, check_tensor
 from attnlab.regression import empirical, population
-from attnlab.regression.data import RegressionProblem, sample
+from attnlab.regression.data import RegressionProblem, check_problem, sample
 from attnlab.regression.linalg import empirical_covariance
 from attnlab.regression.population import population_gradient
 from attnlab.regression.regularizer import regularizer_gradient
@@ -51,10 +51,7 @@ def _regularizer_truth(V: torch.Tensor, Q: torch.Tensor, Sigma: torch.Tensor) ->
 
 
 def _check_point(problem: RegressionProblem, V: object, Q: object) -> tuple[torch.Tensor, torch.Tensor]:
-    if not isinstance(problem, RegressionProblem):
-        raise ValidationError(
-            f"problem must be a RegressionProblem, got {type(problem).__name__}; build one with make_problem"
-        )
+    check_problem(problem)
     sizes = {"k": problem.k, "d": problem.d}
     return check_tensor("V", V, "kd", sizes), check_tensor("Q", Q, "dd", sizes)
 
