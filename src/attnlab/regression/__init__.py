@@ -21,6 +21,7 @@ from attnlab.regression.data import (
     assumptions,
     make_problem,
     sample,
+    sample_covariates,
     token_covariance,
     token_matrix,
 )
@@ -97,6 +98,7 @@ __all__ = [
     "regularizer_gradient",
     "renormalize",
     "sample",
+    "sample_covariates",
     "self_logit_mgf",
     "spectral_init",
     "sym_inv_sqrt",

@@ -19,6 +19,7 @@ __all__ = [
     "assumptions",
     "make_problem",
     "sample",
+    "sample_covariates",
     "token_covariance",
     "token_matrix",
 ]
@@ -256,6 +257,52 @@ def make_problem(
     return RegressionProblem(Sigma=Sigma, W_star=W_star, noise_std=float(noise_std))
 
 
+def _generator(generator: torch.Generator | None, seed: int | None) -> torch.Generator:
+    if (generator is None) == (seed is None):
+        raise ValidationError("pass exactly one of generator= and seed= (an int seed gives the same sample every time)")
+    return generator if generator is not None else torch.Generator().manual_seed(check_seed("seed", seed))
+
+
+def sample_covariates(
+    problem: RegressionProblem,
+    n: int,
+    *,
+    runs: int | None = None,
+    generator: torch.Generator | None = None,
+    seed: int | None = None,
+) -> torch.Tensor:
+    """Draw the covariates of ``n`` samples alone: the ``X`` that :func:`sample` draws from the same generator state
+    (it draws them first), without the responses, for a reading that needs no ``Y``.
+
+    Parameters
+    ----------
+    problem : RegressionProblem
+    n : int
+        Number of samples.
+    runs : int, optional
+        Leading runs axis R; None gives an unbatched tensor.
+    generator : torch.Generator, optional
+        Source of randomness; exactly one of ``generator`` and ``seed``.
+    seed : int, optional
+        Pass an int to get the same sample every time.
+
+    Returns
+    -------
+    X : torch.Tensor, shape ([R,] n, d), float64
+
+    Raises
+    ------
+    ValidationError
+        As :func:`sample`.
+    """
+    check_scalar("n", n, kind=int, low=1)
+    if runs is not None:
+        check_scalar("runs", runs, kind=int, low=1)
+    gen = _generator(generator, seed)
+    lead = () if runs is None else (runs,)
+    return torch.randn(*lead, n, problem.d, generator=gen, dtype=torch.float64) @ sym_sqrt(problem.Sigma)  # N(0, Sigma)
+
+
 def sample(
     problem: RegressionProblem,
     n: int,
@@ -289,16 +336,9 @@ def sample(
         When ``n`` or ``runs`` is not an int ``>= 1``, both or neither of ``generator`` and ``seed`` are given, or
         ``seed`` is not a whole number in ``[0, 2**63 - 1]``.
     """
-    check_scalar("n", n, kind=int, low=1)
-    if runs is not None:
-        check_scalar("runs", runs, kind=int, low=1)
-    if (generator is None) == (seed is None):
-        raise ValidationError("pass exactly one of generator= and seed= (an int seed gives the same sample every time)")
-    gen = generator if generator is not None else torch.Generator().manual_seed(check_seed("seed", seed))
-    lead = () if runs is None else (runs,)
-    root = sym_sqrt(problem.Sigma)
-    X = torch.randn(*lead, n, problem.d, generator=gen, dtype=torch.float64) @ root  # x ~ N(0, Sigma)
-    noise = problem.noise_std * torch.randn(*lead, n, problem.k, generator=gen, dtype=torch.float64)
+    gen = _generator(generator, seed)
+    X = sample_covariates(problem, n, runs=runs, generator=gen)  # x ~ N(0, Sigma), drawn first
+    noise = problem.noise_std * torch.randn(*X.shape[:-1], problem.k, generator=gen, dtype=torch.float64)
     Y = X @ problem.W_star.T + noise  # spec §2: y = W* x + eps
     return X, Y
 

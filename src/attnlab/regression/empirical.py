@@ -24,15 +24,20 @@ def loss_and_gradient(
     Y: torch.Tensor,
     Z: torch.Tensor,
     include_self: bool = True,
+    out: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Loss and gradient of the empirical loss without checks (spec §5.3, the gradient in its covariance form).
 
     ``X`` (..., B, d) and ``Y`` (..., B, k) are the queries and their responses, ``Z`` (..., m, p) the context
     tokens. ``include_self=False`` masks the diagonal (needs the context to be the queries' own tokens, m = B).
-    Returns ``loss`` (...), ``grad_V`` (..., k, p), ``grad_Q`` (..., p, d).
+    ``out``, contiguous float64 of the logits' shape (..., B, m), takes the logits and softmax weights in place of
+    a new tensor (the same values): a caller that reuses it over calls saves the first touch of fresh pages, which
+    costs more than the softmax itself at these sizes. Returns ``loss`` (...), ``grad_V`` (..., k, p), ``grad_Q``
+    (..., p, d).
     """
     B, p = X.shape[-2], Z.shape[-1]
-    logits = X @ Q.transpose(-1, -2) @ Z.transpose(-1, -2)  # spec §5.3 step 1: L_il = z_l^T Q x_i, (..., B, m)
+    # spec §5.3 step 1: L_il = z_l^T Q x_i, (..., B, m)
+    logits = torch.matmul(X @ Q.transpose(-1, -2), Z.transpose(-1, -2), out=out)
     if not include_self:
         logits.masked_fill_(torch.eye(B, dtype=torch.bool, device=logits.device), float("-inf"))  # spec §3.1 option
     S = exp_(logits.sub_(logits.amax(dim=-1, keepdim=True)))  # spec §5.3 step 2, in the logits' storage

@@ -20,7 +20,7 @@ import torch
 
 from attnlab._validation import ValidationError, check_scalar, check_seed, check_tensor
 from attnlab.regression import empirical, population
-from attnlab.regression.data import RegressionProblem, check_problem, sample
+from attnlab.regression.data import RegressionProblem, check_problem, sample, sample_covariates
 from attnlab.regression.linalg import empirical_covariance
 from attnlab.regression.population import population_gradient
 from attnlab.regression.regularizer import regularizer_gradient
@@ -97,10 +97,12 @@ def loss_and_gradient_bias(
     check_scalar("mu", mu, low=0.0)
     S, W = problem.Sigma, problem.W_star
     per_chunk = max(1, _CHUNK_ENTRIES // (n * n))
+    weights = torch.empty(min(per_chunk, samples), n, n, dtype=torch.float64)  # every chunk's softmax, one storage
     losses, grads, regs = [], [], []
     for start in range(0, samples, per_chunk):
         X, Y = sample(problem, n, runs=min(per_chunk, samples - start), seed=seed + start)
-        loss, gV, gQ = empirical.loss_and_gradient(V, Q, X, Y, X)  # spec §3.1, §5.3: one value per sample
+        # spec §3.1, §5.3: one value per sample
+        loss, gV, gQ = empirical.loss_and_gradient(V, Q, X, Y, X, out=weights[: X.shape[0]])
         losses.append(loss)
         grads.append(_flat(gV, gQ))
         regs.append(_flat(*regularizer_gradient(V, Q, empirical_covariance(X))))  # spec §5.2 with Sigma_hat
@@ -147,7 +149,7 @@ def regularizer_gradient_bias(
     """
     V, Q = _check_point(problem, V, Q)
     _check_sampling(n, samples, seed)
-    X, _ = sample(problem, n, runs=samples, seed=seed)
+    X = sample_covariates(problem, n, runs=samples, seed=seed)  # the X of sample(), without its unread Y
     empirical_gradient = _flat(*regularizer_gradient(V, Q, empirical_covariance(X)))  # spec §5.2 with Sigma_hat
     value, se = _squared_bias(empirical_gradient - _regularizer_truth(V, Q, problem.Sigma))
     return {"n": n, "reg_bias_sq": value, "reg_se": se}

@@ -32,6 +32,7 @@ from attnlab.regression import (
     random_rotation,
     regularizer_gradient,
     sample,
+    sample_covariates,
     unwhiten,
     whiten,
 )
@@ -192,16 +193,26 @@ def _direction(V: torch.Tensor, Q: torch.Tensor, grad_V: torch.Tensor, grad_Q: t
     return V - V_step, Q - Q_step
 
 
-def _terms(config: TheoryConfig, problem: RegressionProblem, V: torch.Tensor, Q: torch.Tensor, n: int, seed: int):
+def _terms(
+    config: TheoryConfig,
+    problem: RegressionProblem,
+    V: torch.Tensor,
+    Q: torch.Tensor,
+    n: int,
+    seed: int,
+    weights: torch.Tensor | None = None,
+):
     """Per point (batched): ``<g, theta - theta_bar>``, the debiased ``||b||^2``, ``dist^2``, ``||g||^2`` and the
-    Monte-Carlo variance of g, with ``lem4_batches`` fresh samples of size ``n`` per point (seed ``seed``)."""
+    Monte-Carlo variance of g, with ``lem4_batches`` fresh samples of size ``n`` per point (seed ``seed``).
+    ``weights`` (lem4_batches, P, n, n), if given, holds the softmax weights (``empirical.loss_and_gradient``'s
+    ``out``)."""
     S, W, mu = problem.Sigma, problem.W_star, config.mu
     P = V.shape[0]
-    X_train, _ = sample(problem, config.lem4_train, seed=config.seed + 11)
+    X_train = sample_covariates(problem, config.lem4_train, seed=config.seed + 11)
     Sigma_hat = empirical_covariance(X_train).expand(P, -1, -1)  # spec §6.2: Sigma_hat of the training sample
     X, Y = sample(problem, n, runs=config.lem4_batches * P, seed=seed)
     X, Y = X.unflatten(0, (config.lem4_batches, P)), Y.unflatten(0, (config.lem4_batches, P))
-    _, loss_V, loss_Q = empirical.loss_and_gradient(V, Q, X, Y, X)  # spec §5.3, one per fresh sample
+    _, loss_V, loss_Q = empirical.loss_and_gradient(V, Q, X, Y, X, out=weights)  # spec §5.3, one per fresh sample
     reg_V, reg_Q = regularizer_gradient(V, Q, Sigma_hat)  # spec §5.2 with Sigma_hat
     mean_V, mean_Q = loss_V.mean(0) + mu * reg_V, loss_Q.mean(0) + mu * reg_Q  # E grad f_hat_n
     pop_V, pop_Q = population_gradient(V, Q, S, W)  # spec §5.1
@@ -230,9 +241,10 @@ def _resolved(config: TheoryConfig, problem: RegressionProblem, hessian: Hessian
     extreme = (normal <= normal[0] * (1 + 1e-6)) | (normal >= normal[-1] * (1 - 1e-6))  # the least and largest
     keep = torch.from_numpy(np.append(extreme, True))  # and the scaling direction, the last unit
     V, Q = _along_units(problem, hessian, units[: len(units) // 2][keep], local_radius(config.singular_values))
+    n = config.lem4_resolved_n
+    weights = torch.empty(config.lem4_batches, 1, n, n, dtype=torch.float64)  # every point's softmax, one storage
     parts = [
-        _terms(config, problem, V[i : i + 1], Q[i : i + 1], config.lem4_resolved_n, config.seed + 5 + i)
-        for i in range(V.shape[0])
+        _terms(config, problem, V[i : i + 1], Q[i : i + 1], n, config.seed + 5 + i, weights) for i in range(V.shape[0])
     ]
     return [torch.cat([part[j] for part in parts]) for j in range(5)]
 

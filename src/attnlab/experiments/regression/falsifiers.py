@@ -20,8 +20,8 @@ def _tempered(temperature: float):
     """The empirical loss with logits ``temperature x_l^T Q x_i``, and its gradient (chain rule through ``t Q``)."""
 
     def patch(loss_and_gradient):
-        def tempered(V, Q, X, Y, Z, include_self=True):
-            loss, grad_V, grad_Q = loss_and_gradient(V, temperature * Q, X, Y, Z, include_self)
+        def tempered(V, Q, X, Y, Z, include_self=True, out=None):
+            loss, grad_V, grad_Q = loss_and_gradient(V, temperature * Q, X, Y, Z, include_self, out)
             return loss, grad_V, temperature * grad_Q
 
         return tempered
