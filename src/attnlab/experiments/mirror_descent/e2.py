@@ -227,10 +227,12 @@ def run_e2(config: E2Config, ctx: RunContext) -> ExperimentResult:
     data = unit_gaussian(config.n, config.T, config.d, seed=config.seed)
     batch = stack([data])
     W0 = torch.zeros(1, config.d, config.d, dtype=torch.float64)  # spec §9 E2: --std 0
-    frames, rays, checks = [], {}, []
+    frames, rays, checks, programs = [], {}, [], {}
     for p, epochs in zip(config.ps, config.epochs):
         steps, path, diverged = md_path(batch, W0, p, config.lr, True, epochs, config.record_every, config.loss, ctx)
-        select, svms = selected(batch, path[-1]), SelectionSVMs([data])
+        select = selected(batch, path[-1])
+        # the SVMs of one final selection are solved once over the p's; another selection gets its own programs
+        svms = programs.setdefault(tuple(select.flatten().tolist()), SelectionSVMs([data]))
         local = svms.locally_optimal(select, p)  # spec §5 Def. 3: the hypothesis of §8.2
         W_mm = svms.directions(select, p)  # (1, d, d)
         dB = directional_bregman(W_mm, path[1:], p)  # spec §3; W_0 = 0 has no direction
