@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from attnlab._validation import ValidationError
-from attnlab.regression import empirical_loss, empirical_loss_and_gradient, population_loss, sample
+from attnlab.regression import empirical_loss, empirical_loss_and_gradient, population_loss, sample, sample_covariates
+from attnlab.regression.empirical import loss_and_gradient
 
 
 def reference_loss(V, Q, X, Y, tokens="covariates", include_self=True):
@@ -103,3 +104,24 @@ def test_no_samples_are_refused(problem, params):
     X, Y = sample(problem, 5, seed=0)
     with pytest.raises(ValidationError, match=r"no samples \(n == 0\)"):
         empirical_loss(V, Q, X[:0], Y[:0])
+
+
+def test_reused_softmax_storage_gives_the_same_values(problem, params):
+    """``out=`` (a storage reused over calls) holds the softmax weights; the results are the same bits."""
+    X, Y = sample(problem, 9, runs=3, seed=2)
+    V, Q = params(k=problem.k, p=problem.d, d=problem.d)
+    fresh = loss_and_gradient(V, Q, X, Y, X)
+    storage = torch.full((4, 9, 9), float("nan"), dtype=torch.float64)  # one more run than used: a leading slice
+    reused = loss_and_gradient(V, Q, X, Y, X, out=storage[:3])
+    assert all(torch.equal(a, b) for a, b in zip(fresh, reused))
+    torch.testing.assert_close(storage[:3].sum(-1), torch.ones(3, 9, dtype=torch.float64), rtol=0, atol=1e-12)
+
+
+def test_sample_covariates_are_the_covariates_of_sample(problem):
+    """The X of :func:`sample` without drawing its Y: the same bits for the same seed or generator state."""
+    X, _ = sample(problem, 6, runs=2, seed=5)
+    assert torch.equal(sample_covariates(problem, 6, runs=2, seed=5), X)
+    gen = torch.Generator().manual_seed(3)
+    assert torch.equal(sample_covariates(problem, 4, generator=gen), sample(problem, 4, seed=3)[0])
+    with pytest.raises(ValidationError, match="exactly one of generator= and seed="):
+        sample_covariates(problem, 4)
