@@ -1,6 +1,7 @@
 """The house style of figures: figure_problems finds each broken rule, and the helpers keep a figure clean."""
 
 import dataclasses
+import pickle
 
 import matplotlib as mpl
 import matplotlib.pyplot as plt
@@ -332,3 +333,10 @@ def test_plot_band_leaves_a_run_that_went_nan_out_of_the_band_and_says_so():
 def test_panel_counts_that_draw_nothing_are_refused_by_name(call, message):
     with pytest.raises(ValidationError, match=message):
         call()
+
+
+def test_a_figure_with_thinned_log_labels_pickles():
+    fig, ax = plt.subplots()
+    ax.semilogy([1, 2], [1.0, 1.5])
+    house_figure(lambda: fig)()
+    assert pickle.loads(pickle.dumps(fig)).axes[0].yaxis.get_major_formatter()(1.2, 0) == "1.2"

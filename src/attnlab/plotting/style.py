@@ -129,7 +129,7 @@ def _thin_log_labels(ax: Any) -> None:
         else:  # under a factor of about 2.5: ticks as on a linear axis, which a log axis may also carry
             ticks = [t for t in MaxNLocator(4).tick_values(low, high) if low <= t <= high]
             axis.set_major_locator(FixedLocator(ticks))
-            axis.set_major_formatter(FuncFormatter(lambda value, _position: f"{value:.4g}"))
+            axis.set_major_formatter(FuncFormatter(_plain_number))
             axis.set_minor_locator(NullLocator())
 
 
@@ -137,6 +137,11 @@ def _one_two_five_ticks(low: float, high: float) -> list[float]:
     """The values 1, 2 and 5 times a power of ten between ``low`` and ``high`` (both > 0)."""
     exponents = range(int(np.floor(np.log10(low))), int(np.ceil(np.log10(high))) + 1)
     return [m * 10.0**e for e in exponents for m in (1, 2, 5) if low <= m * 10.0**e <= high]
+
+
+def _plain_number(value: float, _position: Any) -> str:
+    """Label a tick with its value in 4 significant digits (a module-level function, so that figures pickle)."""
+    return f"{value:.4g}"
 
 
 def _one_two_five(value: float, _position: Any) -> str:
