@@ -8,6 +8,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
+from PIL import Image
 
 from attnlab._validation import ValidationError
 from attnlab.data import example1
@@ -23,6 +24,7 @@ from attnlab.plotting import (
     house_figure,
     label_axes,
     label_ours,
+    lay_out,
     log_gap_axis,
     new_figure,
     panel_grid,
@@ -31,6 +33,7 @@ from attnlab.plotting import (
     theory_line,
 )
 from attnlab.plotting.style import _one_two_five
+from attnlab.runner import save_figure
 
 STEPS = np.arange(1, 101)
 
@@ -333,6 +336,28 @@ def test_plot_band_leaves_a_run_that_went_nan_out_of_the_band_and_says_so():
 def test_panel_counts_that_draw_nothing_are_refused_by_name(call, message):
     with pytest.raises(ValidationError, match=message):
         call()
+
+
+def _pixels(path):
+    with Image.open(path) as image:
+        return np.asarray(image)
+
+
+def test_save_figure_lays_out_once_and_writes_the_pixels_of_savefig(tmp_path):
+    twin = _clean()
+    twin.savefig(tmp_path / "matplotlib.png", format="png", dpi=120)  # lays it out in a draw of its own
+    fig = _clean()
+    (path,) = save_figure(fig, tmp_path / "attnlab", ("png",))
+    assert fig.get_layout_engine() is None  # the layout is fixed: a PDF after it draws the same positions
+    assert np.array_equal(_pixels(path), _pixels(tmp_path / "matplotlib.png"))
+
+
+def test_lay_out_leaves_a_figure_without_an_engine_as_it_is():
+    fig, ax = plt.subplots()
+    ax.set_xlabel(STEP)
+    assert not lay_out(fig, 120)
+    assert fig.get_dpi() == mpl.rcParams["figure.dpi"]  # the resolution of the save only while laying out
+    assert fig.get_layout_engine() is None
 
 
 def test_a_figure_with_thinned_log_labels_pickles():

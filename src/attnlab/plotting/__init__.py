@@ -3,7 +3,8 @@
 - :mod:`attnlab.plotting.style`: rcParams, the :func:`house_figure` decorator, panel layouts, axis labels;
 - :mod:`attnlab.plotting.annotate`: theory lines, the float64 rounding floor, bands over runs, and the strip that
   lists the defaults that are ours rather than the paper's;
-- :mod:`attnlab.plotting.lint`: :func:`figure_problems`, which the report and the tests run on every figure.
+- :mod:`attnlab.plotting.lint`: :func:`figure_problems`, which the report and the tests run on every figure;
+- :mod:`attnlab.plotting.render`: :func:`lay_out`, a figure laid out once for its files (``save_figure`` calls it).
 """
 
 from attnlab.plotting.annotate import (
@@ -17,6 +18,7 @@ from attnlab.plotting.annotate import (
     theory_line,
 )
 from attnlab.plotting.lint import figure_problems
+from attnlab.plotting.render import lay_out
 from attnlab.plotting.style import (
     CORR_GAP,
     EPS,
@@ -43,6 +45,7 @@ __all__ = [
     "house_style",
     "label_axes",
     "label_ours",
+    "lay_out",
     "log_gap_axis",
     "new_figure",
     "panel_grid",

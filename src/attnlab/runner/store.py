@@ -115,9 +115,9 @@ def save_figure(
 ) -> list[Path]:
     """Save a matplotlib figure as ``<stem>.png`` and ``<stem>.pdf`` atomically (120 dpi).
 
-    A figure with a layout engine (attnlab's are in constrained layout) is laid out by the first format's save (two
-    draws: matplotlib settles the layout in a draw before the one it writes), and that layout is then kept for the
-    other formats, which draw once each. Other figures are cropped to a tight bounding box.
+    A figure with a layout engine (attnlab's are in constrained layout) is laid out once, at the files' resolution,
+    by :func:`attnlab.plotting.render.lay_out` (without the extra draw that ``savefig`` lays a figure out in), and
+    each format then draws it once. Other figures are cropped to a tight bounding box.
 
     Parameters
     ----------
@@ -138,16 +138,15 @@ def save_figure(
     OutputError
         If the file system refuses (the temp file is removed, an older file at ``path`` is left as it was).
     """
+    from attnlab.plotting.render import lay_out  # matplotlib is loaded where a figure is saved, not before
+
     stem = Path(path_stem)
-    laid_out = figure.get_layout_engine() is not None
-    crop: dict[str, Any] = {} if laid_out else {"bbox_inches": "tight"}  # constrained layout fits the figure itself
-    out = []
-    for fmt in formats:
-        target = stem.with_suffix("." + fmt)
-        out.append(atomic_write(target, lambda p, fmt=fmt: figure.savefig(p, format=fmt, dpi=120, **crop)))
-        if laid_out:
-            figure.set_layout_engine(None)  # the layout stays as the first format's draws left it
-    return out
+    dpi = 120
+    crop: dict[str, Any] = {} if lay_out(figure, dpi) else {"bbox_inches": "tight"}  # a laid-out figure fits itself
+    return [
+        atomic_write(stem.with_suffix("." + fmt), lambda p, fmt=fmt: figure.savefig(p, format=fmt, dpi=dpi, **crop))
+        for fmt in formats
+    ]
 
 
 def check_out(
