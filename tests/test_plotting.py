@@ -352,12 +352,19 @@ def test_save_figure_lays_out_once_and_writes_the_pixels_of_savefig(tmp_path):
     assert np.array_equal(_pixels(path), _pixels(tmp_path / "matplotlib.png"))
 
 
-def test_lay_out_leaves_a_figure_without_an_engine_as_it_is():
+def test_lay_out_leaves_a_figure_without_an_engine_as_it_is_and_shares_one_mathtext_parser():
     fig, ax = plt.subplots()
     ax.set_xlabel(STEP)
     assert not lay_out(fig, 120)
     assert fig.get_dpi() == mpl.rcParams["figure.dpi"]  # the resolution of the save only while laying out
-    assert fig.get_layout_engine() is None
+    other = _clean()
+    assert lay_out(other, 120)
+    assert other.get_layout_engine() is None
+    parsers = []
+    for laid_out in (fig, other):  # the renderer a save at 120 dpi draws with: the one lay_out made
+        laid_out.set_dpi(120)
+        parsers.append(laid_out.canvas.get_renderer().mathtext_parser)
+    assert parsers[0] is parsers[1]  # a string one figure parsed is not parsed again for the other
 
 
 def test_a_figure_with_thinned_log_labels_pickles():

@@ -4,6 +4,12 @@
 the layout (and then every artist, for nothing), and the draw it writes. :func:`lay_out` runs the layout engine
 alone, at the resolution the files are written at, with the renderer the first file then draws with, and leaves
 the figure without an engine: each file is then one draw, and its pixels are those ``savefig`` writes.
+
+Each Agg renderer (one per figure) brings its own mathtext parser, and matplotlib caches parsed mathtext per
+parser: every figure parsed the log-axis labels (``$\\mathdefault{10^{-3}}$``), ``step $t$`` and its other math
+again. :func:`lay_out` gives the renderers of a process one parser of their kind (that of the first), so that a
+string another figure parsed recently is not parsed again. A parse is a function of the string, size, font,
+resolution and hinting (the cache's key), so the glyphs are the same.
 """
 
 from __future__ import annotations
@@ -12,6 +18,9 @@ import contextlib
 from typing import Any
 
 __all__ = ["lay_out"]
+
+# The first renderer's mathtext parser per renderer class, given to the renderers that follow
+_PARSERS: dict[type, Any] = {}
 
 
 def lay_out(figure: Any, dpi: float) -> bool:
@@ -35,6 +44,9 @@ def lay_out(figure: Any, dpi: float) -> bool:
     original = figure.get_dpi()
     figure.set_dpi(dpi)
     try:
+        renderer = figure.canvas.get_renderer() if hasattr(figure.canvas, "get_renderer") else None
+        if renderer is not None and hasattr(renderer, "mathtext_parser"):
+            renderer.mathtext_parser = _PARSERS.setdefault(type(renderer), renderer.mathtext_parser)
         if engine is not None and figure.axes:  # as Figure.draw, which skips a figure without axes and ignores
             with contextlib.suppress(ValueError):  # a ValueError of the engine (raised while a window resizes)
                 engine.execute(figure)
