@@ -10,9 +10,10 @@ import pytest
 
 from attnlab.data import example1, near_orthogonal
 from attnlab.experiments import get_experiment
+from attnlab.experiments.implicit_bias.common import NORMED_MOM
 from attnlab.experiments.implicit_bias.falsifiers import head_preconditioned
 from attnlab.experiments.implicit_bias.fixed_decoder import assumption1_note
-from attnlab.experiments.implicit_bias.remarks import much_faster_than_gd
+from attnlab.experiments.implicit_bias.remarks import TIE_FACTOR, cap_grid_remark, much_faster_than_gd
 from attnlab.verify import RunContext, make_config
 
 FIGURES = {"implicit-bias.fig2": "001:Fig2", "implicit-bias.fig5": "001:Fig5", "implicit-bias.fig3": "001:Fig3"}
@@ -89,3 +90,40 @@ def test_theorem4_row_reads_a6_and_the_other_rules_are_an_extension(tmp_path):
     result = _quick("implicit-bias.fig3", tmp_path)
     assert all(c.result == "001:Fig3" for c in result.checks if c.kind == "observation")
     assert any("kappa n T" in note and "Condition 1" in note for note in result.notes)
+
+
+def _grid_config(ngd_caps, polyak_caps):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        antipodal=False, ngd_caps=ngd_caps, polyak_caps=polyak_caps, ngd_cap=10.0, polyak_cap=10.0, record_every=10
+    )
+
+
+def _loss_run(alignment, loss):
+    steps = [0, 10, 20, 100, 200]
+    return pd.DataFrame({"step": steps, "alignment": alignment, "loss": loss})
+
+
+def test_the_cap_grid_decides_a_tie_by_a_factor_2_of_the_last_values_and_keeps_the_old_reading():
+    never = [0, 0.1, 0.5, 0.9, 0.98]  # never at corr 0.99
+    ngd = _loss_run(never, [1.0, 0.8, 0.6, 0.5, 0.4])  # L_* = 0: never at the loss level either
+    near = _loss_run([0, 0.1, 0.5, 0.9, 0.981], [1.0, 0.8, 0.6, 0.5, 0.39])  # ties within the factor
+    far = _loss_run([0, 0.1, 0.5, 0.9, 0.995], [1.0, 0.8, 0.6, 0.5, 0.1])  # first at corr 0.99, 4x below in loss
+    runs = {("NGD", 10.0): ngd, ("Polyak", 10.0): near}
+    row, table = cap_grid_remark(_grid_config((10.0,), (10.0,)), runs, 0.0)
+    assert not row.passed and row.inconclusive  # no pair holds, one ties
+    assert bool(table["held_before"].iloc[0]) and "holds at 1 pairs, agrees" in row.measured  # any margin before
+    runs[("Polyak", 100.0)] = far
+    row, table = cap_grid_remark(_grid_config((10.0,), (10.0, 100.0)), runs, 0.0)
+    assert row.passed and not row.inconclusive and table["holds"].tolist() == [False, True]
+    assert f"factor {TIE_FACTOR:g}" in row.tolerance
+
+
+@pytest.mark.parametrize("name", ["implicit-bias.fig2", "implicit-bias.fig5"])
+def test_ngd_mom_s_remark_is_read_in_both_forms_by_one_reading(name, tmp_path):
+    result = _quick(name, tmp_path)
+    boosts = [c for c in result.checks if "gives a boost over NGD" in c.claim]
+    assert len(boosts) == 2 and all(c.kind == "observation" for c in boosts)
+    assert boosts[0].tolerance == boosts[1].tolerance and "alternative form" in boosts[1].claim
+    assert set(result.frame["method"]) >= {"NGD-mom", NORMED_MOM}
