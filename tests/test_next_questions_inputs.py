@@ -227,7 +227,10 @@ def test_the_rectangular_path_turns_toward_the_lp_svm_of_a_plain_program():
     gaps = []
     for R in (10.0, 100.0, 300.0):
         W = constrained_erm(data, p, R, R * svm / entrywise_norm(svm, p), select)
-        assert constrained_stationarity(data, p, W, select) < 1e-9
+        # SLSQP stops on the objective's rounding: at R = 300 a start moved by 1e-10 (relative) ends anywhere from
+        # 6e-12 to 4.2e-9 (measured 2026-11-30, after a dependency update moved the cvxpy start in its last bits),
+        # so 1e-8 bounds a converged solve on any install; the start itself reads 0.49
+        assert constrained_stationarity(data, p, W, select) < 1e-8
         gaps.append(1.0 - float((W * svm).sum() / (W.norm() * svm.norm())))
     assert gaps[0] > gaps[1] > gaps[2] and gaps[2] < 1e-3
 
