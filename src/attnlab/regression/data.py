@@ -257,10 +257,22 @@ def make_problem(
     return RegressionProblem(Sigma=Sigma, W_star=W_star, noise_std=float(noise_std))
 
 
-def _generator(generator: torch.Generator | None, seed: int | None) -> torch.Generator:
+def _sampling(
+    n: int, runs: int | None, generator: torch.Generator | None, seed: int | None
+) -> tuple[tuple[int, ...], torch.Generator]:
+    """The leading shape ``([R,] n)`` and the generator of a draw, after checking ``n``, ``runs``, then the source."""
+    check_scalar("n", n, kind=int, low=1)
+    if runs is not None:
+        check_scalar("runs", runs, kind=int, low=1)
     if (generator is None) == (seed is None):
         raise ValidationError("pass exactly one of generator= and seed= (an int seed gives the same sample every time)")
-    return generator if generator is not None else torch.Generator().manual_seed(check_seed("seed", seed))
+    gen = generator if generator is not None else torch.Generator().manual_seed(check_seed("seed", seed))
+    return (n,) if runs is None else (runs, n), gen
+
+
+def _covariates(problem: RegressionProblem, lead: tuple[int, ...], gen: torch.Generator) -> torch.Tensor:
+    """``x ~ N(0, Sigma)`` of shape ``lead + (d,)``, drawn from ``gen`` (spec §2)."""
+    return torch.randn(*lead, problem.d, generator=gen, dtype=torch.float64) @ sym_sqrt(problem.Sigma)
 
 
 def sample_covariates(
@@ -295,12 +307,7 @@ def sample_covariates(
     ValidationError
         As :func:`sample`.
     """
-    check_scalar("n", n, kind=int, low=1)
-    if runs is not None:
-        check_scalar("runs", runs, kind=int, low=1)
-    gen = _generator(generator, seed)
-    lead = () if runs is None else (runs,)
-    return torch.randn(*lead, n, problem.d, generator=gen, dtype=torch.float64) @ sym_sqrt(problem.Sigma)  # N(0, Sigma)
+    return _covariates(problem, *_sampling(n, runs, generator, seed))
 
 
 def sample(
@@ -336,9 +343,9 @@ def sample(
         When ``n`` or ``runs`` is not an int ``>= 1``, both or neither of ``generator`` and ``seed`` are given, or
         ``seed`` is not a whole number in ``[0, 2**63 - 1]``.
     """
-    gen = _generator(generator, seed)
-    X = sample_covariates(problem, n, runs=runs, generator=gen)  # x ~ N(0, Sigma), drawn first
-    noise = problem.noise_std * torch.randn(*X.shape[:-1], problem.k, generator=gen, dtype=torch.float64)
+    lead, gen = _sampling(n, runs, generator, seed)
+    X = _covariates(problem, lead, gen)  # x ~ N(0, Sigma), drawn first
+    noise = problem.noise_std * torch.randn(*lead, problem.k, generator=gen, dtype=torch.float64)
     Y = X @ problem.W_star.T + noise  # spec §2: y = W* x + eps
     return X, Y
 

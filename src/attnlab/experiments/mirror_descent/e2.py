@@ -232,7 +232,10 @@ def run_e2(config: E2Config, ctx: RunContext) -> ExperimentResult:
         steps, path, diverged = md_path(batch, W0, p, config.lr, True, epochs, config.record_every, config.loss, ctx)
         select = selected(batch, path[-1])
         # the SVMs of one final selection are solved once over the p's; another selection gets its own programs
-        svms = programs.setdefault(tuple(select.flatten().tolist()), SelectionSVMs([data]))
+        key = tuple(select.flatten().tolist())
+        if key not in programs:
+            programs[key] = SelectionSVMs([data])
+        svms = programs[key]
         local = svms.locally_optimal(select, p)  # spec §5 Def. 3: the hypothesis of §8.2
         W_mm = svms.directions(select, p)  # (1, d, d)
         dB = directional_bregman(W_mm, path[1:], p)  # spec §3; W_0 = 0 has no direction
