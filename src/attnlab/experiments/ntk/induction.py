@@ -421,6 +421,8 @@ def first_order_gaps(net: TwoLayerNet, X: torch.Tensor, Y: torch.Tensor, lr: flo
 
     Spec §5.2 (Lemma E.1, Fact A.3): ``gap(e) = |2 <R, F(W - e G) - F(W)> / (-2 e m R^T H R) - 1|`` with ``G`` the
     closed-form gradient (Claim 3.4) and ``H`` from autograd's Jacobian (:func:`~attnlab.ntk.gram_jacobian`).
+    ``R``, ``G`` and the progress share one evaluation of ``F``: another evaluation's round-off (1e-12 at
+    m = 16000) would add ``|dR| / ||R||`` to the gap, which does not shrink with the step.
 
     Parameters
     ----------
