@@ -197,7 +197,7 @@ def _induction_table(**worse) -> pd.DataFrame:
     good = {
         "autograd_gap": 1e-13, "d1_ratio": 0.04, "max_abs_output_at_init": 0.0, "step_factor_excess": -0.003,
         "grad_step_max": 1e-3, "first_order_gap": 1e-14, "C0_ratio": 1e-4, "C1_ratio": 2.0, "lambda_ratio": 1.0,
-        "C2_ratio": 1e-3, "C2_ratio_rev1": 1e-3, "C3_ratio": 0.2, "e1_ratio": 0.5, "e1_ratio_max": 3.0,
+        "C2_ratio": 1e-3, "C2_ratio_rev1": 1e-3, "C2_ratio_rev2": 1e-3, "C3_ratio": 0.2, "e1_ratio": 0.5, "e1_ratio_max": 3.0,
     }  # fmt: skip
     return pd.DataFrame([{"width": 250, **good}, {"width": 1000, **good, **worse}])
 

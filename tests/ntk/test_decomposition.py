@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from attnlab._validation import ValidationError
-from attnlab.ntk import SoftmaxMLP, gram, practical_step, step_terms, unit_rows
+from attnlab.ntk import SoftmaxMLP, TwoLayerNet, gram, practical_step, step_terms, unit_rows
 
 
 def _trained(m=200, steps=30, seed=0):
@@ -66,6 +66,33 @@ def test_second_and_output_terms_are_second_order_in_the_step():
     assert abs(big.C2) / abs(small.C2) == pytest.approx(4.0, rel=0.05)  # eta^2: halving the step quarters C_2
     assert big.C3 / small.C3 == pytest.approx(4.0, rel=0.05)
     assert big.first_order / small.first_order == pytest.approx(2.0, rel=1e-12)  # exactly linear in eta
+
+
+def test_second_and_output_terms_stay_second_order_at_a_small_residual_of_a_wide_net():
+    # dF comes from the net's closed form for the change (SoftmaxMLP.output_change), not from the difference of two
+    # O(1) outputs: at m = 4000 and ||R|| ~ 1e-6 that difference's round-off (~1e-13 per output) is larger than
+    # C_2 itself, and C_2 and C_3 stopped quartering with the step
+    gen = torch.Generator().manual_seed(0)
+    X = unit_rows(6, 4, gen)
+    net = SoftmaxMLP(4, 2, 4000, seed=1)
+    with torch.no_grad():
+        net.W.add_(0.05 * torch.randn(net.W.shape, generator=gen, dtype=torch.float64))
+        Y = net.output_from_logits(X @ net.W) + 1e-6 * torch.randn(6, 2, generator=gen, dtype=torch.float64)
+    lr = practical_step(net, X)
+    big, small = step_terms(net, X, Y, lr), step_terms(net, X, Y, lr / 2)
+    assert abs(big.C2) / abs(small.C2) == pytest.approx(4.0, rel=0.05)
+    assert big.C3 / small.C3 == pytest.approx(4.0, rel=0.05)
+
+
+def test_the_output_change_is_the_difference_of_the_outputs_for_any_net():
+    # the base class's default (a difference) and the softmax net's closed form agree where cancellation is mild
+    net, X, _, lr = _trained()
+    dZ = -lr * (X @ net.loss_gradient(X, torch.zeros(X.shape[0], net.d_out, dtype=torch.float64)))
+    with torch.no_grad():
+        Z = X @ net.W
+        closed = net.output_change(Z, dZ)
+        default = TwoLayerNet.output_change(net, Z, dZ)
+    assert torch.allclose(closed, default, rtol=1e-9, atol=1e-14)
 
 
 def test_a_precomputed_gram_gives_the_same_terms():

@@ -18,6 +18,10 @@ denominator, ``dF_l(x_i)/dw_r = phi_{ir} (a_{lr} - b_{il}) x_i = J_a - J_b`` wit
 ``J^T R`` and ``J_a^T R`` are computed from the Jacobian factors, independently of the gradient ``G`` that takes the
 step, and ``-2 eta s R^T H R`` from the closed-form Gram (:func:`~attnlab.ntk.gram`): a step with a wrong gradient
 shows as a first-order term that is not the NTK progress.
+
+``F(t+1) - F(t)`` comes from the network's ``output_change`` (for the softmax network a closed form without
+cancellation): the difference of two O(1) outputs carries their round-off, which near the end of a run is larger
+than ``C_2`` itself.
 """
 
 from __future__ import annotations
@@ -108,19 +112,21 @@ def step_terms(
         F, phi, b = net.output_and_factors(X @ W)
         R = F - Y
         step = net.loss_gradient(X, Y)  # G: the closed-form gradient (Claim 3.4) the step takes, spec §3.2
-        F_next = net.output_from_logits(X @ (W - lr * step))  # spec §3.3: W(t+1) = W(t) - eta Delta W
+        # F(t+1) - F(t) for the step -eta G the first-order terms take, without cancellation where the net has a
+        # closed form for it (two outputs' difference loses the change's accuracy to their round-off: C_2 and C_3)
+        dF = net.output_change(X @ W, -lr * (X @ step))
         true = torch.einsum("il,ilr,ik->kr", R, jacobian_coefficients(phi, b, a), X)  # J^T R, shape (d_in, m)
         numerator = torch.einsum("il,ilr,ik->kr", R, jacobian_coefficients(phi, torch.zeros_like(b), a), X)
         r = R.T.reshape(-1)  # index l * n + i, as the Gram's rows
         progress = float(r @ ((gram(net, X) if H is None else H) @ r))  # R^T H R
         first = -2.0 * lr * float((true * step).sum())  # C_0 + C_1 = -2 eta <J^T R, G>
         C1 = -2.0 * lr * float((numerator * step).sum())  # Lemma E.4's progress term (our reconstruction)
-        dF = F_next - F
         cross = 2.0 * float((R * dF).sum())  # Fact A.3: ||R + dF||^2 = ||R||^2 + 2 <R, dF> + ||dF||^2
         sq_error = float(R.pow(2).sum())
         return StepTerms(
             sq_error=sq_error,
-            sq_error_next=float((F_next - Y).pow(2).sum()),
+            # spec §3.3: W(t+1) = W(t) - eta Delta W, its outputs evaluated directly (not from dF)
+            sq_error_next=float((net.output_from_logits(X @ (W - lr * step)) - Y).pow(2).sum()),
             C0=first - C1,
             C1=C1,
             C2=cross - first,

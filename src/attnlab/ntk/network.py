@@ -167,6 +167,25 @@ class TwoLayerNet(nn.Module):
         """
         raise NotImplementedError
 
+    def output_change(self, Z: torch.Tensor, dZ: torch.Tensor) -> torch.Tensor:
+        """``F(Z + dZ) - F(Z)``: how the outputs move when the logits move by ``dZ`` (one GD step's ``-eta X G``).
+
+        This default subtracts two outputs, which loses the relative accuracy of a small change to the outputs'
+        round-off; a subclass with a closed form for the change overrides it (:class:`~attnlab.ntk.SoftmaxMLP`).
+
+        Parameters
+        ----------
+        Z : torch.Tensor, shape (n, m)
+            Logits ``X W``.
+        dZ : torch.Tensor, shape (n, m)
+            Their change.
+
+        Returns
+        -------
+        torch.Tensor, shape (n, d_out)
+        """
+        return self.output_from_logits(Z + dZ) - self.output_from_logits(Z)
+
     def jacobian_factors(self, Z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The Jacobian factors at the logits ``Z`` (see the module docstring).
 

@@ -22,6 +22,9 @@ def output_scale(power: float):
             def output_from_logits(self, Z):
                 return super().output_from_logits(Z) / self._scale()
 
+            def output_change(self, Z, dZ):
+                return super().output_change(Z, dZ) / self._scale()
+
             def jacobian_factors(self, Z):
                 phi, b = super().jacobian_factors(Z)
                 return phi / self._scale(), b

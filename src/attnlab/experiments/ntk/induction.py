@@ -240,17 +240,24 @@ KERNEL_LAMBDA = _claim(
     params={"bound": 0.5},
 )
 _SECOND_ORDER_STATISTIC = "max of |C_2| / (m eta lambda ||F(t) - Y||^2), with " + _TERMS
+_SECOND_ORDER_WINDOW = (
+    "every recorded step with ||F(t) - Y||^2 > round_off: C_2 is the difference of two first-order terms, "
+    "and the outputs' float64 error (about sqrt(m) 2^-52 for a sum of m terms) makes it round-off below that"
+)
+_DF = (
+    "; F(t+1) - F(t) formed without cancellation (SoftmaxMLP.output_change: m S (u - q) a^T / (1 + q) with u = "
+    "expm1(-eta X G) and q = <S, u> per input), so C_2 and C_3 keep float64's relative accuracy"
+)
 SECOND_ORDER = _claim(
     "Claim E.6: the second-order term is small: |C_2| <= (m eta lambda / 6) ||F - Y||^2",
     "004:ClaimE.6",
     "Claim E.6",
     "gradient-m-twice",
     "claimE6-second-order",
-    statistic=_SECOND_ORDER_STATISTIC,
-    window="every recorded step with ||F(t) - Y||^2 > round_off: C_2 is the difference of two first-order terms, "
-    "and the outputs' float64 error (about sqrt(m) 2^-52 for a sum of m terms) makes it round-off below that",
+    statistic=_SECOND_ORDER_STATISTIC + _DF,
+    window=_LIVE,
     tolerance="<= bound = " + _BUDGET,
-    params={"bound": 1 / 6, "round_off": 1e-16},
+    params={"bound": 1 / 6, "round_off": 1e-20},
 )
 SECOND_ORDER = dataclasses.replace(
     SECOND_ORDER,
@@ -271,6 +278,26 @@ SECOND_ORDER = dataclasses.replace(
             "other rows' statistics are ratios of quantities computed directly and keep 1e-20",
             quick="pass: 6.8e-4 (m = 250, 1000, 4000)",
             full="fail: 0.53 (m = 16000, at ||F - Y||^2 = 1e-20 ... 1e-19; 0.031, 0.071 at m = 1000, 4000)",
+        ),
+        Revision(
+            Reading(
+                statistic=_SECOND_ORDER_STATISTIC,
+                window=_SECOND_ORDER_WINDOW,
+                subset=_ALL,
+                tolerance="<= bound = " + _BUDGET,
+                params={"bound": 1 / 6, "round_off": 1e-16},
+                sizes=_SIZES,
+            ),
+            date="2026-11-30",
+            why="the round-off revision 1 read was ours, not float64's limit: step_terms formed F(t+1) - F(t) as the "
+            "difference of two O(1) outputs from two evaluation paths (output_from_logits after the step, the "
+            "Jacobian factors' F before it), whose round-off (1e-12 at m = 16000) is larger than C_2 near the end "
+            "of the run. Formed without cancellation, as Lemma E.1's row forms it, C_2 is second order down to "
+            "||F - Y||^2 = 1e-20 (a test at m = 4000, ||R|| ~ 1e-6: C_2 now quarters with the step, the old ratio "
+            "was 3.45), so the window returns to the other rows' 1e-20; the statistic then reads 5.5e-6 quick and "
+            "1.2e-5 full, and revision 1's row passes at full size",
+            quick="pass: 6.76807e-04 <= 0.166667 (m = 250, 1000, 4000)",
+            full="pass: 1.40805e-03 <= 0.166667 (m = 250, 1000, 4000, 16000)",
         ),
     ),
 )
@@ -447,22 +474,9 @@ def first_order_gaps(net: TwoLayerNet, X: torch.Tensor, Y: torch.Tensor, lr: flo
         progress = net.kernel_scale * float(r @ (H @ r))  # m R^T H R
         gaps = []
         for e in (lr, lr / 2):
-            dF = _output_change(net, X @ W, -e * (X @ G))
+            dF = net.output_change(X @ W, -e * (X @ G))  # without cancellation (SoftmaxMLP)
             gaps.append(abs(2.0 * float((R * dF).sum()) / (-2.0 * e * progress) - 1.0))  # Fact A.3, Lemma E.1
     return gaps[0], gaps[1]
-
-
-def _output_change(net: TwoLayerNet, Z: torch.Tensor, dZ: torch.Tensor) -> torch.Tensor:
-    """``F(Z + dZ) - F(Z)`` of the softmax network ``F = m softmax(Z) a^T`` (spec §2) without cancellation.
-
-    With ``u = expm1(dZ)`` and ``q = <S, u>`` per row, ``S' - S = S (u - q) / (1 + q)``: every term is of the size of
-    the step, so the difference keeps float64's relative accuracy (about 1e-15 against a long-double reference at
-    m = 16000, where the difference of two O(1) outputs loses 1e-9 of it: more than Lemma E.1's gap).
-    """
-    S = torch.softmax(Z, dim=-1)
-    u = torch.expm1(dZ)
-    q = (S * u).sum(dim=-1, keepdim=True)
-    return net.width * (S * (u - q)) @ net.a.detach().T / (1.0 + q)
 
 
 def _first_order_ratio(frame: pd.DataFrame) -> tuple[float, float]:
@@ -505,6 +519,7 @@ def summarize(frame: pd.DataFrame, *, width: int, lam: float, lr: float, n: int,
         "C1_ratio": float((-live["C1"] / unit).min()),
         "C2_ratio": _second_order_ratio(frame, width * lr * lam, SECOND_ORDER),
         "C2_ratio_rev1": _second_order_ratio(frame, width * lr * lam, SECOND_ORDER.revised(1)),
+        "C2_ratio_rev2": _second_order_ratio(frame, width * lr * lam, SECOND_ORDER.revised(2)),
         "C3_ratio": float((live["C3"] / ((width * lr * live["lambda_max_t"]) ** 2 * sq)).max()),
         "lambda_ratio": float(frame["lambda_min_t"].min() / lam),
     }
@@ -543,6 +558,7 @@ def induction_checks(table: pd.DataFrame) -> list:
         greater(PROGRESS, "C1_ratio"),
         greater(KERNEL_LAMBDA, "lambda_ratio"),
         less(SECOND_ORDER, "C2_ratio"),
-        less(SECOND_ORDER.revised(1), "C2_ratio_rev1"),  # the reading before, still computed
+        less(SECOND_ORDER.revised(1), "C2_ratio_rev1"),  # the readings before, still computed
+        less(SECOND_ORDER.revised(2), "C2_ratio_rev2"),
         less(OUTPUT_STEP, "C3_ratio"),
     ]
