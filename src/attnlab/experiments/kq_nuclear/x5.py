@@ -152,6 +152,14 @@ _RATE_READING = Reading(
     {"atol": 0.035, "zero_tol": 1e-2},
     (*_DATA, "omega", "step", "steps", "record_every"),
 )
+_RATE_ONE_INSTALL = dataclasses.replace(
+    _RATE_READING,
+    tolerance="a <= atol at every such gap, atol = 0.035 (ours: half the l1 solutions' smallest nonzero entry, "
+    "0.0698 at every gap where A3 holds, so that a limit within it keeps the solution's nonzero entries and "
+    "their signs; as kq-nuclear.x2's l1-optimum). One-sided: a distance is >= 0; before the zero entries reach "
+    "their asymptotic rate the distance falls slower than mu^-kappa and the fit overestimates the limit (true a "
+    "up to +0.008 quick, +0.002 full)",
+)
 _FULL = {"n": 2, "T": 3, "d": 8, "gaps": [0.5, 1.0, 2.0, 3.0, 4.0, 6.0], "seed": 0, "omega": 0.1, "l1_rtol": 0.05}
 _OLD_REACHED = "where A3 holds, ||beta_hat||_1 reaches the l1-SVM optimum (Thm 4.1; worst gap)"
 _OLD_LN_MU = (
@@ -166,12 +174,13 @@ REACHED = Claim(
     (K_FROZEN.name, K_TILTED.name, KQ_AS_BETA.name),
     id="l1-reached",
     reading=dataclasses.replace(
-        _RATE_READING,
+        _RATE_ONE_INSTALL,
         tolerance="a <= atol at every such gap, atol = 0.035 (ours: half the l1 solutions' smallest nonzero entry, "
         "0.0698 at every gap where A3 holds, so that a limit within it keeps the solution's nonzero entries and "
         "their signs; as kq-nuclear.x2's l1-optimum). One-sided: a distance is >= 0; before the zero entries reach "
-        "their asymptotic rate the distance falls slower than mu^-kappa and the fit overestimates the limit (true a "
-        "up to +0.008 quick, +0.002 full)",
+        "their asymptotic rate the distance falls slower than mu^-kappa and the fit overestimates the limit (over "
+        "the installs we ran, whose cvxpy and Clarabel versions move kappa through the l1 dual, the true a has been "
+        "+0.008 to +0.013 quick and +0.002 full; the row's measured value is this run's)",
     ),
     revisions=(
         Revision(
@@ -227,6 +236,17 @@ REACHED = Claim(
             "so the text says up to +0.008. The statistic, window, subset and atol are unchanged",
             "pass: 0.0081 (<= 0.035; gap 4) (8a9b237)",
             "pass: 0.0020 (<= 0.035; gap 6) (8a9b237)",
+        ),
+        Revision(
+            _RATE_ONE_INSTALL,
+            "2026-11-30",
+            "its tolerance's text quoted one install's true quick fit again (up to +0.008 at 8a9b237); the same code "
+            "on another install (cvxpy 1.9.3, Clarabel 0.11.1) gives +0.0126 at gap 6, near the +0.013 of the day "
+            "the reading was declared: the fit's kappa comes from each gap's l1 dual, a solver's output, so the "
+            "number moves with the solvers' versions. The text now gives the range seen over the installs and "
+            "leaves the value to the measured column. The statistic, window, subset and atol are unchanged",
+            "pass: 0.0126 (<= 0.035; gap 6) (b958a2a)",
+            "pass: 0.0020 (<= 0.035; gap 6) (d2ec801)",
         ),
     ),
 )
