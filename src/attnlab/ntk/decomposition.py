@@ -109,12 +109,13 @@ def step_terms(
         H = check_tensor("H", H, "NM", {"N": size, "M": size})
     with torch.no_grad():
         W, a = net.W.detach(), net.a.detach()
-        F, phi, b = net.output_and_factors(X @ W)
+        Z = X @ W  # spec §2: the logits at W(t), shared by the outputs and their change
+        F, phi, b = net.output_and_factors(Z)
         R = F - Y
         step = net.loss_gradient(X, Y)  # G: the closed-form gradient (Claim 3.4) the step takes, spec §3.2
         # F(t+1) - F(t) for the step -eta G the first-order terms take, without cancellation where the net has a
         # closed form for it (two outputs' difference loses the change's accuracy to their round-off: C_2 and C_3)
-        dF = net.output_change(X @ W, -lr * (X @ step))
+        dF = net.output_change(Z, -lr * (X @ step))
         true = torch.einsum("il,ilr,ik->kr", R, jacobian_coefficients(phi, b, a), X)  # J^T R, shape (d_in, m)
         numerator = torch.einsum("il,ilr,ik->kr", R, jacobian_coefficients(phi, torch.zeros_like(b), a), X)
         r = R.T.reshape(-1)  # index l * n + i, as the Gram's rows

@@ -174,7 +174,7 @@ REACHED = Claim(
     (K_FROZEN.name, K_TILTED.name, KQ_AS_BETA.name),
     id="l1-reached",
     reading=dataclasses.replace(
-        _RATE_ONE_INSTALL,
+        _RATE_READING,
         tolerance="a <= atol at every such gap, atol = 0.035 (ours: half the l1 solutions' smallest nonzero entry, "
         "0.0698 at every gap where A3 holds, so that a limit within it keeps the solution's nonzero entries and "
         "their signs; as kq-nuclear.x2's l1-optimum). One-sided: a distance is >= 0; before the zero entries reach "

@@ -467,14 +467,16 @@ def first_order_gaps(net: TwoLayerNet, X: torch.Tensor, Y: torch.Tensor, lr: flo
     H = gram_jacobian(net, X)  # independent of the closed-form Jacobian (torch.func)
     with torch.no_grad():
         W = net.W.detach()
-        F, phi, b = net.output_and_factors(X @ W)
+        Z = X @ W
+        F, phi, b = net.output_and_factors(Z)
         R = F - Y  # one evaluation of F for the step and the progress: two differ by F's round-off, 1e-12 at m = 16000
         G = network.weight_gradient(X, R, phi, b, net.a)  # the closed-form step GD takes (a falsifier's too), §3.2
         r = R.T.reshape(-1)  # index l * n + i, as the Gram's rows
         progress = net.kernel_scale * float(r @ (H @ r))  # m R^T H R
+        XG = X @ G  # the logits' change per unit step
         gaps = []
         for e in (lr, lr / 2):
-            dF = net.output_change(X @ W, -e * (X @ G))  # without cancellation (SoftmaxMLP)
+            dF = net.output_change(Z, -e * XG)  # without cancellation (SoftmaxMLP)
             gaps.append(abs(2.0 * float((R * dF).sum()) / (-2.0 * e * progress) - 1.0))  # Fact A.3, Lemma E.1
     return gaps[0], gaps[1]
 
