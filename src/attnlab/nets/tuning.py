@@ -6,7 +6,7 @@ lost in extraction), mirror-descent-lp §9 E4 (a learning rate per p and model s
 
 Every rate of every optimizer's grid trains for a short budget on the training set less a validation part; the
 rate with the best validation accuracy at the last epoch (mean over the tuning seeds; a run that diverged
-disqualifies its rate) wins. Rates tied at the best accuracy form a band, and its middle wins (the smaller of the two
+disqualifies its rate, and the rate just below it on the grid, the edge of stability) wins. Rates tied at the best accuracy form a band, and its middle wins (the smaller of the two
 middles of an even band): a tie is mostly a saturated accuracy, where the loss only ranks how aggressive a rate is,
 and the band's top edge is where a fresh seed stalls at chance. The test set is never seen. An optimizer tied to
 another (``"md:2,normalized=false"`` is SGD) takes the other's rate untuned.
@@ -70,20 +70,45 @@ _ACCURACY_TIE = 1e-12
 
 
 def _choose(cells: pd.DataFrame) -> pd.Series:
-    """The winning row of one optimizer's cells: no run diverged, best accuracy, then the middle of the tied band.
+    """The winning row of one optimizer's cells: no run diverged at it or at the next rate up, best accuracy, then
+    the middle of the tied band.
 
-    Mean accuracies equal up to round-off are a tie (``0.1 + 0.7`` and ``0.3 + 0.5`` differ in the last bit), so
-    the band decides between them, as the rule says, not the order in which the seeds' accuracies were summed. The
-    band's middle, not its lowest loss: with the accuracy saturated, the lowest loss is the band's largest rate,
-    and ``real.text --quick`` chose SPS at its grid's top (10) that way, where one of two fresh seeds stalled at
-    chance (docs/experiments/real.md, "The tie rule").
+    A rate whose next rate up on the grid diverged in a tuning seed is at the edge of stability: two tuning seeds
+    can both learn there while a fresh seed stalls at chance (full ``real.text`` at data seeds 2 and 4:
+    l_1.1-MD tuned to 0.1 beside a divergent 0.3, and two of five comparison seeds never left
+    ln 2; docs/experiments/real.md, "The edge of stability"). Such a rate is passed over unless nothing
+    else is healthy. Mean accuracies equal up to round-off are a tie (``0.1 + 0.7`` and ``0.3 + 0.5`` differ in the
+    last bit), so the band decides between them, as the rule says, not the order in which the seeds' accuracies
+    were summed. The band's middle, not its lowest loss: with the accuracy saturated, the lowest loss is the band's
+    largest rate, and ``real.text --quick`` chose SPS at its grid's top (10) that way, where one of two fresh seeds
+    stalled at chance (docs/experiments/real.md, "The tie rule").
     """
-    healthy = cells[cells["diverged"] == 0]
-    pool = healthy if len(healthy) else cells  # every rate diverged: the table's counts say so
+    healthy = cells[(cells["diverged"] == 0) & ~_below_divergence(cells)]
+    if not len(healthy):  # nothing clear of divergence: the healthy rates, then every rate (the table says so)
+        healthy = cells[cells["diverged"] == 0]
+    pool = healthy if len(healthy) else cells
     best = pool["validation_accuracy"].max()
     tied = pool[pool["validation_accuracy"] >= best - _ACCURACY_TIE] if pd.notna(best) else pool
     ordered = tied.sort_values("lr")
     return ordered.iloc[(len(ordered) - 1) // 2]
+
+
+def _below_divergence(cells: pd.DataFrame) -> pd.Series:
+    """Whether each cell's next rate up in its optimizer's grid diverged in a tuning seed (the edge of stability).
+
+    Parameters
+    ----------
+    cells : pandas.DataFrame
+        One row per (optimizer, rate), with ``optimizer``, ``lr`` and ``diverged`` (runs).
+
+    Returns
+    -------
+    pandas.Series of bool
+        Indexed like ``cells``; False at each grid's largest rate.
+    """
+    ordered = cells.sort_values(["optimizer", "lr"])
+    above = ordered.groupby("optimizer", sort=False)["diverged"].shift(-1, fill_value=0)
+    return (above > 0).reindex(cells.index)
 
 
 def tune_rates(
@@ -129,8 +154,9 @@ def tune_rates(
     table : pandas.DataFrame
         One row per (optimizer, rate): ``optimizer``, ``lr``, ``seeds``, ``validation_accuracy`` and
         ``validation_loss`` (means over seeds at the last epoch), ``diverged`` (runs), ``chosen``, ``at_edge`` (the
-        chosen rate is the grid's smallest or largest: the best may lie outside it) and ``tied_to`` (the optimizer
-        whose rate a tied one takes; its one row has no scores).
+        chosen rate is the grid's smallest or largest: the best may lie outside it), ``below_divergence`` (the next
+        rate up diverged: the edge of stability, passed over) and ``tied_to`` (the optimizer whose rate a tied one
+        takes; its one row has no scores).
 
     Raises
     ------
@@ -157,6 +183,7 @@ def tune_rates(
         .reset_index()
     )
     cells = cells.assign(chosen=False, at_edge=False, tied_to="", diverged=cells["diverged"].astype(int))
+    cells = cells.assign(below_divergence=_below_divergence(cells))
     chosen: dict[str, float] = {}
     for name, grid in zip(optimizers, grids):
         if not grid:
@@ -172,6 +199,7 @@ def tune_rates(
             "seeds": 0,
             "chosen": True,
             "at_edge": False,
+            "below_divergence": False,
             "tied_to": ties[name],
         }
         for name in optimizers
