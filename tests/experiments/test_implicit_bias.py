@@ -10,6 +10,7 @@ import pytest
 from attnlab._validation import ValidationError
 from attnlab.experiments import get_experiment, run_experiment
 from attnlab.experiments.implicit_bias import AssumptionsConfig, Fig2Config, Fig3Config
+from attnlab.experiments.implicit_bias.fixed_decoder import _saturation_checks
 from attnlab.experiments.implicit_bias.remarks import cap_grid_remark, capped_from
 from attnlab.verify import make_config
 
@@ -139,3 +140,27 @@ def test_head_preconditioner_at_scale_one_reproduces_the_run_to_the_bit_and_move
         assert 1 - last[0][method] > 10 * (1 - last[1][method]), (
             method
         )  # measured: 29x (NGD-joint) to 66x (NGD, Polyak)
+
+
+def _saturation_frame(offset: float, deficit: float, W_mm_norm: float = 0.5) -> pd.DataFrame:
+    """A second half whose saturation slope is -1/||W_mm|| + offset and whose last direction falls ``deficit`` short
+    of the W-SVM's margin."""
+    norm = np.linspace(100.0, 200.0, 21)
+    return pd.DataFrame(
+        {
+            "step": np.arange(1000, 2050, 50),
+            "norm": norm,
+            "log_one_minus_opt": (-1.0 / W_mm_norm + offset) * norm + 0.3,
+            "margin": (1.0 / W_mm_norm - deficit) * norm,
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("offset", "deficit", "verdict"), [(1e-3, 2e-3, "pass"), (-1e-3, 2e-3, "pass"), (3e-3, 2e-3, "fail")]
+)
+def test_saturation_slope_is_read_within_the_margin_deficit_of_the_last_direction(offset, deficit, verdict):
+    current, old = _saturation_checks(_saturation_frame(offset, deficit), 0.5)
+    assert current.verdict == verdict
+    assert current.predicted.endswith(f"{deficit:g}")  # the tolerance is the last record's deficit, not a constant
+    assert old.claim_id == "saturation-slope#rev1" and old.verdict == "fail"  # an exact line has no drift: 3 x 0

@@ -39,13 +39,13 @@ from attnlab.experiments.implicit_bias.falsifiers import (
 from attnlab.experiments.implicit_bias.figures import fixed_decoder_figure
 from attnlab.experiments.implicit_bias.remarks import cap_grid_remark, fixed_decoder_remarks
 from attnlab.experiments.registry import register
-from attnlab.metrics import alignment, largest_gap, opt_softmax, optimal_loss
+from attnlab.metrics import alignment, largest_gap, margin, opt_softmax, optimal_loss
 from attnlab.models import Combined
 from attnlab.optim import NormalizedGD, PolyakStep
 from attnlab.optim.transforms import INFIMUM
 from attnlab.svm import attention_svm
 from attnlab.training import train
-from attnlab.verify import Check, Claim, Experiment, ExperimentResult, Reading, RunContext, fit_slope
+from attnlab.verify import Check, Claim, Experiment, ExperimentResult, Reading, Revision, RunContext, fit_slope
 
 __all__ = ["Fig2Config", "Fig5Config", "assumption1_note", "run_fixed_decoder"]
 
@@ -219,7 +219,7 @@ def run_fixed_decoder(config: Fig2Config, ctx: RunContext) -> ExperimentResult:
     gen = torch.Generator().manual_seed(config.seed + 1)
     W0 = small_init(config.d, config.init_scale, gen)  # spec §9: N(0, s^2)
     L_star = float(optimal_loss(data.X, data.y, data.v, data.select, config.loss))
-    metrics = [alignment(sol.W), opt_softmax(), worst_log_one_minus_opt()]
+    metrics = [alignment(sol.W), opt_softmax(), worst_log_one_minus_opt(), margin()]
 
     def run(make: Callable, watch: list) -> pd.DataFrame:
         model = Combined(config.d, W0=W0)
@@ -320,20 +320,43 @@ LOSS_TO_L_STAR = Claim(
         sizes=(*_SIZES, "ngd_lr", "steps"),
     ),
 )
+_SATURATION_DRIFT = Reading(
+    statistic="least-squares slope of max_i log(1 - phi_opt,i) on ||W_t||, uncapped NGD (A2)",
+    window="every recorded step t >= steps // 2 (the second half)",
+    subset=_RUN,
+    tolerance="-1/||W_mm|| +- drift * |slope(3rd quarter) - slope(4th quarter)|, the quarters splitting the window "
+    "at its median step: the o(1) of Lemma 1 still moving",
+    params={"half": 2, "drift": 3.0},
+    sizes=(*_SIZES, "ngd_lr", "steps", "record_every"),
+)
 SATURATION_SLOPE = Claim(
     "softmax saturation (Lemma 1): slope of max_i log(1 - phi_opt) against ||W_t|| is -1/||W_mm|| (NGD, 2nd half)",
     "001:Lem1",
     f"{SOURCE} §8.4",
     falsifier=(TEMPERATURE.name, SVM_OTHER.name),
     id="saturation-slope",
-    reading=Reading(
-        statistic="least-squares slope of max_i log(1 - phi_opt,i) on ||W_t||, uncapped NGD (A2)",
-        window="every recorded step t >= steps // 2 (the second half)",
-        subset=_RUN,
-        tolerance="-1/||W_mm|| +- drift * |slope(3rd quarter) - slope(4th quarter)|, the quarters splitting the window "
-        "at its median step: the o(1) of Lemma 1 still moving",
-        params={"half": 2, "drift": 3.0},
-        sizes=(*_SIZES, "ngd_lr", "steps", "record_every"),
+    reading=dataclasses.replace(
+        _SATURATION_DRIFT,
+        tolerance="-1/||W_mm|| +- delta(W_T), delta(W) = 1/||W_mm|| - mu(W)/||W|| the margin deficit of W's direction "
+        "(mu the attention margin, min_i min_t <A_it, W>) at the window's last record T: the o(1) of Lemma 1's "
+        "exponent ||W|| (1/||W_mm|| - o(1)), measured on the run",
+        params={"half": 2},
+    ),
+    revisions=(
+        Revision(
+            _SATURATION_DRIFT,
+            "2026-11-30",
+            "the tolerance, 3x the change of the slope between the window's two quarters, shrinks where the local "
+            "slope's offset turns, though the offset itself does not vanish there: at full size the row failed at "
+            "seeds 2, 3 and 4 of fig. 5 (-1.03195 against -1.0318 +- 6.2e-5 at seed 3, offset -1.5e-4) and passed "
+            "at seed 0 because the half averaged across the offset's zero. Lemma 1's o(1) is the margin deficit of "
+            "the current direction, which the run measures (2.2e-3 to 4.3e-3 at the full size's last record, seeds "
+            "0-4 of both figures; 16 to 150 times the offsets; probed before this reading was adopted). The run "
+            "recomputes this reading beside the current row",
+            "pass: fig. 2 -2.5549 against -2.55389 +- 1.7e-3, fig. 5 -1.05998 against -1.05993 +- 1.4e-3 (56985d1)",
+            "pass: fig. 2 -2.05371 against -2.05357 +- 2.7e-4, fig. 5 -1.03715 against -1.03713 +- 1.4e-4 "
+            "(56985d1); fig. 5 fails at seeds 2, 3 and 4 (00a0aea)",
+        ),
     ),
 )
 
@@ -412,7 +435,7 @@ def _theory_checks(config: Fig2Config, frame: pd.DataFrame, W_mm_norm: float, L_
             f"median step {t_mid:g} (one log factor, the O~ of Thm 1)",
         ),  # fmt: skip
         _loss_check(frame, L_star, delta, W_mm_norm, config.T),
-        _saturation_check(ngd[ngd["step"] >= config.steps // SATURATION_SLOPE.param("half")], W_mm_norm),
+        *_saturation_checks(ngd[ngd["step"] >= config.steps // SATURATION_SLOPE.param("half")], W_mm_norm),
         SAME_START[type(config)].holds(
             "one value each",
             f"{start['loss'].nunique()} loss, {start['norm'].nunique()} norm, {start['alignment'].nunique()} corr",
@@ -442,20 +465,31 @@ def _loss_check(frame: pd.DataFrame, L_star: float, delta: float, W_mm_norm: flo
     )  # fmt: skip
 
 
-def _saturation_check(late: pd.DataFrame, W_mm_norm: float) -> Check:
-    """Lemma 1's slope on the second half; tolerance: three times its drift between the last two quarters."""
+def _saturation_checks(late: pd.DataFrame, W_mm_norm: float) -> list[Check]:
+    """Lemma 1's slope on the second half within the margin deficit of the last direction; and revision 1's
+    reading (three times the slope's drift between the last two quarters)."""
+    predicted = -1.0 / W_mm_norm  # spec §8.4: -min <A, W_mm> / ||W_mm||, min margin 1
+    end = late.iloc[-1]
+    deficit = 1.0 / W_mm_norm - float(end["margin"]) / float(end["norm"])  # spec §8.4: Lemma 1's o(1) at W_T
     quarter = late["step"] >= late["step"].median()
     early_slope, _ = fit_slope(
         late.loc[~quarter, "norm"], late.loc[~quarter, "log_one_minus_opt"], logx=False, logy=False
     )
     late_slope, _ = fit_slope(late.loc[quarter, "norm"], late.loc[quarter, "log_one_minus_opt"], logx=False, logy=False)
     drift = abs(late_slope - early_slope)
-    predicted = -1.0 / W_mm_norm  # spec §8.4: -min <A, W_mm> / ||W_mm||, min margin 1
-    factor = SATURATION_SLOPE.param("drift")
-    return SATURATION_SLOPE.slope(
-        late["norm"], late["log_one_minus_opt"], predicted, factor * drift, logx=False, logy=False,
-        spread=f"{factor:g} x the slope's drift between the third and last quarter ({drift:.3g}): the o(1) of Lemma 1",
-    )  # fmt: skip
+    old = SATURATION_SLOPE.revised(1)
+    factor = old.param("drift")
+    return [
+        SATURATION_SLOPE.slope(
+            late["norm"], late["log_one_minus_opt"], predicted, deficit, logx=False, logy=False,
+            spread=f"the margin deficit of the last direction, 1/||W_mm|| - mu(W_T)/||W_T|| = {deficit:.3g} at "
+            f"||W_T|| = {float(end['norm']):.4g}: the o(1) of Lemma 1",
+        ),
+        old.slope(
+            late["norm"], late["log_one_minus_opt"], predicted, factor * drift, logx=False, logy=False,
+            spread=f"{factor:g} x the slope's drift between the third and last quarter ({drift:.3g})",
+        ),
+    ]  # fmt: skip
 
 
 _FALSIFIERS = (SVM_OTHER, NGD_GRADIENT_STEP, L_STAR_ZERO, TEMPERATURE, HEAD_SCALED)
