@@ -6,9 +6,10 @@ lost in extraction), mirror-descent-lp §9 E4 (a learning rate per p and model s
 
 Every rate of every optimizer's grid trains for a short budget on the training set less a validation part; the
 rate with the best validation accuracy at the last epoch (mean over the tuning seeds; a run that diverged
-disqualifies its rate, and the rate just below it on the grid, the edge of stability) wins. Rates tied at the best accuracy form a band, and its middle wins (the smaller of the two
-middles of an even band): a tie is mostly a saturated accuracy, where the loss only ranks how aggressive a rate is,
-and the band's top edge is where a fresh seed stalls at chance. The test set is never seen. An optimizer tied to
+disqualifies its rate, and the rate just below it on the grid, the edge of stability) wins. Rates tied at the best
+accuracy form a band, and its middle wins (the smaller of the two middles of an even band): a tie is mostly a
+saturated accuracy, where the loss only ranks how aggressive a rate is, and the band's top edge is where a fresh
+seed stalls at chance. The test set is never seen. An optimizer tied to
 another (``"md:2,normalized=false"`` is SGD) takes the other's rate untuned.
 """
 
