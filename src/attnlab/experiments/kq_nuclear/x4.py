@@ -169,9 +169,8 @@ _STEP_0025 = _sizes(
     {"step": 0.025, "steps": 12000, "record_every": 200, "spectrum_rtol": 0.05},
     {"step": 0.05, "steps": 1000, "record_every": 50, "spectrum_rtol": 0.1},
 )
-_STEP_0025_RUN = {k: v for k, v in _STEP_0025.items() if k != "spectrum_rtol"}
 # the 0.025 sizes with the spectrum tolerance of 2026-11-25, until spectrum_rtol left the config (2026-11-28)
-_STEP_CURRENT = {**_STEP_0025, "spectrum_rtol": {"full": 0.005, "quick": 0.01}}
+_STEP_0025_RTOL_005 = {**_STEP_0025, "spectrum_rtol": {"full": 0.005, "quick": 0.01}}
 _STEP_CHANGED = (
     "re-read after failing at full size: with NGD steps of 0.05 the iterates leave the aligned set near mu ~ 1e4 "
     "(off-diagonal mass 1e-15 -> 7.9e-5), so the full run's step went to 0.025 for 12 000 steps (12fefa3, the "
@@ -223,7 +222,7 @@ ALIGNED = Claim(
             _BOUND_ROUNDING,
             "pass: 1.0e-15 (<= 1e-10)",
             "pass: 3.6e-15 (<= 1e-10)",
-            sizes=_of(_ALIGNED_READING, _STEP_0025_RUN),
+            sizes=_of(_ALIGNED_READING, _STEP_0025),
         ),
         Revision(
             _ALIGNED_READING,
@@ -231,7 +230,7 @@ ALIGNED = Claim(
             _NOT_5,
             "pass: 1.1e-15 (<= 1.8e-12) (8a9b237)",
             "pass: 3.2e-15 (<= 2.1e-11) (8a9b237)",
-            sizes=_of(_ALIGNED_READING, _STEP_0025_RUN),
+            sizes=_of(_ALIGNED_READING, _STEP_0025),
         ),
         Revision(
             _ALIGNED_5,
@@ -239,7 +238,7 @@ ALIGNED = Claim(
             _STEP_HALVED,
             "pass: 1.1e-15 (<= 1.8e-12) (56985d1)",
             "pass: 2.9e-15 (<= 2.1e-11) (56985d1); at seed 3 fail: 5.4e-5 (00a0aea)",
-            sizes=_of(_ALIGNED_READING, _STEP_0025_RUN),
+            sizes=_of(_ALIGNED_READING, _STEP_0025),
         ),
     ),
 )
@@ -268,7 +267,7 @@ OUTSIDE = Claim(
             _STEP_HALVED,
             "pass: 4.0e-17 (<= 1.8e-12) (56985d1)",
             "pass: 4.2e-17 (<= 2.1e-11) (56985d1)",
-            sizes=_of(_OUTSIDE_READING, _STEP_0025_RUN),
+            sizes=_of(_OUTSIDE_READING, _STEP_0025),
         ),
     ),
 )
@@ -379,7 +378,7 @@ SPECTRUM = Claim(
             "pass: 1.6e-3 (<= 0.01) (1e039b5)",
             "pass: 1.7e-4 (<= 0.005) (1e039b5)",
             claim="top-n singular values of W/mu -> |beta| of program (9) (worst relative error; Thm 5.1)",
-            sizes=_of(_SPECTRUM_RTOL_READING, _STEP_CURRENT),
+            sizes=_of(_SPECTRUM_RTOL_READING, _STEP_0025_RTOL_005),
         ),
         Revision(
             _SPECTRUM_READING,
@@ -389,7 +388,7 @@ SPECTRUM = Claim(
             "pass: 1.5e-7 (<= 1e-4) (8a9b237)",
             "pass: 3.9e-10 (<= 1e-4) (8a9b237)",
             claim=_OLD_SPECTRUM_5,
-            sizes=_of(_SPECTRUM_READING, _STEP_0025_RUN),
+            sizes=_of(_SPECTRUM_READING, _STEP_0025),
         ),
         Revision(
             _SPECTRUM_5,
@@ -397,7 +396,7 @@ SPECTRUM = Claim(
             _STEP_HALVED,
             "pass: 1.5e-7 (<= 1e-4) (56985d1)",
             "pass: 1.6e-10 (<= 1e-4) (56985d1)",
-            sizes=_of(_SPECTRUM_READING, _STEP_0025_RUN),
+            sizes=_of(_SPECTRUM_READING, _STEP_0025),
         ),
     ),
 )
