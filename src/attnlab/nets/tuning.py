@@ -9,8 +9,8 @@ rate with the best validation accuracy at the last epoch (mean over the tuning s
 disqualifies its rate, and the rate just below it on the grid, the edge of stability) wins. Rates tied at the best
 accuracy form a band, and its middle wins (the smaller of the two middles of an even band): a tie is mostly a
 saturated accuracy, where the loss only ranks how aggressive a rate is, and the band's top edge is where a fresh
-seed stalls at chance. The test set is never seen. An optimizer tied to
-another (``"md:2,normalized=false"`` is SGD) takes the other's rate untuned.
+seed stalls at chance. The test set is never seen. An optimizer tied to another (``"md:2,normalized=false"`` is
+SGD) takes the other's rate untuned.
 """
 
 from __future__ import annotations
@@ -75,14 +75,14 @@ def _choose(cells: pd.DataFrame) -> pd.Series:
     the middle of the tied band.
 
     A rate whose next rate up on the grid diverged in a tuning seed is at the edge of stability: two tuning seeds
-    can both learn there while a fresh seed stalls at chance (full ``real.text`` at data seeds 2 and 4:
-    l_1.1-MD tuned to 0.1 beside a divergent 0.3, and two of five comparison seeds never left
-    ln 2; docs/experiments/real.md, "The edge of stability"). Such a rate is passed over unless nothing
-    else is healthy. Mean accuracies equal up to round-off are a tie (``0.1 + 0.7`` and ``0.3 + 0.5`` differ in the
-    last bit), so the band decides between them, as the rule says, not the order in which the seeds' accuracies
-    were summed. The band's middle, not its lowest loss: with the accuracy saturated, the lowest loss is the band's
-    largest rate, and ``real.text --quick`` chose SPS at its grid's top (10) that way, where one of two fresh seeds
-    stalled at chance (docs/experiments/real.md, "The tie rule").
+    can both learn there while a fresh seed stalls at chance (full ``real.text`` at data seeds 2 and 4: l_1.1-MD
+    tuned to 0.1 beside a divergent 0.3, and two of five comparison seeds never left ln 2; docs/experiments/real.md,
+    "The edge of stability"). Such a rate is passed over unless nothing else is healthy. Mean accuracies equal up to
+    round-off are a tie (``0.1 + 0.7`` and ``0.3 + 0.5`` differ in the last bit), so the band decides between them,
+    as the rule says, not the order in which the seeds' accuracies were summed. The band's middle, not its lowest
+    loss: with the accuracy saturated, the lowest loss is the band's largest rate, and ``real.text --quick`` chose
+    SPS at its grid's top (10) that way, where one of two fresh seeds stalled at chance (docs/experiments/real.md,
+    "The tie rule").
     """
     healthy = cells[(cells["diverged"] == 0) & ~_below_divergence(cells)]
     if not len(healthy):  # nothing clear of divergence: the healthy rates, then every rate (the table says so)
