@@ -9,10 +9,11 @@ import torch
 
 from attnlab._validation import ValidationError
 from attnlab.nets import Setup, ViT, evaluate, fit_classifier, make_optimizer, tune_rates
+from attnlab.nets.chance import chance_bound, majority_rate
 from attnlab.nets.datasets import load_digits_split
 from attnlab.nets.datasets.split import Split, train_test_split
 from attnlab.nets.stacked import _rated
-from attnlab.nets.tuning import _below_divergence, _choose, check_grids
+from attnlab.nets.tuning import _below_failure, _choose, check_grids
 
 FULL = load_digits_split(seed=0)
 DATA = Split(FULL.x_train[:120], FULL.y_train[:120], FULL.x_test[:40], FULL.y_test[:40])
@@ -43,6 +44,7 @@ def test_each_rate_wins_on_the_validation_split_and_a_tie_takes_its_partners_rat
     lrs, table = _tune()
     assert lrs == (0.3, 3e-3, 0.3)  # the grid's tiny rates barely move in two epochs
     held = train_test_split(DATA.x_train, DATA.y_train, test_fraction=0.25, seed=0)
+    bound = chance_bound(majority_rate(held.y_test), len(held.y_test), 3)  # the each-run-learns bound
     for name, lr in [("sgd", 1e-4), ("sgd", 0.3), ("adam", 3e-3)]:
         scores = []
         for seed in (0, 1):  # the reference: each run alone, scored on the held-out part of the training set
@@ -53,6 +55,7 @@ def test_each_rate_wins_on_the_validation_split_and_a_tie_takes_its_partners_rat
         row = table[(table["optimizer"] == name) & (table["lr"] == lr)].iloc[0]
         assert row["validation_accuracy"] == pytest.approx(sum(scores) / 2, abs=1e-12)
         assert row["seeds"] == 2 and row["diverged"] == 0
+        assert row["stalled"] == row["failed"] == sum(score <= bound for score in scores)
     chosen = table[table["chosen"]].set_index("optimizer")
     assert chosen.loc["md:2,normalized=false", "tied_to"] == "sgd" and chosen.loc["md:2,normalized=false", "seeds"] == 0
     assert bool(chosen.loc["sgd", "at_edge"]) and bool(chosen.loc["adam", "at_edge"])
@@ -106,7 +109,7 @@ def test_equal_mean_accuracies_are_a_tie():
         validation_loss=("test_loss", "mean"),
         diverged=("diverged", "sum"),
     )
-    cells = cells.reset_index()
+    cells = cells.reset_index().assign(failed=0)
     assert cells["validation_accuracy"].iloc[0] != cells["validation_accuracy"].iloc[1]  # round-off tells them apart
     assert _choose(cells)["lr"] == 0.01  # a tie, so the band's middle: the smaller of two, whatever the loss says
 
@@ -122,6 +125,7 @@ def test_a_saturated_tie_takes_the_middle_of_its_band_not_the_lowest_loss(rates,
             "validation_accuracy": [1.0] * len(rates) + [0.5],
             "validation_loss": [1e-3 / lr for lr in rates] + [0.7],
             "diverged": 0,
+            "failed": 0,  # the band rule alone: no run of 30 counted as stalled
         }
     )
     assert _choose(cells)["lr"] == middle  # the lower middle of an even band
@@ -130,7 +134,7 @@ def test_a_saturated_tie_takes_the_middle_of_its_band_not_the_lowest_loss(rates,
 def test_a_diverged_seed_disqualifies_its_rate_whatever_the_others_scored():
     cells = pd.DataFrame(
         {"optimizer": "sgd", "lr": [0.1, 1.0], "validation_accuracy": [0.2, 0.9], "validation_loss": [2.0, 0.1]}
-    ).assign(diverged=[0, 1])
+    ).assign(diverged=[0, 1], failed=[0, 1])
     assert _choose(cells)["lr"] == 0.1
 
 
@@ -145,21 +149,38 @@ def test_the_rate_below_a_divergent_one_is_passed_over_as_the_edge_of_stability(
             "validation_loss": [0.6, 0.4, 0.2, 0.1, 0.8],
             "diverged": [0, 0, 0, 0, 1],
         }
+    ).assign(failed=lambda c: c["diverged"])
+    assert _choose(cells)["lr"] == 0.03
+    assert _choose(cells.assign(diverged=0, failed=0))["lr"] == 0.1  # the same scores, every run healthy: 0.1 wins
+    assert _below_failure(cells).tolist() == [False, False, False, True, False]
+
+
+def test_the_rate_below_a_rate_stalled_at_chance_is_passed_over_as_the_edge_of_stability():
+    # full real.text at data seed 8: l_1.1-MD's 0.3 stalled at chance (0.5) in both tuning seeds without diverging,
+    # and one of five fresh seeds at 0.1 stalled (0.538); a stall is a failure as a divergence is
+    cells = pd.DataFrame(
+        {
+            "optimizer": "md:1.1",
+            "lr": [0.003, 0.01, 0.03, 0.1, 0.3],
+            "validation_accuracy": [0.7375, 0.7875, 0.8125, 0.975, 0.5],
+            "validation_loss": [0.57, 0.68, 0.76, 0.085, 0.69],
+            "diverged": 0,
+            "failed": [0, 0, 0, 0, 2],
+        }
     )
     assert _choose(cells)["lr"] == 0.03
-    assert _choose(cells.assign(diverged=0))["lr"] == 0.1  # the same scores with no divergence: 0.1 wins
-    assert _below_divergence(cells).tolist() == [False, False, False, True, False]
+    assert _choose(cells.assign(failed=0))["lr"] == 0.1  # the stall unseen: the old rule's choice
 
 
 def test_the_edge_of_stability_is_taken_when_nothing_else_is_healthy():
     cells = pd.DataFrame(
         {"optimizer": "sgd", "lr": [0.1, 1.0], "validation_accuracy": [0.8, 0.5], "validation_loss": [0.3, 2.0]}
-    ).assign(diverged=[0, 1])
+    ).assign(diverged=[0, 1], failed=[0, 1])
     assert _choose(cells)["lr"] == 0.1
 
 
 def test_the_edge_of_stability_is_read_within_each_optimizers_grid():
     cells = pd.DataFrame(
-        {"optimizer": ["adam", "adam", "sgd", "sgd"], "lr": [0.01, 0.1, 0.01, 0.1], "diverged": [0, 0, 0, 1]}
+        {"optimizer": ["adam", "adam", "sgd", "sgd"], "lr": [0.01, 0.1, 0.01, 0.1], "failed": [0, 0, 0, 1]}
     )
-    assert _below_divergence(cells).tolist() == [False, False, True, False]
+    assert _below_failure(cells).tolist() == [False, False, True, False]

@@ -29,6 +29,7 @@ from torch import nn
 
 from attnlab._io import config_hash
 from attnlab._validation import ValidationError, check_scalar
+from attnlab.nets.chance import majority_rate
 from attnlab.nets.datasets.split import Split, train_test_split
 from attnlab.nets.probes import first_token_attention, hoyer_sparsity, projection_entries
 from attnlab.nets.stacked import fit_stacked
@@ -138,10 +139,10 @@ def _train_chunk(
             raise ValidationError(
                 "build(config, seed) returned different data for different seeds; fix the data by config"
             )
-        metrics = setups[0].metrics
+        metrics, scored = setups[0].metrics, {}
         if validation is not None:  # tuning: train on part of the training set, score on the rest
             data = train_test_split(data.x_train, data.y_train, test_fraction=validation[0], seed=validation[1])
-            metrics = {}
+            metrics, scored = {}, {"chance": majority_rate(data.y_test), "scored": len(data.y_test)}
         out: list[dict[str, pd.DataFrame]] = [{} for _ in trials]
         starts = [_qkv(s.model) for s in setups]
         for o, setup, p in zip(out, setups, probe):
@@ -163,7 +164,13 @@ def _train_chunk(
             last_only=validation is not None,  # tuning reads each run's last validation score, nothing else
         )
         for o, trial, setup, history, start, p in zip(out, trials, setups, histories, starts, probe):
-            labels = {"optimizer": trial.optimizer, "lr": trial.lr, "seed": trial.seed, "diverged": not history.ok}
+            labels = {
+                "optimizer": trial.optimizer,
+                "lr": trial.lr,
+                "seed": trial.seed,
+                "diverged": not history.ok,
+                **scored,
+            }
             o["frame"] = history.frame.assign(**labels)
             o["norms"] = history.norms.assign(optimizer=trial.optimizer, seed=trial.seed)
             o["sparsity"] = _sparsity(trial, start, _qkv(setup.model))
@@ -288,7 +295,8 @@ def train_trials(
     validation : (float, int), optional
         ``(fraction, seed)``: train on the training set less a validation part of that fraction (split by that
         seed) and report the validation part in the ``test_*`` columns, with no extra metrics, in each trial's last
-        row alone (its training columns NaN): for tuning.
+        row alone (its training columns NaN), with ``chance`` (the validation part's majority-class rate) and
+        ``scored`` (its size): for tuning.
     eval_every : int, default=1
         Epochs between recorded rows (see :func:`~attnlab.nets.stacked.fit_stacked`).
     epochs_of : mapping of str to int, optional

@@ -5,12 +5,13 @@ Spec: implicit-bias-ngd §9 and appendix C (each optimizer runs at its own learn
 lost in extraction), mirror-descent-lp §9 E4 (a learning rate per p and model size).
 
 Every rate of every optimizer's grid trains for a short budget on the training set less a validation part; the
-rate with the best validation accuracy at the last epoch (mean over the tuning seeds; a run that diverged
-disqualifies its rate, and the rate just below it on the grid, the edge of stability) wins. Rates tied at the best
-accuracy form a band, and its middle wins (the smaller of the two middles of an even band): a tie is mostly a
-saturated accuracy, where the loss only ranks how aggressive a rate is, and the band's top edge is where a fresh
-seed stalls at chance. The test set is never seen. An optimizer tied to another (``"md:2,normalized=false"`` is
-SGD) takes the other's rate untuned.
+rate with the best validation accuracy at the last epoch (mean over the tuning seeds) wins. A run that diverged
+disqualifies its rate. A run that failed (diverged, or stalled at chance: its validation accuracy no better than the
+``each-run-learns`` bound, :func:`~attnlab.nets.chance.chance_bound`) disqualifies the rate just below its own on
+the grid: that rate is at the edge of stability. Rates tied at the best accuracy form a band, and its middle wins
+(the smaller of the two middles of an even band): a tie is mostly a saturated accuracy, where the loss only ranks how
+aggressive a rate is, and the band's top edge is where a fresh seed stalls at chance. The test set is never seen. An
+optimizer tied to another (``"md:2,normalized=false"`` is SGD) takes the other's rate untuned.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 import pandas as pd
 
 from attnlab._validation import ValidationError, check_scalar
+from attnlab.nets.chance import chance_bound
 from attnlab.nets.trials import Setup, Trial, train_trials
 
 __all__ = ["check_grids", "tune_rates"]
@@ -65,27 +67,32 @@ def check_grids(optimizers: Sequence[str], grids: Sequence[Sequence[float]], tie
             )
 
 
+# A tuning run stalled when it would fail ``each-run-learns`` on the validation part: no more than 3 binomial standard
+# errors above its majority-class rate (attnlab.experiments.real.summary.EACH_RUN).
+_STALL_STANDARD_ERRORS = 3
+
 # Two mean accuracies closer than this are equal: a mean of k/N accuracies over S seeds moves in steps of 1/(N S)
 # (above 1e-9 for N S < 1e9), while summing the same value in another order moves it by round-off (1e-16).
 _ACCURACY_TIE = 1e-12
 
 
 def _choose(cells: pd.DataFrame) -> pd.Series:
-    """The winning row of one optimizer's cells: no run diverged at it or at the next rate up, best accuracy, then
-    the middle of the tied band.
+    """The winning row of one optimizer's cells: no run diverged at it, none failed at the next rate up, best
+    accuracy, then the middle of the tied band.
 
-    A rate whose next rate up on the grid diverged in a tuning seed is at the edge of stability: two tuning seeds
-    can both learn there while a fresh seed stalls at chance (full ``real.text`` at data seeds 2 and 4: l_1.1-MD
-    tuned to 0.1 beside a divergent 0.3, and two of five comparison seeds never left ln 2; docs/experiments/real.md,
-    "The edge of stability"). Such a rate is passed over unless nothing else is healthy. Mean accuracies equal up to
-    round-off are a tie (``0.1 + 0.7`` and ``0.3 + 0.5`` differ in the last bit), so the band decides between them,
-    as the rule says, not the order in which the seeds' accuracies were summed. The band's middle, not its lowest
-    loss: with the accuracy saturated, the lowest loss is the band's largest rate, and ``real.text --quick`` chose
-    SPS at its grid's top (10) that way, where one of two fresh seeds stalled at chance (docs/experiments/real.md,
-    "The tie rule").
+    A rate whose next rate up on the grid failed in a tuning seed (diverged, or stalled at chance) is at the edge of
+    stability: two tuning seeds can both learn there while a fresh seed stalls at chance. Full ``real.text``: at data
+    seeds 2 and 4, l_1.1-MD tuned to 0.1 beside a divergent 0.3, and two of five comparison seeds never left ln 2; at
+    data seed 8 its 0.3 stalled at chance in both tuning seeds without diverging, and one comparison seed at 0.1 stalled
+    (docs/experiments/real.md, "The edge of stability"). Such a rate is passed over unless nothing else is healthy.
+    Mean accuracies equal up to round-off are a tie (``0.1 + 0.7`` and ``0.3 + 0.5`` differ in the last bit), so the
+    band decides between them, as the rule says, not the order in which the seeds' accuracies were summed. The band's
+    middle, not its lowest loss: with the accuracy saturated, the lowest loss is the band's largest rate, and
+    ``real.text --quick`` chose SPS at its grid's top (10) that way, where one of two fresh seeds stalled at chance
+    (docs/experiments/real.md, "The tie rule").
     """
-    healthy = cells[(cells["diverged"] == 0) & ~_below_divergence(cells)]
-    if not len(healthy):  # nothing clear of divergence: the healthy rates, then every rate (the table says so)
+    healthy = cells[(cells["diverged"] == 0) & ~_below_failure(cells)]
+    if not len(healthy):  # nothing clear of the edge: the rates with no divergence, then every rate (the table says so)
         healthy = cells[cells["diverged"] == 0]
     pool = healthy if len(healthy) else cells
     best = pool["validation_accuracy"].max()
@@ -94,13 +101,14 @@ def _choose(cells: pd.DataFrame) -> pd.Series:
     return ordered.iloc[(len(ordered) - 1) // 2]
 
 
-def _below_divergence(cells: pd.DataFrame) -> pd.Series:
-    """Whether each cell's next rate up in its optimizer's grid diverged in a tuning seed (the edge of stability).
+def _below_failure(cells: pd.DataFrame) -> pd.Series:
+    """Whether each cell's next rate up in its optimizer's grid failed (diverged or stalled) in a tuning seed: the
+    edge of stability.
 
     Parameters
     ----------
     cells : pandas.DataFrame
-        One row per (optimizer, rate), with ``optimizer``, ``lr`` and ``diverged`` (runs).
+        One row per (optimizer, rate), with ``optimizer``, ``lr`` and ``failed`` (runs).
 
     Returns
     -------
@@ -108,7 +116,7 @@ def _below_divergence(cells: pd.DataFrame) -> pd.Series:
         Indexed like ``cells``; False at each grid's largest rate.
     """
     ordered = cells.sort_values(["optimizer", "lr"])
-    above = ordered.groupby("optimizer", sort=False)["diverged"].shift(-1, fill_value=0)
+    above = ordered.groupby("optimizer", sort=False)["failed"].shift(-1, fill_value=0)
     return (above > 0).reindex(cells.index)
 
 
@@ -154,9 +162,11 @@ def tune_rates(
         The chosen rate of each optimizer, in order.
     table : pandas.DataFrame
         One row per (optimizer, rate): ``optimizer``, ``lr``, ``seeds``, ``validation_accuracy`` and
-        ``validation_loss`` (means over seeds at the last epoch), ``diverged`` (runs), ``chosen``, ``at_edge`` (the
-        chosen rate is the grid's smallest or largest: the best may lie outside it), ``below_divergence`` (the next
-        rate up diverged: the edge of stability, passed over) and ``tied_to`` (the optimizer whose rate a tied one
+        ``validation_loss`` (means over seeds at the last epoch), ``diverged``, ``stalled`` (runs that did not
+        diverge and scored no better than :func:`~attnlab.nets.chance.chance_bound` on the validation part) and
+        ``failed`` (runs that did either), ``chosen``, ``at_edge`` (the chosen rate is the grid's smallest or largest:
+        the best may lie outside it), ``below_failure`` (the next rate up failed: the edge of stability, passed over)
+        and ``tied_to`` (the optimizer whose rate a tied one
         takes; its one row has no scores).
 
     Raises
@@ -173,6 +183,9 @@ def tune_rates(
     ]
     results = train_trials(build, config, trials, epochs=epochs, validation=validation, **training)  # last rows alone
     last = pd.concat([r["frame"].tail(1) for r in results], ignore_index=True)
+    bounds = [chance_bound(c, int(n), _STALL_STANDARD_ERRORS) for c, n in zip(last["chance"], last["scored"])]
+    stalled = ~last["diverged"] & (last["test_accuracy"] <= pd.Series(bounds, index=last.index))
+    last = last.assign(stalled=stalled, failed=last["diverged"] | stalled)
     cells = (
         last.groupby(["optimizer", "lr"], sort=False)
         .agg(
@@ -180,11 +193,14 @@ def tune_rates(
             validation_accuracy=("test_accuracy", "mean"),
             validation_loss=("test_loss", "mean"),
             diverged=("diverged", "sum"),
+            stalled=("stalled", "sum"),
+            failed=("failed", "sum"),
         )
         .reset_index()
     )
-    cells = cells.assign(chosen=False, at_edge=False, tied_to="", diverged=cells["diverged"].astype(int))
-    cells = cells.assign(below_divergence=_below_divergence(cells))
+    counts = {column: cells[column].astype(int) for column in ("diverged", "stalled", "failed")}
+    cells = cells.assign(chosen=False, at_edge=False, tied_to="", **counts)
+    cells = cells.assign(below_failure=_below_failure(cells))
     chosen: dict[str, float] = {}
     for name, grid in zip(optimizers, grids):
         if not grid:
@@ -200,7 +216,7 @@ def tune_rates(
             "seeds": 0,
             "chosen": True,
             "at_edge": False,
-            "below_divergence": False,
+            "below_failure": False,
             "tied_to": ties[name],
         }
         for name in optimizers

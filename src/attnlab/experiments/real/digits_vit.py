@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
-
 from attnlab._validation import ValidationError, check_scalar
 from attnlab.experiments.real.result import check_seed_counts, code_key, comparison_result
 from attnlab.experiments.real.revisions import revised_claims
 from attnlab.experiments.real.summary import CLAIMS, paper_checks
 from attnlab.experiments.registry import register
+from attnlab.nets.chance import majority_rate
 from attnlab.nets.compare import ComparisonConfig, Setup, summary_table
 from attnlab.nets.datasets.digits import load_digits_split
 from attnlab.nets.vit import ViT
@@ -112,7 +111,7 @@ def run_digits_vit(config: DigitsViTConfig, ctx: RunContext) -> ExperimentResult
         build_digits_vit, checkpoint_dir=ctx.out / "checkpoints", bar=ctx.bar, code=code_key(build_digits_vit, config)
     )
     y_test = load_digits_split(test_fraction=config.test_fraction, seed=config.seed).y_test
-    chance = float(torch.bincount(y_test).max()) / len(y_test)
+    chance = majority_rate(y_test)
     summary = summary_table(comparison)
     checks = paper_checks(comparison, summary, chance=chance, language=False, test_size=len(y_test), claims=_CLAIMS)
     notes = ["float32 models (a ViT on real images; no saturation-sensitive theory quantity is measured here)"]

@@ -7,12 +7,12 @@ l_1.1-MD generalises better than GD on IMDb).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import pandas as pd
 import torch
 
+from attnlab.nets.chance import chance_bound
 from attnlab.nets.compare import Comparison
 from attnlab.nets.optimizers import optimizer_kind
 from attnlab.nets.probes import hoyer_sparsity
@@ -154,7 +154,7 @@ def _learning_checks(
     equals SGD step for step (when both ran at one lr). ``by`` is the summary indexed by optimizer kind; ``claims``
     the declared :data:`CLAIMS`, in its order."""
     learns, each_run, finite, md2 = claims
-    se = math.sqrt(chance * (1 - chance) / test_size)  # binomial SE of an accuracy at the majority rate
+    se = chance_bound(chance, test_size, 1) - chance  # binomial SE of an accuracy at the majority rate
     last = comparison.frame.sort_values("epoch").groupby(["optimizer", "seed"]).tail(1)
     lowest = last.groupby("optimizer")["test_accuracy"].min().rename(index=kinds)
     checks = []
@@ -163,7 +163,7 @@ def _learning_checks(
         spread = f"majority rate {chance:.4g} + {k} binomial SE over {test_size} test examples (SE {se:.3g})"
         checks += [
             claim.format(name=f"{name} (lr {by.loc[name, 'lr']:g})").greater(
-                float(statistic[name]), chance + k * se, spread=spread
+                float(statistic[name]), chance_bound(chance, test_size, k), spread=spread
             )
             for name in by.index
         ]

@@ -17,6 +17,7 @@ from attnlab.experiments.real.result import check_seed_counts, code_key, compari
 from attnlab.experiments.real.revisions import revised_claims
 from attnlab.experiments.real.summary import CLAIMS, paper_checks
 from attnlab.experiments.registry import register
+from attnlab.nets.chance import majority_rate
 from attnlab.nets.compare import ComparisonConfig, Setup, summary_table
 from attnlab.nets.datasets.aclimdb import load_aclimdb
 from attnlab.nets.datasets.keywords import keyword_task
@@ -227,7 +228,7 @@ def run_text(config: TextConfig, ctx: RunContext) -> ExperimentResult:
         build_text, checkpoint_dir=ctx.out / "checkpoints", bar=ctx.bar, code=code_key(build_text, config)
     )
     y_test = _data(config)[0].y_test
-    chance = float(torch.bincount(y_test).max()) / len(y_test)
+    chance = majority_rate(y_test)
     summary = summary_table(comparison)
     checks = paper_checks(comparison, summary, chance=chance, language=True, test_size=len(y_test), claims=_CLAIMS)
     if config.dataset == "keywords":

@@ -1,0 +1,72 @@
+"""What a classifier that learned nothing scores: the majority-class rate, and the accuracy a run must exceed to be
+said to have learned.
+
+Spec: implicit-bias-ngd §9 and mirror-descent-lp §9 E4-E5 (every optimizer trains the real models to a good
+accuracy; a run left at chance is a setup defect, ours). One bound serves the comparison's ``each-run-learns``
+property and the tuning's stall test (:func:`~attnlab.nets.tuning.tune_rates`), so a rate is judged to have
+stalled in tuning exactly when a run of it would fail that property on the validation split.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from attnlab._validation import ValidationError, check_scalar
+
+__all__ = ["chance_bound", "majority_rate"]
+
+
+def majority_rate(labels: torch.Tensor) -> float:
+    """The accuracy of always predicting the most frequent class.
+
+    Parameters
+    ----------
+    labels : torch.Tensor, shape (n,)
+        Non-negative integer class labels, n >= 1.
+
+    Returns
+    -------
+    float
+        The most frequent class's share of ``labels``.
+
+    Raises
+    ------
+    ValidationError
+        When ``labels`` is not a non-empty 1-D tensor of non-negative integers.
+    """
+    integer = not (labels.dtype.is_floating_point or labels.dtype.is_complex or labels.dtype == torch.bool)
+    if labels.ndim != 1 or not len(labels) or not integer or bool((labels < 0).any()):
+        raise ValidationError(
+            f"labels must be a non-empty 1-D tensor of non-negative integer classes; got shape "
+            f"{tuple(labels.shape)}, dtype {labels.dtype}"
+        )
+    return float(torch.bincount(labels).max()) / len(labels)
+
+
+def chance_bound(rate: float, size: int, standard_errors: float) -> float:
+    """The accuracy a run must exceed to have learned: ``rate + k sqrt(rate (1 - rate) / size)``.
+
+    Parameters
+    ----------
+    rate : float
+        The majority-class rate in [0, 1] (:func:`majority_rate`).
+    size : int
+        Examples scored, >= 1.
+    standard_errors : float
+        ``k`` >= 0: binomial standard errors of an accuracy at ``rate`` over ``size`` examples.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValidationError
+        When ``rate``, ``size`` or ``standard_errors`` is out of its range.
+    """
+    check_scalar("rate", rate, low=0.0, high=1.0)
+    check_scalar("size", size, kind=int, low=1)
+    check_scalar("standard_errors", standard_errors, low=0.0)
+    return rate + standard_errors * math.sqrt(rate * (1 - rate) / size)  # binomial SE of an accuracy at the rate

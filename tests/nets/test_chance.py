@@ -1,0 +1,45 @@
+"""Tests of the chance level: the majority-class rate against a plain count, and the learning bound against the
+binomial standard error written out."""
+
+import math
+
+import pytest
+import torch
+
+from attnlab._validation import ValidationError
+from attnlab.nets.chance import chance_bound, majority_rate
+
+
+def test_majority_rate_is_the_most_frequent_class_share():
+    labels = torch.tensor([2, 0, 2, 1, 2, 0, 9])
+    counts = {c: sum(int(y) == c for y in labels) for c in set(labels.tolist())}
+    assert majority_rate(labels) == max(counts.values()) / len(labels) == 3 / 7
+
+
+def test_chance_bound_is_the_rate_plus_k_binomial_standard_errors():
+    assert chance_bound(0.5, 40, 3) == pytest.approx(0.5 + 3 * math.sqrt(0.25 / 40), abs=1e-15)
+    assert chance_bound(0.3, 10, 0) == 0.3
+    assert chance_bound(1.0, 5, 3) == 1.0  # no spread at a single class
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [
+        torch.tensor([]),
+        torch.tensor([[0, 1]]),
+        torch.tensor([0.0, 1.0]),
+        torch.tensor([True, False]),
+        torch.tensor([0, -1]),
+    ],
+)
+def test_majority_rate_refuses_what_is_not_a_label_vector(labels):
+    with pytest.raises(ValidationError, match="labels"):
+        majority_rate(labels)
+
+
+@pytest.mark.parametrize(
+    ("args", "name"), [((1.5, 10, 3), "rate"), ((0.5, 0, 3), "size"), ((0.5, 10, -1), "standard_errors")]
+)
+def test_chance_bound_refuses_out_of_range_arguments(args, name):
+    with pytest.raises(ValidationError, match=name):
+        chance_bound(*args)
