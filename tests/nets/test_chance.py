@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from attnlab._validation import ValidationError
-from attnlab.nets.chance import chance_bound, majority_rate
+from attnlab.nets.chance import at_chance, chance_bound, majority_rate
 
 
 def test_majority_rate_is_the_most_frequent_class_share():
@@ -43,3 +43,15 @@ def test_majority_rate_refuses_what_is_not_a_label_vector(labels):
 def test_chance_bound_refuses_out_of_range_arguments(args, name):
     with pytest.raises(ValidationError, match=name):
         chance_bound(*args)
+
+
+def test_at_chance_compares_counts_of_right_answers():
+    assert at_chance(0.5, 0.5, 40)  # a constant output on the majority class
+    assert at_chance(0.425, 0.575, 40)  # a constant output on the other class
+    assert at_chance(float(torch.tensor(23 / 40, dtype=torch.float32)), 23 / 40, 40)  # float32 rounding: still 23
+    assert not at_chance(0.6, 0.575, 40)  # one example more than the majority class gets: some signal
+
+
+def test_at_chance_refuses_an_accuracy_outside_0_1():
+    with pytest.raises(ValidationError, match="accuracy"):
+        at_chance(1.5, 0.5, 10)

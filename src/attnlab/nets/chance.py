@@ -1,10 +1,10 @@
-"""What a classifier that learned nothing scores: the majority-class rate, and the accuracy a run must exceed to be
-said to have learned.
+"""What a classifier that learned nothing scores: the majority-class rate, the accuracy a run must exceed to be said
+to have learned, and whether a run did no better than chance at all.
 
 Spec: implicit-bias-ngd §9 and mirror-descent-lp §9 E4-E5 (every optimizer trains the real models to a good
-accuracy; a run left at chance is a setup defect, ours). One bound serves the comparison's ``each-run-learns``
-property and the tuning's stall test (:func:`~attnlab.nets.tuning.tune_rates`), so a rate is judged to have
-stalled in tuning exactly when a run of it would fail that property on the validation split.
+accuracy; a run left at chance is a setup defect, ours). The comparison's ``each-run-learns`` property asks for
+evidence of learning (:func:`chance_bound`); the tuning's stall test (:func:`~attnlab.nets.tuning.tune_rates`)
+asks for evidence of its absence (:func:`at_chance`), so that a seed still learning slowly is not taken for a stall.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import torch
 
 from attnlab._validation import ValidationError, check_scalar
 
-__all__ = ["chance_bound", "majority_rate"]
+__all__ = ["at_chance", "chance_bound", "majority_rate"]
 
 
 def majority_rate(labels: torch.Tensor) -> float:
@@ -70,3 +70,34 @@ def chance_bound(rate: float, size: int, standard_errors: float) -> float:
     check_scalar("size", size, kind=int, low=1)
     check_scalar("standard_errors", standard_errors, low=0.0)
     return rate + standard_errors * math.sqrt(rate * (1 - rate) / size)  # binomial SE of an accuracy at the rate
+
+
+def at_chance(accuracy: float, rate: float, size: int) -> bool:
+    """Whether a run answered no more of ``size`` examples correctly than always predicting the majority class.
+
+    Compared as counts of examples (``round(accuracy size) <= round(rate size)``), so the float rounding of either
+    accuracy cannot decide it. A run stalled on a constant output scores exactly the majority rate, or below it when
+    it predicts another class.
+
+    Parameters
+    ----------
+    accuracy : float
+        The run's accuracy in [0, 1] over the ``size`` examples.
+    rate : float
+        Their majority-class rate in [0, 1] (:func:`majority_rate`).
+    size : int
+        Examples scored, >= 1.
+
+    Returns
+    -------
+    bool
+
+    Raises
+    ------
+    ValidationError
+        When an argument is out of its range.
+    """
+    check_scalar("accuracy", accuracy, low=0.0, high=1.0)
+    check_scalar("rate", rate, low=0.0, high=1.0)
+    check_scalar("size", size, kind=int, low=1)
+    return round(accuracy * size) <= round(rate * size)

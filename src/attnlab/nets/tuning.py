@@ -6,9 +6,9 @@ lost in extraction), mirror-descent-lp §9 E4 (a learning rate per p and model s
 
 Every rate of every optimizer's grid trains for a short budget on the training set less a validation part; the
 rate with the best validation accuracy at the last epoch (mean over the tuning seeds) wins. A run that diverged
-disqualifies its rate. A run that failed (diverged, or stalled at chance: its validation accuracy no better than the
-``each-run-learns`` bound, :func:`~attnlab.nets.chance.chance_bound`) disqualifies the rate just below its own on
-the grid: that rate is at the edge of stability. Rates tied at the best accuracy form a band, and its middle wins
+disqualifies its rate. A run that failed (diverged, or stalled at chance: no more validation examples right than
+the majority class gets, :func:`~attnlab.nets.chance.at_chance`) disqualifies the rate just below its own on the
+grid: that rate is at the edge of stability. Rates tied at the best accuracy form a band, and its middle wins
 (the smaller of the two middles of an even band): a tie is mostly a saturated accuracy, where the loss only ranks how
 aggressive a rate is, and the band's top edge is where a fresh seed stalls at chance. The test set is never seen. An
 optimizer tied to another (``"md:2,normalized=false"`` is SGD) takes the other's rate untuned.
@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 
 from attnlab._validation import ValidationError, check_scalar
-from attnlab.nets.chance import chance_bound
+from attnlab.nets.chance import at_chance
 from attnlab.nets.trials import Setup, Trial, train_trials
 
 __all__ = ["check_grids", "tune_rates"]
@@ -66,10 +66,6 @@ def check_grids(optimizers: Sequence[str], grids: Sequence[Sequence[float]], tie
                 "non-empty grid in lr_grids, or an empty grid and an entry in tied_lrs"
             )
 
-
-# A tuning run stalled when it would fail ``each-run-learns`` on the validation part: no more than 3 binomial standard
-# errors above its majority-class rate (attnlab.experiments.real.summary.EACH_RUN).
-_STALL_STANDARD_ERRORS = 3
 
 # Two mean accuracies closer than this are equal: a mean of k/N accuracies over S seeds moves in steps of 1/(N S)
 # (above 1e-9 for N S < 1e9), while summing the same value in another order moves it by round-off (1e-16).
@@ -163,7 +159,7 @@ def tune_rates(
     table : pandas.DataFrame
         One row per (optimizer, rate): ``optimizer``, ``lr``, ``seeds``, ``validation_accuracy`` and
         ``validation_loss`` (means over seeds at the last epoch), ``diverged``, ``stalled`` (runs that did not
-        diverge and scored no better than :func:`~attnlab.nets.chance.chance_bound` on the validation part) and
+        diverge and got no more validation examples right than the majority class, :func:`~attnlab.nets.chance.at_chance`) and
         ``failed`` (runs that did either), ``chosen``, ``at_edge`` (the chosen rate is the grid's smallest or largest:
         the best may lie outside it), ``below_failure`` (the next rate up failed: the edge of stability, passed over)
         and ``tied_to`` (the optimizer whose rate a tied one
@@ -183,8 +179,8 @@ def tune_rates(
     ]
     results = train_trials(build, config, trials, epochs=epochs, validation=validation, **training)  # last rows alone
     last = pd.concat([r["frame"].tail(1) for r in results], ignore_index=True)
-    bounds = [chance_bound(c, int(n), _STALL_STANDARD_ERRORS) for c, n in zip(last["chance"], last["scored"])]
-    stalled = ~last["diverged"] & (last["test_accuracy"] <= pd.Series(bounds, index=last.index))
+    runs = zip(last["diverged"], last["test_accuracy"], last["chance"], last["scored"])
+    stalled = pd.Series([not d and at_chance(a, c, int(n)) for d, a, c, n in runs], index=last.index, dtype=bool)
     last = last.assign(stalled=stalled, failed=last["diverged"] | stalled)
     cells = (
         last.groupby(["optimizer", "lr"], sort=False)
