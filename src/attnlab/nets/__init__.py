@@ -12,6 +12,7 @@ mirror descent on an IMDb encoder and a ViT). The experiments ``real.digits-vit`
                              epochs=10, batch_size=32, seed=0, checkpoint="run.pt")
 """
 
+from attnlab.nets.chance import at_chance, chance_bound, majority_rate
 from attnlab.nets.classifier import evaluate, fit_classifier, layer_norms
 from attnlab.nets.compare import Comparison, ComparisonConfig, Setup, Trial, compare_optimizers, summary_table
 from attnlab.nets.encoder import Encoder, EncoderBlock, SelfAttention, attention_weights
@@ -36,13 +37,16 @@ __all__ = [
     "SelfAttention",
     "TextEncoder",
     "ViT",
+    "at_chance",
     "attention_weights",
+    "chance_bound",
     "evaluate",
     "first_token_attention",
     "fit_classifier",
     "fit_stacked",
     "hoyer_sparsity",
     "layer_norms",
+    "majority_rate",
     "make_optimizer",
     "optimizer_kind",
     "parse_optimizer",
