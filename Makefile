@@ -42,7 +42,7 @@ demo: $(RUN_STAMP)
 	exit $$status
 
 # The full-size reproduction: every experiment at its default (non-quick) settings, two workers; every theory check
-# must pass. Budget: 20 minutes on 2 free cores; measured 9 min 16 s, 183/186 theorem checks (docs/timings.md).
+# must pass. Budget: 20 minutes on 2 free cores; measured 9 min 8 s, 183/186 theorem checks (docs/timings.md).
 reproduce-full: $(RUN_STAMP)
 	$(BIN)/attnlab reproduce --paper all --executor pool --workers 2 --out report-full --no-progress
 
