@@ -159,11 +159,11 @@ def tune_rates(
     table : pandas.DataFrame
         One row per (optimizer, rate): ``optimizer``, ``lr``, ``seeds``, ``validation_accuracy`` and
         ``validation_loss`` (means over seeds at the last epoch), ``diverged``, ``stalled`` (runs that did not
-        diverge and got no more validation examples right than the majority class, :func:`~attnlab.nets.chance.at_chance`) and
-        ``failed`` (runs that did either), ``chosen``, ``at_edge`` (the chosen rate is the grid's smallest or largest:
-        the best may lie outside it), ``below_failure`` (the next rate up failed: the edge of stability, passed over)
-        and ``tied_to`` (the optimizer whose rate a tied one
-        takes; its one row has no scores).
+        diverge and got no more validation examples right than the majority class,
+        :func:`~attnlab.nets.chance.at_chance`) and ``failed`` (runs that did either), ``chosen``, ``at_edge`` (the
+        chosen rate is the grid's smallest or largest: the best may lie outside it), ``below_failure`` (the next rate
+        up failed: the edge of stability, passed over) and ``tied_to`` (the optimizer whose rate a tied one takes; its
+        one row has no scores).
 
     Raises
     ------
