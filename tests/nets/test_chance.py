@@ -7,13 +7,19 @@ import pytest
 import torch
 
 from attnlab._validation import ValidationError
-from attnlab.nets.chance import at_chance, chance_bound, majority_rate
+from attnlab.nets.chance import at_chance, binomial_se, chance_bound, majority_rate
 
 
 def test_majority_rate_is_the_most_frequent_class_share():
     labels = torch.tensor([2, 0, 2, 1, 2, 0, 9])
     counts = {c: sum(int(y) == c for y in labels) for c in set(labels.tolist())}
     assert majority_rate(labels) == max(counts.values()) / len(labels) == 3 / 7
+
+
+def test_binomial_se_matches_the_spread_of_simulated_accuracies():
+    generator = torch.Generator().manual_seed(0)
+    draws = torch.bernoulli(torch.full((20000, 40), 0.3, dtype=torch.float64), generator=generator).mean(dim=1)
+    assert float(draws.std()) == pytest.approx(binomial_se(0.3, 40), rel=0.02)  # Monte-Carlo: 20 000 runs of 40
 
 
 def test_chance_bound_is_the_rate_plus_k_binomial_standard_errors():

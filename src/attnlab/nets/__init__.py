@@ -12,7 +12,7 @@ mirror descent on an IMDb encoder and a ViT). The experiments ``real.digits-vit`
                              epochs=10, batch_size=32, seed=0, checkpoint="run.pt")
 """
 
-from attnlab.nets.chance import at_chance, chance_bound, majority_rate
+from attnlab.nets.chance import at_chance, binomial_se, chance_bound, majority_rate
 from attnlab.nets.classifier import evaluate, fit_classifier, layer_norms
 from attnlab.nets.compare import Comparison, ComparisonConfig, Setup, Trial, compare_optimizers, summary_table
 from attnlab.nets.encoder import Encoder, EncoderBlock, SelfAttention, attention_weights
@@ -39,6 +39,7 @@ __all__ = [
     "ViT",
     "at_chance",
     "attention_weights",
+    "binomial_se",
     "chance_bound",
     "evaluate",
     "first_token_attention",

@@ -15,7 +15,7 @@ import torch
 
 from attnlab._validation import ValidationError, check_scalar
 
-__all__ = ["at_chance", "chance_bound", "majority_rate"]
+__all__ = ["at_chance", "binomial_se", "chance_bound", "majority_rate"]
 
 
 def majority_rate(labels: torch.Tensor) -> float:
@@ -45,8 +45,32 @@ def majority_rate(labels: torch.Tensor) -> float:
     return float(torch.bincount(labels).max()) / len(labels)
 
 
+def binomial_se(rate: float, size: int) -> float:
+    """The binomial standard error of an accuracy at ``rate`` over ``size`` examples: ``sqrt(rate (1 - rate) / size)``.
+
+    Parameters
+    ----------
+    rate : float
+        An accuracy in [0, 1], e.g. the majority-class rate (:func:`majority_rate`).
+    size : int
+        Examples scored, >= 1.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValidationError
+        When ``rate`` or ``size`` is out of its range.
+    """
+    check_scalar("rate", rate, low=0.0, high=1.0)
+    check_scalar("size", size, kind=int, low=1)
+    return math.sqrt(rate * (1 - rate) / size)
+
+
 def chance_bound(rate: float, size: int, standard_errors: float) -> float:
-    """The accuracy a run must exceed to have learned: ``rate + k sqrt(rate (1 - rate) / size)``.
+    """The accuracy a run must exceed to have learned: ``rate + k`` :func:`binomial_se` ``(rate, size)``.
 
     Parameters
     ----------
@@ -66,10 +90,8 @@ def chance_bound(rate: float, size: int, standard_errors: float) -> float:
     ValidationError
         When ``rate``, ``size`` or ``standard_errors`` is out of its range.
     """
-    check_scalar("rate", rate, low=0.0, high=1.0)
-    check_scalar("size", size, kind=int, low=1)
     check_scalar("standard_errors", standard_errors, low=0.0)
-    return rate + standard_errors * math.sqrt(rate * (1 - rate) / size)  # binomial SE of an accuracy at the rate
+    return rate + standard_errors * binomial_se(rate, size)
 
 
 def at_chance(accuracy: float, rate: float, size: int) -> bool:

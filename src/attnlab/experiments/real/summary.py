@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import pandas as pd
 import torch
 
-from attnlab.nets.chance import chance_bound
+from attnlab.nets.chance import binomial_se, chance_bound
 from attnlab.nets.compare import Comparison
 from attnlab.nets.optimizers import optimizer_kind
 from attnlab.nets.probes import hoyer_sparsity
@@ -154,7 +154,7 @@ def _learning_checks(
     equals SGD step for step (when both ran at one lr). ``by`` is the summary indexed by optimizer kind; ``claims``
     the declared :data:`CLAIMS`, in its order."""
     learns, each_run, finite, md2 = claims
-    se = chance_bound(chance, test_size, 1) - chance  # binomial SE of an accuracy at the majority rate
+    se = binomial_se(chance, test_size)  # of an accuracy at the majority rate
     last = comparison.frame.sort_values("epoch").groupby(["optimizer", "seed"]).tail(1)
     lowest = last.groupby("optimizer")["test_accuracy"].min().rename(index=kinds)
     checks = []
