@@ -6,9 +6,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import torch
 
+from attnlab.data import scores_equal
 from attnlab.experiments import run_experiment
 from attnlab.experiments.kq_nuclear.x3 import X3Config
+from attnlab.svm import attention_svm
 
 SCRIPT = Path(__file__).resolve().parents[1] / "tools" / "findings" / "kq_nuclear_rank.py"
 
@@ -24,7 +27,7 @@ def test_rank_of_the_nuclear_solution_at_the_default_and_at_seed_9():
     """x3's default data (seed 2) has a rank-1 solution; seed 9 at d = 4, where the full row failed, has rank 2."""
     tool, config = _tool(), X3Config()
     assert tool.nuclear_solution(2, 4, config)[0] == 1
-    rank, ratio = tool.nuclear_solution(9, 4, config)
+    rank, ratio, _ = tool.nuclear_solution(9, 4, config)
     assert rank == 2 and ratio == pytest.approx(0.01503, rel=1e-3)
 
 
@@ -64,3 +67,55 @@ def test_the_verdict_reads_the_two_shares(gaps_rank1, gaps_rank2, held):
 def test_no_verdict_without_both_ranks():
     held, text = _tool().verdict(pd.DataFrame({"rank": [1, 1], "gap": [0.0, 0.0]}), 1e-4)
     assert not held and text.startswith("no verdict")
+
+
+@pytest.mark.parametrize(("seed", "d"), [(6, 16), (9, 4)])
+def test_the_certificate_is_the_programs_subgradient_and_kappa_its_off_range_norm(seed, d):
+    """G from a plain loop over the constraints: U^T G V = I on the solution's range (the nuclear norm's subgradient,
+    the KKT condition; to 3e-7 at seed 9, whose second singular value 0.0046 blurs its vectors), and kappa = 1 - the
+    largest singular value of G's block off the range."""
+    data = scores_equal(3, 3, d, 6.0, seed=seed)
+    solution = attention_svm(data, norm="nuc")
+    G = torch.zeros(d, d, dtype=torch.float64)
+    for i in range(data.X.shape[0]):
+        for t in range(data.X.shape[1]):
+            G += solution.duals[i, t] * torch.outer(data.X[i, data.select[i]] - data.X[i, t], data.Z[i])
+    U, sv, Vh = torch.linalg.svd(solution.W)
+    rank = int((sv > 1e-6 * sv[0]).sum())
+    assert torch.allclose(U[:, :rank].T @ G @ Vh[:rank].T, torch.eye(rank, dtype=torch.float64), atol=1e-6)
+    off = torch.linalg.svdvals(U[:, rank:].T @ G @ Vh[rank:].T)[0]
+    assert _tool().off_range_rate(data, solution.W, solution.duals) == pytest.approx(1 - float(off), abs=1e-9)
+
+
+def test_a_full_rank_solution_has_no_off_range_direction():
+    data = scores_equal(3, 3, 2, 6.0, seed=0)
+    W = torch.eye(2, dtype=torch.float64)
+    assert _tool().off_range_rate(data, W, torch.zeros(3, 3, dtype=torch.float64)) == 1.0
+
+
+def test_the_kappa_selection_keeps_rank_1_programs_in_the_band_by_seed():
+    tool = _tool()
+    survey = pd.DataFrame(
+        {
+            "seed": [0, 0, 1, 2, 3],
+            "d": [8, 4, 4, 4, 4],
+            "rank": [1, 1, 2, 1, 1],
+            "kappa": [0.2, 0.3, 0.2, 0.05, 0.4],
+            "sv_ratio": 0.0,
+        }
+    )
+    picked = tool.chosen(survey, "kappa")
+    assert list(zip(picked["seed"], picked["d"])) == [(0, 4), (0, 8), (3, 4)]
+
+
+@pytest.mark.parametrize(
+    ("slopes", "gaps", "held"),
+    [
+        ([-0.4] * 9 + [-0.2], [1e-5] * 10, True),  # 9/10 on the law (ratio 1.0; 0.5 off it), every one passes
+        ([-0.4] * 8 + [-0.2] * 2, [1e-5] * 10, False),  # 8/10 on the law
+        ([-0.4] * 10, [1e-5] * 9 + [1e-3], False),  # 9/10 pass, under 95%
+    ],
+)
+def test_the_law_verdict_reads_the_slope_ratio_and_the_passes(slopes, gaps, held):
+    frame = pd.DataFrame({"kappa": 0.2, "slope": slopes, "gap": gaps})
+    assert _tool().law_verdict(frame, 1e-4)[0] is held

@@ -6,19 +6,27 @@ the nuclear-norm program alone, before any flow:
 
 - ``rank``: the solution's singular values above ``1e-6`` of the largest (``attention_svm(norm="nuc")``);
 - ``sv_ratio``: its second singular value over the first;
+- ``kappa``: one minus the norm of its dual certificate off the solution's range (:func:`off_range_rate`);
 
 then runs x3's K,Q flows at x3's full settings (``X3Config``: 3 inits of scale 0.1, NGD of step 0.5, 100 000
 steps; ``--steps`` shortens them) and reports the worst run's ``1 - corr(W/mu, W_nuc)`` at the end against the
 row's bound (1e-4), the local log-log slope of that gap against the margin ``mu`` over the run's last factor of 3
 in ``mu`` (the slowest run's), and the runs' mean second-over-first singular value of ``W/mu``.
 
-**The prediction** (docs/findings.md, written after seeds 0-199 and before seeds 200-399 ran): at ``d`` = 4 and 8,
-at least 95% of the data sets whose nuclear solution has rank 1 pass the bound at x3's full settings, and at least
-30% of those whose solution has rank 2 fail it. ``--judge`` prints that verdict over the programs it ran. Every
-rank-2 program of the seeds asked is run, and as many rank-1 programs (the lowest seeds), so both ranks are
-measured on equal counts::
+Two predictions, each registered in docs/findings.md before the seeds it reads ran:
+
+- ``--select rank`` (registered after seeds 0-199, judged on 200-399: it failed). Every rank-2 program of the seeds
+  asked is run, and as many rank-1 programs (the lowest seeds). At ``d`` = 4 and 8, at least 95% of the rank-1
+  programs pass the bound at x3's full settings, and at least 30% of the rank-2 ones fail it.
+- ``--select kappa`` (registered after seeds 0-399, judged on 400-599). ``kappa`` is the rate of
+  :func:`off_range_rate`. The first 30 rank-1 programs by seed with ``kappa`` in ``KAPPA_BAND`` are run. The late
+  slope lies within ``SLOPE_RATIO`` times ``-2 kappa`` for at least 90% of them, and at least 95% of those with
+  ``kappa >= 0.15`` pass the bound.
+
+``--judge`` prints the verdict over the programs run::
 
     python tools/findings/kq_nuclear_rank.py --seeds 200-399 --ds 4 8 --out ranks.csv --judge
+    python tools/findings/kq_nuclear_rank.py --seeds 400-599 --ds 4 8 --select kappa --out law.csv --judge
 """
 
 from __future__ import annotations
@@ -39,14 +47,39 @@ from attnlab.svm import attention_svm
 from attnlab.training.flow import gradient_flow
 
 RANK_TOL = 1e-6  # singular values above this fraction of the largest count toward the rank
-PASS_RANK1, FAIL_RANK2 = 0.95, 0.30  # the prediction's shares
+PASS_RANK1, FAIL_RANK2 = 0.95, 0.30  # the rank prediction's shares
+KAPPA_BAND, LAW_COUNT = (0.1, 0.4), 30  # the rate prediction's programs: kappa in the band, the first 30 by seed
+SLOPE_RATIO, LAW_SHARE = (0.8, 1.25), 0.90  # slope / (-2 kappa) in this range for at least this share
+KAPPA_PASS, PASS_SHARE = 0.15, 0.95  # at least this share of the programs with kappa >= KAPPA_PASS pass the bound
 
 
-def nuclear_solution(seed: int, d: int, config: X3Config) -> tuple[int, float]:
-    """``(rank, sv_ratio)`` of the nuclear-norm SVM of x3's data set at ``seed`` and width ``d``."""
+def off_range_rate(data, W: torch.Tensor, duals: torch.Tensor) -> float:
+    """``kappa = 1 - ||P_L G P_R||_op``: how fast ``W/mu``'s directions off the nuclear solution's range fall.
+
+    ``G = sum_it lambda_it (x_{i,opt} - x_it) z_i^T`` is the program's dual certificate (``U^T G V = I`` on the
+    range of the solution ``W``, ``P_L``, ``P_R`` the projections off it). Along the balanced K,Q flow each
+    singular value grows as ``d log sigma = 2 <u, G_t v> dt`` with ``G_t -> G``, so a direction off the range falls
+    like ``mu^(-kappa)`` against the solution's, and ``1 - corr``, second order in it, like ``mu^(-2 kappa)`` (ours;
+    the l1 analogue is ``attnlab.experiments.kq_nuclear.common.zero_entry_rate``). 1.0 when ``W`` has full rank.
+    """
+    n, d = data.X.shape[0], W.shape[0]
+    x_opt = data.X[torch.arange(n), data.select]  # (n, d)
+    G = torch.einsum("nt,ntd,ne->de", duals, x_opt[:, None, :] - data.X, data.Z)
+    U, sv, Vh = torch.linalg.svd(W)
+    rank = int((sv > RANK_TOL * sv[0]).sum())
+    if rank == d:
+        return 1.0
+    eye = torch.eye(d, dtype=W.dtype)
+    off = (eye - U[:, :rank] @ U[:, :rank].T) @ G @ (eye - Vh[:rank].T @ Vh[:rank])
+    return 1.0 - float(torch.linalg.matrix_norm(off, ord=2))
+
+
+def nuclear_solution(seed: int, d: int, config: X3Config) -> tuple[int, float, float]:
+    """``(rank, sv_ratio, kappa)`` of the nuclear-norm SVM of x3's data set at ``seed`` and width ``d``."""
     data = scores_equal(config.n, config.T, d, config.gap, seed=seed)
-    sv = torch.linalg.svdvals(attention_svm(data, norm="nuc").W)
-    return int((sv > RANK_TOL * sv[0]).sum()), float(sv[1] / sv[0])
+    solution = attention_svm(data, norm="nuc")
+    sv = torch.linalg.svdvals(solution.W)
+    return int((sv > RANK_TOL * sv[0]).sum()), float(sv[1] / sv[0]), off_range_rate(data, solution.W, solution.duals)
 
 
 def kq_gap(seed: int, d: int, config: X3Config) -> dict[str, float]:
@@ -82,8 +115,16 @@ def kq_gap(seed: int, d: int, config: X3Config) -> dict[str, float]:
     }
 
 
-def chosen(survey: pd.DataFrame) -> pd.DataFrame:
-    """Every rank-2 program of ``survey`` and, per width, as many rank-1 programs (the lowest seeds)."""
+def chosen(survey: pd.DataFrame, select: str = "rank") -> pd.DataFrame:
+    """The programs a prediction reads (``survey``: one row per program, ``rank`` and ``kappa`` columns).
+
+    ``"rank"``: every rank-2 program and, per width, as many rank-1 programs (the lowest seeds). ``"kappa"``: the
+    first ``LAW_COUNT`` rank-1 programs by seed (then width) whose ``kappa`` lies in ``KAPPA_BAND``.
+    """
+    if select == "kappa":
+        low, high = KAPPA_BAND
+        band = survey[(survey["rank"] == 1) & survey["kappa"].between(low, high)]
+        return band.sort_values(["seed", "d"]).head(LAW_COUNT).reset_index(drop=True)
     picked = []
     for _, at_d in survey.groupby("d"):
         rank2 = at_d[at_d["rank"] >= 2]
@@ -105,6 +146,22 @@ def verdict(frame: pd.DataFrame, bound: float) -> tuple[bool, str]:
     )
 
 
+def law_verdict(frame: pd.DataFrame, bound: float) -> tuple[bool, str]:
+    """The rate prediction judged on ``frame`` (columns ``kappa``, ``slope``, ``gap``): both shares, both held."""
+    if frame.empty:
+        return False, "no verdict: no program in the band"
+    ratio = frame["slope"] / (-2 * frame["kappa"])
+    on_law = ratio.between(*SLOPE_RATIO)
+    passes = frame.loc[frame["kappa"] >= KAPPA_PASS, "gap"] <= bound
+    held = on_law.mean() >= LAW_SHARE and (passes.empty or passes.mean() >= PASS_SHARE)
+    return bool(held), (
+        f"slope / (-2 kappa) in [{SLOPE_RATIO[0]}, {SLOPE_RATIO[1]}]: {int(on_law.sum())}/{len(frame)} (predicted >= "
+        f"{LAW_SHARE:.0%}; range of the ratio {ratio.min():.3f} to {ratio.max():.3f}); kappa >= {KAPPA_PASS}: "
+        f"{int(passes.sum())}/{len(passes)} pass {bound:g} (predicted >= {PASS_SHARE:.0%}); prediction "
+        f"{'holds' if held else 'fails'}"
+    )
+
+
 def _seeds(text: str) -> list[int]:
     """``"200-399"`` or ``"9"``: an inclusive range of seeds, or one."""
     low, _, high = text.partition("-")
@@ -117,15 +174,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ds", type=int, nargs="+", default=[4, 8])
     parser.add_argument("--steps", type=int, default=X3Config.steps, help="NGD steps (x3's full run: 100000)")
     parser.add_argument("--out", type=Path, required=True, help="CSV of every program run")
+    parser.add_argument("--select", choices=("rank", "kappa"), default="rank", help="which prediction's programs")
     parser.add_argument("--judge", action="store_true", help="print the prediction's verdict")
     args = parser.parse_args(argv)
     config = X3Config(ds=tuple(args.ds), steps=args.steps, record_every=max(1, args.steps // 100))
     survey = pd.DataFrame(
         [(s, d, *nuclear_solution(s, d, config)) for d in args.ds for s in args.seeds],
-        columns=["seed", "d", "rank", "sv_ratio"],
+        columns=["seed", "d", "rank", "sv_ratio", "kappa"],
     )
     print(f"rank 2 at {int((survey['rank'] >= 2).sum())} of {len(survey)} programs")
-    frame = chosen(survey)
+    frame = chosen(survey, args.select)
     rows = [kq_gap(int(r.seed), int(r.d), config) for r in tqdm(frame.itertuples(), total=len(frame), desc="flows")]
     frame = pd.concat([frame, pd.DataFrame(rows)], axis=1)
     frame.to_csv(args.out, index=False)
@@ -134,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"d {d}, rank {rank}: {int((group['gap'] <= bound).sum())}/{len(group)} pass {bound:g}; "
               f"median gap {group['gap'].median():.2e}, median slope {group['slope'].median():.2f}")  # fmt: skip
     if args.judge:
-        print(verdict(frame, bound)[1])
+        print((verdict if args.select == "rank" else law_verdict)(frame, bound)[1])
     return 0
 
 
