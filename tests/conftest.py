@@ -4,8 +4,10 @@ The test tensors are tiny; with more than one intra-op thread PyTorch spends its
 on a loaded 2-core machine), so tests -- and the CLI subprocesses they start, through the environment -- use one.
 """
 
+import importlib.util
 import os
 import shutil
+from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
@@ -19,6 +21,24 @@ import torch  # noqa: E402
 
 torch.set_default_dtype(torch.float64)
 torch.set_num_threads(1)
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def load_script():
+    """Import a repository script that is no package module (``tools/``, ``benchmarks/``) from its path relative to
+    the repository root: ``load_script("tools/timings.py")``, a fresh module each call."""
+
+    def load(relative: str):
+        path = ROOT / relative
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    return load
 
 
 @pytest.fixture

@@ -1,20 +1,14 @@
 """benchmarks/reproduction.py reads a pool reproduction's per-experiment seconds (--from-report) into its table."""
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "reproduction.py"
-
 
 @pytest.fixture
-def bench():
-    spec = importlib.util.spec_from_file_location("bench_reproduction", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def bench(load_script):
+    return load_script("benchmarks/reproduction.py")
 
 
 def _run(folder: Path, name: str, run: float, call: float, rows: int, quick: bool = False) -> None:

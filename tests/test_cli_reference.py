@@ -1,11 +1,11 @@
 """The site's command-line pages: the reference is generated from the click commands (every command, option, default
 and exit status), and the page on explain's and svm's output names every column and line they print."""
 
-import importlib.util
 import re
 from pathlib import Path
 
 import click
+import pytest
 from click.testing import CliRunner
 
 from attnlab.cli import main
@@ -14,11 +14,9 @@ ROOT = Path(__file__).resolve().parents[1]
 OUTPUT_PAGE = ROOT / "docs" / "cli" / "output.md"
 
 
-def _generator():
-    spec = importlib.util.spec_from_file_location("cli_reference", ROOT / "tools" / "docs" / "cli_reference.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+@pytest.fixture
+def generator(load_script):
+    return load_script("tools/docs/cli_reference.py")
 
 
 def _leaves(group: click.Group, path: str) -> list[tuple[str, click.Command]]:
@@ -31,8 +29,8 @@ def _leaves(group: click.Group, path: str) -> list[tuple[str, click.Command]]:
     return found
 
 
-def test_the_reference_lists_every_command_option_and_default():
-    text = _generator().cli_reference()
+def test_the_reference_lists_every_command_option_and_default(generator):
+    text = generator.cli_reference()
     for path, command in _leaves(main, "attnlab"):
         assert re.search(rf"^#+ {path}$", text, flags=re.M), path
         section = text.split(f" {path}\n", 1)[1].split("\n#", 1)[0]
@@ -50,9 +48,9 @@ def test_every_command_says_its_exit_status():
     assert not missing, f"say the exit statuses in the command's help (docs/cli/index.md lists them): {missing}"
 
 
-def test_the_reference_page_keeps_its_marker_and_escapes_help_text():
-    assert _generator().MARKER in (ROOT / "docs" / "cli" / "index.md").read_text()
-    text = _generator().cli_reference()
+def test_the_reference_page_keeps_its_marker_and_escapes_help_text(generator):
+    assert generator.MARKER in (ROOT / "docs" / "cli" / "index.md").read_text()
+    text = generator.cli_reference()
     assert "runs/&lt;name&gt;-&lt;hash&gt;" in text  # `run --out`'s default is text, not an HTML tag
 
 

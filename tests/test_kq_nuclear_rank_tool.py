@@ -1,9 +1,6 @@
 """tools/findings/kq_nuclear_rank.py: the nuclear program's rank and x3's K,Q gap per data set (docs/findings.md),
 checked against x3's own run and the prediction's arithmetic."""
 
-import importlib.util
-from pathlib import Path
-
 import pandas as pd
 import pytest
 import torch
@@ -13,27 +10,23 @@ from attnlab.experiments import run_experiment
 from attnlab.experiments.kq_nuclear.x3 import X3Config
 from attnlab.svm import attention_svm
 
-SCRIPT = Path(__file__).resolve().parents[1] / "tools" / "findings" / "kq_nuclear_rank.py"
+
+@pytest.fixture
+def tool(load_script):
+    return load_script("tools/findings/kq_nuclear_rank.py")
 
 
-def _tool():
-    spec = importlib.util.spec_from_file_location("kq_nuclear_rank", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_rank_of_the_nuclear_solution_at_the_default_and_at_seed_9():
+def test_rank_of_the_nuclear_solution_at_the_default_and_at_seed_9(tool):
     """x3's default data (seed 2) has a rank-1 solution; seed 9 at d = 4, where the full row failed, has rank 2."""
-    tool, config = _tool(), X3Config()
+    config = X3Config()
     assert tool.nuclear_solution(2, 4, config)[0] == 1
     rank, ratio, _ = tool.nuclear_solution(9, 4, config)
     assert rank == 2 and ratio == pytest.approx(0.01503, rel=1e-3)
 
 
-def test_the_gap_is_x3s_own_row_reading(tmp_path):
+def test_the_gap_is_x3s_own_row_reading(tool, tmp_path):
     """The tool's K,Q runs are x3's: the same inits, steps and gap as the experiment's trajectory at the last step."""
-    tool, steps = _tool(), 400
+    steps = 400
     overrides = {"seed": 9, "ds": (4,), "steps": steps, "record_every": 4}
     run_experiment("kq-nuclear.x3", overrides, out=tmp_path, progress=False)
     frame = pd.read_parquet(tmp_path / "trajectory.parquet")
@@ -43,11 +36,11 @@ def test_the_gap_is_x3s_own_row_reading(tmp_path):
     assert measured["mu"] == pytest.approx(float(end["mu"].min()), rel=1e-9)
 
 
-def test_chosen_takes_every_rank_2_program_and_as_many_rank_1():
+def test_chosen_takes_every_rank_2_program_and_as_many_rank_1(tool):
     survey = pd.DataFrame(
         {"seed": [0, 1, 2, 3, 4, 0, 1], "d": [4, 4, 4, 4, 4, 8, 8], "rank": [1, 2, 1, 1, 2, 1, 1], "sv_ratio": 0.0}
     )
-    picked = _tool().chosen(survey)
+    picked = tool.chosen(survey)
     assert sorted(zip(picked["d"], picked["seed"])) == [(4, 0), (4, 1), (4, 2), (4, 4)]
 
 
@@ -59,18 +52,18 @@ def test_chosen_takes_every_rank_2_program_and_as_many_rank_1():
         ([1e-6] * 20, [1e-3] * 2 + [1e-6] * 8, False),  # 20% of rank 2 fail
     ],
 )
-def test_the_verdict_reads_the_two_shares(gaps_rank1, gaps_rank2, held):
+def test_the_verdict_reads_the_two_shares(tool, gaps_rank1, gaps_rank2, held):
     frame = pd.DataFrame({"rank": [1] * len(gaps_rank1) + [2] * len(gaps_rank2), "gap": gaps_rank1 + gaps_rank2})
-    assert _tool().verdict(frame, 1e-4)[0] is held
+    assert tool.verdict(frame, 1e-4)[0] is held
 
 
-def test_no_verdict_without_both_ranks():
-    held, text = _tool().verdict(pd.DataFrame({"rank": [1, 1], "gap": [0.0, 0.0]}), 1e-4)
+def test_no_verdict_without_both_ranks(tool):
+    held, text = tool.verdict(pd.DataFrame({"rank": [1, 1], "gap": [0.0, 0.0]}), 1e-4)
     assert not held and text.startswith("no verdict")
 
 
 @pytest.mark.parametrize(("seed", "d"), [(6, 16), (9, 4)])
-def test_the_certificate_is_the_programs_subgradient_and_kappa_its_off_range_norm(seed, d):
+def test_the_certificate_is_the_programs_subgradient_and_kappa_its_off_range_norm(tool, seed, d):
     """G from a plain loop over the constraints: U^T G V = I on the solution's range (the nuclear norm's subgradient,
     the KKT condition; to 3e-7 at seed 9, whose second singular value 0.0046 blurs its vectors), and kappa = 1 - the
     largest singular value of G's block off the range."""
@@ -84,17 +77,16 @@ def test_the_certificate_is_the_programs_subgradient_and_kappa_its_off_range_nor
     rank = int((sv > 1e-6 * sv[0]).sum())
     assert torch.allclose(U[:, :rank].T @ G @ Vh[:rank].T, torch.eye(rank, dtype=torch.float64), atol=1e-6)
     off = torch.linalg.svdvals(U[:, rank:].T @ G @ Vh[rank:].T)[0]
-    assert _tool().off_range_rate(data, solution.W, solution.duals) == pytest.approx(1 - float(off), abs=1e-9)
+    assert tool.off_range_rate(data, solution.W, solution.duals) == pytest.approx(1 - float(off), abs=1e-9)
 
 
-def test_a_full_rank_solution_has_no_off_range_direction():
+def test_a_full_rank_solution_has_no_off_range_direction(tool):
     data = scores_equal(3, 3, 2, 6.0, seed=0)
     W = torch.eye(2, dtype=torch.float64)
-    assert _tool().off_range_rate(data, W, torch.zeros(3, 3, dtype=torch.float64)) == 1.0
+    assert tool.off_range_rate(data, W, torch.zeros(3, 3, dtype=torch.float64)) == 1.0
 
 
-def test_the_kappa_selection_keeps_rank_1_programs_in_the_band_by_seed():
-    tool = _tool()
+def test_the_kappa_selection_keeps_rank_1_programs_in_the_band_by_seed(tool):
     survey = pd.DataFrame(
         {
             "seed": [0, 0, 1, 2, 3],
@@ -116,6 +108,6 @@ def test_the_kappa_selection_keeps_rank_1_programs_in_the_band_by_seed():
         ([-0.4] * 10, [1e-5] * 9 + [1e-3], False),  # 9/10 pass, under 95%
     ],
 )
-def test_the_law_verdict_reads_the_slope_ratio_and_the_passes(slopes, gaps, held):
+def test_the_law_verdict_reads_the_slope_ratio_and_the_passes(tool, slopes, gaps, held):
     frame = pd.DataFrame({"kappa": 0.2, "slope": slopes, "gap": gaps})
-    assert _tool().law_verdict(frame, 1e-4)[0] is held
+    assert tool.law_verdict(frame, 1e-4)[0] is held

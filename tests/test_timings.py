@@ -1,7 +1,6 @@
 """The measured times quoted by README.md, the Makefile and the experiment pages come from one table,
 docs/timings.yml (tools/timings.py), and its page docs/timings.md is generated from it."""
 
-import importlib.util
 import re
 from pathlib import Path
 
@@ -11,11 +10,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def timings():
-    spec = importlib.util.spec_from_file_location("timings", ROOT / "tools" / "timings.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def timings(load_script):
+    return load_script("tools/timings.py")
 
 
 def test_the_timings_page_is_generated_from_the_table(timings):

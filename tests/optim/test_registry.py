@@ -146,15 +146,10 @@ def test_the_docstrings_list_every_registered_optimizer(function, made_up):
     assert "half-sign" in registry.document(".. optimizers::")  # what a docs build now would list
 
 
-def test_the_site_build_fills_the_same_list():
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).parents[2] / "tools" / "docs" / "griffe_rst.py"
-    spec = importlib.util.spec_from_file_location("griffe_rst", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    text = module.rst_to_markdown("optimizer : str\n    The names:\n\n    .. optimizers::\n")
+def test_the_site_build_fills_the_same_list(load_script):
+    text = load_script("tools/docs/griffe_rst.py").rst_to_markdown(
+        "optimizer : str\n    The names:\n\n    .. optimizers::\n"
+    )
     assert all(f"``{name}``" in text for name in registry.names())
 
 
