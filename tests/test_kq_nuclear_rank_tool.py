@@ -109,5 +109,43 @@ def test_the_kappa_selection_keeps_rank_1_programs_in_the_band_by_seed(tool):
     ],
 )
 def test_the_law_verdict_reads_the_slope_ratio_and_the_passes(tool, slopes, gaps, held):
-    frame = pd.DataFrame({"kappa": 0.2, "slope": slopes, "gap": gaps})
-    assert tool.law_verdict(frame, 1e-4)[0] is held
+    frame = pd.DataFrame({"rank": 1, "kappa": 0.2, "slope": slopes, "gap": gaps})
+    outside = pd.DataFrame({"rank": [2, 1], "kappa": [0.2, 0.6], "slope": 0.0, "gap": 1.0})  # not the prediction's
+    assert tool.law_verdict(pd.concat([frame, outside]), 1e-4)[0] is held
+
+
+def test_programs_read_back_are_counted_once_with_their_program_columns_recomputed(tool, tmp_path):
+    stored = tmp_path / "programs.csv"
+    pd.DataFrame({"seed": [9, 9, 2], "d": [4, 4, 4], "rank": 0, "gap": [1e-3, 1e-3, 1e-9], "slope": -0.2}).to_csv(
+        stored, index=False
+    )
+    frame = tool.read_programs([stored], X3Config())
+    assert list(zip(frame["seed"], frame["rank"])) == [(9, 2), (2, 1)]
+    assert frame["kappa"].iloc[1] == pytest.approx(tool.nuclear_solution(2, 4, X3Config())[2])
+
+
+def test_the_figure_keeps_the_house_rules(tool):
+    from attnlab.plotting import figure_problems
+
+    frame = pd.DataFrame(
+        {
+            "rank": [1, 1, 1, 2],
+            "kappa": [0.1, 0.3, 0.6, 0.5],
+            "slope": [-0.2, -0.6, -0.9, -0.3],
+            "gap": [3e-4, 1e-7, 0.0, 1e-2],
+        }
+    )
+    assert figure_problems(tool.law_figure(frame, 1e-4)) == []
+
+
+def test_the_command_judges_and_draws_stored_programs_and_asks_for_out_before_running(tool, tmp_path, capsys):
+    stored, png = tmp_path / "programs.csv", tmp_path / "law.png"
+    pd.DataFrame({"seed": [2, 9], "d": [16, 4], "gap": [2.8e-5, 5.7e-4], "slope": [-0.426, -0.175]}).to_csv(
+        stored, index=False
+    )
+    assert tool.main(["--from-csv", str(stored), "--select", "kappa", "--judge", "--figure", str(png)]) == 0
+    out = capsys.readouterr().out  # seed 9's rank-2 program is not the rate prediction's
+    assert "slope / (-2 kappa) in [0.8, 1.25]: 1/1" in out and "prediction holds" in out and png.stat().st_size > 0
+    with pytest.raises(SystemExit):
+        tool.main(["--seeds", "0-1"])
+    assert "pass --out" in capsys.readouterr().err

@@ -27,6 +27,11 @@ Two predictions, each registered in docs/findings.md before the seeds it reads r
 
     python tools/findings/kq_nuclear_rank.py --seeds 200-399 --ds 4 8 --out ranks.csv --judge
     python tools/findings/kq_nuclear_rank.py --seeds 400-599 --ds 4 8 --select kappa --out law.csv --judge
+
+``--from-csv`` reads programs earlier runs wrote instead of running flows (to judge them again, or together), and
+``--figure`` draws the rate and the row against ``kappa`` (docs/findings/x3-kappa.png)::
+
+    python tools/findings/kq_nuclear_rank.py --from-csv ranks.csv law.csv --select kappa --judge --figure law.png
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from attnlab.data import scores_equal
 from attnlab.experiments.kq_nuclear.x3 import NUC_LIMIT, X3Config
 from attnlab.metrics import attention_margin, cosine, margin_normalized
 from attnlab.models import Factored
+from attnlab.plotting import EPS, house_figure, label_axes, new_figure, theory_hline, theory_line
 from attnlab.svm import attention_svm
 from attnlab.training.flow import gradient_flow
 
@@ -147,7 +153,9 @@ def verdict(frame: pd.DataFrame, bound: float) -> tuple[bool, str]:
 
 
 def law_verdict(frame: pd.DataFrame, bound: float) -> tuple[bool, str]:
-    """The rate prediction judged on ``frame`` (columns ``kappa``, ``slope``, ``gap``): both shares, both held."""
+    """The rate prediction judged on ``frame``'s rank-1 programs with ``kappa`` in ``KAPPA_BAND`` (columns ``rank``,
+    ``kappa``, ``slope``, ``gap``): both shares, and whether both hold."""
+    frame = frame[(frame["rank"] == 1) & frame["kappa"].between(*KAPPA_BAND)]
     if frame.empty:
         return False, "no verdict: no program in the band"
     ratio = frame["slope"] / (-2 * frame["kappa"])
@@ -168,31 +176,72 @@ def _seeds(text: str) -> list[int]:
     return list(range(int(low), int(high or low) + 1))
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=_seeds, required=True, help="an inclusive range, e.g. 200-399")
-    parser.add_argument("--ds", type=int, nargs="+", default=[4, 8])
-    parser.add_argument("--steps", type=int, default=X3Config.steps, help="NGD steps (x3's full run: 100000)")
-    parser.add_argument("--out", type=Path, required=True, help="CSV of every program run")
-    parser.add_argument("--select", choices=("rank", "kappa"), default="rank", help="which prediction's programs")
-    parser.add_argument("--judge", action="store_true", help="print the prediction's verdict")
-    args = parser.parse_args(argv)
-    config = X3Config(ds=tuple(args.ds), steps=args.steps, record_every=max(1, args.steps // 100))
+def run_programs(seeds: list[int], config: X3Config, select: str) -> pd.DataFrame:
+    """Survey the programs of ``seeds`` at ``config.ds``, then run x3's K,Q flows on those ``select`` picks."""
     survey = pd.DataFrame(
-        [(s, d, *nuclear_solution(s, d, config)) for d in args.ds for s in args.seeds],
+        [(s, d, *nuclear_solution(s, d, config)) for d in config.ds for s in seeds],
         columns=["seed", "d", "rank", "sv_ratio", "kappa"],
     )
     print(f"rank 2 at {int((survey['rank'] >= 2).sum())} of {len(survey)} programs")
-    frame = chosen(survey, args.select)
+    frame = chosen(survey, select)
     rows = [kq_gap(int(r.seed), int(r.d), config) for r in tqdm(frame.itertuples(), total=len(frame), desc="flows")]
-    frame = pd.concat([frame, pd.DataFrame(rows)], axis=1)
-    frame.to_csv(args.out, index=False)
+    return pd.concat([frame, pd.DataFrame(rows)], axis=1)
+
+
+def read_programs(paths: list[Path], config: X3Config) -> pd.DataFrame:
+    """Programs earlier runs wrote (each ``(seed, d)`` once), their program columns (rank, sv_ratio, kappa) computed
+    again."""
+    frame = pd.concat([pd.read_csv(path) for path in paths], ignore_index=True).drop_duplicates(["seed", "d"])
+    programs = [nuclear_solution(int(s), int(d), config) for s, d in zip(frame["seed"], frame["d"])]
+    rank, sv_ratio, kappa = (list(column) for column in zip(*programs))
+    return frame.assign(rank=rank, sv_ratio=sv_ratio, kappa=kappa)
+
+
+@house_figure
+def law_figure(frame: pd.DataFrame, bound: float):
+    """Left: each rank-1 program's late slope against ``-2 kappa`` and the rate; right: every program's final gap
+    against ``kappa``, by rank, and the row's bound."""
+    fig, (left, right) = new_figure(2)
+    rank1, rank2 = frame[frame["rank"] == 1], frame[frame["rank"] >= 2]
+    left.scatter(-2 * rank1["kappa"], rank1["slope"], s=9, color="C0", label="rank-1 programs")
+    theory_line(left, [-1.0, 0.0], [-1.0, 0.0], r"slope $= -2\kappa$ (ours)")
+    label_axes(left, r"$-2\kappa$", r"late slope of $1 - \mathrm{corr}$ in $\ln \mu$", "the rate")
+    for part, color, name in ((rank1, "C0", "rank 1"), (rank2, "C3", "rank 2")):
+        right.scatter(part["kappa"], part["gap"].clip(lower=EPS), s=9, color=color, label=name)
+    theory_hline(right, bound, f"x3's bound {bound:g}")
+    right.set_yscale("log")
+    label_axes(right, r"$\kappa$", r"$1 - \mathrm{corr}(W/\mu, W_{\mathrm{nuc}})$ at the end", "the row")
+    left.legend()
+    right.legend(loc="lower left")
+    return fig
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--seeds", type=_seeds, help="an inclusive range, e.g. 200-399: survey and run these")
+    source.add_argument("--from-csv", type=Path, nargs="+", help="read programs earlier runs wrote instead")
+    parser.add_argument("--ds", type=int, nargs="+", default=[4, 8])
+    parser.add_argument("--steps", type=int, default=X3Config.steps, help="NGD steps (x3's full run: 100000)")
+    parser.add_argument("--out", type=Path, help="CSV of every program run (with --seeds)")
+    parser.add_argument("--select", choices=("rank", "kappa"), default="rank", help="which prediction's programs")
+    parser.add_argument("--judge", action="store_true", help="print the prediction's verdict")
+    parser.add_argument("--figure", type=Path, help="PNG of the rate and the row against kappa")
+    args = parser.parse_args(argv)
+    if args.seeds and not args.out:
+        parser.error("--seeds runs flows for minutes: pass --out FILE.csv to keep them")
+    config = X3Config(ds=tuple(args.ds), steps=args.steps, record_every=max(1, args.steps // 100))
+    frame = read_programs(args.from_csv, config) if args.from_csv else run_programs(args.seeds, config, args.select)
+    if args.out:
+        frame.to_csv(args.out, index=False)
     bound = NUC_LIMIT.param("bound")
     for (d, rank), group in frame.groupby(["d", "rank"]):
         print(f"d {d}, rank {rank}: {int((group['gap'] <= bound).sum())}/{len(group)} pass {bound:g}; "
               f"median gap {group['gap'].median():.2e}, median slope {group['slope'].median():.2f}")  # fmt: skip
     if args.judge:
         print((verdict if args.select == "rank" else law_verdict)(frame, bound)[1])
+    if args.figure:
+        law_figure(frame, bound).savefig(args.figure)
     return 0
 
 
