@@ -59,6 +59,11 @@ SLOPE_RATIO, LAW_SHARE = (0.8, 1.25), 0.90  # slope / (-2 kappa) in this range f
 KAPPA_PASS, PASS_SHARE = 0.15, 0.95  # at least this share of the programs with kappa >= KAPPA_PASS pass the bound
 
 
+def _rank(sv: torch.Tensor) -> int:
+    """How many singular values ``sv`` (descending) lie above ``RANK_TOL`` of the largest."""
+    return int((sv > RANK_TOL * sv[0]).sum())
+
+
 def off_range_rate(data, W: torch.Tensor, duals: torch.Tensor) -> float:
     """``kappa = 1 - ||P_L G P_R||_op``: how fast ``W/mu``'s directions off the nuclear solution's range fall.
 
@@ -72,7 +77,7 @@ def off_range_rate(data, W: torch.Tensor, duals: torch.Tensor) -> float:
     x_opt = data.X[torch.arange(n), data.select]  # (n, d)
     G = torch.einsum("nt,ntd,ne->de", duals, x_opt[:, None, :] - data.X, data.Z)
     U, sv, Vh = torch.linalg.svd(W)
-    rank = int((sv > RANK_TOL * sv[0]).sum())
+    rank = _rank(sv)
     if rank == d:
         return 1.0
     eye = torch.eye(d, dtype=W.dtype)
@@ -85,7 +90,7 @@ def nuclear_solution(seed: int, d: int, config: X3Config) -> tuple[int, float, f
     data = scores_equal(config.n, config.T, d, config.gap, seed=seed)
     solution = attention_svm(data, norm="nuc")
     sv = torch.linalg.svdvals(solution.W)
-    return int((sv > RANK_TOL * sv[0]).sum()), float(sv[1] / sv[0]), off_range_rate(data, solution.W, solution.duals)
+    return _rank(sv), float(sv[1] / sv[0]), off_range_rate(data, solution.W, solution.duals)
 
 
 def kq_gap(seed: int, d: int, config: X3Config) -> dict[str, float]:
