@@ -46,14 +46,14 @@ def majority_rate(labels: torch.Tensor) -> float:
 
 
 def binomial_se(rate: float, size: int) -> float:
-    """The binomial standard error of an accuracy at ``rate`` over ``size`` examples: ``sqrt(rate (1 - rate) / size)``.
+    """The binomial standard error of a proportion at ``rate`` over ``size`` draws: ``sqrt(rate (1 - rate) / size)``.
 
     Parameters
     ----------
     rate : float
-        An accuracy in [0, 1], e.g. the majority-class rate (:func:`majority_rate`).
+        A proportion in [0, 1]: an accuracy (e.g. the majority-class rate, :func:`majority_rate`), a coverage.
     size : int
-        Examples scored, >= 1.
+        Draws (examples scored, samples drawn), >= 1.
 
     Returns
     -------

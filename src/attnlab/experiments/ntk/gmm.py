@@ -16,6 +16,7 @@ from attnlab.experiments.ntk._shared import SOURCE
 from attnlab.experiments.ntk.gmm_config import GMMConfig
 from attnlab.experiments.ntk.gmm_measures import ASM62_RTOL, baselines, hypothesis_record, measure
 from attnlab.experiments.registry import register
+from attnlab.nets.chance import binomial_se
 from attnlab.ntk import ForwardProcess, SoftmaxMLP, circle_mixture, denoising_set, fit_input_map, reverse_sde_sample
 from attnlab.plotting import house_figure, label_ours, new_figure
 from attnlab.training.ntk import train_score_model
@@ -378,8 +379,7 @@ def _sample_checks(table: pd.DataFrame, config: GMMConfig) -> list:
     covered, balance = float(best["coverage"]), float(best["mode_balance"])
     fair = BALANCE.param("share") / config.modes
     near = max(1, round(covered * config.n_samples))  # samples near some mode: the balance's denominator
-    se_cov = math.sqrt(covered * (1 - covered) / config.n_samples)
-    se_bal = math.sqrt(balance * (1 - balance) / near)
+    se_cov, se_bal = binomial_se(covered, config.n_samples), binomial_se(balance, near)
     return [
         COVERAGE.greater(
             covered,
