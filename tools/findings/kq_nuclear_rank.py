@@ -37,6 +37,7 @@ Two predictions, each registered in docs/findings.md before the seeds it reads r
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -45,7 +46,7 @@ import torch
 from tqdm import tqdm
 
 from attnlab.data import scores_equal
-from attnlab.experiments.kq_nuclear.x3 import NUC_LIMIT, X3Config
+from attnlab.experiments.kq_nuclear.x3 import NUC_LIMIT, X3Config, x3_inits
 from attnlab.metrics import attention_margin, cosine, margin_normalized
 from attnlab.models import Factored
 from attnlab.plotting import EPS, house_figure, label_axes, new_figure, theory_hline, theory_line
@@ -96,12 +97,11 @@ def nuclear_solution(seed: int, d: int, config: X3Config) -> tuple[int, float, f
 def kq_gap(seed: int, d: int, config: X3Config) -> dict[str, float]:
     """x3's K,Q runs at ``seed`` and ``d``: the worst final gap, the slowest run's late slope, the runs' sv ratio.
 
-    The inits are x3's own (``kq-nuclear.x3`` draws ``K0``, ``Q0`` first from a generator seeded ``seed + d``).
+    The inits are x3's own (:func:`attnlab.experiments.kq_nuclear.x3.x3_inits` at ``seed``).
     """
     data = scores_equal(config.n, config.T, d, config.gap, seed=seed)
     reference = attention_svm(data, norm="nuc").W
-    gen = torch.Generator().manual_seed(seed + d)
-    K0, Q0 = (config.init_scale * torch.randn((config.runs, d, d), generator=gen, dtype=torch.float64) for _ in "KQ")
+    K0, Q0, _ = x3_inits(dataclasses.replace(config, seed=seed), d)
     flow = gradient_flow(
         Factored(d, d, K0=K0, Q0=Q0),
         data,

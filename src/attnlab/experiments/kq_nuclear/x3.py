@@ -34,7 +34,7 @@ from attnlab.svm import attention_svm
 from attnlab.training.flow import gradient_flow
 from attnlab.verify import Check, Claim, Experiment, ExperimentResult, Reading, Revision, RunContext
 
-__all__ = ["X3Config", "run_x3"]
+__all__ = ["X3Config", "run_x3", "x3_inits"]
 
 
 @dataclass(frozen=True)
@@ -362,13 +362,34 @@ def _spectrum(d: int, param: str, W: torch.Tensor) -> pd.DataFrame:
     )
 
 
+def x3_inits(config: X3Config, d: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """X3's random initialisations at width ``d``: ``K(0)``, ``Q(0)`` and ``W(0)``, in that order.
+
+    Spec: kq-nuclear-norm §9 X3 (random initialisations; the scale and the generator's seed are ours).
+
+    Parameters
+    ----------
+    config : X3Config
+        Its ``runs``, ``init_scale`` and ``seed`` are read.
+    d : int
+        Token width.
+
+    Returns
+    -------
+    K0, Q0, W0 : torch.Tensor, shape (runs, d, d), float64
+        I.i.d. ``N(0, init_scale^2)`` entries, drawn one after the other from a generator seeded ``seed + d``.
+    """
+    gen = torch.Generator().manual_seed(config.seed + d)
+    shape = (config.runs, d, d)
+    K0, Q0, W0 = (config.init_scale * torch.randn(shape, generator=gen, dtype=torch.float64) for _ in range(3))
+    return K0, Q0, W0
+
+
 def _one_width(config: X3Config, d: int, ctx: RunContext) -> tuple[pd.DataFrame, list[pd.DataFrame], float]:
     """The K,Q and W runs at width ``d``: their frame, spectra (runs and SVMs) and the SVMs' correlation."""
     data = scores_equal(config.n, config.T, d, config.gap, seed=config.seed)
     refs = {norm: attention_svm(data, norm=norm) for norm in ("nuc", "fro")}
-    gen = torch.Generator().manual_seed(config.seed + d)
-    shape = (config.runs, d, d)
-    K0, Q0, W0 = (config.init_scale * torch.randn(shape, generator=gen, dtype=torch.float64) for _ in range(3))
+    K0, Q0, W0 = x3_inits(config, d)
     models = {"KQ": Factored(d, d, K0=K0, Q0=Q0), "W": Combined(d, W0=W0)}
     frames, spectra = [], []
     for name, model in models.items():
