@@ -54,7 +54,13 @@ def test_the_canonical_spelling_writes_md_p_first():
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("lbfgs", r"optimizer 'lbfgs': unknown name 'lbfgs'; the form is name\[:p\]\[,key=value...\] with name one of"),
+        (
+            "lbfgs",
+            r"optimizer 'lbfgs': unknown name 'lbfgs'; the form is name\[:options\], the options comma-separated",
+        ),
+        ("ngd,lr=0.5", "the options follow a colon, not a comma; write 'ngd:lr=0.5'"),
+        ("md,1.5", "the options follow a colon, not a comma; write 'md:1.5'"),
+        ("sgd,", "the options follow a colon, not a comma; write 'sgd'$"),
         ("ngd:momentm=0.9", "unknown option 'momentm' for ngd; ngd takes lr, max_step, momentum, momentum_variant"),
         ("ngd:momentum=1", r"optimizer 'ngd:momentum=1': momentum == 1, must be < 1.0"),
         ("ngd:momentum_variant=nesterov", "momentum_variant == 'nesterov', must be one of 'heavy_ball'"),

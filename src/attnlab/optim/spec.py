@@ -3,7 +3,8 @@
 Spec: implicit-bias-ngd §4 (A1 GD, A2/A4/A7 NGD with cap and momentum, A3/A8 Polyak and SPS, A6 joint rule) and
 §9 (SGD, SNGD, SPS, Adam on real data), mirror-descent-lp §4 (l_p mirror descent), steepest-descent §1, §5.
 
-A spec reads ``name[:p][,key=value...]``::
+A spec reads ``name[:options]``, the options comma-separated ``key=value`` pairs after one colon (``md`` and
+``sd`` take ``p`` first, unnamed)::
 
     "ngd"                          normalised GD, lr 0.1
     "ngd:momentum=0.9,max_step=5"  with momentum and a cap on the step size
@@ -51,7 +52,8 @@ DEFAULT_LR = _builtins.DEFAULT_LR
 def _forms() -> str:
     aliases = ", ".join(f'"{a}"' for a in registry.names(aliases=True)[len(registry.names()) :])
     return (
-        f"name[:p][,key=value...] with name one of {', '.join(repr(n) for n in registry.names())} (aliases "
+        f"name[:options], the options comma-separated key=value pairs after one colon (md and sd take p first, "
+        f"as in 'md:1.5,lr=0.1'), with name one of {', '.join(repr(n) for n in registry.names())} (aliases "
         f'{aliases}), e.g. "ngd:momentum=0.9", "polyak:max_step=5", "md:1.5", "sign:schedule=inv_sqrt"'
     )
 
@@ -115,6 +117,10 @@ class OptimizerSpec:
         name = head.strip().lower()
         written: dict[str, Any] = {}
         found = registry.lookup(name)
+        first, comma, rest = head.partition(",")
+        if found is None and comma and registry.lookup(first.strip().lower()) is not None:
+            suggested = f"{first.strip()}:{rest.strip()}" if rest.strip() else first.strip()
+            raise ValidationError(f"optimizer {text!r}: the options follow a colon, not a comma; write {suggested!r}")
         if found is None:
             raise ValidationError(f"optimizer {text!r}: unknown name {head!r}; the form is {_forms()}")
         entry, alias = found
