@@ -87,6 +87,38 @@ def test_ngd_path_steps_have_exactly_the_requested_joint_length_per_run(data):
     torch.testing.assert_close(lengths, torch.full_like(lengths, 0.05), rtol=1e-12, atol=0)  # round-off only
 
 
+def test_ngd_relative_steps_have_length_eta_times_one_plus_the_norm_per_run(data):
+    K0 = 0.1 * torch.randn(3, 5, 5, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    Q0 = 0.1 * torch.randn(3, 5, 5, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    model = Factored(5, 5, K0=K0, Q0=Q0)
+    flow = gradient_flow(model, data, step=0.05, steps=40, method="ngd-relative", record_every=1)
+    K, Q = flow.path["K"], flow.path["Q"]  # (41, 3, 5, 5)
+    norms = torch.sqrt(K.pow(2).sum((-2, -1)) + Q.pow(2).sum((-2, -1)))  # ||theta|| before each step, per run
+    lengths = torch.sqrt(K.diff(dim=0).pow(2).sum((-2, -1)) + Q.diff(dim=0).pow(2).sum((-2, -1)))
+    torch.testing.assert_close(lengths, 0.05 * (1 + norms[:-1]), rtol=1e-12, atol=0)  # round-off only
+    assert float(norms[-1].min()) > 2 * float(norms[0].max())  # the norm grew, so the steps did
+
+
+def test_ngd_relative_follows_the_ngd_path_at_matched_norms(data):
+    # one flow, discretised two ways (unit-speed NGD of 1e-3 and relative NGD of 1e-3): W / ||W|| where ||W|| first
+    # reaches 5 and 10; NGD with unit steps, far from the flow near the start, fails the same reading
+    W0 = 0.1 * torch.randn(5, 5, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
+    fine = gradient_flow(Combined(5, W0=W0), data, step=1e-3, steps=20000, record_every=10)
+    relative = gradient_flow(Combined(5, W0=W0), data, step=1e-3, steps=2500, method="ngd-relative", record_every=1)
+    coarse = gradient_flow(Combined(5, W0=W0), data, step=1.0, steps=30, record_every=1)
+
+    def direction_at(flow, level):
+        W = flow.path["W"]
+        first = int((W.norm(dim=(-2, -1)) >= level).nonzero()[0])
+        return W[first] / W[first].norm()
+
+    for level in (5.0, 10.0):
+        reference = direction_at(fine, level)
+        # measured 1.3e-4 and 1.6e-5 (the records' spacing and O(step) discretisation); unit steps 0.052 and 0.040
+        assert float((direction_at(relative, level) - reference).norm()) < 1e-3
+        assert float((direction_at(coarse, level) - reference).norm()) > 1e-2
+
+
 def test_ngd_runs_axis_equals_separate_runs(data):
     W0 = 0.1 * torch.randn(2, 5, 5, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
     both = gradient_flow(Combined(5, W0=W0), data, step=0.1, steps=30)

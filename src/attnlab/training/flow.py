@@ -178,11 +178,15 @@ def gradient_flow(
         ``X`` ([R,] n, T, d), ``Z``, ``y``, ``v`` (the head is needed unless the model trains its own).
     step : float
         ``"ngd"``: arc length ``eta`` of each step (joint Frobenius norm over all parameters, per run);
-        ``"gd"`` and ``"rk4"``: the time step ``dt``.
+        ``"ngd-relative"``: ``eta`` of the arc length ``eta (1 + ||theta||)``; ``"gd"`` and ``"rk4"``: the time step
+        ``dt``.
     steps : int
         Number of steps.
-    method : {"ngd", "gd", "rk4"}, default="ngd"
+    method : {"ngd", "ngd-relative", "gd", "rk4"}, default="ngd"
         ``"ngd"``: normalised GD, the flow's path at unit speed (the default for directional limits, §3);
+        ``"ngd-relative"``: the same path with steps of arc length ``eta (1 + ||theta||)`` (ours; ``||theta||`` the
+        joint norm of all the parameters, per run), so ``ln ||theta||`` grows by up to ``eta`` a step and a slow
+        directional limit can be followed to margins far beyond a fixed arc length's (``ln mu`` in the tens);
         ``"gd"``: explicit Euler ``theta <- theta - dt grad L``; ``"rk4"``: classical fourth-order Runge-Kutta in
         time (short horizons, identity checks).
     record_every : int, optional
@@ -224,10 +228,11 @@ def gradient_flow(
     ``w_il = dL/ds_il`` (:func:`logit_weights`):
 
     - ngd: ``theta <- theta - eta g / ||g||``, ``phi <- phi + 2 eta w / ||g||``, ``t <- t + eta / ||g||``;
+    - ngd-relative: the same with ``eta (1 + ||theta||)`` in place of ``eta``;
     - gd: ``theta <- theta - dt g``, ``phi <- phi + 2 dt w``, ``t <- t + dt``;
     - rk4: the classical scheme on the joint state ``(theta, phi)``.
 
-    For ``"ngd"`` the ratios ``g / ||g||`` and ``w / ||g||`` are formed from log-scaled mantissas, so they stay
+    For ``"ngd"`` and ``"ngd-relative"`` the ratios ``g / ||g||`` and ``w / ||g||`` are formed from log-scaled mantissas, so they stay
     exact long after ``g`` underflows. With the diagonal model and initialisation (5), ``phi`` gives the closed
     form ``beta = omega_0^2 sinh(B phi)`` (:func:`closed_form_beta`) exactly for the flow, to ``O(dt^4)`` with
     RK4 and ``O(step)`` on the NGD and GD paths.

@@ -9,6 +9,9 @@ through :func:`attnlab.training.fit` like every optimizer: same spaces, recordin
 With ``g = grad L`` and ``w = dL/ds`` (both log-scaled by one ``e^s`` per run):
 
 - ngd: ``theta <- theta - eta g / ||g||``, ``phi <- phi + 2 eta w / ||g||``, ``t <- t + eta / ||g||``;
+- ngd-relative: the same with the arc length ``eta (1 + ||theta||)`` (ours): the flow's path again, at a speed that
+  grows with the parameters, so that ``ln ||theta||`` advances by at most ``eta`` a step and margins far beyond a
+  fixed arc length's are reached;
 - gd: ``theta <- theta - dt g``, ``phi <- phi + 2 dt w``, ``t <- t + dt``;
 - rk4: the classical scheme on the joint state ``(theta, phi)``.
 """
@@ -20,11 +23,11 @@ from collections.abc import Sequence
 
 import torch
 
-from attnlab.optim.transforms import Context, Rule, Step, Transform, divide_by_norm
+from attnlab.optim.transforms import Context, Rule, Step, Transform, block_norms, divide_by_norm
 
 __all__ = ["METHODS", "flow_rule"]
 
-METHODS = ("ngd", "gd", "rk4")
+METHODS = ("ngd", "ngd-relative", "gd", "rk4")
 
 
 def _expand(value: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
@@ -36,10 +39,11 @@ def flow_rule(method: str, step: float, track_phi: bool, runs: int, tokens: tupl
 
     Parameters
     ----------
-    method : {"ngd", "gd", "rk4"}
+    method : {"ngd", "ngd-relative", "gd", "rk4"}
     step : float
-        ``"ngd"``: arc length ``eta`` of each step (joint Frobenius norm over all tensors, per run); ``"gd"`` and
-        ``"rk4"``: the time step ``dt``.
+        ``"ngd"``: arc length ``eta`` of each step (joint Frobenius norm over all tensors, per run);
+        ``"ngd-relative"``: ``eta`` of the arc length ``eta (1 + ||theta||)``; ``"gd"`` and ``"rk4"``: the time step
+        ``dt``.
     track_phi : bool
         Integrate ``phi`` (shape (R, n, T)).
     runs : int
@@ -62,13 +66,26 @@ def flow_rule(method: str, step: float, track_phi: bool, runs: int, tokens: tupl
         return new
 
     def ngd(step_: Step, state: dict, ctx: Context) -> tuple[Step, dict]:
+        return normalised(step_, state, ctx, step, math.log(step))
+
+    def ngd_relative(step_: Step, state: dict, ctx: Context) -> tuple[Step, dict]:
+        arc = step * (1.0 + block_norms(ctx.params, None, ctx.run_dims)[0])  # ours: eta (1 + ||theta||), per run
+        return normalised(step_, state, ctx, arc, torch.log(arc))
+
+    def normalised(
+        step_: Step, state: dict, ctx: Context, arc: float | torch.Tensor, log_arc: float | torch.Tensor
+    ) -> tuple[Step, dict]:
+        """A normalised step of length ``arc`` (a float, or one per run) along ``-g``, with its clock and phi."""
         norm = ctx.block_norms(step_.direction, None, 2.0)[0]  # ||m||, one joint norm per run
         log_unit = divide_by_norm(0.0, norm)  # g / ||g|| = m / ||m||: exact after g underflows (NGD, spec A2)
-        log_dt = math.log(step) + log_unit - step_.log_scale  # spec kq §3 (b): dt = eta / ||grad L||
-        # spec kq §3.1: phi += 2 eta w / ||g||, its unit factor formed only where phi is tracked (no exp per step else)
-        dphi = 2.0 * step * _expand(torch.exp(log_unit), ctx.weights) * ctx.weights if track_phi else None
+        log_dt = log_arc + log_unit - step_.log_scale  # spec kq §3 (b): dt = eta / ||grad L||
+        # spec kq §3.1: phi += 2 arc w / ||g||, its unit factor formed only where phi is tracked (no exp per step else)
+        dphi = None
+        if track_phi:
+            twice = 2.0 * _expand(arc, ctx.weights) if torch.is_tensor(arc) else 2.0 * arc
+            dphi = twice * _expand(torch.exp(log_unit), ctx.weights) * ctx.weights
         coefs = [log_unit] * len(step_.direction)
-        return Step(step_.direction, step_.log_scale, coefs, [step] * len(coefs)), tick(state, log_dt, dphi)
+        return Step(step_.direction, step_.log_scale, coefs, [arc] * len(coefs)), tick(state, log_dt, dphi)
 
     def gd(step_: Step, state: dict, ctx: Context) -> tuple[Step, dict]:
         log_dt = torch.full_like(step_.log_scale, math.log(step))  # spec kq §3 (a): theta <- theta - dt g
@@ -94,7 +111,7 @@ def flow_rule(method: str, step: float, track_phi: bool, runs: int, tokens: tupl
         log_dt = torch.full_like(zero, math.log(step))
         return Step(direction, zero, [zero] * len(direction), [step] * len(direction)), tick(state, log_dt, dphi)
 
-    update = {"ngd": ngd, "gd": gd, "rk4": rk4}[method]
+    update = {"ngd": ngd, "ngd-relative": ngd_relative, "gd": gd, "rk4": rk4}[method]
     flow = Transform(
         f"flow_{method}", init, update, coefficient_only=False, scale_invariant=False, needs_weights=track_phi
     )
