@@ -149,3 +149,53 @@ def test_the_command_judges_and_draws_stored_programs_and_asks_for_out_before_ru
     with pytest.raises(SystemExit):
         tool.main(["--seeds", "0-1"])
     assert "pass --out" in capsys.readouterr().err
+
+
+def test_follow_programs_takes_the_rank_2_programs_that_fail_the_row(tool, monkeypatch):
+    frame = pd.DataFrame(
+        {"seed": [5, 3, 4, 1], "d": [4, 4, 8, 4], "rank": [2, 2, 1, 2], "gap": [2e-4, 1e-3, 1e-2, 5e-5]}
+    )
+    calls = []
+    monkeypatch.setattr(tool, "followed", lambda seed, d, *_: calls.append((seed, d)) or {"gap_end": 0.0})
+    out = tool.follow_programs(frame, X3Config(), 1e-4)
+    assert calls == [(3, 4), (5, 4)]  # rank 2 and above the bound, by seed; not the rank-1 or the passing one
+    assert list(out["gap_end"]) == [0.0, 0.0] and list(out["seed"]) == [3, 5]
+
+
+def test_followed_reads_the_relative_flow_at_the_level_and_at_the_end(tool, monkeypatch):
+    """followed's readings against the ngd-relative flow from x3's inits, recomputed here at every step."""
+    from attnlab.experiments.kq_nuclear.x3 import x3_inits
+    from attnlab.metrics import attention_margin, cosine, margin_normalized
+    from attnlab.models import Factored
+    from attnlab.training.flow import gradient_flow
+
+    monkeypatch.setattr(tool, "LN_MU_X3", 4.0)
+    config = X3Config(seed=199, ds=(4,))
+    out = tool.followed(199, 4, config, step=2e-3, steps=4000)
+    data = scores_equal(3, 3, 4, 6.0, seed=199)
+    K0, Q0, _ = x3_inits(config, 4)
+    path = gradient_flow(Factored(4, 4, K0=K0, Q0=Q0), data, step=2e-3, steps=4000, method="ngd-relative",
+                         record_every=10).path  # fmt: skip
+    args = (data.X, data.Z, path["W"], data.select)
+    mu = attention_margin(*args)
+    gap = 1 - cosine(torch.nan_to_num(margin_normalized(*args)), attention_svm(data, norm="nuc").W)
+    ln_mu = torch.log(mu.clamp(min=1e-300)).where(mu > 0, torch.tensor(float("-inf"))).min(dim=1).values
+    first = int((ln_mu >= 4.0).nonzero()[0])
+    assert out["gap_x3"] == pytest.approx(float(gap[first].max()), rel=1e-12)
+    assert out["gap_end"] == pytest.approx(float(gap[-1].max()), rel=1e-12)
+    assert out["ln_mu_end"] == pytest.approx(float(ln_mu[-1]), rel=1e-12)
+    assert 4.0 < out["ln_mu_end"] and out["gap_end"] < out["gap_x3"]  # the margin passed the level, the gap fell
+
+
+@pytest.mark.parametrize(
+    ("ends", "starts", "held"),
+    [
+        ([1e-6] * 8 + [1e-3] * 2, [1e-2] * 10, True),  # 80% within the bound, every one fell: both at their bounds
+        ([1e-6] * 7 + [1e-3] * 3, [1e-2] * 10, False),  # 70% within
+        ([1e-6] * 10, [1e-2] * 9 + [1e-7], False),  # one ended above its gap where x3's runs end
+        ([1e-6] * 10, [1e-2] * 9 + [float("nan")], False),  # one never reached that margin
+    ],
+)
+def test_the_follow_verdict_reads_the_share_within_the_bound_and_that_every_gap_fell(tool, ends, starts, held):
+    frame = pd.DataFrame({"gap_end": ends, "gap_x3": starts, "ln_mu_end": 90.0})
+    assert tool.follow_verdict(frame, 1e-4)[0] is held

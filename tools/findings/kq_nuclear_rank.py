@@ -13,7 +13,7 @@ steps; ``--steps`` shortens them) and reports the worst run's ``1 - corr(W/mu, W
 row's bound (1e-4), the local log-log slope of that gap against the margin ``mu`` over the run's last factor of 3
 in ``mu`` (the slowest run's), and the runs' mean second-over-first singular value of ``W/mu``.
 
-Two predictions, each registered in docs/findings.md before the seeds it reads ran:
+Three predictions, each registered in docs/findings.md before the seeds it reads ran:
 
 - ``--select rank`` (registered after seeds 0-199, judged on 200-399: it failed). Every rank-2 program of the seeds
   asked is run, and as many rank-1 programs (the lowest seeds). At ``d`` = 4 and 8, at least 95% of the rank-1
@@ -22,6 +22,10 @@ Two predictions, each registered in docs/findings.md before the seeds it reads r
   :func:`off_range_rate`. The first 30 rank-1 programs by seed with ``kappa`` in ``KAPPA_BAND`` are run. The late
   slope lies within ``SLOPE_RATIO`` times ``-2 kappa`` for at least 90% of them, and at least 95% of those with
   ``kappa >= 0.15`` pass the bound.
+- ``--follow`` (registered after seeds 0-199's rank-2 failures were followed, judged on those of 200-399). Each
+  rank-2 program of a ``--seeds`` run's CSV that fails the bound at x3's length is followed on the same flow far
+  beyond it (:func:`followed`: ``gradient_flow(method="ngd-relative")``, ``ln mu`` in the 80s to the 300s). At least
+  ``FOLLOW_SHARE`` of them end within the bound, and every one ends below its gap where x3's runs end.
 
 ``--judge`` prints the verdict over the programs run::
 
@@ -32,6 +36,7 @@ Two predictions, each registered in docs/findings.md before the seeds it reads r
 ``--figure`` draws the rate and the row against ``kappa`` (docs/findings/x3-kappa.png)::
 
     python tools/findings/kq_nuclear_rank.py --from-csv ranks.csv law.csv --select kappa --judge --figure law.png
+    python tools/findings/kq_nuclear_rank.py --from-csv ranks.csv --follow --out followed.csv --judge
 """
 
 from __future__ import annotations
@@ -58,6 +63,9 @@ PASS_RANK1, FAIL_RANK2 = 0.95, 0.30  # the rank prediction's shares
 KAPPA_BAND, LAW_COUNT = (0.1, 0.4), 30  # the rate prediction's programs: kappa in the band, the first 30 by seed
 SLOPE_RATIO, LAW_SHARE = (0.8, 1.25), 0.90  # slope / (-2 kappa) in this range for at least this share
 KAPPA_PASS, PASS_SHARE = 0.15, 0.95  # at least this share of the programs with kappa >= KAPPA_PASS pass the bound
+LN_MU_X3 = 21.0  # ln mu where x3's full runs end (mu near 1e9): the followed runs' gap there, against the end
+FOLLOW_STEP, FOLLOW_STEPS = 2e-3, 125_000  # ngd-relative: ln mu near 80 at the end (seed 199 at d = 4)
+FOLLOW_SHARE = 0.80  # the followed programs: at least this share end within x3's bound, and every one below gap_x3
 
 
 def _rank(sv: torch.Tensor) -> int:
@@ -94,25 +102,24 @@ def nuclear_solution(seed: int, d: int, config: X3Config) -> tuple[int, float, f
     return _rank(sv), float(sv[1] / sv[0]), off_range_rate(data, solution.W, solution.duals)
 
 
-def kq_gap(seed: int, d: int, config: X3Config) -> dict[str, float]:
-    """x3's K,Q runs at ``seed`` and ``d``: the worst final gap, the slowest run's late slope, the runs' sv ratio.
+def _kq_path(seed: int, d: int, config: X3Config, **flow: object) -> tuple[np.ndarray, np.ndarray, torch.Tensor]:
+    """x3's K,Q runs at ``seed`` and ``d`` (``flow``: :func:`gradient_flow`'s step, steps, method, record_every):
+    ``mu`` and ``1 - corr(W/mu, W_nuc)`` at every record, shape (S, R) each, and ``W/mu`` (S, R, d, d).
 
     The inits are x3's own (:func:`attnlab.experiments.kq_nuclear.x3.x3_inits` at ``seed``).
     """
     data = scores_equal(config.n, config.T, d, config.gap, seed=seed)
     reference = attention_svm(data, norm="nuc").W
     K0, Q0, _ = x3_inits(dataclasses.replace(config, seed=seed), d)
-    flow = gradient_flow(
-        Factored(d, d, K0=K0, Q0=Q0),
-        data,
-        step=config.step,
-        steps=config.steps,
-        record_every=config.record_every,
-        progress=False,
-    )
-    args = (data.X, data.Z, flow.path["W"], data.select)
-    mu, W_hat = attention_margin(*args).numpy(), margin_normalized(*args)  # (S, R), (S, R, d, d)
-    gap = (1 - cosine(torch.nan_to_num(W_hat), reference)).numpy()
+    path = gradient_flow(Factored(d, d, K0=K0, Q0=Q0), data, progress=False, **flow).path
+    args = (data.X, data.Z, path["W"], data.select)
+    mu, W_hat = attention_margin(*args).numpy(), margin_normalized(*args)
+    return mu, (1 - cosine(torch.nan_to_num(W_hat), reference)).numpy(), W_hat
+
+
+def kq_gap(seed: int, d: int, config: X3Config) -> dict[str, float]:
+    """x3's K,Q runs at ``seed`` and ``d``: the worst final gap, the slowest run's late slope, the runs' sv ratio."""
+    mu, gap, W_hat = _kq_path(seed, d, config, step=config.step, steps=config.steps, record_every=config.record_every)
     late = mu[:, 0] >= mu[-1, 0] / 3  # the last factor of 3 in mu (run 0's records; the runs grow alike)
     slopes = [
         np.polyfit(np.log(mu[late, r]), np.log(np.maximum(gap[late, r], 1e-16)), 1)[0] for r in range(gap.shape[1])
@@ -123,6 +130,27 @@ def kq_gap(seed: int, d: int, config: X3Config) -> dict[str, float]:
         "slope": float(max(slopes)),
         "run_sv_ratio": float((sv[:, 1] / sv[:, 0]).mean()),
         "mu": float(mu[-1].min()),
+    }
+
+
+def followed(seed: int, d: int, config: X3Config, step: float = FOLLOW_STEP, steps: int = FOLLOW_STEPS) -> dict:
+    """x3's K,Q runs at ``seed`` and ``d`` followed far beyond x3's length, on the flow's path at a growing speed
+    (``gradient_flow(method="ngd-relative")``: steps of arc length ``step (1 + ||theta||)`` from x3's inits).
+
+    Returns ``gap_x3``, the worst run's gap at the first record where every run has ``ln mu >= LN_MU_X3`` (about
+    where x3's full runs end; NaN if never), ``gap_end`` at the last record, ``ln_mu_end`` (the smallest over the
+    runs) and ``end_slope``: the slowest run's log-log slope of the gap against ``mu`` over the last 10 in ``ln mu``.
+    """
+    mu, gap, _ = _kq_path(seed, d, config, step=step, steps=steps, method="ngd-relative", record_every=steps // 400)
+    ln_mu = np.log(np.where(mu > 0, mu, np.nan)).min(axis=1)  # (S,): every run past the level
+    reached = np.flatnonzero(ln_mu >= LN_MU_X3)
+    late = ln_mu >= ln_mu[-1] - 10
+    slopes = [np.polyfit(ln_mu[late], np.log(np.maximum(gap[late, r], 1e-16)), 1)[0] for r in range(gap.shape[1])]
+    return {
+        "gap_x3": float(gap[reached[0]].max()) if reached.size else float("nan"),
+        "gap_end": float(gap[-1].max()),
+        "ln_mu_end": float(ln_mu[-1]),
+        "end_slope": float(max(slopes)),
     }
 
 
@@ -172,6 +200,30 @@ def law_verdict(frame: pd.DataFrame, bound: float) -> tuple[bool, str]:
         f"{LAW_SHARE:.0%}; range of the ratio {ratio.min():.3f} to {ratio.max():.3f}); kappa >= {KAPPA_PASS}: "
         f"{int(passes.sum())}/{len(passes)} pass {bound:g} (predicted >= {PASS_SHARE:.0%}); prediction "
         f"{'holds' if held else 'fails'}"
+    )
+
+
+def follow_programs(
+    frame: pd.DataFrame, config: X3Config, bound: float, step: float = FOLLOW_STEP, steps: int = FOLLOW_STEPS
+) -> pd.DataFrame:
+    """:func:`followed` on every rank-2 program of ``frame`` that fails x3's row (``gap > bound``), by seed."""
+    picked = frame[(frame["rank"] >= 2) & (frame["gap"] > bound)].sort_values(["seed", "d"]).reset_index(drop=True)
+    bar = tqdm(picked.itertuples(), total=len(picked), desc="follow")
+    rows = [followed(int(r.seed), int(r.d), config, step, steps) for r in bar]
+    return pd.concat([picked, pd.DataFrame(rows)], axis=1)
+
+
+def follow_verdict(frame: pd.DataFrame, bound: float) -> tuple[bool, str]:
+    """The third prediction judged on the followed programs (columns ``gap_x3``, ``gap_end``): the share that ends
+    within ``bound``, whether every one fell below its gap at ``LN_MU_X3``, and whether both hold."""
+    if frame.empty:
+        return False, "no verdict: no program followed"
+    within, fell = frame["gap_end"] <= bound, frame["gap_end"] < frame["gap_x3"]
+    held = within.mean() >= FOLLOW_SHARE and bool(fell.all())
+    return bool(held), (
+        f"followed to ln mu {frame['ln_mu_end'].min():.0f}-{frame['ln_mu_end'].max():.0f}: {int(within.sum())}/"
+        f"{len(frame)} end within {bound:g} (predicted >= {FOLLOW_SHARE:.0%}); {int(fell.sum())}/{len(frame)} end "
+        f"below their gap at ln mu {LN_MU_X3:g} (predicted all); prediction {'holds' if held else 'fails'}"
     )
 
 
@@ -232,14 +284,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--select", choices=("rank", "kappa"), default="rank", help="which prediction's programs")
     parser.add_argument("--judge", action="store_true", help="print the prediction's verdict")
     parser.add_argument("--figure", type=Path, help="PNG of the rate and the row against kappa")
+    parser.add_argument("--follow", action="store_true", help="follow the failing rank-2 programs of --from-csv")
+    parser.add_argument("--eta", type=float, default=FOLLOW_STEP, help="--follow: arc length eta (1 + ||theta||)")
+    parser.add_argument("--follow-steps", type=int, default=FOLLOW_STEPS, help="--follow: steps of each program")
     args = parser.parse_args(argv)
-    if args.seeds and not args.out:
-        parser.error("--seeds runs flows for minutes: pass --out FILE.csv to keep them")
+    if (args.seeds or args.follow) and not args.out:
+        parser.error("--seeds and --follow run flows for minutes: pass --out FILE.csv to keep them")
+    if args.follow and not args.from_csv:
+        parser.error("--follow reads the programs x3's row failed from --from-csv (a --seeds run's CSV)")
     config = X3Config(ds=tuple(args.ds), steps=args.steps, record_every=max(1, args.steps // 100))
     frame = read_programs(args.from_csv, config) if args.from_csv else run_programs(args.seeds, config, args.select)
+    bound = NUC_LIMIT.param("bound")
+    if args.follow:
+        return _follow(follow_programs(frame, config, bound, args.eta, args.follow_steps), args)
     if args.out:
         frame.to_csv(args.out, index=False)
-    bound = NUC_LIMIT.param("bound")
     for (d, rank), group in frame.groupby(["d", "rank"]):
         print(f"d {d}, rank {rank}: {int((group['gap'] <= bound).sum())}/{len(group)} pass {bound:g}; "
               f"median gap {group['gap'].median():.2e}, median slope {group['slope'].median():.2f}")  # fmt: skip
@@ -247,6 +306,17 @@ def main(argv: list[str] | None = None) -> int:
         print((verdict if args.select == "rank" else law_verdict)(frame, bound)[1])
     if args.figure:
         law_figure(frame, bound).savefig(args.figure)
+    return 0
+
+
+def _follow(frame: pd.DataFrame, args: argparse.Namespace) -> int:
+    """Write and print the followed programs (and the verdict with ``--judge``)."""
+    frame.to_csv(args.out, index=False)
+    for r in frame.itertuples():
+        print(f"seed {r.seed} d {r.d}: gap {r.gap_x3:.2e} at ln mu {LN_MU_X3:g}, {r.gap_end:.2e} at ln mu "
+              f"{r.ln_mu_end:.1f} (slope {r.end_slope:.2f})")  # fmt: skip
+    if args.judge:
+        print(follow_verdict(frame, NUC_LIMIT.param("bound"))[1])
     return 0
 
 
