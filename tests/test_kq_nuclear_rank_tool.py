@@ -156,10 +156,12 @@ def test_follow_programs_takes_the_rank_2_programs_that_fail_the_row(tool, monke
         {"seed": [5, 3, 4, 1], "d": [4, 4, 8, 4], "rank": [2, 2, 1, 2], "gap": [2e-4, 1e-3, 1e-2, 5e-5]}
     )
     calls = []
-    monkeypatch.setattr(tool, "followed", lambda seed, d, *_: calls.append((seed, d)) or {"gap_end": 0.0})
-    out = tool.follow_programs(frame, X3Config(), 1e-4)
+    path = pd.DataFrame({"ln_mu": [1.0, 2.0], "gap": [0.1, 0.01]})
+    monkeypatch.setattr(tool, "followed", lambda seed, d, *_: calls.append((seed, d)) or ({"gap_end": 0.0}, path))
+    out, paths = tool.follow_programs(frame, X3Config(), 1e-4)
     assert calls == [(3, 4), (5, 4)]  # rank 2 and above the bound, by seed; not the rank-1 or the passing one
     assert list(out["gap_end"]) == [0.0, 0.0] and list(out["seed"]) == [3, 5]
+    assert list(paths["seed"]) == [3, 3, 5, 5] and list(paths["gap"]) == [0.1, 0.01] * 2
 
 
 def test_followed_reads_the_relative_flow_at_the_level_and_at_the_end(tool, monkeypatch):
@@ -171,7 +173,7 @@ def test_followed_reads_the_relative_flow_at_the_level_and_at_the_end(tool, monk
 
     monkeypatch.setattr(tool, "LN_MU_X3", 4.0)
     config = X3Config(seed=199, ds=(4,))
-    out = tool.followed(199, 4, config, step=2e-3, steps=4000)
+    out, trace = tool.followed(199, 4, config, step=2e-3, steps=4000)
     data = scores_equal(3, 3, 4, 6.0, seed=199)
     K0, Q0, _ = x3_inits(config, 4)
     path = gradient_flow(Factored(4, 4, K0=K0, Q0=Q0), data, step=2e-3, steps=4000, method="ngd-relative",
@@ -185,6 +187,8 @@ def test_followed_reads_the_relative_flow_at_the_level_and_at_the_end(tool, monk
     assert out["gap_end"] == pytest.approx(float(gap[-1].max()), rel=1e-12)
     assert out["ln_mu_end"] == pytest.approx(float(ln_mu[-1]), rel=1e-12)
     assert 4.0 < out["ln_mu_end"] and out["gap_end"] < out["gap_x3"]  # the margin passed the level, the gap fell
+    assert trace["gap"].iloc[-1] == out["gap_end"] and trace["ln_mu"].iloc[-1] == out["ln_mu_end"]
+    tool.follow_figure(trace.assign(seed=199, d=4), 1e-4)  # draws
 
 
 @pytest.mark.parametrize(

@@ -36,7 +36,11 @@ Three predictions, each registered in docs/findings.md before the seeds it reads
 ``--figure`` draws the rate and the row against ``kappa`` (docs/findings/x3-kappa.png)::
 
     python tools/findings/kq_nuclear_rank.py --from-csv ranks.csv law.csv --select kappa --judge --figure law.png
-    python tools/findings/kq_nuclear_rank.py --from-csv ranks.csv --follow --out followed.csv --judge
+    python tools/findings/kq_nuclear_rank.py --from-csv ranks.csv --follow --out followed.csv --judge \
+        --figure followed.png
+
+``--follow`` writes each program's path beside ``--out`` (``followed-paths.csv``) and draws the paths with
+``--figure`` (docs/findings/x3-follow.png).
 """
 
 from __future__ import annotations
@@ -133,25 +137,29 @@ def kq_gap(seed: int, d: int, config: X3Config) -> dict[str, float]:
     }
 
 
-def followed(seed: int, d: int, config: X3Config, step: float = FOLLOW_STEP, steps: int = FOLLOW_STEPS) -> dict:
+def followed(
+    seed: int, d: int, config: X3Config, step: float = FOLLOW_STEP, steps: int = FOLLOW_STEPS
+) -> tuple[dict[str, float], pd.DataFrame]:
     """x3's K,Q runs at ``seed`` and ``d`` followed far beyond x3's length, on the flow's path at a growing speed
     (``gradient_flow(method="ngd-relative")``: steps of arc length ``step (1 + ||theta||)`` from x3's inits).
 
-    Returns ``gap_x3``, the worst run's gap at the first record where every run has ``ln mu >= LN_MU_X3`` (about
-    where x3's full runs end; NaN if never), ``gap_end`` at the last record, ``ln_mu_end`` (the smallest over the
-    runs) and ``end_slope``: the slowest run's log-log slope of the gap against ``mu`` over the last 10 in ``ln mu``.
+    Returns the readings, ``gap_x3``: the worst run's gap at the first record where every run has ``ln mu >=
+    LN_MU_X3`` (about where x3's full runs end; NaN if never), ``gap_end`` at the last record, ``ln_mu_end`` (the
+    smallest over the runs) and ``end_slope``: the slowest run's log-log slope of the gap against ``mu`` over the last
+    10 in ``ln mu``; and the path, one row per record: ``ln_mu`` (the smallest over the runs) and the worst ``gap``.
     """
     mu, gap, _ = _kq_path(seed, d, config, step=step, steps=steps, method="ngd-relative", record_every=steps // 400)
     ln_mu = np.log(np.where(mu > 0, mu, np.nan)).min(axis=1)  # (S,): every run past the level
     reached = np.flatnonzero(ln_mu >= LN_MU_X3)
     late = ln_mu >= ln_mu[-1] - 10
     slopes = [np.polyfit(ln_mu[late], np.log(np.maximum(gap[late, r], 1e-16)), 1)[0] for r in range(gap.shape[1])]
-    return {
+    readings = {
         "gap_x3": float(gap[reached[0]].max()) if reached.size else float("nan"),
         "gap_end": float(gap[-1].max()),
         "ln_mu_end": float(ln_mu[-1]),
         "end_slope": float(max(slopes)),
     }
+    return readings, pd.DataFrame({"ln_mu": ln_mu, "gap": gap.max(axis=1)})
 
 
 def chosen(survey: pd.DataFrame, select: str = "rank") -> pd.DataFrame:
@@ -205,12 +213,17 @@ def law_verdict(frame: pd.DataFrame, bound: float) -> tuple[bool, str]:
 
 def follow_programs(
     frame: pd.DataFrame, config: X3Config, bound: float, step: float = FOLLOW_STEP, steps: int = FOLLOW_STEPS
-) -> pd.DataFrame:
-    """:func:`followed` on every rank-2 program of ``frame`` that fails x3's row (``gap > bound``), by seed."""
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`followed` on every rank-2 program of ``frame`` that fails x3's row (``gap > bound``), by seed: the
+    programs with their readings, and their paths (columns ``seed``, ``d``, ``ln_mu``, ``gap``)."""
     picked = frame[(frame["rank"] >= 2) & (frame["gap"] > bound)].sort_values(["seed", "d"]).reset_index(drop=True)
-    bar = tqdm(picked.itertuples(), total=len(picked), desc="follow")
-    rows = [followed(int(r.seed), int(r.d), config, step, steps) for r in bar]
-    return pd.concat([picked, pd.DataFrame(rows)], axis=1)
+    rows, paths = [], []
+    for r in tqdm(picked.itertuples(), total=len(picked), desc="follow"):
+        readings, path = followed(int(r.seed), int(r.d), config, step, steps)
+        rows.append(readings)
+        paths.append(path.assign(seed=int(r.seed), d=int(r.d)))
+    paths = pd.concat(paths, ignore_index=True) if paths else pd.DataFrame(columns=["ln_mu", "gap", "seed", "d"])
+    return pd.concat([picked, pd.DataFrame(rows)], axis=1), paths
 
 
 def follow_verdict(frame: pd.DataFrame, bound: float) -> tuple[bool, str]:
@@ -283,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="CSV of every program run (with --seeds)")
     parser.add_argument("--select", choices=("rank", "kappa"), default="rank", help="which prediction's programs")
     parser.add_argument("--judge", action="store_true", help="print the prediction's verdict")
-    parser.add_argument("--figure", type=Path, help="PNG of the rate and the row against kappa")
+    parser.add_argument("--figure", type=Path, help="PNG: the rate and the row against kappa (--follow: the paths)")
     parser.add_argument("--follow", action="store_true", help="follow the failing rank-2 programs of --from-csv")
     parser.add_argument("--eta", type=float, default=FOLLOW_STEP, help="--follow: arc length eta (1 + ||theta||)")
     parser.add_argument("--follow-steps", type=int, default=FOLLOW_STEPS, help="--follow: steps of each program")
@@ -296,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     frame = read_programs(args.from_csv, config) if args.from_csv else run_programs(args.seeds, config, args.select)
     bound = NUC_LIMIT.param("bound")
     if args.follow:
-        return _follow(follow_programs(frame, config, bound, args.eta, args.follow_steps), args)
+        return _follow(*follow_programs(frame, config, bound, args.eta, args.follow_steps), args)
     if args.out:
         frame.to_csv(args.out, index=False)
     for (d, rank), group in frame.groupby(["d", "rank"]):
@@ -309,14 +322,34 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _follow(frame: pd.DataFrame, args: argparse.Namespace) -> int:
-    """Write and print the followed programs (and the verdict with ``--judge``)."""
+@house_figure
+def follow_figure(paths: pd.DataFrame, bound: float):
+    """Each followed program's worst gap against ``ln mu``, with where x3's runs end and x3's bound."""
+    fig, (ax,) = new_figure(1)
+    for (d, _), path in paths.groupby(["d", "seed"]):
+        ax.plot(path["ln_mu"], path["gap"].clip(lower=EPS), color={4: "C0", 8: "C1"}.get(int(d), "C2"), lw=0.8)
+    for d, color in ((4, "C0"), (8, "C1"), (16, "C2")):
+        if (paths["d"] == d).any():
+            ax.plot([], [], color=color, label=f"d = {d}")
+    ax.axvline(LN_MU_X3, color="0.4", ls=":", label="where x3's full runs end")
+    theory_hline(ax, bound, f"x3's bound {bound:g}")
+    ax.set_yscale("log")
+    label_axes(ax, r"$\ln \mu$", r"worst $1 - \mathrm{corr}(W/\mu, W_{\mathrm{nuc}})$", "rank-2 failures, followed")
+    ax.legend()
+    return fig
+
+
+def _follow(frame: pd.DataFrame, paths: pd.DataFrame, args: argparse.Namespace) -> int:
+    """Write and print the followed programs (and the verdict with ``--judge``, the figure with ``--figure``)."""
     frame.to_csv(args.out, index=False)
+    paths.to_csv(args.out.with_name(args.out.stem + "-paths.csv"), index=False)
     for r in frame.itertuples():
         print(f"seed {r.seed} d {r.d}: gap {r.gap_x3:.2e} at ln mu {LN_MU_X3:g}, {r.gap_end:.2e} at ln mu "
               f"{r.ln_mu_end:.1f} (slope {r.end_slope:.2f})")  # fmt: skip
     if args.judge:
         print(follow_verdict(frame, NUC_LIMIT.param("bound"))[1])
+    if args.figure:
+        follow_figure(paths, NUC_LIMIT.param("bound")).savefig(args.figure)
     return 0
 
 
