@@ -326,11 +326,11 @@ def main(argv: list[str] | None = None) -> int:
 def follow_figure(paths: pd.DataFrame, bound: float):
     """Each followed program's worst gap against ``ln mu``, with where x3's runs end and x3's bound."""
     fig, (ax,) = new_figure(1)
+    colors = {d: f"C{i}" for i, d in enumerate(sorted(paths["d"].unique()))}
     for (d, _), path in paths.groupby(["d", "seed"]):
-        ax.plot(path["ln_mu"], path["gap"].clip(lower=EPS), color={4: "C0", 8: "C1"}.get(int(d), "C2"), lw=0.8)
-    for d, color in ((4, "C0"), (8, "C1"), (16, "C2")):
-        if (paths["d"] == d).any():
-            ax.plot([], [], color=color, label=f"d = {d}")
+        ax.plot(path["ln_mu"], path["gap"].clip(lower=EPS), color=colors[d], lw=0.8)
+    for d, color in colors.items():
+        ax.plot([], [], color=color, label=f"d = {d}")
     ax.axvline(LN_MU_X3, color="0.4", ls=":", label="where x3's full runs end")
     theory_hline(ax, bound, f"x3's bound {bound:g}")
     ax.set_yscale("log")

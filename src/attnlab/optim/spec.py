@@ -117,11 +117,13 @@ class OptimizerSpec:
         name = head.strip().lower()
         written: dict[str, Any] = {}
         found = registry.lookup(name)
-        first, comma, rest = head.partition(",")
-        if found is None and comma and registry.lookup(first.strip().lower()) is not None:
-            suggested = f"{first.strip()}:{rest.strip()}" if rest.strip() else first.strip()
-            raise ValidationError(f"optimizer {text!r}: the options follow a colon, not a comma; write {suggested!r}")
         if found is None:
+            first, comma, rest = (part.strip() for part in head.partition(","))
+            if comma and registry.lookup(first.lower()) is not None:
+                suggested = f"{first}:{rest}" if rest else first
+                raise ValidationError(
+                    f"optimizer {text!r}: the options follow a colon, not a comma; write {suggested!r}"
+                )
             raise ValidationError(f"optimizer {text!r}: unknown name {head!r}; the form is {_forms()}")
         entry, alias = found
         parts = [p.strip() for p in tail.split(",")] if tail.strip() else []

@@ -186,7 +186,7 @@ def gradient_flow(
         ``"ngd"``: normalised GD, the flow's path at unit speed (the default for directional limits, §3);
         ``"ngd-relative"``: the same path with steps of arc length ``eta (1 + ||theta||)`` (ours; ``||theta||`` the
         joint norm of all the parameters, per run), so ``ln ||theta||`` grows by up to ``eta`` a step and a slow
-        directional limit can be followed to margins far beyond a fixed arc length's (``ln mu`` in the tens);
+        directional limit can be followed to margins far beyond a fixed arc length's (``ln mu`` in the hundreds);
         ``"gd"``: explicit Euler ``theta <- theta - dt grad L``; ``"rk4"``: classical fourth-order Runge-Kutta in
         time (short horizons, identity checks).
     record_every : int, optional
@@ -232,8 +232,8 @@ def gradient_flow(
     - gd: ``theta <- theta - dt g``, ``phi <- phi + 2 dt w``, ``t <- t + dt``;
     - rk4: the classical scheme on the joint state ``(theta, phi)``.
 
-    For ``"ngd"`` and ``"ngd-relative"`` the ratios ``g / ||g||`` and ``w / ||g||`` are formed from log-scaled mantissas, so they stay
-    exact long after ``g`` underflows. With the diagonal model and initialisation (5), ``phi`` gives the closed
+    For ``"ngd"`` and ``"ngd-relative"`` the ratios ``g / ||g||`` and ``w / ||g||`` are formed from log-scaled
+    mantissas, so they stay exact long after ``g`` underflows. With the diagonal model and initialisation (5), ``phi`` gives the closed
     form ``beta = omega_0^2 sinh(B phi)`` (:func:`closed_form_beta`) exactly for the flow, to ``O(dt^4)`` with
     RK4 and ``O(step)`` on the NGD and GD paths.
 
