@@ -63,7 +63,8 @@ def test_data_without_a_head_is_refused():
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("lbfgs", r"optimizer 'lbfgs': unknown name 'lbfgs'; the form is name\[:p\]"),
+        ("lbfgs", r"optimizer 'lbfgs': unknown name 'lbfgs'; the form is name\[:options\]"),
+        ("ngd,lr=0.5", r"optimizer 'ngd,lr=0.5': the options follow a colon, not a comma; write 'ngd:lr=0.5'"),
         ("md:1", r"optimizer 'md:1': p == 1, must be > 1.0"),
         ("md:x", r"optimizer 'md:x': p must be a Real, got 'x'"),
         ("md:inf", r"optimizer 'md:inf': p == inf has no l_p mirror map; pass a finite p > 1, or 'sd:inf'"),
