@@ -203,3 +203,15 @@ def test_followed_reads_the_relative_flow_at_the_level_and_at_the_end(tool, monk
 def test_the_follow_verdict_reads_the_share_within_the_bound_and_that_every_gap_fell(tool, ends, starts, held):
     frame = pd.DataFrame({"gap_end": ends, "gap_x3": starts, "ln_mu_end": 90.0})
     assert tool.follow_verdict(frame, 1e-4)[0] is held
+
+
+def test_read_programs_solves_only_the_rows_kept(tool, tmp_path, monkeypatch):
+    path = tmp_path / "ranks.csv"
+    pd.DataFrame(
+        {"seed": [1, 2, 2, 3], "d": [4, 4, 4, 8], "rank": [1, 2, 2, 2], "gap": [1e-3, 1e-3, 1e-3, 1e-6]}
+    ).to_csv(path, index=False)
+    solved = []
+    monkeypatch.setattr(tool, "nuclear_solution", lambda seed, d, config: solved.append((seed, d)) or (2, 0.1, 0.5))
+    frame = tool.read_programs([path], X3Config(), lambda f: (f["rank"] >= 2) & (f["gap"] > 1e-4))
+    assert solved == [(2, 4)] and list(frame["seed"]) == [2]  # the duplicate once; not the rank-1 or passing rows
+    assert list(frame["kappa"]) == [0.5]

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -148,7 +149,9 @@ def followed(
     smallest over the runs) and ``end_slope``: the slowest run's log-log slope of the gap against ``mu`` over the last
     10 in ``ln mu``; and the path, one row per record: ``ln_mu`` (the smallest over the runs) and the worst ``gap``.
     """
-    mu, gap, _ = _kq_path(seed, d, config, step=step, steps=steps, method="ngd-relative", record_every=steps // 400)
+    mu, gap, _ = _kq_path(
+        seed, d, config, step=step, steps=steps, method="ngd-relative", record_every=max(1, steps // 400)
+    )
     ln_mu = np.log(np.where(mu > 0, mu, np.nan)).min(axis=1)  # (S,): every run past the level
     reached = np.flatnonzero(ln_mu >= LN_MU_X3)
     late = ln_mu >= ln_mu[-1] - 10
@@ -258,10 +261,14 @@ def run_programs(seeds: list[int], config: X3Config, select: str) -> pd.DataFram
     return pd.concat([frame, pd.DataFrame(rows)], axis=1)
 
 
-def read_programs(paths: list[Path], config: X3Config) -> pd.DataFrame:
-    """Programs earlier runs wrote (each ``(seed, d)`` once), their program columns (rank, sv_ratio, kappa) computed
-    again."""
+def read_programs(
+    paths: list[Path], config: X3Config, only: Callable[[pd.DataFrame], pd.Series] | None = None
+) -> pd.DataFrame:
+    """Programs earlier runs wrote (each ``(seed, d)`` once; with ``only``, the rows it keeps of the files' own
+    columns), their program columns (rank, sv_ratio, kappa) computed again."""
     frame = pd.concat([pd.read_csv(path) for path in paths], ignore_index=True).drop_duplicates(["seed", "d"])
+    if only is not None:
+        frame = frame[only(frame)].reset_index(drop=True)
     programs = [nuclear_solution(int(s), int(d), config) for s, d in zip(frame["seed"], frame["d"])]
     rank, sv_ratio, kappa = (list(column) for column in zip(*programs))
     return frame.assign(rank=rank, sv_ratio=sv_ratio, kappa=kappa)
@@ -306,10 +313,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.follow and not args.from_csv:
         parser.error("--follow reads the programs x3's row failed from --from-csv (a --seeds run's CSV)")
     config = X3Config(ds=tuple(args.ds), steps=args.steps, record_every=max(1, args.steps // 100))
-    frame = read_programs(args.from_csv, config) if args.from_csv else run_programs(args.seeds, config, args.select)
     bound = NUC_LIMIT.param("bound")
-    if args.follow:
+    if args.follow:  # only the failing rank-2 programs need their program solved again
+        frame = read_programs(args.from_csv, config, lambda f: (f["rank"] >= 2) & (f["gap"] > bound))
         return _follow(*follow_programs(frame, config, bound, args.eta, args.follow_steps), args)
+    frame = read_programs(args.from_csv, config) if args.from_csv else run_programs(args.seeds, config, args.select)
     if args.out:
         frame.to_csv(args.out, index=False)
     for (d, rank), group in frame.groupby(["d", "rank"]):
