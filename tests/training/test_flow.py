@@ -119,6 +119,24 @@ def test_ngd_relative_follows_the_ngd_path_at_matched_norms(data):
         assert float((direction_at(coarse, level) - reference).norm()) > 1e-2
 
 
+def test_ngd_relative_phi_gives_lemma_a1s_closed_form_to_first_order_in_the_step(data, omega0):
+    # the integrated phi of the relative steps (per-run arc lengths) against the closed form beta = omega0^2
+    # sinh(B phi): the error is O(step) (halves with the step), and a phi integrated at half its arc (the factor
+    # 2 arc w / ||g|| taken as arc w / ||g||) is far off
+    B = constraint_vectors(data.X, data.Z, data.select)
+    errors = []
+    for step, steps in ((1e-3, 2000), (5e-4, 4000)):
+        model = Diagonal(5, xi_k0=math.sqrt(2) * omega0, xi_q0=torch.zeros(5))
+        flow = gradient_flow(model, data, step=step, steps=steps, method="ngd-relative", track_phi=True)
+        beta = model.beta.detach()
+        scale = float(beta.abs().max())
+        assert scale > 10  # far out: beta grew from 0 to about 68
+        errors.append(float((beta - closed_form_beta(omega0, B, flow.phi)).abs().max()) / scale)
+        assert float((beta - closed_form_beta(omega0, B, 0.5 * flow.phi)).abs().max()) / scale > 0.5
+    assert errors[0] < 1e-2  # measured 4.3e-3
+    assert 1.8 < errors[0] / errors[1] < 2.2  # first order: measured 2.0
+
+
 def test_ngd_runs_axis_equals_separate_runs(data):
     W0 = 0.1 * torch.randn(2, 5, 5, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
     both = gradient_flow(Combined(5, W0=W0), data, step=0.1, steps=30)
