@@ -210,17 +210,13 @@ def table(rows: list[dict[str, object]], stored: dict[str, dict[str, dict[str, s
         now = sum(float(r["seconds"]) for r in common)
         then = sum(float(stored[c][str(r["experiment"])]["seconds"]) for r in common)
         extra = [r for r in rows if r["experiment"] not in stored[c]]
-        lines.append("")
-        lines.append(
-            f"Against {c}: the {len(common)} experiments it had take {now:.1f} s against {then:.1f} s "
-            f"(**{now / then:.2f}x**)"
-            + (
-                f"; {len(extra)} experiments it lacked take {sum(float(r['seconds']) for r in extra):.1f} s"
-                if extra
-                else ""
-            )
-            + "."
+        had = (
+            f"the {len(common)} experiments it had take {now:.1f} s against {then:.1f} s (**{now / then:.2f}x**)"
+            if common
+            else "it had none of these experiments"
         )
+        lacked = f"; {len(extra)} experiments it lacked take {sum(float(r['seconds']) for r in extra):.1f} s"
+        lines += ["", f"Against {c}: {had}" + (lacked if extra else "") + "."]
     return "\n".join(lines)
 
 

@@ -34,6 +34,13 @@ def test_rows_from_a_report_are_its_runs_seconds_and_compare_with_stored_codes(b
     assert "the 1 experiments it had take 10.0 s against 20.0 s (**0.50x**); 1 experiments it lacked take 2.0 s" in text
 
 
+def test_a_code_that_had_none_of_the_experiments_run_is_said_so(bench):
+    rows = [{"experiment": "new.one", "seconds": 4.0, "rows": 2, "load1": 0.5}]
+    text = bench.table(rows, {"old": {"a.one": {"seconds": "20.0"}}}, "now")
+    assert "| new.one | 2 | 0.5 | new | 4.00 | - |" in text
+    assert "Against old: it had none of these experiments; 1 experiments it lacked take 4.0 s." in text
+
+
 def test_a_folder_without_runs_is_refused_with_what_to_pass(bench, tmp_path):
     with pytest.raises(SystemExit, match="pass the --out folder of `attnlab reproduce`"):
         bench.rows_from_report(tmp_path)
