@@ -78,6 +78,14 @@ def _rank(sv: torch.Tensor) -> int:
     return int((sv > RANK_TOL * sv[0]).sum())
 
 
+def certificate(data, duals: torch.Tensor) -> torch.Tensor:
+    """``G = sum_it lambda_it (x_{i,opt} - x_it) z_i^T``, shape (d, d): the nuclear program's dual certificate for
+    its ``duals`` (n, T)."""
+    n = data.X.shape[0]
+    x_opt = data.X[torch.arange(n), data.select]  # (n, d)
+    return torch.einsum("nt,ntd,ne->de", duals, x_opt[:, None, :] - data.X, data.Z)
+
+
 def off_range_rate(data, W: torch.Tensor, duals: torch.Tensor) -> float:
     """``kappa = 1 - ||P_L G P_R||_op``: how fast ``W/mu``'s directions off the nuclear solution's range fall.
 
@@ -87,9 +95,8 @@ def off_range_rate(data, W: torch.Tensor, duals: torch.Tensor) -> float:
     like ``mu^(-kappa)`` against the solution's, and ``1 - corr``, second order in it, like ``mu^(-2 kappa)`` (ours;
     the l1 analogue is ``attnlab.experiments.kq_nuclear.common.zero_entry_rate``). 1.0 when ``W`` has full rank.
     """
-    n, d = data.X.shape[0], W.shape[0]
-    x_opt = data.X[torch.arange(n), data.select]  # (n, d)
-    G = torch.einsum("nt,ntd,ne->de", duals, x_opt[:, None, :] - data.X, data.Z)
+    d = W.shape[0]
+    G = certificate(data, duals)
     U, sv, Vh = torch.linalg.svd(W)
     rank = _rank(sv)
     if rank == d:
