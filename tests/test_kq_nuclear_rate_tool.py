@@ -11,6 +11,7 @@ import torch
 
 from attnlab.data import scores_equal
 from attnlab.experiments.kq_nuclear.x3 import X3Config
+from attnlab.metrics import attention_margin, cosine
 from attnlab.svm import attention_svm
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -160,3 +161,41 @@ def test_the_command_judges_stored_paths_with_the_falsifiers(tool, tmp_path, cap
 
 def test_rank_2_programs_are_found_by_the_solutions_rank(tool):
     assert tool.rank2_programs([2, 9], X3Config(ds=(4,))) == [(9, 4)]
+
+
+def test_the_near_solution_runs_start_at_the_perturbed_solution(tool):
+    """The first record is W* + 0.3 ||W*|| D / ||D|| at ln mu = 8 + ln(its margin), recomputed here."""
+    data, solution = _program(410, 4)
+    gen = torch.Generator().manual_seed(410)
+    D = torch.randn((3, 4, 4), generator=gen, dtype=torch.float64)
+    W0 = solution.W + 0.3 * solution.W.norm() * D / D.norm(dim=(-2, -1), keepdim=True)
+    margins = attention_margin(data.X, data.Z, W0, data.select)
+    path = tool.near_solution(410, 4, X3Config(), steps=400)
+    assert path["ln_mu"].iloc[0] == pytest.approx(8.0 + float(torch.log(margins).min()), abs=1e-9)
+    assert path["gap"].iloc[0] == pytest.approx(float((1 - cosine(W0, solution.W)).max()), rel=1e-6)
+
+
+def test_from_near_the_solution_the_local_slope_settles_at_the_prediction(tool):
+    """Seed 410 at d = 4: the local slopes over ln mu 17-37 are within the band of the predicted -0.122 (measured
+    -0.138 and -0.139), where the rank-1 law would have -1."""
+    stretches = tool.local_slopes(tool.near_solution(410, 4, X3Config()))
+    late = [slope for start, slope, _ in stretches if 17 <= start < 37]
+    assert len(late) == 2
+    assert all(0.8 <= slope / -0.122 <= 1.25 for slope in late)
+
+
+def test_local_slopes_are_fits_over_stretches_from_the_start(tool):
+    path = _path(-0.2, np.linspace(5.0, 40.0, 141))
+    stretches = tool.local_slopes(path)
+    assert [start for start, _, _ in stretches] == [5.0, 15.0, 25.0, 35.0]
+    assert all(slope == pytest.approx(-0.2, rel=1e-9) for _, slope, _ in stretches)
+
+
+def test_the_command_prints_the_near_solution_slopes_and_asks_for_out_otherwise(tool, monkeypatch, capsys):
+    monkeypatch.setattr(tool, "near_solution", lambda seed, d, config: _path(-0.1, np.linspace(8.0, 30.0, 45)))
+    assert tool.main(["--near", "316:4"]) == 0
+    out = capsys.readouterr().out
+    assert "seed 316 d 4: predicted -0.129 (kappa 1.000, r_min 0.065); from ln mu: slope (gap) 8:-0.100(" in out
+    with pytest.raises(SystemExit):
+        tool.main(["--seeds", "400-401"])
+    assert "pass --out FILE.csv" in capsys.readouterr().err

@@ -114,15 +114,18 @@ def nuclear_solution(seed: int, d: int, config: X3Config) -> tuple[int, float, f
     return _rank(sv), float(sv[1] / sv[0]), off_range_rate(data, solution.W, solution.duals)
 
 
-def _kq_path(seed: int, d: int, config: X3Config, **flow: object) -> tuple[np.ndarray, np.ndarray, torch.Tensor]:
+def _kq_path(
+    seed: int, d: int, config: X3Config, inits: tuple[torch.Tensor, torch.Tensor] | None = None, **flow: object
+) -> tuple[np.ndarray, np.ndarray, torch.Tensor]:
     """x3's K,Q runs at ``seed`` and ``d`` (``flow``: :func:`gradient_flow`'s step, steps, method, record_every):
     ``mu`` and ``1 - corr(W/mu, W_nuc)`` at every record, shape (S, R) each, and ``W/mu`` (S, R, d, d).
 
-    The inits are x3's own (:func:`attnlab.experiments.kq_nuclear.x3.x3_inits` at ``seed``).
+    The inits are x3's own (:func:`attnlab.experiments.kq_nuclear.x3.x3_inits` at ``seed``) unless ``inits`` gives
+    ``K(0)`` and ``Q(0)``, shape (R, d, d) each.
     """
     data = scores_equal(config.n, config.T, d, config.gap, seed=seed)
     reference = attention_svm(data, norm="nuc").W
-    K0, Q0, _ = x3_inits(dataclasses.replace(config, seed=seed), d)
+    K0, Q0 = inits if inits is not None else x3_inits(dataclasses.replace(config, seed=seed), d)[:2]
     path = gradient_flow(Factored(d, d, K0=K0, Q0=Q0), data, progress=False, **flow).path
     args = (data.X, data.Z, path["W"], data.select)
     mu, W_hat = attention_margin(*args).numpy(), margin_normalized(*args)
@@ -159,7 +162,8 @@ def followed(
     mu, gap, _ = _kq_path(
         seed, d, config, step=step, steps=steps, method="ngd-relative", record_every=max(1, steps // 400)
     )
-    ln_mu = np.log(np.where(mu > 0, mu, np.nan)).min(axis=1)  # (S,): every run past the level
+    path = worst_path(mu, gap)
+    ln_mu = path["ln_mu"].to_numpy()
     reached = np.flatnonzero(ln_mu >= LN_MU_X3)
     late = ln_mu >= ln_mu[-1] - 10
     slopes = [np.polyfit(ln_mu[late], np.log(np.maximum(gap[late, r], 1e-16)), 1)[0] for r in range(gap.shape[1])]
@@ -169,7 +173,13 @@ def followed(
         "ln_mu_end": float(ln_mu[-1]),
         "end_slope": float(max(slopes)),
     }
-    return readings, pd.DataFrame({"ln_mu": ln_mu, "gap": gap.max(axis=1)})
+    return readings, path
+
+
+def worst_path(mu: np.ndarray, gap: np.ndarray) -> pd.DataFrame:
+    """One row per record of runs' ``mu`` and gaps (S, R): ``ln_mu``, the smallest over the runs (every run past
+    it), and the worst ``gap``."""
+    return pd.DataFrame({"ln_mu": np.log(np.where(mu > 0, mu, np.nan)).min(axis=1), "gap": gap.max(axis=1)})
 
 
 def chosen(survey: pd.DataFrame, select: str = "rank") -> pd.DataFrame:
