@@ -114,7 +114,7 @@ def nuclear_solution(seed: int, d: int, config: X3Config) -> tuple[int, float, f
     return _rank(sv), float(sv[1] / sv[0]), off_range_rate(data, solution.W, solution.duals)
 
 
-def _kq_path(
+def kq_path(
     seed: int, d: int, config: X3Config, inits: tuple[torch.Tensor, torch.Tensor] | None = None, **flow: object
 ) -> tuple[np.ndarray, np.ndarray, torch.Tensor]:
     """x3's K,Q runs at ``seed`` and ``d`` (``flow``: :func:`gradient_flow`'s step, steps, method, record_every):
@@ -134,7 +134,7 @@ def _kq_path(
 
 def kq_gap(seed: int, d: int, config: X3Config) -> dict[str, float]:
     """x3's K,Q runs at ``seed`` and ``d``: the worst final gap, the slowest run's late slope, the runs' sv ratio."""
-    mu, gap, W_hat = _kq_path(seed, d, config, step=config.step, steps=config.steps, record_every=config.record_every)
+    mu, gap, W_hat = kq_path(seed, d, config, step=config.step, steps=config.steps, record_every=config.record_every)
     late = mu[:, 0] >= mu[-1, 0] / 3  # the last factor of 3 in mu (run 0's records; the runs grow alike)
     slopes = [
         np.polyfit(np.log(mu[late, r]), np.log(np.maximum(gap[late, r], 1e-16)), 1)[0] for r in range(gap.shape[1])
@@ -159,7 +159,7 @@ def followed(
     smallest over the runs) and ``end_slope``: the slowest run's log-log slope of the gap against ``mu`` over the last
     10 in ``ln mu``; and the path, one row per record: ``ln_mu`` (the smallest over the runs) and the worst ``gap``.
     """
-    mu, gap, _ = _kq_path(
+    mu, gap, _ = kq_path(
         seed, d, config, step=step, steps=steps, method="ngd-relative", record_every=max(1, steps // 400)
     )
     path = worst_path(mu, gap)
@@ -260,7 +260,7 @@ def follow_verdict(frame: pd.DataFrame, bound: float) -> tuple[bool, str]:
     )
 
 
-def _seeds(text: str) -> list[int]:
+def seed_range(text: str) -> list[int]:
     """``"200-399"`` or ``"9"``: an inclusive range of seeds, or one."""
     low, _, high = text.partition("-")
     return list(range(int(low), int(high or low) + 1))
@@ -313,7 +313,7 @@ def law_figure(frame: pd.DataFrame, bound: float):
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--seeds", type=_seeds, help="an inclusive range, e.g. 200-399: survey and run these")
+    source.add_argument("--seeds", type=seed_range, help="an inclusive range, e.g. 200-399: survey and run these")
     source.add_argument("--from-csv", type=Path, nargs="+", help="read programs earlier runs wrote instead")
     parser.add_argument("--ds", type=int, nargs="+", default=[4, 8])
     parser.add_argument("--steps", type=int, default=X3Config.steps, help="NGD steps (x3's full run: 100000)")

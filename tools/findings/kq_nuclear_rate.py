@@ -6,15 +6,15 @@ as ``||W||`` grows) ``W`` moves as ``dW/dt = G |W|_R + |W|_L G`` for the negativ
 ``exp(-mu <A_n, W>)`` of the support constraints ``A_n = (x_{i,opt} - x_it) z_i^T`` keep their margins equal up to
 ``O(1/mu)``, so they act as multipliers: ``G`` lies in the support's span and moves every support margin alike. In
 the time ``tau = ln mu``, ``dD/dtau = Pi (V'(W*)[D] - D)`` on the directions ``D`` that keep the support margins
-equal, where ``V' `` is the velocity's derivative at ``G = G*/2`` (the certificate ``G*`` with ``U^T G* V = I``
+equal, where ``V'`` is the velocity's derivative at ``G = G*/2`` (the certificate ``G*`` with ``U^T G* V = I``
 makes ``W*`` a fixed point) and ``Pi`` the margin-keeping projection along the span's velocities. Its rates
 (:func:`linearised_rates`, the smallest ``r_min``) and the off-range rate ``kappa`` of
 ``kq_nuclear_rank.off_range_rate`` (the off-range block is not smooth, and grows as ``mu^(1 - kappa)``) give
 ``1 - corr(W/mu, W*) ~ mu^(-2 min(kappa, r_min))``.
 
 At rank 1, ``r_min = 1/2`` (the singular vectors' tilt), so this is the rank-1 law ``mu^(-2 kappa)`` where
-``2 kappa < 1`` and ``mu^(-1)`` beyond; at rank 2, ``r_min`` falls to a few hundredths, which is why x3's runs end
-short of the bound there (docs/findings.md, "The rank-2 rate").
+``2 kappa < 1`` and ``mu^(-1)`` beyond; at rank 2, ``r_min`` is 0.009 to 0.41 (median 0.14 over seeds 0-399),
+which is why x3's runs end short of the bound there (docs/findings.md, "The rank-2 rate").
 
 The prediction (registered in docs/findings.md after seeds 0-399's followed rank-2 paths, judged on seeds
 400-599: it failed, 9/12 and 7/11 against 85% and 75%): :func:`rate_reading` reads each followed path's slope of
@@ -44,12 +44,12 @@ from kq_nuclear_rank import (
     FOLLOW_STEP,
     FOLLOW_STEPS,
     LN_MU_X3,
-    _kq_path,
-    _seeds,
     certificate,
     followed,
+    kq_path,
     nuclear_solution,
     off_range_rate,
+    seed_range,
     worst_path,
 )
 from tqdm import tqdm
@@ -203,7 +203,7 @@ def near_solution(
     U, sv, Vh = torch.linalg.svd(math.exp(ln_mu0) * (W + spread * W.norm() * D / D.norm(dim=(-2, -1), keepdim=True)))
     inits = (U * sv.sqrt().unsqueeze(-2), Vh.mT * sv.sqrt().unsqueeze(-2))
     flow = {"step": FOLLOW_STEP, "steps": steps, "method": "ngd-relative", "record_every": max(1, steps // 400)}
-    mu, gap, _ = _kq_path(seed, d, config, inits, **flow)
+    mu, gap, _ = kq_path(seed, d, config, inits, **flow)
     return worst_path(mu, gap)
 
 
@@ -255,7 +255,7 @@ def rate_figure(frame: pd.DataFrame):
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--seeds", type=_seeds, help="an inclusive range, e.g. 400-599: follow its rank-2 programs")
+    source.add_argument("--seeds", type=seed_range, help="an inclusive range, e.g. 400-599: follow its rank-2 programs")
     source.add_argument("--from-paths", type=Path, nargs="+", help="read followed paths instead (kq_nuclear_rank.py)")
     source.add_argument("--near", nargs="+", metavar="SEED:D", help="local slopes of the flow from near the solution")
     parser.add_argument("--ds", type=int, nargs="+", default=[4, 8])
