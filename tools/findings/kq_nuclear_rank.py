@@ -61,6 +61,7 @@ from attnlab.metrics import attention_margin, cosine, margin_normalized
 from attnlab.models import Factored
 from attnlab.plotting import EPS, house_figure, label_axes, new_figure, theory_hline, theory_line
 from attnlab.svm import attention_svm
+from attnlab.svm._program import attention_constraint_vectors, constraint_matrices
 from attnlab.training.flow import gradient_flow
 
 RANK_TOL = 1e-6  # singular values above this fraction of the largest count toward the rank
@@ -78,12 +79,18 @@ def _rank(sv: torch.Tensor) -> int:
     return int((sv > RANK_TOL * sv[0]).sum())
 
 
+def constraint_normals(data) -> tuple[torch.Tensor, torch.Tensor]:
+    """The attention SVM's constraints ``(i, t)`` with ``t != select_i`` (``pairs``, shape (m, 2)) and their
+    matrices ``A_it = (x_{i,select_i} - x_it) z_i^T`` (m, d, d): the library's own, as its programs build them."""
+    pairs, diff, queries = attention_constraint_vectors(data, data.select)
+    return torch.from_numpy(pairs), torch.from_numpy(constraint_matrices(diff, queries))
+
+
 def certificate(data, duals: torch.Tensor) -> torch.Tensor:
-    """``G = sum_it lambda_it (x_{i,opt} - x_it) z_i^T``, shape (d, d): the nuclear program's dual certificate for
-    its ``duals`` (n, T)."""
-    n = data.X.shape[0]
-    x_opt = data.X[torch.arange(n), data.select]  # (n, d)
-    return torch.einsum("nt,ntd,ne->de", duals, x_opt[:, None, :] - data.X, data.Z)
+    """``G = sum_it lambda_it A_it``, shape (d, d): the nuclear program's dual certificate for its ``duals``
+    (n, T)."""
+    pairs, normals = constraint_normals(data)
+    return torch.einsum("m,mde->de", duals[pairs[:, 0], pairs[:, 1]], normals)
 
 
 def off_range_rate(data, W: torch.Tensor, duals: torch.Tensor) -> float:

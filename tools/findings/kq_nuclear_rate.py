@@ -45,6 +45,7 @@ from kq_nuclear_rank import (
     FOLLOW_STEPS,
     LN_MU_X3,
     certificate,
+    constraint_normals,
     followed,
     kq_path,
     nuclear_solution,
@@ -89,14 +90,9 @@ def velocity_derivative(W: torch.Tensor, G: torch.Tensor, D: torch.Tensor) -> to
 
 def support_normals(data, W: torch.Tensor) -> torch.Tensor:
     """``A_it = (x_{i,opt} - x_it) z_i^T`` of the constraints ``W`` meets with its smallest margin, shape (m, d, d)."""
-    n = data.X.shape[0]
-    x_opt = data.X[torch.arange(n), data.select]
-    normals = torch.einsum("ntd,ne->ntde", x_opt[:, None, :] - data.X, data.Z)
-    margins = torch.einsum("ntde,de->nt", normals, W)
-    others = torch.ones_like(margins, dtype=torch.bool)
-    others[torch.arange(n), data.select] = False
-    active = others & (margins - margins[others].min() <= ACTIVE_TOL)
-    return normals[active]
+    _, normals = constraint_normals(data)
+    margins = torch.einsum("mde,de->m", normals, W)
+    return normals[margins - margins.min() <= ACTIVE_TOL]
 
 
 def linearised_rates(data, W: torch.Tensor, duals: torch.Tensor, keep_margins: bool = True) -> np.ndarray:
