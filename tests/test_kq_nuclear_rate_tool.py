@@ -82,7 +82,7 @@ def test_a_followed_rank_2_path_falls_at_the_predicted_rate_and_not_the_falsifie
     """Seed 316 at d = 4 followed 30 000 steps: the slope in the window is within the prediction's band of
     -2 min(kappa, r_min) (measured -0.151 against -0.129), and far from the mechanism falsifiers' slopes."""
     config = X3Config()
-    _, path = tool.followed(316, 4, config, 2e-3, 30_000)
+    path = tool.follow_all([(316, 4)], config, 2e-3, 30_000)[1]
     slope, records = tool.rate_reading(path)
     assert records >= 100
     slopes = tool.predicted_slope(316, 4, config)

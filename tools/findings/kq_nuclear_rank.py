@@ -244,13 +244,22 @@ def follow_programs(
     """:func:`followed` on every rank-2 program of ``frame`` that fails x3's row (``gap > bound``), by seed: the
     programs with their readings, and their paths (columns ``seed``, ``d``, ``ln_mu``, ``gap``)."""
     picked = frame[(frame["rank"] >= 2) & (frame["gap"] > bound)].sort_values(["seed", "d"]).reset_index(drop=True)
+    readings, paths = follow_all(list(zip(picked["seed"], picked["d"])), config, step, steps)
+    return pd.concat([picked, readings], axis=1), paths
+
+
+def follow_all(
+    programs: list[tuple[int, int]], config: X3Config, step: float = FOLLOW_STEP, steps: int = FOLLOW_STEPS
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`followed` on every ``(seed, d)`` of ``programs``: their readings, one row each, and their paths
+    (columns ``ln_mu``, ``gap``, ``seed``, ``d``)."""
     rows, paths = [], []
-    for r in tqdm(picked.itertuples(), total=len(picked), desc="follow"):
-        readings, path = followed(int(r.seed), int(r.d), config, step, steps)
+    for seed, d in tqdm(programs, desc="follow"):
+        readings, path = followed(int(seed), int(d), config, step, steps)
         rows.append(readings)
-        paths.append(path.assign(seed=int(r.seed), d=int(r.d)))
+        paths.append(path.assign(seed=int(seed), d=int(d)))
     paths = pd.concat(paths, ignore_index=True) if paths else pd.DataFrame(columns=["ln_mu", "gap", "seed", "d"])
-    return pd.concat([picked, pd.DataFrame(rows)], axis=1), paths
+    return pd.DataFrame(rows), paths
 
 
 def follow_verdict(frame: pd.DataFrame, bound: float) -> tuple[bool, str]:

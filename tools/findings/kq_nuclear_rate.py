@@ -46,7 +46,7 @@ from kq_nuclear_rank import (
     LN_MU_X3,
     certificate,
     constraint_normals,
-    followed,
+    follow_all,
     kq_path,
     nuclear_solution,
     off_range_rate,
@@ -228,12 +228,6 @@ def measured(paths: pd.DataFrame, config: X3Config) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def follow_all(programs: list[tuple[int, int]], config: X3Config, step: float, steps: int) -> pd.DataFrame:
-    """:func:`kq_nuclear_rank.followed` on every program: the paths, columns ``seed``, ``d``, ``ln_mu``, ``gap``."""
-    paths = [followed(s, d, config, step, steps)[1].assign(seed=s, d=d) for s, d in tqdm(programs, desc="follow")]
-    return pd.concat(paths, ignore_index=True) if paths else pd.DataFrame(columns=["ln_mu", "gap", "seed", "d"])
-
-
 @house_figure
 def rate_figure(frame: pd.DataFrame):
     """Each readable program's measured slope against the predicted ``-2 min(kappa, r_min)``, and the rank-1 law's."""
@@ -267,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.out:
         parser.error("--seeds and --from-paths write every program: pass --out FILE.csv")
     if args.seeds:
-        paths = follow_all(rank2_programs(args.seeds, config), config, args.eta, args.follow_steps)
+        paths = follow_all(rank2_programs(args.seeds, config), config, args.eta, args.follow_steps)[1]
         paths.to_csv(args.out.with_name(args.out.stem + "-paths.csv"), index=False)
     else:
         paths = pd.concat([pd.read_csv(path) for path in args.from_paths], ignore_index=True).dropna()
