@@ -199,3 +199,10 @@ def test_the_command_prints_the_near_solution_slopes_and_asks_for_out_otherwise(
     with pytest.raises(SystemExit):
         tool.main(["--seeds", "400-401"])
     assert "pass --out FILE.csv" in capsys.readouterr().err
+
+
+def test_a_program_whose_support_pins_every_direction_is_refused_with_what_to_pass(tool):
+    """At d = 2 (seed 2) the 4 support constraints fix all 4 smooth directions: no rate, and the error says so."""
+    data, solution = _program(2, 2)
+    with pytest.raises(ValueError, match="fix all 4 smooth directions at d = 2.*pass a wider d"):
+        tool.linearised_rates(data, solution.W, solution.duals)

@@ -124,6 +124,11 @@ def linearised_rates(data, W: torch.Tensor, duals: torch.Tensor, keep_margins: b
         keep = keep - along @ torch.linalg.pinv(normals @ along) @ normals
     _, singular, rows = torch.linalg.svd(normals @ basis)
     tangent = rows[int((singular > 1e-9 * singular[0]).sum()) :].mT  # (k, k - m): equal support margins
+    if tangent.shape[1] == 0:  # the support pins every smooth direction: no rate to read (e.g. rank 2 at d = 2)
+        raise ValueError(
+            f"the {normals.shape[0]} support constraints fix all {basis.shape[1]} smooth directions at d = {d}: "
+            "the direction cannot move near the solution; pass a wider d (x3 uses 4, 8, 16)"
+        )
     operator = tangent.mT @ basis.mT @ keep @ moved @ tangent
     return np.sort(-torch.linalg.eigvals(operator).real.numpy())
 
