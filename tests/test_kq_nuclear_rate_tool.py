@@ -128,6 +128,52 @@ def test_a_gap_that_crosses_the_window_too_fast_is_unreadable(tool):
     assert np.isnan(slope) and records >= tool.MIN_RECORDS  # enough records, but under MIN_SPAN in ln mu
 
 
+def test_the_asymptotic_reading_fits_the_window_above_the_steps_floor(tool):
+    """A plateau at 2e-4 (seed 456's) then a fall at -0.33 onto a floor: read between 5e-6 and 5e-5, and from 10
+    times the floor up where that is higher. A floor of 2e-7 bends the slope by 1.5% (-0.325); one of 1e-6 by 4.8%
+    (-0.314), where the bare window's 5e-6 would bend it by 7.5% (-0.305). The fourth reading sees the plateau."""
+    ln_mu = np.linspace(8.0, 80.0, 401)
+    fall = 2e-4 * np.exp(-0.33 * np.clip(ln_mu - 40.0, 0.0, None))
+    for floor, bend in ((2e-7, 0.02), (1e-6, 0.05)):
+        path = pd.DataFrame({"ln_mu": ln_mu, "gap": fall + floor})
+        slope, records = tool.asymptotic_reading(path)
+        assert records == int(path["gap"].between(max(5e-6, 10 * floor), 5e-5).sum()) >= tool.MIN_RECORDS
+        assert slope == pytest.approx(-0.33, rel=bend)
+    bare = path[path["gap"].between(5e-6, 5e-5)]
+    assert abs(np.polyfit(bare["ln_mu"], np.log(bare["gap"]), 1)[0] + 0.33) > abs(slope + 0.33) + 0.008
+    assert tool.rate_reading(path)[0] > -0.33 * 0.8  # the fourth prediction's window reads the plateau
+
+
+def test_an_asymptote_crossed_in_under_two_of_ln_mu_is_unreadable(tool):
+    slope, records = tool.asymptotic_reading(_path(-2.0, np.linspace(8.0, 20.0, 400), scale=1e-3))
+    assert np.isnan(slope) and records >= tool.MIN_RECORDS
+
+
+def test_near_seeds_append_each_programs_path_and_judge_the_asymptote(tool, monkeypatch, tmp_path, capsys):
+    """--near-seeds writes each program's path as it ends (a crash keeps the finished ones) and reads the
+    asymptote; a second program that fails leaves the first on disk."""
+    calls = []
+
+    def near(seed, d, config, steps, eta):
+        calls.append((seed, d, steps, eta))
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return _path(-0.13, np.linspace(8.0, 80.0, 400), scale=1e-3)
+
+    monkeypatch.setattr(tool, "near_solution", near)
+    monkeypatch.setattr(tool, "rank2_programs", lambda seeds, config: [(316, 4), (410, 4)])
+    with pytest.raises(KeyboardInterrupt):
+        tool.main(["--near-seeds", "316-410", "--ds", "4", "--out", str(tmp_path / "near.csv")])
+    assert calls[0] == (316, 4, tool.NEAR_STEPS, tool.NEAR_STEP)
+    kept = pd.read_csv(tmp_path / "near-paths.csv")
+    assert kept["seed"].unique().tolist() == [316] and len(kept) == 400
+    out = tmp_path / "rates.csv"
+    assert (
+        tool.main(["--from-paths", str(tmp_path / "near-paths.csv"), "--reading", "asymptote", "--out", str(out)]) == 0
+    )
+    assert "seed 316 d 4: slope -0.130 over" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize(
     ("ratios", "rates", "held"),
     [

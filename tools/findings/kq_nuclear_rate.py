@@ -29,6 +29,15 @@ The second reads the paths of ``kq_nuclear_rank.py --follow`` (or of ``--seeds``
 tell a program's own rate from x3's transient::
 
     python tools/findings/kq_nuclear_rate.py --near 456:4 410:4
+
+The fifth prediction (registered in docs/findings.md after seeds 400-599's near-solution paths, judged on seeds
+600-699) keeps the claim and the verdict and changes the reading: ``--near-seeds`` follows each rank-2 program from
+near the solution at ``NEAR_STEP`` for ``NEAR_STEPS`` (:func:`near_paths`, about 2 min a program) and
+:func:`asymptotic_reading` reads the slope where the gap lies in ``ASYMPTOTE``, below the approach's plateaus and
+above the steps' floor::
+
+    python tools/findings/kq_nuclear_rate.py --near-seeds 600-699 --ds 4 8 --out near.csv --judge
+    python tools/findings/kq_nuclear_rate.py --from-paths near-paths.csv --reading asymptote --out near.csv --judge
 """
 
 from __future__ import annotations
@@ -64,6 +73,9 @@ ACTIVE_TOL = 1e-6  # a constraint whose margin is within this of the solution's 
 FD_STEP = 1e-5  # central differences of the velocity, relative to ||W*||_F
 WINDOW, MIN_RECORDS, MIN_SPAN = (1e-5, 1e-3), 5, 5.0  # the reading: gaps in WINDOW; enough records over ln mu
 ABOVE_FLOOR = 10.0  # ... and at least this many times the path's last gap (the steps' floor, 1e-6 to 2e-4)
+NEAR_STEP, NEAR_STEPS = 5e-4, 700_000  # the fifth prediction's near-solution paths: their steps' floor is 2e-7 to 1e-6
+ASYMPTOTE, ASYMPTOTE_SPAN = (5e-6, 5e-5), 2.0  # ... read in this gap window, over at least this span of ln mu
+FLOOR_RECORDS = 40  # the steps' floor: the median gap of a path's last records
 AT_LEAST, RATIO_BAND = 0.8, (0.8, 1.25)  # measured slope / predicted: >= AT_LEAST, and within RATIO_BAND
 STEEP_SHARE, BAND_SHARE = 0.85, 0.75  # shares of the readable programs: >= AT_LEAST; in RATIO_BAND (of the band's)
 BAND_RATE = 0.05  # the band's programs: r_min >= BAND_RATE
@@ -156,11 +168,26 @@ def rate_reading(path: pd.DataFrame) -> tuple[float, int]:
     """The least-squares slope of ``ln gap`` against ``ln mu`` over ``path``'s records (columns ``ln_mu``, ``gap``;
     in order) past ``LN_MU_X3`` with the gap in ``WINDOW`` and at least ``ABOVE_FLOOR`` times the last record's, and
     how many; NaN with fewer than ``MIN_RECORDS`` or a span under ``MIN_SPAN`` in ``ln mu`` (the gap crossed the
-    window too fast to read, or the steps' floor lies in it)."""
+    window too fast to read, or the steps' floor lies in it). The fourth prediction's reading."""
     low, high = WINDOW
     low = max(low, ABOVE_FLOOR * float(path["gap"].iloc[-1]))
-    kept = path[(path["ln_mu"] >= LN_MU_X3) & path["gap"].between(low, high)]
-    if len(kept) < MIN_RECORDS or np.ptp(kept["ln_mu"]) < MIN_SPAN:
+    return _fitted(path[(path["ln_mu"] >= LN_MU_X3) & path["gap"].between(low, high)], MIN_SPAN)
+
+
+def asymptotic_reading(path: pd.DataFrame) -> tuple[float, int]:
+    """The fifth prediction's reading of a near-solution path (:func:`near_solution` at ``NEAR_STEP``): the
+    least-squares slope of ``ln gap`` against ``ln mu`` over the records with the gap in ``ASYMPTOTE`` and at least
+    ``ABOVE_FLOOR`` times the steps' floor (the median gap of the last ``FLOOR_RECORDS`` records), and how many;
+    NaN with fewer than ``MIN_RECORDS`` or a span under ``ASYMPTOTE_SPAN`` in ``ln mu``. The window lies below the
+    plateaus of the approach (seed 456 at d = 4 sits at 1e-4 to 2e-4 until ln mu = 40) and above the floor."""
+    low, high = ASYMPTOTE
+    low = max(low, ABOVE_FLOOR * float(path["gap"].iloc[-FLOOR_RECORDS:].median()))
+    return _fitted(path[path["gap"].between(low, high)], ASYMPTOTE_SPAN)
+
+
+def _fitted(kept: pd.DataFrame, span: float) -> tuple[float, int]:
+    """The slope of ``ln gap`` against ``ln mu`` over ``kept`` and its length; NaN when too short to read."""
+    if len(kept) < MIN_RECORDS or np.ptp(kept["ln_mu"]) < span:
         return float("nan"), len(kept)
     return float(np.polyfit(kept["ln_mu"], np.log(kept["gap"]), 1)[0]), len(kept)
 
@@ -191,19 +218,25 @@ def rank2_programs(seeds: list[int], config: X3Config) -> list[tuple[int, int]]:
 
 
 def near_solution(
-    seed: int, d: int, config: X3Config, spread: float = 0.3, ln_mu0: float = 8.0, steps: int = 40_000
+    seed: int,
+    d: int,
+    config: X3Config,
+    spread: float = 0.3,
+    ln_mu0: float = 8.0,
+    steps: int = 40_000,
+    eta: float = FOLLOW_STEP,
 ) -> pd.DataFrame:
     """The flow from near the solution instead of x3's inits: the worst path (columns ``ln_mu``, ``gap``) of 3 runs
     from ``W* + spread ||W*|| D / ||D||`` (``D`` Gaussian, seeded ``seed``) scaled by ``e^ln_mu0`` and factored as
-    the balanced pair ``U S^(1/2)``, ``V S^(1/2)``; ngd-relative steps of ``FOLLOW_STEP``. Its local slopes show
-    whether a program's rate is the linearisation's without x3's long transient."""
+    the balanced pair ``U S^(1/2)``, ``V S^(1/2)``; ngd-relative steps of arc length ``eta (1 + ||theta||)``. Its
+    local slopes show whether a program's rate is the linearisation's without x3's long transient."""
     data = scores_equal(config.n, config.T, d, config.gap, seed=seed)
     W = attention_svm(data, norm="nuc").W
     gen = torch.Generator().manual_seed(seed)
     D = torch.randn((3, d, d), generator=gen, dtype=W.dtype)
     U, sv, Vh = torch.linalg.svd(math.exp(ln_mu0) * (W + spread * W.norm() * D / D.norm(dim=(-2, -1), keepdim=True)))
     inits = (U * sv.sqrt().unsqueeze(-2), Vh.mT * sv.sqrt().unsqueeze(-2))
-    flow = {"step": FOLLOW_STEP, "steps": steps, "method": "ngd-relative", "record_every": max(1, steps // 400)}
+    flow = {"step": eta, "steps": steps, "method": "ngd-relative", "record_every": max(1, steps // 400)}
     mu, gap, _ = kq_path(seed, d, config, inits, **flow)
     return worst_path(mu, gap)
 
@@ -224,11 +257,26 @@ def local_slopes(path: pd.DataFrame, width: float = 10.0) -> list[tuple[float, f
 FALSIFIERS = ("no_margins", "rank1_law")
 
 
-def measured(paths: pd.DataFrame, config: X3Config) -> pd.DataFrame:
-    """Per program of ``paths`` (columns ``seed``, ``d``, ``ln_mu``, ``gap``): its reading and its predictions."""
+READINGS = {"window": rate_reading, "asymptote": asymptotic_reading}  # the fourth prediction's, the fifth's
+
+
+def near_paths(programs: list[tuple[int, int]], config: X3Config, out: Path) -> pd.DataFrame:
+    """:func:`near_solution` at ``NEAR_STEP`` for ``NEAR_STEPS`` on each ``(seed, d)``: the paths (columns
+    ``seed``, ``d``, ``ln_mu``, ``gap``), each appended to the CSV ``out`` as it ends, so that an interrupted run
+    keeps every finished program (about 2 min each)."""
+    frames = []
+    for seed, d in tqdm(programs, desc="near-solution paths"):
+        frames.append(near_solution(seed, d, config, steps=NEAR_STEPS, eta=NEAR_STEP).assign(seed=seed, d=d))
+        frames[-1].to_csv(out, mode="a" if len(frames) > 1 else "w", header=len(frames) == 1, index=False)
+    return pd.concat(frames, ignore_index=True)
+
+
+def measured(paths: pd.DataFrame, config: X3Config, reading: str = "window") -> pd.DataFrame:
+    """Per program of ``paths`` (columns ``seed``, ``d``, ``ln_mu``, ``gap``): its ``reading`` (a key of
+    ``READINGS``) and its predictions."""
     rows = []
     for (seed, d), path in tqdm(paths.groupby(["seed", "d"]), desc="predictions"):
-        slope, records = rate_reading(path)
+        slope, records = READINGS[reading](path)
         rows.append({"seed": seed, "d": d, "slope": slope, "records": records, **predicted_slope(seed, d, config)})
     return pd.DataFrame(rows)
 
@@ -253,8 +301,10 @@ def main(argv: list[str] | None = None) -> int:
     source.add_argument("--seeds", type=seed_range, help="an inclusive range, e.g. 400-599: follow its rank-2 programs")
     source.add_argument("--from-paths", type=Path, nargs="+", help="read followed paths instead (kq_nuclear_rank.py)")
     source.add_argument("--near", nargs="+", metavar="SEED:D", help="local slopes of the flow from near the solution")
+    source.add_argument("--near-seeds", type=seed_range, help="a range: its rank-2 programs from near the solution")
+    parser.add_argument("--reading", choices=tuple(READINGS), help="window (fourth prediction), asymptote (fifth)")
     parser.add_argument("--ds", type=int, nargs="+", default=[4, 8])
-    parser.add_argument("--out", type=Path, help="CSV of every program (and, with --seeds, -paths.csv)")
+    parser.add_argument("--out", type=Path, help="CSV of every program (with --seeds, --near-seeds: -paths.csv)")
     parser.add_argument("--judge", action="store_true", help="print the prediction's verdict and its falsifiers'")
     parser.add_argument("--figure", type=Path, help="PNG: measured against predicted slopes")
     parser.add_argument("--eta", type=float, default=FOLLOW_STEP, help="arc length eta (1 + ||theta||) of a step")
@@ -264,13 +314,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.near:
         return _near(args.near, config)
     if not args.out:
-        parser.error("--seeds and --from-paths write every program: pass --out FILE.csv")
+        parser.error("--seeds, --near-seeds and --from-paths write every program: pass --out FILE.csv")
+    paths_out = args.out.with_name(args.out.stem + "-paths.csv")
     if args.seeds:
         paths = follow_all(rank2_programs(args.seeds, config), config, args.eta, args.follow_steps)[1]
-        paths.to_csv(args.out.with_name(args.out.stem + "-paths.csv"), index=False)
+        paths.to_csv(paths_out, index=False)
+    elif args.near_seeds:
+        paths = near_paths(rank2_programs(args.near_seeds, config), config, paths_out).dropna()
     else:
         paths = pd.concat([pd.read_csv(path) for path in args.from_paths], ignore_index=True).dropna()
-    frame = measured(paths, config)
+    frame = measured(paths, config, args.reading or ("asymptote" if args.near_seeds else "window"))
     frame.to_csv(args.out, index=False)
     for r in frame.itertuples():
         print(f"seed {r.seed} d {r.d}: slope {r.slope:.3f} over {r.records} records, predicted {r.predicted:.3f} "
