@@ -205,6 +205,17 @@ def test_the_command_judges_stored_paths_with_the_falsifiers(tool, tmp_path, cap
     assert pd.read_csv(tmp_path / "rates.csv")["seed"].tolist() == [316]
 
 
+def test_a_program_whose_margin_never_turns_positive_is_kept_unreadable(tool):
+    """Seed 727 at d = 4 from near the solution: one run starts with a negative margin, its softmax saturates on the
+    wrong token, and every record's ln mu is NaN. The program stays in the frame, unreadable, not dropped."""
+    good = _path(-0.13, np.linspace(8.0, 80.0, 400), scale=1e-3).assign(seed=316, d=4)
+    lost = pd.DataFrame({"ln_mu": np.nan, "gap": np.linspace(1e-2, 1e-3, 400), "seed": 410, "d": 4})
+    frame = tool.measured(pd.concat([good, lost], ignore_index=True), X3Config(), "asymptote")
+    assert frame["seed"].tolist() == [316, 410]
+    assert frame["records"].tolist()[1] == 0 and np.isnan(frame["slope"].iloc[1])
+    assert "1/2 readable" in tool.rate_verdict(frame)[1]
+
+
 def test_rank_2_programs_are_found_by_the_solutions_rank(tool):
     assert tool.rank2_programs([2, 9], X3Config(ds=(4,))) == [(9, 4)]
 

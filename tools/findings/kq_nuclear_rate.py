@@ -31,7 +31,7 @@ tell a program's own rate from x3's transient::
     python tools/findings/kq_nuclear_rate.py --near 456:4 410:4
 
 The fifth prediction (registered in docs/findings.md after seeds 400-599's near-solution paths, judged on seeds
-600-699) keeps the claim and the verdict and changes the reading: ``--near-seeds`` follows each rank-2 program from
+600-799) keeps the claim and the verdict and changes the reading: ``--near-seeds`` follows each rank-2 program from
 near the solution at ``NEAR_STEP`` for ``NEAR_STEPS`` (:func:`near_paths`, about 2 min a program) and
 :func:`asymptotic_reading` reads the slope where the gap lies in ``ASYMPTOTE``, below the approach's plateaus and
 above the steps' floor::
@@ -273,10 +273,12 @@ def near_paths(programs: list[tuple[int, int]], config: X3Config, out: Path) -> 
 
 def measured(paths: pd.DataFrame, config: X3Config, reading: str = "window") -> pd.DataFrame:
     """Per program of ``paths`` (columns ``seed``, ``d``, ``ln_mu``, ``gap``): its ``reading`` (a key of
-    ``READINGS``) and its predictions."""
+    ``READINGS``) over its records with both, and its predictions. A program with none (a run whose margin never
+    turns positive: its ``ln mu`` is NaN at every record) is kept, unreadable."""
     rows = []
     for (seed, d), path in tqdm(paths.groupby(["seed", "d"]), desc="predictions"):
-        slope, records = READINGS[reading](path)
+        path = path.dropna(subset=["ln_mu", "gap"])
+        slope, records = READINGS[reading](path) if len(path) else (float("nan"), 0)
         rows.append({"seed": seed, "d": d, "slope": slope, "records": records, **predicted_slope(seed, d, config)})
     return pd.DataFrame(rows)
 
@@ -320,9 +322,9 @@ def main(argv: list[str] | None = None) -> int:
         paths = follow_all(rank2_programs(args.seeds, config), config, args.eta, args.follow_steps)[1]
         paths.to_csv(paths_out, index=False)
     elif args.near_seeds:
-        paths = near_paths(rank2_programs(args.near_seeds, config), config, paths_out).dropna()
+        paths = near_paths(rank2_programs(args.near_seeds, config), config, paths_out)
     else:
-        paths = pd.concat([pd.read_csv(path) for path in args.from_paths], ignore_index=True).dropna()
+        paths = pd.concat([pd.read_csv(path) for path in args.from_paths], ignore_index=True)
     frame = measured(paths, config, args.reading or ("asymptote" if args.near_seeds else "window"))
     frame.to_csv(args.out, index=False)
     for r in frame.itertuples():
