@@ -31,7 +31,7 @@ tell a program's own rate from x3's transient::
     python tools/findings/kq_nuclear_rate.py --near 456:4 410:4
 
 The fifth prediction (registered in docs/findings.md after seeds 400-599's near-solution paths, judged on seeds
-600-799) keeps the claim and the verdict and changes the reading: ``--near-seeds`` follows each rank-2 program from
+600-799: it held, 38/39 and 32/33) keeps the claim and the verdict and changes the reading: ``--near-seeds`` follows each rank-2 program from
 near the solution at ``NEAR_STEP`` for ``NEAR_STEPS`` (:func:`near_paths`, about 2 min a program) and
 :func:`asymptotic_reading` reads the slope where the gap lies in ``ASYMPTOTE``, below the approach's plateaus and
 above the steps' floor::
