@@ -205,6 +205,13 @@ def test_the_command_judges_stored_paths_with_the_falsifiers(tool, tmp_path, cap
     assert pd.read_csv(tmp_path / "rates.csv")["seed"].tolist() == [316]
 
 
+def test_seeds_without_a_rank_2_program_are_refused_with_what_to_pass(tool, tmp_path, capsys):
+    """Seed 2 at d = 4 has rank 1: nothing to follow, and the command says so instead of failing on an empty frame."""
+    with pytest.raises(SystemExit):
+        tool.main(["--near-seeds", "2-2", "--ds", "4", "--out", str(tmp_path / "near.csv")])
+    assert "no rank-2 program to read at d in [4]: pass a wider seed range" in capsys.readouterr().err
+
+
 def test_a_program_whose_margin_never_turns_positive_is_kept_unreadable(tool):
     """Seed 727 at d = 4 from near the solution: one run starts with a negative margin, its softmax saturates on the
     wrong token, and every record's ln mu is NaN. The program stays in the frame, unreadable, not dropped."""

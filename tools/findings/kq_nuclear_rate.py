@@ -31,10 +31,10 @@ tell a program's own rate from x3's transient::
     python tools/findings/kq_nuclear_rate.py --near 456:4 410:4
 
 The fifth prediction (registered in docs/findings.md after seeds 400-599's near-solution paths, judged on seeds
-600-799: it held, 38/39 and 32/33) keeps the claim and the verdict and changes the reading: ``--near-seeds`` follows each rank-2 program from
-near the solution at ``NEAR_STEP`` for ``NEAR_STEPS`` (:func:`near_paths`, about 2 min a program) and
-:func:`asymptotic_reading` reads the slope where the gap lies in ``ASYMPTOTE``, below the approach's plateaus and
-above the steps' floor::
+600-799: it held, 38/39 and 32/33) keeps the claim and the verdict and changes the reading: ``--near-seeds``
+follows each rank-2 program from near the solution at ``NEAR_STEP`` for ``NEAR_STEPS`` (:func:`near_paths`, about
+2 min a program) and :func:`asymptotic_reading` reads the slope where the gap lies in ``ASYMPTOTE``, below the
+approach's plateaus and above the steps' floor::
 
     python tools/findings/kq_nuclear_rate.py --near-seeds 600-699 --ds 4 8 --out near.csv --judge
     python tools/findings/kq_nuclear_rate.py --from-paths near-paths.csv --reading asymptote --out near.csv --judge
@@ -268,7 +268,7 @@ def near_paths(programs: list[tuple[int, int]], config: X3Config, out: Path) -> 
     for seed, d in tqdm(programs, desc="near-solution paths"):
         frames.append(near_solution(seed, d, config, steps=NEAR_STEPS, eta=NEAR_STEP).assign(seed=seed, d=d))
         frames[-1].to_csv(out, mode="a" if len(frames) > 1 else "w", header=len(frames) == 1, index=False)
-    return pd.concat(frames, ignore_index=True)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["ln_mu", "gap", "seed", "d"])
 
 
 def measured(paths: pd.DataFrame, config: X3Config, reading: str = "window") -> pd.DataFrame:
@@ -325,6 +325,8 @@ def main(argv: list[str] | None = None) -> int:
         paths = near_paths(rank2_programs(args.near_seeds, config), config, paths_out)
     else:
         paths = pd.concat([pd.read_csv(path) for path in args.from_paths], ignore_index=True)
+    if paths.empty:
+        parser.error(f"no rank-2 program to read at d in {args.ds}: pass a wider seed range, other --ds or other paths")
     frame = measured(paths, config, args.reading or ("asymptote" if args.near_seeds else "window"))
     frame.to_csv(args.out, index=False)
     for r in frame.itertuples():
