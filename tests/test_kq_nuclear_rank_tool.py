@@ -164,6 +164,21 @@ def test_follow_programs_takes_the_rank_2_programs_that_fail_the_row(tool, monke
     assert list(paths["seed"]) == [3, 3, 5, 5] and list(paths["gap"]) == [0.1, 0.01] * 2
 
 
+def test_followed_paths_are_written_as_each_program_ends(tool, monkeypatch, tmp_path):
+    """With a file, each path is appended as its program ends: the file is the stacked paths, and a failure at the
+    second program leaves the first; with no program, the file holds the header."""
+    path = pd.DataFrame({"ln_mu": [1.0, 2.0], "gap": [0.1, 0.01]})
+    monkeypatch.setattr(tool, "followed", lambda seed, d, *_: ({"gap_end": 0.0}, path))
+    readings, paths = tool.follow_all([(3, 4), (5, 8)], X3Config(), out=tmp_path / "p.csv")
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "p.csv"), paths, check_dtype=False)
+    broken = iter([path, None])
+    with pytest.raises(AttributeError):
+        tool.stacked_paths([(3, 4), (5, 8)], lambda seed, d: next(broken), tmp_path / "q.csv")
+    assert pd.read_csv(tmp_path / "q.csv")["seed"].tolist() == [3, 3]
+    tool.stacked_paths([], lambda seed, d: path, tmp_path / "e.csv")
+    assert pd.read_csv(tmp_path / "e.csv").columns.tolist() == ["ln_mu", "gap", "seed", "d"]
+
+
 def test_followed_reads_the_relative_flow_at_the_level_and_at_the_end(tool, monkeypatch):
     """followed's readings against the ngd-relative flow from x3's inits, recomputed here at every step."""
     from attnlab.experiments.kq_nuclear.x3 import x3_inits

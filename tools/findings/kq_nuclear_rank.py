@@ -239,27 +239,66 @@ def law_verdict(frame: pd.DataFrame, bound: float) -> tuple[bool, str]:
 
 
 def follow_programs(
-    frame: pd.DataFrame, config: X3Config, bound: float, step: float = FOLLOW_STEP, steps: int = FOLLOW_STEPS
+    frame: pd.DataFrame,
+    config: X3Config,
+    bound: float,
+    step: float = FOLLOW_STEP,
+    steps: int = FOLLOW_STEPS,
+    out: Path | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """:func:`followed` on every rank-2 program of ``frame`` that fails x3's row (``gap > bound``), by seed: the
-    programs with their readings, and their paths (columns ``seed``, ``d``, ``ln_mu``, ``gap``)."""
+    programs with their readings, and their paths (columns ``seed``, ``d``, ``ln_mu``, ``gap``; with ``out``,
+    written there as each ends: :func:`stacked_paths`)."""
     picked = frame[(frame["rank"] >= 2) & (frame["gap"] > bound)].sort_values(["seed", "d"]).reset_index(drop=True)
-    readings, paths = follow_all(list(zip(picked["seed"], picked["d"])), config, step, steps)
+    readings, paths = follow_all(list(zip(picked["seed"], picked["d"])), config, step, steps, out)
     return pd.concat([picked, readings], axis=1), paths
 
 
 def follow_all(
-    programs: list[tuple[int, int]], config: X3Config, step: float = FOLLOW_STEP, steps: int = FOLLOW_STEPS
+    programs: list[tuple[int, int]],
+    config: X3Config,
+    step: float = FOLLOW_STEP,
+    steps: int = FOLLOW_STEPS,
+    out: Path | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """:func:`followed` on every ``(seed, d)`` of ``programs``: their readings, one row each, and their paths
-    (columns ``ln_mu``, ``gap``, ``seed``, ``d``)."""
-    rows, paths = [], []
-    for seed, d in tqdm(programs, desc="follow"):
-        readings, path = followed(int(seed), int(d), config, step, steps)
+    (:func:`stacked_paths`, written to the CSV ``out`` as each ends)."""
+    rows = []
+
+    def path_of(seed: int, d: int) -> pd.DataFrame:
+        readings, path = followed(seed, d, config, step, steps)
         rows.append(readings)
-        paths.append(path.assign(seed=int(seed), d=int(d)))
-    paths = pd.concat(paths, ignore_index=True) if paths else pd.DataFrame(columns=["ln_mu", "gap", "seed", "d"])
+        return path
+
+    paths = stacked_paths(programs, path_of, out)
     return pd.DataFrame(rows), paths
+
+
+PATH_COLUMNS = ["ln_mu", "gap", "seed", "d"]  # the programs' paths, stacked
+
+
+def stacked_paths(
+    programs: list[tuple[int, int]],
+    path_of: Callable[[int, int], pd.DataFrame],
+    out: Path | None = None,
+    desc: str = "follow",
+) -> pd.DataFrame:
+    """``path_of(seed, d)`` (columns ``ln_mu``, ``gap``) of every ``(seed, d)`` of ``programs``, stacked with their
+    ``seed`` and ``d`` (``PATH_COLUMNS``). With ``out``, the CSV is started with its header and each path appended as
+    it ends, so that an interrupted run keeps every finished program."""
+    if out is not None:
+        pd.DataFrame(columns=PATH_COLUMNS).to_csv(out, index=False)
+    frames = []
+    for seed, d in tqdm(programs, desc=desc):
+        frames.append(path_of(int(seed), int(d)).assign(seed=int(seed), d=int(d))[PATH_COLUMNS])
+        if out is not None:
+            frames[-1].to_csv(out, mode="a", header=False, index=False)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=PATH_COLUMNS)
+
+
+def paths_beside(out: Path) -> Path:
+    """The paths' CSV beside the programs' CSV ``out``: ``F.csv`` -> ``F-paths.csv``."""
+    return out.with_name(out.stem + "-paths.csv")
 
 
 def follow_verdict(frame: pd.DataFrame, bound: float) -> tuple[bool, str]:
@@ -349,7 +388,8 @@ def main(argv: list[str] | None = None) -> int:
     bound = NUC_LIMIT.param("bound")
     if args.follow:  # only the failing rank-2 programs need their program solved again
         frame = read_programs(args.from_csv, config, lambda f: (f["rank"] >= 2) & (f["gap"] > bound))
-        return _follow(*follow_programs(frame, config, bound, args.eta, args.follow_steps), args)
+        followed_programs = follow_programs(frame, config, bound, args.eta, args.follow_steps, paths_beside(args.out))
+        return _follow(*followed_programs, args)
     frame = read_programs(args.from_csv, config) if args.from_csv else run_programs(args.seeds, config, args.select)
     if args.out:
         frame.to_csv(args.out, index=False)
@@ -381,9 +421,9 @@ def follow_figure(paths: pd.DataFrame, bound: float):
 
 
 def _follow(frame: pd.DataFrame, paths: pd.DataFrame, args: argparse.Namespace) -> int:
-    """Write and print the followed programs (and the verdict with ``--judge``, the figure with ``--figure``)."""
+    """Write and print the followed programs (their paths are written as they end; the verdict with ``--judge``, the
+    figure with ``--figure``)."""
     frame.to_csv(args.out, index=False)
-    paths.to_csv(args.out.with_name(args.out.stem + "-paths.csv"), index=False)
     for r in frame.itertuples():
         print(f"seed {r.seed} d {r.d}: gap {r.gap_x3:.2e} at ln mu {LN_MU_X3:g}, {r.gap_end:.2e} at ln mu "
               f"{r.ln_mu_end:.1f} (slope {r.end_slope:.2f})")  # fmt: skip

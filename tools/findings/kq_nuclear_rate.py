@@ -59,7 +59,9 @@ from kq_nuclear_rank import (
     kq_path,
     nuclear_solution,
     off_range_rate,
+    paths_beside,
     seed_range,
+    stacked_paths,
     worst_path,
 )
 from tqdm import tqdm
@@ -262,13 +264,13 @@ READINGS = {"window": rate_reading, "asymptote": asymptotic_reading}  # the four
 
 def near_paths(programs: list[tuple[int, int]], config: X3Config, out: Path) -> pd.DataFrame:
     """:func:`near_solution` at ``NEAR_STEP`` for ``NEAR_STEPS`` on each ``(seed, d)``: the paths (columns
-    ``seed``, ``d``, ``ln_mu``, ``gap``), each appended to the CSV ``out`` as it ends, so that an interrupted run
+    ``ln_mu``, ``gap``, ``seed``, ``d``), each appended to the CSV ``out`` as it ends, so that an interrupted run
     keeps every finished program (about 2 min each)."""
-    frames = []
-    for seed, d in tqdm(programs, desc="near-solution paths"):
-        frames.append(near_solution(seed, d, config, steps=NEAR_STEPS, eta=NEAR_STEP).assign(seed=seed, d=d))
-        frames[-1].to_csv(out, mode="a" if len(frames) > 1 else "w", header=len(frames) == 1, index=False)
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["ln_mu", "gap", "seed", "d"])
+
+    def path_of(seed: int, d: int) -> pd.DataFrame:
+        return near_solution(seed, d, config, steps=NEAR_STEPS, eta=NEAR_STEP)
+
+    return stacked_paths(programs, path_of, out, "near-solution paths")
 
 
 def measured(paths: pd.DataFrame, config: X3Config, reading: str = "window") -> pd.DataFrame:
@@ -317,10 +319,9 @@ def main(argv: list[str] | None = None) -> int:
         return _near(args.near, config)
     if not args.out:
         parser.error("--seeds, --near-seeds and --from-paths write every program: pass --out FILE.csv")
-    paths_out = args.out.with_name(args.out.stem + "-paths.csv")
+    paths_out = paths_beside(args.out)
     if args.seeds:
-        paths = follow_all(rank2_programs(args.seeds, config), config, args.eta, args.follow_steps)[1]
-        paths.to_csv(paths_out, index=False)
+        paths = follow_all(rank2_programs(args.seeds, config), config, args.eta, args.follow_steps, paths_out)[1]
     elif args.near_seeds:
         paths = near_paths(rank2_programs(args.near_seeds, config), config, paths_out)
     else:
