@@ -274,26 +274,25 @@ def follow_all(
     return pd.DataFrame(rows), paths
 
 
-PATH_COLUMNS = ["ln_mu", "gap", "seed", "d"]  # the programs' paths, stacked
-
-
 def stacked_paths(
     programs: list[tuple[int, int]],
     path_of: Callable[[int, int], pd.DataFrame],
     out: Path | None = None,
     desc: str = "follow",
+    columns: tuple[str, ...] = ("ln_mu", "gap"),
 ) -> pd.DataFrame:
-    """``path_of(seed, d)`` (columns ``ln_mu``, ``gap``) of every ``(seed, d)`` of ``programs``, stacked with their
-    ``seed`` and ``d`` (``PATH_COLUMNS``). With ``out``, the CSV is started with its header and each path appended as
+    """``path_of(seed, d)`` (``columns``) of every ``(seed, d)`` of ``programs``, stacked with their ``seed`` and
+    ``d``. With ``out``, the CSV is started with its header and each path appended as
     it ends, so that an interrupted run keeps every finished program."""
+    header = [*columns, "seed", "d"]
     if out is not None:
-        pd.DataFrame(columns=PATH_COLUMNS).to_csv(out, index=False)
+        pd.DataFrame(columns=header).to_csv(out, index=False)
     frames = []
     for seed, d in tqdm(programs, desc=desc):
-        frames.append(path_of(int(seed), int(d)).assign(seed=int(seed), d=int(d))[PATH_COLUMNS])
+        frames.append(path_of(int(seed), int(d)).assign(seed=int(seed), d=int(d))[header])
         if out is not None:
             frames[-1].to_csv(out, mode="a", header=False, index=False)
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=PATH_COLUMNS)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=header)
 
 
 def paths_beside(out: Path) -> Path:

@@ -219,7 +219,14 @@ def rank2_programs(seeds: list[int], config: X3Config) -> list[tuple[int, int]]:
     return [(s, d) for s, d in tqdm(pairs, desc="programs") if nuclear_solution(s, d, config)[0] == 2]
 
 
-def near_solution(
+def balanced_inits(W: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The balanced pair ``U S^(1/2)``, ``V S^(1/2)`` of ``W = U S V^T`` (R, d, d): ``K(0)``, ``Q(0)`` with
+    ``K Q^T = W`` and ``K^T K = Q^T Q``."""
+    U, sv, Vh = torch.linalg.svd(W)
+    return U * sv.sqrt().unsqueeze(-2), Vh.mT * sv.sqrt().unsqueeze(-2)
+
+
+def near_runs(
     seed: int,
     d: int,
     config: X3Config,
@@ -227,19 +234,25 @@ def near_solution(
     ln_mu0: float = 8.0,
     steps: int = 40_000,
     eta: float = FOLLOW_STEP,
-) -> pd.DataFrame:
-    """The flow from near the solution instead of x3's inits: the worst path (columns ``ln_mu``, ``gap``) of 3 runs
-    from ``W* + spread ||W*|| D / ||D||`` (``D`` Gaussian, seeded ``seed``) scaled by ``e^ln_mu0`` and factored as
-    the balanced pair ``U S^(1/2)``, ``V S^(1/2)``; ngd-relative steps of arc length ``eta (1 + ||theta||)``. Its
-    local slopes show whether a program's rate is the linearisation's without x3's long transient."""
+) -> tuple[np.ndarray, np.ndarray, torch.Tensor]:
+    """The flow from near the solution instead of x3's inits: :func:`kq_nuclear_rank.kq_path`'s ``mu``, gaps and
+    ``W/mu`` of 3 runs from ``W* + spread ||W*|| D / ||D||`` (``D`` Gaussian, seeded ``seed``) scaled by
+    ``e^ln_mu0`` and factored as the balanced pair (:func:`balanced_inits`); ngd-relative steps of arc length
+    ``eta (1 + ||theta||)``, 400 records."""
     data = scores_equal(config.n, config.T, d, config.gap, seed=seed)
     W = attention_svm(data, norm="nuc").W
     gen = torch.Generator().manual_seed(seed)
     D = torch.randn((3, d, d), generator=gen, dtype=W.dtype)
-    U, sv, Vh = torch.linalg.svd(math.exp(ln_mu0) * (W + spread * W.norm() * D / D.norm(dim=(-2, -1), keepdim=True)))
-    inits = (U * sv.sqrt().unsqueeze(-2), Vh.mT * sv.sqrt().unsqueeze(-2))
+    inits = balanced_inits(math.exp(ln_mu0) * (W + spread * W.norm() * D / D.norm(dim=(-2, -1), keepdim=True)))
     flow = {"step": eta, "steps": steps, "method": "ngd-relative", "record_every": max(1, steps // 400)}
-    mu, gap, _ = kq_path(seed, d, config, inits, **flow)
+    return kq_path(seed, d, config, inits, **flow)
+
+
+def near_solution(seed: int, d: int, config: X3Config, **start: float) -> pd.DataFrame:
+    """The worst path (columns ``ln_mu``, ``gap``) of :func:`near_runs` (``start``: its ``spread``, ``ln_mu0``,
+    ``steps`` and ``eta``). Its local slopes show whether a program's rate is the linearisation's without x3's long
+    transient."""
+    mu, gap, _ = near_runs(seed, d, config, **start)
     return worst_path(mu, gap)
 
 

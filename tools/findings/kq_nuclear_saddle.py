@@ -1,0 +1,303 @@
+"""Rank-1 saddles of x3's K,Q flow: how fast the flow leaves a rank-1 KKT point, predicted from its duals (ours).
+
+x3's K,Q flow converges in direction to a KKT point of the factored program ``min (||K||^2 + ||Q||^2) / 2`` subject
+to every attention margin ``<A_it, K Q^T> >= 1`` (spec kq-nuclear-norm §3, §5; the paper proves the nuclear-norm
+limit for aligned inits only, and x3 is the open non-aligned case). A rank-1 ``W1 = a b^T`` with ``a = G b`` and
+``b = G^T a`` for ``G = sum_it lambda_it A_it``, ``lambda >= 0`` on the active constraints, is such a point
+(:func:`rank1_point`). It is not the nuclear-norm SVM when the block of ``G`` off ``W1``'s range has an operator norm
+above 1, ``u^T G v`` being 1 on it.
+
+Along the balanced flow each singular value grows as ``d ln sigma = 2 <u, G_t v> dt`` (``kq_nuclear_rank
+.off_range_rate``), so near ``W1`` the second singular value of ``W`` over the first grows like ``mu^e`` with the
+escape exponent ``e = ||P_L G P_R||_op - 1`` (:func:`escape_rates`), ``P_L``, ``P_R`` the projections off ``W1``'s
+range. A small ``e`` is a long stay: seed 591 at d = 4 (docs/findings.md, "Rank-1 saddles") has ``e = 0.0069``,
+and its near-solution run that stayed at a gap of 3e-5 from ``ln mu`` 20 to 240 grows ``sigma_2 / sigma_1`` at
+0.0069 per unit of ``ln mu``: it would reach the solution's ratio near ``ln mu = 535``.
+
+The prediction (registered in docs/findings.md after seeds 400-599 were explored): started at ``W1`` plus a
+perturbation of ``SPREAD`` off its range (:func:`saddle_path`), the slope of ``ln(sigma_2 / sigma_1)`` in ``ln mu``
+(:func:`escape_reading`) lies within ``TOLERANCE`` of ``e``, relatively, for at least ``SHARE`` of the readable
+programs; three mechanism falsifiers judged by the same reading fail (``FALSIFIERS``)::
+
+    python tools/findings/kq_nuclear_saddle.py --seeds 800-999 --ds 4 8 --out saddle.csv --judge
+    python tools/findings/kq_nuclear_saddle.py --from-paths saddle-paths.csv --out saddle.csv --judge
+    python tools/findings/kq_nuclear_saddle.py --parked 591:4
+
+``--parked`` follows the fifth rate prediction's near-solution start and reads the run that ends farthest from the
+solution against the rank-1 KKT point it sits at (about 2 min).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+import pandas as pd
+import torch
+from kq_nuclear_rank import (
+    FOLLOW_STEP,
+    constraint_normals,
+    kq_path,
+    off_range_rate,
+    paths_beside,
+    seed_range,
+    stacked_paths,
+)
+from kq_nuclear_rate import NEAR_STEP, NEAR_STEPS, balanced_inits, near_runs, rank2_programs
+from scipy.optimize import minimize, nnls
+from tqdm import tqdm
+
+from attnlab.data import scores_equal
+from attnlab.experiments.kq_nuclear.x3 import X3Config
+from attnlab.plotting import house_figure, label_axes, new_figure, theory_line
+from attnlab.svm import attention_svm
+
+ACTIVE = 1e-7  # a constraint within this of margin 1 at the rank-1 point is active
+KKT_RESIDUAL = 1e-6  # the stationarity residual a rank-1 point must meet to count as a KKT point
+SPREAD, LN_MU0 = 1e-8, 8.0  # the start: W1 + SPREAD ||W1|| D / ||D|| (D off W1's range), scaled to ln mu = LN_MU0
+SADDLE_STEPS, RECORD_EVERY = 50_000, 25  # ngd-relative steps of FOLLOW_STEP (ln mu to 30-110), and records
+LINEAR = 1e-4  # the reading: records with sigma_2 / sigma_1 below this (the linear regime: 1e-3 bends already)
+MIN_RECORDS = 10  # ... the second half of them in ln mu, at least this many
+TOLERANCE, SHARE = 0.10, 0.90  # |measured / predicted - 1| <= TOLERANCE for at least SHARE of the readable programs
+FALSIFIERS = ("unnormalised", "stationary", "nuclear")
+
+
+class Rank1Point(NamedTuple):
+    """A rank-1 KKT point ``W = a b^T`` (d, d) of the factored program, its ``duals`` (n, T) and the stationarity
+    residual ``||(a, b) - (G b, G^T a)||``."""
+
+    W: torch.Tensor
+    duals: torch.Tensor
+    residual: float
+
+
+def rank1_point(data, start: torch.Tensor) -> Rank1Point:
+    """The rank-1 KKT point that SLSQP reaches on ``min (|a|^2 + |b|^2) / 2`` s.t. ``a^T A_it b >= 1`` from
+    ``start``'s top singular pair (``start`` (d, d)), its duals by non-negative least squares on ``a = G b``,
+    ``b = G^T a`` over the active constraints. Raises ``ValueError`` when SLSQP ends infeasible or the residual exceeds
+    ``KKT_RESIDUAL``: the KKT conditions, not SLSQP's flag, decide."""
+    pairs, normals = constraint_normals(data)
+    A = normals.numpy()
+    d = A.shape[1]
+    U, sv, Vh = np.linalg.svd(start.numpy())
+    x0 = math.sqrt(sv[0]) * np.concatenate([U[:, 0], Vh[0]])
+
+    def margins(x: np.ndarray) -> np.ndarray:
+        return np.einsum("d,mde,e->m", x[:d], A, x[d:])
+
+    def margin_jacobian(x: np.ndarray) -> np.ndarray:
+        return np.concatenate([np.einsum("mde,e->md", A, x[d:]), np.einsum("d,mde->me", x[:d], A)], 1)
+
+    constraint = {"type": "ineq", "fun": lambda x: margins(x) - 1, "jac": margin_jacobian}
+    smallest = margins(x0).min()
+    x0 = x0 / math.sqrt(smallest) if smallest > 0 else x0  # on the constraint set when the pair separates
+    options = {"ftol": 1e-16, "maxiter": 2000}
+    found = minimize(
+        lambda x: 0.5 * x @ x, x0, jac=lambda x: x, constraints=[constraint], method="SLSQP", options=options
+    )
+    if margins(found.x).min() < 1 - ACTIVE:  # SLSQP's own flag is often a line-search warning at a KKT point
+        raise ValueError(f"SLSQP ended outside the constraint set from the start's top pair: {found.message}")
+    active = margins(found.x) - 1 <= ACTIVE
+    lam, residual = nnls(margin_jacobian(found.x)[active].T, found.x)
+    if residual > KKT_RESIDUAL:
+        raise ValueError(
+            f"the rank-1 point's stationarity residual is {residual:.1e} > {KKT_RESIDUAL}: not a KKT point"
+        )
+    duals = torch.zeros(data.X.shape[:2], dtype=torch.float64)
+    index = pairs[torch.from_numpy(active)]
+    duals[index[:, 0], index[:, 1]] = torch.from_numpy(lam)
+    return Rank1Point(torch.from_numpy(np.outer(found.x[:d], found.x[d:])), duals, float(residual))
+
+
+def escape_rates(data, point: Rank1Point, solution) -> dict[str, float]:
+    """The escape exponent ``e = ||P_L G P_R||_op - 1`` at ``point`` (the slope of ``ln(sigma_2 / sigma_1)`` in
+    ``ln mu`` near it), three mechanism falsifiers' slopes, and where the point lies against the nuclear-norm SVM
+    ``solution`` (:func:`attnlab.svm.attention_svm`'s, ``norm="nuc"``): ``gap`` ``1 - corr(W1, W*)`` and ``sv_ratio``
+    ``W*``'s second singular value over its first.
+
+    Falsifiers: ``unnormalised`` reads ``sigma_2``'s own exponent ``1 + e`` (``W``'s growth not divided out);
+    ``stationary`` takes a KKT point for a rest point of the flow (exponent 0: ``G``'s singular value along ``W1``
+    is 1, and no direction grows against it); ``nuclear`` takes the off-range rate at the nuclear-norm SVM
+    (``-kappa``, at most 0: the complement would decay)."""
+    escape = -off_range_rate(data, point.W, point.duals)
+    sv = torch.linalg.svdvals(solution.W)
+    W1, Ws = point.W, solution.W
+    return {
+        "predicted": escape,
+        "unnormalised": 1.0 + escape,
+        "stationary": 0.0,
+        "nuclear": -off_range_rate(data, Ws, solution.duals),
+        "gap": float(1 - (W1 * Ws).sum() / (W1.norm() * Ws.norm())),
+        "sv_ratio": float(sv[1] / sv[0]),
+    }
+
+
+def saddle_path(seed: int, d: int, config: X3Config, steps: int = SADDLE_STEPS) -> pd.DataFrame:
+    """The flow from x3's program's rank-1 KKT point (:func:`rank1_point` from the nuclear-norm SVM's top pair) plus
+    ``SPREAD ||W1|| D / ||D||``, ``D`` Gaussian (3 draws seeded ``seed``) projected off ``W1``'s range, scaled to
+    ``ln mu = LN_MU0`` and factored as the balanced pair; ngd-relative steps of ``FOLLOW_STEP``. Columns ``ln_mu``,
+    ``ratio`` (``sigma_2 / sigma_1`` of ``W``) and ``run``, one row per record and run; one row of NaN when no
+    rank-1 KKT point is found, so that the program is kept, unreadable."""
+    data = scores_equal(config.n, config.T, d, config.gap, seed=seed)
+    try:
+        W1 = rank1_point(data, attention_svm(data, norm="nuc").W).W
+    except ValueError:
+        return pd.DataFrame({"ln_mu": [math.nan], "ratio": [math.nan], "run": [0]})
+    U, _, Vh = torch.linalg.svd(W1)
+    eye = torch.eye(d, dtype=W1.dtype)
+    off_left, off_right = eye - torch.outer(U[:, 0], U[:, 0]), eye - torch.outer(Vh[0], Vh[0])
+    D = off_left @ torch.randn((3, d, d), generator=torch.Generator().manual_seed(seed), dtype=W1.dtype) @ off_right
+    start = W1 + SPREAD * W1.norm() * D / D.norm(dim=(-2, -1), keepdim=True)
+    flow = {"step": FOLLOW_STEP, "steps": steps, "method": "ngd-relative", "record_every": RECORD_EVERY}
+    mu, _, W_hat = kq_path(seed, d, config, balanced_inits(math.exp(LN_MU0) * start), **flow)
+    sv = torch.linalg.svdvals(W_hat).numpy()  # (S, R, d)
+    runs = np.broadcast_to(np.arange(mu.shape[1]), mu.shape)
+    ln_mu = np.log(np.where(mu > 0, mu, np.nan))
+    return pd.DataFrame({"ln_mu": ln_mu.ravel(), "ratio": (sv[..., 1] / sv[..., 0]).ravel(), "run": runs.ravel()})
+
+
+def escape_reading(path: pd.DataFrame) -> tuple[float, int]:
+    """The median over runs of the least-squares slope of ``ln ratio`` against ``ln mu`` (``path``: columns
+    ``ln_mu``, ``ratio``, ``run``, records in order), each over the second half in ``ln mu`` of the run's records
+    before its ratio first reaches ``LINEAR``, with at least ``MIN_RECORDS`` there; and the fewest records read. NaN
+    when no run is readable (a run that crosses the linear regime in too few records)."""
+    slopes, counts = [], []
+    for _, run in path.groupby("run"):
+        run = run.dropna()
+        crossed = np.flatnonzero(run["ratio"].to_numpy() >= LINEAR)
+        run = run.iloc[: crossed[0] if crossed.size else len(run)]
+        if run.empty:
+            continue
+        late = run[run["ln_mu"] >= (run["ln_mu"].iloc[0] + run["ln_mu"].iloc[-1]) / 2]
+        if len(late) >= MIN_RECORDS:
+            slopes.append(np.polyfit(late["ln_mu"], np.log(late["ratio"]), 1)[0])
+            counts.append(len(late))
+    return (float(np.median(slopes)), min(counts)) if slopes else (float("nan"), 0)
+
+
+def measured(paths: pd.DataFrame, config: X3Config) -> pd.DataFrame:
+    """Per program of ``paths`` (columns ``seed``, ``d``, ``ln_mu``, ``ratio``, ``run``): its reading and its
+    predictions (:func:`escape_rates`); ``kkt`` False, with NaN predictions, where no rank-1 KKT point is found."""
+    rows = []
+    for (seed, d), path in tqdm(paths.groupby(["seed", "d"]), desc="predictions"):
+        data = scores_equal(config.n, config.T, int(d), config.gap, seed=int(seed))
+        solution = attention_svm(data, norm="nuc")
+        slope, records = escape_reading(path)
+        try:
+            rates = {"kkt": True, **escape_rates(data, rank1_point(data, solution.W), solution)}
+        except ValueError:
+            rates = {"kkt": False}
+        rows.append({"seed": seed, "d": d, "slope": slope, "records": records, **rates})
+    return pd.DataFrame(rows)
+
+
+def escape_verdict(frame: pd.DataFrame, predicted: str = "predicted") -> tuple[bool, str]:
+    """The prediction judged on ``frame`` (columns ``slope`` and the ``predicted`` slopes): the share of readable
+    programs whose slope over the predicted one lies within ``TOLERANCE`` of 1."""
+    readable = frame.dropna(subset=["slope"])
+    if readable.empty:
+        return False, "no verdict: no program readable"
+    ratio = readable["slope"] / readable[predicted]
+    within = (ratio - 1).abs() <= TOLERANCE
+    held = bool(within.mean() >= SHARE)
+    return held, (
+        f"{len(readable)}/{len(frame)} readable; slope / predicted within {TOLERANCE:.0%} of 1: "
+        f"{int(within.sum())}/{len(readable)} (predicted >= {SHARE:.0%}); ratio {ratio.min():.3f} to "
+        f"{ratio.max():.3f}; prediction {'holds' if held else 'fails'}"
+    )
+
+
+@house_figure
+def escape_figure(frame: pd.DataFrame):
+    """Each readable program's measured slope against the escape exponent, and against the falsifier that reads
+    ``sigma_2`` alone, on log axes."""
+    fig, (ax,) = new_figure(1)
+    readable = frame.dropna(subset=["slope"])
+    ax.scatter(readable["predicted"], readable["slope"], s=12, color="C3", label="escape exponent (ours)")
+    ax.scatter(readable["unnormalised"], readable["slope"], s=9, color="0.6", marker="x", label="sigma_2 alone")
+    low, high = float(readable["slope"].min()) / 2, float(readable["unnormalised"].max()) * 2
+    theory_line(ax, [low, high], [low, high], "measured = predicted")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    label_axes(ax, "predicted exponent", r"measured slope of $\ln(\sigma_2/\sigma_1)$ in $\ln \mu$", "rank-1 saddles")
+    ax.legend()
+    return fig
+
+
+PARKED_FROM = 20.0  # --parked reads the run's slope over its records past this ln mu
+
+
+def parked(seed: int, d: int, config: X3Config) -> dict[str, float]:
+    """The fifth rate prediction's near-solution runs (``kq_nuclear_rate.near_runs`` at ``NEAR_STEP`` for
+    ``NEAR_STEPS``) at ``seed`` and ``d``, read at the run that ends farthest from the solution: its gap, its
+    distance to the rank-1 KKT point found from its last ``W/mu``, the point's escape exponent, the run's slope of
+    ``ln(sigma_2 / sigma_1)`` past ``ln mu = PARKED_FROM``, and the ``ln mu`` at which that growth would reach the
+    solution's ratio."""
+    data = scores_equal(config.n, config.T, d, config.gap, seed=seed)
+    solution = attention_svm(data, norm="nuc")
+    mu, gap, W_hat = near_runs(seed, d, config, steps=NEAR_STEPS, eta=NEAR_STEP)
+    run = int(np.argmax(gap[-1]))
+    point = rank1_point(data, W_hat[-1, run])
+    rates = escape_rates(data, point, solution)
+    sv = torch.linalg.svdvals(W_hat[:, run]).numpy()
+    ln_mu, ratio = np.log(mu[:, run]), sv[:, 1] / sv[:, 0]
+    late = ln_mu >= PARKED_FROM
+    slope = float(np.polyfit(ln_mu[late], np.log(ratio[late]), 1)[0])
+    return {
+        "run": run,
+        "gap_end": float(gap[-1, run]),
+        "ln_mu_end": float(ln_mu[-1]),
+        "distance": float((W_hat[-1, run] - point.W).norm() / point.W.norm()),
+        "point_gap": rates["gap"],
+        "predicted": rates["predicted"],
+        "slope": slope,
+        "ln_mu_escape": float(ln_mu[-1] + math.log(rates["sv_ratio"] / ratio[-1]) / rates["predicted"]),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--seeds", type=seed_range, help="an inclusive range, e.g. 800-999: its rank-2 programs")
+    source.add_argument("--from-paths", type=Path, nargs="+", help="read the paths of earlier --seeds runs instead")
+    source.add_argument("--parked", nargs="+", metavar="SEED:D", help="read near-solution runs at a rank-1 point")
+    parser.add_argument("--ds", type=int, nargs="+", default=[4, 8])
+    parser.add_argument("--out", type=Path, help="CSV of every program (with --seeds, its paths in -paths.csv)")
+    parser.add_argument("--judge", action="store_true", help="print the prediction's verdict and its falsifiers'")
+    parser.add_argument("--figure", type=Path, help="PNG: measured slopes against the escape exponents")
+    args = parser.parse_args(argv)
+    config = X3Config(ds=tuple(args.ds))
+    if args.parked:
+        for text in args.parked:
+            seed, d = (int(part) for part in text.split(":"))
+            print(f"seed {seed} d {d}: " + ", ".join(f"{k} {v:.4g}" for k, v in parked(seed, d, config).items()))
+        return 0
+    if not args.out:
+        parser.error("--seeds and --from-paths write every program: pass --out FILE.csv")
+    if args.seeds:
+        programs = rank2_programs(args.seeds, config)
+        paths = stacked_paths(programs, lambda s, d: saddle_path(s, d, config), paths_beside(args.out), "saddles",
+                              columns=("ln_mu", "ratio", "run"))  # fmt: skip
+    else:
+        paths = pd.concat([pd.read_csv(path) for path in args.from_paths], ignore_index=True)
+    if paths.empty:
+        parser.error(f"no rank-2 program at d in {args.ds}: pass a wider seed range, other --ds or other paths")
+    frame = measured(paths, config)
+    frame.to_csv(args.out, index=False)
+    for r in frame.itertuples():
+        print(f"seed {r.seed} d {r.d}: slope {r.slope:.4f} over {r.records} records, predicted {r.predicted:.4f} "
+              f"(gap of W1 {r.gap:.1e}, sv ratio of W* {r.sv_ratio:.1e})")  # fmt: skip
+    if args.judge:
+        print("prediction: " + escape_verdict(frame)[1])
+        for name in FALSIFIERS:
+            print(f"falsifier {name}: " + escape_verdict(frame, name)[1])
+    if args.figure:
+        escape_figure(frame).savefig(args.figure)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
