@@ -342,16 +342,27 @@ def main(argv: list[str] | None = None) -> int:
     if paths.empty:
         parser.error(f"no rank-2 program to read at d in {args.ds}: pass a wider seed range, other --ds or other paths")
     frame = measured(paths, config, args.reading or ("asymptote" if args.near_seeds else "window"))
+
+    def line(r) -> str:
+        return (f"seed {r.seed} d {r.d}: slope {r.slope:.3f} over {r.records} records, predicted {r.predicted:.3f} "
+                f"(kappa {r.kappa:.3f}, r_min {r.r_min:.3f}, next {r.r_next:.3f})")  # fmt: skip
+
+    return report(frame, args, line, rate_verdict, FALSIFIERS, rate_figure)
+
+
+def report(frame: pd.DataFrame, args: argparse.Namespace, line, verdict, falsifiers: tuple[str, ...], figure) -> int:
+    """Write ``frame`` to ``args.out``, print ``line(row)`` for each program, with ``args.judge`` the ``verdict`` of
+    the prediction and of each of its ``falsifiers`` (columns of ``frame``), and with ``args.figure`` save
+    ``figure(frame)`` there; 0, the command's exit status."""
     frame.to_csv(args.out, index=False)
     for r in frame.itertuples():
-        print(f"seed {r.seed} d {r.d}: slope {r.slope:.3f} over {r.records} records, predicted {r.predicted:.3f} "
-              f"(kappa {r.kappa:.3f}, r_min {r.r_min:.3f}, next {r.r_next:.3f})")  # fmt: skip
+        print(line(r))
     if args.judge:
-        print("prediction: " + rate_verdict(frame)[1])
-        for name in FALSIFIERS:
-            print(f"falsifier {name}: " + rate_verdict(frame, name)[1])
+        print("prediction: " + verdict(frame)[1])
+        for name in falsifiers:
+            print(f"falsifier {name}: " + verdict(frame, name)[1])
     if args.figure:
-        rate_figure(frame).savefig(args.figure)
+        figure(frame).savefig(args.figure)
     return 0
 
 

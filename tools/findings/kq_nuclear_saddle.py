@@ -47,7 +47,7 @@ from kq_nuclear_rank import (
     seed_range,
     stacked_paths,
 )
-from kq_nuclear_rate import NEAR_STEP, NEAR_STEPS, balanced_inits, near_runs, rank2_programs
+from kq_nuclear_rate import NEAR_STEP, NEAR_STEPS, balanced_inits, near_runs, rank2_programs, report
 from scipy.optimize import minimize, nnls
 from tqdm import tqdm
 
@@ -288,18 +288,12 @@ def main(argv: list[str] | None = None) -> int:
         paths = pd.concat([pd.read_csv(path) for path in args.from_paths], ignore_index=True)
     if paths.empty:
         parser.error(f"no rank-2 program at d in {args.ds}: pass a wider seed range, other --ds or other paths")
-    frame = measured(paths, config)
-    frame.to_csv(args.out, index=False)
-    for r in frame.itertuples():
-        print(f"seed {r.seed} d {r.d}: slope {r.slope:.4f} over {r.records} records, predicted {r.predicted:.4f} "
-              f"(gap of W1 {r.gap:.1e}, sv ratio of W* {r.sv_ratio:.1e})")  # fmt: skip
-    if args.judge:
-        print("prediction: " + escape_verdict(frame)[1])
-        for name in FALSIFIERS:
-            print(f"falsifier {name}: " + escape_verdict(frame, name)[1])
-    if args.figure:
-        escape_figure(frame).savefig(args.figure)
-    return 0
+
+    def line(r) -> str:
+        return (f"seed {r.seed} d {r.d}: slope {r.slope:.4f} over {r.records} records, predicted {r.predicted:.4f} "
+                f"(gap of W1 {r.gap:.1e}, sv ratio of W* {r.sv_ratio:.1e})")  # fmt: skip
+
+    return report(measured(paths, config), args, line, escape_verdict, FALSIFIERS, escape_figure)
 
 
 if __name__ == "__main__":
