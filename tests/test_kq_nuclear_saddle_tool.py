@@ -138,3 +138,16 @@ def test_a_program_without_a_rank_1_kkt_point_is_kept_unreadable(tool, monkeypat
         {"seed": 591, "d": 4, "records": 0, "kkt": False}
     ]
     assert np.isnan(frame["slope"].iloc[0]) and "predicted" not in frame.columns  # no verdict reads it
+
+
+def test_parked_programs_are_parsed_and_printed_and_a_bad_one_is_refused(tool, monkeypatch, capsys):
+    monkeypatch.setattr(tool, "parked", lambda seed, d, config: {"predicted": 0.0069, "seed_times_d": seed * d})
+    assert tool.main(["--parked", "591:4", "7:8"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "seed 591 d 4: predicted 0.0069, seed_times_d 2364",
+        "seed 7 d 8: predicted 0.0069, seed_times_d 56",
+    ]
+    for bad in ("591", "591:1", "a:4"):
+        with pytest.raises(SystemExit):
+            tool.main(["--parked", bad])
+        assert "is not SEED:D" in capsys.readouterr().err

@@ -282,8 +282,8 @@ def stacked_paths(
     columns: tuple[str, ...] = ("ln_mu", "gap"),
 ) -> pd.DataFrame:
     """``path_of(seed, d)`` (``columns``) of every ``(seed, d)`` of ``programs``, stacked with their ``seed`` and
-    ``d``. With ``out``, the CSV is started with its header and each path appended as
-    it ends, so that an interrupted run keeps every finished program."""
+    ``d``. With ``out``, the CSV is started with its header and each path appended as it ends, so that an interrupted
+    run keeps every finished program."""
     header = [*columns, "seed", "d"]
     if out is not None:
         pd.DataFrame(columns=header).to_csv(out, index=False)
@@ -318,6 +318,14 @@ def seed_range(text: str) -> list[int]:
     """``"200-399"`` or ``"9"``: an inclusive range of seeds, or one."""
     low, _, high = text.partition("-")
     return list(range(int(low), int(high or low) + 1))
+
+
+def program(text: str) -> tuple[int, int]:
+    """``"591:4"``: a program's ``(seed, d)``, for the command lines' ``SEED:D`` arguments."""
+    seed, _, d = text.partition(":")
+    if not (seed.isdigit() and d.isdigit() and int(d) >= 2):
+        raise argparse.ArgumentTypeError(f"{text!r} is not SEED:D with a seed >= 0 and a width d >= 2; e.g. 591:4")
+    return int(seed), int(d)
 
 
 def run_programs(seeds: list[int], config: X3Config, select: str) -> pd.DataFrame:

@@ -60,6 +60,7 @@ from kq_nuclear_rank import (
     nuclear_solution,
     off_range_rate,
     paths_beside,
+    program,
     seed_range,
     stacked_paths,
     worst_path,
@@ -317,7 +318,9 @@ def main(argv: list[str] | None = None) -> int:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--seeds", type=seed_range, help="an inclusive range, e.g. 400-599: follow its rank-2 programs")
     source.add_argument("--from-paths", type=Path, nargs="+", help="read followed paths instead (kq_nuclear_rank.py)")
-    source.add_argument("--near", nargs="+", metavar="SEED:D", help="local slopes of the flow from near the solution")
+    source.add_argument(
+        "--near", type=program, nargs="+", metavar="SEED:D", help="local slopes of the flow from near the solution"
+    )
     source.add_argument("--near-seeds", type=seed_range, help="a range: its rank-2 programs from near the solution")
     parser.add_argument("--reading", choices=tuple(READINGS), help="window (fourth prediction), asymptote (fifth)")
     parser.add_argument("--ds", type=int, nargs="+", default=[4, 8])
@@ -366,10 +369,9 @@ def report(frame: pd.DataFrame, args: argparse.Namespace, line, verdict, falsifi
     return 0
 
 
-def _near(programs: list[str], config: X3Config) -> int:
-    """Print each ``SEED:D`` program's prediction and the local slopes of :func:`near_solution`'s path."""
-    for text in programs:
-        seed, d = (int(part) for part in text.split(":"))
+def _near(programs: list[tuple[int, int]], config: X3Config) -> int:
+    """Print each ``(seed, d)`` program's prediction and the local slopes of :func:`near_solution`'s path."""
+    for seed, d in programs:
         slopes = predicted_slope(seed, d, config)
         stretches = " ".join(f"{a:.0f}:{b:.3f}({c:.0e})" for a, b, c in local_slopes(near_solution(seed, d, config)))
         print(f"seed {seed} d {d}: predicted {slopes['predicted']:.3f} (kappa {slopes['kappa']:.3f}, r_min "

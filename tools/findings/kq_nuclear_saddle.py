@@ -44,6 +44,7 @@ from kq_nuclear_rank import (
     kq_path,
     off_range_rate,
     paths_beside,
+    program,
     seed_range,
     stacked_paths,
 )
@@ -266,7 +267,9 @@ def main(argv: list[str] | None = None) -> int:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--seeds", type=seed_range, help="an inclusive range, e.g. 800-999: its rank-2 programs")
     source.add_argument("--from-paths", type=Path, nargs="+", help="read the paths of earlier --seeds runs instead")
-    source.add_argument("--parked", nargs="+", metavar="SEED:D", help="read near-solution runs at a rank-1 point")
+    source.add_argument(
+        "--parked", type=program, nargs="+", metavar="SEED:D", help="read near-solution runs at a rank-1 point"
+    )
     parser.add_argument("--ds", type=int, nargs="+", default=[4, 8])
     parser.add_argument("--out", type=Path, help="CSV of every program (with --seeds, its paths in -paths.csv)")
     parser.add_argument("--judge", action="store_true", help="print the prediction's verdict and its falsifiers'")
@@ -274,8 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     config = X3Config(ds=tuple(args.ds))
     if args.parked:
-        for text in args.parked:
-            seed, d = (int(part) for part in text.split(":"))
+        for seed, d in args.parked:
             print(f"seed {seed} d {d}: " + ", ".join(f"{k} {v:.4g}" for k, v in parked(seed, d, config).items()))
         return 0
     if not args.out:
