@@ -1,8 +1,9 @@
 """Rank-1 saddles of x3's K,Q flow: how fast the flow leaves a rank-1 KKT point, predicted from its duals (ours).
 
-x3's K,Q flow converges in direction to a KKT point of the factored program ``min (||K||^2 + ||Q||^2) / 2`` subject
-to every attention margin ``<A_it, K Q^T> >= 1`` (spec kq-nuclear-norm §3, §5; the paper proves the nuclear-norm
-limit for aligned inits only, and x3 is the open non-aligned case). A rank-1 ``W1 = a b^T`` with ``a = G b`` and
+In the K,Q paper's proof (approximate KKT points, its Theorem A.2), a direction limit of the K,Q flow is a KKT point
+of the factored program ``min (||K||^2 + ||Q||^2) / 2`` subject to every attention margin ``<A_it, K Q^T> >= 1``
+(spec kq-nuclear-norm §3, §5); with aligned inits that point is the nuclear-norm SVM, and x3 is the open non-aligned
+case. A rank-1 ``W1 = a b^T`` with ``a = G b`` and
 ``b = G^T a`` for ``G = sum_it lambda_it A_it``, ``lambda >= 0`` on the active constraints, is such a point
 (:func:`rank1_point`). It is not the nuclear-norm SVM when the block of ``G`` off ``W1``'s range has an operator norm
 above 1, ``u^T G v`` being 1 on it.
