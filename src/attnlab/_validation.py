@@ -180,11 +180,17 @@ def check_grid(
             raise ValidationError(
                 f"{name} entry == {value}, must be even (the symmetric initialization pairs the neurons); use {value + 1}"
             )
+    check_distinct(name, values)
+    if len(values) < points:
+        raise ValidationError(f"{name} == {tuple(values)}, must hold at least {points} values ({why}){suggest}")
+
+
+def check_distinct(name: str, values: Sequence[object]) -> None:
+    """Refuse a grid ``values`` of a config that repeats an entry: a repeated point would be run twice and weigh twice
+    in every fit and share over the grid. The message names ``name`` and the repeated entries."""
     repeated = sorted({v for v in values if list(values).count(v) > 1})
     if repeated:
         raise ValidationError(f"{name} == {tuple(values)} repeats {repeated}; pass distinct values")
-    if len(values) < points:
-        raise ValidationError(f"{name} == {tuple(values)}, must hold at least {points} values ({why}){suggest}")
 
 
 def check_in(name: str, value: object, allowed: Sequence[object]) -> object:

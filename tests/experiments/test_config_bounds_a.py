@@ -72,7 +72,7 @@ def test_a_width_the_data_generator_refuses_is_refused_by_the_config(name):
         ("kq-nuclear.x2", ["steps=80"], ("steps == 80",)),
         ("kq-nuclear.x5", ["steps=1"], ("steps == 1", "> 2 x record_every == 80")),
         ("mirror-descent.regpath", ["ps=1.75"], ("ps == (1.75,)", ">= 2 distinct", "closest")),
-        ("mirror-descent.regpath", ["ps=2.0,2.0"], ("ps == (2.0, 2.0)", ">= 2 distinct")),
+        ("mirror-descent.regpath", ["ps=2.0,2.0"], ("ps == (2.0, 2.0)", "repeats [2.0]")),
     ],
 )
 def test_a_run_too_short_for_its_fits_is_refused_naming_the_field_and_the_fix(name, overrides, words):

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from attnlab._validation import ValidationError, check_in, check_scalar
+from attnlab._validation import ValidationError, check_distinct, check_in, check_scalar
 from attnlab.data import example1
 from attnlab.experiments.fig2_remark import assumption1_note
 from attnlab.experiments.implicit_bias.common import (
@@ -148,6 +148,7 @@ class Fig2Config(Example1Config):
             caps = getattr(self, name)
             if not caps or any(not isinstance(c, int | float) or not c > 0 for c in caps):
                 raise ValidationError(f"{name} must be a non-empty tuple of caps > 0 (inf: uncapped), got {caps!r}")
+            check_distinct(name, caps)
         check_windows("steps", self.steps, "record_every", self.record_every, _short_windows)
 
 

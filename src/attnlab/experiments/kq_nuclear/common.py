@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from attnlab._validation import ValidationError, check_scalar
+from attnlab._validation import ValidationError, check_distinct, check_scalar
 from attnlab.models import Combined, Diagonal, DiagonalW, Factored
 from attnlab.models.functional import LogScaled
 from attnlab.training.flow import constraint_vectors
@@ -245,6 +245,7 @@ def check_omegas(omegas: tuple[float, ...]) -> None:
         raise ValidationError(
             f"omegas must be a non-empty tuple of positive, finite scales, got {omegas}; e.g. (0.1, 1.0)"
         )
+    check_distinct("omegas", omegas)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from attnlab._validation import ValidationError
+from attnlab._validation import ValidationError, check_distinct
 from attnlab.data import scores_equal
 from attnlab.experiments.kq_nuclear.common import (
     SOURCE,
@@ -87,6 +87,7 @@ class X3Config(KQConfig):
         super().__post_init__()
         if not self.ds or any(not isinstance(d, int) or d < 2 for d in self.ds):
             raise ValidationError(f"ds must be a non-empty tuple of ints >= 2, got {self.ds}; e.g. (4, 8)")
+        check_distinct("ds", self.ds)
 
 
 KQ_AS_W, W_AS_KQ = kq_as_w("x3"), w_as_kq("x3")

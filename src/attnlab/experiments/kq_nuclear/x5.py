@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from attnlab._validation import ValidationError
+from attnlab._validation import ValidationError, check_distinct
 from attnlab.data import scores_equal, stack
 from attnlab.data.assumptions import small_initial_loss
 from attnlab.experiments.kq_nuclear.common import (
@@ -90,6 +90,7 @@ class X5Config(ScoresConfig):
         super().__post_init__()
         if not self.gaps or not all(0 < g < math.inf for g in self.gaps):
             raise ValidationError(f"gaps must be a non-empty tuple of positive score gaps, got {self.gaps}")
+        check_distinct("gaps", self.gaps)
         check_limit_records(self)
 
 

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from attnlab._validation import ValidationError
+from attnlab._validation import ValidationError, check_distinct
 from attnlab.data import stack, unit_gaussian
 from attnlab.experiments.mirror_descent.common import SOURCE, check_config
 from attnlab.experiments.mirror_descent.falsifiers import (
@@ -94,6 +94,7 @@ class BoundsConfig:
             raise ValidationError(f"distances must be >= 2 increasing sizes, got {self.distances}")
         if not self.scales or any(s <= 0 or s > 100 for s in self.scales):
             raise ValidationError(f"scales must be norms in (0, 100] (exp of a logit stays finite), got {self.scales}")
+        check_distinct("scales", self.scales)
         if sum(s >= max(self.scales) / 10 for s in self.scales) < 2:
             raise ValidationError(f"scales need two norms in their top decade (Lemma 18's slope), got {self.scales}")
 

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from attnlab._validation import ValidationError, check_in, check_scalar
+from attnlab._validation import ValidationError, check_distinct, check_in, check_scalar
 from attnlab.data import StackedData
 from attnlab.losses import LOSSES, mean_loss
 from attnlab.metrics import entrywise_norm, selected_logistic_probability
@@ -58,6 +58,7 @@ def check_config(config, ints: tuple[str, ...], positives: tuple[str, ...]) -> N
         check_in("loss", config.loss, LOSSES)
     if not config.ps or any(p <= 1 for p in config.ps):
         raise ValidationError(f"ps must be a non-empty tuple of exponents p > 1, got {config.ps}")
+    check_distinct("ps", config.ps)
     if hasattr(config, "epochs") and (len(config.epochs) != len(config.ps) or any(e < 1 for e in config.epochs)):
         raise ValidationError(
             f"epochs must give one positive step count per p: {len(config.ps)} values for ps={config.ps}, "

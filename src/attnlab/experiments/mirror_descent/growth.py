@@ -33,7 +33,7 @@ import pandas as pd
 import torch
 
 from attnlab._numerics import mirror_map
-from attnlab._validation import ValidationError, check_scalar
+from attnlab._validation import ValidationError, check_distinct, check_scalar
 from attnlab.data import stack, unit_gaussian
 from attnlab.experiments.mirror_descent.common import SOURCE, check_config, md_path, selected, tidy
 from attnlab.experiments.mirror_descent.falsifiers import LOGITS_TRANSPOSED, WEIGHT_DECAY
@@ -97,6 +97,7 @@ class GrowthConfig:
         check_scalar("sigma", self.sigma, low=0.0)
         if not self.lrs or any(not isinstance(lr, int | float) or not 0 < lr < math.inf for lr in self.lrs):
             raise ValidationError(f"lrs must be a non-empty tuple of positive step sizes, got {self.lrs}")
+        check_distinct("lrs", self.lrs)
         if self.steps < 100:
             raise ValidationError(
                 f"steps == {self.steps}, must be >= 100: the growth rows read two decades [steps/100, steps]"

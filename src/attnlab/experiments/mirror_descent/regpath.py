@@ -82,7 +82,7 @@ class RegPathConfig:
 
     def __post_init__(self) -> None:
         check_config(self, ("n", "T", "d", "datasets", "first_seed", "md_steps"), ("md_step_scale",))
-        if len(set(self.ps)) < 2:
+        if len(self.ps) < 2:  # distinct: check_config
             raise ValidationError(
                 f"ps == {self.ps!r} must hold >= 2 distinct exponents, e.g. ps=(1.75, 2.0): closest's revised reading "
                 "compares each p's path with the grid's other SVMs, none with one exponent (ours)"

@@ -14,7 +14,14 @@ from typing import Any
 import pandas as pd
 import torch
 
-from attnlab._validation import ValidationError, check_count, check_grid, check_scalar, check_seed_range
+from attnlab._validation import (
+    ValidationError,
+    check_count,
+    check_distinct,
+    check_grid,
+    check_scalar,
+    check_seed_range,
+)
 from attnlab.experiments.ntk._shared import log_factor_allowance
 from attnlab.experiments.ntk.induction import autograd_gap, induction_checks, record_terms, summarize
 from attnlab.experiments.ntk.lazy_claims import (
@@ -144,7 +151,8 @@ class LazyConfig:
         check_scalar("c", self.c, low=0.0, high=1.0, low_inclusive=False)
         for radius in self.radii:
             check_scalar("radii entry", radius, low=0.0, low_inclusive=False)
-        if len(set(self.radii)) < 2:
+        check_distinct("radii", self.radii)
+        if len(self.radii) < 2:
             raise ValidationError(
                 f"radii == {self.radii}, must hold at least two radii, distinct (Lemma 5.1's slope in R); "
                 "pass e.g. radii=(1e-3, 1e-2, 1e-1)"

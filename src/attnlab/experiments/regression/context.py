@@ -20,7 +20,7 @@ import pandas as pd
 import scipy.stats
 import torch
 
-from attnlab._validation import ValidationError, check_scalar
+from attnlab._validation import ValidationError, check_distinct, check_scalar
 from attnlab.experiments.registry import register
 from attnlab.experiments.regression.common import (
     CONTEXT_BEFORE_MOVE,
@@ -73,6 +73,7 @@ class ContextConfig(InstanceConfig):
         check_scalar("draws", self.draws, kind=int, low=2)
         if len(self.ns) < 3 or min(self.ns) < 2:
             raise ValidationError(f"ns needs >= 3 context sizes, each >= 2, to fit a rate; got {self.ns}")
+        check_distinct("ns", self.ns)
 
 
 _D = f"{SOURCE} §8"

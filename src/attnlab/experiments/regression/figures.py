@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
-from attnlab._validation import ValidationError, check_count, check_in, check_scalar
+from attnlab._validation import ValidationError, check_count, check_distinct, check_in, check_scalar
 from attnlab.experiments.registry import register
 from attnlab.experiments.regression.common import MAX_SEEDS, SEEDS_WHY, SOURCE
 from attnlab.optim.preconditioned import PreconditionedGD
@@ -235,6 +235,7 @@ class FigureTwoConfig(_FigureConfig):
     def __post_init__(self) -> None:
         for lr in self.lr_grid:  # before the base's checks, which read the smallest rate
             check_scalar("lr_grid", lr, low=0.0, low_inclusive=False)
+        check_distinct("lr_grid", self.lr_grid)
         super().__post_init__()
         check_count("grid_seeds", self.grid_seeds, 1, MAX_SEEDS, SEEDS_WHY)
 
