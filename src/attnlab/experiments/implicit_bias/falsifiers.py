@@ -182,6 +182,40 @@ def joint_w_not_adaptive(module: str) -> Falsifier:
     )
 
 
+class _ShrunkAfterStep(torch.optim.Optimizer):
+    """``inner``'s step, then ``W <- (1 - rate) W``: a plain torch optimizer, which the loop steps with a closure."""
+
+    def __init__(self, inner: torch.optim.Optimizer, W: torch.Tensor, rate: float) -> None:
+        self.inner, self.W, self.rate = inner, W, rate
+        super().__init__([p for group in inner.param_groups for p in group["params"]], {})
+
+    def step(self, closure=None):
+        loss = self.inner.step(closure)
+        with torch.no_grad():
+            self.W.mul_(1.0 - self.rate)
+        return loss
+
+
+def joint_w_shrunk(module: str, rate: float = 1e-4) -> Falsifier:
+    """The module's ``JointAdaptive`` (rule A6) with ``W <- (1 - rate) W`` after each step (weight decay on the
+    attention block): ``||W_t||`` then stops growing like ``log t`` once the decay balances the ``eta (t+1)^-alpha``
+    steps, the mechanism Lemma 12's rate rules out (spec §8.10)."""
+
+    def shrunk(optimizer_type):
+        def make(groups, *args, **kw):
+            return _ShrunkAfterStep(optimizer_type(groups, *args, **kw), groups[1]["params"][0], rate)
+
+        return make
+
+    return Falsifier(
+        "joint-w-shrunk",
+        f"the joint rule A6 with W <- (1 - {rate:g}) W after each step (weight decay on the attention block)",
+        f"{module}:JointAdaptive",
+        shrunk,
+        kind="mechanism",
+    )
+
+
 def _gd_normalized(sgd):
     return lambda params, lr: NormalizedGD(params, lr=lr)
 

@@ -20,6 +20,7 @@ from attnlab.experiments.implicit_bias.falsifiers import (
     dm_equal_norms,
     joint_head_preconditioned,
     joint_w_not_adaptive,
+    joint_w_shrunk,
     u_svm_other_token,
     w_ascent,
     w_frozen,
@@ -59,17 +60,13 @@ def _block_normalized(optimizer):
     return lambda groups, lr, normalizer="loss", **kw: optimizer(groups, lr=lr, normalizer="block_grad_norm", **kw)
 
 
-def _no_decay(optimizer):  # A6 with alpha = 0
-    return lambda groups, lr, alpha=0.0, **kw: optimizer(groups, lr=lr, alpha=0.0, **kw)
-
-
-def _decay_scaled(optimizer):  # A6 with alpha x 1.15
-    return lambda groups, lr, alpha=0.0, **kw: optimizer(groups, lr=lr, alpha=1.15 * alpha, **kw)
+def _decay_scaled(factor: float):  # A6 with alpha x factor (0: no decay)
+    return lambda optimizer: lambda groups, lr, alpha=0.0, **kw: optimizer(groups, lr=lr, alpha=factor * alpha, **kw)
 
 
 _RATES = "attnlab.experiments.implicit_bias.rates"  # where the DM data and both SVMs are built
 U_SVM_OTHER, EQUAL_NORMS = u_svm_other_token(_RATES), dm_equal_norms(_RATES)
-W_FROZEN, W_ASCENT = w_frozen(__name__), w_ascent(__name__)
+W_FROZEN, W_ASCENT, W_SHRUNK = w_frozen(__name__), w_ascent(__name__), joint_w_shrunk(__name__)
 HEAD_PRECONDITIONED, W_NOT_ADAPTIVE = joint_head_preconditioned(__name__), joint_w_not_adaptive(__name__)
 TOKENS_SWAPPED = Falsifier(
     "dm-norms-swapped",
@@ -81,11 +78,11 @@ TOKENS_SWAPPED = Falsifier(
 )  # fmt: skip
 NO_DECAY = Falsifier(
     "joint-no-decay", "the joint rule A6 without its (t+1)^-alpha decay (alpha = 0)", f"{__name__}:JointAdaptive",
-    _no_decay, kind="mechanism",
+    _decay_scaled(0.0), kind="mechanism",
 )  # fmt: skip
 DECAY_OFF = Falsifier(
     "joint-alpha-x1.15", "the joint rule A6 with its decay exponent alpha x 1.15 ((t+1)^(-1.15 alpha))",
-    f"{__name__}:JointAdaptive", _decay_scaled, kind="mechanism",
+    f"{__name__}:JointAdaptive", _decay_scaled(1.15), kind="mechanism",
 )  # fmt: skip
 BLOCK_NORMALIZED = Falsifier(
     "joint-block-normalized",
@@ -94,7 +91,7 @@ BLOCK_NORMALIZED = Falsifier(
 )  # fmt: skip
 FALSIFIERS = (
     U_SVM_OTHER, TOKENS_SWAPPED, NO_DECAY, DECAY_OFF, BLOCK_NORMALIZED, W_FROZEN, EQUAL_NORMS, W_ASCENT,
-    HEAD_PRECONDITIONED, W_NOT_ADAPTIVE,
+    HEAD_PRECONDITIONED, W_NOT_ADAPTIVE, W_SHRUNK,
 )  # and rates_fixed's  # fmt: skip
 
 
@@ -174,7 +171,7 @@ LOSS_CONSTANT = _claim(
 )  # fmt: skip
 W_LOG_NORM = _claim(
     "joint W (Lemma 12): ||W_t|| = Theta(log t), not a power (geometric steps)", "001:Lem12", "§8.10",
-    (BLOCK_NORMALIZED, W_NOT_ADAPTIVE),
+    (BLOCK_NORMALIZED, W_NOT_ADAPTIVE, W_SHRUNK),
     id="w-log-norm",
     reading=Reading(
         "relative RMS residuals of the fits ||W_t|| ~ a + b log t and ||W_t|| ~ c t^a", "the recorded steps nearest "
