@@ -141,7 +141,7 @@ def test_a_program_without_a_rank_1_kkt_point_is_kept_unreadable(tool, monkeypat
 
 
 def test_parked_programs_are_parsed_and_printed_and_a_bad_one_is_refused(tool, monkeypatch, capsys):
-    monkeypatch.setattr(tool, "parked", lambda seed, d, config: {"predicted": 0.0069, "seed_times_d": seed * d})
+    monkeypatch.setattr(tool, "parked", lambda seed, d, config, follow: {"predicted": 0.0069, "seed_times_d": seed * d})
     assert tool.main(["--parked", "591:4", "7:8"]) == 0
     assert capsys.readouterr().out.splitlines() == [
         "seed 591 d 4: predicted 0.0069, seed_times_d 2364",
@@ -151,3 +151,18 @@ def test_parked_programs_are_parsed_and_printed_and_a_bad_one_is_refused(tool, m
         with pytest.raises(SystemExit):
             tool.main(["--parked", bad])
         assert "is not SEED:D" in capsys.readouterr().err
+
+
+def test_escape_levels_read_where_the_ratio_reaches_each_fraction_against_the_exponents_line(tool):
+    ln_mu = np.linspace(100.0, 600.0, 501)  # one record per unit of ln mu
+    ratio = np.minimum(1e-3 * np.exp(0.01 * (ln_mu - 100.0)), 0.8 * 8e-3)  # growth at e = 0.01, stalling at 0.8 r*
+    levels = tool.escape_levels(ln_mu, ratio, 8e-3, 0.01)
+    assert levels["predicted_0.5"] == pytest.approx(100.0 + np.log(4.0) / 0.01)  # 238.63
+    assert levels["reached_0.5"] == 239.0  # the first record at or past it
+    assert levels["reached_0.25"] == 170.0 and np.isnan(levels["reached_0.9"])
+
+
+def test_a_negative_follow_is_refused(tool, capsys):
+    with pytest.raises(SystemExit):
+        tool.main(["--parked", "591:4", "--follow-steps", "-1"])
+    assert "--follow-steps -1" in capsys.readouterr().err

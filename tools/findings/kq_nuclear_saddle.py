@@ -26,7 +26,9 @@ fail (``FALSIFIERS``)::
     python tools/findings/kq_nuclear_saddle.py --parked 591:4
 
 ``--parked`` follows the fifth rate prediction's near-solution start and reads the run that ends farthest from the
-solution against the rank-1 KKT point it sits at (about 2 min).
+solution against the rank-1 KKT point it sits at (about 2 min); ``--follow-steps N`` then continues that run for
+``N`` steps and prints where its ratio reaches a quarter, half and 90% of the solution's, against the exponent's
+prediction (seed 591 at d = 4: ``--follow-steps 1200000``, 4 min more).
 """
 
 from __future__ import annotations
@@ -233,34 +235,58 @@ def escape_figure(frame: pd.DataFrame):
 
 
 PARKED_FROM = 20.0  # --parked reads the run's slope over its records past this ln mu
+ESCAPE_LEVELS = (0.25, 0.5, 0.9)  # --follow-steps: where the ratio reaches these fractions of the solution's
 
 
-def parked(seed: int, d: int, config: X3Config) -> dict[str, float]:
+def parked(seed: int, d: int, config: X3Config, follow: int = 0) -> dict[str, float]:
     """The fifth rate prediction's near-solution runs (``kq_nuclear_rate.near_runs`` at ``NEAR_STEP`` for
     ``NEAR_STEPS``) at ``seed`` and ``d``, read at the run that ends farthest from the solution: its gap, its
     distance to the rank-1 KKT point found from its last ``W/mu``, the point's escape exponent, the run's slope of
     ``ln(sigma_2 / sigma_1)`` past ``ln mu = PARKED_FROM``, and the ``ln mu`` at which that growth would reach the
-    solution's ratio."""
+    solution's ratio. With ``follow`` steps, that run is continued from its last state (:func:`escape_levels`)."""
     data = scores_equal(config.n, config.T, d, config.gap, seed=seed)
     solution = attention_svm(data, norm="nuc")
     mu, gap, W_hat = near_runs(seed, d, config, steps=NEAR_STEPS, eta=NEAR_STEP)
     run = int(np.argmax(gap[-1]))
     point = rank1_point(data, W_hat[-1, run])
     rates = escape_rates(data, point, solution)
-    sv = torch.linalg.svdvals(W_hat[:, run]).numpy()
-    ln_mu, ratio = np.log(mu[:, run]), sv[:, 1] / sv[:, 0]
+    ln_mu, ratio = np.log(mu[:, run]), _sv_ratio(W_hat[:, run])
     late = ln_mu >= PARKED_FROM
-    slope = float(np.polyfit(ln_mu[late], np.log(ratio[late]), 1)[0])
-    return {
+    out = {
         "run": run,
         "gap_end": float(gap[-1, run]),
         "ln_mu_end": float(ln_mu[-1]),
         "distance": float((W_hat[-1, run] - point.W).norm() / point.W.norm()),
         "point_gap": rates["gap"],
         "predicted": rates["predicted"],
-        "slope": slope,
+        "slope": float(np.polyfit(ln_mu[late], np.log(ratio[late]), 1)[0]),
         "ln_mu_escape": float(ln_mu[-1] + math.log(rates["sv_ratio"] / ratio[-1]) / rates["predicted"]),
     }
+    if follow:
+        inits = balanced_inits(float(mu[-1, run]) * W_hat[-1:, run])  # the run's last state, one run
+        flow = {"step": NEAR_STEP, "steps": follow, "method": "ngd-relative", "record_every": max(1, follow // 600)}
+        mu_next, gap_next, W_next = kq_path(seed, d, config, inits, **flow)
+        out["gap_followed"] = float(gap_next[-1, 0])
+        out |= escape_levels(np.log(mu_next[:, 0]), _sv_ratio(W_next[:, 0]), rates["sv_ratio"], rates["predicted"])
+    return out
+
+
+def _sv_ratio(W: torch.Tensor) -> np.ndarray:
+    """``sigma_2 / sigma_1`` of each ``W`` (S, d, d), shape (S,)."""
+    sv = torch.linalg.svdvals(W).numpy()
+    return sv[:, 1] / sv[:, 0]
+
+
+def escape_levels(ln_mu: np.ndarray, ratio: np.ndarray, sv_ratio: float, escape: float) -> dict[str, float]:
+    """Where a run's ``ratio`` (records in order, from its ``ln_mu[0]``) first reaches each fraction ``f`` of
+    ``ESCAPE_LEVELS`` of the solution's ``sv_ratio`` (``reached_f``, NaN if never), and where growth at ``escape``
+    from its first record would put it (``predicted_f``)."""
+    out = {}
+    for f in ESCAPE_LEVELS:
+        hit = np.flatnonzero(ratio >= f * sv_ratio)
+        out[f"reached_{f:g}"] = float(ln_mu[hit[0]]) if hit.size else math.nan
+        out[f"predicted_{f:g}"] = float(ln_mu[0] + math.log(f * sv_ratio / ratio[0]) / escape)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -271,15 +297,19 @@ def main(argv: list[str] | None = None) -> int:
     source.add_argument(
         "--parked", type=program, nargs="+", metavar="SEED:D", help="read near-solution runs at a rank-1 point"
     )
+    parser.add_argument("--follow-steps", type=int, default=0, help="with --parked: continue the run this many steps")
     parser.add_argument("--ds", type=int, nargs="+", default=[4, 8])
     parser.add_argument("--out", type=Path, help="CSV of every program (with --seeds, its paths in -paths.csv)")
     parser.add_argument("--judge", action="store_true", help="print the prediction's verdict and its falsifiers'")
     parser.add_argument("--figure", type=Path, help="PNG: measured slopes against the escape exponents")
     args = parser.parse_args(argv)
     config = X3Config(ds=tuple(args.ds))
+    if args.follow_steps < 0:
+        parser.error(f"--follow-steps {args.follow_steps}: pass a number of steps >= 0 (0: do not continue the run)")
     if args.parked:
         for seed, d in args.parked:
-            print(f"seed {seed} d {d}: " + ", ".join(f"{k} {v:.4g}" for k, v in parked(seed, d, config).items()))
+            read = parked(seed, d, config, args.follow_steps)
+            print(f"seed {seed} d {d}: " + ", ".join(f"{k} {v:.4g}" for k, v in read.items()))
         return 0
     if not args.out:
         parser.error("--seeds and --from-paths write every program: pass --out FILE.csv")
