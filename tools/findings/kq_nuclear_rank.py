@@ -79,6 +79,30 @@ def _rank(sv: torch.Tensor) -> int:
     return int((sv > RANK_TOL * sv[0]).sum())
 
 
+def range_of(W: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The left and right singular vectors ``U``, ``V`` (d, r each) of ``W``'s range, ``r`` its rank (:func:`_rank`)."""
+    U, sv, Vh = torch.linalg.svd(W)
+    rank = _rank(sv)
+    return U[:, :rank], Vh[:rank].mT
+
+
+def off_range(U: torch.Tensor, V: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``P_L = I - U U^T`` and ``P_R = I - V V^T`` (d, d): the projections off the range :func:`range_of` gives."""
+    eye = torch.eye(U.shape[0], dtype=U.dtype)
+    return eye - U @ U.mT, eye - V @ V.mT
+
+
+def sv_ratio(W: torch.Tensor) -> np.ndarray:
+    """``sigma_2 / sigma_1`` of each ``W`` (..., d, d), shape (...)."""
+    sv = torch.linalg.svdvals(W).numpy()
+    return sv[..., 1] / sv[..., 0]
+
+
+def ln_margin(mu: np.ndarray) -> np.ndarray:
+    """``ln mu`` where the margin ``mu`` is positive, NaN where a run does not separate yet."""
+    return np.log(np.where(mu > 0, mu, np.nan))
+
+
 def constraint_normals(data) -> tuple[torch.Tensor, torch.Tensor]:
     """The attention SVM's constraints ``(i, t)`` with ``t != select_i`` (``pairs``, shape (m, 2)) and their
     matrices ``A_it = (x_{i,select_i} - x_it) z_i^T`` (m, d, d): the library's own, as its programs build them."""
@@ -102,23 +126,19 @@ def off_range_rate(data, W: torch.Tensor, duals: torch.Tensor) -> float:
     like ``mu^(-kappa)`` against the solution's, and ``1 - corr``, second order in it, like ``mu^(-2 kappa)`` (ours;
     the l1 analogue is ``attnlab.experiments.kq_nuclear.common.zero_entry_rate``). 1.0 when ``W`` has full rank.
     """
-    d = W.shape[0]
-    G = certificate(data, duals)
-    U, sv, Vh = torch.linalg.svd(W)
-    rank = _rank(sv)
-    if rank == d:
+    U, V = range_of(W)
+    if U.shape[1] == W.shape[0]:
         return 1.0
-    eye = torch.eye(d, dtype=W.dtype)
-    off = (eye - U[:, :rank] @ U[:, :rank].T) @ G @ (eye - Vh[:rank].T @ Vh[:rank])
-    return 1.0 - float(torch.linalg.matrix_norm(off, ord=2))
+    off_left, off_right = off_range(U, V)
+    return 1.0 - float(torch.linalg.matrix_norm(off_left @ certificate(data, duals) @ off_right, ord=2))
 
 
 def nuclear_solution(seed: int, d: int, config: X3Config) -> tuple[int, float, float]:
     """``(rank, sv_ratio, kappa)`` of the nuclear-norm SVM of x3's data set at ``seed`` and width ``d``."""
     data = scores_equal(config.n, config.T, d, config.gap, seed=seed)
     solution = attention_svm(data, norm="nuc")
-    sv = torch.linalg.svdvals(solution.W)
-    return _rank(sv), float(sv[1] / sv[0]), off_range_rate(data, solution.W, solution.duals)
+    rank = _rank(torch.linalg.svdvals(solution.W))
+    return rank, float(sv_ratio(solution.W)), off_range_rate(data, solution.W, solution.duals)
 
 
 def kq_path(
@@ -146,11 +166,10 @@ def kq_gap(seed: int, d: int, config: X3Config) -> dict[str, float]:
     slopes = [
         np.polyfit(np.log(mu[late, r]), np.log(np.maximum(gap[late, r], 1e-16)), 1)[0] for r in range(gap.shape[1])
     ]
-    sv = torch.linalg.svdvals(W_hat[-1])
     return {
         "gap": float(gap[-1].max()),
         "slope": float(max(slopes)),
-        "run_sv_ratio": float((sv[:, 1] / sv[:, 0]).mean()),
+        "run_sv_ratio": float(sv_ratio(W_hat[-1]).mean()),
         "mu": float(mu[-1].min()),
     }
 
@@ -186,7 +205,7 @@ def followed(
 def worst_path(mu: np.ndarray, gap: np.ndarray) -> pd.DataFrame:
     """One row per record of runs' ``mu`` and gaps (S, R): ``ln_mu``, the smallest over the runs (every run past
     it), and the worst ``gap``."""
-    return pd.DataFrame({"ln_mu": np.log(np.where(mu > 0, mu, np.nan)).min(axis=1), "gap": gap.max(axis=1)})
+    return pd.DataFrame({"ln_mu": ln_margin(mu).min(axis=1), "gap": gap.max(axis=1)})
 
 
 def chosen(survey: pd.DataFrame, select: str = "rank") -> pd.DataFrame:

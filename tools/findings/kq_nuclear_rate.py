@@ -58,9 +58,11 @@ from kq_nuclear_rank import (
     follow_all,
     kq_path,
     nuclear_solution,
+    off_range,
     off_range_rate,
     paths_beside,
     program,
+    range_of,
     seed_range,
     stacked_paths,
     worst_path,
@@ -119,13 +121,10 @@ def linearised_rates(data, W: torch.Tensor, duals: torch.Tensor, keep_margins: b
     restricted orthogonally, as if the loss weights did not re-balance): a mechanism falsifier of the prediction.
     """
     d = W.shape[0]
-    U, sv, Vh = torch.linalg.svd(W)
-    rank = int((sv > 1e-6 * sv[0]).sum())
-    U, V = U[:, :rank], Vh[:rank].mT
+    U, V = range_of(W)
     G = certificate(data, duals)
     G = G / torch.diagonal(U.mT @ G @ V).mean()  # U^T G V = I: V(W, G/2) = W, the fixed point
-    eye = torch.eye(d, dtype=W.dtype)
-    off_left, off_right = eye - U @ U.mT, eye - V @ V.mT
+    off_left, off_right = off_range(U, V)
     units = torch.eye(d * d, dtype=W.dtype).reshape(d * d, d, d)
     smooth = torch.stack([(E - off_left @ E @ off_right).reshape(-1) for E in units], 1)
     basis, singular, _ = torch.linalg.svd(smooth)

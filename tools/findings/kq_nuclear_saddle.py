@@ -45,11 +45,15 @@ from kq_nuclear_rank import (
     FOLLOW_STEP,
     constraint_normals,
     kq_path,
+    ln_margin,
+    off_range,
     off_range_rate,
     paths_beside,
     program,
+    range_of,
     seed_range,
     stacked_paths,
+    sv_ratio,
 )
 from kq_nuclear_rate import NEAR_STEP, NEAR_STEPS, balanced_inits, near_runs, rank2_programs, report
 from scipy.optimize import minimize, nnls
@@ -57,6 +61,7 @@ from tqdm import tqdm
 
 from attnlab.data import scores_equal
 from attnlab.experiments.kq_nuclear.x3 import X3Config
+from attnlab.metrics import cosine
 from attnlab.plotting import house_figure, label_axes, new_figure, theory_line
 from attnlab.svm import attention_svm
 
@@ -128,15 +133,13 @@ def escape_rates(data, point: Rank1Point, solution) -> dict[str, float]:
     is 1, and no direction grows against it); ``nuclear`` takes the off-range rate at the nuclear-norm SVM
     (``-kappa``, at most 0: the complement would decay)."""
     escape = -off_range_rate(data, point.W, point.duals)
-    sv = torch.linalg.svdvals(solution.W)
-    W1, Ws = point.W, solution.W
     return {
         "predicted": escape,
         "unnormalised": 1.0 + escape,
         "stationary": 0.0,
-        "nuclear": -off_range_rate(data, Ws, solution.duals),
-        "gap": float(1 - (W1 * Ws).sum() / (W1.norm() * Ws.norm())),
-        "sv_ratio": float(sv[1] / sv[0]),
+        "nuclear": -off_range_rate(data, solution.W, solution.duals),
+        "gap": float(1 - cosine(point.W, solution.W)),
+        "sv_ratio": float(sv_ratio(solution.W)),
     }
 
 
@@ -151,17 +154,13 @@ def saddle_path(seed: int, d: int, config: X3Config, steps: int = SADDLE_STEPS) 
         W1 = rank1_point(data, attention_svm(data, norm="nuc").W).W
     except ValueError:
         return pd.DataFrame({"ln_mu": [math.nan], "ratio": [math.nan], "run": [0]})
-    U, _, Vh = torch.linalg.svd(W1)
-    eye = torch.eye(d, dtype=W1.dtype)
-    off_left, off_right = eye - torch.outer(U[:, 0], U[:, 0]), eye - torch.outer(Vh[0], Vh[0])
+    off_left, off_right = off_range(*range_of(W1))
     D = off_left @ torch.randn((3, d, d), generator=torch.Generator().manual_seed(seed), dtype=W1.dtype) @ off_right
     start = W1 + SPREAD * W1.norm() * D / D.norm(dim=(-2, -1), keepdim=True)
     flow = {"step": FOLLOW_STEP, "steps": steps, "method": "ngd-relative", "record_every": RECORD_EVERY}
     mu, _, W_hat = kq_path(seed, d, config, balanced_inits(math.exp(LN_MU0) * start), **flow)
-    sv = torch.linalg.svdvals(W_hat).numpy()  # (S, R, d)
     runs = np.broadcast_to(np.arange(mu.shape[1]), mu.shape)
-    ln_mu = np.log(np.where(mu > 0, mu, np.nan))
-    return pd.DataFrame({"ln_mu": ln_mu.ravel(), "ratio": (sv[..., 1] / sv[..., 0]).ravel(), "run": runs.ravel()})
+    return pd.DataFrame({"ln_mu": ln_margin(mu).ravel(), "ratio": sv_ratio(W_hat).ravel(), "run": runs.ravel()})
 
 
 def escape_reading(path: pd.DataFrame) -> tuple[float, int]:
@@ -250,7 +249,7 @@ def parked(seed: int, d: int, config: X3Config, follow: int = 0) -> dict[str, fl
     run = int(np.argmax(gap[-1]))
     point = rank1_point(data, W_hat[-1, run])
     rates = escape_rates(data, point, solution)
-    ln_mu, ratio = np.log(mu[:, run]), _sv_ratio(W_hat[:, run])
+    ln_mu, ratio = ln_margin(mu[:, run]), sv_ratio(W_hat[:, run])
     late = ln_mu >= PARKED_FROM
     out = {
         "run": run,
@@ -267,14 +266,8 @@ def parked(seed: int, d: int, config: X3Config, follow: int = 0) -> dict[str, fl
         flow = {"step": NEAR_STEP, "steps": follow, "method": "ngd-relative", "record_every": max(1, follow // 600)}
         mu_next, gap_next, W_next = kq_path(seed, d, config, inits, **flow)
         out["gap_followed"] = float(gap_next[-1, 0])
-        out |= escape_levels(np.log(mu_next[:, 0]), _sv_ratio(W_next[:, 0]), rates["sv_ratio"], rates["predicted"])
+        out |= escape_levels(ln_margin(mu_next[:, 0]), sv_ratio(W_next[:, 0]), rates["sv_ratio"], rates["predicted"])
     return out
-
-
-def _sv_ratio(W: torch.Tensor) -> np.ndarray:
-    """``sigma_2 / sigma_1`` of each ``W`` (S, d, d), shape (S,)."""
-    sv = torch.linalg.svdvals(W).numpy()
-    return sv[:, 1] / sv[:, 0]
 
 
 def escape_levels(ln_mu: np.ndarray, ratio: np.ndarray, sv_ratio: float, escape: float) -> dict[str, float]:
