@@ -29,6 +29,7 @@ __all__ = [
     "check_bool",
     "check_count",
     "check_device",
+    "check_finite_result",
     "check_grid",
     "check_in",
     "check_instance",
@@ -439,6 +440,30 @@ def check_tensor(
         bad = int((~torch.isfinite(tensor)).sum())
         raise ValidationError(f"{name} has {bad} non-finite (NaN or inf) entries; remove or impute them first")
     return tensor
+
+
+def check_finite_result(name: str, value: torch.Tensor, cause: str) -> torch.Tensor:
+    """Refuse a computed result with NaN or inf entries: the inputs were valid, the arithmetic left float64's range.
+
+    Parameters
+    ----------
+    name : str
+        What was computed, e.g. ``"gram(net, X)"``.
+    value : torch.Tensor
+        The result.
+    cause : str
+        The likely cause and its fix, in the caller's words, e.g. ``"exp(w^T x) overflows; scale X into the unit
+        ball"``.
+
+    Returns
+    -------
+    torch.Tensor
+        ``value`` itself.
+    """
+    if not all_finite(value):
+        bad = int((~torch.isfinite(value)).sum())
+        raise ValidationError(f"{name} has {bad} non-finite (NaN or inf) entries: {cause}")
+    return value
 
 
 def model_as_float64(model: object) -> None:

@@ -13,7 +13,7 @@ import math
 import torch
 
 from attnlab._numerics import exp_
-from attnlab._validation import check_tensor
+from attnlab._validation import check_finite_result
 from attnlab.ntk.network import TwoLayerNet
 
 __all__ = ["ExpMLP", "ReluMLP"]
@@ -74,15 +74,21 @@ class ReluMLP(TwoLayerNet):
         Raises
         ------
         ValidationError
-            When ``X`` is not a finite array of shape (n, d_in).
+            When ``X`` is not a finite array of shape (n, d_in) with n >= 1, or ``<x_i, x_j>`` overflows float64.
         """
-        X = check_tensor("X", X, "nk", {"k": self.d_in})
+        X = self._kernel_inputs(X)
         G = X @ X.T
         norms = X.norm(dim=1)
         denominator = norms[:, None] * norms[None, :]
         # a zero row: any angle will do, G is 0 on its row and column (0/0 would make K NaN there)
         cos = torch.where(denominator > 0, G / denominator, 0.0).clamp(-1.0, 1.0)
-        return G * (math.pi - torch.arccos(cos)) / (2 * math.pi)  # E[1{w.x_i>0} 1{w.x_j>0}] for Gaussian w
+        K = G * (math.pi - torch.arccos(cos)) / (2 * math.pi)  # E[1{w.x_i>0} 1{w.x_j>0}] for Gaussian w
+        return check_finite_result("limit_kernel(X)", K, self.overflow_cause)
+
+
+_EXP_LIMIT_OVERFLOW = (
+    "exp(sigma_w^2 ||x_i + x_j||^2 / 2) overflows float64: scale X into the unit ball (Assumption 6.1) or lower sigma_w"
+)
 
 
 class ExpMLP(TwoLayerNet):
@@ -106,6 +112,8 @@ class ExpMLP(TwoLayerNet):
     The spec draws the signs of ``a`` independently; we use the symmetric pairs of Algorithm A for all three
     activations so that every network starts from ``F = 0`` and the iteration counts compare like with like.
     """
+
+    overflow_cause = "exp(w_r^T x) overflows float64: scale X into the unit ball (Assumption 6.1) or lower sigma_w"
 
     @property
     def kernel_scale(self) -> float:
@@ -138,9 +146,10 @@ class ExpMLP(TwoLayerNet):
         Raises
         ------
         ValidationError
-            When ``X`` is not a finite array of shape (n, d_in).
+            When ``X`` is not a finite array of shape (n, d_in) with n >= 1, or the exponential overflows float64.
         """
-        X = check_tensor("X", X, "nk", {"k": self.d_in})
+        X = self._kernel_inputs(X)
         G = X @ X.T
         sq = X.pow(2).sum(dim=1)
-        return G * torch.exp(self.sigma_w**2 * (sq[:, None] + sq[None, :] + 2 * G) / 2)  # E[e^{w.(x_i+x_j)}]
+        K = G * torch.exp(self.sigma_w**2 * (sq[:, None] + sq[None, :] + 2 * G) / 2)  # E[e^{w.(x_i+x_j)}]
+        return check_finite_result("limit_kernel(X)", K, _EXP_LIMIT_OVERFLOW)

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import torch
 
 from attnlab._validation import check_scalar, check_tensor
-from attnlab.ntk.network import TwoLayerNet, jacobian_coefficients
+from attnlab.ntk.network import TwoLayerNet, check_net, jacobian_coefficients
 from attnlab.ntk.tangent_kernel import gram
 
 __all__ = ["StepTerms", "step_terms"]
@@ -99,9 +99,10 @@ def step_terms(
     Raises
     ------
     ValidationError
-        When ``X`` or ``Y`` has the wrong shape or is not finite, or ``lr <= 0``.
+        When ``net`` is not a float64 :class:`TwoLayerNet`, ``X`` or ``Y`` has the wrong shape or is not finite,
+        ``lr <= 0``, or the gradient or the Gram overflows float64 (``net.overflow_cause``).
     """
-    X = check_tensor("X", X, "nk", {"k": net.d_in})
+    X = check_tensor("X", X, "nk", {"k": check_net("net", net).d_in})
     Y = check_tensor("Y", Y, "nL", {"n": X.shape[0], "L": net.d_out})
     check_scalar("lr", lr, low=0.0, low_inclusive=False)
     if H is not None:

@@ -38,6 +38,12 @@ def _check_inputs(name: str, x: object, sample_shape: tuple[int, ...] | None) ->
             f"{name} has shape {tuple(x.shape)}; pass a batch of shape (N, ...) with N >= 1, "
             f"e.g. x[None] for a single input"
         )
+    if (x.is_floating_point() or x.is_complex()) and not bool(torch.isfinite(x).all()):
+        bad = int((~torch.isfinite(x)).sum())
+        raise ValidationError(
+            f"{name} has {bad} non-finite (NaN or inf) entries: the kernel there has no value; remove or impute them "
+            "first"
+        )
     if sample_shape is not None and tuple(x.shape[1:]) != sample_shape:
         raise ValidationError(
             f"x2 has samples of shape {tuple(x.shape[1:])}, but x1's are {sample_shape}; both "
@@ -81,7 +87,10 @@ def _check_per_sample(
     ``(output, h_n)``), a batch axis of another size, or outputs that depend on the other samples of the batch
     (``x - x.mean(0)``, batch statistics): the per-sample Jacobians would then differentiate another function."""
     with torch.no_grad():
-        batch = functional_call(module, {**params, **dict(module.named_buffers())}, (x,))
+        try:
+            batch = functional_call(module, {**params, **dict(module.named_buffers())}, (x,))
+        except RuntimeError as err:
+            raise ValidationError(_refused_input(module, params, name, x, err)) from None
         if not isinstance(batch, torch.Tensor):
             raise ValidationError(
                 f"module {type(module).__name__} returns a {type(batch).__name__}, not one tensor (nn.GRU and nn.LSTM "
@@ -111,6 +120,25 @@ def _check_per_sample(
             "batch statistics), so it has no per-sample kernel; take the NTK of a module whose outputs are per "
             "sample (batch norm: module.eval())"
         )
+
+
+def _refused_input(
+    module: nn.Module, params: dict[str, torch.Tensor], name: str, x: torch.Tensor, err: RuntimeError
+) -> str:
+    """The message for a batch ``x`` the module's forward fails on: torch's error, and the fix when the floating
+    dtypes of ``x`` and the parameters differ (``nn.Linear`` is float32, attnlab's data float64)."""
+    kinds = sorted({str(p.dtype) for p in params.values() if p.is_floating_point()})
+    message = (
+        f"module {type(module).__name__} cannot take {name} (shape {tuple(x.shape)}, dtype {x.dtype}): "
+        f"{str(err).splitlines()[0]}"
+    )
+    if x.is_floating_point() and kinds and str(x.dtype) not in kinds:
+        wanted = kinds[0].removeprefix("torch.")
+        message += (
+            f"; its parameters are {', '.join(kinds)}: pass {name}.to(torch.{wanted}), or convert the module "
+            f"with module.to({x.dtype}) (the kernel comes in the parameters' dtype)"
+        )
+    return message + "; pass inputs of the shape and dtype the module takes"
 
 
 def _jacobians(f: Callable, params: dict[str, torch.Tensor], x: torch.Tensor) -> Jacobians:
@@ -184,7 +212,9 @@ def empirical_ntk(
         On a module with no trainable parameters, a module in training mode with dropout or batch norm (without
         ``eval_mode=True``), a module that returns a tuple (``nn.GRU``) or mixes the samples of a batch (its
         output for a sample changes with the others, e.g. ``x - x.mean(0)``), 'meta' parameters or inputs, inputs
-        that are not batches, batches of different sample shapes, or a bad ``mode`` or ``chunk_size``.
+        that are not batches or hold NaN or inf, batches of different sample shapes, inputs the module's forward
+        fails on (another floating dtype than its parameters', a wrong sample shape), or a bad ``mode`` or
+        ``chunk_size``.
 
     Notes
     -----

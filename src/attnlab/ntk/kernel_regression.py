@@ -11,6 +11,8 @@ from attnlab._validation import ValidationError, check_tensor
 
 __all__ = ["check_regression", "kernel_regression_limit", "unvec", "vec"]
 
+_SYMMETRY_RTOL = 1e-10  # a Gram's rounding asymmetry, relative to its largest entry (about 1e-16 for gram(net, X))
+
 
 def vec(Y: torch.Tensor) -> torch.Tensor:
     """``vec Y``: the (n, L) targets as one (L * n,) vector, entry ``l * n + i`` (the Gram's index order).
@@ -48,11 +50,18 @@ def check_regression(H: object, K_test: object, Y: object) -> tuple[torch.Tensor
     Raises
     ------
     ValidationError
-        When an argument is not finite or not of these shapes (``K_test``'s rows: one per test point and output).
+        When an argument is not finite or not of these shapes (``K_test``'s rows: one per test point and output),
+        ``Y`` has no training point or no output, or ``H`` is not symmetric (a Gram is, to rounding).
     """
-    Y = check_tensor("Y", Y, "nL")
+    Y = check_tensor("Y", Y, "nL", min_size={"n": 1, "L": 1})
     sizes = {"N": Y.numel()}  # H* of the n L training outputs
     H = check_tensor("H", H, "NN", sizes)
+    gap, top = float((H - H.T).abs().max()), float(H.abs().max())
+    if gap > _SYMMETRY_RTOL * top:
+        raise ValidationError(
+            f"H is not symmetric: max |H - H^T| == {gap:.3g}, must be <= {_SYMMETRY_RTOL:g} max |H| = "
+            f"{_SYMMETRY_RTOL * top:.3g}; pass the Gram H* of the training inputs (gram(net, X)), which is symmetric"
+        )
     K_test = check_tensor("K_test", K_test, "PN", sizes)
     if K_test.shape[0] % Y.shape[1]:
         raise ValidationError(
@@ -82,8 +91,8 @@ def kernel_regression_limit(H: torch.Tensor, K_test: torch.Tensor, Y: torch.Tens
     Raises
     ------
     ValidationError
-        When an argument is not finite, ``H`` is not ``(n * L, n * L)`` or is singular, or ``K_test`` is not
-        ``(p * L, n * L)``.
+        When an argument is not finite, ``H`` is not ``(n * L, n * L)``, not symmetric or singular, ``K_test`` is
+        not ``(p * L, n * L)``, or ``Y`` holds no training point (n = 0).
     """
     H, K_test, Y = check_regression(H, K_test, Y)
     try:

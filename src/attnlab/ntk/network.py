@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from attnlab._validation import ValidationError, check_tensor
+from attnlab._validation import ValidationError, check_finite_result, check_tensor
 from attnlab.ntk.init import symmetric_init
 
 __all__ = ["TwoLayerNet", "check_net", "jacobian_coefficients", "output_tangent", "weight_gradient"]
@@ -121,10 +121,15 @@ class TwoLayerNet(nn.Module):
     W : torch.nn.Parameter, shape (d_in, width), float64
     a : torch.Tensor, shape (d_out, width), float64
         Entries in {-1, +1}; a buffer, never trained.
+    overflow_cause : str
+        Why an output, gradient or Gram of finite inputs overflows float64, and the fix (the errors say it).
     """
 
     W: nn.Parameter
     a: torch.Tensor
+    overflow_cause = (
+        "the products X W or X X^T overflow float64: scale X into the unit ball (Assumption 6.1) or lower sigma_w"
+    )
 
     def __init__(self, d_in: int, d_out: int, width: int, sigma_w: float = 1.0, seed: int = 0) -> None:
         super().__init__()
@@ -242,13 +247,22 @@ class TwoLayerNet(nn.Module):
         Raises
         ------
         ValidationError
-            When ``X`` is not a finite array of shape (n, d_in).
+            When ``X`` is not a finite array of shape (n, d_in) with n >= 1, or ``K`` overflows float64 (inputs
+            far outside the unit ball).
         """
         raise NotImplementedError
 
     def _inputs(self, X: object, name: str = "X") -> torch.Tensor:
         _check_float64("the network", self)
         return check_tensor(name, X, "nk", {"k": self.d_in})
+
+    def _kernel_inputs(self, X: object) -> torch.Tensor:
+        """``X`` of :meth:`limit_kernel`: a finite (n, d_in) array with a row, as :func:`~attnlab.ntk.gram` takes."""
+        return check_tensor("X", X, "nk", {"k": self.d_in}, min_size={"n": 1})
+
+    def _finite(self, name: str, value: torch.Tensor) -> torch.Tensor:
+        """``value`` (the result ``name`` of finite inputs) when finite; else a ValidationError with the cause."""
+        return check_finite_result(name, value, self.overflow_cause)
 
     def forward(self, X: torch.Tensor) -> torch.Tensor:
         """Network output.
@@ -264,9 +278,10 @@ class TwoLayerNet(nn.Module):
         Raises
         ------
         ValidationError
-            When ``X`` is not a finite array of shape (n, d_in), or the network's weights are not float64.
+            When ``X`` is not a finite array of shape (n, d_in), the network's weights are not float64, or the
+            output overflows float64 (:attr:`overflow_cause`).
         """
-        return self.output_from_logits(self._inputs(X) @ self.W)  # spec §8 Alg. B: Z = X^T W
+        return self._finite("net(X)", self.output_from_logits(self._inputs(X) @ self.W))  # spec §8 Alg. B: Z = X^T W
 
     def jacobian(self, X: torch.Tensor) -> torch.Tensor:
         """Closed-form Jacobian factors at the current ``W`` (:func:`jacobian_coefficients`).
@@ -284,12 +299,13 @@ class TwoLayerNet(nn.Module):
         Raises
         ------
         ValidationError
-            When ``X`` is not a finite array of shape (n, d_in), or the network's weights are not float64.
+            When ``X`` is not a finite array of shape (n, d_in), the network's weights are not float64, or the
+            factors overflow float64 (:attr:`overflow_cause`).
         """
         X = self._inputs(X)
         with torch.no_grad():
             phi, b = self.jacobian_factors(X @ self.W)
-            return jacobian_coefficients(phi, b, self.a)
+            return self._finite("the Jacobian of net at X", jacobian_coefficients(phi, b, self.a))
 
     def loss_gradient(self, X: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
         """Closed-form gradient of ``0.5 ||F(X) - Y||_F^2`` in ``W`` (spec §3.2), at the current ``W``.
@@ -308,13 +324,14 @@ class TwoLayerNet(nn.Module):
         Raises
         ------
         ValidationError
-            When ``X`` or ``Y`` is not finite or not of the shape above, or the network's weights are not float64.
+            When ``X`` or ``Y`` is not finite or not of the shape above, the network's weights are not float64, or
+            the gradient overflows float64 (:attr:`overflow_cause`).
         """
         X = self._inputs(X)
         Y = check_tensor("Y", Y, "nL", {"n": X.shape[0], "L": self.d_out})
         with torch.no_grad():
             F, phi, b = self.output_and_factors(X @ self.W)
-            return weight_gradient(X, F - Y, phi, b, self.a)
+            return self._finite("net.loss_gradient(X, Y)", weight_gradient(X, F - Y, phi, b, self.a))
 
 
 def check_net(name: str, net: object) -> TwoLayerNet:

@@ -7,7 +7,7 @@ Spec: softmax-ntk-diffusion §4.3 (Lemma 5.1: if every ``||w_r - w_r(0)|| <= R``
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import pandas as pd
 import torch
@@ -41,6 +41,17 @@ def with_weights(net: TwoLayerNet, W: torch.Tensor) -> TwoLayerNet:
     with torch.no_grad():
         clone.W.copy_(W)
     return clone
+
+
+def _entries(name: str, values: object, example: str) -> list:
+    """The entries of a grid argument as a list; a ValidationError naming ``name`` for an empty grid or a value
+    that is not a sequence (a bare number, a string)."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        raise ValidationError(f"{name} must be a sequence, got {values!r}; pass e.g. {name}={example}")
+    entries = list(values)
+    if not entries:
+        raise ValidationError(f"{name} is empty; pass at least one value, e.g. {name}={example}")
+    return entries
 
 
 def perturbed_kernels(
@@ -82,14 +93,15 @@ def perturbed_kernels(
     Raises
     ------
     ValidationError
-        When ``X`` is not a finite (n, d_in) array or its mean row is zero (``u`` undefined), a width is not an int
-        >= 1, a radius is not > 0, or the network's arguments are out of range (:class:`SoftmaxMLP`).
+        When ``X`` is not a finite (n, d_in) array with n >= 1 or its mean row is zero (``u`` undefined),
+        ``widths`` or ``radii`` is not a non-empty sequence, a width is not an int >= 1, a radius is not > 0, or
+        the network's arguments are out of range (:class:`SoftmaxMLP`).
     """
-    X = check_tensor("X", X, "nd")
-    for width in widths:
-        check_scalar("widths entry", width, kind=int, low=1)
-    for radius in radii:
-        check_scalar("radii entry", radius, low=0.0, low_inclusive=False)
+    X = check_tensor("X", X, "nd", min_size={"n": 1})
+    widths = [check_scalar("widths entry", w, kind=int, low=1) for w in _entries("widths", widths, "[64, 256]")]
+    radii = [
+        check_scalar("radii entry", r, low=0.0, low_inclusive=False) for r in _entries("radii", radii, "[0.01, 0.1]")
+    ]
     u = X.mean(dim=0)
     if not bool(u.norm() > 0):
         raise ValidationError(

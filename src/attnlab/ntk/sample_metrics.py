@@ -29,12 +29,12 @@ def mode_coverage(samples: torch.Tensor, means: torch.Tensor, radius: float) -> 
     Raises
     ------
     ValidationError
-        When ``samples`` is not a finite (n, d) array with n >= 1, ``means`` not a finite (K, d) array, or
-        ``radius <= 0``.
+        When ``samples`` is not a finite (n, d) array with n >= 1, ``means`` not a finite (K, d) array with
+        K >= 1, or ``radius <= 0``.
     """
     sizes: dict[str, int] = {}
     samples = check_tensor("samples", samples, "nd", sizes, min_size={"n": 1})
-    means = check_tensor("means", means, "Kd", sizes)
+    means = check_tensor("means", means, "Kd", sizes, min_size={"K": 1})
     check_scalar("radius", radius, low=0.0, low_inclusive=False)
     dist = torch.cdist(samples, means)  # (n, K)
     nearest = dist.argmin(dim=1)

@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import torch
 
+from attnlab._numerics import all_finite
 from attnlab._validation import ValidationError, check_scalar, check_seed, check_tensor
 from attnlab.ntk.forward_process import ForwardProcess, check_process
 
@@ -42,7 +43,9 @@ def euler_maruyama(
     ------
     ValidationError
         When ``y0`` is not a finite (n, d) array, ``times`` not a finite, strictly increasing grid of at least two
-        times, ``seed`` not a seed, or ``drift`` returns a value of another shape than ``y0``.
+        times, ``seed`` not a seed, ``drift`` returns a value of another shape than ``y0``, ``diffusion`` returns
+        anything but a finite real number, or the state turns non-finite (a drift that returns NaN or inf, or
+        explodes): the message names the step and its time.
     """
     y = check_tensor("y0", y0, "nd").clone()
     times = check_tensor("times", times, "K", min_size={"K": 2})
@@ -52,11 +55,31 @@ def euler_maruyama(
             "sort the grid, e.g. torch.linspace(0.0, T, K + 1)"
         )
     gen = torch.Generator().manual_seed(check_seed("seed", seed))
-    for s, s_next in zip(times[:-1].tolist(), times[1:].tolist()):
+    steps = times.numel() - 1
+    for k, (s, s_next) in enumerate(zip(times[:-1].tolist(), times[1:].tolist())):
         ds = s_next - s
         noise = torch.randn(y.shape, generator=gen, dtype=torch.float64)
-        y = y + _like(y, drift(y, s), "drift(y, s)") * ds + diffusion(s) * ds**0.5 * noise  # Euler-Maruyama step
+        move = _like(y, drift(y, s), "drift(y, s)")
+        amplitude = _amplitude(diffusion(s), k + 1, s)
+        y = y + move * ds + amplitude * ds**0.5 * noise  # Euler-Maruyama step
+        if not all_finite(y):
+            what = "returned non-finite values" if not all_finite(move) else "moved the state past float64's range"
+            raise ValidationError(
+                f"drift {what} at step {k + 1} of {steps} (time s = {s:.6g}): the samples are no longer finite; "
+                "check the drift (or the score it is built on) at this time, or take smaller steps"
+            )
     return y
+
+
+def _amplitude(value: object, step: int, s: float) -> float:
+    """``diffusion(s)``'s value when it is one finite real number (a 0-d tensor is read as one); a ValidationError
+    naming ``diffusion`` otherwise (a tensor of points' shape would broadcast, one of another shape fail)."""
+    if isinstance(value, torch.Tensor) and value.dim() > 0:
+        raise ValidationError(
+            f"diffusion(s) returned a tensor of shape {tuple(value.shape)} at step {step} (time s = {s:.6g}); "
+            "diffusion must return one real noise amplitude per time, e.g. diffusion=lambda s: 1.0"
+        )
+    return check_scalar("diffusion(s)", value)
 
 
 def _like(y: torch.Tensor, value: object, what: str) -> torch.Tensor:
@@ -108,7 +131,8 @@ def reverse_sde_sample(
     ------
     ValidationError
         When ``process`` is not a :class:`ForwardProcess`, ``y0`` is not a finite (n, d) array, the times are not
-        ``0 <= T0 < T``, ``steps < 1``, ``seed`` is not a seed, or ``score`` returns another shape than ``y0``.
+        ``0 <= T0 < T``, ``steps < 1``, ``seed`` is not a seed, ``score`` returns another shape than ``y0`` or
+        non-finite values (the message names the step and the time ``t``), or the samples turn non-finite.
     """
     check_process("process", process)
     check_scalar("steps", steps, kind=int, low=1)
@@ -119,9 +143,17 @@ def reverse_sde_sample(
     def g(s: float) -> float:
         return float(process.g(torch.tensor(T - s, dtype=torch.float64)))
 
-    def drift(y: torch.Tensor, s: float) -> torch.Tensor:
-        return g(s) * y + 2 * g(s) * _like(y, score(y, T - s), "score(x, t)")  # spec §7.2: g Y + 2 g grad log p
-
     times = torch.linspace(0.0, T - T0, steps + 1, dtype=torch.float64)
+    step_at = {s: k + 1 for k, s in enumerate(times.tolist())}  # the grid times euler_maruyama passes, exactly
+
+    def drift(y: torch.Tensor, s: float) -> torch.Tensor:
+        grad = _like(y, score(y, T - s), "score(x, t)")
+        if not all_finite(grad):
+            raise ValidationError(
+                f"score(x, t) returned non-finite values at step {step_at[s]} of {steps} (t = {T - s:.6g}); check the "
+                "score model at this time (a NaN in its weights, or inputs it overflows on)"
+            )
+        return g(s) * y + 2 * g(s) * grad  # spec §7.2: g Y + 2 g grad log p
+
     y = euler_maruyama(drift, lambda s: (2 * g(s)) ** 0.5, y0, times, seed)  # spec §7.2: sqrt(2 g)
     return y if denoiser is None else denoiser(y, T0)  # final denoising step E[X_0 | X_T0]

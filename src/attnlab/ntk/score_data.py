@@ -10,7 +10,15 @@ from dataclasses import dataclass
 
 import torch
 
-from attnlab._validation import ValidationError, check_in, check_instance, check_scalar, check_seed, check_tensor
+from attnlab._validation import (
+    ValidationError,
+    check_bool,
+    check_in,
+    check_instance,
+    check_scalar,
+    check_seed,
+    check_tensor,
+)
 from attnlab.ntk.forward_process import ForwardProcess, check_process, check_times
 
 __all__ = ["INPUT_MAPS", "DenoisingSet", "InputMap", "check_denoising_set", "denoising_set", "fit_input_map"]
@@ -153,7 +161,8 @@ class InputMap:
     Raises
     ------
     ValidationError
-        Unknown ``kind``; ``"sphere"`` without ``T0`` or with ``T0`` or ``decay`` out of range.
+        ``process`` not a :class:`ForwardProcess`; ``T`` or ``rho`` not > 0, ``v0`` negative, ``skip`` not a bool;
+        unknown ``kind``; ``"sphere"`` without ``T0`` or with ``T0`` or ``decay`` out of range.
     """
 
     process: ForwardProcess
@@ -167,6 +176,11 @@ class InputMap:
     d: int | None = None
 
     def __post_init__(self) -> None:
+        check_process("process", self.process)
+        check_scalar("T", self.T, low=0.0, low_inclusive=False)
+        check_scalar("v0", self.v0, low=0.0)  # a mean square; the "scaled" and "sphere" maps divide by c(t)
+        check_scalar("rho", self.rho, low=0.0, low_inclusive=False)  # the divisor that puts u in the unit ball
+        check_bool("skip", self.skip)
         check_in("kind", self.kind, INPUT_MAPS)
         if self.d is not None:
             check_scalar("d", self.d, kind=int, low=1)
@@ -274,8 +288,8 @@ def fit_input_map(
     Raises
     ------
     ValidationError
-        When ``data`` is not a :class:`DenoisingSet`, ``process`` not a :class:`ForwardProcess`, ``T <= 0``, or
-        the map's own arguments are out of range (:class:`InputMap`).
+        When ``data`` is not a :class:`DenoisingSet`, ``process`` not a :class:`ForwardProcess`, ``T <= 0``,
+        ``skip`` not a bool, or the map's own arguments are out of range (:class:`InputMap`).
     """
     check_denoising_set("data", data)
     check_process("process", process)

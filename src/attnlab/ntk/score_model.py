@@ -13,7 +13,7 @@ import torch
 from attnlab._validation import ValidationError, check_instance, check_scalar, check_seed, check_tensor
 from attnlab.ntk.forward_process import ForwardProcess, check_process, check_times
 from attnlab.ntk.gaussian_mixture import GaussianMixture
-from attnlab.ntk.network import TwoLayerNet
+from attnlab.ntk.network import TwoLayerNet, check_net
 from attnlab.ntk.score_data import InputMap, denoising_set
 
 __all__ = ["ScoreModel", "denoiser_error_at", "score_from_denoiser", "weighted_score_error"]
@@ -69,11 +69,35 @@ class ScoreModel:
         ``d_in = d + 1``, ``d_out = d``.
     process : ForwardProcess
     inputs : InputMap
+        Maps ``(t, x)`` with ``x`` of dimension ``d`` to the net's ``d + 1`` inputs.
+
+    Raises
+    ------
+    ValidationError
+        When ``net`` is not a float64 :class:`TwoLayerNet` with ``d_in = d_out + 1``, ``process`` not a
+        :class:`ForwardProcess`, or ``inputs`` not an :class:`InputMap` (fitted on points of dimension ``d_out``).
     """
 
     net: TwoLayerNet
     process: ForwardProcess
     inputs: InputMap
+
+    def __post_init__(self) -> None:
+        check_net("net", self.net)
+        check_process("process", self.process)
+        check_instance("inputs", self.inputs, InputMap, "fit one with attnlab.ntk.fit_input_map(data, process, T)")
+        d = self.net.d_out
+        if self.net.d_in != d + 1:
+            raise ValidationError(
+                f"net has d_in = {self.net.d_in} and d_out = {d}, but a score model's net reads the input map's "
+                f"u(t, x) of d + 1 = {d + 1} coordinates; build it with d_in = {d + 1}, e.g. SoftmaxMLP({d + 1}, {d}, "
+                "width)"
+            )
+        if self.inputs.d is not None and self.inputs.d != d:
+            raise ValidationError(
+                f"inputs was fitted on points of dimension {self.inputs.d}, but net denoises points of dimension "
+                f"{d} (net.d_out); fit the input map on the model's training set"
+            )
 
     def denoiser(self, x: torch.Tensor, t: torch.Tensor | float) -> torch.Tensor:
         """Estimated ``E[X_0 | X_t = x]``: ``D(x, t) = k(t) x + F(W, u(t, x))``, without gradients.

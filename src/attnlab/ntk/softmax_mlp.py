@@ -8,10 +8,15 @@ from __future__ import annotations
 import torch
 
 from attnlab._numerics import exp_
-from attnlab._validation import check_tensor
+from attnlab._validation import check_finite_result
 from attnlab.ntk.network import TwoLayerNet
 
 __all__ = ["SoftmaxMLP", "softmax_factors", "softmax_output", "softmax_limit_kernel"]
+
+
+_LIMIT_OVERFLOW = (
+    "exp(sigma_w^2 <x_i, x_j>) overflows float64: scale X into the unit ball (Assumption 6.1) or lower sigma_w"
+)
 
 
 def softmax_output(Z: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
@@ -116,4 +121,5 @@ class SoftmaxMLP(TwoLayerNet):
         return F, phi, F / m  # b = S a^T
 
     def limit_kernel(self, X: torch.Tensor) -> torch.Tensor:
-        return softmax_limit_kernel(check_tensor("X", X, "nk", {"k": self.d_in}), self.sigma_w)
+        K = softmax_limit_kernel(self._kernel_inputs(X), self.sigma_w)
+        return check_finite_result("limit_kernel(X)", K, _LIMIT_OVERFLOW)

@@ -50,15 +50,21 @@ def cross_kernel(net: TwoLayerNet, X_test: torch.Tensor, X: torch.Tensor) -> tor
     Raises
     ------
     ValidationError
-        When ``net`` is not a float64 :class:`TwoLayerNet`, or ``X_test`` or ``X`` is not a finite array of shape
-        (rows, d_in) with at least one row.
+        When ``net`` is not a float64 :class:`TwoLayerNet`, ``X_test`` or ``X`` is not a finite array of shape
+        (rows, d_in) with at least one row, or the kernel overflows float64 (``net.overflow_cause``: inputs far
+        outside the unit ball).
     """
     sizes = {"k": check_net("net", net).d_in}
     same = X is X_test  # the Gram: one input, validated and its Jacobian factors formed once (check_tensor copies)
     X_test = check_tensor("X_test", X_test, "pk", sizes, min_size={"p": 1})
     X = X_test if same else check_tensor("X", X, "nk", sizes, min_size={"n": 1})
+    return net._finite("cross_kernel(net, X_test, X)", _cross_kernel(net, X_test, X))
+
+
+def _cross_kernel(net: TwoLayerNet, X_test: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
+    """:func:`cross_kernel` on a checked ``net`` and checked inputs; ``X is X_test`` forms the factors once."""
     C_test = net.jacobian(X_test).transpose(0, 1)  # (L, n_test, m)
-    C = C_test if same else net.jacobian(X).transpose(0, 1)  # (L, n, m)
+    C = C_test if X is X_test else net.jacobian(X).transpose(0, 1)  # (L, n, m)
     L, n_test, m = C_test.shape
     n = C.shape[1]
     feature = C_test.reshape(L * n_test, m) @ C.reshape(L * n, m).T  # sum_r C C
@@ -83,8 +89,8 @@ def gram(net: TwoLayerNet, X: torch.Tensor) -> torch.Tensor:
     Raises
     ------
     ValidationError
-        When ``net`` is not a float64 :class:`TwoLayerNet`, or ``X`` is not a finite array of shape (n, d_in) with
-        n >= 1.
+        When ``net`` is not a float64 :class:`TwoLayerNet`, ``X`` is not a finite array of shape (n, d_in) with
+        n >= 1, or the Gram overflows float64 (``net.overflow_cause``: inputs far outside the unit ball).
 
     Examples
     --------
@@ -93,7 +99,7 @@ def gram(net: TwoLayerNet, X: torch.Tensor) -> torch.Tensor:
     torch.Size([6, 6])
     """
     X = _train_inputs(net, X)
-    return cross_kernel(net, X, X)
+    return net._finite("gram(net, X)", _cross_kernel(net, X, X))
 
 
 def gram_jacobian(net: TwoLayerNet, X: torch.Tensor) -> torch.Tensor:
@@ -141,7 +147,8 @@ def infinite_width_gram(net: TwoLayerNet, X: torch.Tensor) -> torch.Tensor:
     Raises
     ------
     ValidationError
-        When ``net`` is not a float64 :class:`TwoLayerNet`, or ``X`` is not a finite array of shape (n, d_in).
+        When ``net`` is not a float64 :class:`TwoLayerNet`, ``X`` is not a finite array of shape (n, d_in) with
+        n >= 1 (as :func:`gram`), or the kernel overflows float64 (inputs far outside the unit ball).
     """
     K = check_net("net", net).limit_kernel(X)
     return torch.kron(torch.eye(net.d_out, dtype=K.dtype), K)  # spec §4.2: H^inf = I_d (x) K
@@ -194,6 +201,7 @@ def lambda_max(net: TwoLayerNet, X: torch.Tensor) -> float:
         return extreme_eigenvalues(gram(net, X))[1]
     with torch.no_grad():
         phi, b = net.jacobian_factors(X @ net.W)
+    net._finite("the Jacobian of net at X", phi)  # what the dense path's gram(net, X) says
     a = net.a.detach()
 
     def matvec(v: np.ndarray) -> np.ndarray:
@@ -205,7 +213,8 @@ def lambda_max(net: TwoLayerNet, X: torch.Tensor) -> float:
     # a fixed start: eigsh's default start vector is drawn afresh on every call, so the step sizes built on this
     # value (practical_step) and every run after them differed between calls in their last digits
     start = np.random.default_rng(0).standard_normal(n * L)
-    return float(eigsh(operator, k=1, which="LA", v0=start, return_eigenvectors=False, tol=1e-8)[0])
+    top = eigsh(operator, k=1, which="LA", v0=start, return_eigenvectors=False, tol=1e-8)
+    return float(net._finite("lambda_max(net, X)", torch.from_numpy(top))[0])
 
 
 def kernel_drift(H: torch.Tensor, H0: torch.Tensor) -> float:

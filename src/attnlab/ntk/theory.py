@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from attnlab._validation import check_scalar
+from attnlab._validation import ValidationError, check_scalar
 
 __all__ = ["contraction_bound", "coupling_bound", "theorem_B", "theorem_log10_width", "theorem_step"]
 
@@ -35,12 +35,14 @@ def contraction_bound(lr: float, scale: float, lam: float) -> float:
     Raises
     ------
     ValidationError
-        When ``lr <= 0``, ``scale <= 0`` or ``lam < 0`` (or one is not a finite number).
+        When ``lr <= 0``, ``scale <= 0`` or ``lam < 0`` (or one is not a finite number), or the factor overflows
+        float64 (``s lr lambda`` past 1e308).
     """
     check_scalar("lr", lr, low=0.0, low_inclusive=False)
     check_scalar("scale", scale, low=0.0, low_inclusive=False)
     check_scalar("lam", lam, low=0.0)
-    return 1.0 - scale * lr * lam / 2  # spec §5 Lemma 5.3: (1 - m eta lambda / 2)
+    factor = 1.0 - scale * lr * lam / 2  # spec §5 Lemma 5.3: (1 - m eta lambda / 2)
+    return _finite("contraction_bound", factor, lr=lr, scale=scale, lam=lam)
 
 
 def theorem_B(sigma_w: float, n: int, d: int, delta: float = 0.1, C: float = 10.0) -> float:  # noqa: N802 (spec B)
@@ -67,13 +69,15 @@ def theorem_B(sigma_w: float, n: int, d: int, delta: float = 0.1, C: float = 10.
     Raises
     ------
     ValidationError
-        When ``sigma_w <= 0``, ``n`` or ``d`` is not an int >= 1, ``delta`` is not in (0, 1), or ``C <= 0``.
+        When ``sigma_w <= 0``, ``n`` or ``d`` is not an int >= 1, ``delta`` is not in (0, 1), ``C <= 0``, or ``B``
+        overflows float64.
     """
     check_scalar("sigma_w", sigma_w, low=0.0, low_inclusive=False)
     _check_sizes(n=n, d=d)
     check_scalar("delta", delta, low=0.0, high=1.0, low_inclusive=False, high_inclusive=False)
     check_scalar("C", C, low=0.0, low_inclusive=False)
-    return max(C * sigma_w * math.sqrt(math.log(n * d / delta)), 1.0)  # spec §5 Def. 4.1
+    B = max(C * sigma_w * math.sqrt(math.log(n * d / delta)), 1.0)  # spec §5 Def. 4.1
+    return _finite("theorem_B", B, sigma_w=sigma_w, n=n, d=d, delta=delta, C=C)
 
 
 def theorem_step(lam: float, n: int, d: int, width: int, B: float) -> float:
@@ -138,8 +142,8 @@ def theorem_log10_width(lam: float, n: int, d: int, B: float, delta: float = 0.1
     Raises
     ------
     ValidationError
-        When ``lam <= 0``, ``n`` or ``d`` is not an int >= 1, ``B`` is not a finite number >= 0, or ``delta`` is not
-        in (0, 1).
+        When ``lam <= 0``, ``n`` or ``d`` is not an int >= 1, ``B`` is not a finite number >= 0, ``delta`` is not
+        in (0, 1), or the log overflows float64 (``B`` near 1e307).
     """
     check_scalar("lam", lam, low=0.0, low_inclusive=False)
     _check_sizes(n=n, d=d)
@@ -147,7 +151,8 @@ def theorem_log10_width(lam: float, n: int, d: int, B: float, delta: float = 0.1
     check_scalar("delta", delta, low=0.0, high=1.0, low_inclusive=False, high_inclusive=False)
     log_term = math.log(n * d / delta)  # > 0: n d >= 1 > delta
     # spec §5 Thm 4.2: m = Omega(lambda^-2 n^2 d^2 e^{18 B} log^2(n d / delta))
-    return (-2 * math.log(lam) + 2 * math.log(n * d) + 18 * B + 2 * math.log(log_term)) / math.log(10)
+    log10_width = (-2 * math.log(lam) + 2 * math.log(n * d) + 18 * B + 2 * math.log(log_term)) / math.log(10)
+    return _finite("theorem_log10_width", log10_width, lam=lam, n=n, d=d, B=B, delta=delta)
 
 
 def coupling_bound(eps_H: float, n: int, d: int, y_norm: float, lam: float) -> float:
@@ -178,13 +183,29 @@ def coupling_bound(eps_H: float, n: int, d: int, y_norm: float, lam: float) -> f
     ------
     ValidationError
         When ``eps_H < 0``, ``n`` or ``d`` is not an int >= 1, ``y_norm < 0`` or ``lam <= 0`` (or a number is not
-        finite).
+        finite; ``eps_H`` may be inf, the drift of a diverged run, which makes the bound inf), ``eps_H`` is inf
+        while ``y_norm`` is 0 (inf * 0 has no value), or the bound of finite inputs overflows float64.
     """
     check_scalar("eps_H", eps_H, low=0.0, allow_inf=True)  # a diverged run's drift: the bound is inf
     _check_sizes(n=n, d=d)
     check_scalar("y_norm", y_norm, low=0.0)
     check_scalar("lam", lam, low=0.0, low_inclusive=False)
-    return eps_H * math.sqrt(n * d) * y_norm / lam  # spec §6.2 Thm F.2
+    bound = eps_H * math.sqrt(n * d) * y_norm / lam  # spec §6.2 Thm F.2
+    if math.isinf(eps_H) and not math.isnan(bound):
+        return bound  # inf: a diverged run's drift bounds nothing
+    return _finite("coupling_bound", bound, eps_H=eps_H, n=n, d=d, y_norm=y_norm, lam=lam)
+
+
+def _finite(name: str, value: float, **inputs: object) -> float:
+    """``value`` when it is a finite number; else a ValidationError naming ``name`` and its ``inputs``."""
+    if not math.isfinite(value):
+        args = ", ".join(f"{k}={v!r}" for k, v in inputs.items())
+        why = "an infinite input times a zero one has no value" if math.isnan(value) else "float64 overflows"
+        raise ValidationError(
+            f"{name}({args}) == {value}, not a finite number: {why} at these inputs; pass inputs of the sizes the "
+            "bound is meant for"
+        )
+    return value
 
 
 def _check_sizes(**sizes: object) -> None:

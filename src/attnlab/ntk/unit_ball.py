@@ -23,15 +23,16 @@ def to_unit_ball(X: torch.Tensor, name: str = "X") -> tuple[torch.Tensor, float]
 
     Parameters
     ----------
-    X : torch.Tensor, shape (n, d)
-        Finite rows.
+    X : array_like, shape (n, d)
+        Finite rows: a tensor, a NumPy array or nested lists of real numbers (float32 and integers are converted).
     name : str, default="X"
         Argument name used in the warning.
 
     Returns
     -------
-    X_scaled : torch.Tensor, shape (n, d)
-        ``X / scale``; ``X`` itself when every row has norm at most 1.
+    X_scaled : torch.Tensor, shape (n, d), float64
+        ``X / scale``; when every row has norm at most 1, ``X`` itself if it is a float64 tensor, else its float64
+        copy.
     scale : float
         The divisor (1.0 when nothing changed); divide test inputs by it too.
 
@@ -43,9 +44,11 @@ def to_unit_ball(X: torch.Tensor, name: str = "X") -> tuple[torch.Tensor, float]
     Raises
     ------
     ValidationError
-        When ``X`` is not a finite array of shape (n, d) (a NaN row has no norm to compare with 1).
+        When ``X`` is not a finite real array of shape (n, d) (a NaN row has no norm to compare with 1).
     """
-    check_tensor(name, X, "nd")  # validation only: X itself comes back when it is inside
+    checked = check_tensor(name, X, "nd")
+    if not (isinstance(X, torch.Tensor) and X.dtype == torch.float64):
+        X = checked  # float32, integers, arrays and lists: their float64 copy comes back
     norms = X.norm(dim=-1)
     largest = float(norms.max()) if norms.numel() else 0.0
     if largest <= 1.0 + _ROUND_OFF:

@@ -277,8 +277,9 @@ def kernel_regression_path(
     Raises
     ------
     ValidationError
-        On bad shapes (``H`` must be ``(n L, n L)``, ``K_test`` ``(p L, n L)``), a non-positive ``lr`` or ``scale``,
-        or ``steps`` not a sequence of increasing non-negative integers.
+        On bad shapes (``H`` must be ``(n L, n L)``, ``K_test`` ``(p L, n L)``, ``Y`` at least one row), a
+        non-symmetric ``H``, a non-positive ``lr`` or ``scale``, or ``steps`` not a sequence of increasing
+        non-negative integers.
     """
     H, K_test, Y = check_regression(H, K_test, Y)
     L = Y.shape[1]
