@@ -14,7 +14,7 @@ from attnlab._validation import ValidationError, check_scalar, check_seed
 from attnlab.regression import population
 from attnlab.regression._checks import check_batched
 from attnlab.regression.data import RegressionProblem, check_problem
-from attnlab.regression.manifold import manifold_point, projection, random_rotation, unwhiten, whiten
+from attnlab.regression.manifold import _unwhiten, _whiten, manifold_point, projection, random_rotation
 from attnlab.regression.regularizer import regularizer
 from attnlab.regression.regularizer import value as regularizer_value
 
@@ -87,7 +87,7 @@ def whitened_hessian(
     check_seed("seed", seed)
     S, d = problem.Sigma, problem.d
     V, Q = manifold_point(random_rotation(d, seed=seed), problem.W_star, S)
-    A, C = whiten(V, Q, S, S)
+    A, C = _whiten(V, Q, S, S)
     eigenvalues, eigenvectors = np.linalg.eigh(_hessians(problem, mu, A[None], C[None])[0].numpy())
     return eigenvalues, eigenvectors, (A, C)
 
@@ -100,7 +100,7 @@ def _hessians(problem: RegressionProblem, mu: float, A: torch.Tensor, C: torch.T
     S, sizes = problem.Sigma, (A[0].numel(), C[0].numel())
     x = torch.cat([A.flatten(-2), C.flatten(-2)], dim=-1).detach().requires_grad_(True)
     a, c = x.split(sizes, dim=-1)
-    V, Q = unwhiten(a.unflatten(-1, A.shape[-2:]), c.unflatten(-1, C.shape[-2:]), S, S)
+    V, Q = _unwhiten(a.unflatten(-1, A.shape[-2:]), c.unflatten(-1, C.shape[-2:]), S, S)
     total = (population.excess(V, Q, S, S, problem.W_star) + mu * regularizer_value(V, Q, S, S)).sum()  # §3.3-3.4
     (gradient,) = torch.autograd.grad(total, x, create_graph=True)
     rows = [torch.autograd.grad(gradient[:, j].sum(), x, retain_graph=True)[0] for j in range(x.shape[-1])]
@@ -138,9 +138,9 @@ def segment_curvature(
     S, W = problem.Sigma, problem.W_star
     sizes = {"k": problem.W_star.shape[-2], "d": problem.d}
     V, Q = check_batched("V", V, "kd", sizes), check_batched("Q", Q, "dd", sizes)
-    A, C = whiten(V, Q, S, S)
+    A, C = _whiten(V, Q, S, S)
     bar = projection(V, Q, W, S, S)
-    A_bar, C_bar = whiten(bar.V, bar.Q, S, S)
+    A_bar, C_bar = _whiten(bar.V, bar.Q, S, S)
     steps = torch.linspace(0.0, 1.0, points, dtype=torch.float64)[:, None, None, None]  # (s, 1, 1, 1)
     on_segment = [(t0 + steps * (t - t0)).reshape((-1,) + t.shape[-2:]) for t, t0 in ((A, A_bar), (C, C_bar))]
     top = torch.linalg.eigvalsh(_hessians(problem, mu, *on_segment))[..., -1]  # (s * R,)

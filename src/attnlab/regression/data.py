@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 import torch
 
-from attnlab._validation import ValidationError, check_scalar, check_seed, check_tensor
-from attnlab.regression._checks import check_spd, check_tokens
-from attnlab.regression.linalg import sym_sqrt
+from attnlab._validation import ValidationError, check_instance, check_scalar, check_seed, check_tensor
+from attnlab.regression._checks import check_batched, check_definite, check_joint, check_spd, check_tokens
+from attnlab.regression.linalg import _sym_sqrt
 
 __all__ = [
     "RegressionAssumptions",
@@ -93,7 +93,7 @@ def assumptions(Sigma: object, W_star: object, *, c3: float = 0.25) -> Regressio
     Parameters
     ----------
     Sigma : array-like, shape (d, d), float64
-        Covariance of the covariates (must be symmetric; positivity is measured, not required).
+        Covariance of the covariates (must be symmetric, to a relative 1e-10; positivity is measured, not required).
     W_star : array-like, shape (k, d), float64
         True regression matrix.
     c3 : float, default=0.25
@@ -102,15 +102,20 @@ def assumptions(Sigma: object, W_star: object, *, c3: float = 0.25) -> Regressio
     Returns
     -------
     RegressionAssumptions
+
+    Raises
+    ------
+    ValidationError
+        A non-symmetric or empty ``Sigma``, mismatched shapes, non-finite entries, ``c3 <= 0``.
     """
     sizes: dict[str, int] = {}
-    Sigma = check_tensor("Sigma", Sigma, "dd", sizes)
+    Sigma = check_definite("Sigma", check_tensor("Sigma", Sigma, "dd", sizes, min_size={"d": 1}), "symmetric")
     W_star = check_tensor("W_star", W_star, "kd", sizes)
     check_scalar("c3", c3, low=0.0, low_inclusive=False)
     eig = torch.linalg.eigvalsh((Sigma + Sigma.T) / 2)
     lam = float(eig.min())
     if lam > 0:
-        sv = torch.linalg.svdvals(W_star @ sym_sqrt(Sigma))  # spec §1: M* = W* Sigma^{1/2}
+        sv = torch.linalg.svdvals(W_star @ _sym_sqrt(Sigma))  # spec §1: M* = W* Sigma^{1/2}
         smin, smax = float(sv[-1]) if sizes["k"] >= sizes["d"] else 0.0, float(sv[0])
     else:
         smin = smax = float("nan")
@@ -158,7 +163,7 @@ class RegressionProblem:
     @property
     def target(self) -> torch.Tensor:
         """``M* = W* Sigma^{1/2}``, shape (k, d) (spec §1)."""
-        return self.W_star @ sym_sqrt(self.Sigma)  # spec §1: M* = W* Sigma^{1/2}
+        return self.W_star @ _sym_sqrt(self.Sigma)  # spec §1: M* = W* Sigma^{1/2}
 
     def assumptions(self, c3: float = 0.25) -> RegressionAssumptions:
         """A1-A3 measured on this problem (spec §7); see :func:`assumptions`.
@@ -231,7 +236,8 @@ def make_problem(
     Raises
     ------
     ValidationError
-        ``k < d`` (A2 needs ``k >= d``), a bad ``noise_std``/``c3``, or ``singular_values`` of the wrong length.
+        ``k < d`` (A2 needs ``k >= d``), a bad ``noise_std``/``c3``, ``singular_values`` of the wrong length, or a
+        ``seed`` that is not a whole number in ``[0, 2**63 - 1]``.
     """
     check_scalar("d", d, kind=int, low=1)
     check_scalar("k", k, kind=int, low=1)
@@ -241,11 +247,11 @@ def make_problem(
         )
     check_scalar("noise_std", noise_std, low=0.0)
     check_scalar("c3", c3, low=0.0, low_inclusive=False)
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator().manual_seed(check_seed("seed", seed))
     G1 = torch.randn(d, d, generator=gen, dtype=torch.float64)
     G2 = torch.randn(k, d, generator=gen, dtype=torch.float64)
     Sigma = G1 @ G1.T / d + torch.eye(d, dtype=torch.float64)  # spec §9.2
-    root = sym_sqrt(Sigma)
+    root = _sym_sqrt(Sigma)
     if singular_values is None:
         W_star = c3 * G2 / torch.linalg.matrix_norm(G2 @ root, ord=2)  # spec §9.2: ||W* Sigma^1/2||_op = c3
     else:
@@ -258,21 +264,25 @@ def make_problem(
 
 
 def _sampling(
-    n: int, runs: int | None, generator: torch.Generator | None, seed: int | None
+    problem: object, n: int, runs: int | None, generator: torch.Generator | None, seed: int | None
 ) -> tuple[tuple[int, ...], torch.Generator]:
-    """The leading shape ``([R,] n)`` and the generator of a draw, after checking ``n``, ``runs``, then the source."""
+    """The leading shape ``([R,] n)`` and the generator of a draw, after checking ``problem``, ``n``, ``runs``, then
+    the source."""
+    check_problem(problem)
     check_scalar("n", n, kind=int, low=1)
     if runs is not None:
         check_scalar("runs", runs, kind=int, low=1)
     if (generator is None) == (seed is None):
         raise ValidationError("pass exactly one of generator= and seed= (an int seed gives the same sample every time)")
-    gen = generator if generator is not None else torch.Generator().manual_seed(check_seed("seed", seed))
-    return (n,) if runs is None else (runs, n), gen
+    if generator is None:
+        generator = torch.Generator().manual_seed(check_seed("seed", seed))
+    fix = "pass a torch.Generator, or an int as seed="
+    return (n,) if runs is None else (runs, n), check_instance("generator", generator, torch.Generator, fix)
 
 
 def _covariates(problem: RegressionProblem, lead: tuple[int, ...], gen: torch.Generator) -> torch.Tensor:
     """``x ~ N(0, Sigma)`` of shape ``lead + (d,)``, drawn from ``gen`` (spec §2)."""
-    return torch.randn(*lead, problem.d, generator=gen, dtype=torch.float64) @ sym_sqrt(problem.Sigma)
+    return torch.randn(*lead, problem.d, generator=gen, dtype=torch.float64) @ _sym_sqrt(problem.Sigma)
 
 
 def sample_covariates(
@@ -307,7 +317,7 @@ def sample_covariates(
     ValidationError
         As :func:`sample`.
     """
-    return _covariates(problem, *_sampling(n, runs, generator, seed))
+    return _covariates(problem, *_sampling(problem, n, runs, generator, seed))
 
 
 def sample(
@@ -340,42 +350,57 @@ def sample(
     Raises
     ------
     ValidationError
-        When ``n`` or ``runs`` is not an int ``>= 1``, both or neither of ``generator`` and ``seed`` are given, or
-        ``seed`` is not a whole number in ``[0, 2**63 - 1]``.
+        When ``problem`` is not a :class:`RegressionProblem`, ``n`` or ``runs`` is not an int ``>= 1``, both or
+        neither of ``generator`` and ``seed`` are given, ``generator`` is not a ``torch.Generator``, or ``seed`` is
+        not a whole number in ``[0, 2**63 - 1]``.
     """
-    lead, gen = _sampling(n, runs, generator, seed)
+    return draw(problem, *_sampling(problem, n, runs, generator, seed))
+
+
+def draw(problem: RegressionProblem, lead: tuple[int, ...], gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`sample` without checks: ``(X, Y)`` of shapes ``lead + (d,)``, ``lead + (k,)`` drawn from ``gen``."""
     X = _covariates(problem, lead, gen)  # x ~ N(0, Sigma), drawn first
     noise = problem.noise_std * torch.randn(*lead, problem.k, generator=gen, dtype=torch.float64)
     Y = X @ problem.W_star.T + noise  # spec §2: y = W* x + eps
     return X, Y
 
 
-def token_matrix(X: torch.Tensor, Y: torch.Tensor, tokens: str = "covariates") -> torch.Tensor:
+def _token_matrix(X: torch.Tensor, Y: torch.Tensor, tokens: str) -> torch.Tensor:
+    """:func:`token_matrix` without checks."""
+    return X if tokens == "covariates" else torch.cat([X, Y], dim=-1)
+
+
+def token_matrix(X: object, Y: object, tokens: str = "covariates") -> torch.Tensor:
     """The context tokens: ``X`` (covariate reading) or ``[X, Y]`` (joint reading), shape ([R,] n, p).
 
     Spec: preconditioned-regression §0, §10.1.
 
     Parameters
     ----------
-    X : torch.Tensor, shape ([R,] n, d)
+    X : array-like, shape ([R,] n, d), float64
         Covariates.
-    Y : torch.Tensor, shape ([R,] n, k)
-        Responses; read only by the joint reading.
+    Y : array-like, shape ([R,] n, k), float64
+        Responses, checked against ``X``; read only by the joint reading, which needs the runs axis R on both or
+        neither.
     tokens : {"covariates", "joint"}, default="covariates"
         The token reading.
 
     Returns
     -------
-    torch.Tensor, shape ([R,] n, p)
-        ``X`` itself (p = d) or ``[X, Y]`` (p = d + k).
+    torch.Tensor, shape ([R,] n, p), float64
+        A copy of ``X`` (p = d) or ``[X, Y]`` (p = d + k).
 
     Raises
     ------
     ValidationError
-        When ``tokens`` is not one of the two readings.
+        When ``tokens`` is not one of the two readings, or ``X`` and ``Y`` have mismatched shapes or non-finite
+        entries.
     """
     check_tokens(tokens)
-    return X if tokens == "covariates" else torch.cat([X, Y], dim=-1)
+    sizes: dict[str, int] = {}
+    X, Y = check_batched("X", X, "nd", sizes), check_batched("Y", Y, "nk", sizes)
+    check_joint(X, Y, tokens)
+    return _token_matrix(X, Y, tokens)
 
 
 def token_covariance(Sigma: object, W_star: object, noise_std: float, *, tokens: str = "covariates") -> torch.Tensor:

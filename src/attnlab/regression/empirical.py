@@ -10,11 +10,16 @@ from __future__ import annotations
 import torch
 
 from attnlab._numerics import exp_
-from attnlab._validation import ValidationError
-from attnlab.regression._checks import check_batched, check_tokens
-from attnlab.regression.data import token_matrix
+from attnlab._validation import ValidationError, check_bool, check_finite_result
+from attnlab.regression._checks import check_batched, check_joint, check_tokens
+from attnlab.regression.data import _token_matrix
 
 __all__ = ["empirical_loss", "empirical_loss_and_gradient"]
+
+_OVERFLOW = (
+    "the logits z^T Q x or the predictions V sum_l s_l z_l overflow float64: V or Q is too large; pass V and Q of "
+    "moderate scale (entries of order 1)"
+)
 
 
 def loss_and_gradient(
@@ -91,12 +96,15 @@ def empirical_loss_and_gradient(
     Raises
     ------
     ValidationError
-        Mismatched shapes, non-finite entries, no samples, fewer than 2 samples without the self-term.
+        Mismatched shapes, non-finite entries, no samples, fewer than 2 samples without the self-term, a non-bool
+        ``include_self``, or ``V`` and ``Q`` so large that the loss or its gradient overflows.
     """
     check_tokens(tokens)
+    include_self = check_bool("include_self", include_self)
     sizes: dict[str, int] = {}
     X = check_batched("X", X, "nd", sizes)
     Y = check_batched("Y", Y, "nk", sizes)
+    check_joint(X, Y, tokens)
     sizes["p"] = sizes["d"] + (sizes["k"] if tokens == "joint" else 0)
     V = check_batched("V", V, "kp", sizes)
     Q = check_batched("Q", Q, "pd", sizes)
@@ -104,7 +112,10 @@ def empirical_loss_and_gradient(
         raise ValidationError("X and Y have no samples (n == 0); pass at least one (query, response) pair")
     if not include_self and sizes["n"] < 2:
         raise ValidationError("include_self=False needs n >= 2 samples (each query needs another context token)")
-    return loss_and_gradient(V, Q, X, Y, token_matrix(X, Y, tokens), include_self)
+    loss, grad_V, grad_Q = loss_and_gradient(V, Q, X, Y, _token_matrix(X, Y, tokens), include_self)
+    for name, value in (("loss", loss), ("grad_V", grad_V), ("grad_Q", grad_Q)):
+        check_finite_result(f"empirical_loss_and_gradient {name}", value, _OVERFLOW)
+    return loss, grad_V, grad_Q
 
 
 def empirical_loss(
@@ -136,7 +147,7 @@ def empirical_loss(
     Raises
     ------
     ValidationError
-        Mismatched shapes, non-finite entries, no samples, fewer than 2 samples without the self-term.
+        As :func:`empirical_loss_and_gradient`.
 
     Examples
     --------

@@ -21,7 +21,7 @@ import torch
 from attnlab._validation import ValidationError, check_scalar, check_seed, check_tensor
 from attnlab.regression import empirical, population
 from attnlab.regression.data import RegressionProblem, check_problem, sample, sample_covariates
-from attnlab.regression.linalg import empirical_covariance
+from attnlab.regression.linalg import _covariance
 from attnlab.regression.population import population_gradient
 from attnlab.regression.regularizer import regularizer_gradient
 from attnlab.regression.regularizer import value as regularizer_value
@@ -105,7 +105,7 @@ def loss_and_gradient_bias(
         loss, gV, gQ = empirical.loss_and_gradient(V, Q, X, Y, X, out=weights[: X.shape[0]])
         losses.append(loss)
         grads.append(_flat(gV, gQ))
-        regs.append(_flat(*regularizer_gradient(V, Q, empirical_covariance(X))))  # spec §5.2 with Sigma_hat
+        regs.append(_flat(*regularizer_gradient(V, Q, _covariance(X))))  # spec §5.2 with Sigma_hat
     loss, grad, reg = torch.cat(losses), torch.cat(grads), torch.cat(regs)
     grad_diff = grad - _flat(*population_gradient(V, Q, S, W))  # spec §5.1
     grad_sq, grad_se = _squared_bias(grad_diff)
@@ -150,7 +150,7 @@ def regularizer_gradient_bias(
     V, Q = _check_point(problem, V, Q)
     _check_sampling(n, samples, seed)
     X = sample_covariates(problem, n, runs=samples, seed=seed)  # the X of sample(), without its unread Y
-    empirical_gradient = _flat(*regularizer_gradient(V, Q, empirical_covariance(X)))  # spec §5.2 with Sigma_hat
+    empirical_gradient = _flat(*regularizer_gradient(V, Q, _covariance(X)))  # spec §5.2 with Sigma_hat
     value, se = _squared_bias(empirical_gradient - _regularizer_truth(V, Q, problem.Sigma))
     return {"n": n, "reg_bias_sq": value, "reg_se": se}
 

@@ -13,7 +13,7 @@ import torch
 from attnlab._validation import check_scalar, check_tensor
 from attnlab.regression._checks import check_batched, check_spd, check_tokens
 from attnlab.regression.data import token_covariance
-from attnlab.regression.linalg import sym_sqrt
+from attnlab.regression.linalg import _sym_sqrt
 
 __all__ = ["cross_logit_mgf", "self_logit_mgf"]
 
@@ -69,7 +69,7 @@ def cross_logit_mgf(
     """
     Q, Sigma, W_star = _check(c, Q, Sigma, W_star, noise_std, tokens)
     Sigma_z = token_covariance(Sigma, W_star, noise_std, tokens=tokens)
-    C = sym_sqrt(Sigma_z) @ Q @ sym_sqrt(Sigma)  # spec §7: C = Sigma^{1/2} Q Sigma^{1/2}
+    C = _sym_sqrt(Sigma_z) @ Q @ _sym_sqrt(Sigma)  # spec §7: C = Sigma^{1/2} Q Sigma^{1/2}
     return _gaussian_quadratic_mgf(c**2 * C.transpose(-1, -2) @ C)  # spec §7: det(I - c^2 C^T C)^{-1/2}
 
 
@@ -115,5 +115,5 @@ def self_logit_mgf(
     Q_x, Q_y = Q[..., :d, :], Q[..., d:, :]
     B = Q_x if tokens == "covariates" else Q_x + W_star.T @ Q_y
     B = c * (B + B.transpose(-1, -2)) / 2 + (c**2 * noise_std**2 / 2) * Q_y.transpose(-1, -2) @ Q_y
-    root = sym_sqrt(Sigma)
+    root = _sym_sqrt(Sigma)
     return _gaussian_quadratic_mgf(2 * root @ B @ root)  # spec §7: det(I - 2 Sigma^{1/2} B Sigma^{1/2})^{-1/2}

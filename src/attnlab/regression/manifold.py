@@ -12,9 +12,9 @@ from dataclasses import dataclass
 import torch
 
 from attnlab._validation import ValidationError, check_scalar, check_seed
-from attnlab.regression._checks import check_batched, check_covariances, check_orthonormal
+from attnlab.regression._checks import check_batched, check_covariances, check_factor, check_orthonormal, check_spd
 from attnlab.regression.data import RegressionProblem
-from attnlab.regression.linalg import sym_inv_sqrt, sym_sqrt
+from attnlab.regression.linalg import _sym_inv_sqrt, _sym_sqrt
 
 __all__ = [
     "near_manifold_point",
@@ -31,20 +31,34 @@ __all__ = [
 ]
 
 
-def whiten(
+def _whiten(
     V: torch.Tensor, Q: torch.Tensor, Sigma: torch.Tensor, Sigma_z: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`whiten` without checks."""
+    root_z = _sym_sqrt(Sigma_z)
+    return V @ root_z, root_z @ Q @ _sym_sqrt(Sigma)  # spec §1: A = V Sigma^{1/2}, C = Sigma^{1/2} Q Sigma^{1/2}
+
+
+def _unwhiten(
+    A: torch.Tensor, C: torch.Tensor, Sigma: torch.Tensor, Sigma_z: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`unwhiten` without checks."""
+    inv_z = _sym_inv_sqrt(Sigma_z)
+    return A @ inv_z, inv_z @ C @ _sym_inv_sqrt(Sigma)
+
+
+def whiten(V: object, Q: object, Sigma: object, Sigma_z: object) -> tuple[torch.Tensor, torch.Tensor]:
     """Whitened factors ``A = V Sigma_z^{1/2}``, ``C = Sigma_z^{1/2} Q Sigma^{1/2}`` (spec §1, §4.1).
 
     Parameters
     ----------
-    V : torch.Tensor, shape ([R,] k, p), float64
-        Value matrix.
-    Q : torch.Tensor, shape ([R,] p, d), float64
-        Preconditioner (key-query) matrix.
-    Sigma : torch.Tensor, shape ([R,] d, d), float64
+    V : array-like, shape ([R,] k, p), float64
+        Value matrix; a tensor that requires grad stays in its autograd graph.
+    Q : array-like, shape ([R,] p, d), float64
+        Preconditioner (key-query) matrix; likewise.
+    Sigma : array-like, shape ([R,] d, d), float64
         SPD covariance of the covariates.
-    Sigma_z : torch.Tensor, shape ([R,] p, p), float64
+    Sigma_z : array-like, shape ([R,] p, p), float64
         SPD covariance of one token (``Sigma`` itself for covariate tokens).
 
     Returns
@@ -52,33 +66,41 @@ def whiten(
     A : torch.Tensor, shape ([R,] k, p)
     C : torch.Tensor, shape ([R,] p, d)
         The pair whose Frobenius norm is the Sigma~ norm of ``(V, Q)``.
+
+    Raises
+    ------
+    ValidationError
+        A non-SPD covariance, mismatched shapes, non-finite entries.
     """
-    root_z = sym_sqrt(Sigma_z)
-    return V @ root_z, root_z @ Q @ sym_sqrt(Sigma)  # spec §1: A = V Sigma^{1/2}, C = Sigma^{1/2} Q Sigma^{1/2}
+    Sigma, Sigma_z, sizes = check_covariances(Sigma, Sigma_z)
+    return _whiten(check_factor("V", V, "kp", sizes), check_factor("Q", Q, "pd", sizes), Sigma, Sigma_z)
 
 
-def unwhiten(
-    A: torch.Tensor, C: torch.Tensor, Sigma: torch.Tensor, Sigma_z: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
+def unwhiten(A: object, C: object, Sigma: object, Sigma_z: object) -> tuple[torch.Tensor, torch.Tensor]:
     """Inverse of :func:`whiten`: ``V = A Sigma_z^{-1/2}``, ``Q = Sigma_z^{-1/2} C Sigma^{-1/2}``.
 
     Parameters
     ----------
-    A : torch.Tensor, shape ([R,] k, p), float64
-    C : torch.Tensor, shape ([R,] p, d), float64
-        Whitened factors.
-    Sigma : torch.Tensor, shape ([R,] d, d), float64
+    A : array-like, shape ([R,] k, p), float64
+    C : array-like, shape ([R,] p, d), float64
+        Whitened factors; a tensor that requires grad stays in its autograd graph.
+    Sigma : array-like, shape ([R,] d, d), float64
         SPD covariance of the covariates.
-    Sigma_z : torch.Tensor, shape ([R,] p, p), float64
+    Sigma_z : array-like, shape ([R,] p, p), float64
         SPD covariance of one token (``Sigma`` itself for covariate tokens).
 
     Returns
     -------
     V : torch.Tensor, shape ([R,] k, p)
     Q : torch.Tensor, shape ([R,] p, d)
+
+    Raises
+    ------
+    ValidationError
+        A non-SPD covariance, mismatched shapes, non-finite entries.
     """
-    inv_z = sym_inv_sqrt(Sigma_z)
-    return A @ inv_z, inv_z @ C @ sym_inv_sqrt(Sigma)
+    Sigma, Sigma_z, sizes = check_covariances(Sigma, Sigma_z)
+    return _unwhiten(check_factor("A", A, "kp", sizes), check_factor("C", C, "pd", sizes), Sigma, Sigma_z)
 
 
 def extended_inner(
@@ -105,14 +127,20 @@ def extended_inner(
     return (V1 @ Sigma_z * V2).sum((-2, -1)) + (Sigma_z @ Q1 @ Sigma * Q2).sum((-2, -1))  # spec §4.1
 
 
-def target_svd(W: torch.Tensor, Sigma: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _target_svd(W: torch.Tensor, Sigma: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`target_svd` without checks."""
+    U, S, Vh = torch.linalg.svd(W @ _sym_sqrt(Sigma), full_matrices=False)  # spec §1: M* = U S V_M^T
+    return U, S, Vh.transpose(-1, -2)
+
+
+def target_svd(W: object, Sigma: object) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Thin SVD of ``M = W Sigma^{1/2}`` (spec §1: ``M* = U S V_M^T``).
 
     Parameters
     ----------
-    W : torch.Tensor, shape ([R,] k, d), float64
+    W : array-like, shape ([R,] k, d), float64
         Regression matrix (``W*``), ``k >= d``.
-    Sigma : torch.Tensor, shape ([R,] d, d), float64
+    Sigma : array-like, shape ([R,] d, d), float64
         SPD covariance.
 
     Returns
@@ -123,9 +151,17 @@ def target_svd(W: torch.Tensor, Sigma: torch.Tensor) -> tuple[torch.Tensor, torc
         Singular values, in decreasing order.
     V_M : torch.Tensor, shape ([R,] d, d)
         Right singular vectors, as columns: ``M = U diag(S) V_M^T``.
+
+    Raises
+    ------
+    ValidationError
+        A non-SPD ``Sigma``, mismatched shapes, non-finite entries, ``k < d`` (A2 needs ``k >= d``).
     """
-    U, S, Vh = torch.linalg.svd(W @ sym_sqrt(Sigma), full_matrices=False)  # spec §1: M* = U S V_M^T
-    return U, S, Vh.transpose(-1, -2)
+    sizes: dict[str, int] = {}
+    Sigma = check_spd("Sigma", Sigma, sizes)
+    W = check_batched("W", W, "kd", sizes)
+    _check_a2("W", sizes)
+    return _target_svd(W, Sigma)
 
 
 def manifold_point(
@@ -177,11 +213,11 @@ def _check_a2(name: str, sizes: dict[str, int]) -> None:
 def _point(
     R: torch.Tensor, W: torch.Tensor, Sigma: torch.Tensor, Sigma_z: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    U, S, V_M = target_svd(W, Sigma)
+    U, S, V_M = _target_svd(W, Sigma)
     root_S = S.sqrt().unsqueeze(-2)  # (..., 1, d)
     A = (U * root_S) @ R.transpose(-1, -2)  # spec §4.2: A_R = U S^{1/2} R^T
     C = (R * root_S) @ V_M.transpose(-1, -2)  # spec §4.2: C_R = R S^{1/2} V_M^T
-    return unwhiten(A, C, Sigma, Sigma_z)
+    return _unwhiten(A, C, Sigma, Sigma_z)
 
 
 @dataclass(frozen=True)
@@ -240,14 +276,14 @@ def projection(
     V: torch.Tensor, Q: torch.Tensor, W_star: torch.Tensor, Sigma: torch.Tensor, Sigma_z: torch.Tensor
 ) -> Projection:
     """:func:`project` without checks."""
-    A, C = whiten(V, Q, Sigma, Sigma_z)
-    U, S, V_M = target_svd(W_star, Sigma)
+    A, C = _whiten(V, Q, Sigma, Sigma_z)
+    U, S, V_M = _target_svd(W_star, Sigma)
     root_S = S.sqrt().unsqueeze(-2)
     N = A.transpose(-1, -2) @ (U * root_S) + C @ (V_M * root_S)  # spec §4.3: N = A^T U S^1/2 + C V_M S^1/2, (p, d)
     P, _, Oh = torch.linalg.svd(N, full_matrices=False)
     R = P @ Oh  # spec §4.3: R* = P O^T
     V_bar, Q_bar = _point(R, W_star, Sigma, Sigma_z)
-    A_bar, C_bar = whiten(V_bar, Q_bar, Sigma, Sigma_z)
+    A_bar, C_bar = _whiten(V_bar, Q_bar, Sigma, Sigma_z)
     dist2 = ((A - A_bar) ** 2).sum((-2, -1)) + ((C - C_bar) ** 2).sum((-2, -1))  # spec §4.3: dist^2
     return Projection(V_bar, Q_bar, R, dist2.sqrt())
 
@@ -364,18 +400,18 @@ def near_manifold_point(
     V, Q = manifold_point(random_rotation(problem.d, runs=runs, seed=seed), W, Sigma)
     if distance == 0:
         return V, Q
-    A, C = whiten(V, Q, Sigma, Sigma)
+    A, C = _whiten(V, Q, Sigma, Sigma)
     gen = torch.Generator().manual_seed(seed + 1)
     dA = torch.randn(A.shape, generator=gen, dtype=torch.float64)
     dC = torch.randn(C.shape, generator=gen, dtype=torch.float64)
     size = (dA.square().sum((-2, -1)) + dC.square().sum((-2, -1))).sqrt()[:, None, None]
     A, C = A + distance * dA / size, C + distance * dC / size  # spec §4.1: whitened norm `distance`
-    off = projection(*unwhiten(A, C, Sigma, Sigma), W, Sigma, Sigma)
+    off = projection(*_unwhiten(A, C, Sigma, Sigma), W, Sigma, Sigma)
     if not bool((off.distance > 0).all()):
         raise ValidationError(f"seed == {seed}: a drawn step lies along M (no normal part); pass another seed")
-    A_bar, C_bar = whiten(off.V, off.Q, Sigma, Sigma)  # a point of M near theta_R: itself a theta_R' (spec §4.2)
+    A_bar, C_bar = _whiten(off.V, off.Q, Sigma, Sigma)  # a point of M near theta_R: itself a theta_R' (spec §4.2)
     t = distance / off.distance[:, None, None]  # spec §4.3: the residual is normal at theta_bar (Lemma 1)
-    V, Q = unwhiten(A_bar + t * (A - A_bar), C_bar + t * (C - C_bar), Sigma, Sigma)
+    V, Q = _unwhiten(A_bar + t * (A - A_bar), C_bar + t * (C - C_bar), Sigma, Sigma)
     reached = projection(V, Q, W, Sigma, Sigma).distance
     if not torch.allclose(reached, torch.full_like(reached, float(distance)), rtol=1e-9, atol=0.0):
         raise ValidationError(

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import torch
 
-from attnlab._validation import ValidationError, check_bool, check_in, check_scalar, check_tensor
+from attnlab._validation import ValidationError, check_bool, check_in, check_scalar, check_seed, check_tensor
 from attnlab.regression import empirical, population
 from attnlab.regression._checks import check_tokens
-from attnlab.regression.data import RegressionProblem, sample, token_matrix
+from attnlab.regression.data import RegressionProblem, _token_matrix, check_problem, draw
 
 __all__ = ["CONTEXTS", "MinibatchOracle", "MonteCarloOracle", "PopulationOracle", "smallest_first"]
 
@@ -54,9 +54,15 @@ class PopulationOracle:
     ----------
     problem : RegressionProblem
     tokens : {"covariates", "joint"}, default="covariates"
+
+    Raises
+    ------
+    ValidationError
+        A ``problem`` that is not a RegressionProblem, or unknown ``tokens``.
     """
 
     def __init__(self, problem: RegressionProblem, *, tokens: str = "covariates") -> None:
+        check_problem(problem)
         check_tokens(tokens)
         self.problem = problem
         self.Sigma_z = problem.token_covariance(tokens)
@@ -86,8 +92,9 @@ class MonteCarloOracle:
     Raises
     ------
     ValidationError
-        At construction, ``n < 2`` or ``batches < 1``, bad ``tokens``; at a call, iterates without the runs axis
-        (``V`` must be (R, k, p) and ``Q`` (R, p, d)).
+        At construction, a ``problem`` that is not a RegressionProblem, ``n < 2`` or ``batches < 1``, bad
+        ``tokens``, a non-bool ``include_self`` or a bad ``seed``; at a call, iterates without the runs axis (``V``
+        must be (R, k, p) and ``Q`` (R, p, d)).
     """
 
     def __init__(
@@ -100,11 +107,13 @@ class MonteCarloOracle:
         include_self: bool = True,
         seed: int = 0,
     ) -> None:
+        check_problem(problem)
         check_scalar("n", n, kind=int, low=2)
         check_scalar("batches", batches, kind=int, low=1)
         self.tokens = check_tokens(tokens)
-        self.problem, self.n, self.batches, self.include_self = problem, n, batches, include_self
-        self.generator = torch.Generator().manual_seed(seed)
+        self.problem, self.n, self.batches = problem, n, batches
+        self.include_self = check_bool("include_self", include_self)
+        self.generator = torch.Generator().manual_seed(check_seed("seed", seed))
 
     def __call__(self, V: torch.Tensor, Q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         _check_batched_iterates(V, Q)
@@ -113,9 +122,9 @@ class MonteCarloOracle:
         per_chunk = max(1, _CHUNK_ENTRIES // (runs * self.n * self.n))  # bounds the (b, R, n, n) softmax in memory
         for start in range(0, self.batches, per_chunk):
             b = min(per_chunk, self.batches - start)
-            X, Y = sample(self.problem, self.n, runs=b * runs, generator=self.generator)
+            X, Y = draw(self.problem, (b * runs, self.n), self.generator)  # sample() without its checks
             X, Y = X.unflatten(0, (b, runs)), Y.unflatten(0, (b, runs))  # (b, R, n, d), (b, R, n, k)
-            Z = token_matrix(X, Y, self.tokens)
+            Z = _token_matrix(X, Y, self.tokens)
             _, gV, gQ = empirical.loss_and_gradient(V, Q, X, Y, Z, self.include_self)  # spec §5.3
             grad_V += gV.sum(0) / self.batches  # spec §6.2 (ii): the mean over the fresh samples
             grad_Q += gQ.sum(0) / self.batches
@@ -181,7 +190,7 @@ class MinibatchOracle:
     ------
     ValidationError
         Mismatched or non-finite ``X``/``Y``, ``batch_size`` not in ``[1, n]``, bad ``context``/``tokens``,
-        a non-bool ``include_self``, or ``include_self=False`` with a context of a single token.
+        a non-bool ``include_self``, ``include_self=False`` with a context of a single token, or a bad ``seed``.
     """
 
     def __init__(
@@ -207,8 +216,8 @@ class MinibatchOracle:
                 f"include_self=False with context={self.context!r} leaves a query no token to attend to "
                 f"(batch_size == {batch_size}, n == {sizes['n']}); use a context of at least 2 tokens or include_self=True"
             )
-        self.Z = token_matrix(self.X, self.Y, tokens)
-        self.generator = torch.Generator().manual_seed(seed)
+        self.Z = _token_matrix(self.X, self.Y, tokens)
+        self.generator = torch.Generator().manual_seed(check_seed("seed", seed))
 
     def __call__(self, V: torch.Tensor, Q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         R, n = self.X.shape[:2]
@@ -216,7 +225,7 @@ class MinibatchOracle:
         Xb = self.X.gather(1, idx.unsqueeze(-1).expand(-1, -1, self.X.shape[-1]))  # (R, b, d)
         Yb = self.Y.gather(1, idx.unsqueeze(-1).expand(-1, -1, self.Y.shape[-1]))  # (R, b, k)
         if self.context == "minibatch":
-            _, gV, gQ = empirical.loss_and_gradient(V, Q, Xb, Yb, token_matrix(Xb, Yb, self.tokens), self.include_self)
+            _, gV, gQ = empirical.loss_and_gradient(V, Q, Xb, Yb, _token_matrix(Xb, Yb, self.tokens), self.include_self)
         elif self.include_self:
             _, gV, gQ = empirical.loss_and_gradient(V, Q, Xb, Yb, self.Z)  # spec §6.3 option: context = all n
         else:

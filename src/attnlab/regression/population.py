@@ -9,18 +9,23 @@ from __future__ import annotations
 
 import torch
 
-from attnlab._validation import check_scalar, check_tensor
+from attnlab._validation import check_finite_result, check_scalar, check_tensor
 from attnlab.regression._checks import check_batched, check_spd, check_tokens
 from attnlab.regression.data import token_covariance
 
 __all__ = ["population_excess_loss", "population_gradient", "population_loss"]
+
+_OVERFLOW = (
+    "V Sigma_z Q overflows float64: V or Q is too large; pass V and Q of moderate scale (the loss reads them only "
+    "through V Sigma_z Q, so (c V, Q / c) gives the same value)"
+)
 
 
 def _check(V, Q, Sigma, W_star, noise_std, tokens):  # noqa: ANN001, ANN202 - shared argument checks
     check_tokens(tokens)
     sizes: dict[str, int] = {}
     Sigma = check_spd("Sigma", Sigma, sizes)
-    W_star = check_tensor("W_star", W_star, "kd", sizes)
+    W_star = check_tensor("W_star", W_star, "kd", sizes, min_size={"k": 1})
     check_scalar("noise_std", noise_std, low=0.0)
     Sigma_z = token_covariance(Sigma, W_star, noise_std, tokens=tokens)
     sizes["p"] = int(Sigma_z.shape[-1])
@@ -77,9 +82,12 @@ def population_excess_loss(
     Raises
     ------
     ValidationError
-        Non-SPD ``Sigma``, mismatched shapes, negative ``noise_std``.
+        Non-SPD ``Sigma``, mismatched or empty shapes, negative ``noise_std``, ``V`` and ``Q`` so large that the
+        value overflows.
     """
-    return excess(*_check(V, Q, Sigma, W_star, noise_std, tokens))
+    return check_finite_result(
+        "population_excess_loss", excess(*_check(V, Q, Sigma, W_star, noise_std, tokens)), _OVERFLOW
+    )
 
 
 def population_loss(
@@ -110,7 +118,8 @@ def population_loss(
     Raises
     ------
     ValidationError
-        Non-SPD ``Sigma``, mismatched shapes, negative ``noise_std``.
+        Non-SPD ``Sigma``, mismatched or empty shapes, negative ``noise_std``, ``V`` and ``Q`` so large that the
+        value overflows.
 
     Notes
     -----
@@ -125,7 +134,8 @@ def population_loss(
     0.02
     """
     V, Q, Sigma, Sigma_z, W_star = _check(V, Q, Sigma, W_star, noise_std, tokens)
-    return excess(V, Q, Sigma, Sigma_z, W_star) + W_star.shape[0] * float(noise_std) ** 2  # spec §3.3: + k sigma^2
+    loss = excess(V, Q, Sigma, Sigma_z, W_star) + W_star.shape[0] * float(noise_std) ** 2  # spec §3.3: + k sigma^2
+    return check_finite_result("population_loss", loss, _OVERFLOW)
 
 
 def population_gradient(
@@ -158,6 +168,10 @@ def population_gradient(
     Raises
     ------
     ValidationError
-        Non-SPD ``Sigma``, mismatched shapes, negative ``noise_std``.
+        Non-SPD ``Sigma``, mismatched or empty shapes, negative ``noise_std``, ``V`` and ``Q`` so large that the
+        gradient overflows.
     """
-    return _gradient(*_check(V, Q, Sigma, W_star, noise_std, tokens))
+    grad_V, grad_Q = _gradient(*_check(V, Q, Sigma, W_star, noise_std, tokens))
+    return check_finite_result("population_gradient grad_V", grad_V, _OVERFLOW), check_finite_result(
+        "population_gradient grad_Q", grad_Q, _OVERFLOW
+    )

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import torch
 
-from attnlab._validation import check_tensor
-from attnlab.regression._checks import check_batched, check_covariances, check_tokens
-from attnlab.regression.data import token_matrix
-from attnlab.regression.linalg import empirical_covariance
+from attnlab._validation import ValidationError
+from attnlab.regression._checks import check_batched, check_covariances, check_joint, check_tokens
+from attnlab.regression.data import _token_matrix
+from attnlab.regression.linalg import _covariance
 
 __all__ = ["empirical_regularizer", "regularizer", "regularizer_gradient"]
 
@@ -106,6 +106,7 @@ def empirical_regularizer(
     V, Q : array-like
         As in :func:`regularizer`.
     X : array-like, shape ([R,] n, d), float64
+        The sample, at least as many rows as token dimensions (``n >= p``: else the sample covariance is singular).
     Y : array-like, shape ([R,] n, k), float64, optional
         Needed for joint tokens only.
     tokens : {"covariates", "joint"}, default="covariates"
@@ -113,9 +114,26 @@ def empirical_regularizer(
     Returns
     -------
     torch.Tensor, shape ([R]), float64
+
+    Raises
+    ------
+    ValidationError
+        Mismatched shapes, non-finite entries, fewer rows of ``X`` than token dimensions, joint tokens without
+        ``Y``, or a singular sample covariance.
     """
     check_tokens(tokens)
-    X = check_tensor("X", X)
-    Z = X if tokens == "covariates" else token_matrix(X, check_tensor("Y", Y), tokens)
-    Sigma_z = None if tokens == "covariates" else empirical_covariance(Z)
-    return regularizer(V, Q, empirical_covariance(X), Sigma_z)
+    sizes: dict[str, int] = {}
+    X = check_batched("X", X, "nd", sizes)
+    if tokens == "joint":
+        if Y is None:
+            raise ValidationError("tokens='joint' reads the tokens (x; y): pass the responses Y")
+        Y = check_batched("Y", Y, "nk", sizes)
+        check_joint(X, Y, tokens)
+    p, which = (sizes["d"], "d") if tokens == "covariates" else (sizes["d"] + sizes["k"], "p = d + k")
+    if sizes["n"] < p:
+        raise ValidationError(
+            f"X has too few rows: n == {sizes['n']} < {which} == {p}, so the sample covariance (rank <= n) is "
+            f"singular; pass at least {p} samples"
+        )
+    Sigma_z = None if tokens == "covariates" else _covariance(_token_matrix(X, Y, tokens))
+    return regularizer(V, Q, _covariance(X), Sigma_z)

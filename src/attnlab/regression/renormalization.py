@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from attnlab.regression.linalg import sym_sqrt
+from attnlab.regression.linalg import _sym_sqrt
 
 __all__ = ["RENORMALIZATIONS", "renormalize"]
 
@@ -47,7 +47,7 @@ def renormalize(
         den = (VV @ Sigma_z * (Sigma_z @ VV).transpose(-1, -2)).sum((-2, -1))
         c = (num / den) ** 0.125  # spec §6.4: c^4 = ||b||_F / ||a||_F
     else:
-        C = sym_sqrt(Sigma_z) @ Q @ sym_sqrt(Sigma)
+        C = _sym_sqrt(Sigma_z) @ Q @ _sym_sqrt(Sigma)
         c = (torch.linalg.matrix_norm(C, ord=2) / tau_Q).clamp(min=1.0)  # spec §6.4 alternative
     c = c[..., None, None]
     return c * V, Q / c  # spec §3.5: scaling orbit

@@ -8,9 +8,9 @@ from __future__ import annotations
 import torch
 
 from attnlab._validation import ValidationError
-from attnlab.regression._checks import check_batched, check_orthonormal, check_tokens
-from attnlab.regression.data import token_matrix
-from attnlab.regression.linalg import empirical_covariance, spd_inverse
+from attnlab.regression._checks import check_batched, check_joint, check_orthonormal, check_tokens
+from attnlab.regression.data import _token_matrix
+from attnlab.regression.linalg import _covariance, spd_inverse
 from attnlab.regression.manifold import _point
 
 __all__ = ["spectral_init"]
@@ -53,15 +53,16 @@ def spectral_init(
             f"Y has k == {k} responses < d == {d} covariates: the spectral start needs k >= d (assumption A2); "
             f"use data with at least {d} response dimensions"
         )
-    Z = token_matrix(X, Y, tokens)
+    check_joint(X, Y, tokens)
+    Z = _token_matrix(X, Y, tokens)
     p = Z.shape[-1]
-    Sigma_hat, Sigma_z_hat = empirical_covariance(X), empirical_covariance(Z)  # spec §6.1 step 1
+    Sigma_hat, Sigma_z_hat = _covariance(X), _covariance(Z)  # spec §6.1 step 1
     if n < p or float(torch.linalg.eigvalsh(Sigma_z_hat).amin()) <= 1e-12 * float(Sigma_z_hat.abs().amax()):
         raise ValidationError(
             f"the sample covariance of the {p}-dimensional tokens is singular (n == {n}); "
             f"the spectral start needs n >= {p} samples in general position"
         )
-    W_ols = empirical_covariance(X, Y) @ spd_inverse(Sigma_hat)  # spec §6.1 step 2: M_hat = W_OLS Sigma_hat^{1/2}
+    W_ols = _covariance(X, Y) @ spd_inverse(Sigma_hat)  # spec §6.1 step 2: M_hat = W_OLS Sigma_hat^{1/2}
     if R0 is None:
         R0 = torch.eye(p, d, dtype=torch.float64)  # spec §6.1 step 4: R0 = I
     else:
