@@ -13,7 +13,7 @@ import math
 
 import torch
 
-from attnlab._validation import ValidationError, check_scalar
+from attnlab._validation import ValidationError, check_instance, check_scalar
 
 __all__ = ["at_chance", "binomial_se", "chance_bound", "majority_rate"]
 
@@ -34,8 +34,9 @@ def majority_rate(labels: torch.Tensor) -> float:
     Raises
     ------
     ValidationError
-        When ``labels`` is not a non-empty 1-D tensor of non-negative integers.
+        When ``labels`` is not a non-empty 1-D tensor of non-negative integers (a NumPy array or a list included).
     """
+    check_instance("labels", labels, torch.Tensor, "pass torch.as_tensor(labels) (integer class labels)")
     integer = not (labels.dtype.is_floating_point or labels.dtype.is_complex or labels.dtype == torch.bool)
     if labels.ndim != 1 or not len(labels) or not integer or bool((labels < 0).any()):
         raise ValidationError(

@@ -12,7 +12,8 @@ import math
 import torch
 from torch import nn
 
-from attnlab._validation import ValidationError, check_scalar
+from attnlab._numerics import all_finite
+from attnlab._validation import ValidationError, check_instance, check_scalar
 
 __all__ = ["Encoder", "EncoderBlock", "SelfAttention", "attention_weights", "check_float_dtype", "init_weights"]
 
@@ -25,7 +26,7 @@ def attention_weights(q: torch.Tensor, k: torch.Tensor, key_mask: torch.Tensor |
     Parameters
     ----------
     q, k : torch.Tensor, shape (n, h, T, e)
-        Queries and keys per head (``h`` heads of width ``e``).
+        Queries and keys per head (``h`` heads of width ``e``), finite, of one floating dtype.
     key_mask : torch.Tensor of bool, shape (n, T), optional
         True where a key is a real token, False where it is padding. Every row needs at least one True.
 
@@ -33,11 +34,61 @@ def attention_weights(q: torch.Tensor, k: torch.Tensor, key_mask: torch.Tensor |
     -------
     torch.Tensor, shape (n, h, T, T)
         ``A[b, h, s, t]``: weight query token ``s`` puts on key token ``t``; rows sum to 1.
+
+    Raises
+    ------
+    ValidationError
+        When ``q`` or ``k`` is not a finite floating tensor of shape (n, h, T, e), their shapes or dtypes differ, or
+        ``key_mask`` is not a boolean tensor of shape (n, T) with a True in every row.
     """
+    _check_heads("q", q)
+    _check_heads("k", k)
+    if k.shape != q.shape or k.dtype != q.dtype:
+        raise ValidationError(
+            f"k has shape {tuple(k.shape)} and dtype {k.dtype}, q {tuple(q.shape)} and {q.dtype}; pass queries and "
+            "keys of one shape (n, h, T, e) and one dtype"
+        )
+    if key_mask is not None:
+        _check_key_mask(key_mask, q.shape[0], q.shape[2])
+    return _attention_weights(q, k, key_mask)
+
+
+def _attention_weights(q: torch.Tensor, k: torch.Tensor, key_mask: torch.Tensor | None = None) -> torch.Tensor:
+    """:func:`attention_weights` without its checks: the layers' forward pass, on checked inputs (every step)."""
     logits = torch.einsum("nhse,nhte->nhst", q, k) / math.sqrt(q.shape[-1])  # spec E4: q k^T / sqrt(d_head)
     if key_mask is not None:
         logits = logits.masked_fill(~key_mask[:, None, None, :], float("-inf"))
     return torch.softmax(logits, dim=-1)
+
+
+def _check_heads(name: str, value: object) -> None:
+    """Refuse ``value`` unless it is a finite floating tensor of shape (n, h, T, e), naming ``name``."""
+    check_instance(name, value, torch.Tensor, f"pass {name} as a tensor of shape (n, h, T, e)")
+    if value.dim() != 4 or not value.dtype.is_floating_point:
+        raise ValidationError(
+            f"{name} has shape {tuple(value.shape)} and dtype {value.dtype}; pass a floating tensor of shape "
+            "(n, h, T, e): n sequences, h heads, T tokens of width e"
+        )
+    if not all_finite(value):
+        bad = int((~torch.isfinite(value)).sum())
+        raise ValidationError(f"{name} has {bad} non-finite (NaN or inf) entries; the weights would be NaN")
+
+
+def _check_key_mask(key_mask: object, n: int, T: int) -> None:
+    """Refuse a ``key_mask`` that is not a boolean (n, T) tensor with a kept key in every row."""
+    check_instance("key_mask", key_mask, torch.Tensor, "pass a boolean tensor of shape (n, T), True on real tokens")
+    if key_mask.dtype != torch.bool or tuple(key_mask.shape) != (n, T):
+        raise ValidationError(
+            f"key_mask has shape {tuple(key_mask.shape)} and dtype {key_mask.dtype}, expected a boolean tensor of "
+            f"shape (n, T) = ({n}, {T}), True on real tokens; convert a 0/1 mask with key_mask.bool()"
+        )
+    empty = ~key_mask.any(dim=1)
+    if bool(empty.any()):
+        rows = torch.nonzero(empty).flatten().tolist()
+        raise ValidationError(
+            f"key_mask rows {rows[:5]} keep no key (all False): a query then has no key to attend to and its weights "
+            "are 0/0; every row needs at least one True (a real token)"
+        )
 
 
 class SelfAttention(nn.Module):
@@ -49,10 +100,17 @@ class SelfAttention(nn.Module):
         Token width ``d``; must be divisible by ``heads``.
     heads : int
         Number of heads ``h``; each has width ``d / h``.
+
+    Raises
+    ------
+    ValidationError
+        When ``dim`` or ``heads`` is not an int >= 1, or ``heads`` does not divide ``dim``.
     """
 
     def __init__(self, dim: int, heads: int) -> None:
         super().__init__()
+        dim = check_scalar("dim", dim, kind=int, low=1)
+        heads = check_scalar("heads", heads, kind=int, low=1)
         if dim % heads:
             raise ValidationError(f"dim == {dim} is not divisible by heads == {heads}; pick dim = heads * head width")
         self.heads = heads
@@ -87,7 +145,7 @@ class SelfAttention(nn.Module):
             The attention weights; each row sums to 1.
         """
         n, T, d = x.shape
-        weights = attention_weights(self._split(self.q(x)), self._split(self.k(x)), key_mask)
+        weights = _attention_weights(self._split(self.q(x)), self._split(self.k(x)), key_mask)
         mixed = weights @ self._split(self.v(x))  # (n, h, T, e)
         rows = 1 if first_only else T
         return self.out(mixed[:, :, :rows].transpose(1, 2).reshape(n, rows, d)), weights

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 
 import torch
 
+from attnlab._validation import ValidationError
 from attnlab.optim import OptimizerSpec
 
 __all__ = ["KINDS", "harness_spec", "make_optimizer", "optimizer_kind", "parse_optimizer"]
@@ -110,9 +111,24 @@ def make_optimizer(
     Raises
     ------
     ValidationError
-        When ``name`` does not parse, or ``lr`` is given to an optimizer without one or set twice.
+        When ``name`` does not parse, ``lr`` is given to an optimizer without one or set twice, or ``params`` is a
+        single tensor, not iterable, or empty.
     """
-    return harness_spec(name, sngd_cap=sngd_cap, sps_c=sps_c).build(params, lr=lr)
+    return harness_spec(name, sngd_cap=sngd_cap, sps_c=sps_c).build(_parameter_list(params), lr=lr)
+
+
+def _parameter_list(params: object) -> list:
+    """``params`` as a list (a generator read once), refused when it is a tensor, not iterable, or empty."""
+    fix = "pass model.parameters() or a list of tensors (or of parameter groups)"
+    if isinstance(params, torch.Tensor):
+        raise ValidationError(f"params is a single tensor of shape {tuple(params.shape)}; {fix}, e.g. [params]")
+    try:
+        listed = list(params)  # type: ignore[call-overload]
+    except TypeError:
+        raise ValidationError(f"params must be an iterable of tensors, got {type(params).__name__}; {fix}") from None
+    if not listed:
+        raise ValidationError(f"params is empty: there is nothing to optimize; {fix} of a model with parameters")
+    return listed
 
 
 def harness_spec(

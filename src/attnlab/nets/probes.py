@@ -10,6 +10,7 @@ import pandas as pd
 import torch
 from torch import nn
 
+from attnlab._validation import ValidationError, check_instance, check_tensor
 from attnlab.nets.encoder import SelfAttention
 
 __all__ = ["first_token_attention", "hoyer_sparsity", "projection_entries"]
@@ -28,9 +29,20 @@ def projection_entries(model: nn.Module) -> pd.DataFrame:
     pandas.DataFrame
         Columns ``layer`` (0-based order of the attention modules), ``projection`` ("key", "query" or "value")
         and ``value``.
+
+    Raises
+    ------
+    ValidationError
+        When ``model`` is not an ``nn.Module`` or holds no :class:`SelfAttention`.
     """
+    check_instance("model", model, nn.Module, "pass a model built of attnlab.nets layers (ViT, TextEncoder, Encoder)")
     parts = []
     attentions = [sub for sub in model.modules() if isinstance(sub, SelfAttention)]
+    if not attentions:
+        raise ValidationError(
+            f"model ({type(model).__name__}) holds no attnlab.nets.SelfAttention, so it has no key, query or value "
+            "projections to read; pass a model built of attnlab.nets layers (ViT, TextEncoder, Encoder)"
+        )
     for layer, attention in enumerate(attentions):
         for projection, linear in (("key", attention.k), ("query", attention.q), ("value", attention.v)):
             values = linear.weight.detach().double().flatten().numpy()
@@ -43,18 +55,26 @@ def hoyer_sparsity(values: torch.Tensor) -> float:
 
     .. math:: s(w) = \\frac{\\sqrt m - \\|w\\|_1 / \\|w\\|_2}{\\sqrt m - 1}
 
-    for ``m`` entries (Hoyer 2004). Scale-free, so weights of different norms compare.
+    for ``m`` entries (Hoyer 2004). Scale-free, so weights of different norms compare. Entries whose largest
+    magnitude lies outside ``[2^-500, 2^500 / sqrt(m)]`` are divided by it first, so that ``\\|w\\|_2`` neither
+    overflows nor underflows; the others are used as they are (the ratio is unchanged by the scaling, up to
+    rounding).
 
     Parameters
     ----------
     values : array_like
-        The entries, of any shape (flattened, in float64); at least two, not all zero (otherwise the result is
-        ``nan``).
+        The entries, of any shape (flattened, in float64): real and finite, at least two, not all zero.
 
     Returns
     -------
     float
         The sparsity, in [0, 1].
+
+    Raises
+    ------
+    ValidationError
+        When ``values`` is complex or not numbers, has NaN or inf entries, fewer than two entries, or only zeros (the
+        sparsity of each is 0/0).
 
     Examples
     --------
@@ -63,10 +83,27 @@ def hoyer_sparsity(values: torch.Tensor) -> float:
     >>> hoyer_sparsity(torch.tensor([1.0, -1.0, 1.0, 1.0]))
     0.0
     """
-    w = torch.as_tensor(values, dtype=torch.float64).flatten()
+    w = check_tensor("values", values).flatten()
     m = w.numel()
+    if m < 2:
+        raise ValidationError(
+            f"values has {m} entries, needs at least 2: Hoyer sparsity (sqrt m - |w|_1/|w|_2) / (sqrt m - 1) is 0/0 "
+            "for fewer; pass the entries of a whole weight matrix"
+        )
+    largest = float(w.abs().max())
+    if largest == 0:
+        raise ValidationError(
+            f"values is all zeros ({m} entries): Hoyer sparsity |w|_1 / |w|_2 is 0/0; pass weights with a non-zero entry"
+        )
+    if not _SAFE_LOW <= largest <= _SAFE_HIGH / m**0.5:  # |w|_2 could overflow or underflow: largest entry to 1
+        w = w / largest
     ratio = w.abs().sum() / torch.linalg.vector_norm(w)
     return float((m**0.5 - ratio) / (m**0.5 - 1))
+
+
+# A largest magnitude in [2^-500, 2^500 / sqrt(m)] keeps |w|_2^2 in [2^-1000, 2^1000], inside float64's normal range:
+# the entries are then used as they are, and a weight matrix's sparsity keeps every bit it had.
+_SAFE_LOW, _SAFE_HIGH = 2.0**-500, 2.0**500
 
 
 @torch.no_grad()

@@ -14,6 +14,7 @@ the file is removed and the stack is computed again, as the runner computes a st
 from __future__ import annotations
 
 import dataclasses
+import math
 import multiprocessing
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -100,7 +101,9 @@ def _qkv(model: nn.Module) -> torch.Tensor:
 
 
 def _sparsity(trial: Trial, start: torch.Tensor, end: torch.Tensor) -> pd.DataFrame:
-    """Hoyer sparsity of the K/Q/V entries at the start and end of a trial, and of what training added."""
+    """Hoyer sparsity of the K/Q/V entries at the start and end of a trial, and of what training added (NaN when it
+    added nothing: a run rolled back to its start, whose change is all zeros)."""
+    change = end - start
     return pd.DataFrame(
         [
             {
@@ -108,8 +111,8 @@ def _sparsity(trial: Trial, start: torch.Tensor, end: torch.Tensor) -> pd.DataFr
                 "seed": trial.seed,
                 "qkv_hoyer_init": hoyer_sparsity(start),
                 "qkv_hoyer": hoyer_sparsity(end),
-                "qkv_hoyer_change": hoyer_sparsity(end - start),
-                "qkv_change_ratio": float(torch.linalg.vector_norm(end - start) / torch.linalg.vector_norm(start)),
+                "qkv_hoyer_change": hoyer_sparsity(change) if bool(change.any()) else math.nan,
+                "qkv_change_ratio": float(torch.linalg.vector_norm(change) / torch.linalg.vector_norm(start)),
             }
         ]
     )

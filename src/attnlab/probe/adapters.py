@@ -304,14 +304,22 @@ def additive_mask(name: str, mask: Any, masked: bool = True) -> torch.Tensor:
     Raises
     ------
     ValidationError
-        When ``mask`` is not a tensor, or is complex.
+        When ``mask`` is not a tensor, is complex, or holds NaN or ``+inf`` (the logits would be NaN).
     """
     if not isinstance(mask, torch.Tensor) or mask.is_complex():
         raise ValidationError(f"{name} must be a boolean or real floating tensor, got {type(mask).__name__}")
     if mask.dtype == torch.bool:
         hidden = mask if masked else ~mask
         return torch.zeros(mask.shape, dtype=torch.float64, device=mask.device).masked_fill(hidden, -math.inf)
-    return mask.detach().to(torch.float64)
+    additive = mask.detach().to(torch.float64)
+    bad = torch.isnan(additive) | (additive == math.inf)
+    if bool(bad.any()):
+        raise ValidationError(
+            f"{name} has {int(bad.sum())} NaN or +inf entries (first at index "
+            f"{tuple(torch.nonzero(bad)[0].tolist())}): added to the logits they make the weights NaN; a float mask "
+            "holds 0 (keep a key) and -inf (mask it), or pass a boolean mask"
+        )
+    return additive
 
 
 # --- torch.nn.MultiheadAttention -------------------------------------------------------------------------------

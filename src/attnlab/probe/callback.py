@@ -18,7 +18,7 @@ from attnlab._validation import ValidationError, check_scalar
 from attnlab.data.dataset import TokenSelectionData
 from attnlab.metrics import cosine, selected_probability
 from attnlab.probe.adapters import adapter_for
-from attnlab.probe.capture import attended_tokens, capture_from_tokens, head_mask, module_calls
+from attnlab.probe.capture import _attended_tokens, capture_from_tokens, head_mask, module_calls
 from attnlab.probe.head import head_W, resolve_homogeneous, weight_part
 from attnlab.svm import InfeasibleProgramError, attention_svm
 from attnlab.training.callbacks import Callback, Record
@@ -169,7 +169,7 @@ class HeadProbe(Callback):
         for name, module, head, data in self._problems():
             homogeneous = self.homogeneous[name]
             W = head_W(module, head, homogeneous=homogeneous)
-            select = attended_tokens(data.X, data.Z, W) if isinstance(self.select, str) else self.select
+            select = _attended_tokens(data.X, data.Z, W) if isinstance(self.select, str) else self.select
             rows.append(
                 {"step": step, "module": name, "head": head, **self._measure(data.with_(select=select), W, homogeneous)}
             )

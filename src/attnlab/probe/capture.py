@@ -12,13 +12,14 @@ from typing import Any
 import torch
 from torch import nn
 
-from attnlab._validation import ValidationError, check_scalar, check_tensor
+from attnlab._numerics import all_finite
+from attnlab._validation import ValidationError, check_finite_result, check_instance, check_scalar, check_tensor
 from attnlab.data.dataset import TokenSelectionData
 from attnlab.data.selection import Selection
 from attnlab.data.token_sets import HIGH, LOW, sets_from_probabilities
 from attnlab.models.functional import attention_logits, attention_probabilities
 from attnlab.probe.adapters import adapter_for, check_head
-from attnlab.probe.head import head_index, head_W, homogeneous_tokens, resolve_homogeneous
+from attnlab.probe.head import _homogeneous_tokens, head_index, head_W, resolve_homogeneous
 
 __all__ = [
     "Tokens",
@@ -242,12 +243,58 @@ def attended_tokens(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor) -> torch.
     Z : torch.Tensor, shape ([R,] n, d_q)
         Queries.
     W : torch.Tensor, shape ([R,] d_k, d_q)
-        The head's matrix (:func:`head_W`).
+        The head's matrix (:func:`head_W`). The leading (runs) axes of the three broadcast.
 
     Returns
     -------
     torch.Tensor, shape ([R,] n), int64
+
+    Raises
+    ------
+    ValidationError
+        When ``X``, ``Z`` or ``W`` is not a finite floating tensor (all of one dtype), has too few axes, or their widths
+        ``d_k``, ``d_q`` or leading axes disagree; or when the logits overflow float64.
     """
+    _check_operand("X", X, 3, None)
+    _check_operand("Z", Z, 2, X.dtype)
+    _check_operand("W", W, 2, X.dtype)
+    if W.shape[-2] != X.shape[-1]:
+        raise ValidationError(
+            f"W has shape {tuple(W.shape)} but X's tokens have width d_k = {X.shape[-1]}; W is (d_k, d_q)"
+        )
+    if W.shape[-1] != Z.shape[-1]:
+        raise ValidationError(
+            f"Z has queries of width {Z.shape[-1]} but W has d_q = {W.shape[-1]} columns; W is (d_k, d_q)"
+        )
+    try:
+        torch.broadcast_shapes(X.shape[:-2], Z.shape[:-1], W.shape[:-2] + (1,))
+    except RuntimeError:
+        raise ValidationError(
+            f"X {tuple(X.shape)}, Z {tuple(Z.shape)} and W {tuple(W.shape)} disagree on their leading axes: X is "
+            "([R,] n, T, d_k), Z ([R,] n, d_q), W ([R,] d_k, d_q), with one n and runs axes R that broadcast"
+        ) from None
+    logits = attention_logits(X, W, Z)
+    check_finite_result("the logits x^T W z", logits, "they overflow float64; scale W (or the tokens) down")
+    return Selection.attended(logits).tokens
+
+
+def _check_operand(name: str, value: object, axes: int, dtype: torch.dtype | None) -> None:
+    """Refuse an operand of :func:`attended_tokens` that is not a finite floating tensor of at least ``axes`` axes,
+    of ``dtype`` (X's; None: X itself)."""
+    check_instance(name, value, torch.Tensor, f"pass {name} as a floating tensor (torch.as_tensor({name}))")
+    if value.dim() < axes or not value.dtype.is_floating_point or value.dtype != (dtype or value.dtype):
+        raise ValidationError(
+            f"{name} has shape {tuple(value.shape)} and dtype {value.dtype}; pass a floating tensor of at least {axes} "
+            f"axes" + (f", of X's dtype {dtype}" if dtype else "")
+        )
+    if not all_finite(value):
+        raise ValidationError(
+            f"{name} has {int((~torch.isfinite(value)).sum())} NaN or inf entries; pass finite values"
+        )
+
+
+def _attended_tokens(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
+    """:func:`attended_tokens` without its checks, for the probe's own tokens and head (once per probed step)."""
     return Selection.attended(attention_logits(X, W, Z)).tokens
 
 
@@ -434,7 +481,7 @@ def capture_from_tokens(
     if rows is not None:
         X = _unmasked(X, _visible(rows[:, positions].to(X.device)), query)
     if homogeneous:
-        X, Z = homogeneous_tokens(X), homogeneous_tokens(Z)
+        X, Z = _homogeneous_tokens(X), _homogeneous_tokens(Z)
     if v is not None:
         v = check_tensor("v", v, "d", {"d": key_tokens.shape[-1]})
         v = torch.cat([v, v.new_zeros(1)]) if homogeneous else v  # the constant coordinate scores 0

@@ -163,7 +163,22 @@ def homogeneous_tokens(X: torch.Tensor) -> torch.Tensor:
     -------
     torch.Tensor, shape (..., d + 1)
         Same dtype and device.
+
+    Raises
+    ------
+    ValidationError
+        When ``X`` is not a tensor of at least one axis.
     """
+    if not isinstance(X, torch.Tensor) or X.dim() == 0:
+        got = "a 0-d tensor" if isinstance(X, torch.Tensor) else f"a {type(X).__name__}"
+        raise ValidationError(
+            f"X must be a tensor of tokens of shape (..., d), got {got}; pass torch.as_tensor(X), with a token axis"
+        )
+    return _homogeneous_tokens(X)
+
+
+def _homogeneous_tokens(X: torch.Tensor) -> torch.Tensor:
+    """:func:`homogeneous_tokens` without its check, for tokens the probe has shaped (once per probed step)."""
     return torch.cat([X, torch.ones(X.shape[:-1] + (1,), dtype=X.dtype, device=X.device)], dim=-1)
 
 
