@@ -302,8 +302,8 @@ def test_nan_tokens_are_caught_by_the_data_class(data):
         attention_svm(TokenSelectionData(X, y=data.y, v=data.v))
 
 
-def test_non_data_argument_is_a_type_error():
-    with pytest.raises(TypeError, match="TokenSelectionData"):
+def test_non_data_argument_is_refused_by_name():
+    with pytest.raises(ValidationError, match="data must be a TokenSelectionData"):
         attention_svm(np.zeros((2, 2, 2)))
 
 

@@ -37,6 +37,8 @@ def test_arguments_are_checked_by_name():
         projected_mirror_descent(lambda W: W, torch.zeros(2, 2), p=2.0, radius=-1.0, steps=1)
     with pytest.raises(ValidationError, match="steps"):
         projected_mirror_descent(lambda W: W, torch.zeros(2, 2), p=2.0, radius=1.0, steps=0)
+    with pytest.raises(ValidationError, match=r"p == 1.0005, must be >= 1.001"):  # 1/(p-1) overflows the mirror map
+        projected_mirror_descent(lambda W: W, torch.eye(2), p=1.0005, radius=1.0, steps=1)
     with pytest.raises(ValidationError, match="W0 has 1 non-finite"):
         projected_mirror_descent(lambda W: W, torch.tensor([[1.0, float("nan")]]), p=2.0, radius=1.0, steps=1)
     for shape in ((4,), (2, 2, 2)):  # the ball bounds a matrix's entrywise norm: a vector or a stack raised IndexError

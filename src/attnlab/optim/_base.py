@@ -15,15 +15,89 @@ import inspect
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch.optim import Optimizer
 
-from attnlab._validation import ValidationError
+from attnlab._validation import ValidationError, check_scalar
 from attnlab.optim import registry
-from attnlab.optim.transforms import Context, Rule
+from attnlab.optim.transforms import Context, Rule, per_tensor
 
 Closure = Callable[[], torch.Tensor]
+
+
+def checked_hyperparameters(entry: str, n: int, **values: Any) -> list[list]:
+    """The hyperparameters of one functional step (``lr=..., p=...``), each given once or per tensor, as lists of
+    length ``n``, every value checked by the option of that name of the registry entry ``entry``: the check the
+    optimizer class runs on its groups (a tensor of one value per run entry by entry). The values are returned as
+    given, so the step computes with them as it did unchecked.
+
+    Raises
+    ------
+    ValidationError
+        ``"lr == -1.0, must be > 0.0"`` style messages, naming the hyperparameter.
+    """
+    options = registry.get(entry).all_options
+    lists = []
+    for name, value in values.items():
+        given = per_tensor(value, n, name)
+        for v in given:
+            entries = v.detach().reshape(-1).tolist() if isinstance(v, torch.Tensor) and v.dim() else [v]
+            for x in entries:
+                options[name].check(name, x)
+        lists.append(given)
+    return lists
+
+
+def checked_values(name: str, value: object, *, nonnegative: bool = True) -> torch.Tensor:
+    """``value`` (a number, or one per run) as a float64 tensor (``torch.as_tensor``: a tensor keeps its graph),
+    refused unless finite and, with ``nonnegative``, ``>= 0`` (a loss, a norm).
+
+    Raises
+    ------
+    ValidationError
+        ``"norm == [nan], must be finite and >= 0"`` style messages.
+    """
+    try:
+        tensor = torch.as_tensor(value, dtype=torch.float64)
+    except (TypeError, ValueError, RuntimeError) as err:
+        raise ValidationError(
+            f"{name} must be a number or a tensor of one per run, got {type(value).__name__}"
+        ) from err
+    bad = ~torch.isfinite(tensor) | (tensor < 0 if nonnegative else False)
+    if bool(bad.any()):
+        shown = tensor.item() if tensor.dim() == 0 else tensor.detach().reshape(-1)[:5].tolist()
+        more = f" ({tensor.numel()} values)" if tensor.numel() > 5 else ""
+        bound = "finite and >= 0" if nonnegative else "finite"
+        raise ValidationError(f"{name} == {shown}{more}, must be {bound}; pass the value of the current iterate")
+    return tensor
+
+
+def check_step_tensors(params: Sequence[Any], grads: Sequence[Any], run_dims: object = 0) -> int:
+    """Refuse a functional step's ``params`` and ``grads`` unless they are as many tensors, of the same shapes (at
+    least one), and ``run_dims`` unless it is a count of leading axes; return the number of tensors.
+
+    Raises
+    ------
+    ValidationError
+        Naming ``params``, ``grads`` or ``run_dims``.
+    """
+    check_scalar("run_dims", run_dims, kind=int, low=0)
+    params, grads = list(params), list(grads)
+    if not params or len(params) != len(grads):
+        raise ValidationError(
+            f"params has {len(params)} tensors and grads {len(grads)}; pass at least one parameter and one gradient "
+            "per parameter, in the same order"
+        )
+    for i, (param, grad) in enumerate(zip(params, grads)):
+        if not isinstance(param, torch.Tensor) or not isinstance(grad, torch.Tensor) or param.shape != grad.shape:
+            shapes = [tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__ for t in (param, grad)]
+            raise ValidationError(
+                f"params[{i}] is {shapes[0]} but grads[{i}] is {shapes[1]}; pass tensors, each gradient of its "
+                "parameter's shape"
+            )
+    return len(params)
 
 
 def loss_value(closure: Closure | None, optimizer: str, needs_loss: bool) -> torch.Tensor | None:
@@ -85,6 +159,17 @@ class FunctionalOptimizer(Optimizer):
 
     entry_name = ""  # the registry entry whose options and chain this class runs
 
+    def __init__(self, params: Any, defaults: dict) -> None:
+        """``torch.optim.Optimizer``'s, with an empty ``params`` refused by name (torch says "optimizer got an empty
+        parameter list")."""
+        params = params if isinstance(params, torch.Tensor) else list(params)  # a tensor: torch's own message
+        if isinstance(params, list) and not params:
+            raise ValidationError(
+                f"params is empty: {type(self).__name__} got no parameters to optimise; pass the model's parameters "
+                "(model.parameters() of a model that has some) or a list of at least one tensor"
+            )
+        super().__init__(params, defaults)
+
     def __init_subclass__(cls, **kwargs: object) -> None:
         """Give each subclass's own ``__init__`` a refusal of unknown keywords by name (Python's ``TypeError`` names
         the keyword, not the arguments the class takes: ``Adam(betas=...)`` is torch's spelling, ours
@@ -128,13 +213,25 @@ class FunctionalOptimizer(Optimizer):
         -------
         torch.Tensor or None
             The loss the closure returned (None without a closure).
+
+        Raises
+        ------
+        ValidationError
+            If the rule reads the loss and no closure is given, or the closure returned a negative loss.
         """
-        loss = loss_value(closure, type(self).__name__, needs_loss=self._needs_loss())
+        needs_loss = self._needs_loss()
+        loss = loss_value(closure, type(self).__name__, needs_loss=needs_loss)
         tensors = self._gather()
         if not tensors.params:
             return loss
         rule = self._kept_rule(tensors.params, tensors.groups, tensors.group_ids)
         log_risk = None if loss is None else torch.log(torch.as_tensor(loss).detach().to(torch.float64))
+        if needs_loss and bool((torch.as_tensor(loss) < 0).any()):  # its log, nan, would print as the loss
+            raise ValidationError(
+                f"loss == {torch.as_tensor(loss).tolist()}, what the closure returned, must be >= 0: "
+                f"{type(self).__name__} reads the loss value at every step; return the loss itself from the closure "
+                "(a loss is never negative)"
+            )
         ctx = Context(
             params=tensors.params, run_dims=0, log_risk=log_risk, groups=tensors.group_ids, step=self._steps_taken
         )

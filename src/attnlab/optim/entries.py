@@ -21,7 +21,7 @@ from attnlab.optim import registry as r
 from attnlab.optim import transforms as tx
 from attnlab.optim.adam import Adam, AdamNoEps, adam_rule
 from attnlab.optim.joint_adaptive import NORMALIZERS, JointAdaptive, joint_rule
-from attnlab.optim.mirror_descent import FLOAT64_EPS, MirrorDescent, md_rule
+from attnlab.optim.mirror_descent import FLOAT64_EPS, P_MIN, MirrorDescent, md_rule
 from attnlab.optim.normalized_gd import MOMENTUM_VARIANTS, NORMALIZATIONS, NormalizedGD, ngd_rule
 from attnlab.optim.polyak import PolyakStep, polyak_rule
 from attnlab.optim.preconditioned import PreconditionedGD, covariance, preconditioned_rule
@@ -52,11 +52,18 @@ def _optimal_loss(name: str, value: Any) -> float | torch.Tensor | str | None:
 
 
 def _mirror_exponent(name: str, value: Any) -> float:
+    """The exponent of the l_p mirror map: finite, ``>= P_MIN`` (:data:`attnlab.optim.mirror_descent.P_MIN`)."""
     p = r.exponent(name, value)
     if p == math.inf:
         raise ValidationError(
             f"{name} == inf has no l_p mirror map; pass a finite p > 1, or 'sd:inf' (sign descent) for steepest "
             "descent in l_inf"
+        )
+    if p < P_MIN:
+        raise ValidationError(
+            f"{name} == {value!r} is too close to 1, must be >= {P_MIN}: the l_p mirror map sign(W) |W|^(p-1) and its "
+            f"inverse sign(M) |M|^(1/(p-1)) raise to the power 1/(p-1) = {1.0 / (p - 1.0):.3g}, which overflows "
+            f"float64 to inf (or underflows to 0) for entries away from 1; pass {name} >= {P_MIN}"
         )
     return p
 
@@ -171,7 +178,7 @@ r.register(
         "mirror-descent-lp §4",
         (
             _LR,
-            r.Option("p", _mirror_exponent, 2.0, "the mirror map's exponent p > 1"),
+            r.Option("p", _mirror_exponent, 2.0, f"the mirror map's exponent p >= {P_MIN}"),
             r.Option("normalized", r.boolean, True, "divide by ||G||_q + eps"),
             r.Option("eps", r.nonnegative, FLOAT64_EPS, "added to the dual norm"),
         ),

@@ -12,7 +12,7 @@ import torch
 
 from attnlab._validation import ValidationError
 from attnlab.optim import transforms as tx
-from attnlab.optim._base import FunctionalOptimizer, ScaleInvariance
+from attnlab.optim._base import FunctionalOptimizer, ScaleInvariance, check_step_tensors, checked_hyperparameters
 
 __all__ = ["JointAdaptive", "joint_adaptive", "joint_rule"]
 
@@ -65,7 +65,9 @@ def joint_adaptive(
     Raises
     ------
     ValidationError
-        If the loss normaliser is used without a positive loss.
+        If the loss normaliser is used without a positive loss, ``lr <= 0``, ``alpha < 0``, ``normalizer`` is
+        unknown, ``adaptive`` is not a bool, ``params`` and ``grads`` differ in number or shapes, or ``run_dims`` is
+        not a count; the message names the argument.
 
     Notes
     -----
@@ -79,10 +81,9 @@ def joint_adaptive(
 
     A zero gradient norm normaliser takes no step.
     """
-    n = len(params)
-    lrs, alphas, normalizers, adaptives = (
-        tx.per_tensor(value, n, name)
-        for name, value in dict(lr=lr, alpha=alpha, normalizer=normalizer, adaptive=adaptive).items()
+    n = check_step_tensors(params, grads, run_dims)
+    lrs, alphas, normalizers, adaptives = checked_hyperparameters(
+        "joint", n, lr=lr, alpha=alpha, normalizer=normalizer, adaptive=adaptive
     )
     uses_loss = [a and name == "loss" for a, name in zip(adaptives, normalizers)]
     if any(uses_loss) and (loss is None or not bool((torch.as_tensor(loss) > 0).all())):

@@ -12,11 +12,19 @@ import torch
 from attnlab._validation import ValidationError, check_scalar, check_tensor
 from attnlab.metrics import entrywise_norm
 from attnlab.optim import transforms as tx
-from attnlab.optim._base import FunctionalOptimizer, ScaleInvariance
+from attnlab.optim._base import FunctionalOptimizer, ScaleInvariance, check_step_tensors, checked_hyperparameters
+from attnlab.svm.norms import P_MIN as SVM_P_MIN
 
-__all__ = ["FLOAT64_EPS", "MirrorDescent", "md_rule", "mirror_descent", "norm_growth_bounds"]
+__all__ = ["FLOAT64_EPS", "P_MIN", "MirrorDescent", "md_rule", "mirror_descent", "norm_growth_bounds"]
 
 FLOAT64_EPS = torch.finfo(torch.float64).eps  # spec mirror-descent-lp §4: the official code's eps in ‖G‖_q + eps
+
+P_MIN = SVM_P_MIN
+"""The smallest exponent ``p`` of l_p mirror descent, the l_p SVMs' (:data:`attnlab.svm.norms.P_MIN`). The mirror map ``sign(W) |W|^(p-1)`` and its inverse ``sign(M) |M|^(1/(p-1))`` raise to the power
+``1/(p-1)``: at ``p = 1 + 1e-7`` that is ``1e7``, so every entry not within about 1e-4 of 1 overflows to inf or
+underflows to 0 (one step of ``"md:1.0000001"`` turned ``[[1, -2], [0.5, 3]]`` into ``[[0, -inf], [0, 0]]``); at
+``p = 1.001`` entries up to float64's largest number stay in range. (Steepest descent near ``p = 1`` is computed
+scale-free and keeps every ``p > 1``.)"""
 
 
 def mirror_descent(
@@ -39,7 +47,7 @@ def mirror_descent(
     lr : float, torch.Tensor of shape ([R,]), or a sequence of them
         Step :math:`\eta > 0` (one value, one per run, or one per tensor).
     p : float or sequence of float
-        Potential exponent :math:`p > 1`.
+        Potential exponent :math:`p \ge 1.001` (:data:`P_MIN`).
     normalized : bool or sequence of bool, default=False
         Divide each tensor's gradient by its dual norm :math:`\|G\|_q + \epsilon`, :math:`q = p/(p-1)`.
     eps : float or sequence of float, default=FLOAT64_EPS
@@ -50,6 +58,13 @@ def mirror_descent(
     Returns
     -------
     list of torch.Tensor
+
+    Raises
+    ------
+    ValidationError
+        If ``lr <= 0``, ``p < 1.001`` (:data:`P_MIN`: nearer 1 the mirror map's powers
+        overflow) or ``p = inf``, ``eps < 0``, ``normalized`` is not a bool, ``params`` and ``grads`` differ in number
+        or shapes, or ``run_dims`` is not a count; the message names the argument.
 
     Notes
     -----
@@ -65,6 +80,23 @@ def mirror_descent(
     dual step is computed like ``torch.optim.SGD``'s, so the two agree bit for bit) and, normalized, NGD with one
     Frobenius norm per tensor.
     """
+    n = check_step_tensors(params, grads, run_dims)
+    lrs, ps, normalize, epss = checked_hyperparameters("md", n, lr=lr, p=p, normalized=normalized, eps=eps)
+    return _mirror_descent(params, grads, lr=lrs, p=ps, normalized=normalize, eps=epss, run_dims=run_dims)
+
+
+def _mirror_descent(
+    params: Sequence[torch.Tensor],
+    grads: Sequence[torch.Tensor],
+    *,
+    lr: float | Sequence[float],
+    p: float | Sequence[float],
+    normalized: bool | Sequence[bool] = False,
+    eps: float | Sequence[float] = FLOAT64_EPS,
+    run_dims: int = 0,
+) -> list[torch.Tensor]:
+    """:func:`mirror_descent` on checked arguments, checking nothing: for library loops that take a step per
+    iteration on arguments checked once (:func:`attnlab.training.projected.projected_mirror_descent`)."""
     n = len(params)
     lrs, ps, normalize, epss = (
         tx.per_tensor(value, n, name) for name, value in dict(lr=lr, p=p, normalized=normalized, eps=eps).items()
@@ -144,7 +176,8 @@ class MirrorDescent(FunctionalOptimizer):
     lr : float
         Step :math:`\eta > 0`.
     p : float
-        Potential exponent :math:`p > 1`; :math:`p = 2` is GD (normalized: NGD per tensor).
+        Potential exponent :math:`p \ge 1.001` (:data:`P_MIN`); :math:`p = 2` is GD
+        (normalized: NGD per tensor).
     normalized : bool, default=False
         Normalise each tensor's gradient by its own dual norm :math:`\|G\|_q` (the synthetic experiments);
         the theory and the real-data experiments use the plain update.
@@ -162,7 +195,9 @@ class MirrorDescent(FunctionalOptimizer):
     Raises
     ------
     ValidationError
-        If ``lr <= 0``, ``p <= 1``, ``eps < 0`` or ``normalized`` is not a bool; the message names the argument.
+        If ``lr <= 0``, ``p < 1.001`` (nearer 1 the mirror map's powers overflow; :data:`P_MIN`),
+        ``eps < 0``, ``normalized`` is not a bool, ``params`` is empty or a parameter is complex; the message names
+        the argument.
 
     Notes
     -----
@@ -195,3 +230,16 @@ class MirrorDescent(FunctionalOptimizer):
 
     def _group_is_scale_invariant(self, group: dict) -> bool:
         return group["normalized"]
+
+    def _check_group(self, group: dict) -> None:
+        """The registry's checks of the hyperparameters, and real parameters: the mirror map is entrywise real."""
+        super()._check_group(group)
+        complex_at = [i for i, param in enumerate(group["params"]) if param.is_complex()]
+        if complex_at:
+            index = next((i for i, g in enumerate(self.param_groups) if g is group), len(self.param_groups) - 1)
+            raise ValidationError(
+                f"params {complex_at} of parameter group {index} are complex "
+                f"({group['params'][complex_at[0]].dtype}); MirrorDescent's mirror map sign(W) |W|^(p-1) is defined "
+                "on real entries: pass real parameters (a complex tensor as torch.view_as_real(W), its real and "
+                "imaginary parts)"
+            )

@@ -10,7 +10,13 @@ from collections.abc import Hashable, Sequence
 import torch
 
 from attnlab.optim import transforms as tx
-from attnlab.optim._base import FunctionalOptimizer, ScaleInvariance
+from attnlab.optim._base import (
+    FunctionalOptimizer,
+    ScaleInvariance,
+    check_step_tensors,
+    checked_hyperparameters,
+    checked_values,
+)
 
 __all__ = ["MOMENTUM_VARIANTS", "NORMALIZATIONS", "NormalizedGD", "ngd_rule", "normalized_gd", "normalized_step_size"]
 
@@ -38,13 +44,19 @@ def normalized_step_size(
     -------
     torch.Tensor, shape ([R,])
 
+    Raises
+    ------
+    ValidationError
+        If ``lr <= 0``, ``max_step <= 0``, or ``norm`` is negative or not finite; the message names the argument.
+
     Notes
     -----
     A caller holding log-scaled gradients :math:`g = m\,e^{s}` (:class:`attnlab.models.LogScaled`) passes
     :math:`\|m\|` and :math:`\eta_{\max} e^{s}` and gets the coefficient of :math:`m`, which stays exact when
     :math:`g` itself underflows. The value is the one :func:`ngd_rule` applies (read off its transforms).
     """
-    norm = torch.as_tensor(norm, dtype=torch.float64)
+    checked_hyperparameters("ngd", 1, lr=(lr,), max_step=(max_step,))
+    norm = checked_values("norm", norm)
     rule = ngd_rule([lr], [max_step], [0.0], ["heavy_ball"])
     return tx.step_size(rule, norm, torch.zeros_like(norm))  # spec A2: η_t = min(η / ‖n‖, η_max)
 
@@ -90,6 +102,13 @@ def normalized_gd(
     new_momentum_buffers : list of torch.Tensor
         :math:`m_i` after this step (equal to :math:`g_i` when :math:`\beta = 0`).
 
+    Raises
+    ------
+    ValidationError
+        If ``lr <= 0``, ``max_step <= 0``, ``momentum`` is outside [0, 1), ``momentum_variant`` is unknown,
+        ``params`` and ``grads`` differ in number or shapes, or ``run_dims`` is not a count; the message names the
+        argument.
+
     Notes
     -----
     With :math:`b(i)` the block of tensor :math:`i` and :math:`\|v\|_{b} = (\sum_{j \in b}\|v_j\|_F^2)^{1/2}`:
@@ -110,9 +129,9 @@ def normalized_gd(
     (spec A4 default); the normalized-buffer variant is
     :math:`\theta \leftarrow \theta - \eta\, m/\|m\|`.
     """
-    n = len(params)
+    n = check_step_tensors(params, grads, run_dims)
     hyperparameters = dict(lr=lr, max_step=max_step, momentum=momentum, momentum_variant=momentum_variant)
-    lrs, caps, betas, variants = (tx.per_tensor(value, n, name) for name, value in hyperparameters.items())
+    lrs, caps, betas, variants = checked_hyperparameters("ngd", n, **hyperparameters)
     rule = ngd_rule(lrs, caps, betas, variants, blocks)
     buffers = [None] * n if momentum_buffers is None else list(momentum_buffers)
     state = [

@@ -12,7 +12,13 @@ import torch
 
 from attnlab._validation import check_scalar
 from attnlab.optim import transforms as tx
-from attnlab.optim._base import FunctionalOptimizer, ScaleInvariance
+from attnlab.optim._base import (
+    FunctionalOptimizer,
+    ScaleInvariance,
+    check_step_tensors,
+    checked_hyperparameters,
+    checked_values,
+)
 
 __all__ = ["PolyakStep", "polyak_rule", "polyak_step", "polyak_step_size"]
 
@@ -52,12 +58,26 @@ def polyak_step_size(
     Raises
     ------
     ValidationError
-        If ``optimal_loss`` is above ``loss``.
+        If ``optimal_loss`` is above ``loss``, ``loss``, ``optimal_loss`` or ``grad_sq_norm`` is negative or not
+        finite, ``log_scale`` is not finite, ``c <= 0`` or ``max_step <= 0``; the message names the argument.
     """
-    norm = torch.sqrt(torch.as_tensor(grad_sq_norm, dtype=torch.float64))
-    scale = torch.zeros_like(norm) if log_scale is None else log_scale.to(torch.float64)
-    log_risk = torch.log(torch.as_tensor(loss, dtype=torch.float64)).expand(norm.shape)
+    loss, grad_sq_norm = _checked_polyak(loss, optimal_loss, (max_step,), (c,), grad_sq_norm=grad_sq_norm)
+    norm = torch.sqrt(grad_sq_norm)
+    scale = torch.zeros_like(norm) if log_scale is None else checked_values("log_scale", log_scale, nonnegative=False)
+    log_risk = torch.log(loss).expand(norm.shape)
     return tx.step_size(polyak_rule(optimal_loss, [c], [max_step]), norm, scale, log_risk=log_risk)
+
+
+def _checked_polyak(
+    loss: object, optimal_loss: object, max_step: object, c: object, n: int = 1, grad_sq_norm: object = 0.0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The Polyak functions' arguments checked (``max_step`` and ``c`` once or per tensor, for ``n`` tensors; a
+    callable ``optimal_loss``, which the rule calls, as it is): ``loss`` and ``grad_sq_norm`` as float64 tensors,
+    finite and ``>= 0``."""
+    checked_hyperparameters("polyak", n, max_step=max_step, c=c)
+    if not callable(optimal_loss):
+        checked_hyperparameters("polyak", 1, optimal_loss=(optimal_loss,))
+    return checked_values("loss", loss), checked_values("grad_sq_norm", grad_sq_norm)
 
 
 def polyak_step(
@@ -96,7 +116,9 @@ def polyak_step(
     Raises
     ------
     ValidationError
-        If ``optimal_loss`` is above ``loss``.
+        If ``optimal_loss`` is above ``loss``, ``loss`` or ``optimal_loss`` is negative or not finite, ``c <= 0``,
+        ``max_step <= 0``, ``params`` and ``grads`` differ in number or shapes, or ``run_dims`` is not a count; the
+        message names the argument.
 
     Notes
     -----
@@ -109,9 +131,10 @@ def polyak_step(
 
     A zero gradient takes no step.
     """
-    n = len(params)
+    n = check_step_tensors(params, grads, run_dims)
+    loss, _ = _checked_polyak(loss, optimal_loss, max_step, c, n)
     rule = polyak_rule(optimal_loss, tx.per_tensor(c, n, "c"), tx.per_tensor(max_step, n, "max_step"))
-    log_risk = torch.log(torch.as_tensor(loss, dtype=torch.float64))
+    log_risk = torch.log(loss)
     return tx.run_rule(rule, params, grads, run_dims=run_dims, log_risk=log_risk)[0]
 
 

@@ -11,7 +11,7 @@ import torch
 
 from attnlab._validation import ValidationError
 from attnlab.optim import transforms as tx
-from attnlab.optim._base import FunctionalOptimizer
+from attnlab.optim._base import FunctionalOptimizer, check_step_tensors, checked_hyperparameters
 
 __all__ = ["PreconditionedGD", "covariance", "preconditioned_gd", "preconditioned_rule"]
 
@@ -77,8 +77,14 @@ def preconditioned_gd(
     -------
     list of torch.Tensor
         New parameters, same shapes and dtypes; the inputs are unchanged.
+
+    Raises
+    ------
+    ValidationError
+        If ``lr <= 0``, or ``params`` and ``grads`` differ in number or shapes; the message names the argument.
     """
-    rule = preconditioned_rule(tx.per_tensor(lr, len(params)), list(left_inverses), list(right_inverses))
+    (lrs,) = checked_hyperparameters("preconditioned", check_step_tensors(params, grads), lr=lr)
+    rule = preconditioned_rule(lrs, list(left_inverses), list(right_inverses))
     return tx.run_rule(rule, params, grads)[0]
 
 

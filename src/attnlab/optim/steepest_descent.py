@@ -62,7 +62,8 @@ class SteepestDescent(FunctionalOptimizer):
     Raises
     ------
     ValidationError
-        If ``lr <= 0``, ``p <= 1``, or a parameter group sets a ``p`` of its own; the message names the argument.
+        If ``lr <= 0``, ``p <= 1``, ``params`` is empty, or a parameter group sets a ``p`` of its own; the message
+        names the argument.
 
     Notes
     -----

@@ -58,9 +58,15 @@ class ProgramSolution:
 
 
 def check_data(data: object) -> TokenSelectionData:
-    """Refuse anything but a :class:`TokenSelectionData` with the fix."""
+    """Refuse anything but a :class:`TokenSelectionData` with the fix.
+
+    Raises
+    ------
+    ValidationError
+        Naming ``data`` and what it got.
+    """
     if not isinstance(data, TokenSelectionData):
-        raise TypeError(
+        raise ValidationError(
             f"data must be a TokenSelectionData, got {type(data).__name__}; "
             f"wrap arrays with TokenSelectionData(X, Z, y)"
         )
@@ -105,8 +111,7 @@ def resolve_select(data: TokenSelectionData, select: object) -> torch.Tensor:
             "every token score y_i v^T x_it is 0 (the head v is zero or orthogonal to every token), so no token is "
             "optimal; pass select=(n,) token indices (--select) or a head v that tells the tokens apart"
         )
-    top2 = scores.topk(2, dim=1).values  # (n, 2)
-    ties = torch.nonzero(top2[:, 0] - top2[:, 1] <= _TIE_TOL * scores.abs().amax(dim=1)).flatten().tolist()
+    ties = tied_sequences(scores)
     if ties:
         more = f" and {len(ties) - 5} more" if len(ties) > 5 else ""
         warnings.warn(
@@ -116,6 +121,13 @@ def resolve_select(data: TokenSelectionData, select: object) -> torch.Tensor:
             stacklevel=3,
         )
     return data.optimal_tokens()
+
+
+def tied_sequences(scores: torch.Tensor) -> list[int]:
+    """The sequences whose largest two ``scores`` (``(n, T)``: token scores or logits) are tied: within ``_TIE_TOL``
+    of the sequence's largest ``|score|`` (float64 rounding), so that no single token is largest."""
+    top2 = scores.topk(2, dim=1).values  # (n, 2)
+    return torch.nonzero(top2[:, 0] - top2[:, 1] <= _TIE_TOL * scores.abs().amax(dim=1)).flatten().tolist()
 
 
 def constraint_pairs(T: int, select: torch.Tensor) -> np.ndarray:

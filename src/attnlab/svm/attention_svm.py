@@ -28,10 +28,11 @@ from attnlab.svm._program import (
     resolve_select,
     scaled_back,
     solve_margin_program,
+    tied_sequences,
     unit_scale,
 )
 from attnlab.svm.diagonal_svm import diagonal_program
-from attnlab.svm.errors import SolverToleranceError
+from attnlab.svm.errors import InfeasibleProgramError, SolverToleranceError
 from attnlab.svm.multi_token import SetProgramResult, set_direction_svm
 from attnlab.svm.norms import KKT_TOL, Norm, as_norm
 from attnlab.svm.result import EMPTY_CAUSE, INFEASIBLE_CAUSE, AttentionSVMResult, svm_result
@@ -105,7 +106,8 @@ def attention_svm(
         :class:`~attnlab.svm.SolverToleranceError` (a subclass) says when the constraints are separable but no
         solve reached the tolerance.
     ValidationError
-        On a bad ``norm`` (e.g. ``p < 1``), ``solver``, ``method`` or ``select``.
+        On ``data`` that is not a :class:`~attnlab.data.TokenSelectionData`, or a bad ``norm`` (e.g. ``p < 1``; the
+        message names ``norm``), ``solver``, ``method`` or ``select``.
 
     Warns
     -----
@@ -209,9 +211,22 @@ def attended_svm(
     Raises
     ------
     InfeasibleProgramError
-        When the attended selection cannot be separated (e.g. a tie with another token).
+        When the attended selection cannot be separated (e.g. a tie with another token), or ``W`` attends to no
+        single token of some sequence: its largest logits there are tied (within float64 rounding, the tolerance
+        of the optimal tokens' ties), so no selection is attended; the message names the sequences.
+    ValidationError
+        On ``data`` that is not a :class:`~attnlab.data.TokenSelectionData`, a ``W`` of the wrong shape or with
+        non-finite entries, or a bad ``norm`` or ``solver``.
     """
     data = check_data(data)
     W_t = check_tensor("W", W, "dq", {"d": data.d, "q": data.d_q})
-    select = Selection.attended(attention_logits(data.X, W_t, data.Z))  # implicit-bias-ngd §2: the attended token
+    logits = attention_logits(data.X, W_t, data.Z)  # (n, T)
+    ties = tied_sequences(logits)
+    if ties:
+        raise InfeasibleProgramError(
+            f"W attends to no single token in sequences {ties[:5]} ({len(ties)} in all): their largest logits "
+            "x_it^T W z_i are tied, so W selects no token there and the attended selection has no SVM; pass a W that "
+            "tells those tokens apart, or choose the tokens yourself with attention_svm(data, norm, select=...)"
+        )
+    select = Selection.attended(logits)  # implicit-bias-ngd §2: the attended token
     return attention_svm(data, norm, select=select, solver=solver)

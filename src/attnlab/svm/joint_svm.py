@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from attnlab._validation import ValidationError, check_tensor
+from attnlab._validation import ValidationError, check_select, check_tensor
 from attnlab.data.dataset import TokenSelectionData
 from attnlab.models.sum_of_heads import SummedHeads, side_by_side
 from attnlab.svm._program import check_data, check_solver
@@ -87,7 +87,7 @@ def _selection(data: TokenSelectionData, values: Any, select: Any) -> torch.Tens
                 f"(H, {data.n}); got rows of different lengths or several tokens per sequence ({err}). Token sets are "
                 "single-head programs: attention_svm(data, 'fro' or 'nuc', select=sets) or set_direction_svm"
             ) from None
-        if chosen.dim() != 2 or chosen.shape[1] != data.n or chosen.is_floating_point():
+        if chosen.dim() != 2 or chosen.shape[1] != data.n:
             raise ValidationError(
                 f"select must hold one token index per head and sequence, shape (H, {data.n}), got "
                 f"{tuple(chosen.shape)} of {chosen.dtype}; pass e.g. [[0] * n, [1] * n] for two heads"
@@ -103,7 +103,7 @@ def _selection(data: TokenSelectionData, values: Any, select: Any) -> torch.Tens
                 "values only sets the default selection (each head's optimal tokens): pass one of them, or both "
                 "with one row per head"
             )
-        return chosen.to(torch.int64)
+        return check_select("select", chosen, data.n, data.T, runs=chosen.shape[0])  # integers (not bool), in range
     if heads is None:
         raise ValidationError(
             "no selection: pass select of shape (H, n), or values (H, d) (the heads' outputs v_h) to select each "
@@ -155,8 +155,10 @@ def joint_attention_svm(
         When a head's selection cannot be separated; the message names the head, and for a tie (a constraint
         ``0 >= 1``) the sequence and token, e.g. ``head 1: ... (i=2, t=0)``.
     ValidationError
-        On a bad ``norm`` (``"l1-diag"`` and token sets are single-head programs), ``select`` (ragged rows
-        included) or ``values`` (no heads, ``H = 0``, included), or ``values`` and ``select`` of different ``H``.
+        On ``data`` that is not a :class:`~attnlab.data.TokenSelectionData`, a bad ``norm`` (``"l1-diag"`` and
+        token sets are single-head programs), ``select`` (ragged rows, booleans, floats and indices outside
+        ``[0, T - 1]`` included, as for :func:`~attnlab.svm.attention_svm`) or ``values`` (no heads, ``H = 0``,
+        included), or ``values`` and ``select`` of different ``H``.
 
     Notes
     -----

@@ -306,7 +306,7 @@ def register_norm(norm: Norm) -> Norm:
     return norm
 
 
-def as_norm(value: object) -> Norm:
+def as_norm(value: object, name: str = "norm") -> Norm:
     """The :class:`Norm` a program's ``norm`` argument names: parsed once, at the boundary.
 
     Parameters
@@ -314,6 +314,10 @@ def as_norm(value: object) -> Norm:
     value : Norm, str or float
         A :class:`Norm`; ``"fro"``, ``"nuc"``, ``"l1-diag"`` or a registered name; a float ``p >= 1``
         (``float("inf")`` included): the entrywise l_p norm.
+    name : str, default="norm"
+        The argument that gave ``value`` (``"p"`` where a function names its norm ``p``), for the messages: a
+        number is read as ``p``, and its refusal says so (``"norm == 0.5 is read as the entrywise l_p norm, and
+        p == 0.5, must be >= 1.0"``).
 
     Returns
     -------
@@ -331,13 +335,19 @@ def as_norm(value: object) -> Norm:
             return NORMS[value]
         names = ", ".join(f'"{n}"' for n in NORMS)
         raise ValidationError(
-            f'norm must be {names} or a float p >= 1, got {value!r}; pass "fro" for Frobenius or a number such as '
+            f'{name} must be {names} or a float p >= 1, got {value!r}; pass "fro" for Frobenius or a number such as '
             '1.5 (float("inf") for l_inf) for the entrywise l_p norm'
         )
-    return lp(check_p(value))
+    try:
+        return lp(check_p(value))
+    except ValidationError as err:
+        if name == "p":  # the message names p already
+            raise
+        raise ValidationError(f"{name} == {value!r} is read as the entrywise l_p norm, and {err}") from None
 
 
-def program_norm(norm: Norm | str | float) -> Norm:
-    """:func:`as_norm`, but the exact QP :data:`FRO` for ``p = 2`` (the entrywise l_2 norm is the Frobenius norm)."""
-    norm = as_norm(norm)
+def program_norm(norm: Norm | str | float, name: str = "norm") -> Norm:
+    """:func:`as_norm`, but the exact QP :data:`FRO` for ``p = 2`` (the entrywise l_2 norm is the Frobenius norm);
+    ``name`` as for :func:`as_norm`."""
+    norm = as_norm(norm, name)
     return FRO if norm.p == 2.0 else norm

@@ -25,18 +25,20 @@ __all__ = ["constrained_erm", "constrained_stationarity", "log_excess_risk_and_g
 FTOL = 1e-12  # SLSQP's stopping tolerance on log(L - L_sel)
 
 
-def _checked(data: object, W: object, select: object, p: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def _checked(
+    data: object, W: object, select: object, p: float | None = None, name: str = "W"
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The public functions' arguments: a data set with a head, ``W`` (d, d_q) finite (rectangular for
-    cross-attention, multi-token §8: the risk reads ``W`` only through the logits ``x_it^T W z_i``), ``select`` (n,)
-    the optimal tokens, ``p > 1``."""
+    cross-attention, multi-token §8: the risk reads ``W`` only through the logits ``x_it^T W z_i``; ``name``: the
+    argument that gave it), ``select`` (n,) the optimal tokens, ``p > 1``."""
     check_token_data("data", data)
     n, T, d = data.X.shape
     d_q = data.Z.shape[-1]
-    W = check_tensor("W", W)
+    W = check_tensor(name, W)
     if tuple(W.shape) != (d, d_q):
         raise ValidationError(
-            f"W has shape {tuple(W.shape)}, but the data's tokens have d = {d} and its queries d_q = {d_q}; pass W "
-            f"of shape ({d}, {d_q})"
+            f"{name} has shape {tuple(W.shape)}, but the data's tokens have d = {d} and its queries d_q = {d_q}; "
+            f"pass {name} of shape ({d}, {d_q})"
         )
     if p is not None:
         check_scalar("p", p, low=1.0, low_inclusive=False)
@@ -116,8 +118,14 @@ def constrained_erm(
     -------
     torch.Tensor, shape (d, d_q), float64
         The minimiser; for separable data it lies on the sphere ``||W||_p = R``.
+
+    Raises
+    ------
+    ValidationError
+        On ``data`` without a head, a ``W0`` of the wrong shape or with non-finite entries (the message names
+        ``W0``), ``select`` other than the optimal tokens, ``p <= 1`` or ``R <= 0``.
     """
-    W0, select = _checked(data, W0, select, p)
+    W0, select = _checked(data, W0, select, p, name="W0")
     check_scalar("R", R, low=0.0, low_inclusive=False)
     shape = W0.shape
 
@@ -125,16 +133,29 @@ def constrained_erm(
         value, grad = _value_and_gradient(data, R * torch.from_numpy(u).reshape(shape))
         return value, R * grad.reshape(-1).numpy()
 
-    ball = {
-        "type": "ineq",
-        "fun": lambda u: 1.0 - np.sum(np.abs(u) ** p),  # md §8.1: ||W||_p <= R
-        "jac": lambda u: -p * np.sign(u) * np.abs(u) ** (p - 1.0),
-    }
     start = (W0 / R).reshape(-1).numpy()
     out = minimize(
-        objective, start, jac=True, method="SLSQP", constraints=[ball], options={"maxiter": 500, "ftol": FTOL}
+        objective, start, jac=True, method="SLSQP", constraints=[_unit_ball(p)], options={"maxiter": 500, "ftol": FTOL}
     )
     return R * torch.from_numpy(out.x).reshape(shape)
+
+
+def _unit_ball(p: float) -> dict:
+    """SLSQP's constraint ``||u||_p <= 1``: ``1 - sum |u|^p >= 0`` and its gradient.
+
+    At large ``p`` (hundreds) ``|u|^p`` of a trial point outside the ball overflows to inf, which reads as violated
+    (``1 - inf < 0``), as it is: the overflow is expected there, and NumPy's warning about it is silenced.
+    """
+
+    def value(u: np.ndarray) -> float:
+        with np.errstate(over="ignore"):
+            return 1.0 - np.sum(np.abs(u) ** p)  # md §8.1: ||W||_p <= R
+
+    def jacobian(u: np.ndarray) -> np.ndarray:
+        with np.errstate(over="ignore"):
+            return -p * np.sign(u) * np.abs(u) ** (p - 1.0)
+
+    return {"type": "ineq", "fun": value, "jac": jacobian}
 
 
 def constrained_stationarity(data: TokenSelectionData, p: float, W: torch.Tensor, select: torch.Tensor) -> float:

@@ -89,7 +89,7 @@ def support_tokens(
         selected token per sequence.
     """
     _one_token(data, select, "support_tokens")
-    return attention_svm(data, p, select=select, solver=solver).support
+    return attention_svm(data, as_norm(p, "p"), select=select, solver=solver).support
 
 
 def is_locally_optimal(
@@ -123,13 +123,14 @@ def is_locally_optimal(
     """
     _one_token(data, select, "is_locally_optimal")
     scores = check_data(data).token_scores()  # (n, T); needs the head
-    return local_optimality(scores, attention_svm(data, p, select=select, solver=solver), p)
+    return local_optimality(scores, attention_svm(data, as_norm(p, "p"), select=select, solver=solver), p)
 
 
 def _one_token(data: TokenSelectionData, select: object, program: str) -> None:
     """Refuse, by name of ``program``, a selection (``select``, else ``data.select``) of token sets, before the SVM
     of a norm that takes sets only as Frobenius or nuclear blames the norm."""
-    chosen = check_data(data).select if select is None else select
+    data = check_data(data)
+    chosen = data.select if select is None else select
     if chosen is not None:
         Selection.parse(chosen, data.n, data.T).one_token(program)
 
@@ -220,7 +221,7 @@ def locally_optimal_selections(
     max_candidates = check_scalar("max_candidates", max_candidates, kind=int, low=1)
     solver = check_solver(solver)
     scores = check_data(data).token_scores()  # (n, T)
-    norm = as_norm(p)
+    norm = as_norm(p, "p")
     extra = [resolve_select(data, select).tolist() for select in include]
     found, cache = [], ProgramCache()  # the candidates' programs share one shape: solved through one problem
     for candidate in _unique(extra + _candidates(scores, max_candidates)):

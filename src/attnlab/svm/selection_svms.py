@@ -49,7 +49,7 @@ class SelectionSVMs:
     """
 
     def __init__(self, datasets: Sequence[TokenSelectionData], solver: str | None = None):
-        if isinstance(datasets, TokenSelectionData) or not len(datasets):
+        if isinstance(datasets, TokenSelectionData) or not hasattr(datasets, "__len__") or not len(datasets):
             raise ValidationError("datasets must be a non-empty list of TokenSelectionData, one per run")
         self.datasets = tuple(check_token_data(f"datasets[{r}]", d) for r, d in enumerate(datasets))
         shapes = {tuple(d.X.shape[:2]) for d in self.datasets}
@@ -105,7 +105,7 @@ class SelectionSVMs:
         -------
         torch.Tensor, shape (R,), bool
         """
-        norm = program_norm(p)
+        norm = program_norm(p, "p")
         holds = []
         for r, row in enumerate(self._rows(select)):
             scores = self.datasets[r].token_scores()  # (n, T); needs the head

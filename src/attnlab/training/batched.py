@@ -161,9 +161,9 @@ def train(
     ------
     ValidationError
         On bad shapes, an unknown option or one the rule cannot use (the message lists the valid ones), ``lr``
-        for Polyak, ``lr <= 0``, ``p <= 1``, a cap ``<= 0``, momentum outside [0, 1), or non-finite initial values.
-        Every argument is checked once, here (:func:`parse_options` for the options); :func:`train_parsed` runs
-        already-typed arguments without checking them again.
+        for Polyak, ``lr <= 0`` or boolean, ``p < 1.001``, a cap ``<= 0``, momentum outside [0, 1), or non-finite
+        initial values. Every argument is checked once, here (:func:`parse_options` for the options);
+        :func:`train_parsed` runs already-typed arguments without checking them again.
 
     Warns
     -----
@@ -186,6 +186,8 @@ def train(
     if lr is not None:
         if parsed.rule is not None:
             raise ValidationError("lr sets the step of a named optimizer; a Rule carries its own, drop lr")
+        if _booleans(lr):
+            raise ValidationError(f"lr == {lr!r} holds booleans, must be a number > 0 or one per run; pass e.g. lr=0.1")
         lr_t = check_tensor("lr", lr).to(Xr.device)
         if lr_t.dim() == 0:
             lr_t = lr_t.expand(sizes["R"]).clone()
@@ -319,6 +321,16 @@ def parse_options(
         progress=None if progress is None else check_bool("progress", progress),  # None: a bar only on a terminal
         device=None if options.get("device") is None else _device(options["device"]),
     )
+
+
+def _booleans(value: object) -> bool:
+    """Whether ``value`` is a boolean or an array of them (as numbers they would read as 1 and 0)."""
+    if isinstance(value, torch.Tensor):
+        return value.dtype == torch.bool
+    try:
+        return np.asarray(value).dtype == np.bool_
+    except (TypeError, ValueError):  # ragged or not numbers: check_tensor says so
+        return False
 
 
 def train_parsed(

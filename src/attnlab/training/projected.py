@@ -16,7 +16,7 @@ import torch
 
 from attnlab._validation import ValidationError, check_bool, check_scalar, check_tensor
 from attnlab.metrics import entrywise_norm, metric_columns
-from attnlab.optim.mirror_descent import mirror_descent
+from attnlab.optim.mirror_descent import P_MIN, _mirror_descent
 from attnlab.training.loop import LoopProblem, run_loop
 from attnlab.training.result import TrainingResult
 
@@ -54,7 +54,8 @@ def projected_mirror_descent(
     W0 : torch.Tensor, shape (d, d_q)
         Start (converted to float64): a matrix, whose entrywise ``||.||_p`` the ball bounds.
     p : float
-        Exponent ``p > 1`` of the potential and of the ball.
+        Exponent ``p >= 1.001`` of the potential and of the ball (:data:`attnlab.optim.mirror_descent.P_MIN`: nearer
+        1 the mirror map's power ``1 / (p - 1)`` overflows).
     radius : float
         Radius ``R > 0`` of the ball.
     steps : int
@@ -81,13 +82,13 @@ def projected_mirror_descent(
     ------
     ValidationError
         When ``grad`` is not callable or returns another shape than ``W``'s, ``W0`` is not a finite matrix,
-        ``p <= 1``, ``radius <= 0``, ``steps < 1``, ``step_scale <= 0``, ``record_every`` is not an integer >= 1, or
+        ``p < 1.001``, ``radius <= 0``, ``steps < 1``, ``step_scale <= 0``, ``record_every`` is not an integer >= 1, or
         ``progress`` is not a bool or None.
     """
     if not callable(grad):
         raise ValidationError(f"grad must be a callable W -> gradient at W, got {type(grad).__name__}")
     W = check_tensor("W0", W0, "dq")
-    check_scalar("p", p, low=1.0, low_inclusive=False)
+    check_scalar("p", p, low=P_MIN)  # the mirror map's power 1/(p-1) overflows nearer 1 (P_MIN)
     check_scalar("radius", radius, low=0.0, low_inclusive=False)
     check_scalar("steps", steps, kind=int, low=1)
     check_scalar("step_scale", step_scale, low=0.0, low_inclusive=False)
@@ -135,7 +136,7 @@ class _ProjectedMD(LoopProblem):
 
     def apply(self, step: int, gradient: torch.Tensor, active: torch.Tensor) -> None:
         lr = self.step_scale * self.radius ** (self.p - 1.0) / np.sqrt(step + 1.0)  # md §4: eta_k
-        W = mirror_descent([self.W], [gradient], lr=lr, p=self.p, normalized=True)[0]  # md §4: normalised l_p step
+        W = _mirror_descent([self.W], [gradient], lr=lr, p=self.p, normalized=True)[0]  # md §4: normalised l_p step
         self.previous, self.W = self.W, W * torch.clamp(self.radius / entrywise_norm(W, self.p), max=1.0)  # md §3
 
     def keep(self, runs: torch.Tensor) -> None:
