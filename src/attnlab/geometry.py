@@ -14,7 +14,13 @@ from typing import Any
 import torch
 
 from attnlab._numerics import mirror_map
-from attnlab._validation import ValidationError, as_float64_tensor, check_nonzero, check_scalar
+from attnlab._validation import (
+    ValidationError,
+    as_float64_tensor,
+    check_finite_result,
+    check_nonzero,
+    check_scalar,
+)
 
 __all__ = ["bregman_divergence", "directional_bregman", "entrywise_norm", "matrix_norm"]
 
@@ -152,7 +158,10 @@ def _matrix_norm(W: torch.Tensor, kind: str | float) -> torch.Tensor:
 def bregman_divergence(A: torch.Tensor, B: torch.Tensor, p: float) -> torch.Tensor:
     """``D_psi(A, B)`` for ``psi = (1/p) ||.||_p^p`` (entrywise), shape ``([R,])``.
 
-    Spec: mirror-descent-lp §3 Def. 1: ``(1/p)||A||_p^p + ((p-1)/p)||B||_p^p - <grad psi(B), A>``.
+    Spec: mirror-descent-lp §3 Def. 1: ``(1/p)||A||_p^p + ((p-1)/p)||B||_p^p - <grad psi(B), A>``, summed entry by
+    entry without cancellation (:func:`_entry_divergences`): exact to 1e-13 relative (for ``p >= 1.1``) also where
+    ``A`` is close to ``B`` (the three terms of Def. 1 nearly cancel there), and computed on ``A`` and ``B`` divided
+    by a power of two near their largest entry, so entries near 1e200 do not overflow where the divergence is finite.
 
     Parameters
     ----------
@@ -169,18 +178,69 @@ def bregman_divergence(A: torch.Tensor, B: torch.Tensor, p: float) -> torch.Tens
     Raises
     ------
     ValidationError
-        When ``p <= 1``, or ``A`` and ``B`` are not matrices of one shape (leading axes that broadcast).
+        When ``p <= 1``, ``A`` and ``B`` are not matrices of one shape (leading axes that broadcast), or the
+        divergence is not finite (NaN or inf entries in ``A`` or ``B``, or a divergence beyond float64's range).
     """
     p = _exponent("p", p, strict=True)
     A, B = _alike(_matrices("A", A), _matrices("B", B))
     _broadcast("shapes", A=A.shape, B=B.shape)
-    return _bregman_divergence(A, B, p)
+    return check_finite_result(
+        "bregman_divergence(A, B, p)",
+        _bregman_divergence(A, B, p),
+        "A or B has NaN or inf entries, or the divergence (of the order of max |entry|^p) passes float64's largest "
+        "number 1.8e308; pass finite A and B, scaled down",
+    )
+
+
+# Entries with |a/b - 1| below this (and below 1/p) take the binomial series of (1 + u)^p - 1 - p u, whose terms fall by
+# a factor 3 or more there; above it the form with expm1 loses a factor of at most 2 / ((p - 1) u) of its digits (4e-13
+# relative at p = 1.1)
+_SERIES_BELOW = 0.05
 
 
 def _bregman_divergence(A: torch.Tensor, B: torch.Tensor, p: float) -> torch.Tensor:
     dims = (-2, -1)
-    grad_b = mirror_map(B, p)  # spec md §3: grad psi(B)
-    return (A.abs() ** p).sum(dims) / p + (p - 1) / p * (B.abs() ** p).sum(dims) - (grad_b * A).sum(dims)
+    if A.shape[-2:].numel() == 0:  # matrices without entries: a sum of none (amax has no value to give)
+        return (A * B).sum(dims)
+    largest = torch.maximum(A.abs().amax(dim=dims), B.abs().amax(dim=dims))
+    largest = torch.where((largest > 0) & torch.isfinite(largest), largest, torch.ones_like(largest))
+    scale = torch.ldexp(torch.ones_like(largest), torch.frexp(largest).exponent)  # D(sA, sB) = s^p D(A, B)
+    unit = scale[..., None, None]  # a power of two: A / unit and B / unit are exact, and so is their difference
+    half = scale ** (p / 2)  # s^p in two factors: s^p alone overflows before a small divergence times it does
+    return _entry_divergences(A / unit, B / unit, p).sum(dims) * half * half
+
+
+def _entry_divergences(a: torch.Tensor, b: torch.Tensor, p: float) -> torch.Tensor:
+    """``|a|^p/p - |b|^p/p - sign(b) |b|^(p-1) (a - b)`` entrywise (spec md §3 Def. 1 per entry), each ``>= 0``.
+
+    Where ``a`` and ``b`` share their sign and ``|a| <= 2 |b|`` it is ``|b|^p g(u) / p`` with ``u = (a - b) / b``
+    and ``g(u) = (1 + u)^p - 1 - p u``, whose three terms no longer cancel: a binomial series for small ``u``,
+    ``expm1(p log1p(u)) - p u`` beyond; elsewhere (opposite signs, a zero, ``|a| > 2 |b|``) Def. 1's terms do not
+    cancel much, and they are summed as they are.
+    """
+    grad_b = mirror_map(b, p)  # spec md §3: grad psi(b) = sign(b) |b|^(p-1)
+    power_b = grad_b * b  # |b|^p
+    near = (a * b > 0) & (a.abs() <= 2 * b.abs())
+    u = torch.where(near, (a - b) / torch.where(near, b, 1.0), 0.0)
+    small = u.abs() < min(_SERIES_BELOW, 1.0 / p)
+    g = torch.where(small, _binomial_tail(torch.where(small, u, 0.0), p), torch.expm1(p * torch.log1p(u)) - p * u)
+    direct = a.abs() ** p / p + (p - 1) / p * power_b - grad_b * a  # spec md §3 Def. 1
+    return torch.where(near, power_b * g / p, direct)
+
+
+def _binomial_tail(u: torch.Tensor, p: float) -> torch.Tensor:
+    """``(1 + u)^p - 1 - p u = sum_{k >= 2} C(p, k) u^k`` for ``|u| < min(0.05, 1/p)``, by Horner's rule, with the
+    terms up to where they fall below 1e-18 of the first (successive terms shrink by ``|p - k| |u| / (k + 1)``,
+    at most 1/3 here)."""
+    bound = min(_SERIES_BELOW, 1.0 / p)
+    coefficients = [p * (p - 1) / 2]  # C(p, 2)
+    while abs(coefficients[-1]) * bound ** (len(coefficients) - 1) > 1e-18 * abs(coefficients[0]):
+        k = len(coefficients) + 1
+        coefficients.append(coefficients[-1] * (p - k) / (k + 1))  # C(p, k + 1) = C(p, k) (p - k) / (k + 1)
+    total = torch.full_like(u, coefficients[-1])
+    for c in reversed(coefficients[:-1]):
+        total = total.mul_(u).add_(c)
+    return total * u * u
 
 
 def directional_bregman(W_ref: torch.Tensor, W: torch.Tensor, p: float) -> torch.Tensor:

@@ -45,7 +45,8 @@ from attnlab.experiments.multi_token_claims import (
 from attnlab.experiments.multi_token_config import MultiTokenConfig
 from attnlab.experiments.registry import register
 from attnlab.models import ReluHead
-from attnlab.models.functional import attention_logits, attention_probabilities, outputs
+from attnlab.models.functional import _attention_probabilities as attention_probabilities
+from attnlab.models.functional import attention_logits, outputs
 from attnlab.plotting import EPS, STEP, house_figure, label_ours, log_gap_axis, new_figure
 from attnlab.svm import InfeasibleProgramError, WholeSequenceWarning, attention_svm, finite_part, svm_equivalence
 from attnlab.training.batched import train as batched_train

@@ -2,109 +2,12 @@
 ``W``, labels ``y``, head ``v`` and the selected tokens.
 
 Run once per call of a public diagnostic (:mod:`attnlab.metrics.diagnostics`); the recorder of the training loop and
-the metric objects call the unchecked versions on tensors typed where they entered.
+the metric objects call the unchecked versions on tensors typed where they entered. The checks are
+:mod:`attnlab.models._checks`' (the formula functions of :mod:`attnlab.models` take the same arguments).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from attnlab.models._checks import attention_args, in_range, nonempty, score_args, selection
 
-import numpy as np
-import torch
-
-from attnlab._validation import ValidationError, check_labels
-from attnlab.geometry import _alike, _axes, _broadcast, _floats
-
-__all__ = ["attention_args", "in_range", "score_args", "selection"]
-
-_X = "([R,] n, T, d): one token matrix per sequence"
-
-
-def attention_args(
-    X: Any, Z: Any, W: Any, select: Any = None, *, selects: bool = True
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """``(X, Z, W, select)`` checked and tied together: ``X ([R,] n, T, d)``, ``Z ([R,] n, d_q)``,
-    ``W ([R,] d, d_q)`` (leading axes that broadcast), in one dtype; ``select`` (when ``selects``) integer token
-    indices of shape ``([R,] n)`` in ``[0, T - 1]``, as int64 on ``X``'s device."""
-    X = _axes("X", _floats("X", X), 3, _X)
-    Z = _axes("Z", _floats("Z", Z), 2, "([R,] n, d_q): one query per sequence")
-    W = _axes("W", _floats("W", W), 2, "([R,] d, d_q)")
-    n, T, d = X.shape[-3:]
-    if Z.shape[-2] != n:
-        raise ValidationError(
-            f"Z has shape {tuple(Z.shape)}: {Z.shape[-2]} queries, but X has n = {n} sequences; pass one query each"
-        )
-    if tuple(W.shape[-2:]) != (d, Z.shape[-1]):
-        raise ValidationError(
-            f"W has shape {tuple(W.shape)}, but the tokens have width d = {d} and the queries d_q = {Z.shape[-1]}; "
-            f"pass W of shape ([R,] {d}, {Z.shape[-1]})"
-        )
-    batch = _broadcast(X=X.shape[:-3], Z=Z.shape[:-2], W=W.shape[:-2])
-    X, Z, W = _alike(X, Z, W)
-    return X, Z, W, selection("select", select, n, T, batch, X.device) if selects else None
-
-
-def score_args(
-    X: Any, y: Any, v: Any, select: Any = None, *, selects: bool = True
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """``(X, y, v, select)`` checked and tied together: ``X ([R,] n, T, d)``, labels ``y ([R,] n)`` in
-    {-1, +1}, a linear head ``v ([R,] d)``, in one dtype; ``select`` as :func:`attention_args` (None passes when
-    not ``selects``)."""
-    X = _axes("X", _floats("X", X), 3, _X)
-    if isinstance(v, torch.nn.Module) or hasattr(v, "value_and_gradient"):  # a Head, such as ReluHead
-        raise ValidationError(
-            f"v is a {type(v).__name__}, a nonlinear head: these scores y_i v^T x_it need a linear head v of shape "
-            "([R,] d)"
-        )
-    y = _axes("y", _floats("y", y), 1, "([R,] n): one label per sequence")
-    v = _axes("v", _floats("v", v), 1, "([R,] d): a linear head")
-    n, T, d = X.shape[-3:]
-    if y.shape[-1] != n:
-        raise ValidationError(f"y has shape {tuple(y.shape)}, but X has n = {n} sequences; pass one label each")
-    if v.shape[-1] != d:
-        raise ValidationError(f"v has shape {tuple(v.shape)}, but the tokens have width d = {d}; pass v of width {d}")
-    check_labels("y", y)
-    batch = _broadcast(X=X.shape[:-3], y=y.shape[:-1], v=v.shape[:-1])
-    X, y, v = _alike(X, y, v)
-    chosen = None if select is None and not selects else selection("select", select, n, T, batch, X.device)
-    return X, y, v, chosen
-
-
-def selection(name: str, select: Any, n: int, T: int, batch: tuple[int, ...], device: torch.device) -> torch.Tensor:
-    """Integer token indices of shape ``([R,] n)`` (leading axes that fit ``batch``) in ``[0, T - 1]``, as int64 on
-    ``device``; floats are refused, not rounded (a float selection is a computed value gone wrong)."""
-    if select is None:
-        raise ValidationError(f"{name} is required: pass ([R,] n) integer token indices, one per sequence")
-    if not isinstance(select, torch.Tensor):
-        try:
-            arr = np.asarray(select)
-        except ValueError as err:  # ragged lists: token sets, not one token per sequence
-            raise ValidationError(f"{name} must be one integer token index per sequence, got ragged lists") from err
-        select = torch.as_tensor(arr) if arr.dtype.kind in "iu" else select
-    if not isinstance(select, torch.Tensor) or select.dtype == torch.bool or not _integral(select):
-        kind = select.dtype if isinstance(select, torch.Tensor) else np.asarray(select).dtype
-        raise ValidationError(
-            f"{name} must be integer token indices (one per sequence), got dtype {kind}; floats are not rounded: "
-            f"pass an integer array (np.asarray({name}).astype(int) if the values are whole)"
-        )
-    lead = tuple(select.shape[:-1])
-    fits = len(lead) <= len(batch) and all(a in (1, b) for a, b in zip(reversed(lead), reversed(tuple(batch))))
-    if select.dim() < 1 or select.shape[-1] != n or not fits:
-        raise ValidationError(
-            f"{name} has shape {tuple(select.shape)}, expected ([R,] n) with n = {n} token indices per row (leading "
-            f"axes that fit the runs axes {tuple(batch)} of the other arguments)"
-        )
-    return in_range(name, select, T).to(device=device, dtype=torch.int64)
-
-
-def _integral(t: torch.Tensor) -> bool:
-    return not (t.is_floating_point() or t.is_complex())
-
-
-def in_range(name: str, select: torch.Tensor, T: int) -> torch.Tensor:
-    """Refuse token indices outside ``[0, T - 1]``, listing some of them."""
-    bad = (select < 0) | (select >= T)
-    if bool(bad.any()):
-        found = sorted({int(a) for a in select[bad].flatten().tolist()})[:5]
-        raise ValidationError(f"{name} holds indices outside [0, {T - 1}] (T = {T} tokens per sequence): {found}")
-    return select
+__all__ = ["attention_args", "in_range", "nonempty", "score_args", "selection"]

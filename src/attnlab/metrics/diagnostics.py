@@ -26,9 +26,9 @@ from attnlab.geometry import (
     entrywise_norm,
     matrix_norm,
 )
-from attnlab.losses import LOSSES, log_mean_loss
-from attnlab.metrics._checks import attention_args, in_range, score_args
-from attnlab.models.functional import attention_logits, attention_probabilities, loss_gradients, token_scores
+from attnlab.losses import LOSSES, _log_mean_loss
+from attnlab.metrics._checks import attention_args, in_range, nonempty, score_args
+from attnlab.models.functional import _attention_probabilities, attention_logits, loss_gradients, token_scores
 
 __all__ = [
     "attention_margin",
@@ -257,7 +257,7 @@ def selected_probabilities(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor, se
 
 
 def _selected_probabilities(X: torch.Tensor, Z: torch.Tensor, W: torch.Tensor, select: torch.Tensor) -> torch.Tensor:
-    s = attention_probabilities(X, W, Z)
+    s = _attention_probabilities(X, W, Z)
     return torch.gather(s, -1, _selected(select, s.shape)).squeeze(-1)
 
 
@@ -346,10 +346,17 @@ def token_bound(X: torch.Tensor) -> torch.Tensor:
     Returns
     -------
     torch.Tensor, shape ([R,])
+
+    Raises
+    ------
+    ValidationError
+        When ``X`` is not real or has NaN or inf entries, is not of shape ``([R,] n, T, d)``, or has no sequence or
+        no token.
     """
     X = check_tensor("X", X)
     if X.dim() not in (3, 4):
         raise ValidationError(f"X has shape {tuple(X.shape)}, expected ([R,] n, T, d): one token matrix per sequence")
+    nonempty(X)
     return torch.linalg.vector_norm(X, dim=-1).flatten(-2).amax(dim=-1)  # spec ngd §1: B
 
 
@@ -420,7 +427,7 @@ def optimal_loss(
     X, y, v, select = score_args(X, y, v, select, selects=select is not None)
     gamma = token_scores(X, y, v)  # spec ngd §1: gamma_it = y_i v^T x_it, ([R,] n, T)
     best = gamma.amax(dim=-1) if select is None else torch.gather(gamma, -1, _selected(select, gamma.shape))[..., 0]
-    return log_mean_loss(best, loss).exp()  # spec ngd §3: L_* = (1/n) sum_i l(gamma_{i,sel_i}), in the log domain
+    return _log_mean_loss(best, loss).exp()  # spec ngd §3: L_* = (1/n) sum_i l(gamma_{i,sel_i}), in the log domain
 
 
 def gradient_direction(

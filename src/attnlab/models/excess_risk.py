@@ -17,7 +17,7 @@ import torch
 
 from attnlab._numerics import log_mean_exp
 from attnlab._validation import ValidationError, check_in
-from attnlab.losses import LOSSES, log_loss
+from attnlab.losses import LOSSES, _log_loss
 from attnlab.models.functional import attention_logits, token_scores
 
 __all__ = ["log_excess_risk"]
@@ -91,5 +91,5 @@ def log_excess_risk(
         per_sample = log_expm1 - top[..., 0]  # e^{-gamma} expm1(delta)
     else:
         # log log1p(x) = log l(-log x) of the logistic loss, x = sigmoid(-gamma) expm1(delta)
-        per_sample = log_loss(-(torch.nn.functional.logsigmoid(-top[..., 0]) + log_expm1), "logistic")
+        per_sample = _log_loss(-(torch.nn.functional.logsigmoid(-top[..., 0]) + log_expm1), "logistic")
     return log_mean_exp(per_sample)  # (1/n) sum_i

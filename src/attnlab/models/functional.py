@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import torch
 
-from attnlab._validation import ValidationError
+from attnlab._validation import ValidationError, check_in
+from attnlab.losses import LOSSES
+from attnlab.models._checks import formula_args
 from attnlab.models.heads import AttentionHeads, Head
 from attnlab.models.logit_derivatives import (
     LogitDerivatives,
@@ -129,9 +131,20 @@ def attention_probabilities(X: torch.Tensor, W: torch.Tensor, Z: torch.Tensor) -
 
     Returns
     -------
-    torch.Tensor, shape ([R,] n, T)
+    torch.Tensor, shape ([R,] n, T), float64
         Each row sums to 1 (a log-sum-exp softmax: large logits do not overflow).
+
+    Raises
+    ------
+    ValidationError
+        When an argument is not real (complex, boolean, text) or has NaN or inf entries, ``X`` has no sequence or no
+        token, or the shapes do not fit together (leading axes that do not broadcast).
     """
+    X, Z, W, _, _ = formula_args(X, Z, W)
+    return _attention_probabilities(X, W, Z)
+
+
+def _attention_probabilities(X: torch.Tensor, W: torch.Tensor, Z: torch.Tensor) -> torch.Tensor:
     return torch.softmax(attention_logits(X, W, Z), dim=-1)
 
 
@@ -183,9 +196,9 @@ def outputs(X: torch.Tensor, W: torch.Tensor, Z: torch.Tensor, v: torch.Tensor |
     if isinstance(v, AttentionHeads):
         return v.outputs(X, W, Z)  # multi-token §9: the heads' own attention
     if isinstance(v, Head):
-        return v.value_and_gradient(mixtures(X, attention_probabilities(X, W, Z)))[0]  # multi-token §1
+        return v.value_and_gradient(mixtures(X, _attention_probabilities(X, W, Z)))[0]  # multi-token §1
     values = torch.einsum("...ntd,...d->...nt", X, v)
-    return (attention_probabilities(X, W, Z) * values).sum(dim=-1)  # spec ngd §2 (1)
+    return (_attention_probabilities(X, W, Z) * values).sum(dim=-1)  # spec ngd §2 (1)
 
 
 def margins(X: torch.Tensor, Z: torch.Tensor, y: torch.Tensor, v: torch.Tensor | Head, W: torch.Tensor) -> torch.Tensor:
@@ -206,11 +219,25 @@ def margins(X: torch.Tensor, Z: torch.Tensor, y: torch.Tensor, v: torch.Tensor |
 
     Returns
     -------
-    torch.Tensor, shape ([R,] n)
+    torch.Tensor, shape ([R,] n), float64
+
+    Raises
+    ------
+    ValidationError
+        When an argument is not real (complex, boolean, text) or has NaN or inf entries, ``X`` has no sequence or no
+        token, ``y`` holds a label other than -1 and +1 (map 0/1 labels with ``2 * label - 1``), or the shapes do not
+        fit together (leading axes that do not broadcast).
     """
+    X, Z, W, y, v = formula_args(X, Z, W, y, v)
+    return _margins(X, Z, y, v, W)
+
+
+def _margins(
+    X: torch.Tensor, Z: torch.Tensor, y: torch.Tensor, v: torch.Tensor | Head, W: torch.Tensor
+) -> torch.Tensor:
     if isinstance(v, Head):
         return y * outputs(X, W, Z, v)
-    return (attention_probabilities(X, W, Z) * token_scores(X, y, v)).sum(dim=-1)
+    return (_attention_probabilities(X, W, Z) * token_scores(X, y, v)).sum(dim=-1)
 
 
 # outer_sum's kernel choice by the number of sequences R n (1 thread: at (R, n, T, d) = (1, 6, 8, 10) the broadcast sum
@@ -416,6 +443,22 @@ def attention_loss(
 
     Returns
     -------
-    torch.Tensor, shape ([R,])
+    torch.Tensor, shape ([R,]), float64
+        Differentiable in ``W`` and ``v`` (a float32 one receives its gradient in float32).
+
+    Raises
+    ------
+    ValidationError
+        When ``loss`` is unknown, an argument is not real (complex, boolean, text) or has NaN or inf entries, ``X``
+        has no sequence or no token, ``y`` holds a label other than -1 and +1 (map 0/1 labels with
+        ``2 * label - 1``), or the shapes do not fit together (leading axes that do not broadcast).
     """
+    check_in("loss", loss, LOSSES)
+    X, Z, W, y, v = formula_args(X, Z, W, y, v)
+    return _attention_loss(X, Z, y, v, W, loss)
+
+
+def _attention_loss(
+    X: torch.Tensor, Z: torch.Tensor, y: torch.Tensor, v: torch.Tensor, W: torch.Tensor, loss: str = "exp"
+) -> torch.Tensor:
     return _AttentionLoss.apply(X, Z, y, v, W, loss)

@@ -18,7 +18,7 @@ from typing import NamedTuple
 import torch
 
 from attnlab._numerics import exp, exp_, logsumexp
-from attnlab.losses import log_abs_loss_derivative, log_mean_loss
+from attnlab.losses import _log_abs_loss_derivative, _log_mean_loss
 
 __all__ = [
     "LogScaled",
@@ -257,8 +257,8 @@ def logit_derivatives(
         log_dl = torch.sub(-log_n, z)
         log_risk = logsumexp(log_dl, dim=-1) if risk else None
     else:
-        log_dl = log_abs_loss_derivative(z, loss) - log_n  # log |l'_i| / n
-        log_risk = log_mean_loss(z, loss) if risk else None
+        log_dl = _log_abs_loss_derivative(z, loss) - log_n  # log |l'_i| / n
+        log_risk = _log_mean_loss(z, loss) if risk else None
     log_c, sign_c = _centred_first(log_phi, gaps)
     log_token = log_c.add_(log_phi)  # spec ngd §3.1: |w_it| = (|l'_i| / n) phi_it |c_it|, the sample factor apart
     return LogitDerivatives(log_token, sign_c.neg_(), log_phi, log_dl, log_risk)

@@ -12,7 +12,8 @@ import torch
 from attnlab.data import TokenSelectionData
 from attnlab.experiments.preconditioners import entry_scale, scaled_entries
 from attnlab.metrics import optimal_loss
-from attnlab.models import Parametrization, attention_loss
+from attnlab.models import Parametrization
+from attnlab.models.functional import _attention_loss as attention_loss
 from attnlab.optim import NormalizedGD
 from attnlab.optim import transforms as tx
 from attnlab.optim.spec import parse_optimizer

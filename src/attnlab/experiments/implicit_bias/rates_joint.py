@@ -28,7 +28,9 @@ from attnlab.experiments.implicit_bias.falsifiers import (
 from attnlab.experiments.implicit_bias.rates_fixed import SVM_NUCLEAR
 from attnlab.metrics import Metric, alignment, head_alignment, selected_probabilities
 from attnlab.models import Combined
-from attnlab.models.functional import attention_probabilities, margins, mixtures, token_scores
+from attnlab.models.functional import _attention_probabilities as attention_probabilities
+from attnlab.models.functional import _margins as margins
+from attnlab.models.functional import mixtures, token_scores
 from attnlab.optim import JointAdaptive
 from attnlab.training import train
 from attnlab.verify import (

@@ -33,9 +33,10 @@ from attnlab.experiments.mirror_descent.falsifiers import (
     RISK_PENALISED,
 )
 from attnlab.experiments.registry import register
-from attnlab.losses import mean_loss
+from attnlab.losses import _mean_loss as mean_loss
 from attnlab.metrics import bregman_divergence, entrywise_norm
-from attnlab.models.functional import attention_probabilities, token_scores
+from attnlab.models.functional import _attention_probabilities as attention_probabilities
+from attnlab.models.functional import token_scores
 from attnlab.plotting import house_figure, label_axes, label_ours, new_figure
 from attnlab.verify import Check, Claim, Experiment, ExperimentResult, Reading, Revision, RunContext
 

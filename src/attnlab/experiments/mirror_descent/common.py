@@ -18,9 +18,11 @@ import torch
 
 from attnlab._validation import ValidationError, check_distinct, check_in, check_scalar
 from attnlab.data import StackedData
-from attnlab.losses import LOSSES, mean_loss
+from attnlab.losses import LOSSES
+from attnlab.losses import _mean_loss as mean_loss
 from attnlab.metrics import entrywise_norm, selected_logistic_probability
-from attnlab.models.functional import attention_probabilities, margins
+from attnlab.models.functional import _attention_probabilities as attention_probabilities
+from attnlab.models.functional import _margins as margins
 from attnlab.optim import parse_optimizer
 from attnlab.probe import attended_tokens
 from attnlab.training.batched import train as batched_train

@@ -17,7 +17,7 @@ from attnlab.experiments.mirror_descent.common import SOURCE, check_config, stil
 from attnlab.experiments.registry import register
 from attnlab.metrics import Metric, directional_bregman, selected_logistic_probability
 from attnlab.models import Combined
-from attnlab.models.functional import attention_probabilities
+from attnlab.models.functional import _attention_probabilities as attention_probabilities
 from attnlab.optim import MirrorDescent
 from attnlab.plotting import EPS, house_figure, label_axes, label_ours, log_gap_axis, new_figure, rounding_floor
 from attnlab.svm import SelectionSVMs, head_svm

@@ -38,9 +38,10 @@ from attnlab.data import stack, unit_gaussian
 from attnlab.experiments.mirror_descent.common import SOURCE, check_config, md_path, selected, tidy
 from attnlab.experiments.mirror_descent.falsifiers import LOGITS_TRANSPOSED, WEIGHT_DECAY
 from attnlab.experiments.registry import register
-from attnlab.losses import mean_loss
+from attnlab.losses import _mean_loss as mean_loss
 from attnlab.metrics import directional_bregman, entrywise_norm
-from attnlab.models.functional import margins, token_scores
+from attnlab.models.functional import _margins as margins
+from attnlab.models.functional import token_scores
 from attnlab.plotting import house_figure, label_axes, label_ours, log_gap_axis, new_figure
 from attnlab.svm import SelectionSVMs
 from attnlab.verify import Check, Claim, Experiment, ExperimentResult, Reading, Revision, RunContext, fit_slope
