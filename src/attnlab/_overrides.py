@@ -20,6 +20,8 @@ __all__ = ["OverrideError", "parse_overrides"]
 # how a list of each element type is written on the command line: bare, and as `attnlab show` prints it
 _WRITTEN = {float: ("0.1,0.5", "(0.1, 0.5)"), int: ("4,8", "(4, 8)"), bool: ("true,false", "(true, false)")}
 _ENCLOSING = {"(": ")", "[": "]"}
+# an element of each type in an example of a bracketed pair
+_SAMPLE = {float: "0.1", int: "60", bool: "true", str: "sgd"}
 
 
 class OverrideError(ValidationError):
@@ -52,19 +54,98 @@ def _describe(annotation: Any) -> str:
     return getattr(annotation, "__name__", str(annotation))
 
 
-def _parse_list(label: str, text: str, annotation: Any) -> tuple[Any, ...]:
-    """``0.1,0.5``, ``(0.1, 0.5)`` or ``[0.1, 0.5]`` as a tuple, each element parsed by the element type."""
+def _split(label: str, body: str) -> list[str]:
+    """``body`` cut at its top-level commas (and ``;``): brackets nest, quotes ('...' or "...") hold commas."""
+    parts, depth, quote, start = [], 0, "", 0
+    for i, char in enumerate(body):
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char in "([":
+            depth += 1
+        elif char in ")]":
+            depth -= 1
+        elif char in ",;" and depth == 0:
+            parts.append(body[start:i])
+            start = i + 1
+        if depth < 0:
+            break
+    if depth or quote:
+        raise ValidationError(f"{label}: unbalanced {'quote' if quote else 'brackets'}")
+    return [p.strip() for p in [*parts, body[start:]] if p.strip()]
+
+
+def _enclosed(text: str) -> bool:
+    """Whether ``text`` is one bracketed list: its first bracket closes at its last character."""
+    if text[:1] not in _ENCLOSING or not text.endswith(_ENCLOSING[text[:1]]):
+        return False
+    depth, quote = 0, ""
+    for i, char in enumerate(text):
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char in "([":
+            depth += 1
+        elif char in ")]":
+            depth -= 1
+            if depth == 0:
+                return i == len(text) - 1
+    return False
+
+
+def _written(annotation: Any) -> str:
+    """How a list of ``annotation`` is written: ``0.1,0.5 or (0.1, 0.5)``; nested lists and pairs in brackets."""
     args = typing.get_args(annotation)
     inner = args[0] if args else str
+    if inner in _WRITTEN:
+        return "{} or {}".format(*_WRITTEN[inner])
+    quoting = "; quote an entry that holds a comma: sgd,'md:2,normalized=false'"
+    if typing.get_origin(inner) is tuple:
+        fixed = typing.get_args(inner)
+        if len(fixed) == 2 and fixed[1] is Ellipsis:
+            return "one bracketed list per entry, ((0.1, 0.5), (0.2,))"
+        first = [i for i, a in enumerate(fixed) if a is str][:1]
+        one = ", ".join("'md:2,normalized=false'" if i in first else _SAMPLE.get(a, "a") for i, a in enumerate(fixed))
+        quoted = " (quoted: it holds a comma)" if first else ""
+        return f"one bracketed ({', '.join(map(_describe, fixed))}) per entry, (({one}),){quoted}"
+    return "a,b or (a, b)" + (quoting if inner is str else "")
+
+
+def _element(label: str, text: str, inner: Any) -> Any:
+    """One element of a list: a quoted string unquoted; a nested list only in brackets; no stray ``key=value``."""
+    nested = typing.get_origin(inner) is tuple
+    if nested and not _enclosed(text):
+        raise ValidationError(label)
+    if inner is str and len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
+    if inner is str and "=" in text and ":" not in text:  # an option cut off an optimizer string by a comma
+        raise ValidationError(label)
+    return _parse_value(label, text, inner)
+
+
+def _parse_list(label: str, text: str, annotation: Any) -> tuple[Any, ...]:
+    """``0.1,0.5``, ``(0.1, 0.5)`` or ``[0.1, 0.5]`` as a tuple, each element parsed by the element type.
+
+    A list of lists takes its inner lists bracketed (``((0.1, 0.2), (0.3,))``); a fixed-length tuple
+    (``tuple[str, int]``) needs exactly that many elements; a string element may be quoted to hold commas.
+    """
+    args = typing.get_args(annotation)
+    variadic = not args or (len(args) == 2 and args[1] is Ellipsis)
     body = text.strip()
-    if body[:1] in _ENCLOSING and body.endswith(_ENCLOSING[body[:1]]):
+    if _enclosed(body):
         body = body[1:-1]
-    parts = [p.strip() for p in body.replace(";", ",").split(",") if p.strip()]
     try:
-        return tuple(_parse_value(label, p, inner) for p in parts)
+        parts = _split(label, body)
+        if not variadic and len(parts) != len(args):
+            raise ValidationError(label)
+        types_ = [args[0] if args else str] * len(parts) if variadic else list(args)
+        return tuple(_element(label, p, t) for p, t in zip(parts, types_))
     except ValidationError:
-        bare, shown = _WRITTEN.get(inner, ("a,b", "(a, b)"))
-        raise ValidationError(f"{label}: expected {_describe(annotation)}, written {bare} or {shown}") from None
+        if not variadic:
+            raise ValidationError(f"{label}: expected {_describe(annotation)}") from None
+        raise ValidationError(f"{label}: expected {_describe(annotation)}, written {_written(annotation)}") from None
 
 
 def _parse_value(label: str, text: str, annotation: Any) -> Any:
@@ -173,7 +254,9 @@ def parse_overrides(config_type: type, items: Sequence[str] | Mapping[str, Any])
     """Turn ``["n=8", "lr=0.1"]`` (or a mapping) into typed field values of ``config_type``.
 
     Strings are parsed by the field's type annotation (a tuple field takes ``0.1,0.5``, ``(0.1, 0.5)`` or
-    ``[0.1, 0.5]``). Other values of a mapping (from YAML, JSON or Python) are checked against it: a list for a
+    ``[0.1, 0.5]``; a list of lists or of pairs one bracketed entry each, ``((0.1, 0.2), (0.3,))``; a string entry
+    that holds a comma is quoted, ``sgd,'md:1.1,normalized=false'``, and an unquoted ``key=value`` entry, an
+    option cut off the entry before it, is refused). Other values of a mapping (from YAML, JSON or Python) are checked against it: a list for a
     tuple field becomes a tuple, each element checked by its type; an int is a float; a whole float is an int; a
     boolean is neither. Messages name the key as ``--set key=value`` for the list form, ``key=value`` or ``key``
     for a mapping.

@@ -26,7 +26,7 @@ def _parseable(annotation: Any) -> Any:
 def _generator_overrides(func: Callable[..., Any], sets: Sequence[str]) -> dict[str, Any]:
     """Typed keyword arguments for ``func`` from ``["key=value", ...]``, read from its signature (``seed`` aside).
 
-    An unknown key raises a :class:`ValidationError` that lists the valid keys; ``seed`` is pointed to ``--seed``.
+    An unknown key raises a :class:`ValidationError` that lists the valid keys (or says that ``func`` takes none); ``seed`` is pointed to ``--seed``.
     """
     from attnlab._overrides import parse_overrides
 
@@ -38,6 +38,10 @@ def _generator_overrides(func: Callable[..., Any], sets: Sequence[str]) -> dict[
 
     hints = typing.get_type_hints(func)
     params = [p for p in inspect.signature(func).parameters.values() if p.name != "seed"]
+    if sets and not params:
+        raise ValidationError(
+            f"--set {sets[0]}: generator {func.__name__!r} takes no settings (its data are fixed); drop --set"
+        )
     fields = [(p.name, _parseable(hints[p.name]), dataclasses.field(default=p.default)) for p in params]
     arguments = dataclasses.make_dataclass(func.__name__, fields, frozen=True)
     return parse_overrides(arguments, sets)

@@ -4,9 +4,30 @@ from __future__ import annotations
 
 import torch
 
-from attnlab._validation import check_seed
+from attnlab._validation import ValidationError, check_seed
 
-__all__ = ["generator", "random_labels", "random_orthogonal"]
+__all__ = ["MAX_ENTRIES", "check_entries", "generator", "random_labels", "random_orthogonal"]
+
+#: The most float64 entries the tokens of a generated data set may hold (ours: 512 MiB, so that a data set and its
+#: few copies fit in memory); the flagship's limit on its tokens and W too.
+MAX_ENTRIES = 2**26
+
+
+def check_entries(formula: str, entries: int, **sizes: int) -> None:
+    """Refuse data of ``entries`` float64 entries (``formula`` in the ``sizes``, e.g. ``"n T d"``) beyond
+    :data:`MAX_ENTRIES`, naming the sizes.
+
+    Raises
+    ------
+    ValidationError
+        When ``entries > 2^26``.
+    """
+    if entries > MAX_ENTRIES:
+        shown, names = ", ".join(f"{name} == {value}" for name, value in sizes.items()), list(sizes)
+        raise ValidationError(
+            f"{shown}: the data hold {formula} = {entries} float64 entries, must be <= 2^26 = {MAX_ENTRIES} "
+            f"(512 MiB; ours, so that they fit in memory); lower {', '.join(names[:-1])} or {names[-1]}"
+        )
 
 
 def generator(seed: int) -> torch.Generator:

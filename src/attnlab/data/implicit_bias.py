@@ -11,7 +11,7 @@ from typing import Literal
 import torch
 
 from attnlab._validation import ValidationError, check_in, check_scalar, check_tensor
-from attnlab.data._random import generator, random_labels
+from attnlab.data._random import check_entries, generator, random_labels
 from attnlab.data.dataset import TokenSelectionData
 
 __all__ = ["dm", "example1"]
@@ -61,7 +61,8 @@ def example1(
     Raises
     ------
     ValidationError
-        On non-positive sizes, ``T < 2``, ``d < 2``, non-positive ``rho`` or ``sigma``, or an unknown ``opt_pos``.
+        On non-positive sizes, ``T < 2``, ``d < 2``, tokens of more than ``2^26`` entries (``n T d``), non-positive
+        ``rho`` or ``sigma``, or an unknown ``opt_pos``.
 
     Notes
     -----
@@ -81,6 +82,7 @@ def example1(
     check_scalar("n", n, kind=int, low=1)
     check_scalar("T", T, kind=int, low=2)
     check_scalar("d", d, kind=int, low=2)
+    check_entries("n T d", n * T * d, n=n, T=T, d=d)
     check_scalar("rho", rho, low=0.0, low_inclusive=False)
     check_scalar("sigma", sigma, low=0.0, low_inclusive=False)
     check_in("opt_pos", opt_pos, ("first", "random"))
@@ -142,7 +144,8 @@ def dm(
     Raises
     ------
     ValidationError
-        On non-positive sizes or scales, ``sigma_oth >= sigma_opt``, or ``mu`` of the wrong shape or zero.
+        On non-positive sizes or scales, tokens of more than ``2^26`` entries (``2 n d``), ``sigma_oth >= sigma_opt``,
+        or ``mu`` of the wrong shape or zero.
 
     Notes
     -----
@@ -157,6 +160,7 @@ def dm(
     """
     check_scalar("n", n, kind=int, low=1)
     check_scalar("d", d, kind=int, low=1)
+    check_entries("2 n d", 2 * n * d, n=n, d=d)
     check_scalar("sigma_oth", sigma_oth, low=0.0, low_inclusive=False)
     check_scalar("sigma_opt", sigma_opt, low=0.0, low_inclusive=False)
     if sigma_opt <= sigma_oth:

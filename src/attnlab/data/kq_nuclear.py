@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from attnlab._validation import ValidationError, check_scalar, check_tensor
-from attnlab.data._random import generator, random_labels, random_orthogonal
+from attnlab.data._random import check_entries, generator, random_labels, random_orthogonal
 from attnlab.data.dataset import TokenSelectionData
 
 __all__ = ["AlignedPairs", "aligned_pairs", "scores_equal"]
@@ -64,6 +64,7 @@ def scores_equal(
     check_scalar("T", T, kind=int, low=2)
     check_scalar("d", d, kind=int, low=2)
     check_scalar("gap", gap, low=0.0, low_inclusive=False)
+    check_entries("n T d", n * T * d, n=n, T=T, d=d)
     gen = generator(seed)
     y = random_labels(n, gen)  # spec §6: y_i ~ Unif{±1}
     X = torch.randn(n, T, d, generator=gen, dtype=torch.float64)  # spec §6: X ~ N(0, I), (n, T, d)
@@ -149,7 +150,8 @@ def aligned_pairs(
     Raises
     ------
     ValidationError
-        On ``n > d - 1``, non-positive radii, ``c`` outside [-1, 1), or wrong lengths of ``radii`` / ``c``.
+        On ``n > d - 1``, data of more than ``2^26`` entries (``n (1 + 2 m_pairs) d + d^2``), non-positive radii,
+        ``c`` outside [-1, 1), or wrong lengths of ``radii`` / ``c``.
 
     Notes
     -----
@@ -167,6 +169,7 @@ def aligned_pairs(
     check_scalar("n", n, kind=int, low=1)
     check_scalar("m_pairs", m_pairs, kind=int, low=1)
     check_scalar("d", d, kind=int, low=2)
+    check_entries("n (1 + 2 m_pairs) d + d^2", n * (1 + 2 * m_pairs) * d + d * d, n=n, m_pairs=m_pairs, d=d)
     if n > d - 1:
         raise ValidationError(f"n == {n} needs d >= n + 1 == {n + 1}, got d == {d}; raise d or lower n")
     r = _per_sequence("radii", radii, n)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from attnlab._validation import check_scalar
-from attnlab.data._random import generator
+from attnlab.data._random import check_entries, generator
 from attnlab.data.dataset import TokenSelectionData
 
 __all__ = ["joint_toy", "unit_gaussian"]
@@ -55,6 +55,7 @@ def unit_gaussian(n: int = 6, T: int = 8, d: int = 10, *, seed: int = 0) -> Toke
     check_scalar("n", n, kind=int, low=1)
     check_scalar("T", T, kind=int, low=2)
     check_scalar("d", d, kind=int, low=1)
+    check_entries("n T d + n d", n * T * d + n * d, n=n, T=T, d=d)
     gen = generator(seed)
     v = _unit_rows(torch.randn(d, generator=gen, dtype=torch.float64))  # spec §6: v ~ N(0, I), v / ||v||
     y = torch.where(torch.randn(n, generator=gen, dtype=torch.float64) > 0, 1.0, -1.0)  # spec §6: Y = ±1

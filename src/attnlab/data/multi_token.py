@@ -10,7 +10,7 @@ from typing import NamedTuple
 import torch
 
 from attnlab._validation import check_scalar
-from attnlab.data._random import generator, random_labels
+from attnlab.data._random import check_entries, generator, random_labels
 from attnlab.data.dataset import TokenSelectionData
 
 __all__ = ["MultiTokenDraw", "multi_token"]
@@ -72,6 +72,7 @@ def multi_token(n: int = 3, T: int = 4, d: int = 4, *, seed: int = 0) -> MultiTo
     check_scalar("n", n, kind=int, low=1)
     check_scalar("T", T, kind=int, low=2)
     check_scalar("d", d, kind=int, low=1)
+    check_entries("n T d + d^2", n * T * d + d * d, n=n, T=T, d=d)
     gen = generator(seed)
     V = torch.randn(d, d, generator=gen, dtype=torch.float64)
     V = V / torch.linalg.matrix_norm(V)  # multi-token §5: ||V||_F = 1

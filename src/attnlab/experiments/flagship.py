@@ -16,6 +16,7 @@ import torch
 
 from attnlab._validation import ValidationError, check_in, check_scalar
 from attnlab.data import example1
+from attnlab.data._random import MAX_ENTRIES as DATA_MAX_ENTRIES
 from attnlab.experiments.fig2_remark import assumption1_note, much_faster_than_gd
 from attnlab.experiments.norm_growth import LOG_GROWTH_TOLERANCE, LOG_GROWTH_WINDOW, log_growth
 from attnlab.experiments.preconditioners import w_preconditioned
@@ -42,8 +43,14 @@ from attnlab.verify import (
 
 __all__ = ["FlagshipConfig"]
 
-#: The most float64 entries the tokens and W of a flagship run may hold, ``n T d + d^2`` (ours: 512 MiB).
-MAX_ENTRIES = 2**26
+#: The most float64 entries the tokens and W of a flagship run may hold, ``n T d + d^2`` (ours: 512 MiB); the data
+#: generators' own limit (:data:`attnlab.data._random.MAX_ENTRIES`).
+MAX_ENTRIES = DATA_MAX_ENTRIES
+
+#: The largest ``gd_lr`` (ours): Theorem 6 takes GD's step below the inverse smoothness of the loss, a constant of
+#: the data; ten times the default, where GD still grows like ||W_mm|| log t (quick: ratio 0.89); at 100 the first
+#: steps overshoot and ||W_t|| stops growing (ratio 2e-10), a run outside the theorem, not a test of it.
+MAX_GD_LR = 10.0
 
 
 @dataclass(frozen=True)
@@ -66,7 +73,9 @@ class FlagshipConfig:
     ngd_lr : float
         Step size of normalized GD.
     gd_lr : float
-        Step size of plain GD.
+        Step size of plain GD, at most 10 (ours): Theorem 6 takes a step below the inverse smoothness of the loss,
+        which depends on the data; at 10 GD still grows like ||W_mm|| log t, at 100 its first steps overshoot and
+        ||W_t|| stops growing, a run outside the theorem rather than a test of it.
     steps : int
         Training steps of each method, both from W_0 = 0; > ``record_every``, so that the last half-decade
         ``[steps / sqrt(10), steps]`` holds the >= 2 records ngd-aligns fits a slope to (ours, what the fit needs).
@@ -97,6 +106,12 @@ class FlagshipConfig:
             check_scalar(name, getattr(self, name), kind=int, low=2 if name in ("T", "d") else 1)
         for name in ("rho", "sigma", "ngd_lr", "gd_lr"):
             check_scalar(name, getattr(self, name), low=0.0, low_inclusive=False)
+        if self.gd_lr > MAX_GD_LR:
+            raise ValidationError(
+                f"gd_lr == {self.gd_lr!r} must be <= {MAX_GD_LR:g} (ours): Theorem 6 takes GD's step below the "
+                "inverse smoothness of the loss; above 10 the first steps overshoot and GD's ||W_t|| stops growing "
+                f"(at 100 its log-t ratio reads 2e-10), a run outside the theorem; pass --set gd_lr={MAX_GD_LR:g} or less"
+            )
         check_in("loss", self.loss, ("exp", "logistic"))
         entries, tokens = self.n * self.T * self.d + self.d**2, self.n * self.T
         if entries > MAX_ENTRIES:

@@ -364,7 +364,7 @@ def _value(raw: str) -> Any:
         return lowered == "true"
     if lowered == "none":
         return None
-    for kind in (int, float):
+    for kind in (int, float) if "_" not in text else ():  # Python reads 1_0 as 10; the grammar does not
         try:
             return kind(text)
         except ValueError:

@@ -11,15 +11,39 @@ from collections.abc import Sequence
 __all__ = ["fit_slope", "fit_weighted_slope"]
 
 
-def _line(points: Sequence[tuple[float, float]], weights: Sequence[float]) -> tuple[float, float, float, float]:
-    """Weighted least-squares line through ``points``: slope, ``sxx``, ``sxy``, ``syy`` (weighted, centred)."""
+# Between these magnitudes, points and weights are summed as they are: their weighted squares stay inside float64
+_PLAIN = (2.0**-300, 2.0**300)
+
+
+def _unit(values: Sequence[float]) -> float:
+    """1.0 when the largest ``|value|`` lies in :data:`_PLAIN` (or is 0), else a power of two within a factor 2 of
+    it: dividing by it is exact in float64 and leaves every value within ``[-2, 2]``, whose squares cannot overflow
+    (nor underflow, for the largest)."""
+    top = max((abs(v) for v in values), default=0.0)
+    return 1.0 if top == 0 or _PLAIN[0] <= top < _PLAIN[1] else math.ldexp(1.0, math.frexp(top)[1] - 1)
+
+
+def _line(points: Sequence[tuple[float, float]], weights: Sequence[float]) -> tuple[float, float, float]:
+    """Weighted least-squares line through ``points`` (finite, as the finite ``weights``): slope, R^2 and ``sxx``
+    (the weighted, centred sum of squares of x; inf where it leaves float64's range).
+
+    Coordinates or weights whose largest magnitude is outside :data:`_PLAIN` are first divided by a power of two, so that no square overflows
+    (points of 1e200 raised OverflowError); below it the sums are the plain ones.
+    """
+    kx, ky, kw = _unit([p[0] for p in points]), _unit([p[1] for p in points]), _unit(weights)
+    points = [(p[0] / kx, p[1] / ky) for p in points]
+    weights = [w / kw for w in weights]
     total = sum(weights)
     mx = sum(w * p[0] for p, w in zip(points, weights)) / total
     my = sum(w * p[1] for p, w in zip(points, weights)) / total
     sxx = sum(w * (p[0] - mx) ** 2 for p, w in zip(points, weights))
     sxy = sum(w * (p[0] - mx) * (p[1] - my) for p, w in zip(points, weights))
     syy = sum(w * (p[1] - my) ** 2 for p, w in zip(points, weights))
-    return (sxy / sxx if sxx > 0 else math.nan), sxx, sxy, syy
+    slope = sxy / sxx if sxx > 0 else math.nan
+    r2 = 1.0 - (syy - slope * sxy) / syy if syy > 0 else 1.0
+    if kx == ky == kw == 1.0:
+        return slope, r2, sxx
+    return slope * (ky / kx), r2, sxx * kw * kx * kx
 
 
 def fit_slope(x: Sequence[float], y: Sequence[float], *, logx: bool = True, logy: bool = True) -> tuple[float, float]:
@@ -56,9 +80,16 @@ def fit_slope(x: Sequence[float], y: Sequence[float], *, logx: bool = True, logy
     ]
     if len(pts) < 2:
         return math.nan, math.nan
-    slope, _, sxy, syy = _line(pts, [1.0] * len(pts))
-    r2 = 1.0 - (syy - slope * sxy) / syy if syy > 0 else 1.0
+    slope, r2, _ = _line(pts, [1.0] * len(pts))
     return slope, r2
+
+
+def _weight(y: float, se: float, logy: bool) -> float:
+    """``(y / se)^2`` on a log axis, else ``se^-2``; inf where it leaves float64's range."""
+    try:
+        return (y / se) ** 2 if logy else se**-2
+    except OverflowError:
+        return math.inf
 
 
 def fit_weighted_slope(
@@ -81,7 +112,8 @@ def fit_weighted_slope(
     slope_se : float
         ``(sum w (x - mean)^2)^{-1/2}`` with ``w = 1 / SE^2``: the spread of the points, carried to the slope.
         Both are NaN when fewer than two points are given or a point is not finite, not > 0 on a log axis, or has
-        ``se <= 0`` (a quantity that changed sign has no log-log slope; no point is dropped silently).
+        ``se <= 0``, or so small against ``y`` that its weight leaves float64's range (a quantity that changed sign
+        has no log-log slope; no point is dropped silently).
     """
     pts = [(float(a), float(b), float(s)) for a, b, s in zip(x, y, se)]
     valid = all(
@@ -91,6 +123,8 @@ def fit_weighted_slope(
     if len(pts) < 2 or not valid:
         return math.nan, math.nan
     line = [(math.log(a) if logx else a, math.log(b) if logy else b) for a, b, _ in pts]
-    weights = [(b / s) ** 2 if logy else s**-2 for _, b, s in pts]  # 1 / Var of the fitted y (delta method)
-    slope, sxx, _, _ = _line(line, weights)
-    return slope, sxx**-0.5
+    weights = [_weight(b, s, logy) for _, b, s in pts]  # 1 / Var of the fitted y (delta method)
+    if not all(math.isfinite(w) for w in weights):
+        return math.nan, math.nan
+    slope, _, sxx = _line(line, weights)
+    return slope, sxx**-0.5 if sxx > 0 else math.nan

@@ -63,7 +63,8 @@ class E2Config:
     lr : float
         Step size of normalised l_p-AttGD.
     arrows : tuple of int
-        Iterations marked with an arrow in the figure, four per p in the order of ``ps``.
+        Iterations marked with an arrow in the figure, four per p in the order of ``ps``: the four of a p distinct,
+        each from 0 to that p's ``epochs``.
     record_every : int
         Steps between recorded iterates (ours).
     bregman_tol : float
@@ -97,6 +98,12 @@ class E2Config:
             raise ValidationError(
                 f"arrows must hold 4 iterations per p, each <= its epochs {self.epochs}, got {self.arrows}"
             )
+        for p, marks in zip(self.ps, per_p):
+            if min(marks) < 0 or len(set(marks)) < len(marks):
+                raise ValidationError(
+                    f"arrows == {self.arrows}: the iterations of p = {p:g}, {marks}, must be >= 0 and distinct (4 "
+                    "different steps per p, in the order of ps)"
+                )
 
 
 _SIZES = ("n", "T", "d", "ps", "epochs", "lr", "record_every", "loss", "seed")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from attnlab._validation import ValidationError, check_scalar
-from attnlab.experiments.real.result import check_seed_counts, code_key, comparison_result
+from attnlab.experiments.real.result import check_pairs, check_seed_counts, code_key, comparison_result
 from attnlab.experiments.real.revisions import revised_claims
 from attnlab.experiments.real.summary import CLAIMS, paper_checks
 from attnlab.experiments.registry import register
@@ -80,6 +80,7 @@ class DigitsViTConfig(ComparisonConfig):
     dropout: float = 0.0
 
     def __post_init__(self) -> None:
+        check_pairs("tied_lrs", self.tied_lrs, "(('md:2,normalized=false', sgd),)")
         super().__post_init__()
         check_seed_counts(self)
         for name in ("patch_size", "dim", "depth", "heads", "mlp_dim"):

@@ -9,14 +9,14 @@ from typing import Any
 import pandas as pd
 
 from attnlab._io import config_hash
-from attnlab._validation import check_count, check_seed_range
+from attnlab._validation import ValidationError, check_count, check_seed_range
 from attnlab.nets.compare import Comparison
 from attnlab.nets.figures import comparison_figures
 from attnlab.nets.trials import UNREADABLE_CODE
 from attnlab.plotting import label_ours
 from attnlab.verify import Check, ExperimentResult
 
-__all__ = ["MAX_SEEDS", "check_seed_counts", "code_key", "comparison_result"]
+__all__ = ["MAX_SEEDS", "check_pairs", "check_seed_counts", "code_key", "comparison_result"]
 
 MAX_SEEDS = 100
 """Most runs per optimizer (``seeds``) and tuning runs per cell (``tune_seeds``) of a real experiment (ours: a bound
@@ -32,6 +32,17 @@ def check_seed_counts(config: Any) -> None:
         )
     most = max(config.seeds, config.tune_seeds)
     check_seed_range(config.seed, most - 1, f"{most} runs")
+
+
+def check_pairs(name: str, value: Any, example: str) -> None:
+    """Refuse a ``name`` that is not a sequence of pairs (a config's ``__post_init__``, before
+    :class:`ComparisonConfig`'s, which reads ``tied_lrs`` as a mapping); ``example`` is its right form."""
+    for entry in value if isinstance(value, (tuple, list)) else [value]:
+        if not isinstance(entry, (tuple, list)) or len(entry) != 2:
+            raise ValidationError(
+                f"{name} == {value!r}: each entry must be a pair, got {entry!r}; give pairs such as {example} "
+                f'(--set "{name}={example}": one bracketed pair per entry, a 1-entry list keeps its trailing comma)'
+            )
 
 
 def code_key(build: Callable[..., Any], config: Any) -> str:

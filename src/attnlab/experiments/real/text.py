@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from attnlab._validation import ValidationError, check_in, check_scalar
-from attnlab.experiments.real.result import check_seed_counts, code_key, comparison_result
+from attnlab.experiments.real.result import check_pairs, check_seed_counts, code_key, comparison_result
 from attnlab.experiments.real.revisions import revised_claims
 from attnlab.experiments.real.summary import CLAIMS, paper_checks
 from attnlab.experiments.registry import register
@@ -127,6 +127,8 @@ class TextConfig(ComparisonConfig):
                 f"imdb_root == {self.imdb_root!r} is read only with dataset == 'aclimdb' (dataset is "
                 f"{self.dataset!r}, the generated task); pass --set dataset=aclimdb too, or leave imdb_root unset"
             )
+        check_pairs("tied_lrs", self.tied_lrs, "(('md:2,normalized=false', sgd),)")
+        check_pairs("epochs_by_optimizer", self.epochs_by_optimizer, "(('md:1.1,normalized=false', 60),)")
         super().__post_init__()
         check_seed_counts(self)
         for name in ("n_train", "n_test", "length", "keywords", "dim", "depth", "heads", "mlp_dim", "max_per_split"):
