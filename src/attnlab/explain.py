@@ -30,6 +30,7 @@ import torch
 
 from attnlab._validation import ValidationError, check_bool, check_in, check_scalar, check_seed
 from attnlab.data import Selection, TokenSelectionData
+from attnlab.data.token_sets import refuse_no_margin
 from attnlab.losses import LOSSES
 from attnlab.metrics import cosine, directional_bregman
 from attnlab.models.functional import token_scores
@@ -266,7 +267,8 @@ def explain(
     ValidationError
         On a bad ``param``, ``opt``, ``loss``, ``select`` or size, data without a head (and no ``head``), a
         ``head`` without a selection (``select`` or ``data.select``),
-        ``param="diag"`` on cross-attention data, when no candidate is feasible, when
+        ``param="diag"`` on cross-attention data, token sets that are each their whole sequence (no margin for the
+        ``equivalence`` candidate; refused before training), when no candidate is feasible, when
         training diverged (non-finite loss), or when the gradient is zero throughout (every token ties). The
         training loop itself never raises on divergence (its one policy, :mod:`attnlab.training.loop`, marks the
         run ``"diverged"``); this function reads that status and raises, since it names no SVM for such a run.
@@ -346,7 +348,8 @@ def _training_data(
     data: TokenSelectionData, select: object, head: Head | torch.nn.Module | None, train_head: bool
 ) -> tuple[TokenSelectionData, Any, torch.Tensor | None]:
     """The data :func:`explain` trains on (``select`` and a zero head to train stored), the head it trains with, and
-    the token sets (``(n, T)``, multi-token §2; None for one token per sequence); refuses a head it cannot use."""
+    the token sets (``(n, T)``, multi-token §2; None for one token per sequence); refuses a head it cannot use and
+    sets with no margin anywhere (before training: the ``equivalence`` candidate would refuse them after it)."""
     linear = head is None
     if train_head and not linear:
         raise ValidationError("train_head=True trains a linear head v; a nonlinear head= is fixed: pass one of them")
@@ -356,6 +359,8 @@ def _training_data(
     if select is not None:
         data = data.with_(select=select)  # validated there: (n,) tokens or (n, T) sets
     sets = data.select if data.select is not None and data.select.dim() == 2 else None  # multi-token §2
+    if sets is not None:  # multi-token §3.3: svm_equivalence's own refusal, made before training, not after it
+        refuse_no_margin(sets, "SVM-equivalence")
     if not linear and data.select is None:
         raise ValidationError(
             "head= trains with a fixed nonlinear head, which has no optimal tokens of its own, so explain has no "

@@ -15,9 +15,14 @@ import click
 
 from attnlab._errors import ValidationError  # not attnlab._validation, which loads torch
 from attnlab.cli.main import main, user_errors, warnings_as_lines
-from attnlab.cli.svm_cmd import parse_select, read_select_key
+from attnlab.cli.svm_cmd import read_head, read_selection
 
 RECORD = "explain.json"  # the run's options and input files, written last: it marks a finished run
+MAX_STEPS = 10**8  # ours: about half a day at the ~0.4 ms a step of a small file; a larger count is a typo
+INTERRUPTED = (
+    "interrupted: explain keeps no partial run (it writes only after training, and run again it trains from step "
+    "0); run the command again, with fewer --steps for a shorter run"
+)
 
 
 @main.command("explain")
@@ -81,7 +86,7 @@ RECORD = "explain.json"  # the run's options and input files, written last: it m
     is_flag=True,
     help="Replace the outputs of another run in --out (refused without it; the same run again is rewritten).",
 )
-@user_errors
+@user_errors(interrupted=INTERRUPTED)
 def explain_cmd(
     path: str,
     param: str,
@@ -106,15 +111,12 @@ def explain_cmd(
     another run is refused unless --overwrite. Exit status 1 when the run has not converged in direction (no
     candidate is named; the outputs are written), 2 on bad input (a diverged run included).
     """
-    import numpy as np
-
-    from attnlab._io import read_array
     from attnlab.data import TokenSelectionData
     from attnlab.explain import explain
-    from attnlab.models import ReluHead
     from attnlab.optim import parse_optimizer
 
     spec = parse_optimizer(opt)  # once, and before loading anything: a bad --optimizer is refused first
+    _check_options(opt, spec, steps, train_head)
     if select_text is not None and select_key is not None:
         raise ValidationError("pass either --select or --select-key, not both")
     if head_kind == "relu" and V_source is None:
@@ -126,14 +128,10 @@ def explain_cmd(
     data = TokenSelectionData.load(path)
     head = None
     if head_kind == "relu":
-        V = read_array("--V", V_source, path)
-        v = read_array("--v", v_source, path) if v_source is not None else np.ones(np.shape(V)[0])
-        head = ReluHead(V, v)
+        head = _relu_head(data, V_source, v_source, path)
     elif v_source is not None:
-        data = data.with_(v=read_array("--v", v_source, path))
-    select = parse_select(select_text) if select_text is not None else None
-    if select_key is not None:
-        select = read_select_key(path, select_key)
+        data = read_head(data, v_source, path)
+    select = read_selection(data, path, select_text, select_key)
     options = {  # files by their absolute path: mine.npz and ./mine.npz are one run, in one default folder
         "data": os.path.abspath(path),
         "param": param,
@@ -157,6 +155,33 @@ def explain_cmd(
     _write_outputs(folder, result, record, overwrite)
     if not result.converged:
         raise SystemExit(1)  # no limit is named: a script must not read the table as one
+
+
+def _check_options(opt: str, spec: Any, steps: int, train_head: bool) -> None:
+    """Refuse, before loading or training, a ``--steps`` out of range and an ``--opt`` that needs ``--train-head``."""
+    if not 1 <= steps <= MAX_STEPS:
+        raise ValidationError(
+            f"--steps {steps} is out of range: pass 1 to {MAX_STEPS} (10^8, a bound of ours: so many steps take about "
+            "half a day on a small file, and the direction of a run settles in thousands)"
+        )
+    if not train_head and dict(spec.options).get("head_lr") is not None:
+        raise ValidationError(f"--opt {opt}: head_lr sets the step of a trained head; add --train-head or drop head_lr")
+
+
+def _relu_head(data: Any, V_source: str, v_source: str | None, path: str) -> Any:  # noqa: N803 (the spec's V)
+    """The fixed ReLU head of ``--V`` (``(m, d)``) and ``--v`` (``(m,)``, default ones), refused by the flag's name."""
+    import torch
+
+    from attnlab._io import read_array
+    from attnlab._validation import check_tensor
+    from attnlab.models import ReluHead
+
+    sizes = {"d": data.d}
+    V = check_tensor("--V", read_array("--V", V_source, path), "md", sizes, min_size={"m": 1})
+    v = torch.ones(sizes["m"], dtype=torch.float64)
+    if v_source is not None:
+        v = check_tensor("--v", read_array("--v", v_source, path), "m", sizes)
+    return ReluHead(V, v)
 
 
 def _absolute_if_file(source: str | None) -> str | None:

@@ -15,7 +15,10 @@ import click
 import attnlab
 from attnlab._errors import FileSystemError, ValidationError  # not attnlab._validation, which loads torch
 
-__all__ = ["main", "user_errors", "warnings_as_lines"]
+__all__ = ["KEEPS_NOTHING", "main", "user_errors", "warnings_as_lines"]
+
+RESUMES = "interrupted: what finished is kept (a run, sweep or reproduction run again goes on from it)"
+KEEPS_NOTHING = "interrupted: nothing was written (this command keeps no partial result); run it again"
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -24,13 +27,29 @@ def main() -> None:
     """attnlab: the theory of how softmax attention learns, runnable and measurable."""
 
 
-def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
+def user_errors(func: Callable[..., Any] | None = None, *, interrupted: str = RESUMES) -> Any:
     """Turn a :class:`ValidationError` (bad input) into a one-line message and exit status 2, and a file-system
     failure (:class:`FileSystemError`, or an :class:`OSError`, which names its file) into one line and exit status 1,
     without a traceback. A reader that closed the pipe (``attnlab list | head -1``) ends the command quietly. Ctrl-C
     (SIGINT) ends it with one line and status 130, the shell's for an interrupted command (click's own ``Aborted!``
     exits 1, which reads as a failed check). A warning is shown as one line, ``warning: MESSAGE``, when it is
-    raised."""
+    raised.
+
+    Parameters
+    ----------
+    func : callable, optional
+        The command; without it, ``user_errors(interrupted=...)`` is the decorator.
+    interrupted : str, default=RESUMES
+        The line that Ctrl-C prints: what the command keeps. A command that writes only at its end says that
+        nothing was kept (:data:`KEEPS_NOTHING`, or its own line), never the resumable commands' :data:`RESUMES`.
+
+    Returns
+    -------
+    callable
+        The wrapped command, or the decorator when ``func`` is None.
+    """
+    if func is None:
+        return functools.partial(user_errors, interrupted=interrupted)
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -41,9 +60,7 @@ def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
         except BrokenPipeError:
             _quiet_broken_pipe()
         except KeyboardInterrupt:
-            click.echo(
-                "interrupted: what finished is kept (a run, sweep or reproduction run again goes on from it)", err=True
-            )
+            click.echo(interrupted, err=True)
             sys.exit(130)
         except FileSystemError as err:
             click.echo(f"error: {err}", err=True)
