@@ -9,8 +9,8 @@ def test_the_help_of_paper_says_it_takes_a_paper_a_group_or_all_and_not_one_expe
     (paper,) = [p for p in main.commands["reproduce"].params if p.name == "paper"]
     assert paper.help == (
         "A paper's spec stem (kq-nuclear-norm: all its experiments), a group of experiments, the part of their "
-        "names before the first dot (kq-nuclear: kq-nuclear.x1, ...), or 'all'. One experiment by its full name is "
-        "refused: `attnlab run NAME` runs it."
+        "names before the first dot (kq-nuclear: kq-nuclear.x1, ...; a name without a dot, flagship, is a group of "
+        "one), or 'all'. Another experiment by its full name (kq-nuclear.x1) is refused: `attnlab run NAME` runs it."
     )
     result = CliRunner().invoke(main, ["reproduce", "--help"])
     assert result.exit_code == 0 and "Spec stem or name prefix of one paper" not in result.output

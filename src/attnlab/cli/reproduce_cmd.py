@@ -15,8 +15,8 @@ from attnlab.cli.main import main, user_errors
     default="all",
     show_default=True,
     help="A paper's spec stem (kq-nuclear-norm: all its experiments), a group of experiments, the part of their "
-    "names before the first dot (kq-nuclear: kq-nuclear.x1, ...), or 'all'. One experiment by its full name is "
-    "refused: `attnlab run NAME` runs it.",
+    "names before the first dot (kq-nuclear: kq-nuclear.x1, ...; a name without a dot, flagship, is a group of one), "
+    "or 'all'. Another experiment by its full name (kq-nuclear.x1) is refused: `attnlab run NAME` runs it.",
 )
 @click.option("--quick", is_flag=True, help="CI-sized settings.")
 @click.option("--out", type=click.Path(file_okay=False), default="report", show_default=True, help="Report folder.")
@@ -56,11 +56,14 @@ def reproduce_cmd(
     An experiment that raises is shown in the report with its traceback; the others still run. Exit status 1
     when a theory check failed or an experiment did not finish (it raised, or its stored run is damaged;
     observations that disagree with a paper are reported, not failures), 2 on bad input (an unknown --paper, one
-    experiment's full name as --paper, --workers without --executor pool, --address without --executor ray). With
+    experiment's dotted full name as --paper, an --out of other files, --workers without --executor pool, --address
+    without --executor ray). With
     --seed S, every experiment with a seed field runs at seed S, the others are named and left out.
     """
     from attnlab.runner import make_executor
+    from attnlab.runner.sweep import check_out
 
+    check_out(out, "--out", writer="reproduce")  # before any run: a folder of other files is refused
     chosen = make_executor(executor, workers=workers, address=address)  # first: a pool's server imports meanwhile
     from attnlab.report import reproduce
 

@@ -48,7 +48,7 @@ def sweep_cmd(
     import attnlab.tasks  # noqa: F401  (registers attnlab's sweep tasks: experiment, batched-train)
     from attnlab.runner import load_sweep, make_executor, run_sweep
 
-    spec = load_sweep(sweep_file)
+    spec = load_sweep(sweep_file, argument="SWEEP_FILE")
     root = Path(out) if out is not None else Path("runs") / Path(sweep_file).stem
     result = run_sweep(
         spec,

@@ -23,9 +23,12 @@ import warnings
 from collections.abc import Iterable, MutableMapping
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from attnlab import _sources
+
+if TYPE_CHECKING:
+    from attnlab.runner.task import Task
 
 __all__ = [
     "DEPENDENCIES",
@@ -35,6 +38,7 @@ __all__ = [
     "dependency_versions",
     "input_digests",
     "is_unreadable",
+    "run_fingerprint",
     "source_hash",
 ]
 
@@ -248,6 +252,34 @@ def input_digests(
                 known[name] = f"{MISSING}:{uuid.uuid4().hex}"
         found[name] = known[name]
     return found
+
+
+def run_fingerprint(
+    task: Task, params: dict[str, Any], known: MutableMapping[str, str] | None = None
+) -> dict[str, Any]:
+    """The fingerprint of one run: what must equal a stored run's for it to be reused.
+
+    Parameters
+    ----------
+    task : attnlab.runner.task.Task
+        The task that computes the run.
+    params : dict of str to Any
+        The run's parameters.
+    known : mutable mapping of str to str, optional
+        Digests of input files already read, by path (shared by the runs of a sweep: each file is read once).
+
+    Returns
+    -------
+    dict
+        :func:`code_fingerprint` of :meth:`~attnlab.runner.task.Task.modules`, and, when the task names
+        input files (:meth:`~attnlab.runner.task.Task.inputs`), ``"inputs"``: the SHA-256 of each one's contents, by path
+        (:func:`input_digests`).
+    """
+    code = code_fingerprint(task.modules(params))
+    files = task.inputs(params)
+    if files:
+        code["inputs"] = input_digests(files, known)
+    return code
 
 
 def file_sha256(path: Path) -> str:

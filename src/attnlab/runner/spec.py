@@ -19,6 +19,7 @@ run always lands in the same directory, whichever sweep asked for it.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import itertools
 import json
@@ -35,7 +36,7 @@ import yaml
 from attnlab._io import json_default
 from attnlab._validation import ValidationError, check_scalar, check_seed
 from attnlab.runner.store import config_hash
-from attnlab.runner.task import known_task
+from attnlab.runner.task import Task, known_task
 
 __all__ = ["Job", "SweepSpec", "derive_seed", "expand", "load_sweep"]
 
@@ -94,6 +95,9 @@ class SweepSpec:
         Explicit parameter sets (the file's ``list``); each is combined with every grid point.
     repeats : int or None
         Run every point this many times, with ``seed = derive_seed(base seed, repeat)``.
+    file : str or None
+        The sweep file it was read from (:func:`load_sweep`), named by the errors about its runs; None when built in
+        code. Not part of the spec's identity (equality).
 
     Raises
     ------
@@ -108,6 +112,7 @@ class SweepSpec:
     grid: dict[str, list[Any]] = field(default_factory=dict)
     points: list[dict[str, Any]] = field(default_factory=list)
     repeats: int | None = None
+    file: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         _check_spec(self.task, self.base, self.grid, self.points, self.repeats, "SweepSpec")
@@ -244,13 +249,15 @@ _SweepLoader.add_implicit_resolver(
 )
 
 
-def load_sweep(path: str | os.PathLike[str]) -> SweepSpec:
+def load_sweep(path: str | os.PathLike[str], *, argument: str = "sweep file") -> SweepSpec:
     """Read a sweep YAML file.
 
     Parameters
     ----------
     path : path
-        The ``.yaml`` file.
+        The ``.yaml`` file (UTF-8 text).
+    argument : str, default="sweep file"
+        What the errors about the file as a whole call it (the command line's ``SWEEP_FILE``).
 
     Returns
     -------
@@ -259,7 +266,7 @@ def load_sweep(path: str | os.PathLike[str]) -> SweepSpec:
     Raises
     ------
     ValidationError
-        If ``path`` is not a str or path, the file is missing, is not YAML, gives a key twice in one mapping (naming
+        If ``path`` is not a str or path, the file is missing, is not UTF-8 text or not YAML, gives a key twice in one mapping (naming
         the key and its lines), or has unknown keys or malformed values.
 
     Notes
@@ -274,13 +281,18 @@ def load_sweep(path: str | os.PathLike[str]) -> SweepSpec:
         )
     path = Path(path)
     if not path.is_file():
-        raise ValidationError(f"sweep file {str(path)!r} does not exist; pass the path of a .yaml sweep file")
+        raise ValidationError(f"{argument} {str(path)!r} does not exist; pass the path of a .yaml sweep file")
     try:
-        raw = yaml.load(path.read_text(), Loader=_SweepLoader)  # a yaml.SafeLoader
+        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_SweepLoader)  # a yaml.SafeLoader
+    except UnicodeDecodeError as err:  # a binary file (an .npz), or text in another encoding (Latin-1)
+        raise ValidationError(
+            f"{argument} {str(path)!r} is not UTF-8 text, so not a YAML sweep file ({err}); pass the path of a .yaml "
+            "sweep file (saved as UTF-8)"
+        ) from None
     except yaml.YAMLError as err:
         where = "; ".join(line.strip() for line in str(err).splitlines() if line.strip())  # one line: problem, mark
-        raise ValidationError(f"sweep file {str(path)!r} is not valid YAML: {where}") from None
-    return SweepSpec.from_mapping(raw, source=str(path))
+        raise ValidationError(f"{argument} {str(path)!r} is not valid YAML: {where}") from None
+    return dataclasses.replace(SweepSpec.from_mapping(raw, source=str(path)), file=str(path))
 
 
 def derive_seed(seed: int, index: int) -> int:
@@ -348,7 +360,9 @@ def expand(spec: SweepSpec) -> list[Job]:
     ------
     ValidationError
         If ``spec`` is not a SweepSpec; if two runs have the same parameters (they would share a run directory): vary
-        a parameter or the seed. With ``repeats``, if a run's ``seed`` is not a whole number >= 0 (``2.9`` is
+        a parameter or the seed; if two runs differ only in the spelling of values that the task reads as one
+        (:meth:`~attnlab.runner.task.Task.canonical`: ``lr`` ``1`` and ``1.0``, optimizer ``ngd`` and ``NGD``), naming
+        the key and both spellings. With ``repeats``, if a run's ``seed`` is not a whole number >= 0 (``2.9`` is
         refused, not rounded).
     """
     if not isinstance(spec, SweepSpec):
@@ -377,11 +391,58 @@ def expand(spec: SweepSpec) -> list[Job]:
             if repeat is not None:
                 params["seed"] = derive_seed(_base_seed(params.get("seed", 0)), repeat)
             job = Job(task=spec.task, params=params, index=len(jobs))
-            if job.key in seen:
-                raise ValidationError(
-                    f"runs {seen[job.key]} and {job.index} of the sweep have the same parameters {params}; "
-                    "vary a parameter between them or use repeats to vary the seed"
-                )
-            seen[job.key] = job.index
+            read = _text(_read_as(task, params))
+            if read in seen:
+                raise ValidationError(_same_run(spec, task, jobs[seen[read]], job))
+            seen[read] = job.index
             jobs.append(job)
     return jobs
+
+
+def _read_as(task: Task | None, params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` as ``task`` reads them (:meth:`~attnlab.runner.task.Task.canonical`); as written for a task that
+    is not registered, or parameters it refuses (its check names them)."""
+    if task is None:
+        return params
+    try:
+        return task.canonical(dict(params))
+    except ValidationError:
+        return params
+
+
+def _same_run(spec: SweepSpec, task: Task | None, first: Job, second: Job) -> str:
+    """Why ``first`` and ``second`` are one run: the same parameters, or values spelled two ways (each named by its
+    key in the file, with both spellings and the value the task reads)."""
+    runs = f"runs {first.index} and {second.index} of the sweep" + (f" {spec.file!r}" if spec.file else "")
+    if first.key == second.key:
+        return (
+            f"{runs} have the same parameters {second.params}; vary a parameter between them or use repeats to vary "
+            "the seed"
+        )
+    read = _read_as(task, second.params)
+    spelled = [
+        f"{_where(spec, key)} is {first.params.get(key)!r} in run {first.index} and {second.params.get(key)!r} in run "
+        f"{second.index}, both read by the {spec.task} task as {read.get(key)!r}"
+        for key in sorted(set(first.params) | set(second.params))
+        if _text(first.params.get(key)) != _text(second.params.get(key))
+    ]
+    return f"{runs} are one run spelled two ways: {'; '.join(spelled)}; give each value once"
+
+
+def _text(value: Any) -> str:
+    """``value`` as the JSON text a run's key hashes (keys sorted); what JSON cannot write, by its ``repr``."""
+
+    def plain(obj: Any) -> Any:
+        try:
+            return json_default(obj)
+        except TypeError:
+            return repr(obj)
+
+    return json.dumps(value, sort_keys=True, default=plain)
+
+
+def _where(spec: SweepSpec, key: str) -> str:
+    """Where the file gives ``key`` a value that varies between runs: ``grid.<key>``, else ``list[<i>].<key>``."""
+    if key in spec.grid:
+        return f"grid.{key}"
+    return next((f"list[{i}].{key}" for i, point in enumerate(spec.points) if key in point), key)

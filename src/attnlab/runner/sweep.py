@@ -28,7 +28,7 @@ from attnlab.runner.spec import Job, SweepSpec, expand
 from attnlab.runner.task import Outcome, Reuse, Task, get_task, run_fingerprint
 from attnlab.training.callbacks import progress_bar
 
-__all__ = ["SweepResult", "run_sweep"]
+__all__ = ["SweepResult", "check_out", "run_sweep"]
 
 # The index is rebuilt from disk at most this often during a sweep (and always at the end), and at most once per
 # ten times the last rebuild took (a store of 10^4 runs takes a fraction of a second to scan): a rebuild per
@@ -36,6 +36,17 @@ __all__ = ["SweepResult", "run_sweep"]
 _INDEX_EVERY_SECONDS = 1.0
 _INDEX_MAX_SHARE = 0.1
 _BAD_RUNS_SHOWN = 50  # lines of a refusal; the count of the others follows
+# The end of the refusal of an output folder of other files, by what writes into it.
+_OUT_OWNERS = {
+    "sweep": (
+        "an attnlab sweep",
+        "a sweep writes its runs, index and report only into an empty folder or a sweep's own",
+    ),
+    "reproduce": (
+        "an attnlab report folder",
+        "reproduce writes its report, runs and index only into an empty folder or one that an earlier reproduce wrote",
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -105,10 +116,10 @@ def run_sweep(
     progress = check_bool("progress", progress)
     fresh = check_bool("fresh", fresh)
     jobs = _jobs(spec)
-    _check_out(out)
+    check_out(out)
     executor = _executor(executor)
     tasks = {job.task: get_task(job.task) for job in jobs}
-    _check_every_run(tasks, jobs)
+    _check_every_run(tasks, jobs, spec.file if isinstance(spec, SweepSpec) else None)
     store = ResultsStore(out)
     labels = [tasks[job.task].label(job.params) for job in jobs]
     run_dirs = [store.add(job, label) for job, label in zip(jobs, labels)]
@@ -182,11 +193,26 @@ def _jobs(spec: object) -> list[Job]:
     return jobs
 
 
-def _check_out(out: object) -> None:
+def check_out(out: object, argument: str = "out", writer: str = "sweep") -> None:
     """Refuse an ``out`` that is not a path, or a folder that holds files but no sweep (no ``runs/`` nor index): a
-    sweep's runs, index and report are not mixed into a folder of other files (hidden files aside)."""
+    sweep's runs, index and report are not mixed into a folder of other files (hidden files aside).
+
+    Parameters
+    ----------
+    out : path
+        The output folder (it need not exist).
+    argument : str, default="out"
+        Its name in the messages (the command line's ``--out``).
+    writer : {"sweep", "reproduce"}, default="sweep"
+        What writes into it: a sweep, or ``attnlab reproduce`` (its report, runs and index), for the messages.
+
+    Raises
+    ------
+    ValidationError
+        When ``out`` is not a str or path, or is a folder of other files.
+    """
     if not isinstance(out, (str, os.PathLike)):
-        raise ValidationError(f"out must be the path of the output folder (a str or pathlib.Path), got {out!r}")
+        raise ValidationError(f"{argument} must be the path of the output folder (a str or pathlib.Path), got {out!r}")
     folder = Path(out)
     if not folder.is_dir():
         return  # missing (created later) or a file (refused where it is written, naming the path)
@@ -196,9 +222,10 @@ def _check_out(out: object) -> None:
         return  # unreadable: the first write says why
     if held and not {"runs", INDEX} & set(held):
         shown = ", ".join(held[:3]) + (", ..." if len(held) > 3 else "")
+        what, how = _OUT_OWNERS[writer]
         raise ValidationError(
-            f"out {str(folder)!r} holds files that are not an attnlab sweep ({shown}); a sweep writes its runs, index "
-            "and report only into an empty folder or a sweep's own (one with runs/): choose an empty folder"
+            f"{argument} {str(folder)!r} holds files that are not {what} ({shown}); {how} (one with runs/): choose an "
+            "empty folder"
         )
 
 
@@ -218,23 +245,34 @@ def _executor(executor: object) -> InProcessExecutor | PoolExecutor | RayExecuto
     return executor  # type: ignore[return-value]
 
 
-def _check_every_run(tasks: dict[str, Task], jobs: Sequence[Job]) -> None:
-    """Check every run's parameters before any run starts, and refuse them all at once: one line per bad run."""
+def _check_every_run(tasks: dict[str, Task], jobs: Sequence[Job], file: str | None = None) -> None:
+    """Check every run's parameters before any run starts, and refuse them all at once: one line per bad run, each
+    naming the run and its parameters, and the sweep's ``file`` when it was read from one (a sweep of one run built
+    in code: the run's error alone)."""
     bad: list[tuple[Job, ValidationError]] = []
     for job in jobs:
         try:
             tasks[job.task].check(job.params)
         except ValidationError as err:
             bad.append((job, err))
-    if len(jobs) == 1 and bad:
-        raise bad[0][1]  # the sweep's only run: its error as it is
-    lines = [f"run {job.index} {json.dumps(job.params, sort_keys=True, default=str)}: {err}" for job, err in bad]
+    sweep = "the sweep" + (f" {file!r}" if file else "")
+    if len(jobs) == 1 and bad:  # the sweep's only run: one line, its error first, then the file's run
+        job, err = bad[0]
+        if file:
+            err.args = (f"{err} (run {job.index} of {sweep}, its only run: {_shown(job.params)})",)  # its type kept
+        raise err
+    lines = [f"run {job.index} {_shown(job.params)}: {err}" for job, err in bad]
     if len(lines) > _BAD_RUNS_SHOWN:
         lines = lines[:_BAD_RUNS_SHOWN] + [f"... and {len(lines) - _BAD_RUNS_SHOWN} more"]
     if bad:
         raise ValidationError(
-            f"{len(bad)} of {len(jobs)} runs of the sweep have bad parameters; nothing ran:\n  " + "\n  ".join(lines)
+            f"{len(bad)} of {len(jobs)} runs of {sweep} have bad parameters; nothing ran:\n  " + "\n  ".join(lines)
         )
+
+
+def _shown(params: dict[str, object]) -> str:
+    """A run's parameters in a refusal: JSON, keys sorted."""
+    return json.dumps(params, sort_keys=True, default=str)
 
 
 def _run(

@@ -16,7 +16,9 @@ Its contract:
   program (``run_batch``), or ``None``; the in-process executor groups runs by it;
 - ``check(params)`` refuses bad parameters before anything runs;
 - ``expand(params)`` (optional) lists the runs one parameter set stands for (``batched-train``: one per data file
-  of a folder); :func:`~attnlab.runner.spec.expand` calls it for registered and built-in tasks.
+  of a folder); :func:`~attnlab.runner.spec.expand` calls it for registered and built-in tasks;
+- ``canonical(params)`` (optional) spells parameters the way the task reads them (``lr: 1`` as ``1.0``), so that a
+  sweep refuses two spellings of one run instead of running it twice (the run's key keeps the spelling written).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import json
 import shutil
 import time
 import traceback
-from collections.abc import Hashable, MutableMapping, Sequence
+from collections.abc import Hashable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +36,7 @@ from typing import Any
 
 from attnlab._validation import ValidationError
 from attnlab.runner.claim import LOCK, claim
-from attnlab.runner.fingerprint import code_fingerprint, input_digests
+from attnlab.runner.fingerprint import run_fingerprint
 from attnlab.runner.manifest import MANIFEST, damage, read_manifest, reuse_problem, write_manifest
 from attnlab.runner.store import atomic_write
 
@@ -95,6 +97,26 @@ class Task:
             JSON-compatible parameter sets, in run order.
         """
         return [params]
+
+    def canonical(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``params`` as the task reads them, so that two spellings of one run compare equal; default ``params``.
+
+        Only compared (:func:`~attnlab.runner.spec.expand` refuses two runs of one sweep that it makes equal): the run
+        keeps the parameters written, and its key. A value that the task would refuse is left as it is (for
+        :meth:`check` to name).
+
+        Parameters
+        ----------
+        params : dict of str to Any
+            One job's parameters, as the sweep expanded them (JSON-compatible values).
+
+        Returns
+        -------
+        dict of str to Any
+            The same keys, each value in the one spelling the task gives it (``1`` and ``1.0`` as ``1.0`` for a
+            float parameter).
+        """
+        return params
 
     def label(self, params: dict[str, Any]) -> str:
         """A readable prefix of the run directory name (the task name by default).
@@ -292,34 +314,6 @@ def get_task(name: str) -> Task:
         f"task == {name!r} is not a registered task; registered tasks: {known}. Give 'package.module:Class', or "
         "register it first (import attnlab.tasks registers attnlab's own: experiment and batched-train)"
     )
-
-
-def run_fingerprint(
-    task: Task, params: dict[str, Any], known: MutableMapping[str, str] | None = None
-) -> dict[str, Any]:
-    """The fingerprint of one run: what must equal a stored run's for it to be reused.
-
-    Parameters
-    ----------
-    task : Task
-        The task that computes the run.
-    params : dict of str to Any
-        The run's parameters.
-    known : mutable mapping of str to str, optional
-        Digests of input files already read, by path (shared by the runs of a sweep: each file is read once).
-
-    Returns
-    -------
-    dict
-        :func:`~attnlab.runner.fingerprint.code_fingerprint` of :meth:`Task.modules`, and, when the task names
-        input files (:meth:`Task.inputs`), ``"inputs"``: the SHA-256 of each one's contents, by path
-        (:func:`~attnlab.runner.fingerprint.input_digests`).
-    """
-    code = code_fingerprint(task.modules(params))
-    files = task.inputs(params)
-    if files:
-        code["inputs"] = input_digests(files, known)
-    return code
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ batch are unaffected.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import json
@@ -261,6 +262,32 @@ class BatchedTrain(Task):
         if not isinstance(data, str) or not Path(data).is_dir():
             return [params]
         return [{**params, "data": str(path)} for path in data_files(data)]
+
+    def canonical(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``params`` as a run reads them: ``lr`` and ``init_scale`` as floats (``1`` and ``1.0`` are one value),
+        ``optimizer`` by its parsed spec (``NGD``, ``ngd:`` and the alias ``sngd`` are all ``ngd``).
+
+        Parameters
+        ----------
+        params : dict of str to Any
+            One run's parameters.
+
+        Returns
+        -------
+        dict of str to Any
+            The same keys; a value :meth:`check` refuses is left as written.
+        """
+        from attnlab.optim import parse_optimizer
+
+        read = dict(params)
+        for key in ("lr", "init_scale"):
+            if isinstance(read.get(key), (int, float)) and not isinstance(read[key], bool):
+                with contextlib.suppress(OverflowError):  # an int past float64: left as written
+                    read[key] = float(read[key])
+        if "optimizer" in read:
+            with contextlib.suppress(ValidationError):  # check names it
+                read["optimizer"] = str(parse_optimizer(read["optimizer"]))
+        return read
 
     def check(self, params: dict[str, Any]) -> None:
         """Refuse unknown keys and bad values before the sweep starts (the message names the key).

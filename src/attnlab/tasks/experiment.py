@@ -54,6 +54,27 @@ class ExperimentTask(Task):
         name, quick, overrides = _split(params)
         make_config(get_experiment(name), overrides, quick)
 
+    def canonical(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``params`` with each config override as the experiment's config holds it (``n: 8.0`` as ``8`` for an
+        int field, a list as a tuple).
+
+        Parameters
+        ----------
+        params : dict of str to Any
+            ``experiment``, optionally ``quick``, and config fields as overrides.
+
+        Returns
+        -------
+        dict of str to Any
+            The same keys; ``params`` as written when :meth:`check` refuses them.
+        """
+        try:
+            name, quick, overrides = _split(params)
+            config = make_config(get_experiment(name), overrides, quick)
+        except ValidationError:
+            return params  # check names what is wrong
+        return {**params, **{key: getattr(config, key) for key in overrides}}
+
     def label(self, params: dict[str, Any]) -> str:
         return str(params.get("experiment", self.name))
 
