@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from numbers import Integral, Real
 from typing import Any
 
@@ -54,10 +54,11 @@ def _describe(annotation: Any) -> str:
     return getattr(annotation, "__name__", str(annotation))
 
 
-def _split(label: str, body: str) -> list[str]:
-    """``body`` cut at its top-level commas (and ``;``): brackets nest, quotes ('...' or "...") hold commas."""
-    parts, depth, quote, start = [], 0, "", 0
-    for i, char in enumerate(body):
+def _scan(text: str) -> Iterator[tuple[int, str, int, str]]:
+    """Each character of ``text`` with the bracket depth and the open quote after it: brackets nest, and quotes
+    ('...' or "...") hold brackets and commas."""
+    depth, quote = 0, ""
+    for i, char in enumerate(text):
         if quote:
             quote = "" if char == quote else quote
         elif char in "'\"":
@@ -66,7 +67,14 @@ def _split(label: str, body: str) -> list[str]:
             depth += 1
         elif char in ")]":
             depth -= 1
-        elif char in ",;" and depth == 0:
+        yield i, char, depth, quote
+
+
+def _split(label: str, body: str) -> list[str]:
+    """``body`` cut at its top-level commas (and ``;``): brackets nest, quotes ('...' or "...") hold commas."""
+    parts, depth, quote, start = [], 0, "", 0
+    for i, char, depth, quote in _scan(body):
+        if char in ",;" and depth == 0 and not quote:
             parts.append(body[start:i])
             start = i + 1
         if depth < 0:
@@ -80,6 +88,10 @@ def _enclosed(text: str) -> bool:
     """Whether ``text`` is one bracketed list: its first bracket closes at its last character."""
     if text[:1] not in _ENCLOSING or not text.endswith(_ENCLOSING[text[:1]]):
         return False
+    for i, char, depth, quote in _scan(text):
+        if char in ")]" and depth == 0 and not quote:
+            return i == len(text) - 1
+    return False
     depth, quote = 0, ""
     for i, char in enumerate(text):
         if quote:
