@@ -385,13 +385,14 @@ def expand(spec: SweepSpec) -> list[Job]:
         for combo in combos
         for params in (task.expand if task is not None else lambda p: [p])({**spec.base, **point, **combo})
     ]
+    several = len(variants) * len(repeats) > 1  # one run cannot be spelled twice: its parameters are not read here
     for variant in variants:
         for repeat in repeats:
             params = dict(variant)
             if repeat is not None:
                 params["seed"] = derive_seed(_base_seed(params.get("seed", 0)), repeat)
             job = Job(task=spec.task, params=params, index=len(jobs))
-            read = _text(_read_as(task, params))
+            read = _text(_read_as(task, params) if several else params)
             if read in seen:
                 raise ValidationError(_same_run(spec, task, jobs[seen[read]], job))
             seen[read] = job.index
