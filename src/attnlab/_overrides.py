@@ -92,19 +92,6 @@ def _enclosed(text: str) -> bool:
         if char in ")]" and depth == 0 and not quote:
             return i == len(text) - 1
     return False
-    depth, quote = 0, ""
-    for i, char in enumerate(text):
-        if quote:
-            quote = "" if char == quote else quote
-        elif char in "'\"":
-            quote = char
-        elif char in "([":
-            depth += 1
-        elif char in ")]":
-            depth -= 1
-            if depth == 0:
-                return i == len(text) - 1
-    return False
 
 
 def _written(annotation: Any) -> str:
